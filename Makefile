@@ -1,0 +1,42 @@
+# pyrepl — the two commands a newcomer needs:
+#   make demo   set up everything and show a master serving data and reporting INFO
+#   make test   set up everything and run the whole test suite (what CI runs)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: all venv system-deps demo test test-quick bench lint clean
+
+all: test
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian's redis-server / redis-tools (interop tests, benchmarks); installed only when missing.
+system-deps:
+	@bash scripts/system-deps.sh
+
+demo: venv
+	@bash scripts/demo.sh
+
+test: venv system-deps
+	$(PY) -m pytest -q
+
+test-quick: venv
+	$(PY) -m pytest -q -m "not slow"
+
+bench: venv system-deps
+	$(PY) bench/run_all.py
+
+lint: venv
+	$(VENV)/bin/ruff check pyrepl cli tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis var demo-out

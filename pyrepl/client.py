@@ -1,0 +1,127 @@
+"""Per-connection state of a client, and its sans-io byte interface.
+
+Theory of operation: the I/O shell creates a :class:`Client` per accepted connection through
+``ServerCore.connection_made`` and calls :meth:`receive_data` with every chunk read from the
+socket; complete commands are parsed by the RESP reader and executed at once by the core, and
+the encoded replies accumulate in ``out``. The shell then sends :meth:`data_to_send` and closes
+the connection when ``close_after_reply`` is set and everything was written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyrepl.resp.reader import ProtocolError
+
+if TYPE_CHECKING:
+    from pyrepl.core import ServerCore
+    from pyrepl.keyspace.db import Database
+
+
+class Client:
+    __slots__ = (
+        "id", "core", "db", "proto", "name", "lib_name", "lib_ver", "authenticated", "user",
+        "reader", "out", "out_bytes", "close_after_reply", "closed", "addr", "laddr", "fd",
+        "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
+        "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
+        "propagate_argv", "repl", "transport",
+    )
+
+    def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
+                 fd: int = -1) -> None:
+        from pyrepl.resp.fastreader import make_reader
+
+        cfg = core.config
+        self.id = client_id
+        self.core = core
+        self.db: Database = core.dbs[0]
+        self.proto = 2
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.authenticated = not cfg.requirepass
+        self.user = "default"
+        self.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit)
+        self.out: list[bytes] = []
+        self.out_bytes = 0
+        self.close_after_reply = False
+        self.closed = False
+        self.addr = addr
+        self.laddr = laddr
+        self.fd = fd
+        self.ctime_ms = core.now_ms
+        self.last_interaction_ms = core.now_ms
+        self.last_cmd = b"NULL"
+        self.in_multi = False
+        self.multi_queue: list[tuple[Any, list[bytes]]] = []
+        self.multi_error = False
+        self.watched: list[tuple[Database, bytes, bool]] = []  # (db, key, expired at WATCH)
+        self.dirty_cas = False
+        self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
+        self.net_in = 0
+        self.net_out = 0
+        self.commands = 0
+        self.kind = "normal"  # normal | replica | master | pubsub
+        self.propagate_argv: list[bytes] | None = None
+        self.repl: Any = None  # replication link state attached by the replication layer
+        self.transport: Any = None  # set by the I/O shell; the core never touches it
+
+    # -- sans-io interface ----------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the socket; runs every complete command."""
+        if self.closed or self.close_after_reply:
+            return
+        core = self.core
+        self.net_in += len(data)
+        core.stats.net_input_bytes += len(data)
+        self.last_interaction_ms = core.now_ms
+        reader = self.reader
+        reader.feed(data)
+        execute = core.execute
+        while not self.close_after_reply:
+            try:
+                argv = reader.gets()
+            except ProtocolError as e:
+                self.protocol_error(e)
+                return
+            if argv is None:
+                return
+            execute(self, argv)
+
+    def protocol_error(self, e: ProtocolError) -> None:
+        msg = str(e)
+        if msg:
+            self.write(b"-" + msg.encode() + b"\r\n")
+        self.core.log.verbose(f"Protocol error ({msg}) from client: {self.describe()}")
+        self.close_after_reply = True
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+        self.out_bytes += len(data)
+
+    def data_to_send(self) -> bytes:
+        if not self.out:
+            return b""
+        data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
+        self.out = []
+        self.out_bytes = 0
+        self.net_out += len(data)
+        self.core.stats.net_output_bytes += len(data)
+        return data
+
+    def connection_lost(self) -> None:
+        self.core.client_closed(self)
+
+    # -- helpers --------------------------------------------------------------------------
+    def describe(self) -> str:
+        return f"id={self.id} addr={self.addr} laddr={self.laddr} name={self.name.decode('utf-8', 'replace')}"
+
+    def unwatch_all(self) -> None:
+        for db, key, _expired in self.watched:
+            clients = db.watched.get(key)
+            if clients is not None:
+                clients.discard(self)
+                if not clients:
+                    del db.watched[key]
+        self.watched = []
+        self.dirty_cas = False

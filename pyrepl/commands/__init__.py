@@ -1,0 +1,18 @@
+"""Command handlers, grouped by type; importing this package fills the command table."""
+
+from __future__ import annotations
+
+from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
+    connection,
+    hashes,
+    keys,
+    lists,
+    server,
+    sets,
+    strings,
+    transactions,
+    zsets,
+)
+from pyrepl.commands.table import COMMANDS, Command, command, container
+
+__all__ = ["COMMANDS", "Command", "command", "container"]

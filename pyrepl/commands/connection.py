@@ -1,0 +1,165 @@
+"""Connection commands: PING ECHO QUIT AUTH HELLO SELECT SWAPDB RESET.
+
+Theory of operation: per-connection state lives on the Client (protocol version, selected db,
+authentication, name); HELLO switches RESP2/RESP3 and answers the map Redis 7 answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import parse_int
+from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, SYNTAX, WRONGPASS
+from pyrepl.resp.types import OK, PONG, Map, ReplyError, Status
+
+
+@command("ping", -1, "fast sentinel", group="connection", summary="Returns the server's liveliness response.")
+def ping(c: Any, argv: list[bytes]) -> object:
+    if len(argv) > 2:
+        raise ReplyError("ERR wrong number of arguments for 'ping' command")
+    return PONG if len(argv) == 1 else argv[1]
+
+
+@command("echo", 2, "fast", group="connection", summary="Returns the given string.")
+def echo(c: Any, argv: list[bytes]) -> object:
+    return argv[1]
+
+
+@command("quit", -1, "allow-busy no-auth fast", group="connection", summary="Closes the connection.")
+def quit_(c: Any, argv: list[bytes]) -> object:
+    c.close_after_reply = True
+    return OK
+
+
+def authenticate(c: Any, user: bytes, password: bytes) -> bool:
+    """The default user's password is ``requirepass`` (no ACL users besides ``default``)."""
+    required = c.core.config.requirepass
+    if user != b"default":
+        return False
+    if not required:
+        c.authenticated = True
+        return True
+    if password == required.encode():
+        c.authenticated = True
+        return True
+    return False
+
+
+@command("auth", -2, "no-auth fast sentinel no-script loading stale", group="connection",
+         summary="Authenticates the connection.")
+def auth(c: Any, argv: list[bytes]) -> object:
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    if len(argv) == 2:
+        if not c.core.config.requirepass:
+            raise ReplyError(
+                "ERR AUTH <password> called without any password configured for the default "
+                "user. Are you sure your configuration is correct?")
+        user, password = b"default", argv[1]
+    else:
+        user, password = argv[1], argv[2]
+    if authenticate(c, user, password):
+        return OK
+    c.core.log.verbose(f"Authentication failed for client {c.describe()}")
+    raise ReplyError(WRONGPASS)
+
+
+def valid_client_name(name: bytes) -> bool:
+    return all(33 <= ch <= 126 for ch in name)
+
+
+@command("hello", -1, "no-auth fast sentinel no-script loading stale", group="connection",
+         summary="Handshakes with the Redis server.")
+def hello(c: Any, argv: list[bytes]) -> object:
+    ver = 0
+    j = 1
+    if len(argv) >= 2:
+        ver = parse_int(argv[1], "ERR Protocol version is not an integer or out of range")
+        j = 2
+        if ver < 2 or ver > 3:
+            raise ReplyError("NOPROTO unsupported protocol version")
+    name = None
+    while j < len(argv):
+        more = len(argv) - 1 - j
+        opt = argv[j].lower()
+        if opt == b"auth" and more >= 2:
+            if not authenticate(c, argv[j + 1], argv[j + 2]):
+                raise ReplyError(WRONGPASS)
+            j += 3
+        elif opt == b"setname" and more:
+            name = argv[j + 1]
+            if not valid_client_name(name):
+                raise ReplyError("ERR Client names cannot contain spaces, newlines or "
+                                 "special characters.")
+            c.name = name
+            j += 2
+        else:
+            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[j].decode('utf-8', 'replace')}'")
+    if not c.authenticated:
+        raise ReplyError(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and select "
+            "the RESP protocol version at the same time")
+    if ver:
+        c.proto = ver
+    core = c.core
+    role = b"replica" if core.replication is not None and core.replication.is_replica() \
+        else b"master"
+    return Map([
+        (b"server", b"redis"),
+        (b"version", core.redis_version.encode()),
+        (b"proto", c.proto),
+        (b"id", c.id),
+        (b"mode", b"standalone"),
+        (b"role", role),
+        (b"modules", []),
+    ])
+
+
+@command("select", 2, "loading stale fast", group="connection",
+         summary="Changes the selected database.")
+def select(c: Any, argv: list[bytes]) -> object:
+    index = parse_int(argv[1], "ERR value is not an integer or out of range")
+    if index < 0 or index >= len(c.core.dbs):
+        raise ReplyError(DB_INDEX_OUT_OF_RANGE)
+    c.core.select_db(c, index)
+    return OK
+
+
+@command("swapdb", 3, "write fast", group="server", summary="Swaps two Redis databases.")
+def swapdb(c: Any, argv: list[bytes]) -> object:
+    a = parse_int(argv[1], "ERR invalid first DB index")
+    b = parse_int(argv[2], "ERR invalid second DB index")
+    dbs = c.core.dbs
+    if a < 0 or a >= len(dbs) or b < 0 or b >= len(dbs):
+        raise ReplyError(DB_INDEX_OUT_OF_RANGE)
+    if a != b:
+        da, db_ = dbs[a], dbs[b]
+        for d in (da, db_):
+            for key in list(d.watched):
+                d.touch(key)
+        da.data, db_.data = db_.data, da.data
+        da.expires, db_.expires = db_.expires, da.expires
+        da._expire_keys, db_._expire_keys = [], []
+        da._expire_pos = db_._expire_pos = 0
+        for d in (da, db_):
+            for key in list(d.watched):
+                if key in d.data:
+                    d.touch(key)
+    c.core.dirty += 1
+    return OK
+
+
+@command("reset", 1, "no-script loading stale fast no-auth allow-busy", group="connection",
+         summary="Resets the connection.")
+def reset(c: Any, argv: list[bytes]) -> object:
+    c.in_multi = False
+    c.multi_queue = []
+    c.multi_error = False
+    c.unwatch_all()
+    c.core.select_db(c, 0)
+    c.proto = 2
+    c.name = b""
+    c.authenticated = not c.core.config.requirepass
+    return Status("RESET")

@@ -1,0 +1,3 @@
+"""hashes commands (being written)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""keys commands (being written)."""
+
+from __future__ import annotations

@@ -1,0 +1,514 @@
+"""List commands (Redis 7.0.15 t_list.c semantics), blocking variants excluded.
+
+Theory of operation: a list value is a ``collections.deque`` of bytes, which gives O(1) pushes
+and pops at both ends (Redis's quicklist); index-based commands walk from the nearer end.
+Each handler follows Redis's order of checks exactly, because the order decides which error a
+client sees: e.g. LRANGE and LPOP parse their integers before looking the key up, while LINDEX
+and LSET look the key up (and check its type) first. Writers bump ``core.dirty`` by the number
+of elements changed (nothing changed -> no bump -> nothing propagated), signal WATCH with
+``Database.touch`` and delete a key whose list became empty. Propagation is the command itself,
+except LMPOP which Redis rewrites to ``LPOP|RPOP key count`` with the number actually popped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import islice
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
+from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, WRONGTYPE
+from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
+
+_POSITIVE = "ERR value is out of range, must be positive"
+
+
+def _read(c: Any, key: bytes) -> deque | None:
+    """lookupKeyRead + checkType(OBJ_LIST): counts keyspace hits/misses."""
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not deque:
+        raise ReplyError(WRONGTYPE)
+    return v
+
+
+def _removed(db: Any, key: bytes, lst: deque) -> None:
+    """After elements were removed: delete the key if the list is empty; signal WATCH."""
+    if not lst:
+        del db.data[key]
+        if db.expires:
+            db.expires.pop(key, None)
+    if db.watched:
+        db.touch(key)
+
+
+def _range(lst: deque, start: int, end: int) -> list[bytes]:
+    """Elements start..end inclusive (already normalised, 0 <= start <= end < len)."""
+    n = len(lst)
+    if start <= n - 1 - end:
+        return list(islice(lst, start, end + 1))
+    out = list(islice(reversed(lst), n - 1 - end, n - start))
+    out.reverse()
+    return out
+
+
+# -- pushes ------------------------------------------------------------------------------
+
+@command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+         summary="Prepend one or multiple elements to a list", since="1.0.0")
+def lpush(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    lst = db.data.get(key)
+    if lst is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
+        lst = deque()
+        db.data[key] = lst
+    elif type(lst) is not deque:
+        raise ReplyError(WRONGTYPE)
+    if len(argv) == 3:
+        lst.appendleft(argv[2])
+        c.core.dirty += 1
+    else:
+        lst.extendleft(islice(argv, 2, None))
+        c.core.dirty += len(argv) - 2
+    if db.watched:
+        db.touch(key)
+    return len(lst)
+
+
+@command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+         summary="Append one or multiple elements to a list", since="1.0.0")
+def rpush(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    lst = db.data.get(key)
+    if lst is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
+        lst = deque()
+        db.data[key] = lst
+    elif type(lst) is not deque:
+        raise ReplyError(WRONGTYPE)
+    if len(argv) == 3:
+        lst.append(argv[2])
+        c.core.dirty += 1
+    else:
+        lst.extend(islice(argv, 2, None))
+        c.core.dirty += len(argv) - 2
+    if db.watched:
+        db.touch(key)
+    return len(lst)
+
+
+def _pushx(c: Any, argv: list[bytes], left: bool) -> object:
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        return 0
+    if left:
+        lst.extendleft(islice(argv, 2, None))
+    else:
+        lst.extend(islice(argv, 2, None))
+    c.core.dirty += len(argv) - 2
+    if db.watched:
+        db.touch(key)
+    return len(lst)
+
+
+@command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+         summary="Prepend an element to a list, only if the list exists", since="2.2.0")
+def lpushx(c: Any, argv: list[bytes]) -> object:
+    return _pushx(c, argv, True)
+
+
+@command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+         summary="Append an element to a list, only if the list exists", since="2.2.0")
+def rpushx(c: Any, argv: list[bytes]) -> object:
+    return _pushx(c, argv, False)
+
+
+# -- pops --------------------------------------------------------------------------------
+
+def _pop(c: Any, argv: list[bytes], left: bool) -> object:
+    n = len(argv)
+    if n > 3:
+        raise ReplyError(f"ERR wrong number of arguments for '{'lpop' if left else 'rpop'}' "
+                         "command")
+    count = 0
+    if n == 3:
+        count = parse_int(argv[2], _POSITIVE)
+        if count < 0:
+            raise ReplyError(_POSITIVE)
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        return NULL_ARRAY if n == 3 else None
+    if n == 2:
+        v = lst.popleft() if left else lst.pop()
+        c.core.dirty += 1
+        _removed(db, key, lst)
+        return v
+    if count == 0:
+        return []
+    if count >= len(lst):
+        out = list(lst)
+        if not left:
+            out.reverse()
+        lst.clear()
+    else:
+        p = lst.popleft if left else lst.pop
+        out = [p() for _ in range(count)]
+    c.core.dirty += len(out)
+    _removed(db, key, lst)
+    return out
+
+
+@command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
+         summary="Remove and get the first elements in a list", since="1.0.0")
+def lpop(c: Any, argv: list[bytes]) -> object:
+    return _pop(c, argv, True)
+
+
+@command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
+         summary="Remove and get the last elements in a list", since="1.0.0")
+def rpop(c: Any, argv: list[bytes]) -> object:
+    return _pop(c, argv, False)
+
+
+def _lmpop_keys(argv: list[bytes]) -> list[int]:
+    try:
+        numkeys = parse_int(argv[1])
+    except ReplyError:
+        return []
+    if numkeys < 1:
+        return []
+    return list(range(2, min(2 + numkeys, len(argv))))
+
+
+@command("lmpop", -4, "write", group="list", summary="Pop elements from a list",
+         since="7.0.0", keys_fn=_lmpop_keys)
+def lmpop(c: Any, argv: list[bytes]) -> object:
+    msg = "ERR numkeys should be greater than 0"
+    numkeys = parse_int(argv[1], msg)
+    if numkeys < 1:
+        raise ReplyError(msg)
+    where_idx = 2 + numkeys
+    n = len(argv)
+    if where_idx >= n:
+        raise ReplyError(SYNTAX)
+    left = _position(argv[where_idx])
+    count = -1
+    j = where_idx + 1
+    while j < n:
+        if count == -1 and argv[j].lower() == b"count" and j + 1 < n:
+            msg = "ERR count should be greater than 0"
+            count = parse_int(argv[j + 1], msg)
+            if count < 1:
+                raise ReplyError(msg)
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    if count == -1:
+        count = 1
+    db = c.db
+    for i in range(2, where_idx):
+        key = argv[i]
+        lst = db.lookup_typed(key, deque)
+        if not lst:
+            continue
+        if count >= len(lst):
+            out = list(lst)
+            if not left:
+                out.reverse()
+            lst.clear()
+        else:
+            p = lst.popleft if left else lst.pop
+            out = [p() for _ in range(count)]
+        c.core.dirty += len(out)
+        _removed(db, key, lst)
+        c.propagate_argv = [b"LPOP" if left else b"RPOP", key, b"%d" % len(out)]
+        return [key, out]
+    return NULL_ARRAY
+
+
+# -- reads -------------------------------------------------------------------------------
+
+@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
+         summary="Get the length of a list", since="1.0.0")
+def llen(c: Any, argv: list[bytes]) -> object:
+    lst = _read(c, argv[1])
+    return 0 if lst is None else len(lst)
+
+
+@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list",
+         summary="Get a range of elements from a list", since="1.0.0")
+def lrange(c: Any, argv: list[bytes]) -> object:
+    start = parse_int(argv[2])
+    end = parse_int(argv[3])
+    lst = _read(c, argv[1])
+    if lst is None:
+        return []
+    n = len(lst)
+    if start < 0:
+        start += n
+        if start < 0:
+            start = 0
+    if end < 0:
+        end += n
+    if start > end or start >= n:
+        return []
+    if end >= n:
+        end = n - 1
+    return _range(lst, start, end)
+
+
+@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list",
+         summary="Get an element from a list by its index", since="1.0.0")
+def lindex(c: Any, argv: list[bytes]) -> object:
+    lst = _read(c, argv[1])
+    if lst is None:
+        return None
+    index = parse_int(argv[2])
+    n = len(lst)
+    if -n <= index < n:
+        return lst[index]
+    return None
+
+
+_RANK_ZERO = ("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second "
+              "... or use negative to start from the end of the list")
+
+
+@command("lpos", -3, "readonly", keys=(1, 1, 1), group="list",
+         summary="Return the index of matching elements on a list", since="6.0.6")
+def lpos(c: Any, argv: list[bytes]) -> object:
+    ele = argv[2]
+    rank = 1
+    count = -1
+    maxlen = 0
+    n = len(argv)
+    j = 3
+    while j < n:
+        opt = argv[j].lower()
+        more = j + 1 < n
+        if opt == b"rank" and more:
+            rank = parse_int(argv[j + 1])
+            if rank == 0:
+                raise ReplyError(_RANK_ZERO)
+        elif opt == b"count" and more:
+            count = parse_int(argv[j + 1], "ERR COUNT can't be negative")
+            if count < 0:
+                raise ReplyError("ERR COUNT can't be negative")
+        elif opt == b"maxlen" and more:
+            maxlen = parse_int(argv[j + 1], "ERR MAXLEN can't be negative")
+            if maxlen < 0:
+                raise ReplyError("ERR MAXLEN can't be negative")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    lst = _read(c, argv[1])
+    if lst is None:
+        return [] if count != -1 else None
+    limit = count
+    if rank == LLONG_MIN:
+        # Redis 7.0 negates LONG_MIN in place (it stays negative): every match qualifies,
+        # the search runs from the tail and the COUNT limit overflows away.
+        rank = 1
+        reverse = True
+        limit = 0
+    elif rank < 0:
+        rank = -rank
+        reverse = True
+    else:
+        reverse = False
+    size = len(lst)
+    it = reversed(lst) if reverse else iter(lst)
+    if maxlen:
+        it = islice(it, maxlen)
+    matches = 0
+    out: list[int] = []
+    for index, x in enumerate(it):
+        if x == ele:
+            matches += 1
+            if matches >= rank:
+                pos = size - index - 1 if reverse else index
+                if count == -1:
+                    return pos
+                out.append(pos)
+                if limit and matches - rank + 1 >= limit:
+                    break
+    return out if count != -1 else None
+
+
+# -- in-place writes ---------------------------------------------------------------------
+
+@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list",
+         summary="Set the value of an element in a list by its index", since="1.0.0")
+def lset(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        raise ReplyError(NO_SUCH_KEY)
+    index = parse_int(argv[2])
+    n = len(lst)
+    if not -n <= index < n:
+        raise ReplyError(INDEX_OUT_OF_RANGE)
+    lst[index] = argv[3]
+    if db.watched:
+        db.touch(key)
+    c.core.dirty += 1
+    return OK
+
+
+@command("lrem", 4, "write", keys=(1, 1, 1), group="list",
+         summary="Remove elements from a list", since="1.0.0")
+def lrem(c: Any, argv: list[bytes]) -> object:
+    toremove = parse_int(argv[2])
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        return 0
+    ele = argv[3]
+    if toremove < 0:
+        toremove = -toremove
+        src: Any = reversed(lst)
+    else:
+        src = lst
+    kept: list[bytes] = []
+    removed = 0
+    if toremove == 0:
+        kept = [x for x in lst if x != ele]
+        removed = len(lst) - len(kept)
+    else:
+        for x in src:
+            if removed < toremove and x == ele:
+                removed += 1
+            else:
+                kept.append(x)
+        if src is not lst:
+            kept.reverse()
+    if removed:
+        lst.clear()
+        lst.extend(kept)
+        c.core.dirty += removed
+        _removed(db, key, lst)
+    return removed
+
+
+@command("ltrim", 4, "write", keys=(1, 1, 1), group="list",
+         summary="Trim a list to the specified range", since="1.0.0")
+def ltrim(c: Any, argv: list[bytes]) -> object:
+    start = parse_int(argv[2])
+    end = parse_int(argv[3])
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        return OK
+    n = len(lst)
+    if start < 0:
+        start += n
+        if start < 0:
+            start = 0
+    if end < 0:
+        end += n
+    if start > end or start >= n:
+        left, right = n, 0
+    else:
+        if end >= n:
+            end = n - 1
+        left, right = start, n - end - 1
+    if left + right >= n:
+        lst.clear()
+    elif left + right > n - left - right:
+        kept = _range(lst, start, end)
+        lst.clear()
+        lst.extend(kept)
+    else:
+        for _ in range(left):
+            lst.popleft()
+        for _ in range(right):
+            lst.pop()
+    _removed(db, key, lst)
+    c.core.dirty += left + right
+    return OK
+
+
+@command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list",
+         summary="Insert an element before or after another element in a list", since="2.2.0")
+def linsert(c: Any, argv: list[bytes]) -> object:
+    where = argv[2].lower()
+    if where == b"after":
+        after = True
+    elif where == b"before":
+        after = False
+    else:
+        raise ReplyError(SYNTAX)
+    key = argv[1]
+    db = c.db
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        return 0
+    try:
+        i = lst.index(argv[3])
+    except ValueError:
+        return -1
+    lst.insert(i + 1 if after else i, argv[4])
+    if db.watched:
+        db.touch(key)
+    c.core.dirty += 1
+    return len(lst)
+
+
+# -- moves -------------------------------------------------------------------------------
+
+def _position(arg: bytes) -> bool:
+    """LEFT -> True, RIGHT -> False (getListPositionFromObjectOrReply)."""
+    a = arg.lower()
+    if a == b"left":
+        return True
+    if a == b"right":
+        return False
+    raise ReplyError(SYNTAX)
+
+
+def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool) -> object:
+    db = c.db
+    src = db.lookup_typed(src_key, deque)
+    if not src:
+        return None
+    dst = db.lookup_typed(dst_key, deque)
+    v = src.popleft() if from_left else src.pop()
+    if dst is None:
+        dst = deque()
+        db.data[dst_key] = dst
+    if to_left:
+        dst.appendleft(v)
+    else:
+        dst.append(v)
+    if db.watched:
+        db.touch(dst_key)
+    _removed(db, src_key, src)
+    c.core.dirty += 1
+    return v
+
+
+@command("lmove", 5, "write denyoom", keys=(1, 2, 1), group="list",
+         summary="Pop an element from a list, push it to another list and return it",
+         since="6.2.0")
+def lmove(c: Any, argv: list[bytes]) -> object:
+    from_left = _position(argv[3])
+    to_left = _position(argv[4])
+    return _move(c, argv[1], argv[2], from_left, to_left)
+
+
+@command("rpoplpush", 3, "write denyoom", keys=(1, 2, 1), group="list",
+         summary="Remove the last element in a list, prepend it to another list and return it",
+         since="1.2.0")
+def rpoplpush(c: Any, argv: list[bytes]) -> object:
+    return _move(c, argv[1], argv[2], False, True)
+
+
+__all__ = ["LLONG_MAX"]

@@ -1,0 +1,561 @@
+"""Server commands: INFO CONFIG CLIENT COMMAND DBSIZE FLUSHDB FLUSHALL TIME SAVE BGSAVE LASTSAVE
+SHUTDOWN DEBUG.
+
+Theory of operation: these handlers read and change server-wide state on the core; anything
+that needs the OS (fork, exit, sleep, the clock in microseconds) goes through ``core.host``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import COMMANDS, Command, command, container
+from pyrepl.commands.util import parse_float, parse_int
+from pyrepl.config import ConfigError
+from pyrepl.info import generate_info
+from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, Verbatim
+
+# -- keyspace-wide ----------------------------------------------------------------------------
+
+
+@command("dbsize", 1, "readonly fast", group="server", summary="Returns the number of keys in the database.")
+def dbsize(c: Any, argv: list[bytes]) -> object:
+    return len(c.db.data)
+
+
+def _flush_flag(argv: list[bytes], name: str) -> None:
+    if len(argv) > 2:
+        raise ReplyError("ERR syntax error")
+    if len(argv) == 2 and argv[1].lower() not in (b"async", b"sync"):
+        raise ReplyError("ERR syntax error")
+
+
+@command("flushdb", -1, "write", group="server", summary="Removes all keys from the current database.")
+def flushdb(c: Any, argv: list[bytes]) -> object:
+    _flush_flag(argv, "flushdb")
+    c.db.flush()
+    c.core.dirty += 1
+    return OK
+
+
+@command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.")
+def flushall(c: Any, argv: list[bytes]) -> object:
+    _flush_flag(argv, "flushall")
+    core = c.core
+    for db in core.dbs:
+        db.flush()
+    core.kill_rdb_child()
+    core.dirty += 1
+    if core.config.save:
+        # As Redis: FLUSHALL with save points writes an empty RDB right away.
+        saved_dirty = core.dirty
+        core.save()
+        core.dirty = saved_dirty
+    return OK
+
+
+# -- INFO, TIME, persistence ------------------------------------------------------------------
+
+
+@command("info", -1, "loading stale sentinel", group="server", summary="Returns information and statistics about the server.")
+def info(c: Any, argv: list[bytes]) -> object:
+    return Verbatim(generate_info(c.core, argv[1:]).encode())
+
+
+@command("time", 1, "loading stale fast", group="server", summary="Returns the server time.")
+def time_(c: Any, argv: list[bytes]) -> object:
+    us = c.core.host.time_us() or c.core.now_ms * 1000
+    return [str(us // 1_000_000).encode(), str(us % 1_000_000).encode()]
+
+
+@command("lastsave", 1, "loading stale fast", group="server", summary="Returns the Unix timestamp of the last successful save to disk.")
+def lastsave(c: Any, argv: list[bytes]) -> object:
+    return c.core.lastsave_ms // 1000
+
+
+@command("save", 1, "admin noscript no-async-loading no-multi", group="server", summary="Synchronously saves the database(s) to disk.")
+def save(c: Any, argv: list[bytes]) -> object:
+    core = c.core
+    if core.rdb_child_pid != -1:
+        raise ReplyError("ERR Background save already in progress")
+    if core.save():
+        return OK
+    raise ReplyError("ERR")
+
+
+@command("bgsave", -1, "admin noscript no-async-loading", group="server", summary="Asynchronously saves the database(s) to disk.")
+def bgsave(c: Any, argv: list[bytes]) -> object:
+    schedule = False
+    if len(argv) > 1:
+        if len(argv) == 2 and argv[1].lower() == b"schedule":
+            schedule = True
+        else:
+            raise ReplyError("ERR syntax error")
+    core = c.core
+    if core.rdb_child_pid != -1:
+        if schedule and core.rdb_child_purpose != "disk":
+            core.bgsave_scheduled = True
+            return Status("Background saving scheduled")
+        if core.rdb_child_purpose == "disk":
+            raise ReplyError("ERR Background save already in progress")
+        if schedule:
+            core.bgsave_scheduled = True
+            return Status("Background saving scheduled")
+        raise ReplyError("ERR Another child process is active (AOF?): can't BGSAVE right now. "
+                         "Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.")
+    err = core.bgsave()
+    if err:
+        raise ReplyError(err)
+    return Status("Background saving started")
+
+
+@command("shutdown", -1, "admin noscript loading stale no-multi sentinel allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
+def shutdown(c: Any, argv: list[bytes]) -> object:
+    save: bool | None = None
+    for a in argv[1:]:
+        opt = a.lower()
+        if opt == b"nosave":
+            save = False
+        elif opt == b"save":
+            save = True
+        elif opt in (b"now", b"force", b"abort"):
+            if opt == b"abort":
+                raise ReplyError("ERR No shutdown in progress.")
+        else:
+            raise ReplyError("ERR syntax error")
+    core = c.core
+    if not core.prepare_for_shutdown(save):
+        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
+    core.host.request_shutdown()
+    c.close_after_reply = True
+    return NO_REPLY
+
+
+# -- CONFIG -----------------------------------------------------------------------------------
+
+container("config", summary="A container for server configuration commands.", since="2.0.0")
+
+
+@command("config|get", -3, "admin noscript loading stale", group="server", summary="Returns the effective values of configuration parameters.")
+def config_get(c: Any, argv: list[bytes]) -> object:
+    patterns = [a.decode("utf-8", "replace") for a in argv[2:]]
+    return Map([(k.encode(), v.encode()) for k, v in c.core.config.config_get(patterns)])
+
+
+@command("config|set", -4, "admin noscript loading stale", group="server", summary="Sets configuration parameters in-flight.")
+def config_set(c: Any, argv: list[bytes]) -> object:
+    args = argv[2:]
+    if len(args) % 2:
+        raise ReplyError("ERR wrong number of arguments for 'config|set' command")
+    pairs = [(args[i].decode("utf-8", "replace"), args[i + 1].decode("utf-8", "surrogateescape"))
+             for i in range(0, len(args), 2)]
+    try:
+        c.core.config.set_many(pairs)
+    except ConfigError as e:
+        msg = str(e)
+        raise ReplyError(msg if msg.startswith("ERR") else "ERR " + msg) from None
+    return OK
+
+
+@command("config|resetstat", 2, "admin noscript loading stale", group="server", summary="Resets the server's statistics.")
+def config_resetstat(c: Any, argv: list[bytes]) -> object:
+    c.core.stats.reset()
+    return OK
+
+
+@command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
+def config_rewrite(c: Any, argv: list[bytes]) -> object:
+    cfg = c.core.config
+    if not cfg.source_file:
+        raise ReplyError("ERR The server is running without a config file")
+    try:
+        cfg.rewrite()
+    except (OSError, AttributeError) as e:
+        raise ReplyError(f"ERR Rewriting config file: {e}") from None
+    return OK
+
+
+@command("config|help", 2, "loading stale", group="server", summary="Returns helpful text about the different subcommands.")
+def config_help(c: Any, argv: list[bytes]) -> object:
+    return [Status(s) for s in (
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+        "RESETSTAT", "    Reset statistics reported by the INFO command.",
+        "REWRITE", "    Rewrite the configuration file.",
+        "HELP", "    Print this help.")]
+
+
+# -- CLIENT -----------------------------------------------------------------------------------
+
+container("client", group="connection", summary="A container for client connection commands.", since="2.4.0")
+
+
+def client_line(core: Any, cl: Any) -> str:
+    now = core.now_ms
+    flags = cl.flags or ""
+    if cl.in_multi:
+        flags += "x"
+    if not flags:
+        flags = "N"
+    qbuf = cl.reader.buffered() if hasattr(cl.reader, "buffered") else 0
+    name = cl.name.decode("utf-8", "replace")
+    return (
+        f"id={cl.id} addr={cl.addr} laddr={cl.laddr} fd={cl.fd} name={name} "
+        f"age={(now - cl.ctime_ms) // 1000} idle={(now - cl.last_interaction_ms) // 1000} "
+        f"flags={flags} db={cl.db.id} sub=0 psub=0 ssub=0 "
+        f"multi={len(cl.multi_queue) if cl.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
+        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={cl.out_bytes} "
+        f"tot-mem={cl.out_bytes + qbuf} events=r cmd={cl.last_cmd.decode()} user={cl.user} "
+        f"redir=-1 resp={cl.proto} lib-name={cl.lib_name.decode('utf-8', 'replace')} "
+        f"lib-ver={cl.lib_ver.decode('utf-8', 'replace')} tot-net-in={cl.net_in} "
+        f"tot-net-out={cl.net_out} tot-cmds={cl.commands}"
+    )
+
+
+CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
+
+
+def _client_type(cl: Any) -> bytes:
+    return {"replica": b"replica", "master": b"master", "pubsub": b"pubsub"}.get(cl.kind, b"normal")
+
+
+@command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.")
+def client_list(c: Any, argv: list[bytes]) -> object:
+    core = c.core
+    clients = list(core.clients.values())
+    i = 2
+    while i < len(argv):
+        opt = argv[i].lower()
+        if opt == b"type" and i + 1 < len(argv):
+            t = argv[i + 1].lower()
+            if t == b"slave":
+                t = b"replica"
+            if t not in CLIENT_TYPES:
+                raise ReplyError(f"ERR Unknown client type '{argv[i + 1].decode('utf-8', 'replace')}'")
+            clients = [cl for cl in clients if _client_type(cl) == t]
+            i += 2
+        elif opt == b"id" and i + 1 < len(argv):
+            ids = set()
+            for a in argv[i + 1:]:
+                try:
+                    ids.add(parse_int(a))
+                except ReplyError:
+                    raise ReplyError("ERR Invalid client ID") from None
+            clients = [cl for cl in clients if cl.id in ids]
+            i = len(argv)
+        else:
+            raise ReplyError("ERR syntax error")
+    return Verbatim("".join(client_line(core, cl) + "\n" for cl in clients).encode())
+
+
+@command("client|info", 2, "noscript loading stale", group="connection", summary="Returns information about the connection.")
+def client_info(c: Any, argv: list[bytes]) -> object:
+    return Verbatim((client_line(c.core, c) + "\n").encode())
+
+
+@command("client|id", 2, "noscript loading stale", group="connection", summary="Returns the unique client ID of the connection.")
+def client_id(c: Any, argv: list[bytes]) -> object:
+    return c.id
+
+
+def _valid_name(name: bytes) -> bool:
+    return all(33 <= ch <= 126 for ch in name)
+
+
+@command("client|setname", 3, "noscript loading stale", group="connection", summary="Sets the connection name.")
+def client_setname(c: Any, argv: list[bytes]) -> object:
+    name = argv[2]
+    if not _valid_name(name):
+        raise ReplyError("ERR Client names cannot contain spaces, newlines or special characters.")
+    c.name = name
+    return OK
+
+
+@command("client|getname", 2, "noscript loading stale", group="connection", summary="Returns the name of the connection.")
+def client_getname(c: Any, argv: list[bytes]) -> object:
+    return c.name or None
+
+
+@command("client|setinfo", 4, "noscript loading stale", group="connection", summary="Sets information specific to the client or connection.")
+def client_setinfo(c: Any, argv: list[bytes]) -> object:
+    attr = argv[2].lower()
+    val = argv[3]
+    if attr not in (b"lib-name", b"lib-ver"):
+        raise ReplyError(f"ERR Unrecognized option '{argv[2].decode('utf-8', 'replace')}'")
+    if not _valid_name(val) and val:
+        raise ReplyError(f"ERR {attr.decode()} cannot contain spaces, newlines or special "
+                         "characters.")
+    if attr == b"lib-name":
+        c.lib_name = val
+    else:
+        c.lib_ver = val
+    return OK
+
+
+@command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.")
+def client_kill(c: Any, argv: list[bytes]) -> object:
+    core = c.core
+    if len(argv) == 3:  # old form: CLIENT KILL addr:port
+        addr = argv[2].decode("utf-8", "replace")
+        for cl in list(core.clients.values()):
+            if cl.addr == addr:
+                _kill(c, cl)
+                return OK
+        raise ReplyError("ERR No such client")
+    filters: list[tuple[bytes, bytes]] = []
+    skipme = True
+    i = 2
+    while i < len(argv):
+        if i + 1 >= len(argv):
+            raise ReplyError("ERR syntax error")
+        opt, val = argv[i].lower(), argv[i + 1]
+        if opt == b"skipme":
+            if val.lower() == b"yes":
+                skipme = True
+            elif val.lower() == b"no":
+                skipme = False
+            else:
+                raise ReplyError("ERR syntax error")
+        elif opt == b"id":
+            try:
+                parse_int(val)
+            except ReplyError:
+                raise ReplyError("ERR client-id should be greater than 0") from None
+            filters.append((opt, val))
+        elif opt == b"type":
+            t = val.lower()
+            if t == b"slave":
+                t = b"replica"
+            if t not in CLIENT_TYPES:
+                raise ReplyError(f"ERR Unknown client type '{val.decode('utf-8', 'replace')}'")
+            filters.append((opt, t))
+        elif opt in (b"addr", b"laddr", b"user", b"maxage"):
+            filters.append((opt, val))
+        else:
+            raise ReplyError("ERR syntax error")
+        i += 2
+    killed = 0
+    for cl in list(core.clients.values()):
+        if skipme and cl is c:
+            continue
+        ok = True
+        for opt, val in filters:
+            if opt == b"id" and str(cl.id).encode() != val:
+                ok = False
+            elif opt == b"type" and _client_type(cl) != val:
+                ok = False
+            elif opt == b"addr" and cl.addr.encode() != val:
+                ok = False
+            elif opt == b"laddr" and cl.laddr.encode() != val:
+                ok = False
+            elif opt == b"user" and cl.user.encode() != val:
+                ok = False
+            elif opt == b"maxage" and (core.now_ms - cl.ctime_ms) // 1000 < int(val):
+                ok = False
+        if ok:
+            _kill(c, cl)
+            killed += 1
+    return killed
+
+
+def _kill(me: Any, cl: Any) -> None:
+    if cl is me:
+        me.close_after_reply = True
+    else:
+        me.core.host.close_client(cl)
+
+
+@command("client|no-evict", 3, "admin noscript loading stale", group="connection", summary="Set client eviction mode for the current connection.")
+def client_no_evict(c: Any, argv: list[bytes]) -> object:
+    if argv[2].lower() not in (b"on", b"off"):
+        raise ReplyError("ERR syntax error")
+    return OK
+
+
+@command("client|help", 2, "loading stale", group="connection", summary="Returns helpful text about the different subcommands.")
+def client_help(c: Any, argv: list[bytes]) -> object:
+    return [Status(s) for s in (
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ID", "    Return the ID of the current connection.",
+        "INFO", "    Return information about the current client connection.",
+        "KILL <ip:port>|<option> <value> [...]", "    Kill connections.",
+        "LIST [TYPE <type>] [ID <id> [...]]", "    Return information about client connections.",
+        "GETNAME", "    Return the name of the current connection.",
+        "SETNAME <name>", "    Assign the name <name> to the current connection.",
+        "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
+        "HELP", "    Print this help.")]
+
+
+# -- COMMAND ----------------------------------------------------------------------------------
+
+container("command", summary="Returns detailed information about all commands.", since="2.8.13")
+
+
+def _command_info(cmd: Command) -> list[object]:
+    subs = [_command_info(s) for s in cmd.subcommands.values()]
+    return [
+        cmd.name.encode(),
+        cmd.arity,
+        SetReply([Status(f) for f in sorted(cmd.flags)]),
+        cmd.first_key,
+        cmd.last_key,
+        cmd.step,
+        SetReply([Status("@" + a) for a in cmd.acl_categories]),
+        SetReply([]),  # tips
+        [],  # key specs
+        subs,
+    ]
+
+
+def _top_commands() -> list[Command]:
+    return list(COMMANDS.values())
+
+
+@command("command", -1, "loading stale sentinel", group="server", summary="Returns detailed information about all commands.")
+def command_(c: Any, argv: list[bytes]) -> object:
+    if len(argv) > 1:  # unreachable: the container dispatches subcommands
+        raise ReplyError("ERR syntax error")
+    return [_command_info(cmd) for cmd in _top_commands()]
+
+
+@command("command|count", 2, "loading stale", group="server", summary="Returns a count of commands.")
+def command_count(c: Any, argv: list[bytes]) -> object:
+    return len(COMMANDS)
+
+
+@command("command|list", -2, "loading stale", group="server", summary="Returns a list of command names.")
+def command_list(c: Any, argv: list[bytes]) -> object:
+    return [cmd.name.encode() for cmd in _top_commands()]
+
+
+def _find(name: bytes) -> Command | None:
+    name = name.lower()
+    if b"|" in name:
+        parent, sub = name.split(b"|", 1)
+        p = COMMANDS.get(parent)
+        return p.subcommands.get(sub) if p else None
+    return COMMANDS.get(name)
+
+
+@command("command|info", -2, "loading stale", group="server", summary="Returns information about one, multiple or all commands.")
+def command_info(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 2:
+        return [_command_info(cmd) for cmd in _top_commands()]
+    out: list[object] = []
+    for name in argv[2:]:
+        cmd = _find(name)
+        out.append(_command_info(cmd) if cmd else None)
+    return out
+
+
+def _doc(cmd: Command) -> Map:
+    items: list[tuple[object, object]] = [
+        (b"summary", cmd.summary.encode()),
+        (b"since", cmd.since.encode()),
+        (b"group", cmd.group.encode()),
+    ]
+    if cmd.subcommands:
+        items.append((b"subcommands", Map([(s.name.encode(), _doc(s))
+                                           for s in cmd.subcommands.values()])))
+    return Map(items)
+
+
+@command("command|docs", -2, "loading stale", group="server", summary="Returns documentary information about one, multiple or all commands.")
+def command_docs(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 2:
+        cmds = _top_commands()
+    else:
+        cmds = [cmd for cmd in (_find(n) for n in argv[2:]) if cmd is not None]
+    return Map([(cmd.name.encode(), _doc(cmd)) for cmd in cmds])
+
+
+@command("command|getkeys", -3, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.")
+def command_getkeys(c: Any, argv: list[bytes]) -> object:
+    args = argv[2:]
+    cmd = c.core.lookup_command(args)
+    if cmd is None or cmd.handler is None:
+        raise ReplyError("ERR Invalid command specified")
+    if (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
+        raise ReplyError("ERR Invalid number of arguments specified for command")
+    keys = cmd.key_positions(args)
+    if not keys:
+        raise ReplyError("ERR The command has no key arguments")
+    return [args[i] for i in keys]
+
+
+# -- DEBUG ------------------------------------------------------------------------------------
+
+
+@command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.")
+def debug(c: Any, argv: list[bytes]) -> object:
+    sub = argv[1].lower()
+    core = c.core
+    if sub == b"digest" and len(argv) == 2:
+        from pyrepl.keyspace.digest import dataset_digest
+        return Status(dataset_digest(core.dbs, core.now_ms))
+    if sub == b"digest-value" and len(argv) >= 2:
+        from pyrepl.keyspace.digest import key_digest
+        out = []
+        for key in argv[2:]:
+            v = c.db.lookup(key)
+            out.append(Status(key_digest(v, c.db.get_expire(key)) if v is not None
+                              else "0" * 40))
+        return out
+    if sub == b"sleep" and len(argv) == 3:
+        secs = parse_float(argv[2])
+        core.host.sleep(secs)
+        return OK
+    if sub == b"populate" and 3 <= len(argv) <= 5:
+        return _populate(c, argv)
+    if sub == b"reload":
+        if not core.save():
+            raise ReplyError("ERR Error trying to save the DB")
+        core.load()
+        return OK
+    if sub == b"set-active-expire" and len(argv) == 3:
+        core.active_expire_enabled = argv[2] != b"0"
+        return OK
+    if sub == b"change-repl-id" and core.replication is not None:
+        core.replication.change_replid()
+        return OK
+    if sub == b"help":
+        return [Status(s) for s in (
+            "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DIGEST", "    Output a hex signature representing the current DB content.",
+            "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
+            "POPULATE <count> [<prefix>] [<size>]", "    Create <count> string keys named key:<num>.",
+            "RELOAD", "    Save the RDB on disk and reload it back to memory.",
+            "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
+            "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
+        )]
+    raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for "
+                     f"'{argv[1].decode('utf-8', 'replace')}'. Try DEBUG HELP.")
+
+
+def _populate(c: Any, argv: list[bytes]) -> object:
+    """DEBUG POPULATE count [prefix] [size]: keys ``prefix:N`` with value ``value:N``
+    (padded with zero bytes or cut to ``size`` when given); existing keys are left alone."""
+    try:
+        count = parse_int(argv[2])
+    except ReplyError:
+        raise ReplyError("ERR value is not an integer or out of range") from None
+    if count < 0:
+        raise ReplyError("ERR value is out of range, must be positive")
+    prefix = argv[3] if len(argv) > 3 else b"key"
+    size = 0
+    if len(argv) > 4:
+        size = parse_int(argv[4])
+        if size < 0:
+            raise ReplyError("ERR value is out of range, must be positive")
+    data = c.db.data
+    kfmt = prefix + b":%d"
+    for j in range(count):
+        key = kfmt % j
+        if key in data:
+            continue
+        val = b"value:%d" % j
+        if size:
+            val = val[:size] if len(val) >= size else val + b"\x00" * (size - len(val))
+        data[key] = val
+    return OK

@@ -1,0 +1,3 @@
+"""sets commands (being written)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""strings commands (being written)."""
+
+from __future__ import annotations

@@ -1,0 +1,113 @@
+"""The command table: name, arity, flags, key positions and handler of every command.
+
+Theory of operation: each command module registers its handlers with the :func:`command`
+decorator at import time. ``COMMANDS`` maps the lowercase name (bytes) to a :class:`Command`.
+Container commands (CONFIG, CLIENT, COMMAND, ...) register their subcommands as
+``"config|get"``; the dispatcher resolves ``argv[1]`` for them. Arity follows Redis: a positive
+number is exact, a negative one is a minimum (the command name counts). Flags use Redis's names
+(``write``, ``readonly``, ``denyoom``, ``admin``, ``fast``, ``noscript``, ``loading``, ``stale``,
+``no-auth``, ``no-multi``, ``may-replicate``, ...) because COMMAND INFO reports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Handler = Callable[[Any, list[bytes]], object]
+
+
+@dataclass(slots=True, eq=False)
+class Command:
+    name: str  # full name, lowercase: "get", "config|get"
+    handler: Handler | None
+    arity: int
+    flags: frozenset[str]
+    first_key: int = 0
+    last_key: int = 0
+    step: int = 0
+    group: str = "generic"
+    summary: str = ""
+    since: str = "1.0.0"
+    acl_categories: tuple[str, ...] = ()
+    subcommands: dict[bytes, Command] = field(default_factory=dict)
+    write: bool = False
+    readonly: bool = False
+    noauth: bool = False
+    nomulti: bool = False
+    # For key-less-position commands (e.g. ZUNIONSTORE numkeys): returns the key indexes.
+    keys_fn: Callable[[list[bytes]], list[int]] | None = None
+
+    def key_positions(self, argv: list[bytes]) -> list[int]:
+        if self.keys_fn is not None:
+            return self.keys_fn(argv)
+        if self.first_key == 0:
+            return []
+        last = self.last_key if self.last_key >= 0 else len(argv) + self.last_key
+        return list(range(self.first_key, min(last, len(argv) - 1) + 1, self.step or 1))
+
+
+COMMANDS: dict[bytes, Command] = {}
+
+
+def command(
+    name: str,
+    arity: int,
+    flags: str = "",
+    keys: tuple[int, int, int] = (0, 0, 0),
+    group: str = "generic",
+    summary: str = "",
+    since: str = "1.0.0",
+    acl: str = "",
+    keys_fn: Callable[[list[bytes]], list[int]] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` as command ``name`` ("get", or "config|get" for a subcommand)."""
+
+    def deco(fn: Handler) -> Handler:
+        fl = frozenset(flags.split())
+        cmd = Command(
+            name=name.lower(),
+            handler=fn,
+            arity=arity,
+            flags=fl,
+            first_key=keys[0],
+            last_key=keys[1],
+            step=keys[2],
+            group=group,
+            summary=summary,
+            since=since,
+            acl_categories=tuple(acl.split()),
+            write="write" in fl,
+            readonly="readonly" in fl,
+            noauth="no-auth" in fl,
+            nomulti="no-multi" in fl,
+            keys_fn=keys_fn,
+        )
+        if "|" in cmd.name:
+            parent_name, sub = cmd.name.split("|", 1)
+            parent = COMMANDS.get(parent_name.encode())
+            if parent is None:
+                parent = Command(name=parent_name, handler=None, arity=-2, flags=frozenset(),
+                                 group=group)
+                COMMANDS[parent_name.encode()] = parent
+            parent.subcommands[sub.encode()] = cmd
+        else:
+            existing = COMMANDS.get(cmd.name.encode())
+            if existing is not None and existing.handler is None:
+                cmd.subcommands = existing.subcommands  # container declared after its children
+            COMMANDS[cmd.name.encode()] = cmd
+        return fn
+
+    return deco
+
+
+def container(name: str, group: str = "server", summary: str = "", since: str = "1.0.0") -> None:
+    """Declare a container command (its subcommands are registered with "name|sub")."""
+    key = name.lower().encode()
+    parent = COMMANDS.get(key)
+    if parent is None:
+        COMMANDS[key] = Command(name=name.lower(), handler=None, arity=-2, flags=frozenset(),
+                                group=group, summary=summary, since=since)
+    else:
+        parent.group, parent.summary, parent.since = group, summary, since

@@ -1,0 +1,98 @@
+"""Transactions: MULTI EXEC DISCARD WATCH UNWATCH (optimistic locking as in Redis's multi.c).
+
+Theory of operation: while ``in_multi`` the dispatcher queues commands (replying +QUEUED) and
+an error at queueing time (unknown command, arity) marks the transaction so EXEC answers
+EXECABORT. WATCH registers the client on each key's watcher set in its Database; any write to
+such a key (``Database.touch``) sets ``dirty_cas`` and EXEC then answers a null array. A watched
+key that expires before EXEC also aborts it, unless it was already expired at WATCH time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
+
+
+def _discard(c: Any) -> None:
+    c.in_multi = False
+    c.multi_queue = []
+    c.multi_error = False
+    c.unwatch_all()
+
+
+@command("multi", 1, "no-script loading stale fast allow-busy", group="transactions",
+         summary="Starts a transaction.")
+def multi(c: Any, argv: list[bytes]) -> object:
+    if c.in_multi:
+        raise ReplyError("ERR MULTI calls can not be nested")
+    c.in_multi = True
+    c.multi_queue = []
+    c.multi_error = False
+    return OK
+
+
+@command("discard", 1, "no-script loading stale fast allow-busy", group="transactions",
+         summary="Discards a transaction.")
+def discard(c: Any, argv: list[bytes]) -> object:
+    if not c.in_multi:
+        raise ReplyError("ERR DISCARD without MULTI")
+    _discard(c)
+    return OK
+
+
+def _watched_key_expired(c: Any) -> bool:
+    for db, key, expired_at_watch in c.watched:
+        if not expired_at_watch and key in db.data and db.is_expired(key):
+            return True
+    return False
+
+
+@command("exec", 1, "no-script loading stale skip-slowlog", group="transactions",
+         summary="Executes all commands in a transaction.")
+def exec_(c: Any, argv: list[bytes]) -> object:
+    if not c.in_multi:
+        raise ReplyError("ERR EXEC without MULTI")
+    if c.multi_error:
+        _discard(c)
+        raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
+    if c.dirty_cas or _watched_key_expired(c):
+        _discard(c)
+        return NULL_ARRAY
+    queue = c.multi_queue
+    c.in_multi = False
+    c.multi_queue = []
+    c.unwatch_all()
+    core = c.core
+    guard = core.replication
+    replies: list[object] = []
+    for cmd, args in queue:
+        if guard is not None:
+            err = guard.check_command(c, cmd)
+            if err is not None:
+                replies.append(ReplyError(err))
+                continue
+        replies.append(core.call(c, cmd, args))
+    return replies
+
+
+@command("watch", -2, "no-script loading stale fast allow-busy", group="transactions",
+         keys=(1, -1, 1), summary="Monitors changes to keys to determine the execution of a transaction.")
+def watch(c: Any, argv: list[bytes]) -> object:
+    if c.in_multi:
+        raise ReplyError("ERR WATCH inside MULTI is not allowed")
+    db = c.db
+    for key in argv[1:]:
+        if any(d is db and k == key for d, k, _ in c.watched):
+            continue
+        c.watched.append((db, key, key in db.data and db.is_expired(key)))
+        db.watched.setdefault(key, set()).add(c)
+    return OK
+
+
+@command("unwatch", 1, "no-script loading stale fast allow-busy", group="transactions",
+         summary="Forgets about watched keys of a transaction.")
+def unwatch(c: Any, argv: list[bytes]) -> object:
+    c.unwatch_all()
+    return OK

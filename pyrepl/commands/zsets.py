@@ -1,0 +1,3 @@
+"""zsets commands (being written)."""
+
+from __future__ import annotations

@@ -1,0 +1,991 @@
+"""redis.conf-syntax configuration: parser, typed values, and the CONFIG GET / CONFIG SET table.
+
+Theory of operation
+-------------------
+``DIRECTIVES`` is the one table of what pyrepl understands: each :class:`Directive` carries its
+Redis 7 name, its aliases (``slaveof``, ``slave-read-only`` ...), its kind, its default written in
+redis.conf syntax, its bounds and its flags (mutable by CONFIG SET or not, protected, hidden from
+CONFIG GET globs, sensitive, refused while loading). Every value, default or not, enters through
+the same parser, so a default can never bypass validation.
+
+A :class:`Config` holds one typed value per directive as a plain instance attribute named after
+the directive with dashes turned into underscores (``cfg.repl_backlog_size``): hot paths pay one
+attribute lookup and nothing else. Attributes are read-only from outside; the only ways to change
+a value are the loader (file + command-line overrides) and :meth:`Config.set` /
+:meth:`Config.set_many`, which follow Redis's CONFIG SET rules: unknown and immutable names are
+refused, every value is validated before any is stored, the change is all-or-nothing, and the
+``on_change`` callbacks (the server's "apply" step: resize the backlog, rebind ...) run after the
+new values are in place. A callback that raises :class:`ConfigError` rolls the whole change back.
+
+File syntax is Redis's ``loadServerConfigFromString``: lines split on ``\\n`` and trimmed, ``#``
+comment lines, arguments split like ``sdssplitargs`` (``"..."`` with ``\\n \\r \\t \\b \\a \\xNN``
+escapes, ``'...'`` with ``\\'``), case-insensitive directive names, memory units (``1k`` = 1000,
+``1kb`` = 1024, ``m``/``mb``/``g``/``gb``, any case), yes/no booleans, ``include`` (tried relative to
+the working directory like Redis, then relative to the including file; wildcards allowed), ``save``
+lines accumulating (the first one replaces the default schedule, ``save ""`` clears it), and the
+"multi-argument" directives (``save``, ``bind``, ``client-output-buffer-limit``, ``replicaof``)
+accepting their arguments as one quoted string (``--save "3600 1"``). Error texts are Redis's.
+
+Values that differ from Redis on purpose: ``dir`` is stored as an absolute path resolved against
+the previous ``dir`` (Redis ``chdir``s; pyrepl never changes the process's working directory, and
+the server creates the directory at start-up, so loading does not require it to exist);
+``daemonize`` and ``appendonly`` only accept ``no``.
+
+This module touches the filesystem only to read configuration files and to check a ``dir`` given
+to CONFIG SET; it never opens sockets or reads clocks.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob as _glob
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+__all__ = [
+    "DIRECTIVES",
+    "Config",
+    "ConfigError",
+    "Directive",
+    "lookup",
+    "parse_memory",
+    "split_args",
+    "stringmatch",
+]
+
+INT_MIN = -(2**31)
+INT_MAX = 2**31 - 1
+UINT_MAX = 2**32 - 1
+LLONG_MIN = -(2**63)
+LLONG_MAX = 2**63 - 1
+ULLONG_MAX = 2**64 - 1
+
+#: Redis's CONFIG_REPL_BACKLOG_MIN_SIZE: CONFIG SET repl-backlog-size never goes below it.
+REPL_BACKLOG_MIN_SIZE = 16 * 1024
+#: Redis's CONFIG_MIN_HZ / CONFIG_MAX_HZ: ``hz`` is a hint, clamped into this range.
+MIN_HZ, MAX_HZ = 1, 500
+#: Redis's CONFIG_BINDADDR_MAX.
+BINDADDR_MAX = 16
+#: Client classes of client-output-buffer-limit, in CONFIG GET order, with their wire names.
+OBUF_CLASSES = ("normal", "replica", "pubsub")
+_OBUF_WIRE_NAMES = {"normal": "normal", "replica": "slave", "pubsub": "pubsub"}
+_OBUF_CLASS_BY_NAME = {"normal": "normal", "slave": "replica", "replica": "replica",
+                       "pubsub": "pubsub", "master": "master"}
+_MAX_INCLUDE_DEPTH = 32
+
+
+class ConfigError(Exception):
+    """A configuration error. ``str(e)`` is the full message:
+
+    * loading: ``"<file>:<line>: <reason>"`` (or ``"command line: --name ...: <reason>"``);
+    * CONFIG SET: Redis's reply text without the leading ``-``, e.g.
+      ``"ERR CONFIG SET failed (possibly related to argument 'port') - argument couldn't be
+      parsed into an integer"``.
+
+    ``reason`` is the bare Redis reason (``"argument must be 'yes' or 'no'"``); ``path``,
+    ``lineno`` and ``line`` locate a loading error; ``name`` is the directive involved, if any.
+    An ``on_change`` callback raises ``ConfigError(reason)`` to veto a CONFIG SET.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None, path: str | None = None,
+                 lineno: int | None = None, line: str | None = None,
+                 name: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+        self.path = path
+        self.lineno = lineno
+        self.line = line
+        self.name = name
+
+
+class _Invalid(Exception):
+    """A value was refused; ``args[0]`` is Redis's reason text."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Lexical helpers shared with the rest of pyrepl (argument splitting, memory units, globbing)
+# ---------------------------------------------------------------------------------------------
+
+_ISSPACE = " \t\n\v\f\r"          # C isspace(): what separates tokens and may follow a quote
+_TOKEN_END = (" ", "\n", "\r", "\t", "")
+_HEXDIGITS = "0123456789abcdefABCDEF"
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "a": "\a"}
+
+
+def split_args(line: str) -> list[str] | None:
+    """Split ``line`` into arguments like Redis's ``sdssplitargs``; ``None`` on bad quoting.
+
+    Quoted and unquoted parts touching each other form one argument (``a"b c"`` -> ``ab c``);
+    a closing quote must be followed by whitespace or the end of the line. ``\\xNN`` with
+    ``NN >= 0x80`` yields the surrogate-escaped byte, so ``value.encode("utf-8",
+    "surrogateescape")`` gives back exactly the bytes Redis would hold.
+    """
+    out: list[str] = []
+    n = len(line)
+    i = 0
+    while True:
+        while i < n and line[i] in _ISSPACE:
+            i += 1
+        if i >= n:
+            return out
+        cur: list[str] = []
+        inq = insq = False
+        while True:
+            c = line[i] if i < n else ""
+            if inq:
+                if (c == "\\" and line[i + 1:i + 2] == "x" and len(line[i + 2:i + 4]) == 2
+                        and line[i + 2] in _HEXDIGITS and line[i + 3] in _HEXDIGITS):
+                    byte = int(line[i + 2:i + 4], 16)
+                    cur.append(chr(byte) if byte < 0x80 else chr(0xDC00 + byte))
+                    i += 4
+                elif c == "\\" and i + 1 < n:
+                    cur.append(_ESCAPES.get(line[i + 1], line[i + 1]))
+                    i += 2
+                elif c == '"':
+                    if i + 1 < n and line[i + 1] not in _ISSPACE:
+                        return None
+                    i += 1
+                    break
+                elif c == "":
+                    return None
+                else:
+                    cur.append(c)
+                    i += 1
+            elif insq:
+                if c == "\\" and line[i + 1:i + 2] == "'":
+                    cur.append("'")
+                    i += 2
+                elif c == "'":
+                    if i + 1 < n and line[i + 1] not in _ISSPACE:
+                        return None
+                    i += 1
+                    break
+                elif c == "":
+                    return None
+                else:
+                    cur.append(c)
+                    i += 1
+            else:
+                if c in _TOKEN_END:
+                    if c:
+                        i += 1
+                    break
+                if c == '"':
+                    inq = True
+                elif c == "'":
+                    insq = True
+                else:
+                    cur.append(c)
+                i += 1
+        out.append("".join(cur))
+
+
+_MEMORY_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,
+                 "g": 1000**3, "gb": 1024**3}
+_DIGITS_PREFIX = re.compile(r"[0-9]*")
+
+
+def _memtoull(value: str) -> int | None:
+    """Redis's ``memtoull``: digits plus an optional unit; wraps like C on overflow."""
+    if value.startswith("-"):
+        return None
+    digits = _DIGITS_PREFIX.match(value).group()  # type: ignore[union-attr]
+    unit = value[len(digits):]
+    mul = _MEMORY_UNITS.get(unit.lower()) if unit.isascii() else None
+    if mul is None or len(digits) >= 128:
+        return None
+    number = min(int(digits), ULLONG_MAX) if digits else 0   # strtoull saturates
+    return (number * mul) & ULLONG_MAX
+
+
+def parse_memory(value: str) -> int:
+    """Parse a redis.conf memory value (``"64mb"`` -> 67108864); raise ``ValueError``."""
+    result = _memtoull(value)
+    if result is None:
+        raise ValueError(f"invalid memory value: {value!r}")
+    return result
+
+
+_STRING2LL = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _string2ll(value: str) -> int | None:
+    """Redis's ``string2ll``: strict decimal, no sign '+', no spaces, no leading zeros."""
+    if not value or len(value) >= 21 or not _STRING2LL.fullmatch(value):
+        return None
+    number = int(value)
+    return number if LLONG_MIN <= number <= LLONG_MAX else None
+
+
+_STRTOLL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
+def _strtoll_whole(value: str) -> int | None:
+    """``strtoll(value, &end, 10)`` that must consume the whole string ("" reads as 0)."""
+    if value == "":
+        return 0
+    if not _STRTOLL.fullmatch(value):
+        return None
+    return max(LLONG_MIN, min(LLONG_MAX, int(value)))
+
+
+def stringmatch(pattern: str, string: str, nocase: bool = False) -> bool:
+    """Glob matching with Redis's ``stringmatchlen`` semantics (``* ? [abc] [^a-z] \\x``)."""
+    return _stringmatch(pattern, 0, string, 0, nocase, [False])
+
+
+def _stringmatch(p: str, pi: int, s: str, si: int, nocase: bool, give_up: list[bool]) -> bool:
+    plen, slen = len(p), len(s)
+    while pi < plen and si < slen:
+        c = p[pi]
+        if c == "*":
+            while pi + 1 < plen and p[pi + 1] == "*":
+                pi += 1
+            if pi + 1 == plen:
+                return True
+            while si < slen:
+                if _stringmatch(p, pi + 1, s, si, nocase, give_up):
+                    return True
+                if give_up[0]:
+                    return False
+                si += 1
+            # The rest of the pattern matches nowhere in the rest of the string: no earlier '*'
+            # can do better by eating more, so every caller may stop too.
+            give_up[0] = True
+            return False
+        if c == "?":
+            si += 1
+        elif c == "[":
+            pi += 1
+            negate = pi < plen and p[pi] == "^"
+            if negate:
+                pi += 1
+            sc = s[si]
+            matched = False
+            while True:
+                if pi < plen and p[pi] == "\\" and plen - pi >= 2:
+                    pi += 1
+                    if p[pi] == sc:
+                        matched = True
+                elif pi < plen and p[pi] == "]":
+                    break
+                elif pi >= plen:
+                    pi -= 1
+                    break
+                elif plen - pi >= 3 and p[pi + 1] == "-":
+                    start, end, ch = p[pi], p[pi + 2], sc
+                    if start > end:
+                        start, end = end, start
+                    if nocase:
+                        start, end, ch = start.lower(), end.lower(), ch.lower()
+                    pi += 2
+                    if start <= ch <= end:
+                        matched = True
+                elif (p[pi].lower() == sc.lower()) if nocase else (p[pi] == sc):
+                    matched = True
+                pi += 1
+            if negate:
+                matched = not matched
+            if not matched:
+                return False
+            si += 1
+        else:
+            if c == "\\" and plen - pi >= 2:
+                pi += 1
+                c = p[pi]
+            if (c.lower() != s[si].lower()) if nocase else (c != s[si]):
+                return False
+            si += 1
+        pi += 1
+        if si == slen:
+            while pi < plen and p[pi] == "*":
+                pi += 1
+            break
+    return pi == plen and si == slen
+
+
+# ---------------------------------------------------------------------------------------------
+# Value kinds: parse (args -> typed value, or _Invalid) and format (typed value -> CONFIG GET)
+# ---------------------------------------------------------------------------------------------
+
+ParseFn = Callable[["Directive", list[str], Any, bool], Any]
+FormatFn = Callable[[Any], str]
+
+
+def _one(args: list[str]) -> str:
+    if len(args) != 1:
+        raise _Invalid("wrong number of arguments")
+    return args[0]
+
+
+def _parse_bool(d: Directive, args: list[str], current: Any, loading: bool) -> bool:
+    text = _one(args)
+    lowered = text.lower() if text.isascii() else text
+    if lowered == "yes":
+        return True
+    if lowered == "no":
+        return False
+    raise _Invalid("argument must be 'yes' or 'no'")
+
+
+def _fmt_bool(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _parse_number(d: Directive, args: list[str], current: Any, loading: bool) -> int:
+    text = _one(args)
+    if d.kind == "memory":
+        unsigned_value = _memtoull(text)
+        if unsigned_value is None:
+            raise _Invalid("argument must be a memory value")
+        # memtoull's result lands in a long long before the boundary check, as in Redis.
+        number = unsigned_value - 2**64 if unsigned_value > LLONG_MAX else unsigned_value
+    else:
+        parsed = _string2ll(text)
+        if parsed is None:
+            raise _Invalid("argument couldn't be parsed into an integer")
+        number = parsed
+    if d.unsigned:
+        number &= ULLONG_MAX
+    if not d.lo <= number <= d.hi:
+        raise _Invalid(f"argument must be between {d.lo} and {d.hi} inclusive")
+    return number
+
+
+def _parse_enum(d: Directive, args: list[str], current: Any, loading: bool) -> str:
+    text = _one(args)
+    lowered = text.lower() if text.isascii() else text
+    if lowered in d.choices:
+        return lowered
+    raise _Invalid("argument(s) must be one of the following: " + ", ".join(d.choices))
+
+
+def _parse_string(d: Directive, args: list[str], current: Any, loading: bool) -> str:
+    return _one(args)
+
+
+def _parse_dir(d: Directive, args: list[str], current: Any, loading: bool) -> str:
+    text = _one(args)
+    # Redis chdir()s, so a relative dir is relative to the previous one.
+    base = current if isinstance(current, str) else os.getcwd()
+    path = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
+    if not loading:
+        if not os.path.exists(path):
+            raise _Invalid(os.strerror(errno.ENOENT))
+        if not os.path.isdir(path):
+            raise _Invalid(os.strerror(errno.ENOTDIR))
+    return path
+
+
+def _parse_save(d: Directive, args: list[str], current: Any,
+                loading: bool) -> list[tuple[int, int]]:
+    if len(args) == 1 and args[0] == "":
+        return []
+    if len(args) % 2:
+        raise _Invalid("Invalid save parameters")
+    numbers: list[int] = []
+    for index, text in enumerate(args):
+        number = _strtoll_whole(text)
+        if number is None or number < (1 if index % 2 == 0 else 0):
+            raise _Invalid("Invalid save parameters")
+        numbers.append(number)
+    pairs = list(zip(numbers[0::2], numbers[1::2], strict=True))
+    # While loading, save lines accumulate (the loader hands in [] for the first one).
+    return (list(current) if current else []) + pairs if loading else pairs
+
+
+def _fmt_save(value: list[tuple[int, int]]) -> str:
+    return " ".join(f"{seconds} {changes}" for seconds, changes in value)
+
+
+def _parse_bind(d: Directive, args: list[str], current: Any, loading: bool) -> list[str]:
+    if len(args) > BINDADDR_MAX:
+        raise _Invalid("Too many bind addresses specified.")
+    if len(args) == 1 and args[0] == "":
+        return []
+    return list(args)
+
+
+def _fmt_bind(value: list[str]) -> str:
+    return " ".join(value)
+
+
+def _parse_obuf(d: Directive, args: list[str], current: Any,
+                loading: bool) -> dict[str, tuple[int, int, int]]:
+    if len(args) % 4:
+        raise _Invalid("Wrong number of arguments in buffer limit configuration.")
+    merged = dict(current) if isinstance(current, dict) else {}
+    for j in range(0, len(args), 4):
+        name = args[j].lower() if args[j].isascii() else args[j]
+        klass = _OBUF_CLASS_BY_NAME.get(name)
+        if klass is None or klass == "master":
+            raise _Invalid("Invalid client class specified in buffer limit configuration.")
+        hard = _memtoull(args[j + 1])
+        soft = _memtoull(args[j + 2])
+        seconds = _strtoll_whole(args[j + 3])
+        if hard is None or soft is None or seconds is None or seconds < 0:
+            raise _Invalid("Error in hard, soft or soft_seconds setting in buffer limit "
+                           "configuration.")
+        merged[klass] = (hard, soft, seconds)
+    return {klass: merged[klass] for klass in OBUF_CLASSES if klass in merged}
+
+
+def _fmt_obuf(value: dict[str, tuple[int, int, int]]) -> str:
+    return " ".join(f"{_OBUF_WIRE_NAMES[klass]} {hard} {soft} {seconds}"
+                    for klass, (hard, soft, seconds) in value.items())
+
+
+def _parse_replicaof(d: Directive, args: list[str], current: Any,
+                     loading: bool) -> tuple[str, int] | None:
+    if len(args) != 2:
+        raise _Invalid("wrong number of arguments")
+    host, port_text = args
+    if host.lower() == "no" and port_text.lower() == "one":
+        return None
+    port = int(port_text) if _STRTOLL.fullmatch(port_text) else -1
+    if not 0 <= port <= 65535:
+        raise _Invalid("Invalid master port")
+    return (host, port)
+
+
+def _fmt_replicaof(value: tuple[str, int] | None) -> str:
+    return "" if value is None else f"{value[0]} {value[1]}"
+
+
+def _check_no_only(reason: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value:
+            raise _Invalid(reason)
+    return check
+
+
+def _check_basename(value: str) -> None:
+    if "/" in value or "\\" in value:
+        raise _Invalid("dbfilename can't be a path, just a filename")
+
+
+def _clamp_hz(value: int, loading: bool) -> int:
+    return max(MIN_HZ, min(MAX_HZ, value))
+
+
+def _backlog_floor(value: int, loading: bool) -> int:
+    # Redis applies the 16k floor when CONFIG SET resizes the backlog, not at load time.
+    return value if loading else max(value, REPL_BACKLOG_MIN_SIZE)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+
+_PARSERS: dict[str, ParseFn] = {"bool": _parse_bool, "int": _parse_number,
+                                "memory": _parse_number, "enum": _parse_enum,
+                                "string": _parse_string}
+_FORMATTERS: dict[str, FormatFn] = {"bool": _fmt_bool, "int": str, "memory": str,
+                                    "enum": str, "string": str}
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """One configuration directive: name, kind, default (redis.conf syntax), bounds, flags."""
+
+    name: str
+    kind: str                       # bool | int | memory | enum | string | special
+    default: str
+    aliases: tuple[str, ...] = ()
+    mutable: bool = True            # CONFIG SET allowed (Redis's MODIFIABLE_CONFIG)
+    protected: bool = False         # Redis's PROTECTED_CONFIG (refused unless forced)
+    hidden: bool = False            # not matched by CONFIG GET globs, only by its exact name
+    sensitive: bool = False         # the server redacts it from logs / MONITOR / SLOWLOG
+    deny_loading: bool = False      # the server refuses CONFIG SET while loading a dataset
+    multi_arg: bool = False         # takes several arguments (one quoted string also works)
+    lo: int = 0
+    hi: int = 0
+    unsigned: bool = False          # bounds checked as an unsigned C type (as Redis does)
+    choices: tuple[str, ...] = ()
+    parse: ParseFn | None = None    # for kind "special" (others use the kind's parser)
+    fmt: FormatFn | None = None     # for kind "special"
+    check: Callable[[Any], None] | None = None           # extra validation of the typed value
+    adjust: Callable[[Any, bool], Any] | None = None     # value fix-up (hz clamp, backlog floor)
+    help: str = ""
+
+    @property
+    def attr(self) -> str:
+        """The :class:`Config` attribute holding this directive's value."""
+        return self.name.replace("-", "_")
+
+    def parse_args(self, args: list[str], current: Any, loading: bool) -> Any:
+        """Typed value for ``args`` (raises ``_Invalid`` with Redis's reason)."""
+        parser = self.parse or _PARSERS[self.kind]
+        value = parser(self, args, current, loading)
+        if self.check is not None:
+            self.check(value)
+        if self.adjust is not None:
+            value = self.adjust(value, loading)
+        return value
+
+    def format(self, value: Any) -> str:
+        """``value`` as CONFIG GET shows it."""
+        return (self.fmt or _FORMATTERS[self.kind])(value)
+
+
+def _int(name: str, default: str, lo: int, hi: int, **kw: Any) -> Directive:
+    return Directive(name, "int", default, lo=lo, hi=hi, **kw)
+
+
+def _mem(name: str, default: str, lo: int, hi: int, **kw: Any) -> Directive:
+    return Directive(name, "memory", default, lo=lo, hi=hi, **kw)
+
+
+def _bool(name: str, default: str, **kw: Any) -> Directive:
+    return Directive(name, "bool", default, **kw)
+
+
+def _str(name: str, default: str, **kw: Any) -> Directive:
+    return Directive(name, "string", default, **kw)
+
+
+def _enum(name: str, default: str, choices: tuple[str, ...], **kw: Any) -> Directive:
+    return Directive(name, "enum", default, choices=choices, **kw)
+
+
+def _special(name: str, default: str, parse: ParseFn, fmt: FormatFn, **kw: Any) -> Directive:
+    return Directive(name, "special", default, parse=parse, fmt=fmt, **kw)
+
+
+_OBUF_DEFAULT = "normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60"
+
+#: Everything pyrepl supports, in the order of CONFIG GET * and ``Config.names()``. Names,
+#: defaults, bounds and mutability are Redis 7.0's (config.c), except where noted.
+DIRECTIVES: tuple[Directive, ...] = (
+    # Network
+    _special("bind", "* -::*", _parse_bind, _fmt_bind, multi_arg=True),
+    _bool("protected-mode", "yes"),
+    _int("port", "6379", 0, 65535),
+    _int("tcp-backlog", "511", 0, INT_MAX, mutable=False),
+    _int("timeout", "0", 0, INT_MAX),
+    _int("tcp-keepalive", "300", 0, INT_MAX),
+    # General
+    _bool("daemonize", "no", mutable=False,
+          check=_check_no_only("daemonize yes is not supported: pyrepl runs in the foreground "
+                               "(use a process supervisor)")),
+    _str("pidfile", "", mutable=False),
+    _enum("loglevel", "notice", ("debug", "verbose", "notice", "warning")),
+    _str("logfile", "", mutable=False),
+    _int("databases", "16", 1, INT_MAX, mutable=False),
+    # Security
+    _str("requirepass", "", sensitive=True),
+    _str("masteruser", "", sensitive=True),
+    _str("masterauth", "", sensitive=True),
+    # Snapshotting
+    _special("save", "3600 1 300 100 60 10000", _parse_save, _fmt_save, multi_arg=True),
+    _bool("stop-writes-on-bgsave-error", "yes"),
+    _bool("rdbcompression", "yes"),
+    _bool("rdbchecksum", "yes", mutable=False),
+    _bool("rdb-del-sync-files", "no"),
+    _str("dbfilename", "dump.rdb", protected=True, check=_check_basename),
+    _special("dir", ".", _parse_dir, str, protected=True, deny_loading=True),
+    _int("rdb-key-save-delay", "0", INT_MIN, INT_MAX, hidden=True,
+         help="microseconds slept per key by the RDB writer (a Redis testing knob)"),
+    _bool("appendonly", "no", deny_loading=True,
+          check=_check_no_only("appendonly yes is not supported by pyrepl (RDB only)")),
+    # Clients and memory
+    Directive("maxclients", "int", "10000", lo=1, hi=UINT_MAX, unsigned=True),
+    Directive("maxmemory", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True),
+    _enum("maxmemory-policy", "noeviction",
+          ("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
+           "allkeys-lfu", "allkeys-random", "noeviction")),
+    _mem("proto-max-bulk-len", "512mb", 1024 * 1024, LLONG_MAX),
+    _mem("client-query-buffer-limit", "1gb", 1024 * 1024, LLONG_MAX, unsigned=True),
+    _special("client-output-buffer-limit", _OBUF_DEFAULT, _parse_obuf, _fmt_obuf,
+             multi_arg=True),
+    _int("hz", "10", 0, INT_MAX, adjust=_clamp_hz),
+    _bool("dynamic-hz", "yes"),
+    _int("active-expire-effort", "1", 1, 10),
+    # Replication
+    _special("replicaof", "no one", _parse_replicaof, _fmt_replicaof, aliases=("slaveof",),
+             mutable=False, multi_arg=True),
+    _bool("replica-serve-stale-data", "yes", aliases=("slave-serve-stale-data",)),
+    _bool("replica-read-only", "yes", aliases=("slave-read-only",)),
+    _int("replica-priority", "100", 0, INT_MAX, aliases=("slave-priority",)),
+    _str("replica-announce-ip", "", aliases=("slave-announce-ip",)),
+    _int("replica-announce-port", "0", 0, 65535, aliases=("slave-announce-port",)),
+    _bool("replica-announced", "yes"),
+    _mem("repl-backlog-size", "1mb", 1, LLONG_MAX, adjust=_backlog_floor),
+    _int("repl-backlog-ttl", "3600", 0, LLONG_MAX),
+    _bool("repl-diskless-sync", "yes"),
+    _int("repl-diskless-sync-delay", "5", 0, INT_MAX),
+    _int("repl-diskless-sync-max-replicas", "0", 0, INT_MAX),
+    _enum("repl-diskless-load", "disabled", ("disabled", "on-empty-db", "swapdb"),
+          deny_loading=True),
+    _int("repl-ping-replica-period", "10", 1, INT_MAX, aliases=("repl-ping-slave-period",)),
+    _int("repl-timeout", "60", 1, INT_MAX),
+    _bool("repl-disable-tcp-nodelay", "no"),
+    _int("min-replicas-to-write", "0", 0, INT_MAX, aliases=("min-slaves-to-write",)),
+    _int("min-replicas-max-lag", "10", 0, INT_MAX, aliases=("min-slaves-max-lag",)),
+    # Redis 8 names (absent from 7.0): the RDB-channel full sync.
+    _bool("repl-rdb-channel", "yes", hidden=True,
+          help="offer/accept the RDB-channel full sync (Redis 8)"),
+    Directive("replica-full-sync-buffer-limit", "memory", "0", lo=0, hi=LLONG_MAX,
+              unsigned=True,
+              help="replica-side cap on the buffered main-channel stream during an "
+                   "RDB-channel sync; 0 = the replica class hard limit (Redis 8)"),
+    # pyrepl's own: the NDJSON sync event log read by the analytics job.
+    _str("sync-log-file", "", mutable=False, help="NDJSON sync event log; empty = off"),
+    _mem("sync-log-max-size", "64mb", 0, LLONG_MAX,
+         help="rotate the sync log past this size; 0 = never rotate"),
+    _int("sync-log-max-files", "8", 1, INT_MAX, help="rotated sync logs kept"),
+)
+
+_BY_NAME: dict[str, Directive] = {}
+for _d in DIRECTIVES:
+    for _key in (_d.name, *_d.aliases):
+        assert _key not in _BY_NAME, _key
+        _BY_NAME[_key] = _d
+del _d, _key
+
+# CONFIG GET glob candidates: every name and alias, as Redis's config dict holds them.
+_GLOB_KEYS: tuple[tuple[str, Directive], ...] = tuple(
+    (key, d) for d in DIRECTIVES if not d.hidden for key in (d.name, *d.aliases))
+
+
+def lookup(name: str) -> Directive | None:
+    """The directive called ``name`` (any case, aliases too), or ``None``."""
+    return _BY_NAME.get(name.lower() if name.isascii() else name)
+
+
+def _quote(arg: str) -> str:
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+
+ChangeCallback = Callable[[str, Any], None]
+
+
+class Config:
+    """Typed configuration values, readable as attributes (``cfg.repl_backlog_size``).
+
+    Values: bool for yes/no, int for numbers and memory (bytes), str for strings and enums,
+    ``save`` a list of ``(seconds, changes)``, ``bind`` a list of addresses,
+    ``client_output_buffer_limit`` a dict ``{"normal"|"replica"|"pubsub": (hard, soft,
+    seconds)}``, ``replicaof`` ``(host, port)`` or ``None``, ``dir`` an absolute path.
+    Container values are replaced, never mutated, so a reference taken earlier stays valid.
+    """
+
+    source_file: str | None
+    # The most used values, declared for readers and type checkers (all are set in __init__).
+    port: int
+    bind: list[str]
+    maxclients: int
+    proto_max_bulk_len: int
+    repl_backlog_size: int
+    save: list[tuple[int, int]]
+    client_output_buffer_limit: dict[str, tuple[int, int, int]]
+    replicaof: tuple[str, int] | None
+    dir: str
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "source_file", None)
+        object.__setattr__(self, "_callbacks", [])
+        for d in DIRECTIVES:
+            args = d.default.split(" ") if d.multi_arg else [d.default]
+            object.__setattr__(self, d.attr, d.parse_args(args, None, True))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Config is read-only; use Config.set() to change {name!r}")
+
+    def __repr__(self) -> str:
+        return (f"Config(source_file={self.source_file!r}, port={self.port!r}, "
+                f"replicaof={self.replicaof!r}, dir={self.dir!r})")
+
+    def __getattr__(self, name: str) -> Any:   # only reached for unknown attributes
+        raise AttributeError(f"no configuration directive behind attribute {name!r}")
+
+    # -- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | None = None,
+             overrides: Iterable[tuple[str, Sequence[str]]] = ()) -> Config:
+        """Defaults, then the file at ``path`` (if any), then ``overrides`` in order.
+
+        ``overrides`` are command-line style ``(name, args)`` pairs: ``("port", ["7000"])``,
+        ``("save", [""])``, ``("replicaof", ["127.0.0.1 6380"])``.
+        """
+        cfg = cls()
+        loader = _Loader(cfg)
+        if path is not None:
+            object.__setattr__(cfg, "source_file", os.path.abspath(path))
+            loader.load_file(path, depth=0)
+        for name, args in overrides:
+            argv = [name, *args]
+            where = "command line: --" + " ".join([name, *map(_quote, args)])
+            loader.apply(argv, where=where, path=None, lineno=None, line=where)
+        return cfg
+
+    @classmethod
+    def from_args(cls, args: Sequence[str]) -> Config:
+        """Build from redis-server style arguments: ``[path] --port 7000 --save "" ...``.
+
+        Follows redis-server's rules: a first argument not starting with ``-`` is the file;
+        ``--name value...`` starts a directive and each following argument is one value
+        (``--port 7000`` as a single argument works too); right after a bare ``--name`` the
+        next argument is taken as its value even if it starts with ``--``; a ``--save`` with
+        no value means ``save ""``.
+        """
+        args = list(args)
+        path: str | None = None
+        j = 0
+        if args and not args[0].startswith("-"):
+            path, j = args[0], 1
+        lines: list[list[str]] = []
+        handled_last = True
+        while j < len(args):
+            arg = args[j]
+            if arg == "-" and (j == 0 or j == len(args) - 1):
+                raise ConfigError("reading the configuration from stdin ('-') is not supported",
+                                  path="<command line>")
+            if handled_last and arg.startswith("--"):
+                tokens = split_args(arg[2:])
+                if tokens is None:
+                    raise ConfigError(f"command line: {arg}: Unbalanced quotes in "
+                                      "configuration line",
+                                      reason="Unbalanced quotes in configuration line",
+                                      path="<command line>", line=arg)
+                lines.append(tokens)
+                if len(tokens) <= 1:
+                    handled_last = False
+                    is_last = j == len(args) - 1
+                    if arg.lower() == "--save" and (is_last or args[j + 1].startswith("--")):
+                        tokens.append("")
+                        handled_last = True
+                else:
+                    handled_last = True
+            else:
+                if not lines:
+                    lines.append([])
+                lines[-1].append(arg)
+                handled_last = True
+            j += 1
+        overrides = [(line[0], line[1:]) for line in lines if line]
+        return cls.load(path, overrides)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, name: str) -> Any:
+        """The typed value of directive ``name`` (any case, aliases too); ``KeyError`` if
+        unknown."""
+        d = lookup(name)
+        if d is None:
+            raise KeyError(name)
+        return getattr(self, d.attr)
+
+    def get_formatted(self, name: str) -> str:
+        """The value of ``name`` as CONFIG GET shows it; ``KeyError`` if unknown."""
+        d = lookup(name)
+        if d is None:
+            raise KeyError(name)
+        return d.format(getattr(self, d.attr))
+
+    def config_get(self, patterns: Iterable[str]) -> list[tuple[str, str]]:
+        """CONFIG GET: ``(name, value)`` for every directive matching any pattern.
+
+        As Redis 7: a pattern without ``*?[`` is an exact, case-insensitive lookup (aliases
+        too; the reply uses the name as given); a glob matches names and aliases with
+        ``stringmatch`` (case-insensitive) but never hidden directives; each name appears once.
+        """
+        found: dict[str, tuple[str, Directive]] = {}
+        for pattern in patterns:
+            if not any(ch in pattern for ch in "[*?"):
+                d = lookup(pattern)
+                if d is not None:
+                    found.setdefault(pattern.lower(), (pattern, d))
+                continue
+            for key, d in _GLOB_KEYS:
+                if key not in found and stringmatch(pattern, key, nocase=True):
+                    found[key] = (key, d)
+        return [(key, d.format(getattr(self, d.attr))) for key, d in found.values()]
+
+    def in_dir(self, path: str) -> str:
+        """``path`` made absolute against ``dir`` (where dbfilename and, by pyrepl's rule, a
+        relative sync-log-file live); ``""`` stays ``""``."""
+        return os.path.join(self.dir, path) if path else path
+
+    def names(self) -> list[str]:
+        """Canonical names of every supported directive, in table order."""
+        return [d.name for d in DIRECTIVES]
+
+    # -- CONFIG SET -------------------------------------------------------------------------
+
+    def on_change(self, callback: ChangeCallback) -> None:
+        """Call ``callback(name, new_value)`` after each successful change of a value.
+
+        ``name`` is the canonical directive name and ``new_value`` the typed value. Callbacks
+        run after all values of one :meth:`set_many` are stored; a callback may raise
+        :class:`ConfigError` to veto: every value is then restored, the callbacks already run
+        are called again with the old values, and ``set``/``set_many`` raise.
+        """
+        self._callbacks.append(callback)
+
+    def set(self, name: str, value: str, *, force: bool = False) -> None:
+        """CONFIG SET ``name`` ``value`` (see :meth:`set_many`)."""
+        self.set_many([(name, value)], force=force)
+
+    def set_many(self, pairs: Sequence[tuple[str, str]], *, force: bool = False) -> None:
+        """CONFIG SET k v [k v ...] with Redis 7's rules: all or nothing.
+
+        Unknown names, immutable or protected directives and duplicates (an alias counts as its
+        directive) are refused before anything is parsed; then every value is parsed; only if
+        all parse are they stored, and then the ``on_change`` callbacks run. ``force=True`` is
+        for the server itself (REPLICAOF updating ``replicaof``, tests moving ``dir``): it
+        bypasses the immutable/protected refusal, never the validation. Multi-argument
+        directives split their value on single spaces, as CONFIG SET does.
+        """
+        chosen: list[Directive] = []
+        for name, _value in pairs:
+            d = lookup(name)
+            if d is None:
+                raise ConfigError(f"ERR Unknown option or number of arguments for CONFIG SET - "
+                                  f"'{name}'", reason="Unknown option", name=name)
+            if not force and (not d.mutable or d.protected):
+                reason = "can't set immutable config" if not d.mutable else \
+                    "can't set protected config"
+                raise _set_failed(name, reason)
+            if any(d is seen for seen in chosen):
+                raise _set_failed(name, "duplicate parameter")
+            chosen.append(d)
+        updates: list[tuple[Directive, Any, Any]] = []
+        for d, (_name, value) in zip(chosen, pairs, strict=True):
+            args = (value.split(" ") if value else []) if d.multi_arg else [value]
+            old = getattr(self, d.attr)
+            try:
+                new = d.parse_args(args, old, False)
+            except _Invalid as exc:
+                raise _set_failed(d.name, str(exc)) from None
+            updates.append((d, old, new))
+        for d, _old, new in updates:
+            object.__setattr__(self, d.attr, new)
+        notified: list[tuple[Directive, Any]] = []
+        for d, old, new in updates:
+            if new == old:
+                continue
+            try:
+                for callback in self._callbacks:
+                    callback(d.name, new)
+            except ConfigError as exc:
+                for d2, old2, _new2 in updates:
+                    object.__setattr__(self, d2.attr, old2)
+                for d2, old2 in [*notified, (d, old)]:
+                    for callback in self._callbacks:
+                        try:
+                            callback(d2.name, old2)
+                        except ConfigError:
+                            pass
+                raise _set_failed(d.name, exc.reason) from exc
+            notified.append((d, old))
+
+
+def _set_failed(name: str, reason: str) -> ConfigError:
+    return ConfigError(f"ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}",
+                       reason=reason, name=name)
+
+
+class _Loader:
+    """Applies redis.conf lines to a fresh :class:`Config` (no callbacks, load-time rules)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.save_loaded = False       # the first save line replaces the default schedule
+        self.stack: list[str] = []     # files being read, to refuse include loops
+
+    def load_file(self, path: str, depth: int, origin: tuple[str, int, str] | None = None) -> None:
+        real = os.path.realpath(path)
+        if real in self.stack or depth > _MAX_INCLUDE_DEPTH:
+            self._fail(origin, f"include loop: '{path}' is already being read")
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            self._fail(origin, f"can't open config file '{path}': {exc.strerror}")
+        self.stack.append(real)
+        text = data.decode("utf-8", "surrogateescape")
+        for lineno, raw in enumerate(text.split("\n"), 1):
+            line = raw.strip(" \t\r\n")
+            if not line or line.startswith("#"):
+                continue
+            argv = split_args(line)
+            if argv is None:
+                self._fail((path, lineno, line), "Unbalanced quotes in configuration line")
+            if not argv:
+                continue
+            self.apply(argv, where=f"{path}:{lineno}", path=path, lineno=lineno, line=line,
+                       depth=depth)
+        self.stack.pop()
+
+    def apply(self, argv: list[str], *, where: str, path: str | None, lineno: int | None,
+              line: str, depth: int = 0) -> None:
+        location = (where, lineno, line, path)
+        name = argv[0].lower() if argv[0].isascii() else argv[0]
+        d = lookup(name)
+        if d is None:
+            if name == "include" and len(argv) == 2:
+                self._include(argv[1], path, lineno, line, depth)
+                return
+            self._fail_at(location, "Bad directive or wrong number of arguments")
+        if not d.multi_arg and len(argv) != 2:
+            self._fail_at(location, "wrong number of arguments")
+        if d.multi_arg and len(argv) == 2 and argv[1]:
+            args = split_args(argv[1])
+            if args is None:
+                self._fail_at(location, "Unbalanced quotes in configuration line")
+        else:
+            args = argv[1:]
+        current = getattr(self.cfg, d.attr)
+        if d.name == "save" and not self.save_loaded:
+            self.save_loaded = True
+            current = []
+        try:
+            value = d.parse_args(args, current, True)
+        except _Invalid as exc:
+            self._fail_at(location, str(exc), name=d.name)
+        object.__setattr__(self.cfg, d.attr, value)
+
+    def _include(self, target: str, path: str | None, lineno: int | None, line: str,
+                 depth: int) -> None:
+        origin = (path or "command line", lineno or 0, line)
+        candidates = [target]
+        if path is not None and not os.path.isabs(target):
+            candidates.append(os.path.join(os.path.dirname(path), target))
+        if any(ch in target for ch in "*?["):
+            for pattern in candidates:
+                matches = sorted(_glob.glob(pattern))
+                if matches:
+                    for match in matches:
+                        self.load_file(match, depth + 1, origin)
+                    return
+            return    # Redis: a wildcard matching nothing is not an error
+        for candidate in candidates:
+            if os.path.exists(candidate):
+                self.load_file(candidate, depth + 1, origin)
+                return
+        self.load_file(target, depth + 1, origin)   # fails with the open() error
+
+    @staticmethod
+    def _fail(origin: tuple[str, int, str] | None, reason: str) -> NoReturn:
+        if origin is None:
+            raise ConfigError(reason)
+        path, lineno, line = origin
+        prefix = f"{path}:{lineno}" if lineno else path
+        raise ConfigError(f"{prefix}: {reason}", reason=reason, path=path, lineno=lineno or None,
+                          line=line)
+
+    @staticmethod
+    def _fail_at(location: tuple[str, int | None, str, str | None], reason: str,
+                 name: str | None = None) -> NoReturn:
+        where, lineno, line, path = location
+        raise ConfigError(f"{where}: {reason}", reason=reason, path=path or "<command line>",
+                          lineno=lineno, line=line, name=name)

@@ -1,0 +1,490 @@
+"""The server core: databases, clients, command dispatch, propagation and the cron — sans-io.
+
+Theory of operation: :class:`ServerCore` holds the whole state of a server and is driven by
+the I/O shell (``pyrepl.net``) through a few calls: ``connection_made`` / ``client_closed``,
+``Client.receive_data`` (which calls :meth:`execute` for every parsed command), and
+:meth:`tick` at ``hz`` for the cron (active expiry, save schedule, timeouts). Time comes in as
+``now_ms`` (set by the shell); anything that needs the operating system (fork a child, stop
+the process, sleep) goes through the ``host`` object the shell provides, so the core can be
+driven in tests with a fake clock and no sockets.
+
+Dispatch follows Redis's ``processCommand``: lookup (with subcommands for containers), arity,
+authentication, MULTI queueing, then the handler. A handler returns a reply value (see
+``pyrepl.resp.types``) or raises ``ReplyError``; it bumps ``core.dirty`` for every change.
+A write command that changed ``dirty`` is propagated (``Client.propagate_argv`` lets a handler
+rewrite what is propagated, e.g. EXPIRE -> PEXPIREAT) to ``repl_feed``, the replication layer's
+hook; several commands propagated by one call (EXEC) are wrapped in MULTI/EXEC.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pyrepl import REDIS_VERSION, __version__
+from pyrepl.client import Client
+from pyrepl.commands.table import COMMANDS, Command
+from pyrepl.config import Config
+from pyrepl.keyspace.db import Database
+from pyrepl.resp.types import QUEUED, ReplyError
+from pyrepl.resp.writer import encode, error_bytes
+
+
+class Stats:
+    __slots__ = (
+        "total_connections_received", "total_commands_processed", "rejected_connections",
+        "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
+        "net_input_bytes", "net_output_bytes", "net_repl_input_bytes", "net_repl_output_bytes",
+        "sync_full", "sync_partial_ok", "sync_partial_err", "total_error_replies",
+        "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
+        "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+        self.ops_samples: list[int] = []
+        self.last_ops_sample = (0, 0)
+        self.instantaneous_ops = 0
+
+    def reset(self) -> None:
+        for name in self.__slots__:
+            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops"):
+                setattr(self, name, 0)
+
+
+class NullLog:
+    """Keeps log lines in memory (tests); the I/O shell installs a real logger."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def _add(self, level: str, msg: str) -> None:
+        self.lines.append((level, msg))
+        if len(self.lines) > 10000:
+            del self.lines[:5000]
+
+    def debug(self, msg: str) -> None:
+        self._add("debug", msg)
+
+    def verbose(self, msg: str) -> None:
+        self._add("verbose", msg)
+
+    def notice(self, msg: str) -> None:
+        self._add("notice", msg)
+
+    def warning(self, msg: str) -> None:
+        self._add("warning", msg)
+
+
+class Host:
+    """Operating-system services the core asks the I/O shell for (the shell subclasses this)."""
+
+    def fork_child(self, job: Callable[[], int], purpose: str) -> int:
+        raise OSError("fork is not available")
+
+    def kill_child(self, pid: int) -> None:
+        pass
+
+    def request_shutdown(self) -> None:
+        pass
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+    def close_client(self, client: Client) -> None:
+        """Close a client's connection at once (CLIENT KILL, limits)."""
+        client.close_after_reply = True
+
+    def listening_port_changed(self, port: int) -> None:
+        pass
+
+    def time_us(self) -> int:
+        """Wall-clock time in microseconds (TIME, INFO server_time_usec)."""
+        return 0
+
+    def process_info(self) -> dict[str, float]:
+        """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
+        return {}
+
+
+class ServerCore:
+    def __init__(self, config: Config, host: Host | None = None, log: Any = None,
+                 now_ms: int = 0) -> None:
+        self.config = config
+        self.host = host or Host()
+        self.log = log or NullLog()
+        self.now_ms = now_ms
+        self.start_ms = now_ms
+        self.dbs = [Database(self, i) for i in range(config.databases)]
+        self.clients: dict[int, Client] = {}
+        self.next_client_id = 1
+        self.stats = Stats()
+        self.dirty = 0
+        self.dirty_before_bgsave = 0
+        self.lastsave_ms = now_ms
+        self.last_bgsave_status_ok = True
+        self.last_save_duration_ms = -1
+        self.rdb_child_pid = -1
+        self.rdb_child_purpose = ""
+        self.rdb_save_started_ms = 0
+        self.rdb_last_bgsave_try_ms = 0
+        self.rdb_saves = 0
+        self.rdb_last_load_keys_loaded = 0
+        self.rdb_last_load_keys_expired = 0
+        self.latest_fork_usec = 0
+        self.total_forks = 0
+        # Replication id of a server that has no replication layer attached (INFO).
+        self.replid = os.urandom(20).hex()
+        self.loading = False
+        self.shutdown_asap = False
+        self.version = __version__
+        self.redis_version = REDIS_VERSION
+        self.run_id = os.urandom(20).hex()
+        self.pid = os.getpid()
+        self.port = config.port
+        # Replication hooks (the replication layer sets these).
+        self.expiry_deletes = True  # False on a replica: keys expire only by the master's DEL
+        self.repl_feed: Callable[[int, list[bytes]], None] | None = None
+        self._pending: list[tuple[int, list[bytes]]] = []
+        self._call_depth = 0
+        self.current_client: Client | None = None
+        self.master_client: Client | None = None
+        self.replication: Any = None
+        self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
+        self.hz_counter = 0
+        self.active_expire_enabled = True
+        self.bgsave_scheduled = False
+        self.loaded_repl_id: bytes | None = None
+        self.loaded_repl_offset: int | None = None
+
+    # -- connections ----------------------------------------------------------------------
+    def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1) -> Client:
+        """A new client; if ``maxclients`` is reached it is told so and closed after that."""
+        c = Client(self, self.next_client_id, addr, laddr, fd)
+        self.next_client_id += 1
+        self.stats.total_connections_received += 1
+        if len(self.clients) >= self.config.maxclients:
+            self.stats.rejected_connections += 1
+            c.write(b"-ERR max number of clients reached\r\n")
+            c.close_after_reply = True
+            return c
+        self.clients[c.id] = c
+        return c
+
+    def client_closed(self, c: Client) -> None:
+        if c.closed:
+            return
+        c.closed = True
+        c.unwatch_all()
+        self.clients.pop(c.id, None)
+        if c.repl is not None and self.replication is not None:
+            self.replication.client_closed(c)
+
+    # -- dispatch -------------------------------------------------------------------------
+    def lookup_command(self, argv: list[bytes]) -> Command | None:
+        cmd = COMMANDS.get(argv[0].lower())
+        if cmd is not None and cmd.handler is None and len(argv) >= 2:
+            return cmd.subcommands.get(argv[1].lower())
+        return cmd
+
+    def _reject(self, c: Client, message: str) -> None:
+        if c.in_multi:
+            c.multi_error = True
+        self.stats.total_error_replies += 1
+        c.write(error_bytes(message))
+
+    def execute(self, c: Client, argv: list[bytes]) -> None:
+        """Run one command from a client and append its reply (Redis's processCommand)."""
+        name = argv[0].lower()
+        cmd = COMMANDS.get(name)
+        if cmd is None:
+            if name in (b"host:", b"post"):
+                # Cross-protocol scripting guard, as Redis: an HTTP request closes the link.
+                self.log.warning("Possible SECURITY ATTACK detected. It looks like somebody "
+                                 "is sending POST or Host: commands to Redis. Connection "
+                                 "aborted.")
+                c.close_after_reply = True
+                return
+            self._reject(c, unknown_command_error(argv))
+            return
+        if cmd.handler is None:  # container: resolve the subcommand
+            if len(argv) < 2:
+                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+                return
+            sub = cmd.subcommands.get(argv[1].lower())
+            if sub is None:
+                arg = argv[1].decode("utf-8", "replace")[:128]
+                self._reject(c, f"ERR unknown subcommand '{arg}'. Try {cmd.name.upper()} HELP.")
+                return
+            cmd = sub
+        n = len(argv)
+        if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+            self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+            return
+        if not c.authenticated and not cmd.noauth:
+            self._reject(c, "NOAUTH Authentication required.")
+            return
+        if c.in_multi:
+            if cmd.nomulti:
+                self._reject(c, "ERR Command not allowed inside a transaction")
+                return
+            if cmd.name not in ("exec", "discard", "multi", "watch", "quit", "reset"):
+                c.multi_queue.append((cmd, argv))
+                c.write(QUEUED.data)
+                return
+        guard = self.replication
+        if guard is not None:
+            err = guard.check_command(c, cmd)
+            if err is not None:
+                self._reject(c, err)
+                return
+        reply = self.call(c, cmd, argv)
+        if self._pending and self._call_depth == 0:
+            self.flush_propagation()
+        if type(reply) is bytes:
+            c.write(b"$%d\r\n%s\r\n" % (len(reply), reply))
+        else:
+            c.write(encode(reply, c.proto))
+
+    def call(self, c: Client, cmd: Command, argv: list[bytes]) -> object:
+        """Run a handler; propagate it when it was a write that changed the dataset."""
+        self.stats.total_commands_processed += 1
+        c.commands += 1
+        c.last_cmd = cmd.name.encode()
+        dirty = self.dirty
+        c.propagate_argv = None
+        self._call_depth += 1
+        try:
+            reply = cmd.handler(c, argv)  # type: ignore[misc]
+        except ReplyError as e:
+            self.stats.total_error_replies += 1
+            reply = e
+        finally:
+            self._call_depth -= 1
+        if self.dirty != dirty and cmd.write:
+            self._pending.append((c.db.id, c.propagate_argv or argv))
+        elif c.propagate_argv is not None and cmd.write:
+            self._pending.append((c.db.id, c.propagate_argv))
+        return reply
+
+    def also_propagate(self, db_id: int, argv: list[bytes]) -> None:
+        self._pending.append((db_id, argv))
+
+    def propagate_internal(self, db_id: int, argv: list[bytes]) -> None:
+        """Propagate a command the server itself generated (expired key DEL)."""
+        self._pending.append((db_id, argv))
+        if self._call_depth == 0:
+            self.flush_propagation()
+
+    def flush_propagation(self) -> None:
+        """Hand what the last top-level call changed to the replication layer."""
+        pending = self._pending
+        self._pending = []
+        feed = self.repl_feed
+        if feed is None or not pending:
+            return
+        if len(pending) > 1:
+            feed(pending[0][0], [b"MULTI"])
+            for db_id, argv in pending:
+                feed(db_id, argv)
+            feed(pending[-1][0], [b"EXEC"])
+        else:
+            feed(pending[0][0], pending[0][1])
+
+    # -- cron -----------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        """serverCron: called ``hz`` times a second by the I/O shell."""
+        self.now_ms = now_ms
+        self.hz_counter += 1
+        # Active expiry: check a slice of the keys with a TTL in every database.
+        if self.active_expire_enabled:
+            budget = 200 * self.config.active_expire_effort
+            for db in self.dbs:
+                if db.expires:
+                    db.active_expire(budget)
+        if self._pending:
+            self.flush_propagation()
+        self._sample_ops(now_ms)
+        self._client_timeouts(now_ms)
+        self._save_schedule(now_ms)
+        if self.replication is not None:
+            self.replication.tick(now_ms)
+
+    def _sample_ops(self, now_ms: int) -> None:
+        last_t, last_n = self.stats.last_ops_sample
+        if now_ms - last_t >= 100:
+            n = self.stats.total_commands_processed
+            if last_t:
+                rate = (n - last_n) * 1000 // max(1, now_ms - last_t)
+                s = self.stats.ops_samples
+                s.append(rate)
+                if len(s) > 16:
+                    del s[0]
+                self.stats.instantaneous_ops = sum(s) // len(s)
+            self.stats.last_ops_sample = (now_ms, n)
+
+    def _client_timeouts(self, now_ms: int) -> None:
+        timeout = self.config.timeout
+        if not timeout or self.hz_counter % max(1, self.config.hz) != 0:
+            return
+        for c in list(self.clients.values()):
+            if c.kind == "normal" and now_ms - c.last_interaction_ms > timeout * 1000:
+                self.log.verbose(f"Closing idle client {c.describe()}")
+                self.host.close_client(c)
+
+    def _save_schedule(self, now_ms: int) -> None:
+        if self.rdb_child_pid != -1:
+            return
+        if self.bgsave_scheduled:
+            self.bgsave_scheduled = False
+            self.bgsave()
+            return
+        if not self.config.save:
+            return
+        for seconds, changes in self.config.save:
+            if self.dirty >= changes and now_ms - self.lastsave_ms > seconds * 1000:
+                # After a failed BGSAVE wait 5 s before trying again (CONFIG_BGSAVE_RETRY_DELAY).
+                if not self.last_bgsave_status_ok and \
+                        now_ms - self.rdb_last_bgsave_try_ms < 5000:
+                    continue
+                self.log.notice(f"{changes} changes in {seconds} seconds. Saving...")
+                self.bgsave()
+                break
+
+    # -- persistence ----------------------------------------------------------------------
+    def rdb_path(self) -> str:
+        return os.path.join(self.config.dir, self.config.dbfilename)
+
+    def rdb_aux(self) -> dict[str, bytes | str | int]:
+        aux: dict[str, bytes | str | int] = {}
+        if self.aux_fields is not None:
+            aux.update(self.aux_fields())
+        return aux
+
+    def save(self) -> bool:
+        """SAVE: write the RDB file in this process."""
+        from pyrepl.rdb.encoder import save_rdb_file
+
+        start = self.now_ms
+        try:
+            save_rdb_file(self.rdb_path(), self.dbs, aux=self.rdb_aux(),
+                          checksum=self.config.rdbchecksum, now_ms=self.now_ms)
+        except OSError as e:
+            self.log.warning(f"Failed saving the DB: {e}")
+            self.last_bgsave_status_ok = False
+            return False
+        self.log.notice("DB saved on disk")
+        self.rdb_saves += 1
+        self.dirty = 0
+        self.lastsave_ms = self.now_ms
+        self.last_bgsave_status_ok = True
+        self.last_save_duration_ms = self.now_ms - start
+        return True
+
+    def bgsave(self) -> str | None:
+        """BGSAVE: fork a child that writes the RDB file. Returns an error text or None."""
+        from pyrepl.rdb.encoder import save_rdb_file
+
+        if self.rdb_child_pid != -1:
+            return "ERR Background save already in progress"
+        path = self.rdb_path()
+        dbs = self.dbs
+        aux = self.rdb_aux()
+        checksum = self.config.rdbchecksum
+        now = self.now_ms
+        delay = self.config.rdb_key_save_delay
+
+        def job() -> int:
+            try:
+                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now,
+                              key_save_delay_us=delay)
+            except OSError:
+                return 1
+            return 0
+
+        self.rdb_last_bgsave_try_ms = now
+        try:
+            pid = self.host.fork_child(job, "rdb")
+        except OSError as e:
+            self.last_bgsave_status_ok = False
+            self.log.warning(f"Can't save in background: fork: {e}")
+            return f"ERR Can't BGSAVE: fork failed: {e}"
+        self.total_forks += 1
+        self.rdb_child_pid = pid
+        self.rdb_child_purpose = "disk"
+        self.rdb_save_started_ms = now
+        self.dirty_before_bgsave = self.dirty
+        self.log.notice(f"Background saving started by pid {pid}")
+        return None
+
+    def child_exited(self, pid: int, exitcode: int) -> None:
+        """The shell reaped a child process."""
+        if pid == self.rdb_child_pid:
+            self.rdb_child_pid = -1
+            ok = exitcode == 0
+            self.last_save_duration_ms = self.now_ms - self.rdb_save_started_ms
+            if ok:
+                self.rdb_saves += 1
+                self.log.notice("Background saving terminated with success")
+                self.dirty -= self.dirty_before_bgsave
+                self.lastsave_ms = self.rdb_save_started_ms
+            else:
+                self.log.warning("Background saving error")
+            self.last_bgsave_status_ok = ok
+        if self.replication is not None:
+            self.replication.child_exited(pid, exitcode)
+
+    def kill_rdb_child(self) -> None:
+        if self.rdb_child_pid != -1:
+            self.host.kill_child(self.rdb_child_pid)
+            self.rdb_child_pid = -1
+
+    def prepare_for_shutdown(self, save: bool | None) -> bool:
+        """Stop the child, save if asked or configured. False when the save failed."""
+        self.kill_rdb_child()
+        do_save = bool(self.config.save) if save is None else save
+        if do_save:
+            self.log.notice("Saving the final RDB snapshot before exiting.")
+            if not self.save():
+                self.log.warning("Error trying to save the DB, can't exit.")
+                return False
+        self.log.warning("Redis is now ready to exit, bye bye...")
+        return True
+
+    def load(self) -> None:
+        """Load the RDB file at start, if present."""
+        path = self.rdb_path()
+        if not os.path.exists(path):
+            return
+        from pyrepl.rdb.decoder import load_rdb_file
+
+        loaded = load_rdb_file(path, len(self.dbs))
+        for i, db in enumerate(self.dbs):
+            db.data = loaded.data[i]
+            db.expires = loaded.expires[i]
+        self.rdb_last_load_keys_loaded = loaded.keys_loaded
+        self.rdb_last_load_keys_expired = loaded.keys_expired
+        aux = loaded.aux
+        if b"repl-id" in aux and b"repl-offset" in aux:
+            self.loaded_repl_id = aux[b"repl-id"]
+            try:
+                self.loaded_repl_offset = int(aux[b"repl-offset"])
+            except ValueError:
+                self.loaded_repl_offset = None
+        self.log.notice(f"Done loading RDB, keys loaded: {loaded.keys_loaded}, "
+                        f"keys expired: {loaded.keys_expired}.")
+
+    # -- misc -----------------------------------------------------------------------------
+    def select_db(self, c: Client, index: int) -> None:
+        c.db = self.dbs[index]
+
+
+def unknown_command_error(argv: list[bytes]) -> str:
+    args = ""
+    for a in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += "'" + a.decode("utf-8", "replace")[: 128 - len(args)] + "' "
+    name = argv[0].decode("utf-8", "replace")[:128]
+    return f"ERR unknown command '{name}', with args beginning with: {args}"

@@ -1,0 +1,270 @@
+"""INFO: the text report, section by section, with Redis 7's field names.
+
+Theory of operation: each section is a function returning ``[(field, value), ...]``; values are
+formatted like Redis (ints, ``%.2f`` ratios, ``*_human`` sizes). Sections owned by other layers
+(replication) are asked from them, so field names live next to the state they describe.
+Figures that need the operating system (RSS, CPU) come from ``core.host.process_info()``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pyrepl import __version__
+
+if TYPE_CHECKING:
+    from pyrepl.core import ServerCore
+
+Fields = list[tuple[str, object]]
+
+DEFAULT_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu",
+                    "modules", "errorstats", "cluster", "keyspace"]
+ALL_SECTIONS = DEFAULT_SECTIONS + ["commandstats", "latencystats"]
+
+
+def human_bytes(n: int) -> str:
+    d = float(n)
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if d < 1024 or unit == "P":
+            return f"{int(d)}B" if unit == "B" else f"{d:.2f}{unit}"
+        d /= 1024
+    return f"{d:.2f}P"
+
+
+def section_server(core: ServerCore) -> Fields:
+    now = core.now_ms
+    uptime = (now - core.start_ms) // 1000
+    return [
+        ("redis_version", core.redis_version),
+        ("pyrepl_version", __version__),
+        ("redis_git_sha1", "00000000"),
+        ("redis_git_dirty", 0),
+        ("redis_build_id", "0"),
+        ("redis_mode", "standalone"),
+        ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
+        ("arch_bits", 64 if sys.maxsize > 2**32 else 32),
+        ("monotonic_clock", "POSIX clock_gettime"),
+        ("multiplexing_api", "epoll"),
+        ("python_version", platform.python_version()),
+        ("process_id", os.getpid()),
+        ("process_supervised", "no"),
+        ("run_id", core.run_id),
+        ("tcp_port", core.config.port),
+        ("server_time_usec", core.host.time_us()),
+        ("uptime_in_seconds", uptime),
+        ("uptime_in_days", uptime // 86400),
+        ("hz", core.config.hz),
+        ("configured_hz", core.config.hz),
+        ("executable", sys.argv[0] if sys.argv else ""),
+        ("config_file", core.config.source_file or ""),
+        ("io_threads_active", 0),
+    ]
+
+
+def section_clients(core: ServerCore) -> Fields:
+    normal = sum(1 for c in core.clients.values() if c.kind != "replica")
+    return [
+        ("connected_clients", normal),
+        ("cluster_connections", 0),
+        ("maxclients", core.config.maxclients),
+        ("client_recent_max_input_buffer", 0),
+        ("client_recent_max_output_buffer", 0),
+        ("blocked_clients", 0),
+        ("tracking_clients", 0),
+        ("clients_in_timeout_table", 0),
+    ]
+
+
+def section_memory(core: ServerCore) -> Fields:
+    pi = core.host.process_info()
+    rss = int(pi.get("rss", 0))
+    peak = int(pi.get("peak_rss", rss))
+    maxmemory = core.config.maxmemory
+    fields: Fields = [
+        ("used_memory", rss),
+        ("used_memory_human", human_bytes(rss)),
+        ("used_memory_rss", rss),
+        ("used_memory_rss_human", human_bytes(rss)),
+        ("used_memory_peak", peak),
+        ("used_memory_peak_human", human_bytes(peak)),
+        ("total_system_memory", int(pi.get("total_system_memory", 0))),
+        ("total_system_memory_human", human_bytes(int(pi.get("total_system_memory", 0)))),
+        ("maxmemory", maxmemory),
+        ("maxmemory_human", human_bytes(maxmemory)),
+        ("maxmemory_policy", core.config.maxmemory_policy),
+        ("mem_fragmentation_ratio", "1.00"),
+        ("mem_allocator", "pymalloc"),
+    ]
+    repl = core.replication
+    if repl is not None:
+        fields.extend(repl.memory_fields())
+    else:
+        fields.extend([("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
+                       ("mem_clients_slaves", 0)])
+    fields.append(("mem_clients_normal", sum(c.out_bytes for c in core.clients.values()
+                                             if c.kind == "normal")))
+    return fields
+
+
+def section_persistence(core: ServerCore) -> Fields:
+    now = core.now_ms
+    in_progress = core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk"
+    return [
+        ("loading", int(core.loading)),
+        ("async_loading", 0),
+        ("current_cow_peak", 0),
+        ("current_cow_size", 0),
+        ("current_fork_perc", "0.00"),
+        ("rdb_changes_since_last_save", core.dirty),
+        ("rdb_bgsave_in_progress", int(in_progress)),
+        ("rdb_last_save_time", core.lastsave_ms // 1000),
+        ("rdb_last_bgsave_status", "ok" if core.last_bgsave_status_ok else "err"),
+        ("rdb_last_bgsave_time_sec", core.last_save_duration_ms // 1000
+         if core.last_save_duration_ms >= 0 else -1),
+        ("rdb_current_bgsave_time_sec", (now - core.rdb_save_started_ms) // 1000
+         if in_progress else -1),
+        ("rdb_saves", core.rdb_saves),
+        ("rdb_last_load_keys_expired", core.rdb_last_load_keys_expired),
+        ("rdb_last_load_keys_loaded", core.rdb_last_load_keys_loaded),
+        ("aof_enabled", 0),
+        ("aof_rewrite_in_progress", 0),
+        ("aof_rewrite_scheduled", 0),
+        ("aof_last_rewrite_time_sec", -1),
+        ("aof_current_rewrite_time_sec", -1),
+        ("aof_last_bgrewrite_status", "ok"),
+        ("aof_last_write_status", "ok"),
+        ("module_fork_in_progress", 0),
+    ]
+
+
+def section_stats(core: ServerCore) -> Fields:
+    s = core.stats
+    return [
+        ("total_connections_received", s.total_connections_received),
+        ("total_commands_processed", s.total_commands_processed),
+        ("instantaneous_ops_per_sec", s.instantaneous_ops),
+        ("total_net_input_bytes", s.net_input_bytes),
+        ("total_net_output_bytes", s.net_output_bytes),
+        ("total_net_repl_input_bytes", s.net_repl_input_bytes),
+        ("total_net_repl_output_bytes", s.net_repl_output_bytes),
+        ("rejected_connections", s.rejected_connections),
+        ("sync_full", s.sync_full),
+        ("sync_partial_ok", s.sync_partial_ok),
+        ("sync_partial_err", s.sync_partial_err),
+        ("expired_keys", s.expired_keys),
+        ("expired_stale_perc", "0.00"),
+        ("expired_time_cap_reached_count", 0),
+        ("evicted_keys", s.evicted_keys),
+        ("evicted_clients", 0),
+        ("keyspace_hits", s.keyspace_hits),
+        ("keyspace_misses", s.keyspace_misses),
+        ("pubsub_channels", 0),
+        ("pubsub_patterns", 0),
+        ("latest_fork_usec", core.latest_fork_usec),
+        ("total_forks", core.total_forks),
+        ("client_query_buffer_limit_disconnections", s.client_qbuf_limit_disconnections),
+        ("client_output_buffer_limit_disconnections", s.client_outbuf_limit_disconnections),
+        ("total_error_replies", s.total_error_replies),
+    ]
+
+
+def section_replication(core: ServerCore) -> Fields:
+    repl = core.replication
+    if repl is not None:
+        return repl.info_fields()
+    return [
+        ("role", "master"),
+        ("connected_slaves", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", core.replid),
+        ("master_replid2", "0" * 40),
+        ("master_repl_offset", 0),
+        ("second_repl_offset", -1),
+        ("repl_backlog_active", 0),
+        ("repl_backlog_size", core.config.repl_backlog_size),
+        ("repl_backlog_first_byte_offset", 0),
+        ("repl_backlog_histlen", 0),
+    ]
+
+
+def section_cpu(core: ServerCore) -> Fields:
+    pi = core.host.process_info()
+    return [
+        ("used_cpu_sys", f"{pi.get('cpu_sys', 0.0):.6f}"),
+        ("used_cpu_user", f"{pi.get('cpu_user', 0.0):.6f}"),
+        ("used_cpu_sys_children", f"{pi.get('cpu_sys_children', 0.0):.6f}"),
+        ("used_cpu_user_children", f"{pi.get('cpu_user_children', 0.0):.6f}"),
+    ]
+
+
+def section_cluster(core: ServerCore) -> Fields:
+    return [("cluster_enabled", 0)]
+
+
+def section_keyspace(core: ServerCore) -> Fields:
+    out: Fields = []
+    for db in core.dbs:
+        if db.data:
+            out.append((f"db{db.id}", f"keys={len(db.data)},expires={len(db.expires)},"
+                        f"avg_ttl={_avg_ttl(core, db)}"))
+    return out
+
+
+def _avg_ttl(core: ServerCore, db: object) -> int:
+    expires = db.expires  # type: ignore[attr-defined]
+    if not expires:
+        return 0
+    now = core.now_ms
+    sample = list(expires.values())[:100]
+    ttls = [w - now for w in sample if w > now]
+    return sum(ttls) // len(ttls) if ttls else 0
+
+
+def _empty(core: ServerCore) -> Fields:
+    return []
+
+
+SECTIONS: dict[str, Callable[[ServerCore], Fields]] = {
+    "server": section_server,
+    "clients": section_clients,
+    "memory": section_memory,
+    "persistence": section_persistence,
+    "stats": section_stats,
+    "replication": section_replication,
+    "cpu": section_cpu,
+    "modules": _empty,
+    "errorstats": _empty,
+    "commandstats": _empty,
+    "latencystats": _empty,
+    "cluster": section_cluster,
+    "keyspace": section_keyspace,
+}
+
+
+def generate_info(core: ServerCore, args: list[bytes]) -> str:
+    wanted: list[str] = []
+    if not args:
+        wanted = list(DEFAULT_SECTIONS)
+    for a in args:
+        name = a.decode("utf-8", "replace").lower()
+        if name == "default":
+            wanted.extend(DEFAULT_SECTIONS)
+        elif name in ("all", "everything"):
+            wanted.extend(ALL_SECTIONS)
+        else:
+            wanted.append(name)
+    seen: set[str] = set()
+    parts: list[str] = []
+    for name in wanted:
+        if name in seen or name not in SECTIONS:
+            continue
+        seen.add(name)
+        fields = SECTIONS[name](core)
+        title = "CPU" if name == "cpu" else name.capitalize()
+        body = "".join(f"{k}:{v}\r\n" for k, v in fields)
+        parts.append(f"# {title}\r\n{body}")
+    return "\r\n".join(parts)

@@ -1,0 +1,208 @@
+"""One numbered database: a dict of keys plus a dict of absolute expiry times (unix ms).
+
+Theory of operation: values are plain Python objects chosen for speed —
+``bytes`` (string), ``collections.deque`` (list), ``dict`` (hash), ``set`` (set) and
+:class:`pyrepl.keyspace.zset.ZSet` (sorted set). Every read goes through :meth:`lookup`, which
+applies lazy expiry: on a master an expired key is deleted and a ``DEL`` is propagated so
+replicas stay in step; a replica never deletes on its own clock and only hides the key from
+reads (as Redis does). Writers call :meth:`touch` (Redis's ``signalModifiedKey``) after changing
+a key in place so ``WATCH`` sees it. Collections are never left empty: handlers delete a key
+whose collection became empty.
+
+The clock is ``core.now_ms``, set by the I/O shell before each batch of commands (sans-io).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.resp.types import ReplyError
+
+if TYPE_CHECKING:
+    from pyrepl.core import ServerCore
+
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+TYPE_NAMES: dict[type, bytes] = {
+    bytes: b"string",
+    deque: b"list",
+    dict: b"hash",
+    set: b"set",
+    ZSet: b"zset",
+}
+
+
+def type_name(value: object) -> bytes:
+    return TYPE_NAMES[type(value)]
+
+
+class Database:
+    __slots__ = ("id", "core", "data", "expires", "watched", "_expire_keys", "_expire_pos")
+
+    def __init__(self, core: ServerCore, db_id: int) -> None:
+        self.id = db_id
+        self.core = core
+        self.data: dict[bytes, Any] = {}
+        self.expires: dict[bytes, int] = {}
+        # key -> set of clients watching it (WATCH)
+        self.watched: dict[bytes, set[Any]] = {}
+        self._expire_keys: list[bytes] = []
+        self._expire_pos = 0
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # -- reads ---------------------------------------------------------------------------
+    def is_expired(self, key: bytes) -> bool:
+        when = self.expires.get(key)
+        return when is not None and when <= self.core.now_ms
+
+    def expire_if_needed(self, key: bytes) -> bool:
+        """True when the key is logically expired. On a master it is also deleted."""
+        when = self.expires.get(key)
+        if when is None or when > self.core.now_ms:
+            return False
+        if self.core.expiry_deletes:
+            self._delete_expired(key)
+        return True
+
+    def _delete_expired(self, key: bytes) -> None:
+        del self.data[key]
+        del self.expires[key]
+        core = self.core
+        core.stats.expired_keys += 1
+        self.touch(key)
+        core.propagate_internal(self.id, [b"DEL", key])
+
+    def lookup(self, key: bytes) -> Any:
+        """The value of ``key`` or None (expired keys are handled lazily)."""
+        v = self.data.get(key)
+        if v is None:
+            return None
+        if self.expires and key in self.expires and self.expire_if_needed(key):
+            return None
+        return v
+
+    def lookup_read(self, key: bytes) -> Any:
+        """Like :meth:`lookup`, counting keyspace hits and misses (read commands)."""
+        v = self.lookup(key)
+        if v is None:
+            self.core.stats.keyspace_misses += 1
+        else:
+            self.core.stats.keyspace_hits += 1
+        return v
+
+    def lookup_typed(self, key: bytes, kind: type) -> Any:
+        """The value of ``key`` if it has type ``kind``, None if missing; WRONGTYPE otherwise."""
+        v = self.lookup(key)
+        if v is not None and type(v) is not kind:
+            raise ReplyError(WRONGTYPE)
+        return v
+
+    def exists(self, key: bytes) -> bool:
+        return self.lookup(key) is not None
+
+    def get_expire(self, key: bytes) -> int | None:
+        return self.expires.get(key)
+
+    # -- writes --------------------------------------------------------------------------
+    def set(self, key: bytes, value: Any, keep_ttl: bool = False) -> None:
+        """Store ``value`` (overwrite); the TTL is cleared unless ``keep_ttl``."""
+        self.data[key] = value
+        if not keep_ttl and self.expires:
+            self.expires.pop(key, None)
+        if self.watched:
+            self.touch(key)
+
+    def add(self, key: bytes, value: Any) -> None:
+        """Store a new key (the caller checked that it does not exist)."""
+        self.data[key] = value
+        if self.watched:
+            self.touch(key)
+
+    def delete(self, key: bytes) -> bool:
+        if self.lookup(key) is None:
+            return False
+        del self.data[key]
+        if self.expires:
+            self.expires.pop(key, None)
+        if self.watched:
+            self.touch(key)
+        return True
+
+    def set_expire(self, key: bytes, when_ms: int) -> None:
+        self.expires[key] = when_ms
+        if self.watched:
+            self.touch(key)
+
+    def persist(self, key: bytes) -> bool:
+        if self.expires.pop(key, None) is None:
+            return False
+        if self.watched:
+            self.touch(key)
+        return True
+
+    def touch(self, key: bytes) -> None:
+        """Signal that ``key`` was modified (invalidates WATCH)."""
+        clients = self.watched.get(key)
+        if clients:
+            for c in clients:
+                c.dirty_cas = True
+
+    def flush(self) -> int:
+        """Remove every key; returns how many there were. Touches watched keys that existed."""
+        n = len(self.data)
+        if self.watched:
+            for key in list(self.watched):
+                if key in self.data:
+                    self.touch(key)
+        self.data = {}
+        self.expires = {}
+        return n
+
+    def random_key(self) -> bytes | None:
+        """A random non-expired key (bounded number of tries when most keys are expired)."""
+        if not self.data:
+            return None
+        keys = list(self.data)  # O(n); RANDOMKEY is not a hot path
+        for _ in range(100):
+            key = random.choice(keys)
+            if not self.expire_if_needed(key):
+                return key
+            if not self.data:
+                return None
+            keys = list(self.data)
+        return None
+
+    def active_expire(self, budget: int) -> tuple[int, int]:
+        """Check up to ``budget`` keys that have a TTL, deleting expired ones.
+
+        Like Redis's cursor over the expires dict: a snapshot of the keys with a TTL is walked
+        a slice per call, so each key is checked once per pass at O(1) amortised cost.
+        Returns (checked, deleted).
+        """
+        if not self.expires or not self.core.expiry_deletes:
+            return 0, 0
+        if self._expire_pos >= len(self._expire_keys):
+            self._expire_keys = list(self.expires)
+            self._expire_pos = 0
+        now = self.core.now_ms
+        keys = self._expire_keys
+        start = self._expire_pos
+        end = min(start + budget, len(keys))
+        deleted = 0
+        expires = self.expires
+        for i in range(start, end):
+            k = keys[i]
+            when = expires.get(k)
+            if when is not None and when <= now:
+                self._delete_expired(k)
+                deleted += 1
+        self._expire_pos = end
+        if end >= len(keys):
+            self._expire_keys = []
+            self._expire_pos = 0
+        return end - start, deleted

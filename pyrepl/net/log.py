@@ -1,0 +1,58 @@
+"""Redis-style log lines: ``pid:R dd Mon yyyy hh:mm:ss.mmm <level> message``.
+
+The role letter is M (master), S (replica) or C (child); the level marks are Redis's:
+``.`` debug, ``-`` verbose, ``*`` notice, ``#`` warning. Lines go to stderr or to ``logfile``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+LEVELS = {"debug": 0, "verbose": 1, "notice": 2, "warning": 3, "nothing": 4}
+MARKS = {"debug": ".", "verbose": "-", "notice": "*", "warning": "#"}
+
+
+class Logger:
+    def __init__(self, loglevel: str = "notice", logfile: str = "") -> None:
+        self.min_level = LEVELS.get(loglevel, 2)
+        self.logfile = logfile
+        self._fh: TextIO | None = None
+        self.role = "M"
+
+    def set_level(self, loglevel: str) -> None:
+        self.min_level = LEVELS.get(loglevel, 2)
+
+    def _stream(self) -> TextIO:
+        if not self.logfile:
+            return sys.stderr
+        if self._fh is None:
+            self._fh = open(self.logfile, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        return self._fh
+
+    def log(self, level: str, msg: str) -> None:
+        if LEVELS[level] < self.min_level:
+            return
+        now = time.time()
+        stamp = time.strftime("%d %b %Y %H:%M:%S", time.localtime(now))
+        line = f"{os.getpid()}:{self.role} {stamp}.{int(now * 1000) % 1000:03d} {MARKS[level]} {msg}\n"
+        try:
+            s = self._stream()
+            s.write(line)
+            s.flush()
+        except OSError:
+            pass
+
+    def debug(self, msg: str) -> None:
+        self.log("debug", msg)
+
+    def verbose(self, msg: str) -> None:
+        self.log("verbose", msg)
+
+    def notice(self, msg: str) -> None:
+        self.log("notice", msg)
+
+    def warning(self, msg: str) -> None:
+        self.log("warning", msg)

@@ -1,0 +1,319 @@
+"""The I/O shell of the server: sockets, timers, signals and child processes.
+
+Theory of operation: :class:`Server` owns the event loop and a :class:`~pyrepl.core.ServerCore`.
+Each accepted connection gets a :class:`ClientProtocol` that stamps the clock, feeds the bytes to
+its core client and writes back whatever the core produced. The cron runs ``core.tick`` at
+``hz`` and reaps child processes. The :class:`NetHost` gives the core fork/kill/shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyrepl.commands  # noqa: F401  (fills the command table)
+from pyrepl.client import Client
+from pyrepl.config import Config
+from pyrepl.core import Host, ServerCore
+from pyrepl.net.log import Logger
+from pyrepl.net.loop import new_event_loop
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientProtocol(asyncio.Protocol):
+    __slots__ = ("server", "core", "client", "transport")
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.core = server.core
+        self.client: Client | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        sockname = transport.get_extra_info("sockname")
+        sock = transport.get_extra_info("socket")
+        core = self.core
+        core.now_ms = now_ms()
+        c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname),
+                                 sock.fileno() if sock is not None else -1)
+        c.transport = transport
+        self.client = c
+        self._flush()
+
+    def data_received(self, data: bytes) -> None:
+        c = self.client
+        if c is None:
+            return
+        self.core.now_ms = int(time.time() * 1000)
+        c.receive_data(data)
+        if c.out:
+            self.transport.write(c.data_to_send())  # type: ignore[union-attr]
+        if c.close_after_reply:
+            self.transport.close()  # type: ignore[union-attr]
+        if self.server.core.shutdown_asap:
+            self.server.shutdown_from_command()
+
+    def _flush(self) -> None:
+        c = self.client
+        if c is None or self.transport is None:
+            return
+        if c.out:
+            self.transport.write(c.data_to_send())
+        if c.close_after_reply:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.client is not None:
+            self.core.now_ms = now_ms()
+            self.client.connection_lost()
+
+
+def _fmt_addr(addr: Any) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = addr[0]
+        return f"{host}:{addr[1]}"
+    return str(addr or "")
+
+
+class NetHost(Host):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def fork_child(self, job: Callable[[], int], purpose: str) -> int:
+        # Freeze the GC's view so the child does not dirty every page by collecting.
+        gc.freeze()
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                self.server.logger.role = "C"
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGUSR1, lambda *_: os._exit(255))
+                code = job()
+            except BaseException as e:  # noqa: BLE001 - the child must always _exit
+                try:
+                    sys.stderr.write(f"child {purpose} failed: {e!r}\n")
+                except Exception:  # noqa: BLE001
+                    pass
+            finally:
+                os._exit(code)
+        gc.unfreeze()
+        self.server.core.latest_fork_usec = int((time.perf_counter() - t0) * 1e6)
+        self.server.children[pid] = purpose
+        return pid
+
+    def kill_child(self, pid: int) -> None:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.server.children.pop(pid, None)
+
+    def request_shutdown(self) -> None:
+        self.server.core.shutdown_asap = True
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
+
+    def time_us(self) -> int:
+        return time.time_ns() // 1000
+
+    def process_info(self) -> dict[str, float]:
+        info: dict[str, float] = {}
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        info["rss"] = int(line.split()[1]) * 1024
+                    elif line.startswith("VmHWM:"):
+                        info["peak_rss"] = int(line.split()[1]) * 1024
+            info["total_system_memory"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError):
+            pass
+        t = os.times()
+        info.update(cpu_user=t.user, cpu_sys=t.system, cpu_user_children=t.children_user,
+                    cpu_sys_children=t.children_system)
+        return info
+
+    def close_client(self, client: Client) -> None:
+        t = client.transport
+        if t is not None:
+            t.abort()
+        else:
+            client.close_after_reply = True
+
+
+class Server:
+    """``Server(config).run()`` serves until SHUTDOWN, SIGTERM or SIGINT."""
+
+    def __init__(self, config: Config, use_uvloop: bool = True) -> None:
+        self.config = config
+        self.use_uvloop = use_uvloop
+        self.logger = Logger(config.loglevel, config.logfile)
+        self.children: dict[int, str] = {}
+        self.core = ServerCore(config, NetHost(self), self.logger, now_ms())
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.servers: list[asyncio.base_events.Server] = []
+        self._stopping = False
+        self.exit_code = 0
+        self._stop_event: asyncio.Event | None = None
+        config.on_change(self._config_changed)
+
+    def _config_changed(self, name: str, value: object) -> None:
+        if name == "loglevel":
+            self.logger.set_level(str(value))
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def run(self) -> int:
+        loop = new_event_loop(self.use_uvloop)
+        self.loop = loop
+        try:
+            loop.run_until_complete(self.serve())
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+        return self.exit_code
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self._stop_event = asyncio.Event()
+        core = self.core
+        log = self.logger
+        log.notice(f"pyrepl {core.version} (Redis {core.redis_version} compatible) starting, "
+                   f"pid={os.getpid()}")
+        if self.config.dir:
+            os.makedirs(self.config.dir, exist_ok=True)
+        core.now_ms = now_ms()
+        try:
+            core.load()
+        except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
+            log.warning(f"Fatal error loading the DB: {e}. Exiting.")
+            self.exit_code = 1
+            return
+        await self.listen()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+        self._write_pidfile()
+        if core.replication is not None:
+            core.replication.start()
+        log.notice(f"Ready to accept connections tcp on port {self.config.port}")
+        cron = loop.create_task(self._cron())
+        try:
+            await self._stop_event.wait()
+        finally:
+            cron.cancel()
+            for s in self.servers:
+                s.close()
+            for c in list(core.clients.values()):
+                if c.transport is not None:
+                    c.transport.abort()
+            self._remove_pidfile()
+
+    async def listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        port = self.config.port
+        if port == 0:
+            return
+        errors = []
+        for addr in self.config.bind:
+            optional = addr.startswith("-")
+            host = addr[1:] if optional else addr
+            if host == "*":
+                host = "0.0.0.0"
+            elif host == "::*":
+                host = "::"
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                srv = await loop.create_server(
+                    lambda: ClientProtocol(self), host=host, port=port, family=family,
+                    reuse_address=True, backlog=self.config.tcp_backlog)
+            except OSError as e:
+                if optional:
+                    continue
+                errors.append(f"Could not create server TCP listening socket {host}:{port}: {e}")
+                continue
+            self.servers.append(srv)
+        if errors or not self.servers:
+            for e in errors:
+                self.logger.warning(e)
+            raise SystemExit(1)
+
+    def _on_signal(self, sig: int) -> None:
+        name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+        self.logger.warning(f"Received {name} scheduling shutdown...")
+        self.core.now_ms = now_ms()
+        if self.core.prepare_for_shutdown(None):
+            self.stop()
+        else:
+            self.logger.warning("SIGTERM received but errors trying to shut down the server, "
+                                "check the logs for more information")
+
+    def shutdown_from_command(self) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    async def _cron(self) -> None:
+        core = self.core
+        while True:
+            hz = max(1, min(500, self.config.hz))
+            await asyncio.sleep(1.0 / hz)
+            core.now_ms = now_ms()
+            self._reap_children()
+            core.tick(core.now_ms)
+            for c in list(core.clients.values()):
+                if c.out and c.transport is not None:
+                    c.transport.write(c.data_to_send())
+            if core.shutdown_asap:
+                self.stop()
+
+    def _reap_children(self) -> None:
+        for pid in list(self.children):
+            try:
+                rpid, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                self.children.pop(pid, None)
+                self.core.child_exited(pid, 1)
+                continue
+            if rpid == 0:
+                continue
+            self.children.pop(pid, None)
+            code = os.waitstatus_to_exitcode(status)
+            self.core.child_exited(pid, code)
+
+    def _write_pidfile(self) -> None:
+        if self.config.pidfile:
+            with open(self.config.pidfile, "w") as f:
+                f.write(f"{os.getpid()}\n")
+
+    def _remove_pidfile(self) -> None:
+        if self.config.pidfile:
+            try:
+                os.unlink(self.config.pidfile)
+            except OSError:
+                pass
+
+
+def run(config: Config) -> int:
+    return Server(config).run()

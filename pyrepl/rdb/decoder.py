@@ -1,0 +1,875 @@
+"""Streaming sans-io RDB reader (versions 1 to 13, i.e. everything up to Redis 8.6 writes).
+
+Theory of operation: bytes go in with ``receive_data`` (any chunking, ``b""`` = end of input)
+and events come out of ``next_event`` (``None`` = need more bytes). The reader keeps one
+immutable buffer and a parse position. Each item (an opcode with its operands, or a whole
+key-value pair) is parsed optimistically from the buffer; when the buffer ends before the item
+does, the attempt raises ``_Incomplete`` carrying how far the item reaches, the position rolls
+back to the item's first byte and nothing is emitted. Received chunks are only joined into the
+buffer once the buffer could hold the item, and a value that is still incomplete needs at least
+twice as many buffered bytes before the next attempt, so a huge value arriving in small chunks
+is re-parsed O(1) times per byte, not once per chunk.
+
+State that opcodes attach to the next key (EXPIRETIME / EXPIRETIME_MS, IDLE, FREQ, KEY_META) is
+committed as soon as the opcode is parsed. The CRC64 is computed over the bytes consumed, lazily
+when the buffer is compacted, up to and including the EOF opcode, then compared with the
+little-endian checksum that follows (0 means "saved without checksum"). After ``End`` the reader
+ignores further input and exposes it as ``unused_data``.
+
+Values come out in the shapes of the in-memory model: string ``bytes``, list ``deque[bytes]``,
+set ``set[bytes]``, hash ``dict[bytes, bytes]``, sorted set ``ZSet``; integers held by compact
+encodings become their decimal bytes. Every compact encoding Redis has written is read:
+integer/LZF strings, intset, ziplist, zipmap, listpack, quicklist v1/v2 (packed and plain
+nodes). Streams and module values are refused with an ``RdbError`` naming the type and the
+offset, as are hashes whose fields carry expiry times (Redis 7.4+), which the model cannot hold;
+a 7.4+ hash type without any field TTL is loaded. Empty collections are skipped as Redis does.
+
+``load_into`` is the bulk path (what ``load_rdb_file`` uses): it stores key-values straight
+into per-db dicts without building an event object per key. Any error raises ``RdbError``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.rdb.constants import (
+    KEY_META_CHARSET,
+    KEY_META_FLAG_ALLOW_IGNORE,
+    QUICKLIST_NODE_CONTAINER_PACKED,
+    QUICKLIST_NODE_CONTAINER_PLAIN,
+    RDB_MODULE_OPCODE_DOUBLE,
+    RDB_MODULE_OPCODE_EOF,
+    RDB_MODULE_OPCODE_FLOAT,
+    RDB_MODULE_OPCODE_SINT,
+    RDB_MODULE_OPCODE_STRING,
+    RDB_MODULE_OPCODE_UINT,
+    RDB_OPCODE_AUX,
+    RDB_OPCODE_EOF,
+    RDB_OPCODE_EXPIRETIME,
+    RDB_OPCODE_EXPIRETIME_MS,
+    RDB_OPCODE_FREQ,
+    RDB_OPCODE_FUNCTION2,
+    RDB_OPCODE_FUNCTION_PRE_GA,
+    RDB_OPCODE_IDLE,
+    RDB_OPCODE_KEY_META,
+    RDB_OPCODE_MODULE_AUX,
+    RDB_OPCODE_RESIZEDB,
+    RDB_OPCODE_SELECTDB,
+    RDB_OPCODE_SLOT_INFO,
+    RDB_TYPE_HASH,
+    RDB_TYPE_HASH_LISTPACK,
+    RDB_TYPE_HASH_LISTPACK_EX,
+    RDB_TYPE_HASH_LISTPACK_EX_PRE_GA,
+    RDB_TYPE_HASH_METADATA,
+    RDB_TYPE_HASH_METADATA_PRE_GA,
+    RDB_TYPE_HASH_ZIPLIST,
+    RDB_TYPE_HASH_ZIPMAP,
+    RDB_TYPE_LIST,
+    RDB_TYPE_LIST_QUICKLIST,
+    RDB_TYPE_LIST_QUICKLIST_2,
+    RDB_TYPE_LIST_ZIPLIST,
+    RDB_TYPE_SET,
+    RDB_TYPE_SET_INTSET,
+    RDB_TYPE_SET_LISTPACK,
+    RDB_TYPE_STRING,
+    RDB_TYPE_ZSET,
+    RDB_TYPE_ZSET_2,
+    RDB_TYPE_ZSET_LISTPACK,
+    RDB_TYPE_ZSET_ZIPLIST,
+    RDB_VERSION_MAX_READ,
+    module_type_name,
+    rdb_type_name,
+)
+from pyrepl.rdb.containers import (
+    ContainerError,
+    intset_entries,
+    listpack_entries,
+    ziplist_entries,
+    zipmap_pairs,
+)
+from pyrepl.rdb.crc64 import crc64
+from pyrepl.rdb.lzf import LzfError
+from pyrepl.rdb.lzf import decompress as lzf_decompress
+
+__all__ = [
+    "Aux",
+    "End",
+    "FunctionSkipped",
+    "KeyValue",
+    "LoadedRdb",
+    "ModuleAuxSkipped",
+    "RdbDecoder",
+    "RdbError",
+    "ResizeDb",
+    "SelectDb",
+    "load_rdb_file",
+]
+
+
+class RdbError(Exception):
+    """The RDB data is corrupt, truncated, or holds something pyrepl cannot load."""
+
+
+# ---------------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Aux:
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SelectDb:
+    db: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeDb:
+    db_size: int
+    expires_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    db: int
+    key: bytes
+    value: Any
+    expire_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSkipped:
+    """A function library (RDB_OPCODE_FUNCTION2, or the 7.0-rc FUNCTION format); ``code`` is
+    the library source (for the pre-GA format: the blob without name/engine header)."""
+
+    code: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleAuxSkipped:
+    module_id: int
+    module_name: str
+    when: int
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """End of the RDB. ``checksum_ok`` is True when the CRC64 matched, None when there was no
+    checksum to verify (version < 5, saved with rdbchecksum no, or verification disabled) and
+    False only when the decoder was built with ``strict_checksum=False`` and it did not match."""
+
+    checksum_ok: bool | None
+
+
+# ---------------------------------------------------------------------------------- internals
+
+
+class _Incomplete(Exception):
+    """The item being parsed reaches ``end`` (an index into the buffer) beyond the data."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+
+
+class _Corrupt(Exception):
+    pass
+
+
+_SKIP = object()  # an item that produced no key (empty collection)
+_U64 = struct.Struct("<q")
+_F64 = struct.Struct("<d")
+_F32 = struct.Struct("<f")
+_I32 = struct.Struct("<i")
+
+
+def _rlen(buf: bytes, p: int, n: int) -> tuple[int, int]:
+    """rdbLoadLen for a plain length: (length, next position)."""
+    b = buf[p]
+    if b < 0x40:
+        return b, p + 1
+    if b < 0x80:
+        return ((b & 0x3F) << 8) | buf[p + 1], p + 2
+    if b == 0x80:
+        if p + 5 > n:
+            raise _Incomplete(p + 5)
+        return int.from_bytes(buf[p + 1 : p + 5], "big"), p + 5
+    if b == 0x81:
+        if p + 9 > n:
+            raise _Incomplete(p + 9)
+        return int.from_bytes(buf[p + 1 : p + 9], "big"), p + 9
+    raise _Corrupt(f"Unknown length encoding 0x{b:02x}")
+
+
+def _rstr(buf: bytes, p: int, n: int) -> tuple[bytes, int]:
+    """rdbGenericLoadStringObject: (bytes, next position); integers become decimal bytes."""
+    b = buf[p]
+    if b < 0x40:
+        end = p + 1 + b
+        if end > n:
+            raise _Incomplete(end)
+        return buf[p + 1 : end], end
+    if b < 0x80:
+        start = p + 2
+        end = start + (((b & 0x3F) << 8) | buf[p + 1])
+    elif b == 0x80:
+        start = p + 5
+        if start > n:
+            raise _Incomplete(start)
+        end = start + int.from_bytes(buf[p + 1 : start], "big")
+    elif b == 0x81:
+        start = p + 9
+        if start > n:
+            raise _Incomplete(start)
+        end = start + int.from_bytes(buf[p + 1 : start], "big")
+    elif b == 0xC0:
+        v = buf[p + 1]
+        return b"%d" % (v - 256 if v > 127 else v), p + 2
+    elif b == 0xC1:
+        if p + 3 > n:
+            raise _Incomplete(p + 3)
+        return b"%d" % int.from_bytes(buf[p + 1 : p + 3], "little", signed=True), p + 3
+    elif b == 0xC2:
+        if p + 5 > n:
+            raise _Incomplete(p + 5)
+        return b"%d" % int.from_bytes(buf[p + 1 : p + 5], "little", signed=True), p + 5
+    elif b == 0xC3:
+        clen, q = _rlen(buf, p + 1, n)
+        ulen, q = _rlen(buf, q, n)
+        end = q + clen
+        if end > n:
+            raise _Incomplete(end)
+        try:
+            return lzf_decompress(buf[q:end], ulen), end
+        except LzfError as e:
+            raise _Corrupt(f"Invalid LZF compressed string ({e})") from None
+    elif b > 0xC3:
+        raise _Corrupt(f"Unknown RDB string encoding type {b & 0x3F}")
+    else:
+        raise _Corrupt(f"Unknown length encoding 0x{b:02x}")
+    if end > n:
+        raise _Incomplete(end)
+    return buf[start:end], end
+
+
+def _as_bytes(e: bytes | int) -> bytes:
+    return e if type(e) is bytes else b"%d" % e
+
+
+def _score(e: bytes | int) -> float:
+    if type(e) is int:
+        return float(e)
+    try:
+        s = float(e)
+    except ValueError:
+        raise _Corrupt(f"Invalid sorted set score {e!r}") from None
+    return s
+
+
+def _make_zset(pairs: list[tuple[bytes, float]]) -> ZSet:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _Corrupt("Duplicate zset fields detected")
+    for s in d.values():
+        if s != s:
+            raise _Corrupt("Zset with NAN score detected")
+    z = ZSet()
+    # Bulk build: one sort instead of one insort per member (ZSet keeps these two views).
+    z.dict = d
+    z.sorted = sorted([(s, m) for m, s in d.items()])
+    return z
+
+
+def _make_hash(flat: list[bytes]) -> dict[bytes, bytes]:
+    if len(flat) % 2:
+        raise _Corrupt("Hash with an odd number of elements")
+    it = iter(flat)
+    h = dict(zip(it, it, strict=True))
+    if len(h) * 2 != len(flat):
+        raise _Corrupt("Duplicate hash fields detected")
+    return h
+
+
+def _make_set(members: list[bytes]) -> set[bytes]:
+    s = set(members)
+    if len(s) != len(members):
+        raise _Corrupt("Duplicate set members detected")
+    return s
+
+
+def _unsupported(t: int, why: str = "") -> _Corrupt:
+    msg = f"Unsupported RDB object type {t} ({rdb_type_name(t)})"
+    return _Corrupt(msg + (f": {why}" if why else ""))
+
+
+def _key_meta_class(spec: int) -> tuple[str, int, int]:
+    """keymeta.c keyMetaClassDecode: (4-char name, version, flags) of a 32-bit class spec."""
+    flags = spec & 0x7
+    ver = (spec >> 3) & 0x1F
+    v = spec >> 8
+    name = "".join(KEY_META_CHARSET[(v >> (6 * (3 - i))) & 0x3F] for i in range(4))
+    return name, ver, flags
+
+
+# ---------------------------------------------------------------------------------- decoder
+
+_HEADER, _BODY, _CHECKSUM, _DONE, _FAILED = range(5)
+
+
+class RdbDecoder:
+    """Sans-io RDB reader: ``receive_data(bytes)`` then ``next_event()`` until ``None``."""
+
+    def __init__(self, *, databases: int | None = None, strict_checksum: bool = True,
+                 verify_checksum: bool = True) -> None:
+        self._buf = b""
+        self._pos = 0
+        self._base = 0  # absolute offset of _buf[0]
+        self._pending: list[bytes] = []
+        self._pending_len = 0
+        self._need = 0  # absolute offset the buffer must reach before re-parsing
+        self._eof = False
+        self._state = _HEADER
+        self._error: RdbError | None = None
+        self._crc = 0
+        self._crc_pos = 0  # _buf[:_crc_pos] is in _crc
+        self._verify = verify_checksum
+        self._strict = strict_checksum
+        self._databases = databases
+        self.version = 0
+        self.db = 0
+        self._expire: int | None = None
+        self._item_start = 0
+        self.keys_read = 0
+        self.empty_keys_skipped = 0
+        self.checksum: int | None = None  # the stored checksum, once read
+
+    # -- input --------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        if not data:
+            self._eof = True
+            return
+        self._pending.append(bytes(data))
+        self._pending_len += len(data)
+
+    @property
+    def offset(self) -> int:
+        """Bytes consumed (the absolute offset of the next unparsed byte)."""
+        return self._base + self._pos
+
+    @property
+    def unused_data(self) -> bytes:
+        """Input received after the end of the RDB (only meaningful after ``End``)."""
+        return self._buf[self._pos :] + b"".join(self._pending)
+
+    @property
+    def finished(self) -> bool:
+        return self._state == _DONE
+
+    def _fill(self) -> bool:
+        """Join pending chunks into the buffer if that reaches ``_need``; True if it grew."""
+        if not self._pending:
+            return False
+        avail = self._base + len(self._buf) + self._pending_len
+        if avail < self._need and not self._eof:
+            return False
+        buf = self._buf
+        pos = self._pos
+        if self._verify and self._state <= _BODY and pos > self._crc_pos:
+            self._crc = crc64(memoryview(buf)[self._crc_pos : pos], self._crc)
+        self._pending.insert(0, buf[pos:])
+        self._buf = b"".join(self._pending)
+        self._pending = []
+        self._pending_len = 0
+        self._base += pos
+        self._pos = 0
+        self._crc_pos = 0
+        return True
+
+    def _incomplete(self, start: int, end: int) -> None:
+        """The item starting at buffer index ``start`` reaches index ``end``."""
+        abs_start = self._base + start
+        abs_end = self._base + end
+        avail = self._base + len(self._buf)
+        self._need = max(abs_end, abs_start + 2 * (avail - abs_start))
+
+    def _fail(self, msg: str, start: int) -> RdbError:
+        err = RdbError(f"{msg} at offset {self._base + start}")
+        self._error = err
+        self._state = _FAILED
+        return err
+
+    # -- output -------------------------------------------------------------------------
+
+    def next_event(self) -> object | None:
+        """The next event, or None when more data is needed."""
+        while True:
+            item = self._step()
+            if item is None:
+                return None
+            if type(item) is tuple:
+                return KeyValue(self.db, item[0], item[1], item[2])
+            if item is _SKIP:
+                continue
+            return item
+
+    def load_into(self, data: list[dict[bytes, Any]], expires: list[dict[bytes, int]]
+                  ) -> list[object]:
+        """Consume every complete item buffered: store key-values into ``data[db]`` /
+        ``expires[db]`` (a key already present is an error) and return the other events in
+        order. Stops after ``End``."""
+        events: list[object] = []
+        step = self._step
+        while True:
+            item = step()
+            if item is None:
+                return events
+            if type(item) is tuple:
+                key, value, exp = item
+                d = data[self.db]
+                if key in d:
+                    raise self._fail(f"Duplicated key {key!r} in DB {self.db}",
+                                     self._item_start)
+                d[key] = value
+                if exp is not None:
+                    expires[self.db][key] = exp
+                continue
+            if item is _SKIP:
+                continue
+            events.append(item)
+            if type(item) is End:
+                return events
+
+    def _step(self) -> object | None:
+        """Parse one item: a (key, value, expire) tuple, _SKIP, an event, or None (need more)."""
+        if self._error is not None:
+            raise self._error
+        while True:
+            if self._state == _DONE:
+                return None
+            start = self._item_start = self._pos
+            try:
+                if self._state == _BODY:
+                    return self._parse_body()
+                if self._state == _HEADER:
+                    self._parse_header()
+                    continue
+                return self._parse_checksum()
+            except _Incomplete as inc:
+                self._pos = start
+                self._incomplete(start, inc.end)
+            except IndexError:
+                self._pos = start
+                self._incomplete(start, len(self._buf) + 1)
+            except _Corrupt as e:
+                self._pos = start
+                raise self._fail(str(e), start) from None
+            except (ContainerError, struct.error) as e:
+                self._pos = start
+                raise self._fail(f"Corrupt compact encoding ({e})", start) from None
+            if not self._fill():
+                if self._eof:
+                    raise self._fail("Unexpected end of RDB data (truncated file)", self._pos)
+                return None
+
+    # -- parsing ------------------------------------------------------------------------
+
+    def _parse_header(self) -> None:
+        buf = self._buf
+        if len(buf) - self._pos < 9:
+            raise _Incomplete(self._pos + 9)
+        magic = buf[self._pos : self._pos + 9]
+        if magic[:5] != b"REDIS":
+            raise _Corrupt("Wrong signature trying to load DB (not an RDB file)")
+        digits = magic[5:]
+        if not digits.isdigit():
+            raise _Corrupt(f"Invalid RDB version {digits!r}")
+        version = int(digits)
+        if version < 1 or version > RDB_VERSION_MAX_READ:
+            raise _Corrupt(f"Can't handle RDB format version {version}")
+        self.version = version
+        self._pos += 9
+        self._state = _BODY
+
+    def _parse_checksum(self) -> End:
+        buf = self._buf
+        p = self._pos
+        if self.version < 5:
+            self._state = _DONE
+            return End(None)
+        if p + 8 > len(buf):
+            raise _Incomplete(p + 8)
+        stored = int.from_bytes(buf[p : p + 8], "little")
+        self.checksum = stored
+        self._pos = p + 8
+        self._state = _DONE
+        if stored == 0 or not self._verify:
+            return End(None)
+        if stored != self._crc:
+            if self._strict:
+                raise _Corrupt(
+                    f"Wrong RDB checksum expected: ({self._crc:x}) but got ({stored:x})"
+                )
+            return End(False)
+        return End(True)
+
+    def _parse_body(self) -> object:
+        buf = self._buf
+        n = len(buf)
+        p = self._pos
+        t = buf[p]
+        if t < RDB_OPCODE_KEY_META:
+            # A key-value pair.
+            key, q = _rstr(buf, p + 1, n)
+            if t == RDB_TYPE_STRING:
+                value, q = _rstr(buf, q, n)
+            else:
+                value, q = self._parse_object(t, buf, q, n)
+            self._pos = q
+            exp = self._expire
+            self._expire = None
+            self.keys_read += 1
+            if value is _SKIP:
+                self.empty_keys_skipped += 1
+                return _SKIP
+            return (key, value, exp)
+        p += 1
+        if t == RDB_OPCODE_EXPIRETIME_MS:
+            if p + 8 > n:
+                raise _Incomplete(p + 8)
+            self._expire = _U64.unpack_from(buf, p)[0]
+            self._pos = p + 8
+            return _SKIP
+        if t == RDB_OPCODE_SELECTDB:
+            db, p = _rlen(buf, p, n)
+            if self._databases is not None and db >= self._databases:
+                raise _Corrupt(
+                    f"RDB selects DB {db} but only {self._databases} databases are configured"
+                )
+            self._pos = p
+            self.db = db
+            return SelectDb(db)
+        if t == RDB_OPCODE_RESIZEDB:
+            size, p = _rlen(buf, p, n)
+            esize, p = _rlen(buf, p, n)
+            self._pos = p
+            return ResizeDb(size, esize)
+        if t == RDB_OPCODE_AUX:
+            k, p = _rstr(buf, p, n)
+            v, p = _rstr(buf, p, n)
+            self._pos = p
+            return Aux(k, v)
+        if t == RDB_OPCODE_EOF:
+            if self._verify and self.version >= 5:
+                self._crc = crc64(memoryview(buf)[self._crc_pos : p], self._crc)
+                self._crc_pos = p
+            self._pos = p
+            self._state = _CHECKSUM
+            return _SKIP
+        if t == RDB_OPCODE_EXPIRETIME:
+            if p + 4 > n:
+                raise _Incomplete(p + 4)
+            self._expire = _I32.unpack_from(buf, p)[0] * 1000
+            self._pos = p + 4
+            return _SKIP
+        if t == RDB_OPCODE_IDLE:
+            _, p = _rlen(buf, p, n)
+            self._pos = p
+            return _SKIP
+        if t == RDB_OPCODE_FREQ:
+            if p + 1 > n:
+                raise _Incomplete(p + 1)
+            self._pos = p + 1
+            return _SKIP
+        if t == RDB_OPCODE_SLOT_INFO:
+            _, p = _rlen(buf, p, n)
+            _, p = _rlen(buf, p, n)
+            _, p = _rlen(buf, p, n)
+            self._pos = p
+            return _SKIP
+        if t == RDB_OPCODE_FUNCTION2:
+            code, p = _rstr(buf, p, n)
+            self._pos = p
+            return FunctionSkipped(code)
+        if t == RDB_OPCODE_FUNCTION_PRE_GA:
+            _name, p = _rstr(buf, p, n)
+            _engine, p = _rstr(buf, p, n)
+            has_desc, p = _rlen(buf, p, n)
+            if has_desc:
+                _desc, p = _rstr(buf, p, n)
+            code, p = _rstr(buf, p, n)
+            self._pos = p
+            return FunctionSkipped(code)
+        if t == RDB_OPCODE_MODULE_AUX:
+            module_id, p = _rlen(buf, p, n)
+            when_opcode, p = _rlen(buf, p, n)
+            when, p = _rlen(buf, p, n)
+            if when_opcode != RDB_MODULE_OPCODE_UINT:
+                raise _Corrupt("Module AUX data with a bad when_opcode")
+            p = self._skip_module_value(buf, p, n)
+            self._pos = p
+            return ModuleAuxSkipped(module_id, module_type_name(module_id), when)
+        if t == RDB_OPCODE_KEY_META:
+            nclasses, p = _rlen(buf, p, n)
+            for _ in range(nclasses):
+                if p + 4 > n:
+                    raise _Incomplete(p + 4)
+                name, _ver, flags = _key_meta_class(int.from_bytes(buf[p : p + 4], "little"))
+                if not flags & (1 << KEY_META_FLAG_ALLOW_IGNORE):
+                    raise _Corrupt(
+                        f"RDB key metadata of class '{name}' needs its module and cannot be "
+                        "ignored"
+                    )
+                p = self._skip_module_value(buf, p + 4, n)
+            self._pos = p
+            return _SKIP
+        raise _Corrupt(f"Unknown RDB opcode {t}")
+
+    @staticmethod
+    def _skip_module_value(buf: bytes, p: int, n: int) -> int:
+        """rdbLoadCheckModuleValue: skip module-serialized items up to their EOF marker."""
+        while True:
+            op, p = _rlen(buf, p, n)
+            if op == RDB_MODULE_OPCODE_EOF:
+                return p
+            if op == RDB_MODULE_OPCODE_SINT or op == RDB_MODULE_OPCODE_UINT:
+                _, p = _rlen(buf, p, n)
+            elif op == RDB_MODULE_OPCODE_STRING:
+                _, p = _rstr(buf, p, n)
+            elif op == RDB_MODULE_OPCODE_FLOAT:
+                p += _F32.size
+                if p > n:
+                    raise _Incomplete(p)
+            elif op == RDB_MODULE_OPCODE_DOUBLE:
+                p += _F64.size
+                if p > n:
+                    raise _Incomplete(p)
+            else:
+                raise _Corrupt(f"Unknown module value opcode {op}")
+
+    def _parse_object(self, t: int, buf: bytes, p: int, n: int) -> tuple[Any, int]:
+        """rdbLoadObject for every non-string type: (value or _SKIP, next position)."""
+        if t == RDB_TYPE_LIST_QUICKLIST_2 or t == RDB_TYPE_LIST_QUICKLIST:
+            count, p = _rlen(buf, p, n)
+            items: deque[bytes] = deque()
+            extend = items.extend
+            for _ in range(count):
+                container = QUICKLIST_NODE_CONTAINER_PACKED
+                if t == RDB_TYPE_LIST_QUICKLIST_2:
+                    container, p = _rlen(buf, p, n)
+                    if container not in (QUICKLIST_NODE_CONTAINER_PACKED,
+                                         QUICKLIST_NODE_CONTAINER_PLAIN):
+                        raise _Corrupt("Quicklist integrity check failed")
+                blob, p = _rstr(buf, p, n)
+                if not blob:
+                    raise _Corrupt("Quicklist node is empty")
+                if container == QUICKLIST_NODE_CONTAINER_PLAIN:
+                    items.append(blob)
+                    continue
+                if t == RDB_TYPE_LIST_QUICKLIST_2:
+                    entries = listpack_entries(blob)
+                else:
+                    entries = ziplist_entries(blob)
+                extend([e if type(e) is bytes else b"%d" % e for e in entries])
+            return (items if items else _SKIP), p
+        if t == RDB_TYPE_LIST or t == RDB_TYPE_SET:
+            count, p = _rlen(buf, p, n)
+            vals = []
+            append = vals.append
+            for _ in range(count):
+                v, p = _rstr(buf, p, n)
+                append(v)
+            if not vals:
+                return _SKIP, p
+            return (deque(vals) if t == RDB_TYPE_LIST else _make_set(vals)), p
+        if t == RDB_TYPE_HASH:
+            count, p = _rlen(buf, p, n)
+            flat = []
+            append = flat.append
+            for _ in range(2 * count):
+                v, p = _rstr(buf, p, n)
+                append(v)
+            return (_make_hash(flat) if flat else _SKIP), p
+        if t == RDB_TYPE_ZSET_2 or t == RDB_TYPE_ZSET:
+            count, p = _rlen(buf, p, n)
+            pairs = []
+            append = pairs.append
+            for _ in range(count):
+                m, p = _rstr(buf, p, n)
+                if t == RDB_TYPE_ZSET_2:
+                    if p + 8 > n:
+                        raise _Incomplete(p + 8)
+                    score = _F64.unpack_from(buf, p)[0]
+                    p += 8
+                else:
+                    score, p = self._old_double(buf, p, n)
+                append((m, score))
+            return (_make_zset(pairs) if pairs else _SKIP), p
+        if t in _BLOB_TYPES:
+            if t == RDB_TYPE_HASH_LISTPACK_EX:
+                if p + 8 > n:
+                    raise _Incomplete(p + 8)
+                p += 8  # min expire of the hash, informational
+            blob, p = _rstr(buf, p, n)
+            return self._decode_blob(t, blob), p
+        if t == RDB_TYPE_HASH_METADATA or t == RDB_TYPE_HASH_METADATA_PRE_GA:
+            if t == RDB_TYPE_HASH_METADATA:
+                if p + 8 > n:
+                    raise _Incomplete(p + 8)
+                p += 8
+            count, p = _rlen(buf, p, n)
+            flat = []
+            append = flat.append
+            has_ttl = False
+            for _ in range(count):
+                ttl, p = _rlen(buf, p, n)
+                if ttl:
+                    has_ttl = True
+                f, p = _rstr(buf, p, n)
+                v, p = _rstr(buf, p, n)
+                append(f)
+                append(v)
+            if has_ttl:
+                raise _unsupported(t, "hash field expiration is not supported")
+            return (_make_hash(flat) if flat else _SKIP), p
+        raise _unsupported(t)
+
+    @staticmethod
+    def _old_double(buf: bytes, p: int, n: int) -> tuple[float, int]:
+        """rdbLoadDoubleValue (RDB_TYPE_ZSET): length byte, 253 nan, 254 +inf, 255 -inf."""
+        ln = buf[p]
+        if ln == 255:
+            return float("-inf"), p + 1
+        if ln == 254:
+            return float("inf"), p + 1
+        if ln == 253:
+            return float("nan"), p + 1
+        end = p + 1 + ln
+        if end > n:
+            raise _Incomplete(end)
+        try:
+            return float(buf[p + 1 : end]), end
+        except ValueError:
+            raise _Corrupt("Invalid double value in sorted set") from None
+
+    @staticmethod
+    def _decode_blob(t: int, blob: bytes) -> Any:
+        if t == RDB_TYPE_HASH_LISTPACK or t == RDB_TYPE_HASH_ZIPLIST:
+            entries = listpack_entries(blob) if t == RDB_TYPE_HASH_LISTPACK else \
+                ziplist_entries(blob)
+            return _make_hash([_as_bytes(e) for e in entries]) if entries else _SKIP
+        if t == RDB_TYPE_ZSET_LISTPACK or t == RDB_TYPE_ZSET_ZIPLIST:
+            entries = listpack_entries(blob) if t == RDB_TYPE_ZSET_LISTPACK else \
+                ziplist_entries(blob)
+            if len(entries) % 2:
+                raise _Corrupt("Sorted set with an odd number of elements")
+            pairs = [(_as_bytes(entries[i]), _score(entries[i + 1]))
+                     for i in range(0, len(entries), 2)]
+            return _make_zset(pairs) if pairs else _SKIP
+        if t == RDB_TYPE_SET_INTSET:
+            ints = intset_entries(blob)
+            return _make_set([b"%d" % v for v in ints]) if ints else _SKIP
+        if t == RDB_TYPE_SET_LISTPACK:
+            entries = listpack_entries(blob)
+            return _make_set([_as_bytes(e) for e in entries]) if entries else _SKIP
+        if t == RDB_TYPE_LIST_ZIPLIST:
+            entries = ziplist_entries(blob)
+            return deque([_as_bytes(e) for e in entries]) if entries else _SKIP
+        if t == RDB_TYPE_HASH_ZIPMAP:
+            pairs = zipmap_pairs(blob)
+            h = dict(pairs)
+            if len(h) != len(pairs):
+                raise _Corrupt("Hash zipmap with dup elements")
+            return h if h else _SKIP
+        # RDB_TYPE_HASH_LISTPACK_EX(_PRE_GA): field, value, ttl triples; ttl 0 = none.
+        entries = listpack_entries(blob)
+        if len(entries) % 3:
+            raise _Corrupt("Hash listpack with field expiry has a partial triple")
+        flat = []
+        for i in range(0, len(entries), 3):
+            if entries[i + 2] != 0:
+                raise _unsupported(t, "hash field expiration is not supported")
+            flat.append(_as_bytes(entries[i]))
+            flat.append(_as_bytes(entries[i + 1]))
+        return _make_hash(flat) if flat else _SKIP
+
+
+_BLOB_TYPES = frozenset(
+    (
+        RDB_TYPE_HASH_ZIPMAP,
+        RDB_TYPE_LIST_ZIPLIST,
+        RDB_TYPE_SET_INTSET,
+        RDB_TYPE_ZSET_ZIPLIST,
+        RDB_TYPE_HASH_ZIPLIST,
+        RDB_TYPE_HASH_LISTPACK,
+        RDB_TYPE_ZSET_LISTPACK,
+        RDB_TYPE_SET_LISTPACK,
+        RDB_TYPE_HASH_LISTPACK_EX_PRE_GA,
+        RDB_TYPE_HASH_LISTPACK_EX,
+    )
+)
+
+
+# ---------------------------------------------------------------------------------- files
+
+
+@dataclass
+class LoadedRdb:
+    data: list[dict[bytes, Any]]
+    expires: list[dict[bytes, int]]
+    aux: dict[bytes, bytes] = field(default_factory=dict)
+    version: int = 0
+    keys_loaded: int = 0
+    keys_expired: int = 0
+    empty_keys_skipped: int = 0
+    functions_skipped: int = 0
+    module_aux_skipped: int = 0
+    checksum_ok: bool | None = None
+    bytes_read: int = 0
+
+
+def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
+                  chunk_size: int = 8 << 20) -> LoadedRdb:
+    """Load a whole RDB file into fresh dicts (nothing is returned unless the whole file,
+    checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
+    master does when it loads its own dump; without it every key is kept (as a replica)."""
+    data: list[dict[bytes, Any]] = [{} for _ in range(ndbs)]
+    expires: list[dict[bytes, int]] = [{} for _ in range(ndbs)]
+    dec = RdbDecoder(databases=ndbs)
+    result = LoadedRdb(data, expires)
+    done = False
+    with open(path, "rb") as f:
+        while not done:
+            chunk = f.read(chunk_size)
+            dec.receive_data(chunk)
+            for ev in dec.load_into(data, expires):
+                t = type(ev)
+                if t is Aux:
+                    result.aux[ev.key] = ev.value  # type: ignore[attr-defined]
+                elif t is FunctionSkipped:
+                    result.functions_skipped += 1
+                elif t is ModuleAuxSkipped:
+                    result.module_aux_skipped += 1
+                elif t is End:
+                    result.checksum_ok = ev.checksum_ok  # type: ignore[attr-defined]
+                    done = True
+            if not chunk and not done:  # pragma: no cover - load_into raises first
+                raise RdbError(f"Unexpected end of RDB data at offset {dec.offset}")
+    result.version = dec.version
+    result.bytes_read = dec.offset
+    result.empty_keys_skipped = dec.empty_keys_skipped
+    if now_ms is not None:
+        for d, e in zip(data, expires, strict=True):
+            dead = [k for k, when in e.items() if now_ms > when]
+            for k in dead:
+                del d[k]
+                del e[k]
+            result.keys_expired += len(dead)
+    result.keys_loaded = sum(len(d) for d in data)
+    return result

@@ -1,0 +1,435 @@
+"""Sans-io reader for client requests (server side), byte-exact with Redis 7.0.15.
+
+Theory of operation
+-------------------
+This is ``processInputBuffer`` / ``processMultibulkBuffer`` / ``processInlineBuffer`` from
+Redis's networking.c, re-expressed over a Python buffer. ``feed()`` appends bytes, ``gets()``
+returns the next complete argv (``list[bytes]``) or ``None`` when more bytes are needed, and
+raises ``ProtocolError`` where Redis would reply ``-ERR Protocol error: ...`` and close.
+
+* A request whose first byte is ``*`` is a multibulk (``*N\\r\\n`` then N times
+  ``$len\\r\\n<len bytes>\\r\\n``); anything else is an inline command: one line ending in
+  ``\\n`` (a ``\\r`` before it is dropped) split like ``sdssplitargs`` (quotes, escapes).
+* Like Redis, header lines end at the first ``\\r`` and the byte after it is skipped without
+  being checked; the two bytes after bulk data are skipped unchecked too. Like Redis's use of
+  ``strchr``, a NUL byte before the ``\\r`` (or before the ``\\n`` of an inline line) hides it:
+  the line is then "not complete yet", until it outgrows PROTO_INLINE_MAX_SIZE.
+* Numbers are parsed like ``string2ll``: optional ``-``, no ``+``, no leading zeros, no
+  spaces, at most 20 characters, within a signed 64-bit range.
+* ``*0`` / ``*-N`` and empty inline lines are skipped; their bytes count as consumed.
+* Parsing is incremental: a partially received multibulk keeps its finished arguments, so the
+  "unparsed" byte count (Redis's ``sdslen(querybuf)``, checked against client-query-buffer-limit
+  on every ``feed()``) excludes them, exactly as in Redis.
+* After an error the reader is dead: every later ``gets()`` raises the same exception.
+
+Offsets: ``consumed`` is the absolute number of stream bytes that belong to commands returned
+(or skipped) so far; it is exact, so a replica can use it as its replication offset.
+``buffered()`` is ``bytes fed - consumed``.
+
+Buffer: ``_buf`` is a ``bytes`` object while the unparsed tail left by the previous chunk is
+small (<= 4 KiB: ``feed()`` concatenates it with the new chunk, and slicing yields argument
+``bytes`` with a single copy); with a larger tail (a big partial request) it becomes a
+``bytearray`` that is appended to, so a big bulk argument arriving in many chunks costs linear
+time. Parsed bytes are dropped on ``feed()``; dropping is amortised (only once at least half
+of the buffer is parsed).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PROTO_INLINE_MAX_SIZE",
+    "PROTO_MBULK_BIG_ARG",
+    "ProtocolError",
+    "QueryBufferLimitExceeded",
+    "RespReader",
+    "split_args",
+    "string2ll",
+]
+
+PROTO_INLINE_MAX_SIZE = 64 * 1024  # server.h: max inline request / header line
+PROTO_MBULK_BIG_ARG = 32 * 1024  # server.h: "big" bulk argument threshold
+_INT_MAX = 2**31 - 1
+_LLONG_MAX = 2**63 - 1
+_LLONG_MIN = -(2**63)
+_LONG_STR_SIZE = 21  # util.h: a string2ll input must be shorter than this
+_AUTH_MAX_MULTIBULK = 10  # networking.c: limits while authentication is pending
+_AUTH_MAX_BULK = 16384
+# Unparsed tail size above which feed() appends to a bytearray instead of concatenating bytes.
+_BYTES_TAIL_MAX = 4096
+
+_INLINE = 1
+_MULTIBULK = 2
+
+
+class ProtocolError(Exception):
+    """The peer broke the request protocol; Redis replies (if ``reply``) and closes.
+
+    ``str(e)`` is exactly what Redis writes after ``-`` (without the CRLF), e.g.
+    ``"ERR Protocol error: invalid multibulk length"``; encode it with latin-1 to get the exact
+    bytes (one message quotes a raw byte). ``reply`` is False when Redis closes the connection
+    without sending anything. ``reason`` is the short text Redis puts in its log line
+    ("Protocol error (<reason>) from client: ...").
+    """
+
+    reply: bool = True
+
+    def __init__(self, message: str, reason: str = "", *, reply: bool | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
+        if reply is not None:
+            self.reply = reply
+
+
+class QueryBufferLimitExceeded(ProtocolError):
+    """The unparsed query buffer outgrew client-query-buffer-limit: Redis closes the client
+    (``freeClientAsync``) without sending a reply, and logs a warning."""
+
+    reply = False
+
+
+def string2ll(s: bytes | bytearray) -> int | None:
+    """Redis's ``string2ll``: the integer value of ``s``, or None if Redis would reject it."""
+    n = len(s)
+    if n == 0 or n >= _LONG_STR_SIZE:
+        return None
+    if s.isdigit():
+        if s[0] == 48 and n > 1:  # leading zero
+            return None
+        v = int(s)
+        return v if v <= _LLONG_MAX else None
+    if s[0] == 45 and n > 1:  # '-'
+        d = s[1:]
+        if d.isdigit() and d[0] != 48:
+            v = -int(d)
+            return v if v >= _LLONG_MIN else None
+    return None
+
+
+# C isspace() in the "C" locale (Redis never sets LC_CTYPE).
+_ISSPACE = frozenset(b" \t\n\v\f\r")
+# sdssplitargs ends an unquoted token only at these (not at \v or \f).
+_TOKEN_END = frozenset(b" \n\r\t\0")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_SLOW_SPLIT = (b'"', b"'", b"\v", b"\f")
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """``sdssplitargs``: split an inline request line; None for unbalanced quotes.
+
+    ``line`` never contains NUL (Redis's strchr would not have found the newline).
+    """
+    for c in _SLOW_SPLIT:
+        if c in line:
+            break
+    else:
+        # No quotes and no \v/\f: tokens are separated by exactly the isspace() bytes.
+        return line.split()
+    n = len(line)
+    i = 0
+    out: list[bytes] = []
+    while True:
+        while i < n and line[i] in _ISSPACE:
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            c = line[i] if i < n else 0
+            nxt = line[i + 1] if i + 1 < n else 0
+            if inq:
+                if (c == 92 and nxt == 120 and i + 3 < n  # \xHH
+                        and line[i + 2] in _HEX and line[i + 3] in _HEX):
+                    cur.append(int(line[i + 2:i + 4], 16))
+                    i += 3
+                elif c == 92 and nxt:  # backslash escape
+                    i += 1
+                    cur.append(_ESCAPES.get(nxt, nxt))
+                elif c == 34:  # closing "
+                    if nxt and nxt not in _ISSPACE:
+                        return None
+                    break
+                elif not c:
+                    return None  # unterminated quotes
+                else:
+                    cur.append(c)
+            elif insq:
+                if c == 92 and nxt == 39:  # \'
+                    i += 1
+                    cur.append(39)
+                elif c == 39:  # closing '
+                    if nxt and nxt not in _ISSPACE:
+                        return None
+                    break
+                elif not c:
+                    return None
+                else:
+                    cur.append(c)
+            elif c in _TOKEN_END:
+                break
+            elif c == 34:
+                inq = True
+            elif c == 39:
+                insq = True
+            else:
+                cur.append(c)
+            if i < n:
+                i += 1
+        if i < n:
+            i += 1
+        out.append(bytes(cur))
+
+
+class RespReader:
+    """Pure-Python request reader; see the module docstring for the exact semantics.
+
+    ``from_master``: the peer is our master (Redis's CLIENT_MASTER): no proto-max-bulk-len and
+    no query-buffer limit, and a non-empty inline line is a desync (closed without reply).
+    ``auth_required`` may be flipped at any time by the server (Redis's ``authRequired()``):
+    while True, multibulk counts above 10 and bulk lengths above 16384 are refused.
+    """
+
+    __slots__ = (
+        "consumed",
+        "auth_required",
+        "proto_max_bulk_len",
+        "client_query_buffer_limit",
+        "from_master",
+        "_buf",
+        "_pos",
+        "_base",
+        "_fed",
+        "_reqtype",
+        "_multibulk",
+        "_bulklen",
+        "_argv",
+        "_error",
+    )
+
+    def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
+                 client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
+                 from_master: bool = False) -> None:
+        self.proto_max_bulk_len = proto_max_bulk_len
+        self.client_query_buffer_limit = client_query_buffer_limit
+        self.from_master = from_master
+        self.auth_required = False
+        self.consumed = 0  # absolute stream offset of the end of the last command
+        self._buf: bytes | bytearray = b""
+        self._pos = 0  # parse position in _buf (Redis's qb_pos)
+        self._base = 0  # absolute stream offset of _buf[0]
+        self._fed = 0  # total bytes fed
+        self._reqtype = 0  # 0: between requests, else _INLINE / _MULTIBULK
+        self._multibulk = 0  # arguments still to read (0: header not read yet)
+        self._bulklen = -1  # length of the bulk being read, -1: header not read yet
+        self._argv: list[bytes] = []
+        self._error: ProtocolError | None = None
+
+    # -- input ----------------------------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes (any chunking). Checks client-query-buffer-limit like
+        readQueryFromClient: on the unparsed bytes right after the read."""
+        size = len(data)
+        if not size:
+            return
+        self._fed += size
+        if self._error is not None:
+            return
+        buf = self._buf
+        pos = self._pos
+        pending = len(buf) - pos
+        if pending + size > self.client_query_buffer_limit and not self.from_master:
+            self._error = QueryBufferLimitExceeded(
+                "Closing client that reached max query buffer length",
+                "max query buffer length")
+            return
+        if pending == 0:
+            self._base += len(buf)
+            self._pos = 0
+            self._buf = data if type(data) is bytes else bytes(data)
+        elif pending <= _BYTES_TAIL_MAX:
+            self._base += pos
+            self._pos = 0
+            self._buf = bytes(buf[pos:]) + data
+        elif type(buf) is bytes:
+            self._base += pos
+            self._pos = 0
+            ba = bytearray(buf[pos:])
+            ba += data
+            self._buf = ba
+        else:
+            if pos and pos >= pending:  # drop parsed bytes, amortised
+                del buf[:pos]
+                self._base += pos
+                self._pos = 0
+            buf += data
+
+    def buffered(self) -> int:
+        """Bytes received but not part of a returned (or skipped) command yet."""
+        return self._fed - self.consumed
+
+    def unparsed(self) -> int:
+        """Bytes not parsed yet (Redis's ``sdslen(querybuf)``, CLIENT LIST ``qbuf``)."""
+        return len(self._buf) - self._pos
+
+    # -- parsing ----------------------------------------------------------------------------
+
+    def _fail(self, message: str, reason: str, *, reply: bool = True) -> ProtocolError:
+        err = ProtocolError(message, reason, reply=reply)
+        self._error = err
+        return err
+
+    def _hidden(self, buf: bytes | bytearray, pos: int, end: int, what: str) -> bool:
+        """The line [pos, end) holds a NUL, so Redis's strchr() stopped before ``end``:
+        the line counts as incomplete. Raise if the unparsed buffer is then too big."""
+        if buf.find(b"\0", pos, end) < 0:
+            return False
+        if len(buf) - pos > PROTO_INLINE_MAX_SIZE:
+            raise self._fail(f"ERR Protocol error: too big {what}", f"too big {what}")
+        return True
+
+    def gets(self) -> list[bytes] | None:
+        """Return the next command's argv, None if more bytes are needed; raise
+        ``ProtocolError`` (sticky) where Redis would refuse the input."""
+        err = self._error
+        if err is not None:
+            raise err
+        buf = self._buf
+        n = len(buf)
+        pos = self._pos
+        while pos < n:
+            rt = self._reqtype
+            if not rt:
+                rt = self._reqtype = _MULTIBULK if buf[pos] == 42 else _INLINE
+            if rt == _INLINE:
+                argv = self._inline(buf, pos, n)
+                if argv is None:
+                    return None
+                pos = self._pos
+                self._reqtype = 0
+                self.consumed = self._base + pos
+                if argv:
+                    return argv
+                continue
+
+            mb = self._multibulk
+            if not mb:
+                r = buf.find(b"\r", pos)
+                if r < 0:
+                    if n - pos > PROTO_INLINE_MAX_SIZE:
+                        raise self._fail("ERR Protocol error: too big mbulk count string",
+                                         "too big mbulk count string")
+                    return None
+                if r > n - 2:
+                    if n - pos > PROTO_INLINE_MAX_SIZE:
+                        self._hidden(buf, pos, r, "mbulk count string")
+                    return None
+                s = buf[pos + 1:r]
+                if s.isdigit() and s[0] != 48 and len(s) < 19:
+                    ll = int(s)
+                else:
+                    ll = string2ll(s)
+                if ll is None or ll > _INT_MAX:
+                    if self._hidden(buf, pos, r, "mbulk count string"):
+                        return None
+                    raise self._fail("ERR Protocol error: invalid multibulk length",
+                                     "invalid mbulk count")
+                if ll > _AUTH_MAX_MULTIBULK and self.auth_required:
+                    raise self._fail("ERR Protocol error: unauthenticated multibulk length",
+                                     "unauth mbulk count")
+                pos = r + 2
+                if ll <= 0:
+                    self._pos = pos
+                    self._reqtype = 0
+                    self.consumed = self._base + pos
+                    continue
+                mb = ll
+                argv = []
+                bulklen = -1
+            else:
+                argv = self._argv
+                bulklen = self._bulklen
+
+            maxbulk = -1 if self.from_master else self.proto_max_bulk_len
+            while mb:
+                if bulklen < 0:
+                    r = buf.find(b"\r", pos)
+                    if r < 0:
+                        if n - pos > PROTO_INLINE_MAX_SIZE:
+                            raise self._fail("ERR Protocol error: too big bulk count string",
+                                             "too big bulk count string")
+                        break
+                    if r > n - 2:
+                        if n - pos > PROTO_INLINE_MAX_SIZE:
+                            self._hidden(buf, pos, r, "bulk count string")
+                        break
+                    if buf[pos] != 36:
+                        if self._hidden(buf, pos, r, "bulk count string"):
+                            break
+                        got = chr(buf[pos])
+                        if got in "\r\n":  # addReplyErrorFormat maps CR/LF to spaces
+                            got = " "
+                        raise self._fail(f"ERR Protocol error: expected '$', got '{got}'",
+                                         "expected $ but got something else")
+                    s = buf[pos + 1:r]
+                    if s.isdigit() and s[0] != 48 and len(s) < 19:
+                        ll = int(s)
+                    else:
+                        ll = string2ll(s)
+                    if ll is None or ll < 0 or (maxbulk >= 0 and ll > maxbulk):
+                        if self._hidden(buf, pos, r, "bulk count string"):
+                            break
+                        raise self._fail("ERR Protocol error: invalid bulk length",
+                                         "invalid bulk length")
+                    if ll > _AUTH_MAX_BULK and self.auth_required:
+                        raise self._fail("ERR Protocol error: unauthenticated bulk length",
+                                         "unauth bulk length")
+                    pos = r + 2
+                    bulklen = ll
+                end = pos + bulklen
+                if end + 2 > n:
+                    break
+                if type(buf) is bytes:
+                    argv.append(buf[pos:end])
+                elif bulklen < PROTO_MBULK_BIG_ARG:
+                    argv.append(bytes(buf[pos:end]))
+                else:  # one copy instead of two for big arguments
+                    with memoryview(buf) as mv:
+                        argv.append(mv[pos:end].tobytes())
+                pos = end + 2
+                bulklen = -1
+                mb -= 1
+
+            self._pos = pos
+            if mb:
+                self._multibulk = mb
+                self._bulklen = bulklen
+                self._argv = argv
+                return None
+            self._multibulk = 0
+            self._reqtype = 0
+            self.consumed = self._base + pos
+            return argv
+        self._pos = pos
+        return None
+
+    def _inline(self, buf: bytes | bytearray, pos: int, n: int) -> list[bytes] | None:
+        nl = buf.find(b"\n", pos)
+        if nl >= 0 and buf.find(b"\0", pos, nl) >= 0:
+            nl = -1  # strchr() stops at the NUL
+        if nl < 0:
+            if n - pos > PROTO_INLINE_MAX_SIZE:
+                raise self._fail("ERR Protocol error: too big inline request",
+                                 "too big inline request")
+            return None
+        end = nl - 1 if nl != pos and buf[nl - 1] == 13 else nl
+        argv = split_args(bytes(buf[pos:end]))
+        if argv is None:
+            raise self._fail("ERR Protocol error: unbalanced quotes in request",
+                             "unbalanced quotes in inline request")
+        if end != pos and self.from_master:
+            raise self._fail("Master using the inline protocol. Desync?",
+                             "Master using the inline protocol. Desync?", reply=False)
+        self._pos = nl + 1
+        return argv

@@ -1,0 +1,103 @@
+"""Encode handler reply values (``pyrepl.resp.types``) for RESP2 or RESP3.
+
+Theory of operation: ``encode(value, proto)`` returns the wire bytes. The hot cases (bytes,
+int, None, Raw) are tested first with exact ``type() is`` checks; containers recurse. Doubles
+use Redis 7.0's formatting (``%.17g``, ``inf``/``-inf``) so scores compare byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyrepl.resp.types import (
+    NULL_ARRAY,
+    Map,
+    Raw,
+    ReplyError,
+    SetReply,
+    Status,
+    Verbatim,
+)
+
+_SMALL_INTS = [b":%d\r\n" % i for i in range(-1, 1025)]
+
+
+def format_double(d: float) -> bytes:
+    """Redis 7.0's ``addReplyDouble`` text: ``%.17g``, with ``inf``/``-inf``."""
+    if math.isinf(d):
+        return b"inf" if d > 0 else b"-inf"
+    if d != d:
+        return b"nan"
+    return b"%.17g" % d
+
+
+def error_bytes(message: str) -> bytes:
+    # Redis replaces newlines in error text so the reply stays one line.
+    return b"-" + message.replace("\r", " ").replace("\n", " ").encode("utf-8", "replace") + b"\r\n"
+
+
+def encode(v: object, proto: int = 2) -> bytes:
+    t = type(v)
+    if t is bytes:
+        return b"$%d\r\n%s\r\n" % (len(v), v)  # type: ignore[arg-type]
+    if t is Raw:
+        return v.data  # type: ignore[union-attr]
+    if t is int:
+        if -1 <= v <= 1024:  # type: ignore[operator]
+            return _SMALL_INTS[v + 1]  # type: ignore[operator]
+        return b":%d\r\n" % v  # type: ignore[str-format]
+    if v is None:
+        return b"_\r\n" if proto == 3 else b"$-1\r\n"
+    if t is list or t is tuple:
+        parts = [b"*%d\r\n" % len(v)]  # type: ignore[arg-type]
+        parts.extend([encode(x, proto) for x in v])  # type: ignore[union-attr]
+        return b"".join(parts)
+    if t is Status:
+        return b"+" + v.text.encode() + b"\r\n"  # type: ignore[union-attr]
+    if isinstance(v, ReplyError):
+        return error_bytes(v.message)
+    if t is float:
+        s = format_double(v)  # type: ignore[arg-type]
+        if proto == 3:
+            return b"," + s + b"\r\n"
+        return b"$%d\r\n%s\r\n" % (len(s), s)
+    if t is bool:
+        if proto == 3:
+            return b"#t\r\n" if v else b"#f\r\n"
+        return b":1\r\n" if v else b":0\r\n"
+    if t is Map:
+        items = v.items  # type: ignore[union-attr]
+        if proto == 3:
+            parts = [b"%%%d\r\n" % len(items)]
+        else:
+            parts = [b"*%d\r\n" % (2 * len(items))]
+        for k, x in items:
+            parts.append(encode(k, proto))
+            parts.append(encode(x, proto))
+        return b"".join(parts)
+    if t is SetReply:
+        items = v.items  # type: ignore[union-attr]
+        parts = [(b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(items)]
+        parts.extend([encode(x, proto) for x in items])
+        return b"".join(parts)
+    if v is NULL_ARRAY:
+        return b"_\r\n" if proto == 3 else b"*-1\r\n"
+    if t is Verbatim:
+        data = v.data  # type: ignore[union-attr]
+        if proto == 3:
+            return b"=%d\r\n%s:%s\r\n" % (len(data) + 4, v.fmt, data)  # type: ignore[union-attr]
+        return b"$%d\r\n%s\r\n" % (len(data), data)
+    if t is str:
+        b = v.encode()  # type: ignore[union-attr]
+        return b"$%d\r\n%s\r\n" % (len(b), b)
+    if isinstance(v, int):  # int subclasses
+        return b":%d\r\n" % int(v)
+    raise TypeError(f"cannot encode reply value of type {t.__name__}")
+
+
+def encode_command(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
+    """A command as a RESP array of bulk strings (used for propagation and client requests)."""
+    parts = [b"*%d\r\n" % len(argv)]
+    for a in argv:
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(parts)

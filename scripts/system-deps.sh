@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the system packages the tests and benchmarks use, only when they are missing:
+# Debian's redis-server and redis-tools (real Redis to compare with).
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-check-rdb >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "installing: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+# Debian starts a redis-server service on install; the tests start their own on free ports.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+  $SUDO systemctl stop redis-server || true
+fi
