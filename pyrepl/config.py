@@ -838,15 +838,17 @@ class Config:
     def set_many(self, pairs: Sequence[tuple[str, str]], *, force: bool = False) -> None:
         """CONFIG SET k v [k v ...] with Redis 7's rules: all or nothing.
 
-        Unknown names, immutable or protected directives and duplicates (an alias counts as its
-        directive) are refused before anything is parsed; then every value is parsed; only if
-        all parse are they stored, and then the ``on_change`` callbacks run. ``force=True`` is
-        for the server itself (REPLICAOF updating ``replicaof``, tests moving ``dir``): it
-        bypasses the immutable/protected refusal, never the validation. Multi-argument
-        directives split their value on single spaces, as CONFIG SET does.
+        Unknown names, immutable or protected directives and a name given twice are refused
+        before anything is parsed (as in Redis, an alias and its directive are different names:
+        both may appear, the last one wins). Then the values are parsed in order; only if all
+        parse are they stored, and then the ``on_change`` callbacks run once per directive whose
+        value changed. Errors name the directive as looked up (lowercased), like Redis.
+        ``force=True`` is for the server itself (REPLICAOF updating ``replicaof``, tests moving
+        ``dir``): it bypasses the immutable/protected refusal, never the validation.
+        Multi-argument directives split their value on single spaces, as CONFIG SET does.
         """
-        chosen: list[Directive] = []
-        for name, _value in pairs:
+        steps: list[tuple[Directive, str, str]] = []
+        for name, value in pairs:
             d = lookup(name)
             if d is None:
                 raise ConfigError(f"ERR Unknown option or number of arguments for CONFIG SET - "
@@ -855,38 +857,50 @@ class Config:
                 reason = "can't set immutable config" if not d.mutable else \
                     "can't set protected config"
                 raise _set_failed(name, reason)
-            if any(d is seen for seen in chosen):
+            key = name.lower() if name.isascii() else name
+            if any(key == seen for _, seen, _ in steps):
                 raise _set_failed(name, "duplicate parameter")
-            chosen.append(d)
-        updates: list[tuple[Directive, Any, Any]] = []
-        for d, (_name, value) in zip(chosen, pairs, strict=True):
+            steps.append((d, key, value))
+        # Stage: parse each value against the value staged so far for its directive.
+        staged: dict[str, tuple[Directive, str, Any, Any]] = {}   # name -> (d, key, old, new)
+        for d, key, value in steps:
             args = (value.split(" ") if value else []) if d.multi_arg else [value]
-            old = getattr(self, d.attr)
+            if d.name in staged:
+                _, first_key, old, current = staged[d.name]
+            else:
+                first_key, old = key, getattr(self, d.attr)
+                current = old
             try:
-                new = d.parse_args(args, old, False)
+                new = d.parse_args(args, current, False)
             except _Invalid as exc:
-                raise _set_failed(d.name, str(exc)) from None
-            updates.append((d, old, new))
-        for d, _old, new in updates:
+                raise _set_failed(key, str(exc)) from None
+            staged[d.name] = (d, first_key, old, new)
+        # Commit, then apply.
+        for d, _key, _old, new in staged.values():
             object.__setattr__(self, d.attr, new)
         notified: list[tuple[Directive, Any]] = []
-        for d, old, new in updates:
+        for d, key, old, new in staged.values():
             if new == old:
                 continue
             try:
                 for callback in self._callbacks:
                     callback(d.name, new)
             except ConfigError as exc:
-                for d2, old2, _new2 in updates:
-                    object.__setattr__(self, d2.attr, old2)
-                for d2, old2 in [*notified, (d, old)]:
-                    for callback in self._callbacks:
-                        try:
-                            callback(d2.name, old2)
-                        except ConfigError:
-                            pass
-                raise _set_failed(d.name, exc.reason) from exc
+                self._roll_back(staged, [*notified, (d, old)])
+                raise _set_failed(key, exc.reason) from exc
             notified.append((d, old))
+
+    def _roll_back(self, staged: dict[str, tuple[Directive, str, Any, Any]],
+                   applied: list[tuple[Directive, Any]]) -> None:
+        """Restore the old values and re-run the callbacks that saw the new ones."""
+        for d, _key, old, _new in staged.values():
+            object.__setattr__(self, d.attr, old)
+        for d, old in applied:
+            for callback in self._callbacks:
+                try:
+                    callback(d.name, old)
+                except ConfigError:
+                    pass    # as Redis: a failed restore is logged by the caller, not raised
 
 
 def _set_failed(name: str, reason: str) -> ConfigError:

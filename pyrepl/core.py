@@ -184,7 +184,7 @@ class ServerCore:
     # -- dispatch -------------------------------------------------------------------------
     def lookup_command(self, argv: list[bytes]) -> Command | None:
         cmd = COMMANDS.get(argv[0].lower())
-        if cmd is not None and cmd.handler is None and len(argv) >= 2:
+        if cmd is not None and cmd.subcommands and len(argv) >= 2:
             return cmd.subcommands.get(argv[1].lower())
         return cmd
 
@@ -208,16 +208,18 @@ class ServerCore:
                 return
             self._reject(c, unknown_command_error(argv))
             return
-        if cmd.handler is None:  # container: resolve the subcommand
-            if len(argv) < 2:
+        if cmd.subcommands:  # container: resolve the subcommand
+            if len(argv) >= 2:
+                sub = cmd.subcommands.get(argv[1].lower())
+                if sub is None:
+                    arg = argv[1].decode("utf-8", "replace")[:128]
+                    self._reject(c, f"ERR unknown subcommand '{arg}'. "
+                                    f"Try {cmd.name.upper()} HELP.")
+                    return
+                cmd = sub
+            elif cmd.handler is None:
                 self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
                 return
-            sub = cmd.subcommands.get(argv[1].lower())
-            if sub is None:
-                arg = argv[1].decode("utf-8", "replace")[:128]
-                self._reject(c, f"ERR unknown subcommand '{arg}'. Try {cmd.name.upper()} HELP.")
-                return
-            cmd = sub
         n = len(argv)
         if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
             self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")

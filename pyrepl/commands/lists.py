@@ -17,7 +17,7 @@ from itertools import islice
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
+from pyrepl.commands.util import LLONG_MIN, parse_int
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, WRONGTYPE
 from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
 
@@ -42,6 +42,15 @@ def _removed(db: Any, key: bytes, lst: deque) -> None:
         db.touch(key)
 
 
+def _list_for_push(db: Any, key: bytes) -> deque:
+    """The list at ``key`` for a push (lookupKeyWrite + checkType), created when missing."""
+    lst = db.lookup_typed(key, deque)
+    if lst is None:
+        lst = deque()
+        db.set(key, lst)
+    return lst
+
+
 def _range(lst: deque, start: int, end: int) -> list[bytes]:
     """Elements start..end inclusive (already normalised, 0 <= start <= end < len)."""
     n = len(lst)
@@ -60,11 +69,8 @@ def lpush(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     lst = db.data.get(key)
-    if lst is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
-        lst = deque()
-        db.data[key] = lst
-    elif type(lst) is not deque:
-        raise ReplyError(WRONGTYPE)
+    if type(lst) is not deque or (db.expires and key in db.expires):
+        lst = _list_for_push(db, key)
     if len(argv) == 3:
         lst.appendleft(argv[2])
         c.core.dirty += 1
@@ -82,11 +88,8 @@ def rpush(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     lst = db.data.get(key)
-    if lst is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
-        lst = deque()
-        db.data[key] = lst
-    elif type(lst) is not deque:
-        raise ReplyError(WRONGTYPE)
+    if type(lst) is not deque or (db.expires and key in db.expires):
+        lst = _list_for_push(db, key)
     if len(argv) == 3:
         lst.append(argv[2])
         c.core.dirty += 1
@@ -483,7 +486,7 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
     v = src.popleft() if from_left else src.pop()
     if dst is None:
         dst = deque()
-        db.data[dst_key] = dst
+        db.set(dst_key, dst)
     if to_left:
         dst.appendleft(v)
     else:
@@ -510,5 +513,3 @@ def lmove(c: Any, argv: list[bytes]) -> object:
 def rpoplpush(c: Any, argv: list[bytes]) -> object:
     return _move(c, argv[1], argv[2], False, True)
 
-
-__all__ = ["LLONG_MAX"]

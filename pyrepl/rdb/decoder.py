@@ -346,6 +346,7 @@ class RdbDecoder:
         self._expire: int | None = None
         self._item_start = 0
         self.keys_read = 0
+        self.type_counts: dict[int, int] = {}  # keys read per RDB object type
         self.empty_keys_skipped = 0
         self.checksum: int | None = None  # the stored checksum, once read
 
@@ -535,6 +536,8 @@ class RdbDecoder:
             exp = self._expire
             self._expire = None
             self.keys_read += 1
+            tc = self.type_counts
+            tc[t] = tc.get(t, 0) + 1
             if value is _SKIP:
                 self.empty_keys_skipped += 1
                 return _SKIP
@@ -832,6 +835,7 @@ class LoadedRdb:
     module_aux_skipped: int = 0
     checksum_ok: bool | None = None
     bytes_read: int = 0
+    type_counts: dict[int, int] = field(default_factory=dict)
 
 
 def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
@@ -864,6 +868,7 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
     result.version = dec.version
     result.bytes_read = dec.offset
     result.empty_keys_skipped = dec.empty_keys_skipped
+    result.type_counts = dict(dec.type_counts)
     if now_ms is not None:
         for d, e in zip(data, expires, strict=True):
             dead = [k for k, when in e.items() if now_ms > when]

@@ -1,0 +1,122 @@
+"""DEBUG DIGEST / DEBUG DIGEST-VALUE, bit-for-bit as Redis 7.0 computes them (debug.c).
+
+Theory of operation: two SHA1-based mixers. ``xor``-ing a SHA1 into a 20-byte accumulator is
+order-independent (used for keys, set members, hash fields and sorted-set members); ``mix``
+(xor, then replace the accumulator by its own SHA1) is order-dependent (used for list elements
+and to chain the parts of one element). Per key: ``d = mix(0, key)``, ``mix(d, be32(type))``,
+then the value (string: mix bytes; list: mix each element; set: xor each member; hash: per field
+``e = mix(mix(0, field), value)`` xor-ed in; zset: per member ``e = mix(mix(0, member),
+"%.17g" % score)`` xor-ed in), then xor SHA1("!!expire!!") if the key has a TTL. Per database
+that holds keys, ``final = mix(final, be32(db index))`` and every key digest is xor-ed into
+``final``. An empty dataset gives 40 zeros.
+
+Integers held in compact encodings are hashed as their decimal text in Redis, which is exactly
+how the model stores them, and "%.17g" formats doubles the same way in C and Python (inf, -inf,
+-0 included), so a value built in Python hashes like the same value inside Redis whatever its
+encoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from hashlib import sha1
+from typing import Any, Protocol
+
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.rdb.constants import OBJ_HASH, OBJ_LIST, OBJ_SET, OBJ_STRING, OBJ_ZSET
+
+_ZERO = bytes(20)
+_EXPIRE_SHA = sha1(b"!!expire!!").digest()
+_TYPE_SHA = {t: sha1(t.to_bytes(4, "big")).digest() for t in range(5)}
+
+
+class DbLike(Protocol):
+    data: dict[bytes, Any]
+    expires: dict[bytes, int]
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(20, "big")
+
+
+def _mix(digest: bytes, data: bytes) -> bytes:
+    """mixDigest: SHA1(digest xor SHA1(data))."""
+    return sha1(_xor(digest, sha1(data).digest())).digest()
+
+
+def _mix_sha(digest: bytes, data_sha: bytes) -> bytes:
+    return sha1(_xor(digest, data_sha)).digest()
+
+
+def _pair_digest(a: bytes, b: bytes) -> int:
+    """An element digest mix(mix(0, a), b) as an int, ready to be xor-ed."""
+    first = sha1(sha1(a).digest()).digest()  # mix(zero, a): zero xor x == x
+    return int.from_bytes(sha1(_xor(first, sha1(b).digest())).digest(), "big")
+
+
+def _value_digest(digest: bytes, value: Any) -> bytes:
+    """xorObjectDigest minus the expire part: mix the type, then the value, into ``digest``."""
+    t = type(value)
+    if t is bytes:
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_STRING])
+        return _mix(digest, value)
+    if t is set or t is frozenset:
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_SET])
+        acc = int.from_bytes(digest, "big")
+        for m in value:
+            acc ^= int.from_bytes(sha1(m).digest(), "big")
+        return acc.to_bytes(20, "big")
+    if t is dict:
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_HASH])
+        acc = int.from_bytes(digest, "big")
+        for f, v in value.items():
+            acc ^= _pair_digest(f, v)
+        return acc.to_bytes(20, "big")
+    if t is ZSet:
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_ZSET])
+        acc = int.from_bytes(digest, "big")
+        for m, score in value.items():
+            acc ^= _pair_digest(m, b"%.17g" % score)
+        return acc.to_bytes(20, "big")
+    if isinstance(value, Iterable):  # deque / list
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_LIST])
+        for e in value:
+            digest = _mix(digest, e)
+        return digest
+    raise TypeError(f"cannot digest a value of type {t.__name__}")
+
+
+def key_digest(value: Any, expire_ms: int | None) -> str:
+    """DEBUG DIGEST-VALUE for one key (the key name itself is not part of it)."""
+    d = _value_digest(_ZERO, value)
+    if expire_ms is not None:
+        d = _xor(d, _EXPIRE_SHA)
+    return d.hex()
+
+
+def dataset_digest(dbs: Sequence[DbLike], now_ms: int | None = None) -> str:
+    """DEBUG DIGEST of the whole dataset (db index = position in ``dbs``).
+
+    Redis hashes every key present in its dictionaries, including keys that are logically
+    expired but not yet removed; pass ``now_ms=None`` to do the same. With ``now_ms`` the keys
+    already expired at that time (``now_ms > expire``) are left out."""
+    final = _ZERO
+    for dbid, db in enumerate(dbs):
+        data = db.data
+        if not data:
+            continue
+        expires = db.expires
+        keys = data.items()
+        if now_ms is not None and expires:
+            keys = [(k, v) for k, v in keys if not (k in expires and now_ms > expires[k])]
+            if not keys:
+                continue
+        final = _mix(final, dbid.to_bytes(4, "big"))
+        acc = int.from_bytes(final, "big")
+        for k, v in keys:
+            d = _value_digest(sha1(sha1(k).digest()).digest(), v)
+            if k in expires:
+                d = _xor(d, _EXPIRE_SHA)
+            acc ^= int.from_bytes(d, "big")
+        final = acc.to_bytes(20, "big")
+    return final.hex()
