@@ -1,3 +1,397 @@
-"""sets commands (being written)."""
+"""Set commands (Redis 7.0.15's t_set.c): SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP
+SRANDMEMBER SMOVE SINTER SUNION SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN.
+
+Theory of operation: a set value is a Python ``set`` of bytes. Handlers follow Redis's order
+of checks exactly (argument parsing, then key lookup, then type check) because that order is
+visible in which error a client gets. Reads use ``Database.lookup_read`` (keyspace hit/miss
+counters, like lookupKeyRead); writes use ``lookup``. A set that becomes empty is deleted.
+
+Set replies are ``SetReply`` (RESP3 ``~``) where Redis uses a set reply (SMEMBERS, SINTER,
+SUNION, SDIFF, SPOP with count) and plain arrays where it uses arrays (SRANDMEMBER with count,
+SMISMEMBER). Iteration order of a set is unspecified in Redis as here.
+
+Randomness: SRANDMEMBER and SPOP pick uniformly from a snapshot tuple of the set (O(n), C
+speed). SPOP without a count on a large set (> ``SPOP_RANDOM_MAX`` members) uses ``set.pop``
+instead, which is O(1) and returns members in hash-table order; bytes hashing is seeded per
+process, so that order is an unpredictable permutation, which is what callers of SPOP rely on.
+
+Propagation as Redis 7.0: SPOP -> ``SREM key member``; SPOP with a count that empties the set
+-> ``DEL key``; otherwise one ``SREM key member`` per popped member (several commands from one
+call, which the core wraps in MULTI/EXEC).
+"""
 
 from __future__ import annotations
+
+import random
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import LLONG_MAX, parse_int
+from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.resp.types import ReplyError, SetReply
+
+SPOP_RANDOM_MAX = 1024
+LONG_MAX = LLONG_MAX
+EMPTY_ARRAY: list[bytes] = []
+
+
+def _wrongtype() -> ReplyError:
+    return ReplyError(WRONGTYPE)
+
+
+def read_set(c: Any, key: bytes) -> set[bytes] | None:
+    """lookupKeyRead + checkType(OBJ_SET)."""
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not set:
+        raise _wrongtype()
+    return v
+
+
+def write_set(c: Any, key: bytes) -> set[bytes] | None:
+    """lookupKeyWrite + checkType(OBJ_SET)."""
+    v = c.db.lookup(key)
+    if v is not None and type(v) is not set:
+        raise _wrongtype()
+    return v
+
+
+def parse_long_range(b: bytes, lo: int, hi: int, msg: str | None = None) -> int:
+    """getRangeLongFromObjectOrReply: ``msg`` replaces every error text when given."""
+    v = parse_int(b, msg or NOT_INTEGER)
+    if v < lo or v > hi:
+        raise ReplyError(msg or f"ERR value is out of range, value must between {lo} and {hi}")
+    return v
+
+
+def parse_positive_long(b: bytes, msg: str | None = None) -> int:
+    """getPositiveLongFromObjectOrReply."""
+    return parse_long_range(b, 0, LONG_MAX, msg or "ERR value is out of range, must be positive")
+
+
+def _sintercard_keys(argv: list[bytes]) -> list[int]:
+    try:
+        n = int(argv[1])
+    except (ValueError, IndexError):
+        return []
+    return list(range(2, min(2 + max(n, 0), len(argv))))
+
+
+# -- single-key commands ----------------------------------------------------------------------
+
+@command("sadd", -3, "write denyoom fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Add one or more members to a set", since="1.0.0")
+def sadd(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    s = db.lookup(key)
+    if s is None:
+        s = set(argv[2:]) if len(argv) > 3 else {argv[2]}
+        db.add(key, s)
+        added = len(s)
+    else:
+        if type(s) is not set:
+            raise _wrongtype()
+        n = len(s)
+        if len(argv) == 3:
+            s.add(argv[2])
+        else:
+            s.update(argv[2:])
+        added = len(s) - n
+        if added:
+            db.touch(key)
+    c.core.dirty += added
+    return added
+
+
+@command("srem", -3, "write fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Remove one or more members from a set", since="1.0.0")
+def srem(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    s = write_set(c, key)
+    if s is None:
+        return 0
+    deleted = 0
+    for m in argv[2:]:
+        if m in s:
+            s.remove(m)
+            deleted += 1
+            if not s:
+                break
+    if deleted:
+        if not s:
+            c.db.delete(key)
+        else:
+            c.db.touch(key)
+        c.core.dirty += deleted
+    return deleted
+
+
+@command("smembers", 2, "readonly", keys=(1, 1, 1), group="set", acl="set",
+         summary="Get all the members in a set", since="1.0.0")
+def smembers(c: Any, argv: list[bytes]) -> object:
+    s = read_set(c, argv[1])
+    if s is None:
+        return SetReply(())
+    return SetReply(s)
+
+
+@command("sismember", 3, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Determine if a given value is a member of a set", since="1.0.0")
+def sismember(c: Any, argv: list[bytes]) -> object:
+    s = read_set(c, argv[1])
+    return 1 if s is not None and argv[2] in s else 0
+
+
+@command("smismember", -3, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Returns the membership associated with the given elements for a set",
+         since="6.2.0")
+def smismember(c: Any, argv: list[bytes]) -> object:
+    s = read_set(c, argv[1])
+    if s is None:
+        return [0] * (len(argv) - 2)
+    return [1 if m in s else 0 for m in argv[2:]]
+
+
+@command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Get the number of members in a set", since="1.0.0")
+def scard(c: Any, argv: list[bytes]) -> object:
+    s = read_set(c, argv[1])
+    return 0 if s is None else len(s)
+
+
+def _random_member(s: set[bytes]) -> bytes:
+    return random.choice(tuple(s))
+
+
+@command("spop", -2, "write fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Remove and return one or multiple random members from a set",
+         since="1.0.0")
+def spop(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 3:
+        return _spop_count(c, argv)
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    key = argv[1]
+    s = write_set(c, key)
+    if s is None:
+        return None
+    if len(s) <= SPOP_RANDOM_MAX:
+        ele = _random_member(s)
+        s.remove(ele)
+    else:
+        ele = s.pop()
+    c.propagate_argv = [b"SREM", key, ele]
+    if not s:
+        c.db.delete(key)
+    else:
+        c.db.touch(key)
+    c.core.dirty += 1
+    return ele
+
+
+def _spop_count(c: Any, argv: list[bytes]) -> object:
+    count = parse_positive_long(argv[2])
+    key = argv[1]
+    s = write_set(c, key)
+    if s is None or count == 0:
+        return SetReply(())
+    size = len(s)
+    if count >= size:
+        # The whole set: reply with it, delete the key, propagate DEL.
+        c.core.dirty += size
+        c.db.delete(key)
+        c.propagate_argv = [b"DEL", key]
+        return SetReply(s)
+    c.core.dirty += count
+    popped = random.sample(tuple(s), count)
+    s.difference_update(popped)
+    c.db.touch(key)
+    # One SREM per member, like Redis 7.0's alsoPropagate loop; the last one rides on the
+    # command's own propagation slot so SPOP itself is never propagated.
+    core = c.core
+    db_id = c.db.id
+    for m in popped[:-1]:
+        core.also_propagate(db_id, [b"SREM", key, m])
+    c.propagate_argv = [b"SREM", key, popped[-1]]
+    return SetReply(popped)
+
+
+@command("srandmember", -2, "readonly", keys=(1, 1, 1), group="set", acl="set",
+         summary="Get one or multiple random members from a set", since="1.0.0")
+def srandmember(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 3:
+        n = parse_long_range(argv[2], -LONG_MAX, LONG_MAX)
+        s = read_set(c, argv[1])
+        if s is None or n == 0:
+            return EMPTY_ARRAY
+        if n < 0:
+            return random.choices(tuple(s), k=-n)
+        if n == 1:
+            return [_random_member(s)]
+        if n >= len(s):
+            return list(s)
+        return random.sample(tuple(s), n)
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    s = read_set(c, argv[1])
+    if s is None:
+        return None
+    return _random_member(s)
+
+
+@command("smove", 4, "write fast", keys=(1, 2, 1), group="set", acl="set",
+         summary="Move a member from one set to another", since="1.0.0")
+def smove(c: Any, argv: list[bytes]) -> object:
+    src_key, dst_key, ele = argv[1], argv[2], argv[3]
+    db = c.db
+    src = db.lookup(src_key)
+    dst = db.lookup(dst_key)
+    if src is None:
+        return 0
+    if type(src) is not set or (dst is not None and type(dst) is not set):
+        raise _wrongtype()
+    if src is dst:
+        return 1 if ele in src else 0
+    if ele not in src:
+        return 0
+    src.remove(ele)
+    if not src:
+        db.delete(src_key)
+    else:
+        db.touch(src_key)
+    core = c.core
+    core.dirty += 1
+    if dst is None:
+        db.add(dst_key, {ele})
+        core.dirty += 1
+    elif ele not in dst:
+        dst.add(ele)
+        db.touch(dst_key)
+        core.dirty += 1
+    return 1
+
+
+# -- multi-key algebra --------------------------------------------------------------------------
+
+def _load_sets(c: Any, keys: list[bytes]) -> list[set[bytes] | None]:
+    """Look up every key (type errors win over missing keys, as in Redis's loop)."""
+    lookup = c.db.lookup_read
+    out: list[set[bytes] | None] = []
+    for k in keys:
+        v = lookup(k)
+        if v is not None and type(v) is not set:
+            raise _wrongtype()
+        out.append(v)
+    return out
+
+
+def _store(c: Any, dst: bytes, result: set[bytes]) -> int:
+    """setKey(dst, result) or delete dst when the result is empty; returns the size."""
+    db = c.db
+    if result:
+        db.set(dst, result)
+        c.core.dirty += 1
+        return len(result)
+    if db.delete(dst):
+        c.core.dirty += 1
+    return 0
+
+
+def _inter(sets: list[set[bytes] | None], limit: int = 0) -> set[bytes] | int | None:
+    """The intersection (None when an input is missing); with ``limit`` only a count."""
+    if any(s is None for s in sets):
+        return None
+    ordered = sorted(sets, key=len)  # type: ignore[arg-type]
+    first = ordered[0]
+    others = [s for s in ordered[1:] if s is not first]
+    if limit:
+        n = 0
+        for m in first:  # type: ignore[union-attr]
+            for s in others:
+                if m not in s:  # type: ignore[operator]
+                    break
+            else:
+                n += 1
+                if n >= limit:
+                    break
+        return n
+    return first.intersection(*others)  # type: ignore[union-attr]
+
+
+@command("sinter", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
+         summary="Intersect multiple sets", since="1.0.0")
+def sinter(c: Any, argv: list[bytes]) -> object:
+    r = _inter(_load_sets(c, argv[1:]))
+    return SetReply(r or ())  # type: ignore[arg-type]
+
+
+@command("sintercard", -3, "readonly", keys=(0, 0, 0), group="set", acl="set",
+         summary="Intersect multiple sets and return the cardinality of the result",
+         since="7.0.0", keys_fn=_sintercard_keys)
+def sintercard(c: Any, argv: list[bytes]) -> object:
+    numkeys = parse_long_range(argv[1], 1, LONG_MAX, "ERR numkeys should be greater than 0")
+    if numkeys > len(argv) - 2:
+        raise ReplyError("ERR Number of keys can't be greater than number of args")
+    limit = 0
+    j = 2 + numkeys
+    n = len(argv)
+    while j < n:
+        if argv[j].lower() == b"limit" and j < n - 1:
+            j += 1
+            limit = parse_positive_long(argv[j], "ERR LIMIT can't be negative")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    sets = _load_sets(c, argv[2:2 + numkeys])
+    r = _inter(sets, limit)
+    if r is None:
+        return 0
+    return r if type(r) is int else len(r)  # type: ignore[arg-type]
+
+
+@command("sinterstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
+         summary="Intersect multiple sets and store the resulting set in a key",
+         since="1.0.0")
+def sinterstore(c: Any, argv: list[bytes]) -> object:
+    r = _inter(_load_sets(c, argv[2:]))
+    return _store(c, argv[1], set(r) if r else set())  # type: ignore[arg-type]
+
+
+def _union(sets: list[set[bytes] | None]) -> set[bytes]:
+    out: set[bytes] = set()
+    out.update(*[s for s in sets if s])
+    return out
+
+
+def _diff(sets: list[set[bytes] | None]) -> set[bytes]:
+    first = sets[0]
+    if not first:
+        return set()
+    rest = sets[1:]
+    if any(s is first for s in rest):
+        return set()
+    return first.difference(*[s for s in rest if s])
+
+
+@command("sunion", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
+         summary="Add multiple sets", since="1.0.0")
+def sunion(c: Any, argv: list[bytes]) -> object:
+    return SetReply(_union(_load_sets(c, argv[1:])))
+
+
+@command("sunionstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
+         summary="Add multiple sets and store the resulting set in a key", since="1.0.0")
+def sunionstore(c: Any, argv: list[bytes]) -> object:
+    return _store(c, argv[1], _union(_load_sets(c, argv[2:])))
+
+
+@command("sdiff", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
+         summary="Subtract multiple sets", since="1.0.0")
+def sdiff(c: Any, argv: list[bytes]) -> object:
+    return SetReply(_diff(_load_sets(c, argv[1:])))
+
+
+@command("sdiffstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
+         summary="Subtract multiple sets and store the resulting set in a key", since="1.0.0")
+def sdiffstore(c: Any, argv: list[bytes]) -> object:
+    return _store(c, argv[1], _diff(_load_sets(c, argv[2:])))

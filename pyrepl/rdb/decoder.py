@@ -279,11 +279,7 @@ def _make_zset(pairs: list[tuple[bytes, float]]) -> ZSet:
     for s in d.values():
         if s != s:
             raise _Corrupt("Zset with NAN score detected")
-    z = ZSet()
-    # Bulk build: one sort instead of one insort per member (ZSet keeps these two views).
-    z.dict = d
-    z.sorted = sorted([(s, m) for m, s in d.items()])
-    return z
+    return ZSet.from_items(d.items())
 
 
 def _make_hash(flat: list[bytes]) -> dict[bytes, bytes]:
