@@ -1,0 +1,110 @@
+"""Sync events: the one schema shared by the daemon's log writer and the Spark job.
+
+Theory of operation: every replication decision and phase becomes one flat JSON object (one
+NDJSON line in ``sync-log-file``). ``FIELDS`` is the schema — name, type, meaning — and both the
+writer (:class:`SyncEventLog`) and the analytics job (which builds its Spark schema from it)
+read it, so they cannot drift apart. Events of one sync share ``sync_id``; every full sync
+carries a ``reason``; every phase event carries ``duration_ms`` and ``bytes``.
+
+The core only *produces* events (sans-io): it calls :meth:`SyncEventLog.emit` with the clock it
+was given; the I/O shell drains ``pending`` to the file (with size-based rotation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+# (name, type, meaning). Types: "string", "long", "double". All but ts/event/node are optional.
+FIELDS: list[tuple[str, str, str]] = [
+    ("ts", "double", "unix time in seconds (ms precision) when the event happened"),
+    ("event", "string", "event name, one of EVENTS"),
+    ("node", "string", "the node that logged it: announced host:port"),
+    ("run_id", "string", "the logging process's run id (changes on restart)"),
+    ("role", "string", "master | replica: the side of the link that logged it"),
+    ("peer", "string", "the other end: replica host:listening-port, or master host:port"),
+    ("sync_id", "string", "joins the events of one sync attempt"),
+    ("replid", "string", "replication id in effect (for a decision: the master's replid)"),
+    ("req_replid", "string", "PSYNC: the id the replica asked for ('?' = none)"),
+    ("req_offset", "long", "PSYNC: the offset the replica asked for"),
+    ("result", "string", "psync decision: continue | full | rdbchannel"),
+    ("reason", "string", "why: a psync reason code, or a failure / disconnect reason"),
+    ("mode", "string", "full sync mode: rdb-channel | diskless | disk"),
+    ("offset", "long", "replication offset the event refers to"),
+    ("master_repl_offset", "long", "the master's offset at the event"),
+    ("gap", "long", "offset-before-backlog: bytes missing before the backlog's first byte"),
+    ("backlog_size", "long", "repl-backlog-size at the event"),
+    ("backlog_histlen", "long", "bytes of history in the backlog at the event"),
+    ("bytes", "long", "bytes moved by this phase (RDB, backlog, buffer)"),
+    ("duration_ms", "double", "how long this phase took"),
+    ("keys", "long", "keys loaded / saved"),
+    ("buffer_peak", "long", "peak bytes buffered during the sync (replica buffer or master "
+                            "output buffer for this replica)"),
+    ("buffer_limit", "long", "the limit that buffer had"),
+    ("lag_bytes", "long", "master_repl_offset - replica ack offset"),
+    ("lag_ms", "double", "ms since the replica's last ack"),
+    ("error", "string", "error text for failures"),
+]
+FIELD_TYPES = {name: t for name, t, _ in FIELDS}
+
+# name -> meaning. Master-side and replica-side events are logged by each node for its side.
+EVENTS: dict[str, str] = {
+    # master side
+    "psync_decision": "master answered a PSYNC: result, reason, gap, backlog state",
+    "fullsync_fork": "master forked the snapshot child (offset = snapshot offset)",
+    "fullsync_rdb_sent": "master finished sending the snapshot (bytes, duration_ms)",
+    "partial_sent": "master sent the backlog for +CONTINUE (bytes)",
+    "replica_online": "the replica link is online (duration_ms since the PSYNC)",
+    "replica_lost": "a replica link closed (reason: closed, timeout, output-buffer-limit, ...)",
+    "replica_lag": "periodic lag sample of an online replica (lag_bytes, lag_ms)",
+    # replica side
+    "link_down": "the replica lost its master link (reason)",
+    "psync_sent": "the replica sent PSYNC (req_replid, req_offset)",
+    "psync_reply": "the replica got +CONTINUE / +FULLRESYNC / +RDBCHANNELSYNC",
+    "rdb_first_byte": "first snapshot byte arrived (duration_ms since PSYNC)",
+    "rdb_received": "the snapshot was fully received (bytes, duration_ms)",
+    "load_done": "the snapshot was loaded (keys, duration_ms)",
+    "buffer_drained": "rdb channel: the buffered stream was applied (bytes, buffer_peak)",
+    "link_up": "the link is up after a sync (mode, duration_ms since link_down or start)",
+    "caught_up": "the replica reached the master's offset seen at link up (duration_ms)",
+    "sync_failed": "a sync attempt failed (reason, error)",
+}
+
+
+class SyncEventLog:
+    """Collects events; ``sink`` (set by the I/O shell) receives each finished event dict."""
+
+    def __init__(self, node: str = "", run_id: str = "") -> None:
+        self.node = node
+        self.run_id = run_id
+        self.sink: Callable[[dict[str, Any]], None] | None = None
+        self.recent: list[dict[str, Any]] = []  # last events, for tests and DEBUG
+        self._seq = 0
+
+    def new_sync_id(self, now_ms: int) -> str:
+        self._seq += 1
+        return f"{self.run_id[:8]}-{now_ms}-{self._seq}"
+
+    def emit(self, now_ms: int, event: str, role: str, **fields: Any) -> dict[str, Any]:
+        if event not in EVENTS:
+            raise ValueError(f"unknown sync event {event!r}")
+        ev: dict[str, Any] = {"ts": round(now_ms / 1000.0, 3), "event": event,
+                              "node": self.node, "run_id": self.run_id, "role": role}
+        for k, v in fields.items():
+            if v is None:
+                continue
+            t = FIELD_TYPES.get(k)
+            if t is None:
+                raise ValueError(f"unknown sync event field {k!r}")
+            ev[k] = float(v) if t == "double" else int(v) if t == "long" else str(v)
+        self.recent.append(ev)
+        if len(self.recent) > 1000:
+            del self.recent[:500]
+        if self.sink is not None:
+            self.sink(ev)
+        return ev
+
+
+def to_json_line(ev: dict[str, Any]) -> str:
+    return json.dumps(ev, separators=(",", ":"), sort_keys=False) + "\n"
