@@ -24,7 +24,7 @@ class Client:
         "reader", "out", "out_bytes", "close_after_reply", "closed", "addr", "laddr", "fd",
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
-        "propagate_argv", "repl", "transport",
+        "propagate_argv", "repl", "transport", "blocked", "woff",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -65,6 +65,9 @@ class Client:
         self.propagate_argv: list[bytes] | None = None
         self.repl: Any = None  # replication link state attached by the replication layer
         self.transport: Any = None  # set by the I/O shell; the core never touches it
+        # Set while a command waits (WAIT): what it waits for; later commands stay buffered.
+        self.blocked: Any = None
+        self.woff = 0  # replication offset after this client's last write (WAIT)
 
     # -- sans-io interface ----------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
@@ -75,10 +78,14 @@ class Client:
         self.net_in += len(data)
         core.stats.net_input_bytes += len(data)
         self.last_interaction_ms = core.now_ms
+        self.reader.feed(data)
+        self.process()
+
+    def process(self) -> None:
+        """Run the complete commands buffered in the reader (stops while blocked)."""
         reader = self.reader
-        reader.feed(data)
-        execute = core.execute
-        while not self.close_after_reply:
+        execute = self.core.execute
+        while not self.close_after_reply and self.blocked is None:
             try:
                 argv = reader.gets()
             except ProtocolError as e:

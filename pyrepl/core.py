@@ -28,6 +28,10 @@ from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import QUEUED, ReplyError
+
+# A handler returns BLOCKED after setting ``client.blocked``; the reply comes later through
+# ServerCore.unblock (WAIT).
+BLOCKED: Any = object()
 from pyrepl.resp.writer import encode, error_bytes
 
 
@@ -78,7 +82,14 @@ class NullLog:
 
 
 class Host:
-    """Operating-system services the core asks the I/O shell for (the shell subclasses this)."""
+    """Operating-system services the core asks the I/O shell for (the shell subclasses this).
+
+    ``master_io`` / ``replica_io`` are the replication sides' I/O adapters (sockets, files,
+    the snapshot child); ``None`` when the shell provides none (pure sans-io tests).
+    """
+
+    master_io: Any = None
+    replica_io: Any = None
 
     def fork_child(self, job: Callable[[], int], purpose: str) -> int:
         raise OSError("fork is not available")
@@ -149,6 +160,9 @@ class ServerCore:
         self._pending: list[tuple[int, list[bytes]]] = []
         self._call_depth = 0
         self.current_client: Client | None = None
+        # Clients that got output outside their own read (unblocked, replica links): the I/O
+        # shell flushes them after every event it handles.
+        self.pending_flush: list[Client] = []
         self.master_client: Client | None = None
         self.replication: Any = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
@@ -244,6 +258,10 @@ class ServerCore:
         reply = self.call(c, cmd, argv)
         if self._pending and self._call_depth == 0:
             self.flush_propagation()
+            if self.replication is not None:
+                c.woff = self.replication.master_repl_offset
+        if reply is BLOCKED:
+            return
         if type(reply) is bytes:
             c.write(b"$%d\r\n%s\r\n" % (len(reply), reply))
         else:
@@ -269,6 +287,16 @@ class ServerCore:
         elif c.propagate_argv is not None and cmd.write:
             self._pending.append((c.db.id, c.propagate_argv))
         return reply
+
+    def unblock(self, c: Client, reply: object) -> None:
+        """Answer a blocked client and go on with the commands it pipelined meanwhile."""
+        if c.blocked is None:
+            return
+        c.blocked = None
+        if not c.closed:
+            c.write(encode(reply, c.proto))
+            c.process()
+            self.pending_flush.append(c)
 
     def also_propagate(self, db_id: int, argv: list[bytes]) -> None:
         self._pending.append((db_id, argv))
@@ -474,6 +502,10 @@ class ServerCore:
                 self.loaded_repl_offset = int(aux[b"repl-offset"])
             except ValueError:
                 self.loaded_repl_offset = None
+            rid = self.loaded_repl_id.decode("ascii", "replace")
+            if (self.replication is not None and self.loaded_repl_offset is not None
+                    and len(rid) == 40):
+                self.replication.restore_from_rdb(rid, self.loaded_repl_offset)
         self.log.notice(f"Done loading RDB, keys loaded: {loaded.keys_loaded}, "
                         f"keys expired: {loaded.keys_expired}.")
 

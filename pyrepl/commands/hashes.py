@@ -25,12 +25,12 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
 from pyrepl.errors import SYNTAX, WRONGTYPE
+from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import OK, Map, ReplyError
 
-# hash-max-listpack-entries / hash-max-listpack-value defaults: smaller hashes are scanned in
-# one HSCAN call (Redis answers them whole with cursor 0).
+# hash-max-listpack-entries default: smaller hashes are scanned in one HSCAN call (Redis
+# answers them whole with cursor 0). Larger ones page through pyrepl.keyspace.scan.
 LISTPACK_ENTRIES = 128
-LISTPACK_VALUE = 64
 
 
 def _read(c: Any, key: bytes) -> dict | None:
@@ -314,82 +314,27 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
 
 # -- scan --------------------------------------------------------------------------------
 
-def parse_scan_cursor(arg: bytes) -> int:
-    """parseScanCursorOrReply: strtoul base 10 (sign allowed, '-n' wraps), no leading space."""
-    s = arg
-    if s and s[0] in b" \t\n\v\f\r":
-        raise ReplyError("ERR invalid cursor")
-    neg = False
-    body = s
-    if body[:1] in (b"+", b"-"):
-        neg = body[:1] == b"-"
-        body = body[1:]
-    if not body:
-        if s:  # a lone sign: strtoul parses nothing and eptr stays at the sign
-            raise ReplyError("ERR invalid cursor")
-        return 0
-    if not body.isdigit():
-        raise ReplyError("ERR invalid cursor")
-    v = int(body.lstrip(b"0") or b"0") if len(body) < 4000 else 1 << 64
-    if v >= 1 << 64:
-        raise ReplyError("ERR invalid cursor")
-    return (-v) & ((1 << 64) - 1) if neg else v
-
-
 @command("hscan", -3, "readonly", keys=(1, 1, 1), group="hash",
          summary="Incrementally iterate hash fields and associated values", since="2.8.0")
 def hscan(c: Any, argv: list[bytes]) -> object:
-    cursor = parse_scan_cursor(argv[2])
+    cursor = parse_cursor(argv[2])
     h = _read(c, argv[1])
     if h is None:
         return [b"0", []]
-    count = 10
-    pattern: bytes | None = None
-    n = len(argv)
-    i = 3
-    while i < n:
-        opt = argv[i].lower()
-        if opt == b"count" and i + 1 < n:
-            count = parse_int(argv[i + 1])
-            if count < 1:
-                raise ReplyError(SYNTAX)
-        elif opt == b"match" and i + 1 < n:
-            pattern = argv[i + 1]
-            if pattern == b"*":
-                pattern = None
-        else:
-            raise ReplyError(SYNTAX)
-        i += 2
-    fields, cursor = _scan_hash(h, cursor, count)
-    out: list[bytes] = []
-    if pattern is None:
-        for f in fields:
-            out.append(f)
-            out.append(h[f])
-    else:
-        from pyrepl.keyspace.glob import stringmatch
-
-        for f in fields:
-            if stringmatch(pattern, f):
-                out.append(f)
-                out.append(h[f])
-    return [b"%d" % cursor, out]
-
-
-def _scan_hash(h: dict, cursor: int, count: int) -> tuple[list[bytes], int]:
-    """The fields one HSCAN call returns and the next cursor.
-
-    Small hashes (Redis's listpack encoding) are returned whole with cursor 0. Larger ones are
-    walked in chunks of ``count`` fields of a snapshot order; the cursor is the position
-    reached. Fields added or removed between calls may be missed or repeated, as SCAN allows.
-    """
+    opts = parse_scan_options(argv, 3)
     if len(h) <= LISTPACK_ENTRIES:
-        return list(h), 0
-    keys = list(h)
-    end = cursor + count
-    if end >= len(keys):
-        return keys[cursor:], 0
-    return keys[cursor:end], end
+        # Redis keeps such hashes as a listpack and answers them whole, cursor 0.
+        cursor, fields = 0, h
+    else:
+        cursor, fields = scan_page(h, cursor, opts.count)
+    match = opts.match
+    out: list[bytes] = []
+    for f in fields:
+        v = h.get(f)
+        if v is not None and (match is None or match(f)):
+            out.append(f)
+            out.append(v)
+    return [b"%d" % cursor, out]
 
 
 # -- long double arithmetic (x87 80-bit, as Redis's HINCRBYFLOAT on x86-64) --------------
@@ -531,6 +476,5 @@ def format_long_double_human(v: Fraction) -> bytes:
 __all__ = [
     "format_long_double_human",
     "parse_long_double",
-    "parse_scan_cursor",
     "round_long_double",
 ]

@@ -1,3 +1,720 @@
-"""strings commands (being written)."""
+"""String commands (Redis 7.0.15 t_string.c semantics).
+
+Theory of operation: a string value is ``bytes``. Each handler follows Redis's order of
+checks, because that order decides which error a client sees (e.g. SET parses its options,
+then its expire time, then does GET's type check; GETRANGE parses its integers before the
+lookup). Reads that Redis does with ``lookupKeyRead`` count keyspace hits/misses
+(``Database.lookup_read``); writes look keys up without counting, which also lazily expires
+them. Every change bumps ``core.dirty`` exactly where Redis does ``server.dirty++``: a command
+that changed nothing is therefore not propagated.
+
+Propagation rewrites, as Redis 7.0: SET/SETEX/PSETEX with an expire -> ``SET k v PXAT ms``;
+SET ... GET without an expire -> the command minus its GET tokens; GETSET -> ``SET k v``;
+GETDEL -> ``DEL k``; GETEX -> ``PEXPIREAT k ms`` / ``PERSIST k`` / ``DEL k`` (EXAT/PXAT in the
+past); INCRBYFLOAT -> ``SET k v KEEPTTL`` with the resulting text.
+
+INCRBYFLOAT computes in x87 80-bit ``long double`` like Redis on x86-64: the operands are
+parsed with strtold's correct rounding to a 64-bit significand, added and rounded once, and
+printed as ``%.17Lf`` with trailing zeros removed. Python floats are too narrow for that, so
+the value is carried as an exact ``Fraction`` and rounded by hand (see ``ld_*`` helpers, also
+meant for HINCRBYFLOAT).
+"""
 
 from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
+from pyrepl.errors import OVERFLOW, SYNTAX, WRONGTYPE
+from pyrepl.resp.types import OK, Map, ReplyError
+
+_MAX_BULK = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+
+# SET / GETEX option flags (Redis's OBJ_* names)
+_NX = 1
+_XX = 2
+_EX = 4
+_PX = 8
+_KEEPTTL = 16
+_GET = 32
+_EXAT = 64
+_PXAT = 128
+_PERSIST = 256
+_ANY_EXPIRE = _EX | _PX | _EXAT | _PXAT
+
+
+def _read(c: Any, key: bytes) -> bytes | None:
+    """lookupKeyRead + checkType(OBJ_STRING)."""
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not bytes:
+        raise ReplyError(WRONGTYPE)
+    return v
+
+
+def _write_lookup(c: Any, key: bytes) -> bytes | None:
+    """lookupKeyWrite + checkType(OBJ_STRING)."""
+    v = c.db.lookup(key)
+    if v is not None and type(v) is not bytes:
+        raise ReplyError(WRONGTYPE)
+    return v
+
+
+def _opt(a: bytes) -> bytes:
+    """An option token as C's strcasecmp sees it (ends at the first NUL)."""
+    if b"\0" in a:
+        a = a[: a.index(b"\0")]
+    return a.lower()
+
+
+def _check_length(c: Any, size: int, append: int) -> None:
+    """checkStringLength: the master link is exempt from proto-max-bulk-len."""
+    if c.kind != "master" and size + append > c.core.config.proto_max_bulk_len:
+        raise ReplyError(_MAX_BULK)
+
+
+def _invalid_expire(name: str) -> ReplyError:
+    return ReplyError(f"ERR invalid expire time in '{name}' command")
+
+
+def _parse_extended(argv: list[bytes], is_set: bool) -> tuple[int, bytes | None]:
+    """parseExtendedStringArgumentsOrReply: (flags, expire argument)."""
+    flags = 0
+    expire = None
+    j = 3 if is_set else 2
+    n = len(argv)
+    while j < n:
+        opt = _opt(argv[j])
+        has_next = j + 1 < n
+        if opt == b"nx" and is_set and not flags & _XX:
+            flags |= _NX
+        elif opt == b"xx" and is_set and not flags & _NX:
+            flags |= _XX
+        elif opt == b"get" and is_set:
+            flags |= _GET
+        elif opt == b"keepttl" and is_set and not flags & (_PERSIST | _ANY_EXPIRE):
+            flags |= _KEEPTTL
+        elif opt == b"persist" and not is_set and not flags & (_ANY_EXPIRE | _KEEPTTL):
+            flags |= _PERSIST
+        elif opt == b"ex" and has_next and \
+                not flags & (_KEEPTTL | _PERSIST | _EXAT | _PX | _PXAT):
+            flags |= _EX
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"px" and has_next and \
+                not flags & (_KEEPTTL | _PERSIST | _EX | _EXAT | _PXAT):
+            flags |= _PX
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"exat" and has_next and \
+                not flags & (_KEEPTTL | _PERSIST | _EX | _PX | _PXAT):
+            flags |= _EXAT
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"pxat" and has_next and \
+                not flags & (_KEEPTTL | _PERSIST | _EX | _EXAT | _PX):
+            flags |= _PXAT
+            expire = argv[j + 1]
+            j += 1
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    return flags, expire
+
+
+def _expire_ms(c: Any, arg: bytes, flags: int, name: str) -> int:
+    """getExpireMillisecondsOrReply: the absolute unix time in ms."""
+    ms = parse_int(arg)
+    seconds = not flags & (_PX | _PXAT)
+    if ms <= 0 or (seconds and ms > LLONG_MAX // 1000):
+        raise _invalid_expire(name)
+    if seconds:
+        ms *= 1000
+    if flags & (_EX | _PX):
+        ms += c.core.now_ms
+        if ms > LLONG_MAX:  # the C addition wraps negative
+            raise _invalid_expire(name)
+    return ms
+
+
+def _set_generic(c: Any, argv: list[bytes], flags: int, key: bytes, val: bytes,
+                 expire: bytes | None, name: str, ok_reply: object = OK,
+                 abort_reply: object = None) -> object:
+    ms = 0
+    if expire is not None:
+        ms = _expire_ms(c, expire, flags, name)
+    old = None
+    if flags & _GET:
+        old = _read(c, key)
+    db = c.db
+    found = db.lookup(key) is not None
+    if (flags & _NX and found) or (flags & _XX and not found):
+        return old if flags & _GET else abort_reply
+    db.set(key, val, keep_ttl=bool(flags & _KEEPTTL))
+    c.core.dirty += 1
+    if expire is not None:
+        db.set_expire(key, ms)
+        c.propagate_argv = [b"SET", key, val, b"PXAT", b"%d" % ms]
+    elif flags & _GET:
+        c.propagate_argv = argv[:3] + [a for a in argv[3:] if _opt(a) != b"get"]
+    return old if flags & _GET else ok_reply
+
+
+# -- SET family -------------------------------------------------------------------------------
+
+@command("set", -3, "write denyoom", keys=(1, 1, 1), group="string",
+         summary="Set the string value of a key", since="1.0.0", acl="string")
+def set_(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 3:  # the hot path: plain SET key value
+        db = c.db
+        key = argv[1]
+        exp = db.expires
+        if exp and key in exp:
+            db.expire_if_needed(key)
+            exp.pop(key, None)
+        db.data[key] = argv[2]
+        if db.watched:
+            db.touch(key)
+        c.core.dirty += 1
+        return OK
+    flags, expire = _parse_extended(argv, True)
+    return _set_generic(c, argv, flags, argv[1], argv[2], expire, "set")
+
+
+@command("setnx", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Set the value of a key, only if the key does not exist", since="1.0.0",
+         acl="string")
+def setnx(c: Any, argv: list[bytes]) -> object:
+    return _set_generic(c, argv, _NX, argv[1], argv[2], None, "setnx", 1, 0)
+
+
+@command("setex", 4, "write denyoom", keys=(1, 1, 1), group="string",
+         summary="Set the value and expiration of a key", since="2.0.0", acl="string")
+def setex(c: Any, argv: list[bytes]) -> object:
+    return _set_generic(c, argv, _EX, argv[1], argv[3], argv[2], "setex")
+
+
+@command("psetex", 4, "write denyoom", keys=(1, 1, 1), group="string",
+         summary="Set the value and expiration in milliseconds of a key", since="2.6.0",
+         acl="string")
+def psetex(c: Any, argv: list[bytes]) -> object:
+    return _set_generic(c, argv, _PX, argv[1], argv[3], argv[2], "psetex")
+
+
+@command("mset", -3, "write denyoom", keys=(1, -1, 2), group="string",
+         summary="Set multiple keys to multiple values", since="1.0.1", acl="string")
+def mset(c: Any, argv: list[bytes]) -> object:
+    return _mset(c, argv, False)
+
+
+@command("msetnx", -3, "write denyoom", keys=(1, -1, 2), group="string",
+         summary="Set multiple keys to multiple values, only if none of the keys exist",
+         since="1.0.1", acl="string")
+def msetnx(c: Any, argv: list[bytes]) -> object:
+    return _mset(c, argv, True)
+
+
+def _mset(c: Any, argv: list[bytes], nx: bool) -> object:
+    n = len(argv)
+    if n % 2 == 0:
+        raise ReplyError(f"ERR wrong number of arguments for '{'msetnx' if nx else 'mset'}' "
+                         "command")
+    db = c.db
+    if nx:
+        for j in range(1, n, 2):
+            if db.lookup(argv[j]) is not None:
+                return 0
+    exp = db.expires
+    for j in range(1, n, 2):
+        key = argv[j]
+        if exp and key in exp:
+            db.expire_if_needed(key)
+        db.set(key, argv[j + 1])
+    c.core.dirty += (n - 1) // 2
+    return 1 if nx else OK
+
+
+# -- GET family -------------------------------------------------------------------------------
+
+@command("get", 2, "readonly fast", keys=(1, 1, 1), group="string",
+         summary="Get the value of a key", since="1.0.0", acl="string")
+def get(c: Any, argv: list[bytes]) -> object:
+    db = c.db
+    key = argv[1]
+    v = db.data.get(key)
+    if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
+        c.core.stats.keyspace_misses += 1
+        return None
+    c.core.stats.keyspace_hits += 1
+    if type(v) is not bytes:
+        raise ReplyError(WRONGTYPE)
+    return v
+
+
+@command("mget", -2, "readonly fast", keys=(1, -1, 1), group="string",
+         summary="Get the values of all the given keys", since="1.0.0", acl="string")
+def mget(c: Any, argv: list[bytes]) -> object:
+    lookup = c.db.lookup_read
+    out = []
+    for key in argv[1:]:
+        v = lookup(key)
+        out.append(v if type(v) is bytes else None)
+    return out
+
+
+@command("getset", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Set the string value of a key and return its old value", since="1.0.0",
+         acl="string")
+def getset(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    old = _read(c, key)
+    c.db.set(key, argv[2])
+    c.core.dirty += 1
+    c.propagate_argv = [b"SET", key, argv[2]]
+    return old
+
+
+@command("getdel", 2, "write fast", keys=(1, 1, 1), group="string",
+         summary="Get the value of a key and delete the key", since="6.2.0", acl="string")
+def getdel(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    old = _read(c, key)
+    if old is not None and c.db.delete(key):
+        c.propagate_argv = [b"DEL", key]
+        c.core.dirty += 1
+    return old
+
+
+@command("getex", -2, "write fast", keys=(1, 1, 1), group="string",
+         summary="Get the value of a key and optionally set its expiration", since="6.2.0",
+         acl="string")
+def getex(c: Any, argv: list[bytes]) -> object:
+    flags, expire = _parse_extended(argv, False)
+    key = argv[1]
+    v = _read(c, key)
+    if v is None:
+        return None
+    ms = 0
+    if expire is not None:
+        ms = _expire_ms(c, expire, flags, "getex")
+    db = c.db
+    core = c.core
+    if flags & (_PXAT | _EXAT) and ms <= core.now_ms and core.expiry_deletes:
+        db.delete(key)
+        c.propagate_argv = [b"DEL", key]
+        core.dirty += 1
+    elif expire is not None:
+        db.set_expire(key, ms)
+        c.propagate_argv = [b"PEXPIREAT", key, b"%d" % ms]
+        core.dirty += 1
+    elif flags & _PERSIST:
+        if db.persist(key):
+            c.propagate_argv = [b"PERSIST", key]
+            core.dirty += 1
+    return v
+
+
+# -- in-place edits ---------------------------------------------------------------------------
+
+@command("append", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Append a value to a key", since="2.0.0", acl="string")
+def append(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    v = _write_lookup(c, key)
+    if v is None:
+        new = argv[2]
+        db.add(key, new)
+    else:
+        _check_length(c, len(v), len(argv[2]))
+        new = v + argv[2]
+        db.data[key] = new
+        if db.watched:
+            db.touch(key)
+    c.core.dirty += 1
+    return len(new)
+
+
+@command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string",
+         summary="Get the length of the value stored in a key", since="2.2.0", acl="string")
+def strlen(c: Any, argv: list[bytes]) -> object:
+    v = _read(c, argv[1])
+    return 0 if v is None else len(v)
+
+
+@command("setrange", 4, "write denyoom", keys=(1, 1, 1), group="string",
+         summary="Overwrite part of a string at key starting at the specified offset",
+         since="2.2.0", acl="string")
+def setrange(c: Any, argv: list[bytes]) -> object:
+    offset = parse_int(argv[2])
+    if offset < 0:
+        raise ReplyError("ERR offset is out of range")
+    key = argv[1]
+    value = argv[3]
+    db = c.db
+    v = _write_lookup(c, key)
+    if v is None:
+        if not value:
+            return 0
+        _check_length(c, offset, len(value))
+        new = bytes(offset) + value
+        db.add(key, new)
+    else:
+        if not value:
+            return len(v)
+        _check_length(c, offset, len(value))
+        if offset > len(v):
+            new = v + bytes(offset - len(v)) + value
+        else:
+            new = v[:offset] + value + v[offset + len(value):]
+        db.data[key] = new
+        if db.watched:
+            db.touch(key)
+    c.core.dirty += 1
+    return len(new)
+
+
+def _getrange(c: Any, argv: list[bytes]) -> object:
+    start = parse_int(argv[2])
+    end = parse_int(argv[3])
+    v = _read(c, argv[1])
+    if v is None:
+        return b""
+    n = len(v)
+    if start < 0 and end < 0 and start > end:
+        return b""
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    if start < 0:
+        start = 0
+    if end < 0:
+        end = 0
+    if end >= n:
+        end = n - 1
+    if start > end or n == 0:
+        return b""
+    return v[start:end + 1]
+
+
+@command("getrange", 4, "readonly", keys=(1, 1, 1), group="string",
+         summary="Get a substring of the string stored at a key", since="2.4.0", acl="string")
+def getrange(c: Any, argv: list[bytes]) -> object:
+    return _getrange(c, argv)
+
+
+@command("substr", 4, "readonly", keys=(1, 1, 1), group="string",
+         summary="Get a substring of the string stored at a key", since="1.0.0", acl="string")
+def substr(c: Any, argv: list[bytes]) -> object:
+    return _getrange(c, argv)
+
+
+# -- counters ---------------------------------------------------------------------------------
+
+def _incr(c: Any, key: bytes, delta: int) -> int:
+    db = c.db
+    v = db.data.get(key)
+    if v is not None and db.expires and key in db.expires and db.expire_if_needed(key):
+        v = None
+    if v is None:
+        new = delta
+    else:
+        if type(v) is not bytes:
+            raise ReplyError(WRONGTYPE)
+        new = parse_int(v) + delta
+        if new > LLONG_MAX or new < LLONG_MIN:
+            raise ReplyError(OVERFLOW)
+    db.data[key] = b"%d" % new  # dbOverwrite/dbAdd: the TTL is kept
+    if db.watched:
+        db.touch(key)
+    c.core.dirty += 1
+    return new
+
+
+@command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Increment the integer value of a key by one", since="1.0.0", acl="string")
+def incr(c: Any, argv: list[bytes]) -> object:
+    return _incr(c, argv[1], 1)
+
+
+@command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Decrement the integer value of a key by one", since="1.0.0", acl="string")
+def decr(c: Any, argv: list[bytes]) -> object:
+    return _incr(c, argv[1], -1)
+
+
+@command("incrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Increment the integer value of a key by the given amount", since="1.0.0",
+         acl="string")
+def incrby(c: Any, argv: list[bytes]) -> object:
+    return _incr(c, argv[1], parse_int(argv[2]))
+
+
+@command("decrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Decrement the integer value of a key by the given number", since="1.0.0",
+         acl="string")
+def decrby(c: Any, argv: list[bytes]) -> object:
+    delta = parse_int(argv[2])
+    if delta == LLONG_MIN:
+        raise ReplyError("ERR decrement would overflow")
+    return _incr(c, argv[1], -delta)
+
+
+@command("incrbyfloat", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Increment the float value of a key by the given amount", since="2.6.0",
+         acl="string")
+def incrbyfloat(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    db = c.db
+    v = _write_lookup(c, key)
+    value = ld_parse(v) if v is not None else _ZERO
+    incr_ = ld_parse(argv[2])
+    if value is None or incr_ is None:
+        raise ReplyError("ERR value is not a valid float")
+    total = ld_add(value, incr_)
+    if total is None:
+        raise ReplyError("ERR increment would produce NaN or Infinity")
+    new = ld_format_human(total)
+    if v is None:
+        db.add(key, new)
+    else:
+        db.data[key] = new
+        if db.watched:
+            db.touch(key)
+    c.core.dirty += 1
+    c.propagate_argv = [b"SET", key, new, b"KEEPTTL"]
+    return new
+
+
+# -- LCS --------------------------------------------------------------------------------------
+
+@command("lcs", -3, "readonly", keys=(1, 2, 1), group="string",
+         summary="Find longest common substring", since="7.0.0", acl="string")
+def lcs(c: Any, argv: list[bytes]) -> object:
+    lookup = c.db.lookup_read
+    a = lookup(argv[1])
+    b = lookup(argv[2])
+    if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
+        raise ReplyError("ERR The specified keys must contain string values")
+    a = a or b""
+    b = b or b""
+    getlen = getidx = withmatchlen = False
+    minmatchlen = 0
+    j = 3
+    n = len(argv)
+    while j < n:
+        opt = _opt(argv[j])
+        if opt == b"idx":
+            getidx = True
+        elif opt == b"len":
+            getlen = True
+        elif opt == b"withmatchlen":
+            withmatchlen = True
+        elif opt == b"minmatchlen" and j + 1 < n:
+            minmatchlen = max(0, parse_int(argv[j + 1]))
+            j += 1
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    if getlen and getidx:
+        raise ReplyError("ERR If you want both the length and indexes, please just use IDX.")
+    alen, blen = len(a), len(b)
+    if alen >= 0xFFFFFFFE or blen >= 0xFFFFFFFE:
+        raise ReplyError("ERR String too long for LCS")
+    if (alen + 1) * (blen + 1) * 4 > c.core.config.proto_max_bulk_len:
+        raise ReplyError("ERR Insufficient memory, transient memory for LCS exceeds "
+                         "proto-max-bulk-len")
+    # table[i][j] = LCS length of a[:i] and b[:j]
+    prev = [0] * (blen + 1)
+    table = [prev]
+    for i in range(1, alen + 1):
+        ai = a[i - 1]
+        cur = [0] * (blen + 1)
+        for jj in range(1, blen + 1):
+            if ai == b[jj - 1]:
+                cur[jj] = prev[jj - 1] + 1
+            else:
+                up, left = prev[jj], cur[jj - 1]
+                cur[jj] = up if up > left else left
+        table.append(cur)
+        prev = cur
+    total = table[alen][blen]
+    if getlen:
+        return total
+    result = bytearray(total)
+    idx = total
+    matches: list[object] = []
+    a_start = alen  # alen means "no range being tracked"
+    a_end = b_start = b_end = 0
+    i, jj = alen, blen
+    while i > 0 and jj > 0:
+        emit = False
+        if a[i - 1] == b[jj - 1]:
+            result[idx - 1] = a[i - 1]
+            if a_start == alen:
+                a_start = a_end = i - 1
+                b_start = b_end = jj - 1
+            elif a_start == i and b_start == jj:
+                a_start -= 1
+                b_start -= 1
+            else:
+                emit = True
+            if a_start == 0 or b_start == 0:
+                emit = True
+            idx -= 1
+            i -= 1
+            jj -= 1
+        else:
+            if table[i - 1][jj] > table[i][jj - 1]:
+                i -= 1
+            else:
+                jj -= 1
+            if a_start != alen:
+                emit = True
+        if emit:
+            match_len = a_end - a_start + 1
+            if getidx and (minmatchlen == 0 or match_len >= minmatchlen):
+                entry: list[object] = [[a_start, a_end], [b_start, b_end]]
+                if withmatchlen:
+                    entry.append(match_len)
+                matches.append(entry)
+            a_start = alen
+    if getidx:
+        return Map([(b"matches", matches), (b"len", total)])
+    return bytes(result)
+
+
+# -- 80-bit long double emulation (INCRBYFLOAT, HINCRBYFLOAT) ---------------------------------
+
+LongDouble = Fraction  # a finite x87 extended value, held exactly
+
+_ZERO = Fraction(0)
+_LD_QMIN = -16445  # exponent of the smallest subnormal (2**-16445)
+_LD_OVERFLOW = 16384  # values >= 2**16384 are infinite
+_MAX_LD_CHARS = 5 * 1024  # MAX_LONG_DOUBLE_CHARS
+_DEC_RE = re.compile(rb"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
+_HEX_RE = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?\d+))?")
+_INF_RE = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
+_CHUNK = 4000  # digits per int<->str step (CPython limits single conversions to 4300)
+
+
+def _digits_to_int(s: bytes) -> int:
+    if len(s) <= _CHUNK:
+        return int(s) if s else 0
+    v = 0
+    for k in range(0, len(s), _CHUNK):
+        part = s[k:k + _CHUNK]
+        v = v * 10 ** len(part) + int(part)
+    return v
+
+
+def _int_to_digits(n: int) -> bytes:
+    if n < 10 ** _CHUNK:
+        return b"%d" % n
+    hi, lo = divmod(n, 10 ** _CHUNK)
+    return _int_to_digits(hi) + (b"%d" % lo).rjust(_CHUNK, b"0")
+
+
+def _round_ld(x: Fraction) -> Fraction | None:
+    """Round an exact value to the nearest long double (ties to even); None when infinite."""
+    if x == 0:
+        return _ZERO
+    neg = x < 0
+    p, q = (-x.numerator if neg else x.numerator), x.denominator
+    e = p.bit_length() - q.bit_length()  # floor(log2 x) is e or e - 1
+    if (p < q << e) if e >= 0 else (p << -e < q):
+        e -= 1
+    k = max(e - 63, _LD_QMIN)  # weight of the last significand bit
+    num, den = (p, q << k) if k >= 0 else (p << -k, q)
+    m, r = divmod(num, den)
+    if 2 * r > den or (2 * r == den and m & 1):
+        m += 1
+    if m == 0:
+        return _ZERO
+    if k + m.bit_length() > _LD_OVERFLOW:
+        return None
+    v = Fraction(m << k) if k >= 0 else Fraction(m, 1 << -k)
+    return -v if neg else v
+
+
+def ld_parse(s: bytes) -> LongDouble | None:
+    """Redis's string2ld: strtold over the whole string; None if invalid (or inf/nan/range)."""
+    n = len(s)
+    if n == 0 or n >= _MAX_LD_CHARS or s[0] in b" \t\n\v\f\r":
+        return None
+    if b"\0" in s:
+        return None  # strtold stops at the NUL: not the whole string
+    m = _DEC_RE.fullmatch(s)
+    if m is not None:
+        sign, ipart, fpart, exp = m.groups()
+        fpart = fpart or b""
+        if not ipart and not fpart:
+            return None
+        digits = (ipart + fpart).lstrip(b"0")
+        if not digits:
+            return _ZERO
+        e10 = -len(fpart)
+        if exp:
+            ev = exp.lstrip(b"+-").lstrip(b"0")
+            if len(ev) > 9:
+                return None  # |exponent| >= 1e9: overflow or underflow to zero
+            e10 += -int(ev or b"0") if exp[:1] == b"-" else int(ev or b"0")
+        nd = len(digits)
+        if nd - 1 + e10 > 4940 or nd + e10 < -4960:
+            return None  # certainly beyond the range (HUGE_VAL or 0 with ERANGE)
+        d = _digits_to_int(digits)
+        x = Fraction(d * 10 ** e10) if e10 >= 0 else Fraction(d, 10 ** -e10)
+        if sign == b"-":
+            x = -x
+        return _round_ld(x)
+    m = _HEX_RE.fullmatch(s)
+    if m is not None:
+        sign, ipart, fpart, exp = m.groups()
+        fpart = fpart or b""
+        if not ipart and not fpart:
+            return None  # "0x" alone: strtold parses only the "0"
+        digits = (ipart + fpart).lstrip(b"0")
+        if not digits:
+            return _ZERO
+        e2 = -4 * len(fpart)
+        if exp:
+            ev = exp.lstrip(b"+-").lstrip(b"0")
+            if len(ev) > 9:
+                return None
+            e2 += -int(ev or b"0") if exp[:1] == b"-" else int(ev or b"0")
+        top = e2 + 4 * len(digits)
+        if top > _LD_OVERFLOW + 8 or top < _LD_QMIN - 8:
+            return None
+        d = int(digits, 16)
+        x = Fraction(d << e2) if e2 >= 0 else Fraction(d, 1 << -e2)
+        if sign == b"-":
+            x = -x
+        return _round_ld(x)
+    return None  # inf, infinity, nan and anything else
+
+
+def ld_add(a: LongDouble, b: LongDouble) -> LongDouble | None:
+    """a + b rounded to long double; None when the sum overflows to infinity."""
+    return _round_ld(a + b)
+
+
+def ld_format_human(x: LongDouble) -> bytes:
+    """ld2string(LD_STR_HUMAN): ``%.17Lf`` then trailing zeros (and '.') removed; -0 -> 0."""
+    neg = x < 0
+    ax = -x if neg else x
+    scaled = ax * 10 ** 17
+    q, r = divmod(scaled.numerator, scaled.denominator)
+    if 2 * r > scaled.denominator or (2 * r == scaled.denominator and q & 1):
+        q += 1
+    ip, fp = divmod(q, 10 ** 17)
+    frac = (b"%d" % fp).rjust(17, b"0").rstrip(b"0")
+    out = _int_to_digits(ip)
+    if frac:
+        out += b"." + frac
+    if neg and out != b"0":
+        out = b"-" + out
+    return out
+

@@ -1,3 +1,1114 @@
-"""zsets commands (being written)."""
+"""Sorted set commands (Redis 7.0.15's t_zset.c).
+
+ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT ZLEXCOUNT ZRANK ZREVRANK ZRANGE ZREVRANGE
+ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZRANGESTORE ZREMRANGEBYRANK
+ZREMRANGEBYSCORE ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZUNION ZINTER ZDIFF
+ZINTERCARD ZUNIONSTORE ZINTERSTORE ZDIFFSTORE ZSCAN.
+
+Theory of operation: values are :class:`pyrepl.keyspace.zset.ZSet` (member -> score dict plus
+an ordered list of (score, member)). Handlers mirror Redis's functions step by step because
+the order of checks decides which error a client sees: options, then ranges, then the key
+lookup, then the type check.
+
+Number parsing is Redis's, not Python's:
+
+* scores, increments and weights use ``string2d`` (strict ``strtod``): no leading space, no
+  trailing garbage, hex floats and ``inf``/``infinity`` accepted, NaN rejected, overflow to
+  +-inf and underflow to zero rejected (C's ERANGE);
+* score ranges (``min``/``max``) use bare ``strtod``: leading white space is skipped, an empty
+  string is 0, overflow gives +-inf, the text stops at a NUL byte; "(" makes a bound exclusive;
+* lex ranges are "-", "+", "(member" or "[member" (sdscmplex semantics).
+
+Lex ranges only make sense when all scores are equal; then they are answered by bisection.
+When scores differ Redis's answer depends on the encoding; we reproduce the listpack
+(small sorted set) walk literally, which is what a real server gives for the sets small
+enough that anyone could notice.
+
+Replies: doubles are floats (RESP3 ``,``; RESP2 bulk strings with ``%.17g``). WITHSCORES
+gives a flat array in RESP2 and an array of [member, score] pairs in RESP3, as Redis 7.0.
+"""
 
 from __future__ import annotations
+
+import math
+import random
+import re
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import LLONG_MAX, parse_int
+from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.resp.types import NULL_ARRAY, ReplyError
+
+LONG_MAX = LLONG_MAX
+NOT_FLOAT = "ERR value is not a valid float"
+RANGE_NOT_FLOAT = "ERR min or max is not a float"
+RANGE_NOT_LEX = "ERR min or max not valid string range item"
+NAN_ERR = "ERR resulting score is not a number (NaN)"
+EMPTY: list[Any] = []
+
+# -- number parsing -----------------------------------------------------------------------------
+
+_DEC = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_INF = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
+_NONZERO_DIGIT = re.compile(rb"[1-9a-fA-F]")
+_C_SPACE = b" \t\n\v\f\r"
+
+
+def _strtod_full(s: bytes) -> tuple[float, bool] | None:
+    """Parse all of ``s`` as C's strtod would (no white space): (value, erange) or None."""
+    if _DEC.fullmatch(s):
+        v = float(s)
+        if v in (math.inf, -math.inf):
+            return v, True
+        if v == 0.0:
+            mant = s.split(b"e")[0].split(b"E")[0]
+            return v, _NONZERO_DIGIT.search(mant) is not None
+        return v, False
+    if _HEX.fullmatch(s):
+        neg = s[:1] == b"-"
+        try:
+            v = float.fromhex(s.decode("ascii"))
+        except OverflowError:
+            return (-math.inf if neg else math.inf), True
+        if v == 0.0:
+            body = s.lstrip(b"+-")[2:]
+            mant = body.split(b"p")[0].split(b"P")[0]
+            return v, _NONZERO_DIGIT.search(mant) is not None
+        return v, False
+    if _INF.fullmatch(s):
+        return (-math.inf if s[:1] == b"-" else math.inf), False
+    return None
+
+
+def string2d(s: bytes) -> float | None:
+    """Redis's string2d: strict double parsing (ZADD scores, increments, weights)."""
+    if s.isdigit() and len(s) < 300:  # the common case: a plain non-negative integer
+        return float(s)
+    if not s or s[0] in _C_SPACE:
+        return None
+    r = _strtod_full(s)
+    if r is None:
+        return None
+    v, erange = r
+    if erange and (v == 0.0 or v in (math.inf, -math.inf)):
+        return None
+    return v
+
+
+def parse_score(s: bytes, message: str = NOT_FLOAT) -> float:
+    v = string2d(s)
+    if v is None:
+        raise ReplyError(message)
+    return v
+
+
+def _range_strtod(s: bytes) -> float | None:
+    """``strtod(s, &eptr)`` with ``eptr[0] == '\\0'`` and not NaN required (zslParseRange)."""
+    nul = s.find(b"\x00")
+    if nul >= 0:
+        s = s[:nul]
+    if not s:
+        return 0.0
+    body = s.lstrip(_C_SPACE)
+    r = _strtod_full(body) if body else None
+    if r is None:
+        return None
+    return r[0]
+
+
+def parse_score_range(lo: bytes, hi: bytes) -> tuple[float, bool, float, bool]:
+    """zslParseRange: (min, minex, max, maxex) or ``ERR min or max is not a float``."""
+    out: list[Any] = []
+    for b in (lo, hi):
+        ex = b[:1] == b"("
+        v = _range_strtod(b[1:] if ex else b)
+        if v is None:
+            raise ReplyError(RANGE_NOT_FLOAT)
+        out += (v, ex)
+    return out[0], out[1], out[2], out[3]
+
+
+# A lex bound is (kind, value, exclusive): kind -1 is "-" (below everything), 1 is "+",
+# 0 a real string.
+LexBound = tuple[int, bytes, bool]
+
+
+def _parse_lex_item(b: bytes) -> LexBound | None:
+    if not b:
+        return None
+    c0 = b[0]
+    if c0 == 43 or c0 == 45:  # '+' / '-': only alone (the C string ends at a NUL)
+        if len(b) > 1 and b[1] != 0:
+            return None
+        return (1 if c0 == 43 else -1), b"", True
+    if c0 == 40:  # '('
+        return 0, b[1:], True
+    if c0 == 91:  # '['
+        return 0, b[1:], False
+    return None
+
+
+def parse_lex_range(lo: bytes, hi: bytes) -> tuple[LexBound, LexBound]:
+    a = _parse_lex_item(lo)
+    b = _parse_lex_item(hi) if a is not None else None
+    if a is None or b is None:
+        raise ReplyError(RANGE_NOT_LEX)
+    return a, b
+
+
+def _cmplex(a: LexBound, b: LexBound) -> int:
+    """sdscmplex: compare two bounds ("-"/"+" are the shared min/max strings)."""
+    if a[0] == b[0] and a[0] != 0:
+        return 0
+    if a[0] == -1 or b[0] == 1:
+        return -1
+    if a[0] == 1 or b[0] == -1:
+        return 1
+    return (a[1] > b[1]) - (a[1] < b[1])
+
+
+def _gte_min(m: bytes, lo: LexBound) -> bool:
+    kind = lo[0]
+    if kind:
+        return kind < 0
+    return m > lo[1] if lo[2] else m >= lo[1]
+
+
+def _lte_max(m: bytes, hi: LexBound) -> bool:
+    kind = hi[0]
+    if kind:
+        return kind > 0
+    return m < hi[1] if hi[2] else m <= hi[1]
+
+
+def _lex_empty(z: ZSet, lo: LexBound, hi: LexBound) -> bool:
+    """zzlIsInLexRange negated: the range is empty or misses the set's ends."""
+    cmp = _cmplex(lo, hi)
+    if cmp > 0 or (cmp == 0 and (lo[2] or hi[2])):
+        return True
+    if not len(z):
+        return True
+    return not _gte_min(z.last()[1], lo) or not _lte_max(z.first()[1], hi)
+
+
+def _lex_bisect(z: ZSet, score: float, bound: LexBound, upper: bool) -> int:
+    """For a set whose scores are all ``score``: the index of the first member that is
+    >= the lower ``bound`` (``upper`` False) or that is past the upper ``bound``."""
+    kind, v, ex = bound
+    if kind:
+        return 0 if kind < 0 else len(z)
+    if ex != upper:  # (v as lower bound or [v as upper bound: first member > v
+        return z.member_bisect(score, v + b"\x00")
+    return z.member_bisect(score, v)
+
+
+def lex_first(z: ZSet, lo: LexBound, hi: LexBound) -> int:
+    """Index of the first member in range (zzlFirstInLexRange), or -1."""
+    if _lex_empty(z, lo, hi):
+        return -1
+    first, last = z.first(), z.last()
+    if first[0] == last[0]:
+        i = _lex_bisect(z, first[0], lo, False)
+    else:
+        i = 0
+        for _s, m in z.iter_from(0):
+            if _gte_min(m, lo):
+                break
+            i += 1
+    if i >= len(z) or not _lte_max(z.at(i)[1], hi):
+        return -1
+    return i
+
+
+def lex_last(z: ZSet, lo: LexBound, hi: LexBound) -> int:
+    """Index of the last member in range (zzlLastInLexRange), or -1."""
+    if _lex_empty(z, lo, hi):
+        return -1
+    first, last = z.first(), z.last()
+    if first[0] == last[0]:
+        i = _lex_bisect(z, first[0], hi, True) - 1
+    else:
+        i = len(z) - 1
+        for _s, m in z.iter_back_from(i):
+            if _lte_max(m, hi):
+                break
+            i -= 1
+    if i < 0 or not _gte_min(z.at(i)[1], lo):
+        return -1
+    return i
+
+
+def lex_end(z: ZSet, start: int, hi: LexBound) -> int:
+    """Index just past the run from ``start`` whose members satisfy the upper bound."""
+    first, last = z.first(), z.last()
+    if first[0] == last[0]:
+        return max(start, _lex_bisect(z, first[0], hi, True))
+    j = start
+    for _s, m in z.iter_from(start):
+        if not _lte_max(m, hi):
+            break
+        j += 1
+    return j
+
+
+# -- lookups ------------------------------------------------------------------------------------
+
+def _wrongtype() -> ReplyError:
+    return ReplyError(WRONGTYPE)
+
+
+def read_zset(c: Any, key: bytes) -> ZSet | None:
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not ZSet:
+        raise _wrongtype()
+    return v
+
+
+def write_zset(c: Any, key: bytes) -> ZSet | None:
+    v = c.db.lookup(key)
+    if v is not None and type(v) is not ZSet:
+        raise _wrongtype()
+    return v
+
+
+def parse_long_range(b: bytes, lo: int, hi: int, msg: str | None = None) -> int:
+    """getRangeLongFromObjectOrReply."""
+    v = parse_int(b, msg or NOT_INTEGER)
+    if v < lo or v > hi:
+        raise ReplyError(msg or f"ERR value is out of range, value must between {lo} and {hi}")
+    return v
+
+
+def parse_positive_long(b: bytes, msg: str | None = None) -> int:
+    return parse_long_range(b, 0, LONG_MAX, msg or "ERR value is out of range, must be positive")
+
+
+def _with_scores(items: list[tuple[float, bytes]], proto: int) -> list[Any]:
+    """[member, score] pairs for RESP3, a flat member, score array for RESP2."""
+    if proto == 3:
+        return [[m, s] for s, m in items]
+    out: list[Any] = []
+    for s, m in items:
+        out.append(m)
+        out.append(s)
+    return out
+
+
+def _store_zset(c: Any, dst: bytes, z: ZSet) -> int:
+    """setKey(dst, z) when non-empty, else delete dst; dirty as Redis."""
+    db = c.db
+    if len(z):
+        db.set(dst, z)
+        c.core.dirty += 1
+        return len(z)
+    if db.delete(dst):
+        c.core.dirty += 1
+    return 0
+
+
+# -- ZADD / ZINCRBY -----------------------------------------------------------------------------
+
+_NX, _XX, _GT, _LT, _INCR, _CH = 1, 2, 4, 8, 16, 32
+_ZADD_OPTS = {b"nx": _NX, b"xx": _XX, b"gt": _GT, b"lt": _LT, b"incr": _INCR, b"ch": _CH}
+
+
+def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
+    n = len(argv)
+    j = 2
+    opts = _ZADD_OPTS
+    while j < n:
+        f = opts.get(argv[j].lower())
+        if f is None:
+            break
+        flags |= f
+        j += 1
+    elements = n - j
+    if elements & 1 or not elements:
+        raise ReplyError(SYNTAX)
+    if flags:
+        nx, xx = flags & _NX, flags & _XX
+        gt, lt = flags & _GT, flags & _LT
+        if nx and xx:
+            raise ReplyError("ERR XX and NX options at the same time are not compatible")
+        if (gt and nx) or (lt and nx) or (gt and lt):
+            raise ReplyError(
+                "ERR GT, LT, and/or NX options at the same time are not compatible")
+        if flags & _INCR and elements > 2:
+            raise ReplyError("ERR INCR option supports a single increment-element pair")
+    scores = []
+    for k in range(j, n, 2):
+        s = argv[k]
+        v = float(s) if s.isdigit() and len(s) < 300 else string2d(s)
+        if v is None:
+            raise ReplyError(NOT_FLOAT)
+        scores.append(v)
+    key = argv[1]
+    db = c.db
+    z = db.lookup(key)
+    if z is None:
+        if flags & _XX:
+            return None if flags & _INCR else 0
+        z = ZSet()
+        db.add(key, z)
+    elif type(z) is not ZSet:
+        raise _wrongtype()
+    if not flags:  # plain ZADD: the benchmarked path
+        added = 0
+        updated = 0
+        d = z.dict
+        for k in range(len(scores)):
+            m = argv[j + 2 * k + 1]
+            old = d.get(m)
+            if old is None:
+                z.add(m, scores[k])
+                added += 1
+            elif old != scores[k]:
+                z.add(m, scores[k])
+                updated += 1
+        if added or updated:
+            c.core.dirty += added + updated
+            db.touch(key)
+        return added
+    return _zadd_flags(c, argv, j, flags, scores, z, key)
+
+
+def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[float], z: ZSet,
+                key: bytes) -> object:
+    incr = flags & _INCR
+    nx, xx = flags & _NX, flags & _XX
+    gt, lt = flags & _GT, flags & _LT
+    added = updated = processed = 0
+    score = 0.0
+    d = z.dict
+    for k in range(len(scores)):
+        score = scores[k]
+        m = argv[j + 2 * k + 1]
+        cur = d.get(m)
+        if cur is not None:
+            if nx:
+                continue
+            if incr:
+                score += cur
+                if math.isnan(score):
+                    if added or updated:
+                        c.db.touch(key)
+                    raise ReplyError(NAN_ERR)
+            if (lt and score >= cur) or (gt and score <= cur):
+                continue
+            processed += 1
+            if score != cur:
+                z.add(m, score)
+                updated += 1
+        elif not xx:
+            z.add(m, score)
+            added += 1
+            processed += 1
+    c.core.dirty += added + updated
+    if added or updated:
+        c.db.touch(key)
+    if incr:
+        return score if processed else None
+    return added + updated if flags & _CH else added
+
+
+@command("zadd", -4, "write denyoom fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Add one or more members to a sorted set, or update its score if it already "
+                 "exists", since="1.2.0")
+def zadd(c: Any, argv: list[bytes]) -> object:
+    return _zadd_generic(c, argv, 0)
+
+
+@command("zincrby", 4, "write denyoom fast", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Increment the score of a member in a sorted set",
+         since="1.2.0")
+def zincrby(c: Any, argv: list[bytes]) -> object:
+    return _zadd_generic(c, argv, _INCR)
+
+
+# -- ZREM and simple reads ----------------------------------------------------------------------
+
+@command("zrem", -3, "write fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove one or more members from a sorted set", since="1.2.0")
+def zrem(c: Any, argv: list[bytes]) -> object:
+    key = argv[1]
+    z = write_zset(c, key)
+    if z is None:
+        return 0
+    deleted = 0
+    for m in argv[2:]:
+        if z.remove(m):
+            deleted += 1
+        if not len(z):
+            break
+    if deleted:
+        if not len(z):
+            c.db.delete(key)
+        else:
+            c.db.touch(key)
+        c.core.dirty += deleted
+    return deleted
+
+
+@command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Get the number of members in a sorted set", since="1.2.0")
+def zcard(c: Any, argv: list[bytes]) -> object:
+    z = read_zset(c, argv[1])
+    return 0 if z is None else len(z)
+
+
+@command("zscore", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Get the score associated with the given member in a sorted set",
+         since="1.2.0")
+def zscore(c: Any, argv: list[bytes]) -> object:
+    z = read_zset(c, argv[1])
+    if z is None:
+        return None
+    return z.dict.get(argv[2])
+
+
+@command("zmscore", -3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Get the score associated with the given members in a sorted set",
+         since="6.2.0")
+def zmscore(c: Any, argv: list[bytes]) -> object:
+    z = read_zset(c, argv[1])
+    if z is None:
+        return [None] * (len(argv) - 2)
+    get = z.dict.get
+    return [get(m) for m in argv[2:]]
+
+
+def _zrank(c: Any, argv: list[bytes], reverse: bool) -> object:
+    z = read_zset(c, argv[1])
+    if z is None:
+        return None
+    r = z.rank(argv[2])
+    if r is None:
+        return None
+    return len(z) - 1 - r if reverse else r
+
+
+@command("zrank", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Determine the index of a member in a sorted set", since="2.0.0")
+def zrank(c: Any, argv: list[bytes]) -> object:
+    return _zrank(c, argv, False)
+
+
+@command("zrevrank", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Determine the index of a member in a sorted set, with scores ordered from "
+                 "high to low", since="2.0.0")
+def zrevrank(c: Any, argv: list[bytes]) -> object:
+    return _zrank(c, argv, True)
+
+
+@command("zcount", 4, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Count the members in a sorted set with scores within the given values",
+         since="2.0.0")
+def zcount(c: Any, argv: list[bytes]) -> object:
+    lo, loex, hi, hiex = parse_score_range(argv[2], argv[3])
+    z = read_zset(c, argv[1])
+    if z is None:
+        return 0
+    n = z.score_stop(hi, hiex) - z.score_start(lo, loex)
+    return n if n > 0 else 0
+
+
+@command("zlexcount", 4, "readonly fast", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Count the number of members in a sorted set between a "
+                                  "given lexicographical range", since="2.8.9")
+def zlexcount(c: Any, argv: list[bytes]) -> object:
+    lo, hi = parse_lex_range(argv[2], argv[3])
+    z = read_zset(c, argv[1])
+    if z is None:
+        return 0
+    i = lex_first(z, lo, hi)
+    if i < 0:
+        return 0
+    return lex_end(z, i, hi) - i
+
+
+# -- ranges ---------------------------------------------------------------------------------------
+
+RANK, SCORE, LEX = 1, 2, 3
+AUTO, FORWARD, REVERSE = 0, 1, 2
+
+
+def _select_rank(z: ZSet, start: int, end: int, reverse: bool) -> list[tuple[float, bytes]]:
+    n = len(z)
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    if start < 0:
+        start = 0
+    if start > end or start >= n:
+        return []
+    if end >= n:
+        end = n - 1
+    if reverse:
+        items = z.range(n - 1 - end, n - start)
+        items.reverse()
+        return items
+    return z.range(start, end + 1)
+
+
+def _take(it: Any, offset: int, limit: int) -> list[tuple[float, bytes]]:
+    """Skip ``offset`` items then take ``limit`` (negative: all), as Redis's loops do."""
+    out = []
+    for item in it:
+        if offset:
+            offset -= 1
+            continue
+        if limit == 0:
+            break
+        limit -= 1
+        out.append(item)
+    return out
+
+
+def _select_score(z: ZSet, rng: tuple[float, bool, float, bool], offset: int, limit: int,
+                  reverse: bool) -> list[tuple[float, bytes]]:
+    if (offset > 0 and offset >= len(z)) or offset < 0:
+        return []
+    lo, loex, hi, hiex = rng
+    start = z.score_start(lo, loex)
+    stop = z.score_stop(hi, hiex)
+    if start >= stop:
+        return []
+    if reverse:
+        top = stop - 1 - offset
+        if top < start:
+            return []
+        bottom = start if limit < 0 else max(start, top - limit + 1)
+        items = z.range(bottom, top + 1)
+        items.reverse()
+        return items
+    first = start + offset
+    last = stop if limit < 0 else min(stop, first + limit)
+    return z.range(first, last)
+
+
+def _select_lex(z: ZSet, lo: LexBound, hi: LexBound, offset: int, limit: int,
+                reverse: bool) -> list[tuple[float, bytes]]:
+    if offset < 0:
+        return []
+    if reverse:
+        i = lex_last(z, lo, hi)
+        if i < 0:
+            return []
+        out = []
+        for item in z.iter_back_from(i - offset):
+            if limit == 0 or not _gte_min(item[1], lo):
+                break
+            limit -= 1
+            out.append(item)
+        return out
+    i = lex_first(z, lo, hi)
+    if i < 0:
+        return []
+    out = []
+    for item in z.iter_from(i + offset):
+        if limit == 0 or not _lte_max(item[1], hi):
+            break
+        limit -= 1
+        out.append(item)
+    return out
+
+
+def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rangetype: int,
+                   direction: int) -> object:
+    """zrangeGenericCommand: ZRANGE, ZRANGESTORE and the older Z[REV]RANGE[BY*] forms."""
+    key = argv[argc_start]
+    minidx, maxidx = argc_start + 1, argc_start + 2
+    withscores = False
+    offset, limit = 0, -1
+    n = len(argv)
+    j = argc_start + 3
+    while j < n:
+        left = n - j - 1
+        opt = argv[j].lower()
+        if not store and opt == b"withscores":
+            withscores = True
+        elif opt == b"limit" and left >= 2:
+            offset = parse_int(argv[j + 1])
+            limit = parse_int(argv[j + 2])
+            j += 2
+        elif direction == AUTO and opt == b"rev":
+            direction = REVERSE
+        elif rangetype == AUTO and opt == b"bylex":
+            rangetype = LEX
+        elif rangetype == AUTO and opt == b"byscore":
+            rangetype = SCORE
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    if direction == AUTO:
+        direction = FORWARD
+    if rangetype == AUTO:
+        rangetype = RANK
+    if limit != -1 and rangetype == RANK:
+        raise ReplyError("ERR syntax error, LIMIT is only supported in combination with either "
+                         "BYSCORE or BYLEX")
+    if withscores and rangetype == LEX:
+        raise ReplyError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+    reverse = direction == REVERSE
+    if reverse and rangetype != RANK:
+        minidx, maxidx = maxidx, minidx
+    if rangetype == RANK:
+        start = parse_int(argv[minidx])
+        end = parse_int(argv[maxidx])
+    elif rangetype == SCORE:
+        srange = parse_score_range(argv[minidx], argv[maxidx])
+    else:
+        lo, hi = parse_lex_range(argv[minidx], argv[maxidx])
+    z = c.db.lookup_read(key)
+    if z is None:
+        if store:
+            return _store_zset(c, argv[1], ZSet())
+        return EMPTY
+    if type(z) is not ZSet:
+        raise _wrongtype()
+    if rangetype == RANK:
+        items = _select_rank(z, start, end, reverse)
+    elif rangetype == SCORE:
+        items = _select_score(z, srange, offset, limit, reverse)
+    else:
+        items = _select_lex(z, lo, hi, offset, limit, reverse)
+    if store:
+        return _store_zset(c, argv[1], ZSet.from_items((m, s) for s, m in items))
+    if withscores:
+        return _with_scores(items, c.proto)
+    return [m for _s, m in items]
+
+
+@command("zrange", -4, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Return a range of members in a sorted set", since="1.2.0")
+def zrange(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 4:  # the common ZRANGE key start stop
+        start = parse_int(argv[2])
+        end = parse_int(argv[3])
+        z = read_zset(c, argv[1])
+        if z is None:
+            return EMPTY
+        return [m for _s, m in _select_rank(z, start, end, False)]
+    return zrange_generic(c, argv, 1, False, AUTO, AUTO)
+
+
+@command("zrangestore", -5, "write denyoom", keys=(1, 2, 1), group="sorted-set",
+         acl="sortedset", summary="Store a range of members from sorted set into another key",
+         since="6.2.0")
+def zrangestore(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 2, True, AUTO, AUTO)
+
+
+@command("zrevrange", -4, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Return a range of members in a sorted set, by index, with scores ordered "
+                 "from high to low", since="1.2.0")
+def zrevrange(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 1, False, RANK, REVERSE)
+
+
+@command("zrangebyscore", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Return a range of members in a sorted set, by score",
+         since="1.0.5")
+def zrangebyscore(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 1, False, SCORE, FORWARD)
+
+
+@command("zrevrangebyscore", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Return a range of members in a sorted set, by score, with "
+                                  "scores ordered from high to low", since="2.2.0")
+def zrevrangebyscore(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 1, False, SCORE, REVERSE)
+
+
+@command("zrangebylex", -4, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Return a range of members in a sorted set, by lexicographical range",
+         since="2.8.9")
+def zrangebylex(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 1, False, LEX, FORWARD)
+
+
+@command("zrevrangebylex", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Return a range of members in a sorted set, by "
+                                  "lexicographical range, ordered from higher to lower "
+                                  "strings.", since="2.8.9")
+def zrevrangebylex(c: Any, argv: list[bytes]) -> object:
+    return zrange_generic(c, argv, 1, False, LEX, REVERSE)
+
+
+# -- range removal --------------------------------------------------------------------------------
+
+def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
+    if rangetype == RANK:
+        start = parse_int(argv[2])
+        end = parse_int(argv[3])
+    elif rangetype == SCORE:
+        lo, loex, hi, hiex = parse_score_range(argv[2], argv[3])
+    else:
+        llo, lhi = parse_lex_range(argv[2], argv[3])
+    key = argv[1]
+    z = write_zset(c, key)
+    if z is None:
+        return 0
+    n = len(z)
+    if rangetype == RANK:
+        if start < 0:
+            start += n
+        if end < 0:
+            end += n
+        if start < 0:
+            start = 0
+        if start > end or start >= n:
+            return 0
+        if end >= n:
+            end = n - 1
+        first, stop = start, end + 1
+    elif rangetype == SCORE:
+        first = z.score_start(lo, loex)
+        stop = z.score_stop(hi, hiex)
+    else:
+        first = lex_first(z, llo, lhi)
+        stop = -1 if first < 0 else lex_end(z, first, lhi)
+    deleted = z.delete_range(first, stop) if first >= 0 and stop > first else 0
+    if deleted:
+        if not len(z):
+            c.db.delete(key)
+        else:
+            c.db.touch(key)
+        c.core.dirty += deleted
+    return deleted
+
+
+@command("zremrangebyrank", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove all members in a sorted set within the given indexes", since="2.0.0")
+def zremrangebyrank(c: Any, argv: list[bytes]) -> object:
+    return _zremrange(c, argv, RANK)
+
+
+@command("zremrangebyscore", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove all members in a sorted set within the given scores", since="1.2.0")
+def zremrangebyscore(c: Any, argv: list[bytes]) -> object:
+    return _zremrange(c, argv, SCORE)
+
+
+@command("zremrangebylex", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove all members in a sorted set between the given lexicographical range",
+         since="2.8.9")
+def zremrangebylex(c: Any, argv: list[bytes]) -> object:
+    return _zremrange(c, argv, LEX)
+
+
+# -- pops -----------------------------------------------------------------------------------------
+
+def _zpop(c: Any, key: bytes, z: ZSet, count: int, reverse: bool) -> list[tuple[float, bytes]]:
+    n = min(count, len(z))
+    items = [z.pop_last() for _ in range(n)] if reverse else [z.pop_first() for _ in range(n)]
+    c.core.dirty += n
+    if not len(z):
+        c.db.delete(key)
+    else:
+        c.db.touch(key)
+    return items
+
+
+def _zpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    count = -1
+    if len(argv) == 3:
+        count = parse_positive_long(argv[2])
+    key = argv[1]
+    z = write_zset(c, key)
+    if z is None or count == 0:
+        return EMPTY
+    items = _zpop(c, key, z, 1 if count == -1 else count, reverse)
+    if c.proto == 3 and count != -1:
+        return [[m, s] for s, m in items]
+    return _with_scores(items, 2)
+
+
+@command("zpopmin", -2, "write fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove and return members with the lowest scores in a sorted set",
+         since="5.0.0")
+def zpopmin(c: Any, argv: list[bytes]) -> object:
+    return _zpop_command(c, argv, False)
+
+
+@command("zpopmax", -2, "write fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Remove and return members with the highest scores in a sorted set",
+         since="5.0.0")
+def zpopmax(c: Any, argv: list[bytes]) -> object:
+    return _zpop_command(c, argv, True)
+
+
+def _numkeys_keys(first: int) -> Any:
+    """A keys_fn for "numkeys key [key ...]" commands with numkeys at ``first - 1``."""
+    def keys(argv: list[bytes]) -> list[int]:
+        try:
+            n = int(argv[first - 1])
+        except (ValueError, IndexError):
+            return []
+        return list(range(first, min(first + max(n, 0), len(argv))))
+    return keys
+
+
+@command("zmpop", -4, "write", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Remove and return members with scores in a sorted set", since="7.0.0",
+         keys_fn=_numkeys_keys(2))
+def zmpop(c: Any, argv: list[bytes]) -> object:
+    numkeys = parse_long_range(argv[1], 1, LONG_MAX, "ERR numkeys should be greater than 0")
+    where_idx = 1 + numkeys + 1
+    n = len(argv)
+    if where_idx >= n:
+        raise ReplyError(SYNTAX)
+    where = argv[where_idx].lower()
+    if where not in (b"min", b"max"):
+        raise ReplyError(SYNTAX)
+    count = -1
+    j = where_idx + 1
+    while j < n:
+        if count == -1 and argv[j].lower() == b"count" and j < n - 1:
+            j += 1
+            count = parse_long_range(argv[j], 1, LONG_MAX, "ERR count should be greater than 0")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    if count == -1:
+        count = 1
+    for key in argv[2:2 + numkeys]:
+        z = write_zset(c, key)
+        if z is None:
+            continue
+        popped = min(count, len(z))
+        items = _zpop(c, key, z, count, where == b"max")
+        c.propagate_argv = [b"ZPOPMAX" if where == b"max" else b"ZPOPMIN", key,
+                            b"%d" % popped]
+        return [key, [[m, s] for s, m in items]]
+    return NULL_ARRAY
+
+
+@command("zrandmember", -2, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Get one or multiple random elements from a sorted set", since="6.2.0")
+def zrandmember(c: Any, argv: list[bytes]) -> object:
+    n = len(argv)
+    if n >= 3:
+        count = parse_long_range(argv[2], -LONG_MAX, LONG_MAX)
+        withscores = False
+        if n > 4 or (n == 4 and argv[3].lower() != b"withscores"):
+            raise ReplyError(SYNTAX)
+        if n == 4:
+            withscores = True
+            if count < -(LONG_MAX // 2) or count > LONG_MAX // 2:
+                raise ReplyError("ERR value is out of range")
+        z = read_zset(c, argv[1])
+        if z is None or count == 0:
+            return EMPTY
+        if count < 0 or count == 1:
+            pool = tuple(z.dict.items())
+            picked = random.choices(pool, k=-count if count < 0 else 1)
+            items = [(s, m) for m, s in picked]
+        elif count >= len(z):
+            items = z.range(0, len(z))
+        else:
+            picked = random.sample(tuple(z.dict.items()), count)
+            items = [(s, m) for m, s in picked]
+        if withscores:
+            return _with_scores(items, c.proto)
+        return [m for _s, m in items]
+    z = read_zset(c, argv[1])
+    if z is None:
+        return None
+    return random.choice(tuple(z.dict))
+
+
+# -- ZUNION / ZINTER / ZDIFF (and their STORE forms) -------------------------------------------
+
+SUM, MIN, MAX = 1, 2, 3
+UNION, INTER, DIFF = 1, 2, 3
+
+
+def _aggregate(target: float, val: float, agg: int) -> float:
+    if agg == SUM:
+        t = target + val
+        return 0.0 if t != t else t
+    if agg == MIN:
+        return val if val < target else target
+    return val if val > target else target
+
+
+def _src_items(obj: Any) -> Any:
+    """(member, score) pairs of a zset or a set (members of a plain set score 1)."""
+    if obj is None:
+        return ()
+    if type(obj) is ZSet:
+        return obj.items()
+    return ((m, 1.0) for m in obj)
+
+
+def _src_score(obj: Any, member: bytes) -> float | None:
+    if type(obj) is ZSet:
+        return obj.dict.get(member)
+    return 1.0 if member in obj else None
+
+
+def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_index: int,
+                   op: int, cardinality_only: bool = False) -> object:
+    """zunionInterDiffGenericCommand."""
+    setnum = parse_int(argv[numkeys_index])
+    if setnum < 1:
+        name = argv[0].decode("utf-8", "replace").lower()
+        raise ReplyError(f"ERR at least 1 input key is needed for '{name}' command")
+    n = len(argv)
+    if setnum > n - (numkeys_index + 1):
+        raise ReplyError(SYNTAX)
+    srcs: list[Any] = []
+    lookup = c.db.lookup_read
+    j = numkeys_index + 1
+    for _ in range(setnum):
+        obj = lookup(argv[j])
+        if obj is not None and type(obj) is not ZSet and type(obj) is not set:
+            raise _wrongtype()
+        srcs.append(obj)
+        j += 1
+    weights = [1.0] * setnum
+    agg = SUM
+    withscores = False
+    limit = 0
+    while j < n:
+        remaining = n - j
+        opt = argv[j].lower()
+        if op != DIFF and not cardinality_only and remaining >= setnum + 1 \
+                and opt == b"weights":
+            j += 1
+            for i in range(setnum):
+                weights[i] = parse_score(argv[j], "ERR weight value is not a float")
+                j += 1
+        elif op != DIFF and not cardinality_only and remaining >= 2 and opt == b"aggregate":
+            a = argv[j + 1].lower()
+            if a == b"sum":
+                agg = SUM
+            elif a == b"min":
+                agg = MIN
+            elif a == b"max":
+                agg = MAX
+            else:
+                raise ReplyError(SYNTAX)
+            j += 2
+        elif not dstkey and not cardinality_only and opt == b"withscores":
+            withscores = True
+            j += 1
+        elif cardinality_only and remaining >= 2 and opt == b"limit":
+            limit = parse_positive_long(argv[j + 1], "ERR LIMIT can't be negative")
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    pairs: list[tuple[Any, float]] = list(zip(srcs, weights, strict=True))
+    if op != DIFF:
+        pairs.sort(key=lambda p: 0 if p[0] is None else len(p[0]))
+    result: dict[bytes, float] = {}
+    cardinality = 0
+    if op == INTER:
+        first, w0 = pairs[0]
+        if first is not None and len(first):
+            for m, s in _src_items(first):
+                score = w0 * s
+                if score != score:
+                    score = 0.0
+                for obj, w in pairs[1:]:
+                    if obj is first:
+                        score = _aggregate(score, s * w, agg)
+                        continue
+                    v = None if obj is None else _src_score(obj, m)
+                    if v is None:
+                        break
+                    score = _aggregate(score, v * w, agg)
+                else:
+                    if cardinality_only:
+                        cardinality += 1
+                        if limit and cardinality >= limit:
+                            break
+                    else:
+                        result[m] = score
+    elif op == UNION:
+        for obj, w in pairs:
+            if obj is None:
+                continue
+            for m, s in _src_items(obj):
+                score = w * s
+                if score != score:
+                    score = 0.0
+                old = result.get(m)
+                result[m] = score if old is None else _aggregate(old, score, agg)
+    else:
+        first = pairs[0][0]
+        if first is not None and len(first):
+            others = [obj for obj, _w in pairs[1:]]
+            if not any(o is first for o in others):
+                others = [o for o in others if o is not None and len(o)]
+                for m, s in _src_items(first):
+                    for o in others:
+                        if _src_score(o, m) is not None:
+                            break
+                    else:
+                        result[m] = s
+    if cardinality_only:
+        return cardinality
+    z = ZSet.from_items(result.items())
+    if dstkey is not None:
+        return _store_zset(c, dstkey, z)
+    items = z.range(0, len(z))
+    if withscores:
+        return _with_scores(items, c.proto)
+    return [m for _s, m in items]
+
+
+@command("zunionstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Add multiple sorted sets and store the resulting sorted "
+                                  "set in a new key", since="2.0.0",
+         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+def zunionstore(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, argv[1], 2, UNION)
+
+
+@command("zinterstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Intersect multiple sorted sets and store the resulting "
+                                  "sorted set in a new key", since="2.0.0",
+         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+def zinterstore(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, argv[1], 2, INTER)
+
+
+@command("zdiffstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
+         acl="sortedset", summary="Subtract multiple sorted sets and store the resulting "
+                                  "sorted set in a new key", since="6.2.0",
+         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+def zdiffstore(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, argv[1], 2, DIFF)
+
+
+@command("zunion", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Add multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+def zunion(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, None, 1, UNION)
+
+
+@command("zinter", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Intersect multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+def zinter(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, None, 1, INTER)
+
+
+@command("zdiff", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Subtract multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+def zdiff(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, None, 1, DIFF)
+
+
+@command("zintercard", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Intersect multiple sorted sets and return the cardinality of the result",
+         since="7.0.0", keys_fn=_numkeys_keys(2))
+def zintercard(c: Any, argv: list[bytes]) -> object:
+    return zsetop_generic(c, argv, None, 1, INTER, cardinality_only=True)

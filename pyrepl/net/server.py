@@ -62,7 +62,10 @@ class ClientProtocol(asyncio.Protocol):
             self.transport.write(c.data_to_send())  # type: ignore[union-attr]
         if c.close_after_reply:
             self.transport.close()  # type: ignore[union-attr]
-        if self.server.core.shutdown_asap:
+        core = self.core
+        if core.pending_flush:
+            self.server.flush_pending()
+        if core.shutdown_asap:
             self.server.shutdown_from_command()
 
     def _flush(self) -> None:
@@ -90,6 +93,16 @@ def _fmt_addr(addr: Any) -> str:
 class NetHost(Host):
     def __init__(self, server: Server) -> None:
         self.server = server
+        self.master_io = None
+        self.replica_io = None
+
+    def attach_replication_io(self) -> None:
+        """Create the replication sides' I/O adapters (sockets, snapshot child, files)."""
+        from pyrepl.net.master_io import MasterIO
+        from pyrepl.net.replica_io import ReplicaIO
+
+        self.master_io = MasterIO(self.server)
+        self.replica_io = ReplicaIO(self.server)
 
     def fork_child(self, job: Callable[[], int], purpose: str) -> int:
         # Freeze the GC's view so the child does not dirty every page by collecting.
@@ -166,7 +179,16 @@ class Server:
         self.use_uvloop = use_uvloop
         self.logger = Logger(config.loglevel, config.logfile)
         self.children: dict[int, str] = {}
-        self.core = ServerCore(config, NetHost(self), self.logger, now_ms())
+        self.host = NetHost(self)
+        self.core = ServerCore(config, self.host, self.logger, now_ms())
+        self.replication = None
+        try:
+            from pyrepl.replication.manager import Replication
+            self.host.attach_replication_io()
+        except ImportError as e:  # the replication sides are being built (issue 3)
+            self.logger.verbose(f"replication not available: {e}")
+        else:
+            self.replication = Replication(self.core)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self._stopping = False
@@ -267,6 +289,19 @@ class Server:
             self.logger.warning("SIGTERM received but errors trying to shut down the server, "
                                 "check the logs for more information")
 
+    def flush_pending(self) -> None:
+        """Write out clients that got output outside their own read (see core.pending_flush)."""
+        core = self.core
+        pending, core.pending_flush = core.pending_flush, []
+        for c in pending:
+            t = c.transport
+            if t is None or c.closed:
+                continue
+            if c.out:
+                t.write(c.data_to_send())
+            if c.close_after_reply:
+                t.close()
+
     def shutdown_from_command(self) -> None:
         self.stop()
 
@@ -285,6 +320,8 @@ class Server:
             for c in list(core.clients.values()):
                 if c.out and c.transport is not None:
                     c.transport.write(c.data_to_send())
+            if core.pending_flush:
+                self.flush_pending()
             if core.shutdown_asap:
                 self.stop()
 

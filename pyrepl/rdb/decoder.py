@@ -4,11 +4,13 @@ Theory of operation: bytes go in with ``receive_data`` (any chunking, ``b""`` = 
 and events come out of ``next_event`` (``None`` = need more bytes). The reader keeps one
 immutable buffer and a parse position. Each item (an opcode with its operands, or a whole
 key-value pair) is parsed optimistically from the buffer; when the buffer ends before the item
-does, the attempt raises ``_Incomplete`` carrying how far the item reaches, the position rolls
-back to the item's first byte and nothing is emitted. Received chunks are only joined into the
-buffer once the buffer could hold the item, and a value that is still incomplete needs at least
-twice as many buffered bytes before the next attempt, so a huge value arriving in small chunks
-is re-parsed O(1) times per byte, not once per chunk.
+does, the attempt raises ``_Incomplete`` carrying the buffer index the item needs to reach, the
+position rolls back to the item's first byte and nothing is emitted; received chunks are joined
+into the buffer (dropping what was consumed) only once they reach that index. Plain collections
+(LIST, SET, HASH, ZSET, quicklists), the only items that can be huge while made of small parts,
+are read element by element into a ``_Partial`` that survives between attempts, so each byte is
+parsed once however the stream is chunked and the buffer never holds more than the unparsed
+tail. A huge string or compact blob announces its length up front, so it is parsed once too.
 
 State that opcodes attach to the next key (EXPIRETIME / EXPIRETIME_MS, IDLE, FREQ, KEY_META) is
 committed as soon as the opcode is parsed. The CRC64 is computed over the bytes consumed, lazily
@@ -313,6 +315,142 @@ def _key_meta_class(spec: int) -> tuple[str, int, int]:
     return name, ver, flags
 
 
+# ------------------------------------------------------------- plain collections, by element
+
+
+class _Partial:
+    """A plain collection (LIST, SET, HASH, ZSET, quicklist, ...) whose elements are being read:
+    the elements read so far stay here while the decoder waits for more bytes."""
+
+    __slots__ = ("type", "key", "remaining", "start", "reader", "elements")
+
+    def __init__(self, t: int, key: bytes, count: int, start: int, reader: Any) -> None:
+        self.type = t
+        self.key = key
+        self.remaining = count
+        self.start = start  # absolute offset of the type byte, for error messages
+        self.reader = reader
+        self.elements: list[Any] = []
+
+
+def _read_pair(buf: bytes, p: int, n: int) -> tuple[tuple[bytes, bytes], int]:
+    f, p = _rstr(buf, p, n)
+    v, p = _rstr(buf, p, n)
+    return (f, v), p
+
+
+def _read_zset2_member(buf: bytes, p: int, n: int) -> tuple[tuple[bytes, float], int]:
+    m, p = _rstr(buf, p, n)
+    if p + 8 > n:
+        raise _Incomplete(p + 8)
+    return (m, _F64.unpack_from(buf, p)[0]), p + 8
+
+
+def _read_zset1_member(buf: bytes, p: int, n: int) -> tuple[tuple[bytes, float], int]:
+    """Member + rdbLoadDoubleValue: length byte (253 nan, 254 +inf, 255 -inf) + text."""
+    m, p = _rstr(buf, p, n)
+    ln = buf[p]
+    if ln == 255:
+        return (m, float("-inf")), p + 1
+    if ln == 254:
+        return (m, float("inf")), p + 1
+    if ln == 253:
+        return (m, float("nan")), p + 1
+    end = p + 1 + ln
+    if end > n:
+        raise _Incomplete(end)
+    try:
+        return (m, float(buf[p + 1 : end])), end
+    except ValueError:
+        raise _Corrupt("Invalid double value in sorted set") from None
+
+
+def _read_hash_md_field(buf: bytes, p: int, n: int) -> tuple[tuple[int, bytes, bytes], int]:
+    ttl, p = _rlen(buf, p, n)
+    f, p = _rstr(buf, p, n)
+    v, p = _rstr(buf, p, n)
+    return (ttl, f, v), p
+
+
+def _read_quicklist2_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
+    container, p = _rlen(buf, p, n)
+    if container != QUICKLIST_NODE_CONTAINER_PACKED and container != \
+            QUICKLIST_NODE_CONTAINER_PLAIN:
+        raise _Corrupt("Quicklist integrity check failed")
+    blob, p = _rstr(buf, p, n)
+    if not blob:
+        raise _Corrupt("Quicklist node is empty")
+    if container == QUICKLIST_NODE_CONTAINER_PLAIN:
+        return [blob], p
+    return [e if type(e) is bytes else b"%d" % e for e in listpack_entries(blob)], p
+
+
+def _read_quicklist_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
+    blob, p = _rstr(buf, p, n)
+    if not blob:
+        raise _Corrupt("Quicklist node is empty")
+    return [e if type(e) is bytes else b"%d" % e for e in ziplist_entries(blob)], p
+
+
+def _finish_list(t: int, elements: list[bytes]) -> Any:
+    return deque(elements) if elements else _SKIP
+
+
+def _finish_quicklist(t: int, nodes: list[list[bytes]]) -> Any:
+    items: deque[bytes] = deque()
+    for node in nodes:
+        items.extend(node)
+    return items if items else _SKIP
+
+
+def _finish_set(t: int, elements: list[bytes]) -> Any:
+    return _make_set(elements) if elements else _SKIP
+
+
+def _finish_hash(t: int, pairs: list[tuple[bytes, bytes]]) -> Any:
+    if not pairs:
+        return _SKIP
+    h = dict(pairs)
+    if len(h) != len(pairs):
+        raise _Corrupt("Duplicate hash fields detected")
+    return h
+
+
+def _finish_zset(t: int, pairs: list[tuple[bytes, float]]) -> Any:
+    return _make_zset(pairs) if pairs else _SKIP
+
+
+def _finish_hash_md(t: int, triples: list[tuple[int, bytes, bytes]]) -> Any:
+    for ttl, _f, _v in triples:
+        if ttl:
+            raise _unsupported(t, "hash field expiration is not supported")
+    return _finish_hash(t, [(f, v) for _ttl, f, v in triples])
+
+
+_ELEMENT_READERS: dict[int, Any] = {
+    RDB_TYPE_LIST: _rstr,
+    RDB_TYPE_SET: _rstr,
+    RDB_TYPE_HASH: _read_pair,
+    RDB_TYPE_ZSET: _read_zset1_member,
+    RDB_TYPE_ZSET_2: _read_zset2_member,
+    RDB_TYPE_LIST_QUICKLIST: _read_quicklist_node,
+    RDB_TYPE_LIST_QUICKLIST_2: _read_quicklist2_node,
+    RDB_TYPE_HASH_METADATA: _read_hash_md_field,
+    RDB_TYPE_HASH_METADATA_PRE_GA: _read_hash_md_field,
+}
+_FINISHERS: dict[int, Any] = {
+    RDB_TYPE_LIST: _finish_list,
+    RDB_TYPE_SET: _finish_set,
+    RDB_TYPE_HASH: _finish_hash,
+    RDB_TYPE_ZSET: _finish_zset,
+    RDB_TYPE_ZSET_2: _finish_zset,
+    RDB_TYPE_LIST_QUICKLIST: _finish_quicklist,
+    RDB_TYPE_LIST_QUICKLIST_2: _finish_quicklist,
+    RDB_TYPE_HASH_METADATA: _finish_hash_md,
+    RDB_TYPE_HASH_METADATA_PRE_GA: _finish_hash_md,
+}
+
+
 # ---------------------------------------------------------------------------------- decoder
 
 _HEADER, _BODY, _CHECKSUM, _DONE, _FAILED = range(5)
@@ -341,6 +479,7 @@ class RdbDecoder:
         self.db = 0
         self._expire: int | None = None
         self._item_start = 0
+        self._partial: _Partial | None = None  # a plain collection being read
         self.keys_read = 0
         self.type_counts: dict[int, int] = {}  # keys read per RDB object type
         self.empty_keys_skipped = 0
@@ -389,15 +528,11 @@ class RdbDecoder:
         self._crc_pos = 0
         return True
 
-    def _incomplete(self, start: int, end: int) -> None:
-        """The item starting at buffer index ``start`` reaches index ``end``."""
-        abs_start = self._base + start
-        abs_end = self._base + end
-        avail = self._base + len(self._buf)
-        self._need = max(abs_end, abs_start + 2 * (avail - abs_start))
-
     def _fail(self, msg: str, start: int) -> RdbError:
-        err = RdbError(f"{msg} at offset {self._base + start}")
+        """A sticky error for the item that starts at buffer index ``start`` (or, while a
+        collection is being read across chunks, at the collection's own first byte)."""
+        offset = self._partial.start if self._partial is not None else self._base + start
+        err = RdbError(f"{msg} at offset {offset}")
         self._error = err
         self._state = _FAILED
         return err
@@ -459,20 +594,20 @@ class RdbDecoder:
                     continue
                 return self._parse_checksum()
             except _Incomplete as inc:
-                self._pos = start
-                self._incomplete(start, inc.end)
+                if self._partial is None:
+                    self._pos = start
+                self._need = self._base + inc.end
             except IndexError:
-                self._pos = start
-                self._incomplete(start, len(self._buf) + 1)
+                if self._partial is None:
+                    self._pos = start
+                self._need = self._base + len(self._buf) + 1
             except _Corrupt as e:
-                self._pos = start
                 raise self._fail(str(e), start) from None
             except (ContainerError, struct.error) as e:
-                self._pos = start
                 raise self._fail(f"Corrupt compact encoding ({e})", start) from None
             if not self._fill():
                 if self._eof:
-                    raise self._fail("Unexpected end of RDB data (truncated file)", self._pos)
+                    raise self._fail("Unexpected end of RDB data (truncated file)", start)
                 return None
 
     # -- parsing ------------------------------------------------------------------------
@@ -517,6 +652,8 @@ class RdbDecoder:
         return End(True)
 
     def _parse_body(self) -> object:
+        if self._partial is not None:
+            return self._continue_collection(self._partial)
         buf = self._buf
         n = len(buf)
         p = self._pos
@@ -527,17 +664,18 @@ class RdbDecoder:
             if t == RDB_TYPE_STRING:
                 value, q = _rstr(buf, q, n)
             else:
+                reader = _ELEMENT_READERS.get(t)
+                if reader is not None:
+                    if t == RDB_TYPE_HASH_METADATA:
+                        q += 8  # min expire of the hash's fields, informational
+                    count, q = _rlen(buf, q, n)
+                    # From here on progress is kept element by element (see _Partial).
+                    self._partial = _Partial(t, key, count, self._base + p, reader)
+                    self._pos = q
+                    return self._continue_collection(self._partial)
                 value, q = self._parse_object(t, buf, q, n)
             self._pos = q
-            exp = self._expire
-            self._expire = None
-            self.keys_read += 1
-            tc = self.type_counts
-            tc[t] = tc.get(t, 0) + 1
-            if value is _SKIP:
-                self.empty_keys_skipped += 1
-                return _SKIP
-            return (key, value, exp)
+            return self._key_done(t, key, value)
         p += 1
         if t == RDB_OPCODE_EXPIRETIME_MS:
             if p + 8 > n:
@@ -630,6 +768,38 @@ class RdbDecoder:
             return _SKIP
         raise _Corrupt(f"Unknown RDB opcode {t}")
 
+    def _key_done(self, t: int, key: bytes, value: Any) -> object:
+        exp = self._expire
+        self._expire = None
+        self.keys_read += 1
+        tc = self.type_counts
+        tc[t] = tc.get(t, 0) + 1
+        if value is _SKIP:
+            self.empty_keys_skipped += 1
+            return _SKIP
+        return (key, value, exp)
+
+    def _continue_collection(self, st: _Partial) -> object:
+        """Read the remaining elements of a plain collection, committing the position after
+        each one, so a collection larger than the buffer is read once, not once per chunk."""
+        buf = self._buf
+        n = len(buf)
+        p = self._pos
+        reader = st.reader
+        append = st.elements.append
+        remaining = st.remaining
+        try:
+            while remaining:
+                e, p = reader(buf, p, n)
+                append(e)
+                remaining -= 1
+        finally:
+            st.remaining = remaining
+            self._pos = p
+        value = _FINISHERS[st.type](st.type, st.elements)
+        self._partial = None
+        return self._key_done(st.type, st.key, value)
+
     @staticmethod
     def _skip_module_value(buf: bytes, p: int, n: int) -> int:
         """rdbLoadCheckModuleValue: skip module-serialized items up to their EOF marker."""
@@ -654,62 +824,6 @@ class RdbDecoder:
 
     def _parse_object(self, t: int, buf: bytes, p: int, n: int) -> tuple[Any, int]:
         """rdbLoadObject for every non-string type: (value or _SKIP, next position)."""
-        if t == RDB_TYPE_LIST_QUICKLIST_2 or t == RDB_TYPE_LIST_QUICKLIST:
-            count, p = _rlen(buf, p, n)
-            items: deque[bytes] = deque()
-            extend = items.extend
-            for _ in range(count):
-                container = QUICKLIST_NODE_CONTAINER_PACKED
-                if t == RDB_TYPE_LIST_QUICKLIST_2:
-                    container, p = _rlen(buf, p, n)
-                    if container not in (QUICKLIST_NODE_CONTAINER_PACKED,
-                                         QUICKLIST_NODE_CONTAINER_PLAIN):
-                        raise _Corrupt("Quicklist integrity check failed")
-                blob, p = _rstr(buf, p, n)
-                if not blob:
-                    raise _Corrupt("Quicklist node is empty")
-                if container == QUICKLIST_NODE_CONTAINER_PLAIN:
-                    items.append(blob)
-                    continue
-                if t == RDB_TYPE_LIST_QUICKLIST_2:
-                    entries = listpack_entries(blob)
-                else:
-                    entries = ziplist_entries(blob)
-                extend([e if type(e) is bytes else b"%d" % e for e in entries])
-            return (items if items else _SKIP), p
-        if t == RDB_TYPE_LIST or t == RDB_TYPE_SET:
-            count, p = _rlen(buf, p, n)
-            vals = []
-            append = vals.append
-            for _ in range(count):
-                v, p = _rstr(buf, p, n)
-                append(v)
-            if not vals:
-                return _SKIP, p
-            return (deque(vals) if t == RDB_TYPE_LIST else _make_set(vals)), p
-        if t == RDB_TYPE_HASH:
-            count, p = _rlen(buf, p, n)
-            flat = []
-            append = flat.append
-            for _ in range(2 * count):
-                v, p = _rstr(buf, p, n)
-                append(v)
-            return (_make_hash(flat) if flat else _SKIP), p
-        if t == RDB_TYPE_ZSET_2 or t == RDB_TYPE_ZSET:
-            count, p = _rlen(buf, p, n)
-            pairs = []
-            append = pairs.append
-            for _ in range(count):
-                m, p = _rstr(buf, p, n)
-                if t == RDB_TYPE_ZSET_2:
-                    if p + 8 > n:
-                        raise _Incomplete(p + 8)
-                    score = _F64.unpack_from(buf, p)[0]
-                    p += 8
-                else:
-                    score, p = self._old_double(buf, p, n)
-                append((m, score))
-            return (_make_zset(pairs) if pairs else _SKIP), p
         if t in _BLOB_TYPES:
             if t == RDB_TYPE_HASH_LISTPACK_EX:
                 if p + 8 > n:
@@ -717,45 +831,7 @@ class RdbDecoder:
                 p += 8  # min expire of the hash, informational
             blob, p = _rstr(buf, p, n)
             return self._decode_blob(t, blob), p
-        if t == RDB_TYPE_HASH_METADATA or t == RDB_TYPE_HASH_METADATA_PRE_GA:
-            if t == RDB_TYPE_HASH_METADATA:
-                if p + 8 > n:
-                    raise _Incomplete(p + 8)
-                p += 8
-            count, p = _rlen(buf, p, n)
-            flat = []
-            append = flat.append
-            has_ttl = False
-            for _ in range(count):
-                ttl, p = _rlen(buf, p, n)
-                if ttl:
-                    has_ttl = True
-                f, p = _rstr(buf, p, n)
-                v, p = _rstr(buf, p, n)
-                append(f)
-                append(v)
-            if has_ttl:
-                raise _unsupported(t, "hash field expiration is not supported")
-            return (_make_hash(flat) if flat else _SKIP), p
         raise _unsupported(t)
-
-    @staticmethod
-    def _old_double(buf: bytes, p: int, n: int) -> tuple[float, int]:
-        """rdbLoadDoubleValue (RDB_TYPE_ZSET): length byte, 253 nan, 254 +inf, 255 -inf."""
-        ln = buf[p]
-        if ln == 255:
-            return float("-inf"), p + 1
-        if ln == 254:
-            return float("inf"), p + 1
-        if ln == 253:
-            return float("nan"), p + 1
-        end = p + 1 + ln
-        if end > n:
-            raise _Incomplete(end)
-        try:
-            return float(buf[p + 1 : end]), end
-        except ValueError:
-            raise _Corrupt("Invalid double value in sorted set") from None
 
     @staticmethod
     def _decode_blob(t: int, blob: bytes) -> Any:

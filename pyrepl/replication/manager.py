@@ -1,0 +1,215 @@
+"""The replication layer as the core sees it: ids, offset, backlog, and the two sides.
+
+Theory of operation: one :class:`Replication` per server, attached as ``core.replication``.
+It owns what both sides share — the replication ids (:mod:`ids`), ``master_repl_offset`` and
+the :class:`~pyrepl.replication.backlog.Backlog` — and delegates the rest:
+
+* :class:`~pyrepl.replication.master.MasterSide` (``self.master``) serves replicas: PSYNC,
+  full syncs, streaming, acks, WAIT, limits. Every write the core propagates arrives at
+  :meth:`feed` and goes to the backlog and the replica links.
+* :class:`~pyrepl.replication.replica.ReplicaSide` (``self.replica``) follows a master when
+  ``replicaof`` is set. Bytes it applies from its master are passed on verbatim with
+  :meth:`feed_raw`, so sub-replicas see the same ids and offsets (chains).
+
+Invariant: ``master_repl_offset`` counts every byte of the replication stream of ``replid``;
+when a backlog exists ``backlog.master_repl_offset == master_repl_offset``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyrepl.events import SyncEventLog
+from pyrepl.replication.backlog import Backlog
+from pyrepl.replication.ids import ReplIds
+from pyrepl.resp.writer import encode_command
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
+    from pyrepl.commands.table import Command
+    from pyrepl.core import ServerCore
+
+READONLY_ERR = "READONLY You can't write against a read only replica."
+NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."
+MASTERDOWN_ERR = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set "
+                  "to 'no'.")
+
+
+class Replication:
+    def __init__(self, core: ServerCore) -> None:
+        from pyrepl.replication.master import MasterSide
+        from pyrepl.replication.replica import ReplicaSide
+
+        self.core = core
+        self.ids = ReplIds(core.replid)
+        self.master_repl_offset = 0
+        self.backlog: Backlog | None = None
+        self.no_replicas_since_ms = core.now_ms
+        # the db the last propagated command selected (-1: emit SELECT before the next one)
+        self.stream_db = -1
+        self.events = SyncEventLog(node=self.announce_name(), run_id=core.run_id)
+        self.master = MasterSide(self)
+        self.replica = ReplicaSide(self)
+        core.replication = self
+        core.repl_feed = self.feed
+        core.aux_fields = self.rdb_aux
+        core.config.on_change(self._config_changed)
+
+    # -- identity -------------------------------------------------------------------------
+    def announce_name(self) -> str:
+        cfg = self.core.config
+        ip = cfg.replica_announce_ip or "127.0.0.1"
+        port = cfg.replica_announce_port or cfg.port
+        return f"{ip}:{port}"
+
+    def is_replica(self) -> bool:
+        return self.replica.master_host is not None
+
+    # -- the stream -----------------------------------------------------------------------
+    def create_backlog(self) -> None:
+        """First replica on a master: create the backlog and start a new history."""
+        if self.backlog is not None:
+            return
+        self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
+        if not self.is_replica():
+            self.ids.change()
+            self.ids.clear_secondary()
+            self.core.log.notice(f"Replication backlog created, my new replication IDs are "
+                                 f"'{self.ids.replid}' and '{self.ids.replid2}'")
+
+    def free_backlog(self) -> None:
+        self.backlog = None
+
+    def append_stream(self, data: bytes) -> None:
+        """Account ``data`` as the next bytes of the replication stream."""
+        self.master_repl_offset += len(data)
+        if self.backlog is not None:
+            self.backlog.append(data)
+
+    def feed(self, db_id: int, argv: list[bytes]) -> None:
+        """A write the core propagates (master role): SELECT when needed, then the command."""
+        if self.backlog is None and not self.master.links:
+            return
+        if self.is_replica():
+            return  # a replica's stream is its master's, passed on by feed_raw
+        data = encode_command(argv)
+        if db_id != self.stream_db and db_id >= 0:
+            data = encode_command([b"SELECT", str(db_id).encode()]) + data
+            self.stream_db = db_id
+        self.append_stream(data)
+        self.master.stream(data)
+
+    def feed_raw(self, data: bytes) -> None:
+        """Bytes applied from our master, passed on verbatim to the backlog and sub-replicas."""
+        self.append_stream(data)
+        self.master.stream(data)
+
+    # -- hooks the core calls -------------------------------------------------------------
+    def check_command(self, c: Client, cmd: Command) -> str | None:
+        """Refuse a command as Redis's processCommand does for replication reasons."""
+        if c.kind == "master":
+            return None
+        if cmd.write:
+            if self.is_replica() and self.core.config.replica_read_only:
+                return READONLY_ERR
+            if not self.master.enough_good_replicas():
+                return NOREPLICAS_ERR
+        if self.is_replica() and not self.replica.link_up() \
+                and not self.core.config.replica_serve_stale_data \
+                and "stale" not in cmd.flags:
+            return MASTERDOWN_ERR
+        return None
+
+    def tick(self, now_ms: int) -> None:
+        self.master.tick(now_ms)
+        self.replica.tick(now_ms)
+        # repl-backlog-ttl: free the backlog of a master without replicas for that long.
+        ttl = self.core.config.repl_backlog_ttl
+        if self.master.links:
+            self.no_replicas_since_ms = now_ms
+        elif (self.backlog is not None and ttl and not self.is_replica()
+              and now_ms - self.no_replicas_since_ms > ttl * 1000):
+            self.core.log.notice(f"Replication backlog freed after {ttl} seconds without "
+                                 f"connected replicas.")
+            # Like Redis: a new id, so no stale replica can continue from the freed history.
+            self.ids.change()
+            self.ids.clear_secondary()
+            self.free_backlog()
+
+    def child_exited(self, pid: int, exitcode: int) -> None:
+        self.master.child_exited(pid, exitcode)
+
+    def client_closed(self, c: Client) -> None:
+        self.master.client_closed(c)
+        self.replica.client_closed(c)
+
+    def start(self) -> None:
+        """The server is listening: restore state loaded from the RDB, connect to a master."""
+        self.replica.start()
+
+    def change_replid(self) -> None:
+        self.ids.change()
+        self.ids.clear_secondary()
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        if name == "repl-backlog-size" and self.backlog is not None:
+            self.backlog.resize(int(value))
+
+    # -- persistence ----------------------------------------------------------------------
+    def rdb_aux(self) -> dict[str, bytes | str | int]:
+        """repl-stream-db / repl-id / repl-offset for every RDB (restart without full sync)."""
+        return {
+            "repl-stream-db": max(self.stream_db, 0),
+            "repl-id": self.ids.replid,
+            "repl-offset": self.master_repl_offset,
+        }
+
+    def restore_from_rdb(self, replid: str, offset: int) -> None:
+        """After loading an RDB with replication info (Redis's loadDataFromDisk)."""
+        if self.is_replica():
+            self.ids.replid = replid
+            self.master_repl_offset = offset
+            self.replica.cache_master_using_myself()
+        else:
+            # As Redis 7: keep the old history as replid2 so replicas of the previous run can
+            # continue, rebase the offset, and rebuild the backlog from that offset.
+            self.ids.replid2 = replid
+            self.ids.second_repl_offset = offset + 1
+            self.master_repl_offset = offset
+            self.backlog = Backlog(self.core.config.repl_backlog_size, offset)
+            self.no_replicas_since_ms = self.core.now_ms
+
+    # -- INFO -----------------------------------------------------------------------------
+    def info_fields(self) -> list[tuple[str, object]]:
+        fields: list[tuple[str, object]] = [("role", "slave" if self.is_replica() else "master")]
+        if self.is_replica():
+            fields.extend(self.replica.info_fields())
+        fields.append(("connected_slaves", len(self.master.online_or_syncing_links())))
+        cfg = self.core.config
+        if cfg.min_replicas_to_write and cfg.min_replicas_max_lag:
+            fields.append(("min_slaves_good_slaves", self.master.good_replicas_count()))
+        fields.extend(self.master.info_replica_lines())
+        b = self.backlog
+        fields.extend([
+            ("master_failover_state", "no-failover"),
+            ("master_replid", self.ids.replid),
+            ("master_replid2", self.ids.replid2),
+            ("master_repl_offset", self.master_repl_offset),
+            ("second_repl_offset", self.ids.second_repl_offset),
+            ("repl_backlog_active", int(b is not None)),
+            ("repl_backlog_size", cfg.repl_backlog_size),
+            ("repl_backlog_first_byte_offset", b.first_byte_offset if b is not None else 0),
+            ("repl_backlog_histlen", b.histlen if b is not None else 0),
+        ])
+        return fields
+
+    def memory_fields(self) -> list[tuple[str, object]]:
+        backlog = self.backlog.histlen if self.backlog is not None else 0
+        replica_bufs = self.master.output_buffer_bytes()
+        full_sync_buf = self.replica.full_sync_buffer_bytes()
+        return [
+            ("mem_replication_backlog", backlog),
+            ("mem_total_replication_buffers", backlog + replica_bufs + full_sync_buf),
+            ("mem_clients_slaves", replica_bufs),
+            ("mem_replica_full_sync_buffer", full_sync_buf),
+        ]
