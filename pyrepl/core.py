@@ -423,12 +423,10 @@ class ServerCore:
         aux = self.rdb_aux()
         checksum = self.config.rdbchecksum
         now = self.now_ms
-        delay = self.config.rdb_key_save_delay
 
         def job() -> int:
             try:
-                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now,
-                              key_save_delay_us=delay)
+                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now)
             except OSError:
                 return 1
             return 0

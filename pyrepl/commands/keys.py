@@ -1,3 +1,537 @@
-"""keys commands (being written)."""
+"""Generic key commands (Redis 7.0.15 db.c / expire.c / object.c semantics).
+
+Theory of operation: these commands work on any value type through the ``Database`` API.
+Lookups follow Redis: commands that use ``lookupKeyRead`` (EXISTS, TYPE, TTL, TOUCH, COPY's
+source, OBJECT) count keyspace hits/misses, writes use the plain lookup, and both expire keys
+lazily (on a master that deletes the key and propagates ``DEL``). Expiry times are absolute
+unix milliseconds in ``Database.expires``; ``core.now_ms`` is the clock.
+
+Propagation rewrites, as Redis 7.0: EXPIRE / PEXPIRE / EXPIREAT -> ``PEXPIREAT key ms``
+(keeping NX/XX/GT/LT); any expire time already in the past deletes the key and propagates
+``DEL key`` (a replica instead stores the past time and waits for the master's DEL). Other
+commands propagate as sent, and only when they changed something (``core.dirty``).
+
+KEYS and SCAN MATCH use ``pyrepl.keyspace.glob`` (Redis's stringmatchlen); SCAN's cursor is
+described in ``pyrepl.keyspace.scan`` (snapshot paging: every key present during the whole
+iteration is returned exactly once). OBJECT ENCODING reports Redis 7.0's encoding names from
+the value's current shape and the default thresholds, since pyrepl stores plain Python
+containers: a string is int/embstr/raw by content (so APPEND/SETRANGE results that Redis
+would call "raw" may show as embstr), a list is always quicklist in 7.0, hashes and sorted
+sets are listpack up to 128 entries of at most 64 bytes, sets are intset up to 512 integers.
+"""
 
 from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from pyrepl.commands.table import command, container
+from pyrepl.commands.util import LLONG_MAX, parse_int
+from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, NOT_INTEGER, SYNTAX
+from pyrepl.keyspace.db import type_name
+from pyrepl.keyspace.glob import compile_pattern
+from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.resp.types import OK, ReplyError, Status
+
+_SAME_OBJECT = "ERR source and destination objects are the same"
+_LLMAX_DIV_1000 = LLONG_MAX // 1000
+_LLMIN_DIV_1000 = -(LLONG_MAX // 1000)  # C's LLONG_MIN / 1000 truncates toward zero
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+_TYPE_STATUS = {name: Status(name.decode()) for name in
+                (b"string", b"list", b"hash", b"set", b"zset", b"none")}
+
+
+# -- DEL / UNLINK / EXISTS / TYPE / TOUCH -------------------------------------------------------
+
+def _delete_keys(c: Any, argv: list[bytes]) -> int:
+    delete = c.db.delete
+    n = 0
+    for key in argv[1:]:
+        if delete(key):
+            n += 1
+    c.core.dirty += n
+    return n
+
+
+@command("del", -2, "write", keys=(1, -1, 1), group="generic", summary="Delete a key",
+         since="1.0.0", acl="keyspace")
+def del_(c: Any, argv: list[bytes]) -> object:
+    return _delete_keys(c, argv)
+
+
+@command("unlink", -2, "write fast", keys=(1, -1, 1), group="generic",
+         summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
+                 "but non blocking.", since="4.0.0", acl="keyspace")
+def unlink(c: Any, argv: list[bytes]) -> object:
+    return _delete_keys(c, argv)
+
+
+@command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic",
+         summary="Determine if a key exists", since="1.0.0", acl="keyspace")
+def exists(c: Any, argv: list[bytes]) -> object:
+    lookup = c.db.lookup_read
+    n = 0
+    for key in argv[1:]:
+        if lookup(key) is not None:
+            n += 1
+    return n
+
+
+@command("type", 2, "readonly fast", keys=(1, 1, 1), group="generic",
+         summary="Determine the type stored at key", since="1.0.0", acl="keyspace")
+def type_(c: Any, argv: list[bytes]) -> object:
+    v = c.db.lookup_read(argv[1])
+    return _TYPE_STATUS[b"none" if v is None else type_name(v)]
+
+
+@command("touch", -2, "readonly fast", keys=(1, -1, 1), group="generic",
+         summary="Alters the last access time of a key(s). Returns the number of existing keys "
+                 "specified.", since="3.2.1", acl="keyspace")
+def touch(c: Any, argv: list[bytes]) -> object:
+    return exists(c, argv)
+
+
+# -- expiry -------------------------------------------------------------------------------------
+
+_E_NX, _E_XX, _E_GT, _E_LT = 1, 2, 4, 8
+
+
+def _expire_flags(argv: list[bytes]) -> int:
+    """parseExtendedExpireArgumentsOrReply."""
+    flags = 0
+    for a in argv[3:]:
+        opt = a.split(b"\0", 1)[0].lower()
+        if opt == b"nx":
+            flags |= _E_NX
+        elif opt == b"xx":
+            flags |= _E_XX
+        elif opt == b"gt":
+            flags |= _E_GT
+        elif opt == b"lt":
+            flags |= _E_LT
+        else:
+            text = a.split(b"\0", 1)[0].decode("utf-8", "replace")
+            raise ReplyError(f"ERR Unsupported option {text}")
+    if flags & _E_NX and flags & (_E_XX | _E_GT | _E_LT):
+        raise ReplyError("ERR NX and XX, GT or LT options at the same time are not compatible")
+    if flags & _E_GT and flags & _E_LT:
+        raise ReplyError("ERR GT and LT options at the same time are not compatible")
+    return flags
+
+
+def _expire_generic(c: Any, argv: list[bytes], name: str, relative: bool,
+                    seconds: bool) -> int:
+    key = argv[1]
+    flags = _expire_flags(argv) if len(argv) > 3 else 0
+    when = parse_int(argv[2])
+    core = c.core
+    if seconds:
+        if when > _LLMAX_DIV_1000 or when < _LLMIN_DIV_1000:
+            raise ReplyError(f"ERR invalid expire time in '{name}' command")
+        when *= 1000
+    if relative:
+        base = core.now_ms
+        if when > LLONG_MAX - base:
+            raise ReplyError(f"ERR invalid expire time in '{name}' command")
+        when += base
+    db = c.db
+    if db.lookup(key) is None:
+        return 0
+    if flags:
+        current = db.expires.get(key, -1)
+        if flags & _E_NX and current != -1:
+            return 0
+        if flags & _E_XX and current == -1:
+            return 0
+        if flags & _E_GT and (when <= current or current == -1):
+            return 0
+        if flags & _E_LT and current != -1 and when >= current:
+            return 0
+    if when <= core.now_ms and core.expiry_deletes:
+        db.delete(key)
+        core.dirty += 1
+        c.propagate_argv = [b"DEL", key]
+        return 1
+    db.set_expire(key, when)
+    core.dirty += 1
+    if relative or seconds:
+        c.propagate_argv = [b"PEXPIREAT", key, b"%d" % when, *argv[3:]]
+    return 1
+
+
+@command("expire", -3, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Set a key's time to live in seconds", since="1.0.0", acl="keyspace")
+def expire(c: Any, argv: list[bytes]) -> object:
+    return _expire_generic(c, argv, "expire", True, True)
+
+
+@command("pexpire", -3, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Set a key's time to live in milliseconds", since="2.6.0", acl="keyspace")
+def pexpire(c: Any, argv: list[bytes]) -> object:
+    return _expire_generic(c, argv, "pexpire", True, False)
+
+
+@command("expireat", -3, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Set the expiration for a key as a UNIX timestamp", since="1.2.0",
+         acl="keyspace")
+def expireat(c: Any, argv: list[bytes]) -> object:
+    return _expire_generic(c, argv, "expireat", False, True)
+
+
+@command("pexpireat", -3, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Set the expiration for a key as a UNIX timestamp specified in milliseconds",
+         since="2.6.0", acl="keyspace")
+def pexpireat(c: Any, argv: list[bytes]) -> object:
+    return _expire_generic(c, argv, "pexpireat", False, False)
+
+
+def _ttl(c: Any, key: bytes, ms: bool, absolute: bool) -> int:
+    db = c.db
+    if db.lookup_read(key) is None:
+        return -2
+    when = db.expires.get(key)
+    if when is None:
+        return -1
+    ttl = when if absolute else when - c.core.now_ms
+    if ttl < 0:
+        ttl = 0
+    return ttl if ms else (ttl + 500) // 1000
+
+
+@command("ttl", 2, "readonly fast", keys=(1, 1, 1), group="generic",
+         summary="Get the time to live for a key in seconds", since="1.0.0", acl="keyspace")
+def ttl(c: Any, argv: list[bytes]) -> object:
+    return _ttl(c, argv[1], False, False)
+
+
+@command("pttl", 2, "readonly fast", keys=(1, 1, 1), group="generic",
+         summary="Get the time to live for a key in milliseconds", since="2.6.0",
+         acl="keyspace")
+def pttl(c: Any, argv: list[bytes]) -> object:
+    return _ttl(c, argv[1], True, False)
+
+
+@command("expiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic",
+         summary="Get the expiration Unix timestamp for a key", since="7.0.0", acl="keyspace")
+def expiretime(c: Any, argv: list[bytes]) -> object:
+    return _ttl(c, argv[1], False, True)
+
+
+@command("pexpiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic",
+         summary="Get the expiration Unix timestamp for a key in milliseconds", since="7.0.0",
+         acl="keyspace")
+def pexpiretime(c: Any, argv: list[bytes]) -> object:
+    return _ttl(c, argv[1], True, True)
+
+
+@command("persist", 2, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Remove the expiration from a key", since="2.2.0", acl="keyspace")
+def persist(c: Any, argv: list[bytes]) -> object:
+    db = c.db
+    key = argv[1]
+    if db.lookup(key) is not None and db.persist(key):
+        c.core.dirty += 1
+        return 1
+    return 0
+
+
+# -- RENAME / MOVE / COPY -----------------------------------------------------------------------
+
+def _rename(c: Any, argv: list[bytes], nx: bool) -> object:
+    src, dst = argv[1], argv[2]
+    db = c.db
+    v = db.lookup(src)
+    if v is None:
+        raise ReplyError(NO_SUCH_KEY)
+    if src == dst:
+        return 0 if nx else OK
+    when = db.expires.get(src)
+    if db.lookup(dst) is not None:
+        if nx:
+            return 0
+        db.delete(dst)
+    db.set(dst, v)
+    if when is not None:
+        db.set_expire(dst, when)
+    db.delete(src)
+    c.core.dirty += 1
+    return 1 if nx else OK
+
+
+@command("rename", 3, "write", keys=(1, 2, 1), group="generic", summary="Rename a key",
+         since="1.0.0", acl="keyspace")
+def rename(c: Any, argv: list[bytes]) -> object:
+    return _rename(c, argv, False)
+
+
+@command("renamenx", 3, "write fast", keys=(1, 2, 1), group="generic",
+         summary="Rename a key, only if the new key does not exist", since="1.0.0",
+         acl="keyspace")
+def renamenx(c: Any, argv: list[bytes]) -> object:
+    return _rename(c, argv, True)
+
+
+def _target_db(c: Any, arg: bytes) -> Any:
+    """getIntFromObjectOrReply + selectDb's range check."""
+    dbid = parse_int(arg)
+    if dbid < _INT_MIN or dbid > _INT_MAX:
+        raise ReplyError(NOT_INTEGER)
+    dbs = c.core.dbs
+    if dbid < 0 or dbid >= len(dbs):
+        raise ReplyError(DB_INDEX_OUT_OF_RANGE)
+    return dbs[dbid]
+
+
+@command("move", 3, "write fast", keys=(1, 1, 1), group="generic",
+         summary="Move a key to another database", since="1.0.0", acl="keyspace")
+def move(c: Any, argv: list[bytes]) -> object:
+    src = c.db
+    dst = _target_db(c, argv[2])
+    if dst is src:
+        raise ReplyError(_SAME_OBJECT)
+    key = argv[1]
+    v = src.lookup(key)
+    if v is None:
+        return 0
+    when = src.expires.get(key)
+    if dst.lookup(key) is not None:
+        return 0
+    dst.set(key, v)
+    if when is not None:
+        dst.set_expire(key, when)
+    src.delete(key)
+    c.core.dirty += 1
+    return 1
+
+
+def _dup(v: Any) -> Any:
+    t = type(v)
+    if t is bytes:
+        return v
+    if t is deque:
+        return deque(v)
+    if t is dict:
+        return dict(v)
+    if t is set:
+        return set(v)
+    if t is ZSet:
+        return v.copy()
+    raise ReplyError("ERR unknown type object")
+
+
+@command("copy", -3, "write denyoom", keys=(1, 2, 1), group="generic", summary="Copy a key",
+         since="6.2.0", acl="keyspace")
+def copy(c: Any, argv: list[bytes]) -> object:
+    src = dst = c.db
+    replace = False
+    j = 3
+    n = len(argv)
+    while j < n:
+        opt = argv[j].split(b"\0", 1)[0].lower()
+        if opt == b"replace":
+            replace = True
+        elif opt == b"db" and j + 1 < n:
+            dst = _target_db(c, argv[j + 1])
+            j += 1
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    key, newkey = argv[1], argv[2]
+    if src is dst and key == newkey:
+        raise ReplyError(_SAME_OBJECT)
+    v = src.lookup_read(key)
+    if v is None:
+        return 0
+    when = src.expires.get(key)
+    if dst.lookup(newkey) is not None:
+        if not replace:
+            return 0
+        dst.delete(newkey)
+    dst.set(newkey, _dup(v))
+    if when is not None:
+        dst.set_expire(newkey, when)
+    c.core.dirty += 1
+    return 1
+
+
+# -- KEYS / SCAN / RANDOMKEY --------------------------------------------------------------------
+
+@command("keys", 2, "readonly", group="generic",
+         summary="Find all keys matching the given pattern", since="1.0.0",
+         acl="keyspace dangerous")
+def keys(c: Any, argv: list[bytes]) -> object:
+    db = c.db
+    pattern = argv[1]
+    if pattern == b"*":
+        found = list(db.data)
+    else:
+        match = compile_pattern(pattern)
+        found = [k for k in db.data if match(k)]
+    exp = db.expires
+    if exp:
+        now = c.core.now_ms
+        found = [k for k in found if k not in exp or exp[k] > now]
+    return found
+
+
+@command("scan", -2, "readonly touches-arbitrary-keys", group="generic",
+         summary="Incrementally iterate the keys space", since="2.8.0", acl="keyspace")
+def scan(c: Any, argv: list[bytes]) -> object:
+    cursor = parse_cursor(argv[1])
+    opts = parse_scan_options(argv, 2, allow_type=True)
+    db = c.db
+    data = db.data
+    cursor, candidates = scan_page(data, cursor, opts.count)
+    match = opts.match
+    want = opts.type
+    out = []
+    for k in candidates:
+        if k not in data:
+            continue  # deleted since the snapshot was taken
+        if match is not None and not match(k):
+            continue
+        if want is not None:
+            v = db.lookup_read(k)
+            if (b"none" if v is None else type_name(v)) != want:
+                continue
+        if db.expire_if_needed(k):
+            continue
+        out.append(k)
+    return [b"%d" % cursor, out]
+
+
+@command("randomkey", 1, "readonly touches-arbitrary-keys", group="generic",
+         summary="Return a random key from the keyspace", since="1.0.0", acl="keyspace")
+def randomkey(c: Any, argv: list[bytes]) -> object:
+    return c.db.random_key()
+
+
+# -- OBJECT -------------------------------------------------------------------------------------
+
+container("object", group="generic", summary="A container for object introspection commands",
+          since="2.2.3")
+
+_LFU_NOT_SELECTED = (
+    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
+    "that when switching between policies at runtime LRU and LFU data will take some time to "
+    "adjust.")
+_LFU_SELECTED = (
+    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
+    "switching between policies at runtime LRU and LFU data will take some time to adjust.")
+_SHARED_REFCOUNT = (1 << 31) - 1  # OBJ_SHARED_REFCOUNT: shared integers 0..9999
+_LFU_INIT_VAL = 5
+
+
+def _is_ll(b: bytes) -> bool:
+    """string2ll accepts ``b`` (Redis's test for int-encodable strings)."""
+    try:
+        parse_int(b)
+    except ReplyError:
+        return False
+    return True
+
+
+def _cfg(c: Any, name: str, default: int) -> int:
+    return getattr(c.core.config, name, default)
+
+
+def encoding_name(c: Any, v: Any) -> bytes:
+    """Redis 7.0's OBJECT ENCODING name for a value of this shape."""
+    t = type(v)
+    if t is bytes:
+        if len(v) <= 20 and _is_ll(v):
+            return b"int"
+        return b"embstr" if len(v) <= 44 else b"raw"
+    if t is deque:
+        return b"quicklist"
+    if t is dict:
+        if len(v) <= _cfg(c, "hash_max_listpack_entries", 128):
+            limit = _cfg(c, "hash_max_listpack_value", 64)
+            if all(len(f) <= limit and len(x) <= limit for f, x in v.items()):
+                return b"listpack"
+        return b"hashtable"
+    if t is set:
+        if len(v) <= _cfg(c, "set_max_intset_entries", 512) and all(_is_ll(m) for m in v):
+            return b"intset"
+        return b"hashtable"
+    if t is ZSet:
+        if len(v) <= _cfg(c, "zset_max_listpack_entries", 128):
+            limit = _cfg(c, "zset_max_listpack_value", 64)
+            if all(len(m) <= limit for m in v.dict):
+                return b"listpack"
+        return b"skiplist"
+    return b"unknown"
+
+
+def _lfu(c: Any) -> bool:
+    return "lfu" in str(getattr(c.core.config, "maxmemory_policy", ""))
+
+
+@command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic",
+         summary="Inspect the internal encoding of a Redis object", since="2.2.3",
+         acl="keyspace")
+def object_encoding(c: Any, argv: list[bytes]) -> object:
+    v = c.db.lookup_read(argv[2])
+    return None if v is None else encoding_name(c, v)
+
+
+@command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic",
+         summary="Get the number of references to the value of the key", since="2.2.3",
+         acl="keyspace")
+def object_refcount(c: Any, argv: list[bytes]) -> object:
+    v = c.db.lookup_read(argv[2])
+    if v is None:
+        return None
+    if type(v) is bytes and len(v) <= 4 and _is_ll(v) and 0 <= int(v) < 10000 \
+            and not c.core.config.maxmemory:
+        return _SHARED_REFCOUNT
+    return 1
+
+
+@command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic",
+         summary="Get the time since a Redis object was last accessed", since="2.2.3",
+         acl="keyspace")
+def object_idletime(c: Any, argv: list[bytes]) -> object:
+    v = c.db.lookup_read(argv[2])
+    if v is None:
+        return None
+    if _lfu(c):
+        raise ReplyError(_LFU_SELECTED)
+    return 0  # access times are not tracked
+
+
+@command("object|freq", 3, "readonly", keys=(2, 2, 1), group="generic",
+         summary="Get the logarithmic access frequency counter of a Redis object",
+         since="4.0.0", acl="keyspace")
+def object_freq(c: Any, argv: list[bytes]) -> object:
+    v = c.db.lookup_read(argv[2])
+    if v is None:
+        return None
+    if not _lfu(c):
+        raise ReplyError(_LFU_NOT_SELECTED)
+    return _LFU_INIT_VAL  # access frequency is not tracked: a new key's counter
+
+
+@command("object|help", 2, "loading stale", group="generic",
+         summary="Show helpful text about the different subcommands", since="6.2.0",
+         acl="keyspace")
+def object_help(c: Any, argv: list[bytes]) -> object:
+    return [Status(s) for s in (
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
+        "HELP",
+        "    Prints this help.",
+    )]

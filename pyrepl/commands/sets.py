@@ -28,6 +28,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import LLONG_MAX, parse_int
 from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import ReplyError, SetReply
 
 SPOP_RANDOM_MAX = 1024
@@ -395,3 +396,39 @@ def sdiff(c: Any, argv: list[bytes]) -> object:
          summary="Subtract multiple sets and store the resulting set in a key", since="1.0.0")
 def sdiffstore(c: Any, argv: list[bytes]) -> object:
     return _store(c, argv[1], _diff(_load_sets(c, argv[2:])))
+
+
+# -- SSCAN ----------------------------------------------------------------------------------------
+
+SET_MAX_INTSET_ENTRIES = 512  # Redis's set-max-intset-entries default
+
+
+def _is_int64(m: bytes) -> bool:
+    try:
+        parse_int(m)
+    except ReplyError:
+        return False
+    return True
+
+
+def _intset_like(s: set[bytes]) -> bool:
+    """True when Redis would hold this set as an intset (small, all canonical integers)."""
+    return len(s) <= SET_MAX_INTSET_ENTRIES and all(_is_int64(m) for m in s)
+
+
+@command("sscan", -3, "readonly", keys=(1, 1, 1), group="set", acl="set",
+         summary="Incrementally iterate Set elements", since="2.8.0")
+def sscan(c: Any, argv: list[bytes]) -> object:
+    cursor = parse_cursor(argv[2])
+    s = read_set(c, argv[1])
+    if s is None:
+        return [b"0", []]
+    opts = parse_scan_options(argv, 3)
+    if _intset_like(s):
+        # An intset is answered whole, in numeric order, with cursor 0.
+        cursor, members = 0, sorted(s, key=int)
+    else:
+        cursor, members = scan_page(s, cursor, opts.count)
+    match = opts.match
+    out = [m for m in members if m in s and (match is None or match(m))]
+    return [b"%d" % cursor, out]

@@ -38,6 +38,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import LLONG_MAX, parse_int
 from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
@@ -911,7 +912,8 @@ def zrandmember(c: Any, argv: list[bytes]) -> object:
             picked = random.choices(pool, k=-count if count < 0 else 1)
             items = [(s, m) for m, s in picked]
         elif count >= len(z):
-            items = z.range(0, len(z))
+            items = z.range(0, len(z))  # the whole set, walked from the tail as Redis does
+            items.reverse()
         else:
             picked = random.sample(tuple(z.dict.items()), count)
             items = [(s, m) for m, s in picked]
@@ -1056,10 +1058,10 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
                         result[m] = s
     if cardinality_only:
         return cardinality
-    z = ZSet.from_items(result.items())
     if dstkey is not None:
-        return _store_zset(c, dstkey, z)
-    items = z.range(0, len(z))
+        return _store_zset(c, dstkey, ZSet.from_items(result.items()))
+    # Replied from the computed scores (a -0 result shows as "-0", as in Redis).
+    items = sorted([(s, m) for m, s in result.items()])
     if withscores:
         return _with_scores(items, c.proto)
     return [m for _s, m in items]
@@ -1112,3 +1114,54 @@ def zdiff(c: Any, argv: list[bytes]) -> object:
          since="7.0.0", keys_fn=_numkeys_keys(2))
 def zintercard(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, None, 1, INTER, cardinality_only=True)
+
+
+# -- ZSCAN ----------------------------------------------------------------------------------------
+
+ZSET_MAX_LISTPACK_ENTRIES = 128  # Redis's zset-max-listpack-entries / -value defaults
+ZSET_MAX_LISTPACK_VALUE = 64
+_LL_HALF = float(LONG_MAX // 2)
+
+
+def _listpack_score(score: float) -> bytes:
+    """A score as a listpack holds it: an integer when double2ll allows, else d2string."""
+    if -_LL_HALF <= score <= _LL_HALF and score == int(score):
+        return b"%d" % int(score)
+    if score in (math.inf, -math.inf):
+        return b"inf" if score > 0 else b"-inf"
+    return b"%.17g" % score
+
+
+def _ld2string(score: float) -> bytes:
+    if score in (math.inf, -math.inf):
+        return b"inf" if score > 0 else b"-inf"
+    return b"%.17g" % score
+
+
+@command("zscan", -3, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+         summary="Incrementally iterate sorted sets elements and associated scores",
+         since="2.8.0")
+def zscan(c: Any, argv: list[bytes]) -> object:
+    cursor = parse_cursor(argv[2])
+    z = read_zset(c, argv[1])
+    if z is None:
+        return [b"0", []]
+    opts = parse_scan_options(argv, 3)
+    match = opts.match
+    out: list[bytes] = []
+    d = z.dict
+    if len(z) <= ZSET_MAX_LISTPACK_ENTRIES and \
+            all(len(m) <= ZSET_MAX_LISTPACK_VALUE for m in d):
+        # A listpack is answered whole, in order, with cursor 0 and its stored score text.
+        for s, m in z.range(0, len(z)):
+            if match is None or match(m):
+                out.append(m)
+                out.append(_listpack_score(s))
+        return [b"0", out]
+    cursor, members = scan_page(d, cursor, opts.count)
+    for m in members:
+        s = d.get(m)
+        if s is not None and (match is None or match(m)):
+            out.append(m)
+            out.append(_ld2string(s))
+    return [b"%d" % cursor, out]

@@ -13,7 +13,10 @@ Positional access (ranks, index ranges) uses ``_index``, the prefix sums of the 
 lengths, rebuilt lazily after a change (one C-level ``accumulate`` over the sublists); the
 first sublist is served without it. Ranges come back as plain lists of (score, member).
 
-Scores are floats and never NaN (commands reject NaN before calling in); -0.0 == 0.0 as in C.
+Scores are floats and never NaN (commands reject NaN before calling in). A score of -0.0 is
+stored as 0.0: Redis keeps small sorted sets in a listpack, which stores integral scores as
+integers, so ``ZADD k -0 m`` then ``ZSCORE k m`` answers "0" there too (only a big, skiplist
+encoded set would keep the sign; nobody relies on that).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class ZSet:
         z = cls()
         d = z.dict
         for member, score in pairs:
-            d[member] = score
+            d[member] = score if score else 0.0
         z._load(sorted([(s, m) for m, s in d.items()]))
         return z
 
@@ -62,6 +65,8 @@ class ZSet:
     # -- the public interface the RDB code relies on ---------------------------------------
     def add(self, member: bytes, score: float) -> bool:
         """Set member's score; True when the member is new."""
+        if not score:
+            score = 0.0  # -0.0 is stored as 0, like Redis's listpack encoding (see module doc)
         d = self.dict
         old = d.get(member)
         if old is not None:

@@ -559,6 +559,8 @@ class RdbDecoder:
         events: list[object] = []
         step = self._step
         while True:
+            if self._state == _BODY and self._partial is None and self._error is None:
+                self._fast_strings(data[self.db], expires[self.db])
             item = step()
             if item is None:
                 return events
@@ -577,6 +579,66 @@ class RdbDecoder:
             events.append(item)
             if type(item) is End:
                 return events
+
+    def _fast_strings(self, d: dict[bytes, Any], e: dict[bytes, int]) -> None:
+        """load_into's fast lane: a run of plain string keys (with or without EXPIRETIME_MS)
+        whose key and value lengths fit in 6 or 14 bits, parsed inline into ``d`` / ``e``.
+        It stops, having committed every complete key, at the first byte it does not handle
+        (another type or opcode, an encoded string, a duplicate, the end of the buffer);
+        ``_step`` takes over from there."""
+        buf = self._buf
+        n = len(buf)
+        p = self._pos
+        exp = self._expire
+        count = 0
+        try:
+            while True:
+                t = buf[p]
+                if t == 0:
+                    b = buf[p + 1]
+                    if b < 64:
+                        ks = p + 2
+                    elif b < 128:
+                        ks = p + 3
+                        b = ((b & 63) << 8) | buf[p + 2]
+                    else:
+                        break
+                    ke = ks + b
+                    b = buf[ke]
+                    if b < 64:
+                        vs = ke + 1
+                    elif b < 128:
+                        vs = ke + 2
+                        b = ((b & 63) << 8) | buf[ke + 1]
+                    else:
+                        break
+                    ve = vs + b
+                    if ve > n:
+                        break
+                    key = buf[ks:ke]
+                    if key in d:
+                        break
+                    d[key] = buf[vs:ve]
+                    if exp is not None:
+                        e[key] = exp
+                        exp = None
+                    p = ve
+                    count += 1
+                elif t == RDB_OPCODE_EXPIRETIME_MS and exp is None:
+                    if p + 9 > n:
+                        break
+                    exp = _U64.unpack_from(buf, p + 1)[0]
+                    p += 9
+                else:
+                    break
+        except IndexError:
+            pass
+        self._pos = p
+        self._expire = exp
+        if count:
+            self.keys_read += count
+            tc = self.type_counts
+            tc[0] = tc.get(0, 0) + count
 
     def _step(self) -> object | None:
         """Parse one item: a (key, value, expire) tuple, _SKIP, an event, or None (need more)."""

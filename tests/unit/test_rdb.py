@@ -181,10 +181,10 @@ def test_lzf_known_streams() -> None:
     # 32-byte literal run (the longest)
     assert decompress(b"\x1f" + bytes(range(32)), 32) == bytes(range(32))
     # the 5 low bits of the control byte are the high bits of the distance: 0x01, 0x02 -> 259
-    data = bytes(range(256)) + b"xyzxyz"
-    stream = b"\x1f" + data[:32] + b"\x1f" + data[32:64] + b"".join(
-        b"\x1f" + data[i:i + 32] for i in range(64, 256, 32)) + b"\x02xyz" + b"\x21\x05"
-    assert decompress(stream, 259 + 3) == data[:256] + b"xyz" + data[0:3]
+    data = bytes(range(256))
+    stream = b"".join(b"\x1f" + data[i:i + 32] for i in range(0, 256, 32)) + b"\x02xyz" \
+        + b"\x21\x02"
+    assert decompress(stream, 259 + 3) == data + b"xyz" + data[0:3]
 
 
 @pytest.mark.parametrize("stream,length,msg", [

@@ -1,0 +1,369 @@
+"""Differential tests of the list commands: pyrepl against real redis-server 7.0.15.
+
+Three parts: a hand-written table of edge cases (every option and error) replayed in RESP2 and
+RESP3 with every reply compared byte for byte; a hypothesis test that generates random command
+sequences over four keys; and a propagation check that compares what pyrepl's core hands to
+replication (``ServerCore.repl_feed``, driven in-process) with what real Redis sends to a
+replica attached with SYNC, command by command.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from differential import Pair
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import RawClient, encode_command, parse_reply, start_redis, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+BIG = "9223372036854775807"
+SMALL = "-9223372036854775808"
+
+CASES: list[tuple[str, ...]] = [
+    # pushes
+    ("RPUSH", "l", "a", "b", "c", "a", "b", "c", "a"),
+    ("LPUSH", "l", "z"),
+    ("LPUSH", "l2", "x", "y", "z"),
+    ("RPUSH", "l2", ""),
+    ("LPUSHX", "nokey", "a"),
+    ("RPUSHX", "nokey", "a", "b"),
+    ("LPUSHX", "l2", "p", "q"),
+    ("RPUSHX", "l2", "r"),
+    ("LRANGE", "l2", "0", "-1"),
+    ("LPUSH", "l"),
+    ("RPUSHX", "l"),
+    # reads
+    ("LLEN", "l"), ("LLEN", "nokey"), ("LLEN",), ("LLEN", "l", "x"),
+    ("LRANGE", "l", "0", "-1"), ("LRANGE", "l", "-3", "-1"), ("LRANGE", "l", "-100", "2"),
+    ("LRANGE", "l", "5", "100"), ("LRANGE", "l", "4", "3"), ("LRANGE", "l", "100", "200"),
+    ("LRANGE", "l", "0", "-100"), ("LRANGE", "l", SMALL, BIG), ("LRANGE", "l", "x", "1"),
+    ("LRANGE", "l", "0", "1.5"), ("LRANGE", "nokey", "0", "-1"), ("LRANGE", "nokey", "x", "1"),
+    ("LRANGE", "l", "0"), ("LRANGE", "l", "+1", "2"), ("LRANGE", "l", "01", "2"),
+    ("LRANGE", "l", "-0", "2"), ("LRANGE", "l", "9223372036854775808", "2"),
+    ("LINDEX", "l", "0"), ("LINDEX", "l", "-1"), ("LINDEX", "l", "7"), ("LINDEX", "l", "8"),
+    ("LINDEX", "l", "-8"), ("LINDEX", "l", "-9"), ("LINDEX", "l", BIG), ("LINDEX", "l", SMALL),
+    ("LINDEX", "l", "x"), ("LINDEX", "nokey", "x"), ("LINDEX", "nokey", "0"),
+    # LPOS
+    ("LPOS", "l", "a"), ("LPOS", "l", "a", "RANK", "2"), ("LPOS", "l", "a", "RANK", "-1"),
+    ("LPOS", "l", "a", "RANK", "-3"), ("LPOS", "l", "a", "RANK", "4"),
+    ("LPOS", "l", "a", "RANK", "5"), ("LPOS", "l", "a", "COUNT", "0"),
+    ("LPOS", "l", "a", "COUNT", "2"), ("LPOS", "l", "a", "COUNT", "2", "RANK", "2"),
+    ("LPOS", "l", "a", "COUNT", "0", "RANK", "-2"), ("LPOS", "l", "a", "MAXLEN", "3"),
+    ("LPOS", "l", "a", "MAXLEN", "1"), ("LPOS", "l", "a", "COUNT", "0", "MAXLEN", "5"),
+    ("LPOS", "l", "a", "rank", "-1", "maxlen", "2", "count", "5"),
+    ("LPOS", "l", "nothere"), ("LPOS", "l", "nothere", "COUNT", "0"),
+    ("LPOS", "nokey", "a"), ("LPOS", "nokey", "a", "COUNT", "1"),
+    ("LPOS", "l", "a", "RANK", "0"), ("LPOS", "l", "a", "RANK", "x"),
+    ("LPOS", "l", "a", "RANK", SMALL), ("LPOS", "l", "a", "RANK", SMALL, "COUNT", "1"),
+    ("LPOS", "l", "a", "RANK", BIG), ("LPOS", "l", "a", "COUNT", "-1"),
+    ("LPOS", "l", "a", "COUNT", "x"), ("LPOS", "l", "a", "MAXLEN", "-1"),
+    ("LPOS", "l", "a", "MAXLEN", "y"), ("LPOS", "l", "a", "RANK"), ("LPOS", "l", "a", "FOO"),
+    ("LPOS", "l", "a", "COUNT", "1", "BAR", "2"), ("LPOS", "nokey", "a", "RANK", "0"),
+    ("LPOS", "l"),
+    # LSET
+    ("LSET", "l", "0", "A"), ("LSET", "l", "-1", "Z"), ("LSET", "l", "8", "x"),
+    ("LSET", "l", "-9", "x"), ("LSET", "l", "x", "x"), ("LSET", "nokey", "0", "x"),
+    ("LSET", "nokey", "x", "x"), ("LSET", "l", "0"), ("LRANGE", "l", "0", "-1"),
+    # LINSERT
+    ("LINSERT", "l", "BEFORE", "b", "B"), ("LINSERT", "l", "after", "c", "C"),
+    ("LINSERT", "l", "AFTER", "nothere", "x"), ("LINSERT", "nokey", "BEFORE", "a", "b"),
+    ("LINSERT", "l", "MIDDLE", "a", "b"), ("LINSERT", "nokey", "MIDDLE", "a", "b"),
+    ("LRANGE", "l", "0", "-1"),
+    # LREM
+    ("LREM", "l", "1", "a"), ("LREM", "l", "-1", "a"), ("LREM", "l", "0", "a"),
+    ("LREM", "l", "0", "nothere"), ("LREM", "l", "x", "a"), ("LREM", "nokey", "0", "a"),
+    ("LRANGE", "l", "0", "-1"),
+    ("RPUSH", "r", "x", "y", "x", "y", "x"), ("LREM", "r", "-2", "x"), ("LRANGE", "r", "0", "-1"),
+    ("LREM", "r", "0", "y"), ("LREM", "r", "5", "x"), ("LLEN", "r"),
+    # LTRIM
+    ("RPUSH", "t", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
+    ("LTRIM", "t", "1", "-2"), ("LRANGE", "t", "0", "-1"), ("LTRIM", "t", "-100", "100"),
+    ("LRANGE", "t", "0", "-1"), ("LTRIM", "t", "2", "3"), ("LRANGE", "t", "0", "-1"),
+    ("LTRIM", "t", "x", "3"), ("LTRIM", "nokey", "0", "1"), ("LTRIM", "t", "1", "0"),
+    ("LLEN", "t"), ("LRANGE", "t", "0", "-1"),
+    # pops
+    ("RPUSH", "p", "1", "2", "3", "4", "5", "6"),
+    ("LPOP", "p"), ("RPOP", "p"), ("LPOP", "p", "2"), ("RPOP", "p", "1"), ("LPOP", "p", "0"),
+    ("RPOP", "p", "0"), ("LPOP", "p", "-1"), ("LPOP", "p", "x"), ("LPOP", "p", "1", "2"),
+    ("RPOP", "p", "1", "2"), ("RPOP", "p", "10"), ("LLEN", "p"), ("LPOP", "p"),
+    ("LPOP", "p", "1"), ("RPOP", "p", "0"), ("RPOP", "nokey", "-1"), ("LPOP",),
+    # moves
+    ("RPUSH", "src", "a", "b", "c"), ("LMOVE", "src", "dst", "LEFT", "RIGHT"),
+    ("LMOVE", "src", "dst", "right", "left"), ("LRANGE", "dst", "0", "-1"),
+    ("RPOPLPUSH", "src", "dst"), ("LLEN", "src"), ("RPOPLPUSH", "src", "dst"),
+    ("LMOVE", "src", "dst", "LEFT", "LEFT"), ("LMOVE", "dst", "dst", "LEFT", "RIGHT"),
+    ("LRANGE", "dst", "0", "-1"), ("LMOVE", "dst", "dst", "RIGHT", "LEFT"),
+    ("LMOVE", "dst", "x", "UP", "LEFT"), ("LMOVE", "dst", "x", "LEFT", "DOWN"),
+    ("LMOVE", "nokey", "x", "UP", "LEFT"), ("RPUSH", "one", "1"), ("RPOPLPUSH", "one", "one"),
+    ("LRANGE", "one", "0", "-1"), ("LMOVE", "one", "two", "RIGHT", "RIGHT"), ("LLEN", "one"),
+    ("LRANGE", "two", "0", "-1"), ("LMOVE", "a", "b", "LEFT"), ("RPOPLPUSH", "a"),
+    # LMPOP
+    ("RPUSH", "m2", "1", "2", "3", "4"),
+    ("LMPOP", "2", "m1", "m2", "LEFT"), ("LMPOP", "2", "m1", "m2", "RIGHT", "COUNT", "2"),
+    ("LMPOP", "2", "m1", "m2", "left", "count", "10"), ("LMPOP", "2", "m1", "m2", "LEFT"),
+    ("LMPOP", "1", "m1", "RIGHT", "COUNT", "3"), ("LMPOP", "0", "m1", "LEFT"),
+    ("LMPOP", "-1", "m1", "LEFT"), ("LMPOP", "x", "m1", "LEFT"), ("LMPOP", "2", "m1", "LEFT"),
+    ("LMPOP", "5", "m1", "LEFT"), ("LMPOP", "1", "m1", "UP"),
+    ("LMPOP", "1", "m1", "LEFT", "COUNT", "0"), ("LMPOP", "1", "m1", "LEFT", "COUNT", "-1"),
+    ("LMPOP", "1", "m1", "LEFT", "COUNT", "x"), ("LMPOP", "1", "m1", "LEFT", "COUNT"),
+    ("LMPOP", "1", "m1", "LEFT", "COUNT", "1", "COUNT", "1"),
+    ("LMPOP", "1", "m1", "LEFT", "EXTRA"), ("LMPOP", "1", "m1"),
+    ("LMPOP", BIG, "m1", "LEFT"),
+    # wrong types
+    ("HSET", "h", "f", "v"),
+    ("LPUSH", "h", "a"), ("RPUSH", "h", "a"), ("LPUSHX", "h", "a"), ("RPUSHX", "h", "a"),
+    ("LPOP", "h"), ("RPOP", "h", "2"), ("LPOP", "h", "x"), ("LPOP", "h", "0"), ("LLEN", "h"),
+    ("LRANGE", "h", "0", "1"), ("LRANGE", "h", "x", "1"), ("LINDEX", "h", "0"),
+    ("LINDEX", "h", "x"), ("LSET", "h", "0", "x"), ("LSET", "h", "x", "x"),
+    ("LREM", "h", "0", "x"), ("LREM", "h", "x", "x"), ("LTRIM", "h", "0", "1"),
+    ("LINSERT", "h", "BEFORE", "a", "b"), ("LINSERT", "h", "MIDDLE", "a", "b"),
+    ("LPOS", "h", "a"), ("LPOS", "h", "a", "RANK", "0"), ("LMOVE", "h", "x", "LEFT", "LEFT"),
+    ("RPUSH", "ok", "v"), ("LMOVE", "ok", "h", "LEFT", "LEFT"), ("LLEN", "ok"),
+    ("LMOVE", "nokey", "h", "LEFT", "LEFT"), ("RPOPLPUSH", "h", "x"), ("RPOPLPUSH", "ok", "h"),
+    ("LMPOP", "2", "nokey", "h", "LEFT"), ("LMPOP", "2", "ok", "h", "LEFT"),
+    # binary-safe values and integer-looking elements
+    ("RPUSH", "bin", "\x00\xff", "\r\n", "12345", "-1", "007", "1e3"),
+    ("LRANGE", "bin", "0", "-1"), ("LPOS", "bin", "12345"), ("LREM", "bin", "0", "007"),
+    ("LINSERT", "bin", "AFTER", "-1", "x"), ("LRANGE", "bin", "0", "-1"),
+    # unknown-ish casing of the command name
+    ("lpush", "case", "a"), ("LpOp", "case"),
+]
+
+
+def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
+    p = Pair(pyrepl_server.port, redis_server.port, proto)
+    p.flushall()
+    return p
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_edge_cases(pyrepl_server, redis_server, proto):
+    p = _pair(pyrepl_server, redis_server, proto)
+    try:
+        for argv in CASES:
+            p.check(*argv)
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_big_lists(pyrepl_server, redis_server, proto):
+    p = _pair(pyrepl_server, redis_server, proto)
+    try:
+        p.check("RPUSH", "big", *[str(i % 37) for i in range(3000)])
+        for argv in (("LRANGE", "big", "1000", "1010"), ("LRANGE", "big", "-20", "-1"),
+                     ("LINDEX", "big", "2999"), ("LINDEX", "big", "-1500"),
+                     ("LPOS", "big", "5", "RANK", "-3", "COUNT", "4"),
+                     ("LPOS", "big", "5", "MAXLEN", "100", "COUNT", "0"),
+                     ("LREM", "big", "-10", "7"), ("LINSERT", "big", "BEFORE", "36", "x"),
+                     ("LSET", "big", "1500", "y"), ("LTRIM", "big", "100", "-100"),
+                     ("LPOP", "big", "50"), ("RPOP", "big", "50"),
+                     ("LRANGE", "big", "0", "-1")):
+            p.check(*argv)
+    finally:
+        p.close()
+
+
+def test_expired_list(pyrepl_server, redis_server):
+    p = _pair(pyrepl_server, redis_server, 2)
+    try:
+        p.check("RPUSH", "e", "a", "b")
+        p.check("PEXPIRE", "e", "30")
+        # Wait until both have expired the key (reading it expires it lazily).
+        wait_for(lambda: p.both("LLEN", "e") == (b":0\r\n", b":0\r\n"), 5,
+                 what="the list to expire on both servers")
+        p.check("LPUSHX", "e", "x")
+        p.check("RPUSH", "e", "x")
+        p.check("PTTL", "e")
+        p.check("LRANGE", "e", "0", "-1")
+    finally:
+        p.close()
+
+
+# -- random command sequences --------------------------------------------------------------
+
+KEYS = st.sampled_from(["k0", "k1", "k2", "k3"])
+VALS = st.sampled_from(["a", "b", "c", "1", "-1", ""])
+_SMALL_INT = st.integers(-5, 5).map(str)
+INTS = st.one_of(  # mostly valid small integers, sometimes something Redis rejects or clamps
+    _SMALL_INT, _SMALL_INT, _SMALL_INT, _SMALL_INT,
+    st.sampled_from(["x", "1.5", "", "-0", "+1", " 1", "01", BIG, SMALL,
+                     "9223372036854775808"]),
+)
+WHERE = st.sampled_from(["LEFT", "RIGHT", "left", "right", "UP"])
+
+
+def _lpos_opts() -> st.SearchStrategy[tuple[str, ...]]:
+    opt = st.tuples(st.sampled_from(["RANK", "COUNT", "MAXLEN", "rank", "BAD"]), INTS)
+    return st.lists(opt, max_size=3).map(lambda xs: tuple(x for pair in xs for x in pair))
+
+
+PUSH = st.tuples(st.sampled_from(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), KEYS,
+                 st.lists(VALS, min_size=0, max_size=4)).map(lambda t: (t[0], t[1], *t[2]))
+COMMAND = st.one_of(
+    PUSH, PUSH, PUSH,
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), KEYS, st.lists(INTS, max_size=2))
+    .map(lambda t: (t[0], t[1], *t[2])),
+    st.tuples(st.just("LLEN"), KEYS),
+    st.tuples(st.just("LRANGE"), KEYS, INTS, INTS),
+    st.tuples(st.just("LRANGE"), KEYS, st.just("0"), st.just("-1")),
+    st.tuples(st.just("LINDEX"), KEYS, INTS),
+    st.tuples(st.just("LSET"), KEYS, INTS, VALS),
+    st.tuples(st.just("LREM"), KEYS, INTS, VALS),
+    st.tuples(st.just("LTRIM"), KEYS, INTS, INTS),
+    st.tuples(st.just("LINSERT"), KEYS, st.sampled_from(["BEFORE", "AFTER", "after", "X"]),
+              VALS, VALS),
+    st.tuples(st.just("LPOS"), KEYS, VALS, _lpos_opts()).map(lambda t: (*t[:3], *t[3])),
+    st.tuples(st.just("LMOVE"), KEYS, KEYS, WHERE, WHERE),
+    st.tuples(st.just("RPOPLPUSH"), KEYS, KEYS),
+    st.tuples(st.just("LMPOP"), st.sampled_from(["0", "1", "2", "3", "x"]),
+              st.lists(KEYS, min_size=1, max_size=3), WHERE,
+              st.sampled_from([(), ("COUNT", "2"), ("COUNT", "0"), ("COUNT", "9"), ("COUNT",)]))
+    .map(lambda t: ("LMPOP", t[1], *t[2], t[3], *t[4])),
+    st.tuples(st.just("HSET"), KEYS, VALS, VALS),
+    st.sampled_from([("LLEN",), ("LPUSH", "k0"), ("LINDEX", "k0"), ("LMPOP", "1", "k0")]),
+)
+
+
+@pytest.fixture(scope="module")
+def pairs(pyrepl_server, redis_server):
+    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
+    yield made
+    for p in made.values():
+        p.close()
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(proto=st.sampled_from([2, 3]),
+       setup=st.lists(st.tuples(st.just("RPUSH"), KEYS, VALS, VALS, VALS), max_size=4),
+       cmds=st.lists(COMMAND, min_size=5, max_size=30))
+def test_random_sequences(pairs, proto, setup, cmds):
+    p = pairs[proto]
+    p.flushall()
+    for argv in setup + cmds:
+        p.check(*argv)
+    for key in ("k0", "k1", "k2", "k3"):
+        p.check("LRANGE", key, "0", "-1")
+        p.check("HGETALL", key)
+
+
+# -- propagation ---------------------------------------------------------------------------
+
+SENTINEL = "__propagation_sentinel__"
+
+
+class ReplicaTap:
+    """A fake replica attached to a real redis-server with SYNC; reads its command stream."""
+
+    def __init__(self, port: int) -> None:
+        self.cli = RawClient(port)
+        self.cli.send("SYNC")
+        c = self.cli
+        # Newlines are keepalives while the RDB is produced; then "$<len>\r\n<rdb>".
+        deadline = time.monotonic() + 20
+        while True:
+            while not c.buf:
+                c._fill()
+            if c.buf[:1] == b"\n":
+                c.buf = c.buf[1:]
+                continue
+            if b"\r\n" in c.buf:
+                break
+            assert time.monotonic() < deadline, "no RDB header from redis-server"
+            c._fill()
+        head, _, rest = c.buf.partition(b"\r\n")
+        assert head.startswith(b"$") and not head.startswith(b"$EOF:"), head
+        size = int(head[1:])
+        while len(rest) < size:
+            rest += c.sock.recv(65536)
+        c.buf = rest[size:]
+        self.marker = 0
+
+    def next_commands(self, data_client: RawClient) -> list[list[bytes]]:
+        """Commands propagated since the last call (ends with a sentinel write, not returned)."""
+        self.marker += 1
+        data_client.call("RPUSH", SENTINEL, str(self.marker))
+        out: list[list[bytes]] = []
+        for _ in range(10000):
+            argv = parse_reply(self.cli.read_reply())
+            assert isinstance(argv, list), argv
+            if argv[0].upper() in (b"PING", b"SELECT"):
+                continue
+            if argv[0].upper() == b"RPUSH" and argv[1] == SENTINEL.encode():
+                if out and out[-1] == [b"MULTI"]:
+                    out.pop()
+                return out
+            out.append(argv)
+        raise AssertionError("sentinel never propagated")
+
+    def close(self) -> None:
+        self.cli.close()
+
+
+class CoreTap:
+    """pyrepl's ServerCore in-process, recording what it propagates (``repl_feed``)."""
+
+    def __init__(self) -> None:
+        from pyrepl.config import Config
+        from pyrepl.core import ServerCore
+
+        self.core = ServerCore(Config(), now_ms=int(time.time() * 1000))
+        self.fed: list[list[bytes]] = []
+        self.core.repl_feed = lambda db, argv: self.fed.append([bytes(a) for a in argv])
+        self.client = self.core.connection_made()
+
+    def call(self, *argv: str) -> tuple[bytes, list[list[bytes]]]:
+        self.core.now_ms = int(time.time() * 1000)
+        self.fed = []
+        self.client.receive_data(encode_command(*argv))
+        return self.client.data_to_send(), self.fed
+
+
+@pytest.fixture(scope="module")
+def tapped_redis():
+    srv = start_redis("--repl-diskless-sync", "no")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def check_propagation(redis_port: int, cases: list[tuple[str, ...]]) -> None:
+    core = CoreTap()
+    data = RawClient(redis_port)
+    tap = ReplicaTap(redis_port)
+    try:
+        for argv in cases:
+            expected_reply = data.call(*argv)
+            expected = tap.next_commands(data)
+            reply, fed = core.call(*argv)
+            assert reply == expected_reply, f"{argv}: reply {reply!r} != {expected_reply!r}"
+            got = [[a.upper() if i == 0 else a for i, a in enumerate(cmd)] for cmd in fed]
+            want = [[a.upper() if i == 0 else a for i, a in enumerate(cmd)] for cmd in expected]
+            assert got == want, f"{argv}: pyrepl propagated {got}, redis {want}"
+    finally:
+        tap.close()
+        data.close()
+
+
+PROPAGATION_CASES: list[tuple[str, ...]] = [
+    ("RPUSH", "l", "a", "b", "c", "d", "e"), ("LPUSH", "l", "z"), ("LPUSHX", "nokey", "a"),
+    ("RPUSHX", "l", "y"), ("LPOP", "l"), ("RPOP", "l", "2"), ("LPOP", "l", "0"),
+    ("LPOP", "nokey", "3"), ("LREM", "l", "0", "nothere"), ("LREM", "l", "1", "b"),
+    ("LSET", "l", "0", "A"), ("LSET", "l", "99", "A"), ("LINSERT", "l", "BEFORE", "zz", "x"),
+    ("LINSERT", "l", "AFTER", "A", "x"), ("LTRIM", "l", "0", "-1"), ("LTRIM", "l", "1", "-1"),
+    ("RPUSH", "src", "1", "2"), ("LMOVE", "src", "dst", "LEFT", "RIGHT"),
+    ("RPOPLPUSH", "src", "dst"), ("RPOPLPUSH", "src", "dst"),
+    ("LMPOP", "2", "nokey", "dst", "RIGHT", "COUNT", "5"), ("LMPOP", "1", "dst", "LEFT"),
+    ("RPUSH", "m", "1", "2", "3"), ("LMPOP", "2", "nokey", "m", "LEFT", "COUNT", "2"),
+    ("LMPOP", "1", "m", "RIGHT", "COUNT", "7"), ("LPOP", "l", "x"), ("LLEN", "l"),
+    ("LTRIM", "l", "5", "1"), ("LRANGE", "l", "0", "-1"),
+]
+
+
+def test_propagation(tapped_redis):
+    check_propagation(tapped_redis.port, PROPAGATION_CASES)
