@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class Client:
     __slots__ = (
         "id", "core", "db", "proto", "name", "lib_name", "lib_ver", "authenticated", "user",
-        "reader", "out", "out_bytes", "close_after_reply", "closed", "addr", "laddr", "fd",
+        "reader", "out", "close_after_reply", "closed", "addr", "laddr", "fd",
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff",
@@ -43,7 +43,6 @@ class Client:
         self.user = "default"
         self.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit)
         self.out: list[bytes] = []
-        self.out_bytes = 0
         self.close_after_reply = False
         self.closed = False
         self.addr = addr
@@ -51,7 +50,7 @@ class Client:
         self.fd = fd
         self.ctime_ms = core.now_ms
         self.last_interaction_ms = core.now_ms
-        self.last_cmd = b"NULL"
+        self.last_cmd: Any = None  # the Command last run (CLIENT LIST cmd=)
         self.in_multi = False
         self.multi_queue: list[tuple[Any, list[bytes]]] = []
         self.multi_error = False
@@ -104,14 +103,16 @@ class Client:
 
     def write(self, data: bytes) -> None:
         self.out.append(data)
-        self.out_bytes += len(data)
+
+    def pending_output(self) -> int:
+        """Bytes of replies produced but not yet handed to the socket."""
+        return sum(map(len, self.out))
 
     def data_to_send(self) -> bytes:
         if not self.out:
             return b""
         data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
         self.out = []
-        self.out_bytes = 0
         self.net_out += len(data)
         self.core.stats.net_output_bytes += len(data)
         return data

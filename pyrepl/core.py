@@ -27,7 +27,9 @@ from pyrepl.client import Client
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace.db import Database
-from pyrepl.resp.types import QUEUED, ReplyError
+from pyrepl.resp.types import QUEUED, Raw, ReplyError
+
+_NAME_CACHE: dict[bytes, Command] = {}
 
 # A handler returns BLOCKED after setting ``client.blocked``; the reply comes later through
 # ServerCore.unblock (WAIT).
@@ -208,8 +210,8 @@ class ServerCore:
         self.stats.total_error_replies += 1
         c.write(error_bytes(message))
 
-    def execute(self, c: Client, argv: list[bytes]) -> None:
-        """Run one command from a client and append its reply (Redis's processCommand)."""
+    def resolve_command(self, c: Client, argv: list[bytes]) -> Command | None:
+        """Find the command for ``argv`` (containers included), or reject it and return None."""
         name = argv[0].lower()
         cmd = COMMANDS.get(name)
         if cmd is None:
@@ -219,9 +221,9 @@ class ServerCore:
                                  "is sending POST or Host: commands to Redis. Connection "
                                  "aborted.")
                 c.close_after_reply = True
-                return
+                return None
             self._reject(c, unknown_command_error(argv))
-            return
+            return None
         if cmd.subcommands:  # container: resolve the subcommand
             if len(argv) >= 2:
                 sub = cmd.subcommands.get(argv[1].lower())
@@ -229,28 +231,45 @@ class ServerCore:
                     arg = argv[1].decode("utf-8", "replace")[:128]
                     self._reject(c, f"ERR unknown subcommand '{arg}'. "
                                     f"Try {cmd.name.upper()} HELP.")
-                    return
-                cmd = sub
-            elif cmd.handler is None:
+                    return None
+                return sub
+            if cmd.handler is None:
                 self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+                return None
+        elif len(_NAME_CACHE) < 4096:
+            _NAME_CACHE[argv[0]] = cmd  # exact spelling -> command, skips lower() next time
+        return cmd
+
+    def execute(self, c: Client, argv: list[bytes]) -> None:
+        """Run one command from a client and append its reply (Redis's processCommand).
+
+        This is the hot path: the common case (a known command, an authenticated client not
+        in MULTI, a master) runs with as few lookups as possible.
+        """
+        cmd = _NAME_CACHE.get(argv[0])
+        if cmd is None:
+            cmd = self.resolve_command(c, argv)
+            if cmd is None:
                 return
         n = len(argv)
-        if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+        arity = cmd.arity
+        if (arity > 0 and arity != n) or n < -arity:
             self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
             return
-        if not c.authenticated and not cmd.noauth:
-            self._reject(c, "NOAUTH Authentication required.")
-            return
-        if c.in_multi:
-            if cmd.nomulti:
-                self._reject(c, "ERR Command not allowed inside a transaction")
+        if c.in_multi or not c.authenticated:
+            if not c.authenticated and not cmd.noauth:
+                self._reject(c, "NOAUTH Authentication required.")
                 return
-            if cmd.name not in ("exec", "discard", "multi", "watch", "quit", "reset"):
-                c.multi_queue.append((cmd, argv))
-                c.write(QUEUED.data)
-                return
+            if c.in_multi:
+                if cmd.nomulti:
+                    self._reject(c, "ERR Command not allowed inside a transaction")
+                    return
+                if cmd.name not in ("exec", "discard", "multi", "watch", "quit", "reset"):
+                    c.multi_queue.append((cmd, argv))
+                    c.out.append(QUEUED.data)
+                    return
         guard = self.replication
-        if guard is not None:
+        if guard is not None and (cmd.write or self.replica_mode):
             err = guard.check_command(c, cmd)
             if err is not None:
                 self._reject(c, err)
@@ -258,34 +277,36 @@ class ServerCore:
         reply = self.call(c, cmd, argv)
         if self._pending and self._call_depth == 0:
             self.flush_propagation()
-            if self.replication is not None:
-                c.woff = self.replication.master_repl_offset
-        if reply is BLOCKED:
-            return
-        if type(reply) is bytes:
-            c.write(b"$%d\r\n%s\r\n" % (len(reply), reply))
-        else:
-            c.write(encode(reply, c.proto))
+            if guard is not None:
+                c.woff = guard.master_repl_offset
+        t = type(reply)
+        if t is bytes:
+            c.out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))  # type: ignore[arg-type]
+        elif t is Raw:
+            c.out.append(reply.data)  # type: ignore[union-attr]
+        elif reply is not BLOCKED:
+            c.out.append(encode(reply, c.proto))
 
     def call(self, c: Client, cmd: Command, argv: list[bytes]) -> object:
-        """Run a handler; propagate it when it was a write that changed the dataset."""
+        """Run a handler; queue it for propagation when a write changed the dataset."""
         self.stats.total_commands_processed += 1
         c.commands += 1
-        c.last_cmd = cmd.name.encode()
+        c.last_cmd = cmd
+        if not cmd.write:
+            try:
+                return cmd.handler(c, argv)  # type: ignore[misc]
+            except ReplyError as e:
+                self.stats.total_error_replies += 1
+                return e
         dirty = self.dirty
         c.propagate_argv = None
-        self._call_depth += 1
         try:
             reply = cmd.handler(c, argv)  # type: ignore[misc]
         except ReplyError as e:
             self.stats.total_error_replies += 1
             reply = e
-        finally:
-            self._call_depth -= 1
-        if self.dirty != dirty and cmd.write:
+        if self.dirty != dirty or c.propagate_argv is not None:
             self._pending.append((c.db.id, c.propagate_argv or argv))
-        elif c.propagate_argv is not None and cmd.write:
-            self._pending.append((c.db.id, c.propagate_argv))
         return reply
 
     def unblock(self, c: Client, reply: object) -> None:
@@ -307,12 +328,20 @@ class ServerCore:
         if self._call_depth == 0:
             self.flush_propagation()
 
+    @property
+    def replica_mode(self) -> bool:
+        """True while this server follows a master (keys then expire only by its DEL)."""
+        return not self.expiry_deletes
+
     def flush_propagation(self) -> None:
         """Hand what the last top-level call changed to the replication layer."""
         pending = self._pending
-        self._pending = []
         feed = self.repl_feed
-        if feed is None or not pending:
+        if feed is None:
+            pending.clear()
+            return
+        self._pending = []
+        if not pending:
             return
         if len(pending) > 1:
             feed(pending[0][0], [b"MULTI"])

@@ -105,7 +105,7 @@ def section_memory(core: ServerCore) -> Fields:
     else:
         fields.extend([("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
                        ("mem_clients_slaves", 0)])
-    fields.append(("mem_clients_normal", sum(c.out_bytes for c in core.clients.values()
+    fields.append(("mem_clients_normal", sum(c.pending_output() for c in core.clients.values()
                                              if c.kind == "normal")))
     return fields
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import LLONG_MAX, parse_int
-from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, NOT_INTEGER, SYNTAX
+from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import type_name
 from pyrepl.keyspace.glob import compile_pattern
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
@@ -38,6 +38,7 @@ _SAME_OBJECT = "ERR source and destination objects are the same"
 _LLMAX_DIV_1000 = LLONG_MAX // 1000
 _LLMIN_DIV_1000 = -(LLONG_MAX // 1000)  # C's LLONG_MIN / 1000 truncates toward zero
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_INT_RANGE = f"ERR value is out of range, value must between {_INT_MIN} and {_INT_MAX}"
 
 _TYPE_STATUS = {name: Status(name.decode()) for name in
                 (b"string", b"list", b"hash", b"set", b"zset", b"none")}
@@ -277,7 +278,7 @@ def _target_db(c: Any, arg: bytes) -> Any:
     """getIntFromObjectOrReply + selectDb's range check."""
     dbid = parse_int(arg)
     if dbid < _INT_MIN or dbid > _INT_MAX:
-        raise ReplyError(NOT_INTEGER)
+        raise ReplyError(_INT_RANGE)
     dbs = c.core.dbs
     if dbid < 0 or dbid >= len(dbs):
         raise ReplyError(DB_INDEX_OUT_OF_RANGE)

@@ -67,13 +67,17 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     core = c.core
     guard = core.replication
     replies: list[object] = []
-    for cmd, args in queue:
-        if guard is not None:
-            err = guard.check_command(c, cmd)
-            if err is not None:
-                replies.append(ReplyError(err))
-                continue
-        replies.append(core.call(c, cmd, args))
+    core._call_depth += 1  # propagate the transaction as one unit, after it ran
+    try:
+        for cmd, args in queue:
+            if guard is not None:
+                err = guard.check_command(c, cmd)
+                if err is not None:
+                    replies.append(ReplyError(err))
+                    continue
+            replies.append(core.call(c, cmd, args))
+    finally:
+        core._call_depth -= 1
     return replies
 
 

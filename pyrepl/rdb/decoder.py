@@ -610,6 +610,25 @@ class RdbDecoder:
                     elif b < 128:
                         vs = ke + 2
                         b = ((b & 63) << 8) | buf[ke + 1]
+                    elif b == 0xC3:  # LZF, as Redis writes every compressible value > 20 bytes
+                        clen, q = _rlen(buf, ke + 1, n)
+                        ulen, vs = _rlen(buf, q, n)
+                        ve = vs + clen
+                        if ve > n:
+                            break
+                        key = buf[ks:ke]
+                        if key in d:
+                            break
+                        try:
+                            d[key] = lzf_decompress(buf[vs:ve], ulen)
+                        except LzfError:
+                            break
+                        if exp is not None:
+                            e[key] = exp
+                            exp = None
+                        p = ve
+                        count += 1
+                        continue
                     else:
                         break
                     ve = vs + b
@@ -631,8 +650,8 @@ class RdbDecoder:
                     p += 9
                 else:
                     break
-        except IndexError:
-            pass
+        except (IndexError, _Incomplete, _Corrupt):
+            pass  # _step re-reads this item and reports properly
         self._pos = p
         self._expire = exp
         if count:

@@ -20,34 +20,32 @@ class LzfError(ValueError):
     pass
 
 
-def decompress(data: bytes | memoryview, expected_len: int) -> bytes:
-    """Decompress ``data``; raise LzfError unless it yields exactly ``expected_len`` bytes."""
-    src = bytes(data)
+def decompress(src: bytes, expected_len: int) -> bytes:
+    """Decompress ``src``; raise LzfError unless it yields exactly ``expected_len`` bytes."""
     n = len(src)
     out = bytearray()
     ip = 0
-    while ip < n:
-        ctrl = src[ip]
-        ip += 1
-        if ctrl < 32:
-            end = ip + ctrl + 1
-            if end > n:
-                raise LzfError("LZF literal run past the end of the input")
-            out += src[ip:end]
-            ip = end
-        else:
+    op = 0  # len(out)
+    try:
+        while ip < n:
+            ctrl = src[ip]
+            ip += 1
+            if ctrl < 32:
+                end = ip + ctrl + 1
+                if end > n:
+                    raise LzfError("LZF literal run past the end of the input")
+                out += src[ip:end]
+                op += ctrl + 1
+                ip = end
+                continue
             length = ctrl >> 5
-            if ip >= n:
-                raise LzfError("LZF back reference truncated")
             if length == 7:
                 length += src[ip]
                 ip += 1
-                if ip >= n:
-                    raise LzfError("LZF back reference truncated")
             dist = ((ctrl & 0x1F) << 8) + src[ip] + 1
             ip += 1
             length += 2
-            start = len(out) - dist
+            start = op - dist
             if start < 0:
                 raise LzfError("LZF back reference before the start of the output")
             if dist >= length:
@@ -56,10 +54,15 @@ def decompress(data: bytes | memoryview, expected_len: int) -> bytes:
                 pattern = out[start:]
                 reps, rest = divmod(length, dist)
                 out += pattern * reps + pattern[:rest]
-        if len(out) > expected_len:
-            raise LzfError("LZF output longer than the announced length")
-    if len(out) != expected_len:
-        raise LzfError(f"LZF output is {len(out)} bytes, expected {expected_len}")
+            op += length
+            # Each instruction adds at most 264 bytes, so checking here bounds the memory a
+            # hostile stream can make us allocate to one instruction past the announced size.
+            if op > expected_len:
+                raise LzfError("LZF output longer than the announced length")
+    except IndexError:
+        raise LzfError("LZF back reference truncated") from None
+    if op != expected_len:
+        raise LzfError(f"LZF output is {op} bytes, expected {expected_len}")
     return bytes(out)
 
 
