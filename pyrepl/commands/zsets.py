@@ -39,7 +39,7 @@ from pyrepl.commands.table import command
 from pyrepl.commands.util import LLONG_MAX, parse_int
 from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
 LONG_MAX = LLONG_MAX
@@ -356,21 +356,18 @@ def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
         db.add(key, z)
     elif type(z) is not ZSet:
         raise _wrongtype()
-    if not flags:  # plain ZADD: the benchmarked path
+    if not flags:  # plain ZADD
         added = 0
-        updated = 0
-        d = z.dict
+        changed = 0
+        set_score = z.set_score
         for k in range(len(scores)):
-            m = argv[j + 2 * k + 1]
-            old = d.get(m)
-            if old is None:
-                z.add(m, scores[k])
-                added += 1
-            elif old != scores[k]:
-                z.add(m, scores[k])
-                updated += 1
-        if added or updated:
-            c.core.dirty += added + updated
+            r = set_score(argv[j + 2 * k + 1], scores[k])
+            if r:
+                changed += 1
+                if r == ADDED:
+                    added += 1
+        if changed:
+            c.core.dirty += changed
             db.touch(key)
         return added
     return _zadd_flags(c, argv, j, flags, scores, z, key)
@@ -419,6 +416,26 @@ def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[floa
          summary="Add one or more members to a sorted set, or update its score if it already "
                  "exists", since="1.2.0")
 def zadd(c: Any, argv: list[bytes]) -> object:
+    if len(argv) == 4:
+        # The benchmarked form, ZADD key <integer score> member: no option can look like
+        # digits, so go straight to the insert (same checks, same order as below).
+        s = argv[2]
+        if s.isdigit() and len(s) < 300:
+            db = c.db
+            key = argv[1]
+            z = db.lookup(key)
+            if z is None:
+                z = ZSet()
+                db.add(key, z)
+            elif type(z) is not ZSet:
+                raise _wrongtype()
+            r = z.set_score(argv[3], float(s))
+            if r:
+                c.core.dirty += 1
+                if db.watched:
+                    db.touch(key)
+                return 1 if r == ADDED else 0
+            return 0
     return _zadd_generic(c, argv, 0)
 
 

@@ -1,14 +1,15 @@
 """DEBUG DIGEST / DEBUG DIGEST-VALUE, bit-for-bit as Redis 7.0 computes them (debug.c).
 
-Theory of operation: two SHA1-based mixers. ``xor``-ing a SHA1 into a 20-byte accumulator is
-order-independent (used for keys, set members, hash fields and sorted-set members); ``mix``
-(xor, then replace the accumulator by its own SHA1) is order-dependent (used for list elements
-and to chain the parts of one element). Per key: ``d = mix(0, key)``, ``mix(d, be32(type))``,
-then the value (string: mix bytes; list: mix each element; set: xor each member; hash: per field
-``e = mix(mix(0, field), value)`` xor-ed in; zset: per member ``e = mix(mix(0, member),
-"%.17g" % score)`` xor-ed in), then xor SHA1("!!expire!!") if the key has a TTL. Per database
-that holds keys, ``final = mix(final, be32(db index))`` and every key digest is xor-ed into
-``final``. An empty dataset gives 40 zeros.
+Theory of operation: two SHA1-based mixers. ``xor(d, data)`` xors SHA1(data) into the 20-byte
+accumulator ``d`` and is order-independent (keys, set members, hash fields, sorted-set members);
+``mix(d, data)`` is xor followed by replacing ``d`` with SHA1(d), order-dependent (list elements,
+the parts of one element). Note that aggregating an element digest ``e`` is ``xor(d, e)``, i.e.
+it xors SHA1(e), not e. Per key: ``d = mix(0, key)``, ``mix(d, be32(type))``, then the value
+(string: mix bytes; list: mix each element; set: xor each member; hash: per field
+``xor(d, mix(mix(0, field), value))``; zset: per member ``xor(d, mix(mix(0, member),
+"%.17g" % score))``), then ``xor(d, "!!expire!!")`` if the key has a TTL. Per database that
+holds keys, ``final = mix(final, be32(db index))``, then ``xor(final, d)`` for every key digest
+``d``. An empty dataset gives 40 zeros.
 
 Integers held in compact encodings are hashed as their decimal text in Redis, which is exactly
 how the model stores them, and "%.17g" formats doubles the same way in C and Python (inf, -inf,
@@ -49,9 +50,11 @@ def _mix_sha(digest: bytes, data_sha: bytes) -> bytes:
 
 
 def _pair_digest(a: bytes, b: bytes) -> int:
-    """An element digest mix(mix(0, a), b) as an int, ready to be xor-ed."""
+    """SHA1 of the element digest mix(mix(0, a), b), as an int: what xorDigest(digest,
+    eledigest, 20) xors into the value digest."""
     first = sha1(sha1(a).digest()).digest()  # mix(zero, a): zero xor x == x
-    return int.from_bytes(sha1(_xor(first, sha1(b).digest())).digest(), "big")
+    element = sha1(_xor(first, sha1(b).digest())).digest()
+    return int.from_bytes(sha1(element).digest(), "big")
 
 
 def _value_digest(digest: bytes, value: Any) -> bytes:
@@ -117,6 +120,6 @@ def dataset_digest(dbs: Sequence[DbLike], now_ms: int | None = None) -> str:
             d = _value_digest(sha1(sha1(k).digest()).digest(), v)
             if k in expires:
                 d = _xor(d, _EXPIRE_SHA)
-            acc ^= int.from_bytes(d, "big")
+            acc ^= int.from_bytes(sha1(d).digest(), "big")  # xorDigest(final, digest, 20)
         final = acc.to_bytes(20, "big")
     return final.hex()

@@ -30,6 +30,8 @@ LOAD = 256  # sublists are split above 2 * LOAD items and merged below LOAD // 2
 
 Item = tuple[float, bytes]
 
+UNCHANGED, ADDED, UPDATED = 0, 1, 2  # results of ZSet.set_score
+
 
 class ZSet:
     __slots__ = ("dict", "_lists", "_maxes", "_index")
@@ -65,20 +67,24 @@ class ZSet:
     # -- the public interface the RDB code relies on ---------------------------------------
     def add(self, member: bytes, score: float) -> bool:
         """Set member's score; True when the member is new."""
+        return self.set_score(member, score) == ADDED
+
+    def set_score(self, member: bytes, score: float) -> int:
+        """Set member's score; returns ADDED, UPDATED or UNCHANGED (same score)."""
         if not score:
             score = 0.0  # -0.0 is stored as 0, like Redis's listpack encoding (see module doc)
         d = self.dict
         old = d.get(member)
         if old is not None:
             if old == score:
-                return False
+                return UNCHANGED
             self._discard((old, member))
             d[member] = score
             self._insert((score, member))
-            return False
+            return UPDATED
         d[member] = score
         self._insert((score, member))
-        return True
+        return ADDED
 
     def remove(self, member: bytes) -> bool:
         old = self.dict.pop(member, None)

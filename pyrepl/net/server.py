@@ -24,6 +24,7 @@ from pyrepl.config import Config
 from pyrepl.core import Host, ServerCore
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
+from pyrepl.net.synclog import RotatingNdjsonWriter
 
 
 def now_ms() -> int:
@@ -189,6 +190,12 @@ class Server:
             self.logger.verbose(f"replication not available: {e}")
         else:
             self.replication = Replication(self.core)
+        self.sync_log: RotatingNdjsonWriter | None = None
+        if config.sync_log_file and self.replication is not None:
+            self.sync_log = RotatingNdjsonWriter(config.in_dir(config.sync_log_file),
+                                                 config.sync_log_max_size,
+                                                 config.sync_log_max_files)
+            self.replication.events.sink = self.sync_log.write
         self.loop: asyncio.AbstractEventLoop | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self._stopping = False
@@ -199,6 +206,9 @@ class Server:
     def _config_changed(self, name: str, value: object) -> None:
         if name == "loglevel":
             self.logger.set_level(str(value))
+        elif name in ("sync-log-max-size", "sync-log-max-files") and self.sync_log is not None:
+            self.sync_log.set_limits(self.config.sync_log_max_size,
+                                     self.config.sync_log_max_files)
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> int:
@@ -249,6 +259,8 @@ class Server:
                 if c.transport is not None:
                     c.transport.abort()
             self._remove_pidfile()
+            if self.sync_log is not None:
+                self.sync_log.close()
 
     async def listen(self) -> None:
         loop = asyncio.get_running_loop()
