@@ -158,6 +158,8 @@ class ServerCore:
         self.port = config.port
         # Replication hooks (the replication layer sets these).
         self.expiry_deletes = True  # False on a replica: keys expire only by the master's DEL
+        # True while the replica runs commands from its master's stream (see Database).
+        self.applying_master_stream = False
         self.repl_feed: Callable[[int, list[bytes]], None] | None = None
         self._pending: list[tuple[int, list[bytes]]] = []
         self._call_depth = 0

@@ -53,7 +53,7 @@ def _hash_for_write(db: Any, key: bytes) -> dict:
 # -- writes ------------------------------------------------------------------------------
 
 @command("hset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
-         summary="Set the string value of a hash field", since="2.0.0")
+         summary="Set the string value of a hash field", since="2.0.0", acl="write hash fast")
 def hset(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n & 1:
@@ -79,7 +79,8 @@ def hset(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hmset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
-         summary="Set multiple hash fields to multiple values", since="2.0.0")
+         summary="Set multiple hash fields to multiple values", since="2.0.0",
+         acl="write hash fast")
 def hmset(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n & 1:
@@ -97,7 +98,7 @@ def hmset(c: Any, argv: list[bytes]) -> object:
 
 @command("hsetnx", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Set the value of a hash field, only if the field does not exist",
-         since="2.0.0")
+         since="2.0.0", acl="write hash fast")
 def hsetnx(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -113,7 +114,7 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hdel", -3, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Delete one or more hash fields", since="2.0.0")
+         summary="Delete one or more hash fields", since="2.0.0", acl="write hash fast")
 def hdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -139,7 +140,7 @@ def hdel(c: Any, argv: list[bytes]) -> object:
 
 @command("hincrby", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Increment the integer value of a hash field by the given number",
-         since="2.0.0")
+         since="2.0.0", acl="write hash fast")
 def hincrby(c: Any, argv: list[bytes]) -> object:
     incr = parse_int(argv[3])
     key = argv[1]
@@ -166,7 +167,7 @@ def hincrby(c: Any, argv: list[bytes]) -> object:
 
 @command("hincrbyfloat", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Increment the float value of a hash field by the given amount",
-         since="2.6.0")
+         since="2.6.0", acl="write hash fast")
 def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     incr = parse_long_double(argv[3])
     if incr is None:
@@ -205,7 +206,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
 # -- reads -------------------------------------------------------------------------------
 
 @command("hget", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the value of a hash field", since="2.0.0")
+         summary="Get the value of a hash field", since="2.0.0", acl="read hash fast")
 def hget(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     if h is None:
@@ -214,7 +215,7 @@ def hget(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hmget", -3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the values of all the given hash fields", since="2.0.0")
+         summary="Get the values of all the given hash fields", since="2.0.0", acl="read hash fast")
 def hmget(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     if h is None:
@@ -224,14 +225,14 @@ def hmget(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the number of fields in a hash", since="2.0.0")
+         summary="Get the number of fields in a hash", since="2.0.0", acl="read hash fast")
 def hlen(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     return 0 if h is None else len(h)
 
 
 @command("hstrlen", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the length of the value of a hash field", since="3.2.0")
+         summary="Get the length of the value of a hash field", since="3.2.0", acl="read hash fast")
 def hstrlen(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     if h is None:
@@ -241,28 +242,28 @@ def hstrlen(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hexists", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Determine if a hash field exists", since="2.0.0")
+         summary="Determine if a hash field exists", since="2.0.0", acl="read hash fast")
 def hexists(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     return 1 if h is not None and argv[2] in h else 0
 
 
 @command("hgetall", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the fields and values in a hash", since="2.0.0")
+         summary="Get all the fields and values in a hash", since="2.0.0", acl="read hash slow")
 def hgetall(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     return Map(() if h is None else h.items())
 
 
 @command("hkeys", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the fields in a hash", since="2.0.0")
+         summary="Get all the fields in a hash", since="2.0.0", acl="read hash slow")
 def hkeys(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     return [] if h is None else list(h)
 
 
 @command("hvals", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the values in a hash", since="2.0.0")
+         summary="Get all the values in a hash", since="2.0.0", acl="read hash slow")
 def hvals(c: Any, argv: list[bytes]) -> object:
     h = _read(c, argv[1])
     return [] if h is None else list(h.values())
@@ -271,7 +272,8 @@ def hvals(c: Any, argv: list[bytes]) -> object:
 # -- random fields -----------------------------------------------------------------------
 
 @command("hrandfield", -2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get one or multiple random fields from a hash", since="6.2.0")
+         summary="Get one or multiple random fields from a hash", since="6.2.0",
+         acl="read hash slow")
 def hrandfield(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n == 2:
@@ -315,7 +317,8 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
 # -- scan --------------------------------------------------------------------------------
 
 @command("hscan", -3, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Incrementally iterate hash fields and associated values", since="2.8.0")
+         summary="Incrementally iterate hash fields and associated values", since="2.8.0",
+         acl="read hash slow")
 def hscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
     h = _read(c, argv[1])

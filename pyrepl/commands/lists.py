@@ -64,7 +64,7 @@ def _range(lst: deque, start: int, end: int) -> list[bytes]:
 # -- pushes ------------------------------------------------------------------------------
 
 @command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Prepend one or multiple elements to a list", since="1.0.0")
+         summary="Prepend one or multiple elements to a list", since="1.0.0", acl="write list fast")
 def lpush(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -83,7 +83,7 @@ def lpush(c: Any, argv: list[bytes]) -> object:
 
 
 @command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Append one or multiple elements to a list", since="1.0.0")
+         summary="Append one or multiple elements to a list", since="1.0.0", acl="write list fast")
 def rpush(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -118,13 +118,15 @@ def _pushx(c: Any, argv: list[bytes], left: bool) -> object:
 
 
 @command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Prepend an element to a list, only if the list exists", since="2.2.0")
+         summary="Prepend an element to a list, only if the list exists", since="2.2.0",
+         acl="write list fast")
 def lpushx(c: Any, argv: list[bytes]) -> object:
     return _pushx(c, argv, True)
 
 
 @command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Append an element to a list, only if the list exists", since="2.2.0")
+         summary="Append an element to a list, only if the list exists", since="2.2.0",
+         acl="write list fast")
 def rpushx(c: Any, argv: list[bytes]) -> object:
     return _pushx(c, argv, False)
 
@@ -167,13 +169,14 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
 
 
 @command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
-         summary="Remove and get the first elements in a list", since="1.0.0")
+         summary="Remove and get the first elements in a list", since="1.0.0",
+         acl="write list fast")
 def lpop(c: Any, argv: list[bytes]) -> object:
     return _pop(c, argv, True)
 
 
 @command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
-         summary="Remove and get the last elements in a list", since="1.0.0")
+         summary="Remove and get the last elements in a list", since="1.0.0", acl="write list fast")
 def rpop(c: Any, argv: list[bytes]) -> object:
     return _pop(c, argv, False)
 
@@ -188,8 +191,8 @@ def _lmpop_keys(argv: list[bytes]) -> list[int]:
     return list(range(2, min(2 + numkeys, len(argv))))
 
 
-@command("lmpop", -4, "write", group="list", summary="Pop elements from a list",
-         since="7.0.0", keys_fn=_lmpop_keys)
+@command("lmpop", -4, "write movablekeys", group="list", summary="Pop elements from a list",
+         since="7.0.0", keys_fn=_lmpop_keys, acl="write list slow")
 def lmpop(c: Any, argv: list[bytes]) -> object:
     msg = "ERR numkeys should be greater than 0"
     numkeys = parse_int(argv[1], msg)
@@ -237,14 +240,14 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
 # -- reads -------------------------------------------------------------------------------
 
 @command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
-         summary="Get the length of a list", since="1.0.0")
+         summary="Get the length of a list", since="1.0.0", acl="read list fast")
 def llen(c: Any, argv: list[bytes]) -> object:
     lst = _read(c, argv[1])
     return 0 if lst is None else len(lst)
 
 
 @command("lrange", 4, "readonly", keys=(1, 1, 1), group="list",
-         summary="Get a range of elements from a list", since="1.0.0")
+         summary="Get a range of elements from a list", since="1.0.0", acl="read list slow")
 def lrange(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
@@ -266,7 +269,7 @@ def lrange(c: Any, argv: list[bytes]) -> object:
 
 
 @command("lindex", 3, "readonly", keys=(1, 1, 1), group="list",
-         summary="Get an element from a list by its index", since="1.0.0")
+         summary="Get an element from a list by its index", since="1.0.0", acl="read list slow")
 def lindex(c: Any, argv: list[bytes]) -> object:
     lst = _read(c, argv[1])
     if lst is None:
@@ -283,7 +286,8 @@ _RANK_ZERO = ("ERR RANK can't be zero: use 1 to start from the first match, 2 fr
 
 
 @command("lpos", -3, "readonly", keys=(1, 1, 1), group="list",
-         summary="Return the index of matching elements on a list", since="6.0.6")
+         summary="Return the index of matching elements on a list", since="6.0.6",
+         acl="read list slow")
 def lpos(c: Any, argv: list[bytes]) -> object:
     ele = argv[2]
     rank = 1
@@ -346,7 +350,8 @@ def lpos(c: Any, argv: list[bytes]) -> object:
 # -- in-place writes ---------------------------------------------------------------------
 
 @command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list",
-         summary="Set the value of an element in a list by its index", since="1.0.0")
+         summary="Set the value of an element in a list by its index", since="1.0.0",
+         acl="write list slow")
 def lset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -365,7 +370,7 @@ def lset(c: Any, argv: list[bytes]) -> object:
 
 
 @command("lrem", 4, "write", keys=(1, 1, 1), group="list",
-         summary="Remove elements from a list", since="1.0.0")
+         summary="Remove elements from a list", since="1.0.0", acl="write list slow")
 def lrem(c: Any, argv: list[bytes]) -> object:
     toremove = parse_int(argv[2])
     key = argv[1]
@@ -401,7 +406,7 @@ def lrem(c: Any, argv: list[bytes]) -> object:
 
 
 @command("ltrim", 4, "write", keys=(1, 1, 1), group="list",
-         summary="Trim a list to the specified range", since="1.0.0")
+         summary="Trim a list to the specified range", since="1.0.0", acl="write list slow")
 def ltrim(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
@@ -440,7 +445,8 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
 
 
 @command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list",
-         summary="Insert an element before or after another element in a list", since="2.2.0")
+         summary="Insert an element before or after another element in a list", since="2.2.0",
+         acl="write list slow")
 def linsert(c: Any, argv: list[bytes]) -> object:
     where = argv[2].lower()
     if where == b"after":
@@ -500,7 +506,7 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
 
 @command("lmove", 5, "write denyoom", keys=(1, 2, 1), group="list",
          summary="Pop an element from a list, push it to another list and return it",
-         since="6.2.0")
+         since="6.2.0", acl="write list slow")
 def lmove(c: Any, argv: list[bytes]) -> object:
     from_left = _position(argv[3])
     to_left = _position(argv[4])
@@ -509,7 +515,7 @@ def lmove(c: Any, argv: list[bytes]) -> object:
 
 @command("rpoplpush", 3, "write denyoom", keys=(1, 2, 1), group="list",
          summary="Remove the last element in a list, prepend it to another list and return it",
-         since="1.2.0")
+         since="1.2.0", acl="write list slow")
 def rpoplpush(c: Any, argv: list[bytes]) -> object:
     return _move(c, argv[1], argv[2], False, True)
 

@@ -23,6 +23,7 @@ call, which the core wraps in MULTI/EXEC).
 from __future__ import annotations
 
 import random
+from sys import getsizeof
 from typing import Any
 
 from pyrepl.commands.table import command
@@ -177,6 +178,11 @@ def spop(c: Any, argv: list[bytes]) -> object:
     if s is None:
         return None
     if len(s) <= SPOP_RANDOM_MAX:
+        if getsizeof(s) > (len(s) << 6) + 4096:
+            # Mostly emptied (Python never shrinks a set's table): copy it compactly so
+            # the snapshot below costs O(len), not O(old size).
+            s = set(s)
+            c.db.data[key] = s
         ele = _random_member(s)
         s.remove(ele)
     else:

@@ -65,9 +65,13 @@ class Database:
         when = self.expires.get(key)
         if when is None or when > self.core.now_ms:
             return False
-        if self.core.expiry_deletes:
+        core = self.core
+        if core.expiry_deletes:
             self._delete_expired(key)
-        return True
+            return True
+        # A replica: the key is gone for its clients, but the commands of the master's stream
+        # still see it (the master's DEL will remove it), exactly as Redis's expireIfNeeded.
+        return not core.applying_master_stream
 
     def _delete_expired(self, key: bytes) -> None:
         del self.data[key]

@@ -109,7 +109,7 @@ def dataset_digest(dbs: Sequence[DbLike], now_ms: int | None = None) -> str:
         if not data:
             continue
         expires = db.expires
-        keys = data.items()
+        keys: Iterable[tuple[bytes, Any]] = data.items()
         if now_ms is not None and expires:
             keys = [(k, v) for k, v in keys if not (k in expires and now_ms > expires[k])]
             if not keys:

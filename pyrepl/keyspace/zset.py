@@ -234,7 +234,10 @@ class ZSet:
         return chain(islice(lists[i], j, None), *lists[i + 1:])
 
     def iter_back_from(self, index: int) -> Iterator[Item]:
-        """Items descending, starting at global ``index`` (inclusive)."""
+        """Items descending, starting at global ``index`` (inclusive; clipped to the end)."""
+        n = len(self.dict)
+        if index >= n:
+            index = n - 1
         if index < 0:
             return iter(())
         i, j = self._locate(index)

@@ -1,0 +1,41 @@
+"""RDB persistence format: constants (rdb.h names), CRC64, LZF, compact-container readers, a
+streaming writer and a sans-io streaming reader.
+
+Theory of operation: pyrepl writes RDB version 10 with plain type encodings (what every Redis
+from 7.0 to 8.x loads) and reads everything Redis writes up to version 13 (Redis 8.6). See
+``encoder`` and ``decoder`` for the details; ``pyrepl.keyspace.digest`` computes DEBUG DIGEST.
+"""
+
+from __future__ import annotations
+
+from pyrepl.rdb.decoder import (
+    Aux,
+    End,
+    FunctionSkipped,
+    KeyValue,
+    LoadedRdb,
+    ModuleAuxSkipped,
+    RdbDecoder,
+    RdbError,
+    ResizeDb,
+    SelectDb,
+    load_rdb_file,
+)
+from pyrepl.rdb.encoder import encode_rdb, encode_rdb_bytes, save_rdb_file
+
+__all__ = [
+    "Aux",
+    "End",
+    "FunctionSkipped",
+    "KeyValue",
+    "LoadedRdb",
+    "ModuleAuxSkipped",
+    "RdbDecoder",
+    "RdbError",
+    "ResizeDb",
+    "SelectDb",
+    "encode_rdb",
+    "encode_rdb_bytes",
+    "load_rdb_file",
+    "save_rdb_file",
+]

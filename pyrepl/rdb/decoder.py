@@ -261,7 +261,7 @@ def _rstr(buf: bytes, p: int, n: int) -> tuple[bytes, int]:
 
 
 def _as_bytes(e: bytes | int) -> bytes:
-    return e if type(e) is bytes else b"%d" % e
+    return e if isinstance(e, bytes) else b"%d" % e
 
 
 def _score(e: bytes | int) -> float:
@@ -382,14 +382,14 @@ def _read_quicklist2_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]
         raise _Corrupt("Quicklist node is empty")
     if container == QUICKLIST_NODE_CONTAINER_PLAIN:
         return [blob], p
-    return [e if type(e) is bytes else b"%d" % e for e in listpack_entries(blob)], p
+    return [e if isinstance(e, bytes) else b"%d" % e for e in listpack_entries(blob)], p
 
 
 def _read_quicklist_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
     blob, p = _rstr(buf, p, n)
     if not blob:
         raise _Corrupt("Quicklist node is empty")
-    return [e if type(e) is bytes else b"%d" % e for e in ziplist_entries(blob)], p
+    return [e if isinstance(e, bytes) else b"%d" % e for e in ziplist_entries(blob)], p
 
 
 def _finish_list(t: int, elements: list[bytes]) -> Any:
@@ -457,7 +457,14 @@ _HEADER, _BODY, _CHECKSUM, _DONE, _FAILED = range(5)
 
 
 class RdbDecoder:
-    """Sans-io RDB reader: ``receive_data(bytes)`` then ``next_event()`` until ``None``."""
+    """Sans-io RDB reader: ``receive_data(bytes)`` then ``next_event()`` (or ``load_into``)
+    until ``None``.
+
+    ``databases``: refuse a SELECTDB at or beyond this many databases (None: no limit; then
+    ``load_into`` must be given enough dicts). ``verify_checksum``: compute and compare the
+    CRC64. ``strict_checksum``: a mismatch raises ``RdbError`` (default); when False it is
+    reported as ``End(checksum_ok=False)`` and the caller decides. ``offset`` counts consumed
+    bytes, including the elements already read of a collection still in progress."""
 
     def __init__(self, *, databases: int | None = None, strict_checksum: bool = True,
                  verify_checksum: bool = True) -> None:
@@ -938,9 +945,9 @@ class RdbDecoder:
             entries = ziplist_entries(blob)
             return deque([_as_bytes(e) for e in entries]) if entries else _SKIP
         if t == RDB_TYPE_HASH_ZIPMAP:
-            pairs = zipmap_pairs(blob)
-            h = dict(pairs)
-            if len(h) != len(pairs):
+            fields = zipmap_pairs(blob)
+            h = dict(fields)
+            if len(h) != len(fields):
                 raise _Corrupt("Hash zipmap with dup elements")
             return h if h else _SKIP
         # RDB_TYPE_HASH_LISTPACK_EX(_PRE_GA): field, value, ttl triples; ttl 0 = none.

@@ -232,11 +232,11 @@ def encode_rdb(
         exp_get = expires.get if expires else None
         for k, v in data.items():
             if exp_get is not None:
-                e = exp_get(k)
-                if e is not None:
-                    if now_ms > e:
+                when = exp_get(k)
+                if when is not None:
+                    if now_ms > when:
                         continue
-                    append(expire_op + pack_q(e))
+                    append(expire_op + pack_q(when))
                     size += 9
             nk = len(k)
             if type(v) is bytes:

@@ -15,7 +15,7 @@ Tests import this module: the unit tests decode the committed files and compare 
 ``golden_dataset()`` (so the expected data exists once, here), and the interop tests call
 ``make_dump`` / ``RedisServer`` against a live server.
 
-Usage: python tests/data/make_golden_rdb.py   (needs redis-server and redis-py)
+Usage: .venv/bin/python tests/data/make_golden_rdb.py   (needs redis-server and redis-py)
 """
 
 from __future__ import annotations

@@ -359,14 +359,57 @@ def test_roundtrip_any_dataset_any_chunking(dbs: list[Db], data: Any) -> None:
         assert got_exp[i] == {k: want.expires[k] for k in alive if k in want.expires}
     aux = {ev.key: ev.value for ev in events if isinstance(ev, Aux)}
     assert aux[b"repl-id"] == b"a" * 40 and aux[b"repl-offset"] == b"77"
-    # The bulk path sees the same thing.
+    # The bulk path (with its inline fast lane for strings) sees the same, chunked the same.
     dec = RdbDecoder()
     d2: list[dict] = [{} for _ in range(16)]
     e2: list[dict] = [{} for _ in range(16)]
-    dec.receive_data(blob)
-    evs = dec.load_into(d2, e2)
+    evs: list[object] = []
+    prev = 0
+    for c in cuts + [len(blob)]:
+        dec.receive_data(blob[prev:c])
+        prev = c
+        evs += dec.load_into(d2, e2)
     assert [norm_db(x) for x in d2] == [norm_db(x) for x in got_data] and e2 == got_exp
     assert evs[-1] == End(True) and dec.offset == len(blob)
+    assert [ev for ev in events if not isinstance(ev, KeyValue)] == evs
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(string_st, st.one_of(string_st, st.binary(min_size=21, max_size=400)),
+                          st.sampled_from(["raw", "enc", "lzf"]),
+                          st.one_of(st.none(), st.integers(0, 1 << 50))),
+                max_size=20, unique_by=lambda t: t[0]),
+       st.data())
+def test_bulk_fast_lane_equals_event_path(items: list[Any], data: Any) -> None:
+    """Strings as Redis writes them (raw, integer-encoded, LZF) with and without expires, read
+    by next_event and by load_into's inline lane, in the same random chunks."""
+    parts = [b"\xfe\x00"]
+    for key, value, how, exp in items:
+        if exp is not None:
+            parts.append(bytes((C.RDB_OPCODE_EXPIRETIME_MS,)) + struct.pack("<q", exp))
+        if how == "lzf" and len(value) > 4:
+            enc = lzf_str(value)
+        elif how == "enc":
+            enc = encode_string(value)
+        else:
+            enc = raw(value)
+        parts.append(b"\x00" + encode_string(key) + enc)
+    blob = rdb(10, *parts)
+    cuts = data.draw(cuts_st(len(blob)))
+    events = decode_all(blob, cuts)
+    want = {k: v for k, v, _h, _e in items}
+    want_exp = {k: e for k, _v, _h, e in items if e is not None}
+    got, got_exp = dbs_from_events(events)
+    assert got[0] == want and got_exp[0] == want_exp
+    dec = RdbDecoder()
+    d: list[dict] = [{}]
+    e: list[dict] = [{}]
+    prev = 0
+    for c in cuts + [len(blob)]:
+        dec.receive_data(blob[prev:c])
+        prev = c
+        dec.load_into(d, e)
+    assert d[0] == want and e[0] == want_exp and dec.finished
 
 
 def test_event_sequence_and_header() -> None:

@@ -1,0 +1,396 @@
+"""The master side's I/O (master side): the diskless snapshot child writing straight to the
+replica sockets, a disk snapshot file streamed to a replica, transport buffer sizes.
+
+Theory of operation
+-------------------
+:class:`~pyrepl.replication.master.MasterSide` decides; this adapter does what needs the
+operating system. ``NetHost`` creates one per server (``core.host.master_io``).
+
+Diskless (``start_socket_snapshot``): the parent first empties each replica's user-space output
+(``prepare_handover``: the client's pending replies go to its transport, and the transport must
+have nothing buffered) so the socket is in a clean state, dups each socket fd, makes a result pipe
+and forks through ``NetHost.fork_child``. The child writes to every socket, in order, the
+replica's preamble (``+FULLRESYNC <replid> <offset>\\r\\n$EOF:<mark>\\r\\n``), the RDB chunks from
+``encode_rdb`` and the mark: the same chunk to all replicas, each socket written until it takes
+no more (``EAGAIN``), then ``poll`` for writability. The sockets stay non-blocking: the file
+status flags are shared with the parent's transports, so the child never changes them. A replica
+that fails (``EPIPE``, reset) or makes no progress for ``repl-timeout`` is dropped (timeouts also
+``shutdown`` the socket so both ends notice). At the end the child writes one line per replica
+(``<client id> <ok> <bytes> <error>``) to the result pipe; the parent reads it when the child
+has exited (``finish_socket_snapshot``). The parent never touches the snapshot bytes. While the
+child writes, the parent writes nothing to those sockets (the stream is held by the links).
+To drop a replica mid-transfer the parent ``shutdown``\\s its dup (``drop_socket_target``): the
+child's next write fails and the TCP connection really ends (closing the parent's fd alone would
+not end it while the child still holds a copy).
+
+Disk (``send_bulk``): the file is opened at once (a later BGSAVE renaming a new file over it does
+not change what is sent), then ``$<len>\\r\\n`` and the file go out with ``os.sendfile`` straight
+on the socket fd, only while the transport has nothing buffered (so ordering with the transport
+is kept), a few MB per event-loop turn; when the socket is full the pump retries with a short
+backoff. The end is reported with ``MasterSide.bulk_sent`` and the output it produces (the held
+stream) is flushed at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import socket
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
+    from pyrepl.net.server import Server
+
+SENDFILE_CHUNK = 1 << 20
+PUMP_BUDGET = 8 << 20  # bytes sent per event-loop turn before yielding
+BACKOFF_MIN = 0.001
+BACKOFF_MAX = 0.05
+
+
+class _SocketJob:
+    __slots__ = ("pid", "result_fd", "dups")
+
+    def __init__(self, pid: int, result_fd: int, dups: dict[int, socket.socket]) -> None:
+        self.pid = pid
+        self.result_fd = result_fd
+        self.dups = dups
+
+
+class _Bulk:
+    __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle")
+
+    def __init__(self, client: Client, fd: int, size: int) -> None:
+        self.client = client
+        self.fd = fd
+        self.size = size
+        self.offset = 0
+        self.pre = b"$%d\r\n" % size
+        self.sent = 0
+        self.done = False
+        self.backoff = BACKOFF_MIN
+        self.handle: Any = None
+
+
+class MasterIO:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._jobs: dict[int, _SocketJob] = {}
+        self._bulks: dict[int, _Bulk] = {}
+
+    # -- transports -------------------------------------------------------------------------
+    def buffered(self, c: Client) -> int:
+        """Bytes the client's transport still has to write to the socket."""
+        t = c.transport
+        if t is None:
+            return 0
+        return t.get_write_buffer_size()
+
+    def prepare_handover(self, c: Client) -> bool:
+        """Push the client's pending output to its transport; True when nothing is left
+        buffered in this process, so another process may write to the socket directly."""
+        t = c.transport
+        if t is None or c.closed or t.is_closing():
+            return False
+        if c.out:
+            data = c.data_to_send()
+            if data:
+                t.write(data)
+        return t.get_write_buffer_size() == 0
+
+    @staticmethod
+    def _sock_fd(c: Client) -> int:
+        sock = c.transport.get_extra_info("socket")
+        if sock is None:
+            raise OSError("no socket for this connection")
+        return sock.fileno()
+
+    # -- diskless: the child writes to the sockets --------------------------------------------
+    def start_socket_snapshot(self, targets: list[tuple[Client, bytes]],
+                              payload: Callable[[], Iterable[bytes]], trailer: bytes,
+                              timeout_ms: int) -> int:
+        """Fork a child that writes each target's preamble, the payload and the trailer to the
+        target's socket. Returns the child's pid (raises OSError when it cannot start)."""
+        dups: dict[int, socket.socket] = {}
+        r = w = -1
+        try:
+            for c, _ in targets:
+                dups[c.id] = socket.socket(fileno=os.dup(self._sock_fd(c)))
+            r, w = os.pipe()
+        except OSError:
+            for s in dups.values():
+                s.close()
+            raise
+        plan = [(c.id, dups[c.id].fileno(), pre) for c, pre in targets]
+        result_r, result_w = r, w
+
+        def job() -> int:
+            os.close(result_r)
+            return stream_to_sockets(plan, payload, trailer, timeout_ms, result_w)
+
+        try:
+            pid = self.server.host.fork_child(job, "rdb-to-replicas")
+        except OSError:
+            os.close(r)
+            os.close(w)
+            for s in dups.values():
+                s.close()
+            raise
+        os.close(w)
+        os.set_blocking(r, False)
+        self._jobs[pid] = _SocketJob(pid, r, dups)
+        return pid
+
+    def drop_socket_target(self, c: Client) -> None:
+        """End a replica's connection that a snapshot child is writing to."""
+        for job in self._jobs.values():
+            s = job.dups.pop(c.id, None)
+            if s is not None:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
+        """The child exited: its per-replica results, {client id: (ok, bytes, error)}."""
+        job = self._jobs.pop(pid, None)
+        if job is None:
+            return {}
+        chunks = []
+        try:
+            while True:
+                try:
+                    data = os.read(job.result_fd, 65536)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+        except OSError:
+            pass
+        finally:
+            os.close(job.result_fd)
+            for s in job.dups.values():
+                s.close()
+        out: dict[int, tuple[bool, int, str]] = {}
+        for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
+                out[int(parts[0])] = (parts[1] == "1", int(parts[2]),
+                                      "" if parts[3] == "-" else parts[3])
+        return out
+
+    def reap_child(self, pid: int) -> None:
+        """checkChildrenDone for one child: report its exit now if it has exited."""
+        srv = self.server
+        if pid not in srv.children:
+            return
+        try:
+            rpid, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            srv.children.pop(pid, None)
+            srv.core.child_exited(pid, 1)
+            return
+        if rpid == 0:
+            return
+        srv.children.pop(pid, None)
+        srv.core.child_exited(pid, os.waitstatus_to_exitcode(status))
+
+    # -- disk: stream the file -------------------------------------------------------------------
+    def send_bulk(self, c: Client, path: str) -> int:
+        """Start sending ``$<len>\\r\\n`` and the file at ``path``; returns the file size."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
+        b = _Bulk(c, fd, size)
+        self._bulks[c.id] = b
+        loop = self.server.loop
+        if loop is None:
+            os.close(fd)
+            del self._bulks[c.id]
+            raise OSError("no event loop")
+        b.handle = loop.call_soon(self._pump, b)
+        return size
+
+    def cancel_bulk(self, c: Client) -> None:
+        b = self._bulks.pop(c.id, None)
+        if b is not None:
+            self._close_bulk(b)
+
+    def _close_bulk(self, b: _Bulk) -> None:
+        b.done = True
+        if b.handle is not None:
+            b.handle.cancel()
+            b.handle = None
+        try:
+            os.close(b.fd)
+        except OSError:
+            pass
+
+    def _pump(self, b: _Bulk) -> None:
+        b.handle = None
+        if b.done:
+            return
+        c = b.client
+        t = c.transport
+        if t is None or c.closed or t.is_closing():
+            self._finish(b, False, "connection closed")
+            return
+        if c.out and b.sent == 0:
+            data = c.data_to_send()  # replies produced before the bulk starts go first
+            if data:
+                t.write(data)
+        if t.get_write_buffer_size():
+            self._again(b, False)
+            return
+        progress = 0
+        try:
+            fd = self._sock_fd(c)
+            while progress < PUMP_BUDGET:
+                if b.pre:
+                    n = os.write(fd, b.pre)
+                    b.pre = b.pre[n:]
+                elif b.offset < b.size:
+                    n = os.sendfile(fd, b.fd, b.offset, min(b.size - b.offset, SENDFILE_CHUNK))
+                    if n == 0:
+                        raise OSError("premature EOF")
+                    b.offset += n
+                else:
+                    break
+                b.sent += n
+                progress += n
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            self._finish(b, False, e.strerror or str(e))
+            return
+        if not b.pre and b.offset >= b.size:
+            self._finish(b, True, "")
+            return
+        self._again(b, progress > 0)
+
+    def _again(self, b: _Bulk, progressed: bool) -> None:
+        loop = self.server.loop
+        if loop is None:
+            return
+        if progressed:
+            b.backoff = BACKOFF_MIN
+            b.handle = loop.call_soon(self._pump, b)
+        else:
+            b.handle = loop.call_later(b.backoff, self._pump, b)
+            b.backoff = min(BACKOFF_MAX, b.backoff * 2)
+
+    def _finish(self, b: _Bulk, ok: bool, error: str) -> None:
+        self._bulks.pop(b.client.id, None)
+        self._close_bulk(b)
+        srv = self.server
+        core = srv.core
+        core.now_ms = int(time.time() * 1000)
+        repl = core.replication
+        if repl is not None:
+            repl.master.bulk_sent(b.client, ok, b.sent, error)
+        if core.pending_flush:
+            srv.flush_pending()
+
+
+class _Target:
+    __slots__ = ("cid", "fd", "pre", "view", "sent", "error", "last")
+
+    def __init__(self, cid: int, fd: int, pre: bytes, now: float) -> None:
+        self.cid = cid
+        self.fd = fd
+        self.pre = pre
+        self.view: memoryview = memoryview(b"")
+        self.sent = 0
+        self.error = ""
+        self.last = now
+
+
+def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], Iterable[bytes]],
+                      trailer: bytes, timeout_ms: int, result_fd: int) -> int:
+    """The diskless snapshot child: write each preamble, the payload and the trailer to every
+    socket of ``plan`` ((client id, fd, preamble)); report per target to ``result_fd``.
+    Returns the exit code: 0 when the whole payload reached at least one replica."""
+    now = time.monotonic()
+    targets = [_Target(cid, fd, pre, now) for cid, fd, pre in plan]
+    timeout = max(0.001, timeout_ms / 1000.0)
+    code = 0
+    try:
+        for chunk in itertools.chain(payload(), (trailer,)):
+            if not _write_chunk(targets, chunk, timeout):
+                break
+    except Exception as e:  # noqa: BLE001 - the RDB could not be produced: every target fails
+        code = 1
+        for t in targets:
+            if not t.error:
+                t.error = f"snapshot error: {e!r}".replace("\n", " ")
+    ok_any = False
+    lines = []
+    for t in targets:
+        ok = not t.error
+        ok_any = ok_any or ok
+        lines.append(f"{t.cid} {1 if ok else 0} {t.sent} {t.error or '-'}\n")
+    data = memoryview("".join(lines).encode())
+    try:
+        while data:
+            data = data[os.write(result_fd, data):]
+        os.close(result_fd)
+    except OSError:
+        pass
+    return code if ok_any else 1
+
+
+def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
+    """Write ``chunk`` to every live target; False when none is left."""
+    pending = []
+    for t in targets:
+        if t.error:
+            continue
+        if t.pre:
+            t.view = memoryview(t.pre + chunk)
+            t.pre = b""
+        else:
+            t.view = memoryview(chunk)
+        pending.append(t)
+    while pending:
+        still = []
+        now = time.monotonic()
+        for t in pending:
+            try:
+                n = os.write(t.fd, t.view)
+            except BlockingIOError:
+                n = 0
+            except OSError as e:
+                t.error = (e.strerror or str(e)).replace(" ", "_") or "write_error"
+                continue
+            if n:
+                t.sent += n
+                t.view = t.view[n:]
+                t.last = now
+            if t.view:
+                still.append(t)
+        pending = []
+        for t in still:
+            if now - t.last > timeout:
+                t.error = "timeout"
+                try:
+                    socket.socket(fileno=os.dup(t.fd)).shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            else:
+                pending.append(t)
+        if not pending:
+            break
+        poller = select.poll()
+        for t in pending:
+            poller.register(t.fd, select.POLLOUT)
+        wait = min(timeout - (now - t.last) for t in pending)
+        poller.poll(max(1, min(1000, int(wait * 1000) + 1)))
+    return any(not t.error for t in targets)

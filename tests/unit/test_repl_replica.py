@@ -1,0 +1,830 @@
+"""Sans-io tests of the replica side: the REPL_STATE_* machine driven with real bytes.
+
+The "master" here is the test itself: it answers with the exact bytes a Redis 7.0.15 master
+sends (see /work/shared/redis-wire), RDB payloads written by pyrepl's real encoder from a real
+dataset, and a replication stream of real commands. The I/O shell is replaced by a recorder of
+what the side asks for (connect / send / close), which is the side's whole I/O interface.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyrepl.commands  # noqa: F401
+from pyrepl.config import Config
+from pyrepl.core import Host, ServerCore
+from pyrepl.keyspace.digest import dataset_digest
+from pyrepl.rdb.encoder import encode_rdb_bytes
+from pyrepl.replication.ids import NULL_REPLID
+from pyrepl.replication.manager import Replication
+from pyrepl.replication.replica import (
+    TRANSITIONS,
+    Input,
+    ReplProtocolError,
+    ReplState,
+)
+from pyrepl.resp.writer import encode_command
+
+S = ReplState
+NOW = 1_700_000_000_000
+MASTER_ID = "a05af3755f57545a48bd356f49c00cb6f3d914fa"
+NEW_ID = "fbcd4a99c9f32dd5e1610978cc2385f800dafcb9"
+MARK = b"3349e433c1144143783d87ecbc6ba7dfda6a0f50"
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def cmd(*args: bytes | str | int) -> bytes:
+    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
+
+
+class RecordingIO:
+    """The replica side's I/O port, recorded: what it connects to, writes and closes."""
+
+    def __init__(self) -> None:
+        self.connects: list[tuple[int, str, int]] = []
+        self.sent: list[tuple[int, bytes]] = []
+        self.closed: list[int] = []
+
+    @property
+    def token(self) -> int:
+        return self.connects[-1][0]
+
+    def connect(self, token: int, host: str, port: int) -> None:
+        self.connects.append((token, host, port))
+
+    def send(self, token: int, data: bytes) -> None:
+        self.sent.append((token, data))
+
+    def close(self, token: int) -> None:
+        self.closed.append(token)
+
+    def link_info(self, token: int) -> None:
+        return None
+
+    def take(self) -> bytes:
+        out = b"".join(d for _, d in self.sent)
+        self.sent.clear()
+        return out
+
+
+class IOHost(Host):
+    def __init__(self) -> None:
+        self.replica_io = RecordingIO()
+
+
+class Node:
+    def __init__(self, *overrides: tuple[str, list[str]], replicaof: bool = True) -> None:
+        ov = [("save", [""]), ("port", ["6381"])]
+        if replicaof:
+            ov.append(("replicaof", ["127.0.0.1", "6380"]))
+        cfg = Config.load(None, [*ov, *overrides])
+        self.host = IOHost()
+        self.io = self.host.replica_io
+        self.core = ServerCore(cfg, self.host, now_ms=NOW)
+        self.repl = Replication(self.core)
+        self.side = self.repl.replica
+        self.client = self.core.connection_made("127.0.0.1:5000", "127.0.0.1:6381")
+
+    def run(self, *args: bytes | str | int) -> bytes:
+        self.client.receive_data(cmd(*args))
+        return self.client.data_to_send()
+
+    def feed(self, data: bytes) -> None:
+        self.side.on_data(self.io.token, data)
+
+    def feed_split(self, data: bytes, cuts: list[int]) -> None:
+        prev = 0
+        for cut in sorted(set(cuts)) + [len(data)]:
+            if cut > prev:
+                self.feed(data[prev:cut])
+                prev = cut
+
+    def tick(self, advance_ms: int) -> None:
+        self.core.now_ms += advance_ms
+        self.core.tick(self.core.now_ms)
+
+    def digest(self) -> str:
+        return dataset_digest(self.core.dbs, self.core.now_ms)
+
+    def events(self) -> list[str]:
+        return [e["event"] for e in self.repl.events.recent]
+
+    def info(self) -> dict[str, object]:
+        return dict(self.repl.info_fields())
+
+    def connect(self) -> None:
+        """start() and the TCP connection comes up."""
+        self.side.start()
+        self.side.on_connected(self.io.token)
+
+
+def source_dataset() -> ServerCore:
+    """A real dataset with every type, TTLs and two databases (the 'master's data')."""
+    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=NOW)
+    c = core.connection_made()
+    for args in (
+        ("SET", "s:1", "hello"), ("SET", "s:int", "12345"), ("SET", "s:big", "x" * 5000),
+        ("RPUSH", "l", "a", "b", "c", "1"), ("SADD", "set", "m1", "m2", "77"),
+        ("HSET", "h", "f1", "v1", "f2", "2"), ("ZADD", "z", "1.5", "a", "-2", "b"),
+        ("SET", "ttl", "v", "PX", "100000"), ("SELECT", "3"), ("SET", "db3", "three"),
+        ("RPUSH", "db3:l", *[f"e{i}" for i in range(300)]),
+    ):
+        c.receive_data(cmd(*args))
+    return core
+
+
+SRC = source_dataset()
+SRC_DIGEST = dataset_digest(SRC.dbs, NOW)
+RDB = encode_rdb_bytes(SRC.dbs, aux={"repl-stream-db": 0, "repl-id": MASTER_ID,
+                                     "repl-offset": 0}, now_ms=NOW)
+HANDSHAKE_OUT = (cmd("PING"),
+                 cmd("REPLCONF", "listening-port", "6381") + cmd("REPLCONF", "capa", "eof",
+                                                                 "capa", "psync2"),
+                 cmd("PSYNC", "?", "-1"))
+REPLIES = b"+PONG\r\n+OK\r\n+OK\r\n"
+STREAM = (cmd("SELECT", "0") + cmd("SET", "after", "1") + cmd("MULTI") + cmd("INCR", "n")
+          + cmd("RPUSH", "l", "z") + cmd("EXEC") + cmd("SELECT", "3") + cmd("DEL", "db3"))
+
+
+def apply_stream_to_source(stream: bytes) -> str:
+    """Digest of the source dataset after running the stream on a copy (what the master has)."""
+    core = source_dataset()
+    c = core.connection_made()
+    c.receive_data(stream)
+    return dataset_digest(core.dbs, NOW)
+
+
+def full_sync_bytes(diskless: bool, offset: int = 0, rdb: bytes = RDB) -> bytes:
+    head = REPLIES + b"\n" + b"+FULLRESYNC %s %d\r\n" % (MASTER_ID.encode(), offset) + b"\n\n"
+    if diskless:
+        return head + b"$EOF:" + MARK + b"\r\n" + rdb + MARK
+    return head + b"$%d\r\n" % len(rdb) + rdb
+
+
+def synced_node(diskless: bool = False, *overrides: tuple[str, list[str]]) -> Node:
+    n = Node(*overrides)
+    n.connect()
+    n.feed(full_sync_bytes(diskless))
+    assert n.side.state is S.CONNECTED
+    n.io.take()
+    return n
+
+
+# -- the table ------------------------------------------------------------------------------
+
+def test_every_missing_transition_is_a_typed_error() -> None:
+    n = Node()
+    for state in ReplState:
+        for inp in Input:
+            n.side.state = state
+            if (state, inp) in TRANSITIONS:
+                assert n.side._go(inp) is TRANSITIONS[(state, inp)]
+            else:
+                with pytest.raises(ReplProtocolError) as ei:
+                    n.side._go(inp)
+                assert ei.value.state is state and ei.value.input is inp
+
+
+def test_data_in_a_state_that_reads_nothing_is_a_protocol_error() -> None:
+    n = Node()
+    assert n.side.state is S.CONNECT
+    with pytest.raises(ReplProtocolError):
+        n.side.receive_data(b"+PONG\r\n")
+    n.side.start()
+    assert n.side.state is S.CONNECTING
+    n.feed(b"+PONG\r\n")  # through the I/O entry point: logged, link dropped, retried later
+    assert n.side.state is S.CONNECT
+    assert n.io.closed[-1] == n.io.token
+    assert any("state machine error" in msg for _, msg in n.core.log.lines)
+
+
+# -- handshake bytes ------------------------------------------------------------------------
+
+def test_handshake_bytes_are_redis_7_0_15s() -> None:
+    n = Node()
+    assert n.io.connects == []
+    n.side.start()
+    assert n.io.connects == [(1, "127.0.0.1", 6380)]
+    assert n.side.state is S.CONNECTING
+    n.side.on_connected(1)
+    assert n.io.take() == HANDSHAKE_OUT[0]
+    assert n.side.state is S.RECEIVE_PING_REPLY
+    n.feed(b"+PONG\r\n")
+    assert n.io.take() == HANDSHAKE_OUT[1]  # pipelined in one write
+    assert n.side.state is S.RECEIVE_PORT_REPLY  # no masterauth: no AUTH reply to wait for
+    n.feed(b"+OK\r\n")
+    assert n.side.state is S.RECEIVE_CAPA_REPLY  # no replica-announce-ip
+    n.feed(b"+OK\r\n")
+    assert n.io.take() == HANDSHAKE_OUT[2]  # fresh node from config: no cached master
+    assert n.side.state is S.RECEIVE_PSYNC_REPLY
+    lines = [msg for _, msg in n.core.log.lines]
+    for text in ("MASTER <-> REPLICA sync started",
+                 "Non blocking connect for SYNC fired the event.",
+                 "Master replied to PING, replication can continue...",
+                 "Partial resynchronization not possible (no cached master)"):
+        assert text in lines
+
+
+def test_handshake_with_auth_user_and_announce_ip() -> None:
+    n = Node(("masterauth", ["pw"]), ("masteruser", ["repl"]),
+             ("replica-announce-ip", ["10.0.0.7"]), ("replica-announce-port", ["7777"]))
+    n.connect()
+    assert n.io.take() == cmd("PING")
+    n.feed(b"-NOAUTH Authentication required.\r\n")  # accepted: AUTH follows
+    assert n.io.take() == (cmd("AUTH", "repl", "pw") + cmd("REPLCONF", "listening-port", "7777")
+                           + cmd("REPLCONF", "ip-address", "10.0.0.7")
+                           + cmd("REPLCONF", "capa", "eof", "capa", "psync2"))
+    assert n.side.state is S.RECEIVE_AUTH_REPLY
+    n.feed(b"+OK\r\n+OK\r\n")
+    assert n.side.state is S.RECEIVE_IP_REPLY
+    n.feed(b"-ERR unknown option\r\n")  # non critical
+    assert n.side.state is S.RECEIVE_CAPA_REPLY
+    n.feed(b"+OK\r\n")
+    assert n.io.take() == cmd("PSYNC", "?", "-1")
+    assert "(Non critical) Master does not understand REPLCONF ip-address: -ERR unknown option" \
+        in [m for _, m in n.core.log.lines]
+
+
+def test_auth_error_fails_the_handshake_and_the_cron_retries() -> None:
+    n = Node(("masterauth", ["bad"]))
+    n.connect()
+    n.feed(b"-NOAUTH Authentication required.\r\n-WRONGPASS invalid username-password pair "
+           b"or user is disabled.\r\n+OK\r\n")
+    assert n.side.state is S.CONNECT
+    assert n.io.closed[-1] == 1
+    assert "Unable to AUTH to MASTER: -WRONGPASS invalid username-password pair or user is " \
+           "disabled." in [m for _, m in n.core.log.lines]
+    ev = n.repl.events.recent[-1]
+    assert ev["event"] == "sync_failed" and ev["reason"] == "auth-error"
+    n.tick(1000)
+    assert n.side.state is S.CONNECTING and n.io.connects[-1][0] == 2
+
+
+def test_ping_error_reply_fails() -> None:
+    n = Node()
+    n.connect()
+    n.feed(b"-ERR something else\r\n")
+    assert n.side.state is S.CONNECT
+    assert "Error reply to PING from master: '-ERR something else'" in \
+        [m for _, m in n.core.log.lines]
+
+
+# -- full sync ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("diskless", [False, True])
+def test_full_sync_loads_the_dataset_and_goes_online(diskless: bool) -> None:
+    n = Node()
+    n.run("SET", "old", "data")
+    n.connect()
+    n.feed(full_sync_bytes(diskless, offset=1000))
+    s = n.side
+    assert s.state is S.CONNECTED
+    assert n.digest() == SRC_DIGEST  # the old key is gone, the master's dataset is in
+    sent = n.io.take()
+    expected = b"".join(HANDSHAKE_OUT)
+    if diskless:  # the first ACK right after loading puts the replica online
+        expected += cmd("REPLCONF", "ACK", "1000")
+    assert sent == expected
+    info = n.info()
+    assert info["master_link_status"] == "up"
+    assert info["slave_repl_offset"] == 1000 and info["slave_read_repl_offset"] == 1000
+    assert info["master_replid"] == MASTER_ID and info["master_repl_offset"] == 1000
+    assert info["master_replid2"] == NULL_REPLID and info["second_repl_offset"] == -1
+    assert info["repl_backlog_active"] == 1
+    assert info["repl_backlog_first_byte_offset"] == 1001
+    mc = [c for c in n.core.clients.values() if c.kind == "master"]
+    assert len(mc) == 1 and mc[0].flags == "M"
+    evs = n.events()
+    assert evs == ["psync_sent", "psync_reply", "rdb_first_byte", "rdb_received", "load_done",
+                   "link_up"] + ([] if diskless else ["caught_up"])
+    assert n.repl.events.recent[-1 if diskless else -2]["mode"] == \
+        ("diskless" if diskless else "disk")
+    lines = [m for _, m in n.core.log.lines]
+    assert f"Full resync from master: {MASTER_ID}:1000" in lines
+    assert ("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to parser"
+            if diskless else
+            f"MASTER <-> REPLICA sync: receiving {len(RDB)} bytes from master to parser") in lines
+    assert "MASTER <-> REPLICA sync: Finished with success" in lines
+    assert n.core.stats.net_repl_input_bytes == \
+        len(full_sync_bytes(diskless)) - len(REPLIES) - len(b"\n+FULLRESYNC ") - 45
+
+
+@SETTINGS
+@given(diskless=st.booleans(), cuts=st.lists(st.integers(0, 4000), max_size=25))
+def test_full_sync_then_stream_any_split(diskless: bool, cuts: list[int]) -> None:
+    n = Node()
+    n.connect()
+    data = full_sync_bytes(diskless) + STREAM
+    n.feed_split(data, [c % (len(data) + 1) for c in cuts])
+    s = n.side
+    assert s.state is S.CONNECTED
+    assert n.digest() == apply_stream_to_source(STREAM)
+    assert s.master.reploff == s.master.read_reploff == len(STREAM)
+    assert n.repl.master_repl_offset == len(STREAM)
+    assert b"".join(n.repl.backlog.read_from(1)) == STREAM  # passed on verbatim
+    assert n.side.master.client.db.id == 3
+
+
+def test_old_dataset_serves_reads_until_the_swap() -> None:
+    n = Node()
+    n.run("SET", "old", "v")
+    n.connect()
+    data = full_sync_bytes(False)
+    cut = len(data) - 20
+    n.feed(data[:cut])
+    assert n.side.state is S.TRANSFER
+    assert n.run("GET", "old") == b"$1\r\nv\r\n"
+    assert n.run("GET", "s:1") == b"$-1\r\n"
+    info = n.info()
+    assert info["master_sync_in_progress"] == 1
+    read = info["master_sync_read_bytes"]
+    assert info["master_sync_total_bytes"] == len(RDB)
+    assert read == len(RDB) - 20 and info["master_sync_left_bytes"] == 20
+    assert info["master_sync_perc"] == f"{read / len(RDB) * 100:.2f}"
+    n.feed(data[cut:])
+    assert n.run("GET", "old") == b"$-1\r\n"
+    assert n.run("GET", "s:1") == b"$5\r\nhello\r\n"
+
+
+def test_transfer_progress_fields_for_each_form() -> None:
+    n = Node()
+    n.connect()
+    n.feed(REPLIES + b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
+    info = n.info()  # before the header: total -1, perc -0.00 (Redis prints read/-1*100)
+    assert (info["master_sync_total_bytes"], info["master_sync_read_bytes"],
+            info["master_sync_left_bytes"], info["master_sync_perc"]) == (-1, 0, -1, "-0.00")
+    n.feed(b"$EOF:" + MARK + b"\r\n" + RDB[:100])
+    info = n.info()
+    assert (info["master_sync_total_bytes"], info["master_sync_read_bytes"],
+            info["master_sync_left_bytes"], info["master_sync_perc"]) == (0, 100, -100, "0.00")
+    keys = [k for k, _ in n.repl.info_fields()]
+    assert keys[:13] == [
+        "role", "master_host", "master_port", "master_link_status", "master_last_io_seconds_ago",
+        "master_sync_in_progress", "slave_read_repl_offset", "slave_repl_offset",
+        "master_sync_total_bytes", "master_sync_read_bytes", "master_sync_left_bytes",
+        "master_sync_perc", "master_sync_last_io_seconds_ago"]
+    assert keys[13:17] == ["master_link_down_since_seconds", "slave_priority",
+                           "slave_read_only", "replica_announced"]
+
+
+def _corrupt_crc(rdb: bytes) -> bytes:
+    return rdb[:-1] + bytes([rdb[-1] ^ 0xFF])
+
+
+@pytest.mark.parametrize("diskless", [False, True])
+@pytest.mark.parametrize("failure", ["crc", "truncated", "mark", "garbage"])
+def test_failed_payload_applies_nothing_and_retries(diskless: bool, failure: str) -> None:
+    n = synced_node()
+    n.run_stream = None
+    n.feed(cmd("SELECT", "0") + cmd("SET", "kept", "1"))
+    before = n.digest()
+    n.side.on_closed(n.io.token)  # the link drops: master cached, reconnect at once
+    assert n.side.state is S.CONNECTING and n.side.cached is not None
+    n.side.on_connected(n.io.token)
+    rdb = RDB
+    if failure == "crc":
+        rdb = _corrupt_crc(RDB)
+    elif failure == "garbage":
+        rdb = RDB[:30] + b"\xee" * 20 + RDB[50:]
+    head = REPLIES + b"+FULLRESYNC %s 0\r\n" % NEW_ID.encode()
+    if diskless:
+        payload = b"$EOF:" + MARK + b"\r\n" + rdb
+        payload += (b"x" * 40) if failure == "mark" else (MARK if failure != "truncated" else b"")
+    else:
+        payload = b"$%d\r\n" % len(rdb) + rdb
+        if failure == "mark":  # no mark in the disk form: a length that cuts the RDB short
+            payload = b"$%d\r\n" % (len(rdb) - 9) + rdb[:-9]
+    if failure == "truncated":
+        payload = payload[:len(payload) - 200]
+    token = n.io.token
+    n.core.now_ms += 5000
+    n.feed(head + payload)
+    if failure == "truncated":
+        assert n.side.state is S.TRANSFER
+        n.side.on_closed(token, "")
+    assert n.digest() == before  # nothing half-applied
+    assert n.side.cached is not None and n.side.cached.replid == MASTER_ID
+    assert n.repl.ids.replid == MASTER_ID
+    assert n.side.state is S.CONNECTING and n.io.token == token + 1  # reconnected at once
+    ev = [e for e in n.repl.events.recent if e["event"] == "sync_failed"][-1]
+    assert ev["reason"] in ("load-error", "connection-lost")
+    lines = [m for _, m in n.core.log.lines]
+    assert "MASTER <-> REPLICA sync: Discarding temporary DB in background" in lines
+    if failure == "mark" and diskless:
+        assert "Replication stream EOF marker is broken" in lines
+
+
+def test_master_error_and_bad_protocol_in_transfer() -> None:
+    n = Node()
+    n.connect()
+    n.feed(REPLIES + b"+FULLRESYNC %s 0\r\n\n-ERR child died\r\n" % MASTER_ID.encode())
+    assert "MASTER aborted replication with an error: ERR child died" in \
+        [m for _, m in n.core.log.lines]
+    assert n.side.state is S.CONNECTING
+    n.side.on_connected(n.io.token)
+    n.core.now_ms += 2000
+    n.feed(REPLIES + b"+FULLRESYNC %s 0\r\n+hello\r\n" % MASTER_ID.encode())
+    assert any(m.startswith("Bad protocol from MASTER, the first byte is not '$' (we received "
+                            "'+hello')") for _, m in n.core.log.lines)
+    assert n.side.state is S.CONNECTING
+
+
+@pytest.mark.parametrize("reply", [b"-NOMASTERLINK Can't SYNC while not connected with my master",
+                                   b"-LOADING Redis is loading the dataset in memory"])
+def test_psync_try_later(reply: bytes) -> None:
+    n = Node()
+    n.connect()
+    n.feed(REPLIES + reply + b"\r\n")
+    assert n.side.state is S.CONNECT
+    assert "Master is currently unable to PSYNC but should be in the future: " + reply.decode() \
+        in [m for _, m in n.core.log.lines]
+    n.tick(1000)
+    assert n.side.state is S.CONNECTING
+
+
+def test_psync_unsupported_falls_back_to_sync() -> None:
+    n = Node()
+    n.connect()
+    n.io.take()
+    n.feed(REPLIES + b"-ERR unknown command 'PSYNC'\r\n")
+    assert n.io.take() == cmd("REPLCONF", "listening-port", "6381") + cmd(
+        "REPLCONF", "capa", "eof", "capa", "psync2") + cmd("PSYNC", "?", "-1") + b"SYNC\r\n"
+    assert n.side.state is S.TRANSFER
+    n.feed(b"$%d\r\n" % len(RDB) + RDB + cmd("SET", "x", "1"))
+    assert n.side.state is S.CONNECTED
+    assert n.side.master.pre_psync  # no offsets with an old master: no ACKs
+    n.tick(1000)
+    assert n.io.take() == b""
+    assert n.run("GET", "x") == b"$1\r\nx\r\n"[:0] + b"$1\r\n1\r\n"
+
+
+# -- streaming: offsets, ACKs ----------------------------------------------------------------
+
+def test_offsets_inside_multi_and_acks() -> None:
+    n = synced_node()
+    s = n.side
+    part1 = cmd("SELECT", "0") + cmd("MULTI") + cmd("SET", "a", "1")
+    part2 = cmd("EXEC")
+    n.feed(part1 + part2[:5])
+    assert s.master.read_reploff == len(part1) + 5
+    assert s.master.reploff == len(cmd("SELECT", "0"))  # a transaction counts at its EXEC
+    assert n.run("GET", "a") == b"$-1\r\n"
+    n.tick(1000)
+    assert n.io.take() == cmd("REPLCONF", "ACK", len(cmd("SELECT", "0")))
+    n.feed(part2[5:])
+    assert s.master.reploff == s.master.read_reploff == len(part1 + part2)
+    assert n.run("GET", "a") == b"$1\r\n1\r\n"
+    n.tick(1000)
+    assert n.io.take() == cmd("REPLCONF", "ACK", len(part1 + part2))
+    assert b"".join(n.repl.backlog.read_from(1)) == part1 + part2
+
+
+def test_getack_is_answered_with_the_offset_before_it() -> None:
+    n = synced_node()
+    w = cmd("SELECT", "0") + cmd("SET", "k", "v")
+    n.feed(w + cmd("REPLCONF", "GETACK", "*"))
+    assert n.io.take() == cmd("REPLCONF", "ACK", len(w))
+    assert n.side.master.reploff == len(w + cmd("REPLCONF", "GETACK", "*"))
+
+
+def test_replica_never_expires_keys_on_its_own_clock() -> None:
+    n = synced_node()
+    assert n.core.expiry_deletes is False
+    n.feed(cmd("SELECT", "0") + cmd("SET", "t", "v", "PX", "10"))
+    n.tick(5000)
+    assert n.core.dbs[0].data.get(b"t") == b"v"  # still there, logically expired
+    assert n.run("GET", "t") == b"$-1\r\n"
+    n.feed(cmd("DEL", "t"))
+    assert b"t" not in n.core.dbs[0].data
+
+
+def test_replica_is_read_only_and_master_client_is_not() -> None:
+    n = synced_node()
+    assert n.run("SET", "x", "1") == b"-READONLY You can't write against a read only replica.\r\n"
+    n.feed(cmd("SELECT", "0") + cmd("SET", "x", "1"))
+    assert n.run("GET", "x") == b"$1\r\n1\r\n"
+
+
+def test_error_from_the_master_stream_is_logged_critical() -> None:
+    n = synced_node()
+    n.feed(cmd("SELECT", "0") + cmd("INCR", "s:1"))
+    assert any(m.startswith("== CRITICAL == This replica is sending an error to its master: "
+                            "'ERR value is not an integer or out of range' after processing the "
+                            "command 'incr'") for _, m in n.core.log.lines)
+
+
+def test_inline_protocol_from_master_drops_it_without_caching() -> None:
+    n = synced_node()
+    n.feed(b"SET a b\r\n")
+    assert n.side.cached is None and n.side.master is None
+    assert n.side.state is S.CONNECTING
+    assert any("Master using the inline protocol. Desync?" in m for _, m in n.core.log.lines)
+    n.side.on_connected(n.io.token)
+    n.io.take()
+    n.feed(REPLIES)
+    assert n.io.take().endswith(cmd("PSYNC", "?", "-1"))
+
+
+# -- link loss, partial resync, id changes -------------------------------------------------------
+
+def test_link_loss_caches_the_master_and_psyncs_partially() -> None:
+    n = synced_node()
+    w1 = cmd("SELECT", "0") + cmd("SET", "a", "1")
+    n.feed(w1 + cmd("MULTI") + cmd("SET", "b", "2"))  # an unfinished transaction is dropped
+    n.side.on_closed(n.io.token, "Connection reset by peer")
+    s = n.side
+    assert s.master is None and s.cached is not None
+    assert s.cached.reploff == s.cached.read_reploff == len(w1)
+    lines = [m for _, m in n.core.log.lines]
+    assert ["Connection with master lost.", "Caching the disconnected master state.",
+            "Reconnecting to MASTER 127.0.0.1:6380", "MASTER <-> REPLICA sync started"] == \
+        lines[-4:]
+    info = n.info()
+    assert info["master_link_status"] == "down" and info["slave_repl_offset"] == len(w1)
+    assert info["master_link_down_since_seconds"] == 0
+    assert s.state is S.CONNECTING
+    s.on_connected(n.io.token)
+    n.io.take()
+    n.feed(REPLIES)
+    assert n.io.take().endswith(cmd("PSYNC", MASTER_ID, len(w1) + 1))
+    rest = cmd("MULTI") + cmd("SET", "b", "2") + cmd("EXEC")
+    n.feed(b"+CONTINUE %s\r\n" % MASTER_ID.encode() + rest)
+    assert s.state is S.CONNECTED
+    assert s.master.reploff == len(w1 + rest)
+    assert n.run("GET", "b") == b"$1\r\n2\r\n"
+    assert n.repl.ids.replid == MASTER_ID
+    assert "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization." in \
+        [m for _, m in n.core.log.lines]
+    assert b"".join(n.repl.backlog.read_from(1)) == w1 + rest
+
+
+def test_continue_with_a_new_id_shifts_ids_and_drops_sub_replicas() -> None:
+    n = synced_node()
+    w = cmd("SELECT", "0") + cmd("SET", "a", "1")
+    n.feed(w)
+    n.side.on_closed(n.io.token)
+    n.side.on_connected(n.io.token)
+    n.feed(REPLIES + b"+CONTINUE %s\r\n" % NEW_ID.encode())
+    ids = n.repl.ids
+    assert (ids.replid, ids.replid2, ids.second_repl_offset) == (NEW_ID, MASTER_ID, len(w) + 1)
+    assert n.side.master.replid == NEW_ID
+    assert "Master replication ID changed to " + NEW_ID in [m for _, m in n.core.log.lines]
+
+
+def test_bare_continue_keeps_ids() -> None:
+    n = synced_node()
+    n.side.on_closed(n.io.token)
+    n.side.on_connected(n.io.token)
+    n.feed(REPLIES + b"+CONTINUE\r\n")
+    assert n.side.state is S.CONNECTED and n.repl.ids.replid == MASTER_ID
+
+
+def test_master_timeout_while_connected() -> None:
+    n = synced_node()
+    n.tick(60_000)
+    assert n.side.state is S.CONNECTED
+    n.tick(1_500)
+    assert n.side.state is S.CONNECTING and n.side.cached is not None
+    assert "MASTER timeout: no data nor PING received..." in [m for _, m in n.core.log.lines]
+
+
+def test_transfer_timeout_and_keepalives() -> None:
+    n = Node()
+    n.connect()
+    n.feed(REPLIES + b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
+    for _ in range(3):  # "\n" keepalives during the BGSAVE keep the transfer alive
+        n.tick(40_000)
+        n.feed(b"\n")
+        assert n.side.state is S.TRANSFER
+    n.tick(61_000)
+    assert n.side.state is S.CONNECTING
+    assert any(m.startswith("Timeout receiving bulk data from MASTER...")
+               for _, m in n.core.log.lines)
+
+
+def test_connect_failure_and_handshake_timeout() -> None:
+    n = Node()
+    n.side.start()
+    n.side.on_connect_failed(n.io.token, "Connection refused")
+    assert n.side.state is S.CONNECT
+    assert "Error condition on socket for SYNC: Connection refused" in \
+        [m for _, m in n.core.log.lines]
+    n.tick(1000)
+    assert n.side.state is S.CONNECTING
+    n.side.on_connected(n.io.token)
+    n.tick(61_000)
+    assert "Timeout connecting to the MASTER..." in [m for _, m in n.core.log.lines]
+    assert n.side.state is S.CONNECTING
+
+
+# -- every state x input ---------------------------------------------------------------------------
+
+def _reach(state: str) -> Node:
+    """A node in ``state``, reached through real bytes."""
+    if state == "RECEIVE_AUTH_REPLY":
+        n = Node(("masterauth", ["pw"]))
+        n.connect()
+        n.feed(b"+PONG\r\n")
+        return n
+    if state == "RECEIVE_IP_REPLY":
+        n = Node(("replica-announce-ip", ["10.1.1.1"]))
+        n.connect()
+        n.feed(b"+PONG\r\n+OK\r\n")
+        return n
+    if state == "CONNECTED":
+        return synced_node()
+    if state == "NONE":
+        n = synced_node()
+        n.side.unset_master()
+        return n
+    n = Node()
+    if state == "CONNECT":
+        return n
+    n.side.start()
+    if state == "CONNECTING":
+        return n
+    n.side.on_connected(n.io.token)
+    steps = {"RECEIVE_PING_REPLY": b"", "RECEIVE_PORT_REPLY": b"+PONG\r\n",
+             "RECEIVE_CAPA_REPLY": b"+PONG\r\n+OK\r\n",
+             "RECEIVE_PSYNC_REPLY": REPLIES,
+             "TRANSFER_HEADER": REPLIES + b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode(),
+             "TRANSFER_PAYLOAD": REPLIES + b"+FULLRESYNC %s 0\r\n$%d\r\n" % (
+                 MASTER_ID.encode(), len(RDB))}
+    if steps[state]:
+        n.feed(steps[state])
+    return n
+
+
+# Expected state after each input, from Redis 7.0.15's replication.c (see the module docstring
+# of pyrepl.replication.replica). "same" = unchanged. CONNECTING* = a new connection attempt.
+EVENTS = ["connected", "connect_failed", "ok_line", "err_line", "newline", "closed", "timeout",
+          "no_one", "replicaof"]
+EXPECTED: dict[str, list[str]] = {
+    #                   connected  failed   +OK        -ERR       \n         closed timeout no-one replicaof
+    "NONE":               ["same", "same", "same", "same", "same", "same", "same", "NONE",
+                           "CONNECTING*"],
+    "CONNECT":            ["same", "same", "same", "same", "same", "same", "CONNECTING*", "NONE",
+                           "CONNECTING*"],
+    "CONNECTING":         ["RECEIVE_PING_REPLY", "CONNECT", "CONNECT", "CONNECT", "CONNECT",
+                           "CONNECT", "CONNECTING*", "NONE", "CONNECTING*"],
+    "RECEIVE_PING_REPLY": ["same", "same", "RECEIVE_PORT_REPLY", "CONNECT", "CONNECT", "CONNECT",
+                           "CONNECTING*", "NONE", "CONNECTING*"],
+    "RECEIVE_AUTH_REPLY": ["same", "same", "RECEIVE_PORT_REPLY", "CONNECT",
+                           "RECEIVE_PORT_REPLY", "CONNECT", "CONNECTING*", "NONE", "CONNECTING*"],
+    "RECEIVE_PORT_REPLY": ["same", "same", "RECEIVE_CAPA_REPLY", "RECEIVE_CAPA_REPLY",
+                           "RECEIVE_CAPA_REPLY", "CONNECT", "CONNECTING*", "NONE",
+                           "CONNECTING*"],
+    "RECEIVE_IP_REPLY":   ["same", "same", "RECEIVE_CAPA_REPLY", "RECEIVE_CAPA_REPLY",
+                           "RECEIVE_CAPA_REPLY", "CONNECT", "CONNECTING*", "NONE",
+                           "CONNECTING*"],
+    "RECEIVE_CAPA_REPLY": ["same", "same", "RECEIVE_PSYNC_REPLY", "RECEIVE_PSYNC_REPLY",
+                           "RECEIVE_PSYNC_REPLY", "CONNECT", "CONNECTING*", "NONE",
+                           "CONNECTING*"],
+    "RECEIVE_PSYNC_REPLY": ["same", "same", "TRANSFER", "TRANSFER", "same", "CONNECT",
+                            "CONNECTING*", "NONE", "CONNECTING*"],
+    "TRANSFER_HEADER":    ["same", "same", "CONNECTING*", "CONNECTING*", "same", "CONNECTING*",
+                           "CONNECTING*", "NONE", "CONNECTING*"],
+    "TRANSFER_PAYLOAD":   ["same", "same", "same", "same", "same", "CONNECTING*", "CONNECTING*",
+                           "NONE", "CONNECTING*"],
+    "CONNECTED":          ["same", "same", "CONNECTING*", "CONNECTING*", "same", "CONNECTING*",
+                           "CONNECTING*", "NONE", "CONNECTING*"],
+}
+
+
+def _apply(n: Node, event: str) -> None:
+    s = n.side
+    tok = n.io.token if n.io.connects else 0
+    if event == "connected":
+        s.on_connected(tok)
+    elif event == "connect_failed":
+        s.on_connect_failed(tok, "Connection refused")
+    elif event == "ok_line":
+        s.on_data(tok, b"+OK\r\n")
+    elif event == "err_line":
+        s.on_data(tok, b"-ERR boom\r\n")
+    elif event == "newline":
+        s.on_data(tok, b"\n")
+    elif event == "closed":
+        s.on_closed(tok, "Connection reset by peer")
+    elif event == "timeout":
+        n.tick(62_000)
+    elif event == "no_one":
+        s.unset_master()
+    elif event == "replicaof":
+        s.set_master("127.0.0.1", 7000)
+
+
+@pytest.mark.parametrize("state", list(EXPECTED))
+@pytest.mark.parametrize("event", EVENTS)
+def test_every_state_and_input(state: str, event: str) -> None:
+    n = _reach(state)
+    before = n.side.state
+    connects = len(n.io.connects)
+    digest = n.digest()
+    _apply(n, event)
+    want = EXPECTED[state][EVENTS.index(event)]
+    if want == "same":
+        assert n.side.state is before
+    elif want == "CONNECTING*":
+        assert n.side.state is S.CONNECTING and len(n.io.connects) == connects + 1
+    else:
+        assert n.side.state is S[want]
+    if state not in ("CONNECTED", "NONE") and event != "no_one":
+        assert n.digest() == digest  # no input before the swap changes the dataset
+
+
+# -- roles: REPLICAOF, promotion, restart -----------------------------------------------------------
+
+def test_promotion_shifts_ids_keeps_backlog_and_expires_again() -> None:
+    n = synced_node()
+    w = cmd("SELECT", "0") + cmd("SET", "a", "1")
+    n.feed(w)
+    n.side.unset_master()
+    ids = n.repl.ids
+    assert ids.replid2 == MASTER_ID and ids.second_repl_offset == len(w) + 1
+    assert ids.replid != MASTER_ID and len(ids.replid) == 40
+    assert n.repl.backlog is not None and n.repl.backlog.master_repl_offset == len(w)
+    assert n.core.expiry_deletes is True and n.side.state is S.NONE
+    assert n.repl.stream_db == -1
+    assert n.core.config.replicaof is None
+    info = n.info()
+    assert info["role"] == "master" and "master_host" not in info
+    lines = [m for _, m in n.core.log.lines]
+    assert lines[-4:-1] == ["Connection with master lost.",
+                            "Caching the disconnected master state.",
+                            "Discarding previously cached master state."]
+    assert lines[-1] == (f"Setting secondary replication ID to {MASTER_ID}, valid up to offset: "
+                         f"{len(w) + 1}. New replication ID is {ids.replid}")
+    assert n.run("SET", "w", "1") == b"+OK\r\n"
+
+
+def test_replicaof_on_a_master_psyncs_its_own_history() -> None:
+    n = Node(replicaof=False)
+    n.run("SET", "a", "1")
+    n.repl.create_backlog()
+    n.repl.master_repl_offset = 0
+    own = n.repl.ids.replid
+    assert n.run("REPLICAOF", "127.0.0.1", "6390") == b"+OK\r\n"
+    assert n.core.config.replicaof == ("127.0.0.1", 6390)
+    assert n.io.connects[-1][1:] == ("127.0.0.1", 6390)
+    n.side.on_connected(n.io.token)
+    n.feed(REPLIES)
+    assert n.io.take().endswith(cmd("PSYNC", own, 1))
+    lines = [m for _, m in n.core.log.lines]
+    assert "Before turning into a replica, using my own master parameters to synthesize a " \
+           "cached master: I may be able to synchronize with the new master with just a " \
+           "partial transfer." in lines
+    assert any(m.startswith("REPLICAOF 127.0.0.1:6390 enabled (user request from 'id=")
+               for m in lines)
+    assert n.run("REPLICAOF", "127.0.0.1", "6390") == \
+        b"+OK Already connected to specified master\r\n"
+    assert n.run("REPLICAOF", "127.0.0.1", "99999") == b"-ERR Invalid master port\r\n"
+    assert n.run("REPLICAOF", "127.0.0.1", "x") == b"-ERR Invalid master port\r\n"
+    assert n.run("SLAVEOF", "NO", "ONE") == b"+OK\r\n"
+    assert n.side.master_host is None
+    assert n.run("REPLICAOF", "no", "one") == b"+OK\r\n"
+
+
+def test_role_replies() -> None:
+    n = Node()
+    assert n.run("ROLE") == b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6380\r\n$7\r\nconnect\r\n:-1\r\n"
+    n.side.start()
+    assert b"$10\r\nconnecting\r\n" in n.run("ROLE")
+    n.side.on_connected(n.io.token)
+    assert b"$9\r\nhandshake\r\n" in n.run("ROLE")
+    n.feed(REPLIES + b"+FULLRESYNC %s 77\r\n" % MASTER_ID.encode())
+    assert b"$4\r\nsync\r\n:-1\r\n" in n.run("ROLE")
+    n.feed(b"$%d\r\n" % len(RDB) + RDB)
+    assert n.run("ROLE").endswith(b"$9\r\nconnected\r\n:77\r\n")
+    n.side.unset_master()
+    off = n.repl.master_repl_offset
+    assert n.run("ROLE") == b"*3\r\n$6\r\nmaster\r\n:%d\r\n*0\r\n" % off
+
+
+def test_restart_from_rdb_offers_the_saved_history() -> None:
+    n = synced_node()
+    w = cmd("SELECT", "3") + cmd("SET", "a", "1")
+    n.feed(w)
+    aux = n.repl.rdb_aux()
+    assert aux["repl-id"] == MASTER_ID and aux["repl-offset"] == len(w)
+    rdb = encode_rdb_bytes(n.core.dbs, aux=aux, now_ms=n.core.now_ms)
+    # a new process: same config, loads the RDB through the real core.load path
+    m = Node()
+    import os
+    import tempfile
+    d = tempfile.mkdtemp()
+    m.core.config.set("dir", d, force=True)
+    with open(os.path.join(d, m.core.config.dbfilename), "wb") as f:
+        f.write(rdb)
+    m.core.load()
+    assert m.digest() == n.digest()
+    assert m.side.cached is not None and m.side.cached.reploff == len(w)
+    m.connect()
+    m.feed(REPLIES)
+    assert m.io.take().endswith(cmd("PSYNC", MASTER_ID, len(w) + 1))
+    m.feed(b"+CONTINUE %s\r\n" % MASTER_ID.encode() + cmd("SET", "b", "2"))
+    assert m.side.state is S.CONNECTED
+    assert m.side.master.reploff == len(w) + len(cmd("SET", "b", "2"))

@@ -1,0 +1,190 @@
+"""pyrepl.keyspace.zset.ZSet against a plain model: a dict plus ``sorted()``.
+
+The chunked layout only shows its corners (splits, merges, ranges spanning sublists) with many
+sublists, so most tests shrink ``LOAD`` to 4; one test keeps the real value with a few
+thousand members. Every operation is compared with the model and ``ZSet.check()`` asserts the
+internal invariants (sorted, sublists non-empty and bounded, maxes, dict in step).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyrepl.keyspace.zset as zmod
+from pyrepl.keyspace.zset import ADDED, UNCHANGED, UPDATED, ZSet
+
+
+@pytest.fixture
+def small_load(monkeypatch):
+    monkeypatch.setattr(zmod, "LOAD", 4)
+
+
+def ordered(model: dict[bytes, float]) -> list[tuple[float, bytes]]:
+    return sorted((s, m) for m, s in model.items())
+
+
+MEMBERS = st.sampled_from([b"", b"a", b"b", b"ab", b"b\x00", b"c", b"d", b"e", b"\xff"]
+                          + [b"m%d" % i for i in range(40)])
+SCORES = st.one_of(st.integers(-4, 4).map(float),
+                   st.sampled_from([math.inf, -math.inf, 0.5, -0.0, 1e300, -2.5]))
+OPS = st.one_of(
+    st.tuples(st.just("add"), MEMBERS, SCORES),
+    st.tuples(st.just("remove"), MEMBERS),
+    st.tuples(st.just("delete_range"), st.integers(0, 60), st.integers(0, 60)),
+    st.tuples(st.just("pop_first")),
+    st.tuples(st.just("pop_last")),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(OPS, max_size=120))
+def test_matches_model(ops):
+    old = zmod.LOAD
+    zmod.LOAD = 4
+    try:
+        z = ZSet()
+        model: dict[bytes, float] = {}
+        for op in ops:
+            if op[0] == "add":
+                _, m, s = op
+                before = model.get(m)
+                r = z.set_score(m, s)
+                if before is None:
+                    assert r == ADDED
+                elif before == s:
+                    assert r == UNCHANGED
+                else:
+                    assert r == UPDATED
+                if before is None or before != s:
+                    model[m] = s if s else 0.0
+            elif op[0] == "remove":
+                assert z.remove(op[1]) == (op[1] in model)
+                model.pop(op[1], None)
+            elif op[0] == "delete_range":
+                ref = ordered(model)
+                a, b = op[1], op[2]
+                assert z.delete_range(a, b) == len(ref[a:b])
+                for _s, m in ref[a:b]:
+                    del model[m]
+            elif model:
+                ref = ordered(model)
+                item = z.pop_first() if op[0] == "pop_first" else z.pop_last()
+                assert item == (ref[0] if op[0] == "pop_first" else ref[-1])
+                del model[item[1]]
+            z.check()
+            assert len(z) == len(model)
+        ref = ordered(model)
+        assert list(z.items()) == [(m, s) for s, m in ref]
+        for i, (s, m) in enumerate(ref):
+            assert z.rank(m) == i
+            assert z.at(i) == (s, m)
+            assert z.score(m) == s
+        assert z.rank(b"not-there") is None
+    finally:
+        zmod.LOAD = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(MEMBERS, SCORES), max_size=80),
+       a=st.integers(-2, 90), b=st.integers(0, 90),
+       x=SCORES, ex=st.booleans())
+def test_ranges_and_bounds(pairs, a, b, x, ex):
+    old = zmod.LOAD
+    zmod.LOAD = 4
+    try:
+        z = ZSet()
+        for m, s in pairs:
+            z.add(m, s)
+        ref = ordered(z.dict)
+        start = max(a, 0)
+        assert z.range(start, b) == ref[start:b]
+        assert list(z.iter_from(start)) == ref[start:]
+        assert list(z.iter_back_from(a)) == (ref[:a + 1][::-1] if a >= 0 else [])
+        # score_start: first index with score >= x (> x when exclusive)
+        want_start = sum(1 for s, _ in ref if (s <= x if ex else s < x))
+        assert z.score_start(x, ex) == want_start
+        # score_stop: index past the last score <= x (< x when exclusive)
+        want_stop = sum(1 for s, _ in ref if (s < x if ex else s <= x))
+        assert z.score_stop(x, ex) == want_stop
+        for m in (b"", b"a", b"b", b"m1", b"zz"):
+            assert z.member_bisect(x, m) == sum(1 for item in ref if item < (x, m))
+    finally:
+        zmod.LOAD = old
+
+
+def test_negative_zero_is_stored_as_zero():
+    z = ZSet()
+    assert z.add(b"a", -0.0) is True
+    assert math.copysign(1.0, z.score(b"a")) == 1.0
+    assert z.add(b"a", 0.0) is False  # the same score: nothing changes
+    z2 = ZSet.from_items([(b"b", -0.0)])
+    assert math.copysign(1.0, z2.score(b"b")) == 1.0
+
+
+def test_equal_scores_order_by_member_bytes():
+    z = ZSet()
+    for m in (b"b", b"a", b"ab", b"", b"a\x00", b"\xff", b"B"):
+        z.add(m, 1.0)
+    assert [m for m, _ in z.items()] == [b"", b"B", b"a", b"a\x00", b"ab", b"b", b"\xff"]
+
+
+def test_from_items_and_copy_are_independent(small_load):
+    pairs = [(b"m%03d" % i, float(i % 7)) for i in range(100)]
+    z = ZSet.from_items(reversed(pairs))
+    z.check()
+    assert list(z.items()) == sorted(pairs, key=lambda p: (p[1], p[0]))
+    dup = z.copy()
+    dup.add(b"new", -1.0)
+    dup.remove(b"m000")
+    dup.check()
+    z.check()
+    assert len(z) == 100 and z.score(b"m000") == 0.0 and z.score(b"new") is None
+    assert len(dup) == 100 and dup.score(b"new") == -1.0
+
+
+def test_update_moves_member(small_load):
+    z = ZSet()
+    for i in range(30):
+        z.add(b"m%02d" % i, float(i))
+    assert z.set_score(b"m00", 100.0) == UPDATED
+    assert z.last() == (100.0, b"m00")
+    assert z.first() == (1.0, b"m01")
+    assert z.rank(b"m00") == 29
+    z.check()
+
+
+def test_delete_range_across_many_sublists(small_load):
+    z = ZSet()
+    for i in range(200):
+        z.add(b"m%03d" % i, float(i))
+    assert z.delete_range(3, 190) == 187
+    z.check()
+    assert [m for m, _ in z.items()] == [b"m000", b"m001", b"m002"] + \
+        [b"m%03d" % i for i in range(190, 200)]
+    assert z.delete_range(0, 1000) == 13
+    assert len(z) == 0
+    z.check()
+    assert z.delete_range(0, 5) == 0
+
+
+def test_real_load_with_thousands_of_members():
+    z = ZSet()
+    model = {}
+    for i in range(5000):
+        m = b"member:%d" % ((i * 7919) % 3000)
+        s = float((i * 31) % 101)
+        z.add(m, s)
+        model[m] = s
+    z.check()
+    ref = ordered(model)
+    assert z.range(1000, 1010) == ref[1000:1010]
+    assert z.at(2999) == ref[2999]
+    assert z.rank(ref[1500][1]) == 1500
+    for _ in range(500):
+        z.pop_first()
+    z.check()
+    assert z.first() == ref[500]
