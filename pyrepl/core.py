@@ -116,6 +116,10 @@ class Host:
         """Wall-clock time in microseconds (TIME, INFO server_time_usec)."""
         return 0
 
+    def key_save_delay_hook(self) -> Callable[[], None] | None:
+        """``rdb-key-save-delay``: a per-key sleep for snapshot children (None when 0)."""
+        return None
+
     def process_info(self) -> dict[str, float]:
         """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
         return {}
@@ -454,10 +458,12 @@ class ServerCore:
         aux = self.rdb_aux()
         checksum = self.config.rdbchecksum
         now = self.now_ms
+        key_hook = self.host.key_save_delay_hook()
 
         def job() -> int:
             try:
-                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now)
+                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now,
+                              key_hook=key_hook)
             except OSError:
                 return 1
             return 0
@@ -479,7 +485,11 @@ class ServerCore:
 
     def child_exited(self, pid: int, exitcode: int) -> None:
         """The shell reaped a child process."""
-        if pid == self.rdb_child_pid:
+        if pid == self.rdb_child_pid and self.rdb_child_purpose == "socket":
+            # A diskless sync child wrote no file: no save bookkeeping (the replication layer
+            # logs the transfer's outcome).
+            self.rdb_child_pid = -1
+        elif pid == self.rdb_child_pid:
             self.rdb_child_pid = -1
             ok = exitcode == 0
             self.last_save_duration_ms = self.now_ms - self.rdb_save_started_ms
@@ -518,7 +528,10 @@ class ServerCore:
             return
         from pyrepl.rdb.decoder import load_rdb_file
 
-        loaded = load_rdb_file(path, len(self.dbs))
+        # A master drops keys that expired while it was down; a replica keeps them until its
+        # master's DEL arrives (as Redis).
+        replica = self.config.replicaof is not None
+        loaded = load_rdb_file(path, len(self.dbs), now_ms=None if replica else self.now_ms)
         for i, db in enumerate(self.dbs):
             db.data = loaded.data[i]
             db.expires = loaded.expires[i]
@@ -527,6 +540,9 @@ class ServerCore:
         aux = loaded.aux
         if b"repl-id" in aux and b"repl-offset" in aux:
             self.loaded_repl_id = aux[b"repl-id"]
+            # the db the replication stream had selected (a restarted replica continues in it)
+            sdb = aux.get(b"repl-stream-db", b"0")
+            self.loaded_repl_stream_db = int(sdb) if sdb.lstrip(b"-").isdigit() else 0
             try:
                 self.loaded_repl_offset = int(aux[b"repl-offset"])
             except ValueError:

@@ -7,6 +7,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     hashes,
     keys,
     lists,
+    replication_master,
     replication_replica,
     server,
     sets,

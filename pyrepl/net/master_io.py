@@ -347,6 +347,20 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
     return code if ok_any else 1
 
 
+def _shutdown(fd: int) -> None:
+    """End the connection behind ``fd`` for every process that holds it."""
+    try:
+        s = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        s.close()
+
+
 def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
     """Write ``chunk`` to every live target; False when none is left."""
     pending = []
@@ -368,7 +382,7 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
             except BlockingIOError:
                 n = 0
             except OSError as e:
-                t.error = (e.strerror or str(e)).replace(" ", "_") or "write_error"
+                t.error = (e.strerror or str(e) or "write error").replace("\n", " ")
                 continue
             if n:
                 t.sent += n
@@ -380,10 +394,7 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
         for t in still:
             if now - t.last > timeout:
                 t.error = "timeout"
-                try:
-                    socket.socket(fileno=os.dup(t.fd)).shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                _shutdown(t.fd)
             else:
                 pending.append(t)
         if not pending:

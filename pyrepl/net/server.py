@@ -147,6 +147,13 @@ class NetHost(Host):
     def time_us(self) -> int:
         return time.time_ns() // 1000
 
+    def key_save_delay_hook(self) -> Callable[[], None] | None:
+        delay = self.server.config.rdb_key_save_delay
+        if delay <= 0:
+            return None
+        seconds = delay / 1e6
+        return lambda: time.sleep(seconds)
+
     def process_info(self) -> dict[str, float]:
         info: dict[str, float] = {}
         try:

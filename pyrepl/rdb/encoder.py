@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
@@ -197,9 +197,13 @@ def encode_rdb(
     checksum: bool = True,
     now_ms: int,
     chunk_size: int = CHUNK_SIZE,
+    key_hook: Callable[[], None] | None = None,
 ) -> Iterator[bytes]:
     """Yield a whole RDB v10 file in chunks; db index = position in ``dbs``; empty dbs,
-    expired keys and empty collections are skipped."""
+    expired keys and empty collections are skipped.
+
+    ``key_hook`` is called after each key is encoded (``rdb-key-save-delay``: the I/O shell
+    passes a sleep, which slows the snapshot down for tests, as in Redis)."""
     crc = 0
     header = encode_header(aux, now_ms)
     parts: list[bytes] = [header]
@@ -261,6 +265,8 @@ def encode_rdb(
                 _put_strings(append, (k,))
                 parts.extend(pieces)
                 size += nk + psize + 6
+            if key_hook is not None:
+                key_hook()
             if size >= chunk_size:
                 chunk = b"".join(parts)
                 if checksum:
@@ -288,6 +294,7 @@ def save_rdb_file(
     aux: Mapping[str, bytes | str | int] = {},  # noqa: B006
     checksum: bool = True,
     now_ms: int,
+    key_hook: Callable[[], None] | None = None,
 ) -> int:
     """Write the dump to ``path`` atomically (temp file, fsync, rename, fsync of the directory)
     and return the number of bytes written. On error the temp file is removed."""
@@ -297,7 +304,7 @@ def save_rdb_file(
         with open(tmp, "wb", buffering=0) as f:
             write = f.write
             for chunk in encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now_ms,
-                                    chunk_size=1 << 20):
+                                    chunk_size=1 << 20, key_hook=key_hook):
                 view = memoryview(chunk)
                 while view:
                     n = write(view)

@@ -158,8 +158,11 @@ class Replication:
     # -- persistence ----------------------------------------------------------------------
     def rdb_aux(self) -> dict[str, bytes | str | int]:
         """repl-stream-db / repl-id / repl-offset for every RDB (restart without full sync)."""
+        db = self.stream_db
+        if self.is_replica():  # our stream is the master's: the db its stream has selected
+            db = self.replica.master_stream_db()
         return {
-            "repl-stream-db": max(self.stream_db, 0),
+            "repl-stream-db": max(db, 0),
             "repl-id": self.ids.replid,
             "repl-offset": self.master_repl_offset,
         }

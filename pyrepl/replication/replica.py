@@ -824,7 +824,11 @@ class ReplicaSide:
         core.rdb_last_load_keys_expired = 0
         log.notice(f"Done loading RDB, keys loaded: {keys}, keys expired: 0.")
         self._go(I.LOADED)
-        if core.rdb_child_pid != -1:
+        if core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk":
+            # Like Redis: a BGSAVE of the old dataset must not overwrite the new one's dump.
+            core.log.notice(f"Replica is about to load the RDB file received from the master, "
+                            f"but there is a pending RDB child running. Killing process "
+                            f"{core.rdb_child_pid} and removing its temp file to avoid any race")
             core.kill_rdb_child()
         # replicationAttachToNewMaster: a new history; our sub-replicas must resync too.
         self._discard_cached_master()
@@ -959,6 +963,15 @@ class ReplicaSide:
         execute = core.execute
         start = ms.reploff
         log = core.log
+        # the master's commands see keys that expired on our clock (its DEL removes them)
+        core.applying_master_stream = True
+        try:
+            self._apply_commands(ms, c, reader, execute, start, log)
+        finally:
+            core.applying_master_stream = False
+
+    def _apply_commands(self, ms: MasterState, c: Client, reader: Any, execute: Any,
+                        start: int, log: Any) -> None:
         while True:
             try:
                 argv = reader.gets()
@@ -984,7 +997,6 @@ class ReplicaSide:
                                 f"'{err}' after processing the command "
                                 f"'{argv[0].decode('utf-8', 'replace').lower()}'")
                 c.out.clear()
-                c.out_bytes = 0
             if not c.in_multi:
                 ms.reploff = ms.reader_base + reader.consumed
             if self.master is not ms:
@@ -1047,7 +1059,6 @@ class ReplicaSide:
                 c.multi_queue = []
                 c.multi_error = False
             c.out.clear()
-            c.out_bytes = 0
             self.cached = ms
         self._emit("link_down", reason=reason, offset=ms.reploff,
                    duration_ms=self.now - self.link_up_ms)

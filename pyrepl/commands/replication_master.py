@@ -1,0 +1,45 @@
+"""Master-side replication commands: PSYNC, SYNC, REPLCONF, WAIT (master side).
+
+Theory of operation: thin entries in the command table; the logic (and its state) lives in
+:class:`pyrepl.replication.master.MasterSide` (``core.replication.master``), which is sans-io and
+tested directly. Flags and arities are Redis 7.0.15's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.resp.types import ReplyError
+
+
+def _master(c: Any) -> Any:
+    repl = c.core.replication
+    if repl is None:
+        raise ReplyError("ERR replication is not available on this server")
+    return repl.master
+
+
+@command("psync", -3, "admin noscript no-async-loading no-multi", group="server",
+         summary="An internal command used in replication.", since="2.8.0")
+def psync(c: Any, argv: list[bytes]) -> object:
+    return _master(c).sync_command(c, argv)
+
+
+@command("sync", 1, "admin noscript no-async-loading no-multi", group="server",
+         summary="An internal command used in replication.", since="1.0.0")
+def sync(c: Any, argv: list[bytes]) -> object:
+    return _master(c).sync_command(c, argv)
+
+
+@command("replconf", -1, "admin noscript loading stale allow-busy", group="server",
+         summary="An internal command for configuring the replication stream.", since="3.0.0")
+def replconf(c: Any, argv: list[bytes]) -> object:
+    return _master(c).replconf_command(c, argv)
+
+
+@command("wait", 3, "noscript", group="generic",
+         summary="Blocks until the asynchronous replication of all preceding write commands "
+                 "sent by the connection is completed.", since="3.0.0")
+def wait(c: Any, argv: list[bytes]) -> object:
+    return _master(c).wait_command(c, argv)
