@@ -11,9 +11,9 @@ SUNION, SDIFF, SPOP with count) and plain arrays where it uses arrays (SRANDMEMB
 SMISMEMBER). Iteration order of a set is unspecified in Redis as here.
 
 Randomness: SRANDMEMBER and SPOP pick uniformly from a snapshot tuple of the set (O(n), C
-speed). SPOP without a count on a large set (> ``SPOP_RANDOM_MAX`` members) uses ``set.pop``
-instead, which is O(1) and returns members in hash-table order; bytes hashing is seeded per
-process, so that order is an unpredictable permutation, which is what callers of SPOP rely on.
+speed). SPOP on a large set (> ``SPOP_RANDOM_MAX`` members) uses ``set.pop`` instead, which is
+O(1) per member and returns members in hash-table order; bytes hashing is seeded per process,
+so that order is an unpredictable permutation, which is what callers of SPOP rely on.
 
 Propagation as Redis 7.0: SPOP -> ``SREM key member``; SPOP with a count that empties the set
 -> ``DEL key``; otherwise one ``SREM key member`` per popped member (several commands from one
@@ -210,8 +210,12 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
         c.propagate_argv = [b"DEL", key]
         return SetReply(s)
     c.core.dirty += count
-    popped = random.sample(tuple(s), count)
-    s.difference_update(popped)
+    if size <= SPOP_RANDOM_MAX:
+        popped = random.sample(tuple(s), count)
+        s.difference_update(popped)
+    else:  # O(count), in hash order like SPOP without a count on a big set
+        pop = s.pop
+        popped = [pop() for _ in range(count)]
     c.db.touch(key)
     # One SREM per member, like Redis 7.0's alsoPropagate loop; the last one rides on the
     # command's own propagation slot so SPOP itself is never propagated.

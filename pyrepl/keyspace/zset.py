@@ -83,7 +83,18 @@ class ZSet:
             self._insert((score, member))
             return UPDATED
         d[member] = score
-        self._insert((score, member))
+        item = (score, member)
+        maxes = self._maxes
+        if maxes:  # inline of the common case of _insert: into a sublist that is not the last
+            i = bisect_left(maxes, item)
+            if i < len(maxes):
+                sub = self._lists[i]
+                insort(sub, item)
+                self._index = None
+                if len(sub) > 2 * LOAD:
+                    self._split(i)
+                return ADDED
+        self._insert(item)
         return ADDED
 
     def remove(self, member: bytes) -> bool:
@@ -127,8 +138,12 @@ class ZSet:
             sub = self._lists[i]
             insort(sub, item)
         if len(sub) > 2 * LOAD:
-            self._lists[i:i + 1] = [sub[:LOAD], sub[LOAD:]]
-            maxes[i:i + 1] = [sub[LOAD - 1], sub[-1]]
+            self._split(i)
+
+    def _split(self, i: int) -> None:
+        sub = self._lists[i]
+        self._lists[i:i + 1] = [sub[:LOAD], sub[LOAD:]]
+        self._maxes[i:i + 1] = [sub[LOAD - 1], sub[-1]]
 
     def _discard(self, item: Item) -> None:
         """Remove ``item``, which must be present."""

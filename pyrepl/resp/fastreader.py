@@ -16,6 +16,11 @@ reply is taken only if it is proven to be exactly what Redis would have parsed:
 * no element exceeds proto-max-bulk-len, and while ``auth_required`` the count is <= 10 and
   no element exceeds 16384 bytes.
 
+hiredis is only shown bounded work: at most 64 KiB beyond the request start (bigger requests
+go to the pure parser, which is linear for big arguments), and never an aggregate header with
+a count of 10000 or more (hiredis-py preallocates the list from the header alone, so
+``*2000000000`` would cost gigabytes and seconds).
+
 Everything else goes to the pure parser, starting from the same state, so its answer is the
 answer: inline requests, ``*0``/``*-1``, simple strings / integers / nested arrays (hiredis
 accepts them, Redis does not), unchecked CRLF variants Redis tolerates, limit violations, any
@@ -28,7 +33,9 @@ the extra work an unusual stream can cause to one attempt per fed chunk.
 
 from __future__ import annotations
 
-from .reader import RespReader
+import re
+
+from .reader import ProtocolError, RespReader
 
 try:
     import hiredis
@@ -39,6 +46,13 @@ __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 
 HAVE_HIREDIS = hiredis is not None
 _SLICE = 16 * 1024  # bytes handed to hiredis at a time (Redis's PROTO_IOBUF_LEN)
+# A request needing more than this is left to the pure parser (linear for big arguments;
+# hiredis rescans an unfinished line on every call and memmoves its buffer per reply).
+_MAX_FED = 64 * 1024
+# hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
+# "~N", ">N", "|N"), before any element arrives: "*2000000000" would cost gigabytes. Such a
+# header (>= 10000, more elements than can fit in _MAX_FED anyway) is never fed to hiredis.
+_BIG_AGGREGATE = re.compile(rb"[*%~>|][1-9][0-9]{4}")
 _AUTH_MAX_MULTIBULK = 10
 _AUTH_MAX_BULK = 16384
 
@@ -51,7 +65,7 @@ if hiredis is not None:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_hr", "_hsync", "_hfed", "_rest")
+    __slots__ = ("_hr", "_hsync", "_hfed", "_rest", "_q", "_qends")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -60,66 +74,123 @@ class HiredisRespReader(RespReader):
             raise RuntimeError("hiredis is not installed")
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
-        self._hr = None  # hiredis.Reader in sync with our parse position, or None
-        self._hsync = -1  # absolute offset where _hr's next reply starts
+        self._hr = None  # hiredis.Reader whose next reply starts at _hsync, or None
+        self._hsync = -1  # absolute stream offset
         self._hfed = 0  # absolute offset up to which _hr has been fed
         self._rest = False  # shortcut disabled until the next feed()
+        self._q: list[list[bytes]] = []  # validated requests, last one first
+        self._qends: list[int] = []  # their absolute end offsets, last one first
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._rest = False
         RespReader.feed(self, data)
 
+    def _set_error(self, err: ProtocolError) -> None:
+        # The pure reader would not return the queued requests any more.
+        self._drop()
+        RespReader._set_error(self, err)
+
+    def _settings_changed(self) -> None:
+        self._drop()  # the queue was validated with the old limits
+
+    def _drop(self) -> None:
+        self._q = []
+        self._qends = []
+        self._hr = None
+
     def gets(self) -> list[bytes] | None:
-        if self._rest or self._reqtype or self._error is not None:
-            return RespReader.gets(self)
+        q = self._q
+        if q or (not self._rest and not self._reqtype and self._error is None
+                 and self._fill()):
+            q = self._q
+            end = self._qends.pop()
+            self._pos = end - self._base
+            self.consumed = end
+            return q.pop()
+        return RespReader.gets(self)
+
+    def _fill(self) -> bool:
+        """Parse ahead with hiredis from ``_pos`` and queue the validated requests; False
+        (and the shortcut rests until the next feed) if the first one is not acceptable."""
         buf = self._buf
         pos = self._pos
         n = len(buf)
         if pos >= n or buf[pos] != 42:
             self._rest = True
-            return RespReader.gets(self)
+            return False
         base = self._base
+        start = base + pos
         hr = self._hr
-        if hr is None or self._hsync != base + pos:
+        if hr is None or self._hsync != start:
             hr = self._hr = _HiReader()
-            hfed = base + pos
+            hfed = start
         else:
             hfed = self._hfed
+        limit = start + _MAX_FED
+        replies: list = []
+        append = replies.append
+        broken = False
         try:
             while True:
                 res = hr.gets()
                 if res is not False:
-                    break
+                    append(res)
+                    continue
                 off = hfed - base
-                if off >= n:
+                if off >= n or hfed >= limit:
                     break
                 k = n - off
                 if k > _SLICE:
                     k = _SLICE
+                m = _BIG_AGGREGATE.search(buf, off, off + k + 5)
+                if m is not None and m.start() < off + k:
+                    k = m.start() - off  # hiredis must never see that header
+                    if not k:
+                        break
                 hr.feed(buf, off, k)
                 hfed += k
-            enc = _pack(tuple(res)) if type(res) is list and res else None
-        except (_HiError, TypeError):
-            enc = None
-        if enc is None or not buf.startswith(enc, pos):
-            return self._fallback()
-        size = len(enc)
-        if size > self.proto_max_bulk_len and not self.from_master:
-            if max(map(len, res)) > self.proto_max_bulk_len:
-                return self._fallback()
-        if self.auth_required and (len(res) > _AUTH_MAX_MULTIBULK or (
-                size > _AUTH_MAX_BULK and max(map(len, res)) > _AUTH_MAX_BULK)):
-            return self._fallback()
-        pos += size
-        self._pos = pos
-        self._hsync = self.consumed = base + pos
-        self._hfed = hfed
-        return res
-
-    def _fallback(self) -> list[bytes] | None:
-        self._hr = None
-        self._rest = True
-        return RespReader.gets(self)
+        except _HiError:
+            broken = True  # hiredis is stuck; what it returned before is still good
+        # Validate: the buffer must start with the canonical encodings (see module doc).
+        maxbulk = self._maxbulk
+        auth = self._auth
+        ends: list[int] = []
+        p = pos
+        for res in replies:
+            if type(res) is not list or not res:
+                break
+            try:
+                enc = _pack(tuple(res))
+            except TypeError:
+                break
+            if not buf.startswith(enc, p):
+                break
+            size = len(enc)
+            if size > maxbulk and max(map(len, res)) > maxbulk:
+                break
+            if auth and (len(res) > _AUTH_MAX_MULTIBULK or (
+                    size > _AUTH_MAX_BULK and max(map(len, res)) > _AUTH_MAX_BULK)):
+                break
+            p += size
+            ends.append(base + p)
+        good = len(ends)
+        if good < len(replies) or broken:
+            self._hr = None
+            self._rest = True
+        else:
+            self._hsync = base + p
+            self._hfed = hfed
+        if not good:
+            self._hr = None
+            self._rest = True
+            return False
+        if good < len(replies):
+            del replies[good:]
+        replies.reverse()
+        ends.reverse()
+        self._q = replies
+        self._qends = ends
+        return True
 
 
 def make_reader(proto_max_bulk_len: int = 512 * 1024 * 1024,

@@ -181,21 +181,34 @@ def split_args(line: bytes) -> list[bytes] | None:
         out.append(bytes(cur))
 
 
+# Canonical header lines of the common sizes, mapped to their value: one dict lookup checks
+# the type byte and parses the number the way string2ll would. Anything else takes the
+# general path (_mbulk_header / _bulk_header), which follows networking.c line by line.
+_MBULK_HEADERS = {b"*%d" % i: i for i in range(1, 1025)}
+_BULK_HEADERS = {b"$%d" % i: i for i in range(10000)}
+
+
+def _identity(b: bytes) -> bytes:
+    return b
+
+
 class RespReader:
     """Pure-Python request reader; see the module docstring for the exact semantics.
 
-    ``from_master``: the peer is our master (Redis's CLIENT_MASTER): no proto-max-bulk-len and
-    no query-buffer limit, and a non-empty inline line is a desync (closed without reply).
-    ``auth_required`` may be flipped at any time by the server (Redis's ``authRequired()``):
-    while True, multibulk counts above 10 and bulk lengths above 16384 are refused.
+    ``from_master`` (fixed at construction): the peer is our master (Redis's CLIENT_MASTER):
+    no proto-max-bulk-len and no query-buffer limit, and a non-empty inline line is a desync
+    (closed without reply). ``auth_required`` (Redis's ``authRequired()``) and the two limits
+    may be changed at any time (AUTH, RESET, CONFIG SET) and apply from the next ``gets()``
+    / ``feed()``: while ``auth_required``, multibulk counts above 10 and bulk lengths above
+    16384 are refused.
     """
 
     __slots__ = (
         "consumed",
-        "auth_required",
-        "proto_max_bulk_len",
         "client_query_buffer_limit",
         "from_master",
+        "_auth",
+        "_maxbulk",
         "_buf",
         "_pos",
         "_base",
@@ -210,10 +223,11 @@ class RespReader:
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
                  from_master: bool = False) -> None:
-        self.proto_max_bulk_len = proto_max_bulk_len
         self.client_query_buffer_limit = client_query_buffer_limit
         self.from_master = from_master
-        self.auth_required = False
+        self._auth = False
+        # Masters are exempt from proto-max-bulk-len: an unreachable limit keeps one compare.
+        self._maxbulk = _LLONG_MAX if from_master else proto_max_bulk_len
         self.consumed = 0  # absolute stream offset of the end of the last command
         self._buf: bytes | bytearray = b""
         self._pos = 0  # parse position in _buf (Redis's qb_pos)
@@ -224,6 +238,30 @@ class RespReader:
         self._bulklen = -1  # length of the bulk being read, -1: header not read yet
         self._argv: list[bytes] = []
         self._error: ProtocolError | None = None
+
+    # -- settings -----------------------------------------------------------------------------
+
+    @property
+    def auth_required(self) -> bool:
+        return self._auth
+
+    @auth_required.setter
+    def auth_required(self, value: bool) -> None:
+        self._auth = bool(value)
+        self._settings_changed()
+
+    @property
+    def proto_max_bulk_len(self) -> int:
+        return self._maxbulk
+
+    @proto_max_bulk_len.setter
+    def proto_max_bulk_len(self, value: int) -> None:
+        if not self.from_master:
+            self._maxbulk = value
+            self._settings_changed()
+
+    def _settings_changed(self) -> None:
+        """Hook for subclasses that validate ahead of ``gets()``."""
 
     # -- input ----------------------------------------------------------------------------
 
@@ -240,9 +278,9 @@ class RespReader:
         pos = self._pos
         pending = len(buf) - pos
         if pending + size > self.client_query_buffer_limit and not self.from_master:
-            self._error = QueryBufferLimitExceeded(
+            self._set_error(QueryBufferLimitExceeded(
                 "Closing client that reached max query buffer length",
-                "max query buffer length")
+                "max query buffer length"))
             return
         if pending == 0:
             self._base += len(buf)
@@ -273,11 +311,14 @@ class RespReader:
         """Bytes not parsed yet (Redis's ``sdslen(querybuf)``, CLIENT LIST ``qbuf``)."""
         return len(self._buf) - self._pos
 
-    # -- parsing ----------------------------------------------------------------------------
+    # -- errors -------------------------------------------------------------------------------
+
+    def _set_error(self, err: ProtocolError) -> None:
+        self._error = err
 
     def _fail(self, message: str, reason: str, *, reply: bool = True) -> ProtocolError:
         err = ProtocolError(message, reason, reply=reply)
-        self._error = err
+        self._set_error(err)
         return err
 
     def _hidden(self, buf: bytes | bytearray, pos: int, end: int, what: str) -> bool:
@@ -289,6 +330,8 @@ class RespReader:
             raise self._fail(f"ERR Protocol error: too big {what}", f"too big {what}")
         return True
 
+    # -- parsing ----------------------------------------------------------------------------
+
     def gets(self) -> list[bytes] | None:
         """Return the next command's argv, None if more bytes are needed; raise
         ``ProtocolError`` (sticky) where Redis would refuse the input."""
@@ -298,6 +341,9 @@ class RespReader:
         buf = self._buf
         n = len(buf)
         pos = self._pos
+        find = buf.find
+        # bytearray slices are unhashable: look headers up through bytes() then
+        key = bytes if type(buf) is bytearray else _identity
         while pos < n:
             rt = self._reqtype
             if not rt:
@@ -315,77 +361,37 @@ class RespReader:
 
             mb = self._multibulk
             if not mb:
-                r = buf.find(b"\r", pos)
-                if r < 0:
-                    if n - pos > PROTO_INLINE_MAX_SIZE:
-                        raise self._fail("ERR Protocol error: too big mbulk count string",
-                                         "too big mbulk count string")
-                    return None
-                if r > n - 2:
-                    if n - pos > PROTO_INLINE_MAX_SIZE:
-                        self._hidden(buf, pos, r, "mbulk count string")
-                    return None
-                s = buf[pos + 1:r]
-                if s.isdigit() and s[0] != 48 and len(s) < 19:
-                    ll = int(s)
-                else:
-                    ll = string2ll(s)
-                if ll is None or ll > _INT_MAX:
-                    if self._hidden(buf, pos, r, "mbulk count string"):
+                r = find(b"\r", pos)
+                mb = _MBULK_HEADERS.get(key(buf[pos:r])) if 0 <= r < n - 1 else None
+                if mb is None or (mb > _AUTH_MAX_MULTIBULK and self._auth):
+                    mb = self._mbulk_header(buf, pos, n)
+                    if mb is None:
                         return None
-                    raise self._fail("ERR Protocol error: invalid multibulk length",
-                                     "invalid mbulk count")
-                if ll > _AUTH_MAX_MULTIBULK and self.auth_required:
-                    raise self._fail("ERR Protocol error: unauthenticated multibulk length",
-                                     "unauth mbulk count")
+                    r = self._pos - 2
                 pos = r + 2
-                if ll <= 0:
+                if mb <= 0:
                     self._pos = pos
                     self._reqtype = 0
                     self.consumed = self._base + pos
                     continue
-                mb = ll
                 argv = []
                 bulklen = -1
             else:
                 argv = self._argv
                 bulklen = self._bulklen
 
-            maxbulk = -1 if self.from_master else self.proto_max_bulk_len
+            maxbulk = self._maxbulk
             while mb:
                 if bulklen < 0:
-                    r = buf.find(b"\r", pos)
-                    if r < 0:
-                        if n - pos > PROTO_INLINE_MAX_SIZE:
-                            raise self._fail("ERR Protocol error: too big bulk count string",
-                                             "too big bulk count string")
-                        break
-                    if r > n - 2:
-                        if n - pos > PROTO_INLINE_MAX_SIZE:
-                            self._hidden(buf, pos, r, "bulk count string")
-                        break
-                    if buf[pos] != 36:
-                        if self._hidden(buf, pos, r, "bulk count string"):
+                    r = find(b"\r", pos)
+                    ll = _BULK_HEADERS.get(key(buf[pos:r])) if 0 <= r < n - 1 else None
+                    if ll is None or ll > maxbulk:
+                        ll = self._bulk_header(buf, pos, n)
+                        if ll is None:
                             break
-                        got = chr(buf[pos])
-                        if got in "\r\n":  # addReplyErrorFormat maps CR/LF to spaces
-                            got = " "
-                        raise self._fail(f"ERR Protocol error: expected '$', got '{got}'",
-                                         "expected $ but got something else")
-                    s = buf[pos + 1:r]
-                    if s.isdigit() and s[0] != 48 and len(s) < 19:
-                        ll = int(s)
+                        pos = self._pos
                     else:
-                        ll = string2ll(s)
-                    if ll is None or ll < 0 or (maxbulk >= 0 and ll > maxbulk):
-                        if self._hidden(buf, pos, r, "bulk count string"):
-                            break
-                        raise self._fail("ERR Protocol error: invalid bulk length",
-                                         "invalid bulk length")
-                    if ll > _AUTH_MAX_BULK and self.auth_required:
-                        raise self._fail("ERR Protocol error: unauthenticated bulk length",
-                                         "unauth bulk length")
-                    pos = r + 2
+                        pos = r + 2
                     bulklen = ll
                 end = pos + bulklen
                 if end + 2 > n:
@@ -413,6 +419,63 @@ class RespReader:
             return argv
         self._pos = pos
         return None
+
+    def _mbulk_header(self, buf: bytes | bytearray, pos: int, n: int) -> int | None:
+        """General path for a "*<count>" line at ``pos``: the count (the line is consumed:
+        ``_pos`` is set past it) or None if the line is incomplete; raises on errors."""
+        r = buf.find(b"\r", pos)
+        if r < 0:
+            if n - pos > PROTO_INLINE_MAX_SIZE:
+                raise self._fail("ERR Protocol error: too big mbulk count string",
+                                 "too big mbulk count string")
+            return None
+        if r > n - 2:  # the byte after the CR has not arrived
+            if n - pos > PROTO_INLINE_MAX_SIZE:
+                self._hidden(buf, pos, r, "mbulk count string")
+            return None
+        ll = string2ll(buf[pos + 1:r])
+        if ll is None or ll > _INT_MAX:
+            if self._hidden(buf, pos, r, "mbulk count string"):
+                return None
+            raise self._fail("ERR Protocol error: invalid multibulk length",
+                             "invalid mbulk count")
+        if ll > _AUTH_MAX_MULTIBULK and self._auth:
+            raise self._fail("ERR Protocol error: unauthenticated multibulk length",
+                             "unauth mbulk count")
+        self._pos = r + 2
+        return ll
+
+    def _bulk_header(self, buf: bytes | bytearray, pos: int, n: int) -> int | None:
+        """General path for a "$<len>" line at ``pos``: the length (``_pos`` is set past the
+        line) or None if the line is incomplete; raises on errors."""
+        r = buf.find(b"\r", pos)
+        if r < 0:
+            if n - pos > PROTO_INLINE_MAX_SIZE:
+                raise self._fail("ERR Protocol error: too big bulk count string",
+                                 "too big bulk count string")
+            return None
+        if r > n - 2:
+            if n - pos > PROTO_INLINE_MAX_SIZE:
+                self._hidden(buf, pos, r, "bulk count string")
+            return None
+        if buf[pos] != 36:
+            if self._hidden(buf, pos, r, "bulk count string"):
+                return None
+            got = chr(buf[pos])
+            if got in "\r\n":  # addReplyErrorFormat maps CR/LF to spaces
+                got = " "
+            raise self._fail(f"ERR Protocol error: expected '$', got '{got}'",
+                             "expected $ but got something else")
+        ll = string2ll(buf[pos + 1:r])
+        if ll is None or ll < 0 or ll > self._maxbulk:
+            if self._hidden(buf, pos, r, "bulk count string"):
+                return None
+            raise self._fail("ERR Protocol error: invalid bulk length", "invalid bulk length")
+        if ll > _AUTH_MAX_BULK and self._auth:
+            raise self._fail("ERR Protocol error: unauthenticated bulk length",
+                             "unauth bulk length")
+        self._pos = r + 2
+        return ll
 
     def _inline(self, buf: bytes | bytearray, pos: int, n: int) -> list[bytes] | None:
         nl = buf.find(b"\n", pos)

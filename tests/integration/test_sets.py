@@ -90,8 +90,11 @@ def test_spop(r):
 
 def test_spop_on_big_set_and_after_shrinking(r):
     r.sadd("big", *[f"m{i}" for i in range(3000)])
-    seen = set()
-    for _ in range(2990):
+    five = r.spop("big", 5)
+    assert len(set(five)) == 5 and r.scard("big") == 2995
+    assert not any(r.smismember("big", *five))
+    seen = set(five)
+    for _ in range(2985):
         m = r.spop("big")
         assert m not in seen
         seen.add(m)

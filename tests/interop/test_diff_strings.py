@@ -102,7 +102,7 @@ CASES: list[tuple[str, ...]] = [
     ("SETRANGE", "sr", "7", "LONGER"), ("GET", "sr"), ("SETRANGE", "sr", "20", ""),
     ("GET", "sr"), ("SETRANGE", "nosr", "5", ""), ("EXISTS", "nosr"), ("SETRANGE", "sr", "-1", "x"),
     ("SETRANGE", "sr", "x", "x"), ("SETRANGE", "gl2", "0", "x"), ("SETRANGE", "gl2", "0", ""),
-    ("SETRANGE", "sr", "536870911", "x"), ("SETRANGE", "sr", "536870912", "x"),
+    ("SETRANGE", "sr", "536870912", "x"), ("SETRANGE", "sr", "536870900", "x" * 20),
     ("SETRANGE", "big", "536870912", "x"), ("SETRANGE", "big", BIG, "x"), ("EXISTS", "big"),
     ("SETRANGE", "sr", "1", "\x00"), ("GET", "sr"), ("SET", "n2", "99"), ("SETRANGE", "n2", "2", "9"),
     ("GET", "n2"),
@@ -191,6 +191,22 @@ def test_lazy_expiry(pyrepl_server, redis_server):
                      ("SETRANGE", "z", "0", "")):
             p.check(*argv)
     finally:
+        p.close()
+
+
+def test_proto_max_bulk_len(pyrepl_server, redis_server):
+    p = _pair(pyrepl_server, redis_server, 2)
+    try:
+        p.check("CONFIG", "SET", "proto-max-bulk-len", "1mb")
+        for argv in (("SETRANGE", "s", "1048575", "x"), ("STRLEN", "s"),
+                     ("SETRANGE", "s", "1048575", "xy"), ("SETRANGE", "s", "1048576", "x"),
+                     ("APPEND", "s", "y"), ("SETRANGE", "s", "0", "abc"), ("GETRANGE", "s", "0", "3"),
+                     ("DEL", "s"), ("SETRANGE", "t", "1048576", "x"), ("APPEND", "t", "abc"),
+                     ("SETRANGE", "t", "1048573", "x"), ("APPEND", "t", "x" * 10),
+                     ("SETRANGE", "t", "0", ""), ("SETRANGE", "t", "1048577", ""), ("STRLEN", "t")):
+            p.check(*argv)
+    finally:
+        p.both("CONFIG", "SET", "proto-max-bulk-len", "512mb")
         p.close()
 
 
@@ -333,3 +349,32 @@ def tapped_redis():
     finally:
         srv.stop()
 
+
+
+def test_lazy_expiry_propagation(tapped_redis):
+    """A write that finds its key expired propagates the DEL first, as Redis does."""
+    from support import RawClient
+    from test_diff_keys import CoreTap, ReplicaTap, same_propagation
+
+    core = CoreTap()
+    data = RawClient(tapped_redis.port)
+    data.call("FLUSHALL")
+    tap = ReplicaTap(tapped_redis.port)
+    try:
+        for argv in (("SET", "x", "1", "PX", "30"), ("SET", "y", "1", "PX", "30"),
+                     ("SET", "z", "1", "PX", "30")):
+            data.call(*argv)
+            core.call(*argv)
+        tap.next_commands(data)
+        # KEYS hides expired keys without deleting them: poll it on both sides.
+        wait_for(lambda: data.call("KEYS", "[xyz]") == b"*0\r\n", 5, what="redis expiry")
+        wait_for(lambda: core.call("KEYS", "[xyz]")[0] == b"*0\r\n", 5, what="pyrepl expiry")
+        for argv in (("SET", "x", "2"), ("INCR", "y"), ("GET", "z")):
+            expected_reply = data.call(*argv)
+            expected = tap.next_commands(data)
+            reply, fed = core.call(*argv)
+            assert reply == expected_reply, argv
+            assert same_propagation(fed, expected), f"{argv}: {fed} != {expected}"
+    finally:
+        tap.close()
+        data.close()

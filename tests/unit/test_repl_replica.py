@@ -824,3 +824,267 @@ def test_restart_from_rdb_offers_the_saved_history(tmp_path) -> None:
     assert m.side.state is S.CONNECTED
     assert m.side.master.reploff == len(w) + len(cmd("SET", "b", "2"))
     assert m.core.dbs[3].data[b"b"] == b"2"  # the stream continues in the db it had selected
+
+
+# -- two (or three) real cores wired in memory: link tests -----------------------------------------
+#
+# The replica side's I/O port is connected to the master core's real Client (PSYNC, REPLCONF,
+# WAIT are the master helper's real handlers); bytes travel through a queue pumped by the test.
+# Nodes start from one RDB carrying repl-id/repl-offset (the restart path), so they can PSYNC
+# without a forked snapshot child; full syncs with a real child are covered by the e2e tests.
+
+class Conn:
+    """One in-memory TCP connection: replica side (token) <-> a client of the master core."""
+
+    def __init__(self, net: Net, replica: PairNode, token: int, master: PairNode,
+                 client: object) -> None:
+        self.net, self.replica, self.token, self.master, self.client = (
+            net, replica, token, master, client)
+        self.open = True
+
+    def abort(self) -> None:
+        if not self.open:
+            return
+        self.open = False
+        net = self.net
+        net.queue.append(lambda: self.replica.side.on_closed(self.token, "Connection reset"))
+        net.queue.append(lambda: self.master.core.client_closed(self.client))
+
+    close = abort
+
+    def is_closing(self) -> bool:
+        return not self.open
+
+
+class WireIO:
+    def __init__(self, net: Net, node: PairNode) -> None:
+        self.net = net
+        self.node = node
+        self.conns: dict[int, Conn] = {}
+
+    def connect(self, token: int, host: str, port: int) -> None:
+        net = self.net
+        target = net.nodes.get(port)
+        side = self.node.side
+        if target is None:
+            net.queue.append(lambda: side.on_connect_failed(token, "Connection refused"))
+            return
+        c = target.core.connection_made(f"127.0.0.1:{50000 + token}", f"127.0.0.1:{port}")
+        conn = Conn(net, self.node, token, target, c)
+        c.transport = conn
+        self.conns[token] = conn
+        net.queue.append(lambda: side.on_connected(token))
+
+    def send(self, token: int, data: bytes) -> None:
+        conn = self.conns.get(token)
+        if conn is None or not conn.open:
+            return
+        self.net.queue.append(lambda: conn.open and conn.client.receive_data(data))
+
+    def close(self, token: int) -> None:
+        conn = self.conns.pop(token, None)
+        if conn is not None and conn.open:
+            conn.open = False
+            self.net.queue.append(lambda: conn.master.core.client_closed(conn.client))
+
+    def link_info(self, token: int) -> tuple[str, str, int, object] | None:
+        conn = self.conns.get(token)
+        if conn is None:
+            return None
+        return f"127.0.0.1:{conn.master.port}", f"127.0.0.1:{50000 + token}", -1, conn
+
+
+class WireHost(Host):
+    def close_client(self, client: object) -> None:
+        t = getattr(client, "transport", None)
+        if isinstance(t, Conn):
+            t.abort()
+        else:
+            client.close_after_reply = True  # type: ignore[attr-defined]
+
+
+class PairNode:
+    def __init__(self, net: Net, port: int, tmp: str, replicaof: int | None) -> None:
+        ov = [("save", [""]), ("port", [str(port)]), ("dir", [tmp])]
+        if replicaof is not None:
+            ov.append(("replicaof", ["127.0.0.1", str(replicaof)]))
+        self.port = port
+        self.host = WireHost()
+        self.core = ServerCore(Config.load(None, ov), self.host, now_ms=net.now)
+        self.host.replica_io = WireIO(net, self)
+        self.repl = Replication(self.core)
+        self.side = self.repl.replica
+        self.client = self.core.connection_made("127.0.0.1:4000", f"127.0.0.1:{port}")
+        net.nodes[port] = self
+
+    def run(self, *args: bytes | str | int) -> bytes:
+        self.client.receive_data(cmd(*args))
+        return self.client.data_to_send()
+
+    def digest(self) -> str:
+        return dataset_digest(self.core.dbs, self.core.now_ms)
+
+    def info(self) -> dict[str, object]:
+        return dict(self.repl.info_fields())
+
+
+class Net:
+    def __init__(self) -> None:
+        from collections import deque
+        self.now = NOW
+        self.nodes: dict[int, PairNode] = {}
+        self.queue: deque = deque()
+
+    def deliver(self) -> bool:
+        """Move every client's pending output to the other end of its connection."""
+        moved = False
+        for node in list(self.nodes.values()):
+            core = node.core
+            core.pending_flush.clear()
+            for c in list(core.clients.values()):
+                t = c.transport
+                if isinstance(t, Conn) and c.out and c.kind != "master":
+                    data = c.data_to_send()
+                    if t.open:
+                        self.queue.append(lambda t=t, d=data: t.open and
+                                          t.replica.side.on_data(t.token, d))
+                        moved = True
+                    if c.close_after_reply:
+                        t.abort()
+        return moved
+
+    def pump(self, limit: int = 100_000) -> None:
+        for _ in range(limit):
+            if self.queue:
+                self.queue.popleft()()
+            elif not self.deliver():
+                return
+        raise AssertionError("the in-memory network did not settle")
+
+    def tick(self, ms: int = 1000) -> None:
+        self.now += ms
+        for node in list(self.nodes.values()):
+            node.core.now_ms = self.now
+            node.core.tick(self.now)
+        self.pump()
+
+    def settle(self, cond, what: str, ticks: int = 20) -> None:
+        for _ in range(ticks):
+            self.pump()
+            if cond():
+                return
+            self.tick()
+        raise AssertionError(f"not reached: {what}")
+
+
+SHARED_ID = "ccb6d8e74f629c6f16a578dd08346ce92e7a6cf3"
+
+
+def shared_history(tmp_path, names: list[str]) -> dict[str, str]:
+    """One RDB (the source dataset, repl-id SHARED_ID, repl-offset 1000) in a dir per node."""
+    rdb = encode_rdb_bytes(SRC.dbs, aux={"repl-stream-db": 0, "repl-id": SHARED_ID,
+                                         "repl-offset": 1000}, now_ms=NOW)
+    dirs = {}
+    for name in names:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "dump.rdb").write_bytes(rdb)
+        dirs[name] = str(d)
+    return dirs
+
+
+def chain(tmp_path) -> tuple[Net, PairNode, PairNode, PairNode]:
+    """A (master 7001) <- B (7002) <- C (7003), all restarted from the same history."""
+    dirs = shared_history(tmp_path, ["a", "b", "c"])
+    net = Net()
+    a = PairNode(net, 7001, dirs["a"], None)
+    b = PairNode(net, 7002, dirs["b"], 7001)
+    c = PairNode(net, 7003, dirs["c"], 7002)
+    for n in (a, b, c):
+        n.core.load()
+        n.repl.start()
+    net.settle(lambda: b.side.link_up() and c.side.link_up(), "chain links up")
+    return net, a, b, c
+
+
+def test_pair_chain_continues_partially_and_agrees(tmp_path) -> None:
+    net, a, b, c = chain(tmp_path)
+    assert a.core.stats.sync_partial_ok == 1 and a.core.stats.sync_full == 0
+    assert b.core.stats.sync_partial_ok == 1 and b.core.stats.sync_full == 0
+    for n in (b, c):  # +CONTINUE <A's new id>: the old history stays valid as replid2
+        ids = n.repl.ids
+        assert (ids.replid, ids.replid2, ids.second_repl_offset) == \
+            (a.repl.ids.replid, SHARED_ID, 1001)
+    for i in range(50):
+        assert a.run("SET", f"k{i}", i) == b"+OK\r\n"
+    a.run("SELECT", "5")
+    a.run("RPUSH", "list", "x", "y")
+    a.run("MULTI")
+    a.run("INCR", "n")
+    a.run("HSET", "h", "f", "v")
+    a.run("EXEC")
+    net.pump()
+    assert a.digest() == b.digest() == c.digest() == apply_stream_to_source(
+        b"".join(cmd("SET", f"k{i}", i) for i in range(50)) + cmd("SELECT", "5")
+        + cmd("RPUSH", "list", "x", "y") + cmd("INCR", "n") + cmd("HSET", "h", "f", "v"))
+    off = a.repl.master_repl_offset
+    assert off > 1000
+    assert b.side.master.reploff == c.side.master.reploff == off
+    assert b.repl.master_repl_offset == c.repl.master_repl_offset == off
+    assert b"".join(b.repl.backlog.read_from(1001)) == b"".join(a.repl.backlog.read_from(1001))
+    assert b"".join(c.repl.backlog.read_from(1001)) == b"".join(a.repl.backlog.read_from(1001))
+    net.tick()  # ACKs
+    assert f"offset={off}" in dict(a.repl.master.info_replica_lines())["slave0"]
+    assert c.run("ROLE") == (b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:7002\r\n"
+                             b"$9\r\nconnected\r\n:%d\r\n" % off)
+
+
+def test_pair_wait_is_answered_through_getack(tmp_path) -> None:
+    net, a, b, c = chain(tmp_path)
+    a.run("SET", "w", "1")
+    a.client.receive_data(cmd("WAIT", "1", "0"))
+    net.pump()
+    assert a.client.data_to_send() == b":1\r\n"
+
+
+def test_pair_link_kill_resyncs_partially(tmp_path) -> None:
+    net, a, b, c = chain(tmp_path)
+    b.run("CLIENT", "KILL", "TYPE", "master")
+    net.pump()
+    a.run("SET", "during", "1")  # written while B is reconnecting
+    net.settle(lambda: b.side.link_up(), "B back")
+    net.pump()
+    assert a.core.stats.sync_partial_ok == 2 and a.core.stats.sync_full == 0
+    assert b.run("GET", "during") == b"$1\r\n1\r\n"
+    assert a.digest() == b.digest() == c.digest()
+    assert c.side.master.reploff == a.repl.master_repl_offset
+    a.run("CLIENT", "KILL", "TYPE", "replica")  # the other end: the master drops B
+    a.run("SET", "during2", "2")
+    net.settle(lambda: b.side.link_up() and b.run("GET", "during2") == b"$1\r\n2\r\n",
+               "B back again")
+    assert a.core.stats.sync_partial_ok == 3 and a.core.stats.sync_full == 0
+
+
+def test_pair_promotion_repoints_the_old_master_partially(tmp_path) -> None:
+    net, a, b, c = chain(tmp_path)
+    a.run("SET", "before", "1")
+    net.pump()
+    old_a_id = a.repl.ids.replid
+    off = a.repl.master_repl_offset
+    assert b.run("REPLICAOF", "NO", "ONE") == b"+OK\r\n"
+    ids = b.repl.ids
+    assert (ids.replid2, ids.second_repl_offset) == (old_a_id, off + 1)
+    assert b.run("SET", "on-new-master", "z") == b"+OK\r\n"
+    assert a.run("REPLICAOF", "127.0.0.1", "7002") == b"+OK\r\n"
+    net.settle(lambda: a.side.link_up() and c.side.link_up(), "A and C follow B")
+    assert b.core.stats.sync_full == 0
+    # C at the start, then A (via replid2) and C again (disconnected by the promotion)
+    assert b.core.stats.sync_partial_ok == 3
+    for n in (a, c):
+        assert n.repl.ids.replid == b.repl.ids.replid
+        assert n.repl.ids.replid2 == old_a_id and n.repl.ids.second_repl_offset == off + 1
+    b.run("INCR", "after")
+    net.pump()
+    assert a.digest() == b.digest() == c.digest()
+    assert a.run("GET", "on-new-master") == b"$1\r\nz\r\n"
+    assert a.repl.master_repl_offset == b.repl.master_repl_offset == c.repl.master_repl_offset

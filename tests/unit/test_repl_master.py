@@ -1,0 +1,1193 @@
+"""Sans-io tests of the master side: real ServerCore + Replication, a fake clock, real bytes.
+
+The replicas here are real clients of the core sending the exact bytes a Redis 7.0.15 replica
+sends (REPLCONF, PSYNC, REPLCONF ACK). The only test double is the OS boundary: ``WireIO`` stands
+for ``pyrepl.net.master_io.MasterIO`` and records what would reach each replica's socket, in
+order (the I/O shell's writes of the client's output, and the snapshot child's writes), and
+``ForkHost`` runs a forked job in-process (the disk BGSAVE job really writes the RDB file). What
+each replica receives is then parsed and *applied* to a second, independent core: RDB through
+pyrepl's real loader, the stream through real command execution, and the datasets compared with
+DEBUG DIGEST.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyrepl.commands  # noqa: F401  (fills the command table)
+from pyrepl.client import Client
+from pyrepl.config import Config
+from pyrepl.core import Host, ServerCore
+from pyrepl.keyspace.digest import dataset_digest
+from pyrepl.rdb.decoder import load_rdb_file
+from pyrepl.replication.manager import Replication
+from pyrepl.replication.master import (
+    INFO_STATE,
+    TRANSITIONS,
+    LinkInput,
+    LinkStateError,
+    ReplicaLink,
+    SlaveState,
+)
+from pyrepl.resp.writer import encode_command
+
+NOW = 1_700_000_000_000
+S = SlaveState
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+OTHER_ID = "033f47035796237037ee52e3e0b14820a2010d4d"
+PING = b"*1\r\n$4\r\nping\r\n"
+GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
+
+
+def cmd(*args: bytes | str | int) -> bytes:
+    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
+
+
+# -- the OS boundary, in memory ----------------------------------------------------------------
+
+class ForkHost(Host):
+    """Runs forked jobs in-process at fork time (the BGSAVE job writes the real file); the test
+    reports the exit with ``core.child_exited`` as the shell's reaper would."""
+
+    def __init__(self) -> None:
+        self.next_pid = 4000
+        self.exit_codes: dict[int, int] = {}
+        self.killed: list[int] = []
+        self.closed: list[Client] = []
+        self.fail_fork = False
+        self.core: ServerCore | None = None
+
+    def fork_child(self, job, purpose: str) -> int:  # noqa: ANN001
+        if self.fail_fork:
+            raise OSError("Cannot allocate memory")
+        self.next_pid += 1
+        self.exit_codes[self.next_pid] = job()
+        return self.next_pid
+
+    def kill_child(self, pid: int) -> None:
+        self.killed.append(pid)
+
+    def close_client(self, client: Client) -> None:
+        # NetHost aborts the transport; connection_lost then reaches the core.
+        self.closed.append(client)
+        assert self.core is not None
+        self.core.client_closed(client)
+
+
+class WireIO:
+    """What MasterIO would put on each replica socket, in order; the socket snapshot child is
+    run by the test (``run_child``), writing preamble + RDB + mark like the real child."""
+
+    def __init__(self) -> None:
+        self.wire: dict[int, bytearray] = {}
+        self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
+        self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
+        self.busy: set[int] = set()  # transports that are not drained
+        self.children: dict[int, tuple] = {}
+        self.results: dict[int, dict[int, tuple[bool, int, str]]] = {}
+        self.dropped: list[int] = []
+        self.reaped: list[int] = []
+        self.bulks: dict[int, tuple[Client, bytes]] = {}
+        self.cancelled: list[int] = []
+        self.next_pid = 9000
+        self.child_broken: set[int] = set()  # client ids the child fails to write to
+
+    def out(self, c: Client) -> bytearray:
+        return self.wire.setdefault(c.id, bytearray())
+
+    def shell_write(self, c: Client) -> None:
+        if c.out and not c.closed:
+            data = c.data_to_send()
+            if c.id in self.stuck:
+                self.tbuf[c.id] = self.tbuf.get(c.id, 0) + len(data)
+            else:
+                self.out(c).extend(data)
+
+    def buffered(self, c: Client) -> int:
+        return self.tbuf.get(c.id, 0)
+
+    def prepare_handover(self, c: Client) -> bool:
+        self.shell_write(c)
+        return c.id not in self.busy
+
+    def start_socket_snapshot(self, targets, payload, trailer, timeout_ms):  # noqa: ANN001
+        self.next_pid += 1
+        # A forked child sees the dataset as it was at fork time: encode it now.
+        self.children[self.next_pid] = (targets, b"".join(payload()), trailer, timeout_ms)
+        return self.next_pid
+
+    def run_child(self, pid: int) -> int:
+        """Do what the child does: every target gets preamble, RDB, mark."""
+        targets, rdb, trailer, _ = self.children[pid]
+        res = {}
+        for c, pre in targets:
+            if c.id in self.dropped or c.id in self.child_broken:
+                res[c.id] = (False, 0, "Broken pipe")
+                continue
+            data = pre + rdb + trailer
+            self.out(c).extend(data)
+            res[c.id] = (True, len(data), "")
+        self.results[pid] = res
+        return 0
+
+    def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
+        return self.results.pop(pid, {})
+
+    def drop_socket_target(self, c: Client) -> None:
+        self.dropped.append(c.id)
+
+    def reap_child(self, pid: int) -> None:
+        self.reaped.append(pid)
+
+    def send_bulk(self, c: Client, path: str) -> int:
+        with open(path, "rb") as f:
+            data = f.read()
+        self.bulks[c.id] = (c, b"$%d\r\n" % len(data) + data)
+        return len(data)
+
+    def complete_bulk(self, core: ServerCore, c: Client) -> None:
+        c2, data = self.bulks.pop(c.id)
+        self.out(c).extend(data)
+        core.replication.master.bulk_sent(c, True, len(data))
+
+    def cancel_bulk(self, c: Client) -> None:
+        self.cancelled.append(c.id)
+
+
+class Master:
+    def __init__(self, tmp_path, *overrides: tuple[str, list[str]]) -> None:  # noqa: ANN001
+        ov = [("save", [""]), ("port", ["6380"]), ("dir", [str(tmp_path)]),
+              ("repl-diskless-sync-delay", ["0"])]
+        cfg = Config.load(None, [*ov, *overrides])
+        self.host = ForkHost()
+        self.io = WireIO()
+        self.host.master_io = self.io
+        self.core = ServerCore(cfg, self.host, now_ms=NOW)
+        self.host.core = self.core
+        self.repl = Replication(self.core)
+        self.side = self.repl.master
+        self.user = self.core.connection_made("127.0.0.1:40000", "127.0.0.1:6380")
+        self.port = 6381
+
+    # the I/O shell's part: write what clients produced
+    def flush(self) -> None:
+        core = self.core
+        pending, core.pending_flush = core.pending_flush, []
+        for c in pending:
+            self.io.shell_write(c)
+        for c in list(core.clients.values()):
+            self.io.shell_write(c)
+
+    def run(self, *args: bytes | str | int, client: Client | None = None) -> bytes:
+        c = client or self.user
+        c.receive_data(cmd(*args))
+        out = c.data_to_send()
+        self.flush()
+        return out
+
+    def write_many(self, n: int, prefix: str = "k", start: int = 0) -> None:
+        for i in range(start, start + n):
+            self.run("SET", f"{prefix}:{i}", f"value-{i}")
+
+    def tick(self, ms: int) -> None:
+        self.core.now_ms += ms
+        self.core.tick(self.core.now_ms)
+        self.flush()
+
+    def replica(self, *capa: str, port: int | None = None) -> Client:
+        """A connection that did Redis 7.0.15's handshake up to (not including) PSYNC."""
+        port = port or self.port
+        self.port += 1
+        c = self.core.connection_made(f"127.0.0.1:{50000 + port}", "127.0.0.1:6380")
+        c.receive_data(cmd("REPLCONF", "listening-port", port))
+        assert c.data_to_send() == b"+OK\r\n"
+        if capa:
+            args: list[str] = []
+            for cp in capa:
+                args += ["capa", cp]
+            c.receive_data(cmd("REPLCONF", *args))
+            assert c.data_to_send() == b"+OK\r\n"
+        return c
+
+    def send(self, c: Client, *args: bytes | str | int) -> None:
+        c.receive_data(cmd(*args))
+        self.flush()
+
+    def wire(self, c: Client) -> bytes:
+        return bytes(self.io.out(c))
+
+    def take(self, c: Client) -> bytes:
+        w = self.io.out(c)
+        data = bytes(w)
+        w.clear()
+        return data
+
+    def child_exits(self, pid: int, code: int | None = None) -> None:
+        if code is None:
+            code = self.host.exit_codes.get(pid, 0)
+        self.core.child_exited(pid, code)
+        self.flush()
+
+    def info(self) -> dict[str, object]:
+        return dict(self.repl.info_fields())
+
+    def events(self, name: str | None = None) -> list[dict]:
+        return [e for e in self.repl.events.recent if name is None or e["event"] == name]
+
+    def log(self) -> list[str]:
+        return [m for _, m in self.core.log.lines]
+
+    def digest(self) -> str:
+        return dataset_digest(self.core.dbs, None)
+
+    def link(self, c: Client) -> ReplicaLink:
+        assert isinstance(c.repl, ReplicaLink)
+        return c.repl
+
+
+# -- the other end: parse and apply what a replica received -----------------------------------
+
+class Received:
+    def __init__(self, replid: str, offset: int, rdb: bytes, stream: bytes, kind: str,
+                 keepalives: int) -> None:
+        self.replid = replid
+        self.offset = offset
+        self.rdb = rdb
+        self.stream = stream
+        self.kind = kind
+        self.keepalives = keepalives
+
+
+def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
+    """Split a full sync as a replica reads it: keepalives, +FULLRESYNC, keepalives, payload
+    ($EOF:<mark> ... <mark> or $<len> ... with no CRLF), then the stream."""
+    pos = 0
+    keep = 0
+    replid, offset = "", -1
+    while data[pos:pos + 1] == b"\n":
+        pos += 1
+        keep += 1
+    if expect_fullresync:
+        eol = data.index(b"\r\n", pos)
+        parts = data[pos:eol].split()
+        assert parts[0] == b"+FULLRESYNC", data[pos:eol]
+        replid, offset = parts[1].decode(), int(parts[2])
+        pos = eol + 2
+    while data[pos:pos + 1] == b"\n":
+        pos += 1
+        keep += 1
+    eol = data.index(b"\r\n", pos)
+    head = data[pos:eol]
+    pos = eol + 2
+    assert head.startswith(b"$"), head
+    if head.startswith(b"$EOF:"):
+        mark = head[5:]
+        assert len(mark) == 40 and all(ch in b"0123456789abcdef" for ch in mark)
+        end = data.index(mark, pos)
+        return Received(replid, offset, data[pos:end], data[end + 40:], "eof", keep)
+    n = int(head[1:])
+    return Received(replid, offset, data[pos:pos + n], data[pos + n:], "len", keep)
+
+
+class ReplicaCore:
+    """An independent core that loads a received RDB and applies a received stream."""
+
+    def __init__(self, tmp_path, rdb: bytes, name: str = "replica") -> None:  # noqa: ANN001
+        path = os.path.join(str(tmp_path), f"{name}-{os.urandom(4).hex()}.rdb")
+        with open(path, "wb") as f:
+            f.write(rdb)
+        cfg = Config.load(None, [("save", [""])])
+        self.core = ServerCore(cfg, now_ms=NOW)
+        loaded = load_rdb_file(path, cfg.databases)
+        self.aux = loaded.aux
+        for i, db in enumerate(self.core.dbs):
+            db.data = loaded.data[i]
+            db.expires = loaded.expires[i]
+        self.client = self.core.connection_made("127.0.0.1:6380", "127.0.0.1:6381")
+        self.applied = 0
+
+    def apply(self, stream: bytes) -> None:
+        self.client.receive_data(stream)
+        self.client.data_to_send()
+        self.applied += len(stream)
+
+    def digest(self) -> str:
+        return dataset_digest(self.core.dbs, None)
+
+
+def fill(m: Master) -> None:
+    for args in (("SET", "s:1", "hello"), ("RPUSH", "l", "a", "b", "1"),
+                 ("SADD", "set", "m1", "m2"), ("HSET", "h", "f", "v", "n", "2"),
+                 ("ZADD", "z", "1.5", "a", "-2", "b"), ("SELECT", "2"), ("SET", "in2", "x"),
+                 ("SELECT", "0")):
+        m.run(*args)
+
+
+# -- the transition table --------------------------------------------------------------------
+
+def test_transition_table_is_total_and_typed() -> None:
+    expected = {
+        (S.NONE, LinkInput.PARTIAL): S.ONLINE,
+        (S.NONE, LinkInput.FULL): S.WAIT_BGSAVE_START,
+        (S.WAIT_BGSAVE_START, LinkInput.SNAPSHOT_STARTED): S.WAIT_BGSAVE_END,
+        (S.WAIT_BGSAVE_START, LinkInput.ATTACHED): S.WAIT_BGSAVE_END,
+        (S.WAIT_BGSAVE_END, LinkInput.RDB_SAVED): S.SEND_BULK,
+        (S.WAIT_BGSAVE_END, LinkInput.RDB_STREAMED): S.ONLINE,
+        (S.WAIT_BGSAVE_END, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+        (S.SEND_BULK, LinkInput.BULK_SENT): S.ONLINE,
+        (S.SEND_BULK, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+    }
+    for s in S:
+        if s is not S.CLOSED:
+            expected[(s, LinkInput.CLOSED)] = S.CLOSED
+    assert TRANSITIONS == expected
+    for s in S:
+        for inp in LinkInput:
+            link = ReplicaLink(Client.__new__(Client))
+            link.state = s
+            if (s, inp) in TRANSITIONS:
+                assert link.go(inp) is TRANSITIONS[(s, inp)]
+            else:
+                with pytest.raises(LinkStateError):
+                    link.go(inp)
+                assert link.state is s
+    assert INFO_STATE == {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
+                          S.SEND_BULK: "send_bulk", S.ONLINE: "online"}
+
+
+# -- REPLCONF --------------------------------------------------------------------------------
+
+def test_replconf_options_and_errors(tmp_path) -> None:
+    m = Master(tmp_path)
+    c = m.core.connection_made("10.0.0.7:41000", "127.0.0.1:6380")
+    assert m.run("REPLCONF", "listening-port", "6390", client=c) == b"+OK\r\n"
+    assert m.run("REPLCONF", "ip-address", "10.1.2.3", "capa", "eof", "capa", "psync2",
+                 "capa", "rdb-channel-repl", client=c) == b"+OK\r\n"
+    link = m.link(c)
+    assert (link.listening_port, link.ip_address, link.capa_eof, link.capa_psync2) == \
+        (6390, "10.1.2.3", True, True)
+    assert link.name() == "10.1.2.3:6390"
+    assert m.run("REPLCONF", "listening-port", client=c) == b"-ERR syntax error\r\n"
+    assert m.run("REPLCONF", "listening-port", "x", client=c) == \
+        b"-ERR value is not an integer or out of range\r\n"
+    assert m.run("REPLCONF", "foo", "bar", client=c) == \
+        b"-ERR Unrecognized REPLCONF option: foo\r\n"
+    assert m.run("REPLCONF", "ip-address", "a" * 256, client=c) == \
+        b"-ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes\r\n"
+    assert m.run("REPLCONF", "rdb-only", "2", client=c) == \
+        b"-ERR value is out of range, value must between 0 and 1\r\n"
+    # Redis 8's rdb-channel options are unknown to a 7.0.15 master
+    assert m.run("REPLCONF", "rdb-channel", "1", client=c) == \
+        b"-ERR Unrecognized REPLCONF option: rdb-channel\r\n"
+    # ACK from a client that is not a replica, GETACK to a master: no reply at all
+    assert m.run("REPLCONF", "ACK", "10", client=c) == b""
+    assert m.run("REPLCONF", "GETACK", "*", client=c) == b""
+    assert m.run("REPLCONF", client=c) == b"+OK\r\n"
+    # a client without a port is named by its peer address
+    d = m.core.connection_made("10.0.0.8:41001", "127.0.0.1:6380")
+    m.run("REPLCONF", "capa", "eof", client=d)
+    assert m.link(d).name() == "10.0.0.8:<unknown-replica-port>"
+    assert m.side.links == []
+
+
+# -- diskless full sync ----------------------------------------------------------------------
+
+def test_diskless_full_sync_bytes_offsets_and_stream_after_first_ack(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    old_id = m.repl.ids.replid
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", OTHER_ID, "1")
+    # A fresh replica offers its own id: refused (sync_partial_err), backlog created, new id.
+    new_id = m.repl.ids.replid
+    assert new_id != old_id and m.repl.backlog is not None
+    log = m.log()
+    assert "Replica 127.0.0.1:6381 asks for synchronization" in log
+    assert (f"Partial resynchronization not accepted: Replication ID mismatch (Replica asked "
+            f"for '{OTHER_ID}', my replication IDs are '{old_id}' and "
+            f"'0000000000000000000000000000000000000000')") in log
+    assert (f"Replication backlog created, my new replication IDs are '{new_id}' and "
+            f"'0000000000000000000000000000000000000000'") in log
+    assert "Starting BGSAVE for SYNC with target: replicas sockets" in log
+    st = m.core.stats
+    assert (st.sync_full, st.sync_partial_ok, st.sync_partial_err) == (1, 0, 1)
+    (pid,) = m.io.children
+    assert m.core.rdb_child_pid == pid and m.core.rdb_child_purpose == "socket"
+    assert f"Background RDB transfer started by pid {pid}" in m.log()
+    assert m.info()["slave0"] == "ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=0"
+    assert m.wire(r) == b""  # the parent wrote nothing: the child writes +FULLRESYNC too
+    # writes while the child runs are held, not written
+    m.run("SET", "during:1", "a")
+    m.run("INCR", "during:ctr")
+    m.io.run_child(pid)
+    m.child_exits(pid, 0)
+    assert "Background RDB transfer terminated with success" in m.log()
+    assert ("Streamed RDB transfer with replica 127.0.0.1:6381 succeeded (socket). Waiting for "
+            "REPLCONF ACK from slave to enable streaming") in m.log()
+    assert "Synchronization with replica 127.0.0.1:6381 succeeded" in m.log()
+    assert m.core.rdb_child_pid == -1
+    assert m.core.rdb_saves == 0  # a socket transfer is not a save
+    got = parse_full_sync(m.wire(r))
+    assert got.kind == "eof" and (got.replid, got.offset) == (new_id, 0)
+    assert got.stream == b""  # nothing after the mark until the first ACK
+    assert m.info()["slave0"] == "ip=127.0.0.1,port=6381,state=online,offset=0,lag=0"
+    m.run("SET", "during:2", "b")
+    assert parse_full_sync(m.wire(r)).stream == b""
+    m.send(r, "REPLCONF", "ACK", "0")
+    got = parse_full_sync(m.wire(r))
+    assert got.stream == (cmd("SELECT", "0") + cmd("SET", "during:1", "a")
+                          + cmd("INCR", "during:ctr") + cmd("SET", "during:2", "b"))
+    rc = ReplicaCore(tmp_path, got.rdb)
+    assert rc.aux[b"repl-id"] == new_id.encode() and rc.aux[b"repl-offset"] == b"0"
+    rc.apply(got.stream)
+    assert rc.digest() == m.digest()
+    assert m.repl.master_repl_offset == len(got.stream)
+    m.run("SET", "after:1", "c")  # live from now on
+    assert parse_full_sync(m.wire(r)).stream.endswith(cmd("SET", "after:1", "c"))
+    ev = m.events()
+    names = [e["event"] for e in ev]
+    assert names[:4] == ["psync_decision", "fullsync_fork", "fullsync_rdb_sent", "replica_online"]
+    d = ev[0]
+    assert (d["result"], d["reason"], d["req_replid"], d["req_offset"], d["replid"]) == \
+        ("full", "replid-mismatch", OTHER_ID, 1, old_id)
+    assert ev[1]["mode"] == "diskless" and ev[1]["offset"] == 0
+    assert ev[2]["bytes"] == len(m.wire(r)) - len(got.stream) - len(cmd("SET", "after:1", "c"))
+    assert len({e["sync_id"] for e in ev[:4]}) == 1
+    assert m.core.stats.net_repl_output_bytes == len(m.wire(r))
+
+
+def test_snapshot_offset_is_fullresync_offset_and_rdb_repl_offset(tmp_path) -> None:
+    m = Master(tmp_path)
+    first = m.replica("eof", "psync2")
+    m.send(first, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    m.send(first, "REPLCONF", "ACK", "0")
+    m.write_many(25)
+    offset = m.repl.master_repl_offset
+    assert offset > 0
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    pid2 = max(m.io.children)
+    m.io.run_child(pid2)
+    m.child_exits(pid2)
+    got = parse_full_sync(m.wire(r))
+    assert got.offset == offset
+    rc = ReplicaCore(tmp_path, got.rdb)
+    assert rc.aux[b"repl-offset"] == str(offset).encode()
+    assert rc.aux[b"repl-id"] == m.repl.ids.replid.encode()
+    assert m.core.stats.sync_partial_err == 0  # "?" is not a failed partial attempt
+    assert m.events("psync_decision")[-1]["reason"] == "no-history"
+
+
+def test_diskless_delay_shares_one_snapshot_and_sends_keepalives(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["5"]))
+    fill(m)
+    a = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", OTHER_ID, "1")
+    assert "Delay next BGSAVE for diskless SYNC" in m.log()
+    assert m.io.children == {}
+    m.tick(1000)
+    b = m.replica("eof", "psync2")
+    m.send(b, "PSYNC", "?", "-1")
+    for _ in range(3):
+        m.tick(1000)
+    assert m.io.children == {}  # a's idle time (4 s) is still under the delay
+    assert m.wire(a) == b"\n" * 4 and m.wire(b) == b"\n" * 3
+    m.run("SET", "before-fork", "1")  # not held: the snapshot will contain it
+    m.tick(1000)
+    (pid,) = m.io.children
+    targets = m.io.children[pid][0]
+    assert [c for c, _ in targets] == [a, b]
+    offset = m.repl.master_repl_offset
+    m.run("SET", "in-flight", "2")
+    # a third replica while the socket child runs must wait for the next snapshot
+    c3 = m.replica("eof", "psync2")
+    m.send(c3, "PSYNC", "?", "-1")
+    assert "Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC" in m.log()
+    m.tick(1000)
+    assert m.wire(c3) == b"\n"
+    assert m.wire(a) == b"\n" * 5  # no keepalive into a socket the child writes to
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    assert list(m.io.children) == [pid]  # the third replica waits for its own delay
+    for r in (a, b):
+        got = parse_full_sync(m.wire(r))
+        assert got.keepalives == (5 if r is a else 4) and got.offset == offset
+        m.send(r, "REPLCONF", "ACK", str(offset))
+        got = parse_full_sync(m.wire(r))
+        rc = ReplicaCore(tmp_path, got.rdb)
+        rc.apply(got.stream)
+        assert rc.digest() == m.digest()
+    assert m.events("fullsync_fork")[0]["sync_id"] != m.events("fullsync_fork")[1]["sync_id"]
+    for _ in range(4):
+        m.tick(1000)
+    pid2 = max(m.io.children)
+    assert pid2 != pid
+    m.io.run_child(pid2)
+    m.child_exits(pid2)
+    m.send(c3, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+    got = parse_full_sync(m.wire(c3))
+    rc = ReplicaCore(tmp_path, got.rdb)
+    rc.apply(got.stream)
+    assert rc.digest() == m.digest()
+
+
+def test_diskless_max_replicas_starts_without_waiting_the_delay(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["60"]),
+               ("repl-diskless-sync-max-replicas", ["2"]))
+    a = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", "?", "-1")
+    m.tick(100)
+    assert m.io.children == {}
+    b = m.replica("eof", "psync2")
+    m.send(b, "PSYNC", "?", "-1")
+    m.tick(100)
+    (pid,) = m.io.children
+    assert [c for c, _ in m.io.children[pid][0]] == [a, b]
+
+
+def test_replica_without_eof_capa_gets_a_disk_snapshot(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    r = m.replica("psync2")  # no capa eof
+    m.send(r, "PSYNC", "?", "-1")
+    assert "Starting BGSAVE for SYNC with target: disk" in m.log()
+    assert m.core.rdb_child_purpose == "disk"
+
+
+def test_transport_not_drained_is_not_handed_to_the_child(tmp_path) -> None:
+    m = Master(tmp_path)
+    r = m.replica("eof", "psync2")
+    m.io.busy.add(r.id)
+    m.send(r, "PSYNC", "?", "-1")
+    assert m.io.children == {}
+    assert m.link(r).state is S.WAIT_BGSAVE_START
+    m.io.busy.clear()
+    m.tick(100)
+    assert len(m.io.children) == 1 and m.link(r).state is S.WAIT_BGSAVE_END
+
+
+# -- disk-based full sync ------------------------------------------------------------------------
+
+def test_disk_full_sync_join_running_bgsave_then_bulk_and_stream(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync", ["no"]))
+    fill(m)
+    a = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", OTHER_ID, "1")
+    replid = m.repl.ids.replid
+    pid = m.core.rdb_child_pid
+    assert pid in m.host.exit_codes and m.core.rdb_child_purpose == "disk"
+    log = m.log()
+    assert "Starting BGSAVE for SYNC with target: disk" in log
+    assert f"Background saving started by pid {pid}" in log
+    assert m.wire(a) == b"+FULLRESYNC %s 0\r\n" % replid.encode()  # at once, before the file
+    m.run("SET", "during:1", "a")
+    # a second replica arrives while the BGSAVE runs: it joins it, with a copy of a's buffer
+    b = m.replica("eof", "psync2")
+    m.send(b, "PSYNC", "?", "-1")
+    assert "Waiting for end of BGSAVE for SYNC" in m.log()
+    assert m.wire(b) == b"+FULLRESYNC %s 0\r\n" % replid.encode()
+    assert m.events("fullsync_fork")[-1]["reason"] == "attached"
+    m.run("INCR", "during:ctr")
+    m.tick(1000)  # keepalives while the disk child works
+    assert m.wire(a).endswith(b"\r\n\n") and m.wire(b).endswith(b"\r\n\n")
+    m.child_exits(pid, 0)
+    assert "Background saving terminated with success" in m.log()
+    assert m.info()["slave0"] == "ip=127.0.0.1,port=6381,state=send_bulk,offset=0,lag=0"
+    m.run("SET", "during:2", "b")
+    with open(m.core.rdb_path(), "rb") as f:
+        disk = f.read()
+    for r in (a, b):
+        m.io.complete_bulk(m.core, r)
+        m.flush()
+        got = parse_full_sync(m.wire(r))
+        assert got.kind == "len" and got.rdb == disk and got.offset == 0
+        # the held stream follows the bulk at once (no ACK needed in disk mode); b joining
+        # re-armed SELECT (slaveseldb = -1), as in Redis; the cron's first loop PINGs
+        assert got.stream == (cmd("SELECT", "0") + cmd("SET", "during:1", "a")
+                              + cmd("SELECT", "0") + cmd("INCR", "during:ctr") + PING
+                              + cmd("SET", "during:2", "b"))
+        rc = ReplicaCore(tmp_path, got.rdb)
+        rc.apply(got.stream)
+        assert rc.digest() == m.digest()
+    assert m.info()["slave1"] == "ip=127.0.0.1,port=6382,state=online,offset=0,lag=0"
+    assert m.core.rdb_saves == 1
+
+
+def test_disk_sync_cannot_join_a_user_bgsave(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync", ["no"]))
+    fill(m)
+    assert m.run("BGSAVE") == b"+Background saving started\r\n"
+    user_pid = m.core.rdb_child_pid
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    assert ("Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+            in m.log())
+    assert m.wire(r) == b""
+    m.child_exits(user_pid, 0)
+    # the next BGSAVE starts as soon as the previous child is gone
+    assert m.core.rdb_child_pid not in (-1, user_pid)
+    assert m.wire(r).startswith(b"+FULLRESYNC ")
+
+
+def test_losing_the_last_disk_replica_kills_the_child_only_without_save_points(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync", ["no"]))
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    pid = m.core.rdb_child_pid
+    m.core.client_closed(r)
+    assert m.host.killed == [pid] and m.core.rdb_child_pid == -1
+    assert "Connection with replica 127.0.0.1:6381 lost." in m.log()
+    m2 = Master(tmp_path, ("repl-diskless-sync", ["no"]), ("save", ["3600", "1"]))
+    r2 = m2.replica("eof", "psync2")
+    m2.send(r2, "PSYNC", "?", "-1")
+    m2.core.client_closed(r2)
+    assert m2.host.killed == [] and m2.core.rdb_child_pid != -1
+
+
+def test_losing_replicas_mid_socket_transfer_stops_the_child_with_the_last(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["1"]))
+    a = m.replica("eof", "psync2")
+    b = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", "?", "-1")
+    m.send(b, "PSYNC", "?", "-1")
+    m.tick(1000)
+    m.tick(1000)
+    (pid,) = m.io.children
+    m.core.client_closed(a)
+    assert m.io.dropped == [a.id] and m.host.killed == []
+    m.core.client_closed(b)
+    assert m.io.dropped == [a.id, b.id] and m.host.killed == [pid]
+    assert "Diskless rdb transfer, last replica dropped, killing fork child." in m.log()
+    assert m.core.rdb_child_pid == -1 and m.side.snapshot is None
+    lost = m.events("replica_lost")
+    assert [e["reason"] for e in lost] == ["closed", "closed"]
+
+
+def test_a_replica_the_child_could_not_serve_is_dropped(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["1"]))
+    a = m.replica("eof", "psync2")
+    b = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", "?", "-1")
+    m.send(b, "PSYNC", "?", "-1")
+    m.tick(2000)
+    (pid,) = m.io.children
+    m.io.child_broken.add(b.id)
+    m.io.run_child(pid)
+    m.child_exits(pid, 0)
+    assert m.link(a).state is S.ONLINE
+    assert m.link(b).state is S.CLOSED and b in m.host.closed
+    assert ("Diskless rdb transfer, write error sending DB to replica: Broken pipe"
+            in m.log())
+
+
+def test_fork_failure_tells_the_waiting_replicas(tmp_path) -> None:
+    m = Master(tmp_path)
+    m.host.fail_fork = True
+    m.io.start_socket_snapshot = lambda *a: (_ for _ in ()).throw(OSError("Cannot fork"))
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    assert m.wire(r) == b"-ERR BGSAVE failed, replication can't continue\r\n"
+    assert r.close_after_reply and m.side.links == []
+    assert "BGSAVE for replication failed" in m.log()
+    assert "Can't save in background: fork: Cannot fork" in m.log()
+    d = Master(tmp_path, ("repl-diskless-sync", ["no"]))
+    d.host.fail_fork = True
+    r2 = d.replica("eof", "psync2")
+    d.send(r2, "PSYNC", "?", "-1")
+    assert d.wire(r2) == b"-ERR BGSAVE failed, replication can't continue\r\n"
+
+
+def test_flushall_kills_the_snapshot_and_fails_the_waiting_replica(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync", ["no"]))
+    fill(m)
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    pid = m.core.rdb_child_pid
+    m.run("FLUSHALL")
+    assert m.host.killed == [pid]
+    m.tick(100)
+    assert "SYNC failed. BGSAVE child returned an error" in m.log()
+    assert m.link(r).state is S.CLOSED
+    assert m.events("replica_lost")[-1]["reason"] == "snapshot-failed"
+
+
+def test_rdb_only_replica_gets_the_rdb_and_is_closed(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    r = m.replica("eof")
+    assert m.run("REPLCONF", "rdb-only", "1", client=r) == b"+OK\r\n"
+    m.send(r, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    m.run("SET", "x", "1")
+    assert m.link(r).held == []  # no replication buffer for an rdb-only replica
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    assert m.link(r).state is S.CLOSED and r in m.host.closed
+    assert ("RDB transfer completed, rdb only replica (127.0.0.1:6381) should be disconnected "
+            "asap") in m.log()
+    got = parse_full_sync(m.wire(r))
+    assert got.stream == b"" and ReplicaCore(tmp_path, got.rdb).digest() != m.digest()
+
+
+def test_old_sync_command_gets_no_fullresync_line(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    r = m.core.connection_made("127.0.0.1:55555", "127.0.0.1:6380")
+    m.send(r, "SYNC")
+    assert "Starting BGSAVE for SYNC with target: disk" in m.log()  # no capa eof
+    pid = m.core.rdb_child_pid
+    m.child_exits(pid, 0)
+    m.io.complete_bulk(m.core, r)
+    m.flush()
+    got = parse_full_sync(m.wire(r), expect_fullresync=False)
+    assert ReplicaCore(tmp_path, got.rdb).digest() == m.digest()
+    assert m.events("psync_decision")[-1]["reason"] == "replica-requested"
+    assert m.core.stats.sync_full == 1 and m.core.stats.sync_partial_err == 0
+    m.tick(120_000)  # no ACKs expected from a SYNC replica: no timeout
+    assert m.link(r).state is S.ONLINE
+
+
+def test_psync_refused_with_pending_output_and_ignored_when_already_replica(tmp_path) -> None:
+    m = Master(tmp_path)
+    r = m.core.connection_made("127.0.0.1:55555", "127.0.0.1:6380")
+    r.receive_data(cmd("REPLCONF", "capa", "eof") + cmd("PSYNC", "?", "-1"))
+    assert r.data_to_send() == b"+OK\r\n-ERR SYNC and PSYNC are invalid with pending output\r\n"
+    r.receive_data(cmd("PSYNC", "?", "-1"))
+    m.flush()
+    assert m.link(r).state is S.WAIT_BGSAVE_END
+    r.receive_data(cmd("PSYNC", "?", "-1"))  # a replica sending PSYNC again: ignored
+    assert r.data_to_send() == b"" and m.core.stats.sync_full == 1
+    assert m.run("MULTI") == b"+OK\r\n"
+    assert m.run("PSYNC", "?", "-1") == b"-ERR Command not allowed inside a transaction\r\n"
+
+
+# -- partial resync -------------------------------------------------------------------------------
+
+def online_replica(m: Master, *capa: str) -> tuple[Client, Received]:
+    """A replica taken through a diskless full sync up to streaming."""
+    r = m.replica(*(capa or ("eof", "psync2")))
+    m.send(r, "PSYNC", "?", "-1")
+    for _ in range(10):  # the diskless delay, if any
+        if m.link(r).state is S.WAIT_BGSAVE_END:
+            break
+        m.tick(1000)
+    pid = m.link(r).snapshot.pid
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+    return r, parse_full_sync(m.wire(r))
+
+
+def test_partial_resync_after_link_loss_sends_exact_backlog(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    r, got = online_replica(m)
+    rc = ReplicaCore(tmp_path, got.rdb)
+    m.run("SET", "before:1", "x")
+    rc.apply(parse_full_sync(m.wire(r)).stream)
+    acked = m.repl.master_repl_offset
+    m.core.client_closed(r)  # CLIENT KILL TYPE replica / connection reset
+    assert "Connection with replica 127.0.0.1:6381 lost." in m.log()
+    # a MULTI/EXEC unit and more writes while the replica is away
+    for args in (("MULTI",), ("SET", "gap:1", "v1"), ("INCR", "gap:ctr"), ("SET", "gap:2", "v2"),
+                 ("EXEC",), ("SET", "after-kill:1", "y")):
+        m.run(*args)
+    expected = b"".join(m.repl.backlog.read_from(acked + 1))
+    assert expected.startswith(b"*1\r\n$5\r\nMULTI\r\n")
+    r2 = m.replica("eof", "psync2", port=6381)
+    m.send(r2, "PSYNC", m.repl.ids.replid, str(acked + 1))
+    assert m.wire(r2) == b"+CONTINUE %s\r\n" % m.repl.ids.replid.encode() + expected
+    assert (f"Partial resynchronization request from 127.0.0.1:6381 accepted. Sending "
+            f"{len(expected)} bytes of backlog starting from offset {acked + 1}.") in m.log()
+    st = m.core.stats
+    assert (st.sync_full, st.sync_partial_ok, st.sync_partial_err) == (1, 1, 0)
+    rc.apply(expected)
+    assert rc.digest() == m.digest()
+    m.run("SET", "live", "1")
+    assert m.wire(r2).endswith(cmd("SET", "live", "1"))
+    assert m.info()["slave0"].startswith("ip=127.0.0.1,port=6381,state=online,")
+    ev = m.events()
+    dec = [e for e in ev if e["event"] == "psync_decision"][-1]
+    assert (dec["result"], dec["reason"], dec["req_offset"]) == ("continue", "continue", acked + 1)
+    sent = m.events("partial_sent")[-1]
+    assert sent["bytes"] == len(expected) and sent["offset"] == acked + 1
+    # a replica without capa psync2 gets the bare +CONTINUE
+    m.core.client_closed(r2)
+    r3 = m.replica("eof", port=6381)
+    m.send(r3, "PSYNC", m.repl.ids.replid, str(m.repl.master_repl_offset + 1))
+    assert m.wire(r3) == b"+CONTINUE\r\n"
+
+
+def test_continue_through_replid2_after_promotion_shift(tmp_path) -> None:
+    m = Master(tmp_path)
+    r, _ = online_replica(m)
+    m.write_many(3)
+    old_id = m.repl.ids.replid
+    off = m.repl.master_repl_offset
+    m.core.client_closed(r)
+    m.repl.ids.shift(off)  # what a promotion does
+    m.run("SET", "new", "1")
+    r2 = m.replica("eof", "psync2", port=6381)
+    m.send(r2, "PSYNC", old_id, str(off + 1))
+    assert m.wire(r2).startswith(b"+CONTINUE %s\r\n" % m.repl.ids.replid.encode())
+    # beyond second_repl_offset the old id is not valid
+    r3 = m.replica("eof", "psync2")
+    m.send(r3, "PSYNC", old_id, str(off + 2))
+    assert (f"Partial resynchronization not accepted: Requested offset for second ID was "
+            f"{off + 2}, but I can reply up to {off + 1}") in m.log()
+    assert m.events("psync_decision")[-1]["reason"] == "replid-mismatch"
+
+
+def test_offset_before_backlog_and_offset_ahead_force_full_sync(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-backlog-size", ["16kb"]))
+    r, _ = online_replica(m)
+    first_acked = m.repl.master_repl_offset
+    m.core.client_closed(r)
+    m.write_many(600)  # ~25 KB: more than the 16 KB backlog
+    b = m.repl.backlog
+    assert b.first_byte_offset > first_acked + 1
+    r2 = m.replica("eof", "psync2", port=6381)
+    m.send(r2, "PSYNC", m.repl.ids.replid, str(first_acked + 1))
+    assert ("Unable to partial resync with replica 127.0.0.1:6381 for lack of backlog (Replica "
+            f"request was: {first_acked + 1}).") in m.log()
+    dec = m.events("psync_decision")[-1]
+    assert (dec["result"], dec["reason"]) == ("full", "offset-before-backlog")
+    assert dec["gap"] == b.first_byte_offset - (first_acked + 1)
+    assert dec["backlog_size"] == 16384 and dec["backlog_histlen"] == 16384
+    assert m.core.stats.sync_partial_err == 1
+    r3 = m.replica("eof", "psync2", port=6382)
+    ahead = m.repl.master_repl_offset + 5
+    m.send(r3, "PSYNC", m.repl.ids.replid, str(ahead))
+    assert ("Warning: replica 127.0.0.1:6382 tried to PSYNC with an offset that is greater than "
+            "the master replication offset.") in m.log()
+    assert m.events("psync_decision")[-1]["reason"] == "offset-ahead"
+    r4 = m.replica("eof", "psync2", port=6383)
+    assert m.run("PSYNC", m.repl.ids.replid, "abc", client=r4) == \
+        b"-ERR value is not an integer or out of range\r\n"
+    assert "Replica 127.0.0.1:6383 asks for synchronization but with a wrong offset" in m.log()
+
+
+# -- the cron: PING, keepalives, timeouts -----------------------------------------------------
+
+def test_ping_every_period_into_the_stream_and_backlog(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-ping-replica-period", ["3"]))
+    m.tick(1000)  # cron loop 0 ran without replicas
+    r, got = online_replica(m)
+    m.take(r)
+    off = m.repl.master_repl_offset
+    seen = []
+    for _ in range(9):
+        m.tick(1000)
+        m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+        seen.append(m.take(r))
+    assert seen == [b"", b"", PING, b"", b"", PING, b"", b"", PING]
+    assert m.repl.master_repl_offset == off + 3 * len(PING)
+    assert b"".join(m.repl.backlog.read_from(off + 1)) == PING * 3
+    lag = m.events("replica_lag")
+    assert len(lag) == 3 and all(e["lag_bytes"] == len(PING) for e in lag)
+
+
+def test_replica_timeout_disconnects_a_silent_replica(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-timeout", ["5"]))
+    r, _ = online_replica(m)
+    for _ in range(5):
+        m.tick(1000)
+    assert m.link(r).state is S.ONLINE
+    m.tick(1000)
+    assert m.link(r).state is S.CLOSED and r in m.host.closed
+    assert "Disconnecting timedout replica (streaming sync): 127.0.0.1:6381" in m.log()
+    lost = m.events("replica_lost")[-1]
+    assert lost["reason"] == "timeout" and lost["lag_ms"] >= 6000
+    assert m.info()["connected_slaves"] == 0
+
+
+# -- output buffer limits --------------------------------------------------------------------
+
+def test_hard_limit_disconnects_a_replica_that_cannot_keep_up(tmp_path) -> None:
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "64kb", "0", "0"]),
+               ("repl-backlog-size", ["100kb"]))
+    r, _ = online_replica(m)
+    assert m.side._hard == 100 * 1024  # a replica limit below the backlog is raised to it
+    m.io.stuck.add(r.id)  # the replica reads nothing: its transport buffer grows
+    m.write_many(2000)
+    assert m.link(r).state is S.ONLINE and m.io.tbuf[r.id] > 64 * 1024
+    m.write_many(1000, start=2000)
+    assert m.link(r).state is S.CLOSED and r in m.host.closed
+    assert m.core.stats.client_outbuf_limit_disconnections == 1
+    assert m.info().get("slave0") is None
+    lines = [x for x in m.log() if "overcoming of output buffer limits" in x]
+    assert len(lines) == 1 and lines[0].startswith("Client id=")
+    assert "flags=S" in lines[0]
+    lost = m.events("replica_lost")[-1]
+    assert lost["reason"] == "output-buffer-limit" and lost["buffer_limit"] == 100 * 1024
+    assert lost["buffer_peak"] >= 100 * 1024
+    info = dict(__import__("pyrepl.info", fromlist=["x"]).section_stats(m.core))
+    assert info["client_output_buffer_limit_disconnections"] == 1
+
+
+def test_soft_limit_needs_its_seconds(tmp_path) -> None:
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "0", "20kb", "2"]))
+    r, _ = online_replica(m)
+    m.io.stuck.add(r.id)
+    link = m.link(r)
+    m.write_many(700)  # ~28 KB the replica does not read: over the soft limit, clock starts
+    assert link.state is S.ONLINE and link.soft_since_ms == m.core.now_ms
+    m.tick(1000)
+    m.tick(1000)
+    assert link.state is S.ONLINE  # 2 s over the limit: not more than soft-seconds yet
+    m.tick(1000)
+    assert link.state is S.CLOSED
+    assert m.events("replica_lost")[-1]["reason"] == "output-buffer-limit"
+    # a replica that drains below the soft limit in time stays
+    r2, _ = online_replica(m)
+    m.io.stuck.add(r2.id)
+    m.write_many(700)
+    assert m.link(r2).soft_since_ms >= 0
+    m.tick(1000)
+    m.io.stuck.discard(r2.id)
+    m.io.tbuf[r2.id] = 0  # it read everything
+    for _ in range(4):
+        m.tick(1000)
+    assert m.link(r2).state is S.ONLINE and m.link(r2).soft_since_ms == -1
+
+
+def test_held_stream_over_the_limit_drops_the_waiting_replica_and_child(tmp_path) -> None:
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "16kb", "0", "0"]),
+               ("repl-backlog-size", ["16kb"]))
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    m.write_many(300)
+    assert m.link(r).state is S.WAIT_BGSAVE_END and m.link(r).held_bytes > 10000
+    m.write_many(300, start=300)
+    assert m.link(r).state is S.CLOSED
+    assert m.host.killed == [pid] and m.io.dropped == [r.id]
+    assert m.events("replica_lost")[-1]["reason"] == "output-buffer-limit"
+
+
+def test_stream_goes_to_each_replica_once_per_batch(tmp_path) -> None:
+    m = Master(tmp_path)
+    reps = [online_replica(m)[0] for _ in range(3)]
+    m.flush()
+    m.user.receive_data(b"".join(cmd("SET", f"p:{i}", "v") for i in range(50)))
+    pend = m.core.pending_flush
+    assert sorted(c.id for c in pend) == sorted(c.id for c in reps)
+    assert all(len(c.out) == 50 for c in reps)  # one bytes object per command, joined once
+    m.user.data_to_send()
+    m.flush()
+    tails = {m.take(c)[-200:] for c in reps}
+    assert len(tails) == 1
+
+
+# -- WAIT --------------------------------------------------------------------------------------
+
+def test_wait_blocks_sends_getack_and_unblocks_on_ack(tmp_path) -> None:
+    m = Master(tmp_path)
+    assert m.run("WAIT", "0", "0") == b":0\r\n"
+    assert m.run("WAIT", "1", "-1") == b"-ERR timeout is negative\r\n"
+    assert m.run("WAIT", "x", "0") == b"-ERR value is not an integer or out of range\r\n"
+    assert m.run("WAIT", "1", "x") == b"-ERR timeout is not an integer or out of range\r\n"
+    r, _ = online_replica(m)
+    m.take(r)
+    m.run("SET", "k", "v")
+    woff = m.repl.master_repl_offset
+    assert m.user.woff == woff
+    # WAIT then a pipelined command: the PING waits behind the blocked WAIT
+    m.user.receive_data(cmd("WAIT", "1", "0") + cmd("PING"))
+    assert m.user.data_to_send() == b"" and m.user.blocked is not None
+    m.flush()
+    assert m.take(r) == cmd("SELECT", "0") + cmd("SET", "k", "v") + GETACK
+    assert m.repl.master_repl_offset == woff + len(GETACK)
+    m.send(r, "REPLCONF", "ACK", str(woff - 1))
+    assert m.user.blocked is not None
+    m.send(r, "REPLCONF", "ACK", str(woff + len(GETACK)))
+    assert m.user.blocked is None
+    assert m.take(m.user) == b":1\r\n+PONG\r\n"
+    # a second WAIT with nothing new in the stream does not ask again; after a write it does
+    m.user.receive_data(cmd("WAIT", "2", "0"))
+    m.flush()
+    assert m.take(r) == b""
+    m.core.unblock(m.user, 1)
+    m.run("SET", "k2", "v")
+    m.user.receive_data(cmd("WAIT", "2", "0"))
+    m.flush()
+    assert m.take(r) == cmd("SET", "k2", "v") + GETACK
+    m.core.unblock(m.user, 1)
+    m.side.waiters.clear()
+
+
+def test_wait_timeout_multi_and_closed_waiter(tmp_path) -> None:
+    m = Master(tmp_path)
+    r, _ = online_replica(m)
+    m.run("SET", "k", "v")
+    m.user.receive_data(cmd("WAIT", "1", "1500"))
+    m.flush()
+    m.tick(1000)
+    assert m.user.blocked is not None
+    m.tick(600)
+    assert m.user.blocked is None and m.take(m.user) == b":0\r\n"
+    # inside MULTI/EXEC WAIT never blocks
+    assert m.run("MULTI") == b"+OK\r\n"
+    m.run("SET", "k", "w")
+    m.run("WAIT", "1", "0")
+    assert m.run("EXEC") == b"*2\r\n+OK\r\n:0\r\n"
+    # a client that goes away while waiting is forgotten
+    other = m.core.connection_made("127.0.0.1:40001", "127.0.0.1:6380")
+    m.run("SET", "k", "x", client=other)
+    other.receive_data(cmd("WAIT", "1", "0"))
+    m.core.client_closed(other)
+    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+    assert m.side.waiters == []
+
+
+def test_wait_counts_only_online_replicas_acked_at_the_offset(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["5"]))
+    a, _ = online_replica(m)
+    b, _ = online_replica(m)
+    w = m.replica("eof", "psync2")
+    m.send(w, "PSYNC", "?", "-1")  # waiting for a snapshot: does not count
+    m.run("SET", "k", "v")
+    off = m.repl.master_repl_offset
+    m.send(w, "REPLCONF", "ACK", str(off + 100))
+    m.send(a, "REPLCONF", "ACK", str(off))
+    assert m.side.count_acks(off) == 1
+    m.send(b, "REPLCONF", "ACK", str(off))
+    assert m.run("WAIT", "2", "0") == b":2\r\n"
+    assert m.info()["slave1"] == f"ip=127.0.0.1,port=6382,state=online,offset={off},lag=0"
+
+
+# -- min-replicas ------------------------------------------------------------------------------
+
+def test_min_replicas_refuse_writes_without_enough_good_replicas(tmp_path) -> None:
+    m = Master(tmp_path, ("min-replicas-to-write", ["1"]), ("min-replicas-max-lag", ["3"]))
+    assert m.run("SET", "k", "v") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    assert m.run("GET", "k") == b"$-1\r\n"  # reads are fine
+    r, _ = online_replica(m)
+    assert m.info()["min_slaves_good_slaves"] == 1
+    assert m.run("SET", "k", "v") == b"+OK\r\n"
+    for _ in range(4):
+        m.tick(1000)  # no ACK for 4 s > max lag 3
+    assert m.info()["min_slaves_good_slaves"] == 0
+    assert m.run("SET", "k", "v") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+    m.tick(1000)
+    assert m.run("SET", "k", "v") == b"+OK\r\n"
+    assert m.run("CONFIG", "SET", "min-replicas-to-write", "2") == b"+OK\r\n"
+    assert m.run("SET", "k", "v") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    assert m.run("CONFIG", "SET", "min-replicas-max-lag", "0") == b"+OK\r\n"
+    assert m.run("SET", "k", "v") == b"+OK\r\n"  # lag 0 disables the check, as Redis
+
+
+# -- introspection -----------------------------------------------------------------------------
+
+def test_info_client_list_and_memory(tmp_path) -> None:
+    m = Master(tmp_path, ("repl-diskless-sync-delay", ["5"]))
+    r, _ = online_replica(m)
+    w = m.replica("eof", "psync2")
+    assert m.run("REPLCONF", "ip-address", "10.9.8.7", client=w) == b"+OK\r\n"
+    m.send(w, "PSYNC", "?", "-1")
+    info = m.info()
+    keys = list(info)
+    assert keys[:4] == ["role", "connected_slaves", "slave0", "slave1"]
+    assert info["connected_slaves"] == 2
+    assert info["slave1"] == "ip=10.9.8.7,port=6382,state=wait_bgsave,offset=0,lag=0"
+    assert r.kind == "replica" and "S" in r.flags
+    lst = m.run("CLIENT", "LIST", "TYPE", "replica").decode()
+    assert lst.count("flags=S ") == 2 and f"id={r.id} " in lst
+    assert m.run("CLIENT", "LIST", "TYPE", "slave").decode() == lst
+    m.io.stuck.add(r.id)
+    m.run("SET", "big", "x" * 5000)
+    mem = dict(m.repl.memory_fields())
+    # the stuck replica's unsent bytes; the one waiting for a snapshot holds nothing yet
+    assert mem["mem_clients_slaves"] == m.side.output_buffer_bytes() >= 5000
+    assert m.run("CLIENT", "KILL", "TYPE", "replica") == b":2\r\n"
+    assert m.info()["connected_slaves"] == 0 and m.side.links == []
+
+
+# -- the stream is exact: any interleaving of writes and sync phases ------------------------------
+
+WRITES = st.lists(st.sampled_from(["set", "incr", "rpush", "hset", "sadd", "zadd", "del",
+                                   "select", "multi"]), min_size=0, max_size=12)
+
+
+def _do_writes(m: Master, ops: list[str], tag: int) -> None:
+    for i, op in enumerate(ops):
+        k = f"k{(tag * 7 + i) % 5}"
+        if op == "set":
+            m.run("SET", f"s:{k}", f"v{tag}-{i}")
+        elif op == "incr":
+            m.run("INCR", f"n:{k}")
+        elif op == "rpush":
+            m.run("RPUSH", f"l:{k}", f"e{i}", "x")
+        elif op == "hset":
+            m.run("HSET", f"h:{k}", f"f{i}", f"v{tag}")
+        elif op == "sadd":
+            m.run("SADD", f"z:s:{k}", f"m{i}")
+        elif op == "zadd":
+            m.run("ZADD", f"z:{k}", str(i), f"m{tag}")
+        elif op == "del":
+            m.run("DEL", f"s:{k}", f"l:{k}")
+        elif op == "select":
+            m.run("SELECT", str((tag + i) % 3))
+        else:
+            m.run("MULTI")
+            m.run("SET", f"t:{k}", "1")
+            m.run("INCR", f"n:{k}")
+            m.run("EXEC")
+
+
+@SETTINGS
+@given(phases=st.lists(WRITES, min_size=6, max_size=6), disk=st.booleans(),
+       second=st.booleans(), pings=st.integers(0, 2))
+def test_any_interleaving_of_writes_and_phases_replicates_exactly(tmp_path, phases, disk,
+                                                                  second, pings) -> None:
+    over = [("repl-ping-replica-period", ["1"])]
+    if disk:
+        over.append(("repl-diskless-sync", ["no"]))
+    m = Master(tmp_path, *over)
+    _do_writes(m, phases[0], 0)
+    a = m.replica("eof", "psync2")
+    m.send(a, "PSYNC", "?", "-1")
+    _do_writes(m, phases[1], 1)
+    for _ in range(pings):
+        m.tick(1000)
+    b = None
+    if second and disk:  # joins the running BGSAVE
+        b = m.replica("eof", "psync2")
+        m.send(b, "PSYNC", "?", "-1")
+    _do_writes(m, phases[2], 2)
+    pid = m.side.snapshot.pid
+    if not disk:
+        m.io.run_child(pid)
+    m.child_exits(pid)
+    _do_writes(m, phases[3], 3)
+    for r in (a, b):
+        if r is None:
+            continue
+        if disk:
+            m.io.complete_bulk(m.core, r)
+        else:
+            m.send(r, "REPLCONF", "ACK", "0")
+    m.flush()
+    _do_writes(m, phases[4], 4)
+    m.tick(1000)
+    _do_writes(m, phases[5], 5)
+    for r in (a, b):
+        if r is None:
+            continue
+        got = parse_full_sync(m.wire(r))
+        rc = ReplicaCore(tmp_path, got.rdb)
+        rc.apply(got.stream)
+        assert rc.digest() == m.digest()
+        # offsets add up: snapshot offset + bytes streamed after it == master_repl_offset
+        assert got.offset + len(got.stream) == m.repl.master_repl_offset
+        assert int(rc.aux[b"repl-offset"]) == got.offset
