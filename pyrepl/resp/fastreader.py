@@ -46,15 +46,35 @@ __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 
 HAVE_HIREDIS = hiredis is not None
 _SLICE = 16 * 1024  # bytes handed to hiredis at a time (Redis's PROTO_IOBUF_LEN)
-# A request needing more than this is left to the pure parser (linear for big arguments;
-# hiredis rescans an unfinished line on every call and memmoves its buffer per reply).
+# A request that is still incomplete after this many bytes is left to the pure parser, which
+# is linear (and as fast) for big arguments; hiredis only pays off for small requests.
+_FIRST_MAX = 4 * 1024
+# hiredis is fed at most this far ahead of the first queued request (it memmoves its buffer
+# per reply, and rescans an unfinished line on every call).
 _MAX_FED = 64 * 1024
-# hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
-# "~N", ">N", "|N"), before any element arrives: "*2000000000" would cost gigabytes. Such a
-# header (>= 10000, more elements than can fit in _MAX_FED anyway) is never fed to hiredis.
-_BIG_AGGREGATE = re.compile(rb"[*%~>|][1-9][0-9]{4}")
 _AUTH_MAX_MULTIBULK = 10
 _AUTH_MAX_BULK = 16384
+
+# hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
+# "~N", ">N", "|N"), before any element arrives: "*2000000000" costs gigabytes and seconds.
+# Headers with a count of 10000 or more (more elements than fit in _MAX_FED anyway) are never
+# shown to hiredis. The rarely used types are found with memchr-speed find() first.
+_BIG_STAR = re.compile(rb"\*[1-9][0-9]{4}")
+_BIG_ANY = re.compile(rb"[*%~>|][1-9][0-9]{4}")
+_RARE_AGGREGATES = (b"%", b"~", b">", b"|")
+
+
+def _big_aggregate(buf: bytes | bytearray, start: int, end: int) -> int:
+    """Position of the first big aggregate header starting in [start, end), or -1."""
+    stop = end + 5  # let a header straddling ``end`` be seen whole
+    pat = _BIG_STAR
+    for c in _RARE_AGGREGATES:
+        if buf.find(c, start, end) >= 0:
+            pat = _BIG_ANY
+            break
+    m = pat.search(buf, start, stop)
+    return m.start() if m is not None and m.start() < end else -1
+
 
 if hiredis is not None:
     _HiReader = hiredis.Reader
@@ -139,12 +159,17 @@ class HiredisRespReader(RespReader):
                 off = hfed - base
                 if off >= n or hfed >= limit:
                     break
-                k = n - off
-                if k > _SLICE:
+                if replies:
                     k = _SLICE
-                m = _BIG_AGGREGATE.search(buf, off, off + k + 5)
-                if m is not None and m.start() < off + k:
-                    k = m.start() - off  # hiredis must never see that header
+                elif hfed - start >= _FIRST_MAX:
+                    break  # a big request: the pure parser does it in linear time
+                else:
+                    k = _FIRST_MAX
+                if k > n - off:
+                    k = n - off
+                cut = _big_aggregate(buf, off, off + k)
+                if cut >= 0:
+                    k = cut - off  # hiredis must never see that header
                     if not k:
                         break
                 hr.feed(buf, off, k)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import Pair
+from differential import Pair, check_propagation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import parse_reply, start_redis
-from test_diff_lists import check_propagation
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

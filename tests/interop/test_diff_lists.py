@@ -10,13 +10,12 @@ replica attached with SYNC, command by command.
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
-from differential import Pair
+from differential import Pair, check_propagation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import RawClient, encode_command, parse_reply, start_redis, wait_for
+from support import start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -285,76 +284,6 @@ def test_random_sequences(pairs, proto, seed, n):
 
 # -- propagation ---------------------------------------------------------------------------
 
-SENTINEL = "__propagation_sentinel__"
-
-
-class ReplicaTap:
-    """A fake replica attached to a real redis-server with SYNC; reads its command stream."""
-
-    def __init__(self, port: int) -> None:
-        self.cli = RawClient(port)
-        self.cli.send("SYNC")
-        c = self.cli
-        # Newlines are keepalives while the RDB is produced; then "$<len>\r\n<rdb>".
-        deadline = time.monotonic() + 20
-        while True:
-            while not c.buf:
-                c._fill()
-            if c.buf[:1] == b"\n":
-                c.buf = c.buf[1:]
-                continue
-            if b"\r\n" in c.buf:
-                break
-            assert time.monotonic() < deadline, "no RDB header from redis-server"
-            c._fill()
-        head, _, rest = c.buf.partition(b"\r\n")
-        assert head.startswith(b"$") and not head.startswith(b"$EOF:"), head
-        size = int(head[1:])
-        while len(rest) < size:
-            rest += c.sock.recv(65536)
-        c.buf = rest[size:]
-        self.marker = 0
-
-    def next_commands(self, data_client: RawClient) -> list[list[bytes]]:
-        """Commands propagated since the last call (ends with a sentinel write, not returned)."""
-        self.marker += 1
-        data_client.call("RPUSH", SENTINEL, str(self.marker))
-        out: list[list[bytes]] = []
-        for _ in range(10000):
-            argv = parse_reply(self.cli.read_reply())
-            assert isinstance(argv, list), argv
-            if argv[0].upper() in (b"PING", b"SELECT"):
-                continue
-            if argv[0].upper() == b"RPUSH" and argv[1] == SENTINEL.encode():
-                if out and out[-1] == [b"MULTI"]:
-                    out.pop()
-                return out
-            out.append(argv)
-        raise AssertionError("sentinel never propagated")
-
-    def close(self) -> None:
-        self.cli.close()
-
-
-class CoreTap:
-    """pyrepl's ServerCore in-process, recording what it propagates (``repl_feed``)."""
-
-    def __init__(self) -> None:
-        from pyrepl.config import Config
-        from pyrepl.core import ServerCore
-
-        self.core = ServerCore(Config(), now_ms=int(time.time() * 1000))
-        self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append([bytes(a) for a in argv])
-        self.client = self.core.connection_made()
-
-    def call(self, *argv: str) -> tuple[bytes, list[list[bytes]]]:
-        self.core.now_ms = int(time.time() * 1000)
-        self.fed = []
-        self.client.receive_data(encode_command(*argv))
-        return self.client.data_to_send(), self.fed
-
-
 @pytest.fixture(scope="module")
 def tapped_redis():
     srv = start_redis("--repl-diskless-sync", "no")
@@ -362,24 +291,6 @@ def tapped_redis():
         yield srv
     finally:
         srv.stop()
-
-
-def check_propagation(redis_port: int, cases: list[tuple[str, ...]]) -> None:
-    core = CoreTap()
-    data = RawClient(redis_port)
-    tap = ReplicaTap(redis_port)
-    try:
-        for argv in cases:
-            expected_reply = data.call(*argv)
-            expected = tap.next_commands(data)
-            reply, fed = core.call(*argv)
-            assert reply == expected_reply, f"{argv}: reply {reply!r} != {expected_reply!r}"
-            got = [[a.upper() if i == 0 else a for i, a in enumerate(cmd)] for cmd in fed]
-            want = [[a.upper() if i == 0 else a for i, a in enumerate(cmd)] for cmd in expected]
-            assert got == want, f"{argv}: pyrepl propagated {got}, redis {want}"
-    finally:
-        tap.close()
-        data.close()
 
 
 PROPAGATION_CASES: list[tuple[str, ...]] = [

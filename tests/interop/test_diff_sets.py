@@ -14,11 +14,10 @@ on from the same state. SSCAN is compared as the union of a complete iteration.
 from __future__ import annotations
 
 import pytest
-from differential import Pair, normalize
+from differential import CoreTap, Pair, ReplicaTap, normalize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import RespError, parse_reply, start_redis, wait_for
-from test_diff_lists import CoreTap, ReplicaTap
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

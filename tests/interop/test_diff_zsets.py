@@ -564,7 +564,7 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    from test_diff_lists import check_propagation
+    from differential import check_propagation
 
     check_propagation(tapped_redis.port, PROPAGATION_CASES)
 

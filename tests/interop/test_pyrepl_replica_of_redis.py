@@ -15,7 +15,6 @@ import random
 
 import pytest
 import redis
-
 from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
