@@ -306,11 +306,16 @@ class ServerCore:
                 return e
         dirty = self.dirty
         c.propagate_argv = None
+        # What the handler causes (a lazily expired key's DEL) propagates with the command,
+        # as one MULTI/EXEC unit.
+        self._call_depth += 1
         try:
             reply = cmd.handler(c, argv)  # type: ignore[misc]
         except ReplyError as e:
             self.stats.total_error_replies += 1
             reply = e
+        finally:
+            self._call_depth -= 1
         if self.dirty != dirty or c.propagate_argv is not None:
             self._pending.append((c.db.id, c.propagate_argv or argv))
         return reply

@@ -121,6 +121,9 @@ def hello(c: Any, argv: list[bytes]) -> object:
          summary="Changes the selected database.")
 def select(c: Any, argv: list[bytes]) -> object:
     index = parse_int(argv[1], "ERR value is not an integer or out of range")
+    if not -2147483648 <= index <= 2147483647:
+        raise ReplyError("ERR value is out of range, value must between -2147483648 and "
+                         "2147483647")
     if index < 0 or index >= len(c.core.dbs):
         raise ReplyError(DB_INDEX_OUT_OF_RANGE)
     c.core.select_db(c, index)

@@ -84,7 +84,8 @@ def exists(c: Any, argv: list[bytes]) -> object:
          summary="Determine the type stored at key", since="1.0.0", acl="keyspace")
 def type_(c: Any, argv: list[bytes]) -> object:
     v = c.db.lookup_read(argv[1])
-    return _TYPE_STATUS[b"none" if v is None else type_name(v)]
+    name = b"none" if v is None else type_name(v)
+    return _TYPE_STATUS.get(name) or Status(name.decode())
 
 
 @command("touch", -2, "readonly fast", keys=(1, -1, 1), group="generic",

@@ -183,7 +183,7 @@ def config_help(c: Any, argv: list[bytes]) -> object:
         "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
         "RESETSTAT", "    Reset statistics reported by the INFO command.",
         "REWRITE", "    Rewrite the configuration file.",
-        "HELP", "    Print this help.")]
+        "HELP", "    Prints this help.")]
 
 
 # -- CLIENT -----------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ def client_help(c: Any, argv: list[bytes]) -> object:
         "GETNAME", "    Return the name of the current connection.",
         "SETNAME <name>", "    Assign the name <name> to the current connection.",
         "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-        "HELP", "    Print this help.")]
+        "HELP", "    Prints this help.")]
 
 
 # -- COMMAND ----------------------------------------------------------------------------------

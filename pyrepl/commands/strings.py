@@ -17,7 +17,8 @@ INCRBYFLOAT computes in x87 80-bit ``long double`` like Redis on x86-64: the ope
 parsed with strtold's correct rounding to a 64-bit significand, added and rounded once, and
 printed as ``%.17Lf`` with trailing zeros removed. Python floats are too narrow for that, so
 the value is carried as an exact ``Fraction`` and rounded by hand (see ``ld_*`` helpers, also
-meant for HINCRBYFLOAT).
+meant for HINCRBYFLOAT). LCS keeps Redis's table walk (and so its choice among equally long
+answers and its IDX ranges) but computes the table bit-parallel, one integer per row.
 """
 
 from __future__ import annotations
@@ -543,21 +544,25 @@ def lcs(c: Any, argv: list[bytes]) -> object:
     if (alen + 1) * (blen + 1) * 4 > c.core.config.proto_max_bulk_len:
         raise ReplyError("ERR Insufficient memory, transient memory for LCS exceeds "
                          "proto-max-bulk-len")
-    # table[i][j] = LCS length of a[:i] and b[:j]
-    prev = [0] * (blen + 1)
-    table = [prev]
-    for i in range(1, alen + 1):
-        ai = a[i - 1]
-        cur = [0] * (blen + 1)
-        for jj in range(1, blen + 1):
-            if ai == b[jj - 1]:
-                cur[jj] = prev[jj - 1] + 1
-            else:
-                up, left = prev[jj], cur[jj - 1]
-                cur[jj] = up if up > left else left
-        table.append(cur)
-        prev = cur
-    total = table[alen][blen]
+    # Bit-parallel LCS (Allison-Dix / Hyyro): row i of the DP table is one integer V[i] whose
+    # bit j-1 is 0 exactly where LCS(i, j) - LCS(i, j-1) == 1, so LCS(i, j) is the number of
+    # zero bits among the low j bits. O(alen * blen / 64) work and alen * blen / 8 bytes, where
+    # the plain table would cost a Python-level loop per cell.
+    full = (1 << blen) - 1
+    masks: dict[int, int] = {}
+    for jj, ch in enumerate(b):
+        masks[ch] = masks.get(ch, 0) | (1 << jj)
+    rows = [full]
+    v = full
+    for ch in a:
+        u = v & masks.get(ch, 0)
+        v = ((v + u) | (v - u)) & full
+        rows.append(v)
+
+    def table(i: int, j: int) -> int:
+        return j - (rows[i] & ((1 << j) - 1)).bit_count()
+
+    total = table(alen, blen)
     if getlen:
         return total
     result = bytearray(total)
@@ -584,7 +589,7 @@ def lcs(c: Any, argv: list[bytes]) -> object:
             i -= 1
             jj -= 1
         else:
-            if table[i - 1][jj] > table[i][jj - 1]:
+            if table(i - 1, jj) > table(i, jj - 1):
                 i -= 1
             else:
                 jj -= 1

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 Matcher = Callable[[bytes], bool]
 
 _CACHE: dict[tuple[bytes, bool], Matcher] = {}
 _CACHE_MAX = 1024
+_CACHE_PATTERN_MAX = 4096  # longer patterns are compiled per use, not kept
 
 _ALL = frozenset(range(256))
 
@@ -57,9 +59,10 @@ def compile_pattern(pattern: bytes, nocase: bool = False) -> Matcher:
     if m is not None:
         return m
     m = _build(pattern, nocase)
-    if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.clear()
-    _CACHE[key] = m
+    if len(pattern) <= _CACHE_PATTERN_MAX:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = m
     return m
 
 
@@ -88,31 +91,37 @@ def _literal(p: int, nocase: bool) -> frozenset[int]:
     return frozenset((p,))
 
 
+@lru_cache(maxsize=4096)
+def _range_mask(lo: int, hi: int, nocase: bool) -> int:
+    """Bit c set when byte c is in the class range lo-hi (C signed chars, glibc tolower)."""
+    start, end = _signed(lo), _signed(hi)
+    if start > end:
+        start, end = end, start
+    if nocase:
+        start, end = _tolower(start), _tolower(end)
+    mask = 0
+    for c in range(256):
+        cc = _tolower(_signed(c)) if nocase else _signed(c)
+        if start <= cc <= end:
+            mask |= 1 << c
+    return mask
+
+
 def _class(items: list[tuple], negate: bool, nocase: bool) -> frozenset[int]:
     """The bytes accepted by a bracket class, given its parsed members."""
-    members = set()
-    for c in range(256):
-        match = False
-        for item in items:
-            kind = item[0]
-            if kind == "exact":
-                if item[1] == c:
-                    match = True
-            elif kind == "range":
-                start, end = _signed(item[1]), _signed(item[2])
-                if start > end:
-                    start, end = end, start
-                cc = _signed(c)
-                if nocase:
-                    start, end, cc = _tolower(start), _tolower(end), _tolower(cc)
-                if start <= cc <= end:
-                    match = True
-            else:  # "lit"
-                if (_fold(item[1]) == _fold(c)) if nocase else item[1] == c:
-                    match = True
-        if match != negate:
-            members.add(c)
-    return frozenset(members)
+    mask = 0
+    for item in items:
+        kind = item[0]
+        if kind == "range":
+            mask |= _range_mask(item[1], item[2], nocase)
+        elif kind == "lit" and nocase:
+            for c in _literal(item[1], True):
+                mask |= 1 << c
+        else:  # "exact" (escaped: compared exactly even with nocase) or a plain "lit"
+            mask |= 1 << item[1]
+    if negate:
+        mask ^= (1 << 256) - 1
+    return frozenset(c for c in range(256) if mask >> c & 1)
 
 
 def _tokenize(p: bytes, nocase: bool) -> list[frozenset[int] | None]:

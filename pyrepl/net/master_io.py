@@ -14,10 +14,10 @@ replica's preamble (``+FULLRESYNC <replid> <offset>\\r\\n$EOF:<mark>\\r\\n``), t
 ``encode_rdb`` and the mark: the same chunk to all replicas, each socket written until it takes
 no more (``EAGAIN``), then ``poll`` for writability. The sockets stay non-blocking: the file
 status flags are shared with the parent's transports, so the child never changes them. A replica
-that fails (``EPIPE``, reset) or makes no progress for ``repl-timeout`` is dropped (timeouts also
-``shutdown`` the socket so both ends notice). At the end the child writes one line per replica
-(``<client id> <ok> <bytes> <error>``) to the result pipe; the parent reads it when the child
-has exited (``finish_socket_snapshot``). The parent never touches the snapshot bytes. While the
+that fails (``EPIPE``, reset) or makes no progress for ``repl-timeout`` is dropped. At the end
+the child writes one line per replica (``<client id> <ok> <bytes> <error>``) to the result pipe;
+the parent reads it when the child has exited (``finish_socket_snapshot``), then logs and closes
+the replicas that failed. The parent never touches the snapshot bytes. While the
 child writes, the parent writes nothing to those sockets (the stream is held by the links).
 To drop a replica mid-transfer the parent ``shutdown``\\s its dup (``drop_socket_target``): the
 child's next write fails and the TCP connection really ends (closing the parent's fd alone would
@@ -347,20 +347,6 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
     return code if ok_any else 1
 
 
-def _shutdown(fd: int) -> None:
-    """End the connection behind ``fd`` for every process that holds it."""
-    try:
-        s = socket.socket(fileno=os.dup(fd))
-    except OSError:
-        return
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        s.close()
-
-
 def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
     """Write ``chunk`` to every live target; False when none is left."""
     pending = []
@@ -393,8 +379,7 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
         pending = []
         for t in still:
             if now - t.last > timeout:
-                t.error = "timeout"
-                _shutdown(t.fd)
+                t.error = "timeout"  # the parent logs it and closes the connection
             else:
                 pending.append(t)
         if not pending:

@@ -77,6 +77,8 @@ class ReplicaIO:
     def connect(self, token: int, host: str, port: int) -> None:
         self._drop()
         self._token = token
+        if self._stopping():
+            return  # the server is shutting down: no new master link
         loop = self.server.loop or asyncio.get_event_loop()
         self._task = loop.create_task(self._connect(token, host, port))
 
@@ -111,6 +113,10 @@ class ReplicaIO:
         return _fmt(t.get_extra_info("peername")), _fmt(t.get_extra_info("sockname")), fd, t
 
     # -- internals ------------------------------------------------------------------------
+    def _stopping(self) -> bool:
+        ev = getattr(self.server, "_stop_event", None)
+        return ev is not None and ev.is_set()
+
     def _side(self) -> Any:
         repl = self.server.core.replication
         return repl.replica if repl is not None else None
@@ -151,8 +157,8 @@ class ReplicaIO:
 
     def _dispatch(self, method: str, *args: Any) -> None:
         side = self._side()
-        if side is None:
-            return
+        if side is None or self._stopping():
+            return  # shutting down: the links are being closed, nothing reconnects
         server = self.server
         core = server.core
         core.now_ms = _now_ms()

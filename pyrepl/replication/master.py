@@ -721,12 +721,13 @@ class MasterSide:
         ok = exitcode == 0
         for link in [lk for lk in self.links
                      if lk.snapshot is snap and lk.state is S.WAIT_BGSAVE_END]:
-            if not ok:
+            result = results.get(link.client.id)
+            if snap.target == "socket" and (ok or result is not None):
+                # the child wrote to the sockets itself: its per-replica outcome decides
+                self._socket_transfer_done(link, result)
+            elif not ok:
                 log.warning("SYNC failed. BGSAVE child returned an error")
                 self._close_link(link, "snapshot-failed")
-                continue
-            if snap.target == "socket":
-                self._socket_transfer_done(link, results.get(link.client.id))
             else:
                 self._send_file(link)
 

@@ -3,44 +3,52 @@
 Theory of operation
 -------------------
 ``HiredisRespReader`` *is* a ``RespReader`` (same buffer, positions, counters, limits and
-errors); it only adds a shortcut in ``gets()`` for the common case. When the reader stands
-between two requests and the next byte is ``*``, a ``hiredis.Reader`` (fed lazily from our
-buffer in 16 KiB slices, so hiredis never holds one huge buffer) parses the next reply. The
-reply is taken only if it is proven to be exactly what Redis would have parsed:
+errors); it only adds a shortcut to ``gets()``. When the reader stands between two requests
+and the next byte is ``*``, a ``hiredis.Reader`` parses ahead and the replies it returns are
+queued; ``gets()`` then pops one request per call, advancing ``_pos`` / ``consumed`` exactly as
+the pure parser would. A batch of replies is kept only as far as it is proven to be exactly
+what Redis would have parsed:
 
-* it is a non-empty list, ``hiredis.pack_command(tuple(argv))`` succeeds, and our buffer at
-  the request start *starts with* that canonical encoding. hiredis parses deterministically
+* every reply is a non-empty list, ``hiredis.pack_command(tuple(argv))`` succeeds, and our
+  buffer *starts with* the concatenated canonical encodings. hiredis parses deterministically
   and RESP is prefix-free, so hiredis then consumed exactly those bytes, every element was a
   ``$`` bulk string with canonical digits, and Redis parses the same bytes to the same argv
-  with the same byte count (canonical header lines hold no CR, LF or NUL);
+  with the same byte count (canonical header lines hold no CR, LF or NUL). A length check
+  alone would not do: ``=7\r\ntxt:abc\r\n`` + ``+0123456789\r\n`` decodes to two byte
+  strings whose canonical encoding has exactly the same length;
 * no element exceeds proto-max-bulk-len, and while ``auth_required`` the count is <= 10 and
   no element exceeds 16384 bytes.
 
-hiredis is only shown bounded work: at most 64 KiB beyond the request start (bigger requests
-go to the pure parser, which is linear for big arguments), and never an aggregate header with
-a count of 10000 or more (hiredis-py preallocates the list from the header alone, so
-``*2000000000`` would cost gigabytes and seconds).
-
 Everything else goes to the pure parser, starting from the same state, so its answer is the
 answer: inline requests, ``*0``/``*-1``, simple strings / integers / nested arrays (hiredis
-accepts them, Redis does not), unchecked CRLF variants Redis tolerates, limit violations, any
-hiredis error, and a request that is still incomplete (the pure parser then keeps the partial
-request, so errors surface as early as in Redis and the unparsed byte count used by the
-query-buffer limit is Redis's). The hiredis reader is dropped whenever the pure parser moves
-the position; after any fallback the shortcut rests until the next ``feed()``, which bounds
-the extra work an unusual stream can cause to one attempt per fed chunk.
+accepts them, Redis does not), the unchecked CRLF variants Redis tolerates, limit violations,
+any hiredis error, and a request that is still incomplete (the pure parser then keeps the
+partial request, so errors surface as early as in Redis and the unparsed byte count used by
+the query-buffer limit is Redis's). After any fallback the shortcut rests until the next
+``feed()``, so an unusual stream costs at most one extra attempt per fed chunk. Queued
+requests are dropped (and re-parsed) when a limit or ``auth_required`` changes, or when
+``feed()`` trips the query-buffer limit.
+
+hiredis is only shown bounded work: it is fed from our buffer in slices (4 KiB, then 16 KiB),
+a request still incomplete after 4 KiB is left to the pure parser (linear for big arguments,
+where hiredis has no advantage), a batch stops 64 KiB ahead (hiredis memmoves its buffer per
+reply), and an aggregate header with a count of 10000 or more is never fed to it: hiredis-py
+preallocates the list from the header alone, so ``*2000000000`` would cost gigabytes and
+seconds.
 """
 
 from __future__ import annotations
 
 import re
+from itertools import accumulate
+from typing import Any
 
 from .reader import ProtocolError, RespReader
 
 try:
     import hiredis
 except ImportError:  # pragma: no cover - hiredis is a declared dependency
-    hiredis = None
+    hiredis = None  # type: ignore[assignment]
 
 __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 
@@ -85,7 +93,7 @@ if hiredis is not None:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_hr", "_hsync", "_hfed", "_rest", "_q", "_qends")
+    __slots__ = ("_hr", "_hsync", "_hfed", "_rest", "_q")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -94,12 +102,12 @@ class HiredisRespReader(RespReader):
             raise RuntimeError("hiredis is not installed")
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
-        self._hr = None  # hiredis.Reader whose next reply starts at _hsync, or None
+        self._hr: Any = None  # hiredis.Reader whose next reply starts at _hsync, or None
         self._hsync = -1  # absolute stream offset
         self._hfed = 0  # absolute offset up to which _hr has been fed
         self._rest = False  # shortcut disabled until the next feed()
-        self._q: list[list[bytes]] = []  # validated requests, last one first
-        self._qends: list[int] = []  # their absolute end offsets, last one first
+        # validated requests with their absolute end offsets, last one first
+        self._q: list[tuple[list[bytes], int]] = []
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._rest = False
@@ -115,18 +123,16 @@ class HiredisRespReader(RespReader):
 
     def _drop(self) -> None:
         self._q = []
-        self._qends = []
         self._hr = None
 
     def gets(self) -> list[bytes] | None:
         q = self._q
         if q or (not self._rest and not self._reqtype and self._error is None
                  and self._fill()):
-            q = self._q
-            end = self._qends.pop()
+            argv, end = self._q.pop()
             self._pos = end - self._base
             self.consumed = end
-            return q.pop()
+            return argv
         return RespReader.gets(self)
 
     def _fill(self) -> bool:
@@ -177,10 +183,42 @@ class HiredisRespReader(RespReader):
         except _HiError:
             broken = True  # hiredis is stuck; what it returned before is still good
         # Validate: the buffer must start with the canonical encodings (see module doc).
+        # First the whole batch at C speed; the per-request loop finds the valid prefix.
+        packed = None
+        if replies and not self._auth and all(replies):
+            try:
+                packed = list(map(_pack, map(tuple, replies)))
+            except TypeError:
+                packed = None
+            if packed is not None:
+                joined = b"".join(packed)
+                if len(joined) > self._maxbulk or not buf.startswith(joined, pos):
+                    packed = None
+        if packed is None:
+            packed = self._valid_prefix(replies, buf, pos)
+            if len(packed) < len(replies):
+                broken = True
+                del replies[len(packed):]
+        if broken:
+            self._hr = None
+            self._rest = True
+        if not replies:
+            return False
+        ends = list(accumulate(map(len, packed), initial=start))
+        if not broken:
+            self._hsync = ends[-1]
+            self._hfed = hfed
+        del ends[0]
+        q = list(zip(replies, ends, strict=True))
+        q.reverse()
+        self._q = q
+        return True
+
+    def _valid_prefix(self, replies: list, buf: bytes | bytearray, pos: int) -> list[bytes]:
+        """Canonical encodings of the longest acceptable prefix of ``replies``."""
         maxbulk = self._maxbulk
         auth = self._auth
-        ends: list[int] = []
-        p = pos
+        out: list[bytes] = []
         for res in replies:
             if type(res) is not list or not res:
                 break
@@ -188,7 +226,7 @@ class HiredisRespReader(RespReader):
                 enc = _pack(tuple(res))
             except TypeError:
                 break
-            if not buf.startswith(enc, p):
+            if not buf.startswith(enc, pos):
                 break
             size = len(enc)
             if size > maxbulk and max(map(len, res)) > maxbulk:
@@ -196,26 +234,9 @@ class HiredisRespReader(RespReader):
             if auth and (len(res) > _AUTH_MAX_MULTIBULK or (
                     size > _AUTH_MAX_BULK and max(map(len, res)) > _AUTH_MAX_BULK)):
                 break
-            p += size
-            ends.append(base + p)
-        good = len(ends)
-        if good < len(replies) or broken:
-            self._hr = None
-            self._rest = True
-        else:
-            self._hsync = base + p
-            self._hfed = hfed
-        if not good:
-            self._hr = None
-            self._rest = True
-            return False
-        if good < len(replies):
-            del replies[good:]
-        replies.reverse()
-        ends.reverse()
-        self._q = replies
-        self._qends = ends
-        return True
+            pos += size
+            out.append(enc)
+        return out
 
 
 def make_reader(proto_max_bulk_len: int = 512 * 1024 * 1024,

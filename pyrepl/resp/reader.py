@@ -18,9 +18,15 @@ raises ``ProtocolError`` where Redis would reply ``-ERR Protocol error: ...`` an
   spaces, at most 20 characters, within a signed 64-bit range.
 * ``*0`` / ``*-N`` and empty inline lines are skipped; their bytes count as consumed.
 * Parsing is incremental: a partially received multibulk keeps its finished arguments, so the
-  "unparsed" byte count (Redis's ``sdslen(querybuf)``, checked against client-query-buffer-limit
-  on every ``feed()``) excludes them, exactly as in Redis.
-* After an error the reader is dead: every later ``gets()`` raises the same exception.
+  "unparsed" byte count (Redis's ``sdslen(querybuf)``) excludes them, exactly as in Redis.
+* client-query-buffer-limit is checked like readQueryFromClient, once per ``feed()`` (Redis:
+  once per read(2)) on the unparsed bytes including the new chunk, before any of it is parsed;
+  the next ``gets()`` raises ``QueryBufferLimitExceeded`` (Redis closes without a reply).
+* Errors: ``str(e)`` is the exact error line Redis sends after ``-``; ``e.reply`` tells whether
+  Redis sends it at all. After an error the reader is dead: every later ``gets()`` raises the
+  same exception and ``feed()`` ignores its input.
+* Master links (``from_master``) and pending authentication (``auth_required``) change the
+  limits exactly as CLIENT_MASTER and ``authRequired()`` do in networking.c.
 
 Offsets: ``consumed`` is the absolute number of stream bytes that belong to commands returned
 (or skipped) so far; it is exact, so a replica can use it as its replication offset.

@@ -12,7 +12,6 @@ import time
 
 import pytest
 import redis
-
 from support import start_pyrepl, wait_for
 
 pytestmark = pytest.mark.slow
@@ -69,7 +68,7 @@ def start_replica(tmp_path, name: str, master_port: int, *extra: str, port: int 
 class Writer(threading.Thread):
     """Writes to the master until stopped (bounded in count and time)."""
 
-    def __init__(self, port: int, max_ops: int = 200_000, max_seconds: float = 60) -> None:
+    def __init__(self, port: int, max_ops: int = 5_000_000, max_seconds: float = 90) -> None:
         super().__init__(daemon=True)
         self.port = port
         self.max_ops = max_ops
@@ -120,7 +119,8 @@ def test_full_sync_under_write_load(tmp_path, diskless: str) -> None:
         b = start_replica(tmp_path, "b", a.port)
         wait_for(lambda: repl(b.port).get("master_link_status") == "up", 60, what="link up")
         ops_at_link_up = writer.ops
-        wait_for(lambda: writer.ops > ops_at_link_up + 2000, 20, what="writes after link up")
+        wait_for(lambda: writer.ops > ops_at_link_up + 2000, 20,
+                 what=f"writes after link up (at {ops_at_link_up}: {writer.error!r})")
         writer.finish()
         wait_synced(a.port, b.port)
         assert stats(a.port)["sync_full"] == 1

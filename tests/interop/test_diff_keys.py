@@ -318,7 +318,7 @@ def pairs(pyrepl_server, redis_server):
 
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=5, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     p = pairs[proto]
     p.both("SELECT", "0")

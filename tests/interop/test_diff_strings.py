@@ -210,6 +210,29 @@ def test_proto_max_bulk_len(pyrepl_server, redis_server):
         p.close()
 
 
+@pytest.mark.parametrize("proto", [2, 3])
+def test_lcs_random_strings(pyrepl_server, redis_server, proto):
+    """LCS, LEN and IDX (with Redis's backtracking tie-breaks) on random strings."""
+    p = _pair(pyrepl_server, redis_server, proto)
+    rnd = random.Random(11 + proto)
+    try:
+        for _ in range(150):
+            alphabet = rnd.choice(["ab", "abc", "abcdefgh", "\x00\xff"])
+            a = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+            b = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+            p.check("MSET", "a", a, "b", b)
+            p.check("LCS", "a", "b")
+            p.check("LCS", "b", "a", "LEN")
+            p.check("LCS", "a", "b", "IDX", "WITHMATCHLEN")
+            p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", str(rnd.randint(0, 4)))
+        big_a = "".join(rnd.choice("acgt") for _ in range(3000))
+        big_b = "".join(rnd.choice("acgt") for _ in range(3000))
+        p.check("MSET", "a", big_a, "b", big_b)
+        p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", "6", "WITHMATCHLEN")
+    finally:
+        p.close()
+
+
 def _float_operand(rnd: random.Random) -> str:
     kind = rnd.randrange(6)
     if kind == 0:
@@ -293,7 +316,7 @@ def pairs(pyrepl_server, redis_server):
 
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=5, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     p = pairs[proto]
     p.flushall()

@@ -17,7 +17,7 @@ import time
 
 import pytest
 import redis
-from support import ServerProcess, start_pyrepl, start_redis, wait_for
+from support import RawClient, ServerProcess, parse_reply, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -25,11 +25,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop]
 # -- helpers shared with tests/e2e/test_repl_master*.py ------------------------------------------
 
 def info(r: redis.Redis, section: str) -> dict[str, str]:
-    raw = r.execute_command("INFO", section)
-    if isinstance(raw, bytes):
-        raw = raw.decode()
+    """INFO as the server wrote it (field -> raw text value)."""
+    port = r.connection_pool.connection_kwargs["port"]
+    with RawClient(port) as c:
+        raw = parse_reply(c.call("INFO", section))
+    assert isinstance(raw, bytes), raw
     out = {}
-    for line in raw.splitlines():
+    for line in raw.decode().splitlines():
         if ":" in line and not line.startswith("#"):
             k, v = line.split(":", 1)
             out[k] = v
@@ -142,8 +144,6 @@ def full_sync_under_load(procs: list[ServerProcess], *master_args: str) -> tuple
     procs.append(master)
     m = redis.Redis(port=master.port)
     m.execute_command("DEBUG", "POPULATE", "200000", "key", "64")
-    for db in (1, 2):
-        m.execute_command("SELECT", db)
     writer = Writer(master.port, seed=len(master_args))
     writer.start()
     wait_for(lambda: writer.ops >= 500, 30, what="the write load to start")

@@ -314,7 +314,7 @@ def test_full_sync_loads_the_dataset_and_goes_online(diskless: bool) -> None:
 
 
 @SETTINGS
-@given(diskless=st.booleans(), cuts=st.lists(st.integers(0, 4000), max_size=25))
+@given(diskless=st.booleans(), cuts=st.lists(st.integers(0, 1 << 30), max_size=25))
 def test_full_sync_then_stream_any_split(diskless: bool, cuts: list[int]) -> None:
     n = Node()
     n.connect()
@@ -327,6 +327,39 @@ def test_full_sync_then_stream_any_split(diskless: bool, cuts: list[int]) -> Non
     assert n.repl.master_repl_offset == len(STREAM)
     assert b"".join(n.repl.backlog.read_from(1)) == STREAM  # passed on verbatim
     assert n.side.master.client.db.id == 3
+
+
+@pytest.mark.parametrize("diskless", [False, True])
+def test_payload_end_and_stream_byte_by_byte(diskless: bool) -> None:
+    """The end of the RDB, the EOF mark and the first commands, one byte per read."""
+    n = Node()
+    n.connect()
+    data = full_sync_bytes(diskless) + STREAM
+    tail = len(STREAM) + 80
+    n.feed(data[:-tail])
+    for i in range(len(data) - tail, len(data)):
+        assert n.side.state is S.TRANSFER or n.side.state is S.CONNECTED
+        n.feed(data[i:i + 1])
+    assert n.digest() == apply_stream_to_source(STREAM)
+    assert n.side.master.reploff == len(STREAM)
+
+
+@SETTINGS
+@given(cuts=st.lists(st.integers(0, 1 << 30), max_size=20))
+def test_partial_resync_any_split(cuts: list[int]) -> None:
+    n = synced_node()
+    w1 = cmd("SELECT", "0") + cmd("SET", "a", "1")
+    n.feed(w1)
+    n.side.on_closed(n.io.token)
+    n.side.on_connected(n.io.token)
+    rest = cmd("MULTI") + cmd("INCR", "n") + cmd("EXEC") + cmd("SELECT", "3") + cmd("DEL", "db3")
+    data = REPLIES + b"\n" + b"+CONTINUE %s\r\n" % NEW_ID.encode() + rest
+    n.feed_split(data, [c % (len(data) + 1) for c in cuts])
+    assert n.side.state is S.CONNECTED
+    assert n.digest() == apply_stream_to_source(w1 + rest)
+    assert n.side.master.reploff == len(w1 + rest)
+    assert n.repl.ids.replid == NEW_ID and n.repl.ids.second_repl_offset == len(w1) + 1
+    assert b"".join(n.repl.backlog.read_from(1)) == w1 + rest
 
 
 def test_old_dataset_serves_reads_until_the_swap() -> None:
