@@ -23,7 +23,9 @@ Fields = list[tuple[str, object]]
 
 DEFAULT_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu",
                     "modules", "errorstats", "cluster", "keyspace"]
-ALL_SECTIONS = DEFAULT_SECTIONS + ["commandstats", "latencystats"]
+# Redis's order for INFO all / everything.
+ALL_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu",
+                "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"]
 
 
 def human_bytes(n: int) -> str:

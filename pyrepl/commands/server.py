@@ -392,12 +392,27 @@ def client_help(c: Any, argv: list[bytes]) -> object:
 container("command", summary="Returns detailed information about all commands.", since="2.8.13")
 
 
+# The flag names COMMAND INFO reports, in Redis's order (server.c addReplyCommandFlags);
+# internal spellings use dashes ("no-auth", "allow-busy").
+_REPORTED_FLAGS = ["write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript",
+                   "blocking", "loading", "stale", "skip_monitor", "skip_slowlog", "asking",
+                   "fast", "no_auth", "may_replicate", "no_mandatory_keys", "no_multi",
+                   "movablekeys", "allow_busy"]
+
+
+def _reported_flags(cmd: Command) -> list[Status]:
+    have = {f.replace("-", "_").replace("no_script", "noscript") for f in cmd.flags}
+    if cmd.keys_fn is not None:
+        have.add("movablekeys")
+    return [Status(f) for f in _REPORTED_FLAGS if f in have]
+
+
 def _command_info(cmd: Command) -> list[object]:
     subs = [_command_info(s) for s in cmd.subcommands.values()]
     return [
         cmd.name.encode(),
         cmd.arity,
-        SetReply([Status(f) for f in sorted(cmd.flags)]),
+        SetReply(_reported_flags(cmd)),
         cmd.first_key,
         cmd.last_key,
         cmd.step,
@@ -470,7 +485,7 @@ def command_docs(c: Any, argv: list[bytes]) -> object:
     return Map([(cmd.name.encode(), _doc(cmd)) for cmd in cmds])
 
 
-@command("command|getkeys", -3, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.")
+@command("command|getkeys", -4, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.")
 def command_getkeys(c: Any, argv: list[bytes]) -> object:
     args = argv[2:]
     cmd = c.core.lookup_command(args)

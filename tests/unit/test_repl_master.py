@@ -1191,3 +1191,25 @@ def test_any_interleaving_of_writes_and_phases_replicates_exactly(tmp_path, phas
         # offsets add up: snapshot offset + bytes streamed after it == master_repl_offset
         assert got.offset + len(got.stream) == m.repl.master_repl_offset
         assert int(rc.aux[b"repl-offset"]) == got.offset
+
+
+def test_child_reported_timeout_disconnects_that_replica(tmp_path) -> None:
+    m = Master(tmp_path)
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    # what the child reports for a replica that stopped reading for repl-timeout
+    m.io.results[pid] = {r.id: (False, 65536, "timeout")}
+    m.child_exits(pid, 1)
+    assert "Background transfer error" in m.log()
+    assert "Disconnecting timedout replica (full sync): 127.0.0.1:6381" in m.log()
+    assert m.link(r).state is S.CLOSED
+    assert m.events("replica_lost")[-1]["reason"] == "timeout"
+    # a child that died without reporting fails every replica it served
+    r2 = m.replica("eof", "psync2")
+    m.send(r2, "PSYNC", "?", "-1")
+    pid2 = max(m.io.children)
+    m.child_exits(pid2, -9)
+    assert "Background transfer terminated by signal 9" in m.log()
+    assert "SYNC failed. BGSAVE child returned an error" in m.log()
+    assert m.link(r2).state is S.CLOSED

@@ -2,8 +2,10 @@
 
 Every rule is checked on both readers (``reader_cls`` fixture). The hypothesis tests feed
 random streams (well-formed, inline, non-canonical, junk, oversize) split at random points to
-both readers and require identical observable behaviour; the interop test at the end sends
-odd inputs to a real redis-server and compares its error lines with ours.
+both readers and require identical observable behaviour (commands, consumed/buffered/unparsed
+after every feed, errors), and well-formed streams must give the expected argv at the exact
+end offsets. The slow interop tests at the end send fixed odd inputs and random streams to a
+real redis-server 7.0.15 and compare its replies (commands run, error line, close) with ours.
 """
 
 from __future__ import annotations
