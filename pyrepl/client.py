@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyrepl.resp.reader import ProtocolError
+from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
 
 if TYPE_CHECKING:
     from pyrepl.core import ServerCore
@@ -39,9 +39,10 @@ class Client:
         self.name = b""
         self.lib_name = b""
         self.lib_ver = b""
-        self.authenticated = not cfg.requirepass
         self.user = "default"
         self.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit)
+        self.authenticated = True
+        self.set_authenticated(not cfg.requirepass)
         self.out: list[bytes] = []
         self.close_after_reply = False
         self.closed = False
@@ -95,11 +96,18 @@ class Client:
             execute(self, argv)
 
     def protocol_error(self, e: ProtocolError) -> None:
-        msg = str(e)
-        if msg:
-            self.write(b"-" + msg.encode() + b"\r\n")
-        self.core.log.verbose(f"Protocol error ({msg}) from client: {self.describe()}")
+        """Answer Redis's error text where Redis answers one, then close this client only."""
+        if e.reply:
+            self.write(b"-" + str(e).encode("latin-1") + b"\r\n")
+        if isinstance(e, QueryBufferLimitExceeded):
+            self.core.stats.client_qbuf_limit_disconnections += 1
+        self.core.log.verbose(f"Protocol error ({e.reason}) from client: {self.describe()}")
         self.close_after_reply = True
+
+    def set_authenticated(self, ok: bool) -> None:
+        """Authentication state; the reader applies Redis's unauthenticated limits until then."""
+        self.authenticated = ok
+        self.reader.auth_required = not ok
 
     def write(self, data: bytes) -> None:
         self.out.append(data)

@@ -179,6 +179,16 @@ class ServerCore:
         self.bgsave_scheduled = False
         self.loaded_repl_id: bytes | None = None
         self.loaded_repl_offset: int | None = None
+        config.on_change(self._config_changed)
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        # Redis applies the request limits to every connected client at once.
+        if name == "proto-max-bulk-len":
+            for c in self.clients.values():
+                c.reader.proto_max_bulk_len = self.config.proto_max_bulk_len
+        elif name == "client-query-buffer-limit":
+            for c in self.clients.values():
+                c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
 
     # -- connections ----------------------------------------------------------------------
     def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1) -> Client:

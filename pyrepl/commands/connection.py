@@ -37,11 +37,8 @@ def authenticate(c: Any, user: bytes, password: bytes) -> bool:
     required = c.core.config.requirepass
     if user != b"default":
         return False
-    if not required:
-        c.authenticated = True
-        return True
-    if password == required.encode():
-        c.authenticated = True
+    if not required or password == required.encode():
+        c.set_authenticated(True)
         return True
     return False
 
@@ -164,5 +161,5 @@ def reset(c: Any, argv: list[bytes]) -> object:
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""
-    c.authenticated = not c.core.config.requirepass
+    c.set_authenticated(not c.core.config.requirepass)
     return Status("RESET")

@@ -211,7 +211,9 @@ class Server:
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: object) -> None:
-        if name == "loglevel":
+        if name in ("port", "bind"):
+            self.rebind(self.config.bind, self.config.port)
+        elif name == "loglevel":
             self.logger.set_level(str(value))
         elif name in ("sync-log-max-size", "sync-log-max-files") and self.sync_log is not None:
             self.sync_log.set_limits(self.config.sync_log_max_size,
@@ -269,34 +271,71 @@ class Server:
             if self.sync_log is not None:
                 self.sync_log.close()
 
-    async def listen(self) -> None:
+    def bind_sockets(self, bind: list[str], port: int) -> list[socket.socket]:
+        """Bind and listen on every address of ``bind`` (``-addr`` = optional); all or none."""
+        socks: list[socket.socket] = []
+        try:
+            for addr in bind:
+                optional = addr.startswith("-")
+                host = addr[1:] if optional else addr
+                host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)
+                family = socket.AF_INET6 if ":" in host else socket.AF_INET
+                s = socket.socket(family, socket.SOCK_STREAM)
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    if family == socket.AF_INET6:
+                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    s.bind((host, port))
+                    s.listen(self.config.tcp_backlog)
+                    s.setblocking(False)
+                except OSError as e:
+                    s.close()
+                    if optional:
+                        continue
+                    raise OSError(e.errno, f"Could not create server TCP listening socket "
+                                           f"{host}:{port}: {e.strerror}") from e
+                socks.append(s)
+        except OSError:
+            for s in socks:
+                s.close()
+            raise
+        if not socks:
+            raise OSError(f"no address of bind {' '.join(bind)!r} could be used")
+        return socks
+
+    async def serve_sockets(self, socks: list[socket.socket]) -> None:
         loop = asyncio.get_running_loop()
-        port = self.config.port
-        if port == 0:
-            return
-        errors = []
-        for addr in self.config.bind:
-            optional = addr.startswith("-")
-            host = addr[1:] if optional else addr
-            if host == "*":
-                host = "0.0.0.0"
-            elif host == "::*":
-                host = "::"
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            try:
-                srv = await loop.create_server(
-                    lambda: ClientProtocol(self), host=host, port=port, family=family,
-                    reuse_address=True, backlog=self.config.tcp_backlog)
-            except OSError as e:
-                if optional:
-                    continue
-                errors.append(f"Could not create server TCP listening socket {host}:{port}: {e}")
-                continue
+        for s in socks:
+            srv = await loop.create_server(lambda: ClientProtocol(self), sock=s)
             self.servers.append(srv)
-        if errors or not self.servers:
-            for e in errors:
-                self.logger.warning(e)
-            raise SystemExit(1)
+
+    async def listen(self) -> None:
+        if self.config.port == 0:
+            return
+        try:
+            socks = self.bind_sockets(self.config.bind, self.config.port)
+        except OSError as e:
+            self.logger.warning(str(e))
+            raise SystemExit(1) from None
+        await self.serve_sockets(socks)
+
+    def rebind(self, bind: list[str], port: int) -> None:
+        """CONFIG SET port/bind: listen on the new addresses, then close the old listeners.
+        A bind failure raises ConfigError, which rolls the change back."""
+        from pyrepl.config import ConfigError
+
+        if self.loop is None or not self.loop.is_running():
+            return
+        try:
+            socks = self.bind_sockets(bind, port) if port else []
+        except OSError as e:
+            self.logger.warning(f"Failed to bind: {e}")
+            raise ConfigError("Unable to listen on this port. Check server logs.") from None
+        old, self.servers = self.servers, []
+        for srv in old:
+            srv.close()
+        self.loop.create_task(self.serve_sockets(socks))
+        self.core.port = port
 
     def _on_signal(self, sig: int) -> None:
         name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"

@@ -34,9 +34,10 @@ bytes ``(snapshot offset, ...]`` after the snapshot: nothing lost, nothing doubl
 Output limits (``client-output-buffer-limit replica``; hard limit at least ``repl-backlog-size``,
 as Redis): the bytes a replica still has to receive are its held bytes, or for a streaming link
 its unsent output plus its transport's buffer. Asking the transport on every write would cost a
-call per command per replica, so each link keeps an upper bound (transport size at the last
-sample + bytes handed out since) and asks the I/O adapter only when the bound crosses the limit
-or in the cron. A replica over the hard limit, or over the soft limit for longer than its
+call per command per replica, so the side keeps an upper bound instead: what was pending at the
+link's last exact check plus every byte streamed since (one counter for all links). Only when
+the bound can have reached the limit (``_next_check``) or in the cron does it ask the I/O
+adapter; so per write and per streaming replica the cost is one list append. A replica over the hard limit, or over the soft limit for longer than its
 seconds, is disconnected, logged, counted in ``client_output_buffer_limit_disconnections`` and
 reported as ``replica_lost`` with reason ``output-buffer-limit``.
 
@@ -169,7 +170,7 @@ class ReplicaLink:
     __slots__ = (
         "client", "state", "capa_eof", "capa_psync2", "pre_psync", "rdb_only", "req",
         "listening_port", "ip_address", "ack_off", "ack_ms", "psync_offset", "snapshot",
-        "held", "held_bytes", "streaming", "stream_on_ack", "tbuf", "since", "room",
+        "held", "held_bytes", "streaming", "stream_on_ack", "check_at", "room",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason",
     )
@@ -192,9 +193,9 @@ class ReplicaLink:
         self.held_bytes = 0
         self.streaming = False
         self.stream_on_ack = False
-        self.tbuf = 0  # transport buffer size at the last sample (streaming links)
-        self.since = 0  # bytes handed to the client's output since that sample
-        self.room = BIG  # check the limits precisely once ``since``/``held_bytes`` reach this
+        # streaming: check the limits exactly once MasterSide._streamed reaches this
+        self.check_at = BIG
+        self.room = BIG  # holding: check the limits exactly once held_bytes reaches this
         self.soft_since_ms = -1
         self.buffer_peak = 0
         self.sync_id = ""
@@ -242,6 +243,8 @@ class MasterSide:
         self._hard = 0
         self._soft = 0
         self._soft_secs = 0
+        self._streamed = 0  # bytes streamed to the streaming links since start (one counter)
+        self._next_check = BIG  # min(check_at) of the streaming links
         self._refresh_limits()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -289,12 +292,11 @@ class MasterSide:
                 if not out:
                     pending.append(link.client)
                 out.append(data)
-                s = link.since + n
-                link.since = s
-                if s >= link.room and self._over_limits(link):
-                    over = over or []
-                    over.append(link)
             self.core.stats.net_repl_output_bytes += n * len(streaming)
+            total = self._streamed + n
+            self._streamed = total
+            if total >= self._next_check:
+                over = self._check_due(total)
         holding = self._holding
         if holding:
             for link in holding:
@@ -326,15 +328,24 @@ class MasterSide:
         c = link.client
         return link.held_bytes + c.pending_output() + self._buffered(c)
 
+    def _check_due(self, total: int) -> list[ReplicaLink] | None:
+        """Exact checks for the streaming links whose bound reached their limit."""
+        over = None
+        for link in self._streaming:
+            if link.check_at <= total and self._over_limits(link):
+                over = over or []
+                over.append(link)
+        self._rearm()
+        return over
+
+    def _rearm(self) -> None:
+        self._next_check = min((lk.check_at for lk in self._streaming), default=BIG)
+
     def _over_limits(self, link: ReplicaLink) -> bool:
         """Exact check of the output limits; re-arms the cheap bound. True: disconnect."""
         c = link.client
         if link.streaming:
-            tb = self._buffered(c)
-            queued = c.pending_output()
-            link.tbuf = tb
-            link.since = queued
-            used = tb + queued
+            used = self._buffered(c) + c.pending_output()
         else:
             used = link.held_bytes + c.pending_output()
         if used > link.buffer_peak:
@@ -349,7 +360,11 @@ class MasterSide:
                 return True
         else:
             link.soft_since_ms = -1
-        link.room = self._trigger(link) - (link.tbuf if link.streaming else 0)
+        if link.streaming:
+            # pending can grow only by what is streamed from now on
+            link.check_at = self._streamed + self._trigger(link) - used
+        else:
+            link.room = self._trigger(link)
         return False
 
     def _output_limit_reached(self, link: ReplicaLink) -> None:
@@ -378,10 +393,9 @@ class MasterSide:
             self._holding.remove(link)
         link.streaming = True
         self._streaming.append(link)
-        link.tbuf = self._buffered(c)
-        link.since = c.pending_output()
-        link.room = self._trigger(link) - link.tbuf
-        if link.since >= link.room and self._over_limits(link):
+        over = self._over_limits(link)
+        self._rearm()
+        if over:
             self._output_limit_reached(link)
 
     def _hold(self, link: ReplicaLink) -> None:
@@ -1085,9 +1099,10 @@ class MasterSide:
                 core.log.warning(f"Disconnecting timedout replica (streaming sync): "
                                  f"{link.name()}")
                 self._close_link(link, "timeout")
-        for link in list(self.links):
-            if link.soft_since_ms >= 0 and self._over_limits(link):
-                self._output_limit_reached(link)
+        over = [lk for lk in self.links if lk.soft_since_ms >= 0 and self._over_limits(lk)]
+        self._rearm()
+        for link in over:
+            self._output_limit_reached(link)
         self.refresh_good_replicas()
         self.cron_loops += 1
 

@@ -60,8 +60,9 @@ whose commands run through ``core.execute`` with their replies dropped. Offsets 
 advances only when a command has been executed, and not inside MULTI (so a transaction counts
 at its EXEC): ``reploff = reader_base + reader.consumed``. Exactly the applied bytes are passed on
 verbatim with ``manager.feed_raw`` (backlog and sub-replicas keep the master's ids and offsets).
-Invariants: ``reploff <= read_reploff``; while CONNECTED ``manager.master_repl_offset ==
-reploff``; the bytes fed to ``feed_raw`` are the master's bytes ``(old reploff, reploff]``.
+Invariants: ``reploff <= read_reploff``; after each read ``manager.master_repl_offset ==
+reploff`` while CONNECTED; the bytes fed to ``feed_raw`` are the master's bytes
+``(fed, reploff]``, each exactly once.
 ``REPLCONF ACK <reploff>`` goes out once a second and when the master asks ``REPLCONF GETACK``.
 
 Link loss: a master lost while CONNECTED is *cached* (its replid, reploff and selected db), so the
@@ -69,7 +70,8 @@ reconnect PSYNCs from ``reploff + 1`` and usually gets ``+CONTINUE`` (then ``+CO
 shifts our ids: ``replid2 := old``, ``second_repl_offset := offset + 1``, and sub-replicas are
 disconnected). A protocol error from the master drops it without caching (full sync next).
 Reconnects follow Redis's cadence: at once after losing an established link or a failed
-transfer, then once per second (the replication cron) until a connection succeeds.
+transfer (at most one such immediate retry per second, so a master that keeps failing the sync
+cannot drive a busy loop), then once per second (the replication cron) until one succeeds.
 
 ``REPLICAOF host port`` turning a master into a replica first synthesises a cached master from its
 own replid/offset (``cache_master_using_myself``), so a demoted master PSYNCs its own history;
@@ -225,7 +227,7 @@ class MasterState:
     """Redis's ``server.master`` / ``server.cached_master``: the master client and its offsets."""
 
     __slots__ = ("client", "replid", "reploff", "read_reploff", "pre_psync", "reader_base",
-                 "unapplied")
+                 "fed", "unapplied")
 
     def __init__(self, client: Client, replid: str, reploff: int) -> None:
         self.client = client
@@ -234,14 +236,15 @@ class MasterState:
         self.read_reploff = reploff  # offset of the last byte read
         self.pre_psync = reploff == -1  # a master answering SYNC: no offsets, no ACKs
         self.reader_base = reploff  # reploff when the client's reader was created
-        self.unapplied = bytearray()  # bytes read but not applied yet (the query buffer)
+        self.fed = reploff  # offset up to which applied bytes went to manager.feed_raw
+        self.unapplied = bytearray()  # bytes read, not yet passed on (the query buffer)
 
 
 class _Load:
     """The payload of one full sync being parsed into fresh dicts."""
 
     __slots__ = ("decoder", "data", "expires", "aux", "usemark", "mark", "tail", "first_ms",
-                 "ended", "keys")
+                 "ended")
 
     def __init__(self, ndbs: int, usemark: bool, mark: bytes, now_ms: int) -> None:
         self.decoder = RdbDecoder(databases=ndbs)
@@ -253,7 +256,6 @@ class _Load:
         self.tail = b""  # bytes after the RDB's end while waiting for the whole mark
         self.first_ms = now_ms
         self.ended = False
-        self.keys = 0
 
 
 class ReplicaSide:
@@ -286,7 +288,6 @@ class ReplicaSide:
         self.mode = ""
         self._await_caught_up = False
         self._skip_read = False
-        self.last_error = ""
         cfg = self.core.config
         if cfg.replicaof is not None:
             self.master_host, self.master_port = cfg.replicaof
@@ -395,7 +396,6 @@ class ReplicaSide:
         self._close_link()
         self._abort_transfer()
         self._go(inp)
-        self.last_error = error or reason
         self._emit("sync_failed", reason=reason, error=error or None)
 
     def _cancel_handshake(self, reconnect: bool, inp: Input, reason: str,
@@ -901,6 +901,7 @@ class ReplicaSide:
                                from_master=True)
         ms.reader_base = ms.reploff
         ms.read_reploff = ms.reploff
+        ms.fed = ms.reploff
         ms.unapplied = bytearray()
         core.clients[c.id] = c
 
@@ -960,23 +961,22 @@ class ReplicaSide:
         ms.unapplied += data
         reader = c.reader
         reader.feed(data)
-        execute = core.execute
-        start = ms.reploff
-        log = core.log
         # the master's commands see keys that expired on our clock (its DEL removes them)
         core.applying_master_stream = True
         try:
-            self._apply_commands(ms, c, reader, execute, start, log)
+            self._apply_commands(ms, c, reader, core.execute, core.log)
         finally:
             core.applying_master_stream = False
+            # even if a command raised: what was applied is passed on, offsets stay coherent
+            self._feed_applied(ms)
 
     def _apply_commands(self, ms: MasterState, c: Client, reader: Any, execute: Any,
-                        start: int, log: Any) -> None:
+                        log: Any) -> None:
         while True:
             try:
                 argv = reader.gets()
             except ProtocolError as e:
-                self._apply_upto(ms, start)
+                self._feed_applied(ms)
                 log.warning(f"Protocol error ({e.reason}) from client: {c.describe()}. "
                             f"Query buffer during protocol error: "
                             f"'{_printable(bytes(ms.unapplied[:128]))}'")
@@ -987,7 +987,7 @@ class ReplicaSide:
                 self._master_lost("protocol-error", cache=False)
                 return
             if argv is None:
-                break
+                return
             execute(c, argv)
             if c.out:
                 first = c.out[0]
@@ -1000,17 +1000,18 @@ class ReplicaSide:
             if not c.in_multi:
                 ms.reploff = ms.reader_base + reader.consumed
             if self.master is not ms:
-                return  # the command dropped the link (REPLICAOF from the stream, ...)
-        self._apply_upto(ms, start)
+                return  # the command dropped the link
 
-    def _apply_upto(self, ms: MasterState, start: int) -> None:
-        """Pass the bytes applied since ``start`` to the backlog and sub-replicas."""
-        applied = ms.reploff - start
+    def _feed_applied(self, ms: MasterState) -> None:
+        """Pass the bytes applied since the last call, ``(fed, reploff]``, to the backlog and
+        the sub-replicas (manager.feed_raw: same bytes, same offsets)."""
+        applied = ms.reploff - ms.fed
         if applied <= 0:
             return
         buf = ms.unapplied
         chunk = bytes(buf[:applied])
         del buf[:applied]
+        ms.fed = ms.reploff
         self.manager.feed_raw(chunk)
 
     def send_ack(self) -> None:
@@ -1053,6 +1054,7 @@ class ReplicaSide:
             log.notice("Caching the disconnected master state.")
             # Drop what was read but not applied: the master resends it after +CONTINUE.
             ms.read_reploff = ms.reploff
+            ms.fed = ms.reploff
             ms.unapplied = bytearray()
             if c.in_multi:
                 c.in_multi = False

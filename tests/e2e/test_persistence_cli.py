@@ -179,3 +179,36 @@ def test_unreadable_rdb_refuses_to_start_with_clear_error(tmp_path) -> None:
                        timeout=30, stdin=subprocess.DEVNULL)
     assert p.returncode != 0
     assert "loading the DB" in p.stderr
+
+
+def test_config_set_port_rebinds_and_a_busy_port_is_refused(tmp_path) -> None:
+    srv = start_pyrepl(tmpdir=str(tmp_path))
+    new_port = free_port()
+    try:
+        r = redis.Redis(port=srv.port)
+        assert r.config_set("port", new_port)
+        r2 = redis.Redis(port=new_port)
+        assert r2.ping() and r2.config_get("port")["port"] == str(new_port)
+        wait_for(lambda: not _accepts(srv.port), 5, what="old port closed")
+        # a port in use: the change is refused and rolled back
+        import socket as _s
+        blocker = _s.socket()
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        busy = blocker.getsockname()[1]
+        with pytest.raises(redis.ResponseError, match="Unable to listen on this port"):
+            r2.config_set("port", busy)
+        assert r2.config_get("port")["port"] == str(new_port) and r2.ping()
+        blocker.close()
+    finally:
+        srv.port = new_port
+        srv.stop()
+
+
+def _accepts(port: int) -> bool:
+    import socket as _s
+    try:
+        with _s.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
