@@ -1213,3 +1213,45 @@ def test_child_reported_timeout_disconnects_that_replica(tmp_path) -> None:
     assert "Background transfer terminated by signal 9" in m.log()
     assert "SYNC failed. BGSAVE child returned an error" in m.log()
     assert m.link(r2).state is S.CLOSED
+
+
+def test_limits_ask_the_transport_only_near_the_limit(tmp_path) -> None:
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "1mb", "0", "0"]))
+    r, _ = online_replica(m)
+    calls = []
+    real = m.io.buffered
+    m.io.buffered = lambda c: calls.append(c.id) or real(c)
+    m.write_many(2000)  # ~80 KB streamed: far from 1 MB, no exact check needed
+    assert calls == []
+    m.io.stuck.add(r.id)
+    m.write_many(30000, start=2000)  # ~1.2 MB piles up: a few exact checks, then the drop
+    assert m.link(r).state is S.CLOSED
+    assert 1 <= len(calls) <= 10
+
+
+OPS = st.lists(st.one_of(st.tuples(st.just("write"), st.integers(1, 40_000)),
+                         st.tuples(st.just("flush"), st.just(0)),
+                         st.tuples(st.just("drain"), st.integers(0, 100))),
+               min_size=1, max_size=60)
+
+
+@SETTINGS
+@given(ops=OPS)
+def test_hard_limit_is_detected_at_the_exact_write_that_crosses_it(tmp_path, ops) -> None:
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "1mb", "0", "0"]))
+    r, _ = online_replica(m)
+    m.io.stuck.add(r.id)  # what the shell writes stays in the transport until drained
+    link = m.link(r)
+    for op, arg in ops:
+        if op == "write":
+            m.user.receive_data(cmd("SET", "k", "x" * arg))
+            m.user.data_to_send()
+            true_pending = m.io.tbuf.get(r.id, 0) + r.pending_output()
+            if true_pending >= 1024 * 1024:
+                assert link.state is S.CLOSED
+                return
+            assert link.state is S.ONLINE
+        elif op == "flush":
+            m.flush()
+        else:
+            m.io.tbuf[r.id] = m.io.tbuf.get(r.id, 0) * arg // 100

@@ -1,0 +1,30 @@
+"""The README stays true to the code: every directive, sync event and event field it must
+document is there, and it opens with the two commands .ci/run relies on."""
+
+from __future__ import annotations
+
+import os
+
+from pyrepl.config import DIRECTIVES
+from pyrepl.events import EVENTS, FIELDS
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
+    head = README[:1500]
+    assert "make demo" in head and "make test" in head
+    ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    assert "make test" in ci
+
+
+def test_every_directive_is_documented() -> None:
+    missing = [d.name for d in DIRECTIVES if f"`{d.name}`" not in README]
+    assert not missing, missing
+
+
+def test_every_sync_event_and_field_is_documented() -> None:
+    missing = [e for e in EVENTS if f"`{e}`" not in README]
+    missing += [f for f, _, _ in FIELDS if f"`{f}`" not in README]
+    assert not missing, missing
