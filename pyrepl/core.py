@@ -179,6 +179,7 @@ class ServerCore:
         self.bgsave_scheduled = False
         self.loaded_repl_id: bytes | None = None
         self.loaded_repl_offset: int | None = None
+        self.loaded_repl_stream_db: int | None = None
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: Any) -> None:

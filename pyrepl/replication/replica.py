@@ -878,9 +878,9 @@ class ReplicaSide:
         core.next_client_id += 1
         c.kind = "master"
         c.flags = "M"
-        c.authenticated = True
         c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
                                from_master=True)
+        c.set_authenticated(True)
         return c
 
     def _link_master_client(self, ms: MasterState) -> None:
@@ -927,7 +927,7 @@ class ReplicaSide:
                         "synthesize a cached master: I may be able to synchronize with the new "
                         "master with just a partial transfer.")
         c = self._new_master_client()
-        stream_db = getattr(core, "loaded_repl_stream_db", None)
+        stream_db = core.loaded_repl_stream_db
         if stream_db is not None and 0 <= stream_db < len(core.dbs):
             c.db = core.dbs[stream_db]
         ms = MasterState(c, m.ids.replid, m.master_repl_offset)
