@@ -8,37 +8,36 @@ follow Redis's order of checks (e.g. HINCRBY parses the increment before looking
 bump ``core.dirty`` only when something changed, signal WATCH with ``Database.touch`` and delete
 a key whose hash became empty.
 
-HINCRBYFLOAT computes in x87 80-bit ``long double`` as Redis does on x86-64: numbers are
-parsed like glibc's ``strtold`` (decimal, hex, inf; no leading space, no nan), held as exact
-fractions rounded to a 64-bit significand, and printed like ``%.17Lf`` with trailing zeros
-removed (``ld2string(LD_STR_HUMAN)``); it is propagated as ``HSET key field <new value>``.
+HINCRBYFLOAT computes in x87 80-bit ``long double`` as Redis does on x86-64, with the long
+double helpers of ``pyrepl.commands.util`` (shared with INCRBYFLOAT): numbers are parsed like
+glibc's ``strtold`` (decimal, hex, inf; no leading space, no nan), held as exact fractions
+rounded to a 64-bit significand, and printed like ``%.17Lf`` with trailing zeros removed
+(``ld2string(LD_STR_HUMAN)``); it is propagated as ``HSET key field <new value>``.
 """
 
 from __future__ import annotations
 
 import random
-import re
-from fractions import Fraction
 from itertools import islice
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
-from pyrepl.errors import SYNTAX, WRONGTYPE
+from pyrepl.commands.util import (
+    LLONG_MAX,
+    LLONG_MIN,
+    format_long_double_human,
+    parse_int,
+    parse_long_double,
+    read_typed,
+    round_long_double,
+)
+from pyrepl.errors import NOT_FLOAT, SYNTAX
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import OK, Map, ReplyError
 
 # hash-max-listpack-entries default: smaller hashes are scanned in one HSCAN call (Redis
 # answers them whole with cursor 0). Larger ones page through pyrepl.keyspace.scan.
 LISTPACK_ENTRIES = 128
-
-
-def _read(c: Any, key: bytes) -> dict | None:
-    """lookupKeyRead + checkType(OBJ_HASH): counts keyspace hits/misses."""
-    v = c.db.lookup_read(key)
-    if v is not None and type(v) is not dict:
-        raise ReplyError(WRONGTYPE)
-    return v
 
 
 def _hash_for_write(db: Any, key: bytes) -> dict:
@@ -171,22 +170,18 @@ def hincrby(c: Any, argv: list[bytes]) -> object:
 def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     incr = parse_long_double(argv[3])
     if incr is None:
-        raise ReplyError("ERR value is not a valid float")
-    if type(incr) is not Fraction:
+        raise ReplyError(NOT_FLOAT)
+    if type(incr) is float:
         raise ReplyError("ERR value is NaN or Infinity")
     key = argv[1]
     db = c.db
     h = db.lookup_typed(key, dict)
     f = argv[2]
     old = None if h is None else h.get(f)
-    if old is None:
-        value: Fraction | float = Fraction(0)
-    else:
-        parsed = parse_long_double(old)
-        if parsed is None:
-            raise ReplyError("ERR hash value is not a float")
-        value = parsed
-    if type(value) is not Fraction:
+    value = 0 if old is None else parse_long_double(old)
+    if value is None:
+        raise ReplyError("ERR hash value is not a float")
+    if type(value) is float:  # a stored inf: the sum is infinite
         raise ReplyError("ERR increment would produce NaN or Infinity")
     total = round_long_double(value + incr)
     if total is None:
@@ -208,7 +203,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
 @command("hget", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the value of a hash field", since="2.0.0", acl="read hash fast")
 def hget(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     if h is None:
         return None
     return h.get(argv[2])
@@ -217,7 +212,7 @@ def hget(c: Any, argv: list[bytes]) -> object:
 @command("hmget", -3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the values of all the given hash fields", since="2.0.0", acl="read hash fast")
 def hmget(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     if h is None:
         return [None] * (len(argv) - 2)
     get = h.get
@@ -227,14 +222,14 @@ def hmget(c: Any, argv: list[bytes]) -> object:
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the number of fields in a hash", since="2.0.0", acl="read hash fast")
 def hlen(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     return 0 if h is None else len(h)
 
 
 @command("hstrlen", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the length of the value of a hash field", since="3.2.0", acl="read hash fast")
 def hstrlen(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     if h is None:
         return 0
     v = h.get(argv[2])
@@ -244,28 +239,28 @@ def hstrlen(c: Any, argv: list[bytes]) -> object:
 @command("hexists", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Determine if a hash field exists", since="2.0.0", acl="read hash fast")
 def hexists(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     return 1 if h is not None and argv[2] in h else 0
 
 
 @command("hgetall", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the fields and values in a hash", since="2.0.0", acl="read hash slow")
 def hgetall(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     return Map(() if h is None else h.items())
 
 
 @command("hkeys", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the fields in a hash", since="2.0.0", acl="read hash slow")
 def hkeys(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     return [] if h is None else list(h)
 
 
 @command("hvals", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the values in a hash", since="2.0.0", acl="read hash slow")
 def hvals(c: Any, argv: list[bytes]) -> object:
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     return [] if h is None else list(h.values())
 
 
@@ -277,7 +272,7 @@ def hvals(c: Any, argv: list[bytes]) -> object:
 def hrandfield(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n == 2:
-        h = _read(c, argv[1])
+        h = read_typed(c, argv[1], dict)
         if h is None:
             return None
         return next(islice(h, random.randrange(len(h)), None))
@@ -292,7 +287,7 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
         withvalues = True
         if count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2:
             raise ReplyError("ERR value is out of range")
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     if h is None or count == 0:
         return []
     if count < 0 or count == 1:
@@ -321,7 +316,7 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
          acl="read hash slow")
 def hscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
-    h = _read(c, argv[1])
+    h = read_typed(c, argv[1], dict)
     if h is None:
         return [b"0", []]
     opts = parse_scan_options(argv, 3)
@@ -338,146 +333,3 @@ def hscan(c: Any, argv: list[bytes]) -> object:
             out.append(f)
             out.append(v)
     return [b"%d" % cursor, out]
-
-
-# -- long double arithmetic (x87 80-bit, as Redis's HINCRBYFLOAT on x86-64) --------------
-
-_SUBNORMAL_QUANTUM_EXP = -16445   # the smallest subnormal is 2**-16445
-_OVERFLOW = 1 << 16384            # values that round to this or more are infinite
-_SPACE = b" \t\n\v\f\r"
-_DEC = re.compile(rb"([+-]?)(?:([0-9]+)(?:\.([0-9]*))?|\.([0-9]+))(?:[eE]([+-]?[0-9]+))?\Z")
-_HEX = re.compile(rb"([+-]?)0[xX](?:([0-9a-fA-F]+)(?:\.([0-9a-fA-F]*))?|\.([0-9a-fA-F]+))"
-                  rb"(?:[pP]([+-]?[0-9]+))?\Z")
-_INF = re.compile(rb"([+-]?)(?:inf|infinity)\Z", re.IGNORECASE)
-_CHUNK = 3000  # digits per int() call: stays under Python's int/str conversion limit
-_CHUNK_POW = 10 ** _CHUNK
-
-
-def _int_from_digits(s: bytes) -> int:
-    if len(s) <= _CHUNK:
-        return int(s)
-    cut = len(s) - _CHUNK
-    return _int_from_digits(s[:cut]) * _CHUNK_POW + int(s[cut:])
-
-
-def _int_to_digits(n: int) -> str:
-    if n < _CHUNK_POW:
-        return str(n)
-    hi, lo = divmod(n, _CHUNK_POW)
-    return _int_to_digits(hi) + str(lo).zfill(_CHUNK)
-
-
-def _exponent(text: bytes | None) -> int:
-    """An exponent's value, saturated (strtold saturates absurd exponents the same way)."""
-    if not text:
-        return 0
-    neg = text[:1] == b"-"
-    digits = text.lstrip(b"+-").lstrip(b"0")
-    v = int(digits) if len(digits) <= 12 else 10 ** 12
-    return -v if neg else v
-
-
-def round_long_double(q: Fraction) -> Fraction | None:
-    """Round an exact value to the nearest x87 extended double (ties to even). None: inf."""
-    if q == 0:
-        return Fraction(0)
-    p, r = q.numerator, q.denominator
-    neg = p < 0
-    if neg:
-        p = -p
-    e = p.bit_length() - r.bit_length()  # 2**(e-1) < p/r < 2**(e+1)
-    if (p < (r << e)) if e >= 0 else ((p << -e) < r):
-        e -= 1
-    shift = e - 63  # quantum of a 64-bit significand
-    if shift < _SUBNORMAL_QUANTUM_EXP:
-        shift = _SUBNORMAL_QUANTUM_EXP
-    if shift >= 0:
-        m, rem = divmod(p, r << shift)
-        d = r << shift
-    else:
-        m, rem = divmod(p << -shift, r)
-        d = r
-    twice = rem << 1
-    if twice > d or (twice == d and m & 1):
-        m += 1
-    if m == 0:
-        return Fraction(0)
-    v = Fraction(m << shift) if shift >= 0 else Fraction(m, 1 << -shift)
-    if v >= _OVERFLOW:
-        return None
-    return -v if neg else v
-
-
-def parse_long_double(s: bytes) -> Fraction | float | None:
-    """Redis's string2ld: an exact (rounded) value, ``±inf`` as a float, or None if invalid.
-
-    Like strtold followed by Redis's checks: no leading space, the whole string consumed, no
-    nan, no overflow to infinity and no underflow of a non-zero number to zero.
-    """
-    if not s or len(s) >= 5 * 1024 or s[0] in _SPACE:
-        return None
-    m = _DEC.match(s)
-    if m is not None:
-        sign, ipart, fpart, fonly, exp = m.groups()
-        if fonly is not None:
-            ipart, fpart = b"", fonly
-        digits = (ipart + (fpart or b"")).lstrip(b"0")
-        if not digits:
-            return Fraction(0)
-        e10 = _exponent(exp) - len(fpart or b"")
-        if len(digits) - 1 + e10 > 4933:
-            return None  # overflow (the largest long double is about 1.19e4932)
-        if len(digits) + e10 < -4952:
-            return None  # underflow to zero (the smallest subnormal is about 3.6e-4951)
-        mant = _int_from_digits(digits)
-        q = Fraction(mant * 10 ** e10) if e10 >= 0 else Fraction(mant, 10 ** -e10)
-    else:
-        m = _HEX.match(s)
-        if m is not None:
-            sign, ipart, fpart, fonly, exp = m.groups()
-            if fonly is not None:
-                ipart, fpart = b"", fonly
-            hexdigits = (ipart + (fpart or b"")).lstrip(b"0")
-            if not hexdigits:
-                return Fraction(0)
-            mant = int(hexdigits, 16)
-            e2 = _exponent(exp) - 4 * len(fpart or b"")
-            if mant.bit_length() - 1 + e2 > 16384:
-                return None
-            if mant.bit_length() + e2 < -16447:
-                return None
-            q = Fraction(mant << e2) if e2 >= 0 else Fraction(mant, 1 << -e2)
-        else:
-            m = _INF.match(s)
-            if m is None:
-                return None
-            return float("-inf") if m.group(1) == b"-" else float("inf")
-    v = round_long_double(q)
-    if v is None or v == 0:
-        return None  # ERANGE: overflow to HUGE_VAL, or a non-zero value rounded to zero
-    return -v if sign == b"-" else v
-
-
-def format_long_double_human(v: Fraction) -> bytes:
-    """``ld2string(LD_STR_HUMAN)``: ``%.17Lf`` (ties to even), trailing zeros trimmed."""
-    neg = v < 0
-    if neg:
-        v = -v
-    d = v.denominator
-    q, rem = divmod(v.numerator * 10 ** 17, d)
-    twice = rem << 1
-    if twice > d or (twice == d and q & 1):
-        q += 1
-    digits = _int_to_digits(q).rjust(18, "0")
-    ipart, fpart = digits[:-17], digits[-17:].rstrip("0")
-    text = ipart + "." + fpart if fpart else ipart
-    if neg and text != "0":
-        text = "-" + text
-    return text.encode()
-
-
-__all__ = [
-    "format_long_double_human",
-    "parse_long_double",
-    "round_long_double",
-]

@@ -26,7 +26,7 @@ from collections import deque
 from typing import Any
 
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import LLONG_MAX, parse_int
+from pyrepl.commands.util import LLONG_MAX, is_long_long, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import type_name
 from pyrepl.keyspace.glob import compile_pattern
@@ -426,15 +426,6 @@ _SHARED_REFCOUNT = (1 << 31) - 1  # OBJ_SHARED_REFCOUNT: shared integers 0..9999
 _LFU_INIT_VAL = 5
 
 
-def _is_ll(b: bytes) -> bool:
-    """string2ll accepts ``b`` (Redis's test for int-encodable strings)."""
-    try:
-        parse_int(b)
-    except ReplyError:
-        return False
-    return True
-
-
 def _cfg(c: Any, name: str, default: int) -> int:
     return getattr(c.core.config, name, default)
 
@@ -443,7 +434,7 @@ def encoding_name(c: Any, v: Any) -> bytes:
     """Redis 7.0's OBJECT ENCODING name for a value of this shape."""
     t = type(v)
     if t is bytes:
-        if len(v) <= 20 and _is_ll(v):
+        if len(v) <= 20 and is_long_long(v):
             return b"int"
         return b"embstr" if len(v) <= 44 else b"raw"
     if t is deque:
@@ -455,7 +446,7 @@ def encoding_name(c: Any, v: Any) -> bytes:
                 return b"listpack"
         return b"hashtable"
     if t is set:
-        if len(v) <= _cfg(c, "set_max_intset_entries", 512) and all(_is_ll(m) for m in v):
+        if len(v) <= _cfg(c, "set_max_intset_entries", 512) and all(is_long_long(m) for m in v):
             return b"intset"
         return b"hashtable"
     if t is ZSet:
@@ -486,7 +477,7 @@ def object_refcount(c: Any, argv: list[bytes]) -> object:
     v = c.db.lookup_read(argv[2])
     if v is None:
         return None
-    if type(v) is bytes and len(v) <= 4 and _is_ll(v) and 0 <= int(v) < 10000 \
+    if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 \
             and not c.core.config.maxmemory:
         return _SHARED_REFCOUNT
     return 1

@@ -16,20 +16,20 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
-from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MIN, parse_int
-from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, WRONGTYPE
+from pyrepl.commands.table import Handler, command
+from pyrepl.commands.util import (
+    LLONG_MAX,
+    LLONG_MIN,
+    POSITIVE,
+    index_range,
+    numkeys_keys,
+    parse_int,
+    parse_long_range,
+    parse_positive_long,
+    read_typed,
+)
+from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
-
-_POSITIVE = "ERR value is out of range, must be positive"
-
-
-def _read(c: Any, key: bytes) -> deque | None:
-    """lookupKeyRead + checkType(OBJ_LIST): counts keyspace hits/misses."""
-    v = c.db.lookup_read(key)
-    if v is not None and type(v) is not deque:
-        raise ReplyError(WRONGTYPE)
-    return v
 
 
 def _removed(db: Any, key: bytes, lst: deque) -> None:
@@ -63,54 +63,45 @@ def _range(lst: deque, start: int, end: int) -> list[bytes]:
 
 # -- pushes ------------------------------------------------------------------------------
 
-@command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Prepend one or multiple elements to a list", since="1.0.0", acl="write list fast")
-def lpush(c: Any, argv: list[bytes]) -> object:
-    key = argv[1]
-    db = c.db
-    lst = db.data.get(key)
-    if type(lst) is not deque or (db.expires and key in db.expires):
-        lst = _list_for_push(db, key)
-    if len(argv) == 3:
-        lst.appendleft(argv[2])
-        c.core.dirty += 1
-    else:
-        lst.extendleft(islice(argv, 2, None))
-        c.core.dirty += len(argv) - 2
-    if db.watched:
-        db.touch(key)
-    return len(lst)
+def _push_handler(one: Any, many: Any) -> Handler:
+    """LPUSH / RPUSH, given the deque methods that add one element / many at the chosen end
+    (``deque.appendleft``/``extendleft`` or ``deque.append``/``extend``): pushGenericCommand."""
+
+    def push(c: Any, argv: list[bytes]) -> object:
+        key = argv[1]
+        db = c.db
+        lst = db.data.get(key)
+        if type(lst) is not deque or (db.expires and key in db.expires):
+            lst = _list_for_push(db, key)
+        if len(argv) == 3:
+            one(lst, argv[2])
+            c.core.dirty += 1
+        else:
+            many(lst, islice(argv, 2, None))
+            c.core.dirty += len(argv) - 2
+        if db.watched:
+            db.touch(key)
+        return len(lst)
+
+    return push
 
 
-@command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-         summary="Append one or multiple elements to a list", since="1.0.0", acl="write list fast")
-def rpush(c: Any, argv: list[bytes]) -> object:
-    key = argv[1]
-    db = c.db
-    lst = db.data.get(key)
-    if type(lst) is not deque or (db.expires and key in db.expires):
-        lst = _list_for_push(db, key)
-    if len(argv) == 3:
-        lst.append(argv[2])
-        c.core.dirty += 1
-    else:
-        lst.extend(islice(argv, 2, None))
-        c.core.dirty += len(argv) - 2
-    if db.watched:
-        db.touch(key)
-    return len(lst)
+lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                summary="Prepend one or multiple elements to a list", since="1.0.0",
+                acl="list")(_push_handler(deque.appendleft, deque.extendleft))
+rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                summary="Append one or multiple elements to a list", since="1.0.0",
+                acl="list")(_push_handler(deque.append, deque.extend))
 
 
-def _pushx(c: Any, argv: list[bytes], left: bool) -> object:
+def _pushx(c: Any, argv: list[bytes], many: Any) -> object:
+    """LPUSHX / RPUSHX: push only onto an existing list (``many`` as for _push_handler)."""
     key = argv[1]
     db = c.db
     lst = db.lookup_typed(key, deque)
     if lst is None:
         return 0
-    if left:
-        lst.extendleft(islice(argv, 2, None))
-    else:
-        lst.extend(islice(argv, 2, None))
+    many(lst, islice(argv, 2, None))
     c.core.dirty += len(argv) - 2
     if db.watched:
         db.touch(key)
@@ -119,16 +110,16 @@ def _pushx(c: Any, argv: list[bytes], left: bool) -> object:
 
 @command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
          summary="Prepend an element to a list, only if the list exists", since="2.2.0",
-         acl="write list fast")
+         acl="list")
 def lpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, True)
+    return _pushx(c, argv, deque.extendleft)
 
 
 @command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
          summary="Append an element to a list, only if the list exists", since="2.2.0",
-         acl="write list fast")
+         acl="list")
 def rpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, False)
+    return _pushx(c, argv, deque.extend)
 
 
 # -- pops --------------------------------------------------------------------------------
@@ -138,11 +129,7 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
     if n > 3:
         raise ReplyError(f"ERR wrong number of arguments for '{'lpop' if left else 'rpop'}' "
                          "command")
-    count = 0
-    if n == 3:
-        count = parse_int(argv[2], _POSITIVE)
-        if count < 0:
-            raise ReplyError(_POSITIVE)
+    count = parse_positive_long(argv[2], POSITIVE) if n == 3 else 0
     key = argv[1]
     db = c.db
     lst = db.lookup_typed(key, deque)
@@ -155,49 +142,41 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
         return v
     if count == 0:
         return []
-    if count >= len(lst):
-        out = list(lst)
-        if not left:
-            out.reverse()
-        lst.clear()
-    else:
-        p = lst.popleft if left else lst.pop
-        out = [p() for _ in range(count)]
+    out = _pop_many(lst, count, left)
     c.core.dirty += len(out)
     _removed(db, key, lst)
     return out
 
 
+def _pop_many(lst: deque, count: int, left: bool) -> list[bytes]:
+    """Pop up to ``count`` elements from the head (``left``) or the tail, in pop order."""
+    if count >= len(lst):
+        out = list(lst)
+        if not left:
+            out.reverse()
+        lst.clear()
+        return out
+    p = lst.popleft if left else lst.pop
+    return [p() for _ in range(count)]
+
+
 @command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
          summary="Remove and get the first elements in a list", since="1.0.0",
-         acl="write list fast")
+         acl="list")
 def lpop(c: Any, argv: list[bytes]) -> object:
     return _pop(c, argv, True)
 
 
 @command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
-         summary="Remove and get the last elements in a list", since="1.0.0", acl="write list fast")
+         summary="Remove and get the last elements in a list", since="1.0.0", acl="list")
 def rpop(c: Any, argv: list[bytes]) -> object:
     return _pop(c, argv, False)
 
 
-def _lmpop_keys(argv: list[bytes]) -> list[int]:
-    try:
-        numkeys = parse_int(argv[1])
-    except ReplyError:
-        return []
-    if numkeys < 1:
-        return []
-    return list(range(2, min(2 + numkeys, len(argv))))
-
-
-@command("lmpop", -4, "write movablekeys", group="list", summary="Pop elements from a list",
-         since="7.0.0", keys_fn=_lmpop_keys, acl="write list slow")
+@command("lmpop", -4, "write", group="list", summary="Pop elements from a list",
+         since="7.0.0", keys_fn=numkeys_keys(1), acl="list")
 def lmpop(c: Any, argv: list[bytes]) -> object:
-    msg = "ERR numkeys should be greater than 0"
-    numkeys = parse_int(argv[1], msg)
-    if numkeys < 1:
-        raise ReplyError(msg)
+    numkeys = parse_long_range(argv[1], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
     where_idx = 2 + numkeys
     n = len(argv)
     if where_idx >= n:
@@ -207,10 +186,8 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
     j = where_idx + 1
     while j < n:
         if count == -1 and argv[j].lower() == b"count" and j + 1 < n:
-            msg = "ERR count should be greater than 0"
-            count = parse_int(argv[j + 1], msg)
-            if count < 1:
-                raise ReplyError(msg)
+            count = parse_long_range(argv[j + 1], 1, LLONG_MAX,
+                                     "ERR count should be greater than 0")
             j += 2
         else:
             raise ReplyError(SYNTAX)
@@ -222,14 +199,7 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
         lst = db.lookup_typed(key, deque)
         if not lst:
             continue
-        if count >= len(lst):
-            out = list(lst)
-            if not left:
-                out.reverse()
-            lst.clear()
-        else:
-            p = lst.popleft if left else lst.pop
-            out = [p() for _ in range(count)]
+        out = _pop_many(lst, count, left)
         c.core.dirty += len(out)
         _removed(db, key, lst)
         c.propagate_argv = [b"LPOP" if left else b"RPOP", key, b"%d" % len(out)]
@@ -240,38 +210,28 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
 # -- reads -------------------------------------------------------------------------------
 
 @command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
-         summary="Get the length of a list", since="1.0.0", acl="read list fast")
+         summary="Get the length of a list", since="1.0.0", acl="list")
 def llen(c: Any, argv: list[bytes]) -> object:
-    lst = _read(c, argv[1])
+    lst = read_typed(c, argv[1], deque)
     return 0 if lst is None else len(lst)
 
 
 @command("lrange", 4, "readonly", keys=(1, 1, 1), group="list",
-         summary="Get a range of elements from a list", since="1.0.0", acl="read list slow")
+         summary="Get a range of elements from a list", since="1.0.0", acl="list")
 def lrange(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
-    lst = _read(c, argv[1])
+    lst = read_typed(c, argv[1], deque)
     if lst is None:
         return []
-    n = len(lst)
-    if start < 0:
-        start += n
-        if start < 0:
-            start = 0
-    if end < 0:
-        end += n
-    if start > end or start >= n:
-        return []
-    if end >= n:
-        end = n - 1
-    return _range(lst, start, end)
+    rng = index_range(start, end, len(lst))
+    return [] if rng is None else _range(lst, *rng)
 
 
 @command("lindex", 3, "readonly", keys=(1, 1, 1), group="list",
-         summary="Get an element from a list by its index", since="1.0.0", acl="read list slow")
+         summary="Get an element from a list by its index", since="1.0.0", acl="list")
 def lindex(c: Any, argv: list[bytes]) -> object:
-    lst = _read(c, argv[1])
+    lst = read_typed(c, argv[1], deque)
     if lst is None:
         return None
     index = parse_int(argv[2])
@@ -287,7 +247,7 @@ _RANK_ZERO = ("ERR RANK can't be zero: use 1 to start from the first match, 2 fr
 
 @command("lpos", -3, "readonly", keys=(1, 1, 1), group="list",
          summary="Return the index of matching elements on a list", since="6.0.6",
-         acl="read list slow")
+         acl="list")
 def lpos(c: Any, argv: list[bytes]) -> object:
     ele = argv[2]
     rank = 1
@@ -303,17 +263,13 @@ def lpos(c: Any, argv: list[bytes]) -> object:
             if rank == 0:
                 raise ReplyError(_RANK_ZERO)
         elif opt == b"count" and more:
-            count = parse_int(argv[j + 1], "ERR COUNT can't be negative")
-            if count < 0:
-                raise ReplyError("ERR COUNT can't be negative")
+            count = parse_positive_long(argv[j + 1], "ERR COUNT can't be negative")
         elif opt == b"maxlen" and more:
-            maxlen = parse_int(argv[j + 1], "ERR MAXLEN can't be negative")
-            if maxlen < 0:
-                raise ReplyError("ERR MAXLEN can't be negative")
+            maxlen = parse_positive_long(argv[j + 1], "ERR MAXLEN can't be negative")
         else:
             raise ReplyError(SYNTAX)
         j += 2
-    lst = _read(c, argv[1])
+    lst = read_typed(c, argv[1], deque)
     if lst is None:
         return [] if count != -1 else None
     limit = count
@@ -351,7 +307,7 @@ def lpos(c: Any, argv: list[bytes]) -> object:
 
 @command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list",
          summary="Set the value of an element in a list by its index", since="1.0.0",
-         acl="write list slow")
+         acl="list")
 def lset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -370,7 +326,7 @@ def lset(c: Any, argv: list[bytes]) -> object:
 
 
 @command("lrem", 4, "write", keys=(1, 1, 1), group="list",
-         summary="Remove elements from a list", since="1.0.0", acl="write list slow")
+         summary="Remove elements from a list", since="1.0.0", acl="list")
 def lrem(c: Any, argv: list[bytes]) -> object:
     toremove = parse_int(argv[2])
     key = argv[1]
@@ -406,7 +362,7 @@ def lrem(c: Any, argv: list[bytes]) -> object:
 
 
 @command("ltrim", 4, "write", keys=(1, 1, 1), group="list",
-         summary="Trim a list to the specified range", since="1.0.0", acl="write list slow")
+         summary="Trim a list to the specified range", since="1.0.0", acl="list")
 def ltrim(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
@@ -416,22 +372,12 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
     if lst is None:
         return OK
     n = len(lst)
-    if start < 0:
-        start += n
-        if start < 0:
-            start = 0
-    if end < 0:
-        end += n
-    if start > end or start >= n:
-        left, right = n, 0
-    else:
-        if end >= n:
-            end = n - 1
-        left, right = start, n - end - 1
+    rng = index_range(start, end, n)
+    left, right = (n, 0) if rng is None else (rng[0], n - rng[1] - 1)  # elements to drop
     if left + right >= n:
         lst.clear()
-    elif left + right > n - left - right:
-        kept = _range(lst, start, end)
+    elif left + right > n - left - right:  # keeping fewer than dropping: copy what stays
+        kept = _range(lst, left, n - right - 1)
         lst.clear()
         lst.extend(kept)
     else:
@@ -446,7 +392,7 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
 
 @command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list",
          summary="Insert an element before or after another element in a list", since="2.2.0",
-         acl="write list slow")
+         acl="list")
 def linsert(c: Any, argv: list[bytes]) -> object:
     where = argv[2].lower()
     if where == b"after":
@@ -506,7 +452,7 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
 
 @command("lmove", 5, "write denyoom", keys=(1, 2, 1), group="list",
          summary="Pop an element from a list, push it to another list and return it",
-         since="6.2.0", acl="write list slow")
+         since="6.2.0", acl="list")
 def lmove(c: Any, argv: list[bytes]) -> object:
     from_left = _position(argv[3])
     to_left = _position(argv[4])
@@ -515,7 +461,7 @@ def lmove(c: Any, argv: list[bytes]) -> object:
 
 @command("rpoplpush", 3, "write denyoom", keys=(1, 2, 1), group="list",
          summary="Remove the last element in a list, prepend it to another list and return it",
-         since="1.2.0", acl="write list slow")
+         since="1.2.0", acl="list")
 def rpoplpush(c: Any, argv: list[bytes]) -> object:
     return _move(c, argv[1], argv[2], False, True)
 

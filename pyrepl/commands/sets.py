@@ -27,55 +27,21 @@ from sys import getsizeof
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MAX, parse_int
-from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.commands.util import (
+    LLONG_MAX,
+    is_long_long,
+    numkeys_keys,
+    parse_long_range,
+    parse_positive_long,
+    read_typed,
+    store_or_delete,
+)
+from pyrepl.errors import SYNTAX, wrongtype
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import ReplyError, SetReply
 
 SPOP_RANDOM_MAX = 1024
-LONG_MAX = LLONG_MAX
 EMPTY_ARRAY: list[bytes] = []
-
-
-def _wrongtype() -> ReplyError:
-    return ReplyError(WRONGTYPE)
-
-
-def read_set(c: Any, key: bytes) -> set[bytes] | None:
-    """lookupKeyRead + checkType(OBJ_SET)."""
-    v = c.db.lookup_read(key)
-    if v is not None and type(v) is not set:
-        raise _wrongtype()
-    return v
-
-
-def write_set(c: Any, key: bytes) -> set[bytes] | None:
-    """lookupKeyWrite + checkType(OBJ_SET)."""
-    v = c.db.lookup(key)
-    if v is not None and type(v) is not set:
-        raise _wrongtype()
-    return v
-
-
-def parse_long_range(b: bytes, lo: int, hi: int, msg: str | None = None) -> int:
-    """getRangeLongFromObjectOrReply: ``msg`` replaces every error text when given."""
-    v = parse_int(b, msg or NOT_INTEGER)
-    if v < lo or v > hi:
-        raise ReplyError(msg or f"ERR value is out of range, value must between {lo} and {hi}")
-    return v
-
-
-def parse_positive_long(b: bytes, msg: str | None = None) -> int:
-    """getPositiveLongFromObjectOrReply."""
-    return parse_long_range(b, 0, LONG_MAX, msg or "ERR value is out of range, must be positive")
-
-
-def _sintercard_keys(argv: list[bytes]) -> list[int]:
-    try:
-        n = int(argv[1])
-    except (ValueError, IndexError):
-        return []
-    return list(range(2, min(2 + max(n, 0), len(argv))))
 
 
 # -- single-key commands ----------------------------------------------------------------------
@@ -92,7 +58,7 @@ def sadd(c: Any, argv: list[bytes]) -> object:
         added = len(s)
     else:
         if type(s) is not set:
-            raise _wrongtype()
+            raise wrongtype()
         n = len(s)
         if len(argv) == 3:
             s.add(argv[2])
@@ -109,7 +75,7 @@ def sadd(c: Any, argv: list[bytes]) -> object:
          summary="Remove one or more members from a set", since="1.0.0")
 def srem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    s = write_set(c, key)
+    s = c.db.lookup_typed(key, set)
     if s is None:
         return 0
     deleted = 0
@@ -131,7 +97,7 @@ def srem(c: Any, argv: list[bytes]) -> object:
 @command("smembers", 2, "readonly", keys=(1, 1, 1), group="set", acl="set",
          summary="Get all the members in a set", since="1.0.0")
 def smembers(c: Any, argv: list[bytes]) -> object:
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     if s is None:
         return SetReply(())
     return SetReply(s)
@@ -140,7 +106,7 @@ def smembers(c: Any, argv: list[bytes]) -> object:
 @command("sismember", 3, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
          summary="Determine if a given value is a member of a set", since="1.0.0")
 def sismember(c: Any, argv: list[bytes]) -> object:
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     return 1 if s is not None and argv[2] in s else 0
 
 
@@ -148,7 +114,7 @@ def sismember(c: Any, argv: list[bytes]) -> object:
          summary="Returns the membership associated with the given elements for a set",
          since="6.2.0")
 def smismember(c: Any, argv: list[bytes]) -> object:
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     if s is None:
         return [0] * (len(argv) - 2)
     return [1 if m in s else 0 for m in argv[2:]]
@@ -157,7 +123,7 @@ def smismember(c: Any, argv: list[bytes]) -> object:
 @command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
          summary="Get the number of members in a set", since="1.0.0")
 def scard(c: Any, argv: list[bytes]) -> object:
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     return 0 if s is None else len(s)
 
 
@@ -174,7 +140,7 @@ def spop(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     key = argv[1]
-    s = write_set(c, key)
+    s = c.db.lookup_typed(key, set)
     if s is None:
         return None
     if len(s) <= SPOP_RANDOM_MAX:
@@ -199,7 +165,7 @@ def spop(c: Any, argv: list[bytes]) -> object:
 def _spop_count(c: Any, argv: list[bytes]) -> object:
     count = parse_positive_long(argv[2])
     key = argv[1]
-    s = write_set(c, key)
+    s = c.db.lookup_typed(key, set)
     if s is None or count == 0:
         return SetReply(())
     size = len(s)
@@ -231,8 +197,8 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
          summary="Get one or multiple random members from a set", since="1.0.0")
 def srandmember(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 3:
-        n = parse_long_range(argv[2], -LONG_MAX, LONG_MAX)
-        s = read_set(c, argv[1])
+        n = parse_long_range(argv[2], -LLONG_MAX, LLONG_MAX)
+        s = read_typed(c, argv[1], set)
         if s is None or n == 0:
             return EMPTY_ARRAY
         if n < 0:
@@ -244,7 +210,7 @@ def srandmember(c: Any, argv: list[bytes]) -> object:
         return random.sample(tuple(s), n)
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     if s is None:
         return None
     return _random_member(s)
@@ -260,7 +226,7 @@ def smove(c: Any, argv: list[bytes]) -> object:
     if src is None:
         return 0
     if type(src) is not set or (dst is not None and type(dst) is not set):
-        raise _wrongtype()
+        raise wrongtype()
     if src is dst:
         return 1 if ele in src else 0
     if ele not in src:
@@ -291,21 +257,9 @@ def _load_sets(c: Any, keys: list[bytes]) -> list[set[bytes] | None]:
     for k in keys:
         v = lookup(k)
         if v is not None and type(v) is not set:
-            raise _wrongtype()
+            raise wrongtype()
         out.append(v)
     return out
-
-
-def _store(c: Any, dst: bytes, result: set[bytes]) -> int:
-    """setKey(dst, result) or delete dst when the result is empty; returns the size."""
-    db = c.db
-    if result:
-        db.set(dst, result)
-        c.core.dirty += 1
-        return len(result)
-    if db.delete(dst):
-        c.core.dirty += 1
-    return 0
 
 
 def _inter(sets: list[set[bytes] | None], limit: int = 0) -> set[bytes] | int | None:
@@ -338,9 +292,9 @@ def sinter(c: Any, argv: list[bytes]) -> object:
 
 @command("sintercard", -3, "readonly", keys=(0, 0, 0), group="set", acl="set",
          summary="Intersect multiple sets and return the cardinality of the result",
-         since="7.0.0", keys_fn=_sintercard_keys)
+         since="7.0.0", keys_fn=numkeys_keys(1))
 def sintercard(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[1], 1, LONG_MAX, "ERR numkeys should be greater than 0")
+    numkeys = parse_long_range(argv[1], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
     if numkeys > len(argv) - 2:
         raise ReplyError("ERR Number of keys can't be greater than number of args")
     limit = 0
@@ -365,7 +319,7 @@ def sintercard(c: Any, argv: list[bytes]) -> object:
          since="1.0.0")
 def sinterstore(c: Any, argv: list[bytes]) -> object:
     r = _inter(_load_sets(c, argv[2:]))
-    return _store(c, argv[1], set(r) if r else set())  # type: ignore[arg-type]
+    return store_or_delete(c, argv[1], set(r) if r else set())  # type: ignore[arg-type]
 
 
 def _union(sets: list[set[bytes] | None]) -> set[bytes]:
@@ -393,7 +347,7 @@ def sunion(c: Any, argv: list[bytes]) -> object:
 @command("sunionstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
          summary="Add multiple sets and store the resulting set in a key", since="1.0.0")
 def sunionstore(c: Any, argv: list[bytes]) -> object:
-    return _store(c, argv[1], _union(_load_sets(c, argv[2:])))
+    return store_or_delete(c, argv[1], _union(_load_sets(c, argv[2:])))
 
 
 @command("sdiff", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
@@ -405,7 +359,7 @@ def sdiff(c: Any, argv: list[bytes]) -> object:
 @command("sdiffstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
          summary="Subtract multiple sets and store the resulting set in a key", since="1.0.0")
 def sdiffstore(c: Any, argv: list[bytes]) -> object:
-    return _store(c, argv[1], _diff(_load_sets(c, argv[2:])))
+    return store_or_delete(c, argv[1], _diff(_load_sets(c, argv[2:])))
 
 
 # -- SSCAN ----------------------------------------------------------------------------------------
@@ -413,24 +367,16 @@ def sdiffstore(c: Any, argv: list[bytes]) -> object:
 SET_MAX_INTSET_ENTRIES = 512  # Redis's set-max-intset-entries default
 
 
-def _is_int64(m: bytes) -> bool:
-    try:
-        parse_int(m)
-    except ReplyError:
-        return False
-    return True
-
-
 def _intset_like(s: set[bytes]) -> bool:
     """True when Redis would hold this set as an intset (small, all canonical integers)."""
-    return len(s) <= SET_MAX_INTSET_ENTRIES and all(_is_int64(m) for m in s)
+    return len(s) <= SET_MAX_INTSET_ENTRIES and all(is_long_long(m) for m in s)
 
 
 @command("sscan", -3, "readonly", keys=(1, 1, 1), group="set", acl="set",
          summary="Incrementally iterate Set elements", since="2.8.0")
 def sscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
-    s = read_set(c, argv[1])
+    s = read_typed(c, argv[1], set)
     if s is None:
         return [b"0", []]
     opts = parse_scan_options(argv, 3)

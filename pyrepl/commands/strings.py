@@ -13,23 +13,31 @@ SET ... GET without an expire -> the command minus its GET tokens; GETSET -> ``S
 GETDEL -> ``DEL k``; GETEX -> ``PEXPIREAT k ms`` / ``PERSIST k`` / ``DEL k`` (EXAT/PXAT in the
 past); INCRBYFLOAT -> ``SET k v KEEPTTL`` with the resulting text.
 
-INCRBYFLOAT computes in x87 80-bit ``long double`` like Redis on x86-64: the operands are
-parsed with strtold's correct rounding to a 64-bit significand, added and rounded once, and
-printed as ``%.17Lf`` with trailing zeros removed. Python floats are too narrow for that, so
-the value is carried as an exact ``Fraction`` and rounded by hand (see ``ld_*`` helpers, also
-meant for HINCRBYFLOAT). LCS keeps Redis's table walk (and so its choice among equally long
-answers and its IDX ranges) but computes the table bit-parallel, one integer per row.
+INCRBYFLOAT computes in x87 80-bit ``long double`` like Redis on x86-64 (the long double
+helpers of ``pyrepl.commands.util``, shared with HINCRBYFLOAT): the operands are parsed with
+strtold's correct rounding to a 64-bit significand, added and rounded once, and printed as
+``%.17Lf`` with trailing zeros removed. The counters keep the texts of 0..9999 shared (as
+Redis shares those integer objects) and INCR has a fast path for an existing small canonical
+integer without a TTL; everything else goes through the general counter code. LCS keeps Redis's table walk (and so its choice among
+equally long answers and its IDX ranges) but computes the table bit-parallel, one integer per
+row.
 """
 
 from __future__ import annotations
 
-import re
-from fractions import Fraction
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MAX, LLONG_MIN, parse_int
-from pyrepl.errors import OVERFLOW, SYNTAX, WRONGTYPE
+from pyrepl.commands.util import (
+    LLONG_MAX,
+    LLONG_MIN,
+    format_long_double_human,
+    parse_int,
+    parse_long_double,
+    read_typed,
+    round_long_double,
+)
+from pyrepl.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE
 from pyrepl.resp.types import OK, Map, ReplyError
 
 _MAX_BULK = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
@@ -45,22 +53,7 @@ _EXAT = 64
 _PXAT = 128
 _PERSIST = 256
 _ANY_EXPIRE = _EX | _PX | _EXAT | _PXAT
-
-
-def _read(c: Any, key: bytes) -> bytes | None:
-    """lookupKeyRead + checkType(OBJ_STRING)."""
-    v = c.db.lookup_read(key)
-    if v is not None and type(v) is not bytes:
-        raise ReplyError(WRONGTYPE)
-    return v
-
-
-def _write_lookup(c: Any, key: bytes) -> bytes | None:
-    """lookupKeyWrite + checkType(OBJ_STRING)."""
-    v = c.db.lookup(key)
-    if v is not None and type(v) is not bytes:
-        raise ReplyError(WRONGTYPE)
-    return v
+_EXPIRE_OPTS = {b"ex": _EX, b"px": _PX, b"exat": _EXAT, b"pxat": _PXAT}
 
 
 def _opt(a: bytes) -> bytes:
@@ -99,24 +92,9 @@ def _parse_extended(argv: list[bytes], is_set: bool) -> tuple[int, bytes | None]
             flags |= _KEEPTTL
         elif opt == b"persist" and not is_set and not flags & (_ANY_EXPIRE | _KEEPTTL):
             flags |= _PERSIST
-        elif opt == b"ex" and has_next and \
-                not flags & (_KEEPTTL | _PERSIST | _EXAT | _PX | _PXAT):
-            flags |= _EX
-            expire = argv[j + 1]
-            j += 1
-        elif opt == b"px" and has_next and \
-                not flags & (_KEEPTTL | _PERSIST | _EX | _EXAT | _PXAT):
-            flags |= _PX
-            expire = argv[j + 1]
-            j += 1
-        elif opt == b"exat" and has_next and \
-                not flags & (_KEEPTTL | _PERSIST | _EX | _PX | _PXAT):
-            flags |= _EXAT
-            expire = argv[j + 1]
-            j += 1
-        elif opt == b"pxat" and has_next and \
-                not flags & (_KEEPTTL | _PERSIST | _EX | _EXAT | _PX):
-            flags |= _PXAT
+        elif has_next and opt in _EXPIRE_OPTS and \
+                not flags & (_KEEPTTL | _PERSIST | (_ANY_EXPIRE ^ _EXPIRE_OPTS[opt])):
+            flags |= _EXPIRE_OPTS[opt]  # the same unit may repeat (the last one wins)
             expire = argv[j + 1]
             j += 1
         else:
@@ -148,7 +126,7 @@ def _set_generic(c: Any, argv: list[bytes], flags: int, key: bytes, val: bytes,
         ms = _expire_ms(c, expire, flags, name)
     old = None
     if flags & _GET:
-        old = _read(c, key)
+        old = read_typed(c, key, bytes)
     db = c.db
     found = db.lookup(key) is not None
     if (flags & _NX and found) or (flags & _XX and not found):
@@ -270,7 +248,7 @@ def mget(c: Any, argv: list[bytes]) -> object:
          acl="string")
 def getset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    old = _read(c, key)
+    old = read_typed(c, key, bytes)
     c.db.set(key, argv[2])
     c.core.dirty += 1
     c.propagate_argv = [b"SET", key, argv[2]]
@@ -281,7 +259,7 @@ def getset(c: Any, argv: list[bytes]) -> object:
          summary="Get the value of a key and delete the key", since="6.2.0", acl="string")
 def getdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    old = _read(c, key)
+    old = read_typed(c, key, bytes)
     if old is not None and c.db.delete(key):
         c.propagate_argv = [b"DEL", key]
         c.core.dirty += 1
@@ -294,7 +272,7 @@ def getdel(c: Any, argv: list[bytes]) -> object:
 def getex(c: Any, argv: list[bytes]) -> object:
     flags, expire = _parse_extended(argv, False)
     key = argv[1]
-    v = _read(c, key)
+    v = read_typed(c, key, bytes)
     if v is None:
         return None
     ms = 0
@@ -324,7 +302,7 @@ def getex(c: Any, argv: list[bytes]) -> object:
 def append(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
-    v = _write_lookup(c, key)
+    v = db.lookup_typed(key, bytes)
     if v is None:
         new = argv[2]
         db.add(key, new)
@@ -341,7 +319,7 @@ def append(c: Any, argv: list[bytes]) -> object:
 @command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string",
          summary="Get the length of the value stored in a key", since="2.2.0", acl="string")
 def strlen(c: Any, argv: list[bytes]) -> object:
-    v = _read(c, argv[1])
+    v = read_typed(c, argv[1], bytes)
     return 0 if v is None else len(v)
 
 
@@ -355,7 +333,7 @@ def setrange(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     value = argv[3]
     db = c.db
-    v = _write_lookup(c, key)
+    v = db.lookup_typed(key, bytes)
     if v is None:
         if not value:
             return 0
@@ -380,7 +358,7 @@ def setrange(c: Any, argv: list[bytes]) -> object:
 def _getrange(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
-    v = _read(c, argv[1])
+    v = read_typed(c, argv[1], bytes)
     if v is None:
         return b""
     n = len(v)
@@ -415,7 +393,15 @@ def substr(c: Any, argv: list[bytes]) -> object:
 
 # -- counters ---------------------------------------------------------------------------------
 
+# Redis shares the objects of the integers 0..9999 (OBJ_SHARED_INTEGERS); the counters share
+# their texts: one dict lookup both validates and parses such a value, one list index formats it.
+SHARED_INTEGERS = 10000
+_INT_TEXT = [b"%d" % i for i in range(SHARED_INTEGERS)]
+_TEXT_INT = {t: i for i, t in enumerate(_INT_TEXT)}
+
+
 def _incr(c: Any, key: bytes, delta: int) -> int:
+    """incrDecrCommand: the value (missing: 0) plus ``delta``, stored back as text."""
     db = c.db
     v = db.data.get(key)
     if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
@@ -423,12 +409,12 @@ def _incr(c: Any, key: bytes, delta: int) -> int:
     elif type(v) is not bytes:
         raise ReplyError(WRONGTYPE)
     else:
-        # Plain short digit strings need none of string2ll's other checks.
-        old = int(v) if 0 < len(v) < 19 and v.isdigit() and v[0] != 48 else parse_int(v)
-        new = old + delta
+        old = _TEXT_INT.get(v)
+        new = (parse_int(v) if old is None else old) + delta
         if new > LLONG_MAX or new < LLONG_MIN:
             raise ReplyError(OVERFLOW)
-    db.data[key] = b"%d" % new  # dbOverwrite/dbAdd: the TTL is kept
+    # dbOverwrite/dbAdd: the TTL is kept
+    db.data[key] = _INT_TEXT[new] if 0 <= new < SHARED_INTEGERS else b"%d" % new
     if db.watched:
         db.touch(key)
     c.core.dirty += 1
@@ -438,23 +424,25 @@ def _incr(c: Any, key: bytes, delta: int) -> int:
 @command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string",
          summary="Increment the integer value of a key by one", since="1.0.0", acl="string")
 def incr(c: Any, argv: list[bytes]) -> object:
-    # _incr inlined for the benchmarked command
     key = argv[1]
     db = c.db
-    v = db.data.get(key)
-    if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
-        new = 1
-    elif type(v) is not bytes:
-        raise ReplyError(WRONGTYPE)
-    else:
-        new = (int(v) if 0 < len(v) < 19 and v.isdigit() and v[0] != 48 else parse_int(v)) + 1
-        if new > LLONG_MAX:
-            raise ReplyError(OVERFLOW)
-    db.data[key] = b"%d" % new
-    if db.watched:
-        db.touch(key)
-    c.core.dirty += 1
-    return new
+    data = db.data
+    v = data.get(key)
+    # Fast path: a string without a TTL holding a shared integer, or a canonical integer of
+    # 1..18 digits (isdigit() rejects b"", signs and spaces; no leading zero): nothing else to
+    # check and no overflow possible. Anything else takes the general path.
+    if type(v) is bytes and not (db.expires and key in db.expires):
+        n = _TEXT_INT.get(v)
+        if n is None and v.isdigit() and len(v) < 19 and v[0] != 48:
+            n = int(v)
+        if n is not None:
+            n += 1
+            data[key] = _INT_TEXT[n] if n < SHARED_INTEGERS else b"%d" % n
+            if db.watched:
+                db.touch(key)
+            c.core.dirty += 1
+            return n
+    return _incr(c, key, 1)
 
 
 @command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string",
@@ -486,15 +474,18 @@ def decrby(c: Any, argv: list[bytes]) -> object:
 def incrbyfloat(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
-    v = _write_lookup(c, key)
-    value = ld_parse(v) if v is not None else _ZERO
-    incr_ = ld_parse(argv[2])
+    v = db.lookup_typed(key, bytes)
+    value = parse_long_double(v) if v is not None else 0
+    incr_ = parse_long_double(argv[2])
     if value is None or incr_ is None:
-        raise ReplyError("ERR value is not a valid float")
-    total = ld_add(value, incr_)
+        raise ReplyError(NOT_FLOAT)
+    # An infinite operand (a float) makes the sum infinite or NaN; otherwise add exactly and
+    # round once, as the x87 addition does.
+    total = None if type(value) is float or type(incr_) is float else \
+        round_long_double(value + incr_)
     if total is None:
         raise ReplyError("ERR increment would produce NaN or Infinity")
-    new = ld_format_human(total)
+    new = format_long_double_human(total)
     if v is None:
         db.add(key, new)
     else:
@@ -606,141 +597,3 @@ def lcs(c: Any, argv: list[bytes]) -> object:
     if getidx:
         return Map([(b"matches", matches), (b"len", total)])
     return bytes(result)
-
-
-# -- 80-bit long double emulation (INCRBYFLOAT, HINCRBYFLOAT) ---------------------------------
-
-LongDouble = Fraction  # a finite x87 extended value, held exactly
-
-_ZERO = Fraction(0)
-_LD_QMIN = -16445  # exponent of the smallest subnormal (2**-16445)
-_LD_OVERFLOW = 16384  # values >= 2**16384 are infinite
-_MAX_LD_CHARS = 5 * 1024  # MAX_LONG_DOUBLE_CHARS
-_DEC_RE = re.compile(rb"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
-_HEX_RE = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?\d+))?")
-_INF_RE = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
-_CHUNK = 4000  # digits per int<->str step (CPython limits single conversions to 4300)
-
-
-def _digits_to_int(s: bytes) -> int:
-    if len(s) <= _CHUNK:
-        return int(s) if s else 0
-    v = 0
-    for k in range(0, len(s), _CHUNK):
-        part = s[k:k + _CHUNK]
-        v = v * 10 ** len(part) + int(part)
-    return v
-
-
-def _int_to_digits(n: int) -> bytes:
-    if n < 10 ** _CHUNK:
-        return b"%d" % n
-    hi, lo = divmod(n, 10 ** _CHUNK)
-    return _int_to_digits(hi) + (b"%d" % lo).rjust(_CHUNK, b"0")
-
-
-def _round_ld(x: Fraction) -> Fraction | None:
-    """Round an exact value to the nearest long double (ties to even); None when infinite."""
-    if x == 0:
-        return _ZERO
-    neg = x < 0
-    p, q = (-x.numerator if neg else x.numerator), x.denominator
-    e = p.bit_length() - q.bit_length()  # floor(log2 x) is e or e - 1
-    if (p < q << e) if e >= 0 else (p << -e < q):
-        e -= 1
-    k = max(e - 63, _LD_QMIN)  # weight of the last significand bit
-    num, den = (p, q << k) if k >= 0 else (p << -k, q)
-    m, r = divmod(num, den)
-    if 2 * r > den or (2 * r == den and m & 1):
-        m += 1
-    if m == 0:
-        return _ZERO
-    if k + m.bit_length() > _LD_OVERFLOW:
-        return None
-    v = Fraction(m << k) if k >= 0 else Fraction(m, 1 << -k)
-    return -v if neg else v
-
-
-def ld_parse(s: bytes) -> LongDouble | float | None:
-    """Redis's string2ld: strtold over the whole string. None when invalid (nan, garbage,
-    out of range); ``inf``/``infinity`` (any case, signed) are valid and return a float."""
-    n = len(s)
-    if n == 0 or n >= _MAX_LD_CHARS or s[0] in b" \t\n\v\f\r":
-        return None
-    if b"\0" in s:
-        return None  # strtold stops at the NUL: not the whole string
-    m = _DEC_RE.fullmatch(s)
-    if m is not None:
-        sign, ipart, fpart, exp = m.groups()
-        fpart = fpart or b""
-        if not ipart and not fpart:
-            return None
-        digits = (ipart + fpart).lstrip(b"0")
-        if not digits:
-            return _ZERO
-        e10 = -len(fpart)
-        if exp:
-            ev = exp.lstrip(b"+-").lstrip(b"0")
-            if len(ev) > 9:
-                return None  # |exponent| >= 1e9: overflow or underflow to zero
-            e10 += -int(ev or b"0") if exp[:1] == b"-" else int(ev or b"0")
-        nd = len(digits)
-        if nd - 1 + e10 > 4940 or nd + e10 < -4960:
-            return None  # certainly beyond the range (HUGE_VAL or 0 with ERANGE)
-        d = _digits_to_int(digits)
-        x = Fraction(d * 10 ** e10) if e10 >= 0 else Fraction(d, 10 ** -e10)
-        if sign == b"-":
-            x = -x
-        return _round_ld(x)
-    m = _HEX_RE.fullmatch(s)
-    if m is not None:
-        sign, ipart, fpart, exp = m.groups()
-        fpart = fpart or b""
-        if not ipart and not fpart:
-            return None  # "0x" alone: strtold parses only the "0"
-        digits = (ipart + fpart).lstrip(b"0")
-        if not digits:
-            return _ZERO
-        e2 = -4 * len(fpart)
-        if exp:
-            ev = exp.lstrip(b"+-").lstrip(b"0")
-            if len(ev) > 9:
-                return None
-            e2 += -int(ev or b"0") if exp[:1] == b"-" else int(ev or b"0")
-        top = e2 + 4 * len(digits)
-        if top > _LD_OVERFLOW + 8 or top < _LD_QMIN - 8:
-            return None
-        d = int(digits, 16)
-        x = Fraction(d << e2) if e2 >= 0 else Fraction(d, 1 << -e2)
-        if sign == b"-":
-            x = -x
-        return _round_ld(x)
-    if _INF_RE.fullmatch(s) is not None:
-        return float("-inf") if s[0] == 45 else float("inf")  # valid, no ERANGE
-    return None  # nan and anything else
-
-
-def ld_add(a: LongDouble | float, b: LongDouble | float) -> LongDouble | None:
-    """a + b rounded to long double; None when the sum is infinite or NaN."""
-    if type(a) is float or type(b) is float:
-        return None  # an infinite operand: the sum is inf or nan
-    return _round_ld(a + b)  # type: ignore[operator]
-
-
-def ld_format_human(x: LongDouble) -> bytes:
-    """ld2string(LD_STR_HUMAN): ``%.17Lf`` then trailing zeros (and '.') removed; -0 -> 0."""
-    neg = x < 0
-    ax = -x if neg else x
-    scaled = ax * 10 ** 17
-    q, r = divmod(scaled.numerator, scaled.denominator)
-    if 2 * r > scaled.denominator or (2 * r == scaled.denominator and q & 1):
-        q += 1
-    ip, fp = divmod(q, 10 ** 17)
-    frac = (b"%d" % fp).rjust(17, b"0").rstrip(b"0")
-    out = _int_to_digits(ip)
-    if frac:
-        out += b"." + frac
-    if neg and out != b"0":
-        out = b"-" + out
-    return out
-

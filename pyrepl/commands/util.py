@@ -1,15 +1,51 @@
-"""Argument parsing helpers shared by the command modules (shared helpers, both roles)."""
+"""Argument parsing and lookups shared by the command modules (shared helpers, both roles).
+
+Theory of operation: which text a client may send as a number, and which error it gets back
+otherwise, is decided in Redis by a handful of C functions; each has exactly one counterpart
+here so that every command agrees with Redis and with every other command:
+
+* :func:`parse_int` is ``string2ll`` (``getLongLongFromObject``): optional ``-``, no ``+``, no
+  leading zeros, no spaces, 64-bit range. :func:`parse_long_range` and
+  :func:`parse_positive_long` add the range checks of ``getRangeLongFromObjectOrReply`` /
+  ``getPositiveLongFromObjectOrReply`` (a caller's message replaces every error text).
+* :func:`string2d` / :func:`parse_float` are ``string2d`` (``getDoubleFromObject``): C's
+  ``strtod`` over the whole string, so hex floats and ``inf``/``infinity`` (any case, signed)
+  are accepted; a leading space, trailing bytes (a NUL too), NaN, overflow to infinity and
+  underflow of a non-zero number to zero are rejected. :func:`strtod_full` is the bare
+  ``strtod`` part (sorted-set range bounds use it with their own rules).
+* :func:`parse_long_double` is ``string2ld`` and :func:`round_long_double` /
+  :func:`format_long_double_human` are the x87 80-bit ``long double`` arithmetic and
+  ``ld2string(LD_STR_HUMAN)`` (``%.17Lf``, trailing zeros removed) that INCRBYFLOAT and
+  HINCRBYFLOAT compute with on x86-64. Python floats are too narrow, so a long double is held
+  as an exact ``Fraction``, rounded by hand to a 64-bit significand (ties to even) with the
+  format's exponent range, subnormals included. ``strtold`` rounds the decimal text correctly
+  once; Redis then rejects what ``strtold`` flags with ERANGE as infinite or zero.
+* :func:`numkeys_keys` builds the key finder of "numkeys key [key ...]" commands the way
+  Redis's getkeys procs read ``numkeys`` (C ``atoi``; no keys unless 1..available).
+
+:func:`read_typed` is ``lookupKeyRead`` + ``checkType`` and :func:`store_or_delete` is the
+"setKey the result, or delete the destination when the result is empty" of the *STORE commands.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sized
+from fractions import Fraction
+from typing import Any
 
-from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX
+from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, WRONGTYPE
 from pyrepl.resp.types import ReplyError
 
 LLONG_MIN = -(1 << 63)
 LLONG_MAX = (1 << 63) - 1
+POSITIVE = "ERR value is out of range, must be positive"
 
+_C_SPACE = b" \t\n\v\f\r"  # isspace() in the C locale
+
+
+# -- integers ---------------------------------------------------------------------------------
 
 def parse_int(b: bytes, message: str = NOT_INTEGER) -> int:
     """Redis's string2ll: optional '-', no '+', no leading zeros, no spaces, 64-bit range."""
@@ -32,21 +68,286 @@ def parse_int(b: bytes, message: str = NOT_INTEGER) -> int:
     return v
 
 
-def parse_float(b: bytes, message: str = NOT_FLOAT) -> float:
-    """Redis's string2d/strtold checks: no spaces, no nan; 'inf', '+inf', '-inf' accepted."""
-    if not b or b[0] in b" \t\n\r\v\f" or b[-1] in b" \t\n\r\v\f":
-        raise ReplyError(message)
+def is_long_long(b: bytes) -> bool:
+    """True when string2ll accepts ``b`` (Redis's test for an integer-encodable string)."""
     try:
-        v = float(b)
-    except ValueError:
-        raise ReplyError(message) from None
-    if math.isnan(v):
-        raise ReplyError(message)
-    low = b.lower()
-    if b"_" in b or low.startswith((b"0x", b"-0x", b"+0x")):
+        parse_int(b)
+    except ReplyError:
+        return False
+    return True
+
+
+def parse_long_range(b: bytes, lo: int, hi: int, message: str | None = None) -> int:
+    """getRangeLongFromObjectOrReply: ``message`` replaces every error text when given."""
+    v = parse_int(b, message or NOT_INTEGER)
+    if v < lo or v > hi:
+        raise ReplyError(message or f"ERR value is out of range, value must between {lo} and {hi}")
+    return v
+
+
+def parse_positive_long(b: bytes, message: str | None = None) -> int:
+    """getPositiveLongFromObjectOrReply: 0..LLONG_MAX."""
+    return parse_long_range(b, 0, LLONG_MAX, message or POSITIVE)
+
+
+_ATOI = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+
+
+def c_atoi(b: bytes) -> int:
+    """C's ``atoi``: leading white space, a sign, the digits up to the first other byte (0 when
+    there are none), saturated to ``long`` then truncated to ``int``."""
+    m = _ATOI.match(b)
+    if m is None:
+        return 0
+    v = max(LLONG_MIN, min(LLONG_MAX, int(m.group(1))))
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def numkeys_keys(index: int, *fixed: int) -> Callable[[list[bytes]], list[int]]:
+    """A ``keys_fn`` for "numkeys key [key ...]" with numkeys at ``argv[index]`` (after the
+    ``fixed`` key positions, e.g. ZUNIONSTORE's destination): as Redis's getkeys procs, no key
+    at all unless numkeys (read with ``atoi``) is between 1 and the arguments left."""
+    first = index + 1
+
+    def keys(argv: list[bytes]) -> list[int]:
+        n = c_atoi(argv[index]) if index < len(argv) else 0
+        if n < 1 or n > len(argv) - first:
+            return []
+        return [*fixed, *range(first, first + n)]
+
+    return keys
+
+
+# -- doubles (string2d) -----------------------------------------------------------------------
+
+_DEC = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_INF = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
+_NONZERO_DIGIT = re.compile(rb"[1-9a-fA-F]")
+
+
+def strtod_full(s: bytes) -> tuple[float, bool] | None:
+    """All of ``s`` parsed as C's strtod would (no white space skipping): (value, erange), or
+    None when strtod would stop before the end (or parse NaN)."""
+    if _DEC.fullmatch(s):
+        v = float(s)
+        if v in (math.inf, -math.inf):
+            return v, True
+        if v == 0.0:
+            mant = s.split(b"e")[0].split(b"E")[0]
+            return v, _NONZERO_DIGIT.search(mant) is not None
+        return v, False
+    if _HEX.fullmatch(s):
+        neg = s[:1] == b"-"
+        try:
+            v = float.fromhex(s.decode("ascii"))
+        except OverflowError:
+            return (-math.inf if neg else math.inf), True
+        if v == 0.0:
+            body = s.lstrip(b"+-")[2:]
+            mant = body.split(b"p")[0].split(b"P")[0]
+            return v, _NONZERO_DIGIT.search(mant) is not None
+        return v, False
+    if _INF.fullmatch(s):
+        return (-math.inf if s[:1] == b"-" else math.inf), False
+    return None
+
+
+def string2d(s: bytes) -> float | None:
+    """Redis's string2d: a double, or None where Redis answers "not a valid float"."""
+    if s.isdigit() and len(s) < 300:  # the common case: a plain non-negative integer
+        return float(s)
+    if not s or s[0] in _C_SPACE:
+        return None
+    r = strtod_full(s)
+    if r is None:
+        return None
+    v, erange = r
+    if erange and (v == 0.0 or v in (math.inf, -math.inf)):
+        return None
+    return v
+
+
+def parse_float(b: bytes, message: str = NOT_FLOAT) -> float:
+    """getDoubleFromObjectOrReply: :func:`string2d` or ``ReplyError(message)``."""
+    v = string2d(b)
+    if v is None:
         raise ReplyError(message)
     return v
 
 
-def syntax_error() -> ReplyError:
-    return ReplyError(SYNTAX)
+# -- long doubles (string2ld, x87 80-bit arithmetic, ld2string) --------------------------------
+
+LongDouble = Fraction  # a finite x87 extended value, held exactly
+
+_SUBNORMAL_QUANTUM_EXP = -16445   # the smallest subnormal is 2**-16445
+_LD_OVERFLOW = 1 << 16384         # values that round to this or more are infinite
+_MAX_LONG_DOUBLE_CHARS = 5 * 1024
+_LD_DEC = re.compile(rb"([+-]?)(?:([0-9]+)(?:\.([0-9]*))?|\.([0-9]+))(?:[eE]([+-]?[0-9]+))?\Z")
+_LD_HEX = re.compile(rb"([+-]?)0[xX](?:([0-9a-fA-F]+)(?:\.([0-9a-fA-F]*))?|\.([0-9a-fA-F]+))"
+                     rb"(?:[pP]([+-]?[0-9]+))?\Z")
+_LD_INF = re.compile(rb"([+-]?)(?:inf|infinity)\Z", re.IGNORECASE)
+_CHUNK = 3000  # digits per int() call: stays under Python's int/str conversion limit
+_CHUNK_POW = 10 ** _CHUNK
+
+
+def _int_from_digits(s: bytes) -> int:
+    if len(s) <= _CHUNK:
+        return int(s)
+    cut = len(s) - _CHUNK
+    return _int_from_digits(s[:cut]) * _CHUNK_POW + int(s[cut:])
+
+
+def _int_to_digits(n: int) -> str:
+    if n < _CHUNK_POW:
+        return str(n)
+    hi, lo = divmod(n, _CHUNK_POW)
+    return _int_to_digits(hi) + str(lo).zfill(_CHUNK)
+
+
+def _exponent(text: bytes | None) -> int:
+    """An exponent's value, saturated (strtold saturates absurd exponents the same way)."""
+    if not text:
+        return 0
+    neg = text[:1] == b"-"
+    digits = text.lstrip(b"+-").lstrip(b"0")  # "e0", "e-00": no digit left, the value is 0
+    v = int(digits or b"0") if len(digits) <= 12 else 10 ** 12
+    return -v if neg else v
+
+
+def round_long_double(q: Fraction) -> LongDouble | None:
+    """Round an exact value to the nearest x87 extended double (ties to even). None: inf."""
+    if q == 0:
+        return Fraction(0)
+    p, r = q.numerator, q.denominator
+    neg = p < 0
+    if neg:
+        p = -p
+    e = p.bit_length() - r.bit_length()  # 2**(e-1) < p/r < 2**(e+1)
+    if (p < (r << e)) if e >= 0 else ((p << -e) < r):
+        e -= 1
+    shift = e - 63  # quantum of a 64-bit significand
+    if shift < _SUBNORMAL_QUANTUM_EXP:
+        shift = _SUBNORMAL_QUANTUM_EXP
+    if shift >= 0:
+        m, rem = divmod(p, r << shift)
+        d = r << shift
+    else:
+        m, rem = divmod(p << -shift, r)
+        d = r
+    twice = rem << 1
+    if twice > d or (twice == d and m & 1):
+        m += 1
+    if m == 0:
+        return Fraction(0)
+    v = Fraction(m << shift) if shift >= 0 else Fraction(m, 1 << -shift)
+    if v >= _LD_OVERFLOW:
+        return None
+    return -v if neg else v
+
+
+def parse_long_double(s: bytes) -> LongDouble | float | None:
+    """Redis's string2ld: an exact (rounded) value, ``±inf`` as a float, or None if invalid.
+
+    Like strtold followed by Redis's checks: no leading space, the whole string consumed, no
+    nan, no overflow to infinity and no underflow of a non-zero number to zero.
+    """
+    if not s or len(s) >= _MAX_LONG_DOUBLE_CHARS or s[0] in _C_SPACE:
+        return None
+    m = _LD_DEC.match(s)
+    if m is not None:
+        sign, ipart, fpart, fonly, exp = m.groups()
+        if fonly is not None:
+            ipart, fpart = b"", fonly
+        digits = (ipart + (fpart or b"")).lstrip(b"0")
+        if not digits:
+            return Fraction(0)
+        e10 = _exponent(exp) - len(fpart or b"")
+        if len(digits) - 1 + e10 > 4933:
+            return None  # overflow (the largest long double is about 1.19e4932)
+        if len(digits) + e10 < -4952:
+            return None  # underflow to zero (the smallest subnormal is about 3.6e-4951)
+        mant = _int_from_digits(digits)
+        q = Fraction(mant * 10 ** e10) if e10 >= 0 else Fraction(mant, 10 ** -e10)
+    else:
+        m = _LD_HEX.match(s)
+        if m is not None:
+            sign, ipart, fpart, fonly, exp = m.groups()
+            if fonly is not None:
+                ipart, fpart = b"", fonly
+            hexdigits = (ipart + (fpart or b"")).lstrip(b"0")
+            if not hexdigits:
+                return Fraction(0)
+            mant = int(hexdigits, 16)
+            e2 = _exponent(exp) - 4 * len(fpart or b"")
+            if mant.bit_length() - 1 + e2 > 16384:
+                return None
+            if mant.bit_length() + e2 < -16447:
+                return None
+            q = Fraction(mant << e2) if e2 >= 0 else Fraction(mant, 1 << -e2)
+        else:
+            m = _LD_INF.match(s)
+            if m is None:
+                return None
+            return float("-inf") if m.group(1) == b"-" else float("inf")
+    v = round_long_double(q)
+    if v is None or v == 0:
+        return None  # ERANGE: overflow to HUGE_VAL, or a non-zero value rounded to zero
+    return -v if sign == b"-" else v
+
+
+def format_long_double_human(v: LongDouble) -> bytes:
+    """``ld2string(LD_STR_HUMAN)``: ``%.17Lf`` (ties to even), trailing zeros trimmed."""
+    neg = v < 0
+    if neg:
+        v = -v
+    d = v.denominator
+    q, rem = divmod(v.numerator * 10 ** 17, d)
+    twice = rem << 1
+    if twice > d or (twice == d and q & 1):
+        q += 1
+    digits = _int_to_digits(q).rjust(18, "0")
+    ipart, fpart = digits[:-17], digits[-17:].rstrip("0")
+    text = ipart + "." + fpart if fpart else ipart
+    if neg and text != "0":
+        text = "-" + text
+    return text.encode()
+
+
+# -- ranges and lookups ---------------------------------------------------------------------
+
+def read_typed(c: Any, key: bytes, kind: type) -> Any:
+    """lookupKeyRead + checkType: the value (None if missing), counting keyspace hits and
+    misses; WRONGTYPE when it is not a ``kind``. (Writes use ``Database.lookup_typed``.)"""
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not kind:
+        raise ReplyError(WRONGTYPE)
+    return v
+
+
+def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
+    """setKey(dst, value) when ``value`` is not empty, else delete ``dst``; bumps dirty as
+    Redis's *STORE commands do and returns the stored size."""
+    db = c.db
+    if len(value):
+        db.set(dst, value)
+        c.core.dirty += 1
+        return len(value)
+    if db.delete(dst):
+        c.core.dirty += 1
+    return 0
+
+
+def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:
+    """Redis's start/end normalisation (LRANGE, LTRIM, ZRANGE, ZREMRANGEBYRANK): negative
+    indexes count from the end; the inclusive range clamped to 0..size-1, or None if empty."""
+    if start < 0:
+        start += size
+        if start < 0:
+            start = 0
+    if end < 0:
+        end += size
+    if start > end or start >= size:
+        return None
+    return start, end if end < size else size - 1
+

@@ -115,7 +115,6 @@ class MasterIO:
         """Fork a child that writes each target's preamble, the payload and the trailer to the
         target's socket. Returns the child's pid (raises OSError when it cannot start)."""
         dups: dict[int, socket.socket] = {}
-        r = w = -1
         try:
             for c, _ in targets:
                 dups[c.id] = socket.socket(fileno=os.dup(self._sock_fd(c)))

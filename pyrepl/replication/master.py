@@ -310,12 +310,16 @@ class MasterSide:
             for link in over:
                 self._output_limit_reached(link)
 
-    def _refresh_limits(self) -> None:
+    def _refresh_limits(self) -> bool:
+        """Read client-output-buffer-limit replica; True when it changed."""
         cfg = self.core.config
         hard, soft, secs = cfg.client_output_buffer_limit.get("replica", (0, 0, 0))
         if hard and hard < cfg.repl_backlog_size:
             hard = cfg.repl_backlog_size  # Redis: a replica limit below the backlog is raised
+        if (hard, soft, secs) == (self._hard, self._soft, self._soft_secs):
+            return False
         self._hard, self._soft, self._soft_secs = hard, soft, secs
+        return True
 
     def _trigger(self, link: ReplicaLink) -> int:
         trig = self._hard or BIG
@@ -934,7 +938,7 @@ class MasterSide:
         """REPLCONF GETACK * into the stream; one per stream position (Redis groups the WAITs
         of an event-loop iteration into one GETACK)."""
         manager = self.manager
-        if self._getack_offset == manager.master_repl_offset or not self.links:
+        if self._getack_offset == manager.master_repl_offset:
             return
         manager.feed(manager.stream_db, GETACK_ARGV)
         self._getack_offset = manager.master_repl_offset
@@ -1058,7 +1062,11 @@ class MasterSide:
 
     # -- cron -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
-        self._refresh_limits()
+        if self._refresh_limits() and self.links:  # CONFIG SET: judge everyone by the new limits
+            over = [lk for lk in self.links if self._over_limits(lk)]
+            self._rearm()
+            for link in over:
+                self._output_limit_reached(link)
         snap = self.snapshot
         if snap is not None and self.core.rdb_child_pid != snap.pid:
             # The child was killed elsewhere (FLUSHALL, SHUTDOWN): no exit will be reported.

@@ -1,5 +1,6 @@
 """A real redis-server 7.0.15 replicating from a pyrepl master: full sync (diskless and disk)
-under a write load, partial resync after CLIENT KILL TYPE replica, WAIT.
+under a write load, partial resync after CLIENT KILL TYPE replica, WAIT; and the replies of
+REPLCONF / WAIT / PSYNC / SYNC compared byte for byte with redis-server's.
 
 Everything is real: a pyrepl master process, Debian's redis-server as the replica (it parses our
 +FULLRESYNC, $EOF:/$<len> payload, RDB v10 and stream), a writer thread with redis-py. The
@@ -242,3 +243,35 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
     clients = m.execute_command("CLIENT", "LIST", "TYPE", "replica")
     clients = clients.decode() if isinstance(clients, bytes) else clients
     assert "flags=S " in clients and clients.count("\n") == 1
+
+
+# -- the replies of the replication commands, byte for byte ------------------------------------
+
+REPLY_CASES: list[tuple[str, ...]] = [
+    ("REPLCONF", "listening-port"), ("REPLCONF", "listening-port", "x"),
+    ("REPLCONF", "listening-port", "6390"), ("REPLCONF", "foo", "bar"),
+    ("REPLCONF", "rdb-channel", "1"), ("REPLCONF", "main-ch-client-id", "7"),
+    ("REPLCONF", "rdb-only", "2"), ("REPLCONF", "rdb-only", "1"), ("REPLCONF", "rdb-only", "0"),
+    ("REPLCONF", "ip-address", "a" * 256), ("REPLCONF", "ip-address", "10.0.0.1"),
+    ("REPLCONF",), ("REPLCONF", "capa", "eof", "capa", "zzz", "capa", "rdb-channel-repl"),
+    ("REPLCONF", "rdb-filter-only", "functions"), ("REPLCONF", "rdb-filter-only", "keys"),
+    ("WAIT", "0", "0"), ("WAIT", "1", "-1"), ("WAIT", "x", "1"), ("WAIT", "1", "x"),
+    ("WAIT", "1"), ("WAIT", "1", "10"), ("PSYNC", "?"), ("SYNC", "x"),
+    ("MULTI",), ("PSYNC", "?", "-1"), ("WAIT", "1", "0"), ("SET", "k", "v"), ("EXEC",),
+    ("MULTI",), ("WAIT", "1", "0"), ("EXEC",),
+]
+
+
+def test_replication_command_replies_match_redis(procs) -> None:
+    a = start_pyrepl()
+    procs.append(a)
+    b = start_redis()
+    procs.append(b)
+    with RawClient(a.port) as ca, RawClient(b.port) as cb:
+        for args in REPLY_CASES:
+            assert ca.call(*args) == cb.call(*args), args
+        # REPLCONF ACK / GETACK from a client that is not a replica: no reply at all
+        for c in (ca, cb):
+            c.send("REPLCONF", "ACK", "5")
+            c.send("REPLCONF", "GETACK", "*")
+            assert c.call("PING") == b"+PONG\r\n"

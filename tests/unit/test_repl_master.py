@@ -1255,3 +1255,67 @@ def test_hard_limit_is_detected_at_the_exact_write_that_crosses_it(tmp_path, ops
             m.flush()
         else:
             m.io.tbuf[r.id] = m.io.tbuf.get(r.id, 0) * arg // 100
+
+
+def test_config_set_of_the_limit_applies_to_connected_replicas(tmp_path) -> None:
+    m = Master(tmp_path)  # default: replica 256mb 64mb 60
+    r, _ = online_replica(m)
+    m.io.stuck.add(r.id)
+    m.write_many(40000)  # ~1.6 MB pending: fine under 256 MB
+    assert m.link(r).state is S.ONLINE
+    assert m.run("CONFIG", "SET", "client-output-buffer-limit", "replica 1mb 0 0") == b"+OK\r\n"
+    m.tick(100)
+    assert m.link(r).state is S.CLOSED
+    assert m.core.stats.client_outbuf_limit_disconnections == 1
+
+
+@SETTINGS
+@given(before=WRITES, during=WRITES, gap=WRITES, after=WRITES, cut=st.integers(0, 100))
+def test_partial_resync_continues_exactly_where_the_replica_stopped(tmp_path, before, during,
+                                                                   gap, after, cut) -> None:
+    m = Master(tmp_path)
+    _do_writes(m, before, 0)
+    r, got = online_replica(m)
+    _do_writes(m, during, 1)
+    got = parse_full_sync(m.wire(r))
+    # the link dies after the replica applied a prefix of the stream (whole commands only)
+    rc = ReplicaCore(tmp_path, got.rdb)
+    cmds = split_commands(got.stream)
+    want = len(cmds) * cut // 100
+    keep = 0  # a replica's offset moves past a transaction only at its EXEC
+    in_multi = False
+    for i, c in enumerate(cmds[:want]):
+        in_multi = (in_multi or c == cmd("MULTI")) and c != cmd("EXEC")
+        if not in_multi:
+            keep = i + 1
+    rc.apply(b"".join(cmds[:keep]))
+    offset = got.offset + rc.applied
+    m.core.client_closed(r)
+    _do_writes(m, gap, 2)
+    r2 = m.replica("eof", "psync2", port=6381)
+    m.send(r2, "PSYNC", m.repl.ids.replid, str(offset + 1))
+    data = m.wire(r2)
+    head = b"+CONTINUE %s\r\n" % m.repl.ids.replid.encode()
+    assert data.startswith(head)
+    rc.apply(data[len(head):])
+    _do_writes(m, after, 3)
+    rc.apply(m.wire(r2)[len(data):])
+    assert rc.digest() == m.digest()
+    assert offset + len(m.wire(r2)) - len(head) == m.repl.master_repl_offset
+    assert m.core.stats.sync_partial_ok == 1 and m.core.stats.sync_full == 1
+
+
+def split_commands(stream: bytes) -> list[bytes]:
+    """The stream as the list of its commands' exact bytes."""
+    out = []
+    pos = 0
+    while pos < len(stream):
+        eol = stream.index(b"\r\n", pos)
+        n = int(stream[pos + 1:eol])
+        end = eol + 2
+        for _ in range(n):
+            eol = stream.index(b"\r\n", end)
+            end = eol + 2 + int(stream[end + 1:eol]) + 2
+        out.append(stream[pos:end])
+        pos = end
+    return out
