@@ -114,7 +114,7 @@ def section_memory(core: ServerCore) -> Fields:
 
 def section_persistence(core: ServerCore) -> Fields:
     now = core.now_ms
-    in_progress = core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk"
+    in_progress = core.rdb_child_pid != -1  # any RDB child, to disk or to replica sockets
     return [
         ("loading", int(core.loading)),
         ("async_loading", 0),

@@ -14,19 +14,22 @@ from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, SYNTAX, WRONGPASS
 from pyrepl.resp.types import OK, PONG, Map, ReplyError, Status
 
 
-@command("ping", -1, "fast sentinel", group="connection", summary="Returns the server's liveliness response.")
+@command("ping", -1, "fast sentinel", group="connection", acl="connection",
+         summary="Returns the server's liveliness response.")
 def ping(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 2:
         raise ReplyError("ERR wrong number of arguments for 'ping' command")
     return PONG if len(argv) == 1 else argv[1]
 
 
-@command("echo", 2, "fast", group="connection", summary="Returns the given string.")
+@command("echo", 2, "loading stale fast", group="connection", acl="connection",
+         summary="Returns the given string.")
 def echo(c: Any, argv: list[bytes]) -> object:
     return argv[1]
 
 
-@command("quit", -1, "allow-busy no-auth fast", group="connection", summary="Closes the connection.")
+@command("quit", -1, "allow-busy noscript loading stale fast no-auth", group="connection",
+         acl="connection", summary="Closes the connection.")
 def quit_(c: Any, argv: list[bytes]) -> object:
     c.close_after_reply = True
     return OK
@@ -43,7 +46,8 @@ def authenticate(c: Any, user: bytes, password: bytes) -> bool:
     return False
 
 
-@command("auth", -2, "no-auth fast sentinel no-script loading stale", group="connection",
+@command("auth", -2, "no-auth fast sentinel no-script loading stale allow-busy",
+         group="connection", acl="connection",
          summary="Authenticates the connection.")
 def auth(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
@@ -66,7 +70,8 @@ def valid_client_name(name: bytes) -> bool:
     return all(33 <= ch <= 126 for ch in name)
 
 
-@command("hello", -1, "no-auth fast sentinel no-script loading stale", group="connection",
+@command("hello", -1, "no-auth fast sentinel no-script loading stale allow-busy",
+         group="connection", acl="connection",
          summary="Handshakes with the Redis server.")
 def hello(c: Any, argv: list[bytes]) -> object:
     ver = 0
@@ -114,7 +119,7 @@ def hello(c: Any, argv: list[bytes]) -> object:
     ])
 
 
-@command("select", 2, "loading stale fast", group="connection",
+@command("select", 2, "loading stale fast", group="connection", acl="connection",
          summary="Changes the selected database.")
 def select(c: Any, argv: list[bytes]) -> object:
     index = parse_int(argv[1], "ERR value is not an integer or out of range")
@@ -127,7 +132,8 @@ def select(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("swapdb", 3, "write fast", group="server", summary="Swaps two Redis databases.")
+@command("swapdb", 3, "write fast", group="server", acl="keyspace dangerous",
+         summary="Swaps two Redis databases.")
 def swapdb(c: Any, argv: list[bytes]) -> object:
     a = parse_int(argv[1], "ERR invalid first DB index")
     b = parse_int(argv[2], "ERR invalid second DB index")
@@ -152,6 +158,7 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
 
 
 @command("reset", 1, "no-script loading stale fast no-auth allow-busy", group="connection",
+         acl="connection",
          summary="Resets the connection.")
 def reset(c: Any, argv: list[bytes]) -> object:
     c.in_multi = False

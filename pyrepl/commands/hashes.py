@@ -28,10 +28,12 @@ from pyrepl.commands.util import (
     format_long_double_human,
     parse_int,
     parse_long_double,
+    parse_random_count,
     read_typed,
+    removed_elements,
     round_long_double,
 )
-from pyrepl.errors import NOT_FLOAT, SYNTAX
+from pyrepl.errors import NOT_FLOAT
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import OK, Map, ReplyError
 
@@ -49,10 +51,23 @@ def _hash_for_write(db: Any, key: bytes) -> dict:
     return h
 
 
+def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes) -> None:
+    """Store a computed field (HINCRBY*): the hash is created only now, so a command that
+    fails on its arguments never leaves an empty hash behind."""
+    db = c.db
+    if h is None:
+        db.set(key, {field: value})
+    else:
+        h[field] = value
+        if db.watched:
+            db.touch(key)
+    c.core.dirty += 1
+
+
 # -- writes ------------------------------------------------------------------------------
 
 @command("hset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
-         summary="Set the string value of a hash field", since="2.0.0", acl="write hash fast")
+         summary="Set the string value of a hash field", since="2.0.0", acl="hash")
 def hset(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n & 1:
@@ -79,7 +94,7 @@ def hset(c: Any, argv: list[bytes]) -> object:
 
 @command("hmset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Set multiple hash fields to multiple values", since="2.0.0",
-         acl="write hash fast")
+         acl="hash")
 def hmset(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n & 1:
@@ -97,7 +112,7 @@ def hmset(c: Any, argv: list[bytes]) -> object:
 
 @command("hsetnx", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Set the value of a hash field, only if the field does not exist",
-         since="2.0.0", acl="write hash fast")
+         since="2.0.0", acl="hash")
 def hsetnx(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -113,7 +128,7 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hdel", -3, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Delete one or more hash fields", since="2.0.0", acl="write hash fast")
+         summary="Delete one or more hash fields", since="2.0.0", acl="hash")
 def hdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
@@ -127,19 +142,13 @@ def hdel(c: Any, argv: list[bytes]) -> object:
             if not h:
                 break
     if deleted:
-        if not h:
-            del db.data[key]
-            if db.expires:
-                db.expires.pop(key, None)
-        if db.watched:
-            db.touch(key)
-        c.core.dirty += deleted
+        removed_elements(c, key, h, deleted)
     return deleted
 
 
 @command("hincrby", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Increment the integer value of a hash field by the given number",
-         since="2.0.0", acl="write hash fast")
+         since="2.0.0", acl="hash")
 def hincrby(c: Any, argv: list[bytes]) -> object:
     incr = parse_int(argv[3])
     key = argv[1]
@@ -154,19 +163,13 @@ def hincrby(c: Any, argv: list[bytes]) -> object:
     value += incr
     if value < LLONG_MIN or value > LLONG_MAX:
         raise ReplyError("ERR increment or decrement would overflow")
-    if h is None:
-        h = {}
-        db.set(key, h)
-    elif db.watched:
-        db.touch(key)
-    h[f] = b"%d" % value
-    c.core.dirty += 1
+    _set_field(c, key, h, f, b"%d" % value)
     return value
 
 
 @command("hincrbyfloat", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Increment the float value of a hash field by the given amount",
-         since="2.6.0", acl="write hash fast")
+         since="2.6.0", acl="hash")
 def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     incr = parse_long_double(argv[3])
     if incr is None:
@@ -187,13 +190,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     if total is None:
         raise ReplyError("ERR increment would produce NaN or Infinity")
     text = format_long_double_human(total)
-    if h is None:
-        h = {}
-        db.set(key, h)
-    elif db.watched:
-        db.touch(key)
-    h[f] = text
-    c.core.dirty += 1
+    _set_field(c, key, h, f, text)
     c.propagate_argv = [b"HSET", key, f, text]
     return text
 
@@ -201,7 +198,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
 # -- reads -------------------------------------------------------------------------------
 
 @command("hget", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the value of a hash field", since="2.0.0", acl="read hash fast")
+         summary="Get the value of a hash field", since="2.0.0", acl="hash")
 def hget(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     if h is None:
@@ -210,7 +207,7 @@ def hget(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hmget", -3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the values of all the given hash fields", since="2.0.0", acl="read hash fast")
+         summary="Get the values of all the given hash fields", since="2.0.0", acl="hash")
 def hmget(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     if h is None:
@@ -220,14 +217,14 @@ def hmget(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the number of fields in a hash", since="2.0.0", acl="read hash fast")
+         summary="Get the number of fields in a hash", since="2.0.0", acl="hash")
 def hlen(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     return 0 if h is None else len(h)
 
 
 @command("hstrlen", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Get the length of the value of a hash field", since="3.2.0", acl="read hash fast")
+         summary="Get the length of the value of a hash field", since="3.2.0", acl="hash")
 def hstrlen(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     if h is None:
@@ -237,28 +234,28 @@ def hstrlen(c: Any, argv: list[bytes]) -> object:
 
 
 @command("hexists", 3, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Determine if a hash field exists", since="2.0.0", acl="read hash fast")
+         summary="Determine if a hash field exists", since="2.0.0", acl="hash")
 def hexists(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     return 1 if h is not None and argv[2] in h else 0
 
 
 @command("hgetall", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the fields and values in a hash", since="2.0.0", acl="read hash slow")
+         summary="Get all the fields and values in a hash", since="2.0.0", acl="hash")
 def hgetall(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     return Map(() if h is None else h.items())
 
 
 @command("hkeys", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the fields in a hash", since="2.0.0", acl="read hash slow")
+         summary="Get all the fields in a hash", since="2.0.0", acl="hash")
 def hkeys(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     return [] if h is None else list(h)
 
 
 @command("hvals", 2, "readonly", keys=(1, 1, 1), group="hash",
-         summary="Get all the values in a hash", since="2.0.0", acl="read hash slow")
+         summary="Get all the values in a hash", since="2.0.0", acl="hash")
 def hvals(c: Any, argv: list[bytes]) -> object:
     h = read_typed(c, argv[1], dict)
     return [] if h is None else list(h.values())
@@ -268,7 +265,7 @@ def hvals(c: Any, argv: list[bytes]) -> object:
 
 @command("hrandfield", -2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get one or multiple random fields from a hash", since="6.2.0",
-         acl="read hash slow")
+         acl="hash")
 def hrandfield(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n == 2:
@@ -276,17 +273,7 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
         if h is None:
             return None
         return next(islice(h, random.randrange(len(h)), None))
-    count = parse_int(argv[2])
-    if count == LLONG_MIN:
-        raise ReplyError("ERR value is out of range, value must between -9223372036854775807 "
-                         "and 9223372036854775807")
-    withvalues = False
-    if n > 4 or (n == 4 and argv[3].lower() != b"withvalues"):
-        raise ReplyError(SYNTAX)
-    if n == 4:
-        withvalues = True
-        if count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2:
-            raise ReplyError("ERR value is out of range")
+    count, withvalues = parse_random_count(argv, b"withvalues")
     h = read_typed(c, argv[1], dict)
     if h is None or count == 0:
         return []
@@ -313,7 +300,7 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
 
 @command("hscan", -3, "readonly", keys=(1, 1, 1), group="hash",
          summary="Incrementally iterate hash fields and associated values", since="2.8.0",
-         acl="read hash slow")
+         acl="hash")
 def hscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
     h = read_typed(c, argv[1], dict)

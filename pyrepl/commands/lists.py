@@ -27,19 +27,10 @@ from pyrepl.commands.util import (
     parse_long_range,
     parse_positive_long,
     read_typed,
+    removed_elements,
 )
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
-
-
-def _removed(db: Any, key: bytes, lst: deque) -> None:
-    """After elements were removed: delete the key if the list is empty; signal WATCH."""
-    if not lst:
-        del db.data[key]
-        if db.expires:
-            db.expires.pop(key, None)
-    if db.watched:
-        db.touch(key)
 
 
 def _list_for_push(db: Any, key: bytes) -> deque:
@@ -137,14 +128,12 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
         return NULL_ARRAY if n == 3 else None
     if n == 2:
         v = lst.popleft() if left else lst.pop()
-        c.core.dirty += 1
-        _removed(db, key, lst)
+        removed_elements(c, key, lst, 1)
         return v
     if count == 0:
         return []
     out = _pop_many(lst, count, left)
-    c.core.dirty += len(out)
-    _removed(db, key, lst)
+    removed_elements(c, key, lst, len(out))
     return out
 
 
@@ -200,8 +189,7 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
         if not lst:
             continue
         out = _pop_many(lst, count, left)
-        c.core.dirty += len(out)
-        _removed(db, key, lst)
+        removed_elements(c, key, lst, len(out))
         c.propagate_argv = [b"LPOP" if left else b"RPOP", key, b"%d" % len(out)]
         return [key, out]
     return NULL_ARRAY
@@ -356,8 +344,7 @@ def lrem(c: Any, argv: list[bytes]) -> object:
     if removed:
         lst.clear()
         lst.extend(kept)
-        c.core.dirty += removed
-        _removed(db, key, lst)
+        removed_elements(c, key, lst, removed)
     return removed
 
 
@@ -385,8 +372,7 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
             lst.popleft()
         for _ in range(right):
             lst.pop()
-    _removed(db, key, lst)
-    c.core.dirty += left + right
+    removed_elements(c, key, lst, left + right)
     return OK
 
 
@@ -445,8 +431,7 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
         dst.append(v)
     if db.watched:
         db.touch(dst_key)
-    _removed(db, src_key, src)
-    c.core.dirty += 1
+    removed_elements(c, src_key, src, 1)
     return v
 
 

@@ -18,7 +18,7 @@ from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, V
 # -- keyspace-wide ----------------------------------------------------------------------------
 
 
-@command("dbsize", 1, "readonly fast", group="server", summary="Returns the number of keys in the database.")
+@command("dbsize", 1, "readonly fast", group="server", acl="keyspace", summary="Returns the number of keys in the database.")
 def dbsize(c: Any, argv: list[bytes]) -> object:
     return len(c.db.data)
 
@@ -30,7 +30,7 @@ def _flush_flag(argv: list[bytes], name: str) -> None:
         raise ReplyError("ERR syntax error")
 
 
-@command("flushdb", -1, "write", group="server", summary="Removes all keys from the current database.")
+@command("flushdb", -1, "write", group="server", acl="keyspace dangerous", summary="Removes all keys from the current database.")
 def flushdb(c: Any, argv: list[bytes]) -> object:
     _flush_flag(argv, "flushdb")
     c.db.flush()
@@ -38,7 +38,7 @@ def flushdb(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.")
+@command("flushall", -1, "write", group="server", acl="keyspace dangerous", summary="Removes all keys from all databases.")
 def flushall(c: Any, argv: list[bytes]) -> object:
     _flush_flag(argv, "flushall")
     core = c.core
@@ -57,7 +57,7 @@ def flushall(c: Any, argv: list[bytes]) -> object:
 # -- INFO, TIME, persistence ------------------------------------------------------------------
 
 
-@command("info", -1, "loading stale sentinel", group="server", summary="Returns information and statistics about the server.")
+@command("info", -1, "loading stale sentinel", group="server", acl="dangerous", summary="Returns information and statistics about the server.")
 def info(c: Any, argv: list[bytes]) -> object:
     return Verbatim(generate_info(c.core, argv[1:]).encode())
 
@@ -68,7 +68,7 @@ def time_(c: Any, argv: list[bytes]) -> object:
     return [str(us // 1_000_000).encode(), str(us % 1_000_000).encode()]
 
 
-@command("lastsave", 1, "loading stale fast", group="server", summary="Returns the Unix timestamp of the last successful save to disk.")
+@command("lastsave", 1, "loading stale fast", group="server", acl="admin dangerous", summary="Returns the Unix timestamp of the last successful save to disk.")
 def lastsave(c: Any, argv: list[bytes]) -> object:
     return c.core.lastsave_ms // 1000
 
@@ -220,7 +220,7 @@ def _client_type(cl: Any) -> bytes:
     return {"replica": b"replica", "master": b"master", "pubsub": b"pubsub"}.get(cl.kind, b"normal")
 
 
-@command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.")
+@command("client|list", -2, "admin noscript loading stale", group="connection", acl="connection", summary="Lists open connections.")
 def client_list(c: Any, argv: list[bytes]) -> object:
     core = c.core
     clients = list(core.clients.values())
@@ -249,12 +249,12 @@ def client_list(c: Any, argv: list[bytes]) -> object:
     return Verbatim("".join(client_line(core, cl) + "\n" for cl in clients).encode())
 
 
-@command("client|info", 2, "noscript loading stale", group="connection", summary="Returns information about the connection.")
+@command("client|info", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns information about the connection.")
 def client_info(c: Any, argv: list[bytes]) -> object:
     return Verbatim((client_line(c.core, c) + "\n").encode())
 
 
-@command("client|id", 2, "noscript loading stale", group="connection", summary="Returns the unique client ID of the connection.")
+@command("client|id", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns the unique client ID of the connection.")
 def client_id(c: Any, argv: list[bytes]) -> object:
     return c.id
 
@@ -263,7 +263,7 @@ def _valid_name(name: bytes) -> bool:
     return all(33 <= ch <= 126 for ch in name)
 
 
-@command("client|setname", 3, "noscript loading stale", group="connection", summary="Sets the connection name.")
+@command("client|setname", 3, "noscript loading stale", group="connection", acl="connection", summary="Sets the connection name.")
 def client_setname(c: Any, argv: list[bytes]) -> object:
     name = argv[2]
     if not _valid_name(name):
@@ -272,12 +272,12 @@ def client_setname(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("client|getname", 2, "noscript loading stale", group="connection", summary="Returns the name of the connection.")
+@command("client|getname", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns the name of the connection.")
 def client_getname(c: Any, argv: list[bytes]) -> object:
     return c.name or None
 
 
-@command("client|setinfo", 4, "noscript loading stale", group="connection", summary="Sets information specific to the client or connection.")
+@command("client|setinfo", 4, "noscript loading stale", group="connection", acl="connection", summary="Sets information specific to the client or connection.")
 def client_setinfo(c: Any, argv: list[bytes]) -> object:
     attr = argv[2].lower()
     val = argv[3]
@@ -293,7 +293,7 @@ def client_setinfo(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.")
+@command("client|kill", -3, "admin noscript loading stale", group="connection", acl="connection", summary="Terminates open connections.")
 def client_kill(c: Any, argv: list[bytes]) -> object:
     core = c.core
     if len(argv) == 3:  # old form: CLIENT KILL addr:port
@@ -366,14 +366,14 @@ def _kill(me: Any, cl: Any) -> None:
         me.core.host.close_client(cl)
 
 
-@command("client|no-evict", 3, "admin noscript loading stale", group="connection", summary="Set client eviction mode for the current connection.")
+@command("client|no-evict", 3, "admin noscript loading stale", group="connection", acl="connection", summary="Set client eviction mode for the current connection.")
 def client_no_evict(c: Any, argv: list[bytes]) -> object:
     if argv[2].lower() not in (b"on", b"off"):
         raise ReplyError("ERR syntax error")
     return OK
 
 
-@command("client|help", 2, "loading stale", group="connection", summary="Returns helpful text about the different subcommands.")
+@command("client|help", 2, "loading stale", group="connection", acl="connection", summary="Returns helpful text about the different subcommands.")
 def client_help(c: Any, argv: list[bytes]) -> object:
     return [Status(s) for s in (
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -392,18 +392,17 @@ def client_help(c: Any, argv: list[bytes]) -> object:
 container("command", summary="Returns detailed information about all commands.", since="2.8.13")
 
 
-# The flag names COMMAND INFO reports, in Redis's order (server.c addReplyCommandFlags);
+# The flag names COMMAND INFO reports, in Redis's order (server.c addReplyFlagsForCommand:
+# may_replicate, sentinel, only_sentinel, protected and touches-arbitrary-keys are hidden);
 # internal spellings use dashes ("no-auth", "allow-busy").
 _REPORTED_FLAGS = ["write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript",
                    "blocking", "loading", "stale", "skip_monitor", "skip_slowlog", "asking",
-                   "fast", "no_auth", "may_replicate", "no_mandatory_keys", "no_multi",
+                   "fast", "no_auth", "no_mandatory_keys", "no_async_loading", "no_multi",
                    "movablekeys", "allow_busy"]
 
 
 def _reported_flags(cmd: Command) -> list[Status]:
     have = {f.replace("-", "_").replace("no_script", "noscript") for f in cmd.flags}
-    if cmd.keys_fn is not None:
-        have.add("movablekeys")
     return [Status(f) for f in _REPORTED_FLAGS if f in have]
 
 
@@ -427,19 +426,19 @@ def _top_commands() -> list[Command]:
     return list(COMMANDS.values())
 
 
-@command("command", -1, "loading stale sentinel", group="server", summary="Returns detailed information about all commands.")
+@command("command", -1, "loading stale sentinel", group="server", acl="connection", summary="Returns detailed information about all commands.")
 def command_(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 1:  # unreachable: the container dispatches subcommands
         raise ReplyError("ERR syntax error")
     return [_command_info(cmd) for cmd in _top_commands()]
 
 
-@command("command|count", 2, "loading stale", group="server", summary="Returns a count of commands.")
+@command("command|count", 2, "loading stale", group="server", acl="connection", summary="Returns a count of commands.")
 def command_count(c: Any, argv: list[bytes]) -> object:
     return len(COMMANDS)
 
 
-@command("command|list", -2, "loading stale", group="server", summary="Returns a list of command names.")
+@command("command|list", -2, "loading stale", group="server", acl="connection", summary="Returns a list of command names.")
 def command_list(c: Any, argv: list[bytes]) -> object:
     return [cmd.name.encode() for cmd in _top_commands()]
 
@@ -453,7 +452,7 @@ def _find(name: bytes) -> Command | None:
     return COMMANDS.get(name)
 
 
-@command("command|info", -2, "loading stale", group="server", summary="Returns information about one, multiple or all commands.")
+@command("command|info", -2, "loading stale", group="server", acl="connection", summary="Returns information about one, multiple or all commands.")
 def command_info(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 2:
         return [_command_info(cmd) for cmd in _top_commands()]
@@ -476,7 +475,7 @@ def _doc(cmd: Command) -> Map:
     return Map(items)
 
 
-@command("command|docs", -2, "loading stale", group="server", summary="Returns documentary information about one, multiple or all commands.")
+@command("command|docs", -2, "loading stale", group="server", acl="connection", summary="Returns documentary information about one, multiple or all commands.")
 def command_docs(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 2:
         cmds = _top_commands()
@@ -485,7 +484,7 @@ def command_docs(c: Any, argv: list[bytes]) -> object:
     return Map([(cmd.name.encode(), _doc(cmd)) for cmd in cmds])
 
 
-@command("command|getkeys", -4, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.")
+@command("command|getkeys", -4, "loading stale", group="server", acl="connection", summary="Extracts the key names from an arbitrary command.")
 def command_getkeys(c: Any, argv: list[bytes]) -> object:
     args = argv[2:]
     cmd = c.core.lookup_command(args)

@@ -34,6 +34,7 @@ from pyrepl.commands.util import (
     parse_long_range,
     parse_positive_long,
     read_typed,
+    removed_elements,
     store_or_delete,
 )
 from pyrepl.errors import SYNTAX, wrongtype
@@ -86,11 +87,7 @@ def srem(c: Any, argv: list[bytes]) -> object:
             if not s:
                 break
     if deleted:
-        if not s:
-            c.db.delete(key)
-        else:
-            c.db.touch(key)
-        c.core.dirty += deleted
+        removed_elements(c, key, s, deleted)
     return deleted
 
 
@@ -154,11 +151,7 @@ def spop(c: Any, argv: list[bytes]) -> object:
     else:
         ele = s.pop()
     c.propagate_argv = [b"SREM", key, ele]
-    if not s:
-        c.db.delete(key)
-    else:
-        c.db.touch(key)
-    c.core.dirty += 1
+    removed_elements(c, key, s, 1)
     return ele
 
 
@@ -232,12 +225,8 @@ def smove(c: Any, argv: list[bytes]) -> object:
     if ele not in src:
         return 0
     src.remove(ele)
-    if not src:
-        db.delete(src_key)
-    else:
-        db.touch(src_key)
+    removed_elements(c, src_key, src, 1)
     core = c.core
-    core.dirty += 1
     if dst is None:
         db.add(dst_key, {ele})
         core.dirty += 1

@@ -18,9 +18,9 @@ helpers of ``pyrepl.commands.util``, shared with HINCRBYFLOAT): the operands are
 strtold's correct rounding to a 64-bit significand, added and rounded once, and printed as
 ``%.17Lf`` with trailing zeros removed. The counters keep the texts of 0..9999 shared (as
 Redis shares those integer objects) and INCR has a fast path for an existing small canonical
-integer without a TTL; everything else goes through the general counter code. LCS keeps Redis's table walk (and so its choice among
-equally long answers and its IDX ranges) but computes the table bit-parallel, one integer per
-row.
+integer without a TTL; everything else goes through the general counter code. LCS keeps
+Redis's table walk (and so its choice among equally long answers and its IDX ranges) but
+computes the table bit-parallel, one integer per row.
 """
 
 from __future__ import annotations

@@ -6,7 +6,16 @@ Container commands (CONFIG, CLIENT, COMMAND, ...) register their subcommands as
 ``"config|get"``; the dispatcher resolves ``argv[1]`` for them. Arity follows Redis: a positive
 number is exact, a negative one is a minimum (the command name counts). Flags use Redis's names
 (``write``, ``readonly``, ``denyoom``, ``admin``, ``fast``, ``noscript``, ``loading``, ``stale``,
-``no-auth``, ``no-multi``, ``may-replicate``, ...) because COMMAND INFO reports them.
+``no-auth``, ``no-multi``, ``may-replicate``, ...) because COMMAND INFO reports them; a command
+registered with a ``keys_fn`` (keys found by parsing, e.g. after a numkeys argument) gets
+``movablekeys`` as in Redis.
+
+ACL categories follow Redis too: a registration names the categories of the command's JSON
+file in Redis's source (``acl_categories``: ``string``, ``keyspace``, ``dangerous``, ...) and
+the table adds those its flags imply (setImplicitACLCategories: ``write`` -> @write,
+``readonly`` -> @read, ``admin`` -> @admin @dangerous, ``fast`` -> @fast, anything not fast ->
+@slow, ...). ``Command.acl_categories`` is the full set in Redis's order, which is what
+COMMAND INFO lists.
 """
 
 from __future__ import annotations
@@ -16,6 +25,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Handler = Callable[[Any, list[bytes]], object]
+
+# Redis 7.0's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
+ACL_CATEGORIES = (
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+    "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous",
+    "connection", "transaction", "scripting",
+)
+
+
+def acl_categories(flags: frozenset[str], declared: tuple[str, ...]) -> tuple[str, ...]:
+    """The declared categories plus those the flags imply (setImplicitACLCategories)."""
+    cats = set(declared)
+    unknown = cats.difference(ACL_CATEGORIES)
+    if unknown:
+        raise ValueError(f"unknown ACL categories {sorted(unknown)}")
+    if "write" in flags:
+        cats.add("write")
+    if "readonly" in flags and "scripting" not in cats:
+        cats.add("read")
+    if "admin" in flags:
+        cats.update(("admin", "dangerous"))
+    if "pubsub" in flags:
+        cats.add("pubsub")
+    if "fast" in flags:
+        cats.add("fast")
+    if "blocking" in flags:
+        cats.add("blocking")
+    if "fast" not in cats:
+        cats.add("slow")
+    return tuple(c for c in ACL_CATEGORIES if c in cats)
 
 
 @dataclass(slots=True, eq=False)
@@ -38,6 +77,11 @@ class Command:
     nomulti: bool = False
     # For key-less-position commands (e.g. ZUNIONSTORE numkeys): returns the key indexes.
     keys_fn: Callable[[list[bytes]], list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.keys_fn is not None:
+            self.flags = self.flags | {"movablekeys"}
+        self.acl_categories = acl_categories(self.flags, self.acl_categories)
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         if self.keys_fn is not None:

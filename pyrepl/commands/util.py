@@ -35,7 +35,7 @@ from collections.abc import Callable, Sized
 from fractions import Fraction
 from typing import Any
 
-from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, WRONGTYPE
+from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.resp.types import ReplyError
 
 LLONG_MIN = -(1 << 63)
@@ -325,6 +325,19 @@ def read_typed(c: Any, key: bytes, kind: type) -> Any:
     return v
 
 
+def removed_elements(c: Any, key: bytes, value: Sized, n: int) -> None:
+    """After ``n`` elements were removed from the collection at ``key``: delete the key if the
+    collection became empty (none is ever left empty), signal WATCH, bump dirty by ``n``."""
+    db = c.db
+    if not len(value):
+        del db.data[key]
+        if db.expires:
+            db.expires.pop(key, None)
+    if db.watched:
+        db.touch(key)
+    c.core.dirty += n
+
+
 def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
     """setKey(dst, value) when ``value`` is not empty, else delete ``dst``; bumps dirty as
     Redis's *STORE commands do and returns the stored size."""
@@ -336,6 +349,18 @@ def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
     if db.delete(dst):
         c.core.dirty += 1
     return 0
+
+
+def parse_random_count(argv: list[bytes], option: bytes) -> tuple[int, bool]:
+    """``key count [option]`` of HRANDFIELD (WITHVALUES) / ZRANDMEMBER (WITHSCORES), as their
+    *WithCountCommand parse it: (count, whether the option was given)."""
+    count = parse_long_range(argv[2], -LLONG_MAX, LLONG_MAX)
+    n = len(argv)
+    if n > 4 or (n == 4 and argv[3].lower() != option):
+        raise ReplyError(SYNTAX)
+    if n == 4 and (count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2):
+        raise ReplyError("ERR value is out of range")  # count * 2 replies must not overflow
+    return count, n == 4
 
 
 def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:

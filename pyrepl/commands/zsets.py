@@ -12,11 +12,12 @@ lookup, then the type check.
 
 Number parsing is Redis's, not Python's:
 
-* scores, increments and weights use ``string2d`` (strict ``strtod``): no leading space, no
-  trailing garbage, hex floats and ``inf``/``infinity`` accepted, NaN rejected, overflow to
-  +-inf and underflow to zero rejected (C's ERANGE);
-* score ranges (``min``/``max``) use bare ``strtod``: leading white space is skipped, an empty
-  string is 0, overflow gives +-inf, the text stops at a NUL byte; "(" makes a bound exclusive;
+* scores, increments and weights use ``string2d`` (``pyrepl.commands.util.parse_float``,
+  strict ``strtod``): no leading space, no trailing garbage, hex floats and ``inf``/
+  ``infinity`` accepted, NaN rejected, overflow to +-inf and underflow to zero rejected;
+* score ranges (``min``/``max``) use bare ``strtod`` (``util.strtod_full``): leading white
+  space is skipped, an empty string is 0, overflow gives +-inf, the text stops at a NUL byte;
+  "(" makes a bound exclusive;
 * lex ranges are "-", "+", "(member" or "[member" (sdscmplex semantics).
 
 Lex ranges only make sense when all scores are equal; then they are answered by bisection.
@@ -32,18 +33,29 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import LLONG_MAX, parse_int
-from pyrepl.errors import NOT_INTEGER, SYNTAX, WRONGTYPE
+from pyrepl.commands.util import (
+    LLONG_MAX,
+    index_range,
+    numkeys_keys,
+    parse_float,
+    parse_int,
+    parse_long_range,
+    parse_positive_long,
+    parse_random_count,
+    read_typed,
+    removed_elements,
+    store_or_delete,
+    string2d,
+    strtod_full,
+)
+from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
-LONG_MAX = LLONG_MAX
-NOT_FLOAT = "ERR value is not a valid float"
 RANGE_NOT_FLOAT = "ERR min or max is not a float"
 RANGE_NOT_LEX = "ERR min or max not valid string range item"
 NAN_ERR = "ERR resulting score is not a number (NaN)"
@@ -51,59 +63,7 @@ EMPTY: list[Any] = []
 
 # -- number parsing -----------------------------------------------------------------------------
 
-_DEC = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
-_INF = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
-_NONZERO_DIGIT = re.compile(rb"[1-9a-fA-F]")
 _C_SPACE = b" \t\n\v\f\r"
-
-
-def _strtod_full(s: bytes) -> tuple[float, bool] | None:
-    """Parse all of ``s`` as C's strtod would (no white space): (value, erange) or None."""
-    if _DEC.fullmatch(s):
-        v = float(s)
-        if v in (math.inf, -math.inf):
-            return v, True
-        if v == 0.0:
-            mant = s.split(b"e")[0].split(b"E")[0]
-            return v, _NONZERO_DIGIT.search(mant) is not None
-        return v, False
-    if _HEX.fullmatch(s):
-        neg = s[:1] == b"-"
-        try:
-            v = float.fromhex(s.decode("ascii"))
-        except OverflowError:
-            return (-math.inf if neg else math.inf), True
-        if v == 0.0:
-            body = s.lstrip(b"+-")[2:]
-            mant = body.split(b"p")[0].split(b"P")[0]
-            return v, _NONZERO_DIGIT.search(mant) is not None
-        return v, False
-    if _INF.fullmatch(s):
-        return (-math.inf if s[:1] == b"-" else math.inf), False
-    return None
-
-
-def string2d(s: bytes) -> float | None:
-    """Redis's string2d: strict double parsing (ZADD scores, increments, weights)."""
-    if s.isdigit() and len(s) < 300:  # the common case: a plain non-negative integer
-        return float(s)
-    if not s or s[0] in _C_SPACE:
-        return None
-    r = _strtod_full(s)
-    if r is None:
-        return None
-    v, erange = r
-    if erange and (v == 0.0 or v in (math.inf, -math.inf)):
-        return None
-    return v
-
-
-def parse_score(s: bytes, message: str = NOT_FLOAT) -> float:
-    v = string2d(s)
-    if v is None:
-        raise ReplyError(message)
-    return v
 
 
 def _range_strtod(s: bytes) -> float | None:
@@ -114,7 +74,7 @@ def _range_strtod(s: bytes) -> float | None:
     if not s:
         return 0.0
     body = s.lstrip(_C_SPACE)
-    r = _strtod_full(body) if body else None
+    r = strtod_full(body) if body else None
     if r is None:
         return None
     return r[0]
@@ -255,37 +215,7 @@ def lex_end(z: ZSet, start: int, hi: LexBound) -> int:
     return j
 
 
-# -- lookups ------------------------------------------------------------------------------------
-
-def _wrongtype() -> ReplyError:
-    return ReplyError(WRONGTYPE)
-
-
-def read_zset(c: Any, key: bytes) -> ZSet | None:
-    v = c.db.lookup_read(key)
-    if v is not None and type(v) is not ZSet:
-        raise _wrongtype()
-    return v
-
-
-def write_zset(c: Any, key: bytes) -> ZSet | None:
-    v = c.db.lookup(key)
-    if v is not None and type(v) is not ZSet:
-        raise _wrongtype()
-    return v
-
-
-def parse_long_range(b: bytes, lo: int, hi: int, msg: str | None = None) -> int:
-    """getRangeLongFromObjectOrReply."""
-    v = parse_int(b, msg or NOT_INTEGER)
-    if v < lo or v > hi:
-        raise ReplyError(msg or f"ERR value is out of range, value must between {lo} and {hi}")
-    return v
-
-
-def parse_positive_long(b: bytes, msg: str | None = None) -> int:
-    return parse_long_range(b, 0, LONG_MAX, msg or "ERR value is out of range, must be positive")
-
+# -- replies ----------------------------------------------------------------------------------
 
 def _with_scores(items: list[tuple[float, bytes]], proto: int) -> list[Any]:
     """[member, score] pairs for RESP3, a flat member, score array for RESP2."""
@@ -296,18 +226,6 @@ def _with_scores(items: list[tuple[float, bytes]], proto: int) -> list[Any]:
         out.append(m)
         out.append(s)
     return out
-
-
-def _store_zset(c: Any, dst: bytes, z: ZSet) -> int:
-    """setKey(dst, z) when non-empty, else delete dst; dirty as Redis."""
-    db = c.db
-    if len(z):
-        db.set(dst, z)
-        c.core.dirty += 1
-        return len(z)
-    if db.delete(dst):
-        c.core.dirty += 1
-    return 0
 
 
 # -- ZADD / ZINCRBY -----------------------------------------------------------------------------
@@ -355,7 +273,7 @@ def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
         z = ZSet()
         db.add(key, z)
     elif type(z) is not ZSet:
-        raise _wrongtype()
+        raise wrongtype()
     if not flags:  # plain ZADD
         added = 0
         changed = 0
@@ -428,7 +346,7 @@ def zadd(c: Any, argv: list[bytes]) -> object:
                 z = ZSet()
                 db.add(key, z)
             elif type(z) is not ZSet:
-                raise _wrongtype()
+                raise wrongtype()
             r = z.set_score(argv[3], float(s))
             if r:
                 c.core.dirty += 1
@@ -452,7 +370,7 @@ def zincrby(c: Any, argv: list[bytes]) -> object:
          summary="Remove one or more members from a sorted set", since="1.2.0")
 def zrem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    z = write_zset(c, key)
+    z = c.db.lookup_typed(key, ZSet)
     if z is None:
         return 0
     deleted = 0
@@ -462,18 +380,14 @@ def zrem(c: Any, argv: list[bytes]) -> object:
         if not len(z):
             break
     if deleted:
-        if not len(z):
-            c.db.delete(key)
-        else:
-            c.db.touch(key)
-        c.core.dirty += deleted
+        removed_elements(c, key, z, deleted)
     return deleted
 
 
 @command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
          summary="Get the number of members in a sorted set", since="1.2.0")
 def zcard(c: Any, argv: list[bytes]) -> object:
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     return 0 if z is None else len(z)
 
 
@@ -481,7 +395,7 @@ def zcard(c: Any, argv: list[bytes]) -> object:
          summary="Get the score associated with the given member in a sorted set",
          since="1.2.0")
 def zscore(c: Any, argv: list[bytes]) -> object:
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return None
     return z.dict.get(argv[2])
@@ -491,7 +405,7 @@ def zscore(c: Any, argv: list[bytes]) -> object:
          summary="Get the score associated with the given members in a sorted set",
          since="6.2.0")
 def zmscore(c: Any, argv: list[bytes]) -> object:
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return [None] * (len(argv) - 2)
     get = z.dict.get
@@ -499,7 +413,7 @@ def zmscore(c: Any, argv: list[bytes]) -> object:
 
 
 def _zrank(c: Any, argv: list[bytes], reverse: bool) -> object:
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return None
     r = z.rank(argv[2])
@@ -526,7 +440,7 @@ def zrevrank(c: Any, argv: list[bytes]) -> object:
          since="2.0.0")
 def zcount(c: Any, argv: list[bytes]) -> object:
     lo, loex, hi, hiex = parse_score_range(argv[2], argv[3])
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return 0
     n = z.score_stop(hi, hiex) - z.score_start(lo, loex)
@@ -538,7 +452,7 @@ def zcount(c: Any, argv: list[bytes]) -> object:
                                   "given lexicographical range", since="2.8.9")
 def zlexcount(c: Any, argv: list[bytes]) -> object:
     lo, hi = parse_lex_range(argv[2], argv[3])
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return 0
     i = lex_first(z, lo, hi)
@@ -555,16 +469,10 @@ AUTO, FORWARD, REVERSE = 0, 1, 2
 
 def _select_rank(z: ZSet, start: int, end: int, reverse: bool) -> list[tuple[float, bytes]]:
     n = len(z)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    rng = index_range(start, end, n)
+    if rng is None:
         return []
-    if end >= n:
-        end = n - 1
+    start, end = rng
     if reverse:
         items = z.range(n - 1 - end, n - start)
         items.reverse()
@@ -684,10 +592,10 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
     z = c.db.lookup_read(key)
     if z is None:
         if store:
-            return _store_zset(c, argv[1], ZSet())
+            return store_or_delete(c, argv[1], ZSet())
         return EMPTY
     if type(z) is not ZSet:
-        raise _wrongtype()
+        raise wrongtype()
     if rangetype == RANK:
         items = _select_rank(z, start, end, reverse)
     elif rangetype == SCORE:
@@ -695,7 +603,7 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
     else:
         items = _select_lex(z, lo, hi, offset, limit, reverse)
     if store:
-        return _store_zset(c, argv[1], ZSet.from_items((m, s) for s, m in items))
+        return store_or_delete(c, argv[1], ZSet.from_items((m, s) for s, m in items))
     if withscores:
         return _with_scores(items, c.proto)
     return [m for _s, m in items]
@@ -707,7 +615,7 @@ def zrange(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 4:  # the common ZRANGE key start stop
         start = parse_int(argv[2])
         end = parse_int(argv[3])
-        z = read_zset(c, argv[1])
+        z = read_typed(c, argv[1], ZSet)
         if z is None:
             return EMPTY
         return [m for _s, m in _select_rank(z, start, end, False)]
@@ -768,22 +676,14 @@ def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
     else:
         llo, lhi = parse_lex_range(argv[2], argv[3])
     key = argv[1]
-    z = write_zset(c, key)
+    z = c.db.lookup_typed(key, ZSet)
     if z is None:
         return 0
-    n = len(z)
     if rangetype == RANK:
-        if start < 0:
-            start += n
-        if end < 0:
-            end += n
-        if start < 0:
-            start = 0
-        if start > end or start >= n:
+        rng = index_range(start, end, len(z))
+        if rng is None:
             return 0
-        if end >= n:
-            end = n - 1
-        first, stop = start, end + 1
+        first, stop = rng[0], rng[1] + 1
     elif rangetype == SCORE:
         first = z.score_start(lo, loex)
         stop = z.score_stop(hi, hiex)
@@ -792,11 +692,7 @@ def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
         stop = -1 if first < 0 else lex_end(z, first, lhi)
     deleted = z.delete_range(first, stop) if first >= 0 and stop > first else 0
     if deleted:
-        if not len(z):
-            c.db.delete(key)
-        else:
-            c.db.touch(key)
-        c.core.dirty += deleted
+        removed_elements(c, key, z, deleted)
     return deleted
 
 
@@ -824,11 +720,7 @@ def zremrangebylex(c: Any, argv: list[bytes]) -> object:
 def _zpop(c: Any, key: bytes, z: ZSet, count: int, reverse: bool) -> list[tuple[float, bytes]]:
     n = min(count, len(z))
     items = [z.pop_last() for _ in range(n)] if reverse else [z.pop_first() for _ in range(n)]
-    c.core.dirty += n
-    if not len(z):
-        c.db.delete(key)
-    else:
-        c.db.touch(key)
+    removed_elements(c, key, z, n)
     return items
 
 
@@ -839,7 +731,7 @@ def _zpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
     if len(argv) == 3:
         count = parse_positive_long(argv[2])
     key = argv[1]
-    z = write_zset(c, key)
+    z = c.db.lookup_typed(key, ZSet)
     if z is None or count == 0:
         return EMPTY
     items = _zpop(c, key, z, 1 if count == -1 else count, reverse)
@@ -862,22 +754,11 @@ def zpopmax(c: Any, argv: list[bytes]) -> object:
     return _zpop_command(c, argv, True)
 
 
-def _numkeys_keys(first: int) -> Any:
-    """A keys_fn for "numkeys key [key ...]" commands with numkeys at ``first - 1``."""
-    def keys(argv: list[bytes]) -> list[int]:
-        try:
-            n = int(argv[first - 1])
-        except (ValueError, IndexError):
-            return []
-        return list(range(first, min(first + max(n, 0), len(argv))))
-    return keys
-
-
 @command("zmpop", -4, "write", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
          summary="Remove and return members with scores in a sorted set", since="7.0.0",
-         keys_fn=_numkeys_keys(2))
+         keys_fn=numkeys_keys(1))
 def zmpop(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[1], 1, LONG_MAX, "ERR numkeys should be greater than 0")
+    numkeys = parse_long_range(argv[1], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
     where_idx = 1 + numkeys + 1
     n = len(argv)
     if where_idx >= n:
@@ -890,14 +771,14 @@ def zmpop(c: Any, argv: list[bytes]) -> object:
     while j < n:
         if count == -1 and argv[j].lower() == b"count" and j < n - 1:
             j += 1
-            count = parse_long_range(argv[j], 1, LONG_MAX, "ERR count should be greater than 0")
+            count = parse_long_range(argv[j], 1, LLONG_MAX, "ERR count should be greater than 0")
         else:
             raise ReplyError(SYNTAX)
         j += 1
     if count == -1:
         count = 1
     for key in argv[2:2 + numkeys]:
-        z = write_zset(c, key)
+        z = c.db.lookup_typed(key, ZSet)
         if z is None:
             continue
         popped = min(count, len(z))
@@ -913,15 +794,8 @@ def zmpop(c: Any, argv: list[bytes]) -> object:
 def zrandmember(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n >= 3:
-        count = parse_long_range(argv[2], -LONG_MAX, LONG_MAX)
-        withscores = False
-        if n > 4 or (n == 4 and argv[3].lower() != b"withscores"):
-            raise ReplyError(SYNTAX)
-        if n == 4:
-            withscores = True
-            if count < -(LONG_MAX // 2) or count > LONG_MAX // 2:
-                raise ReplyError("ERR value is out of range")
-        z = read_zset(c, argv[1])
+        count, withscores = parse_random_count(argv, b"withscores")
+        z = read_typed(c, argv[1], ZSet)
         if z is None or count == 0:
             return EMPTY
         if count < 0 or count == 1:
@@ -937,7 +811,7 @@ def zrandmember(c: Any, argv: list[bytes]) -> object:
         if withscores:
             return _with_scores(items, c.proto)
         return [m for _s, m in items]
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return None
     return random.choice(tuple(z.dict))
@@ -989,7 +863,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     for _ in range(setnum):
         obj = lookup(argv[j])
         if obj is not None and type(obj) is not ZSet and type(obj) is not set:
-            raise _wrongtype()
+            raise wrongtype()
         srcs.append(obj)
         j += 1
     weights = [1.0] * setnum
@@ -1003,7 +877,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
                 and opt == b"weights":
             j += 1
             for i in range(setnum):
-                weights[i] = parse_score(argv[j], "ERR weight value is not a float")
+                weights[i] = parse_float(argv[j], "ERR weight value is not a float")
                 j += 1
         elif op != DIFF and not cardinality_only and remaining >= 2 and opt == b"aggregate":
             a = argv[j + 1].lower()
@@ -1076,7 +950,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     if cardinality_only:
         return cardinality
     if dstkey is not None:
-        return _store_zset(c, dstkey, ZSet.from_items(result.items()))
+        return store_or_delete(c, dstkey, ZSet.from_items(result.items()))
     # Replied from the computed scores (a -0 result shows as "-0", as in Redis).
     items = sorted([(s, m) for m, s in result.items()])
     if withscores:
@@ -1087,7 +961,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
 @command("zunionstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
          acl="sortedset", summary="Add multiple sorted sets and store the resulting sorted "
                                   "set in a new key", since="2.0.0",
-         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+         keys_fn=numkeys_keys(2, 1))
 def zunionstore(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, argv[1], 2, UNION)
 
@@ -1095,7 +969,7 @@ def zunionstore(c: Any, argv: list[bytes]) -> object:
 @command("zinterstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
          acl="sortedset", summary="Intersect multiple sorted sets and store the resulting "
                                   "sorted set in a new key", since="2.0.0",
-         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+         keys_fn=numkeys_keys(2, 1))
 def zinterstore(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, argv[1], 2, INTER)
 
@@ -1103,32 +977,32 @@ def zinterstore(c: Any, argv: list[bytes]) -> object:
 @command("zdiffstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
          acl="sortedset", summary="Subtract multiple sorted sets and store the resulting "
                                   "sorted set in a new key", since="6.2.0",
-         keys_fn=lambda argv: [1] + _numkeys_keys(3)(argv))
+         keys_fn=numkeys_keys(2, 1))
 def zdiffstore(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, argv[1], 2, DIFF)
 
 
 @command("zunion", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Add multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+         summary="Add multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
 def zunion(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, None, 1, UNION)
 
 
 @command("zinter", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Intersect multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+         summary="Intersect multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
 def zinter(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, None, 1, INTER)
 
 
 @command("zdiff", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Subtract multiple sorted sets", since="6.2.0", keys_fn=_numkeys_keys(2))
+         summary="Subtract multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
 def zdiff(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, None, 1, DIFF)
 
 
 @command("zintercard", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
          summary="Intersect multiple sorted sets and return the cardinality of the result",
-         since="7.0.0", keys_fn=_numkeys_keys(2))
+         since="7.0.0", keys_fn=numkeys_keys(1))
 def zintercard(c: Any, argv: list[bytes]) -> object:
     return zsetop_generic(c, argv, None, 1, INTER, cardinality_only=True)
 
@@ -1137,7 +1011,7 @@ def zintercard(c: Any, argv: list[bytes]) -> object:
 
 ZSET_MAX_LISTPACK_ENTRIES = 128  # Redis's zset-max-listpack-entries / -value defaults
 ZSET_MAX_LISTPACK_VALUE = 64
-_LL_HALF = float(LONG_MAX // 2)
+_LL_HALF = float(LLONG_MAX // 2)
 
 
 def _listpack_score(score: float) -> bytes:
@@ -1160,7 +1034,7 @@ def _ld2string(score: float) -> bytes:
          since="2.8.0")
 def zscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
-    z = read_zset(c, argv[1])
+    z = read_typed(c, argv[1], ZSet)
     if z is None:
         return [b"0", []]
     opts = parse_scan_options(argv, 3)

@@ -650,9 +650,10 @@ class MasterSide:
         aux = core.rdb_aux()
         checksum = core.config.rdbchecksum
         now = core.now_ms
+        key_hook = core.host.key_save_delay_hook()  # rdb-key-save-delay (tests slow it down)
 
         def payload() -> Any:
-            return encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now)
+            return encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now, key_hook=key_hook)
 
         try:
             pid = io.start_socket_snapshot(targets, payload, mark,

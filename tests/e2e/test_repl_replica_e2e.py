@@ -167,10 +167,14 @@ def test_replicaof_and_role_at_runtime(tmp_path) -> None:
         with r(x.port) as c:
             role = c.execute_command("ROLE")
             assert role[:4] == [b"slave", b"127.0.0.1", m.port, b"connected"]
-        with r(m.port) as c:
-            role = c.execute_command("ROLE")
-            assert role[0] == b"master" and role[2] == [[b"127.0.0.1", str(x.port).encode(),
-                                                         str(role[1]).encode()]]
+        def master_role_lists_replica() -> bool:
+            # the master lists online replicas with their acked offset (online on first ACK)
+            with r(m.port) as c:
+                role = c.execute_command("ROLE")
+            return role[0] == b"master" and role[2] == [
+                [b"127.0.0.1", str(x.port).encode(), str(role[1]).encode()]]
+
+        wait_for(master_role_lists_replica, 10, what="ROLE on the master to list the replica")
         unused = free_port()
         with RawClient(x.port) as raw:
             assert raw.call("SLAVEOF", "127.0.0.1", str(unused)) == b"+OK\r\n"
