@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from pyrepl.keyspace.glob import stringmatch as _glob_match
+
 __all__ = [
     "DIRECTIVES",
     "Config",
@@ -233,78 +235,10 @@ def _strtoll_whole(value: str) -> int | None:
 
 
 def stringmatch(pattern: str, string: str, nocase: bool = False) -> bool:
-    """Glob matching with Redis's ``stringmatchlen`` semantics (``* ? [abc] [^a-z] \\x``)."""
-    return _stringmatch(pattern, 0, string, 0, nocase, [False])
-
-
-def _stringmatch(p: str, pi: int, s: str, si: int, nocase: bool, give_up: list[bool]) -> bool:
-    plen, slen = len(p), len(s)
-    while pi < plen and si < slen:
-        c = p[pi]
-        if c == "*":
-            while pi + 1 < plen and p[pi + 1] == "*":
-                pi += 1
-            if pi + 1 == plen:
-                return True
-            while si < slen:
-                if _stringmatch(p, pi + 1, s, si, nocase, give_up):
-                    return True
-                if give_up[0]:
-                    return False
-                si += 1
-            # The rest of the pattern matches nowhere in the rest of the string: no earlier '*'
-            # can do better by eating more, so every caller may stop too.
-            give_up[0] = True
-            return False
-        if c == "?":
-            si += 1
-        elif c == "[":
-            pi += 1
-            negate = pi < plen and p[pi] == "^"
-            if negate:
-                pi += 1
-            sc = s[si]
-            matched = False
-            while True:
-                if pi < plen and p[pi] == "\\" and plen - pi >= 2:
-                    pi += 1
-                    if p[pi] == sc:
-                        matched = True
-                elif pi < plen and p[pi] == "]":
-                    break
-                elif pi >= plen:
-                    pi -= 1
-                    break
-                elif plen - pi >= 3 and p[pi + 1] == "-":
-                    start, end, ch = p[pi], p[pi + 2], sc
-                    if start > end:
-                        start, end = end, start
-                    if nocase:
-                        start, end, ch = start.lower(), end.lower(), ch.lower()
-                    pi += 2
-                    if start <= ch <= end:
-                        matched = True
-                elif (p[pi].lower() == sc.lower()) if nocase else (p[pi] == sc):
-                    matched = True
-                pi += 1
-            if negate:
-                matched = not matched
-            if not matched:
-                return False
-            si += 1
-        else:
-            if c == "\\" and plen - pi >= 2:
-                pi += 1
-                c = p[pi]
-            if (c.lower() != s[si].lower()) if nocase else (c != s[si]):
-                return False
-            si += 1
-        pi += 1
-        if si == slen:
-            while pi < plen and p[pi] == "*":
-                pi += 1
-            break
-    return pi == plen and si == slen
+    """Glob matching with Redis's ``stringmatchlen`` semantics (``* ? [abc] [^a-z] \\x``): the
+    shared matcher of :mod:`pyrepl.keyspace.glob`, on the texts' bytes as Redis sees them."""
+    return _glob_match(pattern.encode("utf-8", "surrogateescape"),
+                       string.encode("utf-8", "surrogateescape"), nocase)
 
 
 # ---------------------------------------------------------------------------------------------

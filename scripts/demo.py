@@ -1,11 +1,14 @@
-"""The README's main command: a pyrepl master from conf/master.conf, some data, its INFO.
+"""The README's main command: a master and a replica from conf/, data written on the master and
+read back from the replica, the link cut and resumed with +CONTINUE, and a promotion.
 
-Starts real processes on loopback, talks to them with redis-py, and stops them again.
+Starts real processes on loopback (ports 6380 and 6381), talks to them with redis-py, shows
+what INFO says at each step, and stops them again.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,65 +17,107 @@ import time
 import redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MASTER, REPLICA = 6380, 6381
 
 
-def wait_ping(port: int, timeout: float = 15.0) -> redis.Redis:
+def wait(cond, timeout: float = 30.0, what: str = "condition"):  # noqa: ANN001, ANN201
     deadline = time.monotonic() + timeout
-    r = redis.Redis(port=port, socket_timeout=5)
     while time.monotonic() < deadline:
         try:
-            if r.ping():
-                return r
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.1)
-    raise SystemExit(f"server on port {port} did not start")
+            v = cond()
+            if v:
+                return v
+        except redis.exceptions.RedisError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"demo: timed out waiting for {what}")
 
 
 def start(args: list[str], log: str) -> subprocess.Popen:
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "pyrepl.cli.main", *args],
-                            cwd=ROOT, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+    return subprocess.Popen([sys.executable, "-m", "pyrepl.cli.main", *args], cwd=ROOT,
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
                             stdin=subprocess.DEVNULL)
 
 
-def show(title: str, text: str) -> None:
-    print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
-    print(text.rstrip())
+def info(r: redis.Redis, section: str, *fields: str) -> str:
+    i = r.info(section)
+    return "  ".join(f"{f}={i.get(f)}" for f in fields)
+
+
+def step(title: str) -> None:
+    print(f"\n=== {title} " + "=" * max(0, 72 - len(title)), flush=True)
 
 
 def main() -> int:
-    port = 6380
+    for d in ("var/master", "var/replica"):
+        shutil.rmtree(os.path.join(ROOT, d), ignore_errors=True)
     procs: list[subprocess.Popen] = []
+    fast = ["--repl-diskless-sync-delay", "0"]
     try:
-        master = start(["master", "--config", "conf/master.conf"], "var/master/master.log")
-        procs.append(master)
-        r = wait_ping(port)
-        r.flushall()
-        print(f"master pid {master.pid} listening on 127.0.0.1:{port} (conf/master.conf)")
-        r.execute_command("DEBUG", "POPULATE", "10000", "key", "100")
-        pipe = r.pipeline(transaction=False)
+        step("master from conf/master.conf")
+        procs.append(start(["master", "--config", "conf/master.conf", *fast],
+                           "var/master/pyrepl.log"))
+        m = redis.Redis(port=MASTER, socket_timeout=10)
+        wait(m.ping, what="the master")
+        m.execute_command("DEBUG", "POPULATE", "100000", "key", "100")
+        pipe = m.pipeline(transaction=False)
         for i in range(1000):
             pipe.set(f"user:{i}", f"name-{i}", ex=3600)
             pipe.hset(f"profile:{i}", mapping={"visits": i, "plan": "free"})
             pipe.zadd("leaderboard", {f"user:{i}": i * 1.5})
             pipe.rpush("events", f"login:{i}")
         pipe.execute()
-        r.incr("counter", 41)
-        r.incr("counter")
-        show("data", f"DBSIZE = {r.dbsize()}  counter = {r.get('counter').decode()}  "
-             f"top = {r.zrevrange('leaderboard', 0, 2, withscores=True)}")
-        r.save()
-        info = r.execute_command("INFO", "server", "persistence", "replication", "keyspace")
-        show("INFO server persistence replication keyspace", info if isinstance(info, str)
-             else info.decode())
-        show("DEBUG DIGEST", str(r.execute_command("DEBUG", "DIGEST")))
+        print(f"master :{MASTER}  DBSIZE={m.dbsize()}  "
+              + info(m, "replication", "role", "master_replid", "master_repl_offset"))
+
+        step("replica from conf/replica.conf (replicaof 127.0.0.1 6380): full sync")
+        procs.append(start(["replica", "--master", f"127.0.0.1:{MASTER}", "--config",
+                            "conf/replica.conf"], "var/replica/pyrepl.log"))
+        s = redis.Redis(port=REPLICA, socket_timeout=10)
+        wait(lambda: s.info("replication")["master_link_status"] == "up", what="link up")
+        m.set("written-after-sync", "hello from the master")
+        wait(lambda: s.get("written-after-sync"), what="the write to reach the replica")
+        print("replica: " + info(s, "replication", "role", "master_link_status",
+                                 "slave_repl_offset", "master_replid"))
+        print(f"read back from the replica: written-after-sync = "
+              f"{s.get('written-after-sync').decode()!r}, DBSIZE = {s.dbsize()}")
+        wait(lambda: m.execute_command("DEBUG", "DIGEST") == s.execute_command("DEBUG", "DIGEST"),
+             what="equal digests")
+        print(f"DEBUG DIGEST master == replica: {m.execute_command('DEBUG', 'DIGEST')}")
+        print("master: " + info(m, "stats", "sync_full", "sync_partial_ok", "sync_partial_err"))
+
+        step("cut the link (CLIENT KILL TYPE replica), write, watch it resume with +CONTINUE")
+        before = m.info("stats")["sync_partial_ok"]
+        m.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        for i in range(100):
+            m.incr("during-the-cut")
+        wait(lambda: m.info("stats")["sync_partial_ok"] == before + 1, what="partial resync")
+        wait(lambda: s.get("during-the-cut") == b"100", what="the replica to catch up")
+        print("master: " + info(m, "stats", "sync_full", "sync_partial_ok"))
+        print(f"replica caught up: during-the-cut = {s.get('during-the-cut').decode()}")
+
+        step("promotion: REPLICAOF NO ONE on the replica, old master follows it")
+        s.execute_command("REPLICAOF", "NO", "ONE")
+        print("promoted: " + info(s, "replication", "role", "master_replid", "master_replid2",
+                                  "second_repl_offset"))
+        s.set("written-on-the-new-master", "1")
+        m.execute_command("REPLICAOF", "127.0.0.1", str(REPLICA))
+        wait(lambda: m.info("replication").get("master_link_status") == "up", what="repoint")
+        wait(lambda: m.get("written-on-the-new-master") == b"1", what="the stream")
+        print("new master: " + info(s, "stats", "sync_full", "sync_partial_ok")
+              + "   (the old master continued partially through replid2)")
+        print("old master now: " + info(m, "replication", "role", "master_port",
+                                        "master_link_status"))
+        print(f"\nsync events logged to var/master/sync-events.ndjson and "
+              f"var/replica/sync-events.ndjson; server logs in var/*/pyrepl.log")
         return 0
     finally:
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 try:
-                    p.wait(15)
+                    p.wait(20)
                 except subprocess.TimeoutExpired:
                     p.kill()
 

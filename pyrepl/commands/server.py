@@ -138,7 +138,8 @@ container("config", summary="A container for server configuration commands.", si
 
 @command("config|get", -3, "admin noscript loading stale", group="server", summary="Returns the effective values of configuration parameters.")
 def config_get(c: Any, argv: list[bytes]) -> object:
-    patterns = [a.decode("utf-8", "replace") for a in argv[2:]]
+    # surrogateescape: a glob sees the exact bytes sent, as in Redis
+    patterns = [a.decode("utf-8", "surrogateescape") for a in argv[2:]]
     return Map([(k.encode(), v.encode()) for k, v in c.core.config.config_get(patterns)])
 
 

@@ -87,16 +87,21 @@ class Replication:
             self.backlog.append(data)
 
     def feed(self, db_id: int, argv: list[bytes]) -> None:
-        """A write the core propagates (master role): SELECT when needed, then the command."""
-        if self.backlog is None and not self.master.links:
+        """A write the core propagates (master role): SELECT when needed, then the command.
+
+        On the write hot path: one C-level encode, one backlog copy, one append per link."""
+        backlog = self.backlog
+        if backlog is None and not self.master.links:
             return
-        if self.is_replica():
+        if self.replica.master_host is not None:
             return  # a replica's stream is its master's, passed on by feed_raw
         data = encode_command(argv)
         if db_id != self.stream_db and db_id >= 0:
             data = encode_command([b"SELECT", str(db_id).encode()]) + data
             self.stream_db = db_id
-        self.append_stream(data)
+        self.master_repl_offset += len(data)
+        if backlog is not None:
+            backlog.append(data)
         self.master.stream(data)
 
     def feed_raw(self, data: bytes) -> None:

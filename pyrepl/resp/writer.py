@@ -95,9 +95,21 @@ def encode(v: object, proto: int = 2) -> bytes:
     raise TypeError(f"cannot encode reply value of type {t.__name__}")
 
 
-def encode_command(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
-    """A command as a RESP array of bulk strings (used for propagation and client requests)."""
+def _encode_command_py(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
     parts = [b"*%d\r\n" % len(argv)]
     for a in argv:
         parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
     return b"".join(parts)
+
+
+try:
+    from hiredis import pack_command as _pack
+except ImportError:  # pragma: no cover - hiredis is a declared dependency
+    _pack = None
+
+
+def encode_command(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
+    """A command as a RESP array of bulk strings (used for propagation and client requests)."""
+    if _pack is not None:
+        return _pack(tuple(argv))
+    return _encode_command_py(argv)

@@ -6,20 +6,25 @@ keyspace of awkward key names; a hypothesis test of random command sequences ove
 (time-dependent replies are compared with a tolerance: both servers run the same commands a
 few milliseconds apart); and a propagation check comparing what pyrepl's core hands to
 replication (``ServerCore.repl_feed``, in-process) with what real Redis sends to a replica
-attached with SYNC. ``ReplicaTap``/``CoreTap``/``same_propagation`` are reused by
-test_diff_strings.py.
+attached with SYNC (the taps of tests/differential.py).
 """
 
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
-from differential import Pair
-from hypothesis import HealthCheck, given, settings
+from differential import (
+    PROTOS,
+    Pair,
+    check_propagation,
+    check_timed,
+    run_sequence,
+    sequence_settings,
+)
+from hypothesis import given
 from hypothesis import strategies as st
-from support import RawClient, encode_command, parse_reply, start_redis, wait_for
+from support import RawClient, parse_reply, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -115,12 +120,6 @@ CASES: list[tuple[str, ...]] = [
 ]
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
-
-
 def full_scan(client: RawClient, *opts: str, limit: int = 100000) -> list[bytes]:
     """Every key a complete SCAN iteration returns (with duplicates, if any)."""
     out: list[bytes] = []
@@ -136,13 +135,9 @@ def full_scan(client: RawClient, *opts: str, limit: int = 100000) -> list[bytes]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            p.check(*argv)
-    finally:
-        p.close()
+def test_edge_cases(pair):
+    for argv in CASES:
+        pair.check(*argv)
 
 
 # -- glob patterns ---------------------------------------------------------------------------
@@ -150,47 +145,40 @@ def test_edge_cases(pyrepl_server, redis_server, proto):
 GLOB_ALPHABET = b"ab*?[]^-\\\x80\xffA"
 
 
-def test_glob_patterns_against_redis(pyrepl_server, redis_server):
+def test_glob_patterns_against_redis(pair):
     """KEYS and SCAN MATCH with random patterns over awkward key names."""
-    p = _pair(pyrepl_server, redis_server, 2)
     rnd = random.Random(20240607)
-    try:
-        keys = {bytes(rnd.choice(GLOB_ALPHABET) for _ in range(rnd.randint(1, 5)))
-                for _ in range(200)}
-        for k in keys:
-            p.check("SET", k, "1")
-        patterns = [bytes(rnd.choice(GLOB_ALPHABET) for _ in range(rnd.randint(0, 6)))
-                    for _ in range(1500)]
-        patterns += [b"*", b"**", b"[", b"[^", b"[]", b"[^]", b"\\", b"[a-]", b"[\xff-a]",
-                     b"*[a", b"a\\", b"[\\]]*", b"?*?"]
-        for pat in patterns:
-            p.check("KEYS", pat)
-        for pat in patterns[:150]:
-            a = sorted(full_scan(p.a, "MATCH", pat, "COUNT", "7"))
-            b = sorted(set(full_scan(p.b, "MATCH", pat, "COUNT", "7")))
-            assert a == b, pat
-    finally:
-        p.close()
+    keys = {bytes(rnd.choice(GLOB_ALPHABET) for _ in range(rnd.randint(1, 5)))
+            for _ in range(200)}
+    for k in keys:
+        pair.check("SET", k, "1")
+    patterns = [bytes(rnd.choice(GLOB_ALPHABET) for _ in range(rnd.randint(0, 6)))
+                for _ in range(1500)]
+    patterns += [b"*", b"**", b"[", b"[^", b"[]", b"[^]", b"\\", b"[a-]", b"[\xff-a]",
+                 b"*[a", b"a\\", b"[\\]]*", b"?*?"]
+    for pat in patterns:
+        pair.check("KEYS", pat)
+    for pat in patterns[:150]:
+        a = sorted(full_scan(pair.a, "MATCH", pat, "COUNT", "7"))
+        b = sorted(set(full_scan(pair.b, "MATCH", pat, "COUNT", "7")))
+        assert a == b, pat
 
 
-def test_scan_full_iteration(pyrepl_server, redis_server):
+@pytest.mark.parametrize("proto", [3])
+def test_scan_full_iteration(pair):
     """A full SCAN returns every key exactly once, with MATCH, TYPE and COUNT."""
-    p = _pair(pyrepl_server, redis_server, 3)
-    try:
-        for i in range(300):
-            p.check("SET", f"s:{i}", "v")
-        for i in range(50):
-            p.check("RPUSH", f"l:{i}", "v")
-        for opts in ((), ("COUNT", "1"), ("COUNT", "1000"), ("MATCH", "s:1*"),
-                     ("TYPE", "list"), ("TYPE", "LIST", "COUNT", "3"), ("TYPE", "string"),
-                     ("TYPE", "hash"), ("TYPE", "nosuchtype"), ("MATCH", "l:*", "TYPE", "list"),
-                     ("count", "5", "match", "*3*")):
-            mine = full_scan(p.a, *opts)
-            theirs = full_scan(p.b, *opts)
-            assert len(mine) == len(set(mine)), opts
-            assert sorted(mine) == sorted(set(theirs)), opts
-    finally:
-        p.close()
+    for i in range(300):
+        pair.check("SET", f"s:{i}", "v")
+    for i in range(50):
+        pair.check("RPUSH", f"l:{i}", "v")
+    for opts in ((), ("COUNT", "1"), ("COUNT", "1000"), ("MATCH", "s:1*"),
+                 ("TYPE", "list"), ("TYPE", "LIST", "COUNT", "3"), ("TYPE", "string"),
+                 ("TYPE", "hash"), ("TYPE", "nosuchtype"), ("MATCH", "l:*", "TYPE", "list"),
+                 ("count", "5", "match", "*3*")):
+        mine = full_scan(pair.a, *opts)
+        theirs = full_scan(pair.b, *opts)
+        assert len(mine) == len(set(mine)), opts
+        assert sorted(mine) == sorted(set(theirs)), opts
 
 
 def test_scan_survives_deletes_and_inserts(pyrepl_server):
@@ -224,24 +212,20 @@ def test_scan_survives_deletes_and_inserts(pyrepl_server):
         c.close()
 
 
-def test_expired_keys_hidden(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
-    try:
-        p.check("SET", "live", "v")
-        p.check("SET", "dying", "v", "PX", "40")
-        p.check("RPUSH", "dying2", "v")
-        p.check("PEXPIRE", "dying2", "40")
-        # KEYS filters expired keys without deleting them; wait until both hide them.
-        wait_for(lambda: p.both("KEYS", "*") == (b"*1\r\n$4\r\nlive\r\n",) * 2, 5,
-                 what="keys to expire on both servers")
-        assert sorted(full_scan(p.a)) == sorted(full_scan(p.b)) == [b"live"]
-        for argv in (("EXISTS", "dying", "dying2"), ("TTL", "dying"), ("TYPE", "dying2"),
-                     ("DBSIZE",), ("RANDOMKEY",), ("PERSIST", "dying"),
-                     ("EXPIRE", "dying", "10"), ("RENAME", "dying", "x"), ("COPY", "dying", "x"),
-                     ("MOVE", "dying2", "1"), ("DEL", "dying", "live"), ("RANDOMKEY",)):
-            p.check(*argv)
-    finally:
-        p.close()
+def test_expired_keys_hidden(pair):
+    pair.check("SET", "live", "v")
+    pair.check("SET", "dying", "v", "PX", "40")
+    pair.check("RPUSH", "dying2", "v")
+    pair.check("PEXPIRE", "dying2", "40")
+    # KEYS filters expired keys without deleting them; wait until both hide them.
+    wait_for(lambda: pair.both("KEYS", "*") == (b"*1\r\n$4\r\nlive\r\n",) * 2, 5,
+             what="keys to expire on both servers")
+    assert sorted(full_scan(pair.a)) == sorted(full_scan(pair.b)) == [b"live"]
+    for argv in (("EXISTS", "dying", "dying2"), ("TTL", "dying"), ("TYPE", "dying2"),
+                 ("DBSIZE",), ("RANDOMKEY",), ("PERSIST", "dying"),
+                 ("EXPIRE", "dying", "10"), ("RENAME", "dying", "x"), ("COPY", "dying", "x"),
+                 ("MOVE", "dying2", "1"), ("DEL", "dying", "live"), ("RANDOMKEY",)):
+        pair.check(*argv)
 
 
 # -- random command sequences -------------------------------------------------------------------
@@ -286,16 +270,7 @@ COMMAND = st.one_of(
 )
 
 
-def check_timed(p: Pair, argv: tuple[str, ...], tolerance: int) -> None:
-    ra, rb = p.both(*argv)
-    va, vb = parse_reply(ra), parse_reply(rb)
-    if isinstance(va, int) and isinstance(vb, int) and va >= 0 and vb >= 0:
-        assert abs(va - vb) <= tolerance, f"{argv}: pyrepl {va}, redis {vb}"
-    else:
-        assert ra == rb, f"{argv}:\n  pyrepl: {ra!r}\n  redis:  {rb!r}"
-
-
-def run_command(p: Pair, argv: tuple[str, ...]) -> None:
+def run_command(p: Pair, *argv: str) -> None:
     name = argv[0]
     if name == "__SCAN__":
         assert sorted(full_scan(p.a)) == sorted(set(full_scan(p.b)))
@@ -308,23 +283,12 @@ def run_command(p: Pair, argv: tuple[str, ...]) -> None:
         p.check(*argv)
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
-
-
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=5, max_size=30))
+@sequence_settings(80)
+@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=5, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     p = pairs[proto]
     p.both("SELECT", "0")
-    p.flushall()
-    for argv in cmds:
-        run_command(p, argv)
+    run_sequence(p, cmds, check=run_command)
     for db in ("0", "1"):
         p.check("SELECT", db)
         p.check("KEYS", "*")
@@ -335,127 +299,6 @@ def test_random_sequences(pairs, proto, cmds):
 
 
 # -- propagation ---------------------------------------------------------------------------------
-
-SENTINEL = "__propagation_sentinel__"
-
-
-class ReplicaTap:
-    """A fake replica attached to a real redis-server with SYNC; reads its command stream."""
-
-    def __init__(self, port: int) -> None:
-        self.cli = RawClient(port)
-        self.cli.send("SYNC")
-        c = self.cli
-        deadline = time.monotonic() + 20
-        while True:  # "\n" keepalives while the RDB is produced, then "$<len>\r\n<rdb>"
-            while not c.buf:
-                c._fill()
-            if c.buf[:1] == b"\n":
-                c.buf = c.buf[1:]
-                continue
-            if b"\r\n" in c.buf:
-                break
-            assert time.monotonic() < deadline, "no RDB header from redis-server"
-            c._fill()
-        head, _, rest = c.buf.partition(b"\r\n")
-        assert head.startswith(b"$") and not head.startswith(b"$EOF:"), head
-        size = int(head[1:])
-        while len(rest) < size:
-            rest += c.sock.recv(65536)
-        c.buf = rest[size:]
-        self.marker = 0
-
-    def next_commands(self, data_client: RawClient) -> list[list[bytes]]:
-        """Commands propagated since the last call (up to a sentinel write, not returned)."""
-        self.marker += 1
-        data_client.call("RPUSH", SENTINEL, str(self.marker))
-        out: list[list[bytes]] = []
-        for _ in range(10000):
-            argv = parse_reply(self.cli.read_reply())
-            assert isinstance(argv, list), argv
-            if argv[0].upper() in (b"PING", b"SELECT"):
-                continue
-            if argv[0].upper() == b"RPUSH" and argv[1] == SENTINEL.encode():
-                if out and out[-1] == [b"MULTI"]:
-                    out.pop()
-                return out
-            out.append(argv)
-        raise AssertionError("sentinel never propagated")
-
-    def close(self) -> None:
-        self.cli.close()
-
-
-class CoreTap:
-    """pyrepl's ServerCore in-process (real clock), recording what it propagates."""
-
-    def __init__(self) -> None:
-        from pyrepl.config import Config
-        from pyrepl.core import ServerCore
-
-        self.core = ServerCore(Config(), now_ms=int(time.time() * 1000))
-        self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append([bytes(a) for a in argv])
-        self.client = self.core.connection_made()
-
-    def call(self, *argv: str) -> tuple[bytes, list[list[bytes]]]:
-        self.core.now_ms = int(time.time() * 1000)
-        self.fed = []
-        self.client.receive_data(encode_command(*argv))
-        return self.client.data_to_send(), self.fed
-
-
-def same_propagation(got: list[list[bytes]], want: list[list[bytes]]) -> bool:
-    """Equal command streams; absolute ms times after PXAT/PEXPIREAT may differ by 2 s."""
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        g = [g[0].upper(), *g[1:]]
-        w = [w[0].upper(), *w[1:]]
-        if len(g) != len(w):
-            return False
-        for i, (x, y) in enumerate(zip(g, w, strict=True)):
-            timed = i > 0 and (g[i - 1].upper() == b"PXAT" or
-                               (g[0] == b"PEXPIREAT" and i == 2))
-            if timed and x.lstrip(b"-").isdigit() and y.lstrip(b"-").isdigit():
-                if abs(int(x) - int(y)) > 2000:
-                    return False
-            elif x != y:
-                return False
-    return True
-
-
-def check_propagation(redis_port: int, cases: list[tuple[str, ...]],
-                      timed_replies: frozenset[str] = frozenset()) -> None:
-    core = CoreTap()
-    data = RawClient(redis_port)
-    data.call("FLUSHALL")
-    tap = ReplicaTap(redis_port)
-    try:
-        for argv in cases:
-            expected_reply = data.call(*argv)
-            expected = tap.next_commands(data)
-            reply, fed = core.call(*argv)
-            if argv[0] in timed_replies:
-                a, b = parse_reply(reply), parse_reply(expected_reply)
-                assert abs(a - b) <= 1000, f"{argv}: reply {reply!r} != {expected_reply!r}"
-            else:
-                assert reply == expected_reply, f"{argv}: reply {reply!r} != {expected_reply!r}"
-            assert same_propagation(fed, expected), \
-                f"{argv}: pyrepl propagated {fed}, redis {expected}"
-    finally:
-        tap.close()
-        data.close()
-
-
-@pytest.fixture(scope="module")
-def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
 
 PROPAGATION_CASES: list[tuple[str, ...]] = [
     ("SET", "a", "1"), ("SET", "b", "2"), ("DEL", "a", "nokey"), ("DEL", "nokey"),

@@ -1,0 +1,48 @@
+"""Fixtures of the differential tests (pyrepl against a real redis-server 7.0.15).
+
+``pair``: a ``differential.Pair`` on flushed servers, closed after the test; RESP2 unless the
+test parametrizes ``proto`` (``@pytest.mark.parametrize("proto", [2, 3])``). ``pairs``: one
+``Pair`` per RESP version for a whole module (hypothesis tests flush between examples).
+``tapped_redis``: a redis-server of the module's own, with disk-based replication so that a
+``ReplicaTap`` (SYNC) receives a plain RDB then the command stream.
+"""
+
+from __future__ import annotations
+
+import pytest
+from differential import Pair
+from support import start_redis
+
+
+@pytest.fixture
+def proto() -> int:
+    return 2
+
+
+@pytest.fixture
+def pair(pyrepl_server, redis_server, proto):
+    p = Pair(pyrepl_server.port, redis_server.port, proto)
+    p.flushall()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture(scope="module")
+def pairs(pyrepl_server, redis_server):
+    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
+    try:
+        yield made
+    finally:
+        for p in made.values():
+            p.close()
+
+
+@pytest.fixture(scope="module")
+def tapped_redis():
+    srv = start_redis("--repl-diskless-sync", "no")
+    try:
+        yield srv
+    finally:
+        srv.stop()
