@@ -47,3 +47,45 @@ def rss_bytes(pid: int) -> int:
 
 def tmpdir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix)
+
+
+# -- helpers for bench_replication.py (appended) ----------------------------------------------
+
+def percentile(xs: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of xs; nan when empty."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(p / 100 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def parse_info(text: bytes | str) -> dict[str, str]:
+    """INFO reply text -> {field: raw string value} (sections and comments dropped)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def benchmark_argv(port: int, tests: str, n: int, clients: int, pipeline: int,
+                   extra: list[str] | None = None) -> list[str]:
+    """The redis-benchmark command line (quiet, for a background load started with Popen)."""
+    return ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", tests, "-n", str(n),
+            "-c", str(clients), "-P", str(pipeline), "-q", *(extra or [])]
+
+
+def stop_popen(p: subprocess.Popen, timeout: float = 10.0) -> int | None:
+    """Stop one process we started (SIGINT, then SIGKILL after ``timeout``); its return code."""
+    if p.poll() is None:
+        p.send_signal(2)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    return p.returncode

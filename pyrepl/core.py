@@ -286,7 +286,10 @@ class ServerCore:
                     c.out.append(QUEUED.data)
                     return
         guard = self.replication
-        if guard is not None and (cmd.write or self.replica_mode):
+        # Replication refuses commands only on a replica (READONLY, MASTERDOWN) or on a
+        # master with min-replicas-to-write (NOREPLICAS); skip the call otherwise.
+        if guard is not None and (not self.expiry_deletes or (
+                cmd.write and self.config.min_replicas_to_write)):
             err = guard.check_command(c, cmd)
             if err is not None:
                 self._reject(c, err)

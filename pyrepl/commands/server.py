@@ -491,11 +491,13 @@ def command_getkeys(c: Any, argv: list[bytes]) -> object:
     cmd = c.core.lookup_command(args)
     if cmd is None or cmd.handler is None:
         raise ReplyError("ERR Invalid command specified")
+    if cmd.first_key == 0 and cmd.keys_fn is None:
+        raise ReplyError("ERR The command has no key arguments")
     if (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
         raise ReplyError("ERR Invalid number of arguments specified for command")
     keys = cmd.key_positions(args)
-    if not keys:
-        raise ReplyError("ERR The command has no key arguments")
+    if not keys:  # e.g. a numkeys argument that is not a usable count
+        raise ReplyError("ERR Invalid arguments specified for command")
     return [args[i] for i in keys]
 
 

@@ -25,7 +25,8 @@ Quirks of Redis 7.0 reproduced here:
   as the last two bytes matches any byte;
 * ranges compare C ``char`` values, which are signed on x86-64, so bytes >= 0x80 sort below
   0x00 (``[a-\\xff]`` is the range -1..97); with nocase both ends and the subject byte go
-  through glibc's ``tolower`` (ASCII letters fold; negative values map to value + 256);
+  through glibc's ``tolower`` (ASCII letters fold; negative values map to value + 256,
+  except -1, EOF, which stays -1: so CONFIG GET ``[\\xff-z]ort`` finds ``port``);
 * nocase folds ASCII letters only.
 """
 
@@ -73,8 +74,8 @@ def _signed(b: int) -> int:
 
 
 def _tolower(x: int) -> int:
-    """glibc's tolower() in the C locale, for x in -128..255."""
-    if x < 0:
+    """glibc's tolower() in the C locale, for x in -128..255 (-1 is EOF and stays -1)."""
+    if x < -1:
         return x + 256
     if 65 <= x <= 90:
         return x + 32

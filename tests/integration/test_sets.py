@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from support import parse_reply
+from differential import CoreTap
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 NOT_INT = "value is not an integer or out of range"
@@ -260,49 +260,28 @@ def test_resp2_client(r2):
 
 # -- propagation (the core in-process) ----------------------------------------------------------
 
-class Tap:
-    """A ServerCore driven in-process; records what it hands to replication."""
-
-    def __init__(self) -> None:
-        import pyrepl.commands  # noqa: F401
-        from pyrepl.config import Config
-        from pyrepl.core import ServerCore
-
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1_700_000_000_000)
-        self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append(list(argv))
-        self.client = self.core.connection_made()
-
-    def call(self, *argv: str) -> tuple[object, list[list[bytes]]]:
-        from support import encode_command
-
-        self.fed = []
-        self.client.receive_data(encode_command(*argv))
-        return parse_reply(self.client.data_to_send()), self.fed
-
-
 def test_propagation_rewrites():
-    t = Tap()
-    assert t.call("SADD", "s", "a", "b", "c", "d") == (4, [[b"SADD", b"s", b"a", b"b", b"c",
+    t = CoreTap(now_ms=1_700_000_000_000)
+    assert t.parsed("SADD", "s", "a", "b", "c", "d") == (4, [[b"SADD", b"s", b"a", b"b", b"c",
                                                          b"d"]])
-    assert t.call("SADD", "s", "a") == (0, [])  # nothing changed: nothing propagated
-    assert t.call("SREM", "s", "zz") == (0, [])
-    reply, fed = t.call("SPOP", "s")
+    assert t.parsed("SADD", "s", "a") == (0, [])  # nothing changed: nothing propagated
+    assert t.parsed("SREM", "s", "zz") == (0, [])
+    reply, fed = t.parsed("SPOP", "s")
     assert fed == [[b"SREM", b"s", reply]]
-    reply, fed = t.call("SPOP", "s", "1")
+    reply, fed = t.parsed("SPOP", "s", "1")
     assert fed == [[b"SREM", b"s", reply[0]]]
-    reply, fed = t.call("SPOP", "s", "2")  # two of the last two: the set goes, DEL
+    reply, fed = t.parsed("SPOP", "s", "2")  # two of the last two: the set goes, DEL
     assert sorted(reply) == sorted(set(reply)) and len(reply) == 2
     assert fed == [[b"DEL", b"s"]]
-    t.call("SADD", "s", *[f"m{i}" for i in range(10)])
-    reply, fed = t.call("SPOP", "s", "3")
+    t.parsed("SADD", "s", *[f"m{i}" for i in range(10)])
+    reply, fed = t.parsed("SPOP", "s", "3")
     # several SREMs from one command are wrapped in MULTI/EXEC, as Redis 7.0 does
     assert fed[0] == [b"MULTI"] and fed[-1] == [b"EXEC"]
     assert sorted(f[2] for f in fed[1:-1]) == sorted(reply)
     assert all(f[:2] == [b"SREM", b"s"] and len(f) == 3 for f in fed[1:-1])
-    assert t.call("SPOP", "missing") == (None, [])
-    assert t.call("SPOP", "missing", "3") == ([], [])
-    assert t.call("SMOVE", "s", "d", "nope") == (0, [])
-    assert t.call("SINTERSTORE", "d", "missing")[1] == []  # d did not exist: no change
-    assert t.call("SUNIONSTORE", "d", "s")[1] == [[b"SUNIONSTORE", b"d", b"s"]]
-    assert t.call("SINTERSTORE", "d", "missing")[1] == [[b"SINTERSTORE", b"d", b"missing"]]
+    assert t.parsed("SPOP", "missing") == (None, [])
+    assert t.parsed("SPOP", "missing", "3") == ([], [])
+    assert t.parsed("SMOVE", "s", "d", "nope") == (0, [])
+    assert t.parsed("SINTERSTORE", "d", "missing")[1] == []  # d did not exist: no change
+    assert t.parsed("SUNIONSTORE", "d", "s")[1] == [[b"SUNIONSTORE", b"d", b"s"]]
+    assert t.parsed("SINTERSTORE", "d", "missing")[1] == [[b"SINTERSTORE", b"d", b"missing"]]

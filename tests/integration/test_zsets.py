@@ -7,7 +7,8 @@ import math
 
 import pytest
 import redis
-from support import encode_command, parse_reply
+from differential import CoreTap
+from support import parse_reply
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 NOT_INT = "value is not an integer or out of range"
@@ -425,35 +426,18 @@ def test_big_sorted_set(r):
 
 # -- propagation (the core in-process) ----------------------------------------------------------
 
-class Tap:
-    def __init__(self) -> None:
-        import pyrepl.commands  # noqa: F401
-        from pyrepl.config import Config
-        from pyrepl.core import ServerCore
-
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1_700_000_000_000)
-        self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append(list(argv))
-        self.client = self.core.connection_made()
-
-    def call(self, *argv: str) -> tuple[object, list[list[bytes]]]:
-        self.fed = []
-        self.client.receive_data(encode_command(*argv))
-        return parse_reply(self.client.data_to_send()), self.fed
-
-
 def test_propagation():
-    t = Tap()
-    assert t.call("ZADD", "z", "1", "a", "2", "b")[1] == [[b"ZADD", b"z", b"1", b"a", b"2", b"b"]]
-    assert t.call("ZADD", "z", "1", "a")[1] == []  # same score: not a change
-    assert t.call("ZADD", "z", "NX", "5", "a")[1] == []
-    assert t.call("ZADD", "z", "XX", "1", "nope")[1] == []
-    assert t.call("ZINCRBY", "z", "1", "a")[1] == [[b"ZINCRBY", b"z", b"1", b"a"]]
-    assert t.call("ZREM", "z", "nope")[1] == []
-    assert t.call("ZREMRANGEBYSCORE", "z", "10", "20")[1] == []
-    assert t.call("ZPOPMIN", "missing")[1] == []
-    assert t.call("ZPOPMIN", "z")[1] == [[b"ZPOPMIN", b"z"]]
-    assert t.call("ZMPOP", "2", "missing", "z", "MAX", "COUNT", "9")[1] == \
+    t = CoreTap(now_ms=1_700_000_000_000)
+    assert t.parsed("ZADD", "z", "1", "a", "2", "b")[1] == [[b"ZADD", b"z", b"1", b"a", b"2", b"b"]]
+    assert t.parsed("ZADD", "z", "1", "a")[1] == []  # same score: not a change
+    assert t.parsed("ZADD", "z", "NX", "5", "a")[1] == []
+    assert t.parsed("ZADD", "z", "XX", "1", "nope")[1] == []
+    assert t.parsed("ZINCRBY", "z", "1", "a")[1] == [[b"ZINCRBY", b"z", b"1", b"a"]]
+    assert t.parsed("ZREM", "z", "nope")[1] == []
+    assert t.parsed("ZREMRANGEBYSCORE", "z", "10", "20")[1] == []
+    assert t.parsed("ZPOPMIN", "missing")[1] == []
+    assert t.parsed("ZPOPMIN", "z")[1] == [[b"ZPOPMIN", b"z"]]
+    assert t.parsed("ZMPOP", "2", "missing", "z", "MAX", "COUNT", "9")[1] == \
         [[b"ZPOPMAX", b"z", b"1"]]
-    assert t.call("ZMPOP", "1", "z", "MIN")[1] == []
-    assert t.call("ZUNIONSTORE", "d", "1", "missing")[1] == []
+    assert t.parsed("ZMPOP", "1", "z", "MIN")[1] == []
+    assert t.parsed("ZUNIONSTORE", "d", "1", "missing")[1] == []

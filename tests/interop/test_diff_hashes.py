@@ -12,10 +12,17 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import Pair, check_propagation
-from hypothesis import HealthCheck, given, settings
+from differential import (
+    PROTOS,
+    SEEDS,
+    Pair,
+    check_propagation,
+    run_sequence,
+    sequence_settings,
+)
+from hypothesis import given
 from hypothesis import strategies as st
-from support import parse_reply, start_redis
+from support import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -82,6 +89,14 @@ CASES: list[tuple[str, ...]] = [
     ("HGETALL", "fl"),
     ("HINCRBYFLOAT", "huge", "v", "1e400"), ("HINCRBYFLOAT", "huge", "v", "-1e399"),
     ("HINCRBYFLOAT", "huge", "w", "-1e-4940"), ("HGET", "huge", "v"),
+    # values that round to zero are not valid floats; exponents without significant digits
+    ("HINCRBYFLOAT", "fl", "u", "1e-4952"), ("HINCRBYFLOAT", "fl", "u", "1e-4951"),
+    ("HINCRBYFLOAT", "fl", "u", "0x1p-16446"), ("HINCRBYFLOAT", "fl", "u", "1.9e-4951"),
+    ("HINCRBYFLOAT", "fl", "u", "1e0"), ("HINCRBYFLOAT", "fl", "u", "2E+00"),
+    ("HINCRBYFLOAT", "fl", "u", "1\x00"), ("HGET", "fl", "u"),
+    ("HSET", "fl", "tiny", "1e-4952", "one", "1e0", "ninf", "-inf"),
+    ("HINCRBYFLOAT", "fl", "tiny", "1"), ("HINCRBYFLOAT", "fl", "one", "1"),
+    ("HINCRBYFLOAT", "fl", "ninf", "1"), ("HINCRBYFLOAT", "fl", "ninf", "-inf"),
     # HSCAN (small hashes: everything in one call, cursor 0)
     ("HSET", "sc", "a1", "1", "b1", "2", "a2", "3", "n", "4"),
     ("HSCAN", "sc", "0"), ("HSCAN", "sc", "0", "MATCH", "a*"), ("HSCAN", "sc", "0", "MATCH", "*"),
@@ -125,20 +140,10 @@ CASES: list[tuple[str, ...]] = [
 ]
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
-
-
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            p.check(*argv)
-    finally:
-        p.close()
+def test_edge_cases(pair):
+    for argv in CASES:
+        pair.check(*argv)
 
 
 def _sorted_scan(reply: bytes) -> object:
@@ -147,34 +152,30 @@ def _sorted_scan(reply: bytes) -> object:
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_big_values_and_many_fields(pyrepl_server, redis_server, proto):
+def test_big_values_and_many_fields(pair):
     """Hashes Redis keeps as a real hash table: same content, order may differ."""
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("HSET", "bv", "small", "1", "big", "x" * 100)
-        p.check("HINCRBYFLOAT", "bv", "f", "1e100")
-        p.check("HGETALL", "bv")
-        a, b = p.both("HSCAN", "bv", "0")
-        assert _sorted_scan(a) == _sorted_scan(b)
-        fields = [x for i in range(300) for x in (f"f{i}", str(i))]
-        p.check("HSET", "many", *fields)
-        for argv in (("HLEN", "many"), ("HGET", "many", "f299"), ("HGETALL", "many"),
-                     ("HKEYS", "many"), ("HVALS", "many"), ("HDEL", "many", "f0", "f1", "x"),
-                     ("HINCRBY", "many", "f5", "10"), ("HSTRLEN", "many", "f150")):
-            p.check(*argv)
-        # A full HSCAN iteration returns every field exactly once on both servers.
-        for client in (p.a, p.b):
-            seen: list[bytes] = []
-            cursor = b"0"
-            for _ in range(1000):
-                cursor, flat = parse_reply(client.call("HSCAN", "many", cursor, "COUNT", "25"))
-                seen.extend(flat[0::2])
-                if cursor == b"0":
-                    break
-            assert cursor == b"0"
-            assert sorted(seen) == sorted(f"f{i}".encode() for i in range(2, 300))
-    finally:
-        p.close()
+    pair.check("HSET", "bv", "small", "1", "big", "x" * 100)
+    pair.check("HINCRBYFLOAT", "bv", "f", "1e100")
+    pair.check("HGETALL", "bv")
+    a, b = pair.both("HSCAN", "bv", "0")
+    assert _sorted_scan(a) == _sorted_scan(b)
+    fields = [x for i in range(300) for x in (f"f{i}", str(i))]
+    pair.check("HSET", "many", *fields)
+    for argv in (("HLEN", "many"), ("HGET", "many", "f299"), ("HGETALL", "many"),
+                 ("HKEYS", "many"), ("HVALS", "many"), ("HDEL", "many", "f0", "f1", "x"),
+                 ("HINCRBY", "many", "f5", "10"), ("HSTRLEN", "many", "f150")):
+        pair.check(*argv)
+    # A full HSCAN iteration returns every field exactly once on both servers.
+    for client in (pair.a, pair.b):
+        seen: list[bytes] = []
+        cursor = b"0"
+        for _ in range(1000):
+            cursor, flat = parse_reply(client.call("HSCAN", "many", cursor, "COUNT", "25"))
+            seen.extend(flat[0::2])
+            if cursor == b"0":
+                break
+        assert cursor == b"0"
+        assert sorted(seen) == sorted(f"f{i}".encode() for i in range(2, 300))
 
 
 # -- HRANDFIELD ------------------------------------------------------------------------------
@@ -224,21 +225,17 @@ def check_hrandfield(p: Pair, *argv: str) -> None:
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_hrandfield_random_forms(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("HSET", "r", *[x for i in range(10) for x in (f"f{i}", f"v{i}")])
-        p.check("HSET", "one", "only", "1")
-        for argv in (("r",), ("r", "1"), ("r", "3"), ("r", "9"), ("r", "10"), ("r", "50"),
-                     ("r", "-1"), ("r", "-30"), ("r", "1", "WITHVALUES"),
-                     ("r", "4", "withvalues"), ("r", "10", "WITHVALUES"),
-                     ("r", "20", "WITHVALUES"), ("r", "-1", "WITHVALUES"),
-                     ("r", "-25", "WITHVALUES"), ("one",), ("one", "5"), ("one", "-3"),
-                     ("one", "-3", "WITHVALUES")):
-            for _ in range(5):
-                check_hrandfield(p, "HRANDFIELD", *argv)
-    finally:
-        p.close()
+def test_hrandfield_random_forms(pair):
+    pair.check("HSET", "r", *[x for i in range(10) for x in (f"f{i}", f"v{i}")])
+    pair.check("HSET", "one", "only", "1")
+    for argv in (("r",), ("r", "1"), ("r", "3"), ("r", "9"), ("r", "10"), ("r", "50"),
+                 ("r", "-1"), ("r", "-30"), ("r", "1", "WITHVALUES"),
+                 ("r", "4", "withvalues"), ("r", "10", "WITHVALUES"),
+                 ("r", "20", "WITHVALUES"), ("r", "-1", "WITHVALUES"),
+                 ("r", "-25", "WITHVALUES"), ("one",), ("one", "5"), ("one", "-3"),
+                 ("one", "-3", "WITHVALUES")):
+        for _ in range(5):
+            check_hrandfield(pair, "HRANDFIELD", *argv)
 
 
 # -- random command sequences --------------------------------------------------------------
@@ -312,36 +309,21 @@ def rand_command(rnd: random.Random) -> tuple[str, ...]:
                        ("HRANDFIELD",), ("HSCAN", k)])
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
+def check(p: Pair, *argv: str) -> None:
+    """``Pair.check``, or the shape-and-membership comparison of HRANDFIELD's random picks."""
+    if argv[0] == "HRANDFIELD" and len(argv) >= 2:
+        check_hrandfield(p, *argv)
+    else:
+        p.check(*argv)
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), seed=st.integers(0, 2**32 - 1), n=st.integers(5, 40))
+@sequence_settings(100)
+@given(proto=PROTOS, seed=SEEDS, n=st.integers(5, 40))
 def test_random_sequences(pairs, proto, seed, n):
-    p = pairs[proto]
-    p.flushall()
     rnd = random.Random(seed)
-    history: list[tuple[str, ...]] = []
-    try:
-        for _ in range(n):
-            argv = rand_command(rnd)
-            history.append(argv)
-            if argv[0] == "HRANDFIELD" and len(argv) >= 2:
-                check_hrandfield(p, *argv)
-            else:
-                p.check(*argv)
-        for key in KEYS:
-            p.check("HGETALL", key)
-            p.check("HSCAN", key, "0")
-            p.check("LRANGE", key, "0", "-1")
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nRESP{proto} sequence: {history}") from None
+    final = [(name, key, *args) for key in KEYS for name, *args in
+             (("HGETALL",), ("HSCAN", "0"), ("LRANGE", "0", "-1"))]
+    run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), check=check, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------
@@ -355,15 +337,6 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
     ("HINCRBYFLOAT", "h", "f", "abc"), ("HGET", "h", "f"), ("HDEL", "h", "a", "b", "c", "n"),
     ("HDEL", "h", "f", "g"), ("HLEN", "h"), ("HSET", "h", "x"),
 ]
-
-
-@pytest.fixture(scope="module")
-def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def test_propagation(tapped_redis):

@@ -117,6 +117,31 @@ CASES: list[tuple[str, ...]] = [
     # the empty key name
     ("SET", "", "empty"), ("EXISTS", ""), ("TYPE", ""), ("KEYS", "?*"), ("RENAME", "", "e2"),
     ("GET", "e2"), ("del", "e2"), ("Exists", "e2"),
+    # COMMAND GETKEYS of the "numkeys key [key ...]" commands (keys found by parsing numkeys
+    # as Redis's getkeys procs do: atoi, 1..the arguments left, else no keys at all)
+    ("COMMAND", "GETKEYS", "ZUNION", "2", "a", "b"), ("COMMAND", "GETKEYS", "ZUNION", "0", "a"),
+    ("COMMAND", "GETKEYS", "ZUNION", "3", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZUNION", "02", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZUNION", "2x", "a", "b"), ("COMMAND", "GETKEYS", "ZUNION", "-1", "a"),
+    ("COMMAND", "GETKEYS", "ZUNION", "1", "a", "b", "c"),
+    ("COMMAND", "GETKEYS", "ZINTER", " 1", "a"), ("COMMAND", "GETKEYS", "ZDIFF", "+2", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZINTERCARD", "2", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "2", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "3", "a", "b"),
+    ("COMMAND", "GETKEYS", "ZINTERSTORE", "d", "x", "a"),
+    ("COMMAND", "GETKEYS", "ZDIFFSTORE", "d", "1", "a", "b"),
+    ("COMMAND", "GETKEYS", "SINTERCARD", "2", "a", "b"),
+    ("COMMAND", "GETKEYS", "SINTERCARD", "3", "a", "b"),
+    ("COMMAND", "GETKEYS", "SINTERCARD", "0", "a"),
+    ("COMMAND", "GETKEYS", "SINTERCARD", "02", "a", "b"),
+    ("COMMAND", "GETKEYS", "LMPOP", "2", "a", "b", "LEFT"),
+    ("COMMAND", "GETKEYS", "LMPOP", "3", "a", "b", "LEFT"),
+    ("COMMAND", "GETKEYS", "LMPOP", "4", "a", "b", "LEFT"),
+    ("COMMAND", "GETKEYS", "LMPOP", "2x", "a", "b", "LEFT"),
+    ("COMMAND", "GETKEYS", "ZMPOP", "1", "a", "MIN"),
+    ("COMMAND", "GETKEYS", "ZMPOP", "2", "a", "MIN"),
+    ("COMMAND", "GETKEYS", "ZMPOP", "3", "a", "MIN"), ("COMMAND", "GETKEYS", "KEYS", "*"),
+    ("COMMAND", "GETKEYS", "DEL"), ("COMMAND", "GETKEYS", "ECHO", "x"),
 ]
 
 

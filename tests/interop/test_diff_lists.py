@@ -12,10 +12,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import Pair, check_propagation
-from hypothesis import HealthCheck, given, settings
+from differential import PROTOS, SEEDS, check_propagation, run_sequence, sequence_settings
+from hypothesis import given
 from hypothesis import strategies as st
-from support import start_redis, wait_for
+from support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -133,54 +133,36 @@ CASES: list[tuple[str, ...]] = [
 ]
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
+@pytest.mark.parametrize("proto", [2, 3])
+def test_edge_cases(pair):
+    for argv in CASES:
+        pair.check(*argv)
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            p.check(*argv)
-    finally:
-        p.close()
+def test_big_lists(pair):
+    pair.check("RPUSH", "big", *[str(i % 37) for i in range(3000)])
+    for argv in (("LRANGE", "big", "1000", "1010"), ("LRANGE", "big", "-20", "-1"),
+                 ("LINDEX", "big", "2999"), ("LINDEX", "big", "-1500"),
+                 ("LPOS", "big", "5", "RANK", "-3", "COUNT", "4"),
+                 ("LPOS", "big", "5", "MAXLEN", "100", "COUNT", "0"),
+                 ("LREM", "big", "-10", "7"), ("LINSERT", "big", "BEFORE", "36", "x"),
+                 ("LSET", "big", "1500", "y"), ("LTRIM", "big", "100", "-100"),
+                 ("LPOP", "big", "50"), ("RPOP", "big", "50"),
+                 ("LRANGE", "big", "0", "-1")):
+        pair.check(*argv)
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_big_lists(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("RPUSH", "big", *[str(i % 37) for i in range(3000)])
-        for argv in (("LRANGE", "big", "1000", "1010"), ("LRANGE", "big", "-20", "-1"),
-                     ("LINDEX", "big", "2999"), ("LINDEX", "big", "-1500"),
-                     ("LPOS", "big", "5", "RANK", "-3", "COUNT", "4"),
-                     ("LPOS", "big", "5", "MAXLEN", "100", "COUNT", "0"),
-                     ("LREM", "big", "-10", "7"), ("LINSERT", "big", "BEFORE", "36", "x"),
-                     ("LSET", "big", "1500", "y"), ("LTRIM", "big", "100", "-100"),
-                     ("LPOP", "big", "50"), ("RPOP", "big", "50"),
-                     ("LRANGE", "big", "0", "-1")):
-            p.check(*argv)
-    finally:
-        p.close()
-
-
-def test_expired_list(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
-    try:
-        p.check("RPUSH", "e", "a", "b")
-        p.check("PEXPIRE", "e", "30")
-        # Wait until both have expired the key (reading it expires it lazily).
-        wait_for(lambda: p.both("LLEN", "e") == (b":0\r\n", b":0\r\n"), 5,
-                 what="the list to expire on both servers")
-        p.check("LPUSHX", "e", "x")
-        p.check("RPUSH", "e", "x")
-        p.check("PTTL", "e")
-        p.check("LRANGE", "e", "0", "-1")
-    finally:
-        p.close()
+def test_expired_list(pair):
+    pair.check("RPUSH", "e", "a", "b")
+    pair.check("PEXPIRE", "e", "30")
+    # Wait until both have expired the key (reading it expires it lazily).
+    wait_for(lambda: pair.both("LLEN", "e") == (b":0\r\n", b":0\r\n"), 5,
+             what="the list to expire on both servers")
+    pair.check("LPUSHX", "e", "x")
+    pair.check("RPUSH", "e", "x")
+    pair.check("PTTL", "e")
+    pair.check("LRANGE", "e", "0", "-1")
 
 
 # -- random command sequences --------------------------------------------------------------
@@ -255,43 +237,16 @@ def rand_command(rnd: random.Random) -> tuple[str, ...]:
                        ("LRANGE", k, "0"), ("LSET", k, "0")])
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
-
-
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), seed=st.integers(0, 2**32 - 1), n=st.integers(5, 40))
+@sequence_settings(100)
+@given(proto=PROTOS, seed=SEEDS, n=st.integers(5, 40))
 def test_random_sequences(pairs, proto, seed, n):
-    p = pairs[proto]
-    p.flushall()
     rnd = random.Random(seed)
-    history: list[tuple[str, ...]] = []
-    try:
-        for _ in range(n):
-            history.append(rand_command(rnd))
-            p.check(*history[-1])
-        for key in KEYS:
-            p.check("LRANGE", key, "0", "-1")
-            p.check("HGETALL", key)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nRESP{proto} sequence: {history}") from None
+    final = [(name, key, *args) for key in KEYS
+             for name, *args in (("LRANGE", "0", "-1"), ("HGETALL",))]
+    run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
 
 PROPAGATION_CASES: list[tuple[str, ...]] = [
     ("RPUSH", "l", "a", "b", "c", "d", "e"), ("LPUSH", "l", "z"), ("LPUSHX", "nokey", "a"),

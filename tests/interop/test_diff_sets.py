@@ -14,10 +14,10 @@ on from the same state. SSCAN is compared as the union of a complete iteration.
 from __future__ import annotations
 
 import pytest
-from differential import CoreTap, Pair, ReplicaTap, normalize
-from hypothesis import HealthCheck, given, settings
+from differential import PROTOS, Pair, PropagationTaps, normalize, run_sequence, sequence_settings
+from hypothesis import given
 from hypothesis import strategies as st
-from support import RespError, parse_reply, start_redis, wait_for
+from support import RespError, parse_reply, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -116,20 +116,10 @@ def check(p: Pair, *argv: str) -> None:
         assert ra == rb, f"{argv!r}:\n  pyrepl: {ra!r}\n  redis:  {rb!r}"
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
-
-
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            check(p, *argv)
-    finally:
-        p.close()
+def test_edge_cases(pair):
+    for argv in CASES:
+        check(pair, *argv)
 
 
 # -- random replies ------------------------------------------------------------------------------
@@ -189,62 +179,50 @@ def check_sscan(p: Pair, key: str, *opts: str) -> None:
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_random_replies(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("SADD", "s", *[f"m{i}" for i in range(30)])
-        p.check("SADD", "i", *[str(i) for i in range(30)])
-        for key in ("s", "i", "nokey"):
-            for argv in (("SRANDMEMBER", key), ("SRANDMEMBER", key, "5"),
-                         ("SRANDMEMBER", key, "-50"), ("SRANDMEMBER", key, "29"),
-                         ("SRANDMEMBER", key, "30"), ("SRANDMEMBER", key, "100"),
-                         ("SRANDMEMBER", key, "1"), ("SPOP", key), ("SPOP", key, "2"),
-                         ("SPOP", key, "1"), ("SPOP", key, "20"), ("SPOP", key, "100"),
-                         ("SPOP", key)):
-                check_random(p, *argv)
-    finally:
-        p.close()
+def test_random_replies(pair):
+    pair.check("SADD", "s", *[f"m{i}" for i in range(30)])
+    pair.check("SADD", "i", *[str(i) for i in range(30)])
+    for key in ("s", "i", "nokey"):
+        for argv in (("SRANDMEMBER", key), ("SRANDMEMBER", key, "5"),
+                     ("SRANDMEMBER", key, "-50"), ("SRANDMEMBER", key, "29"),
+                     ("SRANDMEMBER", key, "30"), ("SRANDMEMBER", key, "100"),
+                     ("SRANDMEMBER", key, "1"), ("SPOP", key), ("SPOP", key, "2"),
+                     ("SPOP", key, "1"), ("SPOP", key, "20"), ("SPOP", key, "100"),
+                     ("SPOP", key)):
+            check_random(pair, *argv)
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_big_sets(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("SADD", "big", *[f"member:{i}" for i in range(1000)])
-        p.check("SADD", "bigint", *[str(i * 3) for i in range(600)])  # too big for an intset
-        p.check("SADD", "odd", *[f"member:{i}" for i in range(1, 1000, 2)])
-        for argv in (("SCARD", "big"), ("SINTER", "big", "odd"), ("SINTERCARD", "2", "big",
-                     "odd", "LIMIT", "100"), ("SDIFFSTORE", "d", "big", "odd"),
-                     ("SCARD", "d"), ("SUNION", "odd", "bigint"),
-                     ("SMISMEMBER", "big", "member:5", "member:1000"),
-                     ("SREM", "big", *[f"member:{i}" for i in range(0, 1000, 3)]),
-                     ("SMEMBERS", "big"), ("SMOVE", "big", "odd", "member:2")):
-            p.check(*argv)
-        for key, opts in (("big", ()), ("big", ("COUNT", "7")), ("big", ("MATCH", "*7*")),
-                          ("bigint", ("COUNT", "50", "MATCH", "1??")), ("odd", ())):
-            check_sscan(p, key, *opts)
-        for argv in (("SRANDMEMBER", "big", "10"), ("SRANDMEMBER", "big", "-2000"),
-                     ("SPOP", "big", "5"), ("SPOP", "big"), ("SPOP", "big", "600")):
-            check_random(p, *argv)
-        p.check("SMEMBERS", "big")
-    finally:
-        p.close()
+def test_big_sets(pair):
+    pair.check("SADD", "big", *[f"member:{i}" for i in range(1000)])
+    pair.check("SADD", "bigint", *[str(i * 3) for i in range(600)])  # too big for an intset
+    pair.check("SADD", "odd", *[f"member:{i}" for i in range(1, 1000, 2)])
+    for argv in (("SCARD", "big"), ("SINTER", "big", "odd"), ("SINTERCARD", "2", "big",
+                 "odd", "LIMIT", "100"), ("SDIFFSTORE", "d", "big", "odd"),
+                 ("SCARD", "d"), ("SUNION", "odd", "bigint"),
+                 ("SMISMEMBER", "big", "member:5", "member:1000"),
+                 ("SREM", "big", *[f"member:{i}" for i in range(0, 1000, 3)]),
+                 ("SMEMBERS", "big"), ("SMOVE", "big", "odd", "member:2")):
+        pair.check(*argv)
+    for key, opts in (("big", ()), ("big", ("COUNT", "7")), ("big", ("MATCH", "*7*")),
+                      ("bigint", ("COUNT", "50", "MATCH", "1??")), ("odd", ())):
+        check_sscan(pair, key, *opts)
+    for argv in (("SRANDMEMBER", "big", "10"), ("SRANDMEMBER", "big", "-2000"),
+                 ("SPOP", "big", "5"), ("SPOP", "big"), ("SPOP", "big", "600")):
+        check_random(pair, *argv)
+    pair.check("SMEMBERS", "big")
 
 
-def test_expired_set(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
-    try:
-        p.check("SADD", "e", "a", "b")
-        p.check("SADD", "f", "b", "c")
-        p.check("PEXPIRE", "e", "30")
-        wait_for(lambda: p.both("SCARD", "e") == (b":0\r\n", b":0\r\n"), 5,
-                 what="the set to expire on both servers")
-        for argv in (("SISMEMBER", "e", "a"), ("SUNION", "e", "f"), ("SINTER", "e", "f"),
-                     ("SMOVE", "e", "f", "a"), ("SADD", "e", "x"), ("TTL", "e"),
-                     ("SMEMBERS", "e")):
-            p.check(*argv)
-    finally:
-        p.close()
+def test_expired_set(pair):
+    pair.check("SADD", "e", "a", "b")
+    pair.check("SADD", "f", "b", "c")
+    pair.check("PEXPIRE", "e", "30")
+    wait_for(lambda: pair.both("SCARD", "e") == (b":0\r\n", b":0\r\n"), 5,
+             what="the set to expire on both servers")
+    for argv in (("SISMEMBER", "e", "a"), ("SUNION", "e", "f"), ("SINTER", "e", "f"),
+                 ("SMOVE", "e", "f", "a"), ("SADD", "e", "x"), ("TTL", "e"),
+                 ("SMEMBERS", "e")):
+        pair.check(*argv)
 
 
 # -- random command sequences --------------------------------------------------------------------
@@ -282,31 +260,21 @@ COMMAND = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
+def run_command(p: Pair, *argv) -> None:
+    name = argv[0]
+    if name in ("SPOP", "SRANDMEMBER"):
+        check_random(p, *argv)
+    elif name == "SSCAN":
+        check_sscan(p, argv[1], *argv[2])
+    else:
+        p.check(*argv)
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@sequence_settings(80)
+@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
-    p = pairs[proto]
-    p.flushall()
-    for argv in cmds:
-        name = argv[0]
-        if name in ("SPOP", "SRANDMEMBER"):
-            check_random(p, *argv)
-        elif name == "SSCAN":
-            check_sscan(p, argv[1], *argv[2])
-        else:
-            p.check(*argv)
-    for key in KEY_NAMES:
-        p.check("TYPE", key)
-        p.check("SMEMBERS", key)
+    final = [(name, key) for key in KEY_NAMES for name in ("TYPE", "SMEMBERS")]
+    run_sequence(pairs[proto], cmds, check=run_command, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------------
@@ -330,63 +298,30 @@ def _sorted_reply(reply: bytes) -> object:
 
 def test_propagation(tapped_redis):
     """Every case's reply and propagated commands equal Redis's (set replies sorted)."""
-    from support import RawClient
-
-    core = CoreTap()
-    data = RawClient(tapped_redis.port)
-    tap = ReplicaTap(tapped_redis.port)
-    try:
-        data.call("FLUSHALL")
-        tap.next_commands(data)
+    with PropagationTaps(tapped_redis.port) as taps:
         for argv in PROPAGATION_CASES:
-            want_reply = data.call(*argv)
-            want = tap.next_commands(data)
-            reply, fed = core.call(*argv)
+            want_reply, want = taps.redis(*argv)
+            reply, fed = taps.pyrepl(*argv)
             assert _sorted_reply(reply) == _sorted_reply(want_reply), (argv, reply, want_reply)
             assert fed == want, f"{argv}: pyrepl propagated {fed}, redis {want}"
-    finally:
-        tap.close()
-        data.close()
 
 
 def test_spop_propagation_shape(tapped_redis):
     """SPOP of some members: Redis 7.0 sends one SREM per member, wrapped in MULTI/EXEC."""
-    from support import RawClient
-
-    core = CoreTap()
-    data = RawClient(tapped_redis.port)
-    tap = ReplicaTap(tapped_redis.port)
-    try:
-        data.call("FLUSHALL")
-        tap.next_commands(data)
+    with PropagationTaps(tapped_redis.port) as taps:
         members = [f"m{i}" for i in range(10)]
-        data.call("SADD", "s", *members)
-        tap.next_commands(data)
-        core.call("SADD", "s", *members)
+        taps.redis("SADD", "s", *members)
+        taps.pyrepl("SADD", "s", *members)
         for argv in (("SPOP", "s"), ("SPOP", "s", "1"), ("SPOP", "s", "3")):
-            want_reply = parse_reply(data.call(*argv))
-            want = tap.next_commands(data)
-            reply, fed = core.call(*argv)
-            got_reply = parse_reply(reply)
-            popped_want = sorted(_flat(want_reply))
-            popped_got = sorted(_flat(got_reply))
+            want_reply, want = taps.redis(*argv)
+            reply, fed = taps.pyrepl(*argv)
+            popped_want = sorted(_flat(parse_reply(want_reply)))
+            popped_got = sorted(_flat(parse_reply(reply)))
             # Same shape, each side's SREMs naming exactly the members it returned.
             assert [c[:2] for c in fed] == [c[:2] for c in want], (argv, fed, want)
             srem_want = sorted(c[2] for c in want if c[0].upper() == b"SREM")
             srem_got = sorted(c[2] for c in fed if c[0].upper() == b"SREM")
             assert srem_want == popped_want and srem_got == popped_got, (argv, fed, want)
             # Resync the in-process core with what Redis kept.
-            core.call("SADD", "s", *[m.decode() for m in popped_got])
-            core.call("SREM", "s", *[m.decode() for m in popped_want])
-    finally:
-        tap.close()
-        data.close()
-
-
-@pytest.fixture(scope="module")
-def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
+            taps.pyrepl("SADD", "s", *[m.decode() for m in popped_got])
+            taps.pyrepl("SREM", "s", *[m.decode() for m in popped_want])

@@ -4,7 +4,7 @@ A hand-written table of edge cases (every option and error) replayed in RESP2 an
 every reply compared byte for byte; INCRBYFLOAT's 80-bit long double arithmetic and
 ``%.17Lf`` formatting over many awkward operands; a hypothesis test of random command
 sequences over a few keys; and a propagation check (what pyrepl's core hands to replication
-against what Redis sends a replica), using the taps of test_diff_keys.py.
+against what Redis sends a replica), using the taps of tests/differential.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,19 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import Pair
-from hypothesis import HealthCheck, given, settings
+from differential import (
+    PROTOS,
+    Pair,
+    PropagationTaps,
+    check_propagation,
+    check_timed,
+    run_sequence,
+    same_propagation,
+    sequence_settings,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 from support import wait_for
-from test_diff_keys import check_propagation, check_timed
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -147,6 +155,31 @@ CASES: list[tuple[str, ...]] = [
     ("INCRBYFLOAT", "f5", "123456789012345678901234567890"), ("INCRBYFLOAT", "f5", "0.5"),
     ("INCRBYFLOAT", "f6", "0.000003814697265625"), ("INCRBYFLOAT", "f7", "2.5e-17"),
     ("INCRBYFLOAT", "f8", "7.5e-17"), ("INCRBYFLOAT",), ("INCRBYFLOAT", "f"),
+    # strtold's ERANGE: a non-zero value that rounds to zero is not a valid float (the
+    # smallest subnormal long double is about 3.6e-4951), one that rounds up to it is
+    ("INCRBYFLOAT", "u", "1e-4952"), ("INCRBYFLOAT", "u", "-1e-4952"),
+    ("INCRBYFLOAT", "u", "1e-4951"), ("INCRBYFLOAT", "u", "1.8e-4951"),
+    ("INCRBYFLOAT", "u", "0x1p-16446"), ("EXISTS", "u"), ("INCRBYFLOAT", "u", "1.9e-4951"),
+    ("INCRBYFLOAT", "u", "0x1p-16445"), ("INCRBYFLOAT", "u", "0e-99999999999"), ("GET", "u"),
+    # infinities are valid floats whose sum is not; nan and partial spellings are not floats
+    ("INCRBYFLOAT", "u", "inf"), ("INCRBYFLOAT", "u", "+INF"), ("INCRBYFLOAT", "u", "-Infinity"),
+    ("INCRBYFLOAT", "u", "infinit"), ("INCRBYFLOAT", "u", "NaN"), ("INCRBYFLOAT", "u", "1\x00"),
+    # exponents without significant digits
+    ("INCRBYFLOAT", "u", "1e0"), ("INCRBYFLOAT", "u", "2E+00"), ("INCRBYFLOAT", "u", "1e-0"),
+    ("GET", "u"),
+    # the stored value goes through the same parser
+    ("SET", "u2", "1e-4952"), ("INCRBYFLOAT", "u2", "1"), ("SET", "u2", "inf"),
+    ("INCRBYFLOAT", "u2", "1"), ("SET", "u2", "-inf"), ("INCRBYFLOAT", "u2", "inf"),
+    ("SET", "u2", "1\x00"), ("INCRBYFLOAT", "u2", "1"), ("SET", "u2", "1e0"),
+    ("INCRBYFLOAT", "u2", "1"), ("SET", "u2", "0x1p-16445"), ("INCRBYFLOAT", "u2", "0"),
+    ("GET", "u2"),
+    # INCR/DECR/INCRBY around the shared small integers (0..9999) and the 18-digit fast path
+    ("SET", "s", "9998"), ("INCR", "s"), ("INCR", "s"), ("DECR", "s"), ("INCRBY", "s", "-9999"),
+    ("DECR", "s"), ("INCR", "s"), ("INCR", "s"), ("GET", "s"), ("SET", "s", "0"), ("INCR", "s"),
+    ("SET", "s", "00"), ("INCR", "s"), ("SET", "s", "999999999999999999"), ("INCR", "s"),
+    ("INCR", "s"), ("SET", "s", "9223372036854775806"), ("INCR", "s"), ("INCR", "s"),
+    ("SET", "s", "-5"), ("INCR", "s"), ("SET", "s", "5", "EX", "100"), ("INCR", "s"),
+    ("TTL", "s"), ("GET", "s"),
     # LCS
     ("SET", "la", "ohmytext"), ("SET", "lb", "mynewtext"), ("LCS", "la", "lb"),
     ("LCS", "la", "lb", "LEN"), ("LCS", "la", "lb", "IDX"), ("LCS", "la", "lb", "IDX",
@@ -159,43 +192,34 @@ CASES: list[tuple[str, ...]] = [
 ]
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
+def check(p: Pair, *argv: str) -> None:
+    """``Pair.check``; TTL within a second (both servers run it a few ms apart)."""
+    if argv[0] == "TTL":
+        check_timed(p, argv, 1)
+    else:
+        p.check(*argv)
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            if argv[0] == "TTL":
-                check_timed(p, argv, 1)
-            else:
-                p.check(*argv)
-    finally:
-        p.close()
+def test_edge_cases(pair):
+    for argv in CASES:
+        check(pair, *argv)
 
 
-def test_lazy_expiry(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
-    try:
-        p.check("SET", "x", "v", "PX", "40")
-        p.check("SET", "y", "5", "PX", "40")
-        wait_for(lambda: p.both("GET", "x") == (b"$-1\r\n", b"$-1\r\n"), 5,
-                 what="the key to expire on both servers")
-        wait_for(lambda: p.both("EXISTS", "y") == (b":0\r\n", b":0\r\n"), 5,
-                 what="the key to expire on both servers")
-        for argv in (("INCR", "y"), ("TTL", "y"), ("APPEND", "x", "a"), ("TTL", "x"),
-                     ("SETRANGE", "z", "0", "")):
-            p.check(*argv)
-    finally:
-        p.close()
+def test_lazy_expiry(pair):
+    pair.check("SET", "x", "v", "PX", "40")
+    pair.check("SET", "y", "5", "PX", "40")
+    wait_for(lambda: pair.both("GET", "x") == (b"$-1\r\n", b"$-1\r\n"), 5,
+             what="the key to expire on both servers")
+    wait_for(lambda: pair.both("EXISTS", "y") == (b":0\r\n", b":0\r\n"), 5,
+             what="the key to expire on both servers")
+    for argv in (("INCR", "y"), ("TTL", "y"), ("APPEND", "x", "a"), ("TTL", "x"),
+                 ("SETRANGE", "z", "0", "")):
+        pair.check(*argv)
 
 
-def test_proto_max_bulk_len(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
+def test_proto_max_bulk_len(pair):
+    p = pair
     try:
         p.check("CONFIG", "SET", "proto-max-bulk-len", "1mb")
         for argv in (("SETRANGE", "s", "1048575", "x"), ("STRLEN", "s"),
@@ -207,30 +231,26 @@ def test_proto_max_bulk_len(pyrepl_server, redis_server):
             p.check(*argv)
     finally:
         p.both("CONFIG", "SET", "proto-max-bulk-len", "512mb")
-        p.close()
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_lcs_random_strings(pyrepl_server, redis_server, proto):
+def test_lcs_random_strings(pair, proto):
     """LCS, LEN and IDX (with Redis's backtracking tie-breaks) on random strings."""
-    p = _pair(pyrepl_server, redis_server, proto)
+    p = pair
     rnd = random.Random(11 + proto)
-    try:
-        for _ in range(150):
-            alphabet = rnd.choice(["ab", "abc", "abcdefgh", "\x00\xff"])
-            a = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
-            b = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
-            p.check("MSET", "a", a, "b", b)
-            p.check("LCS", "a", "b")
-            p.check("LCS", "b", "a", "LEN")
-            p.check("LCS", "a", "b", "IDX", "WITHMATCHLEN")
-            p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", str(rnd.randint(0, 4)))
-        big_a = "".join(rnd.choice("acgt") for _ in range(3000))
-        big_b = "".join(rnd.choice("acgt") for _ in range(3000))
-        p.check("MSET", "a", big_a, "b", big_b)
-        p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", "6", "WITHMATCHLEN")
-    finally:
-        p.close()
+    for _ in range(150):
+        alphabet = rnd.choice(["ab", "abc", "abcdefgh", "\x00\xff"])
+        a = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+        b = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+        p.check("MSET", "a", a, "b", b)
+        p.check("LCS", "a", "b")
+        p.check("LCS", "b", "a", "LEN")
+        p.check("LCS", "a", "b", "IDX", "WITHMATCHLEN")
+        p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", str(rnd.randint(0, 4)))
+    big_a = "".join(rnd.choice("acgt") for _ in range(3000))
+    big_b = "".join(rnd.choice("acgt") for _ in range(3000))
+    p.check("MSET", "a", big_a, "b", big_b)
+    p.check("LCS", "a", "b", "IDX", "MINMATCHLEN", "6", "WITHMATCHLEN")
 
 
 def _float_operand(rnd: random.Random) -> str:
@@ -249,18 +269,14 @@ def _float_operand(rnd: random.Random) -> str:
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_incrbyfloat_formatting(pyrepl_server, redis_server, proto):
+def test_incrbyfloat_formatting(pair, proto):
     """Chains of INCRBYFLOAT with long-double rounding and %.17Lf output, byte for byte."""
-    p = _pair(pyrepl_server, redis_server, proto)
     rnd = random.Random(7 + proto)
-    try:
-        for i in range(600):
-            key = f"f{i % 7}"
-            if rnd.random() < 0.1:
-                p.check("SET", key, _float_operand(rnd))
-            p.check("INCRBYFLOAT", key, _float_operand(rnd))
-    finally:
-        p.close()
+    for i in range(600):
+        key = f"f{i % 7}"
+        if rnd.random() < 0.1:
+            pair.check("SET", key, _float_operand(rnd))
+        pair.check("INCRBYFLOAT", key, _float_operand(rnd))
 
 
 # -- random command sequences -------------------------------------------------------------------
@@ -306,25 +322,11 @@ COMMAND = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
-
-
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=5, max_size=30))
+@sequence_settings(100)
+@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=5, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     p = pairs[proto]
-    p.flushall()
-    for argv in cmds:
-        if argv[0] == "TTL":
-            check_timed(p, argv, 1)
-        else:
-            p.check(*argv)
+    run_sequence(p, cmds, check=check)
     for key in ("k0", "k1", "k2", "k3"):
         p.check("TYPE", key)
         ra, rb = p.both("GET", key)
@@ -362,42 +364,19 @@ def test_propagation(tapped_redis):
     check_propagation(tapped_redis.port, PROPAGATION_CASES)
 
 
-@pytest.fixture(scope="module")
-def tapped_redis():
-    from support import start_redis
-
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-
 def test_lazy_expiry_propagation(tapped_redis):
     """A write that finds its key expired propagates the DEL first, as Redis does."""
-    from support import RawClient
-    from test_diff_keys import CoreTap, ReplicaTap, same_propagation
-
-    core = CoreTap()
-    data = RawClient(tapped_redis.port)
-    data.call("FLUSHALL")
-    tap = ReplicaTap(tapped_redis.port)
-    try:
+    with PropagationTaps(tapped_redis.port) as taps:
         for argv in (("SET", "x", "1", "PX", "30"), ("SET", "y", "1", "PX", "30"),
                      ("SET", "z", "1", "PX", "30")):
-            data.call(*argv)
-            core.call(*argv)
-        tap.next_commands(data)
+            taps.redis(*argv)
+            taps.pyrepl(*argv)
         # KEYS hides expired keys without deleting them: poll it on both sides.
-        wait_for(lambda: data.call("KEYS", "[xyz]") == b"*0\r\n", 5, what="redis expiry")
-        wait_for(lambda: core.call("KEYS", "[xyz]")[0] == b"*0\r\n", 5, what="pyrepl expiry")
+        wait_for(lambda: taps.data.call("KEYS", "[xyz]") == b"*0\r\n", 5, what="redis expiry")
+        wait_for(lambda: taps.pyrepl("KEYS", "[xyz]")[0] == b"*0\r\n", 5,
+                 what="pyrepl expiry")
         for argv in (("SET", "x", "2"), ("INCR", "y"), ("GET", "z")):
-            expected_reply = data.call(*argv)
-            expected = tap.next_commands(data)
-            reply, fed = core.call(*argv)
+            expected_reply, expected = taps.redis(*argv)
+            reply, fed = taps.pyrepl(*argv)
             assert reply == expected_reply, argv
             assert same_propagation(fed, expected), f"{argv}: {fed} != {expected}"
-    finally:
-        tap.close()
-        data.close()

@@ -13,10 +13,10 @@ compared as the union of a complete iteration.
 from __future__ import annotations
 
 import pytest
-from differential import Pair
-from hypothesis import HealthCheck, given, settings
+from differential import PROTOS, Pair, check_propagation, run_sequence, sequence_settings
+from hypothesis import given
 from hypothesis import strategies as st
-from support import RespError, parse_reply, start_redis, wait_for
+from support import RespError, parse_reply, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -24,6 +24,7 @@ BIG = "9223372036854775807"
 SMALL = "-9223372036854775808"
 
 SCORE_TEXTS = ["1", "-1", "0", "-0", "+0", "1.5", ".5", "5.", "1e5", "1E-5", "0x10", "0X1P-2",
+               "1e0", "1E+00", "0x1p-1075", "0x1p-1074", "0x1.8p-1074",
                "0x.8p1", "inf", "+inf", "-inf", "Infinity", "-INFINITY", "infinit", "nan",
                "-nan", "NaN", "1e400", "-1e400", "1e-400", "4e-324", "2e-324", "0e-400",
                "0x1p-1080", "0x1p2000", "", " 1", "1 ", "\t1", "1\x00", "\x00", "1_0", "0x",
@@ -303,20 +304,10 @@ CASES += [
 ]
 
 
-def _pair(pyrepl_server, redis_server, proto: int) -> Pair:
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    return p
-
-
 @pytest.mark.parametrize("proto", [2, 3])
-def test_edge_cases(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        for argv in CASES:
-            p.check(*argv)
-    finally:
-        p.close()
+def test_edge_cases(pair):
+    for argv in CASES:
+        pair.check(*argv)
 
 
 # -- random replies, big sets, expiry -----------------------------------------------------------
@@ -379,69 +370,57 @@ def check_zscan_all(p: Pair, key: str, *opts: str) -> None:
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_zrandmember(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("ZADD", "z", *[x for i in range(30) for x in (str(i / 3), f"m{i}")])
-        p.check("ZADD", "big", *[x for i in range(300) for x in (str(i % 17), f"m{i}")])
-        for key in ("z", "big", "nokey"):
-            for extra in ((), ("1",), ("5",), ("-50",), ("29",), ("30",), ("100",), ("299",),
-                          ("1000",), ("5", "WITHSCORES"), ("-7", "WITHSCORES"),
-                          ("40", "withscores"), ("1000", "WITHSCORES")):
-                check_zrandmember(p, "ZRANDMEMBER", key, *extra)
-    finally:
-        p.close()
+def test_zrandmember(pair):
+    pair.check("ZADD", "z", *[x for i in range(30) for x in (str(i / 3), f"m{i}")])
+    pair.check("ZADD", "big", *[x for i in range(300) for x in (str(i % 17), f"m{i}")])
+    for key in ("z", "big", "nokey"):
+        for extra in ((), ("1",), ("5",), ("-50",), ("29",), ("30",), ("100",), ("299",),
+                      ("1000",), ("5", "WITHSCORES"), ("-7", "WITHSCORES"),
+                      ("40", "withscores"), ("1000", "WITHSCORES")):
+            check_zrandmember(pair, "ZRANDMEMBER", key, *extra)
 
 
 @pytest.mark.parametrize("proto", [2, 3])
-def test_big_sorted_sets(pyrepl_server, redis_server, proto):
-    p = _pair(pyrepl_server, redis_server, proto)
-    try:
-        p.check("ZADD", "big", *[x for i in range(2000) for x in (str((i * 7919) % 1000),
-                                                                  f"element:{i:05d}")])
-        p.check("ZADD", "lexbig", *[x for i in range(500) for x in ("0", f"w{i * 37 % 500:04d}")])
-        p.check("ZADD", "long", "1", "x" * 100, "2", "y")  # a member too long for a listpack
-        for argv in (("ZCARD", "big"), ("ZRANGE", "big", "1000", "1010", "WITHSCORES"),
-                     ("ZRANGE", "big", "-20", "-1"), ("ZREVRANGE", "big", "5", "9"),
-                     ("ZRANK", "big", "element:01234"), ("ZREVRANK", "big", "element:01234"),
-                     ("ZCOUNT", "big", "100", "(200"), ("ZSCORE", "big", "element:00007"),
-                     ("ZRANGEBYSCORE", "big", "(500", "510", "WITHSCORES", "LIMIT", "3", "5"),
-                     ("ZREVRANGEBYSCORE", "big", "990", "-inf", "LIMIT", "100", "4"),
-                     ("ZRANGEBYLEX", "lexbig", "[w0100", "(w0110"),
-                     ("ZREVRANGEBYLEX", "lexbig", "+", "[w0490", "LIMIT", "1", "3"),
-                     ("ZLEXCOUNT", "lexbig", "(w0001", "[w0400"),
-                     ("ZREMRANGEBYLEX", "lexbig", "[w0200", "(w0300"), ("ZCARD", "lexbig"),
-                     ("ZREMRANGEBYRANK", "big", "100", "199"),
-                     ("ZREMRANGEBYSCORE", "big", "(900", "+inf"), ("ZCARD", "big"),
-                     ("ZPOPMIN", "big", "3"), ("ZPOPMAX", "big", "3"),
-                     ("ZUNIONSTORE", "u", "2", "big", "lexbig", "WEIGHTS", "1", "0.5"),
-                     ("ZRANGE", "u", "0", "20", "WITHSCORES"), ("ZINTERCARD", "2", "big", "u"),
-                     ("ZDIFF", "2", "u", "big", "WITHSCORES"),
-                     ("ZRANGESTORE", "rs", "big", "10", "500", "BYSCORE", "LIMIT", "5", "300"),
-                     ("ZRANGE", "rs", "0", "-1", "WITHSCORES"),
-                     ("ZRANGE", "big", "0", "-1", "WITHSCORES")):
-            p.check(*argv)
-        for key, opts in (("big", ()), ("big", ("COUNT", "33")), ("big", ("MATCH", "*7")),
-                          ("lexbig", ("COUNT", "200")), ("long", ())):
-            check_zscan_all(p, key, *opts)
-    finally:
-        p.close()
+def test_big_sorted_sets(pair):
+    pair.check("ZADD", "big", *[x for i in range(2000) for x in (str((i * 7919) % 1000),
+                                                              f"element:{i:05d}")])
+    pair.check("ZADD", "lexbig", *[x for i in range(500) for x in ("0", f"w{i * 37 % 500:04d}")])
+    pair.check("ZADD", "long", "1", "x" * 100, "2", "y")  # a member too long for a listpack
+    for argv in (("ZCARD", "big"), ("ZRANGE", "big", "1000", "1010", "WITHSCORES"),
+                 ("ZRANGE", "big", "-20", "-1"), ("ZREVRANGE", "big", "5", "9"),
+                 ("ZRANK", "big", "element:01234"), ("ZREVRANK", "big", "element:01234"),
+                 ("ZCOUNT", "big", "100", "(200"), ("ZSCORE", "big", "element:00007"),
+                 ("ZRANGEBYSCORE", "big", "(500", "510", "WITHSCORES", "LIMIT", "3", "5"),
+                 ("ZREVRANGEBYSCORE", "big", "990", "-inf", "LIMIT", "100", "4"),
+                 ("ZRANGEBYLEX", "lexbig", "[w0100", "(w0110"),
+                 ("ZREVRANGEBYLEX", "lexbig", "+", "[w0490", "LIMIT", "1", "3"),
+                 ("ZLEXCOUNT", "lexbig", "(w0001", "[w0400"),
+                 ("ZREMRANGEBYLEX", "lexbig", "[w0200", "(w0300"), ("ZCARD", "lexbig"),
+                 ("ZREMRANGEBYRANK", "big", "100", "199"),
+                 ("ZREMRANGEBYSCORE", "big", "(900", "+inf"), ("ZCARD", "big"),
+                 ("ZPOPMIN", "big", "3"), ("ZPOPMAX", "big", "3"),
+                 ("ZUNIONSTORE", "u", "2", "big", "lexbig", "WEIGHTS", "1", "0.5"),
+                 ("ZRANGE", "u", "0", "20", "WITHSCORES"), ("ZINTERCARD", "2", "big", "u"),
+                 ("ZDIFF", "2", "u", "big", "WITHSCORES"),
+                 ("ZRANGESTORE", "rs", "big", "10", "500", "BYSCORE", "LIMIT", "5", "300"),
+                 ("ZRANGE", "rs", "0", "-1", "WITHSCORES"),
+                 ("ZRANGE", "big", "0", "-1", "WITHSCORES")):
+        pair.check(*argv)
+    for key, opts in (("big", ()), ("big", ("COUNT", "33")), ("big", ("MATCH", "*7")),
+                      ("lexbig", ("COUNT", "200")), ("long", ())):
+        check_zscan_all(pair, key, *opts)
 
 
-def test_expired_sorted_set(pyrepl_server, redis_server):
-    p = _pair(pyrepl_server, redis_server, 2)
-    try:
-        p.check("ZADD", "e", "1", "a", "2", "b")
-        p.check("ZADD", "f", "3", "c")
-        p.check("PEXPIRE", "e", "30")
-        wait_for(lambda: p.both("ZCARD", "e") == (b":0\r\n", b":0\r\n"), 5,
-                 what="the sorted set to expire on both servers")
-        for argv in (("ZSCORE", "e", "a"), ("ZUNION", "2", "e", "f", "WITHSCORES"),
-                     ("ZADD", "e", "XX", "1", "a"), ("ZINCRBY", "e", "1", "a"), ("TTL", "e"),
-                     ("ZRANGE", "e", "0", "-1", "WITHSCORES")):
-            p.check(*argv)
-    finally:
-        p.close()
+def test_expired_sorted_set(pair):
+    pair.check("ZADD", "e", "1", "a", "2", "b")
+    pair.check("ZADD", "f", "3", "c")
+    pair.check("PEXPIRE", "e", "30")
+    wait_for(lambda: pair.both("ZCARD", "e") == (b":0\r\n", b":0\r\n"), 5,
+             what="the sorted set to expire on both servers")
+    for argv in (("ZSCORE", "e", "a"), ("ZUNION", "2", "e", "f", "WITHSCORES"),
+                 ("ZADD", "e", "XX", "1", "a"), ("ZINCRBY", "e", "1", "a"), ("TTL", "e"),
+                 ("ZRANGE", "e", "0", "-1", "WITHSCORES")):
+        pair.check(*argv)
 
 
 # -- random command sequences --------------------------------------------------------------------
@@ -518,28 +497,19 @@ COMMAND = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def pairs(pyrepl_server, redis_server):
-    made = {proto: Pair(pyrepl_server.port, redis_server.port, proto) for proto in (2, 3)}
-    yield made
-    for p in made.values():
-        p.close()
+def run_command(p: Pair, *argv: str) -> None:
+    if argv[0] == "ZRANDMEMBER":
+        check_zrandmember(p, *argv)
+    else:
+        p.check(*argv)
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(proto=st.sampled_from([2, 3]), cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@sequence_settings(100)
+@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
-    p = pairs[proto]
-    p.flushall()
-    for argv in cmds:
-        if argv[0] == "ZRANDMEMBER":
-            check_zrandmember(p, *argv)
-        else:
-            p.check(*argv)
-    for key in KEY_NAMES:
-        p.check("TYPE", key)
-        p.check("ZRANGE", key, "0", "-1", "WITHSCORES")
+    final = [argv for key in KEY_NAMES
+             for argv in (("TYPE", key), ("ZRANGE", key, "0", "-1", "WITHSCORES"))]
+    run_sequence(pairs[proto], cmds, check=run_command, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------------
@@ -564,16 +534,5 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    from differential import check_propagation
-
     check_propagation(tapped_redis.port, PROPAGATION_CASES)
-
-
-@pytest.fixture(scope="module")
-def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
-        yield srv
-    finally:
-        srv.stop()
 

@@ -206,6 +206,19 @@ def test_stringmatch(pattern: str, string: str, nocase: bool, expected: bool) ->
     assert stringmatch(pattern, string, nocase) is expected
 
 
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (b"[\xff-z]ort", True),   # bytes >= 0x80 are negative C chars: -1..'z' holds 'p'
+    (b"[a-\xff]ort", False),  # and -1..'a' does not
+    (b"[^\xff]ort", True),
+    (b"p\xc3\xa9rt", False),
+    (b"[P]ORT", True),
+])
+def test_stringmatch_sees_the_bytes_redis_sees(pattern: bytes, expected: bool) -> None:
+    # What CONFIG GET <pattern> answers for "port" on redis-server 7.0.15; the server decodes
+    # the pattern with surrogateescape so that the glob matches its exact bytes.
+    assert stringmatch(pattern.decode("utf-8", "surrogateescape"), "port", True) is expected
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="ab*?", max_size=8), st.text(alphabet="abAB", min_size=1, max_size=10))
 def test_stringmatch_agrees_with_fnmatch_on_star_and_question(pattern: str, string: str) -> None:

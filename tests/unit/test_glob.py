@@ -19,7 +19,7 @@ def _sc(b: int) -> int:
 
 
 def _lower(x: int) -> int:
-    if x < 0:
+    if x < -1:  # glibc's table maps -128..-2 like 128..254; -1 is EOF and stays -1
         return x + 256
     return x + 32 if 65 <= x <= 90 else x
 

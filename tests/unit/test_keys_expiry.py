@@ -8,20 +8,13 @@ master's DEL removes them), and the exact absolute times of the propagation rewr
 from __future__ import annotations
 
 import pytest
+from support import encode_command
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
 
 T0 = 1_700_000_000_000
-
-
-def cmd(*args: bytes | str) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a.encode() if isinstance(a, str) else a
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(parts)
 
 
 class Harness:
@@ -32,7 +25,7 @@ class Harness:
         self.client = self.core.connection_made()
 
     def run(self, *args: str) -> bytes:
-        self.client.receive_data(cmd(*args))
+        self.client.receive_data(encode_command(*args))
         return self.client.data_to_send()
 
     def at(self, ms_after_t0: int) -> None:
@@ -199,7 +192,7 @@ def test_watch_is_invalidated_by_string_and_key_commands(h: Harness) -> None:
         h.run("FLUSHALL")
         h.run(*setup)
         assert h.run("WATCH", "w") == b"+OK\r\n"
-        other.receive_data(cmd(*write))
+        other.receive_data(encode_command(*write))
         other.data_to_send()
         h.run("MULTI")
         h.run("PING")
