@@ -26,7 +26,7 @@ from collections import deque
 from typing import Any
 
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import LLONG_MAX, is_long_long, parse_int
+from pyrepl.commands.util import LLONG_MAX, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import type_name
 from pyrepl.keyspace.glob import compile_pattern
@@ -104,7 +104,7 @@ def _expire_flags(argv: list[bytes]) -> int:
     """parseExtendedExpireArgumentsOrReply."""
     flags = 0
     for a in argv[3:]:
-        opt = a.split(b"\0", 1)[0].lower()
+        opt = option_token(a)
         if opt == b"nx":
             flags |= _E_NX
         elif opt == b"xx":
@@ -331,7 +331,7 @@ def copy(c: Any, argv: list[bytes]) -> object:
     j = 3
     n = len(argv)
     while j < n:
-        opt = argv[j].split(b"\0", 1)[0].lower()
+        opt = option_token(argv[j])
         if opt == b"replace":
             replace = True
         elif opt == b"db" and j + 1 < n:

@@ -32,6 +32,7 @@ from pyrepl.commands.util import (
     LLONG_MAX,
     LLONG_MIN,
     format_long_double_human,
+    option_token,
     parse_int,
     parse_long_double,
     read_typed,
@@ -56,13 +57,6 @@ _ANY_EXPIRE = _EX | _PX | _EXAT | _PXAT
 _EXPIRE_OPTS = {b"ex": _EX, b"px": _PX, b"exat": _EXAT, b"pxat": _PXAT}
 
 
-def _opt(a: bytes) -> bytes:
-    """An option token as C's strcasecmp sees it (ends at the first NUL)."""
-    if b"\0" in a:
-        a = a[: a.index(b"\0")]
-    return a.lower()
-
-
 def _check_length(c: Any, size: int, append: int) -> None:
     """checkStringLength: the master link is exempt from proto-max-bulk-len."""
     if c.kind != "master" and size + append > c.core.config.proto_max_bulk_len:
@@ -80,7 +74,7 @@ def _parse_extended(argv: list[bytes], is_set: bool) -> tuple[int, bytes | None]
     j = 3 if is_set else 2
     n = len(argv)
     while j < n:
-        opt = _opt(argv[j])
+        opt = option_token(argv[j])
         has_next = j + 1 < n
         if opt == b"nx" and is_set and not flags & _XX:
             flags |= _NX
@@ -137,7 +131,7 @@ def _set_generic(c: Any, argv: list[bytes], flags: int, key: bytes, val: bytes,
         db.set_expire(key, ms)
         c.propagate_argv = [b"SET", key, val, b"PXAT", b"%d" % ms]
     elif flags & _GET:
-        c.propagate_argv = argv[:3] + [a for a in argv[3:] if _opt(a) != b"get"]
+        c.propagate_argv = argv[:3] + [a for a in argv[3:] if option_token(a) != b"get"]
     return old if flags & _GET else ok_reply
 
 
@@ -514,7 +508,7 @@ def lcs(c: Any, argv: list[bytes]) -> object:
     j = 3
     n = len(argv)
     while j < n:
-        opt = _opt(argv[j])
+        opt = option_token(argv[j])
         if opt == b"idx":
             getidx = True
         elif opt == b"len":

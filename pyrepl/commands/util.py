@@ -22,9 +22,15 @@ here so that every command agrees with Redis and with every other command:
   once; Redis then rejects what ``strtold`` flags with ERANGE as infinite or zero.
 * :func:`numkeys_keys` builds the key finder of "numkeys key [key ...]" commands the way
   Redis's getkeys procs read ``numkeys`` (C ``atoi``; no keys unless 1..available).
+* :func:`option_token` is an option as ``strcasecmp`` compares it, :func:`index_range` the
+  start/end normalisation of LRANGE/LTRIM/ZRANGE/ZREMRANGEBYRANK and
+  :func:`parse_random_count` the count argument of HRANDFIELD / ZRANDMEMBER.
 
-:func:`read_typed` is ``lookupKeyRead`` + ``checkType`` and :func:`store_or_delete` is the
-"setKey the result, or delete the destination when the result is empty" of the *STORE commands.
+Lookups and writes: :func:`read_typed` is ``lookupKeyRead`` + ``checkType``;
+:func:`removed_elements` is what every command that removes elements from a collection does
+after (delete the key of an emptied collection, signal WATCH, count the changes);
+:func:`store_or_delete` is the "setKey the result, or delete the destination when the result
+is empty" of the *STORE commands.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ LLONG_MIN = -(1 << 63)
 LLONG_MAX = (1 << 63) - 1
 POSITIVE = "ERR value is out of range, must be positive"
 
-_C_SPACE = b" \t\n\v\f\r"  # isspace() in the C locale
+C_SPACE = b" \t\n\v\f\r"  # isspace() in the C locale
 
 
 # -- integers ---------------------------------------------------------------------------------
@@ -157,7 +163,7 @@ def string2d(s: bytes) -> float | None:
     """Redis's string2d: a double, or None where Redis answers "not a valid float"."""
     if s.isdigit() and len(s) < 300:  # the common case: a plain non-negative integer
         return float(s)
-    if not s or s[0] in _C_SPACE:
+    if not s or s[0] in C_SPACE:
         return None
     r = strtod_full(s)
     if r is None:
@@ -252,7 +258,7 @@ def parse_long_double(s: bytes) -> LongDouble | float | None:
     Like strtold followed by Redis's checks: no leading space, the whole string consumed, no
     nan, no overflow to infinity and no underflow of a non-zero number to zero.
     """
-    if not s or len(s) >= _MAX_LONG_DOUBLE_CHARS or s[0] in _C_SPACE:
+    if not s or len(s) >= _MAX_LONG_DOUBLE_CHARS or s[0] in C_SPACE:
         return None
     m = _LD_DEC.match(s)
     if m is not None:
@@ -314,7 +320,41 @@ def format_long_double_human(v: LongDouble) -> bytes:
     return text.encode()
 
 
-# -- ranges and lookups ---------------------------------------------------------------------
+# -- options and ranges ---------------------------------------------------------------------
+
+def option_token(a: bytes) -> bytes:
+    """An option argument as C's strcasecmp sees it: lower-cased, ending at the first NUL."""
+    nul = a.find(b"\0")
+    return (a if nul < 0 else a[:nul]).lower()
+
+
+def parse_random_count(argv: list[bytes], option: bytes) -> tuple[int, bool]:
+    """``key count [option]`` of HRANDFIELD (WITHVALUES) / ZRANDMEMBER (WITHSCORES), as their
+    *WithCountCommand parse it: (count, whether the option was given)."""
+    count = parse_long_range(argv[2], -LLONG_MAX, LLONG_MAX)
+    n = len(argv)
+    if n > 4 or (n == 4 and argv[3].lower() != option):
+        raise ReplyError(SYNTAX)
+    if n == 4 and (count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2):
+        raise ReplyError("ERR value is out of range")  # count * 2 replies must not overflow
+    return count, n == 4
+
+
+def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:
+    """Redis's start/end normalisation (LRANGE, LTRIM, ZRANGE, ZREMRANGEBYRANK): negative
+    indexes count from the end; the inclusive range clamped to 0..size-1, or None if empty."""
+    if start < 0:
+        start += size
+        if start < 0:
+            start = 0
+    if end < 0:
+        end += size
+    if start > end or start >= size:
+        return None
+    return start, end if end < size else size - 1
+
+
+# -- lookups and writes ----------------------------------------------------------------------
 
 def read_typed(c: Any, key: bytes, kind: type) -> Any:
     """lookupKeyRead + checkType: the value (None if missing), counting keyspace hits and
@@ -349,30 +389,3 @@ def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
     if db.delete(dst):
         c.core.dirty += 1
     return 0
-
-
-def parse_random_count(argv: list[bytes], option: bytes) -> tuple[int, bool]:
-    """``key count [option]`` of HRANDFIELD (WITHVALUES) / ZRANDMEMBER (WITHSCORES), as their
-    *WithCountCommand parse it: (count, whether the option was given)."""
-    count = parse_long_range(argv[2], -LLONG_MAX, LLONG_MAX)
-    n = len(argv)
-    if n > 4 or (n == 4 and argv[3].lower() != option):
-        raise ReplyError(SYNTAX)
-    if n == 4 and (count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2):
-        raise ReplyError("ERR value is out of range")  # count * 2 replies must not overflow
-    return count, n == 4
-
-
-def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:
-    """Redis's start/end normalisation (LRANGE, LTRIM, ZRANGE, ZREMRANGEBYRANK): negative
-    indexes count from the end; the inclusive range clamped to 0..size-1, or None if empty."""
-    if start < 0:
-        start += size
-        if start < 0:
-            start = 0
-    if end < 0:
-        end += size
-    if start > end or start >= size:
-        return None
-    return start, end if end < size else size - 1
-

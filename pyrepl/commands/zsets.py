@@ -37,6 +37,7 @@ from typing import Any
 
 from pyrepl.commands.table import command
 from pyrepl.commands.util import (
+    C_SPACE,
     LLONG_MAX,
     index_range,
     numkeys_keys,
@@ -61,10 +62,7 @@ RANGE_NOT_LEX = "ERR min or max not valid string range item"
 NAN_ERR = "ERR resulting score is not a number (NaN)"
 EMPTY: list[Any] = []
 
-# -- number parsing -----------------------------------------------------------------------------
-
-_C_SPACE = b" \t\n\v\f\r"
-
+# -- range parsing ------------------------------------------------------------------------------
 
 def _range_strtod(s: bytes) -> float | None:
     """``strtod(s, &eptr)`` with ``eptr[0] == '\\0'`` and not NaN required (zslParseRange)."""
@@ -73,7 +71,7 @@ def _range_strtod(s: bytes) -> float | None:
         s = s[:nul]
     if not s:
         return 0.0
-    body = s.lstrip(_C_SPACE)
+    body = s.lstrip(C_SPACE)
     r = strtod_full(body) if body else None
     if r is None:
         return None
