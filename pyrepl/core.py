@@ -302,6 +302,8 @@ class ServerCore:
         t = type(reply)
         if t is bytes:
             c.out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))  # type: ignore[arg-type]
+        elif t is int:
+            c.out.append(b":%d\r\n" % reply)  # type: ignore[str-format]
         elif t is Raw:
             c.out.append(reply.data)  # type: ignore[union-attr]
         elif reply is not BLOCKED:

@@ -22,7 +22,7 @@ def _discard(c: Any) -> None:
     c.unwatch_all()
 
 
-@command("multi", 1, "no-script loading stale fast allow-busy", group="transactions",
+@command("multi", 1, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
          summary="Starts a transaction.")
 def multi(c: Any, argv: list[bytes]) -> object:
     if c.in_multi:
@@ -33,7 +33,7 @@ def multi(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("discard", 1, "no-script loading stale fast allow-busy", group="transactions",
+@command("discard", 1, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
          summary="Discards a transaction.")
 def discard(c: Any, argv: list[bytes]) -> object:
     if not c.in_multi:
@@ -49,7 +49,7 @@ def _watched_key_expired(c: Any) -> bool:
     return False
 
 
-@command("exec", 1, "no-script loading stale skip-slowlog", group="transactions",
+@command("exec", 1, "no-script loading stale skip-slowlog", group="transactions", acl="transaction",
          summary="Executes all commands in a transaction.")
 def exec_(c: Any, argv: list[bytes]) -> object:
     if not c.in_multi:
@@ -81,7 +81,7 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     return replies
 
 
-@command("watch", -2, "no-script loading stale fast allow-busy", group="transactions",
+@command("watch", -2, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
          keys=(1, -1, 1), summary="Monitors changes to keys to determine the execution of a transaction.")
 def watch(c: Any, argv: list[bytes]) -> object:
     if c.in_multi:
@@ -95,7 +95,7 @@ def watch(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("unwatch", 1, "no-script loading stale fast allow-busy", group="transactions",
+@command("unwatch", 1, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
          summary="Forgets about watched keys of a transaction.")
 def unwatch(c: Any, argv: list[bytes]) -> object:
     c.unwatch_all()

@@ -4,7 +4,6 @@ bytes where Redis's answer is deterministic, the same shape and field names else
 from __future__ import annotations
 
 import pytest
-
 from differential import Pair
 from support import RawClient, parse_reply
 
@@ -72,7 +71,7 @@ def test_watch_multi_exec_sequences(pair) -> None:
         ]:
             pair.check("SWAPDB", "0", "1")
             pair.check(*seq[0])
-            for c, o in ((pair.a, other_a), (pair.b, other_b)):
+            for o in (other_a, other_b):
                 o.call(*touch)
             for argv in seq[1:]:
                 pair.check(*argv)
@@ -85,7 +84,7 @@ def test_hello_maps_have_the_same_keys_and_values_but_id(pair) -> None:
     a, b = pair.both("HELLO", str(pair.proto))
     pa, pb = parse_reply(a), parse_reply(b)
     if isinstance(pa, list):
-        pa, pb = dict(zip(pa[::2], pa[1::2])), dict(zip(pb[::2], pb[1::2]))
+        pa, pb = dict(zip(pa[::2], pa[1::2], strict=True)), dict(zip(pb[::2], pb[1::2], strict=True))
     assert set(pa) == set(pb)
     for k in pa:
         if k not in (b"id", b"version"):
