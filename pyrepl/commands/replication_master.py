@@ -2,7 +2,9 @@
 
 Theory of operation: thin entries in the command table; the logic (and its state) lives in
 :class:`pyrepl.replication.master.MasterSide` (``core.replication.master``), which is sans-io and
-tested directly. Flags and arities are Redis 7.0.15's.
+tested directly. Flags and arities are Redis 7.0.15's. The RDB channel (Redis 8) needs no
+command of its own: its connection is an ordinary client sending ``REPLCONF ... rdb-channel 1
+main-ch-client-id <id>`` and ``PSYNC ? -1``, which ``MasterSide`` tells apart.
 """
 
 from __future__ import annotations

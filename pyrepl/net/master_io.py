@@ -10,15 +10,20 @@ Diskless (``start_socket_snapshot``): the parent first empties each replica's us
 (``prepare_handover``: the client's pending replies go to its transport, and the transport must
 have nothing buffered) so the socket is in a clean state, dups each socket fd, makes a result pipe
 and forks through ``NetHost.fork_child``. The child writes to every socket, in order, the
-replica's preamble (``+FULLRESYNC <replid> <offset>\\r\\n$EOF:<mark>\\r\\n``), the RDB chunks from
-``encode_rdb`` and the mark: the same chunk to all replicas, each socket written until it takes
-no more (``EAGAIN``), then ``poll`` for writability. The sockets stay non-blocking: the file
-status flags are shared with the parent's transports, so the child never changes them. A replica
-that fails (``EPIPE``, reset) or makes no progress for ``repl-timeout`` is dropped. At the end
-the child writes one line per replica (``<client id> <ok> <bytes> <error>``) to the result pipe;
-the parent reads it when the child has exited (``finish_socket_snapshot``), then logs and closes
-the replicas that failed. The parent never touches the snapshot bytes. While the
-child writes, the parent writes nothing to those sockets (the stream is held by the links).
+replica's preamble (``+FULLRESYNC <replid> <offset>\\r\\n$EOF:<mark>\\r\\n``) first, at once (so
+``+FULLRESYNC`` leaves at fork time, as Redis's does, even when the first RDB chunk takes long),
+then the RDB chunks from ``encode_rdb`` and the mark: the same chunk to all replicas, each
+socket written until it takes no more (``EAGAIN``), then ``poll`` for writability. The sockets
+stay non-blocking: the file status flags are shared with the parent's transports, so the child
+never changes them. A replica that fails (``EPIPE``, reset) or makes no progress for
+``repl-timeout`` is dropped. The child writes one line per replica (``<client id> <ok> <bytes>
+<error>``) to the result pipe: as soon as that replica got its mark, and for the others at the
+end; the parent reads them when the child has exited (``finish_socket_snapshot``), then logs and
+closes the replicas that failed. An rdb-channel replica closes its connection once it has read
+the mark, possibly before the child exits: ``socket_target_done`` reads the lines available so
+far to tell that normal end from a replica lost mid-transfer. The parent never touches the
+snapshot bytes. While the child writes, the parent writes nothing to those sockets (a classic
+link holds the stream; an rdb channel's stream goes to its other, main, connection).
 To drop a replica mid-transfer the parent ``shutdown``\\s its dup (``drop_socket_target``): the
 child's next write fails and the TCP connection really ends (closing the parent's fd alone would
 not end it while the child still holds a copy).
@@ -52,12 +57,37 @@ BACKOFF_MAX = 0.05
 
 
 class _SocketJob:
-    __slots__ = ("pid", "result_fd", "dups")
+    __slots__ = ("pid", "result_fd", "dups", "partial", "results")
 
     def __init__(self, pid: int, result_fd: int, dups: dict[int, socket.socket]) -> None:
         self.pid = pid
         self.result_fd = result_fd
         self.dups = dups
+        self.partial = b""  # an incomplete result line read so far
+        self.results: dict[int, tuple[bool, int, str]] = {}
+
+    def read_results(self) -> None:
+        """Read what the child reported so far (non-blocking) into ``results``."""
+        chunks = [self.partial]
+        try:
+            while True:
+                try:
+                    data = os.read(self.result_fd, 65536)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+        except OSError:
+            pass
+        buf = b"".join(chunks)
+        end = buf.rfind(b"\n") + 1
+        self.partial = buf[end:]
+        for line in buf[:end].decode("utf-8", "replace").splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
+                self.results[int(parts[0])] = (parts[1] == "1", int(parts[2]),
+                                               "" if parts[3] == "-" else parts[3])
 
 
 class _Bulk:
@@ -159,29 +189,24 @@ class MasterIO:
         job = self._jobs.pop(pid, None)
         if job is None:
             return {}
-        chunks = []
         try:
-            while True:
-                try:
-                    data = os.read(job.result_fd, 65536)
-                except BlockingIOError:
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-        except OSError:
-            pass
+            job.read_results()
         finally:
             os.close(job.result_fd)
             for s in job.dups.values():
                 s.close()
-        out: dict[int, tuple[bool, int, str]] = {}
-        for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-            parts = line.split(" ", 3)
-            if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
-                out[int(parts[0])] = (parts[1] == "1", int(parts[2]),
-                                      "" if parts[3] == "-" else parts[3])
-        return out
+        return job.results
+
+    def socket_target_done(self, pid: int, cid: int) -> bool:
+        """True when the child of ``pid`` reported the whole payload and trailer written to
+        client ``cid``'s socket (it reports each replica as soon as it got its mark)."""
+        job = self._jobs.get(pid)
+        if job is None:
+            return False
+        if cid not in job.results:
+            job.read_results()
+        r = job.results.get(cid)
+        return r is not None and r[0]
 
     def reap_child(self, pid: int) -> None:
         """checkChildrenDone for one child: report its exit now if it has exited."""
@@ -321,33 +346,47 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
     targets = [_Target(cid, fd, pre, now) for cid, fd, pre in plan]
     timeout = max(0.001, timeout_ms / 1000.0)
     code = 0
+    reported: set[int] = set()
+
+    def report(t: _Target) -> None:
+        """One result line for ``t`` (the parent may read it before the child exits)."""
+        ok = not t.error
+        data = memoryview(f"{t.cid} {1 if ok else 0} {t.sent} {t.error or '-'}\n".encode())
+        reported.add(t.cid)
+        try:
+            while data:
+                data = data[os.write(result_fd, data):]
+        except OSError:
+            pass
+
     try:
-        for chunk in itertools.chain(payload(), (trailer,)):
+        # the preambles at once (b"": just the preamble), then the payload and the mark
+        for chunk in itertools.chain((b"",), payload()):
             if not _write_chunk(targets, chunk, timeout):
                 break
+        else:
+            _write_chunk(targets, trailer, timeout, report)
     except Exception as e:  # noqa: BLE001 - the RDB could not be produced: every target fails
         code = 1
         for t in targets:
-            if not t.error:
+            if not t.error and t.cid not in reported:
                 t.error = f"snapshot error: {e!r}".replace("\n", " ")
     ok_any = False
-    lines = []
     for t in targets:
-        ok = not t.error
-        ok_any = ok_any or ok
-        lines.append(f"{t.cid} {1 if ok else 0} {t.sent} {t.error or '-'}\n")
-    data = memoryview("".join(lines).encode())
+        ok_any = ok_any or not t.error
+        if t.cid not in reported:
+            report(t)
     try:
-        while data:
-            data = data[os.write(result_fd, data):]
         os.close(result_fd)
     except OSError:
         pass
     return code if ok_any else 1
 
 
-def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
-    """Write ``chunk`` to every live target; False when none is left."""
+def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float,
+                 done: Callable[[_Target], None] | None = None) -> bool:
+    """Write ``chunk`` to every live target; False when none is left. ``done`` is called for
+    each target as soon as it has taken the whole chunk."""
     pending = []
     for t in targets:
         if t.error:
@@ -357,7 +396,8 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
             t.pre = b""
         else:
             t.view = memoryview(chunk)
-        pending.append(t)
+        if t.view:
+            pending.append(t)
     while pending:
         still = []
         now = time.monotonic()
@@ -375,6 +415,8 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float) -> bool:
                 t.last = now
             if t.view:
                 still.append(t)
+            elif done is not None:
+                done(t)
         pending = []
         for t in still:
             if now - t.last > timeout:

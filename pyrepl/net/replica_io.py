@@ -6,8 +6,15 @@ Theory of operation: :class:`ReplicaIO` is the thin shell around the sans-io
 ``close(token)``; the shell calls back ``on_connected`` / ``on_connect_failed`` / ``on_data`` /
 ``on_closed`` with the same token, after stamping ``core.now_ms``, and then flushes whatever the
 core queued for other clients (sub-replicas fed by ``feed_raw``). A token identifies one
-connection attempt, so events of an abandoned connection never reach the side. At most one
-connection exists: a new ``connect`` aborts the previous one.
+connection attempt, so events of an abandoned connection never reach the side.
+
+Two connections can exist: the main one (``connect``; a new ``connect`` aborts the previous main
+connection and any rdb channel) and, during a Redis 8 rdb-channel full sync, the rdb channel
+(``connect_rdb``; its callbacks are the same names prefixed ``on_rdb_``). ``send`` / ``close`` /
+``pause_reading`` / ``resume_reading`` / ``link_info`` take either token. ``request_drain``
+schedules one ``drain_step(token)`` call on the loop (``call_soon``): between two steps the loop
+runs once, so the main socket — which the side pauses after each buffered read — delivers at
+most one read per step while the full-sync buffer drains.
 """
 
 from __future__ import annotations
@@ -40,9 +47,10 @@ def _error_text(e: BaseException) -> str:
 
 
 class _MasterLinkProtocol(asyncio.Protocol):
-    def __init__(self, io: ReplicaIO, token: int) -> None:
+    def __init__(self, io: ReplicaIO, token: int, prefix: str = "on_") -> None:
         self.io = io
         self.token = token
+        self.prefix = prefix  # "on_" (main channel) or "on_rdb_" (rdb channel)
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,7 +63,7 @@ class _MasterLinkProtocol(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
-        self.io._dispatch("on_data", self.token, data)
+        self.io._dispatch(self.prefix + "data", self.token, data)
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -65,47 +73,74 @@ class _MasterLinkProtocol(asyncio.Protocol):
 
 
 class ReplicaIO:
-    """Outgoing master connection for ``server.core.replication.replica``."""
+    """Outgoing master connections for ``server.core.replication.replica``."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self._proto: _MasterLinkProtocol | None = None
+        self._proto: _MasterLinkProtocol | None = None  # the main channel
         self._task: asyncio.Task[None] | None = None
         self._token = 0
+        self._rdb_proto: _MasterLinkProtocol | None = None  # the rdb channel
+        self._rdb_task: asyncio.Task[None] | None = None
+        self._rdb_token = 0
+        self._drain_handle: asyncio.Handle | None = None
 
     # -- what the side calls ----------------------------------------------------------------
     def connect(self, token: int, host: str, port: int) -> None:
         self._drop()
+        self._drop_rdb()
         self._token = token
         if self._stopping():
             return  # the server is shutting down: no new master link
         loop = self.server.loop or asyncio.get_event_loop()
-        self._task = loop.create_task(self._connect(token, host, port))
+        self._task = loop.create_task(self._connect(token, host, port, "on_"))
+
+    def connect_rdb(self, token: int, host: str, port: int) -> None:
+        self._drop_rdb()
+        self._rdb_token = token
+        if self._stopping():
+            return
+        loop = self.server.loop or asyncio.get_event_loop()
+        self._rdb_task = loop.create_task(self._connect(token, host, port, "on_rdb_"))
+
+    def _find(self, token: int) -> _MasterLinkProtocol | None:
+        for p in (self._proto, self._rdb_proto):
+            if p is not None and p.token == token:
+                return p
+        return None
 
     def send(self, token: int, data: bytes) -> None:
-        p = self._proto
-        if p is not None and p.token == token and p.transport is not None \
-                and not p.transport.is_closing():
+        p = self._find(token)
+        if p is not None and p.transport is not None and not p.transport.is_closing():
             p.transport.write(data)
 
     def close(self, token: int) -> None:
         if token == self._token:
             self._drop()
+        elif token == self._rdb_token:
+            self._drop_rdb()
 
     def pause_reading(self, token: int) -> None:
-        p = self._proto
-        if p is not None and p.token == token and p.transport is not None:
+        p = self._find(token)
+        if p is not None and p.transport is not None and not p.transport.is_closing():
             p.transport.pause_reading()
 
     def resume_reading(self, token: int) -> None:
-        p = self._proto
-        if p is not None and p.token == token and p.transport is not None:
+        p = self._find(token)
+        if p is not None and p.transport is not None and not p.transport.is_closing():
             p.transport.resume_reading()
+
+    def request_drain(self, token: int) -> None:
+        """Call ``side.drain_step(token)`` soon (once per request)."""
+        if self._drain_handle is not None or self._stopping():
+            return
+        loop = self.server.loop or asyncio.get_event_loop()
+        self._drain_handle = loop.call_soon(self._drain, token)
 
     def link_info(self, token: int) -> tuple[str, str, int, Any] | None:
         """(peer addr, local addr, fd, transport) of the connection, for the master client."""
-        p = self._proto
-        if p is None or p.token != token or p.transport is None:
+        p = self._find(token)
+        if p is None or p.transport is None:
             return None
         t = p.transport
         sock = t.get_extra_info("socket")
@@ -121,6 +156,10 @@ class ReplicaIO:
         repl = self.server.core.replication
         return repl.replica if repl is not None else None
 
+    def _drain(self, token: int) -> None:
+        self._drain_handle = None
+        self._dispatch("drain_step", token)
+
     def _drop(self) -> None:
         task, self._task = self._task, None
         if task is not None and not task.done():
@@ -128,32 +167,54 @@ class ReplicaIO:
         p, self._proto = self._proto, None
         if p is not None and p.transport is not None:
             p.transport.abort()
+        h, self._drain_handle = self._drain_handle, None
+        if h is not None:
+            h.cancel()
 
-    async def _connect(self, token: int, host: str, port: int) -> None:
+    def _drop_rdb(self) -> None:
+        task, self._rdb_task = self._rdb_task, None
+        if task is not None and not task.done():
+            task.cancel()
+        p, self._rdb_proto = self._rdb_proto, None
+        if p is not None and p.transport is not None:
+            p.transport.abort()
+
+    async def _connect(self, token: int, host: str, port: int, prefix: str) -> None:
         loop = asyncio.get_running_loop()
+        rdb = prefix != "on_"
         try:
             _t, proto = await loop.create_connection(
-                lambda: _MasterLinkProtocol(self, token), host, port)
+                lambda: _MasterLinkProtocol(self, token, prefix), host, port)
         except asyncio.CancelledError:
             raise
         except (OSError, ValueError) as e:
-            if token == self._token:
-                self._task = None
-                self._dispatch("on_connect_failed", token, _error_text(e))
+            if token == (self._rdb_token if rdb else self._token):
+                if rdb:
+                    self._rdb_task = None
+                else:
+                    self._task = None
+                self._dispatch(prefix + "connect_failed", token, _error_text(e))
             return
-        if token != self._token:  # abandoned while connecting
+        if token != (self._rdb_token if rdb else self._token):  # abandoned while connecting
             if proto.transport is not None:
                 proto.transport.abort()
             return
-        self._task = None
-        self._proto = proto
-        self._dispatch("on_connected", token)
+        if rdb:
+            self._rdb_task = None
+            self._rdb_proto = proto
+        else:
+            self._task = None
+            self._proto = proto
+        self._dispatch(prefix + "connected", token)
 
     def _lost(self, proto: _MasterLinkProtocol, exc: Exception | None) -> None:
-        if proto is not self._proto:
+        if proto is self._proto:
+            self._proto = None
+        elif proto is self._rdb_proto:
+            self._rdb_proto = None
+        else:
             return
-        self._proto = None
-        self._dispatch("on_closed", proto.token, _error_text(exc) if exc else "")
+        self._dispatch(proto.prefix + "closed", proto.token, _error_text(exc) if exc else "")
 
     def _dispatch(self, method: str, *args: Any) -> None:
         side = self._side()
@@ -166,13 +227,21 @@ class ReplicaIO:
             getattr(side, method)(*args)
         except Exception as e:  # noqa: BLE001 - a bug must not kill the loop: log, drop, retry
             server.logger.warning(f"Replica link error in {method}: {e!r}")
-            if args and args[0] == self._token:
-                self._drop()
+            token = args[0] if args else None
+            rdb = method.startswith("on_rdb_")
+            if token is not None and token == (self._rdb_token if rdb else self._token):
+                if rdb:
+                    self._drop_rdb()
+                else:
+                    self._drop()
             try:
-                side.on_closed(args[0], f"internal error: {e!r}")
+                if rdb:
+                    side.on_rdb_closed(token, f"internal error: {e!r}")
+                else:
+                    side.on_closed(token, f"internal error: {e!r}")
             except Exception:  # noqa: BLE001
                 pass
         if core.pending_flush:
-            server.flush_pending()
+            server.schedule_flush()
         if core.shutdown_asap:
             server.shutdown_from_command()

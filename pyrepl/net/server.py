@@ -65,7 +65,7 @@ class ClientProtocol(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
         core = self.core
         if core.pending_flush:
-            self.server.flush_pending()
+            self.server.schedule_flush()
         if core.shutdown_asap:
             self.server.shutdown_from_command()
 
@@ -206,6 +206,7 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self._stopping = False
+        self._flush_scheduled = False
         self.exit_code = 0
         self._stop_event: asyncio.Event | None = None
         config.on_change(self._config_changed)
@@ -346,6 +347,17 @@ class Server:
         else:
             self.logger.warning("SIGTERM received but errors trying to shut down the server, "
                                 "check the logs for more information")
+
+    def schedule_flush(self) -> None:
+        """Flush clients with outside output once per event-loop pass, after every read of
+        this pass: replica links then get one write per pass, not one per client read."""
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush_deferred)
+
+    def _flush_deferred(self) -> None:
+        self._flush_scheduled = False
+        self.flush_pending()
 
     def flush_pending(self) -> None:
         """Write out clients that got output outside their own read (see core.pending_flush)."""

@@ -72,9 +72,10 @@ class Backlog:
         if n == 0:
             return []
         start = (self.idx - n) % self.size
+        view = memoryview(self.buf)  # one copy per chunk, no intermediate bytearray
         if start + n <= self.size:
-            return [bytes(self.buf[start:start + n])]
-        return [bytes(self.buf[start:]), bytes(self.buf[: n - (self.size - start)])]
+            return [bytes(view[start:start + n])]
+        return [bytes(view[start:]), bytes(view[: n - (self.size - start)])]
 
     def resize(self, new_size: int) -> None:
         """Change the capacity, keeping the newest history that fits."""

@@ -20,6 +20,9 @@ entry for the current state raises :class:`LinkStateError`::
     WAIT_BGSAVE_END --RDB_SAVED (disk)--> SEND_BULK --BULK_SENT--> ONLINE
     WAIT_BGSAVE_END --RDB_STREAMED (diskless)--> ONLINE (the stream waits for the first ACK)
     WAIT_BGSAVE_END / SEND_BULK --RDB_ONLY_DONE--> RDB_TRANSMITTED   (REPLCONF rdb-only 1)
+    NONE --RDB_CHANNEL--> WAIT_RDB_CHANNEL     (main channel: +RDBCHANNELSYNC <client id>)
+    WAIT_RDB_CHANNEL --SNAPSHOT_STARTED--> SEND_BULK_AND_STREAM   (streams from the fork on)
+    SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
     any --CLOSED--> CLOSED
 
 The stream: :meth:`stream` gets every byte the manager appends to the replication stream (already
@@ -51,6 +54,27 @@ second to replicas waiting for a snapshot (not during a socket transfer), ``PING
 ``repl-ping-replica-period`` seconds into the stream. Losing the last replica of a socket
 transfer kills the child (and of a disk one too when no ``save`` points are set).
 
+The RDB channel (Redis 8, ``repl-rdb-channel yes`` with ``repl-diskless-sync yes``): a replica
+that sent ``capa rdb-channel-repl`` and cannot continue gets ``+RDBCHANNELSYNC <client id>`` on
+its *main* connection, which waits in ``WAIT_RDB_CHANNEL`` receiving nothing. Its second
+connection (the *rdb channel*) sends ``REPLCONF ... rdb-only 1 rdb-channel 1 main-ch-client-id
+<id>`` (``-ERR Unrecognized RDB client id: <id>`` unless that client is a main channel waiting
+for one) and ``PSYNC ? -1``; it is an rdb-only link (``main`` points at the main link, whose
+``rdb_channel`` is this connection's client) that waits for a socket snapshot like a diskless
+replica, with ``\\n`` keepalives during the delay; rdb-channel links ask for their own snapshots
+(``REQ_RDB_CHANNEL``), never shared with classic ones. At fork time the child gets the rdb
+channel's socket (it writes ``+FULLRESYNC <replid> <offset>`` at once, then ``$EOF:<mark>``, the
+RDB and the mark) and, at that same instant, the main link goes to ``SEND_BULK_AND_STREAM`` and
+*streams* from the snapshot offset (``stream_db = -1``: SELECT first) — nothing is held, so the
+master's buffers stay at backlog size whatever the write load; the replica buffers instead. The
+main link goes online at the child's exit (when its rdb channel got the whole RDB) or at its
+first ``REPLCONF ACK``, whichever comes first; the rdb channel is closed when the child exits.
+Losing either connection before that aborts the logical replica: both are closed, and the child
+is stopped when no other target needs it — except an rdb channel that the replica closes after
+the child reported its transfer complete (``socket_target_done``): that is the normal end. INFO
+and ``connected_slaves`` show each logical replica once (the main link); CLIENT LIST flags are
+``S`` (main) and ``SC`` (rdb channel).
+
 Offsets and names are Redis's: the snapshot offset is ``master_repl_offset`` at fork time, it is
 the ``+FULLRESYNC`` offset and the RDB's ``repl-offset`` aux field; ``ack_off`` is the replica's
 last ``REPLCONF ACK``; INFO's ``lag`` is seconds since that ack.
@@ -80,6 +104,7 @@ NET_HOST_STR_LEN = 256
 REQ_EXCLUDE_DATA = 1
 REQ_EXCLUDE_FUNCTIONS = 2
 REQ_RDB_MASK = REQ_EXCLUDE_DATA | REQ_EXCLUDE_FUNCTIONS
+REQ_RDB_CHANNEL = 4  # SLAVE_REQ_RDB_CHANNEL: a snapshot for rdb channels only (socket target)
 GETACK_ARGV = [b"REPLCONF", b"GETACK", b"*"]
 PING_ARGV = [b"ping"]  # shared.ping: lower case on the wire
 WAIT_REPLICA_ERR = ("ERR WAIT cannot be used with replica instances. Please also note that "
@@ -96,6 +121,8 @@ class SlaveState(Enum):
     SEND_BULK = 8
     ONLINE = 9
     RDB_TRANSMITTED = 10
+    WAIT_RDB_CHANNEL = 11  # main channel: waits for its rdb channel's snapshot to start
+    SEND_BULK_AND_STREAM = 12  # main channel: streams while the rdb channel gets the RDB
     CLOSED = -1
 
 
@@ -108,6 +135,8 @@ class LinkInput(Enum):
     RDB_STREAMED = "rdb-streamed"  # the socket child wrote the whole RDB to this replica
     BULK_SENT = "bulk-sent"  # the whole file went out
     RDB_ONLY_DONE = "rdb-only-done"  # rdb-only replica got its RDB
+    RDB_CHANNEL = "rdb-channel"  # PSYNC refused, the replica can use an rdb channel
+    FIRST_ACK = "first-ack"  # main channel: the replica loaded the RDB and acked
     CLOSED = "closed"  # the connection is gone (or is being closed)
 
 
@@ -126,6 +155,10 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
         (S.WAIT_BGSAVE_END, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
         (S.SEND_BULK, L.BULK_SENT): S.ONLINE,
         (S.SEND_BULK, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+        (S.NONE, L.RDB_CHANNEL): S.WAIT_RDB_CHANNEL,
+        (S.WAIT_RDB_CHANNEL, L.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
+        (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
+        (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
     }
     for s in S:
         if s is not S.CLOSED:
@@ -137,7 +170,9 @@ TRANSITIONS: dict[tuple[SlaveState, LinkInput], SlaveState] = _table()
 
 # replstateToString: what INFO shows ("" = not listed).
 INFO_STATE = {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
-              S.SEND_BULK: "send_bulk", S.ONLINE: "online"}
+              S.SEND_BULK: "send_bulk", S.ONLINE: "online",
+              S.WAIT_RDB_CHANNEL: "wait_bgsave",  # Redis 8 shows the main channel so
+              S.SEND_BULK_AND_STREAM: "send_bulk_and_stream"}
 
 
 class LinkStateError(Exception):
@@ -172,7 +207,7 @@ class ReplicaLink:
         "listening_port", "ip_address", "ack_off", "ack_ms", "psync_offset", "snapshot",
         "held", "held_bytes", "streaming", "stream_on_ack", "check_at", "room",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
-        "close_reason",
+        "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
     )
 
     def __init__(self, client: Client) -> None:
@@ -203,6 +238,12 @@ class ReplicaLink:
         self.joined_ms = 0
         self.mode = ""
         self.close_reason = ""
+        # rdb channel (Redis 8): capa rdb-channel-repl accepted (main channel side)
+        self.capa_rdb_channel = False
+        self.is_rdb_channel = False  # REPLCONF rdb-channel 1
+        self.main: ReplicaLink | None = None  # rdb channel: its main channel's link
+        self.rdb_channel: Client | None = None  # main channel: its rdb channel's connection
+        self.rdb_done = False  # main channel: the child reported the whole RDB written
 
     def go(self, inp: LinkInput) -> SlaveState:
         new = TRANSITIONS.get((self.state, inp))
@@ -433,13 +474,28 @@ class MasterSide:
         if c.pending_output():
             raise ReplyError("ERR SYNC and PSYNC are invalid with pending output")
         link = self.link_for(c)
-        if link.req & REQ_RDB_MASK and not link.capa_eof:
+        main = link.main
+        if main is not None:
+            link.req |= REQ_RDB_CHANNEL
+            link.rdb_only = True
+        if link.req & (REQ_RDB_MASK | REQ_RDB_CHANNEL) and not link.capa_eof:
             raise ReplyError("ERR Filtered replica requires EOF capability")
+        if main is not None and main.state is not S.WAIT_RDB_CHANNEL:
+            raise ReplyError(f"ERR Unrecognized RDB client id: {main.client.id}")
         now = core.now_ms
         log.notice(f"Replica {link.name()} asks for synchronization")
-        link.sync_id = manager.events.new_sync_id(now)
         link.sync_start_ms = now
         stats = core.stats
+        if main is not None:
+            # The rdb channel of a main channel that got +RDBCHANNELSYNC: always a full sync
+            # (the PSYNC decision was made, and logged, on the main channel).
+            link.sync_id = main.sync_id
+            link.mode = "rdb-channel"
+            log.notice(f"Full resync requested by replica {link.name()} (rdb-channel)")
+            stats.sync_full += 1
+            self._full(link)
+            return NO_REPLY
+        link.sync_id = manager.events.new_sync_id(now)
         if is_psync:
             try:
                 offset = parse_int(argv[2])
@@ -460,6 +516,12 @@ class MasterSide:
                 stats.sync_partial_err += 1
             reason = decision.reason
             gap = decision.gap if decision.reason == psync_mod.OFFSET_BEFORE_BACKLOG else None
+            cfg = core.config
+            if (link.capa_rdb_channel and cfg.repl_rdb_channel and cfg.repl_diskless_sync
+                    and not link.rdb_only and not link.req):
+                self._emit_decision(link, req_id, offset, "rdbchannel", reason, gap)
+                self._rdb_channel_sync(link)
+                return NO_REPLY
         else:
             link.pre_psync = True
             req_id, offset, reason, gap = "", None, psync_mod.REPLICA_REQUESTED, None
@@ -503,10 +565,8 @@ class MasterSide:
                             f"is greater than the master replication offset.")
 
     def _become_replica_client(self, link: ReplicaLink) -> None:
-        c = link.client
-        c.kind = "replica"
-        if "S" not in c.flags:
-            c.flags += "S"
+        link.client.kind = "replica"
+        self._set_flags(link)
         self.links.append(link)
 
     def _partial(self, link: ReplicaLink, req_id: str, offset: int) -> None:
@@ -538,6 +598,30 @@ class MasterSide:
                    offset=manager.master_repl_offset, duration_ms=0)
         self.refresh_good_replicas()
 
+    def _rdb_channel_sync(self, link: ReplicaLink) -> None:
+        """The main channel of an rdb-channel replica: +RDBCHANNELSYNC <its client id>, then
+        it waits (nothing is sent or held) until its rdb channel's snapshot starts."""
+        manager = self.manager
+        c = link.client
+        link.go(L.RDB_CHANNEL)
+        link.mode = "rdb-channel"
+        self._become_replica_client(link)
+        if len(self.links) == 1 and manager.backlog is None:
+            manager.create_backlog()
+        self.core.log.notice(f"Replica {link.name()} is capable of rdb channel synchronization, "
+                             f"and partial sync isn't possible. Full sync will continue with "
+                             f"dedicated rdb channel.")
+        self._write(link, b"+RDBCHANNELSYNC %d\r\n" % c.id)
+
+    def _attach_main(self, main: ReplicaLink, snap: Snapshot) -> None:
+        """At fork time: the main channel streams from the snapshot offset on (SELECT first)."""
+        main.snapshot = snap
+        main.psync_offset = snap.offset
+        main.joined_ms = self.core.now_ms
+        main.go(L.SNAPSHOT_STARTED)
+        self.manager.stream_db = -1
+        self._start_stream(main)
+
     def _full(self, link: ReplicaLink) -> None:
         """The full-sync half of syncCommand: wait for, join or start a snapshot."""
         core = self.core
@@ -549,7 +633,8 @@ class MasterSide:
             manager.create_backlog()
         snap = self.snapshot
         if core.rdb_child_pid != -1:
-            if snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk":
+            if (snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk"
+                    and link.main is None):
                 donor = next((d for d in self.links
                               if d.state is S.WAIT_BGSAVE_END and d.snapshot is snap
                               and (not d.rdb_only or link.rdb_only)), None)
@@ -585,7 +670,8 @@ class MasterSide:
         link.snapshot = snap
         link.psync_offset = snap.offset
         link.joined_ms = self.core.now_ms
-        link.mode = "diskless" if snap.target == "socket" else "disk"
+        link.mode = ("rdb-channel" if link.main is not None
+                     else "diskless" if snap.target == "socket" else "disk")
         link.go(inp)
         self.manager.stream_db = -1
         if not link.rdb_only:
@@ -607,9 +693,11 @@ class MasterSide:
         cfg = core.config
         log = core.log
         manager = self.manager
-        socket_target = bool((cfg.repl_diskless_sync or req & REQ_RDB_MASK) and capa_eof)
+        socket_target = bool((cfg.repl_diskless_sync or req & (REQ_RDB_MASK | REQ_RDB_CHANNEL))
+                             and capa_eof)
         log.notice(f"Starting BGSAVE for SYNC with target: "
-                   f"{'replicas sockets' if socket_target else 'disk'}")
+                   f"{'replicas sockets' if socket_target else 'disk'}"
+                   f"{' (rdb-channel)' if req & REQ_RDB_CHANNEL else ''}")
         offset = manager.master_repl_offset
         keys = 0 if req & REQ_EXCLUDE_DATA else sum(len(db.data) for db in core.dbs)
         if socket_target:
@@ -639,9 +727,15 @@ class MasterSide:
         if io is None:
             core.log.warning("Can't save in background: fork: no I/O adapter")
             return -1
-        ready = [lk for lk in self._waiting_start(req) if io.prepare_handover(lk.client)]
+        ready = [lk for lk in self._waiting_start(req)
+                 if (lk.main is None or lk.main.state is S.WAIT_RDB_CHANNEL)
+                 and io.prepare_handover(lk.client)]
         if not ready:
             return None
+        for lk in ready:
+            if lk.main is not None:
+                core.log.notice(f"Starting to deliver RDB and replication stream to replica: "
+                                f"{lk.name()}")
         mark = os.urandom(EOF_MARK_LEN // 2).hex().encode()
         head = b"+FULLRESYNC %s %d\r\n" % (self.manager.ids.replid.encode(), offset)
         targets = [(lk.client, (b"" if lk.pre_psync else head) + b"$EOF:" + mark + b"\r\n")
@@ -666,11 +760,15 @@ class MasterSide:
         core.rdb_child_purpose = "socket"
         core.rdb_save_started_ms = now
         core.rdb_last_bgsave_try_ms = now
-        core.log.notice(f"Background RDB transfer started by pid {pid}")
+        core.log.notice(f"Background RDB transfer started by pid {pid}"
+                        f"{' to replica socket' if req & REQ_RDB_CHANNEL else ''}")
         snap = Snapshot(pid, "socket", offset, now, req, keys)
         self.snapshot = snap
         for link in ready:
             self._setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=False)
+            if link.main is not None:
+                # the same instant: nothing was written since ``offset`` was taken
+                self._attach_main(link.main, snap)
         return pid
 
     def _bgsave_failed(self) -> None:
@@ -738,6 +836,17 @@ class MasterSide:
             else:
                 log.warning(f"Background transfer terminated by signal {-exitcode}")
         ok = exitcode == 0
+        # rdb channels: their main channels first (online, or aborted with their rdb channel)
+        for main in [lk for lk in self.links
+                     if lk.snapshot is snap and lk.state is S.SEND_BULK_AND_STREAM]:
+            rc = main.rdb_channel
+            result = results.get(rc.id) if rc is not None else None
+            if main.rdb_done or (result is not None and result[0]):
+                self._put_online(main, L.RDB_STREAMED)
+            else:
+                log.warning(f"Rdb channel transfer to replica {main.name()} failed, aborting "
+                            f"the sync")
+                self._close_link(main, "rdb-transfer-error")
         for link in [lk for lk in self.links
                      if lk.snapshot is snap and lk.state is S.WAIT_BGSAVE_END]:
             result = results.get(link.client.id)
@@ -770,8 +879,9 @@ class MasterSide:
         self._emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
                    mode=link.mode, offset=link.psync_offset, bytes=nbytes,
                    duration_ms=core.now_ms - link.joined_ms)
+        who = "replica" if link.main is not None else "slave"  # Redis 8's text / 7.0's
         core.log.notice(f"Streamed RDB transfer with replica {link.name()} succeeded (socket). "
-                        f"Waiting for REPLCONF ACK from slave to enable streaming")
+                        f"Waiting for REPLCONF ACK from {who} to enable streaming")
         if self._put_online(link, L.RDB_STREAMED):
             link.stream_on_ack = True
 
@@ -857,6 +967,10 @@ class MasterSide:
                     self.link_for(c).capa_eof = True
                 elif v == b"psync2":
                     self.link_for(c).capa_psync2 = True
+                elif v == b"rdb-channel-repl":
+                    cfg = self.core.config
+                    if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
+                        self.link_for(c).capa_rdb_channel = True
                 # capabilities this master does not know are ignored
             elif opt == b"ack":
                 link = c.repl
@@ -875,6 +989,15 @@ class MasterSide:
                 if v < 0 or v > 1:
                     raise ReplyError("ERR value is out of range, value must between 0 and 1")
                 self.link_for(c).rdb_only = v == 1
+            elif opt == b"rdb-channel":
+                v = parse_int(val)
+                if v < 0 or v > 1:
+                    raise ReplyError("ERR value is out of range, value must between 0 and 1")
+                link = self.link_for(c)
+                link.is_rdb_channel = v == 1
+                self._set_flags(link)
+            elif opt == b"main-ch-client-id":
+                self._bind_rdb_channel(self.link_for(c), parse_int(val))
             elif opt == b"rdb-filter-only":
                 filters = val.split()
                 link = self.link_for(c)
@@ -890,6 +1013,28 @@ class MasterSide:
                                  f"{argv[j].decode('utf-8', 'replace')}")
         return OK
 
+    def _bind_rdb_channel(self, link: ReplicaLink, main_id: int) -> None:
+        """REPLCONF main-ch-client-id <id>: this connection is the rdb channel of the main
+        channel ``<id>``, which must be waiting for one (and not have another already)."""
+        other = self.core.clients.get(main_id)
+        main = other.repl if other is not None else None
+        if (not isinstance(main, ReplicaLink) or main.state is not S.WAIT_RDB_CHANNEL
+                or other is link.client
+                or (main.rdb_channel is not None and main.rdb_channel is not link.client
+                    and not main.rdb_channel.closed)):
+            raise ReplyError(f"ERR Unrecognized RDB client id: {main_id}")
+        if link.main is not None and link.main is not main:
+            raise ReplyError(f"ERR Unrecognized RDB client id: {main_id}")
+        link.main = main
+        main.rdb_channel = link.client
+
+    def _set_flags(self, link: ReplicaLink) -> None:
+        """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""
+        c = link.client
+        rest = c.flags.replace("S", "").replace("C", "")
+        c.flags = ("S" if c.kind == "replica" else "") + ("C" if link.is_rdb_channel else "") \
+            + rest
+
     def ack(self, link: ReplicaLink, offset: int) -> None:
         """REPLCONF ACK <offset> from a replica."""
         core = self.core
@@ -897,10 +1042,14 @@ class MasterSide:
             link.ack_off = offset
         link.ack_ms = core.now_ms
         snap = link.snapshot
-        if (link.state is S.WAIT_BGSAVE_END and snap is not None and snap is self.snapshot
-                and core.rdb_child_pid == snap.pid and self.io is not None):
+        if (link.state in (S.WAIT_BGSAVE_END, S.SEND_BULK_AND_STREAM) and snap is not None
+                and snap is self.snapshot and core.rdb_child_pid == snap.pid
+                and self.io is not None):
             # checkChildrenDone: the ACK may arrive before the cron noticed the child's end.
             self.io.reap_child(snap.pid)
+        if link.state is S.SEND_BULK_AND_STREAM:
+            # rdb channel: the replica loaded the RDB (it streams already)
+            self._put_online(link, L.FIRST_ACK)
         if link.stream_on_ack and link.state is S.ONLINE:
             self._start_stream(link)
         if self.waiters:
@@ -1010,6 +1159,10 @@ class MasterSide:
             return
         if link.state is S.NONE:
             link.state = S.CLOSED
+            main = link.main
+            if main is not None and main.state is S.WAIT_RDB_CHANNEL:
+                # the rdb channel went away before its PSYNC: the replica gave up this sync
+                self._close_link(main, "rdb-channel-lost")
             return
         self._free_link(link, link.close_reason or "closed")
 
@@ -1029,19 +1182,32 @@ class MasterSide:
         peak = max(link.buffer_peak, link.held_bytes)
         link.held = []
         link.held_bytes = 0
+        main = link.main
         if log_lost:
-            core.log.warning(f"Connection with replica {link.name()} lost.")
+            kind = "replica (rdbchannel)" if main is not None else "replica"
+            core.log.warning(f"Connection with {kind} {link.name()} lost.")
         lag = self.manager.master_repl_offset - link.ack_off if prev is S.ONLINE else None
-        self._emit("replica_lost", peer=link.name(), sync_id=link.sync_id, reason=reason,
-                   offset=link.ack_off, lag_bytes=lag, buffer_peak=peak,
-                   buffer_limit=self._hard or None,
-                   lag_ms=core.now_ms - link.ack_ms if prev is S.ONLINE else None)
+        if main is None:  # an rdb channel is not a replica of its own: its main reports
+            self._emit("replica_lost", peer=link.name(), sync_id=link.sync_id, reason=reason,
+                       offset=link.ack_off, lag_bytes=lag, buffer_peak=peak,
+                       buffer_limit=self._hard or None,
+                       lag_ms=core.now_ms - link.ack_ms if prev is S.ONLINE else None)
         if not self.links:
             self.manager.no_replicas_since_ms = core.now_ms
         self.refresh_good_replicas()
         io = self.io
         snap = link.snapshot
-        if prev is S.WAIT_BGSAVE_END and snap is not None and snap is self.snapshot:
+        running = prev is S.WAIT_BGSAVE_END and snap is not None and snap is self.snapshot
+        # an rdb channel whose whole RDB the child already wrote (the replica closes it after
+        # the mark): the normal end, nothing to abort
+        sent = (running and main is not None and snap is not None and snap.target == "socket"
+                and io is not None and io.socket_target_done(snap.pid, link.client.id))
+        if main is not None and main.state in (S.WAIT_RDB_CHANNEL, S.SEND_BULK_AND_STREAM):
+            if sent and main.state is S.SEND_BULK_AND_STREAM:
+                main.rdb_done = True
+            else:
+                self._close_link(main, "rdb-channel-lost" if reason == "closed" else reason)
+        if running and not sent and snap is not None:
             others = any(lk.snapshot is snap and lk.state is S.WAIT_BGSAVE_END
                          for lk in self.links)
             if snap.target == "socket":
@@ -1055,6 +1221,18 @@ class MasterSide:
                 self._kill_snapshot(snap)
         elif prev is S.SEND_BULK and io is not None:
             io.cancel_bulk(link.client)
+        rc = link.rdb_channel
+        if rc is not None and isinstance(rc.repl, ReplicaLink) \
+                and rc.repl.state not in (S.CLOSED, S.RDB_TRANSMITTED):
+            self._close_rdb_channel(rc.repl)
+
+    def _close_rdb_channel(self, rdb: ReplicaLink) -> None:
+        """The main channel is gone (or its sync failed): its rdb channel goes too."""
+        if rdb.state is S.NONE:  # REPLCONF only, no PSYNC yet: not a replica connection
+            rdb.state = S.CLOSED
+            self.core.host.close_client(rdb.client)
+            return
+        self._close_link(rdb, "main-channel-lost")
 
     def disconnect_replicas(self) -> None:
         """disconnectSlaves: REPLICAOF / promotion changes the history."""
@@ -1108,6 +1286,12 @@ class MasterSide:
                 core.log.warning(f"Disconnecting timedout replica (streaming sync): "
                                  f"{link.name()}")
                 self._close_link(link, "timeout")
+            elif (link.state is S.WAIT_RDB_CHANNEL
+                  and (link.rdb_channel is None or link.rdb_channel.closed)
+                  and now_s - link.sync_start_ms // 1000 > timeout_s):
+                core.log.warning(f"Disconnecting timedout replica (no rdb channel): "
+                                 f"{link.name()}")
+                self._close_link(link, "timeout")
         over = [lk for lk in self.links if lk.soft_since_ms >= 0 and self._over_limits(lk)]
         self._rearm()
         for link in over:
@@ -1117,7 +1301,8 @@ class MasterSide:
 
     # -- introspection --------------------------------------------------------------------------
     def online_or_syncing_links(self) -> list[ReplicaLink]:
-        return list(self.links)
+        """The logical replicas: an rdb channel counts with its main channel."""
+        return [lk for lk in self.links if lk.main is None]
 
     def info_replica_lines(self) -> list[tuple[str, str]]:
         """INFO replication's slaveN lines (Redis 7.0.15 format)."""
@@ -1126,7 +1311,7 @@ class MasterSide:
         i = 0
         for link in self.links:
             state = INFO_STATE.get(link.state)
-            if not state:
+            if not state or link.main is not None:  # rdb channels: shown by their main
                 continue
             lag = now_s - link.ack_ms // 1000 if link.state is S.ONLINE else 0
             out.append((f"slave{i}", f"ip={link.peer_ip()},port={link.listening_port},"

@@ -29,10 +29,13 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                            |     | KEEPALIVE ("\n") stays
                            |     |-- CONTINUE ------------------------------> CONNECTED
                            |     |-- FULLRESYNC / NOT_SUPPORTED (SYNC) --> TRANSFER
+                           |     |-- RDBCHANNELSYNC -----------------------> TRANSFER
                            |                                                  | KEEPALIVE,
                            |                                                  | BULK_HEADER,
-                           +------------------------------------------------- | PAYLOAD stay
-                                                         LOADED --> CONNECTED (STREAM stays)
+                           +------------------------------------------------- | PAYLOAD,
+                                                                              | BUFFER stay
+                                                         LOADED --> CONNECTED (STREAM,
+                                                                               BUFFER stay)
 
 The handshake is Redis 7.0.15's, byte for byte: ``PING``; then in one write ``AUTH`` (when
 ``masterauth`` is set, with ``masteruser`` if set), ``REPLCONF listening-port <port>``,
@@ -42,7 +45,8 @@ cached master. Replies are read as lines (``\\r`` stripped) and judged as Redis 
 PING accepts ``+...``, ``-NOAUTH``, ``-NOPERM`` and ``-ERR operation not permitted``; AUTH fails
 on ``-``; REPLCONF errors are "non critical"; PSYNC answers ``+FULLRESYNC <id> <off>``,
 ``+CONTINUE [<id>]``, ``-NOMASTERLINK`` / ``-LOADING`` (try later) or anything else (Redis falls
-back to the old ``SYNC``).
+back to the old ``SYNC``). With ``repl-rdb-channel yes`` (Redis 8) the capa line is ``REPLCONF
+capa eof capa psync2 capa rdb-channel-repl`` and a master may answer ``+RDBCHANNELSYNC <id>``.
 
 Transfer: empty lines are keepalives; ``$<len>`` announces a disk-based payload of exactly
 ``len`` bytes (no trailing CRLF), ``$EOF:<40-char mark>`` a diskless one that ends with the mark.
@@ -53,6 +57,27 @@ a truncated payload or a timeout discard the new dicts: nothing is half-applied,
 master is kept, and the side reconnects. Progress (``master_sync_*`` in INFO) is Redis's:
 ``total`` is -1 before the header, 0 for ``$EOF:``, ``len`` for ``$<len>``; ``read`` counts
 payload bytes (the mark included); ``left = total - read``; ``perc = read / total * 100``.
+
+RDB channel (Redis 8, ``+RDBCHANNELSYNC <client-id>``): the snapshot comes on a second
+connection, driven by :class:`~pyrepl.replication.rdbchannel.RdbChannel` (its own ``RDB_CH_*``
+states; its callbacks are ``on_rdb_connected`` / ``on_rdb_connect_failed`` / ``on_rdb_data`` /
+``on_rdb_closed`` with the rdb channel's token). Its ``+FULLRESYNC <replid> <offset>`` gives the
+snapshot offset and its ``$EOF:`` payload goes through the same decoder, fresh dicts and swap as
+above. Meanwhile the main connection stays in TRANSFER and every byte it delivers (the stream
+from ``<offset> + 1``) is kept in a :class:`~pyrepl.replication.rdbchannel.FullSyncBuffer` (input
+BUFFER), up to ``replica-full-sync-buffer-limit`` (0: the ``client-output-buffer-limit replica``
+hard limit); over it the side asks the shell to ``pause_reading`` the main socket, so the rest
+waits in TCP and on the master: nothing is dropped. When the RDB and its mark are verified the
+rdb channel is closed, ``REPLCONF ACK <offset>`` goes out, the link is up (CONNECTED) and the
+buffer drains: the side asks ``request_drain`` and the shell calls ``drain_step``, which applies
+up to ``DRAIN_BLOCKS`` (2) blocks and then lets the main socket deliver at most one more read
+(the side pauses it again after each buffered read), so the buffer always shrinks. Bytes read
+while it drains join its tail, keeping the order. Any failure before the swap — either
+connection lost, an error reply, a bad CRC or mark, a timeout — closes both connections, drops
+the buffer and the fresh dicts and retries: nothing is half-applied. Link loss while draining
+is an ordinary loss of an established link (the unapplied buffer is dropped; the master resends
+it after ``+CONTINUE``). INFO: ``replica_full_sync_buffer_size`` (whole blocks held) and
+``replica_full_sync_buffer_peak`` (never reset).
 
 Streaming: the connection becomes the *master client* (``Client`` kind ``master``, flags ``M``),
 whose commands run through ``core.execute`` with their replies dropped. Offsets (Redis's names):
@@ -88,6 +113,16 @@ from typing import TYPE_CHECKING, Any
 from pyrepl.client import Client
 from pyrepl.config import ConfigError
 from pyrepl.rdb.decoder import Aux, End, RdbDecoder, RdbError
+from pyrepl.replication.rdbchannel import (
+    BulkHeader,
+    Failed,
+    FullResync,
+    FullSyncBuffer,
+    Keepalive,
+    Payload,
+    RdbChannel,
+    RdbChannelError,
+)
 from pyrepl.resp.fastreader import make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
@@ -102,6 +137,9 @@ CRON_MS = 1000  # replicationCron runs once a second
 # A read shorter than this drained the socket: the replica has everything the master sent.
 CAUGHT_UP_READ = 64 * 1024
 ROLE = "replica"
+# rdb channel: a drain step applies this many buffered blocks; the main channel may deliver at
+# most one new read (<= one block) per step, so the buffer always shrinks.
+DRAIN_BLOCKS = 2
 
 
 class ReplState(Enum):
@@ -137,6 +175,7 @@ class Input(Enum):
     SKIP = "skip"  # a reply we do not wait for (no AUTH sent, no ip-address sent)
     KEEPALIVE = "keepalive"  # an empty line before the PSYNC reply or the payload header
     FULLRESYNC = "fullresync"  # +FULLRESYNC <replid> <offset>
+    RDBCHANNELSYNC = "rdbchannelsync"  # +RDBCHANNELSYNC <client-id>: snapshot on a 2nd link
     CONTINUE = "continue"  # +CONTINUE [<replid>]
     TRY_LATER = "try-later"  # -NOMASTERLINK / -LOADING
     NOT_SUPPORTED = "not-supported"  # any other PSYNC reply: SYNC was sent instead
@@ -145,6 +184,7 @@ class Input(Enum):
     LOADED = "loaded"  # the payload was received, verified and swapped in
     TRANSFER_ERROR = "transfer-error"  # master error / bad header / bad RDB / bad mark
     STREAM = "stream"  # replication stream bytes
+    BUFFER = "buffer"  # rdb channel: main-channel bytes kept in the full-sync buffer
     PROTOCOL_ERROR = "protocol-error"  # the master broke the stream protocol
     LINK_LOST = "link-lost"  # the connection closed
     TIMEOUT = "timeout"  # repl-timeout elapsed
@@ -191,6 +231,7 @@ def _table() -> dict[tuple[ReplState, Input], ReplState]:
         (S.SEND_PSYNC, I.SENT): S.RECEIVE_PSYNC_REPLY,
         (S.RECEIVE_PSYNC_REPLY, I.KEEPALIVE): S.RECEIVE_PSYNC_REPLY,
         (S.RECEIVE_PSYNC_REPLY, I.FULLRESYNC): S.TRANSFER,
+        (S.RECEIVE_PSYNC_REPLY, I.RDBCHANNELSYNC): S.TRANSFER,
         (S.RECEIVE_PSYNC_REPLY, I.CONTINUE): S.CONNECTED,
         (S.RECEIVE_PSYNC_REPLY, I.TRY_LATER): S.CONNECT,
         (S.RECEIVE_PSYNC_REPLY, I.NOT_SUPPORTED): S.TRANSFER,
@@ -200,7 +241,9 @@ def _table() -> dict[tuple[ReplState, Input], ReplState]:
         (S.TRANSFER, I.PAYLOAD): S.TRANSFER,
         (S.TRANSFER, I.LOADED): S.CONNECTED,
         (S.TRANSFER, I.TRANSFER_ERROR): S.CONNECT,
+        (S.TRANSFER, I.BUFFER): S.TRANSFER,
         (S.CONNECTED, I.STREAM): S.CONNECTED,
+        (S.CONNECTED, I.BUFFER): S.CONNECTED,
         (S.CONNECTED, I.PROTOCOL_ERROR): S.CONNECT,
     })
     return t
@@ -288,6 +331,15 @@ class ReplicaSide:
         self.mode = ""
         self._await_caught_up = False
         self._skip_read = False
+        self._tokens = 0  # every connection (main or rdb channel) gets a fresh token
+        # rdb channel (Redis 8): the second connection, and the main channel's local buffer
+        self.rdbch: RdbChannel | None = None
+        self.rdbch_token = 0
+        self.fsbuf: FullSyncBuffer | None = None  # from +RDBCHANNELSYNC until drained
+        self.fsbuf_peak = 0  # INFO replica_full_sync_buffer_peak (never reset)
+        self._main_paused = False
+        self._drain_requested = False
+        self._limit_logged = False
         cfg = self.core.config
         if cfg.replicaof is not None:
             self.master_host, self.master_port = cfg.replicaof
@@ -337,7 +389,21 @@ class ReplicaSide:
         return S.RECEIVE_PING_REPLY.value <= self.state.value <= S.RECEIVE_PSYNC_REPLY.value
 
     def full_sync_buffer_bytes(self) -> int:
-        return 0  # the rdb channel (Redis 8) buffers the main channel; not implemented yet
+        """INFO replica_full_sync_buffer_size / mem_replica_full_sync_buffer: whole blocks."""
+        b = self.fsbuf
+        return b.size if b is not None else 0
+
+    def full_sync_buffer_peak(self) -> int:
+        """INFO replica_full_sync_buffer_peak: the high-water mark, never reset."""
+        return self.fsbuf_peak
+
+    def full_sync_buffer_limit(self) -> int:
+        """replica-full-sync-buffer-limit, 0 meaning the replica class's hard output limit."""
+        cfg = self.core.config
+        limit = cfg.replica_full_sync_buffer_limit
+        if not limit:
+            limit = cfg.client_output_buffer_limit.get("replica", (0, 0, 0))[0]
+        return limit
 
     def master_stream_db(self) -> int:
         """The db our master's stream has selected (repl-stream-db of an RDB we write)."""
@@ -351,9 +417,15 @@ class ReplicaSide:
             self.core.log.notice(f"Connecting to MASTER {self.peer}")
             self._connect()
 
+    def _next_token(self) -> int:
+        self._tokens = max(self._tokens, self.token) + 1
+        return self._tokens
+
     def _connect(self) -> None:
         """connectWithMaster."""
-        self.token += 1
+        self.token = self._next_token()
+        self._main_paused = False
+        self._drain_requested = False
         self.sync_id = self.manager.events.new_sync_id(self.now)
         self._inbuf = b""
         self.transfer_lastio_ms = self.now
@@ -384,12 +456,16 @@ class ReplicaSide:
         self._inbuf = b""
 
     def _abort_transfer(self) -> None:
-        """Drop a payload being loaded: the fresh dicts go, the old dataset stays."""
+        """Drop a payload being loaded: the fresh dicts go, the old dataset stays; an rdb
+        channel and the main channel's buffer go too (nothing of them was applied)."""
         if self._load is not None:
             self._load = None
             self.core.log.notice("MASTER <-> REPLICA sync: Discarding temporary DB in background")
         self.transfer_size = -1
         self.transfer_read = 0
+        self._close_rdb_channel()
+        self.fsbuf = None
+        self._drain_requested = False
 
     def _handshake_failed(self, inp: Input, reason: str, error: str = "") -> None:
         """The error path of syncWithMaster: close, state CONNECT, the cron retries."""
@@ -436,6 +512,10 @@ class ReplicaSide:
             log.warning(f"Failed to read response from the server: {error or 'connection lost'}")
             log.warning("Master did not respond to command during SYNC handshake")
             self._handshake_failed(I.LINK_LOST, "connection-lost", error)
+        elif st is S.TRANSFER and self.fsbuf is not None:
+            log.warning(f"I/O error on the main channel while the rdb channel loads: "
+                        f"{error or 'connection lost'}")
+            self._cancel_handshake(True, I.LINK_LOST, "main-channel-lost", error)
         elif st is S.TRANSFER:
             if self.transfer_size == -1:
                 log.warning(f"I/O error reading bulk count from MASTER: "
@@ -468,7 +548,8 @@ class ReplicaSide:
         """Consume bytes from the master in any state that reads (raises ReplProtocolError
         when the current state reads nothing). ``from_read``: ``data`` is one socket read."""
         self._receive(data)
-        if from_read and self._await_caught_up and self.state is S.CONNECTED:
+        if from_read and self._await_caught_up and self.state is S.CONNECTED \
+                and self.fsbuf is None:
             self._check_caught_up(len(data))
 
     def _check_caught_up(self, read_len: int) -> None:
@@ -499,7 +580,13 @@ class ReplicaSide:
                 return  # the link was dropped (and maybe re-opened) while handling a reply
             st = self.state
             if st is S.CONNECTED:
-                self._stream(data[pos:] if pos else data)
+                if self.fsbuf is not None:  # rdb channel: the buffer is still draining
+                    self._buffer_main(data[pos:] if pos else data)
+                else:
+                    self._stream(data[pos:] if pos else data)
+                return
+            if st is S.TRANSFER and self.fsbuf is not None:
+                self._buffer_main(data[pos:] if pos else data)
                 return
             if st is S.TRANSFER and self.transfer_size != -1:
                 pos = self._payload(data, pos)
@@ -584,7 +671,10 @@ class ReplicaSide:
         if cfg.replica_announce_ip:
             out.append(encode_command([b"REPLCONF", b"ip-address",
                                        cfg.replica_announce_ip.encode()]))
-        out.append(encode_command([b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]))
+        capa = [b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]
+        if cfg.repl_rdb_channel:
+            capa += [b"capa", b"rdb-channel-repl"]
+        out.append(encode_command(capa))
         self._send(b"".join(out))
         self._go(I.SENT)
         if not cfg.masterauth:
@@ -629,6 +719,9 @@ class ReplicaSide:
                        duration_ms=self.now - self.psync_sent_ms)
             self._go(I.FULLRESYNC)
             self._start_transfer()
+            return
+        if line.startswith(b"+RDBCHANNELSYNC"):
+            self._rdbchannel_sync(text)
             return
         if line.startswith(b"+CONTINUE"):
             if self.cached is None:
@@ -701,18 +794,26 @@ class ReplicaSide:
                         f"'{text}'), are you sure the host and port are right?")
             self._cancel_handshake(True, I.TRANSFER_ERROR, "bad-protocol", text)
             return
+        if line[1:5] == b"EOF:" and len(line) - 5 >= EOF_MARK_LEN:
+            self.mode = "diskless"
+            self._begin_payload(True, bytes(line[5:5 + EOF_MARK_LEN]), 0)
+        else:
+            self.mode = "disk"
+            self._begin_payload(False, b"", max(0, _strtoll(text[1:])))
+
+    def _begin_payload(self, usemark: bool, mark: bytes, size: int) -> None:
+        """The payload header was read (on the main channel or the rdb channel)."""
+        log = self.core.log
         self._go(I.BULK_HEADER)
         ndbs = len(self.core.dbs)
-        if line[1:5] == b"EOF:" and len(line) - 5 >= EOF_MARK_LEN:
+        if usemark:
             self.transfer_size = 0
-            self._load = _Load(ndbs, True, bytes(line[5:5 + EOF_MARK_LEN]), self.now)
-            self.mode = "diskless"
+            self._load = _Load(ndbs, True, mark, self.now)
             log.notice("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF "
                        "to parser")
         else:
-            self.transfer_size = max(0, _strtoll(text[1:]))
+            self.transfer_size = size
             self._load = _Load(ndbs, False, b"", self.now)
-            self.mode = "disk"
             log.notice(f"MASTER <-> REPLICA sync: receiving {self.transfer_size} bytes from "
                        f"master to parser")
         self.transfer_lastio_ms = self.now
@@ -729,7 +830,10 @@ class ReplicaSide:
         n = len(data) - pos
         if self.transfer_read == 0 and n:
             ld.first_ms = now
-            self._emit("rdb_first_byte", duration_ms=now - self.psync_sent_ms, mode=self.mode)
+            rdbch = self.fsbuf is not None
+            self._emit("rdb_first_byte", duration_ms=now - self.psync_sent_ms, mode=self.mode,
+                       offset=self.master_initial_offset if rdbch else None,
+                       replid=self.master_replid or None if rdbch else None)
             self.core.log.notice("MASTER <-> REPLICA sync: Loading DB in memory")
         self.transfer_lastio_ms = now
         stats = self.core.stats
@@ -769,6 +873,14 @@ class ReplicaSide:
                                   f"socket: {e}", str(e))
                 return len(data)
             if not ld.ended:
+                # Redis ends the transfer when the last 40 bytes read are the mark: then the
+                # RDB was cut short (without this check we would wait for repl-timeout).
+                ld.tail = chunk[-EOF_MARK_LEN:] if n >= EOF_MARK_LEN \
+                    else (ld.tail + chunk)[-EOF_MARK_LEN:]
+                if ld.tail == ld.mark:
+                    self._load_failed("Failed trying to load the MASTER synchronization DB "
+                                      "from socket: the EOF mark arrived before the end of "
+                                      "the RDB", "truncated")
                 return len(data)
             tail = ld.decoder.unused_data
         else:
@@ -817,6 +929,9 @@ class ReplicaSide:
         m = self.manager
         log = core.log
         now = self.now
+        rdbch = self.fsbuf is not None
+        if rdbch:  # the mark was read: the rdb channel is done (Redis closes it right away)
+            self._close_rdb_channel(loaded=True)
         self._emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
                    mode=self.mode)
         keys = sum(len(d) for d in ld.data)
@@ -865,10 +980,223 @@ class ReplicaSide:
                    mode=self.mode)
         self.transfer_size = -1
         self.transfer_read = 0
-        if ld.usemark:
-            self.send_ack()
+        if ld.usemark or rdbch:
+            self.send_ack()  # rdb channel: REPLCONF ACK <snapshot offset>
         self._link_is_up(self.mode)
-        self._skip_read = ld.usemark
+        self._skip_read = ld.usemark and not rdbch
+        if rdbch:
+            self._start_drain()
+
+    # -- the rdb channel (Redis 8) ----------------------------------------------------------
+    def _rdbchannel_sync(self, text: str) -> None:
+        """+RDBCHANNELSYNC <client-id>: open the rdb channel, buffer the main channel."""
+        log = self.core.log
+        cid = text[len("+RDBCHANNELSYNC"):].strip()
+        if not cid.isascii() or not cid.isdigit():
+            log.warning(f"Master replied with wrong +RDBCHANNELSYNC syntax: {text}")
+            self._emit("psync_reply", result="rdbchannel", error=text,
+                       duration_ms=self.now - self.psync_sent_ms)
+            self._handshake_failed(I.REPLY_ERR, "psync-error", text)
+            return
+        log.notice("PSYNC is not possible, initialize RDB channel.")
+        self._emit("psync_reply", result="rdbchannel", mode="rdb-channel",
+                   duration_ms=self.now - self.psync_sent_ms)
+        self._go(I.RDBCHANNELSYNC)
+        self._start_transfer()
+        self.mode = "rdb-channel"
+        self.master_replid = ""
+        self.master_initial_offset = -1
+        self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit())
+        self._limit_logged = False
+        cfg = self.core.config
+        auth = None
+        if cfg.masterauth:
+            auth = [cfg.masteruser.encode()] if cfg.masteruser else []
+            auth.append(cfg.masterauth.encode())
+        port = cfg.replica_announce_port or self.core.port or cfg.port
+        ch = RdbChannel(cid.encode(), port, auth)
+        ch.start()
+        self.rdbch = ch
+        self.rdbch_token = self._next_token()
+        io = self.io
+        if io is not None:
+            io.connect_rdb(self.rdbch_token, self.master_host, self.master_port)
+
+    def _close_rdb_channel(self, loaded: bool = False) -> None:
+        ch = self.rdbch
+        if ch is None:
+            return
+        self.rdbch = None
+        if loaded:
+            ch.loaded()
+        else:
+            ch.abort()
+        io = self.io
+        if io is not None:
+            io.close(self.rdbch_token)
+
+    def _rdb_failed(self, inp: Input, reason: str, error: str) -> None:
+        """The rdb channel failed: the whole sync is cancelled and retried."""
+        if self.state is S.TRANSFER:
+            self._cancel_handshake(True, inp, reason, error)
+        else:
+            self._close_rdb_channel()
+
+    def on_rdb_connected(self, token: int) -> None:
+        ch = self.rdbch
+        if ch is None or token != self.rdbch_token:
+            return
+        ch.connected()
+        self.transfer_lastio_ms = self.now
+        self._rdb_flush(ch)
+
+    def on_rdb_connect_failed(self, token: int, error: str) -> None:
+        if self.rdbch is None or token != self.rdbch_token:
+            return
+        self.core.log.warning(f"Error condition on socket for the rdb channel: {error}")
+        self._rdb_failed(I.LINK_LOST, "rdb-channel-connect-error", error)
+
+    def on_rdb_closed(self, token: int, error: str = "") -> None:
+        ch = self.rdbch
+        if ch is None or token != self.rdbch_token:
+            return
+        ch.connection_lost(error)
+        self._rdb_events(ch)
+
+    def on_rdb_data(self, token: int, data: bytes) -> None:
+        ch = self.rdbch
+        if ch is None or token != self.rdbch_token or not data:
+            return
+        try:
+            ch.receive_data(data)
+        except RdbChannelError as e:
+            self.core.log.warning(str(e))
+            self._rdb_failed(I.TRANSFER_ERROR, "protocol-error", str(e))
+            return
+        self._rdb_flush(ch)
+        self._rdb_events(ch)
+
+    def _rdb_flush(self, ch: RdbChannel) -> None:
+        out = ch.data_to_send()
+        io = self.io
+        if out and io is not None:
+            io.send(self.rdbch_token, out)
+
+    def _rdb_events(self, ch: RdbChannel) -> None:
+        log = self.core.log
+        while self.rdbch is ch:
+            ev = ch.next_event()
+            if ev is None:
+                return
+            t = type(ev)
+            if t is Payload:
+                self.transfer_lastio_ms = self.now
+                if self.state is S.TRANSFER and self._load is not None:
+                    self._payload(ev.data, 0)  # type: ignore[union-attr]
+            elif t is Keepalive:
+                self.transfer_lastio_ms = self.now
+            elif t is FullResync:
+                self.master_replid = ev.replid  # type: ignore[union-attr]
+                self.master_initial_offset = ev.offset  # type: ignore[union-attr]
+                self.transfer_lastio_ms = self.now
+                log.notice("Starting to receive RDB and replication stream in parallel.")
+            elif t is BulkHeader:
+                self._begin_payload(ev.usemark, ev.mark, ev.size)  # type: ignore[union-attr]
+            elif t is Failed:
+                log.warning(ev.message)  # type: ignore[union-attr]
+                lost = ev.reason == "rdb-channel-lost"  # type: ignore[union-attr]
+                self._rdb_failed(I.LINK_LOST if lost else I.TRANSFER_ERROR,
+                                 ev.reason, ev.error)  # type: ignore[union-attr]
+                return
+
+    # -- the main channel's buffer ----------------------------------------------------------
+    def _buffer_main(self, data: bytes) -> None:
+        """Main-channel bytes while the rdb channel loads (or while the buffer drains): kept,
+        never dropped; reading stops at the limit (TCP backpressure holds the rest)."""
+        self._go(I.BUFFER)
+        buf = self.fsbuf
+        assert buf is not None
+        full = buf.append(data)
+        if buf.peak > self.fsbuf_peak:
+            self.fsbuf_peak = buf.peak
+        if self.state is S.TRANSFER:
+            self.transfer_lastio_ms = self.now
+            if full:
+                if not self._limit_logged:
+                    self._limit_logged = True
+                    self.core.log.notice(
+                        f"Replication buffer limit has been reached ({buf.limit} bytes), "
+                        f"stopped buffering replication stream. Further accumulation may occur "
+                        f"on master side.")
+                self._pause_main()
+        else:
+            self._pause_main()  # draining: at most one new read per drain step
+
+    def _pause_main(self) -> None:
+        if not self._main_paused:
+            self._main_paused = True
+            io = self.io
+            if io is not None:
+                io.pause_reading(self.token)
+
+    def _resume_main(self) -> None:
+        if self._main_paused:
+            self._main_paused = False
+            io = self.io
+            if io is not None:
+                io.resume_reading(self.token)
+
+    def _request_drain(self) -> None:
+        if not self._drain_requested:
+            self._drain_requested = True
+            io = self.io
+            if io is not None:
+                io.request_drain(self.token)
+
+    def _start_drain(self) -> None:
+        buf = self.fsbuf
+        assert buf is not None
+        self.core.log.notice(f"MASTER <-> REPLICA sync: Starting to stream replication buffer "
+                             f"into the db ({buf.used} bytes).")
+        if not buf.used:
+            self._drain_done()
+        else:
+            self._request_drain()
+
+    def drain_step(self, token: int) -> None:
+        """Apply up to DRAIN_BLOCKS buffered blocks, then let the main channel deliver at most
+        one new read before the next step (called by the I/O shell after request_drain)."""
+        if token != self.token:
+            return
+        self._drain_requested = False
+        buf = self.fsbuf
+        ms = self.master
+        if buf is None or ms is None or self.state is not S.CONNECTED:
+            return
+        for _ in range(DRAIN_BLOCKS):
+            block = buf.pop_block()
+            if block is None:
+                break
+            self._stream(block)
+            if self.master is not ms or self.fsbuf is not buf:
+                return  # the link was dropped while applying
+        if buf.used:
+            self._resume_main()
+            self._request_drain()
+        else:
+            self._drain_done()
+
+    def _drain_done(self) -> None:
+        buf = self.fsbuf
+        assert buf is not None
+        self.fsbuf = None
+        ms = self.master
+        self.core.log.notice(f"MASTER <-> REPLICA sync: Successfully streamed replication buffer "
+                             f"into the db ({buf.total} bytes in total)")
+        self._emit("buffer_drained", bytes=buf.total, buffer_peak=buf.peak,
+                   buffer_limit=buf.limit, duration_ms=self.now - self.link_up_ms,
+                   offset=ms.reploff if ms is not None else None)
+        self._resume_main()
 
     # -- the master client ----------------------------------------------------------------
     def _new_master_client(self) -> Client:
@@ -1045,6 +1373,9 @@ class ReplicaSide:
             return
         log.warning("Connection with master lost.")
         self._close_link()
+        self.fsbuf = None  # not applied yet: the master resends it after +CONTINUE
+        self._drain_requested = False
+        self._main_paused = False
         c = ms.client
         core.clients.pop(c.id, None)
         c.transport = None
@@ -1177,6 +1508,8 @@ class ReplicaSide:
             ("master_sync_in_progress", int(self.state is S.TRANSFER)),
             ("slave_read_repl_offset", ref.read_reploff if ref is not None else 1),
             ("slave_repl_offset", ref.reploff if ref is not None else 1),
+            ("replica_full_sync_buffer_size", self.full_sync_buffer_bytes()),
+            ("replica_full_sync_buffer_peak", self.fsbuf_peak),
         ]
         if self.state is S.TRANSFER:
             size, read = self.transfer_size, self.transfer_read

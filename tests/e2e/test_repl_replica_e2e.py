@@ -53,7 +53,9 @@ def test_sync_events_cover_every_phase(tmp_path) -> None:
     m = start_master(tmp_path)
     with r(m.port) as c:
         c.execute_command("DEBUG", "POPULATE", "1000")
-    s = start_replica(tmp_path, m.port, "--sync-log-file", "sync.ndjson")
+    # the classic diskless sync's events (the rdb channel's: tests/e2e/test_rdbchannel_pair.py)
+    s = start_replica(tmp_path, m.port, "--sync-log-file", "sync.ndjson",
+                      "--repl-rdb-channel", "no")
     path = os.path.join(s.dir, "sync.ndjson")
     try:
         wait_for(lambda: in_sync(m.port, s.port), 30, what="sync")

@@ -342,6 +342,10 @@ def test_transition_table_is_total_and_typed() -> None:
         (S.WAIT_BGSAVE_END, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
         (S.SEND_BULK, LinkInput.BULK_SENT): S.ONLINE,
         (S.SEND_BULK, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+        (S.NONE, LinkInput.RDB_CHANNEL): S.WAIT_RDB_CHANNEL,
+        (S.WAIT_RDB_CHANNEL, LinkInput.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
+        (S.SEND_BULK_AND_STREAM, LinkInput.RDB_STREAMED): S.ONLINE,
+        (S.SEND_BULK_AND_STREAM, LinkInput.FIRST_ACK): S.ONLINE,
     }
     for s in S:
         if s is not S.CLOSED:
@@ -358,7 +362,9 @@ def test_transition_table_is_total_and_typed() -> None:
                     link.go(inp)
                 assert link.state is s
     assert INFO_STATE == {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
-                          S.SEND_BULK: "send_bulk", S.ONLINE: "online"}
+                          S.SEND_BULK: "send_bulk", S.ONLINE: "online",
+                          S.WAIT_RDB_CHANNEL: "wait_bgsave",
+                          S.SEND_BULK_AND_STREAM: "send_bulk_and_stream"}
 
 
 # -- REPLCONF --------------------------------------------------------------------------------
@@ -382,9 +388,8 @@ def test_replconf_options_and_errors(tmp_path) -> None:
         b"-ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes\r\n"
     assert m.run("REPLCONF", "rdb-only", "2", client=c) == \
         b"-ERR value is out of range, value must between 0 and 1\r\n"
-    # Redis 8's rdb-channel options are unknown to a 7.0.15 master
-    assert m.run("REPLCONF", "rdb-channel", "1", client=c) == \
-        b"-ERR Unrecognized REPLCONF option: rdb-channel\r\n"
+    # Redis 8's rdb-channel option (issue 4)
+    assert m.run("REPLCONF", "rdb-channel", "1", client=c) == b"+OK\r\n"
     # ACK from a client that is not a replica, GETACK to a master: no reply at all
     assert m.run("REPLCONF", "ACK", "10", client=c) == b""
     assert m.run("REPLCONF", "GETACK", "*", client=c) == b""

@@ -1,0 +1,170 @@
+"""The rdb channel falls back to the classic sync with a peer that lacks it: Debian's
+redis-server 7.0.15, in both directions.
+
+* A pyrepl replica with ``repl-rdb-channel yes`` offers ``capa rdb-channel-repl``; a 7.0.15
+  master ignores the capability it does not know (``+OK``) and answers ``+FULLRESYNC``: the
+  replica does the classic single-connection sync (diskless ``$EOF:`` or disk ``$<len>``).
+* A real 7.0.15 replica never offers the capability, so a pyrepl master with
+  ``repl-rdb-channel yes`` gives it the classic sync: no ``+RDBCHANNELSYNC``, no second
+  connection.
+
+Both under a write load, both ending with equal DEBUG DIGESTs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+import redis
+from support import start_pyrepl, start_redis, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+
+def r(port: int) -> redis.Redis:
+    return redis.Redis(port=port, socket_timeout=20)
+
+
+def repl(port: int) -> dict:
+    with r(port) as c:
+        return c.info("replication")
+
+
+def digest(port: int) -> bytes:
+    with r(port) as c:
+        return c.execute_command("DEBUG", "DIGEST")
+
+
+def in_sync(master: int, replica: int) -> bool:
+    i = repl(replica)
+    return i.get("master_link_status") == "up" and \
+        i["slave_repl_offset"] == repl(master)["master_repl_offset"]
+
+
+def read_events(proc) -> list[dict]:
+    path = os.path.join(proc.dir, "sync.ndjson")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class Writer(threading.Thread):
+    """Writes to the master until stopped (bounded in count and time)."""
+
+    def __init__(self, port: int, max_seconds: float = 60, max_ops: int = 300_000) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.max_seconds = max_seconds
+        self.max_ops = max_ops
+        self.stop_event = threading.Event()
+        self.ops = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.max_seconds
+        try:
+            with r(self.port) as c:
+                i = 0
+                while not self.stop_event.is_set() and time.monotonic() < deadline \
+                        and self.ops < self.max_ops:
+                    p = c.pipeline(transaction=False)
+                    for _ in range(50):
+                        i += 1
+                        p.set(f"load:{i % 3000}", i)
+                        p.incr("load:counter")
+                        if i % 9 == 0:
+                            p.rpush("load:list", i)
+                    p.execute()
+                    self.ops += 100
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def finish(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+        assert not self.is_alive() and self.error is None, self.error
+
+
+@pytest.mark.parametrize("diskless", ["yes", "no"])
+def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
+        tmp_path, diskless: str) -> None:
+    dm, dr = tmp_path / "m", tmp_path / "r"
+    dm.mkdir()
+    dr.mkdir()
+    m = start_redis("--enable-debug-command", "yes", "--repl-diskless-sync", diskless,
+                    "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "100",
+                    tmpdir=str(dm))
+    rep = None
+    writer = Writer(m.port)
+    try:
+        with r(m.port) as c:
+            c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
+        writer.start()
+        wait_for(lambda: writer.ops > 1000, 20, what="write load running")
+        rep = start_pyrepl("--master", f"127.0.0.1:{m.port}", "--repl-rdb-channel", "yes",
+                           "--sync-log-file", "sync.ndjson", role="replica", tmpdir=str(dr))
+        wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
+        writer.finish()
+        wait_for(lambda: in_sync(m.port, rep.port), 60, what="caught up")
+        assert digest(m.port) == digest(rep.port)
+        log = rep.log()
+        # the capability was offered and silently ignored by 7.0.15
+        assert "Master does not understand REPLCONF capa" not in log
+        assert "initialize RDB channel" not in log
+        assert ("with EOF to parser" in log) == (diskless == "yes")
+        evs = [e for e in read_events(rep) if e["role"] == "replica"]
+        assert [e["result"] for e in evs if e["event"] == "psync_reply"] == ["full"]
+        assert [e["mode"] for e in evs if e["event"] == "link_up"] == \
+            ["diskless" if diskless == "yes" else "disk"]
+        assert "buffer_drained" not in [e["event"] for e in evs]
+        info = repl(rep.port)
+        assert info["replica_full_sync_buffer_size"] == 0
+        assert info["replica_full_sync_buffer_peak"] == 0
+        with r(m.port) as c:
+            assert c.info("stats")["sync_full"] == 1
+    finally:
+        writer.stop_event.set()
+        if rep is not None:
+            rep.stop()
+        m.stop()
+
+
+def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sync(
+        tmp_path) -> None:
+    dm, dr = tmp_path / "m", tmp_path / "r"
+    dm.mkdir()
+    dr.mkdir()
+    m = start_pyrepl("--repl-rdb-channel", "yes", "--repl-diskless-sync", "yes",
+                     "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "20",
+                     "--sync-log-file", "sync.ndjson", tmpdir=str(dm))
+    rep = None
+    writer = Writer(m.port)
+    try:
+        with r(m.port) as c:
+            c.execute_command("DEBUG", "POPULATE", "20000", "key", "64")
+        writer.start()
+        wait_for(lambda: writer.ops > 1000, 20, what="write load running")
+        rep = start_redis("--replicaof", "127.0.0.1", str(m.port), "--enable-debug-command",
+                          "yes", tmpdir=str(dr))
+        wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
+        writer.finish()
+        wait_for(lambda: in_sync(m.port, rep.port), 60, what="caught up")
+        assert digest(m.port) == digest(rep.port)
+        with r(m.port) as c:
+            assert c.info("stats")["sync_full"] == 1
+            clients = c.execute_command("CLIENT", "LIST", "TYPE", "replica").decode()
+        assert "flags=SC" not in clients and clients.count("flags=S") == 1
+        decisions = [e for e in read_events(m) if e["event"] == "psync_decision"]
+        assert [e["result"] for e in decisions] == ["full"]
+        log = rep.log()
+        assert "MASTER <-> REPLICA sync: Finished with success" in log
+    finally:
+        writer.stop_event.set()
+        if rep is not None:
+            rep.stop()
+        m.stop()
