@@ -33,7 +33,8 @@ the cheap way to read a replica's link state and ``slave_repl_offset``: ``connec
    reconnect part (link seen again) shown separately; asserts ``sync_partial_ok`` went up by one
    and ``sync_full`` did not. Goal: <= 2x Redis.
 4. ``lag``: every 20 ms SET a probe key to a counter on the master, then GET it on the replica in
-   a tight loop until the new value is there; latency from just before the SET is sent. Under no
+   a tight loop until the new value is there; latency from just before the SET is sent (a probe
+   not seen within 2 s counts as the time waited, and is reported as a miss). Under no
    load, ``SET -P1 -c20`` and ``SET -P16 -c20`` background loads (load ops/s from the master's
    ``total_commands_processed``). p50 / p99 per round, median over rounds. Goal: p99 <= 2x Redis.
 
@@ -84,10 +85,13 @@ class SyncMode:
 
 
 SYNC_MODES: list[SyncMode] = [
-    SyncMode("diskless", {k: ["--repl-diskless-sync", "yes"] for k in KINDS}),
-    SyncMode("disk", {k: ["--repl-diskless-sync", "no"] for k in KINDS}),
-    # the rdb channel (next issue) is one more entry here, e.g.
-    # SyncMode("rdbchannel", {"pyrepl": [...], "redis": None}, {"pyrepl": [...]}),
+    # pyrepl defaults to the rdb channel (as Redis 8); the classic modes turn it off.
+    SyncMode("rdbchannel", {"pyrepl": ["--repl-diskless-sync", "yes", "--repl-rdb-channel",
+                                       "yes"], "redis": None}),
+    SyncMode("diskless", {"pyrepl": ["--repl-diskless-sync", "yes", "--repl-rdb-channel", "no"],
+                          "redis": ["--repl-diskless-sync", "yes"]}),
+    SyncMode("disk", {"pyrepl": ["--repl-diskless-sync", "no", "--repl-rdb-channel", "no"],
+                      "redis": ["--repl-diskless-sync", "no"]}),
 ]
 
 
@@ -285,8 +289,16 @@ def sync_once(kind: str, mode: SyncMode, master: ServerProcess, load: list[str] 
             time.sleep(0.05)  # let its clients connect and start writing
         t0 = time.perf_counter()
         r.cmd("REPLICAOF", HOST, master.port)
-        t_up = wait_until(lambda: r.role()[0] == "connected", args.sync_timeout, 0.005,
-                          "link up")
+        t_stop: float | None = None
+
+        def up() -> bool:
+            nonlocal t_stop
+            if bench is not None and t_stop is None and time.perf_counter() > t0 + args.load_cap:
+                t_stop = time.perf_counter()  # the load cap is reached before link up
+                stop_popen(bench)
+            return r.role()[0] == "connected"
+
+        t_up = wait_until(up, args.sync_timeout, 0.005, "link up")
         off_up = m.role()[1]
         out["link_up_s"] = t_up - t0
         t_caught: float | None = None
@@ -302,8 +314,8 @@ def sync_once(kind: str, mode: SyncMode, master: ServerProcess, load: list[str] 
                 if t_caught is None and r.role()[1] >= off_up:
                     t_caught = time.perf_counter()
                 time.sleep(0.005)
-            ended_early = ended_early or bench.poll() is not None
-            t_stop = time.perf_counter()
+            ended_early = (ended_early or bench.poll() is not None) and t_stop is None
+            t_stop = t_stop or time.perf_counter()
             stop_popen(bench)
             off_stop = stable_offset(m)
             out["load_s"] = t_stop - t0
@@ -368,7 +380,6 @@ def section_fullsync(args: argparse.Namespace, res: Results) -> None:
                     stop_server(master)
                 p = f"fullsync {mode.name}"
                 res.add(f"{p} idle link up s", kind, idle["link_up_s"])
-                res.add(f"{p} idle master buf MB", kind, idle["master_buf_peak_mb"])
                 res.add(f"{p} load link up s", kind, busy["link_up_s"])
                 res.add(f"{p} load caught up s", kind, busy["caught_up_s"])
                 res.add(f"{p} load drained s", kind, busy["drained_s"])
@@ -494,15 +505,14 @@ def lag_once(master: ServerProcess, replica: ServerProcess, pipeline: int | None
             t = time.perf_counter()
             mc.send_raw(encode_command(b"SET", key, val))
             mc.read_reply()
-            polls = 0
             while True:
                 rc.send_raw(get)
-                polls += 1
                 if rc.read_reply() == want:
                     lats.append((time.perf_counter() - t) * 1000)
                     break
-                if polls % 64 == 0 and time.perf_counter() - t > 2.0:
-                    misses += 1
+                if time.perf_counter() - t > 2.0:
+                    misses += 1  # censored: counted at the time we gave up, so p99 shows it
+                    lats.append((time.perf_counter() - t) * 1000)
                     break
             n += 1
         elapsed = time.perf_counter() - t_start
@@ -568,12 +578,22 @@ class Results:
         out: dict[str, dict[str, object]] = {}
         for metric, by in self.data.items():
             a, b = median(by.get("pyrepl", [])), median(by.get("redis", []))
+            note = ""
+            if b != b and metric.startswith("fullsync rdbchannel"):
+                # Debian's Redis 7.0.15 has no rdb channel: compare with its diskless sync of
+                # the same run (ANCHORS: Redis 8's rdb channel caught up in 5.17 s vs 7.00 s).
+                twin = self.data.get(metric.replace("rdbchannel", "diskless"), {})
+                b = median(twin.get("redis", []))
+                note = " (vs redis diskless)"
             ratio = a / b if b and b == b else float("nan")
             goal = ""
             for pred, cmp, bound in GOALS:
-                if pred(metric):
+                if pred(metric) and ratio == ratio:
                     ok = ratio >= bound if cmp == ">=" else ratio <= bound
-                    goal = f"{cmp} {bound:g}: {'ok' if ok else 'MISSED'}"
+                    goal = f"{cmp} {bound:g}: {'ok' if ok else 'MISSED'}{note}"
+            if metric == "fullsync rdbchannel load master buf MB":
+                # issue 4: master peak <= backlog (1 MB) + 1 MB with the rdb channel
+                goal = f"<= 2 MB: {'ok' if a <= 2.0 else 'MISSED'}"
             out[metric] = {"pyrepl": a, "redis": b, "ratio": ratio, "goal": goal,
                            "runs": {k: v for k, v in by.items()}}
         return out

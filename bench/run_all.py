@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["bench_throughput.py", "bench_dataset.py", "bench_dispatch.py",
-           "bench_resp_reader.py"]
+SCRIPTS = ["bench_throughput.py", "bench_dataset.py", "bench_replication.py",
+           "bench_dispatch.py", "bench_resp_reader.py"]
 
 
 def main() -> int:
