@@ -826,9 +826,8 @@ def acl_redis():
         srv.stop()
 
 
-# Commands that close the connection or change its protocol even without permissions.
-# commands that change or close the connection (Redis closes on "host:" / "post": an
-# HTTP request is taken for a cross-protocol attack)
+# Commands that close the connection or change its protocol even without permissions
+# (Redis also closes on "host:" / "post": an HTTP request looks like a cross-protocol attack).
 _NO_FUZZ = {b"quit", b"reset", b"hello", b"auth", b"host:", b"post"}
 
 
