@@ -7,14 +7,14 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: all venv system-deps demo test test-quick bench lint clean
+.PHONY: all venv system-deps spark-deps demo test test-quick bench lint clean
 
 all: test
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,10 +23,14 @@ venv: $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
+# A Java runtime for PySpark (the sync analytics job and its tests), only when java is missing.
+spark-deps:
+	@bash scripts/spark-deps.sh
+
 demo: venv
 	@bash scripts/demo.sh
 
-test: venv system-deps
+test: venv system-deps spark-deps
 	$(PY) -m pytest -q
 
 test-quick: venv

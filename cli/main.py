@@ -133,5 +133,9 @@ def replica(ctx: click.Context, master_addr: str, config_file: str | None, port:
     _serve(cfg)
 
 
+from pyrepl.cli.metrics import metrics  # noqa: E402
+
+main.add_command(metrics)
+
 if __name__ == "__main__":
     main()

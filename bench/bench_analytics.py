@@ -1,0 +1,271 @@
+"""Benchmark of ``pyrepl metrics`` (the PySpark sync-analytics job) on synthetic fleet logs.
+
+Theory of operation: ``pyrepl.analytics.synth`` writes a fleet's sync logs in the real schema
+(75 nodes: 25 masters with 2 replicas each, one day, rotated files per node) at 1M, 5M and 20M
+events; ``pyrepl metrics --convert-to parquet`` converts each once. Every run is the real
+command in its own process on ``local[2]`` with the default 1 GB driver, timed from launch to
+exit (so the 5-15 s of JVM and session start-up count), while a sampler adds up the RSS of the
+process tree (the Python driver and its JVM) every 0.2 s. The cluster path is measured the same
+way: a standalone Spark master and one worker (2 cores, 1 GB executor) are started from the
+pyspark installation's own ``bin/spark-class`` on loopback, and the job is sent to them with
+``spark-submit pyrepl/analytics/submit.py``. Only the processes started here are stopped, by
+their PIDs. Goals (issue 5): 20M NDJSON <= 60 s, 20M Parquet <= 25 s, peak RSS <= 1.5 GB.
+
+    .venv/bin/python bench/bench_analytics.py [--sizes 1,5,20] [--data DIR] [--no-cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from pyrepl.analytics.synth import spec_for_events, write_fleet  # noqa: E402
+
+GOALS = {("ndjson", 20): 60.0, ("parquet", 20): 25.0}
+RSS_GOAL = 1.5 * 1024 ** 3
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def tree_rss(root: int) -> int:
+    """Bytes of RSS of ``root`` and all its descendants."""
+    kids = _children()
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None, timeout: float = 1800,
+            extra_pids: list[int] | None = None) -> dict[str, object]:
+    """Run argv; wall time, peak tree RSS (plus ``extra_pids``' trees), exit code, output."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            rss = tree_rss(p.pid) + sum(tree_rss(x) for x in (extra_pids or []))
+            peak[0] = max(peak[0], rss)
+            done.wait(0.2)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    done.set()
+    th.join()
+    return {"seconds": round(time.monotonic() - t0, 1), "peak_rss": peak[0],
+            "rc": p.returncode, "stdout": out, "stderr": err}
+
+
+def phases(stderr: str) -> dict[str, float]:
+    """The command's progress lines ("[  12.3s] lag") as {phase: seconds since start}."""
+    out = {}
+    for m in re.finditer(r"^\[\s*([\d.]+)s\] (.*)$", stderr, re.M):
+        out[m.group(2).split(",")[0][:40]] = float(m.group(1))
+    return out
+
+
+def ensure_data(data: str, millions: int) -> dict[str, object]:
+    nd = os.path.join(data, f"ndjson-{millions}m")
+    marker = os.path.join(nd, "_generated.json")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            return json.load(f)
+    shutil.rmtree(nd, ignore_errors=True)
+    t = time.monotonic()
+    stats = write_fleet(spec_for_events(millions * 1_000_000), nd, processes=2)
+    stats["generate_s"] = round(time.monotonic() - t, 1)
+    with open(marker, "w") as f:
+        json.dump(stats, f)
+    return stats
+
+
+def metrics_argv(paths: list[str], out: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pyrepl.cli.main", "metrics", *paths, "--out", out,
+            "--progress", "--conf", "spark.ui.showConsoleProgress=false", *extra]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+
+
+def cluster_run(paths: list[str], out: str, workdir: str) -> dict[str, object]:
+    """A standalone master + worker from pyspark's bin/spark-class, then spark-submit."""
+    home = spark_home()
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_WORKER_DIR": os.path.join(workdir, "work"),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    cls = os.path.join(home, "bin", "spark-class")
+    mport, mui, wui = free_port(), free_port(), free_port()
+    logs = []
+    procs: list[subprocess.Popen] = []
+    try:
+        for name, argv in (
+                ("master", [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                            "--port", str(mport), "--webui-port", str(mui)]),
+                ("worker", [cls, "org.apache.spark.deploy.worker.Worker",
+                            f"spark://127.0.0.1:{mport}", "--host", "127.0.0.1", "--cores", "2",
+                            "--memory", "1g", "--webui-port", str(wui)])):
+            log = open(os.path.join(workdir, f"{name}.log"), "w")  # noqa: SIM115
+            logs.append(log)
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env))
+            if name == "master":
+                wait_port(mport)
+        wait_port(wui)  # the worker is up (and registered right after)
+        submit = os.path.join(home, "bin", "spark-submit")
+        import pyrepl.analytics.submit as entry
+
+        log4j = os.path.join(ROOT, "pyrepl", "analytics", "log4j2.properties")
+        argv = [submit, "--master", f"spark://127.0.0.1:{mport}",
+                "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.memory=1g",
+                "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false",
+                "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}",
+                entry.__file__, *paths, "--out", out, "--progress"]
+        res = measure(argv, env=env, extra_pids=[p.pid for p in procs])
+        res["master"] = f"spark://127.0.0.1:{mport}"
+        return res
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        for log in logs:
+            log.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1,5,20", help="millions of events, comma separated")
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(),
+                                                   "pyrepl-bench-analytics"))
+    ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--cluster-size", type=int, default=5, help="millions for the cluster run")
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args()
+    os.makedirs(args.data, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    results: dict[str, object] = {"cpus": os.cpu_count(), "load_before": load, "runs": []}
+    runs: list[dict[str, object]] = results["runs"]  # type: ignore[assignment]
+    for n in sizes:
+        stats = ensure_data(args.data, n)
+        nd = os.path.join(args.data, f"ndjson-{n}m")
+        pq = os.path.join(args.data, f"parquet-{n}m")
+        if not os.path.exists(os.path.join(pq, "_SUCCESS")):
+            conv = measure([sys.executable, "-m", "pyrepl.cli.main", "metrics", nd,
+                            "--convert-to", "parquet", pq, "--spark-master", "local[2]",
+                            "--quiet"])
+            runs.append({"what": "convert", "format": "ndjson->parquet", "millions": n,
+                         "seconds": conv["seconds"], "peak_rss": conv["peak_rss"],
+                         "rc": conv["rc"]})
+            print(f"convert {n}M: {conv['seconds']} s rc={conv['rc']}", flush=True)
+        for fmt, path in (("ndjson", nd), ("parquet", pq)):
+            out = os.path.join(args.data, f"out-{fmt}-{n}m")
+            res = measure(metrics_argv([path], out, "--spark-master", "local[2]"))
+            row = {"what": "local[2]", "format": fmt, "millions": n,
+                   "events": stats["events"], "input_bytes": stats["bytes"],
+                   "seconds": res["seconds"], "peak_rss": res["peak_rss"], "rc": res["rc"],
+                   "phases": phases(res["stderr"])}
+            goal = GOALS.get((fmt, n))
+            if goal:
+                row["goal_s"] = goal
+            runs.append(row)
+            print(f"{fmt:7s} {n:3d}M: {res['seconds']:6.1f} s, peak RSS "
+                  f"{res['peak_rss'] / 2**20:6.0f} MiB rc={res['rc']}"
+                  + (f" (goal {goal:.0f} s)" if goal else ""), flush=True)
+            if res["rc"] != 0:
+                print(res["stderr"][-3000:], file=sys.stderr)
+    if not args.no_cluster:
+        n = args.cluster_size
+        stats = ensure_data(args.data, n)
+        work = tempfile.mkdtemp(prefix="pyrepl-spark-standalone-")
+        out = os.path.join(args.data, f"out-cluster-{n}m")
+        res = cluster_run([os.path.join(args.data, f"ndjson-{n}m")], out, work)
+        runs.append({"what": "spark-submit standalone (1 worker, 2 cores)", "format": "ndjson",
+                     "millions": n, "events": stats["events"], "seconds": res["seconds"],
+                     "peak_rss": res["peak_rss"], "rc": res["rc"], "master": res["master"],
+                     "phases": phases(res["stderr"])})
+        print(f"cluster {n}M: {res['seconds']} s (driver + master + worker + executor RSS "
+              f"{res['peak_rss'] / 2**20:.0f} MiB) rc={res['rc']}", flush=True)
+        if res["rc"] != 0:
+            print(res["stderr"][-3000:], file=sys.stderr)
+        shutil.rmtree(work, ignore_errors=True)
+    print("\n| run | format | events | input | time | peak RSS |\n|---|---|---|---|---|---|")
+    for r in runs:
+        size = f"{r['input_bytes'] / 2**30:.2f} GiB" if r.get("input_bytes") else "-"
+        print(f"| {r['what']} | {r['format']} | {r['millions']}M | {size} | {r['seconds']} s "
+              f"| {r['peak_rss'] / 2**20:.0f} MiB |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The analytics' view of the sync-event schema (shared by the Spark job, the oracle in the
+tests and the synthetic fleet generator).
+
+Theory of operation: ``pyrepl.events.FIELDS`` is the one schema; :func:`spark_schema` turns it
+into a Spark ``StructType`` (plus the corrupt-record column the JSON reader fills for lines it
+cannot parse), so the job never infers a schema and never drifts from the writer. Everything
+else here is plain Python and imports without pyspark: which side logs each event, the PSYNC
+results that mean "full sync", and the ordering rank used to break timestamp ties the same way
+in Spark and in the pure-Python oracle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.events import EVENTS, FIELDS
+
+CORRUPT = "_corrupt_record"
+
+# Which side of a link logs each event (the events.py comments; ``role`` says the same).
+MASTER_EVENTS = ("psync_decision", "fullsync_fork", "fullsync_rdb_sent", "partial_sent",
+                 "replica_online", "replica_lost", "replica_lag")
+REPLICA_EVENTS = tuple(e for e in EVENTS if e not in MASTER_EVENTS)
+
+# psync_decision / psync_reply results. "sync" is a replica's fallback to the old SYNC command
+# (always a full sync); "try-later" (-NOMASTERLINK / -LOADING) is no sync at all.
+PARTIAL_RESULTS = ("continue",)
+FULL_RESULTS = ("full", "rdbchannel", "sync")
+
+MODES = ("rdb-channel", "diskless", "disk")
+PHASES = ("snapshot", "transfer", "load", "drain", "total")
+OFFSET_BEFORE_BACKLOG = "offset-before-backlog"
+OUTPUT_BUFFER_LIMIT = "output-buffer-limit"
+# replica_lost reasons that end a link normally (the rdb channel closes after its transfer).
+BENIGN_LOST = ("rdb-only-done",)
+
+# Replica-side events in a recovery, in lifecycle order: ties on ts sort by this rank.
+RECOVERY_RANK = {"link_down": 0, "attempt": 1}
+
+# A master's psync_decision and a replica's psync_sent are the same sync when they name the
+# same link, ask for the same replid/offset and are at most this far apart (clock skew).
+MATCH_WINDOW_S = 5.0
+# Buffer peaks at or above this share of their limit count as "near the limit".
+NEAR_LIMIT = 0.8
+# A recovery with at least this many failed full-sync attempts is a full-sync loop.
+LOOP_FAILED_FULL = 2
+QUANTILES = (0.5, 0.9, 0.99)
+ADVICE_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def field_names() -> list[str]:
+    return [name for name, _, _ in FIELDS]
+
+
+def side_of(event: str) -> str:
+    return "master" if event in MASTER_EVENTS else "replica"
+
+
+def spark_schema(with_corrupt: bool = True) -> Any:
+    """``FIELDS`` as a Spark StructType (imports pyspark)."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType()}
+    fields = [T.StructField(name, types[t], True) for name, t, _ in FIELDS]
+    if with_corrupt:
+        fields.append(T.StructField(CORRUPT, T.StringType(), True))
+    return T.StructType(fields)

@@ -1,0 +1,189 @@
+"""End to end: real pyrepl master and replicas provoke partial syncs and full syncs for each
+reason, then ``pyrepl metrics`` (a separate process, as an operator runs it) reads their sync
+logs, and the counts and reasons it reports are the ones provoked.
+
+Theory of operation: three pyrepl processes log to their own ``sync.ndjson``. M (backlog 16kb)
+has replicas R1 and R2, both fresh (``PSYNC ? -1``: no-history x2). Killing M's replica links
+twice gives 4 partial syncs. Stopping R2 (SIGSTOP), killing the links (R1 resumes: partial
+no. 5) and writing 1 MB puts R2's offset outside M's backlog: when R2 runs again it gets a full
+sync for offset-before-backlog. R1 is promoted, M takes more writes, then follows R1: its
+history diverged, replid-mismatch; R2, dropped by M and asking M for M's old id, gets a
+replid-mismatch too. R2 restarts without an RDB: no-history. A raw client asks R1 for an offset
+past its end: offset-ahead. The master side of every decision is logged by the node that
+decided, the replica side by the replica, and the job must join them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import redis
+from support import RawClient, start_pyrepl, wait_for
+
+pytestmark = pytest.mark.slow
+
+COMMON = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+          "--sync-log-file", "sync.ndjson")
+
+
+def r(port: int) -> redis.Redis:
+    return redis.Redis(port=port, socket_timeout=10)
+
+
+def repl(port: int) -> dict:
+    with r(port) as c:
+        return c.info("replication")
+
+
+def synced(master: int, *replicas: int) -> bool:
+    off = repl(master)["master_repl_offset"]
+    for p in replicas:
+        i = repl(p)
+        if i.get("master_link_status") != "up" or i.get("slave_repl_offset") != off:
+            return False
+    return True
+
+
+def wait_synced(master: int, *replicas: int) -> None:
+    wait_for(lambda: synced(master, *replicas), 60, what=f"replicas of {master} in sync")
+
+
+def write(port: int, prefix: str, n: int, size: int = 100) -> None:
+    with r(port) as c:
+        p = c.pipeline(transaction=False)
+        for i in range(n):
+            p.set(f"{prefix}:{i}", "x" * size)
+        p.execute()
+
+
+def kill_replica_links(master: int) -> int:
+    with r(master) as c:
+        return int(c.execute_command("CLIENT", "KILL", "TYPE", "replica"))
+
+
+def start(tmp_path, name: str, *extra: str, master: int | None = None, port: int | None = None):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    if master is None:
+        return start_pyrepl(*COMMON, *extra, tmpdir=str(d), port=port)
+    return start_pyrepl("--master", f"127.0.0.1:{master}", *COMMON, *extra, role="replica",
+                        tmpdir=str(d), port=port)
+
+
+def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
+    procs = []
+    stopped = None
+    try:
+        m = start(tmp_path, "m", "--repl-backlog-size", "16kb")
+        procs.append(m)
+        write(m.port, "init", 200)
+        r1 = start(tmp_path, "r1", master=m.port)
+        procs.append(r1)
+        r2 = start(tmp_path, "r2", master=m.port)
+        procs.append(r2)
+        wait_synced(m.port, r1.port, r2.port)  # no-history x2
+
+        for round_ in range(2):  # partial syncs x4
+            assert kill_replica_links(m.port) == 2
+            wait_for(lambda: repl(m.port)["connected_slaves"] == 2, 30, what="relinked")
+            wait_synced(m.port, r1.port, r2.port)
+            write(m.port, f"k{round_}", 20)
+            wait_synced(m.port, r1.port, r2.port)
+
+        # offset-before-backlog for R2 (R1 continues: partial no. 5)
+        stopped = r2
+        r2.proc.send_signal(signal.SIGSTOP)
+        assert kill_replica_links(m.port) == 2
+        wait_for(lambda: synced(m.port, r1.port) and repl(m.port)["connected_slaves"] == 1,
+                 30, what="R1 relinked")
+        write(m.port, "big", 1000, 1000)
+        wait_synced(m.port, r1.port)
+        r2.proc.send_signal(signal.SIGCONT)
+        stopped = None
+        wait_synced(m.port, r1.port, r2.port)
+
+        # promotion: R1 becomes the master, M diverges and follows it (replid-mismatch x2)
+        with r(r1.port) as c:
+            assert c.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+        write(m.port, "diverged", 50)
+        with r(m.port) as c:
+            assert c.execute_command("REPLICAOF", "127.0.0.1", str(r1.port)) == b"OK"
+        wait_synced(r1.port, m.port)
+        wait_synced(m.port, r2.port)
+
+        # R2 restarts with no RDB: PSYNC ? -1 again
+        r2.stop()
+        dump = os.path.join(r2.dir, "dump.rdb")
+        if os.path.exists(dump):
+            os.unlink(dump)
+        r2b = start(tmp_path, "r2", master=m.port, port=r2.port)
+        procs.append(r2b)
+        wait_synced(m.port, r2b.port)
+
+        # offset-ahead: a raw replica asks R1 for bytes it never wrote
+        info = repl(r1.port)
+        with RawClient(r1.port) as raw:
+            assert raw.call("REPLCONF", "listening-port", "1") == b"+OK\r\n"
+            raw.send("PSYNC", info["master_replid"], info["master_repl_offset"] + 100_000)
+            assert raw.read_reply().startswith(b"+FULLRESYNC")
+        wait_for(lambda: repl(r1.port)["connected_slaves"] == 1, 30, what="raw replica gone")
+        write(r1.port, "end", 10)
+        wait_synced(r1.port, m.port)
+        wait_synced(m.port, r2b.port)
+    finally:
+        if stopped is not None:
+            stopped.proc.send_signal(signal.SIGCONT)
+        for p in reversed(procs):
+            p.stop()
+
+    out = tmp_path / "report"
+    logs = [str(tmp_path / n / "sync.ndjson*") for n in ("m", "r1", "r2")]  # globs: the
+    # directories also hold the servers' own logs
+    env = {**os.environ, "CI": "1"}
+    res = subprocess.run([sys.executable, "-m", "pyrepl.cli.main", "metrics", *logs, "--out",
+                          str(out), "--spark-master", "local[2]", "--conf",
+                          "spark.sql.shuffle.partitions=2"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "report: " in res.stdout and (out / "report.html").exists()
+    with open(out / "summary.json") as f:
+        s = json.load(f)
+
+    assert s["input"]["malformed_lines"] == 0
+    ps = s["psync"]
+    assert ps["partial"] == 5, ps
+    assert s["full_syncs"]["by_reason"] == {"no-history": 3, "offset-before-backlog": 1,
+                                            "replid-mismatch": 2, "offset-ahead": 1}, s
+    assert ps["full"] == 7 and ps["syncs"] == 12
+    assert ps["partial_ratio"] == pytest.approx(5 / 12)
+    assert sum(ps["by_result"].values()) == 12
+    assert s["full_syncs"]["failed"] <= 1  # only the raw replica that hung up can fail
+
+    # every decision but the raw client's has its replica half, joined from another log
+    syncs = [x.asDict() for x in spark.read.parquet(str(out / "tables" / "syncs.parquet"))
+             .collect()]
+    assert len(syncs) == 12
+    lonely = [x for x in syncs if x["r_sync_id"] is None]
+    assert [x["reason"] for x in lonely] == ["offset-ahead"]
+    assert all(x["m_sync_id"] for x in syncs)
+    obb = [x for x in syncs if x["reason"] == "offset-before-backlog"]
+    assert len(obb) == 1 and obb[0]["replica"] == f"127.0.0.1:{r2.port}"
+    need = obb[0]["backlog_need"]
+    assert need == obb[0]["backlog_histlen"] + obb[0]["gap"] and need > 16 * 1024
+    assert s["backlog"]["advice_bytes"]["p50"] == need
+    assert s["backlog"]["current_backlog_bytes"]["min"] == 16 * 1024
+    done = [x for x in syncs if x["kind"] == "full" and x["status"] == "ok"
+            and x["r_sync_id"] is not None]
+    assert len(done) == 6 and all(x["total_ms"] is not None and x["total_ms"] >= 0
+                                  for x in done)
+    assert all(x["rdb_bytes"] and x["rdb_bytes"] > 0 for x in done)
+    rec = s["recovery"]
+    assert rec["partial_ms"]["count"] >= 5  # the link kills, each recovered partially
+    assert s["links"]["link_downs"] >= 6
+    assert s["lag"]["samples"] > 0
+    assert s["fleet"]["masters"] >= 2 and s["fleet"]["replicas"] >= 3

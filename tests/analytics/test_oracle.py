@@ -1,0 +1,64 @@
+"""The Spark job agrees with the pure-Python oracle on hypothesis-generated sync logs: every row
+of the per-sync, per-recovery, lag-series and write-rate tables, and every number of the summary
+(counts exactly, percentiles within the approximation)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+from compare import assert_summary_matches, assert_tables_equal, rank_ok
+from hypothesis import HealthCheck, given, settings
+from oracle import compute
+from strategies import event_logs
+
+from pyrepl.analytics.job import JobConfig, run
+
+pytestmark = pytest.mark.slow
+
+
+def rows(df) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def run_both(spark, lines: list[str], **cfg):
+    fd, path = tempfile.mkstemp(suffix=".ndjson", prefix="pyrepl-oracle-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.writelines(lines)
+        res = run(spark, [path], JobConfig(**cfg))
+        t = res.tables
+        got = {"summary": res.summary, "syncs": rows(t.syncs), "recoveries": rows(t.recoveries),
+               "lag_series": rows(t.lag_series), "write_rates": rows(t.write_rates),
+               "links": rows(t.links)}
+    finally:
+        os.unlink(path)
+        spark.catalog.clearCache()
+    return got, compute(lines, cfg.get("since"), cfg.get("until"), cfg.get("bucket_s"))
+
+
+def check(got, want) -> None:
+    assert_tables_equal(got["syncs"], want["syncs"],
+                        ("master", "replica", "m_sync_id", "r_sync_id"), "syncs")
+    assert_tables_equal(got["recoveries"], want["recoveries"], ("replica", "rec"), "recoveries")
+    assert_tables_equal(got["lag_series"], want["lag_series"],
+                        ("master", "replica", "run_id", "bucket"), "lag_series")
+    assert_tables_equal(got["write_rates"], want["write_rates"], ("master",), "write_rates")
+    assert_tables_equal(got["links"], want["links"], ("master", "replica"), "links")
+    links = {(x["master"], x["replica"]): x for x in got["links"]}
+    for x in want["links"]:
+        g = links[(x["master"], x["replica"])]
+        for col, st, q in (("lag_bytes_p50", "_lag_bytes", 0.5), ("lag_bytes_p99", "_lag_bytes", 0.99),
+                           ("lag_ms_p99", "_lag_ms", 0.99), ("recovery_ms_p50", "_recovery_ms", 0.5)):
+            assert rank_ok(g[col], x[st]["_values"], q), (col, g[col], x[st])
+    assert_summary_matches(got["summary"], want["summary"])
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])
+@given(lines=event_logs())
+def test_spark_agrees_with_oracle(spark, lines) -> None:
+    got, want = run_both(spark, lines)
+    check(got, want)

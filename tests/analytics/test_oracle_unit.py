@@ -1,0 +1,266 @@
+"""The oracle's definitions on hand-built logs whose answers are worked out by hand, the
+synthetic fleet generator's schema, and the small pure helpers (no Spark: fast)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+from oracle import compute, parse_line
+from pyrepl.cli.metrics import parse_conf, parse_time
+from strategies import event_logs
+
+from pyrepl.analytics.job import choose_bucket, curve_sizes, detect_format
+from pyrepl.analytics.synth import FleetSpec, fleet_events, spec_for_events, write_fleet
+from pyrepl.events import EVENTS, FIELD_TYPES, to_json_line
+
+M, R = "10.0.0.1:6379", "10.0.0.2:6380"
+T = 1_700_000_000.0
+
+
+def ev(t: float, event: str, node: str, **f) -> str:
+    role = "master" if node == M else "replica"
+    peer = R if node == M else M
+    return to_json_line({"ts": round(T + t, 3), "event": event, "node": node, "run_id": "r",
+                         "role": role, "peer": peer, **f})
+
+
+def scenario() -> list[str]:
+    """One partial sync, one offset-before-backlog full sync (rdb channel) that completes, a
+    link down recovered by a partial sync, a classic full sync dropped by the output-buffer
+    limit and its retry, and lag samples."""
+    rid = "a" * 40
+    b = 1 << 20
+    return [
+        # 1. partial at t=0
+        ev(0.000, "psync_sent", R, sync_id="r1", req_replid=rid, req_offset=101),
+        ev(0.001, "psync_decision", M, sync_id="m1", result="continue", reason="continue",
+           req_replid=rid, req_offset=101, backlog_size=b, backlog_histlen=b),
+        ev(0.001, "partial_sent", M, sync_id="m1", bytes=b // 4),
+        ev(0.001, "replica_online", M, sync_id="m1", duration_ms=0.0),
+        ev(0.002, "psync_reply", R, sync_id="r1", result="continue"),
+        ev(0.002, "link_up", R, sync_id="r1", result="continue"),
+        ev(0.010, "caught_up", R, sync_id="r1"),
+        ev(5.000, "replica_lag", M, sync_id="m1", offset=1000, lag_bytes=100, lag_ms=10.0),
+        ev(6.000, "replica_lag", M, sync_id="m1", offset=5000, lag_bytes=300, lag_ms=30.0),
+        # 2. link down at t=10, reconnect with a partial at t=12
+        ev(10.000, "link_down", R, sync_id="r1", reason="connection-lost"),
+        ev(10.020, "replica_lost", M, sync_id="m1", reason="closed"),
+        ev(11.000, "sync_failed", R, sync_id="r2", reason="connect-error"),
+        ev(12.000, "psync_sent", R, sync_id="r3", req_replid=rid, req_offset=9000),
+        ev(12.003, "psync_decision", M, sync_id="m2", result="continue", reason="continue",
+           req_replid=rid, req_offset=9000, backlog_size=b, backlog_histlen=b),
+        ev(12.003, "partial_sent", M, sync_id="m2", bytes=b // 2),
+        ev(12.004, "psync_reply", R, sync_id="r3", result="continue"),
+        ev(12.004, "link_up", R, sync_id="r3", result="continue"),
+        ev(12.500, "caught_up", R, sync_id="r3"),
+        # 3. link down at t=20, offset-before-backlog full sync over the rdb channel
+        ev(20.000, "link_down", R, sync_id="r3", reason="timeout"),
+        ev(21.000, "psync_sent", R, sync_id="r4", req_replid=rid, req_offset=50),
+        ev(21.001, "psync_decision", M, sync_id="m3", result="rdbchannel",
+           reason="offset-before-backlog", gap=3 * b, req_replid=rid, req_offset=50,
+           backlog_size=b, backlog_histlen=b),
+        ev(21.002, "psync_reply", R, sync_id="r4", result="rdbchannel", mode="rdb-channel"),
+        ev(21.100, "fullsync_fork", M, sync_id="m3", mode="rdb-channel"),
+        ev(21.200, "rdb_first_byte", R, sync_id="r4", mode="rdb-channel"),
+        ev(22.200, "rdb_received", R, sync_id="r4", mode="rdb-channel", bytes=5_000_000),
+        ev(22.200, "fullsync_rdb_sent", M, sync_id="m3", mode="rdb-channel", bytes=5_000_000),
+        ev(22.500, "load_done", R, sync_id="r4", mode="rdb-channel"),
+        ev(22.500, "replica_online", M, sync_id="m3", mode="rdb-channel", buffer_peak=1000),
+        ev(22.501, "link_up", R, sync_id="r4", result="full", mode="rdb-channel"),
+        ev(22.800, "buffer_drained", R, sync_id="r4", buffer_peak=900_000,
+           buffer_limit=1_000_000),
+        ev(22.801, "caught_up", R, sync_id="r4"),
+        # 4. link down at t=30; a classic full sync dropped by the output-buffer limit, a retry
+        ev(30.000, "link_down", R, sync_id="r4", reason="connection-lost"),
+        ev(30.001, "replica_lost", M, sync_id="m3", reason="output-buffer-limit"),
+        ev(31.000, "psync_sent", R, sync_id="r5", req_replid="?", req_offset=-1),
+        ev(31.001, "psync_decision", M, sync_id="m4", result="full", reason="no-history",
+           req_replid="?", req_offset=-1, backlog_size=b, backlog_histlen=b),
+        ev(31.002, "psync_reply", R, sync_id="r5", result="full"),
+        ev(31.010, "fullsync_fork", M, sync_id="m4", mode="disk"),
+        ev(33.000, "rdb_first_byte", R, sync_id="r5", mode="disk"),
+        ev(34.000, "replica_lost", M, sync_id="m4", reason="output-buffer-limit",
+           buffer_peak=9_000_000, buffer_limit=8_000_000),
+        ev(34.001, "sync_failed", R, sync_id="r5", reason="connection-lost"),
+        ev(35.000, "psync_sent", R, sync_id="r6", req_replid="?", req_offset=-1),
+        ev(35.001, "psync_decision", M, sync_id="m5", result="full", reason="no-history",
+           req_replid="?", req_offset=-1, backlog_size=b, backlog_histlen=b),
+        ev(35.002, "psync_reply", R, sync_id="r6", result="full"),
+        ev(35.100, "fullsync_fork", M, sync_id="m5", mode="disk"),
+        ev(36.000, "rdb_first_byte", R, sync_id="r6", mode="disk"),
+        ev(37.000, "rdb_received", R, sync_id="r6", mode="disk", bytes=2_000_000),
+        ev(37.500, "load_done", R, sync_id="r6", mode="disk"),
+        ev(37.000, "replica_online", M, sync_id="m5", mode="disk", buffer_peak=7_000_000),
+        ev(37.501, "link_up", R, sync_id="r6", result="full", mode="disk"),
+        ev(38.501, "caught_up", R, sync_id="r6"),
+        "not json at all\n",
+        '{"ts": 1, "event": "link_down"}\n',
+        '{"ts": 1, "event": "nope", "node": "x"}\n',
+        "\n",
+    ]
+
+
+def test_the_scenario_by_hand() -> None:
+    out = compute(scenario(), bucket_s=60)
+    s = out["summary"]
+    assert s["input"]["malformed"] == {"unparseable": 1, "missing-required": 1,
+                                       "unknown-event": 1}
+    assert s["psync"]["by_result"] == {"continue": 2, "rdbchannel": 1, "full": 2}
+    assert (s["psync"]["partial"], s["psync"]["full"]) == (2, 3)
+    assert s["psync"]["partial_ratio"] == pytest.approx(2 / 5)
+    fs = s["full_syncs"]
+    assert fs["by_reason"] == {"offset-before-backlog": 1, "no-history": 2}
+    # the first no-history sync follows a session dropped for its output buffer; the retry
+    # follows a sync dropped for it
+    assert fs["by_cause"] == {"offset-before-backlog": 1, "output-buffer-limit": 2}
+    assert fs["by_mode"] == {"rdb-channel": 1, "disk": 2}
+    assert fs["failed"] == 1
+    by_key = {x["m_sync_id"]: x for x in out["syncs"]}
+    rdbch = by_key["m3"]
+    assert rdbch["r_sync_id"] == "r4" and rdbch["status"] == "ok"
+    assert rdbch["snapshot_ms"] == pytest.approx(200.0)
+    assert rdbch["transfer_ms"] == pytest.approx(1000.0)
+    assert rdbch["load_ms"] == pytest.approx(300.0)
+    assert rdbch["drain_ms"] == pytest.approx(300.0)  # link up 22.501 -> caught up 22.801
+    assert rdbch["total_ms"] == pytest.approx(1801.0)
+    assert rdbch["throughput_bps"] == pytest.approx(5_000_000.0)
+    assert rdbch["buffer_kind"] == "replica" and rdbch["near_limit"] is True
+    assert rdbch["backlog_need"] == 4 * (1 << 20) and rdbch["backlog_fixable"] is True
+    failed = by_key["m4"]
+    assert failed["status"] == "failed" and failed["fail_reason"] == "output-buffer-limit"
+    assert failed["buffer_kind"] == "master-output" and failed["near_limit"] is True
+    retry = by_key["m5"]
+    # replica_online carries no buffer_limit: the share near the limit cannot count it
+    assert retry["buffer_peak"] == 7_000_000 and retry["near_limit"] is None
+    assert by_key["m1"]["backlog_fraction"] == pytest.approx(0.25)
+    recs = sorted(out["recoveries"], key=lambda x: x["rec"])
+    assert [x["kind"] for x in recs] == ["partial", "full", "full"]
+    assert [x["attempts"] for x in recs] == [1, 1, 2]
+    assert recs[0]["connect_failures"] == 1
+    assert recs[0]["downtime_ms"] == pytest.approx(2004.0)
+    assert recs[0]["recovery_ms"] == pytest.approx(2500.0)
+    assert recs[2]["failed_full"] == 1 and recs[2]["loop"] is False
+    assert recs[2]["recovery_ms"] == pytest.approx(8501.0)
+    b = s["backlog"]
+    assert b["offset_before_backlog_syncs"] == 1 and b["unfixable"] == 0
+    assert b["advice_bytes"]["p50"] == 4 * (1 << 20)
+    curve = {p["backlog_bytes"]: p["partial_ratio"] for p in b["curve"]}
+    assert curve[1 << 20] == pytest.approx(2 / 5)
+    assert curve[4 << 20] == pytest.approx(3 / 5)
+    lag = s["lag"]
+    assert lag["samples"] == 2 and lag["bytes"]["max"] == 300
+    rates = out["write_rates"]
+    assert len(rates) == 1 and rates[0]["write_rate_avg"] == pytest.approx(4200.0)
+    assert rates[0]["coverage_s"] == pytest.approx((1 << 20) / 4200.0)
+
+
+def test_oracle_reads_like_spark() -> None:
+    """The JSON rules the oracle mirrors (checked against Spark in test_job.py)."""
+    assert parse_line("") == (None, None)
+    assert parse_line("   \n") == (None, None)
+    for bad in ("garbage", "123", "null", "[1]", '{"ts":', '{"ts":"x","event":"a","node":"n"}',
+                '{"ts":1,"event":"link_down","node":"n","offset":1.5}'):
+        assert parse_line(bad) == (None, "unparseable"), bad
+    assert parse_line("{}") == (None, "missing-required")
+    assert parse_line('{"ts":1,"event":"zzz","node":"n"}') == (None, "unknown-event")
+    good, why = parse_line('{"ts":1,"event":"link_down","node":5}')
+    assert why is None and good["node"] == "5"
+    # the writer's lag lines are read for the lag fields only
+    good, why = parse_line('{"ts":1,"event":"replica_lag","node":"n","gap":"x","lag_ms":2}')
+    assert why is None and good == {"ts": 1.0, "event": "replica_lag", "node": "n",
+                                    "lag_ms": 2.0}
+    assert parse_line('{"ts":1,"event":"replica_lag","node":"n","lag_ms":"x"}')[1] \
+        == "unparseable"
+    assert parse_line('{"ts":1,"event":"replica_lag","event":"link_up","node":"n"}')[1] \
+        == "unparseable"
+    good, why = parse_line('{"ts": 1, "event": "replica_lag", "node": "n", "gap": 5}')
+    assert why is None and good["gap"] == 5  # spelled differently: read in full
+
+
+def test_synthetic_fleet_uses_the_schema() -> None:
+    spec = FleetSpec(masters=3, replicas_per_master=2, duration_s=6 * 3600, lag_period_s=30)
+    events = fleet_events(spec)
+    assert events == fleet_events(spec)  # deterministic
+    assert {e["node"] for e in events} >= {"10.10.0.1:6379", "10.10.0.2:6379"}
+    kinds = {e["event"] for e in events}
+    assert {"psync_decision", "replica_lag", "link_down", "caught_up"} <= kinds <= set(EVENTS)
+    for e in events:
+        for k, v in e.items():
+            t = FIELD_TYPES[k]
+            assert isinstance(v, {"string": str, "long": int, "double": float}[t]), (k, v)
+    out = compute([to_json_line(e) for e in events])
+    s = out["summary"]
+    assert s["input"]["malformed_lines"] == 0
+    assert s["psync"]["partial"] > 0 and s["full_syncs"]["count"] > 0
+    matched = [x for x in out["syncs"] if x["m_sync_id"] and x["r_sync_id"]]
+    assert len(matched) == len(out["syncs"])  # both halves of every sync were joined
+
+
+def test_write_fleet_rotates_like_the_server(tmp_path) -> None:
+    spec = FleetSpec(masters=1, replicas_per_master=1, duration_s=3600, lag_period_s=1)
+    stats = write_fleet(spec, str(tmp_path), max_file_bytes=200_000)
+    master_dir = tmp_path / "10.10.0.1_6379"
+    names = sorted(os.listdir(master_dir))
+    assert "sync.ndjson" in names and "sync.ndjson.1" in names
+    older = [json.loads(x)["ts"] for x in open(master_dir / "sync.ndjson.1")]
+    newer = [json.loads(x)["ts"] for x in open(master_dir / "sync.ndjson")]
+    assert max(older) <= min(newer)
+    assert all(os.path.getsize(master_dir / n) <= 200_000 for n in names)
+    total = sum(1 for d in tmp_path.iterdir() for n in os.listdir(d)
+                for _ in open(d / n))
+    assert total == stats["events"]
+    gz = tmp_path / "gz"
+    write_fleet(spec, str(gz), compress=True)
+    with gzip.open(gz / "10.10.0.1_6379" / "sync.ndjson.gz", "rt") as f:
+        assert json.loads(f.readline())["node"] == "10.10.0.1:6379"
+
+
+def test_spec_for_events_hits_the_target() -> None:
+    spec = spec_for_events(100_000, masters=4, duration_s=3600)
+    n = len(fleet_events(spec))
+    assert 80_000 <= n <= 120_000
+
+
+def test_helpers() -> None:
+    assert choose_bucket(0, 3600) == 30.0
+    assert choose_bucket(0, 60) == 10.0
+    assert choose_bucket(0, 86400) == 300.0
+    assert choose_bucket(None, None) == 60.0
+    sizes = curve_sizes(1 << 20, 5_000_000)
+    assert sizes[0] == 1 << 19 and sizes[-1] == 1 << 23
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
+    assert parse_time("1700000000") == 1_700_000_000.0
+    assert parse_time("2023-11-14T22:13:20Z") == 1_700_000_000.0
+    assert parse_time("2023-11-14 22:13:20") == 1_700_000_000.0
+    assert parse_conf(("spark.a=1", "b = x=y")) == {"spark.a": "1", "b": "x=y"}
+
+
+def test_detect_format(tmp_path) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "part-0.parquet").write_bytes(b"")
+    (tmp_path / "p" / "_SUCCESS").write_bytes(b"")
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "sync.ndjson").write_text("")
+    assert detect_format([str(tmp_path / "p")]) == "parquet"
+    assert detect_format([str(tmp_path / "x.parquet")]) == "parquet"
+    assert detect_format([str(tmp_path / "j")]) == "json"
+    assert detect_format([str(tmp_path / "p"), str(tmp_path / "j")]) == "json"
+
+
+def test_strategy_draws_parse() -> None:
+    """The hypothesis strategy's logs mix good events and every kind of bad line."""
+    from hypothesis import given, settings
+
+    seen = set()
+
+    @settings(max_examples=30, deadline=None)
+    @given(event_logs())
+    def inner(lines: list[str]) -> None:
+        for line in lines:
+            seen.add(parse_line(line)[1])
+
+    inner()
+    assert {None, "unparseable", "missing-required", "unknown-event"} <= seen
