@@ -150,10 +150,11 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
                          F.lit(False).alias("lagline"))
     text = reader.text(list(paths))
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    mark = F.instr(F.col("value"), LAG_MARK) > 0
+    lines = text.select("value", (F.instr(F.col("value"), LAG_MARK) > 0).alias("lagline"))
+    mark = F.col("lagline")
     # each parse once per line: the two results are columns, then merged field by field
-    parsed = text.filter(mark | (F.trim(F.col("value")) != "")).select(
-        mark.alias("lagline"),
+    parsed = lines.filter(mark | (F.trim(F.col("value")) != "")).select(
+        "lagline",
         F.when(mark, F.from_json("value", _struct(LAG_FIELDS), opts)).alias("jn"),
         F.when(~mark, F.from_json("value", spark_schema(), opts)).alias("jf"))
     cols = []
