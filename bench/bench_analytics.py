@@ -226,7 +226,12 @@ def main() -> None:
                          "seconds": conv["seconds"], "peak_rss": conv["peak_rss"],
                          "rc": conv["rc"]})
             print(f"convert {n}M: {conv['seconds']} s rc={conv['rc']}", flush=True)
+            if conv["rc"] != 0:
+                print(conv["stderr"][-3000:], file=sys.stderr)
+                shutil.rmtree(pq, ignore_errors=True)
         for fmt, path in (("ndjson", nd), ("parquet", pq)):
+            if not os.path.exists(path):
+                continue
             out = os.path.join(args.data, f"out-{fmt}-{n}m")
             res = measure(metrics_argv([path], out, "--spark-master", "local[2]"))
             row = {"what": "local[2]", "format": fmt, "millions": n,

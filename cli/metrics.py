@@ -93,6 +93,8 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
     say("starting Spark")
     owned = session.active_session() is None and not session.under_spark_submit()
     spark = session.build_session(spark_master, conf=conf, progress=show)
+    from pyspark.errors import PySparkException
+
     paths = list(logs)
     try:
         if convert_to is not None:
@@ -101,15 +103,18 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
             res = job.convert(spark, paths, dest, fmt, t_since, t_until)
             click.echo(f"converted {res['events']:,} events to {dest} "
                        f"({res['malformed_lines']:,} malformed lines skipped)")
-            if out_dir is None:
-                return
+            # the metrics (if asked for) read the converted copy: window already applied
             paths, fmt, t_since, t_until = [dest], "parquet", None, None
-        cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt)
-        result = job.run(spark, paths, cfg, progress=say)
-        say(f"writing {out_dir}")
-        summary = report.write_report(result, out_dir, tables_out)
-        click.echo(report.text_report(summary))
+        if out_dir is not None:
+            cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt)
+            result = job.run(spark, paths, cfg, progress=say)
+            say(f"writing {out_dir}")
+            summary = report.write_report(result, out_dir, tables_out)
+            click.echo(report.text_report(summary))
         say("done")
+    except PySparkException as e:  # a path that does not exist, a cluster that refuses ...
+        text = str(e).strip()
+        raise click.ClickException(text.splitlines()[0] if text else type(e).__name__) from e
     finally:
         if owned:
             spark.stop()

@@ -745,20 +745,21 @@ def build_buckets(syncs: Any, sev: Any, series: Any, bucket_s: float) -> Any:
 def convert(spark: Any, paths: Sequence[str], dest: str, fmt: str = "auto",
             since: float | None = None, until: float | None = None) -> dict[str, Any]:
     """NDJSON (or Parquet) logs -> Parquet of FIELDS at ``dest``, good events only; returns
-    the counts (events, malformed by kind). Read once: the parsed rows are cached for the
-    count and the write."""
-    from pyspark import StorageLevel
+    the counts (events, malformed by kind). One pass: the counts are observed while the
+    Parquet is written (nothing is cached, so any size converts in bounded memory)."""
+    from pyspark.sql import Observation
 
     F = _F()
-    cl = classify(read_raw(spark, paths, fmt), since, until) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {r["bad"]: int(r["n"]) for r in
-              cl.groupBy("bad").agg(F.count(F.lit(1)).alias("n")).collect()}
-    cl.filter(F.col("bad").isNull()).drop("bad").write.mode("overwrite").parquet(dest)
-    cl.unpersist()
-    malformed = {k: counts.get(k, 0) for k in ("unparseable", "missing-required",
-                                                "unknown-event")}
-    return {"events": counts.get(None, 0), "malformed_lines": sum(malformed.values()),
+    c = F.col
+    cl = classify(read_raw(spark, paths, fmt), since, until)
+    kinds = ("unparseable", "missing-required", "unknown-event")
+    obs = Observation("pyrepl-convert")
+    cl.observe(obs, F.count(F.when(c("bad").isNull(), 1)).alias("events"),
+               *[F.count(F.when(c("bad") == k, 1)).alias(k) for k in kinds]) \
+        .filter(c("bad").isNull()).drop("bad").write.mode("overwrite").parquet(dest)
+    got = obs.get
+    malformed = {k: int(got.get(k, 0)) for k in kinds}
+    return {"events": int(got.get("events", 0)), "malformed_lines": sum(malformed.values()),
             "malformed": malformed, "parquet": dest}
 
 

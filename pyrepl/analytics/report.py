@@ -28,9 +28,10 @@ CHARTS = ("partial_ratio_per_node", "phase_breakdown", "lag_over_time", "recover
 # summary.json: top-level key -> what it holds (the README documents the same).
 SUMMARY_KEYS: dict[str, str] = {
     "schema_version": "1; changes when a key's meaning changes",
-    "input": "paths, events (good), events_by_type, malformed_lines and malformed by kind "
-             "(unparseable, missing-required, unknown-event), first_ts/last_ts, since/until, "
-             "bucket_s",
+    "input": "paths, format, events (good), events_by_type, malformed_lines and malformed by "
+             "kind (unparseable, missing-required, unknown-event), first_ts/last_ts, "
+             "since/until, bucket_s, lag_sample_every (lag percentiles use every Nth sample; "
+             "counts, means and maxima use all)",
     "fleet": "nodes, masters, replicas, links seen",
     "psync": "syncs (PSYNC/SYNC attempts), by_result, partial, full, partial_ratio",
     "full_syncs": "count, by_reason (PSYNC reason code), by_cause (reason, or "

@@ -62,7 +62,9 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
     if not submitted:
         java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2}"
         defaults["spark.driver.extraJavaOptions"] = java_opts
-        defaults.setdefault("spark.driver.memory", "1g")
+        # 768m of heap keeps the whole process tree under 1.5 GB of RSS; the job caches only
+        # small aggregates (more for very large fleets: --conf spark.driver.memory=2g)
+        defaults.setdefault("spark.driver.memory", "768m")
         if local:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             # glibc's per-thread malloc arenas can add hundreds of MB to a JVM's RSS
