@@ -27,7 +27,7 @@ system-deps:
 spark-deps:
 	@bash scripts/spark-deps.sh
 
-demo: venv
+demo: venv spark-deps
 	@bash scripts/demo.sh
 
 test: venv system-deps spark-deps

@@ -1,5 +1,6 @@
 """The README's main command: a master and a replica from conf/, data written on the master and
-read back from the replica, the link cut and resumed with +CONTINUE, and a promotion.
+read back from the replica, the link cut and resumed with +CONTINUE, a promotion, and last the
+sync-analytics job (``pyrepl metrics``) over the sync logs the two servers wrote.
 
 Starts real processes on loopback (ports 6380 and 6381), talks to them with redis-py, shows
 what INFO says at each step, and stops them again.
@@ -7,6 +8,7 @@ what INFO says at each step, and stops them again.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
@@ -151,9 +153,8 @@ def main() -> int:
               + "   (the old master continued partially through replid2)")
         print("old master now: " + info(m, "replication", "role", "master_port",
                                         "master_link_status"))
-        print(f"\nsync events logged to var/master/sync-events.ndjson and "
-              f"var/replica/sync-events.ndjson; server logs in var/*/pyrepl.log")
-        return 0
+        print("\nsync events logged to var/master/sync-events.ndjson and "
+              "var/replica/sync-events.ndjson; server logs in var/*/pyrepl.log")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -162,6 +163,24 @@ def main() -> int:
                     p.wait(20)
                 except subprocess.TimeoutExpired:
                     p.kill()
+    return metrics()
+
+
+def metrics() -> int:
+    """The demo's own sync logs through the analytics job (servers stopped: logs complete)."""
+    step("pyrepl metrics over the demo's sync logs (PySpark, local[*])")
+    logs = sorted(glob.glob(os.path.join(ROOT, "var", "*", "sync-events.ndjson*")))
+    out = os.path.join(ROOT, "var", "metrics")
+    argv = [sys.executable, "-m", "pyrepl.cli.main", "metrics", *logs, "--out", out]
+    print("$ pyrepl metrics " + " ".join(os.path.relpath(x, ROOT) for x in logs)
+          + " --out var/metrics", flush=True)
+    rc = subprocess.call(argv, cwd=ROOT, stdin=subprocess.DEVNULL)
+    if rc != 0:
+        print(f"demo: pyrepl metrics exited with {rc}", file=sys.stderr)
+        return rc
+    print(f"\nreport: {os.path.join(out, 'report.html')}  (summary.json, the PNG charts and "
+          f"tables/ beside it)")
+    return 0
 
 
 if __name__ == "__main__":

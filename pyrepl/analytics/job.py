@@ -24,8 +24,9 @@ master dropped the link's previous sync or session for its output buffer.
 
 A *recovery* starts at a replica's ``link_down`` (other than ``promoted``/``replicaof``) and
 ends at its first later ``link_up``; it counts the PSYNC attempts in between, the failed full
-ones (two or more: a full-sync loop) and the connection failures, and its recovery time runs to
-that sync's ``caught_up``. Lag samples are aggregated per link and time bucket; the master's
+ones and the connection failures, and its recovery time runs to that sync's ``caught_up``. A
+*full-sync loop* is two or more failed full syncs in one stretch of a replica without a working
+link (``build_streaks``: from a link loss, or from the replica's first sync, to a link up). Lag samples are aggregated per link and time bucket; the master's
 write rate comes from the offsets in those samples (``offset + lag_bytes`` is
 ``master_repl_offset``), per run (offsets restart with the process) and bucket.
 
@@ -105,7 +106,7 @@ def _F() -> Any:
 LAG_MARK = '"event":"replica_lag"'
 LAG_FIELDS = ("ts", "event", "node", "run_id", "peer", "offset", "lag_bytes", "lag_ms")
 FINE_BUCKET_S = 10.0  # lag samples are first summed per 10 s, then per chosen bucket
-SAMPLE_TARGET = 500_000  # lag percentiles come from about this many samples at most
+SAMPLE_TARGET = 200_000  # lag percentiles come from about this many samples at most
 
 
 def detect_format(paths: Sequence[str]) -> str:
@@ -514,6 +515,31 @@ def build_recoveries(sev: Any, r: Any) -> Any:
         (c("failed_full") >= F.lit(LOOP_FAILED_FULL)).alias("loop"))
 
 
+def build_streaks(r: Any) -> Any:
+    """One row per stretch of a replica without a working link: its attempts from its first
+    one, or from the one after a link came up, to the next one that brings the link up. The
+    full syncs that failed there: two or more make a full-sync loop, whether the stretch began
+    at a link loss or at the replica's first sync (a recovery only covers the former)."""
+    from pyspark.sql import Window
+
+    F = _F()
+    c = F.col
+    a = r.select(
+        "replica", "master", F.coalesce(c("t_psync"), c("t_first_event")).alias("ts"),
+        c("r_sync_id").alias("id"), c("t_link_up").isNotNull().alias("up"),
+        (c("t_psync").isNotNull() & c("reply_result").isin(*FULL_RESULTS)
+         & c("t_failed").isNotNull()).alias("full_failed"))
+    before = Window.partitionBy("replica").orderBy("ts", "id") \
+        .rowsBetween(Window.unboundedPreceding, -1)
+    a = a.withColumn("seg", F.coalesce(F.sum(F.when(c("up"), 1).otherwise(0)).over(before),
+                                       F.lit(0)))
+    g = a.groupBy("replica", "seg").agg(
+        F.sum(F.when(c("full_failed"), 1).otherwise(0)).alias("failed_full"),
+        F.max(F.when(c("full_failed"), F.struct("ts", "id", "master"))).alias("last"))
+    return g.select("replica", c("last.master").alias("master"), "seg", "failed_full",
+                    (c("failed_full") >= F.lit(LOOP_FAILED_FULL)).alias("loop"))
+
+
 # -- lag -----------------------------------------------------------------------------------------
 
 def master_backlogs(m: Any) -> Any:
@@ -525,11 +551,11 @@ def master_backlogs(m: Any) -> Any:
 
 def build_lag_series(lag_agg: Any, backlogs: Any, bucket_s: float) -> Any:
     """Per link, master run and time bucket: lag sample count, mean and max of lag_bytes and
-    lag_ms, the master offset range and lag / backlog (from ``aggregate_all``'s lag groups)."""
+    lag_ms, the master offset range and lag / backlog (from ``aggregate_all``'s groups of good
+    lag samples: ``row`` null, ``bad`` null)."""
     F = _F()
     c = F.col
-    g = lag_agg.filter(c("bad").isNull() & c("row").isNull()) \
-        .withColumn("bucket", F.floor(c("fb") / F.lit(bucket_s)) * F.lit(bucket_s)) \
+    g = lag_agg.withColumn("bucket", F.floor(c("fb") / F.lit(bucket_s)) * F.lit(bucket_s)) \
         .groupBy("master", "replica", "run_id", "bucket").agg(
             F.sum("n").alias("samples"), F.sum("nb").alias("nb"), F.sum("nm").alias("nm"),
             F.sum("lb_sum").alias("lag_bytes_sum"), F.max("lb_max").alias("lag_bytes_max"),
@@ -545,10 +571,11 @@ def build_lag_series(lag_agg: Any, backlogs: Any, bucket_s: float) -> Any:
 
 
 def lag_sample(lag_agg: Any, backlogs: Any) -> Any:
-    """The sampled lag samples (all of them when the sample step is 1), with lag / backlog."""
+    """The sampled lag samples (all of them when the sample step is 1), with lag / backlog
+    (from the same lag groups as ``build_lag_series``)."""
     F = _F()
     c = F.col
-    return lag_agg.filter(c("sid").isNotNull() & c("row").isNull()).select(
+    return lag_agg.filter(c("sid").isNotNull()).select(
         "master", "replica", c("ts_min").alias("ts"), c("lb_max").alias("lag_bytes"),
         c("lm_max").alias("lag_ms")).join(F.broadcast(backlogs), "master", "left") \
         .withColumn("ratio", F.when(c("backlog_size") > 0, c("lag_bytes") / c("backlog_size")))
@@ -629,9 +656,11 @@ def _link_keys(df: Any) -> Any:
     return df.filter(F.col("master").isNotNull() & F.col("replica").isNotNull())
 
 
-def build_links(syncs: Any, recs: Any, series: Any, sample: Any, sev: Any) -> Any:
+def build_links(syncs: Any, recs: Any, series: Any, sample: Any, sev: Any,
+                streaks: Any) -> Any:
     """Per link (master, replica): syncs by kind, failures, link downs, master-side losses, lag
-    (counts and maxima from every sample, percentiles from the sample), recoveries."""
+    (counts and maxima from every sample, percentiles from the sample), recoveries, full-sync
+    loops (a loop counts for the master of its last failed full sync)."""
     F = _F()
     c = F.col
     s = _link_keys(syncs).groupBy("master", "replica").agg(
@@ -658,12 +687,14 @@ def build_links(syncs: Any, recs: Any, series: Any, sample: Any, sev: Any) -> An
     rc = _link_keys(recs.filter(~c("intentional"))).groupBy("master", "replica").agg(
         F.count(F.lit(1)).alias("recoveries"),
         F.percentile_approx("recovery_ms", [0.5], 10000)[0].alias("recovery_ms_p50"),
-        F.max("recovery_ms").alias("recovery_ms_max"),
-        F.sum(F.when(c("loop"), 1).otherwise(0)).alias("full_sync_loops"))
+        F.max("recovery_ms").alias("recovery_ms_max"))
+    lp = _link_keys(streaks.filter(c("loop"))).groupBy("master", "replica").agg(
+        F.count(F.lit(1)).alias("full_sync_loops"))
     out = s.join(downs, ["master", "replica"], "full_outer") \
         .join(lost, ["master", "replica"], "full_outer") \
         .join(lg, ["master", "replica"], "full_outer") \
-        .join(rc, ["master", "replica"], "full_outer")
+        .join(rc, ["master", "replica"], "full_outer") \
+        .join(lp, ["master", "replica"], "full_outer")
     zero = ["syncs", "partial", "full", "failed", "link_downs", "replica_lost", "lag_samples",
             "recoveries", "full_sync_loops"]
     out = out.fillna(0, subset=zero)
@@ -805,20 +836,27 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     bucket_s = cfg.bucket_s or choose_bucket(t0, t1)
     progress(f"{n_events:,} events, {sum(malformed.values()):,} malformed lines; "
              f"time buckets of {bucket_s:g} s")
+    # the two small halves get caches of their own (lag groups without the wide ``row``);
+    # counted now so the big aggregate can go
     sev = with_link(agg.filter(c("row").isNotNull()).select("row.*")).persist(keep)
-    lag_agg = agg.filter(c("row").isNull())
+    lag_agg = agg.filter(c("bad").isNull() & c("row").isNull()).drop("bad", "row") \
+        .persist(keep)
+    sev.count()
+    lag_agg.count()
+    agg.unpersist()
 
     progress("syncs and recoveries")
     m = master_syncs(sev).persist(keep)
     r = replica_attempts(sev).persist(keep)
     syncs = build_syncs(m, r, bucket_s, cfg.match_window_s).persist(keep)
     recs = build_recoveries(sev, r).persist(keep)
+    streaks = build_streaks(r).filter(c("failed_full") > 0).persist(keep)
     backlogs = master_backlogs(m).persist(keep)
 
     progress("lag")
     series = build_lag_series(lag_agg, backlogs, bucket_s).persist(keep)
     sample = lag_sample(lag_agg, backlogs).persist(keep)
-    links = build_links(syncs, recs, series, sample, sev).persist(keep)
+    links = build_links(syncs, recs, series, sample, sev, streaks).persist(keep)
     srow = series.agg(F.sum("samples").alias("samples"), F.sum("nb").alias("lag_bytes__n"),
                       F.sum("nm").alias("lag_ms__n"), F.max("lag_bytes_max").alias(
                           "lag_bytes__max"), F.max("lag_ms_max").alias("lag_ms__max"),
@@ -847,7 +885,7 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     replicas = {x["replica"] for x in link_rows}
     summary["fleet"] = {"nodes": len(masters | replicas), "masters": len(masters),
                         "replicas": len(replicas), "links": len(link_rows)}
-    summary.update(summarize(syncs, recs, sev, rates, lag_row, backlogs))
+    summary.update(summarize(syncs, recs, streaks, sev, rates, lag_row, backlogs))
     tables = Tables(syncs, recs, series, links, nodes, buckets, rates)
     return JobResult(summary, tables, {"links": link_rows})
 
@@ -867,8 +905,8 @@ def _count_dims(df: Any, dims: list[tuple[str, Any, Any]]) -> dict[str, dict[str
     return out
 
 
-def summarize(syncs: Any, recs: Any, sev: Any, rates: Any, lag_row: dict[str, Any],
-              backlogs: Any) -> dict[str, Any]:
+def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
+              lag_row: dict[str, Any], backlogs: Any) -> dict[str, Any]:
     """The fleet-wide metrics of summary.json (everything but "input" and "fleet")."""
     F = _F()
     c = F.col
@@ -955,7 +993,6 @@ def summarize(syncs: Any, recs: Any, sev: Any, rates: Any, lag_row: dict[str, An
         F.sum(F.when(c("t_up").isNull(), 1).otherwise(0)).alias("not_up"),
         F.sum(F.when(c("t_up").isNotNull() & c("t_caught_up").isNull(), 1).otherwise(0))
         .alias("not_caught_up"),
-        F.sum(F.when(c("loop"), 1).otherwise(0)).alias("loops"),
         F.sum("connect_failures").alias("connect_failures"),
         *stat_aggs("recovery", c("recovery_ms")),
         *stat_aggs("recovery_partial", F.when(c("kind") == "partial", c("recovery_ms"))),
@@ -994,7 +1031,7 @@ def summarize(syncs: Any, recs: Any, sev: Any, rates: Any, lag_row: dict[str, An
             "failed_syncs": int(row["failed"] or 0),
             "by_reason": dims["fail_reason"],
             "attempts_per_recovery": stat_from_row(rrow, "attempts"),
-            "full_sync_loops": int(rrow["loops"] or 0),
+            "full_sync_loops": streaks.filter(c("loop")).count(),
             "connect_failures": int(rrow["connect_failures"] or 0),
         },
         "buffers": dict(sorted(buf.items())),

@@ -40,7 +40,8 @@ SUMMARY_KEYS: dict[str, str] = {
                   "by_mode_durations, rdb_bytes, rdb_bytes_total, throughput_bytes_per_s",
     "partial_syncs": "count, bytes (backlog sent), backlog_fraction (bytes / backlog size)",
     "failures": "failed_syncs, by_reason, attempts_per_recovery, full_sync_loops "
-                "(recoveries with 2+ failed full syncs), connect_failures",
+                "(stretches of a replica without a working link, from a link loss or from "
+                "its first sync, with 2+ failed full syncs), connect_failures",
     "buffers": "per buffer kind (master-output for classic syncs, replica for rdb-channel): "
                "syncs, peak_bytes, with_limit, over_80pct, over_80pct_share",
     "links": "link_downs, link_downs_by_reason (replica side), replica_lost_by_reason "

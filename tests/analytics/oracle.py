@@ -488,6 +488,32 @@ def build_recoveries(sev: list[dict[str, Any]], r: list[dict[str, Any]]
     return out
 
 
+def build_streaks(r: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A replica's attempts split after every one that brought the link up; per stretch, the
+    full syncs that failed (only stretches with one or more)."""
+    out = []
+    for replica, rs in group(r, lambda a: a["replica"]).items():
+        rs = sorted(rs, key=lambda a: (coalesce(a["t_psync"], a["t_first_event"]),
+                                       _nkey(a["r_sync_id"])))
+        segs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        seg = 0
+        for a in rs:
+            segs[seg].append(a)
+            if a["t_link_up"] is not None:
+                seg += 1
+        for k, grp in segs.items():
+            failed = [a for a in grp if a["t_psync"] is not None
+                      and a["reply_result"] in FULL_RESULTS and a["t_failed"] is not None]
+            if not failed:
+                continue
+            last = max(failed, key=lambda a: (a["t_psync"], _nkey(a["r_sync_id"]),
+                                              _nkey(a["master"])))
+            out.append({"replica": replica, "master": last["master"], "seg": k,
+                        "failed_full": len(failed),
+                        "loop": len(failed) >= LOOP_FAILED_FULL})
+    return out
+
+
 # -- lag -----------------------------------------------------------------------------------------
 
 def master_backlogs(m: list[dict[str, Any]]) -> dict[Any, int]:
@@ -575,7 +601,8 @@ def curve_sizes(current: int | None, max_need: float | None) -> list[int]:
 
 def build_links(syncs: list[dict[str, Any]], recs: list[dict[str, Any]],
                 sev: list[dict[str, Any]], lag: list[dict[str, Any]],
-                backlogs: dict[Any, int]) -> list[dict[str, Any]]:
+                backlogs: dict[Any, int], streaks: list[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
     def keyed(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
         return group([x for x in rows if x["master"] is not None and x["replica"] is not None],
                      lambda x: (x["master"], x["replica"]))
@@ -585,8 +612,9 @@ def build_links(syncs: list[dict[str, Any]], recs: list[dict[str, Any]],
     lost = keyed(e for e in sev if e["event"] == "replica_lost" and not_benign(e))
     lg = keyed(lag)
     rc = keyed(x for x in recs if not x["intentional"])
+    lp = keyed(x for x in streaks if x["loop"])
     out = []
-    for k in set(s) | set(downs) | set(lost) | set(lg) | set(rc):
+    for k in set(s) | set(downs) | set(lost) | set(lg) | set(rc) | set(lp):
         ss, ll, rr = s.get(k, []), lg.get(k, []), rc.get(k, [])
         partial = sum(1 for x in ss if x["kind"] == "partial")
         full = sum(1 for x in ss if x["kind"] == "full")
@@ -604,7 +632,7 @@ def build_links(syncs: list[dict[str, Any]], recs: list[dict[str, Any]],
             "lag_backlog_ratio_max": smax(ratios),
             "recoveries": len(rr),
             "recovery_ms_max": smax(x["recovery_ms"] for x in rr),
-            "full_sync_loops": sum(1 for x in rr if x["loop"]),
+            "full_sync_loops": len(lp.get(k, [])),
             "_lag_bytes": stat(e.get("lag_bytes") for e in ll),
             "_lag_ms": stat(e.get("lag_ms") for e in ll),
             "_recovery_ms": stat(x["recovery_ms"] for x in rr),
@@ -628,7 +656,8 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     backlogs = master_backlogs(m)
     series = build_lag_series(lag, backlogs, bucket_s)
     rates = build_write_rates(series, bucket_s)
-    links = build_links(syncs, recs, sev, lag, backlogs)
+    streaks = build_streaks(r)
+    links = build_links(syncs, recs, sev, lag, backlogs, streaks)
 
     full = [s for s in syncs if s["kind"] == "full"]
     part = [s for s in syncs if s["kind"] == "partial"]
@@ -696,7 +725,7 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
             "failed_syncs": sum(1 for s in syncs if s["status"] == "failed"),
             "by_reason": counts([s for s in syncs if s["status"] == "failed"], "fail_reason"),
             "attempts_per_recovery": stat(x["attempts"] for x in rec if x["t_up"] is not None),
-            "full_sync_loops": sum(1 for x in rec if x["loop"]),
+            "full_sync_loops": sum(1 for x in streaks if x["loop"]),
             "connect_failures": sum(x["connect_failures"] for x in rec),
         },
         "buffers": buffers,

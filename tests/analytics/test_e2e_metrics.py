@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import redis
@@ -73,6 +74,21 @@ def start(tmp_path, name: str, *extra: str, master: int | None = None, port: int
         return start_pyrepl(*COMMON, *extra, tmpdir=str(d), port=port)
     return start_pyrepl("--master", f"127.0.0.1:{master}", *COMMON, *extra, role="replica",
                         tmpdir=str(d), port=port)
+
+
+def run_metrics(tmp_path, names: tuple[str, ...], out) -> dict:
+    """``pyrepl metrics`` in its own process over the nodes' logs; the summary it wrote."""
+    logs = [str(tmp_path / n / "sync.ndjson*") for n in names]  # globs: the directories also
+    # hold the servers' own logs
+    env = {**os.environ, "CI": "1"}
+    res = subprocess.run([sys.executable, "-m", "pyrepl.cli.main", "metrics", *logs, "--out",
+                          str(out), "--spark-master", "local[2]", "--conf",
+                          "spark.sql.shuffle.partitions=2"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "report: " in res.stdout and (out / "report.html").exists()
+    with open(out / "summary.json") as f:
+        return json.load(f)
 
 
 def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
@@ -142,17 +158,7 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
             p.stop()
 
     out = tmp_path / "report"
-    logs = [str(tmp_path / n / "sync.ndjson*") for n in ("m", "r1", "r2")]  # globs: the
-    # directories also hold the servers' own logs
-    env = {**os.environ, "CI": "1"}
-    res = subprocess.run([sys.executable, "-m", "pyrepl.cli.main", "metrics", *logs, "--out",
-                          str(out), "--spark-master", "local[2]", "--conf",
-                          "spark.sql.shuffle.partitions=2"],
-                         capture_output=True, text=True, timeout=600, env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "report: " in res.stdout and (out / "report.html").exists()
-    with open(out / "summary.json") as f:
-        s = json.load(f)
+    s = run_metrics(tmp_path, ("m", "r1", "r2"), out)
 
     assert s["input"]["malformed_lines"] == 0
     ps = s["psync"]
@@ -187,3 +193,80 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
     assert s["links"]["link_downs"] >= 6
     assert s["lag"]["samples"] > 0
     assert s["fleet"]["masters"] >= 2 and s["fleet"]["replicas"] >= 3
+
+
+def test_full_sync_loop_from_the_output_buffer_limit_and_both_buffer_kinds(tmp_path, spark
+                                                                           ) -> None:
+    """A classic (diskless) replica whose master buffers more than its output limit while a
+    slowed snapshot is made is dropped and starts over: full syncs caused by the output-buffer
+    limit, a full-sync loop once it happens twice, and master-output buffer peaks above 80% of
+    the limit. A second replica syncs over the rdb channel under writes: its buffer is the
+    replica's own. The job must report what INFO counted."""
+    import threading
+
+    limit = 1024 * 1024  # the hard limit is at least repl-backlog-size (1mb), as in Redis
+    procs = []
+    try:
+        m = start(tmp_path, "m", "--client-output-buffer-limit", "replica 1mb 0 0",
+                  "--rdb-key-save-delay", "100")  # 20k keys: a ~2 s snapshot
+        procs.append(m)
+        with r(m.port) as c:
+            c.execute_command("DEBUG", "POPULATE", "20000", "key", "10")
+
+        def drops() -> int:
+            with r(m.port) as c:
+                return int(c.info("stats")["client_output_buffer_limit_disconnections"])
+
+        def writer() -> None:  # ~4 MB/s until the second drop (bounded: 120 s)
+            with r(m.port) as c:
+                deadline = time.monotonic() + 120
+                i = 0
+                while drops() < 2 and time.monotonic() < deadline:
+                    p = c.pipeline(transaction=False)
+                    for _ in range(100):
+                        p.set(f"w:{i % 5000}", "x" * 1000)
+                        i += 1
+                    p.execute()
+                    time.sleep(0.02)
+
+        th = threading.Thread(target=writer, daemon=True)
+        th.start()
+        r1 = start(tmp_path, "r1", "--repl-rdb-channel", "no", master=m.port)
+        procs.append(r1)
+        th.join(130)
+        assert drops() == 2
+        wait_synced(m.port, r1.port)  # the third attempt: no writes, no drop
+        r2 = start(tmp_path, "r2", master=m.port)  # rdb channel (the default)
+        procs.append(r2)
+        # writes while R2 loads, in small batches (a burst past 1mb would drop the links)
+        wait_for(lambda: repl(r2.port).get("master_sync_in_progress") == 1, 30,
+                 what="R2 syncing")
+        for k in range(10):
+            write(m.port, f"during-r2-{k}", 50, 1000)
+            time.sleep(0.05)
+        wait_synced(m.port, r1.port, r2.port)
+        dropped = drops()
+        with r(m.port) as c:
+            sync_full = int(c.info("stats")["sync_full"])
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+    s = run_metrics(tmp_path, ("m", "r1", "r2"), tmp_path / "report")
+    assert s["input"]["malformed_lines"] == 0
+    full = s["full_syncs"]
+    # R1: two attempts dropped, the third made it; R2: one rdb-channel sync. All PSYNC ? -1
+    # (a replica that never had data), two of them caused by the output-buffer limit
+    assert dropped == 2 and full["count"] == sync_full == 4, (full, sync_full)
+    assert full["by_reason"] == {"no-history": 4}
+    assert full["by_cause"] == {"output-buffer-limit": 2, "no-history": 2}
+    assert full["by_mode"] == {"diskless": 3, "rdb-channel": 1}
+    assert full["failed"] == 2 and s["psync"]["partial"] == 0
+    assert s["links"]["replica_lost_by_reason"]["output-buffer-limit"] == 2
+    assert s["failures"]["full_sync_loops"] == 1  # no link_down: it was R1's first sync
+    assert s["recovery"]["count"] == 0
+    classic = s["buffers"]["master-output"]
+    assert classic["syncs"] == 3 and classic["over_80pct"] >= 2
+    assert classic["peak_bytes"]["max"] >= limit
+    rdbch = s["buffers"]["replica"]
+    assert rdbch["syncs"] == 1 and rdbch["peak_bytes"]["max"] > 0

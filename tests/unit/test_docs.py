@@ -28,3 +28,16 @@ def test_every_sync_event_and_field_is_documented() -> None:
     missing = [e for e in EVENTS if f"`{e}`" not in README]
     missing += [f for f, _, _ in FIELDS if f"`{f}`" not in README]
     assert not missing, missing
+
+
+def test_metrics_options_outputs_and_summary_keys_are_documented() -> None:
+    from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES
+    from pyrepl.cli.metrics import metrics
+
+    opts = [o for p in metrics.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    missing = [o for o in opts if f"`{o}" not in README]
+    missing += [k for k in SUMMARY_KEYS if f"| `{k}` |" not in README]
+    missing += [f"{c}.png" for c in CHARTS if f"`{c}.png`" not in README]
+    missing += [t for t in TABLES if f"`{t}`" not in README]
+    assert not missing, missing
+    assert "pyrepl/analytics/submit.py" in README and "spark-submit --master" in README
