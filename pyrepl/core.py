@@ -28,13 +28,13 @@ from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import QUEUED, Raw, ReplyError
+from pyrepl.resp.writer import encode, error_bytes
 
 _NAME_CACHE: dict[bytes, Command] = {}
 
 # A handler returns BLOCKED after setting ``client.blocked``; the reply comes later through
 # ServerCore.unblock (WAIT).
 BLOCKED: Any = object()
-from pyrepl.resp.writer import encode, error_bytes
 
 
 class Stats:

@@ -138,7 +138,7 @@ def main() -> int:
         step("cut the link (CLIENT KILL TYPE replica), write, watch it resume with +CONTINUE")
         before = m.info("stats")["sync_partial_ok"]
         m.execute_command("CLIENT", "KILL", "TYPE", "replica")
-        for i in range(100):
+        for _ in range(100):
             m.incr("during-the-cut")
         wait(lambda: m.info("stats")["sync_partial_ok"] == before + 1, what="partial resync")
         wait(lambda: s.get("during-the-cut") == b"100", what="the replica to catch up")

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 import redis
-
 from support import free_port, start_pyrepl, wait_for
 
 pytestmark = pytest.mark.slow
@@ -147,7 +146,7 @@ def test_save_schedule_triggers_bgsave(tmp_path) -> None:
     try:
         r = redis.Redis(port=srv.port)
         r.execute_command("SWAPDB", "0", "1")  # a write: dirty > 0
-        for i in range(6):
+        for _ in range(6):
             r.execute_command("SWAPDB", "0", "1")
         wait_for(lambda: os.path.exists(tmp_path / "dump.rdb"), 15, what="scheduled save")
         assert "changes in 1 seconds. Saving..." in srv.log()

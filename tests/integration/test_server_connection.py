@@ -9,7 +9,6 @@ import socket
 import pytest
 import redis
 import redis.asyncio
-
 from support import RawClient, start_pyrepl, wait_for
 
 

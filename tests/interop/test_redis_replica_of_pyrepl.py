@@ -250,7 +250,7 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
 REPLY_CASES: list[tuple[str, ...]] = [
     ("REPLCONF", "listening-port"), ("REPLCONF", "listening-port", "x"),
     ("REPLCONF", "listening-port", "6390"), ("REPLCONF", "foo", "bar"),
-    
+
     ("REPLCONF", "rdb-only", "2"), ("REPLCONF", "rdb-only", "1"), ("REPLCONF", "rdb-only", "0"),
     ("REPLCONF", "ip-address", "a" * 256), ("REPLCONF", "ip-address", "10.0.0.1"),
     ("REPLCONF",), ("REPLCONF", "capa", "eof", "capa", "zzz", "capa", "rdb-channel-repl"),

@@ -31,8 +31,9 @@ def test_every_sync_event_and_field_is_documented() -> None:
 
 
 def test_metrics_options_outputs_and_summary_keys_are_documented() -> None:
-    from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES
     from pyrepl.cli.metrics import metrics
+
+    from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES
 
     opts = [o for p in metrics.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
     missing = [o for o in opts if f"`{o}" not in README]

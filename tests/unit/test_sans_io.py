@@ -16,7 +16,7 @@ EXEMPT_DIRS = {"net", "analytics"}
 
 def core_files() -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(ROOT):
+    for dirpath, _dirnames, filenames in os.walk(ROOT):
         rel = os.path.relpath(dirpath, ROOT)
         if rel.split(os.sep)[0] in EXEMPT_DIRS:
             continue
