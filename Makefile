@@ -36,7 +36,7 @@ test: venv system-deps spark-deps
 test-quick: venv
 	$(PY) -m pytest -q -m "not slow"
 
-bench: venv system-deps
+bench: venv system-deps spark-deps
 	$(PY) bench/run_all.py
 
 lint: venv
