@@ -256,7 +256,8 @@ def test_strategy_draws_parse() -> None:
 
     seen = set()
 
-    @settings(max_examples=30, deadline=None)
+    # derandomized: the same draws every run, so this checks the strategy, not luck
+    @settings(max_examples=30, deadline=None, derandomize=True, database=None)
     @given(event_logs())
     def inner(lines: list[str]) -> None:
         for line in lines:
