@@ -54,24 +54,23 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
+def _proc_kb(pid: int, name: str, key: str) -> int | None:
+    """The ``key:`` line of /proc/PID/NAME in bytes (the kernel writes kB), or None."""
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _pss(pid: int) -> int:
     """Bytes of PSS of one process (RSS with shared pages split among their sharers), or its
     VmRSS where smaps_rollup is missing."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    pss = _proc_kb(pid, "smaps_rollup", "Pss:")
+    return pss if pss is not None else _proc_kb(pid, "status", "VmRSS:") or 0
 
 
 def tree_rss(root: int) -> int:
