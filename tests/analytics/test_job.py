@@ -194,3 +194,39 @@ def test_no_events_at_all(spark, write_lines, tmp_path) -> None:
     assert summary["recovery"]["count"] == 0
     assert os.path.exists(tmp_path / "out" / "report.html")
     spark.catalog.clearCache()
+
+
+def test_spark_submit_runs_the_same_job(spark, fleet, tmp_path) -> None:
+    """The cluster path as the README gives it: pyspark's own ``bin/spark-submit`` runs
+    ``pyrepl/analytics/submit.py`` with the command's arguments (here on ``local[2]``: the
+    master URL is the only thing a cluster changes) and writes the same summary as the job
+    run in this process."""
+    import subprocess
+    import sys
+
+    import pyspark
+
+    import pyrepl.analytics.submit as entry
+
+    home = os.path.dirname(pyspark.__file__)
+    out = tmp_path / "out"
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "CI": "1",
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    res = subprocess.run(
+        [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]",
+         "--conf", "spark.driver.memory=768m", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2", entry.__file__, fleet["plain"],
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    assert "report: " + str(out / "report.html") in res.stdout
+    with open(out / "summary.json") as f:
+        got = json.load(f)
+    here = run(spark, [fleet["plain"]], JobConfig())
+    want = without_input(here.summary)
+    spark.catalog.clearCache()
+    assert got["input"]["events"] == len(fleet["lines"])
+    assert {k: got.get(k) for k in want} == want
+    assert got["schema_version"] == 1 and set(got["outputs"]) == {"summary", "report",
+                                                                    "charts", "tables"}
