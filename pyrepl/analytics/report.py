@@ -217,11 +217,14 @@ def chart_recovery(recs: dict[str, list[float]], path: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 3.2))
     drawn = False
     for kind, color in (("partial", "#1f77b4"), ("full", "#d62728")):
-        vs = sorted(v / 1000 for v in recs.get(kind, []) if v is not None)
+        # log axis: times below the logs' 1 ms resolution are drawn at 1 ms
+        vs = sorted(max(v, 1.0) / 1000 for v in recs.get(kind, []) if v is not None)
         if vs:
             n = len(vs)
-            ax.step(vs, [(i + 1) / n for i in range(n)], where="post", color=color,
-                    label=f"{kind} ({n})")
+            # the empirical CDF: 0 before the first value, each value a step of 1/n (a lone
+            # recovery is a vertical line, not an invisible point)
+            ax.step([vs[0], *vs], [0.0, *((i + 1) / n for i in range(n))], where="post",
+                    color=color, marker="." if n <= 50 else None, label=f"{kind} ({n})")
             drawn = True
     if drawn:
         ax.set_xscale("log")
