@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -22,6 +23,52 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class LoadWriter(threading.Thread):
+    """A write load on a master until stopped, bounded in count and time: pipelines of SET
+    ``load:N`` + INCR ``load:counter`` (so the counter is ``ops // 2``), with an RPUSH and an
+    HSET now and then. ``finish`` stops it and re-raises what it met."""
+
+    def __init__(self, port: int, max_ops: int = 5_000_000, max_seconds: float = 120,
+                 value_size: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.max_ops = max_ops
+        self.max_seconds = max_seconds
+        self.value = "v" * value_size
+        self.stop_event = threading.Event()
+        self.ops = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        import redis
+
+        deadline = time.monotonic() + self.max_seconds
+        try:
+            with redis.Redis(port=self.port, socket_timeout=30) as c:
+                i = 0
+                while not self.stop_event.is_set() and self.ops < self.max_ops \
+                        and time.monotonic() < deadline:
+                    p = c.pipeline(transaction=False)
+                    for _ in range(50):
+                        i += 1
+                        p.set(f"load:{i % 5000}", f"{i}{self.value}")
+                        p.incr("load:counter")
+                        if i % 7 == 0:
+                            p.rpush(f"load:list:{i % 13}", i)
+                        if i % 11 == 0:
+                            p.hset("load:hash", f"f{i % 300}", i)
+                    p.execute()
+                    self.ops += 100
+        except BaseException as e:  # noqa: BLE001 - reported by finish()
+            self.error = e
+
+    def finish(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+        assert not self.is_alive()
+        assert self.error is None, self.error
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.02,

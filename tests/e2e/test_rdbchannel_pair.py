@@ -26,7 +26,7 @@ import time
 
 import pytest
 import redis
-from support import start_pyrepl, wait_for
+from support import LoadWriter, start_pyrepl, wait_for
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -356,48 +356,6 @@ def test_fake_master_connection_cut_mid_sync_retries_cleanly(tmp_path, cut: str)
 
 # -- pyrepl <-> pyrepl ----------------------------------------------------------------------------
 
-class Writer(threading.Thread):
-    """Writes to the master until stopped (bounded in count and time)."""
-
-    def __init__(self, port: int, max_ops: int = 5_000_000, max_seconds: float = 120,
-                 value_size: int = 20) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.max_ops = max_ops
-        self.max_seconds = max_seconds
-        self.value = "v" * value_size
-        self.stop_event = threading.Event()
-        self.ops = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.max_seconds
-        try:
-            with r(self.port) as c:
-                i = 0
-                while not self.stop_event.is_set() and self.ops < self.max_ops \
-                        and time.monotonic() < deadline:
-                    p = c.pipeline(transaction=False)
-                    for _ in range(50):
-                        i += 1
-                        p.set(f"load:{i % 5000}", f"{i}{self.value}")
-                        p.incr("load:counter")
-                        if i % 7 == 0:
-                            p.rpush(f"load:list:{i % 13}", i)
-                        if i % 11 == 0:
-                            p.hset("load:hash", f"f{i % 300}", i)
-                    p.execute()
-                    self.ops += 100
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(30)
-        assert not self.is_alive()
-        assert self.error is None, self.error
-
-
 def start_master(tmp_path, *extra: str, name: str = "m"):
     d = tmp_path / name
     d.mkdir(exist_ok=True)
@@ -439,7 +397,7 @@ def rdb_channel_events(rep) -> list[dict]:
 def test_full_sync_under_write_load_over_the_rdb_channel(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "50")
     rep = None
-    writer = Writer(m.port)
+    writer = LoadWriter(m.port, value_size=20)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "30000", "key", "64")
@@ -488,7 +446,7 @@ def test_full_sync_under_write_load_over_the_rdb_channel(tmp_path) -> None:
 def test_tiny_buffer_limit_forces_backpressure_and_loses_nothing(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "100")
     rep = None
-    writer = Writer(m.port, value_size=400)
+    writer = LoadWriter(m.port, value_size=400)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "20000", "key", "64")
@@ -537,7 +495,7 @@ def test_each_connection_killed_at_several_points_retries_cleanly(tmp_path, whic
     m = start_master(tmp_path, "--repl-diskless-sync-delay", "3" if waiting else "0",
                      "--rdb-key-save-delay", "0" if waiting else "200")
     rep = None
-    writer = Writer(m.port, max_seconds=60)
+    writer = LoadWriter(m.port, max_seconds=60, value_size=20)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
@@ -585,7 +543,7 @@ def test_each_connection_killed_at_several_points_retries_cleanly(tmp_path, whic
 def test_a_replica_arriving_while_another_snapshot_runs(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "200")
     b = c2 = None
-    writer = Writer(m.port)
+    writer = LoadWriter(m.port, value_size=20)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")

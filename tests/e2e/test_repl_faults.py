@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from support import ServerProcess, start_pyrepl, wait_for
+from support import LoadWriter, ServerProcess, start_pyrepl, wait_for
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -125,46 +125,6 @@ def stop_all(*procs: ServerProcess | None) -> None:
     for p in procs:
         if p is not None:
             p.stop()
-
-
-class Writer(threading.Thread):
-    """Writes to the master until stopped (bounded in count and time)."""
-
-    def __init__(self, port: int, max_ops: int = 3_000_000, max_seconds: float = 120) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.max_ops = max_ops
-        self.max_seconds = max_seconds
-        self.stop_event = threading.Event()
-        self.ops = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.max_seconds
-        try:
-            with r(self.port) as c:
-                i = 0
-                while not self.stop_event.is_set() and self.ops < self.max_ops \
-                        and time.monotonic() < deadline:
-                    p = c.pipeline(transaction=False)
-                    for _ in range(25):
-                        i += 1
-                        p.set(f"w:{i % 3000}", i)
-                        p.incr("w:n")
-                        if i % 5 == 0:
-                            p.rpush(f"w:l:{i % 7}", i)
-                        if i % 9 == 0:
-                            p.hset("w:h", f"f{i % 100}", i)
-                    p.execute()
-                    self.ops += 50
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(30)
-        assert not self.is_alive()
-        assert self.error is None, self.error
 
 
 # -- kill -9 of a replica -----------------------------------------------------------------------
@@ -314,7 +274,7 @@ def test_link_cuts_under_write_load_resync_partially_every_time(tmp_path) -> Non
     with r(m.port) as c:  # DEBUG POPULATE is not propagated: before the replica starts
         c.execute_command("DEBUG", "POPULATE", "3000", "pre", "32")
     rep = start_replica(tmp_path, "r", m.port)
-    writer = Writer(m.port)
+    writer = LoadWriter(m.port, max_ops=3_000_000)
     cuts = 6
     try:
         wait_synced(m.port, rep.port)
@@ -341,7 +301,7 @@ def test_link_cuts_under_write_load_resync_partially_every_time(tmp_path) -> Non
         assert s["sync_full"] == base["sync_full"]
         assert s["sync_partial_ok"] == base["sync_partial_ok"] + cuts
         with r(m.port) as c:
-            assert int(c.get("w:n")) == writer.ops // 2
+            assert int(c.get("load:counter")) == writer.ops // 2
     finally:
         writer.stop_event.set()
         stop_all(rep, m)

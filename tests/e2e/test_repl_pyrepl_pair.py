@@ -7,12 +7,9 @@ Every scenario ends with equal DEBUG DIGESTs, and asserts the master's sync coun
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 import redis
-from support import start_pyrepl, wait_for
+from support import LoadWriter, start_pyrepl, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -65,52 +62,12 @@ def start_replica(tmp_path, name: str, master_port: int, *extra: str, port: int 
                         "0", *extra, role="replica", tmpdir=str(d), port=port)
 
 
-class Writer(threading.Thread):
-    """Writes to the master until stopped (bounded in count and time)."""
-
-    def __init__(self, port: int, max_ops: int = 5_000_000, max_seconds: float = 90) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.max_ops = max_ops
-        self.max_seconds = max_seconds
-        self.stop_event = threading.Event()
-        self.ops = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.max_seconds
-        try:
-            with r(self.port) as c:
-                i = 0
-                while not self.stop_event.is_set() and self.ops < self.max_ops \
-                        and time.monotonic() < deadline:
-                    p = c.pipeline(transaction=False)
-                    for _ in range(50):
-                        i += 1
-                        p.set(f"load:{i % 5000}", i)
-                        p.incr("load:counter")
-                        if i % 7 == 0:
-                            p.rpush(f"load:list:{i % 13}", i)
-                        if i % 11 == 0:
-                            p.hset("load:hash", f"f{i % 300}", i)
-                    p.execute()
-                    self.ops += 100
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(30)
-        assert not self.is_alive()
-        assert self.error is None, self.error
-
-
 @pytest.mark.parametrize("diskless", ["yes", "no"])
 def test_full_sync_under_write_load(tmp_path, diskless: str) -> None:
     a = start_master(tmp_path, "a", "--repl-diskless-sync", diskless,
                      "--rdb-key-save-delay", "20")
     b = None
-    writer = Writer(a.port)
+    writer = LoadWriter(a.port, max_seconds=90)
     try:
         with r(a.port) as c:
             c.execute_command("DEBUG", "POPULATE", "30000", "key", "64")

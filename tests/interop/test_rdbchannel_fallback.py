@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 
 import pytest
 import redis
-from support import start_pyrepl, start_redis, wait_for
+from support import LoadWriter, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -53,43 +51,6 @@ def read_events(proc) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-class Writer(threading.Thread):
-    """Writes to the master until stopped (bounded in count and time)."""
-
-    def __init__(self, port: int, max_seconds: float = 60, max_ops: int = 300_000) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.max_seconds = max_seconds
-        self.max_ops = max_ops
-        self.stop_event = threading.Event()
-        self.ops = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.max_seconds
-        try:
-            with r(self.port) as c:
-                i = 0
-                while not self.stop_event.is_set() and time.monotonic() < deadline \
-                        and self.ops < self.max_ops:
-                    p = c.pipeline(transaction=False)
-                    for _ in range(50):
-                        i += 1
-                        p.set(f"load:{i % 3000}", i)
-                        p.incr("load:counter")
-                        if i % 9 == 0:
-                            p.rpush("load:list", i)
-                    p.execute()
-                    self.ops += 100
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(30)
-        assert not self.is_alive() and self.error is None, self.error
-
-
 @pytest.mark.parametrize("diskless", ["yes", "no"])
 def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
         tmp_path, diskless: str) -> None:
@@ -100,7 +61,7 @@ def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
                     "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "100",
                     tmpdir=str(dm))
     rep = None
-    writer = Writer(m.port)
+    writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
@@ -143,7 +104,7 @@ def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sy
                      "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "20",
                      "--sync-log-file", "sync.ndjson", tmpdir=str(dm))
     rep = None
-    writer = Writer(m.port)
+    writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
     try:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "20000", "key", "64")
