@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: all venv system-deps spark-deps demo test test-quick bench lint clean
+.PHONY: all venv system-deps spark-deps redis-src demo test test-quick bench lint clean
 
 all: test
 
@@ -23,6 +23,11 @@ venv: $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
+# Redis's own sources (test-suite RDB files, the redis.conf of Redis 7.0 and 8.x) and a Redis 8
+# redis-server built from them, under .cache/redis-src/ (apt-get source; see the script).
+redis-src:
+	@bash scripts/redis-src.sh
+
 # A Java runtime for PySpark (the sync analytics job and its tests), only when java is missing.
 spark-deps:
 	@bash scripts/spark-deps.sh
@@ -30,7 +35,7 @@ spark-deps:
 demo: venv spark-deps
 	@bash scripts/demo.sh
 
-test: venv system-deps spark-deps
+test: venv system-deps spark-deps redis-src
 	$(PY) -m pytest -q
 
 test-quick: venv
@@ -43,4 +48,4 @@ lint: venv
 	$(VENV)/bin/ruff check pyrepl cli tests bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis var demo-out
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis var demo-out .cache

@@ -173,6 +173,28 @@ def redis_server_path() -> str | None:
     return shutil.which("redis-server")
 
 
+#: Redis's sources as ``make redis-src`` (scripts/redis-src.sh) leaves them in the repository.
+REDIS_SRC = os.path.join(ROOT, ".cache", "redis-src")
+REDIS7_SRC = os.path.join(REDIS_SRC, "redis-7.0.15")
+REDIS8_SRC = os.path.join(REDIS_SRC, "redis-8")
+
+
+def redis_source_file(*parts: str, version: int = 7) -> str:
+    """A file of Redis's source package (7.0.15 or 8.x); fails clearly when the set-up that
+    fetches it (``make redis-src``, part of ``make test``) has not run."""
+    path = os.path.join(REDIS7_SRC if version == 7 else REDIS8_SRC, *parts)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} is missing: run `make redis-src` (part of `make test`), "
+                                "which fetches Redis's source package with apt-get source")
+    return path
+
+
+def redis8_server_path() -> str | None:
+    """The Redis 8 redis-server that ``make redis-src`` builds, or None when absent."""
+    exe = os.path.join(REDIS8_SRC, "src", "redis-server")
+    return exe if os.access(exe, os.X_OK) else None
+
+
 def start_redis(*extra: str, tmpdir: str | None = None, port: int | None = None) -> ServerProcess:
     exe = redis_server_path()
     if exe is None:

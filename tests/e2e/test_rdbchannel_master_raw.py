@@ -1,6 +1,6 @@
 """The pyrepl master process serving an RDB-channel full sync (Redis 8's +RDBCHANNELSYNC), seen
 from a raw two-socket replica that sends exactly what a Redis 8.6.3 replica sends
-(/work/shared/redis-wire/a_fullsync_rdbchannel.txt).
+(../shared/redis-wire/a_fullsync_rdbchannel.txt).
 
 What is checked on real sockets: the handshake replies byte for byte, ``+RDBCHANNELSYNC <the main
 connection's CLIENT ID>``, ``\\n`` keepalives on the rdb channel only, ``+FULLRESYNC`` at fork

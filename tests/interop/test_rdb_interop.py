@@ -24,11 +24,11 @@ from pyrepl.keyspace.digest import dataset_digest, key_digest
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.rdb.encoder import save_rdb_file
+from support import redis_source_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "data")
-REDIS_ASSETS = "/work/redis-7.0.15/tests/assets"
 NOW = 1_700_000_000_000
 
 
@@ -248,7 +248,7 @@ def test_digest_skips_expired_keys_only_when_asked() -> None:
 @pytest.mark.parametrize("name", ["encodings.rdb", "hash-zipmap.rdb", "hash-ziplist.rdb",
                                   "list-quicklist.rdb", "zset-ziplist.rdb", "scriptbackup.rdb"])
 def test_redis_test_suite_files(name: str, tmp_path: Any) -> None:
-    src = os.path.join(REDIS_ASSETS, name)
+    src = redis_source_file("tests", "assets", name)
     shutil.copy(src, tmp_path / "dump.rdb")
     loaded = load_rdb_file(src, 16)
     ours = [Db(d, e) for d, e in zip(loaded.data, loaded.expires, strict=True)]

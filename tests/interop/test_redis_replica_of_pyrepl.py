@@ -206,7 +206,7 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
     rep = redis.Redis(port=replica.port)
     wait_in_sync(m, rep)
     offset_before = int(info(m, "replication")["master_repl_offset"])
-    # As in /work/shared/redis-wire/d: the kill and the writes in one transaction, so the
+    # As in ../shared/redis-wire/d: the kill and the writes in one transaction, so the
     # replica is away while they are written.
     p = m.pipeline(transaction=True)
     p.execute_command("CLIENT", "KILL", "TYPE", "replica")

@@ -1,7 +1,7 @@
 """Sans-io tests of the master side of the RDB channel (Redis 8's +RDBCHANNELSYNC full sync).
 
 A real ServerCore + Replication, a fake clock, and real bytes: the replicas are real clients of
-the core sending exactly what a Redis 8.6.3 replica sends (``/work/shared/redis-wire/
+the core sending exactly what a Redis 8.6.3 replica sends (``../shared/redis-wire/
 a_fullsync_rdbchannel.txt``, whose bytes are copied below). The only test double is the OS
 boundary: ``WireIO`` stands for ``pyrepl.net.master_io.MasterIO`` and records what would reach each
 socket, in order — the I/O shell's writes of each client's output, and the snapshot child's

@@ -1,7 +1,7 @@
 """Sans-io tests of the replica side of the RDB channel (Redis 8, ``+RDBCHANNELSYNC``).
 
 The master is the test: it answers with the exact bytes a Redis 8.6.3 master sent in
-/work/shared/redis-wire/a_fullsync_rdbchannel.txt (embedded below, both connections), or with
+../shared/redis-wire/a_fullsync_rdbchannel.txt (embedded below, both connections), or with
 RDB payloads written by pyrepl's real encoder and streams of real commands. The I/O shell is
 replaced by a recorder of what the side asks for on its two connections (connect, write,
 close, pause/resume reading, drain steps); a small pipe model plays the master's socket so

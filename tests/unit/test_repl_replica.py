@@ -1,7 +1,7 @@
 """Sans-io tests of the replica side: the REPL_STATE_* machine driven with real bytes.
 
 The "master" here is the test itself: it answers with the exact bytes a Redis 7.0.15 master
-sends (see /work/shared/redis-wire), RDB payloads written by pyrepl's real encoder from a real
+sends (see ../shared/redis-wire), RDB payloads written by pyrepl's real encoder from a real
 dataset, and a replication stream of real commands. The I/O shell is replaced by a recorder of
 what the side asks for (connect / send / close), which is the side's whole I/O interface.
 """
