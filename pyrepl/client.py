@@ -24,11 +24,11 @@ class Client:
         "reader", "out", "close_after_reply", "closed", "addr", "laddr", "fd",
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
-        "propagate_argv", "repl", "transport", "blocked", "woff",
+        "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
-                 fd: int = -1) -> None:
+                 fd: int = -1, unix_socket: bool = False) -> None:
         from pyrepl.resp.fastreader import make_reader
 
         cfg = core.config
@@ -68,6 +68,15 @@ class Client:
         # Set while a command waits (WAIT): what it waits for; later commands stay buffered.
         self.blocked: Any = None
         self.woff = 0  # replication offset after this client's last write (WAIT)
+        self.unix_socket = unix_socket  # connected through `unixsocket` (CLIENT LIST flag U)
+
+    def is_local(self) -> bool:
+        """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what
+        ``enable-debug-command local`` and ``enable-protected-configs local`` allow)."""
+        if self.unix_socket:
+            return True
+        host = self.addr.rpartition(":")[0]
+        return host.startswith("127.") or host == "::1"
 
     # -- sans-io interface ----------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:

@@ -289,12 +289,248 @@ def _parse_number(d: Directive, args: list[str], current: Any, loading: bool) ->
     return number
 
 
+def _enum_error(d: Directive) -> _Invalid:
+    return _Invalid("argument(s) must be one of the following: " + ", ".join(d.choices))
+
+
 def _parse_enum(d: Directive, args: list[str], current: Any, loading: bool) -> str:
+    """Redis's enum configs: one name, matched without case; the value kept is the table's
+    spelling, and for names sharing a value (``oom-score-adj yes``/``relative``) the first
+    one, as CONFIG GET shows it."""
     text = _one(args)
     lowered = text.lower() if text.isascii() else text
-    if lowered in d.choices:
-        return lowered
-    raise _Invalid("argument(s) must be one of the following: " + ", ".join(d.choices))
+    for choice in d.choices:
+        if choice.lower() == lowered:
+            return dict(d.enum_alias).get(choice, choice)
+    raise _enum_error(d)
+
+
+# Bit-flag enums (Redis's MULTI_ARG enum configs): name -> bit, in the table's order.
+_SHUTDOWN_FLAGS = (("default", 0), ("save", 1), ("nosave", 2), ("now", 4), ("force", 8))
+_SLOT_STATS_FLAGS = (("no", 0), ("yes", 7), ("cpu", 1), ("net", 2), ("mem", 4))
+
+
+def _flag_parser(table: tuple[tuple[str, int], ...],
+                 check: Callable[[int], None] | None = None) -> ParseFn:
+    def parse(d: Directive, args: list[str], current: Any, loading: bool) -> int:
+        if not args:
+            raise _enum_error(d)
+        value = 0
+        for arg in args:
+            lowered = arg.lower() if arg.isascii() else arg
+            bits = [bit for name, bit in table if name == lowered]
+            if not bits:
+                raise _enum_error(d)
+            value |= bits[0]
+        if check is not None:
+            check(value)
+        return value
+    return parse
+
+
+def _flag_formatter(table: tuple[tuple[str, int], ...]) -> FormatFn:
+    def fmt(value: int) -> str:   # Redis's configEnumGetName with bitflags
+        names: list[str] = []
+        unmatched = value
+        for name, bit in table:
+            if value == bit:
+                return name
+            if bit and bit == (unmatched & bit):
+                names.append(name)
+                unmatched &= ~bit
+        return " ".join(names) if names and not unmatched else "unknown"
+    return fmt
+
+
+def _check_shutdown_flags(value: int) -> None:
+    if value & 1 and value & 2:
+        raise _Invalid("shutdown options SAVE and NOSAVE can't be used simultaneously")
+
+
+_NOTIFY_CLASSES = "g$lshzxetdn"      # the classes 'A' stands for, plus n (not in A)
+_NOTIFY_BITS = {"g": 1 << 2, "$": 1 << 3, "l": 1 << 4, "s": 1 << 5, "h": 1 << 6, "z": 1 << 7,
+                "x": 1 << 8, "e": 1 << 9, "t": 1 << 10, "d": 1 << 12, "n": 1 << 13,
+                "K": 1 << 0, "E": 1 << 1, "m": 1 << 11}
+NOTIFY_ALL = sum(_NOTIFY_BITS[c] for c in "g$lshzxetd")
+
+
+def _parse_notify(d: Directive, args: list[str], current: Any, loading: bool) -> int:
+    """``notify-keyspace-events``: Redis's keyspaceEventsStringToFlags."""
+    flags = 0
+    for ch in _one(args):
+        if ch == "A":
+            flags |= NOTIFY_ALL
+        elif ch in _NOTIFY_BITS:
+            flags |= _NOTIFY_BITS[ch]
+        else:
+            raise _Invalid("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+    return flags
+
+
+def _fmt_notify(flags: int) -> str:
+    """Redis's keyspaceEventsFlagsToString."""
+    out = "A" if flags & NOTIFY_ALL == NOTIFY_ALL else \
+        "".join(c for c in _NOTIFY_CLASSES if flags & _NOTIFY_BITS[c])
+    return out + "".join(c for c in "KEm" if flags & _NOTIFY_BITS[c])
+
+
+def _parse_oom_values(d: Directive, args: list[str], current: Any,
+                      loading: bool) -> tuple[int, int, int]:
+    if len(args) != 3:
+        raise _Invalid("wrong number of arguments")
+    values = []
+    for text in args:
+        number = _strtoll_whole(text)
+        if number is None or not -2000 <= number <= 2000:
+            raise _Invalid("Invalid oom-score-adj-values, elements must be between -2000 "
+                           "and 2000.")
+        values.append(number)
+    return (values[0], values[1], values[2])
+
+
+def _fmt_ints(value: Iterable[int]) -> str:
+    return " ".join(str(v) for v in value)
+
+
+_STRING2D = re.compile(r"[ \t\n\v\f\r]*[+-]?(?:inf(?:inity)?|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
+                       r"(?:[eE][+-]?[0-9]+)?)", re.IGNORECASE)
+
+
+def _parse_percentiles(d: Directive, args: list[str], current: Any,
+                       loading: bool) -> tuple[float, ...]:
+    if len(args) == 1 and args[0] == "":
+        return ()
+    values = []
+    for text in args:
+        # string2d: strtod over the whole string, no leading space, not NaN
+        if (not text or text[0] in _ISSPACE or not _STRING2D.fullmatch(text)
+                or "nan" in text.lower()):
+            raise _Invalid("Invalid latency-tracking-info-percentiles parameters")
+        value = float(text)
+        if not 0.0 <= value <= 100.0:
+            raise _Invalid("latency-tracking-info-percentiles parameters should sit between "
+                           "[0.0,100.0]")
+        values.append(value)
+    return tuple(values)
+
+
+def _fmt_percentiles(value: tuple[float, ...]) -> str:
+    out = []
+    for v in value:
+        text = f"{v:f}"                    # "%f", then Redis's trimDoubleString
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        out.append(text)
+    return " ".join(out)
+
+
+def _parse_mem_or_percent(d: Directive, args: list[str], current: Any, loading: bool) -> int:
+    """``maxmemory-clients``: a memory value, or ``N%`` stored as ``-N`` (Redis's rule)."""
+    text = _one(args)
+    unsigned_value = _memtoull(text)
+    if unsigned_value is not None:
+        number = unsigned_value - 2**64 if unsigned_value > LLONG_MAX else unsigned_value
+    else:
+        percent = _string2ll(text[:-1]) if len(text) > 1 and text.endswith("%") else None
+        if percent is None or percent < 0:
+            raise _Invalid("argument must be a memory or percent value")
+        number = -percent
+    if number < 0:
+        if number < d.lo:
+            raise _Invalid(f"percentage argument must be less or equal to {-d.lo}")
+    elif number > d.hi:
+        raise _Invalid(f"argument must be between {d.lo} and {d.hi} inclusive")
+    return number
+
+
+def _fmt_mem_or_percent(value: int) -> str:
+    return f"{-value}%" if value < 0 else str(value)
+
+
+_OCTAL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-7]*")
+
+
+def _parse_octal(d: Directive, args: list[str], current: Any, loading: bool) -> int:
+    """``unixsocketperm``: strtoll(value, 8) over the whole text, unsigned bounds in octal."""
+    text = _one(args)
+    if not _OCTAL.fullmatch(text) or (text.strip(_ISSPACE).lstrip("+-") == "" and text != ""):
+        raise _Invalid("argument couldn't be parsed as an octal number")
+    digits = text.strip(_ISSPACE)
+    number = int(digits, 8) if digits else 0
+    if not LLONG_MIN <= number <= LLONG_MAX:
+        raise _Invalid("argument couldn't be parsed as an octal number")
+    if not d.lo <= number & ULLONG_MAX <= d.hi:
+        raise _Invalid(f"argument must be between {d.lo:o} and {d.hi:o} inclusive")
+    return number
+
+
+def _check_not_empty_basename(what: str, kind: str) -> Callable[[Any], None]:
+    def check(value: str) -> None:
+        if value == "":
+            raise _Invalid(f"{what} can't be empty")
+        if "/" in value or "\\" in value:
+            raise _Invalid(f"{what} can't be a path, just a {kind}")
+    return check
+
+
+_PROC_TITLE_VARS = {"title": "", "listen-addr": "*:6379", "server-mode": "",
+                    "config-file": "-", "port": "6379", "tls-port": "0", "unixsocket": ""}
+
+
+def _check_proc_title(template: str) -> None:
+    """Redis's validateProcTitleTemplate: sdstemplate expansion with known variables only, and
+    not empty once trimmed (expanded with an empty title)."""
+    out: list[str] = []
+    i = 0
+    while i < len(template):
+        start = template.find("{", i)
+        if start < 0:
+            out.append(template[i:])
+            break
+        out.append(template[i:start])
+        if start + 1 >= len(template):
+            raise _Invalid("template format is invalid or contains unknown variables")
+        if template[start + 1] == "{":
+            out.append("{")
+            i = start + 2
+            continue
+        end = template.find("}", start + 1)
+        value = _PROC_TITLE_VARS.get(template[start + 1:end]) if end >= 0 else None
+        if value is None:
+            raise _Invalid("template format is invalid or contains unknown variables")
+        out.append(value)
+        i = end + 1
+    if not "".join(out).strip(" "):
+        raise _Invalid("template format is invalid or contains unknown variables")
+
+
+_HOSTNAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.")
+
+
+def _check_hostname(value: str) -> None:
+    if len(value.encode("utf-8", "surrogateescape")) >= 256:
+        raise _Invalid("Hostnames must be less than 256 characters")
+    if not set(value) <= _HOSTNAME_CHARS:
+        raise _Invalid("Hostnames may only contain alphanumeric characters, hyphens or dots")
+
+
+def _check_nodename(value: str) -> None:
+    # Redis 8's isValidAuxString: printable ASCII without space
+    if any(not (33 <= ord(ch) <= 126) for ch in value):
+        raise _Invalid("Announced human node name contained invalid character")
+
+
+def _check_no_defrag(value: bool) -> None:
+    # Debian's 7.0.15 (system jemalloc) is built without HAVE_DEFRAG, and so is pyrepl.
+    if value:
+        raise _Invalid("Active defragmentation cannot be enabled: it requires a Redis server "
+                       "compiled with a modified Jemalloc like the one shipped by default with "
+                       "the Redis source distribution")
+
+
+def _check_no_tls_port(value: int) -> None:
+    if value:
+        raise _Invalid("TLS is not supported by pyrepl yet (tls-port must be 0)")
 
 
 def _parse_string(d: Directive, args: list[str], current: Any, loading: bool) -> str:
@@ -439,6 +675,8 @@ class Directive:
     hi: int = 0
     unsigned: bool = False          # bounds checked as an unsigned C type (as Redis does)
     choices: tuple[str, ...] = ()
+    enum_alias: tuple[tuple[str, str], ...] = ()  # enum names sharing a value: (alias, shown)
+    noop: bool = False              # accepted and reported, no effect in pyrepl (README says so)
     parse: ParseFn | None = None    # for kind "special" (others use the kind's parser)
     fmt: FormatFn | None = None     # for kind "special"
     check: Callable[[Any], None] | None = None           # extra validation of the typed value
@@ -490,6 +728,11 @@ def _special(name: str, default: str, parse: ParseFn, fmt: FormatFn, **kw: Any) 
 
 
 _OBUF_DEFAULT = "normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60"
+_PROTECTED_ACTION = ("no", "yes", "local")
+
+
+def _names(table: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    return tuple(name for name, _ in table)
 
 #: Everything pyrepl supports, in the order of CONFIG GET * and ``Config.names()``. Names,
 #: defaults, bounds and mutability are Redis 7.0's (config.c), except where noted.
@@ -502,9 +745,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("timeout", "0", 0, INT_MAX),
     _int("tcp-keepalive", "300", 0, INT_MAX),
     # General
-    _bool("daemonize", "no", mutable=False,
-          check=_check_no_only("daemonize yes is not supported: pyrepl runs in the foreground "
-                               "(use a process supervisor)")),
+    _bool("daemonize", "no", mutable=False),
+    _enum("supervised", "no", ("upstart", "systemd", "auto", "no"), mutable=False),
     _str("pidfile", "", mutable=False),
     _enum("loglevel", "notice", ("debug", "verbose", "notice", "warning")),
     _str("logfile", "", mutable=False),
@@ -523,8 +765,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     _special("dir", ".", _parse_dir, str, protected=True, deny_loading=True),
     _int("rdb-key-save-delay", "0", INT_MIN, INT_MAX, hidden=True,
          help="microseconds slept per key by the RDB writer (a Redis testing knob)"),
-    _bool("appendonly", "no", deny_loading=True,
-          check=_check_no_only("appendonly yes is not supported by pyrepl (RDB only)")),
+    _bool("appendonly", "no", deny_loading=True, noop=True,
+          help="pyrepl has no AOF yet: persistence is RDB only"),
     # Clients and memory
     Directive("maxclients", "int", "10000", lo=1, hi=UINT_MAX, unsigned=True),
     Directive("maxmemory", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True),
@@ -566,6 +808,200 @@ DIRECTIVES: tuple[Directive, ...] = (
               unsigned=True,
               help="replica-side cap on the buffered main-channel stream during an "
                    "RDB-channel sync; 0 = the replica class hard limit (Redis 8)"),
+    # Unix socket, protected actions, shutdown (Redis 7.0, with their behaviour)
+    _str("unixsocket", "", mutable=False),
+    Directive("unixsocketperm", "special", "0", mutable=False, lo=0, hi=0o777, unsigned=True,
+              parse=_parse_octal, fmt=lambda v: f"{v:o}"),
+    _enum("enable-protected-configs", "no", _PROTECTED_ACTION, mutable=False),
+    _enum("enable-debug-command", "no", _PROTECTED_ACTION, mutable=False),
+    _enum("enable-module-command", "no", _PROTECTED_ACTION, mutable=False),
+    _special("shutdown-on-sigint", "default", _flag_parser(_SHUTDOWN_FLAGS, _check_shutdown_flags),
+             _flag_formatter(_SHUTDOWN_FLAGS), multi_arg=True, choices=_names(_SHUTDOWN_FLAGS)),
+    _special("shutdown-on-sigterm", "default",
+             _flag_parser(_SHUTDOWN_FLAGS, _check_shutdown_flags),
+             _flag_formatter(_SHUTDOWN_FLAGS), multi_arg=True, choices=_names(_SHUTDOWN_FLAGS)),
+    _int("shutdown-timeout", "10", 0, INT_MAX),
+    _int("key-load-delay", "0", INT_MIN, INT_MAX, hidden=True,
+         help="microseconds slept per key while loading an RDB (a Redis testing knob)"),
+    Directive("loading-process-events-interval-bytes", "int", "2097152", lo=1024, hi=INT_MAX,
+              hidden=True),
+    _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",), noop=True),
+    # Accepted with Redis 7.0's syntax, default and CONFIG GET/SET behaviour; no effect in pyrepl
+    # (yet): general and process
+    _bool("always-show-logo", "no", mutable=False, noop=True),
+    _bool("set-proc-title", "yes", mutable=False, noop=True),
+    _str("proc-title-template", "{title} {listen-addr} {server-mode}", check=_check_proc_title,
+         noop=True),
+    _bool("syslog-enabled", "no", mutable=False, noop=True),
+    _str("syslog-ident", "redis", mutable=False, noop=True),
+    _enum("syslog-facility", "local0", ("user", "local0", "local1", "local2", "local3", "local4",
+                                        "local5", "local6", "local7"), mutable=False, noop=True),
+    _bool("crash-log-enabled", "yes", noop=True),
+    _bool("crash-memcheck-enabled", "yes", noop=True),
+    _bool("use-exit-on-panic", "no", hidden=True, noop=True),
+    _int("watchdog-period", "0", 0, INT_MAX, hidden=True, noop=True),
+    _str("ignore-warnings", "", noop=True),
+    _str("server_cpulist", "", mutable=False, aliases=("server-cpulist",), noop=True),
+    _str("bio_cpulist", "", mutable=False, aliases=("bio-cpulist",), noop=True),
+    _str("aof_rewrite_cpulist", "", mutable=False, aliases=("aof-rewrite-cpulist",), noop=True),
+    _str("bgsave_cpulist", "", mutable=False, aliases=("bgsave-cpulist",), noop=True),
+    _str("bind-source-addr", "", noop=True),
+    Directive("socket-mark-id", "int", "0", lo=0, hi=UINT_MAX, unsigned=True, mutable=False,
+              noop=True),
+    _int("io-threads", "1", 1, 128, mutable=False, noop=True),
+    _bool("io-threads-do-reads", "no", mutable=False, noop=True),
+    _enum("oom-score-adj", "no", ("no", "yes", "relative", "absolute"),
+          enum_alias=(("relative", "yes"),), noop=True),
+    _special("oom-score-adj-values", "0 200 800", _parse_oom_values, _fmt_ints, multi_arg=True,
+             noop=True),
+    _bool("disable-thp", "yes", mutable=False, noop=True),
+    _bool("jemalloc-bg-thread", "yes", noop=True),
+    _bool("activerehashing", "yes", noop=True),
+    _bool("activedefrag", "no", check=_check_no_defrag, noop=True),
+    _int("active-defrag-cycle-min", "1", 1, 99, noop=True),
+    _int("active-defrag-cycle-max", "25", 1, 99, noop=True),
+    _int("active-defrag-threshold-lower", "10", 0, 1000, noop=True),
+    _int("active-defrag-threshold-upper", "100", 0, 1000, noop=True),
+    _mem("active-defrag-ignore-bytes", "104857600", 1, LLONG_MAX, unsigned=True, noop=True),
+    Directive("active-defrag-max-scan-fields", "int", "1000", lo=1, hi=LLONG_MAX, unsigned=True,
+              noop=True),
+    # memory and eviction
+    _int("maxmemory-samples", "5", 1, INT_MAX, noop=True),
+    _int("maxmemory-eviction-tenacity", "10", 0, 100, noop=True),
+    Directive("maxmemory-clients", "special", "0", lo=-100, hi=LLONG_MAX,
+              parse=_parse_mem_or_percent, fmt=_fmt_mem_or_percent, noop=True),
+    _int("lfu-log-factor", "10", 0, INT_MAX, noop=True),
+    _int("lfu-decay-time", "1", 0, INT_MAX, noop=True),
+    _bool("replica-ignore-maxmemory", "yes", aliases=("slave-ignore-maxmemory",), noop=True),
+    _bool("lazyfree-lazy-eviction", "no", noop=True),
+    _bool("lazyfree-lazy-expire", "no", noop=True),
+    _bool("lazyfree-lazy-server-del", "no", noop=True),
+    _bool("lazyfree-lazy-user-del", "no", noop=True),
+    _bool("lazyfree-lazy-user-flush", "no", noop=True),
+    _bool("replica-lazy-flush", "no", aliases=("slave-lazy-flush",), noop=True),
+    Directive("tracking-table-max-keys", "int", "1000000", lo=0, hi=LLONG_MAX, unsigned=True,
+              noop=True),
+    # persistence: AOF (none yet) and fsync
+    _str("appendfilename", "appendonly.aof", mutable=False,
+         check=_check_not_empty_basename("appendfilename", "filename"), noop=True),
+    _str("appenddirname", "appendonlydir", mutable=False,
+         check=_check_not_empty_basename("appenddirname", "dirname"), noop=True),
+    _enum("appendfsync", "everysec", ("everysec", "always", "no"), noop=True),
+    _bool("no-appendfsync-on-rewrite", "no", noop=True),
+    _int("auto-aof-rewrite-percentage", "100", 0, INT_MAX, noop=True),
+    _mem("auto-aof-rewrite-min-size", "64mb", 0, LLONG_MAX, noop=True),
+    _bool("aof-load-truncated", "yes", noop=True),
+    _bool("aof-use-rdb-preamble", "yes", noop=True),
+    _bool("aof-timestamp-enabled", "no", noop=True),
+    _bool("aof-disable-auto-gc", "no", noop=True),
+    _bool("aof-rewrite-incremental-fsync", "yes", noop=True),
+    _bool("rdb-save-incremental-fsync", "yes", noop=True),
+    _bool("replica-ignore-disk-write-errors", "no", noop=True),
+    _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas"),
+          noop=True),
+    _enum("sanitize-dump-payload", "no", ("no", "yes", "clients"), noop=True),
+    # monitoring (slowlog, latency, keyspace events: their commands come with a later issue)
+    _int("slowlog-log-slower-than", "10000", -1, LLONG_MAX, noop=True),
+    Directive("slowlog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True, noop=True),
+    _int("latency-monitor-threshold", "0", 0, LLONG_MAX, noop=True),
+    _bool("latency-tracking", "yes", noop=True),
+    _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
+             _fmt_percentiles, multi_arg=True, noop=True),
+    _special("notify-keyspace-events", "", _parse_notify, _fmt_notify, noop=True),
+    # ACL (users come with a later issue)
+    _str("aclfile", "", mutable=False, noop=True),
+    Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True, noop=True),
+    _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels"), noop=True),
+    # encodings: pyrepl keeps its own in-memory shapes; RDB encodings are chosen by the writer
+    Directive("hash-max-listpack-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
+              aliases=("hash-max-ziplist-entries",), noop=True),
+    Directive("hash-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
+              aliases=("hash-max-ziplist-value",), noop=True),
+    _int("list-max-listpack-size", "-2", INT_MIN, INT_MAX, aliases=("list-max-ziplist-size",),
+         noop=True),
+    _int("list-compress-depth", "0", 0, INT_MAX, noop=True),
+    Directive("set-max-intset-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
+              noop=True),
+    Directive("zset-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
+              aliases=("zset-max-ziplist-entries",), noop=True),
+    Directive("zset-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
+              aliases=("zset-max-ziplist-value",), noop=True),
+    Directive("hll-sparse-max-bytes", "memory", "3000", lo=0, hi=LLONG_MAX, unsigned=True,
+              noop=True),
+    Directive("stream-node-max-bytes", "memory", "4096", lo=0, hi=LLONG_MAX, unsigned=True,
+              noop=True),
+    _int("stream-node-max-entries", "100", 0, LLONG_MAX, noop=True),
+    # cluster (pyrepl is not a cluster node: cluster-enabled yes is refused)
+    _bool("cluster-enabled", "no", mutable=False, noop=True,
+          check=_check_no_only("cluster mode is not supported by pyrepl")),
+    _str("cluster-config-file", "nodes.conf", mutable=False, noop=True),
+    _int("cluster-node-timeout", "15000", 0, LLONG_MAX, noop=True),
+    _int("cluster-port", "0", 0, 65535, mutable=False, noop=True),
+    _int("cluster-announce-port", "0", 0, 65535, noop=True),
+    _int("cluster-announce-bus-port", "0", 0, 65535, noop=True),
+    _int("cluster-announce-tls-port", "0", 0, 65535, noop=True),
+    _str("cluster-announce-ip", "", noop=True),
+    _str("cluster-announce-hostname", "", check=_check_hostname, noop=True),
+    _enum("cluster-preferred-endpoint-type", "ip", ("ip", "hostname", "unknown-endpoint"),
+          noop=True),
+    _int("cluster-replica-validity-factor", "10", 0, INT_MAX,
+         aliases=("cluster-slave-validity-factor",), noop=True),
+    _int("cluster-migration-barrier", "1", 0, INT_MAX, noop=True),
+    _bool("cluster-require-full-coverage", "yes", noop=True),
+    _bool("cluster-replica-no-failover", "no", aliases=("cluster-slave-no-failover",),
+          noop=True),
+    _bool("cluster-allow-reads-when-down", "no", noop=True),
+    _bool("cluster-allow-pubsubshard-when-down", "yes", noop=True),
+    _bool("cluster-allow-replica-migration", "yes", noop=True),
+    Directive("cluster-link-sendbuf-limit", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True,
+              noop=True),
+    # TLS (issue 14): the directives parse; a TLS port is refused until pyrepl serves TLS
+    _int("tls-port", "0", 0, 65535, check=_check_no_tls_port, noop=True),
+    _int("tls-session-cache-size", "20480", 0, INT_MAX, noop=True),
+    _int("tls-session-cache-timeout", "300", 0, INT_MAX, noop=True),
+    _bool("tls-cluster", "no", noop=True),
+    _bool("tls-replication", "no", noop=True),
+    _enum("tls-auth-clients", "yes", ("no", "yes", "optional"), noop=True),
+    _bool("tls-prefer-server-ciphers", "no", noop=True),
+    _bool("tls-session-caching", "yes", noop=True),
+    _str("tls-cert-file", "", noop=True),
+    _str("tls-key-file", "", noop=True),
+    _str("tls-key-file-pass", "", noop=True),
+    _str("tls-client-cert-file", "", noop=True),
+    _str("tls-client-key-file", "", noop=True),
+    _str("tls-client-key-file-pass", "", noop=True),
+    _str("tls-dh-params-file", "", noop=True),
+    _str("tls-ca-cert-file", "", noop=True),
+    _str("tls-ca-cert-dir", "", noop=True),
+    _str("tls-protocols", "", noop=True),
+    _str("tls-ciphers", "", noop=True),
+    _str("tls-ciphersuites", "", noop=True),
+    # Redis 8 additions that its redis.conf names (absent from 7.0: hidden from CONFIG GET *)
+    _str("locale-collate", "", hidden=True, noop=True),
+    Directive("set-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
+              hidden=True, noop=True),
+    Directive("set-max-listpack-value", "int", "64", lo=0, hi=LLONG_MAX, unsigned=True,
+              hidden=True, noop=True),
+    _int("aof-load-corrupt-tail-max-size", "0", 0, LLONG_MAX, hidden=True, noop=True),
+    _bool("hide-user-data-from-log", "no", hidden=True, noop=True),
+    _bool("key-memory-histograms", "no", hidden=True, noop=True),
+    _int("lookahead", "16", 1, INT_MAX, hidden=True, noop=True),
+    Directive("max-new-connections-per-cycle", "int", "10", lo=1, hi=1000, unsigned=True,
+              hidden=True, noop=True),
+    Directive("max-new-tls-connections-per-cycle", "int", "1", lo=1, hi=1000, unsigned=True,
+              hidden=True, noop=True),
+    _int("stream-idmp-duration", "100", 1, 86400, hidden=True, noop=True),
+    _int("stream-idmp-maxsize", "100", 1, 10000, hidden=True, noop=True),
+    _str("cluster-announce-human-nodename", "", check=_check_nodename, hidden=True, noop=True),
+    _int("cluster-compatibility-sample-ratio", "0", 0, 100, hidden=True, noop=True),
+    _mem("cluster-slot-migration-handoff-max-lag-bytes", "1mb", 0, LLONG_MAX, hidden=True,
+         noop=True),
+    _int("cluster-slot-migration-write-pause-timeout", "10000", 0, LLONG_MAX, hidden=True,
+         noop=True),
+    _special("cluster-slot-stats-enabled", "no", _flag_parser(_SLOT_STATS_FLAGS),
+             _flag_formatter(_SLOT_STATS_FLAGS), multi_arg=True,
+             choices=_names(_SLOT_STATS_FLAGS), hidden=True, noop=True),
+    _enum("tls-auth-clients-user", "off", ("CN", "off"), hidden=True, noop=True),
     # pyrepl's own: the NDJSON sync event log read by the analytics job.
     _str("sync-log-file", "", mutable=False, help="NDJSON sync event log; empty = off"),
     _mem("sync-log-max-size", "64mb", 0, LLONG_MAX,
@@ -581,8 +1017,12 @@ for _d in DIRECTIVES:
 del _d, _key
 
 # CONFIG GET glob candidates: every name and alias, as Redis's config dict holds them.
+#: Redis 8's dashed names of the 7.0 cpulist directives: found by name, not by CONFIG GET globs.
+_REDIS8_ALIASES = frozenset({"server-cpulist", "bio-cpulist", "aof-rewrite-cpulist",
+                             "bgsave-cpulist"})
 _GLOB_KEYS: tuple[tuple[str, Directive], ...] = tuple(
-    (key, d) for d in DIRECTIVES if not d.hidden for key in (d.name, *d.aliases))
+    (key, d) for d in DIRECTIVES if not d.hidden for key in (d.name, *d.aliases)
+    if key not in _REDIS8_ALIASES)
 
 
 def lookup(name: str) -> Directive | None:
@@ -612,6 +1052,7 @@ class Config:
     """
 
     source_file: str | None
+    loaded_names: set[str]
     # The most used values, declared for readers and type checkers (all are set in __init__).
     port: int
     bind: list[str]
@@ -626,6 +1067,7 @@ class Config:
     def __init__(self) -> None:
         object.__setattr__(self, "source_file", None)
         object.__setattr__(self, "_callbacks", [])
+        object.__setattr__(self, "loaded_names", set())   # set by the file or command line
         for d in DIRECTIVES:
             args = d.default.split(" ") if d.multi_arg else [d.default]
             object.__setattr__(self, d.attr, d.parse_args(args, None, True))
@@ -748,6 +1190,11 @@ class Config:
         """``path`` made absolute against ``dir`` (where dbfilename and, by pyrepl's rule, a
         relative sync-log-file live); ``""`` stays ``""``."""
         return os.path.join(self.dir, path) if path else path
+
+    def noop_loaded(self) -> list[str]:
+        """Directives the file or the command line set that pyrepl accepts with no effect (the
+        server names them once at startup), in table order."""
+        return [d.name for d in DIRECTIVES if d.noop and d.name in self.loaded_names]
 
     def names(self) -> list[str]:
         """Canonical names of every supported directive, in table order."""
@@ -901,6 +1348,7 @@ class _Loader:
         except _Invalid as exc:
             self._fail_at(location, str(exc), name=d.name)
         object.__setattr__(self.cfg, d.attr, value)
+        self.cfg.loaded_names.add(d.name)
 
     def _include(self, target: str, path: str | None, lineno: int | None, line: str,
                  depth: int) -> None:

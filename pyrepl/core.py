@@ -192,9 +192,11 @@ class ServerCore:
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
 
     # -- connections ----------------------------------------------------------------------
-    def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1) -> Client:
-        """A new client; if ``maxclients`` is reached it is told so and closed after that."""
-        c = Client(self, self.next_client_id, addr, laddr, fd)
+    def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1,
+                        unix_socket: bool = False) -> Client:
+        """A new client; if ``maxclients`` is reached it is told so and closed after that.
+        A Unix-socket client's addr and laddr are ``<path>:0``, as Redis shows them."""
+        c = Client(self, self.next_client_id, addr, laddr, fd, unix_socket)
         self.next_client_id += 1
         self.stats.total_connections_received += 1
         if len(self.clients) >= self.config.maxclients:

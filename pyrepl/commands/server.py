@@ -197,6 +197,8 @@ def client_line(core: Any, cl: Any) -> str:
     flags = cl.flags or ""
     if cl.in_multi:
         flags += "x"
+    if cl.unix_socket:
+        flags += "U"
     if not flags:
         flags = "N"
     qbuf = cl.reader.buffered() if hasattr(cl.reader, "buffered") else 0
