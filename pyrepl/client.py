@@ -76,7 +76,12 @@ class Client:
         if self.unix_socket:
             return True
         host = self.addr.rpartition(":")[0]
-        return host.startswith("127.") or host == "::1"
+        return host in ("127.0.0.1", "::1")
+
+    def allows_protected(self, setting: str) -> bool:
+        """Redis's allowProtectedAction for ``enable-debug-command`` & co: ``yes``, or
+        ``local`` from a local client."""
+        return setting == "yes" or (setting == "local" and self.is_local())
 
     # -- sans-io interface ----------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:

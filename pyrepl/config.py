@@ -1212,11 +1212,13 @@ class Config:
         """
         self._callbacks.append(callback)
 
-    def set(self, name: str, value: str, *, force: bool = False) -> None:
+    def set(self, name: str, value: str, *, force: bool = False,
+            allow_protected: bool = False) -> None:
         """CONFIG SET ``name`` ``value`` (see :meth:`set_many`)."""
-        self.set_many([(name, value)], force=force)
+        self.set_many([(name, value)], force=force, allow_protected=allow_protected)
 
-    def set_many(self, pairs: Sequence[tuple[str, str]], *, force: bool = False) -> None:
+    def set_many(self, pairs: Sequence[tuple[str, str]], *, force: bool = False,
+                 allow_protected: bool = False) -> None:
         """CONFIG SET k v [k v ...] with Redis 7's rules: all or nothing.
 
         Unknown names, immutable or protected directives and a name given twice are refused
@@ -1226,6 +1228,8 @@ class Config:
         value changed. Errors name the directive as looked up (lowercased), like Redis.
         ``force=True`` is for the server itself (REPLICAOF updating ``replicaof``, tests moving
         ``dir``): it bypasses the immutable/protected refusal, never the validation.
+        ``allow_protected=True`` lets protected directives (``dir``, ``dbfilename``) be set: the
+        caller decides it from ``enable-protected-configs`` and the client (as Redis).
         Multi-argument directives split their value on single spaces, as CONFIG SET does.
         """
         steps: list[tuple[Directive, str, str]] = []
@@ -1234,7 +1238,7 @@ class Config:
             if d is None:
                 raise ConfigError(f"ERR Unknown option or number of arguments for CONFIG SET - "
                                   f"'{name}'", reason="Unknown option", name=name)
-            if not force and (not d.mutable or d.protected):
+            if not force and (not d.mutable or (d.protected and not allow_protected)):
                 reason = "can't set immutable config" if not d.mutable else \
                     "can't set protected config"
                 raise _set_failed(name, reason)

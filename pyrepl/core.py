@@ -243,6 +243,20 @@ class ServerCore:
                 return None
             self._reject(c, unknown_command_error(argv))
             return None
+        protected = _PROTECTED_COMMANDS.get(cmd.name)
+        if protected is not None:   # never cached: the check depends on the client
+            n = len(argv)
+            if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+                return None
+            if not c.allows_protected(getattr(self.config, protected)):
+                self._reject(c, f"ERR {cmd.name.upper()} command not allowed. If the "
+                                f"{protected.replace('_', '-')} option is set to \"local\", you "
+                                "can run it from a local connection, otherwise you need to set "
+                                "this option in the configuration file, and then restart the "
+                                "server.")
+                return None
+            return cmd
         if cmd.subcommands:  # container: resolve the subcommand
             if len(argv) >= 2:
                 sub = cmd.subcommands.get(argv[1].lower())
@@ -580,6 +594,10 @@ class ServerCore:
     # -- misc -----------------------------------------------------------------------------
     def select_db(self, c: Client, index: int) -> None:
         c.db = self.dbs[index]
+
+
+#: Redis's CMD_PROTECTED commands and the directive that allows each (no, yes, local).
+_PROTECTED_COMMANDS = {"debug": "enable_debug_command", "module": "enable_module_command"}
 
 
 def unknown_command_error(argv: list[bytes]) -> str:

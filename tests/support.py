@@ -158,6 +158,8 @@ def pyrepl_argv(role: str, port: int, tmpdir: str, *extra: str) -> list[str]:
             "--bind", "127.0.0.1"]
     if "--save" not in extra:
         argv += ["--save", ""]
+    if "--enable-debug-command" not in extra:
+        argv += ["--enable-debug-command", "yes"]   # as Redis's own test suite runs its servers
     return argv + list(extra)
 
 

@@ -151,7 +151,8 @@ def config_set(c: Any, argv: list[bytes]) -> object:
     pairs = [(args[i].decode("utf-8", "replace"), args[i + 1].decode("utf-8", "surrogateescape"))
              for i in range(0, len(args), 2)]
     try:
-        c.core.config.set_many(pairs)
+        c.core.config.set_many(pairs, allow_protected=c.allows_protected(
+            c.core.config.enable_protected_configs))
     except ConfigError as e:
         msg = str(e)
         raise ReplyError(msg if msg.startswith("ERR") else "ERR " + msg) from None

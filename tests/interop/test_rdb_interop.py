@@ -19,12 +19,12 @@ from collections import deque
 from typing import Any
 
 import pytest
+from support import redis_source_file
 
 from pyrepl.keyspace.digest import dataset_digest, key_digest
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.rdb.encoder import save_rdb_file
-from support import redis_source_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -12,7 +12,7 @@ from pyrepl.core import ServerCore
 
 
 def make_core(*overrides: tuple[str, list[str]], now: int = 1_700_000_000_000) -> ServerCore:
-    cfg = Config.load(None, [("save", [""]), *overrides])
+    cfg = Config.load(None, [("save", [""]), ("enable-debug-command", ["yes"]), *overrides])
     return ServerCore(cfg, now_ms=now)
 
 
@@ -284,3 +284,55 @@ def test_values_are_plain_python_types(core: ServerCore) -> None:
     db = core.dbs[0]
     db.set(b"l", deque([b"a"]))
     assert db.lookup_typed(b"l", deque) == deque([b"a"])
+
+
+# -- protected actions: enable-debug-command / enable-protected-configs -----------------------
+
+DEBUG_REFUSED = (b'-ERR DEBUG command not allowed. If the enable-debug-command option is set to '
+                 b'"local", you can run it from a local connection, otherwise you need to set '
+                 b'this option in the configuration file, and then restart the server.\r\n')
+
+
+@pytest.mark.parametrize(("setting", "addr", "unix", "allowed"), [
+    ("no", "127.0.0.1:5000", False, False),
+    ("no", "/tmp/p.sock:0", True, False),
+    ("yes", "10.1.2.3:5000", False, True),
+    ("local", "127.0.0.1:5000", False, True),
+    ("local", "::1:5000", False, True),
+    ("local", "/tmp/p.sock:0", True, True),
+    ("local", "10.1.2.3:5000", False, False),
+    ("local", "127.0.0.2:5000", False, False),     # Redis: exactly 127.0.0.1 or ::1
+])
+def test_debug_is_a_protected_command(setting: str, addr: str, unix: bool,
+                                      allowed: bool) -> None:
+    core = make_core(("enable-debug-command", [setting]))
+    c = core.connection_made(addr, "127.0.0.1:6379", 9, unix_socket=unix)
+    reply = run(c, "DEBUG", "SLEEP", "0")
+    assert reply == (b"+OK\r\n" if allowed else DEBUG_REFUSED)
+    # arity is checked first, as Redis does; the refusal counts as an error reply
+    assert run(c, "DEBUG").startswith(b"-ERR wrong number of arguments for 'debug' command")
+    # queued in MULTI: refused at queue time, and EXEC then aborts
+    run(c, "MULTI")
+    queued = run(c, "DEBUG", "SLEEP", "0")
+    assert queued == (b"+QUEUED\r\n" if allowed else DEBUG_REFUSED)
+    assert run(c, "EXEC").startswith(b"*1" if allowed else b"-EXECABORT")
+
+
+@pytest.mark.parametrize(("setting", "addr", "allowed"), [
+    ("no", "127.0.0.1:5000", False), ("yes", "10.1.2.3:5000", True),
+    ("local", "127.0.0.1:5000", True), ("local", "10.1.2.3:5000", False)])
+def test_protected_configs_follow_enable_protected_configs(tmp_path: object, setting: str, addr: str,
+                                                           allowed: bool) -> None:
+    core = make_core(("enable-protected-configs", [setting]))
+    c = core.connection_made(addr, "127.0.0.1:6379", 9)
+    reply = run(c, "CONFIG", "SET", "dir", str(tmp_path))
+    if allowed:
+        assert reply == b"+OK\r\n" and core.config.dir == str(tmp_path)
+        assert run(c, "CONFIG", "SET", "dbfilename", "other.rdb") == b"+OK\r\n"
+    else:
+        assert reply == (b"-ERR CONFIG SET failed (possibly related to argument 'dir') - can't "
+                         b"set protected config\r\n")
+    # immutable stays immutable whatever enable-protected-configs says
+    assert run(c, "CONFIG", "SET", "daemonize", "yes") == (
+        b"-ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set "
+        b"immutable config\r\n")

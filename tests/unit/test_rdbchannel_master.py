@@ -190,7 +190,8 @@ class WireIO:
 
 class Master:
     def __init__(self, tmp_path, *overrides: tuple[str, list[str]], now: int = NOW) -> None:  # noqa: ANN001
-        ov = [("save", [""]), ("port", ["6380"]), ("dir", [str(tmp_path)]),
+        ov = [("save", [""]), ("port", ["6380"]), ("enable-debug-command", ["yes"]),
+              ("dir", [str(tmp_path)]),
               ("repl-diskless-sync-delay", ["0"])]
         cfg = Config.load(None, [*ov, *overrides])
         self.host = ForkHost()
