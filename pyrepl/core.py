@@ -140,7 +140,11 @@ class ServerCore:
         self.dirty = 0
         self.dirty_before_bgsave = 0
         self.lastsave_ms = now_ms
-        self.last_bgsave_status_ok = True
+        # MISCONF: the error writes (and PING) get while Redis would deny them after a failed
+        # save; None when writes are allowed (refreshed by _refresh_disk_error).
+        self.disk_error: str | None = None
+        self._bgsave_ok = True
+        self._disk_error_logged_ms = 0
         self.last_save_duration_ms = -1
         self.rdb_child_pid = -1
         self.rdb_child_purpose = ""
@@ -190,6 +194,8 @@ class ServerCore:
         elif name == "client-query-buffer-limit":
             for c in self.clients.values():
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
+        elif name in ("save", "stop-writes-on-bgsave-error"):
+            self._refresh_disk_error()
 
     # -- connections ----------------------------------------------------------------------
     def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1,
@@ -288,6 +294,8 @@ class ServerCore:
         arity = cmd.arity
         if (arity > 0 and arity != n) or n < -arity:
             self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+            return
+        if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
             return
         if c.in_multi or not c.authenticated:
             if not c.authenticated and not cmd.noauth:
@@ -455,6 +463,38 @@ class ServerCore:
                 break
 
     # -- persistence ----------------------------------------------------------------------
+    @property
+    def last_bgsave_status_ok(self) -> bool:
+        return self._bgsave_ok
+
+    @last_bgsave_status_ok.setter
+    def last_bgsave_status_ok(self, ok: bool) -> None:
+        self._bgsave_ok = ok
+        self._refresh_disk_error()
+
+    def _refresh_disk_error(self) -> None:
+        """Redis's writeCommandsDeniedByDiskError: with stop-writes-on-bgsave-error, save
+        points set and the last save failed, writes and PING get -MISCONF until a save works."""
+        cfg = self.config
+        deny = cfg.stop_writes_on_bgsave_error and cfg.save and not self._bgsave_ok
+        self.disk_error = MISCONF_ERR if deny else None
+
+    def _denied_by_disk_error(self, c: Client, cmd: Command) -> bool:
+        """The MISCONF check of processCommand (only called while ``disk_error`` is set)."""
+        is_write = cmd.write or (cmd.name == "exec" and any(q.write for q, _ in c.multi_queue))
+        if not is_write and cmd.name != "ping":
+            return False
+        if c.kind == "master":
+            # Redis panics here unless replica-ignore-disk-write-errors; pyrepl applies the
+            # master's stream and logs (a replica must not diverge, nor die, for its disk).
+            if self.now_ms > self._disk_error_logged_ms + 10_000:
+                self._disk_error_logged_ms = self.now_ms
+                self.log.warning("Replica is applying a command even though it is unable to "
+                                 "write to disk.")
+            return False
+        self._reject(c, self.disk_error or "")
+        return True
+
     def rdb_path(self) -> str:
         return os.path.join(self.config.dir, self.config.dbfilename)
 
@@ -595,6 +635,12 @@ class ServerCore:
     def select_db(self, c: Client, index: int) -> None:
         c.db = self.dbs[index]
 
+
+MISCONF_ERR = ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to "
+               "persist to disk. Commands that may modify the data set are disabled, because this "
+               "instance is configured to report errors during writes if RDB snapshotting fails "
+               "(stop-writes-on-bgsave-error option). Please check the Redis logs for details "
+               "about the RDB error.")
 
 #: Redis's CMD_PROTECTED commands and the directive that allows each (no, yes, local).
 _PROTECTED_COMMANDS = {"debug": "enable_debug_command", "module": "enable_module_command"}

@@ -1,0 +1,87 @@
+"""Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
+
+    .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING] [--tree DIR]
+
+Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
+``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of 16 on a sans-io
+ServerCore client, as bench_dispatch.py), and the difference divided by 2N is the cost of one
+command, start-up excluded. ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
+commit before a change) for a before/after figure with the same interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _enc(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+CASES = {
+    "PING": lambda i: _enc(b"PING"),
+    "SET": lambda i: _enc(b"SET", b"key:%d" % (i % 10000), b"xxx"),
+    "GET": lambda i: _enc(b"GET", b"key:%d" % (i % 10000)),
+    "INCR": lambda i: _enc(b"INCR", b"counter:%d" % (i % 100)),
+}
+
+
+def run_case(case: str, n: int) -> None:
+    """The measured program (run under valgrind by main)."""
+    import pyrepl.commands  # noqa: F401
+    from pyrepl.config import Config
+    from pyrepl.core import ServerCore
+
+    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1)
+    c = core.connection_made()
+    make = CASES[case]
+    chunks = [b"".join(make(i + j) for j in range(16)) for i in range(0, 4096, 16)]
+    done = k = 0
+    while done < n:
+        c.receive_data(chunks[k % len(chunks)])
+        c.data_to_send()
+        done += 16
+        k += 1
+
+
+def instructions(tree: str, case: str, n: int) -> int:
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         os.path.abspath(__file__), "--run", case, str(n)],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=True)
+    match = re.search(r"Collected : (\d+)", out.stderr)
+    if match is None:
+        raise RuntimeError(out.stderr[-2000:])
+    return int(match.group(1))
+
+
+def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--run":
+        run_case(sys.argv[2], int(sys.argv[3]))
+        return 0
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="SET,GET,PING")
+    ap.add_argument("--tree", default=ROOT, help="checkout whose pyrepl is measured")
+    ap.add_argument("-n", type=int, default=16000)
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 1
+    for case in args.cases.split(","):
+        low = instructions(args.tree, case, args.n)
+        high = instructions(args.tree, case, 3 * args.n)
+        print(f"{case:6} {(high - low) / (2 * args.n):10,.0f} instructions/command", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
