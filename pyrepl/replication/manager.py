@@ -159,6 +159,8 @@ class Replication:
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "repl-backlog-size" and self.backlog is not None:
             self.backlog.resize(int(value))
+        elif name in ("min-replicas-to-write", "min-replicas-max-lag"):
+            self.master.refresh_good_replicas()   # at once, as Redis's updateGoodSlaves
 
     # -- persistence ----------------------------------------------------------------------
     def rdb_aux(self) -> dict[str, bytes | str | int]:
