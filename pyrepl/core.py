@@ -18,6 +18,7 @@ hook; several commands propagated by one call (EXEC) are wrapped in MULTI/EXEC.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -166,6 +167,9 @@ class ServerCore:
         self.port = config.port
         # Replication hooks (the replication layer sets these).
         self.expiry_deletes = True  # False on a replica: keys expire only by the master's DEL
+        # Keys a client gave a TTL on a writable replica -> bitmap of their dbs (Redis's
+        # slaveKeysWithExpire): expired by the replica itself, see expire_replica_keys.
+        self.replica_keys_with_expire: dict[bytes, int] = {}
         # True while the replica runs commands from its master's stream (see Database).
         self.applying_master_stream = False
         self.repl_feed: Callable[[int, list[bytes]], None] | None = None
@@ -413,6 +417,8 @@ class ServerCore:
             for db in self.dbs:
                 if db.expires:
                     db.active_expire(budget)
+            if not self.expiry_deletes and self.replica_keys_with_expire:
+                self.expire_replica_keys(now_ms)
         if self._pending:
             self.flush_propagation()
         self._sample_ops(now_ms)
@@ -420,6 +426,31 @@ class ServerCore:
         self._save_schedule(now_ms)
         if self.replication is not None:
             self.replication.tick(now_ms)
+
+    def expire_replica_keys(self, now_ms: int, budget: int = 1000) -> int:
+        """Redis's expireSlaveKeys: expire the keys clients set with a TTL on this writable
+        replica (the master never sends a DEL for them). Up to ``budget`` tracked keys per
+        call, oldest first, stopping after more than 3 that still live (as Redis); a key is
+        tracked until it is gone or has no TTL. Nothing is propagated: a replica's own writes
+        are not part of its stream. Returns how many keys were deleted."""
+        tracked = self.replica_keys_with_expire
+        deleted = alive = 0
+        for key in list(itertools.islice(tracked, budget)):
+            dbids = tracked.pop(key)
+            keep = 0
+            for db in self.dbs:
+                if dbids >> db.id & 1:
+                    outcome = db.expire_replica_key(key, now_ms)
+                    if outcome:
+                        deleted += 1
+                    elif outcome is False:
+                        keep |= 1 << db.id
+                        alive += 1
+            if keep:
+                tracked[key] = keep        # to the end: the next call starts with others
+            if alive > 3:
+                break
+        return deleted
 
     def _sample_ops(self, now_ms: int) -> None:
         last_t, last_n = self.stats.last_ops_sample

@@ -44,6 +44,7 @@ def flushall(c: Any, argv: list[bytes]) -> object:
     core = c.core
     for db in core.dbs:
         db.flush()
+    core.replica_keys_with_expire.clear()
     core.kill_rdb_child()
     core.dirty += 1
     if core.config.save:

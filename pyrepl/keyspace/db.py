@@ -141,6 +141,26 @@ class Database:
         self.expires[key] = when_ms
         if self.watched:
             self.touch(key)
+        core = self.core
+        if not core.expiry_deletes and not core.applying_master_stream:
+            # A client's TTL on a writable replica: no DEL will come from the master for it
+            # (Redis's rememberSlaveKeyWithExpire).
+            core.replica_keys_with_expire[key] = \
+                core.replica_keys_with_expire.get(key, 0) | (1 << self.id)
+
+    def expire_replica_key(self, key: bytes, now_ms: int) -> bool | None:
+        """expireSlaveKeys for one db: True if deleted, False if it still has a future TTL,
+        None if it has no TTL any more (nothing to track)."""
+        when = self.expires.get(key)
+        if when is None:
+            return None
+        if when > now_ms:
+            return False
+        del self.data[key]
+        del self.expires[key]
+        self.core.stats.expired_keys += 1
+        self.touch(key)
+        return True
 
     def persist(self, key: bytes) -> bool:
         if self.expires.pop(key, None) is None:

@@ -950,6 +950,7 @@ class ReplicaSide:
         m.master.disconnect_replicas()
         m.free_backlog()
         log.notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB")
+        core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
             old = db.data
             db.data = data
