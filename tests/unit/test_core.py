@@ -159,13 +159,37 @@ def test_lazy_expiry_deletes_and_propagates_del(core: ServerCore) -> None:
 def test_replica_mode_hides_but_keeps_expired_keys(core: ServerCore) -> None:
     core.expiry_deletes = False
     db = core.dbs[0]
+    core.applying_master_stream = True     # the TTL comes from the master's stream
     db.set(b"k", b"v")
     db.set_expire(b"k", core.now_ms + 10)
+    core.applying_master_stream = False
     core.now_ms += 11
     assert db.lookup(b"k") is None
     assert b"k" in db.data  # only the master's DEL removes it
     core.tick(core.now_ms)
     assert b"k" in db.data
+
+
+def test_writable_replica_expires_its_clients_keys(core: ServerCore) -> None:
+    core.expiry_deletes = False
+    for i in (0, 2):
+        db = core.dbs[i]
+        db.set(b"mine", b"v")
+        db.set_expire(b"mine", core.now_ms + 10 * (i + 1))     # db 0: +10, db 2: +30
+    core.dbs[0].set(b"kept", b"v")
+    core.dbs[0].set_expire(b"kept", core.now_ms + 1000)
+    assert core.replica_keys_with_expire == {b"mine": 0b101, b"kept": 0b1}
+    core.now_ms += 20
+    core.tick(core.now_ms)
+    assert b"mine" not in core.dbs[0].data and b"mine" in core.dbs[2].data
+    assert core.replica_keys_with_expire == {b"mine": 0b100, b"kept": 0b1}
+    core.dbs[0].persist(b"kept")     # no TTL any more: no longer tracked after the next pass
+    core.now_ms += 20
+    core.tick(core.now_ms)
+    assert core.replica_keys_with_expire == {}
+    assert b"mine" not in core.dbs[2].data and b"kept" in core.dbs[0].data
+    assert core.stats.expired_keys == 2
+    assert not core._pending           # a replica propagates none of it
 
 
 def test_active_expiry_cycle_removes_keys_without_access(core: ServerCore) -> None:
