@@ -36,11 +36,16 @@ CASES = {
 
 def run_case(case: str, n: int) -> None:
     """The measured program (run under valgrind by main)."""
+    import time
+
     import pyrepl.commands  # noqa: F401
     from pyrepl.config import Config
-    from pyrepl.core import ServerCore
+    from pyrepl.core import Host, ServerCore
 
-    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1)
+    class ClockHost(Host):     # the clock the real server's shell gives (NetHost)
+        clock_ns = staticmethod(time.perf_counter_ns)
+
+    core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
     c = core.connection_made()
     make = CASES[case]
     chunks = [b"".join(make(i + j) for j in range(16)) for i in range(0, 4096, 16)]

@@ -90,7 +90,9 @@ class Client:
             return
         core = self.core
         self.net_in += len(data)
-        core.stats.net_input_bytes += len(data)
+        stats = core.stats
+        stats.net_input_bytes += len(data)
+        stats.total_reads_processed += 1
         self.last_interaction_ms = core.now_ms
         self.reader.feed(data)
         self.process()
@@ -136,7 +138,9 @@ class Client:
         data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
         self.out = []
         self.net_out += len(data)
-        self.core.stats.net_output_bytes += len(data)
+        stats = self.core.stats
+        stats.net_output_bytes += len(data)
+        stats.total_writes_processed += 1
         return data
 
     def connection_lost(self) -> None:

@@ -40,12 +40,14 @@ BLOCKED: Any = object()
 
 class Stats:
     __slots__ = (
-        "total_connections_received", "total_commands_processed", "rejected_connections",
+        "total_connections_received", "rejected_connections",
         "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
         "net_input_bytes", "net_output_bytes", "net_repl_input_bytes", "net_repl_output_bytes",
         "sync_full", "sync_partial_ok", "sync_partial_err", "total_error_replies",
         "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
         "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
+        "total_reads_processed", "total_writes_processed", "expire_cycle_cpu_ns",
+        "instant",
     )
 
     def __init__(self) -> None:
@@ -53,11 +55,37 @@ class Stats:
         self.ops_samples: list[int] = []
         self.last_ops_sample = (0, 0)
         self.instantaneous_ops = 0
+        # Redis's instantaneous metrics other than ops: name -> per-second rate samples
+        self.instant: dict[str, InstantMetric] = {
+            name: InstantMetric() for name in ("net_input_bytes", "net_output_bytes",
+                                               "net_repl_input_bytes", "net_repl_output_bytes")}
 
     def reset(self) -> None:
         for name in self.__slots__:
-            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops"):
+            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops", "instant"):
                 setattr(self, name, 0)
+
+
+class InstantMetric:
+    """Redis's trackInstantaneousMetric: the rate between samples taken every 100 ms, averaged
+    over the last 16 samples."""
+
+    __slots__ = ("samples", "last_ms", "last_value")
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self.last_ms = 0
+        self.last_value = 0
+
+    def sample(self, now_ms: int, value: int) -> None:
+        if self.last_ms:
+            self.samples.append((value - self.last_value) * 1000 // max(1, now_ms - self.last_ms))
+            if len(self.samples) > 16:
+                del self.samples[0]
+        self.last_ms, self.last_value = now_ms, value
+
+    def rate(self) -> int:
+        return sum(self.samples) // len(self.samples) if self.samples else 0
 
 
 class NullLog:
@@ -82,6 +110,20 @@ class NullLog:
 
     def warning(self, msg: str) -> None:
         self._add("warning", msg)
+
+
+class CommandStat:
+    """One command's INFO commandstats counters (time: see ServerCore.call)."""
+
+    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed")
+
+    def __init__(self) -> None:
+        self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
+
+    def usec(self) -> tuple[int, float]:
+        """Total microseconds of all calls and per call, from the timed ones."""
+        per_call = self.timed_ns / self.timed / 1000 if self.timed else 0.0
+        return int(per_call * self.calls), per_call
 
 
 class Host:
@@ -120,6 +162,12 @@ class Host:
     def key_save_delay_hook(self) -> Callable[[], None] | None:
         """``rdb-key-save-delay``: a per-key sleep for snapshot children (None when 0)."""
         return None
+
+    @staticmethod
+    def clock_ns() -> int:
+        """A monotonic clock in nanoseconds (the time each command takes: commandstats). The
+        shell gives ``time.perf_counter_ns``; sans-io cores count 0."""
+        return 0
 
     def process_info(self) -> dict[str, float]:
         """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
@@ -167,6 +215,11 @@ class ServerCore:
         self.port = config.port
         # Replication hooks (the replication layer sets these).
         self.expiry_deletes = True  # False on a replica: keys expire only by the master's DEL
+        # INFO commandstats / errorstats (reset by CONFIG RESETSTAT)
+        self.cmdstats: dict[Command, CommandStat] = {}
+        self.errorstats: dict[str, int] = {}
+        self.clock_ns = self.host.clock_ns
+        self.used_memory_startup = int(self.host.process_info().get("rss", 0))
         # Keys a client gave a TTL on a writable replica -> bitmap of their dbs (Redis's
         # slaveKeysWithExpire): expired by the replica itself, see expire_replica_keys.
         self.replica_keys_with_expire: dict[bytes, int] = {}
@@ -233,10 +286,17 @@ class ServerCore:
             return cmd.subcommands.get(argv[1].lower())
         return cmd
 
-    def _reject(self, c: Client, message: str) -> None:
+    def _reject(self, c: Client, message: str, cmd: Command | None = None) -> None:
+        """Refuse a command before it runs (Redis's rejectCommand: rejected_calls)."""
         if c.in_multi:
             c.multi_error = True
         self.stats.total_error_replies += 1
+        self.count_error(message)
+        if cmd is not None:
+            st = self.cmdstats.get(cmd)
+            if st is None:
+                st = self.cmdstats[cmd] = CommandStat()
+            st.rejected += 1
         c.write(error_bytes(message))
 
     def resolve_command(self, c: Client, argv: list[bytes]) -> Command | None:
@@ -257,14 +317,14 @@ class ServerCore:
         if protected is not None:   # never cached: the check depends on the client
             n = len(argv)
             if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
-                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
                 return None
             if not c.allows_protected(getattr(self.config, protected)):
                 self._reject(c, f"ERR {cmd.name.upper()} command not allowed. If the "
                                 f"{protected.replace('_', '-')} option is set to \"local\", you "
                                 "can run it from a local connection, otherwise you need to set "
                                 "this option in the configuration file, and then restart the "
-                                "server.")
+                                "server.", cmd)
                 return None
             return cmd
         if cmd.subcommands:  # container: resolve the subcommand
@@ -277,7 +337,7 @@ class ServerCore:
                     return None
                 return sub
             if cmd.handler is None:
-                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
                 return None
         elif len(_NAME_CACHE) < 4096:
             _NAME_CACHE[argv[0]] = cmd  # exact spelling -> command, skips lower() next time
@@ -297,17 +357,17 @@ class ServerCore:
         n = len(argv)
         arity = cmd.arity
         if (arity > 0 and arity != n) or n < -arity:
-            self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command")
+            self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
             return
         if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
             return
         if c.in_multi or not c.authenticated:
             if not c.authenticated and not cmd.noauth:
-                self._reject(c, "NOAUTH Authentication required.")
+                self._reject(c, "NOAUTH Authentication required.", cmd)
                 return
             if c.in_multi:
                 if cmd.nomulti:
-                    self._reject(c, "ERR Command not allowed inside a transaction")
+                    self._reject(c, "ERR Command not allowed inside a transaction", cmd)
                     return
                 if cmd.name not in ("exec", "discard", "multi", "watch", "quit", "reset"):
                     c.multi_queue.append((cmd, argv))
@@ -320,7 +380,7 @@ class ServerCore:
                 cmd.write and self.config.min_replicas_to_write)) and c.kind != "master":
             err = guard.check_command(c, cmd)
             if err is not None:
-                self._reject(c, err)
+                self._reject(c, err, cmd)
                 return
         reply = self.call(c, cmd, argv)
         if self._pending and self._call_depth == 0:
@@ -338,31 +398,62 @@ class ServerCore:
             c.out.append(encode(reply, c.proto))
 
     def call(self, c: Client, cmd: Command, argv: list[bytes]) -> object:
-        """Run a handler; queue it for propagation when a write changed the dataset."""
-        self.stats.total_commands_processed += 1
+        """Run a handler; queue it for propagation when a write changed the dataset.
+
+        INFO commandstats: every call is counted; one call in 16 of each command (the first
+        included) is timed, and the time of all calls is estimated from those (two clock reads
+        per command would cost ~10 % of the hot path, see bench/RESULTS.md)."""
         c.commands += 1
         c.last_cmd = cmd
+        st = self.cmdstats.get(cmd)
+        if st is None:
+            st = self.cmdstats[cmd] = CommandStat()
+        t0 = self.clock_ns() if not st.calls & 15 else -1
         if not cmd.write:
             try:
-                return cmd.handler(c, argv)  # type: ignore[misc]
+                reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:
-                self.stats.total_error_replies += 1
-                return e
-        dirty = self.dirty
-        c.propagate_argv = None
-        # What the handler causes (a lazily expired key's DEL) propagates with the command,
-        # as one MULTI/EXEC unit.
-        self._call_depth += 1
-        try:
-            reply = cmd.handler(c, argv)  # type: ignore[misc]
-        except ReplyError as e:
-            self.stats.total_error_replies += 1
-            reply = e
-        finally:
-            self._call_depth -= 1
-        if self.dirty != dirty or c.propagate_argv is not None:
-            self._pending.append((c.db.id, c.propagate_argv or argv))
+                reply = self._failed(cmd, e)
+        else:
+            dirty = self.dirty
+            c.propagate_argv = None
+            # What the handler causes (a lazily expired key's DEL) propagates with the
+            # command, as one MULTI/EXEC unit.
+            self._call_depth += 1
+            try:
+                reply = cmd.handler(c, argv)  # type: ignore[misc]
+            except ReplyError as e:
+                reply = self._failed(cmd, e)
+            finally:
+                self._call_depth -= 1
+            if self.dirty != dirty or c.propagate_argv is not None:
+                self._pending.append((c.db.id, c.propagate_argv or argv))
+        st.calls += 1      # after the handler, as Redis: INFO does not count itself
+        if t0 >= 0:
+            st.timed_ns += self.clock_ns() - t0
+            st.timed += 1
         return reply
+
+    def total_commands_processed(self) -> int:
+        """INFO total_commands_processed: the sum of commandstats' calls (one counter on the
+        hot path instead of two)."""
+        return sum(st.calls for st in self.cmdstats.values())
+
+    def _failed(self, cmd: Command, e: ReplyError) -> ReplyError:
+        """A command answered with an error while running (failed_calls, errorstats)."""
+        self.stats.total_error_replies += 1
+        self.count_error(str(e))
+        st = self.cmdstats.get(cmd)
+        if st is None:
+            st = self.cmdstats[cmd] = CommandStat()
+        st.failed += 1
+        return e
+
+    def count_error(self, message: str) -> None:
+        """INFO errorstats: errors by their first word (``ERR``, ``WRONGTYPE`` ...)."""
+        code = message.split(" ", 1)[0] if message else "ERR"
+        if len(self.errorstats) < 128 or code in self.errorstats:   # Redis's cap on codes
+            self.errorstats[code] = self.errorstats.get(code, 0) + 1
 
     def unblock(self, c: Client, reply: object) -> None:
         """Answer a blocked client and go on with the commands it pipelined meanwhile."""
@@ -413,12 +504,14 @@ class ServerCore:
         self.hz_counter += 1
         # Active expiry: check a slice of the keys with a TTL in every database.
         if self.active_expire_enabled:
+            t0 = self.clock_ns()
             budget = 200 * self.config.active_expire_effort
             for db in self.dbs:
                 if db.expires:
                     db.active_expire(budget)
             if not self.expiry_deletes and self.replica_keys_with_expire:
                 self.expire_replica_keys(now_ms)
+            self.stats.expire_cycle_cpu_ns += self.clock_ns() - t0
         if self._pending:
             self.flush_propagation()
         self._sample_ops(now_ms)
@@ -455,7 +548,7 @@ class ServerCore:
     def _sample_ops(self, now_ms: int) -> None:
         last_t, last_n = self.stats.last_ops_sample
         if now_ms - last_t >= 100:
-            n = self.stats.total_commands_processed
+            n = self.total_commands_processed()
             if last_t:
                 rate = (n - last_n) * 1000 // max(1, now_ms - last_t)
                 s = self.stats.ops_samples
@@ -464,6 +557,9 @@ class ServerCore:
                     del s[0]
                 self.stats.instantaneous_ops = sum(s) // len(s)
             self.stats.last_ops_sample = (now_ms, n)
+            stats = self.stats
+            for name, metric in stats.instant.items():
+                metric.sample(now_ms, getattr(stats, name))
 
     def _client_timeouts(self, now_ms: int) -> None:
         timeout = self.config.timeout
@@ -523,7 +619,7 @@ class ServerCore:
                 self.log.warning("Replica is applying a command even though it is unable to "
                                  "write to disk.")
             return False
-        self._reject(c, self.disk_error or "")
+        self._reject(c, self.disk_error or "", cmd)
         return True
 
     def rdb_path(self) -> str:

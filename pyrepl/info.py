@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyrepl import __version__
 
 if TYPE_CHECKING:
-    from pyrepl.core import ServerCore
+    from pyrepl.core import ServerCore, Stats
 
 Fields = list[tuple[str, object]]
 
@@ -61,6 +61,7 @@ def section_server(core: ServerCore) -> Fields:
         ("uptime_in_days", uptime // 86400),
         ("hz", core.config.hz),
         ("configured_hz", core.config.hz),
+        ("lru_clock", (now // 1000) & ((1 << 24) - 1)),   # Redis's LRU clock: seconds, 24 bits
         ("executable", sys.argv[0] if sys.argv else ""),
         ("config_file", core.config.source_file or ""),
         ("io_threads_active", 0),
@@ -86,6 +87,14 @@ def section_memory(core: ServerCore) -> Fields:
     rss = int(pi.get("rss", 0))
     peak = int(pi.get("peak_rss", rss))
     maxmemory = core.config.maxmemory
+    repl = core.replication
+    repl_fields = dict(repl.memory_fields()) if repl is not None else {}
+    clients_normal = sum(c.pending_output() for c in core.clients.values() if c.kind == "normal")
+    startup = min(core.used_memory_startup, rss)
+    overhead = min(rss, startup + int(repl_fields.get("mem_total_replication_buffers", 0))
+                   + clients_normal)
+    dataset = rss - overhead
+    net = rss - startup
     fields: Fields = [
         ("used_memory", rss),
         ("used_memory_human", human_bytes(rss)),
@@ -93,22 +102,32 @@ def section_memory(core: ServerCore) -> Fields:
         ("used_memory_rss_human", human_bytes(rss)),
         ("used_memory_peak", peak),
         ("used_memory_peak_human", human_bytes(peak)),
+        ("used_memory_peak_perc", f"{rss * 100 / peak:.2f}%" if peak else "0.00%"),
+        ("used_memory_overhead", overhead),
+        ("used_memory_startup", startup),
+        ("used_memory_dataset", dataset),
+        ("used_memory_dataset_perc", f"{dataset * 100 / net:.2f}%" if net > 0 else "0.00%"),
         ("total_system_memory", int(pi.get("total_system_memory", 0))),
         ("total_system_memory_human", human_bytes(int(pi.get("total_system_memory", 0)))),
         ("maxmemory", maxmemory),
         ("maxmemory_human", human_bytes(maxmemory)),
         ("maxmemory_policy", core.config.maxmemory_policy),
         ("mem_fragmentation_ratio", "1.00"),
+        ("mem_fragmentation_bytes", 0),
+        ("mem_not_counted_for_evict", 0),
+        ("mem_aof_buffer", 0),
         ("mem_allocator", "pymalloc"),
+        ("active_defrag_running", 0),
+        ("lazyfree_pending_objects", 0),
+        ("lazyfreed_objects", 0),
     ]
-    repl = core.replication
     if repl is not None:
         fields.extend(repl.memory_fields())
     else:
         fields.extend([("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
                        ("mem_clients_slaves", 0)])
-    fields.append(("mem_clients_normal", sum(c.pending_output() for c in core.clients.values()
-                                             if c.kind == "normal")))
+    fields.append(("mem_clients_normal", clients_normal))
+    fields.append(("mem_cluster_links", 0))
     return fields
 
 
@@ -120,7 +139,10 @@ def section_persistence(core: ServerCore) -> Fields:
         ("async_loading", 0),
         ("current_cow_peak", 0),
         ("current_cow_size", 0),
+        ("current_cow_size_age", 0),
         ("current_fork_perc", "0.00"),
+        ("current_save_keys_processed", 0),
+        ("current_save_keys_total", 0),
         ("rdb_changes_since_last_save", core.dirty),
         ("rdb_bgsave_in_progress", int(in_progress)),
         ("rdb_last_save_time", core.lastsave_ms // 1000),
@@ -130,16 +152,21 @@ def section_persistence(core: ServerCore) -> Fields:
         ("rdb_current_bgsave_time_sec", (now - core.rdb_save_started_ms) // 1000
          if in_progress else -1),
         ("rdb_saves", core.rdb_saves),
+        ("rdb_last_cow_size", 0),
         ("rdb_last_load_keys_expired", core.rdb_last_load_keys_expired),
         ("rdb_last_load_keys_loaded", core.rdb_last_load_keys_loaded),
         ("aof_enabled", 0),
         ("aof_rewrite_in_progress", 0),
         ("aof_rewrite_scheduled", 0),
+        ("aof_rewrites", 0),
+        ("aof_rewrites_consecutive_failures", 0),
         ("aof_last_rewrite_time_sec", -1),
         ("aof_current_rewrite_time_sec", -1),
         ("aof_last_bgrewrite_status", "ok"),
         ("aof_last_write_status", "ok"),
+        ("aof_last_cow_size", 0),
         ("module_fork_in_progress", 0),
+        ("module_fork_last_cow_size", 0),
     ]
 
 
@@ -147,12 +174,16 @@ def section_stats(core: ServerCore) -> Fields:
     s = core.stats
     return [
         ("total_connections_received", s.total_connections_received),
-        ("total_commands_processed", s.total_commands_processed),
+        ("total_commands_processed", core.total_commands_processed()),
         ("instantaneous_ops_per_sec", s.instantaneous_ops),
         ("total_net_input_bytes", s.net_input_bytes),
         ("total_net_output_bytes", s.net_output_bytes),
         ("total_net_repl_input_bytes", s.net_repl_input_bytes),
         ("total_net_repl_output_bytes", s.net_repl_output_bytes),
+        ("instantaneous_input_kbps", _kbps(s, "net_input_bytes")),
+        ("instantaneous_output_kbps", _kbps(s, "net_output_bytes")),
+        ("instantaneous_input_repl_kbps", _kbps(s, "net_repl_input_bytes")),
+        ("instantaneous_output_repl_kbps", _kbps(s, "net_repl_output_bytes")),
         ("rejected_connections", s.rejected_connections),
         ("sync_full", s.sync_full),
         ("sync_partial_ok", s.sync_partial_ok),
@@ -160,18 +191,45 @@ def section_stats(core: ServerCore) -> Fields:
         ("expired_keys", s.expired_keys),
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),
+        ("expire_cycle_cpu_milliseconds", s.expire_cycle_cpu_ns // 1_000_000),
         ("evicted_keys", s.evicted_keys),
         ("evicted_clients", 0),
+        ("total_eviction_exceeded_time", 0),
+        ("current_eviction_exceeded_time", 0),
         ("keyspace_hits", s.keyspace_hits),
         ("keyspace_misses", s.keyspace_misses),
         ("pubsub_channels", 0),
         ("pubsub_patterns", 0),
+        ("pubsubshard_channels", 0),
         ("latest_fork_usec", core.latest_fork_usec),
         ("total_forks", core.total_forks),
+        ("migrate_cached_sockets", 0),
+        ("slave_expires_tracked_keys", len(core.replica_keys_with_expire)),
+        ("active_defrag_hits", 0),
+        ("active_defrag_misses", 0),
+        ("active_defrag_key_hits", 0),
+        ("active_defrag_key_misses", 0),
+        ("total_active_defrag_time", 0),
+        ("current_active_defrag_time", 0),
+        ("tracking_total_keys", 0),
+        ("tracking_total_items", 0),
+        ("tracking_total_prefixes", 0),
+        ("unexpected_error_replies", 0),
+        ("total_error_replies", s.total_error_replies),
+        ("dump_payload_sanitizations", 0),
+        ("total_reads_processed", s.total_reads_processed),
+        ("total_writes_processed", s.total_writes_processed),
+        ("io_threaded_reads_processed", 0),
+        ("io_threaded_writes_processed", 0),
+        ("reply_buffer_shrinks", 0),
+        ("reply_buffer_expands", 0),
         ("client_query_buffer_limit_disconnections", s.client_qbuf_limit_disconnections),
         ("client_output_buffer_limit_disconnections", s.client_outbuf_limit_disconnections),
-        ("total_error_replies", s.total_error_replies),
     ]
+
+
+def _kbps(s: Stats, name: str) -> str:
+    return f"{s.instant[name].rate() / 1024:.2f}"
 
 
 def section_replication(core: ServerCore) -> Fields:
@@ -200,6 +258,8 @@ def section_cpu(core: ServerCore) -> Fields:
         ("used_cpu_user", f"{pi.get('cpu_user', 0.0):.6f}"),
         ("used_cpu_sys_children", f"{pi.get('cpu_sys_children', 0.0):.6f}"),
         ("used_cpu_user_children", f"{pi.get('cpu_user_children', 0.0):.6f}"),
+        ("used_cpu_sys_main_thread", f"{pi.get('cpu_sys_main_thread', 0.0):.6f}"),
+        ("used_cpu_user_main_thread", f"{pi.get('cpu_user_main_thread', 0.0):.6f}"),
     ]
 
 
@@ -230,6 +290,22 @@ def _empty(core: ServerCore) -> Fields:
     return []
 
 
+def section_commandstats(core: ServerCore) -> Fields:
+    out: Fields = []
+    for cmd, st in sorted(core.cmdstats.items(), key=lambda item: item[0].name):
+        if not (st.calls or st.rejected or st.failed):
+            continue
+        usec, per_call = st.usec()
+        out.append((f"cmdstat_{cmd.name}", f"calls={st.calls},usec={usec},"
+                    f"usec_per_call={per_call:.2f},rejected_calls={st.rejected},"
+                    f"failed_calls={st.failed}"))
+    return out
+
+
+def section_errorstats(core: ServerCore) -> Fields:
+    return [(f"errorstat_{code}", f"count={n}") for code, n in sorted(core.errorstats.items())]
+
+
 SECTIONS: dict[str, Callable[[ServerCore], Fields]] = {
     "server": section_server,
     "clients": section_clients,
@@ -239,8 +315,8 @@ SECTIONS: dict[str, Callable[[ServerCore], Fields]] = {
     "replication": section_replication,
     "cpu": section_cpu,
     "modules": _empty,
-    "errorstats": _empty,
-    "commandstats": _empty,
+    "errorstats": section_errorstats,
+    "commandstats": section_commandstats,
     "latencystats": _empty,
     "cluster": section_cluster,
     "keyspace": section_keyspace,

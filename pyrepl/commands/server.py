@@ -163,6 +163,9 @@ def config_set(c: Any, argv: list[bytes]) -> object:
 @command("config|resetstat", 2, "admin noscript loading stale", group="server", summary="Resets the server's statistics.")
 def config_resetstat(c: Any, argv: list[bytes]) -> object:
     c.core.stats.reset()
+    for st in c.core.cmdstats.values():   # in place: this very call is then counted
+        st.__init__()
+    c.core.errorstats.clear()
     return OK
 
 

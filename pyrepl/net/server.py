@@ -147,6 +147,8 @@ class NetHost(Host):
     def time_us(self) -> int:
         return time.time_ns() // 1000
 
+    clock_ns = staticmethod(time.perf_counter_ns)
+
     def key_save_delay_hook(self) -> Callable[[], None] | None:
         delay = self.server.config.rdb_key_save_delay
         if delay <= 0:
@@ -169,6 +171,12 @@ class NetHost(Host):
         t = os.times()
         info.update(cpu_user=t.user, cpu_sys=t.system, cpu_user_children=t.children_user,
                     cpu_sys_children=t.children_system)
+        try:
+            import resource
+            main = resource.getrusage(resource.RUSAGE_THREAD)   # the loop's thread
+            info.update(cpu_user_main_thread=main.ru_utime, cpu_sys_main_thread=main.ru_stime)
+        except (AttributeError, OSError, ValueError):
+            pass
         return info
 
     def close_client(self, client: Client) -> None:

@@ -1,0 +1,79 @@
+"""INFO commandstats and errorstats beside redis-server 7.0.15.
+
+The same commands go to both servers (successes, errors raised while running, commands refused
+before running, unknown commands, a transaction); the per-command ``calls``,
+``rejected_calls`` and ``failed_calls`` and the per-code error counts must be equal. ``usec``
+is a duration: checked for shape and consistency only. CONFIG RESETSTAT clears both sections.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from support import RawClient, start_pyrepl, start_redis
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+CMDSTAT = re.compile(r"calls=(\d+),usec=(\d+),usec_per_call=(\d+\.\d\d),rejected_calls=(\d+),"
+                     r"failed_calls=(\d+)")
+
+SCRIPT: list[tuple[str, ...]] = [
+    ("SET", "k", "v"), ("GET", "k"), ("GET", "k"), ("GET", "missing"),
+    ("INCR", "k"),                       # failed: ERR value is not an integer
+    ("LPUSH", "k", "x"),                 # failed: WRONGTYPE
+    ("GET",),                            # rejected: arity
+    ("NOSUCHCOMMAND", "x"),              # ERR, no command to count
+    ("CONFIG", "GET", "port"), ("CONFIG", "NOSUCH"),
+    ("MULTI",), ("SET", "a", "1"), ("INCR", "k"), ("GET",), ("EXEC",),   # EXECABORT
+    ("MULTI",), ("SET", "a", "1"), ("INCR", "a"), ("EXEC",),
+    ("PING",), ("PING", "a", "b"),
+]
+
+
+def stats(c: RawClient, section: str) -> dict[str, str]:
+    out = {}
+    for line in c.call("INFO", section).decode().split("\r\n"):
+        if ":" in line and not line.startswith("#"):
+            key, value = line.split(":", 1)
+            out[key] = value
+    return out
+
+
+def counts(cmdstats: dict[str, str]) -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for name, value in cmdstats.items():
+        m = CMDSTAT.fullmatch(value)
+        assert m, (name, value)
+        calls, usec, per_call, rejected, failed = m.groups()
+        assert int(usec) >= 0 and float(per_call) >= 0
+        out[name] = (int(calls), int(rejected), int(failed))
+    return out
+
+
+def test_commandstats_and_errorstats_count_as_redis() -> None:
+    servers = [start_redis(), start_pyrepl()]
+    clients = [RawClient(s.port) for s in servers]
+    try:
+        for c in clients:
+            assert c.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+            for argv in SCRIPT:
+                c.call(*argv)
+        theirs, ours = (counts(stats(c, "commandstats")) for c in clients)
+        assert ours == theirs
+        assert theirs["cmdstat_get"] == (3, 2, 0) and theirs["cmdstat_incr"] == (2, 0, 1)
+        errors = [stats(c, "errorstats") for c in clients]
+        assert errors[1] == errors[0]
+        assert errors[0]["errorstat_WRONGTYPE"] == "count=1"
+        totals = [stats(c, "stats")["total_commands_processed"] for c in clients]
+        assert totals[1] == totals[0]
+        for c in clients:
+            assert c.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+        after = [counts(stats(c, "commandstats")) for c in clients]
+        assert after[1] == after[0] == {"cmdstat_config|resetstat": (1, 0, 0)}
+        assert [stats(c, "errorstats") for c in clients] == [{}, {}]
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()
