@@ -87,15 +87,18 @@ def section_memory(core: ServerCore) -> Fields:
     rss = int(pi.get("rss", 0))
     peak = int(pi.get("peak_rss", rss))
     maxmemory = core.config.maxmemory
+    total = int(pi.get("total_system_memory", 0))
     repl = core.replication
-    repl_fields = dict(repl.memory_fields()) if repl is not None else {}
+    repl_fields: Fields = repl.memory_fields() if repl is not None else [
+        ("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
+        ("mem_clients_slaves", 0)]
     clients_normal = sum(c.pending_output() for c in core.clients.values() if c.kind == "normal")
     startup = min(core.used_memory_startup, rss)
-    overhead = min(rss, startup + int(repl_fields.get("mem_total_replication_buffers", 0))
+    overhead = min(rss, startup + int(dict(repl_fields).get("mem_total_replication_buffers", 0))
                    + clients_normal)
     dataset = rss - overhead
     net = rss - startup
-    fields: Fields = [
+    return [
         ("used_memory", rss),
         ("used_memory_human", human_bytes(rss)),
         ("used_memory_rss", rss),
@@ -107,28 +110,23 @@ def section_memory(core: ServerCore) -> Fields:
         ("used_memory_startup", startup),
         ("used_memory_dataset", dataset),
         ("used_memory_dataset_perc", f"{dataset * 100 / net:.2f}%" if net > 0 else "0.00%"),
-        ("total_system_memory", int(pi.get("total_system_memory", 0))),
-        ("total_system_memory_human", human_bytes(int(pi.get("total_system_memory", 0)))),
+        ("total_system_memory", total),
+        ("total_system_memory_human", human_bytes(total)),
         ("maxmemory", maxmemory),
         ("maxmemory_human", human_bytes(maxmemory)),
         ("maxmemory_policy", core.config.maxmemory_policy),
         ("mem_fragmentation_ratio", "1.00"),
         ("mem_fragmentation_bytes", 0),
         ("mem_not_counted_for_evict", 0),
+        *repl_fields,
+        ("mem_clients_normal", clients_normal),
+        ("mem_cluster_links", 0),
         ("mem_aof_buffer", 0),
         ("mem_allocator", "pymalloc"),
         ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
         ("lazyfreed_objects", 0),
     ]
-    if repl is not None:
-        fields.extend(repl.memory_fields())
-    else:
-        fields.extend([("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
-                       ("mem_clients_slaves", 0)])
-    fields.append(("mem_clients_normal", clients_normal))
-    fields.append(("mem_cluster_links", 0))
-    return fields
 
 
 def section_persistence(core: ServerCore) -> Fields:
@@ -158,11 +156,11 @@ def section_persistence(core: ServerCore) -> Fields:
         ("aof_enabled", 0),
         ("aof_rewrite_in_progress", 0),
         ("aof_rewrite_scheduled", 0),
-        ("aof_rewrites", 0),
-        ("aof_rewrites_consecutive_failures", 0),
         ("aof_last_rewrite_time_sec", -1),
         ("aof_current_rewrite_time_sec", -1),
         ("aof_last_bgrewrite_status", "ok"),
+        ("aof_rewrites", 0),
+        ("aof_rewrites_consecutive_failures", 0),
         ("aof_last_write_status", "ok"),
         ("aof_last_cow_size", 0),
         ("module_fork_in_progress", 0),
