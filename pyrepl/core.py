@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__
 from pyrepl.client import Client
@@ -112,6 +112,27 @@ class NullLog:
         self._add("warning", msg)
 
 
+class CowSample(NamedTuple):
+    """The last copy-on-write figure of the snapshot child."""
+
+    size: int = 0
+    peak: int = 0
+    at_ms: int = 0
+
+
+class Counter:
+    """An integer with get/set (the shell's version lives in memory shared with a child)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def set(self, value: int) -> None:
+        self.value = value
+
+    def get(self) -> int:
+        return self.value
+
+
 class CommandStat:
     """One command's INFO commandstats counters (time: see ServerCore.call)."""
 
@@ -163,6 +184,16 @@ class Host:
         """``rdb-key-save-delay``: a per-key sleep for snapshot children (None when 0)."""
         return None
 
+    def shared_counter(self) -> Counter:
+        """A counter a forked child can set and the parent read (save progress). The shell
+        gives one in shared memory; here it is a plain one (no real fork)."""
+        return Counter()
+
+    def child_cow_bytes(self, pid: int) -> int | None:
+        """Memory the child ``pid`` has copied on write so far (its private dirty pages), or
+        None when it cannot be known."""
+        return None
+
     @staticmethod
     def clock_ns() -> int:
         """A monotonic clock in nanoseconds (the time each command takes: commandstats). The
@@ -204,6 +235,12 @@ class ServerCore:
         self.rdb_last_load_keys_expired = 0
         self.latest_fork_usec = 0
         self.total_forks = 0
+        # A disk save's child: keys written so far (shared counter), keys at the fork, and its
+        # copy-on-write memory sampled once a second (INFO persistence current_*).
+        self.save_progress: Counter | None = None
+        self.save_keys_total = 0
+        self.cow = CowSample()
+        self.rdb_last_cow_size = 0
         # Replication id of a server that has no replication layer attached (INFO).
         self.replid = os.urandom(20).hex()
         self.loading = False
@@ -517,6 +554,7 @@ class ServerCore:
         self._sample_ops(now_ms)
         self._client_timeouts(now_ms)
         self._save_schedule(now_ms)
+        self._sample_cow(now_ms)
         if self.replication is not None:
             self.replication.tick(now_ms)
 
@@ -569,6 +607,15 @@ class ServerCore:
             if c.kind == "normal" and now_ms - c.last_interaction_ms > timeout * 1000:
                 self.log.verbose(f"Closing idle client {c.describe()}")
                 self.host.close_client(c)
+
+    def _sample_cow(self, now_ms: int) -> None:
+        """The snapshot child's copy-on-write memory, once a second (Redis's child reports it
+        at the same pace)."""
+        if self.rdb_child_pid == -1 or now_ms - self.cow.at_ms < 1000:
+            return
+        size = self.host.child_cow_bytes(self.rdb_child_pid)
+        if size is not None:
+            self.cow = CowSample(size, max(size, self.cow.peak), now_ms)
 
     def _save_schedule(self, now_ms: int) -> None:
         if self.rdb_child_pid != -1:
@@ -663,11 +710,12 @@ class ServerCore:
         checksum = self.config.rdbchecksum
         now = self.now_ms
         key_hook = self.host.key_save_delay_hook()
+        progress = self.host.shared_counter()
 
         def job() -> int:
             try:
                 save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now,
-                              key_hook=key_hook)
+                              key_hook=key_hook, progress=progress.set)
             except OSError:
                 return 1
             return 0
@@ -684,6 +732,9 @@ class ServerCore:
         self.rdb_child_purpose = "disk"
         self.rdb_save_started_ms = now
         self.dirty_before_bgsave = self.dirty
+        self.save_progress = progress
+        self.save_keys_total = sum(len(db.data) for db in dbs)
+        self.cow = CowSample()
         self.log.notice(f"Background saving started by pid {pid}")
         return None
 
@@ -695,6 +746,9 @@ class ServerCore:
             self.rdb_child_pid = -1
         elif pid == self.rdb_child_pid:
             self.rdb_child_pid = -1
+            self.rdb_last_cow_size = self.cow.size
+            self.save_progress = None
+            self.cow = CowSample()
             ok = exitcode == 0
             self.last_save_duration_ms = self.now_ms - self.rdb_save_started_ms
             if ok:

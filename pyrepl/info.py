@@ -132,15 +132,18 @@ def section_memory(core: ServerCore) -> Fields:
 def section_persistence(core: ServerCore) -> Fields:
     now = core.now_ms
     in_progress = core.rdb_child_pid != -1  # any RDB child, to disk or to replica sockets
+    progress = core.save_progress
+    processed = progress.get() if progress is not None and in_progress else 0
+    total = core.save_keys_total if progress is not None and in_progress else 0
     return [
         ("loading", int(core.loading)),
         ("async_loading", 0),
-        ("current_cow_peak", 0),
-        ("current_cow_size", 0),
-        ("current_cow_size_age", 0),
-        ("current_fork_perc", "0.00"),
-        ("current_save_keys_processed", 0),
-        ("current_save_keys_total", 0),
+        ("current_cow_peak", core.cow.peak),
+        ("current_cow_size", core.cow.size),
+        ("current_cow_size_age", (now - core.cow.at_ms) // 1000 if core.cow.at_ms else 0),
+        ("current_fork_perc", f"{processed * 100 / total:.2f}" if total else "0.00"),
+        ("current_save_keys_processed", processed),
+        ("current_save_keys_total", total),
         ("rdb_changes_since_last_save", core.dirty),
         ("rdb_bgsave_in_progress", int(in_progress)),
         ("rdb_last_save_time", core.lastsave_ms // 1000),
@@ -150,7 +153,7 @@ def section_persistence(core: ServerCore) -> Fields:
         ("rdb_current_bgsave_time_sec", (now - core.rdb_save_started_ms) // 1000
          if in_progress else -1),
         ("rdb_saves", core.rdb_saves),
-        ("rdb_last_cow_size", 0),
+        ("rdb_last_cow_size", core.rdb_last_cow_size),
         ("rdb_last_load_keys_expired", core.rdb_last_load_keys_expired),
         ("rdb_last_load_keys_loaded", core.rdb_last_load_keys_loaded),
         ("aof_enabled", 0),

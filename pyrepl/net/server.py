@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import mmap
 import os
 import signal
 import socket
@@ -25,6 +26,22 @@ from pyrepl.core import Host, ServerCore
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.synclog import RotatingNdjsonWriter
+
+
+class SharedCounter:
+    """An 8-byte counter in anonymous shared memory: a forked child sets it, the parent reads
+    it (the snapshot child's keys written, INFO current_save_keys_processed)."""
+
+    __slots__ = ("_mem",)
+
+    def __init__(self) -> None:
+        self._mem = mmap.mmap(-1, 8)
+
+    def set(self, value: int) -> None:
+        self._mem[:8] = value.to_bytes(8, "little")
+
+    def get(self) -> int:
+        return int.from_bytes(self._mem[:8], "little")
 
 
 def now_ms() -> int:
@@ -148,6 +165,18 @@ class NetHost(Host):
         return time.time_ns() // 1000
 
     clock_ns = staticmethod(time.perf_counter_ns)
+
+    def shared_counter(self) -> SharedCounter:
+        return SharedCounter()
+
+    def child_cow_bytes(self, pid: int) -> int | None:
+        """Private_Dirty of the child (what Redis's child reports as its COW size)."""
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                return sum(int(line.split()[1]) * 1024 for line in f
+                           if line.startswith("Private_Dirty:"))
+        except (OSError, ValueError, IndexError):
+            return None
 
     def key_save_delay_hook(self) -> Callable[[], None] | None:
         delay = self.server.config.rdb_key_save_delay

@@ -198,12 +198,15 @@ def encode_rdb(
     now_ms: int,
     chunk_size: int = CHUNK_SIZE,
     key_hook: Callable[[], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[bytes]:
     """Yield a whole RDB v10 file in chunks; db index = position in ``dbs``; empty dbs,
     expired keys and empty collections are skipped.
 
     ``key_hook`` is called after each key is encoded (``rdb-key-save-delay``: the I/O shell
-    passes a sleep, which slows the snapshot down for tests, as in Redis)."""
+    passes a sleep, which slows the snapshot down for tests, as in Redis). ``progress`` is
+    called with the number of keys visited so far each time a chunk is yielded (INFO
+    current_save_keys_processed)."""
     crc = 0
     header = encode_header(aux, now_ms)
     parts: list[bytes] = [header]
@@ -215,6 +218,7 @@ def encode_rdb(
     int_encoding = _int_encoding
     pack_q = _PACK_Q
     expire_op = _EXPIRE_OP
+    done = 0          # keys of the dbs already written (progress reporting)
 
     for dbid, db in enumerate(dbs):
         data = db.data
@@ -234,7 +238,8 @@ def encode_rdb(
         append(select)
         size += len(select)
         exp_get = expires.get if expires else None
-        for k, v in data.items():
+        items = iter(data.items())   # its length hint gives the progress, at no cost per key
+        for k, v in items:
             if exp_get is not None:
                 when = exp_get(k)
                 if when is not None:
@@ -271,13 +276,18 @@ def encode_rdb(
                 chunk = b"".join(parts)
                 if checksum:
                     crc = crc64(chunk, crc)
+                if progress is not None:
+                    progress(done + len(data) - items.__length_hint__())
                 yield chunk
                 parts.clear()
                 size = 0
+        done += len(data)
     append(bytes((RDB_OPCODE_EOF,)))
     chunk = b"".join(parts)
     if checksum:
         crc = crc64(chunk, crc)
+    if progress is not None:
+        progress(done)
     yield chunk + crc.to_bytes(8, "little")
 
 
@@ -295,6 +305,7 @@ def save_rdb_file(
     checksum: bool = True,
     now_ms: int,
     key_hook: Callable[[], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Write the dump to ``path`` atomically (temp file, fsync, rename, fsync of the directory)
     and return the number of bytes written. On error the temp file is removed."""
@@ -304,7 +315,8 @@ def save_rdb_file(
         with open(tmp, "wb", buffering=0) as f:
             write = f.write
             for chunk in encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now_ms,
-                                    chunk_size=1 << 20, key_hook=key_hook):
+                                    chunk_size=1 << 20, key_hook=key_hook,
+                                    progress=progress):
                 view = memoryview(chunk)
                 while view:
                     n = write(view)
