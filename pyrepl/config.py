@@ -414,7 +414,7 @@ def _parse_percentiles(d: Directive, args: list[str], current: Any,
     return tuple(values)
 
 
-def _fmt_percentiles(value: tuple[float, ...]) -> str:
+def format_percentiles(value: tuple[float, ...]) -> str:
     out = []
     for v in value:
         text = f"{v:f}"                    # "%f", then Redis's trimDoubleString
@@ -904,9 +904,9 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("slowlog-log-slower-than", "10000", -1, LLONG_MAX, noop=True),
     Directive("slowlog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True, noop=True),
     _int("latency-monitor-threshold", "0", 0, LLONG_MAX, noop=True),
-    _bool("latency-tracking", "yes", noop=True),
+    _bool("latency-tracking", "yes"),
     _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
-             _fmt_percentiles, multi_arg=True, noop=True),
+             format_percentiles, multi_arg=True),
     _special("notify-keyspace-events", "", _parse_notify, _fmt_notify, noop=True),
     # ACL (users come with a later issue)
     _str("aclfile", "", mutable=False, noop=True),

@@ -120,6 +120,46 @@ class CowSample(NamedTuple):
     at_ms: int = 0
 
 
+class LatencyHistogram:
+    """Redis's per-command latency histogram (an HdrHistogram of 2 significant digits over 1 ns
+    .. 1 s): values share a bucket when they agree in their 8 leading bits; a percentile is
+    reported as the highest value of its bucket, as hdr_value_at_percentile does."""
+
+    __slots__ = ("counts",)
+
+    MIN_NS, MAX_NS = 1, 1_000_000_000
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}   # lowest value of a bucket -> count
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @staticmethod
+    def _lowest_equivalent(value: int) -> int:
+        shift = max(0, (value | 255).bit_length() - 8)
+        return value >> shift << shift
+
+    def record(self, ns: int) -> None:
+        value = min(max(ns, self.MIN_NS), self.MAX_NS)
+        low = self._lowest_equivalent(value)
+        self.counts[low] = self.counts.get(low, 0) + 1
+
+    def value_at(self, percentile: float) -> int:
+        """hdr_value_at_percentile: the highest equivalent value of the bucket holding it
+        (values past 1 s count as 1 s, as Redis clamps them)."""
+        wanted = max(1, int(min(percentile, 100.0) / 100 * self.total + 0.5))
+        seen = 0
+        for low in sorted(self.counts):
+            seen += self.counts[low]
+            if seen >= wanted:
+                low = self._lowest_equivalent(min(low, self.MAX_NS))
+                shift = max(0, (low | 255).bit_length() - 8)
+                return low + (1 << shift) - 1
+        return 0
+
+
 class Counter:
     """An integer with get/set (the shell's version lives in memory shared with a child)."""
 
@@ -136,10 +176,22 @@ class Counter:
 class CommandStat:
     """One command's INFO commandstats counters (time: see ServerCore.call)."""
 
-    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed")
+    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency")
 
     def __init__(self) -> None:
         self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
+        self.latency = LatencyHistogram()
+
+    def record(self, ns: int, tracking: bool) -> None:
+        """One timed call (INFO commandstats, and latencystats when latency-tracking)."""
+        self.timed_ns += ns
+        self.timed += 1
+        if tracking:   # Redis records whole microseconds, in ns, at least 1
+            v = ns // 1000 * 1000 or 1
+            shift = (v | 255).bit_length() - 8
+            low = v >> shift << shift
+            counts = self.latency.counts
+            counts[low] = counts.get(low, 0) + 1
 
     def usec(self) -> tuple[int, float]:
         """Total microseconds of all calls and per call, from the timed ones."""
@@ -467,8 +519,7 @@ class ServerCore:
                 self._pending.append((c.db.id, c.propagate_argv or argv))
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
         if t0 >= 0:
-            st.timed_ns += self.clock_ns() - t0
-            st.timed += 1
+            st.record(self.clock_ns() - t0, self.config.latency_tracking)
         return reply
 
     def total_commands_processed(self) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl import __version__
+from pyrepl.config import format_percentiles as fmt_percentiles
 
 if TYPE_CHECKING:
     from pyrepl.core import ServerCore, Stats
@@ -303,6 +304,22 @@ def section_commandstats(core: ServerCore) -> Fields:
     return out
 
 
+def section_latencystats(core: ServerCore) -> Fields:
+    if not core.config.latency_tracking:
+        return []
+    wanted = core.config.latency_tracking_info_percentiles
+    names = fmt_percentiles(wanted).split(" ") if wanted else []
+    out: Fields = []
+    for cmd, st in sorted(core.cmdstats.items(), key=lambda item: item[0].name):
+        h = st.latency
+        if not h.counts:
+            continue
+        out.append((f"latency_percentiles_usec_{cmd.name}",
+                    ",".join(f"p{name}={h.value_at(p) / 1000:.3f}"
+                             for name, p in zip(names, wanted, strict=True))))
+    return out
+
+
 def section_errorstats(core: ServerCore) -> Fields:
     return [(f"errorstat_{code}", f"count={n}") for code, n in sorted(core.errorstats.items())]
 
@@ -318,7 +335,7 @@ SECTIONS: dict[str, Callable[[ServerCore], Fields]] = {
     "modules": _empty,
     "errorstats": section_errorstats,
     "commandstats": section_commandstats,
-    "latencystats": _empty,
+    "latencystats": section_latencystats,
     "cluster": section_cluster,
     "keyspace": section_keyspace,
 }

@@ -80,7 +80,7 @@ def test_commandstats_and_errorstats_count_as_redis() -> None:
 
 
 # Fields of Redis 7.0.15's INFO that have no meaning in pyrepl (yet): the C build and its
-# allocator, and scripting's memory (issue 13). latencystats needs per-call histograms.
+# allocator, and scripting's memory (issue 13).
 NO_MEANING = {
     "gcc_version", "atomicvar_api", "allocator_allocated", "allocator_active",
     "allocator_resident", "allocator_frag_ratio", "allocator_frag_bytes", "allocator_rss_ratio",
@@ -112,16 +112,54 @@ def test_every_info_field_of_redis_is_there() -> None:
             c.call("EXPIRE", "k", "100")
         theirs, ours = (info_fields(c) for c in clients)
         for section, names in theirs.items():
-            if section == "Latencystats":
-                continue
             missing = [n for n in names if n not in ours.get(section, []) and
                        n not in NO_MEANING]
             assert missing == [], section
-            if section in ("Commandstats", "Errorstats"):
+            if section in ("Commandstats", "Errorstats", "Latencystats"):
                 continue            # Redis lists these in its hash table's order
             # and in Redis's order (pyrepl's own fields may sit in between)
             common = [n for n in ours.get(section, []) if n in names]
             assert common == [n for n in names if n in common], section
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()
+
+
+LATENCY = re.compile(r"p50=(\d+\.\d{3}),p99=(\d+\.\d{3}),p99\.9=(\d+\.\d{3})")
+
+
+def test_latencystats_as_redis() -> None:
+    servers = [start_redis(), start_pyrepl()]
+    clients = [RawClient(s.port) for s in servers]
+    try:
+        for c in clients:
+            c.call("CONFIG", "RESETSTAT")
+            for i in range(200):
+                c.call("SET", f"k{i}", "v")
+            c.call("GET", "k1")
+        stats_by_server = [stats(c, "latencystats") for c in clients]
+        for got in stats_by_server:
+            assert {"latency_percentiles_usec_set", "latency_percentiles_usec_get",
+                    "latency_percentiles_usec_config|resetstat"} <= set(got)
+            for name, value in got.items():
+                m = LATENCY.fullmatch(value)
+                assert m, (name, value)
+                p50, p99, p999 = (float(x) for x in m.groups())
+                assert 0 < p50 <= p99 <= p999 < 1_000_000, (name, value)
+        # the names both servers list are the same (pyrepl times one SET in 16: still listed)
+        assert set(stats_by_server[1]) == set(stats_by_server[0])
+        # the shown percentiles follow the directive; "no" turns the section off
+        for c in clients:
+            assert c.call("CONFIG", "SET", "latency-tracking-info-percentiles", "90 99.99") == \
+                b"+OK\r\n"
+        shown = [stats(c, "latencystats")["latency_percentiles_usec_set"] for c in clients]
+        for value in shown:
+            assert re.fullmatch(r"p90=\d+\.\d{3},p99\.99=\d+\.\d{3}", value), value
+        for c in clients:
+            assert c.call("CONFIG", "SET", "latency-tracking", "no") == b"+OK\r\n"
+        assert [stats(c, "latencystats") for c in clients] == [{}, {}]
     finally:
         for c in clients:
             c.close()
