@@ -823,3 +823,24 @@ class MemNet:
             node.reap_exited()
             node.core.tick(self.now)
             self.flush()
+
+
+def info(c: RawClient, section: str = "") -> dict[str, str]:
+    """``INFO [section]`` over a RawClient as ``{field: value}`` (all sections merged)."""
+    return {k: v for fields in info_sections(c, section).values() for k, v in fields.items()}
+
+
+def info_sections(c: RawClient, section: str = "") -> dict[str, dict[str, str]]:
+    """``INFO [section]`` as ``{section title: {field: value}}``, in the server's order."""
+    out: dict[str, dict[str, str]] = {}
+    current: dict[str, str] = out.setdefault("", {})
+    reply = c.call("INFO", section) if section else c.call("INFO")
+    for line in parse_reply(reply).decode().split("\r\n"):
+        if line.startswith("# "):
+            current = out.setdefault(line[2:], {})
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            current[key] = value
+    if not out[""]:
+        del out[""]
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from support import RawClient, start_pyrepl, start_redis
+from support import RawClient, info, info_sections, start_pyrepl, start_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -32,12 +32,7 @@ SCRIPT: list[tuple[str, ...]] = [
 
 
 def stats(c: RawClient, section: str) -> dict[str, str]:
-    out = {}
-    for line in c.call("INFO", section).decode().split("\r\n"):
-        if ":" in line and not line.startswith("#"):
-            key, value = line.split(":", 1)
-            out[key] = value
-    return out
+    return info(c, section)
 
 
 def counts(cmdstats: dict[str, str]) -> dict[str, tuple[int, int, int]]:
@@ -93,14 +88,7 @@ NO_MEANING = {
 
 
 def info_fields(c: RawClient) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    section = ""
-    for line in c.call("INFO", "everything").decode().split("\r\n"):
-        if line.startswith("# "):
-            section = line[2:]
-        elif ":" in line:
-            out.setdefault(section, []).append(line.split(":", 1)[0])
-    return out
+    return {section: list(fields) for section, fields in info_sections(c, "everything").items()}
 
 
 def test_every_info_field_of_redis_is_there() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, start_pyrepl, start_redis, wait_for
+from support import RawClient, info, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -20,12 +20,7 @@ KEYS = 200_000
 
 
 def persistence(c: RawClient) -> dict[str, str]:
-    out = {}
-    for line in c.call("INFO", "persistence").decode().split("\r\n"):
-        if ":" in line:
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return info(c, "persistence")
 
 
 @pytest.mark.parametrize("kind", ["redis", "pyrepl"])

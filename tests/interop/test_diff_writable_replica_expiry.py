@@ -12,16 +12,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for
+from support import RawClient, info, parse_reply, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 
 def info_field(c: RawClient, section: str, field: str) -> bytes:
-    for line in c.call("INFO", section).split(b"\r\n"):
-        if line.startswith(field.encode() + b":"):
-            return line.split(b":", 1)[1]
-    raise AssertionError(field)
+    return info(c, section)[field].encode()
 
 
 def test_writable_replica_expires_its_own_keys_as_redis() -> None:
