@@ -896,9 +896,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("aof-disable-auto-gc", "no", noop=True),
     _bool("aof-rewrite-incremental-fsync", "yes", noop=True),
     _bool("rdb-save-incremental-fsync", "yes", noop=True),
-    _bool("replica-ignore-disk-write-errors", "no", noop=True),
-    _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas"),
-          noop=True),
+    _bool("replica-ignore-disk-write-errors", "no"),
+    _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas")),
     _enum("sanitize-dump-payload", "no", ("no", "yes", "clients"), noop=True),
     # monitoring (slowlog, latency, keyspace events: their commands come with a later issue)
     _int("slowlog-log-slower-than", "10000", -1, LLONG_MAX, noop=True),

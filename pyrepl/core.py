@@ -47,6 +47,7 @@ class Stats:
         "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
         "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
         "total_reads_processed", "total_writes_processed", "expire_cycle_cpu_ns",
+        "unexpected_error_replies",
         "instant",
     )
 
@@ -221,6 +222,10 @@ class Host:
     def sleep(self, seconds: float) -> None:
         pass
 
+    def panic(self, message: str) -> None:
+        """Redis's serverPanic: the shell logs and aborts the process."""
+        raise RuntimeError(message)
+
     def close_client(self, client: Client) -> None:
         """Close a client's connection at once (CLIENT KILL, limits)."""
         client.close_after_reply = True
@@ -379,13 +384,7 @@ class ServerCore:
         """Refuse a command before it runs (Redis's rejectCommand: rejected_calls)."""
         if c.in_multi:
             c.multi_error = True
-        self.stats.total_error_replies += 1
-        self.count_error(message)
-        if cmd is not None:
-            st = self.cmdstats.get(cmd)
-            if st is None:
-                st = self.cmdstats[cmd] = CommandStat()
-            st.rejected += 1
+        self.error_reply(c, message, cmd, rejected=True)
         c.write(error_bytes(message))
 
     def resolve_command(self, c: Client, argv: list[bytes]) -> Command | None:
@@ -502,7 +501,7 @@ class ServerCore:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:
-                reply = self._failed(cmd, e)
+                reply = self._failed(c, cmd, e)
         else:
             dirty = self.dirty
             c.propagate_argv = None
@@ -512,7 +511,7 @@ class ServerCore:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:
-                reply = self._failed(cmd, e)
+                reply = self._failed(c, cmd, e)
             finally:
                 self._call_depth -= 1
             if self.dirty != dirty or c.propagate_argv is not None:
@@ -527,21 +526,31 @@ class ServerCore:
         hot path instead of two)."""
         return sum(st.calls for st in self.cmdstats.values())
 
-    def _failed(self, cmd: Command, e: ReplyError) -> ReplyError:
-        """A command answered with an error while running (failed_calls, errorstats)."""
-        self.stats.total_error_replies += 1
-        self.count_error(str(e))
-        st = self.cmdstats.get(cmd)
-        if st is None:
-            st = self.cmdstats[cmd] = CommandStat()
-        st.failed += 1
+    def _failed(self, c: Client, cmd: Command, e: ReplyError) -> ReplyError:
+        """A command answered with an error while running (failed_calls)."""
+        self.error_reply(c, str(e), cmd, rejected=False)
         return e
 
-    def count_error(self, message: str) -> None:
-        """INFO errorstats: errors by their first word (``ERR``, ``WRONGTYPE`` ...)."""
+    def error_reply(self, c: Client, message: str, cmd: Command | None,
+                    rejected: bool) -> None:
+        """Every error reply passes here (Redis's afterErrorReply): total_error_replies,
+        errorstats by the first word, the command's rejected/failed_calls, and an error sent
+        to our master goes to the replication layer (propagation-error-behavior)."""
+        self.stats.total_error_replies += 1
         code = message.split(" ", 1)[0] if message else "ERR"
         if len(self.errorstats) < 128 or code in self.errorstats:   # Redis's cap on codes
             self.errorstats[code] = self.errorstats.get(code, 0) + 1
+        if cmd is not None:
+            st = self.cmdstats.get(cmd)
+            if st is None:
+                st = self.cmdstats[cmd] = CommandStat()
+            if rejected:
+                st.rejected += 1
+            else:
+                st.failed += 1
+        if c.kind == "master" and self.replication is not None:
+            self.replication.propagation_error(c, cmd.name if cmd is not None else "<unknown>",
+                                               message)
 
     def unblock(self, c: Client, reply: object) -> None:
         """Answer a blocked client and go on with the commands it pipelined meanwhile."""
@@ -710,8 +719,10 @@ class ServerCore:
         if not is_write and cmd.name != "ping":
             return False
         if c.kind == "master":
-            # Redis panics here unless replica-ignore-disk-write-errors; pyrepl applies the
-            # master's stream and logs (a replica must not diverge, nor die, for its disk).
+            # As Redis: the replica panics rather than apply writes it cannot persist, unless
+            # replica-ignore-disk-write-errors; then it applies them and logs (every 10 s).
+            if not self.config.replica_ignore_disk_write_errors and cmd.name != "ping":
+                self.host.panic("Replica was unable to write command to disk.")
             if self.now_ms > self._disk_error_logged_ms + 10_000:
                 self._disk_error_logged_ms = self.now_ms
                 self.log.warning("Replica is applying a command even though it is unable to "

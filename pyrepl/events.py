@@ -45,6 +45,7 @@ FIELDS: list[tuple[str, str, str]] = [
     ("lag_bytes", "long", "master_repl_offset - replica ack offset"),
     ("lag_ms", "double", "ms since the replica's last ack"),
     ("error", "string", "error text for failures"),
+    ("command", "string", "propagation_error: the command that failed on the replica"),
 ]
 FIELD_TYPES = {name: t for name, t, _ in FIELDS}
 
@@ -69,6 +70,8 @@ EVENTS: dict[str, str] = {
     "link_up": "the link is up after a sync (mode, duration_ms since link_down or start)",
     "caught_up": "the replica reached the master's offset seen at link up (duration_ms)",
     "sync_failed": "a sync attempt failed (reason, error)",
+    "propagation_error": "a command of the master's stream failed on the replica (command, "
+                         "error, offset): the datasets may differ",
 }
 
 

@@ -216,7 +216,7 @@ def section_stats(core: ServerCore) -> Fields:
         ("tracking_total_keys", 0),
         ("tracking_total_items", 0),
         ("tracking_total_prefixes", 0),
-        ("unexpected_error_replies", 0),
+        ("unexpected_error_replies", s.unexpected_error_replies),
         ("total_error_replies", s.total_error_replies),
         ("dump_payload_sanitizations", 0),
         ("total_reads_processed", s.total_reads_processed),

@@ -73,6 +73,7 @@ def exec_(c: Any, argv: list[bytes]) -> object:
             if guard is not None:
                 err = guard.check_command(c, cmd)
                 if err is not None:
+                    core.error_reply(c, err, cmd, rejected=True)
                     replies.append(ReplyError(err))
                     continue
             replies.append(core.call(c, cmd, args))

@@ -161,6 +161,14 @@ class NetHost(Host):
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
 
+    def panic(self, message: str) -> None:
+        """serverPanic: log the reason the way Redis does and abort the process."""
+        log = self.server.logger
+        log.warning("------------------------------------------------")
+        log.warning("!!! Software Failure. Press left mouse button to continue")
+        log.warning(f"Guru Meditation: {message}")
+        os.abort()
+
     def time_us(self) -> int:
         return time.time_ns() // 1000
 

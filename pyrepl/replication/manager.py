@@ -110,6 +110,10 @@ class Replication:
         self.master.stream(data)
 
     # -- hooks the core calls -------------------------------------------------------------
+    def propagation_error(self, c: Client, command: str, message: str) -> None:
+        """An error reply to our master's link (see ReplicaSide.propagation_error)."""
+        self.replica.propagation_error(command, message)
+
     def check_command(self, c: Client, cmd: Command) -> str | None:
         """Refuse a command as Redis's processCommand does for replication reasons."""
         if c.kind == "master":

@@ -1317,19 +1317,38 @@ class ReplicaSide:
                 return
             if argv is None:
                 return
-            execute(c, argv)
+            execute(c, argv)      # an error reply comes back through propagation_error
             if c.out:
-                first = c.out[0]
-                if first[:1] == b"-":
-                    err = first[1:].rstrip(b"\r\n")[:4096].decode("utf-8", "replace")
-                    log.warning(f"== CRITICAL == This replica is sending an error to its master: "
-                                f"'{err}' after processing the command "
-                                f"'{argv[0].decode('utf-8', 'replace').lower()}'")
                 c.out.clear()
             if not c.in_multi:
                 ms.reploff = ms.reader_base + reader.consumed
             if self.master is not ms:
                 return  # the command dropped the link
+
+    def propagation_error(self, command: str, message: str) -> None:
+        """A command of the master's stream answered an error here (Redis's afterErrorReply for
+        the master client): logged as Redis, with the latest backlog, counted in INFO
+        ``unexpected_error_replies``, a ``propagation_error`` sync event; with
+        ``propagation-error-behavior panic`` / ``panic-on-replicas`` on a read-only replica the
+        process panics, as Redis does. The link stays up (``ignore``, the default)."""
+        core = self.core
+        err = message[:4096]
+        core.log.warning(f"== CRITICAL == This replica is sending an error to its master: "
+                         f"'-{err}' after processing the command '{command}'")
+        backlog = self.manager.backlog
+        if backlog is not None and backlog.histlen:
+            start = max(backlog.first_byte_offset, backlog.master_repl_offset - 255)
+            latest = b"".join(backlog.read_from(start))
+            core.log.warning(f"Latest backlog is: '{_repr(latest)}'")
+        core.stats.unexpected_error_replies += 1
+        ms = self.master
+        self._emit("propagation_error", command=command, error=err,
+                   offset=ms.reploff if ms is not None else None)
+        cfg = core.config
+        if cfg.replica_read_only and cfg.propagation_error_behavior in ("panic",
+                                                                       "panic-on-replicas"):
+            core.host.panic(f"This replica panicked sending an error to its master after "
+                            f"processing the command '{command}'")
 
     def _feed_applied(self, ms: MasterState) -> None:
         """Pass the bytes applied since the last call, ``(fed, reploff]``, to the backlog and
@@ -1559,3 +1578,17 @@ def _strtoll(text: str) -> int:
 
 def _printable(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+
+
+_REPR_ESCAPES = {0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t",
+                 0x07: "\\a", 0x08: "\\b"}
+
+
+def _repr(data: bytes) -> str:
+    """Redis's sdscatrepr: quoted, C escapes, other non-printables as \\xNN."""
+    out = ['"']
+    for b in data:
+        esc = _REPR_ESCAPES.get(b)
+        out.append(esc if esc is not None else chr(b) if 32 <= b < 127 else f"\\x{b:02x}")
+    out.append('"')
+    return "".join(out)

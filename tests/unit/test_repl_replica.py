@@ -546,9 +546,12 @@ def test_replica_is_read_only_and_master_client_is_not() -> None:
 def test_error_from_the_master_stream_is_logged_critical() -> None:
     n = synced_node()
     n.feed(cmd("SELECT", "0") + cmd("INCR", "s:1"))
+    # Redis's text, the error's '-' included; counted; the link stays up
     assert any(m.startswith("== CRITICAL == This replica is sending an error to its master: "
-                            "'ERR value is not an integer or out of range' after processing the "
+                            "'-ERR value is not an integer or out of range' after processing the "
                             "command 'incr'") for _, m in n.core.log.lines)
+    assert n.core.stats.unexpected_error_replies == 1
+    assert n.side.master is not None
 
 
 def test_inline_protocol_from_master_drops_it_without_caching() -> None:
