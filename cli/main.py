@@ -51,13 +51,22 @@ def _build_config(config_file: str | None, overrides: list[tuple[str, list[str]]
     from pyrepl.config import Config, ConfigError
 
     try:
-        return Config.load(config_file, overrides)
+        cfg = Config.load(config_file, overrides)
     except ConfigError as e:
         click.echo(f"*** FATAL CONFIG FILE ERROR ***\n{e}", err=True)
         sys.exit(1)
     except OSError as e:
         click.echo(f"Fatal error, can't open config file '{config_file}': {e.strerror}", err=True)
         sys.exit(1)
+    if cfg.logfile:
+        # As Redis at load time: a log file that cannot be opened stops the start, clearly.
+        try:
+            open(cfg.logfile, "a").close()  # noqa: SIM115
+        except OSError as e:
+            click.echo(f"*** FATAL CONFIG FILE ERROR ***\nCan't open the log file: {e.strerror}",
+                       err=True)
+            sys.exit(1)
+    return cfg
 
 
 def _common_overrides(port: int | None, bind: str | None, dir_: str | None,

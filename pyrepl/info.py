@@ -54,7 +54,7 @@ def section_server(core: ServerCore) -> Fields:
         ("multiplexing_api", "epoll"),
         ("python_version", platform.python_version()),
         ("process_id", os.getpid()),
-        ("process_supervised", "no"),
+        ("process_supervised", core.supervised),
         ("run_id", core.run_id),
         ("tcp_port", core.config.port),
         ("server_time_usec", core.host.time_us()),

@@ -102,11 +102,15 @@ def _ping(port: int) -> bool:
 class ServerProcess:
     """A server process on 127.0.0.1:port with its own temporary directory."""
 
-    def __init__(self, argv: list[str], port: int, tmpdir: str, name: str) -> None:
+    def __init__(self, argv: list[str], port: int, tmpdir: str, name: str,
+                 env: dict[str, str] | None = None,
+                 ready: Callable[[], bool] | None = None) -> None:
         self.argv = argv
         self.port = port
         self.dir = tmpdir
         self.name = name
+        self.env = env
+        self.ready = ready or (lambda: _ping(self.port))
         self.logpath = os.path.join(tmpdir, f"{name}.log")
         self.proc: subprocess.Popen | None = None
 
@@ -114,9 +118,9 @@ class ServerProcess:
         log = open(self.logpath, "ab")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.dir)
+                                     stdin=subprocess.DEVNULL, cwd=self.dir, env=self.env)
         try:
-            wait_for(lambda: self.proc.poll() is not None or _ping(self.port), timeout,
+            wait_for(lambda: self.proc.poll() is not None or self.ready(), timeout,
                      what=f"{self.name} to accept connections")
         except AssertionError:
             self.stop()

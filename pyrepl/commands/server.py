@@ -112,22 +112,41 @@ def bgsave(c: Any, argv: list[bytes]) -> object:
 
 @command("shutdown", -1, "admin noscript loading stale no-multi sentinel allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
 def shutdown(c: Any, argv: list[bytes]) -> object:
-    save: bool | None = None
+    from pyrepl.core import BLOCKED, SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
+
+    flags = 0
+    abort = False
     for a in argv[1:]:
         opt = a.lower()
         if opt == b"nosave":
-            save = False
+            flags |= SHUTDOWN_NOSAVE
         elif opt == b"save":
-            save = True
-        elif opt in (b"now", b"force", b"abort"):
-            if opt == b"abort":
-                raise ReplyError("ERR No shutdown in progress.")
+            flags |= SHUTDOWN_SAVE
+        elif opt == b"now":
+            flags |= SHUTDOWN_NOW
+        elif opt == b"force":
+            flags |= SHUTDOWN_FORCE
+        elif opt == b"abort":
+            abort = True
         else:
             raise ReplyError("ERR syntax error")
+    if (abort and len(argv) > 2) or (flags & SHUTDOWN_NOSAVE and flags & SHUTDOWN_SAVE):
+        raise ReplyError("ERR syntax error")
     core = c.core
-    if not core.prepare_for_shutdown(save):
-        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
-    core.host.request_shutdown()
+    if abort:
+        if core.shutdown_wait is None:
+            raise ReplyError("ERR No shutdown in progress.")
+        _, waiting, _ = core.shutdown_wait
+        core.shutdown_wait = None
+        core.log.warning("Shutdown manually aborted.")
+        if waiting is not None and not waiting.closed:
+            core.unblock(waiting, ReplyError("ERR Errors trying to SHUTDOWN. Check logs."))
+        return OK
+    result = core.shutdown(flags, c)
+    if result is BLOCKED:
+        return BLOCKED
+    if result is not None:
+        raise ReplyError(str(result))
     c.close_after_reply = True
     return NO_REPLY
 

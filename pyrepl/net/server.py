@@ -23,6 +23,7 @@ import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
 from pyrepl.config import Config
 from pyrepl.core import Host, ServerCore
+from pyrepl.net import process
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.synclog import RotatingNdjsonWriter
@@ -64,8 +65,12 @@ class ClientProtocol(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         core = self.core
         core.now_ms = now_ms()
-        c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname),
-                                 sock.fileno() if sock is not None else -1)
+        fd = sock.fileno() if sock is not None else -1
+        if sock is not None and sock.family == socket.AF_UNIX:
+            where = f"{self.server.unix_path}:0"     # as Redis shows a Unix-socket client
+            c = core.connection_made(where, where, fd, unix_socket=True)
+        else:
+            c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname), fd)
         c.transport = transport
         self.client = c
         self._flush()
@@ -161,6 +166,10 @@ class NetHost(Host):
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
 
+    def notify_supervisor(self, message: str) -> None:
+        if self.server.supervised == "systemd":
+            process.sd_notify(message, self.server.logger)
+
     def panic(self, message: str) -> None:
         """serverPanic: log the reason the way Redis does and abort the process."""
         log = self.server.logger
@@ -253,6 +262,9 @@ class Server:
         self._stopping = False
         self._flush_scheduled = False
         self.exit_code = 0
+        self.supervised = "no"
+        self.pidfile = ""
+        self.unix_path = ""
         self._stop_event: asyncio.Event | None = None
         config.on_change(self._config_changed)
 
@@ -267,6 +279,13 @@ class Server:
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> int:
+        cfg = self.config
+        self.supervised = process.supervision(cfg.supervised, self.logger)
+        self.core.supervised = self.supervised
+        background = cfg.daemonize and self.supervised == "no"
+        if background:
+            process.daemonize()      # before any event loop or socket exists
+        self.pidfile = cfg.pidfile or (process.DEFAULT_PID_FILE if background else "")
         loop = new_event_loop(self.use_uvloop)
         self.loop = loop
         try:
@@ -284,6 +303,13 @@ class Server:
         log = self.logger
         log.notice(f"pyrepl {core.version} (Redis {core.redis_version} compatible) starting, "
                    f"pid={os.getpid()}")
+        cfg = self.config
+        noop = cfg.noop_loaded()
+        if noop:
+            log.notice("Accepted with no effect in pyrepl: " + ", ".join(noop))
+        if cfg.appendonly:
+            log.warning("appendonly yes: pyrepl has no AOF; the dataset is persisted by RDB "
+                        "snapshots only")
         if self.config.dir:
             os.makedirs(self.config.dir, exist_ok=True)
         core.now_ms = now_ms()
@@ -299,10 +325,19 @@ class Server:
                 loop.add_signal_handler(sig, self._on_signal, sig)
             except (NotImplementedError, RuntimeError):
                 pass
-        self._write_pidfile()
+        if self.pidfile:
+            process.write_pidfile(self.pidfile, log)
         if core.replication is not None:
             core.replication.start()
-        log.notice(f"Ready to accept connections tcp on port {self.config.port}")
+        if self.servers and self.config.port:
+            log.notice(f"Ready to accept connections tcp on port {self.config.port}")
+        if self.unix_path:
+            log.notice(f"The server is now ready to accept connections at {self.unix_path}")
+        if self.supervised == "systemd":
+            process.sd_notify("STATUS=Ready to accept connections\n" if cfg.replicaof is None
+                              else "STATUS=Ready to accept connections in read-only mode. "
+                                   "Waiting for MASTER <-> REPLICA sync\n", log)
+            process.sd_notify("READY=1\n", log)
         cron = loop.create_task(self._cron())
         try:
             await self._stop_event.wait()
@@ -313,7 +348,12 @@ class Server:
             for c in list(core.clients.values()):
                 if c.transport is not None:
                     c.transport.abort()
-            self._remove_pidfile()
+            if self.pidfile:
+                log.notice("Removing the pid file.")
+                process.remove_pidfile(self.pidfile)
+            if self.unix_path:
+                log.notice("Removing the unix socket file.")
+                process.remove_pidfile(self.unix_path)
             if self.sync_log is not None:
                 self.sync_log.close()
 
@@ -356,14 +396,42 @@ class Server:
             self.servers.append(srv)
 
     async def listen(self) -> None:
-        if self.config.port == 0:
-            return
+        cfg = self.config
+        if cfg.port:
+            try:
+                socks = self.bind_sockets(cfg.bind, cfg.port)
+            except OSError as e:
+                self.logger.warning(str(e))
+                raise SystemExit(1) from None
+            await self.serve_sockets(socks)
+        if cfg.unixsocket:
+            try:
+                sock = self.bind_unix(cfg.unixsocket, cfg.unixsocketperm)
+            except OSError as e:
+                self.logger.warning(f"Failed opening Unix socket: {e}")
+                raise SystemExit(1) from None
+            loop = asyncio.get_running_loop()
+            srv = await loop.create_unix_server(lambda: ClientProtocol(self), sock=sock)
+            self.servers.append(srv)
+            self.unix_path = cfg.unixsocket
+
+    def bind_unix(self, path: str, perm: int) -> socket.socket:
+        """anetUnixServer: a stale socket file is removed first; chmod when perm is set."""
         try:
-            socks = self.bind_sockets(self.config.bind, self.config.port)
+            os.unlink(path)
+        except OSError:
+            pass     # "don't care if this fails", as Redis
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(path)
+            if perm:
+                os.chmod(path, perm)
+            s.listen(self.config.tcp_backlog)
+            s.setblocking(False)
         except OSError as e:
-            self.logger.warning(str(e))
-            raise SystemExit(1) from None
-        await self.serve_sockets(socks)
+            s.close()
+            raise OSError(e.errno, f"{e.strerror}: {path}") from e
+        return s
 
     def rebind(self, bind: list[str], port: int) -> None:
         """CONFIG SET port/bind: listen on the new addresses, then close the old listeners.
@@ -384,13 +452,24 @@ class Server:
         self.core.port = port
 
     def _on_signal(self, sig: int) -> None:
+        """sigShutdownHandler + serverCron's shutdown: shutdown-on-sigterm / -sigint flags; a
+        second SIGINT while a shutdown is pending exits at once, as Redis."""
+        core = self.core
         name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+        if sig == signal.SIGINT and core.shutdown_wait is not None:
+            self.logger.warning("You insist... exiting now.")
+            if self.pidfile:
+                process.remove_pidfile(self.pidfile)
+            os._exit(1)
         self.logger.warning(f"Received {name} scheduling shutdown...")
-        self.core.now_ms = now_ms()
-        if self.core.prepare_for_shutdown(None):
+        core.now_ms = now_ms()
+        flags = (self.config.shutdown_on_sigint if sig == signal.SIGINT
+                 else self.config.shutdown_on_sigterm)
+        err = core.shutdown(flags)
+        if err is None:
             self.stop()
-        else:
-            self.logger.warning("SIGTERM received but errors trying to shut down the server, "
+        elif isinstance(err, str):
+            self.logger.warning(f"{name} received but errors trying to shut down the server, "
                                 "check the logs for more information")
 
     def schedule_flush(self) -> None:
@@ -454,17 +533,6 @@ class Server:
             code = os.waitstatus_to_exitcode(status)
             self.core.child_exited(pid, code)
 
-    def _write_pidfile(self) -> None:
-        if self.config.pidfile:
-            with open(self.config.pidfile, "w") as f:
-                f.write(f"{os.getpid()}\n")
-
-    def _remove_pidfile(self) -> None:
-        if self.config.pidfile:
-            try:
-                os.unlink(self.config.pidfile)
-            except OSError:
-                pass
 
 
 def run(config: Config) -> int:

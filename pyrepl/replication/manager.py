@@ -110,6 +110,39 @@ class Replication:
         self.master.stream(data)
 
     # -- hooks the core calls -------------------------------------------------------------
+    def ready_to_shutdown(self) -> bool:
+        """isReadyToShutdown: every replica acknowledged the whole stream."""
+        off = self.master_repl_offset
+        return all(link.ack_off == off for link in self.master.links
+                   if not link.is_rdb_channel)
+
+    def request_acks(self) -> None:
+        """REPLCONF GETACK * to the replicas (a shutdown waiting for them)."""
+        if self.master.links:
+            self.master._request_acks()
+
+    def log_lagging_replicas(self) -> None:
+        """finishShutdown's report of the replicas that did not catch up."""
+        links = [lk for lk in self.master.links if not lk.is_rdb_channel]
+        if not links:
+            return
+        off = self.master_repl_offset
+        in_sync = 0
+        for link in links:
+            if link.ack_off == off:
+                in_sync += 1
+                continue
+            lag = (self.core.now_ms - link.ack_ms) // 1000 if link.ack_ms else -1
+            self.core.log.warning(f"Lagging replica {link.name()} reported offset "
+                                  f"{link.ack_off} behind master, lag={lag}, "
+                                  f"state={link.state.name.lower()}.")
+        if in_sync == len(links):
+            self.core.log.notice(f"{in_sync} of {len(links)} replicas are in sync when "
+                                 f"shutting down.")
+        else:
+            self.core.log.warning(f"{in_sync} of {len(links)} replicas are in sync when "
+                                  f"shutting down.")
+
     def propagation_error(self, c: Client, command: str, message: str) -> None:
         """An error reply to our master's link (see ReplicaSide.propagation_error)."""
         self.replica.propagation_error(command, message)

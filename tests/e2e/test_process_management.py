@@ -1,0 +1,209 @@
+"""Process management as redis-server does it: daemonize, the pid file, supervision, signals.
+
+* ``daemonize yes``: the command returns 0 at once, the daemon serves, its pid file holds its
+  pid, SIGTERM or SHUTDOWN stop it and the pid file is removed; logs go to ``logfile``.
+* a pid file that cannot be written is logged, never fatal; a log file that cannot be opened
+  stops the start with Redis's text.
+* ``supervised systemd``: the same sd_notify datagrams as real redis-server (Debian's is built
+  with libsystemd), in the same order; INFO process_supervised.
+* ``shutdown-on-sigterm`` flags; SHUTDOWN waits up to ``shutdown-timeout`` for a lagging replica
+  (as real Redis, side by side), SHUTDOWN NOW does not.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import redis
+from support import (
+    RawClient,
+    ServerProcess,
+    free_port,
+    info,
+    redis_server_path,
+    start_pyrepl,
+    start_redis,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow]
+
+
+def pyrepl_cmd(port: int, tmp: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pyrepl.cli.main", "master", "--port", str(port), "--dir", tmp,
+            "--bind", "127.0.0.1", "--save", "", *extra]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def ping(port: int) -> bool:
+    try:
+        with redis.Redis(port=port, socket_timeout=1) as r:
+            return bool(r.ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.mark.parametrize("stop_with", ["SIGTERM", "SHUTDOWN"])
+def test_daemonize_yes_end_to_end(tmp_path: Any, stop_with: str) -> None:
+    port = free_port()
+    pidfile = tmp_path / "pyrepl.pid"
+    logfile = tmp_path / "pyrepl.log"
+    t0 = time.monotonic()
+    done = subprocess.run(pyrepl_cmd(port, str(tmp_path), "--daemonize", "yes", "--pidfile",
+                                     str(pidfile), "--logfile", str(logfile)),
+                          capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - t0 < 15                  # it returned: the daemon went on alone
+    pid = 0
+    try:
+        wait_for(lambda: ping(port), timeout=20, what="the daemon to serve")
+        pid = int(pidfile.read_text())
+        assert alive(pid) and pid != os.getpid()
+        with redis.Redis(port=port) as r:
+            assert r.info("server")["process_id"] == pid
+            r.set("k", "v")
+        if stop_with == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            with RawClient(port) as c:
+                c.send("SHUTDOWN")
+        wait_for(lambda: not alive(pid), timeout=20, what="the daemon to exit")
+        assert not pidfile.exists()
+        log = logfile.read_text()
+        assert "Ready to accept connections tcp" in log and "Removing the pid file." in log
+        assert done.stdout == b"" and done.stderr == b""    # nothing on the terminal
+    finally:
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_pidfile_in_a_missing_directory_is_logged_not_fatal(tmp_path: Any) -> None:
+    srv = start_pyrepl("--pidfile", str(tmp_path / "missing" / "x.pid"), tmpdir=str(tmp_path))
+    try:
+        assert ping(srv.port)
+        wait_for(lambda: "Failed to write PID file: No such file or directory" in srv.log(),
+                 timeout=5, what="the pid file warning")
+    finally:
+        srv.stop()
+
+
+def test_logfile_that_cannot_be_opened_stops_the_start(tmp_path: Any) -> None:
+    done = subprocess.run(pyrepl_cmd(free_port(), str(tmp_path), "--logfile",
+                                     str(tmp_path / "missing" / "x.log")),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert "Can't open the log file: No such file or directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["redis", "pyrepl"])
+def test_supervised_systemd_notifies_as_redis(tmp_path: Any, kind: str) -> None:
+    if kind == "redis" and redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        sock.settimeout(10)
+        env = dict(os.environ, NOTIFY_SOCKET=path)
+        port = free_port()
+        if kind == "redis":
+            argv = [redis_server_path() or "", "--port", str(port), "--dir", str(tmp_path),
+                    "--save", "", "--supervised", "systemd", "--daemonize", "yes"]
+        else:
+            argv = pyrepl_cmd(port, str(tmp_path), "--supervised", "systemd",
+                              "--daemonize", "yes")
+        srv = ServerProcess(argv, port, str(tmp_path), f"{kind}-systemd", env=env).start()
+        try:
+            # supervised: daemonize yes does not detach (the supervisor owns the process)
+            assert srv.alive()
+            msgs = [sock.recv(4096).decode() for _ in range(3)]
+            with redis.Redis(port=port) as r:
+                assert r.info("server")["process_supervised"] == "systemd"
+            srv.stop()
+            msgs.append(sock.recv(4096).decode())
+            assert msgs == ["STATUS=Redis is loading...\n",
+                            "STATUS=Ready to accept connections\n", "READY=1\n",
+                            "STOPPING=1\n"]
+        finally:
+            srv.stop()
+
+
+@pytest.mark.parametrize(("flags", "saved"), [("nosave", False), ("default", True),
+                                              ("save", True)])
+def test_shutdown_on_sigterm_flags(tmp_path: Any, flags: str, saved: bool) -> None:
+    save = "3600 1" if flags != "save" else ""        # "save" saves even without save points
+    srv = start_pyrepl("--save", save, "--shutdown-on-sigterm", flags, tmpdir=str(tmp_path))
+    with redis.Redis(port=srv.port) as r:
+        r.set("k", "v")
+    assert srv.stop(signal.SIGTERM) == 0
+    assert (tmp_path / "dump.rdb").exists() == saved
+
+
+def test_shutdown_waits_for_a_lagging_replica_as_redis(tmp_path: Any) -> None:
+    """shutdown-timeout: SHUTDOWN returns only after the timeout while a replica lags (both
+    servers); SHUTDOWN NOW does not wait."""
+    results = {}
+    for kind, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
+        d = tmp_path / kind
+        d.mkdir()
+        master = start("--shutdown-timeout", "2", tmpdir=str(d))
+        (tmp_path / f"{kind}-replica").mkdir()
+        replica = start_redis("--replicaof", "127.0.0.1", str(master.port),
+                              tmpdir=str(tmp_path / f"{kind}-replica"))
+        try:
+            with RawClient(master.port) as c:
+                wait_for(lambda c=c: info(c, "replication").get("slave0", "").find("online") > 0,
+                         timeout=30, what="replica online")
+                assert replica.proc is not None
+                os.kill(replica.proc.pid, signal.SIGSTOP)
+                c.call("SET", "k", "v" * 1000)
+                t0 = time.monotonic()
+                c.send("SHUTDOWN")
+                with pytest.raises(ConnectionError):
+                    c.read_reply()
+                results[kind] = time.monotonic() - t0
+            assert master.proc is not None
+            master.proc.wait(15)
+            assert "Lagging replica" in master.log()
+        finally:
+            if replica.proc is not None:
+                os.kill(replica.proc.pid, signal.SIGCONT)
+            replica.stop()
+            master.stop()
+    assert results["redis"] >= 1.5 and results["pyrepl"] >= 1.5, results
+
+
+def test_shutdown_now_does_not_wait(tmp_path: Any) -> None:
+    master = start_pyrepl("--shutdown-timeout", "30", tmpdir=str(tmp_path))
+    replica = start_redis("--replicaof", "127.0.0.1", str(master.port))
+    try:
+        with RawClient(master.port) as c:
+            wait_for(lambda: "state=online" in info(c, "replication").get("slave0", ""),
+                     timeout=30, what="replica online")
+            assert replica.proc is not None
+            os.kill(replica.proc.pid, signal.SIGSTOP)
+            c.call("SET", "k", "v")
+            t0 = time.monotonic()
+            c.send("SHUTDOWN", "NOW")
+            with pytest.raises(ConnectionError):
+                c.read_reply()
+            assert time.monotonic() - t0 < 5
+    finally:
+        if replica.proc is not None:
+            os.kill(replica.proc.pid, signal.SIGCONT)
+        replica.stop()
+        master.stop()
