@@ -54,6 +54,7 @@ __all__ = [
     "Directive",
     "lookup",
     "parse_memory",
+    "repr_arg",
     "split_args",
     "stringmatch",
 ]
@@ -183,6 +184,23 @@ def split_args(line: str) -> list[str] | None:
                     cur.append(c)
                 i += 1
         out.append("".join(cur))
+
+
+_REPR_ESCAPES = {0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t",
+                 0x07: "\\a", 0x08: "\\b"}
+
+
+def repr_arg(value: str | bytes) -> str:
+    """Redis's sdscatrepr: the value quoted, with C escapes and ``\\xNN`` for other
+    non-printable bytes; :func:`split_args` reads it back to the same value (strings are
+    taken as their surrogate-escaped bytes)."""
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    out = ['"']
+    for b in data:
+        esc = _REPR_ESCAPES.get(b)
+        out.append(esc if esc is not None else chr(b) if 32 <= b < 127 else f"\\x{b:02x}")
+    out.append('"')
+    return "".join(out)
 
 
 _MEMORY_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,

@@ -190,13 +190,19 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
 
 @command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
 def config_rewrite(c: Any, argv: list[bytes]) -> object:
-    cfg = c.core.config
+    from pyrepl.config_rewrite import rewrite_file
+
+    core = c.core
+    cfg = core.config
     if not cfg.source_file:
         raise ReplyError("ERR The server is running without a config file")
     try:
-        cfg.rewrite()
-    except (OSError, AttributeError) as e:
-        raise ReplyError(f"ERR Rewriting config file: {e}") from None
+        rewrite_file(cfg)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        core.log.warning(f"CONFIG REWRITE failed: {reason}")
+        raise ReplyError(f"ERR Rewriting config file: {reason}") from None
+    core.log.notice("CONFIG REWRITE executed with success.")
     return OK
 
 

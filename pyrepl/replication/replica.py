@@ -111,7 +111,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.client import Client
-from pyrepl.config import ConfigError
+from pyrepl.config import ConfigError, repr_arg
 from pyrepl.rdb.decoder import Aux, End, RdbDecoder, RdbError
 from pyrepl.replication.rdbchannel import (
     BulkHeader,
@@ -1339,7 +1339,7 @@ class ReplicaSide:
         if backlog is not None and backlog.histlen:
             start = max(backlog.first_byte_offset, backlog.master_repl_offset - 255)
             latest = b"".join(backlog.read_from(start))
-            core.log.warning(f"Latest backlog is: '{_repr(latest)}'")
+            core.log.warning(f"Latest backlog is: '{repr_arg(latest)}'")
         core.stats.unexpected_error_replies += 1
         ms = self.master
         self._emit("propagation_error", command=command, error=err,
@@ -1579,16 +1579,3 @@ def _strtoll(text: str) -> int:
 def _printable(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 else "." for b in data)
 
-
-_REPR_ESCAPES = {0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t",
-                 0x07: "\\a", 0x08: "\\b"}
-
-
-def _repr(data: bytes) -> str:
-    """Redis's sdscatrepr: quoted, C escapes, other non-printables as \\xNN."""
-    out = ['"']
-    for b in data:
-        esc = _REPR_ESCAPES.get(b)
-        out.append(esc if esc is not None else chr(b) if 32 <= b < 127 else f"\\x{b:02x}")
-    out.append('"')
-    return "".join(out)
