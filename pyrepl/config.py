@@ -532,10 +532,28 @@ def _check_hostname(value: str) -> None:
         raise _Invalid("Hostnames may only contain alphanumeric characters, hyphens or dots")
 
 
+_AUX_FORBIDDEN = frozenset(b"!#$%&()*+:;<>?@[]^{|}~,= \"'\\")
+
+
 def _check_nodename(value: str) -> None:
-    # Redis 8's isValidAuxString: printable ASCII without space
-    if any(not (33 <= ord(ch) <= 126) for ch in value):
-        raise _Invalid("Announced human node name contained invalid character")
+    # Redis 8's isValidAuxString: no control character, none of nodes.conf's delimiters
+    for b in value.encode("utf-8", "surrogateescape"):
+        if b < 0x20 or b == 0x7F or (b in _AUX_FORBIDDEN and not chr(b).isalnum()):
+            raise _Invalid("Announced human node name contained invalid character")
+
+
+def _check_locale(value: str) -> None:
+    """Redis 8's updateLocaleCollate: setlocale(LC_COLLATE) must accept the name (pyrepl only
+    checks it and puts the process's collation back)."""
+    import locale
+
+    saved = locale.setlocale(locale.LC_COLLATE)
+    try:
+        locale.setlocale(locale.LC_COLLATE, value)
+    except (locale.Error, ValueError):
+        raise _Invalid("Invalid locale name") from None
+    finally:
+        locale.setlocale(locale.LC_COLLATE, saved)
 
 
 def _check_no_defrag(value: bool) -> None:
@@ -994,7 +1012,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("tls-ciphers", "", noop=True),
     _str("tls-ciphersuites", "", noop=True),
     # Redis 8 additions that its redis.conf names (absent from 7.0: hidden from CONFIG GET *)
-    _str("locale-collate", "", hidden=True, noop=True),
+    _str("locale-collate", "", check=_check_locale, hidden=True, noop=True),
     Directive("set-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
               hidden=True, noop=True),
     Directive("set-max-listpack-value", "int", "64", lo=0, hi=LLONG_MAX, unsigned=True,
@@ -1277,6 +1295,7 @@ class Config:
             except _Invalid as exc:
                 raise _set_failed(key, str(exc)) from None
             staged[d.name] = (d, first_key, old, new)
+        self._check_memory_tracking(staged)
         # Commit, then apply.
         for d, _key, _old, new in staged.values():
             object.__setattr__(self, d.attr, new)
@@ -1291,6 +1310,14 @@ class Config:
                 self._roll_back(staged, [*notified, (d, old)])
                 raise _set_failed(key, exc.reason) from exc
             notified.append((d, old))
+
+    def _check_memory_tracking(self, staged: dict[str, tuple[Directive, str, Any, Any]]) -> None:
+        """Redis 8's updateMemoryTrackingEnabled: key-memory-histograms (or, in cluster mode
+        only, the ``mem`` bit of cluster-slot-stats-enabled) turns memory tracking on, which
+        only a start can do."""
+        entry = staged.get("key-memory-histograms")
+        if entry is not None and entry[3] and not self.key_memory_histograms:
+            raise _set_failed(entry[1], "memory tracking cannot be enabled at runtime")
 
     def _roll_back(self, staged: dict[str, tuple[Directive, str, Any, Any]],
                    applied: list[tuple[Directive, Any]]) -> None:

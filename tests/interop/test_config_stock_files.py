@@ -200,3 +200,44 @@ def test_config_set_of_every_directive_answers_as_redis_7() -> None:
     finally:
         ours.stop()
         real.stop()
+
+
+def test_config_set_of_the_redis_8_names_answers_as_redis_8(tmp_path: Any) -> None:
+    """The Redis 8 additions pyrepl accepts (hidden from CONFIG GET * as 7.0 has none of
+    them) parse, refuse and read back as a Redis 8 server built from source does."""
+    exe = redis8_server_path()
+    if exe is None:
+        pytest.skip("no Redis 8 redis-server: `make redis-src` builds it from Debian "
+                    "experimental's source package (skipped when that source is unavailable)")
+    from pyrepl.config import DIRECTIVES
+
+    names = [d.name for d in DIRECTIVES if d.hidden and d.noop and d.mutable
+             and d.name not in ("use-exit-on-panic", "watchdog-period", "key-load-delay",
+                                "loading-process-events-interval-bytes")]
+    assert len(names) >= 14
+    (tmp_path / "r8").mkdir()
+    port = free_port()
+    real = ServerProcess([exe, "--port", str(port), "--dir", str(tmp_path / "r8"), "--save", "",
+                          "--enable-debug-command", "yes"], port, str(tmp_path / "r8"),
+                         "redis8").start()
+    ours = start_pyrepl()
+    try:
+        rc = redis.Redis(port=real.port, decode_responses=True, protocol=2)
+        oc = redis.Redis(port=ours.port, decode_responses=True, protocol=2)
+        for name in names:
+            for value in VALUES + ["CN", "off", "cpu net", "mem"]:
+                replies = []
+                for client in (rc, oc):
+                    try:
+                        replies.append(("ok", client.execute_command("CONFIG", "SET", name,
+                                                                     value)))
+                    except redis.ResponseError as e:
+                        replies.append(("err", str(e)))
+                assert replies[1] == replies[0], (name, value)
+                assert oc.execute_command("CONFIG", "GET", name) == \
+                    rc.execute_command("CONFIG", "GET", name), (name, value)
+        rc.close()
+        oc.close()
+    finally:
+        ours.stop()
+        real.stop()
