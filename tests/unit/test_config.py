@@ -1033,7 +1033,7 @@ def test_every_bool_directive_accepts_yes_no_any_case() -> None:
             continue
         cfg = Config()
         default = cfg.get(d.name)
-        if d.check is None:
+        if d.check is None and d.name != "key-memory-histograms":   # (start-time only: on)
             cfg.set(d.name, "YES" if not default else "No")
             assert cfg.get(d.name) is (not default)
         with pytest.raises(ConfigError, match="'yes' or 'no'"):
@@ -1220,3 +1220,14 @@ def test_shipped_master_conf_reads_like_redis(tmp_path: Path) -> None:
                 continue
             assert ours.config_get([name]) == \
                 list(client.execute_command("CONFIG", "GET", name).items()), name
+
+
+def test_memory_tracking_only_at_start(tmp_path: Path) -> None:
+    """Redis 8: key-memory-histograms can be turned off at runtime, never on."""
+    cfg = Config()
+    with pytest.raises(ConfigError, match="memory tracking cannot be enabled at runtime"):
+        cfg.set("key-memory-histograms", "yes")
+    cfg = load_text(tmp_path, "key-memory-histograms yes\n")
+    cfg.set("key-memory-histograms", "no")
+    with pytest.raises(ConfigError, match="memory tracking cannot be enabled at runtime"):
+        cfg.set("key-memory-histograms", "yes")
