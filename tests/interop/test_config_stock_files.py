@@ -169,6 +169,26 @@ VALUES = ["0", "1", "-1", "7", "yes", "no", "YES", "100mb", "1GB", "10%", "abc",
           "99999999999999999999"]
 
 
+def compare_config_sets(theirs: redis.Redis, ours: redis.Redis, names: list[str],
+                        values: list[str]) -> int:
+    """CONFIG SET every name to every value on both servers: the same reply (Redis's error
+    texts) and the same CONFIG GET afterwards. Returns how many pairs were compared."""
+    compared = 0
+    for name in names:
+        for value in values:
+            replies = []
+            for client in (theirs, ours):
+                try:
+                    replies.append(("ok", client.execute_command("CONFIG", "SET", name, value)))
+                except redis.ResponseError as e:
+                    replies.append(("err", str(e)))
+            assert replies[1] == replies[0], (name, value)
+            assert ours.execute_command("CONFIG", "GET", name) == \
+                theirs.execute_command("CONFIG", "GET", name), (name, value)
+            compared += 1
+    return compared
+
+
 def test_config_set_of_every_directive_answers_as_redis_7() -> None:
     if redis_server_path() is None:
         pytest.skip("redis-server is not installed (the test command installs it)")
@@ -180,21 +200,7 @@ def test_config_set_of_every_directive_answers_as_redis_7() -> None:
         oc = redis.Redis(port=ours.port, decode_responses=True, protocol=2)
         names = sorted(rc.execute_command("CONFIG", "GET", "*"))
         names = [n for n in names if n not in SKIP_SET and not n.startswith("tls-")]
-        compared = 0
-        for name in names:
-            for value in VALUES:
-                replies = []
-                for client in (rc, oc):
-                    try:
-                        replies.append(("ok", client.execute_command("CONFIG", "SET", name,
-                                                                     value)))
-                    except redis.ResponseError as e:
-                        replies.append(("err", str(e)))
-                assert replies[1] == replies[0], (name, value)
-                assert oc.execute_command("CONFIG", "GET", name) == \
-                    rc.execute_command("CONFIG", "GET", name), (name, value)
-                compared += 1
-        assert compared > 150 * len(VALUES)
+        assert compare_config_sets(rc, oc, names, VALUES) > 150 * len(VALUES)
         rc.close()
         oc.close()
     finally:
@@ -224,18 +230,7 @@ def test_config_set_of_the_redis_8_names_answers_as_redis_8(tmp_path: Any) -> No
     try:
         rc = redis.Redis(port=real.port, decode_responses=True, protocol=2)
         oc = redis.Redis(port=ours.port, decode_responses=True, protocol=2)
-        for name in names:
-            for value in VALUES + ["CN", "off", "cpu net", "mem"]:
-                replies = []
-                for client in (rc, oc):
-                    try:
-                        replies.append(("ok", client.execute_command("CONFIG", "SET", name,
-                                                                     value)))
-                    except redis.ResponseError as e:
-                        replies.append(("err", str(e)))
-                assert replies[1] == replies[0], (name, value)
-                assert oc.execute_command("CONFIG", "GET", name) == \
-                    rc.execute_command("CONFIG", "GET", name), (name, value)
+        compare_config_sets(rc, oc, names, [*VALUES, "CN", "off", "cpu net", "mem"])
         rc.close()
         oc.close()
     finally:
