@@ -134,6 +134,8 @@ if TYPE_CHECKING:
 EOF_MARK_LEN = 40  # CONFIG_RUN_ID_SIZE
 MAX_LINE = 64 * 1024  # a handshake/header line longer than this is a protocol error
 CRON_MS = 1000  # replicationCron runs once a second
+#: The longest wait between syncs whose dataset this replica could not load (rdb-unsupported).
+LOAD_BACKOFF_MAX_MS = 60_000
 # A read shorter than this drained the socket: the replica has everything the master sent.
 CAUGHT_UP_READ = 64 * 1024
 ROLE = "replica"
@@ -323,6 +325,9 @@ class ReplicaSide:
         self.down_since_ms = 0  # repl_down_since (0: never went down)
         self._cron_ms = self.core.now_ms
         self._immediate_ms = -CRON_MS  # last immediate reconnect (rate-limited to one a second)
+        # A dataset we cannot load: consecutive failures and when to try again (backoff).
+        self._load_failures = 0
+        self._retry_at_ms = 0
         self.sync_id = ""
         self.psync_sent_ms = 0
         self.link_down_ms = self.core.now_ms
@@ -918,7 +923,20 @@ class ReplicaSide:
                 ld.ended = True
 
     def _load_failed(self, message: str, error: str) -> None:
-        self.core.log.warning(message)
+        """A payload we cannot load. One the master will send again identically (a type or
+        encoding pyrepl does not know) is refused with reason ``rdb-unsupported`` and retried
+        with a doubling delay (1 s, 2 s, 4 s ... up to LOAD_BACKOFF_MAX_MS), not every second."""
+        log = self.core.log
+        log.warning(message)
+        if error.startswith("Unsupported RDB"):
+            self._load_failures += 1
+            delay = min(LOAD_BACKOFF_MAX_MS, CRON_MS << min(self._load_failures - 1, 10))
+            self._retry_at_ms = self.now + delay
+            log.warning(f"MASTER <-> REPLICA sync: the master's dataset holds what this replica "
+                        f"cannot load; retrying in {delay // 1000} seconds (attempt "
+                        f"{self._load_failures})")
+            self._cancel_handshake(False, I.TRANSFER_ERROR, "rdb-unsupported", error)
+            return
         self._cancel_handshake(True, I.TRANSFER_ERROR, "load-error", error)
 
     def _loaded(self) -> None:
@@ -938,6 +956,8 @@ class ReplicaSide:
         core.rdb_last_load_keys_loaded = keys
         core.rdb_last_load_keys_expired = 0
         log.notice(f"Done loading RDB, keys loaded: {keys}, keys expired: 0.")
+        self._load_failures = 0
+        self._retry_at_ms = 0
         self._go(I.LOADED)
         if core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk":
             # Like Redis: a BGSAVE of the old dataset must not overwrite the new one's dump.
@@ -1430,6 +1450,8 @@ class ReplicaSide:
         was_master = self.master_host is None
         if self.master is not None:
             self._master_lost("replicaof", cache=True, reconnect=False)
+        self._load_failures = 0     # a new master: no backoff carried over
+        self._retry_at_ms = 0
         self.master_host = host
         self.master_port = port
         self._cancel_handshake(False, I.REPLICAOF, "replicaof")
@@ -1500,7 +1522,7 @@ class ReplicaSide:
                 now_ms - ms.client.last_interaction_ms > timeout_ms:
             log.warning("MASTER timeout: no data nor PING received...")
             self._master_lost("timeout", cache=True)
-        if self.state is S.CONNECT:
+        if self.state is S.CONNECT and now_ms >= self._retry_at_ms:
             log.notice(f"Connecting to MASTER {self.peer}")
             self._connect()
         ms = self.master

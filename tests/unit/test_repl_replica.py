@@ -452,6 +452,35 @@ def test_failed_payload_applies_nothing_and_retries(diskless: bool, failure: str
         assert "Replication stream EOF marker is broken" in lines
 
 
+def test_a_dataset_it_cannot_load_is_retried_with_backoff() -> None:
+    """A master whose dataset holds a type pyrepl cannot load (a stream here): the refusal is
+    logged with a reason code and an event, and the retries back off (1 s, 2 s, 4 s ...) instead
+    of looping every second; a new REPLICAOF starts afresh."""
+    n = Node()
+    n.connect()
+    unsupported = b"REDIS0011\xfe\x00\x13\x01k" + b"\x00" * 40   # type 19: a stream
+    waits = []
+    for attempt in range(1, 5):
+        token = n.io.token
+        n.feed(full_sync_bytes(False, rdb=unsupported))
+        assert n.side.state is S.CONNECT and n.io.token == token     # no immediate retry
+        ev = [e for e in n.repl.events.recent if e["event"] == "sync_failed"][-1]
+        assert ev["reason"] == "rdb-unsupported"
+        assert ev["error"].startswith("Unsupported RDB object type 19 (stream-listpacks-v2)")
+        waited = 0
+        while n.io.token == token:
+            n.tick(1000)
+            waited += 1000
+            assert waited <= 60_000
+        waits.append(waited)
+        assert any(f"attempt {attempt})" in m for _, m in n.core.log.lines)
+        n.side.on_connected(n.io.token)
+    assert waits == [1000, 2000, 4000, 8000]
+    n.side.set_master("127.0.0.1", 6390)       # REPLICAOF: no backoff carried over
+    n.tick(1000)
+    assert n.side.state is S.CONNECTING
+
+
 def test_master_error_and_bad_protocol_in_transfer() -> None:
     n = Node()
     n.connect()
