@@ -503,7 +503,7 @@ class ServerCore:
         if st is None:
             st = self.cmdstats[cmd] = CommandStat()
         t0 = self.clock_ns() if not st.calls & 15 else -1
-        if not cmd.write:
+        if not cmd.propagates:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:

@@ -6,6 +6,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     bitmaps,
     connection,
     hashes,
+    hyperloglog,
     keys,
     lists,
     replication_master,
