@@ -1,0 +1,64 @@
+"""DUMP / RESTORE payloads: one value in RDB encoding, the RDB version and a CRC64.
+
+Theory of operation: Redis's createDumpPayload writes the value's RDB type byte and encoding
+(as in an RDB file, without the key), then the RDB version as 2 little-endian bytes, then the
+CRC64 of all that as 8 little-endian bytes. :func:`dump_payload` writes pyrepl's encodings
+(RDB 10: what Redis 7.0 RESTOREs). :func:`load_payload` checks the footer as
+verifyDumpPayload does, accepting the versions pyrepl reads (Redis 7's 10, Redis 8's up to 13),
+and decodes the value with the streaming RDB decoder by wrapping it into a one-key RDB, so
+every encoding the decoder knows (listpack, ziplist, intset, quicklist, LZF...) is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.rdb.constants import RDB_VERSION, RDB_VERSION_MAX_READ
+from pyrepl.rdb.crc64 import crc64
+from pyrepl.rdb.decoder import KeyValue, RdbDecoder, RdbError
+from pyrepl.rdb.encoder import _collection, encode_string
+
+
+class PayloadError(Exception):
+    """``str(e)`` is Redis's reply text."""
+
+
+def dump_payload(value: Any) -> bytes:
+    """createDumpPayload for a value pyrepl holds."""
+    if type(value) is bytes:
+        body = b"\x00" + encode_string(value)
+    else:
+        rtype, pieces, _ = _collection(value, b"")
+        body = bytes((rtype,)) + b"".join(pieces)
+    body += RDB_VERSION.to_bytes(2, "little")
+    return body + crc64(body).to_bytes(8, "little")
+
+
+def load_payload(payload: bytes) -> Any:
+    """verifyDumpPayload + rdbLoadObject: the value, or PayloadError with Redis's text."""
+    if len(payload) < 10:
+        raise PayloadError("ERR DUMP payload version or checksum are wrong")
+    version = int.from_bytes(payload[-10:-8], "little")
+    if version > RDB_VERSION_MAX_READ or \
+            crc64(payload[:-8]).to_bytes(8, "little") != payload[-8:]:
+        raise PayloadError("ERR DUMP payload version or checksum are wrong")
+    body = payload[:-10]
+    if not body:
+        raise PayloadError("ERR Bad data format")
+    # A one-key RDB of that version: header, the type byte, an empty key, the value, EOF, and
+    # a zero checksum (which RDB readers take as "not computed").
+    rdb = (b"REDIS%04d" % max(version, 1) + body[:1] + b"\x00" + body[1:] + b"\xff" +
+           bytes(8))
+    dec = RdbDecoder(databases=1, verify_checksum=False)
+    dec.receive_data(rdb)
+    dec.receive_data(b"")
+    try:
+        while True:
+            ev = dec.next_event()
+            if ev is None:
+                break
+            if isinstance(ev, KeyValue):
+                return ev.value          # what follows the value is not read (as Redis)
+    except RdbError:
+        pass
+    raise PayloadError("ERR Bad data format")
