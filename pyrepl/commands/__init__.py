@@ -14,6 +14,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     replication_replica,
     server,
     sets,
+    sort,
     strings,
     transactions,
     zsets,

@@ -1,0 +1,202 @@
+"""SORT and SORT_RO (Redis 7.0.15 sort.c semantics).
+
+Theory of operation: the elements of a list, set or sorted set are sorted by their own value or
+by the value found through a BY pattern (``weight_*`` a string key, ``h_*->field`` a hash
+field; a pattern without ``*`` means "do not sort"), numerically (strtod rules: a value that is
+not a double is an error, a missing weight counts as 0) or with ALPHA; ties of numeric sorts
+are broken by comparing the elements, as Redis does. GET patterns (``#`` for the element
+itself) build the reply; STORE writes the result as a list (deleting the destination when it is
+empty). Without sorting, a list or sorted set keeps its own order (LIMIT applied directly) and a
+set is sorted alphabetically when the result is stored, so a replica stores the same list.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from typing import Any
+
+from pyrepl.commands.table import command
+from pyrepl.commands.util import parse_int, strtod_full
+from pyrepl.errors import SYNTAX, WRONGTYPE
+from pyrepl.keyspace.zset import ZSet
+from pyrepl.resp.types import ReplyError
+
+_C_SPACE = b" \t\n\v\f\r"
+
+
+def _sort_keys(argv: list[bytes]) -> list[int]:
+    """sortGetKeys: the sorted key and a STORE destination."""
+    keys = [1]
+    j = 2
+    skip = {b"limit": 2, b"get": 1, b"by": 1}
+    while j < len(argv):
+        opt = argv[j].lower()
+        if opt in skip:
+            j += skip[opt]
+        elif opt == b"store" and j + 1 < len(argv):
+            keys.append(j + 1)
+            j += 1
+        j += 1
+    return keys
+
+
+def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:
+    """lookupKeyByPattern: ``#`` is the element; ``*`` is replaced by it; ``->field`` reads a
+    hash field; anything else (no ``*``, a missing key, another type) gives None."""
+    if pattern == b"#":
+        return element
+    star = pattern.find(b"*")
+    if star < 0:
+        return None
+    arrow = pattern.find(b"->", star + 1)
+    field = None
+    if arrow >= 0 and arrow + 2 < len(pattern):
+        field = pattern[arrow + 2:]
+        key = pattern[:star] + element + pattern[star + 1:arrow]
+    else:
+        key = pattern[:star] + element + pattern[star + 1:]
+    v = db.lookup_read(key)
+    if v is None:
+        return None
+    if field is not None:
+        return v.get(field) if type(v) is dict else None
+    return v if type(v) is bytes else None
+
+
+def _score(text: bytes) -> float | None:
+    """strtod over the whole value (leading white space skipped): None is an error."""
+    r = strtod_full(text.lstrip(_C_SPACE)) if text.lstrip(_C_SPACE) else (0.0, False)
+    if r is None or r[1]:
+        return None
+    return r[0]
+
+
+def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
+    desc = alpha = dontsort = False
+    limit_start, limit_count = 0, -1
+    sortby: bytes | None = None
+    storekey: bytes | None = None
+    gets: list[bytes] = []
+    j = 2
+    n = len(argv)
+    while j < n:
+        left = n - j - 1
+        opt = argv[j].lower()
+        if opt == b"asc":
+            desc = False
+        elif opt == b"desc":
+            desc = True
+        elif opt == b"alpha":
+            alpha = True
+        elif opt == b"limit" and left >= 2:
+            limit_start = parse_int(argv[j + 1])
+            limit_count = parse_int(argv[j + 2])
+            j += 2
+        elif not readonly and opt == b"store" and left >= 1:
+            storekey = argv[j + 1]
+            j += 1
+        elif opt == b"by" and left >= 1:
+            sortby = argv[j + 1]
+            if b"*" not in sortby:
+                dontsort = True         # sticky, as Redis: a later BY pattern does not undo it
+            j += 1
+        elif opt == b"get" and left >= 1:
+            gets.append(argv[j + 1])
+            j += 1
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    db = c.db
+    value = db.lookup_read(argv[1])
+    if value is not None and type(value) not in (deque, set, ZSet):
+        raise ReplyError(WRONGTYPE)
+    if value is None:
+        value = deque()
+    if dontsort and type(value) is set and storekey is not None:
+        dontsort, alpha, sortby = False, True, None
+    size = len(value)
+    start = min(max(limit_start, 0), size)
+    limit_count = min(max(limit_count, -1), size)
+    end = size - 1 if limit_count < 0 else start + limit_count - 1
+    if start >= size:
+        start, end = size - 1, size - 2
+    end = min(end, size - 1)
+
+    if dontsort and type(value) in (deque, ZSet):
+        ordered = list(value) if type(value) is deque else [m for m, _ in value.items()]
+        if desc:
+            ordered.reverse()
+        elements = ordered[start:end + 1] if end >= start else []
+        start, end = 0, len(elements) - 1
+    else:
+        elements = list(value) if type(value) is not ZSet else [m for m, _ in value.items()]
+        if not dontsort:
+            elements = _sorted(c, db, elements, sortby, alpha, desc, storekey is not None)
+    chosen = elements[start:end + 1] if end >= start else []
+    if storekey is None:
+        if not gets:
+            return chosen
+        return [_by_pattern(db, g, e) for e in chosen for g in gets]
+    out = deque(chosen) if not gets else \
+        deque(_by_pattern(db, g, e) or b"" for e in chosen for g in gets)
+    if out:
+        db.set(storekey, out)            # setKey: any old value and its TTL go
+        c.core.dirty += len(out)
+    elif db.delete(storekey):
+        c.core.dirty += 1
+    return len(out)
+
+
+def _sorted(c: Any, db: Any, elements: list[bytes], sortby: bytes | None, alpha: bool,
+            desc: bool, store: bool) -> list[bytes]:
+    if alpha:
+        if sortby is None:
+            keyed = [(e, e) for e in elements]
+        else:
+            keyed = [(_by_pattern(db, sortby, e), e) for e in elements]
+
+        def cmp(a: tuple[bytes | None, bytes], b: tuple[bytes | None, bytes]) -> int:
+            x, y = a[0], b[0]
+            if x is None or y is None:
+                r = 0 if x is y else -1 if x is None else 1
+            else:
+                r = (x > y) - (x < y)
+            return -r if desc else r
+        return [e for _, e in sorted(keyed, key=functools.cmp_to_key(cmp))]
+    scored = []
+    error = False
+    for e in elements:
+        by = e if sortby is None else _by_pattern(db, sortby, e)
+        score = 0.0
+        if by is not None:
+            s = _score(by)
+            if s is None:
+                error = True
+            else:
+                score = s
+        scored.append((score, e))
+    if error:
+        raise ReplyError("ERR One or more scores can't be converted into double")
+
+    def cmp_num(a: tuple[float, bytes], b: tuple[float, bytes]) -> int:
+        r = (a[0] > b[0]) - (a[0] < b[0])
+        if r == 0:
+            r = (a[1] > b[1]) - (a[1] < b[1])
+        return -r if desc else r
+    return [e for _, e in sorted(scored, key=functools.cmp_to_key(cmp_num))]
+
+
+@command("sort", -2, "write denyoom", keys=(1, 1, 1), group="generic",
+         summary="Sort the elements in a list, set or sorted set, optionally storing the "
+                 "result.", since="1.0.0", acl="set sortedset list dangerous",
+         keys_fn=_sort_keys)
+def sort(c: Any, argv: list[bytes]) -> object:
+    return _sort(c, argv, False)
+
+
+@command("sort_ro", -2, "readonly", keys=(1, 1, 1), group="generic",
+         summary="Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
+         since="7.0.0", acl="set sortedset list dangerous", keys_fn=_sort_keys)
+def sort_ro(c: Any, argv: list[bytes]) -> object:
+    return _sort(c, argv, True)
