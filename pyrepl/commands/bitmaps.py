@@ -121,6 +121,22 @@ def _unit(arg: bytes) -> bool:
     raise ReplyError(SYNTAX)
 
 
+def _byte_range(start: int, end: int, length: int,
+                isbit: bool) -> tuple[int, int, int, int]:
+    """BITCOUNT / BITPOS ranges: negative indexes from the end, clamped; for a BIT range the
+    byte range and the edge masks (both zero otherwise)."""
+    total = length << 3 if isbit else length
+    if start < 0:
+        start += total
+    if end < 0:
+        end += total
+    start = max(start, 0)
+    end = min(max(end, 0), total - 1)
+    if isbit and start <= end:
+        return _edges(start, end)
+    return start, end, 0, 0
+
+
 def _edges(start: int, end: int) -> tuple[int, int, int, int]:
     """Bit range -> byte range and the masks of the bits outside it in the edge bytes."""
     first_neg = ~((1 << (8 - (start & 7))) - 1) & 0xFF
@@ -142,16 +158,7 @@ def bitcount(c: Any, argv: list[bytes]) -> object:
         if start < 0 and end < 0 and start > end:
             return 0
         isbit = _unit(argv[4]) if n == 5 else False
-        total = len(v) << 3 if isbit else len(v)
-        if start < 0:
-            start += total
-        if end < 0:
-            end += total
-        start = max(start, 0)
-        end = max(end, 0)
-        end = min(end, total - 1)
-        if isbit and start <= end:
-            start, end, first_neg, last_neg = _edges(start, end)
+        start, end, first_neg, last_neg = _byte_range(start, end, len(v), isbit)
     elif n == 2:
         start, end = 0, len(v) - 1
     else:
@@ -198,17 +205,7 @@ def bitpos(c: Any, argv: list[bytes]) -> object:
             end_given = True
         else:
             end = (total << 3) + 7 if isbit else total - 1
-        if isbit:
-            total <<= 3
-        if start < 0:
-            start += total
-        if end < 0:
-            end += total
-        start = max(start, 0)
-        end = max(end, 0)
-        end = min(end, total - 1)
-        if isbit and start <= end:
-            start, end, first_neg, last_neg = _edges(start, end)
+        start, end, first_neg, last_neg = _byte_range(start, end, total, isbit)
     elif n == 3:
         start, end = 0, len(v) - 1
     else:
