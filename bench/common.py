@@ -33,6 +33,24 @@ def redis_benchmark(port: int, tests: str, n: int, clients: int, pipeline: int,
     return res
 
 
+def redis_benchmark_command(port: int, command: list[str], n: int, clients: int,
+                            pipeline: int, keyspace: int = 100000,
+                            timeout: float = 600) -> float:
+    """redis-benchmark running one arbitrary command (``__rand_int__`` replaced from
+    ``-r keyspace``); returns requests per second."""
+    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(n),
+            "-c", str(clients), "-P", str(pipeline), "-r", str(keyspace), "--csv", *command]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True).stdout
+    for line in out.splitlines():
+        parts = [p.strip('"') for p in line.split(",")]
+        if len(parts) >= 2 and parts[0] != "test":
+            try:
+                return float(parts[1])
+            except ValueError:
+                pass
+    raise RuntimeError(f"no figure in redis-benchmark's output: {out!r}")
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 

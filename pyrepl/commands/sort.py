@@ -12,7 +12,6 @@ set is sorted alphabetically when the result is stored, so a replica stores the 
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from typing import Any
 
@@ -66,6 +65,8 @@ def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:
 
 def _score(text: bytes) -> float | None:
     """strtod over the whole value (leading white space skipped): None is an error."""
+    if text.isdigit() and len(text) < 300:      # the common case: a plain integer
+        return float(text)
     r = strtod_full(text.lstrip(_C_SPACE)) if text.lstrip(_C_SPACE) else (0.0, False)
     if r is None or r[1]:
         return None
@@ -150,41 +151,27 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
 
 def _sorted(c: Any, db: Any, elements: list[bytes], sortby: bytes | None, alpha: bool,
             desc: bool, store: bool) -> list[bytes]:
+    """sortCompare as sort keys: numeric by (score, element) so ties compare the elements as
+    Redis does; ALPHA by the element or, with BY, by the weight (a missing weight first)."""
     if alpha:
         if sortby is None:
-            keyed = [(e, e) for e in elements]
-        else:
-            keyed = [(_by_pattern(db, sortby, e), e) for e in elements]
-
-        def cmp(a: tuple[bytes | None, bytes], b: tuple[bytes | None, bytes]) -> int:
-            x, y = a[0], b[0]
-            if x is None or y is None:
-                r = 0 if x is y else -1 if x is None else 1
-            else:
-                r = (x > y) - (x < y)
-            return -r if desc else r
-        return [e for _, e in sorted(keyed, key=functools.cmp_to_key(cmp))]
+            return sorted(elements, reverse=desc)
+        weights = [_by_pattern(db, sortby, e) for e in elements]
+        keyed = sorted(zip(weights, elements, strict=True),
+                       key=lambda t: (t[0] is not None, t[0] or b""), reverse=desc)
+        return [e for _, e in keyed]
     scored = []
-    error = False
     for e in elements:
         by = e if sortby is None else _by_pattern(db, sortby, e)
         score = 0.0
         if by is not None:
             s = _score(by)
             if s is None:
-                error = True
-            else:
-                score = s
+                raise ReplyError("ERR One or more scores can't be converted into double")
+            score = s
         scored.append((score, e))
-    if error:
-        raise ReplyError("ERR One or more scores can't be converted into double")
-
-    def cmp_num(a: tuple[float, bytes], b: tuple[float, bytes]) -> int:
-        r = (a[0] > b[0]) - (a[0] < b[0])
-        if r == 0:
-            r = (a[1] > b[1]) - (a[1] < b[1])
-        return -r if desc else r
-    return [e for _, e in sorted(scored, key=functools.cmp_to_key(cmp_num))]
+    scored.sort(reverse=desc)
+    return [e for _, e in scored]
 
 
 @command("sort", -2, "write denyoom", keys=(1, 1, 1), group="generic",

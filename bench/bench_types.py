@@ -1,0 +1,65 @@
+"""The newer data types' commands, pyrepl beside Debian's redis-server, same run, interleaved.
+
+    .venv/bin/python bench/bench_types.py [--rounds 3] [--requests 100000]
+
+redis-benchmark runs each command (``-c 50``, ``-P 1`` and ``-P 16``, random keys/members from
+``-r 100000``) against both servers, alternating which goes first each round; prints medians
+and the ratio pyrepl / redis. No goal of its own yet: issue 15 sets the throughput goals; this
+shows where the bitmap, HyperLogLog and SORT paths stand against the string baseline (SET).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from common import median, redis_benchmark_command, start_pyrepl, start_redis
+
+COMMANDS: dict[str, list[str]] = {
+    "SET": ["SET", "key:__rand_int__", "xxx"],
+    "SETBIT": ["SETBIT", "bm:__rand_int__", "1000", "1"],   # (__rand_int__ is zero-padded:
+    "GETBIT": ["GETBIT", "bm:__rand_int__", "1000"],        # not an offset Redis parses)
+    "BITCOUNT": ["BITCOUNT", "bitmap", "0", "1000"],
+    "PFADD": ["PFADD", "hll", "member:__rand_int__"],
+    "PFCOUNT": ["PFCOUNT", "hll"],
+    "SORT": ["SORT", "list", "LIMIT", "0", "10"],
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=100000)
+    args = ap.parse_args()
+    py = start_pyrepl()
+    rd = start_redis()
+    results: dict[tuple[str, int], dict[str, list[float]]] = {}
+    try:
+        import redis
+
+        for srv in (py, rd):   # a list of 100 numbers to SORT and a bitmap, the same on both
+            with redis.Redis(port=srv.port) as r:
+                r.rpush("list", *range(100, 0, -1))
+                r.setbit("bitmap", 8000, 1)
+        for rnd in range(args.rounds):
+            for pipeline in (1, 16):
+                order = [("pyrepl", py), ("redis", rd)]
+                if rnd % 2:
+                    order.reverse()
+                for name, command in COMMANDS.items():
+                    for who, srv in order:
+                        rps = redis_benchmark_command(srv.port, command, args.requests, 50,
+                                                      pipeline)
+                        results.setdefault((name, pipeline), {}).setdefault(who, []).append(rps)
+                print(f"round {rnd + 1} -P{pipeline} done", flush=True)
+    finally:
+        py.stop()
+        rd.stop()
+    print(f"\n{'pipeline':8} {'command':9} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}")
+    for (name, pipeline), by in results.items():
+        a, b = median(by["pyrepl"]), median(by["redis"])
+        print(f"P{pipeline:<7} {name:9} {a:12,.0f} {b:12,.0f} {a / b:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
