@@ -25,6 +25,7 @@ strings quoted with sdscatrepr's escapes, ``dir`` as an absolute path, ``N%`` fo
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -132,7 +133,17 @@ def _generic(state: _State, d: Directive, value: Any, default: Any) -> None:
             return
         state.rewrite_line(name, f"{name} {repr_arg(value)}", force)
     else:                                    # int, enum, and specials shown as CONFIG GET
-        state.rewrite_line(name, f"{name} {d.format(value)}", force)
+        state.rewrite_line(name, f"{name} {_as_args(d, d.format(value))}", force)
+
+
+def _as_args(d: Directive, text: str) -> str:
+    """CONFIG GET text as redis.conf arguments: a multi-argument value stays space-separated,
+    an empty one is ``""``, a one-argument value that would not read back as one is quoted."""
+    if not text:
+        return '""'
+    if d.multi_arg or split_args(text) == [text]:
+        return text
+    return repr_arg(text)
 
 
 def _save(state: _State, d: Directive, value: Any, default: Any) -> None:
@@ -178,8 +189,11 @@ def _always(state: _State, d: Directive, value: Any, default: Any) -> None:
 
 
 def _percent(state: _State, d: Directive, value: Any, default: Any) -> None:
-    text = f"{-value}%" if value < 0 else format_memory(value)
-    state.rewrite_line(d.name, f"{d.name} {text}", value != default)
+    # numericConfigRewrite: rewriteConfigPercentOption compares -value with the default
+    if value < 0:
+        state.rewrite_line(d.name, f"{d.name} {-value}%", -value != default)
+    else:
+        state.rewrite_line(d.name, f"{d.name} {format_memory(value)}", value != default)
 
 
 REWRITERS: dict[str, Rewriter] = {
@@ -212,22 +226,20 @@ def rewrite_file(cfg: Config, path: str | None = None) -> None:
     if not path:
         raise OSError("The server is running without a config file")
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            old = f.read()
+        with open(path, "rb") as f:       # bytes: split on "\n" only, like sdssplitlen
+            old: str | None = f.read().decode("utf-8", "surrogateescape")
     except FileNotFoundError:
-        old = None
+        old = None                        # as Redis: a missing file is an empty one
     content = rewrite_text(old, cfg).encode("utf-8", "surrogateescape")
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)
     try:
         view = memoryview(content)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o644 & ~umask)
+        os.fchmod(fd, 0o644 & ~_umask())
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
@@ -244,3 +256,18 @@ def rewrite_file(cfg: Config, path: str | None = None) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process umask (Redis reads it once at startup): from /proc where it can be read,
+    so that no other thread ever sees the umask briefly at 0; else umask(0) and back."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -166,3 +167,120 @@ def test_memory_directives_are_written_with_units(name: str) -> None:
     value = max(d.lo, 2 * 1024**2)
     cfg.set(name, str(value))
     assert f"{name} 2mb" in rewrite_text("", cfg).splitlines()
+
+
+def test_rewrite_file_splits_lines_on_newline_only(tmp_path: Any) -> None:
+    """Like sdssplitlen on "\\n": a CR inside a line is no line break (CRLF ends are trimmed)."""
+    path = tmp_path / "redis.conf"
+    path.write_bytes(b"# one\rcomment\r\nport 7002\r\n# caf\xc3\xa9 \xff\n")
+    cfg = Config.load(str(path))
+    rewrite_file(cfg)
+    lines = path.read_bytes().split(b"\n")
+    assert lines[:3] == [b"# one\rcomment", b"port 7002", b"# caf\xc3\xa9 \xff"]
+
+
+def test_rewrite_file_of_a_missing_file_writes_it_and_failures_raise(tmp_path: Any) -> None:
+    path = tmp_path / "redis.conf"
+    path.write_text("hz 12\n")
+    cfg = Config.load(str(path))
+    path.unlink()                        # rewriteConfigReadOldFile: ENOENT is an empty file
+    rewrite_file(cfg)
+    text = path.read_text()
+    assert text.startswith(SIGNATURE + "\n") and "hz 12" in text.splitlines()
+    with pytest.raises(OSError) as exc:  # the directory is gone: the temporary file fails
+        rewrite_file(cfg, str(tmp_path / "gone" / "redis.conf"))
+    assert exc.value.errno == errno.ENOENT
+    path.unlink()
+    path.mkdir()                         # a directory in place of the file: EISDIR on read
+    with pytest.raises(OSError) as exc:
+        rewrite_file(cfg)
+    assert exc.value.errno == errno.EISDIR
+    assert sorted(os.listdir(tmp_path)) == ["redis.conf"]
+
+
+def test_a_file_that_does_not_end_with_a_newline_and_the_signature_reused() -> None:
+    cfg = Config()
+    cfg.set_many([("hz", "40"), ("timeout", "9")])
+    old = f"hz 10\n{SIGNATURE}\ntimeout 1"
+    # save, dir and latency-tracking-info-percentiles are always written (force), in table order
+    assert rewrite_text(old, cfg) == (
+        f"hz 40\n{SIGNATURE}\ntimeout 9\nsave 3600 1\nsave 300 100\nsave 60 10000\n"
+        f"dir {repr_arg(cfg.dir)}\nlatency-tracking-info-percentiles 50 99 99.9\n")
+    assert rewrite_text("", cfg) == rewrite_text(None, cfg)
+
+
+def test_maxmemory_clients_percent_and_bytes() -> None:
+    cfg = Config()
+    for value, line in [("10%", "maxmemory-clients 10%"), ("3mb", "maxmemory-clients 3mb"),
+                        ("100%", "maxmemory-clients 100%")]:
+        cfg.set("maxmemory-clients", value)
+        assert line in rewrite_text("", cfg).splitlines()
+    cfg.set("maxmemory-clients", "0")
+    assert not any(ln.startswith("maxmemory-clients") for ln in rewrite_text("", cfg).split("\n"))
+    assert "maxmemory-clients 0" in rewrite_text("maxmemory-clients 5%\n", cfg).splitlines()
+
+
+def test_unknown_special_kinds_fall_back_to_config_get_text_as_arguments() -> None:
+    """A directive kind the rewriter has no rule for is written as its CONFIG GET text, given
+    as arguments that read back: an empty value as "", one argument with spaces quoted."""
+    from pyrepl import config_rewrite as rw
+    from pyrepl.config import Directive
+
+    def parse(d: Any, args: list[str], current: Any, loading: bool) -> str:
+        return " ".join(args)
+
+    single = Directive("x-single", "special", "", parse=parse, fmt=str)
+    multi = Directive("x-multi", "special", "", parse=parse, fmt=str, multi_arg=True)
+    cases = [(single, "", 'x-single ""'), (single, "a b", 'x-single "a b"'),
+             (single, "plain", "x-single plain"), (multi, "a b", "x-multi a b"),
+             (multi, "", 'x-multi ""')]
+    for d, value, line in cases:
+        state = rw._State(None)
+        rw._generic(state, d, value, "default")
+        assert state.lines == [SIGNATURE, line]
+        args = split_args(line)[1:]
+        assert d.parse_args(args, None, True) == value
+
+
+def test_every_directive_set_away_from_its_default_reads_back(tmp_path: Any) -> None:
+    """Each directive of the table, loaded from a file with a non-default value, rewritten into
+    an empty file, loads back to the same CONFIG GET (every rewriter, every kind)."""
+    samples = {"memory": "3mb", "string": "a \"b\" \\ c"}
+    for d in DIRECTIVES:
+        if d.name in ("dir", "daemonize", "cluster-enabled", "tls-port", "activedefrag",
+                      "key-memory-histograms", "locale-collate"):
+            continue
+        if d.kind == "bool":
+            value = "no" if d.default == "yes" else "yes"
+        elif d.kind == "int":
+            value = str(d.lo if str(d.lo) != d.default else d.hi)
+        elif d.kind == "enum":
+            value = next(c for c in d.choices if c != d.default)
+        elif d.kind == "special":
+            value = {"save": "100 1", "bind": "127.0.0.1", "replicaof": "10.0.0.1 7000",
+                     "client-output-buffer-limit": "pubsub 1mb 1kb 5",
+                     "unixsocketperm": "700", "shutdown-on-sigint": "nosave now",
+                     "shutdown-on-sigterm": "save force", "maxmemory-clients": "7%",
+                     "oom-score-adj-values": "1 2 3", "notify-keyspace-events": "KEA",
+                     "latency-tracking-info-percentiles": "",
+                     "cluster-slot-stats-enabled": "cpu net"}.get(d.name)
+            if value is None:
+                pytest.fail(f"no sample value for special directive {d.name}")
+        else:
+            value = samples[d.kind]
+        if d.name in ("appendfilename", "appenddirname", "dbfilename"):
+            value = "name with space"
+        if d.name in ("cluster-announce-hostname", "proc-title-template",
+                      "cluster-announce-human-nodename"):
+            value = {"cluster-announce-hostname": "host-1",
+                     "proc-title-template": "{title} {port}",
+                     "cluster-announce-human-nodename": "node1"}[d.name]
+        path = tmp_path / f"{d.name}.conf"
+        path.write_text(f"{d.name} {repr_arg(value) if not d.multi_arg else value or chr(34) * 2}"
+                        "\n")
+        cfg = Config.load(str(path))
+        assert cfg.get_formatted(d.name) != Config().get_formatted(d.name), d.name
+        out = tmp_path / f"{d.name}.out.conf"
+        out.write_text(rewrite_text("", cfg))
+        back = Config.load(str(out))
+        assert back.get_formatted(d.name) == cfg.get_formatted(d.name), (d.name, out.read_text())
