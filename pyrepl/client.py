@@ -25,6 +25,7 @@ class Client:
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
+        "stream", "write_paused",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -65,6 +66,10 @@ class Client:
         self.propagate_argv: list[bytes] | None = None
         self.repl: Any = None  # replication link state attached by the replication layer
         self.transport: Any = None  # set by the I/O shell; the core never touches it
+        # A replica link whose replication stream the shell writes after ``out`` (views of
+        # the shared replication buffer, taken with MasterSide.take); None for other clients.
+        self.stream: Any = None
+        self.write_paused = False  # the transport asked us to stop writing (flow control)
         # Set while a command waits (WAIT): what it waits for; later commands stay buffered.
         self.blocked: Any = None
         self.woff = 0  # replication offset after this client's last write (WAIT)
@@ -95,7 +100,16 @@ class Client:
         stats.total_reads_processed += 1
         self.last_interaction_ms = core.now_ms
         self.reader.feed(data)
+        if self.stream is None:
+            self.process()
+            return
+        # A replica being streamed to: the link carries the stream only, so a command that
+        # produced a reply (checked per read, not per command) drops it, as Redis 7.0 does.
+        sent = len(self.out)
         self.process()
+        if len(self.out) > sent and any(self.out[sent:]):   # (NO_REPLY appends b"")
+            del self.out[sent:]
+            core.replication.master.replica_replied(self)
 
     def process(self) -> None:
         """Run the complete commands buffered in the reader (stops while blocked)."""

@@ -371,6 +371,27 @@ def _parse(data: bytes, pos: int) -> tuple[object, int]:
 
 from pyrepl.core import Host  # noqa: E402  (the in-memory section below)
 
+TRANSPORT_HIGH_WATER = 64 * 1024   # uvloop pauses a transport's writer above this
+
+
+def shell_write(c: object, write: Callable[[bytes], object],
+                buffered: Callable[[], int] = lambda: 0) -> None:
+    """What the I/O shell's ``write_client`` does, for the in-memory fakes: the client's
+    replies, then for a streaming replica its replication stream from the shared buffer while
+    its transport holds less than the high-water mark (else the bytes wait in the buffer)."""
+    if c.closed:  # type: ignore[attr-defined]
+        return
+    if c.out:  # type: ignore[attr-defined]
+        write(c.data_to_send())  # type: ignore[attr-defined]
+    link = c.stream  # type: ignore[attr-defined]
+    if link is not None:
+        take = c.core.replication.master.take  # type: ignore[attr-defined]
+        while buffered() < TRANSPORT_HIGH_WATER:
+            views = take(link)
+            if not views:
+                break
+            write(b"".join(views))
+
 
 class MemConn:
     """One in-memory TCP connection: a replica node's ReplicaIO (``token``) <-> ``client``, a
@@ -758,8 +779,7 @@ class MemNet:
             if not conn.open:
                 continue
             c = conn.client
-            if c.out:  # type: ignore[attr-defined]
-                conn.to_replica += c.data_to_send()  # type: ignore[attr-defined]
+            shell_write(c, conn.to_replica.extend)
             if c.close_after_reply:  # type: ignore[attr-defined]
                 conn.fin = True
             if conn.fin and not conn.to_replica:

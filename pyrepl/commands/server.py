@@ -202,7 +202,7 @@ def config_rewrite(c: Any, argv: list[bytes]) -> object:
         reason = e.strerror or str(e)
         core.log.warning(f"CONFIG REWRITE failed: {reason}")
         raise ReplyError(f"ERR Rewriting config file: {reason}") from None
-    core.log.notice("CONFIG REWRITE executed with success.")
+    core.log.warning("CONFIG REWRITE executed with success.")   # LL_WARNING, as Redis
     return OK
 
 
@@ -233,13 +233,20 @@ def client_line(core: Any, cl: Any) -> str:
         flags = "N"
     qbuf = cl.reader.buffered() if hasattr(cl.reader, "buffered") else 0
     name = cl.name.decode("utf-8", "replace")
+    omem = cl.pending_output()
+    oll = 0
+    ref = getattr(cl.repl, "ref", None)
+    backlog = core.replication.backlog if core.replication is not None else None
+    if ref is not None and backlog is not None:   # a replica: its part of the shared buffer
+        omem += backlog.usage(ref)
+        oll = backlog.blocks(ref)
     return (
         f"id={cl.id} addr={cl.addr} laddr={cl.laddr} fd={cl.fd} name={name} "
         f"age={(now - cl.ctime_ms) // 1000} idle={(now - cl.last_interaction_ms) // 1000} "
         f"flags={flags} db={cl.db.id} sub=0 psub=0 ssub=0 "
         f"multi={len(cl.multi_queue) if cl.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
-        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={sum(map(len, cl.out))} "
-        f"tot-mem={cl.pending_output() + qbuf} events=r cmd={cl.last_cmd.name if cl.last_cmd else 'NULL'} user={cl.user} "
+        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
+        f"tot-mem={omem + qbuf} events=r cmd={cl.last_cmd.name if cl.last_cmd else 'NULL'} user={cl.user} "
         f"redir=-1 resp={cl.proto} lib-name={cl.lib_name.decode('utf-8', 'replace')} "
         f"lib-ver={cl.lib_ver.decode('utf-8', 'replace')} tot-net-in={cl.net_in} "
         f"tot-net-out={cl.net_out} tot-cmds={cl.commands}"

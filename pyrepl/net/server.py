@@ -49,6 +49,27 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def write_client(c: Client) -> None:
+    """Hand a client's output to its transport: its replies, then for a streaming replica the
+    replication stream, as views of the shared buffer, while the transport is not paused (so
+    a slow replica's bytes wait in the shared buffer, not in a copy per replica)."""
+    t = c.transport
+    if t is None or c.closed:
+        return
+    if c.out:
+        t.write(c.data_to_send())
+    link = c.stream
+    if link is not None:
+        take = c.core.replication.master.take
+        while not c.write_paused and not t.is_closing():
+            views = take(link)
+            if not views:
+                break
+            t.writelines(views)
+    if c.close_after_reply:
+        t.close()
+
+
 class ClientProtocol(asyncio.Protocol):
     __slots__ = ("server", "core", "client", "transport")
 
@@ -95,10 +116,19 @@ class ClientProtocol(asyncio.Protocol):
         c = self.client
         if c is None or self.transport is None:
             return
-        if c.out:
-            self.transport.write(c.data_to_send())
-        if c.close_after_reply:
-            self.transport.close()
+        write_client(c)
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is over its high-water mark: stop handing it the stream."""
+        if self.client is not None:
+            self.client.write_paused = True
+
+    def resume_writing(self) -> None:
+        c = self.client
+        if c is not None:
+            c.write_paused = False
+            if c.stream is not None:
+                write_client(c)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.client is not None:
@@ -488,13 +518,7 @@ class Server:
         core = self.core
         pending, core.pending_flush = core.pending_flush, []
         for c in pending:
-            t = c.transport
-            if t is None or c.closed:
-                continue
-            if c.out:
-                t.write(c.data_to_send())
-            if c.close_after_reply:
-                t.close()
+            write_client(c)
 
     def shutdown_from_command(self) -> None:
         self.stop()
@@ -512,8 +536,8 @@ class Server:
             self._reap_children()
             core.tick(core.now_ms)
             for c in list(core.clients.values()):
-                if c.out and c.transport is not None:
-                    c.transport.write(c.data_to_send())
+                if c.out or c.stream is not None:
+                    write_client(c)
             if core.pending_flush:
                 self.flush_pending()
             if core.shutdown_asap:

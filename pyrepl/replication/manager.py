@@ -78,36 +78,35 @@ class Replication:
                                  f"'{self.ids.replid}' and '{self.ids.replid2}'")
 
     def free_backlog(self) -> None:
+        """freeReplicationBacklog: only without replicas (they reference its blocks)."""
+        assert not self.master.links, "the backlog is freed only without replicas"
         self.backlog = None
-
-    def append_stream(self, data: bytes) -> None:
-        """Account ``data`` as the next bytes of the replication stream."""
-        self.master_repl_offset += len(data)
-        if self.backlog is not None:
-            self.backlog.append(data)
 
     def feed(self, db_id: int, argv: list[bytes]) -> None:
         """A write the core propagates (master role): SELECT when needed, then the command.
 
-        On the write hot path: one C-level encode, one backlog copy, one append per link."""
+        On the write hot path: one C-level encode, one copy into the shared buffer, and per
+        streaming replica one comparison (feedReplicationBuffer)."""
         backlog = self.backlog
-        if backlog is None and not self.master.links:
-            return
+        if backlog is None:
+            return   # no replica ever attached (or freed by repl-backlog-ttl): no stream
         if self.replica.master_host is not None:
             return  # a replica's stream is its master's, passed on by feed_raw
         data = encode_command(argv)
         if db_id != self.stream_db and db_id >= 0:
             data = encode_command([b"SELECT", str(db_id).encode()]) + data
             self.stream_db = db_id
-        self.master_repl_offset += len(data)
-        if backlog is not None:
-            backlog.append(data)
-        self.master.stream(data)
+        before = self.master_repl_offset
+        self.master_repl_offset = before + len(data)
+        self.master.stream(before, backlog.append(data))
 
-    def feed_raw(self, data: bytes) -> None:
+    def feed_raw(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes applied from our master, passed on verbatim to the backlog and sub-replicas."""
-        self.append_stream(data)
-        self.master.stream(data)
+        before = self.master_repl_offset
+        self.master_repl_offset = before + len(data)
+        backlog = self.backlog
+        if backlog is not None:
+            self.master.stream(before, backlog.append(data))
 
     # -- hooks the core calls -------------------------------------------------------------
     def ready_to_shutdown(self) -> bool:
@@ -251,12 +250,22 @@ class Replication:
         return fields
 
     def memory_fields(self) -> list[tuple[str, object]]:
-        backlog = self.backlog.histlen if self.backlog is not None else 0
-        replica_bufs = self.master.output_buffer_bytes()
+        """As Redis 7.0's getMemoryOverheadData: the shared buffer's memory is the backlog's
+        up to repl-backlog-size, and what exceeds it (while replicas are attached) is the
+        replicas'. pyrepl's replica adds its rdb-channel buffer (Redis 8)."""
+        b = self.backlog
+        total = b.mem if b is not None else 0
+        size = self.core.config.repl_backlog_size
+        if self.master.links and total > size:
+            replicas, backlog = total - size, size
+        else:
+            replicas, backlog = 0, total
+        if b is not None:
+            backlog += b.index_memory()
         full_sync_buf = self.replica.full_sync_buffer_bytes()
         return [
             ("mem_replication_backlog", backlog),
-            ("mem_total_replication_buffers", backlog + replica_bufs + full_sync_buf),
-            ("mem_clients_slaves", replica_bufs),
+            ("mem_total_replication_buffers", total + full_sync_buf),
+            ("mem_clients_slaves", replicas),
             ("mem_replica_full_sync_buffer", full_sync_buf),
         ]

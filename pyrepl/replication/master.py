@@ -25,31 +25,33 @@ entry for the current state raises :class:`LinkStateError`::
     SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
     any --CLOSED--> CLOSED
 
-The stream: :meth:`stream` gets every byte the manager appends to the replication stream (already
-counted in ``master_repl_offset`` and the backlog). A link that is streaming gets the bytes
-appended to its client's output list (the I/O shell writes each client once per event-loop batch:
-one syscall per replica per batch, not per command); a link waiting for its snapshot, for the end
-of its bulk transfer or (diskless) for its first ``REPLCONF ACK`` *holds* them in ``held``, in
-order, and releases them into the output when it starts streaming. A full sync sets
-``manager.stream_db = -1`` so the next command re-emits ``SELECT``. So a replica gets exactly the
-bytes ``(snapshot offset, ...]`` after the snapshot: nothing lost, nothing doubled.
+The stream: every byte the manager appends to the replication stream goes once into the shared
+buffer (:mod:`pyrepl.replication.backlog`, Redis 7's replication buffer). A link that is fed has
+a place in it (``ref``, a cursor), from the snapshot offset on for a full sync (set at the next
+byte appended after the fork, as Redis) or from the PSYNC offset for ``+CONTINUE``; a link that
+waits for its bulk transfer or (diskless) its first ``REPLCONF ACK`` just keeps its place, and
+the buffer keeps every byte from there. A *streaming* link's bytes are handed to its socket by
+the I/O shell (:meth:`take`, views of the blocks; once per event-loop pass, and only while the
+transport is below its high-water mark): :meth:`stream` only schedules a link that had been
+handed everything. A full sync sets ``manager.stream_db = -1`` so the next command re-emits
+``SELECT``. So a replica gets exactly the bytes ``(snapshot offset, ...]``: nothing lost,
+nothing doubled, and N replicas cost no copies.
 
 Output limits (``client-output-buffer-limit replica``; hard limit at least ``repl-backlog-size``,
-as Redis): the bytes a replica still has to receive are its held bytes, or for a streaming link
-its unsent output plus its transport's buffer. Asking the transport on every write would cost a
-call per command per replica, so the side keeps an upper bound instead: what was pending at the
-link's last exact check plus every byte streamed since (one counter for all links). Only when
-the bound can have reached the limit (``_next_check``) or in the cron does it ask the I/O
-adapter; so per write and per streaming replica the cost is one list append. A replica over the hard limit, or over the soft limit for longer than its
-seconds, is disconnected, logged, counted in ``client_output_buffer_limit_disconnections`` and
-reported as ``replica_lost`` with reason ``output-buffer-limit``.
+as Redis): a replica's usage is Redis's getClientOutputBufferMemoryUsage, its part of the shared
+buffer from its block to the end, plus what this process still holds for its socket (unsent
+replies, the transport's buffer). As Redis, the limits are checked when a block is added (about
+every 16 KiB of stream, not per write) and once a second in the cron. A replica over the hard
+limit, or over the soft limit for longer than its seconds, is disconnected, logged, counted in
+``client_output_buffer_limit_disconnections`` and reported as ``replica_lost`` with reason
+``output-buffer-limit``.
 
 Full syncs follow Redis: diskless (``repl-diskless-sync yes`` and every waiting replica has
 ``capa eof``) waits ``repl-diskless-sync-delay`` seconds of replica idleness (or
 ``repl-diskless-sync-max-replicas`` arrivals) so replicas that arrive in time share one child;
 the child writes ``+FULLRESYNC <replid> <offset>``, ``$EOF:<mark>``, the RDB and the mark to each
 socket. Disk-based syncs start a ``BGSAVE`` at once; a replica arriving while it runs joins it
-(copying the held stream of a replica already waiting for it). ``\\n`` keepalives go once a
+(at the place in the buffer of a replica already waiting for it). ``\\n`` keepalives go once a
 second to replicas waiting for a snapshot (not during a socket transfer), ``PING`` every
 ``repl-ping-replica-period`` seconds into the stream. Losing the last replica of a socket
 transfer kills the child (and of a disk one too when no ``save`` points are set).
@@ -89,6 +91,7 @@ from typing import TYPE_CHECKING, Any
 from pyrepl.commands.util import parse_int
 from pyrepl.errors import SYNTAX
 from pyrepl.replication import psync as psync_mod
+from pyrepl.replication.backlog import TRIM_BLOCKS_PER_CALL, Cursor
 from pyrepl.resp.types import NO_REPLY, OK, ReplyError
 
 if TYPE_CHECKING:
@@ -96,7 +99,6 @@ if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
 
 ROLE = "master"
-BIG = 1 << 62
 EOF_MARK_LEN = 40  # CONFIG_RUN_ID_SIZE
 CRON_MS = 1000  # replicationCron runs once a second
 NET_HOST_STR_LEN = 256
@@ -205,7 +207,7 @@ class ReplicaLink:
     __slots__ = (
         "client", "state", "capa_eof", "capa_psync2", "pre_psync", "rdb_only", "req",
         "listening_port", "ip_address", "ack_off", "ack_ms", "psync_offset", "snapshot",
-        "held", "held_bytes", "streaming", "stream_on_ack", "check_at", "room",
+        "ref", "streaming", "stream_on_ack",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
     )
@@ -224,13 +226,11 @@ class ReplicaLink:
         self.ack_ms = 0
         self.psync_offset = 0
         self.snapshot: Snapshot | None = None
-        self.held: list[bytes] = []
-        self.held_bytes = 0
-        self.streaming = False
+        # the replica's place in the shared replication buffer (None: it is not fed, as
+        # Redis's canFeedReplicaReplBuffer: waiting for its snapshot to start, or rdb-only)
+        self.ref: Cursor | None = None
+        self.streaming = False   # fed and written to its socket (else the buffer holds it)
         self.stream_on_ack = False
-        # streaming: check the limits exactly once MasterSide._streamed reaches this
-        self.check_at = BIG
-        self.room = BIG  # holding: check the limits exactly once held_bytes reaches this
         self.soft_since_ms = -1
         self.buffer_peak = 0
         self.sync_id = ""
@@ -273,8 +273,8 @@ class MasterSide:
         self.manager = manager
         self.core = manager.core
         self.links: list[ReplicaLink] = []
-        self._streaming: list[ReplicaLink] = []
-        self._holding: list[ReplicaLink] = []
+        self._fed: list[ReplicaLink] = []        # links with a place in the buffer
+        self._streaming: list[ReplicaLink] = []  # ... of which these are written to sockets
         self.snapshot: Snapshot | None = None
         self.good_replicas = 0
         self.waiters: list[Client] = []
@@ -284,8 +284,6 @@ class MasterSide:
         self._hard = 0
         self._soft = 0
         self._soft_secs = 0
-        self._streamed = 0  # bytes streamed to the streaming links since start (one counter)
-        self._next_check = BIG  # min(check_at) of the streaming links
         self._refresh_limits()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -320,36 +318,35 @@ class MasterSide:
         return io.buffered(c) if io is not None else 0
 
     # -- the stream (hot path) --------------------------------------------------------------
-    def stream(self, data: bytes) -> None:
-        """Bytes appended to the replication stream: to every streaming link's output, held
-        for links waiting for their snapshot / bulk / first ACK."""
-        n = len(data)
-        over: list[ReplicaLink] | None = None
+    def stream(self, before: int, new_block: bool) -> None:
+        """The backlog took new stream bytes (``before`` was ``master_repl_offset``): a
+        streaming link that had been handed everything is scheduled for a write; the output
+        limits are checked when a block was added, as Redis does."""
         streaming = self._streaming
         if streaming:
             pending = self.core.pending_flush
             for link in streaming:
-                out = link.client.out
-                if not out:
+                if link.ref.sent == before:  # type: ignore[union-attr]
                     pending.append(link.client)
-                out.append(data)
-            self.core.stats.net_repl_output_bytes += n * len(streaming)
-            total = self._streamed + n
-            self._streamed = total
-            if total >= self._next_check:
-                over = self._check_due(total)
-        holding = self._holding
-        if holding:
-            for link in holding:
-                link.held.append(data)
-                b = link.held_bytes + n
-                link.held_bytes = b
-                if b >= link.room and self._over_limits(link):
-                    over = over or []
-                    over.append(link)
-        if over:
+        if new_block and self._fed:
+            over = [lk for lk in self._fed if self._over_limits(lk)]
             for link in over:
                 self._output_limit_reached(link)
+
+    def take(self, link: ReplicaLink, limit: int = 1 << 16) -> list[memoryview]:
+        """Up to ``limit`` bytes of the stream for a streaming link's socket (the I/O shell
+        writes them; views of the shared buffer, nothing copied)."""
+        ref = link.ref
+        backlog = self.manager.backlog
+        if ref is None or backlog is None:
+            return []
+        before = ref.sent
+        views = backlog.take(ref, limit)
+        n = ref.sent - before
+        if n:
+            self.core.stats.net_repl_output_bytes += n
+            link.client.net_out += n
+        return views
 
     def _refresh_limits(self) -> bool:
         """Read client-output-buffer-limit replica; True when it changed."""
@@ -362,54 +359,35 @@ class MasterSide:
         self._hard, self._soft, self._soft_secs = hard, soft, secs
         return True
 
-    def _trigger(self, link: ReplicaLink) -> int:
-        trig = self._hard or BIG
-        if self._soft and link.soft_since_ms < 0:
-            trig = min(trig, self._soft)
-        return trig
-
     def pending_bytes(self, link: ReplicaLink) -> int:
-        """What the master still holds for this replica (checkClientOutputBufferLimits)."""
+        """What the master holds for this replica, as Redis's getClientOutputBufferMemoryUsage
+        (its part of the shared buffer), plus what this process still has to hand to its
+        socket (unsent replies, the transport's buffer)."""
         c = link.client
-        return link.held_bytes + c.pending_output() + self._buffered(c)
-
-    def _check_due(self, total: int) -> list[ReplicaLink] | None:
-        """Exact checks for the streaming links whose bound reached their limit."""
-        over = None
-        for link in self._streaming:
-            if link.check_at <= total and self._over_limits(link):
-                over = over or []
-                over.append(link)
-        self._rearm()
-        return over
-
-    def _rearm(self) -> None:
-        self._next_check = min((lk.check_at for lk in self._streaming), default=BIG)
+        backlog = self.manager.backlog
+        ref = link.ref
+        used = backlog.usage(ref) if ref is not None and backlog is not None else 0
+        if c.out:
+            used += c.pending_output()
+        if link.streaming:
+            used += self._buffered(c)
+        return used
 
     def _over_limits(self, link: ReplicaLink) -> bool:
-        """Exact check of the output limits; re-arms the cheap bound. True: disconnect."""
-        c = link.client
-        if link.streaming:
-            used = self._buffered(c) + c.pending_output()
-        else:
-            used = link.held_bytes + c.pending_output()
+        """checkClientOutputBufferLimits for a replica. True: disconnect it."""
+        used = self.pending_bytes(link)
         if used > link.buffer_peak:
             link.buffer_peak = used
-        now = self.core.now_ms
         if self._hard and used >= self._hard:
             return True
         if self._soft and used >= self._soft:
+            now = self.core.now_ms
             if link.soft_since_ms < 0:
                 link.soft_since_ms = now
             elif now // 1000 - link.soft_since_ms // 1000 > self._soft_secs:
                 return True
         else:
             link.soft_since_ms = -1
-        if link.streaming:
-            # pending can grow only by what is streamed from now on
-            link.check_at = self._streamed + self._trigger(link) - used
-        else:
-            link.room = self._trigger(link)
         return False
 
     def _output_limit_reached(self, link: ReplicaLink) -> None:
@@ -422,32 +400,59 @@ class MasterSide:
                               f"closed ASAP for overcoming of output buffer limits.")
         self._close_link(link, psync_mod.OUTPUT_BUFFER_LIMIT)
 
+    def _feed(self, link: ReplicaLink, ref: Cursor | None = None) -> None:
+        """The link gets a place in the buffer: ``ref``, or the next byte appended (its
+        snapshot starts now). It is not written to its socket until :meth:`_start_stream`."""
+        backlog = self.manager.backlog
+        assert backlog is not None, "a replica link always has a backlog"
+        if link.ref is not None:
+            backlog.release(link.ref)
+        link.ref = ref if ref is not None else backlog.cursor_next()
+        link.streaming = False
+        if link not in self._fed:
+            self._fed.append(link)
+
     def _start_stream(self, link: ReplicaLink) -> None:
-        """replicaStartCommandStream: release the held stream, stream from now on."""
+        """replicaStartCommandStream: the link's bytes go to its socket from now on."""
         link.stream_on_ack = False
-        c = link.client
-        if link.held_bytes > link.buffer_peak:
-            link.buffer_peak = link.held_bytes
-        if link.held:
-            c.out.extend(link.held)
-            self.core.stats.net_repl_output_bytes += link.held_bytes
-            self._schedule(c)
-        link.held = []
-        link.held_bytes = 0
-        if link in self._holding:
-            self._holding.remove(link)
+        if link.ref is None:
+            self._feed(link)
         link.streaming = True
+        link.client.stream = link
         self._streaming.append(link)
-        over = self._over_limits(link)
-        self._rearm()
-        if over:
+        backlog = self.manager.backlog
+        if backlog is not None and backlog.pending(link.ref):  # type: ignore[arg-type]
+            self._schedule(link.client)
+        if self._over_limits(link):
             self._output_limit_reached(link)
 
-    def _hold(self, link: ReplicaLink) -> None:
-        link.streaming = False
-        if link not in self._holding:
-            self._holding.append(link)
-        link.room = self._trigger(link)
+    def replica_replied(self, c: Client) -> None:
+        """A command of a streaming replica produced a reply (Redis's
+        logInvalidUseAndFreeClientAsync): it would interleave with the stream, so the replica
+        is dropped."""
+        from pyrepl.commands.server import client_line
+
+        name = c.last_cmd.name if c.last_cmd is not None else "<unknown>"
+        self.core.log.warning(f"Replica generated a reply to command '{name}', disconnecting "
+                              f"it: {client_line(self.core, c)}")
+        if isinstance(c.repl, ReplicaLink):
+            self._close_link(c.repl, "invalid-use")
+
+    def _unfeed(self, link: ReplicaLink) -> int:
+        """The link leaves the buffer (freeReplicaReferencedReplBuffer); its last usage."""
+        used = 0
+        if link.streaming:
+            self._streaming.remove(link)
+            link.streaming = False
+            link.client.stream = None
+        if link in self._fed:
+            self._fed.remove(link)
+        backlog = self.manager.backlog
+        if link.ref is not None and backlog is not None:
+            used = backlog.usage(link.ref)
+            backlog.release(link.ref)
+        link.ref = None
+        return used
 
     # -- PSYNC / SYNC -------------------------------------------------------------------------
     def sync_command(self, c: Client, argv: list[bytes]) -> object:
@@ -580,15 +585,12 @@ class MasterSide:
         self._become_replica_client(link)
         replid = manager.ids.replid
         head = (b"+CONTINUE %s\r\n" % replid.encode()) if link.capa_psync2 else b"+CONTINUE\r\n"
-        chunks = manager.backlog.read_from(offset)  # type: ignore[union-attr]
-        c = link.client
-        c.out.append(head)
-        sent = 0
-        for chunk in chunks:
-            c.out.append(chunk)
-            sent += len(chunk)
-        core.stats.net_repl_output_bytes += len(head) + sent
-        self._schedule(c)
+        self._write(link, head)
+        # addReplyReplicationBacklog: the replica references the backlog from its offset on
+        backlog = manager.backlog
+        assert backlog is not None
+        sent = manager.master_repl_offset + 1 - offset
+        self._feed(link, backlog.cursor_at(offset))
         self._start_stream(link)
         core.log.notice(f"Partial resynchronization request from {link.name()} accepted. "
                         f"Sending {sent} bytes of backlog starting from offset {offset}.")
@@ -641,10 +643,7 @@ class MasterSide:
                 if donor is not None and (link.capa_eof or not donor.capa_eof) \
                         and (link.capa_psync2 or not donor.capa_psync2) \
                         and link.req == donor.req:
-                    if not link.rdb_only:
-                        link.held = list(donor.held)
-                        link.held_bytes = donor.held_bytes
-                    self._setup_full_resync(link, snap, L.ATTACHED, reply=True)
+                    self._setup_full_resync(link, snap, L.ATTACHED, reply=True, donor=donor)
                     log.notice("Waiting for end of BGSAVE for SYNC")
                     return
                 log.notice("Can't attach the replica to the current BGSAVE. Waiting for next "
@@ -665,8 +664,10 @@ class MasterSide:
             self._start_bgsave_for_replication(link.capa_eof, link.req)
 
     def _setup_full_resync(self, link: ReplicaLink, snap: Snapshot, inp: LinkInput,
-                           reply: bool) -> None:
-        """replicationSetupSlaveForFullResync: the link waits for ``snap``; SELECT again."""
+                           reply: bool, donor: ReplicaLink | None = None) -> None:
+        """replicationSetupSlaveForFullResync: the link waits for ``snap``; SELECT again. It is
+        fed from the snapshot's offset on (a disk snapshot's joiner: from where its donor is,
+        copyReplicaOutputBuffer)."""
         link.snapshot = snap
         link.psync_offset = snap.offset
         link.joined_ms = self.core.now_ms
@@ -675,7 +676,11 @@ class MasterSide:
         link.go(inp)
         self.manager.stream_db = -1
         if not link.rdb_only:
-            self._hold(link)
+            backlog = self.manager.backlog
+            if donor is not None and donor.ref is not None and backlog is not None:
+                self._feed(link, backlog.copy(donor.ref))
+            else:
+                self._feed(link)
         if reply and not link.pre_psync:
             self._write(link, b"+FULLRESYNC %s %d\r\n" % (self.manager.ids.replid.encode(),
                                                           snap.offset))
@@ -934,7 +939,7 @@ class MasterSide:
         self._emit("replica_online", peer=link.name(), sync_id=link.sync_id,
                    replid=self.manager.ids.replid, mode=link.mode, offset=link.psync_offset,
                    duration_ms=core.now_ms - link.sync_start_ms,
-                   buffer_peak=max(link.buffer_peak, link.held_bytes))
+                   buffer_peak=max(link.buffer_peak, self.pending_bytes(link)))
         return True
 
     def _kill_snapshot(self, snap: Snapshot) -> None:
@@ -1174,14 +1179,7 @@ class MasterSide:
         link.go(L.CLOSED)
         if link in self.links:
             self.links.remove(link)
-        if link.streaming:
-            self._streaming.remove(link)
-            link.streaming = False
-        elif link in self._holding:
-            self._holding.remove(link)
-        peak = max(link.buffer_peak, link.held_bytes)
-        link.held = []
-        link.held_bytes = 0
+        peak = max(link.buffer_peak, self._unfeed(link))
         main = link.main
         if log_lost:
             kind = "replica (rdbchannel)" if main is not None else "replica"
@@ -1243,9 +1241,11 @@ class MasterSide:
     def tick(self, now_ms: int) -> None:
         if self._refresh_limits() and self.links:  # CONFIG SET: judge everyone by the new limits
             over = [lk for lk in self.links if self._over_limits(lk)]
-            self._rearm()
             for link in over:
                 self._output_limit_reached(link)
+        backlog = self.manager.backlog
+        if backlog is not None:   # beforeSleep: free what nobody references, faster than feeds
+            backlog.trim(10 * TRIM_BLOCKS_PER_CALL)
         snap = self.snapshot
         if snap is not None and self.core.rdb_child_pid != snap.pid:
             # The child was killed elsewhere (FLUSHALL, SHUTDOWN): no exit will be reported.
@@ -1292,8 +1292,8 @@ class MasterSide:
                 core.log.warning(f"Disconnecting timedout replica (no rdb channel): "
                                  f"{link.name()}")
                 self._close_link(link, "timeout")
-        over = [lk for lk in self.links if lk.soft_since_ms >= 0 and self._over_limits(lk)]
-        self._rearm()
+        # clientsCron: every replica's limits, once a second (feeds check only on a new block)
+        over = [lk for lk in self.links if self._over_limits(lk)]
         for link in over:
             self._output_limit_reached(link)
         self.refresh_good_replicas()
@@ -1319,5 +1319,3 @@ class MasterSide:
             i += 1
         return out
 
-    def output_buffer_bytes(self) -> int:
-        return sum(self.pending_bytes(link) for link in self.links)

@@ -1357,8 +1357,7 @@ class ReplicaSide:
                          f"'-{err}' after processing the command '{command}'")
         backlog = self.manager.backlog
         if backlog is not None and backlog.histlen:
-            start = max(backlog.first_byte_offset, backlog.master_repl_offset - 255)
-            latest = b"".join(backlog.read_from(start))
+            latest = backlog.tail_bytes(256)
             core.log.warning(f"Latest backlog is: '{repr_arg(latest)}'")
         core.stats.unexpected_error_replies += 1
         ms = self.master

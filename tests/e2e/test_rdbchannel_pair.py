@@ -457,8 +457,8 @@ def test_tiny_buffer_limit_forces_backpressure_and_loses_nothing(tmp_path) -> No
         deadline = time.monotonic() + 90
         while repl(rep.port).get("master_link_status") != "up":
             assert time.monotonic() < deadline, "link up"
-            with r(m.port) as c:
-                held = max(held, c.info("memory")["mem_clients_slaves"])
+            with r(m.port) as c:   # the replica's part of the shared buffer (omem)
+                held = max([held] + [int(cl["omem"]) for cl in c.client_list(_type="replica")])
             time.sleep(0.05)
         writer.finish()
         wait_synced(m.port, rep.port)

@@ -127,7 +127,9 @@ def test_psync_before_the_backlog_gets_a_full_sync_with_its_reason(procs) -> Non
     assert (stats["sync_partial_ok"], stats["sync_partial_err"]) == ("0", "1")
     dec = [e for e in events(master, "psync_decision") if e["result"] == "full"][-1]
     assert dec["reason"] == "offset-before-backlog"
-    assert dec["gap"] > 0 and dec["backlog_size"] == 16384 and dec["backlog_histlen"] == 16384
+    assert dec["gap"] > 0 and dec["backlog_size"] == 16384
+    # Redis 7 trims the backlog in whole 20 KB blocks: over its size by less than two
+    assert 16384 < dec["backlog_histlen"] <= 16384 + 2 * 20440
     assert dec["req_replid"] == info(m, "replication")["master_replid"]
     assert (f"Unable to partial resync with replica 127.0.0.1:{replica.port} for lack of backlog "
             f"(Replica request was: {dec['req_offset']}).") in master.log()

@@ -17,6 +17,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import shell_write
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
@@ -102,12 +103,12 @@ class WireIO:
         return self.wire.setdefault(c.id, bytearray())
 
     def shell_write(self, c: Client) -> None:
-        if c.out and not c.closed:
-            data = c.data_to_send()
-            if c.id in self.stuck:
+        if c.id in self.stuck:
+            def pile_up(data: bytes) -> None:
                 self.tbuf[c.id] = self.tbuf.get(c.id, 0) + len(data)
-            else:
-                self.out(c).extend(data)
+            shell_write(c, pile_up, lambda: self.tbuf.get(c.id, 0))
+        else:
+            shell_write(c, self.out(c).extend)
 
     def buffered(self, c: Client) -> int:
         return self.tbuf.get(c.id, 0)
@@ -733,7 +734,7 @@ def test_rdb_only_replica_gets_the_rdb_and_is_closed(tmp_path) -> None:
     m.send(r, "PSYNC", "?", "-1")
     (pid,) = m.io.children
     m.run("SET", "x", "1")
-    assert m.link(r).held == []  # no replication buffer for an rdb-only replica
+    assert m.link(r).ref is None  # no place in the replication buffer for an rdb-only replica
     m.io.run_child(pid)
     m.child_exits(pid)
     assert m.link(r).state is S.CLOSED and r in m.host.closed
@@ -857,9 +858,12 @@ def test_offset_before_backlog_and_offset_ahead_force_full_sync(tmp_path) -> Non
     r, _ = online_replica(m)
     first_acked = m.repl.master_repl_offset
     m.core.client_closed(r)
-    m.write_many(600)  # ~25 KB: more than the 16 KB backlog
+    m.write_many(1500)  # ~60 KB: more than the 16 KB backlog and one 20 KB block
     b = m.repl.backlog
     assert b.first_byte_offset > first_acked + 1
+    # Redis trims whole head blocks when it adds one: the history exceeds the size by less
+    # than the head block, plus what the newest block took since
+    assert 16384 < b.histlen <= 16384 + b.head.size + b.tail.used
     r2 = m.replica("eof", "psync2", port=6381)
     m.send(r2, "PSYNC", m.repl.ids.replid, str(first_acked + 1))
     assert ("Unable to partial resync with replica 127.0.0.1:6381 for lack of backlog (Replica "
@@ -867,7 +871,7 @@ def test_offset_before_backlog_and_offset_ahead_force_full_sync(tmp_path) -> Non
     dec = m.events("psync_decision")[-1]
     assert (dec["result"], dec["reason"]) == ("full", "offset-before-backlog")
     assert dec["gap"] == b.first_byte_offset - (first_acked + 1)
-    assert dec["backlog_size"] == 16384 and dec["backlog_histlen"] == 16384
+    assert dec["backlog_size"] == 16384 and dec["backlog_histlen"] == b.histlen
     assert m.core.stats.sync_partial_err == 1
     r3 = m.replica("eof", "psync2", port=6382)
     ahead = m.repl.master_repl_offset + 5
@@ -940,11 +944,11 @@ def test_hard_limit_disconnects_a_replica_that_cannot_keep_up(tmp_path) -> None:
 
 
 def test_soft_limit_needs_its_seconds(tmp_path) -> None:
-    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "0", "20kb", "2"]))
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "0", "100kb", "2"]))
     r, _ = online_replica(m)
     m.io.stuck.add(r.id)
     link = m.link(r)
-    m.write_many(700)  # ~28 KB the replica does not read: over the soft limit, clock starts
+    m.write_many(5000)  # ~200 KB the replica does not read: over the soft limit, clock starts
     assert link.state is S.ONLINE and link.soft_since_ms == m.core.now_ms
     m.tick(1000)
     m.tick(1000)
@@ -955,25 +959,28 @@ def test_soft_limit_needs_its_seconds(tmp_path) -> None:
     # a replica that drains below the soft limit in time stays
     r2, _ = online_replica(m)
     m.io.stuck.add(r2.id)
-    m.write_many(700)
+    m.write_many(5000)
     assert m.link(r2).soft_since_ms >= 0
     m.tick(1000)
     m.io.stuck.discard(r2.id)
-    m.io.tbuf[r2.id] = 0  # it read everything
+    m.io.tbuf[r2.id] = 0  # it read everything, and reads what the buffer kept for it
+    m.flush()
     for _ in range(4):
         m.tick(1000)
     assert m.link(r2).state is S.ONLINE and m.link(r2).soft_since_ms == -1
 
 
 def test_held_stream_over_the_limit_drops_the_waiting_replica_and_child(tmp_path) -> None:
-    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "16kb", "0", "0"]),
+    m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "64kb", "0", "0"]),
                ("repl-backlog-size", ["16kb"]))
     r = m.replica("eof", "psync2")
     m.send(r, "PSYNC", "?", "-1")
     (pid,) = m.io.children
     m.write_many(300)
-    assert m.link(r).state is S.WAIT_BGSAVE_END and m.link(r).held_bytes > 10000
-    m.write_many(300, start=300)
+    # the buffer keeps every byte since the fork for it: one 20 KB block so far
+    assert m.link(r).state is S.WAIT_BGSAVE_END and m.side.pending_bytes(m.link(r)) == 20504
+    assert m.repl.backlog.pending(m.link(r).ref) > 10000
+    m.write_many(2000, start=300)
     assert m.link(r).state is S.CLOSED
     assert m.host.killed == [pid] and m.io.dropped == [r.id]
     assert m.events("replica_lost")[-1]["reason"] == "output-buffer-limit"
@@ -985,8 +992,10 @@ def test_stream_goes_to_each_replica_once_per_batch(tmp_path) -> None:
     m.flush()
     m.user.receive_data(b"".join(cmd("SET", f"p:{i}", "v") for i in range(50)))
     pend = m.core.pending_flush
-    assert sorted(c.id for c in pend) == sorted(c.id for c in reps)
-    assert all(len(c.out) == 50 for c in reps)  # one bytes object per command, joined once
+    assert sorted(c.id for c in pend) == sorted(c.id for c in reps)  # once each
+    # nothing copied per replica: the stream waits in the shared buffer for each of them
+    sent = len(cmd("SELECT", "0") + b"".join(cmd("SET", f"p:{i}", "v") for i in range(50)))
+    assert all(c.out == [] and m.repl.backlog.pending(m.link(c).ref) == sent for c in reps)
     m.user.data_to_send()
     m.flush()
     tails = {m.take(c)[-200:] for c in reps}
@@ -1110,10 +1119,22 @@ def test_info_client_list_and_memory(tmp_path) -> None:
     assert lst.count("flags=S ") == 2 and f"id={r.id} " in lst
     assert m.run("CLIENT", "LIST", "TYPE", "slave").decode() == lst
     m.io.stuck.add(r.id)
-    m.run("SET", "big", "x" * 5000)
+    for i in range(40):
+        m.run("SET", f"big{i}", "x" * 50000)   # 2 MB: the stuck replica pins what it lacks
     mem = dict(m.repl.memory_fields())
-    # the stuck replica's unsent bytes; the one waiting for a snapshot holds nothing yet
-    assert mem["mem_clients_slaves"] == m.side.output_buffer_bytes() >= 5000
+    b = m.repl.backlog
+    lk = m.link(r)
+    # Redis 7.0's accounting: the shared buffer over repl-backlog-size is the replicas'
+    assert mem["mem_total_replication_buffers"] == b.mem > 2_000_000 - 64 * 1024
+    assert mem["mem_clients_slaves"] == b.mem - (1 << 20)
+    assert mem["mem_replication_backlog"] == (1 << 20) + 4
+    assert b.histlen > (1 << 20) and b.first_byte_offset <= lk.ref.block.repl_offset
+    # CLIENT LIST: omem / oll of the stuck replica are its part of the shared buffer
+    line = next(ln for ln in m.run("CLIENT", "LIST", "TYPE", "replica").decode().split("\n")
+                if f"id={r.id} " in ln)
+    assert f" oll={b.blocks(lk.ref)} omem={b.usage(lk.ref)} " in line
+    # the one waiting for its snapshot is not fed yet
+    assert m.link(w).ref is None
     assert m.run("CLIENT", "KILL", "TYPE", "replica") == b":2\r\n"
     assert m.info()["connected_slaves"] == 0 and m.side.links == []
 
@@ -1220,18 +1241,20 @@ def test_child_reported_timeout_disconnects_that_replica(tmp_path) -> None:
     assert m.link(r2).state is S.CLOSED
 
 
-def test_limits_ask_the_transport_only_near_the_limit(tmp_path) -> None:
+def test_limits_are_checked_once_per_new_block_not_per_write(tmp_path) -> None:
     m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "1mb", "0", "0"]))
     r, _ = online_replica(m)
     calls = []
     real = m.io.buffered
     m.io.buffered = lambda c: calls.append(c.id) or real(c)
-    m.write_many(2000)  # ~80 KB streamed: far from 1 MB, no exact check needed
-    assert calls == []
+    b = m.repl.backlog
+    first = b.tail.id if b.tail is not None else -1
+    m.user.receive_data(b"".join(cmd("SET", f"k:{i}", f"value-{i}") for i in range(2000)))
+    m.user.data_to_send()
+    assert 3 <= b.tail.id - first == len(calls) <= 5   # ~80 KB: a check per 20 KB block
     m.io.stuck.add(r.id)
-    m.write_many(30000, start=2000)  # ~1.2 MB piles up: a few exact checks, then the drop
+    m.write_many(30000, start=2000)  # ~1.2 MB piles up: the drop
     assert m.link(r).state is S.CLOSED
-    assert 1 <= len(calls) <= 10
 
 
 OPS = st.lists(st.one_of(st.tuples(st.just("write"), st.integers(1, 40_000)),
@@ -1247,12 +1270,19 @@ def test_hard_limit_is_detected_at_the_exact_write_that_crosses_it(tmp_path, ops
     r, _ = online_replica(m)
     m.io.stuck.add(r.id)  # what the shell writes stays in the transport until drained
     link = m.link(r)
+    b = m.repl.backlog
     for op, arg in ops:
         if op == "write":
+            # Redis checks when a block is added: the replica's part of the buffer, from its
+            # block to the end of the newest one, plus what its transport holds
+            blk, tail_id = link.ref.block, b.tail.id if b.tail is not None else -1
             m.user.receive_data(cmd("SET", "k", "x" * arg))
             m.user.data_to_send()
-            true_pending = m.io.tbuf.get(r.id, 0) + r.pending_output()
-            if true_pending >= 1024 * 1024:
+            t = b.tail
+            blk = blk or b.head      # (attached at the first write)
+            used = (t.repl_offset + t.size - blk.repl_offset + 64 * (t.id - blk.id + 1)
+                    + m.io.tbuf.get(r.id, 0) + r.pending_output())
+            if t.id != tail_id and used >= 1024 * 1024:
                 assert link.state is S.CLOSED
                 return
             assert link.state is S.ONLINE
@@ -1324,3 +1354,20 @@ def split_commands(stream: bytes) -> list[bytes]:
         out.append(stream[pos:end])
         pos = end
     return out
+
+
+def test_a_reply_to_a_streaming_replica_drops_it_as_redis(tmp_path) -> None:
+    """Redis 7.0 never writes a reply on a replication link: a replica whose command produced
+    one is logged and dropped (its stream must not be interleaved with replies)."""
+    m = Master(tmp_path)
+    r, _ = online_replica(m)
+    m.run("SET", "a", "1")
+    before = bytes(m.wire(r))
+    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))   # no reply: fine
+    assert m.link(r).state is S.ONLINE
+    m.send(r, "PING")
+    assert m.link(r).state is S.CLOSED and r in m.host.closed
+    assert any("Replica generated a reply to command 'ping', disconnecting it: id=" in ln
+               for ln in m.log())
+    assert m.events("replica_lost")[-1]["reason"] == "invalid-use"
+    assert bytes(m.wire(r)) == before and r.out == []   # +PONG never reached the socket

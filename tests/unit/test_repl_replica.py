@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import shell_write
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
@@ -1010,9 +1011,11 @@ class Net:
             core.pending_flush.clear()
             for c in list(core.clients.values()):
                 t = c.transport
-                if isinstance(t, Conn) and c.out and c.kind != "master":
-                    data = c.data_to_send()
-                    if t.open:
+                if isinstance(t, Conn) and c.kind != "master":
+                    sent: list[bytes] = []
+                    shell_write(c, sent.append)
+                    data = b"".join(sent)
+                    if data and t.open:
                         self.queue.append(lambda t=t, d=data: t.open and
                                           t.replica.side.on_data(t.token, d))
                         moved = True
