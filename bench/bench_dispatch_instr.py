@@ -1,6 +1,6 @@
 """Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
 
-    .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING] [--tree DIR]
+    .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R] [--tree DIR]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of 16 on a sans-io
@@ -32,6 +32,41 @@ CASES = {
     "GET": lambda i: _enc(b"GET", b"key:%d" % (i % 10000)),
     "INCR": lambda i: _enc(b"INCR", b"counter:%d" % (i % 100)),
 }
+# "SET+1R", "SET+3R": SET on a master with 1 or 3 online replicas, whose stream the shell hands
+# to their (always drained) transports once per pipeline, as the I/O shell does per pass.
+
+
+class _DrainedIO:
+    def buffered(self, c: object) -> int:
+        return 0
+
+
+def _online_replicas(core: object, n: int) -> None:
+    from pyrepl.replication.manager import Replication
+
+    core.host.master_io = _DrainedIO()  # type: ignore[attr-defined]
+    repl = Replication(core)  # type: ignore[arg-type]
+    repl.create_backlog()
+    for i in range(n):
+        r = core.connection_made(f"127.0.0.1:{50000 + i}", "127.0.0.1:6379")  # type: ignore
+        link = repl.master.link_for(r)
+        link.listening_port = 7000 + i
+        repl.master._become_replica_client(link)
+        link.state = link.state.__class__.ONLINE
+        repl.master._start_stream(link)
+
+
+def _shell_flush(core: object) -> None:
+    """What the I/O shell does with the clients that got output (either tree's model)."""
+    pending = core.pending_flush  # type: ignore[attr-defined]
+    for r in pending:
+        if r.out:
+            r.data_to_send()
+        link = getattr(r, "stream", None)
+        if link is not None:
+            while core.replication.master.take(link):  # type: ignore[attr-defined]
+                pass
+    pending.clear()
 
 
 def run_case(case: str, n: int) -> None:
@@ -45,14 +80,19 @@ def run_case(case: str, n: int) -> None:
     class ClockHost(Host):     # the clock the real server's shell gives (NetHost)
         clock_ns = staticmethod(time.perf_counter_ns)
 
+    name, _, reps = case.partition("+")
     core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
+    if reps:
+        _online_replicas(core, int(reps.rstrip("R")))
     c = core.connection_made()
-    make = CASES[case]
+    make = CASES[name]
     chunks = [b"".join(make(i + j) for j in range(16)) for i in range(0, 4096, 16)]
     done = k = 0
     while done < n:
         c.receive_data(chunks[k % len(chunks)])
         c.data_to_send()
+        if reps:
+            _shell_flush(core)
         done += 16
         k += 1
 
