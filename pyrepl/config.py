@@ -962,9 +962,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     Directive("zset-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("zset-max-ziplist-value",), noop=True),
     Directive("hll-sparse-max-bytes", "memory", "3000", lo=0, hi=LLONG_MAX, unsigned=True),
-    Directive("stream-node-max-bytes", "memory", "4096", lo=0, hi=LLONG_MAX, unsigned=True,
-              noop=True),
-    _int("stream-node-max-entries", "100", 0, LLONG_MAX, noop=True),
+    Directive("stream-node-max-bytes", "memory", "4096", lo=0, hi=LLONG_MAX, unsigned=True),
+    _int("stream-node-max-entries", "100", 0, LLONG_MAX),
     # cluster (pyrepl is not a cluster node: cluster-enabled yes is refused)
     _bool("cluster-enabled", "no", mutable=False, noop=True,
           check=_check_no_only("cluster mode is not supported by pyrepl")),

@@ -16,6 +16,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     server,
     sets,
     sort,
+    streams,
     strings,
     transactions,
     zsets,

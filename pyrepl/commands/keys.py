@@ -28,9 +28,10 @@ from typing import Any
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import LLONG_MAX, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
-from pyrepl.keyspace.db import type_name
+from pyrepl.keyspace.db import TYPE_NAMES, type_name
 from pyrepl.keyspace.glob import compile_pattern
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.resp.types import OK, ReplyError, Status
 
@@ -40,8 +41,9 @@ _LLMIN_DIV_1000 = -(LLONG_MAX // 1000)  # C's LLONG_MIN / 1000 truncates toward 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _INT_RANGE = f"ERR value is out of range, value must between {_INT_MIN} and {_INT_MAX}"
 
+TYPE_NAMES[Stream] = b"stream"      # TYPE, SCAN TYPE (db.py's table covers the other types)
 _TYPE_STATUS = {name: Status(name.decode()) for name in
-                (b"string", b"list", b"hash", b"set", b"zset", b"none")}
+                (b"string", b"list", b"hash", b"set", b"zset", b"stream", b"none")}
 
 
 # -- DEL / UNLINK / EXISTS / TYPE / TOUCH -------------------------------------------------------
@@ -318,7 +320,7 @@ def _dup(v: Any) -> Any:
         return dict(v)
     if t is set:
         return set(v)
-    if t is ZSet:
+    if t is ZSet or t is Stream:
         return v.copy()
     raise ReplyError("ERR unknown type object")
 
@@ -455,6 +457,8 @@ def encoding_name(c: Any, v: Any) -> bytes:
             if all(len(m) <= limit for m in v.dict):
                 return b"listpack"
         return b"skiplist"
+    if t is Stream:
+        return b"stream"
     return b"unknown"
 
 

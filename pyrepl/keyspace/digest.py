@@ -23,12 +23,13 @@ from collections.abc import Iterable, Sequence
 from hashlib import sha1
 from typing import Any, Protocol
 
+from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
-from pyrepl.rdb.constants import OBJ_HASH, OBJ_LIST, OBJ_SET, OBJ_STRING, OBJ_ZSET
+from pyrepl.rdb.constants import OBJ_HASH, OBJ_LIST, OBJ_SET, OBJ_STREAM, OBJ_STRING, OBJ_ZSET
 
 _ZERO = bytes(20)
 _EXPIRE_SHA = sha1(b"!!expire!!").digest()
-_TYPE_SHA = {t: sha1(t.to_bytes(4, "big")).digest() for t in range(5)}
+_TYPE_SHA = {t: sha1(t.to_bytes(4, "big")).digest() for t in range(7)}
 
 
 class DbLike(Protocol):
@@ -81,6 +82,15 @@ def _value_digest(digest: bytes, value: Any) -> bytes:
         for m, score in value.items():
             acc ^= _pair_digest(m, b"%.17g" % score)
         return acc.to_bytes(20, "big")
+    if t is Stream:
+        # Live entries in ID order: mix "<ms>.<seq>", then each field and value (consumer
+        # groups are not part of the digest).
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_STREAM])
+        for eid, fv in value.entries():
+            digest = _mix(digest, b"%d.%d" % (eid >> 64, eid & MASK64))
+            for x in fv:
+                digest = _mix(digest, x)
+        return digest
     if isinstance(value, Iterable):  # deque / list
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_LIST])
         for e in value:

@@ -87,6 +87,12 @@ OBJ_LIST = 1
 OBJ_SET = 2
 OBJ_ZSET = 3
 OBJ_HASH = 4
+OBJ_MODULE = 5
+OBJ_STREAM = 6
+
+# stream.h: entry flags and the stream-node defaults of an RDB stream's listpacks.
+STREAM_ITEM_FLAG_DELETED = 1
+STREAM_ITEM_FLAG_SAMEFIELDS = 2
 
 # module.c ModuleTypeNameCharSet (module type names are 9 chars of 6 bits each).
 MODULE_TYPE_NAME_CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -168,6 +168,50 @@ def _lp_encode_str(s: bytes) -> bytes:
     return b"\xf0" + _U32.pack(n) + s
 
 
+def _lp_backlen_size(size: int) -> int:
+    if size <= 127:
+        return 1
+    if size < 16383:
+        return 2
+    if size < 2097151:
+        return 3
+    if size < 268435455:
+        return 4
+    return 5
+
+
+def lp_int_size(v: int) -> int:
+    """Bytes an integer entry takes in a listpack (encoding + backlen): stream nodes track
+    their lpBytes with it."""
+    if 0 <= v <= 127:
+        return 2
+    if -4096 <= v <= 4095:
+        return 3
+    if -32768 <= v <= 32767:
+        return 4
+    if -(1 << 23) <= v < (1 << 23):
+        return 5
+    if -(1 << 31) <= v < (1 << 31):
+        return 6
+    return 10
+
+
+def lp_value_size(s: bytes) -> int:
+    """Bytes a string entry takes in a listpack (lpAppend stores canonical integers as ints)."""
+    n = len(s)
+    if n <= 20 and n:
+        v = canonical_int(s)
+        if v is not None:
+            return lp_int_size(v)
+    if n < 64:
+        size = 1 + n
+    elif n < 4096:
+        size = 2 + n
+    else:
+        size = 5 + n
+    return size + _lp_backlen_size(size)
+
+
 def build_listpack(entries: list[bytes | int], *, int_strings: bool = True) -> bytes:
     """A listpack holding ``entries``; with ``int_strings`` canonical integer strings are stored
     as integers, as lpAppend does."""

@@ -22,8 +22,10 @@ Values come out in the shapes of the in-memory model: string ``bytes``, list ``d
 set ``set[bytes]``, hash ``dict[bytes, bytes]``, sorted set ``ZSet``; integers held by compact
 encodings become their decimal bytes. Every compact encoding Redis has written is read:
 integer/LZF strings, intset, ziplist, zipmap, listpack, quicklist v1/v2 (packed and plain
-nodes). Streams and module values are refused with an ``RdbError`` naming the type and the
-offset, as are hashes whose fields carry expiry times (Redis 7.4+), which the model cannot hold;
+nodes), and streams (RDB_TYPE_STREAM_LISTPACKS 1 to 4, consumer groups and PELs included: their
+listpacks become :class:`pyrepl.keyspace.stream.Node` s as they are, so the node layout Redis
+had survives; Redis 8's idempotent-producer state is refused when a stream has some). Module
+values are refused with an ``RdbError`` naming the type and the offset, as are hashes whose fields carry expiry times (Redis 7.4+), which the model cannot hold;
 a 7.4+ hash type without any field TTL is loaded. Empty collections are skipped as Redis does.
 
 ``load_into`` is the bulk path (what ``load_rdb_file`` uses): it stores key-values straight
@@ -37,6 +39,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrepl.keyspace.stream import (
+    FLAG_SAMEFIELDS,
+    MASK64,
+    SCG_INVALID_ENTRIES_READ,
+    Consumer,
+    Group,
+    Nack,
+    Node,
+    Stream,
+)
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
     KEY_META_CHARSET,
@@ -77,6 +89,10 @@ from pyrepl.rdb.constants import (
     RDB_TYPE_SET,
     RDB_TYPE_SET_INTSET,
     RDB_TYPE_SET_LISTPACK,
+    RDB_TYPE_STREAM_LISTPACKS,
+    RDB_TYPE_STREAM_LISTPACKS_2,
+    RDB_TYPE_STREAM_LISTPACKS_3,
+    RDB_TYPE_STREAM_LISTPACKS_4,
     RDB_TYPE_STRING,
     RDB_TYPE_ZSET,
     RDB_TYPE_ZSET_2,
@@ -90,6 +106,7 @@ from pyrepl.rdb.containers import (
     ContainerError,
     intset_entries,
     listpack_entries,
+    lp_int_size,
     ziplist_entries,
     zipmap_pairs,
 )
@@ -912,6 +929,8 @@ class RdbDecoder:
 
     def _parse_object(self, t: int, buf: bytes, p: int, n: int) -> tuple[Any, int]:
         """rdbLoadObject for every non-string type: (value or _SKIP, next position)."""
+        if t in _STREAM_TYPES:
+            return _read_stream(t, buf, p, n)
         if t in _BLOB_TYPES:
             if t == RDB_TYPE_HASH_LISTPACK_EX:
                 if p + 8 > n:
@@ -977,6 +996,164 @@ _BLOB_TYPES = frozenset(
         RDB_TYPE_HASH_LISTPACK_EX,
     )
 )
+
+
+_STREAM_TYPES = frozenset((RDB_TYPE_STREAM_LISTPACKS, RDB_TYPE_STREAM_LISTPACKS_2,
+                           RDB_TYPE_STREAM_LISTPACKS_3, RDB_TYPE_STREAM_LISTPACKS_4))
+
+
+def _u64(v: int) -> int:
+    return v & MASK64
+
+
+def _stream_node(key: bytes, lp: bytes) -> Node:
+    """One stream listpack (stream.h's layout) as a Node: master entry, then entries of
+    flags, ms-delta, seq-delta, [num-fields, fields], values, lp-count."""
+    if len(key) != 16:
+        raise _Corrupt("Stream node key entry is not the size of a stream ID")
+    try:
+        items = listpack_entries(lp)
+    except ContainerError as e:
+        raise _Corrupt(f"Stream listpack integrity check failed ({e})") from None
+    if not items:
+        raise _Corrupt("Empty listpack inside stream")
+    master = int.from_bytes(key, "big")
+    try:
+        live, deleted, nf = items[0], items[1], items[2]
+        if type(live) is not int or type(deleted) is not int or type(nf) is not int:
+            raise _Corrupt("Stream listpack integrity check failed")
+        fields = [_as_bytes(x) for x in items[3:3 + nf]]
+        p = 3 + nf
+        if items[p] != 0:
+            raise _Corrupt("Stream listpack integrity check failed")
+        p += 1
+        node = Node(master, fields)
+        mms, mseq = master >> 64, master & MASK64
+        total = 0
+        while p < len(items):
+            flags, msd, seqd = items[p], items[p + 1], items[p + 2]
+            p += 3
+            if type(flags) is not int or type(msd) is not int or type(seqd) is not int:
+                raise _Corrupt("Stream listpack integrity check failed")
+            if flags & FLAG_SAMEFIELDS:
+                values = [_as_bytes(x) for x in items[p:p + nf]]
+                if len(values) != nf:
+                    raise _Corrupt("Stream listpack integrity check failed")
+                fv = [x for pair in zip(fields, values, strict=True) for x in pair]
+                p += nf
+            else:
+                k = items[p]
+                if type(k) is not int:
+                    raise _Corrupt("Stream listpack integrity check failed")
+                fv = [_as_bytes(x) for x in items[p + 1:p + 1 + 2 * k]]
+                if len(fv) != 2 * k:
+                    raise _Corrupt("Stream listpack integrity check failed")
+                p += 1 + 2 * k
+            p += 1                                  # lp-count
+            eid = (_u64(mms + msd) << 64) | _u64(mseq + seqd)
+            node.ids.append(eid)
+            node.fvs.append(fv)
+            node.flags.append(flags)
+            total += 1
+    except IndexError:
+        raise _Corrupt("Stream listpack integrity check failed") from None
+    if total != live + deleted:
+        raise _Corrupt("Stream listpack integrity check failed")
+    node.live, node.deleted = live, deleted
+    node.ebytes = len(lp) - 7 - lp_int_size(live) - lp_int_size(deleted)
+    return node
+
+
+def _read_ms(buf: bytes, p: int, n: int) -> tuple[int, int]:
+    """rdbLoadMillisecondTime: 8 little-endian bytes."""
+    if p + 8 > n:
+        raise _Incomplete(p + 8)
+    return _U64.unpack_from(buf, p)[0], p + 8
+
+
+def _read_raw_id(buf: bytes, p: int, n: int) -> tuple[int, int]:
+    if p + 16 > n:
+        raise _Incomplete(p + 16)
+    return int.from_bytes(buf[p:p + 16], "big"), p + 16
+
+
+def _read_stream(t: int, buf: bytes, p: int, n: int) -> tuple[Stream, int]:
+    """rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2, _3, _4)."""
+    s = Stream()
+    nodes, p = _rlen(buf, p, n)
+    for _ in range(nodes):
+        key, p = _rstr(buf, p, n)
+        lp, p = _rstr(buf, p, n)
+        node = _stream_node(key, lp)
+        if s.keys and node.master <= s.keys[-1]:
+            raise _Corrupt("Listpack re-added with existing key")
+        s.nodes.append(node)
+        s.keys.append(node.master)
+    s.length, p = _rlen(buf, p, n)
+    ms, p = _rlen(buf, p, n)
+    seq, p = _rlen(buf, p, n)
+    s.last_id = (ms << 64) | seq
+    if t >= RDB_TYPE_STREAM_LISTPACKS_2:
+        ms, p = _rlen(buf, p, n)
+        seq, p = _rlen(buf, p, n)
+        s.first_id = (ms << 64) | seq
+        ms, p = _rlen(buf, p, n)
+        seq, p = _rlen(buf, p, n)
+        s.max_deleted = (ms << 64) | seq
+        s.entries_added, p = _rlen(buf, p, n)
+    else:
+        s.entries_added = s.length
+        s.first_id = s.first_live() if s.length else 0
+    if s.length != sum(node.live for node in s.nodes):
+        raise _Corrupt("Stream length inconsistent with rax entries")
+    ngroups, p = _rlen(buf, p, n)
+    for _ in range(ngroups):
+        name, p = _rstr(buf, p, n)
+        ms, p = _rlen(buf, p, n)
+        seq, p = _rlen(buf, p, n)
+        last = (ms << 64) | seq
+        if t >= RDB_TYPE_STREAM_LISTPACKS_2:
+            er, p = _rlen(buf, p, n)
+            entries_read = SCG_INVALID_ENTRIES_READ if er == MASK64 else er
+        else:
+            entries_read = s.estimate_distance(last)
+        if name in s.groups:
+            raise _Corrupt(f"Duplicated consumer group name {name!r}")
+        g = s.groups[name] = Group(last, entries_read)
+        npel, p = _rlen(buf, p, n)
+        for _ in range(npel):
+            eid, p = _read_raw_id(buf, p, n)
+            when, p = _read_ms(buf, p, n)
+            count, p = _rlen(buf, p, n)
+            if eid in g.pel:
+                raise _Corrupt("Duplicated global PEL entry loading stream consumer group")
+            g.pel[eid] = Nack(when, count, None)
+        ncons, p = _rlen(buf, p, n)
+        for _ in range(ncons):
+            cname, p = _rstr(buf, p, n)
+            if cname in g.consumers:
+                raise _Corrupt("Duplicate stream consumer detected.")
+            seen, p = _read_ms(buf, p, n)
+            cons = g.consumers[cname] = Consumer(cname, seen)
+            if t >= RDB_TYPE_STREAM_LISTPACKS_3:
+                _active, p = _read_ms(buf, p, n)     # 7.2+: not in 7.0's model
+            npel, p = _rlen(buf, p, n)
+            for _ in range(npel):
+                eid, p = _read_raw_id(buf, p, n)
+                nack = g.pel.get(eid)
+                if nack is None:
+                    raise _Corrupt("Consumer entry not found in group global PEL")
+                nack.consumer = cons
+                cons.pel[eid] = nack
+    if t >= RDB_TYPE_STREAM_LISTPACKS_4:
+        _duration, p = _rlen(buf, p, n)
+        _max_entries, p = _rlen(buf, p, n)
+        producers, p = _rlen(buf, p, n)
+        if producers:
+            raise _unsupported(t, "streams with idempotent producers (IDMP) are not supported")
+        _iids_added, p = _rlen(buf, p, n)
+        _iids_duplicates, p = _rlen(buf, p, n)
+    return s, p
 
 
 # ---------------------------------------------------------------------------------- files

@@ -10,6 +10,10 @@ encodings:
 Values use only the plain types every Redis from 7.0 to 8.x loads (and redis-check-rdb 7.0.15
 accepts): STRING (0), LIST (1, a counted sequence of strings), SET (2), HASH (4) and ZSET_2 (5,
 binary little-endian double scores). Redis converts them to its compact encodings while loading.
+Streams have no plain form: they are written as RDB_TYPE_STREAM_LISTPACKS_2 (19, what Redis 7.0
+writes), one listpack per node of the model, built as listpack.c and t_stream.c would have
+(master entry, delta-encoded IDs, SAMEFIELDS/DELETED flags, lp-count), then the stream's
+metadata and its consumer groups.
 Strings that are canonical 32-bit integers are integer-encoded like rdbSaveRawString does; the
 writer never LZF-compresses (pure Python compression would cost more time than it saves).
 
@@ -31,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
+from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
     RDB_OPCODE_AUX,
@@ -41,10 +46,12 @@ from pyrepl.rdb.constants import (
     RDB_TYPE_HASH,
     RDB_TYPE_LIST,
     RDB_TYPE_SET,
+    RDB_TYPE_STREAM_LISTPACKS_2,
     RDB_TYPE_STRING,
     RDB_TYPE_ZSET_2,
     RDB_VERSION,
 )
+from pyrepl.rdb.containers import build_listpack
 from pyrepl.rdb.crc64 import crc64
 
 CHUNK_SIZE = 1 << 16
@@ -187,7 +194,61 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
             append(_PACK_D(score))
             size += 8
         return RDB_TYPE_ZSET_2, parts, size
+    if t is Stream:
+        body = encode_stream(v)
+        return RDB_TYPE_STREAM_LISTPACKS_2, [body], len(body)
     raise TypeError(f"cannot encode value of type {t.__name__} for key {key!r}")
+
+
+def _i64(v: int) -> int:
+    v &= MASK64
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def stream_listpack(node: Any) -> bytes:
+    """The listpack of one stream node, as streamAppendItem builds it."""
+    items: list[bytes | int] = [node.live, node.deleted, len(node.fields), *node.fields, 0]
+    mms, mseq = node.master >> 64, node.master & MASK64
+    for eid, fv, flags in zip(node.ids, node.fvs, node.flags, strict=True):
+        items += (flags, _i64((eid >> 64) - mms), _i64((eid & MASK64) - mseq))
+        nf = len(fv) // 2
+        if flags & 2:                      # STREAM_ITEM_FLAG_SAMEFIELDS: values only
+            items += fv[1::2]
+            items.append(nf + 3)
+        else:
+            items.append(nf)
+            items += fv
+            items.append(nf * 2 + 4)
+    return build_listpack(items)
+
+
+def encode_stream(s: Stream) -> bytes:
+    """rdbSaveObject for OBJ_STREAM, RDB_TYPE_STREAM_LISTPACKS_2 layout (without the type)."""
+    out = [encode_len(len(s.nodes))]
+    for node in s.nodes:
+        out.append(encode_string(node.master.to_bytes(16, "big")))
+        out.append(encode_string(stream_listpack(node)))
+    for v in (s.length, s.last_id >> 64, s.last_id & MASK64, s.first_id >> 64,
+              s.first_id & MASK64, s.max_deleted >> 64, s.max_deleted & MASK64,
+              s.entries_added, len(s.groups)):
+        out.append(encode_len(v))
+    for name in sorted(s.groups):
+        g = s.groups[name]
+        out.append(encode_string(name))
+        out.append(encode_len(g.last_id >> 64))
+        out.append(encode_len(g.last_id & MASK64))
+        out.append(encode_len(g.entries_read & MASK64))
+        out.append(encode_len(len(g.pel)))
+        for eid in sorted(g.pel):
+            nack = g.pel[eid]
+            out.append(eid.to_bytes(16, "big") + _PACK_Q(nack.delivery_time) +
+                       encode_len(nack.delivery_count))
+        out.append(encode_len(len(g.consumers)))
+        for cname in sorted(g.consumers):
+            cons = g.consumers[cname]
+            out.append(encode_string(cname) + _PACK_Q(cons.seen_time) + encode_len(len(cons.pel)))
+            out.extend(eid.to_bytes(16, "big") for eid in sorted(cons.pel))
+    return b"".join(out)
 
 
 def encode_rdb(

@@ -528,9 +528,7 @@ def test_bad_headers(header: bytes, msg: str) -> None:
         decode_all(header + b"\xff" + bytes(8))
 
 
-@pytest.mark.parametrize("t,name", [(15, "stream-listpacks"), (19, "stream-listpacks-v2"),
-                                    (21, "stream-listpacks-v3"), (26, "stream-listpacks-v4"),
-                                    (6, "module-pre-release"), (7, "module-value"),
+@pytest.mark.parametrize("t,name", [(6, "module-pre-release"), (7, "module-value"),
                                     (8, "unknown"), (27, "unknown")])
 def test_unsupported_types_name_type_and_offset(t: int, name: str) -> None:
     prefix = b"REDIS0013" + bytes((C.RDB_OPCODE_SELECTDB, 0)) + kv(0, b"ok", raw(b"v"))

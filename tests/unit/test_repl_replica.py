@@ -454,12 +454,12 @@ def test_failed_payload_applies_nothing_and_retries(diskless: bool, failure: str
 
 
 def test_a_dataset_it_cannot_load_is_retried_with_backoff() -> None:
-    """A master whose dataset holds a type pyrepl cannot load (a stream here): the refusal is
+    """A master whose dataset holds a type pyrepl cannot load (a module value here): the refusal is
     logged with a reason code and an event, and the retries back off (1 s, 2 s, 4 s ...) instead
     of looping every second; a new REPLICAOF starts afresh."""
     n = Node()
     n.connect()
-    unsupported = b"REDIS0011\xfe\x00\x13\x01k" + b"\x00" * 40   # type 19: a stream
+    unsupported = b"REDIS0011\xfe\x00\x07\x01k" + b"\x00" * 40   # type 7: a module value
     waits = []
     for attempt in range(1, 5):
         token = n.io.token
@@ -467,7 +467,7 @@ def test_a_dataset_it_cannot_load_is_retried_with_backoff() -> None:
         assert n.side.state is S.CONNECT and n.io.token == token     # no immediate retry
         ev = [e for e in n.repl.events.recent if e["event"] == "sync_failed"][-1]
         assert ev["reason"] == "rdb-unsupported"
-        assert ev["error"].startswith("Unsupported RDB object type 19 (stream-listpacks-v2)")
+        assert ev["error"].startswith("Unsupported RDB object type 7 (module-value)")
         waited = 0
         while n.io.token == token:
             n.tick(1000)
