@@ -1,0 +1,283 @@
+"""The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side).
+
+Transfer: empty lines are keepalives; ``$<len>`` announces a disk-based payload of exactly
+``len`` bytes (no trailing CRLF), ``$EOF:<40-char mark>`` a diskless one that ends with the mark.
+The payload is parsed as it arrives by the streaming :class:`~pyrepl.rdb.decoder.RdbDecoder` into
+*fresh* per-db dicts while the old dataset keeps serving reads; only when the RDB, its CRC64 and
+(diskless) the mark are all good are the dicts swapped in, atomically. A bad CRC, a broken mark,
+a truncated payload or a timeout discard the new dicts: nothing is half-applied, the cached
+master is kept, and the side reconnects. Progress (``master_sync_*`` in INFO) is Redis's:
+``total`` is -1 before the header, 0 for ``$EOF:``, ``len`` for ``$<len>``; ``read`` counts
+payload bytes (the mark included); ``left = total - read``; ``perc = read / total * 100``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.rdb.decoder import Aux, End, RdbDecoder, RdbError
+from pyrepl.replication.replica.states import (
+    CRON_MS,
+    EOF_MARK_LEN,
+    LOAD_BACKOFF_MAX_MS,
+    Input,
+    _strtoll,
+)
+from pyrepl.replication.replica.stream import MasterState
+
+I = Input  # noqa: E741 - a short alias keeps the code readable
+
+
+
+class _Load:
+    """The payload of one full sync being parsed into fresh dicts."""
+
+    __slots__ = ("decoder", "data", "expires", "aux", "usemark", "mark", "tail", "first_ms",
+                 "ended")
+
+    def __init__(self, ndbs: int, usemark: bool, mark: bytes, now_ms: int) -> None:
+        self.decoder = RdbDecoder(databases=ndbs)
+        self.data: list[dict[bytes, Any]] = [{} for _ in range(ndbs)]
+        self.expires: list[dict[bytes, int]] = [{} for _ in range(ndbs)]
+        self.aux: dict[bytes, bytes] = {}
+        self.usemark = usemark
+        self.mark = mark
+        self.tail = b""  # bytes after the RDB's end while waiting for the whole mark
+        self.first_ms = now_ms
+        self.ended = False
+
+
+class Load:
+    """The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side)."""
+
+    def _start_transfer(self) -> None:
+        self.transfer_size = -1
+        self.transfer_read = 0
+        self.transfer_lastio_ms = self.now
+        self._load = None
+
+    def _transfer_line(self, line: bytes) -> None:
+        """The payload header (readSyncBulkPayload before the payload)."""
+        log = self.core.log
+        if not line:
+            self._go(I.KEEPALIVE)
+            self.transfer_lastio_ms = self.now
+            return
+        text = line.decode("utf-8", "replace")
+        if line[:1] == b"-":
+            log.warning(f"MASTER aborted replication with an error: {text[1:]}")
+            self._cancel_handshake(True, I.TRANSFER_ERROR, "master-error", text)
+            return
+        if line[:1] != b"$":
+            log.warning(f"Bad protocol from MASTER, the first byte is not '$' (we received "
+                        f"'{text}'), are you sure the host and port are right?")
+            self._cancel_handshake(True, I.TRANSFER_ERROR, "bad-protocol", text)
+            return
+        if line[1:5] == b"EOF:" and len(line) - 5 >= EOF_MARK_LEN:
+            self.mode = "diskless"
+            self._begin_payload(True, bytes(line[5:5 + EOF_MARK_LEN]), 0)
+        else:
+            self.mode = "disk"
+            self._begin_payload(False, b"", max(0, _strtoll(text[1:])))
+
+    def _begin_payload(self, usemark: bool, mark: bytes, size: int) -> None:
+        """The payload header was read (on the main channel or the rdb channel)."""
+        log = self.core.log
+        self._go(I.BULK_HEADER)
+        ndbs = len(self.core.dbs)
+        if usemark:
+            self.transfer_size = 0
+            self._load = _Load(ndbs, True, mark, self.now)
+            log.notice("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF "
+                       "to parser")
+        else:
+            self.transfer_size = size
+            self._load = _Load(ndbs, False, b"", self.now)
+            log.notice(f"MASTER <-> REPLICA sync: receiving {self.transfer_size} bytes from "
+                       f"master to parser")
+        self.transfer_lastio_ms = self.now
+        if not self.transfer_size and not self._load.usemark:
+            self._payload(b"", 0)  # "$0": the (empty) payload is complete already
+
+    def _payload(self, data: bytes, pos: int) -> int:
+        """Feed payload bytes from ``data[pos:]``; returns the position after what belonged to
+        the payload (the rest is replication stream)."""
+        ld = self._load
+        assert ld is not None
+        self._go(I.PAYLOAD)
+        now = self.now
+        n = len(data) - pos
+        if self.transfer_read == 0 and n:
+            ld.first_ms = now
+            rdbch = self.fsbuf is not None
+            self._emit("rdb_first_byte", duration_ms=now - self.psync_sent_ms, mode=self.mode,
+                       offset=self.master_initial_offset if rdbch else None,
+                       replid=self.master_replid or None if rdbch else None)
+            self.core.log.notice("MASTER <-> REPLICA sync: Loading DB in memory")
+        self.transfer_lastio_ms = now
+        stats = self.core.stats
+        if not ld.usemark:
+            take = min(n, self.transfer_size - self.transfer_read)
+            chunk = data[pos:pos + take] if (pos or take != len(data)) else data
+            self.transfer_read += take
+            stats.net_repl_input_bytes += take
+            try:
+                if not ld.ended:
+                    ld.decoder.receive_data(chunk)
+                    if self.transfer_read == self.transfer_size:
+                        ld.decoder.receive_data(b"")
+                    self._decode(ld)
+            except RdbError as e:
+                self._load_failed(f"Failed trying to load the MASTER synchronization DB "
+                                  f"from socket: {e}", str(e))
+                return len(data)
+            if self.transfer_read < self.transfer_size:
+                return pos + take
+            if not ld.ended:  # pragma: no cover - the decoder raises on truncation
+                self._load_failed("Failed trying to load the MASTER synchronization DB from "
+                                  "socket: truncated", "truncated")
+                return len(data)
+            self._loaded()
+            return pos + take
+        # $EOF:<mark> form: everything is payload until the RDB ends and the mark follows.
+        chunk = data[pos:] if pos else data
+        self.transfer_read += n
+        stats.net_repl_input_bytes += n
+        if not ld.ended:
+            try:
+                ld.decoder.receive_data(chunk)
+                self._decode(ld)
+            except RdbError as e:
+                self._load_failed(f"Failed trying to load the MASTER synchronization DB from "
+                                  f"socket: {e}", str(e))
+                return len(data)
+            if not ld.ended:
+                # Redis ends the transfer when the last 40 bytes read are the mark: then the
+                # RDB was cut short (without this check we would wait for repl-timeout).
+                ld.tail = chunk[-EOF_MARK_LEN:] if n >= EOF_MARK_LEN \
+                    else (ld.tail + chunk)[-EOF_MARK_LEN:]
+                if ld.tail == ld.mark:
+                    self._load_failed("Failed trying to load the MASTER synchronization DB "
+                                      "from socket: the EOF mark arrived before the end of "
+                                      "the RDB", "truncated")
+                return len(data)
+            tail = ld.decoder.unused_data
+        else:
+            tail = ld.tail + chunk
+        if len(tail) < EOF_MARK_LEN:
+            ld.tail = tail
+            return len(data)
+        if tail[:EOF_MARK_LEN] != ld.mark:
+            self._load_failed("Replication stream EOF marker is broken", "broken EOF mark")
+            return len(data)
+        extra = len(tail) - EOF_MARK_LEN
+        # Bytes after the mark are stream: not payload.
+        self.transfer_read -= extra
+        stats.net_repl_input_bytes -= extra
+        self._loaded()
+        return len(data) - extra
+
+    def _decode(self, ld: _Load) -> None:
+        log = self.core.log
+        for ev in ld.decoder.load_into(ld.data, ld.expires):
+            t = type(ev)
+            if t is Aux:
+                key, val = ev.key, ev.value  # type: ignore[attr-defined]
+                ld.aux[key] = val
+                if key == b"redis-ver":
+                    log.notice(f"Loading RDB produced by version {val.decode('utf-8', 'replace')}")
+                elif key == b"ctime":
+                    ctime = _strtoll(val.decode("ascii", "replace"))
+                    age = max(0, self.now // 1000 - ctime)
+                    log.notice(f"RDB age {age} seconds")
+                elif key == b"used-mem":
+                    used = _strtoll(val.decode("ascii", "replace"))
+                    log.notice(f"RDB memory usage when created {used / (1024 * 1024):.2f} Mb")
+            elif t is End:
+                ld.ended = True
+
+    def _load_failed(self, message: str, error: str) -> None:
+        """A payload we cannot load. One the master will send again identically (a type or
+        encoding pyrepl does not know) is refused with reason ``rdb-unsupported`` and retried
+        with a doubling delay (1 s, 2 s, 4 s ... up to LOAD_BACKOFF_MAX_MS), not every second."""
+        log = self.core.log
+        log.warning(message)
+        if error.startswith("Unsupported RDB"):
+            self._load_failures += 1
+            delay = min(LOAD_BACKOFF_MAX_MS, CRON_MS << min(self._load_failures - 1, 10))
+            self._retry_at_ms = self.now + delay
+            log.warning(f"MASTER <-> REPLICA sync: the master's dataset holds what this replica "
+                        f"cannot load; retrying in {delay // 1000} seconds (attempt "
+                        f"{self._load_failures})")
+            self._cancel_handshake(False, I.TRANSFER_ERROR, "rdb-unsupported", error)
+            return
+        self._cancel_handshake(True, I.TRANSFER_ERROR, "load-error", error)
+
+    def _loaded(self) -> None:
+        """The whole payload is in and verified: swap it in and go online."""
+        ld = self._load
+        assert ld is not None
+        core = self.core
+        m = self.manager
+        log = core.log
+        now = self.now
+        rdbch = self.fsbuf is not None
+        if rdbch:  # the mark was read: the rdb channel is done (Redis closes it right away)
+            self._close_rdb_channel(loaded=True)
+        self._emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
+                   mode=self.mode)
+        keys = sum(len(d) for d in ld.data)
+        core.rdb_last_load_keys_loaded = keys
+        core.rdb_last_load_keys_expired = 0
+        log.notice(f"Done loading RDB, keys loaded: {keys}, keys expired: 0.")
+        self._load_failures = 0
+        self._retry_at_ms = 0
+        self._go(I.LOADED)
+        if core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk":
+            # Like Redis: a BGSAVE of the old dataset must not overwrite the new one's dump.
+            core.log.notice(f"Replica is about to load the RDB file received from the master, "
+                            f"but there is a pending RDB child running. Killing process "
+                            f"{core.rdb_child_pid} and removing its temp file to avoid any race")
+            core.kill_rdb_child()
+        # replicationAttachToNewMaster: a new history; our sub-replicas must resync too.
+        self._discard_cached_master()
+        m.master.disconnect_replicas()
+        m.free_backlog()
+        log.notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB")
+        core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
+        for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
+            old = db.data
+            db.data = data
+            db.expires = expires
+            if db.watched:
+                for key in list(db.watched):
+                    if key in old or key in data:
+                        db.touch(key)
+        log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
+        core.dirty += 1
+        stream_db = _strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
+        self._load = None
+        # replicationCreateMasterClient
+        c = self._new_master_client()
+        ms = MasterState(c, self.master_replid, self.master_initial_offset)
+        if 0 <= stream_db < len(core.dbs):
+            c.db = core.dbs[stream_db]
+        self.master = ms
+        self._link_master_client(ms)
+        self.down_since_ms = 0
+        m.ids.replid = ms.replid if ms.replid else m.ids.replid
+        m.master_repl_offset = max(ms.reploff, 0)
+        m.ids.clear_secondary()
+        if m.backlog is None:
+            m.create_backlog()
+        log.notice("MASTER <-> REPLICA sync: Finished with success")
+        self._emit("load_done", keys=keys, duration_ms=now - ld.first_ms, bytes=self.transfer_read,
+                   mode=self.mode)
+        self.transfer_size = -1
+        self.transfer_read = 0
+        if ld.usemark or rdbch:
+            self.send_ack()  # rdb channel: REPLCONF ACK <snapshot offset>
+        self._link_is_up(self.mode)
+        self._skip_read = ld.usemark and not rdbch
+        if rdbch:
+            self._start_drain()

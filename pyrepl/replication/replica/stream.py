@@ -1,0 +1,235 @@
+"""The master client: applying the stream, passing it on, ACKs (replica side).
+
+Streaming: the connection becomes the *master client* (``Client`` kind ``master``, flags ``M``),
+whose commands run through ``core.execute`` with their replies dropped. Offsets (Redis's names):
+``read_reploff`` counts every byte read from the master; ``reploff`` (``slave_repl_offset``)
+advances only when a command has been executed, and not inside MULTI (so a transaction counts
+at its EXEC): ``reploff = reader_base + reader.consumed``. Exactly the applied bytes are passed on
+verbatim with ``manager.feed_raw`` (backlog and sub-replicas keep the master's ids and offsets).
+Invariants: ``reploff <= read_reploff``; after each read ``manager.master_repl_offset ==
+reploff`` while CONNECTED; the bytes fed to ``feed_raw`` are the master's bytes
+``(fed, reploff]``, each exactly once.
+``REPLCONF ACK <reploff>`` goes out once a second and when the master asks ``REPLCONF GETACK``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.client import Client
+from pyrepl.config import repr_arg
+from pyrepl.replication.replica.states import (
+    Input,
+    _printable,
+)
+from pyrepl.resp.fastreader import make_reader
+from pyrepl.resp.reader import ProtocolError
+from pyrepl.resp.types import NO_REPLY
+from pyrepl.resp.writer import encode_command
+
+I = Input  # noqa: E741 - a short alias keeps the code readable
+
+
+
+class MasterState:
+    """Redis's ``server.master`` / ``server.cached_master``: the master client and its offsets."""
+
+    __slots__ = ("client", "replid", "reploff", "read_reploff", "pre_psync", "reader_base",
+                 "fed", "unapplied")
+
+    def __init__(self, client: Client, replid: str, reploff: int) -> None:
+        self.client = client
+        self.replid = replid
+        self.reploff = reploff  # offset of the last byte applied
+        self.read_reploff = reploff  # offset of the last byte read
+        self.pre_psync = reploff == -1  # a master answering SYNC: no offsets, no ACKs
+        self.reader_base = reploff  # reploff when the client's reader was created
+        self.fed = reploff  # offset up to which applied bytes went to manager.feed_raw
+        self.unapplied = bytearray()  # bytes read, not yet passed on (the query buffer)
+
+
+class Stream:
+    """The master client: applying the stream, passing it on, ACKs (replica side)."""
+
+    def _new_master_client(self) -> Client:
+        core = self.core
+        cfg = core.config
+        c = Client(core, core.next_client_id)
+        core.next_client_id += 1
+        c.kind = "master"
+        c.flags = "M"
+        c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
+                               from_master=True)
+        c.set_authenticated(True)
+        return c
+
+    def _link_master_client(self, ms: MasterState) -> None:
+        """Attach the master client to the current connection and the client table."""
+        c = ms.client
+        core = self.core
+        io = self.io
+        info = io.link_info(self.token) if io is not None else None
+        if info is not None:
+            c.addr, c.laddr, c.fd, c.transport = info
+        else:
+            c.addr, c.laddr, c.fd, c.transport = self.peer, "", -1, None
+        c.closed = False
+        c.close_after_reply = False
+        c.last_interaction_ms = self.now
+        cfg = core.config
+        c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
+                               from_master=True)
+        ms.reader_base = ms.reploff
+        ms.read_reploff = ms.reploff
+        ms.fed = ms.reploff
+        ms.unapplied = bytearray()
+        core.clients[c.id] = c
+
+    def _resurrect_cached_master(self) -> None:
+        ms = self.cached
+        assert ms is not None
+        self.cached = None
+        self.master = ms
+        self._link_master_client(ms)
+        self.down_since_ms = 0
+
+    def _discard_cached_master(self) -> None:
+        if self.cached is None:
+            return
+        self.core.log.notice("Discarding previously cached master state.")
+        self.cached = None
+
+    def cache_master_using_myself(self) -> None:
+        """replicationCacheMasterUsingMyself: PSYNC our own history with the new master."""
+        core = self.core
+        m = self.manager
+        core.log.notice("Before turning into a replica, using my own master parameters to "
+                        "synthesize a cached master: I may be able to synchronize with the new "
+                        "master with just a partial transfer.")
+        c = self._new_master_client()
+        stream_db = core.loaded_repl_stream_db
+        if stream_db is not None and 0 <= stream_db < len(core.dbs):
+            c.db = core.dbs[stream_db]
+        ms = MasterState(c, m.ids.replid, m.master_repl_offset)
+        ms.pre_psync = False
+        self.cached = ms
+
+    def _link_is_up(self, mode: str) -> None:
+        now = self.now
+        self.link_up_ms = now
+        ms = self.master
+        self.link_up_offset = ms.reploff if ms is not None else 0
+        self._await_caught_up = True
+        self._skip_read = False
+        self._emit("link_up", mode=mode if mode != "partial" else None,
+                   result="continue" if mode == "partial" else "full",
+                   duration_ms=now - self.link_down_ms, offset=self.link_up_offset,
+                   replid=self.manager.ids.replid)
+
+    def _stream(self, data: bytes) -> None:
+        """Apply replication stream bytes (processInputBuffer for the master client)."""
+        self._go(I.STREAM)
+        ms = self.master
+        assert ms is not None
+        c = ms.client
+        core = self.core
+        n = len(data)
+        c.net_in += n
+        core.stats.net_repl_input_bytes += n
+        c.last_interaction_ms = core.now_ms
+        ms.read_reploff += n
+        ms.unapplied += data
+        reader = c.reader
+        reader.feed(data)
+        # the master's commands see keys that expired on our clock (its DEL removes them)
+        core.applying_master_stream = True
+        try:
+            self._apply_commands(ms, c, reader, core.execute, core.log)
+        finally:
+            core.applying_master_stream = False
+            # even if a command raised: what was applied is passed on, offsets stay coherent
+            self._feed_applied(ms)
+
+    def _apply_commands(self, ms: MasterState, c: Client, reader: Any, execute: Any,
+                        log: Any) -> None:
+        while True:
+            try:
+                argv = reader.gets()
+            except ProtocolError as e:
+                self._feed_applied(ms)
+                log.warning(f"Protocol error ({e.reason}) from client: {c.describe()}. "
+                            f"Query buffer during protocol error: "
+                            f"'{_printable(bytes(ms.unapplied[:128]))}'")
+                if "inline" in str(e):
+                    log.warning("WARNING: Receiving inline protocol from master, master stream "
+                                "corruption? Closing the master connection and discarding the "
+                                "cached master.")
+                self._master_lost("protocol-error", cache=False)
+                return
+            if argv is None:
+                return
+            execute(c, argv)      # an error reply comes back through propagation_error
+            if c.out:
+                c.out.clear()
+            if not c.in_multi:
+                ms.reploff = ms.reader_base + reader.consumed
+            if self.master is not ms:
+                return  # the command dropped the link
+
+    def propagation_error(self, command: str, message: str) -> None:
+        """A command of the master's stream answered an error here (Redis's afterErrorReply for
+        the master client): logged as Redis, with the latest backlog, counted in INFO
+        ``unexpected_error_replies``, a ``propagation_error`` sync event; with
+        ``propagation-error-behavior panic`` / ``panic-on-replicas`` on a read-only replica the
+        process panics, as Redis does. The link stays up (``ignore``, the default)."""
+        core = self.core
+        err = message[:4096]
+        core.log.warning(f"== CRITICAL == This replica is sending an error to its master: "
+                         f"'-{err}' after processing the command '{command}'")
+        backlog = self.manager.backlog
+        if backlog is not None and backlog.histlen:
+            latest = backlog.tail_bytes(256)
+            core.log.warning(f"Latest backlog is: '{repr_arg(latest)}'")
+        core.stats.unexpected_error_replies += 1
+        ms = self.master
+        self._emit("propagation_error", command=command, error=err,
+                   offset=ms.reploff if ms is not None else None)
+        cfg = core.config
+        if cfg.replica_read_only and cfg.propagation_error_behavior in ("panic",
+                                                                       "panic-on-replicas"):
+            core.host.panic(f"This replica panicked sending an error to its master after "
+                            f"processing the command '{command}'")
+
+    def _feed_applied(self, ms: MasterState) -> None:
+        """Pass the bytes applied since the last call, ``(fed, reploff]``, to the backlog and
+        the sub-replicas (manager.feed_raw: same bytes, same offsets)."""
+        applied = ms.reploff - ms.fed
+        if applied <= 0:
+            return
+        buf = ms.unapplied
+        chunk = bytes(buf[:applied])
+        del buf[:applied]
+        ms.fed = ms.reploff
+        self.manager.feed_raw(chunk)
+
+    def send_ack(self) -> None:
+        """replicationSendAck: REPLCONF ACK <reploff>."""
+        ms = self.master
+        if ms is None:
+            return
+        data = encode_command([b"REPLCONF", b"ACK", b"%d" % ms.reploff])
+        ms.client.net_out += len(data)
+        self.core.stats.net_output_bytes += len(data)
+        self._send(data)
+
+    def on_master_replconf(self, client: Client, argv: list[bytes]) -> object:
+        """REPLCONF sent by our master: GETACK asks for an ACK now; nothing is replied."""
+        ms = self.master
+        if ms is None or client is not ms.client:
+            return NO_REPLY
+        for i in range(1, len(argv) - 1, 2):
+            if argv[i].lower() == b"getack":
+                if self.master_host is not None:
+                    self.send_ack()
+                break
+        return NO_REPLY
