@@ -1,6 +1,6 @@
 """Benchmark of ``pyrepl metrics`` (the PySpark sync-analytics job) on synthetic fleet logs.
 
-Theory of operation: ``pyrepl.analytics.synth`` writes a fleet's sync logs in the real schema
+Theory of operation: ``tests/analytics/synth.py`` writes a fleet's sync logs in the real schema
 (75 nodes: 25 masters with 2 replicas each, one day, rotated files per node) at 1M, 5M and 20M
 events; ``pyrepl metrics --convert-to parquet`` converts each once. Every run is the real
 command in its own process on ``local[2]`` with the default 1 GB driver, timed from launch to
@@ -32,8 +32,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
 
-from pyrepl.analytics.synth import spec_for_events, write_fleet  # noqa: E402
+from synth import spec_for_events, write_fleet  # noqa: E402
 
 GOALS = {("ndjson", 20): 60.0, ("parquet", 20): 25.0}
 MEM_GOAL = 1.5 * 1024 ** 3

@@ -109,8 +109,8 @@ def main() -> int:
                           ("settled", MB), ("caught_up_s", 1)):
             ours = median([r[fig] for r in runs["pyrepl"]])
             theirs = median([r[fig] for r in runs["redis"]])
-            fmt = (lambda v: f"{v / unit:.2f} MB") if unit == MB else (lambda v: f"{v:.2f} s")
-            print(f"| {n} | {fig} | {fmt(ours)} | {fmt(theirs)} |", flush=True)
+            cells = [f"{v / MB:.2f} MB" if unit == MB else f"{v:.2f} s" for v in (ours, theirs)]
+            print(f"| {n} | {fig} | {cells[0]} | {cells[1]} |", flush=True)
     return 0
 
 

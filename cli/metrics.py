@@ -79,7 +79,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
     t_since, t_until = parse_time(since), parse_time(until)
     conf = parse_conf(confs)
     try:
-        from pyrepl.analytics import job, report, session
+        from pyrepl.analytics import job, read, report, session
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise click.ClickException(f"{e}: install the spark extra (pip install "
                                    f"'pyrepl[spark]') and a Java 17+ runtime") from e
@@ -100,7 +100,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         if convert_to is not None:
             dest = convert_to[1]
             say(f"converting to Parquet at {dest}")
-            res = job.convert(spark, paths, dest, fmt, t_since, t_until)
+            res = read.convert(spark, paths, dest, fmt, t_since, t_until)
             click.echo(f"converted {res['events']:,} events to {dest} "
                        f"({res['malformed_lines']:,} malformed lines skipped)")
             # the metrics (if asked for) read the converted copy: window already applied

@@ -1,8 +1,11 @@
 """Sync analytics: the PySpark job behind ``pyrepl metrics``.
 
-Theory of operation: ``job`` turns sync-event logs (the schema of ``pyrepl.events``) into
-per-sync, per-recovery, per-link, per-node and per-bucket tables and the summary; ``report``
-writes them (Parquet, summary.json, PNG charts, report.html); ``session`` builds the
-SparkSession; ``synth`` generates synthetic fleet logs; ``submit`` is the spark-submit entry.
+Theory of operation: ``job.run`` orchestrates the steps, each a function from DataFrames to a
+DataFrame in a module named for what it builds: ``read`` (logs -> classified rows, the one
+aggregation pass, the Parquet conversion), ``syncs``, ``recoveries``, ``lag``, ``tables``
+(per link, node, bucket), ``summary`` and ``stats`` (summary.json), ``advice`` (backlog
+sizing). ``report`` writes the results (Parquet, summary.json, PNG charts, report.html);
+``session`` builds the SparkSession; ``submit`` is the spark-submit entry. The synthetic fleet
+generator the tests and benchmarks use lives in tests/analytics/synth.py.
 Importing this package imports nothing heavy: pyspark and matplotlib load only when used.
 """

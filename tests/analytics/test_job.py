@@ -14,12 +14,13 @@ from click.testing import CliRunner
 from compare import assert_summary_matches, assert_tables_equal
 from oracle import compute
 from pyrepl.cli.metrics import metrics
+from synth import FleetSpec, write_fleet
 from test_oracle import check, rows, run_both
 from test_oracle_unit import scenario
 
-from pyrepl.analytics.job import JobConfig, convert, run
+from pyrepl.analytics.job import JobConfig, run
+from pyrepl.analytics.read import convert
 from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES, write_report
-from pyrepl.analytics.synth import FleetSpec, write_fleet
 
 pytestmark = pytest.mark.slow
 

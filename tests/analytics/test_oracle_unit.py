@@ -11,9 +11,11 @@ import pytest
 from oracle import compute, parse_line
 from pyrepl.cli.metrics import parse_conf, parse_time
 from strategies import event_logs
+from synth import FleetSpec, fleet_events, spec_for_events, write_fleet
 
-from pyrepl.analytics.job import choose_bucket, curve_sizes, detect_format
-from pyrepl.analytics.synth import FleetSpec, fleet_events, spec_for_events, write_fleet
+from pyrepl.analytics.advice import curve_sizes
+from pyrepl.analytics.job import choose_bucket
+from pyrepl.analytics.read import detect_format
 from pyrepl.events import EVENTS, FIELD_TYPES, to_json_line
 
 M, R = "10.0.0.1:6379", "10.0.0.2:6380"

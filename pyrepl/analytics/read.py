@@ -1,0 +1,202 @@
+"""Reading sync-event logs (NDJSON, plain or gzip, or Parquet) into classified rows, the one
+aggregation pass over them, and the conversion to Parquet.
+
+Theory of operation: the logs are read once, with the schema built from
+``pyrepl.events.FIELDS`` (never inferred); each line is classified (good, unparseable, missing
+``ts``/``event``/``node``, unknown event). ``aggregate_all`` is the one pass over the input: the
+periodic ``replica_lag`` samples (the bulk of any log) are summed per link and 10 s bucket,
+every other good event stays a row of its own, and bad lines are counted per kind."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from pyrepl.analytics.schema import (
+    CORRUPT,
+    field_names,
+    spark_schema,
+)
+from pyrepl.analytics.sql import _F
+from pyrepl.events import EVENTS, FIELDS
+
+# -- reading ------------------------------------------------------------------------------------
+
+# The writer's exact bytes for a lag sample: lines holding them are parsed for LAG_FIELDS only.
+LAG_MARK = '"event":"replica_lag"'
+LAG_FIELDS = ("ts", "event", "node", "run_id", "peer", "offset", "lag_bytes", "lag_ms")
+FINE_BUCKET_S = 10.0  # lag samples are first summed per 10 s, then per chosen bucket
+SAMPLE_TARGET = 200_000  # lag percentiles come from about this many samples at most
+
+
+def detect_format(paths: Sequence[str]) -> str:
+    def is_parquet(p: str) -> bool:
+        q = p.rstrip("/")
+        if q.endswith(".parquet"):
+            return True
+        if os.path.isdir(q):
+            for _, _, files in os.walk(q):
+                if any(f.endswith(".parquet") for f in files):
+                    return True
+                if any(not f.startswith((".", "_")) for f in files):
+                    return False
+        return False
+
+    return "parquet" if paths and all(is_parquet(p) for p in paths) else "json"
+
+
+def _struct(names: Sequence[str]) -> Any:
+    from pyspark.sql import types as T
+
+    full = {f.name: f for f in spark_schema(with_corrupt=True).fields}
+    return T.StructType([full[n] for n in (*names, CORRUPT)])
+
+
+def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
+    """Every record as FIELDS plus ``_corrupt_record`` and ``lagline``.
+
+    NDJSON is read as text and each non-blank line parsed once: a line holding LAG_MARK (how
+    the writer spells a lag sample, the bulk of any log and most of the parsing cost) for the
+    lag fields only, any other line with the whole schema. Parquet rows come as they are."""
+    F = _F()
+    if fmt == "auto":
+        fmt = detect_format(paths)
+    reader = spark.read.option("recursiveFileLookup", "true")
+    if fmt == "parquet":
+        df = reader.parquet(*paths)
+        have = set(df.columns)
+        cols = [(F.col(name) if name in have else F.lit(None)).cast(t).alias(name)
+                for name, t, _ in FIELDS]
+        return df.select(*cols, F.lit(None).cast("string").alias(CORRUPT),
+                         F.lit(False).alias("lagline"))
+    text = reader.text(list(paths))
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    lines = text.select("value", (F.instr(F.col("value"), LAG_MARK) > 0).alias("lagline"))
+    mark = F.col("lagline")
+    # each parse once per line: the two results are columns, then merged field by field
+    parsed = lines.filter(mark | (F.trim(F.col("value")) != "")).select(
+        "lagline",
+        F.when(mark, F.from_json("value", _struct(LAG_FIELDS), opts)).alias("jn"),
+        F.when(~mark, F.from_json("value", spark_schema(), opts)).alias("jf"))
+    cols = []
+    for n in (*field_names(), CORRUPT):
+        if n in LAG_FIELDS or n == CORRUPT:
+            cols.append(F.when(F.col("lagline"), F.col(f"jn.{n}"))
+                        .otherwise(F.col(f"jf.{n}")).alias(n))
+        else:
+            cols.append(F.col(f"jf.{n}").alias(n))
+    return parsed.select(*cols, "lagline")
+
+
+def read_raw(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
+    """Every record as FIELDS plus ``_corrupt_record``, each line parsed with the whole schema
+    (the conversion to Parquet keeps every field)."""
+    F = _F()
+    if fmt == "auto":
+        fmt = detect_format(paths)
+    if fmt == "parquet":
+        return parse_lines(spark, paths, fmt).drop("lagline")
+    text = spark.read.option("recursiveFileLookup", "true").text(list(paths))
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    return text.filter(F.trim(F.col("value")) != "") \
+        .select(F.from_json("value", spark_schema(), opts).alias("j")).select("j.*")
+
+
+def estimate_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> int:
+    """About how many lines/rows the input has (to size the lag sample): Parquet footers, or
+    the bytes of the files (any Hadoop file system) over a short line's length."""
+    if fmt == "auto":
+        fmt = detect_format(paths)
+    if fmt == "parquet":
+        return int(spark.read.option("recursiveFileLookup", "true").parquet(*paths).count())
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    total = 0
+    for p in paths:
+        path = jvm.org.apache.hadoop.fs.Path(p)
+        fs = path.getFileSystem(conf)
+        for st in fs.globStatus(path) or []:
+            it = fs.listFiles(st.getPath(), True)
+            while it.hasNext():
+                f = it.next()
+                n = int(f.getLen())
+                total += n * 8 if f.getPath().getName().endswith(".gz") else n
+    return total // 150
+
+
+def classify(raw: Any, since: float | None = None, until: float | None = None) -> Any:
+    """FIELDS plus ``bad``: null for a good event, else why the line is not one. Good events
+    outside [since, until) are dropped."""
+    F = _F()
+    lagline = F.col("lagline") if "lagline" in raw.columns else F.lit(False)
+    bad = (F.when(F.col(CORRUPT).isNotNull(), "unparseable")
+           .when(F.col("ts").isNull() | F.col("event").isNull() | F.col("node").isNull(),
+                 "missing-required")
+           .when(lagline & (F.col("event") != "replica_lag"), "unparseable")
+           .when(~F.col("event").isin(*EVENTS), "unknown-event"))
+    return _window(raw.select(*field_names(), bad.alias("bad")), since, until)
+
+
+def _window(df: Any, since: float | None, until: float | None) -> Any:
+    F = _F()
+    keep = None
+    if since is not None:
+        keep = F.col("ts") >= F.lit(float(since))
+    if until is not None:
+        c = F.col("ts") < F.lit(float(until))
+        keep = c if keep is None else keep & c
+    return df if keep is None else df.filter(F.col("bad").isNotNull() | keep)
+
+
+def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
+    """The one pass over the input (FIELDS + bad). Lag samples are summed per (master,
+    replica, run_id, fine bucket): count, sums, maxima, offset range; every ``every``-th one (by
+    a hash of node, peer and ts) stays a row of its own (``sid`` set) for the percentiles. Every
+    other good event stays a row of its own too, whole, in ``row``; bad lines are counted per
+    kind. Each record lands in exactly one group; the result is small."""
+    F = _F()
+    c = F.col
+    good = c("bad").isNull()
+    lag = good & (c("event") == "replica_lag")
+    sampled = lag if every <= 1 else lag & (
+        F.pmod(F.xxhash64("node", "peer", "ts"), F.lit(every)) == 0)
+    other = good & ~lag
+    mro = c("offset") + c("lag_bytes")
+    return ev.groupBy(
+        c("bad"),
+        F.when(lag, c("node")).alias("master"), F.when(lag, c("peer")).alias("replica"),
+        F.when(lag, c("run_id")).alias("run_id"),
+        F.when(lag, F.floor(c("ts") / F.lit(fine_s)) * F.lit(fine_s)).alias("fb"),
+        F.when(sampled | other, F.monotonically_increasing_id()).alias("sid"),
+        # the whole event as a grouping key, not an aggregate: only fixed-width aggregation
+        # buffers keep this a hash aggregation (a string buffer would make Spark sort it all)
+        F.when(other, F.struct(*field_names())).alias("row"),
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count("lag_bytes").alias("nb"), F.count("lag_ms").alias("nm"),
+        F.sum("lag_bytes").alias("lb_sum"), F.max("lag_bytes").alias("lb_max"),
+        F.sum("lag_ms").alias("lm_sum"), F.max("lag_ms").alias("lm_max"),
+        F.min(mro).alias("mro_min"), F.max(mro).alias("mro_max"),
+        F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max"))
+
+
+def convert(spark: Any, paths: Sequence[str], dest: str, fmt: str = "auto",
+            since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """NDJSON (or Parquet) logs -> Parquet of FIELDS at ``dest``, good events only; returns
+    the counts (events, malformed by kind). One pass: the counts are observed while the
+    Parquet is written (nothing is cached, so any size converts in bounded memory)."""
+    from pyspark.sql import Observation
+
+    F = _F()
+    c = F.col
+    cl = classify(read_raw(spark, paths, fmt), since, until)
+    kinds = ("unparseable", "missing-required", "unknown-event")
+    obs = Observation("pyrepl-convert")
+    cl.observe(obs, F.count(F.when(c("bad").isNull(), 1)).alias("events"),
+               *[F.count(F.when(c("bad") == k, 1)).alias(k) for k in kinds]) \
+        .filter(c("bad").isNull()).drop("bad").write.mode("overwrite").parquet(dest)
+    got = obs.get
+    malformed = {k: int(got.get(k, 0)) for k in kinds}
+    return {"events": int(got.get("events", 0)), "malformed_lines": sum(malformed.values()),
+            "malformed": malformed, "parquet": dest}
