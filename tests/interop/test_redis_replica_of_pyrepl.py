@@ -10,69 +10,17 @@ master's sync events are read from its NDJSON sync log.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import threading
 import time
 
 import pytest
 import redis
-from support import RawClient, ServerProcess, parse_reply, start_pyrepl, start_redis, wait_for
+from realpair import digest, events, info, start_master, start_replica_of, wait_in_sync
+from support import RawClient, ServerProcess, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-
-# -- helpers shared with tests/e2e/test_repl_master*.py ------------------------------------------
-
-def info(r: redis.Redis, section: str) -> dict[str, str]:
-    """INFO as the server wrote it (field -> raw text value)."""
-    port = r.connection_pool.connection_kwargs["port"]
-    with RawClient(port) as c:
-        raw = parse_reply(c.call("INFO", section))
-    assert isinstance(raw, bytes), raw
-    out = {}
-    for line in raw.decode().splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
-
-
-def start_master(*extra: str) -> ServerProcess:
-    return start_pyrepl("--sync-log-file", "sync.ndjson", "--loglevel", "notice", *extra)
-
-
-def start_replica_of(master: ServerProcess, *extra: str) -> ServerProcess:
-    return start_redis("--replicaof", "127.0.0.1", str(master.port),
-                       "--enable-debug-command", "yes", *extra)
-
-
-def events(master: ServerProcess, name: str | None = None) -> list[dict]:
-    path = os.path.join(master.dir, "sync.ndjson")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        evs = [json.loads(line) for line in f if line.strip()]
-    return [e for e in evs if name is None or e["event"] == name]
-
-
-def digest(r: redis.Redis) -> str:
-    d = r.execute_command("DEBUG", "DIGEST")
-    return d.decode() if isinstance(d, bytes) else d
-
-
-def wait_in_sync(m: redis.Redis, rep: redis.Redis, timeout: float = 60.0) -> None:
-    """Until the replica's link is up and it processed everything the master wrote."""
-
-    def synced() -> bool:
-        ri = info(rep, "replication")
-        mi = info(m, "replication")
-        return (ri.get("master_link_status") == "up"
-                and ri.get("slave_repl_offset") == mi["master_repl_offset"]
-                and mi.get("slave0", "").find("state=online") >= 0)
-
-    wait_for(synced, timeout, interval=0.05, what="replica in sync with the master")
 
 
 class Writer(threading.Thread):
