@@ -12,20 +12,13 @@ DEBUG DIGEST.
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from fakes import Master, ReplicaCore, cmd, fill
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import shell_write
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
-from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
-from pyrepl.keyspace.digest import dataset_digest
-from pyrepl.rdb.decoder import load_rdb_file
-from pyrepl.replication.manager import Replication
 from pyrepl.replication.master import (
     INFO_STATE,
     TRANSITIONS,
@@ -34,9 +27,7 @@ from pyrepl.replication.master import (
     ReplicaLink,
     SlaveState,
 )
-from pyrepl.resp.writer import encode_command
 
-NOW = 1_700_000_000_000
 S = SlaveState
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow,
@@ -44,212 +35,6 @@ SETTINGS = settings(max_examples=60, deadline=None,
 OTHER_ID = "033f47035796237037ee52e3e0b14820a2010d4d"
 PING = b"*1\r\n$4\r\nping\r\n"
 GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
-
-
-def cmd(*args: bytes | str | int) -> bytes:
-    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
-
-
-# -- the OS boundary, in memory ----------------------------------------------------------------
-
-class ForkHost(Host):
-    """Runs forked jobs in-process at fork time (the BGSAVE job writes the real file); the test
-    reports the exit with ``core.child_exited`` as the shell's reaper would."""
-
-    def __init__(self) -> None:
-        self.next_pid = 4000
-        self.exit_codes: dict[int, int] = {}
-        self.killed: list[int] = []
-        self.closed: list[Client] = []
-        self.fail_fork = False
-        self.core: ServerCore | None = None
-
-    def fork_child(self, job, purpose: str) -> int:  # noqa: ANN001
-        if self.fail_fork:
-            raise OSError("Cannot allocate memory")
-        self.next_pid += 1
-        self.exit_codes[self.next_pid] = job()
-        return self.next_pid
-
-    def kill_child(self, pid: int) -> None:
-        self.killed.append(pid)
-
-    def close_client(self, client: Client) -> None:
-        # NetHost aborts the transport; connection_lost then reaches the core.
-        self.closed.append(client)
-        assert self.core is not None
-        self.core.client_closed(client)
-
-
-class WireIO:
-    """What MasterIO would put on each replica socket, in order; the socket snapshot child is
-    run by the test (``run_child``), writing preamble + RDB + mark like the real child."""
-
-    def __init__(self) -> None:
-        self.wire: dict[int, bytearray] = {}
-        self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
-        self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
-        self.busy: set[int] = set()  # transports that are not drained
-        self.children: dict[int, tuple] = {}
-        self.results: dict[int, dict[int, tuple[bool, int, str]]] = {}
-        self.dropped: list[int] = []
-        self.reaped: list[int] = []
-        self.bulks: dict[int, tuple[Client, bytes]] = {}
-        self.cancelled: list[int] = []
-        self.next_pid = 9000
-        self.child_broken: set[int] = set()  # client ids the child fails to write to
-
-    def out(self, c: Client) -> bytearray:
-        return self.wire.setdefault(c.id, bytearray())
-
-    def shell_write(self, c: Client) -> None:
-        if c.id in self.stuck:
-            def pile_up(data: bytes) -> None:
-                self.tbuf[c.id] = self.tbuf.get(c.id, 0) + len(data)
-            shell_write(c, pile_up, lambda: self.tbuf.get(c.id, 0))
-        else:
-            shell_write(c, self.out(c).extend)
-
-    def buffered(self, c: Client) -> int:
-        return self.tbuf.get(c.id, 0)
-
-    def prepare_handover(self, c: Client) -> bool:
-        self.shell_write(c)
-        return c.id not in self.busy
-
-    def start_socket_snapshot(self, targets, payload, trailer, timeout_ms):  # noqa: ANN001
-        self.next_pid += 1
-        # A forked child sees the dataset as it was at fork time: encode it now.
-        self.children[self.next_pid] = (targets, b"".join(payload()), trailer, timeout_ms)
-        return self.next_pid
-
-    def run_child(self, pid: int) -> int:
-        """Do what the child does: every target gets preamble, RDB, mark."""
-        targets, rdb, trailer, _ = self.children[pid]
-        res = {}
-        for c, pre in targets:
-            if c.id in self.dropped or c.id in self.child_broken:
-                res[c.id] = (False, 0, "Broken pipe")
-                continue
-            data = pre + rdb + trailer
-            self.out(c).extend(data)
-            res[c.id] = (True, len(data), "")
-        self.results[pid] = res
-        return 0
-
-    def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
-        return self.results.pop(pid, {})
-
-    def drop_socket_target(self, c: Client) -> None:
-        self.dropped.append(c.id)
-
-    def reap_child(self, pid: int) -> None:
-        self.reaped.append(pid)
-
-    def send_bulk(self, c: Client, path: str) -> int:
-        with open(path, "rb") as f:
-            data = f.read()
-        self.bulks[c.id] = (c, b"$%d\r\n" % len(data) + data)
-        return len(data)
-
-    def complete_bulk(self, core: ServerCore, c: Client) -> None:
-        c2, data = self.bulks.pop(c.id)
-        self.out(c).extend(data)
-        core.replication.master.bulk_sent(c, True, len(data))
-
-    def cancel_bulk(self, c: Client) -> None:
-        self.cancelled.append(c.id)
-
-
-class Master:
-    def __init__(self, tmp_path, *overrides: tuple[str, list[str]]) -> None:  # noqa: ANN001
-        ov = [("save", [""]), ("port", ["6380"]), ("dir", [str(tmp_path)]),
-              ("repl-diskless-sync-delay", ["0"])]
-        cfg = Config.load(None, [*ov, *overrides])
-        self.host = ForkHost()
-        self.io = WireIO()
-        self.host.master_io = self.io
-        self.core = ServerCore(cfg, self.host, now_ms=NOW)
-        self.host.core = self.core
-        self.repl = Replication(self.core)
-        self.side = self.repl.master
-        self.user = self.core.connection_made("127.0.0.1:40000", "127.0.0.1:6380")
-        self.port = 6381
-
-    # the I/O shell's part: write what clients produced
-    def flush(self) -> None:
-        core = self.core
-        pending, core.pending_flush = core.pending_flush, []
-        for c in pending:
-            self.io.shell_write(c)
-        for c in list(core.clients.values()):
-            self.io.shell_write(c)
-
-    def run(self, *args: bytes | str | int, client: Client | None = None) -> bytes:
-        c = client or self.user
-        c.receive_data(cmd(*args))
-        out = c.data_to_send()
-        self.flush()
-        return out
-
-    def write_many(self, n: int, prefix: str = "k", start: int = 0) -> None:
-        for i in range(start, start + n):
-            self.run("SET", f"{prefix}:{i}", f"value-{i}")
-
-    def tick(self, ms: int) -> None:
-        self.core.now_ms += ms
-        self.core.tick(self.core.now_ms)
-        self.flush()
-
-    def replica(self, *capa: str, port: int | None = None) -> Client:
-        """A connection that did Redis 7.0.15's handshake up to (not including) PSYNC."""
-        port = port or self.port
-        self.port += 1
-        c = self.core.connection_made(f"127.0.0.1:{50000 + port}", "127.0.0.1:6380")
-        c.receive_data(cmd("REPLCONF", "listening-port", port))
-        assert c.data_to_send() == b"+OK\r\n"
-        if capa:
-            args: list[str] = []
-            for cp in capa:
-                args += ["capa", cp]
-            c.receive_data(cmd("REPLCONF", *args))
-            assert c.data_to_send() == b"+OK\r\n"
-        return c
-
-    def send(self, c: Client, *args: bytes | str | int) -> None:
-        c.receive_data(cmd(*args))
-        self.flush()
-
-    def wire(self, c: Client) -> bytes:
-        return bytes(self.io.out(c))
-
-    def take(self, c: Client) -> bytes:
-        w = self.io.out(c)
-        data = bytes(w)
-        w.clear()
-        return data
-
-    def child_exits(self, pid: int, code: int | None = None) -> None:
-        if code is None:
-            code = self.host.exit_codes.get(pid, 0)
-        self.core.child_exited(pid, code)
-        self.flush()
-
-    def info(self) -> dict[str, object]:
-        return dict(self.repl.info_fields())
-
-    def events(self, name: str | None = None) -> list[dict]:
-        return [e for e in self.repl.events.recent if name is None or e["event"] == name]
-
-    def log(self) -> list[str]:
-        return [m for _, m in self.core.log.lines]
-
-    def digest(self) -> str:
-        return dataset_digest(self.core.dbs, None)
-
-    def link(self, c: Client) -> ReplicaLink:
-        assert isinstance(c.repl, ReplicaLink)
-        return c.repl
 
 
 # -- the other end: parse and apply what a replica received -----------------------------------
@@ -294,40 +79,6 @@ def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
         return Received(replid, offset, data[pos:end], data[end + 40:], "eof", keep)
     n = int(head[1:])
     return Received(replid, offset, data[pos:pos + n], data[pos + n:], "len", keep)
-
-
-class ReplicaCore:
-    """An independent core that loads a received RDB and applies a received stream."""
-
-    def __init__(self, tmp_path, rdb: bytes, name: str = "replica") -> None:  # noqa: ANN001
-        path = os.path.join(str(tmp_path), f"{name}-{os.urandom(4).hex()}.rdb")
-        with open(path, "wb") as f:
-            f.write(rdb)
-        cfg = Config.load(None, [("save", [""])])
-        self.core = ServerCore(cfg, now_ms=NOW)
-        loaded = load_rdb_file(path, cfg.databases)
-        self.aux = loaded.aux
-        for i, db in enumerate(self.core.dbs):
-            db.data = loaded.data[i]
-            db.expires = loaded.expires[i]
-        self.client = self.core.connection_made("127.0.0.1:6380", "127.0.0.1:6381")
-        self.applied = 0
-
-    def apply(self, stream: bytes) -> None:
-        self.client.receive_data(stream)
-        self.client.data_to_send()
-        self.applied += len(stream)
-
-    def digest(self) -> str:
-        return dataset_digest(self.core.dbs, None)
-
-
-def fill(m: Master) -> None:
-    for args in (("SET", "s:1", "hello"), ("RPUSH", "l", "a", "b", "1"),
-                 ("SADD", "set", "m1", "m2"), ("HSET", "h", "f", "v", "n", "2"),
-                 ("ZADD", "z", "1.5", "a", "-2", "b"), ("SELECT", "2"), ("SET", "in2", "x"),
-                 ("SELECT", "0")):
-        m.run(*args)
 
 
 # -- the transition table --------------------------------------------------------------------
@@ -427,7 +178,8 @@ def test_diskless_full_sync_bytes_offsets_and_stream_after_first_ack(tmp_path) -
     assert m.core.rdb_child_pid == pid and m.core.rdb_child_purpose == "socket"
     assert f"Background RDB transfer started by pid {pid}" in m.log()
     assert m.info()["slave0"] == "ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=0"
-    assert m.wire(r) == b""  # the parent wrote nothing: the child writes +FULLRESYNC too
+    # the parent wrote nothing: what is there is the child's preamble (+FULLRESYNC, $EOF:)
+    assert m.wire(r) == dict(m.io.children[pid][0])[r] and m.wire(r).startswith(b"+FULLRESYNC")
     # writes while the child runs are held, not written
     m.run("SET", "during:1", "a")
     m.run("INCR", "during:ctr")
@@ -520,7 +272,8 @@ def test_diskless_delay_shares_one_snapshot_and_sends_keepalives(tmp_path) -> No
     assert "Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC" in m.log()
     m.tick(1000)
     assert m.wire(c3) == b"\n"
-    assert m.wire(a) == b"\n" * 5  # no keepalive into a socket the child writes to
+    # no keepalive into a socket the child writes to: its preamble (at fork) is the last byte
+    assert m.wire(a) == b"\n" * 5 + dict(targets)[a]
     m.io.run_child(pid)
     m.child_exits(pid)
     assert list(m.io.children) == [pid]  # the third replica waits for its own delay
