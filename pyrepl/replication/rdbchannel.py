@@ -53,10 +53,9 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
+from pyrepl.replication.wire import MAX_LINE, BulkHeader, FullResync
 from pyrepl.resp.writer import encode_command
 
-EOF_MARK_LEN = 40  # CONFIG_RUN_ID_SIZE
-MAX_LINE = 64 * 1024  # a reply / header line longer than this is a protocol error
 # Redis allocates 1 MB blocks (zmalloc usable size) with a 16-byte header: 1048560 usable.
 BLOCK_SIZE = 1024 * 1024 - 16
 
@@ -134,23 +133,6 @@ class Keepalive:
 
 
 @dataclass(frozen=True, slots=True)
-class FullResync:
-    """``+FULLRESYNC <replid> <offset>``: the snapshot was forked at ``offset``."""
-
-    replid: str
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class BulkHeader:
-    """``$EOF:<mark>`` (``usemark``) or ``$<size>``: the payload follows."""
-
-    usemark: bool
-    mark: bytes
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
 class Payload:
     """Payload bytes, in order (the RDB, then the mark; anything after is not the side's)."""
 
@@ -167,15 +149,6 @@ class Failed:
 
 
 Event = Keepalive | FullResync | BulkHeader | Payload | Failed
-
-
-def _strtoll(text: str) -> int:
-    s = text.lstrip()
-    i = 1 if s[:1] in ("-", "+") else 0
-    j = i
-    while j < len(s) and s[j].isascii() and s[j].isdigit():
-        j += 1
-    return int(s[:j]) if j > i else 0
 
 
 class RdbChannel:
@@ -323,13 +296,12 @@ class RdbChannel:
                 self._go(R.KEEPALIVE)
                 self._events.append(Keepalive())
                 return
-            parts = text.split(" ")
-            if line.startswith(b"+FULLRESYNC") and len(parts) >= 3 and \
-                    len(parts[1]) == EOF_MARK_LEN:
-                self.replid = parts[1]
-                self.offset = _strtoll(parts[2])
+            fr = FullResync.parse(text) if line.startswith(b"+FULLRESYNC") else None
+            if fr is not None:
+                self.replid = fr.replid
+                self.offset = fr.offset
                 self._go(R.FULLRESYNC)
-                self._events.append(FullResync(self.replid, self.offset))
+                self._events.append(fr)
                 return
             if line[:1] == b"-":
                 self._fail(R.REPLY_ERR, "psync-error", text,
@@ -353,10 +325,7 @@ class RdbChannel:
                 return
             self._go(R.BULK_HEADER)
             self._payload = True
-            if line[1:5] == b"EOF:" and len(line) - 5 >= EOF_MARK_LEN:
-                self._events.append(BulkHeader(True, bytes(line[5:5 + EOF_MARK_LEN]), 0))
-            else:
-                self._events.append(BulkHeader(False, b"", max(0, _strtoll(text[1:]))))
+            self._events.append(BulkHeader.parse(bytes(line)))
 
 
 class FullSyncBuffer:

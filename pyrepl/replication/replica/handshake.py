@@ -15,11 +15,10 @@ capa eof capa psync2 capa rdb-channel-repl`` and a master may answer ``+RDBCHANN
 from __future__ import annotations
 
 from pyrepl.replication.replica.states import (
-    EOF_MARK_LEN,
     Input,
     ReplState,
-    _strtoll,
 )
+from pyrepl.replication.wire import Continue, FullResync
 from pyrepl.resp.writer import encode_command
 
 S = ReplState
@@ -123,13 +122,13 @@ class Handshake:
             self._go(I.KEEPALIVE)  # newlines before the reply keep the link alive
             return
         if line.startswith(b"+FULLRESYNC"):
-            parts = text.split(" ")
-            if len(parts) < 3 or len(parts[1]) != EOF_MARK_LEN:
+            fr = FullResync.parse(text)
+            if fr is None:
                 log.warning("Master replied with wrong +FULLRESYNC syntax.")
                 self.master_replid = ""
             else:
-                self.master_replid = parts[1]
-                self.master_initial_offset = _strtoll(parts[2])
+                self.master_replid = fr.replid
+                self.master_initial_offset = fr.offset
                 log.notice(f"Full resync from master: {self.master_replid}:"
                            f"{self.master_initial_offset}")
             self._emit("psync_reply", result="full", replid=self.master_replid or None,
@@ -171,8 +170,8 @@ class Handshake:
         cached = self.cached
         assert cached is not None
         log.notice("Successful partial resynchronization with master.")
-        new = text[10:].split("\r")[0].split("\n")[0] if len(text) > 10 else ""
-        if len(new) == EOF_MARK_LEN and new != cached.replid:
+        new = Continue.parse(text).replid
+        if new and new != cached.replid:
             log.warning(f"Master replication ID changed to {new}")
             m.ids.replid2 = cached.replid
             m.ids.second_repl_offset = m.master_repl_offset + 1

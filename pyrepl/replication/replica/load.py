@@ -17,13 +17,11 @@ from typing import Any
 
 from pyrepl.rdb.decoder import Aux, End, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
-    CRON_MS,
-    EOF_MARK_LEN,
     LOAD_BACKOFF_MAX_MS,
     Input,
-    _strtoll,
 )
 from pyrepl.replication.replica.stream import MasterState
+from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
 
 I = Input  # noqa: E741 - a short alias keeps the code readable
 
@@ -73,12 +71,9 @@ class Load:
                         f"'{text}'), are you sure the host and port are right?")
             self._cancel_handshake(True, I.TRANSFER_ERROR, "bad-protocol", text)
             return
-        if line[1:5] == b"EOF:" and len(line) - 5 >= EOF_MARK_LEN:
-            self.mode = "diskless"
-            self._begin_payload(True, bytes(line[5:5 + EOF_MARK_LEN]), 0)
-        else:
-            self.mode = "disk"
-            self._begin_payload(False, b"", max(0, _strtoll(text[1:])))
+        head = BulkHeader.parse(bytes(line))
+        self.mode = "diskless" if head.usemark else "disk"
+        self._begin_payload(head.usemark, head.mark, head.size)
 
     def _begin_payload(self, usemark: bool, mark: bytes, size: int) -> None:
         """The payload header was read (on the main channel or the rdb channel)."""
@@ -187,11 +182,11 @@ class Load:
                 if key == b"redis-ver":
                     log.notice(f"Loading RDB produced by version {val.decode('utf-8', 'replace')}")
                 elif key == b"ctime":
-                    ctime = _strtoll(val.decode("ascii", "replace"))
+                    ctime = strtoll(val.decode("ascii", "replace"))
                     age = max(0, self.now // 1000 - ctime)
                     log.notice(f"RDB age {age} seconds")
                 elif key == b"used-mem":
-                    used = _strtoll(val.decode("ascii", "replace"))
+                    used = strtoll(val.decode("ascii", "replace"))
                     log.notice(f"RDB memory usage when created {used / (1024 * 1024):.2f} Mb")
             elif t is End:
                 ld.ended = True
@@ -255,7 +250,7 @@ class Load:
                         db.touch(key)
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1
-        stream_db = _strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
+        stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
         self._load = None
         # replicationCreateMasterClient
         c = self._new_master_client()

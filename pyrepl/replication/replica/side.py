@@ -47,8 +47,6 @@ from pyrepl.replication.replica.states import (
     _LINKED,
     _ROLE_STATE,
     CAUGHT_UP_READ,
-    CRON_MS,
-    MAX_LINE,
     ROLE,
     TRANSITIONS,
     Input,
@@ -56,6 +54,7 @@ from pyrepl.replication.replica.states import (
     ReplState,
 )
 from pyrepl.replication.replica.stream import MasterState, Stream
+from pyrepl.replication.wire import CRON_MS, MAX_LINE
 from pyrepl.resp.writer import encode_command
 
 S = ReplState

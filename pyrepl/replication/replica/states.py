@@ -35,9 +35,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-EOF_MARK_LEN = 40  # CONFIG_RUN_ID_SIZE
-MAX_LINE = 64 * 1024  # a handshake/header line longer than this is a protocol error
-CRON_MS = 1000  # replicationCron runs once a second
 #: The longest wait between syncs whose dataset this replica could not load (rdb-unsupported).
 LOAD_BACKOFF_MAX_MS = 60_000
 # A read shorter than this drained the socket: the replica has everything the master sent.
@@ -170,20 +167,6 @@ class ReplProtocolError(Exception):
                          f"{state.name}" + (f" ({detail})" if detail else ""))
         self.state = state
         self.input = inp
-
-
-def _strtoll(text: str) -> int:
-    """strtoll(text, NULL, 10): leading spaces, a sign and the digits that follow; else 0."""
-    s = text.lstrip()
-    i = 0
-    if s[:1] in ("-", "+"):
-        i = 1
-    j = i
-    while j < len(s) and s[j].isdigit() and s[j].isascii():
-        j += 1
-    if j == i:
-        return 0
-    return int(s[:j])
 
 
 def _printable(data: bytes) -> str:
