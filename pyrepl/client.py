@@ -70,7 +70,8 @@ class Client:
         # the shared replication buffer, taken with MasterSide.take); None for other clients.
         self.stream: Any = None
         self.write_paused = False  # the transport asked us to stop writing (flow control)
-        # Set while a command waits (WAIT): what it waits for; later commands stay buffered.
+        # While a command waits (BLPOP, WAIT, ...): its pyrepl.blocking.Blocked record; the
+        # commands sent meanwhile stay buffered in the reader (see process).
         self.blocked: Any = None
         self.woff = 0  # replication offset after this client's last write (WAIT)
         self.unix_socket = unix_socket  # connected through `unixsocket` (CLIENT LIST flag U)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__
+from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import Client
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
@@ -33,8 +34,8 @@ from pyrepl.resp.writer import encode, error_bytes
 
 _NAME_CACHE: dict[bytes, Command] = {}
 
-# A handler returns BLOCKED after setting ``client.blocked``; the reply comes later through
-# ServerCore.unblock (WAIT).
+# A handler returns BLOCKED after blocking its client (``core.blocking.block``: BLPOP, WAIT,
+# SHUTDOWN ...); the reply comes later through ServerCore.unblock.
 BLOCKED: Any = object()
 
 
@@ -333,6 +334,10 @@ class ServerCore:
         # shell flushes them after every event it handles.
         self.pending_flush: list[Client] = []
         self.master_client: Client | None = None
+        # Blocked clients (pyrepl.blocking); ``keys_waited`` is True while a client waits on
+        # keys: the one test the write path makes for them.
+        self.blocking = Blocking(self)
+        self.keys_waited = False
         self.replication: Any = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         self.hz_counter = 0
@@ -375,6 +380,8 @@ class ServerCore:
             return
         c.closed = True
         c.unwatch_all()
+        if c.blocked is not None:
+            self.blocking.release(c)
         self.clients.pop(c.id, None)
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
@@ -522,6 +529,8 @@ class ServerCore:
                 self._call_depth -= 1
             if self.dirty != dirty or c.propagate_argv is not None:
                 self._pending.append((c.db.id, c.propagate_argv or argv))
+                if self.keys_waited:   # the only cost of blocking while nobody waits
+                    self.blocking.after_write(c)
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
         if t0 >= 0:
             st.record(self.clock_ns() - t0, self.config.latency_tracking)
@@ -559,14 +568,15 @@ class ServerCore:
                                                message)
 
     def unblock(self, c: Client, reply: object) -> None:
-        """Answer a blocked client and go on with the commands it pipelined meanwhile."""
+        """Answer a blocked client and go on with the commands it pipelined meanwhile (at
+        once, or after the serving pass that answered it: pyrepl.blocking)."""
         if c.blocked is None:
             return
-        c.blocked = None
+        self.blocking.release(c)
         if not c.closed:
             c.write(encode(reply, c.proto))
-            c.process()
             self.pending_flush.append(c)
+            self.blocking.resume(c)
 
     def also_propagate(self, db_id: int, argv: list[bytes]) -> None:
         self._pending.append((db_id, argv))
@@ -617,6 +627,8 @@ class ServerCore:
             self.stats.expire_cycle_cpu_ns += self.clock_ns() - t0
         if self._pending:
             self.flush_propagation()
+        if self.blocking.clients:
+            self._blocked_cron(now_ms)
         self._sample_ops(now_ms)
         self._client_timeouts(now_ms)
         self._save_schedule(now_ms)
@@ -667,12 +679,20 @@ class ServerCore:
             for name, metric in stats.instant.items():
                 metric.sample(now_ms, getattr(stats, name))
 
+    def _blocked_cron(self, now_ms: int) -> None:
+        """Blocked clients: keys still ready are served, and deadlines are checked."""
+        blocking = self.blocking
+        if blocking.ready:
+            blocking.serve_ready()
+        blocking.expire(now_ms)
+
     def _client_timeouts(self, now_ms: int) -> None:
         timeout = self.config.timeout
         if not timeout or self.hz_counter % max(1, self.config.hz) != 0:
             return
         for c in list(self.clients.values()):
-            if c.kind == "normal" and now_ms - c.last_interaction_ms > timeout * 1000:
+            if (c.kind == "normal" and c.blocked is None
+                    and now_ms - c.last_interaction_ms > timeout * 1000):
                 self.log.verbose(f"Closing idle client {c.describe()}")
                 self.host.close_client(c)
 
@@ -876,7 +896,7 @@ class ServerCore:
             repl.request_acks()
             self.log.notice("Waiting for replicas before shutting down.")
             if client is not None:
-                client.blocked = ("shutdown",)
+                self.blocking.block(client, Blocked("shutdown"))
             return BLOCKED
         return self._finish_shutdown(flags)
 
@@ -904,7 +924,7 @@ class ServerCore:
         if client is not None and not client.closed:
             if err is None:
                 client.close_after_reply = True
-                client.blocked = None
+                self.blocking.release(client)
             else:
                 self.unblock(client, ReplyError(err))
 

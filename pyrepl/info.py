@@ -77,9 +77,9 @@ def section_clients(core: ServerCore) -> Fields:
         ("maxclients", core.config.maxclients),
         ("client_recent_max_input_buffer", 0),
         ("client_recent_max_output_buffer", 0),
-        ("blocked_clients", 0),
+        ("blocked_clients", core.blocking.count()),
         ("tracking_clients", 0),
-        ("clients_in_timeout_table", 0),
+        ("clients_in_timeout_table", core.blocking.in_timeout_table()),
     ]
 
 

@@ -1,4 +1,4 @@
-"""List commands (Redis 7.0.15 t_list.c semantics), blocking variants excluded.
+"""List commands (Redis 7.0.15 t_list.c semantics), the blocking ones included.
 
 Theory of operation: a list value is a ``collections.deque`` of bytes, which gives O(1) pushes
 and pops at both ends (Redis's quicklist); index-based commands walk from the nearer end.
@@ -8,6 +8,11 @@ and LSET look the key up (and check its type) first. Writers bump ``core.dirty``
 of elements changed (nothing changed -> no bump -> nothing propagated), signal WATCH with
 ``Database.touch`` and delete a key whose list became empty. Propagation is the command itself,
 except LMPOP which Redis rewrites to ``LPOP|RPOP key count`` with the number actually popped.
+
+Blocking pops (BLPOP BRPOP BRPOPLPUSH BLMOVE BLMPOP) act as their plain forms when a list has
+elements (propagated as LPOP/RPOP/LMOVE/RPOPLPUSH), answer a null array inside MULTI, and
+otherwise block the client on the keys (``pyrepl.blocking``); ``_serve`` pops for a blocked
+client once a push made one of its keys ready, and propagates what Redis rewrites it to.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
+from pyrepl.blocking import KeyWait, parse_timeout
 from pyrepl.commands.table import Handler, command
 from pyrepl.commands.util import (
     LLONG_MAX,
@@ -450,3 +456,149 @@ def lmove(c: Any, argv: list[bytes]) -> object:
 def rpoplpush(c: Any, argv: list[bytes]) -> object:
     return _move(c, argv[1], argv[2], False, True)
 
+
+
+# -- blocking pops -----------------------------------------------------------------------
+
+_LEFT_RIGHT = (b"right", b"left")   # getStringObjectFromListPosition (shared.left: lowercase)
+
+
+def _blocking_denied(c: Any) -> bool:
+    """CLIENT_DENY_BLOCKING: inside EXEC (the blocking commands are writes, so their own call
+    is one level of ``_call_depth``; EXEC adds another)."""
+    return c.in_multi or c.core._call_depth > 1
+
+
+def _serve_pop(left: bool, count: int) -> Any:
+    """serveClientBlockedOnList for BLPOP/BRPOP (count -1) and BLMPOP: the reply of the pop,
+    propagated as [LR]POP key [n] first."""
+
+    def serve(c: Any, key: bytes, lst: deque) -> object:
+        name = b"LPOP" if left else b"RPOP"
+        if count == -1:
+            c.core.also_propagate(c.db.id, [name, key])
+            v = lst.popleft() if left else lst.pop()
+            removed_elements(c, key, lst, 1)
+            return [key, v]
+        c.core.also_propagate(c.db.id, [name, key, b"%d" % min(count, len(lst))])
+        out = _pop_many(lst, count, left)
+        removed_elements(c, key, lst, len(out))
+        return [key, out]
+
+    return serve
+
+
+def _serve_move(dst_key: bytes, from_left: bool, to_left: bool, rpoplpush: bool) -> Any:
+    """serveClientBlockedOnList for BLMOVE/BRPOPLPUSH: WRONGTYPE when the destination is not a
+    list (nothing popped), else the move, propagated as LMOVE ... LEFT|RIGHT or RPOPLPUSH."""
+
+    def serve(c: Any, key: bytes, lst: deque) -> object:
+        v = _move(c, key, dst_key, from_left, to_left)
+        argv = [b"RPOPLPUSH", key, dst_key] if rpoplpush else \
+            [b"LMOVE", key, dst_key, _LEFT_RIGHT[from_left], _LEFT_RIGHT[to_left]]
+        c.core.also_propagate(c.db.id, argv)
+        return v
+
+    return serve
+
+
+def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
+                  count: int) -> object:
+    """blockingPopGenericCommand: pop from the first non-empty list, else block (count -1:
+    BLPOP/BRPOP's [key, element]; else BLMPOP's [key, [elements]])."""
+    from pyrepl.core import BLOCKED
+
+    core = c.core
+    deadline = parse_timeout(timeout_arg, core.now_ms)
+    db = c.db
+    for key in keys:
+        lst = db.lookup_typed(key, deque)
+        if not lst:
+            continue
+        name = b"LPOP" if left else b"RPOP"
+        if count != -1:
+            c.propagate_argv = [name, key, b"%d" % min(count, len(lst))]
+            out = _pop_many(lst, count, left)
+            removed_elements(c, key, lst, len(out))
+            return [key, out]
+        v = lst.popleft() if left else lst.pop()
+        removed_elements(c, key, lst, 1)
+        c.propagate_argv = [name, key]
+        return [key, v]
+    if _blocking_denied(c):
+        return NULL_ARRAY
+    core.blocking.block(c, KeyWait("list", db, keys, deque, deadline, _serve_pop(left, count)))
+    return BLOCKED
+
+
+@command("blpop", -3, "write noscript blocking", keys=(1, -2, 1), group="list",
+         summary="Remove and get the first element in a list, or block until one is available",
+         since="2.0.0", acl="list")
+def blpop(c: Any, argv: list[bytes]) -> object:
+    return _blocking_pop(c, argv[1:-1], True, argv[-1], -1)
+
+
+@command("brpop", -3, "write noscript blocking", keys=(1, -2, 1), group="list",
+         summary="Remove and get the last element in a list, or block until one is available",
+         since="2.0.0", acl="list")
+def brpop(c: Any, argv: list[bytes]) -> object:
+    return _blocking_pop(c, argv[1:-1], False, argv[-1], -1)
+
+
+@command("blmpop", -5, "write blocking", group="list",
+         summary="Pop elements from a list, or block until one is available", since="7.0.0",
+         keys_fn=numkeys_keys(2), acl="list")
+def blmpop(c: Any, argv: list[bytes]) -> object:
+    numkeys = parse_long_range(argv[2], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
+    where_idx = 3 + numkeys
+    n = len(argv)
+    if where_idx >= n:
+        raise ReplyError(SYNTAX)
+    left = _position(argv[where_idx])
+    count = -1
+    j = where_idx + 1
+    while j < n:
+        if count == -1 and argv[j].lower() == b"count" and j + 1 < n:
+            count = parse_long_range(argv[j + 1], 1, LLONG_MAX,
+                                     "ERR count should be greater than 0")
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    return _blocking_pop(c, argv[3:where_idx], left, argv[1], 1 if count == -1 else count)
+
+
+def _blocking_move(c: Any, argv: list[bytes], from_left: bool, to_left: bool,
+                   timeout_arg: bytes, rpoplpush: bool) -> object:
+    """blmoveGenericCommand: LMOVE when the source has elements, else block on it."""
+    from pyrepl.core import BLOCKED
+
+    core = c.core
+    deadline = parse_timeout(timeout_arg, core.now_ms)
+    src, dst = argv[1], argv[2]
+    db = c.db
+    if db.lookup_typed(src, deque) is not None:
+        v = _move(c, src, dst, from_left, to_left)
+        c.propagate_argv = [b"RPOPLPUSH", src, dst] if rpoplpush else \
+            [b"LMOVE", src, dst, argv[3], argv[4]]
+        return v
+    if _blocking_denied(c):
+        return None
+    core.blocking.block(c, KeyWait("list", db, [src], deque, deadline,
+                                   _serve_move(dst, from_left, to_left, rpoplpush)))
+    return BLOCKED
+
+
+@command("blmove", 6, "write denyoom noscript blocking", keys=(1, 2, 1), group="list",
+         summary="Pop an element from a list, push it to another list and return it; or block "
+                 "until one is available", since="6.2.0", acl="list")
+def blmove(c: Any, argv: list[bytes]) -> object:
+    from_left = _position(argv[3])
+    to_left = _position(argv[4])
+    return _blocking_move(c, argv, from_left, to_left, argv[5], False)
+
+
+@command("brpoplpush", 4, "write denyoom noscript blocking", keys=(1, 2, 1), group="list",
+         summary="Pop an element from a list, push it to another list and return it; or block "
+                 "until one is available", since="2.2.0", acl="list")
+def brpoplpush(c: Any, argv: list[bytes]) -> object:
+    return _blocking_move(c, argv, False, True, argv[3], True)

@@ -227,6 +227,8 @@ def client_line(core: Any, cl: Any) -> str:
     flags = cl.flags or ""
     if cl.in_multi:
         flags += "x"
+    if cl.blocked is not None:
+        flags += "b"
     if cl.unix_socket:
         flags += "U"
     if not flags:
@@ -404,6 +406,26 @@ def _kill(me: Any, cl: Any) -> None:
         me.close_after_reply = True
     else:
         me.core.host.close_client(cl)
+
+
+@command("client|unblock", -3, "admin noscript loading stale", group="connection",
+         acl="connection", since="5.0.0",
+         summary="Unblock a client blocked in a blocking command from a different connection")
+def client_unblock(c: Any, argv: list[bytes]) -> object:
+    """CLIENT UNBLOCK id [TIMEOUT|ERROR]: the reason is checked before the id, as Redis."""
+    n = len(argv)
+    if n > 4:
+        raise ReplyError("ERR unknown subcommand or wrong number of arguments for "
+                         f"'{argv[1].decode('utf-8', 'replace')}'. Try CLIENT HELP.")
+    error = False
+    if n == 4:
+        reason = argv[3].lower()
+        if reason == b"error":
+            error = True
+        elif reason != b"timeout":
+            raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    target = c.core.clients.get(parse_int(argv[2]))
+    return 1 if c.core.blocking.client_unblock(target, error) else 0
 
 
 @command("client|no-evict", 3, "admin noscript loading stale", group="connection", acl="connection", summary="Set client eviction mode for the current connection.")

@@ -3,7 +3,9 @@
 ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT ZLEXCOUNT ZRANK ZREVRANK ZRANGE ZREVRANGE
 ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZRANGESTORE ZREMRANGEBYRANK
 ZREMRANGEBYSCORE ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZUNION ZINTER ZDIFF
-ZINTERCARD ZUNIONSTORE ZINTERSTORE ZDIFFSTORE ZSCAN.
+ZINTERCARD ZUNIONSTORE ZINTERSTORE ZDIFFSTORE ZSCAN, and the blocking pops BZPOPMIN BZPOPMAX
+BZMPOP (``pyrepl.blocking``: they pop at once when a sorted set has members, propagated as
+ZPOPMIN/ZPOPMAX, and otherwise block; a blocked client is served when a key gets a sorted set).
 
 Theory of operation: values are :class:`pyrepl.keyspace.zset.ZSet` (member -> score dict plus
 an ordered list of (score, member)). Handlers mirror Redis's functions step by step because
@@ -35,6 +37,7 @@ import math
 import random
 from typing import Any
 
+from pyrepl.blocking import KeyWait, parse_timeout
 from pyrepl.commands.table import command
 from pyrepl.commands.util import (
     C_SPACE,
@@ -785,6 +788,96 @@ def zmpop(c: Any, argv: list[bytes]) -> object:
                             b"%d" % popped]
         return [key, [[m, s] for s, m in items]]
     return NULL_ARRAY
+
+
+# -- blocking pops ---------------------------------------------------------------------------------
+
+def _bzpop(c: Any, key: bytes, z: ZSet, count: int,
+           reverse: bool) -> tuple[object, list[bytes]]:
+    """genericZpopCommand with the key emitted: BZPOPMIN/BZPOPMAX's flat [key, member, score]
+    (count -1), BZMPOP's [key, [[member, score], ...]]; and the ZPOPMIN|ZPOPMAX key [n] that
+    Redis propagates for it."""
+    name = b"ZPOPMAX" if reverse else b"ZPOPMIN"
+    if count == -1:
+        s, m = _zpop(c, key, z, 1, reverse)[0]
+        return [key, m, s], [name, key]
+    argv = [name, key, b"%d" % min(count, len(z))]
+    items = _zpop(c, key, z, count, reverse)
+    return [key, [[m, s] for s, m in items]], argv
+
+
+def _serve_zpop(count: int, reverse: bool) -> Any:
+    """serveClientsBlockedOnSortedSetKey for one blocked client."""
+
+    def serve(c: Any, key: bytes, z: ZSet) -> object:
+        reply, argv = _bzpop(c, key, z, count, reverse)
+        c.core.also_propagate(c.db.id, argv)
+        return reply
+
+    return serve
+
+
+def _blocking_zpop(c: Any, keys: list[bytes], reverse: bool, timeout_arg: bytes,
+                   count: int) -> object:
+    """blockingGenericZpopCommand: pop from the first non-empty sorted set, else block (a null
+    array inside MULTI)."""
+    from pyrepl.core import BLOCKED
+
+    core = c.core
+    deadline = parse_timeout(timeout_arg, core.now_ms)
+    db = c.db
+    for key in keys:
+        z = db.lookup_typed(key, ZSet)
+        if not z:
+            continue
+        reply, c.propagate_argv = _bzpop(c, key, z, count, reverse)
+        return reply
+    if c.in_multi or core._call_depth > 1:   # CLIENT_DENY_BLOCKING (inside EXEC)
+        return NULL_ARRAY
+    core.blocking.block(c, KeyWait("zset", db, keys, ZSet, deadline,
+                                   _serve_zpop(count, reverse)))
+    return BLOCKED
+
+
+@command("bzpopmin", -3, "write noscript fast blocking", keys=(1, -2, 1), group="sorted-set",
+         acl="sortedset", since="5.0.0",
+         summary="Remove and return the member with the lowest score from one or more sorted "
+                 "sets, or block until one is available")
+def bzpopmin(c: Any, argv: list[bytes]) -> object:
+    return _blocking_zpop(c, argv[1:-1], False, argv[-1], -1)
+
+
+@command("bzpopmax", -3, "write noscript fast blocking", keys=(1, -2, 1), group="sorted-set",
+         acl="sortedset", since="5.0.0",
+         summary="Remove and return the member with the highest score from one or more sorted "
+                 "sets, or block until one is available")
+def bzpopmax(c: Any, argv: list[bytes]) -> object:
+    return _blocking_zpop(c, argv[1:-1], True, argv[-1], -1)
+
+
+@command("bzmpop", -5, "write blocking", group="sorted-set", acl="sortedset", since="7.0.0",
+         summary="Remove and return members with scores in a sorted set or block until one is "
+                 "available", keys_fn=numkeys_keys(2))
+def bzmpop(c: Any, argv: list[bytes]) -> object:
+    numkeys = parse_long_range(argv[2], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
+    where_idx = 2 + numkeys + 1
+    n = len(argv)
+    if where_idx >= n:
+        raise ReplyError(SYNTAX)
+    where = argv[where_idx].lower()
+    if where not in (b"min", b"max"):
+        raise ReplyError(SYNTAX)
+    count = -1
+    j = where_idx + 1
+    while j < n:
+        if count == -1 and argv[j].lower() == b"count" and j < n - 1:
+            j += 1
+            count = parse_long_range(argv[j], 1, LLONG_MAX, "ERR count should be greater than 0")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    return _blocking_zpop(c, argv[3:where_idx], where == b"max", argv[1],
+                          1 if count == -1 else count)
 
 
 @command("zrandmember", -2, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",

@@ -1063,6 +1063,7 @@ class MasterSide:
     # -- WAIT -------------------------------------------------------------------------------------
     def wait_command(self, c: Client, argv: list[bytes]) -> object:
         """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
+        from pyrepl.blocking import ReplicaWait
         from pyrepl.core import BLOCKED
 
         if self.manager.is_replica():
@@ -1076,7 +1077,9 @@ class MasterSide:
         if acked >= numreplicas or c.in_multi or self.core._call_depth > 0:
             return acked
         deadline = self.core.now_ms + timeout if timeout > 0 else 0
-        c.blocked = ("wait", offset, numreplicas, deadline)
+        # the cron answers the acks counted at the deadline (pyrepl.blocking)
+        self.core.blocking.block(c, ReplicaWait(offset, numreplicas, deadline,
+                                                lambda: self.count_acks(offset)))
         self.waiters.append(c)
         self._request_acks()
         return BLOCKED
@@ -1100,14 +1103,16 @@ class MasterSide:
 
     def _process_waiters(self) -> None:
         """processClientsWaitingReplicas."""
+        from pyrepl.blocking import ReplicaWait
+
         last_off = 0
         last_num = 0
         for c in list(self.waiters):
             b = c.blocked
-            if c.closed or not isinstance(b, tuple) or b[0] != "wait":
+            if c.closed or not isinstance(b, ReplicaWait):
                 self.waiters.remove(c)
                 continue
-            _, off, num, _ = b
+            off, num = b.offset, b.numreplicas
             if last_off and last_off >= off and last_num >= num:
                 self.waiters.remove(c)
                 self.core.unblock(c, last_num)
@@ -1119,15 +1124,12 @@ class MasterSide:
                 self.core.unblock(c, n)
 
     def _wait_timeouts(self, now: int) -> None:
-        for c in list(self.waiters):
-            b = c.blocked
-            if c.closed or not isinstance(b, tuple) or b[0] != "wait":
-                self.waiters.remove(c)
-                continue
-            deadline = b[3]
-            if deadline and now >= deadline:
-                self.waiters.remove(c)
-                self.core.unblock(c, self.count_acks(b[1]))
+        """Forget the WAITs answered elsewhere: their deadline (the core's blocked-clients
+        cron), CLIENT UNBLOCK, a closed connection."""
+        from pyrepl.blocking import ReplicaWait
+
+        self.waiters = [c for c in self.waiters
+                        if not c.closed and isinstance(c.blocked, ReplicaWait)]
 
     # -- min-replicas -------------------------------------------------------------------------
     def refresh_good_replicas(self) -> None:

@@ -418,6 +418,7 @@ class ReplicaSide(Handshake, Load, Channel, Stream):
         was_master = self.master_host is None
         if self.master is not None:
             self._master_lost("replicaof", cache=True, reconnect=False)
+        core.blocking.disconnect_all()   # clients blocked in master, now replica
         self._load_failures = 0     # a new master: no backoff carried over
         self._retry_at_ms = 0
         self.master_host = host
