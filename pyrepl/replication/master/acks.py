@@ -1,0 +1,230 @@
+"""REPLCONF, ACKs, WAIT and min-replicas (master side).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyrepl.commands.util import parse_int
+from pyrepl.errors import SYNTAX
+from pyrepl.replication.master.states import (
+    GETACK_ARGV,
+    NET_HOST_STR_LEN,
+    REQ_EXCLUDE_DATA,
+    REQ_EXCLUDE_FUNCTIONS,
+    WAIT_REPLICA_ERR,
+    LinkInput,
+    ReplicaLink,
+    SlaveState,
+)
+from pyrepl.resp.types import NO_REPLY, OK, ReplyError
+
+S = SlaveState
+L = LinkInput
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
+
+
+class Acks:
+    """REPLCONF, ACKs, WAIT and min-replicas (master side)."""
+
+    def replconf_command(self, c: Client, argv: list[bytes]) -> object:
+        """replconfCommand (Redis 7.0.15's options)."""
+        if c.kind == "master":  # our own master asks (GETACK): the replica side answers
+            r = self.manager.replica.on_master_replconf(c, argv)
+            return NO_REPLY if r is None else r
+        if len(argv) % 2 == 0:
+            raise ReplyError(SYNTAX)
+        for j in range(1, len(argv), 2):
+            opt = argv[j].lower()
+            val = argv[j + 1]
+            if opt == b"listening-port":
+                self.link_for(c).listening_port = parse_int(val)
+            elif opt == b"ip-address":
+                if len(val) >= NET_HOST_STR_LEN:
+                    raise ReplyError(f"ERR REPLCONF ip-address provided by replica instance is "
+                                     f"too long: {len(val)} bytes")
+                self.link_for(c).ip_address = val.decode("utf-8", "replace")
+            elif opt == b"capa":
+                v = val.lower()
+                if v == b"eof":
+                    self.link_for(c).capa_eof = True
+                elif v == b"psync2":
+                    self.link_for(c).capa_psync2 = True
+                elif v == b"rdb-channel-repl":
+                    cfg = self.core.config
+                    if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
+                        self.link_for(c).capa_rdb_channel = True
+                # capabilities this master does not know are ignored
+            elif opt == b"ack":
+                link = c.repl
+                if not isinstance(link, ReplicaLink) or link.state in (S.NONE, S.CLOSED):
+                    return NO_REPLY
+                try:
+                    offset = parse_int(val)
+                except ReplyError:
+                    return NO_REPLY
+                self.ack(link, offset)
+                return NO_REPLY
+            elif opt == b"getack":
+                return NO_REPLY  # only a master's GETACK means something (replica side)
+            elif opt == b"rdb-only":
+                v = parse_int(val)
+                if v < 0 or v > 1:
+                    raise ReplyError("ERR value is out of range, value must between 0 and 1")
+                self.link_for(c).rdb_only = v == 1
+            elif opt == b"rdb-channel":
+                v = parse_int(val)
+                if v < 0 or v > 1:
+                    raise ReplyError("ERR value is out of range, value must between 0 and 1")
+                link = self.link_for(c)
+                link.is_rdb_channel = v == 1
+                self._set_flags(link)
+            elif opt == b"main-ch-client-id":
+                self._bind_rdb_channel(self.link_for(c), parse_int(val))
+            elif opt == b"rdb-filter-only":
+                filters = val.split()
+                link = self.link_for(c)
+                link.req |= REQ_EXCLUDE_DATA | REQ_EXCLUDE_FUNCTIONS
+                for f in filters:
+                    if f.lower() == b"functions":
+                        link.req &= ~REQ_EXCLUDE_FUNCTIONS
+                    else:
+                        raise ReplyError(f"ERR Unsupported rdb-filter-only option: "
+                                         f"{f.decode('utf-8', 'replace')}")
+            else:
+                raise ReplyError(f"ERR Unrecognized REPLCONF option: "
+                                 f"{argv[j].decode('utf-8', 'replace')}")
+        return OK
+
+    def _bind_rdb_channel(self, link: ReplicaLink, main_id: int) -> None:
+        """REPLCONF main-ch-client-id <id>: this connection is the rdb channel of the main
+        channel ``<id>``, which must be waiting for one (and not have another already)."""
+        other = self.core.clients.get(main_id)
+        main = other.repl if other is not None else None
+        if (not isinstance(main, ReplicaLink) or main.state is not S.WAIT_RDB_CHANNEL
+                or other is link.client
+                or (main.rdb_channel is not None and main.rdb_channel is not link.client
+                    and not main.rdb_channel.closed)):
+            raise ReplyError(f"ERR Unrecognized RDB client id: {main_id}")
+        if link.main is not None and link.main is not main:
+            raise ReplyError(f"ERR Unrecognized RDB client id: {main_id}")
+        link.main = main
+        main.rdb_channel = link.client
+
+    def _set_flags(self, link: ReplicaLink) -> None:
+        """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""
+        c = link.client
+        rest = c.flags.replace("S", "").replace("C", "")
+        c.flags = ("S" if c.kind == "replica" else "") + ("C" if link.is_rdb_channel else "") \
+            + rest
+
+    def ack(self, link: ReplicaLink, offset: int) -> None:
+        """REPLCONF ACK <offset> from a replica."""
+        core = self.core
+        if offset > link.ack_off:
+            link.ack_off = offset
+        link.ack_ms = core.now_ms
+        snap = link.snapshot
+        if (link.state in (S.WAIT_BGSAVE_END, S.SEND_BULK_AND_STREAM) and snap is not None
+                and snap is self.snapshot and core.rdb_child_pid == snap.pid
+                and self.io is not None):
+            # checkChildrenDone: the ACK may arrive before the cron noticed the child's end.
+            self.io.reap_child(snap.pid)
+        if link.state is S.SEND_BULK_AND_STREAM:
+            # rdb channel: the replica loaded the RDB (it streams already)
+            self._put_online(link, L.FIRST_ACK)
+        if link.stream_on_ack and link.state is S.ONLINE:
+            self._start_stream(link)
+        if self.waiters:
+            self._process_waiters()
+
+    def wait_command(self, c: Client, argv: list[bytes]) -> object:
+        """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
+        from pyrepl.blocking import ReplicaWait
+        from pyrepl.core import BLOCKED
+
+        if self.manager.is_replica():
+            raise ReplyError(WAIT_REPLICA_ERR)
+        numreplicas = parse_int(argv[1])
+        timeout = parse_int(argv[2], "ERR timeout is not an integer or out of range")
+        if timeout < 0:
+            raise ReplyError("ERR timeout is negative")
+        offset = c.woff
+        acked = self.count_acks(offset)
+        if acked >= numreplicas or c.in_multi or self.core._call_depth > 0:
+            return acked
+        deadline = self.core.now_ms + timeout if timeout > 0 else 0
+        # the cron answers the acks counted at the deadline (pyrepl.blocking)
+        self.core.blocking.block(c, ReplicaWait(offset, numreplicas, deadline,
+                                                lambda: self.count_acks(offset)))
+        self.waiters.append(c)
+        self._request_acks()
+        return BLOCKED
+
+    def count_acks(self, offset: int) -> int:
+        """replicationCountAcksByOffset."""
+        n = 0
+        for link in self.links:
+            if link.state is S.ONLINE and link.ack_off >= offset:
+                n += 1
+        return n
+
+    def _request_acks(self) -> None:
+        """REPLCONF GETACK * into the stream; one per stream position (Redis groups the WAITs
+        of an event-loop iteration into one GETACK)."""
+        manager = self.manager
+        if self._getack_offset == manager.master_repl_offset:
+            return
+        manager.feed(manager.stream_db, GETACK_ARGV)
+        self._getack_offset = manager.master_repl_offset
+
+    def _process_waiters(self) -> None:
+        """processClientsWaitingReplicas."""
+        from pyrepl.blocking import ReplicaWait
+
+        last_off = 0
+        last_num = 0
+        for c in list(self.waiters):
+            b = c.blocked
+            if c.closed or not isinstance(b, ReplicaWait):
+                self.waiters.remove(c)
+                continue
+            off, num = b.offset, b.numreplicas
+            if last_off and last_off >= off and last_num >= num:
+                self.waiters.remove(c)
+                self.core.unblock(c, last_num)
+                continue
+            n = self.count_acks(off)
+            if n >= num:
+                last_off, last_num = off, n
+                self.waiters.remove(c)
+                self.core.unblock(c, n)
+
+    def _wait_timeouts(self, now: int) -> None:
+        """Forget the WAITs answered elsewhere: their deadline (the core's blocked-clients
+        cron), CLIENT UNBLOCK, a closed connection."""
+        from pyrepl.blocking import ReplicaWait
+
+        self.waiters = [c for c in self.waiters
+                        if not c.closed and isinstance(c.blocked, ReplicaWait)]
+
+    def refresh_good_replicas(self) -> None:
+        """refreshGoodSlavesCount."""
+        now_s = self.core.now_ms // 1000
+        lag_max = self.core.config.min_replicas_max_lag
+        self.good_replicas = sum(1 for lk in self.links if lk.state is S.ONLINE
+                                 and now_s - lk.ack_ms // 1000 <= lag_max)
+
+    def good_replicas_count(self) -> int:
+        return self.good_replicas
+
+    def enough_good_replicas(self) -> bool:
+        """checkGoodReplicasStatus."""
+        cfg = self.core.config
+        if not cfg.min_replicas_to_write or not cfg.min_replicas_max_lag:
+            return True
+        if self.manager.is_replica():
+            return True
+        return self.good_replicas >= cfg.min_replicas_to_write

@@ -1,0 +1,201 @@
+"""The master side's per-replica state: the link's states and their one transition table, the
+snapshot record, and the constants of the master side (master side).
+
+A replica connection is an ordinary :class:`~pyrepl.client.Client` that sent ``PSYNC`` / ``SYNC``;
+its :class:`ReplicaLink` (``client.repl``) holds the per-replica state. The states are Redis's
+``SLAVE_STATE_*`` (``SlaveState``) with one transition table, ``TRANSITIONS``; an input with no
+entry for the current state raises :class:`LinkStateError`::
+
+    NONE --PARTIAL--> ONLINE                   (+CONTINUE and the backlog, streaming at once)
+    NONE --FULL--> WAIT_BGSAVE_START           (waits for a snapshot it can use)
+    WAIT_BGSAVE_START --SNAPSHOT_STARTED / ATTACHED--> WAIT_BGSAVE_END
+    WAIT_BGSAVE_END --RDB_SAVED (disk)--> SEND_BULK --BULK_SENT--> ONLINE
+    WAIT_BGSAVE_END --RDB_STREAMED (diskless)--> ONLINE (the stream waits for the first ACK)
+    WAIT_BGSAVE_END / SEND_BULK --RDB_ONLY_DONE--> RDB_TRANSMITTED   (REPLCONF rdb-only 1)
+    NONE --RDB_CHANNEL--> WAIT_RDB_CHANNEL     (main channel: +RDBCHANNELSYNC <client id>)
+    WAIT_RDB_CHANNEL --SNAPSHOT_STARTED--> SEND_BULK_AND_STREAM   (streams from the fork on)
+    SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
+    any --CLOSED--> CLOSED
+
+Offsets and names are Redis's: the snapshot offset is ``master_repl_offset`` at fork time, it is
+the ``+FULLRESYNC`` offset and the RDB's ``repl-offset`` aux field; ``ack_off`` is the replica's
+last ``REPLCONF ACK``; INFO's ``lag`` is seconds since that ack.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from pyrepl.replication.backlog import Cursor
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
+
+
+ROLE = "master"
+NET_HOST_STR_LEN = 256
+# slave_req bits (SLAVE_REQ_RDB_EXCLUDE_DATA / _FUNCTIONS)
+REQ_EXCLUDE_DATA = 1
+REQ_EXCLUDE_FUNCTIONS = 2
+REQ_RDB_MASK = REQ_EXCLUDE_DATA | REQ_EXCLUDE_FUNCTIONS
+REQ_RDB_CHANNEL = 4  # SLAVE_REQ_RDB_CHANNEL: a snapshot for rdb channels only (socket target)
+GETACK_ARGV = [b"REPLCONF", b"GETACK", b"*"]
+PING_ARGV = [b"ping"]  # shared.ping: lower case on the wire
+WAIT_REPLICA_ERR = ("ERR WAIT cannot be used with replica instances. Please also note that "
+                    "since Redis 4.0 if a replica is configured to be writable (which is not "
+                    "the default) writes to replicas are just local and are not propagated.")
+
+
+class SlaveState(Enum):
+    """Redis's SLAVE_STATE_* (server.h); NONE and CLOSED frame a link's life."""
+
+    NONE = 0
+    WAIT_BGSAVE_START = 6
+    WAIT_BGSAVE_END = 7
+    SEND_BULK = 8
+    ONLINE = 9
+    RDB_TRANSMITTED = 10
+    WAIT_RDB_CHANNEL = 11  # main channel: waits for its rdb channel's snapshot to start
+    SEND_BULK_AND_STREAM = 12  # main channel: streams while the rdb channel gets the RDB
+    CLOSED = -1
+
+
+class LinkInput(Enum):
+    PARTIAL = "partial"  # PSYNC accepted: +CONTINUE
+    FULL = "full"  # PSYNC refused or SYNC: a full sync is needed
+    SNAPSHOT_STARTED = "snapshot-started"  # a snapshot for this link was forked
+    ATTACHED = "attached"  # joined a disk snapshot already running
+    RDB_SAVED = "rdb-saved"  # the disk child finished: send the file
+    RDB_STREAMED = "rdb-streamed"  # the socket child wrote the whole RDB to this replica
+    BULK_SENT = "bulk-sent"  # the whole file went out
+    RDB_ONLY_DONE = "rdb-only-done"  # rdb-only replica got its RDB
+    RDB_CHANNEL = "rdb-channel"  # PSYNC refused, the replica can use an rdb channel
+    FIRST_ACK = "first-ack"  # main channel: the replica loaded the RDB and acked
+    CLOSED = "closed"  # the connection is gone (or is being closed)
+
+
+S = SlaveState
+L = LinkInput
+
+
+def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
+    t: dict[tuple[SlaveState, LinkInput], SlaveState] = {
+        (S.NONE, L.PARTIAL): S.ONLINE,
+        (S.NONE, L.FULL): S.WAIT_BGSAVE_START,
+        (S.WAIT_BGSAVE_START, L.SNAPSHOT_STARTED): S.WAIT_BGSAVE_END,
+        (S.WAIT_BGSAVE_START, L.ATTACHED): S.WAIT_BGSAVE_END,
+        (S.WAIT_BGSAVE_END, L.RDB_SAVED): S.SEND_BULK,
+        (S.WAIT_BGSAVE_END, L.RDB_STREAMED): S.ONLINE,
+        (S.WAIT_BGSAVE_END, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+        (S.SEND_BULK, L.BULK_SENT): S.ONLINE,
+        (S.SEND_BULK, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
+        (S.NONE, L.RDB_CHANNEL): S.WAIT_RDB_CHANNEL,
+        (S.WAIT_RDB_CHANNEL, L.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
+        (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
+        (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
+    }
+    for s in S:
+        if s is not S.CLOSED:
+            t[(s, L.CLOSED)] = S.CLOSED
+    return t
+
+
+TRANSITIONS: dict[tuple[SlaveState, LinkInput], SlaveState] = _table()
+
+# replstateToString: what INFO shows ("" = not listed).
+INFO_STATE = {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
+              S.SEND_BULK: "send_bulk", S.ONLINE: "online",
+              S.WAIT_RDB_CHANNEL: "wait_bgsave",  # Redis 8 shows the main channel so
+              S.SEND_BULK_AND_STREAM: "send_bulk_and_stream"}
+
+
+class LinkStateError(Exception):
+    """An input that has no transition from the link's current state."""
+
+    def __init__(self, state: SlaveState, inp: LinkInput) -> None:
+        super().__init__(f"replica link: no transition for {inp.value} in state {state.name}")
+        self.state = state
+        self.input = inp
+
+
+class Snapshot:
+    """One snapshot child serving full syncs: ``target`` is ``disk`` or ``socket``."""
+
+    __slots__ = ("pid", "target", "offset", "started_ms", "req", "keys")
+
+    def __init__(self, pid: int, target: str, offset: int, started_ms: int, req: int,
+                 keys: int) -> None:
+        self.pid = pid
+        self.target = target
+        self.offset = offset
+        self.started_ms = started_ms
+        self.req = req
+        self.keys = keys
+
+
+class ReplicaLink:
+    """Per-replica state (Redis keeps it in the client struct)."""
+
+    __slots__ = (
+        "client", "state", "capa_eof", "capa_psync2", "pre_psync", "rdb_only", "req",
+        "listening_port", "ip_address", "ack_off", "ack_ms", "psync_offset", "snapshot",
+        "ref", "streaming", "stream_on_ack",
+        "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
+        "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
+    )
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.state = S.NONE
+        self.capa_eof = False
+        self.capa_psync2 = False
+        self.pre_psync = False  # came with the old SYNC: no +FULLRESYNC, no ACKs expected
+        self.rdb_only = False
+        self.req = 0
+        self.listening_port = 0
+        self.ip_address = ""
+        self.ack_off = 0
+        self.ack_ms = 0
+        self.psync_offset = 0
+        self.snapshot: Snapshot | None = None
+        # the replica's place in the shared replication buffer (None: it is not fed, as
+        # Redis's canFeedReplicaReplBuffer: waiting for its snapshot to start, or rdb-only)
+        self.ref: Cursor | None = None
+        self.streaming = False   # fed and written to its socket (else the buffer holds it)
+        self.stream_on_ack = False
+        self.soft_since_ms = -1
+        self.buffer_peak = 0
+        self.sync_id = ""
+        self.sync_start_ms = 0
+        self.joined_ms = 0
+        self.mode = ""
+        self.close_reason = ""
+        # rdb channel (Redis 8): capa rdb-channel-repl accepted (main channel side)
+        self.capa_rdb_channel = False
+        self.is_rdb_channel = False  # REPLCONF rdb-channel 1
+        self.main: ReplicaLink | None = None  # rdb channel: its main channel's link
+        self.rdb_channel: Client | None = None  # main channel: its rdb channel's connection
+        self.rdb_done = False  # main channel: the child reported the whole RDB written
+
+    def go(self, inp: LinkInput) -> SlaveState:
+        new = TRANSITIONS.get((self.state, inp))
+        if new is None:
+            raise LinkStateError(self.state, inp)
+        self.state = new
+        return new
+
+    def peer_ip(self) -> str:
+        if self.ip_address:
+            return self.ip_address
+        addr = self.client.addr
+        return addr.rsplit(":", 1)[0] if ":" in addr else addr
+
+    def name(self) -> str:
+        """replicationGetSlaveName: ip:listening-port of the replica."""
+        ip = self.peer_ip()
+        if not ip:
+            return f"client id #{self.client.id}"
+        if self.listening_port:
+            return f"[{ip}]:{self.listening_port}" if ":" in ip else f"{ip}:{self.listening_port}"
+        return f"{ip}:<unknown-replica-port>"
