@@ -32,6 +32,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.intparse import LLONG_MAX, LLONG_MIN
+from pyrepl.longdouble import parse_long_double, round_long_double
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
 if TYPE_CHECKING:
@@ -54,13 +56,6 @@ def parse_timeout(arg: bytes, now_ms: int) -> int:
 
     As Redis on x86-64: a long double times 1000, ceil'd and cast to long long (a value out of
     range, inf included, becomes LLONG_MIN: "negative"); the deadline wraps like a long long."""
-    from pyrepl.commands.util import (  # (pyrepl.commands imports this module)
-        LLONG_MAX,
-        LLONG_MIN,
-        parse_long_double,
-        round_long_double,
-    )
-
     v = parse_long_double(arg)
     if v is None:
         raise ReplyError(TIMEOUT_NOT_FLOAT)
@@ -322,12 +317,7 @@ class Blocking:
         else:
             core.unblock(target, target.blocked.timeout_reply())
         if cmd is not None:   # updateStatsOnUnblock(..., had_errors=1): one failed call
-            from pyrepl.core import CommandStat
-
-            st = core.cmdstats.get(cmd)
-            if st is None:
-                st = core.cmdstats[cmd] = CommandStat()
-            st.failed += 1
+            core.command_stat(cmd).failed += 1
         return True
 
     def disconnect_all(self) -> None:

@@ -162,6 +162,41 @@ class Client:
         self.core.client_closed(self)
 
     # -- helpers --------------------------------------------------------------------------
+    def info_line(self) -> str:
+        """The client as CLIENT LIST / CLIENT INFO and the logs show it (catClientInfoString);
+        a replica's ``omem``/``oll`` are its part of the shared replication buffer."""
+        core = self.core
+        now = core.now_ms
+        flags = self.flags or ""
+        if self.in_multi:
+            flags += "x"
+        if self.blocked is not None:
+            flags += "b"
+        if self.unix_socket:
+            flags += "U"
+        if not flags:
+            flags = "N"
+        qbuf = self.reader.buffered() if hasattr(self.reader, "buffered") else 0
+        name = self.name.decode("utf-8", "replace")
+        omem = self.pending_output()
+        oll = 0
+        ref = getattr(self.repl, "ref", None)
+        backlog = core.replication.backlog if core.replication is not None else None
+        if ref is not None and backlog is not None:   # a replica: its part of the shared buffer
+            omem += backlog.usage(ref)
+            oll = backlog.blocks(ref)
+        return (
+            f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={name} "
+            f"age={(now - self.ctime_ms) // 1000} idle={(now - self.last_interaction_ms) // 1000} "
+            f"flags={flags} db={self.db.id} sub=0 psub=0 ssub=0 "
+            f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
+            f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
+            f"tot-mem={omem + qbuf} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
+            f"redir=-1 resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
+            f"lib-ver={self.lib_ver.decode('utf-8', 'replace')} tot-net-in={self.net_in} "
+            f"tot-net-out={self.net_out} tot-cmds={self.commands}"
+        )
+
     def describe(self) -> str:
         return f"id={self.id} addr={self.addr} laddr={self.laddr} name={self.name.decode('utf-8', 'replace')}"
 

@@ -29,14 +29,10 @@ from pyrepl.client import Client
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace.db import Database
-from pyrepl.resp.types import QUEUED, Raw, ReplyError
+from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
 
 _NAME_CACHE: dict[bytes, Command] = {}
-
-# A handler returns BLOCKED after blocking its client (``core.blocking.block``: BLPOP, WAIT,
-# SHUTDOWN ...); the reply comes later through ServerCore.unblock.
-BLOCKED: Any = object()
 
 
 class Stats:
@@ -546,6 +542,13 @@ class ServerCore:
         self.error_reply(c, str(e), cmd, rejected=False)
         return e
 
+    def command_stat(self, cmd: Command) -> CommandStat:
+        """INFO commandstats' record of ``cmd`` (made on first use)."""
+        st = self.cmdstats.get(cmd)
+        if st is None:
+            st = self.cmdstats[cmd] = CommandStat()
+        return st
+
     def error_reply(self, c: Client, message: str, cmd: Command | None,
                     rejected: bool) -> None:
         """Every error reply passes here (Redis's afterErrorReply): total_error_replies,
@@ -556,9 +559,7 @@ class ServerCore:
         if len(self.errorstats) < 128 or code in self.errorstats:   # Redis's cap on codes
             self.errorstats[code] = self.errorstats.get(code, 0) + 1
         if cmd is not None:
-            st = self.cmdstats.get(cmd)
-            if st is None:
-                st = self.cmdstats[cmd] = CommandStat()
+            st = self.command_stat(cmd)
             if rejected:
                 st.rejected += 1
             else:

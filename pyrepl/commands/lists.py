@@ -36,7 +36,7 @@ from pyrepl.commands.util import (
     removed_elements,
 )
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
-from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
+from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, ReplyError
 
 
 def _list_for_push(db: Any, key: bytes) -> deque:
@@ -506,7 +506,6 @@ def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
                   count: int) -> object:
     """blockingPopGenericCommand: pop from the first non-empty list, else block (count -1:
     BLPOP/BRPOP's [key, element]; else BLMPOP's [key, [elements]])."""
-    from pyrepl.core import BLOCKED
 
     core = c.core
     deadline = parse_timeout(timeout_arg, core.now_ms)
@@ -570,7 +569,6 @@ def blmpop(c: Any, argv: list[bytes]) -> object:
 def _blocking_move(c: Any, argv: list[bytes], from_left: bool, to_left: bool,
                    timeout_arg: bytes, rpoplpush: bool) -> object:
     """blmoveGenericCommand: LMOVE when the source has elements, else block on it."""
-    from pyrepl.core import BLOCKED
 
     core = c.core
     deadline = parse_timeout(timeout_arg, core.now_ms)

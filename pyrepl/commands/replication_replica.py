@@ -17,9 +17,8 @@ from pyrepl.resp.types import OK, ReplyError, Status
 
 
 def _client_info(c: Any) -> str:
-    from pyrepl.commands.server import client_line
 
-    return client_line(c.core, c)
+    return c.info_line()
 
 
 def _replicaof(c: Any, argv: list[bytes]) -> object:

@@ -222,39 +222,6 @@ def config_help(c: Any, argv: list[bytes]) -> object:
 container("client", group="connection", summary="A container for client connection commands.", since="2.4.0")
 
 
-def client_line(core: Any, cl: Any) -> str:
-    now = core.now_ms
-    flags = cl.flags or ""
-    if cl.in_multi:
-        flags += "x"
-    if cl.blocked is not None:
-        flags += "b"
-    if cl.unix_socket:
-        flags += "U"
-    if not flags:
-        flags = "N"
-    qbuf = cl.reader.buffered() if hasattr(cl.reader, "buffered") else 0
-    name = cl.name.decode("utf-8", "replace")
-    omem = cl.pending_output()
-    oll = 0
-    ref = getattr(cl.repl, "ref", None)
-    backlog = core.replication.backlog if core.replication is not None else None
-    if ref is not None and backlog is not None:   # a replica: its part of the shared buffer
-        omem += backlog.usage(ref)
-        oll = backlog.blocks(ref)
-    return (
-        f"id={cl.id} addr={cl.addr} laddr={cl.laddr} fd={cl.fd} name={name} "
-        f"age={(now - cl.ctime_ms) // 1000} idle={(now - cl.last_interaction_ms) // 1000} "
-        f"flags={flags} db={cl.db.id} sub=0 psub=0 ssub=0 "
-        f"multi={len(cl.multi_queue) if cl.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
-        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
-        f"tot-mem={omem + qbuf} events=r cmd={cl.last_cmd.name if cl.last_cmd else 'NULL'} user={cl.user} "
-        f"redir=-1 resp={cl.proto} lib-name={cl.lib_name.decode('utf-8', 'replace')} "
-        f"lib-ver={cl.lib_ver.decode('utf-8', 'replace')} tot-net-in={cl.net_in} "
-        f"tot-net-out={cl.net_out} tot-cmds={cl.commands}"
-    )
-
-
 CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
 
@@ -288,12 +255,12 @@ def client_list(c: Any, argv: list[bytes]) -> object:
             i = len(argv)
         else:
             raise ReplyError("ERR syntax error")
-    return Verbatim("".join(client_line(core, cl) + "\n" for cl in clients).encode())
+    return Verbatim("".join(cl.info_line() + "\n" for cl in clients).encode())
 
 
 @command("client|info", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns information about the connection.")
 def client_info(c: Any, argv: list[bytes]) -> object:
-    return Verbatim((client_line(c.core, c) + "\n").encode())
+    return Verbatim((c.info_line() + "\n").encode())
 
 
 @command("client|id", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns the unique client ID of the connection.")

@@ -58,7 +58,7 @@ from pyrepl.commands.util import (
 from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.zset import ADDED, ZSet
-from pyrepl.resp.types import NULL_ARRAY, ReplyError
+from pyrepl.resp.types import BLOCKED, NULL_ARRAY, ReplyError
 
 RANGE_NOT_FLOAT = "ERR min or max is not a float"
 RANGE_NOT_LEX = "ERR min or max not valid string range item"
@@ -821,7 +821,6 @@ def _blocking_zpop(c: Any, keys: list[bytes], reverse: bool, timeout_arg: bytes,
                    count: int) -> object:
     """blockingGenericZpopCommand: pop from the first non-empty sorted set, else block (a null
     array inside MULTI)."""
-    from pyrepl.core import BLOCKED
 
     core = c.core
     deadline = parse_timeout(timeout_arg, core.now_ms)

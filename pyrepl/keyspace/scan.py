@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 
 from pyrepl.errors import SYNTAX
+from pyrepl.intparse import parse_int
 from pyrepl.keyspace.glob import compile_pattern
 from pyrepl.resp.types import ReplyError
 
@@ -83,7 +84,6 @@ class ScanOptions:
 
 def parse_scan_options(argv: list[bytes], start: int, allow_type: bool = False) -> ScanOptions:
     """COUNT n / MATCH pattern / TYPE name from ``argv[start:]`` (errors as Redis 7.0)."""
-    from pyrepl.commands.util import parse_int  # late: pyrepl.commands imports this module
 
     opts = ScanOptions()
     i = start

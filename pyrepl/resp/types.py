@@ -108,5 +108,8 @@ NULL_ARRAY = _NullArray()
 
 OK = Raw(b"+OK\r\n")
 NO_REPLY = Raw(b"")  # the command answers nothing (SHUTDOWN closes the connection instead)
+# A handler returns BLOCKED after blocking its client (``core.blocking.block``: BLPOP, WAIT,
+# SHUTDOWN ...); the reply comes later through ServerCore.unblock.
+BLOCKED: object = object()
 QUEUED = Raw(b"+QUEUED\r\n")
 PONG = Raw(b"+PONG\r\n")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrepl.commands.util import parse_int
 from pyrepl.errors import SYNTAX
+from pyrepl.intparse import parse_int
 from pyrepl.replication.master.states import (
     GETACK_ARGV,
     NET_HOST_STR_LEN,
@@ -17,7 +17,7 @@ from pyrepl.replication.master.states import (
     ReplicaLink,
     SlaveState,
 )
-from pyrepl.resp.types import NO_REPLY, OK, ReplyError
+from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
 
 S = SlaveState
 L = LinkInput
@@ -143,7 +143,6 @@ class Acks:
     def wait_command(self, c: Client, argv: list[bytes]) -> object:
         """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
         from pyrepl.blocking import ReplicaWait
-        from pyrepl.core import BLOCKED
 
         if self.manager.is_replica():
             raise ReplyError(WAIT_REPLICA_ERR)

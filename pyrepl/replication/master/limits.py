@@ -117,10 +117,9 @@ class Feeding:
     def _output_limit_reached(self, link: ReplicaLink) -> None:
         if link.state is S.CLOSED:
             return
-        from pyrepl.commands.server import client_line
 
         self.core.stats.client_outbuf_limit_disconnections += 1
-        self.core.log.warning(f"Client {client_line(self.core, link.client)} scheduled to be "
+        self.core.log.warning(f"Client {link.client.info_line()} scheduled to be "
                               f"closed ASAP for overcoming of output buffer limits.")
         self._close_link(link, psync_mod.OUTPUT_BUFFER_LIMIT)
 
@@ -154,11 +153,10 @@ class Feeding:
         """A command of a streaming replica produced a reply (Redis's
         logInvalidUseAndFreeClientAsync): it would interleave with the stream, so the replica
         is dropped."""
-        from pyrepl.commands.server import client_line
 
         name = c.last_cmd.name if c.last_cmd is not None else "<unknown>"
         self.core.log.warning(f"Replica generated a reply to command '{name}', disconnecting "
-                              f"it: {client_line(self.core, c)}")
+                              f"it: {c.info_line()}")
         if isinstance(c.repl, ReplicaLink):
             self._close_link(c.repl, "invalid-use")
 

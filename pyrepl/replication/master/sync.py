@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrepl.commands.util import parse_int
+from pyrepl.intparse import parse_int
 from pyrepl.replication import psync as psync_mod
 from pyrepl.replication.master.states import (
     REQ_RDB_CHANNEL,
@@ -74,10 +74,9 @@ class Sync:
                 raise ReplyError("ERR PSYNC FAILOVER can't be sent to a master.")
             if rid.lower() != manager.ids.replid:
                 raise ReplyError("ERR PSYNC FAILOVER replid must match my replid.")
-            from pyrepl.commands.server import client_line
 
             manager.replica.unset_master()
-            log.notice(f"MASTER MODE enabled (failover request from '{client_line(core, c)}')")
+            log.notice(f"MASTER MODE enabled (failover request from '{c.info_line()}')")
         if manager.is_replica() and not manager.replica.link_up():
             raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
         if c.pending_output():
