@@ -552,10 +552,10 @@ class MemReplicaIO:
         if token != (self.rdb_token if rdb else self.token):
             return  # abandoned while connecting
         side = self.node.repl.replica
-        prefix = "on_rdb_" if rdb else "on_"
         target = self.net.nodes.get(port)
         if target is None or not target.listening:
-            getattr(side, prefix + "connect_failed")(token, "Connection refused")
+            failed = side.on_rdb_connect_failed if rdb else side.on_connect_failed
+            failed(token, "Connection refused")
             return
         self.net.next_cport += 1
         c = target.core.connection_made(f"127.0.0.1:{self.net.next_cport}",
@@ -567,7 +567,7 @@ class MemReplicaIO:
         else:
             self.conn = conn
         self.net.conns.append(conn)
-        getattr(side, prefix + "connected")(token)
+        (side.on_rdb_connected if rdb else side.on_connected)(token)
 
     def find(self, token: int) -> MemConn | None:
         for conn in (self.conn, self.rdb_conn):

@@ -10,7 +10,7 @@ connection attempt, so events of an abandoned connection never reach the side.
 
 Two connections can exist: the main one (``connect``; a new ``connect`` aborts the previous main
 connection and any rdb channel) and, during a Redis 8 rdb-channel full sync, the rdb channel
-(``connect_rdb``; its callbacks are the same names prefixed ``on_rdb_``). ``send`` / ``close`` /
+(``connect_rdb``; its callbacks are the ``on_rdb_*`` ones). ``send`` / ``close`` /
 ``pause_reading`` / ``resume_reading`` / ``link_info`` take either token. ``request_drain``
 schedules one ``drain_step(token)`` call on the loop (``call_soon``): between two steps the loop
 runs once, so the main socket — which the side pauses after each buffered read — delivers at
@@ -23,6 +23,7 @@ import asyncio
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,11 +47,32 @@ def _error_text(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+# The side's callbacks, by connection: the main channel's ``on_*``, the rdb channel's ``on_rdb_*``.
+def _on_connected(side: Any, rdb: bool) -> Callable[..., None]:
+    return side.on_rdb_connected if rdb else side.on_connected
+
+
+def _on_connect_failed(side: Any, rdb: bool) -> Callable[..., None]:
+    return side.on_rdb_connect_failed if rdb else side.on_connect_failed
+
+
+def _on_data(side: Any, rdb: bool) -> Callable[..., None]:
+    return side.on_rdb_data if rdb else side.on_data
+
+
+def _on_closed(side: Any, rdb: bool) -> Callable[..., None]:
+    return side.on_rdb_closed if rdb else side.on_closed
+
+
+def _drain_step(side: Any, rdb: bool) -> Callable[..., None]:
+    return side.drain_step
+
+
 class _MasterLinkProtocol(asyncio.Protocol):
-    def __init__(self, io: ReplicaIO, token: int, prefix: str = "on_") -> None:
+    def __init__(self, io: ReplicaIO, token: int, rdb: bool = False) -> None:
         self.io = io
         self.token = token
-        self.prefix = prefix  # "on_" (main channel) or "on_rdb_" (rdb channel)
+        self.rdb = rdb  # the rdb channel (Redis 8), else the main channel
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -63,7 +85,7 @@ class _MasterLinkProtocol(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
-        self.io._dispatch(self.prefix + "data", self.token, data)
+        self.io._dispatch(_on_data, self.rdb, self.token, data)
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -93,7 +115,7 @@ class ReplicaIO:
         if self._stopping():
             return  # the server is shutting down: no new master link
         loop = self.server.loop or asyncio.get_event_loop()
-        self._task = loop.create_task(self._connect(token, host, port, "on_"))
+        self._task = loop.create_task(self._connect(token, host, port, False))
 
     def connect_rdb(self, token: int, host: str, port: int) -> None:
         self._drop_rdb()
@@ -101,7 +123,7 @@ class ReplicaIO:
         if self._stopping():
             return
         loop = self.server.loop or asyncio.get_event_loop()
-        self._rdb_task = loop.create_task(self._connect(token, host, port, "on_rdb_"))
+        self._rdb_task = loop.create_task(self._connect(token, host, port, True))
 
     def _find(self, token: int) -> _MasterLinkProtocol | None:
         for p in (self._proto, self._rdb_proto):
@@ -158,7 +180,7 @@ class ReplicaIO:
 
     def _drain(self, token: int) -> None:
         self._drain_handle = None
-        self._dispatch("drain_step", token)
+        self._dispatch(_drain_step, False, token)
 
     def _drop(self) -> None:
         task, self._task = self._task, None
@@ -179,12 +201,11 @@ class ReplicaIO:
         if p is not None and p.transport is not None:
             p.transport.abort()
 
-    async def _connect(self, token: int, host: str, port: int, prefix: str) -> None:
+    async def _connect(self, token: int, host: str, port: int, rdb: bool) -> None:
         loop = asyncio.get_running_loop()
-        rdb = prefix != "on_"
         try:
             _t, proto = await loop.create_connection(
-                lambda: _MasterLinkProtocol(self, token, prefix), host, port)
+                lambda: _MasterLinkProtocol(self, token, rdb), host, port)
         except asyncio.CancelledError:
             raise
         except (OSError, ValueError) as e:
@@ -193,7 +214,7 @@ class ReplicaIO:
                     self._rdb_task = None
                 else:
                     self._task = None
-                self._dispatch(prefix + "connect_failed", token, _error_text(e))
+                self._dispatch(_on_connect_failed, rdb, token, _error_text(e))
             return
         if token != (self._rdb_token if rdb else self._token):  # abandoned while connecting
             if proto.transport is not None:
@@ -205,7 +226,7 @@ class ReplicaIO:
         else:
             self._task = None
             self._proto = proto
-        self._dispatch(prefix + "connected", token)
+        self._dispatch(_on_connected, rdb, token)
 
     def _lost(self, proto: _MasterLinkProtocol, exc: Exception | None) -> None:
         if proto is self._proto:
@@ -214,31 +235,29 @@ class ReplicaIO:
             self._rdb_proto = None
         else:
             return
-        self._dispatch(proto.prefix + "closed", proto.token, _error_text(exc) if exc else "")
+        self._dispatch(_on_closed, proto.rdb, proto.token, _error_text(exc) if exc else "")
 
-    def _dispatch(self, method: str, *args: Any) -> None:
+    def _dispatch(self, event: Callable[[Any, bool], Callable[..., None]], rdb: bool,
+                  *args: Any) -> None:
         side = self._side()
         if side is None or self._stopping():
             return  # shutting down: the links are being closed, nothing reconnects
         server = self.server
         core = server.core
         core.now_ms = _now_ms()
+        callback = event(side, rdb)
         try:
-            getattr(side, method)(*args)
+            callback(*args)
         except Exception as e:  # noqa: BLE001 - a bug must not kill the loop: log, drop, retry
-            server.logger.warning(f"Replica link error in {method}: {e!r}")
+            server.logger.warning(f"Replica link error in {callback.__name__}: {e!r}")
             token = args[0] if args else None
-            rdb = method.startswith("on_rdb_")
             if token is not None and token == (self._rdb_token if rdb else self._token):
                 if rdb:
                     self._drop_rdb()
                 else:
                     self._drop()
             try:
-                if rdb:
-                    side.on_rdb_closed(token, f"internal error: {e!r}")
-                else:
-                    side.on_closed(token, f"internal error: {e!r}")
+                _on_closed(side, rdb)(token, f"internal error: {e!r}")
             except Exception:  # noqa: BLE001
                 pass
         if core.pending_flush:
