@@ -941,8 +941,7 @@ class ServerCore:
         replica = self.config.replicaof is not None
         loaded = load_rdb_file(path, len(self.dbs), now_ms=None if replica else self.now_ms)
         for i, db in enumerate(self.dbs):
-            db.data = loaded.data[i]
-            db.expires = loaded.expires[i]
+            db.replace(loaded.data[i], loaded.expires[i])
         self.rdb_last_load_keys_loaded = loaded.keys_loaded
         self.rdb_last_load_keys_expired = loaded.keys_expired
         aux = loaded.aux

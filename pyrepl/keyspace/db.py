@@ -187,6 +187,17 @@ class Database:
         self.expires = {}
         return n
 
+    def replace(self, data: dict[bytes, Any], expires: dict[bytes, int]) -> None:
+        """The whole dataset at once (a replica's loaded snapshot, DEBUG RELOAD): watched keys
+        that existed before or exist now are touched, as Redis's emptyData + load do."""
+        old = self.data
+        self.data = data
+        self.expires = expires
+        if self.watched:
+            for key in list(self.watched):
+                if key in old or key in data:
+                    self.touch(key)
+
     def random_key(self) -> bytes | None:
         """A random non-expired key (bounded number of tries when most keys are expired)."""
         if not self.data:

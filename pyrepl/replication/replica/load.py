@@ -241,13 +241,7 @@ class Load:
         log.notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB")
         core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
-            old = db.data
-            db.data = data
-            db.expires = expires
-            if db.watched:
-                for key in list(db.watched):
-                    if key in old or key in data:
-                        db.touch(key)
+            db.replace(data, expires)
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1
         stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
