@@ -28,6 +28,7 @@ from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import Client
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
+from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
@@ -623,6 +624,7 @@ class ServerCore:
             for db in self.dbs:
                 if db.expires:
                     db.active_expire(budget)
+            hashttl.active_expire(self, now_ms, budget_us=250 * self.config.active_expire_effort)
             if not self.expiry_deletes and self.replica_keys_with_expire:
                 self.expire_replica_keys(now_ms)
             self.stats.expire_cycle_cpu_ns += self.clock_ns() - t0

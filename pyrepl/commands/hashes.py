@@ -13,6 +13,15 @@ double helpers of ``pyrepl.commands.util`` (shared with INCRBYFLOAT): numbers ar
 glibc's ``strtold`` (decimal, hex, inf; no leading space, no nan), held as exact fractions
 rounded to a 64-bit significand, and printed like ``%.17Lf`` with trailing zeros removed
 (``ld2string(LD_STR_HUMAN)``); it is propagated as ``HSET key field <new value>``.
+
+Field TTLs (Redis 7.4 / 8): a hash given field TTLs is a :class:`pyrepl.keyspace.hashttl.HashEx`
+(a ``dict`` subclass), so every handler keeps its plain-``dict`` fast path and takes a second
+branch only for such hashes. Reads hide expired fields as Redis 8 does: HGET, HMGET, HEXISTS,
+HSTRLEN, HSETNX, HINCRBY* expire the field they touch (HDEL propagated on a master), HGETALL,
+HKEYS, HVALS, HSCAN skip expired fields, HRANDFIELD first expires them all, HLEN counts what is
+stored (Redis's ``hashTypeLength(o, 0)``). HSET/HMSET clear a field's TTL, HINCRBY* keep it.
+HEXPIRE & co. answer per field -2 (no field), 0 (condition not met), 1 (set), 2 (deleted: the
+time is past) and propagate as ``HPEXPIREAT`` with only the fields set (HDEL for the deleted).
 """
 
 from __future__ import annotations
@@ -29,11 +38,19 @@ from pyrepl.commands.util import (
     parse_int,
     parse_long_double,
     parse_random_count,
-    read_typed,
     removed_elements,
     round_long_double,
 )
-from pyrepl.errors import NOT_FLOAT
+from pyrepl.errors import NOT_FLOAT, WRONGTYPE
+from pyrepl.keyspace import hashttl
+from pyrepl.keyspace.hashttl import (
+    FIELD_EXPIRED_HASH,
+    FIELD_OK,
+    HFE_MAX_ABS_TIME_MSEC,
+    HashEx,
+    clear_ttl_on_set,
+    field_state,
+)
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.resp.types import OK, Map, ReplyError
 
@@ -42,9 +59,25 @@ from pyrepl.resp.types import OK, Map, ReplyError
 LISTPACK_ENTRIES = 128
 
 
+def _write_hash(db: Any, key: bytes) -> dict | None:
+    """lookupKeyWrite + checkType(OBJ_HASH): a plain hash or a HashEx, None if missing."""
+    h = db.lookup(key)
+    if h is not None and type(h) is not dict and type(h) is not HashEx:
+        raise ReplyError(WRONGTYPE)
+    return h
+
+
+def _read_hash(c: Any, key: bytes) -> dict | None:
+    """lookupKeyRead + checkType(OBJ_HASH), counting keyspace hits and misses."""
+    h = c.db.lookup_read(key)
+    if h is not None and type(h) is not dict and type(h) is not HashEx:
+        raise ReplyError(WRONGTYPE)
+    return h
+
+
 def _hash_for_write(db: Any, key: bytes) -> dict:
     """hashTypeLookupWriteOrCreate: the hash at ``key``, created (and stored) when missing."""
-    h = db.lookup_typed(key, dict)
+    h = _write_hash(db, key)
     if h is None:
         h = {}
         db.set(key, h)
@@ -64,6 +97,16 @@ def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes) -
     c.core.dirty += 1
 
 
+def _incr_lookup(c: Any, key: bytes, h: HashEx, f: bytes, old: bytes
+                 ) -> tuple[dict | None, bytes | None]:
+    """HINCRBY*'s hashTypeGetValue(HFE_LAZY_EXPIRE): an expired field counts as missing (and
+    is deleted on a master, with its hash when it was the last field)."""
+    state = field_state(c, key, h, f)
+    if state == FIELD_OK:
+        return h, old
+    return (None if state == FIELD_EXPIRED_HASH else h), None
+
+
 # -- writes ------------------------------------------------------------------------------
 
 @command("hset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
@@ -77,6 +120,8 @@ def hset(c: Any, argv: list[bytes]) -> object:
     h = db.data.get(key)
     if type(h) is not dict or (db.expires and key in db.expires):
         h = _hash_for_write(db, key)
+        if type(h) is HashEx:
+            return _hset_ex(c, key, h, argv)
     elif db.watched:
         db.touch(key)
     if n == 4:
@@ -92,6 +137,23 @@ def hset(c: Any, argv: list[bytes]) -> object:
     return len(h) - before
 
 
+def _hset_ex(c: Any, key: bytes, h: HashEx, argv: list[bytes]) -> int:
+    """HSET on a hash with field TTLs: a field set loses its TTL (hashTypeSet without
+    HASH_SET_KEEP_TTL); a stored but expired field counts as updated, as in Redis."""
+    before = len(h)
+    ttl = h.ttl
+    for i in range(2, len(argv), 2):
+        f = argv[i]
+        if f in ttl:
+            clear_ttl_on_set(h, f)
+        h[f] = argv[i + 1]
+    db = c.db
+    if db.watched:
+        db.touch(key)
+    c.core.dirty += (len(argv) - 2) >> 1
+    return len(h) - before
+
+
 @command("hmset", -4, "write denyoom fast", keys=(1, 1, 1), group="hash",
          summary="Set multiple hash fields to multiple values", since="2.0.0",
          acl="hash")
@@ -102,6 +164,9 @@ def hmset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     h = _hash_for_write(db, key)
+    if type(h) is HashEx:
+        _hset_ex(c, key, h, argv)
+        return OK
     for i in range(2, n, 2):
         h[argv[i]] = argv[i + 1]
     if db.watched:
@@ -119,7 +184,15 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
     h = _hash_for_write(db, key)
     f = argv[2]
     if f in h:
-        return 0
+        if type(h) is not HashEx:
+            return 0
+        state = field_state(c, key, h, f)
+        if state == FIELD_OK:
+            return 0
+        if state == FIELD_EXPIRED_HASH:
+            h = _hash_for_write(db, key)
+        else:
+            clear_ttl_on_set(h, f)
     h[f] = argv[3]
     if db.watched:
         db.touch(key)
@@ -132,12 +205,15 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
 def hdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
-    h = db.lookup_typed(key, dict)
+    h = _write_hash(db, key)
     if h is None:
         return 0
     deleted = 0
+    ttl = h.ttl if type(h) is HashEx else None
     for i in range(2, len(argv)):
         if h.pop(argv[i], None) is not None:
+            if ttl:
+                ttl.pop(argv[i], None)
             deleted += 1
             if not h:
                 break
@@ -153,9 +229,11 @@ def hincrby(c: Any, argv: list[bytes]) -> object:
     incr = parse_int(argv[3])
     key = argv[1]
     db = c.db
-    h = db.lookup_typed(key, dict)
+    h = _write_hash(db, key)
     f = argv[2]
     old = None if h is None else h.get(f)
+    if old is not None and type(h) is HashEx:
+        h, old = _incr_lookup(c, key, h, f, old)
     if old is None:
         value = 0
     else:
@@ -178,9 +256,11 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
         raise ReplyError("ERR value is NaN or Infinity")
     key = argv[1]
     db = c.db
-    h = db.lookup_typed(key, dict)
+    h = _write_hash(db, key)
     f = argv[2]
     old = None if h is None else h.get(f)
+    if old is not None and type(h) is HashEx:
+        h, old = _incr_lookup(c, key, h, f, old)
     value = 0 if old is None else parse_long_double(old)
     if value is None:
         raise ReplyError("ERR hash value is not a float")
@@ -197,21 +277,36 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
 
 # -- reads -------------------------------------------------------------------------------
 
+def _get_ex(c: Any, key: bytes, h: HashEx, f: bytes) -> bytes | None:
+    """hashTypeGetValue(HFE_LAZY_EXPIRE) for a hash with field TTLs."""
+    v = h.get(f)
+    if v is None or field_state(c, key, h, f) != FIELD_OK:
+        return None
+    return v
+
+
 @command("hget", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the value of a hash field", since="2.0.0", acl="hash")
 def hget(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = c.db.lookup_read(argv[1])
     if h is None:
         return None
-    return h.get(argv[2])
+    if type(h) is dict:
+        return h.get(argv[2])
+    if type(h) is HashEx:
+        return _get_ex(c, argv[1], h, argv[2])
+    raise ReplyError(WRONGTYPE)
 
 
 @command("hmget", -3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the values of all the given hash fields", since="2.0.0", acl="hash")
 def hmget(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = _read_hash(c, argv[1])
     if h is None:
         return [None] * (len(argv) - 2)
+    if type(h) is HashEx:
+        key = argv[1]
+        return [_get_ex(c, key, h, f) for f in islice(argv, 2, None)]
     get = h.get
     return [get(f) for f in islice(argv, 2, None)]
 
@@ -219,49 +314,77 @@ def hmget(c: Any, argv: list[bytes]) -> object:
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the number of fields in a hash", since="2.0.0", acl="hash")
 def hlen(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    # hashTypeLength(o, 0): fields expired but not yet deleted are counted, as in Redis.
+    h = _read_hash(c, argv[1])
     return 0 if h is None else len(h)
 
 
 @command("hstrlen", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the length of the value of a hash field", since="3.2.0", acl="hash")
 def hstrlen(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = _read_hash(c, argv[1])
     if h is None:
         return 0
-    v = h.get(argv[2])
+    if type(h) is HashEx:
+        v = _get_ex(c, argv[1], h, argv[2])
+    else:
+        v = h.get(argv[2])
     return 0 if v is None else len(v)
 
 
 @command("hexists", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Determine if a hash field exists", since="2.0.0", acl="hash")
 def hexists(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
-    return 1 if h is not None and argv[2] in h else 0
+    h = _read_hash(c, argv[1])
+    if h is None:
+        return 0
+    if type(h) is HashEx:
+        return 0 if _get_ex(c, argv[1], h, argv[2]) is None else 1
+    return 1 if argv[2] in h else 0
+
+
+def _all_fields(c: Any, key: bytes) -> dict | None:
+    """The fields HGETALL / HKEYS / HVALS list: expired ones are skipped, not deleted."""
+    h = _read_hash(c, key)
+    if h is None or type(h) is dict:
+        return h
+    return hashttl.visible(c, h)  # type: ignore[arg-type]
 
 
 @command("hgetall", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the fields and values in a hash", since="2.0.0", acl="hash")
 def hgetall(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = _all_fields(c, argv[1])
     return Map(() if h is None else h.items())
 
 
 @command("hkeys", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the fields in a hash", since="2.0.0", acl="hash")
 def hkeys(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = _all_fields(c, argv[1])
     return [] if h is None else list(h)
 
 
 @command("hvals", 2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get all the values in a hash", since="2.0.0", acl="hash")
 def hvals(c: Any, argv: list[bytes]) -> object:
-    h = read_typed(c, argv[1], dict)
+    h = _all_fields(c, argv[1])
     return [] if h is None else list(h.values())
 
 
 # -- random fields -----------------------------------------------------------------------
+
+def _random_source(c: Any, key: bytes) -> dict | None:
+    """HRANDFIELD's hash: with field TTLs, hashTypeExpireIfNeeded deletes every expired field
+    first (on a master; the hash may go with them); a replica only hides them."""
+    h = _read_hash(c, key)
+    if h is None or type(h) is dict:
+        return h
+    if hashttl.expire_all(c, key, h):  # type: ignore[arg-type]
+        return None
+    v = hashttl.visible(c, h)  # type: ignore[arg-type]
+    return v or None
+
 
 @command("hrandfield", -2, "readonly", keys=(1, 1, 1), group="hash",
          summary="Get one or multiple random fields from a hash", since="6.2.0",
@@ -269,12 +392,12 @@ def hvals(c: Any, argv: list[bytes]) -> object:
 def hrandfield(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n == 2:
-        h = read_typed(c, argv[1], dict)
+        h = _random_source(c, argv[1])
         if h is None:
             return None
         return next(islice(h, random.randrange(len(h)), None))
     count, withvalues = parse_random_count(argv, b"withvalues")
-    h = read_typed(c, argv[1], dict)
+    h = _random_source(c, argv[1])
     if h is None or count == 0:
         return []
     if count < 0 or count == 1:
@@ -303,7 +426,7 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
          acl="hash")
 def hscan(c: Any, argv: list[bytes]) -> object:
     cursor = parse_cursor(argv[2])
-    h = read_typed(c, argv[1], dict)
+    h = _read_hash(c, argv[1])
     if h is None:
         return [b"0", []]
     opts = parse_scan_options(argv, 3)
@@ -313,10 +436,293 @@ def hscan(c: Any, argv: list[bytes]) -> object:
     else:
         cursor, fields = scan_page(h, cursor, opts.count)
     match = opts.match
+    ttl = h.ttl if type(h) is HashEx and hashttl.hidden_from_caller(c.core) else None
+    now = c.core.now_ms
     out: list[bytes] = []
     for f in fields:
         v = h.get(f)
         if v is not None and (match is None or match(f)):
+            if ttl and (w := ttl.get(f)) is not None and w < now:
+                continue        # expired: skipped, not deleted (as Redis's scan callback)
             out.append(f)
             out.append(v)
     return [b"%d" % cursor, out]
+
+
+# -- field expiration (Redis 7.4 / 8) ----------------------------------------------------
+
+_NX, _XX, _GT, _LT = 1, 2, 4, 8
+_CONDITIONS = {b"nx": _NX, b"xx": _XX, b"gt": _GT, b"lt": _LT}
+_INT_MAX = (1 << 31) - 1
+_LONG_MAX = (1 << 63) - 1
+
+
+def _parse_expire_time(c: Any, arg: bytes, seconds: bool, basetime: int) -> int:
+    """parseExpireTime: the absolute expiry in ms, with Redis's checks and texts."""
+    val = parse_int(arg)
+    if val < 0:
+        raise ReplyError("ERR invalid expire time, must be >= 0")
+    bad = f"ERR invalid expire time in '{argv0(c)}' command"
+    if seconds:
+        if val > HFE_MAX_ABS_TIME_MSEC // 1000:
+            raise ReplyError(bad)
+        val *= 1000
+    if val > HFE_MAX_ABS_TIME_MSEC - basetime:
+        raise ReplyError(bad)
+    return val + basetime
+
+
+def argv0(c: Any) -> str:
+    """The running command's full name (c->cmd->fullname)."""
+    cmd = getattr(c, "last_cmd", None)
+    return cmd.name if cmd is not None else ""
+
+
+def _parse_fields_count(arg: bytes, lo: int, hi: int, message: str) -> int:
+    """getRangeLongFromObjectOrReply with a message: the same text for every failure."""
+    try:
+        n = parse_int(arg, message)
+    except ReplyError:
+        raise ReplyError(message) from None
+    if n < lo or n > hi:
+        raise ReplyError(message)
+    return n
+
+
+def _hexpire(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
+    """hexpireGenericCommand: per field -2 / 0 / 1 / 2; propagated as HPEXPIREAT with the
+    fields actually set, HDEL for the fields whose time was already past."""
+    key = argv[1]
+    db = c.db
+    core = c.core
+    h = _write_hash(db, key)
+    when = _parse_expire_time(c, argv[2], seconds, core.now_ms if relative else 0)
+    fields_pos = -1
+    cond = 0
+    n = len(argv)
+    i = 3
+    count = first = 0
+    while i < n:
+        arg = argv[i]
+        low = arg.lower()
+        if low == b"fields":
+            if fields_pos != -1:
+                raise ReplyError("ERR FIELDS keyword specified multiple times")
+            if i >= n - 2:
+                raise ReplyError("ERR FIELDS requires at least numfields and one field "
+                                 "argument")
+            fields_pos = i
+            count = _parse_fields_count(argv[i + 1], 1, _INT_MAX,
+                                        "ERR Parameter `numFields` should be greater than 0")
+            first = i + 2
+            if first + count > n:
+                raise ReplyError("ERR wrong number of arguments")
+            i = first + count
+            continue
+        flag = _CONDITIONS.get(low)
+        if flag is None:
+            raise ReplyError("ERR unknown argument: " + arg.decode("utf-8", "replace"))
+        cond |= flag
+        i += 1
+    if fields_pos == -1:
+        raise ReplyError("ERR missing FIELDS argument")
+    if cond & (cond - 1):
+        raise ReplyError("ERR Multiple condition flags specified")
+    if h is None:
+        return [-2] * count
+    h = hashttl.to_hashex(db, key, h)
+    hashttl.register(core, db, key, h)
+    ttl = h.ttl
+    # checkAlreadyExpired: never on a replica (the master's HDEL will come).
+    past = when <= core.now_ms and core.expiry_deletes and not core.applying_master_stream
+    replies: list[int] = []
+    failed: list[int] = []
+    hdels: list[list[bytes]] = []
+    updated = 0
+    for pos in range(first, first + count):
+        f = argv[pos]
+        res = 1
+        if f not in h:
+            res = -2
+        else:
+            prev = ttl.get(f)
+            if prev is None:
+                if cond & (_XX | _GT):
+                    res = 0
+            elif (cond == _GT and prev >= when) or (cond == _LT and prev <= when) or \
+                    cond == _NX:
+                res = 0
+            if res == 1:
+                if past:
+                    del h[f]
+                    ttl.pop(f, None)
+                    hdels.append([b"HDEL", key, f])
+                    res = 2
+                elif prev != when or hashttl.is_listpack(core, h):
+                    hashttl.set_ttl(core, h, f, when)
+        if res == 1:
+            updated += 1
+        else:
+            failed.append(pos)
+        replies.append(res)
+    deleted = len(hdels)
+    if deleted + updated:
+        core.dirty += deleted + updated
+        db.touch(key)
+    if not h:
+        del db.data[key]
+        if db.expires:
+            db.expires.pop(key, None)
+    if updated == 0:
+        if hdels:
+            for hd in hdels[:-1]:
+                core.also_propagate(db.id, hd)
+            c.propagate_argv = hdels[-1]
+        return replies
+    for hd in hdels:
+        core.also_propagate(db.id, hd)
+    if seconds or relative or failed:
+        out = list(argv)
+        if seconds or relative:
+            out[0] = b"HPEXPIREAT"
+            out[2] = b"%d" % when
+        if failed:
+            for pos in reversed(failed):
+                del out[pos]
+            out[fields_pos + 1] = b"%d" % updated
+        c.propagate_argv = out
+    return replies
+
+
+@command("hexpire", -6, "write fast", keys=(1, 1, 1), group="hash",
+         summary="Set expiry for hash field using relative time to expire (seconds)",
+         since="7.4.0", acl="hash")
+def hexpire(c: Any, argv: list[bytes]) -> object:
+    return _hexpire(c, argv, True, True)
+
+
+@command("hpexpire", -6, "write fast", keys=(1, 1, 1), group="hash",
+         summary="Set expiry for hash field using relative time to expire (milliseconds)",
+         since="7.4.0", acl="hash")
+def hpexpire(c: Any, argv: list[bytes]) -> object:
+    return _hexpire(c, argv, False, True)
+
+
+@command("hexpireat", -6, "write fast", keys=(1, 1, 1), group="hash",
+         summary="Set expiry for hash field using an absolute Unix timestamp (seconds)",
+         since="7.4.0", acl="hash")
+def hexpireat(c: Any, argv: list[bytes]) -> object:
+    return _hexpire(c, argv, True, False)
+
+
+@command("hpexpireat", -6, "write fast", keys=(1, 1, 1), group="hash",
+         summary="Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
+         since="7.4.0", acl="hash")
+def hpexpireat(c: Any, argv: list[bytes]) -> object:
+    return _hexpire(c, argv, False, False)
+
+
+def _fields_arg(argv: list[bytes]) -> int:
+    """HTTL / HPERSIST's strict ``FIELDS numfields field...`` at argv[2]."""
+    if argv[2].lower() != b"fields":
+        raise ReplyError("ERR Mandatory argument FIELDS is missing or not at the right "
+                         "position")
+    count = _parse_fields_count(argv[3], 1, _LONG_MAX,
+                                "ERR Number of fields must be a positive integer")
+    if count != len(argv) - 4:
+        raise ReplyError("ERR The `numfields` parameter must match the number of arguments")
+    return count
+
+
+def _httl(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
+    """httlGenericCommand: per field -2 (no field, or expired), -1 (no TTL), else the TTL or
+    the expiry time."""
+    h = _read_hash(c, argv[1])
+    count = _fields_arg(argv)
+    if h is None:
+        return [-2] * count
+    fields = argv[4:]
+    if type(h) is dict:
+        return [-1 if f in h else -2 for f in fields]
+    ttl = h.ttl  # type: ignore[attr-defined]
+    now = c.core.now_ms
+    base = now if relative else 0
+    # A listpackex answers -2 from the expiry's own millisecond on, a hashtable only after.
+    edge = 1 if hashttl.is_listpack(c.core, h) else 0
+    out: list[int] = []
+    for f in fields:
+        if f not in h:
+            out.append(-2)
+            continue
+        when = ttl.get(f)
+        if when is None:
+            out.append(-1)
+        elif when < now + edge:
+            out.append(-2)
+        elif seconds:
+            out.append((when + 999 - base) // 1000)
+        else:
+            out.append(when - base)
+    return out
+
+
+@command("httl", -5, "readonly fast", keys=(1, 1, 1), group="hash",
+         summary="Returns the TTL in seconds of a hash field.", since="7.4.0", acl="hash")
+def httl(c: Any, argv: list[bytes]) -> object:
+    return _httl(c, argv, True, True)
+
+
+@command("hpttl", -5, "readonly fast", keys=(1, 1, 1), group="hash",
+         summary="Returns the TTL in milliseconds of a hash field.", since="7.4.0",
+         acl="hash")
+def hpttl(c: Any, argv: list[bytes]) -> object:
+    return _httl(c, argv, False, True)
+
+
+@command("hexpiretime", -5, "readonly fast", keys=(1, 1, 1), group="hash",
+         summary="Returns the expiration time of a hash field as a Unix timestamp, in "
+                 "seconds.", since="7.4.0", acl="hash")
+def hexpiretime(c: Any, argv: list[bytes]) -> object:
+    return _httl(c, argv, True, False)
+
+
+@command("hpexpiretime", -5, "readonly fast", keys=(1, 1, 1), group="hash",
+         summary="Returns the expiration time of a hash field as a Unix timestamp, in "
+                 "msec.", since="7.4.0", acl="hash")
+def hpexpiretime(c: Any, argv: list[bytes]) -> object:
+    return _httl(c, argv, False, False)
+
+
+@command("hpersist", -5, "write fast", keys=(1, 1, 1), group="hash",
+         summary="Removes the expiration time for each specified field", since="7.4.0",
+         acl="hash")
+def hpersist(c: Any, argv: list[bytes]) -> object:
+    """hpersistCommand: per field -2 (no field, or expired), -1 (no TTL), 1 (persisted)."""
+    key = argv[1]
+    db = c.db
+    h = _write_hash(db, key)
+    count = _fields_arg(argv)
+    if h is None:
+        return [-2] * count
+    fields = argv[4:]
+    if type(h) is dict:
+        return [-1 if f in h else -2 for f in fields]
+    ttl = h.ttl  # type: ignore[attr-defined]
+    now = c.core.now_ms
+    out: list[int] = []
+    for f in fields:
+        if f not in h:
+            out.append(-2)
+            continue
+        when = ttl.get(f)
+        if when is None:
+            out.append(-1)
+        elif when < now:
+            out.append(-2)
+        else:
+            hashttl.set_ttl(c.core, h, f, None)  # type: ignore[arg-type]
+            out.append(1)
+    if 1 in out:
+        db.touch(key)
+        c.core.dirty += 1
+    return out

@@ -30,6 +30,7 @@ from pyrepl.commands.util import LLONG_MAX, is_long_long, option_token, parse_in
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import TYPE_NAMES, type_name
 from pyrepl.keyspace.glob import compile_pattern
+from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
@@ -318,6 +319,8 @@ def _dup(v: Any) -> Any:
         return deque(v)
     if t is dict:
         return dict(v)
+    if t is HashEx:     # a hash with field TTLs keeps them (COPY)
+        return v.copy()
     if t is set:
         return set(v)
     if t is ZSet or t is Stream:
@@ -441,11 +444,11 @@ def encoding_name(c: Any, v: Any) -> bytes:
         return b"embstr" if len(v) <= 44 else b"raw"
     if t is deque:
         return b"quicklist"
-    if t is dict:
+    if t is dict or t is HashEx:
         if len(v) <= _cfg(c, "hash_max_listpack_entries", 128):
             limit = _cfg(c, "hash_max_listpack_value", 64)
             if all(len(f) <= limit and len(x) <= limit for f, x in v.items()):
-                return b"listpack"
+                return b"listpackex" if t is HashEx else b"listpack"
         return b"hashtable"
     if t is set:
         if len(v) <= _cfg(c, "set_max_intset_entries", 512) and all(is_long_long(m) for m in v):

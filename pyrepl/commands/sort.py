@@ -18,6 +18,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import parse_int, strtod_full
 from pyrepl.errors import SYNTAX, WRONGTYPE
+from pyrepl.keyspace.hashttl import HashEx, hidden_from_caller
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.resp.types import ReplyError
 
@@ -59,6 +60,11 @@ def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:
     if v is None:
         return None
     if field is not None:
+        if type(v) is HashEx:   # a hash with field TTLs: an expired field reads as missing
+            when = v.ttl.get(field)
+            if when is not None and when < db.core.now_ms and hidden_from_caller(db.core):
+                return None
+            return v.get(field)
         return v.get(field) if type(v) is dict else None
     return v if type(v) is bytes else None
 

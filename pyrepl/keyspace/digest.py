@@ -6,7 +6,8 @@ accumulator ``d`` and is order-independent (keys, set members, hash fields, sort
 the parts of one element). Note that aggregating an element digest ``e`` is ``xor(d, e)``, i.e.
 it xors SHA1(e), not e. Per key: ``d = mix(0, key)``, ``mix(d, be32(type))``, then the value
 (string: mix bytes; list: mix each element; set: xor each member; hash: per field
-``xor(d, mix(mix(0, field), value))``; zset: per member ``xor(d, mix(mix(0, member),
+``xor(d, mix(mix(0, field), value))``, Redis 8 xoring "!!hexpire!!" into that element digest
+when the field has a TTL; zset: per member ``xor(d, mix(mix(0, member),
 "%.17g" % score))``), then ``xor(d, "!!expire!!")`` if the key has a TTL. Per database that
 holds keys, ``final = mix(final, be32(db index))``, then ``xor(final, d)`` for every key digest
 ``d``. An empty dataset gives 40 zeros.
@@ -23,12 +24,14 @@ from collections.abc import Iterable, Sequence
 from hashlib import sha1
 from typing import Any, Protocol
 
+from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import OBJ_HASH, OBJ_LIST, OBJ_SET, OBJ_STREAM, OBJ_STRING, OBJ_ZSET
 
 _ZERO = bytes(20)
 _EXPIRE_SHA = sha1(b"!!expire!!").digest()
+_HEXPIRE_SHA = int.from_bytes(sha1(b"!!hexpire!!").digest(), "big")
 _TYPE_SHA = {t: sha1(t.to_bytes(4, "big")).digest() for t in range(7)}
 
 
@@ -58,6 +61,14 @@ def _pair_digest(a: bytes, b: bytes) -> int:
     return int.from_bytes(sha1(element).digest(), "big")
 
 
+def _pair_digest_hfe(a: bytes, b: bytes) -> int:
+    """Like :func:`_pair_digest` for a field with a TTL: SHA1("!!hexpire!!") is xored into
+    the element digest before it is aggregated."""
+    first = sha1(sha1(a).digest()).digest()
+    element = int.from_bytes(sha1(_xor(first, sha1(b).digest())).digest(), "big") ^ _HEXPIRE_SHA
+    return int.from_bytes(sha1(element.to_bytes(20, "big")).digest(), "big")
+
+
 def _value_digest(digest: bytes, value: Any) -> bytes:
     """xorObjectDigest minus the expire part: mix the type, then the value, into ``digest``."""
     t = type(value)
@@ -75,6 +86,17 @@ def _value_digest(digest: bytes, value: Any) -> bytes:
         acc = int.from_bytes(digest, "big")
         for f, v in value.items():
             acc ^= _pair_digest(f, v)
+        return acc.to_bytes(20, "big")
+    if t is HashEx:
+        # Redis 8: a field with a TTL has "!!hexpire!!" xored into its element digest.
+        digest = _mix_sha(digest, _TYPE_SHA[OBJ_HASH])
+        acc = int.from_bytes(digest, "big")
+        ttl = value.ttl
+        for f, v in value.items():
+            if f in ttl:
+                acc ^= _pair_digest_hfe(f, v)
+            else:
+                acc ^= _pair_digest(f, v)
         return acc.to_bytes(20, "big")
     if t is ZSet:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_ZSET])

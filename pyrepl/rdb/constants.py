@@ -10,6 +10,10 @@ from __future__ import annotations
 
 # The version pyrepl writes: what Redis 7.0 writes and the newest it loads; newer Redis loads it.
 RDB_VERSION = 10
+# What pyrepl writes when a hash has field TTLs (RDB_TYPE_HASH_METADATA needs Redis 7.4+).
+RDB_VERSION_HFE = 12
+# ebuckets.h EB_EXPIRE_TIME_MAX: the largest field expiry an RDB may hold.
+EB_EXPIRE_TIME_MAX = (1 << 48) - 1
 # The newest version the decoder reads (Redis 8.6 writes 13).
 RDB_VERSION_MAX_READ = 13
 

@@ -25,8 +25,10 @@ integer/LZF strings, intset, ziplist, zipmap, listpack, quicklist v1/v2 (packed 
 nodes), and streams (RDB_TYPE_STREAM_LISTPACKS 1 to 4, consumer groups and PELs included: their
 listpacks become :class:`pyrepl.keyspace.stream.Node` s as they are, so the node layout Redis
 had survives; Redis 8's idempotent-producer state is refused when a stream has some). Module
-values are refused with an ``RdbError`` naming the type and the offset, as are hashes whose fields carry expiry times (Redis 7.4+), which the model cannot hold;
-a 7.4+ hash type without any field TTL is loaded. Empty collections are skipped as Redis does.
+values are refused with an ``RdbError`` naming the type and the offset. Hashes whose fields
+carry expiry times (Redis 7.4+ types 22 to 25) become :class:`pyrepl.keyspace.hashttl.HashEx`
+with their TTLs (fields already expired are loaded too, as Redis 8 does: their expiry removes
+them); such a type without any field TTL gives a plain hash. Empty collections are skipped as Redis does.
 
 ``load_into`` is the bulk path (what ``load_rdb_file`` uses): it stores key-values straight
 into per-db dicts without building an event object per key. Any error raises ``RdbError``.
@@ -39,6 +41,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrepl.keyspace.hashttl import make_hashex
 from pyrepl.keyspace.stream import (
     FLAG_SAMEFIELDS,
     MASK64,
@@ -51,6 +54,7 @@ from pyrepl.keyspace.stream import (
 )
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
+    EB_EXPIRE_TIME_MAX,
     KEY_META_CHARSET,
     KEY_META_FLAG_ALLOW_IGNORE,
     QUICKLIST_NODE_CONTAINER_PACKED,
@@ -339,7 +343,7 @@ class _Partial:
     """A plain collection (LIST, SET, HASH, ZSET, quicklist, ...) whose elements are being read:
     the elements read so far stay here while the decoder waits for more bytes."""
 
-    __slots__ = ("type", "key", "remaining", "start", "reader", "elements")
+    __slots__ = ("type", "key", "remaining", "start", "reader", "elements", "meta")
 
     def __init__(self, t: int, key: bytes, count: int, start: int, reader: Any) -> None:
         self.type = t
@@ -348,6 +352,7 @@ class _Partial:
         self.start = start  # absolute offset of the type byte, for error messages
         self.reader = reader
         self.elements: list[Any] = []
+        self.meta = 0  # RDB_TYPE_HASH_METADATA: the minimum field expiry (TTLs are relative)
 
 
 def _read_pair(buf: bytes, p: int, n: int) -> tuple[tuple[bytes, bytes], int]:
@@ -437,11 +442,23 @@ def _finish_zset(t: int, pairs: list[tuple[bytes, float]]) -> Any:
     return _make_zset(pairs) if pairs else _SKIP
 
 
-def _finish_hash_md(t: int, triples: list[tuple[int, bytes, bytes]]) -> Any:
-    for ttl, _f, _v in triples:
-        if ttl:
-            raise _unsupported(t, "hash field expiration is not supported")
-    return _finish_hash(t, [(f, v) for _ttl, f, v in triples])
+def _finish_hash_md(t: int, triples: list[tuple[int, bytes, bytes]], low: int = 0) -> Any:
+    """RDB_TYPE_HASH_METADATA(_PRE_GA): per field a TTL (0 = none; relative to ``low`` + 1 in
+    the GA form, absolute before), the field and the value."""
+    if not triples:
+        return _SKIP
+    items = []
+    for ttl, f, v in triples:
+        when = (ttl + low - 1 if t == RDB_TYPE_HASH_METADATA else ttl) if ttl else 0
+        if when > EB_EXPIRE_TIME_MAX:
+            raise _Corrupt(f"invalid expireAt time: {when}")
+        items.append((f, v, when))
+    h = make_hashex(items)
+    if len(h) != len(triples):
+        raise _Corrupt("Duplicate hash fields detected")
+    if not h.ttl:
+        return dict(h)
+    return h
 
 
 _ELEMENT_READERS: dict[int, Any] = {
@@ -771,11 +788,16 @@ class RdbDecoder:
             else:
                 reader = _ELEMENT_READERS.get(t)
                 if reader is not None:
+                    low = 0
                     if t == RDB_TYPE_HASH_METADATA:
-                        q += 8  # min expire of the hash's fields, informational
+                        if q + 8 > n:
+                            raise _Incomplete(q + 8)
+                        low = _U64.unpack_from(buf, q)[0]  # field TTLs are relative to it
+                        q += 8
                     count, q = _rlen(buf, q, n)
                     # From here on progress is kept element by element (see _Partial).
                     self._partial = _Partial(t, key, count, self._base + p, reader)
+                    self._partial.meta = low
                     self._pos = q
                     return self._continue_collection(self._partial)
                 value, q = self._parse_object(t, buf, q, n)
@@ -901,7 +923,10 @@ class RdbDecoder:
         finally:
             st.remaining = remaining
             self._pos = p
-        value = _FINISHERS[st.type](st.type, st.elements)
+        if st.meta:
+            value = _finish_hash_md(st.type, st.elements, st.meta)
+        else:
+            value = _FINISHERS[st.type](st.type, st.elements)
         self._partial = None
         return self._key_done(st.type, st.key, value)
 
@@ -969,17 +994,23 @@ class RdbDecoder:
             if len(h) != len(fields):
                 raise _Corrupt("Hash zipmap with dup elements")
             return h if h else _SKIP
-        # RDB_TYPE_HASH_LISTPACK_EX(_PRE_GA): field, value, ttl triples; ttl 0 = none.
+        # RDB_TYPE_HASH_LISTPACK_EX(_PRE_GA): field, value, ttl triples; ttl 0 = none; the
+        # listpack is kept as it is, so its order (TTL'd fields first) is the hash's order.
         entries = listpack_entries(blob)
         if len(entries) % 3:
             raise _Corrupt("Hash listpack with field expiry has a partial triple")
-        flat = []
+        items = []
         for i in range(0, len(entries), 3):
-            if entries[i + 2] != 0:
-                raise _unsupported(t, "hash field expiration is not supported")
-            flat.append(_as_bytes(entries[i]))
-            flat.append(_as_bytes(entries[i + 1]))
-        return _make_hash(flat) if flat else _SKIP
+            when = entries[i + 2]
+            if not isinstance(when, int) or when < 0 or when > EB_EXPIRE_TIME_MAX:
+                raise _Corrupt("Hash listpack integrity check failed.")
+            items.append((_as_bytes(entries[i]), _as_bytes(entries[i + 1]), when))
+        if not items:
+            return _SKIP
+        h = make_hashex(items, insert=False)
+        if len(h) != len(items):
+            raise _Corrupt("Duplicate hash fields detected")
+        return h if h.ttl else dict(h)
 
 
 _BLOB_TYPES = frozenset(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.rdb.constants import RDB_VERSION, RDB_VERSION_MAX_READ
+from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.rdb.constants import RDB_VERSION, RDB_VERSION_HFE, RDB_VERSION_MAX_READ
 from pyrepl.rdb.crc64 import crc64
 from pyrepl.rdb.decoder import KeyValue, RdbDecoder, RdbError
 from pyrepl.rdb.encoder import _collection, encode_string
@@ -30,7 +31,9 @@ def dump_payload(value: Any) -> bytes:
     else:
         rtype, pieces, _ = _collection(value, b"")
         body = bytes((rtype,)) + b"".join(pieces)
-    body += RDB_VERSION.to_bytes(2, "little")
+    # A hash with field TTLs is RDB_TYPE_HASH_METADATA: RDB 12 (Redis 7.4+ restores it).
+    version = RDB_VERSION_HFE if type(value) is HashEx and value.ttl else RDB_VERSION
+    body += version.to_bytes(2, "little")
     return body + crc64(body).to_bytes(8, "little")
 
 

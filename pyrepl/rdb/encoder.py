@@ -10,6 +10,11 @@ encodings:
 Values use only the plain types every Redis from 7.0 to 8.x loads (and redis-check-rdb 7.0.15
 accepts): STRING (0), LIST (1, a counted sequence of strings), SET (2), HASH (4) and ZSET_2 (5,
 binary little-endian double scores). Redis converts them to its compact encodings while loading.
+A hash with field TTLs (Redis 7.4+) is written as RDB_TYPE_HASH_LISTPACK_EX (25: the minimum
+field expiry, then a listpack of field, value, expiry-or-0 triples in the hash's order) when
+small, else as RDB_TYPE_HASH_METADATA (24: the minimum field expiry, then per field its expiry
+relative to it + 1, or 0, the field and the value), and then the file says RDB version 12 (what Redis 7.4 writes, which Redis 8 loads); a dataset
+without field TTLs keeps RDB 10, so Redis 7 replicas keep loading pyrepl's files.
 Streams have no plain form: they are written as RDB_TYPE_STREAM_LISTPACKS_2 (19, what Redis 7.0
 writes), one listpack per node of the model, built as listpack.c and t_stream.c would have
 (master entry, delta-encoded IDs, SAMEFIELDS/DELETED flags, lp-count), then the stream's
@@ -35,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
+from pyrepl.keyspace.hashttl import HashEx, has_field_ttls
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
@@ -44,17 +50,24 @@ from pyrepl.rdb.constants import (
     RDB_OPCODE_RESIZEDB,
     RDB_OPCODE_SELECTDB,
     RDB_TYPE_HASH,
+    RDB_TYPE_HASH_LISTPACK_EX,
+    RDB_TYPE_HASH_METADATA,
     RDB_TYPE_LIST,
     RDB_TYPE_SET,
     RDB_TYPE_STREAM_LISTPACKS_2,
     RDB_TYPE_STRING,
     RDB_TYPE_ZSET_2,
     RDB_VERSION,
+    RDB_VERSION_HFE,
 )
 from pyrepl.rdb.containers import build_listpack
 from pyrepl.rdb.crc64 import crc64
 
 CHUNK_SIZE = 1 << 16
+# Redis's default hash-max-listpack-entries / -value: hashes with field TTLs up to these sizes
+# are written as the listpackex Redis itself would hold.
+LISTPACK_EX_ENTRIES = 512
+LISTPACK_EX_VALUE = 64
 
 
 class DbLike(Protocol):
@@ -143,7 +156,8 @@ _AUX_ORDER = ("redis-ver", "redis-bits", "ctime", "used-mem", "repl-stream-db", 
               "repl-offset", "aof-base")
 
 
-def encode_header(aux: Mapping[str, bytes | str | int], now_ms: int) -> bytes:
+def encode_header(aux: Mapping[str, bytes | str | int], now_ms: int,
+                  version: int = RDB_VERSION) -> bytes:
     """Magic, version and AUX fields in Redis's order (rdbSaveInfoAuxFields), then extras."""
     fields: dict[str, bytes | str | int] = {
         "redis-ver": REDIS_VERSION,
@@ -155,7 +169,7 @@ def encode_header(aux: Mapping[str, bytes | str | int], now_ms: int) -> bytes:
     fields.setdefault("aof-base", 0)
     order = [k for k in _AUX_ORDER if k in fields]
     order += [k for k in fields if k not in _AUX_ORDER]
-    out = [b"REDIS%04d" % RDB_VERSION]
+    out = [b"REDIS%04d" % version]
     op = bytes((RDB_OPCODE_AUX,))
     for k in order:
         out.append(op + encode_string(k.encode()) + encode_string(_aux_value(fields[k])))
@@ -179,6 +193,10 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
         for f, val in v.items():
             size += _put_strings(append, (f, val))
         return RDB_TYPE_HASH, parts, size
+    if t is HashEx:
+        if not v.ttl:
+            return _collection(dict(v), key)
+        return _hash_metadata(v)
     if t is ZSet:
         append(encode_len(len(v)))
         size = 9
@@ -198,6 +216,29 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
         body = encode_stream(v)
         return RDB_TYPE_STREAM_LISTPACKS_2, [body], len(body)
     raise TypeError(f"cannot encode value of type {t.__name__} for key {key!r}")
+
+
+def _hash_metadata(v: HashEx) -> tuple[int, list[bytes], int]:
+    """rdbSaveObject of a hash with field TTLs: a small one as RDB_TYPE_HASH_LISTPACK_EX (its
+    field order, TTL'd fields first, survives the load as it does in Redis), a larger one as
+    RDB_TYPE_HASH_METADATA."""
+    ttl = v.ttl
+    low = min(ttl.values())
+    if len(v) <= LISTPACK_EX_ENTRIES and all(
+            len(f) <= LISTPACK_EX_VALUE and len(x) <= LISTPACK_EX_VALUE for f, x in v.items()):
+        items: list[bytes | int] = []
+        for f, x in v.items():
+            items += (f, x, ttl.get(f, 0))
+        body = _PACK_Q(low) + encode_string(build_listpack(items))
+        return RDB_TYPE_HASH_LISTPACK_EX, [body], len(body)
+    parts = [_PACK_Q(low), encode_len(len(v))]
+    append = parts.append
+    size = 18
+    for f, val in v.items():
+        w = ttl.get(f)
+        append(encode_len(0 if w is None else w - low + 1))
+        size += _put_strings(append, (f, val)) + 9
+    return RDB_TYPE_HASH_METADATA, parts, size
 
 
 def _i64(v: int) -> int:
@@ -269,7 +310,8 @@ def encode_rdb(
     called with the number of keys visited so far each time a chunk is yielded (INFO
     current_save_keys_processed)."""
     crc = 0
-    header = encode_header(aux, now_ms)
+    header = encode_header(aux, now_ms,
+                           RDB_VERSION_HFE if has_field_ttls(dbs) else RDB_VERSION)
     parts: list[bytes] = [header]
     append = parts.append
     size = len(header)

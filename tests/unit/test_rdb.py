@@ -543,13 +543,13 @@ def test_unknown_string_encoding() -> None:
         decode_all(rdb(10, b"\x00\x01k\xc4"))
 
 
-def test_hash_field_expiry_is_refused_but_ttl_free_hash_loads() -> None:
-    # RDB_TYPE_HASH_METADATA: min expire, count, (ttl, field, value)*
+def test_hash_field_expiry_loads_and_ttl_free_hash_is_plain() -> None:
+    # RDB_TYPE_HASH_METADATA: min expire, count, (ttl, field, value)*; ttl = expiry - min + 1
     with_ttl = kv(C.RDB_TYPE_HASH_METADATA, b"h",
                   struct.pack("<q", NOW) + b"\x02" + b"\x00" + raw(b"a") + raw(b"1")
                   + b"\x05" + raw(b"b") + raw(b"2"))
-    with pytest.raises(RdbError, match=r"type 24 \(hash-hashtable-md\): hash field expiration"):
-        decode_all(rdb(12, with_ttl))
+    loaded = load_blob_mem(rdb(12, with_ttl))[0][b"h"]
+    assert loaded == {b"b": b"2", b"a": b"1"} and loaded.ttl == {b"b": NOW + 4}
     no_ttl = kv(C.RDB_TYPE_HASH_METADATA, b"h",
                 struct.pack("<q", NOW) + b"\x01" + b"\x00" + raw(b"a") + raw(b"1"))
     assert load_blob_mem(rdb(12, no_ttl))[0] == {b"h": {b"a": b"1"}}
@@ -557,9 +557,9 @@ def test_hash_field_expiry_is_refused_but_ttl_free_hash_loads() -> None:
     assert load_blob_mem(rdb(12, pre_ga))[0] == {b"h": {b"a": b"1"}}
     # RDB_TYPE_HASH_LISTPACK_EX: min expire, listpack of (field, value, ttl) triples
     lp_ttl = build_listpack([b"f", b"v", NOW + 5])
-    with pytest.raises(RdbError, match=r"type 25 \(hash-listpack-md\)"):
-        decode_all(rdb(12, kv(C.RDB_TYPE_HASH_LISTPACK_EX, b"h",
-                              struct.pack("<q", NOW) + raw(lp_ttl))))
+    loaded = load_blob_mem(rdb(12, kv(C.RDB_TYPE_HASH_LISTPACK_EX, b"h",
+                                      struct.pack("<q", NOW) + raw(lp_ttl))))[0][b"h"]
+    assert loaded == {b"f": b"v"} and loaded.ttl == {b"f": NOW + 5}
     lp_none = build_listpack([b"f", b"v", 0, b"g", b"12", 0])
     blob = rdb(12, kv(C.RDB_TYPE_HASH_LISTPACK_EX, b"h", struct.pack("<q", 0) + raw(lp_none)),
                kv(C.RDB_TYPE_HASH_LISTPACK_EX_PRE_GA, b"h2", raw(lp_none)))
