@@ -5,7 +5,8 @@
 redis-benchmark runs each command (``-c 50``, ``-P 1`` and ``-P 16``, random keys/members from
 ``-r 100000``) against both servers, alternating which goes first each round; prints medians
 and the ratio pyrepl / redis. No goal of its own yet: issue 15 sets the throughput goals; this
-shows where the bitmap, HyperLogLog and SORT paths stand against the string baseline (SET).
+shows where the bitmap, HyperLogLog, SORT, stream and geo paths stand against the string
+baseline (SET).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ COMMANDS: dict[str, list[str]] = {
     "PFADD": ["PFADD", "hll", "member:__rand_int__"],
     "PFCOUNT": ["PFCOUNT", "hll"],
     "SORT": ["SORT", "list", "LIMIT", "0", "10"],
+    "XADD": ["XADD", "stream", "*", "field", "__rand_int__"],
+    "XRANGE": ["XRANGE", "stream", "-", "+", "COUNT", "10"],
+    "GEOADD": ["GEOADD", "geo:added", "13.361389", "38.115556", "m:__rand_int__"],
+    "GEOSEARCH": ["GEOSEARCH", "geo", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km",
+                  "ASC", "COUNT", "10"],
 }
+# Commands much slower than SET run fewer requests (the ratio is what is compared).
+SCALE = {"GEOSEARCH": 0.1, "SORT": 0.5}
 
 
 def main() -> int:
@@ -40,6 +48,10 @@ def main() -> int:
             with redis.Redis(port=srv.port) as r:
                 r.rpush("list", *range(100, 0, -1))
                 r.setbit("bitmap", 8000, 1)
+                for i in range(200):   # 200 places around Sicily for GEOSEARCH
+                    r.geoadd("geo", (12.5 + (i % 20) * 0.15, 36.6 + (i // 20) * 0.15, f"p{i}"))
+                for i in range(1000):  # and a stream to XRANGE
+                    r.xadd("stream", {"field": i})
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
                 order = [("pyrepl", py), ("redis", rd)]
@@ -47,8 +59,8 @@ def main() -> int:
                     order.reverse()
                 for name, command in COMMANDS.items():
                     for who, srv in order:
-                        rps = redis_benchmark_command(srv.port, command, args.requests, 50,
-                                                      pipeline)
+                        n = max(1000, int(args.requests * SCALE.get(name, 1.0)))
+                        rps = redis_benchmark_command(srv.port, command, n, 50, pipeline)
                         results.setdefault((name, pipeline), {}).setdefault(who, []).append(rps)
                 print(f"round {rnd + 1} -P{pipeline} done", flush=True)
     finally:

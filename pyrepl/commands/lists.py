@@ -168,11 +168,11 @@ def rpop(c: Any, argv: list[bytes]) -> object:
     return _pop(c, argv, False)
 
 
-@command("lmpop", -4, "write", group="list", summary="Pop elements from a list",
-         since="7.0.0", keys_fn=numkeys_keys(1), acl="list")
-def lmpop(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[1], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
-    where_idx = 2 + numkeys
+def _mpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
+    """``numkeys key [key ...] LEFT|RIGHT [COUNT count]`` from ``argv[at]`` on (LMPOP,
+    BLMPOP): the keys, the side, the count (1 by default)."""
+    numkeys = parse_long_range(argv[at], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
+    where_idx = at + 1 + numkeys
     n = len(argv)
     if where_idx >= n:
         raise ReplyError(SYNTAX)
@@ -186,11 +186,15 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    if count == -1:
-        count = 1
+    return argv[at + 1:where_idx], left, 1 if count == -1 else count
+
+
+@command("lmpop", -4, "write", group="list", summary="Pop elements from a list",
+         since="7.0.0", keys_fn=numkeys_keys(1), acl="list")
+def lmpop(c: Any, argv: list[bytes]) -> object:
+    keys, left, count = _mpop_args(argv, 1)
     db = c.db
-    for i in range(2, where_idx):
-        key = argv[i]
+    for key in keys:
         lst = db.lookup_typed(key, deque)
         if not lst:
             continue
@@ -548,22 +552,8 @@ def brpop(c: Any, argv: list[bytes]) -> object:
          summary="Pop elements from a list, or block until one is available", since="7.0.0",
          keys_fn=numkeys_keys(2), acl="list")
 def blmpop(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[2], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
-    where_idx = 3 + numkeys
-    n = len(argv)
-    if where_idx >= n:
-        raise ReplyError(SYNTAX)
-    left = _position(argv[where_idx])
-    count = -1
-    j = where_idx + 1
-    while j < n:
-        if count == -1 and argv[j].lower() == b"count" and j + 1 < n:
-            count = parse_long_range(argv[j + 1], 1, LLONG_MAX,
-                                     "ERR count should be greater than 0")
-            j += 2
-        else:
-            raise ReplyError(SYNTAX)
-    return _blocking_pop(c, argv[3:where_idx], left, argv[1], 1 if count == -1 else count)
+    keys, left, count = _mpop_args(argv, 2)
+    return _blocking_pop(c, keys, left, argv[1], count)
 
 
 def _blocking_move(c: Any, argv: list[bytes], from_left: bool, to_left: bool,

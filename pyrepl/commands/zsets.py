@@ -755,12 +755,11 @@ def zpopmax(c: Any, argv: list[bytes]) -> object:
     return _zpop_command(c, argv, True)
 
 
-@command("zmpop", -4, "write", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Remove and return members with scores in a sorted set", since="7.0.0",
-         keys_fn=numkeys_keys(1))
-def zmpop(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[1], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
-    where_idx = 1 + numkeys + 1
+def _zmpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
+    """``numkeys key [key ...] MIN|MAX [COUNT count]`` from ``argv[at]`` on (ZMPOP, BZMPOP):
+    the keys, whether MAX, the count (1 by default)."""
+    numkeys = parse_long_range(argv[at], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
+    where_idx = at + 1 + numkeys
     n = len(argv)
     if where_idx >= n:
         raise ReplyError(SYNTAX)
@@ -776,9 +775,16 @@ def zmpop(c: Any, argv: list[bytes]) -> object:
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    if count == -1:
-        count = 1
-    for key in argv[2:2 + numkeys]:
+    return argv[at + 1:where_idx], where == b"max", 1 if count == -1 else count
+
+
+@command("zmpop", -4, "write", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+         summary="Remove and return members with scores in a sorted set", since="7.0.0",
+         keys_fn=numkeys_keys(1))
+def zmpop(c: Any, argv: list[bytes]) -> object:
+    keys, is_max, count = _zmpop_args(argv, 1)
+    where = b"max" if is_max else b"min"
+    for key in keys:
         z = c.db.lookup_typed(key, ZSet)
         if z is None:
             continue
@@ -858,25 +864,8 @@ def bzpopmax(c: Any, argv: list[bytes]) -> object:
          summary="Remove and return members with scores in a sorted set or block until one is "
                  "available", keys_fn=numkeys_keys(2))
 def bzmpop(c: Any, argv: list[bytes]) -> object:
-    numkeys = parse_long_range(argv[2], 1, LLONG_MAX, "ERR numkeys should be greater than 0")
-    where_idx = 2 + numkeys + 1
-    n = len(argv)
-    if where_idx >= n:
-        raise ReplyError(SYNTAX)
-    where = argv[where_idx].lower()
-    if where not in (b"min", b"max"):
-        raise ReplyError(SYNTAX)
-    count = -1
-    j = where_idx + 1
-    while j < n:
-        if count == -1 and argv[j].lower() == b"count" and j < n - 1:
-            j += 1
-            count = parse_long_range(argv[j], 1, LLONG_MAX, "ERR count should be greater than 0")
-        else:
-            raise ReplyError(SYNTAX)
-        j += 1
-    return _blocking_zpop(c, argv[3:where_idx], where == b"max", argv[1],
-                          1 if count == -1 else count)
+    keys, is_max, count = _zmpop_args(argv, 2)
+    return _blocking_zpop(c, keys, is_max, argv[1], count)
 
 
 @command("zrandmember", -2, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
