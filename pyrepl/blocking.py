@@ -231,6 +231,14 @@ class Blocking:
         if not self._serving:
             self.serve_ready()
 
+    def signal(self, db: Database, key: bytes) -> None:
+        """signalKeyAsReady for a value changed in place (XADD appends to the same stream
+        object, which ``note_writes`` cannot see)."""
+        k = (db, key)
+        if k in self.waiters and k not in self._queued:
+            self._queued.add(k)
+            self.ready.append(k)
+
     def note_writes(self) -> None:
         """After a write: queue the waited keys that got a new value (signalKeyAsReady)."""
         queued = self._queued

@@ -19,8 +19,9 @@ all but the last with ``also_propagate`` and make the last the command's own pro
 and bump ``dirty`` only when something is propagated (Redis also counts a consumer created by a
 read of an empty history as a change; pyrepl does not, which only shifts the save counters).
 
-XREAD/XREADGROUP with BLOCK answer at once: with the data when there is some (as Redis), and
-as if the timeout had passed (a null array) when there is none — blocking is not implemented.
+XREAD ... BLOCK blocks on the generic mechanism (pyrepl.blocking): XADD signals the key, and a
+blocked client gets the new entries of that one key after its ID (COUNT, or 1000 as Redis);
+XREADGROUP with BLOCK still answers at once (the data, or a null array as if it timed out).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pyrepl.blocking import NOT_SERVED, KeyWait
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import parse_int
 from pyrepl.errors import SYNTAX, WRONGTYPE, wrong_args
@@ -42,7 +44,7 @@ from pyrepl.keyspace.stream import (
     id_str,
     make_id,
 )
-from pyrepl.resp.types import NULL_ARRAY, OK, Map, ReplyError, Status
+from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, Map, ReplyError, Status
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 LISTPACK_MAX_SIZE = 1 << 30
@@ -308,7 +310,10 @@ def xadd(c: Any, argv: list[bytes]) -> object:
     s.append(nid, list(fv), cfg.stream_node_max_bytes, cfg.stream_node_max_entries)
     reply = id_str(nid)
     _modified(c, key)
-    c.core.dirty += 1
+    core = c.core
+    core.dirty += 1
+    if core.keys_waited:        # signalKeyAsReady: the stream grew in place
+        core.blocking.signal(c.db, key)
     out: list[bytes] | None = None
     if a.maxlen is not None or a.minid is not None:
         _trim(s, a)
@@ -504,6 +509,7 @@ def _history(c: Any, s: Stream, start: int, count: int, consumer: Consumer) -> l
 def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
     n = len(argv)
     count = 0
+    block_ms = -1
     streams_arg = 0
     streams_count = 0
     noack = False
@@ -516,8 +522,8 @@ def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
         low = o.lower()
         if low == b"block" and more:
             i += 1
-            t = parse_int(argv[i], "ERR timeout is not an integer or out of range")
-            if t < 0:
+            block_ms = parse_int(argv[i], "ERR timeout is not an integer or out of range")
+            if block_ms < 0:
                 raise ReplyError("ERR timeout is negative")
         elif low == b"count" and more:
             i += 1
@@ -619,10 +625,35 @@ def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
         replies.append((key, entries))
     _emit(c, props)
     if not replies:
+        # (CLIENT_DENY_BLOCKING: XREAD is read-only, so a call depth means EXEC)
+        if block_ms >= 0 and not xreadgroup and not c.in_multi and not c.core._call_depth:
+            core = c.core
+            keys = argv[streams_arg:streams_arg + streams_count]
+            after = dict(zip(keys, ids, strict=True))   # (a key named twice: its last ID)
+            deadline = core.now_ms + block_ms if block_ms else 0
+            core.blocking.block(c, KeyWait("stream", c.db, keys, Stream, deadline,
+                                           _serve_xread(after, count or XREAD_BLOCKED_COUNT)))
+            return BLOCKED
         return NULL_ARRAY
     if c.proto == 2:
         return [[k, e] for k, e in replies]
     return Map(replies)
+
+
+XREAD_BLOCKED_COUNT = 1000   # XREAD_BLOCKED_DEFAULT_COUNT: a blocked XREAD without COUNT
+
+
+def _serve_xread(after: dict[bytes, int], count: int) -> Any:
+    """serveClientsBlockedOnStreamKey for XREAD: the entries after the client's ID of the key
+    that got new ones (that key alone), or stay blocked."""
+    def serve(c: Any, key: bytes, s: Stream) -> object:
+        gt = after[key]
+        if s.last_id <= gt:
+            return NOT_SERVED
+        entries = [[id_str(eid), fv]
+                   for eid, fv in _first(s.range((gt + 1) & MAX_ID, MAX_ID), count)]
+        return [[key, entries]] if c.proto == 2 else Map([(key, entries)])
+    return serve
 
 
 def _first(it: Any, count: int) -> list[Any]:

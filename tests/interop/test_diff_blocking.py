@@ -365,6 +365,53 @@ def test_timeout_zero_blocks_and_small_timeout_ends(bl):
     bl.read("c1")
 
 
+@PROTO
+def test_xread_block_served_by_xadd(bl):
+    """XREAD BLOCK: an XADD serves the clients blocked on that stream, each with the entries
+    after its own ID of that one key ($ = the last ID when it blocked; no COUNT = up to 1000)."""
+    bl.call("p", "XADD", "s", "1-1", "f", "old")
+    bl.send("c1", "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    bl.wait_blocked(1)
+    bl.send("c2", "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "other", "s", "0-0", "1-1")
+    bl.wait_blocked(2)
+    bl.send("c3", "XREAD", "BLOCK", "0", "STREAMS", "other", "$")
+    bl.wait_blocked(3)
+    bl.silent("c1")
+    bl.call("p", "XADD", "s", "2-1", "f", "new")
+    bl.read("c1")
+    bl.read("c2")
+    bl.wait_blocked(1)          # c3 waits on another key
+    bl.call("p", "XADD", "other", "5-5", "a", "b", "c", "d")
+    bl.read("c3")
+    bl.wait_blocked(0)
+    # an XADD that does not go past the client's ID leaves it blocked; a later one serves it
+    bl.send("c1", "XREAD", "BLOCK", "0", "STREAMS", "s", "9-9")
+    bl.wait_blocked(1)
+    bl.call("p", "XADD", "s", "3-0", "f", "v")
+    bl.silent("c1")
+    bl.call("p", "XADD", "s", "10-0", "f", "v")
+    bl.read("c1")
+
+
+@PROTO
+def test_xread_block_timeout_multi_and_immediate(bl):
+    bl.call("p", "XADD", "s", "1-1", "f", "v")
+    bl.call("c1", "XREAD", "BLOCK", "50", "STREAMS", "s", "0")      # data: at once
+    t0 = time.monotonic()
+    bl.call("c1", "XREAD", "BLOCK", "200", "STREAMS", "s", "$")     # null at the deadline
+    assert time.monotonic() - t0 >= 0.19
+    bl.call("c1", "MULTI")
+    bl.call("c1", "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    bl.call("c1", "EXEC")                                           # inside MULTI: never blocks
+    bl.call("c1", "XREAD", "BLOCK", "-1", "STREAMS", "s", "$")
+    bl.call("c1", "XREAD", "BLOCK", "x", "STREAMS", "s", "$")
+    bl.send("c2", "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    bl.wait_blocked(1)
+    bl.call("p", "DEL", "s")
+    bl.call("p", "XADD", "s", "7-7", "new", "stream")               # a new stream serves it
+    bl.read("c2")
+
+
 # -- propagation ----------------------------------------------------------------------------------
 
 def _propagation(taps: PropagationTaps, blocker: RawClient, steps: list[tuple[str, ...]],
