@@ -335,17 +335,6 @@ class Backlog:
         self.size = new_size
         self.trim()
 
-    def reset_offset(self, master_repl_offset: int) -> None:
-        """Drop the history and continue at ``master_repl_offset`` (no replica may be
-        attached)."""
-        self.head = self.tail = None
-        self.histlen = 0
-        self.nblocks = 0
-        self.mem = 0
-        self._unindexed = 0
-        self._unattached.clear()
-        self.master_repl_offset = master_repl_offset
-
     def index_memory(self) -> int:
         """What INFO adds for Redis's rax of block offsets (object.c: ``numnodes *
         sizeof(raxNode) + raxSize * sizeof(void*)``), one key per 64th block."""
