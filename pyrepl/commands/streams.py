@@ -1046,9 +1046,7 @@ def xclaim(c: Any, argv: list[bytes]) -> object:
             if nack is not None:
                 props.append(_xclaim_argv(key, gname, g, argv[k], nack))
                 propagate_last_id = False
-                del g.pel[eid]
-                if nack.consumer is not None:
-                    nack.consumer.pel.pop(eid, None)
+                _drop_pending(g, eid, nack)
             continue
         if force and nack is None:
             nack = Nack(now, 1, None)
@@ -1058,21 +1056,13 @@ def xclaim(c: Any, argv: list[bytes]) -> object:
         if nack.consumer is not None and minidle and now - nack.delivery_time < minidle:
             continue
         if consumer is None:
-            consumer = g.consumers.get(name)
-            if consumer is None:
-                consumer = g.consumers[name] = Consumer(name, now)
-            else:
-                consumer.seen_time = now
-        if nack.consumer is not consumer and nack.consumer is not None:
-            nack.consumer.pel.pop(eid, None)
+            consumer = _seen_consumer(g, name, now)
         nack.delivery_time = deliverytime
         if retrycount >= 0:
             nack.delivery_count = retrycount
         elif not justid:
             nack.delivery_count += 1
-        if nack.consumer is not consumer:
-            consumer.pel[eid] = nack
-            nack.consumer = consumer
+        _move_pending(consumer, eid, nack)
         out.append(id_str(eid) if justid else [id_str(eid), fv])
         props.append(_xclaim_argv(key, gname, g, argv[k], nack))
         propagate_last_id = False
@@ -1081,6 +1071,32 @@ def xclaim(c: Any, argv: list[bytes]) -> object:
                       b"%d" % g.entries_read])
     _emit(c, props)
     return out
+
+
+def _seen_consumer(g: Group, name: bytes, now: int) -> Consumer:
+    """The group's consumer ``name``, created if new, seen now (XCLAIM, XAUTOCLAIM)."""
+    consumer = g.consumers.get(name)
+    if consumer is None:
+        consumer = g.consumers[name] = Consumer(name, now)
+    else:
+        consumer.seen_time = now
+    return consumer
+
+
+def _move_pending(consumer: Consumer, eid: int, nack: Nack) -> None:
+    """A pending entry changes hands: out of its old consumer's PEL, into ``consumer``'s."""
+    if nack.consumer is not consumer:
+        if nack.consumer is not None:
+            nack.consumer.pel.pop(eid, None)
+        consumer.pel[eid] = nack
+        nack.consumer = consumer
+
+
+def _drop_pending(g: Group, eid: int, nack: Nack) -> None:
+    """A pending entry whose stream entry is gone leaves the group's and its consumer's PEL."""
+    del g.pel[eid]
+    if nack.consumer is not None:
+        nack.consumer.pel.pop(eid, None)
 
 
 @command("xautoclaim", -6, "write fast", keys=(1, 1, 1), group="stream",
@@ -1138,28 +1154,18 @@ def xautoclaim(c: Any, argv: list[bytes]) -> object:
         fv = s.get(eid)
         if fv is None:
             props.append(_xclaim_argv(key, gname, g, id_str(eid), nack))
-            del g.pel[eid]
-            if nack.consumer is not None:
-                nack.consumer.pel.pop(eid, None)
+            _drop_pending(g, eid, nack)
             deleted.append(id_str(eid))
             count -= 1
             continue
         if minidle and now - nack.delivery_time < minidle:
             continue
         if consumer is None:
-            consumer = g.consumers.get(name)
-            if consumer is None:
-                consumer = g.consumers[name] = Consumer(name, now)
-            else:
-                consumer.seen_time = now
-        if nack.consumer is not consumer and nack.consumer is not None:
-            nack.consumer.pel.pop(eid, None)
+            consumer = _seen_consumer(g, name, now)
         nack.delivery_time = now
         if not justid:
             nack.delivery_count += 1
-        if nack.consumer is not consumer:
-            consumer.pel[eid] = nack
-            nack.consumer = consumer
+        _move_pending(consumer, eid, nack)
         claimed.append(id_str(eid) if justid else [id_str(eid), fv])
         count -= 1
         props.append(_xclaim_argv(key, gname, g, id_str(eid), nack))
