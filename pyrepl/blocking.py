@@ -107,17 +107,20 @@ ServeFn = Callable[["Client", bytes, Any], object]
 
 
 class KeyWait(Blocked):
-    """Blocked until one of ``keys`` (in ``db``) gets a value of type ``vtype``."""
+    """Blocked until one of ``keys`` (in ``db``) gets a value of type ``vtype``. ``gone``, when
+    given, is the reply once a waited key is deleted or stops holding a ``vtype`` (XREADGROUP:
+    its group went with the key; Redis's unblockDeletedStreamReadgroupClients)."""
 
-    __slots__ = ("db", "keys", "vtype", "serve")
+    __slots__ = ("db", "keys", "vtype", "serve", "gone")
 
     def __init__(self, btype: str, db: Database, keys: list[bytes], vtype: type,
-                 deadline: int, serve: ServeFn) -> None:
+                 deadline: int, serve: ServeFn, gone: object = None) -> None:
         super().__init__(btype, deadline)
         self.db = db
         self.keys = list(dict.fromkeys(keys))   # a key named twice is waited on once
         self.vtype = vtype
         self.serve = serve
+        self.gone = gone
 
 
 class _Waiters:
@@ -246,7 +249,7 @@ class Blocking:
             v = k[0].data.get(k[1])
             if v is not w.seen:
                 w.seen = v
-                if v is not None and k not in queued:
+                if k not in queued:     # (a deleted key too: its XREADGROUP waiters go)
                     queued.add(k)
                     self.ready.append(k)
 
@@ -266,6 +269,8 @@ class Blocking:
                 value = db.lookup(key)   # an expired key goes (and its DEL is propagated)
                 if value is not None:
                     self._serve_key(db, key, value, w)
+                if w.clients:
+                    self._unblock_gone(key, value, w)
                 w.seen = db.data.get(key)
         finally:
             self._serving = False
@@ -292,6 +297,15 @@ class Blocking:
             self.note_writes()      # what the serve created (BLMOVE's push) is ready now
             if db.data.get(key) is not value:
                 break               # the pop emptied and deleted the key
+
+    def _unblock_gone(self, key: bytes, value: Any, w: _Waiters) -> None:
+        """The waiters with a ``gone`` reply, when the key is not of their type any more."""
+        for c in list(w.clients):
+            record = c.blocked
+            if isinstance(record, KeyWait) and record.gone is not None and \
+                    type(value) is not record.vtype:
+                self.core.error_reply(c, str(record.gone), c.last_cmd, rejected=False)
+                self.core.unblock(c, record.gone)
 
     # -- timeouts, CLIENT UNBLOCK, role change ---------------------------------------------
     def expire(self, now_ms: int) -> None:

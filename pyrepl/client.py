@@ -25,7 +25,7 @@ class Client:
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
-        "stream", "write_paused",
+        "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -75,6 +75,12 @@ class Client:
         self.blocked: Any = None
         self.woff = 0  # replication offset after this client's last write (WAIT)
         self.unix_socket = unix_socket  # connected through `unixsocket` (CLIENT LIST flag U)
+        # Channels/patterns it listens to (pyrepl.pubsub.Subscriptions), None when none.
+        self.subs: Any = None
+        # Output held while the transport is paused (pub/sub messages) and since when it has
+        # been over the soft limit: client-output-buffer-limit (pyrepl.pubsub).
+        self.obuf_held = 0
+        self.obuf_soft_since = 0
 
     def is_local(self) -> bool:
         """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what
@@ -152,6 +158,7 @@ class Client:
             return b""
         data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
         self.out = []
+        self.obuf_held = 0
         self.net_out += len(data)
         stats = self.core.stats
         stats.net_output_bytes += len(data)
@@ -168,6 +175,8 @@ class Client:
         core = self.core
         now = core.now_ms
         flags = self.flags or ""
+        if self.subs is not None:
+            flags += "P"
         if self.in_multi:
             flags += "x"
         if self.blocked is not None:
@@ -188,7 +197,7 @@ class Client:
         return (
             f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={name} "
             f"age={(now - self.ctime_ms) // 1000} idle={(now - self.last_interaction_ms) // 1000} "
-            f"flags={flags} db={self.db.id} sub=0 psub=0 ssub=0 "
+            f"flags={flags} db={self.db.id} {self._sub_counts()} "
             f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
             f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
             f"tot-mem={omem + qbuf} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
@@ -197,8 +206,21 @@ class Client:
             f"tot-net-out={self.net_out} tot-cmds={self.commands}"
         )
 
+    def _sub_counts(self) -> str:
+        subs = self.subs
+        if subs is None:
+            return "sub=0 psub=0 ssub=0"
+        return f"sub={len(subs.channels)} psub={len(subs.patterns)} ssub={len(subs.shard)}"
+
     def describe(self) -> str:
         return f"id={self.id} addr={self.addr} laddr={self.laddr} name={self.name.decode('utf-8', 'replace')}"
+
+    def discard_transaction(self) -> None:
+        """Redis's discardTransaction: leave MULTI, drop the queue, forget the WATCHes."""
+        self.in_multi = False
+        self.multi_queue = []
+        self.multi_error = False
+        self.unwatch_all()
 
     def unwatch_all(self) -> None:
         for db, key, _expired in self.watched:

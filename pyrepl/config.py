@@ -942,7 +942,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("latency-tracking", "yes"),
     _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
              format_percentiles, multi_arg=True),
-    _special("notify-keyspace-events", "", _parse_notify, _fmt_notify, noop=True),
+    _special("notify-keyspace-events", "", _parse_notify, _fmt_notify),
     # ACL (users come with a later issue)
     _str("aclfile", "", mutable=False, noop=True),
     Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True, noop=True),

@@ -30,6 +30,7 @@ from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
+from pyrepl.pubsub import PubSub
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
 
@@ -335,6 +336,8 @@ class ServerCore:
         # keys: the one test the write path makes for them.
         self.blocking = Blocking(self)
         self.keys_waited = False
+        self.pubsub = PubSub(self)
+        self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
         self.replication: Any = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         self.hz_counter = 0
@@ -355,6 +358,8 @@ class ServerCore:
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
         elif name in ("save", "stop-writes-on-bgsave-error"):
             self._refresh_disk_error()
+        elif name == "notify-keyspace-events":
+            self.notify_mask = self.config.notify_keyspace_events
 
     # -- connections ----------------------------------------------------------------------
     def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1,
@@ -379,6 +384,8 @@ class ServerCore:
         c.unwatch_all()
         if c.blocked is not None:
             self.blocking.release(c)
+        if c.subs is not None:
+            self.pubsub.forget(c)
         self.clients.pop(c.id, None)
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
@@ -391,9 +398,14 @@ class ServerCore:
         return cmd
 
     def _reject(self, c: Client, message: str, cmd: Command | None = None) -> None:
-        """Refuse a command before it runs (Redis's rejectCommand: rejected_calls)."""
+        """Refuse a command before it runs (Redis's rejectCommand: rejected_calls). A refused
+        EXEC aborts the transaction (execCommandAbort)."""
         if c.in_multi:
             c.multi_error = True
+        if cmd is not None and cmd.name == "exec":
+            c.discard_transaction()
+            message = "EXECABORT Transaction discarded because of: " + \
+                message.removeprefix("ERR ")
         self.error_reply(c, message, cmd, rejected=True)
         c.write(error_bytes(message))
 
@@ -459,9 +471,14 @@ class ServerCore:
             return
         if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
             return
-        if c.in_multi or not c.authenticated:
+        if c.in_multi or not c.authenticated or c.subs is not None:
             if not c.authenticated and not cmd.noauth:
                 self._reject(c, "NOAUTH Authentication required.", cmd)
+                return
+            if c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS:
+                self._reject(c, f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
+                                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
+                                "context", cmd)
                 return
             if c.in_multi:
                 if cmd.nomulti:
@@ -525,7 +542,11 @@ class ServerCore:
             finally:
                 self._call_depth -= 1
             if self.dirty != dirty or c.propagate_argv is not None:
-                self._pending.append((c.db.id, c.propagate_argv or argv))
+                pa = c.propagate_argv
+                if pa is None:
+                    self._pending.append((c.db.id, argv))
+                elif pa:   # (empty: the command propagated its effects itself, a script)
+                    self._pending.append((c.db.id, pa))
                 if self.keys_waited:   # the only cost of blocking while nobody waits
                     self.blocking.after_write(c)
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
@@ -989,3 +1010,8 @@ def unknown_command_error(argv: list[bytes]) -> str:
         args += "'" + a.decode("utf-8", "replace")[: 128 - len(args)] + "' "
     name = argv[0].decode("utf-8", "replace")[:128]
     return f"ERR unknown command '{name}', with args beginning with: {args}"
+
+# What a RESP2 client may run while subscribed (processCommand's pub/sub context check).
+SUBSCRIBE_MODE_COMMANDS = frozenset((
+    "ping", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "psubscribe",
+    "punsubscribe", "quit", "reset"))

@@ -11,6 +11,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     hyperloglog,
     keys,
     lists,
+    pubsub,
     replication_master,
     replication_replica,
     server,

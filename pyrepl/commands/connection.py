@@ -19,6 +19,8 @@ from pyrepl.resp.types import OK, PONG, Map, ReplyError, Status
 def ping(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 2:
         raise ReplyError("ERR wrong number of arguments for 'ping' command")
+    if c.subs is not None and c.proto == 2:     # subscribe mode: a pong frame
+        return [b"pong", b"" if len(argv) == 1 else argv[1]]
     return PONG if len(argv) == 1 else argv[1]
 
 
@@ -161,10 +163,8 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
          acl="connection",
          summary="Resets the connection.")
 def reset(c: Any, argv: list[bytes]) -> object:
-    c.in_multi = False
-    c.multi_queue = []
-    c.multi_error = False
-    c.unwatch_all()
+    c.discard_transaction()
+    c.core.pubsub.forget(c)
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""

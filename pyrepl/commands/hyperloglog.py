@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.commands.table import COMMANDS, command
+from pyrepl.commands.table import command
 from pyrepl.errors import WRONGTYPE
 from pyrepl.keyspace import hll
 from pyrepl.resp.types import OK, ReplyError
@@ -63,7 +63,7 @@ def pfadd(c: Any, argv: list[bytes]) -> object:
     return 1 if updated else 0
 
 
-@command("pfcount", -2, "readonly", keys=(1, -1, 1), group="hyperloglog",
+@command("pfcount", -2, "readonly may-replicate", keys=(1, -1, 1), group="hyperloglog",
          summary="Return the approximated cardinality of the set(s) observed by the "
                  "HyperLogLog at key(s).", since="2.8.9", acl="hyperloglog")
 def pfcount(c: Any, argv: list[bytes]) -> object:
@@ -97,10 +97,6 @@ def pfcount(c: Any, argv: list[bytes]) -> object:
     _store(c, key, updated, False)
     c.core.dirty += 1                       # propagated: the replica's bytes must agree
     return card
-
-
-# PFCOUNT is a read command (Redis 7.0 flags it readonly) whose cache refresh is propagated.
-COMMANDS[b"pfcount"].propagates = True
 
 
 @command("pfmerge", -2, "write denyoom", keys=(1, -1, 1), group="hyperloglog",

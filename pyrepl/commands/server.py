@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import COMMANDS, Command, command, container
-from pyrepl.commands.util import parse_float, parse_int
+from pyrepl.commands.util import parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
 from pyrepl.info import generate_info
 from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, Verbatim
@@ -382,8 +382,7 @@ def client_unblock(c: Any, argv: list[bytes]) -> object:
     """CLIENT UNBLOCK id [TIMEOUT|ERROR]: the reason is checked before the id, as Redis."""
     n = len(argv)
     if n > 4:
-        raise ReplyError("ERR unknown subcommand or wrong number of arguments for "
-                         f"'{argv[1].decode('utf-8', 'replace')}'. Try CLIENT HELP.")
+        raise subcommand_error(argv)
     error = False
     if n == 4:
         reason = argv[3].lower()
@@ -576,8 +575,7 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
             "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
         )]
-    raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for "
-                     f"'{argv[1].decode('utf-8', 'replace')}'. Try DEBUG HELP.")
+    raise subcommand_error(argv)
 
 
 def _populate(c: Any, argv: list[bytes]) -> object:

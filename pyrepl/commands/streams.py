@@ -19,9 +19,11 @@ all but the last with ``also_propagate`` and make the last the command's own pro
 and bump ``dirty`` only when something is propagated (Redis also counts a consumer created by a
 read of an empty history as a change; pyrepl does not, which only shifts the save counters).
 
-XREAD ... BLOCK blocks on the generic mechanism (pyrepl.blocking): XADD signals the key, and a
-blocked client gets the new entries of that one key after its ID (COUNT, or 1000 as Redis);
-XREADGROUP with BLOCK still answers at once (the data, or a null array as if it timed out).
+XREAD/XREADGROUP ... BLOCK block on the generic mechanism (pyrepl.blocking): XADD signals the
+key, and a blocked client gets the new entries of that one key (COUNT, or 1000 as Redis): after
+its ID for XREAD; after the group's last ID at that moment for XREADGROUP, which then gets
+-NOGROUP if the group was destroyed (XGROUP DESTROY signals the key) and -UNBLOCKED if the key
+was deleted or overwritten.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from pyrepl.blocking import NOT_SERVED, KeyWait
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import parse_int
+from pyrepl.commands.util import help_reply, parse_int, subcommand_error
 from pyrepl.errors import SYNTAX, WRONGTYPE, wrong_args
 from pyrepl.keyspace.stream import (
     MASK64,
@@ -44,7 +46,7 @@ from pyrepl.keyspace.stream import (
     id_str,
     make_id,
 )
-from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, Map, ReplyError, Status
+from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, Map, ReplyError
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 LISTPACK_MAX_SIZE = 1 << 30
@@ -625,14 +627,22 @@ def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
         replies.append((key, entries))
     _emit(c, props)
     if not replies:
-        # (CLIENT_DENY_BLOCKING: XREAD is read-only, so a call depth means EXEC)
-        if block_ms >= 0 and not xreadgroup and not c.in_multi and not c.core._call_depth:
-            core = c.core
+        # CLIENT_DENY_BLOCKING: inside EXEC or a script, where the call depth is above the
+        # command's own (XREADGROUP is a write: its call is one level)
+        core = c.core
+        if block_ms >= 0 and not c.in_multi and core._call_depth <= xreadgroup:
             keys = argv[streams_arg:streams_arg + streams_count]
-            after = dict(zip(keys, ids, strict=True))   # (a key named twice: its last ID)
             deadline = core.now_ms + block_ms if block_ms else 0
-            core.blocking.block(c, KeyWait("stream", c.db, keys, Stream, deadline,
-                                           _serve_xread(after, count or XREAD_BLOCKED_COUNT)))
+            blocked_count = count or XREAD_BLOCKED_COUNT
+            if gname is None:
+                after = dict(zip(keys, ids, strict=True))   # (a key named twice: its last ID)
+                wait = KeyWait("stream", c.db, keys, Stream, deadline,
+                               _serve_xread(after, blocked_count))
+            else:
+                wait = KeyWait("stream", c.db, keys, Stream, deadline,
+                               _serve_xreadgroup(gname, cname, noack, blocked_count),
+                               gone=ReplyError("UNBLOCKED the stream key no longer exists"))
+            core.blocking.block(c, wait)
             return BLOCKED
         return NULL_ARRAY
     if c.proto == 2:
@@ -652,6 +662,36 @@ def _serve_xread(after: dict[bytes, int], count: int) -> Any:
             return NOT_SERVED
         entries = [[id_str(eid), fv]
                    for eid, fv in _first(s.range((gt + 1) & MAX_ID, MAX_ID), count)]
+        return [[key, entries]] if c.proto == 2 else Map([(key, entries)])
+    return serve
+
+
+def _serve_xreadgroup(gname: bytes, cname: bytes, noack: bool, count: int) -> Any:
+    """serveClientsBlockedOnStreamKey for XREADGROUP (always blocked on ">"): the entries after
+    the group's last ID *now* (other consumers may have taken some), read as the group's; the
+    group gone is -NOGROUP; the consumer is made if it is new. What the read changes propagates
+    as XREADGROUP's own (XCLAIM per entry, or XGROUP SETID with NOACK)."""
+    def serve(c: Any, key: bytes, s: Stream) -> object:
+        g = s.groups.get(gname)
+        if g is None:
+            raise ReplyError("NOGROUP the consumer group this client was blocked on no longer "
+                             "exists")
+        if s.last_id <= g.last_id:
+            return NOT_SERVED
+        core = c.core
+        props: list[list[bytes]] = []
+        cons = g.consumers.get(cname)
+        if cons is None:
+            cons = g.consumers[cname] = Consumer(cname, core.now_ms)
+            if noack:
+                props.append([b"XGROUP", b"CREATECONSUMER", key, gname, cname])
+        else:
+            cons.seen_time = core.now_ms
+        entries = _group_read(c, s, (g.last_id + 1) & MAX_ID, count, key, gname, g, cons,
+                              noack, props)
+        for argv in props:
+            core.also_propagate(c.db.id, argv)
+        core.dirty += 1
         return [[key, entries]] if c.proto == 2 else Map([(key, entries)])
     return serve
 
@@ -704,16 +744,6 @@ _XGROUP_HELP = (
 )
 
 
-def _help(name: str, lines: tuple[str, ...]) -> list[Status]:
-    return [Status(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-            *(Status(x) for x in lines), Status("HELP"), Status("    Prints this help.")]
-
-
-def _subcommand_error(argv: list[bytes]) -> ReplyError:
-    return ReplyError(f"ERR unknown subcommand or wrong number of arguments for "
-                      f"'{_c(argv[1])}'. Try {_c(argv[0]).upper()} HELP.")
-
-
 def _xgroup(c: Any, argv: list[bytes]) -> object:
     """xgroupCommand (every subcommand)."""
     n = len(argv)
@@ -738,7 +768,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
                     raise ReplyError("ERR value for ENTRIESREAD must be positive or -1")
                 i += 2
             else:
-                raise _subcommand_error(argv)
+                raise subcommand_error(argv)
         s = _stream(c, key)
     if n >= 4 and not mkstream:
         if s is None:
@@ -751,7 +781,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
                              f"'{_c(key)}'")
     core = c.core
     if n == 2 and opt == b"help":
-        return _help("XGROUP", _XGROUP_HELP)
+        return help_reply("XGROUP", _XGROUP_HELP)
     if opt == b"create" and 5 <= n <= 8:
         if argv[4] == b"$":
             eid = s.last_id if s is not None else 0
@@ -779,6 +809,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
             return 0
         del s.groups[gname]
         core.dirty += 1
+        core.blocking.signal(c.db, key)    # its blocked XREADGROUP clients get -NOGROUP
         return 1
     if opt == b"createconsumer" and n == 5:
         assert g is not None
@@ -798,7 +829,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
         del g.consumers[argv[4]]
         core.dirty += 1
         return pending
-    raise _subcommand_error(argv)
+    raise subcommand_error(argv)
 
 
 @command("xgroup|create", -5, "write denyoom", keys=(2, 2, 1), group="stream",
@@ -1198,10 +1229,10 @@ def _xinfo_stream(c: Any, argv: list[bytes]) -> object:
         full = False
     else:
         if len(opts) not in (1, 3) or not _is(opts[0], b"full"):
-            raise _subcommand_error(argv)
+            raise subcommand_error(argv)
         if len(opts) == 3:
             if not _is(opts[1], b"count"):
-                raise _subcommand_error(argv)
+                raise subcommand_error(argv)
             count = parse_int(opts[2])
             if count < 0:
                 count = 10
@@ -1297,4 +1328,4 @@ def xinfo_consumers(c: Any, argv: list[bytes]) -> object:
          summary="Show helpful text about the different subcommands", since="5.0.0",
          acl="stream")
 def xinfo_help(c: Any, argv: list[bytes]) -> object:
-    return _help("XINFO", _XINFO_HELP)
+    return help_reply("XINFO", _XINFO_HELP)

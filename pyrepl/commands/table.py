@@ -75,8 +75,9 @@ class Command:
     readonly: bool = False
     noauth: bool = False
     nomulti: bool = False
-    # A change it makes (server.dirty) is propagated: every write command, and a read command
-    # that may touch the dataset's bytes (PFCOUNT refreshing a HLL's cached cardinality).
+    # A change it makes (server.dirty) is propagated: every write command, and a command
+    # flagged ``may-replicate`` (PFCOUNT refreshing a HLL's cached cardinality; PUBLISH, which
+    # sets ``Client.propagate_argv`` to be propagated without a change).
     propagates: bool = False
     # For key-less-position commands (e.g. ZUNIONSTORE numkeys): returns the key indexes.
     keys_fn: Callable[[list[bytes]], list[int]] | None = None
@@ -130,7 +131,7 @@ def command(
             noauth="no-auth" in fl,
             nomulti="no-multi" in fl,
             keys_fn=keys_fn,
-            propagates="write" in fl,
+            propagates="write" in fl or "may-replicate" in fl,
         )
         if "|" in cmd.name:
             parent_name, sub = cmd.name.split("|", 1)

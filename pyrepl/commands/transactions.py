@@ -12,14 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
-
-
-def _discard(c: Any) -> None:
-    c.in_multi = False
-    c.multi_queue = []
-    c.multi_error = False
-    c.unwatch_all()
+from pyrepl.resp.types import NO_REPLY, NULL_ARRAY, OK, ReplyError
+from pyrepl.resp.writer import encode
 
 
 @command("multi", 1, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
@@ -38,7 +32,7 @@ def multi(c: Any, argv: list[bytes]) -> object:
 def discard(c: Any, argv: list[bytes]) -> object:
     if not c.in_multi:
         raise ReplyError("ERR DISCARD without MULTI")
-    _discard(c)
+    c.discard_transaction()
     return OK
 
 
@@ -55,10 +49,10 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     if not c.in_multi:
         raise ReplyError("ERR EXEC without MULTI")
     if c.multi_error:
-        _discard(c)
+        c.discard_transaction()
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if c.dirty_cas or _watched_key_expired(c):
-        _discard(c)
+        c.discard_transaction()
         return NULL_ARRAY
     queue = c.multi_queue
     c.in_multi = False
@@ -66,7 +60,10 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     c.unwatch_all()
     core = c.core
     guard = core.replication
-    replies: list[object] = []
+    # The replies go out one by one as Redis's addReply* calls do, so that what a command
+    # writes itself (SUBSCRIBE's frames) takes its place in the array.
+    out = c.out
+    out.append(b"*%d\r\n" % len(queue))
     core._call_depth += 1  # propagate the transaction as one unit, after it ran
     try:
         for cmd, args in queue:
@@ -74,12 +71,12 @@ def exec_(c: Any, argv: list[bytes]) -> object:
                 err = guard.check_command(c, cmd)
                 if err is not None:
                     core.error_reply(c, err, cmd, rejected=True)
-                    replies.append(ReplyError(err))
+                    out.append(encode(ReplyError(err), c.proto))
                     continue
-            replies.append(core.call(c, cmd, args))
+            out.append(encode(core.call(c, cmd, args), c.proto))
     finally:
         core._call_depth -= 1
-    return replies
+    return NO_REPLY
 
 
 @command("watch", -2, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",

@@ -43,7 +43,7 @@ from typing import Any
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
 from pyrepl.longdouble import C_SPACE
-from pyrepl.resp.types import ReplyError
+from pyrepl.resp.types import ReplyError, Status
 
 POSITIVE = "ERR value is out of range, must be positive"
 
@@ -236,3 +236,16 @@ def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
     if db.delete(dst):
         c.core.dirty += 1
     return 0
+
+
+def help_reply(name: str, lines: tuple[str, ...]) -> list[Status]:
+    """Redis's addReplyHelp: the header line, the command's lines, then HELP's own."""
+    return [Status(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            *(Status(x) for x in lines), Status("HELP"), Status("    Prints this help.")]
+
+
+def subcommand_error(argv: list[bytes]) -> ReplyError:
+    """Redis's addReplySubcommandSyntaxError."""
+    return ReplyError("ERR unknown subcommand or wrong number of arguments for "
+                      f"'{argv[1][:128].decode('utf-8', 'replace')}'. "
+                      f"Try {argv[0].decode('utf-8', 'replace').upper()} HELP.")

@@ -56,8 +56,8 @@ def write_client(c: Client) -> None:
     t = c.transport
     if t is None or c.closed:
         return
-    if c.out:
-        t.write(c.data_to_send())
+    if c.out and not (c.write_paused and c.subs is not None and not c.close_after_reply):
+        t.write(c.data_to_send())     # (a paused subscriber's messages wait: pyrepl.pubsub)
     link = c.stream
     if link is not None:
         take = c.core.replication.master.take
@@ -127,7 +127,7 @@ class ClientProtocol(asyncio.Protocol):
         c = self.client
         if c is not None:
             c.write_paused = False
-            if c.stream is not None:
+            if c.stream is not None or c.out:
                 write_client(c)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -4,7 +4,7 @@ A master's dataset and its live stream use every family pyrepl has: streams with
 pending entries, claims and trims; sparse and dense HyperLogLogs (PFCOUNT's cache refresh
 propagated); bitmaps and BITFIELD; geo indexes and GEOSEARCHSTORE; SORT ... STORE; RESTORE of a
 payload the master DUMPed; served blocking pops (BLPOP, BZPOPMIN, BLMOVE: they reach replicas as
-the pops they became); a Lua script's effects (Redis master only: pyrepl has no scripting yet);
+the pops they became); PUBLISH; a Lua script's effects (Redis master only: pyrepl has no scripting yet);
 plus strings, lists, hashes, sets and zsets. Half of it is written before the replica connects
 (it arrives in the RDB), half after (it arrives as the stream).
 
@@ -103,6 +103,9 @@ def workload(c: RawClient, port: int, tag: str, scripting: bool) -> None:
         c.call("EVAL", "redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCRBY', KEYS[2], 5)"
                "; return redis.call('LPUSH', KEYS[3], 'x')", "3", f"lua:s:{t}", f"lua:n:{t}",
                f"lua:l:{t}", "v")
+    # PUBLISH is propagated (nobody listens here; test_pubsub_replication checks delivery)
+    c.call("PUBLISH", f"chan:{t}", "hello")
+    c.call("SPUBLISH", f"shard:{t}", "hello")
     # the other families
     c.call("SET", f"str:{t}", "v", "PX", "600000")
     c.call("HSET", f"hash:{t}", "f1", "1", "f2", "2")

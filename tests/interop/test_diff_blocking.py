@@ -412,6 +412,78 @@ def test_xread_block_timeout_multi_and_immediate(bl):
     bl.read("c2")
 
 
+@PROTO
+def test_xreadgroup_block_served_by_xadd(bl):
+    """XREADGROUP BLOCK on ">": an XADD serves the blocked consumers in FIFO order, each with
+    the entries after the group's last ID at that moment (so the second gets nothing of what
+    the first took and stays blocked); a new consumer is created when served; NOACK too."""
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    bl.call("p", "XGROUP", "CREATE", "s", "g2", "$")
+    bl.send("c1", "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.wait_blocked(1)
+    bl.send("c2", "XREADGROUP", "GROUP", "g", "bob", "COUNT", "5", "BLOCK", "0", "STREAMS",
+            "s", ">")
+    bl.wait_blocked(2)
+    bl.send("c3", "XREADGROUP", "GROUP", "g2", "carol", "NOACK", "BLOCK", "0", "STREAMS", "s",
+            ">")
+    bl.wait_blocked(3)
+    bl.call("p", "XADD", "s", "1-1", "f", "v1")
+    bl.read("c1")
+    bl.read("c3")
+    bl.silent("c2")                 # alice took 1-1: nothing new for the group
+    bl.wait_blocked(1)
+    bl.call("p", "XADD", "s", "2-1", "f", "v2")
+    bl.read("c2")
+    bl.call("p", "XPENDING", "s", "g")           # (the summary: no idle times to differ)
+    bl.call("p", "XPENDING", "s", "g2")
+    bl.call("p", "XINFO", "GROUPS", "s")
+    # history IDs never block (an empty history is an answer)
+    bl.call("c1", "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", "9-9")
+
+
+@PROTO
+def test_xreadgroup_block_group_or_key_gone(bl):
+    """The group destroyed: -NOGROUP; the key deleted or overwritten: -UNBLOCKED; timeouts,
+    MULTI and a missing group at once as Redis."""
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    bl.send("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.wait_blocked(1)
+    bl.call("p", "XGROUP", "DESTROY", "s", "g")
+    bl.read("c1")
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$")
+    bl.send("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.send("c2", "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    bl.wait_blocked(2)
+    bl.call("p", "DEL", "s")
+    bl.read("c1")
+    bl.silent("c2")                 # XREAD waits on for a new stream
+    bl.call("p", "XADD", "s", "1-1", "f", "v")
+    bl.read("c2")
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$")
+    bl.send("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.wait_blocked(1)
+    bl.call("p", "SET", "s", "not a stream")
+    bl.read("c1")
+    bl.call("p", "DEL", "s")
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    bl.send("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.wait_blocked(1)
+    bl.call("p", "MULTI")
+    bl.call("p", "DEL", "s")
+    bl.call("p", "XADD", "s", "5-5", "f", "v")     # recreated without the group: -NOGROUP
+    bl.call("p", "EXEC")
+    bl.read("c1")
+    t0 = time.monotonic()
+    bl.call("p", "XGROUP", "CREATE", "s", "g", "$")
+    bl.call("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "150", "STREAMS", "s", ">")
+    assert time.monotonic() - t0 >= 0.14
+    bl.call("c1", "MULTI")
+    bl.call("c1", "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.call("c1", "EXEC")
+    bl.call("c1", "XREADGROUP", "GROUP", "nope", "a", "BLOCK", "0", "STREAMS", "s", ">")
+    bl.call("p", "INFO", "errorstats")
+
+
 # -- propagation ----------------------------------------------------------------------------------
 
 def _propagation(taps: PropagationTaps, blocker: RawClient, steps: list[tuple[str, ...]],
@@ -459,6 +531,19 @@ def blocker_info(taps: PropagationTaps) -> bytes:
 def test_served_pop_propagates_as_redis(tapped_redis, block, steps):
     with PropagationTaps(tapped_redis.port) as taps, RawClient(tapped_redis.port) as blocker:
         _propagation(taps, blocker, steps, block)
+
+
+@pytest.mark.parametrize("block", [
+    ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "st", ">"),
+    ("XREADGROUP", "GROUP", "g", "c", "NOACK", "COUNT", "1", "BLOCK", "0", "STREAMS", "st", ">"),
+])
+def test_served_xreadgroup_propagates_as_redis(tapped_redis, block):
+    """A served XREADGROUP propagates what its read did (XCLAIM per entry; with NOACK the
+    consumer's creation and XGROUP SETID), after the XADD that served it."""
+    with PropagationTaps(tapped_redis.port) as taps, RawClient(tapped_redis.port) as blocker:
+        for argv in [("DEL", "st"), ("XGROUP", "CREATE", "st", "g", "$", "MKSTREAM")]:
+            assert taps.redis(*argv)[0] == taps.pyrepl(*argv)[0]
+        _propagation(taps, blocker, [("XADD", "st", "9-1", "f", "v", "g", "h")], block)
 
 
 def test_immediate_blocking_pops_propagate_as_redis(tapped_redis):

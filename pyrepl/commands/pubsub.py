@@ -1,0 +1,133 @@
+"""Pub/sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB *.
+
+Theory of operation: the registry and delivery live in ``pyrepl.pubsub`` (``core.pubsub``);
+these handlers parse, write the confirmation frames straight into the client's output (one per
+channel, so they answer ``NO_REPLY``) and answer PUBLISH's receiver count. PUBLISH and SPUBLISH
+change nothing in the dataset yet are propagated (Redis's forceCommandPropagation, flag
+``may-replicate``): subscribers on replicas receive what is published on the master.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import command, container
+from pyrepl.commands.util import help_reply, subcommand_error
+from pyrepl.resp.types import NO_REPLY
+
+_FLAGS = "pubsub noscript loading stale"
+
+
+@command("subscribe", -2, _FLAGS + " sentinel", group="pubsub",
+         summary="Listen for messages published to the given channels")
+def subscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.subscribe(c, argv[1:])
+    return NO_REPLY
+
+
+@command("unsubscribe", -1, _FLAGS + " sentinel", group="pubsub",
+         summary="Stop listening for messages posted to the given channels")
+def unsubscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.unsubscribe(c, argv[1:])
+    return NO_REPLY
+
+
+@command("psubscribe", -2, _FLAGS + " sentinel", group="pubsub",
+         summary="Listen for messages published to channels matching the given patterns")
+def psubscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.psubscribe(c, argv[1:])
+    return NO_REPLY
+
+
+@command("punsubscribe", -1, _FLAGS + " sentinel", group="pubsub",
+         summary="Stop listening for messages posted to channels matching the given patterns")
+def punsubscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.punsubscribe(c, argv[1:])
+    return NO_REPLY
+
+
+@command("ssubscribe", -2, _FLAGS, keys=(1, -1, 1), group="pubsub", since="7.0.0",
+         summary="Listen for messages published to the given shard channels")
+def ssubscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.subscribe(c, argv[1:], shard=True)
+    return NO_REPLY
+
+
+@command("sunsubscribe", -1, _FLAGS, keys=(1, -1, 1), group="pubsub", since="7.0.0",
+         summary="Stop listening for messages posted to the given shard channels")
+def sunsubscribe(c: Any, argv: list[bytes]) -> object:
+    c.core.pubsub.unsubscribe(c, argv[1:], shard=True)
+    return NO_REPLY
+
+
+@command("publish", 3, "pubsub loading stale fast may-replicate sentinel", group="pubsub",
+         summary="Post a message to a channel")
+def publish(c: Any, argv: list[bytes]) -> object:
+    c.propagate_argv = argv
+    return c.core.pubsub.publish(argv[1], argv[2])
+
+
+@command("spublish", 3, "pubsub loading stale fast may-replicate", keys=(1, 1, 1),
+         group="pubsub", since="7.0.0", summary="Post a message to a shard channel")
+def spublish(c: Any, argv: list[bytes]) -> object:
+    c.propagate_argv = argv
+    return c.core.pubsub.publish(argv[1], argv[2], shard=True)
+
+
+container("pubsub", group="pubsub", summary="A container for Pub/Sub commands", since="2.8.0")
+
+
+@command("pubsub|channels", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         summary="List active channels")
+def pubsub_channels(c: Any, argv: list[bytes]) -> object:
+    return _channels(c, argv, shard=False)
+
+
+@command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
+         summary="List active shard channels")
+def pubsub_shardchannels(c: Any, argv: list[bytes]) -> object:
+    return _channels(c, argv, shard=True)
+
+
+def _channels(c: Any, argv: list[bytes], shard: bool) -> object:
+    if len(argv) > 3:
+        raise subcommand_error(argv)
+    return c.core.pubsub.channel_list(argv[2] if len(argv) == 3 else None, shard)
+
+
+@command("pubsub|numsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         summary="Get the count of subscribers for channels")
+def pubsub_numsub(c: Any, argv: list[bytes]) -> object:
+    return c.core.pubsub.numsub(argv[2:])
+
+
+@command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
+         summary="Get the count of subscribers for shard channels")
+def pubsub_shardnumsub(c: Any, argv: list[bytes]) -> object:
+    return c.core.pubsub.numsub(argv[2:], shard=True)
+
+
+@command("pubsub|numpat", 2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         summary="Get the count of unique patterns pattern subscriptions")
+def pubsub_numpat(c: Any, argv: list[bytes]) -> object:
+    return len(c.core.pubsub.patterns)
+
+
+@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0",
+         summary="Show helpful text about the different subcommands")
+def pubsub_help(c: Any, argv: list[bytes]) -> object:
+    return help_reply("PUBSUB", (
+        "CHANNELS [<pattern>]",
+        "    Return the currently active channels matching a <pattern> (default: '*').",
+        "NUMPAT",
+        "    Return number of subscriptions to patterns.",
+        "NUMSUB [<channel> ...]",
+        "    Return the number of subscribers for the specified channels, excluding",
+        "    pattern subscriptions(default: no channels).",
+        "SHARDCHANNELS [<pattern>]",
+        "    Return the currently active shard level channels matching a <pattern> (default: "
+        "'*').",
+        "SHARDNUMSUB [<shardchannel> ...]",
+        "    Return the number of subscribers for the specified shard level channel(s)",
+    ))
+
