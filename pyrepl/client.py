@@ -175,6 +175,8 @@ class Client:
         core = self.core
         now = core.now_ms
         flags = self.flags or ""
+        if self in core.monitors:
+            flags = "O" + flags
         if self.subs is not None:
             flags += "P"
         if self.in_multi:

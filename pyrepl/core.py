@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from pyrepl import REDIS_VERSION, __version__
+from pyrepl import REDIS_VERSION, __version__, monitor
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import Client
 from pyrepl.commands.table import COMMANDS, Command
@@ -33,6 +33,7 @@ from pyrepl.keyspace.db import Database
 from pyrepl.pubsub import PubSub
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
+from pyrepl.slowlog import SlowLog
 
 _NAME_CACHE: dict[bytes, Command] = {}
 
@@ -176,10 +177,11 @@ class Counter:
 class CommandStat:
     """One command's INFO commandstats counters (time: see ServerCore.call)."""
 
-    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency")
+    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency", "sample")
 
     def __init__(self) -> None:
         self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
+        self.sample = 15     # calls & sample == 0 are timed (ServerCore._sample_mask)
         self.latency = LatencyHistogram()
 
     def record(self, ns: int, tracking: bool) -> None:
@@ -338,6 +340,8 @@ class ServerCore:
         self.keys_waited = False
         self.pubsub = PubSub(self)
         self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
+        self.slowlog = SlowLog()
+        self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
         self.replication: Any = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         self.hz_counter = 0
@@ -358,6 +362,8 @@ class ServerCore:
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
         elif name in ("save", "stop-writes-on-bgsave-error"):
             self._refresh_disk_error()
+        elif name == "slowlog-log-slower-than":
+            self.resample()
         elif name == "notify-keyspace-events":
             self.notify_mask = self.config.notify_keyspace_events
 
@@ -386,6 +392,8 @@ class ServerCore:
             self.blocking.release(c)
         if c.subs is not None:
             self.pubsub.forget(c)
+        if self.monitors.pop(c, 0) is None:
+            self.resample()
         self.clients.pop(c.id, None)
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
@@ -515,15 +523,17 @@ class ServerCore:
     def call(self, c: Client, cmd: Command, argv: list[bytes]) -> object:
         """Run a handler; queue it for propagation when a write changed the dataset.
 
-        INFO commandstats: every call is counted; one call in 16 of each command (the first
-        included) is timed, and the time of all calls is estimated from those (two clock reads
-        per command would cost ~10 % of the hot path, see bench/RESULTS.md)."""
+        INFO commandstats: every call is counted; one call in 16 of a ``fast`` or O(1) command
+        (``Command.sampled``; the first call included) is timed, and the time of all calls is estimated from those (two clock
+        reads per command would cost ~10 % of the hot path, see bench/RESULTS.md); every call
+        of the others (and of all while ``slowlog-log-slower-than`` is 0 or a MONITOR client
+        is connected) is timed, for the slow log. MONITOR sees the command after it ran."""
         c.commands += 1
         c.last_cmd = cmd
         st = self.cmdstats.get(cmd)
         if st is None:
-            st = self.cmdstats[cmd] = CommandStat()
-        t0 = self.clock_ns() if not st.calls & 15 else -1
+            st = self.command_stat(cmd)
+        t0 = self.clock_ns() if not st.calls & st.sample else -1
         if not cmd.propagates:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
@@ -551,7 +561,15 @@ class ServerCore:
                     self.blocking.after_write(c)
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
         if t0 >= 0:
-            st.record(self.clock_ns() - t0, self.config.latency_tracking)
+            ns = self.clock_ns() - t0
+            st.record(ns, self.config.latency_tracking)
+            cfg = self.config
+            if 0 <= cfg.slowlog_log_slower_than <= ns // 1000 and not cmd.skip_slowlog and \
+                    c.blocked is None:
+                self.slowlog.push(c, cmd.name, argv, ns // 1000, cfg.slowlog_log_slower_than,
+                                  cfg.slowlog_max_len, self.host.time_us() // 1_000_000)
+            if self.monitors and not cmd.skip_monitor:   # (every call is timed meanwhile)
+                monitor.feed(self, c, cmd.name, argv)
         return reply
 
     def total_commands_processed(self) -> int:
@@ -569,7 +587,20 @@ class ServerCore:
         st = self.cmdstats.get(cmd)
         if st is None:
             st = self.cmdstats[cmd] = CommandStat()
+            st.sample = self._sample_mask(cmd)
         return st
+
+    def _sample_mask(self, cmd: Command) -> int:
+        """Which calls of ``cmd`` are timed: ``calls & mask == 0`` (see call)."""
+        if cmd.sampled and self.config.slowlog_log_slower_than != 0 and not self.monitors:
+            return 15
+        return 0
+
+    def resample(self) -> None:
+        """The timing masks after a change of what they depend on (the slow log's threshold,
+        MONITOR clients coming or going)."""
+        for cmd, st in self.cmdstats.items():
+            st.sample = self._sample_mask(cmd)
 
     def error_reply(self, c: Client, message: str, cmd: Command | None,
                     rejected: bool) -> None:

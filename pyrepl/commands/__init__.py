@@ -9,6 +9,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     geo,
     hashes,
     hyperloglog,
+    introspection,
     keys,
     lists,
     pubsub,

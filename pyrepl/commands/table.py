@@ -81,11 +81,19 @@ class Command:
     propagates: bool = False
     # For key-less-position commands (e.g. ZUNIONSTORE numkeys): returns the key indexes.
     keys_fn: Callable[[list[bytes]], list[int]] | None = None
+    # One call in 16 is timed (ServerCore.call): the "fast" commands and the O(1) ones Redis
+    # does not flag fast (SET, SETEX, PSETEX); every call of the others, for the slow log.
+    sampled: bool = False
+    skip_slowlog: bool = False
+    skip_monitor: bool = False    # "skip-monitor" or "admin": MONITOR never shows it
 
     def __post_init__(self) -> None:
         if self.keys_fn is not None:
             self.flags = self.flags | {"movablekeys"}
         self.acl_categories = acl_categories(self.flags, self.acl_categories)
+        self.sampled = "fast" in self.flags or self.name in _O1_NOT_FAST
+        self.skip_slowlog = "skip-slowlog" in self.flags
+        self.skip_monitor = "skip-monitor" in self.flags or "admin" in self.flags
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         if self.keys_fn is not None:
@@ -97,6 +105,9 @@ class Command:
 
 
 COMMANDS: dict[bytes, Command] = {}
+
+# O(1) in Redis's command documentation, yet without its "fast" flag.
+_O1_NOT_FAST = frozenset(("set", "setex", "psetex"))
 
 
 def command(

@@ -1,0 +1,167 @@
+"""Differential tests of SLOWLOG and MONITOR: pyrepl against real redis-server 7.0.15.
+
+SLOWLOG: with ``slowlog-log-slower-than 0`` both servers log the same commands, with the same
+trimmed arguments (32 at most, 128 bytes each) and redactions (AUTH, HELLO AUTH, CONFIG SET of
+a password), EXEC left out, newest first; ids, times, durations and the client's port are
+compared as shapes. MONITOR: a monitor on each server sees the same lines (time and port
+aside) for the same commands, admin commands hidden, quoting as Redis's sdscatrepr; and on a
+replica, MONITOR shows what it applies from its master (pyrepl and Redis replicas of the same
+master show the same lines).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import redis
+from realpair import wait_in_sync
+from support import RawClient, parse_reply, start_pyrepl, start_redis
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+LOGGED = [
+    ("SET", "k", "v"),
+    ("SET", "big", "x" * 300),
+    ("RPUSH", "l", *[str(i) for i in range(40)]),
+    ("GET", "nokey"),
+    ("AUTH", "secret"),
+    ("AUTH", "user", "secret"),
+    ("HELLO", "2", "AUTH", "default", "pw", "SETNAME", "me"),
+    ("CONFIG", "SET", "masterauth", "hidden", "maxmemory-samples", "5"),
+    ("MULTI",), ("INCR", "n"), ("EXEC",),
+    ("SET", "bin", "\x00\x01 \"quoted\" \\ \r\n\t end"),
+    ("UNKNOWN-CMD", "x"),
+    ("PING",),
+]
+
+
+def slowlog_shape(entries: list) -> list:
+    """Entries without what differs between two servers (ids kept relative)."""
+    base = entries[-1][0] if entries else 0
+    out = []
+    for eid, when, duration, argv, peer, name in entries:
+        assert isinstance(when, int) and isinstance(duration, int) and duration >= 0
+        out.append((eid - base, argv, peer.rsplit(b":", 1)[0], name))
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_slowlog_entries_as_redis(pyrepl_server, redis_server, proto: int) -> None:
+    shapes = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as c:
+            if proto == 3:
+                c.call("HELLO", "3")
+            c.call("CLIENT", "SETNAME", "tester")
+            c.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
+            c.call("SLOWLOG", "RESET")
+            for argv in LOGGED:
+                c.call(*argv)
+            c.call("CLIENT", "SETNAME", "tester")
+            got = parse_reply(c.call("SLOWLOG", "GET", "-1"))
+            length = parse_reply(c.call("SLOWLOG", "LEN"))
+            errors = [c.call(*argv) for argv in (
+                ("SLOWLOG", "GET", "-2"), ("SLOWLOG", "GET", "x"), ("SLOWLOG", "GET", "1", "2"),
+                ("SLOWLOG", "NOPE"), ("SLOWLOG", "HELP"), ("SLOWLOG", "LEN", "x"))]
+            few = parse_reply(c.call("SLOWLOG", "GET", "2"))
+            c.call("CONFIG", "SET", "slowlog-max-len", "3")
+            c.call("PING")
+            capped = parse_reply(c.call("SLOWLOG", "LEN"))
+            c.call("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+            c.call("SLOWLOG", "RESET")
+            c.call("PING")
+            off = parse_reply(c.call("SLOWLOG", "LEN"))
+            c.call("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+            c.call("CONFIG", "SET", "slowlog-max-len", "128")
+            c.call("CONFIG", "SET", "masterauth", "")
+            shapes.append((slowlog_shape(got), length, errors, len(few), capped, off))
+    assert shapes[0] == shapes[1]
+    logged = [e[1] for e in shapes[0][0]]
+    assert [b"AUTH", b"(redacted)"] in logged and [b"EXEC"] not in logged
+    assert any(len(a) == 32 and a[-1] == b"... (11 more arguments)" for a in logged)
+
+
+MONITORED = [
+    ("SET", "k", "v"), ("GET", "k"), ("CONFIG", "GET", "port"), ("DEBUG", "SLEEP", "0"),
+    ("SET", "bin", "a\x00b\xff\"\\\r\n\t\x07\x08"), ("MULTI",), ("INCR", "n"), ("LPUSH", "l", "x"),
+    ("EXEC",), ("AUTH", "nope"), ("HELLO", "2", "AUTH", "default", "nope"), ("NOSUCH",),
+    ("GET",), ("SELECT", "3"), ("SET", "in3", "1"), ("SELECT", "0"), ("PUBLISH", "ch", "m"),
+    ("SLOWLOG", "LEN"), ("CLIENT", "SETNAME", "x"), ("ECHO", "done"),
+]
+
+_LINE = re.compile(rb"^\+(\d+)\.(\d{6}) \[(\d+) ([^\]]+)\] (.*)$")
+
+
+def monitor_lines(port: int, commands: list[tuple[str, ...]]) -> list[tuple[bytes, bytes, bytes]]:
+    with RawClient(port) as mon, RawClient(port) as c:
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        for argv in commands:
+            c.call(*argv)
+        lines = []
+        for _ in range(200):
+            raw = mon.read_reply()
+            m = _LINE.match(raw.rstrip(b"\r\n"))
+            assert m, raw
+            where = m.group(4).rsplit(b":", 1)[0]
+            lines.append((m.group(3), where, m.group(5)))
+            if m.group(5) == b'"ECHO" "done"':
+                return lines
+        raise AssertionError("no ECHO done line")
+
+
+def test_monitor_lines_as_redis(pyrepl_server, redis_server) -> None:
+    ours = monitor_lines(pyrepl_server.port, MONITORED)
+    theirs = monitor_lines(redis_server.port, MONITORED)
+    assert ours == theirs
+    assert any(x[2].startswith(b'"SET" "bin" "a\\x00b\\x') and x[2].endswith(
+        b'\\"\\\\\\r\\n\\t\\a\\b"') for x in ours), ours
+    assert not any(b"CONFIG" in x[2] or b"SLOWLOG" in x[2] for x in ours)
+
+
+def test_monitor_on_replicas_shows_the_master_stream() -> None:
+    master = start_redis()
+    replicas = []
+    try:
+        replicas = [start_pyrepl("--replicaof", "127.0.0.1", str(master.port)),
+                    start_redis("--replicaof", "127.0.0.1", str(master.port))]
+        m = redis.Redis(port=master.port)
+        for r in replicas:
+            wait_in_sync(m, redis.Redis(port=r.port))
+        seen = []
+        mons = [RawClient(r.port) for r in replicas]
+        try:
+            for mon in mons:
+                assert mon.call("MONITOR") == b"+OK\r\n"
+            m.set("a", "1")
+            m.rpush("l", "x", "y")
+            m.execute_command("SELECT", "2")   # (the pool's connection: db 2 from now on)
+            pipe = m.pipeline(transaction=True)
+            pipe.incr("n")
+            pipe.delete("a")
+            pipe.execute()
+            m.echo("end")                      # not propagated: the marker is the next write
+            m.set("end", "1")
+            for mon in mons:
+                lines = []
+                while True:
+                    raw = mon.read_reply().rstrip(b"\r\n")
+                    mm = _LINE.match(raw)
+                    assert mm, raw
+                    if mm.group(5).startswith(b'"PING"') or \
+                            mm.group(5).startswith(b'"REPLCONF"'):
+                        continue
+                    lines.append((mm.group(3), mm.group(4).rsplit(b":", 1)[0], mm.group(5)))
+                    if mm.group(5) == b'"set" "end" "1"' or mm.group(5) == b'"SET" "end" "1"':
+                        break
+                seen.append(lines)
+        finally:
+            for mon in mons:
+                mon.close()
+        assert seen[0] == seen[1]
+        assert (b"0", b"127.0.0.1", b'"set" "a" "1"') in seen[0] or \
+            (b"0", b"127.0.0.1", b'"SET" "a" "1"') in seen[0]
+    finally:
+        for r in replicas:
+            r.stop()
+        master.stop()
