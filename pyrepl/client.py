@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from pyrepl.keyspace.db import Database
 
 
+# Client.reply_mode bits (CLIENT REPLY OFF / SKIP; REPLY_SET: the command just set the mode)
+REPLY_OFF = 1
+REPLY_SKIP = 2
+REPLY_SET = 4
+REPLY_RUNNING = 8     # (ServerCore.execute_quietly is running the client's command)
+
+
 class Client:
     __slots__ = (
         "id", "core", "db", "proto", "name", "lib_name", "lib_ver", "authenticated", "user",
@@ -25,7 +32,7 @@ class Client:
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
-        "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since",
+        "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -81,6 +88,7 @@ class Client:
         # been over the soft limit: client-output-buffer-limit (pyrepl.pubsub).
         self.obuf_held = 0
         self.obuf_soft_since = 0
+        self.reply_mode = 0   # CLIENT REPLY OFF / SKIP (core.REPLY_* bits; 0: ON)
 
     def is_local(self) -> bool:
         """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what

@@ -25,12 +25,13 @@ from typing import Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__, monitor
 from pyrepl.blocking import Blocked, Blocking
-from pyrepl.client import Client
+from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
-from pyrepl.pubsub import PubSub
+from pyrepl.pause import Pause
+from pyrepl.pubsub import PubSub, Push
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
 from pyrepl.slowlog import SlowLog
@@ -341,6 +342,8 @@ class ServerCore:
         self.pubsub = PubSub(self)
         self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
         self.slowlog = SlowLog()
+        self.pause = Pause(self)
+        self.gated = False
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
         self.replication: Any = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
@@ -467,6 +470,9 @@ class ServerCore:
         This is the hot path: the common case (a known command, an authenticated client not
         in MULTI, a master) runs with as few lookups as possible.
         """
+        if c.reply_mode and not c.reply_mode & REPLY_RUNNING:
+            self.execute_quietly(c, argv)
+            return
         cmd = _NAME_CACHE.get(argv[0])
         if cmd is None:
             cmd = self.resolve_command(c, argv)
@@ -477,7 +483,7 @@ class ServerCore:
         if (arity > 0 and arity != n) or n < -arity:
             self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
             return
-        if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
+        if self.gated and self._gate(c, cmd, argv):
             return
         if c.in_multi or not c.authenticated or c.subs is not None:
             if not c.authenticated and not cmd.noauth:
@@ -519,6 +525,51 @@ class ServerCore:
             c.out.append(reply.data)  # type: ignore[union-attr]
         elif reply is not BLOCKED:
             c.out.append(encode(reply, c.proto))
+
+    def refresh_gate(self) -> None:
+        """``gated``: a MISCONF state or a CLIENT PAUSE is on (the one test ``execute`` makes
+        for both while neither is)."""
+        self.gated = self.disk_error is not None or self.pause.kind != 0
+
+    def _gate(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
+        """True when MISCONF refused the command or CLIENT PAUSE postponed it."""
+        if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
+            return True
+        return bool(self.pause.kind) and self._postponed(c, cmd, argv)
+
+    def _postponed(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
+        """CLIENT PAUSE (checked only while one is on): postpone the command if it covers it,
+        after the checks Redis makes first (authentication, subscribe mode, READONLY)."""
+        pause = self.pause
+        if not pause.covers(c, cmd) or not c.authenticated or (
+                c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS):
+            return False
+        guard = self.replication
+        if guard is not None and c.kind != "master" and guard.check_command(c, cmd) is not None:
+            return False
+        pause.postpone(c, argv)
+        return True
+
+    def execute_quietly(self, c: Client, argv: list[bytes]) -> None:
+        """CLIENT REPLY OFF / SKIP: run the command; drop its replies (not push frames: pub/sub
+        messages and confirmations still go out, as Redis's CLIENT_PUSHING). A reply to a
+        CLIENT REPLY ON goes out."""
+        mode = c.reply_mode
+        c.reply_mode = mode & REPLY_OFF | REPLY_RUNNING   # (CLIENT REPLY adds REPLY_SET)
+        out, c.out = c.out, []
+        try:
+            self.execute(c, argv)
+        finally:
+            produced, c.out = c.out, out
+            if c.reply_mode & REPLY_SET:     # the command was CLIENT REPLY: its own rule
+                c.reply_mode &= ~(REPLY_SET | REPLY_RUNNING)
+                drop = c.reply_mode & REPLY_OFF or mode & REPLY_SKIP
+            else:                            # a skip is spent, OFF stays
+                c.reply_mode = mode & REPLY_OFF
+                drop = True
+            if drop:
+                produced = [x for x in produced if type(x) is Push]
+            out.extend(produced)
 
     def call(self, c: Client, cmd: Command, argv: list[bytes]) -> object:
         """Run a handler; queue it for propagation when a write changed the dataset.
@@ -628,7 +679,8 @@ class ServerCore:
             return
         self.blocking.release(c)
         if not c.closed:
-            c.write(encode(reply, c.proto))
+            if not c.reply_mode & REPLY_OFF:
+                c.write(encode(reply, c.proto))
             self.pending_flush.append(c)
             self.blocking.resume(c)
 
@@ -669,8 +721,9 @@ class ServerCore:
         """serverCron: called ``hz`` times a second by the I/O shell."""
         self.now_ms = now_ms
         self.hz_counter += 1
-        # Active expiry: check a slice of the keys with a TTL in every database.
-        if self.active_expire_enabled:
+        # Active expiry: check a slice of the keys with a TTL in every database (none while
+        # clients are paused: the dataset stays as it is, as Redis's activeExpireCycle).
+        if self.active_expire_enabled and not self.pause.kind:
             t0 = self.clock_ns()
             budget = 200 * self.config.active_expire_effort
             for db in self.dbs:
@@ -684,6 +737,8 @@ class ServerCore:
             self.flush_propagation()
         if self.blocking.clients:
             self._blocked_cron(now_ms)
+        if self.pause.kind:
+            self.pause.tick(now_ms)
         self._sample_ops(now_ms)
         self._client_timeouts(now_ms)
         self._save_schedule(now_ms)
@@ -795,6 +850,7 @@ class ServerCore:
         cfg = self.config
         deny = cfg.stop_writes_on_bgsave_error and cfg.save and not self._bgsave_ok
         self.disk_error = MISCONF_ERR if deny else None
+        self.refresh_gate()
 
     def _denied_by_disk_error(self, c: Client, cmd: Command) -> bool:
         """The MISCONF check of processCommand (only called while ``disk_error`` is set)."""

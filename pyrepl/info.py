@@ -29,6 +29,23 @@ ALL_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replicat
                 "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"]
 
 
+def _scripts_memory(core: ServerCore) -> list[tuple[str, object]]:
+    """The Lua fields of INFO memory (Redis 7.0's names; no functions yet: an empty VM's
+    figure for them, as Redis shows with none loaded)."""
+    eng = getattr(core, "scripts", None)         # made by the first EVAL (commands.scripting)
+    lua = eng.memory_lua() if eng is not None else 32768
+    scr = eng.cache.overhead() if eng is not None else 0
+    n = len(eng.cache) if eng is not None else 0
+    return [("used_memory_lua", lua), ("used_memory_vm_eval", lua),
+            ("used_memory_lua_human", human_bytes(lua)), ("used_memory_scripts_eval", scr),
+            ("number_of_cached_scripts", n), ("number_of_functions", 0),
+            ("number_of_libraries", 0), ("used_memory_vm_functions", 32768),
+            ("used_memory_vm_total", lua + 32768),
+            ("used_memory_vm_total_human", human_bytes(lua + 32768)),
+            ("used_memory_functions", 0), ("used_memory_scripts", scr),
+            ("used_memory_scripts_human", human_bytes(scr))]
+
+
 def human_bytes(n: int) -> str:
     d = float(n)
     for unit in ("B", "K", "M", "G", "T", "P"):
@@ -113,6 +130,7 @@ def section_memory(core: ServerCore) -> Fields:
         ("used_memory_dataset_perc", f"{dataset * 100 / net:.2f}%" if net > 0 else "0.00%"),
         ("total_system_memory", total),
         ("total_system_memory_human", human_bytes(total)),
+        *_scripts_memory(core),
         ("maxmemory", maxmemory),
         ("maxmemory_human", human_bytes(maxmemory)),
         ("maxmemory_policy", core.config.maxmemory_policy),

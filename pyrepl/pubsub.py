@@ -51,6 +51,12 @@ class Subscriptions:
         return len(self.channels) + len(self.patterns) + len(self.shard)
 
 
+class Push(bytes):
+    """A push frame in a client's output: CLIENT REPLY OFF/SKIP never drops it."""
+
+    __slots__ = ()
+
+
 def _bulk(data: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
@@ -59,7 +65,7 @@ def _frame(proto: int, kind: bytes, *parts: bytes) -> bytes:
     """A push frame of three elements (four for ``pmessage``): ``*`` in RESP2, ``>`` in RESP3;
     ``parts`` are already encoded."""
     n = 4 if kind == b"pmessage" else 3
-    return (b"*%d\r\n" if proto == 2 else b">%d\r\n") % n + _bulk(kind) + b"".join(parts)
+    return Push((b"*%d\r\n" if proto == 2 else b">%d\r\n") % n + _bulk(kind) + b"".join(parts))
 
 
 def _null(proto: int) -> bytes:

@@ -15,6 +15,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     pubsub,
     replication_master,
     replication_replica,
+    scripting,
     server,
     sets,
     sort,

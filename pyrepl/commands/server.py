@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyrepl.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
 from pyrepl.commands.table import COMMANDS, Command, command, container
 from pyrepl.commands.util import parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
+from pyrepl.errors import SYNTAX
 from pyrepl.info import generate_info
+from pyrepl.pause import ALL, WRITE
 from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, Verbatim
 
 # -- keyspace-wide ----------------------------------------------------------------------------
@@ -392,6 +395,53 @@ def client_unblock(c: Any, argv: list[bytes]) -> object:
             raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
     target = c.core.clients.get(parse_int(argv[2]))
     return 1 if c.core.blocking.client_unblock(target, error) else 0
+
+
+@command("client|pause", -3, "admin noscript loading stale", group="connection",
+         acl="connection", since="3.0.0",
+         summary="Suspend commands processing.")
+def client_pause(c: Any, argv: list[bytes]) -> object:
+    """CLIENT PAUSE timeout [WRITE|ALL] (pyrepl.pause)."""
+    if len(argv) > 4:
+        raise subcommand_error(argv)
+    kind = ALL
+    if len(argv) == 4:
+        mode = argv[3].lower()
+        if mode == b"write":
+            kind = WRITE
+        elif mode != b"all":
+            raise ReplyError("ERR CLIENT PAUSE mode must be WRITE or ALL")
+    ms = parse_int(argv[2], "ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise ReplyError("ERR timeout is negative")
+    core = c.core
+    core.pause.start(kind, core.now_ms + ms)
+    return OK
+
+
+@command("client|unpause", 2, "admin noscript loading stale", group="connection",
+         acl="connection", since="6.2.0", summary="Resume processing of clients that were paused.")
+def client_unpause(c: Any, argv: list[bytes]) -> object:
+    c.core.pause.stop()
+    return OK
+
+
+@command("client|reply", 3, "noscript loading stale", group="connection", acl="connection",
+         since="3.2.0", summary="Instruct the server whether to reply to commands.")
+def client_reply(c: Any, argv: list[bytes]) -> object:
+    """CLIENT REPLY ON|OFF|SKIP (ServerCore.execute_quietly drops the replies)."""
+    mode = argv[2].lower()
+    if mode == b"on":
+        c.reply_mode = REPLY_SET
+        return OK
+    if mode == b"off":
+        c.reply_mode = REPLY_OFF | REPLY_SET
+    elif mode == b"skip":
+        if not c.reply_mode & REPLY_OFF:
+            c.reply_mode = REPLY_SKIP | REPLY_SET
+    else:
+        raise ReplyError(SYNTAX)
+    return NO_REPLY
 
 
 @command("client|no-evict", 3, "admin noscript loading stale", group="connection", acl="connection", summary="Set client eviction mode for the current connection.")

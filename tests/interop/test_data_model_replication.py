@@ -4,7 +4,7 @@ A master's dataset and its live stream use every family pyrepl has: streams with
 pending entries, claims and trims; sparse and dense HyperLogLogs (PFCOUNT's cache refresh
 propagated); bitmaps and BITFIELD; geo indexes and GEOSEARCHSTORE; SORT ... STORE; RESTORE of a
 payload the master DUMPed; served blocking pops (BLPOP, BZPOPMIN, BLMOVE: they reach replicas as
-the pops they became); PUBLISH; a Lua script's effects (Redis master only: pyrepl has no scripting yet);
+the pops they became); PUBLISH; a Lua script's effects;
 plus strings, lists, hashes, sets and zsets. Half of it is written before the replica connects
 (it arrives in the RDB), half after (it arrives as the stream).
 
@@ -43,7 +43,7 @@ def blocked_pop(port: int, pop: tuple[str, ...], push: tuple[str, ...]) -> bytes
         return waiting.read_reply()
 
 
-def workload(c: RawClient, port: int, tag: str, scripting: bool) -> None:
+def workload(c: RawClient, port: int, tag: str) -> None:
     t = tag
     # streams: groups, pending entries, acks, claims, trims
     for i in range(1, 60):
@@ -99,10 +99,9 @@ def workload(c: RawClient, port: int, tag: str, scripting: bool) -> None:
     assert blocked_pop(port, ("BLMOVE", f"src:{t}", f"dst:{t}", "LEFT", "RIGHT", "5"),
                        ("LPUSH", f"src:{t}", "moved")) == b"$5\r\nmoved\r\n"
     # a script's writes (Redis 7 replicates their effects)
-    if scripting:
-        c.call("EVAL", "redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCRBY', KEYS[2], 5)"
-               "; return redis.call('LPUSH', KEYS[3], 'x')", "3", f"lua:s:{t}", f"lua:n:{t}",
-               f"lua:l:{t}", "v")
+    c.call("EVAL", "redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCRBY', KEYS[2], 5)"
+           "; return redis.call('LPUSH', KEYS[3], 'x')", "3", f"lua:s:{t}", f"lua:n:{t}",
+           f"lua:l:{t}", "v")
     # PUBLISH is propagated (nobody listens here; test_pubsub_replication checks delivery)
     c.call("PUBLISH", f"chan:{t}", "hello")
     c.call("SPUBLISH", f"shard:{t}", "hello")
@@ -142,7 +141,7 @@ def run(master_kind: str) -> None:
     replicas = []
     try:
         with RawClient(master.port) as mc:
-            workload(mc, master.port, "rdb", scripting=master_kind == "redis")
+            workload(mc, master.port, "rdb")
             for start in (start_redis, start_pyrepl):     # one replica of each kind
                 replicas.append(start("--enable-debug-command", "yes", "--replicaof",
                                       "127.0.0.1", str(master.port)))
@@ -150,7 +149,7 @@ def run(master_kind: str) -> None:
             rs = [redis.Redis(port=rp.port) for rp in replicas]
             for r in rs:
                 wait_in_sync(m, r)
-            workload(mc, master.port, "stream", scripting=master_kind == "redis")
+            workload(mc, master.port, "stream")
             for r in rs:
                 wait_in_sync(m, r)
             assert digest(rs[0]) == digest(rs[1]) == digest(m)

@@ -1,0 +1,150 @@
+"""Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (Redis 7.0.15's eval.c).
+
+Theory of operation: the handlers are thin; the work is in :mod:`pyrepl.scripting`. The engine
+is made on first use and kept on the core as ``core.scripts`` (the core never imports the
+scripting package). EVAL and EVALSHA are ``may-replicate``: the core runs them one call level
+deep, so the writes a script makes are queued and propagated as their effects (MULTI/EXEC
+around them when more than one), and the handler's empty ``propagate_argv`` keeps EVAL itself
+out of the stream. The ``_RO`` variants are ``readonly`` and refuse any write. SCRIPT FLUSH
+replaces the Lua state and the cache, SCRIPT KILL stops a script that ran past
+busy-reply-threshold without writing (reachable only while the shell serves events during a
+busy script: see ``ScriptEngine._hook``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.commands.table import command, container
+from pyrepl.resp.types import OK, Raw, ReplyError
+from pyrepl.scripting.engine import ScriptEngine
+
+
+def engine(core: Any) -> ScriptEngine:
+    """The core's script engine (``core.scripts``), made on first use."""
+    eng = getattr(core, "scripts", None)
+    if eng is None:
+        from pyrepl.client import Client
+
+        def make_client() -> Client:
+            c = Client(core, 0)
+            c.set_authenticated(True)
+            return c
+
+        eng = ScriptEngine(core, make_client)
+        core.scripts = eng
+    return eng
+
+
+def _eval_keys(argv: list[bytes]) -> list[int]:
+    """evalGetKeys: the numkeys keys after the script (none when numkeys is unusable)."""
+    try:
+        n = int(argv[2])
+    except ValueError:
+        return []
+    if n <= 0 or n > len(argv) - 3:
+        return []
+    return list(range(3, 3 + n))
+
+
+_FLAGS = "noscript skip-monitor may-replicate no-mandatory-keys stale"
+_RO_FLAGS = "noscript skip-monitor no-mandatory-keys stale readonly"
+
+
+@command("eval", -3, _FLAGS, group="scripting", acl="scripting", since="2.6.0",
+         keys_fn=_eval_keys, summary="Execute a Lua script server side")
+def eval_(c: Any, argv: list[bytes]) -> object:
+    return engine(c.core).eval(c, argv, evalsha=False, ro=False)
+
+
+@command("evalsha", -3, _FLAGS, group="scripting", acl="scripting", since="2.6.0",
+         keys_fn=_eval_keys, summary="Execute a Lua script server side")
+def evalsha(c: Any, argv: list[bytes]) -> object:
+    return engine(c.core).eval(c, argv, evalsha=True, ro=False)
+
+
+@command("eval_ro", -3, _RO_FLAGS, group="scripting", acl="scripting", since="7.0.0",
+         keys_fn=_eval_keys, summary="Execute a read-only Lua script server side")
+def eval_ro(c: Any, argv: list[bytes]) -> object:
+    return engine(c.core).eval(c, argv, evalsha=False, ro=True)
+
+
+@command("evalsha_ro", -3, _RO_FLAGS, group="scripting", acl="scripting", since="7.0.0",
+         keys_fn=_eval_keys, summary="Execute a read-only Lua script server side")
+def evalsha_ro(c: Any, argv: list[bytes]) -> object:
+    return engine(c.core).eval(c, argv, evalsha=True, ro=True)
+
+
+container("script", group="scripting", summary="A container for Lua scripts management commands",
+          since="2.6.0")
+
+_HELP = [
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+]
+
+
+@command("script|help", 2, "loading stale", group="scripting", acl="scripting", since="5.0.0",
+         summary="Show helpful text about the different subcommands")
+def script_help(c: Any, argv: list[bytes]) -> object:
+    from pyrepl.resp.types import Status
+
+    return [Status(line) for line in _HELP]
+
+
+@command("script|load", 3, "noscript stale", group="scripting", acl="scripting",
+         since="2.6.0", summary="Load the specified Lua script into the script cache.")
+def script_load(c: Any, argv: list[bytes]) -> object:
+    return engine(c.core).create(argv[2]).sha.encode()
+
+
+@command("script|exists", -3, "noscript", group="scripting", acl="scripting", since="2.6.0",
+         summary="Check existence of scripts in the script cache.")
+def script_exists(c: Any, argv: list[bytes]) -> object:
+    cache = engine(c.core).cache
+    return [1 if cache.get(a.decode("latin-1").lower()) is not None else 0 for a in argv[2:]]
+
+
+@command("script|flush", -2, "noscript", group="scripting", acl="scripting", since="2.6.0",
+         summary="Remove all the scripts from the script cache.")
+def script_flush(c: Any, argv: list[bytes]) -> object:
+    if len(argv) > 3 or (len(argv) == 3 and argv[2].lower() not in (b"sync", b"async")):
+        raise ReplyError("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    engine(c.core).flush()
+    return OK
+
+
+@command("script|kill", 2, "noscript allow-busy", group="scripting", acl="scripting",
+         since="2.6.0", summary="Kill the script currently in execution.")
+def script_kill(c: Any, argv: list[bytes]) -> object:
+    engine(c.core).kill(c)
+    return OK
+
+
+@command("script|debug", 3, "noscript", group="scripting", acl="scripting", since="3.2.0",
+         summary="Set the debug mode for executed scripts.")
+def script_debug(c: Any, argv: list[bytes]) -> object:
+    mode = argv[2].lower()
+    if mode == b"no":
+        return OK
+    if mode in (b"yes", b"sync"):
+        raise ReplyError("ERR SCRIPT DEBUG is not supported by this server")
+    raise ReplyError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+
+
+__all__ = ["engine", "Raw"]

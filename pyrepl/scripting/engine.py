@@ -1,0 +1,584 @@
+"""The script engine: one Lua 5.1 state, the script cache, and running a script (eval.c).
+
+Theory of operation: :class:`ScriptEngine` is what Redis's ``lctx`` plus ``scriptRunCtx`` are.
+``eval`` follows ``evalGenericCommand`` step by step, each step answering Redis's error text:
+the checks ``processCommand`` makes with the script's declared flags (a shebang script that
+may write is a write command: READONLY, MISCONF, NOREPLICAS, OOM, MASTERDOWN), numkeys, the
+lookup or compilation, then ``scriptPrepareForRun``'s checks. The script runs on a
+pseudo-client made once (not in ``core.clients``), whose db starts as the caller's and whose
+protocol starts at RESP2; every ``redis.call`` goes through :meth:`_call`, which makes
+``scriptCall``'s checks (arity, ``noscript``, stale replica, read-only scripts, the first write
+on a read-only replica / MISCONF / min-replicas / OOM) and then ``core.call``. The caller's
+``core.call`` runs EVAL one call level deep, so the writes the script makes are queued in
+``core._pending`` and propagated as effects, wrapped in MULTI/EXEC when more than one; the
+EVAL command itself is never propagated (the handler sets ``propagate_argv = []``).
+``redis.set_repl`` drops a call's effects from the queue when REPL_REPLICA is off.
+
+Busy scripts: with ``busy-reply-threshold`` > 0 a Lua count hook calls :meth:`_hook` every
+100000 instructions; past the threshold the script is "timed out": the engine logs Redis's
+warning, sets ``busy`` (what the dispatcher would check to answer -BUSY) and from then on
+calls ``core.host.process_events_while_blocked()`` at every hook, when the host has it, so the
+shell can serve SCRIPT KILL / SHUTDOWN NOSAVE. :meth:`kill` is SCRIPT KILL's logic; a killed
+script stops with "Script killed by user with SCRIPT KILL..." at its next hook, and keeps
+stopping at every line so a ``pcall`` cannot swallow it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import lupa.lua51 as lua51
+
+from pyrepl import REDIS_VERSION
+from pyrepl.resp.types import Raw, ReplyError
+from pyrepl.scripting import cache as sc
+from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
+from pyrepl.scripting.libs import LibError, _g14, build_libs, lua_tonumber, lua_typename
+from pyrepl.scripting.rand import Lrand48
+from pyrepl.scripting.sandbox import BOOTSTRAP, CHUNK_NAME, REPLY_MAX_DEPTH
+
+NOSCRIPT_ERR = "NOSCRIPT No matching script. Please use EVAL."
+READONLY_ERR = "READONLY You can't write against a read only replica."
+NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."
+OOM_ERR = "OOM command not allowed when used memory > 'maxmemory'."
+MASTERDOWN_ERR = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to "
+                  "'no'.")
+BUSY_ERR = ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+            "NOSAVE.")
+_LLONG_MIN, _LLONG_MAX = -(1 << 63), (1 << 63) - 1
+_LOG_LEVELS = ("debug", "verbose", "notice", "warning")
+
+PROPAGATE_AOF, PROPAGATE_REPL = 1, 2
+
+
+class CallError(Exception):
+    """redis.call's error, raised through Lua (the handler turns it into {err=...})."""
+
+    def __init__(self, text: str, ignore: bool) -> None:
+        super().__init__(text)
+        self.text = text
+        self.ignore = ignore
+
+
+@dataclass(slots=True)
+class RunContext:
+    """scriptRunCtx: the running script and what it did so far."""
+
+    caller: Any
+    sha: str
+    read_only: bool
+    allow_oom: bool
+    oom: bool
+    start_ns: int
+    write_dirty: bool = False
+    repl_flags: int = PROPAGATE_AOF | PROPAGATE_REPL
+    resp: int = 2
+    timedout: bool = False
+    killed: bool = False
+
+
+def _long_long(x: float | int) -> int:
+    """C's ``(long long)`` of a Lua number on x86-64 (out of range and NaN: LLONG_MIN)."""
+    if type(x) is int:
+        return x if _LLONG_MIN <= x <= _LLONG_MAX else _LLONG_MIN
+    if x != x or not -9.223372036854775808e18 <= x < 9.223372036854775808e18:
+        return _LLONG_MIN
+    return int(x)
+
+
+def parse_numkeys(arg: bytes) -> int:
+    """string2ll, or Redis's "value is not an integer" error."""
+    s = arg[1:] if arg[:1] == b"-" else arg
+    if (s.isdigit() and s.isascii() and (s == b"0" or s[:1] != b"0")
+            and not (arg[:1] == b"-" and s == b"0")):
+        v = int(arg)
+        if _LLONG_MIN <= v <= _LLONG_MAX:
+            return v
+    raise ReplyError("ERR value is not an integer or out of range")
+
+
+class ScriptEngine:
+    def __init__(self, core: Any, make_client: Callable[[], Any]) -> None:
+        self.core = core
+        self.make_client = make_client
+        self.client: Any = None          # the scripts' pseudo-client, made on first use
+        self.rand = Lrand48()
+        self.cache = sc.ScriptCache()
+        self.ctx: RunContext | None = None
+        self._init_vm()
+
+    # -- the Lua state ----------------------------------------------------------------------
+    def _init_vm(self) -> None:
+        lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
+                               register_eval=False, register_builtins=False)
+        self.lua = lua
+        self.to_lua = ReplyToLua(lua)
+        major, minor, patch = (int(x) for x in REDIS_VERSION.split("."))
+        py = lua.table_from({
+            b"call": self._call_raise, b"pcall": self._pcall, b"unwrap": self._unwrap,
+            b"log": self._log, b"setresp": self._setresp,
+            b"setrepl": self._setrepl, b"acl": self._acl, b"random": self._random,
+            b"randomseed": self._randomseed, b"hook": self._hook, b"sha1hex": self._sha1hex,
+            b"getresp": lambda: self.ctx.resp if self.ctx is not None else 2,
+            b"version": REDIS_VERSION.encode(),
+            b"version_num": (major << 16) | (minor << 8) | patch,
+        })
+        loader = lua.eval("loadstring")
+        boot = loader(BOOTSTRAP, CHUNK_NAME)
+        if type(boot) is tuple:   # (nil, message): the bootstrap is part of the package
+            raise RuntimeError(boot[1])
+        self._run, self._compile, self._set_hook, self._gc_count = boot(
+            py, build_libs(lua), REPLY_MAX_DEPTH)
+        self.hook_on = False
+
+    def flush(self) -> None:
+        """SCRIPT FLUSH: a new Lua state and an empty cache (scriptingReset)."""
+        if self.ctx is not None:
+            return
+        self.cache.clear()
+        self._init_vm()
+
+    def memory_lua(self) -> int:
+        """used_memory_lua: what the Lua allocator holds (lua_gc(LUA_GCCOUNT) * 1024)."""
+        return int(self._gc_count() * 1024)
+
+    @property
+    def busy(self) -> bool:
+        """A script ran past busy-reply-threshold and is still running (-BUSY to others)."""
+        return self.ctx is not None and self.ctx.timedout
+
+    # -- SCRIPT LOAD / compile ----------------------------------------------------------------
+    def create(self, body: bytes) -> sc.Script:
+        """luaCreateFunction: the cached script of ``body``, compiled on first sight."""
+        sha = sc.sha1hex(body)
+        script = self.cache.get(sha)
+        if script is not None:
+            return script
+        try:
+            flags, shebang_len = sc.parse_shebang(body)
+        except sc.ShebangError as e:
+            raise ReplyError(f"ERR {e}") from None
+        func = self._compile(body[shebang_len:])
+        if type(func) is tuple:
+            err = func[1]
+            msg = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err)
+            raise ReplyError(f"ERR Error compiling script (new function): {msg}")
+        script = sc.Script(sha, body, flags, func)
+        self.cache.add(script)
+        return script
+
+    # -- EVAL ---------------------------------------------------------------------------------
+    def _declared_flags(self, argv: list[bytes], evalsha: bool) -> int:
+        """evalGetCommandFlags: the flags of the script the command names, COMPAT if unknown."""
+        if evalsha:
+            if len(argv[1]) != 40:
+                return sc.COMPAT
+            script = self.cache.get(argv[1].decode("latin-1").lower())
+            return script.flags if script is not None else sc.COMPAT
+        script = self.cache.get(sc.sha1hex(argv[1]))
+        if script is not None:
+            return script.flags
+        try:
+            return sc.parse_shebang(argv[1])[0]
+        except sc.ShebangError:
+            return sc.COMPAT
+
+    def _oom(self) -> bool:
+        """Redis's pre-command OOM state: maxmemory set and the memory in use above it."""
+        maxmemory = self.core.config.maxmemory
+        if not maxmemory:
+            return False
+        used = int(self.core.host.process_info().get("rss", 0))
+        return used > maxmemory
+
+    def _replica_state(self) -> tuple[bool, bool]:
+        """(a replica, its link to the master down)."""
+        repl = self.core.replication
+        if repl is None or not repl.is_replica():
+            return False, False
+        return True, not repl.replica.link_up()
+
+    def _enough_replicas(self) -> bool:
+        repl = self.core.replication
+        if repl is None or repl.is_replica():
+            return True
+        return bool(repl.master.enough_good_replicas())
+
+    def _process_command_checks(self, c: Any, flags: int) -> None:
+        """What processCommand refuses for a script declaring ``flags`` (a shebang script)."""
+        core = self.core
+        cfg = core.config
+        write = not flags & sc.NO_WRITES
+        denyoom = not flags & (sc.ALLOW_OOM | sc.NO_WRITES)
+        obey = c.kind == "master"
+        if denyoom and not obey and self._oom():
+            raise ReplyError(OOM_ERR)
+        if write and core.disk_error is not None and not obey:
+            raise ReplyError(core.disk_error)
+        replica, link_down = self._replica_state()
+        if write and replica and cfg.replica_read_only and not obey:
+            raise ReplyError(READONLY_ERR)
+        if write and not self._enough_replicas() and not obey:
+            raise ReplyError(NOREPLICAS_ERR)
+        if (replica and link_down and not cfg.replica_serve_stale_data
+                and not flags & sc.ALLOW_STALE):
+            raise ReplyError(MASTERDOWN_ERR)
+
+    def _prepare(self, c: Any, script: sc.Script, ro: bool) -> RunContext:
+        """scriptPrepareForRun's checks, then the run context."""
+        core = self.core
+        cfg = core.config
+        flags = script.flags
+        obey = c.kind == "master"
+        replica, link_down = self._replica_state()
+        stale = replica and link_down and not cfg.replica_serve_stale_data
+        oom = False
+        if not flags & sc.COMPAT:
+            if stale and not flags & sc.ALLOW_STALE:
+                raise ReplyError("MASTERDOWN Link with MASTER is down, replica-serve-stale-data "
+                                 "is set to 'no' and 'allow-stale' flag is not set on the "
+                                 "script.")
+            if not flags & sc.NO_WRITES:
+                if replica and cfg.replica_read_only and not obey:
+                    raise ReplyError("READONLY Can not run script with write flag on readonly "
+                                     "replica")
+                if core.disk_error is not None and not obey:
+                    raise ReplyError("MISCONF Redis is configured to save RDB snapshots, but "
+                                     "it's currently unable to persist to disk. Writable "
+                                     "scripts are blocked. Use 'no-writes' flag for read only "
+                                     "scripts.")
+                if ro:
+                    raise ReplyError("ERR Can not execute a script with write flag using *_ro "
+                                     "command.")
+                if not self._enough_replicas():
+                    raise ReplyError(NOREPLICAS_ERR)
+            oom = self._oom()
+            if oom and not flags & (sc.ALLOW_OOM | sc.NO_WRITES):
+                raise ReplyError("OOM allow-oom flag is not set on the script, can not run it "
+                                 "when used memory > 'maxmemory'")
+        else:
+            if stale:
+                raise ReplyError(MASTERDOWN_ERR)
+            oom = self._oom()
+        read_only = ro or (not flags & sc.COMPAT and bool(flags & sc.NO_WRITES))
+        allow_oom = not flags & sc.COMPAT and bool(flags & sc.ALLOW_OOM)
+        return RunContext(c, script.sha, read_only, allow_oom, oom, core.clock_ns())
+
+    def eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
+        """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand)."""
+        c.propagate_argv = []      # the script's effects are propagated, never EVAL itself
+        if self.ctx is not None:   # (a script cannot call EVAL: noscript)
+            raise ReplyError(BUSY_ERR)
+        flags = self._declared_flags(argv, evalsha)
+        if not flags & sc.COMPAT:
+            self._process_command_checks(c, flags)
+        if evalsha and len(argv[1]) != 40:
+            raise ReplyError(NOSCRIPT_ERR)
+        numkeys = parse_numkeys(argv[2])
+        if numkeys > len(argv) - 3:
+            raise ReplyError("ERR Number of keys can't be greater than number of args")
+        if numkeys < 0:
+            raise ReplyError("ERR Number of keys can't be negative")
+        if evalsha:
+            script = self.cache.get(argv[1].decode("latin-1").lower())
+            if script is None:
+                raise ReplyError(NOSCRIPT_ERR)
+        else:
+            script = self.create(argv[1])
+        ctx = self._prepare(c, script, ro)
+        client = self.client
+        if client is None:
+            client = self.client = self.make_client()
+        client.db = c.db
+        client.proto = 2
+        client.user = c.user
+        client.in_multi = False
+        want_hook = self.core.config.busy_reply_threshold > 0
+        if want_hook != self.hook_on:
+            self._set_hook(want_hook)
+            self.hook_on = want_hook
+        self.ctx = ctx
+        try:
+            res = self._run(script.func, c.proto, numkeys, *argv[3:])
+        finally:
+            self.ctx = None
+        return self._reply(c, ctx, res)
+
+    def _reply(self, c: Any, ctx: RunContext, res: tuple[Any, ...]) -> object:
+        """What the runner returned, as the caller's reply."""
+        kind = res[0]
+        if kind == b"r":
+            return Raw(res[1])
+        if kind == b"v":
+            v = res[1]
+            t = type(v)
+            if t is bytes:
+                return v
+            if t is int or t is float:
+                return _long_long(v)
+            if t is bool:
+                if ctx.resp == 2:
+                    return 1 if v else None
+                if c.proto == 3:
+                    return v
+                return 1 if v else 0
+            return None
+        if kind == b"e":
+            msg, source, line, ignore = res[1], res[2], res[3], res[4]
+            text = msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+            if source is not None and line is not None:
+                text += (f" script: {ctx.sha}, on {source.decode('utf-8', 'replace')}:"
+                         f"{line.decode('utf-8', 'replace')}.")
+            err = ReplyError(text)
+            if ignore:
+                # already counted as the command's error: only EVAL's failed_calls (Redis's
+                # ERR_REPLY_FLAG_NO_STATS_UPDATE)
+                if c.last_cmd is not None:
+                    self.core.command_stat(c.last_cmd).failed += 1
+                return err
+            raise err
+        msg = res[1].decode("utf-8", "replace") if isinstance(res[1], bytes) else str(res[1])
+        raise ReplyError(f"ERR Error running script {ctx.sha}, {msg[:100]}")
+
+    # -- redis.call -----------------------------------------------------------------------------
+    def _check(self, ctx: RunContext, cmd: Any, argv: list[bytes]) -> str | None:
+        """scriptCall's checks; the error text (luaPushError form) or None."""
+        if cmd is None:
+            return "Unknown Redis command called from script"
+        n = len(argv)
+        if cmd.handler is None or (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+            return "Wrong number of args calling Redis command from script"
+        flags = cmd.flags
+        if "noscript" in flags or "no-script" in flags:
+            return "This Redis command is not allowed from script"
+        core = self.core
+        cfg = core.config
+        replica, link_down = self._replica_state()
+        if replica and link_down and not cfg.replica_serve_stale_data and "stale" not in flags:
+            return "Can not execute the command on a stale replica"
+        write = cmd.write
+        if ctx.read_only and (write or "may-replicate" in flags):
+            return "Write commands are not allowed from read-only scripts."
+        if not write:
+            return None
+        obey = ctx.caller.kind == "master"
+        if not ctx.write_dirty:
+            if replica and cfg.replica_read_only and not obey:
+                return "-" + READONLY_ERR
+            if core.disk_error is not None:
+                return "-" + core.disk_error
+            if not self._enough_replicas():
+                return "-" + NOREPLICAS_ERR
+            if (not ctx.allow_oom and ctx.oom and not obey and "denyoom" in flags):
+                return "-" + OOM_ERR
+        ctx.write_dirty = True
+        return None
+
+    def _call_raise(self, *args: Any) -> Any:
+        """redis.call: the reply, or a raised error (see _unwrap)."""
+        r = self._call(*args)
+        if type(r) is tuple:
+            raise CallError(r[1], len(r) > 2)
+        return r
+
+    def _pcall(self, *args: Any) -> Any:
+        """redis.pcall: the reply, or the error as a table {err=...}."""
+        r = self._call(*args)
+        if type(r) is tuple:
+            return self._err_table(r[1], len(r) > 2)
+        return r
+
+    def _err_table(self, text: str, ignore: bool) -> Any:
+        d: dict[bytes, Any] = {b"err": text.encode("utf-8", "replace")}
+        if ignore:
+            d[b"ignore_error_stats_update"] = True
+        return self.lua.table_from(d)
+
+    def _unwrap(self, exc: Any) -> Any:
+        """The Lua error value of an exception raised by a Python function called from Lua."""
+        if isinstance(exc, CallError):
+            return self._err_table(exc.text, exc.ignore)
+        return str(exc).encode("utf-8", "replace")
+
+    def _call(self, *args: Any) -> Any:
+        """redis.call / redis.pcall: the reply, or (None, error text[, ignore-stats])."""
+        ctx = self.ctx
+        if ctx is None:
+            return None, "ERR redis.call/pcall can only be called inside a script invocation"
+        if not args:
+            return None, NOARGS_ERR
+        argv = lua_argv(args)
+        if argv is None:
+            return None, ARGS_ERR
+        core = self.core
+        client = self.client
+        cmd = core.lookup_command(argv)
+        err = self._check(ctx, cmd, argv)
+        if err is None and cmd.name in ("xread", "xreadgroup") and _has_block(argv):
+            err = f"-ERR {cmd.name} command is not allowed with BLOCK option from scripts"
+            text = error_text(err)
+            core.error_reply(client, text, cmd, rejected=False)
+            core.command_stat(cmd).calls += 1
+            return None, text, True
+        if err is not None:
+            text = error_text(err)
+            core.error_reply(client, text, cmd, rejected=True)
+            return None, text, True
+        pending = core._pending
+        mark = len(pending)
+        reply = core.call(client, cmd, argv)
+        if not ctx.repl_flags & PROPAGATE_REPL and core._pending is pending:
+            del pending[mark:]
+        if client.out:
+            client.out = []
+        t = type(reply)
+        if t is bytes or t is int:
+            return reply
+        if isinstance(reply, ReplyError):
+            return None, error_text("-" + reply.message), True
+        return self.to_lua.convert(reply, client.proto)
+
+    # -- the redis.* helpers and math.random (C functions in Redis: Python callables here) -----
+    @staticmethod
+    def _raise(msg: str) -> None:
+        raise CallError("ERR " + msg, False)
+
+    def _sha1hex(self, *args: Any) -> bytes:
+        if len(args) != 1:
+            self._raise("wrong number of arguments")
+        s = args[0]
+        if type(s) in (int, float):
+            s = _g14(float(s))
+        elif type(s) is not bytes:
+            s = b""
+        return sc.sha1hex(s).encode()
+
+    def _log(self, *args: Any) -> None:
+        if len(args) < 2:
+            self._raise("redis.log() requires two arguments or more.")
+        level = lua_tonumber(args[0])
+        if level is None:
+            self._raise("First argument must be a number (log level).")
+        lvl = int(level)  # type: ignore[arg-type]
+        if not 0 <= lvl <= 3:
+            self._raise("Invalid debug level.")
+        parts = []
+        for j, a in enumerate(args[1:], 1):
+            if type(a) is bytes or type(a) in (int, float):
+                if j != 1:
+                    parts.append(b" ")
+                parts.append(a if type(a) is bytes else _g14(float(a)))
+        getattr(self.core.log, _LOG_LEVELS[lvl])(b"".join(parts).decode("utf-8", "replace"))
+
+    def _setresp(self, *args: Any) -> None:
+        if len(args) != 1:
+            self._raise("redis.setresp() requires one argument.")
+        n = lua_tonumber(args[0])
+        resp = int(n) if n is not None and n == n and abs(n) < 2**31 else 0
+        if resp not in (2, 3):
+            self._raise("RESP version must be 2 or 3.")
+        if self.ctx is not None:
+            self.ctx.resp = resp
+            self.client.proto = resp
+
+    def _setrepl(self, *args: Any) -> None:
+        if len(args) != 1:
+            self._raise("redis.set_repl() requires two arguments.")
+        n = lua_tonumber(args[0])
+        flags = int(n) if n is not None and n == n and abs(n) < 2**31 else 0
+        if flags & ~(PROPAGATE_AOF | PROPAGATE_REPL):
+            self._raise("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or "
+                        "REPL_NONE.")
+        if self.ctx is not None:
+            self.ctx.repl_flags = flags
+
+    @staticmethod
+    def _checkint(args: tuple[Any, ...], i: int, fname: str) -> int:
+        v = args[i] if i < len(args) else None
+        n = lua_tonumber(v)
+        if n is None:
+            got = "no value" if i >= len(args) else lua_typename(v)
+            raise LibError(f"bad argument #{i + 1} to '{fname}' (number expected, got {got})")
+        return int(n) if n == n and abs(n) < 2**63 else _LLONG_MIN
+
+    def _random(self, *args: Any) -> float:
+        """math.random over redisLrand48 (Lua's own code with rand() replaced)."""
+        r = self.rand.random()
+        if not args:
+            return r
+        if len(args) == 1:
+            u = self._checkint(args, 0, "random")
+            if u < 1:
+                raise LibError("bad argument #1 to 'random' (interval is empty)")
+            return float(math.floor(r * u) + 1)
+        if len(args) == 2:
+            lo = self._checkint(args, 0, "random")
+            u = self._checkint(args, 1, "random")
+            if lo > u:
+                raise LibError("bad argument #2 to 'random' (interval is empty)")
+            return float(math.floor(r * (u - lo + 1)) + lo)
+        raise LibError("wrong number of arguments")
+
+    def _randomseed(self, *args: Any) -> None:
+        self.rand.seed(self._checkint(args, 0, "randomseed"))
+
+    def _acl(self, *args: Any) -> Any:
+        """redis.acl_check_cmd: every command is allowed to the (only) default user."""
+        argv = lua_argv(args) if args else None
+        if argv is None:
+            raise CallError(NOARGS_ERR if not args else ARGS_ERR, False)
+        if self.core.lookup_command(argv) is None:
+            raise CallError("ERR Invalid command passed to redis.acl_check_cmd()", False)
+        return True
+
+    # -- busy scripts ---------------------------------------------------------------------------
+    def _hook(self) -> bool:
+        """The count hook (scriptInterrupt): True when the script must stop (SCRIPT KILL)."""
+        ctx = self.ctx
+        if ctx is None:
+            return False
+        core = self.core
+        if not ctx.timedout:
+            elapsed = (core.clock_ns() - ctx.start_ns) // 1_000_000
+            if elapsed < core.config.busy_reply_threshold:
+                return False
+            core.log.warning(f"Slow script detected: still in execution after {elapsed} "
+                             "milliseconds. You can try killing the script using the SCRIPT "
+                             f"KILL command. Script name is: {ctx.sha}.")
+            ctx.timedout = True
+        host = core.host
+        if hasattr(host, "process_events_while_blocked"):
+            host.process_events_while_blocked()
+        if ctx.killed:
+            core.log.warning("Lua script killed by user with SCRIPT KILL.")
+        return ctx.killed
+
+    def kill(self, c: Any) -> object:
+        """SCRIPT KILL (scriptKill)."""
+        ctx = self.ctx
+        if ctx is None:
+            raise ReplyError("NOTBUSY No scripts in execution right now.")
+        if ctx.caller.kind == "master":
+            raise ReplyError("UNKILLABLE The busy script was sent by a master instance in the "
+                             "context of replication and cannot be killed.")
+        if ctx.write_dirty:
+            raise ReplyError("UNKILLABLE Sorry the script already executed write commands "
+                             "against the dataset. You can either wait the script termination "
+                             "or kill the server in a hard way using the SHUTDOWN NOSAVE "
+                             "command.")
+        ctx.killed = True
+        return True
+
+
+def _has_block(argv: list[bytes]) -> bool:
+    """XREAD/XREADGROUP given BLOCK before STREAMS."""
+    for i, a in enumerate(argv[1:], 1):
+        low = a.lower()
+        if low == b"streams":
+            return False
+        if low == b"block" and i + 1 < len(argv):
+            return True
+    return False

@@ -1,0 +1,422 @@
+"""The Lua side of the scripting environment: globals, protection, ``redis`` table, runner.
+
+Theory of operation: Redis 7.0.15 runs scripts in a Lua whose tables can be made read-only
+(a patch of its bundled Lua): the global table and every library table reachable from it are
+locked, reading a missing global raises "Script attempted to access nonexistent global
+variable", and any write raises "Attempt to modify a readonly table". A stock Lua 5.1 has no
+read-only tables, so :data:`BOOTSTRAP` builds the same behaviour from proxies: every protected
+table is an empty proxy whose ``__index`` is the real table and whose ``__newindex`` raises,
+scripts get the global proxy as their environment, and ``rawset``/``setmetatable``/
+``getmetatable``/``rawget``/``next``/``pairs``/``ipairs``/``loadstring``/``load`` are wrapped
+so that they see through the proxies and never hand out a real table or the unsandboxed
+environment. Only Redis's allow-listed globals exist (no ``print``, ``dofile``, ``loadfile``,
+``os``, ``io``, ``debug``, ``setfenv``, ...), and binary chunks are refused as Redis's Lua
+refuses them.
+
+The bootstrap chunk is named ``=[redis]``; the error handler (``__redis__err__handler``,
+Redis's own code) skips the frames of that chunk so an error raised by a wrapper is reported
+at the user's line, as Redis reports an error raised by its C functions.
+
+``run(f, caller_proto, nkeys, ...)`` sets KEYS/ARGV, calls the script under the handler and
+converts what it returns: a non-table value goes back to Python as is (the fast path), a
+table is encoded to RESP here with ``rawget``/``next`` exactly as ``luaReplyToRedisReply``
+walks it, and an error (raised or returned) comes back as its parts.
+"""
+
+from __future__ import annotations
+
+CHUNK_NAME = b"=[redis]"
+
+#: Nesting depth at which a returned table gets "-ERR reached lua stack limit" (Redis fails
+#: lua_checkstack there: the Lua C stack of LUAI_MAXCSTACK slots is full).
+REPLY_MAX_DEPTH = 7997
+
+BOOTSTRAP = rb"""
+local PY, LIBS, MAXDEPTH = ...
+local type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
+      getmetatable, pcall, xpcall, unpack, setfenv, loadstring, load, ipairs, pairs =
+      type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
+      getmetatable, pcall, xpcall, unpack, setfenv, loadstring, load, ipairs, pairs
+local fmt, concat, gsub, sub, find, floor, ceil =
+      string.format, table.concat, string.gsub, string.sub, string.find, math.floor, math.ceil
+local dbg = debug
+local getinfo, sethook = dbg.getinfo, dbg.sethook
+local INTERNAL = '=[redis]'
+local RO = 'Attempt to modify a readonly table'
+
+-- proxies ---------------------------------------------------------------------------------
+local REAL = setmetatable({}, {__mode = 'k'})     -- proxy -> real table
+local SHOWN = setmetatable({}, {__mode = 'k'})    -- real metatable -> what getmetatable shows
+local NONE = {}
+local function ro_newindex() error(RO, 2) end
+local function protect(t, shown_mt)
+  local mt = {__index = t, __newindex = ro_newindex}
+  local p = setmetatable({}, mt)
+  REAL[p] = t
+  SHOWN[mt] = shown_mt or NONE
+  return p
+end
+local function real(t) return REAL[t] or t end
+
+local function copy(src, names)
+  local t = {}
+  for _, n in ipairs(names) do t[n] = src[n] end
+  return t
+end
+
+-- the globals -----------------------------------------------------------------------------
+local G = {}           -- the real globals table (never reachable from scripts)
+local GP               -- its proxy: the scripts' environment and _G
+
+local function missing_global(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+
+G.xpcall, G.tostring, G.next, G.assert, G.tonumber, G.rawequal = xpcall, tostring, nil,
+  assert, tonumber, rawequal
+G.collectgarbage, G.type, G.select, G.unpack, G.gcinfo, G.error =
+  collectgarbage, type, select, unpack, gcinfo, error
+G._VERSION = _VERSION
+
+G.next = function(t, k) return next(real(t), k) end
+G.pairs = function(t)
+  if REAL[t] then return G.next, t, nil end
+  return pairs(t)
+end
+G.ipairs = function(t)
+  if REAL[t] then return ipairs(REAL[t]) end
+  return ipairs(t)
+end
+G.rawget = function(t, k) return rawget(real(t), k) end
+G.rawset = function(t, k, v)
+  if REAL[t] then error(RO, 0) end
+  return rawset(t, k, v)
+end
+G.setmetatable = function(t, mt)
+  if REAL[t] then error(RO, 0) end
+  return setmetatable(t, mt)
+end
+G.getmetatable = function(o)
+  local mt = getmetatable(o)
+  if mt == nil then return nil end
+  local shown = SHOWN[mt]
+  if shown == NONE then return nil end
+  if shown ~= nil then return shown end
+  return mt
+end
+local function sandboxed(f, e)
+  if f then setfenv(f, GP) end
+  return f, e
+end
+local function binary(s) return type(s) == 'string' and sub(s, 1, 1) == '\27' end
+G.loadstring = function(s, name)
+  if binary(s) then
+    return nil, fmt('[string "%s"]:1: unexpected symbol near \'<\\27>\'', name or '?')
+  end
+  return sandboxed(loadstring(s, name))
+end
+G.load = function(f, name)
+  local first = true
+  local function reader()
+    local piece = f()
+    if first and binary(piece) then piece = nil end
+    first = false
+    return piece
+  end
+  return sandboxed(load(reader, name))
+end
+-- pcall must return every value, nils included: count them with select.
+local function pack(...) return select('#', ...), {...} end
+G.pcall = function(...)
+  local n, r = pack(pcall(...))
+  if not r[1] then
+    local e = r[2]
+    if type(e) == 'userdata' then e = PY.unwrap(e) end
+    if type(e) == 'table' then
+      local m = e.err
+      if type(m) == 'string' or type(m) == 'number' then e = m end
+    end
+    return false, e
+  end
+  return unpack(r, 1, n)
+end
+
+-- libraries (wrapped copies: a script never reaches the runtime's own tables) -------------
+G.string = protect(copy(string, {'byte', 'char', 'dump', 'find', 'format', 'gmatch', 'gsub',
+  'len', 'lower', 'match', 'rep', 'reverse', 'sub', 'upper', 'gfind'}))
+G.table = protect(copy(table, {'concat', 'insert', 'maxn', 'remove', 'sort', 'foreach',
+  'foreachi', 'getn', 'setn'}))
+local math_t = copy(math, {'abs', 'acos', 'asin', 'atan', 'atan2', 'ceil', 'cos', 'cosh', 'deg',
+  'exp', 'floor', 'fmod', 'frexp', 'huge', 'ldexp', 'log', 'log10', 'max', 'min', 'mod',
+  'modf', 'pi', 'pow', 'rad', 'sin', 'sinh', 'sqrt', 'tan', 'tanh'})
+G.coroutine = protect(copy(coroutine, {'create', 'resume', 'running', 'status', 'wrap',
+  'yield'}))
+
+-- luaL_where for errors of the wrappers that stand in for C functions: the first user frame
+local function where()
+  local lvl = 2
+  local i = getinfo(lvl, 'Sl')
+  while i and (i.source == INTERNAL or i.what == 'C') do lvl = lvl + 1; i = getinfo(lvl, 'Sl') end
+  if i and i.currentline > 0 then return i.short_src .. ':' .. i.currentline .. ': ' end
+  return ''
+end
+local function argerr(i, fname, msg)
+  error(where() .. fmt("bad argument #%d to '%s' (%s)", i, fname, msg), 0)
+end
+local function checkint(i, fname, n, ...)
+  local v = select(i, ...)
+  local x = tonumber(v)
+  if x == nil then
+    argerr(i, fname, 'number expected, got ' .. (i > n and 'no value' or type(v)))
+  end
+  if x >= 0 then return floor(x) end
+  return ceil(x)
+end
+-- unpack with Redis's overflow guard (luaB_unpack: "too many results to unpack")
+G.unpack = function(...)
+  local nargs = select('#', ...)
+  local t, i, e = ...
+  if type(t) ~= 'table' then
+    argerr(1, 'unpack', 'table expected, got ' .. (nargs < 1 and 'no value' or type(t)))
+  end
+  t = real(t)
+  if i == nil then i = 1 else i = checkint(2, 'unpack', nargs, ...) end
+  if e == nil then e = #t else e = checkint(3, 'unpack', nargs, ...) end
+  if i > e then return end
+  local n = (e - i) % 4294967296
+  if n >= 2147483647 or n + 1 + nargs > 8000 then error(where() .. 'too many results to unpack', 0) end
+  return unpack(t, i, e)
+end
+math_t.random = PY.random
+math_t.randomseed = PY.randomseed
+G.math = protect(math_t)
+
+-- Library tables built in Python: functions answer (true, results...) or (false, message).
+for name, lib in pairs(LIBS) do
+  local t = {}
+  for fname, f in pairs(lib.funcs) do t[fname] = f end
+  for k, v in pairs(lib.values) do t[k] = v end
+  if lib.lua then lib.lua(t) end
+  G[name] = protect(t)
+end
+
+-- the string metatable: its __index is the protected string table, and it shows read-only
+local smt = getmetatable('')
+smt.__index = G.string
+SHOWN[smt] = protect({__index = G.string})
+
+-- errors ----------------------------------------------------------------------------------
+local function errtab(s)
+  return {err = s}
+end
+
+local P_unwrap = PY.unwrap
+local function err_handler(err)
+  local where = false
+  if type(err) == 'userdata' then err = P_unwrap(err); where = type(err) == 'string' end
+  local lvl = 2
+  local i = getinfo(lvl, 'nSl')
+  if i and i.what == 'C' then lvl = 3; i = getinfo(lvl, 'nSl') end
+  while i and (i.source == INTERNAL or i.what == 'C') do lvl = lvl + 1; i = getinfo(lvl, 'nSl') end
+  -- a library's luaL_error names its caller's line, as luaL_where(L, 1) does
+  if where and i and i.currentline > 0 then err = i.short_src .. ':' .. i.currentline .. ': ' .. err end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
+G.__redis__err__handler = err_handler
+
+-- the redis table -------------------------------------------------------------------------
+local R = {}
+local P_acl, P_getresp = PY.acl, PY.getresp
+local SRESP = 2
+local function raise(msg) error({err = 'ERR ' .. msg}) end
+
+-- Python callables: C functions to Lua, so a script's `return redis.call(...)` keeps its
+-- frame (a tail call to a Lua wrapper would lose the line an error is reported at).
+R.call = PY.call
+R.pcall = PY.pcall
+R.sha1hex = PY.sha1hex
+local function lua_err_text(s)
+  if sub(s, 1, 1) == '-' then
+    local sp = find(s, ' ', 1, true)
+    local code, msg
+    if not sp then code, msg = 'ERR', sub(s, 2) else code, msg = sub(s, 2, sp - 1), sub(s, sp + 1) end
+    msg = gsub(gsub(msg, '^[\r\n]+', ''), '[\r\n]+$', '')
+    return code .. ' ' .. msg
+  end
+  return 'ERR ' .. gsub(gsub(s, '^[\r\n]+', ''), '[\r\n]+$', '')
+end
+R.error_reply = function(...)
+  local n = select('#', ...)
+  local last = select(n > 0 and n or 1, ...)
+  if n ~= 1 or type(last) ~= 'string' then return errtab('ERR wrong number or type of arguments') end
+  local e = ...
+  if sub(e, 1, 1) ~= '-' then e = '-' .. e end
+  return errtab(lua_err_text(e))
+end
+R.status_reply = function(...)
+  local n = select('#', ...)
+  local last = select(n > 0 and n or 1, ...)
+  if n ~= 1 or type(last) ~= 'string' then return errtab('ERR wrong number or type of arguments') end
+  return {ok = (...)}
+end
+R.log = PY.log
+R.LOG_DEBUG, R.LOG_VERBOSE, R.LOG_NOTICE, R.LOG_WARNING = 0, 1, 2, 3
+R.REDIS_VERSION_NUM = PY.version_num
+R.REDIS_VERSION = PY.version
+R.setresp = PY.setresp
+R.set_repl = PY.setrepl
+R.REPL_NONE, R.REPL_AOF, R.REPL_SLAVE, R.REPL_REPLICA, R.REPL_ALL = 0, 1, 2, 2, 3
+R.acl_check_cmd = P_acl
+R.breakpoint = function() return false end
+R.debug = function() end
+R.replicate_commands = function() return true end
+G.redis = protect(R)
+
+-- the global proxy ------------------------------------------------------------------------
+local gmt = {__index = G, __newindex = ro_newindex}
+setmetatable(G, {__index = missing_global})
+GP = setmetatable({}, gmt)
+REAL[GP] = G
+SHOWN[gmt] = protect({__index = missing_global, __newindex = ro_newindex})
+G._G = GP
+
+-- Lua -> RESP (luaReplyToRedisReply) --------------------------------------------------------
+local function san(s) return (gsub(s, '[\r\n]', ' ')) end
+local conv
+conv = function(v, out, cp, d)
+  local n = #out
+  if d >= MAXDEPTH then out[n + 1] = '-ERR reached lua stack limit\r\n'; return end
+  local t = type(v)
+  if t == 'string' then
+    out[n + 1] = '$' .. #v .. '\r\n'; out[n + 2] = v; out[n + 3] = '\r\n'
+  elseif t == 'number' then
+    out[n + 1] = fmt(':%d\r\n', v)
+  elseif t == 'boolean' then
+    if SRESP == 2 then
+      out[n + 1] = v and ':1\r\n' or (cp == 3 and '_\r\n' or '$-1\r\n')
+    elseif cp == 3 then
+      out[n + 1] = v and '#t\r\n' or '#f\r\n'
+    else
+      out[n + 1] = v and ':1\r\n' or ':0\r\n'
+    end
+  elseif t == 'table' then
+    local x = rawget(v, 'err')
+    if type(x) == 'string' then out[n + 1] = '-' .. san(x) .. '\r\n'; return end
+    x = rawget(v, 'ok')
+    if type(x) == 'string' then out[n + 1] = '+' .. san(x) .. '\r\n'; return end
+    x = rawget(v, 'double')
+    if type(x) == 'number' then
+      local s
+      if x == 1/0 then s = 'inf' elseif x == -1/0 then s = '-inf' else s = fmt('%.17g', x) end
+      if cp == 3 then out[n + 1] = ',' .. s .. '\r\n'
+      else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
+      return
+    end
+    x = rawget(v, 'big_number')
+    if type(x) == 'string' then
+      local s = san(x)
+      if cp == 3 then out[n + 1] = '(' .. s .. '\r\n'
+      else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
+      return
+    end
+    x = rawget(v, 'verbatim_string')
+    if type(x) == 'table' then
+      local f, s = rawget(x, 'format'), rawget(x, 'string')
+      if type(f) == 'string' and type(s) == 'string' then
+        if cp == 3 then out[n + 1] = '=' .. (#s + 4) .. '\r\n' .. sub(f, 1, 3) .. ':' .. s .. '\r\n'
+        else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
+        return
+      end
+    end
+    x = rawget(v, 'map')
+    if type(x) == 'table' then
+      out[n + 1] = false
+      local len = 0
+      for k, val in next, x do
+        conv(k, out, cp, d + 1); conv(val, out, cp, d + 1); len = len + 1
+      end
+      out[n + 1] = (cp == 3 and '%' .. len or '*' .. 2 * len) .. '\r\n'
+      return
+    end
+    x = rawget(v, 'set')
+    if type(x) == 'table' then
+      out[n + 1] = false
+      local len = 0
+      for k in next, x do conv(k, out, cp, d + 1); len = len + 1 end
+      out[n + 1] = (cp == 3 and '~' or '*') .. len .. '\r\n'
+      return
+    end
+    out[n + 1] = false
+    local j = 1
+    while true do
+      local e = rawget(v, j)
+      if e == nil then break end
+      conv(e, out, cp, d + 1)
+      j = j + 1
+    end
+    out[n + 1] = '*' .. (j - 1) .. '\r\n'
+  else
+    out[n + 1] = cp == 3 and '_\r\n' or '$-1\r\n'
+  end
+end
+
+-- the busy-script hook: PY.hook() answers true once SCRIPT KILL asked to stop the script.
+local P_hook = PY.hook
+local hook, line_mode
+hook = function()
+  local i = getinfo(2, 'S')
+  if i and i.source == INTERNAL then return end   -- never inside the sandbox's own code
+  if line_mode or P_hook() then
+    if not line_mode then line_mode = true; sethook(hook, 'l') end
+    error({err = 'ERR Script killed by user with SCRIPT KILL...'})
+  end
+end
+local function set_hook(on)
+  line_mode = false
+  if on then sethook(hook, '', 100000) else sethook() end
+end
+
+
+-- the runner ------------------------------------------------------------------------------
+local function run(f, cp, nk, ...)
+  local all = {...}
+  local n = select('#', ...)
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = all[i] end
+  for i = nk + 1, n do argv[i - nk] = all[i] end
+  G.KEYS = keys
+  G.ARGV = argv
+  SRESP = 2
+  local ok, res = xpcall(f, err_handler)
+  if line_mode then set_hook(true) end
+  if not ok then
+    if type(res) ~= 'table' then return 'x', tostring(res) end
+    local m = res.err
+    if type(m) == 'number' then m = tostring(m) end
+    local line = res.line
+    if type(line) == 'number' then line = tostring(line) end
+    return 'e', m, res.source, line, res.ignore_error_stats_update
+  end
+  if type(res) ~= 'table' then return 'v', res end
+  SRESP = P_getresp()
+  local e = rawget(res, 'err')
+  if type(e) == 'string' then return 'e', e, nil, nil, res.ignore_error_stats_update end
+  local out = {}
+  conv(res, out, cp, 0)
+  return 'r', concat(out)
+end
+
+local function compile(body)
+  local f, e = loadstring(body, '@user_script')
+  if not f then return nil, e end
+  setfenv(f, GP)
+  return f
+end
+
+return run, compile, set_hook, function() return collectgarbage('count') end
+"""

@@ -1,0 +1,110 @@
+"""Differential tests of CLIENT PAUSE / UNPAUSE and CLIENT REPLY against redis-server 7.0.15.
+
+PAUSE: on both servers a client pauses (WRITE or ALL) and other clients send reads, writes,
+a MULTI whose EXEC holds a write, PUBLISH; what answers at once and what waits is the same on
+both (each reply compared byte for byte, a waiting client's reply arriving only after CLIENT
+UNPAUSE or the deadline), and replicas keep their link. REPLY: OFF, SKIP and ON sequences with pipelined commands give the
+same bytes on both, pub/sub frames still arriving while replies are off.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support import RawClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+
+def both(ports, fn):
+    return [fn(p) for p in ports]
+
+
+def answered_within(c: RawClient, seconds: float) -> bytes | None:
+    """The next reply if it comes within ``seconds``, else None (the client waits)."""
+    c.sock.settimeout(seconds)
+    try:
+        return c.read_reply()
+    except TimeoutError:
+        return None
+    finally:
+        c.sock.settimeout(10)
+
+
+@pytest.mark.parametrize("kind", ["WRITE", "ALL"])
+def test_pause_postpones_what_redis_postpones(pyrepl_server, redis_server, kind: str) -> None:
+    outcomes = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as admin, RawClient(port) as r, RawClient(port) as w, \
+                RawClient(port) as m, RawClient(port) as p:
+            admin.call("FLUSHALL")
+            admin.call("SET", "k", "v")
+            got: dict[str, object] = {}
+            assert admin.call("CLIENT", "PAUSE", "5000", kind) == b"+OK\r\n"
+            r.send("GET", "k")
+            got["read"] = answered_within(r, 0.3)
+            w.send("SET", "k", "new")
+            got["write"] = answered_within(w, 0.3)
+            m.call("MULTI")
+            m.send("INCR", "n")
+            got["queued"] = answered_within(m, 0.3)
+            p.send("PUBLISH", "ch", "x")
+            got["publish"] = answered_within(p, 0.3)
+            assert admin.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+            for name, c in (("read", r), ("write", w), ("queued", m), ("publish", p)):
+                if got[name] is None:
+                    got[name + " after"] = c.read_reply()
+            m.send("EXEC")
+            got["exec"] = m.read_reply()
+            got["k"] = admin.call("GET", "k")
+            outcomes.append(got)
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0]["write"] is None            # a write always waits
+
+
+def test_pause_deadline_and_errors(pyrepl_server, redis_server) -> None:
+    replies = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as admin, RawClient(port) as w:
+            errs = [admin.call(*a) for a in (
+                ("CLIENT", "PAUSE", "x"), ("CLIENT", "PAUSE", "-1"),
+                ("CLIENT", "PAUSE", "10", "READ"), ("CLIENT", "PAUSE", "10", "ALL", "x"),
+                ("CLIENT", "UNPAUSE", "x"), ("CLIENT", "REPLY", "MAYBE"))]
+            admin.call("CLIENT", "PAUSE", "300", "WRITE")
+            admin.call("CLIENT", "PAUSE", "100", "ALL")     # stricter kind, later end kept
+            t0 = time.monotonic()
+            w.send("SET", "a", "1")
+            reply = w.read_reply()
+            waited = time.monotonic() - t0
+            assert 0.2 < waited < 2.0, waited
+            replies.append((errs, reply))
+    assert replies[0] == replies[1]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_client_reply_off_skip_on(pyrepl_server, redis_server, proto: int) -> None:
+    script = [
+        ("SET", "a", "1"), ("CLIENT", "REPLY", "SKIP"), ("GET", "a"), ("GET", "a"),
+        ("CLIENT", "REPLY", "OFF"), ("INCR", "n"), ("CLIENT", "REPLY", "SKIP"), ("GET", "n"),
+        ("SUBSCRIBE", "ch"), ("UNSUBSCRIBE", "ch"), ("NOSUCH",), ("CLIENT", "REPLY", "ON"),
+        ("GET", "n"), ("CLIENT", "REPLY", "SKIP"), ("CLIENT", "REPLY", "SKIP"), ("GET", "a"),
+        ("GET", "n"), ("MULTI",), ("INCR", "n"), ("CLIENT", "REPLY", "OFF"), ("EXEC",),
+        ("CLIENT", "REPLY", "ON"), ("ECHO", "end"),
+    ]
+    outputs = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as c:
+            if proto == 3:
+                c.call("HELLO", "3")
+            c.call("FLUSHALL")
+            for argv in script:
+                c.send(*argv)
+            data = []
+            while True:
+                frame = c.read_reply()
+                data.append(frame)
+                if frame.endswith(b"end\r\n"):
+                    break
+            outputs.append(data)
+    assert outputs[0] == outputs[1]
