@@ -861,7 +861,7 @@ DIRECTIVES: tuple[Directive, ...] = (
          help="microseconds slept per key while loading an RDB (a Redis testing knob)"),
     Directive("loading-process-events-interval-bytes", "int", "2097152", lo=1024, hi=INT_MAX,
               hidden=True, noop=True),
-    _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",), noop=True),
+    _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",)),
     # Accepted with Redis 7.0's syntax, default and CONFIG GET/SET behaviour; no effect in pyrepl
     # (yet): general and process
     _bool("always-show-logo", "no", mutable=False, noop=True),

@@ -262,6 +262,11 @@ class Host:
         shell gives ``time.perf_counter_ns``; sans-io cores count 0."""
         return 0
 
+    def process_events_while_blocked(self, protected: Client | None) -> None:
+        """Redis's processEventsWhileBlocked: serve what clients sent, without returning to the
+        event loop, while a long script runs (``protected``, the script's caller, is not
+        read). Nothing here: no I/O in a sans-io core."""
+
     def process_info(self) -> dict[str, float]:
         """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
         return {}
@@ -343,6 +348,7 @@ class ServerCore:
         self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
         self.slowlog = SlowLog()
         self.pause = Pause(self)
+        self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
         self.replication: Any = None
@@ -527,12 +533,23 @@ class ServerCore:
             c.out.append(encode(reply, c.proto))
 
     def refresh_gate(self) -> None:
-        """``gated``: a MISCONF state or a CLIENT PAUSE is on (the one test ``execute`` makes
-        for both while neither is)."""
-        self.gated = self.disk_error is not None or self.pause.kind != 0
+        """``gated``: a busy script, a MISCONF state or a CLIENT PAUSE is on (the one test
+        ``execute`` makes for all three while none is)."""
+        self.gated = self.busy is not None or self.disk_error is not None or self.pause.kind != 0
+
+    def set_busy(self, error: str | None) -> None:
+        """A script ran past busy-reply-threshold (``error``: what other clients get, -BUSY),
+        or ended (None). Meanwhile the shell serves clients from the script's hook
+        (Host.process_events_while_blocked), and only ``allow-busy`` commands run."""
+        self.busy = error
+        self.refresh_gate()
 
     def _gate(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
-        """True when MISCONF refused the command or CLIENT PAUSE postponed it."""
+        """True when a busy script, MISCONF refused the command or CLIENT PAUSE postponed
+        it."""
+        if self.busy is not None and not cmd.allow_busy:
+            self._reject(c, self.busy, cmd)
+            return True
         if self.disk_error is not None and self._denied_by_disk_error(c, cmd):
             return True
         return bool(self.pause.kind) and self._postponed(c, cmd, argv)

@@ -8,7 +8,9 @@ propagated as sent) only when the string grew or a bit changed. Offsets are chec
 Redis's range rules (negative indexes, BIT / BYTE units, the masks on the edge bytes, BITPOS's
 "explicit end" rule for clear bits); BITOP treats missing keys as empty strings and deletes the
 destination when every source is empty; BITFIELD reproduces Redis's overflow checks for WRAP,
-SAT and FAIL with 64-bit two's complement arithmetic.
+SAT and FAIL with 64-bit two's complement arithmetic. Keyspace events as bitops.c: ``setbit``
+(SETBIT, BITFIELD when something changed; ``new`` first for a created key), BITOP ``set`` or
+``del``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import parse_int, read_typed
 from pyrepl.errors import SYNTAX, WRONGTYPE
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_STRING, notify
 from pyrepl.resp.types import ReplyError
 
 _OFFSET_ERR = "ERR bit offset is not an integer or out of range"
@@ -95,6 +98,7 @@ def setbit(c: Any, argv: list[bytes]) -> object:
     if grown or old != on:
         buf[byte] = (buf[byte] & ~mask) | (mask if on else 0)
         _store(c, key, buf)
+        notify(c, NOTIFY_STRING, b"setbit", key)
         c.core.dirty += 1
     return old
 
@@ -270,8 +274,10 @@ def bitop(c: Any, argv: list[bytes]) -> object:
             for x in ints[1:]:
                 res = res & x if op == b"and" else res | x if op == b"or" else res ^ x
         db.set(target, res.to_bytes(maxlen, "big"))     # setKey: the TTL goes
+        notify(c, NOTIFY_STRING, b"set", target)
         c.core.dirty += 1
     elif db.delete(target):
+        notify(c, NOTIFY_GENERIC, b"del", target)
         c.core.dirty += 1
     return maxlen
 
@@ -444,6 +450,8 @@ def _bitfield(c: Any, argv: list[bytes], readonly_cmd: bool) -> object:
         # (OVERFLOW FAIL); only actual changes count as dirty and propagate.
         assert isinstance(buf, bytearray)
         _store(c, key, buf)
+        if changes:
+            notify(c, NOTIFY_STRING, b"setbit", key)
         c.core.dirty += changes
     return replies
 

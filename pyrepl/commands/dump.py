@@ -5,6 +5,8 @@ payload's footer, then its value), takes payloads of Redis 7 and 8 (RDB versions
 and propagates as Redis does: a relative TTL is rewritten to an absolute one with ABSTTL; a
 REPLACE whose TTL has already passed becomes a DEL of the old key. IDLETIME and FREQ are
 validated as Redis does; pyrepl keeps no LRU/LFU data, so they change nothing else.
+Keyspace events: ``restore`` (after ``new``), or ``del`` when a REPLACE with a past TTL only
+deleted the old key; DUMP's lookup publishes ``keymiss``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import option_token, parse_int
 from pyrepl.errors import SYNTAX
+from pyrepl.notify import NOTIFY_GENERIC, notify
 from pyrepl.rdb.dump import PayloadError, dump_payload, load_payload
 from pyrepl.resp.types import OK, ReplyError
 
@@ -72,6 +75,7 @@ def restore(c: Any, argv: list[bytes]) -> object:
     if ttl and ttl <= core.now_ms and core.expiry_deletes:   # checkAlreadyExpired
         if deleted:
             c.propagate_argv = [b"DEL", key]
+            notify(c, NOTIFY_GENERIC, b"del", key)
             core.dirty += 1
         return OK
     db.add(key, value)
@@ -79,5 +83,6 @@ def restore(c: Any, argv: list[bytes]) -> object:
         db.set_expire(key, ttl)
         if not absttl:
             c.propagate_argv = [argv[0], key, b"%d" % ttl, *argv[3:], b"ABSTTL"]
+    notify(c, NOTIFY_GENERIC, b"restore", key)
     core.dirty += 1
     return OK

@@ -5,7 +5,10 @@ Theory of operation: a geo index is an ordinary sorted set whose scores are the 
 of each member's position (:mod:`pyrepl.keyspace.geohash`), so ZRANGE WITHSCORES of a geo
 index is Redis's to the byte. GEOADD validates the positions, then runs ZADD with
 the scores, and it is that ZADD (``zadd key [options] score member ...``) which replicas
-receive, as Redis's replaceClientCommandVector makes it.
+receive, as Redis's replaceClientCommandVector makes it (and whose ``zadd`` keyspace event
+GEOADD publishes). A stored search publishes ``geosearchstore`` (GEOSEARCHSTORE) or
+``georadiusstore`` (GEORADIUS[BYMEMBER] STORE|STOREDIST), or ``del`` when an empty result (or
+a missing source) removed the destination.
 
 All searches go through :func:`_georadius_generic`, one function as in Redis, because the order
 of its checks decides which error a client sees: the source key's type, the fixed arguments of
@@ -35,6 +38,7 @@ from pyrepl.commands.zsets import zadd
 from pyrepl.errors import SYNTAX
 from pyrepl.keyspace import geohash as gh
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_ZSET, notify
 from pyrepl.resp.types import NULL_ARRAY, Raw, ReplyError
 
 UNIT_ERR = "ERR unsupported unit provided. please use M, KM, FT, MI"
@@ -452,6 +456,7 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
     if z is None:
         if storekey is not None:
             if db.delete(storekey):
+                notify(c, NOTIFY_GENERIC, b"del", storekey)
                 c.core.dirty += 1
             return 0
         return []
@@ -486,8 +491,10 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
     if returned:
         pairs = [(p[4], p[2] / conversion if storedist else p[3]) for p in points[:returned]]
         db.set(storekey, ZSet.from_items(pairs))
+        notify(c, NOTIFY_ZSET, b"geosearchstore" if search else b"georadiusstore", storekey)
         c.core.dirty += returned
     elif db.delete(storekey):
+        notify(c, NOTIFY_GENERIC, b"del", storekey)
         c.core.dirty += 1
     return returned
 

@@ -22,6 +22,11 @@ HKEYS, HVALS, HSCAN skip expired fields, HRANDFIELD first expires them all, HLEN
 stored (Redis's ``hashTypeLength(o, 0)``). HSET/HMSET clear a field's TTL, HINCRBY* keep it.
 HEXPIRE & co. answer per field -2 (no field), 0 (condition not met), 1 (set), 2 (deleted: the
 time is past) and propagate as ``HPEXPIREAT`` with only the fields set (HDEL for the deleted).
+
+Keyspace events: ``hset`` (HSET, HMSET, HSETNX), ``hincrby``, ``hincrbyfloat``, ``hdel`` (then
+``del`` for an emptied hash), as t_hash.c; for field TTLs those of Redis 8: ``hexpire`` (or
+``hdel`` when a time already past deleted fields, then ``del`` if the hash went), ``hpersist``,
+and ``hexpired`` from the lazy and active field expiry (``pyrepl.keyspace.hashttl``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from pyrepl.keyspace.hashttl import (
     field_state,
 )
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
 # hash-max-listpack-entries default: smaller hashes are scanned in one HSCAN call (Redis
@@ -129,11 +135,15 @@ def hset(c: Any, argv: list[bytes]) -> object:
         created = 0 if f in h else 1
         h[f] = argv[3]
         c.core.dirty += 1
+        if c.core.notify_mask & NOTIFY_HASH:
+            notify(c, NOTIFY_HASH, b"hset", key)
         return created
     before = len(h)
     for i in range(2, n, 2):
         h[argv[i]] = argv[i + 1]
     c.core.dirty += (n - 2) >> 1
+    if c.core.notify_mask & NOTIFY_HASH:
+        notify(c, NOTIFY_HASH, b"hset", key)
     return len(h) - before
 
 
@@ -151,6 +161,7 @@ def _hset_ex(c: Any, key: bytes, h: HashEx, argv: list[bytes]) -> int:
     if db.watched:
         db.touch(key)
     c.core.dirty += (len(argv) - 2) >> 1
+    notify(c, NOTIFY_HASH, b"hset", key)
     return len(h) - before
 
 
@@ -172,6 +183,7 @@ def hmset(c: Any, argv: list[bytes]) -> object:
     if db.watched:
         db.touch(key)
     c.core.dirty += (n - 2) >> 1
+    notify(c, NOTIFY_HASH, b"hset", key)
     return OK
 
 
@@ -197,6 +209,7 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
     if db.watched:
         db.touch(key)
     c.core.dirty += 1
+    notify(c, NOTIFY_HASH, b"hset", key)
     return 1
 
 
@@ -218,7 +231,7 @@ def hdel(c: Any, argv: list[bytes]) -> object:
             if not h:
                 break
     if deleted:
-        removed_elements(c, key, h, deleted)
+        removed_elements(c, key, h, deleted, NOTIFY_HASH, b"hdel")
     return deleted
 
 
@@ -242,6 +255,7 @@ def hincrby(c: Any, argv: list[bytes]) -> object:
     if value < LLONG_MIN or value > LLONG_MAX:
         raise ReplyError("ERR increment or decrement would overflow")
     _set_field(c, key, h, f, b"%d" % value)
+    notify(c, NOTIFY_HASH, b"hincrby", key)
     return value
 
 
@@ -271,6 +285,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
         raise ReplyError("ERR increment would produce NaN or Infinity")
     text = format_long_double_human(total)
     _set_field(c, key, h, f, text)
+    notify(c, NOTIFY_HASH, b"hincrbyfloat", key)
     c.propagate_argv = [b"HSET", key, f, text]
     return text
 
@@ -305,10 +320,28 @@ def hmget(c: Any, argv: list[bytes]) -> object:
     if h is None:
         return [None] * (len(argv) - 2)
     if type(h) is HashEx:
-        key = argv[1]
-        return [_get_ex(c, key, h, f) for f in islice(argv, 2, None)]
+        return _hmget_ex(c, argv[1], h, argv)
     get = h.get
     return [get(f) for f in islice(argv, 2, None)]
+
+
+def _hmget_ex(c: Any, key: bytes, h: HashEx, argv: list[bytes]) -> list[bytes | None]:
+    """HMGET of a hash with field TTLs: the fields expire without their own events
+    (HFE_LAZY_NO_NOTIFICATION), then one ``hexpired`` (and ``del``) for the command."""
+    out: list[bytes | None] = []
+    expired = gone = False
+    for f in islice(argv, 2, None):
+        v = None if gone else h.get(f)
+        if v is not None:
+            state = field_state(c, key, h, f, False)
+            if state != FIELD_OK:
+                v = None
+                expired = True
+                gone = state == FIELD_EXPIRED_HASH
+        out.append(v)
+    if expired:
+        hashttl.expired_events(c.core, c.db.id, key, gone)
+    return out
 
 
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
@@ -569,10 +602,12 @@ def _hexpire(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object
     if deleted + updated:
         core.dirty += deleted + updated
         db.touch(key)
+        notify(c, NOTIFY_HASH, b"hdel" if deleted else b"hexpire", key)
     if not h:
         del db.data[key]
         if db.expires:
             db.expires.pop(key, None)
+        notify(c, NOTIFY_GENERIC, b"del", key)
     if updated == 0:
         if hdels:
             for hd in hdels[:-1]:
@@ -724,5 +759,6 @@ def hpersist(c: Any, argv: list[bytes]) -> object:
             out.append(1)
     if 1 in out:
         db.touch(key)
+        notify(c, NOTIFY_HASH, b"hpersist", key)
         c.core.dirty += 1
     return out

@@ -5,7 +5,8 @@ made here is the same bytes on a Redis replica and the reverse. As Redis: PFADD 
 key (that alone counts as a change), a single-key PFCOUNT refreshes a stale cached cardinality
 in the value and that change is propagated (PFCOUNT is a read command that may dirty the
 dataset), a multi-key PFCOUNT merges into a scratch register array, PFMERGE writes into its
-first key (dense as soon as one input is dense) and always counts as a change.
+first key (dense as soon as one input is dense) and always counts as a change. Keyspace events:
+PFADD publishes ``pfadd`` when it changed something, PFMERGE always (both after ``new``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.errors import WRONGTYPE
 from pyrepl.keyspace import hll
+from pyrepl.notify import NOTIFY_STRING, notify
 from pyrepl.resp.types import OK, ReplyError
 
 
@@ -59,6 +61,7 @@ def pfadd(c: Any, argv: list[bytes]) -> object:
     if updated:
         hll.invalidate_cache(value)
         _store(c, key, value, v is None)
+        notify(c, NOTIFY_STRING, b"pfadd", key)
         c.core.dirty += updated
     return 1 if updated else 0
 
@@ -137,5 +140,6 @@ def pfmerge(c: Any, argv: list[bytes]) -> object:
         raise ReplyError(hll.INVALID_HLL_ERR) from None
     hll.invalidate_cache(target)
     _store(c, dest, target, created)
+    notify(c, NOTIFY_STRING, b"pfadd", dest)
     c.core.dirty += 1
     return OK

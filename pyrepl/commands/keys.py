@@ -18,6 +18,12 @@ the value's current shape and the default thresholds, since pyrepl stores plain 
 containers: a string is int/embstr/raw by content (so APPEND/SETRANGE results that Redis
 would call "raw" may show as embstr), a list is always quicklist in 7.0, hashes and sorted
 sets are listpack up to 128 entries of at most 64 bytes, sets are intset up to 512 integers.
+
+Keyspace events (generic class) as db.c / expire.c: ``del`` per key deleted, ``expire`` (or
+``del`` for a time already past), ``persist``, RENAME's ``rename_from`` then ``rename_to``
+(after ``new`` for the destination), MOVE's ``move_from`` (source db) then ``move_to`` (target
+db), COPY's ``copy_to`` in the target db. Read lookups publish ``keymiss`` (``Database``), except
+OBJECT's (LOOKUP_NONOTIFY).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.notify import NOTIFY_GENERIC, keyspace_event, notify
 from pyrepl.resp.types import OK, ReplyError, Status
 
 _SAME_OBJECT = "ERR source and destination objects are the same"
@@ -51,10 +58,13 @@ _TYPE_STATUS = {name: Status(name.decode()) for name in
 
 def _delete_keys(c: Any, argv: list[bytes]) -> int:
     delete = c.db.delete
+    notifying = c.core.notify_mask & NOTIFY_GENERIC
     n = 0
     for key in argv[1:]:
         if delete(key):
             n += 1
+            if notifying:
+                notify(c, NOTIFY_GENERIC, b"del", key)
     c.core.dirty += n
     return n
 
@@ -158,11 +168,15 @@ def _expire_generic(c: Any, argv: list[bytes], name: str, relative: bool,
         db.delete(key)
         core.dirty += 1
         c.propagate_argv = [b"DEL", key]
+        if core.notify_mask & NOTIFY_GENERIC:
+            notify(c, NOTIFY_GENERIC, b"del", key)
         return 1
     db.set_expire(key, when)
     core.dirty += 1
     if relative or seconds:
         c.propagate_argv = [b"PEXPIREAT", key, b"%d" % when, *argv[3:]]
+    if core.notify_mask & NOTIFY_GENERIC:
+        notify(c, NOTIFY_GENERIC, b"expire", key)
     return 1
 
 
@@ -237,6 +251,7 @@ def persist(c: Any, argv: list[bytes]) -> object:
     db = c.db
     key = argv[1]
     if db.lookup(key) is not None and db.persist(key):
+        notify(c, NOTIFY_GENERIC, b"persist", key)
         c.core.dirty += 1
         return 1
     return 0
@@ -261,6 +276,8 @@ def _rename(c: Any, argv: list[bytes], nx: bool) -> object:
     if when is not None:
         db.set_expire(dst, when)
     db.delete(src)
+    notify(c, NOTIFY_GENERIC, b"rename_from", src)
+    notify(c, NOTIFY_GENERIC, b"rename_to", dst)
     c.core.dirty += 1
     return 1 if nx else OK
 
@@ -307,7 +324,11 @@ def move(c: Any, argv: list[bytes]) -> object:
     if when is not None:
         dst.set_expire(key, when)
     src.delete(key)
-    c.core.dirty += 1
+    core = c.core
+    if core.notify_mask & NOTIFY_GENERIC:
+        keyspace_event(core, NOTIFY_GENERIC, b"move_from", key, src.id)
+        keyspace_event(core, NOTIFY_GENERIC, b"move_to", key, dst.id)
+    core.dirty += 1
     return 1
 
 
@@ -359,7 +380,10 @@ def copy(c: Any, argv: list[bytes]) -> object:
     dst.set(newkey, _dup(v))
     if when is not None:
         dst.set_expire(newkey, when)
-    c.core.dirty += 1
+    core = c.core
+    if core.notify_mask & NOTIFY_GENERIC:
+        keyspace_event(core, NOTIFY_GENERIC, b"copy_to", newkey, dst.id)
+    core.dirty += 1
     return 1
 
 
@@ -473,7 +497,7 @@ def _lfu(c: Any) -> bool:
          summary="Inspect the internal encoding of a Redis object", since="2.2.3",
          acl="keyspace")
 def object_encoding(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read(argv[2])
+    v = c.db.lookup_read_nonotify(argv[2])
     return None if v is None else encoding_name(c, v)
 
 
@@ -481,7 +505,7 @@ def object_encoding(c: Any, argv: list[bytes]) -> object:
          summary="Get the number of references to the value of the key", since="2.2.3",
          acl="keyspace")
 def object_refcount(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read(argv[2])
+    v = c.db.lookup_read_nonotify(argv[2])
     if v is None:
         return None
     if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 \
@@ -494,7 +518,7 @@ def object_refcount(c: Any, argv: list[bytes]) -> object:
          summary="Get the time since a Redis object was last accessed", since="2.2.3",
          acl="keyspace")
 def object_idletime(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read(argv[2])
+    v = c.db.lookup_read_nonotify(argv[2])
     if v is None:
         return None
     if _lfu(c):
@@ -506,7 +530,7 @@ def object_idletime(c: Any, argv: list[bytes]) -> object:
          summary="Get the logarithmic access frequency counter of a Redis object",
          since="4.0.0", acl="keyspace")
 def object_freq(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read(argv[2])
+    v = c.db.lookup_read_nonotify(argv[2])
     if v is None:
         return None
     if not _lfu(c):

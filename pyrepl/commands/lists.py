@@ -13,6 +13,11 @@ Blocking pops (BLPOP BRPOP BRPOPLPUSH BLMOVE BLMPOP) act as their plain forms wh
 elements (propagated as LPOP/RPOP/LMOVE/RPOPLPUSH), answer a null array inside MULTI, and
 otherwise block the client on the keys (``pyrepl.blocking``); ``_serve`` pops for a blocked
 client once a push made one of its keys ready, and propagates what Redis rewrites it to.
+
+Keyspace events as t_list.c: ``lpush``/``rpush`` (after ``new`` for a created list; LPUSHX and
+RPUSHX too), ``lpop``/``rpop`` by the side popped (LPOP/RPOP/LMPOP/the blocking pops, served or
+not), ``linsert``, ``lset``, ``lrem``, ``ltrim`` (even when nothing was trimmed), LMOVE's push
+on the destination before its pop on the source; ``del`` after the event that emptied a list.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pyrepl.commands.util import (
     removed_elements,
 )
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
+from pyrepl.notify import NOTIFY_LIST, notify
 from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, ReplyError
 
 
@@ -60,7 +66,11 @@ def _range(lst: deque, start: int, end: int) -> list[bytes]:
 
 # -- pushes ------------------------------------------------------------------------------
 
-def _push_handler(one: Any, many: Any) -> Handler:
+_PUSH_EVENT = (b"rpush", b"lpush")     # by to_left
+_POP_EVENT = (b"rpop", b"lpop")       # by from_left
+
+
+def _push_handler(one: Any, many: Any, event: bytes) -> Handler:
     """LPUSH / RPUSH, given the deque methods that add one element / many at the chosen end
     (``deque.appendleft``/``extendleft`` or ``deque.append``/``extend``): pushGenericCommand."""
 
@@ -78,6 +88,8 @@ def _push_handler(one: Any, many: Any) -> Handler:
             c.core.dirty += len(argv) - 2
         if db.watched:
             db.touch(key)
+        if c.core.notify_mask & NOTIFY_LIST:
+            notify(c, NOTIFY_LIST, event, key)
         return len(lst)
 
     return push
@@ -85,13 +97,13 @@ def _push_handler(one: Any, many: Any) -> Handler:
 
 lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
                 summary="Prepend one or multiple elements to a list", since="1.0.0",
-                acl="list")(_push_handler(deque.appendleft, deque.extendleft))
+                acl="list")(_push_handler(deque.appendleft, deque.extendleft, b"lpush"))
 rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
                 summary="Append one or multiple elements to a list", since="1.0.0",
-                acl="list")(_push_handler(deque.append, deque.extend))
+                acl="list")(_push_handler(deque.append, deque.extend, b"rpush"))
 
 
-def _pushx(c: Any, argv: list[bytes], many: Any) -> object:
+def _pushx(c: Any, argv: list[bytes], many: Any, event: bytes) -> object:
     """LPUSHX / RPUSHX: push only onto an existing list (``many`` as for _push_handler)."""
     key = argv[1]
     db = c.db
@@ -102,6 +114,7 @@ def _pushx(c: Any, argv: list[bytes], many: Any) -> object:
     c.core.dirty += len(argv) - 2
     if db.watched:
         db.touch(key)
+    notify(c, NOTIFY_LIST, event, key)
     return len(lst)
 
 
@@ -109,14 +122,14 @@ def _pushx(c: Any, argv: list[bytes], many: Any) -> object:
          summary="Prepend an element to a list, only if the list exists", since="2.2.0",
          acl="list")
 def lpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, deque.extendleft)
+    return _pushx(c, argv, deque.extendleft, b"lpush")
 
 
 @command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
          summary="Append an element to a list, only if the list exists", since="2.2.0",
          acl="list")
 def rpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, deque.extend)
+    return _pushx(c, argv, deque.extend, b"rpush")
 
 
 # -- pops --------------------------------------------------------------------------------
@@ -134,12 +147,12 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
         return NULL_ARRAY if n == 3 else None
     if n == 2:
         v = lst.popleft() if left else lst.pop()
-        removed_elements(c, key, lst, 1)
+        removed_elements(c, key, lst, 1, NOTIFY_LIST, _POP_EVENT[left])
         return v
     if count == 0:
         return []
     out = _pop_many(lst, count, left)
-    removed_elements(c, key, lst, len(out))
+    removed_elements(c, key, lst, len(out), NOTIFY_LIST, _POP_EVENT[left])
     return out
 
 
@@ -199,7 +212,7 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
         if not lst:
             continue
         out = _pop_many(lst, count, left)
-        removed_elements(c, key, lst, len(out))
+        removed_elements(c, key, lst, len(out), NOTIFY_LIST, _POP_EVENT[left])
         c.propagate_argv = [b"LPOP" if left else b"RPOP", key, b"%d" % len(out)]
         return [key, out]
     return NULL_ARRAY
@@ -319,6 +332,7 @@ def lset(c: Any, argv: list[bytes]) -> object:
     lst[index] = argv[3]
     if db.watched:
         db.touch(key)
+    notify(c, NOTIFY_LIST, b"lset", key)
     c.core.dirty += 1
     return OK
 
@@ -354,7 +368,7 @@ def lrem(c: Any, argv: list[bytes]) -> object:
     if removed:
         lst.clear()
         lst.extend(kept)
-        removed_elements(c, key, lst, removed)
+        removed_elements(c, key, lst, removed, NOTIFY_LIST, b"lrem")
     return removed
 
 
@@ -382,7 +396,7 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
             lst.popleft()
         for _ in range(right):
             lst.pop()
-    removed_elements(c, key, lst, left + right)
+    removed_elements(c, key, lst, left + right, NOTIFY_LIST, b"ltrim")
     return OK
 
 
@@ -409,6 +423,7 @@ def linsert(c: Any, argv: list[bytes]) -> object:
     lst.insert(i + 1 if after else i, argv[4])
     if db.watched:
         db.touch(key)
+    notify(c, NOTIFY_LIST, b"linsert", key)
     c.core.dirty += 1
     return len(lst)
 
@@ -441,7 +456,8 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
         dst.append(v)
     if db.watched:
         db.touch(dst_key)
-    removed_elements(c, src_key, src, 1)
+    notify(c, NOTIFY_LIST, _PUSH_EVENT[to_left], dst_key)
+    removed_elements(c, src_key, src, 1, NOTIFY_LIST, _POP_EVENT[from_left])
     return v
 
 
@@ -482,11 +498,11 @@ def _serve_pop(left: bool, count: int) -> Any:
         if count == -1:
             c.core.also_propagate(c.db.id, [name, key])
             v = lst.popleft() if left else lst.pop()
-            removed_elements(c, key, lst, 1)
+            removed_elements(c, key, lst, 1, NOTIFY_LIST, _POP_EVENT[left])
             return [key, v]
         c.core.also_propagate(c.db.id, [name, key, b"%d" % min(count, len(lst))])
         out = _pop_many(lst, count, left)
-        removed_elements(c, key, lst, len(out))
+        removed_elements(c, key, lst, len(out), NOTIFY_LIST, _POP_EVENT[left])
         return [key, out]
 
     return serve
@@ -522,10 +538,10 @@ def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
         if count != -1:
             c.propagate_argv = [name, key, b"%d" % min(count, len(lst))]
             out = _pop_many(lst, count, left)
-            removed_elements(c, key, lst, len(out))
+            removed_elements(c, key, lst, len(out), NOTIFY_LIST, _POP_EVENT[left])
             return [key, out]
         v = lst.popleft() if left else lst.pop()
-        removed_elements(c, key, lst, 1)
+        removed_elements(c, key, lst, 1, NOTIFY_LIST, _POP_EVENT[left])
         c.propagate_argv = [name, key]
         return [key, v]
     if _blocking_denied(c):

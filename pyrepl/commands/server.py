@@ -136,6 +136,8 @@ def shutdown(c: Any, argv: list[bytes]) -> object:
     if (abort and len(argv) > 2) or (flags & SHUTDOWN_NOSAVE and flags & SHUTDOWN_SAVE):
         raise ReplyError("ERR syntax error")
     core = c.core
+    if core.busy is not None and not flags & SHUTDOWN_NOSAVE:
+        raise ReplyError(core.busy)     # a busy script: only SHUTDOWN NOSAVE (as Redis)
     if abort:
         if core.shutdown_wait is None:
             raise ReplyError("ERR No shutdown in progress.")

@@ -18,6 +18,11 @@ so that order is an unpredictable permutation, which is what callers of SPOP rel
 Propagation as Redis 7.0: SPOP -> ``SREM key member``; SPOP with a count that empties the set
 -> ``DEL key``; otherwise one ``SREM key member`` per popped member (several commands from one
 call, which the core wraps in MULTI/EXEC).
+
+Keyspace events as t_set.c: ``sadd`` when members were added (after ``new``), ``srem`` when
+some were removed, ``spop``, SMOVE's ``srem`` (and ``del``) on the source before ``sadd`` on the
+destination, ``sinterstore`` / ``sunionstore`` / ``sdiffstore`` on a stored result or ``del``
+of a destination an empty result removed; ``del`` after the event that emptied a set.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pyrepl.commands.util import (
 )
 from pyrepl.errors import SYNTAX, wrongtype
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_SET, notify
 from pyrepl.resp.types import ReplyError, SetReply
 
 SPOP_RANDOM_MAX = 1024
@@ -69,6 +75,8 @@ def sadd(c: Any, argv: list[bytes]) -> object:
         if added:
             db.touch(key)
     c.core.dirty += added
+    if added and c.core.notify_mask & NOTIFY_SET:
+        notify(c, NOTIFY_SET, b"sadd", key)
     return added
 
 
@@ -87,7 +95,7 @@ def srem(c: Any, argv: list[bytes]) -> object:
             if not s:
                 break
     if deleted:
-        removed_elements(c, key, s, deleted)
+        removed_elements(c, key, s, deleted, NOTIFY_SET, b"srem")
     return deleted
 
 
@@ -151,7 +159,7 @@ def spop(c: Any, argv: list[bytes]) -> object:
     else:
         ele = s.pop()
     c.propagate_argv = [b"SREM", key, ele]
-    removed_elements(c, key, s, 1)
+    removed_elements(c, key, s, 1, NOTIFY_SET, b"spop")
     return ele
 
 
@@ -162,10 +170,12 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
     if s is None or count == 0:
         return SetReply(())
     size = len(s)
+    notify(c, NOTIFY_SET, b"spop", key)
     if count >= size:
         # The whole set: reply with it, delete the key, propagate DEL.
         c.core.dirty += size
         c.db.delete(key)
+        notify(c, NOTIFY_GENERIC, b"del", key)
         c.propagate_argv = [b"DEL", key]
         return SetReply(s)
     c.core.dirty += count
@@ -225,7 +235,7 @@ def smove(c: Any, argv: list[bytes]) -> object:
     if ele not in src:
         return 0
     src.remove(ele)
-    removed_elements(c, src_key, src, 1)
+    removed_elements(c, src_key, src, 1, NOTIFY_SET, b"srem")
     core = c.core
     if dst is None:
         db.add(dst_key, {ele})
@@ -234,6 +244,9 @@ def smove(c: Any, argv: list[bytes]) -> object:
         dst.add(ele)
         db.touch(dst_key)
         core.dirty += 1
+    else:
+        return 1
+    notify(c, NOTIFY_SET, b"sadd", dst_key)
     return 1
 
 
@@ -308,7 +321,8 @@ def sintercard(c: Any, argv: list[bytes]) -> object:
          since="1.0.0")
 def sinterstore(c: Any, argv: list[bytes]) -> object:
     r = _inter(_load_sets(c, argv[2:]))
-    return store_or_delete(c, argv[1], set(r) if r else set())  # type: ignore[arg-type]
+    return store_or_delete(c, argv[1], set(r) if r else set(),  # type: ignore[arg-type]
+                           NOTIFY_SET, b"sinterstore")
 
 
 def _union(sets: list[set[bytes] | None]) -> set[bytes]:
@@ -336,7 +350,8 @@ def sunion(c: Any, argv: list[bytes]) -> object:
 @command("sunionstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
          summary="Add multiple sets and store the resulting set in a key", since="1.0.0")
 def sunionstore(c: Any, argv: list[bytes]) -> object:
-    return store_or_delete(c, argv[1], _union(_load_sets(c, argv[2:])))
+    return store_or_delete(c, argv[1], _union(_load_sets(c, argv[2:])), NOTIFY_SET,
+                           b"sunionstore")
 
 
 @command("sdiff", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
@@ -348,7 +363,8 @@ def sdiff(c: Any, argv: list[bytes]) -> object:
 @command("sdiffstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
          summary="Subtract multiple sets and store the resulting set in a key", since="1.0.0")
 def sdiffstore(c: Any, argv: list[bytes]) -> object:
-    return store_or_delete(c, argv[1], _diff(_load_sets(c, argv[2:])))
+    return store_or_delete(c, argv[1], _diff(_load_sets(c, argv[2:])), NOTIFY_SET,
+                           b"sdiffstore")
 
 
 # -- SSCAN ----------------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ are broken by comparing the elements, as Redis does. GET patterns (``#`` for the
 itself) build the reply; STORE writes the result as a list (deleting the destination when it is
 empty). Without sorting, a list or sorted set keeps its own order (LIMIT applied directly) and a
 set is sorted alphabetically when the result is stored, so a replica stores the same list.
+Keyspace events: a stored result publishes ``sortstore`` (after ``new``), an empty one ``del``
+if it removed the destination; every key lookup (the sorted key, BY and GET patterns) is a read
+lookup (``keymiss`` when missing), as Redis's lookupKeyRead.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pyrepl.commands.util import parse_int, strtod_full
 from pyrepl.errors import SYNTAX, WRONGTYPE
 from pyrepl.keyspace.hashttl import HashEx, hidden_from_caller
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_LIST, notify
 from pyrepl.resp.types import ReplyError
 
 _C_SPACE = b" \t\n\v\f\r"
@@ -149,8 +153,10 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         deque(_by_pattern(db, g, e) or b"" for e in chosen for g in gets)
     if out:
         db.set(storekey, out)            # setKey: any old value and its TTL go
+        notify(c, NOTIFY_LIST, b"sortstore", storekey)
         c.core.dirty += len(out)
     elif db.delete(storekey):
+        notify(c, NOTIFY_GENERIC, b"del", storekey)
         c.core.dirty += 1
     return len(out)
 

@@ -24,6 +24,11 @@ key, and a blocked client gets the new entries of that one key (COUNT, or 1000 a
 its ID for XREAD; after the group's last ID at that moment for XREADGROUP, which then gets
 -NOGROUP if the group was destroyed (XGROUP DESTROY signals the key) and -UNBLOCKED if the key
 was deleted or overwritten.
+
+Keyspace events as t_stream.c: ``xadd`` (after ``new``) then ``xtrim`` if its trim removed
+entries, ``xtrim``, ``xdel``, ``xsetid``, ``xgroup-create`` / ``-setid`` / ``-destroy`` /
+``-createconsumer`` / ``-delconsumer``, and ``xgroup-createconsumer`` for a consumer that
+XREADGROUP (served at once or after blocking), XCLAIM or XAUTOCLAIM creates.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from pyrepl.keyspace.stream import (
     id_str,
     make_id,
 )
+from pyrepl.notify import NOTIFY_STREAM, notify
 from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, Map, ReplyError
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
@@ -313,12 +319,15 @@ def xadd(c: Any, argv: list[bytes]) -> object:
     reply = id_str(nid)
     _modified(c, key)
     core = c.core
+    if core.notify_mask & NOTIFY_STREAM:
+        notify(c, NOTIFY_STREAM, b"xadd", key)
     core.dirty += 1
     if core.keys_waited:        # signalKeyAsReady: the stream grew in place
         core.blocking.signal(c.db, key)
     out: list[bytes] | None = None
     if a.maxlen is not None or a.minid is not None:
-        _trim(s, a)
+        if _trim(s, a):
+            notify(c, NOTIFY_STREAM, b"xtrim", key)
         if a.approx:
             out = list(argv)
             _rewrite_trim(s, a, out)
@@ -341,6 +350,7 @@ def xtrim(c: Any, argv: list[bytes]) -> object:
         return 0
     deleted = _trim(s, a)
     if deleted:
+        notify(c, NOTIFY_STREAM, b"xtrim", argv[1])
         if a.approx:
             out = list(argv)
             _rewrite_trim(s, a, out)
@@ -425,6 +435,7 @@ def xdel(c: Any, argv: list[bytes]) -> object:
         elif first_entry:
             s.first_id = s.first_live()
         _modified(c, argv[1])
+        notify(c, NOTIFY_STREAM, b"xdel", argv[1])
         c.core.dirty += deleted
     return deleted
 
@@ -614,6 +625,7 @@ def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
             cons = g.consumers.get(cname)
             if cons is None:
                 cons = g.consumers[cname] = Consumer(cname, now)
+                notify(c, NOTIFY_STREAM, b"xgroup-createconsumer", key)
                 if noack:
                     props.append([b"XGROUP", b"CREATECONSUMER", key, gname, cname])
             else:
@@ -683,6 +695,7 @@ def _serve_xreadgroup(gname: bytes, cname: bytes, noack: bool, count: int) -> An
         cons = g.consumers.get(cname)
         if cons is None:
             cons = g.consumers[cname] = Consumer(cname, core.now_ms)
+            notify(c, NOTIFY_STREAM, b"xgroup-createconsumer", key)
             if noack:
                 props.append([b"XGROUP", b"CREATECONSUMER", key, gname, cname])
         else:
@@ -795,6 +808,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
             raise ReplyError("BUSYGROUP Consumer Group name already exists")
         s.groups[gname] = Group(eid, entries_read)
         core.dirty += 1
+        notify(c, NOTIFY_STREAM, b"xgroup-create", key)
         return OK
     assert s is not None
     if opt == b"setid" and n in (5, 7):
@@ -803,12 +817,14 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
         g.last_id = eid
         g.entries_read = entries_read
         core.dirty += 1
+        notify(c, NOTIFY_STREAM, b"xgroup-setid", key)
         return OK
     if opt == b"destroy" and n == 4:
         if g is None:
             return 0
         del s.groups[gname]
         core.dirty += 1
+        notify(c, NOTIFY_STREAM, b"xgroup-destroy", key)
         core.blocking.signal(c.db, key)    # its blocked XREADGROUP clients get -NOGROUP
         return 1
     if opt == b"createconsumer" and n == 5:
@@ -817,6 +833,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
             return 0
         g.consumers[argv[4]] = Consumer(argv[4], core.now_ms)
         core.dirty += 1
+        notify(c, NOTIFY_STREAM, b"xgroup-createconsumer", key)
         return 1
     if opt == b"delconsumer" and n == 5:
         assert g is not None
@@ -828,6 +845,7 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
             g.pel.pop(eid, None)
         del g.consumers[argv[4]]
         core.dirty += 1
+        notify(c, NOTIFY_STREAM, b"xgroup-delconsumer", key)
         return pending
     raise subcommand_error(argv)
 
@@ -912,6 +930,7 @@ def xsetid(c: Any, argv: list[bytes]) -> object:
     if max_xdel:
         s.max_deleted = max_xdel
     c.core.dirty += 1
+    notify(c, NOTIFY_STREAM, b"xsetid", argv[1])
     return OK
 
 
@@ -1087,7 +1106,7 @@ def xclaim(c: Any, argv: list[bytes]) -> object:
         if nack.consumer is not None and minidle and now - nack.delivery_time < minidle:
             continue
         if consumer is None:
-            consumer = _seen_consumer(g, name, now)
+            consumer = _seen_consumer(c, key, g, name, now)
         nack.delivery_time = deliverytime
         if retrycount >= 0:
             nack.delivery_count = retrycount
@@ -1104,11 +1123,12 @@ def xclaim(c: Any, argv: list[bytes]) -> object:
     return out
 
 
-def _seen_consumer(g: Group, name: bytes, now: int) -> Consumer:
+def _seen_consumer(c: Any, key: bytes, g: Group, name: bytes, now: int) -> Consumer:
     """The group's consumer ``name``, created if new, seen now (XCLAIM, XAUTOCLAIM)."""
     consumer = g.consumers.get(name)
     if consumer is None:
         consumer = g.consumers[name] = Consumer(name, now)
+        notify(c, NOTIFY_STREAM, b"xgroup-createconsumer", key)
     else:
         consumer.seen_time = now
     return consumer
@@ -1192,7 +1212,7 @@ def xautoclaim(c: Any, argv: list[bytes]) -> object:
         if minidle and now - nack.delivery_time < minidle:
             continue
         if consumer is None:
-            consumer = _seen_consumer(g, name, now)
+            consumer = _seen_consumer(c, key, g, name, now)
         nack.delivery_time = now
         if not justid:
             nack.delivery_count += 1

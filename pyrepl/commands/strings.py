@@ -13,6 +13,11 @@ SET ... GET without an expire -> the command minus its GET tokens; GETSET -> ``S
 GETDEL -> ``DEL k``; GETEX -> ``PEXPIREAT k ms`` / ``PERSIST k`` / ``DEL k`` (EXAT/PXAT in the
 past); INCRBYFLOAT -> ``SET k v KEEPTTL`` with the resulting text.
 
+Keyspace events as t_string.c: ``set`` (SET family, MSET per key, GETSET), then ``expire`` when
+SET had an expire; ``setrange``, ``append``, ``incrby`` (INCR/DECR/INCRBY/DECRBY),
+``incrbyfloat``; GETDEL ``del``; GETEX ``expire`` / ``persist`` / ``del``. With notifications
+on, plain SET and the counters leave their fast paths (one test of ``notify_mask``).
+
 INCRBYFLOAT computes in x87 80-bit ``long double`` like Redis on x86-64 (the long double
 helpers of ``pyrepl.commands.util``, shared with HINCRBYFLOAT): the operands are parsed with
 strtold's correct rounding to a 64-bit significand, added and rounded once, and printed as
@@ -39,6 +44,7 @@ from pyrepl.commands.util import (
     round_long_double,
 )
 from pyrepl.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_STRING, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
 _MAX_BULK = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
@@ -127,9 +133,11 @@ def _set_generic(c: Any, argv: list[bytes], flags: int, key: bytes, val: bytes,
         return old if flags & _GET else abort_reply
     db.set(key, val, keep_ttl=bool(flags & _KEEPTTL))
     c.core.dirty += 1
+    notify(c, NOTIFY_STRING, b"set", key)
     if expire is not None:
         db.set_expire(key, ms)
         c.propagate_argv = [b"SET", key, val, b"PXAT", b"%d" % ms]
+        notify(c, NOTIFY_GENERIC, b"expire", key)
     elif flags & _GET:
         c.propagate_argv = argv[:3] + [a for a in argv[3:] if option_token(a) != b"get"]
     return old if flags & _GET else ok_reply
@@ -140,7 +148,7 @@ def _set_generic(c: Any, argv: list[bytes], flags: int, key: bytes, val: bytes,
 @command("set", -3, "write denyoom", keys=(1, 1, 1), group="string",
          summary="Set the string value of a key", since="1.0.0", acl="string")
 def set_(c: Any, argv: list[bytes]) -> object:
-    if len(argv) == 3:  # the hot path: plain SET key value
+    if len(argv) == 3 and not c.core.notify_mask:  # the hot path: plain SET key value
         db = c.db
         key = argv[1]
         exp = db.expires
@@ -199,12 +207,12 @@ def _mset(c: Any, argv: list[bytes], nx: bool) -> object:
         for j in range(1, n, 2):
             if db.lookup(argv[j]) is not None:
                 return 0
-    exp = db.expires
+    notifying = c.core.notify_mask & NOTIFY_STRING
     for j in range(1, n, 2):
         key = argv[j]
-        if exp and key in exp:
-            db.expire_if_needed(key)
         db.set(key, argv[j + 1])
+        if notifying:
+            notify(c, NOTIFY_STRING, b"set", key)
     c.core.dirty += (n - 1) // 2
     return 1 if nx else OK
 
@@ -219,6 +227,8 @@ def get(c: Any, argv: list[bytes]) -> object:
     v = db.data.get(key)
     if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
         c.core.stats.keyspace_misses += 1
+        if c.core.notify_mask & NOTIFY_KEY_MISS:
+            db.keymiss(key)
         return None
     c.core.stats.keyspace_hits += 1
     if type(v) is not bytes:
@@ -244,6 +254,7 @@ def getset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     old = read_typed(c, key, bytes)
     c.db.set(key, argv[2])
+    notify(c, NOTIFY_STRING, b"set", key)
     c.core.dirty += 1
     c.propagate_argv = [b"SET", key, argv[2]]
     return old
@@ -256,6 +267,7 @@ def getdel(c: Any, argv: list[bytes]) -> object:
     old = read_typed(c, key, bytes)
     if old is not None and c.db.delete(key):
         c.propagate_argv = [b"DEL", key]
+        notify(c, NOTIFY_GENERIC, b"del", key)
         c.core.dirty += 1
     return old
 
@@ -277,14 +289,17 @@ def getex(c: Any, argv: list[bytes]) -> object:
     if flags & (_PXAT | _EXAT) and ms <= core.now_ms and core.expiry_deletes:
         db.delete(key)
         c.propagate_argv = [b"DEL", key]
+        notify(c, NOTIFY_GENERIC, b"del", key)
         core.dirty += 1
     elif expire is not None:
         db.set_expire(key, ms)
         c.propagate_argv = [b"PEXPIREAT", key, b"%d" % ms]
+        notify(c, NOTIFY_GENERIC, b"expire", key)
         core.dirty += 1
     elif flags & _PERSIST:
         if db.persist(key):
             c.propagate_argv = [b"PERSIST", key]
+            notify(c, NOTIFY_GENERIC, b"persist", key)
             core.dirty += 1
     return v
 
@@ -307,6 +322,8 @@ def append(c: Any, argv: list[bytes]) -> object:
         if db.watched:
             db.touch(key)
     c.core.dirty += 1
+    if c.core.notify_mask & NOTIFY_STRING:
+        notify(c, NOTIFY_STRING, b"append", key)
     return len(new)
 
 
@@ -345,6 +362,7 @@ def setrange(c: Any, argv: list[bytes]) -> object:
         db.data[key] = new
         if db.watched:
             db.touch(key)
+    notify(c, NOTIFY_STRING, b"setrange", key)
     c.core.dirty += 1
     return len(new)
 
@@ -399,6 +417,7 @@ def _incr(c: Any, key: bytes, delta: int) -> int:
     db = c.db
     v = db.data.get(key)
     if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
+        v = None
         new = delta
     elif type(v) is not bytes:
         raise ReplyError(WRONGTYPE)
@@ -412,6 +431,10 @@ def _incr(c: Any, key: bytes, delta: int) -> int:
     if db.watched:
         db.touch(key)
     c.core.dirty += 1
+    if c.core.notify_mask:
+        if v is None:
+            db.new_key(key)
+        notify(c, NOTIFY_STRING, b"incrby", key)
     return new
 
 
@@ -425,7 +448,7 @@ def incr(c: Any, argv: list[bytes]) -> object:
     # Fast path: a string without a TTL holding a shared integer, or a canonical integer of
     # 1..18 digits (isdigit() rejects b"", signs and spaces; no leading zero): nothing else to
     # check and no overflow possible. Anything else takes the general path.
-    if type(v) is bytes and not (db.expires and key in db.expires):
+    if type(v) is bytes and not (db.expires and key in db.expires) and not c.core.notify_mask:
         n = _TEXT_INT.get(v)
         if n is None and v.isdigit() and len(v) < 19 and v[0] != 48:
             n = int(v)
@@ -487,6 +510,7 @@ def incrbyfloat(c: Any, argv: list[bytes]) -> object:
         if db.watched:
             db.touch(key)
     c.core.dirty += 1
+    notify(c, NOTIFY_STRING, b"incrbyfloat", key)
     c.propagate_argv = [b"SET", key, new, b"KEEPTTL"]
     return new
 

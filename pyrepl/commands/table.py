@@ -86,6 +86,7 @@ class Command:
     sampled: bool = False
     skip_slowlog: bool = False
     skip_monitor: bool = False    # "skip-monitor" or "admin": MONITOR never shows it
+    allow_busy: bool = False      # runs while a script is busy (others get -BUSY)
 
     def __post_init__(self) -> None:
         if self.keys_fn is not None:
@@ -94,6 +95,7 @@ class Command:
         self.sampled = "fast" in self.flags or self.name in _O1_NOT_FAST
         self.skip_slowlog = "skip-slowlog" in self.flags
         self.skip_monitor = "skip-monitor" in self.flags or "admin" in self.flags
+        self.allow_busy = "allow-busy" in self.flags
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         if self.keys_fn is not None:

@@ -43,6 +43,7 @@ from typing import Any
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
 from pyrepl.longdouble import C_SPACE
+from pyrepl.notify import NOTIFY_GENERIC, notify
 from pyrepl.resp.types import ReplyError, Status
 
 POSITIVE = "ERR value is out of range, must be positive"
@@ -212,28 +213,40 @@ def read_typed(c: Any, key: bytes, kind: type) -> Any:
     return v
 
 
-def removed_elements(c: Any, key: bytes, value: Sized, n: int) -> None:
-    """After ``n`` elements were removed from the collection at ``key``: delete the key if the
-    collection became empty (none is ever left empty), signal WATCH, bump dirty by ``n``."""
+def removed_elements(c: Any, key: bytes, value: Sized, n: int, cls: int = 0,
+                     event: bytes = b"") -> None:
+    """After ``n`` elements were removed from the collection at ``key``: publish the command's
+    keyspace event (class ``cls``, when given), delete the key if the collection became empty
+    (none is ever left empty) with its ``del`` event, signal WATCH, bump dirty by ``n``."""
     db = c.db
+    mask = c.core.notify_mask
+    if mask & cls:
+        notify(c, cls, event, key)
     if not len(value):
         del db.data[key]
         if db.expires:
             db.expires.pop(key, None)
+        if mask & NOTIFY_GENERIC:
+            notify(c, NOTIFY_GENERIC, b"del", key)
     if db.watched:
         db.touch(key)
     c.core.dirty += n
 
 
-def store_or_delete(c: Any, dst: bytes, value: Sized) -> int:
-    """setKey(dst, value) when ``value`` is not empty, else delete ``dst``; bumps dirty as
-    Redis's *STORE commands do and returns the stored size."""
+def store_or_delete(c: Any, dst: bytes, value: Sized, cls: int = 0,
+                    event: bytes = b"") -> int:
+    """setKey(dst, value) when ``value`` is not empty (then the keyspace event ``event`` of
+    class ``cls``), else delete ``dst`` (then ``del`` if it existed); bumps dirty as Redis's
+    *STORE commands do and returns the stored size."""
     db = c.db
     if len(value):
         db.set(dst, value)
+        if cls:
+            notify(c, cls, event, dst)
         c.core.dirty += 1
         return len(value)
     if db.delete(dst):
+        notify(c, NOTIFY_GENERIC, b"del", dst)
         c.core.dirty += 1
     return 0
 

@@ -29,6 +29,12 @@ enough that anyone could notice.
 
 Replies: doubles are floats (RESP3 ``,``; RESP2 bulk strings with ``%.17g``). WITHSCORES
 gives a flat array in RESP2 and an array of [member, score] pairs in RESP3, as Redis 7.0.
+
+Keyspace events as t_zset.c: ``zadd`` / ``zincr`` (ZINCRBY, ZADD INCR) when a member was added
+or updated (after ``new``), ``zrem``, ``zremrangebyrank|score|lex``, ``zpopmin`` / ``zpopmax``
+(once per pop, blocking or not), ``zrangestore``, ``zunionstore`` / ``zinterstore`` /
+``zdiffstore``; ``del`` after the event that emptied a sorted set or for a destination that an
+empty result removed.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from pyrepl.commands.util import (
 from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.zset import ADDED, ZSet
+from pyrepl.notify import NOTIFY_ZSET, notify
 from pyrepl.resp.types import BLOCKED, NULL_ARRAY, ReplyError
 
 RANGE_NOT_FLOAT = "ERR min or max is not a float"
@@ -288,6 +295,8 @@ def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
         if changed:
             c.core.dirty += changed
             db.touch(key)
+            if c.core.notify_mask & NOTIFY_ZSET:
+                notify(c, NOTIFY_ZSET, b"zadd", key)
         return added
     return _zadd_flags(c, argv, j, flags, scores, z, key)
 
@@ -326,6 +335,7 @@ def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[floa
     c.core.dirty += added + updated
     if added or updated:
         c.db.touch(key)
+        notify(c, NOTIFY_ZSET, b"zincr" if incr else b"zadd", key)
     if incr:
         return score if processed else None
     return added + updated if flags & _CH else added
@@ -353,6 +363,8 @@ def zadd(c: Any, argv: list[bytes]) -> object:
                 c.core.dirty += 1
                 if db.watched:
                     db.touch(key)
+                if c.core.notify_mask & NOTIFY_ZSET:
+                    notify(c, NOTIFY_ZSET, b"zadd", key)
                 return 1 if r == ADDED else 0
             return 0
     return _zadd_generic(c, argv, 0)
@@ -381,7 +393,7 @@ def zrem(c: Any, argv: list[bytes]) -> object:
         if not len(z):
             break
     if deleted:
-        removed_elements(c, key, z, deleted)
+        removed_elements(c, key, z, deleted, NOTIFY_ZSET, b"zrem")
     return deleted
 
 
@@ -593,7 +605,7 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
     z = c.db.lookup_read(key)
     if z is None:
         if store:
-            return store_or_delete(c, argv[1], ZSet())
+            return store_or_delete(c, argv[1], ZSet(), NOTIFY_ZSET, b"zrangestore")
         return EMPTY
     if type(z) is not ZSet:
         raise wrongtype()
@@ -604,7 +616,8 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
     else:
         items = _select_lex(z, lo, hi, offset, limit, reverse)
     if store:
-        return store_or_delete(c, argv[1], ZSet.from_items((m, s) for s, m in items))
+        return store_or_delete(c, argv[1], ZSet.from_items((m, s) for s, m in items),
+                               NOTIFY_ZSET, b"zrangestore")
     if withscores:
         return _with_scores(items, c.proto)
     return [m for _s, m in items]
@@ -668,6 +681,10 @@ def zrevrangebylex(c: Any, argv: list[bytes]) -> object:
 
 # -- range removal --------------------------------------------------------------------------------
 
+_ZREMRANGE_EVENT = {RANK: b"zremrangebyrank", SCORE: b"zremrangebyscore",
+                    LEX: b"zremrangebylex"}
+
+
 def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
     if rangetype == RANK:
         start = parse_int(argv[2])
@@ -693,7 +710,7 @@ def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
         stop = -1 if first < 0 else lex_end(z, first, lhi)
     deleted = z.delete_range(first, stop) if first >= 0 and stop > first else 0
     if deleted:
-        removed_elements(c, key, z, deleted)
+        removed_elements(c, key, z, deleted, NOTIFY_ZSET, _ZREMRANGE_EVENT[rangetype])
     return deleted
 
 
@@ -721,7 +738,7 @@ def zremrangebylex(c: Any, argv: list[bytes]) -> object:
 def _zpop(c: Any, key: bytes, z: ZSet, count: int, reverse: bool) -> list[tuple[float, bytes]]:
     n = min(count, len(z))
     items = [z.pop_last() for _ in range(n)] if reverse else [z.pop_first() for _ in range(n)]
-    removed_elements(c, key, z, n)
+    removed_elements(c, key, z, n, NOTIFY_ZSET, b"zpopmax" if reverse else b"zpopmin")
     return items
 
 
@@ -926,6 +943,9 @@ def _src_score(obj: Any, member: bytes) -> float | None:
     return 1.0 if member in obj else None
 
 
+_STORE_EVENT = {UNION: b"zunionstore", INTER: b"zinterstore", DIFF: b"zdiffstore"}
+
+
 def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_index: int,
                    op: int, cardinality_only: bool = False) -> object:
     """zunionInterDiffGenericCommand."""
@@ -1029,7 +1049,8 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     if cardinality_only:
         return cardinality
     if dstkey is not None:
-        return store_or_delete(c, dstkey, ZSet.from_items(result.items()))
+        return store_or_delete(c, dstkey, ZSet.from_items(result.items()), NOTIFY_ZSET,
+                               _STORE_EVENT[op])
     # Replied from the computed scores (a -0 result shows as "-0", as in Redis).
     items = sorted([(s, m) for m, s in result.items()])
     if withscores:

@@ -10,6 +10,13 @@ a key in place so ``WATCH`` sees it. Collections are never left empty: handlers 
 whose collection became empty.
 
 The clock is ``core.now_ms``, set by the I/O shell before each batch of commands (sans-io).
+
+Keyspace notifications the keyspace itself causes are published here, where Redis's db.c and
+expire.c publish them: ``expired`` when a key is deleted by its TTL (lazily or by the active
+cycle, a writable replica's own keys included), ``keymiss`` when a read lookup
+(:meth:`lookup_read`, Redis's lookupKeyRead) finds nothing, and ``new`` when a key is created
+(:meth:`add`, and :meth:`set` of a key that did not exist: Redis's dbAdd). Commands publish
+their own events (``pyrepl.notify``).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
@@ -67,7 +75,9 @@ class Database:
             return False
         core = self.core
         if core.expiry_deletes:
-            self._delete_expired(key)
+            # (CLIENT PAUSE keeps the dataset still: expired for the reader, not deleted)
+            if not core.pause.kind:
+                self._delete_expired(key)
             return True
         # A replica: the key is gone for its clients, but the commands of the master's stream
         # still see it (the master's DEL will remove it), exactly as Redis's expireIfNeeded.
@@ -78,6 +88,8 @@ class Database:
         del self.expires[key]
         core = self.core
         core.stats.expired_keys += 1
+        if core.notify_mask & NOTIFY_EXPIRED:
+            keyspace_event(core, NOTIFY_EXPIRED, b"expired", key, self.id)
         self.touch(key)
         core.propagate_internal(self.id, [b"DEL", key])
 
@@ -93,11 +105,30 @@ class Database:
     def lookup_read(self, key: bytes) -> Any:
         """Like :meth:`lookup`, counting keyspace hits and misses (read commands)."""
         v = self.lookup(key)
+        core = self.core
+        if v is None:
+            core.stats.keyspace_misses += 1
+            if core.notify_mask & NOTIFY_KEY_MISS:
+                keyspace_event(core, NOTIFY_KEY_MISS, b"keymiss", key, self.id)
+        else:
+            core.stats.keyspace_hits += 1
+        return v
+
+    def lookup_read_nonotify(self, key: bytes) -> Any:
+        """lookupKeyRead with LOOKUP_NONOTIFY (OBJECT): counts hits and misses, no keymiss."""
+        v = self.lookup(key)
         if v is None:
             self.core.stats.keyspace_misses += 1
         else:
             self.core.stats.keyspace_hits += 1
         return v
+
+    def keymiss(self, key: bytes) -> None:
+        """The ``keymiss`` event of a read lookup that found nothing (callers that count the
+        miss themselves, e.g. GET's fast path)."""
+        core = self.core
+        if core.notify_mask & NOTIFY_KEY_MISS:
+            keyspace_event(core, NOTIFY_KEY_MISS, b"keymiss", key, self.id)
 
     def lookup_typed(self, key: bytes, kind: type) -> Any:
         """The value of ``key`` if it has type ``kind``, None if missing; WRONGTYPE otherwise."""
@@ -114,18 +145,36 @@ class Database:
 
     # -- writes --------------------------------------------------------------------------
     def set(self, key: bytes, value: Any, keep_ttl: bool = False) -> None:
-        """Store ``value`` (overwrite); the TTL is cleared unless ``keep_ttl``."""
-        self.data[key] = value
-        if not keep_ttl and self.expires:
-            self.expires.pop(key, None)
+        """Store ``value`` (overwrite); the TTL is cleared unless ``keep_ttl``. Like Redis's
+        setKey, a key past its TTL is expired first (lookupKeyWrite), and a key that did not
+        exist is announced as ``new`` (dbAdd)."""
+        expires = self.expires
+        if expires and key in expires:
+            self.expire_if_needed(key)
+        data = self.data
+        if self.core.notify_mask & NOTIFY_NEW and key not in data:
+            data[key] = value
+            keyspace_event(self.core, NOTIFY_NEW, b"new", key, self.id)
+        else:
+            data[key] = value
+        if not keep_ttl and expires:
+            expires.pop(key, None)
         if self.watched:
             self.touch(key)
 
     def add(self, key: bytes, value: Any) -> None:
-        """Store a new key (the caller checked that it does not exist)."""
+        """Store a new key (the caller checked that it does not exist): dbAdd."""
         self.data[key] = value
+        if self.core.notify_mask & NOTIFY_NEW:
+            keyspace_event(self.core, NOTIFY_NEW, b"new", key, self.id)
         if self.watched:
             self.touch(key)
+
+    def new_key(self, key: bytes) -> None:
+        """The ``new`` event of a key a handler created by storing into ``data`` itself."""
+        core = self.core
+        if core.notify_mask & NOTIFY_NEW:
+            keyspace_event(core, NOTIFY_NEW, b"new", key, self.id)
 
     def delete(self, key: bytes) -> bool:
         if self.lookup(key) is None:
@@ -158,7 +207,10 @@ class Database:
             return False
         del self.data[key]
         del self.expires[key]
-        self.core.stats.expired_keys += 1
+        core = self.core
+        core.stats.expired_keys += 1
+        if core.notify_mask & NOTIFY_EXPIRED:
+            keyspace_event(core, NOTIFY_EXPIRED, b"expired", key, self.id)
         self.touch(key)
         return True
 

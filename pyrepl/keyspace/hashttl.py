@@ -14,6 +14,11 @@ in its registry within a time budget, propagating one HDEL per field as Redis's 
 does. A hash whose last field goes is deleted. On a replica nothing is deleted by its own clock:
 fields are hidden from its clients and stay visible to the master's stream until the master's
 HDEL arrives (as Redis does for keys).
+
+Keyspace events as Redis 8's t_hash.c: a field deleted by its TTL when accessed publishes
+``hexpired`` (once per field; HMGET once per command), then ``del`` if the hash went with it;
+HRANDFIELD's expiry of every expired field and the active expiry publish one ``hexpired`` per
+hash, then ``del`` if it was emptied.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import weakref
 from typing import Any
 
 from pyrepl.keyspace.db import TYPE_NAMES
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, keyspace_event
 
 # EB_EXPIRE_TIME_MAX >> 2: the largest absolute field expiry Redis accepts (HFE_MAX_ABS_TIME_MSEC).
 HFE_MAX_ABS_TIME_MSEC = ((1 << 48) - 1) >> 2
@@ -175,8 +181,18 @@ def hidden_from_caller(core: Any) -> bool:
     return core.expiry_deletes or not core.applying_master_stream
 
 
-def delete_field(core: Any, db: Any, key: bytes, h: HashEx, field: bytes) -> bool:
-    """Remove an expired field and propagate ``HDEL key field``; True if the hash went too."""
+def expired_events(core: Any, dbid: int, key: bytes, hash_deleted: bool) -> None:
+    """``hexpired`` on ``key``, then ``del`` when its hash went with the fields."""
+    if core.notify_mask:
+        keyspace_event(core, NOTIFY_HASH, b"hexpired", key, dbid)
+        if hash_deleted:
+            keyspace_event(core, NOTIFY_GENERIC, b"del", key, dbid)
+
+
+def delete_field(core: Any, db: Any, key: bytes, h: HashEx, field: bytes,
+                 notify: bool = True) -> bool:
+    """Remove an expired field and propagate ``HDEL key field``; True if the hash went too.
+    With ``notify``, publishes ``hexpired`` (and ``del``) as hashTypeGetValue does."""
     del h[field]
     h.ttl.pop(field, None)
     core.also_propagate(db.id, [b"HDEL", key, field])
@@ -185,20 +201,25 @@ def delete_field(core: Any, db: Any, key: bytes, h: HashEx, field: bytes) -> boo
         del db.data[key]
         if db.expires:
             db.expires.pop(key, None)
+        if notify:
+            expired_events(core, db.id, key, True)
         return True
+    if notify:
+        expired_events(core, db.id, key, False)
     return False
 
 
-def field_state(c: Any, key: bytes, h: HashEx, field: bytes) -> int:
+def field_state(c: Any, key: bytes, h: HashEx, field: bytes, notify: bool = True) -> int:
     """hashTypeGetValue's expiry part for one present field: FIELD_OK, FIELD_EXPIRED (hidden,
-    deleted on a master) or FIELD_EXPIRED_HASH (deleted with its hash)."""
+    deleted on a master) or FIELD_EXPIRED_HASH (deleted with its hash). ``notify`` False is
+    HFE_LAZY_NO_NOTIFICATION (HMGET publishes one event for all its fields)."""
     when = h.ttl.get(field)
     core = c.core
     if when is None or when >= core.now_ms:
         return FIELD_OK
     if not core.expiry_deletes:
         return FIELD_EXPIRED if not core.applying_master_stream else FIELD_OK
-    if delete_field(core, c.db, key, h, field):
+    if delete_field(core, c.db, key, h, field, notify):
         return FIELD_EXPIRED_HASH
     return FIELD_EXPIRED
 
@@ -222,9 +243,13 @@ def expire_all(c: Any, key: bytes, h: HashEx) -> bool:
     if not core.expiry_deletes or not h.ttl:
         return False
     now = core.now_ms
-    for f in [f for f, w in h.ttl.items() if w < now]:
-        if delete_field(core, c.db, key, h, f):
+    expired = [f for f, w in h.ttl.items() if w < now]
+    for f in expired:
+        if delete_field(core, c.db, key, h, f, False):
+            expired_events(core, c.db.id, key, True)
             return True
+    if expired:
+        expired_events(core, c.db.id, key, False)
     return False
 
 
@@ -322,6 +347,8 @@ def active_expire(core: Any, now_ms: int, budget_us: int = 1000) -> tuple[int, i
                         db.expires.pop(key, None)
                     del hint[key]
                     break
+            if expired:
+                expired_events(core, db.id, key, not h)
             if checked & 15 == 0 and clock() >= deadline:
                 return checked, deleted
     return checked, deleted

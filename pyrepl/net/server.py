@@ -12,6 +12,7 @@ import asyncio
 import gc
 import mmap
 import os
+import select
 import signal
 import socket
 import sys
@@ -254,6 +255,34 @@ class NetHost(Host):
         except (AttributeError, OSError, ValueError):
             pass
         return info
+
+    def process_events_while_blocked(self, protected: Client | None) -> None:
+        """Redis's processEventsWhileBlocked, called from a long script's hook: one pass
+        over the normal clients' sockets (not the script's caller), without the event loop:
+        what is readable now is read and run (other commands get -BUSY; SCRIPT KILL and
+        SHUTDOWN NOSAVE work) and the answers are written."""
+        core = self.server.core
+        conns = {c.fd: c for c in core.clients.values()
+                 if c is not protected and c.fd >= 0 and c.kind in ("normal", "pubsub")
+                 and c.transport is not None and not c.closed}
+        if not conns:
+            return
+        try:
+            readable, _, _ = select.select(list(conns), [], [], 0)
+        except (OSError, ValueError):
+            return
+        core.now_ms = now_ms()
+        for fd in readable:
+            c = conns[fd]
+            try:
+                data = os.read(fd, 16384)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                continue
+            if data:            # (EOF: the event loop sees it again once the script ends)
+                c.receive_data(data)
+                write_client(c)
 
     def close_client(self, client: Client) -> None:
         t = client.transport

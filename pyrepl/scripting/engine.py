@@ -16,9 +16,9 @@ EVAL command itself is never propagated (the handler sets ``propagate_argv = []`
 
 Busy scripts: with ``busy-reply-threshold`` > 0 a Lua count hook calls :meth:`_hook` every
 100000 instructions; past the threshold the script is "timed out": the engine logs Redis's
-warning, sets ``busy`` (what the dispatcher would check to answer -BUSY) and from then on
-calls ``core.host.process_events_while_blocked()`` at every hook, when the host has it, so the
-shell can serve SCRIPT KILL / SHUTDOWN NOSAVE. :meth:`kill` is SCRIPT KILL's logic; a killed
+warning, tells the core (``core.set_busy``: other clients' commands get -BUSY but the
+``allow-busy`` ones) and from then on calls ``core.host.process_events_while_blocked`` at
+every hook, so the shell serves SCRIPT KILL / SHUTDOWN NOSAVE (a SHUTDOWN stops the script). :meth:`kill` is SCRIPT KILL's logic; a killed
 script stops with "Script killed by user with SCRIPT KILL..." at its next hook, and keeps
 stopping at every line so a ``pcall`` cannot swallow it.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import lupa.lua51 as lua51
 
 from pyrepl import REDIS_VERSION
-from pyrepl.resp.types import Raw, ReplyError
+from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
 from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
 from pyrepl.scripting.libs import LibError, _g14, build_libs, lua_tonumber, lua_typename
@@ -305,6 +305,11 @@ class ScriptEngine:
             res = self._run(script.func, c.proto, numkeys, *argv[3:])
         finally:
             self.ctx = None
+            if ctx.timedout:
+                self.core.set_busy(None)
+        if ctx.killed and self.core.shutdown_asap:
+            c.close_after_reply = True      # SHUTDOWN NOSAVE stopped it: no answer, as Redis
+            return NO_REPLY
         return self._reply(c, ctx, res)
 
     def _reply(self, c: Any, ctx: RunContext, res: tuple[Any, ...]) -> object:
@@ -549,9 +554,10 @@ class ScriptEngine:
                              "milliseconds. You can try killing the script using the SCRIPT "
                              f"KILL command. Script name is: {ctx.sha}.")
             ctx.timedout = True
-        host = core.host
-        if hasattr(host, "process_events_while_blocked"):
-            host.process_events_while_blocked()
+            core.set_busy(BUSY_ERR)
+        core.host.process_events_while_blocked(ctx.caller)
+        if core.shutdown_asap:          # SHUTDOWN NOSAVE was served: stop the script
+            ctx.killed = True
         if ctx.killed:
             core.log.warning("Lua script killed by user with SCRIPT KILL.")
         return ctx.killed

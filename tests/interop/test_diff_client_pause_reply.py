@@ -3,7 +3,7 @@
 PAUSE: on both servers a client pauses (WRITE or ALL) and other clients send reads, writes,
 a MULTI whose EXEC holds a write, PUBLISH; what answers at once and what waits is the same on
 both (each reply compared byte for byte, a waiting client's reply arriving only after CLIENT
-UNPAUSE or the deadline), and replicas keep their link. REPLY: OFF, SKIP and ON sequences with pipelined commands give the
+UNPAUSE or the deadline), and keys expire neither actively nor lazily during the pause. REPLY: OFF, SKIP and ON sequences with pipelined commands give the
 same bytes on both, pub/sub frames still arriving while replies are off.
 """
 
@@ -80,6 +80,24 @@ def test_pause_deadline_and_errors(pyrepl_server, redis_server) -> None:
             assert 0.2 < waited < 2.0, waited
             replies.append((errs, reply))
     assert replies[0] == replies[1]
+
+
+def test_no_expiry_while_paused(pyrepl_server, redis_server) -> None:
+    seen = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as admin:
+            admin.call("FLUSHALL")
+            admin.call("SET", "gone", "1", "PX", "50")
+            admin.call("SET", "lazy", "1", "PX", "50")
+            admin.call("CLIENT", "PAUSE", "5000", "WRITE")
+            time.sleep(0.4)
+            row = [admin.call("DBSIZE"), admin.call("GET", "lazy"), admin.call("DBSIZE")]
+            admin.call("CLIENT", "UNPAUSE")
+            time.sleep(0.4)
+            row.append(admin.call("DBSIZE"))
+            seen.append(row)
+    assert seen[0] == seen[1]
+    assert seen[0][0] == b":2\r\n" and seen[0][1] == b"$-1\r\n" and seen[0][2] == b":2\r\n"
 
 
 @pytest.mark.parametrize("proto", [2, 3])

@@ -133,18 +133,24 @@ def test_busy_script_can_be_killed_through_the_hook(core: ServerCore) -> None:
     core.clock_ns = tick
     other = core.connection_made()
 
-    class Host(type(core.host)):  # type: ignore[misc]
-        def process_events_while_blocked(self) -> None:
-            assert core.scripts.busy
-            other.out.append(run_kill())
+    served: list[object] = []
 
-    def run_kill() -> bytes:
-        return b"".join([b"%r" % core.scripts.kill(other)])
+    class Host(type(core.host)):  # type: ignore[misc]
+        def process_events_while_blocked(self, protected: object) -> None:
+            assert core.scripts.busy and protected is c
+            if not served:          # what another client sent meanwhile: one -BUSY, a kill
+                served.append(protected)
+                other.receive_data(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+                                   b"*2\r\n$6\r\nSCRIPT\r\n$4\r\nKILL\r\n")
 
     core.host = Host()
     run(other, "CONFIG", "SET", "busy-reply-threshold", "100")
+    other.data_to_send()
     c = core.connection_made()
     clock[0] = 0
     reply = run(c, "EVAL", "local i = 0 while true do i = i + 1 end", "0")
     assert reply.startswith(b"-ERR Script killed by user with SCRIPT KILL... script: ")
-    assert not core.scripts.busy
+    assert other.data_to_send() == (b"-BUSY Redis is busy running a script. You can only call "
+                                    b"SCRIPT KILL or SHUTDOWN NOSAVE.\r\n+OK\r\n")
+    assert not core.scripts.busy and core.busy is None and not core.gated
+    assert run(other, "GET", "k") == b"$-1\r\n"

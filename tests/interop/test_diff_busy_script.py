@@ -1,0 +1,77 @@
+"""A script running past busy-reply-threshold, on pyrepl and redis-server 7.0.15 side by side.
+
+While it runs, other clients are served from the script's hook: their commands get -BUSY (but
+SCRIPT KILL and SHUTDOWN NOSAVE), SCRIPT KILL stops a read-only script (its caller gets Redis's
+error), a script that wrote is UNKILLABLE, and SHUTDOWN NOSAVE stops the server. Every reply is
+compared byte for byte (connections opened before the script: pyrepl accepts none while it
+runs).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support import RawClient, start_pyrepl, start_redis, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+LOOP = "local i = 0 while true do i = i + 1 end"
+WRITE_LOOP = "redis.call('SET', 'w', '1') local i = 0 while true do i = i + 1 end"
+
+
+def wait_busy(probe: RawClient) -> None:
+    """Until PING on an open connection gets -BUSY (pyrepl accepts no new connection while a
+    script is busy: they wait for its end)."""
+    wait_for(lambda: probe.call("PING").startswith(b"-BUSY"), timeout=10,
+             what="the script busy")
+
+
+@pytest.fixture
+def servers():
+    started = [start(*("--busy-reply-threshold", "100")) for start in (start_pyrepl, start_redis)]
+    try:
+        yield started
+    finally:
+        for srv in started:
+            srv.stop()
+
+
+def test_busy_replies_and_script_kill(servers) -> None:
+    seen = []
+    for srv in servers:
+        with RawClient(srv.port) as runner, RawClient(srv.port) as other:
+            assert other.call("PING") == b"+PONG\r\n"      # (accepted before the script)
+            runner.send("EVAL", LOOP, "0")
+            wait_busy(other)
+            got = [other.call("GET", "k"), other.call("SET", "k", "v"),
+                   other.call("SHUTDOWN"), other.call("SCRIPT", "FLUSH"),
+                   other.call("SCRIPT", "KILL")]
+            got.append(runner.read_reply())
+            got.append(other.call("PING"))
+            got.append(other.call("SCRIPT", "KILL"))
+            seen.append(got)
+    assert seen[0] == seen[1]
+    assert seen[0][0].startswith(b"-BUSY Redis is busy running a script.")
+    assert seen[0][4] == b"+OK\r\n" and seen[0][6] == b"+PONG\r\n"
+
+
+def test_a_script_that_wrote_is_unkillable_and_shutdown_nosave_stops(servers) -> None:
+    seen = []
+    for srv in servers:
+        with RawClient(srv.port) as runner, RawClient(srv.port) as other:
+            assert other.call("PING") == b"+PONG\r\n"
+            runner.send("EVAL", WRITE_LOOP, "0")
+            wait_busy(other)
+            got = [other.call("SCRIPT", "KILL"), other.call("GET", "w")]
+            other.send("SHUTDOWN", "NOSAVE")
+            t0 = time.monotonic()
+            for c in (other, runner):
+                with pytest.raises((ConnectionError, OSError)):
+                    c.read_reply()
+            assert time.monotonic() - t0 < 10
+            wait_for(lambda s=srv: s.proc.poll() is not None, timeout=10,
+                     what="the server gone")
+            seen.append(got)
+    assert seen[0] == seen[1]
+    assert seen[0][0].startswith(b"-UNKILLABLE Sorry the script already executed write")
