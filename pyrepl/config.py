@@ -935,10 +935,10 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("replica-ignore-disk-write-errors", "no"),
     _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas")),
     _enum("sanitize-dump-payload", "no", ("no", "yes", "clients"), noop=True),
-    # monitoring (the latency monitor's commands come with a later issue)
+    # monitoring
     _int("slowlog-log-slower-than", "10000", -1, LLONG_MAX),
     Directive("slowlog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
-    _int("latency-monitor-threshold", "0", 0, LLONG_MAX, noop=True),
+    _int("latency-monitor-threshold", "0", 0, LLONG_MAX),
     _bool("latency-tracking", "yes"),
     _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
              format_percentiles, multi_arg=True),

@@ -30,6 +30,7 @@ from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
+from pyrepl.latency import LatencyMonitor
 from pyrepl.pause import Pause
 from pyrepl.pubsub import PubSub, Push
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
@@ -347,6 +348,7 @@ class ServerCore:
         self.pubsub = PubSub(self)
         self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
         self.slowlog = SlowLog()
+        self.latency = LatencyMonitor()
         self.pause = Pause(self)
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
@@ -371,7 +373,7 @@ class ServerCore:
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
         elif name in ("save", "stop-writes-on-bgsave-error"):
             self._refresh_disk_error()
-        elif name == "slowlog-log-slower-than":
+        elif name in ("slowlog-log-slower-than", "latency-monitor-threshold"):
             self.resample()
         elif name == "notify-keyspace-events":
             self.notify_mask = self.config.notify_keyspace_events
@@ -441,19 +443,8 @@ class ServerCore:
             self._reject(c, unknown_command_error(argv))
             return None
         protected = _PROTECTED_COMMANDS.get(cmd.name)
-        if protected is not None:   # never cached: the check depends on the client
-            n = len(argv)
-            if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
-                self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
-                return None
-            if not c.allows_protected(getattr(self.config, protected)):
-                self._reject(c, f"ERR {cmd.name.upper()} command not allowed. If the "
-                                f"{protected.replace('_', '-')} option is set to \"local\", you "
-                                "can run it from a local connection, otherwise you need to set "
-                                "this option in the configuration file, and then restart the "
-                                "server.", cmd)
-                return None
-            return cmd
+        if protected is not None and not cmd.subcommands:   # never cached: depends on client
+            return cmd if self._protected_allowed(c, cmd, cmd, argv, protected) else None
         if cmd.subcommands:  # container: resolve the subcommand
             if len(argv) >= 2:
                 sub = cmd.subcommands.get(argv[1].lower())
@@ -462,6 +453,9 @@ class ServerCore:
                     self._reject(c, f"ERR unknown subcommand '{arg}'. "
                                     f"Try {cmd.name.upper()} HELP.")
                     return None
+                if protected is not None and "protected" in sub.flags and \
+                        not self._protected_allowed(c, cmd, sub, argv, protected):
+                    return None
                 return sub
             if cmd.handler is None:
                 self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
@@ -469,6 +463,23 @@ class ServerCore:
         elif len(_NAME_CACHE) < 4096:
             _NAME_CACHE[argv[0]] = cmd  # exact spelling -> command, skips lower() next time
         return cmd
+
+    def _protected_allowed(self, c: Client, top: Command, cmd: Command, argv: list[bytes],
+                           setting: str) -> bool:
+        """Redis's PROTECTED commands (DEBUG, MODULE LOAD ...): the arity first, then
+        ``enable-debug-command`` / ``enable-module-command`` for this client."""
+        n = len(argv)
+        if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+            self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
+            return False
+        if not c.allows_protected(getattr(self.config, setting)):
+            self._reject(c, f"ERR {top.name.upper()} command not allowed. If the "
+                            f"{setting.replace('_', '-')} option is set to \"local\", you "
+                            "can run it from a local connection, otherwise you need to set "
+                            "this option in the configuration file, and then restart the "
+                            "server.", cmd)
+            return False
+        return True
 
     def execute(self, c: Client, argv: list[bytes]) -> None:
         """Run one command from a client and append its reply (Redis's processCommand).
@@ -638,7 +649,18 @@ class ServerCore:
                                   cfg.slowlog_max_len, self.host.time_us() // 1_000_000)
             if self.monitors and not cmd.skip_monitor:   # (every call is timed meanwhile)
                 monitor.feed(self, c, cmd.name, argv)
+            threshold = cfg.latency_monitor_threshold
+            if threshold and ns // 1_000_000 >= threshold:
+                self.latency.add("fast-command" if "fast" in cmd.flags else "command",
+                                 ns // 1_000_000, self.host.time_us() // 1_000_000)
         return reply
+
+    def latency_sample(self, event: str, ms: int) -> None:
+        """latencyAddSampleIfNeeded: record ``ms`` under ``event`` when it reaches
+        latency-monitor-threshold (0: the monitor is off)."""
+        threshold = self.config.latency_monitor_threshold
+        if threshold and ms >= threshold:
+            self.latency.add(event, ms, self.host.time_us() // 1_000_000)
 
     def total_commands_processed(self) -> int:
         """INFO total_commands_processed: the sum of commandstats' calls (one counter on the
@@ -660,7 +682,9 @@ class ServerCore:
 
     def _sample_mask(self, cmd: Command) -> int:
         """Which calls of ``cmd`` are timed: ``calls & mask == 0`` (see call)."""
-        if cmd.sampled and self.config.slowlog_log_slower_than != 0 and not self.monitors:
+        cfg = self.config
+        if cmd.sampled and cfg.slowlog_log_slower_than != 0 and not self.monitors and \
+                not cfg.latency_monitor_threshold:
             return 15
         return 0
 
@@ -749,7 +773,9 @@ class ServerCore:
             hashttl.active_expire(self, now_ms, budget_us=250 * self.config.active_expire_effort)
             if not self.expiry_deletes and self.replica_keys_with_expire:
                 self.expire_replica_keys(now_ms)
-            self.stats.expire_cycle_cpu_ns += self.clock_ns() - t0
+            spent = self.clock_ns() - t0
+            self.stats.expire_cycle_cpu_ns += spent
+            self.latency_sample("expire-cycle", spent // 1_000_000)
         if self._pending:
             self.flush_propagation()
         if self.blocking.clients:

@@ -15,6 +15,7 @@ from pyrepl.commands.util import parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
 from pyrepl.errors import SYNTAX
 from pyrepl.info import generate_info
+from pyrepl.keyspace.glob import stringmatch
 from pyrepl.pause import ALL, WRITE
 from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, Verbatim
 
@@ -520,7 +521,34 @@ def command_count(c: Any, argv: list[bytes]) -> object:
 
 @command("command|list", -2, "loading stale", group="server", acl="connection", summary="Returns a list of command names.")
 def command_list(c: Any, argv: list[bytes]) -> object:
-    return [cmd.name.encode() for cmd in _top_commands()]
+    """COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every command
+    and subcommand (``config|get``), as Redis's commandListCommand."""
+    keep = None
+    i = 2
+    while i < len(argv):
+        if argv[i].lower() != b"filterby" or len(argv) - 1 - i != 2:
+            raise ReplyError(SYNTAX)
+        kind, arg = argv[i + 1].lower(), argv[i + 2]
+        if kind == b"module":
+            keep = _no_command
+        elif kind == b"aclcat":
+            cat = arg.decode("utf-8", "replace").lower()
+            keep = (lambda cmd, cat=cat: cat in cmd.acl_categories)  # noqa: E731
+        elif kind == b"pattern":
+            keep = (lambda cmd, p=arg: stringmatch(p, cmd.name.encode(), nocase=True))  # noqa: E731
+        else:
+            raise ReplyError(SYNTAX)
+        i += 3
+    out = []
+    for cmd in _top_commands():
+        for one in (cmd, *cmd.subcommands.values()):
+            if keep is None or keep(one):
+                out.append(one.name.encode())
+    return out
+
+
+def _no_command(cmd: Command) -> bool:
+    return False          # (pyrepl loads no modules)
 
 
 def _find(name: bytes) -> Command | None:

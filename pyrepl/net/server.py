@@ -179,7 +179,9 @@ class NetHost(Host):
             finally:
                 os._exit(code)
         gc.unfreeze()
-        self.server.core.latest_fork_usec = int((time.perf_counter() - t0) * 1e6)
+        core = self.server.core
+        core.latest_fork_usec = int((time.perf_counter() - t0) * 1e6)
+        core.latency_sample("fork", core.latest_fork_usec // 1000)
         self.server.children[pid] = purpose
         return pid
 

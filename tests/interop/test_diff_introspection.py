@@ -165,3 +165,93 @@ def test_monitor_on_replicas_shows_the_master_stream() -> None:
         for r in replicas:
             r.stop()
         master.stop()
+
+
+# -- LATENCY, MEMORY, LOLWUT, MODULE, COMMAND LIST ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def debug_pair():
+    """Both servers with DEBUG enabled (DEBUG SLEEP makes a latency spike)."""
+    started = [start_pyrepl("--enable-debug-command", "yes"),
+               start_redis("--enable-debug-command", "yes")]
+    try:
+        yield started
+    finally:
+        for srv in started:
+            srv.stop()
+
+
+def test_latency_monitor_as_redis(debug_pair) -> None:
+    seen = []
+    for srv in debug_pair:
+        with RawClient(srv.port) as c:
+            row = [c.call("LATENCY", "LATEST"), c.call("LATENCY", "HISTORY", "command"),
+                   c.call("LATENCY", "RESET"), c.call("LATENCY", "DOCTOR"),
+                   c.call("LATENCY", "GRAPH", "command"), c.call("LATENCY", "HELP"),
+                   c.call("LATENCY", "NOPE"), c.call("LATENCY", "HISTORY"),
+                   c.call("LATENCY", "LATEST", "x")]
+            c.call("CONFIG", "SET", "latency-monitor-threshold", "20")
+            row.append(c.call("LATENCY", "DOCTOR"))
+            c.call("DEBUG", "SLEEP", "0.05")
+            latest = parse_reply(c.call("LATENCY", "LATEST"))
+            assert [e[0] for e in latest] == [b"command"] and 50 <= latest[0][2] < 1000
+            history = parse_reply(c.call("LATENCY", "HISTORY", "command"))
+            assert len(history) == 1 and history[0][1] == latest[0][2]
+            assert parse_reply(c.call("LATENCY", "DOCTOR")).startswith(
+                b"Dave, I have observed latency spikes")
+            row += [c.call("LATENCY", "RESET", "command", "nope"), c.call("LATENCY", "LATEST")]
+            c.call("CONFIG", "SET", "latency-monitor-threshold", "0")
+            c.call("SET", "h", "1")
+            hist = parse_reply(c.call("LATENCY", "HISTOGRAM", "set", "nosuch"))
+            assert hist[0] == b"set" and hist[1][0::2] == [b"calls", b"histogram_usec"]
+            cdf = hist[1][3]
+            assert cdf[1::2] == sorted(cdf[1::2]) and cdf[-1] == hist[1][1]
+            seen.append(row)
+    assert seen[0] == seen[1]
+
+
+def test_memory_lolwut_module_as_redis(debug_pair) -> None:
+    seen = []
+    for srv in debug_pair:
+        with RawClient(srv.port) as c:
+            c.call("SET", "foo", "bar")
+            usage = parse_reply(c.call("MEMORY", "USAGE", "foo"))
+            assert isinstance(usage, int) and usage > 0
+            stats = parse_reply(c.call("MEMORY", "STATS"))
+            seen.append([
+                c.call("MEMORY", "USAGE", "nokey"), c.call("MEMORY", "USAGE", "foo", "SAMPLES"),
+                c.call("MEMORY", "USAGE", "foo", "SAMPLES", "x"),
+                c.call("MEMORY", "USAGE", "foo", "FOO", "1"), c.call("MEMORY", "HELP"),
+                c.call("MEMORY", "PURGE"), c.call("MEMORY", "NOPE"),
+                [k for k in stats[0::2]],
+                c.call("LOLWUT"), c.call("LOLWUT", "5", "6"), c.call("LOLWUT", "VERSION", "x"),
+                c.call("MODULE", "LIST"), c.call("MODULE", "HELP"),
+                c.call("MODULE", "LOAD", "/no/such.so"),
+            ])
+            assert isinstance(parse_reply(c.call("MEMORY", "DOCTOR")), bytes)
+            assert isinstance(parse_reply(c.call("MEMORY", "MALLOC-STATS")), bytes)
+    assert seen[0] == seen[1]
+
+
+def test_command_list_as_redis(debug_pair) -> None:
+    lists = []
+    for srv in debug_pair:
+        with RawClient(srv.port) as c:
+            lists.append({
+                "all": set(parse_reply(c.call("COMMAND", "LIST"))),
+                "list": set(parse_reply(c.call("COMMAND", "LIST", "FILTERBY", "ACLCAT",
+                                               "list"))),
+                "l*": set(parse_reply(c.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "L*"))),
+                "cfg": set(parse_reply(c.call("COMMAND", "LIST", "FILTERBY", "PATTERN",
+                                              "config|*"))),
+                "module": c.call("COMMAND", "LIST", "FILTERBY", "MODULE", "x"),
+                "errors": [c.call("COMMAND", "LIST", "FILTERBY", "ACLCAT", "list", "FILTERBY",
+                                  "PATTERN", "l*"), c.call("COMMAND", "LIST", "FILTERBY", "X",
+                                                           "y"), c.call("COMMAND", "LIST", "X")],
+            })
+    ours, theirs = lists
+    common = ours["all"] & theirs["all"]       # (pyrepl also has some Redis 7.2 / 8 commands)
+    assert len(ours["all"]) > 300 and len(common) > 290
+    for k in ("list", "l*", "cfg"):
+        assert ours[k] == theirs[k] & common, k
+    assert ours["module"] == theirs["module"] and ours["errors"] == theirs["errors"]
