@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 
-from common import median, redis_benchmark_command, start_pyrepl, start_redis
+from common import compare_commands, print_ratios, start_pyrepl, start_redis
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
@@ -32,31 +32,18 @@ def main() -> int:
     args = ap.parse_args()
     py = start_pyrepl()
     rd = start_redis()
-    results: dict[tuple[str, int], dict[str, list[float]]] = {}
     try:
         import redis
 
         for srv in (py, rd):
             with redis.Redis(port=srv.port) as r:
                 assert r.script_load(SCRIPT) == SHA
-        for rnd in range(args.rounds):
-            for pipeline in (1, 16):
-                order = [("pyrepl", py), ("redis", rd)]
-                if rnd % 2:
-                    order.reverse()
-                for name, command in COMMANDS.items():
-                    for who, srv in order:
-                        rps = redis_benchmark_command(srv.port, command, args.requests, 50,
-                                                      pipeline)
-                        results.setdefault((name, pipeline), {}).setdefault(who, []).append(rps)
-                print(f"round {rnd + 1} -P{pipeline} done", flush=True)
+        results = compare_commands({"pyrepl": py, "redis": rd}, COMMANDS, args.rounds,
+                                   args.requests)
     finally:
         py.stop()
         rd.stop()
-    print(f"\n{'pipeline':8} {'command':9} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}")
-    for (name, pipeline), by in results.items():
-        a, b = median(by["pyrepl"]), median(by["redis"])
-        print(f"P{pipeline:<7} {name:9} {a:12,.0f} {b:12,.0f} {a / b:6.2f}")
+    print_ratios(results)
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from common import median, redis_benchmark_command, start_pyrepl, start_redis
+from common import compare_commands, print_ratios, start_pyrepl, start_redis
 
 COMMANDS: dict[str, list[str]] = {
     "SET": ["SET", "key:__rand_int__", "xxx"],
@@ -40,7 +40,6 @@ def main() -> int:
     args = ap.parse_args()
     py = start_pyrepl()
     rd = start_redis()
-    results: dict[tuple[str, int], dict[str, list[float]]] = {}
     try:
         import redis
 
@@ -52,24 +51,12 @@ def main() -> int:
                     r.geoadd("geo", (12.5 + (i % 20) * 0.15, 36.6 + (i // 20) * 0.15, f"p{i}"))
                 for i in range(1000):  # and a stream to XRANGE
                     r.xadd("stream", {"field": i})
-        for rnd in range(args.rounds):
-            for pipeline in (1, 16):
-                order = [("pyrepl", py), ("redis", rd)]
-                if rnd % 2:
-                    order.reverse()
-                for name, command in COMMANDS.items():
-                    for who, srv in order:
-                        n = max(1000, int(args.requests * SCALE.get(name, 1.0)))
-                        rps = redis_benchmark_command(srv.port, command, n, 50, pipeline)
-                        results.setdefault((name, pipeline), {}).setdefault(who, []).append(rps)
-                print(f"round {rnd + 1} -P{pipeline} done", flush=True)
+        results = compare_commands({"pyrepl": py, "redis": rd}, COMMANDS, args.rounds,
+                                   args.requests, SCALE)
     finally:
         py.stop()
         rd.stop()
-    print(f"\n{'pipeline':8} {'command':9} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}")
-    for (name, pipeline), by in results.items():
-        a, b = median(by["pyrepl"]), median(by["redis"])
-        print(f"P{pipeline:<7} {name:9} {a:12,.0f} {b:12,.0f} {a / b:6.2f}")
+    print_ratios(results)
     return 0
 
 

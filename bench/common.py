@@ -107,3 +107,31 @@ def stop_popen(p: subprocess.Popen, timeout: float = 10.0) -> int | None:
             p.kill()
             p.wait(5)
     return p.returncode
+
+
+def compare_commands(servers: dict[str, object], commands: dict[str, list[str]], rounds: int,
+                     requests: int, scale: dict[str, float] | None = None,
+                     pipelines: tuple[int, ...] = (1, 16)) -> dict[tuple[str, int], dict]:
+    """redis-benchmark each command (``-c 50``) against every server, alternating which goes
+    first each round; {(command, pipeline): {server: [rps per round]}}."""
+    results: dict[tuple[str, int], dict[str, list[float]]] = {}
+    order = list(servers.items())
+    for rnd in range(rounds):
+        for pipeline in pipelines:
+            for name, command in commands.items():
+                n = max(1000, int(requests * (scale or {}).get(name, 1.0)))
+                for who, srv in (order if rnd % 2 == 0 else order[::-1]):
+                    rps = redis_benchmark_command(srv.port, command, n, 50,  # type: ignore
+                                                  pipeline)
+                    results.setdefault((name, pipeline), {}).setdefault(who, []).append(rps)
+            print(f"round {rnd + 1} -P{pipeline} done", flush=True)
+    return results
+
+
+def print_ratios(results: dict[tuple[str, int], dict], a: str = "pyrepl",
+                 b: str = "redis") -> None:
+    """Medians per command and pipeline, and the ratio a / b."""
+    print(f"\n{'pipeline':8} {'command':9} {a + ' rps':>12} {b + ' rps':>12} {'ratio':>6}")
+    for (name, pipeline), by in results.items():
+        x, y = median(by[a]), median(by[b])
+        print(f"P{pipeline:<7} {name:9} {x:12,.0f} {y:12,.0f} {x / y:6.2f}")
