@@ -193,11 +193,27 @@ _LAT_SCALE = LAT_MAX - LAT_MIN
 _LONG_SCALE = LONG_MAX - LONG_MIN
 
 
+_DECODED: dict[float, tuple[float, float]] = {}
+_DECODED_MAX = 1 << 16
+
+
 def decode_score(score: float) -> tuple[float, float]:
     """decodeGeohash: the (lon, lat) a sorted-set score stands for (never fails).
 
-    :func:`decode_to_lonlat` of ``(score_bits(score), 26)`` written out in one function (the
-    searches decode every candidate): the same operations on the same doubles."""
+    :func:`decode_to_lonlat` of ``(score_bits(score), 26)`` written out in one function: the
+    same operations on the same doubles. The searches decode every candidate of every query,
+    so the results are kept (up to 65536 scores, then the cache starts over)."""
+    got = _DECODED.get(score)
+    if got is not None:
+        return got
+    got = _decode_score(score)
+    if len(_DECODED) >= _DECODED_MAX:
+        _DECODED.clear()
+    _DECODED[score] = got
+    return got
+
+
+def _decode_score(score: float) -> tuple[float, float]:
     bits = int(score) if 0.0 <= score < _TWO63 else score_bits(score)
     x = bits & 0x5555555555555555
     y = (bits >> 1) & 0x5555555555555555
