@@ -925,10 +925,12 @@ class ServerCore:
     def save(self) -> bool:
         """SAVE: write the RDB file in this process."""
         from pyrepl.rdb.encoder import save_rdb_file
+        from pyrepl.scripting.functions import rdb_libraries
 
         start = self.now_ms
         try:
             save_rdb_file(self.rdb_path(), self.dbs, aux=self.rdb_aux(),
+                          functions=rdb_libraries(self),
                           checksum=self.config.rdbchecksum, now_ms=self.now_ms)
         except OSError as e:
             self.log.warning(f"Failed saving the DB: {e}")
@@ -945,12 +947,14 @@ class ServerCore:
     def bgsave(self) -> str | None:
         """BGSAVE: fork a child that writes the RDB file. Returns an error text or None."""
         from pyrepl.rdb.encoder import save_rdb_file
+        from pyrepl.scripting.functions import rdb_libraries
 
         if self.rdb_child_pid != -1:
             return "ERR Background save already in progress"
         path = self.rdb_path()
         dbs = self.dbs
         aux = self.rdb_aux()
+        functions = rdb_libraries(self)
         checksum = self.config.rdbchecksum
         now = self.now_ms
         key_hook = self.host.key_save_delay_hook()
@@ -958,7 +962,8 @@ class ServerCore:
 
         def job() -> int:
             try:
-                save_rdb_file(path, dbs, aux=aux, checksum=checksum, now_ms=now,
+                save_rdb_file(path, dbs, aux=aux, functions=functions, checksum=checksum,
+                              now_ms=now,
                               key_hook=key_hook, progress=progress.set)
             except OSError:
                 return 1
@@ -1088,13 +1093,16 @@ class ServerCore:
         if not os.path.exists(path):
             return
         from pyrepl.rdb.decoder import load_rdb_file
+        from pyrepl.scripting.functions import install_libraries, prepare_libraries
 
         # A master drops keys that expired while it was down; a replica keeps them until its
         # master's DEL arrives (as Redis).
         replica = self.config.replicaof is not None
         loaded = load_rdb_file(path, len(self.dbs), now_ms=None if replica else self.now_ms)
+        libraries = prepare_libraries(self, loaded.functions)   # RdbError if one fails
         for i, db in enumerate(self.dbs):
             db.replace(loaded.data[i], loaded.expires[i])
+        install_libraries(self, libraries)
         self.rdb_last_load_keys_loaded = loaded.keys_loaded
         self.rdb_last_load_keys_expired = loaded.keys_expired
         aux = loaded.aux

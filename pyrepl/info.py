@@ -30,20 +30,30 @@ ALL_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replicat
 
 
 def _scripts_memory(core: ServerCore) -> list[tuple[str, object]]:
-    """The Lua fields of INFO memory (Redis 7.0's names; no functions yet: an empty VM's
-    figure for them, as Redis shows with none loaded)."""
+    """The Lua fields of INFO memory (Redis 7.0's names): EVAL's Lua state and script cache,
+    the functions engine's Lua state, libraries and structures (an empty engine's figures, as
+    Redis shows them, until scripting is first used)."""
     eng = getattr(core, "scripts", None)         # made by the first EVAL (commands.scripting)
     lua = eng.memory_lua() if eng is not None else 32768
     scr = eng.cache.overhead() if eng is not None else 0
     n = len(eng.cache) if eng is not None else 0
+    fns = eng._functions if eng is not None else None   # made by the first FUNCTION/FCALL
+    if fns is None:
+        from pyrepl.scripting.functions import EMPTY_OVERHEAD, EMPTY_VM
+
+        nfun = nlib = 0
+        vmf, fmem = EMPTY_VM, EMPTY_OVERHEAD
+    else:
+        nfun, nlib = len(fns.current.functions), len(fns.current.libraries)
+        vmf, fmem = fns.vm_memory(), fns.overhead()
     return [("used_memory_lua", lua), ("used_memory_vm_eval", lua),
             ("used_memory_lua_human", human_bytes(lua)), ("used_memory_scripts_eval", scr),
-            ("number_of_cached_scripts", n), ("number_of_functions", 0),
-            ("number_of_libraries", 0), ("used_memory_vm_functions", 32768),
-            ("used_memory_vm_total", lua + 32768),
-            ("used_memory_vm_total_human", human_bytes(lua + 32768)),
-            ("used_memory_functions", 0), ("used_memory_scripts", scr),
-            ("used_memory_scripts_human", human_bytes(scr))]
+            ("number_of_cached_scripts", n), ("number_of_functions", nfun),
+            ("number_of_libraries", nlib), ("used_memory_vm_functions", vmf),
+            ("used_memory_vm_total", lua + vmf),
+            ("used_memory_vm_total_human", human_bytes(lua + vmf)),
+            ("used_memory_functions", fmem), ("used_memory_scripts", scr + fmem),
+            ("used_memory_scripts_human", human_bytes(scr + fmem))]
 
 
 def human_bytes(n: int) -> str:

@@ -6,6 +6,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     bitmaps,
     connection,
     dump,
+    functions,
     geo,
     hashes,
     hyperloglog,

@@ -17,23 +17,12 @@ from typing import Any
 
 from pyrepl.commands.table import command, container
 from pyrepl.resp.types import OK, Raw, ReplyError
-from pyrepl.scripting.engine import ScriptEngine
+from pyrepl.scripting.engine import ScriptEngine, engine_of
 
 
 def engine(core: Any) -> ScriptEngine:
     """The core's script engine (``core.scripts``), made on first use."""
-    eng = getattr(core, "scripts", None)
-    if eng is None:
-        from pyrepl.client import Client
-
-        def make_client() -> Client:
-            c = Client(core, 0)
-            c.set_authenticated(True)
-            return c
-
-        eng = ScriptEngine(core, make_client)
-        core.scripts = eng
-    return eng
+    return engine_of(core)
 
 
 def _eval_keys(argv: list[bytes]) -> list[int]:

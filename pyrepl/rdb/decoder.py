@@ -168,9 +168,19 @@ class KeyValue:
 @dataclass(frozen=True, slots=True)
 class FunctionSkipped:
     """A function library (RDB_OPCODE_FUNCTION2, or the 7.0-rc FUNCTION format); ``code`` is
-    the library source (for the pre-GA format: the blob without name/engine header)."""
+    the library source (for the pre-GA format: the blob without name/engine header, which
+    ``name`` and ``engine`` hold; :attr:`library_code` puts it back as Redis 7.0 does)."""
 
     code: bytes
+    name: bytes | None = field(default=None, compare=False)
+    engine: bytes | None = field(default=None, compare=False)
+
+    @property
+    def library_code(self) -> bytes:
+        """The library's code with its ``#!<engine> name=<name>`` line (rdbFunctionLoad)."""
+        if self.engine is None:
+            return self.code
+        return b"#!%s name=%s\n%s" % (self.engine, self.name or b"", self.code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +289,23 @@ def _rstr(buf: bytes, p: int, n: int) -> tuple[bytes, int]:
     if end > n:
         raise _Incomplete(end)
     return buf[start:end], end
+
+
+def read_string(buf: bytes, p: int) -> tuple[bytes, int]:
+    """One RDB string of a complete buffer at ``p``: (bytes, next position); RdbError when it
+    is corrupt or runs past the end (FUNCTION RESTORE reads its payload with it)."""
+    try:
+        return _rstr(buf, p, len(buf))
+    except (_Incomplete, _Corrupt, IndexError) as e:
+        raise RdbError(str(e) or "truncated string") from None
+
+
+def read_length(buf: bytes, p: int) -> tuple[int, int]:
+    """One RDB length of a complete buffer at ``p`` (see :func:`read_string`)."""
+    try:
+        return _rlen(buf, p, len(buf))
+    except (_Incomplete, _Corrupt, IndexError) as e:
+        raise RdbError(str(e) or "truncated length") from None
 
 
 def _as_bytes(e: bytes | int) -> bytes:
@@ -862,14 +889,14 @@ class RdbDecoder:
             self._pos = p
             return FunctionSkipped(code)
         if t == RDB_OPCODE_FUNCTION_PRE_GA:
-            _name, p = _rstr(buf, p, n)
-            _engine, p = _rstr(buf, p, n)
+            name, p = _rstr(buf, p, n)
+            engine, p = _rstr(buf, p, n)
             has_desc, p = _rlen(buf, p, n)
             if has_desc:
                 _desc, p = _rstr(buf, p, n)
             code, p = _rstr(buf, p, n)
             self._pos = p
-            return FunctionSkipped(code)
+            return FunctionSkipped(code, name, engine)
         if t == RDB_OPCODE_MODULE_AUX:
             module_id, p = _rlen(buf, p, n)
             when_opcode, p = _rlen(buf, p, n)
@@ -1200,6 +1227,8 @@ class LoadedRdb:
     keys_expired: int = 0
     empty_keys_skipped: int = 0
     functions_skipped: int = 0
+    # the function libraries' codes, in the file's order (loaded by the caller)
+    functions: list[bytes] = field(default_factory=list)
     module_aux_skipped: int = 0
     checksum_ok: bool | None = None
     bytes_read: int = 0
@@ -1226,6 +1255,7 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
                     result.aux[ev.key] = ev.value  # type: ignore[attr-defined]
                 elif t is FunctionSkipped:
                     result.functions_skipped += 1
+                    result.functions.append(ev.library_code)  # type: ignore[attr-defined]
                 elif t is ModuleAuxSkipped:
                     result.module_aux_skipped += 1
                 elif t is End:

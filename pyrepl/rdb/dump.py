@@ -7,6 +7,12 @@ CRC64 of all that as 8 little-endian bytes. :func:`dump_payload` writes pyrepl's
 verifyDumpPayload does, accepting the versions pyrepl reads (Redis 7's 10, Redis 8's up to 13),
 and decodes the value with the streaming RDB decoder by wrapping it into a one-key RDB, so
 every encoding the decoder knows (listpack, ziplist, intset, quicklist, LZF...) is accepted.
+
+FUNCTION DUMP / RESTORE payloads have the same footer; their body is one
+``RDB_OPCODE_FUNCTION2`` entry (the opcode and the library's code as an RDB string) per
+library (:func:`functions_payload`); :func:`read_functions_payload` also reads the 7.0-rc
+``RDB_OPCODE_FUNCTION`` entries (name, engine, description, body) as Redis 7.0 does, turning
+them into a library code with its ``#!<engine> name=<name>`` line.
 """
 
 from __future__ import annotations
@@ -14,10 +20,16 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.keyspace.hashttl import HashEx
-from pyrepl.rdb.constants import RDB_VERSION, RDB_VERSION_HFE, RDB_VERSION_MAX_READ
+from pyrepl.rdb.constants import (
+    RDB_OPCODE_FUNCTION2,
+    RDB_OPCODE_FUNCTION_PRE_GA,
+    RDB_VERSION,
+    RDB_VERSION_HFE,
+    RDB_VERSION_MAX_READ,
+)
 from pyrepl.rdb.crc64 import crc64
-from pyrepl.rdb.decoder import KeyValue, RdbDecoder, RdbError
-from pyrepl.rdb.encoder import _collection, encode_string
+from pyrepl.rdb.decoder import KeyValue, RdbDecoder, RdbError, read_length, read_string
+from pyrepl.rdb.encoder import _collection, encode_function, encode_string
 
 
 class PayloadError(Exception):
@@ -65,3 +77,53 @@ def load_payload(payload: bytes) -> Any:
     except RdbError:
         pass
     raise PayloadError("ERR Bad data format")
+
+
+def _footer_ok(payload: bytes) -> bool:
+    """verifyDumpPayload (pyrepl reads RDB versions up to RDB_VERSION_MAX_READ)."""
+    if len(payload) < 10:
+        return False
+    version = int.from_bytes(payload[-10:-8], "little")
+    return version <= RDB_VERSION_MAX_READ and \
+        crc64(payload[:-8]).to_bytes(8, "little") == payload[-8:]
+
+
+def functions_payload(codes: list[bytes]) -> bytes:
+    """FUNCTION DUMP: an RDB_OPCODE_FUNCTION2 entry per library, the version, the CRC64."""
+    body = b"".join(encode_function(code) for code in codes) + RDB_VERSION.to_bytes(2, "little")
+    return body + crc64(body).to_bytes(8, "little")
+
+
+def read_functions_payload(payload: bytes) -> list[bytes]:
+    """FUNCTION RESTORE's reading of a payload: the libraries' codes, or PayloadError with
+    Redis's text (the entries are read up to the 10-byte footer, as Redis reads them)."""
+    if not _footer_ok(payload):
+        raise PayloadError("ERR DUMP payload version or checksum are wrong")
+    n = len(payload)
+    pos = 0
+    codes: list[bytes] = []
+    while n - pos > 10:
+        t = payload[pos]
+        pos += 1
+        if t != RDB_OPCODE_FUNCTION2 and t != RDB_OPCODE_FUNCTION_PRE_GA:
+            raise PayloadError("ERR given type is not a function")
+        what = "library payload" if t == RDB_OPCODE_FUNCTION2 else "library name"
+        try:
+            if t == RDB_OPCODE_FUNCTION2:
+                code, pos = read_string(payload, pos)
+            else:
+                name, pos = read_string(payload, pos)
+                what = "engine name"
+                engine, pos = read_string(payload, pos)
+                what = "library description indicator"
+                has_desc, pos = read_length(payload, pos)
+                if has_desc:
+                    what = "library description"
+                    _, pos = read_string(payload, pos)
+                what = "library blob"
+                blob, pos = read_string(payload, pos)
+                code = b"#!%s name=%s\n%s" % (engine, name, blob)
+        except RdbError:
+            raise PayloadError(f"ERR Failed loading {what}") from None
+        codes.append(code)
+    return codes

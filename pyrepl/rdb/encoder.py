@@ -47,6 +47,7 @@ from pyrepl.rdb.constants import (
     RDB_OPCODE_AUX,
     RDB_OPCODE_EOF,
     RDB_OPCODE_EXPIRETIME_MS,
+    RDB_OPCODE_FUNCTION2,
     RDB_OPCODE_RESIZEDB,
     RDB_OPCODE_SELECTDB,
     RDB_TYPE_HASH,
@@ -121,6 +122,11 @@ def encode_string(s: bytes) -> bytes:
         if e is not None:
             return e
     return (_LEN[n] if n < 16384 else encode_len(n)) + s
+
+
+def encode_function(code: bytes) -> bytes:
+    """One function library as rdbSaveFunctions writes it: RDB_OPCODE_FUNCTION2 + its code."""
+    return bytes((RDB_OPCODE_FUNCTION2,)) + encode_string(code)
 
 
 def _put_strings(append: Any, items: Any) -> int:
@@ -296,6 +302,7 @@ def encode_rdb(
     dbs: Sequence[DbLike],
     *,
     aux: Mapping[str, bytes | str | int] = {},  # noqa: B006 - read only
+    functions: Sequence[bytes] = (),
     checksum: bool = True,
     now_ms: int,
     chunk_size: int = CHUNK_SIZE,
@@ -308,10 +315,13 @@ def encode_rdb(
     ``key_hook`` is called after each key is encoded (``rdb-key-save-delay``: the I/O shell
     passes a sleep, which slows the snapshot down for tests, as in Redis). ``progress`` is
     called with the number of keys visited so far each time a chunk is yielded (INFO
-    current_save_keys_processed)."""
+    current_save_keys_processed). ``functions`` are the codes of the function libraries,
+    written after the AUX fields and before the databases (rdbSaveFunctions)."""
     crc = 0
     header = encode_header(aux, now_ms,
                            RDB_VERSION_HFE if has_field_ttls(dbs) else RDB_VERSION)
+    if functions:
+        header += b"".join(encode_function(code) for code in functions)
     parts: list[bytes] = [header]
     append = parts.append
     size = len(header)
@@ -395,9 +405,11 @@ def encode_rdb(
 
 
 def encode_rdb_bytes(dbs: Sequence[DbLike], *, aux: Mapping[str, bytes | str | int] = {},  # noqa: B006
-                     checksum: bool = True, now_ms: int) -> bytes:
+                     functions: Sequence[bytes] = (), checksum: bool = True,
+                     now_ms: int) -> bytes:
     """The whole file as one bytes object (tests, small datasets)."""
-    return b"".join(encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now_ms))
+    return b"".join(encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
+                               now_ms=now_ms))
 
 
 def save_rdb_file(
@@ -405,6 +417,7 @@ def save_rdb_file(
     dbs: Sequence[DbLike],
     *,
     aux: Mapping[str, bytes | str | int] = {},  # noqa: B006
+    functions: Sequence[bytes] = (),
     checksum: bool = True,
     now_ms: int,
     key_hook: Callable[[], None] | None = None,
@@ -417,8 +430,8 @@ def save_rdb_file(
     try:
         with open(tmp, "wb", buffering=0) as f:
             write = f.write
-            for chunk in encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now_ms,
-                                    chunk_size=1 << 20, key_hook=key_hook,
+            for chunk in encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
+                                    now_ms=now_ms, chunk_size=1 << 20, key_hook=key_hook,
                                     progress=progress):
                 view = memoryview(chunk)
                 while view:

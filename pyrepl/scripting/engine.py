@@ -32,7 +32,7 @@ from typing import Any
 
 import lupa.lua51 as lua51
 
-from pyrepl import REDIS_VERSION
+from pyrepl import REDIS_VERSION, monitor
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
 from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
@@ -48,6 +48,9 @@ MASTERDOWN_ERR = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-d
                   "'no'.")
 BUSY_ERR = ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
             "NOSAVE.")
+# shared.slowscripterr: a function is running (FUNCTION KILL stops it, SCRIPT KILL refuses)
+BUSY_FUNCTION_ERR = ("BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
+                     "SHUTDOWN NOSAVE.")
 _LLONG_MIN, _LLONG_MAX = -(1 << 63), (1 << 63) - 1
 _LOG_LEVELS = ("debug", "verbose", "notice", "warning")
 
@@ -78,6 +81,22 @@ class RunContext:
     resp: int = 2
     timedout: bool = False
     killed: bool = False
+    eval_mode: bool = True           # SCRIPT_EVAL_MODE: EVAL*, not FCALL*
+    argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
+
+
+@dataclass(slots=True)
+class LuaVM:
+    """One Lua state set up by the sandbox's bootstrap: EVAL's, or the functions engine's."""
+
+    lua: Any
+    run: Any             # run(f, caller_proto, numkeys, *keys_and_args) -> result tuple
+    compile: Any         # compile(body, chunkname) -> function, or (nil, message)
+    set_hook: Any
+    gc_count: Any
+    load_lib: Any = None  # functions only: run a library's code at load time
+    hook_on: bool = False
+    to_lua: Any = None    # ReplyToLua of this state
 
 
 def _long_long(x: float | int) -> int:
@@ -108,16 +127,17 @@ class ScriptEngine:
         self.rand = Lrand48()
         self.cache = sc.ScriptCache()
         self.ctx: RunContext | None = None
+        self._functions: Any = None      # the function libraries (functions.Functions), lazily
         self._init_vm()
 
     # -- the Lua state ----------------------------------------------------------------------
-    def _init_vm(self) -> None:
+    def boot(self, fmode: bool, extra: dict[bytes, Any] | None = None) -> LuaVM:
+        """A new Lua state set up by the sandbox (``fmode``: the functions engine's, whose
+        bootstrap also gets ``extra`` callables: register / load_expired)."""
         lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
                                register_eval=False, register_builtins=False)
-        self.lua = lua
-        self.to_lua = ReplyToLua(lua)
         major, minor, patch = (int(x) for x in REDIS_VERSION.split("."))
-        py = lua.table_from({
+        callables = {
             b"call": self._call_raise, b"pcall": self._pcall, b"unwrap": self._unwrap,
             b"log": self._log, b"setresp": self._setresp,
             b"setrepl": self._setrepl, b"acl": self._acl, b"random": self._random,
@@ -125,14 +145,42 @@ class ScriptEngine:
             b"getresp": lambda: self.ctx.resp if self.ctx is not None else 2,
             b"version": REDIS_VERSION.encode(),
             b"version_num": (major << 16) | (minor << 8) | patch,
-        })
+        }
+        callables.update(extra or {})
+        py = lua.table_from(callables)
         loader = lua.eval("loadstring")
         boot = loader(BOOTSTRAP, CHUNK_NAME)
         if type(boot) is tuple:   # (nil, message): the bootstrap is part of the package
             raise RuntimeError(boot[1])
-        self._run, self._compile, self._set_hook, self._gc_count = boot(
-            py, build_libs(lua), REPLY_MAX_DEPTH)
-        self.hook_on = False
+        got = boot(py, build_libs(lua), REPLY_MAX_DEPTH, fmode)
+        vm = LuaVM(lua, *got)
+        vm.to_lua = ReplyToLua(lua)
+        return vm
+
+    def _init_vm(self) -> None:
+        vm = self.vm = self.boot(False)
+        self.lua = vm.lua
+        self.to_lua = vm.to_lua
+        self._compile, self._gc_count = vm.compile, vm.gc_count
+
+    def use_vm(self, vm: LuaVM) -> tuple[Any, Any]:
+        """Make ``vm`` the state that redis.call's replies and error tables are built in;
+        returns what to hand back to :meth:`restore_vm`."""
+        saved = self.lua, self.to_lua
+        self.lua, self.to_lua = vm.lua, vm.to_lua
+        return saved
+
+    def restore_vm(self, saved: tuple[Any, Any]) -> None:
+        self.lua, self.to_lua = saved
+
+    @property
+    def functions(self) -> Any:
+        """The function libraries and their Lua state (made on first use)."""
+        if self._functions is None:
+            from pyrepl.scripting.functions import Functions
+
+            self._functions = Functions(self)
+        return self._functions
 
     def flush(self) -> None:
         """SCRIPT FLUSH: a new Lua state and an empty cache (scriptingReset)."""
@@ -227,11 +275,10 @@ class ScriptEngine:
                 and not flags & sc.ALLOW_STALE):
             raise ReplyError(MASTERDOWN_ERR)
 
-    def _prepare(self, c: Any, script: sc.Script, ro: bool) -> RunContext:
+    def _prepare(self, c: Any, flags: int, name: str, ro: bool) -> RunContext:
         """scriptPrepareForRun's checks, then the run context."""
         core = self.core
         cfg = core.config
-        flags = script.flags
         obey = c.kind == "master"
         replica, link_down = self._replica_state()
         stale = replica and link_down and not cfg.replica_serve_stale_data
@@ -265,11 +312,13 @@ class ScriptEngine:
             oom = self._oom()
         read_only = ro or (not flags & sc.COMPAT and bool(flags & sc.NO_WRITES))
         allow_oom = not flags & sc.COMPAT and bool(flags & sc.ALLOW_OOM)
-        return RunContext(c, script.sha, read_only, allow_oom, oom, core.clock_ns())
+        return RunContext(c, name, read_only, allow_oom, oom, core.clock_ns())
 
     def eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
         """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand)."""
         c.propagate_argv = []      # the script's effects are propagated, never EVAL itself
+        if self.core.monitors:     # (before the script's own commands, as Redis)
+            monitor.feed(self.core, c, "eval", argv)
         if self.ctx is not None:   # (a script cannot call EVAL: noscript)
             raise ReplyError(BUSY_ERR)
         flags = self._declared_flags(argv, evalsha)
@@ -288,7 +337,38 @@ class ScriptEngine:
                 raise ReplyError(NOSCRIPT_ERR)
         else:
             script = self.create(argv[1])
-        ctx = self._prepare(c, script, ro)
+        ctx = self._prepare(c, script.flags, script.sha, ro)
+        return self._execute(c, ctx, self.vm, script.func, numkeys, argv)
+
+    def fcall(self, c: Any, argv: list[bytes], ro: bool) -> object:
+        """FCALL / FCALL_RO (fcallCommandGeneric)."""
+        c.propagate_argv = []      # the function's effects are propagated, never FCALL itself
+        if self.core.monitors:
+            monitor.feed(self.core, c, "fcall", argv)
+        if self.ctx is not None:
+            raise ReplyError(BUSY_ERR)
+        fns = self.functions
+        fn = fns.lookup(argv[1])
+        if fn is not None:         # fcallGetCommandFlags: processCommand with its flags
+            self._process_command_checks(c, fn.flags)
+        if fn is None:
+            raise ReplyError("ERR Function not found")
+        try:
+            numkeys = parse_numkeys(argv[2])
+        except ReplyError:
+            raise ReplyError("ERR Bad number of keys provided") from None
+        if numkeys > len(argv) - 3:
+            raise ReplyError("ERR Number of keys can't be greater than number of args")
+        if numkeys < 0:
+            raise ReplyError("ERR Number of keys can't be negative")
+        ctx = self._prepare(c, fn.flags, fn.name.decode("utf-8", "replace"), ro)
+        ctx.eval_mode = False
+        ctx.argv = argv
+        return self._execute(c, ctx, fns.vm, fn.func, numkeys, argv)
+
+    def _execute(self, c: Any, ctx: RunContext, vm: LuaVM, func: Any, numkeys: int,
+                 argv: list[bytes]) -> object:
+        """Run ``func`` on the scripts' pseudo-client (luaCallFunction) and answer."""
         client = self.client
         if client is None:
             client = self.client = self.make_client()
@@ -297,13 +377,15 @@ class ScriptEngine:
         client.user = c.user
         client.in_multi = False
         want_hook = self.core.config.busy_reply_threshold > 0
-        if want_hook != self.hook_on:
-            self._set_hook(want_hook)
-            self.hook_on = want_hook
+        if want_hook != vm.hook_on:
+            vm.set_hook(want_hook)
+            vm.hook_on = want_hook
         self.ctx = ctx
+        saved = self.use_vm(vm)
         try:
-            res = self._run(script.func, c.proto, numkeys, *argv[3:])
+            res = vm.run(func, c.proto, numkeys, *argv[3:])
         finally:
+            self.restore_vm(saved)
             self.ctx = None
             if ctx.timedout:
                 self.core.set_busy(None)
@@ -550,11 +632,12 @@ class ScriptEngine:
             elapsed = (core.clock_ns() - ctx.start_ns) // 1_000_000
             if elapsed < core.config.busy_reply_threshold:
                 return False
+            kill = "SCRIPT KILL" if ctx.eval_mode else "FUNCTION KILL"
             core.log.warning(f"Slow script detected: still in execution after {elapsed} "
-                             "milliseconds. You can try killing the script using the SCRIPT "
-                             f"KILL command. Script name is: {ctx.sha}.")
+                             f"milliseconds. You can try killing the script using the {kill} "
+                             f"command. Script name is: {ctx.sha}.")
             ctx.timedout = True
-            core.set_busy(BUSY_ERR)
+            core.set_busy(BUSY_ERR if ctx.eval_mode else BUSY_FUNCTION_ERR)
         core.host.process_events_while_blocked(ctx.caller)
         if core.shutdown_asap:          # SHUTDOWN NOSAVE was served: stop the script
             ctx.killed = True
@@ -562,8 +645,8 @@ class ScriptEngine:
             core.log.warning("Lua script killed by user with SCRIPT KILL.")
         return ctx.killed
 
-    def kill(self, c: Any) -> object:
-        """SCRIPT KILL (scriptKill)."""
+    def kill(self, c: Any, is_eval: bool = True) -> object:
+        """SCRIPT KILL / FUNCTION KILL (scriptKill)."""
         ctx = self.ctx
         if ctx is None:
             raise ReplyError("NOTBUSY No scripts in execution right now.")
@@ -575,6 +658,10 @@ class ScriptEngine:
                              "against the dataset. You can either wait the script termination "
                              "or kill the server in a hard way using the SHUTDOWN NOSAVE "
                              "command.")
+        if is_eval and not ctx.eval_mode:
+            raise ReplyError(BUSY_FUNCTION_ERR)   # a function: SCRIPT KILL cannot stop it
+        if not is_eval and ctx.eval_mode:
+            raise ReplyError(BUSY_ERR)            # an EVAL: FUNCTION KILL cannot stop it
         ctx.killed = True
         return True
 
@@ -588,3 +675,22 @@ def _has_block(argv: list[bytes]) -> bool:
         if low == b"block" and i + 1 < len(argv):
             return True
     return False
+
+
+def engine_of(core: Any, create: bool = True) -> Any:
+    """The core's script engine (``core.scripts``), made on first use when ``create``. Its
+    pseudo-client (Redis's script client) runs the scripts' commands; MONITOR shows them as
+    ``[db lua]``."""
+    eng = getattr(core, "scripts", None)
+    if eng is None and create:
+        from pyrepl.client import Client
+
+        def make_client() -> Client:
+            c = Client(core, 0)
+            c.set_authenticated(True)
+            c.kind = "script"
+            return c
+
+        eng = ScriptEngine(core, make_client)
+        core.scripts = eng
+    return eng

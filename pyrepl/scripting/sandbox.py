@@ -32,7 +32,7 @@ CHUNK_NAME = b"=[redis]"
 REPLY_MAX_DEPTH = 7997
 
 BOOTSTRAP = rb"""
-local PY, LIBS, MAXDEPTH = ...
+local PY, LIBS, MAXDEPTH, FMODE = ...
 local type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
       getmetatable, pcall, xpcall, unpack, setfenv, loadstring, load, ipairs, pairs =
       type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
@@ -272,9 +272,11 @@ R.setresp = PY.setresp
 R.set_repl = PY.setrepl
 R.REPL_NONE, R.REPL_AOF, R.REPL_SLAVE, R.REPL_REPLICA, R.REPL_ALL = 0, 1, 2, 2, 3
 R.acl_check_cmd = P_acl
-R.breakpoint = function() return false end
-R.debug = function() end
-R.replicate_commands = function() return true end
+if not FMODE then   -- eval.c adds these three; the functions engine has none of them
+  R.breakpoint = function() return false end
+  R.debug = function() end
+  R.replicate_commands = function() return true end
+end
 G.redis = protect(R)
 
 -- the global proxy ------------------------------------------------------------------------
@@ -383,16 +385,31 @@ end
 
 
 -- the runner ------------------------------------------------------------------------------
-local function run(f, cp, nk, ...)
+local finish
+local function split_args(nk, ...)
   local all = {...}
   local n = select('#', ...)
   local keys, argv = {}, {}
   for i = 1, nk do keys[i] = all[i] end
   for i = nk + 1, n do argv[i - nk] = all[i] end
+  return keys, argv
+end
+local function run(f, cp, nk, ...)
+  local keys, argv = split_args(nk, ...)
   G.KEYS = keys
   G.ARGV = argv
   SRESP = 2
   local ok, res = xpcall(f, err_handler)
+  return finish(ok, res, cp)
+end
+-- a function (FCALL): the callback gets the keys and the arguments as its two parameters
+local function frun(f, cp, nk, ...)
+  local keys, argv = split_args(nk, ...)
+  SRESP = 2
+  local ok, res = xpcall(function() return f(keys, argv) end, err_handler)
+  return finish(ok, res, cp)
+end
+finish = function(ok, res, cp)
   if line_mode then set_hook(true) end
   if not ok then
     if type(res) ~= 'table' then return 'x', tostring(res) end
@@ -411,12 +428,120 @@ local function run(f, cp, nk, ...)
   return 'r', concat(out)
 end
 
-local function compile(body)
-  local f, e = loadstring(body, '@user_script')
+local function compile(body, name)
+  local f, e = loadstring(body, name or '@user_script')
   if not f then return nil, e end
   setfenv(f, GP)
   return f
 end
 
-return run, compile, set_hook, function() return collectgarbage('count') end
+local gc_count = function() return collectgarbage('count') end
+if not FMODE then return run, compile, set_hook, gc_count end
+
+-- the functions engine (function_lua.c): loading a library -----------------------------------
+-- While a library's code runs (FUNCTION LOAD, RDB, FUNCTION RESTORE) the globals show only
+-- the library API: a `redis` table with register_function, log and the version fields; any
+-- other name is a "nonexistent global variable" error, as Redis's LIBRARY_API table.
+local lower = string.lower
+local LOADING = false
+local FLAG_NAMES = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+                   ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+local P_register = PY.register
+local function isstr(v) local t = type(v) return t == 'string' or t == 'number' end
+local function read_flags(t)
+  local out, j = {}, 1
+  while true do
+    local v = t[j]
+    if v == nil then break end
+    if not isstr(v) then return nil end
+    local name = lower(tostring(v))
+    if not FLAG_NAMES[name] then return nil end
+    out[#out + 1] = name
+    j = j + 1
+  end
+  return out
+end
+local function register_function(...)
+  if not LOADING then raise('redis.register_function can only be called on FUNCTION LOAD command') end
+  local argc = select('#', ...)
+  if argc < 1 or argc > 2 then raise('wrong number of arguments to redis.register_function') end
+  local name, desc, cb, flags
+  if argc == 1 then
+    local t = ...
+    if type(t) ~= 'table' then
+      raise('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in next, real(t) do
+      if not isstr(k) then raise('named argument key given to redis.register_function is not a string') end
+      local key = lower(tostring(k))
+      if key == 'function_name' then
+        if not isstr(v) then raise('function_name argument given to redis.register_function must be a string') end
+        name = tostring(v)
+      elseif key == 'description' then
+        if not isstr(v) then raise('description argument given to redis.register_function must be a string') end
+        desc = tostring(v)
+      elseif key == 'callback' then
+        if type(v) ~= 'function' then raise('callback argument given to redis.register_function must be a function') end
+        cb = v
+      elseif key == 'flags' then
+        if type(v) ~= 'table' then raise('flags argument to redis.register_function must be a table representing function flags') end
+        flags = read_flags(v)
+        if not flags then raise('unknown flag given') end
+      else
+        raise('unknown argument given to redis.register_function')
+      end
+    end
+    if not name then raise('redis.register_function must get a function name argument') end
+    if not cb then raise('redis.register_function must get a callback argument') end
+  else
+    local a, b = ...
+    if not isstr(a) then raise('first argument to redis.register_function must be a string') end
+    if type(b) ~= 'function' then raise('second argument to redis.register_function must be a function') end
+    name, cb = tostring(a), b
+  end
+  local err = P_register(name, cb, flags or {}, desc)
+  if err then raise(err) end
+end
+local LR = {register_function = register_function, log = PY.log,
+            LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+            REDIS_VERSION_NUM = PY.version_num, REDIS_VERSION = PY.version}
+setmetatable(LR, {__index = missing_global})
+local LG = {redis = protect(LR)}
+setmetatable(LG, {__index = missing_global})
+
+local P_load_expired = PY.load_expired
+local load_hook_line = function()
+  local i = getinfo(2, 'S')
+  if i and i.source == INTERNAL then return end   -- never inside the sandbox's own code
+  error({err = 'ERR FUNCTION LOAD timeout'})
+end
+local load_hook = function()
+  local i = getinfo(2, 'S')
+  if i and i.source == INTERNAL then return end
+  if P_load_expired() then
+    sethook(load_hook_line, 'l')
+    error({err = 'ERR FUNCTION LOAD timeout'})
+  end
+end
+-- run a library's compiled code: true, or false and Redis's error text
+local function load_lib(f, limited)
+  gmt.__index = LG
+  LOADING = true
+  line_mode = false
+  if limited then sethook(load_hook, '', 100000) else sethook() end
+  local ok, e = pcall(f)
+  sethook()
+  LOADING = false
+  gmt.__index = G
+  if ok then return true end
+  if type(e) == 'userdata' then e = P_unwrap(e) end
+  if type(e) == 'table' then
+    local m = rawget(e, 'err')
+    if isstr(m) then return false, tostring(m) end
+    return false, '(null)'
+  end
+  return false, 'ERR ' .. tostring(e)
+end
+
+return frun, compile, set_hook, gc_count, load_lib
 """

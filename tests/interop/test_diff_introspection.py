@@ -87,7 +87,12 @@ MONITORED = [
     ("SET", "bin", "a\x00b\xff\"\\\r\n\t\x07\x08"), ("MULTI",), ("INCR", "n"), ("LPUSH", "l", "x"),
     ("EXEC",), ("AUTH", "nope"), ("HELLO", "2", "AUTH", "default", "nope"), ("NOSUCH",),
     ("GET",), ("SELECT", "3"), ("SET", "in3", "1"), ("SELECT", "0"), ("PUBLISH", "ch", "m"),
-    ("SLOWLOG", "LEN"), ("CLIENT", "SETNAME", "x"), ("ECHO", "done"),
+    ("SLOWLOG", "LEN"), ("CLIENT", "SETNAME", "x"),
+    ("EVAL", "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('INCR', 'n')", "1", "lk",
+     "lv"),
+    ("FUNCTION", "LOAD", "REPLACE", "#!lua name=mon\nredis.register_function('f', "
+     "function(keys, args) return redis.call('GET', keys[1]) end)"),
+    ("FCALL", "f", "1", "lk"), ("ECHO", "done"),
 ]
 
 _LINE = re.compile(rb"^\+(\d+)\.(\d{6}) \[(\d+) ([^\]]+)\] (.*)$")
@@ -117,6 +122,7 @@ def test_monitor_lines_as_redis(pyrepl_server, redis_server) -> None:
     assert any(x[2].startswith(b'"SET" "bin" "a\\x00b\\x') and x[2].endswith(
         b'\\"\\\\\\r\\n\\t\\a\\b"') for x in ours), ours
     assert not any(b"CONFIG" in x[2] or b"SLOWLOG" in x[2] for x in ours)
+    assert (b"0", b"lua", b'"SET" "lk" "lv"') in ours   # a script's commands as [db lua]
 
 
 def test_monitor_on_replicas_shows_the_master_stream() -> None:

@@ -65,6 +65,7 @@ class Snapshots:
     def _fork_socket_snapshot(self, req: int, offset: int, keys: int) -> int | None:
         """rdbSaveToSlavesSockets. None: no replica could be handed over; -1: fork failed."""
         from pyrepl.rdb.encoder import encode_rdb
+        from pyrepl.scripting.functions import rdb_libraries
 
         core = self.core
         io = self.io
@@ -87,12 +88,14 @@ class Snapshots:
                    for lk in ready]
         dbs = [] if req & REQ_EXCLUDE_DATA else core.dbs
         aux = core.rdb_aux()
+        functions = rdb_libraries(core)
         checksum = core.config.rdbchecksum
         now = core.now_ms
         key_hook = core.host.key_save_delay_hook()  # rdb-key-save-delay (tests slow it down)
 
         def payload() -> Any:
-            return encode_rdb(dbs, aux=aux, checksum=checksum, now_ms=now, key_hook=key_hook)
+            return encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
+                              now_ms=now, key_hook=key_hook)
 
         try:
             pid = io.start_socket_snapshot(targets, payload, mark,

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.rdb.decoder import Aux, End, RdbDecoder, RdbError
+from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
     Input,
 )
 from pyrepl.replication.replica.stream import MasterState
 from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
+from pyrepl.scripting.functions import install_libraries, prepare_libraries
 
 I = Input  # noqa: E741 - a short alias keeps the code readable
 
@@ -31,7 +32,7 @@ class _Load:
     """The payload of one full sync being parsed into fresh dicts."""
 
     __slots__ = ("decoder", "data", "expires", "aux", "usemark", "mark", "tail", "first_ms",
-                 "ended")
+                 "ended", "functions", "libraries")
 
     def __init__(self, ndbs: int, usemark: bool, mark: bytes, now_ms: int) -> None:
         self.decoder = RdbDecoder(databases=ndbs)
@@ -43,6 +44,8 @@ class _Load:
         self.tail = b""  # bytes after the RDB's end while waiting for the whole mark
         self.first_ms = now_ms
         self.ended = False
+        self.functions: list[bytes] = []   # the function libraries' codes
+        self.libraries: Any = None          # ... loaded (prepare_libraries) once the RDB ended
 
 
 class Load:
@@ -188,7 +191,11 @@ class Load:
                 elif key == b"used-mem":
                     used = strtoll(val.decode("ascii", "replace"))
                     log.notice(f"RDB memory usage when created {used / (1024 * 1024):.2f} Mb")
+            elif t is FunctionSkipped:
+                ld.functions.append(ev.library_code)  # type: ignore[attr-defined]
             elif t is End:
+                # RdbError ("Failed loading library, ...") when a library cannot be loaded
+                ld.libraries = prepare_libraries(self.core, ld.functions)
                 ld.ended = True
 
     def _load_failed(self, message: str, error: str) -> None:
@@ -242,6 +249,7 @@ class Load:
         core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
             db.replace(data, expires)
+        install_libraries(core, ld.libraries)   # the master's libraries replace ours
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1
         stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
