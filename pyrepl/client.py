@@ -33,6 +33,7 @@ class Client:
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
+        "tracking", "tracking_redir", "tracking_prefixes",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -89,6 +90,11 @@ class Client:
         self.obuf_held = 0
         self.obuf_soft_since = 0
         self.reply_mode = 0   # CLIENT REPLY OFF / SKIP (core.REPLY_* bits; 0: ON)
+        # CLIENT TRACKING (pyrepl.tracking): its T_* bits (0: off), the REDIRECT client id
+        # (0: none) and the BCAST prefixes (sorted; None when none).
+        self.tracking = 0
+        self.tracking_redir = 0
+        self.tracking_prefixes: list[bytes] | None = None
 
     def is_local(self) -> bool:
         """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what
@@ -191,6 +197,8 @@ class Client:
             flags += "x"
         if self.blocked is not None:
             flags += "b"
+        if self.tracking:    # t, then R (broken redirect) and B (BCAST), as Redis
+            flags += "t" + ("R" if self.tracking & 64 else "") + ("B" if self.tracking & 2 else "")
         if self.unix_socket:
             flags += "U"
         if not flags:
@@ -211,7 +219,7 @@ class Client:
             f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
             f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
             f"tot-mem={omem + qbuf} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
-            f"redir=-1 resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
+            f"redir={self.tracking_redir if self.tracking else -1} resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
             f"lib-ver={self.lib_ver.decode('utf-8', 'replace')} tot-net-in={self.net_in} "
             f"tot-net-out={self.net_out} tot-cmds={self.commands}"
         )

@@ -915,8 +915,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("lazyfree-lazy-user-del", "no", noop=True),
     _bool("lazyfree-lazy-user-flush", "no", noop=True),
     _bool("replica-lazy-flush", "no", aliases=("slave-lazy-flush",), noop=True),
-    Directive("tracking-table-max-keys", "int", "1000000", lo=0, hi=LLONG_MAX, unsigned=True,
-              noop=True),
+    # client-side caching: keys in the tracking table past which some are evicted (0: none)
+    Directive("tracking-table-max-keys", "int", "1000000", lo=0, hi=LLONG_MAX, unsigned=True),
     # persistence: AOF (none yet) and fsync
     _str("appendfilename", "appendonly.aof", mutable=False,
          check=_check_not_empty_basename("appendfilename", "filename"), noop=True),

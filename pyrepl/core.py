@@ -36,6 +36,7 @@ from pyrepl.pubsub import PubSub, Push
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, error_bytes
 from pyrepl.slowlog import SlowLog
+from pyrepl.tracking import Tracking
 
 _NAME_CACHE: dict[bytes, Command] = {}
 
@@ -179,11 +180,14 @@ class Counter:
 class CommandStat:
     """One command's INFO commandstats counters (time: see ServerCore.call)."""
 
-    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency", "sample")
+    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency", "sample",
+                 "timing")
 
     def __init__(self) -> None:
         self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
-        self.sample = 15     # calls & sample == 0 are timed (ServerCore._sample_mask)
+        # calls & timing == 0 are timed (ServerCore._sample_mask); calls & sample == 0 take
+        # the slow path (the timed ones, and every call while a client tracks keys)
+        self.timing = self.sample = 15
         self.latency = LatencyHistogram()
 
     def record(self, ns: int, tracking: bool) -> None:
@@ -361,6 +365,12 @@ class ServerCore:
         self.loaded_repl_id: bytes | None = None
         self.loaded_repl_offset: int | None = None
         self.loaded_repl_stream_db: int | None = None
+        # -- client-side caching (pyrepl.tracking): call() tests tracking_on, Database.touch
+        # tracking_writes; both False while no client tracks.
+        self.tracking_on = False
+        self.tracking_writes = False
+        self.tracking = Tracking(self)
+        # -- end client-side caching
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: Any) -> None:
@@ -403,6 +413,8 @@ class ServerCore:
             self.blocking.release(c)
         if c.subs is not None:
             self.pubsub.forget(c)
+        if c.tracking:      # client-side caching (pyrepl.tracking)
+            self.tracking.disable(c)
         if self.monitors.pop(c, 0) is None:
             self.resample()
         self.clients.pop(c.id, None)
@@ -612,7 +624,12 @@ class ServerCore:
         st = self.cmdstats.get(cmd)
         if st is None:
             st = self.command_stat(cmd)
-        t0 = self.clock_ns() if not st.calls & st.sample else -1
+        # The slow path: a timed call, or any call while a client tracks keys (see resample)
+        slow = not st.calls & st.sample
+        if slow:
+            t0 = self.clock_ns() if not st.calls & st.timing else -1
+            if self.tracking_on:    # client-side caching (pyrepl.tracking): the current client
+                self.tracking.enter(c, cmd, argv)
         if not cmd.propagates:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
@@ -639,6 +656,10 @@ class ServerCore:
                 if self.keys_waited:   # the only cost of blocking while nobody waits
                     self.blocking.after_write(c)
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
+        if not slow:
+            return reply
+        if self.tracking_on:    # client-side caching: keys read, invalidations after the reply
+            reply = self.tracking.leave(c, cmd, argv, reply)
         if t0 >= 0:
             ns = self.clock_ns() - t0
             st.record(ns, self.config.latency_tracking)
@@ -677,7 +698,8 @@ class ServerCore:
         st = self.cmdstats.get(cmd)
         if st is None:
             st = self.cmdstats[cmd] = CommandStat()
-            st.sample = self._sample_mask(cmd)
+            st.timing = self._sample_mask(cmd)
+            st.sample = 0 if self.tracking_on else st.timing
         return st
 
     def _sample_mask(self, cmd: Command) -> int:
@@ -689,10 +711,12 @@ class ServerCore:
         return 0
 
     def resample(self) -> None:
-        """The timing masks after a change of what they depend on (the slow log's threshold,
-        MONITOR clients coming or going)."""
+        """The calls' masks after a change of what they depend on: ``timing`` (the slow log's
+        and the latency monitor's thresholds, MONITOR clients coming or going) and ``sample``,
+        the slow path's (every call takes it while a client tracks keys)."""
         for cmd, st in self.cmdstats.items():
-            st.sample = self._sample_mask(cmd)
+            st.timing = self._sample_mask(cmd)
+            st.sample = 0 if self.tracking_on else st.timing
 
     def error_reply(self, c: Client, message: str, cmd: Command | None,
                     rejected: bool) -> None:
@@ -788,6 +812,8 @@ class ServerCore:
         self._sample_cow(now_ms)
         if self.shutdown_wait is not None:
             self._shutdown_cron(now_ms)
+        if self.tracking_writes:    # client-side caching: BCAST batch, table limit
+            self.tracking.cron()
         if self.replication is not None:
             self.replication.tick(now_ms)
 

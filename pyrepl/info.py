@@ -105,7 +105,7 @@ def section_clients(core: ServerCore) -> Fields:
         ("client_recent_max_input_buffer", 0),
         ("client_recent_max_output_buffer", 0),
         ("blocked_clients", core.blocking.count()),
-        ("tracking_clients", 0),
+        ("tracking_clients", core.tracking.clients),
         ("clients_in_timeout_table", core.blocking.in_timeout_table()),
     ]
 
@@ -241,9 +241,7 @@ def section_stats(core: ServerCore) -> Fields:
         ("active_defrag_key_misses", 0),
         ("total_active_defrag_time", 0),
         ("current_active_defrag_time", 0),
-        ("tracking_total_keys", 0),
-        ("tracking_total_items", 0),
-        ("tracking_total_prefixes", 0),
+        *core.tracking.info_fields(),
         ("unexpected_error_replies", s.unexpected_error_replies),
         ("total_error_replies", s.total_error_replies),
         ("dump_payload_sanitizations", 0),

@@ -22,6 +22,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     sort,
     streams,
     strings,
+    tracking,
     transactions,
     zsets,
 )

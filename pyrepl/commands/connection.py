@@ -144,9 +144,10 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
         raise ReplyError(DB_INDEX_OUT_OF_RANGE)
     if a != b:
         da, db_ = dbs[a], dbs[b]
-        for d in (da, db_):
+        for d in (da, db_):          # WATCHers see a change; tracking is not invalidated
             for key in list(d.watched):
-                d.touch(key)
+                for w in d.watched[key]:
+                    w.dirty_cas = True
         da.data, db_.data = db_.data, da.data
         da.expires, db_.expires = db_.expires, da.expires
         da._expire_keys, db_._expire_keys = [], []
@@ -154,7 +155,8 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
         for d in (da, db_):
             for key in list(d.watched):
                 if key in d.data:
-                    d.touch(key)
+                    for w in d.watched[key]:
+                        w.dirty_cas = True
     c.core.dirty += 1
     return OK
 
@@ -165,6 +167,8 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
 def reset(c: Any, argv: list[bytes]) -> object:
     c.discard_transaction()
     c.core.pubsub.forget(c)
+    if c.tracking:     # clearClientConnectionState: tracking off (pyrepl.tracking)
+        c.core.tracking.disable(c)
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""

@@ -11,7 +11,7 @@ from typing import Any
 
 from pyrepl.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
 from pyrepl.commands.table import COMMANDS, Command, command, container
-from pyrepl.commands.util import parse_float, parse_int, subcommand_error
+from pyrepl.commands.util import help_reply, parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
 from pyrepl.errors import SYNTAX
 from pyrepl.info import generate_info
@@ -456,16 +456,54 @@ def client_no_evict(c: Any, argv: list[bytes]) -> object:
 
 @command("client|help", 2, "loading stale", group="connection", acl="connection", summary="Returns helpful text about the different subcommands.")
 def client_help(c: Any, argv: list[bytes]) -> object:
-    return [Status(s) for s in (
-        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "ID", "    Return the ID of the current connection.",
-        "INFO", "    Return information about the current client connection.",
-        "KILL <ip:port>|<option> <value> [...]", "    Kill connections.",
-        "LIST [TYPE <type>] [ID <id> [...]]", "    Return information about client connections.",
-        "GETNAME", "    Return the name of the current connection.",
-        "SETNAME <name>", "    Assign the name <name> to the current connection.",
-        "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-        "HELP", "    Prints this help.")]
+    return help_reply("CLIENT", (
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are:",
+        "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address",
+        "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
+        "LIST [options ...]",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
+        # (Redis 7.0.15's text: without Redis 7.2's SETINFO, which pyrepl has too)
+    ))
 
 
 # -- COMMAND ----------------------------------------------------------------------------------

@@ -222,26 +222,40 @@ class Database:
         return True
 
     def touch(self, key: bytes) -> None:
-        """Signal that ``key`` was modified (invalidates WATCH)."""
+        """Signal that ``key`` was modified (Redis's signalModifiedKey): invalidates WATCH, and
+        the client-side caches of the clients tracking it (pyrepl.tracking)."""
         clients = self.watched.get(key)
         if clients:
             for c in clients:
                 c.dirty_cas = True
+        core = self.core
+        if core.tracking_writes:     # (the one test while no client tracks)
+            core.tracking.key_modified(key)
 
     def flush(self) -> int:
-        """Remove every key; returns how many there were. Touches watched keys that existed."""
+        """Remove every key; returns how many there were. Touches watched keys that existed;
+        tracking clients get one null invalidation (trackingInvalidateKeysOnFlush), not one
+        per key."""
         n = len(self.data)
-        if self.watched:
-            for key in list(self.watched):
+        core = self.core
+        if core.tracking_writes:
+            core.tracking.flushed()
+        watched = self.watched
+        if watched:
+            for key, clients in list(watched.items()):
                 if key in self.data:
-                    self.touch(key)
+                    for c in clients:
+                        c.dirty_cas = True
         self.data = {}
         self.expires = {}
         return n
 
     def replace(self, data: dict[bytes, Any], expires: dict[bytes, int]) -> None:
         """The whole dataset at once (a replica's loaded snapshot, DEBUG RELOAD): watched keys
-        that existed before or exist now are touched, as Redis's emptyData + load do."""
+        that existed before or exist now are touched, as Redis's emptyData + load do; tracking
+        clients get a null invalidation (everything they cached is gone)."""
+        if self.core.tracking_writes:
+            self.core.tracking.flushed()
         old = self.data
         self.data = data
         self.expires = expires
