@@ -44,7 +44,12 @@ def events(master: ServerProcess, name: str | None = None) -> list[dict]:
 
 
 def digest(r: redis.Redis) -> str:
-    d = r.execute_command("DEBUG", "DIGEST")
+    """DEBUG DIGEST (with a long read timeout: pyrepl digests a large dataset in Python, which
+    takes seconds on a loaded machine)."""
+    kw = r.connection_pool.connection_kwargs
+    with redis.Redis(host=kw.get("host", "localhost"), port=kw["port"], db=kw.get("db", 0),
+                     socket_timeout=120) as slow:
+        d = slow.execute_command("DEBUG", "DIGEST")
     return d.decode() if isinstance(d, bytes) else d
 
 
