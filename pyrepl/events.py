@@ -59,6 +59,8 @@ EVENTS: dict[str, str] = {
     "replica_online": "the replica link is online (duration_ms since the PSYNC)",
     "replica_lost": "a replica link closed (reason: closed, timeout, output-buffer-limit, ...)",
     "replica_lag": "periodic lag sample of an online replica (lag_bytes, lag_ms)",
+    "failover": "a FAILOVER step (result: requested, in-progress, done, aborted; reason; peer "
+                "= the target)",
     # replica side
     "link_down": "the replica lost its master link (reason)",
     "psync_sent": "the replica sent PSYNC (req_replid, req_offset)",

@@ -8,7 +8,8 @@ WRITE the commands that may change the dataset or be propagated (``write``/``may
 and an EXEC whose queue holds one). The client is blocked with a :class:`Postponed` record
 holding the command, so its later commands wait in its query buffer. The pause ends at its
 deadline (checked by the cron, as Redis's serverCron does) or with CLIENT UNPAUSE; a second
-CLIENT PAUSE keeps the stricter kind and the later deadline. At the end every postponed client
+CLIENT PAUSE keeps the stricter kind and the later deadline. FAILOVER pauses writes for its own
+purpose, so CLIENT UNPAUSE does not end it. At the end every postponed client
 runs its command again, first postponed first (and may be postponed again if a pause covers
 it still). While paused, expiry keeps the dataset still: the cron expires nothing and a lazily
 expired key reads as missing without being deleted.
@@ -37,25 +38,41 @@ class Postponed(Blocked):
 
 
 class Pause:
+    """The pauses in force, per purpose (CLIENT PAUSE; FAILOVER's write pause), and the clients
+    they postponed. ``kind``/``end_ms`` are the strictest kind and the latest end over them
+    (updateClientPauseTypeAndEndTime)."""
+
     def __init__(self, core: ServerCore) -> None:
         self.core = core
         self.kind = OFF
         self.end_ms = 0
+        self.purposes: dict[str, tuple[int, int]] = {}
         self.postponed: list[Client] = []
 
-    def start(self, kind: int, end_ms: int) -> None:
-        """pauseClients(PAUSE_BY_CLIENT_COMMAND): the stricter kind, the later end."""
-        if self.kind == OFF:
-            self.kind, self.end_ms = kind, end_ms
-        else:
-            self.kind, self.end_ms = max(self.kind, kind), max(self.end_ms, end_ms)
-        self.core.refresh_gate()
+    def start(self, kind: int, end_ms: int, purpose: str = "client") -> None:
+        """pauseClients: a purpose paused again keeps the stricter kind and the later end."""
+        old = self.purposes.get(purpose)
+        if old is not None:
+            kind, end_ms = max(old[0], kind), max(old[1], end_ms)
+        self.purposes[purpose] = (kind, end_ms)
+        self._update()
 
-    def stop(self) -> None:
-        """unpauseClients: every postponed client runs its command again."""
-        self.kind = OFF
-        self.end_ms = 0
+    def stop(self, purpose: str = "client") -> None:
+        """unpauseClients(purpose)."""
+        if self.purposes.pop(purpose, None) is not None:
+            self._update()
+
+    def _update(self) -> None:
+        old = self.kind
+        self.kind = max((k for k, _ in self.purposes.values()), default=OFF)
+        self.end_ms = max((e for _, e in self.purposes.values()), default=0)
         self.core.refresh_gate()
+        if self.kind < old:
+            self._release()
+
+    def _release(self) -> None:
+        """unblockPostponedClients: every postponed client runs its command again (and may be
+        postponed again by a pause still on)."""
         waiting, self.postponed = self.postponed, []
         core = self.core
         for c in waiting:
@@ -69,8 +86,12 @@ class Pause:
                 c.process()
 
     def tick(self, now_ms: int) -> None:
-        if self.kind != OFF and self.end_ms < now_ms:
-            self.stop()
+        """checkClientPauseTimeoutAndReturnIfPaused: drop the purposes whose end passed."""
+        due = [p for p, (_, end) in self.purposes.items() if end < now_ms]
+        for p in due:
+            del self.purposes[p]
+        if due:
+            self._update()
 
     def covers(self, c: Client, cmd: Command) -> bool:
         """Whether the pause postpones this command of this client."""

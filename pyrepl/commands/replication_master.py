@@ -1,4 +1,4 @@
-"""Master-side replication commands: PSYNC, SYNC, REPLCONF, WAIT (master side).
+"""Master-side replication commands: PSYNC, SYNC, REPLCONF, WAIT, FAILOVER (master side).
 
 Theory of operation: thin entries in the command table; the logic (and its state) lives in
 :class:`pyrepl.replication.master.MasterSide` (``core.replication.master``), which is sans-io and
@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.resp.types import ReplyError
+from pyrepl.commands.util import parse_int
+from pyrepl.errors import SYNTAX
+from pyrepl.resp.types import OK, ReplyError
 
 
 def _master(c: Any) -> Any:
@@ -45,3 +47,40 @@ def replconf(c: Any, argv: list[bytes]) -> object:
                  "sent by the connection is completed.", since="3.0.0")
 def wait(c: Any, argv: list[bytes]) -> object:
     return _master(c).wait_command(c, argv)
+
+
+@command("failover", -1, "admin noscript stale", group="server", since="6.2.0",
+         summary="Starts a coordinated failover from a server to one of its replicas.")
+def failover(c: Any, argv: list[bytes]) -> object:
+    """FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (pyrepl.replication.failover),
+    parsed as Redis's failoverCommand."""
+    fo = _master(c).manager.failover
+    if len(argv) == 2 and argv[1].lower() == b"abort":
+        if fo.state == "no-failover":
+            raise ReplyError("ERR No failover in progress.")
+        fo.abort("Failover manually aborted")
+        return OK
+    timeout = port = 0
+    force = False
+    host: str | None = None
+    j = 1
+    while j < len(argv):
+        opt = argv[j].lower()
+        if opt == b"timeout" and j + 1 < len(argv) and timeout == 0:
+            timeout = parse_int(argv[j + 1])
+            if timeout <= 0:
+                raise ReplyError("ERR FAILOVER timeout must be greater than 0")
+            j += 2
+        elif opt == b"to" and j + 2 < len(argv) and host is None:
+            port = parse_int(argv[j + 2])
+            host = argv[j + 1].decode("utf-8", "surrogateescape")
+            j += 3
+        elif opt == b"force" and not force:
+            force = True
+            j += 1
+        else:
+            raise ReplyError(SYNTAX)
+    err = fo.request(host, port, timeout, force)
+    if err is not None:
+        raise ReplyError(err)
+    return OK

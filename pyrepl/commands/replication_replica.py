@@ -27,6 +27,8 @@ def _replicaof(c: Any, argv: list[bytes]) -> object:
     if repl is None:
         raise ReplyError("ERR replication is not available")
     side = repl.replica
+    if repl.failover.state != "no-failover":
+        raise ReplyError("ERR REPLICAOF not allowed while failing over.")
     host_arg, port_arg = argv[1], argv[2]
     if host_arg.lower() == b"no" and port_arg.lower() == b"one":
         if side.master_host is not None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.events import SyncEventLog
 from pyrepl.replication.backlog import Backlog
+from pyrepl.replication.failover import Failover
 from pyrepl.replication.ids import ReplIds
 from pyrepl.resp.writer import encode_command
 
@@ -50,6 +51,7 @@ class Replication:
         self.events = SyncEventLog(node=self.announce_name(), run_id=core.run_id)
         self.master = MasterSide(self)
         self.replica = ReplicaSide(self)
+        self.failover = Failover(self)
         core.replication = self
         core.repl_feed = self.feed
         core.aux_fields = self.rdb_aux
@@ -164,6 +166,7 @@ class Replication:
     def tick(self, now_ms: int) -> None:
         self.master.tick(now_ms)
         self.replica.tick(now_ms)
+        self.failover.tick(now_ms)
         # repl-backlog-ttl: free the backlog of a master without replicas for that long.
         ttl = self.core.config.repl_backlog_ttl
         if self.master.links:
@@ -237,7 +240,7 @@ class Replication:
         fields.extend(self.master.info_replica_lines())
         b = self.backlog
         fields.extend([
-            ("master_failover_state", "no-failover"),
+            ("master_failover_state", self.failover.state),
             ("master_replid", self.ids.replid),
             ("master_replid2", self.ids.replid2),
             ("master_repl_offset", self.master_repl_offset),

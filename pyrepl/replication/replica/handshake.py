@@ -108,7 +108,10 @@ class Handshake:
         else:
             replid, offset = "?", -1
             self.core.log.notice("Partial resynchronization not possible (no cached master)")
-        self._send(encode_command([b"PSYNC", replid.encode(), b"%d" % offset]))
+        psync = [b"PSYNC", replid.encode(), b"%d" % offset]
+        if self.manager.failover.psync_failover_arg():
+            psync.append(b"FAILOVER")           # the target promotes itself (FAILOVER)
+        self._send(encode_command(psync))
         self._go(I.SENT)
         self.psync_sent_ms = self.now
         self._emit("psync_sent", req_replid=replid, req_offset=offset,
@@ -135,6 +138,7 @@ class Handshake:
                        offset=self.master_initial_offset,
                        duration_ms=self.now - self.psync_sent_ms)
             self._go(I.FULLRESYNC)
+            self.manager.failover.psync_answered(True)
             self._start_transfer()
             return
         if line.startswith(b"+RDBCHANNELSYNC"):
@@ -146,7 +150,9 @@ class Handshake:
                 self._handshake_failed(I.REPLY_ERR, "psync-error", text)
                 return
             self._partial_accepted(text)
+            self.manager.failover.psync_answered(True)
             return
+        self.manager.failover.psync_answered(False)   # (anything else ends a FAILOVER)
         if line.startswith((b"-NOMASTERLINK", b"-LOADING")):
             log.notice(f"Master is currently unable to PSYNC but should be in the future: {text}")
             self._emit("psync_reply", result="try-later", error=text,
