@@ -17,7 +17,7 @@ from pyrepl.errors import SYNTAX
 from pyrepl.info import generate_info
 from pyrepl.keyspace.glob import stringmatch
 from pyrepl.pause import ALL, WRITE
-from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, SetReply, Status, Verbatim
+from pyrepl.resp.types import NO_REPLY, OK, Map, Raw, ReplyError, SetReply, Status, Verbatim
 
 # -- keyspace-wide ----------------------------------------------------------------------------
 
@@ -345,7 +345,11 @@ def client_kill(c: Any, argv: list[bytes]) -> object:
             if t not in CLIENT_TYPES:
                 raise ReplyError(f"ERR Unknown client type '{val.decode('utf-8', 'replace')}'")
             filters.append((opt, t))
-        elif opt in (b"addr", b"laddr", b"user", b"maxage"):
+        elif opt == b"user":
+            if val != b"default":      # (the only user without ACL users: Redis's ACLGetUserByName)
+                raise ReplyError(f"ERR No such user '{val.decode('utf-8', 'replace')}'")
+            filters.append((opt, val))
+        elif opt in (b"addr", b"laddr", b"maxage"):
             filters.append((opt, val))
         else:
             raise ReplyError("ERR syntax error")
@@ -666,6 +670,10 @@ def debug(c: Any, argv: list[bytes]) -> object:
             out.append(Status(key_digest(v, c.db.get_expire(key)) if v is not None
                               else "0" * 40))
         return out
+    if sub == b"error" and len(argv) == 3:
+        # DEBUG ERROR <string>: the string as an error reply, newlines blanked (as Redis)
+        text = argv[2].replace(b"\r", b" ").replace(b"\n", b" ")
+        return Raw(b"-" + text + b"\r\n")
     if sub == b"sleep" and len(argv) == 3:
         secs = parse_float(argv[2])
         core.host.sleep(secs)
@@ -688,6 +696,8 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "DIGEST", "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
+            "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",
+            "    unit tests to simulate Redis errors.",
             "POPULATE <count> [<prefix>] [<size>]", "    Create <count> string keys named key:<num>.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",

@@ -261,3 +261,19 @@ def test_command_list_as_redis(debug_pair) -> None:
     for k in ("list", "l*", "cfg"):
         assert ours[k] == theirs[k] & common, k
     assert ours["module"] == theirs["module"] and ours["errors"] == theirs["errors"]
+
+
+def test_debug_error_help_and_client_kill_user_as_redis(debug_pair) -> None:
+    seen = []
+    for srv in debug_pair:
+        with RawClient(srv.port) as c, RawClient(srv.port) as victim:
+            victim.call("CLIENT", "SETNAME", "victim")
+            seen.append([
+                c.call("DEBUG", "ERROR", "LOADING fake\r\nmessage"),
+                c.call("DEBUG", "ERROR", "WRONGPASS"), c.call("DEBUG", "ERROR"),
+                c.call("CLIENT", "KILL", "USER", "nosuch"),
+                c.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes"),
+            ])
+            help_lines = parse_reply(c.call("DEBUG", "HELP"))
+            assert b"ERROR <string>" in help_lines
+    assert seen[0] == seen[1]
