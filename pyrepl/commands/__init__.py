@@ -12,6 +12,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     hyperloglog,
     introspection,
     keys,
+    keyspec_walk,
     lists,
     pubsub,
     replication_master,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
+from pyrepl.commands.keyspec_walk import info_key_specs, info_tips
 from pyrepl.commands.table import COMMANDS, Command, command, container
 from pyrepl.commands.util import help_reply, parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
@@ -539,8 +540,8 @@ def _command_info(cmd: Command) -> list[object]:
         cmd.last_key,
         cmd.step,
         SetReply([Status("@" + a) for a in cmd.acl_categories]),
-        SetReply([]),  # tips
-        [],  # key specs
+        info_tips(cmd),
+        info_key_specs(cmd),
         subs,
     ]
 

@@ -42,11 +42,38 @@ def test_command_info_of_every_command(pair):
             assert ib is None, (name, rb)
             continue
         assert ib is not None, f"{name!r} is unknown to Redis"
-        # name, arity, flags, first key, last key, step, ACL categories (tips, key specs and
-        # subcommand details are not modelled)
-        fields_a, fields_b = ia[:7], ib[:7]
+        # name, arity, flags, first key, last key, step, ACL categories, tips, key specs
+        # (each subcommand is compared under its own name)
+        fields_a, fields_b = ia[:9], ib[:9]
         if name in CATEGORIES_PENDING:
             fields_a, fields_b = fields_a[:6], fields_b[:6]
         assert fields_a == fields_b, f"{name!r}:\n  pyrepl: {fields_a}\n  redis:  {fields_b}"
         compared += 1
     assert compared == len(names) - len(NOT_IN_7_0 & set(names))
+
+
+GETKEYSANDFLAGS = [
+    ("LMOVE", "a", "b", "LEFT", "RIGHT"), ("SET", "k", "v"), ("SET", "k", "v", "GET"),
+    ("BITFIELD", "k", "GET", "u8", "0"), ("BITFIELD", "k", "SET", "u8", "0", "1"),
+    ("SORT", "k", "STORE", "a", "STORE", "b"), ("SORT_RO", "k", "BY", "x"),
+    ("MSET", "a", "1", "b", "2"),
+    ("XREAD", "COUNT", "2", "STREAMS", "s1", "s2", "0", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s1", ">"), ("ZUNIONSTORE", "d", "2", "a", "b"),
+    ("EVAL", "return 1", "2", "k1", "k2", "x"), ("SORT", "k", "BY", "w*", "STORE", "dst"),
+    ("SORT", "k"), ("GEORADIUS", "g", "0", "0", "1", "km", "STORE", "dst"),
+    ("BITOP", "AND", "d", "a", "b"), ("LMPOP", "2", "a", "b", "LEFT"), ("GETEX", "k", "PX", "1"),
+    ("OBJECT", "ENCODING", "k"), ("MEMORY", "USAGE", "k"), ("XINFO", "STREAM", "s"),
+    ("SINTERCARD", "2", "a", "b"), ("BLMPOP", "0", "2", "a", "b", "LEFT"), ("EXISTS", "a", "b"),
+    ("DEL", "a", "b", "c"), ("RENAME", "a", "b"), ("COPY", "a", "b"), ("SMOVE", "a", "b", "m"),
+    ("PFMERGE", "d", "a", "b"), ("GEOSEARCHSTORE", "d", "s", "FROMLONLAT", "0", "0", "BYRADIUS",
+                                 "1", "km"), ("ZADD", "z", "1", "m"), ("XADD", "s", "*", "f", "v"),
+    ("FCALL", "f", "1", "k"), ("PUBLISH", "ch", "m"), ("GET",), ("NOSUCH", "x"),
+    ("ZUNIONSTORE", "d", "x", "a"), ("EVAL", "return 1", "5", "k"), ("PING",),
+    ("LMPOP", "0", "a", "LEFT"), ("XREAD", "STREAMS", "s1"),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_command_getkeysandflags(pair):
+    for argv in GETKEYSANDFLAGS:
+        pair.check("COMMAND", "GETKEYSANDFLAGS", *argv)
