@@ -33,7 +33,7 @@ class Client:
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
-        "tracking", "tracking_redir", "tracking_prefixes",
+        "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -52,6 +52,13 @@ class Client:
         self.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit)
         self.authenticated = True
         self.set_authenticated(not cfg.requirepass)
+        # ACL (pyrepl.acl): the user's record (None: the default user before any ACL use) and
+        # whether the dispatcher must check its permissions (False for an all-powerful user).
+        self.acl_user: Any = None
+        self.restricted = False
+        acl = core.__dict__.get("acl")
+        if acl is not None:
+            acl.attach(self)
         self.out: list[bytes] = []
         self.close_after_reply = False
         self.closed = False

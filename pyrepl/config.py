@@ -135,33 +135,23 @@ def split_args(line: str) -> list[str] | None:
         if i >= n:
             return out
         cur: list[str] = []
-        inq = insq = False
+        quote = ""  # the quote we are inside ('"' or "'"), or ""
         while True:
             c = line[i] if i < n else ""
-            if inq:
-                if (c == "\\" and line[i + 1:i + 2] == "x" and len(line[i + 2:i + 4]) == 2
+            if quote:
+                if (quote == '"' and c == "\\" and line[i + 1:i + 2] == "x"
+                        and len(line[i + 2:i + 4]) == 2
                         and line[i + 2] in _HEXDIGITS and line[i + 3] in _HEXDIGITS):
                     byte = int(line[i + 2:i + 4], 16)
                     cur.append(chr(byte) if byte < 0x80 else chr(0xDC00 + byte))
                     i += 4
-                elif c == "\\" and i + 1 < n:
+                elif quote == '"' and c == "\\" and i + 1 < n:
                     cur.append(_ESCAPES.get(line[i + 1], line[i + 1]))
                     i += 2
-                elif c == '"':
-                    if i + 1 < n and line[i + 1] not in _ISSPACE:
-                        return None
-                    i += 1
-                    break
-                elif c == "":
-                    return None
-                else:
-                    cur.append(c)
-                    i += 1
-            elif insq:
-                if c == "\\" and line[i + 1:i + 2] == "'":
+                elif quote == "'" and c == "\\" and line[i + 1:i + 2] == "'":
                     cur.append("'")
                     i += 2
-                elif c == "'":
+                elif c == quote:
                     if i + 1 < n and line[i + 1] not in _ISSPACE:
                         return None
                     i += 1
@@ -176,10 +166,8 @@ def split_args(line: str) -> list[str] | None:
                     if c:
                         i += 1
                     break
-                if c == '"':
-                    inq = True
-                elif c == "'":
-                    insq = True
+                if c in "\"'":
+                    quote = c
                 else:
                     cur.append(c)
                 i += 1

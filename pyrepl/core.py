@@ -514,10 +514,17 @@ class ServerCore:
             return
         if self.gated and self._gate(c, cmd, argv):
             return
-        if c.in_multi or not c.authenticated or c.subs is not None:
+        if c.in_multi or not c.authenticated or c.subs is not None or c.restricted:
             if not c.authenticated and not cmd.noauth:
                 self._reject(c, "NOAUTH Authentication required.", cmd)
                 return
+            # -- ACL permission check (pyrepl.acl; Redis's ACLCheckAllPerm) ---------------
+            # Only for a restricted user (``Client.restricted``); a MULTI's no-multi command
+            # gets its own error first.
+            if c.restricted and not (c.in_multi and cmd.nomulti) and \
+                    self.acl.denied(c, cmd, argv):
+                return
+            # -- end of the ACL permission check ------------------------------------------
             if c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS:
                 self._reject(c, f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
                                 "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "

@@ -55,6 +55,16 @@ def _exponent(text: bytes | None) -> int:
     return -v if neg else v
 
 
+def _number_parts(m: re.Match[bytes]) -> tuple[bytes, bytes, int, bytes | None]:
+    """A _LD_DEC / _LD_HEX match as (sign, its digits without leading zeros, how many of them
+    follow the point, exponent text)."""
+    sign, ipart, fpart, fonly, exp = m.groups()
+    if fonly is not None:
+        ipart, fpart = b"", fonly
+    fpart = fpart or b""
+    return sign, (ipart + fpart).lstrip(b"0"), len(fpart), exp
+
+
 def round_long_double(q: Fraction) -> LongDouble | None:
     """Round an exact value to the nearest x87 extended double (ties to even). None: inf."""
     if q == 0:
@@ -96,13 +106,10 @@ def parse_long_double(s: bytes) -> LongDouble | float | None:
         return None
     m = _LD_DEC.match(s)
     if m is not None:
-        sign, ipart, fpart, fonly, exp = m.groups()
-        if fonly is not None:
-            ipart, fpart = b"", fonly
-        digits = (ipart + (fpart or b"")).lstrip(b"0")
+        sign, digits, nfrac, exp = _number_parts(m)
         if not digits:
             return Fraction(0)
-        e10 = _exponent(exp) - len(fpart or b"")
+        e10 = _exponent(exp) - nfrac
         if len(digits) - 1 + e10 > 4933:
             return None  # overflow (the largest long double is about 1.19e4932)
         if len(digits) + e10 < -4952:
@@ -112,14 +119,11 @@ def parse_long_double(s: bytes) -> LongDouble | float | None:
     else:
         m = _LD_HEX.match(s)
         if m is not None:
-            sign, ipart, fpart, fonly, exp = m.groups()
-            if fonly is not None:
-                ipart, fpart = b"", fonly
-            hexdigits = (ipart + (fpart or b"")).lstrip(b"0")
+            sign, hexdigits, nfrac, exp = _number_parts(m)
             if not hexdigits:
                 return Fraction(0)
             mant = int(hexdigits, 16)
-            e2 = _exponent(exp) - 4 * len(fpart or b"")
+            e2 = _exponent(exp) - 4 * nfrac
             if mant.bit_length() - 1 + e2 > 16384:
                 return None
             if mant.bit_length() + e2 < -16447:

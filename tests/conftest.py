@@ -27,6 +27,21 @@ def redis_server():
 
 
 @pytest.fixture
+def pyrepl_servers():
+    """A factory of pyrepl processes (``start(*flags)``); every one started is stopped after."""
+    started = []
+
+    def start(*extra: str):  # noqa: ANN202
+        srv = start_pyrepl(*extra)
+        started.append(srv)
+        return srv
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
 def r(pyrepl_server):
     """A redis-py client (default settings: RESP3 with redis-py 8) on a flushed pyrepl."""
     import redis

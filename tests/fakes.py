@@ -39,6 +39,32 @@ from pyrepl.resp.writer import encode_command
 NOW = 1_700_000_000_000
 
 
+T0 = 1_700_000_000_000
+
+
+class CoreHarness:
+    """One client of a real ServerCore at a fake clock (``at``), recording what it propagates
+    (``take``: the command vectors fed to replication since the last take)."""
+
+    def __init__(self) -> None:
+        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
+        self.fed: list[tuple[int, list[bytes]]] = []
+        self.core.repl_feed = lambda db, argv: self.fed.append((db, [bytes(a) for a in argv]))
+        self.client = self.core.connection_made()
+
+    def run(self, *args: str) -> bytes:
+        self.client.receive_data(cmd(*args))
+        return self.client.data_to_send()
+
+    def at(self, ms_after_t0: int) -> None:
+        self.core.now_ms = T0 + ms_after_t0
+
+    def take(self) -> list[list[bytes]]:
+        out = [argv for _, argv in self.fed]
+        self.fed = []
+        return out
+
+
 def cmd(*args: bytes | str | int) -> bytes:
     return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
 

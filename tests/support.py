@@ -175,6 +175,174 @@ def start_pyrepl(*extra: str, role: str = "master", tmpdir: str | None = None,
                          f"pyrepl-{port}").start()
 
 
+# -- redis-py views of a running server (e2e, interop and analytics tests) ------------------------
+
+def r(port: int, db: int = 0, timeout: float = 20):  # -> redis.Redis
+    """A redis-py client of the server on ``port`` (imported late: unit tests do not need it)."""
+    import redis
+    return redis.Redis(port=port, db=db, socket_timeout=timeout)
+
+
+def repl(port: int) -> dict:
+    """``INFO replication`` of the server on ``port``."""
+    with r(port) as c:
+        return c.info("replication")
+
+
+def digest(port: int) -> str:
+    """``DEBUG DIGEST`` of the server on ``port``, as text."""
+    with r(port) as c:
+        return c.execute_command("DEBUG", "DIGEST").decode()
+
+
+def in_sync(master: int, *replicas: int) -> bool:
+    """Every replica's link is up and at the master's ``master_repl_offset``."""
+    off = repl(master)["master_repl_offset"]
+    for p in replicas:
+        i = repl(p)
+        if i.get("master_link_status") != "up" or i.get("slave_repl_offset") != off:
+            return False
+    return True
+
+
+def wait_synced(master: int, *replicas: int, timeout: float = 90) -> None:
+    """Wait for ``in_sync``, then assert equal DEBUG DIGESTs."""
+    wait_for(lambda: in_sync(master, *replicas), timeout, what="replicas caught up")
+    want = digest(master)
+    for p in replicas:
+        assert digest(p) == want
+
+
+def call(port: int, *args: str | int, password: str | None = None) -> object:
+    """One command on a fresh RawClient (after AUTH ``password``), its reply parsed."""
+    with RawClient(port) as c:
+        if password:
+            assert c.call("AUTH", password) == b"+OK\r\n"
+        return parse_reply(c.call(*args))
+
+
+def rdb_digest(tmp_path, rdb: bytes) -> tuple[str, dict]:  # noqa: ANN001
+    """The DEBUG DIGEST of the dataset in ``rdb`` bytes, and the RDB's aux fields."""
+    from pyrepl.keyspace.digest import dataset_digest
+    from pyrepl.rdb.decoder import load_rdb_file
+
+    path = os.path.join(str(tmp_path), f"got-{os.urandom(3).hex()}.rdb")
+    with open(path, "wb") as f:
+        f.write(rdb)
+    loaded = load_rdb_file(path, 16)
+
+    class Db:
+        def __init__(self, data, expires) -> None:  # noqa: ANN001
+            self.data = data
+            self.expires = expires
+
+    dbs = [Db(d, e) for d, e in zip(loaded.data, loaded.expires, strict=True)]
+    return dataset_digest(dbs, None), loaded.aux
+
+
+#: Error texts redis-py raises as ResponseError (the integration tests match them).
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+NOT_INT = "value is not an integer or out of range"
+NOT_FLOAT = "value is not a valid float"
+
+
+def err(fn: Callable[..., object], *args: object, **kw: object) -> str:
+    """The text of the ResponseError that ``fn(*args, **kw)`` must raise."""
+    import pytest
+    import redis
+
+    with pytest.raises(redis.exceptions.ResponseError) as ei:
+        fn(*args, **kw)
+    return str(ei.value)
+
+
+#: tests/data: the golden RDB files and make_golden_rdb.py, which writes them.
+DATA_DIR = os.path.join(ROOT, "tests", "data")
+
+
+def golden_module():  # -> the make_golden_rdb module
+    """tests/data/make_golden_rdb.py, loaded as a module (its datasets and file names)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_golden_rdb", os.path.join(DATA_DIR, "make_golden_rdb.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: A function library (FUNCTION LOAD) the function tests share: ``put`` writes and counts,
+#: ``get`` is a no-writes function with a description.
+LIB = ("#!lua name=lib\n"
+       "local function put(keys, args) redis.call('set', keys[1], args[1]) "
+       "return redis.call('incr', 'calls') end\n"
+       "redis.register_function('put', put)\n"
+       "redis.register_function{function_name='get', callback=function(keys) "
+       "return redis.call('get', keys[1]) end, flags={'no-writes'}, description='read'}")
+
+
+def populate_under_load(port: int, keys: int, writer: LoadWriter, ops: int) -> None:
+    """DEBUG POPULATE ``keys`` keys of 64 bytes, start ``writer`` and wait until it has done
+    more than ``ops`` writes."""
+    with r(port) as c:
+        c.execute_command("DEBUG", "POPULATE", str(keys), "key", "64")
+    writer.start()
+    wait_for(lambda: writer.ops > ops, 20, what="write load running")
+
+
+class RawConn:
+    """A raw socket to a server with a receive buffer: ``recv_until`` a condition on the
+    buffer, ``read_line``, ``take`` it all (the raw replicas of the e2e tests build on it)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.buf = bytearray()
+        self.received = 0
+        self.eof = False
+
+    def recv_until(self, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + timeout
+        while not cond(self.buf):
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out; have {len(self.buf)} bytes: {bytes(self.buf[:120])!r}"
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                self.eof = True
+                raise ConnectionError("closed by the master")
+            self.buf += chunk
+            self.received += len(chunk)
+
+    def read_line(self) -> bytes:
+        self.recv_until(lambda b: b"\r\n" in b)
+        i = self.buf.index(b"\r\n")
+        line = bytes(self.buf[:i])
+        del self.buf[:i + 2]
+        return line
+
+    def take(self) -> bytes:
+        data = bytes(self.buf)
+        self.buf.clear()
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def step_clock(core: object, step_ns: int) -> list[int]:
+    """Give ``core`` a fake monotonic clock that moves ``step_ns`` on every reading (a script
+    or a load becomes busy after a known number of hooks); its ``[now]``, to set it back."""
+    clock = [0]
+
+    def tick() -> int:
+        clock[0] += step_ns
+        return clock[0]
+
+    core.clock_ns = tick  # type: ignore[attr-defined]
+    return clock
+
+
 def redis_server_path() -> str | None:
     return shutil.which("redis-server")
 

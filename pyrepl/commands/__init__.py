@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
+    acl,
     bitmaps,
     connection,
     dump,

@@ -37,8 +37,12 @@ def quit_(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-def authenticate(c: Any, user: bytes, password: bytes) -> bool:
-    """The default user's password is ``requirepass`` (no ACL users besides ``default``)."""
+def authenticate(c: Any, user: bytes, password: bytes, argv0: bytes = b"auth") -> bool:
+    """Before any ACL use only ``default`` exists, its password ``requirepass``; then the ACL
+    users (pyrepl.acl: ACLAuthenticateUser, which logs a failure)."""
+    acl = c.core.__dict__.get("acl")
+    if acl is not None:
+        return bool(acl.authenticate(c, user, password, argv0))
     required = c.core.config.requirepass
     if user != b"default":
         return False
@@ -55,14 +59,17 @@ def auth(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     if len(argv) == 2:
-        if not c.core.config.requirepass:
+        acl = c.core.__dict__.get("acl")
+        if acl is not None:
+            acl.sync_default()
+        if ("nopass" in acl.default.flags) if acl is not None else not c.core.config.requirepass:
             raise ReplyError(
                 "ERR AUTH <password> called without any password configured for the default "
                 "user. Are you sure your configuration is correct?")
         user, password = b"default", argv[1]
     else:
         user, password = argv[1], argv[2]
-    if authenticate(c, user, password):
+    if authenticate(c, user, password, argv[0]):
         return OK
     c.core.log.verbose(f"Authentication failed for client {c.describe()}")
     raise ReplyError(WRONGPASS)
@@ -88,7 +95,7 @@ def hello(c: Any, argv: list[bytes]) -> object:
         more = len(argv) - 1 - j
         opt = argv[j].lower()
         if opt == b"auth" and more >= 2:
-            if not authenticate(c, argv[j + 1], argv[j + 2]):
+            if not authenticate(c, argv[j + 1], argv[j + 2], argv[0]):
                 raise ReplyError(WRONGPASS)
             j += 3
         elif opt == b"setname" and more:
@@ -172,5 +179,9 @@ def reset(c: Any, argv: list[bytes]) -> object:
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""
-    c.set_authenticated(not c.core.config.requirepass)
+    acl = c.core.__dict__.get("acl")
+    if acl is not None:     # clearClientConnectionState: back to the default user
+        acl.attach(c)
+    else:
+        c.set_authenticated(not c.core.config.requirepass)
     return Status("RESET")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.commands.scripting import engine
+from pyrepl.commands.scripting import engine, numkeys_after_name
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import help_reply, subcommand_error
+from pyrepl.commands.util import help_command, subcommand_error
 from pyrepl.keyspace.glob import stringmatch
 from pyrepl.rdb.dump import PayloadError, functions_payload, read_functions_payload
 from pyrepl.resp.types import OK, Map, ReplyError, SetReply, Status
@@ -36,26 +36,15 @@ def _functions(c: Any) -> Functions:
     return engine(c.core).functions
 
 
-def _fcall_keys(argv: list[bytes]) -> list[int]:
-    """The numkeys keys after the function's name (none when numkeys is unusable)."""
-    try:
-        n = int(argv[2])
-    except ValueError:
-        return []
-    if n <= 0 or n > len(argv) - 3:
-        return []
-    return list(range(3, 3 + n))
-
-
 @command("fcall", -3, "noscript skip-monitor may-replicate no-mandatory-keys stale",
-         group="scripting", acl="scripting", since="7.0.0", keys_fn=_fcall_keys,
+         group="scripting", acl="scripting", since="7.0.0", keys_fn=numkeys_after_name,
          summary="Invoke a function")
 def fcall(c: Any, argv: list[bytes]) -> object:
     return engine(c.core).fcall(c, argv, ro=False)
 
 
 @command("fcall_ro", -3, "noscript skip-monitor no-mandatory-keys stale readonly",
-         group="scripting", acl="scripting", since="7.0.0", keys_fn=_fcall_keys,
+         group="scripting", acl="scripting", since="7.0.0", keys_fn=numkeys_after_name,
          summary="Invoke a read-only function")
 def fcall_ro(c: Any, argv: list[bytes]) -> object:
     return engine(c.core).fcall(c, argv, ro=True)
@@ -253,7 +242,4 @@ _HELP = (
 )
 
 
-@command("function|help", 2, "loading stale", group="scripting", acl="scripting",
-         since="7.0.0", summary="Show helpful text about the different subcommands")
-def function_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("FUNCTION", _HELP)
+help_command("function", _HELP, group="scripting", acl="scripting", since="7.0.0")

@@ -516,44 +516,27 @@ def _store_keys(startfrom: int) -> Callable[[list[bytes]], list[int]]:
     return keys
 
 
-@command("georadius", -6, "write denyoom", keys=(1, 1, 1), group="geo", acl="geo",
-         since="3.2.0", keys_fn=_store_keys(6),
-         summary="Query a sorted set representing a geospatial index to fetch members "
-                 "matching a given maximum distance from a point")
-def georadius(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 1, _COORDS)
+_RADIUS = "Query a sorted set representing a geospatial index to fetch members "
+_SEARCH_SUMMARY = ("Query a sorted set representing a geospatial index to fetch members inside "
+                   "an area of a box or a circle")
 
-
-@command("georadiusbymember", -5, "write denyoom", keys=(1, 1, 1), group="geo", acl="geo",
-         since="3.2.0", keys_fn=_store_keys(5),
-         summary="Query a sorted set representing a geospatial index to fetch members "
-                 "matching a given maximum distance from a member")
-def georadiusbymember(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 1, _MEMBER)
-
-
-@command("georadius_ro", -6, "readonly", keys=(1, 1, 1), group="geo", acl="geo",
-         since="3.2.10", summary="A read-only variant for GEORADIUS")
-def georadius_ro(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 1, _COORDS | _NOSTORE)
-
-
-@command("georadiusbymember_ro", -5, "readonly", keys=(1, 1, 1), group="geo", acl="geo",
-         since="3.2.10", summary="A read-only variant for GEORADIUSBYMEMBER")
-def georadiusbymember_ro(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 1, _MEMBER | _NOSTORE)
-
-
-@command("geosearch", -7, "readonly", keys=(1, 1, 1), group="geo", acl="geo", since="6.2.0",
-         summary="Query a sorted set representing a geospatial index to fetch members inside "
-                 "an area of a box or a circle.")
-def geosearch(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 1, _SEARCH)
-
-
-@command("geosearchstore", -8, "write denyoom", keys=(1, 2, 1), group="geo", acl="geo",
-         since="6.2.0",
-         summary="Query a sorted set representing a geospatial index to fetch members inside "
-                 "an area of a box or a circle, and store the result in another key.")
-def geosearchstore(c: Any, argv: list[bytes]) -> object:
-    return _georadius_generic(c, argv, 2, _SEARCH | _SEARCHSTORE)
+# GEORADIUS[BYMEMBER][_RO] and GEOSEARCH[STORE] all run _georadius_generic: (name, arity, flags,
+# first_key..last_key, since, keys_fn, summary, srcpos, what).
+for _name, _arity, _flags, _last, _since, _keys_fn, _summary, _srcpos, _what in (
+    ("georadius", -6, "write denyoom", 1, "3.2.0", _store_keys(6),
+     _RADIUS + "matching a given maximum distance from a point", 1, _COORDS),
+    ("georadiusbymember", -5, "write denyoom", 1, "3.2.0", _store_keys(5),
+     _RADIUS + "matching a given maximum distance from a member", 1, _MEMBER),
+    ("georadius_ro", -6, "readonly", 1, "3.2.10", None,
+     "A read-only variant for GEORADIUS", 1, _COORDS | _NOSTORE),
+    ("georadiusbymember_ro", -5, "readonly", 1, "3.2.10", None,
+     "A read-only variant for GEORADIUSBYMEMBER", 1, _MEMBER | _NOSTORE),
+    ("geosearch", -7, "readonly", 1, "6.2.0", None, _SEARCH_SUMMARY + ".", 1, _SEARCH),
+    ("geosearchstore", -8, "write denyoom", 2, "6.2.0", None,
+     _SEARCH_SUMMARY + ", and store the result in another key.", 2, _SEARCH | _SEARCHSTORE),
+):
+    def _geo_query(c: Any, argv: list[bytes], srcpos: int = _srcpos,
+                   what: int = _what) -> object:
+        return _georadius_generic(c, argv, srcpos, what)
+    command(_name, _arity, _flags, keys=(1, _last, 1), group="geo", acl="geo", since=_since,
+            keys_fn=_keys_fn, summary=_summary)(_geo_query)

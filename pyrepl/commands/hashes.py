@@ -344,6 +344,16 @@ def _hmget_ex(c: Any, key: bytes, h: HashEx, argv: list[bytes]) -> list[bytes | 
     return out
 
 
+def _read_field(c: Any, key: bytes, f: bytes) -> bytes | None:
+    """Field ``f`` of the hash at ``key`` (type-checked; an expired field is None)."""
+    h = _read_hash(c, key)
+    if h is None:
+        return None
+    if type(h) is HashEx:
+        return _get_ex(c, key, h, f)
+    return h.get(f)
+
+
 @command("hlen", 2, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the number of fields in a hash", since="2.0.0", acl="hash")
 def hlen(c: Any, argv: list[bytes]) -> object:
@@ -355,25 +365,14 @@ def hlen(c: Any, argv: list[bytes]) -> object:
 @command("hstrlen", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Get the length of the value of a hash field", since="3.2.0", acl="hash")
 def hstrlen(c: Any, argv: list[bytes]) -> object:
-    h = _read_hash(c, argv[1])
-    if h is None:
-        return 0
-    if type(h) is HashEx:
-        v = _get_ex(c, argv[1], h, argv[2])
-    else:
-        v = h.get(argv[2])
+    v = _read_field(c, argv[1], argv[2])
     return 0 if v is None else len(v)
 
 
 @command("hexists", 3, "readonly fast", keys=(1, 1, 1), group="hash",
          summary="Determine if a hash field exists", since="2.0.0", acl="hash")
 def hexists(c: Any, argv: list[bytes]) -> object:
-    h = _read_hash(c, argv[1])
-    if h is None:
-        return 0
-    if type(h) is HashEx:
-        return 0 if _get_ex(c, argv[1], h, argv[2]) is None else 1
-    return 1 if argv[2] in h else 0
+    return 0 if _read_field(c, argv[1], argv[2]) is None else 1
 
 
 def _all_fields(c: Any, key: bytes) -> dict | None:
@@ -629,32 +628,28 @@ def _hexpire(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object
     return replies
 
 
-@command("hexpire", -6, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Set expiry for hash field using relative time to expire (seconds)",
-         since="7.4.0", acl="hash")
-def hexpire(c: Any, argv: list[bytes]) -> object:
-    return _hexpire(c, argv, True, True)
+def _register_ttl_commands(impl: Any, arity: int, flags: str,
+                           variants: tuple[tuple[str, str, bool, bool], ...]) -> None:
+    """One command per ``(name, summary, seconds, relative)``, each calling
+    ``impl(c, argv, seconds, relative)``."""
+    for name, summary, seconds, relative in variants:
+        def handler(c: Any, argv: list[bytes], seconds: bool = seconds,
+                    relative: bool = relative) -> object:
+            return impl(c, argv, seconds, relative)
+        command(name, arity, flags, keys=(1, 1, 1), group="hash", summary=summary,
+                since="7.4.0", acl="hash")(handler)
 
 
-@command("hpexpire", -6, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Set expiry for hash field using relative time to expire (milliseconds)",
-         since="7.4.0", acl="hash")
-def hpexpire(c: Any, argv: list[bytes]) -> object:
-    return _hexpire(c, argv, False, True)
-
-
-@command("hexpireat", -6, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Set expiry for hash field using an absolute Unix timestamp (seconds)",
-         since="7.4.0", acl="hash")
-def hexpireat(c: Any, argv: list[bytes]) -> object:
-    return _hexpire(c, argv, True, False)
-
-
-@command("hpexpireat", -6, "write fast", keys=(1, 1, 1), group="hash",
-         summary="Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
-         since="7.4.0", acl="hash")
-def hpexpireat(c: Any, argv: list[bytes]) -> object:
-    return _hexpire(c, argv, False, False)
+_register_ttl_commands(_hexpire, -6, "write fast", (
+    ("hexpire", "Set expiry for hash field using relative time to expire (seconds)",
+     True, True),
+    ("hpexpire", "Set expiry for hash field using relative time to expire (milliseconds)",
+     False, True),
+    ("hexpireat", "Set expiry for hash field using an absolute Unix timestamp (seconds)",
+     True, False),
+    ("hpexpireat", "Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
+     False, False),
+))
 
 
 def _fields_arg(argv: list[bytes]) -> int:
@@ -701,31 +696,14 @@ def _httl(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
     return out
 
 
-@command("httl", -5, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Returns the TTL in seconds of a hash field.", since="7.4.0", acl="hash")
-def httl(c: Any, argv: list[bytes]) -> object:
-    return _httl(c, argv, True, True)
-
-
-@command("hpttl", -5, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Returns the TTL in milliseconds of a hash field.", since="7.4.0",
-         acl="hash")
-def hpttl(c: Any, argv: list[bytes]) -> object:
-    return _httl(c, argv, False, True)
-
-
-@command("hexpiretime", -5, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Returns the expiration time of a hash field as a Unix timestamp, in "
-                 "seconds.", since="7.4.0", acl="hash")
-def hexpiretime(c: Any, argv: list[bytes]) -> object:
-    return _httl(c, argv, True, False)
-
-
-@command("hpexpiretime", -5, "readonly fast", keys=(1, 1, 1), group="hash",
-         summary="Returns the expiration time of a hash field as a Unix timestamp, in "
-                 "msec.", since="7.4.0", acl="hash")
-def hpexpiretime(c: Any, argv: list[bytes]) -> object:
-    return _httl(c, argv, False, False)
+_register_ttl_commands(_httl, -5, "readonly fast", (
+    ("httl", "Returns the TTL in seconds of a hash field.", True, True),
+    ("hpttl", "Returns the TTL in milliseconds of a hash field.", False, True),
+    ("hexpiretime", "Returns the expiration time of a hash field as a Unix timestamp, in "
+                    "seconds.", True, False),
+    ("hpexpiretime", "Returns the expiration time of a hash field as a Unix timestamp, in "
+                     "msec.", False, False),
+))
 
 
 @command("hpersist", -5, "write fast", keys=(1, 1, 1), group="hash",

@@ -14,7 +14,12 @@ from typing import Any
 
 from pyrepl import memory
 from pyrepl.commands.table import COMMANDS, command, container
-from pyrepl.commands.util import help_reply, parse_int, parse_long_range, subcommand_error
+from pyrepl.commands.util import (
+    help_command,
+    parse_int,
+    parse_long_range,
+    subcommand_error,
+)
 from pyrepl.errors import SYNTAX
 from pyrepl.latency import histogram_cdf
 from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, Verbatim
@@ -48,20 +53,17 @@ def slowlog_reset(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("slowlog|help", 2, "loading stale", group="server", since="6.2.0",
-         summary="Show helpful text about the different subcommands")
-def slowlog_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("SLOWLOG", (
-        "GET [<count>]",
-        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-        "    Entries are made of:",
-        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-        "    client name",
-        "LEN",
-        "    Return the length of the slowlog.",
-        "RESET",
-        "    Reset the slowlog.",
-    ))
+help_command("slowlog", (
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+), group="server", since="6.2.0")
 
 
 @command("monitor", 1, "admin noscript loading stale", group="server",
@@ -179,26 +181,23 @@ def latency_histogram(c: Any, argv: list[bytes]) -> object:
     return Map(items)
 
 
-@command("latency|help", 2, "loading stale", group="server", since="2.8.13",
-         summary="Show helpful text about the different subcommands.")
-def latency_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("LATENCY", (
-        "DOCTOR",
-        "    Return a human readable latency analysis report.",
-        "GRAPH <event>",
-        "    Return an ASCII latency graph for the <event> class.",
-        "HISTORY <event>",
-        "    Return time-latency samples for the <event> class.",
-        "LATEST",
-        "    Return the latest latency samples for all events.",
-        "RESET [<event> ...]",
-        "    Reset latency data of one or more <event> classes.",
-        "    (default: reset all data for all event classes)",
-        "HISTOGRAM [COMMAND ...]",
-        "    Return a cumulative distribution of latencies in the format of a histogram for the "
-        "specified command names.",
-        "    If no commands are specified then all histograms are replied.",
-    ))
+help_command("latency", (
+    "DOCTOR",
+    "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
+    "HISTORY <event>",
+    "    Return time-latency samples for the <event> class.",
+    "LATEST",
+    "    Return the latest latency samples for all events.",
+    "RESET [<event> ...]",
+    "    Reset latency data of one or more <event> classes.",
+    "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the "
+    "specified command names.",
+    "    If no commands are specified then all histograms are replied.",
+), group="server", since="2.8.13", summary="Show helpful text about the different subcommands.")
 
 
 # -- MEMORY -------------------------------------------------------------------------------------
@@ -258,22 +257,19 @@ def memory_purge(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
-@command("memory|help", 2, "loading stale", group="server", since="4.0.0",
-         summary="Show helpful text about the different subcommands")
-def memory_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("MEMORY", (
-        "DOCTOR",
-        "    Return memory problems reports.",
-        "MALLOC-STATS",
-        "    Return internal statistics report from the memory allocator.",
-        "PURGE",
-        "    Attempt to purge dirty pages for reclamation by the allocator.",
-        "STATS",
-        "    Return information about the memory usage of the server.",
-        "USAGE <key> [SAMPLES <count>]",
-        "    Return memory in bytes used by <key> and its value. Nested values are",
-        "    sampled up to <count> times (default: 5, 0 means sample all).",
-    ))
+help_command("memory", (
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+), group="server", since="4.0.0")
 
 
 # -- LOLWUT, MODULE ------------------------------------------------------------------------------
@@ -315,17 +311,14 @@ def module_unload(c: Any, argv: list[bytes]) -> object:
     raise ReplyError("ERR Error unloading module: no such module with that name")
 
 
-@command("module|help", 2, "loading stale", group="server", since="5.0.0",
-         summary="Show helpful text about the different subcommands")
-def module_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("MODULE", (
-        "LIST",
-        "    Return a list of loaded modules.",
-        "LOAD <path> [<arg> ...]",
-        "    Load a module library from <path>, passing to it any optional arguments.",
-        "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
-        "    Load a module library from <path>, while passing it module configurations and "
-        "optional arguments.",
-        "UNLOAD <name>",
-        "    Unload a module.",
-    ))
+help_command("module", (
+    "LIST",
+    "    Return a list of loaded modules.",
+    "LOAD <path> [<arg> ...]",
+    "    Load a module library from <path>, passing to it any optional arguments.",
+    "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+    "    Load a module library from <path>, while passing it module configurations and "
+    "optional arguments.",
+    "UNLOAD <name>",
+    "    Unload a module.",
+), group="server", since="5.0.0")

@@ -32,7 +32,7 @@ from collections import deque
 from typing import Any
 
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import LLONG_MAX, is_long_long, option_token, parse_int
+from pyrepl.commands.util import LLONG_MAX, help_command, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import TYPE_NAMES, type_name
 from pyrepl.keyspace.glob import compile_pattern
@@ -219,30 +219,19 @@ def _ttl(c: Any, key: bytes, ms: bool, absolute: bool) -> int:
     return ttl if ms else (ttl + 500) // 1000
 
 
-@command("ttl", 2, "readonly fast", keys=(1, 1, 1), group="generic",
-         summary="Get the time to live for a key in seconds", since="1.0.0", acl="keyspace")
-def ttl(c: Any, argv: list[bytes]) -> object:
-    return _ttl(c, argv[1], False, False)
-
-
-@command("pttl", 2, "readonly fast", keys=(1, 1, 1), group="generic",
-         summary="Get the time to live for a key in milliseconds", since="2.6.0",
-         acl="keyspace")
-def pttl(c: Any, argv: list[bytes]) -> object:
-    return _ttl(c, argv[1], True, False)
-
-
-@command("expiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic",
-         summary="Get the expiration Unix timestamp for a key", since="7.0.0", acl="keyspace")
-def expiretime(c: Any, argv: list[bytes]) -> object:
-    return _ttl(c, argv[1], False, True)
-
-
-@command("pexpiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic",
-         summary="Get the expiration Unix timestamp for a key in milliseconds", since="7.0.0",
-         acl="keyspace")
-def pexpiretime(c: Any, argv: list[bytes]) -> object:
-    return _ttl(c, argv[1], True, True)
+# TTL / PTTL / EXPIRETIME / PEXPIRETIME: (name, summary, since, ms, absolute) for _ttl.
+for _name, _summary, _since, _ms, _absolute in (
+    ("ttl", "Get the time to live for a key in seconds", "1.0.0", False, False),
+    ("pttl", "Get the time to live for a key in milliseconds", "2.6.0", True, False),
+    ("expiretime", "Get the expiration Unix timestamp for a key", "7.0.0", False, True),
+    ("pexpiretime", "Get the expiration Unix timestamp for a key in milliseconds", "7.0.0",
+     True, True),
+):
+    def _ttl_command(c: Any, argv: list[bytes], ms: bool = _ms,
+                     absolute: bool = _absolute) -> object:
+        return _ttl(c, argv[1], ms, absolute)
+    command(_name, 2, "readonly fast", keys=(1, 1, 1), group="generic", summary=_summary,
+            since=_since, acl="keyspace")(_ttl_command)
 
 
 @command("persist", 2, "write fast", keys=(1, 1, 1), group="generic",
@@ -538,24 +527,17 @@ def object_freq(c: Any, argv: list[bytes]) -> object:
     return _LFU_INIT_VAL  # access frequency is not tracked: a new key's counter
 
 
-@command("object|help", 2, "loading stale", group="generic",
-         summary="Show helpful text about the different subcommands", since="6.2.0",
-         acl="keyspace")
-def object_help(c: Any, argv: list[bytes]) -> object:
-    return [Status(s) for s in (
-        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "ENCODING <key>",
-        "    Return the kind of internal representation used in order to store the value",
-        "    associated with a <key>.",
-        "FREQ <key>",
-        "    Return the access frequency index of the <key>. The returned integer is",
-        "    proportional to the logarithm of the recent access frequency of the key.",
-        "IDLETIME <key>",
-        "    Return the idle time of the <key>, that is the approximated number of",
-        "    seconds elapsed since the last access to the key.",
-        "REFCOUNT <key>",
-        "    Return the number of references of the value associated with the specified",
-        "    <key>.",
-        "HELP",
-        "    Prints this help.",
-    )]
+help_command("object", (
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+), group="generic", since="6.2.0", acl="keyspace")

@@ -33,6 +33,7 @@ from pyrepl.commands.util import (
     LLONG_MIN,
     POSITIVE,
     index_range,
+    length_command,
     numkeys_keys,
     parse_int,
     parse_long_range,
@@ -220,11 +221,9 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
 
 # -- reads -------------------------------------------------------------------------------
 
-@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
-         summary="Get the length of a list", since="1.0.0", acl="list")
-def llen(c: Any, argv: list[bytes]) -> object:
-    lst = read_typed(c, argv[1], deque)
-    return 0 if lst is None else len(lst)
+command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
+        summary="Get the length of a list", since="1.0.0", acl="list")(
+    length_command(deque))
 
 
 @command("lrange", 4, "readonly", keys=(1, 1, 1), group="list",

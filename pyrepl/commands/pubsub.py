@@ -12,38 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import help_reply, subcommand_error
+from pyrepl.commands.util import help_command, subcommand_error
 from pyrepl.resp.types import NO_REPLY
 
 _FLAGS = "pubsub noscript loading stale"
 
 
-@command("subscribe", -2, _FLAGS + " sentinel", group="pubsub",
-         summary="Listen for messages published to the given channels")
-def subscribe(c: Any, argv: list[bytes]) -> object:
-    c.core.pubsub.subscribe(c, argv[1:])
-    return NO_REPLY
-
-
-@command("unsubscribe", -1, _FLAGS + " sentinel", group="pubsub",
-         summary="Stop listening for messages posted to the given channels")
-def unsubscribe(c: Any, argv: list[bytes]) -> object:
-    c.core.pubsub.unsubscribe(c, argv[1:])
-    return NO_REPLY
-
-
-@command("psubscribe", -2, _FLAGS + " sentinel", group="pubsub",
-         summary="Listen for messages published to channels matching the given patterns")
-def psubscribe(c: Any, argv: list[bytes]) -> object:
-    c.core.pubsub.psubscribe(c, argv[1:])
-    return NO_REPLY
-
-
-@command("punsubscribe", -1, _FLAGS + " sentinel", group="pubsub",
-         summary="Stop listening for messages posted to channels matching the given patterns")
-def punsubscribe(c: Any, argv: list[bytes]) -> object:
-    c.core.pubsub.punsubscribe(c, argv[1:])
-    return NO_REPLY
+# (P)(UN)SUBSCRIBE: (name, arity, summary); each calls the PubSub method of its name.
+for _name, _arity, _summary in (
+    ("subscribe", -2, "Listen for messages published to the given channels"),
+    ("unsubscribe", -1, "Stop listening for messages posted to the given channels"),
+    ("psubscribe", -2, "Listen for messages published to channels matching the given patterns"),
+    ("punsubscribe", -1,
+     "Stop listening for messages posted to channels matching the given patterns"),
+):
+    def _subscription(c: Any, argv: list[bytes], method: str = _name) -> object:
+        getattr(c.core.pubsub, method)(c, argv[1:])
+        return NO_REPLY
+    command(_name, _arity, _FLAGS + " sentinel", group="pubsub", summary=_summary)(_subscription)
 
 
 @command("ssubscribe", -2, _FLAGS, keys=(1, -1, 1), group="pubsub", since="7.0.0",
@@ -113,21 +99,18 @@ def pubsub_numpat(c: Any, argv: list[bytes]) -> object:
     return len(c.core.pubsub.patterns)
 
 
-@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0",
-         summary="Show helpful text about the different subcommands")
-def pubsub_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("PUBSUB", (
-        "CHANNELS [<pattern>]",
-        "    Return the currently active channels matching a <pattern> (default: '*').",
-        "NUMPAT",
-        "    Return number of subscriptions to patterns.",
-        "NUMSUB [<channel> ...]",
-        "    Return the number of subscribers for the specified channels, excluding",
-        "    pattern subscriptions(default: no channels).",
-        "SHARDCHANNELS [<pattern>]",
-        "    Return the currently active shard level channels matching a <pattern> (default: "
-        "'*').",
-        "SHARDNUMSUB [<shardchannel> ...]",
-        "    Return the number of subscribers for the specified shard level channel(s)",
-    ))
+help_command("pubsub", (
+    "CHANNELS [<pattern>]",
+    "    Return the currently active channels matching a <pattern> (default: '*').",
+    "NUMPAT",
+    "    Return number of subscriptions to patterns.",
+    "NUMSUB [<channel> ...]",
+    "    Return the number of subscribers for the specified channels, excluding",
+    "    pattern subscriptions(default: no channels).",
+    "SHARDCHANNELS [<pattern>]",
+    "    Return the currently active shard level channels matching a <pattern> (default: "
+    "'*').",
+    "SHARDNUMSUB [<shardchannel> ...]",
+    "    Return the number of subscribers for the specified shard level channel(s)",
+), group="pubsub", since="6.2.0")
 

@@ -25,8 +25,9 @@ def engine(core: Any) -> ScriptEngine:
     return engine_of(core)
 
 
-def _eval_keys(argv: list[bytes]) -> list[int]:
-    """evalGetKeys: the numkeys keys after the script (none when numkeys is unusable)."""
+def numkeys_after_name(argv: list[bytes]) -> list[int]:
+    """evalGetKeys (and FCALL's): the numkeys keys after the script or function name (none
+    when numkeys is unusable)."""
     try:
         n = int(argv[2])
     except ValueError:
@@ -40,28 +41,18 @@ _FLAGS = "noscript skip-monitor may-replicate no-mandatory-keys stale"
 _RO_FLAGS = "noscript skip-monitor no-mandatory-keys stale readonly"
 
 
-@command("eval", -3, _FLAGS, group="scripting", acl="scripting", since="2.6.0",
-         keys_fn=_eval_keys, summary="Execute a Lua script server side")
-def eval_(c: Any, argv: list[bytes]) -> object:
-    return engine(c.core).eval(c, argv, evalsha=False, ro=False)
-
-
-@command("evalsha", -3, _FLAGS, group="scripting", acl="scripting", since="2.6.0",
-         keys_fn=_eval_keys, summary="Execute a Lua script server side")
-def evalsha(c: Any, argv: list[bytes]) -> object:
-    return engine(c.core).eval(c, argv, evalsha=True, ro=False)
-
-
-@command("eval_ro", -3, _RO_FLAGS, group="scripting", acl="scripting", since="7.0.0",
-         keys_fn=_eval_keys, summary="Execute a read-only Lua script server side")
-def eval_ro(c: Any, argv: list[bytes]) -> object:
-    return engine(c.core).eval(c, argv, evalsha=False, ro=True)
-
-
-@command("evalsha_ro", -3, _RO_FLAGS, group="scripting", acl="scripting", since="7.0.0",
-         keys_fn=_eval_keys, summary="Execute a read-only Lua script server side")
-def evalsha_ro(c: Any, argv: list[bytes]) -> object:
-    return engine(c.core).eval(c, argv, evalsha=True, ro=True)
+# EVAL / EVALSHA / EVAL_RO / EVALSHA_RO: (name, flags, since, summary, evalsha, ro).
+for _name, _flags, _since, _summary, _evalsha, _ro in (
+    ("eval", _FLAGS, "2.6.0", "Execute a Lua script server side", False, False),
+    ("evalsha", _FLAGS, "2.6.0", "Execute a Lua script server side", True, False),
+    ("eval_ro", _RO_FLAGS, "7.0.0", "Execute a read-only Lua script server side", False, True),
+    ("evalsha_ro", _RO_FLAGS, "7.0.0", "Execute a read-only Lua script server side", True,
+     True),
+):
+    def _eval(c: Any, argv: list[bytes], evalsha: bool = _evalsha, ro: bool = _ro) -> object:
+        return engine(c.core).eval(c, argv, evalsha=evalsha, ro=ro)
+    command(_name, -3, _flags, group="scripting", acl="scripting", since=_since,
+            keys_fn=numkeys_after_name, summary=_summary)(_eval)
 
 
 container("script", group="scripting", summary="A container for Lua scripts management commands",

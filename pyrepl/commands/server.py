@@ -347,7 +347,8 @@ def client_kill(c: Any, argv: list[bytes]) -> object:
                 raise ReplyError(f"ERR Unknown client type '{val.decode('utf-8', 'replace')}'")
             filters.append((opt, t))
         elif opt == b"user":
-            if val != b"default":      # (the only user without ACL users: Redis's ACLGetUserByName)
+            acl = core.__dict__.get("acl")     # ACLGetUserByName (only default before ACL use)
+            if val != b"default" and (acl is None or val.decode("latin-1") not in acl.users):
                 raise ReplyError(f"ERR No such user '{val.decode('utf-8', 'replace')}'")
             filters.append((opt, val))
         elif opt in (b"addr", b"laddr", b"maxage"):

@@ -35,6 +35,7 @@ from pyrepl.commands.table import command
 from pyrepl.commands.util import (
     LLONG_MAX,
     is_long_long,
+    length_command,
     numkeys_keys,
     parse_long_range,
     parse_positive_long,
@@ -125,11 +126,9 @@ def smismember(c: Any, argv: list[bytes]) -> object:
     return [1 if m in s else 0 for m in argv[2:]]
 
 
-@command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
-         summary="Get the number of members in a set", since="1.0.0")
-def scard(c: Any, argv: list[bytes]) -> object:
-    s = read_typed(c, argv[1], set)
-    return 0 if s is None else len(s)
+command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
+        summary="Get the number of members in a set", since="1.0.0")(
+    length_command(set))
 
 
 def _random_member(s: set[bytes]) -> bytes:
@@ -341,30 +340,21 @@ def _diff(sets: list[set[bytes] | None]) -> set[bytes]:
     return first.difference(*[s for s in rest if s])
 
 
-@command("sunion", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
-         summary="Add multiple sets", since="1.0.0")
-def sunion(c: Any, argv: list[bytes]) -> object:
-    return SetReply(_union(_load_sets(c, argv[1:])))
+# SUNION / SDIFF and their STORE forms: (name, operation, summary).
+for _name, _op, _summary in (("sunion", _union, "Add multiple sets"),
+                             ("sdiff", _diff, "Subtract multiple sets")):
+    def _setop(c: Any, argv: list[bytes], op: Any = _op) -> object:
+        return SetReply(op(_load_sets(c, argv[1:])))
 
+    def _setop_store(c: Any, argv: list[bytes], op: Any = _op,
+                     event: bytes = _name.encode() + b"store") -> object:
+        return store_or_delete(c, argv[1], op(_load_sets(c, argv[2:])), NOTIFY_SET, event)
 
-@command("sunionstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
-         summary="Add multiple sets and store the resulting set in a key", since="1.0.0")
-def sunionstore(c: Any, argv: list[bytes]) -> object:
-    return store_or_delete(c, argv[1], _union(_load_sets(c, argv[2:])), NOTIFY_SET,
-                           b"sunionstore")
-
-
-@command("sdiff", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",
-         summary="Subtract multiple sets", since="1.0.0")
-def sdiff(c: Any, argv: list[bytes]) -> object:
-    return SetReply(_diff(_load_sets(c, argv[1:])))
-
-
-@command("sdiffstore", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
-         summary="Subtract multiple sets and store the resulting set in a key", since="1.0.0")
-def sdiffstore(c: Any, argv: list[bytes]) -> object:
-    return store_or_delete(c, argv[1], _diff(_load_sets(c, argv[2:])), NOTIFY_SET,
-                           b"sdiffstore")
+    command(_name, -2, "readonly", keys=(1, -1, 1), group="set", acl="set", summary=_summary,
+            since="1.0.0")(_setop)
+    command(_name + "store", -3, "write denyoom", keys=(1, -1, 1), group="set", acl="set",
+            summary=_summary + " and store the resulting set in a key", since="1.0.0")(
+        _setop_store)
 
 
 # -- SSCAN ----------------------------------------------------------------------------------------

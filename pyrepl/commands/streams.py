@@ -38,7 +38,7 @@ from typing import Any
 
 from pyrepl.blocking import NOT_SERVED, KeyWait
 from pyrepl.commands.table import command, container
-from pyrepl.commands.util import help_reply, parse_int, subcommand_error
+from pyrepl.commands.util import help_command, help_reply, parse_int, subcommand_error
 from pyrepl.errors import SYNTAX, WRONGTYPE, wrong_args
 from pyrepl.keyspace.stream import (
     MASK64,
@@ -850,42 +850,20 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
     raise subcommand_error(argv)
 
 
-@command("xgroup|create", -5, "write denyoom", keys=(2, 2, 1), group="stream",
-         summary="Create a consumer group.", since="5.0.0", acl="stream")
-def xgroup_create(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
-
-
-@command("xgroup|setid", -5, "write", keys=(2, 2, 1), group="stream",
-         summary="Set a consumer group to an arbitrary last delivered ID value.", since="5.0.0",
-         acl="stream")
-def xgroup_setid(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
-
-
-@command("xgroup|destroy", 4, "write", keys=(2, 2, 1), group="stream",
-         summary="Destroy a consumer group.", since="5.0.0", acl="stream")
-def xgroup_destroy(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
-
-
-@command("xgroup|createconsumer", 5, "write denyoom", keys=(2, 2, 1), group="stream",
-         summary="Create a consumer in a consumer group.", since="6.2.0", acl="stream")
-def xgroup_createconsumer(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
-
-
-@command("xgroup|delconsumer", 5, "write", keys=(2, 2, 1), group="stream",
-         summary="Delete a consumer from a consumer group.", since="5.0.0", acl="stream")
-def xgroup_delconsumer(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
-
-
-@command("xgroup|help", 2, "loading stale", group="stream",
-         summary="Show helpful text about the different subcommands", since="5.0.0",
-         acl="stream")
-def xgroup_help(c: Any, argv: list[bytes]) -> object:
-    return _xgroup(c, argv)
+# XGROUP's subcommands all run _xgroup: (name, arity, flags, summary, since).
+for _sub, _arity, _flags, _summary, _since in (
+    ("create", -5, "write denyoom", "Create a consumer group.", "5.0.0"),
+    ("setid", -5, "write", "Set a consumer group to an arbitrary last delivered ID value.",
+     "5.0.0"),
+    ("destroy", 4, "write", "Destroy a consumer group.", "5.0.0"),
+    ("createconsumer", 5, "write denyoom", "Create a consumer in a consumer group.", "6.2.0"),
+    ("delconsumer", 5, "write", "Delete a consumer from a consumer group.", "5.0.0"),
+):
+    command(f"xgroup|{_sub}", _arity, _flags, keys=(2, 2, 1), group="stream", summary=_summary,
+            since=_since, acl="stream")(_xgroup)
+command("xgroup|help", 2, "loading stale", group="stream",
+        summary="Show helpful text about the different subcommands", since="5.0.0",
+        acl="stream")(_xgroup)
 
 
 # -- XSETID / XACK / XPENDING -------------------------------------------------------------------
@@ -1344,8 +1322,4 @@ def xinfo_consumers(c: Any, argv: list[bytes]) -> object:
             for name, cons in sorted(g.consumers.items())]
 
 
-@command("xinfo|help", 2, "loading stale", group="stream",
-         summary="Show helpful text about the different subcommands", since="5.0.0",
-         acl="stream")
-def xinfo_help(c: Any, argv: list[bytes]) -> object:
-    return help_reply("XINFO", _XINFO_HELP)
+help_command("xinfo", _XINFO_HELP, group="stream", since="5.0.0", acl="stream")

@@ -37,6 +37,7 @@ from pyrepl.commands.util import (
     LLONG_MAX,
     LLONG_MIN,
     format_long_double_human,
+    length_command,
     option_token,
     parse_int,
     parse_long_double,
@@ -327,11 +328,9 @@ def append(c: Any, argv: list[bytes]) -> object:
     return len(new)
 
 
-@command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string",
-         summary="Get the length of the value stored in a key", since="2.2.0", acl="string")
-def strlen(c: Any, argv: list[bytes]) -> object:
-    v = read_typed(c, argv[1], bytes)
-    return 0 if v is None else len(v)
+command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string",
+        summary="Get the length of the value stored in a key", since="2.2.0", acl="string")(
+    length_command(bytes))
 
 
 @command("setrange", 4, "write denyoom", keys=(1, 1, 1), group="string",

@@ -116,26 +116,23 @@ def client_getredir(c: Any, argv: list[bytes]) -> object:
     return c.tracking_redir if c.tracking & T_ON else -1
 
 
+# CLIENT TRACKINGINFO's flags in order: (bit, name, what CACHING adds to it).
+_INFO_FLAGS = ((T_BCAST, b"bcast", b""), (T_OPTIN, b"optin", b"caching-yes"),
+               (T_OPTOUT, b"optout", b"caching-no"), (T_NOLOOP, b"noloop", b""),
+               (T_BROKEN_REDIR, b"broken_redirect", b""))
+
+
 @command("client|trackinginfo", 2, _FLAGS, group="connection", acl="connection", since="6.2.0",
          summary="Return information about server assisted client side caching for the current "
                  "connection")
 def client_trackinginfo(c: Any, argv: list[bytes]) -> object:
     t = c.tracking
     flags = [b"on" if t & T_ON else b"off"]
-    if t & T_BCAST:
-        flags.append(b"bcast")
-    if t & T_OPTIN:
-        flags.append(b"optin")
-        if t & T_CACHING:
-            flags.append(b"caching-yes")
-    if t & T_OPTOUT:
-        flags.append(b"optout")
-        if t & T_CACHING:
-            flags.append(b"caching-no")
-    if t & T_NOLOOP:
-        flags.append(b"noloop")
-    if t & T_BROKEN_REDIR:
-        flags.append(b"broken_redirect")
+    for bit, name, caching in _INFO_FLAGS:
+        if t & bit:
+            flags.append(name)
+            if caching and t & T_CACHING:
+                flags.append(caching)
     return Map([(b"flags", SetReply(flags)),
                 (b"redirect", c.tracking_redir if t & T_ON else -1),
                 (b"prefixes", list(c.tracking_prefixes or []))])

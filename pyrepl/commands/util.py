@@ -40,6 +40,7 @@ import re
 from collections.abc import Callable, Sized
 from typing import Any
 
+from pyrepl.commands.table import command
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
 from pyrepl.longdouble import C_SPACE
@@ -213,6 +214,17 @@ def read_typed(c: Any, key: bytes, kind: type) -> Any:
     return v
 
 
+def length_command(kind: type) -> Callable[[Any, list[bytes]], object]:
+    """The handler of STRLEN / LLEN / SCARD / ZCARD: the length of the ``kind`` value at
+    argv[1], 0 when there is none (WRONGTYPE for another type)."""
+
+    def handler(c: Any, argv: list[bytes]) -> object:
+        v = read_typed(c, argv[1], kind)
+        return 0 if v is None else len(v)
+
+    return handler
+
+
 def removed_elements(c: Any, key: bytes, value: Sized, n: int, cls: int = 0,
                      event: bytes = b"") -> None:
     """After ``n`` elements were removed from the collection at ``key``: publish the command's
@@ -255,6 +267,20 @@ def help_reply(name: str, lines: tuple[str, ...]) -> list[Status]:
     """Redis's addReplyHelp: the header line, the command's lines, then HELP's own."""
     return [Status(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             *(Status(x) for x in lines), Status("HELP"), Status("    Prints this help.")]
+
+
+def help_command(container: str, lines: tuple[str, ...], *, group: str, since: str,
+                 summary: str = "Show helpful text about the different subcommands",
+                 acl: str = "") -> None:
+    """Register ``<container>|help`` (arity 2, ``loading stale``): :func:`help_reply` of
+    ``lines`` under the container's upper-case name."""
+    name = container.upper()
+
+    def handler(c: Any, argv: list[bytes]) -> object:
+        return help_reply(name, lines)
+
+    command(f"{container}|help", 2, "loading stale", group=group, summary=summary, since=since,
+            acl=acl)(handler)
 
 
 def subcommand_error(argv: list[bytes]) -> ReplyError:

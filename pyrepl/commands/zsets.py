@@ -49,6 +49,7 @@ from pyrepl.commands.util import (
     C_SPACE,
     LLONG_MAX,
     index_range,
+    length_command,
     numkeys_keys,
     parse_float,
     parse_int,
@@ -397,11 +398,9 @@ def zrem(c: Any, argv: list[bytes]) -> object:
     return deleted
 
 
-@command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Get the number of members in a sorted set", since="1.2.0")
-def zcard(c: Any, argv: list[bytes]) -> object:
-    z = read_typed(c, argv[1], ZSet)
-    return 0 if z is None else len(z)
+command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
+        summary="Get the number of members in a sorted set", since="1.2.0")(
+    length_command(ZSet))
 
 
 @command("zscore", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
@@ -1058,46 +1057,36 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     return [m for _s, m in items]
 
 
-@command("zunionstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Add multiple sorted sets and store the resulting sorted "
-                                  "set in a new key", since="2.0.0",
-         keys_fn=numkeys_keys(2, 1))
-def zunionstore(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, argv[1], 2, UNION)
+def _register_setops(store: bool, variants: tuple[tuple[str, int, str, str], ...]) -> None:
+    """ZUNION / ZINTER / ZDIFF and their STORE forms: ``(name, op, summary, since)``, each
+    calling :func:`zsetop_generic` (the destination at argv[1] for a STORE form)."""
+    for name, op, summary, since in variants:
+        if store:
+            def handler(c: Any, argv: list[bytes], op: int = op) -> object:
+                return zsetop_generic(c, argv, argv[1], 2, op)
+            command(name, -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
+                    acl="sortedset", summary=summary, since=since,
+                    keys_fn=numkeys_keys(2, 1))(handler)
+        else:
+            def handler(c: Any, argv: list[bytes], op: int = op) -> object:
+                return zsetop_generic(c, argv, None, 1, op)
+            command(name, -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
+                    summary=summary, since=since, keys_fn=numkeys_keys(1))(handler)
 
 
-@command("zinterstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Intersect multiple sorted sets and store the resulting "
-                                  "sorted set in a new key", since="2.0.0",
-         keys_fn=numkeys_keys(2, 1))
-def zinterstore(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, argv[1], 2, INTER)
-
-
-@command("zdiffstore", -4, "write denyoom", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Subtract multiple sorted sets and store the resulting "
-                                  "sorted set in a new key", since="6.2.0",
-         keys_fn=numkeys_keys(2, 1))
-def zdiffstore(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, argv[1], 2, DIFF)
-
-
-@command("zunion", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Add multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
-def zunion(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, None, 1, UNION)
-
-
-@command("zinter", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Intersect multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
-def zinter(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, None, 1, INTER)
-
-
-@command("zdiff", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",
-         summary="Subtract multiple sorted sets", since="6.2.0", keys_fn=numkeys_keys(1))
-def zdiff(c: Any, argv: list[bytes]) -> object:
-    return zsetop_generic(c, argv, None, 1, DIFF)
+_register_setops(True, (
+    ("zunionstore", UNION, "Add multiple sorted sets and store the resulting sorted set in a "
+                           "new key", "2.0.0"),
+    ("zinterstore", INTER, "Intersect multiple sorted sets and store the resulting sorted set "
+                           "in a new key", "2.0.0"),
+    ("zdiffstore", DIFF, "Subtract multiple sorted sets and store the resulting sorted set in "
+                         "a new key", "6.2.0"),
+))
+_register_setops(False, (
+    ("zunion", UNION, "Add multiple sorted sets", "6.2.0"),
+    ("zinter", INTER, "Intersect multiple sorted sets", "6.2.0"),
+    ("zdiff", DIFF, "Subtract multiple sorted sets", "6.2.0"),
+))
 
 
 @command("zintercard", -3, "readonly", keys=(0, 0, 0), group="sorted-set", acl="sortedset",

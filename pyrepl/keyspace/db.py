@@ -83,7 +83,9 @@ class Database:
         # still see it (the master's DEL will remove it), exactly as Redis's expireIfNeeded.
         return not core.applying_master_stream
 
-    def _delete_expired(self, key: bytes) -> None:
+    def _delete_expired(self, key: bytes, propagate: bool = True) -> None:
+        """Delete an expired key: counted, notified, touched and (``propagate``) a DEL fed to
+        the replicas and the AOF."""
         del self.data[key]
         del self.expires[key]
         core = self.core
@@ -91,7 +93,8 @@ class Database:
         if core.notify_mask & NOTIFY_EXPIRED:
             keyspace_event(core, NOTIFY_EXPIRED, b"expired", key, self.id)
         self.touch(key)
-        core.propagate_internal(self.id, [b"DEL", key])
+        if propagate:
+            core.propagate_internal(self.id, [b"DEL", key])
 
     def lookup(self, key: bytes) -> Any:
         """The value of ``key`` or None (expired keys are handled lazily)."""
@@ -205,13 +208,7 @@ class Database:
             return None
         if when > now_ms:
             return False
-        del self.data[key]
-        del self.expires[key]
-        core = self.core
-        core.stats.expired_keys += 1
-        if core.notify_mask & NOTIFY_EXPIRED:
-            keyspace_event(core, NOTIFY_EXPIRED, b"expired", key, self.id)
-        self.touch(key)
+        self._delete_expired(key, propagate=False)
         return True
 
     def persist(self, key: bytes) -> bool:

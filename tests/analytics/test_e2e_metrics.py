@@ -23,8 +23,7 @@ import sys
 import time
 
 import pytest
-import redis
-from support import RawClient, start_pyrepl, wait_for
+from support import RawClient, in_sync, r, repl, start_pyrepl, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -32,26 +31,8 @@ COMMON = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
           "--sync-log-file", "sync.ndjson")
 
 
-def r(port: int) -> redis.Redis:
-    return redis.Redis(port=port, socket_timeout=10)
-
-
-def repl(port: int) -> dict:
-    with r(port) as c:
-        return c.info("replication")
-
-
-def synced(master: int, *replicas: int) -> bool:
-    off = repl(master)["master_repl_offset"]
-    for p in replicas:
-        i = repl(p)
-        if i.get("master_link_status") != "up" or i.get("slave_repl_offset") != off:
-            return False
-    return True
-
-
 def wait_synced(master: int, *replicas: int) -> None:
-    wait_for(lambda: synced(master, *replicas), 60, what=f"replicas of {master} in sync")
+    wait_for(lambda: in_sync(master, *replicas), 60, what=f"replicas of {master} in sync")
 
 
 def write(port: int, prefix: str, n: int, size: int = 100) -> None:
@@ -115,7 +96,7 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
         stopped = r2
         r2.proc.send_signal(signal.SIGSTOP)
         assert kill_replica_links(m.port) == 2
-        wait_for(lambda: synced(m.port, r1.port) and repl(m.port)["connected_slaves"] == 1,
+        wait_for(lambda: in_sync(m.port, r1.port) and repl(m.port)["connected_slaves"] == 1,
                  30, what="R1 relinked")
         write(m.port, "big", 1000, 1000)
         wait_synced(m.port, r1.port)

@@ -14,15 +14,10 @@ when nobody needs it, and the master serves the next replica.
 from __future__ import annotations
 
 import os
-import socket
 import threading
-import time
 
 import pytest
-from support import RawClient, encode_command, parse_reply, start_pyrepl, wait_for
-
-from pyrepl.keyspace.digest import dataset_digest
-from pyrepl.rdb.decoder import load_rdb_file
+from support import RawClient, RawConn, call, encode_command, rdb_digest, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,42 +25,21 @@ OTHER_ID = "3b5dc16eeb8ff5bca1eb6f57b001d761aeb11511"
 PING = b"*1\r\n$4\r\nping\r\n"
 
 
-class Chan:
+class Chan(RawConn):
     """One raw connection of the replica."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = bytearray()
+        super().__init__(port)
         self.lock = threading.Lock()
-        self.eof = False
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
-
-    def recv_until(self, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
-        deadline = time.monotonic() + timeout
-        while not cond(self.buf):
-            left = deadline - time.monotonic()
-            assert left > 0, f"timed out; have {len(self.buf)} bytes: {bytes(self.buf[:120])!r}"
-            self.sock.settimeout(left)
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                self.eof = True
-                raise ConnectionError("closed by the master")
-            self.buf += chunk
 
     def read_exact(self, data: bytes) -> None:
         self.recv_until(lambda b: len(b) >= len(data))
         got = bytes(self.buf[:len(data)])
         del self.buf[:len(data)]
         assert got == data
-
-    def read_line(self) -> bytes:
-        self.recv_until(lambda b: b"\r\n" in b)
-        i = self.buf.index(b"\r\n")
-        line = bytes(self.buf[:i])
-        del self.buf[:i + 2]
-        return line
 
     def closed_by_peer(self, timeout: float = 15.0) -> bool:
         """Read until the master closes the connection (True) or the timeout (False)."""
@@ -76,9 +50,6 @@ class Chan:
         except AssertionError:
             return False
         return False
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 class Reader(threading.Thread):
@@ -188,13 +159,6 @@ class RdbchReplica:
             self.rdb.close()
 
 
-def call(port: int, *args: str | int, password: str | None = None) -> object:
-    with RawClient(port) as c:
-        if password:
-            assert c.call("AUTH", password) == b"+OK\r\n"
-        return parse_reply(c.call(*args))
-
-
 def info(port: int, section: str, password: str | None = None) -> dict[str, str]:
     raw = call(port, "INFO", section, password=password)
     assert isinstance(raw, bytes)
@@ -209,21 +173,6 @@ def replica_clients(port: int, password: str | None = None) -> list[dict[str, st
             for line in raw.decode().splitlines()]
 
 
-def rdb_dataset(tmp_path, rdb: bytes) -> tuple[str, dict]:  # noqa: ANN001
-    path = os.path.join(str(tmp_path), f"got-{os.urandom(3).hex()}.rdb")
-    with open(path, "wb") as f:
-        f.write(rdb)
-    loaded = load_rdb_file(path, 16)
-
-    class Db:
-        def __init__(self, data, expires) -> None:  # noqa: ANN001
-            self.data = data
-            self.expires = expires
-
-    dbs = [Db(d, e) for d, e in zip(loaded.data, loaded.expires, strict=True)]
-    return dataset_digest(dbs, None), loaded.aux
-
-
 def child_pid(srv) -> int:  # noqa: ANN001
     text = wait_for(lambda: "started by pid" in srv.log() and srv.log(), 10,
                     what="the snapshot child")
@@ -231,18 +180,8 @@ def child_pid(srv) -> int:  # noqa: ANN001
 
 
 @pytest.fixture
-def master():
-    started = []
-
-    def start(*extra: str):  # noqa: ANN202
-        srv = start_pyrepl("--loglevel", "notice", "--repl-ping-replica-period", "3600",
-                           *extra)
-        started.append(srv)
-        return srv
-
-    yield start
-    for s in started:
-        s.stop()
+def master(pyrepl_servers):
+    return lambda *extra: pyrepl_servers("--loglevel", "notice", "--repl-ping-replica-period", "3600", *extra)
 
 
 def test_rdb_channel_full_sync_bytes_phases_and_stream_during_the_transfer(master, tmp_path):
@@ -292,7 +231,7 @@ def test_rdb_channel_full_sync_bytes_phases_and_stream_during_the_transfer(maste
         pid = child_pid(srv)
         rdb = rep.read_rdb()
         assert rep.rdb.closed_by_peer()  # the master closes it after the child's exit
-        got, aux = rdb_dataset(tmp_path, rdb)
+        got, aux = rdb_digest(tmp_path, rdb)
         assert got == snapshot_digest.decode()
         assert aux[b"repl-id"] == replid and aux[b"repl-offset"] == b"%d" % snap_off
         wait_for(lambda: info(srv.port, "replication", pw)["slave0"].startswith(

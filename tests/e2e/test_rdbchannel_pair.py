@@ -25,8 +25,16 @@ import threading
 import time
 
 import pytest
-import redis
-from support import LoadWriter, start_pyrepl, wait_for
+from support import (
+    LoadWriter,
+    digest,
+    populate_under_load,
+    r,
+    repl,
+    start_pyrepl,
+    wait_for,
+    wait_synced,
+)
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -44,20 +52,6 @@ MARK = b"79b150900a78ca68cdb80090425f0092523acc81"
 
 def cmd(*args: bytes | str | int) -> bytes:
     return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
-
-
-def r(port: int, db: int = 0) -> redis.Redis:
-    return redis.Redis(port=port, db=db, socket_timeout=20)
-
-
-def repl(port: int) -> dict:
-    with r(port) as c:
-        return c.info("replication")
-
-
-def digest(port: int) -> str:
-    with r(port) as c:
-        return c.execute_command("DEBUG", "DIGEST").decode()
 
 
 def read_events(proc) -> list[dict]:
@@ -363,22 +357,6 @@ def start_master(tmp_path, *extra: str, name: str = "m"):
                         *extra, tmpdir=str(d))
 
 
-def in_sync(master: int, *replicas: int) -> bool:
-    off = repl(master)["master_repl_offset"]
-    for p in replicas:
-        i = repl(p)
-        if i.get("master_link_status") != "up" or i["slave_repl_offset"] != off:
-            return False
-    return True
-
-
-def wait_synced(master: int, *replicas: int, timeout: float = 90) -> None:
-    wait_for(lambda: in_sync(master, *replicas), timeout, what="replicas caught up")
-    want = digest(master)
-    for p in replicas:
-        assert digest(p) == want
-
-
 def replica_clients(master_port: int) -> list[dict[str, str]]:
     with r(master_port) as c:
         text = c.execute_command("CLIENT", "LIST").decode()
@@ -399,10 +377,7 @@ def test_full_sync_under_write_load_over_the_rdb_channel(tmp_path) -> None:
     rep = None
     writer = LoadWriter(m.port, value_size=20)
     try:
-        with r(m.port) as c:
-            c.execute_command("DEBUG", "POPULATE", "30000", "key", "64")
-        writer.start()
-        wait_for(lambda: writer.ops > 2000, 20, what="write load running")
+        populate_under_load(m.port, 30000, writer, 2000)
         rep = start_replica_of_port(tmp_path, m.port)
         peak_master = 0
         deadline = time.monotonic() + 90
@@ -448,10 +423,7 @@ def test_tiny_buffer_limit_forces_backpressure_and_loses_nothing(tmp_path) -> No
     rep = None
     writer = LoadWriter(m.port, value_size=400)
     try:
-        with r(m.port) as c:
-            c.execute_command("DEBUG", "POPULATE", "20000", "key", "64")
-        writer.start()
-        wait_for(lambda: writer.ops > 2000, 20, what="write load running")
+        populate_under_load(m.port, 20000, writer, 2000)
         rep = start_replica_of_port(tmp_path, m.port, "--replica-full-sync-buffer-limit", "1")
         held = 0
         deadline = time.monotonic() + 90

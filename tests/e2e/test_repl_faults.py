@@ -22,8 +22,15 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
-from support import LoadWriter, ServerProcess, start_pyrepl, wait_for
+from support import (
+    LoadWriter,
+    ServerProcess,
+    r,
+    repl,
+    start_pyrepl,
+    wait_for,
+    wait_synced,
+)
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -39,42 +46,13 @@ NO_PINGS = ("--repl-ping-replica-period", "3600")  # no PING may move the offset
 
 # -- helpers ----------------------------------------------------------------------------------
 
-def r(port: int, db: int = 0) -> redis.Redis:
-    return redis.Redis(port=port, db=db, socket_timeout=10)
-
-
 def info(port: int, section: str) -> dict:
     with r(port) as c:
         return c.info(section)
 
 
-def repl(port: int) -> dict:
-    return info(port, "replication")
-
-
 def stats(port: int) -> dict:
     return info(port, "stats")
-
-
-def digest(port: int) -> bytes:
-    with r(port) as c:
-        return c.execute_command("DEBUG", "DIGEST")
-
-
-def in_sync(master: int, *replicas: int) -> bool:
-    off = repl(master)["master_repl_offset"]
-    for p in replicas:
-        i = repl(p)
-        if i.get("master_link_status") != "up" or i["slave_repl_offset"] != off:
-            return False
-    return True
-
-
-def wait_synced(master: int, *replicas: int, timeout: float = 60) -> None:
-    wait_for(lambda: in_sync(master, *replicas), timeout, what="replicas caught up")
-    want = digest(master)
-    for p in replicas:
-        assert digest(p) == want
 
 
 def start_master(tmp_path, name: str, *extra: str, port: int | None = None) -> ServerProcess:

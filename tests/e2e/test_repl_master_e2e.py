@@ -52,9 +52,10 @@ def fill(m: redis.Redis, n: int, size: int, prefix: str) -> None:
     p.execute()
 
 
-def test_psync_before_the_backlog_gets_a_full_sync_with_its_reason(procs) -> None:
-    started, stopped = procs
-    master = start_master("--repl-backlog-size", "16kb", "--repl-diskless-sync-delay", "0")
+def synced_pair(started: list, *master_flags: str):  # noqa: ANN201
+    """A master (``master_flags``) with 100 keys and a replica in sync with it: the two
+    processes (added to ``started``) and a redis-py client of each."""
+    master = start_master(*master_flags)
     started.append(master)
     m = redis.Redis(port=master.port)
     fill(m, 100, 100, "a")
@@ -62,6 +63,13 @@ def test_psync_before_the_backlog_gets_a_full_sync_with_its_reason(procs) -> Non
     started.append(replica)
     rep = redis.Redis(port=replica.port)
     wait_in_sync(m, rep)
+    return master, m, replica, rep
+
+
+def test_psync_before_the_backlog_gets_a_full_sync_with_its_reason(procs) -> None:
+    started, stopped = procs
+    master, m, replica, rep = synced_pair(started, "--repl-backlog-size", "16kb",
+                                          "--repl-diskless-sync-delay", "0")
     assert info(m, "replication")["repl_backlog_size"] == "16384"
     sigstop(replica, stopped)
     fill(m, 50, 200, "b")
@@ -115,15 +123,8 @@ def test_min_replicas_to_write_refuses_writes_with_noreplicas(procs) -> None:
 
 def test_output_buffer_limit_drops_a_stopped_replica_which_then_resyncs(procs) -> None:
     started, stopped = procs
-    master = start_master("--client-output-buffer-limit", "replica 2mb 0 0",
-                          "--repl-diskless-sync-delay", "0")
-    started.append(master)
-    m = redis.Redis(port=master.port)
-    fill(m, 100, 100, "a")
-    replica = start_replica_of(master)
-    started.append(replica)
-    rep = redis.Redis(port=replica.port)
-    wait_in_sync(m, rep)
+    master, m, replica, rep = synced_pair(started, "--client-output-buffer-limit",
+                                          "replica 2mb 0 0", "--repl-diskless-sync-delay", "0")
     sigstop(replica, stopped)
     # 40 MB the stopped replica cannot read: the kernel buffers fill, then the master's.
     for i in range(40):

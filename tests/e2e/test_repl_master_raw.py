@@ -10,47 +10,21 @@ parsed, the RDB loaded with pyrepl's loader and compared with the master's DEBUG
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import pytest
-from support import RawClient, encode_command, parse_reply, start_pyrepl, wait_for
-
-from pyrepl.keyspace.digest import dataset_digest
-from pyrepl.rdb.decoder import load_rdb_file
+from support import RawClient, RawConn, call, encode_command, parse_reply, rdb_digest, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-class RawReplica:
+class RawReplica(RawConn):
     def __init__(self, port: int, listening_port: int = 7777) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = bytearray()
-        self.received = 0
+        super().__init__(port)
         self.listening_port = listening_port
-
-    def close(self) -> None:
-        self.sock.close()
 
     def send(self, *args: str | int) -> None:
         self.sock.sendall(encode_command(*args))
-
-    def recv_until(self, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
-        deadline = time.monotonic() + timeout
-        while not cond(self.buf):
-            left = deadline - time.monotonic()
-            assert left > 0, f"timed out; have {len(self.buf)} bytes: {self.buf[:120]!r}"
-            self.sock.settimeout(left)
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("closed by the master")
-            self.buf += chunk
-            self.received += len(chunk)
-
-    def take(self) -> bytes:
-        data = bytes(self.buf)
-        self.buf.clear()
-        return data
 
     def handshake(self, *capa: str) -> None:
         self.send("REPLCONF", "listening-port", self.listening_port)
@@ -64,12 +38,10 @@ class RawReplica:
             self.recv_until(lambda b: b.count(b"\r\n") >= 1)
             assert self.take() == b"+OK\r\n"
 
-    def read_line(self) -> bytes:
-        self.recv_until(lambda b: b"\r\n" in b)
-        i = self.buf.index(b"\r\n")
-        line = bytes(self.buf[:i])
-        del self.buf[:i + 2]
-        return line
+    def full_sync(self) -> None:
+        """A Redis 7 replica's handshake (capa eof psync2) and ``PSYNC ? -1``."""
+        self.handshake("eof", "psync2")
+        self.send("PSYNC", "?", "-1")
 
 
 def commands(stream: bytes) -> list[list[bytes]]:
@@ -102,38 +74,9 @@ def master_digest(port: int) -> str:
         return parse_reply(c.call("DEBUG", "DIGEST")).decode()
 
 
-def call(port: int, *args: str | int) -> object:
-    with RawClient(port) as c:
-        return parse_reply(c.call(*args))
-
-
-def rdb_digest(tmp_path, rdb: bytes) -> tuple[str, dict]:  # noqa: ANN001
-    path = os.path.join(str(tmp_path), f"got-{os.urandom(3).hex()}.rdb")
-    with open(path, "wb") as f:
-        f.write(rdb)
-    loaded = load_rdb_file(path, 16)
-
-    class Db:
-        def __init__(self, data, expires) -> None:  # noqa: ANN001
-            self.data = data
-            self.expires = expires
-
-    dbs = [Db(d, e) for d, e in zip(loaded.data, loaded.expires, strict=True)]
-    return dataset_digest(dbs, None), loaded.aux
-
-
 @pytest.fixture
-def master():
-    started = []
-
-    def start(*extra: str):  # noqa: ANN202
-        srv = start_pyrepl("--loglevel", "notice", *extra)
-        started.append(srv)
-        return srv
-
-    yield start
-    for s in started:
-        s.stop()
+def master(pyrepl_servers):
+    return lambda *extra: pyrepl_servers("--loglevel", "notice", *extra)
 
 
 def test_diskless_bytes_from_the_child_and_stream_after_ack(master, tmp_path) -> None:
@@ -143,8 +86,7 @@ def test_diskless_bytes_from_the_child_and_stream_after_ack(master, tmp_path) ->
     want = master_digest(srv.port)
     r = RawReplica(srv.port)
     try:
-        r.handshake("eof", "psync2")
-        r.send("PSYNC", "?", "-1")
+        r.full_sync()
         head = r.read_line().split()
         assert head[0] == b"+FULLRESYNC" and head[2] == b"0" and len(head[1]) == 40
         eof = r.read_line()
@@ -187,8 +129,7 @@ def test_disk_bulk_is_length_prefixed_and_followed_by_the_stream(master, tmp_pat
     want = master_digest(srv.port)
     r = RawReplica(srv.port)
     try:
-        r.handshake("eof", "psync2")
-        r.send("PSYNC", "?", "-1")
+        r.full_sync()
         head = r.read_line().split()
         assert head[0] == b"+FULLRESYNC"
         call(srv.port, "SET", "during", "1")
@@ -213,8 +154,7 @@ def test_the_child_is_stopped_when_its_only_replica_leaves(master) -> None:
     srv = master("--repl-diskless-sync-delay", "0")
     call(srv.port, "DEBUG", "POPULATE", "1000000", "key", "200")  # ~220 MB of RDB
     r = RawReplica(srv.port)
-    r.handshake("eof", "psync2")
-    r.send("PSYNC", "?", "-1")
+    r.full_sync()
     r.recv_until(lambda b: len(b) > 100_000)  # the transfer is under way; now stop reading
     pid = int(wait_for(lambda: "started by pid" in srv.log() and
                        srv.log().split("Background RDB transfer started by pid ")[1].split()[0],
@@ -241,8 +181,7 @@ def test_a_replica_that_stops_reading_times_out_in_the_child(master) -> None:
     call(srv.port, "DEBUG", "POPULATE", "1000000", "key", "200")
     r = RawReplica(srv.port)
     try:
-        r.handshake("eof", "psync2")
-        r.send("PSYNC", "?", "-1")
+        r.full_sync()
         r.recv_until(lambda b: len(b) > 100_000)
         # stop reading: the child makes no progress for repl-timeout and gives up
         wait_for(lambda: "Disconnecting timedout replica (full sync): 127.0.0.1:7777"
@@ -258,8 +197,7 @@ def test_a_disk_replica_leaving_mid_bulk_is_forgotten(master) -> None:
     srv = master("--repl-diskless-sync", "no")
     call(srv.port, "DEBUG", "POPULATE", "1000000", "key", "200")
     r = RawReplica(srv.port)
-    r.handshake("eof", "psync2")
-    r.send("PSYNC", "?", "-1")
+    r.full_sync()
     assert r.read_line().startswith(b"+FULLRESYNC ")
     r.recv_until(lambda b: len(b) > 200_000, 60)
     assert r.buf.lstrip(b"\n").startswith(b"$")

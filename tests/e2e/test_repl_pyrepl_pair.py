@@ -9,44 +9,14 @@ from __future__ import annotations
 
 import pytest
 import redis
-from support import LoadWriter, start_pyrepl, wait_for
+from support import LoadWriter, populate_under_load, r, repl, start_pyrepl, wait_for, wait_synced
 
 pytestmark = pytest.mark.slow
-
-
-def r(port: int, db: int = 0) -> redis.Redis:
-    return redis.Redis(port=port, db=db, socket_timeout=10)
-
-
-def digest(port: int) -> bytes:
-    with r(port) as c:
-        return c.execute_command("DEBUG", "DIGEST")
-
-
-def repl(port: int) -> dict:
-    with r(port) as c:
-        return c.info("replication")
 
 
 def stats(port: int) -> dict:
     with r(port) as c:
         return c.info("stats")
-
-
-def in_sync(master: int, *replicas: int) -> bool:
-    off = repl(master)["master_repl_offset"]
-    for p in replicas:
-        i = repl(p)
-        if i.get("master_link_status") != "up" or i["slave_repl_offset"] != off:
-            return False
-    return True
-
-
-def wait_synced(master: int, *replicas: int, timeout: float = 60) -> None:
-    wait_for(lambda: in_sync(master, *replicas), timeout, what="replicas caught up")
-    want = digest(master)
-    for p in replicas:
-        assert digest(p) == want
 
 
 def start_master(tmp_path, name: str = "a", *extra: str, port: int | None = None):
@@ -69,10 +39,7 @@ def test_full_sync_under_write_load(tmp_path, diskless: str) -> None:
     b = None
     writer = LoadWriter(a.port, max_seconds=90)
     try:
-        with r(a.port) as c:
-            c.execute_command("DEBUG", "POPULATE", "30000", "key", "64")
-        writer.start()
-        wait_for(lambda: writer.ops > 2000, 20, what="write load running")
+        populate_under_load(a.port, 30000, writer, 2000)
         b = start_replica(tmp_path, "b", a.port)
         wait_for(lambda: repl(b.port).get("master_link_status") == "up", 60, what="link up")
         ops_at_link_up = writer.ops

@@ -8,25 +8,9 @@ import os
 import signal
 
 import pytest
-import redis
-from support import RawClient, free_port, start_pyrepl, wait_for
+from support import RawClient, free_port, in_sync, r, start_pyrepl, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def r(port: int) -> redis.Redis:
-    return redis.Redis(port=port, socket_timeout=10)
-
-
-def repl(port: int) -> dict:
-    with r(port) as c:
-        return c.info("replication")
-
-
-def in_sync(master: int, replica: int) -> bool:
-    i = repl(replica)
-    return i.get("master_link_status") == "up" and \
-        i["slave_repl_offset"] == repl(master)["master_repl_offset"]
 
 
 def start_master(tmp_path, *extra: str, port: int | None = None):

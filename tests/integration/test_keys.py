@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis
-
-NOT_INT = "value is not an integer or out of range"
-
-
-def err(fn, *args, **kwargs) -> str:
-    with pytest.raises(redis.exceptions.ResponseError) as ei:
-        fn(*args, **kwargs)
-    return str(ei.value)
+from support import NOT_INT, err
 
 
 def wait_gone(r, key: str, timeout: float = 5.0) -> None:

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from support import wait_for
-
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-NOT_INT = "value is not an integer or out of range"
-
-
-def err(fn, *args) -> str:
-    with pytest.raises(redis.exceptions.ResponseError) as ei:
-        fn(*args)
-    return str(ei.value)
+from support import NOT_INT, WRONGTYPE, err, wait_for
 
 
 def test_push_and_range(r):

@@ -6,15 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 from differential import CoreTap
-
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-NOT_INT = "value is not an integer or out of range"
-
-
-def err(fn, *args) -> str:
-    with pytest.raises(redis.exceptions.ResponseError) as ei:
-        fn(*args)
-    return str(ei.value)
+from support import NOT_INT, WRONGTYPE, err
 
 
 def test_sadd_srem_scard_sismember(r):

@@ -5,17 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
-
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-NOT_INT = "value is not an integer or out of range"
-NOT_FLOAT = "value is not a valid float"
-
-
-def err(fn, *args, **kwargs) -> str:
-    with pytest.raises(redis.exceptions.ResponseError) as ei:
-        fn(*args, **kwargs)
-    return str(ei.value)
+from support import NOT_FLOAT, NOT_INT, WRONGTYPE, err
 
 
 def test_set_get(r):

@@ -8,19 +8,10 @@ import math
 import pytest
 import redis
 from differential import CoreTap
-from support import parse_reply
+from support import NOT_FLOAT, NOT_INT, WRONGTYPE, err, parse_reply
 
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-NOT_INT = "value is not an integer or out of range"
-NOT_FLOAT = "value is not a valid float"
 RANGE_FLOAT = "min or max is not a float"
 RANGE_LEX = "min or max not valid string range item"
-
-
-def err(fn, *args, **kw) -> str:
-    with pytest.raises(redis.exceptions.ResponseError) as ei:
-        fn(*args, **kw)
-    return str(ei.value)
 
 
 def zadd(r, key, *args):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from differential import Pair
-from support import start_redis
+from support import start_pyrepl, start_redis
 
 
 @pytest.fixture
@@ -37,6 +37,19 @@ def pairs(pyrepl_server, redis_server):
     finally:
         for p in made.values():
             p.close()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """A module's own pyrepl and redis-server (DEBUG enabled) as ``(pyrepl port, redis
+    port)``."""
+    a = start_pyrepl()
+    b = start_redis("--enable-debug-command", "yes")
+    try:
+        yield a.port, b.port
+    finally:
+        a.stop()
+        b.stop()
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,6 @@ from support import (
     ServerProcess,
     free_port,
     redis8_server_path,
-    start_pyrepl,
-    start_redis,
     wait_for,
 )
 from test_diff_bitmaps import COMMAND as BITMAP_COMMAND
@@ -52,17 +50,6 @@ FLAGS = st.one_of(st.just("KEAnm"), st.sampled_from(["KEA", "Elg", "Kx", "En", "
 RANDOM_REPLY = {"SPOP", "SRANDMEMBER", "ZRANDMEMBER", "HRANDFIELD", "RANDOMKEY", "SCAN",
                 "SSCAN", "HSCAN", *TIMED}
 PONG = {2: b"*2\r\n$4\r\npong\r\n$0\r\n\r\n", 3: b"+PONG\r\n"}
-
-
-@pytest.fixture(scope="module")
-def servers():
-    a = start_pyrepl()
-    b = start_redis("--enable-debug-command", "yes")
-    try:
-        yield a.port, b.port
-    finally:
-        a.stop()
-        b.stop()
 
 
 class Sides:

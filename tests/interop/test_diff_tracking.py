@@ -15,22 +15,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for
+from support import RawClient, parse_reply, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 PONGS = (b"+PONG\r\n", b"*2\r\n$4\r\npong\r\n$0\r\n\r\n")
-
-
-@pytest.fixture(scope="module")
-def servers():
-    a = start_pyrepl()
-    b = start_redis("--enable-debug-command", "yes")
-    try:
-        yield a.port, b.port
-    finally:
-        a.stop()
-        b.stop()
 
 
 class Side:

@@ -14,16 +14,10 @@ from __future__ import annotations
 import pytest
 import redis
 from realpair import digest, wait_in_sync
-from support import start_pyrepl, start_redis, wait_for
+from support import LIB, start_pyrepl, start_redis, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-LIB = ("#!lua name=lib\n"
-       "local function put(keys, args) redis.call('set', keys[1], args[1]) "
-       "return redis.call('incr', 'calls') end\n"
-       "redis.register_function('put', put)\n"
-       "redis.register_function{function_name='get', callback=function(keys) "
-       "return redis.call('get', keys[1]) end, flags={'no-writes'}, description='read'}")
 LIB2 = ("#!lua name=lib2\n"
         "redis.register_function{function_name='hello', callback=function() return 'hello' end, "
         "flags={'no-writes'}}")

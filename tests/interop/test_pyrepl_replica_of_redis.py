@@ -15,7 +15,16 @@ import random
 
 import pytest
 import redis
-from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for
+from support import (
+    RawClient,
+    digest,
+    in_sync,
+    parse_reply,
+    start_pyrepl,
+    start_redis,
+    wait_for,
+    wait_synced,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -96,24 +105,6 @@ def write_every_type(port: int, rounds: int = 3) -> None:
     r1.set("db1:after-flush", "y")
     r.close()
     r1.close()
-
-
-def digest(port: int) -> bytes:
-    with redis.Redis(port=port) as r:
-        return r.execute_command("DEBUG", "DIGEST")
-
-
-def in_sync(master: int, replica: int) -> bool:
-    with redis.Redis(port=master) as m, redis.Redis(port=replica) as s:
-        mi = m.info("replication")
-        si = s.info("replication")
-        return si.get("master_link_status") == "up" and \
-            si["slave_repl_offset"] == mi["master_repl_offset"]
-
-
-def wait_synced(master: int, replica: int, timeout: float = 30) -> None:
-    wait_for(lambda: in_sync(master, replica), timeout, what="replica caught up")
-    assert digest(master) == digest(replica)
 
 
 # Redis 8 fields pyrepl reports (the rdb channel's replica buffer) that 7.0.15 has not

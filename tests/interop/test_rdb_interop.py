@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import shutil
@@ -19,7 +18,7 @@ from collections import deque
 from typing import Any
 
 import pytest
-from support import redis_source_file
+from support import golden_module, redis_source_file
 
 from pyrepl.keyspace.digest import dataset_digest, key_digest
 from pyrepl.keyspace.zset import ZSet
@@ -28,20 +27,10 @@ from pyrepl.rdb.encoder import save_rdb_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "data")
 NOW = 1_700_000_000_000
 
 
-def _golden() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "make_golden_rdb", os.path.join(DATA_DIR, "make_golden_rdb.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gold = _golden()
+gold = golden_module()
 
 
 class Db:

@@ -17,30 +17,19 @@ import json
 import os
 
 import pytest
-import redis
-from support import LoadWriter, start_pyrepl, start_redis, wait_for
+from support import (
+    LoadWriter,
+    digest,
+    in_sync,
+    populate_under_load,
+    r,
+    repl,
+    start_pyrepl,
+    start_redis,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
-
-
-def r(port: int) -> redis.Redis:
-    return redis.Redis(port=port, socket_timeout=20)
-
-
-def repl(port: int) -> dict:
-    with r(port) as c:
-        return c.info("replication")
-
-
-def digest(port: int) -> bytes:
-    with r(port) as c:
-        return c.execute_command("DEBUG", "DIGEST")
-
-
-def in_sync(master: int, replica: int) -> bool:
-    i = repl(replica)
-    return i.get("master_link_status") == "up" and \
-        i["slave_repl_offset"] == repl(master)["master_repl_offset"]
 
 
 def read_events(proc) -> list[dict]:
@@ -63,10 +52,7 @@ def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
     rep = None
     writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
     try:
-        with r(m.port) as c:
-            c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
-        writer.start()
-        wait_for(lambda: writer.ops > 1000, 20, what="write load running")
+        populate_under_load(m.port, 10000, writer, 1000)
         rep = start_pyrepl("--master", f"127.0.0.1:{m.port}", "--repl-rdb-channel", "yes",
                            "--sync-log-file", "sync.ndjson", role="replica", tmpdir=str(dr))
         wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
@@ -106,10 +92,7 @@ def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sy
     rep = None
     writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
     try:
-        with r(m.port) as c:
-            c.execute_command("DEBUG", "POPULATE", "20000", "key", "64")
-        writer.start()
-        wait_for(lambda: writer.ops > 1000, 20, what="write load running")
+        populate_under_load(m.port, 20000, writer, 1000)
         rep = start_redis("--replicaof", "127.0.0.1", str(m.port), "--enable-debug-command",
                           "yes", tmpdir=str(dr))
         wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from support import LIB, step_clock
 from test_core import make_core, run
 
 from pyrepl.core import ServerCore
@@ -20,13 +21,6 @@ from pyrepl.scripting.functions import (
     rdb_libraries,
     valid_name,
 )
-
-LIB = ("#!lua name=lib\n"
-       "local function put(keys, args) redis.call('set', keys[1], args[1]) "
-       "return redis.call('incr', 'calls') end\n"
-       "redis.register_function('put', put)\n"
-       "redis.register_function{function_name='get', callback=function(keys) "
-       "return redis.call('get', keys[1]) end, flags={'no-writes'}, description='read'}")
 
 
 @pytest.fixture
@@ -238,13 +232,7 @@ def test_info_memory_fields(core: ServerCore) -> None:
 def test_busy_function_kill_and_stats(core: ServerCore) -> None:
     """A function past busy-reply-threshold: FUNCTION STATS shows it, SCRIPT KILL refuses it,
     FUNCTION KILL stops it; others get the FUNCTION KILL flavour of -BUSY."""
-    clock = [0]
-
-    def tick() -> int:
-        clock[0] += 10**7
-        return clock[0]
-
-    core.clock_ns = tick
+    step_clock(core, 10**7)
     other = core.connection_made()
     served: list[object] = []
 
@@ -276,13 +264,7 @@ def test_busy_function_kill_and_stats(core: ServerCore) -> None:
 
 
 def test_load_timeout(core: ServerCore) -> None:
-    clock = [0]
-
-    def tick() -> int:
-        clock[0] += 10**8       # 100 ms per read: the load is over 500 ms after a few hooks
-        return clock[0]
-
-    core.clock_ns = tick
+    step_clock(core, 10**8)  # 100 ms per read: the load is over 500 ms after a few hooks
     c = core.connection_made()
     assert run(c, "FUNCTION", "LOAD", "#!lua name=t\nlocal a = 1 while 1 do a = a + 1 end") == \
         b"-ERR Error registering functions: ERR FUNCTION LOAD timeout\r\n"

@@ -9,13 +9,11 @@ rewrites, RDB / DUMP round trips of every hash-with-TTL type (22 to 25) and the 
 from __future__ import annotations
 
 import pytest
+from fakes import T0, CoreHarness
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import encode_command
 
 import pyrepl.commands  # noqa: F401
-from pyrepl.config import Config
-from pyrepl.core import ServerCore
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.digest import key_digest
 from pyrepl.keyspace.hashttl import HashEx, make_hashex
@@ -24,27 +22,8 @@ from pyrepl.rdb.decoder import RdbDecoder
 from pyrepl.rdb.dump import dump_payload, load_payload
 from pyrepl.rdb.encoder import encode_len, encode_rdb_bytes, encode_string
 
-T0 = 1_700_000_000_000
 
-
-class Harness:
-    def __init__(self) -> None:
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
-        self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append([bytes(a) for a in argv])
-        self.client = self.core.connection_made()
-
-    def run(self, *args: str) -> bytes:
-        self.client.receive_data(encode_command(*args))
-        return self.client.data_to_send()
-
-    def at(self, ms_after_t0: int) -> None:
-        self.core.now_ms = T0 + ms_after_t0
-
-    def take(self) -> list[list[bytes]]:
-        out, self.fed = self.fed, []
-        return out
-
+class Harness(CoreHarness):
     def as_replica(self) -> None:
         self.core.expiry_deletes = False
 

@@ -8,33 +8,12 @@ master's DEL removes them), and the exact absolute times of the propagation rewr
 from __future__ import annotations
 
 import pytest
+from fakes import T0, CoreHarness
 from support import encode_command
 
 import pyrepl.commands  # noqa: F401
-from pyrepl.config import Config
-from pyrepl.core import ServerCore
 
-T0 = 1_700_000_000_000
-
-
-class Harness:
-    def __init__(self) -> None:
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
-        self.fed: list[tuple[int, list[bytes]]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append((db, [bytes(a) for a in argv]))
-        self.client = self.core.connection_made()
-
-    def run(self, *args: str) -> bytes:
-        self.client.receive_data(encode_command(*args))
-        return self.client.data_to_send()
-
-    def at(self, ms_after_t0: int) -> None:
-        self.core.now_ms = T0 + ms_after_t0
-
-    def take(self) -> list[list[bytes]]:
-        out = [argv for _, argv in self.fed]
-        self.fed = []
-        return out
+Harness = CoreHarness
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ redis-server 7.0.15 (tests/data/make_golden_rdb.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
 from collections import deque
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import DATA_DIR, golden_module
 
 from pyrepl import REDIS_VERSION
 from pyrepl.keyspace.zset import ZSet
@@ -50,17 +50,7 @@ from pyrepl.rdb.encoder import (
 )
 from pyrepl.rdb.lzf import LzfError, compress, decompress
 
-DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "data")
 NOW = 1_700_000_000_000
-
-
-def golden_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "make_golden_rdb", os.path.join(DATA_DIR, "make_golden_rdb.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class Db:

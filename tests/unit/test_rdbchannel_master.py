@@ -24,10 +24,7 @@ from hypothesis import strategies as st
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
 from pyrepl.replication.master import (
-    INFO_STATE,
-    TRANSITIONS,
     LinkInput,
-    LinkStateError,
     ReplicaLink,
     SlaveState,
 )
@@ -171,49 +168,19 @@ def client_list(m: Master) -> list[str]:
     return body[:-2].decode().splitlines()
 
 
+def assert_replica_equal(tmp_path, m: Master, r: Rdbch, take: bool = False) -> None:  # noqa: ANN001
+    """What ``r`` received (the RDB on its rdb channel, then the stream on its main one, all of
+    it or, ``take``, what is new) loads into a dataset equal to the master's."""
+    got = Got(m.wire(r.rdb))
+    rc = ReplicaCore(tmp_path, got.rdb)
+    rc.apply(m.take(r.main) if take else m.wire(r.main))
+    assert rc.digest() == m.digest()
+
+
 def pid_of(r: Rdbch) -> int:
     snap = r.rlink.snapshot
     assert snap is not None
     return snap.pid
-
-
-# -- the state machine ---------------------------------------------------------------------------
-
-def test_transition_table_with_the_rdb_channel_states() -> None:
-    expected = {
-        (S.NONE, L.PARTIAL): S.ONLINE,
-        (S.NONE, L.FULL): S.WAIT_BGSAVE_START,
-        (S.WAIT_BGSAVE_START, L.SNAPSHOT_STARTED): S.WAIT_BGSAVE_END,
-        (S.WAIT_BGSAVE_START, L.ATTACHED): S.WAIT_BGSAVE_END,
-        (S.WAIT_BGSAVE_END, L.RDB_SAVED): S.SEND_BULK,
-        (S.WAIT_BGSAVE_END, L.RDB_STREAMED): S.ONLINE,
-        (S.WAIT_BGSAVE_END, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
-        (S.SEND_BULK, L.BULK_SENT): S.ONLINE,
-        (S.SEND_BULK, L.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
-        (S.NONE, L.RDB_CHANNEL): S.WAIT_RDB_CHANNEL,
-        (S.WAIT_RDB_CHANNEL, L.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
-        (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
-        (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
-    }
-    for s in S:
-        if s is not S.CLOSED:
-            expected[(s, L.CLOSED)] = S.CLOSED
-    assert TRANSITIONS == expected
-    # every state x input: the table's move, or a typed error leaving the state unchanged
-    for s in S:
-        for inp in L:
-            link = ReplicaLink(Client.__new__(Client))
-            link.state = s
-            if (s, inp) in TRANSITIONS:
-                assert link.go(inp) is TRANSITIONS[(s, inp)]
-            else:
-                with pytest.raises(LinkStateError) as e:
-                    link.go(inp)
-                assert (e.value.state, e.value.input) == (s, inp) and link.state is s
-    # Redis 8 shows a main channel waiting for its rdb channel as wait_bgsave
-    assert INFO_STATE[S.WAIT_RDB_CHANNEL] == "wait_bgsave"
-    assert INFO_STATE[S.SEND_BULK_AND_STREAM] == "send_bulk_and_stream"
-    assert (S.WAIT_RDB_CHANNEL.value, S.SEND_BULK_AND_STREAM.value) == (11, 12)
 
 
 # -- the transcript, replayed ------------------------------------------------------------------
@@ -525,10 +492,7 @@ def test_replica_closing_the_rdb_channel_after_the_mark_is_the_normal_end(tmp_pa
     m.child_exits(pid)
     assert r.mlink.state is S.ONLINE and m.side.snapshot is None
     assert m.events("replica_lost") == []
-    got = Got(m.wire(r.rdb))
-    rc = ReplicaCore(tmp_path, got.rdb)
-    rc.apply(m.wire(r.main))
-    assert rc.digest() == m.digest()
+    assert_replica_equal(tmp_path, m, r, take=False)
 
 
 def test_several_replicas_within_the_delay_share_one_snapshot(tmp_path) -> None:
@@ -578,10 +542,7 @@ def test_several_replicas_within_the_delay_share_one_snapshot(tmp_path) -> None:
     m.io.run_child(pid3)
     m.child_exits(pid3)
     assert d.mlink.state is S.ONLINE
-    got = Got(m.wire(d.rdb))
-    rc = ReplicaCore(tmp_path, got.rdb)
-    rc.apply(m.take(d.main))
-    assert rc.digest() == m.digest()
+    assert_replica_equal(tmp_path, m, d, take=True)
 
 
 def test_wait_counts_the_replica_only_once_online(tmp_path) -> None:
@@ -683,10 +644,7 @@ def test_rdb_channel_lost_mid_transfer_spares_the_other_replica(tmp_path) -> Non
     m.io.run_child(pid)
     m.child_exits(pid)
     assert a.mlink.state is S.ONLINE and m.side.links == [a.mlink]
-    got = Got(m.wire(a.rdb))
-    rc = ReplicaCore(tmp_path, got.rdb)
-    rc.apply(m.wire(a.main))
-    assert rc.digest() == m.digest()
+    assert_replica_equal(tmp_path, m, a, take=False)
 
 
 def test_the_child_failing_for_the_rdb_channel_aborts_both(tmp_path) -> None:

@@ -84,25 +84,27 @@ def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
 # -- the transition table --------------------------------------------------------------------
 
 def test_transition_table_is_total_and_typed() -> None:
-    expected = {
-        (S.NONE, LinkInput.PARTIAL): S.ONLINE,
-        (S.NONE, LinkInput.FULL): S.WAIT_BGSAVE_START,
-        (S.WAIT_BGSAVE_START, LinkInput.SNAPSHOT_STARTED): S.WAIT_BGSAVE_END,
-        (S.WAIT_BGSAVE_START, LinkInput.ATTACHED): S.WAIT_BGSAVE_END,
-        (S.WAIT_BGSAVE_END, LinkInput.RDB_SAVED): S.SEND_BULK,
-        (S.WAIT_BGSAVE_END, LinkInput.RDB_STREAMED): S.ONLINE,
-        (S.WAIT_BGSAVE_END, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
-        (S.SEND_BULK, LinkInput.BULK_SENT): S.ONLINE,
-        (S.SEND_BULK, LinkInput.RDB_ONLY_DONE): S.RDB_TRANSMITTED,
-        (S.NONE, LinkInput.RDB_CHANNEL): S.WAIT_RDB_CHANNEL,
-        (S.WAIT_RDB_CHANNEL, LinkInput.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
-        (S.SEND_BULK_AND_STREAM, LinkInput.RDB_STREAMED): S.ONLINE,
-        (S.SEND_BULK_AND_STREAM, LinkInput.FIRST_ACK): S.ONLINE,
-    }
-    for s in S:
-        if s is not S.CLOSED:
-            expected[(s, LinkInput.CLOSED)] = S.CLOSED
+    """The table, with the rdb channel's states (was also test_rdbchannel_master's
+    test_transition_table_with_the_rdb_channel_states): state, input -> next state."""
+    rows = """
+        NONE                  PARTIAL           ONLINE
+        NONE                  FULL              WAIT_BGSAVE_START
+        WAIT_BGSAVE_START     SNAPSHOT_STARTED  WAIT_BGSAVE_END
+        WAIT_BGSAVE_START     ATTACHED          WAIT_BGSAVE_END
+        WAIT_BGSAVE_END       RDB_SAVED         SEND_BULK
+        WAIT_BGSAVE_END       RDB_STREAMED      ONLINE
+        WAIT_BGSAVE_END       RDB_ONLY_DONE     RDB_TRANSMITTED
+        SEND_BULK             BULK_SENT         ONLINE
+        SEND_BULK             RDB_ONLY_DONE     RDB_TRANSMITTED
+        NONE                  RDB_CHANNEL       WAIT_RDB_CHANNEL
+        WAIT_RDB_CHANNEL      SNAPSHOT_STARTED  SEND_BULK_AND_STREAM
+        SEND_BULK_AND_STREAM  RDB_STREAMED      ONLINE
+        SEND_BULK_AND_STREAM  FIRST_ACK         ONLINE
+    """
+    expected = {(S[a], LinkInput[b]): S[c] for a, b, c in map(str.split, rows.strip().splitlines())}
+    expected |= {(s, LinkInput.CLOSED): S.CLOSED for s in S if s is not S.CLOSED}
     assert TRANSITIONS == expected
+    # every state x input: the table's move, or a typed error leaving the state unchanged
     for s in S:
         for inp in LinkInput:
             link = ReplicaLink(Client.__new__(Client))
@@ -110,13 +112,15 @@ def test_transition_table_is_total_and_typed() -> None:
             if (s, inp) in TRANSITIONS:
                 assert link.go(inp) is TRANSITIONS[(s, inp)]
             else:
-                with pytest.raises(LinkStateError):
+                with pytest.raises(LinkStateError) as e:
                     link.go(inp)
-                assert link.state is s
+                assert (e.value.state, e.value.input) == (s, inp) and link.state is s
+    # Redis 8 shows a main channel waiting for its rdb channel as wait_bgsave
     assert INFO_STATE == {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
                           S.SEND_BULK: "send_bulk", S.ONLINE: "online",
                           S.WAIT_RDB_CHANNEL: "wait_bgsave",
                           S.SEND_BULK_AND_STREAM: "send_bulk_and_stream"}
+    assert (S.WAIT_RDB_CHANNEL.value, S.SEND_BULK_AND_STREAM.value) == (11, 12)
 
 
 # -- REPLCONF --------------------------------------------------------------------------------
@@ -412,12 +416,18 @@ def test_losing_the_last_disk_replica_kills_the_child_only_without_save_points(t
     assert m2.host.killed == [] and m2.core.rdb_child_pid != -1
 
 
-def test_losing_replicas_mid_socket_transfer_stops_the_child_with_the_last(tmp_path) -> None:
+def two_diskless_replicas(tmp_path) -> tuple[Master, Client, Client]:  # noqa: ANN001
+    """A master with repl-diskless-sync-delay 1 and two replicas that asked for a full sync."""
     m = Master(tmp_path, ("repl-diskless-sync-delay", ["1"]))
     a = m.replica("eof", "psync2")
     b = m.replica("eof", "psync2")
     m.send(a, "PSYNC", "?", "-1")
     m.send(b, "PSYNC", "?", "-1")
+    return m, a, b
+
+
+def test_losing_replicas_mid_socket_transfer_stops_the_child_with_the_last(tmp_path) -> None:
+    m, a, b = two_diskless_replicas(tmp_path)
     m.tick(1000)
     m.tick(1000)
     (pid,) = m.io.children
@@ -432,11 +442,7 @@ def test_losing_replicas_mid_socket_transfer_stops_the_child_with_the_last(tmp_p
 
 
 def test_a_replica_the_child_could_not_serve_is_dropped(tmp_path) -> None:
-    m = Master(tmp_path, ("repl-diskless-sync-delay", ["1"]))
-    a = m.replica("eof", "psync2")
-    b = m.replica("eof", "psync2")
-    m.send(a, "PSYNC", "?", "-1")
-    m.send(b, "PSYNC", "?", "-1")
+    m, a, b = two_diskless_replicas(tmp_path)
     m.tick(2000)
     (pid,) = m.io.children
     m.io.child_broken.add(b.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support import step_clock
 from test_core import make_core, run
 
 from pyrepl.core import ServerCore
@@ -124,13 +125,7 @@ def test_lrand48_matches_redis_sequence() -> None:
 def test_busy_script_can_be_killed_through_the_hook(core: ServerCore) -> None:
     """The count hook: past busy-reply-threshold the script is timed out, the host serves
     events (here: a SCRIPT KILL from another client), and the script stops."""
-    clock = [0]
-
-    def tick() -> int:
-        clock[0] += 10**7      # 10 ms per hook: the script is busy after 100 ms
-        return clock[0]
-
-    core.clock_ns = tick
+    clock = step_clock(core, 10**7)  # 10 ms per hook: the script is busy after 100 ms
     other = core.connection_made()
 
     served: list[object] = []

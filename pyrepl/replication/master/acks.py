@@ -13,14 +13,11 @@ from pyrepl.replication.master.states import (
     REQ_EXCLUDE_DATA,
     REQ_EXCLUDE_FUNCTIONS,
     WAIT_REPLICA_ERR,
-    LinkInput,
+    L,
     ReplicaLink,
-    SlaveState,
+    S,
 )
 from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
-
-S = SlaveState
-L = LinkInput
 
 if TYPE_CHECKING:
     from pyrepl.client import Client

@@ -30,10 +30,8 @@ from pyrepl.replication import psync as psync_mod
 from pyrepl.replication.backlog import Cursor
 from pyrepl.replication.master.states import (
     ReplicaLink,
-    SlaveState,
+    S,
 )
-
-S = SlaveState
 
 if TYPE_CHECKING:
     from pyrepl.client import Client

@@ -27,16 +27,13 @@ from pyrepl.replication.master.states import (
     INFO_STATE,
     PING_ARGV,
     ROLE,
-    LinkInput,
+    L,
     ReplicaLink,
-    SlaveState,
+    S,
     Snapshot,
 )
 from pyrepl.replication.master.sync import Sync
 from pyrepl.replication.wire import CRON_MS
-
-S = SlaveState
-L = LinkInput
 
 if TYPE_CHECKING:
     from pyrepl.client import Client

@@ -10,15 +10,13 @@ from pyrepl.replication.master.states import (
     REQ_EXCLUDE_DATA,
     REQ_RDB_CHANNEL,
     REQ_RDB_MASK,
+    L,
     LinkInput,
     ReplicaLink,
-    SlaveState,
+    S,
     Snapshot,
 )
 from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader, FullResync
-
-S = SlaveState
-L = LinkInput
 
 if TYPE_CHECKING:
     from pyrepl.client import Client

@@ -75,6 +75,7 @@ class LinkInput(Enum):
     CLOSED = "closed"  # the connection is gone (or is being closed)
 
 
+# The short names the package's modules import with the types.
 S = SlaveState
 L = LinkInput
 

@@ -41,16 +41,14 @@ from pyrepl.replication import psync as psync_mod
 from pyrepl.replication.master.states import (
     REQ_RDB_CHANNEL,
     REQ_RDB_MASK,
+    L,
     LinkInput,
     ReplicaLink,
-    SlaveState,
+    S,
     Snapshot,
 )
 from pyrepl.replication.wire import Continue, FullResync
 from pyrepl.resp.types import NO_REPLY, ReplyError
-
-S = SlaveState
-L = LinkInput
 
 if TYPE_CHECKING:
     from pyrepl.client import Client

@@ -36,13 +36,10 @@ from pyrepl.replication.rdbchannel import (
 )
 from pyrepl.replication.replica.states import (
     DRAIN_BLOCKS,
+    I,
     Input,
-    ReplState,
+    S,
 )
-
-S = ReplState
-I = Input  # noqa: E741 - a short alias keeps the code readable
-
 
 
 class Channel:

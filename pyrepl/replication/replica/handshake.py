@@ -15,15 +15,11 @@ capa eof capa psync2 capa rdb-channel-repl`` and a master may answer ``+RDBCHANN
 from __future__ import annotations
 
 from pyrepl.replication.replica.states import (
-    Input,
-    ReplState,
+    I,
+    S,
 )
 from pyrepl.replication.wire import Continue, FullResync
 from pyrepl.resp.writer import encode_command
-
-S = ReplState
-I = Input  # noqa: E741 - a short alias keeps the code readable
-
 
 
 class Handshake:
@@ -49,30 +45,25 @@ class Handshake:
                 return
             self._go(I.REPLY_OK)
         elif st is S.RECEIVE_PORT_REPLY:
-            if line[:1] == b"-":
-                log.notice(f"(Non critical) Master does not understand REPLCONF listening-port: "
-                           f"{text}")
-                self._go(I.REPLY_ERR)
-            else:
-                self._go(I.REPLY_OK)
+            self._optional_reply(line, "listening-port", text)
             if not self.core.config.replica_announce_ip:
                 self._go(I.SKIP)
         elif st is S.RECEIVE_IP_REPLY:
-            if line[:1] == b"-":
-                log.notice(f"(Non critical) Master does not understand REPLCONF ip-address: "
-                           f"{text}")
-                self._go(I.REPLY_ERR)
-            else:
-                self._go(I.REPLY_OK)
+            self._optional_reply(line, "ip-address", text)
         elif st is S.RECEIVE_CAPA_REPLY:
-            if line[:1] == b"-":
-                log.notice(f"(Non critical) Master does not understand REPLCONF capa: {text}")
-                self._go(I.REPLY_ERR)
-            else:
-                self._go(I.REPLY_OK)
+            self._optional_reply(line, "capa", text)
             self._send_psync()
         else:  # RECEIVE_PSYNC_REPLY
             self._psync_reply(line, text)
+
+    def _optional_reply(self, line: bytes, option: str, text: str) -> None:
+        """A REPLCONF the master may not understand: an error is logged and moves on too."""
+        if line[:1] == b"-":
+            self.core.log.notice(f"(Non critical) Master does not understand REPLCONF {option}: "
+                                 f"{text}")
+            self._go(I.REPLY_ERR)
+        else:
+            self._go(I.REPLY_OK)
 
     def _send_handshake(self) -> None:
         cfg = self.core.config

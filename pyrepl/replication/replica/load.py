@@ -18,14 +18,11 @@ from typing import Any
 from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
-    Input,
+    I,
 )
 from pyrepl.replication.replica.stream import MasterState
 from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
 from pyrepl.scripting.functions import install_libraries, prepare_libraries
-
-I = Input  # noqa: E741 - a short alias keeps the code readable
-
 
 
 class _Load:

@@ -49,16 +49,15 @@ from pyrepl.replication.replica.states import (
     CAUGHT_UP_READ,
     ROLE,
     TRANSITIONS,
+    I,
     Input,
     ReplProtocolError,
     ReplState,
+    S,
 )
 from pyrepl.replication.replica.stream import MasterState, Stream
 from pyrepl.replication.wire import CRON_MS, MAX_LINE
 from pyrepl.resp.writer import encode_command
-
-S = ReplState
-I = Input  # noqa: E741 - a short alias keeps the code readable
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication

@@ -19,16 +19,13 @@ from typing import Any
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
 from pyrepl.replication.replica.states import (
-    Input,
+    I,
     _printable,
 )
 from pyrepl.resp.fastreader import make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
-
-I = Input  # noqa: E741 - a short alias keeps the code readable
-
 
 
 class MasterState:

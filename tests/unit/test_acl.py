@@ -1,0 +1,318 @@
+"""Sans-io tests of ACL (pyrepl.acl and the ACL container): rules, descriptions, the
+dispatcher's permission check, authentication, the ACL log."""
+
+from __future__ import annotations
+
+import pytest
+from test_core import make_core, run
+
+from pyrepl.acl import (
+    DENIED_CHANNEL,
+    DENIED_CMD,
+    DENIED_KEY,
+    AclError,
+    User,
+    hash_password,
+    lookup,
+    merge_selector_args,
+)
+from pyrepl.core import ServerCore
+
+NOPERM_CMD = b"-NOPERM this user has no permissions to run the '%s' command\r\n"
+NOPERM_KEY = b"-NOPERM this user has no permissions to access one of the keys used as arguments\r\n"
+NOPERM_CHANNEL = (b"-NOPERM this user has no permissions to access one of the channels used as "
+                  b"arguments\r\n")
+
+
+def user(*rules: str) -> User:
+    u = User("u")
+    for r in rules:
+        u.apply(r.encode())
+    return u
+
+
+def check(u: User, *argv: str) -> tuple[int, int]:
+    args = [a.encode() for a in argv]
+    cmd = lookup(argv[0]) if len(argv) < 2 or not lookup(argv[0]).subcommands else \
+        lookup(f"{argv[0]}|{argv[1]}")
+    assert cmd is not None
+    return u.check(cmd, args)
+
+
+@pytest.fixture
+def core() -> ServerCore:
+    return make_core()
+
+
+def test_new_user_and_default_descriptions() -> None:
+    assert User("x").describe() == "off resetchannels -@all"
+    u = user("on", "nopass", "~*", "&*", "+@all")
+    assert u.describe() == "on nopass ~* &* +@all"
+    u.apply(b"reset")
+    assert u.describe() == "off sanitize-payload resetchannels -@all"
+
+
+def test_command_rules_are_described_back_as_redis_does() -> None:
+    assert user("+@all", "-@dangerous").root.describe_commands() == "+@all -@dangerous"
+    assert user("+get", "+set").root.describe_commands() == "-@all +set +get"
+    assert user("+@all", "-get").root.describe_commands() == "+@all -get"
+    # -get then +get: every command again, but not the "future commands" bit of +@all
+    assert user("-@all", "+@all", "-get", "+get").root.describe_commands() == "+@all"
+    assert user("+config|get").root.describe_commands() == "-@all +config|get"
+    assert user("+select|0", "+select|1").root.describe_commands() == \
+        "-@all +select|0 +select|1"
+    assert user("+select|0", "+select").root.describe_commands() == "-@all +select"
+
+
+def test_key_and_channel_patterns() -> None:
+    u = user("~a*", "%R~r*", "%W~w*", "%RW~rw", "~a*", "&c*", "&c*")
+    assert u.root.describe_keys() == "~a* %R~r* %W~w* ~rw"
+    assert u.root.describe_channels() == "&c*"
+    u.apply(b"%R~w*")                       # the same pattern: its permissions merge
+    assert u.root.describe_keys() == "~a* %R~r* ~w* ~rw"
+    u.apply(b"allkeys")
+    assert u.root.describe_keys() == "~*"
+    with pytest.raises(AclError, match="'allkeys'"):
+        u.apply(b"~more")
+    u.apply(b"resetkeys")
+    assert u.root.describe_keys() == ""
+
+
+@pytest.mark.parametrize("rule,text", [
+    ("+nosuch", "Unknown command or category name in ACL"),
+    ("-@nosuch", "Unknown command or category name in ACL"),
+    ("bogus", "Syntax error"),
+    ("%~x", "Syntax error"),
+    ("%RR~x", "Syntax error"),
+    ("<notset", "The password you are trying to remove from the user does not exist"),
+    ("#ABC", "The password hash must be exactly 64 characters"),
+    ("+config|get|x", "Allowing first-arg of a subcommand is not supported"),
+    ("+get|", "Syntax error"),
+    ("+config|nosuch", "Unknown command or category name in ACL"),
+])
+def test_bad_rules(rule: str, text: str) -> None:
+    with pytest.raises(AclError, match=text.replace("|", r"\|")):
+        user(rule)
+
+
+def test_passwords_hashes_and_nopass() -> None:
+    u = user(">a", ">b", ">a")
+    assert u.passwords == [hash_password(b"a"), hash_password(b"b")]
+    u.apply(b"<a")
+    u.apply(b"!" + hash_password(b"b").encode())
+    assert u.passwords == []
+    u.apply(b"#" + hash_password(b"c").encode())
+    u.apply(b"nopass")
+    assert u.passwords == [] and "nopass" in u.flags
+    u.apply(b">d")
+    assert "nopass" not in u.flags
+
+
+def test_selector_argument_merging() -> None:
+    assert merge_selector_args([b"on", b"(~x", b"+get)", b"(+set)"]) == \
+        [b"on", b"(~x +get)", b"(+set)"]
+    assert merge_selector_args([b"on", b"(~x", b"+get"]) == 1
+
+
+def test_checks_commands_keys_channels() -> None:
+    u = user("~foo*", "%R~ro*", "%W~wo*", "&news.*", "+get", "+set", "+copy", "+publish",
+             "+psubscribe", "+subscribe", "+config|get", "+select|0")
+    assert check(u, "get", "foo1") == (0, 0)
+    assert check(u, "get", "bar") == (DENIED_KEY, 1)
+    assert check(u, "get", "ro1") == (0, 0)
+    assert check(u, "set", "ro1", "v") == (DENIED_KEY, 1)
+    assert check(u, "set", "wo1", "v") == (0, 0)
+    assert check(u, "get", "wo1") == (DENIED_KEY, 1)
+    assert check(u, "copy", "ro1", "wo1") == (0, 0)      # source read, destination written
+    assert check(u, "copy", "wo1", "ro1") == (DENIED_KEY, 1)
+    assert check(u, "del", "foo") == (DENIED_CMD, 0)
+    assert check(u, "publish", "news.x", "m") == (0, 0)
+    assert check(u, "publish", "sport", "m") == (DENIED_CHANNEL, 1)
+    assert check(u, "subscribe", "news.a", "news.b", "other") == (DENIED_CHANNEL, 3)
+    assert check(u, "psubscribe", "news.*") == (0, 0)       # a pattern matches literally
+    assert check(u, "psubscribe", "news.a*") == (DENIED_CHANNEL, 1)
+    assert check(u, "config", "get", "x") == (0, 0)
+    assert check(u, "config", "set", "x", "y") == (DENIED_CMD, 0)
+    assert check(u, "select", "0") == (0, 0)
+    assert check(u, "select", "1") == (DENIED_CMD, 0)
+    assert check(u, "auth", "x") == (0, 0)                 # no-auth commands always run
+
+
+def test_selectors_any_allows_and_the_most_relevant_denial() -> None:
+    u = user("~a", "+get", "(~b +set)")
+    assert check(u, "get", "a") == (0, 0)
+    assert check(u, "set", "b", "1") == (0, 0)
+    assert check(u, "get", "b") == (DENIED_KEY, 1)
+    assert check(u, "set", "a", "1") == (DENIED_KEY, 1)
+    assert check(u, "del", "a") == (DENIED_CMD, 0)
+    assert u.describe() == "off ~a resetchannels -@all +get (~b resetchannels -@all +set)"
+
+
+def test_dispatcher_refuses_with_redis_texts_and_logs(core: ServerCore) -> None:
+    admin = core.connection_made()
+    assert run(admin, "ACL", "SETUSER", "alice", "on", ">pw", "~k*", "&ch", "+get", "+publish",
+               "+multi", "+exec") == b"+OK\r\n"
+    c = core.connection_made()
+    assert not c.restricted
+    assert run(c, "AUTH", "alice", "pw") == b"+OK\r\n"
+    assert c.restricted and c.user == "alice"
+    assert run(c, "GET", "k1") == b"$-1\r\n"
+    assert run(c, "GET", "x") == NOPERM_KEY
+    assert run(c, "SET", "k1", "v") == NOPERM_CMD % b"set"
+    assert run(c, "CONFIG", "GET", "x") == NOPERM_CMD % b"config|get"
+    assert run(c, "PUBLISH", "no", "m") == NOPERM_CHANNEL
+    assert run(c, "PUBLISH", "ch", "m") == b":0\r\n"
+    assert run(c, "MULTI") == b"+OK\r\n"
+    assert run(c, "GET", "x") == NOPERM_KEY
+    assert run(c, "EXEC").startswith(b"-EXECABORT")
+    log = core.acl.log
+    assert [(e.reason, e.context, e.object, e.username) for e in log] == [
+        (DENIED_KEY, "multi", b"x", "alice"),
+        (DENIED_CHANNEL, "toplevel", b"no", "alice"),
+        (DENIED_CMD, "toplevel", b"config|get", "alice"),
+        (DENIED_CMD, "toplevel", b"set", "alice"),
+        (DENIED_KEY, "toplevel", b"x", "alice")]
+    assert "cmd=config|get user=alice" in log[2].cinfo
+    assert core.stats.total_error_replies >= 5
+    assert run(c, "RESET") == b"+RESET\r\n"             # back to the default user
+    assert not c.restricted and c.user == "default"
+    assert run(c, "SET", "k1", "v") == b"+OK\r\n"
+
+
+def test_acl_log_groups_equal_entries_and_is_capped(core: ServerCore) -> None:
+    c = core.connection_made()
+    run(c, "ACL", "SETUSER", "u", "on", "nopass")
+    run(c, "AUTH", "u", "x")
+    run(c, "GET", "a")
+    core.now_ms += 1000
+    run(c, "GET", "a")
+    e = core.acl.log[0]
+    assert (e.count, e.ctime) == (2, core.now_ms)
+    core.now_ms += 61_000                                  # too old to group with
+    run(c, "GET", "a")
+    assert [x.count for x in core.acl.log] == [1, 2]
+    reply = run(c, "AUTH", "default", "")   # the default user: nopass, anything goes
+    assert reply == b"+OK\r\n"
+    assert run(c, "ACL", "LOG", "1").startswith(b"*1\r\n*14\r\n$5\r\ncount\r\n:1\r\n")
+    assert run(c, "ACL", "LOG", "RESET") == b"+OK\r\n"
+    assert run(c, "ACL", "LOG") == b"*0\r\n"
+    assert run(c, "CONFIG", "SET", "acllog-max-len", "2") == b"+OK\r\n"
+    for name in ("a", "b", "c"):
+        run(c, "AUTH", name, "x")
+    assert [e.username for e in core.acl.log] == ["c", "b"]
+
+
+def test_auth_failures_are_logged_with_the_command_name(core: ServerCore) -> None:
+    c = core.connection_made()
+    run(c, "ACL", "SETUSER", "bob", "on", ">pw", "+acl|whoami")
+    assert run(c, "HELLO", "3", "AUTH", "bob", "no") == \
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    assert run(c, "auth", "bob", "no").startswith(b"-WRONGPASS")
+    assert [(e.object, e.username) for e in core.acl.log] == [(b"auth", "bob"),
+                                                              (b"HELLO", "bob")]
+    run(c, "ACL", "SETUSER", "bob", "off")
+    assert run(c, "AUTH", "bob", "pw").startswith(b"-WRONGPASS")   # disabled
+    run(c, "ACL", "SETUSER", "bob", "on")
+    assert run(c, "HELLO", "2", "AUTH", "bob", "pw").startswith(b"*14\r\n")
+    assert run(c, "ACL", "WHOAMI") == b"$3\r\nbob\r\n"
+
+
+def test_restricting_the_default_user_reaches_its_connected_clients(core: ServerCore) -> None:
+    c = core.connection_made()
+    d = core.connection_made()
+    assert run(c, "ACL", "SETUSER", "default", "-set") == b"+OK\r\n"
+    assert c.restricted and d.restricted
+    assert run(d, "SET", "a", "1") == NOPERM_CMD % b"set"
+    assert core.connection_made().restricted
+    assert run(c, "ACL", "SETUSER", "default", "+set") == b"+OK\r\n"
+    assert not d.restricted and run(d, "SET", "a", "1") == b"+OK\r\n"
+
+
+def test_default_user_password_requirepass_and_new_connections(core: ServerCore) -> None:
+    c = core.connection_made()
+    assert run(c, "AUTH", "x").startswith(b"-ERR AUTH <password> called without any password")
+    run(c, "ACL", "SETUSER", "default", ">s3")
+    n = core.connection_made()
+    assert run(n, "PING") == b"-NOAUTH Authentication required.\r\n"
+    assert run(n, "AUTH", "s3") == b"+OK\r\n"
+    assert run(c, "CONFIG", "SET", "requirepass", "other") == b"+OK\r\n"
+    assert run(c, "ACL", "GETUSER", "default").count(hash_password(b"other").encode()) == 1
+    m = core.connection_made()
+    assert run(m, "AUTH", "s3").startswith(b"-WRONGPASS")
+    assert run(m, "AUTH", "other") == b"+OK\r\n"
+    assert run(m, "RESET") == b"+RESET\r\n"
+    assert run(m, "PING") == b"-NOAUTH Authentication required.\r\n"
+
+
+def test_deluser_disconnects_its_clients_and_client_kill_user(core: ServerCore) -> None:
+    admin = core.connection_made()
+    run(admin, "ACL", "SETUSER", "u", "on", "nopass", "+@all", "~*")
+    run(admin, "ACL", "SETUSER", "v", "on", "nopass", "+@all", "~*", "&*")
+    a, b = core.connection_made(), core.connection_made()
+    run(a, "AUTH", "u", "x")
+    run(b, "AUTH", "v", "x")
+    assert run(admin, "CLIENT", "KILL", "USER", "nosuch") == b"-ERR No such user 'nosuch'\r\n"
+    assert run(admin, "CLIENT", "KILL", "USER", "v") == b":1\r\n"
+    assert run(a, "ACL", "DELUSER", "u", "nosuch") == b":1\r\n"
+    assert a.close_after_reply
+    assert run(admin, "ACL", "DELUSER", "default") == \
+        b"-ERR The 'default' user cannot be removed\r\n"
+    assert run(admin, "ACL", "USERS") == b"*2\r\n$7\r\ndefault\r\n$1\r\nv\r\n"
+
+
+def test_container_replies(core: ServerCore) -> None:
+    c = core.connection_made()
+    assert run(c, "ACL", "GETUSER", "nobody") == b"$-1\r\n"
+    assert run(c, "ACL", "SETUSER", "a b") == \
+        b"-ERR Usernames can't contain spaces or null characters\r\n"
+    assert run(c, "ACL", "SETUSER", "u", "(~x", "+get") == \
+        b"-ERR Unmatched parenthesis in acl selector starting at '(~x'.\r\n"
+    assert run(c, "ACL", "SETUSER", "u", "on", "+nosuch") == \
+        b"-ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in " \
+        b"ACL\r\n"
+    assert run(c, "ACL", "USERS") == b"*1\r\n$7\r\ndefault\r\n"   # nothing applied
+    assert len(run(c, "ACL", "GENPASS")) == len(b"$64\r\n\r\n") + 64
+    assert run(c, "ACL", "GENPASS", "5").startswith(b"$2\r\n")
+    assert run(c, "ACL", "GENPASS", "0").startswith(b"-ERR ACL GENPASS argument")
+    assert run(c, "ACL", "CAT", "nosuch") == b"-ERR Unknown category 'nosuch'\r\n"
+    assert b"$9\r\nsubscribe\r\n" in run(c, "ACL", "CAT", "PubSub")
+    run(c, "ACL", "SETUSER", "u", "~k", "+get")
+    assert run(c, "ACL", "DRYRUN", "u", "get", "k") == b"+OK\r\n"
+    assert run(c, "ACL", "DRYRUN", "u", "get", "z") == \
+        b"$50\r\nThis user has no permissions to access the 'z' key\r\n"
+    assert run(c, "ACL", "DRYRUN", "u", "set", "k", "v") == \
+        b"$53\r\nThis user has no permissions to run the 'set' command\r\n"
+    assert run(c, "ACL", "DRYRUN", "u", "get") == \
+        b"-ERR wrong number of arguments for 'get' command\r\n"
+    assert run(c, "ACL", "DRYRUN", "x", "get", "k") == b"-ERR User 'x' not found\r\n"
+    assert run(c, "ACL", "DRYRUN", "u", "nosuch", "k") == b"-ERR Command 'nosuch' not found\r\n"
+    lines = (b"user default on nopass ~* &* +@all", b"user u off ~k resetchannels -@all +get")
+    assert run(c, "ACL", "LIST") == b"*2\r\n" + b"".join(
+        b"$%d\r\n%s\r\n" % (len(x), x) for x in lines)
+    assert run(c, "ACL", "HELP").startswith(
+        b"*29\r\n+ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n")
+
+
+def test_our_masters_link_is_never_checked(core: ServerCore) -> None:
+    c = core.connection_made()
+    run(c, "ACL", "SETUSER", "default", "-@all")
+    assert c.restricted
+    assert run(c, "SET", "a", "1") == NOPERM_CMD % b"set"
+    c.kind = "master"
+    assert run(c, "SET", "a", "1") == b"+OK\r\n"
+
+
+def test_losing_channels_disconnects_the_users_subscribers(core: ServerCore) -> None:
+    admin = core.connection_made()
+    run(admin, "ACL", "SETUSER", "u", "on", "nopass", "&news.*", "&x", "+@all")
+    subs = [core.connection_made() for _ in range(3)]
+    for c, argv in zip(subs, (("SUBSCRIBE", "news.a"), ("PSUBSCRIBE", "news.*"),
+                              ("SUBSCRIBE", "x")), strict=True):
+        assert run(c, "AUTH", "u", "p") == b"+OK\r\n"
+        assert run(c, *argv).startswith(b"*3\r\n")
+    run(admin, "ACL", "SETUSER", "u", "&more")            # nothing lost: nobody goes
+    assert not any(c.close_after_reply for c in subs)
+    run(admin, "ACL", "SETUSER", "u", "resetchannels", "&news.*", "&more")
+    assert [c.close_after_reply for c in subs] == [False, False, True]
+    run(admin, "ACL", "SETUSER", "u", "resetchannels", "&news.a")
+    assert [c.close_after_reply for c in subs] == [False, True, True]
