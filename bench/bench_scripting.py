@@ -12,10 +12,9 @@ KEYS/ARGV in Lua, one redis.call round trip Lua -> Python -> core.call -> Lua, a
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 
-from common import compare_commands, print_ratios, start_pyrepl, start_redis
+from common import side_by_side_main
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
@@ -25,27 +24,9 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=100000)
-    args = ap.parse_args()
-    py = start_pyrepl()
-    rd = start_redis()
-    try:
-        import redis
-
-        for srv in (py, rd):
-            with redis.Redis(port=srv.port) as r:
-                assert r.script_load(SCRIPT) == SHA
-        results = compare_commands({"pyrepl": py, "redis": rd}, COMMANDS, args.rounds,
-                                   args.requests)
-    finally:
-        py.stop()
-        rd.stop()
-    print_ratios(results)
-    return 0
+def setup(r) -> None:
+    assert r.script_load(SCRIPT) == SHA
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(side_by_side_main(COMMANDS, setup))

@@ -11,9 +11,7 @@ baseline (SET).
 
 from __future__ import annotations
 
-import argparse
-
-from common import compare_commands, print_ratios, start_pyrepl, start_redis
+from common import side_by_side_main
 
 COMMANDS: dict[str, list[str]] = {
     "SET": ["SET", "key:__rand_int__", "xxx"],
@@ -33,32 +31,16 @@ COMMANDS: dict[str, list[str]] = {
 SCALE = {"GEOSEARCH": 0.1, "SORT": 0.5}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=100000)
-    args = ap.parse_args()
-    py = start_pyrepl()
-    rd = start_redis()
-    try:
-        import redis
-
-        for srv in (py, rd):   # a list of 100 numbers to SORT and a bitmap, the same on both
-            with redis.Redis(port=srv.port) as r:
-                r.rpush("list", *range(100, 0, -1))
-                r.setbit("bitmap", 8000, 1)
-                for i in range(200):   # 200 places around Sicily for GEOSEARCH
-                    r.geoadd("geo", (12.5 + (i % 20) * 0.15, 36.6 + (i // 20) * 0.15, f"p{i}"))
-                for i in range(1000):  # and a stream to XRANGE
-                    r.xadd("stream", {"field": i})
-        results = compare_commands({"pyrepl": py, "redis": rd}, COMMANDS, args.rounds,
-                                   args.requests, SCALE)
-    finally:
-        py.stop()
-        rd.stop()
-    print_ratios(results)
-    return 0
+def setup(r) -> None:
+    """A list of 100 numbers to SORT, a bitmap, 200 places around Sicily for GEOSEARCH and a
+    stream to XRANGE, the same on both servers."""
+    r.rpush("list", *range(100, 0, -1))
+    r.setbit("bitmap", 8000, 1)
+    for i in range(200):   # 200 places around Sicily for GEOSEARCH
+        r.geoadd("geo", (12.5 + (i % 20) * 0.15, 36.6 + (i // 20) * 0.15, f"p{i}"))
+    for i in range(1000):  # and a stream to XRANGE
+        r.xadd("stream", {"field": i})
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(side_by_side_main(COMMANDS, setup, SCALE))

@@ -135,3 +135,32 @@ def print_ratios(results: dict[tuple[str, int], dict], a: str = "pyrepl",
     for (name, pipeline), by in results.items():
         x, y = median(by[a]), median(by[b])
         print(f"P{pipeline:<7} {name:9} {x:12,.0f} {y:12,.0f} {x / y:6.2f}")
+
+
+def side_by_side_main(commands: dict[str, list[str]], setup=None,
+                      scale: dict[str, float] | None = None) -> int:
+    """The main of a command-throughput bench: ``--rounds`` / ``--requests``, pyrepl and
+    redis-server started side by side, ``setup(client)`` run on both (the same data), every
+    command benchmarked (compare_commands), the servers stopped, the ratios printed."""
+    import argparse
+
+    import redis
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=100000)
+    args = ap.parse_args()
+    py = start_pyrepl()
+    rd = start_redis()
+    try:
+        if setup is not None:
+            for srv in (py, rd):
+                with redis.Redis(port=srv.port) as r:
+                    setup(r)
+        results = compare_commands({"pyrepl": py, "redis": rd}, commands, args.rounds,
+                                   args.requests, scale)
+    finally:
+        py.stop()
+        rd.stop()
+    print_ratios(results)
+    return 0
