@@ -112,6 +112,16 @@ class World:
             seen[name] = fa
         return seen
 
+    def with_subscriber(self, resp3: str) -> World:
+        """The usual cast: ``s`` subscribed to ``__redis__:invalidate`` (a redirect target),
+        ``r`` (RESP2), ``resp3`` (a RESP3 connection) and ``w`` (the writer)."""
+        self.open("s")
+        self.open("r")
+        self.open(resp3, 3)
+        self.open("w")
+        self.run("s", "SUBSCRIBE", "__redis__:invalidate")
+        return self
+
     def quit(self, name: str) -> None:
         for s in self.sides:
             c = s.conns.pop(name)
@@ -265,12 +275,7 @@ def test_resp2_redirect_and_resp3_redirect(world: World) -> None:
 
 
 def test_bcast_prefixes(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r")
-    w.open("b3", 3)
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("b3")
     w.run("r", "CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", "{id:s}")
     w.client_info("r")
     w.run("w", "MSET", "a", "1", "b", "2", "c", "3")
@@ -366,12 +371,7 @@ def test_optin_optout_caching(world: World) -> None:
 
 
 def test_noloop(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r")
-    w.open("n3", 3)
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("n3")
     w.run("r", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}", "NOLOOP")
     w.run("r", "CLIENT", "TRACKINGINFO")
     w.run("r", "MGET", "otherkey1", "loopkey", "otherkey2")
@@ -452,12 +452,7 @@ def test_multi_exec_and_flushes(world: World) -> None:
 
 
 def test_expiry_lazy_and_active(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r")
-    w.open("r3", 3)
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("r3")
     w.run("w", "DEBUG", "SET-ACTIVE-EXPIRE", "0")
     # lazy: the reader's own read expires the key, the invalidation follows its reply
     w.run("r3", "CLIENT", "TRACKING", "ON")
