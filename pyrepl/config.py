@@ -552,11 +552,6 @@ def _check_no_defrag(value: bool) -> None:
                        "the Redis source distribution")
 
 
-def _check_no_tls_port(value: int) -> None:
-    if value:
-        raise _Invalid("TLS is not supported by pyrepl yet (tls-port must be 0)")
-
-
 def _parse_string(d: Directive, args: list[str], current: Any, loading: bool) -> str:
     return _one(args)
 
@@ -976,27 +971,27 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("cluster-allow-replica-migration", "yes", noop=True),
     Directive("cluster-link-sendbuf-limit", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True,
               noop=True),
-    # TLS (issue 14): the directives parse; a TLS port is refused until pyrepl serves TLS
-    _int("tls-port", "0", 0, 65535, check=_check_no_tls_port, noop=True),
-    _int("tls-session-cache-size", "20480", 0, INT_MAX, noop=True),
-    _int("tls-session-cache-timeout", "300", 0, INT_MAX, noop=True),
+    # TLS (pyrepl.net.tls): contexts rebuilt on every change, for new connections
+    _int("tls-port", "0", 0, 65535),
+    _int("tls-session-cache-size", "20480", 0, INT_MAX),
+    _int("tls-session-cache-timeout", "300", 0, INT_MAX),
     _bool("tls-cluster", "no", noop=True),
-    _bool("tls-replication", "no", noop=True),
-    _enum("tls-auth-clients", "yes", ("no", "yes", "optional"), noop=True),
-    _bool("tls-prefer-server-ciphers", "no", noop=True),
-    _bool("tls-session-caching", "yes", noop=True),
-    _str("tls-cert-file", "", noop=True),
-    _str("tls-key-file", "", noop=True),
-    _str("tls-key-file-pass", "", noop=True),
-    _str("tls-client-cert-file", "", noop=True),
-    _str("tls-client-key-file", "", noop=True),
-    _str("tls-client-key-file-pass", "", noop=True),
-    _str("tls-dh-params-file", "", noop=True),
-    _str("tls-ca-cert-file", "", noop=True),
-    _str("tls-ca-cert-dir", "", noop=True),
-    _str("tls-protocols", "", noop=True),
-    _str("tls-ciphers", "", noop=True),
-    _str("tls-ciphersuites", "", noop=True),
+    _bool("tls-replication", "no"),
+    _enum("tls-auth-clients", "yes", ("no", "yes", "optional")),
+    _bool("tls-prefer-server-ciphers", "no"),
+    _bool("tls-session-caching", "yes"),
+    _str("tls-cert-file", ""),
+    _str("tls-key-file", ""),
+    _str("tls-key-file-pass", ""),
+    _str("tls-client-cert-file", ""),
+    _str("tls-client-key-file", ""),
+    _str("tls-client-key-file-pass", ""),
+    _str("tls-dh-params-file", ""),
+    _str("tls-ca-cert-file", ""),
+    _str("tls-ca-cert-dir", ""),
+    _str("tls-protocols", ""),
+    _str("tls-ciphers", ""),
+    _str("tls-ciphersuites", ""),
     # Redis 8 additions that its redis.conf names (absent from 7.0: hidden from CONFIG GET *)
     _str("locale-collate", "", check=_check_locale, hidden=True, noop=True),
     Directive("set-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
@@ -1363,6 +1358,9 @@ class _Loader:
         if d is None:
             if name == "include" and len(argv) == 2:
                 self._include(argv[1], path, lineno, line, depth)
+                return
+            if name == "user" and len(argv) >= 2:
+                self._user(argv[1:], location)
                 return
             self._fail_at(location, "Bad directive or wrong number of arguments")
         if not d.multi_arg and len(argv) != 2:

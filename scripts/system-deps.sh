@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the system packages the tests and benchmarks use, only when they are missing:
-# Debian's redis-server and redis-tools (real Redis to compare with).
+# Debian's redis-server and redis-tools (real Redis to compare with), openssl (the TLS tests
+# make their certificates with it).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-check-rdb >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

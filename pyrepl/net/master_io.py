@@ -28,16 +28,28 @@ To drop a replica mid-transfer the parent ``shutdown``\\s its dup (``drop_socket
 child's next write fails and the TCP connection really ends (closing the parent's fd alone would
 not end it while the child still holds a copy).
 
+TLS replicas: a child cannot write to a TLS connection (the session lives in the parent), so
+for those the child writes to a pipe instead of the socket, and the parent relays what comes out
+of the pipe to the replica's TLS transport (as Redis's ``rdbPipeReadHandler`` does for every
+replica). The child's side is the same code (a pipe is written, polled and times out like a
+socket); the relay stops reading while the transport holds more than ``RELAY_HIGH`` bytes, so a
+slow replica slows the child through the full pipe. When the child has exited,
+``finish_socket_snapshot`` hands what is still in the pipe to the transport before the replica
+goes online, so the stream follows the snapshot in order.
+
 Disk (``send_bulk``): the file is opened at once (a later BGSAVE renaming a new file over it does
 not change what is sent), then ``$<len>\\r\\n`` and the file go out with ``os.sendfile`` straight
 on the socket fd, only while the transport has nothing buffered (so ordering with the transport
 is kept), a few MB per event-loop turn; when the socket is full the pump retries with a short
-backoff. The end is reported with ``MasterSide.bulk_sent`` and the output it produces (the held
+backoff. Over TLS the file is read in chunks and written to the transport while it holds less
+than ``RELAY_HIGH`` bytes. The end is reported with ``MasterSide.bulk_sent`` and the output it produces (the held
 stream) is flushed at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import itertools
 import os
 import select
@@ -54,15 +66,96 @@ SENDFILE_CHUNK = 1 << 20
 PUMP_BUDGET = 8 << 20  # bytes sent per event-loop turn before yielding
 BACKOFF_MIN = 0.001
 BACKOFF_MAX = 0.05
+RELAY_HIGH = 4 << 20    # a TLS replica's transport buffer above which the relay stops reading
+RELAY_CHUNK = 256 << 10
+PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
+_F_SETPIPE_SZ = 1031
+
+
+def is_tls(c: Client) -> bool:
+    t = c.transport
+    return t is not None and t.get_extra_info("ssl_object") is not None
+
+
+class _Relay:
+    """The parent's end of a TLS replica's snapshot pipe: what the child writes into it goes
+    to the replica's transport."""
+
+    __slots__ = ("client", "fd", "loop", "handle", "open")
+
+    def __init__(self, client: Client, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = client
+        self.fd = fd
+        self.loop = loop
+        self.handle: asyncio.TimerHandle | None = None
+        self.open = True
+        loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        t = self.client.transport
+        if t is None or t.is_closing():
+            self.stop()
+            return
+        try:
+            data = os.read(self.fd, RELAY_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.stop()
+            return
+        if not data:
+            self.stop()     # the child is done with this replica
+            return
+        t.write(data)
+        if t.get_write_buffer_size() > RELAY_HIGH:
+            self.loop.remove_reader(self.fd)
+            self.handle = self.loop.call_later(BACKOFF_MAX / 10, self._wait_drained)
+
+    def _wait_drained(self) -> None:
+        self.handle = None
+        t = self.client.transport
+        if not self.open:
+            return
+        if t is None or t.is_closing():
+            self.stop()
+        elif t.get_write_buffer_size() > RELAY_HIGH // 2:
+            self.handle = self.loop.call_later(BACKOFF_MAX / 10, self._wait_drained)
+        else:
+            self.loop.add_reader(self.fd, self._readable)
+
+    def drain(self) -> None:
+        """The child has exited: hand the rest of the pipe to the transport, then close."""
+        t = self.client.transport
+        while self.open and t is not None and not t.is_closing():
+            try:
+                data = os.read(self.fd, RELAY_CHUNK)
+            except OSError:
+                break
+            if not data:
+                break
+            t.write(data)
+        self.stop()
+
+    def stop(self) -> None:
+        if not self.open:
+            return
+        self.open = False
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        self.loop.remove_reader(self.fd)
+        os.close(self.fd)
 
 
 class _SocketJob:
-    __slots__ = ("pid", "result_fd", "dups", "partial", "results")
+    __slots__ = ("pid", "result_fd", "dups", "relays", "partial", "results")
 
-    def __init__(self, pid: int, result_fd: int, dups: dict[int, socket.socket]) -> None:
+    def __init__(self, pid: int, result_fd: int, dups: dict[int, socket.socket],
+                 relays: dict[int, _Relay] | None = None) -> None:
         self.pid = pid
         self.result_fd = result_fd
-        self.dups = dups
+        self.dups = dups        # a copy of each target's socket, to end it (drop_socket_target)
+        self.relays = relays or {}   # TLS targets: the pipe the child writes, not the socket
         self.partial = b""  # an incomplete result line read so far
         self.results: dict[int, tuple[bool, int, str]] = {}
 
@@ -145,37 +238,52 @@ class MasterIO:
         """Fork a child that writes each target's preamble, the payload and the trailer to the
         target's socket. Returns the child's pid (raises OSError when it cannot start)."""
         dups: dict[int, socket.socket] = {}
+        pipes: dict[int, tuple[int, int]] = {}     # TLS targets: (read end, write end)
+        opened: list[int] = []
         try:
             for c, _ in targets:
                 dups[c.id] = socket.socket(fileno=os.dup(self._sock_fd(c)))
+                if is_tls(c):
+                    pipes[c.id] = _relay_pipe()
+                    opened.extend(pipes[c.id])
             r, w = os.pipe()
+            opened += [r, w]
         except OSError:
-            for s in dups.values():
-                s.close()
+            _close_all(dups, opened)
             raise
-        plan = [(c.id, dups[c.id].fileno(), pre) for c, pre in targets]
+        plan = [(c.id, pipes[c.id][1] if c.id in pipes else dups[c.id].fileno(), pre)
+                for c, pre in targets]
         result_r, result_w = r, w
 
         def job() -> int:
             os.close(result_r)
+            for pr, _ in pipes.values():
+                os.close(pr)    # so a relay the parent stops makes the child's writes fail
             return stream_to_sockets(plan, payload, trailer, timeout_ms, result_w)
 
         try:
             pid = self.server.host.fork_child(job, "rdb-to-replicas")
         except OSError:
-            os.close(r)
-            os.close(w)
-            for s in dups.values():
-                s.close()
+            _close_all(dups, opened)
             raise
         os.close(w)
         os.set_blocking(r, False)
-        self._jobs[pid] = _SocketJob(pid, r, dups)
+        relays = {}
+        loop = self.server.loop
+        for c, _ in targets:
+            if c.id in pipes:
+                pr, pw = pipes[c.id]
+                os.close(pw)
+                relays[c.id] = _Relay(c, pr, loop)   # type: ignore[arg-type]
+        self._jobs[pid] = _SocketJob(pid, r, dups, relays)
         return pid
 
     def drop_socket_target(self, c: Client) -> None:
         """End a replica's connection that a snapshot child is writing to."""
         for job in self._jobs.values():
+            relay = job.relays.pop(c.id, None)
+            if relay is not None:
+                relay.stop()    # the child's next write to the pipe fails
             s = job.dups.pop(c.id, None)
             if s is not None:
                 try:
@@ -191,6 +299,8 @@ class MasterIO:
             return {}
         try:
             job.read_results()
+            for relay in job.relays.values():
+                relay.drain()
         finally:
             os.close(job.result_fd)
             for s in job.dups.values():
@@ -271,6 +381,9 @@ class MasterIO:
             data = c.data_to_send()  # replies produced before the bulk starts go first
             if data:
                 t.write(data)
+        if is_tls(c):
+            self._pump_tls(b, t)
+            return
         if t.get_write_buffer_size():
             self._again(b, False)
             return
@@ -292,6 +405,31 @@ class MasterIO:
                 progress += n
         except BlockingIOError:
             pass
+        except OSError as e:
+            self._finish(b, False, e.strerror or str(e))
+            return
+        if not b.pre and b.offset >= b.size:
+            self._finish(b, True, "")
+            return
+        self._again(b, progress > 0)
+
+    def _pump_tls(self, b: _Bulk, t: asyncio.Transport) -> None:
+        """The file through the TLS transport, while it holds less than RELAY_HIGH bytes."""
+        progress = 0
+        try:
+            while progress < PUMP_BUDGET and t.get_write_buffer_size() < RELAY_HIGH:
+                if b.pre:
+                    data, b.pre = b.pre, b""
+                elif b.offset < b.size:
+                    data = os.pread(b.fd, min(b.size - b.offset, SENDFILE_CHUNK), b.offset)
+                    if not data:
+                        raise OSError("premature EOF")
+                    b.offset += len(data)
+                else:
+                    break
+                t.write(data)
+                b.sent += len(data)
+                progress += len(data)
         except OSError as e:
             self._finish(b, False, e.strerror or str(e))
             return
@@ -322,6 +460,28 @@ class MasterIO:
             repl.master.bulk_sent(b.client, ok, b.sent, error)
         if core.pending_flush:
             srv.flush_pending()
+
+
+def _relay_pipe() -> tuple[int, int]:
+    """A non-blocking pipe (read end, write end) for a TLS target, as large as allowed."""
+    r, w = os.pipe()
+    for fd in (r, w):
+        os.set_blocking(fd, False)
+    try:
+        fcntl.fcntl(w, _F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+    return r, w
+
+
+def _close_all(dups: dict[int, socket.socket], fds: list[int]) -> None:
+    for s in dups.values():
+        s.close()
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class _Target:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,8 @@ def _fmt(addr: Any) -> str:
 
 
 def _error_text(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLError):     # its errno is OpenSSL's, not the system's
+        return str(e.reason or e)
     errno = getattr(e, "errno", None)
     if errno:
         return os.strerror(errno)
@@ -205,7 +208,7 @@ class ReplicaIO:
         loop = asyncio.get_running_loop()
         try:
             _t, proto = await loop.create_connection(
-                lambda: _MasterLinkProtocol(self, token, rdb), host, port)
+                lambda: _MasterLinkProtocol(self, token, rdb), host, port, **self._tls())
         except asyncio.CancelledError:
             raise
         except (OSError, ValueError) as e:
@@ -227,6 +230,14 @@ class ReplicaIO:
             self._task = None
             self._proto = proto
         self._dispatch(_on_connected, rdb, token)
+
+    def _tls(self) -> dict[str, Any]:
+        """tls-replication: both channels to the master over TLS, with the client context
+        (the master's certificate checked against the CA, not its host name; no SNI)."""
+        contexts = self.server.tls
+        if not self.server.config.tls_replication or contexts is None:
+            return {}
+        return {"ssl": contexts.client, "server_hostname": ""}
 
     def _lost(self, proto: _MasterLinkProtocol, exc: Exception | None) -> None:
         if proto is self._proto:

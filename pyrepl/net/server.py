@@ -21,10 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
+from pyrepl.acl_file import AclStartupError
+from pyrepl.acl_file import load_at_startup as load_acl_users
 from pyrepl.client import Client
 from pyrepl.config import Config
 from pyrepl.core import Host, ServerCore
-from pyrepl.net import process
+from pyrepl.net import process, tls
+from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.synclog import RotatingNdjsonWriter
@@ -89,7 +92,7 @@ class ClientProtocol(asyncio.Protocol):
         core.now_ms = now_ms()
         fd = sock.fileno() if sock is not None else -1
         if sock is not None and sock.family == socket.AF_UNIX:
-            where = f"{self.server.unix_path}:0"     # as Redis shows a Unix-socket client
+            where = f"{self.server.listeners.unix_path}:0"     # as Redis shows a Unix-socket client
             c = core.connection_made(where, where, fd, unix_socket=True)
         else:
             c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname), fd)
@@ -266,7 +269,8 @@ class NetHost(Host):
         core = self.server.core
         conns = {c.fd: c for c in core.clients.values()
                  if c is not protected and c.fd >= 0 and c.kind in ("normal", "pubsub")
-                 and c.transport is not None and not c.closed}
+                 and c.transport is not None and not c.closed
+                 and c.transport.get_extra_info("ssl_object") is None}  # (TLS: see README)
         if not conns:
             return
         try:
@@ -319,24 +323,42 @@ class Server:
                                                  config.sync_log_max_files)
             self.replication.events.sink = self.sync_log.write
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.servers: list[asyncio.base_events.Server] = []
+        self.listeners = Listeners(lambda: ClientProtocol(self), lambda: config.tcp_backlog)
+        self.tls: tls.Contexts | None = None    # built when TLS is enabled (pyrepl.net.tls)
         self._stopping = False
         self._flush_scheduled = False
         self.exit_code = 0
         self.supervised = "no"
         self.pidfile = ""
-        self.unix_path = ""
         self._stop_event: asyncio.Event | None = None
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: object) -> None:
+        cfg = self.config
         if name in ("port", "bind"):
-            self.rebind(self.config.bind, self.config.port)
+            self.rebind(cfg.bind, cfg.port)
+            if name == "bind" and cfg.tls_port:
+                self.rebind(cfg.bind, cfg.tls_port, tls_port=True)
+        elif name.startswith("tls-"):
+            self._tls_changed(name)
         elif name == "loglevel":
             self.logger.set_level(str(value))
         elif name in ("sync-log-max-size", "sync-log-max-files") and self.sync_log is not None:
             self.sync_log.set_limits(self.config.sync_log_max_size,
                                      self.config.sync_log_max_files)
+
+    def _tls_changed(self, name: str) -> None:
+        """applyTlsCfg / applyTLSPort: a changed tls-* directive rebuilds the contexts (for new
+        connections; those open keep theirs), tls-port moves the TLS listeners."""
+        from pyrepl.config import ConfigError
+
+        cfg = self.config
+        if name == "tls-port":
+            if self.tls is None and not self.configure_tls():
+                raise ConfigError("Unable to update TLS configuration. Check server logs.")
+            self.rebind(cfg.bind, cfg.tls_port, tls_port=True)
+        elif tls.enabled(cfg) and not self.configure_tls() and name != "tls-auth-clients":
+            raise ConfigError("Unable to update TLS configuration. Check server logs.")
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> int:
@@ -374,10 +396,20 @@ class Server:
         if self.config.dir:
             os.makedirs(self.config.dir, exist_ok=True)
         core.now_ms = now_ms()
+        try:        # the config's `user` lines or the aclfile (ACLLoadUsersAtStartup)
+            load_acl_users(core)
+        except AclStartupError as e:
+            log.warning(str(e))
+            self.exit_code = 1
+            return
         try:
             core.load()
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
             log.warning(f"Fatal error loading the DB: {e}. Exiting.")
+            self.exit_code = 1
+            return
+        if tls.enabled(cfg) and not self.configure_tls():
+            log.warning("Failed to configure TLS. Check logs for more info.")
             self.exit_code = 1
             return
         await self.listen()
@@ -390,10 +422,13 @@ class Server:
             process.write_pidfile(self.pidfile, log)
         if core.replication is not None:
             core.replication.start()
-        if self.servers and self.config.port:
-            log.notice(f"Ready to accept connections tcp on port {self.config.port}")
-        if self.unix_path:
-            log.notice(f"The server is now ready to accept connections at {self.unix_path}")
+        lis = self.listeners
+        if lis.tcp and cfg.port:
+            log.notice(f"Ready to accept connections tcp on port {cfg.port}")
+        if lis.tls and cfg.tls_port:
+            log.notice(f"Ready to accept connections tls on port {cfg.tls_port}")
+        if lis.unix_path:
+            log.notice(f"The server is now ready to accept connections at {lis.unix_path}")
         if self.supervised == "systemd":
             process.sd_notify("STATUS=Ready to accept connections\n" if cfg.replicaof is None
                               else "STATUS=Ready to accept connections in read-only mode. "
@@ -404,113 +439,68 @@ class Server:
             await self._stop_event.wait()
         finally:
             cron.cancel()
-            for s in self.servers:
-                s.close()
+            self.listeners.close()
             for c in list(core.clients.values()):
                 if c.transport is not None:
                     c.transport.abort()
             if self.pidfile:
                 log.notice("Removing the pid file.")
                 process.remove_pidfile(self.pidfile)
-            if self.unix_path:
+            if self.listeners.unix_path:
                 log.notice("Removing the unix socket file.")
-                process.remove_pidfile(self.unix_path)
+                process.remove_pidfile(self.listeners.unix_path)
             if self.sync_log is not None:
                 self.sync_log.close()
 
-    def bind_sockets(self, bind: list[str], port: int) -> list[socket.socket]:
-        """Bind and listen on every address of ``bind`` (``-addr`` = optional); all or none."""
-        socks: list[socket.socket] = []
-        try:
-            for addr in bind:
-                optional = addr.startswith("-")
-                host = addr[1:] if optional else addr
-                host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)
-                family = socket.AF_INET6 if ":" in host else socket.AF_INET
-                s = socket.socket(family, socket.SOCK_STREAM)
-                try:
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    if family == socket.AF_INET6:
-                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                    s.bind((host, port))
-                    s.listen(self.config.tcp_backlog)
-                    s.setblocking(False)
-                except OSError as e:
-                    s.close()
-                    if optional:
-                        continue
-                    raise OSError(e.errno, f"Could not create server TCP listening socket "
-                                           f"{host}:{port}: {e.strerror}") from e
-                socks.append(s)
-        except OSError:
-            for s in socks:
-                s.close()
-            raise
-        if not socks:
-            raise OSError(f"no address of bind {' '.join(bind)!r} could be used")
-        return socks
-
-    async def serve_sockets(self, socks: list[socket.socket]) -> None:
-        loop = asyncio.get_running_loop()
-        for s in socks:
-            srv = await loop.create_server(lambda: ClientProtocol(self), sock=s)
-            self.servers.append(srv)
-
     async def listen(self) -> None:
         cfg = self.config
-        if cfg.port:
+        lis = self.listeners
+        for port, secure in ((cfg.port, False), (cfg.tls_port, True)):
+            if not port:
+                continue
             try:
-                socks = self.bind_sockets(cfg.bind, cfg.port)
+                socks = lis.bind(cfg.bind, port)
             except OSError as e:
                 self.logger.warning(str(e))
                 raise SystemExit(1) from None
-            await self.serve_sockets(socks)
+            await lis.serve(socks, secure)
         if cfg.unixsocket:
             try:
-                sock = self.bind_unix(cfg.unixsocket, cfg.unixsocketperm)
+                sock = lis.bind_unix(cfg.unixsocket, cfg.unixsocketperm)
             except OSError as e:
                 self.logger.warning(f"Failed opening Unix socket: {e}")
                 raise SystemExit(1) from None
-            loop = asyncio.get_running_loop()
-            srv = await loop.create_unix_server(lambda: ClientProtocol(self), sock=sock)
-            self.servers.append(srv)
-            self.unix_path = cfg.unixsocket
+            await lis.serve_unix(sock, cfg.unixsocket)
 
-    def bind_unix(self, path: str, perm: int) -> socket.socket:
-        """anetUnixServer: a stale socket file is removed first; chmod when perm is set."""
+    def configure_tls(self) -> bool:
+        """tlsConfigure: build the TLS contexts from the tls-* directives; False (logged as
+        Redis logs it) when they cannot be built, with the contexts in use left as they were."""
         try:
-            os.unlink(path)
-        except OSError:
-            pass     # "don't care if this fails", as Redis
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.bind(path)
-            if perm:
-                os.chmod(path, perm)
-            s.listen(self.config.tcp_backlog)
-            s.setblocking(False)
-        except OSError as e:
-            s.close()
-            raise OSError(e.errno, f"{e.strerror}: {path}") from e
-        return s
+            contexts = tls.build(self.config)
+        except tls.TlsError as e:
+            self.logger.warning(str(e))
+            return False
+        self.tls = contexts
+        if self.loop is not None and self.loop.is_running():
+            self.listeners.use_tls_context(contexts.server, self.loop)
+        else:
+            self.listeners.tls_context = contexts.server
+        return True
 
-    def rebind(self, bind: list[str], port: int) -> None:
-        """CONFIG SET port/bind: listen on the new addresses, then close the old listeners.
-        A bind failure raises ConfigError, which rolls the change back."""
+    def rebind(self, bind: list[str], port: int, tls_port: bool = False) -> None:
+        """CONFIG SET port/bind/tls-port: listen on the new addresses, then close the old
+        listeners. A bind failure raises ConfigError, which rolls the change back."""
         from pyrepl.config import ConfigError
 
         if self.loop is None or not self.loop.is_running():
             return
         try:
-            socks = self.bind_sockets(bind, port) if port else []
+            self.listeners.move(bind, port, tls_port, self.loop)
         except OSError as e:
             self.logger.warning(f"Failed to bind: {e}")
             raise ConfigError("Unable to listen on this port. Check server logs.") from None
-        old, self.servers = self.servers, []
-        for srv in old:
-            srv.close()
-        self.loop.create_task(self.serve_sockets(socks))
-        self.core.port = port
+        if not tls_port:
+            self.core.port = port
 
     def _on_signal(self, sig: int) -> None:
         """sigShutdownHandler + serverCron's shutdown: shutdown-on-sigterm / -sigint flags; a

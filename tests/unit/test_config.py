@@ -618,8 +618,7 @@ def test_daemonize_and_appendonly_accepted(tmp_path: Path) -> None:
     assert lookup("appendonly").noop and not lookup("daemonize").noop
     err = load_error(tmp_path, "cluster-enabled yes\n")
     assert "not supported" in err.reason and str(err).startswith(f"{tmp_path / 'test.conf'}:1: ")
-    err = load_error(tmp_path, "tls-port 6380\n")
-    assert "TLS is not supported" in err.reason
+    assert load_text(tmp_path, "tls-port 6380\n").tls_port == 6380   # (TLS: pyrepl.net.tls)
 
 
 def test_missing_file(tmp_path: Path) -> None:
