@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__, monitor
 from pyrepl.blocking import Blocked, Blocking
@@ -37,6 +37,10 @@ from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers retu
 from pyrepl.resp.writer import encode, error_bytes
 from pyrepl.slowlog import SlowLog
 from pyrepl.tracking import Tracking
+
+if TYPE_CHECKING:
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
 _NAME_CACHE: dict[bytes, Command] = {}
 
@@ -214,8 +218,8 @@ class Host:
     the snapshot child); ``None`` when the shell provides none (pure sans-io tests).
     """
 
-    master_io: Any = None
-    replica_io: Any = None
+    master_io: MasterIOPort | None = None
+    replica_io: ReplicaIOPort | None = None
 
     def fork_child(self, job: Callable[[], int], purpose: str) -> int:
         raise OSError("fork is not available")
@@ -357,7 +361,7 @@ class ServerCore:
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
-        self.replication: Any = None
+        self.replication: Replication | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         self.hz_counter = 0
         self.active_expire_enabled = True

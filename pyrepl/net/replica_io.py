@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyrepl.net.server import Server
+    from pyrepl.replication.ports import ReplicaLinkEvents
 
 
 def _now_ms() -> int:
@@ -51,23 +52,23 @@ def _error_text(e: BaseException) -> str:
 
 
 # The side's callbacks, by connection: the main channel's ``on_*``, the rdb channel's ``on_rdb_*``.
-def _on_connected(side: Any, rdb: bool) -> Callable[..., None]:
+def _on_connected(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
     return side.on_rdb_connected if rdb else side.on_connected
 
 
-def _on_connect_failed(side: Any, rdb: bool) -> Callable[..., None]:
+def _on_connect_failed(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
     return side.on_rdb_connect_failed if rdb else side.on_connect_failed
 
 
-def _on_data(side: Any, rdb: bool) -> Callable[..., None]:
+def _on_data(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
     return side.on_rdb_data if rdb else side.on_data
 
 
-def _on_closed(side: Any, rdb: bool) -> Callable[..., None]:
+def _on_closed(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
     return side.on_rdb_closed if rdb else side.on_closed
 
 
-def _drain_step(side: Any, rdb: bool) -> Callable[..., None]:
+def _drain_step(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
     return side.drain_step
 
 
@@ -177,7 +178,7 @@ class ReplicaIO:
         ev = getattr(self.server, "_stop_event", None)
         return ev is not None and ev.is_set()
 
-    def _side(self) -> Any:
+    def _side(self) -> ReplicaLinkEvents | None:
         repl = self.server.core.replication
         return repl.replica if repl is not None else None
 
@@ -248,8 +249,8 @@ class ReplicaIO:
             return
         self._dispatch(_on_closed, proto.rdb, proto.token, _error_text(exc) if exc else "")
 
-    def _dispatch(self, event: Callable[[Any, bool], Callable[..., None]], rdb: bool,
-                  *args: Any) -> None:
+    def _dispatch(self, event: Callable[[ReplicaLinkEvents, bool], Callable[..., None]],
+                  rdb: bool, *args: Any) -> None:
         side = self._side()
         if side is None or self._stopping():
             return  # shutting down: the links are being closed, nothing reconnects

@@ -38,6 +38,7 @@ from pyrepl.replication.wire import CRON_MS
 if TYPE_CHECKING:
     from pyrepl.client import Client
     from pyrepl.replication.manager import Replication
+    from pyrepl.replication.ports import MasterIOPort
 
 
 class MasterSide(Sync, Snapshots, Feeding, Acks):
@@ -61,8 +62,8 @@ class MasterSide(Sync, Snapshots, Feeding, Acks):
         self._refresh_limits()
 
     @property
-    def io(self) -> Any:
-        return self.core.host.master_io
+    def io(self) -> MasterIOPort:
+        return self.core.host.master_io  # type: ignore[return-value]  (set with the side)
 
     def _emit(self, event: str, **fields: Any) -> None:
         self.manager.events.emit(self.core.now_ms, event, ROLE, **fields)

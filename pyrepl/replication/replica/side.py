@@ -61,6 +61,7 @@ from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
+    from pyrepl.replication.ports import ReplicaIOPort
 
 
 class ReplicaSide(Handshake, Load, Channel, Stream):
@@ -119,8 +120,8 @@ class ReplicaSide(Handshake, Load, Channel, Stream):
         return nxt
 
     @property
-    def io(self) -> Any:
-        return self.core.host.replica_io
+    def io(self) -> ReplicaIOPort:
+        return self.core.host.replica_io  # type: ignore[return-value]  (set with the side)
 
     @property
     def now(self) -> int:
