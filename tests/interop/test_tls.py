@@ -14,32 +14,16 @@ from __future__ import annotations
 import os
 import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
 import redis
 from realpair import events, start_master
 from support import free_port, start_pyrepl, start_redis, wait_for, wait_synced
+from tlscerts import make_certs
+from tlscerts import server_args as tls_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def _make_certs(d: Path) -> None:
-    for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "2",
-                 "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-subj", f"/O=pyrepl/CN={ca}",
-                 cwd=d)
-    for name, ca in (("redis", "ca"), ("stranger", "other-ca")):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
-                 "-out", f"{name}.csr", "-subj", f"/O=pyrepl/CN={name}", cwd=d)
-        _openssl("x509", "-req", "-sha256", "-days", "2", "-in", f"{name}.csr",
-                 "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-                 "-out", f"{name}.crt", cwd=d)
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +31,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("openssl") is None:
         pytest.fail("the openssl command is missing (the test command installs it)")
     d = tmp_path_factory.mktemp("tls")
-    _make_certs(d)
-    return d
-
-
-def tls_args(d: Path, port: int | None = None, **more: str) -> list[str]:
-    """The command-line directives of a TLS-enabled server (tls-port when ``port``)."""
-    args = ["--tls-cert-file", str(d / "redis.crt"), "--tls-key-file", str(d / "redis.key"),
-            "--tls-ca-cert-file", str(d / "ca.crt")]
-    if port is not None:
-        args += ["--tls-port", str(port)]
-    for k, v in more.items():
-        args += [f"--{k.replace('_', '-')}", v]
-    return args
+    return make_certs(d)
 
 
 def tls_client(d: Path, port: int, cert: str | None = "redis", **kw: object) -> redis.Redis:
