@@ -3,13 +3,17 @@
 Each side asks the shell for I/O through a port (``core.host.master_io`` /
 ``core.host.replica_io``), and the shell reports what happened through the side's events:
 
-==============================  =====================================  ========================
-port                            implemented by                         test fake
-==============================  =====================================  ========================
-:class:`MasterIOPort`           ``pyrepl.net.master_io.MasterIO``      ``support.MemMasterIO``
-:class:`ReplicaIOPort`          ``pyrepl.net.replica_io.ReplicaIO``    ``support.MemReplicaIO``
-:class:`ReplicaLinkEvents`      ``replication.replica.ReplicaSide``    (the side itself)
-==============================  =====================================  ========================
+==========================  ===================================  ==================================
+port                        implemented by                       test fakes
+==========================  ===================================  ==================================
+:class:`MasterIOPort`       ``pyrepl.net.master_io.MasterIO``    ``fakes.WireIO`` (one master's
+                                                                 wire), ``support.MemMasterIO``
+                                                                 (a node of the in-memory network)
+:class:`ReplicaIOPort`      ``pyrepl.net.replica_io.ReplicaIO``  ``support.MemReplicaIO``
+:class:`ReplicaLinkEvents`  ``replication.replica.ReplicaSide``  (the side itself)
+==========================  ===================================  ==================================
+
+tests/unit/test_ports.py checks that each of them has every method of its port.
 
 A connection of the replica side is named by the token the side gave when it asked for it, so
 a late event of a connection the side has since abandoned is recognised and ignored.
