@@ -1,10 +1,12 @@
-"""Throughput side by side: pyrepl vs Debian's redis-server, same run, interleaved.
+"""Throughput side by side: pyrepl, Debian's redis-server and the Python floor, same run.
 
     .venv/bin/python bench/bench_throughput.py [--rounds 3] [--requests 300000]
 
-Runs `redis-benchmark -t set,get,incr,lpush,hset,zadd -n N -c 50` at -P 1 and -P 16 against
-both servers, alternating server order each round, and prints medians and the ratio
-pyrepl/redis. Goals: >= 0.9 at -P1, >= 0.5 at -P16.
+Runs `redis-benchmark -t set,get,incr,lpush,hset,zadd -n N -c 50 -r 100000` at -P 1 and -P 16
+against pyrepl, redis-server and the floor (floor_server.py: a bare uvloop + hiredis server,
+the most a Python server can do here), rotating which goes first each round, and prints the
+medians, pyrepl / redis and pyrepl / floor. Goals (issue 15): >= 0.9x Redis at -P1; at -P16
+>= 0.5x Redis and >= 0.8x the floor.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from common import median, redis_benchmark, start_pyrepl, start_redis
+from common import median, redis_benchmark, start_floor, start_pyrepl, start_redis
 
 TESTS = "set,get,incr,lpush,hset,zadd"
 
@@ -26,15 +28,16 @@ def main() -> int:
     args = ap.parse_args()
     py = start_pyrepl()
     rd = start_redis()
+    fl = start_floor()
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     try:
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
-                order = [("pyrepl", py), ("redis", rd)]
-                if rnd % 2:
-                    order.reverse()
-                for name, srv in order:
-                    r = redis_benchmark(srv.port, TESTS, args.requests, args.clients, pipeline)
+                order = [("pyrepl", py), ("redis", rd), ("floor", fl)]
+                k = rnd % len(order)
+                for name, srv in order[k:] + order[:k]:
+                    r = redis_benchmark(srv.port, TESTS, args.requests, args.clients, pipeline,
+                                        ["-r", "100000"])
                     for test, rps in r.items():
                         results.setdefault(f"P{pipeline}", {}).setdefault(test, {}) \
                             .setdefault(name, []).append(rps)
@@ -43,14 +46,19 @@ def main() -> int:
     finally:
         py.stop()
         rd.stop()
+        fl.stop()
     summary = {}
-    print(f"\n{'pipeline':8} {'test':8} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}")
+    print(f"\n{'pipeline':8} {'test':8} {'pyrepl rps':>12} {'redis rps':>12} "
+          f"{'floor rps':>12} {'÷redis':>7} {'÷floor':>7}")
     for p, tests in results.items():
         for test, by in tests.items():
-            a, b = median(by.get("pyrepl", [])), median(by.get("redis", []))
+            a, b, f = (median(by.get(who, [])) for who in ("pyrepl", "redis", "floor"))
             ratio = a / b if b else float("nan")
-            summary[f"{p} {test}"] = {"pyrepl": a, "redis": b, "ratio": ratio}
-            print(f"{p:8} {test:8} {a:12,.0f} {b:12,.0f} {ratio:6.2f}")
+            to_floor = a / f if f else float("nan")
+            summary[f"{p} {test}"] = {"pyrepl": a, "redis": b, "floor": f, "ratio": ratio,
+                                      "floor_ratio": to_floor}
+            print(f"{p:8} {test:8} {a:12,.0f} {b:12,.0f} {f:12,.0f} {ratio:7.2f} "
+                  f"{to_floor:7.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

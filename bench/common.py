@@ -4,6 +4,7 @@ loopback ports, run redis-benchmark, take medians, write results."""
 from __future__ import annotations
 
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,22 @@ def redis_benchmark_command(port: int, command: list[str], n: int, clients: int,
             except ValueError:
                 pass
     raise RuntimeError(f"no figure in redis-benchmark's output: {out!r}")
+
+
+def start_floor() -> ServerProcess:
+    """The bare uvloop + hiredis server (floor_server.py) on a free port: the Python floor."""
+    port = free_port()
+    d = tmpdir("floor-")
+    def ready() -> bool:    # (the floor parses RESP arrays only: no inline PING)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    return ServerProcess([sys.executable, os.path.join(HERE, "floor_server.py"), str(port)],
+                         port, d, f"floor-{port}", ready=ready).start()
 
 
 def median(xs: list[float]) -> float:
