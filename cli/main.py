@@ -15,8 +15,10 @@ import click
 
 from pyrepl import REDIS_VERSION, __version__
 
+# No "-h" here: click would find it inside an ACL rule given on the command line
+# (``--user alice on -@hash`` reads as -@ -h -a -s -h) and print the help instead of starting.
 CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True,
-           "help_option_names": ["-h", "--help"]}
+           "help_option_names": ["--help"]}
 
 
 def parse_directive_flags(args: list[str]) -> list[tuple[str, list[str]]]:
@@ -48,10 +50,12 @@ def parse_directive_flags(args: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def _build_config(config_file: str | None, overrides: list[tuple[str, list[str]]]):
+    from pyrepl.acl_file import check_config_users
     from pyrepl.config import Config, ConfigError
 
     try:
         cfg = Config.load(config_file, overrides)
+        check_config_users(cfg)     # (the `user` lines' rules need the command table)
     except ConfigError as e:
         click.echo(f"*** FATAL CONFIG FILE ERROR ***\n{e}", err=True)
         sys.exit(1)

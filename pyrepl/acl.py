@@ -12,6 +12,10 @@ SHA-256 password hashes and selectors: the root one (rules given outside parenth
 Each client carries ``acl_user`` and ``restricted``: False while its user may run every command
 on every key and channel, the case the dispatcher's hot path tests once per command (the full
 check runs only for restricted users). Changing a user recomputes the flag of its clients.
+The same check (:meth:`Acl.refusal`) serves the dispatcher (context "toplevel", or "multi"
+while queueing), EXEC's second look at its queue ("multi") and a script's redis.call as the
+caller's user ("lua"), each answering its own Redis text. The configuration's users, the ACL
+file and ACL LOAD / SAVE are pyrepl.acl_file's.
 """
 
 from __future__ import annotations
@@ -55,6 +59,25 @@ ERR_BADMSG = ("The password hash must be exactly 64 characters and contain only 
               "hexadecimal characters")
 ERR_CHILD = "Allowing first-arg of a subcommand is not supported"
 
+# The refusal texts: of a command (processCommand), of a script's redis.call
+# (getAclErrorMessage) and of a queued command at EXEC (execCommand).
+NOPERM = {
+    DENIED_CMD: "NOPERM this user has no permissions to run the '%s' command",
+    DENIED_KEY: "NOPERM this user has no permissions to access one of the keys used as arguments",
+    DENIED_CHANNEL: ("NOPERM this user has no permissions to access one of the channels used as "
+                     "arguments"),
+}
+SCRIPT_REASONS = {
+    DENIED_CMD: "can't run this command or subcommand",
+    DENIED_KEY: "can't access at least one of the keys mentioned in the command arguments",
+    DENIED_CHANNEL: "can't publish to the channel mentioned in the command",
+}
+EXEC_REASONS = {
+    DENIED_CMD: "no permission to execute the command or subcommand",
+    DENIED_KEY: "no permission to touch the specified keys",
+    DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
+}
+
 
 class AclError(Exception):
     """A rule ACL SETUSER does not accept (the text is ACLSetUserStringError's)."""
@@ -86,8 +109,9 @@ def _parent(cmd: Command) -> bool:
     return "|" in cmd.name
 
 
-def _has_spaces(s: bytes) -> bool:
-    return any(ch in b" \t\r\n\0" for ch in s) or False
+def has_spaces(s: bytes) -> bool:
+    """ACLStringHasSpaces: isspace() or NUL anywhere (user names, patterns)."""
+    return any(ch in b" \t\r\n\v\f\0" for ch in s)
 
 
 class Selector:
@@ -161,7 +185,7 @@ class Selector:
         elif op[:1] == b"&":
             if self.allchannels:
                 raise AclError(ERR_CHANNELS_AFTER_ALL)
-            if _has_spaces(op[1:]):
+            if has_spaces(op[1:]):
                 raise AclError(ERR_INVAL)
             if op[1:] not in self.channels:
                 self.channels.append(op[1:])
@@ -204,7 +228,7 @@ class Selector:
         else:
             flags = ALL_PERM
         pattern = op[offset:]
-        if _has_spaces(pattern):
+        if has_spaces(pattern):
             raise AclError(ERR_INVAL)
         for p in self.patterns:
             if p[0] == pattern:
@@ -455,6 +479,14 @@ class User:
         return out
 
 
+def default_user() -> User:
+    """ACLCreateDefaultUser: every command, key and channel, no password."""
+    u = User("default")
+    for rule in (b"+@all", b"~*", b"&*", b"on", b"nopass"):
+        u.apply(rule)
+    return u
+
+
 def _checked_hash(h: bytes) -> str:
     if len(h) != 64 or any(ch not in b"0123456789abcdef" for ch in h):
         raise AclError(ERR_BADMSG)
@@ -499,12 +531,8 @@ class Acl:
 
     def __init__(self, core: Any) -> None:
         self.core = core
-        self.users: dict[str, User] = {}
         self.log: list[LogEntry] = []          # newest first
-        default = User("default")
-        for rule in (b"+@all", b"~*", b"&*", b"on", b"nopass"):
-            default.apply(rule)
-        self.users["default"] = default
+        self.users: dict[str, User] = {"default": default_user()}
         self._requirepass: str | None = None
         self.sync_default()
 
@@ -563,35 +591,55 @@ class Acl:
         self.add_log(c, DENIED_AUTH, argv0, username.decode("latin-1"))
         return False
 
-    # -- the dispatcher's check -----------------------------------------------------------
-    def denied(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
-        """Redis's ACLCheckAllPerm in processCommand: False when allowed; otherwise the
-        entry in the ACL log, the -NOPERM refusal, and True."""
+    # -- the permission checks ------------------------------------------------------------
+    def refusal(self, c: Client, cmd: Command, argv: list[bytes], context: str) -> int:
+        """ACLCheckAllPerm, and on a denial addACLLogEntry under ``context`` ("toplevel",
+        "multi", "lua"): 0 when ``c``'s user may run the command, else the DENIED_* reason."""
         user = c.acl_user
         if user is None or c.kind == "master":     # (our master's link has no user)
-            return False
+            return 0
         reason, pos = user.check(cmd, argv)
-        if not reason:
+        if reason:
+            obj = cmd.name.encode() if reason == DENIED_CMD else argv[pos]
+            self.add_log(c, reason, obj, user.name, context)
+        return reason
+
+    def denied(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
+        """Redis's ACLCheckAllPerm in processCommand (also at MULTI's queueing time): False
+        when allowed; otherwise the ACL log entry, the -NOPERM refusal, and True."""
+        user = c.acl_user
+        if user is None or c.kind == "master" or not user.check(cmd, argv)[0]:
             return False
-        obj = cmd.name.encode() if reason == DENIED_CMD else argv[pos]
         c.last_cmd = cmd        # (processCommand sets lastcmd before the check: client-info)
-        self.add_log(c, reason, obj, user.name)
-        if reason == DENIED_CMD:
-            msg = f"NOPERM this user has no permissions to run the '{cmd.name}' command"
-        elif reason == DENIED_KEY:
-            msg = ("NOPERM this user has no permissions to access one of the keys used as "
-                   "arguments")
-        else:
-            msg = ("NOPERM this user has no permissions to access one of the channels used "
-                   "as arguments")
-        self.core._reject(c, msg, cmd)
+        reason = self.refusal(c, cmd, argv, "multi" if c.in_multi else "toplevel")
+        self.core._reject(c, NOPERM[reason] % cmd.name if reason == DENIED_CMD
+                          else NOPERM[reason], cmd)
         return True
 
-    def add_log(self, c: Client, reason: int, obj: bytes, username: str) -> None:
+    def script_refusal(self, caller: Client, cmd: Command, argv: list[bytes]) -> str | None:
+        """scriptVerifyACL: a redis.call / redis.pcall of a script run by ``caller`` is checked
+        against the caller's user and logged with the "lua" context; the error text, or None."""
+        reason = self.refusal(caller, cmd, argv, "lua")
+        return "The user executing the script " + SCRIPT_REASONS[reason] if reason else None
+
+    def exec_refusal(self, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
+        """execCommand: a queued command is checked again when EXEC runs it (the rules may
+        have changed since it was queued), logged with the "multi" context; the error, or
+        None."""
+        reason = self.refusal(c, cmd, argv, "multi")
+        if not reason:
+            return None
+        return ("NOPERM ACLs rules changed between the moment the transaction was accumulated "
+                "and the EXEC call. This command is no longer allowed for the following "
+                "reason: " + EXEC_REASONS[reason])
+
+    def add_log(self, c: Client, reason: int, obj: bytes, username: str,
+                context: str | None = None) -> None:
         """addACLLogEntry: an equal entry among the 10 newest within 60 s is counted again
         and moved to the front."""
         now = self.core.now_ms
-        context = "multi" if c.in_multi else "toplevel"
+        if context is None:
+            context = "multi" if c.in_multi else "toplevel"
         cinfo = c.info_line()
         for i, e in enumerate(self.log[:10]):
             if e.reason == reason and e.context == context and abs(now - e.ctime) <= 60000 \
@@ -653,19 +701,41 @@ class Acl:
         deleted = 0
         for name in names:
             u = self.users.pop(name, None)
-            if u is None:
-                continue
-            deleted += 1
-            for cl in list(self.core.clients.values()):
-                if getattr(cl, "acl_user", None) is u:
-                    cl.acl_user = self.default
-                    cl.user = "default"
-                    cl.set_authenticated(False)
-                    if cl is me:
-                        me.close_after_reply = True
-                    else:
-                        self.core.host.close_client(cl)
+            if u is not None:
+                deleted += 1
+                self._disconnect_clients(u, me)
         return deleted
+
+    def _disconnect_clients(self, u: User, me: Client | None) -> None:
+        """ACLFreeUserAndKillClients: the user's clients go back to an unauthenticated
+        default user and are closed (``me``, the client running the command, after its
+        reply)."""
+        for cl in list(self.core.clients.values()):
+            if getattr(cl, "acl_user", None) is u:
+                cl.acl_user = self.default
+                cl.user = "default"
+                cl.set_authenticated(False)
+                if cl is me:
+                    cl.close_after_reply = True
+                else:
+                    self.core.host.close_client(cl)
+
+    def replace_users(self, users: dict[str, User], me: Client | None) -> None:
+        """ACL LOAD's swap (ACLLoadFromFile): ``users`` become the registry. The default
+        user's record stays the one its clients hold, with the new rules copied in (or
+        every permission when ``users`` has no default); every other old user is dropped with
+        its clients, whether or not the new set has a user of that name."""
+        new_default = users.pop("default", None)
+        if new_default is None:
+            new_default = default_user()
+        d = self.default
+        d.flags, d.passwords = new_default.flags, new_default.passwords
+        d.selectors = new_default.selectors
+        old, self.users = self.users, {"default": d, **users}
+        for name, u in old.items():
+            if name != "default":
+                self._disconnect_clients(u, me)
+        self.refresh(d)
 
     def sorted_users(self) -> list[User]:
         """The users in the rax's order (bytewise)."""

@@ -43,7 +43,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from pyrepl.keyspace.glob import stringmatch as _glob_match
 
@@ -926,10 +926,10 @@ DIRECTIVES: tuple[Directive, ...] = (
     _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
              format_percentiles, multi_arg=True),
     _special("notify-keyspace-events", "", _parse_notify, _fmt_notify),
-    # ACL (users come with a later issue)
-    _str("aclfile", "", mutable=False, noop=True),
-    Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True, noop=True),
-    _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels"), noop=True),
+    # ACL (pyrepl.acl; `user` lines are kept in Config.users, see pyrepl.acl_file)
+    _str("aclfile", "", mutable=False),
+    Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
+    _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
     # encodings: pyrepl keeps its own in-memory shapes; RDB encodings are chosen by the writer
     Directive("hash-max-listpack-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("hash-max-ziplist-entries",), noop=True),
@@ -1057,6 +1057,16 @@ def _quote(arg: str) -> str:
 ChangeCallback = Callable[[str, Any], None]
 
 
+class UserLine(NamedTuple):
+    """A ``user`` line: its arguments after "user", and where it was read (for its errors)."""
+
+    argv: tuple[str, ...]
+    where: str               # "file:line" or "command line: --user ..."
+    path: str | None
+    lineno: int | None
+    line: str
+
+
 class Config:
     """Typed configuration values, readable as attributes (``cfg.repl_backlog_size``).
 
@@ -1079,9 +1089,13 @@ class Config:
     client_output_buffer_limit: dict[str, tuple[int, int, int]]
     replicaof: tuple[str, int] | None
     dir: str
+    # The `user <name> <rules...>` lines of the file and command line, in order (their rules
+    # are checked by pyrepl.acl_file, which needs the command table this module must not import).
+    users: tuple[UserLine, ...]
 
     def __init__(self) -> None:
         object.__setattr__(self, "source_file", None)
+        object.__setattr__(self, "users", ())
         object.__setattr__(self, "_callbacks", [])
         object.__setattr__(self, "loaded_names", set())   # set by the file or command line
         for d in DIRECTIVES:
@@ -1381,6 +1395,16 @@ class _Loader:
             self._fail_at(location, str(exc), name=d.name)
         object.__setattr__(self.cfg, d.attr, value)
         self.cfg.loaded_names.add(d.name)
+
+    def _user(self, argv: list[str], location: tuple[str, int | None, str, str | None]) -> None:
+        """An ACL user (Redis's ACLAppendUserForLoading; its rules are checked by
+        pyrepl.acl_file.check_config_users, its user made at startup)."""
+        if any(u.argv[0] == argv[0] for u in self.cfg.users):
+            self._fail_at(location, f"Error in user declaration '{argv[0]}': Duplicate user "
+                                    "found. A user can only be defined once in config files")
+        where, lineno, line, path = location
+        user = UserLine(tuple(argv), where, path, lineno, line)
+        object.__setattr__(self.cfg, "users", (*self.cfg.users, user))
 
     def _include(self, target: str, path: str | None, lineno: int | None, line: str,
                  depth: int) -> None:

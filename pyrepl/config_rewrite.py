@@ -18,8 +18,10 @@ beside it, fsync, mode 0644 minus the umask, rename, fsync of the directory), as
 
 Values are written as Redis writes them: memory sizes with the largest exact unit (``64mb``),
 strings quoted with sdscatrepr's escapes, ``dir`` as an absolute path, ``N%`` for
-``maxmemory-clients`` percentages, octal for ``unixsocketperm``. Redis also writes its ACL users
-(``user default on nopass ...``); pyrepl has no ACL users yet, so it writes none.
+``maxmemory-clients`` percentages, octal for ``unixsocketperm``. Then the ACL users
+(rewriteConfigUserOption): one ``user <name> <rules>`` line each, as ACL LIST shows them, in
+place of the old ``user`` lines; none when ``aclfile`` is set (the file's old ``user`` lines are
+dropped: the users live in the ACL file).
 """
 
 from __future__ import annotations
@@ -208,20 +210,27 @@ REWRITERS: dict[str, Rewriter] = {
 }
 
 
-def rewrite_text(old_text: str | None, cfg: Config) -> str:
-    """The new content of the configuration file, from its old content and ``cfg``."""
+def rewrite_text(old_text: str | None, cfg: Config, users: list[str] | None = None) -> str:
+    """The new content of the configuration file, from its old content, ``cfg`` and the ACL
+    users' lines (``user <name> <rules>``; None keeps the old ``user`` lines as they are)."""
     state = _State(old_text)
     defaults = Config()
     for d in DIRECTIVES:
         value = getattr(cfg, d.attr)
         default = getattr(defaults, d.attr)
         REWRITERS.get(d.name, _generic)(state, d, value, default)
+    if users is not None:           # rewriteConfigUserOption
+        if not cfg.aclfile:
+            for line in users:
+                state.rewrite_line("user", line, True)
+        state.rewritten.add("user")
     state.remove_orphaned()
     return state.content()
 
 
-def rewrite_file(cfg: Config, path: str | None = None) -> None:
-    """rewriteConfig + rewriteConfigOverwriteFile: raises OSError (errno set) on failure."""
+def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None = None) -> None:
+    """rewriteConfig + rewriteConfigOverwriteFile (``users``: see rewrite_text): raises OSError
+    (errno set) on failure."""
     path = path or cfg.source_file
     if not path:
         raise OSError("The server is running without a config file")
@@ -230,7 +239,7 @@ def rewrite_file(cfg: Config, path: str | None = None) -> None:
             old: str | None = f.read().decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         old = None                        # as Redis: a missing file is an empty one
-    content = rewrite_text(old, cfg).encode("utf-8", "surrogateescape")
+    content = rewrite_text(old, cfg, users).encode("utf-8", "surrogateescape")
     directory = os.path.dirname(os.path.abspath(path))
     # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)

@@ -3,14 +3,24 @@ LOAD SAVE (Redis 7.0's aclCommand).
 
 Theory of operation: the users, rules and checks are pyrepl.acl's (sans-io); the handlers
 here parse arguments and shape the replies as Redis does. The registry is made on the first
-ACL command (``acl_of``), so a server that never uses ACL never checks a permission.
+ACL command (``acl_of``) or at startup for configured users, so a server that never uses ACL
+never checks a permission. LOAD and SAVE use pyrepl.acl_file (imported when they run: it
+imports this package).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.acl import ACL_CATEGORIES, REASONS, Selector, acl_of, all_commands, genpass
+from pyrepl.acl import (
+    ACL_CATEGORIES,
+    REASONS,
+    Selector,
+    acl_of,
+    all_commands,
+    genpass,
+    has_spaces,
+)
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import help_reply, parse_int
 from pyrepl.resp.types import OK, Map, ReplyError, SetReply
@@ -34,7 +44,7 @@ def _selector_fields(s: Selector) -> list[tuple[bytes, object]]:
          summary="Modify or create the rules for a specific ACL user")
 def acl_setuser(c: Any, argv: list[bytes]) -> object:
     name = argv[2]
-    if any(ch in b" \t\r\n\0" for ch in name):
+    if has_spaces(name):
         raise ReplyError("ERR Usernames can't contain spaces or null characters")
     error = acl_of(c.core).setuser(name.decode("latin-1"), argv[3:])
     if error is not None:
@@ -71,9 +81,9 @@ def acl_getuser(c: Any, argv: list[bytes]) -> object:
 @command("acl|list", 2, _FLAGS, group="server", since="6.0.0",
          summary="List the current ACL rules in ACL config file format")
 def acl_list(c: Any, argv: list[bytes]) -> object:
-    acl = acl_of(c.core)
-    acl.sync_default()
-    return [f"user {u.name} {u.describe()}".encode("latin-1") for u in acl.sorted_users()]
+    from pyrepl.acl_file import user_lines
+
+    return [line.encode("latin-1") for line in user_lines(acl_of(c.core))]
 
 
 @command("acl|users", 2, _FLAGS, group="server", since="6.0.0",
@@ -176,13 +186,29 @@ _NO_ACLFILE = ("ERR This Redis instance is not configured to use an ACL file. Yo
 @command("acl|load", 2, _FLAGS, group="server", since="6.0.0",
          summary="Reload the ACLs from the configured ACL file")
 def acl_load(c: Any, argv: list[bytes]) -> object:
-    raise ReplyError(_NO_ACLFILE)
+    from pyrepl.acl_file import load_file
+
+    cfg = c.core.config
+    if not cfg.aclfile:
+        raise ReplyError(_NO_ACLFILE)
+    errors = load_file(acl_of(c.core), cfg.in_dir(cfg.aclfile), cfg.aclfile, me=c)
+    if errors is not None:
+        raise ReplyError("ERR " + errors)
+    return OK
 
 
 @command("acl|save", 2, _FLAGS, group="server", since="6.0.0",
          summary="Save the current ACL rules in the configured ACL file")
 def acl_save(c: Any, argv: list[bytes]) -> object:
-    raise ReplyError(_NO_ACLFILE)
+    from pyrepl.acl_file import save_file
+
+    cfg = c.core.config
+    if not cfg.aclfile:
+        raise ReplyError(_NO_ACLFILE)
+    if not save_file(acl_of(c.core), cfg.in_dir(cfg.aclfile)):
+        raise ReplyError("ERR There was an error trying to save the ACLs. Please check the "
+                         "server logs for more information")
+    return OK
 
 
 _HELP = (

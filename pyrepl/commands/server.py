@@ -197,14 +197,19 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
 
 @command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
 def config_rewrite(c: Any, argv: list[bytes]) -> object:
+    from pyrepl.acl import acl_of
+    from pyrepl.acl_file import user_lines
     from pyrepl.config_rewrite import rewrite_file
 
     core = c.core
     cfg = core.config
     if not cfg.source_file:
         raise ReplyError("ERR The server is running without a config file")
+    # (the users as latin-1 text, the file as UTF-8 with surrogate escapes: the same bytes)
+    users = [line.encode("latin-1").decode("utf-8", "surrogateescape")
+             for line in user_lines(acl_of(core))]
     try:
-        rewrite_file(cfg)
+        rewrite_file(cfg, users=users)
     except OSError as e:
         reason = e.strerror or str(e)
         core.log.warning(f"CONFIG REWRITE failed: {reason}")

@@ -64,9 +64,18 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     # writes itself (SUBSCRIBE's frames) takes its place in the array.
     out = c.out
     out.append(b"*%d\r\n" % len(queue))
+    exec_cmd = c.last_cmd
+    refused_last = False
     core._call_depth += 1  # propagate the transaction as one unit, after it ran
     try:
         for cmd, args in queue:
+            if c.restricted:    # ACL: checked again, the rules may have changed since queued
+                err = _acl_refusal(c, cmd, args, queue, exec_cmd)
+                refused_last = err is not None
+                if refused_last:
+                    core.error_reply(c, err, None, rejected=False)
+                    out.append(encode(ReplyError(err), c.proto))
+                    continue
             if guard is not None:
                 err = guard.check_command(c, cmd)
                 if err is not None:
@@ -74,9 +83,24 @@ def exec_(c: Any, argv: list[bytes]) -> object:
                     out.append(encode(ReplyError(err), c.proto))
                     continue
             out.append(encode(core.call(c, cmd, args), c.proto))
+            refused_last = False
     finally:
         core._call_depth -= 1
+    if refused_last:    # (Redis: an error after the last call() counts as EXEC's own failure)
+        core.command_stat(exec_cmd).failed += 1
     return NO_REPLY
+
+
+def _acl_refusal(c: Any, cmd: Any, args: list[bytes], queue: list, exec_cmd: Any) -> str | None:
+    """execCommand's ACL check of a queued command (pyrepl.acl): the error, or None. The log
+    entry's client info is taken as Redis shows the client inside EXEC: still in MULTI with
+    its queue, its last command EXEC."""
+    saved = c.in_multi, c.multi_queue, c.last_cmd
+    c.in_multi, c.multi_queue, c.last_cmd = True, queue, exec_cmd
+    try:
+        return c.core.acl.exec_refusal(c, cmd, args)
+    finally:
+        c.in_multi, c.multi_queue, c.last_cmd = saved
 
 
 @command("watch", -2, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",

@@ -7,8 +7,9 @@ may write is a write command: READONLY, MISCONF, NOREPLICAS, OOM, MASTERDOWN), n
 lookup or compilation, then ``scriptPrepareForRun``'s checks. The script runs on a
 pseudo-client made once (not in ``core.clients``), whose db starts as the caller's and whose
 protocol starts at RESP2; every ``redis.call`` goes through :meth:`_call`, which makes
-``scriptCall``'s checks (arity, ``noscript``, stale replica, read-only scripts, the first write
-on a read-only replica / MISCONF / min-replicas / OOM) and then ``core.call``. The caller's
+``scriptCall``'s checks (arity, ``noscript``, stale replica, the caller's ACL user, read-only
+scripts, the first write on a read-only replica / MISCONF / min-replicas / OOM) and then
+``core.call``. The caller's
 ``core.call`` runs EVAL one call level deep, so the writes the script makes are queued in
 ``core._pending`` and propagated as effects, wrapped in MULTI/EXEC when more than one; the
 EVAL command itself is never propagated (the handler sets ``propagate_argv = []``).
@@ -446,6 +447,10 @@ class ScriptEngine:
         replica, link_down = self._replica_state()
         if replica and link_down and not cfg.replica_serve_stale_data and "stale" not in flags:
             return "Can not execute the command on a stale replica"
+        if ctx.caller.restricted:      # ACL: the caller's user (scriptVerifyACL)
+            refused = core.acl.script_refusal(ctx.caller, cmd, argv)
+            if refused is not None:
+                return refused
         write = cmd.write
         if ctx.read_only and (write or "may-replicate" in flags):
             return "Write commands are not allowed from read-only scripts."
@@ -613,13 +618,20 @@ class ScriptEngine:
         self.rand.seed(self._checkint(args, 0, "randomseed"))
 
     def _acl(self, *args: Any) -> Any:
-        """redis.acl_check_cmd: every command is allowed to the (only) default user."""
+        """redis.acl_check_cmd: whether the user running the script may run the command with
+        those arguments (nothing is logged)."""
+        ctx = self.ctx
+        if ctx is None:
+            raise CallError("ERR redis.acl_check_cmd can only be called inside a script "
+                            "invocation", False)
         argv = lua_argv(args) if args else None
         if argv is None:
             raise CallError(NOARGS_ERR if not args else ARGS_ERR, False)
-        if self.core.lookup_command(argv) is None:
+        cmd = self.core.lookup_command(argv)
+        if cmd is None:
             raise CallError("ERR Invalid command passed to redis.acl_check_cmd()", False)
-        return True
+        user = ctx.caller.acl_user
+        return user is None or ctx.caller.kind == "master" or not user.check(cmd, argv)[0]
 
     # -- busy scripts ---------------------------------------------------------------------------
     def _hook(self) -> bool:

@@ -2,17 +2,29 @@
 
 Every ACL subcommand's replies (GENPASS by shape, LOG with its time and client fields
 masked), the -NOPERM texts for a command, a key and a channel, AUTH and HELLO AUTH as a
-restricted user, CLIENT KILL USER. The servers are shared by the module: each test deletes its
-users and gives ``default`` back its rules at the end.
+restricted user, CLIENT KILL USER, the checks of a script's redis.call and of EXEC's queue. The
+servers are shared by the module: each test deletes its users and gives ``default`` back its
+rules at the end. The users of the configuration and of the ACL file (startup, ACL LOAD /
+SAVE, the errors that stop a start) are compared on servers of their own.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 from differential import Pair
-from support import RawClient, parse_reply
+from support import (
+    RawClient,
+    free_port,
+    parse_reply,
+    pyrepl_argv,
+    redis_server_path,
+    start_pyrepl,
+    start_redis,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -240,3 +252,182 @@ def test_subscribers_losing_their_channels_are_disconnected(p: Pair) -> None:
     finally:
         a.close()
         b.close()
+
+
+LIB = ("#!lua name=acltest\n"
+       "redis.register_function('f', function() return redis.call('set','k1','v') end)")
+
+
+def stats_of(p: Pair) -> list[dict]:
+    """INFO errorstats, and the calls / rejected_calls / failed_calls of commandstats."""
+    out = []
+    for side in (p.a, p.b):
+        with RawClient(side.sock.getpeername()[1]) as c:
+            text = parse_reply(c.call("INFO", "errorstats"))
+            stats = parse_reply(c.call("INFO", "commandstats"))
+        fields = {}
+        for line in stats.decode().splitlines():
+            if line.startswith("cmdstat_"):
+                name, _, rest = line.partition(":")
+                kv = dict(x.split("=") for x in rest.split(","))
+                fields[name] = (kv["calls"], kv["rejected_calls"], kv["failed_calls"])
+        out.append({"errors": sorted(text.decode().splitlines()), "commands": fields})
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_scripts_and_exec_check_the_callers_permissions(p: Pair) -> None:
+    p.check("ACL", "SETUSER", "alice", "on", ">pw", "~k*", "&ch", "+eval", "+fcall", "+get",
+            "+incr", "+publish", "+multi", "+exec")
+    p.check("FUNCTION", "LOAD", "REPLACE", LIB)
+    a, b = clients(p)
+    try:
+        both(a, b, "AUTH", "alice", "pw")
+        p.check("CONFIG", "RESETSTAT")
+        for script in ("return redis.call('set','k1','v')", "return redis.pcall('set','k1','v')",
+                       "return redis.call('incr','x')", "return redis.call('publish','x','m')",
+                       "return redis.call('incr','k1')",
+                       "return redis.acl_check_cmd('get','x')",
+                       "return redis.acl_check_cmd('get','k')",
+                       "return redis.acl_check_cmd('set','k','v')",
+                       "return redis.acl_check_cmd('nosuch')"):
+            both(a, b, "EVAL", script, "0")
+        both(a, b, "FCALL", "f", "0")
+        for argv in (("MULTI",), ("INCR", "k1"), ("GET", "k2"), ("PUBLISH", "ch", "m"),
+                     ("GET", "k1")):
+            both(a, b, *argv)
+        p.check("ACL", "SETUSER", "alice", "-incr", "resetkeys", "~k1", "resetchannels")
+        both(a, b, "EXEC")
+        both(a, b, "MULTI")
+        both(a, b, "GET", "k1")
+        p.check("ACL", "SETUSER", "alice", "-get")
+        both(a, b, "EXEC")
+        stats = stats_of(p)
+        assert stats[0] == stats[1]
+    finally:
+        a.close()
+        b.close()
+        p.check("FUNCTION", "FLUSH")
+    logs = logs_of(p, "ACL", "LOG")
+    assert logs[0] == logs[1]
+    assert {e[b"context"] for e in logs[0]} == {b"lua", b"multi"}
+    assert {e[b"reason"] for e in logs[0]} == {b"command", b"key", b"channel"}
+
+
+def _servers(tmp_path: Path, *args: str, files: dict[str, str] | None = None) -> tuple:
+    """A redis-server and a pyrepl started with ``args``, each in a directory of its own
+    holding ``files`` first; the Pair on them."""
+    procs = []
+    for kind in ("pyrepl", "redis"):
+        d = tmp_path / kind
+        d.mkdir()
+        for name, text in (files or {}).items():
+            (d / name).write_text(text)
+        start = start_pyrepl if kind == "pyrepl" else start_redis
+        procs.append(start(*args, tmpdir=str(d)))
+    return procs, Pair(procs[0].port, procs[1].port)
+
+
+def _failed_start(tmp_path: Path, kind: str, *args: str) -> str:
+    """Start one server that must refuse to: its exit code 1 and its output."""
+    d = tmp_path / f"{kind}-{free_port()}"
+    d.mkdir()
+    port = free_port()
+    if kind == "redis":
+        argv = [redis_server_path(), "--port", str(port), "--bind", "127.0.0.1", "--dir",
+                str(d), "--save", "", *args]
+    else:
+        argv = pyrepl_argv("master", port, str(d), *args)
+    out = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, (kind, out.stdout[-2000:], out.stderr[-2000:])
+    return out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("--user", "alice", "on", "bogus"), "Error in user declaration 'alice': Syntax error"),
+    (("--user", "alice", "on", "--user", "alice", "off"),
+     "Error in user declaration 'alice': Duplicate user found. A user can only be defined once "
+     "in config files"),
+    (("--user", "alice", "on", "+nosuch"),
+     "Error loading ACL rule '+nosuch' for the user named 'alice': Unknown command or category "
+     "name in ACL"),
+    (("--user", "alice", "on", "--aclfile", "users.acl"),
+     "Configuring Redis with users defined in redis.conf and at the same setting an ACL file "
+     "path is invalid."),
+    (("--aclfile", "missing.acl"),
+     "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file "
+     "'missing.acl': No such file or directory"),
+])
+def test_acl_errors_that_stop_a_start_as_redis(tmp_path: Path, args: tuple, line: str) -> None:
+    for kind in ("redis", "pyrepl"):
+        assert line in _failed_start(tmp_path, kind, *args), kind
+
+
+def test_users_of_the_configuration_as_redis(tmp_path: Path) -> None:
+    procs, p = _servers(tmp_path, "--user", "alice", "on", ">pw", "~k*", "&ch", "+get",
+                        "+@hash", "(+set ~w*)", "--user", "default", "on", "nopass", "~*",
+                        "&*", "+@all", "-flushall", "--user", "bob")
+    try:
+        check_rules(p, "ACL", "LIST")
+        check_rules(p, "ACL", "GETUSER", "default")
+        p.check("FLUSHALL")
+        p.check("AUTH", "alice", "pw")
+        for argv in (("GET", "k1"), ("SET", "w1", "x"), ("SET", "k1", "x"),
+                     ("HSET", "k2", "f", "v"), ("ACL", "WHOAMI")):
+            p.check(*argv)
+    finally:
+        p.close()
+        for proc in procs:
+            proc.stop()
+
+
+def _same_acl_files(tmp_path: Path) -> None:
+    ours, theirs = ((tmp_path / kind / "users.acl").read_bytes() for kind in ("pyrepl", "redis"))
+    assert [_norm_rules(x) for x in ours.split(b"\n")] == \
+        [_norm_rules(x) for x in theirs.split(b"\n")]
+
+
+def test_aclfile_load_and_save_as_redis(tmp_path: Path) -> None:
+    good = "user alice on >pw ~k* &ch +get +@hash\nuser default on nopass ~* &* +@all -flushall\n"
+    procs, p = _servers(tmp_path, "--aclfile", "users.acl", files={"users.acl": good})
+    a, b = clients(p)
+    try:
+        check_rules(p, "ACL", "LIST")
+        both(a, b, "AUTH", "alice", "pw")
+        both(a, b, "FLUSHALL")
+        # a file with errors: the same sentences, and nothing changes
+        bad = ("user alice on\n# comment\nuser  bob on +nosuch bogus ~* ~x\nuser alice off\n"
+               "foo\nuser a\tb\nuser carol (~x\nuser dave on %X~k\n")
+        for kind in ("pyrepl", "redis"):
+            (tmp_path / kind / "users.acl").write_text(bad)
+        p.check("ACL", "LOAD")
+        both(a, b, "GET", "k1")
+        # a good one replaces the users: the old users' clients are disconnected
+        for kind in ("pyrepl", "redis"):
+            (tmp_path / kind / "users.acl").write_text("user alice on >new +@all ~*\n"
+                                                       "user bob on nopass +@read ~r*\n")
+        p.check("ACL", "LOAD")
+        for side in (a, b):
+            side.sock.settimeout(5)
+            assert side.sock.recv(100) == b""
+        check_rules(p, "ACL", "LIST")
+        p.check("FLUSHALL")                 # no default line in the file: every permission
+        p.check("ACL", "SETUSER", "carol", "on", "#" + "a" * 64, "%R~r*", "(+set ~w)")
+        p.check("ACL", "SAVE")
+        _same_acl_files(tmp_path)
+        p.check("ACL", "LOAD")
+        check_rules(p, "ACL", "LIST")
+        # ACL SAVE that cannot rename over the file: Redis's error, the old file kept
+        for kind in ("pyrepl", "redis"):
+            (tmp_path / kind / "users.acl").unlink()
+            (tmp_path / kind / "users.acl").mkdir()
+        p.check("ACL", "SAVE")
+        for proc in procs:
+            assert "Renaming ACL file for ACL SAVE: Is a directory" in proc.log()
+            assert not [f for f in Path(proc.dir).iterdir() if ".tmp-" in f.name]
+    finally:
+        a.close()
+        b.close()
+        p.close()
+        for proc in procs:
+            proc.stop()
