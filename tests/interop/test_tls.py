@@ -25,6 +25,10 @@ from tlscerts import server_args as tls_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
+# The replication user Redis documents (see test_repl_acl_user.py): replicas sync as it.
+REPL_USER = ("--user", "repl", "on", ">pw", "+psync", "+replconf", "+ping")
+AS_REPL = ("--masteruser", "repl", "--masterauth", "pw")
+
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -197,21 +201,22 @@ def _write_more(c: redis.Redis) -> None:
 @pytest.mark.parametrize("diskless", ["yes", "no"])
 def test_real_redis_replica_over_tls(certs: Path, diskless: str) -> None:
     """A redis-server 7.0.15 replica with tls-replication syncs from a pyrepl master's TLS
-    port, diskless (the child's snapshot relayed by the parent) and from disk, then follows the
-    stream; the master's log shows the full sync it made."""
+    port as a restricted ACL user, diskless (the child's snapshot relayed by the parent) and
+    from disk, then follows the stream; the master's log shows the full sync it made."""
     tls_port = free_port()
     master = start_master(*tls_args(certs, tls_port), "--repl-diskless-sync", diskless,
-                          "--repl-diskless-sync-delay", "0")
+                          "--repl-diskless-sync-delay", "0", *REPL_USER)
     replica = None
     try:
         mc = redis.Redis(port=master.port)
         _populate(mc)
         replica = start_redis(*tls_args(certs), "--tls-replication", "yes",
-                              "--enable-debug-command", "yes",
+                              "--enable-debug-command", "yes", *AS_REPL,
                               "--replicaof", "127.0.0.1", str(tls_port))
         wait_synced(master.port, replica.port)
         _write_more(mc)
         wait_synced(master.port, replica.port)
+        assert "user=repl" in mc.execute_command("CLIENT", "LIST", "TYPE", "replica").decode()
         full = events(master, "fullsync_rdb_sent")
         assert full and full[-1]["mode"] == ("diskless" if diskless == "yes" else "disk"), full
         assert "MASTER <-> REPLICA sync: Finished with success" in replica.log()
@@ -223,21 +228,23 @@ def test_real_redis_replica_over_tls(certs: Path, diskless: str) -> None:
 
 @pytest.mark.parametrize("diskless", ["yes", "no"])
 def test_pyrepl_replica_of_real_redis_over_tls(certs: Path, diskless: str) -> None:
-    """A pyrepl replica with tls-replication follows a redis-server 7.0.15 master's TLS port:
-    full sync, the stream, then a partial resync over TLS after the link is killed."""
+    """A pyrepl replica with tls-replication follows a redis-server 7.0.15 master's TLS port
+    as a restricted ACL user: full sync, the stream, then a partial resync over TLS after the
+    link is killed."""
     tls_port = free_port()
     master = start_redis(*tls_args(certs, tls_port), "--repl-diskless-sync", diskless,
-                         "--enable-debug-command", "yes",
+                         "--enable-debug-command", "yes", *REPL_USER,
                          "--repl-diskless-sync-delay", "0")
     replica = None
     try:
         mc = redis.Redis(port=master.port)
         _populate(mc)
-        replica = start_pyrepl(*tls_args(certs), "--tls-replication", "yes",
+        replica = start_pyrepl(*tls_args(certs), "--tls-replication", "yes", *AS_REPL,
                                "--master", f"127.0.0.1:{tls_port}", role="replica")
         wait_synced(master.port, replica.port)
         _write_more(mc)
         wait_synced(master.port, replica.port)
+        assert "user=repl" in mc.execute_command("CLIENT", "LIST", "TYPE", "replica").decode()
         syncs = int(mc.info("stats")["sync_full"])
         assert mc.client_kill_filter(_type="replica") == 1
         _write_more(mc)
