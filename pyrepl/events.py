@@ -46,6 +46,12 @@ FIELDS: list[tuple[str, str, str]] = [
     ("lag_ms", "double", "ms since the replica's last ack"),
     ("error", "string", "error text for failures"),
     ("command", "string", "propagation_error: the command that failed on the replica"),
+    # Events that pyrepl did not log itself (issue 16): from Redis/Valkey log files and from
+    # `pyrepl collect`'s INFO samples.
+    ("source", "string", "where the line comes from: pyrepl (when absent) | redis-log | "
+                         "valkey-log | collector"),
+    ("inferred", "long", "1 when the event was inferred from the difference between two INFO "
+                         "samples (pyrepl collect), not logged when it happened"),
 ]
 FIELD_TYPES = {name: t for name, t, _ in FIELDS}
 
