@@ -12,7 +12,9 @@ the cheap way to read a replica's link state and ``slave_repl_offset``: ``connec
 ``master_link_status:up`` in INFO). Sections (``--only throughput,fullsync,partial,lag``):
 
 1. ``throughput``: ``redis-benchmark -t set,get -n 300000 -c 50 -P 1|16`` against a master with
-   one replica attached. Goal: SET ratio >= 0.9 at -P1, >= 0.5 at -P16.
+   one replica attached, and against the Python floor (bench/floor_server.py, no replica: the
+   most a Python server does here). Goals: SET ratio >= 0.9 at -P1, >= 0.5 at -P16, and at
+   -P16 >= 0.8x the floor.
 2. ``fullsync``: the master gets ``DEBUG POPULATE 1000000 key 100``; a fresh empty replica is
    told ``REPLICAOF``. For each entry of :data:`SYNC_MODES` (one more entry adds a mode):
    (a) idle: REPLICAOF -> ROLE ``connected`` (= ``master_link_status:up``);
@@ -63,6 +65,7 @@ from common import (
     parse_info,
     percentile,
     redis_benchmark,
+    start_floor,
     start_pyrepl,
     start_redis,
     stop_popen,
@@ -212,11 +215,16 @@ def replica_count(master: ServerProcess) -> int:
 
 def section_throughput(args: argparse.Namespace, res: Results) -> None:
     pairs = {}
+    floor = None
     try:
         for kind in KINDS:
             pairs[kind] = start_pair(kind)
+        floor = start_floor()
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
+                r = redis_benchmark(floor.port, "set,get", args.tp_requests, 50, pipeline)
+                for test, rps in r.items():
+                    res.add(f"throughput {test} -P{pipeline}", "floor", rps)
                 for kind in order(rnd):
                     master, _ = pairs[kind]
                     r = redis_benchmark(master.port, "set,get", args.tp_requests, 50, pipeline)
@@ -228,6 +236,7 @@ def section_throughput(args: argparse.Namespace, res: Results) -> None:
                           + ", ".join(f"{t}={v:,.0f}/s" for t, v in r.items()) + note,
                           flush=True)
     finally:
+        stop_server(floor)
         for master, replica in pairs.values():
             stop_server(replica)
             stop_server(master)
@@ -594,6 +603,11 @@ class Results:
             if metric == "fullsync rdbchannel load master buf MB":
                 # issue 4: master peak <= backlog (1 MB) + 1 MB with the rdb channel
                 goal = f"<= 2 MB: {'ok' if a <= 2.0 else 'MISSED'}"
+            if "floor" in by:
+                to_floor = a / median(by["floor"])
+                goal += f"; {to_floor:.2f}x the floor"
+                if metric.endswith("-P16"):
+                    goal += f" (>= 0.8: {'ok' if to_floor >= 0.8 else 'MISSED'})"
             out[metric] = {"pyrepl": a, "redis": b, "ratio": ratio, "goal": goal,
                            "runs": {k: v for k, v in by.items()}}
         return out
