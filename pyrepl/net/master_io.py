@@ -381,15 +381,23 @@ class MasterIO:
             data = c.data_to_send()  # replies produced before the bulk starts go first
             if data:
                 t.write(data)
-        if is_tls(c):
-            self._pump_tls(b, t)
-            return
-        if t.get_write_buffer_size():
-            self._again(b, False)
-            return
-        progress = 0
         try:
-            fd = self._sock_fd(c)
+            progress = self._pump_tls(b, t) if is_tls(c) else self._pump_socket(b, t)
+        except OSError as e:
+            self._finish(b, False, e.strerror or str(e))
+            return
+        if not b.pre and b.offset >= b.size:
+            self._finish(b, True, "")
+        else:
+            self._again(b, progress > 0)
+
+    def _pump_socket(self, b: _Bulk, t: asyncio.Transport) -> int:
+        """sendfile straight on the socket while the transport holds nothing; bytes sent."""
+        progress = 0
+        if t.get_write_buffer_size():
+            return 0
+        fd = self._sock_fd(b.client)
+        try:
             while progress < PUMP_BUDGET:
                 if b.pre:
                     n = os.write(fd, b.pre)
@@ -405,38 +413,25 @@ class MasterIO:
                 progress += n
         except BlockingIOError:
             pass
-        except OSError as e:
-            self._finish(b, False, e.strerror or str(e))
-            return
-        if not b.pre and b.offset >= b.size:
-            self._finish(b, True, "")
-            return
-        self._again(b, progress > 0)
+        return progress
 
-    def _pump_tls(self, b: _Bulk, t: asyncio.Transport) -> None:
-        """The file through the TLS transport, while it holds less than RELAY_HIGH bytes."""
+    def _pump_tls(self, b: _Bulk, t: asyncio.Transport) -> int:
+        """The file through the TLS transport while it holds less than RELAY_HIGH bytes."""
         progress = 0
-        try:
-            while progress < PUMP_BUDGET and t.get_write_buffer_size() < RELAY_HIGH:
-                if b.pre:
-                    data, b.pre = b.pre, b""
-                elif b.offset < b.size:
-                    data = os.pread(b.fd, min(b.size - b.offset, SENDFILE_CHUNK), b.offset)
-                    if not data:
-                        raise OSError("premature EOF")
-                    b.offset += len(data)
-                else:
-                    break
-                t.write(data)
-                b.sent += len(data)
-                progress += len(data)
-        except OSError as e:
-            self._finish(b, False, e.strerror or str(e))
-            return
-        if not b.pre and b.offset >= b.size:
-            self._finish(b, True, "")
-            return
-        self._again(b, progress > 0)
+        while progress < PUMP_BUDGET and t.get_write_buffer_size() < RELAY_HIGH:
+            if b.pre:
+                data, b.pre = b.pre, b""
+            elif b.offset < b.size:
+                data = os.pread(b.fd, min(b.size - b.offset, SENDFILE_CHUNK), b.offset)
+                if not data:
+                    raise OSError("premature EOF")
+                b.offset += len(data)
+            else:
+                break
+            t.write(data)
+            b.sent += len(data)
+            progress += len(data)
+        return progress
 
     def _again(self, b: _Bulk, progressed: bool) -> None:
         loop = self.server.loop
