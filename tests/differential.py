@@ -236,8 +236,8 @@ class PropagationTaps:
 
 
 def same_propagation(got: list[list[bytes]], want: list[list[bytes]]) -> bool:
-    """Equal command streams; absolute ms times (after PXAT, PEXPIREAT's and RESTORE's TTL
-    argument, XCLAIM's TIME) may differ by 2 s."""
+    """Equal command streams; absolute ms times (after PXAT, PEXPIREAT's, HPEXPIREAT's and
+    RESTORE's TTL argument, XCLAIM's TIME) may differ by 2 s."""
     if len(got) != len(want):
         return False
     for g, w in zip(got, want, strict=True):
@@ -247,7 +247,7 @@ def same_propagation(got: list[list[bytes]], want: list[list[bytes]]) -> bool:
             return False
         for i, (x, y) in enumerate(zip(g, w, strict=True)):
             timed = i > 0 and (g[i - 1].upper() == b"PXAT" or
-                               (g[0] in (b"PEXPIREAT", b"RESTORE") and i == 2) or
+                               (g[0] in (b"PEXPIREAT", b"HPEXPIREAT", b"RESTORE") and i == 2) or
                                (g[0] == b"XCLAIM" and g[i - 1].upper() == b"TIME"))
             if timed and x.lstrip(b"-").isdigit() and y.lstrip(b"-").isdigit():
                 if abs(int(x) - int(y)) > 2000:

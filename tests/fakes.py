@@ -22,6 +22,7 @@ DEBUG DIGEST.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from support import shell_write
@@ -67,6 +68,28 @@ class CoreHarness:
 
 def cmd(*args: bytes | str | int) -> bytes:
     return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
+
+
+class ReplicaNode:
+    """A real replica-side ServerCore + Replication at the fake clock (port 6381, a replica of
+    127.0.0.1:6380 unless ``replicaof`` is False; then ``overrides``) whose replica side talks
+    to the recorded I/O port ``io``, with a user client."""
+
+    def __init__(self, io: Any, overrides: Sequence[tuple[str, list[str]]],
+                 replicaof: bool = True) -> None:
+        ov = [("save", [""]), ("port", ["6381"])]
+        if replicaof:
+            ov.append(("replicaof", ["127.0.0.1", "6380"]))
+        self.host = Host()
+        self.host.replica_io = self.io = io
+        self.core = ServerCore(Config.load(None, [*ov, *overrides]), self.host, now_ms=NOW)
+        self.repl = Replication(self.core)
+        self.side = self.repl.replica
+        self.client = self.core.connection_made("127.0.0.1:5000", "127.0.0.1:6381")
+
+    def run(self, *args: bytes | str | int) -> bytes:
+        self.client.receive_data(cmd(*args))
+        return self.client.data_to_send()
 
 
 class ForkHost(Host):
@@ -318,6 +341,35 @@ class ReplicaCore:
 
     def digest(self) -> str:
         return dataset_digest(self.core.dbs, None)
+
+
+def apply_writes(m: Master, ops: list[str], tag: int, keys: int = 5, stride: int = 7) -> None:
+    """Phase ``tag`` of a hypothesis test of the replication stream: the writes ``ops`` (set,
+    incr, rpush, hset, sadd, zadd, del, select, multi) on ``keys`` keys per type, in three
+    databases."""
+    for i, op in enumerate(ops):
+        k = f"k{(tag * stride + i) % keys}"
+        if op == "set":
+            m.run("SET", f"s:{k}", f"v{tag}-{i}")
+        elif op == "incr":
+            m.run("INCR", f"n:{k}")
+        elif op == "rpush":
+            m.run("RPUSH", f"l:{k}", f"e{i}", "x")
+        elif op == "hset":
+            m.run("HSET", f"h:{k}", f"f{i}", f"v{tag}")
+        elif op == "sadd":
+            m.run("SADD", f"z:s:{k}", f"m{i}")
+        elif op == "zadd":
+            m.run("ZADD", f"z:{k}", str(i), f"m{tag}")
+        elif op == "del":
+            m.run("DEL", f"s:{k}", f"l:{k}")
+        elif op == "select":
+            m.run("SELECT", str((tag + i) % 3))
+        else:
+            m.run("MULTI")
+            m.run("SET", f"t:{k}", "1")
+            m.run("INCR", f"n:{k}")
+            m.run("EXEC")
 
 
 def fill(m: Master) -> None:

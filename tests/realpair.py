@@ -4,11 +4,16 @@ master's sync events, DEBUG DIGEST, and waiting until a replica has everything."
 
 from __future__ import annotations
 
-import json
-import os
-
 import redis
-from support import RawClient, ServerProcess, parse_reply, start_pyrepl, start_redis, wait_for
+from support import (
+    RawClient,
+    ServerProcess,
+    parse_reply,
+    start_pyrepl,
+    start_redis,
+    sync_events,
+    wait_for,
+)
 
 
 def info(r: redis.Redis, section: str) -> dict[str, str]:
@@ -35,12 +40,7 @@ def start_replica_of(master: ServerProcess, *extra: str) -> ServerProcess:
 
 
 def events(master: ServerProcess, name: str | None = None) -> list[dict]:
-    path = os.path.join(master.dir, "sync.ndjson")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        evs = [json.loads(line) for line in f if line.strip()]
-    return [e for e in evs if name is None or e["event"] == name]
+    return [e for e in sync_events(master) if name is None or e["event"] == name]
 
 
 def digest(r: redis.Redis) -> str:

@@ -5,6 +5,7 @@ for sans-io replication tests (real cores, real bytes; only sockets and fork are
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,7 +15,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,7 +31,8 @@ def free_port() -> int:
 class LoadWriter(threading.Thread):
     """A write load on a master until stopped, bounded in count and time: pipelines of SET
     ``load:N`` + INCR ``load:counter`` (so the counter is ``ops // 2``), with an RPUSH and an
-    HSET now and then. ``finish`` stops it and re-raises what it met."""
+    HSET now and then. ``finish`` stops it and re-raises what it met; leaving a ``with`` block
+    stops it."""
 
     def __init__(self, port: int, max_ops: int = 5_000_000, max_seconds: float = 120,
                  value_size: int = 0) -> None:
@@ -70,6 +74,12 @@ class LoadWriter(threading.Thread):
         assert not self.is_alive()
         assert self.error is None, self.error
 
+    def __enter__(self) -> LoadWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.02,
              what: str = "condition") -> object:
@@ -100,7 +110,8 @@ def _ping(port: int) -> bool:
 
 
 class ServerProcess:
-    """A server process on 127.0.0.1:port with its own temporary directory."""
+    """A server process on 127.0.0.1:port with its own temporary directory; as a context
+    manager, stopped on the way out."""
 
     def __init__(self, argv: list[str], port: int, tmpdir: str, name: str,
                  env: dict[str, str] | None = None,
@@ -156,6 +167,12 @@ class ServerProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def pyrepl_argv(role: str, port: int, tmpdir: str, *extra: str) -> list[str]:
     argv = [sys.executable, "-m", "pyrepl.cli.main", role, "--port", str(port), "--dir", tmpdir,
@@ -165,6 +182,13 @@ def pyrepl_argv(role: str, port: int, tmpdir: str, *extra: str) -> list[str]:
     if "--enable-debug-command" not in extra:
         argv += ["--enable-debug-command", "yes"]   # as Redis's own test suite runs its servers
     return argv + list(extra)
+
+
+def start_pyrepl_on_rdb(directory: str) -> ServerProcess:
+    """A pyrepl loading a copy of ``directory``'s dump.rdb (in a directory of its own)."""
+    target = tempfile.mkdtemp(prefix="pyrepl-rdb-")
+    shutil.copy(os.path.join(directory, "dump.rdb"), os.path.join(target, "dump.rdb"))
+    return start_pyrepl(tmpdir=target)
 
 
 def start_pyrepl(*extra: str, role: str = "master", tmpdir: str | None = None,
@@ -256,6 +280,45 @@ def err(fn: Callable[..., object], *args: object, **kw: object) -> str:
     return str(ei.value)
 
 
+def sync_events(proc: ServerProcess) -> list[dict]:
+    """The sync events a pyrepl process wrote to ``sync.ndjson`` in its directory (none before
+    the file exists)."""
+    path = os.path.join(proc.dir, "sync.ndjson")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def scan_pages(scan: Callable[[int], tuple[int, object]], limit: int = 10_000) -> list:
+    """The pages of a SCAN-family iteration, ``scan(cursor) -> (next cursor, page)`` from
+    cursor 0 until it comes back to 0, which must happen within ``limit`` calls."""
+    pages = []
+    cursor = 0
+    for _ in range(limit):
+        cursor, page = scan(cursor)
+        pages.append(page)
+        if cursor == 0:
+            return pages
+    raise AssertionError(f"the cursor did not come back to 0 in {limit} calls")
+
+
+def assert_watch_aborts(r: object, key: str, write: Callable[[], object],
+                        queue: Callable[[object], object]) -> None:
+    """``write``, made after ``r`` (a redis-py client) WATCHes ``key`` and before its MULTI
+    (which queues ``queue(pipeline)``), makes EXEC fail with a WatchError."""
+    import pytest
+    import redis
+
+    with r.pipeline() as p:  # type: ignore[attr-defined]
+        p.watch(key)
+        write()
+        p.multi()
+        queue(p)
+        with pytest.raises(redis.exceptions.WatchError):
+            p.execute()
+
+
 #: tests/data: the golden RDB files and make_golden_rdb.py, which writes them.
 DATA_DIR = os.path.join(ROOT, "tests", "data")
 
@@ -330,6 +393,25 @@ class RawConn:
         self.sock.close()
 
 
+def check_every_move(machine: object, go: Callable[[object], object], table: dict,
+                     states: object, inputs: object, error: type[Exception]) -> None:
+    """Every state x input of a replication state machine (``machine.state``, moved by
+    ``go(input)``): the table's next state, or ``error`` naming the state and the input, with
+    the state left unchanged."""
+    import pytest
+
+    for state in states:  # type: ignore[attr-defined]
+        for inp in inputs:  # type: ignore[attr-defined]
+            machine.state = state  # type: ignore[attr-defined]
+            if (state, inp) in table:
+                assert go(inp) is table[(state, inp)]
+            else:
+                with pytest.raises(error) as ei:
+                    go(inp)
+                assert (ei.value.state, ei.value.input) == (state, inp)  # type: ignore
+                assert machine.state is state  # type: ignore[attr-defined]
+
+
 def step_clock(core: object, step_ns: int) -> list[int]:
     """Give ``core`` a fake monotonic clock that moves ``step_ns`` on every reading (a script
     or a load becomes busy after a known number of hooks); its ``[now]``, to set it back."""
@@ -369,8 +451,19 @@ def redis8_server_path() -> str | None:
     return exe if os.access(exe, os.X_OK) else None
 
 
-def start_redis(*extra: str, tmpdir: str | None = None, port: int | None = None) -> ServerProcess:
-    exe = redis_server_path()
+def start_redis(*extra: str, tmpdir: str | None = None, port: int | None = None,
+                version: int = 7) -> ServerProcess:
+    """Debian's redis-server 7.0.15, or with ``version=8`` the Redis 8 build of ``make
+    redis-src`` (the test is skipped without it)."""
+    if version == 8:
+        exe = redis8_server_path()
+        if exe is None:
+            import pytest
+
+            pytest.skip("the Redis 8 build (make redis-src) is missing: "
+                        ".cache/redis-src/redis-8/src/redis-server")
+    else:
+        exe = redis_server_path()
     if exe is None:
         raise RuntimeError("redis-server is not installed (the test command installs it)")
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="redis-test-")
@@ -462,6 +555,51 @@ class RawClient:
         end = self._skip(0)
         reply, self.buf = self.buf[:end], self.buf[end:]
         return reply
+
+
+@contextmanager
+def side_by_side(*flags: str) -> Iterator[list[ServerProcess]]:
+    """pyrepl and redis-server, both started with ``flags``; stopped on the way out."""
+    with start_pyrepl(*flags) as ours, start_redis(*flags) as theirs:
+        yield [ours, theirs]
+
+
+@contextmanager
+def connected(master: ServerProcess, replicas: list[ServerProcess]
+              ) -> Iterator[tuple[RawClient, list[RawClient]]]:
+    """A RawClient of ``master`` and one of each replica; on the way out the clients are
+    closed and every server is stopped."""
+    with ExitStack() as stack:
+        for s in (master, *replicas):
+            stack.enter_context(s)
+        m = stack.enter_context(RawClient(master.port))
+        yield m, [stack.enter_context(RawClient(r.port)) for r in replicas]
+
+
+def parse_command(buf: bytes) -> tuple[list[bytes], int] | None:
+    """The first command a replica sent in ``buf`` (a RESP array of bulk strings): (argv, bytes
+    used), or None while it is incomplete; anything but an array is an AssertionError."""
+    if not buf.startswith(b"*"):
+        if buf:
+            raise AssertionError(f"not a RESP array: {buf[:40]!r}")
+        return None
+    eol = buf.find(b"\r\n")
+    if eol < 0:
+        return None
+    n = int(buf[1:eol])
+    pos = eol + 2
+    argv = []
+    for _ in range(n):
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size = int(buf[pos + 1:eol])
+        start = eol + 2
+        if len(buf) < start + size + 2:
+            return None
+        argv.append(buf[start:start + size])
+        pos = start + size + 2
+    return argv, pos
 
 
 def encode_command(*args: bytes | str | int) -> bytes:
@@ -561,25 +699,24 @@ def shell_write(c: object, write: Callable[[bytes], object],
             write(b"".join(views))
 
 
+@dataclass(eq=False)
 class MemConn:
     """One in-memory TCP connection: a replica node's ReplicaIO (``token``) <-> ``client``, a
     client of the master node's core. Also the ``transport`` both ends' clients carry.
     ``rdb``: the replica's second connection (Redis 8 rdb channel), whose callbacks are the
     side's ``on_rdb_*``."""
 
-    def __init__(self, net: MemNet, replica: MemNode, token: int, master: MemNode,
-                 client: object, rdb: bool = False) -> None:
-        self.net = net
-        self.replica = replica
-        self.token = token
-        self.master = master
-        self.client = client
-        self.rdb = rdb
-        self.to_replica = bytearray()  # written by the master side, not yet read
-        self.to_master = bytearray()  # written by the replica side, not yet read
-        self.open = True
-        self.fin = False  # the master side closes once its output has been read
-        self.paused = False  # the replica paused reading (to_replica waits)
+    net: MemNet
+    replica: MemNode
+    token: int
+    master: MemNode
+    client: object
+    rdb: bool = False
+    to_replica: bytearray = field(default_factory=bytearray)  # from the master side, unread
+    to_master: bytearray = field(default_factory=bytearray)  # from the replica side, unread
+    open: bool = True
+    fin: bool = False  # the master side closes once its output has been read
+    paused: bool = False  # the replica paused reading (to_replica waits)
 
     def abort(self) -> None:
         self.net.abort(self)
@@ -609,6 +746,16 @@ class MemChild:
         self.results: dict[int, tuple[bool, int, str]] = {}
 
 
+def close_in_memory(client: object, conn_type: type) -> None:
+    """Host.close_client for in-memory networks: abort the client's connection (a
+    ``conn_type`` transport), or close a client without one after its reply."""
+    t = getattr(client, "transport", None)
+    if isinstance(t, conn_type):
+        t.abort()
+    else:
+        client.close_after_reply = True  # type: ignore[attr-defined]
+
+
 class MemHost(Host):
     def __init__(self, net: MemNet, node: MemNode) -> None:
         self.net = net
@@ -623,11 +770,7 @@ class MemHost(Host):
         self.node.children.pop(pid, None)
 
     def close_client(self, client: object) -> None:
-        t = getattr(client, "transport", None)
-        if isinstance(t, MemConn):
-            t.abort()
-        else:
-            client.close_after_reply = True  # type: ignore[attr-defined]
+        close_in_memory(client, MemConn)
 
 
 class MemMasterIO:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import command
-from pyrepl.commands.util import parse_int, read_typed
+from pyrepl.commands.util import keyword, parse_int, read_typed
 from pyrepl.errors import SYNTAX, WRONGTYPE
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_STRING, notify
 from pyrepl.resp.types import ReplyError
@@ -115,14 +115,8 @@ def getbit(c: Any, argv: list[bytes]) -> object:
     return 1 if v[byte] & (1 << (7 - (offset & 7))) else 0
 
 
-def _unit(arg: bytes) -> bool:
-    """BIT / BYTE (any case): True for bits."""
-    lowered = arg.lower()
-    if lowered == b"bit":
-        return True
-    if lowered == b"byte":
-        return False
-    raise ReplyError(SYNTAX)
+# BITCOUNT / BITPOS's unit: True for bit offsets, False for byte offsets.
+_IS_BIT = {b"bit": True, b"byte": False}
 
 
 def _byte_range(start: int, end: int, length: int,
@@ -161,7 +155,7 @@ def bitcount(c: Any, argv: list[bytes]) -> object:
         end = parse_int(argv[3])
         if start < 0 and end < 0 and start > end:
             return 0
-        isbit = _unit(argv[4]) if n == 5 else False
+        isbit = keyword(argv[4], _IS_BIT) if n == 5 else False
         start, end, first_neg, last_neg = _byte_range(start, end, len(v), isbit)
     elif n == 2:
         start, end = 0, len(v) - 1
@@ -202,7 +196,7 @@ def bitpos(c: Any, argv: list[bytes]) -> object:
     first_neg = last_neg = 0
     if n in (4, 5, 6):
         start = parse_int(argv[3])
-        isbit = _unit(argv[5]) if n == 6 else False
+        isbit = keyword(argv[5], _IS_BIT) if n == 6 else False
         total = len(v)
         if n >= 5:
             end = parse_int(argv[4])

@@ -34,7 +34,7 @@ from pyrepl.commands.util import (
     parse_int,
     read_typed,
 )
-from pyrepl.commands.zsets import zadd
+from pyrepl.commands.zsets import member_scores, zadd
 from pyrepl.errors import SYNTAX
 from pyrepl.keyspace import geohash as gh
 from pyrepl.keyspace.zset import ZSet
@@ -142,10 +142,8 @@ def geoadd(c: Any, argv: list[bytes]) -> object:
 @command("geopos", -2, "readonly", keys=(1, 1, 1), group="geo", acl="geo", since="3.2.0",
          summary="Returns longitude and latitude of members of a geospatial index")
 def geopos(c: Any, argv: list[bytes]) -> object:
-    z = read_typed(c, argv[1], ZSet)
     out: list[object] = []
-    for member in argv[2:]:
-        score = None if z is None else z.dict.get(member)
+    for score in member_scores(c, argv):
         if score is None:
             out.append(NULL_ARRAY)
             continue
@@ -177,12 +175,7 @@ def geodist(c: Any, argv: list[bytes]) -> object:
 @command("geohash", -2, "readonly", keys=(1, 1, 1), group="geo", acl="geo", since="3.2.0",
          summary="Returns members of a geospatial index as standard geohash strings")
 def geohash(c: Any, argv: list[bytes]) -> object:
-    z = read_typed(c, argv[1], ZSet)
-    out: list[object] = []
-    for member in argv[2:]:
-        score = None if z is None else z.dict.get(member)
-        out.append(None if score is None else gh.geohash_string(score))
-    return out
+    return [None if s is None else gh.geohash_string(s) for s in member_scores(c, argv)]
 
 
 # -- the search ------------------------------------------------------------------------------------

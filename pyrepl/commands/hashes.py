@@ -32,10 +32,11 @@ and ``hexpired`` from the lazy and active field expiry (``pyrepl.keyspace.hashtt
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from pyrepl.commands.table import command
+from pyrepl.commands.table import command, variants
 from pyrepl.commands.util import (
     LLONG_MAX,
     LLONG_MIN,
@@ -43,8 +44,9 @@ from pyrepl.commands.util import (
     parse_int,
     parse_long_double,
     parse_random_count,
-    removed_elements,
+    remove_members,
     round_long_double,
+    scan_opening,
 )
 from pyrepl.errors import NOT_FLOAT, WRONGTYPE
 from pyrepl.keyspace import hashttl
@@ -56,7 +58,7 @@ from pyrepl.keyspace.hashttl import (
     clear_ttl_on_set,
     field_state,
 )
-from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.keyspace.scan import scan_page
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
@@ -90,9 +92,10 @@ def _hash_for_write(db: Any, key: bytes) -> dict:
     return h
 
 
-def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes) -> None:
-    """Store a computed field (HINCRBY*): the hash is created only now, so a command that
-    fails on its arguments never leaves an empty hash behind."""
+def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes,
+               event: bytes) -> None:
+    """Store a computed field (HINCRBY*) and publish ``event``: the hash is created only now,
+    so a command that fails on its arguments never leaves an empty hash behind."""
     db = c.db
     if h is None:
         db.set(key, {field: value})
@@ -101,16 +104,24 @@ def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes) -
         if db.watched:
             db.touch(key)
     c.core.dirty += 1
+    notify(c, NOTIFY_HASH, event, key)
 
 
-def _incr_lookup(c: Any, key: bytes, h: HashEx, f: bytes, old: bytes
-                 ) -> tuple[dict | None, bytes | None]:
-    """HINCRBY*'s hashTypeGetValue(HFE_LAZY_EXPIRE): an expired field counts as missing (and
-    is deleted on a master, with its hash when it was the last field)."""
-    state = field_state(c, key, h, f)
-    if state == FIELD_OK:
-        return h, old
-    return (None if state == FIELD_EXPIRED_HASH else h), None
+def _incr_field(c: Any, argv: list[bytes]) -> tuple[bytes, dict | None, bytes, bytes | None]:
+    """HINCRBY*'s lookup of ``key field``: (key, the hash or None, field, its value or None).
+    With field TTLs this is hashTypeGetValue(HFE_LAZY_EXPIRE): an expired field counts as
+    missing (and is deleted on a master, with its hash when it was the last field)."""
+    key = argv[1]
+    h = _write_hash(c.db, key)
+    f = argv[2]
+    old = None if h is None else h.get(f)
+    if old is not None and type(h) is HashEx:
+        state = field_state(c, key, h, f)
+        if state != FIELD_OK:
+            old = None
+            if state == FIELD_EXPIRED_HASH:
+                h = None
+    return key, h, f, old
 
 
 # -- writes ------------------------------------------------------------------------------
@@ -169,21 +180,10 @@ def _hset_ex(c: Any, key: bytes, h: HashEx, argv: list[bytes]) -> int:
          summary="Set multiple hash fields to multiple values", since="2.0.0",
          acl="hash")
 def hmset(c: Any, argv: list[bytes]) -> object:
-    n = len(argv)
-    if n & 1:
+    """HSET under its old name, answering +OK (hsetCommand serves both in Redis)."""
+    if len(argv) & 1:
         raise ReplyError("ERR wrong number of arguments for 'hmset' command")
-    key = argv[1]
-    db = c.db
-    h = _hash_for_write(db, key)
-    if type(h) is HashEx:
-        _hset_ex(c, key, h, argv)
-        return OK
-    for i in range(2, n, 2):
-        h[argv[i]] = argv[i + 1]
-    if db.watched:
-        db.touch(key)
-    c.core.dirty += (n - 2) >> 1
-    notify(c, NOTIFY_HASH, b"hset", key)
+    hset(c, argv)
     return OK
 
 
@@ -213,26 +213,21 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
     return 1
 
 
+def _discard_field(h: dict, f: bytes) -> bool:
+    """HDEL's removal of one field, with its TTL in a hash with field TTLs."""
+    if h.pop(f, None) is None:
+        return False
+    if type(h) is HashEx:
+        h.ttl.pop(f, None)
+    return True
+
+
 @command("hdel", -3, "write fast", keys=(1, 1, 1), group="hash",
          summary="Delete one or more hash fields", since="2.0.0", acl="hash")
 def hdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    db = c.db
-    h = _write_hash(db, key)
-    if h is None:
-        return 0
-    deleted = 0
-    ttl = h.ttl if type(h) is HashEx else None
-    for i in range(2, len(argv)):
-        if h.pop(argv[i], None) is not None:
-            if ttl:
-                ttl.pop(argv[i], None)
-            deleted += 1
-            if not h:
-                break
-    if deleted:
-        removed_elements(c, key, h, deleted, NOTIFY_HASH, b"hdel")
-    return deleted
+    return remove_members(c, key, _write_hash(c.db, key), argv[2:], _discard_field,
+                          NOTIFY_HASH, b"hdel")
 
 
 @command("hincrby", 4, "write denyoom fast", keys=(1, 1, 1), group="hash",
@@ -240,22 +235,11 @@ def hdel(c: Any, argv: list[bytes]) -> object:
          since="2.0.0", acl="hash")
 def hincrby(c: Any, argv: list[bytes]) -> object:
     incr = parse_int(argv[3])
-    key = argv[1]
-    db = c.db
-    h = _write_hash(db, key)
-    f = argv[2]
-    old = None if h is None else h.get(f)
-    if old is not None and type(h) is HashEx:
-        h, old = _incr_lookup(c, key, h, f, old)
-    if old is None:
-        value = 0
-    else:
-        value = parse_int(old, "ERR hash value is not an integer")
-    value += incr
+    key, h, f, old = _incr_field(c, argv)
+    value = incr if old is None else parse_int(old, "ERR hash value is not an integer") + incr
     if value < LLONG_MIN or value > LLONG_MAX:
         raise ReplyError("ERR increment or decrement would overflow")
-    _set_field(c, key, h, f, b"%d" % value)
-    notify(c, NOTIFY_HASH, b"hincrby", key)
+    _set_field(c, key, h, f, b"%d" % value, b"hincrby")
     return value
 
 
@@ -268,13 +252,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
         raise ReplyError(NOT_FLOAT)
     if type(incr) is float:
         raise ReplyError("ERR value is NaN or Infinity")
-    key = argv[1]
-    db = c.db
-    h = _write_hash(db, key)
-    f = argv[2]
-    old = None if h is None else h.get(f)
-    if old is not None and type(h) is HashEx:
-        h, old = _incr_lookup(c, key, h, f, old)
+    key, h, f, old = _incr_field(c, argv)
     value = 0 if old is None else parse_long_double(old)
     if value is None:
         raise ReplyError("ERR hash value is not a float")
@@ -284,8 +262,7 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     if total is None:
         raise ReplyError("ERR increment would produce NaN or Infinity")
     text = format_long_double_human(total)
-    _set_field(c, key, h, f, text)
-    notify(c, NOTIFY_HASH, b"hincrbyfloat", key)
+    _set_field(c, key, h, f, text, b"hincrbyfloat")
     c.propagate_argv = [b"HSET", key, f, text]
     return text
 
@@ -457,11 +434,10 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
          summary="Incrementally iterate hash fields and associated values", since="2.8.0",
          acl="hash")
 def hscan(c: Any, argv: list[bytes]) -> object:
-    cursor = parse_cursor(argv[2])
-    h = _read_hash(c, argv[1])
-    if h is None:
+    opening = scan_opening(c, argv, _read_hash)
+    if opening is None:
         return [b"0", []]
-    opts = parse_scan_options(argv, 3)
+    h, cursor, opts = opening
     if len(h) <= LISTPACK_ENTRIES:
         # Redis keeps such hashes as a listpack and answers them whole, cursor 0.
         cursor, fields = 0, h
@@ -628,28 +604,19 @@ def _hexpire(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object
     return replies
 
 
-def _register_ttl_commands(impl: Any, arity: int, flags: str,
-                           variants: tuple[tuple[str, str, bool, bool], ...]) -> None:
-    """One command per ``(name, summary, seconds, relative)``, each calling
-    ``impl(c, argv, seconds, relative)``."""
-    for name, summary, seconds, relative in variants:
-        def handler(c: Any, argv: list[bytes], seconds: bool = seconds,
-                    relative: bool = relative) -> object:
-            return impl(c, argv, seconds, relative)
-        command(name, arity, flags, keys=(1, 1, 1), group="hash", summary=summary,
-                since="7.4.0", acl="hash")(handler)
+# The field-TTL commands of Redis 7.4: one implementation each, (seconds, relative) per name.
+_HFE: dict[str, Any] = {"keys": (1, 1, 1), "group": "hash", "acl": "hash"}
 
-
-_register_ttl_commands(_hexpire, -6, "write fast", (
-    ("hexpire", "Set expiry for hash field using relative time to expire (seconds)",
-     True, True),
-    ("hpexpire", "Set expiry for hash field using relative time to expire (milliseconds)",
-     False, True),
-    ("hexpireat", "Set expiry for hash field using an absolute Unix timestamp (seconds)",
-     True, False),
-    ("hpexpireat", "Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
-     False, False),
-))
+variants(_hexpire, (
+    ("hexpire", "7.4.0", "Set expiry for hash field using relative time to expire (seconds)",
+     (True, True)),
+    ("hpexpire", "7.4.0", "Set expiry for hash field using relative time to expire "
+                          "(milliseconds)", (False, True)),
+    ("hexpireat", "7.4.0", "Set expiry for hash field using an absolute Unix timestamp "
+                           "(seconds)", (True, False)),
+    ("hpexpireat", "7.4.0", "Set expiry for hash field using an absolute Unix timestamp "
+                            "(milliseconds)", (False, False)),
+), -6, "write fast", **_HFE)
 
 
 def _fields_arg(argv: list[bytes]) -> int:
@@ -664,10 +631,12 @@ def _fields_arg(argv: list[bytes]) -> int:
     return count
 
 
-def _httl(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
-    """httlGenericCommand: per field -2 (no field, or expired), -1 (no TTL), else the TTL or
-    the expiry time."""
-    h = _read_hash(c, argv[1])
+def _per_field(c: Any, argv: list[bytes], h: dict | None, listpack_edge: bool,
+               live: Callable[[bytes, int], int]) -> list[int]:
+    """The per-field answers of HTTL & co. and HPERSIST (``FIELDS numfields field...``): -2 for
+    a field that is missing or expired, -1 for one without a TTL, else ``live(field, when)``.
+    With ``listpack_edge`` a listpackex counts a field as expired from its expiry's own
+    millisecond on (httlGenericCommand), as a hashtable does only after it."""
     count = _fields_arg(argv)
     if h is None:
         return [-2] * count
@@ -675,35 +644,41 @@ def _httl(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
     if type(h) is dict:
         return [-1 if f in h else -2 for f in fields]
     ttl = h.ttl  # type: ignore[attr-defined]
-    now = c.core.now_ms
-    base = now if relative else 0
-    # A listpackex answers -2 from the expiry's own millisecond on, a hashtable only after.
-    edge = 1 if hashttl.is_listpack(c.core, h) else 0
+    expired_before = c.core.now_ms
+    if listpack_edge and hashttl.is_listpack(c.core, h):
+        expired_before += 1
     out: list[int] = []
     for f in fields:
-        if f not in h:
-            out.append(-2)
-            continue
         when = ttl.get(f)
-        if when is None:
-            out.append(-1)
-        elif when < now + edge:
+        if f not in h or (when is not None and when < expired_before):
             out.append(-2)
-        elif seconds:
-            out.append((when + 999 - base) // 1000)
+        elif when is None:
+            out.append(-1)
         else:
-            out.append(when - base)
+            out.append(live(f, when))
     return out
 
 
-_register_ttl_commands(_httl, -5, "readonly fast", (
-    ("httl", "Returns the TTL in seconds of a hash field.", True, True),
-    ("hpttl", "Returns the TTL in milliseconds of a hash field.", False, True),
-    ("hexpiretime", "Returns the expiration time of a hash field as a Unix timestamp, in "
-                    "seconds.", True, False),
-    ("hpexpiretime", "Returns the expiration time of a hash field as a Unix timestamp, in "
-                     "msec.", False, False),
-))
+def _httl(c: Any, argv: list[bytes], seconds: bool, relative: bool) -> object:
+    """httlGenericCommand: per field -2 (no field, or expired), -1 (no TTL), else the TTL or
+    the expiry time."""
+    h = _read_hash(c, argv[1])
+    base = c.core.now_ms if relative else 0
+
+    def live(f: bytes, when: int) -> int:
+        return (when + 999 - base) // 1000 if seconds else when - base
+
+    return _per_field(c, argv, h, True, live)
+
+
+variants(_httl, (
+    ("httl", "7.4.0", "Returns the TTL in seconds of a hash field.", (True, True)),
+    ("hpttl", "7.4.0", "Returns the TTL in milliseconds of a hash field.", (False, True)),
+    ("hexpiretime", "7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, "
+                             "in seconds.", (True, False)),
+    ("hpexpiretime", "7.4.0", "Returns the expiration time of a hash field as a Unix "
+                              "timestamp, in msec.", (False, False)),
+), -5, "readonly fast", **_HFE)
 
 
 @command("hpersist", -5, "write fast", keys=(1, 1, 1), group="hash",
@@ -714,27 +689,12 @@ def hpersist(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     h = _write_hash(db, key)
-    count = _fields_arg(argv)
-    if h is None:
-        return [-2] * count
-    fields = argv[4:]
-    if type(h) is dict:
-        return [-1 if f in h else -2 for f in fields]
-    ttl = h.ttl  # type: ignore[attr-defined]
-    now = c.core.now_ms
-    out: list[int] = []
-    for f in fields:
-        if f not in h:
-            out.append(-2)
-            continue
-        when = ttl.get(f)
-        if when is None:
-            out.append(-1)
-        elif when < now:
-            out.append(-2)
-        else:
-            hashttl.set_ttl(c.core, h, f, None)  # type: ignore[arg-type]
-            out.append(1)
+
+    def persist(f: bytes, when: int) -> int:
+        hashttl.set_ttl(c.core, h, f, None)  # type: ignore[arg-type]
+        return 1
+
+    out = _per_field(c, argv, h, False, persist)
     if 1 in out:
         db.touch(key)
         notify(c, NOTIFY_HASH, b"hpersist", key)

@@ -29,9 +29,10 @@ OBJECT's (LOOKUP_NONOTIFY).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from pyrepl.commands.table import command, container
+from pyrepl.commands.table import command, container, variants
 from pyrepl.commands.util import LLONG_MAX, help_command, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.db import TYPE_NAMES, type_name
@@ -111,24 +112,18 @@ def touch(c: Any, argv: list[bytes]) -> object:
 # -- expiry -------------------------------------------------------------------------------------
 
 _E_NX, _E_XX, _E_GT, _E_LT = 1, 2, 4, 8
+_EXPIRE_OPTIONS = {b"nx": _E_NX, b"xx": _E_XX, b"gt": _E_GT, b"lt": _E_LT}
 
 
 def _expire_flags(argv: list[bytes]) -> int:
     """parseExtendedExpireArgumentsOrReply."""
     flags = 0
     for a in argv[3:]:
-        opt = option_token(a)
-        if opt == b"nx":
-            flags |= _E_NX
-        elif opt == b"xx":
-            flags |= _E_XX
-        elif opt == b"gt":
-            flags |= _E_GT
-        elif opt == b"lt":
-            flags |= _E_LT
-        else:
+        flag = _EXPIRE_OPTIONS.get(option_token(a))
+        if flag is None:
             text = a.split(b"\0", 1)[0].decode("utf-8", "replace")
             raise ReplyError(f"ERR Unsupported option {text}")
+        flags |= flag
     if flags & _E_NX and flags & (_E_XX | _E_GT | _E_LT):
         raise ReplyError("ERR NX and XX, GT or LT options at the same time are not compatible")
     if flags & _E_GT and flags & _E_LT:
@@ -482,49 +477,42 @@ def _lfu(c: Any) -> bool:
     return "lfu" in str(getattr(c.core.config, "maxmemory_policy", ""))
 
 
-@command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic",
-         summary="Inspect the internal encoding of a Redis object", since="2.2.3",
-         acl="keyspace")
-def object_encoding(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read_nonotify(argv[2])
-    return None if v is None else encoding_name(c, v)
-
-
-@command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic",
-         summary="Get the number of references to the value of the key", since="2.2.3",
-         acl="keyspace")
-def object_refcount(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read_nonotify(argv[2])
-    if v is None:
-        return None
+def _refcount(c: Any, v: Any) -> int:
     if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 \
             and not c.core.config.maxmemory:
         return _SHARED_REFCOUNT
     return 1
 
 
-@command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic",
-         summary="Get the time since a Redis object was last accessed", since="2.2.3",
-         acl="keyspace")
-def object_idletime(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read_nonotify(argv[2])
-    if v is None:
-        return None
+def _idletime(c: Any, v: Any) -> int:
     if _lfu(c):
         raise ReplyError(_LFU_SELECTED)
     return 0  # access times are not tracked
 
 
-@command("object|freq", 3, "readonly", keys=(2, 2, 1), group="generic",
-         summary="Get the logarithmic access frequency counter of a Redis object",
-         since="4.0.0", acl="keyspace")
-def object_freq(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read_nonotify(argv[2])
-    if v is None:
-        return None
+def _freq(c: Any, v: Any) -> int:
     if not _lfu(c):
         raise ReplyError(_LFU_NOT_SELECTED)
     return _LFU_INIT_VAL  # access frequency is not tracked: a new key's counter
+
+
+def _object(c: Any, argv: list[bytes], answer: Callable[[Any, Any], object]) -> object:
+    """OBJECT <subcommand> <key>: ``answer(c, value)``, or a null reply when the key is missing
+    (objectCommandLookupOrReply, which neither counts a keyspace hit nor fires an event)."""
+    v = c.db.lookup_read_nonotify(argv[2])
+    return None if v is None else answer(c, v)
+
+
+variants(_object, (
+    ("object|encoding", "2.2.3", "Inspect the internal encoding of a Redis object",
+     (encoding_name,)),
+    ("object|refcount", "2.2.3", "Get the number of references to the value of the key",
+     (_refcount,)),
+    ("object|idletime", "2.2.3", "Get the time since a Redis object was last accessed",
+     (_idletime,)),
+    ("object|freq", "4.0.0", "Get the logarithmic access frequency counter of a Redis object",
+     (_freq,)),
+), 3, "readonly", keys=(2, 2, 1), group="generic", acl="keyspace")
 
 
 help_command("object", (

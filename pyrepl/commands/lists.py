@@ -26,24 +26,25 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
-from pyrepl.blocking import KeyWait, parse_timeout
-from pyrepl.commands.table import Handler, command
+from pyrepl.commands.table import Handler, command, variants
 from pyrepl.commands.util import (
     LLONG_MAX,
     LLONG_MIN,
     POSITIVE,
     index_range,
+    keyword,
     length_command,
     numkeys_keys,
     parse_int,
     parse_long_range,
     parse_positive_long,
+    pop_or_block,
     read_typed,
     removed_elements,
 )
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.notify import NOTIFY_LIST, notify
-from pyrepl.resp.types import BLOCKED, NULL_ARRAY, OK, ReplyError
+from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
 
 
 def _list_for_push(db: Any, key: bytes) -> deque:
@@ -169,17 +170,10 @@ def _pop_many(lst: deque, count: int, left: bool) -> list[bytes]:
     return [p() for _ in range(count)]
 
 
-@command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
-         summary="Remove and get the first elements in a list", since="1.0.0",
-         acl="list")
-def lpop(c: Any, argv: list[bytes]) -> object:
-    return _pop(c, argv, True)
-
-
-@command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
-         summary="Remove and get the last elements in a list", since="1.0.0", acl="list")
-def rpop(c: Any, argv: list[bytes]) -> object:
-    return _pop(c, argv, False)
+variants(_pop, (
+    ("lpop", "1.0.0", "Remove and get the first elements in a list", (True,)),
+    ("rpop", "1.0.0", "Remove and get the last elements in a list", (False,)),
+), -2, "write fast", keys=(1, 1, 1), group="list", acl="list")
 
 
 def _mpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
@@ -190,7 +184,7 @@ def _mpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
     n = len(argv)
     if where_idx >= n:
         raise ReplyError(SYNTAX)
-    left = _position(argv[where_idx])
+    left = keyword(argv[where_idx], _LEFT)
     count = -1
     j = where_idx + 1
     while j < n:
@@ -403,13 +397,7 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
          summary="Insert an element before or after another element in a list", since="2.2.0",
          acl="list")
 def linsert(c: Any, argv: list[bytes]) -> object:
-    where = argv[2].lower()
-    if where == b"after":
-        after = True
-    elif where == b"before":
-        after = False
-    else:
-        raise ReplyError(SYNTAX)
+    after = keyword(argv[2], {b"after": True, b"before": False})
     key = argv[1]
     db = c.db
     lst = db.lookup_typed(key, deque)
@@ -429,14 +417,8 @@ def linsert(c: Any, argv: list[bytes]) -> object:
 
 # -- moves -------------------------------------------------------------------------------
 
-def _position(arg: bytes) -> bool:
-    """LEFT -> True, RIGHT -> False (getListPositionFromObjectOrReply)."""
-    a = arg.lower()
-    if a == b"left":
-        return True
-    if a == b"right":
-        return False
-    raise ReplyError(SYNTAX)
+# getListPositionFromObjectOrReply: LEFT -> True, RIGHT -> False.
+_LEFT = {b"left": True, b"right": False}
 
 
 def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool) -> object:
@@ -464,8 +446,8 @@ def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool
          summary="Pop an element from a list, push it to another list and return it",
          since="6.2.0", acl="list")
 def lmove(c: Any, argv: list[bytes]) -> object:
-    from_left = _position(argv[3])
-    to_left = _position(argv[4])
+    from_left = keyword(argv[3], _LEFT)
+    to_left = keyword(argv[4], _LEFT)
     return _move(c, argv[1], argv[2], from_left, to_left)
 
 
@@ -480,12 +462,6 @@ def rpoplpush(c: Any, argv: list[bytes]) -> object:
 # -- blocking pops -----------------------------------------------------------------------
 
 _LEFT_RIGHT = (b"right", b"left")   # getStringObjectFromListPosition (shared.left: lowercase)
-
-
-def _blocking_denied(c: Any) -> bool:
-    """CLIENT_DENY_BLOCKING: inside EXEC (the blocking commands are writes, so their own call
-    is one level of ``_call_depth``; EXEC adds another)."""
-    return c.in_multi or c.core._call_depth > 1
 
 
 def _serve_pop(left: bool, count: int) -> Any:
@@ -526,13 +502,7 @@ def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
     """blockingPopGenericCommand: pop from the first non-empty list, else block (count -1:
     BLPOP/BRPOP's [key, element]; else BLMPOP's [key, [elements]])."""
 
-    core = c.core
-    deadline = parse_timeout(timeout_arg, core.now_ms)
-    db = c.db
-    for key in keys:
-        lst = db.lookup_typed(key, deque)
-        if not lst:
-            continue
+    def pop_now(key: bytes, lst: deque) -> object:
         name = b"LPOP" if left else b"RPOP"
         if count != -1:
             c.propagate_argv = [name, key, b"%d" % min(count, len(lst))]
@@ -543,10 +513,8 @@ def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
         removed_elements(c, key, lst, 1, NOTIFY_LIST, _POP_EVENT[left])
         c.propagate_argv = [name, key]
         return [key, v]
-    if _blocking_denied(c):
-        return NULL_ARRAY
-    core.blocking.block(c, KeyWait("list", db, keys, deque, deadline, _serve_pop(left, count)))
-    return BLOCKED
+
+    return pop_or_block(c, keys, deque, "list", timeout_arg, pop_now, _serve_pop(left, count))
 
 
 @command("blpop", -3, "write noscript blocking", keys=(1, -2, 1), group="list",
@@ -573,30 +541,26 @@ def blmpop(c: Any, argv: list[bytes]) -> object:
 
 def _blocking_move(c: Any, argv: list[bytes], from_left: bool, to_left: bool,
                    timeout_arg: bytes, rpoplpush: bool) -> object:
-    """blmoveGenericCommand: LMOVE when the source has elements, else block on it."""
+    """blmoveGenericCommand: LMOVE when the source has elements, else block on it (a null
+    reply where blocking is denied)."""
+    dst = argv[2]
 
-    core = c.core
-    deadline = parse_timeout(timeout_arg, core.now_ms)
-    src, dst = argv[1], argv[2]
-    db = c.db
-    if db.lookup_typed(src, deque) is not None:
+    def move_now(src: bytes, lst: deque) -> object:
         v = _move(c, src, dst, from_left, to_left)
         c.propagate_argv = [b"RPOPLPUSH", src, dst] if rpoplpush else \
             [b"LMOVE", src, dst, argv[3], argv[4]]
         return v
-    if _blocking_denied(c):
-        return None
-    core.blocking.block(c, KeyWait("list", db, [src], deque, deadline,
-                                   _serve_move(dst, from_left, to_left, rpoplpush)))
-    return BLOCKED
+
+    return pop_or_block(c, [argv[1]], deque, "list", timeout_arg, move_now,
+                        _serve_move(dst, from_left, to_left, rpoplpush), denied=None)
 
 
 @command("blmove", 6, "write denyoom noscript blocking", keys=(1, 2, 1), group="list",
          summary="Pop an element from a list, push it to another list and return it; or block "
                  "until one is available", since="6.2.0", acl="list")
 def blmove(c: Any, argv: list[bytes]) -> object:
-    from_left = _position(argv[3])
-    to_left = _position(argv[4])
+    from_left = keyword(argv[3], _LEFT)
+    to_left = keyword(argv[4], _LEFT)
     return _blocking_move(c, argv, from_left, to_left, argv[5], False)
 
 

@@ -119,20 +119,16 @@ def bgsave(c: Any, argv: list[bytes]) -> object:
 def shutdown(c: Any, argv: list[bytes]) -> object:
     from pyrepl.core import BLOCKED, SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
 
+    options = {b"nosave": SHUTDOWN_NOSAVE, b"save": SHUTDOWN_SAVE, b"now": SHUTDOWN_NOW,
+               b"force": SHUTDOWN_FORCE}
     flags = 0
     abort = False
     for a in argv[1:]:
         opt = a.lower()
-        if opt == b"nosave":
-            flags |= SHUTDOWN_NOSAVE
-        elif opt == b"save":
-            flags |= SHUTDOWN_SAVE
-        elif opt == b"now":
-            flags |= SHUTDOWN_NOW
-        elif opt == b"force":
-            flags |= SHUTDOWN_FORCE
-        elif opt == b"abort":
+        if opt == b"abort":
             abort = True
+        elif opt in options:
+            flags |= options[opt]
         else:
             raise ReplyError("ERR syntax error")
     if (abort and len(argv) > 2) or (flags & SHUTDOWN_NOSAVE and flags & SHUTDOWN_SAVE):

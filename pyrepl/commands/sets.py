@@ -40,11 +40,13 @@ from pyrepl.commands.util import (
     parse_long_range,
     parse_positive_long,
     read_typed,
+    remove_members,
     removed_elements,
+    scan_opening,
     store_or_delete,
 )
 from pyrepl.errors import SYNTAX, wrongtype
-from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.keyspace.scan import scan_page
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_SET, notify
 from pyrepl.resp.types import ReplyError, SetReply
 
@@ -81,23 +83,20 @@ def sadd(c: Any, argv: list[bytes]) -> object:
     return added
 
 
+def _discard_member(s: set, m: bytes) -> bool:
+    """SREM's removal of one member."""
+    if m in s:
+        s.remove(m)
+        return True
+    return False
+
+
 @command("srem", -3, "write fast", keys=(1, 1, 1), group="set", acl="set",
          summary="Remove one or more members from a set", since="1.0.0")
 def srem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    s = c.db.lookup_typed(key, set)
-    if s is None:
-        return 0
-    deleted = 0
-    for m in argv[2:]:
-        if m in s:
-            s.remove(m)
-            deleted += 1
-            if not s:
-                break
-    if deleted:
-        removed_elements(c, key, s, deleted, NOTIFY_SET, b"srem")
-    return deleted
+    return remove_members(c, key, c.db.lookup_typed(key, set), argv[2:], _discard_member,
+                          NOTIFY_SET, b"srem")
 
 
 @command("smembers", 2, "readonly", keys=(1, 1, 1), group="set", acl="set",
@@ -120,9 +119,7 @@ def sismember(c: Any, argv: list[bytes]) -> object:
          summary="Returns the membership associated with the given elements for a set",
          since="6.2.0")
 def smismember(c: Any, argv: list[bytes]) -> object:
-    s = read_typed(c, argv[1], set)
-    if s is None:
-        return [0] * (len(argv) - 2)
+    s = read_typed(c, argv[1], set) or ()
     return [1 if m in s else 0 for m in argv[2:]]
 
 
@@ -370,11 +367,10 @@ def _intset_like(s: set[bytes]) -> bool:
 @command("sscan", -3, "readonly", keys=(1, 1, 1), group="set", acl="set",
          summary="Incrementally iterate Set elements", since="2.8.0")
 def sscan(c: Any, argv: list[bytes]) -> object:
-    cursor = parse_cursor(argv[2])
-    s = read_typed(c, argv[1], set)
-    if s is None:
+    opening = scan_opening(c, argv, lambda c, key: read_typed(c, key, set))
+    if opening is None:
         return [b"0", []]
-    opts = parse_scan_options(argv, 3)
+    s, cursor, opts = opening
     if _intset_like(s):
         # An intset is answered whole, in numeric order, with cursor 0.
         cursor, members = 0, sorted(s, key=int)

@@ -3,7 +3,9 @@
 Theory of operation: each command module registers its handlers with the :func:`command`
 decorator at import time. ``COMMANDS`` maps the lowercase name (bytes) to a :class:`Command`.
 Container commands (CONFIG, CLIENT, COMMAND, ...) register their subcommands as
-``"config|get"``; the dispatcher resolves ``argv[1]`` for them. Arity follows Redis: a positive
+``"config|get"``; the dispatcher resolves ``argv[1]`` for them. A family of commands that share
+one implementation (LPOP / RPOP, ZRANGEBYSCORE ...) is registered from one table with
+:func:`variants`. Arity follows Redis: a positive
 number is exact, a negative one is a minimum (the command name counts). Flags use Redis's names
 (``write``, ``readonly``, ``denyoom``, ``admin``, ``fast``, ``noscript``, ``loading``, ``stale``,
 ``no-auth``, ``no-multi``, ``may-replicate``, ...) because COMMAND INFO reports them; a command
@@ -20,7 +22,7 @@ COMMAND INFO lists.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +164,19 @@ def command(
         return fn
 
     return deco
+
+
+def variants(impl: Callable[..., object], rows: Iterable[tuple[str, str, str, tuple]],
+             arity: int, flags: str, **spec: Any) -> None:
+    """Register a family of commands that are one implementation with fixed arguments (LPOP /
+    RPOP, ZRANGEBYSCORE ... ZREVRANGEBYLEX): per ``(name, since, summary, args)`` row, a
+    command whose handler is ``impl(c, argv, *args)``; ``arity``, ``flags`` and ``spec``
+    (keys, group, acl, ...) as :func:`command` takes them, the same for every row."""
+    for name, since, summary, args in rows:
+        def handler(c: Any, argv: list[bytes], args: tuple = args) -> object:
+            return impl(c, argv, *args)
+
+        command(name, arity, flags, summary=summary, since=since, **spec)(handler)
 
 
 def container(name: str, group: str = "server", summary: str = "", since: str = "1.0.0") -> None:

@@ -22,32 +22,39 @@ here so that every command agrees with Redis and with every other command:
   once; Redis then rejects what ``strtold`` flags with ERANGE as infinite or zero.
 * :func:`numkeys_keys` builds the key finder of "numkeys key [key ...]" commands the way
   Redis's getkeys procs read ``numkeys`` (C ``atoi``; no keys unless 1..available).
-* :func:`option_token` is an option as ``strcasecmp`` compares it, :func:`index_range` the
+* :func:`option_token` is an option as ``strcasecmp`` compares it, :func:`keyword` one word
+  of a fixed set (``LEFT|RIGHT``) with its meaning, :func:`index_range` the
   start/end normalisation of LRANGE/LTRIM/ZRANGE/ZREMRANGEBYRANK and
   :func:`parse_random_count` the count argument of HRANDFIELD / ZRANDMEMBER.
 
 Lookups and writes: :func:`read_typed` is ``lookupKeyRead`` + ``checkType``;
 :func:`removed_elements` is what every command that removes elements from a collection does
-after (delete the key of an emptied collection, signal WATCH, count the changes);
+after (delete the key of an emptied collection, signal WATCH, count the changes), and
+:func:`remove_members` the whole of HDEL / SREM / ZREM around it;
 :func:`store_or_delete` is the "setKey the result, or delete the destination when the result
-is empty" of the *STORE commands.
+is empty" of the *STORE commands; :func:`scan_opening` is the start SSCAN / HSCAN / ZSCAN
+share and :func:`pop_or_block` the shape of the blocking pops (serve now, or block).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sized
-from typing import Any
+from collections.abc import Callable, Mapping, Sized
+from typing import Any, TypeVar
 
+from pyrepl.blocking import KeyWait, parse_timeout
 from pyrepl.commands.table import command
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
+from pyrepl.keyspace.scan import ScanOptions, parse_cursor, parse_scan_options
 from pyrepl.longdouble import C_SPACE
 from pyrepl.notify import NOTIFY_GENERIC, notify
-from pyrepl.resp.types import ReplyError, Status
+from pyrepl.resp.types import BLOCKED, NULL_ARRAY, ReplyError, Status
 
 POSITIVE = "ERR value is out of range, must be positive"
+
+_T = TypeVar("_T")
 
 
 
@@ -177,6 +184,16 @@ def option_token(a: bytes) -> bytes:
     return (a if nul < 0 else a[:nul]).lower()
 
 
+def keyword(arg: bytes, choices: Mapping[bytes, _T]) -> _T:
+    """The meaning in ``choices`` of the keyword ``arg`` (any case): one of a fixed set of
+    words, as Redis's strcasecmp chains read them (LEFT/RIGHT, BIT/BYTE, SUM/MIN/MAX, ...);
+    -ERR syntax error for any other word."""
+    try:
+        return choices[arg.lower()]
+    except KeyError:
+        raise ReplyError(SYNTAX) from None
+
+
 def parse_random_count(argv: list[bytes], option: bytes) -> tuple[int, bool]:
     """``key count [option]`` of HRANDFIELD (WITHVALUES) / ZRANDMEMBER (WITHSCORES), as their
     *WithCountCommand parse it: (count, whether the option was given)."""
@@ -214,6 +231,18 @@ def read_typed(c: Any, key: bytes, kind: type) -> Any:
     return v
 
 
+def scan_opening(c: Any, argv: list[bytes], lookup: Callable[[Any, bytes], Any]
+                 ) -> tuple[Any, int, ScanOptions] | None:
+    """SSCAN / HSCAN / ZSCAN's opening, in scanGenericCommand's order: the cursor (argv[2]),
+    the value ``lookup(c, argv[1])``, then the options: (value, cursor, options), or None
+    when there is no value (the reply is then cursor 0 and nothing)."""
+    cursor = parse_cursor(argv[2])
+    value = lookup(c, argv[1])
+    if value is None:
+        return None
+    return value, cursor, parse_scan_options(argv, 3)
+
+
 def length_command(kind: type) -> Callable[[Any, list[bytes]], object]:
     """The handler of STRLEN / LLEN / SCARD / ZCARD: the length of the ``kind`` value at
     argv[1], 0 when there is none (WRONGTYPE for another type)."""
@@ -223,6 +252,27 @@ def length_command(kind: type) -> Callable[[Any, list[bytes]], object]:
         return 0 if v is None else len(v)
 
     return handler
+
+
+def pop_or_block(c: Any, keys: list[bytes], kind: type, type_name: str, timeout_arg: bytes,
+                 pop_now: Callable[[bytes, Any], object], serve_later: Callable[..., object],
+                 denied: object = NULL_ARRAY) -> object:
+    """The shape of Redis's blocking pops (BLPOP, BLMOVE, BZPOPMIN, ...): parse the timeout,
+    then ``pop_now(key, value)`` on the first of ``keys`` holding a ``kind``; else block the
+    client until ``serve_later`` can serve it, or answer ``denied`` where blocking is not
+    allowed (CLIENT_DENY_BLOCKING: inside EXEC, where the blocking command's own call is one
+    level of ``_call_depth`` and EXEC adds another)."""
+    core = c.core
+    deadline = parse_timeout(timeout_arg, core.now_ms)
+    db = c.db
+    for key in keys:
+        value = db.lookup_typed(key, kind)
+        if value:
+            return pop_now(key, value)
+    if c.in_multi or core._call_depth > 1:
+        return denied
+    core.blocking.block(c, KeyWait(type_name, db, keys, kind, deadline, serve_later))
+    return BLOCKED
 
 
 def removed_elements(c: Any, key: bytes, value: Sized, n: int, cls: int = 0,
@@ -243,6 +293,24 @@ def removed_elements(c: Any, key: bytes, value: Sized, n: int, cls: int = 0,
     if db.watched:
         db.touch(key)
     c.core.dirty += n
+
+
+def remove_members(c: Any, key: bytes, value: Sized | None, members: list[bytes],
+                   discard: Callable[[Any, bytes], bool], cls: int, event: bytes) -> int:
+    """HDEL / SREM / ZREM: ``discard(value, member)`` (True when the member was there) for
+    each member until the collection is empty, then :func:`removed_elements` with the
+    command's keyspace event; the number removed (0 when there is no ``value``)."""
+    if value is None:
+        return 0
+    deleted = 0
+    for m in members:
+        if discard(value, m):
+            deleted += 1
+            if not len(value):
+                break
+    if deleted:
+        removed_elements(c, key, value, deleted, cls, event)
+    return deleted
 
 
 def store_or_delete(c: Any, dst: bytes, value: Sized, cls: int = 0,

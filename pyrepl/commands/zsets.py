@@ -43,12 +43,12 @@ import math
 import random
 from typing import Any
 
-from pyrepl.blocking import KeyWait, parse_timeout
-from pyrepl.commands.table import command
+from pyrepl.commands.table import command, variants
 from pyrepl.commands.util import (
     C_SPACE,
     LLONG_MAX,
     index_range,
+    keyword,
     length_command,
     numkeys_keys,
     parse_float,
@@ -56,22 +56,28 @@ from pyrepl.commands.util import (
     parse_long_range,
     parse_positive_long,
     parse_random_count,
+    pop_or_block,
     read_typed,
+    remove_members,
     removed_elements,
+    scan_opening,
     store_or_delete,
     string2d,
     strtod_full,
 )
 from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
-from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
+from pyrepl.keyspace.scan import scan_page
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.notify import NOTIFY_ZSET, notify
-from pyrepl.resp.types import BLOCKED, NULL_ARRAY, ReplyError
+from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
 RANGE_NOT_FLOAT = "ERR min or max is not a float"
 RANGE_NOT_LEX = "ERR min or max not valid string range item"
 NAN_ERR = "ERR resulting score is not a number (NaN)"
 EMPTY: list[Any] = []
+
+# What most sorted-set commands are registered with (a key at argv[1]).
+_ZSET: dict[str, Any] = {"keys": (1, 1, 1), "group": "sorted-set", "acl": "sortedset"}
 
 # -- range parsing ------------------------------------------------------------------------------
 
@@ -384,18 +390,8 @@ def zincrby(c: Any, argv: list[bytes]) -> object:
          summary="Remove one or more members from a sorted set", since="1.2.0")
 def zrem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    z = c.db.lookup_typed(key, ZSet)
-    if z is None:
-        return 0
-    deleted = 0
-    for m in argv[2:]:
-        if z.remove(m):
-            deleted += 1
-        if not len(z):
-            break
-    if deleted:
-        removed_elements(c, key, z, deleted, NOTIFY_ZSET, b"zrem")
-    return deleted
+    return remove_members(c, key, c.db.lookup_typed(key, ZSet), argv[2:], ZSet.remove,
+                          NOTIFY_ZSET, b"zrem")
 
 
 command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
@@ -417,11 +413,15 @@ def zscore(c: Any, argv: list[bytes]) -> object:
          summary="Get the score associated with the given members in a sorted set",
          since="6.2.0")
 def zmscore(c: Any, argv: list[bytes]) -> object:
+    return member_scores(c, argv)
+
+
+def member_scores(c: Any, argv: list[bytes]) -> list[float | None]:
+    """ZMSCORE (and GEOPOS / GEOHASH): the score of each member of argv[2:] in the sorted set
+    at argv[1], None for a member (or a key) that is missing."""
     z = read_typed(c, argv[1], ZSet)
-    if z is None:
-        return [None] * (len(argv) - 2)
-    get = z.dict.get
-    return [get(m) for m in argv[2:]]
+    scores = {} if z is None else z.dict
+    return [scores.get(m) for m in argv[2:]]
 
 
 def _zrank(c: Any, argv: list[bytes], reverse: bool) -> object:
@@ -434,17 +434,11 @@ def _zrank(c: Any, argv: list[bytes], reverse: bool) -> object:
     return len(z) - 1 - r if reverse else r
 
 
-@command("zrank", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Determine the index of a member in a sorted set", since="2.0.0")
-def zrank(c: Any, argv: list[bytes]) -> object:
-    return _zrank(c, argv, False)
-
-
-@command("zrevrank", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Determine the index of a member in a sorted set, with scores ordered from "
-                 "high to low", since="2.0.0")
-def zrevrank(c: Any, argv: list[bytes]) -> object:
-    return _zrank(c, argv, True)
+variants(_zrank, (
+    ("zrank", "2.0.0", "Determine the index of a member in a sorted set", (False,)),
+    ("zrevrank", "2.0.0", "Determine the index of a member in a sorted set, with scores "
+                          "ordered from high to low", (True,)),
+), 3, "readonly fast", **_ZSET)
 
 
 @command("zcount", 4, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
@@ -642,40 +636,20 @@ def zrangestore(c: Any, argv: list[bytes]) -> object:
     return zrange_generic(c, argv, 2, True, AUTO, AUTO)
 
 
-@command("zrevrange", -4, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Return a range of members in a sorted set, by index, with scores ordered "
-                 "from high to low", since="1.2.0")
-def zrevrange(c: Any, argv: list[bytes]) -> object:
-    return zrange_generic(c, argv, 1, False, RANK, REVERSE)
-
-
-@command("zrangebyscore", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Return a range of members in a sorted set, by score",
-         since="1.0.5")
-def zrangebyscore(c: Any, argv: list[bytes]) -> object:
-    return zrange_generic(c, argv, 1, False, SCORE, FORWARD)
-
-
-@command("zrevrangebyscore", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Return a range of members in a sorted set, by score, with "
-                                  "scores ordered from high to low", since="2.2.0")
-def zrevrangebyscore(c: Any, argv: list[bytes]) -> object:
-    return zrange_generic(c, argv, 1, False, SCORE, REVERSE)
-
-
-@command("zrangebylex", -4, "readonly", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Return a range of members in a sorted set, by lexicographical range",
-         since="2.8.9")
-def zrangebylex(c: Any, argv: list[bytes]) -> object:
-    return zrange_generic(c, argv, 1, False, LEX, FORWARD)
-
-
-@command("zrevrangebylex", -4, "readonly", keys=(1, 1, 1), group="sorted-set",
-         acl="sortedset", summary="Return a range of members in a sorted set, by "
-                                  "lexicographical range, ordered from higher to lower "
-                                  "strings.", since="2.8.9")
-def zrevrangebylex(c: Any, argv: list[bytes]) -> object:
-    return zrange_generic(c, argv, 1, False, LEX, REVERSE)
+# The older forms of ZRANGE: zrange_generic(c, argv, 1, False, <rangetype>, <direction>).
+variants(zrange_generic, (
+    ("zrevrange", "1.2.0", "Return a range of members in a sorted set, by index, with scores "
+                           "ordered from high to low", (1, False, RANK, REVERSE)),
+    ("zrangebyscore", "1.0.5", "Return a range of members in a sorted set, by score",
+     (1, False, SCORE, FORWARD)),
+    ("zrevrangebyscore", "2.2.0", "Return a range of members in a sorted set, by score, with "
+                                  "scores ordered from high to low", (1, False, SCORE, REVERSE)),
+    ("zrangebylex", "2.8.9", "Return a range of members in a sorted set, by lexicographical "
+                             "range", (1, False, LEX, FORWARD)),
+    ("zrevrangebylex", "2.8.9", "Return a range of members in a sorted set, by lexicographical "
+                                "range, ordered from higher to lower strings.",
+     (1, False, LEX, REVERSE)),
+), -4, "readonly", **_ZSET)
 
 
 # -- range removal --------------------------------------------------------------------------------
@@ -713,23 +687,14 @@ def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
     return deleted
 
 
-@command("zremrangebyrank", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Remove all members in a sorted set within the given indexes", since="2.0.0")
-def zremrangebyrank(c: Any, argv: list[bytes]) -> object:
-    return _zremrange(c, argv, RANK)
-
-
-@command("zremrangebyscore", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Remove all members in a sorted set within the given scores", since="1.2.0")
-def zremrangebyscore(c: Any, argv: list[bytes]) -> object:
-    return _zremrange(c, argv, SCORE)
-
-
-@command("zremrangebylex", 4, "write", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Remove all members in a sorted set between the given lexicographical range",
-         since="2.8.9")
-def zremrangebylex(c: Any, argv: list[bytes]) -> object:
-    return _zremrange(c, argv, LEX)
+variants(_zremrange, (
+    ("zremrangebyrank", "2.0.0", "Remove all members in a sorted set within the given indexes",
+     (RANK,)),
+    ("zremrangebyscore", "1.2.0", "Remove all members in a sorted set within the given scores",
+     (SCORE,)),
+    ("zremrangebylex", "2.8.9", "Remove all members in a sorted set between the given "
+                                "lexicographical range", (LEX,)),
+), 4, "write", **_ZSET)
 
 
 # -- pops -----------------------------------------------------------------------------------------
@@ -757,18 +722,12 @@ def _zpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
     return _with_scores(items, 2)
 
 
-@command("zpopmin", -2, "write fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Remove and return members with the lowest scores in a sorted set",
-         since="5.0.0")
-def zpopmin(c: Any, argv: list[bytes]) -> object:
-    return _zpop_command(c, argv, False)
-
-
-@command("zpopmax", -2, "write fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
-         summary="Remove and return members with the highest scores in a sorted set",
-         since="5.0.0")
-def zpopmax(c: Any, argv: list[bytes]) -> object:
-    return _zpop_command(c, argv, True)
+variants(_zpop_command, (
+    ("zpopmin", "5.0.0", "Remove and return members with the lowest scores in a sorted set",
+     (False,)),
+    ("zpopmax", "5.0.0", "Remove and return members with the highest scores in a sorted set",
+     (True,)),
+), -2, "write fast", **_ZSET)
 
 
 def _zmpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
@@ -844,36 +803,24 @@ def _blocking_zpop(c: Any, keys: list[bytes], reverse: bool, timeout_arg: bytes,
     """blockingGenericZpopCommand: pop from the first non-empty sorted set, else block (a null
     array inside MULTI)."""
 
-    core = c.core
-    deadline = parse_timeout(timeout_arg, core.now_ms)
-    db = c.db
-    for key in keys:
-        z = db.lookup_typed(key, ZSet)
-        if not z:
-            continue
+    def pop_now(key: bytes, z: ZSet) -> object:
         reply, c.propagate_argv = _bzpop(c, key, z, count, reverse)
         return reply
-    if c.in_multi or core._call_depth > 1:   # CLIENT_DENY_BLOCKING (inside EXEC)
-        return NULL_ARRAY
-    core.blocking.block(c, KeyWait("zset", db, keys, ZSet, deadline,
-                                   _serve_zpop(count, reverse)))
-    return BLOCKED
+
+    return pop_or_block(c, keys, ZSet, "zset", timeout_arg, pop_now, _serve_zpop(count, reverse))
 
 
-@command("bzpopmin", -3, "write noscript fast blocking", keys=(1, -2, 1), group="sorted-set",
-         acl="sortedset", since="5.0.0",
-         summary="Remove and return the member with the lowest score from one or more sorted "
-                 "sets, or block until one is available")
-def bzpopmin(c: Any, argv: list[bytes]) -> object:
-    return _blocking_zpop(c, argv[1:-1], False, argv[-1], -1)
+def _bzpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
+    """BZPOPMIN / BZPOPMAX key [key ...] timeout."""
+    return _blocking_zpop(c, argv[1:-1], reverse, argv[-1], -1)
 
 
-@command("bzpopmax", -3, "write noscript fast blocking", keys=(1, -2, 1), group="sorted-set",
-         acl="sortedset", since="5.0.0",
-         summary="Remove and return the member with the highest score from one or more sorted "
-                 "sets, or block until one is available")
-def bzpopmax(c: Any, argv: list[bytes]) -> object:
-    return _blocking_zpop(c, argv[1:-1], True, argv[-1], -1)
+variants(_bzpop_command, (
+    ("bzpopmin", "5.0.0", "Remove and return the member with the lowest score from one or more "
+                          "sorted sets, or block until one is available", (False,)),
+    ("bzpopmax", "5.0.0", "Remove and return the member with the highest score from one or "
+                          "more sorted sets, or block until one is available", (True,)),
+), -3, "write noscript fast blocking", keys=(1, -2, 1), group="sorted-set", acl="sortedset")
 
 
 @command("bzmpop", -5, "write blocking", group="sorted-set", acl="sortedset", since="7.0.0",
@@ -978,15 +925,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
                 weights[i] = parse_float(argv[j], "ERR weight value is not a float")
                 j += 1
         elif op != DIFF and not cardinality_only and remaining >= 2 and opt == b"aggregate":
-            a = argv[j + 1].lower()
-            if a == b"sum":
-                agg = SUM
-            elif a == b"min":
-                agg = MIN
-            elif a == b"max":
-                agg = MAX
-            else:
-                raise ReplyError(SYNTAX)
+            agg = keyword(argv[j + 1], {b"sum": SUM, b"min": MIN, b"max": MAX})
             j += 2
         elif not dstkey and not cardinality_only and opt == b"withscores":
             withscores = True
@@ -1122,11 +1061,10 @@ def _ld2string(score: float) -> bytes:
          summary="Incrementally iterate sorted sets elements and associated scores",
          since="2.8.0")
 def zscan(c: Any, argv: list[bytes]) -> object:
-    cursor = parse_cursor(argv[2])
-    z = read_typed(c, argv[1], ZSet)
-    if z is None:
+    opening = scan_opening(c, argv, lambda c, key: read_typed(c, key, ZSet))
+    if opening is None:
         return [b"0", []]
-    opts = parse_scan_options(argv, 3)
+    z, cursor, opts = opening
     match = opts.match
     out: list[bytes] = []
     d = z.dict

@@ -256,34 +256,34 @@ def geohash_string(score: float) -> bytes:
 
 # -- neighbours --------------------------------------------------------------------------------
 
-def _move_x(h: Hash, d: int) -> Hash:
+# In an interleaved hash the longitude (x) bits are the odd ones, the latitude (y) bits the even.
+_X_BITS = 0xAAAAAAAAAAAAAAAA
+_Y_BITS = 0x5555555555555555
+
+
+def _move(h: Hash, d: int, axis: int) -> Hash:
+    """geohash_move_x / geohash_move_y: ``h`` moved ``d`` (-1, 0 or 1) cells along the axis
+    whose bits are ``axis`` (_X_BITS or _Y_BITS), wrapping around; the other axis stays."""
     bits, step = h
     if d == 0:
         return h
-    x = bits & 0xAAAAAAAAAAAAAAAA
-    y = bits & 0x5555555555555555
-    zz = 0x5555555555555555 >> (64 - step * 2)
+    other = axis ^ MASK64
+    moved = bits & axis
+    zz = other >> (64 - step * 2)
     if d > 0:
-        x = (x + (zz + 1)) & MASK64
+        moved = (moved + (zz + 1)) & MASK64
     else:
-        x = ((x | zz) - (zz + 1)) & MASK64
-    x &= 0xAAAAAAAAAAAAAAAA >> (64 - step * 2)
-    return x | y, step
+        moved = ((moved | zz) - (zz + 1)) & MASK64
+    moved &= axis >> (64 - step * 2)
+    return moved | (bits & other), step
+
+
+def _move_x(h: Hash, d: int) -> Hash:
+    return _move(h, d, _X_BITS)
 
 
 def _move_y(h: Hash, d: int) -> Hash:
-    bits, step = h
-    if d == 0:
-        return h
-    x = bits & 0xAAAAAAAAAAAAAAAA
-    y = bits & 0x5555555555555555
-    zz = 0xAAAAAAAAAAAAAAAA >> (64 - step * 2)
-    if d > 0:
-        y = (y + (zz + 1)) & MASK64
-    else:
-        y = ((y | zz) - (zz + 1)) & MASK64
-    y &= 0x5555555555555555 >> (64 - step * 2)
-    return x | y, step
+    return _move(h, d, _Y_BITS)
 
 
 @dataclass(slots=True)

@@ -8,34 +8,9 @@ from 7.0 to 8.x loads) and reads everything Redis writes up to version 13 (Redis
 
 from __future__ import annotations
 
-from pyrepl.rdb.decoder import (
-    Aux,
-    End,
-    FunctionSkipped,
-    KeyValue,
-    LoadedRdb,
-    ModuleAuxSkipped,
-    RdbDecoder,
-    RdbError,
-    ResizeDb,
-    SelectDb,
-    load_rdb_file,
-)
+# The package's API: the decoder's (its ``__all__``) and the encoder's entry points.
+from pyrepl.rdb.decoder import *  # noqa: F403
+from pyrepl.rdb.decoder import __all__ as _decoder_api
 from pyrepl.rdb.encoder import encode_rdb, encode_rdb_bytes, save_rdb_file
 
-__all__ = [
-    "Aux",
-    "End",
-    "FunctionSkipped",
-    "KeyValue",
-    "LoadedRdb",
-    "ModuleAuxSkipped",
-    "RdbDecoder",
-    "RdbError",
-    "ResizeDb",
-    "SelectDb",
-    "encode_rdb",
-    "encode_rdb_bytes",
-    "load_rdb_file",
-    "save_rdb_file",
-]
+__all__ = [*_decoder_api, "encode_rdb", "encode_rdb_bytes", "save_rdb_file"]

@@ -57,20 +57,32 @@ def canonical_int(s: bytes) -> int | None:
 # ---------------------------------------------------------------------------------- listpack
 
 
-def listpack_entries(lp: bytes) -> list[bytes | int]:
-    n = len(lp)
-    if n < 7:
-        raise ContainerError("listpack shorter than its header")
-    total = _U32.unpack_from(lp, 0)[0]
+def _open_blob(blob: bytes, kind: str, header: int) -> tuple[int, int, int]:
+    """A listpack's or ziplist's (count, offset of the first entry, offset of the 0xFF
+    terminator), once the blob's length, its total-bytes field (u32 at 0) and its terminator
+    are checked; the u16 count ends the ``header`` bytes."""
+    n = len(blob)
+    if n < header + 1:
+        raise ContainerError(f"{kind} shorter than its header")
+    total = _U32.unpack_from(blob, 0)[0]
     if total != n:
-        raise ContainerError(f"listpack header says {total} bytes, blob has {n}")
-    count = _U16.unpack_from(lp, 4)[0]
-    if lp[n - 1] != 0xFF:
-        raise ContainerError("listpack without terminator")
+        raise ContainerError(f"{kind} header says {total} bytes, blob has {n}")
+    if blob[n - 1] != 0xFF:
+        raise ContainerError(f"{kind} without terminator")
+    return _U16.unpack_from(blob, header - 2)[0], header, n - 1
+
+
+def _check_count(kind: str, count: int, out: list[bytes | int]) -> list[bytes | int]:
+    """``out``, when the header's count agrees with it (0xFFFF: too many to count)."""
+    if count != 0xFFFF and count != len(out):
+        raise ContainerError(f"{kind} header says {count} entries, found {len(out)}")
+    return out
+
+
+def listpack_entries(lp: bytes) -> list[bytes | int]:
+    count, p, last = _open_blob(lp, "listpack", 6)
     out: list[bytes | int] = []
     append = out.append
-    p = 6
-    last = n - 1
     while p < last:
         b = lp[p]
         if b < 0x80:  # 7 bit unsigned int
@@ -116,9 +128,7 @@ def listpack_entries(lp: bytes) -> list[bytes | int]:
             p += size + 5
         if p > last:
             raise ContainerError("listpack entry runs past the end of the blob")
-    if count != 0xFFFF and count != len(out):
-        raise ContainerError(f"listpack header says {count} entries, found {len(out)}")
-    return out
+    return _check_count("listpack", count, out)
 
 
 def _lp_backlen(size: int) -> bytes:
@@ -232,19 +242,9 @@ def build_listpack(entries: list[bytes | int], *, int_strings: bool = True) -> b
 
 
 def ziplist_entries(zl: bytes) -> list[bytes | int]:
-    n = len(zl)
-    if n < 11:
-        raise ContainerError("ziplist shorter than its header")
-    total = _U32.unpack_from(zl, 0)[0]
-    if total != n:
-        raise ContainerError(f"ziplist header says {total} bytes, blob has {n}")
-    count = _U16.unpack_from(zl, 8)[0]
-    if zl[n - 1] != 0xFF:
-        raise ContainerError("ziplist without terminator")
+    count, p, last = _open_blob(zl, "ziplist", 10)
     out: list[bytes | int] = []
     append = out.append
-    p = 10
-    last = n - 1
     while p < last:
         p += 1 if zl[p] < 254 else 5
         if p >= last:
@@ -291,9 +291,7 @@ def ziplist_entries(zl: bytes) -> list[bytes | int]:
             raise ContainerError("ziplist entry runs past the end of the blob")
         append(zl[start:end])
         p = end
-    if count != 0xFFFF and count != len(out):
-        raise ContainerError(f"ziplist header says {count} entries, found {len(out)}")
-    return out
+    return _check_count("ziplist", count, out)
 
 
 def _zl_encode(e: bytes | int) -> bytes:

@@ -53,6 +53,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
+from pyrepl.replication.fsm import from_every, step
 from pyrepl.replication.wire import MAX_LINE, BulkHeader, FullResync
 from pyrepl.resp.writer import encode_command
 
@@ -105,10 +106,7 @@ def _table() -> dict[tuple[RdbChState, RdbChInput], RdbChState]:
         (C.RDB_LOADING, R.PAYLOAD): C.RDB_LOADING,
         (C.RDB_LOADING, R.LOADED): C.NONE,
     }
-    for s in C:
-        if s is not C.NONE:
-            for inp in (R.REPLY_ERR, R.ERROR, R.LINK_LOST, R.ABORT):
-                t[(s, inp)] = C.NONE
+    t.update(from_every(C, (R.REPLY_ERR, R.ERROR, R.LINK_LOST, R.ABORT), C.NONE, but=C.NONE))
     return t
 
 
@@ -170,11 +168,8 @@ class RdbChannel:
 
     # -- the table --------------------------------------------------------------------------
     def _go(self, inp: RdbChInput) -> RdbChState:
-        nxt = TRANSITIONS.get((self.state, inp))
-        if nxt is None:
-            raise RdbChannelError(self.state, inp)
-        self.state = nxt
-        return nxt
+        self.state = step(TRANSITIONS, self.state, inp, RdbChannelError)
+        return self.state
 
     # -- what the side calls ----------------------------------------------------------------
     def start(self) -> None:

@@ -415,12 +415,29 @@ class _JsonParser:
         self.i = i + 1
         return bytes(out)
 
-    def obj(self, depth: int) -> Any:
-        t = self.cj.lua.table()
+    def _empty(self, close: bytes) -> bool:
+        """Past a container's opening bracket: True (and past ``close`` too) when it is
+        empty."""
         self.i += 1
         self.ws()
-        if self.s[self.i:self.i + 1] == b"}":
+        if self.s[self.i:self.i + 1] == close:
             self.i += 1
+            return True
+        return False
+
+    def _more(self, close: bytes, expected: str) -> bool:
+        """After a container's item: True past a comma, False past ``close``; anything else
+        fails with ``expected``."""
+        self.ws()
+        c = self.s[self.i:self.i + 1]
+        if c != b"," and c != close:
+            self.fail(expected)
+        self.i += 1
+        return c == b","
+
+    def obj(self, depth: int) -> Any:
+        t = self.cj.lua.table()
+        if self._empty(b"}"):
             return t
         while True:
             self.ws()
@@ -432,39 +449,49 @@ class _JsonParser:
                 self.fail("colon")
             self.i += 1
             t[k] = self.value(depth)
-            self.ws()
-            c = self.s[self.i:self.i + 1]
-            self.i += 1
-            if c == b"}":
+            if not self._more(b"}", "comma or object end"):
                 return t
-            if c != b",":
-                self.i -= 1
-                self.fail("comma or object end")
 
     def arr(self, depth: int) -> Any:
         t = self.cj.lua.table()
-        self.i += 1
-        self.ws()
-        if self.s[self.i:self.i + 1] == b"]":
-            self.i += 1
+        if self._empty(b"]"):
             return t
         n = 1
         while True:
             t[n] = self.value(depth)
             n += 1
-            self.ws()
-            c = self.s[self.i:self.i + 1]
-            self.i += 1
-            if c == b"]":
+            if not self._more(b"]", "comma or array end"):
                 return t
-            if c != b",":
-                self.i -= 1
-                self.fail("comma or array end")
 
 
 # -- cmsgpack ---------------------------------------------------------------------------------
 
 MAX_NESTING = 16
+
+# msgpack's sized forms, smallest first: (lowest, highest, type byte, struct format).
+_MP_UINTS = ((0, 0xFF, b"\xcc", ">B"), (0, 0xFFFF, b"\xcd", ">H"),
+             (0, 0xFFFFFFFF, b"\xce", ">I"), (0, 2**64 - 1, b"\xcf", ">Q"))
+_MP_INTS = ((-128, 127, b"\xd0", ">b"), (-32768, 32767, b"\xd1", ">h"),
+            (-2**31, 2**31 - 1, b"\xd2", ">i"), (-2**63, 2**63 - 1, b"\xd3", ">q"))
+_MP_STR_LENS = ((0, 0xFF, b"\xd9", ">B"), (0, 0xFFFF, b"\xda", ">H"),
+                (0, 0xFFFFFFFF, b"\xdb", ">I"))
+
+
+def _mp_sized(n: int, forms: tuple[tuple[int, int, bytes, str], ...]) -> bytes:
+    """``n`` in the first of ``forms`` that holds it: its type byte, then ``n`` big-endian."""
+    for lo, hi, tag, fmt in forms:
+        if lo <= n <= hi:
+            return tag + _st.pack(fmt, n)
+    raise OverflowError(n)
+
+
+def _mp_read(s: bytes, i: int, fmt: str) -> tuple[Any, int]:
+    """The big-endian ``fmt`` value at ``s[i:]`` and the offset after it (IndexError when
+    the data ends first)."""
+    size = _st.calcsize(fmt)
+    if i + size > len(s):
+        raise IndexError
+    return _st.unpack(fmt, s[i:i + size])[0], i + size
 
 
 class CMsgpack:
@@ -472,40 +499,21 @@ class CMsgpack:
         self.lua = lua
 
     def _int(self, n: int, out: bytearray) -> None:
-        if n >= 0:
-            if n <= 127:
-                out.append(n)
-            elif n <= 0xFF:
-                out += b"\xcc" + _st.pack(">B", n)
-            elif n <= 0xFFFF:
-                out += b"\xcd" + _st.pack(">H", n)
-            elif n <= 0xFFFFFFFF:
-                out += b"\xce" + _st.pack(">I", n)
-            else:
-                out += b"\xcf" + _st.pack(">Q", n)
-        elif n >= -32:
-            out += _st.pack(">b", n)
-        elif n >= -128:
-            out += b"\xd0" + _st.pack(">b", n)
-        elif n >= -32768:
-            out += b"\xd1" + _st.pack(">h", n)
-        elif n >= -2147483648:
-            out += b"\xd2" + _st.pack(">i", n)
+        if 0 <= n <= 127:
+            out.append(n)  # positive fixint
+        elif -32 <= n < 0:
+            out += _st.pack(">b", n)  # negative fixint
         else:
-            out += b"\xd3" + _st.pack(">q", n)
+            out += _mp_sized(n, _MP_UINTS if n > 0 else _MP_INTS)
 
     def _value(self, v: Any, level: int, out: bytearray) -> None:
         t = type(v)
         if t is bytes:
             n = len(v)
             if n < 32:
-                out.append(0xA0 | n)
-            elif n <= 0xFF:
-                out += b"\xd9" + _st.pack(">B", n)
-            elif n <= 0xFFFF:
-                out += b"\xda" + _st.pack(">H", n)
+                out.append(0xA0 | n)  # fixstr
             else:
-                out += b"\xdb" + _st.pack(">I", n)
+                out += _mp_sized(n, _MP_STR_LENS)
             out += v
         elif t is bool:
             out.append(0xC3 if v else 0xC2)
@@ -577,21 +585,12 @@ class CMsgpack:
         fixed = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
                  0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
         if c in fixed:
-            f = fixed[c]
-            size = _st.calcsize(f)
-            if i + size > len(s):
-                raise IndexError
-            v = _st.unpack(f, s[i:i + size])[0]
-            return (float(v) if c in (0xCF, 0xD3) else v), i + size
+            v, i = _mp_read(s, i, fixed[c])
+            return (float(v) if c in (0xCF, 0xD3) else v), i
         lens = {0xD9: ">B", 0xDA: ">H", 0xDB: ">I", 0xC4: ">B", 0xC5: ">H", 0xC6: ">I",
                 0xDC: ">H", 0xDD: ">I", 0xDE: ">H", 0xDF: ">I"}
         if c in lens:
-            f = lens[c]
-            size = _st.calcsize(f)
-            if i + size > len(s):
-                raise IndexError
-            n = _st.unpack(f, s[i:i + size])[0]
-            i += size
+            n, i = _mp_read(s, i, lens[c])
             if c in (0xDC, 0xDD):
                 return self._array(s, i, n)
             if c in (0xDE, 0xDF):

@@ -59,8 +59,7 @@ def test_config_file_with_overrides(tmp_path) -> None:
 
     argv = [*PYREPL, "master", "--config", str(conf), "--port", str(port),
             "--bind", "127.0.0.1", "--hz", "20", "--repl-backlog-size", "2mb"]
-    p = ServerProcess(argv, port, str(tmp_path), "override").start()
-    try:
+    with ServerProcess(argv, port, str(tmp_path), "override").start():
         r = redis.Redis(port=port)
         cfg = r.config_get("*")
         assert cfg["port"] == str(port)
@@ -68,13 +67,10 @@ def test_config_file_with_overrides(tmp_path) -> None:
         assert cfg["hz"] == "20"
         assert cfg["repl-backlog-size"] == str(2 * 1024 * 1024)
         assert r.info("server")["config_file"] == str(conf)
-    finally:
-        p.stop()
 
 
 def test_save_restart_and_load(tmp_path) -> None:
-    srv = start_pyrepl(tmpdir=str(tmp_path))
-    try:
+    with start_pyrepl(tmpdir=str(tmp_path)) as srv:
         r = redis.Redis(port=srv.port)
         r.execute_command("DEBUG", "POPULATE", "1000", "k", "20")
         digest = r.execute_command("DEBUG", "DIGEST")
@@ -82,21 +78,15 @@ def test_save_restart_and_load(tmp_path) -> None:
         assert os.path.exists(tmp_path / "dump.rdb")
         last = r.lastsave()
         assert last is not None
-    finally:
-        srv.stop()
-    srv2 = start_pyrepl(tmpdir=str(tmp_path), port=srv.port)
-    try:
+    with start_pyrepl(tmpdir=str(tmp_path), port=srv.port) as srv2:
         r = redis.Redis(port=srv2.port)
         assert r.dbsize() == 1000
         assert r.execute_command("DEBUG", "DIGEST") == digest
         assert r.info("persistence")["rdb_last_load_keys_loaded"] == 1000
-    finally:
-        srv2.stop()
 
 
 def test_bgsave_forks_a_child_and_reports_progress(tmp_path) -> None:
-    srv = start_pyrepl(tmpdir=str(tmp_path))
-    try:
+    with start_pyrepl(tmpdir=str(tmp_path)) as srv:
         r = redis.Redis(port=srv.port)
         r.execute_command("DEBUG", "POPULATE", "20000")
         r.execute_command("SWAPDB", "0", "1")
@@ -111,8 +101,6 @@ def test_bgsave_forks_a_child_and_reports_progress(tmp_path) -> None:
         assert info["rdb_changes_since_last_save"] == 0
         assert r.info("stats")["total_forks"] >= 1
         assert os.path.getsize(tmp_path / "dump.rdb") > 20000 * 10
-    finally:
-        srv.stop()
 
 
 def test_sigterm_saves_when_save_points_are_configured(tmp_path) -> None:
@@ -123,11 +111,8 @@ def test_sigterm_saves_when_save_points_are_configured(tmp_path) -> None:
     code = srv.stop(signal.SIGTERM)
     assert code == 0
     assert "Saving the final RDB snapshot" in srv.log()
-    srv2 = start_pyrepl(tmpdir=str(tmp_path), port=srv.port)
-    try:
+    with start_pyrepl(tmpdir=str(tmp_path), port=srv.port) as srv2:
         assert redis.Redis(port=srv2.port).execute_command("DEBUG", "DIGEST") == digest
-    finally:
-        srv2.stop()
 
 
 def test_shutdown_nosave_writes_nothing_and_exits(tmp_path) -> None:
@@ -142,16 +127,13 @@ def test_shutdown_nosave_writes_nothing_and_exits(tmp_path) -> None:
 
 
 def test_save_schedule_triggers_bgsave(tmp_path) -> None:
-    srv = start_pyrepl("--save", "1 5", tmpdir=str(tmp_path))
-    try:
+    with start_pyrepl("--save", "1 5", tmpdir=str(tmp_path)) as srv:
         r = redis.Redis(port=srv.port)
         r.execute_command("SWAPDB", "0", "1")  # a write: dirty > 0
         for _ in range(6):
             r.execute_command("SWAPDB", "0", "1")
         wait_for(lambda: os.path.exists(tmp_path / "dump.rdb"), 15, what="scheduled save")
         assert "changes in 1 seconds. Saving..." in srv.log()
-    finally:
-        srv.stop()
 
 
 def test_replica_command_configures_replicaof(tmp_path) -> None:
@@ -160,12 +142,9 @@ def test_replica_command_configures_replicaof(tmp_path) -> None:
 
     argv = [*PYREPL, "replica", "--master", "127.0.0.1:1", "--port", str(port),
             "--bind", "127.0.0.1", "--dir", str(tmp_path), "--save", ""]
-    p = ServerProcess(argv, port, str(tmp_path), "replica").start()
-    try:
+    with ServerProcess(argv, port, str(tmp_path), "replica").start():
         r = redis.Redis(port=port)
         assert r.config_get("replicaof")["replicaof"] == "127.0.0.1 1"
-    finally:
-        p.stop()
     bad = run_cli("replica", "--master", "nonsense")
     assert bad.returncode != 0 and "HOST:PORT" in bad.stderr
 

@@ -18,20 +18,21 @@ Every scenario ends with equal DEBUG DIGESTs and checks the buffer figures in IN
 
 from __future__ import annotations
 
-import json
-import os
 import socket
 import threading
 import time
+from contextlib import ExitStack
 
 import pytest
 from support import (
     LoadWriter,
     digest,
+    parse_command,
     populate_under_load,
     r,
     repl,
     start_pyrepl,
+    sync_events,
     wait_for,
     wait_synced,
 )
@@ -54,14 +55,6 @@ def cmd(*args: bytes | str | int) -> bytes:
     return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
 
 
-def read_events(proc) -> list[dict]:
-    path = os.path.join(proc.dir, "sync.ndjson")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 # -- a Redis 8 master played by the test ---------------------------------------------------------
 
 class Conn:
@@ -82,7 +75,7 @@ class Conn:
     def command(self) -> list[bytes]:
         """The next command the replica sent (a RESP array)."""
         while True:
-            parsed = _parse_array(self.buf)
+            parsed = parse_command(self.buf)
             if parsed is not None:
                 argv, used = parsed
                 self.buf = self.buf[used:]
@@ -112,30 +105,6 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
-
-
-def _parse_array(buf: bytes) -> tuple[list[bytes], int] | None:
-    if not buf.startswith(b"*"):
-        if buf:
-            raise AssertionError(f"not a RESP array: {buf[:40]!r}")
-        return None
-    eol = buf.find(b"\r\n")
-    if eol < 0:
-        return None
-    n = int(buf[1:eol])
-    pos = eol + 2
-    out = []
-    for _ in range(n):
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        ln = int(buf[pos + 1:eol])
-        start = eol + 2
-        if len(buf) < start + ln + 2:
-            return None
-        out.append(buf[start:start + ln])
-        pos = start + ln + 2
-    return out, pos
 
 
 class FakeMaster:
@@ -292,7 +261,7 @@ def test_fake_master_backpressure_at_the_limit_then_snapshot_ack_and_drain(tmp_p
         assert info["master_link_status"] == "up"
         assert info["replica_full_sync_buffer_size"] == 0
         assert info["replica_full_sync_buffer_peak"] == 2 * BLOCK_SIZE  # kept after the sync
-        drained = [e for e in read_events(rep) if e["event"] == "buffer_drained"]
+        drained = [e for e in sync_events(rep) if e["event"] == "buffer_drained"]
         assert len(drained) == 1 and drained[0]["buffer_peak"] == 2 * BLOCK_SIZE
         assert drained[0]["buffer_limit"] == 1024 * 1024
         assert "Successfully streamed replication buffer into the db" in rep.log()
@@ -340,7 +309,7 @@ def test_fake_master_connection_cut_mid_sync_retries_cleanly(tmp_path, cut: str)
         wait_for(lambda: repl(rep.port)["slave_repl_offset"] == offset + len(stream), 30,
                  what="the stream applied")
         assert digest(rep.port) == expected_digest(stream)
-        failed = [e for e in read_events(rep) if e["event"] == "sync_failed"]
+        failed = [e for e in sync_events(rep) if e["event"] == "sync_failed"]
         assert failed, "the failed attempt is logged as a sync event"
     finally:
         if rep is not None:
@@ -369,16 +338,15 @@ def replica_clients(master_port: int) -> list[dict[str, str]]:
 
 
 def rdb_channel_events(rep) -> list[dict]:
-    return [e for e in read_events(rep) if e["role"] == "replica"]
+    return [e for e in sync_events(rep) if e["role"] == "replica"]
 
 
 def test_full_sync_under_write_load_over_the_rdb_channel(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "50")
-    rep = None
     writer = LoadWriter(m.port, value_size=20)
-    try:
+    with m, writer, ExitStack() as stack:
         populate_under_load(m.port, 30000, writer, 2000)
-        rep = start_replica_of_port(tmp_path, m.port)
+        rep = stack.enter_context(start_replica_of_port(tmp_path, m.port))
         peak_master = 0
         deadline = time.monotonic() + 90
         while repl(rep.port).get("master_link_status") != "up":
@@ -411,20 +379,15 @@ def test_full_sync_under_write_load_over_the_rdb_channel(tmp_path) -> None:
         # stayed small while the replica buffered megabytes (Redis: ~1 MB vs ~38 MB)
         assert peak_master < drained["bytes"], (peak_master, drained["bytes"])
         assert len(replica_clients(m.port)) == 1  # the rdb channel is gone
-    finally:
-        writer.stop_event.set()
-        if rep is not None:
-            rep.stop()
-        m.stop()
 
 
 def test_tiny_buffer_limit_forces_backpressure_and_loses_nothing(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "100")
-    rep = None
     writer = LoadWriter(m.port, value_size=400)
-    try:
+    with m, writer, ExitStack() as stack:
         populate_under_load(m.port, 20000, writer, 2000)
-        rep = start_replica_of_port(tmp_path, m.port, "--replica-full-sync-buffer-limit", "1")
+        rep = stack.enter_context(
+            start_replica_of_port(tmp_path, m.port, "--replica-full-sync-buffer-limit", "1"))
         held = 0
         deadline = time.monotonic() + 90
         while repl(rep.port).get("master_link_status") != "up":
@@ -444,11 +407,6 @@ def test_tiny_buffer_limit_forces_backpressure_and_loses_nothing(tmp_path) -> No
         assert len(drained) == 1 and drained[0]["buffer_limit"] == 1
         with r(m.port) as c:
             assert c.info("stats")["sync_full"] == 1
-    finally:
-        writer.stop_event.set()
-        if rep is not None:
-            rep.stop()
-        m.stop()
 
 
 def _kill(master_port: int, which: str) -> None:
@@ -466,13 +424,12 @@ def test_each_connection_killed_at_several_points_retries_cleanly(tmp_path, whic
     waiting = point == "waiting-for-the-fork"
     m = start_master(tmp_path, "--repl-diskless-sync-delay", "3" if waiting else "0",
                      "--rdb-key-save-delay", "0" if waiting else "200")
-    rep = None
     writer = LoadWriter(m.port, max_seconds=60, value_size=20)
-    try:
+    with m, writer, ExitStack() as stack:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
         writer.start()
-        rep = start_replica_of_port(tmp_path, m.port)
+        rep = stack.enter_context(start_replica_of_port(tmp_path, m.port))
         # both connections exist; then the chosen point of the sync
         wait_for(lambda: {c["flags"] for c in replica_clients(m.port)} == {"S", "SC"}, 20,
                  what="main and rdb channel connected")
@@ -505,25 +462,19 @@ def test_each_connection_killed_at_several_points_retries_cleanly(tmp_path, whic
         assert failed[0]["reason"] in ("rdb-channel-lost", "main-channel-lost")
         assert [e["mode"] for e in rdb_channel_events(rep) if e["event"] == "link_up"] == \
             ["rdb-channel"]
-    finally:
-        writer.stop_event.set()
-        if rep is not None:
-            rep.stop()
-        m.stop()
 
 
 def test_a_replica_arriving_while_another_snapshot_runs(tmp_path) -> None:
     m = start_master(tmp_path, "--rdb-key-save-delay", "200")
-    b = c2 = None
     writer = LoadWriter(m.port, value_size=20)
-    try:
+    with m, writer, ExitStack() as stack:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "10000", "key", "64")
         writer.start()
-        b = start_replica_of_port(tmp_path, m.port, name="b")
+        b = stack.enter_context(start_replica_of_port(tmp_path, m.port, name="b"))
         wait_for(lambda: repl(b.port).get("master_sync_read_bytes", 0) > 0, 30,
                  what="B's snapshot flowing")
-        c2 = start_replica_of_port(tmp_path, m.port, name="c")
+        c2 = stack.enter_context(start_replica_of_port(tmp_path, m.port, name="c"))
         wait_for(lambda: repl(b.port).get("master_link_status") == "up"
                  and repl(c2.port).get("master_link_status") == "up", 120, what="both up")
         writer.finish()
@@ -538,12 +489,6 @@ def test_a_replica_arriving_while_another_snapshot_runs(tmp_path) -> None:
             info = c.info("replication")
             assert info["connected_slaves"] == 2
             assert c.info("stats")["sync_full"] == 2
-    finally:
-        writer.stop_event.set()
-        for p in (c2, b):
-            if p is not None:
-                p.stop()
-        m.stop()
 
 
 @pytest.mark.parametrize("case", ["replica-rdb-channel-no", "master-rdb-channel-no",
@@ -554,11 +499,10 @@ def test_repl_rdb_channel_no_on_either_side_or_disk_sync_gives_the_classic_sync(
                     "master-disk-based": ("--repl-diskless-sync", "no")}.get(case, ())
     replica_extra = ("--repl-rdb-channel", "no") if case == "replica-rdb-channel-no" else ()
     m = start_master(tmp_path, *master_extra)
-    rep = None
-    try:
+    with m, ExitStack() as stack:
         with r(m.port) as c:
             c.execute_command("DEBUG", "POPULATE", "5000", "key", "32")
-        rep = start_replica_of_port(tmp_path, m.port, *replica_extra)
+        rep = stack.enter_context(start_replica_of_port(tmp_path, m.port, *replica_extra))
         wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
         with r(m.port) as c:
             c.set("after", "1")
@@ -569,9 +513,5 @@ def test_repl_rdb_channel_no_on_either_side_or_disk_sync_gives_the_classic_sync(
             ["disk" if case == "master-disk-based" else "diskless"]
         assert "initialize RDB channel" not in rep.log()
         assert repl(rep.port)["replica_full_sync_buffer_peak"] == 0
-        decisions = [e for e in read_events(m) if e["event"] == "psync_decision"]
+        decisions = [e for e in sync_events(m) if e["event"] == "psync_decision"]
         assert [e["result"] for e in decisions] == ["full"]
-    finally:
-        if rep is not None:
-            rep.stop()
-        m.stop()

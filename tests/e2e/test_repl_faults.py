@@ -25,6 +25,7 @@ import pytest
 from support import (
     LoadWriter,
     ServerProcess,
+    parse_command,
     r,
     repl,
     start_pyrepl,
@@ -412,9 +413,10 @@ class FakeMaster(threading.Thread):
         buf = b""
         while self.running():
             while True:
-                argv, used = _parse_command(buf)
-                if argv is None:
+                parsed = parse_command(buf)
+                if parsed is None:
                     break
+                argv, used = parsed
                 buf = buf[used:]
                 yield argv
             try:
@@ -454,31 +456,6 @@ class FakeMaster(threading.Thread):
             self.bad(conn)
         for _ in cmds:  # hold the connection until the replica closes it (or the deadline)
             pass
-
-
-def _parse_command(buf: bytes) -> tuple[list[bytes] | None, int]:
-    """One RESP array of bulk strings from ``buf``: (argv, bytes used) or (None, 0)."""
-    if not buf:
-        return None, 0
-    if buf[:1] != b"*":
-        raise AssertionError(f"the replica sent non-RESP bytes: {buf[:40]!r}")
-    eol = buf.find(b"\r\n")
-    if eol < 0:
-        return None, 0
-    count = int(buf[1:eol])
-    pos = eol + 2
-    argv = []
-    for _ in range(count):
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None, 0
-        size = int(buf[pos + 1:eol])
-        start = eol + 2
-        if len(buf) < start + size + 2:
-            return None, 0
-        argv.append(buf[start:start + size])
-        pos = start + size + 2
-    return argv, pos
 
 
 def _full_header(length: int) -> bytes:

@@ -3,12 +3,11 @@ MASTERDOWN with replica-serve-stale-data no, and REPLICAOF / ROLE at runtime."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 
 import pytest
-from support import RawClient, free_port, in_sync, r, start_pyrepl, wait_for
+from support import RawClient, free_port, in_sync, r, start_pyrepl, sync_events, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +25,6 @@ def start_replica(tmp_path, master_port: int, *extra: str):
                         tmpdir=str(d))
 
 
-def read_events(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def test_sync_events_cover_every_phase(tmp_path) -> None:
     m = start_master(tmp_path)
     with r(m.port) as c:
@@ -40,14 +32,13 @@ def test_sync_events_cover_every_phase(tmp_path) -> None:
     # the classic diskless sync's events (the rdb channel's: tests/e2e/test_rdbchannel_pair.py)
     s = start_replica(tmp_path, m.port, "--sync-log-file", "sync.ndjson",
                       "--repl-rdb-channel", "no")
-    path = os.path.join(s.dir, "sync.ndjson")
     try:
         wait_for(lambda: in_sync(m.port, s.port), 30, what="sync")
         with r(m.port) as c:
             c.set("x", "1")
-        wait_for(lambda: any(e["event"] == "caught_up" for e in read_events(path)), 20,
+        wait_for(lambda: any(e["event"] == "caught_up" for e in sync_events(s)), 20,
                  what="caught_up")
-        evs = [e for e in read_events(path) if e["role"] == "replica"]
+        evs = [e for e in sync_events(s) if e["role"] == "replica"]
         names = [e["event"] for e in evs]
         assert names[:6] == ["psync_sent", "psync_reply", "rdb_first_byte", "rdb_received",
                              "load_done", "link_up"]
@@ -59,9 +50,9 @@ def test_sync_events_cover_every_phase(tmp_path) -> None:
         # a killed link: link_down, then a partial resync with its own sync_id
         with r(s.port) as c:
             c.execute_command("CLIENT", "KILL", "TYPE", "master")
-        wait_for(lambda: [e["event"] for e in read_events(path)].count("link_up") == 2, 20,
+        wait_for(lambda: [e["event"] for e in sync_events(s)].count("link_up") == 2, 20,
                  what="second link_up")
-        evs = read_events(path)
+        evs = sync_events(s)
         down = [e for e in evs if e["event"] == "link_down"]
         assert len(down) == 1 and down[0]["reason"] == "connection-lost"
         replies = [e for e in evs if e["event"] == "psync_reply"]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 import redis
-from support import NOT_INT, WRONGTYPE, err, parse_reply
+from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, parse_reply, scan_pages
 
 
 def test_hset_hget_and_friends(r):
@@ -192,12 +191,8 @@ def test_hscan_large_hash_visits_everything(r):
     fields = {f"f{i}".encode(): str(i).encode() for i in range(1000)}
     r.hset("big", mapping=fields)
     seen: dict[bytes, bytes] = {}
-    cursor = 0
-    for _ in range(10000):
-        cursor, chunk = r.hscan("big", cursor, count=50)
+    for chunk in scan_pages(lambda cursor: r.hscan("big", cursor, count=50)):
         seen.update(chunk)
-        if cursor == 0:
-            break
     assert seen == fields
 
 
@@ -214,18 +209,8 @@ def test_wrongtype_everywhere(r):
 
 def test_watch_sees_hash_writes(pyrepl_server, r):
     r.hset("h", "a", "1")
-    other = redis.Redis(port=pyrepl_server.port)
-    try:
+    with redis.Redis(port=pyrepl_server.port) as other:
         for write in (lambda: other.hset("h", "a", "2"), lambda: other.hincrby("h", "a", 1),
                       lambda: other.hincrbyfloat("h", "a", 1.5), lambda: other.hsetnx("h", "b", 1),
                       lambda: other.hdel("h", "b")):
-            p = r.pipeline()
-            p.watch("h")
-            write()
-            p.multi()
-            p.hlen("h")
-            with pytest.raises(redis.exceptions.WatchError):
-                p.execute()
-            p.reset()
-    finally:
-        other.close()
+            assert_watch_aborts(r, "h", write, lambda p: p.hlen("h"))

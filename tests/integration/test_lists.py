@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 import redis
-from support import NOT_INT, WRONGTYPE, err, wait_for
+from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, wait_for
 
 
 def test_push_and_range(r):
@@ -257,20 +256,10 @@ def test_expired_list_is_replaced(r):
 
 def test_watch_sees_list_writes(pyrepl_server, r):
     r.rpush("l", "a", "b")
-    other = redis.Redis(port=pyrepl_server.port)
-    try:
+    with redis.Redis(port=pyrepl_server.port) as other:
         for write in (lambda: other.lpush("l", "x"), lambda: other.lset("l", 0, "y"),
                       lambda: other.ltrim("l", 0, -1), lambda: other.rpoplpush("l", "l")):
-            p = r.pipeline()
-            p.watch("l")
-            write()
-            p.multi()
-            p.llen("l")
-            with pytest.raises(redis.exceptions.WatchError):
-                p.execute()
-            p.reset()
-    finally:
-        other.close()
+            assert_watch_aborts(r, "l", write, lambda p: p.llen("l"))
 
 
 def test_binary_and_large_values(r):

@@ -3,10 +3,8 @@ raw reply shapes through ``raw``, and what the core propagates (in-process Serve
 
 from __future__ import annotations
 
-import pytest
-import redis
 from differential import CoreTap
-from support import NOT_INT, WRONGTYPE, err
+from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, scan_pages
 
 
 def test_sadd_srem_scard_sismember(r):
@@ -191,14 +189,8 @@ def test_sscan(r):
     assert r.execute_command("SSCAN", "ints", "0", "MATCH", "1*") == (0, [b"10"])
     members = {f"member:{i}".encode() for i in range(250)}
     r.sadd("big", *members)
-    got: list[bytes] = []
-    cursor = 0
-    for _ in range(1000):
-        cursor, page = r.sscan("big", cursor, count=7)
-        got.extend(page)
-        if cursor == 0:
-            break
-    assert cursor == 0
+    got = [m for page in scan_pages(lambda cursor: r.sscan("big", cursor, count=7), 1000)
+           for m in page]
     assert set(got) == members and len(got) == len(members)
     cursor, page = r.sscan("big", 0, match="member:1?", count=1000)
     assert cursor == 0 and set(page) == {f"member:{i}".encode() for i in range(10, 20)}
@@ -235,13 +227,7 @@ def test_watch_sees_set_changes(r):
         p.multi()
         p.scard("s")
         assert p.execute() == [1]
-    with r.pipeline() as p:
-        p.watch("s")
-        r.srem("s", "a")
-        p.multi()
-        p.scard("s")
-        with pytest.raises(redis.exceptions.WatchError):
-            p.execute()
+    assert_watch_aborts(r, "s", lambda: r.srem("s", "a"), lambda p: p.scard("s"))
 
 
 def test_resp2_client(r2):

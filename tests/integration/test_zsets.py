@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
-import redis
 from differential import CoreTap
-from support import NOT_FLOAT, NOT_INT, WRONGTYPE, err, parse_reply
+from support import NOT_FLOAT, NOT_INT, WRONGTYPE, assert_watch_aborts, err, parse_reply
 
 RANGE_FLOAT = "min or max is not a float"
 RANGE_LEX = "min or max not valid string range item"
@@ -385,13 +383,7 @@ def test_watch_sees_zset_changes(r):
         p.multi()
         p.zcard("z")
         assert p.execute() == [1]
-    with r.pipeline() as p:
-        p.watch("z")
-        r.zincrby("z", 1, "a")
-        p.multi()
-        p.zcard("z")
-        with pytest.raises(redis.exceptions.WatchError):
-            p.execute()
+    assert_watch_aborts(r, "z", lambda: r.zincrby("z", 1, "a"), lambda p: p.zcard("z"))
 
 
 def test_resp2_client(r2):

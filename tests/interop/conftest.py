@@ -9,9 +9,11 @@ test parametrizes ``proto`` (``@pytest.mark.parametrize("proto", [2, 3])``). ``p
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 from differential import Pair
-from support import start_pyrepl, start_redis
+from support import side_by_side, start_redis
 
 
 @pytest.fixture
@@ -21,12 +23,9 @@ def proto() -> int:
 
 @pytest.fixture
 def pair(pyrepl_server, redis_server, proto):
-    p = Pair(pyrepl_server.port, redis_server.port, proto)
-    p.flushall()
-    try:
+    with closing(Pair(pyrepl_server.port, redis_server.port, proto)) as p:
+        p.flushall()
         yield p
-    finally:
-        p.close()
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +42,11 @@ def pairs(pyrepl_server, redis_server):
 def servers():
     """A module's own pyrepl and redis-server (DEBUG enabled) as ``(pyrepl port, redis
     port)``."""
-    a = start_pyrepl()
-    b = start_redis("--enable-debug-command", "yes")
-    try:
+    with side_by_side("--enable-debug-command", "yes") as (a, b):
         yield a.port, b.port
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.fixture(scope="module")
 def tapped_redis():
-    srv = start_redis("--repl-diskless-sync", "no")
-    try:
+    with start_redis("--repl-diskless-sync", "no") as srv:
         yield srv
-    finally:
-        srv.stop()

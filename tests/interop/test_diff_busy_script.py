@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, start_pyrepl, start_redis, wait_for
+from support import RawClient, side_by_side, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -29,12 +29,8 @@ def wait_busy(probe: RawClient) -> None:
 
 @pytest.fixture
 def servers():
-    started = [start(*("--busy-reply-threshold", "100")) for start in (start_pyrepl, start_redis)]
-    try:
+    with side_by_side("--busy-reply-threshold", "100") as started:
         yield started
-    finally:
-        for srv in started:
-            srv.stop()
 
 
 def test_busy_replies_and_script_kill(servers) -> None:

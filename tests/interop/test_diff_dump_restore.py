@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 from differential import check_propagation
-from support import RawClient, parse_reply, redis8_server_path, start_redis
+from support import RawClient, parse_reply, start_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -41,45 +41,31 @@ def fill(c: RawClient) -> None:
 
 
 def test_payloads_cross_both_ways(pyrepl_server) -> None:
-    redis = start_redis("--enable-debug-command", "yes")
-    try:
-        with RawClient(pyrepl_server.port) as ours, RawClient(redis.port) as theirs:
-            fill(ours)
-            fill(theirs)
-            for key in KEYS:
-                want = digest(theirs, key)
-                assert digest(ours, key) == want, key
-                mine = parse_reply(ours.call("DUMP", key))
-                redis_payload = parse_reply(theirs.call("DUMP", key))
-                assert theirs.call("RESTORE", f"{key}:from-pyrepl", "0", mine) == b"+OK\r\n"
-                assert ours.call("RESTORE", f"{key}:from-redis", "0", redis_payload) == \
-                    b"+OK\r\n"
-                assert digest(theirs, f"{key}:from-pyrepl") == want, key
-                assert digest(ours, f"{key}:from-redis") == want, key
-    finally:
-        redis.stop()
+    with start_redis("--enable-debug-command", "yes") as redis, \
+            RawClient(pyrepl_server.port) as ours, RawClient(redis.port) as theirs:
+        fill(ours)
+        fill(theirs)
+        for key in KEYS:
+            want = digest(theirs, key)
+            assert digest(ours, key) == want, key
+            mine = parse_reply(ours.call("DUMP", key))
+            redis_payload = parse_reply(theirs.call("DUMP", key))
+            assert theirs.call("RESTORE", f"{key}:from-pyrepl", "0", mine) == b"+OK\r\n"
+            assert ours.call("RESTORE", f"{key}:from-redis", "0", redis_payload) == b"+OK\r\n"
+            assert digest(theirs, f"{key}:from-pyrepl") == want, key
+            assert digest(ours, f"{key}:from-redis") == want, key
 
 
 def test_redis_8_payloads_restore(pyrepl_server, tmp_path) -> None:
-    exe = redis8_server_path()
-    if exe is None:
-        pytest.skip("no Redis 8 redis-server: `make redis-src` builds it from Debian "
-                    "experimental's source package (skipped when that source is unavailable)")
-    from support import ServerProcess, free_port
-    port = free_port()
-    r8 = ServerProcess([exe, "--port", str(port), "--dir", str(tmp_path), "--save", "",
-                        "--enable-debug-command", "yes"], port, str(tmp_path), "redis8").start()
-    try:
-        with RawClient(pyrepl_server.port) as ours, RawClient(r8.port) as theirs:
-            fill(ours)
-            fill(theirs)
-            for key in KEYS:
-                payload = parse_reply(theirs.call("DUMP", key))
-                assert int.from_bytes(payload[-10:-8], "little") >= 11
-                assert ours.call("RESTORE", f"{key}:r8", "0", payload) == b"+OK\r\n", key
-                assert digest(ours, f"{key}:r8") == digest(ours, key), key
-    finally:
-        r8.stop()
+    with start_redis("--enable-debug-command", "yes", tmpdir=str(tmp_path), version=8) as r8, \
+            RawClient(pyrepl_server.port) as ours, RawClient(r8.port) as theirs:
+        fill(ours)
+        fill(theirs)
+        for key in KEYS:
+            payload = parse_reply(theirs.call("DUMP", key))
+            assert int.from_bytes(payload[-10:-8], "little") >= 11
+            assert ours.call("RESTORE", f"{key}:r8", "0", payload) == b"+OK\r\n", key
+            assert digest(ours, f"{key}:r8") == digest(ours, key), key
 
 
 CASES: list[tuple[str, ...]] = [

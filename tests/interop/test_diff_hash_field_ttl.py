@@ -10,19 +10,19 @@ field TTLs in its RDB and in its live stream. Skipped, saying why, without the R
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
+from contextlib import closing
 
 import pytest
-from differential import CoreTap, Pair, ReplicaTap
+from differential import CoreTap, Pair, ReplicaTap, same_propagation
 from support import (
     RawClient,
     ServerProcess,
-    free_port,
     parse_reply,
-    redis8_server_path,
     start_pyrepl,
+    start_pyrepl_on_rdb,
+    start_redis,
     wait_for,
 )
 
@@ -33,36 +33,21 @@ FAR2 = FAR + 5_000
 
 
 def _redis8(directory: str | None = None, *extra: str) -> ServerProcess:
-    exe = redis8_server_path()
-    if exe is None:
-        pytest.skip("the Redis 8 build (make redis-src) is missing: "
-                    ".cache/redis-src/redis-8/src/redis-server")
-    directory = directory or tempfile.mkdtemp(prefix="redis8-hfe-")
-    port = free_port()
-    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
-            "--enable-debug-command", "yes", *extra]
-    return ServerProcess(argv, port, directory, f"redis8-{port}").start()
+    return start_redis("--enable-debug-command", "yes", *extra, tmpdir=directory, version=8)
 
 
 @pytest.fixture(scope="module")
 def redis8():
-    srv = _redis8(None, "--repl-diskless-sync", "no")
-    try:
+    with _redis8(None, "--repl-diskless-sync", "no") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture
 def pair8(pyrepl_server, redis8, proto):
-    p = Pair(pyrepl_server.port, redis8.port, proto)
-    p.flushall()
-    try:
+    with closing(Pair(pyrepl_server.port, redis8.port, proto)) as p:
+        p.flushall()
         yield p
-    finally:
         p.check("DEBUG", "SET-ACTIVE-EXPIRE", "1")
-        p.close()
 
 
 EDGES: list[tuple[str, ...]] = [
@@ -179,24 +164,6 @@ def test_lazy_expiry(pair8) -> None:
         pair8.check(*argv)
 
 
-def _same(got: list[list[bytes]], want: list[list[bytes]]) -> bool:
-    """Equal streams; an HPEXPIREAT time may differ by 2 s."""
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        g = [g[0].upper(), *g[1:]]
-        w = [w[0].upper(), *w[1:]]
-        if len(g) != len(w):
-            return False
-        for i, (x, y) in enumerate(zip(g, w, strict=True)):
-            if g[0] == b"HPEXPIREAT" and i == 2:
-                if abs(int(x) - int(y)) > 2000:
-                    return False
-            elif x != y:
-                return False
-    return True
-
-
 PROPAGATION: list[tuple[str, ...]] = [
     ("HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4"),
     ("HEXPIRE", "h", "100", "FIELDS", "2", "a", "zz"),
@@ -226,7 +193,7 @@ def test_propagation(redis8) -> None:
             want = tap.next_commands(data)
             got_reply, got = core.call(*argv)
             assert got_reply == want_reply, (argv, got_reply, want_reply)
-            assert _same(got, want), f"{argv}: pyrepl {got}, redis {want}"
+            assert same_propagation(got, want), f"{argv}: pyrepl {got}, redis {want}"
         # Lazy expiry: the HDEL Redis sends for a field read after its time.
         data.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
         for target in (data, None):
@@ -280,41 +247,23 @@ def _view(c: RawClient) -> dict:
 
 def test_redis8_rdb_loads_in_pyrepl() -> None:
     directory = tempfile.mkdtemp(prefix="redis8-hfe-rdb-")
-    r = _redis8(directory)
-    try:
-        with RawClient(r.port) as c:
-            _populate(c)
-            want = _view(c)
-            assert c.call("SAVE") == b"+OK\r\n"
-    finally:
-        r.stop()
-    target = tempfile.mkdtemp(prefix="pyrepl-hfe-rdb-")
-    shutil.copy(os.path.join(directory, "dump.rdb"), os.path.join(target, "dump.rdb"))
-    p = start_pyrepl(tmpdir=target)
-    try:
-        with RawClient(p.port) as c:
-            assert _view(c) == want
-    finally:
-        p.stop()
+    with _redis8(directory) as r, RawClient(r.port) as c:
+        _populate(c)
+        want = _view(c)
+        assert c.call("SAVE") == b"+OK\r\n"
+    with start_pyrepl_on_rdb(directory) as p, RawClient(p.port) as c:
+        assert _view(c) == want
 
 
 def test_pyrepl_rdb_loads_in_redis8() -> None:
-    p = start_pyrepl()
-    try:
-        with RawClient(p.port) as c:
-            _populate(c)
-            want = _view(c)
-            assert c.call("SAVE") == b"+OK\r\n"
-    finally:
-        p.stop()
+    with start_pyrepl() as p, RawClient(p.port) as c:
+        _populate(c)
+        want = _view(c)
+        assert c.call("SAVE") == b"+OK\r\n"
     with open(os.path.join(p.dir, "dump.rdb"), "rb") as f:
         assert f.read(9) == b"REDIS0012"
-    r = _redis8(p.dir)
-    try:
-        with RawClient(r.port) as c:
-            assert _view(c) == want
-    finally:
-        r.stop()
+    with _redis8(p.dir) as r, RawClient(r.port) as c:
+        assert _view(c) == want
 
 
 def test_dump_restore_both_ways(pyrepl_server, redis8) -> None:

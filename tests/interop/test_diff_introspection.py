@@ -16,7 +16,7 @@ import re
 import pytest
 import redis
 from realpair import wait_in_sync
-from support import RawClient, parse_reply, start_pyrepl, start_redis
+from support import RawClient, parse_reply, side_by_side, start_pyrepl, start_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -178,13 +178,8 @@ def test_monitor_on_replicas_shows_the_master_stream() -> None:
 @pytest.fixture(scope="module")
 def debug_pair():
     """Both servers with DEBUG enabled (DEBUG SLEEP makes a latency spike)."""
-    started = [start_pyrepl("--enable-debug-command", "yes"),
-               start_redis("--enable-debug-command", "yes")]
-    try:
+    with side_by_side("--enable-debug-command", "yes") as started:
         yield started
-    finally:
-        for srv in started:
-            srv.stop()
 
 
 def test_latency_monitor_as_redis(debug_pair) -> None:

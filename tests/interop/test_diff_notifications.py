@@ -21,13 +21,7 @@ import pytest
 from differential import PROTOS, SEEDS, normalize, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from support import (
-    RawClient,
-    ServerProcess,
-    free_port,
-    redis8_server_path,
-    wait_for,
-)
+from support import RawClient, start_redis, wait_for
 from test_diff_bitmaps import COMMAND as BITMAP_COMMAND
 from test_diff_hashes import rand_command as hash_command
 from test_diff_hyperloglog import COMMAND as HLL_COMMAND
@@ -410,19 +404,11 @@ def test_served_blocking_pops(servers, blocker, push) -> None:
 
 @pytest.fixture(scope="module")
 def servers8(servers):
-    exe = redis8_server_path()
-    if exe is None:
-        pytest.skip("the Redis 8 build (make redis-src) is missing")
     directory = tempfile.mkdtemp(prefix="redis8-notify-")
-    port = free_port()
-    srv = ServerProcess([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory,
-                         "--save", "", "--appendonly", "no", "--daemonize", "no",
-                         "--protected-mode", "no", "--enable-debug-command", "yes"],
-                        port, directory, f"redis8-{port}").start()
     try:
-        yield servers[0], port
+        with start_redis("--enable-debug-command", "yes", tmpdir=directory, version=8) as srv:
+            yield servers[0], srv.port
     finally:
-        srv.stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 

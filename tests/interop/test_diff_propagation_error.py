@@ -10,12 +10,10 @@ sync event. With ``panic-on-replicas`` both replicas abort.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 
 import pytest
-from support import RawClient, info, start_pyrepl, start_redis, wait_for
+from support import connected, info, start_pyrepl, start_redis, sync_events, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -33,9 +31,7 @@ def start_pair(master_port: int, *extra: str) -> list:
 def test_propagation_error_is_logged_counted_and_reported_as_redis() -> None:
     master = start_redis()
     replicas = start_pair(master.port)
-    m = RawClient(master.port)
-    rs = [RawClient(r.port) for r in replicas]
-    try:
+    with connected(master, replicas) as (m, rs):
         for r in rs:
             wait_for(lambda r=r: info(r, "replication")["master_link_status"] == "up",
                      timeout=30, what="replica link up")
@@ -50,30 +46,20 @@ def test_propagation_error_is_logged_counted_and_reported_as_redis() -> None:
         for srv in replicas:
             wait_for(lambda srv=srv: CRITICAL in srv.log(), timeout=5, what="the CRITICAL line")
         assert [info(r, "replication")["master_link_status"] for r in rs] == ["up", "up"]
-        with open(os.path.join(replicas[1].dir, "sync.ndjson"), encoding="utf-8") as fh:
-            events = [json.loads(line) for line in fh if line.strip()]
-        errors = [e for e in events if e["event"] == "propagation_error"]
+        errors = [e for e in sync_events(replicas[1]) if e["event"] == "propagation_error"]
         assert len(errors) == 1
         assert errors[0]["command"] == "lpush" and errors[0]["error"].startswith("WRONGTYPE")
         assert errors[0]["role"] == "replica" and errors[0]["offset"] > 0
-    finally:
-        m.close()
-        for r in rs:
-            r.close()
-        for s in replicas + [master]:
-            s.stop()
 
 
 def test_panic_on_replicas_aborts_both_replicas() -> None:
     master = start_redis()
     replicas = start_pair(master.port, "--propagation-error-behavior", "panic-on-replicas")
-    m = RawClient(master.port)
-    try:
-        for srv in replicas:
-            with RawClient(srv.port) as r:
-                wait_for(lambda r=r: info(r, "replication")["master_link_status"] == "up",
-                         timeout=30, what="replica link up")
-                assert r.call("DEBUG", "POPULATE", "1", "diverged") == b"+OK\r\n"
+    with connected(master, replicas) as (m, rs):
+        for r in rs:
+            wait_for(lambda r=r: info(r, "replication")["master_link_status"] == "up",
+                     timeout=30, what="replica link up")
+            assert r.call("DEBUG", "POPULATE", "1", "diverged") == b"+OK\r\n"
         assert m.call("LPUSH", "diverged:0", "a") == b":1\r\n"
         for srv in replicas:
             assert srv.proc is not None
@@ -82,7 +68,3 @@ def test_panic_on_replicas_aborts_both_replicas() -> None:
             assert srv.proc.returncode == -signal.SIGABRT, srv.log()[-2000:]
             assert "Guru Meditation: This replica panicked sending an error to its master " \
                    "after processing the command 'lpush'" in srv.log()
-    finally:
-        m.close()
-        for s in replicas + [master]:
-            s.stop()

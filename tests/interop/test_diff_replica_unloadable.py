@@ -10,14 +10,12 @@ RDB_TYPE_MODULE_2 value (streams, which this test used before, now load).
 
 from __future__ import annotations
 
-import json
-import os
 import socket
 import threading
 import time
 
 import pytest
-from support import RawClient, free_port, info, start_pyrepl, wait_for
+from support import RawClient, free_port, info, start_pyrepl, sync_events, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -103,9 +101,7 @@ def test_unloadable_dataset_backs_off_then_syncs() -> None:
         time.sleep(8)
         log = replica.log()
         assert "Unsupported RDB object type 7" in log and "module" in log
-        with open(os.path.join(replica.dir, "sync.ndjson"), encoding="utf-8") as fh:
-            events = [json.loads(line) for line in fh if line.strip()]
-        failed = [e for e in events if e["event"] == "sync_failed"]
+        failed = [e for e in sync_events(replica) if e["event"] == "sync_failed"]
         assert failed and all(e["reason"] == "rdb-unsupported" for e in failed)
         # 1 + 2 + 4 s of waits: at most 4 attempts in 8 s, where one a second would be 8
         assert 2 <= len(failed) <= 4, [e["ts"] for e in failed]

@@ -49,13 +49,17 @@ class World:
                 c.call("FLUSHALL")
                 c.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
 
-    def open(self, name: str, proto: int = 2) -> None:
-        for s in self.sides:
-            c = RawClient(s.port, timeout=5)
-            if proto == 3:
-                c.call("HELLO", "3")
-            s.conns[name] = c
-            s.ids[name] = parse_reply(c.call("CLIENT", "ID"))  # type: ignore[assignment]
+    def open(self, *names: str, resp3: tuple[str, ...] = ()) -> World:
+        """Connections ``names`` on both servers, in that order; those in ``resp3`` send
+        HELLO 3 first."""
+        for name in names:
+            for s in self.sides:
+                c = RawClient(s.port, timeout=5)
+                if name in resp3:
+                    c.call("HELLO", "3")
+                s.conns[name] = c
+                s.ids[name] = parse_reply(c.call("CLIENT", "ID"))  # type: ignore[assignment]
+        return self
 
     def close(self) -> None:
         for s in self.sides:
@@ -112,13 +116,10 @@ class World:
             seen[name] = fa
         return seen
 
-    def with_subscriber(self, resp3: str) -> World:
-        """The usual cast: ``s`` subscribed to ``__redis__:invalidate`` (a redirect target),
-        ``r`` (RESP2), ``resp3`` (a RESP3 connection) and ``w`` (the writer)."""
-        self.open("s")
-        self.open("r")
-        self.open(resp3, 3)
-        self.open("w")
+    def with_subscriber(self, *names: str, resp3: tuple[str, ...] = ()) -> World:
+        """``s`` subscribed to ``__redis__:invalidate`` (a redirect target), then the
+        connections ``names`` as :meth:`open` opens them."""
+        self.open("s", *names, resp3=resp3)
         self.run("s", "SUBSCRIBE", "__redis__:invalidate")
         return self
 
@@ -168,9 +169,7 @@ TRACKING_INFO = ("tracking_clients", "tracking_total_keys", "tracking_total_item
 
 
 def test_default_mode_resp3(world: World) -> None:
-    w = world
-    w.open("r", 3)
-    w.open("w")
+    w = world.open("r", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.client_info("r")
     w.run("w", "SET", "k", "1")
@@ -215,14 +214,7 @@ def test_default_mode_resp3(world: World) -> None:
 
 
 def test_resp2_redirect_and_resp3_redirect(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("u", 3)
-    w.open("r")
-    w.open("r2")
-    w.open("t")
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("u", "r", "r2", "t", "w", resp3=("u",))
     w.run("r", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}")
     w.client_info("r")
     w.run("r", "CLIENT", "GETREDIR")
@@ -275,7 +267,7 @@ def test_resp2_redirect_and_resp3_redirect(world: World) -> None:
 
 
 def test_bcast_prefixes(world: World) -> None:
-    w = world.with_subscriber("b3")
+    w = world.with_subscriber("r", "b3", "w", resp3=("b3",))
     w.run("r", "CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", "{id:s}")
     w.client_info("r")
     w.run("w", "MSET", "a", "1", "b", "2", "c", "3")
@@ -321,9 +313,7 @@ def test_bcast_prefixes(world: World) -> None:
 
 
 def test_switching_to_bcast_drops_earlier_keys(world: World) -> None:
-    w = world
-    w.open("r", 3)
-    w.open("w")
+    w = world.open("r", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.run("w", "SET", "key1", "1")
     w.run("r", "GET", "key1")
@@ -333,11 +323,7 @@ def test_switching_to_bcast_drops_earlier_keys(world: World) -> None:
 
 
 def test_optin_optout_caching(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r")
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("r", "w")
     w.run("r", "CLIENT", "CACHING", "YES")        # not tracking
     w.run("r", "CLIENT", "TRACKING", "ON", "OPTIN", "REDIRECT", "{id:s}")
     w.run("r", "CLIENT", "CACHING", "NO")
@@ -371,7 +357,7 @@ def test_optin_optout_caching(world: World) -> None:
 
 
 def test_noloop(world: World) -> None:
-    w = world.with_subscriber("n3")
+    w = world.with_subscriber("r", "n3", "w", resp3=("n3",))
     w.run("r", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}", "NOLOOP")
     w.run("r", "CLIENT", "TRACKINGINFO")
     w.run("r", "MGET", "otherkey1", "loopkey", "otherkey2")
@@ -394,9 +380,7 @@ def test_noloop(world: World) -> None:
 
 
 def test_scripts_remember_declared_keys(world: World) -> None:
-    w = world
-    w.open("r", 3)
-    w.open("w")
+    w = world.open("r", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.run("w", "MSET", "key2", "1", "key1", "1")
     w.run("r", "EVAL", "redis.call('set', 'key3', 'bar')", "2", "key1", "key2")
@@ -414,12 +398,7 @@ def test_scripts_remember_declared_keys(world: World) -> None:
 
 
 def test_multi_exec_and_flushes(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r", 3)
-    w.open("r2")
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("r", "r2", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.run("r", "MSET", "a", "1", "b", "2")
     w.run("r", "GET", "a")
@@ -452,7 +431,7 @@ def test_multi_exec_and_flushes(world: World) -> None:
 
 
 def test_expiry_lazy_and_active(world: World) -> None:
-    w = world.with_subscriber("r3")
+    w = world.with_subscriber("r", "r3", "w", resp3=("r3",))
     w.run("w", "DEBUG", "SET-ACTIVE-EXPIRE", "0")
     # lazy: the reader's own read expires the key, the invalidation follows its reply
     w.run("r3", "CLIENT", "TRACKING", "ON")
@@ -486,12 +465,7 @@ def _pttl(port: int, key: str) -> object:
 
 
 def test_redirect_client_goes_away(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r", 3)
-    w.open("r2")
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("r", "r2", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}")
     w.run("r2", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}")
     w.run("w", "SET", "key1", "1")
@@ -513,9 +487,7 @@ def test_redirect_client_goes_away(world: World) -> None:
 
 
 def test_blocked_blmove_gets_invalidation_after_reply(world: World) -> None:
-    w = world
-    w.open("d", 3)
-    w.open("w")
+    w = world.open("d", "w", resp3=("d",))
     w.run("w", "RPUSH", "list2", "a")
     w.run("d", "CLIENT", "TRACKING", "ON")
     w.run("d", "LRANGE", "list2", "0", "-1")
@@ -528,9 +500,7 @@ def test_blocked_blmove_gets_invalidation_after_reply(world: World) -> None:
 
 
 def test_reset_and_client_reply_off(world: World) -> None:
-    w = world
-    w.open("r", 3)
-    w.open("w")
+    w = world.open("r", "w", resp3=("r",))
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.run("r", "GET", "foo")
     w.send("r", "CLIENT", "REPLY", "OFF")
@@ -546,11 +516,7 @@ def test_reset_and_client_reply_off(world: World) -> None:
 
 
 def test_tracking_table_max_keys(world: World) -> None:
-    w = world
-    w.open("s")
-    w.open("r")
-    w.open("w")
-    w.run("s", "SUBSCRIBE", "__redis__:invalidate")
+    w = world.with_subscriber("r", "w")
     w.run("r", "CLIENT", "TRACKING", "ON", "REDIRECT", "{id:s}", "NOLOOP")
     w.run("w", "MSET", "key1", "1", "key2", "2")
     w.run("r", "MGET", "key1", "key2")
@@ -570,9 +536,7 @@ def test_tracking_table_max_keys(world: World) -> None:
 def test_swapdb_does_not_invalidate_and_reload_sends_null(world: World) -> None:
     """SWAPDB touches WATCHed keys but invalidates nothing; DEBUG RELOAD empties the dataset
     and sends every tracking client a null invalidation (emptyData), as Redis does."""
-    w = world
-    w.open("r", 3)
-    w.open("w")
+    w = world.open("r", "w", resp3=("r",))
     w.run("w", "SET", "a", "1")
     w.run("r", "CLIENT", "TRACKING", "ON")
     w.run("r", "GET", "a")

@@ -12,7 +12,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, info, parse_reply, start_pyrepl, start_redis, wait_for
+from support import (
+    RawClient,
+    connected,
+    info,
+    parse_reply,
+    start_pyrepl,
+    start_redis,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -27,9 +35,7 @@ def test_writable_replica_expires_its_own_keys_as_redis() -> None:
                             "--replica-read-only", "no"),
                 start_pyrepl("--replicaof", "127.0.0.1", str(master.port),
                              "--replica-read-only", "no")]
-    m = RawClient(master.port)
-    rs = [RawClient(r.port) for r in replicas]
-    try:
+    with connected(master, replicas) as (m, rs):
         for r in rs:
             wait_for(lambda r=r: info_field(r, "replication", "master_link_status") == b"up",
                      timeout=30, what="replica link up")
@@ -79,9 +85,3 @@ def test_writable_replica_expires_its_own_keys_as_redis() -> None:
         for r in rs:
             wait_for(lambda r=r: r.call("DBSIZE") == b":3\r\n", timeout=10,
                      what="the master's DEL")
-    finally:
-        m.close()
-        for r in rs:
-            r.close()
-        for s in replicas + [master]:
-            s.stop()

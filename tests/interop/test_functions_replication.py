@@ -40,6 +40,17 @@ def same_functions(m: redis.Redis, rep: redis.Redis) -> None:
     wait_for(lambda: listing(rep) == listing(m), 20, what="the replica's libraries")
 
 
+def stream_writes_then_load(m: redis.Redis, rep: redis.Redis) -> None:
+    """Five FCALLs that write (propagated as their effects), then FUNCTION LOAD of LIB2: the
+    replica follows and can call the new library."""
+    for i in range(5):
+        m.execute_command("FCALL", "put", "1", f"k{i}", str(i))
+    m.execute_command("FUNCTION", "LOAD", LIB2)
+    wait_in_sync(m, rep)
+    same_functions(m, rep)
+    assert rep.execute_command("FCALL", "hello", "0") == b"hello"
+
+
 @pytest.mark.parametrize("diskless", ["yes", "no"])
 def test_pyrepl_replica_of_a_redis_master_with_libraries(tmp_path, diskless: str) -> None:
     (tmp_path / "m").mkdir()
@@ -64,12 +75,7 @@ def test_pyrepl_replica_of_a_redis_master_with_libraries(tmp_path, diskless: str
             with pytest.raises(redis.ResponseError, match="read only replica"):
                 rep.execute_command("FUNCTION", "LOAD", LIB2)
             # the stream: a function's writes (effects), then the FUNCTION commands
-            for i in range(5):
-                m.execute_command("FCALL", "put", "1", f"k{i}", str(i))
-            m.execute_command("FUNCTION", "LOAD", LIB2)
-            wait_in_sync(m, rep)
-            same_functions(m, rep)
-            assert rep.execute_command("FCALL", "hello", "0") == b"hello"
+            stream_writes_then_load(m, rep)
             assert rep.get("k4") == b"4" and rep.get("calls") == b"6"
             payload = m.execute_command("FUNCTION", "DUMP")
             m.execute_command("FUNCTION", "DELETE", "lib")
@@ -117,12 +123,7 @@ def test_redis_replica_of_a_pyrepl_master_with_libraries(tmp_path, diskless: str
             wait_in_sync(m, rep)
             assert listing(rep) == listing(m) and len(listing(m)) == 1   # from the RDB
             assert rep.execute_command("FCALL_RO", "get", "1", "before") == b"1"
-            for i in range(5):
-                m.execute_command("FCALL", "put", "1", f"k{i}", str(i))
-            m.execute_command("FUNCTION", "LOAD", LIB2)
-            wait_in_sync(m, rep)
-            same_functions(m, rep)
-            assert rep.execute_command("FCALL", "hello", "0") == b"hello"
+            stream_writes_then_load(m, rep)
             payload = m.execute_command("FUNCTION", "DUMP")
             m.execute_command("FUNCTION", "FLUSH")
             wait_in_sync(m, rep)
@@ -155,22 +156,16 @@ def test_pyrepl_libraries_survive_save_and_restart(tmp_path) -> None:
     finally:
         srv.stop()
     # a real Redis loads the file pyrepl wrote, libraries included
-    real = start_redis("--dbfilename", "dump.rdb", tmpdir=str(d))
-    try:
+    with start_redis("--dbfilename", "dump.rdb", tmpdir=str(d)) as real:
         rr = redis.Redis(port=real.port, protocol=2)
         assert listing(rr) == before
         assert rr.execute_command("FCALL", "get", "1", "k") == b"v"
         rr.execute_command("FUNCTION", "DELETE", "lib2")
         assert rr.save()
         after_redis = listing(rr)
-    finally:
-        real.stop()
     # and pyrepl loads the file Redis wrote
-    srv = start_pyrepl(tmpdir=str(d), port=port)
-    try:
+    with start_pyrepl(tmpdir=str(d), port=port) as srv:
         r = redis.Redis(port=srv.port, protocol=2)
         assert listing(r) == after_redis and len(after_redis) == 1
         assert r.execute_command("FCALL_RO", "get", "1", "k") == b"v"
         assert r.execute_command("FCALL", "put", "1", "k", "w") == 2
-    finally:
-        srv.stop()

@@ -150,8 +150,7 @@ def start_replica(tmp_path, master_port: int, *extra: str, port: int | None = No
 def test_full_sync_then_every_type_streams_over(tmp_path, master, diskless: str) -> None:
     with redis.Redis(port=master.port) as m:
         m.config_set("repl-diskless-sync", diskless)
-    rep = start_replica(tmp_path, master.port)
-    try:
+    with start_replica(tmp_path, master.port) as rep:
         wait_synced(master.port, rep.port)
         assert stats(master.port)["sync_full"] == 1
         log = rep.log()
@@ -167,14 +166,11 @@ def test_full_sync_then_every_type_streams_over(tmp_path, master, diskless: str)
                 s.set("x", "1")
             clients = s.client_list(_type="master")
             assert len(clients) == 1 and clients[0]["flags"] == "M"
-    finally:
-        rep.stop()
 
 
 @pytest.mark.parametrize("side", ["replica", "master"])
 def test_partial_resync_after_the_link_is_killed(tmp_path, master, side: str) -> None:
-    rep = start_replica(tmp_path, master.port)
-    try:
+    with start_replica(tmp_path, master.port) as rep:
         wait_synced(master.port, rep.port)
         before = stats(master.port)
         if side == "replica":
@@ -191,8 +187,6 @@ def test_partial_resync_after_the_link_is_killed(tmp_path, master, side: str) ->
         log = rep.log()
         assert "Connection with master lost." in log
         assert "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization." in log
-    finally:
-        rep.stop()
 
 
 def test_restarted_replica_continues_partially(tmp_path, master) -> None:
@@ -213,8 +207,7 @@ def test_restarted_replica_continues_partially(tmp_path, master) -> None:
     before = stats(master.port)
     with redis.Redis(port=master.port, db=5) as m5:
         m5.set("while-down", "1")  # no SELECT: continues in db 5
-    rep2 = start_replica(tmp_path, master.port, port=port)
-    try:
+    with start_replica(tmp_path, master.port, port=port) as rep2:
         wait_synced(master.port, rep2.port)
         after = stats(master.port)
         assert after["sync_full"] == before["sync_full"]
@@ -222,8 +215,6 @@ def test_restarted_replica_continues_partially(tmp_path, master) -> None:
         with redis.Redis(port=rep2.port, db=5) as s5:
             assert s5.get("while-down") == b"1"
         assert "Trying a partial resynchronization (request " in rep2.log()
-    finally:
-        rep2.stop()
 
 
 def test_masterauth_and_info_fields_match_a_real_redis_replica(tmp_path) -> None:
@@ -236,8 +227,8 @@ def test_masterauth_and_info_fields_match_a_real_redis_replica(tmp_path) -> None
     real = start_redis("--replicaof", "127.0.0.1", str(m.port), "--masterauth", "pw",
                        "--enable-debug-command", "yes", tmpdir=str(d2))
     rep = start_replica(tmp_path, m.port, "--masterauth", "pw")
-    try:
-        mr = redis.Redis(port=m.port, password="pw")
+    with m, real, rep, redis.Redis(port=m.port, password="pw") as mr, \
+            redis.Redis(port=rep.port) as ours, redis.Redis(port=real.port) as theirs:
         mr.execute_command("DEBUG", "POPULATE", "500")
         wait_for(lambda: mr.info("replication")["connected_slaves"] == 2, 20,
                  what="two replicas")
@@ -246,8 +237,6 @@ def test_masterauth_and_info_fields_match_a_real_redis_replica(tmp_path) -> None
             == mr.info("replication")["master_repl_offset"])
         wait_for(lambda: wait_synced_auth(real.port) and wait_synced_auth(rep.port), 20,
                  what="both replicas in sync")
-        ours = redis.Redis(port=rep.port)
-        theirs = redis.Redis(port=real.port)
         assert ours.execute_command("DEBUG", "DIGEST") == theirs.execute_command("DEBUG", "DIGEST")
         assert info_keys(rep.port) == info_keys(real.port)
         ours_role = ours.execute_command("ROLE")
@@ -265,20 +254,12 @@ def test_masterauth_and_info_fields_match_a_real_redis_replica(tmp_path) -> None
                  what="links down")
         assert info_keys(rep.port) == info_keys(real.port)
         wait_for(lambda: "Unable to AUTH to MASTER" in rep.log(), 10, what="auth error log")
-        ours.close()
-        theirs.close()
-        mr.close()
-    finally:
-        rep.stop()
-        real.stop()
-        m.stop()
 
 
 def test_promoted_pyrepl_replica_serves_the_old_redis_master_partially(tmp_path, master) -> None:
     """Failover: the pyrepl replica is promoted; the old Redis master is repointed to it and
     continues partially through replid2 (pyrepl's master side answers +CONTINUE <new id>)."""
-    rep = start_replica(tmp_path, master.port)
-    try:
+    with start_replica(tmp_path, master.port) as rep:
         wait_synced(master.port, rep.port)
         s = redis.Redis(port=rep.port)
         m = redis.Redis(port=master.port)
@@ -297,8 +278,6 @@ def test_promoted_pyrepl_replica_serves_the_old_redis_master_partially(tmp_path,
         assert digest(master.port) == digest(rep.port)
         s.close()
         m.close()
-    finally:
-        rep.stop()
 
 
 @pytest.mark.parametrize("diskless", ["yes", "no"])
@@ -315,11 +294,9 @@ def test_transfer_progress_and_stale_reads_during_a_slow_sync(tmp_path, diskless
     d2.mkdir()
     real = start_redis("--enable-debug-command", "yes", tmpdir=str(d2))
     rep = start_pyrepl(role="master", tmpdir=str(tmp_path))
-    try:
-        mr = redis.Redis(port=m.port)
+    with m, real, rep, redis.Redis(port=m.port) as mr, redis.Redis(port=rep.port) as ours, \
+            redis.Redis(port=real.port) as theirs:
         mr.execute_command("DEBUG", "POPULATE", "2000")
-        ours = redis.Redis(port=rep.port)
-        theirs = redis.Redis(port=real.port)
         ours.set("old-key", "old")
         assert ours.execute_command("REPLICAOF", "127.0.0.1", str(m.port)) == b"OK"
         theirs.execute_command("REPLICAOF", "127.0.0.1", str(m.port))
@@ -341,10 +318,3 @@ def test_transfer_progress_and_stale_reads_during_a_slow_sync(tmp_path, diskless
                  what="both synced")
         assert ours.get("old-key") is None
         assert digest(m.port) == digest(rep.port) == digest(real.port)
-        ours.close()
-        theirs.close()
-        mr.close()
-    finally:
-        rep.stop()
-        real.stop()
-        m.stop()

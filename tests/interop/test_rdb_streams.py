@@ -8,18 +8,15 @@ same XINFO STREAM FULL; DUMP/RESTORE of streams works both ways.
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 
 import pytest
 from support import (
     RawClient,
-    ServerProcess,
-    free_port,
     parse_reply,
     redis8_server_path,
     start_pyrepl,
+    start_pyrepl_on_rdb,
     start_redis,
 )
 
@@ -63,20 +60,8 @@ def _full(c: RawClient, key: str) -> object:
     return parse_reply(c.call("XINFO", "STREAM", key, "FULL"))
 
 
-def _redis8(directory: str) -> ServerProcess | None:
-    exe = redis8_server_path()
-    if exe is None:
-        return None
-    port = free_port()
-    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
-            "--enable-debug-command", "yes"]
-    return ServerProcess(argv, port, directory, f"redis8-{port}").start()
-
-
 def test_pyrepl_writes_redis7_loads() -> None:
-    pyrepl = start_pyrepl()
-    try:
+    with start_pyrepl() as pyrepl:
         with RawClient(pyrepl.port) as p:
             populate(p)
             digest = p.call("DEBUG", "DIGEST")
@@ -91,64 +76,40 @@ def test_pyrepl_writes_redis7_loads() -> None:
                     assert _full(r, k) == v, k
         finally:
             redis.stop()
-    finally:
-        pyrepl.stop()
 
 
 @pytest.mark.parametrize("version", [7, 8])
 def test_redis_writes_pyrepl_loads(version: int) -> None:
+    if version == 8 and redis8_server_path() is None:
+        pytest.fail("the Redis 8 build (make redis-src) is missing")
     directory = tempfile.mkdtemp(prefix="redis-streams-")
-    if version == 7:
-        redis: ServerProcess | None = start_redis("--enable-debug-command", "yes",
-                                                  tmpdir=directory)
-    else:
-        redis = _redis8(directory)
-        if redis is None:
-            pytest.fail("the Redis 8 build (make redis-src) is missing")
-    assert redis is not None
-    try:
-        with RawClient(redis.port) as r:
-            populate(r)
-            digest = r.call("DEBUG", "DIGEST")
-            full = {k: _full(r, k) for k in [*KEYS, "made"]}
-            groups = {k: r.call("XINFO", "GROUPS", k) for k in [*KEYS, "made"]}
-            assert r.call("SAVE") == b"+OK\r\n"
-    finally:
-        redis.stop()
-    target = tempfile.mkdtemp(prefix="pyrepl-streams-")
-    shutil.copy(os.path.join(directory, "dump.rdb"), os.path.join(target, "dump.rdb"))
-    pyrepl = start_pyrepl(tmpdir=target)
-    try:
-        with RawClient(pyrepl.port) as p:
-            assert p.call("DEBUG", "DIGEST") == digest
-            for k in [*KEYS, "made"]:
-                if version == 7:
-                    assert _full(p, k) == full[k], k
-                else:
-                    assert p.call("XINFO", "GROUPS", k) == groups[k], k
-    finally:
-        pyrepl.stop()
+    redis = start_redis("--enable-debug-command", "yes", tmpdir=directory, version=version)
+    with redis, RawClient(redis.port) as r:
+        populate(r)
+        digest = r.call("DEBUG", "DIGEST")
+        full = {k: _full(r, k) for k in [*KEYS, "made"]}
+        groups = {k: r.call("XINFO", "GROUPS", k) for k in [*KEYS, "made"]}
+        assert r.call("SAVE") == b"+OK\r\n"
+    with start_pyrepl_on_rdb(directory) as pyrepl, RawClient(pyrepl.port) as p:
+        assert p.call("DEBUG", "DIGEST") == digest
+        for k in [*KEYS, "made"]:
+            if version == 7:
+                assert _full(p, k) == full[k], k
+            else:
+                assert p.call("XINFO", "GROUPS", k) == groups[k], k
 
 
 def test_dump_restore_both_ways(pyrepl_server) -> None:
-    redis_server = start_redis("--enable-debug-command", "yes")
-    with RawClient(pyrepl_server.port) as p, RawClient(redis_server.port) as r:
-        p.call("FLUSHALL")
-        populate(r)
-        for k in KEYS:
-            payload = parse_reply(r.call("DUMP", k))
-            assert isinstance(payload, bytes)
-            assert p.call("RESTORE", k, "0", payload) == b"+OK\r\n"
-            assert _full(p, k) == _full(r, k), k
-            assert p.call("DEBUG", "DIGEST-VALUE", k) == r.call("DEBUG", "DIGEST-VALUE", k)
-        p.call("FLUSHALL")
-        r.call("FLUSHALL")
-        populate(p)
-        for k in KEYS:
-            payload = parse_reply(p.call("DUMP", k))
-            assert isinstance(payload, bytes)
-            assert r.call("RESTORE", k, "0", payload) == b"+OK\r\n"
-            assert _full(p, k) == _full(r, k), k
-            assert p.call("DEBUG", "DIGEST-VALUE", k) == r.call("DEBUG", "DIGEST-VALUE", k)
+    with start_redis("--enable-debug-command", "yes") as redis_server, \
+            RawClient(pyrepl_server.port) as p, RawClient(redis_server.port) as r:
+        for src, dst in ((r, p), (p, r)):   # Redis's payloads into pyrepl, then back
+            p.call("FLUSHALL")
+            r.call("FLUSHALL")
+            populate(src)
+            for k in KEYS:
+                payload = parse_reply(src.call("DUMP", k))
+                assert isinstance(payload, bytes)
+                assert dst.call("RESTORE", k, "0", payload) == b"+OK\r\n"
+                assert _full(p, k) == _full(r, k), k
+                assert p.call("DEBUG", "DIGEST-VALUE", k) == r.call("DEBUG", "DIGEST-VALUE", k)
         p.call("CONFIG", "SET", "stream-node-max-entries", "100")
-    redis_server.stop()

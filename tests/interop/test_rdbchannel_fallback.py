@@ -13,8 +13,7 @@ Both under a write load, both ending with equal DEBUG DIGESTs.
 
 from __future__ import annotations
 
-import json
-import os
+from contextlib import ExitStack
 
 import pytest
 from support import (
@@ -26,18 +25,11 @@ from support import (
     repl,
     start_pyrepl,
     start_redis,
+    sync_events,
     wait_for,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
-
-
-def read_events(proc) -> list[dict]:
-    path = os.path.join(proc.dir, "sync.ndjson")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 @pytest.mark.parametrize("diskless", ["yes", "no"])
@@ -49,12 +41,12 @@ def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
     m = start_redis("--enable-debug-command", "yes", "--repl-diskless-sync", diskless,
                     "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "100",
                     tmpdir=str(dm))
-    rep = None
     writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
-    try:
+    with m, writer, ExitStack() as stack:
         populate_under_load(m.port, 10000, writer, 1000)
-        rep = start_pyrepl("--master", f"127.0.0.1:{m.port}", "--repl-rdb-channel", "yes",
-                           "--sync-log-file", "sync.ndjson", role="replica", tmpdir=str(dr))
+        rep = stack.enter_context(start_pyrepl(
+            "--master", f"127.0.0.1:{m.port}", "--repl-rdb-channel", "yes",
+            "--sync-log-file", "sync.ndjson", role="replica", tmpdir=str(dr)))
         wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
         writer.finish()
         wait_for(lambda: in_sync(m.port, rep.port), 60, what="caught up")
@@ -64,7 +56,7 @@ def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
         assert "Master does not understand REPLCONF capa" not in log
         assert "initialize RDB channel" not in log
         assert ("with EOF to parser" in log) == (diskless == "yes")
-        evs = [e for e in read_events(rep) if e["role"] == "replica"]
+        evs = [e for e in sync_events(rep) if e["role"] == "replica"]
         assert [e["result"] for e in evs if e["event"] == "psync_reply"] == ["full"]
         assert [e["mode"] for e in evs if e["event"] == "link_up"] == \
             ["diskless" if diskless == "yes" else "disk"]
@@ -74,11 +66,6 @@ def test_pyrepl_replica_with_rdb_channel_follows_a_redis_7_master_classically(
         assert info["replica_full_sync_buffer_peak"] == 0
         with r(m.port) as c:
             assert c.info("stats")["sync_full"] == 1
-    finally:
-        writer.stop_event.set()
-        if rep is not None:
-            rep.stop()
-        m.stop()
 
 
 def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sync(
@@ -89,12 +76,12 @@ def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sy
     m = start_pyrepl("--repl-rdb-channel", "yes", "--repl-diskless-sync", "yes",
                      "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "20",
                      "--sync-log-file", "sync.ndjson", tmpdir=str(dm))
-    rep = None
     writer = LoadWriter(m.port, max_ops=300_000, max_seconds=60)
-    try:
+    with m, writer, ExitStack() as stack:
         populate_under_load(m.port, 20000, writer, 1000)
-        rep = start_redis("--replicaof", "127.0.0.1", str(m.port), "--enable-debug-command",
-                          "yes", tmpdir=str(dr))
+        rep = stack.enter_context(start_redis(
+            "--replicaof", "127.0.0.1", str(m.port), "--enable-debug-command", "yes",
+            tmpdir=str(dr)))
         wait_for(lambda: repl(rep.port).get("master_link_status") == "up", 60, what="link up")
         writer.finish()
         wait_for(lambda: in_sync(m.port, rep.port), 60, what="caught up")
@@ -103,12 +90,7 @@ def test_redis_7_replica_of_a_pyrepl_master_with_rdb_channel_gets_the_classic_sy
             assert c.info("stats")["sync_full"] == 1
             clients = c.execute_command("CLIENT", "LIST", "TYPE", "replica").decode()
         assert "flags=SC" not in clients and clients.count("flags=S") == 1
-        decisions = [e for e in read_events(m) if e["event"] == "psync_decision"]
+        decisions = [e for e in sync_events(m) if e["event"] == "psync_decision"]
         assert [e["result"] for e in decisions] == ["full"]
         log = rep.log()
         assert "MASTER <-> REPLICA sync: Finished with success" in log
-    finally:
-        writer.stop_event.set()
-        if rep is not None:
-            rep.stop()
-        m.stop()

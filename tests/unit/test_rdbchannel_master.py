@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from fakes import NOW, ReplicaCore, cmd, fill
+from fakes import NOW, ReplicaCore, apply_writes, cmd, fill
 from fakes import Master as BaseMaster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -573,13 +573,21 @@ def test_main_lost_before_the_rdb_channel_arrives(tmp_path) -> None:
     assert m.events("replica_lost")[-1]["reason"] == "closed"
 
 
-@pytest.mark.parametrize("point", ["replconf", "delay", "transfer"])
-def test_main_lost_aborts_the_rdb_channel(tmp_path, point) -> None:
+def _rdb_channel_at(tmp_path, point: str) -> tuple[Master, Rdbch]:
+    """A filled master and a replica whose rdb channel got to ``point``: its REPLCONF only
+    (``replconf``), its PSYNC waiting out the sync delay (``delay``) or the snapshot being
+    sent (``transfer``)."""
     m = Master(tmp_path, ("repl-diskless-sync-delay", ["5" if point == "delay" else "0"]))
     fill(m)
     r = Rdbch(m)
     r.psync()
     r.open_rdb(psync=point != "replconf")
+    return m, r
+
+
+@pytest.mark.parametrize("point", ["replconf", "delay", "transfer"])
+def test_main_lost_aborts_the_rdb_channel(tmp_path, point) -> None:
+    m, r = _rdb_channel_at(tmp_path, point)
     pid = pid_of(r) if point == "transfer" else None
     m.run("SET", "x", "1")
     m.core.client_closed(r.main)
@@ -607,11 +615,7 @@ def test_main_lost_aborts_the_rdb_channel(tmp_path, point) -> None:
 
 @pytest.mark.parametrize("point", ["replconf", "delay", "transfer"])
 def test_rdb_channel_lost_aborts_the_main_channel(tmp_path, point) -> None:
-    m = Master(tmp_path, ("repl-diskless-sync-delay", ["5" if point == "delay" else "0"]))
-    fill(m)
-    r = Rdbch(m)
-    r.psync()
-    r.open_rdb(psync=point != "replconf")
+    m, r = _rdb_channel_at(tmp_path, point)
     if point == "transfer":
         pid = pid_of(r)
         m.run("SET", "during", "1")
@@ -742,26 +746,6 @@ OPS = st.lists(st.sampled_from(["set", "incr", "rpush", "select", "multi", "del"
                max_size=8)
 
 
-def _writes(m: Master, ops: list[str], tag: int) -> None:
-    for i, op in enumerate(ops):
-        k = f"k{(tag * 3 + i) % 4}"
-        if op == "set":
-            m.run("SET", f"s:{k}", f"v{tag}-{i}")
-        elif op == "incr":
-            m.run("INCR", f"n:{k}")
-        elif op == "rpush":
-            m.run("RPUSH", f"l:{k}", f"e{i}")
-        elif op == "select":
-            m.run("SELECT", str((tag + i) % 3))
-        elif op == "del":
-            m.run("DEL", f"s:{k}")
-        else:
-            m.run("MULTI")
-            m.run("SET", f"t:{k}", "1")
-            m.run("INCR", f"n:{k}")
-            m.run("EXEC")
-
-
 @SETTINGS
 @given(phases=st.lists(OPS, min_size=5, max_size=5), n=st.integers(1, 3),
        ack_first=st.booleans(), pings=st.integers(0, 2),
@@ -771,11 +755,11 @@ def test_any_interleaving_replicates_exactly_and_any_loss_leaves_nothing(
         tmp_path, phases, n, ack_first, pings, kill) -> None:
     m = Master(tmp_path, ("repl-ping-replica-period", ["1"]),
                ("repl-diskless-sync-delay", ["2"]))
-    _writes(m, phases[0], 0)
+    apply_writes(m, phases[0], 0)
     reps = []
     for _ in range(n):
         reps.append(start_sync(m))
-        _writes(m, phases[1], 1)
+        apply_writes(m, phases[1], 1)
 
     def maybe_kill(point: int) -> None:
         if kill is None or kill[2] != point or kill[0] >= len(reps):
@@ -797,17 +781,17 @@ def test_any_interleaving_replicates_exactly_and_any_loss_leaves_nothing(
         return
     (pid,) = m.io.children
     maybe_kill(1)
-    _writes(m, phases[2], 2)
+    apply_writes(m, phases[2], 2)
     maybe_kill(2)
     if pid in m.io.results:  # the child was not stopped (someone still needs it)
         m.io.run_child(pid)
         if ack_first:
             for r in reps:
                 m.feed(r.main, cmd("REPLCONF", "ACK", r.mlink.psync_offset))
-        _writes(m, phases[3], 3)
+        apply_writes(m, phases[3], 3)
         m.child_exits(pid)
     maybe_kill(3)
-    _writes(m, phases[4], 4)
+    apply_writes(m, phases[4], 4)
     m.tick(1000)
     for r in reps:
         assert r.mlink.state is S.ONLINE and r.rdb.closed

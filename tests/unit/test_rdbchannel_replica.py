@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from fakes import NOW, ReplicaNode, cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import check_every_move
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
-from pyrepl.replication.manager import Replication
 from pyrepl.replication.rdbchannel import (
     BLOCK_SIZE,
     TRANSITIONS,
@@ -37,19 +38,13 @@ from pyrepl.replication.rdbchannel import (
     RdbChState,
 )
 from pyrepl.replication.replica import ReplState
-from pyrepl.resp.writer import encode_command
 
 S = ReplState
 C = RdbChState
-NOW = 1_700_000_000_000
 MASTER_ID = "e0b8062d0b155a1e43fa2d39d13c0623805c27e1"  # the transcript master's replid
 MARK = b"79b150900a78ca68cdb80090425f0092523acc81"
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def cmd(*args: bytes | str | int) -> bytes:
-    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
 
 
 # The proxy log of a_fullsync_rdbchannel.txt: (record, connection, direction, exact bytes).
@@ -162,26 +157,11 @@ class ChanIO:
         return out
 
 
-class IOHost(Host):
-    def __init__(self) -> None:
-        self.replica_io = ChanIO()
+class Node(ReplicaNode):
+    io: ChanIO
 
-
-class Node:
     def __init__(self, *overrides: tuple[str, list[str]], replicaof: bool = True) -> None:
-        ov = [("save", [""]), ("port", ["6381"])]
-        if replicaof:
-            ov.append(("replicaof", ["127.0.0.1", "6380"]))
-        self.host = IOHost()
-        self.io = self.host.replica_io
-        self.core = ServerCore(Config.load(None, [*ov, *overrides]), self.host, now_ms=NOW)
-        self.repl = Replication(self.core)
-        self.side = self.repl.replica
-        self.client = self.core.connection_made("127.0.0.1:5000", "127.0.0.1:6381")
-
-    def run(self, *args: bytes | str | int) -> bytes:
-        self.client.receive_data(cmd(*args))
-        return self.client.data_to_send()
+        super().__init__(ChanIO(), overrides, replicaof)
 
     def main(self, data: bytes) -> None:
         self.side.on_data(self.io.token, data)
@@ -870,15 +850,7 @@ def test_info_role_and_events_during_an_rdb_channel_sync() -> None:
 
 def test_every_missing_rdb_channel_transition_is_a_typed_error() -> None:
     ch = RdbChannel(b"1", 6381)
-    for state in RdbChState:
-        for inp in RdbChInput:
-            ch.state = state
-            if (state, inp) in TRANSITIONS:
-                assert ch._go(inp) is TRANSITIONS[(state, inp)]
-            else:
-                with pytest.raises(RdbChannelError) as ei:
-                    ch._go(inp)
-                assert ei.value.state is state and ei.value.input is inp
+    check_every_move(ch, ch._go, TRANSITIONS, RdbChState, RdbChInput, RdbChannelError)
 
 
 def _channel(state: str) -> RdbChannel:

@@ -12,23 +12,24 @@ DEBUG DIGEST.
 
 from __future__ import annotations
 
-import pytest
-from fakes import Master, ReplicaCore, cmd, fill
+from dataclasses import dataclass
+
+from fakes import Master, ReplicaCore, apply_writes, cmd, fill
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import check_every_move
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
-from pyrepl.replication.master import (
+from pyrepl.replication.master.states import (
     INFO_STATE,
     TRANSITIONS,
     LinkInput,
     LinkStateError,
     ReplicaLink,
-    SlaveState,
+    S,
 )
 
-S = SlaveState
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])
@@ -39,15 +40,14 @@ GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
 
 # -- the other end: parse and apply what a replica received -----------------------------------
 
+@dataclass
 class Received:
-    def __init__(self, replid: str, offset: int, rdb: bytes, stream: bytes, kind: str,
-                 keepalives: int) -> None:
-        self.replid = replid
-        self.offset = offset
-        self.rdb = rdb
-        self.stream = stream
-        self.kind = kind
-        self.keepalives = keepalives
+    replid: str
+    offset: int
+    rdb: bytes
+    stream: bytes
+    kind: str
+    keepalives: int
 
 
 def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
@@ -105,16 +105,8 @@ def test_transition_table_is_total_and_typed() -> None:
     expected |= {(s, LinkInput.CLOSED): S.CLOSED for s in S if s is not S.CLOSED}
     assert TRANSITIONS == expected
     # every state x input: the table's move, or a typed error leaving the state unchanged
-    for s in S:
-        for inp in LinkInput:
-            link = ReplicaLink(Client.__new__(Client))
-            link.state = s
-            if (s, inp) in TRANSITIONS:
-                assert link.go(inp) is TRANSITIONS[(s, inp)]
-            else:
-                with pytest.raises(LinkStateError) as e:
-                    link.go(inp)
-                assert (e.value.state, e.value.input) == (s, inp) and link.state is s
+    link = ReplicaLink(Client.__new__(Client))
+    check_every_move(link, link.go, TRANSITIONS, S, LinkInput, LinkStateError)
     # Redis 8 shows a main channel waiting for its rdb channel as wait_bgsave
     assert INFO_STATE == {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
                           S.SEND_BULK: "send_bulk", S.ONLINE: "online",
@@ -904,32 +896,6 @@ WRITES = st.lists(st.sampled_from(["set", "incr", "rpush", "hset", "sadd", "zadd
                                    "select", "multi"]), min_size=0, max_size=12)
 
 
-def _do_writes(m: Master, ops: list[str], tag: int) -> None:
-    for i, op in enumerate(ops):
-        k = f"k{(tag * 7 + i) % 5}"
-        if op == "set":
-            m.run("SET", f"s:{k}", f"v{tag}-{i}")
-        elif op == "incr":
-            m.run("INCR", f"n:{k}")
-        elif op == "rpush":
-            m.run("RPUSH", f"l:{k}", f"e{i}", "x")
-        elif op == "hset":
-            m.run("HSET", f"h:{k}", f"f{i}", f"v{tag}")
-        elif op == "sadd":
-            m.run("SADD", f"z:s:{k}", f"m{i}")
-        elif op == "zadd":
-            m.run("ZADD", f"z:{k}", str(i), f"m{tag}")
-        elif op == "del":
-            m.run("DEL", f"s:{k}", f"l:{k}")
-        elif op == "select":
-            m.run("SELECT", str((tag + i) % 3))
-        else:
-            m.run("MULTI")
-            m.run("SET", f"t:{k}", "1")
-            m.run("INCR", f"n:{k}")
-            m.run("EXEC")
-
-
 @SETTINGS
 @given(phases=st.lists(WRITES, min_size=6, max_size=6), disk=st.booleans(),
        second=st.booleans(), pings=st.integers(0, 2))
@@ -939,22 +905,22 @@ def test_any_interleaving_of_writes_and_phases_replicates_exactly(tmp_path, phas
     if disk:
         over.append(("repl-diskless-sync", ["no"]))
     m = Master(tmp_path, *over)
-    _do_writes(m, phases[0], 0)
+    apply_writes(m, phases[0], 0)
     a = m.replica("eof", "psync2")
     m.send(a, "PSYNC", "?", "-1")
-    _do_writes(m, phases[1], 1)
+    apply_writes(m, phases[1], 1)
     for _ in range(pings):
         m.tick(1000)
     b = None
     if second and disk:  # joins the running BGSAVE
         b = m.replica("eof", "psync2")
         m.send(b, "PSYNC", "?", "-1")
-    _do_writes(m, phases[2], 2)
+    apply_writes(m, phases[2], 2)
     pid = m.side.snapshot.pid
     if not disk:
         m.io.run_child(pid)
     m.child_exits(pid)
-    _do_writes(m, phases[3], 3)
+    apply_writes(m, phases[3], 3)
     for r in (a, b):
         if r is None:
             continue
@@ -963,9 +929,9 @@ def test_any_interleaving_of_writes_and_phases_replicates_exactly(tmp_path, phas
         else:
             m.send(r, "REPLCONF", "ACK", "0")
     m.flush()
-    _do_writes(m, phases[4], 4)
+    apply_writes(m, phases[4], 4)
     m.tick(1000)
-    _do_writes(m, phases[5], 5)
+    apply_writes(m, phases[5], 5)
     for r in (a, b):
         if r is None:
             continue
@@ -1068,9 +1034,9 @@ def test_config_set_of_the_limit_applies_to_connected_replicas(tmp_path) -> None
 def test_partial_resync_continues_exactly_where_the_replica_stopped(tmp_path, before, during,
                                                                    gap, after, cut) -> None:
     m = Master(tmp_path)
-    _do_writes(m, before, 0)
+    apply_writes(m, before, 0)
     r, got = online_replica(m)
-    _do_writes(m, during, 1)
+    apply_writes(m, during, 1)
     got = parse_full_sync(m.wire(r))
     # the link dies after the replica applied a prefix of the stream (whole commands only)
     rc = ReplicaCore(tmp_path, got.rdb)
@@ -1085,14 +1051,14 @@ def test_partial_resync_continues_exactly_where_the_replica_stopped(tmp_path, be
     rc.apply(b"".join(cmds[:keep]))
     offset = got.offset + rc.applied
     m.core.client_closed(r)
-    _do_writes(m, gap, 2)
+    apply_writes(m, gap, 2)
     r2 = m.replica("eof", "psync2", port=6381)
     m.send(r2, "PSYNC", m.repl.ids.replid, str(offset + 1))
     data = m.wire(r2)
     head = b"+CONTINUE %s\r\n" % m.repl.ids.replid.encode()
     assert data.startswith(head)
     rc.apply(data[len(head):])
-    _do_writes(m, after, 3)
+    apply_writes(m, after, 3)
     rc.apply(m.wire(r2)[len(data):])
     assert rc.digest() == m.digest()
     assert offset + len(m.wire(r2)) - len(head) == m.repl.master_repl_offset

@@ -9,9 +9,10 @@ what the side asks for (connect / send / close), which is the side's whole I/O i
 from __future__ import annotations
 
 import pytest
+from fakes import NOW, ReplicaNode, cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import shell_write
+from support import check_every_move, close_in_memory, shell_write
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
@@ -26,19 +27,13 @@ from pyrepl.replication.replica import (
     ReplProtocolError,
     ReplState,
 )
-from pyrepl.resp.writer import encode_command
 
 S = ReplState
-NOW = 1_700_000_000_000
 MASTER_ID = "a05af3755f57545a48bd356f49c00cb6f3d914fa"
 NEW_ID = "fbcd4a99c9f32dd5e1610978cc2385f800dafcb9"
 MARK = b"3349e433c1144143783d87ecbc6ba7dfda6a0f50"
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def cmd(*args: bytes | str | int) -> bytes:
-    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
 
 
 class RecordingIO:
@@ -71,28 +66,12 @@ class RecordingIO:
         return out
 
 
-class IOHost(Host):
-    def __init__(self) -> None:
-        self.replica_io = RecordingIO()
+class Node(ReplicaNode):
+    io: RecordingIO
 
-
-class Node:
     def __init__(self, *overrides: tuple[str, list[str]], replicaof: bool = True) -> None:
         # Redis 7.0.15's handshake (the Redis 8 rdb channel has its own tests)
-        ov = [("save", [""]), ("port", ["6381"]), ("repl-rdb-channel", ["no"])]
-        if replicaof:
-            ov.append(("replicaof", ["127.0.0.1", "6380"]))
-        cfg = Config.load(None, [*ov, *overrides])
-        self.host = IOHost()
-        self.io = self.host.replica_io
-        self.core = ServerCore(cfg, self.host, now_ms=NOW)
-        self.repl = Replication(self.core)
-        self.side = self.repl.replica
-        self.client = self.core.connection_made("127.0.0.1:5000", "127.0.0.1:6381")
-
-    def run(self, *args: bytes | str | int) -> bytes:
-        self.client.receive_data(cmd(*args))
-        return self.client.data_to_send()
+        super().__init__(RecordingIO(), [("repl-rdb-channel", ["no"]), *overrides], replicaof)
 
     def feed(self, data: bytes) -> None:
         self.side.on_data(self.io.token, data)
@@ -179,15 +158,7 @@ def synced_node(diskless: bool = False, *overrides: tuple[str, list[str]]) -> No
 
 def test_every_missing_transition_is_a_typed_error() -> None:
     n = Node()
-    for state in ReplState:
-        for inp in Input:
-            n.side.state = state
-            if (state, inp) in TRANSITIONS:
-                assert n.side._go(inp) is TRANSITIONS[(state, inp)]
-            else:
-                with pytest.raises(ReplProtocolError) as ei:
-                    n.side._go(inp)
-                assert ei.value.state is state and ei.value.input is inp
+    check_every_move(n.side, n.side._go, TRANSITIONS, ReplState, Input, ReplProtocolError)
 
 
 def test_data_in_a_state_that_reads_nothing_is_a_protocol_error() -> None:
@@ -964,11 +935,7 @@ class WireIO:
 
 class WireHost(Host):
     def close_client(self, client: object) -> None:
-        t = getattr(client, "transport", None)
-        if isinstance(t, Conn):
-            t.abort()
-        else:
-            client.close_after_reply = True  # type: ignore[attr-defined]
+        close_in_memory(client, Conn)
 
 
 class PairNode:

@@ -381,29 +381,30 @@ def test_long_header_line_with_cr_but_no_following_byte_waits(reader_cls):
 
 # -- authentication limits, master links, query buffer limit ----------------------------------
 
-def test_unauthenticated_limits(reader_cls):
+def unauthenticated(reader_cls, data: bytes):  # noqa: ANN201
+    """A reader for a client that has not authenticated yet, fed ``data``."""
     r = reader_cls()
     r.auth_required = True
-    r.feed(enc(*[b"a"] * 10) + enc(b"x" * 16384))
+    r.feed(data)
+    return r
+
+
+def test_unauthenticated_limits(reader_cls):
+    r = unauthenticated(reader_cls, enc(*[b"a"] * 10) + enc(b"x" * 16384))
     assert r.gets() == [b"a"] * 10
     assert r.gets() == [b"x" * 16384]
     assert error_of(reader_cls, b"*11\r\n") is None
-    r = reader_cls()
-    r.auth_required = True
-    r.feed(b"*11\r\n")
+    r = unauthenticated(reader_cls, b"*11\r\n")
     with pytest.raises(ProtocolError, match="^ERR Protocol error: unauthenticated multibulk"):
         r.gets()
-    r = reader_cls()
-    r.auth_required = True
-    r.feed(b"*1\r\n$16385\r\n")
+    r = unauthenticated(reader_cls, b"*1\r\n$16385\r\n")
     with pytest.raises(ProtocolError, match="^ERR Protocol error: unauthenticated bulk length$"):
         r.gets()
 
 
 def test_auth_flag_applies_from_next_gets(reader_cls):
-    r = reader_cls()
-    r.auth_required = True
-    r.feed(enc(b"AUTH", b"pw") + enc(*[b"a"] * 11) + enc(b"RESET") + enc(*[b"b"] * 11))
+    r = unauthenticated(reader_cls, enc(b"AUTH", b"pw") + enc(*[b"a"] * 11) + enc(b"RESET")
+                        + enc(*[b"b"] * 11))
     assert r.gets() == [b"AUTH", b"pw"]
     r.auth_required = False
     assert r.gets() == [b"a"] * 11
@@ -744,11 +745,8 @@ def _redis_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
 def strict_redis():
     from support import start_redis  # tests/ is on sys.path (tests/conftest.py)
 
-    srv = start_redis("--client-query-buffer-limit", "1mb")
-    try:
+    with start_redis("--client-query-buffer-limit", "1mb") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.mark.slow
@@ -799,8 +797,7 @@ def test_query_buffer_limit_matches_real_redis(strict_redis):
 def test_unauthenticated_limits_match_real_redis():
     from support import start_redis
 
-    srv = start_redis("--requirepass", "secret")
-    try:
+    with start_redis("--requirepass", "secret") as srv:
         for case in (b"*11\r\n", b"*1\r\n$16385\r\n"):
             reply = _redis_exchange(srv.port, case)
             r = RespReader()
@@ -809,8 +806,6 @@ def test_unauthenticated_limits_match_real_redis():
             with pytest.raises(ProtocolError) as ei:
                 r.gets()
             assert reply == b"-" + str(ei.value).encode() + b"\r\n"
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -819,11 +814,8 @@ def acl_redis():
 
     # Random input can name any command: let the default user run only PING and ECHO, so
     # everything else is refused with exactly one error reply and nothing is executed.
-    srv = start_redis("--user", "default", "reset", "on", "nopass", "~*", "+ping", "+echo")
-    try:
+    with start_redis("--user", "default", "reset", "on", "nopass", "~*", "+ping", "+echo") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 # Commands that close the connection or change its protocol even without permissions

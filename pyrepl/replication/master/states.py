@@ -24,10 +24,12 @@ last ``REPLCONF ACK``; INFO's ``lag`` is seconds since that ack.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from pyrepl.replication.backlog import Cursor
+from pyrepl.replication.fsm import from_every, step
 
 if TYPE_CHECKING:
     from pyrepl.client import Client
@@ -96,9 +98,7 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
         (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
         (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
     }
-    for s in S:
-        if s is not S.CLOSED:
-            t[(s, L.CLOSED)] = S.CLOSED
+    t.update(from_every(S, (L.CLOSED,), S.CLOSED, but=S.CLOSED))
     return t
 
 
@@ -120,19 +120,16 @@ class LinkStateError(Exception):
         self.input = inp
 
 
+@dataclass(slots=True, eq=False)
 class Snapshot:
     """One snapshot child serving full syncs: ``target`` is ``disk`` or ``socket``."""
 
-    __slots__ = ("pid", "target", "offset", "started_ms", "req", "keys")
-
-    def __init__(self, pid: int, target: str, offset: int, started_ms: int, req: int,
-                 keys: int) -> None:
-        self.pid = pid
-        self.target = target
-        self.offset = offset
-        self.started_ms = started_ms
-        self.req = req
-        self.keys = keys
+    pid: int
+    target: str
+    offset: int
+    started_ms: int
+    req: int
+    keys: int
 
 
 class ReplicaLink:
@@ -180,11 +177,8 @@ class ReplicaLink:
         self.rdb_done = False  # main channel: the child reported the whole RDB written
 
     def go(self, inp: LinkInput) -> SlaveState:
-        new = TRANSITIONS.get((self.state, inp))
-        if new is None:
-            raise LinkStateError(self.state, inp)
-        self.state = new
-        return new
+        self.state = step(TRANSITIONS, self.state, inp, LinkStateError)
+        return self.state
 
     def peer_ip(self) -> str:
         if self.ip_address:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.client import Client
 from pyrepl.config import ConfigError
+from pyrepl.replication.fsm import step
 from pyrepl.replication.rdbchannel import (
     FullSyncBuffer,
     RdbChannel,
@@ -113,11 +114,8 @@ class ReplicaSide(Handshake, Load, Channel, Stream):
             self._become_replica()
 
     def _go(self, inp: Input, detail: str = "") -> ReplState:
-        nxt = TRANSITIONS.get((self.state, inp))
-        if nxt is None:
-            raise ReplProtocolError(self.state, inp, detail)
-        self.state = nxt
-        return nxt
+        self.state = step(TRANSITIONS, self.state, inp, ReplProtocolError, detail)
+        return self.state
 
     @property
     def io(self) -> ReplicaIOPort:

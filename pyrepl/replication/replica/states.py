@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from pyrepl.replication.fsm import from_every
+
 #: The longest wait between syncs whose dataset this replica could not load (rdb-unsupported).
 LOAD_BACKOFF_MAX_MS = 60_000
 # A read shorter than this drained the socket: the replica has everything the master sent.
@@ -104,14 +106,9 @@ _LINE_STATES = frozenset((S.RECEIVE_PING_REPLY, S.RECEIVE_AUTH_REPLY, S.RECEIVE_
 
 
 def _table() -> dict[tuple[ReplState, Input], ReplState]:
-    t: dict[tuple[ReplState, Input], ReplState] = {}
-    for s in S:
-        t[(s, I.REPLICAOF)] = S.CONNECT
-        if s is not S.NONE:
-            t[(s, I.NO_ONE)] = S.NONE
-    for s in _LINKED:
-        t[(s, I.LINK_LOST)] = S.CONNECT
-        t[(s, I.TIMEOUT)] = S.CONNECT
+    t = from_every(S, (I.REPLICAOF,), S.CONNECT)
+    t.update(from_every(S, (I.NO_ONE,), S.NONE, but=S.NONE))
+    t.update(from_every(_LINKED, (I.LINK_LOST, I.TIMEOUT), S.CONNECT))
     for s in (*_LINE_STATES, S.TRANSFER, S.CONNECTED):
         t[(s, I.DATA)] = s
     t.update({
