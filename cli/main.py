@@ -146,9 +146,11 @@ def replica(ctx: click.Context, master_addr: str, config_file: str | None, port:
     _serve(cfg)
 
 
+from pyrepl.cli.collect import collect  # noqa: E402
 from pyrepl.cli.metrics import metrics  # noqa: E402
 
 main.add_command(metrics)
+main.add_command(collect)
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,8 @@
 [--convert-to parquet DIR]``
 
 LOGS are NDJSON sync logs (plain or .gz; files, directories, globs, any URI Spark reads) or
-Parquet written by ``--convert-to``. The job runs on ``local[*]`` unless ``--spark-master``
+Parquet written by ``--convert-to``, and Redis / Valkey log files (recognised by their first
+lines; their timestamps are local time: ``--log-timezone``). The job runs on ``local[*]`` unless ``--spark-master``
 names a cluster; launched by ``spark-submit`` (see ``pyrepl/analytics/submit.py``) it uses
 spark-submit's master and settings. Only parsing here: the work is in ``pyrepl.analytics``,
 which imports pyspark and matplotlib (the ``spark`` extra) when the command runs.
@@ -65,18 +66,27 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
                                           "archives); with --out, the metrics then read it.")
 @click.option("--tables-out", metavar="URI",
               help="Where the Parquet tables go (default OUT/tables; any path Spark writes).")
+@click.option("--log-timezone", "log_tz", metavar="TZ", default="UTC", show_default=True,
+              help="Time zone of Redis/Valkey log timestamps: UTC, +02:00 or an IANA name.")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting, e.g. --conf spark.driver.memory=2g (repeatable).")
 @click.option("--progress/--quiet", "progress", default=None,
               help="Progress on stderr (default: only on a terminal, never when CI is set).")
 def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None,
             since: str | None, until: str | None, bucket_s: float | None, fmt: str,
-            convert_to: tuple[str, str] | None, tables_out: str | None,
+            convert_to: tuple[str, str] | None, tables_out: str | None, log_tz: str,
             confs: tuple[str, ...], progress: bool | None) -> None:
     """Turn sync-event logs into sync metrics, backlog advice, charts and report.html."""
     if out_dir is None and convert_to is None:
         raise click.UsageError("give --out DIR (and/or --convert-to parquet DIR)")
     t_since, t_until = parse_time(since), parse_time(until)
+    try:
+        from pyrepl.analytics.logread import timezone
+
+        timezone(log_tz)
+    except (ValueError, KeyError, ImportError) as e:
+        raise click.BadParameter(f"{log_tz!r}: expected UTC, +HH:MM or an IANA time zone name",
+                                 param_hint="--log-timezone") from e
     conf = parse_conf(confs)
     try:
         from pyrepl.analytics import job, read, report, session
@@ -100,13 +110,14 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         if convert_to is not None:
             dest = convert_to[1]
             say(f"converting to Parquet at {dest}")
-            res = read.convert(spark, paths, dest, fmt, t_since, t_until)
+            res = read.convert(spark, paths, dest, fmt, t_since, t_until, log_tz)
             click.echo(f"converted {res['events']:,} events to {dest} "
                        f"({res['malformed_lines']:,} malformed lines skipped)")
             # the metrics (if asked for) read the converted copy: window already applied
             paths, fmt, t_since, t_until = [dest], "parquet", None, None
         if out_dir is not None:
-            cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt)
+            cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt,
+                                log_tz=log_tz)
             result = job.run(spark, paths, cfg, progress=say)
             say(f"writing {out_dir}")
             summary = report.write_report(result, out_dir, tables_out)

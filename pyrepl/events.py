@@ -52,6 +52,24 @@ FIELDS: list[tuple[str, str, str]] = [
                          "valkey-log | collector"),
     ("inferred", "long", "1 when the event was inferred from the difference between two INFO "
                          "samples (pyrepl collect), not logged when it happened"),
+    # `pyrepl collect`'s info_sample: a node's own state, from INFO (names as INFO's)
+    ("server", "string", "info_sample: the software and version (redis 7.0.15, valkey 8.1.1, "
+                         "pyrepl 0.1.0)"),
+    ("replid2", "string", "master_replid2: the previous replication id, valid up to "
+                          "second_repl_offset"),
+    ("second_repl_offset", "long", "the last offset of replid2's history (-1: none)"),
+    ("link_status", "string", "a replica's master_link_status: up | down"),
+    ("sync_in_progress", "long", "a replica's master_sync_in_progress: 1 while it receives a "
+                                 "snapshot"),
+    ("replicas", "long", "connected_slaves: the node's connected replicas"),
+    ("sync_full", "long", "INFO stats sync_full: full syncs served since the process started"),
+    ("sync_partial_ok", "long", "INFO stats sync_partial_ok: partial syncs accepted"),
+    ("sync_partial_err", "long", "INFO stats sync_partial_err: partial syncs refused (a full "
+                                 "sync followed)"),
+    ("repl_buffers_mem", "long", "mem_total_replication_buffers (backlog and replica output "
+                                 "buffers, shared since Redis 7), else mem_replication_backlog + "
+                                 "mem_clients_slaves"),
+    ("backlog_mem", "long", "mem_replication_backlog: memory of the backlog"),
 ]
 FIELD_TYPES = {name: t for name, t, _ in FIELDS}
 
@@ -80,7 +98,28 @@ EVENTS: dict[str, str] = {
     "sync_failed": "a sync attempt failed (reason, error)",
     "propagation_error": "a command of the master's stream failed on the replica (command, "
                          "error, offset): the datasets may differ",
+    # the node itself (pyrepl collect: from INFO samples; inferred ones have inferred=1)
+    "info_sample": "a periodic INFO sample of a node's own state (role, offsets, link status, "
+                   "backlog, replication buffers, sync counters); only counted by the analytics",
+    "role_change": "the node's role or master changed (role = the new one; reason promoted, "
+                   "replicaof or restart; peer = the new master)",
+    "replid_change": "the node's master_replid changed (replid, replid2, second_repl_offset; "
+                     "reason promoted, shifted, full-sync, backlog-created or restart)",
+    "restart": "the node restarted: a new run_id (ts = estimated start from its uptime)",
 }
+
+
+def add_fields(ev: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Add ``fields`` (None values left out) to the event ``ev``, typed as FIELDS says;
+    ValueError for a name that is not a field."""
+    for k, v in fields.items():
+        if v is None:
+            continue
+        t = FIELD_TYPES.get(k)
+        if t is None:
+            raise ValueError(f"unknown sync event field {k!r}")
+        ev[k] = float(v) if t == "double" else int(v) if t == "long" else str(v)
+    return ev
 
 
 class SyncEventLog:
@@ -102,13 +141,7 @@ class SyncEventLog:
             raise ValueError(f"unknown sync event {event!r}")
         ev: dict[str, Any] = {"ts": round(now_ms / 1000.0, 3), "event": event,
                               "node": self.node, "run_id": self.run_id, "role": role}
-        for k, v in fields.items():
-            if v is None:
-                continue
-            t = FIELD_TYPES.get(k)
-            if t is None:
-                raise ValueError(f"unknown sync event field {k!r}")
-            ev[k] = float(v) if t == "double" else int(v) if t == "long" else str(v)
+        add_fields(ev, fields)
         self.recent.append(ev)
         if len(self.recent) > 1000:
             del self.recent[:500]

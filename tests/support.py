@@ -229,6 +229,27 @@ def in_sync(master: int, *replicas: int) -> bool:
     return True
 
 
+def wait_offsets(master: int, *replicas: int, timeout: float = 60) -> None:
+    """Wait for ``in_sync`` (no digest: for servers without DEBUG)."""
+    wait_for(lambda: in_sync(master, *replicas), timeout,
+             what=f"replicas of {master} in sync")
+
+
+def write_keys(port: int, prefix: str, n: int, size: int = 100) -> None:
+    """``n`` SETs of ``prefix:i`` to ``size`` bytes, in one pipeline."""
+    with r(port) as c:
+        p = c.pipeline(transaction=False)
+        for i in range(n):
+            p.set(f"{prefix}:{i}", "x" * size)
+        p.execute()
+
+
+def kill_replica_links(master: int) -> int:
+    """CLIENT KILL TYPE replica on ``master``: how many links it closed."""
+    with r(master) as c:
+        return int(c.execute_command("CLIENT", "KILL", "TYPE", "replica"))
+
+
 def wait_synced(master: int, *replicas: int, timeout: float = 90) -> None:
     """Wait for ``in_sync``, then assert equal DEBUG DIGESTs."""
     wait_for(lambda: in_sync(master, *replicas), timeout, what="replicas caught up")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.analytics.lag import build_lag_series, build_write_rates, lag_sample, master_backlogs
+from pyrepl.analytics.logread import LOG_BAD, prefer_sources
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
     SAMPLE_TARGET,
@@ -27,10 +28,11 @@ from pyrepl.analytics.read import (
     classify,
     detect_format,
     estimate_lines,
-    parse_lines,
+    parse_inputs,
 )
 from pyrepl.analytics.recoveries import build_recoveries, build_streaks
 from pyrepl.analytics.schema import (
+    COUNTED_ONLY,
     MATCH_WINDOW_S,
     QUANTILES,
 )
@@ -50,6 +52,7 @@ class JobConfig:
     match_window_s: float = MATCH_WINDOW_S
     fmt: str = "auto"  # json | parquet | auto (by file names)
     lag_sample_every: int | None = None  # None: about SAMPLE_TARGET samples for percentiles
+    log_tz: str | None = None  # the time zone of Redis/Valkey log timestamps (default UTC)
 
 
 @dataclass
@@ -104,13 +107,16 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         estimate_lines(spark, paths, fmt) / SAMPLE_TARGET))
     fine = cfg.bucket_s or FINE_BUCKET_S
     progress(f"reading {len(paths)} path(s) as {fmt}")
-    ev = classify(parse_lines(spark, paths, fmt), cfg.since, cfg.until)
+    raw, logs = parse_inputs(spark, paths, fmt, cfg.log_tz)
+    ev = classify(raw, cfg.since, cfg.until)
     agg = aggregate_all(ev, fine, every).persist(keep)
-    counts = agg.groupBy("bad", F.coalesce(c("row.event"), F.lit("replica_lag")).alias("event")) \
+    counts = agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
+                                           F.lit("replica_lag")).alias("event")) \
         .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"), F.max("ts_max").alias("t1")) \
         .collect()
     events_by_type: dict[str, int] = {}
-    malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0}
+    malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
+                                 **{k: 0 for k in (LOG_BAD if logs else ())}}
     t0 = t1 = None
     for row in counts:
         if row["bad"] is not None:
@@ -125,10 +131,13 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
              f"time buckets of {bucket_s:g} s")
     # the two small halves get caches of their own (lag groups without the wide ``row``);
     # counted now so the big aggregate can go
-    sev = with_link(agg.filter(c("row").isNotNull()).select("row.*")).persist(keep)
-    lag_agg = agg.filter(c("bad").isNull() & c("row").isNull()).drop("bad", "row") \
+    # a node described by several sources (pyrepl, a Redis log, the collector): the richest
+    sev = with_link(prefer_sources(agg.filter(c("row").isNotNull()).select("row.*"))) \
         .persist(keep)
-    sev.count()
+    lag_agg = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull()) \
+        .drop("bad", "row", "counted") \
+        .persist(keep)
+    n_sev = sev.count()
     lag_agg.count()
     agg.unpersist()
 
@@ -166,6 +175,9 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         "malformed_lines": sum(malformed.values()), "malformed": malformed,
         "first_ts": t0, "last_ts": t1, "since": cfg.since, "until": cfg.until,
         "bucket_s": bucket_s, "lag_sample_every": every,
+        "duplicates_dropped": sum(n for e, n in events_by_type.items()
+                                  if e != "replica_lag" and e not in COUNTED_ONLY) - n_sev,
+        "logs": logs,
     }}
     link_rows = [x.asDict() for x in links.collect()]  # one row per link: small
     masters = {x["master"] for x in link_rows}

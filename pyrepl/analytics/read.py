@@ -5,7 +5,12 @@ Theory of operation: the logs are read once, with the schema built from
 ``pyrepl.events.FIELDS`` (never inferred); each line is classified (good, unparseable, missing
 ``ts``/``event``/``node``, unknown event). ``aggregate_all`` is the one pass over the input: the
 periodic ``replica_lag`` samples (the bulk of any log) are summed per link and 10 s bucket,
-every other good event stays a row of its own, and bad lines are counted per kind."""
+``pyrepl collect``'s ``info_sample`` lines are only counted, every other good event stays a row
+of its own, and bad lines are counted per kind.
+
+Redis and Valkey log files among the inputs are found by their first lines and parsed into the
+same rows by ``logread`` (Python, one rotated set per task); the NDJSON files keep the JVM
+path. ``parse_inputs`` unions the two."""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from pyrepl.analytics.logread import LOG_BAD, file_statuses
 from pyrepl.analytics.schema import (
     CORRUPT,
+    COUNTED_ONLY,
     field_names,
     spark_schema,
 )
@@ -89,6 +96,32 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     return parsed.select(*cols, "lagline")
 
 
+def parse_inputs(spark: Any, paths: Sequence[str], fmt: str = "auto",
+                 log_tz: str | None = None, whole: bool = False
+                 ) -> tuple[Any, dict[str, Any] | None]:
+    """``parse_lines`` (or, with ``whole``, ``read_raw``) of the NDJSON inputs, unioned with
+    the rows of the Redis/Valkey logs among them (plus ``logbad``: a bad log line's kind), and
+    the logs' summary (None without logs)."""
+    from pyrepl.analytics.logread import read_logs, split_inputs
+
+    F = _F()
+    if fmt == "auto":
+        fmt = detect_format(paths)
+    one = read_raw if whole else parse_lines
+    if fmt == "parquet":
+        return one(spark, paths, fmt), None
+    ndjson, logs = split_inputs(spark, paths)
+    if not logs:
+        return one(spark, paths, fmt), None
+    ldf, summary = read_logs(spark, logs, log_tz)
+    if whole:
+        ldf = ldf.drop("lagline")
+    if not ndjson:
+        return ldf, summary
+    return one(spark, ndjson, fmt).withColumn("logbad", F.lit(None).cast("string")) \
+        .unionByName(ldf), summary
+
+
 def read_raw(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     """Every record as FIELDS plus ``_corrupt_record``, each line parsed with the whole schema
     (the conversion to Parquet keeps every field)."""
@@ -110,18 +143,10 @@ def estimate_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> int:
         fmt = detect_format(paths)
     if fmt == "parquet":
         return int(spark.read.option("recursiveFileLookup", "true").parquet(*paths).count())
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     total = 0
-    for p in paths:
-        path = jvm.org.apache.hadoop.fs.Path(p)
-        fs = path.getFileSystem(conf)
-        for st in fs.globStatus(path) or []:
-            it = fs.listFiles(st.getPath(), True)
-            while it.hasNext():
-                f = it.next()
-                n = int(f.getLen())
-                total += n * 8 if f.getPath().getName().endswith(".gz") else n
+    for f in file_statuses(spark, paths):
+        n = int(f.getLen())
+        total += n * 8 if f.getPath().getName().endswith(".gz") else n
     return total // 150
 
 
@@ -130,7 +155,9 @@ def classify(raw: Any, since: float | None = None, until: float | None = None) -
     outside [since, until) are dropped."""
     F = _F()
     lagline = F.col("lagline") if "lagline" in raw.columns else F.lit(False)
-    bad = (F.when(F.col(CORRUPT).isNotNull(), "unparseable")
+    logbad = F.col("logbad") if "logbad" in raw.columns else F.lit(None).cast("string")
+    bad = (F.when(logbad.isNotNull(), logbad)
+           .when(F.col(CORRUPT).isNotNull(), "unparseable")
            .when(F.col("ts").isNull() | F.col("event").isNull() | F.col("node").isNull(),
                  "missing-required")
            .when(lagline & (F.col("event") != "replica_lag"), "unparseable")
@@ -161,13 +188,15 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
     lag = good & (c("event") == "replica_lag")
     sampled = lag if every <= 1 else lag & (
         F.pmod(F.xxhash64("node", "peer", "ts"), F.lit(every)) == 0)
-    other = good & ~lag
+    counted = good & c("event").isin(*COUNTED_ONLY)  # info samples: counts and span only
+    other = good & ~lag & ~counted
     mro = c("offset") + c("lag_bytes")
     return ev.groupBy(
         c("bad"),
         F.when(lag, c("node")).alias("master"), F.when(lag, c("peer")).alias("replica"),
         F.when(lag, c("run_id")).alias("run_id"),
         F.when(lag, F.floor(c("ts") / F.lit(fine_s)) * F.lit(fine_s)).alias("fb"),
+        F.when(counted, c("event")).alias("counted"),
         F.when(sampled | other, F.monotonically_increasing_id()).alias("sid"),
         # the whole event as a grouping key, not an aggregate: only fixed-width aggregation
         # buffers keep this a hash aggregation (a string buffer would make Spark sort it all)
@@ -182,7 +211,8 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
 
 
 def convert(spark: Any, paths: Sequence[str], dest: str, fmt: str = "auto",
-            since: float | None = None, until: float | None = None) -> dict[str, Any]:
+            since: float | None = None, until: float | None = None,
+            log_tz: str | None = None) -> dict[str, Any]:
     """NDJSON (or Parquet) logs -> Parquet of FIELDS at ``dest``, good events only; returns
     the counts (events, malformed by kind). One pass: the counts are observed while the
     Parquet is written (nothing is cached, so any size converts in bounded memory)."""
@@ -190,8 +220,9 @@ def convert(spark: Any, paths: Sequence[str], dest: str, fmt: str = "auto",
 
     F = _F()
     c = F.col
-    cl = classify(read_raw(spark, paths, fmt), since, until)
-    kinds = ("unparseable", "missing-required", "unknown-event")
+    raw, logs = parse_inputs(spark, paths, fmt, log_tz, whole=True)
+    cl = classify(raw, since, until)
+    kinds = ("unparseable", "missing-required", "unknown-event", *(LOG_BAD if logs else ()))
     obs = Observation("pyrepl-convert")
     cl.observe(obs, F.count(F.when(c("bad").isNull(), 1)).alias("events"),
                *[F.count(F.when(c("bad") == k, 1)).alias(k) for k in kinds]) \

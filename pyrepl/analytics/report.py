@@ -29,9 +29,13 @@ CHARTS = ("partial_ratio_per_node", "phase_breakdown", "lag_over_time", "recover
 SUMMARY_KEYS: dict[str, str] = {
     "schema_version": "1; changes when a key's meaning changes",
     "input": "paths, format, events (good), events_by_type, malformed_lines and malformed by "
-             "kind (unparseable, missing-required, unknown-event), first_ts/last_ts, "
-             "since/until, bucket_s, lag_sample_every (lag percentiles use every Nth sample; "
-             "counts, means and maxima use all)",
+             "kind (unparseable, missing-required, unknown-event; with Redis/Valkey logs also "
+             "log-unparseable, log-unknown), first_ts/last_ts, since/until, bucket_s, "
+             "lag_sample_every (lag percentiles use every Nth sample; counts, means and maxima "
+             "use all), duplicates_dropped (events a richer source of the same node also "
+             "gave), logs (Redis/Valkey logs: files by kind, sets, lines, replication_lines, "
+             "other_lines, unparseable, unknown, unnamed_events, unknown_examples; null "
+             "without logs)",
     "fleet": "nodes, masters, replicas, links seen",
     "psync": "syncs (PSYNC/SYNC attempts), by_result, partial, full, partial_ratio",
     "full_syncs": "count, by_reason (PSYNC reason code), by_cause (reason, or "

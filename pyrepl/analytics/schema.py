@@ -21,6 +21,9 @@ CORRUPT = "_corrupt_record"
 MASTER_EVENTS = ("psync_decision", "fullsync_fork", "fullsync_rdb_sent", "partial_sent",
                  "replica_online", "replica_lost", "replica_lag")
 REPLICA_EVENTS = tuple(e for e in EVENTS if e not in MASTER_EVENTS)
+# Periodic state samples (``pyrepl collect``): counted per event type and in the time span, but
+# no row of their own (like lag samples, they can be the bulk of a log).
+COUNTED_ONLY = ("info_sample",)
 
 # psync_decision / psync_reply results. "sync" is a replica's fallback to the old SYNC command
 # (always a full sync); "try-later" (-NOMASTERLINK / -LOADING) is no sync at all.

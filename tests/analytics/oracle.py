@@ -20,6 +20,7 @@ from typing import Any
 from pyrepl.analytics.schema import (
     ADVICE_QUANTILES,
     BENIGN_LOST,
+    COUNTED_ONLY,
     FULL_RESULTS,
     LOOP_FAILED_FULL,
     MASTER_EVENTS,
@@ -647,7 +648,7 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     t0 = min((e["ts"] for e in events), default=None)
     t1 = max((e["ts"] for e in events), default=None)
     bucket_s = bucket_s or choose_bucket(t0, t1)
-    sev = [e for e in events if e["event"] != "replica_lag"]
+    sev = [e for e in events if e["event"] != "replica_lag" and e["event"] not in COUNTED_ONLY]
     lag = [e for e in events if e["event"] == "replica_lag"]
     m = master_syncs(sev)
     r = replica_attempts(sev)

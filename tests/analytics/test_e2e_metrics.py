@@ -23,29 +23,23 @@ import sys
 import time
 
 import pytest
-from support import RawClient, in_sync, r, repl, start_pyrepl, wait_for
+from support import (
+    RawClient,
+    in_sync,
+    kill_replica_links,
+    r,
+    repl,
+    start_pyrepl,
+    wait_for,
+    wait_offsets,
+    write_keys,
+)
 
 pytestmark = pytest.mark.slow
 
 COMMON = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
           "--sync-log-file", "sync.ndjson")
 
-
-def wait_synced(master: int, *replicas: int) -> None:
-    wait_for(lambda: in_sync(master, *replicas), 60, what=f"replicas of {master} in sync")
-
-
-def write(port: int, prefix: str, n: int, size: int = 100) -> None:
-    with r(port) as c:
-        p = c.pipeline(transaction=False)
-        for i in range(n):
-            p.set(f"{prefix}:{i}", "x" * size)
-        p.execute()
-
-
-def kill_replica_links(master: int) -> int:
-    with r(master) as c:
-        return int(c.execute_command("CLIENT", "KILL", "TYPE", "replica"))
 
 
 def start(tmp_path, name: str, *extra: str, master: int | None = None, port: int | None = None):
@@ -78,19 +72,19 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
     try:
         m = start(tmp_path, "m", "--repl-backlog-size", "16kb")
         procs.append(m)
-        write(m.port, "init", 200)
+        write_keys(m.port, "init", 200)
         r1 = start(tmp_path, "r1", master=m.port)
         procs.append(r1)
         r2 = start(tmp_path, "r2", master=m.port)
         procs.append(r2)
-        wait_synced(m.port, r1.port, r2.port)  # no-history x2
+        wait_offsets(m.port, r1.port, r2.port)  # no-history x2
 
         for round_ in range(2):  # partial syncs x4
             assert kill_replica_links(m.port) == 2
             wait_for(lambda: repl(m.port)["connected_slaves"] == 2, 30, what="relinked")
-            wait_synced(m.port, r1.port, r2.port)
-            write(m.port, f"k{round_}", 20)
-            wait_synced(m.port, r1.port, r2.port)
+            wait_offsets(m.port, r1.port, r2.port)
+            write_keys(m.port, f"k{round_}", 20)
+            wait_offsets(m.port, r1.port, r2.port)
 
         # offset-before-backlog for R2 (R1 continues: partial no. 5)
         stopped = r2
@@ -98,20 +92,20 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
         assert kill_replica_links(m.port) == 2
         wait_for(lambda: in_sync(m.port, r1.port) and repl(m.port)["connected_slaves"] == 1,
                  30, what="R1 relinked")
-        write(m.port, "big", 1000, 1000)
-        wait_synced(m.port, r1.port)
+        write_keys(m.port, "big", 1000, 1000)
+        wait_offsets(m.port, r1.port)
         r2.proc.send_signal(signal.SIGCONT)
         stopped = None
-        wait_synced(m.port, r1.port, r2.port)
+        wait_offsets(m.port, r1.port, r2.port)
 
         # promotion: R1 becomes the master, M diverges and follows it (replid-mismatch x2)
         with r(r1.port) as c:
             assert c.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
-        write(m.port, "diverged", 50)
+        write_keys(m.port, "diverged", 50)
         with r(m.port) as c:
             assert c.execute_command("REPLICAOF", "127.0.0.1", str(r1.port)) == b"OK"
-        wait_synced(r1.port, m.port)
-        wait_synced(m.port, r2.port)
+        wait_offsets(r1.port, m.port)
+        wait_offsets(m.port, r2.port)
 
         # R2 restarts with no RDB: PSYNC ? -1 again
         r2.stop()
@@ -120,7 +114,7 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
             os.unlink(dump)
         r2b = start(tmp_path, "r2", master=m.port, port=r2.port)
         procs.append(r2b)
-        wait_synced(m.port, r2b.port)
+        wait_offsets(m.port, r2b.port)
 
         # offset-ahead: a raw replica asks R1 for bytes it never wrote
         info = repl(r1.port)
@@ -129,9 +123,9 @@ def test_metrics_report_what_was_provoked(tmp_path, spark) -> None:
             raw.send("PSYNC", info["master_replid"], info["master_repl_offset"] + 100_000)
             assert raw.read_reply().startswith(b"+FULLRESYNC")
         wait_for(lambda: repl(r1.port)["connected_slaves"] == 1, 30, what="raw replica gone")
-        write(r1.port, "end", 10)
-        wait_synced(r1.port, m.port)
-        wait_synced(m.port, r2b.port)
+        write_keys(r1.port, "end", 10)
+        wait_offsets(r1.port, m.port)
+        wait_offsets(m.port, r2b.port)
     finally:
         if stopped is not None:
             stopped.proc.send_signal(signal.SIGCONT)
@@ -216,16 +210,16 @@ def test_full_sync_loop_from_the_output_buffer_limit_and_both_buffer_kinds(tmp_p
         procs.append(r1)
         th.join(130)
         assert drops() == 2
-        wait_synced(m.port, r1.port)  # the third attempt: no writes, no drop
+        wait_offsets(m.port, r1.port)  # the third attempt: no writes, no drop
         r2 = start(tmp_path, "r2", master=m.port)  # rdb channel (the default)
         procs.append(r2)
         # writes while R2 loads, in small batches (a burst past 1mb would drop the links)
         wait_for(lambda: repl(r2.port).get("master_sync_in_progress") == 1, 30,
                  what="R2 syncing")
         for k in range(10):
-            write(m.port, f"during-r2-{k}", 50, 1000)
+            write_keys(m.port, f"during-r2-{k}", 50, 1000)
             time.sleep(0.05)
-        wait_synced(m.port, r1.port, r2.port)
+        wait_offsets(m.port, r1.port, r2.port)
         dropped = drops()
         with r(m.port) as c:
             sync_full = int(c.info("stats")["sync_full"])

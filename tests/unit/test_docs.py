@@ -42,3 +42,13 @@ def test_metrics_options_outputs_and_summary_keys_are_documented() -> None:
     missing += [t for t in TABLES if f"`{t}`" not in README]
     assert not missing, missing
     assert "pyrepl/analytics/submit.py" in README and "spark-submit --master" in README
+
+
+def test_collect_options_are_documented() -> None:
+    from pyrepl.cli.collect import collect
+
+    opts = [o for p in collect.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    assert opts and "--every" in opts
+    missing = [o for o in opts if f"`{o}" not in README]
+    assert not missing, missing
+    assert "## `pyrepl collect`" in README

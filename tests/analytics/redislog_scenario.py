@@ -1,0 +1,122 @@
+"""Real Redis (or Valkey) servers provoke the syncs whose log lines ``pyrepl metrics`` must read.
+
+Theory of operation: a master M and two replicas R1, R2, each with ``--logfile``. Fresh
+replicas full-sync (``no-history`` x2); ``CLIENT KILL TYPE replica`` on M gives two partial
+syncs; R2 is frozen (SIGSTOP), the links are killed again (R1 resumes: partial no. 3) and M
+takes more writes than its 16 KiB backlog holds, so R2, thawed, gets a full sync for
+``offset-before-backlog``; then R1 is promoted (``REPLICAOF NO ONE``), and R2 and M are
+re-pointed to it: both continue partially through R1's secondary replication id (partial
+nos. 4 and 5). Every wait is bounded. ``python tests/analytics/redislog_scenario.py OUT
+[redis-server]`` runs it by hand and leaves the logs in OUT (how tests/data/redislog/ was
+captured).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from support import (  # noqa: E402
+    ServerProcess,
+    free_port,
+    in_sync,
+    kill_replica_links,
+    r,
+    repl,
+    wait_for,
+    wait_offsets,
+    write_keys,
+)
+
+# What the scenario provokes, as the job's summary must count it.
+EXPECTED_FULL = {"no-history": 2, "offset-before-backlog": 1}
+EXPECTED_PARTIAL = 5
+
+
+@dataclass
+class Scenario:
+    logs: dict[str, str] = field(default_factory=dict)  # name -> log file
+    ports: dict[str, int] = field(default_factory=dict)
+
+
+def _start(exe: str, d: str, name: str, *extra: str) -> ServerProcess:
+    os.makedirs(d, exist_ok=True)
+    port = free_port()
+    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+            "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
+            "--logfile", os.path.join(d, f"{name}.log"), "--repl-backlog-size", "16kb",
+            "--repl-diskless-sync-delay", "0", *extra]
+    return ServerProcess(argv, port, d, f"{name}-stdout").start()
+
+
+
+def _replicaof(port: int, master: int | None) -> None:
+    with r(port) as c:
+        if master is None:
+            c.execute_command("REPLICAOF", "NO", "ONE")
+        else:
+            c.execute_command("REPLICAOF", "127.0.0.1", str(master))
+
+
+def run(exe: str, out: str, *extra: str) -> Scenario:
+    """Run the scenario with the server binary ``exe``; the three logs are left in ``out``."""
+    sc = Scenario()
+    procs: list[ServerProcess] = []
+    frozen: ServerProcess | None = None
+    try:
+        m = _start(exe, os.path.join(out, "m"), "m", *extra)
+        procs.append(m)
+        write_keys(m.port, "init", 200)
+        # replicas configured at start have no cached master: PSYNC ? -1 (no-history)
+        follow = ("--replicaof", "127.0.0.1", str(m.port))
+        r1 = _start(exe, os.path.join(out, "r1"), "r1", *follow, *extra)
+        procs.append(r1)
+        wait_offsets(m.port, r1.port)
+        r2 = _start(exe, os.path.join(out, "r2"), "r2", *follow, *extra)
+        procs.append(r2)
+        wait_offsets(m.port, r1.port, r2.port)                       # no-history x2
+
+        assert kill_replica_links(m.port) == 2                         # partial x2
+        wait_for(lambda: repl(m.port)["connected_slaves"] == 2, 30, what="relinked")
+        wait_offsets(m.port, r1.port, r2.port)
+        write_keys(m.port, "k", 20)
+        wait_offsets(m.port, r1.port, r2.port)
+
+        frozen = r2                                             # offset-before-backlog
+        r2.proc.send_signal(signal.SIGSTOP)
+        assert kill_replica_links(m.port) == 2                         # R1: partial no. 3
+        wait_for(lambda: in_sync(m.port, r1.port) and repl(m.port)["connected_slaves"] == 1,
+                 30, what="R1 relinked")
+        write_keys(m.port, "big", 200, 1000)                        # 200 KB > 16 KiB backlog
+        wait_offsets(m.port, r1.port)
+        r2.proc.send_signal(signal.SIGCONT)
+        frozen = None
+        wait_offsets(m.port, r1.port, r2.port)
+
+        _replicaof(r1.port, None)                               # promotion of R1
+        wait_for(lambda: repl(r1.port)["role"] == "master", 30, what="R1 promoted")
+        _replicaof(r2.port, r1.port)                            # partial no. 4 (replid2)
+        wait_offsets(r1.port, r2.port)
+        _replicaof(m.port, r1.port)                             # partial no. 5 (replid2)
+        wait_offsets(r1.port, m.port, r2.port)
+        write_keys(r1.port, "end", 10)
+        wait_offsets(r1.port, m.port, r2.port)
+        sc.ports = {"m": m.port, "r1": r1.port, "r2": r2.port}
+    finally:
+        if frozen is not None and frozen.alive():
+            frozen.proc.send_signal(signal.SIGCONT)
+        for p in reversed(procs):
+            p.stop()
+    sc.logs = {n: os.path.join(out, n, f"{n}.log") for n in ("m", "r1", "r2")}
+    return sc
+
+
+if __name__ == "__main__":
+    dest = os.path.abspath(sys.argv[1])
+    binary = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else "/usr/bin/redis-server"
+    res = run(binary, dest, *sys.argv[3:])
+    print(res)

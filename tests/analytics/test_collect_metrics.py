@@ -1,0 +1,97 @@
+"""``pyrepl metrics`` over what ``pyrepl collect`` wrote while a real Redis fleet went through
+partial syncs, a full sync, a refused partial and a promotion (tests/collect_scenario.py): the
+job agrees with the oracle, reports the syncs the collector inferred (and only counts its INFO
+samples), and does so mixed with pyrepl's own sync logs too."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from collect_scenario import run_fleet
+from oracle import compute
+from pyrepl.cli.metrics import metrics
+from synth import FleetSpec, write_fleet
+from test_oracle import check, run_both
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    run = run_fleet(str(tmp_path_factory.mktemp("collect")))
+    assert run.returncode == 0, run.stderr
+    with open(os.path.join(run.out, "collect.ndjson"), encoding="utf-8") as f:
+        run.lines = f.readlines()
+    return run
+
+
+def test_metrics_report_the_collected_syncs(spark, collected, tmp_path) -> None:
+    evs = collected.events
+    got, want = run_both(spark, collected.lines)
+    check(got, want)
+    s = got["summary"]
+    assert s["input"]["malformed_lines"] == 0 and s["input"]["events"] == len(evs)
+    kinds = Counter(e["event"] for e in evs)
+    assert s["input"]["events_by_type"] == dict(sorted(kinds.items()))
+    decs = [e for e in evs if e["event"] == "psync_decision"]
+    results = Counter(d["result"] for d in decs)
+    ps = s["psync"]
+    assert ps["syncs"] == len(decs) and ps["by_result"] == dict(results)
+    assert ps["partial"] == results["continue"] >= 3  # two links killed, one dropped
+    assert ps["full"] == results["full"] == 2  # R2's restart, R1's move to X
+    # R2 asked for it; X refused R1's partial for a reason INFO does not give
+    assert s["full_syncs"]["by_reason"] == {"no-history": 1, "unknown": 1}
+    assert s["lag"]["samples"] == kinds["replica_lag"] > 0
+    assert s["lag"]["bytes"]["max"] > 0
+    assert s["links"]["link_downs"] == kinds["link_down"] >= 4
+    assert s["links"]["link_downs_by_reason"]["promoted"] == 1
+    assert s["links"]["link_downs_by_reason"]["replicaof"] == 1
+    assert s["links"]["link_downs_by_reason"]["restart"] == 1
+    # the killed and dropped links came back partially; promotion and REPLICAOF are no losses
+    assert s["recovery"]["count"] >= 2 and s["recovery"]["partial_ms"]["count"] >= 2
+    # the syncs whose replica the collector saw online are complete
+    named = [x for x in got["syncs"] if x["replica"] is not None]
+    assert len(named) >= 4 and all(x["status"] == "ok" for x in named)
+    assert {x["master"] for x in got["syncs"]} == {collected.node(collected.m),
+                                                   collected.node(collected.x)}
+    assert s["fleet"]["masters"] == 2 and s["fleet"]["replicas"] == 2
+
+    out = tmp_path / "report"
+    res = CliRunner().invoke(metrics, [collected.out, "--out", str(out), "--quiet"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "partial ratio" in res.output and (out / "report.html").exists()
+    with open(out / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["psync"] == ps and summary["full_syncs"]["by_reason"] == \
+        s["full_syncs"]["by_reason"]
+    spark.catalog.clearCache()
+
+
+def test_collected_events_mixed_with_pyrepl_logs(spark, collected, tmp_path) -> None:
+    """A pyrepl fleet's own logs (synthetic, the daemon's schema) and the collector's lines in
+    one run: the job still agrees with the oracle, and each part's syncs are all there."""
+    spec = FleetSpec(masters=1, replicas_per_master=2, duration_s=1800, lag_period_s=10,
+                     incidents_per_hour=6.0, seed=5)
+    root = str(tmp_path / "pyrepl-logs")
+    write_fleet(spec, root)
+    own = []
+    for d, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                own.extend(f)
+    got, want = run_both(spark, own + collected.lines)
+    check(got, want)
+    alone = [compute(own)["summary"], compute(collected.lines)["summary"]]
+    s = got["summary"]
+    for k in ("syncs", "partial", "full"):
+        assert s["psync"][k] == sum(a["psync"][k] for a in alone), k
+    assert s["lag"]["samples"] == sum(a["lag"]["samples"] for a in alone)
+    assert s["input"]["events_by_type"]["info_sample"] == \
+        sum(1 for e in collected.events if e["event"] == "info_sample")
+    assert s["fleet"]["masters"] == 1 + 2 and s["psync"]["syncs"] > 10
+    spark.catalog.clearCache()
