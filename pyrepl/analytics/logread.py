@@ -385,9 +385,8 @@ def prefer_sources(sev: Any) -> Any:
     ranked = sev.withColumn("_rank", source_rank(F))
     cover = ranked.groupBy(c("node").alias("_node"), c("_rank").alias("_crank")).agg(
         F.min("ts").alias("_t0"), F.max("ts").alias("_t1"))
-    hit = ranked.join(F.broadcast(cover), (c("node") == c("_node")) & (c("_crank") < c("_rank"))
-                      & c("ts").between(c("_t0"), c("_t1")), "left_semi")
-    return ranked.exceptAll(hit).drop("_rank")
+    return ranked.join(F.broadcast(cover), (c("node") == c("_node")) & (c("_crank") < c("_rank"))
+                       & c("ts").between(c("_t0"), c("_t1")), "left_anti").drop("_rank")
 
 
 def _F() -> Any:
