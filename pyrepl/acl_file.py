@@ -30,6 +30,7 @@ from pyrepl.acl import (
     merge_selector_args,
 )
 from pyrepl.config import Config, ConfigError, UserLine
+from pyrepl.config_rewrite import discard_temp
 
 ERR_DUPLICATE = "Duplicate user found. A user can only be defined once in config files"
 MIXED_SOURCES = ("Configuring Redis with users defined in redis.conf and at the same setting an "
@@ -189,12 +190,7 @@ def save_file(acl: Any, path: str) -> bool:
         return True
     except OSError as e:
         core.log.warning(f"{step}: {e.strerror}")
-        if fd != -1:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard_temp(fd, tmp)
         return False
 
 

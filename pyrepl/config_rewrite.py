@@ -258,13 +258,18 @@ def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None =
         finally:
             os.close(dfd)
     except BaseException:
-        if fd != -1:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard_temp(fd, tmp)
         raise
+
+
+def discard_temp(fd: int, tmp: str) -> None:
+    """A failed atomic write: close the temporary file (when ``fd`` is not -1), remove it."""
+    if fd != -1:
+        os.close(fd)
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def _umask() -> int:
