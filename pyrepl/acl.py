@@ -79,6 +79,11 @@ EXEC_REASONS = {
 }
 
 
+#: ACL flags that come in exclusive pairs: setting one clears the other.
+_EXCLUSIVE_FLAGS = {b"on": "off", b"off": "on", b"sanitize-payload": "skip-sanitize-payload",
+                    b"skip-sanitize-payload": "sanitize-payload"}
+
+
 class AclError(Exception):
     """A rule ACL SETUSER does not accept (the text is ACLSetUserStringError's)."""
 
@@ -408,18 +413,10 @@ class User:
         flags = self.flags
         if not op:
             return
-        if low == b"on":
-            flags.discard("off")
-            flags.add("on")
-        elif low == b"off":
-            flags.discard("on")
-            flags.add("off")
-        elif low == b"skip-sanitize-payload":
-            flags.discard("sanitize-payload")
-            flags.add("skip-sanitize-payload")
-        elif low == b"sanitize-payload":
-            flags.discard("skip-sanitize-payload")
-            flags.add("sanitize-payload")
+        if low in _EXCLUSIVE_FLAGS:          # on/off, (skip-)sanitize-payload: one of each pair
+            name = low.decode()
+            flags.discard(_EXCLUSIVE_FLAGS[low])
+            flags.add(name)
         elif low == b"nopass":
             flags.add("nopass")
             self.passwords = []
