@@ -96,15 +96,12 @@ def percentile(xs: list[float], p: float) -> float:
 
 
 def parse_info(text: bytes | str) -> dict[str, str]:
-    """INFO reply text -> {field: raw string value} (sections and comments dropped)."""
+    """INFO reply text -> {field: raw string value} (pyrepl collect's parser, on bytes too)."""
+    from pyrepl.collect.info import parse_info as parse_text
+
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and ":" in line:
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return parse_text(text)
 
 
 def benchmark_argv(port: int, tests: str, n: int, clients: int, pipeline: int,

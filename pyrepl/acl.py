@@ -40,8 +40,8 @@ REASONS = {DENIED_CMD: "command", DENIED_KEY: "key", DENIED_AUTH: "auth",
 
 USER_FLAGS = ("on", "off", "nopass", "skip-sanitize-payload", "sanitize-payload")
 
-# Channel arguments (getChannelsFromCommand): (first position, is a pattern); only publish and
-# subscribe are checked, unsubscribing never is.
+# Channel arguments (getChannelsFromCommand): (first position, is a pattern, that argument
+# only); only publish and subscribe are checked, unsubscribing never is.
 _CHANNEL_ARGS = {"publish": (1, False, True), "spublish": (1, False, True),
                  "subscribe": (1, False, False), "ssubscribe": (1, False, False),
                  "psubscribe": (1, True, False)}
@@ -165,25 +165,16 @@ class Selector:
 
     def apply(self, op: bytes) -> None:
         low = op.lower()
-        if low in (b"allkeys", b"~*"):
-            self.allkeys = True
+        if low in (b"allkeys", b"~*", b"resetkeys"):
+            self.allkeys = low != b"resetkeys"
             self.patterns = []
-        elif low == b"resetkeys":
-            self.allkeys = False
-            self.patterns = []
-        elif low in (b"allchannels", b"&*"):
-            self.allchannels = True
+        elif low in (b"allchannels", b"&*", b"resetchannels"):
+            self.allchannels = low != b"resetchannels"
             self.channels = []
-        elif low == b"resetchannels":
-            self.allchannels = False
-            self.channels = []
-        elif low in (b"allcommands", b"+@all"):
-            self.allowed = {c.name for c in all_commands()}
-            self.allcommands = self.future = True
-            self.firstargs = {}
-        elif low in (b"nocommands", b"-@all"):
-            self.allowed = set()
-            self.allcommands = self.future = False
+        elif low in (b"allcommands", b"+@all", b"nocommands", b"-@all"):
+            every = low in (b"allcommands", b"+@all")
+            self.allowed = {c.name for c in all_commands()} if every else set()
+            self.allcommands = self.future = every
             self.firstargs = {}
         elif op[:1] in (b"~", b"%"):
             self._add_key_pattern(op)
@@ -318,19 +309,11 @@ class Selector:
         return " ".join("&" + p.decode("latin-1") for p in self.channels)
 
     def describe(self) -> str:
-        """ACLDescribeSelector: keys, channels, command rules."""
-        parts = []
-        if self.allkeys:
-            parts.append("~*")
-        else:
-            parts.extend(_pattern_string(p, f) for p, f in self.patterns)
-        if self.allchannels:
-            parts.append("&*")
-        else:
-            parts.append("resetchannels")
-            parts.extend("&" + p.decode("latin-1") for p in self.channels)
-        parts.append(self.describe_commands())
-        return " ".join(parts)
+        """ACLDescribeSelector: the keys, "resetchannels" then the channels (unless all of
+        them), the command rules."""
+        parts = (self.describe_keys(), "" if self.allchannels else "resetchannels",
+                 self.describe_channels(), self.describe_commands())
+        return " ".join(p for p in parts if p)
 
     def describe_commands(self) -> str:
         """ACLDescribeSelectorCommandRules: +@all or -@all, the categories that fit best, then
@@ -538,7 +521,7 @@ class Acl:
         return self.users["default"]
 
     def pubsub_all(self) -> bool:
-        return getattr(self.core.config, "acl_pubsub_default", "resetchannels") == "allchannels"
+        return self.core.config.acl_pubsub_default == "allchannels"
 
     def sync_default(self) -> None:
         """requirepass is the default user's password (ACLUpdateDefaultUserPassword), applied
@@ -556,17 +539,21 @@ class Acl:
         """A new connection: the default user (authenticated when it needs no password)."""
         self.sync_default()
         d = self.default
-        c.acl_user = d
-        c.user = "default"
-        c.restricted = not d.unrestricted()
+        self._set_user(c, d)
         c.set_authenticated("nopass" in d.flags and d.enabled())
+
+    @staticmethod
+    def _set_user(c: Client, user: User) -> None:
+        """``c`` runs as ``user`` from now on."""
+        c.acl_user = user
+        c.user = user.name
+        c.restricted = not user.unrestricted()
 
     def refresh(self, user: User) -> None:
         """A user changed: its clients' ``restricted`` flag."""
         restricted = not user.unrestricted()
         for c in self.core.clients.values():
-            if getattr(c, "acl_user", None) is user or (
-                    getattr(c, "acl_user", None) is None and user.name == "default"):
+            if c.acl_user is user or (c.acl_user is None and user.name == "default"):
                 c.acl_user = user
                 c.restricted = restricted
 
@@ -580,35 +567,43 @@ class Acl:
         if ok:
             assert u is not None
             c.set_authenticated(True)
-            c.user = u.name
-            c.acl_user = u
-            c.restricted = not u.unrestricted()
+            self._set_user(c, u)
             return True
         c.last_cmd = COMMANDS.get(argv0.lower(), c.last_cmd)
         self.add_log(c, DENIED_AUTH, argv0, username.decode("latin-1"))
         return False
 
     # -- the permission checks ------------------------------------------------------------
+    @staticmethod
+    def _check(c: Client, cmd: Command, argv: list[bytes]) -> tuple[int, int]:
+        """``c``'s user's check: (0, 0) when allowed, else (DENIED_*, the argument's position).
+        Our master's link has no user."""
+        user = c.acl_user
+        if user is None or c.kind == "master":
+            return 0, 0
+        return user.check(cmd, argv)
+
+    def _log_denial(self, c: Client, cmd: Command, argv: list[bytes], reason: int, pos: int,
+                    context: str | None) -> None:
+        obj = cmd.name.encode() if reason == DENIED_CMD else argv[pos]
+        self.add_log(c, reason, obj, c.acl_user.name, context)
+
     def refusal(self, c: Client, cmd: Command, argv: list[bytes], context: str) -> int:
         """ACLCheckAllPerm, and on a denial addACLLogEntry under ``context`` ("toplevel",
         "multi", "lua"): 0 when ``c``'s user may run the command, else the DENIED_* reason."""
-        user = c.acl_user
-        if user is None or c.kind == "master":     # (our master's link has no user)
-            return 0
-        reason, pos = user.check(cmd, argv)
+        reason, pos = self._check(c, cmd, argv)
         if reason:
-            obj = cmd.name.encode() if reason == DENIED_CMD else argv[pos]
-            self.add_log(c, reason, obj, user.name, context)
+            self._log_denial(c, cmd, argv, reason, pos, context)
         return reason
 
     def denied(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
         """Redis's ACLCheckAllPerm in processCommand (also at MULTI's queueing time): False
         when allowed; otherwise the ACL log entry, the -NOPERM refusal, and True."""
-        user = c.acl_user
-        if user is None or c.kind == "master" or not user.check(cmd, argv)[0]:
+        reason, pos = self._check(c, cmd, argv)
+        if not reason:
             return False
         c.last_cmd = cmd        # (processCommand sets lastcmd before the check: client-info)
-        reason = self.refusal(c, cmd, argv, "multi" if c.in_multi else "toplevel")
+        self._log_denial(c, cmd, argv, reason, pos, None)   # ("toplevel", or "multi" queueing)
         self.core._reject(c, NOPERM[reason] % cmd.name if reason == DENIED_CMD
                           else NOPERM[reason], cmd)
         return True
@@ -647,7 +642,7 @@ class Acl:
                 self.log.insert(0, self.log.pop(i))
                 return
         self.log.insert(0, LogEntry(reason, context, obj, username, now, cinfo))
-        del self.log[max(0, int(getattr(self.core.config, "acllog_max_len", 128))):]
+        del self.log[self.core.config.acllog_max_len:]
 
     # -- ACL SETUSER / DELUSER ------------------------------------------------------------
     def setuser(self, name: str, rules: list[bytes]) -> str | None:
@@ -708,7 +703,7 @@ class Acl:
         default user and are closed (``me``, the client running the command, after its
         reply)."""
         for cl in list(self.core.clients.values()):
-            if getattr(cl, "acl_user", None) is u:
+            if cl.acl_user is u:
                 cl.acl_user = self.default
                 cl.user = "default"
                 cl.set_authenticated(False)
@@ -744,10 +739,7 @@ def acl_of(core: Any) -> Acl:
     acl = core.__dict__.get("acl")
     if acl is None:
         acl = core.acl = Acl(core)
-        for c in core.clients.values():
-            if getattr(c, "acl_user", None) is None:
-                c.acl_user = acl.default
-                c.restricted = False
+        acl.refresh(acl.default)
     return acl
 
 

@@ -32,7 +32,6 @@ from pyrepl.acl import (
 from pyrepl.config import Config, ConfigError, UserLine
 from pyrepl.config_rewrite import discard_temp
 
-ERR_DUPLICATE = "Duplicate user found. A user can only be defined once in config files"
 MIXED_SOURCES = ("Configuring Redis with users defined in redis.conf and at the same setting an "
                  "ACL file path is invalid. This setup is very likely to lead to configuration "
                  "errors and security holes, please define either an ACL file or declare users "
@@ -110,10 +109,12 @@ def load_configured_users(acl: Any, lines: Sequence[UserLine]) -> None:
     acl.refresh(acl.default)
 
 
-def load_file(acl: Any, path: str, shown: str, me: Any = None) -> str | None:
-    """ACLLoadFromFile: ``path`` (``shown`` is the name the errors give, the configured one)
-    replaces the users when every line is valid; otherwise nothing changes and the errors,
-    one sentence each, are returned."""
+def load_file(acl: Any, me: Any = None) -> str | None:
+    """ACLLoadFromFile: the configured ``aclfile`` (found in ``dir``, named in the errors as
+    configured) replaces the users when every line is valid; otherwise nothing changes and the
+    errors, one sentence each, are returned."""
+    cfg = acl.core.config
+    path, shown = cfg.in_dir(cfg.aclfile), cfg.aclfile
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -169,10 +170,11 @@ def user_lines(acl: Any) -> list[str]:
     return [f"user {u.name} {u.describe()}" for u in acl.sorted_users()]
 
 
-def save_file(acl: Any, path: str) -> bool:
-    """ACLSaveToFile: the users written to ``path.tmp-<pid>-<ms>`` then renamed over
-    ``path``; False (and a log line) when that fails."""
+def save_file(acl: Any) -> bool:
+    """ACLSaveToFile: the users written to ``<aclfile>.tmp-<pid>-<ms>`` then renamed over the
+    configured ``aclfile``; False (and a log line) when that fails."""
     core = acl.core
+    path = core.config.in_dir(core.config.aclfile)
     content = "".join(line + "\n" for line in user_lines(acl)).encode("latin-1")
     tmp = f"{path}.tmp-{core.pid}-{core.now_ms}"
     step = "Opening temp ACL file for ACL SAVE"
@@ -209,7 +211,7 @@ def load_at_startup(core: Any) -> None:
     acl = acl_of(core)
     load_configured_users(acl, cfg.users)
     if cfg.aclfile:
-        errors = load_file(acl, cfg.in_dir(cfg.aclfile), cfg.aclfile)
+        errors = load_file(acl)
         if errors is not None:
             raise AclStartupError(f"Aborting Redis startup because of ACL errors: {errors}")
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from support import ROOT, LoadWriter, in_sync, r, repl, start_redis, wait_for
+from support import ROOT, LoadWriter, in_sync, kill_replica_links, r, repl, start_redis, wait_for
 
 REDIS_ARGS = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
 
@@ -134,8 +134,7 @@ def run_fleet(tmp: str) -> FleetRun:
                 "lag samples under the load")
             # 1. both links killed: two partial resyncs
             marks["kill"] = time.time()
-            with r(m.port) as c:
-                assert c.execute_command("CLIENT", "KILL", "TYPE", "replica") == 2
+            assert kill_replica_links(m.port) == 2
             wait_events(out, lambda evs: len(has(evs, event="psync_decision",
                                                  node=name[m.port], result="continue")) >= 2,
                         "two partial syncs inferred")

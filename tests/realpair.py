@@ -15,6 +15,11 @@ from support import (
     wait_for,
 )
 
+# The replication user Redis documents (``user repl on >pw +psync +replconf +ping``) as server
+# arguments, and a replica's arguments to sync as it.
+REPL_USER = ("--user", "repl", "on", ">pw", "+psync", "+replconf", "+ping")
+AS_REPL = ("--masteruser", "repl", "--masterauth", "pw")
+
 
 def info(r: redis.Redis, section: str) -> dict[str, str]:
     """INFO as the server wrote it (field -> raw text value)."""

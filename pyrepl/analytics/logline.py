@@ -18,8 +18,10 @@ from collections.abc import Iterable
 REDIS, VALKEY = "redis-log", "valkey-log"
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
                                       "Sep", "Oct", "Nov", "Dec"), 1)}
-_LEGACY = re.compile(r"(\d+):([A-Z]) (\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d\d):(\d\d):(\d\d)"
-                     r"\.(\d{3}) [.\-*#] (.*)")
+# the legacy timestamp: 23 Nov 2026 03:57:12.111
+_TS = r"(\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d\d):(\d\d):(\d\d)\.(\d{3})"
+_LEGACY = re.compile(r"(\d+):([A-Z]) " + _TS + r" [.\-*#] (.*)")
+_LEGACY_TS = re.compile(_TS)
 _ISO = re.compile(r"(\d+):([A-Z]) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(?:Z|[+-]\d\d:?\d\d)?)"
                   r" [.\-*#] (.*)")
 _MILLIS = re.compile(r"(\d+):([A-Z]) (\d{13}) [.\-*#] (.*)")
@@ -28,12 +30,11 @@ _SIGNAL = re.compile(r"\d+:signal-handler \(\d+\) ")
 _LOGO = re.compile(r"\s|[_.\-`'|(]")
 _LOGFMT_ROLES = {"primary": "M", "replica": "S", "RDB/AOF": "C", "sentinel": "X"}
 
+
 def parse_ts(text: str, tz: dt.tzinfo) -> float | None:
     """A legacy "23 Nov 2026 03:57:12.111" (local time in ``tz``) as unix seconds."""
-    m = re.fullmatch(r"(\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d\d):(\d\d):(\d\d)\.(\d{3})", text)
-    if m is None or m.group(2) not in MONTHS:
-        return None
-    return _legacy_ts(m.groups(), tz)
+    m = _LEGACY_TS.fullmatch(text)
+    return None if m is None else _legacy_ts(m.groups(), tz)
 
 
 def _legacy_ts(g: tuple[str, ...], tz: dt.tzinfo) -> float | None:

@@ -144,6 +144,14 @@ def _clamp(x: float, lo: float, hi: float) -> float:
     return max(lo, min(hi, x))
 
 
+def _by_addr(entries: tuple[ReplicaEntry, ...]) -> dict[str, ReplicaEntry]:
+    """addr -> entry, in list order (a replica listed twice: its first line)."""
+    out: dict[str, ReplicaEntry] = {}
+    for e in entries:
+        out.setdefault(e.addr, e)
+    return out
+
+
 def moved_to_end(before: list[str], after: list[str]) -> list[str]:
     """Of the replicas in both lists (``after`` in its order), those that must have
     reconnected: the list keeps its order and appends on connect, so the replicas that did not
@@ -260,12 +268,7 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
                            s.sync_partial_err - base[2])
     if min(d_full, d_ok, d_err) < 0:  # CONFIG RESETSTAT: a new base, no events
         d_full = d_ok = d_err = 0
-    prev_by = {}
-    for e in prev_list:
-        prev_by.setdefault(e.addr, e)
-    now_by = {}
-    for e in s.replicas:
-        now_by.setdefault(e.addr, e)
+    prev_by, now_by = _by_addr(prev_list), _by_addr(s.replicas)
     cur = list(now_by.values())
     common = [e for e in cur if e.addr in prev_by]
     strong = {e.addr for e in cur if e.addr not in prev_by

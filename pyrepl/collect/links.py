@@ -24,7 +24,9 @@ must reach to be caught up. Per round it
    if the link goes down or the replica restarts first).
 
 Entries older than ``horizon_s`` are dropped, and there are at most a few per link, so the
-memory is bounded by the fleet's size.
+memory is bounded by the fleet's size. :class:`Fleet` is a whole round: every node's
+:func:`~pyrepl.collect.infer.infer`, then :class:`Links` across them, and the sessions it named
+handed back to the masters' states.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyrepl.collect.infer import make_event
+from pyrepl.collect.infer import NodeState, adopt, infer, make_event
 from pyrepl.collect.info import Sample
 
 UNNAMED_MAX = 16  # decisions without a replica kept per master
@@ -120,10 +122,9 @@ class Links:
                   unnamed_now: dict[str, list[dict[str, Any]]], out: list[dict[str, Any]]
                   ) -> None:
         """Step 1: each link up gets the sync that ended its link's downtime."""
+        ups_now = [ev for ev in events if ev["event"] == "link_up" and ev.get("peer") is not None]
         pending: dict[str, list[dict[str, Any]]] = {}  # master -> link ups it did not name
-        for ev in events:
-            if ev["event"] != "link_up" or ev.get("peer") is None:
-                continue
+        for ev in ups_now:
             key = (ev["peer"], ev["node"])
             d = self._decisions.get(key)
             if d is not None and self._explains(d, ev["node"]):
@@ -149,10 +150,9 @@ class Links:
                     up["result"] = cands[0].result
                 for d in cands:
                     self._unnamed[master].remove(d)
-        for ev in events:
-            if ev["event"] == "link_up" and ev.get("peer") is not None:
-                self._start_catchup(samples, ev["node"], ev["peer"], ev.get("sync_id"),
-                                    ev["ts"], out)
+        for ev in ups_now:
+            self._start_catchup(samples, ev["node"], ev["peer"], ev.get("sync_id"), ev["ts"],
+                                out)
 
     def _explains(self, d: _Decision, replica: str) -> bool:
         """Whether decision ``d`` can be the sync that brought ``replica``'s link up: it
@@ -237,3 +237,36 @@ class Links:
         return make_event(ts, "caught_up", s.node, s.run_id, "replica", inferred=True,
                           peer=c.master, sync_id=c.sync_id, offset=s.replica_offset,
                           duration_ms=round((ts - c.t_up) * 1000.0, 3))
+
+
+class Fleet:
+    """All the collector's history: each node's :class:`~pyrepl.collect.infer.NodeState` and
+    the :class:`Links` across them."""
+
+    def __init__(self, horizon_s: float = 900.0) -> None:
+        self.states: dict[str, NodeState] = {}
+        self.links = Links(horizon_s)
+
+    def poll_order(self, node: str) -> int:
+        """Poll order within a round: leaf replicas, then replicas with replicas, then masters
+        (unknown nodes first: their role is not known yet)."""
+        state = self.states.get(node)
+        if state is None:
+            return 0
+        s = state.sample
+        if s.is_replica:
+            return 1 if s.connected_replicas else 0
+        return 2
+
+    def round(self, *samples: Sample) -> list[dict[str, Any]]:
+        """One poll round's samples (in poll order) -> the round's events."""
+        events: list[dict[str, Any]] = []
+        for s in samples:
+            evs, self.states[s.node] = infer(self.states.get(s.node), s)
+            events += evs
+        out = self.links.round({s.node: s for s in samples}, events)
+        for master, replica, sync_id, online in self.links.adopted:
+            state = self.states.get(master)
+            if state is not None:
+                self.states[master] = adopt(state, replica, sync_id, online)
+        return out

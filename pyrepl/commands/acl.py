@@ -14,7 +14,11 @@ from typing import Any
 
 from pyrepl.acl import (
     ACL_CATEGORIES,
+    DENIED_CMD,
+    DENIED_KEY,
     REASONS,
+    USER_FLAGS,
+    Acl,
     Selector,
     acl_of,
     all_commands,
@@ -23,9 +27,9 @@ from pyrepl.acl import (
 )
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import help_reply, parse_int
+from pyrepl.errors import wrong_args
 from pyrepl.resp.types import OK, Map, ReplyError, SetReply
 
-NOT_INT = "ERR value is not an integer or out of range"
 GENPASS_MAX_BITS = 4096
 
 container("acl", summary="A container for Access List Control commands ", since="6.0.0")
@@ -68,7 +72,6 @@ def acl_getuser(c: Any, argv: list[bytes]) -> object:
     u = acl.users.get(argv[2].decode("latin-1"))
     if u is None:
         return None
-    from pyrepl.acl import USER_FLAGS
     fields: list[tuple[bytes, object]] = [
         (b"flags", SetReply([f.encode() for f in USER_FLAGS if f in u.flags])),
         (b"passwords", [p.encode() for p in u.passwords]),
@@ -116,7 +119,7 @@ def acl_cat(c: Any, argv: list[bytes]) -> object:
 def acl_genpass(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
         raise _syntax(argv)
-    bits = 256 if len(argv) == 2 else parse_int(argv[2], NOT_INT)
+    bits = 256 if len(argv) == 2 else parse_int(argv[2])
     if bits <= 0 or bits > GENPASS_MAX_BITS:
         raise ReplyError("ERR ACL GENPASS argument must be the number of bits for the output "
                          f"password, a positive number up to {GENPASS_MAX_BITS}")
@@ -134,7 +137,7 @@ def acl_log(c: Any, argv: list[bytes]) -> object:
         if argv[2].lower() == b"reset":
             acl.log.clear()
             return OK
-        count = max(0, parse_int(argv[2], NOT_INT))
+        count = max(0, parse_int(argv[2]))
     now = c.core.now_ms
     return [Map([
         (b"count", e.count),
@@ -161,13 +164,13 @@ def acl_dryrun(c: Any, argv: list[bytes]) -> object:
         raise ReplyError(f"ERR Command '{argv[3].decode('latin-1')}' not found")
     n = len(args)
     if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
-        raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
+        raise wrong_args(cmd.name)
     reason, pos = u.check(cmd, args)
     if not reason:
         return OK
-    if reason == 1:
+    if reason == DENIED_CMD:
         return f"This user has no permissions to run the '{cmd.name}' command".encode()
-    what = "key" if reason == 2 else "channel"
+    what = "key" if reason == DENIED_KEY else "channel"
     return b"This user has no permissions to access the '" + args[pos] + \
         f"' {what}".encode()
 
@@ -183,15 +186,19 @@ _NO_ACLFILE = ("ERR This Redis instance is not configured to use an ACL file. Yo
                "the Redis configuration.")
 
 
+def _acl_with_file(c: Any) -> Acl:
+    """ACL LOAD / SAVE: the registry, or Redis's refusal when no ``aclfile`` is configured."""
+    if not c.core.config.aclfile:
+        raise ReplyError(_NO_ACLFILE)
+    return acl_of(c.core)
+
+
 @command("acl|load", 2, _FLAGS, group="server", since="6.0.0",
          summary="Reload the ACLs from the configured ACL file")
 def acl_load(c: Any, argv: list[bytes]) -> object:
     from pyrepl.acl_file import load_file
 
-    cfg = c.core.config
-    if not cfg.aclfile:
-        raise ReplyError(_NO_ACLFILE)
-    errors = load_file(acl_of(c.core), cfg.in_dir(cfg.aclfile), cfg.aclfile, me=c)
+    errors = load_file(_acl_with_file(c), me=c)
     if errors is not None:
         raise ReplyError("ERR " + errors)
     return OK
@@ -202,10 +209,7 @@ def acl_load(c: Any, argv: list[bytes]) -> object:
 def acl_save(c: Any, argv: list[bytes]) -> object:
     from pyrepl.acl_file import save_file
 
-    cfg = c.core.config
-    if not cfg.aclfile:
-        raise ReplyError(_NO_ACLFILE)
-    if not save_file(acl_of(c.core), cfg.in_dir(cfg.aclfile)):
+    if not save_file(_acl_with_file(c)):
         raise ReplyError("ERR There was an error trying to save the ACLs. Please check the "
                          "server logs for more information")
     return OK

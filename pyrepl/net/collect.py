@@ -3,14 +3,15 @@
 Theory of operation: one round every ``every`` seconds polls each node once with redis-py
 (``INFO server replication stats memory``, or plain ``INFO`` where a server takes one section
 at most), the replicas before their masters (see :mod:`pyrepl.collect.links`), turns each reply
-into a :class:`~pyrepl.collect.info.Sample`, runs :func:`~pyrepl.collect.infer.infer` against
-the node's previous state (the only history kept) and :class:`~pyrepl.collect.links.Links` over
-the round, and appends the round's lines to ``collect.ndjson`` in one write (rotated by size
-like the daemon's ``sync-log-file``), so a stop never leaves half a line. A node that does not
-answer gets one line on stderr when it stops answering and one when it answers again, and is
-retried with exponential backoff (from ``every`` up to ``max(30 s, every)``) while the others go
-on. SIGTERM and SIGINT end the collector after the round in progress; ``count`` rounds or
-``duration`` seconds end it too.
+into a :class:`~pyrepl.collect.info.Sample`, gives the round's samples to a
+:class:`~pyrepl.collect.links.Fleet` (the sans-io part: each node's
+:func:`~pyrepl.collect.infer.infer` against its previous state, the only history kept, and
+:class:`~pyrepl.collect.links.Links` over the round), and appends the round's lines to
+``collect.ndjson`` in one write (rotated by size like the daemon's ``sync-log-file``), so a
+stop never leaves half a line. A node that does not answer gets one line on stderr when it
+stops answering and one when it answers again, and is retried with exponential backoff (from
+``every`` up to ``max(30 s, every)``) while the others go on. SIGTERM and SIGINT end the
+collector after the round in progress; ``count`` rounds or ``duration`` seconds end it too.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from pyrepl.collect.infer import NodeState, adopt, infer
 from pyrepl.collect.info import Sample, parse_info, to_sample
-from pyrepl.collect.links import Links
+from pyrepl.collect.links import Fleet
 from pyrepl.events import to_json_line
 from pyrepl.net.synclog import RotatingNdjsonWriter
 
@@ -98,29 +98,18 @@ class CollectFile(RotatingNdjsonWriter):
 
 
 class Node:
-    """One polled node: its client, its last state and whether it answers."""
+    """One polled node: its client and whether it answers (its history is in the Fleet)."""
 
     def __init__(self, addr: str, cfg: CollectConfig) -> None:
         self.addr = addr
         self.host, self.port = split_addr(addr)
         self.cfg = cfg
-        self.state: NodeState | None = None
         self.client: Any = None
         self.sections: tuple[str, ...] = SECTIONS
         self.failing: str | None = None  # the error while it does not answer
         self.failures = 0
         self.failed_since = 0.0
         self.next_try = 0.0  # monotonic time of the next attempt
-
-    def order(self) -> int:
-        """Poll order within a round: leaf replicas, then replicas with replicas, then masters
-        (unknown nodes first: their role is not known yet)."""
-        s = self.state.sample if self.state is not None else None
-        if s is None:
-            return 0
-        if s.is_replica:
-            return 1 if s.connected_replicas else 0
-        return 2
 
     def _connect(self) -> Any:
         import redis
@@ -173,7 +162,7 @@ class Collector:
         self.clock = clock
         self.monotonic = monotonic
         self.nodes = [Node(a, cfg) for a in dict.fromkeys(cfg.nodes)]
-        self.links = Links(horizon_s=max(900.0, 10 * cfg.every))
+        self.fleet = Fleet(horizon_s=max(900.0, 10 * cfg.every))
         self.path = os.path.join(cfg.out_dir, FILE_NAME)
         self.file = CollectFile(self.path, cfg.max_size, cfg.max_files)
         self.stopping = False
@@ -204,9 +193,8 @@ class Collector:
         except (redis.exceptions.RedisError, OSError) as e:
             node.close()
             node.failures += 1
-            delay = min(max(MAX_BACKOFF_S, self.cfg.every),
-                        self.cfg.every * 2 ** (node.failures - 1))
-            node.next_try = self.monotonic() + delay
+            cap = max(MAX_BACKOFF_S, self.cfg.every)
+            node.next_try = self.monotonic() + min(cap, self.cfg.every * 2 ** (node.failures - 1))
             if node.failing is None:
                 node.failing = str(e) or type(e).__name__
                 node.failed_since = now
@@ -215,7 +203,7 @@ class Collector:
                     and not isinstance(e, redis.exceptions.AuthenticationError) \
                     else "refuses INFO"
                 self.say(f"{node.addr}: {what}: {node.failing} (retrying with backoff up to "
-                         f"{max(MAX_BACKOFF_S, self.cfg.every):g}s; the other nodes go on)")
+                         f"{cap:g}s; the other nodes go on)")
             return None
         t1 = self.clock()
         if node.failing is not None:
@@ -226,23 +214,14 @@ class Collector:
 
     def round(self) -> list[dict[str, Any]]:
         """Poll every node once; the round's events (also written to the file)."""
-        samples: dict[str, Sample] = {}
-        events: list[dict[str, Any]] = []
-        for node in sorted(self.nodes, key=Node.order):
+        samples: list[Sample] = []
+        for node in sorted(self.nodes, key=lambda n: self.fleet.poll_order(n.addr)):
             if self.stopping:
                 break
             s = self._poll(node)
-            if s is None:
-                continue
-            evs, node.state = infer(node.state, s)
-            samples[node.addr] = s
-            events += evs
-        events = self.links.round(samples, events)
-        by_addr = {n.addr: n for n in self.nodes}
-        for master, replica, sync_id, online in self.links.adopted:
-            node = by_addr.get(master)
-            if node is not None and node.state is not None:
-                node.state = adopt(node.state, replica, sync_id, online)
+            if s is not None:
+                samples.append(s)
+        events = self.fleet.round(*samples)
         self.rounds += 1
         self.samples += len(samples)
         try:
@@ -262,7 +241,8 @@ class Collector:
     # -- the loop ----------------------------------------------------------------------------
 
     def _progress(self, t_start: float) -> None:
-        answering = sum(1 for n in self.nodes if n.state is not None and n.failing is None)
+        answering = sum(1 for n in self.nodes if n.addr in self.fleet.states
+                        and n.failing is None)
         self.say(f"{self.monotonic() - t_start:.0f}s, {self.rounds} rounds, {answering}/"
                  f"{len(self.nodes)} nodes answering, {self.lines} lines ({self.inferred} "
                  f"inferred events) in {self.path}")

@@ -58,6 +58,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.net.tls import is_tls
+
 if TYPE_CHECKING:
     from pyrepl.client import Client
     from pyrepl.net.server import Server
@@ -70,11 +72,6 @@ RELAY_HIGH = 4 << 20    # a TLS replica's transport buffer above which the relay
 RELAY_CHUNK = 256 << 10
 PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
 _F_SETPIPE_SZ = 1031
-
-
-def is_tls(c: Client) -> bool:
-    t = c.transport
-    return t is not None and t.get_extra_info("ssl_object") is not None
 
 
 class _Relay:

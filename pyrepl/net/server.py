@@ -270,7 +270,7 @@ class NetHost(Host):
         conns = {c.fd: c for c in core.clients.values()
                  if c is not protected and c.fd >= 0 and c.kind in ("normal", "pubsub")
                  and c.transport is not None and not c.closed
-                 and c.transport.get_extra_info("ssl_object") is None}  # (TLS: see README)
+                 and not tls.is_tls(c)}     # (TLS: see README)
         if not conns:
             return
         try:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyrepl.client import Client
     from pyrepl.config import Config
 
 #: tls-protocols tokens (case-insensitive), in order, with the option that disables each.
@@ -55,6 +56,12 @@ class TlsError(Exception):
 def enabled(config: Config) -> bool:
     """Redis configures TLS when it listens on a TLS port or replicates over TLS."""
     return bool(config.tls_port or config.tls_replication or config.tls_cluster)
+
+
+def is_tls(c: Client) -> bool:
+    """Whether ``c`` is connected over TLS (its transport has an SSL object)."""
+    t = c.transport
+    return t is not None and t.get_extra_info("ssl_object") is not None
 
 
 def parse_protocols(text: str) -> frozenset[str]:
@@ -101,7 +108,7 @@ def build(config: Config) -> Contexts:
         server.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE   # (Python sets it by default)
     if hasattr(ssl, "OP_NO_RENEGOTIATION"):
         server.options |= ssl.OP_NO_RENEGOTIATION
-    lib = _OpenSSL.of(server)
+    lib = _OpenSSL(server)
     if config.tls_session_caching:
         lib.session_cache(_SESS_CACHE_SERVER, config.tls_session_cache_size,
                           config.tls_session_cache_timeout)
@@ -157,7 +164,7 @@ def _context(kind: ssl._SSLMethod, config: Config, protocols: frozenset[str], ce
         ctx.set_ciphers(config.tls_ciphers or "DEFAULT")
     except ssl.SSLError:
         raise TlsError(f"Failed to configure ciphers: {config.tls_ciphers}") from None
-    if config.tls_ciphersuites and not _OpenSSL.of(ctx).set_ciphersuites(
+    if config.tls_ciphersuites and not _OpenSSL(ctx).set_ciphersuites(
             config.tls_ciphersuites):
         raise TlsError(f"Failed to configure ciphersuites: {config.tls_ciphersuites}")
     return ctx
@@ -181,10 +188,6 @@ class _OpenSSL:
             raise TlsError("Failed to configure TLS: cannot reach this Python's OpenSSL context")
         self.lib = lib
         self.ptr = ptr
-
-    @classmethod
-    def of(cls, ctx: ssl.SSLContext) -> _OpenSSL:
-        return cls(ctx)
 
     @classmethod
     def _library(cls) -> ctypes.CDLL:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from collect_scenario import collector, has, read_events, run_fleet, wait_events
-from support import free_port, r, start_pyrepl, start_redis, wait_for
+from support import free_port, kill_replica_links, r, start_pyrepl, start_redis, wait_for
 
 from pyrepl.events import EVENTS, FIELD_TYPES
 
@@ -182,7 +182,7 @@ def test_a_pyrepl_pair_and_an_unreachable_node(tmp_path) -> None:
         with r(p.port) as c:
             for i in range(50):
                 c.set(f"k{i}", "v" * 100)
-            assert c.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+        assert kill_replica_links(p.port) == 1
         _, err = col.communicate(timeout=60)
         assert col.returncode == 0, err
         col = None

@@ -42,18 +42,9 @@ def p(pair: Pair):
             side.call("ACL", "LOG", "RESET")
 
 
-def clients(p: Pair) -> tuple[RawClient, RawClient]:
-    a, b = RawClient(p.a.sock.getpeername()[1]), RawClient(p.b.sock.getpeername()[1])
-    if p.proto == 3:
-        a.call("HELLO", "3")
-        b.call("HELLO", "3")
-    return a, b
-
-
-def both(a: RawClient, b: RawClient, *argv: str) -> bytes:
-    ra, rb = a.call(*argv), b.call(*argv)
-    assert ra == rb, f"{argv!r}:\n  pyrepl: {ra!r}\n  redis:  {rb!r}"
-    return ra
+def clients(p: Pair) -> Pair:
+    """Another connection to each of ``p``'s servers, in the same RESP version."""
+    return Pair(p.a.sock.getpeername()[1], p.b.sock.getpeername()[1], p.proto)
 
 
 def _norm_rules(text: bytes) -> tuple:
@@ -164,30 +155,28 @@ def test_cat_genpass_help_dryrun(p: Pair) -> None:
 def test_noperm_texts_auth_and_log(p: Pair) -> None:
     p.check("ACL", "SETUSER", "alice", "on", ">pw", "~foo*", "%R~ro*", "&chan", "+get", "+set",
             "+publish", "+subscribe", "+multi", "+exec", "+acl|whoami")
-    a, b = clients(p)
+    q = clients(p)
     try:
-        both(a, b, "AUTH", "alice", "wrong")
-        both(a, b, "AUTH", "nobody", "pw")
-        both(a, b, "AUTH", "alice", "pw")
-        both(a, b, "ACL", "WHOAMI")
+        q.check("AUTH", "alice", "wrong")
+        q.check("AUTH", "nobody", "pw")
+        q.check("AUTH", "alice", "pw")
+        q.check("ACL", "WHOAMI")
         for argv in (("get", "foo"), ("get", "bar"), ("set", "ro1", "x"), ("get", "ro1"),
                      ("del", "foo"), ("publish", "chan", "m"), ("publish", "other", "m"),
                      ("acl", "list"), ("config", "get", "maxmemory"), ("ping",),
                      ("multi",), ("get", "bar"), ("del", "x"), ("exec",)):
-            both(a, b, *argv)
-        both(a, b, "SUBSCRIBE", "chan", "nope")
-        both(a, b, "RESET")
-        both(a, b, "ACL", "WHOAMI")
-        both(a, b, "HELLO", str(p.proto), "AUTH", "alice", "bad")
-        ra, rb = a.call("HELLO", str(p.proto), "AUTH", "alice", "pw"), \
-            b.call("HELLO", str(p.proto), "AUTH", "alice", "pw")
+            q.check(*argv)
+        q.check("SUBSCRIBE", "chan", "nope")
+        q.check("RESET")
+        q.check("ACL", "WHOAMI")
+        q.check("HELLO", str(p.proto), "AUTH", "alice", "bad")
+        ra, rb = q.both("HELLO", str(p.proto), "AUTH", "alice", "pw")
         assert re.sub(rb"id\r\n:\d+", b"", ra) == re.sub(rb"id\r\n:\d+", b"", rb)  # (ids differ)
-        both(a, b, "ACL", "WHOAMI")
-        both(a, b, "GET", "bar")
-        both(a, b, "CLIENT", "SETNAME", "x")
+        q.check("ACL", "WHOAMI")
+        q.check("GET", "bar")
+        q.check("CLIENT", "SETNAME", "x")
     finally:
-        a.close()
-        b.close()
+        q.close()
     logs = logs_of(p, "ACL", "LOG")
     assert logs[0] == logs[1]
     assert {e[b"reason"] for e in logs[0]} == {b"auth", b"command", b"key", b"channel"}
@@ -220,9 +209,9 @@ def logs_of(p: Pair, *argv: str) -> list:
 @pytest.mark.parametrize("proto", [2, 3])
 def test_default_user_password_and_client_kill_user(p: Pair) -> None:
     p.check("ACL", "SETUSER", "bob", "on", "nopass", "+@all", "~*")
-    a, b = clients(p)
+    q = clients(p)
     try:
-        both(a, b, "AUTH", "bob", "anything")
+        q.check("AUTH", "bob", "anything")
         p.check("CLIENT", "KILL", "USER", "bob")
         p.check("CLIENT", "KILL", "USER", "nobody")
         p.check("AUTH", "x")
@@ -233,25 +222,23 @@ def test_default_user_password_and_client_kill_user(p: Pair) -> None:
         p.check("ACL", "SETUSER", "default", "off")
         p.check("AUTH", "default", "s3")
     finally:
-        a.close()
-        b.close()
+        q.close()
 
 
 def test_subscribers_losing_their_channels_are_disconnected(p: Pair) -> None:
     p.check("ACL", "SETUSER", "carol", "on", "nopass", "+@all", "&news.*")
-    a, b = clients(p)
+    q = clients(p)
     try:
-        both(a, b, "AUTH", "carol", "x")
-        both(a, b, "PSUBSCRIBE", "news.*")
+        q.check("AUTH", "carol", "x")
+        q.check("PSUBSCRIBE", "news.*")
         p.check("ACL", "SETUSER", "carol", "&extra")
-        both(a, b, "PING")
+        q.check("PING")
         p.check("ACL", "SETUSER", "carol", "resetchannels", "&news.a")
-        for side in (a, b):
+        for side in (q.a, q.b):
             side.sock.settimeout(5)
             assert side.sock.recv(100) == b""
     finally:
-        a.close()
-        b.close()
+        q.close()
 
 
 LIB = ("#!lua name=acltest\n"
@@ -280,9 +267,9 @@ def test_scripts_and_exec_check_the_callers_permissions(p: Pair) -> None:
     p.check("ACL", "SETUSER", "alice", "on", ">pw", "~k*", "&ch", "+eval", "+fcall", "+get",
             "+incr", "+publish", "+multi", "+exec")
     p.check("FUNCTION", "LOAD", "REPLACE", LIB)
-    a, b = clients(p)
+    q = clients(p)
     try:
-        both(a, b, "AUTH", "alice", "pw")
+        q.check("AUTH", "alice", "pw")
         p.check("CONFIG", "RESETSTAT")
         for script in ("return redis.call('set','k1','v')", "return redis.pcall('set','k1','v')",
                        "return redis.call('incr','x')", "return redis.call('publish','x','m')",
@@ -291,22 +278,21 @@ def test_scripts_and_exec_check_the_callers_permissions(p: Pair) -> None:
                        "return redis.acl_check_cmd('get','k')",
                        "return redis.acl_check_cmd('set','k','v')",
                        "return redis.acl_check_cmd('nosuch')"):
-            both(a, b, "EVAL", script, "0")
-        both(a, b, "FCALL", "f", "0")
+            q.check("EVAL", script, "0")
+        q.check("FCALL", "f", "0")
         for argv in (("MULTI",), ("INCR", "k1"), ("GET", "k2"), ("PUBLISH", "ch", "m"),
                      ("GET", "k1")):
-            both(a, b, *argv)
+            q.check(*argv)
         p.check("ACL", "SETUSER", "alice", "-incr", "resetkeys", "~k1", "resetchannels")
-        both(a, b, "EXEC")
-        both(a, b, "MULTI")
-        both(a, b, "GET", "k1")
+        q.check("EXEC")
+        q.check("MULTI")
+        q.check("GET", "k1")
         p.check("ACL", "SETUSER", "alice", "-get")
-        both(a, b, "EXEC")
+        q.check("EXEC")
         stats = stats_of(p)
         assert stats[0] == stats[1]
     finally:
-        a.close()
-        b.close()
+        q.close()
         p.check("FUNCTION", "FLUSH")
     logs = logs_of(p, "ACL", "LOG")
     assert logs[0] == logs[1]
@@ -390,24 +376,24 @@ def _same_acl_files(tmp_path: Path) -> None:
 def test_aclfile_load_and_save_as_redis(tmp_path: Path) -> None:
     good = "user alice on >pw ~k* &ch +get +@hash\nuser default on nopass ~* &* +@all -flushall\n"
     procs, p = _servers(tmp_path, "--aclfile", "users.acl", files={"users.acl": good})
-    a, b = clients(p)
+    q = clients(p)
     try:
         check_rules(p, "ACL", "LIST")
-        both(a, b, "AUTH", "alice", "pw")
-        both(a, b, "FLUSHALL")
+        q.check("AUTH", "alice", "pw")
+        q.check("FLUSHALL")
         # a file with errors: the same sentences, and nothing changes
         bad = ("user alice on\n# comment\nuser  bob on +nosuch bogus ~* ~x\nuser alice off\n"
                "foo\nuser a\tb\nuser carol (~x\nuser dave on %X~k\n")
         for kind in ("pyrepl", "redis"):
             (tmp_path / kind / "users.acl").write_text(bad)
         p.check("ACL", "LOAD")
-        both(a, b, "GET", "k1")
+        q.check("GET", "k1")
         # a good one replaces the users: the old users' clients are disconnected
         for kind in ("pyrepl", "redis"):
             (tmp_path / kind / "users.acl").write_text("user alice on >new +@all ~*\n"
                                                        "user bob on nopass +@read ~r*\n")
         p.check("ACL", "LOAD")
-        for side in (a, b):
+        for side in (q.a, q.b):
             side.sock.settimeout(5)
             assert side.sock.recv(100) == b""
         check_rules(p, "ACL", "LIST")
@@ -426,8 +412,7 @@ def test_aclfile_load_and_save_as_redis(tmp_path: Path) -> None:
             assert "Renaming ACL file for ACL SAVE: Is a directory" in proc.log()
             assert not [f for f in Path(proc.dir).iterdir() if ".tmp-" in f.name]
     finally:
-        a.close()
-        b.close()
+        q.close()
         p.close()
         for proc in procs:
             proc.stop()

@@ -11,12 +11,11 @@ replica whose user loses +psync is refused when it reconnects.
 from __future__ import annotations
 
 import pytest
+from realpair import AS_REPL, REPL_USER
 from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for, wait_synced
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-REPL_USER = ("--user", "repl", "on", ">pw", "+psync", "+replconf", "+ping")
-AS_REPL = ("--masteruser", "repl", "--masterauth", "pw")
 
 
 def write_some(port: int, start: int) -> None:

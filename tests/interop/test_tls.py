@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from realpair import events, start_master
+from realpair import AS_REPL, REPL_USER, events, start_master
 from support import free_port, start_pyrepl, start_redis, wait_for, wait_synced
 from tlscerts import make_certs
 from tlscerts import server_args as tls_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
-
-# The replication user Redis documents (see test_repl_acl_user.py): replicas sync as it.
-REPL_USER = ("--user", "repl", "on", ">pw", "+psync", "+replconf", "+ping")
-AS_REPL = ("--masteruser", "repl", "--masterauth", "pw")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from pyrepl.acl import (
     merge_selector_args,
 )
 from pyrepl.acl_file import AclStartupError, check_config_users, load_at_startup
+from pyrepl.client import Client
 from pyrepl.config import Config, ConfigError
 from pyrepl.config_rewrite import SIGNATURE, rewrite_text
 from pyrepl.core import ServerCore
@@ -48,6 +49,19 @@ def check(u: User, *argv: str) -> tuple[int, int]:
 @pytest.fixture
 def core() -> ServerCore:
     return make_core()
+
+
+def log_of(core: ServerCore) -> list[tuple]:
+    return [(e.reason, e.context, e.object, e.username) for e in core.acl.log]
+
+
+def admin_and_user(core: ServerCore, *rules: str) -> tuple[Client, Client]:
+    """A connection that made the user "u" (on, nopass, ``rules``), and one logged in as it."""
+    admin = core.connection_made()
+    run(admin, "ACL", "SETUSER", "u", "on", "nopass", *rules)
+    c = core.connection_made()
+    run(c, "AUTH", "u", "x")
+    return admin, c
 
 
 def test_new_user_and_default_descriptions() -> None:
@@ -171,14 +185,13 @@ def test_dispatcher_refuses_with_redis_texts_and_logs(core: ServerCore) -> None:
     assert run(c, "MULTI") == b"+OK\r\n"
     assert run(c, "GET", "x") == NOPERM_KEY
     assert run(c, "EXEC").startswith(b"-EXECABORT")
-    log = core.acl.log
-    assert [(e.reason, e.context, e.object, e.username) for e in log] == [
+    assert log_of(core) == [
         (DENIED_KEY, "multi", b"x", "alice"),
         (DENIED_CHANNEL, "toplevel", b"no", "alice"),
         (DENIED_CMD, "toplevel", b"config|get", "alice"),
         (DENIED_CMD, "toplevel", b"set", "alice"),
         (DENIED_KEY, "toplevel", b"x", "alice")]
-    assert "cmd=config|get user=alice" in log[2].cinfo
+    assert "cmd=config|get user=alice" in core.acl.log[2].cinfo
     assert core.stats.total_error_replies >= 5
     assert run(c, "RESET") == b"+RESET\r\n"             # back to the default user
     assert not c.restricted and c.user == "default"
@@ -326,16 +339,8 @@ def test_losing_channels_disconnects_the_users_subscribers(core: ServerCore) -> 
 
 # -- scripts, EXEC, the configuration's users, the ACL file (issue 14) ------------------------
 
-def log_of(core: ServerCore) -> list[tuple]:
-    return [(e.reason, e.context, e.object, e.username) for e in core.acl.log]
-
-
 def test_script_calls_are_checked_against_the_callers_user(core: ServerCore) -> None:
-    admin = core.connection_made()
-    run(admin, "ACL", "SETUSER", "u", "on", "nopass", "~k*", "&ch", "+eval", "+get", "+fcall",
-        "+incr", "+publish")
-    c = core.connection_made()
-    run(c, "AUTH", "u", "x")
+    admin, c = admin_and_user(core, "~k*", "&ch", "+eval", "+get", "+fcall", "+incr", "+publish")
     sha = "0502f398c8d71a359e359b6bef3e5b6fbc799b8f"     # return redis.call('set','k1','v')
     assert run(c, "EVAL", "return redis.call('set','k1','v')", "0") == (
         b"-ERR The user executing the script can't run this command or subcommand script: "
@@ -370,11 +375,7 @@ def test_script_calls_are_checked_against_the_callers_user(core: ServerCore) -> 
 
 
 def test_exec_checks_the_queued_commands_again(core: ServerCore) -> None:
-    admin = core.connection_made()
-    run(admin, "ACL", "SETUSER", "u", "on", "nopass", "~k*", "&ch", "+multi", "+exec", "+incr",
-        "+get", "+publish")
-    c = core.connection_made()
-    run(c, "AUTH", "u", "x")
+    admin, c = admin_and_user(core, "~k*", "&ch", "+multi", "+exec", "+incr", "+get", "+publish")
     for argv in (("MULTI",), ("INCR", "k1"), ("GET", "k2"), ("PUBLISH", "ch", "m"),
                  ("GET", "k1")):
         assert run(c, *argv) == (b"+OK\r\n" if argv[0] == "MULTI" else b"+QUEUED\r\n")

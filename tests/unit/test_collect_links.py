@@ -9,29 +9,7 @@ from typing import Any
 
 from test_collect_infer import A, B, M, entry, master, replica
 
-from pyrepl.collect.infer import NodeState, adopt, infer
-from pyrepl.collect.info import Sample
-from pyrepl.collect.links import Links
-
-
-class Fleet:
-    """Rounds of samples through infer and Links, as the collector runs them."""
-
-    def __init__(self) -> None:
-        self.states: dict[str, NodeState | None] = {}
-        self.links = Links(horizon_s=60.0)
-
-    def round(self, *samples: Sample) -> list[dict[str, Any]]:
-        evs: list[dict[str, Any]] = []
-        for s in samples:
-            out, self.states[s.node] = infer(self.states.get(s.node), s)
-            evs += out
-        out = self.links.round({s.node: s for s in samples}, evs)
-        for m_node, r_node, sync_id, online in self.links.adopted:
-            state = self.states[m_node]
-            assert state is not None
-            self.states[m_node] = adopt(state, r_node, sync_id, online)
-        return out
+from pyrepl.collect.links import Fleet
 
 
 def made(evs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
@@ -39,7 +17,7 @@ def made(evs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
 
 
 def test_a_full_sync_seen_from_both_ends() -> None:
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(replica(1.0, offset=500), master(1.1, entry(A, offset=500), full=1, offset=500))
     # the link is lost; the master starts a full sync for the replica
     evs = f.round(replica(2.0, up=False, offset=500, link_down_since_s=1),
@@ -65,7 +43,7 @@ def test_a_full_sync_seen_from_both_ends() -> None:
 def test_a_partial_resync_between_two_samples() -> None:
     """CLIENT KILL TYPE replica, and the replica is back before its next sample: only the
     master's counters and its replica list show it."""
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(replica(1.0), master(1.1, entry(A, offset=1000), entry(B, offset=1000)))
     evs = f.round(replica(2.0, offset=1000),
                   replica(2.0, node=B, offset=1000, run_id="u" * 40),
@@ -83,7 +61,7 @@ def test_a_partial_resync_between_two_samples() -> None:
 
 
 def test_a_decision_for_a_replica_not_polled_stays_a_decision() -> None:
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(master(1.0, entry(A, offset=1000)))
     evs = f.round(master(2.0, entry(A, offset=0), ok=1))
     assert [e["event"] for e in made(evs, "psync_decision", "link_up", "link_down")] == \
@@ -91,7 +69,7 @@ def test_a_decision_for_a_replica_not_polled_stays_a_decision() -> None:
 
 
 def test_an_old_decision_does_not_explain_a_later_link_up() -> None:
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(replica(1.0), master(1.1, entry(A, offset=1000)))
     # the replica does not answer this round; its master resynced it
     f.round(master(2.1, entry(A, offset=0), ok=1))
@@ -103,7 +81,7 @@ def test_an_old_decision_does_not_explain_a_later_link_up() -> None:
 
 
 def test_memory_is_bounded_by_the_horizon() -> None:
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(master(1.0, entry(A, offset=1000)))
     f.round(master(2.0, entry(A, offset=0), ok=1))  # unclaimed decision
     assert len(f.links) == 1
@@ -115,13 +93,15 @@ def test_a_restart_the_masters_list_cannot_show_is_named_from_the_replicas_side(
     """B restarts and syncs fully between two samples: it is still last in its master's list,
     acked ahead of before. Its own sample shows the restart, and the one unnamed decision of
     the round is its sync."""
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(replica(1.0, offset=1000), replica(1.0, node=B, offset=1000, run_id="u" * 40),
             master(1.1, entry(A, offset=900), entry(B, offset=900), offset=1000))
     evs = f.round(replica(2.0, offset=1500),
                   replica(2.0, node=B, offset=1500, run_id="v" * 40, uptime_s=0),
                   master(2.1, entry(A, offset=1400), entry(B, offset=1500), full=1,
                          offset=1500))
+    # the session handed back to the master (a master sampled this round)
+    assert [a[:2] for a in f.links.adopted] == [(M, B)] and M in f.states
     got = [e for e in evs if e.get("inferred") and e["node"] == M]
     assert [e["event"] for e in got] == ["replica_lost", "psync_decision", "replica_online"]
     lost, dec, online = got
@@ -140,7 +120,7 @@ def test_a_restart_the_masters_list_cannot_show_is_named_from_the_replicas_side(
 
 
 def test_two_unexplained_link_ups_get_the_result_but_no_names() -> None:
-    f = Fleet()
+    f = Fleet(horizon_s=60.0)
     f.round(replica(1.0), replica(1.0, node=B, run_id="u" * 40),
             master(1.1, entry(A, offset=900), entry(B, offset=900), offset=1000))
     # the replicas see their links down; their master had them back before its sample
