@@ -14,6 +14,7 @@ collected from the tables.
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -186,4 +187,8 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
                         "replicas": len(replicas), "links": len(link_rows)}
     summary.update(summarize(syncs, recs, streaks, sev, rates, lag_row, backlogs))
     tables = Tables(syncs, recs, series, links, nodes, buckets, rates)
+    # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
+    # this run's intermediate query plans until Python's next full collection: ~250 MB of
+    # driver heap per run, which a long-lived session (a notebook, the tests) thrashes on
+    gc.collect()
     return JobResult(summary, tables, {"links": link_rows})

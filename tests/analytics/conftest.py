@@ -16,10 +16,10 @@ import pytest
 def spark():
     from pyrepl.analytics.session import build_session
 
-    # One JVM runs hundreds of jobs here (the CLI runs one per process): the heap keeps what
-    # the driver has not garbage-collected yet (broadcast hash maps of finished joins, ~200 MB
-    # after a dozen runs), so more heap than a single run needs, and a driver GC every
-    # minute so the context cleaner frees those broadcasts and shuffle files.
+    # One JVM runs hundreds of jobs here (the CLI runs one per process): more heap than a
+    # single run needs (tests build DataFrames of their own besides the job, whose run()
+    # frees its plans), and a driver GC every minute so the context cleaner frees finished
+    # broadcasts and shuffle files.
     session = build_session("local[2]", app_name="pyrepl-tests", progress=False, conf={
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",

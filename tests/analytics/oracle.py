@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pyrepl.analytics.logline import REDIS, VALKEY
 from pyrepl.analytics.schema import (
     ADVICE_QUANTILES,
     BENIGN_LOST,
@@ -107,6 +108,30 @@ def read_lines(lines: Iterable[str], since: float | None = None, until: float | 
         else:
             ev["master"], ev["replica"] = ev.get("peer"), ev["node"]
     return events, bad
+
+
+def source_rank(ev: dict[str, Any]) -> int:
+    """0 pyrepl's own log (no ``source``), 1 a Redis/Valkey log, 2 the collector, 3 its
+    inferred events."""
+    src = ev.get("source")
+    if src is None or src == "pyrepl":
+        return 0
+    if src in (REDIS, VALKEY):
+        return 1
+    return 3 if ev.get("inferred") == 1 else 2
+
+
+def prefer_sources(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events no richer source of their node covers: a source covers the time from its
+    first to its last event of that node."""
+    span: dict[tuple[str, int], tuple[float, float]] = {}
+    for e in sev:
+        key = (e["node"], source_rank(e))
+        t0, t1 = span.get(key, (e["ts"], e["ts"]))
+        span[key] = (min(t0, e["ts"]), max(t1, e["ts"]))
+    return [e for e in sev if not any(
+        span[(e["node"], r)][0] <= e["ts"] <= span[(e["node"], r)][1]
+        for r in range(source_rank(e)) if (e["node"], r) in span)]
 
 
 # -- helpers mirroring SQL aggregate semantics ---------------------------------------------------
@@ -648,7 +673,9 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     t0 = min((e["ts"] for e in events), default=None)
     t1 = max((e["ts"] for e in events), default=None)
     bucket_s = bucket_s or choose_bucket(t0, t1)
-    sev = [e for e in events if e["event"] != "replica_lag" and e["event"] not in COUNTED_ONLY]
+    every_sev = [e for e in events
+                 if e["event"] != "replica_lag" and e["event"] not in COUNTED_ONLY]
+    sev = prefer_sources(every_sev)
     lag = [e for e in events if e["event"] == "replica_lag"]
     m = master_syncs(sev)
     r = replica_attempts(sev)
@@ -706,7 +733,8 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     summary = {
         "input": {"events": len(events), "malformed_lines": sum(bad.values()),
                   "malformed": bad, "first_ts": t0, "last_ts": t1, "bucket_s": bucket_s,
-                  "events_by_type": counts(events, "event")},
+                  "events_by_type": counts(events, "event"),
+                  "duplicates_dropped": len(every_sev) - len(sev)},
         "psync": {"syncs": len(syncs), "by_result": counts(syncs, "result"),
                   "partial": n_part, "full": n_full,
                   "partial_ratio": n_part / (n_part + n_full) if n_part + n_full else None},

@@ -56,9 +56,15 @@ def test_metrics_report_the_collected_syncs(spark, collected, tmp_path) -> None:
     # scenario may end before that for some of them.
     assert s["recovery"]["count"] >= 2
     assert 1 <= s["recovery"]["partial_ms"]["count"] <= s["recovery"]["count"]
-    # the syncs whose replica the collector saw online are complete
+    # the syncs whose replica the collector saw online are complete. The scenario waits for
+    # three of them to be named (the dropped link's partial, R2's full, R1's from X); the two
+    # killed links' partials are named too when a sample of their replica falls in between.
     named = [x for x in got["syncs"] if x["replica"] is not None]
-    assert len(named) >= 4 and all(x["status"] == "ok" for x in named)
+    assert all(x["status"] == "ok" for x in named)
+    node = collected.node
+    assert {(node(collected.m), node(collected.first)), (node(collected.m), node(collected.r2)),
+            (node(collected.x), node(collected.r1))} <= {(x["master"], x["replica"])
+                                                           for x in named}
     assert {x["master"] for x in got["syncs"]} == {collected.node(collected.m),
                                                    collected.node(collected.x)}
     assert s["fleet"]["masters"] == 2 and s["fleet"]["replicas"] == 2
