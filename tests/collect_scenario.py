@@ -31,7 +31,10 @@ from typing import Any
 
 from support import ROOT, LoadWriter, in_sync, kill_replica_links, r, repl, start_redis, wait_for
 
-REDIS_ARGS = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
+# a backlog the load cannot overrun while a link is down for a few seconds (no step wants a
+# full sync for lack of backlog)
+REDIS_ARGS = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+              "--repl-backlog-size", "16mb")
 
 
 def collector(out: str, *nodes: str, every: float = 0.2, duration: float = 120.0,
@@ -142,11 +145,24 @@ def run_fleet(tmp: str) -> FleetRun:
                      and repl(r1.port)["master_link_status"] == "up"
                      and repl(r2.port)["master_link_status"] == "up", 30, what="links up")
             observed(out, list(name.values()))
-            # 1b. the first replica in M's list drops its link itself: M's list shows who
+            # 1b. the first replica in M's list drops its link itself: M's list shows who. Its
+            # reconnects fail at AUTH until the collector has seen the link down (a replica
+            # retries every second: a sample could fall on either side of a shorter outage)
+            # Redis gives the link's downtime in whole seconds (of a clock it caches), so the
+            # collector's estimate of when it went down can be up to ~1.1 s early: the link
+            # goes down 1.2 s after the step's mark.
             first = int(repl(m.port)["slave0"]["port"])
             marks["kill_one"] = time.time()
+            time.sleep(1.2)
             with r(first) as c:
+                c.config_set("masterauth", "wrong")
                 assert c.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
+            wait_events(out, lambda evs: [e for e in has(evs, event="link_down",
+                                                         node=name[first])
+                                          if e["ts"] >= marks["kill_one"]],
+                        "the dropped link seen down")
+            with r(first) as c:
+                c.config_set("masterauth", "")
             wait_events(out, lambda evs: [e for e in has(
                 evs, event="psync_decision", node=name[m.port], peer=name[first])
                 if e["ts"] >= marks["kill_one"]], "the dropped link's partial sync inferred")

@@ -41,6 +41,7 @@ from pyrepl.analytics.sql import _F
 from pyrepl.analytics.summary import summarize
 from pyrepl.analytics.syncs import build_syncs, master_syncs, replica_attempts, with_link
 from pyrepl.analytics.tables import build_buckets, build_links, build_nodes
+from pyrepl.analytics.timeline import LOOPS_MAX
 
 NICE_BUCKETS = (10, 30, 60, 300, 600, 900, 1800, 3600, 4 * 3600, 6 * 3600, 86400)
 
@@ -187,8 +188,10 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
                         "replicas": len(replicas), "links": len(link_rows)}
     summary.update(summarize(syncs, recs, streaks, sev, rates, lag_row, backlogs))
     tables = Tables(syncs, recs, series, links, nodes, buckets, rates)
+    loops = [x.asDict() for x in streaks.filter(c("loop")).orderBy("t_first_failed", "replica")
+             .limit(LOOPS_MAX).collect()]
     # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
     # this run's intermediate query plans until Python's next full collection: ~250 MB of
     # driver heap per run, which a long-lived session (a notebook, the tests) thrashes on
     gc.collect()
-    return JobResult(summary, tables, {"links": link_rows})
+    return JobResult(summary, tables, {"links": link_rows, "loops": loops})

@@ -86,7 +86,9 @@ def build_streaks(r: Any) -> Any:
     """One row per stretch of a replica without a working link: its attempts from its first
     one, or from the one after a link came up, to the next one that brings the link up. The
     full syncs that failed there: two or more make a full-sync loop, whether the stretch began
-    at a link loss or at the replica's first sync (a recovery only covers the former)."""
+    at a link loss or at the replica's first sync (a recovery only covers the former). Also
+    when the first and the last of them started, why they failed, the attempts, and whether
+    a link up ended the stretch."""
     from pyspark.sql import Window
 
     F = _F()
@@ -95,13 +97,19 @@ def build_streaks(r: Any) -> Any:
         "replica", "master", F.coalesce(c("t_psync"), c("t_first_event")).alias("ts"),
         c("r_sync_id").alias("id"), c("t_link_up").isNotNull().alias("up"),
         (c("t_psync").isNotNull() & c("reply_result").isin(*FULL_RESULTS)
-         & c("t_failed").isNotNull()).alias("full_failed"))
+         & c("t_failed").isNotNull()).alias("full_failed"), "fail_reason")
     before = Window.partitionBy("replica").orderBy("ts", "id") \
         .rowsBetween(Window.unboundedPreceding, -1)
     a = a.withColumn("seg", F.coalesce(F.sum(F.when(c("up"), 1).otherwise(0)).over(before),
                                        F.lit(0)))
     g = a.groupBy("replica", "seg").agg(
         F.sum(F.when(c("full_failed"), 1).otherwise(0)).alias("failed_full"),
-        F.max(F.when(c("full_failed"), F.struct("ts", "id", "master"))).alias("last"))
+        F.max(F.when(c("full_failed"), F.struct("ts", "id", "master"))).alias("last"),
+        _tmin(F, c("full_failed")).alias("t_first_failed"),
+        F.count(F.lit(1)).alias("attempts"), F.max("up").alias("recovered"),
+        F.array_sort(F.collect_set(F.when(c("full_failed"), c("fail_reason"))))
+        .alias("fail_reasons"))
     return g.select("replica", c("last.master").alias("master"), "seg", "failed_full",
-                    (c("failed_full") >= F.lit(LOOP_FAILED_FULL)).alias("loop"))
+                    (c("failed_full") >= F.lit(LOOP_FAILED_FULL)).alias("loop"),
+                    "t_first_failed", c("last.ts").alias("t_last_failed"), "attempts",
+                    "recovered", "fail_reasons")

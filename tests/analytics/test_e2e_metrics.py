@@ -15,8 +15,10 @@ decided, the replica side by the replica, and the job must join them.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +51,11 @@ def start(tmp_path, name: str, *extra: str, master: int | None = None, port: int
         return start_pyrepl(*COMMON, *extra, tmpdir=str(d), port=port)
     return start_pyrepl("--master", f"127.0.0.1:{master}", *COMMON, *extra, role="replica",
                         tmpdir=str(d), port=port)
+
+
+def cells(row: str) -> list[str]:
+    """The text of a report table row's cells."""
+    return [html.unescape(x) for x in re.findall(r"<t[dh]>(.*?)</t[dh]>", row)]
 
 
 def run_metrics(tmp_path, names: tuple[str, ...], out) -> dict:
@@ -245,3 +252,23 @@ def test_full_sync_loop_from_the_output_buffer_limit_and_both_buffer_kinds(tmp_p
     assert classic["peak_bytes"]["max"] >= limit
     rdbch = s["buffers"]["replica"]
     assert rdbch["syncs"] == 1 and rdbch["peak_bytes"]["max"] > 0
+    # the report: R1's loop, and its link's story: two full syncs dropped for the output
+    # buffer, then one that made it (drawn in link_timeline.png)
+    page = (tmp_path / "report" / "report.html").read_text()
+    timeline, loops = page.split("<h2>Per-link timeline</h2>", 1)[1].split(
+        "<h3>Full-sync loops</h3>", 1)
+    (loop,) = [cells(row) for row in re.findall(r"<tr>(.*?)</tr>", loops)
+               if f":{r1.port}</td>" in row]
+    # two failed full syncs in three attempts, ended by a link up; the replica says why its
+    # attempts failed (the master's reason is in the story below)
+    assert loop[0].endswith(f":{r1.port}") and loop[4:6] == ["2", "3"] and loop[7] == "link up"
+    assert loop[6] not in ("", "-")
+    story = timeline.split(f":{r1.port}</h3>", 1)[1].split("</table>", 1)[0]
+    whats = [cells(row)[1] for row in re.findall(r"<tr>(.*?)</tr>", story)[1:]]
+    assert [w.split(",")[:3] for w in whats] == [
+        ["full sync (diskless)", " failed", " cause no-history"],
+        ["full sync (diskless)", " failed", " cause output-buffer-limit"],
+        ["full sync (diskless)", " ok", " cause output-buffer-limit"]], whats
+    assert all("master-output buffer peak" in w for w in whats)
+    assert [("failed: output-buffer-limit" in w) for w in whats] == [True, True, False]
+    assert (tmp_path / "report" / "link_timeline.png").stat().st_size > 0
