@@ -180,8 +180,11 @@ def chart_timelines(stories: Sequence[LinkStory], path: str, plt: Any,
         for down, up in st.downs:
             end = up if up is not None else t_end
             ax.broken_barh([(x(down), max(x(end) - x(down), 1e-6))], (lane - 0.12, 0.24),
-                           facecolors="#bbbbbb" if up is not None else "#e07070",
-                           label=None if "gap" in seen else "link down")
+                           facecolors="#bbbbbb" if up is not None else "#e07070")
+        if st.downs:  # (a tick too: a few seconds down do not show at the scale of hours)
+            ax.scatter([x(d) for d, _ in st.downs], [lane] * len(st.downs), marker="|",
+                       c="#555555", s=160, zorder=2, label=None if "gap" in seen else
+                       "link down")
             seen.add("gap")
         for kind in ("partial", "full", "failed", "incomplete"):
             pts = [e for e in st.entries if e.kind == kind]
