@@ -19,6 +19,16 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from pyrepl.analytics.present import (
+    empty_chart,
+    html_table,
+    human_bytes,
+    human_ms,
+    pct,
+    pyplot,
+    save_chart,
+    when,
+)
 from pyrepl.analytics.schema import PHASES
 from pyrepl.analytics.timeline import (
     LinkStory,
@@ -70,37 +80,6 @@ SUMMARY_KEYS: dict[str, str] = {
 # Every "stat" value is {"count", "p50", "p90", "p99", "max"} (null when count is 0).
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{v:.1f} TiB"
-
-
-def human_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 120_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms / 60_000:.1f} min"
-
-
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def when(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
 # -- tables -------------------------------------------------------------------------------------
 
 def write_tables(tables: Any, dest: str) -> dict[str, str]:
@@ -125,35 +104,14 @@ def write_tables(tables: Any, dest: str) -> dict[str, str]:
 
 # -- charts -------------------------------------------------------------------------------------
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: str) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    _plt().close(fig)
-
-
-def _empty(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#666")
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
 def chart_partial_ratio(nodes: list[dict[str, Any]], path: str) -> None:
-    plt = _plt()
+    plt = pyplot()
     ms = [n for n in nodes if n["role"] == "master" and n.get("partial_ratio") is not None]
     ms.sort(key=lambda n: (n["partial_ratio"], -(n["full"] or 0)))
     ms = ms[:40]
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.28 * len(ms) + 1.2)))
     if not ms:
-        _empty(ax, "no PSYNC decisions logged by masters")
+        empty_chart(ax, "no PSYNC decisions logged by masters")
     else:
         names = [n["node"] for n in ms]
         ax.barh(names, [n["partial_ratio"] for n in ms], color="#3b7dd8")
@@ -164,11 +122,11 @@ def chart_partial_ratio(nodes: list[dict[str, Any]], path: str) -> None:
         ax.invert_yaxis()
         ax.set_xlabel("partial-sync ratio (partial / all syncs)")
     ax.set_title("Partial-sync ratio per master (lowest first)")
-    _save(fig, path)
+    save_chart(fig, path)
 
 
 def chart_phases(summary: dict[str, Any], path: str) -> None:
-    plt = _plt()
+    plt = pyplot()
     modes = summary["full_syncs"]["by_mode_durations"]
     rows = [("all", summary["full_syncs"]["durations_ms"])]
     rows += [(m, d["durations_ms"]) for m, d in modes.items()]
@@ -176,7 +134,7 @@ def chart_phases(summary: dict[str, Any], path: str) -> None:
     phases = [p for p in PHASES if p != "total"]
     colors = {"snapshot": "#8da0cb", "transfer": "#66c2a5", "load": "#fc8d62", "drain": "#e78ac3"}
     if not any(d["total"]["count"] for _, d in rows):
-        _empty(ax, "no completed full syncs with replica-side phases")
+        empty_chart(ax, "no completed full syncs with replica-side phases")
     else:
         labels = []
         for i, (name, d) in enumerate(rows):
@@ -194,15 +152,15 @@ def chart_phases(summary: dict[str, Any], path: str) -> None:
         ax.set_xlabel("seconds (sum of the phases' percentiles)")
         ax.legend(loc="lower right", fontsize=8)
     ax.set_title("Full-sync phases by mode")
-    _save(fig, path)
+    save_chart(fig, path)
 
 
 def chart_lag(buckets: list[dict[str, Any]], path: str) -> None:
-    plt = _plt()
+    plt = pyplot()
     bs = [b for b in buckets if b.get("lag_samples")]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     if not bs:
-        _empty(ax, "no replica_lag samples")
+        empty_chart(ax, "no replica_lag samples")
     else:
         xs = [_dt.datetime.fromtimestamp(b["bucket"], _dt.UTC) for b in bs]
         ax.plot(xs, [max(1, b["lag_bytes_max"] or 0) for b in bs], color="#d62728", lw=1,
@@ -220,11 +178,11 @@ def chart_lag(buckets: list[dict[str, Any]], path: str) -> None:
         ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
         fig.autofmt_xdate()
     ax.set_title("Replication lag over time (all links)")
-    _save(fig, path)
+    save_chart(fig, path)
 
 
 def chart_recovery(recs: dict[str, list[float]], path: str) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.2))
     drawn = False
     for kind, color in (("partial", "#1f77b4"), ("full", "#d62728")):
@@ -245,18 +203,18 @@ def chart_recovery(recs: dict[str, list[float]], path: str) -> None:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     else:
-        _empty(ax, "no completed recoveries")
+        empty_chart(ax, "no completed recoveries")
     ax.set_title("Recovery time CDF")
-    _save(fig, path)
+    save_chart(fig, path)
 
 
 def chart_advice(summary: dict[str, Any], path: str) -> None:
-    plt = _plt()
+    plt = pyplot()
     b = summary["backlog"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     curve = [p for p in b["curve"] if p["partial_ratio"] is not None]
     if not curve:
-        _empty(ax, "no PSYNC decisions")
+        empty_chart(ax, "no PSYNC decisions")
     else:
         xs = [p["backlog_bytes"] for p in curve]
         ax.step(xs, [p["partial_ratio"] for p in curve], where="post", color="#3b7dd8")
@@ -278,7 +236,7 @@ def chart_advice(summary: dict[str, Any], path: str) -> None:
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(alpha=0.3)
     ax.set_title("Partial-sync ratio if every master had this backlog")
-    _save(fig, path)
+    save_chart(fig, path)
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -335,13 +293,6 @@ td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px soli
 .k{color:#555}.note{color:#666;font-size:.85em}"""
 
 
-def _table(head: list[str], rows: list[list[Any]]) -> str:
-    h = "".join(f"<th>{html.escape(str(x))}</th>" for x in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{h}</tr>{body}</table>"
-
-
 def _stat_row(name: str, st: dict[str, Any], fmt: Any) -> list[Any]:
     return [name, st["count"], fmt(st["p50"]), fmt(st["p90"]), fmt(st["p99"]), fmt(st["max"])]
 
@@ -362,7 +313,7 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
              f"{html.escape(when(inp['last_ts']))} UTC; {inp['malformed_lines']:,} malformed "
              f"lines skipped.</p>"]
     parts.append("<h2>PSYNC outcomes</h2>")
-    parts.append(_table(["result", "syncs"], [[k, v] for k, v in ps["by_result"].items()]))
+    parts.append(html_table(["result", "syncs"], [[k, v] for k, v in ps["by_result"].items()]))
     parts.append(f"<p>Partial-sync ratio: <b>{pct(ps['partial_ratio'])}</b> "
                  f"({ps['partial']:,} partial, {ps['full']:,} full).</p>")
     parts.append(f"<img src='{imgs['partial_ratio_per_node']}' alt='partial ratio per node'>")
@@ -370,11 +321,11 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
     causes = {**{k: [v, 0] for k, v in fs["by_reason"].items()}}
     for k, v in fs["by_cause"].items():
         causes.setdefault(k, [0, 0])[1] = v
-    parts.append(_table(["reason", "by PSYNC reason", "by cause"],
+    parts.append(html_table(["reason", "by PSYNC reason", "by cause"],
                         [[k, a, b] for k, (a, b) in causes.items()]))
-    parts.append(_table(["phase", "count", "p50", "p90", "p99", "max"],
+    parts.append(html_table(["phase", "count", "p50", "p90", "p99", "max"],
                         [_stat_row(p, fs["durations_ms"][p], human_ms) for p in PHASES]))
-    parts.append(_table(["per sync", "count", "p50", "p90", "p99", "max"], [
+    parts.append(html_table(["per sync", "count", "p50", "p90", "p99", "max"], [
         _stat_row("RDB bytes", fs["rdb_bytes"], human_bytes),
         _stat_row("throughput /s", fs["throughput_bytes_per_s"], human_bytes),
         _stat_row("partial-sync bytes", s["partial_syncs"]["bytes"], human_bytes),
@@ -383,26 +334,26 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
     bufrows = [[k, v["syncs"], human_bytes(v["peak_bytes"]["p99"]),
                 human_bytes(v["peak_bytes"]["max"]), v["over_80pct"], pct(v["over_80pct_share"])]
                for k, v in s["buffers"].items()]
-    parts.append("<h3>Buffers during full syncs</h3>" + _table(
+    parts.append("<h3>Buffers during full syncs</h3>" + html_table(
         ["buffer", "syncs", "peak p99", "peak max", "over 80% of limit", "share"], bufrows))
     f = s["failures"]
     parts.append("<h2>Failures and recovery</h2>")
     parts.append(f"<p>{f['failed_syncs']:,} failed syncs; {f['full_sync_loops']:,} full-sync "
                  f"loops; {f['connect_failures']:,} connection failures.</p>")
-    parts.append(_table(["failure reason", "syncs"], [[k, v] for k, v in f["by_reason"].items()]))
+    parts.append(html_table(["failure reason", "syncs"], [[k, v] for k, v in f["by_reason"].items()]))
     r = s["recovery"]
-    parts.append(_table(["", "count", "p50", "p90", "p99", "max"], [
+    parts.append(html_table(["", "count", "p50", "p90", "p99", "max"], [
         _stat_row("downtime (down -> up)", s["links"]["downtime_ms"], human_ms),
         _stat_row("recovery (down -> caught up)", r["ms"], human_ms),
         _stat_row("  partial", r["partial_ms"], human_ms),
         _stat_row("  full", r["full_ms"], human_ms),
         _stat_row("attempts per recovery", f["attempts_per_recovery"], str)]))
-    parts.append(_table(["link down reason (replica)", "count"],
+    parts.append(html_table(["link down reason (replica)", "count"],
                         [[k, v] for k, v in s["links"]["link_downs_by_reason"].items()]))
     parts.append(f"<img src='{imgs['recovery_cdf']}' alt='recovery CDF'>")
     lag = s["lag"]
     parts.append("<h2>Lag</h2>")
-    parts.append(_table(["", "count", "p50", "p90", "p99", "max"], [
+    parts.append(html_table(["", "count", "p50", "p90", "p99", "max"], [
         _stat_row("lag bytes", lag["bytes"], human_bytes),
         _stat_row("lag (since last ack)", lag["ms"], human_ms),
         _stat_row("lag / backlog", lag["backlog_ratio"], pct)]))
@@ -417,7 +368,7 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
                  f"95% {human_bytes(a['p95'])}, 99% {human_bytes(a['p99'])}. Current: "
                  f"{human_bytes(b['current_backlog_bytes']['min'])} .. "
                  f"{human_bytes(b['current_backlog_bytes']['max'])}.</p>")
-    parts.append(_table(["", "count", "p50", "p90", "p99", "max"], [
+    parts.append(html_table(["", "count", "p50", "p90", "p99", "max"], [
         _stat_row("backlog coverage (s, mean write rate)", b["coverage_s"],
                   lambda v: "-" if v is None else f"{v:.1f}"),
         _stat_row("coverage at peak write rate (s)", b["coverage_at_peak_s"],
@@ -426,14 +377,14 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
     parts.append(f"<img src='{imgs['backlog_advice']}' alt='backlog advice'>")
     worst = sorted(links, key=lambda x: (-(x.get("full") or 0), x["master"], x["replica"]))[:20]
     parts.append("<h2>Links with the most full syncs</h2>")
-    parts.append(_table(["master", "replica", "syncs", "full", "partial ratio", "failed",
+    parts.append(html_table(["master", "replica", "syncs", "full", "partial ratio", "failed",
                          "link downs", "lag p99"],
                         [[x["master"], x["replica"], x["syncs"], x["full"],
                           pct(x.get("partial_ratio")), x["failed"], x["link_downs"],
                           human_bytes(x.get("lag_bytes_p99"))] for x in worst]))
-    parts.append(render_stories(stories, loops, _table, when, imgs.get("link_timeline")))
+    parts.append(render_stories(stories, loops, imgs.get("link_timeline")))
     parts.append("<h2>summary.json keys</h2>")
-    parts.append(_table(["key", "holds"], [[k, v] for k, v in SUMMARY_KEYS.items()]))
+    parts.append(html_table(["key", "holds"], [[k, v] for k, v in SUMMARY_KEYS.items()]))
     parts.append("<p class='note'>Generated by <code>pyrepl metrics</code>.</p></body></html>")
     return "\n".join(parts)
 
@@ -453,7 +404,7 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None) -> d
     for row in rec_df.select("kind", "recovery_ms").limit(500_000).collect():
         recs.setdefault(row["kind"], []).append(row["recovery_ms"])
     loops = result.charts.get("loops") or []
-    stories = collect_stories(t, links, loops, human_bytes, human_ms)
+    stories = collect_stories(t, links, loops)
     s = result.summary
     charts = {}
     for name, fn in (("partial_ratio_per_node", lambda p: chart_partial_ratio(nodes, p)),
@@ -462,7 +413,7 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None) -> d
                      ("recovery_cdf", lambda p: chart_recovery(recs, p)),
                      ("backlog_advice", lambda p: chart_advice(s, p)),
                      ("link_timeline",
-                      lambda p: chart_timelines(stories, p, _plt(), _save, _empty))):
+                      lambda p: chart_timelines(stories, p))):
         path = os.path.join(out_dir, f"{name}.png")
         fn(path)
         charts[name] = path

@@ -16,9 +16,19 @@ one stretch without a working link) get a table of their own. Everything here bu
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pyrepl.analytics.present import (
+    empty_chart,
+    html_table,
+    human_bytes,
+    human_ms,
+    pyplot,
+    save_chart,
+    when,
+)
 
 TIMELINE_LINKS = 12     # lanes in the chart, tables in the report
 MAX_ROWS = 20_000       # syncs and link downs collected for them in all
@@ -67,8 +77,7 @@ def pick_links(links: Iterable[dict[str, Any]], n: int = TIMELINE_LINKS) -> list
     return sorted((x["master"], x["replica"]) for x in top)
 
 
-def sync_entry(s: dict[str, Any], human_bytes: Callable[[float | None], str],
-               human_ms: Callable[[float | None], str]) -> Entry:
+def sync_entry(s: dict[str, Any]) -> Entry:
     """One row of the syncs table as a timeline entry."""
     kind, status = s.get("kind"), s.get("status")
     if status == "failed":
@@ -98,15 +107,14 @@ def sync_entry(s: dict[str, Any], human_bytes: Callable[[float | None], str],
 
 
 def build_stories(pairs: Sequence[tuple[str, str]], syncs: Iterable[dict[str, Any]],
-                  downs: Iterable[dict[str, Any]], loops: Iterable[dict[str, Any]],
-                  human_bytes: Callable[[float | None], str],
-                  human_ms: Callable[[float | None], str]) -> list[LinkStory]:
+                  downs: Iterable[dict[str, Any]], loops: Iterable[dict[str, Any]]
+                  ) -> list[LinkStory]:
     """Each link's story from its rows of the syncs and recoveries tables and its loops."""
     stories = {p: LinkStory(*p) for p in pairs}
     for s in syncs:
         st = stories.get((s.get("master"), s.get("replica")))
         if st is not None and s.get("ts") is not None:
-            st.entries.append(sync_entry(s, human_bytes, human_ms))
+            st.entries.append(sync_entry(s))
     for d in downs:
         st = stories.get((d.get("master"), d.get("replica")))
         if st is None or d.get("t_down") is None:
@@ -131,8 +139,7 @@ def build_stories(pairs: Sequence[tuple[str, str]], syncs: Iterable[dict[str, An
 
 
 def collect_stories(tables: Any, links: Iterable[dict[str, Any]],
-                    loops: Iterable[dict[str, Any]], human_bytes: Callable[[float | None], str],
-                    human_ms: Callable[[float | None], str]) -> list[LinkStory]:
+                    loops: Iterable[dict[str, Any]]) -> list[LinkStory]:
     """The stories of the links :func:`pick_links` chooses, from the job's cached tables."""
     from pyrepl.analytics.sql import _F
 
@@ -146,24 +153,22 @@ def collect_stories(tables: Any, links: Iterable[dict[str, Any]],
     syncs = tables.syncs.filter(on_link).orderBy("ts").limit(MAX_ROWS).collect()
     downs = tables.recoveries.filter(on_link & c("t_down").isNotNull()) \
         .orderBy("t_down").limit(MAX_ROWS).collect()
-    return build_stories(pairs, (x.asDict() for x in syncs), (x.asDict() for x in downs), loops,
-                         human_bytes, human_ms)
+    return build_stories(pairs, (x.asDict() for x in syncs), (x.asDict() for x in downs), loops)
 
 
 # -- drawing and writing --------------------------------------------------------------------
 
-def chart_timelines(stories: Sequence[LinkStory], path: str, plt: Any,
-                    save: Callable[[Any, str], None], empty: Callable[[Any, str], None]) -> None:
+def chart_timelines(stories: Sequence[LinkStory], path: str) -> None:
     """One lane per link: link-down spans (grey, red while no sync worked), full-sync loops
     (a red band), syncs as markers."""
     import datetime as dt
 
     import matplotlib.dates as mdates
 
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * max(1, len(stories))))
+    fig, ax = pyplot().subplots(figsize=(10, 1.2 + 0.45 * max(1, len(stories))))
     if not any(st.entries for st in stories):
-        empty(ax, "no incidents on any link")
-        save(fig, path)
+        empty_chart(ax, "no incidents on any link")
+        save_chart(fig, path)
         return
 
     def x(ts: float) -> Any:
@@ -208,12 +213,11 @@ def chart_timelines(stories: Sequence[LinkStory], path: str, plt: Any,
     fig.autofmt_xdate()
     ax.set_title("What happened on the links with the most incidents (UTC)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    save(fig, path)
+    save_chart(fig, path)
 
 
 def render_stories(stories: Sequence[LinkStory], loops: Sequence[dict[str, Any]],
-                   table: Callable[[list[str], list[list[Any]]], str],
-                   when: Callable[[float | None], str], img: str | None) -> str:
+                   img: str | None) -> str:
     """The report's section: the chart, one table per link, the loops."""
     parts = ["<h2>Per-link timeline</h2>"]
     if not stories:
@@ -227,9 +231,9 @@ def render_stories(stories: Sequence[LinkStory], loops: Sequence[dict[str, Any]]
         for st in stories:
             shown = st.entries[:STORY_ROWS]
             parts.append(f"<h3>{html.escape(st.name)}</h3>")
-            parts.append(table(["time (UTC)", "what"],
-                               [[when(e.ts) + f".{int(e.ts * 1000) % 1000:03d}", e.text]
-                                for e in shown]))
+            parts.append(html_table(["time (UTC)", "what"],
+                                    [[when(e.ts) + f".{int(e.ts * 1000) % 1000:03d}", e.text]
+                                     for e in shown]))
             if len(st.entries) > len(shown):
                 parts.append(f"<p class='note'>… and {len(st.entries) - len(shown):,} more."
                              f"</p>")
@@ -238,7 +242,7 @@ def render_stories(stories: Sequence[LinkStory], loops: Sequence[dict[str, Any]]
         parts.append("<p>None: no replica failed two full syncs in a row without a working "
                      "link in between.</p>")
     else:
-        parts.append(table(
+        parts.append(html_table(
             ["replica", "master", "first failed", "last failed", "failed full syncs",
              "attempts", "why they failed", "ended"],
             [[lp["replica"], lp.get("master") or "-", when(lp.get("t_first_failed")),

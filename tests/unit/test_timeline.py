@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from pyrepl.analytics.report import _empty, _plt, _save, _table, human_bytes, human_ms, when
 from pyrepl.analytics.timeline import (
     TIMELINE_LINKS,
     build_stories,
@@ -55,7 +54,7 @@ LOOPS = [{"replica": A, "master": M, "t_first_failed": 100.0, "t_last_failed": 1
 
 
 def stories():
-    return build_stories([(M, A), (M, B)], SYNCS, DOWNS, LOOPS, human_bytes, human_ms)
+    return build_stories([(M, A), (M, B)], SYNCS, DOWNS, LOOPS)
 
 
 def test_each_links_story_in_order() -> None:
@@ -78,23 +77,23 @@ def test_each_links_story_in_order() -> None:
 
 
 def test_the_report_section(tmp_path) -> None:
-    page = render_stories(stories(), LOOPS, _table, when, "data:image/png;base64,xx")
+    page = render_stories(stories(), LOOPS, "data:image/png;base64,xx")
     assert page.count("<h3>") == 3 and "<h3>10.0.0.1:6379 -&gt; 10.0.0.2:6379</h3>" in page
     assert "<img src='data:image/png;base64,xx'" in page
     rows = re.findall(r"<tr>(.*?)</tr>", page.split("<h3>Full-sync loops</h3>")[1])
     assert re.findall(r"<td>(.*?)</td>", rows[1]) == [
         A, M, "1970-01-01 00:01:40", "1970-01-01 00:01:41", "2", "3", "io-error", "link up"]
     assert "1970-01-01 00:01:43.500" in page   # times to the millisecond
-    empty = render_stories([], [], _table, when, None)
+    empty = render_stories([], [], None)
     assert "No link had" in empty and "None: no replica failed" in empty
     for st, path in ((stories(), tmp_path / "t.png"), ([], tmp_path / "none.png")):
-        chart_timelines(st, str(path), _plt(), _save, _empty)
+        chart_timelines(st, str(path))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_long_stories_are_cut_with_a_note() -> None:
     syncs = [{"master": M, "replica": A, "ts": float(i), "kind": "partial", "status": "ok"}
              for i in range(45)]
-    (a,) = build_stories([(M, A)], syncs, [], [], human_bytes, human_ms)
-    page = render_stories([a], [], _table, when, None)
+    (a,) = build_stories([(M, A)], syncs, [], [])
+    page = render_stories([a], [], None)
     assert page.count("<tr>") == 1 + 40 and "… and 5 more." in page
