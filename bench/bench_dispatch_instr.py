@@ -1,11 +1,13 @@
 """Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
 
-    .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R] [--tree DIR]
+    .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R,PARSE]
+        [--pipeline 16] [--tree DIR]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
-``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of 16 on a sans-io
-ServerCore client, as bench_dispatch.py), and the difference divided by 2N is the cost of one
-command, start-up excluded. ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
+``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
+commands, 16 by default, on a sans-io ServerCore client, as bench_dispatch.py), and the
+difference divided by 2N is the cost of one command, start-up excluded. ``PARSE`` is the
+request reader alone on the SET stream (feed + gets, no execution). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
 commit before a change) for a before/after figure with the same interpreter.
 """
 
@@ -69,7 +71,7 @@ def _shell_flush(core: object) -> None:
     pending.clear()
 
 
-def run_case(case: str, n: int) -> None:
+def run_case(case: str, n: int, pipeline: int = 16) -> None:
     """The measured program (run under valgrind by main)."""
     import time
 
@@ -81,27 +83,41 @@ def run_case(case: str, n: int) -> None:
         clock_ns = staticmethod(time.perf_counter_ns)
 
     name, _, reps = case.partition("+")
+    if name == "PARSE":
+        from pyrepl.resp.fastreader import make_reader
+
+        reader = make_reader()
+        chunks = [b"".join(CASES["SET"](i + j) for j in range(pipeline))
+                  for i in range(0, 4096, pipeline)]
+        done = k = 0
+        while done < n:
+            reader.feed(chunks[k % len(chunks)])
+            while reader.gets() is not None:
+                pass
+            done += pipeline
+            k += 1
+        return
     core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
     if reps:
         _online_replicas(core, int(reps.rstrip("R")))
     c = core.connection_made()
     make = CASES[name]
-    chunks = [b"".join(make(i + j) for j in range(16)) for i in range(0, 4096, 16)]
+    chunks = [b"".join(make(i + j) for j in range(pipeline)) for i in range(0, 4096, pipeline)]
     done = k = 0
     while done < n:
         c.receive_data(chunks[k % len(chunks)])
         c.data_to_send()
         if reps:
             _shell_flush(core)
-        done += 16
+        done += pipeline
         k += 1
 
 
-def instructions(tree: str, case: str, n: int) -> int:
+def instructions(tree: str, case: str, n: int, pipeline: int = 16) -> int:
     env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         os.path.abspath(__file__), "--run", case, str(n)],
+         os.path.abspath(__file__), "--run", case, str(n), str(pipeline)],
         cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=True)
     match = re.search(r"Collected : (\d+)", out.stderr)
     if match is None:
@@ -110,21 +126,23 @@ def instructions(tree: str, case: str, n: int) -> int:
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--run":
-        run_case(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--run":
+        run_case(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="SET,GET,PING")
     ap.add_argument("--tree", default=ROOT, help="checkout whose pyrepl is measured")
     ap.add_argument("-n", type=int, default=16000)
+    ap.add_argument("--pipeline", "-P", type=int, default=16)
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1
     for case in args.cases.split(","):
-        low = instructions(args.tree, case, args.n)
-        high = instructions(args.tree, case, 3 * args.n)
-        print(f"{case:6} {(high - low) / (2 * args.n):10,.0f} instructions/command", flush=True)
+        low = instructions(args.tree, case, args.n, args.pipeline)
+        high = instructions(args.tree, case, 3 * args.n, args.pipeline)
+        print(f"{case:6} -P{args.pipeline:<3} {(high - low) / (2 * args.n):10,.0f} "
+              "instructions/command", flush=True)
     return 0
 
 

@@ -4,20 +4,44 @@ Theory of operation
 -------------------
 ``HiredisRespReader`` *is* a ``RespReader`` (same buffer, positions, counters, limits and
 errors); it only adds a shortcut to ``gets()``. When the reader stands between two requests
-and the next byte is ``*``, a ``hiredis.Reader`` parses ahead and the replies it returns are
-queued; ``gets()`` then pops one request per call, advancing ``_pos`` / ``consumed`` exactly as
-the pure parser would. A batch of replies is kept only as far as it is proven to be exactly
-what Redis would have parsed:
+and the next byte is ``*``, a ``hiredis.Reader`` parses a window of the buffer (at most 64 KiB)
+and the replies it returns are queued; ``gets()`` then pops one request per call, advancing
+``_pos`` / ``consumed`` exactly as the pure parser would. A batch is kept only as far as it is
+proven to be exactly what Redis would have parsed, with the same byte counts.
 
-* every reply is a non-empty list, ``hiredis.pack_command(tuple(argv))`` succeeds, and our
-  buffer *starts with* the concatenated canonical encodings. hiredis parses deterministically
-  and RESP is prefix-free, so hiredis then consumed exactly those bytes, every element was a
-  ``$`` bulk string with canonical digits, and Redis parses the same bytes to the same argv
-  with the same byte count (canonical header lines hold no CR, LF or NUL). A length check
-  alone would not do: ``=7\r\ntxt:abc\r\n`` + ``+0123456789\r\n`` decodes to two byte
-  strings whose canonical encoding has exactly the same length;
-* no element exceeds proto-max-bulk-len, and while ``auth_required`` the count is <= 10 and
-  no element exceeds 16384 bytes.
+One request alone in the window (a client waiting for each reply; the window ends in CRLF
+and holds one ``*``): ``split(b"\\r\\n")`` gives its lines, and when they are exactly
+``*N``, then N times ``$L`` and an argument of L bytes, the window *is* the canonical encoding
+of those arguments. No hiredis at all.
+
+A batch, proven without re-encoding anything (the common case):
+
+1. The window holds none of ``+ = ( % ~ > |``: the only RESP types that hiredis-py turns into
+   ``bytes`` are ``$ + = (`` and the only ones it turns into a list are ``* ~ > |``; ``%``
+   gives a dict. (One ``translate`` maps them to ``*`` and the ``*`` count must not change.)
+2. Every reply is a non-empty list of ``bytes`` (``b"".join`` of the elements refuses an int,
+   ``None``, a float, an error or a nested list).
+3. So every request started with ``*`` and every element was a ``$`` bulk; hiredis's
+   ``string2ll`` admits only canonical digits, as Redis's does, and its header lines end in
+   ``\\r\\n``: hiredis and Redis read the same lines, lengths and the same two unchecked
+   bytes after each bulk. What is left is where each request ends:
+
+   * case A: hiredis consumed the whole window (no error, nothing left over) and the window
+     holds exactly one ``*`` per reply. The request starts are that many ``*`` bytes in the
+     window, so they are *all* of them;
+   * case B: otherwise the replies' canonical size is summed from the lengths (``*N\\r\\n``
+     and ``$L\\r\\nL bytes\\r\\n``), and those first bytes must hold exactly one ``*`` per
+     reply, for the same reason.
+
+   The distances between the ``*`` bytes are then the requests' sizes (``split``), at C
+   speed. A window that does not end in CRLF ends inside a request, which most likely starts
+   at its last ``*``: it is left out, so case A is the common one.
+
+Otherwise (rare type bytes in the window, authentication pending, a proto-max-bulk-len below
+64 KiB, a failed check) the batch is kept as far as the window *starts with* the concatenated
+canonical encodings (``hiredis.pack_command``): RESP is prefix-free and hiredis deterministic,
+so that proves the same thing at twice the cost. While ``auth_required`` that path also holds
+Redis's unauthenticated limits (count <= 10, elements <= 16384 bytes).
 
 Everything else goes to the pure parser, starting from the same state, so its answer is the
 answer: inline requests, ``*0``/``*-1``, simple strings / integers / nested arrays (hiredis
@@ -29,21 +53,17 @@ the query-buffer limit is Redis's). After any fallback the shortcut rests until 
 requests are dropped (and re-parsed) when a limit or ``auth_required`` changes, or when
 ``feed()`` trips the query-buffer limit.
 
-hiredis is only shown bounded work: it is fed from our buffer in slices (4 KiB, then 16 KiB),
-a request still incomplete after 4 KiB is left to the pure parser (linear for big arguments,
-where hiredis has no advantage), a batch stops 64 KiB ahead (hiredis memmoves its buffer per
-reply), and an aggregate header with a count of 10000 or more is never fed to it: hiredis-py
-preallocates the list from the header alone, so ``*2000000000`` would cost gigabytes and
-seconds.
+hiredis is only shown bounded work: at most 64 KiB ahead, and never an aggregate header with a
+count of 10000 or more: hiredis-py preallocates the list from the header alone, so
+``*2000000000`` would cost gigabytes and seconds (the window is cut before such a header).
 """
 
 from __future__ import annotations
 
-import re
-from itertools import accumulate
-from typing import Any
+from itertools import accumulate, chain
+from operator import add
 
-from .reader import ProtocolError, RespReader
+from .reader import _BULK_HEADERS, _MBULK_HEADERS, ProtocolError, RespReader
 
 try:
     import hiredis
@@ -53,38 +73,28 @@ except ImportError:  # pragma: no cover - hiredis is a declared dependency
 __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 
 HAVE_HIREDIS = hiredis is not None
-_SLICE = 16 * 1024  # bytes handed to hiredis at a time (Redis's PROTO_IOBUF_LEN)
-# A request that is still incomplete after this many bytes is left to the pure parser, which
-# is linear (and as fast) for big arguments; hiredis only pays off for small requests.
-_FIRST_MAX = 4 * 1024
-# hiredis is fed at most this far ahead of the first queued request (it memmoves its buffer
-# per reply, and rescans an unfinished line on every call).
+# hiredis parses at most this far ahead of the first queued request.
 _MAX_FED = 64 * 1024
 _AUTH_MAX_MULTIBULK = 10
 _AUTH_MAX_BULK = 16384
+_SMALL_BULK = max(_BULK_HEADERS.values()) + 1   # the single-request check's lengths are below
 
 # hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
-# "~N", ">N", "|N"), before any element arrives: "*2000000000" costs gigabytes and seconds.
-# Headers with a count of 10000 or more (more elements than fit in _MAX_FED anyway) are never
-# shown to hiredis. The rarely used types are found with memchr-speed find() first.
-_BIG_STAR = re.compile(rb"\*[1-9][0-9]{4}")
-_RARE_AGGREGATES = (b"%", b"~", b">", b"|")
-# The rare aggregate types are mapped to '*' so the literal-prefixed pattern (a memchr-speed
-# search) finds them too; a character-class pattern would run at ~100 MB/s, and '>' is common
-# in payloads (redis-benchmark's values contain it).
-_AS_STAR = bytes.maketrans(b"%~>|", b"****")
-
-
-def _big_aggregate(buf: bytes | bytearray, start: int, end: int) -> int:
-    """Position of the first big aggregate header starting in [start, end), or -1."""
-    stop = end + 5  # let a header straddling ``end`` be seen whole
-    for c in _RARE_AGGREGATES:
-        if buf.find(c, start, end) >= 0:
-            m = _BIG_STAR.search(buf[start:stop].translate(_AS_STAR))
-            return start + m.start() if m is not None and start + m.start() < end else -1
-    m = _BIG_STAR.search(buf, start, stop)
-    return m.start() if m is not None and m.start() < end else -1
-
+# "~N", ">N", "|N", "%N"), before any element arrives: "*2000000000" costs gigabytes and
+# seconds. Headers with a count of 10000 or more (more elements than fit in _MAX_FED anyway)
+# are never shown to hiredis. The rare types are mapped to '*' first, so the literal-prefixed
+# pattern (a memchr-speed search) finds them too (a character class runs at ~100 MB/s).
+_RARE_TYPES = b"+=(%~>|"     # the type bytes hiredis-py returns as bytes or a list, but $ and *
+# One translation serves two checks: rare type bytes become '*' (so the window has more '*'
+# than before when it holds any), digits become '0' (so "*00000" finds every header with a
+# count of 10000 or more, of any aggregate type, at memchr speed).
+_GUARD = bytes.maketrans(_RARE_TYPES + b"0123456789", b"*" * len(_RARE_TYPES) + b"0" * 10)
+# Canonical sizes: "*N\r\n" by N (0: None, a "*0" is not a command) and "$L\r\n...\r\n" by L
+# (dicts: their bound __getitem__ is twice as fast as a tuple's in map()).
+_HEAD_SIZE = {n: 3 + len(str(n)) if n else None for n in range(10000)}
+_ELEM_SIZE = {n: 5 + len(str(n)) + n for n in range(16385)}
+_head_size = _HEAD_SIZE.__getitem__
+_elem_size = _ELEM_SIZE.__getitem__
 
 if hiredis is not None:
     _HiReader = hiredis.Reader
@@ -95,7 +105,7 @@ if hiredis is not None:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_hr", "_hsync", "_hfed", "_rest", "_q")
+    __slots__ = ("_rest", "_q", "_hr")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -104,10 +114,8 @@ class HiredisRespReader(RespReader):
             raise RuntimeError("hiredis is not installed")
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
-        self._hr: Any = None  # hiredis.Reader whose next reply starts at _hsync, or None
-        self._hsync = -1  # absolute stream offset
-        self._hfed = 0  # absolute offset up to which _hr has been fed
         self._rest = False  # shortcut disabled until the next feed()
+        self._hr = _HiReader()  # hiredis reader, empty between batches (case A leaves it so)
         # validated requests with their absolute end offsets, last one first
         self._q: list[tuple[list[bytes], int]] = []
 
@@ -125,12 +133,13 @@ class HiredisRespReader(RespReader):
 
     def _drop(self) -> None:
         self._q = []
-        self._hr = None
 
     def gets(self) -> list[bytes] | None:
         q = self._q
-        if q or (not self._rest and not self._reqtype and self._error is None
-                 and self._fill()):
+        if q or (not self._reqtype and self._error is None and (
+                self._pos >= len(self._buf) or (not self._rest and self._fill()))):
+            if not self._q:
+                return None   # between requests, nothing left
             argv, end = self._q.pop()
             self._pos = end - self._base
             self.consumed = end
@@ -138,54 +147,109 @@ class HiredisRespReader(RespReader):
         return RespReader.gets(self)
 
     def _fill(self) -> bool:
-        """Parse ahead with hiredis from ``_pos`` and queue the validated requests; False
-        (and the shortcut rests until the next feed) if the first one is not acceptable."""
+        """Parse ahead with hiredis from ``_pos`` and queue the proven requests; False (and
+        the shortcut rests until the next feed) if the first one is not acceptable."""
         buf = self._buf
         pos = self._pos
         n = len(buf)
         if pos >= n or buf[pos] != 42:
             self._rest = True
             return False
-        base = self._base
-        start = base + pos
+        end = n if n - pos <= _MAX_FED else pos + _MAX_FED
+        w = buf if not pos and end == n and type(buf) is bytes else bytes(buf[pos:end])
+        if w.endswith(b"\r\n") and w.count(b"*") == 1:
+            # Most likely one whole request (a client that waits for each reply): its lines
+            # must be exactly its canonical encoding, which the split checks at once.
+            toks = w.split(b"\r\n")
+            count = _MBULK_HEADERS.get(toks[0])
+            if count is not None and len(toks) == 2 * count + 2 and \
+                    (count <= _AUTH_MAX_MULTIBULK or not self._auth) and \
+                    self._maxbulk >= _SMALL_BULK:
+                argv = toks[2:-1:2]
+                if list(map(len, argv)) == list(map(_BULK_HEADERS.get, toks[1:-1:2])):
+                    self._q = [(argv, self._base + pos + len(w))]
+                    return True
+        guard = w.translate(_GUARD)
+        big = guard.find(b"*00000")
+        if big >= 0:   # hiredis must never see that header
+            w = w[:big]
+            guard = guard[:big]
+        stars = w.count(b"*")
+        if guard.count(b"*") != stars or self._auth or self._maxbulk < _MAX_FED:
+            return self._fill_checked(w) if w else self._resting()
+        if not w.endswith(b"\r\n"):
+            # The window ends inside a request, which most likely starts at its last '*':
+            # leave that one out, so hiredis consumes the whole window (case A below).
+            last = w.rfind(b"*")
+            if last <= 0:
+                return self._resting()   # the first request is incomplete
+            w = w[:last]
+            stars -= 1
         hr = self._hr
-        if hr is None or self._hsync != start:
-            hr = self._hr = _HiReader()
-            hfed = start
-        else:
-            hfed = self._hfed
-        limit = start + _MAX_FED
+        hr.feed(w)
         replies: list = []
         append = replies.append
         broken = False
         try:
-            while True:
-                res = hr.gets()
-                if res is not False:
-                    append(res)
-                    continue
-                off = hfed - base
-                if off >= n or hfed >= limit:
-                    break
-                if replies:
-                    k = _SLICE
-                elif hfed - start >= _FIRST_MAX:
-                    break  # a big request: the pure parser does it in linear time
-                else:
-                    k = _FIRST_MAX
-                if k > n - off:
-                    k = n - off
-                cut = _big_aggregate(buf, off, off + k)
-                if cut >= 0:
-                    k = cut - off  # hiredis must never see that header
-                    if not k:
-                        break
-                hr.feed(buf, off, k)
-                hfed += k
+            while (res := hr.gets()) is not False:
+                append(res)
         except _HiError:
-            broken = True  # hiredis is stuck; what it returned before is still good
-        # Validate: the buffer must start with the canonical encodings (see module doc).
-        # First the whole batch at C speed; the per-request loop finds the valid prefix.
+            broken = True   # what it returned before is still good
+        r = len(replies)
+        if broken or r != stars or hr.has_data():
+            self._hr = _HiReader()   # not known to be empty: the next batch gets a new one
+        if not r:
+            return self._resting()
+        # The proof (module doc).
+        try:
+            b"".join(chain.from_iterable(replies))   # lists of bytes only
+        except TypeError:
+            return self._fill_checked(w)
+        if not all(replies):   # a "*0"
+            return self._fill_checked(w)
+        if stars == r and not broken and not hr.has_data():
+            size = len(w)   # case A: the requests fill the window, one '*' each
+        else:   # case B: their canonical size, and one '*' each in that many bytes
+            try:
+                size = sum(map(_elem_size, map(len, chain.from_iterable(replies)))) \
+                    + sum(map(_head_size, map(len, replies)))
+            except KeyError:
+                return self._fill_checked(w)
+            if size > len(w) or w.count(b"*", 0, size) != r:
+                return self._fill_checked(w)
+        if broken:
+            self._rest = True
+        start = self._base + pos
+        if r == 1:
+            self._q = [(replies[0], start + size)]
+            return True
+        # The '*'s are the requests' first bytes: their distances are the requests' sizes.
+        bodies = w.split(b"*", r)
+        ends = list(map(add, accumulate(map(len, bodies[1:r])), range(start + 1, start + r)))
+        ends.append(start + size)
+        q = list(zip(replies, ends, strict=True))
+        q.reverse()
+        self._q = q
+        return True
+
+    def _resting(self) -> bool:
+        self._rest = True
+        return False
+
+    def _fill_checked(self, w: bytes) -> bool:
+        """The general shortcut (rare type bytes in the window, auth pending, a small
+        proto-max-bulk-len): hiredis's requests are kept as far as ``w`` starts with their
+        canonical encodings."""
+        hr = _HiReader()
+        hr.feed(w)
+        replies: list = []
+        append = replies.append
+        broken = False
+        try:
+            while (res := hr.gets()) is not False:
+                append(res)
+        except _HiError:
+            broken = True
         packed = None
         if replies and not self._auth and all(replies):
             try:
@@ -194,22 +258,19 @@ class HiredisRespReader(RespReader):
                 packed = None
             if packed is not None:
                 joined = b"".join(packed)
-                if len(joined) > self._maxbulk or not buf.startswith(joined, pos):
+                if len(joined) > self._maxbulk or not w.startswith(joined):
                     packed = None
         if packed is None:
-            packed = self._valid_prefix(replies, buf, pos)
+            packed = self._valid_prefix(replies, w, 0)
             if len(packed) < len(replies):
                 broken = True
                 del replies[len(packed):]
         if broken:
-            self._hr = None
             self._rest = True
         if not replies:
+            self._rest = True
             return False
-        ends = list(accumulate(map(len, packed), initial=start))
-        if not broken:
-            self._hsync = ends[-1]
-            self._hfed = hfed
+        ends = list(accumulate(map(len, packed), initial=self._base + self._pos))
         del ends[0]
         q = list(zip(replies, ends, strict=True))
         q.reverse()

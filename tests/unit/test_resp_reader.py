@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from itertools import accumulate
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -691,6 +692,83 @@ def test_readers_agree_byte_by_byte_and_with_auth_flips(segments, step):
             trace.append((str(e), r.consumed))
         traces.append(trace)
     assert traces[0] == traces[1]
+
+
+# -- the fast reader's proof (pyrepl.resp.fastreader) ----------------------------------------
+
+# Arguments built to fool a proof by counting '*': stars and headers inside payloads, lengths
+# at the digit boundaries of "$L", arguments bigger than the canonical-size table.
+STARRY = st.binary(max_size=8) | st.sampled_from([
+    b"*", b"**", b"*1\r\n$1\r\na", b"$3\r\n*", b"\r\n*2\r\n", b"*" * 9, b"x" * 10,
+    b"y" * 99, b"z" * 100, b"w" * 16384, b"v" * 16385])
+# Tails after the canonical requests: partial requests, a top-level bulk that hides a '*',
+# elements Redis refuses (an integer, a nested array, a nil), a "*0", an inline command.
+TAILS = st.sampled_from([
+    b"", b"*", b"*2\r\n", b"*2\r\n$3\r\nab", b"$5\r\nab*cd", b"$5\r\nab*cd\r\n",
+    b"*2\r\n$3\r\nGET\r\n:5\r\n", b"*2\r\n$3\r\nGET\r\n*1\r\n$1\r\na\r\n",
+    b"*1\r\n$-1\r\n", b"*0\r\n", b"PING *\r\n", b":1\r\n*1\r\n$1\r\na\r\n"])
+
+
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.lists(STARRY, min_size=1, max_size=4), min_size=1, max_size=6),
+       tail=TAILS, more=st.lists(st.lists(STARRY, min_size=1, max_size=3), max_size=3),
+       cuts=st.lists(st.integers(0, 10**6), max_size=3))
+def test_fast_proof_agrees_with_pure_reader(reqs, tail, more, cuts):
+    data = b"".join(enc(*a) for a in reqs) + tail + b"".join(enc(*a) for a in more)
+    traces = [drive(cls(), split(data, cuts)) for cls in (RespReader, HiredisRespReader)]
+    assert traces[0] == traces[1]
+
+
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(segments=st.lists(st.one_of(
+    st.lists(STARRY, min_size=1, max_size=4).map(lambda a: enc(*a)),
+    well_formed().map(lambda t: t[0]), odd()), min_size=1, max_size=6),
+    auth=st.booleans(), maxbulk=st.sampled_from([5, 100, 512 * 1024 * 1024]))
+def test_one_request_per_read_agrees_with_pure_reader(segments, auth, maxbulk):
+    # A client that waits for each reply: every read is one request (the single-request
+    # check), or a look-alike of one (a CRLF inside an argument, sloppy headers, junk).
+    traces = []
+    for cls in (RespReader, HiredisRespReader):
+        r = cls(maxbulk)
+        r.auth_required = auth
+        traces.append(drive(r, segments))
+    assert traces[0] == traces[1]
+
+
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+@settings(max_examples=100, deadline=None)
+@given(reqs=st.lists(st.lists(st.binary(max_size=20).filter(
+    lambda b: not set(b) & set(b"+=(%~>|*")), min_size=1, max_size=5), min_size=1, max_size=40))
+def test_canonical_batches_are_proven_without_reencoding(reqs):
+    # The common case (no rare type byte, no '*' in a payload) is proven by sizes and one
+    # count: the pack_command path never runs, and every command ends where it should.
+    calls = []
+    orig = HiredisRespReader._fill_checked
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HiredisRespReader, "_fill_checked",
+                   lambda self, w: calls.append(len(w)) or orig(self, w))
+        r = HiredisRespReader()
+        r.feed(b"".join(enc(*a) for a in reqs))
+        got, ends = [], []
+        while (argv := r.gets()) is not None:
+            got.append(argv)
+            ends.append(r.consumed)
+    assert got == reqs and calls == []
+    assert ends == list(accumulate(len(enc(*a)) for a in reqs))
+
+
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+@pytest.mark.parametrize("payload", [b"a+b", b"x=1", b"(1)", b"a>b", b"~", b"|", b"%"])
+def test_rare_type_bytes_take_the_reencoding_proof(monkeypatch, payload):
+    calls = []
+    orig = HiredisRespReader._fill_checked
+    monkeypatch.setattr(HiredisRespReader, "_fill_checked",
+                        lambda self, w: calls.append(len(w)) or orig(self, w))
+    cmds, err = parse(HiredisRespReader, enc(b"SET", b"k", payload) + enc(b"GET", b"k"))
+    assert cmds == [[b"SET", b"k", payload], [b"GET", b"k"]] and err is None
+    assert calls == [len(enc(b"SET", b"k", payload) + enc(b"GET", b"k"))]
 
 
 # -- interop with a real redis-server ---------------------------------------------------------
