@@ -226,11 +226,11 @@ class Blocking:
         elif "flush_propagation" not in core.__dict__:
             core.flush_propagation = self._flush_then_serve  # type: ignore[method-assign]
 
-    def _flush_then_serve(self) -> None:
+    def _flush_then_serve(self, *request: object) -> None:
         """``core.flush_propagation`` while an EXEC has made keys ready (see after_write)."""
         core = self.core
         del core.flush_propagation
-        core.flush_propagation()
+        core.flush_propagation(*request)
         if not self._serving:
             self.serve_ready()
 

@@ -341,7 +341,9 @@ class ServerCore:
         self.replica_keys_with_expire: dict[bytes, int] = {}
         # True while the replica runs commands from its master's stream (see Database).
         self.applying_master_stream = False
-        self.repl_feed: Callable[[int, list[bytes]], None] | None = None
+        self.repl_feed: Callable[..., None] | None = None
+        # Whether propagation goes anywhere (Replication.refresh_stream_live keeps it).
+        self.stream_live = False
         self._pending: list[tuple[int, list[bytes]]] = []
         self._call_depth = 0
         self.current_client: Client | None = None
@@ -511,9 +513,7 @@ class ServerCore:
             cmd = self.resolve_command(c, argv)
             if cmd is None:
                 return
-        n = len(argv)
-        arity = cmd.arity
-        if (arity > 0 and arity != n) or n < -arity:
+        if not cmd.min_args <= len(argv) <= cmd.max_args:
             self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
             return
         if self.gated and self._gate(c, cmd, argv):
@@ -553,7 +553,7 @@ class ServerCore:
                 return
         reply = self.call(c, cmd, argv)
         if self._pending and self._call_depth == 0:
-            self.flush_propagation()
+            self.flush_propagation(c, argv)
             if guard is not None:
                 c.woff = guard.master_repl_offset
         t = type(reply)
@@ -659,11 +659,12 @@ class ServerCore:
             finally:
                 self._call_depth -= 1
             if self.dirty != dirty or c.propagate_argv is not None:
-                pa = c.propagate_argv
-                if pa is None:
-                    self._pending.append((c.db.id, argv))
-                elif pa:   # (empty: the command propagated its effects itself, a script)
-                    self._pending.append((c.db.id, pa))
+                if self.stream_live:   # (no backlog, or a replica: it would go nowhere)
+                    pa = c.propagate_argv
+                    if pa is None:
+                        self._pending.append((c.db.id, argv))
+                    elif pa:   # (empty: the command propagated its effects itself, a script)
+                        self._pending.append((c.db.id, pa))
                 if self.keys_waited:   # the only cost of blocking while nobody waits
                     self.blocking.after_write(c)
         st.calls += 1      # after the handler, as Redis: INFO does not count itself
@@ -774,8 +775,11 @@ class ServerCore:
         """True while this server follows a master (keys then expire only by its DEL)."""
         return not self.expiry_deletes
 
-    def flush_propagation(self) -> None:
-        """Hand what the last top-level call changed to the replication layer."""
+    def flush_propagation(self, c: Client | None = None,
+                          request: list[bytes] | None = None) -> None:
+        """Hand what the last top-level call changed to the replication layer. When that is
+        exactly ``request``, the command ``c`` sent, the bytes it arrived as are passed along
+        if its reader proved them canonical (a slice instead of an encode)."""
         pending = self._pending
         feed = self.repl_feed
         if feed is None:
@@ -790,7 +794,11 @@ class ServerCore:
                 feed(db_id, argv)
             feed(pending[-1][0], [b"EXEC"])
         else:
-            feed(pending[0][0], pending[0][1])
+            db_id, argv = pending[0]
+            if argv is request and c is not None:
+                feed(db_id, argv, c.reader.raw_last(argv))
+            else:
+                feed(db_id, argv)
 
     # -- cron -----------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:

@@ -185,7 +185,8 @@ class CoreTap:
         self.fixed_ms = now_ms
         self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=self._now())
         self.fed: list[list[bytes]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append([bytes(a) for a in argv])
+        self.core.repl_feed = lambda db, argv, data=None: self.fed.append([bytes(a) for a in argv])
+        self.core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
         self.client = self.core.connection_made()
 
     def _now(self) -> int:

@@ -50,7 +50,8 @@ class CoreHarness:
     def __init__(self) -> None:
         self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
         self.fed: list[tuple[int, list[bytes]]] = []
-        self.core.repl_feed = lambda db, argv: self.fed.append((db, [bytes(a) for a in argv]))
+        self.core.repl_feed = lambda db, argv, data=None: self.fed.append((db, [bytes(a) for a in argv]))
+        self.core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
         self.client = self.core.connection_made()
 
     def run(self, *args: str) -> bytes:

@@ -22,6 +22,7 @@ COMMAND INFO lists.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,8 +90,13 @@ class Command:
     skip_slowlog: bool = False
     skip_monitor: bool = False    # "skip-monitor" or "admin": MONITOR never shows it
     allow_busy: bool = False      # runs while a script is busy (others get -BUSY)
+    # The arity as a range of argument counts (one chained comparison on the hot path).
+    min_args: int = 0
+    max_args: int = 0
 
     def __post_init__(self) -> None:
+        self.min_args = abs(self.arity)
+        self.max_args = self.arity if self.arity > 0 else sys.maxsize
         if self.keys_fn is not None:
             self.flags = self.flags | {"movablekeys"}
         self.acl_categories = acl_categories(self.flags, self.acl_categories)

@@ -73,6 +73,7 @@ class Replication:
         if self.backlog is not None:
             return
         self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
+        self.refresh_stream_live()
         if not self.is_replica():
             self.ids.change()
             self.ids.clear_secondary()
@@ -83,18 +84,28 @@ class Replication:
         """freeReplicationBacklog: only without replicas (they reference its blocks)."""
         assert not self.master.links, "the backlog is freed only without replicas"
         self.backlog = None
+        self.refresh_stream_live()
 
-    def feed(self, db_id: int, argv: list[bytes]) -> None:
-        """A write the core propagates (master role): SELECT when needed, then the command.
+    def refresh_stream_live(self) -> None:
+        """``core.stream_live``: whether a write's propagation goes anywhere (a backlog, and
+        we are a master: a replica passes its master's bytes on instead). While it is False
+        the core keeps no pending propagation at all (the write path's cheapest case)."""
+        self.core.stream_live = self.backlog is not None and self.replica.master_host is None
 
-        On the write hot path: one C-level encode, one copy into the shared buffer, and per
-        streaming replica one comparison (feedReplicationBuffer)."""
+    def feed(self, db_id: int, argv: list[bytes],
+             data: bytes | bytearray | None = None) -> None:
+        """A write the core propagates (master role): SELECT when needed, then the command
+        (``data``: its RESP encoding when the caller has it, the bytes a client sent).
+
+        On the write hot path: one C-level encode (none with ``data``), one copy into the
+        shared buffer, and per streaming replica one comparison (feedReplicationBuffer)."""
         backlog = self.backlog
         if backlog is None:
             return   # no replica ever attached (or freed by repl-backlog-ttl): no stream
         if self.replica.master_host is not None:
             return  # a replica's stream is its master's, passed on by feed_raw
-        data = encode_command(argv)
+        if data is None:
+            data = encode_command(argv)
         if db_id != self.stream_db and db_id >= 0:
             data = encode_command([b"SELECT", str(db_id).encode()]) + data
             self.stream_db = db_id
@@ -226,6 +237,7 @@ class Replication:
             self.ids.second_repl_offset = offset + 1
             self.master_repl_offset = offset
             self.backlog = Backlog(self.core.config.repl_backlog_size, offset)
+            self.refresh_stream_live()
             self.no_replicas_since_ms = self.core.now_ms
 
     # -- INFO -----------------------------------------------------------------------------

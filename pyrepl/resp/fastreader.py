@@ -105,7 +105,7 @@ if hiredis is not None:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_rest", "_q", "_hr")
+    __slots__ = ("_rest", "_q", "_hr", "_raw_argv", "_raw_from")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -116,6 +116,8 @@ class HiredisRespReader(RespReader):
                          from_master=from_master)
         self._rest = False  # shortcut disabled until the next feed()
         self._hr = _HiReader()  # hiredis reader, empty between batches (case A leaves it so)
+        self._raw_argv: list[bytes] | None = None  # last request returned, if proven canonical
+        self._raw_from = 0  # its absolute start
         # validated requests with their absolute end offsets, last one first
         self._q: list[tuple[list[bytes], int]] = []
 
@@ -142,9 +144,21 @@ class HiredisRespReader(RespReader):
                 return None   # between requests, nothing left
             argv, end = self._q.pop()
             self._pos = end - self._base
+            self._raw_from = self.consumed
             self.consumed = end
+            self._raw_argv = argv
             return argv
+        self._raw_argv = None
         return RespReader.gets(self)
+
+    def raw_last(self, argv: list[bytes]) -> bytes | bytearray | None:
+        """The bytes ``argv`` arrived as, when it is the last request returned and was proven
+        canonical (so they are exactly its RESP encoding: propagation copies them instead of
+        encoding again); else None."""
+        if argv is not self._raw_argv:
+            return None
+        base = self._base
+        return self._buf[self._raw_from - base:self.consumed - base]
 
     def _fill(self) -> bool:
         """Parse ahead with hiredis from ``_pos`` and queue the proven requests; False (and

@@ -309,6 +309,11 @@ class RespReader:
                 self._pos = 0
             buf += data
 
+    def raw_last(self, argv: list[bytes]) -> bytes | bytearray | None:
+        """The bytes of the last request when known to be its canonical encoding (the
+        hiredis-backed reader knows it; this one does not)."""
+        return None
+
     def buffered(self) -> int:
         """Bytes received but not part of a returned (or skipped) command yet."""
         return self._fed - self.consumed

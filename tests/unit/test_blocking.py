@@ -23,7 +23,8 @@ T0 = 1_000_000
 def core() -> ServerCore:
     core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
     core.fed = []  # type: ignore[attr-defined]
-    core.repl_feed = lambda db, argv: core.fed.append([bytes(a) for a in argv])  # type: ignore
+    core.repl_feed = lambda db, argv, data=None: core.fed.append([bytes(a) for a in argv])  # type: ignore
+    core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
     return core
 
 

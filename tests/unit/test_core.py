@@ -144,7 +144,8 @@ def test_watched_key_expiring_aborts_exec(core: ServerCore) -> None:
 
 def test_lazy_expiry_deletes_and_propagates_del(core: ServerCore) -> None:
     fed: list[tuple[int, list[bytes]]] = []
-    core.repl_feed = lambda db, argv: fed.append((db, argv))
+    core.repl_feed = lambda db, argv, data=None: fed.append((db, argv))
+    core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
     db = core.dbs[0]
     db.set(b"k", b"v")
     db.set_expire(b"k", core.now_ms + 10)
@@ -207,7 +208,8 @@ def test_active_expiry_cycle_removes_keys_without_access(core: ServerCore) -> No
 
 def test_write_propagation_and_multi_wrapping(core: ServerCore) -> None:
     fed: list[tuple[int, list[bytes]]] = []
-    core.repl_feed = lambda db, argv: fed.append((db, argv))
+    core.repl_feed = lambda db, argv, data=None: fed.append((db, argv))
+    core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
     c = core.connection_made()
     run(c, "SWAPDB", "0", "1")
     assert fed == [(0, [b"SWAPDB", b"0", b"1"])]

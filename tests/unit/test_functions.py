@@ -35,7 +35,8 @@ def bulk(s: bytes) -> bytes:
 def test_load_call_and_propagate(core: ServerCore) -> None:
     c = core.connection_made()
     fed: list[list[bytes]] = []
-    core.repl_feed = lambda db, argv: fed.append(list(argv))
+    core.repl_feed = lambda db, argv, data=None: fed.append(list(argv))
+    core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
     assert run(c, "FUNCTION", "LOAD", LIB) == bulk(b"lib")
     assert fed == [[b"FUNCTION", b"LOAD", LIB.encode()]]
     fed.clear()

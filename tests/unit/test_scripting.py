@@ -76,7 +76,8 @@ def test_script_cache_and_flush(core: ServerCore) -> None:
 
 def test_effects_are_propagated_in_multi_exec(core: ServerCore) -> None:
     fed: list[list[bytes]] = []
-    core.repl_feed = lambda db, argv: fed.append(list(argv))
+    core.repl_feed = lambda db, argv, data=None: fed.append(list(argv))
+    core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
     c = core.connection_made()
     run(c, "EVAL", "redis.call('set','a','1'); redis.call('incrby','a','5')", "0")
     assert fed == [[b"MULTI"], [b"set", b"a", b"1"], [b"incrby", b"a", b"5"], [b"EXEC"]]

@@ -421,6 +421,7 @@ class ReplicaSide(Handshake, Load, Channel, Stream):
         self._retry_at_ms = 0
         self.master_host = host
         self.master_port = port
+        self.manager.refresh_stream_live()
         self._cancel_handshake(False, I.REPLICAOF, "replicaof")
         if was_master:
             self._discard_cached_master()
@@ -446,6 +447,7 @@ class ReplicaSide(Handshake, Load, Channel, Stream):
         self._discard_cached_master()
         self._cancel_handshake(False, I.NO_ONE, "promoted")
         self.master_host = None
+        self.manager.refresh_stream_live()
         if self.state is not S.NONE:
             self._close_link()
             self._go(I.NO_ONE)
