@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from itertools import accumulate, chain
 from operator import add
+from typing import Any
 
 from .reader import _BULK_HEADERS, _MBULK_HEADERS, ProtocolError, RespReader
 
@@ -100,6 +101,20 @@ if hiredis is not None:
     _HiReader = hiredis.Reader
     _pack = hiredis.pack_command
     _HiError = hiredis.HiredisError
+
+
+def _parse(hr: Any, w: bytes) -> tuple[list, bool]:
+    """Everything hiredis returns from ``w``, and whether it stopped at an error (what it
+    returned before the error is still good)."""
+    hr.feed(w)
+    replies: list = []
+    append = replies.append
+    try:
+        while (res := hr.gets()) is not False:
+            append(res)
+    except _HiError:
+        return replies, True
+    return replies, False
 
 
 class HiredisRespReader(RespReader):
@@ -200,15 +215,7 @@ class HiredisRespReader(RespReader):
             w = w[:last]
             stars -= 1
         hr = self._hr
-        hr.feed(w)
-        replies: list = []
-        append = replies.append
-        broken = False
-        try:
-            while (res := hr.gets()) is not False:
-                append(res)
-        except _HiError:
-            broken = True   # what it returned before is still good
+        replies, broken = _parse(hr, w)
         r = len(replies)
         if broken or r != stars or hr.has_data():
             self._hr = _HiReader()   # not known to be empty: the next batch gets a new one
@@ -254,16 +261,7 @@ class HiredisRespReader(RespReader):
         """The general shortcut (rare type bytes in the window, auth pending, a small
         proto-max-bulk-len): hiredis's requests are kept as far as ``w`` starts with their
         canonical encodings."""
-        hr = _HiReader()
-        hr.feed(w)
-        replies: list = []
-        append = replies.append
-        broken = False
-        try:
-            while (res := hr.gets()) is not False:
-                append(res)
-        except _HiError:
-            broken = True
+        replies, broken = _parse(_HiReader(), w)
         packed = None
         if replies and not self._auth and all(replies):
             try:
