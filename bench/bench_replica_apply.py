@@ -1,0 +1,153 @@
+"""The replica's apply loop in process: a master's stream of SETs through a real replica side.
+
+    .venv/bin/python bench/bench_replica_apply.py [--sets 200000] [--chunk 16384] [--instr]
+
+A real ServerCore + Replication, a replica of a (recorded) master: the Redis 7 handshake and a
+full sync of an empty RDB go through ``ReplicaSide.on_data`` as the I/O shell would deliver
+them, then the stream (``SET key:<i> xxx``, a SELECT first, as redis-benchmark's load makes it)
+arrives in chunks of ``--chunk`` bytes, each applied the way a socket read is
+(``on_data``: reader, execute, offsets, passing on to the backlog). Prints microseconds per
+SET (best of 5) beside the bare floor of the same work: a hiredis parse and a dict store per
+command. ``--instr`` counts instructions per SET with callgrind instead (N and 3N SETs, the
+difference), which do not drift with the machine's load. Issue 15's goal: <= 1 us per SET.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+import hiredis  # noqa: E402
+from fakes import ReplicaNode, cmd  # noqa: E402
+
+import pyrepl.commands  # noqa: E402,F401
+from pyrepl.config import Config  # noqa: E402
+from pyrepl.core import ServerCore  # noqa: E402
+from pyrepl.rdb.encoder import encode_rdb_bytes  # noqa: E402
+
+MASTER_ID = "a05af3755f57545a48bd356f49c00cb6f3d914fa"
+
+
+class _IO:
+    """The replica side's I/O port: a connection that is always up, nothing recorded."""
+
+    def __init__(self) -> None:
+        self.token = 0
+
+    def connect(self, token: int, host: str, port: int) -> None:
+        self.token = token
+
+    def connect_rdb(self, token: int, host: str, port: int) -> None:
+        pass
+
+    def send(self, token: int, data: bytes) -> None:
+        pass
+
+    def close(self, token: int) -> None:
+        pass
+
+    def pause_reading(self, token: int) -> None:
+        pass
+
+    def resume_reading(self, token: int) -> None:
+        pass
+
+    def request_drain(self, token: int) -> None:
+        pass
+
+    def link_info(self, token: int) -> None:
+        return None
+
+
+def online_replica() -> ReplicaNode:
+    """A replica side that has done its handshake and full sync (an empty dataset)."""
+    n = ReplicaNode(_IO(), [("repl-rdb-channel", ["no"])])
+    n.side.start()
+    n.side.on_connected(n.io.token)
+    empty = ServerCore(Config.load(None, [("save", [""])]), now_ms=n.core.now_ms)
+    rdb = encode_rdb_bytes(empty.dbs, aux={"repl-stream-db": 0, "repl-id": MASTER_ID,
+                                           "repl-offset": 0}, now_ms=n.core.now_ms)
+    n.side.on_data(n.io.token, b"+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC %s 0\r\n$%d\r\n"
+                   % (MASTER_ID.encode(), len(rdb)) + rdb)
+    assert n.repl.info_fields() and n.side.master is not None, "the replica is not online"
+    return n
+
+
+def stream(sets: int) -> bytes:
+    return cmd("SELECT", "0") + b"".join(cmd("SET", b"key:%d" % i, b"xxx") for i in range(sets))
+
+
+def chunks(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def apply_all(sets: int, size: int) -> float:
+    """Seconds to apply ``sets`` SETs on a fresh online replica (set-up excluded)."""
+    n = online_replica()
+    parts = chunks(stream(sets), size)
+    on_data, token = n.side.on_data, n.io.token
+    t0 = time.perf_counter()
+    for p in parts:
+        on_data(token, p)
+    dt = time.perf_counter() - t0
+    assert len(n.core.dbs[0].data) == sets, "the stream was not applied"
+    return dt
+
+
+def floor(sets: int, size: int) -> float:
+    """The bare work: hiredis parses the same chunks, a dict takes the SETs."""
+    parts = chunks(stream(sets), size)
+    data: dict[bytes, bytes] = {}
+    t0 = time.perf_counter()
+    r = hiredis.Reader()
+    for p in parts:
+        r.feed(p)
+        while (req := r.gets()) is not False:
+            if req[0] == b"SET":
+                data[req[1]] = req[2]
+    return time.perf_counter() - t0
+
+
+def instructions(sets: int, size: int) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         os.path.abspath(__file__), "--run", str(sets), str(size)],
+        capture_output=True, text=True, timeout=1200, check=True,
+        env=dict(os.environ, PYTHONHASHSEED="0"))
+    m = re.search(r"Collected : (\d+)", out.stderr)
+    if m is None:
+        raise RuntimeError(out.stderr[-2000:])
+    return int(m.group(1))
+
+
+def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--run":
+        apply_all(int(sys.argv[2]), int(sys.argv[3]))
+        return 0
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", type=int, default=200_000)
+    ap.add_argument("--chunk", type=int, default=16384, help="bytes per socket read")
+    ap.add_argument("--instr", action="store_true", help="callgrind instructions per SET")
+    args = ap.parse_args()
+    if args.instr:
+        n = max(args.sets // 10, 2000)
+        per = (instructions(3 * n, args.chunk) - instructions(n, args.chunk)) / (2 * n)
+        print(f"replica apply: {per:,.0f} instructions per SET (chunks of {args.chunk} B)")
+        return 0
+    best_apply = min(apply_all(args.sets, args.chunk) for _ in range(5))
+    best_floor = min(floor(args.sets, args.chunk) for _ in range(5))
+    a, f = best_apply * 1e6 / args.sets, best_floor * 1e6 / args.sets
+    print(f"replica apply: {a:.2f} us per SET, floor {f:.2f} us, {a / f:.1f}x the floor "
+          f"(chunks of {args.chunk} B, best of 5; goal <= 1 us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
