@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,15 +112,12 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
 
 
 def instructions(tree: str, case: str, n: int, pipeline: int = 16) -> int:
+    from common import callgrind_instructions
+
     env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         os.path.abspath(__file__), "--run", case, str(n), str(pipeline)],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=True)
-    match = re.search(r"Collected : (\d+)", out.stderr)
-    if match is None:
-        raise RuntimeError(out.stderr[-2000:])
-    return int(match.group(1))
+    return callgrind_instructions(
+        [sys.executable, os.path.abspath(__file__), "--run", case, str(n), str(pipeline)],
+        env=env, cwd=tree, timeout=600)
 
 
 def main() -> int:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import time
 
@@ -116,15 +114,11 @@ def floor(sets: int, size: int) -> float:
 
 
 def instructions(sets: int, size: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         os.path.abspath(__file__), "--run", str(sets), str(size)],
-        capture_output=True, text=True, timeout=1200, check=True,
+    from common import callgrind_instructions
+
+    return callgrind_instructions(
+        [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size)],
         env=dict(os.environ, PYTHONHASHSEED="0"))
-    m = re.search(r"Collected : (\d+)", out.stderr)
-    if m is None:
-        raise RuntimeError(out.stderr[-2000:])
-    return int(m.group(1))
 
 
 def main() -> int:

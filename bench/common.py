@@ -178,3 +178,18 @@ def side_by_side_main(commands: dict[str, list[str]], setup=None,
         rd.stop()
     print_ratios(results)
     return 0
+
+
+def callgrind_instructions(argv: list[str], env: dict[str, str] | None = None,
+                           cwd: str | None = None, timeout: float = 1200) -> int:
+    """Instructions a program runs under ``valgrind --tool=callgrind`` (what the instruction
+    benchmarks difference between N and 3N iterations)."""
+    import re
+
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=True)
+    match = re.search(r"Collected : (\d+)", out.stderr)
+    if match is None:
+        raise RuntimeError(out.stderr[-2000:])
+    return int(match.group(1))
