@@ -64,7 +64,14 @@ from itertools import accumulate, chain
 from operator import add
 from typing import Any
 
-from .reader import _BULK_HEADERS, _MBULK_HEADERS, ProtocolError, RespReader
+from .reader import (
+    _AUTH_MAX_BULK,
+    _AUTH_MAX_MULTIBULK,
+    _BULK_HEADERS,
+    _MBULK_HEADERS,
+    ProtocolError,
+    RespReader,
+)
 
 try:
     import hiredis
@@ -76,15 +83,12 @@ __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 HAVE_HIREDIS = hiredis is not None
 # hiredis parses at most this far ahead of the first queued request.
 _MAX_FED = 64 * 1024
-_AUTH_MAX_MULTIBULK = 10
-_AUTH_MAX_BULK = 16384
 _SMALL_BULK = max(_BULK_HEADERS.values()) + 1   # the single-request check's lengths are below
 
 # hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
 # "~N", ">N", "|N", "%N"), before any element arrives: "*2000000000" costs gigabytes and
 # seconds. Headers with a count of 10000 or more (more elements than fit in _MAX_FED anyway)
-# are never shown to hiredis. The rare types are mapped to '*' first, so the literal-prefixed
-# pattern (a memchr-speed search) finds them too (a character class runs at ~100 MB/s).
+# are never shown to hiredis.
 _RARE_TYPES = b"+=(%~>|"     # the type bytes hiredis-py returns as bytes or a list, but $ and *
 # One translation serves two checks: rare type bytes become '*' (so the window has more '*'
 # than before when it holds any), digits become '0' (so "*00000" finds every header with a
@@ -182,8 +186,7 @@ class HiredisRespReader(RespReader):
         pos = self._pos
         n = len(buf)
         if pos >= n or buf[pos] != 42:
-            self._rest = True
-            return False
+            return self._resting()
         end = n if n - pos <= _MAX_FED else pos + _MAX_FED
         w = buf if not pos and end == n and type(buf) is bytes else bytes(buf[pos:end])
         if w.endswith(b"\r\n") and w.count(b"*") == 1:
@@ -217,7 +220,8 @@ class HiredisRespReader(RespReader):
         hr = self._hr
         replies, broken = _parse(hr, w)
         r = len(replies)
-        if broken or r != stars or hr.has_data():
+        whole = not broken and r == stars and not hr.has_data()   # hiredis consumed all of w
+        if not whole:
             self._hr = _HiReader()   # not known to be empty: the next batch gets a new one
         if not r:
             return self._resting()
@@ -228,7 +232,7 @@ class HiredisRespReader(RespReader):
             return self._fill_checked(w)
         if not all(replies):   # a "*0"
             return self._fill_checked(w)
-        if stars == r and not broken and not hr.has_data():
+        if whole:
             size = len(w)   # case A: the requests fill the window, one '*' each
         else:   # case B: their canonical size, and one '*' each in that many bytes
             try:
