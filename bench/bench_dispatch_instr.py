@@ -7,7 +7,8 @@ Wall-clock figures drift on a shared machine; instruction counts do not. Each ca
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
 commands, 16 by default, on a sans-io ServerCore client, as bench_dispatch.py), and the
 difference divided by 2N is the cost of one command, start-up excluded. ``PARSE`` is the
-request reader alone on the SET stream (feed + gets, no execution). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
+request reader alone on the SET stream (feed + gets, no execution); ``FLOOR`` is
+bench/floor_server.py's whole work on the SET stream (the Python floor: hiredis, a dict). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
 commit before a change) for a before/after figure with the same interpreter.
 """
 
@@ -31,6 +32,11 @@ CASES = {
     "SET": lambda i: _enc(b"SET", b"key:%d" % (i % 10000), b"xxx"),
     "GET": lambda i: _enc(b"GET", b"key:%d" % (i % 10000)),
     "INCR": lambda i: _enc(b"INCR", b"counter:%d" % (i % 100)),
+    # as redis-benchmark -r: one list / hash / sorted set, random members (and scores)
+    "LPUSH": lambda i: _enc(b"LPUSH", b"mylist", b"xxx"),
+    "HSET": lambda i: _enc(b"HSET", b"myhash", b"element:%d" % (i % 10000), b"xxx"),
+    "ZADD": lambda i: _enc(b"ZADD", b"myzset", b"%d" % (i * 7919 % 100000),
+                           b"element:%d" % (i * 31 % 10000)),
 }
 # "SET+1R", "SET+3R": SET on a master with 1 or 3 online replicas, whose stream the shell hands
 # to their (always drained) transports once per pipeline, as the I/O shell does per pass.
@@ -92,6 +98,24 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
             reader.feed(chunks[k % len(chunks)])
             while reader.gets() is not None:
                 pass
+            done += pipeline
+            k += 1
+        return
+    if name == "FLOOR":     # bench/floor_server.py's work per SET (hiredis, a dict, a write)
+        sys.path.insert(0, HERE)
+        from floor_server import Floor
+
+        class _Sink:
+            def write(self, data: bytes) -> None:
+                pass
+
+        floor = Floor()
+        floor.connection_made(_Sink())  # type: ignore[arg-type]
+        chunks = [b"".join(CASES["SET"](i + j) for j in range(pipeline))
+                  for i in range(0, 4096, pipeline)]
+        done = k = 0
+        while done < n:
+            floor.data_received(chunks[k % len(chunks)])
             done += pipeline
             k += 1
         return

@@ -771,6 +771,58 @@ def test_rare_type_bytes_take_the_reencoding_proof(monkeypatch, payload):
     assert calls == [len(enc(b"SET", b"k", payload) + enc(b"GET", b"k"))]
 
 
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+@settings(max_examples=150, deadline=None)
+@given(reqs=st.lists(st.lists(st.binary(max_size=12), min_size=1, max_size=4), min_size=1,
+                     max_size=30),
+       cuts=st.lists(st.integers(0, 600), max_size=4), peek=st.lists(st.booleans()),
+       toggle_at=st.one_of(st.none(), st.integers(0, 30)))
+def test_positions_and_raw_bytes_are_exact_wherever_they_are_read(reqs, cuts, peek, toggle_at):
+    # The batch's positions are brought up to date only when read (consumed, buffered(),
+    # unparsed(), raw_last(), a settings change): read them after some requests and not
+    # others, in any chunking, and they must be the exact ones.
+    data = b"".join(enc(*a) for a in reqs)
+    ends = list(accumulate(len(enc(*a)) for a in reqs))
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    r = HiredisRespReader()
+    got, fed = [], 0
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        r.feed(data[lo:hi])
+        fed = hi
+        while (argv := r.gets()) is not None:
+            i = len(got)
+            got.append(argv)
+            raw = r.raw_last(argv)
+            assert raw is None or raw == enc(*argv)
+            if len(bounds) == 2 and not set(data) & set(b"+=(%~>|") and \
+                    data.count(b"*") == len(reqs):
+                assert raw is not None   # one chunk, the common case: proven, bytes kept
+            if i < len(peek) and peek[i]:
+                assert r.consumed == ends[i]
+                assert r.buffered() == fed - ends[i]
+                assert r.unparsed() == fed - ends[i]
+            else:
+                assert r.consumed_now() == ends[i]   # (the replica's, without settling)
+            if i == toggle_at:   # AUTH / RESET: the queue is dropped, parsing goes on from here
+                r.auth_required = False
+    assert got == reqs
+    assert r.consumed == len(data) and r.buffered() == 0 and r.unparsed() == 0
+
+
+@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
+def test_requests_before_a_hiredis_error_keep_the_shortcut(monkeypatch):
+    # hiredis stops at the bad header; the three requests it parsed before are still queued
+    # (the pure parser only runs from the bad one on, and gives Redis's error).
+    pure = []
+    orig = RespReader.gets
+    monkeypatch.setattr(RespReader, "gets", lambda self: pure.append(self.consumed) or orig(self))
+    good = enc(b"PING") + enc(b"SET", b"k", b"v") + enc(b"GET", b"k")
+    cmds, err = parse(HiredisRespReader, good + b"*1\r\n$x\r\n")
+    assert cmds == [[b"PING"], [b"SET", b"k", b"v"], [b"GET", b"k"]]
+    assert err is not None and "bulk length" in str(err)
+    assert pure and min(pure) == len(good)
+
+
 # -- interop with a real redis-server ---------------------------------------------------------
 
 INTEROP_CASES = [

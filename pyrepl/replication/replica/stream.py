@@ -169,7 +169,7 @@ class Stream:
             if c.out:
                 c.out.clear()
             if not c.in_multi:
-                ms.reploff = ms.reader_base + reader.consumed
+                ms.reploff = ms.reader_base + reader.consumed_now()
             if self.master is not ms:
                 return  # the command dropped the link
 
