@@ -108,6 +108,8 @@ _ELEM_SIZE = {n: 5 + len(str(n)) + n for n in range(16385)}
 _head_size = _HEAD_SIZE.__getitem__
 _elem_size = _ELEM_SIZE.__getitem__
 
+# A batch: its requests, the bytes they start (at 0), and their absolute start and end.
+Batch = tuple[list[list[bytes]], bytes, int, int]
 _consumed_get = RespReader.__dict__["consumed"].__get__   # the base class's slot
 _consumed_set = RespReader.__dict__["consumed"].__set__
 
@@ -140,24 +142,22 @@ def _parse(hr: Any, w: bytes) -> tuple[list, bool]:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_rest", "_q", "_hr", "_batch", "_win", "_bstart", "_bend", "_ends")
+    __slots__ = ("_rest", "_q", "_hr", "_batch", "_ends")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
                  from_master: bool = False) -> None:
         if hiredis is None:
             raise RuntimeError("hiredis is not installed")
-        # The queued batch (module doc, "Positions"): None while no request of one is out.
-        self._batch: list[list[bytes]] | None = None
+        # The batch out (module doc, "Positions"): (its requests, its bytes, their absolute
+        # start, end), None once it is all returned and settled.
+        self._batch: Batch | None = None
         self._q: list[list[bytes]] = []   # its requests not returned yet, last one first
+        self._ends: list[int] | None = None   # each request's absolute end, when computed
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
         self._rest = False  # shortcut disabled until the next feed()
         self._hr = _HiReader()  # hiredis reader, empty between batches (case A leaves it so)
-        self._win = b""   # the batch's bytes start at _win[0] ...
-        self._bstart = 0  # ... which is this absolute offset
-        self._bend = 0    # the batch's absolute end
-        self._ends: list[int] | None = None   # each request's absolute end, when computed
 
     # ``consumed`` (the base class's slot) is brought up to date when read.
     @property  # type: ignore[override]
@@ -180,11 +180,10 @@ class HiredisRespReader(RespReader):
         return ends[len(ends) - len(self._q) - 1]
 
     def _settle(self) -> None:
-        """Set ``_pos`` and ``consumed`` to the end of the last request the batch returned."""
-        batch = self._batch
-        assert batch is not None
-        left = len(self._q)   # (gets() returns the first request of a batch at once)
-        end = self._request_ends()[len(batch) - left - 1] if left else self._bend
+        """Set ``_pos`` and ``consumed`` to the end of the last request the batch returned
+        (gets() returns a batch's first request at once, so there is one)."""
+        left = len(self._q)
+        end = self._request_ends()[-1 - left] if left else self._batch[3]  # type: ignore[index]
         self._pos = end - self._base
         _consumed_set(self, end)
 
@@ -193,24 +192,13 @@ class HiredisRespReader(RespReader):
         between their '*' bytes (each request has exactly one, module doc)."""
         ends = self._ends
         if ends is None:
-            batch = self._batch
-            assert batch is not None
-            r = len(batch)
-            start = self._bstart
-            bodies = self._win.split(b"*", r)
+            reqs, win, start, end = self._batch  # type: ignore[misc]
+            r = len(reqs)
+            bodies = win.split(b"*", r)
             ends = list(map(add, accumulate(map(len, bodies[1:r])), range(start + 1, start + r)))
-            ends.append(self._bend)
+            ends.append(end)
             self._ends = ends
         return ends
-
-    def _queue(self, batch: list[list[bytes]], win: bytes, start: int, end: int,
-               ends: list[int] | None = None) -> None:
-        self._batch = batch
-        self._q = batch[::-1]
-        self._win = win
-        self._bstart = start
-        self._bend = end
-        self._ends = ends
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._rest = False
@@ -241,8 +229,10 @@ class HiredisRespReader(RespReader):
         q = self._q
         if q:
             return q.pop()
-        if self._batch is not None:
-            self._settle()
+        batch = self._batch
+        if batch is not None:   # all returned: settle at its end
+            self._pos = batch[3] - self._base
+            _consumed_set(self, batch[3])
             self._batch = self._ends = None
         if not self._reqtype and self._error is None:
             if self._pos >= len(self._buf):
@@ -258,12 +248,14 @@ class HiredisRespReader(RespReader):
         batch = self._batch
         if batch is None:
             return None
-        k = len(batch) - len(self._q)   # (>= 1: gets() returns a batch's first at once)
-        if batch[k - 1] is not argv:
+        reqs, win, start, end = batch
+        k = len(reqs) - len(self._q)   # (>= 1: gets() returns a batch's first at once)
+        if reqs[k - 1] is not argv:
             return None
+        if len(reqs) == 1:
+            return win[:end - start]
         ends = self._ends or self._request_ends()
-        start = self._bstart
-        return self._win[(ends[k - 2] if k > 1 else start) - start:ends[k - 1] - start]
+        return win[(ends[k - 2] if k > 1 else start) - start:ends[k - 1] - start]
 
     def _fill(self) -> bool:
         """Parse ahead with hiredis from ``_pos`` and queue the proven requests; False (and
@@ -286,7 +278,8 @@ class HiredisRespReader(RespReader):
                 argv = toks[2:-1:2]
                 if list(map(len, argv)) == list(map(_BULK_HEADERS.get, toks[1:-1:2])):
                     start = self._base + pos
-                    self._queue([argv], w, start, start + len(w))
+                    self._batch = ([argv], w, start, start + len(w))
+                    self._q = [argv]
                     return True
         guard = w.translate(_GUARD)
         big = guard.find(b"*00000")
@@ -332,7 +325,8 @@ class HiredisRespReader(RespReader):
         if broken:
             self._rest = True
         start = self._base + pos
-        self._queue(replies, w, start, start + size)
+        self._batch = (replies, w, start, start + size)
+        self._q = replies[::-1]
         return True
 
     def _resting(self) -> bool:
@@ -367,7 +361,9 @@ class HiredisRespReader(RespReader):
         start = self._base + self._pos
         ends = list(accumulate(map(len, packed), initial=start))
         del ends[0]
-        self._queue(replies, w, start, ends[-1], ends)
+        self._batch = (replies, w, start, ends[-1])
+        self._q = replies[::-1]
+        self._ends = ends
         return True
 
     def _valid_prefix(self, replies: list, buf: bytes | bytearray, pos: int) -> list[bytes]:
