@@ -363,7 +363,7 @@ class HiredisRespReader(RespReader):
         del ends[0]
         self._batch = (replies, w, start, ends[-1])
         self._q = replies[::-1]
-        self._ends = ends
+        self._ends = ends   # (known here; '*' distances would not do: '*' may be in payloads)
         return True
 
     def _valid_prefix(self, replies: list, buf: bytes | bytearray, pos: int) -> list[bytes]:
