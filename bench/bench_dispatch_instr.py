@@ -75,6 +75,11 @@ def _shell_flush(core: object) -> None:
     pending.clear()
 
 
+def _pipelines(make, pipeline: int) -> list[bytes]:
+    """4096 commands of a case, ``pipeline`` to a read (built before the measured loop)."""
+    return [b"".join(make(i + j) for j in range(pipeline)) for i in range(0, 4096, pipeline)]
+
+
 def run_case(case: str, n: int, pipeline: int = 16) -> None:
     """The measured program (run under valgrind by main)."""
     import time
@@ -91,8 +96,7 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
         from pyrepl.resp.fastreader import make_reader
 
         reader = make_reader()
-        chunks = [b"".join(CASES["SET"](i + j) for j in range(pipeline))
-                  for i in range(0, 4096, pipeline)]
+        chunks = _pipelines(CASES["SET"], pipeline)
         done = k = 0
         while done < n:
             reader.feed(chunks[k % len(chunks)])
@@ -111,8 +115,7 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
 
         floor = Floor()
         floor.connection_made(_Sink())  # type: ignore[arg-type]
-        chunks = [b"".join(CASES["SET"](i + j) for j in range(pipeline))
-                  for i in range(0, 4096, pipeline)]
+        chunks = _pipelines(CASES["SET"], pipeline)
         done = k = 0
         while done < n:
             floor.data_received(chunks[k % len(chunks)])
@@ -123,8 +126,7 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
     if reps:
         _online_replicas(core, int(reps.rstrip("R")))
     c = core.connection_made()
-    make = CASES[name]
-    chunks = [b"".join(make(i + j) for j in range(pipeline)) for i in range(0, 4096, pipeline)]
+    chunks = _pipelines(CASES[name], pipeline)
     done = k = 0
     while done < n:
         c.receive_data(chunks[k % len(chunks)])
