@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
-_NAME_CACHE: dict[bytes, Command] = {}
+NAME_CACHE: dict[bytes, Command] = {}
 
 
 class Stats:
@@ -344,6 +344,9 @@ class ServerCore:
         self.repl_feed: Callable[..., None] | None = None
         # Whether propagation goes anywhere (Replication.refresh_stream_live keeps it).
         self.stream_live = False
+        # exact spelling -> command, for the non-container commands looked up so far (the
+        # replication layer reads it without importing the core)
+        self.name_cache = NAME_CACHE
         self._pending: list[tuple[int, list[bytes]]] = []
         self._call_depth = 0
         self.current_client: Client | None = None
@@ -478,8 +481,8 @@ class ServerCore:
             if cmd.handler is None:
                 self._reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
                 return None
-        elif len(_NAME_CACHE) < 4096:
-            _NAME_CACHE[argv[0]] = cmd  # exact spelling -> command, skips lower() next time
+        elif len(NAME_CACHE) < 4096:
+            NAME_CACHE[argv[0]] = cmd  # exact spelling -> command, skips lower() next time
         return cmd
 
     def _protected_allowed(self, c: Client, top: Command, cmd: Command, argv: list[bytes],
@@ -508,7 +511,7 @@ class ServerCore:
         if c.reply_mode and not c.reply_mode & REPLY_RUNNING:
             self.execute_quietly(c, argv)
             return
-        cmd = _NAME_CACHE.get(argv[0])
+        cmd = NAME_CACHE.get(argv[0])
         if cmd is None:
             cmd = self.resolve_command(c, argv)
             if cmd is None:
@@ -645,7 +648,7 @@ class ServerCore:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:
-                reply = self._failed(c, cmd, e)
+                reply = self.failed_call(c, cmd, e)
         else:
             dirty = self.dirty
             c.propagate_argv = None
@@ -655,7 +658,7 @@ class ServerCore:
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except ReplyError as e:
-                reply = self._failed(c, cmd, e)
+                reply = self.failed_call(c, cmd, e)
             finally:
                 self._call_depth -= 1
             if self.dirty != dirty or c.propagate_argv is not None:
@@ -700,7 +703,7 @@ class ServerCore:
         hot path instead of two)."""
         return sum(st.calls for st in self.cmdstats.values())
 
-    def _failed(self, c: Client, cmd: Command, e: ReplyError) -> ReplyError:
+    def failed_call(self, c: Client, cmd: Command, e: ReplyError) -> ReplyError:
         """A command answered with an error while running (failed_calls)."""
         self.error_reply(c, str(e), cmd, rejected=False)
         return e

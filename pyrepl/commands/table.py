@@ -90,6 +90,10 @@ class Command:
     skip_slowlog: bool = False
     skip_monitor: bool = False    # "skip-monitor" or "admin": MONITOR never shows it
     allow_busy: bool = False      # runs while a script is busy (others get -BUSY)
+    # O(1) ("sampled"), never blocks, and changes nothing but the keyspace and the client's
+    # selected db: a run of such commands from the master's stream applies in one batch
+    # (pyrepl.replication.replica.stream).
+    plain: bool = False
     # The arity as a range of argument counts (one chained comparison on the hot path).
     min_args: int = 0
     max_args: int = 0
@@ -104,6 +108,8 @@ class Command:
         self.skip_slowlog = "skip-slowlog" in self.flags
         self.skip_monitor = "skip-monitor" in self.flags or "admin" in self.flags
         self.allow_busy = "allow-busy" in self.flags
+        self.plain = self.sampled and "blocking" not in self.flags and \
+            self.name not in _NOT_PLAIN
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         if self.keys_fn is not None:
@@ -118,6 +124,9 @@ COMMANDS: dict[bytes, Command] = {}
 
 # O(1) in Redis's command documentation, yet without its "fast" flag.
 _O1_NOT_FAST = frozenset(("set", "setex", "psetex"))
+# O(1) commands that change a client's state or every client's: never applied in a batch.
+_NOT_PLAIN = frozenset(("swapdb", "multi", "discard", "watch", "unwatch", "quit", "auth",
+                        "hello", "reset"))
 
 
 def command(

@@ -172,12 +172,25 @@ class HiredisRespReader(RespReader):
 
     def consumed_now(self) -> int:
         """``consumed``, without settling ``_pos`` (a caller per request: the replica)."""
-        ends = self._ends
-        if ends is None:
-            if self._batch is None:
-                return _consumed_get(self)
-            ends = self._request_ends()
-        return ends[len(ends) - len(self._q) - 1]
+        batch = self._batch
+        if batch is None:
+            return _consumed_get(self)
+        q = self._q
+        if not q:
+            return batch[3]
+        ends = self._ends or self._request_ends()
+        return ends[len(ends) - len(q) - 1]
+
+    def queued(self) -> list[list[bytes]]:
+        """The requests parsed and proven behind the last one returned, *last first* (the
+        caller must not change the list): what the next ``gets()`` calls would return."""
+        return self._q
+
+    def take_queued(self, keep: int = 0) -> None:
+        """Count all but the last ``keep`` of ``queued()`` as returned (a caller that ran them
+        from the list itself)."""
+        q = self._q
+        self._q = q[:keep] if keep else []
 
     def _settle(self) -> None:
         """Set ``_pos`` and ``consumed`` to the end of the last request the batch returned

@@ -318,6 +318,14 @@ class RespReader:
         """``consumed`` (the hiredis reader's is cheaper this way, per request)."""
         return self.consumed
 
+    def queued(self) -> list[list[bytes]]:
+        """Requests parsed ahead of ``gets()``, last first: none here (the hiredis-backed
+        reader queues a batch)."""
+        return []
+
+    def take_queued(self, keep: int = 0) -> None:
+        """Nothing is queued here (see the hiredis-backed reader)."""
+
     def buffered(self) -> int:
         """Bytes received but not part of a returned (or skipped) command yet."""
         return self._fed - self.consumed
