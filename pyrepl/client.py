@@ -143,6 +143,7 @@ class Client:
         """Run the complete commands buffered in the reader (stops while blocked)."""
         reader = self.reader
         execute = self.core.execute
+        execute_run = self.core.execute_run
         while not self.close_after_reply and self.blocked is None:
             try:
                 argv = reader.gets()
@@ -151,6 +152,9 @@ class Client:
                 return
             if argv is None:
                 return
+            rest = reader.queued()
+            if rest and execute_run(self, argv, rest):
+                continue
             execute(self, argv)
 
     def protocol_error(self, e: ProtocolError) -> None:

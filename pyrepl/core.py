@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyrepl import REDIS_VERSION, __version__, monitor
+from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.table import COMMANDS, Command
@@ -568,6 +568,61 @@ class ServerCore:
             c.out.append(reply.data)  # type: ignore[union-attr]
         elif reply is not BLOCKED:
             c.out.append(encode(reply, c.proto))
+
+    def execute_run(self, c: Client, first: list[bytes], rest: list[list[bytes]]) -> bool:
+        """Run ``first`` and the plain commands a pipelining client sent right behind it
+        (``rest``, last first: ``pyrepl.plainrun``), replies included, in one pass; False
+        (nothing done) when ``first`` does not qualify and ``execute`` must run it.
+
+        What ``execute`` and ``call`` check per command is checked once for the run: a
+        client authenticated, unrestricted, not in MULTI or subscribe mode, replying; no
+        gate (busy script, MISCONF, pause); a master without min-replicas-to-write (a
+        replica's READONLY is checked per command); nothing waiting on keys, no tracking, no
+        call timed one by one (MONITOR, slowlog-log-slower-than 0, the latency monitor); and
+        no propagation going anywhere (no backlog)."""
+        cmd0 = NAME_CACHE.get(first[0])
+        if cmd0 is None or not cmd0.plain or self.gated or self.stream_live or \
+                self.keys_waited or self.tracking_on or c.reply_mode or c.in_multi or \
+                not c.authenticated or c.subs is not None or c.restricted or \
+                (self.replication is not None and
+                 (not self.expiry_deletes or self.config.min_replicas_to_write)):
+            return False
+        st0 = self.cmdstats.get(cmd0)
+        if st0 is None or not st0.timing:   # a first call, or every call is timed
+            return False
+        cmds, reqs, one = plainrun.select(NAME_CACHE, cmd0, first, rest)
+        n = len(reqs)
+        if not n:
+            return False
+        failed = self.failed_call
+        append = c.out.append
+        proto = c.proto
+        argv = first
+        t0 = self.clock_ns()
+        try:
+            for cmd, argv in zip([cmd0] * n if one else cmds, reqs, strict=True):
+                try:
+                    reply = cmd.handler(c, argv)  # type: ignore[misc]
+                except ReplyError as e:
+                    reply = failed(c, cmd, e)
+                t = type(reply)
+                if t is Raw:
+                    append(reply.data)  # type: ignore[union-attr]
+                elif t is bytes:
+                    append(b"$%d\r\n%s\r\n" % (len(reply), reply))  # type: ignore[arg-type]
+                elif t is int:
+                    append(b":%d\r\n" % reply)  # type: ignore[str-format]
+                else:
+                    append(encode(reply, proto))
+        except BaseException:
+            c.reader.take_queued(len(rest) - plainrun.failed_at(reqs, argv))
+            raise
+        ns = self.clock_ns() - t0
+        c.reader.take_queued(len(rest) - n + 1)
+        if self._pending:   # (no backlog: this only empties it, as execute's flush would)
+            self.flush_propagation()
+        plainrun.account(self, c, cmds, one, n, ns)
+        return True
 
     def refresh_gate(self) -> None:
         """``gated``: a busy script, a MISCONF state or a CLIENT PAUSE is on (the one test

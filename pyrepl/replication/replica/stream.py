@@ -14,12 +14,9 @@ reploff`` while CONNECTED; the bytes fed to ``feed_raw`` are the master's bytes
 
 from __future__ import annotations
 
-from collections import Counter
-from itertools import islice, repeat, takewhile
-from operator import and_, attrgetter, ge, itemgetter, le
-from sys import maxsize
 from typing import Any
 
+from pyrepl import plainrun
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
 from pyrepl.replication.replica.states import (
@@ -30,39 +27,6 @@ from pyrepl.resp.fastreader import make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY, ReplyError
 from pyrepl.resp.writer import encode_command
-
-_name = itemgetter(0)
-_plain = attrgetter("plain")
-_min_args = attrgetter("min_args")
-_max_args = attrgetter("max_args")
-
-
-class _Unknown:
-    """A name not in the command cache: ends a batch (``_apply_batch``)."""
-
-    plain = False
-
-
-_UNKNOWN = _Unknown()
-
-
-def _arity_fit(cmds: Any, reqs: list[list[bytes]]) -> int:
-    """How many leading requests have an argument count their command accepts (``cmds``: a
-    list of one command per request, or one command for all)."""
-    if type(cmds) is not list:
-        cmd = cmds
-        if cmd.max_args == maxsize:
-            if min(map(len, reqs)) >= cmd.min_args:
-                return len(reqs)
-        else:
-            lens = list(map(len, reqs))
-            if min(lens) >= cmd.min_args and max(lens) <= cmd.max_args:
-                return len(reqs)
-        cmds = [cmd] * len(reqs)
-    lens = list(map(len, reqs))
-    fits = list(map(and_, map(le, map(_min_args, cmds), lens),
-                    map(ge, map(_max_args, cmds), lens)))
-    return fits.index(False) if False in fits else len(reqs)
 
 
 class MasterState:
@@ -220,16 +184,11 @@ class Stream:
         """Apply ``first`` and the plain commands queued right behind it in one pass; False
         (nothing done) when ``first`` does not qualify and ``execute`` must run it.
 
-        ``execute`` checks, per command, what cannot change within a run of plain commands
-        (``Command.plain``: O(1), never blocking, touching only the keyspace and the
-        selected db) from the master client, so they are checked once here: no gate (busy
-        script, MISCONF, pause), no MULTI, no CLIENT REPLY, no waiting clients, no key
-        tracking, no MONITOR / slowlog-log-slower-than 0 / latency monitor (those time every
-        call). Replies are not built (the master gets none). The arity is checked for all at
-        C speed; a run ends before the first command that is not plain or has a wrong arity.
-        INFO commandstats counts every call; a run is timed as a whole, each command type
-        in it recorded once at the run's mean (the hot path samples one call in 16 the same
-        way). ``reploff`` moves once, to the run's end; if a handler raises anything but a
+        The run (``pyrepl.plainrun``) is checked once for what ``execute`` checks per command
+        of the master client: no gate (busy script, MISCONF, pause), no MULTI, no CLIENT
+        REPLY, no waiting clients, no key tracking, no MONITOR / slowlog-log-slower-than 0 /
+        latency monitor (those time every call). No reply is built (the master gets none).
+        ``reploff`` moves once, to the run's end; if a handler raises anything but a
         ReplyError, to the end of the command before it, as the one-by-one loop leaves it."""
         core = self.core
         get = core.name_cache.get
@@ -240,25 +199,10 @@ class Stream:
         st0 = core.cmdstats.get(cmd0)
         if st0 is None or not st0.timing:   # a first call, or every call is timed
             return False
-        reqs = [first]
-        name = first[0]
-        names = list(map(_name, reversed(rest)))
-        one = names.count(name) == len(names)   # all one command (the common case: a
-        if one:                                 # memcmp per name, no call)
-            reqs += reversed(rest)
-            cmds = [cmd0]
-        else:
-            cmds = [cmd0]
-            cmds += takewhile(_plain, map(get, names, repeat(_UNKNOWN)))
-            reqs += islice(reversed(rest), len(cmds) - 1)
-            one = cmds.count(cmd0) == len(cmds)
+        cmds, reqs, one = plainrun.select(core.name_cache, cmd0, first, rest)
         n = len(reqs)
-        fit = _arity_fit(cmd0 if one else cmds, reqs)
-        if fit < n:
-            if not fit:
-                return False
-            n = fit
-            del cmds[n:], reqs[n:]
+        if not n:
+            return False
         failed = core.failed_call
         clock = core.clock_ns
         argv = first
@@ -278,32 +222,21 @@ class Stream:
                     except ReplyError as e:
                         failed(c, cmd, e)
         except BaseException:
-            k = next(i for i, r in enumerate(reqs) if r is argv)
+            k = plainrun.failed_at(reqs, argv)
             left = len(rest)
             if k:   # reqs[:k] applied: reploff at the end of reqs[k - 1]
                 reader.take_queued(left - k + 1)
                 ms.reploff = ms.reader_base + reader.consumed_now()
             reader.take_queued(left - k)   # reqs[k] was read (the one-by-one loop's state)
             raise
-        ns = (clock() - t0) // n
+        ns = clock() - t0
         reader.take_queued(len(rest) - n + 1)
         ms.reploff = ms.reader_base + reader.consumed_now()
-        c.commands += n
-        c.last_cmd = cmds[-1]
         if c.out:
             c.out.clear()
         if core._pending:   # (a replica feeds nothing of its own: this only empties it)
             core.flush_propagation()
-        tracking = core.config.latency_tracking
-        if one:
-            st0.calls += n
-            st0.record(ns, tracking)
-        else:
-            cmdstats = core.cmdstats
-            for cmd, calls in Counter(cmds).items():
-                st = cmdstats.get(cmd) or core.command_stat(cmd)
-                st.calls += calls
-                st.record(ns, tracking)
+        plainrun.account(core, c, cmds, one, n, ns)
         return True
 
     def propagation_error(self, command: str, message: str) -> None:
