@@ -152,7 +152,7 @@ class Client:
                 return
             if argv is None:
                 return
-            rest = reader.queued()
+            rest = reader.queue
             if rest and execute_run(self, argv, rest):
                 continue
             execute(self, argv)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
+from operator import attrgetter, call
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
@@ -34,7 +35,7 @@ from pyrepl.latency import LatencyMonitor
 from pyrepl.pause import Pause
 from pyrepl.pubsub import PubSub, Push
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
-from pyrepl.resp.writer import encode, error_bytes
+from pyrepl.resp.writer import encode, encode_replies, error_bytes
 from pyrepl.slowlog import SlowLog
 from pyrepl.tracking import Tracking
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
 NAME_CACHE: dict[bytes, Command] = {}
+_handler = attrgetter("handler")
 
 
 class Stats:
@@ -342,6 +344,8 @@ class ServerCore:
         # True while the replica runs commands from its master's stream (see Database).
         self.applying_master_stream = False
         self.repl_feed: Callable[..., None] | None = None
+        # several writes' bytes at once (db, data, their ends): see Replication.feed_span
+        self.repl_feed_span: Callable[[int, bytes, list[int]], None] | None = None
         # Whether propagation goes anywhere (Replication.refresh_stream_live keeps it).
         self.stream_live = False
         # exact spelling -> command, for the non-container commands looked up so far (the
@@ -578,10 +582,10 @@ class ServerCore:
         client authenticated, unrestricted, not in MULTI or subscribe mode, replying; no
         gate (busy script, MISCONF, pause); a master without min-replicas-to-write (a
         replica's READONLY is checked per command); nothing waiting on keys, no tracking, no
-        call timed one by one (MONITOR, slowlog-log-slower-than 0, the latency monitor); and
-        no propagation going anywhere (no backlog)."""
+        call timed one by one (MONITOR, slowlog-log-slower-than 0, the latency monitor).
+        With a backlog, writes propagate as ``_run`` says."""
         cmd0 = NAME_CACHE.get(first[0])
-        if cmd0 is None or not cmd0.plain or self.gated or self.stream_live or \
+        if cmd0 is None or not cmd0.plain or self.gated or \
                 self.keys_waited or self.tracking_on or c.reply_mode or c.in_multi or \
                 not c.authenticated or c.subs is not None or c.restricted or \
                 (self.replication is not None and
@@ -594,35 +598,130 @@ class ServerCore:
         n = len(reqs)
         if not n:
             return False
-        failed = self.failed_call
-        append = c.out.append
-        proto = c.proto
-        argv = first
+        if one:
+            cmds = [cmd0] * n
+        replies: list[object] = []
         t0 = self.clock_ns()
         try:
-            for cmd, argv in zip([cmd0] * n if one else cmds, reqs, strict=True):
-                try:
-                    reply = cmd.handler(c, argv)  # type: ignore[misc]
-                except ReplyError as e:
-                    reply = failed(c, cmd, e)
-                t = type(reply)
-                if t is Raw:
-                    append(reply.data)  # type: ignore[union-attr]
-                elif t is bytes:
-                    append(b"$%d\r\n%s\r\n" % (len(reply), reply))  # type: ignore[arg-type]
-                elif t is int:
-                    append(b":%d\r\n" % reply)  # type: ignore[str-format]
-                else:
-                    append(encode(reply, proto))
-        except BaseException:
-            c.reader.take_queued(len(rest) - plainrun.failed_at(reqs, argv))
+            if self.stream_live:
+                self._run_propagating(c, cmds, reqs, replies)
+            else:
+                self._run(c, cmds, reqs, replies, one)
+        except BaseException:   # (the requests up to the failing one count as read)
+            c.reader.take_queued(len(rest) - len(replies))
             raise
+        finally:   # replies in order (no plain command writes to its own client meanwhile)
+            c.out.extend(encode_replies(replies, c.proto))
         ns = self.clock_ns() - t0
         c.reader.take_queued(len(rest) - n + 1)
-        if self._pending:   # (no backlog: this only empties it, as execute's flush would)
-            self.flush_propagation()
         plainrun.account(self, c, cmds, one, n, ns)
         return True
+
+    def _run(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
+             replies: list[object], one: bool) -> None:
+        """execute_run's loop while propagation goes nowhere: the handlers called at C speed
+        (``map``), resumed after a command that answers an error."""
+        failed = self.failed_call
+        it = iter(reqs)
+        if one:
+            calls = map(cmds[0].handler, itertools.repeat(c), it)  # type: ignore[arg-type]
+        else:
+            calls = map(call, map(_handler, cmds), itertools.repeat(c), it)
+        while True:
+            try:
+                replies.extend(calls)
+                break
+            except ReplyError as e:
+                replies.append(failed(c, cmds[len(replies)], e))
+        if self._pending:   # (no backlog: this only empties it, as execute's flushes would)
+            self.flush_propagation(c)
+            if self.replication is not None:
+                c.woff = self.replication.master_repl_offset
+
+    def _run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
+                         replies: list[object]) -> None:
+        """execute_run's loop with a backlog. A write that changed the dataset and propagates
+        as it arrived (the common case) joins a *span* of such requests, fed to the
+        replication layer as one slice of the bytes they arrived as (``raw_ahead``);
+        anything else ends the span first and then propagates as ``call`` and ``execute``
+        would: a rewritten or effect-propagated write, a lazily expired key's DEL (internal
+        propagation waits in ``_pending`` meanwhile, as inside ``call``), a write to another
+        db than the span's (the backlog's SELECT goes between)."""
+        failed = self.failed_call
+        guard = self.replication
+        add = replies.append
+        span = -1            # the span's first request (-1: no span open)
+        span_db = c.db
+        c.propagate_argv = None
+        depth = self._call_depth
+        i = 0
+        try:
+            for cmd, argv in zip(cmds, reqs, strict=True):
+                if cmd.propagates:
+                    dirty = self.dirty
+                    self._call_depth = depth + 1   # (internal propagation waits, as in call)
+                    try:
+                        add(cmd.handler(c, argv))  # type: ignore[misc]
+                    except ReplyError as e:
+                        add(failed(c, cmd, e))
+                    self._call_depth = depth
+                    pa = c.propagate_argv
+                    if self.dirty != dirty and pa is None and not self._pending:  # as it came
+                        if span >= 0 and c.db is not span_db:
+                            self._feed_span(c, reqs, span, i, span_db.id)
+                            span = -1
+                        if span < 0:
+                            span = i
+                            span_db = c.db
+                    else:
+                        if span >= 0:
+                            self._feed_span(c, reqs, span, i, span_db.id)
+                            span = -1
+                        if self.dirty != dirty or pa is not None:
+                            if pa is None:
+                                self._pending.append((c.db.id, argv))
+                            elif pa:   # (empty: it propagated its effects itself)
+                                self._pending.append((c.db.id, pa))
+                            c.propagate_argv = None
+                        if self._pending:
+                            self.flush_propagation(c, argv)
+                            if guard is not None:
+                                c.woff = guard.master_repl_offset
+                else:
+                    if span >= 0:   # (before it: a key it expires propagates at once)
+                        self._feed_span(c, reqs, span, i, span_db.id)
+                        span = -1
+                    try:
+                        add(cmd.handler(c, argv))  # type: ignore[misc]
+                    except ReplyError as e:
+                        add(failed(c, cmd, e))
+                    if self._pending:
+                        self.flush_propagation(c, argv)
+                        if guard is not None:
+                            c.woff = guard.master_repl_offset
+                i += 1
+        finally:
+            self._call_depth = depth
+            if span >= 0:   # (on an exception: the writes before the failing one)
+                self._feed_span(c, reqs, span, i, span_db.id)
+
+    def _feed_span(self, c: Client, reqs: list[list[bytes]], a: int, b: int,
+                   db_id: int) -> None:
+        """Propagate requests ``a`` to ``b - 1`` of a run as the bytes they arrived as, all at
+        once when the replication layer takes a span (``repl_feed_span``); the client's
+        ``woff`` (WAIT) is then the offset after them, as ``execute`` leaves it."""
+        reader = c.reader
+        span = self.repl_feed_span
+        data = reader.raw_ahead(a, b)
+        if span is not None and data is not None:
+            span(db_id, data, reader.ends_ahead(a, b))
+        else:   # (a fake replication layer in the tests: one by one)
+            feed = self.repl_feed
+            assert feed is not None
+            for j in range(a, b):
+                feed(db_id, reqs[j], reader.raw_ahead(j, j + 1))
+        if self.replication is not None:
+            c.woff = self.replication.master_repl_offset
 
     def refresh_gate(self) -> None:
         """``gated``: a busy script, a MISCONF state or a CLIENT PAUSE is on (the one test

@@ -2,14 +2,13 @@
 loop and a pipelining client's dispatch both use it).
 
 Theory of operation: a reader hands over a request and the requests it parsed behind it
-(``queued()``, last first). ``select`` takes the longest leading run of them whose commands
+(``queue``, last first). ``select`` takes the longest leading run of them whose commands
 are all *plain* (``Command.plain``: O(1), never blocking, touching only the keyspace and
 the selected db, so the per-command checks of ``ServerCore.execute`` cannot change within
 the run and the caller makes them once) and whose argument counts fit their arity (checked
 for all at C speed: a run ends before the first that does not, which then takes the full
 path and gets its error there). The common run is one command repeated (one spelling: a
-client or a master sends its commands as it spells them), found by one ``list.count`` over
-the names. ``account`` counts the run in INFO commandstats: every call, and the run timed as
+client or a master sends its commands as it spells them). ``account`` counts the run in INFO commandstats: every call, and the run timed as
 a whole, each command type in it recorded once at the run's mean time per call (the one-by-one
 path samples one call in 16 of these commands the same way).
 """
@@ -44,14 +43,27 @@ def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],
     when ``one``: every request is ``cmd0``) and its requests; none when ``first`` itself
     has a wrong argument count."""
     reqs = [first]
-    names = list(map(_name, reversed(rest)))
-    one = names.count(first[0]) == len(names)   # a memcmp per name, no call
+    cmds = [cmd0]
+    name = first[0]
+    one = rest[-1][0] == name
     if one:
-        reqs += reversed(rest)
-        cmds = [cmd0]
+        # The names are compared a window at a time (a memcmp per name, no call), the window
+        # growing 4x while all match: the work stays proportional to the run taken, so a
+        # caller that alternates runs and other commands never rescans the whole queue.
+        size = 16
+        while True:
+            window = rest if len(rest) <= size else rest[-size:]
+            names = list(map(_name, reversed(window)))
+            if names.count(name) != len(names):
+                reqs += islice(reversed(window), len(list(takewhile(name.__eq__, names))))
+                break
+            if window is rest:
+                reqs += reversed(rest)
+                break
+            size *= 4
     else:
-        cmds = [cmd0]
-        cmds += takewhile(_plain, map(name_cache.get, names, repeat(_UNKNOWN)))
+        cmds += takewhile(_plain, map(name_cache.get, map(_name, reversed(rest)),
+                                      repeat(_UNKNOWN)))
         reqs += islice(reversed(rest), len(cmds) - 1)
         one = cmds.count(cmd0) == len(cmds)
     n = len(reqs)

@@ -128,6 +128,11 @@ class Backlog:
                 return False
         return self._append_blocks(data, n)
 
+    def room(self) -> int:
+        """Bytes the tail block still takes before an append adds a block."""
+        tail = self.tail
+        return tail.size - tail.used if tail is not None else 0
+
     def _append_blocks(self, data: bytes | bytearray | memoryview, n: int) -> bool:
         view = memoryview(data)
         tail = self.tail

@@ -17,6 +17,7 @@ when a backlog exists ``backlog.master_repl_offset == master_repl_offset``.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.events import SyncEventLog
@@ -54,6 +55,7 @@ class Replication:
         self.failover = Failover(self)
         core.replication = self
         core.repl_feed = self.feed
+        core.repl_feed_span = self.feed_span
         core.aux_fields = self.rdb_aux
         core.config.on_change(self._config_changed)
 
@@ -112,6 +114,31 @@ class Replication:
         before = self.master_repl_offset
         self.master_repl_offset = before + len(data)
         self.master.stream(before, backlog.append(data))
+
+    def feed_span(self, db_id: int, data: bytes, ends: list[int]) -> None:
+        """Several writes the core propagates as they arrived (a pipelining client's run;
+        ``ends``: where each ends in ``data``). The backlog takes them in pieces that end
+        with the command that needs a new block, so its blocks, and the replicas' output
+        limits checked at each new block, fall as feeding them one by one (Redis feeds a
+        command at a time)."""
+        backlog = self.backlog
+        if backlog is None or self.replica.master_host is not None:
+            return   # (as feed)
+        if db_id != self.stream_db and db_id >= 0:
+            select = encode_command([b"SELECT", str(db_id).encode()])
+            data = select + data   # (as feed: with the first command)
+            ends = [e + len(select) for e in ends]
+            self.stream_db = db_id
+        n = len(data)
+        pos = 0
+        view = memoryview(data)
+        while pos < n:
+            fits = pos + backlog.room()
+            end = n if fits >= n else ends[bisect_right(ends, fits)]
+            before = self.master_repl_offset
+            self.master_repl_offset = before + end - pos
+            self.master.stream(before, backlog.append(view[pos:end] if pos or end < n else data))
+            pos = end
 
     def feed_raw(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes applied from our master, passed on verbatim to the backlog and sub-replicas."""

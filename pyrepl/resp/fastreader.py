@@ -67,8 +67,8 @@ count of 10000 or more: hiredis-py preallocates the list from the header alone, 
 
 from __future__ import annotations
 
-from itertools import accumulate, chain
-from operator import add
+from itertools import accumulate, chain, repeat
+from operator import add, sub
 from typing import Any
 
 from .reader import (
@@ -142,7 +142,7 @@ def _parse(hr: Any, w: bytes) -> tuple[list, bool]:
 class HiredisRespReader(RespReader):
     """``RespReader`` with a hiredis shortcut for canonical multibulk requests."""
 
-    __slots__ = ("_rest", "_q", "_hr", "_batch", "_ends")
+    __slots__ = ("_rest", "_hr", "_batch", "_ends")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -152,7 +152,6 @@ class HiredisRespReader(RespReader):
         # The batch out (module doc, "Positions"): (its requests, its bytes, their absolute
         # start, end), None once it is all returned and settled.
         self._batch: Batch | None = None
-        self._q: list[list[bytes]] = []   # its requests not returned yet, last one first
         self._ends: list[int] | None = None   # each request's absolute end, when computed
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
@@ -175,27 +174,46 @@ class HiredisRespReader(RespReader):
         batch = self._batch
         if batch is None:
             return _consumed_get(self)
-        q = self._q
+        q = self.queue
         if not q:
             return batch[3]
         ends = self._ends or self._request_ends()
         return ends[len(ends) - len(q) - 1]
 
-    def queued(self) -> list[list[bytes]]:
-        """The requests parsed and proven behind the last one returned, *last first* (the
-        caller must not change the list): what the next ``gets()`` calls would return."""
-        return self._q
+    def raw_ahead(self, a: int, b: int) -> bytes | None:
+        """The bytes of requests ``a`` to ``b - 1`` counted from the last one returned (0)
+        on into ``queue``, exactly as they arrived (proven canonical); None when no batch
+        is out. A caller that runs queued requests itself propagates them from here."""
+        batch = self._batch
+        if batch is None:
+            return None
+        reqs, win, start, _ = batch
+        k = len(reqs) - len(self.queue) - 1 + a   # the batch's index of request a
+        ends = self._ends or self._request_ends()
+        lo = ends[k - 1] if k else start
+        return win[lo - start:ends[k + b - a - 1] - start]
+
+    def ends_ahead(self, a: int, b: int) -> list[int]:
+        """Where each of the requests ``raw_ahead(a, b)`` holds ends in it."""
+        batch = self._batch
+        if batch is None:
+            return []
+        reqs, _, start, _ = batch
+        k = len(reqs) - len(self.queue) - 1 + a
+        ends = self._ends or self._request_ends()
+        lo = ends[k - 1] if k else start
+        return list(map(sub, ends[k:k + b - a], repeat(lo)))
 
     def take_queued(self, keep: int = 0) -> None:
-        """Count all but the last ``keep`` of ``queued()`` as returned (a caller that ran them
+        """Count all but the last ``keep`` of ``queue`` as returned (a caller that ran them
         from the list itself)."""
-        q = self._q
-        self._q = q[:keep] if keep else []
+        q = self.queue
+        self.queue = q[:keep] if keep else []
 
     def _settle(self) -> None:
         """Set ``_pos`` and ``consumed`` to the end of the last request the batch returned
         (gets() returns a batch's first request at once, so there is one)."""
-        left = len(self._q)
+        left = len(self.queue)
         end = self._request_ends()[-1 - left] if left else self._batch[3]  # type: ignore[index]
         self._pos = end - self._base
         _consumed_set(self, end)
@@ -236,10 +254,10 @@ class HiredisRespReader(RespReader):
         if self._batch is not None:
             self._settle()   # the pure parser goes on from the last request returned
             self._batch = self._ends = None
-        self._q = []
+        self.queue = []
 
     def gets(self) -> list[bytes] | None:
-        q = self._q
+        q = self.queue
         if q:
             return q.pop()
         batch = self._batch
@@ -251,7 +269,7 @@ class HiredisRespReader(RespReader):
             if self._pos >= len(self._buf):
                 return None   # between requests, nothing left
             if not self._rest and self._fill():
-                return self._q.pop()
+                return self.queue.pop()
         return RespReader.gets(self)
 
     def raw_last(self, argv: list[bytes]) -> bytes | None:
@@ -262,7 +280,7 @@ class HiredisRespReader(RespReader):
         if batch is None:
             return None
         reqs, win, start, end = batch
-        k = len(reqs) - len(self._q)   # (>= 1: gets() returns a batch's first at once)
+        k = len(reqs) - len(self.queue)   # (>= 1: gets() returns a batch's first at once)
         if reqs[k - 1] is not argv:
             return None
         if len(reqs) == 1:
@@ -292,7 +310,7 @@ class HiredisRespReader(RespReader):
                 if list(map(len, argv)) == list(map(_BULK_HEADERS.get, toks[1:-1:2])):
                     start = self._base + pos
                     self._batch = ([argv], w, start, start + len(w))
-                    self._q = [argv]
+                    self.queue = [argv]
                     return True
         guard = w.translate(_GUARD)
         big = guard.find(b"*00000")
@@ -339,7 +357,7 @@ class HiredisRespReader(RespReader):
             self._rest = True
         start = self._base + pos
         self._batch = (replies, w, start, start + size)
-        self._q = replies[::-1]
+        self.queue = replies[::-1]
         return True
 
     def _resting(self) -> bool:
@@ -375,7 +393,7 @@ class HiredisRespReader(RespReader):
         ends = list(accumulate(map(len, packed), initial=start))
         del ends[0]
         self._batch = (replies, w, start, ends[-1])
-        self._q = replies[::-1]
+        self.queue = replies[::-1]
         self._ends = ends   # (known here; '*' distances would not do: '*' may be in payloads)
         return True
 

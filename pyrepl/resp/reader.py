@@ -211,6 +211,7 @@ class RespReader:
 
     __slots__ = (
         "consumed",
+        "queue",
         "client_query_buffer_limit",
         "from_master",
         "_auth",
@@ -235,6 +236,9 @@ class RespReader:
         # Masters are exempt from proto-max-bulk-len: an unreachable limit keeps one compare.
         self._maxbulk = _LLONG_MAX if from_master else proto_max_bulk_len
         self.consumed = 0  # absolute stream offset of the end of the last command
+        # Requests parsed ahead of gets(), *last first*: what the next gets() calls return
+        # (the hiredis-backed reader queues a batch; callers read it, take_queued() takes).
+        self.queue: list[list[bytes]] = []
         self._buf: bytes | bytearray = b""
         self._pos = 0  # parse position in _buf (Redis's qb_pos)
         self._base = 0  # absolute stream offset of _buf[0]
@@ -318,9 +322,12 @@ class RespReader:
         """``consumed`` (the hiredis reader's is cheaper this way, per request)."""
         return self.consumed
 
-    def queued(self) -> list[list[bytes]]:
-        """Requests parsed ahead of ``gets()``, last first: none here (the hiredis-backed
-        reader queues a batch)."""
+    def raw_ahead(self, a: int, b: int) -> bytes | None:
+        """Nothing is queued here (see the hiredis-backed reader)."""
+        return None
+
+    def ends_ahead(self, a: int, b: int) -> list[int]:
+        """Nothing is queued here (see the hiredis-backed reader)."""
         return []
 
     def take_queued(self, keep: int = 0) -> None:

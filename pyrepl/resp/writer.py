@@ -8,6 +8,9 @@ use Redis 7.0's formatting (``%.17g``, ``inf``/``-inf``) so scores compare byte 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from itertools import repeat
+from operator import attrgetter
 
 from pyrepl.resp.types import (
     NULL_ARRAY,
@@ -20,6 +23,9 @@ from pyrepl.resp.types import (
 )
 
 _SMALL_INTS = [b":%d\r\n" % i for i in range(-1, 1025)]
+_data = attrgetter("data")
+_bulk = b"$%d\r\n%s\r\n".__mod__
+_int = b":%d\r\n".__mod__
 
 
 def format_double(d: float) -> bytes:
@@ -113,3 +119,19 @@ def encode_command(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
     if _pack is not None:
         return _pack(tuple(argv))
     return _encode_command_py(argv)
+
+
+def encode_replies(replies: list[object], proto: int = 2) -> Iterable[bytes]:
+    """The wire bytes of several replies, in order; replies of one kind (a pipeline of one
+    command: ``+OK``s, bulk strings, integers) at C speed."""
+    if not replies:
+        return ()
+    kind = type(replies[0])
+    if list(map(type, replies)).count(kind) == len(replies):
+        if kind is Raw:
+            return map(_data, replies)
+        if kind is bytes:
+            return map(_bulk, zip(map(len, replies), replies, strict=True))
+        if kind is int:
+            return map(_int, replies)
+    return map(encode, replies, repeat(proto))

@@ -166,7 +166,7 @@ class Stream:
                 return
             if argv is None:
                 return
-            rest = reader.queued()
+            rest = reader.queue
             if rest and self._apply_batch(ms, c, reader, argv, rest):
                 if self.master is not ms:
                     return
