@@ -1,6 +1,7 @@
 """The replica's apply loop in process: a master's stream of SETs through a real replica side.
 
     .venv/bin/python bench/bench_replica_apply.py [--sets 200000] [--chunk 16384] [--instr]
+                                                  [--value 3]
 
 A real ServerCore + Replication, a replica of a (recorded) master: the Redis 7 handshake and a
 full sync of an empty RDB go through ``ReplicaSide.on_data`` as the I/O shell would deliver
@@ -78,8 +79,11 @@ def online_replica() -> ReplicaNode:
     return n
 
 
+VALUE = b"xxx"
+
+
 def stream(sets: int) -> bytes:
-    return cmd("SELECT", "0") + b"".join(cmd("SET", b"key:%d" % i, b"xxx") for i in range(sets))
+    return cmd("SELECT", "0") + b"".join(cmd("SET", b"key:%d" % i, VALUE) for i in range(sets))
 
 
 def chunks(data: bytes, size: int) -> list[bytes]:
@@ -117,19 +121,25 @@ def instructions(sets: int, size: int) -> int:
     from common import callgrind_instructions
 
     return callgrind_instructions(
-        [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size)],
+        [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size),
+         str(len(VALUE))],
         env=dict(os.environ, PYTHONHASHSEED="0"))
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--run":
+    global VALUE
+    if len(sys.argv) == 5 and sys.argv[1] == "--run":
+        VALUE = b"x" * int(sys.argv[4])
         apply_all(int(sys.argv[2]), int(sys.argv[3]))
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=16384, help="bytes per socket read")
     ap.add_argument("--instr", action="store_true", help="callgrind instructions per SET")
+    ap.add_argument("--value", type=int, default=3,
+                    help="bytes per value (1024: the partial resync benchmark's SETs)")
     args = ap.parse_args()
+    VALUE = b"x" * args.value
     if args.instr:
         n = max(args.sets // 10, 2000)
         per = (instructions(3 * n, args.chunk) - instructions(n, args.chunk)) / (2 * n)
@@ -139,7 +149,7 @@ def main() -> int:
     best_floor = min(floor(args.sets, args.chunk) for _ in range(5))
     a, f = best_apply * 1e6 / args.sets, best_floor * 1e6 / args.sets
     print(f"replica apply: {a:.2f} us per SET, floor {f:.2f} us, {a / f:.1f}x the floor "
-          f"(chunks of {args.chunk} B, best of 5; goal <= 1 us)")
+          f"(values of {args.value} B, chunks of {args.chunk} B, best of 5; goal <= 1 us)")
     return 0
 
 

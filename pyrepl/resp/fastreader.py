@@ -88,8 +88,9 @@ except ImportError:  # pragma: no cover - hiredis is a declared dependency
 __all__ = ["HAVE_HIREDIS", "HiredisRespReader", "make_reader"]
 
 HAVE_HIREDIS = hiredis is not None
-# hiredis parses at most this far ahead of the first queued request.
+# hiredis parses at most this far ahead of the first queued request, fed this much at a time.
 _MAX_FED = 64 * 1024
+_PIECE = 4096
 _SMALL_BULK = max(_BULK_HEADERS.values()) + 1   # the single-request check's lengths are below
 
 # hiredis-py allocates a list of N slots as soon as it reads an aggregate header "*N" (also
@@ -121,10 +122,22 @@ if hiredis is not None:
 
 def _parse(hr: Any, w: bytes) -> tuple[list, bool]:
     """Everything hiredis returns from ``w``, and whether it stopped at an error (what it
-    returned before the error is still good)."""
-    hr.feed(w)
+    returned before the error is still good).
+
+    ``w`` is fed a piece of ``_PIECE`` bytes at a time: hiredis drops the consumed part of its
+    buffer (a memmove of all that follows) at each reply once it has read 1 KiB, so a whole
+    64 KiB window of 1 KB requests cost ~30 bytes moved per byte parsed."""
     try:
-        return list(iter(hr.gets, False)), False   # (a C loop: ~15 % of hiredis's cost less)
+        n = len(w)
+        if n <= _PIECE:
+            hr.feed(w)
+            return list(iter(hr.gets, False)), False   # (a C loop: ~15 % less than gets())
+        replies: list = []
+        gets = hr.gets
+        for off in range(0, n, _PIECE):
+            hr.feed(w, off, min(_PIECE, n - off))
+            replies += iter(gets, False)
+        return replies, False
     except _HiError:
         pass
     # An error after some good requests: parse again, one by one, to keep those.
