@@ -578,49 +578,41 @@ class ServerCore:
         (``rest``, last first: ``pyrepl.plainrun``), replies included, in one pass; False
         (nothing done) when ``first`` does not qualify and ``execute`` must run it.
 
-        What ``execute`` and ``call`` check per command is checked once for the run: a
-        client authenticated, unrestricted, not in MULTI or subscribe mode, replying; no
-        gate (busy script, MISCONF, pause); a master without min-replicas-to-write (a
-        replica's READONLY is checked per command); nothing waiting on keys, no tracking, no
-        call timed one by one (MONITOR, slowlog-log-slower-than 0, the latency monitor).
-        With a backlog, writes propagate as ``_run`` says."""
-        cmd0 = NAME_CACHE.get(first[0])
-        if cmd0 is None or not cmd0.plain or self.gated or \
-                self.keys_waited or self.tracking_on or c.reply_mode or c.in_multi or \
-                not c.authenticated or c.subs is not None or c.restricted or \
+        Besides what ``plainrun.start`` checks once for the run: a client authenticated,
+        unrestricted, not in subscribe mode; a master without min-replicas-to-write (a
+        replica's READONLY is checked per command). With a backlog, writes propagate as
+        ``_run_propagating`` says."""
+        if not c.authenticated or c.subs is not None or c.restricted or \
                 (self.replication is not None and
                  (not self.expiry_deletes or self.config.min_replicas_to_write)):
             return False
-        st0 = self.cmdstats.get(cmd0)
-        if st0 is None or not st0.timing:   # a first call, or every call is timed
+        run = plainrun.start(self, c, first, rest)
+        if run is None:
             return False
-        cmds, reqs, one = plainrun.select(NAME_CACHE, cmd0, first, rest)
-        n = len(reqs)
-        if not n:
-            return False
-        if one:
-            cmds = [cmd0] * n
+        cmds, reqs, one = run
         replies: list[object] = []
         t0 = self.clock_ns()
         try:
             if self.stream_live:
                 self._run_propagating(c, cmds, reqs, replies)
             else:
-                self._run(c, cmds, reqs, replies, one)
+                self.run_plain(c, cmds, reqs, replies, one)
         except BaseException:   # (the requests up to the failing one count as read)
             c.reader.take_queued(len(rest) - len(replies))
             raise
         finally:   # replies in order (no plain command writes to its own client meanwhile)
             c.out.extend(encode_replies(replies, c.proto))
-        ns = self.clock_ns() - t0
-        c.reader.take_queued(len(rest) - n + 1)
-        plainrun.account(self, c, cmds, one, n, ns)
+        c.reader.take_queued(len(rest) - len(reqs) + 1)
+        plainrun.account(self, c, cmds, one, self.clock_ns() - t0)
         return True
 
-    def _run(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
-             replies: list[object], one: bool) -> None:
-        """execute_run's loop while propagation goes nowhere: the handlers called at C speed
-        (``map``), resumed after a command that answers an error."""
+    def run_plain(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
+                  replies: list[object], one: bool) -> None:
+        """A run's handlers (``cmds[i]`` on ``reqs[i]``; ``one``: all the same command) called
+        at C speed (``map``), resumed after a command that answers an error; their replies
+        are appended to ``replies`` (on an exception, those before the failing command).
+        For a run whose propagation goes nowhere: no backlog, or the replica's master
+        stream."""
         failed = self.failed_call
         it = iter(reqs)
         if one:
@@ -633,95 +625,95 @@ class ServerCore:
                 break
             except ReplyError as e:
                 replies.append(failed(c, cmds[len(replies)], e))
-        if self._pending:   # (no backlog: this only empties it, as execute's flushes would)
-            self.flush_propagation(c)
-            if self.replication is not None:
-                c.woff = self.replication.master_repl_offset
+        if self._pending:   # (nowhere to go: this only empties it, as execute's flushes would)
+            self._propagate_now(c)
 
     def _run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
                          replies: list[object]) -> None:
         """execute_run's loop with a backlog. A write that changed the dataset and propagates
         as it arrived (the common case) joins a *span* of such requests, fed to the
-        replication layer as one slice of the bytes they arrived as (``raw_ahead``);
+        replication layer as one slice of the bytes they arrived as (``_end_span``);
         anything else ends the span first and then propagates as ``call`` and ``execute``
         would: a rewritten or effect-propagated write, a lazily expired key's DEL (internal
         propagation waits in ``_pending`` meanwhile, as inside ``call``), a write to another
         db than the span's (the backlog's SELECT goes between)."""
         failed = self.failed_call
-        guard = self.replication
         add = replies.append
         span = -1            # the span's first request (-1: no span open)
         span_db = c.db
         c.propagate_argv = None
         depth = self._call_depth
-        i = 0
         try:
-            for cmd, argv in zip(cmds, reqs, strict=True):
-                if cmd.propagates:
-                    dirty = self.dirty
-                    self._call_depth = depth + 1   # (internal propagation waits, as in call)
-                    try:
-                        add(cmd.handler(c, argv))  # type: ignore[misc]
-                    except ReplyError as e:
-                        add(failed(c, cmd, e))
-                    self._call_depth = depth
-                    pa = c.propagate_argv
-                    if self.dirty != dirty and pa is None and not self._pending:  # as it came
-                        if span >= 0 and c.db is not span_db:
-                            self._feed_span(c, reqs, span, i, span_db.id)
-                            span = -1
-                        if span < 0:
-                            span = i
-                            span_db = c.db
-                    else:
-                        if span >= 0:
-                            self._feed_span(c, reqs, span, i, span_db.id)
-                            span = -1
-                        if self.dirty != dirty or pa is not None:
-                            if pa is None:
-                                self._pending.append((c.db.id, argv))
-                            elif pa:   # (empty: it propagated its effects itself)
-                                self._pending.append((c.db.id, pa))
-                            c.propagate_argv = None
-                        if self._pending:
-                            self.flush_propagation(c, argv)
-                            if guard is not None:
-                                c.woff = guard.master_repl_offset
-                else:
+            for i, (cmd, argv) in enumerate(zip(cmds, reqs, strict=True)):
+                if not cmd.propagates:
                     if span >= 0:   # (before it: a key it expires propagates at once)
-                        self._feed_span(c, reqs, span, i, span_db.id)
-                        span = -1
+                        span = self._end_span(c, reqs, span, i, span_db.id)
                     try:
                         add(cmd.handler(c, argv))  # type: ignore[misc]
                     except ReplyError as e:
                         add(failed(c, cmd, e))
                     if self._pending:
-                        self.flush_propagation(c, argv)
-                        if guard is not None:
-                            c.woff = guard.master_repl_offset
-                i += 1
+                        self._propagate_now(c, argv)
+                    continue
+                dirty = self.dirty
+                self._call_depth = depth + 1   # (internal propagation waits, as in call)
+                try:
+                    add(cmd.handler(c, argv))  # type: ignore[misc]
+                except ReplyError as e:
+                    add(failed(c, cmd, e))
+                self._call_depth = depth
+                changed = self.dirty != dirty
+                verbatim = changed and c.propagate_argv is None and not self._pending
+                if span >= 0 and not (verbatim and c.db is span_db):
+                    span = self._end_span(c, reqs, span, i, span_db.id)
+                if not verbatim:
+                    self._propagate_call(c, argv, changed)
+                elif span < 0:
+                    span, span_db = i, c.db
         finally:
             self._call_depth = depth
             if span >= 0:   # (on an exception: the writes before the failing one)
-                self._feed_span(c, reqs, span, i, span_db.id)
+                self._end_span(c, reqs, span, len(replies), span_db.id)
 
-    def _feed_span(self, c: Client, reqs: list[list[bytes]], a: int, b: int,
-                   db_id: int) -> None:
-        """Propagate requests ``a`` to ``b - 1`` of a run as the bytes they arrived as, all at
-        once when the replication layer takes a span (``repl_feed_span``); the client's
-        ``woff`` (WAIT) is then the offset after them, as ``execute`` leaves it."""
-        reader = c.reader
-        span = self.repl_feed_span
-        data = reader.raw_ahead(a, b)
-        if span is not None and data is not None:
-            span(db_id, data, reader.ends_ahead(a, b))
-        else:   # (a fake replication layer in the tests: one by one)
-            feed = self.repl_feed
-            assert feed is not None
-            for j in range(a, b):
-                feed(db_id, reqs[j], reader.raw_ahead(j, j + 1))
+    def _propagate_call(self, c: Client, argv: list[bytes], changed: bool) -> None:
+        """What ``call`` and ``execute`` propagate after a write that did not propagate as it
+        arrived: its rewritten form (``propagate_argv``) or itself when it changed the
+        dataset, with what it queued meanwhile."""
+        pa = c.propagate_argv
+        if changed or pa is not None:
+            if pa is None:
+                self._pending.append((c.db.id, argv))
+            elif pa:   # (empty: it propagated its effects itself)
+                self._pending.append((c.db.id, pa))
+            c.propagate_argv = None
+        if self._pending:
+            self._propagate_now(c, argv)
+
+    def _propagate_now(self, c: Client, argv: list[bytes] | None = None) -> None:
+        """Flush what the call queued; the client's ``woff`` (WAIT) is the offset after it,
+        as ``execute`` leaves it."""
+        self.flush_propagation(c, argv)
         if self.replication is not None:
             c.woff = self.replication.master_repl_offset
+
+    def _end_span(self, c: Client, reqs: list[list[bytes]], a: int, b: int, db_id: int) -> int:
+        """Propagate requests ``a`` to ``b - 1`` of a run as the bytes they arrived as (the
+        request ``gets()`` returned last is 0), all at once when the replication layer takes
+        a span (``repl_feed_span``); ``woff`` as ``_propagate_now``. Returns -1 (no span)."""
+        data, ends = c.reader.raw_ahead(a, b)
+        span = self.repl_feed_span
+        if span is not None:
+            span(db_id, data, ends)
+        else:   # (a replication layer that takes one command at a time: the tests' fakes)
+            feed = self.repl_feed
+            assert feed is not None
+            start = 0
+            for argv, end in zip(reqs[a:b], ends, strict=True):
+                feed(db_id, argv, data[start:end])
+                start = end
+        if self.replication is not None:
+            c.woff = self.replication.master_repl_offset
+        return -1
 
     def refresh_gate(self) -> None:
         """``gated``: a busy script, a MISCONF state or a CLIENT PAUSE is on (the one test

@@ -8,9 +8,10 @@ the selected db, so the per-command checks of ``ServerCore.execute`` cannot chan
 the run and the caller makes them once) and whose argument counts fit their arity (checked
 for all at C speed: a run ends before the first that does not, which then takes the full
 path and gets its error there). The common run is one command repeated (one spelling: a
-client or a master sends its commands as it spells them). ``account`` counts the run in INFO commandstats: every call, and the run timed as
-a whole, each command type in it recorded once at the run's mean time per call (the one-by-one
-path samples one call in 16 of these commands the same way).
+client or a master sends its commands as it spells them). ``start`` makes once the checks
+that hold for the whole run. ``account`` counts the run in INFO commandstats: every call,
+and the run timed as a whole, each command type in it recorded once at the run's mean time
+per call (the one-by-one path samples one call in 16 of these commands the same way).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 from collections import Counter
 from itertools import islice, repeat, takewhile
 from operator import and_, attrgetter, ge, itemgetter, le
-from sys import maxsize
 from typing import Any
 
 _name = itemgetter(0)
@@ -36,14 +36,31 @@ class _Unknown:
 _UNKNOWN = _Unknown()
 
 
+def start(core: Any, c: Any, first: list[bytes], rest: list[list[bytes]]
+          ) -> tuple[list[Any], list[list[bytes]], bool] | None:
+    """The run that ``first`` starts for client ``c`` (``select``), or None when it does
+    not qualify and the full path must run it. Checked once for the run, as ``execute``
+    and ``call`` check per command: no gate (busy script, MISCONF, pause), nothing waiting
+    on keys, no key tracking, no MULTI, no CLIENT REPLY, and no call timed one by one
+    (MONITOR, slowlog-log-slower-than 0, the latency monitor; a command's first call, which
+    makes its stats, takes the full path too)."""
+    cmd0 = core.name_cache.get(first[0])
+    if cmd0 is None or not cmd0.plain or core.gated or core.keys_waited or \
+            core.tracking_on or c.in_multi or c.reply_mode:
+        return None
+    st0 = core.cmdstats.get(cmd0)
+    if st0 is None or not st0.timing:
+        return None
+    run = select(core.name_cache, cmd0, first, rest)
+    return run if run[1] else None
+
+
 def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],
            rest: list[list[bytes]]) -> tuple[list[Any], list[list[bytes]], bool]:
-    """The run that starts with ``first`` (whose command ``cmd0`` the caller found plain)
-    and goes on with ``rest`` (last first): its commands (one per request, or ``[cmd0]``
-    when ``one``: every request is ``cmd0``) and its requests; none when ``first`` itself
-    has a wrong argument count."""
+    """The run that starts with ``first`` (whose command ``cmd0`` is plain) and goes on with
+    ``rest`` (last first): its commands and its requests (none when ``first`` itself has a
+    wrong argument count), and ``one``: every command is ``cmd0``."""
     reqs = [first]
-    cmds = [cmd0]
     name = first[0]
     one = rest[-1][0] == name
     if one:
@@ -61,56 +78,40 @@ def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],
                 reqs += reversed(rest)
                 break
             size *= 4
+        cmds = [cmd0] * len(reqs)
     else:
+        cmds = [cmd0]
         cmds += takewhile(_plain, map(name_cache.get, map(_name, reversed(rest)),
                                       repeat(_UNKNOWN)))
         reqs += islice(reversed(rest), len(cmds) - 1)
         one = cmds.count(cmd0) == len(cmds)
-    n = len(reqs)
-    fit = _arity_fit(cmd0 if one else cmds, reqs)
-    if fit < n:
-        del cmds[fit:], reqs[fit:]
+    fit = _arity_fit(cmds, reqs, one)
+    del cmds[fit:], reqs[fit:]
     return cmds, reqs, one
 
 
-def _arity_fit(cmds: Any, reqs: list[list[bytes]]) -> int:
-    """How many leading requests have an argument count their command accepts (``cmds``: a
-    list of one command per request, or one command for all)."""
-    if type(cmds) is not list:
-        cmd = cmds
-        if cmd.max_args == maxsize:
-            if min(map(len, reqs)) >= cmd.min_args:
-                return len(reqs)
-        else:
-            lens = list(map(len, reqs))
-            if min(lens) >= cmd.min_args and max(lens) <= cmd.max_args:
-                return len(reqs)
-        cmds = [cmd] * len(reqs)
+def _arity_fit(cmds: list[Any], reqs: list[list[bytes]], one: bool) -> int:
+    """How many leading requests have an argument count their command accepts."""
     lens = list(map(len, reqs))
+    if one:
+        cmd = cmds[0]
+        if min(lens) >= cmd.min_args and max(lens) <= cmd.max_args:
+            return len(reqs)
     fits = list(map(and_, map(le, map(_min_args, cmds), lens),
                     map(ge, map(_max_args, cmds), lens)))
     return fits.index(False) if False in fits else len(reqs)
 
 
-def account(core: Any, c: Any, cmds: list[Any], one: bool, n: int, ns: int) -> None:
-    """Count a run of ``n`` calls that took ``ns`` in all (INFO commandstats, the client's
-    command count and last command)."""
+def account(core: Any, c: Any, cmds: list[Any], one: bool, ns: int) -> None:
+    """Count a run of calls (``cmds``) that took ``ns`` in all (INFO commandstats, the
+    client's command count and last command)."""
+    n = len(cmds)
     c.commands += n
     c.last_cmd = cmds[-1]
     per_call = ns // n
     tracking = core.config.latency_tracking
     cmdstats = core.cmdstats
-    if one:
-        st = cmdstats.get(cmds[0]) or core.command_stat(cmds[0])
-        st.calls += n
-        st.record(per_call, tracking)
-        return
-    for cmd, calls in Counter(cmds).items():
+    for cmd, calls in ((cmds[0], n),) if one else Counter(cmds).items():
         st = cmdstats.get(cmd) or core.command_stat(cmd)
         st.calls += calls
         st.record(per_call, tracking)
-
-
-def failed_at(reqs: list[list[bytes]], argv: list[bytes]) -> int:
-    """The index of ``argv`` in ``reqs`` (the request a run stopped at on an exception)."""
-    return next(i for i, r in enumerate(reqs) if r is argv)

@@ -91,8 +91,8 @@ class Command:
     skip_monitor: bool = False    # "skip-monitor" or "admin": MONITOR never shows it
     allow_busy: bool = False      # runs while a script is busy (others get -BUSY)
     # O(1) ("sampled"), never blocks, and changes nothing but the keyspace and the client's
-    # selected db: a run of such commands from the master's stream applies in one batch
-    # (pyrepl.replication.replica.stream).
+    # selected db: a run of such commands (pipelined by a client, or the master's stream on
+    # a replica) runs in one pass (pyrepl.plainrun).
     plain: bool = False
     # The arity as a range of argument counts (one chained comparison on the hot path).
     min_args: int = 0

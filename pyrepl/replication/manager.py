@@ -109,8 +109,7 @@ class Replication:
         if data is None:
             data = encode_command(argv)
         if db_id != self.stream_db and db_id >= 0:
-            data = encode_command([b"SELECT", str(db_id).encode()]) + data
-            self.stream_db = db_id
+            data = self._select(db_id) + data
         before = self.master_repl_offset
         self.master_repl_offset = before + len(data)
         self.master.stream(before, backlog.append(data))
@@ -125,10 +124,9 @@ class Replication:
         if backlog is None or self.replica.master_host is not None:
             return   # (as feed)
         if db_id != self.stream_db and db_id >= 0:
-            select = encode_command([b"SELECT", str(db_id).encode()])
+            select = self._select(db_id)
             data = select + data   # (as feed: with the first command)
             ends = [e + len(select) for e in ends]
-            self.stream_db = db_id
         n = len(data)
         pos = 0
         view = memoryview(data)
@@ -139,6 +137,11 @@ class Replication:
             self.master_repl_offset = before + end - pos
             self.master.stream(before, backlog.append(view[pos:end] if pos or end < n else data))
             pos = end
+
+    def _select(self, db_id: int) -> bytes:
+        """The SELECT the stream needs before a write to ``db_id`` (now its db)."""
+        self.stream_db = db_id
+        return encode_command([b"SELECT", str(db_id).encode()])
 
     def feed_raw(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes applied from our master, passed on verbatim to the backlog and sub-replicas."""

@@ -193,29 +193,16 @@ class HiredisRespReader(RespReader):
         ends = self._ends or self._request_ends()
         return ends[len(ends) - len(q) - 1]
 
-    def raw_ahead(self, a: int, b: int) -> bytes | None:
+    def raw_ahead(self, a: int, b: int) -> tuple[bytes, list[int]]:
         """The bytes of requests ``a`` to ``b - 1`` counted from the last one returned (0)
-        on into ``queue``, exactly as they arrived (proven canonical); None when no batch
-        is out. A caller that runs queued requests itself propagates them from here."""
-        batch = self._batch
-        if batch is None:
-            return None
-        reqs, win, start, _ = batch
+        on into ``queue``, exactly as they arrived (proven canonical), and where each ends
+        in them. A caller that runs queued requests itself propagates them from here."""
+        reqs, win, start, _ = self._batch  # type: ignore[misc]   (queued: a batch is out)
         k = len(reqs) - len(self.queue) - 1 + a   # the batch's index of request a
         ends = self._ends or self._request_ends()
         lo = ends[k - 1] if k else start
-        return win[lo - start:ends[k + b - a - 1] - start]
-
-    def ends_ahead(self, a: int, b: int) -> list[int]:
-        """Where each of the requests ``raw_ahead(a, b)`` holds ends in it."""
-        batch = self._batch
-        if batch is None:
-            return []
-        reqs, _, start, _ = batch
-        k = len(reqs) - len(self.queue) - 1 + a
-        ends = self._ends or self._request_ends()
-        lo = ends[k - 1] if k else start
-        return list(map(sub, ends[k:k + b - a], repeat(lo)))
+        ends = ends[k:k + b - a]
+        return win[lo - start:ends[-1] - start], list(map(sub, ends, repeat(lo)))
 
     def take_queued(self, keep: int = 0) -> None:
         """Count all but the last ``keep`` of ``queue`` as returned (a caller that ran them

@@ -322,14 +322,6 @@ class RespReader:
         """``consumed`` (the hiredis reader's is cheaper this way, per request)."""
         return self.consumed
 
-    def raw_ahead(self, a: int, b: int) -> bytes | None:
-        """Nothing is queued here (see the hiredis-backed reader)."""
-        return None
-
-    def ends_ahead(self, a: int, b: int) -> list[int]:
-        """Nothing is queued here (see the hiredis-backed reader)."""
-        return []
-
     def take_queued(self, keep: int = 0) -> None:
         """Nothing is queued here (see the hiredis-backed reader)."""
 

@@ -25,7 +25,7 @@ from pyrepl.replication.replica.states import (
 )
 from pyrepl.resp.fastreader import make_reader
 from pyrepl.resp.reader import ProtocolError
-from pyrepl.resp.types import NO_REPLY, ReplyError
+from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
 
 
@@ -181,62 +181,34 @@ class Stream:
 
     def _apply_batch(self, ms: MasterState, c: Client, reader: Any, first: list[bytes],
                      rest: list[list[bytes]]) -> bool:
-        """Apply ``first`` and the plain commands queued right behind it in one pass; False
-        (nothing done) when ``first`` does not qualify and ``execute`` must run it.
-
-        The run (``pyrepl.plainrun``) is checked once for what ``execute`` checks per command
-        of the master client: no gate (busy script, MISCONF, pause), no MULTI, no CLIENT
-        REPLY, no waiting clients, no key tracking, no MONITOR / slowlog-log-slower-than 0 /
-        latency monitor (those time every call). No reply is built (the master gets none).
-        ``reploff`` moves once, to the run's end; if a handler raises anything but a
+        """Apply ``first`` and the plain commands queued right behind it in one pass
+        (``plainrun.start``, ``core.run_plain``); False (nothing done) when ``first`` does
+        not qualify and ``execute`` must run it. The replies are dropped (the master gets
+        none). ``reploff`` moves once, to the run's end; if a handler raises anything but a
         ReplyError, to the end of the command before it, as the one-by-one loop leaves it."""
         core = self.core
-        get = core.name_cache.get
-        cmd0 = get(first[0])
-        if cmd0 is None or not cmd0.plain or core.gated or c.in_multi or c.reply_mode or \
-                core.stream_live or core.keys_waited or core.tracking_on:
+        run = plainrun.start(core, c, first, rest)
+        if run is None:
             return False
-        st0 = core.cmdstats.get(cmd0)
-        if st0 is None or not st0.timing:   # a first call, or every call is timed
-            return False
-        cmds, reqs, one = plainrun.select(core.name_cache, cmd0, first, rest)
-        n = len(reqs)
-        if not n:
-            return False
-        failed = core.failed_call
-        clock = core.clock_ns
-        argv = first
-        t0 = clock()
+        cmds, reqs, one = run
+        replies: list[object] = []
+        t0 = core.clock_ns()
         try:
-            if one:
-                handler = cmd0.handler
-                for argv in reqs:
-                    try:
-                        handler(c, argv)
-                    except ReplyError as e:
-                        failed(c, cmd0, e)   # (propagation_error: logged, counted)
-            else:
-                for cmd, argv in zip(cmds, reqs, strict=True):
-                    try:
-                        cmd.handler(c, argv)
-                    except ReplyError as e:
-                        failed(c, cmd, e)
+            core.run_plain(c, cmds, reqs, replies, one)
         except BaseException:
-            k = plainrun.failed_at(reqs, argv)
+            k = len(replies)   # reqs[:k] applied: reploff at the end of reqs[k - 1]
             left = len(rest)
-            if k:   # reqs[:k] applied: reploff at the end of reqs[k - 1]
+            if k:
                 reader.take_queued(left - k + 1)
                 ms.reploff = ms.reader_base + reader.consumed_now()
             reader.take_queued(left - k)   # reqs[k] was read (the one-by-one loop's state)
             raise
-        ns = clock() - t0
-        reader.take_queued(len(rest) - n + 1)
+        ns = core.clock_ns() - t0
+        reader.take_queued(len(rest) - len(reqs) + 1)
         ms.reploff = ms.reader_base + reader.consumed_now()
         if c.out:
             c.out.clear()
-        if core._pending:   # (a replica feeds nothing of its own: this only empties it)
-            core.flush_propagation()
-        plainrun.account(core, c, cmds, one, n, ns)
+        plainrun.account(core, c, cmds, one, ns)
         return True
 
     def propagation_error(self, command: str, message: str) -> None:
