@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import islice, repeat, takewhile
 from operator import and_, attrgetter, ge, itemgetter, le
+from sys import maxsize
 from typing import Any
 
 _name = itemgetter(0)
@@ -92,11 +93,16 @@ def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],
 
 def _arity_fit(cmds: list[Any], reqs: list[list[bytes]], one: bool) -> int:
     """How many leading requests have an argument count their command accepts."""
-    lens = list(map(len, reqs))
     if one:
         cmd = cmds[0]
-        if min(lens) >= cmd.min_args and max(lens) <= cmd.max_args:
-            return len(reqs)
+        if cmd.max_args == maxsize:   # (SET, HSET ...: the fewest arguments is the test)
+            if min(map(len, reqs)) >= cmd.min_args:
+                return len(reqs)
+        else:
+            lens = list(map(len, reqs))
+            if min(lens) >= cmd.min_args and max(lens) <= cmd.max_args:
+                return len(reqs)
+    lens = list(map(len, reqs))
     fits = list(map(and_, map(le, map(_min_args, cmds), lens),
                     map(ge, map(_max_args, cmds), lens)))
     return fits.index(False) if False in fits else len(reqs)
