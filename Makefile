@@ -11,7 +11,8 @@ STAMP   = $(VENV)/.installed
 
 all: test
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c
+	@bash scripts/build-deps.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'

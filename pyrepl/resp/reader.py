@@ -237,7 +237,7 @@ class RespReader:
         self._maxbulk = _LLONG_MAX if from_master else proto_max_bulk_len
         self.consumed = 0  # absolute stream offset of the end of the last command
         # Requests parsed ahead of gets(), *last first*: what the next gets() calls return
-        # (the hiredis-backed reader queues a batch; callers read it, take_queued() takes).
+        # (the fast reader queues a batch; callers read it, take_queued() takes).
         self.queue: list[list[bytes]] = []
         self._buf: bytes | bytearray = b""
         self._pos = 0  # parse position in _buf (Redis's qb_pos)
@@ -315,15 +315,15 @@ class RespReader:
 
     def raw_last(self, argv: list[bytes]) -> bytes | bytearray | None:
         """The bytes of the last request when known to be its canonical encoding (the
-        hiredis-backed reader knows it; this one does not)."""
+        fast reader knows it; this one does not)."""
         return None
 
     def consumed_now(self) -> int:
-        """``consumed`` (the hiredis reader's is cheaper this way, per request)."""
+        """``consumed`` (the fast reader's is cheaper this way, per request)."""
         return self.consumed
 
     def take_queued(self, keep: int = 0) -> None:
-        """Nothing is queued here (see the hiredis-backed reader)."""
+        """Nothing is queued here (see the fast reader)."""
 
     def buffered(self) -> int:
         """Bytes received but not part of a returned (or skipped) command yet."""

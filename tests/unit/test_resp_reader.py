@@ -1,4 +1,4 @@
-"""Request readers: Redis 7.0.15 semantics, exact consumed counts, pure == hiredis-backed.
+"""Request readers: Redis 7.0.15 semantics, exact consumed counts, pure == fast (the C scan).
 
 Every rule is checked on both readers (``reader_cls`` fixture). The hypothesis tests feed
 random streams (well-formed, inline, non-canonical, junk, oversize) split at random points to
@@ -11,7 +11,6 @@ real redis-server 7.0.15 and compare its replies (commands run, error line, clos
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from itertools import accumulate
 
@@ -19,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyrepl.resp.fastreader import HAVE_HIREDIS, HiredisRespReader, make_reader
+from pyrepl.resp.fastreader import FastRespReader, make_reader
 from pyrepl.resp.reader import (
     PROTO_INLINE_MAX_SIZE,
     ProtocolError,
@@ -29,7 +28,7 @@ from pyrepl.resp.reader import (
     string2ll,
 )
 
-READERS = [RespReader] + ([HiredisRespReader] if HAVE_HIREDIS else [])
+READERS = [RespReader, FastRespReader]
 
 
 @pytest.fixture(params=READERS, ids=lambda c: c.__name__)
@@ -481,24 +480,6 @@ def test_query_buffer_limit_without_draining(reader_cls):
     assert r.consumed == 14
 
 
-def test_make_reader_without_hiredis(monkeypatch):
-    # Load a second copy of the module while "import hiredis" fails.
-    import importlib.util
-
-    import pyrepl.resp.fastreader as fastreader
-
-    monkeypatch.setitem(sys.modules, "hiredis", None)
-    spec = importlib.util.spec_from_file_location("pyrepl.resp._fastreader_copy",
-                                                  fastreader.__file__)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.HAVE_HIREDIS is False
-    r = mod.make_reader(1024 * 1024, 1024 * 1024 * 1024, fast=True)
-    assert type(r) is RespReader
-    with pytest.raises(RuntimeError):
-        mod.HiredisRespReader()
-
-
 def test_error_reason_for_logs(reader_cls):
     r = reader_cls()
     r.feed(b"*1\r\nfoo\r\n")
@@ -510,7 +491,7 @@ def test_error_reason_for_logs(reader_cls):
 
 def test_make_reader():
     r = make_reader(1024 * 1024, 1024 * 1024 * 1024)
-    assert type(r) is (HiredisRespReader if HAVE_HIREDIS else RespReader)
+    assert type(r) is FastRespReader
     assert type(make_reader(1024 * 1024, 1024 * 1024 * 1024, fast=False)) is RespReader
     r = make_reader(5, 100, fast=True)
     assert r.proto_max_bulk_len == 5 and r.client_query_buffer_limit == 100
@@ -536,7 +517,7 @@ def test_split_args_returns_none_on_unbalanced():
     assert split_args(b"   ") == []
 
 
-# -- hiredis-specific safety -------------------------------------------------------------------
+# -- huge headers --------------------------------------------------------------------------------
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("data", [
@@ -545,7 +526,7 @@ def test_split_args_returns_none_on_unbalanced():
     b"*2\r\n$1\r\na\r\n*99999\r\n",
 ])
 def test_huge_aggregate_headers_are_cheap(reader_cls, data):
-    # hiredis-py preallocates lists from the header: the fast reader must never show it one.
+    # Nothing may be allocated from a header alone (hiredis-py preallocated lists from it).
     t0 = time.perf_counter()
     for step in (None, 1, 3):
         cmds, err = parse(reader_cls, enc(b"PING") + data, step)
@@ -631,7 +612,6 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return out
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments=st.lists(st.one_of(well_formed().map(lambda t: t[0]), odd()), max_size=12),
        cuts=st.lists(st.integers(0, 10**6), max_size=8),
@@ -639,12 +619,12 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
        maxbulk=st.sampled_from([5, 100, 512 * 1024 * 1024]),
        qblimit=st.sampled_from([40, 200, 1024 * 1024 * 1024]),
        auth=st.booleans(), master=st.booleans())
-def test_pure_and_hiredis_readers_agree(segments, cuts, drain, maxbulk, qblimit, auth, master):
+def test_pure_and_fast_readers_agree(segments, cuts, drain, maxbulk, qblimit, auth, master):
     data = b"".join(segments)
     chunks = split(data, cuts)
     drains = [drain[i % len(drain)] for i in range(len(chunks))]
     traces = []
-    for cls in (RespReader, HiredisRespReader):
+    for cls in (RespReader, FastRespReader):
         r = cls(maxbulk, qblimit, from_master=master)
         r.auth_required = auth
         traces.append(drive(r, chunks, drains))
@@ -671,7 +651,6 @@ def test_well_formed_streams_give_expected_commands_and_offsets(reader_cls, segm
     assert r.consumed == len(data) and r.buffered() == 0
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=200, deadline=None)
 @given(segments=st.lists(st.one_of(well_formed().map(lambda t: t[0]), odd()), max_size=8),
        step=st.integers(1, 9))
@@ -679,7 +658,7 @@ def test_readers_agree_byte_by_byte_and_with_auth_flips(segments, step):
     data = b"".join(segments)
     chunks = [data[i:i + step] for i in range(0, len(data), step)]
     traces = []
-    for cls in (RespReader, HiredisRespReader):
+    for cls in (RespReader, FastRespReader):
         r = cls(100, 1024)
         trace = []
         try:
@@ -694,9 +673,9 @@ def test_readers_agree_byte_by_byte_and_with_auth_flips(segments, step):
     assert traces[0] == traces[1]
 
 
-# -- the fast reader's proof (pyrepl.resp.fastreader) ----------------------------------------
+# -- the fast reader (pyrepl.resp.fastreader, the C scan) ------------------------------------
 
-# Arguments built to fool a proof by counting '*': stars and headers inside payloads, lengths
+# Arguments built to fool a parser that counts '*': stars and headers inside payloads, lengths
 # at the digit boundaries of "$L", arguments bigger than the canonical-size table.
 STARRY = st.binary(max_size=8) | st.sampled_from([
     b"*", b"**", b"*1\r\n$1\r\na", b"$3\r\n*", b"\r\n*2\r\n", b"*" * 9, b"x" * 10,
@@ -709,18 +688,16 @@ TAILS = st.sampled_from([
     b"*1\r\n$-1\r\n", b"*0\r\n", b"PING *\r\n", b":1\r\n*1\r\n$1\r\na\r\n"])
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reqs=st.lists(st.lists(STARRY, min_size=1, max_size=4), min_size=1, max_size=6),
        tail=TAILS, more=st.lists(st.lists(STARRY, min_size=1, max_size=3), max_size=3),
        cuts=st.lists(st.integers(0, 10**6), max_size=3))
 def test_fast_proof_agrees_with_pure_reader(reqs, tail, more, cuts):
     data = b"".join(enc(*a) for a in reqs) + tail + b"".join(enc(*a) for a in more)
-    traces = [drive(cls(), split(data, cuts)) for cls in (RespReader, HiredisRespReader)]
+    traces = [drive(cls(), split(data, cuts)) for cls in (RespReader, FastRespReader)]
     assert traces[0] == traces[1]
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments=st.lists(st.one_of(
     st.lists(STARRY, min_size=1, max_size=4).map(lambda a: enc(*a)),
@@ -730,48 +707,52 @@ def test_one_request_per_read_agrees_with_pure_reader(segments, auth, maxbulk):
     # A client that waits for each reply: every read is one request (the single-request
     # check), or a look-alike of one (a CRLF inside an argument, sloppy headers, junk).
     traces = []
-    for cls in (RespReader, HiredisRespReader):
+    for cls in (RespReader, FastRespReader):
         r = cls(maxbulk)
         r.auth_required = auth
         traces.append(drive(r, segments))
     assert traces[0] == traces[1]
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=100, deadline=None)
-@given(reqs=st.lists(st.lists(st.binary(max_size=20).filter(
-    lambda b: not set(b) & set(b"+=(%~>|*")), min_size=1, max_size=5), min_size=1, max_size=40))
-def test_canonical_batches_are_proven_without_reencoding(reqs):
-    # The common case (no rare type byte, no '*' in a payload) is proven by sizes and one
-    # count: the pack_command path never runs, and every command ends where it should.
-    calls = []
-    orig = HiredisRespReader._fill_checked
+@given(reqs=st.lists(st.lists(STARRY, min_size=1, max_size=5), min_size=1, max_size=40))
+def test_canonical_batches_never_reach_the_pure_parser(reqs):
+    # The common case: canonical requests in one read are all parsed by one C scan (the pure
+    # parser never runs), whatever the payloads hold, and every command ends where it should.
+    pure = []
+    orig = RespReader.gets
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(HiredisRespReader, "_fill_checked",
-                   lambda self, w: calls.append(len(w)) or orig(self, w))
-        r = HiredisRespReader()
+        mp.setattr(RespReader, "gets", lambda self: pure.append(1) or orig(self))
+        r = FastRespReader()
         r.feed(b"".join(enc(*a) for a in reqs))
         got, ends = [], []
         while (argv := r.gets()) is not None:
             got.append(argv)
             ends.append(r.consumed)
-    assert got == reqs and calls == []
+    assert got == reqs and pure == []
     assert ends == list(accumulate(len(enc(*a)) for a in reqs))
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
-@pytest.mark.parametrize("payload", [b"a+b", b"x=1", b"(1)", b"a>b", b"~", b"|", b"%"])
-def test_rare_type_bytes_take_the_reencoding_proof(monkeypatch, payload):
-    calls = []
-    orig = HiredisRespReader._fill_checked
-    monkeypatch.setattr(HiredisRespReader, "_fill_checked",
-                        lambda self, w: calls.append(len(w)) or orig(self, w))
-    cmds, err = parse(HiredisRespReader, enc(b"SET", b"k", payload) + enc(b"GET", b"k"))
-    assert cmds == [[b"SET", b"k", payload], [b"GET", b"k"]] and err is None
-    assert calls == [len(enc(b"SET", b"k", payload) + enc(b"GET", b"k"))]
+@pytest.mark.parametrize("tail", [
+    b"*1\r\n$4\r\nPINGXY",            # data not followed by CRLF (Redis does not check)
+    b"*1\r\n$4\r\nPINGX\n", b"*1\r\n$4\r\nPING\rX",
+    b"*1\r\n$4\rXPING\r\n",           # a header's CR followed by any byte (the same)
+    b"*01\r\n$4\r\nPING\r\n",         # a leading zero: Redis refuses it
+    b"*0\r\n", b"PING\r\n", b"*1\r\n$-1\r\n", b"*1\r\n:1\r\n"])
+def test_what_the_scan_leaves_goes_to_the_pure_parser(monkeypatch, tail):
+    # The scan stops at the first non-canonical request; the pure parser answers from there
+    # (the requests before it stay the scan's), as Redis does.
+    pure = []
+    orig = RespReader.gets
+    monkeypatch.setattr(RespReader, "gets", lambda self: pure.append(self.consumed) or orig(self))
+    good = enc(b"SET", b"k", b"v") + enc(b"GET", b"k")
+    fast = parse(FastRespReader, good + tail)
+    monkeypatch.setattr(RespReader, "gets", orig)
+    assert fast == parse(RespReader, good + tail)
+    assert fast[0][:2] == [[b"SET", b"k", b"v"], [b"GET", b"k"]]
+    assert pure and min(pure) == len(good)
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
 @settings(max_examples=150, deadline=None)
 @given(reqs=st.lists(st.lists(st.binary(max_size=12), min_size=1, max_size=4), min_size=1,
                      max_size=30),
@@ -784,7 +765,7 @@ def test_positions_and_raw_bytes_are_exact_wherever_they_are_read(reqs, cuts, pe
     data = b"".join(enc(*a) for a in reqs)
     ends = list(accumulate(len(enc(*a)) for a in reqs))
     bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
-    r = HiredisRespReader()
+    r = FastRespReader()
     got, fed = [], 0
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         r.feed(data[lo:hi])
@@ -809,15 +790,14 @@ def test_positions_and_raw_bytes_are_exact_wherever_they_are_read(reqs, cuts, pe
     assert r.consumed == len(data) and r.buffered() == 0 and r.unparsed() == 0
 
 
-@pytest.mark.skipif(not HAVE_HIREDIS, reason="hiredis not installed")
-def test_requests_before_a_hiredis_error_keep_the_shortcut(monkeypatch):
-    # hiredis stops at the bad header; the three requests it parsed before are still queued
+def test_requests_before_a_bad_header_keep_the_shortcut(monkeypatch):
+    # The scan stops at the bad header; the three requests it parsed before are still queued
     # (the pure parser only runs from the bad one on, and gives Redis's error).
     pure = []
     orig = RespReader.gets
     monkeypatch.setattr(RespReader, "gets", lambda self: pure.append(self.consumed) or orig(self))
     good = enc(b"PING") + enc(b"SET", b"k", b"v") + enc(b"GET", b"k")
-    cmds, err = parse(HiredisRespReader, good + b"*1\r\n$x\r\n")
+    cmds, err = parse(FastRespReader, good + b"*1\r\n$x\r\n")
     assert cmds == [[b"PING"], [b"SET", b"k", b"v"], [b"GET", b"k"]]
     assert err is not None and "bulk length" in str(err)
     assert pure and min(pure) == len(good)

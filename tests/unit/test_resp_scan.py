@@ -1,0 +1,111 @@
+"""The C scan (``pyrepl.resp._scan.scan``) against the pure reader, the reference.
+
+What it returns must be a prefix of what the pure reader parses from the same bytes (the
+same arguments, the same ends, and bytes that are exactly the arguments' RESP encoding, as
+propagation copies them), and for canonical requests the whole of it: it never takes
+a request the pure reader would read otherwise or refuse, and never stops before a canonical
+request that lies complete within its window and limits."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyrepl.resp._scan import scan
+
+from pyrepl.resp.reader import ProtocolError, RespReader
+
+BIG = 512 * 1024 * 1024
+INT_MAX = 2**31 - 1
+
+
+def enc(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def pure(data: bytes, maxbulk: int = BIG, auth: bool = False) -> list[tuple[list[bytes], int]]:
+    """The requests the pure reader returns from ``data``, each with its end, up to the first
+    error or incomplete request."""
+    r = RespReader(maxbulk)
+    r.auth_required = auth
+    r.feed(data)
+    out = []
+    try:
+        while (argv := r.gets()) is not None:
+            out.append((argv, r.consumed))
+    except ProtocolError:
+        pass
+    return out
+
+
+ARG = st.binary(max_size=10) | st.sampled_from([
+    b"", b"*", b"$", b"\r\n", b"*1\r\n$1\r\na\r\n", b"x" * 99, b"y" * 100, b"z" * 1000])
+# Changes to one byte of a canonical stream (or a cut): each may make it something the pure
+# reader reads otherwise, refuses, or still reads the same.
+BYTES = st.sampled_from(list(b"*$\r\n0123456789-+ \x00aZ:"))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.lists(ARG, min_size=1, max_size=4), min_size=1, max_size=8),
+       edits=st.lists(st.tuples(st.integers(0, 10**6), BYTES), max_size=3),
+       cut=st.integers(0, 10**6), lead=st.binary(max_size=3),
+       maxbulk=st.sampled_from([0, 3, 100, BIG]), auth=st.booleans())
+def test_scan_is_a_prefix_of_the_pure_reader(reqs, edits, cut, lead, maxbulk, auth):
+    data = bytearray(b"".join(enc(*a) for a in reqs))
+    for at, byte in edits:
+        data[at % len(data)] = byte
+    data = bytes(data[:cut % (len(data) + 1)])
+    count, bulk = (10, min(maxbulk, 16384)) if auth else (INT_MAX, maxbulk)
+    got, ends = scan(lead + data, len(lead), 1 << 20, count, bulk, 1000 - len(lead))
+    ref = pure(data, maxbulk, auth)
+    assert list(zip(got, ends, strict=True)) == [(a, 1000 + e) for a, e in ref[:len(got)]]
+    # and each one's bytes are its canonical encoding (propagation copies them)
+    starts = [1000, *ends]
+    assert [data[s - 1000:e - 1000] for s, e in zip(starts, ends, strict=False)] == [enc(*a) for a in got]
+    if not edits and not auth:   # canonical: everything complete is taken
+        assert len(got) == len(ref)
+
+
+@settings(max_examples=200, deadline=None)
+@given(reqs=st.lists(st.lists(ARG, min_size=1, max_size=4), min_size=1, max_size=20),
+       window=st.integers(0, 2000))
+def test_window_bounds_where_requests_start(reqs, window):
+    data = b"".join(enc(*a) for a in reqs)
+    got, ends = scan(data, 0, window, INT_MAX, BIG, 0)
+    starts = [0, *(e for _, e in pure(data))][:len(reqs)]
+    assert got == [a for a, s in zip(reqs, starts, strict=True) if s < window]
+    assert ends == [e for _, e in pure(data)][:len(got)]
+
+
+def test_inputs_of_every_buffer_type_and_position():
+    data = enc(b"SET", b"k", b"v") + enc(b"PING")
+    for buf in (data, bytearray(data), memoryview(data)):
+        assert scan(buf, 0, 65536, INT_MAX, BIG, 0) == ([[b"SET", b"k", b"v"], [b"PING"]],
+                                                          [27, 41])
+        assert scan(buf, 27, 65536, INT_MAX, BIG, 5) == ([[b"PING"]], [46])
+        assert scan(buf, len(data), 65536, INT_MAX, BIG, 0) == ([], [])
+    with pytest.raises(ValueError):
+        scan(data, len(data) + 1, 65536, INT_MAX, BIG, 0)
+    with pytest.raises(TypeError):
+        scan("text", 0, 65536, INT_MAX, BIG, 0)
+
+
+@pytest.mark.parametrize("header", [b"*2000000000\r\n", b"*999999999\r\n$1\r\na\r\n",
+                                    b"*" + b"9" * 18 + b"\r\n"])
+def test_a_huge_count_allocates_nothing(header):
+    tracemalloc.start()
+    try:
+        assert scan(enc(b"PING") + header, 0, 65536, INT_MAX, BIG, 0) == ([[b"PING"]], [14])
+        assert tracemalloc.get_traced_memory()[1] < 64 * 1024
+    finally:
+        tracemalloc.stop()
+
+
+def test_limits_stop_the_scan():
+    data = enc(b"a" * 11) + enc(*[b"k"] * 11)
+    assert scan(data, 0, 65536, INT_MAX, 10, 0) == ([], [])
+    assert len(scan(data, 0, 65536, INT_MAX, 11, 0)[0]) == 2
+    assert scan(data, 0, 65536, 10, 11, 0)[0] == [[b"a" * 11]]
+    assert len(scan(data, 0, 65536, 11, 11, 0)[0]) == 2
