@@ -6,9 +6,12 @@ syncs; R2 is frozen (SIGSTOP), the links are killed again (R1 resumes: partial n
 takes more writes than its 16 KiB backlog holds, so R2, thawed, gets a full sync for
 ``offset-before-backlog``; then R1 is promoted (``REPLICAOF NO ONE``), and R2 and M are
 re-pointed to it: both continue partially through R1's secondary replication id (partial
-nos. 4 and 5). Every wait is bounded. ``python tests/analytics/redislog_scenario.py OUT
-[redis-server]`` runs it by hand and leaves the logs in OUT (how tests/data/redislog/ was
-captured).
+nos. 4 and 5). Every wait is bounded.
+
+:data:`SERVERS` names the servers it runs on: Debian's redis-server 7.0.15 (diskless full syncs
+on one connection) and the Redis 8 build of ``make redis-src`` with the rdb channel. ``python
+tests/analytics/redislog_scenario.py OUT [redis7|redis8|redis-server [options]]`` runs it by hand
+and leaves the logs in OUT (how tests/data/redislog/ was captured).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,6 +30,8 @@ from support import (  # noqa: E402
     in_sync,
     kill_replica_links,
     r,
+    redis8_server_path,
+    redis_server_path,
     repl,
     wait_for,
     wait_offsets,
@@ -35,6 +41,29 @@ from support import (  # noqa: E402
 # What the scenario provokes, as the job's summary must count it.
 EXPECTED_FULL = {"no-history": 2, "offset-before-backlog": 1}
 EXPECTED_PARTIAL = 5
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server the scenario runs on, and how the job must name its full syncs."""
+    path: Callable[[], str | None]   # the redis-server binary, None when absent
+    missing: str                     # why it is absent
+    options: tuple[str, ...]         # added to every node's command line
+    full_result: str                 # psync result of a full sync (the master's decision)
+    full_mode: str                   # the full sync's mode
+    optional: bool = False           # absent: the test skips (else it fails)
+
+
+SERVERS = {
+    "redis7": Server(redis_server_path, "redis-server is not installed (the test command "
+                     "installs it)", (), "full", "diskless"),
+    # the master offers the rdb channel only for diskless syncs; every node gets both, as each
+    # is a master or a replica at some point
+    "redis8": Server(redis8_server_path, "the Redis 8 build (make redis-src) is missing: "
+                     ".cache/redis-src/redis-8/src/redis-server",
+                     ("--repl-diskless-sync", "yes", "--repl-rdb-channel", "yes"),
+                     "rdbchannel", "rdb-channel", optional=True),
+}
 
 
 @dataclass
@@ -117,6 +146,12 @@ def run(exe: str, out: str, *extra: str) -> Scenario:
 
 if __name__ == "__main__":
     dest = os.path.abspath(sys.argv[1])
-    binary = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else "/usr/bin/redis-server"
-    res = run(binary, dest, *sys.argv[3:])
-    print(res)
+    which = sys.argv[2] if len(sys.argv) > 2 else "redis7"
+    if which in SERVERS:
+        sv = SERVERS[which]
+        binary, opts = sv.path(), sv.options
+        if binary is None:
+            sys.exit(sv.missing)
+    else:
+        binary, opts = os.path.abspath(which), tuple(sys.argv[3:])
+    print(run(binary, dest, *opts))

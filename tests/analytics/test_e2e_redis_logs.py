@@ -1,27 +1,37 @@
-"""End to end on real Redis: Debian's redis-server 7.0.15 (a master and two replicas, each with
-``--logfile``) provokes full syncs (no-history x2, offset-before-backlog) and partial ones (link
-kills, and the promotion's through the secondary replication id; see redislog_scenario.py), then
-``pyrepl metrics`` reads the three log files, as an operator runs it, and reports what was
-provoked."""
+"""End to end on real Redis: a master and two replicas, each with ``--logfile``, provoke full
+syncs (no-history x2, offset-before-backlog) and partial ones (link kills, and the promotion's
+through the secondary replication id; see redislog_scenario.py), then ``pyrepl metrics`` reads
+the three log files, as an operator runs it, and reports what was provoked. Once on Debian's
+redis-server 7.0.15 (diskless full syncs on one connection), once on the Redis 8 build of ``make
+redis-src`` with the rdb channel (skipped without that build)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import redislog_scenario as scenario
-from support import redis_server_path
 
 pytestmark = pytest.mark.slow
 
 
-def test_metrics_on_real_redis_logs(tmp_path, spark) -> None:
-    exe = redis_server_path()
-    assert exe is not None, "redis-server is not installed (the test command installs it)"
-    sc = scenario.run(exe, str(tmp_path / "run"))
+def _log(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("server", sorted(scenario.SERVERS))
+def test_metrics_on_real_redis_logs(tmp_path, spark, server: str) -> None:
+    sv = scenario.SERVERS[server]
+    exe = sv.path()
+    if exe is None and sv.optional:
+        pytest.skip(sv.missing)
+    assert exe is not None, sv.missing
+    sc = scenario.run(exe, str(tmp_path / "run"), *sv.options)
     out = tmp_path / "report"
     env = {**os.environ, "CI": "1"}
     res = subprocess.run([sys.executable, "-m", "pyrepl.cli.main", "metrics",
@@ -31,13 +41,29 @@ def test_metrics_on_real_redis_logs(tmp_path, spark) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     s = json.loads((out / "summary.json").read_text())
 
+    # what the servers logged, read without the job: the full syncs went over the rdb channel
+    # (Redis 8 logs each request "(rdb-channel)") or not; R1's promotion kept the old id up to
+    # an offset, where M and R2 resume
+    rdb_channel = sv.full_mode == "rdb-channel"
+    requests = re.findall(r"Full resync requested by replica \S+ \(rdb-channel\)",
+                          _log(sc.logs["m"]))
+    assert len(requests) == (3 if rdb_channel else 0), requests
+    shift = re.findall(r"Setting secondary replication ID to \w+, valid up to offset: (\d+)\.",
+                       _log(sc.logs["r1"]))
+    assert len(shift) == 1, shift
+
     node = {n: f"127.0.0.1:{p}" for n, p in sc.ports.items()}
     ps = s["psync"]
     assert ps["partial"] == scenario.EXPECTED_PARTIAL, ps
     assert s["full_syncs"]["by_reason"] == scenario.EXPECTED_FULL, s["full_syncs"]
-    assert ps["full"] == 3 and ps["syncs"] == 8 and ps["by_result"] == {"continue": 5, "full": 3}
+    assert ps["full"] == 3 and ps["syncs"] == 8, ps
+    assert ps["by_result"] == {"continue": 5, sv.full_result: 3}, ps
+    assert s["full_syncs"]["by_mode"] == {sv.full_mode: 3}, s["full_syncs"]
     assert s["full_syncs"]["failed"] == 0
+    # the rdb channel's replica applies the stream it buffered during the load: a drain phase
+    assert s["full_syncs"]["durations_ms"]["drain"]["count"] == (3 if rdb_channel else 0)
     assert s["input"]["malformed_lines"] == 0 and s["input"]["logs"]["unknown"] == 0
+    assert s["input"]["logs"]["unparseable"] == 0
     assert s["input"]["logs"]["files"] == {"redis-log": 3}
     assert s["fleet"]["nodes"] == 3
     # the promotion: R1 served R2 and M partially; R1's link went down for it, R2's for
@@ -48,9 +74,14 @@ def test_metrics_on_real_redis_logs(tmp_path, spark) -> None:
              .collect()]
     promo = sorted(x["replica"] for x in syncs if x["master"] == node["r1"])
     assert promo == sorted([node["m"], node["r2"]])
-    assert all(x["kind"] == "partial" and x["m_sync_id"] and x["r_sync_id"]
-               for x in syncs if x["master"] == node["r1"])
+    assert all(x["kind"] == "partial" and x["result"] == "continue" and x["m_sync_id"]
+               and x["r_sync_id"] and x["req_offset"] == int(shift[0])
+               for x in syncs if x["master"] == node["r1"]), syncs
     obb = [x for x in syncs if x["reason"] == "offset-before-backlog"]
     assert len(obb) == 1 and obb[0]["replica"] == node["r2"] and obb[0]["status"] == "ok"
+    fulls = [x for x in syncs if x["kind"] == "full"]
+    assert len(fulls) == 3 and all(
+        x["master"] == node["m"] and x["result"] == sv.full_result and x["mode"] == sv.full_mode
+        and x["status"] == "ok" for x in fulls), fulls
     # every sync has both halves, joined across the logs
     assert all(x["m_sync_id"] and x["r_sync_id"] for x in syncs), syncs
