@@ -127,35 +127,40 @@ class Client:
         stats.net_input_bytes += len(data)
         stats.total_reads_processed += 1
         self.last_interaction_ms = core.now_ms
-        self.reader.feed(data)
+        if self.blocked is None:   # (process() would read the first request at once)
+            argv = self.reader.feed_first(data)
+        else:
+            self.reader.feed(data)
+            argv = None
         if self.stream is None:
-            self.process()
+            self.process(argv)
             return
         # A replica being streamed to: the link carries the stream only, so a command that
         # produced a reply (checked per read, not per command) drops it, as Redis 7.0 does.
         sent = len(self.out)
-        self.process()
+        self.process(argv)
         if len(self.out) > sent and any(self.out[sent:]):   # (NO_REPLY appends b"")
             del self.out[sent:]
             core.replication.master.replica_replied(self)
 
-    def process(self) -> None:
-        """Run the complete commands buffered in the reader (stops while blocked)."""
+    def process(self, argv: list[bytes] | None = None) -> None:
+        """Run the complete commands buffered in the reader (stops while blocked), starting
+        with ``argv`` when the reader returned it already (``feed_first``)."""
         reader = self.reader
-        execute = self.core.execute
-        execute_run = self.core.execute_run
+        core = self.core
         while not self.close_after_reply and self.blocked is None:
-            try:
-                argv = reader.gets()
-            except ProtocolError as e:
-                self.protocol_error(e)
-                return
             if argv is None:
-                return
+                try:
+                    argv = reader.gets()
+                except ProtocolError as e:
+                    self.protocol_error(e)
+                    return
+                if argv is None:
+                    return
             rest = reader.queue
-            if rest and execute_run(self, argv, rest):
-                continue
-            execute(self, argv)
+            if not (rest and core.execute_run(self, argv, rest)):
+                core.execute(self, argv)
+            argv = None
 
     def protocol_error(self, e: ProtocolError) -> None:
         """Answer Redis's error text where Redis answers one, then close this client only."""

@@ -116,6 +116,33 @@ class FastRespReader(RespReader):
             self._settle()
         RespReader.feed(self, data)
 
+    def feed_first(self, data: bytes) -> list[bytes] | None:
+        """``feed(data)``, then ``gets()`` in the common case, in one call: the reader stood
+        between requests with nothing left and ``data`` starts with a request the scan
+        takes. Else None, and the caller's ``gets()`` goes on as after ``feed()``."""
+        buf = self._buf
+        if self._batch is not None or self._pos != len(buf) or self._reqtype or \
+                self._error is not None or type(data) is not bytes or \
+                len(data) > self.client_query_buffer_limit:
+            self.feed(data)   # (what feed() checks, settles or raises: the general path)
+            return None
+        self._rest = False
+        self._fed += len(data)
+        base = self._base = self._base + len(buf)
+        self._pos = 0
+        self._buf = data
+        if self._auth:
+            reqs, ends = _scan(data, 0, _WINDOW, _AUTH_MAX_MULTIBULK,
+                               min(self._maxbulk, _AUTH_MAX_BULK), base)
+        else:
+            reqs, ends = _scan(data, 0, _WINDOW, _INT_MAX, self._maxbulk, base)
+        if not reqs:
+            self._rest = True
+            return None
+        self._batch = (reqs, data, base, base, ends)
+        self.queue = reqs[:0:-1]
+        return reqs[0]
+
     def unparsed(self) -> int:
         if self._batch is not None:
             self._settle()

@@ -313,6 +313,12 @@ class RespReader:
                 self._pos = 0
             buf += data
 
+    def feed_first(self, data: bytes) -> list[bytes] | None:
+        """``feed(data)``; the fast reader also returns the first request when it can (its
+        ``gets()`` in the same call), this one never does (None: call ``gets()``)."""
+        self.feed(data)
+        return None
+
     def raw_last(self, argv: list[bytes]) -> bytes | bytearray | None:
         """The bytes of the last request when known to be its canonical encoding (the
         fast reader knows it; this one does not)."""

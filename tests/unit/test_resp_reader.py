@@ -42,16 +42,20 @@ def enc(*args: bytes) -> bytes:
 
 def drive(reader: RespReader, chunks, drain=None) -> list:
     """Feed ``chunks``; after each (if ``drain[i]``, default always) call gets() until None.
-    Returns the observable trace: commands with consumed, per-feed markers, final error."""
+    Returns the observable trace: commands with consumed, per-feed markers, final error.
+    A chunk to be drained is fed as a client does, with ``feed_first`` (its first request, if
+    the reader returns it at once); one that is not, with ``feed`` (a blocked client)."""
     trace: list = []
     try:
         for i, c in enumerate(chunks):
-            reader.feed(c)
             if drain is not None and not drain[i]:
+                reader.feed(c)
                 trace.append(("fed", reader.consumed, reader.buffered(), reader.unparsed()))
                 continue
-            while (argv := reader.gets()) is not None:
+            argv = reader.feed_first(c)
+            while argv is not None or (argv := reader.gets()) is not None:
                 trace.append((argv, reader.consumed))
+                argv = None
             trace.append(("none", reader.consumed, reader.buffered(), reader.unparsed()))
         while (argv := reader.gets()) is not None:
             trace.append((argv, reader.consumed))
