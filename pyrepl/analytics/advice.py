@@ -35,17 +35,16 @@ def curve_sizes(current: int | None, max_need: float | None) -> list[int]:
     return out
 
 
-def backlog_advice(row: dict[str, Any], n_part: int, n_full: int, backlogs: Any, rates: Any
-                   ) -> dict[str, Any]:
+def backlog_advice(row: dict[str, Any], n_part: int, n_full: int,
+                   sizes_by_master: list[int], rates: list[dict[str, Any]]) -> dict[str, Any]:
     """Advice from the offset-before-backlog syncs (quantiles and curve come from the syncs
-    aggregate ``row``); coverage from the per-master write rates (collected: one row per
-    master)."""
+    aggregate ``row``); coverage from the per-master write rates (one row per master) and the
+    masters' backlog sizes."""
     n = int(row["obb"] or 0)
     adv: dict[str, Any] = {}
     for i, p in enumerate(ADVICE_QUANTILES):
         v = row["need_q"][i] if n and row["need_q"] else None
         adv[f"p{round(p * 100):d}"] = int(v) if v is not None and v < SENTINEL else None
-    sizes_by_master = [x["backlog_size"] for x in backlogs.collect()]
     lo = min(sizes_by_master) if sizes_by_master else None
     hi = max(sizes_by_master) if sizes_by_master else None
     total = n_part + n_full
@@ -54,15 +53,14 @@ def backlog_advice(row: dict[str, Any], n_part: int, n_full: int, backlogs: Any,
         k = int(row[f"le{s.bit_length() - 1}"] or 0)
         curve.append({"backlog_bytes": s, "syncs_avoided": k,
                       "partial_ratio": _ratio(n_part + k, total)})
-    rr = [x.asDict() for x in rates.collect()]
     return {
         "offset_before_backlog_syncs": n,
         "unfixable": int(row["unfixable"] or 0),
         "advice_bytes": adv,
         "current_backlog_bytes": {"min": lo, "max": hi},
         "curve": curve,
-        "coverage_s": py_stat([x["coverage_s"] for x in rr]),
-        "coverage_at_peak_s": py_stat([x["coverage_peak_s"] for x in rr]),
-        "write_rate_bytes_per_s": py_stat([x["write_rate_avg"] for x in rr]),
-        "peak_write_rate_bytes_per_s": py_stat([x["write_rate_peak"] for x in rr]),
+        "coverage_s": py_stat([x["coverage_s"] for x in rates]),
+        "coverage_at_peak_s": py_stat([x["coverage_peak_s"] for x in rates]),
+        "write_rate_bytes_per_s": py_stat([x["write_rate_avg"] for x in rates]),
+        "peak_write_rate_bytes_per_s": py_stat([x["write_rate_peak"] for x in rates]),
     }

@@ -8,8 +8,11 @@ Every step is a function from DataFrames to a DataFrame, in a module named for w
 its figures mean), so the tests run each one on small inputs and compare it with a pure-Python
 oracle. :func:`run` only orchestrates: the logs are read and parsed once, into
 ``read.aggregate_all``'s small groups (cached), which split into the sync events proper and the
-lag groups; every table is built from those, cached for the caller to write, and the summary is
-collected from the tables.
+lag groups. Those grow with the syncs, links and time buckets, not with the lag samples: when
+they are few (``JobConfig.driver_max_rows``) one query collects them and ``driver`` finishes in
+plain Python (milliseconds, where ~25 small Spark jobs took 20 s); otherwise every table is
+built from them by the Spark steps, cached for the caller to write, and the summary is
+collected from the tables. Either way the caller gets the same tables, summary and report data.
 """
 
 from __future__ import annotations
@@ -20,8 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyrepl.analytics.lag import build_lag_series, build_write_rates, lag_sample, master_backlogs
-from pyrepl.analytics.logread import LOG_BAD, prefer_sources
+from pyrepl.analytics import driver
+from pyrepl.analytics.advice import backlog_advice
+from pyrepl.analytics.lag import (
+    build_lag_series,
+    build_write_rates,
+    lag_sample,
+    master_backlogs,
+    series_groups,
+)
+from pyrepl.analytics.logread import LOG_BAD, prefer_sources, source_rank
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
     SAMPLE_TARGET,
@@ -36,14 +47,19 @@ from pyrepl.analytics.schema import (
     COUNTED_ONLY,
     MATCH_WINDOW_S,
     QUANTILES,
+    table_columns,
+    table_struct,
 )
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.summary import summarize
 from pyrepl.analytics.syncs import build_syncs, master_syncs, replica_attempts, with_link
 from pyrepl.analytics.tables import build_buckets, build_links, build_nodes
-from pyrepl.analytics.timeline import LOOPS_MAX
+from pyrepl.analytics.timeline import LOOPS_MAX, stories_from_rows
 
 NICE_BUCKETS = (10, 30, 60, 300, 600, 900, 1800, 3600, 4 * 3600, 6 * 3600, 86400)
+# After the input pass, aggregates of at most this many rows (sync events plus lag series
+# rows) are finished on the driver (``driver``); bigger ones by the Spark steps.
+DRIVER_MAX_ROWS = 200_000
 
 
 @dataclass
@@ -55,6 +71,7 @@ class JobConfig:
     fmt: str = "auto"  # json | parquet | auto (by file names)
     lag_sample_every: int | None = None  # None: about SAMPLE_TARGET samples for percentiles
     log_tz: str | None = None  # the time zone of Redis/Valkey log timestamps (default UTC)
+    driver_max_rows: int = DRIVER_MAX_ROWS  # 0: always finish with the Spark steps
 
 
 @dataclass
@@ -66,6 +83,7 @@ class Tables:
     nodes: Any
     buckets: Any
     write_rates: Any
+    spread: tuple[str, ...] = ("syncs", "lag")  # written as several files (the big ones)
 
 
 @dataclass
@@ -97,12 +115,11 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     """Read the logs, build every table (cached: the caller writes them) and the summary.
 
     The input is read and parsed once, into ``aggregate_all``'s small groups (cached); the
-    rest works from those."""
+    rest works from those, on the driver when they are small."""
     from pyspark import StorageLevel
 
     F = _F()
     c = F.col
-    keep = StorageLevel.MEMORY_AND_DISK
     cfg = cfg or JobConfig()
     fmt = cfg.fmt if cfg.fmt != "auto" else detect_format(paths)
     every = cfg.lag_sample_every or max(1, math.ceil(
@@ -111,15 +128,23 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     progress(f"reading {len(paths)} path(s) as {fmt}")
     raw, logs = parse_inputs(spark, paths, fmt, cfg.log_tz)
     ev = classify(raw, cfg.since, cfg.until)
-    agg = aggregate_all(ev, fine, every).persist(keep)
+    agg = aggregate_all(ev, fine, every).persist(StorageLevel.MEMORY_AND_DISK)
+    lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
     counts = agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
                                            F.lit("replica_lag")).alias("event")) \
-        .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"), F.max("ts_max").alias("t1")) \
+        .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"), F.max("ts_max").alias("t1"),
+             F.count(F.lit(1)).alias("groups"),
+             F.approx_count_distinct(F.when(lagrow, F.concat_ws(
+                 "\n", "master", "replica", "run_id"))).alias("runs"),
+             F.collect_set(F.when(c("row").isNotNull(), source_rank(
+                 F, c("row.source"), c("row.inferred")))).alias("ranks")) \
         .collect()
     events_by_type: dict[str, int] = {}
     malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
                                  **{k: 0 for k in (LOG_BAD if logs else ())}}
     t0 = t1 = None
+    lag_groups = link_runs = 0
+    ranks: set[int] = set()
     for row in counts:
         if row["bad"] is not None:
             malformed[row["bad"]] += int(row["n"])
@@ -127,10 +152,135 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         events_by_type[row["event"]] = events_by_type.get(row["event"], 0) + int(row["n"])
         t0 = row["t0"] if t0 is None else min(t0, row["t0"])
         t1 = row["t1"] if t1 is None else max(t1, row["t1"])
+        ranks.update(row["ranks"])
+        if row["event"] == "replica_lag":
+            lag_groups, link_runs = int(row["groups"]), int(row["runs"])
     n_events = sum(events_by_type.values())
     bucket_s = cfg.bucket_s or choose_bucket(t0, t1)
+    n_other = sum(n for e, n in events_by_type.items()
+                  if e != "replica_lag" and e not in COUNTED_ONLY)
     progress(f"{n_events:,} events, {sum(malformed.values()):,} malformed lines; "
              f"time buckets of {bucket_s:g} s")
+    # lag series rows: at most one per link, master run and bucket (the run count is an
+    # estimate: HyperLogLog, a few % off)
+    buckets = 2 + ((t1 - t0) / bucket_s if t0 is not None else 0)
+    series_rows = min(lag_groups, math.ceil(1.2 * link_runs * buckets))
+    summary: dict[str, Any] = {"input": {
+        "paths": list(paths), "format": fmt, "events": n_events,
+        "events_by_type": dict(sorted(events_by_type.items())),
+        "malformed_lines": sum(malformed.values()), "malformed": malformed,
+        "first_ts": t0, "last_ts": t1, "since": cfg.since, "until": cfg.until,
+        "bucket_s": bucket_s, "lag_sample_every": every, "duplicates_dropped": 0,
+        "logs": logs,
+    }}
+    if 0 < cfg.driver_max_rows and n_other + series_rows <= cfg.driver_max_rows:
+        progress(f"collecting {n_other:,} sync events and ~{series_rows:,} lag rows; "
+                 f"finishing on the driver")
+        result = _finish_on_driver(spark, agg, summary, bucket_s, cfg, len(ranks) > 1)
+    else:
+        progress(f"{n_other:,} sync events and ~{series_rows:,} lag rows: finishing in Spark")
+        result = _finish_in_spark(agg, summary, bucket_s, cfg, progress)
+    summary["input"]["duplicates_dropped"] = n_other - result.charts.pop("n_sev")
+    # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
+    # this run's intermediate query plans until Python's next full collection: ~250 MB of
+    # driver heap per run, which a long-lived session (a notebook, the tests) thrashes on
+    gc.collect()
+    return result
+
+
+def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
+    masters = {x["master"] for x in link_rows}
+    replicas = {x["replica"] for x in link_rows}
+    return {"nodes": len(masters | replicas), "masters": len(masters),
+            "replicas": len(replicas), "links": len(link_rows)}
+
+
+def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: float,
+                      cfg: JobConfig, several_sources: bool) -> JobResult:
+    """One query collects the sync events, the lag series and the lag sample; ``driver``
+    does the rest; the tables become DataFrames (from the driver's rows) for writing."""
+    F = _F()
+    c = F.col
+    sev = agg.filter(c("row").isNotNull()).select("row.*")
+    if several_sources:  # a node described by several sources: the richest
+        sev = prefer_sources(sev)
+    lag = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+    sample = lag.filter(c("sid").isNotNull()).groupBy("master", "replica").agg(
+        F.collect_list("lb_max").alias("_lbs"), F.collect_list("lm_max").alias("_lms"))
+    parts = with_link(sev).withColumn("_part", F.lit(0)) \
+        .unionByName(series_groups(lag, bucket_s).withColumn("_part", F.lit(1)),
+                     allowMissingColumns=True) \
+        .unionByName(sample.withColumn("_part", F.lit(2)), allowMissingColumns=True)
+    names = parts.columns
+    part = names.index("_part")
+    fields = [(i, n) for i, n in enumerate(names) if n != "_part"]
+    events: list[dict[str, Any]] = []
+    series: list[dict[str, Any]] = []
+    samples: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] = {}
+    series_cols = [(names.index(n), n) for n, _ in table_columns("lag_series")
+                   if n in names]
+    for row in parts.collect():
+        if row[part] == 0:
+            e = {n: row[i] for i, n in fields if row[i] is not None}
+            e.setdefault("master", None)
+            e.setdefault("replica", None)
+            events.append(e)
+        elif row[part] == 1:
+            series.append({n: row[i] for i, n in series_cols})
+        else:
+            samples[(row["master"], row["replica"])] = (row["_lbs"], row["_lms"])
+    agg.unpersist()
+    m = driver.master_halves(events)
+    r = driver.replica_halves(events)
+    backlogs = driver.master_backlogs(m)
+    syncs = driver.build_syncs(m, r, bucket_s, cfg.match_window_s)
+    recs = driver.build_recoveries(events, r)
+    streaks = [x for x in driver.build_streaks(r) if x["failed_full"] > 0]
+    series = driver.finish_series(series, backlogs)
+    rates = driver.build_write_rates(series, bucket_s)
+    links = driver.build_links(syncs, recs, series, samples, backlogs, events, streaks)
+    nodes = driver.build_nodes(syncs, recs, links, rates)
+    buckets = driver.build_buckets(syncs, events, series, bucket_s)
+    summary["fleet"] = _fleet(links)
+    metrics, advice = driver.summarize(syncs, recs, streaks, events)
+    summary.update(metrics)
+    summary["lag"] = driver.lag_summary(series, samples, backlogs)
+    summary["backlog"] = backlog_advice(advice, metrics["psync"]["partial"],
+                                        metrics["psync"]["full"], list(backlogs.values()),
+                                        rates)
+    # the summary's key order, as the Spark finish writes it
+    order = ("input", "fleet", "psync", "full_syncs", "partial_syncs", "failures", "buffers",
+             "links", "recovery", "lag", "backlog")
+    summary = {k: summary[k] for k in order}
+    loops = sorted((x for x in streaks if x["loop"]),
+                   key=lambda x: (x["t_first_failed"], x["replica"]))[:LOOPS_MAX]
+
+    def frame(name: str, rows: list[dict[str, Any]]) -> Any:
+        cols = table_columns(name)
+        data = [tuple(float(x[n]) if t == "double" and x[n] is not None else x[n]
+                      for n, t in cols) for x in rows]
+        return spark.createDataFrame(data, table_struct(name))
+
+    tables = Tables(frame("syncs", syncs), frame("recoveries", recs),
+                    frame("lag_series", series), frame("links", links),
+                    frame("nodes", nodes), frame("buckets", buckets),
+                    frame("write_rates", rates), spread=())
+    recovery = [(x["kind"], x["recovery_ms"]) for x in recs
+                if x["recovery_ms"] is not None and not x["intentional"]]
+    return JobResult(summary, tables, {
+        "links": links, "loops": loops, "nodes": nodes, "n_sev": len(events),
+        "buckets": sorted(buckets, key=lambda x: x["bucket"]), "recovery": recovery,
+        "stories": stories_from_rows(syncs, recs, links, loops)})
+
+
+def _finish_in_spark(agg: Any, summary: dict[str, Any], bucket_s: float, cfg: JobConfig,
+                     progress: Callable[[str], None]) -> JobResult:
+    """Every table by the Spark steps, from the cached aggregate (any size)."""
+    from pyspark import StorageLevel
+
+    F = _F()
+    c = F.col
+    keep = StorageLevel.MEMORY_AND_DISK
     # the two small halves get caches of their own (lag groups without the wide ``row``);
     # counted now so the big aggregate can go
     # a node described by several sources (pyrepl, a Redis log, the collector): the richest
@@ -171,27 +321,10 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     rates = build_write_rates(series, bucket_s).persist(keep)
     nodes = build_nodes(syncs, recs, links, rates).persist(keep)
     buckets = build_buckets(syncs, sev, series, bucket_s).persist(keep)
-    summary: dict[str, Any] = {"input": {
-        "paths": list(paths), "format": fmt, "events": n_events,
-        "events_by_type": dict(sorted(events_by_type.items())),
-        "malformed_lines": sum(malformed.values()), "malformed": malformed,
-        "first_ts": t0, "last_ts": t1, "since": cfg.since, "until": cfg.until,
-        "bucket_s": bucket_s, "lag_sample_every": every,
-        "duplicates_dropped": sum(n for e, n in events_by_type.items()
-                                  if e != "replica_lag" and e not in COUNTED_ONLY) - n_sev,
-        "logs": logs,
-    }}
     link_rows = [x.asDict() for x in links.collect()]  # one row per link: small
-    masters = {x["master"] for x in link_rows}
-    replicas = {x["replica"] for x in link_rows}
-    summary["fleet"] = {"nodes": len(masters | replicas), "masters": len(masters),
-                        "replicas": len(replicas), "links": len(link_rows)}
+    summary["fleet"] = _fleet(link_rows)
     summary.update(summarize(syncs, recs, streaks, sev, rates, lag_row, backlogs))
     tables = Tables(syncs, recs, series, links, nodes, buckets, rates)
     loops = [x.asDict() for x in streaks.filter(c("loop")).orderBy("t_first_failed", "replica")
              .limit(LOOPS_MAX).collect()]
-    # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
-    # this run's intermediate query plans until Python's next full collection: ~250 MB of
-    # driver heap per run, which a long-lived session (a notebook, the tests) thrashes on
-    gc.collect()
-    return JobResult(summary, tables, {"links": link_rows, "loops": loops})
+    return JobResult(summary, tables, {"links": link_rows, "loops": loops, "n_sev": n_sev})

@@ -23,19 +23,26 @@ def build_lag_series(lag_agg: Any, backlogs: Any, bucket_s: float) -> Any:
     lag samples: ``row`` null, ``bad`` null)."""
     F = _F()
     c = F.col
-    g = lag_agg.withColumn("bucket", F.floor(c("fb") / F.lit(bucket_s)) * F.lit(bucket_s)) \
+    g = series_groups(lag_agg, bucket_s).join(F.broadcast(backlogs), "master", "left")
+    return g.withColumns({
+        "lag_bytes_avg": c("lag_bytes_sum") / c("samples"),
+        "lag_ms_avg": c("lag_ms_sum") / c("samples"),
+        "lag_backlog_ratio_max": F.when(c("backlog_size") > 0,
+                                        c("lag_bytes_max") / c("backlog_size"))})
+
+
+def series_groups(lag_agg: Any, bucket_s: float) -> Any:
+    """The lag groups summed per link, master run and time bucket (``build_lag_series``
+    without the master's backlog)."""
+    F = _F()
+    c = F.col
+    return lag_agg.withColumn("bucket", F.floor(c("fb") / F.lit(bucket_s)) * F.lit(bucket_s)) \
         .groupBy("master", "replica", "run_id", "bucket").agg(
             F.sum("n").alias("samples"), F.sum("nb").alias("nb"), F.sum("nm").alias("nm"),
             F.sum("lb_sum").alias("lag_bytes_sum"), F.max("lb_max").alias("lag_bytes_max"),
             F.sum("lm_sum").alias("lag_ms_sum"), F.max("lm_max").alias("lag_ms_max"),
             F.min("mro_min").alias("mro_min"), F.max("mro_max").alias("mro_max"),
             F.min("ts_min").alias("ts_min"), F.max("ts_max").alias("ts_max"))
-    g = g.join(F.broadcast(backlogs), "master", "left")
-    return g.withColumns({
-        "lag_bytes_avg": c("lag_bytes_sum") / c("samples"),
-        "lag_ms_avg": c("lag_ms_sum") / c("samples"),
-        "lag_backlog_ratio_max": F.when(c("backlog_size") > 0,
-                                        c("lag_bytes_max") / c("backlog_size"))})
 
 
 def lag_sample(lag_agg: Any, backlogs: Any) -> Any:

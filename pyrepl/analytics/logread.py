@@ -369,12 +369,14 @@ def _escape(p: str) -> str:
 
 # -- several sources of one node --------------------------------------------------------------------
 
-def source_rank(F: Any) -> Any:
-    """0 pyrepl's own NDJSON, 1 a Redis/Valkey log, 2 the collector, 3 its inferred events."""
-    c = F.col
-    return (F.when(c("source").isNull() | (c("source") == "pyrepl"), 0)
-            .when(c("source").isin(redislog.REDIS, redislog.VALKEY), 1)
-            .when(F.coalesce(c("inferred"), F.lit(0)) == 1, 3).otherwise(2))
+def source_rank(F: Any, source: Any = None, inferred: Any = None) -> Any:
+    """0 pyrepl's own NDJSON, 1 a Redis/Valkey log, 2 the collector, 3 its inferred events
+    (of the columns ``source`` and ``inferred`` unless given others)."""
+    src = F.col("source") if source is None else source
+    inf = F.col("inferred") if inferred is None else inferred
+    return (F.when(src.isNull() | (src == "pyrepl"), 0)
+            .when(src.isin(redislog.REDIS, redislog.VALKEY), 1)
+            .when(F.coalesce(inf, F.lit(0)) == 1, 3).otherwise(2))
 
 
 def prefer_sources(sev: Any) -> Any:

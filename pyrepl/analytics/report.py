@@ -91,9 +91,11 @@ def write_tables(tables: Any, dest: str) -> dict[str, str]:
               "write_rates": tables.write_rates}
     out = {name: dest.rstrip("/") + f"/{name}.parquet" for name in frames}
 
+    spread = getattr(tables, "spread", ("syncs", "lag"))
+
     def write(name: str) -> None:
         df = frames[name]
-        df = df.repartition(4) if name in ("syncs", "lag") else df.coalesce(1)
+        df = df.repartition(4) if name in spread else df.coalesce(1)
         df.write.mode("overwrite").parquet(out[name])
 
     # small jobs: their cost is mostly latency, so several run at once
@@ -392,34 +394,52 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
 # -- all of it ----------------------------------------------------------------------------------
 
 def write_report(result: Any, out_dir: str, tables_dest: str | None = None) -> dict[str, Any]:
-    """Write tables, charts, report.html and summary.json; returns the summary written."""
+    """Write tables, charts, report.html and summary.json; returns the summary written. The
+    tables are written by Spark while the charts are drawn."""
+    from concurrent.futures import ThreadPoolExecutor
+
     os.makedirs(out_dir, exist_ok=True)
     t = result.tables
-    tables = write_tables(t, tables_dest or os.path.join(out_dir, "tables"))
-    nodes = [r.asDict() for r in t.nodes.collect()]
-    buckets = [r.asDict() for r in t.buckets.orderBy("bucket").collect()]
-    links = result.charts.get("links") or [r.asDict() for r in t.links.collect()]
-    recs: dict[str, list[float]] = {"partial": [], "full": []}
-    rec_df = t.recoveries.filter("recovery_ms is not null and not intentional")
-    for row in rec_df.select("kind", "recovery_ms").limit(500_000).collect():
-        recs.setdefault(row["kind"], []).append(row["recovery_ms"])
-    loops = result.charts.get("loops") or []
-    stories = collect_stories(t, links, loops)
-    s = result.summary
-    charts = {}
-    for name, fn in (("partial_ratio_per_node", lambda p: chart_partial_ratio(nodes, p)),
-                     ("phase_breakdown", lambda p: chart_phases(s, p)),
-                     ("lag_over_time", lambda p: chart_lag(buckets, p)),
-                     ("recovery_cdf", lambda p: chart_recovery(recs, p)),
-                     ("backlog_advice", lambda p: chart_advice(s, p)),
-                     ("link_timeline",
-                      lambda p: chart_timelines(stories, p))):
-        path = os.path.join(out_dir, f"{name}.png")
-        fn(path)
-        charts[name] = path
-    report = os.path.join(out_dir, "report.html")
-    with open(report, "w", encoding="utf-8") as f:
-        f.write(render_html(s, charts, links, stories, loops))
+    data = result.charts
+    with ThreadPoolExecutor(1) as pool:
+        writing = pool.submit(write_tables, t, tables_dest or os.path.join(out_dir, "tables"))
+        nodes = data.get("nodes")
+        if nodes is None:
+            nodes = [r.asDict() for r in t.nodes.collect()]
+        buckets = data.get("buckets")
+        if buckets is None:
+            buckets = [r.asDict() for r in t.buckets.orderBy("bucket").collect()]
+        links = data.get("links")
+        if links is None:
+            links = [r.asDict() for r in t.links.collect()]
+        pairs = data.get("recovery")
+        if pairs is None:
+            rec_df = t.recoveries.filter("recovery_ms is not null and not intentional")
+            pairs = [(x["kind"], x["recovery_ms"]) for x in
+                     rec_df.select("kind", "recovery_ms").limit(500_000).collect()]
+        recs: dict[str, list[float]] = {"partial": [], "full": []}
+        for kind, ms in pairs[:500_000]:
+            recs.setdefault(kind, []).append(ms)
+        loops = data.get("loops") or []
+        stories = data.get("stories")
+        if stories is None:
+            stories = collect_stories(t, links, loops)
+        s = result.summary
+        charts = {}
+        for name, fn in (("partial_ratio_per_node", lambda p: chart_partial_ratio(nodes, p)),
+                         ("phase_breakdown", lambda p: chart_phases(s, p)),
+                         ("lag_over_time", lambda p: chart_lag(buckets, p)),
+                         ("recovery_cdf", lambda p: chart_recovery(recs, p)),
+                         ("backlog_advice", lambda p: chart_advice(s, p)),
+                         ("link_timeline",
+                          lambda p: chart_timelines(stories, p))):
+            path = os.path.join(out_dir, f"{name}.png")
+            fn(path)
+            charts[name] = path
+        report = os.path.join(out_dir, "report.html")
+        with open(report, "w", encoding="utf-8") as f:
+            f.write(render_html(s, charts, links, stories, loops))
+        tables = writing.result()
     summary = {"schema_version": SCHEMA_VERSION, **s,
                "outputs": {"summary": os.path.join(out_dir, "summary.json"), "report": report,
                            "charts": charts, "tables": tables}}

@@ -68,3 +68,61 @@ def spark_schema(with_corrupt: bool = True) -> Any:
     if with_corrupt:
         fields.append(T.StructField(CORRUPT, T.StringType(), True))
     return T.StructType(fields)
+
+
+# The output tables' columns and types, in order (the Spark steps produce exactly these; the
+# driver-side finish builds its tables with them). Types: string, bigint, double, boolean.
+TABLE_COLUMNS: dict[str, str] = {
+    "syncs": "sync_key string, master string, replica string, m_sync_id string, "
+             "r_sync_id string, ts double, bucket double, result string, kind string, "
+             "reason string, cause string, mode string, status string, fail_reason string, "
+             "req_replid string, req_offset bigint, gap bigint, backlog_size bigint, "
+             "backlog_histlen bigint, backlog_need bigint, backlog_fixable boolean, "
+             "snapshot_ms double, transfer_ms double, load_ms double, drain_ms double, "
+             "total_ms double, rdb_bytes bigint, throughput_bps double, keys bigint, "
+             "partial_bytes bigint, backlog_fraction double, buffer_kind string, "
+             "buffer_peak bigint, buffer_limit bigint, near_limit boolean, lost_reason string",
+    "recoveries": "replica string, master string, rec bigint, t_down double, "
+                  "down_reason string, intentional boolean, t_up double, up_sync_id string, "
+                  "up_master string, kind string, t_caught_up double, downtime_ms double, "
+                  "recovery_ms double, attempts bigint, failed_full bigint, "
+                  "connect_failures bigint, loop boolean",
+    "lag_series": "master string, replica string, run_id string, bucket double, "
+                  "samples bigint, nb bigint, nm bigint, lag_bytes_sum bigint, "
+                  "lag_bytes_max bigint, lag_ms_sum double, lag_ms_max double, mro_min bigint, "
+                  "mro_max bigint, ts_min double, ts_max double, backlog_size bigint, "
+                  "lag_bytes_avg double, lag_ms_avg double, lag_backlog_ratio_max double",
+    "links": "master string, replica string, syncs bigint, partial bigint, full bigint, "
+             "failed bigint, link_downs bigint, replica_lost bigint, lag_samples bigint, "
+             "lag_bytes_max bigint, lag_ms_max double, lag_backlog_ratio_max double, "
+             "lag_bytes_p50 bigint, lag_bytes_p99 bigint, lag_ms_p50 double, lag_ms_p99 double, "
+             "lag_backlog_ratio_p99 double, recoveries bigint, recovery_ms_p50 double, "
+             "recovery_ms_max double, full_sync_loops bigint, partial_ratio double",
+    "nodes": "node string, role string, syncs bigint, partial bigint, full bigint, "
+             "failed bigint, offset_before_backlog bigint, advice_p90 bigint, "
+             "link_downs bigint, lag_bytes_max bigint, lag_ms_max double, "
+             "lag_backlog_ratio_max double, backlog_size bigint, write_rate_avg double, "
+             "write_rate_peak double, coverage_s double, coverage_peak_s double, "
+             "recoveries bigint, recovery_ms_p50 double, recovery_ms_max double, "
+             "partial_ratio double",
+    "buckets": "bucket double, syncs bigint, partial bigint, full bigint, failed bigint, "
+               "link_downs bigint, lag_samples bigint, lag_bytes_max bigint, "
+               "lag_ms_max double, lag_bytes_avg double, lag_ms_avg double, "
+               "partial_ratio double",
+    "write_rates": "master string, backlog_size bigint, write_rate_avg double, "
+                   "write_rate_peak double, coverage_s double, coverage_peak_s double",
+}
+
+
+def table_columns(name: str) -> list[tuple[str, str]]:
+    """[(column, type)] of an output table."""
+    return [tuple(x.strip().split(" ")) for x in TABLE_COLUMNS[name].split(",")]  # type: ignore[misc]
+
+
+def table_struct(name: str) -> Any:
+    """An output table's columns as a Spark StructType (imports pyspark)."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "bigint": T.LongType(), "double": T.DoubleType(),
+             "boolean": T.BooleanType()}
+    return T.StructType([T.StructField(n, types[t], True) for n, t in table_columns(name)])

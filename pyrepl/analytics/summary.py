@@ -179,5 +179,7 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
             "ms": stat_from_row(lag_row, "lag_ms"),
             "backlog_ratio": stat_from_row(lag_row, "lag_backlog_ratio"),
         },
-        "backlog": backlog_advice(row, n_part, n_full, backlogs, rates),
+        "backlog": backlog_advice(row, n_part, n_full,
+                                  [x["backlog_size"] for x in backlogs.collect()],
+                                  [x.asDict() for x in rates.collect()]),
     }

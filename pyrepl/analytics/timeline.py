@@ -156,6 +156,21 @@ def collect_stories(tables: Any, links: Iterable[dict[str, Any]],
     return build_stories(pairs, (x.asDict() for x in syncs), (x.asDict() for x in downs), loops)
 
 
+def stories_from_rows(syncs: Iterable[dict[str, Any]], recs: Iterable[dict[str, Any]],
+                      links: Iterable[dict[str, Any]], loops: Iterable[dict[str, Any]]
+                      ) -> list[LinkStory]:
+    """:func:`collect_stories` from the tables' rows already on the driver."""
+    pairs = pick_links(links)
+    if not pairs:
+        return []
+    keys = set(pairs)
+    on = [x for x in syncs if (x["master"], x["replica"]) in keys and x["ts"] is not None]
+    on.sort(key=lambda x: x["ts"])
+    downs = [x for x in recs if (x["master"], x["replica"]) in keys and x["t_down"] is not None]
+    downs.sort(key=lambda x: x["t_down"])
+    return build_stories(pairs, on[:MAX_ROWS], downs[:MAX_ROWS], loops)
+
+
 # -- drawing and writing --------------------------------------------------------------------
 
 def chart_timelines(stories: Sequence[LinkStory], path: str) -> None:

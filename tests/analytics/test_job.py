@@ -15,7 +15,7 @@ from compare import assert_summary_matches, assert_tables_equal
 from oracle import compute
 from pyrepl.cli.metrics import metrics
 from synth import FleetSpec, write_fleet
-from test_oracle import check, rows, run_both
+from test_oracle import check, results, rows, run_both, same_finish
 from test_oracle_unit import scenario
 
 from pyrepl.analytics.job import JobConfig, run
@@ -63,12 +63,19 @@ def test_scenario_through_spark(spark) -> None:
 
 def test_fleet_in_every_input_form_agrees(spark, fleet, tmp_path) -> None:
     want = compute(fleet["lines"])
-    plain = run(spark, [fleet["plain"]], JobConfig())
-    got = {"summary": plain.summary, "syncs": rows(plain.tables.syncs),
-           "recoveries": rows(plain.tables.recoveries),
-           "lag_series": rows(plain.tables.lag_series),
-           "write_rates": rows(plain.tables.write_rates), "links": rows(plain.tables.links)}
+    said: list[str] = []
+    plain = run(spark, [fleet["plain"]], JobConfig(), progress=said.append)
+    assert any("finishing on the driver" in x for x in said), said
+    got = results(plain)
     check(got, want)
+    # the same with the Spark steps (what bigger aggregates than driver_max_rows get)
+    spark.catalog.clearCache()
+    said.clear()
+    in_spark = results(run(spark, [fleet["plain"]], JobConfig(driver_max_rows=100),
+                           progress=said.append))
+    assert any("finishing in Spark" in x for x in said), said
+    check(in_spark, want)
+    same_finish(got, in_spark)
     s = plain.summary
     assert s["input"]["events"] == len(fleet["lines"]) and s["input"]["malformed_lines"] == 0
     assert s["fleet"] == {"nodes": SPEC.nodes, "masters": SPEC.masters,
