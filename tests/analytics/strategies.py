@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pyrepl.events import EVENTS, FIELDS, to_json_line
+from pyrepl.events import EVENTS, FIELDS, RUN_ID_PREFIX, to_json_line
 
 T0 = 1_735_689_600_000
 STEPS = ("partial", "full", "full", "full-obl", "full-broken", "down", "down", "intentional",
@@ -40,7 +40,12 @@ class _Log:
 
     def emit(self, now: int, event: str, node: str, role: str, **fields: Any) -> None:
         ev: dict[str, Any] = {"ts": round(now / 1000.0, 3), "event": event, "node": node,
-                              "run_id": "r" + node[-4:], "role": role}
+                              "run_id": "r" + node[-4:] + "0123456789", "role": role}
+        if event == "replica_lag" and self.rng.random() < 0.5:
+            # the compact lag sample pyrepl writes now (SyncEventLog), else the older form
+            ev["run_id"] = ev["run_id"][:RUN_ID_PREFIX]
+            del ev["role"]
+            fields.pop("sync_id", None)
         types = {n: t for n, t, _ in FIELDS}
         for k, v in fields.items():
             if v is None:

@@ -15,7 +15,7 @@ from compare import assert_summary_matches, assert_tables_equal
 from oracle import compute
 from pyrepl.cli.metrics import metrics
 from synth import FleetSpec, write_fleet
-from test_oracle import check, results, rows, run_both, same_finish
+from test_oracle import KEYS, check, results, rows, run_both, same_finish
 from test_oracle_unit import scenario
 
 from pyrepl.analytics.job import JobConfig, run
@@ -95,6 +95,25 @@ def test_fleet_in_every_input_form_agrees(spark, fleet, tmp_path) -> None:
     assert fromp.summary["input"]["format"] == "parquet"
     assert without_input(fromp.summary) == without_input(s)
     spark.catalog.clearCache()
+
+
+def test_lag_samples_of_either_form_give_the_same_results(spark, fleet, tmp_path) -> None:
+    """The fleet with its lag samples as pyrepl wrote them before the compact form (role, sync
+    id, whole run id on every line): the same metrics and tables (the lag series' run ids are
+    the whole ones)."""
+    from dataclasses import replace
+
+    old = str(tmp_path / "v1")
+    write_fleet(replace(SPEC, lag_format="v1"), old, max_file_bytes=150_000)
+    got = results(run(spark, [old], JobConfig()))
+    want = results(run(spark, [fleet["plain"]], JobConfig()))
+    spark.catalog.clearCache()
+    assert without_input(got["summary"]) == without_input(want["summary"])
+    assert got["summary"]["input"]["events"] == want["summary"]["input"]["events"]
+    for x in got["lag_series"]:
+        x["run_id"] = x["run_id"][:8]
+    for name in ("syncs", "recoveries", "lag_series", "links", "nodes", "buckets"):
+        assert_tables_equal(got[name], want[name], KEYS[name], name)
 
 
 def test_time_window(spark, fleet) -> None:

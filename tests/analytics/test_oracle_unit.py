@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+import synth
 from oracle import compute, parse_line
 from pyrepl.cli.metrics import parse_conf, parse_time
 from strategies import event_logs
@@ -16,7 +17,7 @@ from synth import FleetSpec, fleet_events, spec_for_events, write_fleet
 from pyrepl.analytics.advice import curve_sizes
 from pyrepl.analytics.job import choose_bucket
 from pyrepl.analytics.read import detect_format
-from pyrepl.events import EVENTS, FIELD_TYPES, to_json_line
+from pyrepl.events import EVENTS, FIELD_TYPES, SyncEventLog, to_json_line
 
 M, R = "10.0.0.1:6379", "10.0.0.2:6380"
 T = 1_700_000_000.0
@@ -180,6 +181,29 @@ def test_oracle_reads_like_spark() -> None:
         == "unparseable"
     good, why = parse_line('{"ts": 1, "event": "replica_lag", "node": "n", "gap": 5}')
     assert why is None and good["gap"] == 5  # spelled differently: read in full
+
+
+def test_lag_samples_are_written_compact_and_both_forms_read_alike() -> None:
+    """pyrepl writes a lag sample with the fields the analytics read and an 8-character run
+    id (the synthetic fleet's template gives the same bytes); the older form, with the role,
+    the sync id and the whole run id, is still read the same."""
+    run_id = "0123456789abcdef" * 2 + "01234567"
+    log = SyncEventLog(node=M, run_id=run_id)
+    ev = log.emit(1_735_689_602_454, "replica_lag", "master", peer=R, sync_id="s-1",
+                  offset=1000, lag_bytes=20, lag_ms=5)
+    assert list(ev) == ["ts", "event", "node", "run_id", "peer", "offset", "lag_bytes",
+                        "lag_ms"]
+    line = to_json_line(ev)
+    assert line == synth.LAG_TEMPLATE % (1735689602.454, M, run_id[:8], R, 1000, 20, 5.0)
+    assert len(line) < 170
+    old = synth.LAG_TEMPLATE_V1 % (1735689602.454, M, run_id, R, "s-1", 1000, 20, 5.0)
+    new_ev, why = parse_line(line)
+    old_ev, why_old = parse_line(old)
+    assert why is None and why_old is None
+    assert {**old_ev, "run_id": run_id[:8]} == new_ev
+    # every other event keeps its role, sync id and whole run id
+    up = log.emit(1_735_689_602_500, "link_up", "replica", sync_id="s-2", result="continue")
+    assert (up["run_id"], up["role"], up["sync_id"]) == (run_id, "replica", "s-2")
 
 
 def test_synthetic_fleet_uses_the_schema() -> None:
