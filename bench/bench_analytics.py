@@ -2,7 +2,9 @@
 
 Theory of operation: ``tests/analytics/synth.py`` writes a fleet's sync logs in the real schema
 (75 nodes: 25 masters with 2 replicas each, one day, rotated files per node) at 1M, 5M and 20M
-events; ``pyrepl metrics --convert-to parquet`` converts each once. Every run is the real
+events, with lag samples as pyrepl writes them (compact; ``--lag-format v1``: as it wrote them
+before, ~253 bytes a line instead of ~165); ``pyrepl metrics --convert-to parquet`` converts
+each once. Every run is the real
 command in its own process on ``local[2]`` with the default 1 GB driver, timed from launch to
 exit (so the 5-15 s of JVM and session start-up count), while a sampler adds up the memory
 (PSS: resident pages, shared ones split) of the process tree (the Python driver and its JVM)
@@ -14,7 +16,7 @@ their PIDs. Goals (issue 16): 20M NDJSON <= 45 s, 20M Parquet <= 20 s, an incide
 thousand lines (``--small``) <= 15 s; peak memory <= 1.5 GB.
 
     .venv/bin/python bench/bench_analytics.py [--sizes 1,5,20] [--data DIR] [--no-cluster]
-        [--small]
+        [--small] [--lag-format compact|v1] [--repeat N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -128,38 +130,60 @@ def phases(stderr: str) -> dict[str, float]:
     return out
 
 
-def ensure_data(data: str, millions: int) -> dict[str, object]:
-    nd = os.path.join(data, f"ndjson-{millions}m")
+def data_dir(data: str, kind: str, millions: int, lag_format: str) -> str:
+    """Where the data of one size and lag format lives (``ndjson-20m``, ``parquet-v1-20m``)."""
+    tag = "" if lag_format == "compact" else f"{lag_format}-"
+    return os.path.join(data, f"{kind}-{tag}{millions}m")
+
+
+def ensure_data(data: str, millions: int, lag_format: str = "compact") -> dict[str, object]:
+    nd = data_dir(data, "ndjson", millions, lag_format)
     marker = os.path.join(nd, "_generated.json")
     if os.path.exists(marker):
         with open(marker) as f:
             return json.load(f)
     shutil.rmtree(nd, ignore_errors=True)
     t = time.monotonic()
-    stats = write_fleet(spec_for_events(millions * 1_000_000), nd, processes=2)
+    stats = write_fleet(spec_for_events(millions * 1_000_000, lag_format=lag_format), nd,
+                        processes=2)
     stats["generate_s"] = round(time.monotonic() - t, 1)
     with open(marker, "w") as f:
         json.dump(stats, f)
     return stats
 
 
-def small_run(data: str) -> dict[str, object]:
-    """``pyrepl metrics`` over an incident's worth of lines, launch to exit."""
-    nd = os.path.join(data, "ndjson-small")
-    shutil.rmtree(nd, ignore_errors=True)
-    stats = write_fleet(FleetSpec(masters=1, replicas_per_master=2, duration_s=3600,
-                                  lag_period_s=5, incidents_per_hour=6.0, seed=3), nd)
-    res = measure(metrics_argv([nd], os.path.join(data, "out-small"), "--spark-master",
-                               "local[2]"))
-    print(f"small ({stats['events']} events): {res['seconds']:6.1f} s, peak mem "
-          f"{res['peak_mem'] / 2**20:6.0f} MiB rc={res['rc']} (goal {SMALL_GOAL:.0f} s)",
-          flush=True)
-    if res["rc"] != 0:
-        print(res["stderr"][-3000:], file=sys.stderr)
-    return {"what": "local[2]", "format": "ndjson", "millions": stats["events"] / 1e6,
-            "events": stats["events"], "input_bytes": stats["bytes"],
-            "seconds": res["seconds"], "peak_mem": res["peak_mem"], "rc": res["rc"],
-            "goal_s": SMALL_GOAL, "phases": phases(res["stderr"])}
+SMALL_INPUTS = {
+    # an incident: one master, two replicas, an hour (~1.6k events)
+    "small": FleetSpec(masters=1, replicas_per_master=2, duration_s=3600, lag_period_s=5,
+                       incidents_per_hour=6.0, seed=3),
+    # about the demo's own logs (a few dozen events)
+    "tiny": FleetSpec(masters=1, replicas_per_master=1, duration_s=600, lag_period_s=60,
+                      incidents_per_hour=12.0, seed=3),
+}
+
+
+def small_run(data: str, repeat: int = 1) -> list[dict[str, object]]:
+    """``pyrepl metrics`` over an incident's worth of lines and a demo's, launch to exit."""
+    rows: list[dict[str, object]] = []
+    for name, spec in SMALL_INPUTS.items():
+        nd = os.path.join(data, f"ndjson-{name}")
+        shutil.rmtree(nd, ignore_errors=True)
+        stats = write_fleet(spec, nd)
+        for _ in range(max(1, repeat)):
+            load = os.getloadavg()[0]
+            res = measure(metrics_argv([nd], os.path.join(data, f"out-{name}"),
+                                       "--spark-master", "local[2]"))
+            print(f"{name} ({stats['events']} events): {res['seconds']:6.1f} s, peak mem "
+                  f"{res['peak_mem'] / 2**20:6.0f} MiB rc={res['rc']} load {load:.1f} "
+                  f"(goal {SMALL_GOAL:.0f} s)", flush=True)
+            if res["rc"] != 0:
+                print(res["stderr"][-3000:], file=sys.stderr)
+            rows.append({"what": f"local[2] {name}", "format": "ndjson",
+                         "millions": stats["events"] / 1e6, "events": stats["events"],
+                         "input_bytes": stats["bytes"], "seconds": res["seconds"],
+                         "peak_mem": res["peak_mem"], "rc": res["rc"], "load_before": load,
+                         "goal_s": SMALL_GOAL, "phases": phases(res["stderr"])})
+    return rows
 
 
 def metrics_argv(paths: list[str], out: str, *extra: str) -> list[str]:
@@ -248,6 +272,11 @@ def main() -> None:
     ap.add_argument("--small", action="store_true",
                     help="also time an incident-sized input (one master, two replicas, an "
                          "hour: ~2k events)")
+    ap.add_argument("--lag-format", choices=("compact", "v1"), default="compact",
+                    help="lag samples as pyrepl writes them (compact) or wrote them before (v1)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time each metrics run N times (the machine is shared: the spread "
+                         "shows the disturbance)")
     args = ap.parse_args()
     os.makedirs(args.data, exist_ok=True)
     sizes = [int(x) for x in args.sizes.split(",") if x]
@@ -258,16 +287,17 @@ def main() -> None:
     results: dict[str, object] = {"cpus": os.cpu_count(), "load_before": load, "runs": []}
     runs: list[dict[str, object]] = results["runs"]  # type: ignore[assignment]
     if args.small:
-        runs.append(small_run(args.data))
+        runs.extend(small_run(args.data, args.repeat))
     for n in sizes:
-        stats = ensure_data(args.data, n)
-        nd = os.path.join(args.data, f"ndjson-{n}m")
-        pq = os.path.join(args.data, f"parquet-{n}m")
+        stats = ensure_data(args.data, n, args.lag_format)
+        nd = data_dir(args.data, "ndjson", n, args.lag_format)
+        pq = data_dir(args.data, "parquet", n, args.lag_format)
         if not os.path.exists(os.path.join(pq, "_SUCCESS")):
             conv = measure([sys.executable, "-m", "pyrepl.cli.main", "metrics", nd,
                             "--convert-to", "parquet", pq, "--spark-master", "local[2]",
                             "--quiet"])
             runs.append({"what": "convert", "format": "ndjson->parquet", "millions": n,
+                         "lag_format": args.lag_format, "load_before": os.getloadavg()[0],
                          "seconds": conv["seconds"], "peak_mem": conv["peak_mem"],
                          "rc": conv["rc"]})
             print(f"convert {n}M: {conv['seconds']} s rc={conv['rc']}", flush=True)
@@ -278,28 +308,33 @@ def main() -> None:
             if not os.path.exists(path):
                 continue
             out = os.path.join(args.data, f"out-{fmt}-{n}m")
-            res = measure(metrics_argv([path], out, "--spark-master", "local[2]"))
-            row = {"what": "local[2]", "format": fmt, "millions": n,
-                   "events": stats["events"], "input_bytes": stats["bytes"],
-                   "seconds": res["seconds"], "peak_mem": res["peak_mem"], "rc": res["rc"],
-                   "phases": phases(res["stderr"])}
-            goal = GOALS.get((fmt, n))
-            if goal:
-                row["goal_s"] = goal
-            runs.append(row)
-            print(f"{fmt:7s} {n:3d}M: {res['seconds']:6.1f} s, peak mem "
-                  f"{res['peak_mem'] / 2**20:6.0f} MiB rc={res['rc']}"
-                  + (f" (goal {goal:.0f} s)" if goal else ""), flush=True)
-            if res["rc"] != 0:
-                print(res["stderr"][-3000:], file=sys.stderr)
+            for _ in range(max(1, args.repeat)):
+                load = os.getloadavg()[0]
+                res = measure(metrics_argv([path], out, "--spark-master", "local[2]"))
+                row = {"what": "local[2]", "format": fmt, "millions": n,
+                       "lag_format": args.lag_format, "events": stats["events"],
+                       "input_bytes": stats["bytes"], "seconds": res["seconds"],
+                       "peak_mem": res["peak_mem"], "rc": res["rc"], "load_before": load,
+                       "phases": phases(res["stderr"])}
+                goal = GOALS.get((fmt, n))
+                if goal:
+                    row["goal_s"] = goal
+                runs.append(row)
+                print(f"{fmt:7s} {n:3d}M: {res['seconds']:6.1f} s, peak mem "
+                      f"{res['peak_mem'] / 2**20:6.0f} MiB rc={res['rc']} load {load:.1f}"
+                      + (f" (goal {goal:.0f} s)" if goal else ""), flush=True)
+                if res["rc"] != 0:
+                    print(res["stderr"][-3000:], file=sys.stderr)
     if not args.no_cluster:
         n = args.cluster_size
-        stats = ensure_data(args.data, n)
+        stats = ensure_data(args.data, n, args.lag_format)
         work = tempfile.mkdtemp(prefix="pyrepl-spark-standalone-")
         out = os.path.join(args.data, f"out-cluster-{n}m")
-        res = cluster_run([os.path.join(args.data, f"ndjson-{n}m")], out, work)
+        load = os.getloadavg()[0]
+        res = cluster_run([data_dir(args.data, "ndjson", n, args.lag_format)], out, work)
         runs.append({"what": "spark-submit standalone (1 worker, 2 cores)", "format": "ndjson",
-                     "millions": n, "events": stats["events"], "seconds": res["seconds"],
+                     "millions": n, "lag_format": args.lag_format, "load_before": load,
+                     "events": stats["events"], "seconds": res["seconds"],
                      "peak_mem": res["peak_mem"], "rc": res["rc"], "master": res["master"],
                      "phases": phases(res["stderr"])})
         print(f"cluster {n}M: {res['seconds']} s (driver + master + worker + executor PSS "
@@ -307,11 +342,12 @@ def main() -> None:
         if res["rc"] != 0:
             print(res["stderr"][-3000:], file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
-    print("\n| run | format | events | input | time | peak memory (PSS) |\n|---|---|---|---|---|---|")
+    print("\n| run | format | events | input | time | peak memory (PSS) | load |\n"
+          "|---|---|---|---|---|---|---|")
     for r in runs:
         size = f"{r['input_bytes'] / 2**30:.2f} GiB" if r.get("input_bytes") else "-"
         print(f"| {r['what']} | {r['format']} | {r['millions']}M | {size} | {r['seconds']} s "
-              f"| {r['peak_mem'] / 2**20:.0f} MiB |")
+              f"| {r['peak_mem'] / 2**20:.0f} MiB | {r.get('load_before', float('nan')):.1f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -68,6 +68,14 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
               help="Where the Parquet tables go (default OUT/tables; any path Spark writes).")
 @click.option("--log-timezone", "log_tz", metavar="TZ", default="UTC", show_default=True,
               help="Time zone of Redis/Valkey log timestamps: UTC, +02:00 or an IANA name.")
+@click.option("--driver-rows", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Finish on the driver when the aggregates after the input pass have at most "
+                   "N rows (sync events + lag series rows; default 200000; 0: always the Spark "
+                   "steps).")
+@click.option("--small-input", "small_mb", type=click.FloatRange(min=0), default=32.0,
+              show_default=True, metavar="MB",
+              help="Local inputs up to this many MB (.gz counted x8) start Spark light: first "
+                   "JIT tier, serial GC, no generated code (0: never).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting, e.g. --conf spark.driver.memory=2g (repeatable).")
 @click.option("--progress/--quiet", "progress", default=None,
@@ -75,7 +83,8 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
 def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None,
             since: str | None, until: str | None, bucket_s: float | None, fmt: str,
             convert_to: tuple[str, str] | None, tables_out: str | None, log_tz: str,
-            confs: tuple[str, ...], progress: bool | None) -> None:
+            driver_rows: int | None, small_mb: float, confs: tuple[str, ...],
+            progress: bool | None) -> None:
     """Turn sync-event logs into sync metrics, backlog advice, charts and report.html."""
     if out_dir is None and convert_to is None:
         raise click.UsageError("give --out DIR (and/or --convert-to parquet DIR)")
@@ -89,7 +98,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
                                  param_hint="--log-timezone") from e
     conf = parse_conf(confs)
     try:
-        from pyrepl.analytics import job, read, report, session
+        from pyrepl.analytics import job, present, read, report, session
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise click.ClickException(f"{e}: install the spark extra (pip install "
                                    f"'pyrepl[spark]') and a Java 17+ runtime") from e
@@ -100,9 +109,16 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         if show:
             click.echo(f"[{time.monotonic() - t0:6.1f}s] {msg}", err=True)
 
-    say("starting Spark")
+    if out_dir is not None:  # matplotlib loads while the JVM starts (the charts need it)
+        import threading
+
+        threading.Thread(target=present.pyplot, daemon=True).start()
     owned = session.active_session() is None and not session.under_spark_submit()
-    spark = session.build_session(spark_master, conf=conf, progress=show)
+    limit = int(small_mb * 1024 * 1024)
+    size = session.local_input_bytes(list(logs), limit) if owned and limit else None
+    light = size is not None and size <= limit
+    say("starting Spark" + (f" (light: {size:,} bytes of input)" if light else ""))
+    spark = session.build_session(spark_master, conf=conf, progress=show, light=light)
     from pyspark.errors import PySparkException
 
     paths = list(logs)
@@ -118,6 +134,8 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         if out_dir is not None:
             cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt,
                                 log_tz=log_tz)
+            if driver_rows is not None:
+                cfg.driver_max_rows = driver_rows
             result = job.run(spark, paths, cfg, progress=say)
             say(f"writing {out_dir}")
             summary = report.write_report(result, out_dir, tables_out)

@@ -70,13 +70,14 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     if fmt == "auto":
         fmt = detect_format(paths)
     reader = spark.read.option("recursiveFileLookup", "true")
+    # (projections as SQL text: one call to the JVM each, not several per column)
     if fmt == "parquet":
         df = reader.parquet(*paths)
         have = set(df.columns)
-        cols = [(F.col(name) if name in have else F.lit(None)).cast(t).alias(name)
-                for name, t, _ in FIELDS]
-        return df.select(*cols, F.lit(None).cast("string").alias(CORRUPT),
-                         F.lit(False).alias("lagline"))
+        sql = {"string": "string", "long": "bigint", "double": "double"}
+        return df.selectExpr(*[f"CAST({f'`{name}`' if name in have else 'NULL'} AS {sql[t]}) "
+                               f"AS `{name}`" for name, t, _ in FIELDS],
+                             f"CAST(NULL AS string) AS `{CORRUPT}`", "false AS lagline")
     text = reader.text(list(paths))
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     lines = text.select("value", (F.instr(F.col("value"), LAG_MARK) > 0).alias("lagline"))
@@ -89,11 +90,10 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     cols = []
     for n in (*field_names(), CORRUPT):
         if n in LAG_FIELDS or n == CORRUPT:
-            cols.append(F.when(F.col("lagline"), F.col(f"jn.{n}"))
-                        .otherwise(F.col(f"jf.{n}")).alias(n))
+            cols.append(f"CASE WHEN lagline THEN jn.`{n}` ELSE jf.`{n}` END AS `{n}`")
         else:
-            cols.append(F.col(f"jf.{n}").alias(n))
-    return parsed.select(*cols, "lagline")
+            cols.append(f"jf.`{n}` AS `{n}`")
+    return parsed.selectExpr(*cols, "lagline")
 
 
 def parse_inputs(spark: Any, paths: Sequence[str], fmt: str = "auto",
@@ -200,7 +200,8 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
         F.when(sampled | other, F.monotonically_increasing_id()).alias("sid"),
         # the whole event as a grouping key, not an aggregate: only fixed-width aggregation
         # buffers keep this a hash aggregation (a string buffer would make Spark sort it all)
-        F.when(other, F.struct(*field_names())).alias("row"),
+        F.when(other, F.expr(f"struct({', '.join(f'`{n}`' for n in field_names())})"))
+        .alias("row"),
     ).agg(
         F.count(F.lit(1)).alias("n"),
         F.count("lag_bytes").alias("nb"), F.count("lag_ms").alias("nm"),
