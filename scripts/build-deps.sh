@@ -11,11 +11,4 @@ inc="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
-fi
-echo "installing: ${need[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+bash "$(dirname "$0")/apt-install.sh" "to build pyrepl's C file" "${need[@]}"

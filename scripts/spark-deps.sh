@@ -18,12 +18,5 @@ for j in "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java 2>/dev/null || t
   fi
 done
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
-fi
-echo "installing: openjdk-17-jre-headless (PySpark needs Java 17+)" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+bash "$(dirname "$0")/apt-install.sh" "PySpark needs Java 17+" openjdk-17-jre-headless
 java -version 2>&1 | head -1 >&2

@@ -12,14 +12,12 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
+bash "$(dirname "$0")/apt-install.sh" "real Redis to compare with, certificates" \
+  $(printf '%s\n' "${need[@]}" | sort -u)
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
-echo "installing: ${need[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
 # Debian starts a redis-server service on install; the tests start their own on free ports.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
   $SUDO systemctl stop redis-server || true
