@@ -1,4 +1,4 @@
-"""Micro-benchmark: request parsing throughput of the pure and the hiredis-backed readers.
+"""Micro-benchmark: request parsing throughput of the pure and the fast (C scan) readers.
 
 Parses a pipelined stream (default: 1M ``SET key:<i> <value>`` commands) fed in fixed-size
 chunks (default 16 KiB, Redis's PROTO_IOBUF_LEN) the way the server's protocol adapter does:
@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pyrepl.resp.fastreader import HAVE_HIREDIS, HiredisRespReader  # noqa: E402
+from pyrepl.resp.fastreader import FastRespReader  # noqa: E402
 from pyrepl.resp.reader import RespReader  # noqa: E402
 
 
@@ -61,9 +61,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=16 * 1024)
     ap.add_argument("--repeat", type=int, default=3, help="best of R runs")
     args = ap.parse_args()
-    readers: list[type[RespReader]] = [RespReader]
-    if HAVE_HIREDIS:
-        readers.append(HiredisRespReader)
+    readers: list[type[RespReader]] = [RespReader, FastRespReader]
     print(f"python {sys.version.split()[0]}, chunk {args.chunk} B, best of {args.repeat}")
     print(f"{'workload':<18} {'reader':<18} {'commands':>9} {'MB':>7} {'seconds':>8}"
           f" {'commands/s':>12} {'MB/s':>8}")
