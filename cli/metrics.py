@@ -72,10 +72,10 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
               help="Finish on the driver when the aggregates after the input pass have at most "
                    "N rows (sync events + lag series rows; default 200000; 0: always the Spark "
                    "steps).")
-@click.option("--small-input", "small_mb", type=click.FloatRange(min=0), default=32.0,
+@click.option("--small-input", "small_mb", type=click.FloatRange(min=0), default=8.0,
               show_default=True, metavar="MB",
-              help="Local inputs up to this many MB (.gz counted x8) start Spark light: first "
-                   "JIT tier, serial GC, no generated code (0: never).")
+              help="Local inputs up to this many MB (.gz counted x8, Parquet x20) start Spark "
+                   "light: first JIT tier, serial GC, no generated code (0: never).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting, e.g. --conf spark.driver.memory=2g (repeatable).")
 @click.option("--progress/--quiet", "progress", default=None,

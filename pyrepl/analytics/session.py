@@ -23,15 +23,19 @@ import sys
 from typing import Any
 
 LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-SMALL_INPUT_BYTES = 32 * 1024 * 1024  # up to this: the light start (--small-input)
-GZIP_RATIO = 8  # a .gz file counts as this many times its size
+SMALL_INPUT_BYTES = 8 * 1024 * 1024  # up to this: the light start (--small-input)
+# A compressed file counts as this many times its size: about its NDJSON bytes (the light start
+# is for tens of thousands of lines at most: it runs a big input pass several times slower)
+GZIP_RATIO = 8
+PARQUET_RATIO = 20
 LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LIGHT_CONF = {"spark.sql.codegen.wholeStage": "false",
               "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def local_input_bytes(paths: list[str], limit: int | None = None) -> int | None:
-    """The bytes of the input files when they are all local (a .gz counted GZIP_RATIO times),
+    """The bytes of the input files when they are all local (.gz and .parquet files counted
+    GZIP_RATIO and PARQUET_RATIO times),
     None when a path is a URI of another file system or a glob; stops counting past
     ``limit``."""
     import glob
@@ -53,7 +57,8 @@ def local_input_bytes(paths: list[str], limit: int | None = None) -> int | None:
                 n = os.path.getsize(f)
             except OSError:
                 continue
-            total += n * GZIP_RATIO if f.endswith(".gz") else n
+            total += n * (GZIP_RATIO if f.endswith(".gz") else PARQUET_RATIO
+                          if f.endswith(".parquet") else 1)
             if limit is not None and total > limit:
                 return total
     return total

@@ -264,6 +264,22 @@ def test_helpers() -> None:
     assert parse_conf(("spark.a=1", "b = x=y")) == {"spark.a": "1", "b": "x=y"}
 
 
+def test_local_input_bytes_sizes_the_light_start(tmp_path) -> None:
+    from pyrepl.analytics.session import GZIP_RATIO, PARQUET_RATIO, local_input_bytes
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "sync.ndjson").write_bytes(b"x" * 100)
+    (tmp_path / "d" / "sync.ndjson.1.gz").write_bytes(b"x" * 10)
+    (tmp_path / "p.parquet").write_bytes(b"x" * 7)
+    want = 100 + 10 * GZIP_RATIO + 7 * PARQUET_RATIO
+    assert local_input_bytes([str(tmp_path / "d"), str(tmp_path / "p.parquet")]) == want
+    assert local_input_bytes([f"file://{tmp_path}/d"]) == 100 + 10 * GZIP_RATIO
+    assert local_input_bytes([str(tmp_path / "d")], limit=50) > 50  # stops counting early
+    assert local_input_bytes(["hdfs://nn/logs"]) is None  # not ours to size
+    assert local_input_bytes([str(tmp_path / "d" / "*.gz")]) is None
+    assert local_input_bytes([str(tmp_path / "missing")]) is None
+
+
 def test_detect_format(tmp_path) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "part-0.parquet").write_bytes(b"")
