@@ -57,7 +57,7 @@ _consumed_set = RespReader.__dict__["consumed"].__set__
 class FastRespReader(RespReader):
     """``RespReader`` with canonical multibulk requests parsed in C."""
 
-    __slots__ = ("_rest", "_batch")
+    __slots__ = ("_rest", "_batch", "_count_max", "_bulk_max")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
@@ -67,6 +67,7 @@ class FastRespReader(RespReader):
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
         self._rest = False  # shortcut disabled until the next feed()
+        self._scan_limits()
 
     # ``consumed`` (the base class's slot) is brought up to date when read.
     @property  # type: ignore[override]
@@ -131,11 +132,7 @@ class FastRespReader(RespReader):
         base = self._base = self._base + len(buf)
         self._pos = 0
         self._buf = data
-        if self._auth:
-            reqs, ends = _scan(data, 0, _WINDOW, _AUTH_MAX_MULTIBULK,
-                               min(self._maxbulk, _AUTH_MAX_BULK), base)
-        else:
-            reqs, ends = _scan(data, 0, _WINDOW, _INT_MAX, self._maxbulk, base)
+        reqs, ends = _scan(data, 0, _WINDOW, self._count_max, self._bulk_max, base)
         if not reqs:
             self._rest = True
             return None
@@ -155,6 +152,17 @@ class FastRespReader(RespReader):
 
     def _settings_changed(self) -> None:
         self._drop()  # the queue was parsed with the old limits
+        self._scan_limits()
+
+    def _scan_limits(self) -> None:
+        """The scan's count and bulk limits: Redis's unauthenticated ones while
+        ``auth_required``."""
+        if self._auth:
+            self._count_max = _AUTH_MAX_MULTIBULK
+            self._bulk_max = min(self._maxbulk, _AUTH_MAX_BULK)
+        else:
+            self._count_max = _INT_MAX
+            self._bulk_max = self._maxbulk
 
     def _drop(self) -> None:
         if self._batch is not None:
@@ -198,11 +206,7 @@ class FastRespReader(RespReader):
         buf = self._buf
         pos = self._pos
         base = self._base
-        if self._auth:
-            reqs, ends = _scan(buf, pos, _WINDOW, _AUTH_MAX_MULTIBULK,
-                               min(self._maxbulk, _AUTH_MAX_BULK), base)
-        else:
-            reqs, ends = _scan(buf, pos, _WINDOW, _INT_MAX, self._maxbulk, base)
+        reqs, ends = _scan(buf, pos, _WINDOW, self._count_max, self._bulk_max, base)
         if not reqs:
             self._rest = True
             return False
