@@ -1,6 +1,6 @@
 """RSS per key of each data type, pyrepl beside Debian's redis-server, same run.
 
-    .venv/bin/python bench/bench_memory_types.py [--keys 100000] [--rounds 1]
+    .venv/bin/python bench/bench_memory_types.py [--keys 100000] [--rounds 1] [--types zset,geo]
 
 For each type a fresh server of each kind gets ``--keys`` keys of that type, each holding a
 few small elements (the shape real datasets have most: small containers in their compact
@@ -75,9 +75,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--types", default=",".join(TYPES), help="comma-separated, of " +
+                    ", ".join(TYPES))
     args = ap.parse_args()
     rows = {}
-    for kind in TYPES:
+    for kind in args.types.split(","):
         by: dict[str, list[float]] = {"pyrepl": [], "redis": []}
         for rnd in range(args.rounds):
             for server in (("pyrepl", "redis") if rnd % 2 == 0 else ("redis", "pyrepl")):

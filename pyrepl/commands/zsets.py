@@ -359,22 +359,32 @@ def zadd(c: Any, argv: list[bytes]) -> object:
         if s.isdigit() and len(s) < 300:
             db = c.db
             key = argv[1]
-            z = db.lookup(key)
-            if z is None:
-                z = ZSet()
-                db.add(key, z)
-            elif type(z) is not ZSet:
-                raise wrongtype()
+            z = db.data.get(key)
+            if type(z) is not ZSet or db.expires:   # new, another type, or TTLs to check
+                z = _zadd_target(db, key)
             r = z.set_score(argv[3], float(s))
             if r:
-                c.core.dirty += 1
+                core = c.core
+                core.dirty += 1
                 if db.watched:
                     db.touch(key)
-                if c.core.notify_mask & NOTIFY_ZSET:
+                if core.notify_mask & NOTIFY_ZSET:
                     notify(c, NOTIFY_ZSET, b"zadd", key)
                 return 1 if r == ADDED else 0
             return 0
     return _zadd_generic(c, argv, 0)
+
+
+def _zadd_target(db: Any, key: bytes) -> ZSet:
+    """The sorted set ZADD writes to: the key's (a lookup, which expires it if due), a new
+    one stored at the key, or WRONGTYPE."""
+    z = db.lookup(key)
+    if z is None:
+        z = ZSet()
+        db.add(key, z)
+    elif type(z) is not ZSet:
+        raise wrongtype()
+    return z
 
 
 @command("zincrby", 4, "write denyoom fast", keys=(1, 1, 1), group="sorted-set",

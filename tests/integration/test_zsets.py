@@ -4,6 +4,7 @@ the exact reply bytes through ``raw``, and what the core propagates (in-process 
 from __future__ import annotations
 
 import math
+import time
 
 from differential import CoreTap
 from support import NOT_FLOAT, NOT_INT, WRONGTYPE, assert_watch_aborts, err, parse_reply
@@ -72,6 +73,23 @@ def test_zadd_errors(r):
     assert err(zadd, r, "z", "INCR", "+inf", "a") == "resulting score is not a number (NaN)"
     assert err(r.zincrby, "z", "+inf", "a") == "resulting score is not a number (NaN)"
     assert r.zscore("z", "a") == -math.inf
+
+
+def test_zadd_fast_form_on_expiring_keys(r):
+    """ZADD key <digits> member (the benchmarked form has its own path): a key with a TTL is
+    looked up as any write does, expired when due, its TTL kept otherwise."""
+    assert zadd(r, "z", 1, "a") == 1
+    assert zadd(r, "z", 5, "a") == 0 and r.zscore("z", "a") == 5.0
+    r.pexpire("z", 300)
+    assert zadd(r, "z", 2, "b") == 1
+    assert r.zcard("z") == 2 and 0 < r.pttl("z") <= 300
+    time.sleep(0.35)
+    assert zadd(r, "z", 3, "c") == 1
+    assert r.zrange("z", 0, -1) == [b"c"] and r.pttl("z") == -1
+    r.set("s", "v", px=100000)
+    assert err(zadd, r, "s", 1, "a") == WRONGTYPE
+    r.set("s2", "v")
+    assert err(zadd, r, "s2", 1, "a") == WRONGTYPE
 
 
 def test_score_parsing_like_strtod(r):

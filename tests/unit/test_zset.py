@@ -1,26 +1,22 @@
 """pyrepl.keyspace.zset.ZSet against a plain model: a dict plus ``sorted()``.
 
-The chunked layout only shows its corners (splits, merges, ranges spanning sublists) with many
-sublists, so most tests shrink ``LOAD`` to 4; one test keeps the real value with a few
-thousand members. Every operation is compared with the model and ``ZSet.check()`` asserts the
-internal invariants (sorted, sublists non-empty and bounded, maxes, dict in step).
+The index is Redis's skiplist with spans, in C (``pyrepl/keyspace/_zskiplist.c``). Every
+operation is compared with the model, and ``ZSet.check()`` asserts the index's invariants
+after each (order, back links, tail, length, every span equal to the distance it claims, one
+node per dict entry with the dict's score): the spans are what ranks, index ranges and range
+deletion rest on, and a wrong one would show only at some other rank later.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pyrepl.keyspace.zset as zmod
 from pyrepl.keyspace.zset import ADDED, UNCHANGED, UPDATED, ZSet
-
-
-@pytest.fixture
-def small_load(monkeypatch):
-    monkeypatch.setattr(zmod, "LOAD", 4)
 
 
 def ordered(model: dict[bytes, float]) -> list[tuple[float, bytes]]:
@@ -43,49 +39,44 @@ OPS = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(OPS, max_size=120))
 def test_matches_model(ops):
-    old = zmod.LOAD
-    zmod.LOAD = 4
-    try:
-        z = ZSet()
-        model: dict[bytes, float] = {}
-        for op in ops:
-            if op[0] == "add":
-                _, m, s = op
-                before = model.get(m)
-                r = z.set_score(m, s)
-                if before is None:
-                    assert r == ADDED
-                elif before == s:
-                    assert r == UNCHANGED
-                else:
-                    assert r == UPDATED
-                if before is None or before != s:
-                    model[m] = s if s else 0.0
-            elif op[0] == "remove":
-                assert z.remove(op[1]) == (op[1] in model)
-                model.pop(op[1], None)
-            elif op[0] == "delete_range":
-                ref = ordered(model)
-                a, b = op[1], op[2]
-                assert z.delete_range(a, b) == len(ref[a:b])
-                for _s, m in ref[a:b]:
-                    del model[m]
-            elif model:
-                ref = ordered(model)
-                item = z.pop_first() if op[0] == "pop_first" else z.pop_last()
-                assert item == (ref[0] if op[0] == "pop_first" else ref[-1])
-                del model[item[1]]
-            z.check()
-            assert len(z) == len(model)
-        ref = ordered(model)
-        assert list(z.items()) == [(m, s) for s, m in ref]
-        for i, (s, m) in enumerate(ref):
-            assert z.rank(m) == i
-            assert z.at(i) == (s, m)
-            assert z.score(m) == s
-        assert z.rank(b"not-there") is None
-    finally:
-        zmod.LOAD = old
+    z = ZSet()
+    model: dict[bytes, float] = {}
+    for op in ops:
+        if op[0] == "add":
+            _, m, s = op
+            before = model.get(m)
+            r = z.set_score(m, s)
+            if before is None:
+                assert r == ADDED
+            elif before == s:
+                assert r == UNCHANGED
+            else:
+                assert r == UPDATED
+            if before is None or before != s:
+                model[m] = s if s else 0.0
+        elif op[0] == "remove":
+            assert z.remove(op[1]) == (op[1] in model)
+            model.pop(op[1], None)
+        elif op[0] == "delete_range":
+            ref = ordered(model)
+            a, b = op[1], op[2]
+            assert z.delete_range(a, b) == len(ref[a:b])
+            for _s, m in ref[a:b]:
+                del model[m]
+        elif model:
+            ref = ordered(model)
+            item = z.pop_first() if op[0] == "pop_first" else z.pop_last()
+            assert item == (ref[0] if op[0] == "pop_first" else ref[-1])
+            del model[item[1]]
+        z.check()
+        assert len(z) == len(model)
+    ref = ordered(model)
+    assert list(z.items()) == [(m, s) for s, m in ref]
+    for i, (s, m) in enumerate(ref):
+        assert z.rank(m) == i
+        assert z.at(i) == (s, m)
+        assert z.score(m) == s
+    assert z.rank(b"not-there") is None
 
 
 @settings(max_examples=200, deadline=None)
@@ -93,27 +84,22 @@ def test_matches_model(ops):
        a=st.integers(-2, 90), b=st.integers(0, 90),
        x=SCORES, ex=st.booleans())
 def test_ranges_and_bounds(pairs, a, b, x, ex):
-    old = zmod.LOAD
-    zmod.LOAD = 4
-    try:
-        z = ZSet()
-        for m, s in pairs:
-            z.add(m, s)
-        ref = ordered(z.dict)
-        start = max(a, 0)
-        assert z.range(start, b) == ref[start:b]
-        assert list(z.iter_from(start)) == ref[start:]
-        assert list(z.iter_back_from(a)) == (ref[:a + 1][::-1] if a >= 0 else [])
-        # score_start: first index with score >= x (> x when exclusive)
-        want_start = sum(1 for s, _ in ref if (s <= x if ex else s < x))
-        assert z.score_start(x, ex) == want_start
-        # score_stop: index past the last score <= x (< x when exclusive)
-        want_stop = sum(1 for s, _ in ref if (s < x if ex else s <= x))
-        assert z.score_stop(x, ex) == want_stop
-        for m in (b"", b"a", b"b", b"m1", b"zz"):
-            assert z.member_bisect(x, m) == sum(1 for item in ref if item < (x, m))
-    finally:
-        zmod.LOAD = old
+    z = ZSet()
+    for m, s in pairs:
+        z.add(m, s)
+    ref = ordered(z.dict)
+    start = max(a, 0)
+    assert z.range(start, b) == ref[start:b]
+    assert list(z.iter_from(start)) == ref[start:]
+    assert list(z.iter_back_from(a)) == (ref[:a + 1][::-1] if a >= 0 else [])
+    # score_start: first index with score >= x (> x when exclusive)
+    want_start = sum(1 for s, _ in ref if (s <= x if ex else s < x))
+    assert z.score_start(x, ex) == want_start
+    # score_stop: index past the last score <= x (< x when exclusive)
+    want_stop = sum(1 for s, _ in ref if (s < x if ex else s <= x))
+    assert z.score_stop(x, ex) == want_stop
+    for m in (b"", b"a", b"b", b"m1", b"zz"):
+        assert z.member_bisect(x, m) == sum(1 for item in ref if item < (x, m))
 
 
 def test_negative_zero_is_stored_as_zero():
@@ -132,7 +118,7 @@ def test_equal_scores_order_by_member_bytes():
     assert [m for m, _ in z.items()] == [b"", b"B", b"a", b"a\x00", b"ab", b"b", b"\xff"]
 
 
-def test_from_items_and_copy_are_independent(small_load):
+def test_from_items_and_copy_are_independent():
     pairs = [(b"m%03d" % i, float(i % 7)) for i in range(100)]
     z = ZSet.from_items(reversed(pairs))
     z.check()
@@ -146,7 +132,7 @@ def test_from_items_and_copy_are_independent(small_load):
     assert len(dup) == 100 and dup.score(b"new") == -1.0
 
 
-def test_update_moves_member(small_load):
+def test_update_moves_member():
     z = ZSet()
     for i in range(30):
         z.add(b"m%02d" % i, float(i))
@@ -157,7 +143,7 @@ def test_update_moves_member(small_load):
     z.check()
 
 
-def test_delete_range_across_many_sublists(small_load):
+def test_delete_range_across_many_sublists():
     z = ZSet()
     for i in range(200):
         z.add(b"m%03d" % i, float(i))
@@ -184,7 +170,60 @@ def test_real_load_with_thousands_of_members():
     assert z.range(1000, 1010) == ref[1000:1010]
     assert z.at(2999) == ref[2999]
     assert z.rank(ref[1500][1]) == 1500
+    # the iterators fetch 256 items at a time: across those boundaries
+    assert list(z.iter_from(250)) == ref[250:]
+    assert list(z.iter_back_from(600)) == ref[:601][::-1]
+    assert list(z.iter_back_from(10**6)) == ref[::-1]
+    assert z.copy().range(0, 3000) == ref
     for _ in range(500):
         z.pop_first()
     z.check()
     assert z.first() == ref[500]
+
+
+def test_random_updates_keep_spans_and_order():
+    """Many moves, in place and across the list, removals and range deletions on a set big
+    enough for several skiplist levels, checked against the model throughout."""
+    rng = random.Random(7)
+    z = ZSet()
+    model: dict[bytes, float] = {}
+    for step in range(20000):
+        m = b"m%d" % rng.randrange(2000)
+        op = rng.random()
+        if op < 0.8:
+            s = float(rng.randrange(300))
+            z.set_score(m, s)
+            model[m] = s
+        elif op < 0.97:
+            assert z.remove(m) == (model.pop(m, None) is not None)
+        else:
+            a = rng.randrange(len(model) + 1)
+            b = a + rng.randrange(30)
+            ref = ordered(model)
+            assert z.delete_range(a, b) == len(ref[a:b])
+            for _s, mm in ref[a:b]:
+                del model[mm]
+        if step % 1000 == 0:
+            z.check()
+    z.check()
+    ref = ordered(model)
+    assert z.range(0, len(ref)) == ref
+    assert [z.rank(m) for _s, m in ref] == list(range(len(ref)))
+
+
+def test_bad_input_is_refused_and_changes_nothing():
+    z = ZSet.from_items([(b"a", 1.0), (b"b", 2.0)])
+    with pytest.raises(ValueError):
+        z.set_score(b"c", math.nan)
+    with pytest.raises(ValueError):
+        z.set_score(b"a", math.nan)
+    with pytest.raises(TypeError):
+        z.set_score("a", 1.0)
+    with pytest.raises(TypeError):
+        z.remove(None)
+    with pytest.raises(IndexError):
+        z.at(2)
+    with pytest.raises(AttributeError):
+        z.dict = {}     # read-only: the index and the dict change together or not at all
+    z.check()
+    assert list(z.items()) == [(b"a", 1.0), (b"b", 2.0)]
