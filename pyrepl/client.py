@@ -160,6 +160,8 @@ class Client:
             rest = reader.queue
             if not (rest and core.execute_run(self, argv, rest)):
                 core.execute(self, argv)
+            if reader.spent and not reader.queue:
+                return      # the read is all run (a lone request: no gets() to learn it)
             argv = None
 
     def protocol_error(self, e: ProtocolError) -> None:

@@ -610,9 +610,17 @@ class ServerCore:
                   replies: list[object], one: bool) -> None:
         """A run's handlers (``cmds[i]`` on ``reqs[i]``; ``one``: all the same command) called
         at C speed (``map``), resumed after a command that answers an error; their replies
-        are appended to ``replies`` (on an exception, those before the failing command).
-        For a run whose propagation goes nowhere: no backlog, or the replica's master
+        are appended to ``replies`` (on an exception, those before the failing command); a
+        run of one command with a whole-run form (``Command.whole``: SET, GET) goes to it
+        first. For a run whose propagation goes nowhere: no backlog, or the replica's master
         stream."""
+        if one and cmds[0].whole is not None:
+            done = cmds[0].whole(c, reqs)   # type: ignore[misc]
+            if done is not None:
+                replies += done
+                if self._pending:
+                    self._propagate_now(c)
+                return
         failed = self.failed_call
         it = iter(reqs)
         if one:

@@ -94,6 +94,11 @@ class Command:
     # selected db: a run of such commands (pipelined by a client, or the master's stream on
     # a replica) runs in one pass (pyrepl.plainrun).
     plain: bool = False
+    # A run of this command alone (``ServerCore.run_plain``) may be applied by
+    # ``whole(client, reqs)`` at once: the replies in order, or None, before anything
+    # changed, when some request in it needs what the handler checks one by one (a key
+    # with a TTL, a WATCHed db, keyspace events, another form of the command).
+    whole: Callable[[Any, list[list[bytes]]], list[object] | None] | None = None
     # The arity as a range of argument counts (one chained comparison on the hot path).
     min_args: int = 0
     max_args: int = 0
@@ -121,6 +126,19 @@ class Command:
 
 
 COMMANDS: dict[bytes, Command] = {}
+
+
+def whole_run(name: str) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the whole-run form of the (plain) command ``name``
+    (``Command.whole``)."""
+
+    def deco(fn: Callable) -> Callable:
+        cmd = COMMANDS[name.encode()]
+        assert cmd.plain, name
+        cmd.whole = fn
+        return fn
+
+    return deco
 
 # O(1) in Redis's command documentation, yet without its "fast" flag.
 _O1_NOT_FAST = frozenset(("set", "setex", "psetex"))

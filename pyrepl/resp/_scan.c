@@ -17,12 +17,18 @@
    the only property to test is that scan's requests and ends are the pure reader's
    (tests/unit/test_resp_scan.py, hypothesis).
 
+   Command names: a request's first argument equal to the last one scanned (a pipeline of one
+   command, or a client repeating it) is that same bytes object, not a new one: it costs no
+   allocation, compares by identity in the run selection, and keeps its cached hash for the
+   command lookup. Names of up to SCAN_NAME_MAX bytes are remembered.
+
    Memory: nothing is allocated for a request before the bytes that would hold its N
    arguments (6 bytes each at least, "$0\r\n\r\n") have arrived, so a header such as
    "*2000000000" costs nothing. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 /* A canonical decimal of at most 18 digits ending at the CR of a CRLF, starting at p (< end).
    Returns the value and sets *next past the LF, or -1 (not canonical, or not complete). */
@@ -51,6 +57,27 @@ read_number(const char *p, const char *end, const char **next)
         return -1;
     *next = p + 2;
     return v;
+}
+
+#define SCAN_NAME_MAX 32
+static PyObject *last_name;     /* the last first argument scanned (bytes), or NULL */
+
+/* The first argument of a request: last_name again when it is equal. New reference. */
+static PyObject *
+name_object(const char *d, Py_ssize_t len)
+{
+    PyObject *name = last_name;
+    if (name != NULL && PyBytes_GET_SIZE(name) == len &&
+            memcmp(PyBytes_AS_STRING(name), d, (size_t)len) == 0) {
+        Py_INCREF(name);
+        return name;
+    }
+    name = PyBytes_FromStringAndSize(d, len);
+    if (name != NULL && len <= SCAN_NAME_MAX) {
+        Py_INCREF(name);
+        Py_XSETREF(last_name, name);
+    }
+    return name;
 }
 
 static PyObject *
@@ -100,7 +127,8 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (len < 0 || len > maxbulk || end - d < len + 2 || d[len] != '\r' ||
                     d[len + 1] != '\n')
                 break;
-            PyObject *arg = PyBytes_FromStringAndSize(d, (Py_ssize_t)len);
+            PyObject *arg = i ? PyBytes_FromStringAndSize(d, (Py_ssize_t)len)
+                              : name_object(d, (Py_ssize_t)len);
             if (arg == NULL) {
                 Py_DECREF(argv);
                 goto done;

@@ -57,13 +57,17 @@ _consumed_set = RespReader.__dict__["consumed"].__set__
 class FastRespReader(RespReader):
     """``RespReader`` with canonical multibulk requests parsed in C."""
 
-    __slots__ = ("_rest", "_batch", "_count_max", "_bulk_max")
+    __slots__ = ("_rest", "_batch", "_count_max", "_bulk_max", "spent")
 
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
                  from_master: bool = False) -> None:
         # The batch out (module doc, "Positions"); None once it is all returned and settled.
         self._batch: Batch | None = None
+        # The last feed_first() scanned its bytes to the end: once ``queue`` is empty there
+        # is nothing more (the caller need not call gets() to learn it; the batch is settled
+        # by whatever reads the positions, or by the next feed_first()).
+        self.spent = False
         super().__init__(proto_max_bulk_len, client_query_buffer_limit,
                          from_master=from_master)
         self._rest = False  # shortcut disabled until the next feed()
@@ -113,6 +117,7 @@ class FastRespReader(RespReader):
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._rest = False
+        self.spent = False
         if self._batch is not None:
             self._settle()
         RespReader.feed(self, data)
@@ -122,7 +127,13 @@ class FastRespReader(RespReader):
         between requests with nothing left and ``data`` starts with a request the scan
         takes. Else None, and the caller's ``gets()`` goes on as after ``feed()``."""
         buf = self._buf
-        if self._batch is not None or self._pos != len(buf) or self._reqtype or \
+        batch = self._batch
+        if batch is not None and self.spent and not self.queue:
+            # the last read, all returned and ending at the buffer's end: settle here
+            _consumed_set(self, batch[4][-1])
+            self._pos = len(buf)
+            self._batch = batch = None
+        if batch is not None or self._pos != len(buf) or self._reqtype or \
                 self._error is not None or type(data) is not bytes or \
                 len(data) > self.client_query_buffer_limit:
             self.feed(data)   # (what feed() checks, settles or raises: the general path)
@@ -135,9 +146,11 @@ class FastRespReader(RespReader):
         reqs, ends = _scan(data, 0, _WINDOW, self._count_max, self._bulk_max, base)
         if not reqs:
             self._rest = True
+            self.spent = False
             return None
         self._batch = (reqs, data, base, base, ends)
         self.queue = reqs[:0:-1]
+        self.spent = ends[-1] == base + len(data)
         return reqs[0]
 
     def unparsed(self) -> int:
@@ -165,6 +178,7 @@ class FastRespReader(RespReader):
             self._bulk_max = self._maxbulk
 
     def _drop(self) -> None:
+        self.spent = False   # (the dropped requests are parsed again: gets() must run)
         if self._batch is not None:
             self._settle()   # the pure parser goes on from the last request returned
             self._batch = None

@@ -227,6 +227,10 @@ class RespReader:
         "_error",
     )
 
+    # True when ``gets()`` would return nothing once ``queue`` is empty, known without
+    # calling it (the fast reader, after a read it scanned to its end); here always False.
+    spent = False
+
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
                  from_master: bool = False) -> None:

@@ -43,12 +43,16 @@ def requests(draw: st.DrawFn) -> list[str]:
     ]))
 
 
-def _server(backlog: bool) -> tuple[ServerCore, object]:
+def _server(backlog: bool, events: bool = False) -> tuple[ServerCore, object]:
     core = ServerCore(Config.load(None, [("save", [""])]), now_ms=NOW)
     if backlog:
         Replication(core).create_backlog()
         assert core.stream_live
     c = core.connection_made()
+    if events:     # keyspace events, heard by a subscriber whose output _state compares
+        c.receive_data(cmd("CONFIG", "SET", "notify-keyspace-events", "KEA"))
+        core.subscriber = core.connection_made()  # type: ignore[attr-defined]
+        core.subscriber.receive_data(cmd("PSUBSCRIBE", "__key*__:*"))  # type: ignore
     for r in (["SET", "w", "1"], ["GET", "w"], ["INCR", "w"], ["INCRBY", "w", "1"],
               ["LPUSH", "wl", "a"], ["HSET", "wh", "f", "1"], ["HGET", "wh", "f"],
               ["ZADD", "wz", "1", "m"], ["ZSCORE", "wz", "m"], ["PING"], ["ECHO", "e"],
@@ -76,19 +80,32 @@ def _state(core: ServerCore, c) -> dict[str, object]:
         "blocks": (core.replication.backlog.nblocks, core.replication.backlog.mem)
         if core.replication is not None else None,
         "woff": c.woff,
+        "stats": (core.dirty, core.stats.keyspace_hits, core.stats.keyspace_misses,
+                  core.stats.expired_keys),
+        "events": core.subscriber.data_to_send() if hasattr(core, "subscriber") else None,
     }
 
 
-@pytest.mark.parametrize("backlog", [False, True])
+# A run of one command: one request repeated, or SETs / GETs of keys of every kind (the
+# whole-run forms, Command.whole, and their way back to one by one: a TTL, WRONGTYPE).
+RUNS = st.one_of(
+    st.tuples(st.sampled_from([["SET", "x:1", "v"], ["GET", "s"], ["INCR", "n"]]),
+              st.integers(0, 30)).map(lambda rt: [rt[0]] * rt[1]),
+    st.lists(st.sampled_from(KEYS + ["e1", "new"]), max_size=30).map(
+        lambda ks: [["GET", k] for k in ks]),
+    st.lists(st.sampled_from(KEYS + ["e1", "new"]), max_size=30).map(
+        lambda ks: [["SET", k, "v"] for k in ks]),
+)
+
+
+@pytest.mark.parametrize("backlog,events", [(False, False), (True, False), (False, True)])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(reqs=st.lists(requests(), min_size=1, max_size=60),
-       run=st.sampled_from([["SET", "x:1", "v"], ["GET", "s"], ["INCR", "n"]]),
-       at=st.integers(0, 60), times=st.integers(0, 30))
-def test_runs_reply_exactly_as_one_by_one(backlog: bool, reqs: list[list[str]], run: list[str],
-                                          at: int, times: int) -> None:
-    reqs = reqs[:at] + [run] * times + reqs[at:]
-    one, c1 = _server(backlog)
-    many, c2 = _server(backlog)
+@given(reqs=st.lists(requests(), min_size=1, max_size=60), run=RUNS, at=st.integers(0, 60))
+def test_runs_reply_exactly_as_one_by_one(backlog: bool, events: bool, reqs: list[list[str]],
+                                          run: list[list[str]], at: int) -> None:
+    reqs = reqs[:at] + run + reqs[at:]
+    one, c1 = _server(backlog, events)
+    many, c2 = _server(backlog, events)
     replies1 = b""
     for r in reqs:
         c1.receive_data(cmd(*r))
@@ -126,3 +143,36 @@ def test_a_long_run_fills_the_backlog_blocks_as_one_by_one() -> None:
     c2.data_to_send()
     assert one.replication.backlog.nblocks > 10
     assert _state(many, c2) == _state(one, c1)
+
+
+def test_whole_runs_leave_ttls_watches_and_wrong_types_to_the_handlers() -> None:
+    """SET's and GET's whole-run forms (Command.whole) apply a run at once only when no
+    request in it needs the handler's per-key work; each case here would differ otherwise."""
+    core, c = _server(False)
+    w = core.connection_made()
+    c.receive_data(cmd("SET", "t", "v", "EX", "100") + cmd("LPUSH", "l", "a"))
+    w.receive_data(cmd("WATCH", "k2"))
+    c.data_to_send()
+    w.data_to_send()
+    c.receive_data(cmd("SET", "k1", "a") + cmd("SET", "k2", "b"))   # k2 is WATCHed
+    assert c.data_to_send() == b"+OK\r\n" * 2
+    w.receive_data(cmd("MULTI") + cmd("PING") + cmd("EXEC"))
+    assert w.data_to_send() == b"+OK\r\n+QUEUED\r\n*-1\r\n"           # EXEC aborted
+    c.receive_data(cmd("SET", "k1", "c") + cmd("SET", "t", "d"))    # t has a TTL
+    assert c.data_to_send() == b"+OK\r\n" * 2
+    assert c.db.data[b"t"] == b"d" and b"t" not in c.db.expires      # SET dropped it
+    c.receive_data(cmd("GET", "k1") + cmd("GET", "l") + cmd("GET", "nope"))
+    assert c.data_to_send() == (b"$1\r\nc\r\n-WRONGTYPE Operation against a key holding "
+                                b"the wrong kind of value\r\n$-1\r\n")
+
+
+def test_requests_behind_one_that_changes_the_readers_limits_still_run() -> None:
+    """AUTH (the reader's unauthenticated limits end) and CONFIG SET proto-max-bulk-len make
+    the fast reader drop what it queued and parse it again: the rest of the read still runs
+    in that same read, not at the next one."""
+    core = ServerCore(Config.load(None, [("save", [""]), ("requirepass", ["pw"])]), now_ms=NOW)
+    c = core.connection_made()
+    c.receive_data(cmd("AUTH", "pw") + cmd("SET", "k", "v") + cmd("GET", "k"))
+    assert c.data_to_send() == b"+OK\r\n+OK\r\n$1\r\nv\r\n"
+    c.receive_data(cmd("CONFIG", "SET", "proto-max-bulk-len", "2mb") + cmd("GET", "k"))
+    assert c.data_to_send() == b"+OK\r\n$1\r\nv\r\n"

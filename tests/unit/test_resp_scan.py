@@ -109,3 +109,20 @@ def test_limits_stop_the_scan():
     assert len(scan(data, 0, 65536, INT_MAX, 11, 0)[0]) == 2
     assert scan(data, 0, 65536, 10, 11, 0)[0] == [[b"a" * 11]]
     assert len(scan(data, 0, 65536, 11, 11, 0)[0]) == 2
+
+
+def test_a_repeated_command_name_is_one_object():
+    """A first argument equal to the last one scanned is that object again (no allocation,
+    identity compares, its hash cached), in one scan and across scans; names over 32 bytes
+    and other arguments are not shared."""
+    reqs, _ = scan(enc(b"SET", b"k", b"SET") + enc(b"SET", b"k2", b"v"), 0, 1 << 16,
+                   INT_MAX, BIG, 0)
+    assert reqs[0][0] is reqs[1][0] and reqs[0][0] == b"SET"
+    assert reqs[0][2] is not reqs[0][0]
+    again, _ = scan(enc(b"SET", b"x", b"y"), 0, 1 << 16, INT_MAX, BIG, 0)
+    assert again[0][0] is reqs[0][0]
+    other, _ = scan(enc(b"GET", b"x") + enc(b"set", b"x", b"y"), 0, 1 << 16, INT_MAX, BIG, 0)
+    assert other[0][0] == b"GET" and other[1][0] == b"set"
+    long = b"N" * 33
+    big, _ = scan(enc(long) * 2, 0, 1 << 16, INT_MAX, BIG, 0)
+    assert big[0][0] == big[1][0] == long and big[0][0] is not big[1][0]
