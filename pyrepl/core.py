@@ -594,7 +594,7 @@ class ServerCore:
         t0 = self.clock_ns()
         try:
             if self.stream_live:
-                self._run_propagating(c, cmds, reqs, replies)
+                self._run_propagating(c, cmds, reqs, replies, one)
             else:
                 self.run_plain(c, cmds, reqs, replies, one)
         except BaseException:   # (the requests up to the failing one count as read)
@@ -637,14 +637,23 @@ class ServerCore:
             self._propagate_now(c)
 
     def _run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
-                         replies: list[object]) -> None:
+                         replies: list[object], one: bool) -> None:
         """execute_run's loop with a backlog. A write that changed the dataset and propagates
         as it arrived (the common case) joins a *span* of such requests, fed to the
         replication layer as one slice of the bytes they arrived as (``_end_span``);
         anything else ends the span first and then propagates as ``call`` and ``execute``
         would: a rewritten or effect-propagated write, a lazily expired key's DEL (internal
         propagation waits in ``_pending`` meanwhile, as inside ``call``), a write to another
-        db than the span's (the backlog's SELECT goes between)."""
+        db than the span's (the backlog's SELECT goes between). A run of one command with
+        a whole-run form (``Command.whole``) goes to it first: a write's run then changed the
+        dataset at every request, none rewritten, so it is one span."""
+        if one and cmds[0].whole is not None and not self._pending:
+            done = cmds[0].whole(c, reqs)   # type: ignore[misc]
+            if done is not None:
+                replies += done
+                if cmds[0].propagates:
+                    self._end_span(c, reqs, 0, len(reqs), c.db.id)
+                return
         failed = self.failed_call
         add = replies.append
         span = -1            # the span's first request (-1: no span open)

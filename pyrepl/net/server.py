@@ -64,12 +64,15 @@ def write_client(c: Client) -> None:
         t.write(c.data_to_send())     # (a paused subscriber's messages wait: pyrepl.pubsub)
     link = c.stream
     if link is not None:
-        take = c.core.replication.master.take
+        repl = c.core.replication
+        take = repl.master.take
         while not c.write_paused and not t.is_closing():
             views = take(link)
             if not views:
                 break
             t.writelines(views)
+            if link.ref is None or link.ref.sent == repl.master_repl_offset:
+                break   # all of the stream taken: no call to learn that nothing is left
     if c.close_after_reply:
         t.close()
 
