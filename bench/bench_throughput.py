@@ -1,12 +1,14 @@
 """Throughput side by side: pyrepl, Debian's redis-server and the Python floor, same run.
 
-    .venv/bin/python bench/bench_throughput.py [--rounds 3] [--requests 300000]
+    .venv/bin/python bench/bench_throughput.py [--rounds 3] [--requests 300000] [--base DIR]
 
 Runs `redis-benchmark -t set,get,incr,lpush,hset,zadd -n N -c 50 -r 100000` at -P 1 and -P 16
 against pyrepl, redis-server and the floor (floor_server.py: a bare uvloop + hiredis server,
 the most a Python server can do here), rotating which goes first each round, and prints the
 medians, pyrepl / redis and pyrepl / floor. Goals (issue 15): >= 0.9x Redis at -P1; at -P16
->= 0.5x Redis and >= 0.8x the floor.
+>= 0.5x Redis and >= 0.8x the floor. ``--base DIR`` adds another checkout's pyrepl (a
+``git worktree`` of an earlier commit, C files built in place) to the rotation and prints
+pyrepl / base: a before/after in the same minutes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from common import median, redis_benchmark, start_floor, start_pyrepl, start_redis
+from common import (
+    median,
+    redis_benchmark,
+    start_floor,
+    start_pyrepl,
+    start_pyrepl_from,
+    start_redis,
+)
 
 TESTS = "set,get,incr,lpush,hset,zadd"
 
@@ -25,15 +34,19 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300000)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--base", help="another checkout's pyrepl beside (before/after)")
     args = ap.parse_args()
     py = start_pyrepl()
     rd = start_redis()
     fl = start_floor()
+    base = start_pyrepl_from(args.base) if args.base else None
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     try:
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
                 order = [("pyrepl", py), ("redis", rd), ("floor", fl)]
+                if base is not None:
+                    order.append(("base", base))
                 k = rnd % len(order)
                 for name, srv in order[k:] + order[:k]:
                     r = redis_benchmark(srv.port, TESTS, args.requests, args.clients, pipeline,
@@ -47,9 +60,11 @@ def main() -> int:
         py.stop()
         rd.stop()
         fl.stop()
+        if base is not None:
+            base.stop()
     summary = {}
     print(f"\n{'pipeline':8} {'test':8} {'pyrepl rps':>12} {'redis rps':>12} "
-          f"{'floor rps':>12} {'÷redis':>7} {'÷floor':>7}")
+          f"{'floor rps':>12} {'÷redis':>7} {'÷floor':>7}" + ("  ÷base" if base else ""))
     for p, tests in results.items():
         for test, by in tests.items():
             a, b, f = (median(by.get(who, [])) for who in ("pyrepl", "redis", "floor"))
@@ -57,8 +72,13 @@ def main() -> int:
             to_floor = a / f if f else float("nan")
             summary[f"{p} {test}"] = {"pyrepl": a, "redis": b, "floor": f, "ratio": ratio,
                                       "floor_ratio": to_floor}
+            extra = ""
+            if base is not None:
+                was = median(by.get("base", []))
+                summary[f"{p} {test}"]["base"] = was
+                extra = f" {a / was if was else float('nan'):7.2f}"
             print(f"{p:8} {test:8} {a:12,.0f} {b:12,.0f} {f:12,.0f} {ratio:7.2f} "
-                  f"{to_floor:7.2f}")
+                  f"{to_floor:7.2f}" + extra)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

@@ -14,7 +14,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from support import ServerProcess, free_port, start_pyrepl, start_redis  # noqa: E402,F401
+from support import (  # noqa: E402,F401
+    ServerProcess,
+    free_port,
+    pyrepl_argv,
+    start_pyrepl,
+    start_redis,
+)
+
+
+def start_pyrepl_from(tree: str) -> ServerProcess:
+    """A pyrepl master running another checkout's code (``tree``: a ``git worktree`` of an
+    earlier commit, its C files built in place), for a before/after in the same run."""
+    tmpdir = tempfile.mkdtemp(prefix="pyrepl-base-")
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    return ServerProcess(pyrepl_argv("master", port, tmpdir), port, tmpdir,
+                         f"pyrepl-base-{port}", env=env).start()
 
 
 def redis_benchmark(port: int, tests: str, n: int, clients: int, pipeline: int,
