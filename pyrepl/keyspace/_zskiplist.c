@@ -416,6 +416,25 @@ static PyObject *item_tuple(znode *x)
     return t;
 }
 
+/* A list of the n items from index on (0 <= index < length when n > 0), walking forward, or
+ * backward when back. */
+static PyObject *items_from(ZIndex *z, Py_ssize_t index, Py_ssize_t n, int back)
+{
+    PyObject *out = PyList_New(n);
+    if (out == NULL || n == 0)
+        return out;
+    znode *x = zsl_at(z, index);
+    for (Py_ssize_t k = 0; k < n; k++, x = back ? x->backward : x->level[0].forward) {
+        PyObject *t = item_tuple(x);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, t);
+    }
+    return out;
+}
+
 /* _bisect(score, member=None): the index of the first item >= (score, member), or >= (score,)
  * without a member. */
 static PyObject *zindex_bisect(ZIndex *z, PyObject *const *args, Py_ssize_t nargs)
@@ -482,20 +501,7 @@ static PyObject *zindex_range(ZIndex *z, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t start, stop;
     if (span_args(z, args, nargs, "_range(start, stop)", &start, &stop) < 0)
         return NULL;
-    Py_ssize_t n = stop > start ? stop - start : 0;
-    PyObject *out = PyList_New(n);
-    if (out == NULL || n == 0)
-        return out;
-    znode *x = zsl_at(z, start);
-    for (Py_ssize_t k = 0; k < n; k++, x = x->level[0].forward) {
-        PyObject *t = item_tuple(x);
-        if (t == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, k, t);
-    }
-    return out;
+    return items_from(z, start, stop > start ? stop - start : 0, 0);
 }
 
 /* _range_back(index, count): up to count items descending from index (inclusive). */
@@ -515,19 +521,7 @@ static PyObject *zindex_range_back(ZIndex *z, PyObject *const *args, Py_ssize_t 
         count = i + 1;
     if (count < 0)
         count = 0;
-    PyObject *out = PyList_New(count);
-    if (out == NULL || count == 0)
-        return out;
-    znode *x = zsl_at(z, i);
-    for (Py_ssize_t k = 0; k < count; k++, x = x->backward) {
-        PyObject *t = item_tuple(x);
-        if (t == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, k, t);
-    }
-    return out;
+    return items_from(z, i, count, 1);
 }
 
 /* _delete_range(start, stop): remove the items with ascending index in [start, stop) (clipped)
