@@ -128,15 +128,18 @@ class FastRespReader(RespReader):
         takes. Else None, and the caller's ``gets()`` goes on as after ``feed()``."""
         buf = self._buf
         batch = self._batch
-        if batch is not None and self.spent and not self.queue:
-            # the last read, all returned and ending at the buffer's end: settle here
-            _consumed_set(self, batch[4][-1])
+        if batch is not None:
+            if not self.spent or self.queue:
+                self.feed(data)   # (what feed() checks, settles or raises: the general path)
+                return None
+            _consumed_set(self, batch[4][-1])   # the last read, all returned: settled here
             self._pos = len(buf)
-            self._batch = batch = None
-        if batch is not None or self._pos != len(buf) or self._reqtype or \
-                self._error is not None or type(data) is not bytes or \
-                len(data) > self.client_query_buffer_limit:
-            self.feed(data)   # (what feed() checks, settles or raises: the general path)
+            self._batch = None
+        elif self._pos != len(buf) or self._reqtype or self._error is not None:
+            self.feed(data)
+            return None
+        if type(data) is not bytes or len(data) > self.client_query_buffer_limit:
+            self.feed(data)
             return None
         self._rest = False
         self._fed += len(data)

@@ -960,3 +960,50 @@ def test_random_streams_against_real_redis(acl_redis, segments):
             assert c.sock.recv(1024) == b""  # and then closes the connection
         except ConnectionResetError:
             pass
+
+
+_PIECES = st.sampled_from([
+    b"*1\r\n$4\r\nPING\r\n", b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+    b"PING\r\n", b"\r\n", b"*0\r\n", b"*1\r\n$04\r\nPING\r\n", b"*2\r\n$3\r\nGET\r\n$1\r\nkXY",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(_PIECES, min_size=1, max_size=12), cuts=st.lists(st.integers(0, 200),
+                                                                         max_size=6),
+       limit=st.sampled_from([1 << 30, 40]), arrays=st.lists(st.booleans(), max_size=12),
+       ends=st.lists(st.booleans(), max_size=12))
+def test_fed_as_a_client_feeds_it_the_fast_reader_is_the_pure_one(pieces, cuts, limit, arrays,
+                                                                   ends):
+    """Driven as ``Client.process`` drives it: ``feed_first``, then ``gets()`` only while
+    ``spent`` does not say the read is all run, the end of each request read with
+    ``consumed_now()`` (nothing settles the batch in between; the next ``feed_first`` does).
+    The requests and their ends are the pure reader's, whatever the chunking (and with a
+    small client-query-buffer-limit, or a bytearray: reads the general path takes)."""
+    data = b"".join(pieces)
+    at_ends = [e for e, cut in zip(accumulate(map(len, pieces)), ends, strict=False) if cut]
+    bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)} | set(at_ends))
+    chunks = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    chunks = [bytearray(ch) if i < len(arrays) and arrays[i] else ch
+              for i, ch in enumerate(chunks)]
+
+    def client_trace(reader):
+        out = []
+        try:
+            for ch in chunks:
+                argv = reader.feed_first(ch)
+                while True:
+                    if argv is None:
+                        argv = reader.gets()
+                        if argv is None:
+                            break
+                    out.append((argv, reader.consumed_now()))
+                    argv = None
+                    if reader.spent and not reader.queue:
+                        break
+        except ProtocolError as e:
+            out.append(("error", str(e)))
+        return out, reader.consumed, reader.buffered()
+
+    assert client_trace(FastRespReader(client_query_buffer_limit=limit)) == \
+        client_trace(RespReader(client_query_buffer_limit=limit))
