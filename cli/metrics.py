@@ -117,8 +117,15 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
     limit = int(small_mb * 1024 * 1024)
     size = session.local_input_bytes(list(logs), limit) if owned and limit else None
     light = size is not None and size <= limit
-    say("starting Spark" + (f" (light: {size:,} bytes of input)" if light else ""))
-    spark = session.build_session(spark_master, conf=conf, progress=show, light=light)
+    # the class-data-sharing archive of our own JVM (recorded by the first run)
+    archive = session.cds_archive() if owned and "spark.driver.extraJavaOptions" not in conf \
+        else None
+    say("starting Spark" + (f" (light: {size:,} bytes of input)" if light else "")
+        + ("; recording the JVM's class archive (once: later runs start faster)"
+           if archive is not None and archive.recording else ""))
+    spark = session.build_session(spark_master, conf=conf, progress=show, light=light,
+                                  archive=archive)
+    jvm = session.gateway_process(spark) if archive is not None else None
     from pyspark.errors import PySparkException
 
     paths = list(logs)
@@ -147,6 +154,8 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
     finally:
         if owned:
             spark.stop()
+            if session.finish_archive(archive, jvm):
+                say(f"class archive written: {archive.path}")
 
 
 def main() -> None:

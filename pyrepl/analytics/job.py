@@ -62,6 +62,38 @@ NICE_BUCKETS = (10, 30, 60, 300, 600, 900, 1800, 3600, 4 * 3600, 6 * 3600, 86400
 DRIVER_MAX_ROWS = 200_000
 
 
+# Driver-built tables up to this many rows reach Spark as JSON text (see ``json_frame``)
+JSON_FRAME_ROWS = 100_000
+
+
+def json_frame(spark: Any, name: str, rows: list[dict[str, Any]]) -> Any:
+    """The rows of output table ``name`` as a DataFrame, sent to the JVM as one JSON text (a
+    py4j call) and parsed there with the table's schema: a local relation, any master. Unlike
+    ``createDataFrame`` of Python rows (whose first use starts Spark's Python workers: 2-3 s)
+    no Python process is involved. Floats are written in Python's shortest round-trip form,
+    which Jackson reads back to the same double."""
+    import json
+
+    from pyspark.sql import DataFrame
+
+    cols = table_columns(name)
+    lines = []
+    for x in rows:
+        e = {}
+        for n, t in cols:
+            v = x[n]
+            if v is not None:
+                e[n] = float(v) if t == "double" else v
+        lines.append(json.dumps(e, separators=(",", ":")))
+    jvm = spark.sparkContext._jvm
+    js = spark._jsparkSession
+    text = jvm.java.util.ArrayList() if not lines else jvm.java.util.regex.Pattern.compile(
+        "\n").splitAsStream("\n".join(lines)).toList()
+    ds = js.createDataset(text, jvm.org.apache.spark.sql.Encoders.STRING())
+    ddl = ", ".join(f"`{n}` {t}" for n, t in cols)
+    return DataFrame(js.read().schema(ddl).json(ds), spark)
+
+
 @dataclass
 class JobConfig:
     since: float | None = None
@@ -256,6 +288,8 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
                    key=lambda x: (x["t_first_failed"], x["replica"]))[:LOOPS_MAX]
 
     def frame(name: str, rows: list[dict[str, Any]]) -> Any:
+        if len(rows) <= JSON_FRAME_ROWS:
+            return json_frame(spark, name, rows)
         cols = table_columns(name)
         data = [tuple(float(x[n]) if t == "double" and x[n] is not None else x[n]
                       for n, t in cols) for x in rows]

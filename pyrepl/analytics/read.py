@@ -142,12 +142,181 @@ def estimate_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> int:
     if fmt == "auto":
         fmt = detect_format(paths)
     if fmt == "parquet":
-        return int(spark.read.option("recursiveFileLookup", "true").parquet(*paths).count())
+        n = parquet_rows(spark, paths)
+        if n is None:
+            n = spark.read.option("recursiveFileLookup", "true").parquet(*paths).count()
+        return int(n)
     total = 0
     for f in file_statuses(spark, paths):
         n = int(f.getLen())
         total += n * 8 if f.getPath().getName().endswith(".gz") else n
     return total // 150
+
+
+def parquet_rows(spark: Any, paths: Sequence[str]) -> int | None:
+    """The rows of the Parquet files under the paths (the files Spark reads: names not
+    starting with "." or "_"), from their footers: read here for local files, by the JVM's
+    Parquet reader for other file systems; None when a footer cannot be read (then a Spark
+    count decides). Milliseconds, where a Spark count of 20M rows in 57 files took 3-5 s."""
+    from pyrepl.analytics.logread import _local
+
+    local = [_local(p) for p in paths]
+    if all(p is not None and os.path.exists(p) for p in local):  # no py4j call per file
+        n = _local_rows([p for p in local if p is not None])
+        if n is not None:
+            return n
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    pq = jvm.org.apache.parquet.hadoop
+    total = 0
+    try:
+        for st in file_statuses(spark, paths):
+            path = st.getPath()
+            if path.getName().startswith((".", "_")):
+                continue
+            local = _local(path.toString())
+            n = footer_rows(local) if local is not None else None
+            if n is None:
+                reader = pq.ParquetFileReader.open(pq.util.HadoopInputFile.fromStatus(st, conf))
+                try:
+                    n = int(reader.getRecordCount())
+                finally:
+                    reader.close()
+            total += n
+    except Exception:  # noqa: BLE001 - py4j's errors: not Parquet, unreadable ...
+        return None
+    return total
+
+
+def _local_rows(paths: Sequence[str]) -> int | None:
+    total = 0
+    for p in paths:
+        for f in _visible_files(p):
+            n = footer_rows(f)
+            if n is None:
+                return None
+            total += n
+    return total
+
+
+def _visible_files(path: str) -> list[str]:
+    """The files Spark reads under a local path: none whose name (or a directory's on the
+    way) starts with "." or "_"."""
+    if not os.path.isdir(path):
+        return [path]
+    out = []
+    for d, dirs, files in os.walk(path):
+        dirs[:] = [x for x in dirs if not x.startswith((".", "_"))]
+        out += [os.path.join(d, f) for f in files if not f.startswith((".", "_"))]
+    return out
+
+
+def footer_rows(path: str) -> int | None:
+    """``num_rows`` of a local Parquet file's footer (FileMetaData, Thrift compact protocol:
+    field 1 the version, 2 the schema, 3 the rows); None when it is not one."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size < 12:
+                return None
+            f.seek(size - 8)
+            tail = f.read(8)
+            if tail[4:] != b"PAR1":
+                return None
+            n = int.from_bytes(tail[:4], "little")
+            if n <= 0 or n > size - 12:
+                return None
+            f.seek(size - 8 - n)
+            meta = f.read(n)
+        return _ThriftCompact(meta).field_i64(3)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class _ThriftCompact:
+    """Just enough of Thrift's compact protocol to find one i64 field of a struct."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self) -> int:
+        out = shift = 0
+        while True:
+            b = self.byte()
+            out |= (b & 0x7F) << shift
+            if b < 0x80:
+                return out
+            shift += 7
+
+    def zigzag(self) -> int:
+        v = self.varint()
+        return (v >> 1) ^ -(v & 1)
+
+    def field_i64(self, want: int) -> int | None:
+        fid = 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return None
+            delta = head >> 4
+            fid = fid + delta if delta else self.zigzag()
+            if fid == want and kind == 6:
+                return self.zigzag()
+            self.skip(kind)
+
+    def skip(self, kind: int) -> None:
+        if kind in (1, 2):  # booleans: in the field header
+            return
+        if kind == 3:
+            self.pos += 1
+        elif kind in (4, 5, 6):
+            self.varint()
+        elif kind == 7:
+            self.pos += 8
+        elif kind == 8:
+            n = self.varint()  # (not ``pos += varint()``: varint moves pos first)
+            self.pos += n
+        elif kind in (9, 10):
+            head = self.byte()
+            size = head >> 4 if head >> 4 != 15 else self.varint()
+            for _ in range(size):
+                self.skip_value(head & 0x0F)
+        elif kind == 11:
+            size = self.varint()
+            if size:
+                kv = self.byte()
+                for _ in range(size):
+                    self.skip_value(kv >> 4)
+                    self.skip_value(kv & 0x0F)
+        elif kind == 12:
+            self.skip_struct()
+        else:
+            raise ValueError(f"thrift compact type {kind}")
+        if self.pos > len(self.data):
+            raise ValueError("truncated")
+
+    def skip_value(self, kind: int) -> None:
+        if kind in (1, 2):  # a boolean inside a list or map: one byte
+            self.pos += 1
+        else:
+            self.skip(kind)
+
+    def skip_struct(self) -> None:
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return
+            if not head >> 4:
+                self.zigzag()
+            self.skip(kind)
 
 
 def classify(raw: Any, since: float | None = None, until: float | None = None) -> Any:

@@ -14,12 +14,26 @@ Spark light: the JIT's first tier only and the serial GC (a quicker JVM start, a
 compiler threads competing for the cores), and no generated code (for a few thousand rows
 Spark's interpreted expressions beat compiling a class per query stage). The results are the
 same; only the time differs. Bigger inputs keep the defaults, which the input pass needs.
+
+The command's own JVM (``cds=True``: not under spark-submit, where the JVM is not ours) maps a
+class-data-sharing archive of the classes a run loads (Spark's, Hadoop's, Parquet's ... some
+15k of them): the JVM then starts and runs its first queries without parsing and verifying
+them again, 3-6 s less per run. The first run without a usable archive records one
+(``-XX:ArchiveClassesAtExit``: the run takes ~10 s longer, then waits for its JVM to write the
+archive) under the virtual environment the command runs from (``.venv/var/pyrepl-spark-cds/``;
+``PYREPL_SPARK_CDS`` names another directory, ``0`` turns it off; outside a virtual
+environment there is none). The archive's name holds a hash of the Java runtime and Spark's
+jars, so an upgrade of either records a new one (and removes the old); an archive the JVM
+cannot use is ignored by it silently. ``python -m pyrepl.analytics.session`` records it ahead
+(``make spark-deps`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
@@ -31,6 +45,130 @@ PARQUET_RATIO = 20
 LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LIGHT_CONF = {"spark.sql.codegen.wholeStage": "false",
               "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+CDS_ENV = "PYREPL_SPARK_CDS"
+CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # an unusable archive: no warning on stdout
+
+
+@dataclass
+class Archive:
+    """The class-data-sharing archive of this installation: ``path`` when it exists (used),
+    else ``recording`` (the temporary file this run's JVM writes at exit)."""
+    path: str
+    recording: str | None = None
+
+    def java_option(self) -> str:
+        if self.recording is not None:
+            return f"-XX:ArchiveClassesAtExit={self.recording} {CDS_QUIET}"
+        return f"-XX:SharedArchiveFile={self.path} {CDS_QUIET}"
+
+
+def cds_dir() -> str | None:
+    """Where the archive lives: ``$PYREPL_SPARK_CDS``, else under the virtual environment
+    (None outside one, or with ``PYREPL_SPARK_CDS=0``)."""
+    env = os.environ.get(CDS_ENV)
+    if env == "0":
+        return None
+    if env:
+        return env
+    if sys.prefix == sys.base_prefix:
+        return None
+    return os.path.join(sys.prefix, "var", "pyrepl-spark-cds")
+
+
+def _java() -> str | None:
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def cds_key() -> str | None:
+    """A hash of what the archive depends on: the Java runtime (its binary and class library)
+    and the jars of Spark's installation (names, sizes, times); None when one is missing."""
+    import hashlib
+
+    from pyspark.find_spark_home import _find_spark_home
+
+    java = _java()
+    jars = os.path.join(_find_spark_home(), "jars")
+    if java is None or not os.path.isdir(jars):
+        return None
+    h = hashlib.sha256()
+    home = os.path.dirname(os.path.dirname(java))
+    for f in (java, os.path.join(home, "lib", "modules"),
+              *sorted(os.path.join(jars, n) for n in os.listdir(jars))):
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def cds_archive() -> Archive | None:
+    """The archive to use, or the one this run records (None: none, e.g. no place for it)."""
+    d = cds_dir()
+    if d is None:
+        return None
+    try:
+        key = cds_key()
+    except (ImportError, OSError):
+        return None
+    if key is None:
+        return None
+    path = os.path.join(d, f"spark-{key}.jsa")
+    if os.path.isfile(path):
+        return Archive(path)
+    try:
+        os.makedirs(d, exist_ok=True)
+        if not os.access(d, os.W_OK):
+            return None
+    except OSError:
+        return None
+    return Archive(path, f"{path}.{os.getpid()}.tmp")
+
+
+def finish_archive(archive: Archive | None, proc: Any, timeout: float = 300) -> bool:
+    """After ``spark.stop()`` of a recording run: end the JVM (its stdin closes), wait while it
+    writes the archive, put the archive in place and remove older ones; True when it did."""
+    if archive is None or archive.recording is None or proc is None:
+        return False
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout)
+    except Exception:  # noqa: BLE001 - a JVM that does not end: no archive this time
+        return False
+    rec = archive.recording
+    if not os.path.isfile(rec) or os.path.getsize(rec) == 0:
+        return False
+    os.replace(rec, archive.path)
+    d, keep = os.path.split(archive.path)
+    for name in os.listdir(d):  # archives of other runtimes/jars, recordings that died
+        f = os.path.join(d, name)
+        if name != keep and name.startswith("spark-") and (name.endswith(".jsa") or (
+                name.endswith(".tmp") and _older(f, 3600))):
+            with contextlib.suppress(OSError):
+                os.remove(f)
+    return True
+
+
+def _older(path: str, seconds: float) -> bool:
+    import time
+
+    try:
+        return time.time() - os.path.getmtime(path) > seconds
+    except OSError:
+        return False
+
+
+def gateway_process(spark: Any) -> Any:
+    """The JVM process this Python process launched (None under spark-submit)."""
+    gw = getattr(spark.sparkContext, "_gateway", None)
+    return getattr(gw, "proc", None)
 
 
 def local_input_bytes(paths: list[str], limit: int | None = None) -> int | None:
@@ -81,9 +219,10 @@ def active_session() -> Any:
 
 def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
                   conf: dict[str, str] | None = None, progress: bool | None = None,
-                  light: bool = False) -> Any:
+                  light: bool = False, archive: Archive | None = None) -> Any:
     """A SparkSession: ``master`` (default ``local[*]``) unless launched by spark-submit;
-    ``light``: the small-input start (see the module docstring)."""
+    ``light``: the small-input start; ``archive``: the driver JVM's class-data-sharing archive
+    (see the module docstring)."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -110,9 +249,12 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
         defaults.update(LIGHT_CONF)
     if not submitted:
         java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2}"
+        driver_opts = java_opts
         if light and local:
-            java_opts += " " + LIGHT_JVM
-        defaults["spark.driver.extraJavaOptions"] = java_opts
+            driver_opts += " " + LIGHT_JVM
+        if archive is not None:
+            driver_opts += " " + archive.java_option()
+        defaults["spark.driver.extraJavaOptions"] = driver_opts
         # 768m of heap keeps the whole process tree under 1.5 GB of RSS; the job caches only
         # small aggregates (more for very large fleets: --conf spark.driver.memory=2g)
         defaults.setdefault("spark.driver.memory", "768m")
@@ -138,3 +280,80 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def record_archive() -> int:
+    """Record the class-data-sharing archive ahead (``python -m pyrepl.analytics.session``):
+    ``pyrepl metrics`` over a few synthetic events, from NDJSON and from Parquet, in a
+    directory beside the archive (removed after)."""
+    import shutil
+    import tempfile
+
+    archive = cds_archive()
+    if archive is None:
+        print("no class-data-sharing archive here (not in a virtual environment, or "
+              f"{CDS_ENV}=0)", file=sys.stderr)
+        return 0
+    if archive.recording is None:
+        print(f"class-data-sharing archive: {archive.path}", file=sys.stderr)
+        return 0
+    import json
+
+    from pyrepl.analytics import job, read, report
+
+    work = tempfile.mkdtemp(prefix="train-", dir=os.path.dirname(archive.path))
+    try:
+        os.makedirs(os.path.join(work, "logs"))
+        with open(os.path.join(work, "logs", "sync.ndjson"), "w", encoding="utf-8") as f:
+            for e in _training_events():
+                f.write(json.dumps(e, separators=(",", ":")) + "\n")
+        # generated code on (as for big inputs), NDJSON and Parquet read: their classes too
+        spark = build_session("local[2]", progress=False, archive=archive)
+        proc = gateway_process(spark)
+        try:
+            logs, pq = os.path.join(work, "logs"), os.path.join(work, "pq")
+            report.write_report(job.run(spark, [logs]), os.path.join(work, "out"))
+            read.convert(spark, [logs], pq)
+            report.write_report(job.run(spark, [pq]), os.path.join(work, "out"))
+        finally:
+            spark.stop()
+        ok = finish_archive(archive, proc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"class-data-sharing archive: {archive.path}" if ok else
+          "class-data-sharing archive: not written", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _training_events() -> list[dict[str, Any]]:
+    """A replica's partial resync after a link loss, and lag samples: the events of a demo."""
+    m, r, rid, rep = "10.0.0.1:6379", "10.0.0.2:6379", "7d5c39f1", "57ba26fb" * 5
+    t, off = 1735689600.0, 1_000_000
+    link = {"peer": r, "sync_id": f"{rid}-1", "replid": rep}
+    out: list[dict[str, Any]] = [
+        {"ts": t + 60 * i, "event": "replica_lag", "node": m, "run_id": rid, "peer": r,
+         "offset": off + 1000 * i, "lag_bytes": 100 * i, "lag_ms": 10.0 * i} for i in range(20)]
+    out += [
+        {"ts": t + 100, "event": "link_down", "node": r, "role": "replica", "peer": m,
+         "reason": "timeout", "offset": off},
+        {"ts": t + 101, "event": "psync_sent", "node": r, "role": "replica", "peer": m,
+         "sync_id": f"{rid}-1", "req_replid": rep, "req_offset": off + 1},
+        {"ts": t + 101.002, "event": "psync_decision", "node": m, "role": "master", **link,
+         "req_replid": rep, "req_offset": off + 1, "result": "continue", "reason": "continue",
+         "master_repl_offset": off + 5000, "backlog_size": 1 << 20, "backlog_histlen": 1 << 20},
+        {"ts": t + 101.002, "event": "partial_sent", "node": m, "role": "master", **link,
+         "offset": off + 1, "bytes": 4999, "master_repl_offset": off + 5000},
+        {"ts": t + 101.003, "event": "replica_online", "node": m, "role": "master", **link,
+         "offset": off + 5000},
+        {"ts": t + 101.004, "event": "psync_reply", "node": r, "role": "replica", "peer": m,
+         "sync_id": f"{rid}-1", "result": "continue", "replid": rep, "offset": off},
+        {"ts": t + 101.004, "event": "link_up", "node": r, "role": "replica", "peer": m,
+         "sync_id": f"{rid}-1", "result": "continue", "duration_ms": 1004.0},
+        {"ts": t + 101.01, "event": "caught_up", "node": r, "role": "replica", "peer": m,
+         "sync_id": f"{rid}-1", "offset": off + 5000, "bytes": 4999},
+        {"not json": "missing fields"}]
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(record_archive())

@@ -1,0 +1,112 @@
+"""The shortcuts that make a ``pyrepl metrics`` run start and finish sooner, held to what they
+replace: the row count of Parquet inputs from their footers (not a Spark count), the driver's
+tables handed to Spark as JSON text (not ``createDataFrame`` of Python rows), and the JVM's
+class-data-sharing archive (recorded by a first run, used by the next; the results are the
+same)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pyrepl.analytics import session
+from pyrepl.analytics.job import json_frame
+from pyrepl.analytics.read import footer_rows, parquet_rows
+from pyrepl.analytics.schema import table_columns
+
+
+def test_parquet_rows_from_footers_match_a_spark_count(spark, tmp_path) -> None:
+    root = tmp_path / "pq"
+    df = spark.range(0, 12345).selectExpr("id", "cast(id as double) / 7 as x",
+                                          "concat('n', id) as s")
+    df.repartition(3).write.parquet(str(root / "a"))
+    df.limit(17).write.parquet(str(root / "b" / "nested"))
+    (root / "a" / "_hidden.parquet").write_bytes(b"not read by Spark")
+    (root / "a" / ".also-hidden").write_bytes(b"x")
+    expect = spark.read.option("recursiveFileLookup", "true").parquet(str(root)).count()
+    assert expect == 12345 + 17
+    assert parquet_rows(spark, [str(root)]) == expect
+    assert parquet_rows(spark, ["file://" + str(root / "a"), str(root / "b")]) == expect
+    one = next(p for p in (root / "a").iterdir() if p.name.startswith("part-"))
+    assert footer_rows(str(one)) == spark.read.parquet(str(one)).count()
+    # not Parquet: None (the caller then counts with Spark)
+    text = tmp_path / "x.ndjson"
+    text.write_text('{"ts": 1}\n' * 10)
+    assert footer_rows(str(text)) is None
+    assert parquet_rows(spark, [str(text)]) is None
+
+
+def test_json_frame_gives_back_the_driver_rows(spark) -> None:
+    cols = table_columns("syncs")  # strings, longs, doubles and booleans
+    kinds = dict(cols)
+    tricky = [0.1, 1 / 3, 1e300, -2.5e-308, 5e-324, float("nan"), float("inf"), -0.0, 7]
+    rows = []
+    for i, v in enumerate(tricky):
+        r = {n: None for n, _ in cols}
+        for n, t in cols:
+            if t == "double":
+                r[n] = v
+            elif t == "bigint":
+                r[n] = 2**62 + i
+            elif t == "string":
+                r[n] = f"node é\n\"{i}\"\u2028"
+            elif t == "boolean":
+                r[n] = i % 2 == 0
+        rows.append(r)
+    rows.append({n: None for n, _ in cols})
+    got = [x.asDict() for x in json_frame(spark, "syncs", rows).collect()]
+    assert len(got) == len(rows)
+    for want, have in zip(rows, got, strict=True):
+        assert list(have) == [n for n, _ in cols]
+        for n, v in want.items():
+            if kinds[n] == "double" and v is not None and math.isnan(v):
+                assert math.isnan(have[n])
+            else:
+                assert have[n] == v, (n, v, have[n])
+                if v is not None:
+                    assert isinstance(have[n], {"double": float, "bigint": int,
+                                                "string": str, "boolean": bool}[kinds[n]])
+    assert json_frame(spark, "syncs", []).count() == 0
+    assert json_frame(spark, "syncs", []).columns == [n for n, _ in table_columns("syncs")]
+
+
+@pytest.mark.slow
+def test_class_archive_recorded_once_then_used_with_the_same_results(tmp_path) -> None:
+    """Two runs of the command with the archive under tmp_path: the first records it (and says
+    so), the second maps it; both write the same summary."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with open(logs / "sync.ndjson", "w") as f:
+        for e in session._training_events():
+            f.write(json.dumps(e) + "\n")
+    cds = tmp_path / "cds"
+    (cds).mkdir()
+    stale = cds / "spark-0000000000000000.jsa"
+    stale.write_bytes(b"an archive of another runtime")
+    env = {**os.environ, session.CDS_ENV: str(cds)}
+    summaries = []
+    for i in range(2):
+        out = tmp_path / f"out{i}"
+        res = subprocess.run([sys.executable, "-m", "pyrepl.cli.main", "metrics", str(logs),
+                              "--out", str(out), "--progress", "--spark-master", "local[2]"],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        archives = sorted(p.name for p in cds.iterdir())
+        assert len(archives) == 1 and archives[0].startswith("spark-") \
+            and archives[0].endswith(".jsa") and archives[0] != stale.name, archives
+        assert ("class archive written" in res.stderr) == (i == 0), res.stderr
+        assert "recording" not in res.stderr or i == 0
+        assert "warning" not in res.stdout.lower()
+        with open(out / "summary.json") as f:
+            s = json.load(f)
+        s.pop("outputs")
+        summaries.append(s)
+        assert s["input"]["events"] == len(session._training_events()) - 1
+        assert s["input"]["malformed"]["missing-required"] == 1
+    assert summaries[0] == summaries[1]
+    assert (cds / archives[0]).stat().st_size > 10 << 20
