@@ -947,24 +947,16 @@ class ServerCore:
         exactly ``request``, the command ``c`` sent, the bytes it arrived as are passed along
         if its reader proved them canonical (a slice instead of an encode)."""
         pending = self._pending
-        feed = self.repl_feed
-        if feed is None:
-            pending.clear()
-            return
         self._pending = []
-        if not pending:
-            return
-        if len(pending) > 1:
+        feed = self.repl_feed
+        if len(pending) == 1 and feed is not None:
+            db_id, argv = pending[0]
+            feed(db_id, argv, c.reader.raw_last(argv) if argv is request and c else None)
+        elif pending and feed is not None:
             feed(pending[0][0], [b"MULTI"])
             for db_id, argv in pending:
                 feed(db_id, argv)
             feed(pending[-1][0], [b"EXEC"])
-        else:
-            db_id, argv = pending[0]
-            if argv is request and c is not None:
-                feed(db_id, argv, c.reader.raw_last(argv))
-            else:
-                feed(db_id, argv)
 
     # -- cron -----------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:

@@ -112,21 +112,16 @@ class Backlog:
         """Append stream bytes; True when a block was added (when Redis checks the replicas'
         output limits)."""
         n = len(data)
-        if not n:
-            return False
         tail = self.tail
-        if tail is not None:
-            used = tail.used
-            room = tail.size - used
-            if n <= room:                              # the common case: one copy, no block
-                tail.buf[used:used + n] = data
-                tail.used = used + n
-                self.master_repl_offset += n
-                self.histlen += n
-                if self._unattached:
-                    self._attach(tail, used)
-                return False
-        return self._append_blocks(data, n)
+        if n and tail is not None and (end := tail.used + n) <= tail.size:
+            tail.view[end - n:end] = data              # the common case: one copy, no block
+            tail.used = end
+            self.master_repl_offset += n
+            self.histlen += n
+            if self._unattached:
+                self._attach(tail, end - n)
+            return False
+        return self._append_blocks(data, n) if n else False
 
     def room(self) -> int:
         """Bytes the tail block still takes before an append adds a block."""

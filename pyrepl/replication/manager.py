@@ -102,10 +102,10 @@ class Replication:
         On the write hot path: one C-level encode (none with ``data``), one copy into the
         shared buffer, and per streaming replica one comparison (feedReplicationBuffer)."""
         backlog = self.backlog
-        if backlog is None:
-            return   # no replica ever attached (or freed by repl-backlog-ttl): no stream
-        if self.replica.master_host is not None:
-            return  # a replica's stream is its master's, passed on by feed_raw
+        # No stream: no replica ever attached (or repl-backlog-ttl freed it); or a replica,
+        # whose stream is its master's, passed on by feed_raw.
+        if backlog is None or self.replica.master_host is not None:
+            return
         if data is None:
             data = encode_command(argv)
         if db_id != self.stream_db and db_id >= 0:

@@ -44,12 +44,9 @@ class Feeding:
         """The backlog took new stream bytes (``before`` was ``master_repl_offset``): a
         streaming link that had been handed everything is scheduled for a write; the output
         limits are checked when a block was added, as Redis does."""
-        streaming = self._streaming
-        if streaming:
-            pending = self.core.pending_flush
-            for link in streaming:
-                if link.ref.sent == before:  # type: ignore[union-attr]
-                    pending.append(link.client)
+        for link in self._streaming:
+            if link.ref.sent == before:  # type: ignore[union-attr]
+                self.core.pending_flush.append(link.client)
         if new_block and self._fed:
             over = [lk for lk in self._fed if self._over_limits(lk)]
             for link in over:
