@@ -133,6 +133,12 @@ class Client:
             self.reader.feed(data)
             argv = None
         if self.stream is None:
+            if argv is not None and not self.reader.queue:   # a lone request: run it here
+                core.execute(self, argv)
+                reader = self.reader
+                if reader.spent and not reader.queue:
+                    return   # the read is all run
+                argv = None
             self.process(argv)
             return
         # A replica being streamed to: the link carries the stream only, so a command that
