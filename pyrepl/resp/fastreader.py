@@ -126,19 +126,18 @@ class FastRespReader(RespReader):
         """``feed(data)``, then ``gets()`` in the common case, in one call: the reader stood
         between requests with nothing left and ``data`` starts with a request the scan
         takes. Else None, and the caller's ``gets()`` goes on as after ``feed()``."""
+        if type(data) is not bytes or len(data) > self.client_query_buffer_limit:
+            self.feed(data)   # (what feed() checks, settles or raises: the general path)
+            return None
         buf = self._buf
         batch = self._batch
         if batch is not None:
             if not self.spent or self.queue:
-                self.feed(data)   # (what feed() checks, settles or raises: the general path)
+                self.feed(data)
                 return None
-            _consumed_set(self, batch[4][-1])   # the last read, all returned: settled here
-            self._pos = len(buf)
-            self._batch = None
+            # the last read, all returned: settled here (_pos and _batch are set below)
+            _consumed_set(self, batch[4][-1])
         elif self._pos != len(buf) or self._reqtype or self._error is not None:
-            self.feed(data)
-            return None
-        if type(data) is not bytes or len(data) > self.client_query_buffer_limit:
             self.feed(data)
             return None
         self._rest = False
@@ -148,6 +147,7 @@ class FastRespReader(RespReader):
         self._buf = data
         reqs, ends = _scan(data, 0, _WINDOW, self._count_max, self._bulk_max, base)
         if not reqs:
+            self._batch = None
             self._rest = True
             self.spent = False
             return None
