@@ -20,8 +20,10 @@ never changes them. A replica that fails (``EPIPE``, reset) or makes no progress
 <error>``) to the result pipe: as soon as that replica got its mark, and for the others at the
 end; the parent reads them when the child has exited (``finish_socket_snapshot``), then logs and
 closes the replicas that failed. An rdb-channel replica closes its connection once it has read
-the mark, possibly before the child exits: ``socket_target_done`` reads the lines available so
-far to tell that normal end from a replica lost mid-transfer. The parent never touches the
+the mark, possibly before the child exits (and even before the child wrote that replica's line:
+it writes it right after the mark): ``socket_target_done`` reads the lines available so far,
+waiting up to ``RESULT_WAIT_S`` for that one, to tell that normal end from a replica lost
+mid-transfer. The parent never touches the
 snapshot bytes. While the child writes, the parent writes nothing to those sockets (a classic
 link holds the stream; an rdb channel's stream goes to its other, main, connection).
 To drop a replica mid-transfer the parent ``shutdown``\\s its dup (``drop_socket_target``): the
@@ -71,6 +73,10 @@ BACKOFF_MAX = 0.05
 RELAY_HIGH = 4 << 20    # a TLS replica's transport buffer above which the relay stops reading
 RELAY_CHUNK = 256 << 10
 PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
+# How long the parent waits for the child's word on a replica that closed its rdb channel
+# before the child reported it (see _SocketJob.wait_result): microseconds when the replica had
+# read the whole RDB; the whole wait, once, when it left early (a failed transfer anyway)
+RESULT_WAIT_S = 0.1
 _F_SETPIPE_SZ = 1031
 
 
@@ -156,9 +162,11 @@ class _SocketJob:
         self.partial = b""  # an incomplete result line read so far
         self.results: dict[int, tuple[bool, int, str]] = {}
 
-    def read_results(self) -> None:
-        """Read what the child reported so far (non-blocking) into ``results``."""
+    def read_results(self) -> bool:
+        """Read what the child reported so far (non-blocking) into ``results``; True when
+        the child has closed the pipe (it reports nothing more)."""
         chunks = [self.partial]
+        eof = False
         try:
             while True:
                 try:
@@ -166,10 +174,11 @@ class _SocketJob:
                 except BlockingIOError:
                     break
                 if not data:
+                    eof = True
                     break
                 chunks.append(data)
         except OSError:
-            pass
+            eof = True
         buf = b"".join(chunks)
         end = buf.rfind(b"\n") + 1
         self.partial = buf[end:]
@@ -178,6 +187,22 @@ class _SocketJob:
             if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
                 self.results[int(parts[0])] = (parts[1] == "1", int(parts[2]),
                                                "" if parts[3] == "-" else parts[3])
+        return eof
+
+    def wait_result(self, cid: int, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the child's line about client ``cid`` (or the
+        end of its reports). The child writes that line right after the target's last
+        bytes, so a replica that closes its rdb channel as soon as it read the mark (as a
+        Redis 8 replica does) can be seen closing before the line is in the pipe."""
+        deadline = time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(self.result_fd, select.POLLIN)
+        while cid not in self.results:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(int(left * 1000) + 1):
+                return
+            if self.read_results():
+                return
 
 
 class _Bulk:
@@ -310,8 +335,8 @@ class MasterIO:
         job = self._jobs.get(pid)
         if job is None:
             return False
-        if cid not in job.results:
-            job.read_results()
+        if cid not in job.results and not job.read_results() and cid not in job.results:
+            job.wait_result(cid, RESULT_WAIT_S)
         r = job.results.get(cid)
         return r is not None and r[0]
 

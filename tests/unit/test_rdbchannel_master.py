@@ -859,3 +859,34 @@ def test_snapshot_child_writes_preambles_first_and_reports_each_target_when_done
                                              13: (False, 0, "Broken pipe")}
     for sock in (a, a_peer, b):
         sock.close()
+
+
+def test_the_parent_waits_for_the_line_the_child_writes_right_after_the_mark() -> None:
+    """A Redis 8 replica closes its rdb channel as soon as it read the mark; the child writes
+    that replica's result line only after the mark, so the parent can see the close first.
+    It then waits for the line (briefly: a line that never comes is a lost transfer)."""
+    import threading
+    import time
+
+    from pyrepl.net.master_io import RESULT_WAIT_S, MasterIO, _SocketJob
+
+    io = MasterIO(None)  # type: ignore[arg-type]
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    io._jobs[77] = _SocketJob(77, r, {})
+    later = threading.Timer(0.02, os.write, (w, b"11 1 4096 -\n"))
+    later.start()
+    t0 = time.monotonic()
+    assert io.socket_target_done(77, 11)        # the line came 20 ms after the close
+    assert time.monotonic() - t0 < RESULT_WAIT_S + 0.5
+    later.join()
+    # no line for 12: False once the wait is over, bounded
+    t0 = time.monotonic()
+    assert not io.socket_target_done(77, 12)
+    assert RESULT_WAIT_S <= time.monotonic() - t0 < RESULT_WAIT_S + 0.5
+    # the child ended its reports without one for 13 (it exited): False at once
+    os.close(w)
+    t0 = time.monotonic()
+    assert not io.socket_target_done(77, 13)
+    assert time.monotonic() - t0 < RESULT_WAIT_S / 2
+    assert io.finish_socket_snapshot(77) == {11: (True, 4096, "")}
