@@ -22,6 +22,8 @@ from operator import and_, attrgetter, ge, itemgetter, le
 from sys import maxsize
 from typing import Any
 
+from pyrepl.resp._scan import run_length
+
 _name = itemgetter(0)
 _plain = attrgetter("plain")
 _min_args = attrgetter("min_args")
@@ -61,31 +63,23 @@ def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],
     """The run that starts with ``first`` (whose command ``cmd0`` is plain) and goes on with
     ``rest`` (last first): its commands and its requests (none when ``first`` itself has a
     wrong argument count), and ``one``: every command is ``cmd0``."""
+    lo, hi = cmd0.min_args, cmd0.max_args
+    if not lo <= len(first) <= hi:
+        return [], [], True
+    # The common run: ``first``'s command repeated, each with an argument count it accepts
+    # (counted in C, from the end of ``rest``, stopping at the first that is not).
+    k = run_length(rest, first[0], lo, hi)
+    if k:
+        reqs = rest[-k:]
+        reqs.append(first)
+        reqs.reverse()
+        return [cmd0] * (k + 1), reqs, True
     reqs = [first]
-    name = first[0]
-    one = rest[-1][0] == name
-    if one:
-        # The names are compared a window at a time (a memcmp per name, no call), the window
-        # growing 4x while all match: the work stays proportional to the run taken, so a
-        # caller that alternates runs and other commands never rescans the whole queue.
-        size = 16
-        while True:
-            window = rest if len(rest) <= size else rest[-size:]
-            names = list(map(_name, reversed(window)))
-            if names.count(name) != len(names):
-                reqs += islice(reversed(window), len(list(takewhile(name.__eq__, names))))
-                break
-            if window is rest:
-                reqs += reversed(rest)
-                break
-            size *= 4
-        cmds = [cmd0] * len(reqs)
-    else:
-        cmds = [cmd0]
-        cmds += takewhile(_plain, map(name_cache.get, map(_name, reversed(rest)),
-                                      repeat(_UNKNOWN)))
-        reqs += islice(reversed(rest), len(cmds) - 1)
-        one = cmds.count(cmd0) == len(cmds)
+    cmds = [cmd0]
+    cmds += takewhile(_plain, map(name_cache.get, map(_name, reversed(rest)),
+                                  repeat(_UNKNOWN)))
+    reqs += islice(reversed(rest), len(cmds) - 1)
+    one = cmds.count(cmd0) == len(cmds)
     fit = _arity_fit(cmds, reqs, one)
     del cmds[fit:], reqs[fit:]
     return cmds, reqs, one
