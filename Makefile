@@ -11,7 +11,7 @@ STAMP   = $(VENV)/.installed
 
 all: test
 
-$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/keyspace/_zskiplist.c
+$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun.c pyrepl/keyspace/_zskiplist.c
 	@bash scripts/build-deps.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

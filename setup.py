@@ -1,12 +1,14 @@
 """The compiled parts, each a hot path a profile showed Python could not bring to issue 15's
 goals (bench/RESULTS.md has the figures): the request reader's fast path
-(pyrepl/resp/_scan.c, "The request reader in C") and the sorted set's index
-(pyrepl/keyspace/_zskiplist.c, "Sorted sets in C"). Everything else is in setup.cfg."""
+(pyrepl/resp/_scan.c, "The request reader in C"), the sorted set's index
+(pyrepl/keyspace/_zskiplist.c, "Sorted sets in C") and the per-request loops of a run of plain
+commands (pyrepl/_plainrun.c, "Runs counted in C"). Everything else is in setup.cfg."""
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], extra_compile_args=["-O2"]),
+    Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], extra_compile_args=["-O2"]),
     Extension("pyrepl.keyspace._zskiplist", ["pyrepl/keyspace/_zskiplist.c"],
               extra_compile_args=["-O2"]),
 ])

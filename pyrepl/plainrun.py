@@ -22,7 +22,7 @@ from operator import and_, attrgetter, ge, itemgetter, le
 from sys import maxsize
 from typing import Any
 
-from pyrepl.resp._scan import run_length
+from pyrepl._plainrun import run_length
 
 _name = itemgetter(0)
 _plain = attrgetter("plain")

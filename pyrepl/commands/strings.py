@@ -33,6 +33,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
+from pyrepl._plainrun import lookup_strings, store_pairs
 from pyrepl.commands.table import command, whole_run
 from pyrepl.commands.util import (
     LLONG_MAX,
@@ -241,22 +242,21 @@ def get(c: Any, argv: list[bytes]) -> object:
 # -- whole runs (Command.whole): a pipelined run of one command at C speed ---------------------
 # Exactly what the fast paths of set_ and get do per request, for all of a run at once when
 # none of its keys has a TTL and no WATCH or keyspace event needs each key; else None before
-# anything changed, and the run goes one by one.
+# anything changed, and the run goes one by one. The loop over the requests is in C
+# (pyrepl/_plainrun.c: the dict stores and lookups themselves, nothing else).
 
 _key = itemgetter(1)
-_BYTES_OR_NONE = frozenset((bytes, type(None)))
 
 
 @whole_run("set")
 def _set_run(c: Any, reqs: list[list[bytes]]) -> list[object] | None:
     db = c.db
     exp = db.expires
-    if max(map(len, reqs)) != 3 or c.core.notify_mask or db.watched or \
+    if c.core.notify_mask or db.watched or \
             (exp and not exp.keys().isdisjoint(map(_key, reqs))):
         return None
-    data = db.data
-    for r in reqs:      # (a plain loop: faster here than dict.update over a C-level map)
-        data[r[1]] = r[2]
+    if not store_pairs(db.data, reqs):
+        return None     # a SET with options among them: nothing stored, one by one
     c.core.dirty += len(reqs)
     return [OK] * len(reqs)
 
@@ -267,12 +267,12 @@ def _get_run(c: Any, reqs: list[list[bytes]]) -> list[object] | None:
     exp = db.expires
     if exp and not exp.keys().isdisjoint(map(_key, reqs)):
         return None
-    get = db.data.get
-    vals = [get(r[1]) for r in reqs]
+    vals = lookup_strings(db.data, reqs)
+    if vals is None:
+        return None     # a WRONGTYPE reply among them
     misses = vals.count(None)
-    if (misses < len(vals) and not _BYTES_OR_NONE.issuperset(map(type, vals))) or \
-            (misses and c.core.notify_mask & NOTIFY_KEY_MISS):
-        return None     # a WRONGTYPE reply among them, or keymiss events
+    if misses and c.core.notify_mask & NOTIFY_KEY_MISS:
+        return None     # keymiss events
     stats = c.core.stats
     stats.keyspace_misses += misses
     stats.keyspace_hits += len(vals) - misses

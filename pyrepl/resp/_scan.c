@@ -158,50 +158,10 @@ done:
     return result;
 }
 
-/* run_length(rest, name, min_args, max_args) -> int
-
-   How many requests, taken from the end of rest (a list of requests, last first, as a
-   reader's queue holds them), have ``name`` as their first argument (the same object, or
-   equal bytes) and between min_args and max_args arguments: the run of one command that a
-   pipelining client sent behind a request (pyrepl/plainrun.py's select). It stops at the
-   first that does not qualify, so the work is proportional to the run found. */
-static PyObject *
-run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run_length(rest: list, name: bytes, min_args, max_args)");
-        return NULL;
-    }
-    PyObject *rest = args[0], *name = args[1];
-    Py_ssize_t lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    const char *nd = PyBytes_AS_STRING(name);
-    Py_ssize_t nlen = PyBytes_GET_SIZE(name), n = PyList_GET_SIZE(rest), k = 0;
-    while (k < n) {
-        PyObject *r = PyList_GET_ITEM(rest, n - 1 - k);
-        if (!PyList_Check(r))
-            break;
-        Py_ssize_t m = PyList_GET_SIZE(r);
-        if (m < 1 || m < lo || m > hi)
-            break;
-        PyObject *a = PyList_GET_ITEM(r, 0);
-        if (a != name && !(PyBytes_Check(a) && PyBytes_GET_SIZE(a) == nlen &&
-                           memcmp(PyBytes_AS_STRING(a), nd, (size_t)nlen) == 0))
-            break;
-        k++;
-    }
-    return PyLong_FromSsize_t(k);
-}
-
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends): the canonical "
      "multibulk requests complete in buf from pos on (see the module source)."},
-    {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
-     "run_length(rest, name, min_args, max_args) -> int: how many requests at the end of "
-     "rest (last first) are name's with an argument count in [min_args, max_args]."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,7 +13,7 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyrepl.resp._scan import run_length, scan
+from pyrepl.resp._scan import scan
 
 from pyrepl.resp.reader import ProtocolError, RespReader
 
@@ -127,39 +127,3 @@ def test_a_repeated_command_name_is_one_object():
     big, _ = scan(enc(long) * 2, 0, 1 << 16, INT_MAX, BIG, 0)
     assert big[0][0] == big[1][0] == long and big[0][0] is not big[1][0]
 
-
-def model_run_length(rest: list, name: bytes, lo: int, hi: int) -> int:
-    """The reference: the requests at the end of ``rest`` (last first) that are ``name``'s
-    with an argument count in [lo, hi], up to the first that is not."""
-    k = 0
-    for r in reversed(rest):
-        if not (type(r) is list and r and lo <= len(r) <= hi and type(r[0]) is bytes and
-                r[0] == name):
-            break
-        k += 1
-    return k
-
-
-NAMES = st.sampled_from([b"SET", b"set", b"GET", b"", b"SETX"])
-
-
-@settings(max_examples=400, deadline=None)
-@given(rest=st.lists(st.lists(NAMES | st.binary(max_size=3), max_size=4), max_size=12),
-       name=NAMES, lo=st.integers(0, 4), span=st.integers(0, 3), shared=st.booleans())
-def test_run_length_is_the_model(rest, name, lo, span, shared):
-    """``run_length`` counts what the model counts, whatever the requests hold; an argument
-    equal to ``name`` counts whether or not it is the same object."""
-    if shared:   # the scan hands a repeated name back as the same object
-        rest = [[name, *r[1:]] if r and r[0] == name else r for r in rest]
-    hi = lo + span
-    assert run_length(rest, name, lo, hi) == model_run_length(rest, name, lo, hi)
-    assert run_length(rest, name, lo, 2**62) == model_run_length(rest, name, lo, 2**62)
-
-
-def test_run_length_refuses_what_is_not_a_queue():
-    with pytest.raises(TypeError):
-        run_length((), b"SET", 1, 3)
-    with pytest.raises(TypeError):
-        run_length([], "SET", 1, 3)
-    assert run_length([[b"SET", b"k", b"v"], (b"SET", b"k", b"v")], b"SET", 1, 3) == 0
-    assert run_length([[1, 2], [b"SET"]], b"SET", 1, 3) == 1

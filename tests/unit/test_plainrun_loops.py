@@ -1,0 +1,88 @@
+"""The C loops of a run of plain commands (``pyrepl._plainrun``) against the Python they
+stand for: ``run_length`` against a model of plainrun's selection, ``store_pairs`` and
+``lookup_strings`` against the dict loops, on any requests (wrong shapes included)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyrepl._plainrun import lookup_strings, run_length, store_pairs
+
+
+def model_run_length(rest: list, name: bytes, lo: int, hi: int) -> int:
+    """The reference: the requests at the end of ``rest`` (last first) that are ``name``'s
+    with an argument count in [lo, hi], up to the first that is not."""
+    k = 0
+    for r in reversed(rest):
+        if not (type(r) is list and r and lo <= len(r) <= hi and type(r[0]) is bytes and
+                r[0] == name):
+            break
+        k += 1
+    return k
+
+
+NAMES = st.sampled_from([b"SET", b"set", b"GET", b"", b"SETX"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(rest=st.lists(st.lists(NAMES | st.binary(max_size=3), max_size=4), max_size=12),
+       name=NAMES, lo=st.integers(0, 4), span=st.integers(0, 3), shared=st.booleans())
+def test_run_length_is_the_model(rest, name, lo, span, shared):
+    """``run_length`` counts what the model counts, whatever the requests hold; an argument
+    equal to ``name`` counts whether or not it is the same object."""
+    if shared:   # the scan hands a repeated name back as the same object
+        rest = [[name, *r[1:]] if r and r[0] == name else r for r in rest]
+    hi = lo + span
+    assert run_length(rest, name, lo, hi) == model_run_length(rest, name, lo, hi)
+    assert run_length(rest, name, lo, 2**62) == model_run_length(rest, name, lo, 2**62)
+
+
+def test_run_length_refuses_what_is_not_a_queue():
+    with pytest.raises(TypeError):
+        run_length((), b"SET", 1, 3)
+    with pytest.raises(TypeError):
+        run_length([], "SET", 1, 3)
+    assert run_length([[b"SET", b"k", b"v"], (b"SET", b"k", b"v")], b"SET", 1, 3) == 0
+    assert run_length([[1, 2], [b"SET"]], b"SET", 1, 3) == 1
+
+
+REQ = st.lists(st.binary(max_size=2), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(start=st.dictionaries(st.binary(max_size=2), st.binary(max_size=2), max_size=6),
+       reqs=st.lists(REQ, max_size=10))
+def test_store_pairs_is_the_loop_or_nothing(start, reqs):
+    """Every request a list of three: the dict as the loop leaves it (a repeated key: the
+    last wins). Else False, and the dict as it was."""
+    d, want = dict(start), dict(start)
+    ok = all(len(r) == 3 for r in reqs)
+    if ok:
+        for r in reqs:
+            want[r[1]] = r[2]
+    assert store_pairs(d, reqs) is ok
+    assert d == want and list(d) == list(want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=st.dictionaries(st.binary(max_size=2), st.binary(max_size=2) | st.integers() |
+                         st.just(["a list"]), max_size=6),
+       keys=st.lists(st.binary(max_size=2), max_size=10))
+def test_lookup_strings_is_the_lookup_while_all_are_strings(d, keys):
+    reqs = [[b"GET", k] for k in keys]
+    vals = [d.get(k) for k in keys]
+    got = lookup_strings(d, reqs)
+    if all(v is None or type(v) is bytes for v in vals):
+        assert got == vals and all(a is b for a, b in zip(got, vals, strict=True))
+    else:
+        assert got is None
+
+
+def test_lookup_strings_refuses_a_request_without_a_key():
+    with pytest.raises(ValueError):
+        lookup_strings({}, [[b"GET", b"k"], [b"GET"]])
+    with pytest.raises(TypeError):
+        lookup_strings({}, ([b"GET", b"k"],))
+    with pytest.raises(TypeError):
+        store_pairs([], [])
