@@ -7,7 +7,8 @@
    (bench/RESULTS.md, "Runs counted in C"). These loops make no decision of their own:
    ``run_length`` counts what plainrun.select would, ``store_pairs`` and ``lookup_strings`` are
    ``d[r[1]] = r[2]`` and ``d.get(r[1])`` for each request r (SET's and GET's whole runs,
-   pyrepl/commands/strings.py). */
+   pyrepl/commands/strings.py), ``bulk_replies`` the wire bytes of a run's bulk-string and nil
+   replies in one object (pyrepl/resp/writer.py's encode_replies). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -118,6 +119,79 @@ lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* The decimal digits of v >= 0. */
+static int
+ndigits(Py_ssize_t v)
+{
+    int k = 1;
+    while (v >= 10) {
+        v /= 10;
+        k++;
+    }
+    return k;
+}
+
+/* bulk_replies(replies, nil) -> bytes or None
+
+   The wire bytes of a run's replies when each is bytes (a bulk string: "$<len>\r\n<bytes>\r\n")
+   or None (``nil``: RESP2's "$-1\r\n" or RESP3's "_\r\n"), in one bytes object; None when one
+   is anything else. What pyrepl/resp/writer.py's encode writes for each, joined. */
+static PyObject *
+bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "bulk_replies(replies: list, nil: bytes)");
+        return NULL;
+    }
+    PyObject *replies = args[0], *nil = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(replies), i, size = 0;
+    Py_ssize_t nil_len = PyBytes_GET_SIZE(nil);
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(replies, i);
+        if (r == Py_None) {
+            size += nil_len;
+        } else if (PyBytes_CheckExact(r)) {
+            Py_ssize_t len = PyBytes_GET_SIZE(r);
+            /* "$" len "\r\n" data "\r\n" */
+            size += 1 + ndigits(len) + 2 + len + 2;
+        } else {
+            Py_RETURN_NONE;
+        }
+        if (size < 0) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(replies, i);
+        if (r == Py_None) {
+            memcpy(w, PyBytes_AS_STRING(nil), (size_t)nil_len);
+            w += nil_len;
+        } else {
+            Py_ssize_t len = PyBytes_GET_SIZE(r);
+            int k = ndigits(len);
+            Py_ssize_t v = len;
+            *w = '$';
+            for (int j = k; j > 0; j--) {
+                w[j] = (char)('0' + v % 10);
+                v /= 10;
+            }
+            w += 1 + k;
+            *w++ = '\r';
+            *w++ = '\n';
+            memcpy(w, PyBytes_AS_STRING(r), (size_t)len);
+            w += len;
+            *w++ = '\r';
+            *w++ = '\n';
+        }
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
      "run_length(rest, name, min_args, max_args) -> int: how many requests at the end of "
@@ -128,6 +202,9 @@ static PyMethodDef methods[] = {
     {"lookup_strings", (PyCFunction)(void (*)(void))lookup_strings, METH_FASTCALL,
      "lookup_strings(d, reqs) -> list or None: d.get(r[1]) for each request r, when every "
      "value found is bytes; else None."},
+    {"bulk_replies", (PyCFunction)(void (*)(void))bulk_replies, METH_FASTCALL,
+     "bulk_replies(replies, nil) -> bytes or None: the wire bytes of replies that are all "
+     "bytes (bulk strings) or None (nil); else None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from itertools import repeat
 from operator import attrgetter
 
+from pyrepl._plainrun import bulk_replies
 from pyrepl.resp.types import (
     NULL_ARRAY,
     Map,
@@ -24,7 +25,6 @@ from pyrepl.resp.types import (
 
 _SMALL_INTS = [b":%d\r\n" % i for i in range(-1, 1025)]
 _data = attrgetter("data")
-_bulk = b"$%d\r\n%s\r\n".__mod__
 _int = b":%d\r\n".__mod__
 _NoneType = type(None)
 
@@ -128,20 +128,15 @@ def encode_replies(replies: list[object], proto: int = 2) -> Iterable[bytes]:
     if not replies:
         return ()
     kind = type(replies[0])
+    if kind is bytes or kind is _NoneType:   # GETs, hits and misses: one bytes object, in C
+        data = bulk_replies(replies, b"_\r\n" if proto == 3 else b"$-1\r\n")
+        if data is not None:
+            return (data,)
     kinds = list(map(type, replies))
     n = len(replies)
     if kinds.count(kind) == n:
         if kind is Raw:
             return map(_data, replies)
-        if kind is bytes:
-            return map(_bulk, zip(map(len, replies), replies, strict=True))
         if kind is int:
             return map(_int, replies)
-        if kind is _NoneType:
-            return repeat(b"_\r\n" if proto == 3 else b"$-1\r\n", n)
-    elif kind is bytes or kind is _NoneType:
-        if kinds.count(bytes) + kinds.count(_NoneType) == n:   # GETs, hits and misses
-            nil = b"_\r\n" if proto == 3 else b"$-1\r\n"
-            return [nil if r is None else b"$%d\r\n%s\r\n" % (len(r), r)  # type: ignore
-                    for r in replies]
     return map(encode, replies, repeat(proto))

@@ -1,13 +1,16 @@
 """The C loops of a run of plain commands (``pyrepl._plainrun``) against the Python they
 stand for: ``run_length`` against a model of plainrun's selection, ``store_pairs`` and
-``lookup_strings`` against the dict loops, on any requests (wrong shapes included)."""
+``lookup_strings`` against the dict loops, on any requests (wrong shapes included), and
+``bulk_replies`` against the writer's ``encode`` of each reply."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyrepl._plainrun import lookup_strings, run_length, store_pairs
+from pyrepl._plainrun import bulk_replies, lookup_strings, run_length, store_pairs
+
+from pyrepl.resp.writer import encode, encode_replies
 
 
 def model_run_length(rest: list, name: bytes, lo: int, hi: int) -> int:
@@ -86,3 +89,30 @@ def test_lookup_strings_refuses_a_request_without_a_key():
         lookup_strings({}, ([b"GET", b"k"],))
     with pytest.raises(TypeError):
         store_pairs([], [])
+
+
+BULK = st.none() | st.binary(max_size=12) | st.sampled_from([b"x" * 9, b"y" * 10, b"z" * 100,
+                                                             b"w" * 1000, b"\r\n$-1"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(replies=st.lists(BULK, max_size=20), other=st.none() | st.integers(0, 20),
+       proto=st.sampled_from([2, 3]))
+def test_bulk_replies_are_the_encoded_replies(replies, other, proto):
+    """Bulk strings and nils: exactly ``encode``'s bytes of each, joined (RESP2 and RESP3);
+    anything else among them: None, and ``encode_replies`` still encodes them all."""
+    nil = b"_\r\n" if proto == 3 else b"$-1\r\n"
+    if other is not None:
+        replies.insert(min(other, len(replies)), 7 if other % 2 else "a str")
+        assert bulk_replies(replies, nil) is None
+    else:
+        assert bulk_replies(replies, nil) == b"".join(encode(r, proto) for r in replies)
+    if other is None or other % 2:   # (a str is no reply value)
+        assert b"".join(encode_replies(replies, proto)) == \
+            b"".join(encode(r, proto) for r in replies)
+
+
+def test_bulk_replies_refuses_what_is_not_a_list():
+    with pytest.raises(TypeError):
+        bulk_replies((b"a",), b"$-1\r\n")
+    assert bulk_replies([], b"$-1\r\n") == b""
