@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_throughput.py [--rounds 3] [--requests 300000] [--base DIR]
 
 Runs `redis-benchmark -t set,get,incr,lpush,hset,zadd -n N -c 50 -r 100000` at -P 1 and -P 16
+(-n 8N at -P 16, so that its runs last as long: common.requests_for)
 against pyrepl, redis-server and the floor (floor_server.py: a bare uvloop + hiredis server,
 the most a Python server can do here), rotating which goes first each round, and prints the
 medians, pyrepl / redis and pyrepl / floor. Goals (issue 15): >= 0.9x Redis at -P1; at -P16
@@ -19,6 +20,7 @@ import json
 from common import (
     median,
     redis_benchmark,
+    requests_for,
     start_floor,
     start_pyrepl,
     start_pyrepl_from,
@@ -49,7 +51,8 @@ def main() -> int:
                     order.append(("base", base))
                 k = rnd % len(order)
                 for name, srv in order[k:] + order[:k]:
-                    r = redis_benchmark(srv.port, TESTS, args.requests, args.clients, pipeline,
+                    r = redis_benchmark(srv.port, TESTS, requests_for(args.requests, pipeline),
+                                        args.clients, pipeline,
                                         ["-r", "100000"])
                     for test, rps in r.items():
                         results.setdefault(f"P{pipeline}", {}).setdefault(test, {}) \

@@ -33,6 +33,18 @@ def start_pyrepl_from(tree: str) -> ServerProcess:
                          f"pyrepl-base-{port}", env=env).start()
 
 
+# A pipelined run (-P16) goes ~6-10x as fast as an unpipelined one: it gets this many times the
+# requests, so that both last about as long. At -P16 300,000 requests take ~0.3 s, a good part
+# of it 50 connections starting and the server's first calls; pyrepl's ratios to Redis and the
+# floor then came out 10-30 % lower than in runs of a few seconds (steady state), run to run.
+PIPELINED_SCALE = 8
+
+
+def requests_for(n: int, pipeline: int) -> int:
+    """The request count of a run of ``n`` requests' length at ``pipeline``."""
+    return n * PIPELINED_SCALE if pipeline > 1 else n
+
+
 def redis_benchmark(port: int, tests: str, n: int, clients: int, pipeline: int,
                     extra: list[str] | None = None, timeout: float = 600) -> dict[str, float]:
     """Run redis-benchmark --csv; returns {test name: requests per second}."""
