@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.resp.fastreader import first
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class Client:
         stats.total_reads_processed += 1
         self.last_interaction_ms = core.now_ms
         if self.blocked is None:   # (process() would read the first request at once)
-            argv = self.reader.feed_first(data)
+            argv = first(self.reader, data)   # (reader.feed_first(data), in C when it can)
         else:
             self.reader.feed(data)
             argv = None

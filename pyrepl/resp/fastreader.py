@@ -39,10 +39,12 @@ from __future__ import annotations
 from itertools import repeat
 from operator import sub
 
+from ._scan import bind as _bind
+from ._scan import first
 from ._scan import scan as _scan
 from .reader import _AUTH_MAX_BULK, _AUTH_MAX_MULTIBULK, _INT_MAX, ProtocolError, RespReader
 
-__all__ = ["FastRespReader", "make_reader"]
+__all__ = ["FastRespReader", "first", "make_reader"]
 
 # A scan starts no request this far or further past the first one.
 _WINDOW = 64 * 1024
@@ -234,6 +236,9 @@ class FastRespReader(RespReader):
             self._batch = (reqs, bytes(buf[pos:ends[-1] - base]), start, start, ends)
         self.queue = reqs[::-1]
         return True
+
+
+_bind(FastRespReader, RespReader, _WINDOW)   # (first(): feed_first's common case in C)
 
 
 def make_reader(proto_max_bulk_len: int = 512 * 1024 * 1024,

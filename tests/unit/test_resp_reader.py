@@ -15,10 +15,10 @@ import time
 from itertools import accumulate
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pyrepl.resp.fastreader import FastRespReader, make_reader
+from pyrepl.resp.fastreader import FastRespReader, first, make_reader
 from pyrepl.resp.reader import (
     PROTO_INLINE_MAX_SIZE,
     ProtocolError,
@@ -43,8 +43,9 @@ def enc(*args: bytes) -> bytes:
 def drive(reader: RespReader, chunks, drain=None) -> list:
     """Feed ``chunks``; after each (if ``drain[i]``, default always) call gets() until None.
     Returns the observable trace: commands with consumed, per-feed markers, final error.
-    A chunk to be drained is fed as a client does, with ``feed_first`` (its first request, if
-    the reader returns it at once); one that is not, with ``feed`` (a blocked client)."""
+    A chunk to be drained is fed as a client does, with ``first`` (``feed_first``, its common
+    case in C: its first request, if the reader returns it at once); one that is not, with
+    ``feed`` (a blocked client)."""
     trace: list = []
     try:
         for i, c in enumerate(chunks):
@@ -52,7 +53,7 @@ def drive(reader: RespReader, chunks, drain=None) -> list:
                 reader.feed(c)
                 trace.append(("fed", reader.consumed, reader.buffered(), reader.unparsed()))
                 continue
-            argv = reader.feed_first(c)
+            argv = first(reader, c)
             while argv is not None or (argv := reader.gets()) is not None:
                 trace.append((argv, reader.consumed))
                 argv = None
@@ -975,7 +976,7 @@ _PIECES = st.sampled_from([
        ends=st.lists(st.booleans(), max_size=12))
 def test_fed_as_a_client_feeds_it_the_fast_reader_is_the_pure_one(pieces, cuts, limit, arrays,
                                                                    ends):
-    """Driven as ``Client.process`` drives it: ``feed_first``, then ``gets()`` only while
+    """Driven as ``Client.process`` drives it: ``first``, then ``gets()`` only while
     ``spent`` does not say the read is all run, the end of each request read with
     ``consumed_now()`` (nothing settles the batch in between; the next ``feed_first`` does).
     The requests and their ends are the pure reader's, whatever the chunking (and with a
@@ -991,7 +992,7 @@ def test_fed_as_a_client_feeds_it_the_fast_reader_is_the_pure_one(pieces, cuts, 
         out = []
         try:
             for ch in chunks:
-                argv = reader.feed_first(ch)
+                argv = first(reader, ch)
                 while True:
                     if argv is None:
                         argv = reader.gets()
@@ -1007,3 +1008,66 @@ def test_fed_as_a_client_feeds_it_the_fast_reader_is_the_pure_one(pieces, cuts, 
 
     assert client_trace(FastRespReader(client_query_buffer_limit=limit)) == \
         client_trace(RespReader(client_query_buffer_limit=limit))
+
+
+_SLOTS = [(name, cls.__dict__[name]) for cls in (RespReader, FastRespReader)
+          for name in cls.__slots__]
+
+
+def _state(reader: FastRespReader) -> dict:
+    """Every slot of the reader, read as stored (``consumed`` unsettled; an error by its type
+    and text: two readers make two instances)."""
+    state = {name: d.__get__(reader) for name, d in _SLOTS}
+    err = state["_error"]
+    if err is not None:
+        state["_error"] = (type(err), str(err))
+    return state
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_PIECES, min_size=1, max_size=12), cuts=st.lists(st.integers(0, 200),
+                                                                         max_size=6),
+       limit=st.sampled_from([1 << 30, 40]), arrays=st.lists(st.booleans(), max_size=12),
+       gets=st.lists(st.integers(0, 3), max_size=12), auth=st.booleans())
+@example(pieces=[enc(b"PING"), enc(b"GET", b"k"), enc(b"PING")], cuts=[14, 35], limit=1 << 30,
+         arrays=[], gets=[0, 0, 0], auth=False)   # lone requests, as a client at -P1 sends them
+def test_first_in_c_moves_the_slots_as_feed_first_does(pieces, cuts, limit, arrays, gets, auth):
+    """``first`` (C) against ``FastRespReader.feed_first`` (Python, the reference): the same
+    request returned and every slot of the reader equal after each read, whatever state the
+    reads find (requests left queued or buffered, a partial request, an error, a bytearray,
+    a small query-buffer limit, the unauthenticated limits)."""
+    data = b"".join(pieces)
+    bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    chunks = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    chunks = [bytearray(ch) if i < len(arrays) and arrays[i] else ch
+              for i, ch in enumerate(chunks)]
+    fast, ref = (FastRespReader(client_query_buffer_limit=limit) for _ in range(2))
+    fast.auth_required = ref.auth_required = auth
+    for i, ch in enumerate(chunks):
+        outcome = []
+        for reader, feed in ((fast, lambda r, d: first(r, d)), (ref, FastRespReader.feed_first)):
+            try:
+                got = [feed(reader, ch)]
+                for _ in range(gets[i] if i < len(gets) else 1):
+                    got.append(reader.gets())
+            except ProtocolError as e:
+                got.append(("error", str(e)))
+            outcome.append((got, _state(reader)))
+        assert outcome[0] == outcome[1]
+
+
+def test_first_takes_any_reader():
+    """The pure reader, or a subclass, goes the general way (their own ``feed_first``)."""
+    class Sub(FastRespReader):
+        calls = 0
+
+        def feed_first(self, data):
+            self.calls += 1
+            return FastRespReader.feed_first(self, data)
+
+    pure, sub = RespReader(), Sub()
+    assert first(pure, enc(b"PING")) is None
+    assert pure.gets() == [b"PING"]
+    assert first(sub, enc(b"PING")) == [b"PING"] and sub.calls == 1
+    with pytest.raises(TypeError):
+        first(FastRespReader())
