@@ -5,7 +5,8 @@
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
-commands, 16 by default, on a sans-io ServerCore client, as bench_dispatch.py), and the
+commands, 16 by default, read by the I/O shell's ClientProtocol over a ServerCore, with a C
+sink as the transport), and the
 difference divided by 2N is the cost of one command, start-up excluded. ``PARSE`` is the
 request reader alone on the SET stream (feed + gets, no execution); ``FLOOR`` is
 bench/floor_server.py's whole work on the SET stream (the Python floor: hiredis, a dict). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
@@ -109,11 +110,12 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
         return
     if name == "FLOOR":     # bench/floor_server.py's work per SET (hiredis, a dict, a write)
         sys.path.insert(0, HERE)
+        from collections import deque
+
         from floor_server import Floor
 
         class _Sink:
-            def write(self, data: bytes) -> None:
-                pass
+            write = deque(maxlen=1).append    # (uvloop's write: C, here a C sink)
 
         floor = Floor()
         floor.connection_made(_Sink())  # type: ignore[arg-type]
@@ -131,15 +133,38 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
     # With replicas the shell flushes their stream once per event-loop pass, after every read
     # of the pass: unpipelined, a pass of redis-benchmark -c 50 holds dozens of clients' reads
     # (~43 a replica write, measured with /proc/PID/io); the model takes 32 clients a pass.
-    clients = [core.connection_made() for _ in range(32 if reps and pipeline == 1 else 1)]
+    # Each client's reads go through the I/O shell's protocol (net/server.py's ClientProtocol,
+    # as the server runs them: the clock, the counters, the reply handed to the transport).
+    from collections import deque
+
+    from pyrepl.net.server import ClientProtocol
+
+    class Shell:            # (the Server the protocol asks: its core, a flush per pass)
+        def __init__(self) -> None:
+            self.core = core
+            self.flush_scheduled = False
+
+        def schedule_flush(self) -> None:
+            self.flush_scheduled = True
+
+    class Transport:
+        write = deque(maxlen=1).append      # (uvloop's write: C, here a C sink)
+
+        def get_extra_info(self, name: str) -> object:
+            return ("127.0.0.1", 40000) if name in ("peername", "sockname") else None
+
+    shell = Shell()
+    protos = []
+    for _ in range(32 if reps and pipeline == 1 else 1):
+        p = ClientProtocol(shell)  # type: ignore[arg-type]
+        p.connection_made(Transport())  # type: ignore[arg-type]
+        protos.append(p)
     if name == "GET":   # hits, as redis-benchmark's GET after its SET (-t set,get)
-        clients[0].receive_data(b"".join(_pipelines(CASES["SET"], 16)))
-        clients[0].data_to_send()
+        protos[0].data_received(b"".join(_pipelines(CASES["SET"], 16)))
     done = k = 0
     while done < n:
-        for c in clients:
-            c.receive_data(chunks[k % len(chunks)])
-            c.data_to_send()
+        for p in protos:
+            p.data_received(chunks[k % len(chunks)])
             done += pipeline
             k += 1
         if reps:

@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from types import MethodType
 from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
@@ -25,12 +26,15 @@ from pyrepl.acl_file import AclStartupError
 from pyrepl.acl_file import load_at_startup as load_acl_users
 from pyrepl.client import Client
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core import Host, ServerCore, Stats
 from pyrepl.net import process, tls
+from pyrepl.net._serve import bind as _bind_serve
+from pyrepl.net._serve import received
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.synclog import RotatingNdjsonWriter
+from pyrepl.resp.fastreader import FastRespReader, first
 
 
 class SharedCounter:
@@ -78,13 +82,17 @@ def write_client(c: Client) -> None:
 
 
 class ClientProtocol(asyncio.Protocol):
-    __slots__ = ("server", "core", "client", "transport")
+    # (a __dict__ for the instance's own ``data_received``: see __init__)
+    __slots__ = ("server", "core", "client", "transport", "__dict__")
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.core = server.core
         self.client: Client | None = None
         self.transport: asyncio.Transport | None = None
+        # The read as the method below makes it, in C when it is the common one (_serve.c;
+        # anything else calls the method). The transport looks it up on the instance.
+        self.data_received = MethodType(received, self)  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -104,6 +112,7 @@ class ClientProtocol(asyncio.Protocol):
         self._flush()
 
     def data_received(self, data: bytes) -> None:
+        """A read (the reference of _serve.received, which runs it in the common case)."""
         c = self.client
         if c is None:
             return
@@ -138,9 +147,13 @@ class ClientProtocol(asyncio.Protocol):
                 write_client(c)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.__dict__.pop("data_received", None)   # (no cycle through the bound method)
         if self.client is not None:
             self.core.now_ms = now_ms()
             self.client.connection_lost()
+
+
+_bind_serve(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -29,7 +29,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
-#include <structmember.h>
+
+#include "../_slots.h"
 
 /* A canonical decimal of at most 18 digits ending at the CR of a CRLF, starting at p (< end).
    Returns the value and sets *next past the LF, or -1 (not canonical, or not complete). */
@@ -202,7 +203,7 @@ static PyTypeObject *reader_type;     /* FastRespReader, once bound */
 static Py_ssize_t scan_window;
 static PyObject *str_feed_first;
 
-#define SLOT(o, i) (*(PyObject **)((char *)(o) + slot_offset[i]))
+#define SLOT(o, i) SLOT_AT(o, slot_offset[i])
 
 /* bind(cls, base, window): record the slot offsets of cls (FastRespReader), ``consumed``
    taken from base (RespReader: cls shadows it with a property). */
@@ -216,23 +217,11 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t window = PyLong_AsSsize_t(args[2]);
     if (window == -1 && PyErr_Occurred())
         return NULL;
-    for (int i = 0; i < S_N; i++) {
-        PyObject *owner = i == S_CONSUMED ? args[1] : args[0];
-        PyObject *d = PyObject_GetAttrString(owner, slot_names[i]);
-        if (d == NULL)
-            return NULL;
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
-        if (ok)
-            slot_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s is not a writable slot", slot_names[i]);
-            return NULL;
-        }
-    }
-    if (str_feed_first == NULL && (str_feed_first = PyUnicode_InternFromString("feed_first")) == NULL)
+    if (slots_bind(args[0], slot_names, S_CONSUMED, slot_offset) < 0 ||
+            slots_bind(args[1], slot_names + S_CONSUMED, 1, slot_offset + S_CONSUMED) < 0)
+        return NULL;
+    if (str_feed_first == NULL &&
+            (str_feed_first = PyUnicode_InternFromString("feed_first")) == NULL)
         return NULL;
     Py_INCREF(args[0]);
     Py_XSETREF(reader_type, (PyTypeObject *)args[0]);
@@ -251,29 +240,6 @@ buffer_size(PyObject *buf)
     return -1;
 }
 
-/* An int slot's value as a long long (-1 with no error set: not a plain int in range). */
-static long long
-int_slot(PyObject *v)
-{
-    if (v == NULL || !PyLong_CheckExact(v))
-        return -1;
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
-    return x;
-}
-
-static int
-set_slot(PyObject *o, int i, PyObject *v)   /* steals v; -1 when v is NULL (an error) */
-{
-    if (v == NULL)
-        return -1;
-    Py_XSETREF(SLOT(o, i), v);
-    return 0;
-}
-
 static PyObject *
 first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -284,11 +250,10 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *r = args[0], *data = args[1];
     if (Py_TYPE(r) != reader_type || !PyBytes_CheckExact(data))
         goto general;
-    for (int i = 0; i < S_N; i++)
-        if (SLOT(r, i) == NULL)
-            goto general;
+    if (!slots_all_set(r, slot_offset, S_N))
+        goto general;
     Py_ssize_t len = PyBytes_GET_SIZE(data);
-    long long limit = int_slot(SLOT(r, S_LIMIT));
+    long long limit = slot_int(SLOT(r, S_LIMIT));
     if (limit < 0 || len > limit)
         goto general;
     PyObject *buf = SLOT(r, S_BUF), *batch = SLOT(r, S_BATCH), *consumed = NULL;
@@ -303,12 +268,12 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto general;
         PyObject *ends = PyTuple_GET_ITEM(batch, 4);
         consumed = PyList_GET_ITEM(ends, PyList_GET_SIZE(ends) - 1);
-    } else if (int_slot(SLOT(r, S_POS)) != buflen || int_slot(SLOT(r, S_REQTYPE)) != 0 ||
+    } else if (slot_int(SLOT(r, S_POS)) != buflen || slot_int(SLOT(r, S_REQTYPE)) != 0 ||
                SLOT(r, S_ERROR) != Py_None) {
         goto general;
     }
-    long long fed = int_slot(SLOT(r, S_FED)), base = int_slot(SLOT(r, S_BASE));
-    long long count_max = int_slot(SLOT(r, S_COUNT_MAX)), bulk_max = int_slot(SLOT(r, S_BULK_MAX));
+    long long fed = slot_int(SLOT(r, S_FED)), base = slot_int(SLOT(r, S_BASE));
+    long long count_max = slot_int(SLOT(r, S_COUNT_MAX)), bulk_max = slot_int(SLOT(r, S_BULK_MAX));
     if (fed < 0 || base < 0 || count_max < 0 || bulk_max < 0)
         goto general;
     /* From here on the moves are feed_first's, in its order. */
@@ -325,7 +290,7 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(Py_False);
     Py_XSETREF(SLOT(r, S_REST), Py_False);
     PyObject *result = NULL;
-    if (set_slot(r, S_FED, PyLong_FromLongLong(fed + len)) < 0)
+    if (slot_set(r, slot_offset[S_FED], PyLong_FromLongLong(fed + len)) < 0)
         goto done;
     PyObject *base_obj = PyLong_FromLongLong(base);
     if (base_obj == NULL)

@@ -1,0 +1,337 @@
+/* pyrepl.net._serve: a client connection's read, in C when it is the common one.
+
+   received(protocol, data) is ``ClientProtocol.data_received(data)`` (pyrepl/net/server.py)
+   with ``Client.receive_data`` and ``Client.data_to_send`` (pyrepl/client.py) inside it: the
+   same moves, in the same order, on the same slots (read and written at their offsets in the
+   instances: pyrepl/_slots.h). What it does itself is only the bookkeeping around the
+   commands: the clock, the byte and read/write counters, handing the read to the request
+   reader (pyrepl.resp.fastreader.first) and the reply to the transport. The commands run
+   where they always run, in Python: ``ServerCore.execute`` for a lone request, and
+   ``Client.process`` for anything else.
+
+   Why C (bench/RESULTS.md, "A lone request's bookkeeping in C"): at -P1 a request is a read,
+   and these ~34 lines of the three Python methods cost ~600 ns of a lone SET's ~1.5 us in
+   process (the whole Python floor's SET costs ~450 ns), for loads and stores of slots.
+
+   The common case: the protocol and client are exactly ClientProtocol and Client, the data
+   is bytes, and the client is open, not closing, not blocked and not a replica being streamed
+   to. Anything else calls the Python method, which stays the reference;
+   tests/unit/test_serve.py drives both on the same random command streams and compares the
+   replies and every slot of the client and of the stats after each read. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <time.h>
+
+#include "../_slots.h"
+
+#if PY_VERSION_HEX < 0x030E0000
+#define PyBytes_Join _PyBytes_Join   /* (public from 3.14 on) */
+#endif
+
+enum { P_SERVER, P_CORE, P_CLIENT, P_TRANSPORT, P_N };
+static const char *const proto_names[P_N] = {"server", "core", "client", "transport"};
+
+enum {
+    C_CLOSED, C_CLOSE_AFTER_REPLY, C_BLOCKED, C_STREAM, C_NET_IN, C_LAST_INTERACTION,
+    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_N
+};
+static const char *const client_names[C_N] = {
+    "closed", "close_after_reply", "blocked", "stream", "net_in", "last_interaction_ms",
+    "reader", "out", "obuf_held", "net_out",
+};
+
+enum { T_NET_IN, T_READS, T_NET_OUT, T_WRITES, T_N };
+static const char *const stats_names[T_N] = {
+    "net_input_bytes", "total_reads_processed", "net_output_bytes", "total_writes_processed",
+};
+
+enum { R_QUEUE, R_SPENT, R_N };
+static const char *const reader_names[R_N] = {"queue", "spent"};
+
+static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N];
+static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type;
+static PyObject *py_data_received;   /* ClientProtocol.data_received: the reference */
+static PyObject *py_execute;         /* ServerCore.execute */
+static PyObject *py_process;         /* Client.process */
+static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
+static PyObject *str_now_ms, *str_stats, *str_pending_flush, *str_shutdown_asap, *str_write,
+                *str_close, *str_schedule_flush, *str_shutdown_from_command;
+
+#define P(o, i) SLOT_AT(o, proto_off[i])
+#define C(o, i) SLOT_AT(o, client_off[i])
+
+static int
+intern(PyObject **where, const char *s)
+{
+    if (*where == NULL)
+        *where = PyUnicode_InternFromString(s);
+    return *where == NULL ? -1 : 0;
+}
+
+static int
+keep(PyObject **where, PyObject *v)
+{
+    Py_XINCREF(v);
+    Py_XSETREF(*where, v);
+    return v == NULL ? -1 : 0;
+}
+
+/* bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first) */
+static PyObject *
+bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)");
+        return NULL;
+    }
+    if (slots_bind(args[0], proto_names, P_N, proto_off) < 0 ||
+            slots_bind(args[1], client_names, C_N, client_off) < 0 ||
+            slots_bind(args[2], stats_names, T_N, stats_off) < 0 ||
+            slots_bind(args[3], reader_names, R_N, reader_off) < 0)
+        return NULL;
+    PyObject *dr = PyObject_GetAttrString(args[0], "data_received");
+    PyObject *ex = PyObject_GetAttrString(args[4], "execute");
+    PyObject *pr = PyObject_GetAttrString(args[1], "process");
+    int bad = keep(&py_data_received, dr) | keep(&py_execute, ex) | keep(&py_process, pr) |
+              keep(&py_first, args[5]);
+    Py_XDECREF(dr);
+    Py_XDECREF(ex);
+    Py_XDECREF(pr);
+    if (bad || intern(&str_now_ms, "now_ms") || intern(&str_stats, "stats") ||
+            intern(&str_pending_flush, "pending_flush") ||
+            intern(&str_shutdown_asap, "shutdown_asap") || intern(&str_write, "write") ||
+            intern(&str_close, "close") || intern(&str_schedule_flush, "schedule_flush") ||
+            intern(&str_shutdown_from_command, "shutdown_from_command"))
+        return NULL;
+    PyTypeObject **types[4] = {&proto_type, &client_type, &stats_type, &reader_type};
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* Call a method with no argument and drop its result; -1 on an exception. */
+static int
+call_method0(PyObject *o, PyObject *name)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(o, name);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* Client.data_to_send, for a client whose ``out`` holds something: the bytes (new ref). */
+static PyObject *
+data_to_send(PyObject *c, PyObject *stats)
+{
+    PyObject *out = C(c, C_OUT), *data;
+    if (PyList_GET_SIZE(out) == 1) {
+        data = PyList_GET_ITEM(out, 0);
+        Py_INCREF(data);
+    } else {
+        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+        if (empty == NULL)
+            return NULL;
+        data = PyBytes_Join(empty, out);
+        Py_DECREF(empty);
+        if (data == NULL)
+            return NULL;
+    }
+    Py_ssize_t n = PyObject_Size(data);
+    PyObject *fresh = PyList_New(0), *zero = PyLong_FromLong(0);
+    if (n < 0 || fresh == NULL || zero == NULL) {
+        Py_XDECREF(fresh);
+        Py_XDECREF(zero);
+        Py_DECREF(data);
+        return NULL;
+    }
+    Py_XSETREF(C(c, C_OUT), fresh);
+    Py_XSETREF(C(c, C_OBUF_HELD), zero);
+    if (slot_add(c, client_off[C_NET_OUT], n) < 0 ||
+            slot_add(stats, stats_off[T_NET_OUT], n) < 0 ||
+            slot_add(stats, stats_off[T_WRITES], 1) < 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    return data;
+}
+
+/* client.reader's ``queue`` (i = R_QUEUE) or ``spent`` (R_SPENT) as a truth value: 1, 0, or -1
+   on an exception. (The reader is read again each time, as the Python code does.) */
+static int
+reader_flag(PyObject *c, int i)
+{
+    PyObject *reader = C(c, C_READER), *v;
+    if (reader != NULL && Py_TYPE(reader) == reader_type &&
+            (v = SLOT_AT(reader, reader_off[i])) != NULL)
+        return PyObject_IsTrue(v);
+    if (reader == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "reader");
+        return -1;
+    }
+    v = PyObject_GetAttrString(reader, reader_names[i]);
+    if (v == NULL)
+        return -1;
+    int on = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return on;
+}
+
+static PyObject *
+received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "received(protocol, data)");
+        return NULL;
+    }
+    PyObject *proto = args[0], *data = args[1];
+    if (Py_TYPE(proto) != proto_type || !PyBytes_CheckExact(data) ||
+            !slots_all_set(proto, proto_off, P_N))
+        goto general;
+    PyObject *c = P(proto, P_CLIENT), *core = P(proto, P_CORE);
+    if (Py_TYPE(c) != client_type || !slots_all_set(c, client_off, C_N) ||
+            C(c, C_CLOSED) != Py_False || C(c, C_CLOSE_AFTER_REPLY) != Py_False ||
+            C(c, C_BLOCKED) != Py_None || C(c, C_STREAM) != Py_None ||
+            Py_TYPE(C(c, C_READER)) != reader_type || !PyList_CheckExact(C(c, C_OUT)) ||
+            !slots_all_set(C(c, C_READER), reader_off, R_N))
+        goto general;
+    PyObject *stats = PyObject_GetAttr(core, str_stats);
+    if (stats == NULL)
+        return NULL;
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N)) {
+        Py_DECREF(stats);
+        goto general;
+    }
+    /* -- ClientProtocol.data_received -- */
+    Py_INCREF(c);
+    Py_INCREF(core);
+    PyObject *result = NULL, *argv = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);   /* int(time.time() * 1000) */
+    PyObject *now = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    if (now == NULL || PyObject_SetAttr(core, str_now_ms, now) < 0)
+        goto done;
+    /* -- Client.receive_data: the counters, then the reader -- */
+    Py_ssize_t len = PyBytes_GET_SIZE(data);
+    if (slot_add(c, client_off[C_NET_IN], len) < 0 ||
+            slot_add(stats, stats_off[T_NET_IN], len) < 0 ||
+            slot_add(stats, stats_off[T_READS], 1) < 0)
+        goto done;
+    Py_INCREF(now);
+    Py_XSETREF(C(c, C_LAST_INTERACTION), now);
+    PyObject *reader = C(c, C_READER);
+    Py_INCREF(reader);
+    PyObject *fargs[3] = {NULL, reader, data};
+    argv = PyObject_Vectorcall(py_first, fargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (argv == NULL) {
+        Py_DECREF(reader);
+        goto done;
+    }
+    Py_DECREF(reader);
+    int queued = argv == Py_None ? 1 : reader_flag(c, R_QUEUE);
+    if (queued < 0)
+        goto done;
+    PyObject *r;
+    if (!queued) {   /* a lone request: run it here */
+        PyObject *eargs[4] = {NULL, core, c, argv};
+        r = PyObject_Vectorcall(py_execute, eargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r != NULL) {
+            Py_DECREF(r);
+            int spent = reader_flag(c, R_SPENT);   /* reader.spent and not reader.queue */
+            if (spent > 0) {
+                queued = reader_flag(c, R_QUEUE);
+                spent = queued < 0 ? -1 : !queued;
+            }
+            if (spent < 0) {
+                r = NULL;
+            } else if (spent) {
+                r = Py_None;   /* the read is all run */
+                Py_INCREF(r);
+            } else {
+                PyObject *pargs[3] = {NULL, c, Py_None};
+                r = PyObject_Vectorcall(py_process, pargs + 1,
+                                        2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            }
+        }
+    } else {
+        PyObject *pargs[3] = {NULL, c, argv};
+        r = PyObject_Vectorcall(py_process, pargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    if (r == NULL)
+        goto done;
+    Py_DECREF(r);
+    /* -- back in ClientProtocol.data_received: the reply, then what the commands asked -- */
+    PyObject *out = C(c, C_OUT);
+    if (out == NULL || !PyList_CheckExact(out)) {
+        PyErr_SetString(PyExc_TypeError, "Client.out is not a list");
+        goto done;
+    }
+    PyObject *transport = P(proto, P_TRANSPORT);
+    Py_INCREF(transport);
+    if (PyList_GET_SIZE(out)) {
+        PyObject *bytes = data_to_send(c, stats);
+        if (bytes == NULL) {
+            Py_DECREF(transport);
+            goto done;
+        }
+        r = PyObject_CallMethodOneArg(transport, str_write, bytes);
+        Py_DECREF(bytes);
+        if (r == NULL) {
+            Py_DECREF(transport);
+            goto done;
+        }
+        Py_DECREF(r);
+    }
+    int closing = PyObject_IsTrue(C(c, C_CLOSE_AFTER_REPLY));
+    if (closing < 0 || (closing && call_method0(transport, str_close) < 0)) {
+        Py_DECREF(transport);
+        goto done;
+    }
+    Py_DECREF(transport);
+    PyObject *server = P(proto, P_SERVER);
+    PyObject *names[2][2] = {{str_pending_flush, str_schedule_flush},
+                             {str_shutdown_asap, str_shutdown_from_command}};
+    for (int i = 0; i < 2; i++) {
+        PyObject *v = PyObject_GetAttr(core, names[i][0]);
+        int on = v == NULL ? -1 : PyObject_IsTrue(v);
+        Py_XDECREF(v);
+        if (on < 0 || (on && call_method0(server, names[i][1]) < 0))
+            goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(now);
+    Py_XDECREF(argv);
+    Py_DECREF(stats);
+    Py_DECREF(core);
+    Py_DECREF(c);
+    return result;
+general: {
+        PyObject *gargs[3] = {NULL, proto, data};
+        return PyObject_Vectorcall(py_data_received, gargs + 1,
+                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first): the classes "
+     "whose slots received() moves."},
+    {"received", (PyCFunction)(void (*)(void))received, METH_FASTCALL,
+     "received(protocol, data): ClientProtocol.data_received(data), its common case in C."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyrepl.net._serve",
+    "A client connection's read, in C when it is the common one.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__serve(void)
+{
+    return PyModule_Create(&module);
+}

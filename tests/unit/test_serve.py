@@ -1,0 +1,182 @@
+"""A client read in C (``pyrepl.net._serve.received``) against the Python it stands for
+(``ClientProtocol.data_received``, with ``Client.receive_data`` and ``data_to_send``).
+
+Two servers, each with two connections, get the same reads: one through ``received``, the
+other through the Python method. Random command streams (pipelined or lone, split anywhere,
+inline and non-canonical requests, MULTI, pub/sub, CLIENT REPLY, a blocking command, QUIT)
+must give the same bytes written and the same closes, the same calls on the server (flushes
+of other clients' output), and after every read the same value in every slot of both clients
+and of the stats (the clock's readings aside: each path reads the clock itself).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from pyrepl.net._serve import received
+
+from pyrepl.client import Client
+from pyrepl.config import Config
+from pyrepl.core import ServerCore, Stats
+from pyrepl.net.server import ClientProtocol
+from pyrepl.resp.fastreader import FastRespReader
+
+
+def enc(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.log: list[object] = []
+
+    def write(self, data: bytes) -> None:
+        self.log.append(bytes(data))
+
+    def close(self) -> None:
+        self.log.append("close")
+
+    def get_extra_info(self, name: str) -> object:
+        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else None
+
+
+class Server:
+    def __init__(self) -> None:
+        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1)
+        self.log: list[str] = []
+
+    def schedule_flush(self) -> None:
+        self.log.append("schedule_flush")
+        self.flush_pending()
+
+    def flush_pending(self) -> None:   # (as Server.flush_pending, at once)
+        core = self.core
+        pending, core.pending_flush = core.pending_flush, []
+        for c in pending:   # (a paused subscriber's messages wait, as in write_client)
+            if c.out and c.transport is not None and not (c.write_paused and c.subs):
+                c.transport.write(c.data_to_send())
+
+    def shutdown_from_command(self) -> None:
+        self.log.append("shutdown")
+
+
+def world() -> tuple[Server, list[ClientProtocol]]:
+    server = Server()
+    protos = []
+    for _ in range(2):
+        p = ClientProtocol(server)  # type: ignore[arg-type]
+        p.connection_made(Transport())  # type: ignore[arg-type]
+        protos.append(p)
+    return server, protos
+
+
+_TIMES = {"ctime_ms", "last_interaction_ms"}
+_SKIP = {"core", "reader", "transport", "db"} | _TIMES
+
+
+def norm(v: object) -> object:
+    """A value compared by content (objects of the core by what they hold)."""
+    if v is None or isinstance(v, (bool, int, str, bytes, float)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [norm(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return sorted(map(repr, v))
+    if isinstance(v, dict):
+        return sorted((repr(k), norm(x)) for k, x in v.items())
+    if hasattr(v, "data") and type(v).__name__ == "Raw":
+        return ("raw", v.data)  # type: ignore[attr-defined]
+    if hasattr(v, "handler"):     # a Command
+        return ("cmd", v.name)  # type: ignore[attr-defined]
+    if hasattr(v, "channels"):    # pub/sub subscriptions
+        return ("subs", norm(v.channels), norm(v.patterns), norm(v.shard))  # type: ignore
+    return (type(v).__name__, norm(getattr(v, "__dict__", None)))
+
+
+def state(server: Server, protos: list[ClientProtocol]) -> dict:
+    out: dict = {"server": list(server.log)}
+    for i, p in enumerate(protos):
+        c = p.client
+        assert c is not None
+        out[i] = {name: norm(getattr(c, name)) for name in Client.__slots__
+                  if name not in _SKIP}
+        out[i]["db"] = c.db.id
+        out[i]["transport"] = list(p.transport.log)  # type: ignore[union-attr]
+        r = c.reader
+        out[i]["reader"] = {name: norm(getattr(r, name)) for name in
+                            ("queue", "spent", "consumed", "_fed", "_base", "_pos")}
+    stats = server.core.stats
+    out["stats"] = {name: getattr(stats, name) for name in Stats.__slots__
+                    if name not in ("instant", "ops_samples", "last_ops_sample")}
+    out["dirty"] = server.core.dirty
+    out["data"] = sorted((k, repr(v)) for k, v in server.core.dbs[0].data.items())
+    return out
+
+
+_COMMANDS = st.sampled_from([
+    enc(b"SET", b"k", b"v"), enc(b"GET", b"k"), enc(b"GET", b"nokey"), enc(b"INCR", b"n"),
+    enc(b"LPUSH", b"l", b"a"), enc(b"DEL", b"k"), enc(b"PING"), b"PING\r\n", b"\r\n",
+    b"*1\r\n$04\r\nPING\r\n", enc(b"MULTI"), enc(b"EXEC"), enc(b"DISCARD"),
+    enc(b"SUBSCRIBE", b"ch"), enc(b"UNSUBSCRIBE", b"ch"), enc(b"PUBLISH", b"ch", b"m"),
+    enc(b"CLIENT", b"REPLY", b"OFF"), enc(b"CLIENT", b"REPLY", b"ON"),
+    enc(b"CLIENT", b"REPLY", b"SKIP"), enc(b"HELLO", b"3"), enc(b"HELLO", b"2"),
+    enc(b"SELECT", b"1"), enc(b"SELECT", b"0"), enc(b"NOSUCH"), enc(b"SET", b"k"),
+    enc(b"AUTH", b"nopass"), enc(b"BLPOP", b"empty", b"0"), enc(b"QUIT"), b"*2\r\n$3\r\nGE",
+    enc(b"ECHO", b"x" * 300),
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads=st.lists(st.tuples(st.integers(0, 1), st.lists(_COMMANDS, min_size=1, max_size=4),
+                                st.integers(0, 60), st.booleans()), min_size=1, max_size=14))
+@example(reads=[(0, [enc(b"SET", b"k", b"v")], 0, False), (0, [enc(b"GET", b"k")], 0, False),
+                (0, [enc(b"INCR", b"n")], 0, False)])   # lone requests, the common case
+@example(reads=[(0, [enc(b"SUBSCRIBE", b"ch")], 0, True), (1, [enc(b"PUBLISH", b"ch", b"m")], 0,
+                                                           False),
+                (0, [enc(b"PING")], 0, True)])   # a subscriber's held output, then a read
+def test_received_is_data_received(reads):
+    """Each read (the commands of one connection, split at a random point into two reads,
+    the transport paused or not) leaves both servers the same."""
+    a, b = world(), world()
+    for who, cmds, cut, paused in reads:
+        for w in (a, b):
+            w[1][who].client.write_paused = paused  # type: ignore[union-attr]
+        data = b"".join(cmds)
+        cut = min(cut, len(data))
+        for chunk in (data[:cut], data[cut:]):
+            if not chunk:
+                continue
+            received(a[1][who], chunk)
+            ClientProtocol.data_received(b[1][who], chunk)
+            assert state(*a) == state(*b)
+
+
+def test_received_takes_the_general_path_for_anything_else():
+    """A closed client, a bytearray, a protocol before its client: the Python method runs
+    (and answers as it does)."""
+    server, (p, q) = world()
+    received(p, bytearray(enc(b"PING")))
+    assert p.transport.log == [b"+PONG\r\n"]  # type: ignore[union-attr]
+    q.client.closed = True  # type: ignore[union-attr]
+    received(q, enc(b"PING"))
+    assert q.transport.log == []  # type: ignore[union-attr]
+    fresh = ClientProtocol(server)  # type: ignore[arg-type]
+    assert received(fresh, enc(b"PING")) is None   # (no client yet: nothing to do)
+    with pytest.raises(TypeError):
+        received(p)
+
+
+def test_the_slots_it_moves_exist():
+    """A renamed slot fails at import (bind), not at a read: here, a class without one."""
+    from pyrepl.net._serve import bind
+
+    from pyrepl.resp.fastreader import first
+
+    class NoSlots:
+        pass
+
+    with pytest.raises((TypeError, AttributeError)):
+        bind(NoSlots, Client, Stats, FastRespReader, ServerCore, first)
+    # (bind again as the server module did, so later tests see the real classes)
+    bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)
