@@ -19,6 +19,8 @@ import argparse
 import os
 import shutil
 import sys
+from collections import deque
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -83,17 +85,84 @@ def _pipelines(make, pipeline: int) -> list[bytes]:
     return [b"".join(make(i + j) for j in range(pipeline)) for i in range(0, 4096, pipeline)]
 
 
-def run_case(case: str, n: int, pipeline: int = 16) -> None:
-    """The measured program (run under valgrind by main)."""
+class SinkTransport:
+    """The transport a protocol writes to: uvloop's write is C, so is this sink."""
+
+    write = deque(maxlen=1).append
+
+    def get_extra_info(self, name: str) -> object:
+        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else None
+
+
+def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any], list[bytes]]:
+    """A ServerCore (with ``replicas`` online replicas) and its clients' protocols, each read
+    going through the I/O shell's ClientProtocol (net/server.py: the clock, the counters, the
+    reply handed to the transport), and the reads of case ``name``. With replicas the shell
+    flushes their stream once per event-loop pass, after every read of the pass: unpipelined,
+    a pass of redis-benchmark -c 50 holds dozens of clients' reads (~43 a replica write,
+    measured with /proc/PID/io); the model takes 32 clients a pass."""
     import time
 
     import pyrepl.commands  # noqa: F401
     from pyrepl.config import Config
     from pyrepl.core import Host, ServerCore
+    from pyrepl.net.server import ClientProtocol
 
     class ClockHost(Host):     # the clock the real server's shell gives (NetHost)
         clock_ns = staticmethod(time.perf_counter_ns)
 
+    core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
+    if replicas:
+        _online_replicas(core, replicas)
+
+    class Shell:            # (the Server the protocol asks: its core, a flush per pass)
+        def __init__(self) -> None:
+            self.core = core
+
+        def schedule_flush(self) -> None:
+            pass             # (shell_run flushes once per pass)
+
+    protos = []
+    for _ in range(32 if replicas and pipeline == 1 else 1):
+        p = ClientProtocol(Shell())  # type: ignore[arg-type]
+        p.connection_made(SinkTransport())  # type: ignore[arg-type]
+        protos.append(p)
+    if name == "GET":   # hits, as redis-benchmark's GET after its SET (-t set,get)
+        protos[0].data_received(b"".join(_pipelines(CASES["SET"], 16)))
+    return core, protos, _pipelines(CASES[name], pipeline)
+
+
+def shell_run(core: Any, protos: list[Any], chunks: list[bytes], n: int, pipeline: int,
+              replicas: int) -> int:
+    """Passes of one read per protocol (and one replica flush) until ``n`` commands ran."""
+    done = k = 0
+    while done < n:
+        for p in protos:
+            p.data_received(chunks[k % len(chunks)])
+            done += pipeline
+            k += 1
+        if replicas:
+            _shell_flush(core)
+    return done
+
+
+def floor_run(pipeline: int, n: int) -> None:
+    """bench/floor_server.py's work on ``n`` SETs (hiredis, a dict, a write)."""
+    sys.path.insert(0, HERE)
+    from floor_server import Floor
+
+    floor = Floor()
+    floor.connection_made(SinkTransport())  # type: ignore[arg-type]
+    chunks = _pipelines(CASES["SET"], pipeline)
+    done = k = 0
+    while done < n:
+        floor.data_received(chunks[k % len(chunks)])
+        done += pipeline
+        k += 1
+
+
+def run_case(case: str, n: int, pipeline: int = 16) -> None:
+    """The measured program (run under valgrind by main)."""
     name, _, reps = case.partition("+")
     if name == "PARSE":
         from pyrepl.resp.fastreader import make_reader
@@ -108,67 +177,12 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
             done += pipeline
             k += 1
         return
-    if name == "FLOOR":     # bench/floor_server.py's work per SET (hiredis, a dict, a write)
-        sys.path.insert(0, HERE)
-        from collections import deque
-
-        from floor_server import Floor
-
-        class _Sink:
-            write = deque(maxlen=1).append    # (uvloop's write: C, here a C sink)
-
-        floor = Floor()
-        floor.connection_made(_Sink())  # type: ignore[arg-type]
-        chunks = _pipelines(CASES["SET"], pipeline)
-        done = k = 0
-        while done < n:
-            floor.data_received(chunks[k % len(chunks)])
-            done += pipeline
-            k += 1
+    if name == "FLOOR":
+        floor_run(pipeline, n)
         return
-    core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
-    if reps:
-        _online_replicas(core, int(reps.rstrip("R")))
-    chunks = _pipelines(CASES[name], pipeline)
-    # With replicas the shell flushes their stream once per event-loop pass, after every read
-    # of the pass: unpipelined, a pass of redis-benchmark -c 50 holds dozens of clients' reads
-    # (~43 a replica write, measured with /proc/PID/io); the model takes 32 clients a pass.
-    # Each client's reads go through the I/O shell's protocol (net/server.py's ClientProtocol,
-    # as the server runs them: the clock, the counters, the reply handed to the transport).
-    from collections import deque
-
-    from pyrepl.net.server import ClientProtocol
-
-    class Shell:            # (the Server the protocol asks: its core, a flush per pass)
-        def __init__(self) -> None:
-            self.core = core
-            self.flush_scheduled = False
-
-        def schedule_flush(self) -> None:
-            self.flush_scheduled = True
-
-    class Transport:
-        write = deque(maxlen=1).append      # (uvloop's write: C, here a C sink)
-
-        def get_extra_info(self, name: str) -> object:
-            return ("127.0.0.1", 40000) if name in ("peername", "sockname") else None
-
-    shell = Shell()
-    protos = []
-    for _ in range(32 if reps and pipeline == 1 else 1):
-        p = ClientProtocol(shell)  # type: ignore[arg-type]
-        p.connection_made(Transport())  # type: ignore[arg-type]
-        protos.append(p)
-    if name == "GET":   # hits, as redis-benchmark's GET after its SET (-t set,get)
-        protos[0].data_received(b"".join(_pipelines(CASES["SET"], 16)))
-    done = k = 0
-    while done < n:
-        for p in protos:
-            p.data_received(chunks[k % len(chunks)])
-            done += pipeline
-            k += 1
-        if reps:
-            _shell_flush(core)
+    replicas = int(reps.rstrip("R")) if reps else 0
+    core, protos, chunks = shell_setup(name, replicas, pipeline)
+    shell_run(core, protos, chunks, n, pipeline, replicas)
 
 
 def instructions(tree: str, case: str, n: int, pipeline: int = 16) -> int:

@@ -79,6 +79,14 @@ slot_set(PyObject *o, Py_ssize_t off, PyObject *v)
     return 0;
 }
 
+/* Store v (borrowed: the slot takes a reference of its own) in slot off of o. */
+static inline void
+slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
+{
+    Py_INCREF(v);
+    Py_XSETREF(SLOT_AT(o, off), v);
+}
+
 /* slot += by (by >= 0), as Python's ``+=`` on whatever int the slot holds; -1 with an error
    set on failure. */
 static inline int

@@ -219,8 +219,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             slot_add(stats, stats_off[T_NET_IN], len) < 0 ||
             slot_add(stats, stats_off[T_READS], 1) < 0)
         goto done;
-    Py_INCREF(now);
-    Py_XSETREF(C(c, C_LAST_INTERACTION), now);
+    slot_put(c, client_off[C_LAST_INTERACTION], now);
     PyObject *reader = C(c, C_READER);
     Py_INCREF(reader);
     PyObject *fargs[3] = {NULL, reader, data};

@@ -283,35 +283,23 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (scan_buffer(PyBytes_AS_STRING(data), len, 0, scan_window, (Py_ssize_t)count_max,
                     (Py_ssize_t)bulk_max, base, &reqs, &ends, &stop) < 0)
         return NULL;   /* (a MemoryError before any slot changed) */
-    if (consumed != NULL) {
-        Py_INCREF(consumed);
-        Py_XSETREF(SLOT(r, S_CONSUMED), consumed);
-    }
-    Py_INCREF(Py_False);
-    Py_XSETREF(SLOT(r, S_REST), Py_False);
+    if (consumed != NULL)
+        slot_put(r, slot_offset[S_CONSUMED], consumed);
+    slot_put(r, slot_offset[S_REST], Py_False);
     PyObject *result = NULL;
     if (slot_set(r, slot_offset[S_FED], PyLong_FromLongLong(fed + len)) < 0)
         goto done;
-    PyObject *base_obj = PyLong_FromLongLong(base);
-    if (base_obj == NULL)
+    PyObject *base_obj = PyLong_FromLongLong(base);   /* (the slot's: borrowed below) */
+    if (slot_set(r, slot_offset[S_BASE], base_obj) < 0 ||
+            slot_set(r, slot_offset[S_POS], PyLong_FromLong(0)) < 0)
         goto done;
-    Py_XSETREF(SLOT(r, S_BASE), base_obj);
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL)
-        goto done;
-    Py_XSETREF(SLOT(r, S_POS), zero);
-    Py_INCREF(data);
-    Py_XSETREF(SLOT(r, S_BUF), data);
+    slot_put(r, slot_offset[S_BUF], data);
     Py_ssize_t n = PyList_GET_SIZE(reqs);
     if (n == 0) {
-        Py_INCREF(Py_None);
-        Py_XSETREF(SLOT(r, S_BATCH), Py_None);
-        Py_INCREF(Py_True);
-        Py_XSETREF(SLOT(r, S_REST), Py_True);
-        Py_INCREF(Py_False);
-        Py_XSETREF(SLOT(r, S_SPENT), Py_False);
-        result = Py_None;
-        Py_INCREF(result);
+        slot_put(r, slot_offset[S_BATCH], Py_None);
+        slot_put(r, slot_offset[S_REST], Py_True);
+        slot_put(r, slot_offset[S_SPENT], Py_False);
+        result = Py_NewRef(Py_None);
         goto done;
     }
     PyObject *new_batch = PyTuple_Pack(5, reqs, data, base_obj, base_obj, ends);
@@ -321,18 +309,12 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(queue);
         goto done;
     }
-    for (Py_ssize_t i = 1; i < n; i++) {   /* reqs[:0:-1] */
-        PyObject *q = PyList_GET_ITEM(reqs, n - i);
-        Py_INCREF(q);
-        PyList_SET_ITEM(queue, i - 1, q);
-    }
+    for (Py_ssize_t i = 1; i < n; i++)   /* reqs[:0:-1] */
+        PyList_SET_ITEM(queue, i - 1, Py_NewRef(PyList_GET_ITEM(reqs, n - i)));
     Py_XSETREF(SLOT(r, S_BATCH), new_batch);
     Py_XSETREF(SLOT(r, S_QUEUE), queue);
-    PyObject *spent = stop == len ? Py_True : Py_False;
-    Py_INCREF(spent);
-    Py_XSETREF(SLOT(r, S_SPENT), spent);
-    result = PyList_GET_ITEM(reqs, 0);
-    Py_INCREF(result);
+    slot_put(r, slot_offset[S_SPENT], stop == len ? Py_True : Py_False);
+    result = Py_NewRef(PyList_GET_ITEM(reqs, 0));
 done:
     Py_DECREF(reqs);
     Py_DECREF(ends);
