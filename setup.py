@@ -4,7 +4,8 @@ goals (bench/RESULTS.md has the figures): the request reader's fast path
 (pyrepl/keyspace/_zskiplist.c, "Sorted sets in C") and the per-request loops of a run of plain
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
-in C"). Everything else is in setup.cfg."""
+in C") and a request's dispatch around its handler with a write's feed into the replication stream
+(pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). Everything else is in setup.cfg."""
 
 from setuptools import Extension, setup
 
@@ -12,6 +13,10 @@ setup(ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
     Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], extra_compile_args=["-O2"]),
+    Extension("pyrepl._dispatch", ["pyrepl/_dispatch.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"]),
+    Extension("pyrepl.replication._feed", ["pyrepl/replication/_feed.c"],
+              depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"]),
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
     Extension("pyrepl.keyspace._zskiplist", ["pyrepl/keyspace/_zskiplist.c"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyrepl._dispatch import execute
 from pyrepl.resp.fastreader import first
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
 
@@ -166,7 +167,7 @@ class Client:
                     return
             rest = reader.queue
             if not (rest and core.execute_run(self, argv, rest)):
-                core.execute(self, argv)
+                execute(core, self, argv)   # (core.execute; its common case in C)
             if reader.spent and not reader.queue:
                 return      # the read is all run (a lone request: no gets() to learn it)
             argv = None

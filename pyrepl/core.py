@@ -25,6 +25,7 @@ from operator import attrgetter, call
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
+from pyrepl._dispatch import bind as _bind_dispatch
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.table import COMMANDS, Command
@@ -284,6 +285,13 @@ class Host:
 
 
 class ServerCore:
+    # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
+    # dispatch; pyrepl/net/_serve.c: a read's bookkeeping); everything else is in the dict.
+    __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
+                 "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
+                 "stats", "pending_flush", "shutdown_asap", "repl_feed", "__dict__",
+                 "__weakref__")
+
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0) -> None:
         self.config = config
@@ -1356,3 +1364,7 @@ def unknown_command_error(argv: list[bytes]) -> str:
 SUBSCRIBE_MODE_COMMANDS = frozenset((
     "ping", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "psubscribe",
     "punsubscribe", "quit", "reset"))
+
+
+_bind_dispatch(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
+               encode, NAME_CACHE)   # (execute's common case in C: pyrepl/_dispatch.c)

@@ -6,8 +6,8 @@
    instances: pyrepl/_slots.h). What it does itself is only the bookkeeping around the
    commands: the clock, the byte and read/write counters, handing the read to the request
    reader (pyrepl.resp.fastreader.first) and the reply to the transport. The commands run
-   where they always run, in Python: ``ServerCore.execute`` for a lone request, and
-   ``Client.process`` for anything else.
+   where they always run: ``ServerCore.execute`` for a lone request (its common case in C:
+   pyrepl/_dispatch.c), and ``Client.process`` for anything else.
 
    Why C (bench/RESULTS.md, "A lone request's bookkeeping in C"): at -P1 a request is a read,
    and these ~34 lines of the three Python methods cost ~600 ns of a lone SET's ~1.5 us in
@@ -52,7 +52,7 @@ static const char *const reader_names[R_N] = {"queue", "spent"};
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N];
 static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type;
 static PyObject *py_data_received;   /* ClientProtocol.data_received: the reference */
-static PyObject *py_execute;         /* ServerCore.execute */
+static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.execute) */
 static PyObject *py_process;         /* Client.process */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
 static PyObject *str_now_ms, *str_stats, *str_pending_flush, *str_shutdown_asap, *str_write,
@@ -77,13 +77,13 @@ keep(PyObject **where, PyObject *v)
     return v == NULL ? -1 : 0;
 }
 
-/* bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first) */
+/* bind(ClientProtocol, Client, Stats, FastRespReader, execute, first) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
-                        "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)");
+                        "bind(ClientProtocol, Client, Stats, FastRespReader, execute, first)");
         return NULL;
     }
     if (slots_bind(args[0], proto_names, P_N, proto_off) < 0 ||
@@ -92,12 +92,10 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             slots_bind(args[3], reader_names, R_N, reader_off) < 0)
         return NULL;
     PyObject *dr = PyObject_GetAttrString(args[0], "data_received");
-    PyObject *ex = PyObject_GetAttrString(args[4], "execute");
     PyObject *pr = PyObject_GetAttrString(args[1], "process");
-    int bad = keep(&py_data_received, dr) | keep(&py_execute, ex) | keep(&py_process, pr) |
+    int bad = keep(&py_data_received, dr) | keep(&py_execute, args[4]) | keep(&py_process, pr) |
               keep(&py_first, args[5]);
     Py_XDECREF(dr);
-    Py_XDECREF(ex);
     Py_XDECREF(pr);
     if (bad || intern(&str_now_ms, "now_ms") || intern(&str_stats, "stats") ||
             intern(&str_pending_flush, "pending_flush") ||
@@ -234,7 +232,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     PyObject *r;
     if (!queued) {   /* a lone request: run it here */
-        PyObject *eargs[4] = {NULL, core, c, argv};
+        PyObject *eargs[4] = {NULL, core, c, argv};   /* execute(core, c, argv) */
         r = PyObject_Vectorcall(py_execute, eargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (r != NULL) {
             Py_DECREF(r);
@@ -317,8 +315,8 @@ general: {
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first): the classes "
-     "whose slots received() moves."},
+     "bind(ClientProtocol, Client, Stats, FastRespReader, execute, first): the classes "
+     "whose slots received() moves, and what it calls."},
     {"received", (PyCFunction)(void (*)(void))received, METH_FASTCALL,
      "received(protocol, data): ClientProtocol.data_received(data), its common case in C."},
     {NULL, NULL, 0, NULL},

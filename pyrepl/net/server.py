@@ -22,6 +22,7 @@ from types import MethodType
 from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
+from pyrepl._dispatch import execute
 from pyrepl.acl_file import AclStartupError
 from pyrepl.acl_file import load_at_startup as load_acl_users
 from pyrepl.client import Client
@@ -153,7 +154,7 @@ class ClientProtocol(asyncio.Protocol):
             self.client.connection_lost()
 
 
-_bind_serve(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)
+_bind_serve(ClientProtocol, Client, Stats, FastRespReader, execute, first)
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -38,6 +38,10 @@ MASTERDOWN_ERR = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-d
 
 
 class Replication:
+    # What a write's feed in C reads at their offsets (_feed.c); the rest is in the dict.
+    __slots__ = ("backlog", "stream_db", "master_repl_offset", "master", "replica", "__dict__",
+                 "__weakref__")
+
     def __init__(self, core: ServerCore) -> None:
         from pyrepl.replication.master import MasterSide
         from pyrepl.replication.replica import ReplicaSide
@@ -314,3 +318,20 @@ class Replication:
             ("mem_clients_slaves", replicas),
             ("mem_replica_full_sync_buffer", full_sync_buf),
         ]
+
+
+def _bind_feed() -> None:
+    """A client's write into the stream, in C when it is the common one (_feed.c): the
+    classes whose slots it moves, and the core's dispatch told to use it (_dispatch.c)."""
+    from pyrepl._dispatch import bind_feed
+    from pyrepl.replication._feed import bind, feed_request
+    from pyrepl.replication.backlog import Block, Cursor
+    from pyrepl.replication.master import MasterSide
+    from pyrepl.replication.master.states import ReplicaLink
+    from pyrepl.resp.fastreader import FastRespReader
+
+    bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor)
+    bind_feed(Replication.feed, feed_request)
+
+
+_bind_feed()

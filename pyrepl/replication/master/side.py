@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 class MasterSide(Sync, Snapshots, Feeding, Acks):
     """The master half of replication (see the module docstring)."""
 
+    # (read at their offsets by a write's feed in C: pyrepl/replication/_feed.c)
+    __slots__ = ("core", "_streaming")
+
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
         self.core = manager.core

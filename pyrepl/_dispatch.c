@@ -1,0 +1,555 @@
+/* pyrepl._dispatch: ServerCore.execute for one request, in C when it is the common one.
+
+   execute(core, c, argv) is ``ServerCore.execute(c, argv)`` with ``ServerCore.call`` inside it
+   (pyrepl/core.py): the same checks, the same moves in the same order, on the same slots (read
+   and written at their offsets in the instances: pyrepl/_slots.h). The command's handler runs
+   where it always runs, in Python; so do the blocked clients' wake-up
+   (``blocking.after_write``) and an error's bookkeeping (``failed_call``). A write's
+   propagation (``flush_propagation``) is the replication layer's ``feed_request`` (C,
+   pyrepl/replication/_feed.c) when the request itself is all there is to feed, and the
+   Python method otherwise.
+
+   Why C (bench/RESULTS.md, "The dispatch in C"): a lone SET ran ~44 Python lines, of which ~35
+   were the dispatch around the handler's ~9: flag tests, two counters, the commandstats
+   record, the dirty counter, the reply's encoding. Those are loads and stores of slots.
+
+   The common case: core, client, command and its commandstats record are exactly ServerCore,
+   Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP, MULTI or
+   subscribe mode, is authenticated and unrestricted; the command is in the name cache with a
+   valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up; the replication
+   layer has nothing to check (a master without min-replicas-to-write for a write); and this call
+   is not one ``call`` times or takes its slow path for (one in 16 of a sampled command, every
+   call of the others, all while a client tracks keys). Anything else calls the Python method
+   before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
+   runs both on the same random command streams and compares replies, slots and INFO. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_slots.h"
+
+enum {
+    K_CONFIG, K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
+    K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_N
+};
+static const char *const core_names[K_N] = {
+    "config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
+    "stream_live", "_pending", "keys_waited", "blocking", "repl_feed",
+};
+
+enum {
+    C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
+    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_N
+};
+static const char *const client_names[C_N] = {
+    "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
+    "propagate_argv", "db", "out", "proto", "woff", "reader",
+};
+
+enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_N };
+static const char *const command_names[M_N] = {
+    "handler", "min_args", "max_args", "write", "propagates",
+};
+
+enum { S_CALLS, S_SAMPLE, S_N };
+static const char *const stat_names[S_N] = {"calls", "sample"};
+
+enum { D_ID, D_N };
+static const char *const db_names[D_N] = {"id"};
+
+enum { W_DATA, W_N };
+static const char *const raw_names[W_N] = {"data"};
+
+static Py_ssize_t core_off[K_N], client_off[C_N], command_off[M_N], stat_off[S_N], db_off[D_N],
+                  raw_off[W_N];
+static PyTypeObject *core_type, *client_type, *command_type, *stat_type, *db_type, *raw_type;
+static PyObject *blocked;          /* pyrepl.resp.types.BLOCKED */
+static PyObject *reply_error;      /* pyrepl.resp.types.ReplyError */
+static PyObject *py_encode;        /* pyrepl.resp.writer.encode */
+static PyObject *name_cache;       /* pyrepl.core.NAME_CACHE */
+static PyObject *py_execute;       /* ServerCore.execute: the reference */
+static PyObject *py_feed;          /* Replication.feed (bind_feed; NULL: none) */
+static PyObject *feed_request;      /* pyrepl.replication._feed.feed_request */
+/* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
+   counter at its usual value. Another 0 object only sends the call to the reference. */
+static PyObject *zero;
+static PyObject *str_min_replicas_to_write, *str_failed_call, *str_after_write,
+                *str_flush_propagation, *str_master_repl_offset;
+
+#define K(o, i) SLOT_AT(o, core_off[i])
+#define C(o, i) SLOT_AT(o, client_off[i])
+#define M(o, i) SLOT_AT(o, command_off[i])
+
+static int
+intern(PyObject **where, const char *s)
+{
+    if (*where == NULL)
+        *where = PyUnicode_InternFromString(s);
+    return *where == NULL ? -1 : 0;
+}
+
+static void
+keep(PyObject **where, PyObject *v)
+{
+    Py_INCREF(v);
+    Py_XSETREF(*where, v);
+}
+
+/* bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError, encode,
+        NAME_CACHE) */
+static PyObject *
+bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10 || !PyDict_CheckExact(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "bind(ServerCore, Client, Command, CommandStat, "
+                        "Database, Raw, BLOCKED, ReplyError, encode, NAME_CACHE)");
+        return NULL;
+    }
+    if (slots_bind(args[0], core_names, K_N, core_off) < 0 ||
+            slots_bind(args[1], client_names, C_N, client_off) < 0 ||
+            slots_bind(args[2], command_names, M_N, command_off) < 0 ||
+            slots_bind(args[3], stat_names, S_N, stat_off) < 0 ||
+            slots_bind(args[4], db_names, D_N, db_off) < 0 ||
+            slots_bind(args[5], raw_names, W_N, raw_off) < 0)
+        return NULL;
+    PyObject *ex = PyObject_GetAttrString(args[0], "execute");
+    if (ex == NULL)
+        return NULL;
+    keep(&py_execute, ex);
+    Py_DECREF(ex);
+    if (intern(&str_min_replicas_to_write, "min_replicas_to_write") ||
+            intern(&str_failed_call, "failed_call") || intern(&str_after_write, "after_write") ||
+            intern(&str_flush_propagation, "flush_propagation") ||
+            intern(&str_master_repl_offset, "master_repl_offset"))
+        return NULL;
+    PyTypeObject **types[6] = {&core_type, &client_type, &command_type, &stat_type, &db_type,
+                               &raw_type};
+    for (int i = 0; i < 6; i++)
+        keep((PyObject **)types[i], args[i]);
+    keep(&blocked, args[6]);
+    keep(&reply_error, args[7]);
+    keep(&py_encode, args[8]);
+    keep(&name_cache, args[9]);
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* bind_feed(Replication.feed, feed_request): the replication layer's write feed, and its
+   common case in C (pyrepl/replication/_feed.c). */
+static PyObject *
+bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind_feed(Replication.feed, feed_request)");
+        return NULL;
+    }
+    keep(&py_feed, args[0]);
+    keep(&feed_request, args[1]);
+    Py_RETURN_NONE;
+}
+
+/* ``flush_propagation(c, argv)`` when the one thing pending is the request itself and the
+   feed is the replication layer's: feed_request, then ``_pending = []``. 1: done; 0: not
+   that case, nothing moved (the caller runs the Python); -1: an exception. */
+static int
+flush_request(PyObject *core, PyObject *c, PyObject *argv)
+{
+    PyObject *pending = K(core, K_PENDING), *feed = K(core, K_REPL_FEED), *item;
+    if (py_feed == NULL || !PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 1 ||
+            !PyTuple_CheckExact(item = PyList_GET_ITEM(pending, 0)) ||
+            PyTuple_GET_SIZE(item) != 2 || PyTuple_GET_ITEM(item, 1) != argv ||
+            !PyMethod_Check(feed) || PyMethod_GET_FUNCTION(feed) != py_feed ||
+            PyMethod_GET_SELF(feed) != K(core, K_REPLICATION))
+        return 0;
+    PyObject *dict = PyObject_GenericGetDict(core, NULL);   /* (no instance override) */
+    if (dict == NULL)
+        return -1;
+    PyObject *own = PyDict_GetItemWithError(dict, str_flush_propagation);
+    Py_DECREF(dict);
+    if (own != NULL || PyErr_Occurred())
+        return own != NULL ? 0 : -1;
+    Py_INCREF(item);
+    PyObject *fargs[5] = {NULL, PyMethod_GET_SELF(feed), PyTuple_GET_ITEM(item, 0),
+                          C(c, C_READER), argv};
+    PyObject *r = PyObject_Vectorcall(feed_request, fargs + 1,
+                                      4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(item);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    if (r != Py_True)
+        return 0;
+    return slot_set(core, core_off[K_PENDING], PyList_New(0)) < 0 ? -1 : 1;
+}
+
+/* The reply, appended to c.out as execute's tail encodes it; -1 on an exception. */
+static int
+append_reply(PyObject *c, PyObject *reply)
+{
+    PyObject *data;
+    if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
+        Py_ssize_t n = PyBytes_GET_SIZE(reply);
+        char head[32];
+        int h = snprintf(head, sizeof head, "$%zd\r\n", n);
+        data = PyBytes_FromStringAndSize(NULL, h + n + 2);
+        if (data == NULL)
+            return -1;
+        char *p = PyBytes_AS_STRING(data);
+        memcpy(p, head, h);
+        memcpy(p + h, PyBytes_AS_STRING(reply), n);
+        memcpy(p + h + n, "\r\n", 2);
+    } else if (PyLong_CheckExact(reply)) {      /* b":%d\r\n" */
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(reply, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow) {
+            char buf[32];
+            int k = snprintf(buf, sizeof buf, ":%lld\r\n", v);
+            data = PyBytes_FromStringAndSize(buf, k);
+        } else {
+            PyObject *s = PyObject_Str(reply);
+            if (s == NULL)
+                return -1;
+            const char *digits = PyUnicode_AsUTF8(s);
+            data = digits == NULL ? NULL : PyBytes_FromFormat(":%s\r\n", digits);
+            Py_DECREF(s);
+        }
+        if (data == NULL)
+            return -1;
+    } else if (Py_TYPE(reply) == raw_type) {
+        data = SLOT_AT(reply, raw_off[W_DATA]);
+        if (data == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "data");
+            return -1;
+        }
+        Py_INCREF(data);
+    } else if (reply == blocked) {
+        return 0;
+    } else {
+        PyObject *eargs[3] = {NULL, reply, C(c, C_PROTO)};
+        if (eargs[2] == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "proto");
+            return -1;
+        }
+        data = PyObject_Vectorcall(py_encode, eargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (data == NULL)
+            return -1;
+    }
+    PyObject *out = C(c, C_OUT);
+    int rc;
+    if (out != NULL && PyList_CheckExact(out)) {
+        rc = PyList_Append(out, data);
+    } else if (out == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "out");
+        rc = -1;
+    } else {
+        PyObject *r = PyObject_CallMethod(out, "append", "O", data);
+        Py_XDECREF(r);
+        rc = r == NULL ? -1 : 0;
+    }
+    Py_DECREF(data);
+    return rc;
+}
+
+/* (zero: see is_zero) */
+
+static inline int
+is_zero(PyObject *v)
+{
+    return v == zero;
+}
+
+#if PY_VERSION_HEX < 0x030C0000
+/* The exception being raised, taken (new ref), and put back (stolen): 3.12's API. */
+static PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL && v != NULL)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+
+static void
+PyErr_SetRaisedException(PyObject *v)
+{
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(v)), v, PyException_GetTraceback(v));
+}
+#endif
+
+/* slot -= 1, as Python's ``-= 1`` on the int it holds; -1 with an error set on failure. */
+static int
+slot_sub1(PyObject *o, Py_ssize_t off)
+{
+    long long x = slot_int(SLOT_AT(o, off));
+    if (x > 0)
+        return slot_set(o, off, PyLong_FromLongLong(x - 1));
+    PyObject *v = SLOT_AT(o, off);
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "slot_sub1: the slot is not set");
+        return -1;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL)
+        return -1;
+    PyObject *d = PyNumber_Subtract(v, one);
+    Py_DECREF(one);
+    return slot_set(o, off, d);
+}
+
+/* The handler's call as ``call`` makes it for a command that propagates: the dirty counter
+   and the propagation request around it, the call depth, a ReplyError's bookkeeping. Returns
+   the reply (new ref) or NULL. */
+static PyObject *
+call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, PyObject *argv)
+{
+    PyObject *dirty = K(core, K_DIRTY);
+    Py_INCREF(dirty);
+    PyObject *reply = NULL;
+    slot_put(c, client_off[C_PROPAGATE_ARGV], Py_None);
+    if (slot_add(core, core_off[K_CALL_DEPTH], 1) < 0)
+        goto done;
+    PyObject *hargs[3] = {NULL, c, argv};
+    reply = PyObject_Vectorcall(handler, hargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (reply == NULL && PyErr_ExceptionMatches(reply_error)) {
+        PyObject *e = PyErr_GetRaisedException();
+        reply = PyObject_CallMethodObjArgs(core, str_failed_call, c, cmd, e, NULL);
+        Py_DECREF(e);
+    }
+    /* finally: the depth goes back, an exception or not */
+    PyObject *exc = reply == NULL ? PyErr_GetRaisedException() : NULL;
+    int bad = K(core, K_CALL_DEPTH) == NULL ? (PyErr_SetString(PyExc_AttributeError,
+                                                               "_call_depth"), -1)
+                                            : slot_sub1(core, core_off[K_CALL_DEPTH]);
+    if (exc != NULL) {
+        if (bad)
+            PyErr_Clear();
+        PyErr_SetRaisedException(exc);
+        goto done;
+    }
+    if (bad)
+        goto fail;
+    /* if self.dirty != dirty or c.propagate_argv is not None */
+    PyObject *now = K(core, K_DIRTY), *pa = C(c, C_PROPAGATE_ARGV);
+    if (now == NULL || pa == NULL) {
+        PyErr_SetString(PyExc_AttributeError, now == NULL ? "dirty" : "propagate_argv");
+        goto fail;
+    }
+    int changed = now == dirty ? 0 : PyObject_RichCompareBool(now, dirty, Py_NE);
+    if (changed < 0)
+        goto fail;
+    if (!changed && pa == Py_None)
+        goto done;
+    int live = PyObject_IsTrue(K(core, K_STREAM_LIVE));
+    if (live < 0)
+        goto fail;
+    if (live) {
+        pa = C(c, C_PROPAGATE_ARGV);
+        int some = pa == Py_None ? 1 : PyObject_IsTrue(pa);
+        if (some < 0)
+            goto fail;
+        if (some) {
+            PyObject *db = C(c, C_DB), *id;
+            if (db == NULL || Py_TYPE(db) != db_type || (id = SLOT_AT(db, db_off[D_ID])) == NULL) {
+                id = db == NULL ? NULL : PyObject_GetAttrString(db, "id");
+                if (id == NULL)
+                    goto fail;
+            } else {
+                Py_INCREF(id);
+            }
+            PyObject *item = PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
+            Py_DECREF(id);
+            PyObject *pending = K(core, K_PENDING);
+            int rc = item == NULL ? -1 : PyList_CheckExact(pending)
+                ? PyList_Append(pending, item)
+                : (Py_XDECREF(PyObject_CallMethod(pending, "append", "O", item)),
+                   PyErr_Occurred() ? -1 : 0);
+            Py_XDECREF(item);
+            if (rc < 0)
+                goto fail;
+        }
+    }
+    int waited = PyObject_IsTrue(K(core, K_KEYS_WAITED));
+    if (waited < 0)
+        goto fail;
+    if (waited) {
+        PyObject *r = PyObject_CallMethodOneArg(K(core, K_BLOCKING), str_after_write, c);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    goto done;
+fail:
+    Py_CLEAR(reply);
+done:
+    Py_DECREF(dirty);
+    return reply;
+}
+
+static PyObject *
+execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "execute(core, c, argv)");
+        return NULL;
+    }
+    PyObject *core = args[0], *c = args[1], *argv = args[2];
+    if (Py_TYPE(core) != core_type || Py_TYPE(c) != client_type || !PyList_CheckExact(argv) ||
+            PyList_GET_SIZE(argv) == 0 || !slots_all_set(core, core_off, K_N) ||
+            !slots_all_set(c, client_off, C_N))
+        goto general;
+    /* execute: CLIENT REPLY, the command, its arity, the gate, the client's state */
+    if (!is_zero(C(c, C_REPLY_MODE)))
+        goto general;
+    PyObject *cmd = PyDict_GetItemWithError(name_cache, PyList_GET_ITEM(argv, 0));
+    if (cmd == NULL) {
+        if (PyErr_Occurred())
+            PyErr_Clear();   /* (an unhashable name: the reference says what it is) */
+        goto general;
+    }
+    if (Py_TYPE(cmd) != command_type || !slots_all_set(cmd, command_off, M_N))
+        goto general;
+    long long lo = slot_int(M(cmd, M_MIN_ARGS)), hi = slot_int(M(cmd, M_MAX_ARGS));
+    Py_ssize_t n = PyList_GET_SIZE(argv);
+    if (lo < 0 || hi < 0 || n < lo || n > hi)
+        goto general;
+    if (K(core, K_GATED) != Py_False || C(c, C_IN_MULTI) != Py_False ||
+            C(c, C_AUTHENTICATED) != Py_True || C(c, C_SUBS) != Py_None ||
+            C(c, C_RESTRICTED) != Py_False)
+        goto general;
+    PyObject *guard = K(core, K_REPLICATION);
+    if (guard != Py_None) {   /* the replication layer checks nothing on a master ... */
+        if (K(core, K_EXPIRY_DELETES) != Py_True)
+            goto general;
+        if (M(cmd, M_WRITE) != Py_False) {   /* ... unless min-replicas-to-write is set */
+            if (M(cmd, M_WRITE) != Py_True)
+                goto general;
+            PyObject *m = PyObject_GetAttr(K(core, K_CONFIG), str_min_replicas_to_write);
+            if (m == NULL)
+                return NULL;
+            int zero = is_zero(m);
+            Py_DECREF(m);
+            if (!zero)
+                goto general;
+        }
+    }
+    /* call: its commandstats record, and not a call it times or takes its slow path for */
+    PyObject *cmdstats = K(core, K_CMDSTATS);
+    if (!PyDict_CheckExact(cmdstats))
+        goto general;
+    PyObject *st = PyDict_GetItemWithError(cmdstats, cmd);
+    if (st == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto general;
+    }
+    if (Py_TYPE(st) != stat_type || !slots_all_set(st, stat_off, S_N))
+        goto general;
+    long long calls = slot_int(SLOT_AT(st, stat_off[S_CALLS])),
+              sample = slot_int(SLOT_AT(st, stat_off[S_SAMPLE]));
+    if (calls < 0 || sample < 0 || !(calls & sample))
+        goto general;
+    PyObject *propagates = M(cmd, M_PROPAGATES);
+    if (propagates != Py_True && propagates != Py_False)
+        goto general;
+    /* -- from here on, the moves -- */
+    Py_INCREF(cmd);
+    Py_INCREF(st);
+    Py_INCREF(guard);
+    PyObject *result = NULL, *reply = NULL;
+    if (slot_add(c, client_off[C_COMMANDS], 1) < 0)
+        goto done;
+    slot_put(c, client_off[C_LAST_CMD], cmd);
+    PyObject *handler = M(cmd, M_HANDLER);
+    Py_INCREF(handler);
+    if (propagates == Py_False) {
+        PyObject *hargs[3] = {NULL, c, argv};
+        reply = PyObject_Vectorcall(handler, hargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    NULL);
+        if (reply == NULL && PyErr_ExceptionMatches(reply_error)) {
+            PyObject *e = PyErr_GetRaisedException();
+            reply = PyObject_CallMethodObjArgs(core, str_failed_call, c, cmd, e, NULL);
+            Py_DECREF(e);
+        }
+    } else {
+        reply = call_propagating(core, c, cmd, handler, argv);
+    }
+    Py_DECREF(handler);
+    if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
+        goto done;
+    /* execute's tail: the propagation of a top-level call, then the reply */
+    PyObject *pending = K(core, K_PENDING), *depth = K(core, K_CALL_DEPTH);
+    if (pending == NULL || depth == NULL) {
+        PyErr_SetString(PyExc_AttributeError, pending == NULL ? "_pending" : "_call_depth");
+        goto done;
+    }
+    int some = PyObject_IsTrue(pending);
+    if (some < 0)
+        goto done;
+    if (some) {
+        int top = is_zero(depth) ? 1 : PyObject_RichCompareBool(depth, zero, Py_EQ);
+        if (top < 0)
+            goto done;
+        if (top) {
+            int fed = flush_request(core, c, argv);
+            if (fed < 0)
+                goto done;
+            if (!fed) {
+                PyObject *r = PyObject_CallMethodObjArgs(core, str_flush_propagation, c, argv,
+                                                         NULL);
+                if (r == NULL)
+                    goto done;
+                Py_DECREF(r);
+            }
+            if (guard != Py_None) {
+                PyObject *off = PyObject_GetAttr(guard, str_master_repl_offset);
+                if (slot_set(c, client_off[C_WOFF], off) < 0)
+                    goto done;
+            }
+        }
+    }
+    if (append_reply(c, reply) < 0)
+        goto done;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(reply);
+    Py_DECREF(guard);
+    Py_DECREF(st);
+    Py_DECREF(cmd);
+    return result;
+general: {
+        PyObject *gargs[4] = {NULL, core, c, argv};
+        return PyObject_Vectorcall(py_execute, gargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+    }
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError, "
+     "encode, NAME_CACHE): what execute() reads."},
+    {"bind_feed", (PyCFunction)(void (*)(void))bind_feed, METH_FASTCALL,
+     "bind_feed(Replication.feed, feed_request): the replication layer's write feed."},
+    {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
+     "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyrepl._dispatch",
+    "ServerCore.execute for one request, in C when it is the common one.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__dispatch(void)
+{
+    return PyModule_Create(&module);
+}

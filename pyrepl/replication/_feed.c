@@ -1,0 +1,237 @@
+/* pyrepl.replication._feed: a client's write into the replication stream, in C when it is
+   the common one (master side).
+
+   feed_request(repl, db_id, reader, argv) is ``repl.feed(db_id, argv, reader.raw_last(argv))``
+   (pyrepl/replication/manager.py, pyrepl/resp/fastreader.py) with ``Backlog.append``
+   (pyrepl/replication/backlog.py) and ``Feeding.stream`` (master/limits.py) inside it: the
+   bytes the request arrived as are copied once, from the reader's window straight into the
+   backlog's tail block, the offsets move, and a streaming replica that had been handed
+   everything is scheduled for a write. It returns True when it did that, and False, before
+   anything moved, when it is not the common case; the caller then runs the Python, which
+   stays the reference (tests/unit/test_dispatch.py compares both, replicas streaming).
+
+   The common case: repl, backlog, its tail block, reader and links are exactly Replication,
+   Backlog, Block, FastRespReader, ReplicaLink with a Cursor; we are a master (no
+   ``replicaof``); ``db_id`` is the stream's db already (no SELECT); ``argv`` is the request
+   the reader returned last (so its bytes are its RESP encoding); they fit in the tail block;
+   and no replica waits to be attached at the next byte.
+
+   Why C (bench/RESULTS.md, "The dispatch in C"): with one replica a SET ran ~32 more Python
+   lines (flush_propagation, raw_last, feed, append, stream) for one copy and four counters. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "../_slots.h"
+
+enum { R_BACKLOG, R_STREAM_DB, R_OFFSET, R_MASTER, R_REPLICA, R_N };
+static const char *const repl_names[R_N] = {
+    "backlog", "stream_db", "master_repl_offset", "master", "replica",
+};
+
+enum { B_TAIL, B_OFFSET, B_HISTLEN, B_UNATTACHED, B_N };
+static const char *const backlog_names[B_N] = {
+    "tail", "master_repl_offset", "histlen", "_unattached",
+};
+
+enum { K_BUF, K_SIZE, K_USED, K_N };
+static const char *const block_names[K_N] = {"buf", "size", "used"};
+
+enum { Q_QUEUE, Q_BATCH, Q_N };
+static const char *const reader_names[Q_N] = {"queue", "_batch"};
+
+enum { M_CORE, M_STREAMING, M_N };
+static const char *const master_names[M_N] = {"core", "_streaming"};
+
+enum { L_CLIENT, L_REF, L_N };
+static const char *const link_names[L_N] = {"client", "ref"};
+
+enum { U_SENT, U_N };
+static const char *const cursor_names[U_N] = {"sent"};
+
+static Py_ssize_t repl_off[R_N], backlog_off[B_N], block_off[K_N], reader_off[Q_N],
+                  master_off[M_N], link_off[L_N], cursor_off[U_N];
+static PyTypeObject *repl_type, *backlog_type, *block_type, *reader_type, *master_type,
+                    *link_type, *cursor_type;
+static PyObject *str_master_host, *str_pending_flush;
+
+#define AT(o, offs, i) SLOT_AT(o, offs[i])
+
+/* bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor) */
+static PyObject *
+bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind(Replication, Backlog, Block, FastRespReader, "
+                        "MasterSide, ReplicaLink, Cursor)");
+        return NULL;
+    }
+    if (slots_bind(args[0], repl_names, R_N, repl_off) < 0 ||
+            slots_bind(args[1], backlog_names, B_N, backlog_off) < 0 ||
+            slots_bind(args[2], block_names, K_N, block_off) < 0 ||
+            slots_bind(args[3], reader_names, Q_N, reader_off) < 0 ||
+            slots_bind(args[4], master_names, M_N, master_off) < 0 ||
+            slots_bind(args[5], link_names, L_N, link_off) < 0 ||
+            slots_bind(args[6], cursor_names, U_N, cursor_off) < 0)
+        return NULL;
+    if ((str_master_host == NULL &&
+         (str_master_host = PyUnicode_InternFromString("master_host")) == NULL) ||
+            (str_pending_flush == NULL &&
+             (str_pending_flush = PyUnicode_InternFromString("pending_flush")) == NULL))
+        return NULL;
+    PyTypeObject **types[7] = {&repl_type, &backlog_type, &block_type, &reader_type,
+                               &master_type, &link_type, &cursor_type};
+    for (int i = 0; i < 7; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* A non-negative int that fits in a Py_ssize_t, or -1. */
+static inline Py_ssize_t
+ssize(PyObject *v)
+{
+    long long x = slot_int(v);
+    return x > PY_SSIZE_T_MAX ? -1 : (Py_ssize_t)x;
+}
+
+static PyObject *
+feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed_request(repl, db_id, reader, argv)");
+        return NULL;
+    }
+    PyObject *repl = args[0], *db_id = args[1], *reader = args[2], *argv = args[3];
+    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
+            Py_TYPE(reader) != reader_type || !slots_all_set(reader, reader_off, Q_N))
+        Py_RETURN_FALSE;
+    /* Replication.feed: a backlog, a master, the stream's db */
+    PyObject *backlog = AT(repl, repl_off, R_BACKLOG), *master = AT(repl, repl_off, R_MASTER);
+    if (Py_TYPE(backlog) != backlog_type || !slots_all_set(backlog, backlog_off, B_N) ||
+            Py_TYPE(master) != master_type || !slots_all_set(master, master_off, M_N))
+        Py_RETURN_FALSE;
+    long long db = slot_int(db_id), stream_db = slot_int(AT(repl, repl_off, R_STREAM_DB));
+    if (db < 0 || db != stream_db)
+        Py_RETURN_FALSE;
+    PyObject *host = PyObject_GetAttr(AT(repl, repl_off, R_REPLICA), str_master_host);
+    if (host == NULL)
+        return NULL;
+    Py_DECREF(host);
+    if (host != Py_None)
+        Py_RETURN_FALSE;
+    /* FastRespReader.raw_last: argv is the batch's request k - 1 */
+    PyObject *batch = AT(reader, reader_off, Q_BATCH), *queue = AT(reader, reader_off, Q_QUEUE);
+    if (!PyTuple_CheckExact(batch) || PyTuple_GET_SIZE(batch) != 5 || !PyList_CheckExact(queue))
+        Py_RETURN_FALSE;
+    PyObject *reqs = PyTuple_GET_ITEM(batch, 0), *win = PyTuple_GET_ITEM(batch, 1),
+             *ends = PyTuple_GET_ITEM(batch, 4);
+    Py_ssize_t wbase = ssize(PyTuple_GET_ITEM(batch, 2)),
+               start = ssize(PyTuple_GET_ITEM(batch, 3));
+    if (!PyList_CheckExact(reqs) || !PyBytes_CheckExact(win) || !PyList_CheckExact(ends) ||
+            wbase < 0 || start < 0)
+        Py_RETURN_FALSE;
+    Py_ssize_t k = PyList_GET_SIZE(reqs) - PyList_GET_SIZE(queue);
+    if (k < 1 || k > PyList_GET_SIZE(ends) || PyList_GET_ITEM(reqs, k - 1) != argv)
+        Py_RETURN_FALSE;
+    Py_ssize_t lo = k > 1 ? ssize(PyList_GET_ITEM(ends, k - 2)) : start,
+               hi = ssize(PyList_GET_ITEM(ends, k - 1));
+    if (lo < wbase || hi < lo || hi - wbase > PyBytes_GET_SIZE(win))
+        Py_RETURN_FALSE;
+    Py_ssize_t n = hi - lo;
+    /* Backlog.append: n bytes that fit in the tail block, nobody to attach */
+    PyObject *tail = AT(backlog, backlog_off, B_TAIL),
+             *unattached = AT(backlog, backlog_off, B_UNATTACHED);
+    if (n == 0 || Py_TYPE(tail) != block_type || !slots_all_set(tail, block_off, K_N) ||
+            !PyList_CheckExact(unattached) || PyList_GET_SIZE(unattached))
+        Py_RETURN_FALSE;
+    PyObject *buf = AT(tail, block_off, K_BUF);
+    Py_ssize_t size = ssize(AT(tail, block_off, K_SIZE)), used = ssize(AT(tail, block_off, K_USED));
+    if (!PyByteArray_CheckExact(buf) || size < 0 || used < 0 || used + n > size ||
+            PyByteArray_GET_SIZE(buf) < size)
+        Py_RETURN_FALSE;
+    /* Feeding.stream's links: each a ReplicaLink with a Cursor */
+    PyObject *streaming = AT(master, master_off, M_STREAMING);
+    if (!PyList_CheckExact(streaming))
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
+        PyObject *link = PyList_GET_ITEM(streaming, i), *ref;
+        if (Py_TYPE(link) != link_type || !slots_all_set(link, link_off, L_N) ||
+                Py_TYPE(ref = AT(link, link_off, L_REF)) != cursor_type ||
+                !slots_all_set(ref, cursor_off, U_N))
+            Py_RETURN_FALSE;
+    }
+    PyObject *before = AT(repl, repl_off, R_OFFSET);
+    if (!PyLong_CheckExact(before))
+        Py_RETURN_FALSE;
+    /* -- the moves: the offset, the copy, the backlog's counters, the links -- */
+    Py_INCREF(before);
+    Py_INCREF(streaming);
+    PyObject *result = NULL;
+    PyObject *by = PyLong_FromSsize_t(n);
+    if (by == NULL || slot_set(repl, repl_off[R_OFFSET], PyNumber_Add(before, by)) < 0)
+        goto done;
+    memcpy(PyByteArray_AS_STRING(buf) + used, PyBytes_AS_STRING(win) + (lo - wbase), n);
+    if (slot_set(tail, block_off[K_USED], PyLong_FromSsize_t(used + n)) < 0 ||
+            slot_add(backlog, backlog_off[B_OFFSET], n) < 0 ||
+            slot_add(backlog, backlog_off[B_HISTLEN], n) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
+        PyObject *link = PyList_GET_ITEM(streaming, i);
+        PyObject *sent = AT(AT(link, link_off, L_REF), cursor_off, U_SENT);
+        int same = sent == NULL ? -1 : PyObject_RichCompareBool(sent, before, Py_EQ);
+        if (same < 0) {
+            if (sent == NULL)
+                PyErr_SetString(PyExc_AttributeError, "sent");
+            goto done;
+        }
+        if (same) {   /* self.core.pending_flush.append(link.client) */
+            PyObject *pending = PyObject_GetAttr(AT(master, master_off, M_CORE),
+                                                 str_pending_flush);
+            if (pending == NULL)
+                goto done;
+            PyObject *client = AT(link, link_off, L_CLIENT);
+            int rc;
+            if (PyList_CheckExact(pending)) {
+                rc = PyList_Append(pending, client);
+            } else {
+                PyObject *r = PyObject_CallMethod(pending, "append", "O", client);
+                Py_XDECREF(r);
+                rc = r == NULL ? -1 : 0;
+            }
+            Py_DECREF(pending);
+            if (rc < 0)
+                goto done;
+        }
+    }
+    result = Py_True;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(by);
+    Py_DECREF(streaming);
+    Py_DECREF(before);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor, "
+     "ServerCore): the classes whose slots feed_request() moves."},
+    {"feed_request", (PyCFunction)(void (*)(void))feed_request, METH_FASTCALL,
+     "feed_request(repl, db_id, reader, argv): repl.feed(db_id, argv, reader.raw_last(argv)) "
+     "in its common case, True; False (nothing done) otherwise."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyrepl.replication._feed",
+    "A client's write into the replication stream, in C when it is the common one.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__feed(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,211 @@
+"""The dispatch in C (``pyrepl._dispatch.execute``) against the Python it stands for
+(``ServerCore.execute`` with ``ServerCore.call``).
+
+Two servers get the same random requests, one at a time: one through ``execute``, the other
+through the Python method. After each request both must have written the same reply bytes (to
+the client and to a client blocked on a list), hold the same dataset, INFO commandstats and
+errorstats, dirty counter, the same bytes in the backlog, and the same value in every slot
+of the client (the one the commands ran for and the blocked one).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+
+import pytest
+from fakes import Master, cmd
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from pyrepl._dispatch import execute
+from test_execute_run import _server, _state, requests
+from test_repl_master import online_replica, parse_full_sync
+
+from pyrepl.client import Client
+from pyrepl.core import ServerCore
+from pyrepl.resp.fastreader import first
+
+_SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes"}
+
+
+def _slots(c: Client) -> dict[str, object]:
+    out = {}
+    for name in Client.__slots__:
+        if name in _SKIP:
+            continue
+        v = getattr(c, name)
+        if name == "last_cmd" or name == "blocked":
+            v = getattr(v, "name", None) if name == "last_cmd" else v is not None
+        elif name == "multi_queue":
+            v = [(q.name, a) for q, a in v]
+        elif name == "watched":
+            v = [(db.id, k, e) for db, k, e in v]
+        out[name] = v
+    return out
+
+
+def _read(c: Client, r: list[str]) -> list[bytes]:
+    """The request as the server reads it (so its bytes are the reader's: raw_last)."""
+    argv = first(c.reader, cmd(*r))
+    assert argv is not None and not c.reader.queue
+    return argv
+
+
+def _world(backlog: bool, waiter: bool):
+    core, c = _server(backlog)
+    w = None
+    if waiter:   # a client blocked on a list: the writes that wake it (blocking.after_write)
+        w = core.connection_made()
+        w.receive_data(cmd("BLPOP", "q", "0"))
+        assert core.keys_waited
+    return core, c, w
+
+
+def _look(core: ServerCore, c: Client, w: Client | None) -> dict[str, object]:
+    state = _state(core, c)
+    state["client"] = _slots(c)
+    state["pending"] = list(core._pending)
+    state["depth"] = core._call_depth
+    if w is not None:
+        state["waiter"] = (_slots(w), w.data_to_send())
+    return state
+
+
+EXTRA = st.sampled_from([["LPUSH", "q", "x"], ["RPUSH", "q", "y", "z"], ["LPOP", "q"],
+                         ["BLPOP", "q", "0"], ["CLIENT", "REPLY", "SKIP"],
+                         ["CLIENT", "REPLY", "ON"], ["INCR", "s"], ["PUBLISH", "ch", "m"],
+                         ["SET", "big", "1" * 30], ["INCRBY", "big", "1"],
+                         ["SET", "large", "x" * 5000], ["APPEND", "large", "y" * 3000]])
+
+
+@pytest.mark.parametrize("backlog,waiter", [(False, False), (True, False), (True, True)])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.one_of(requests(), EXTRA), min_size=1, max_size=50))
+@example(reqs=[["SET", "s", "v"], ["INCR", "s"], ["LPUSH", "q", "x"], ["GET", "s"]] * 20)
+def test_execute_is_the_python_dispatch(backlog: bool, waiter: bool,
+                                        reqs: list[list[str]]) -> None:
+    a = _world(backlog, waiter)
+    b = _world(backlog, waiter)
+    for r in reqs:
+        execute(a[0], a[1], _read(a[1], r))
+        ServerCore.execute(b[0], b[1], _read(b[1], r))
+        assert a[1].data_to_send() == b[1].data_to_send()
+        assert _look(*a) == _look(*b)
+
+
+# Values of any size: some fill the backlog's tail block exactly, some just miss.
+SIZED = st.integers(0, 17000).map(lambda n: ["SET", "sized", "x" * n])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.one_of(requests(), EXTRA, SIZED), min_size=1, max_size=40),
+       join=st.integers(0, 40))
+@example(reqs=[["SET", "large", "x" * 5000]] * 8 + [["SELECT", "1"], ["SET", "s", "v"]] * 2,
+         join=3)
+def test_execute_streams_to_replicas_as_the_python_dispatch(reqs: list[list[str]],
+                                                            join: int) -> None:
+    """With two online replicas (each a diskless full sync away), and a third whose full
+    sync starts before request ``join`` (its place in the buffer is set by the next write):
+    the same bytes reach each replica's socket (the I/O shell's writes after each request),
+    the backlog holds the same blocks, offsets and bytes, and the same clients are scheduled
+    for a write; the third gets the same stream after its snapshot."""
+    _same_stream(reqs, join)
+
+
+def _masters(d: str) -> tuple[Master, list[Client]]:
+    m = Master(d)
+    replicas = [online_replica(m)[0] for _ in range(2)]
+    for r in replicas:
+        m.take(r)
+    return m, replicas
+
+
+@pytest.mark.parametrize("over", [-2, -1, 0, 1, 2, 99])
+def test_a_write_at_the_tail_blocks_edge_streams_as_the_python(over: int) -> None:
+    """A request ``over`` bytes longer than the room left in the tail block (fits exactly,
+    by one byte less, just misses): it goes in C only when it fits."""
+    with tempfile.TemporaryDirectory() as d:
+        m, _ = _masters(d)
+        execute(m.core, m.user, _read(m.user, ["SET", "pad", "x" * 1000]))
+        room = m.repl.backlog.room()
+    n = room + over - len(cmd("SET", "sized", ""))
+    n -= len(str(n)) - 1       # (the length's digits: len(b"$%d" % n) grows with n)
+    assert len(cmd("SET", "sized", "x" * n)) == room + over
+    _same_stream([["SET", "pad", "x" * 1000], ["SET", "sized", "x" * n], ["SET", "s", "v"]], 2)
+
+
+def _same_stream(reqs: list[list[str]], join: int) -> None:
+    with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
+        masters = [_masters(d) for d in (da, db)]
+        for i, r in enumerate(reqs):
+            seen = []
+            for (m, replicas), fn in zip(masters, (execute, ServerCore.execute), strict=True):
+                if i == join:
+                    late = m.replica("eof", "psync2")
+                    m.send(late, "PSYNC", "?", "-1")
+                    replicas.append(late)
+                fn(m.core, m.user, _read(m.user, r))
+                scheduled = [c.id for c in m.core.pending_flush]
+                m.flush()
+                backlog = m.repl.backlog
+                seen.append((m.user.data_to_send(), scheduled,
+                             [m.take(x) for x in replicas[:2]],
+                             m.repl.master_repl_offset, backlog.master_repl_offset,
+                             backlog.histlen, backlog.nblocks, backlog.mem,
+                             b"".join(backlog.read_from(backlog.first_byte_offset)),
+                             m.user.woff, m.user.commands, m.repl.stream_db))
+            assert seen[0] == seen[1]
+        got = []
+        for m, replicas in masters:
+            if len(replicas) == 3:
+                pid = m.link(replicas[2]).snapshot.pid
+                m.io.run_child(pid)
+                m.child_exits(pid)
+                m.send(replicas[2], "REPLCONF", "ACK", "0")
+                sync = parse_full_sync(m.wire(replicas[2]))
+                got.append((sync.offset, sync.stream))
+        assert got == [] or got[0] == got[1]
+
+
+def test_the_common_case_runs_no_python_dispatch() -> None:
+    """A plain SET, GET and INCR after their first (timed) call: the handler is the only
+    Python the request runs, one call in 16 aside (the timed sample, in Python); and the same
+    requests through the Python method do run ``execute`` and ``call``."""
+    core, c, _ = _world(True, False)
+    frames: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("pyrepl/core.py"):
+            frames.append(frame.f_code.co_name)
+
+    for fn in (execute, ServerCore.execute):
+        frames.clear()
+        sys.setprofile(profile)
+        try:
+            for i in range(15):
+                for r in (["SET", f"k{i}", "v"], ["GET", f"k{i}"], ["INCR", "n"]):
+                    fn(core, c, _read(c, r))
+        finally:
+            sys.setprofile(None)
+        c.data_to_send()
+        dispatch = [f for f in frames if f in ("execute", "call")]
+        if fn is execute:
+            assert len(dispatch) <= 3 * 2   # the one sampled call of each, at most
+        else:
+            assert len(dispatch) == 15 * 3 * 2
+        if fn is execute:    # a write's feed, the request as it is: _feed.c (but sampled)
+            assert frames.count("flush_propagation") <= 2
+        else:
+            assert frames.count("flush_propagation") == 15 * 2
+
+
+def test_execute_takes_the_reference_for_anything_else() -> None:
+    """Not a core, an empty request, an unknown command: the Python method answers (with its
+    own errors)."""
+    core, c, _ = _world(False, False)
+    execute(core, c, [b"NOSUCH", b"x"])
+    assert c.data_to_send().startswith(b"-ERR unknown command 'NOSUCH'")
+    execute(core, c, [b"GET"])
+    assert c.data_to_send() == b"-ERR wrong number of arguments for 'get' command\r\n"
+    with pytest.raises(AttributeError):
+        execute(object(), c, [b"PING"])
