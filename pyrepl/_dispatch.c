@@ -105,12 +105,12 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         "Database, Raw, BLOCKED, ReplyError, encode, NAME_CACHE)");
         return NULL;
     }
-    if (slots_bind(args[0], core_names, K_N, core_off) < 0 ||
-            slots_bind(args[1], client_names, C_N, client_off) < 0 ||
-            slots_bind(args[2], command_names, M_N, command_off) < 0 ||
-            slots_bind(args[3], stat_names, S_N, stat_off) < 0 ||
-            slots_bind(args[4], db_names, D_N, db_off) < 0 ||
-            slots_bind(args[5], raw_names, W_N, raw_off) < 0)
+    const slots_spec specs[6] = {
+        {core_names, K_N, core_off}, {client_names, C_N, client_off},
+        {command_names, M_N, command_off}, {stat_names, S_N, stat_off},
+        {db_names, D_N, db_off}, {raw_names, W_N, raw_off},
+    };
+    if (slots_bind_each(args, specs, 6) < 0)
         return NULL;
     PyObject *ex = PyObject_GetAttrString(args[0], "execute");
     if (ex == NULL)
@@ -239,17 +239,8 @@ append_reply(PyObject *c, PyObject *reply)
             return -1;
     }
     PyObject *out = C(c, C_OUT);
-    int rc;
-    if (out != NULL && PyList_CheckExact(out)) {
-        rc = PyList_Append(out, data);
-    } else if (out == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "out");
-        rc = -1;
-    } else {
-        PyObject *r = PyObject_CallMethod(out, "append", "O", data);
-        Py_XDECREF(r);
-        rc = r == NULL ? -1 : 0;
-    }
+    int rc = out != NULL ? seq_append(out, data)
+                         : (PyErr_SetString(PyExc_AttributeError, "out"), -1);
     Py_DECREF(data);
     return rc;
 }
@@ -366,11 +357,7 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
             }
             PyObject *item = PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
             Py_DECREF(id);
-            PyObject *pending = K(core, K_PENDING);
-            int rc = item == NULL ? -1 : PyList_CheckExact(pending)
-                ? PyList_Append(pending, item)
-                : (Py_XDECREF(PyObject_CallMethod(pending, "append", "O", item)),
-                   PyErr_Occurred() ? -1 : 0);
+            int rc = item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
             Py_XDECREF(item);
             if (rc < 0)
                 goto fail;

@@ -43,6 +43,34 @@ slots_bind(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
     return 0;
 }
 
+/* One class's slots: their names, how many, and where their offsets go. */
+typedef struct {
+    const char *const *names;
+    int n;
+    Py_ssize_t *offsets;
+} slots_spec;
+
+/* slots_bind for classes[i] and specs[i], i < count. */
+static inline int
+slots_bind_each(PyObject *const *classes, const slots_spec *specs, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (slots_bind(classes[i], specs[i].names, specs[i].n, specs[i].offsets) < 0)
+            return -1;
+    return 0;
+}
+
+/* ``seq.append(item)``: a list's at C speed, anything else's method; -1 on an exception. */
+static inline int
+seq_append(PyObject *seq, PyObject *item)
+{
+    if (PyList_CheckExact(seq))
+        return PyList_Append(seq, item);
+    PyObject *r = PyObject_CallMethod(seq, "append", "O", item);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 /* Every slot of o set (none NULL). */
 static inline int
 slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)

@@ -86,10 +86,11 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         "bind(ClientProtocol, Client, Stats, FastRespReader, execute, first)");
         return NULL;
     }
-    if (slots_bind(args[0], proto_names, P_N, proto_off) < 0 ||
-            slots_bind(args[1], client_names, C_N, client_off) < 0 ||
-            slots_bind(args[2], stats_names, T_N, stats_off) < 0 ||
-            slots_bind(args[3], reader_names, R_N, reader_off) < 0)
+    const slots_spec specs[4] = {
+        {proto_names, P_N, proto_off}, {client_names, C_N, client_off},
+        {stats_names, T_N, stats_off}, {reader_names, R_N, reader_off},
+    };
+    if (slots_bind_each(args, specs, 4) < 0)
         return NULL;
     PyObject *dr = PyObject_GetAttrString(args[0], "data_received");
     PyObject *pr = PyObject_GetAttrString(args[1], "process");

@@ -66,13 +66,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         "MasterSide, ReplicaLink, Cursor)");
         return NULL;
     }
-    if (slots_bind(args[0], repl_names, R_N, repl_off) < 0 ||
-            slots_bind(args[1], backlog_names, B_N, backlog_off) < 0 ||
-            slots_bind(args[2], block_names, K_N, block_off) < 0 ||
-            slots_bind(args[3], reader_names, Q_N, reader_off) < 0 ||
-            slots_bind(args[4], master_names, M_N, master_off) < 0 ||
-            slots_bind(args[5], link_names, L_N, link_off) < 0 ||
-            slots_bind(args[6], cursor_names, U_N, cursor_off) < 0)
+    const slots_spec specs[7] = {
+        {repl_names, R_N, repl_off}, {backlog_names, B_N, backlog_off},
+        {block_names, K_N, block_off}, {reader_names, Q_N, reader_off},
+        {master_names, M_N, master_off}, {link_names, L_N, link_off},
+        {cursor_names, U_N, cursor_off},
+    };
+    if (slots_bind_each(args, specs, 7) < 0)
         return NULL;
     if ((str_master_host == NULL &&
          (str_master_host = PyUnicode_InternFromString("master_host")) == NULL) ||
@@ -191,15 +191,7 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                                  str_pending_flush);
             if (pending == NULL)
                 goto done;
-            PyObject *client = AT(link, link_off, L_CLIENT);
-            int rc;
-            if (PyList_CheckExact(pending)) {
-                rc = PyList_Append(pending, client);
-            } else {
-                PyObject *r = PyObject_CallMethod(pending, "append", "O", client);
-                Py_XDECREF(r);
-                rc = r == NULL ? -1 : 0;
-            }
+            int rc = seq_append(pending, AT(link, link_off, L_CLIENT));
             Py_DECREF(pending);
             if (rc < 0)
                 goto done;
