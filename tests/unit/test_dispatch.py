@@ -75,7 +75,11 @@ EXTRA = st.sampled_from([["LPUSH", "q", "x"], ["RPUSH", "q", "y", "z"], ["LPOP",
                          ["BLPOP", "q", "0"], ["CLIENT", "REPLY", "SKIP"],
                          ["CLIENT", "REPLY", "ON"], ["INCR", "s"], ["PUBLISH", "ch", "m"],
                          ["SET", "big", "1" * 30], ["INCRBY", "big", "1"],
-                         ["SET", "large", "x" * 5000], ["APPEND", "large", "y" * 3000]])
+                         ["SET", "large", "x" * 5000], ["APPEND", "large", "y" * 3000],
+                         ["INCRBY", "neg", "-7"], ["DECRBY", "neg", "100"],
+                         ["SET", "i64", "9223372036854775806"], ["INCR", "i64"],
+                         ["DECRBY", "i64", "-1"], ["SET", "i64", "-9223372036854775807"],
+                         ["DECR", "i64"], ["GET", "i64"], ["STRLEN", "large"]])
 
 
 @pytest.mark.parametrize("backlog,waiter", [(False, False), (True, False), (True, True)])
