@@ -12,7 +12,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
-    Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], extra_compile_args=["-O2"]),
+    Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"]),
     Extension("pyrepl._dispatch", ["pyrepl/_dispatch.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
     Extension("pyrepl.replication._feed", ["pyrepl/replication/_feed.c"],

@@ -8,11 +8,15 @@
    ``run_length`` counts what plainrun.select would, ``store_pairs`` and ``lookup_strings`` are
    ``d[r[1]] = r[2]`` and ``d.get(r[1])`` for each request r (SET's and GET's whole runs,
    pyrepl/commands/strings.py), ``bulk_replies`` the wire bytes of a run's bulk-string and nil
-   replies in one object (pyrepl/resp/writer.py's encode_replies). */
+   replies in one object (pyrepl/resp/writer.py's encode_replies). ``account`` is
+   plainrun.account's common case (a run of one command): the client's and the command's
+   counters, on the same slots (pyrepl/_slots.h), the Python function for anything else. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+
+#include "_slots.h"
 
 /* run_length(rest, name, min_args, max_args) -> int
 
@@ -192,6 +196,128 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* -- account -------------------------------------------------------------------------- */
+
+enum { AK_CMDSTATS, AK_CONFIG, AK_N };
+static const char *const ak_names[AK_N] = {"cmdstats", "config"};
+enum { AC_COMMANDS, AC_LAST_CMD, AC_N };
+static const char *const ac_names[AC_N] = {"commands", "last_cmd"};
+enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_N };
+static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency"};
+enum { AL_COUNTS, AL_N };
+static const char *const al_names[AL_N] = {"counts"};
+static Py_ssize_t ak_off[AK_N], ac_off[AC_N], as_off[AS_N], al_off[AL_N];
+static PyTypeObject *ak_type, *ac_type, *as_type, *al_type;
+static PyObject *py_account, *str_latency_tracking;
+
+/* bind_account(ServerCore, Client, CommandStat, LatencyHistogram, plainrun.account) */
+static PyObject *
+bind_account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind_account(ServerCore, Client, CommandStat, "
+                        "LatencyHistogram, account)");
+        return NULL;
+    }
+    const slots_spec specs[4] = {
+        {ak_names, AK_N, ak_off}, {ac_names, AC_N, ac_off}, {as_names, AS_N, as_off},
+        {al_names, AL_N, al_off},
+    };
+    if (slots_bind_each(args, specs, 4) < 0)
+        return NULL;
+    if (str_latency_tracking == NULL &&
+            (str_latency_tracking = PyUnicode_InternFromString("latency_tracking")) == NULL)
+        return NULL;
+    PyTypeObject **types[4] = {&ak_type, &ac_type, &as_type, &al_type};
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
+    }
+    Py_INCREF(args[4]);
+    Py_XSETREF(py_account, args[4]);
+    Py_RETURN_NONE;
+}
+
+/* account(core, c, cmds, one, ns): plainrun.account, in C for a run of one command whose
+   stats record exists; the Python function otherwise. */
+static PyObject *
+account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "account(core, c, cmds, one, ns)");
+        return NULL;
+    }
+    PyObject *core = args[0], *c = args[1], *cmds = args[2];
+    long long ns = slot_int(args[4]);
+    if (py_account == NULL || args[3] != Py_True || ns < 0 || !PyList_CheckExact(cmds) ||
+            PyList_GET_SIZE(cmds) == 0 || Py_TYPE(core) != ak_type ||
+            !slots_all_set(core, ak_off, AK_N) || Py_TYPE(c) != ac_type ||
+            !slots_all_set(c, ac_off, AC_N) || !PyDict_CheckExact(SLOT_AT(core, ak_off[AK_CMDSTATS])))
+        goto general;
+    PyObject *st = PyDict_GetItemWithError(SLOT_AT(core, ak_off[AK_CMDSTATS]),
+                                           PyList_GET_ITEM(cmds, 0));
+    if (st == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto general;
+    }
+    PyObject *hist;
+    if (Py_TYPE(st) != as_type || !slots_all_set(st, as_off, AS_N) ||
+            Py_TYPE(hist = SLOT_AT(st, as_off[AS_LATENCY])) != al_type ||
+            !slots_all_set(hist, al_off, AL_N) ||
+            !PyDict_CheckExact(SLOT_AT(hist, al_off[AL_COUNTS])))
+        goto general;
+    PyObject *flag = PyObject_GetAttr(SLOT_AT(core, ak_off[AK_CONFIG]), str_latency_tracking);
+    if (flag == NULL)
+        return NULL;
+    int tracking = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    if (tracking < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(cmds);
+    long long per_call = ns / n;
+    Py_INCREF(st);
+    PyObject *result = NULL;
+    if (slot_add(c, ac_off[AC_COMMANDS], n) < 0)
+        goto done;
+    slot_put(c, ac_off[AC_LAST_CMD], PyList_GET_ITEM(cmds, n - 1));
+    if (slot_add(st, as_off[AS_CALLS], n) < 0 || slot_add(st, as_off[AS_TIMED_NS], per_call) < 0 ||
+            slot_add(st, as_off[AS_TIMED], 1) < 0)
+        goto done;
+    if (tracking) {   /* CommandStat.record: the bucket of Redis's latency histogram */
+        long long v = per_call / 1000 * 1000;
+        if (v == 0)
+            v = 1;
+        int shift = (64 - __builtin_clzll((unsigned long long)(v | 255))) - 8;
+        PyObject *low = PyLong_FromLongLong(v >> shift << shift);
+        if (low == NULL)
+            goto done;
+        PyObject *counts = SLOT_AT(SLOT_AT(st, as_off[AS_LATENCY]), al_off[AL_COUNTS]);
+        PyObject *old = PyDict_GetItemWithError(counts, low);
+        long long was = old == NULL ? 0 : slot_int(old);
+        PyObject *now = NULL;
+        if (!PyErr_Occurred() && was >= 0)
+            now = PyLong_FromLongLong(was + 1);
+        else if (!PyErr_Occurred()) {   /* (not a plain count: Python's + 1) */
+            PyObject *one = PyLong_FromLong(1);
+            now = one == NULL ? NULL : PyNumber_Add(old, one);
+            Py_XDECREF(one);
+        }
+        int rc = now == NULL ? -1 : PyDict_SetItem(counts, low, now);
+        Py_XDECREF(now);
+        Py_DECREF(low);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(st);
+    return result;
+general:
+    return PyObject_Vectorcall(py_account, args, nargs, NULL);
+}
+
 static PyMethodDef methods[] = {
     {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
      "run_length(rest, name, min_args, max_args) -> int: how many requests at the end of "
@@ -205,6 +331,11 @@ static PyMethodDef methods[] = {
     {"bulk_replies", (PyCFunction)(void (*)(void))bulk_replies, METH_FASTCALL,
      "bulk_replies(replies, nil) -> bytes or None: the wire bytes of replies that are all "
      "bytes (bulk strings) or None (nil); else None."},
+    {"bind_account", (PyCFunction)(void (*)(void))bind_account, METH_FASTCALL,
+     "bind_account(ServerCore, Client, CommandStat, LatencyHistogram, account): the "
+     "classes whose slots account() moves, and the Python it stands for."},
+    {"account", (PyCFunction)(void (*)(void))account, METH_FASTCALL,
+     "account(core, c, cmds, one, ns): plainrun.account, its common case in C."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
 from pyrepl._dispatch import bind as _bind_dispatch
+from pyrepl._plainrun import account as account_run
+from pyrepl._plainrun import bind_account as _bind_account
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.table import COMMANDS, Command
@@ -611,7 +613,7 @@ class ServerCore:
         finally:   # replies in order (no plain command writes to its own client meanwhile)
             c.out.extend(encode_replies(replies, c.proto))
         c.reader.take_queued(len(rest) - len(reqs) + 1)
-        plainrun.account(self, c, cmds, one, self.clock_ns() - t0)
+        account_run(self, c, cmds, one, self.clock_ns() - t0)   # (plainrun.account)
         return True
 
     def run_plain(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
@@ -1368,3 +1370,4 @@ SUBSCRIBE_MODE_COMMANDS = frozenset((
 
 _bind_dispatch(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
                encode, NAME_CACHE)   # (execute's common case in C: pyrepl/_dispatch.c)
+_bind_account(ServerCore, Client, CommandStat, LatencyHistogram, plainrun.account)

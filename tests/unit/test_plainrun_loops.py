@@ -116,3 +116,43 @@ def test_bulk_replies_refuses_what_is_not_a_list():
     with pytest.raises(TypeError):
         bulk_replies((b"a",), b"$-1\r\n")
     assert bulk_replies([], b"$-1\r\n") == b""
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=st.lists(st.tuples(st.sampled_from(["set", "get", "incr", "nostat"]),
+                               st.integers(1, 40), st.booleans(),
+                               st.one_of(st.integers(0, 3000),
+                                         st.integers(0, 10 ** 13))), min_size=1, max_size=8),
+       tracking=st.booleans())
+def test_account_is_plainruns(runs, tracking):
+    """``account`` (C) leaves a client and INFO commandstats (calls, timed calls and time,
+    the latency histogram's buckets) as ``plainrun.account`` does, for any run (of one
+    command or mixed; a command whose stats record does not exist yet) and time."""
+    from pyrepl._plainrun import account
+
+    from pyrepl import plainrun
+    from pyrepl.commands.table import COMMANDS
+    from pyrepl.config import Config
+    from pyrepl.core import ServerCore
+
+    def world():
+        core = ServerCore(Config.load(None, [("save", [""]), ("latency-tracking",
+                                                              ["yes" if tracking else "no"])]))
+        for name in ("set", "get", "incr"):
+            core.command_stat(COMMANDS[name.encode()])
+        return core, core.connection_made()
+
+    def look(core, c):
+        return (c.commands, c.last_cmd.name, sorted(
+            (k.name, s.calls, s.timed, s.timed_ns, sorted(s.latency.counts.items()))
+            for k, s in core.cmdstats.items()))
+
+    (a, ca), (b, cb) = world(), world()
+    for name, n, mixed, ns in runs:
+        cmds = [COMMANDS[b"ping" if name == "nostat" else name.encode()]] * n
+        if mixed:
+            cmds = cmds + [COMMANDS[b"get"]]
+        one = cmds.count(cmds[0]) == len(cmds)
+        account(a, ca, list(cmds), one, ns)
+        plainrun.account(b, cb, list(cmds), one, ns)
+        assert look(a, ca) == look(b, cb)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl import plainrun
+from pyrepl._plainrun import account as account_run
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
 from pyrepl.replication.replica.states import (
@@ -208,7 +209,7 @@ class Stream:
         ms.reploff = ms.reader_base + reader.consumed_now()
         if c.out:
             c.out.clear()
-        plainrun.account(core, c, cmds, one, ns)
+        account_run(core, c, cmds, one, ns)   # (plainrun.account; in C)
         return True
 
     def propagation_error(self, command: str, message: str) -> None:
