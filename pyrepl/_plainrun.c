@@ -8,9 +8,10 @@
    ``run_length`` counts what plainrun.select would, ``store_pairs`` and ``lookup_strings`` are
    ``d[r[1]] = r[2]`` and ``d.get(r[1])`` for each request r (SET's and GET's whole runs,
    pyrepl/commands/strings.py), ``bulk_replies`` the wire bytes of a run's bulk-string and nil
-   replies in one object (pyrepl/resp/writer.py's encode_replies). ``account`` is
-   plainrun.account's common case (a run of one command): the client's and the command's
-   counters, on the same slots (pyrepl/_slots.h), the Python function for anything else. */
+   replies in one object (pyrepl/resp/writer.py's encode_replies). ``start`` and ``account``
+   are plainrun.start's and plainrun.account's common case (a run of one command): the
+   checks made once for a run and the client's and the command's counters, on the same slots
+   (pyrepl/_slots.h), the Python function for anything else. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,18 +26,10 @@
    equal bytes) and between min_args and max_args arguments: the run of one command that a
    pipelining client sent behind a request (pyrepl/plainrun.py's select). It stops at the
    first that does not qualify, so the work is proportional to the run found. */
-static PyObject *
-run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* run_length's count (rest a list, name bytes). */
+static Py_ssize_t
+count_run(PyObject *rest, PyObject *name, Py_ssize_t lo, Py_ssize_t hi)
 {
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run_length(rest: list, name: bytes, min_args, max_args)");
-        return NULL;
-    }
-    PyObject *rest = args[0], *name = args[1];
-    Py_ssize_t lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
     const char *nd = PyBytes_AS_STRING(name);
     Py_ssize_t nlen = PyBytes_GET_SIZE(name), n = PyList_GET_SIZE(rest), k = 0;
     while (k < n) {
@@ -52,7 +45,21 @@ run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         k++;
     }
-    return PyLong_FromSsize_t(k);
+    return k;
+}
+
+static PyObject *
+run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "run_length(rest: list, name: bytes, min_args, max_args)");
+        return NULL;
+    }
+    Py_ssize_t lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(count_run(args[0], args[1], lo, hi));
 }
 
 /* store_pairs(d, reqs) -> bool
@@ -198,44 +205,121 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* -- account -------------------------------------------------------------------------- */
 
-enum { AK_CMDSTATS, AK_CONFIG, AK_N };
-static const char *const ak_names[AK_N] = {"cmdstats", "config"};
-enum { AC_COMMANDS, AC_LAST_CMD, AC_N };
-static const char *const ac_names[AC_N] = {"commands", "last_cmd"};
-enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_N };
-static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency"};
+enum { AK_CMDSTATS, AK_CONFIG, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_N };
+static const char *const ak_names[AK_N] = {
+    "cmdstats", "config", "gated", "keys_waited", "tracking_on",
+};
+enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_N };
+static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode"};
+enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_N };
+static const char *const am_names[AM_N] = {"plain", "min_args", "max_args"};
+enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_TIMING, AS_N };
+static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency", "timing"};
 enum { AL_COUNTS, AL_N };
 static const char *const al_names[AL_N] = {"counts"};
-static Py_ssize_t ak_off[AK_N], ac_off[AC_N], as_off[AS_N], al_off[AL_N];
-static PyTypeObject *ak_type, *ac_type, *as_type, *al_type;
-static PyObject *py_account, *str_latency_tracking;
+static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N];
+static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type;
+static PyObject *name_cache, *py_account, *py_start, *str_latency_tracking;
 
-/* bind_account(ServerCore, Client, CommandStat, LatencyHistogram, plainrun.account) */
+/* bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
+        plainrun.account, plainrun.start) */
 static PyObject *
-bind_account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "bind_account(ServerCore, Client, CommandStat, "
-                        "LatencyHistogram, account)");
+    if (nargs != 8 || !PyDict_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "bind(ServerCore, Client, Command, CommandStat, "
+                        "LatencyHistogram, NAME_CACHE, account, start)");
         return NULL;
     }
-    const slots_spec specs[4] = {
-        {ak_names, AK_N, ak_off}, {ac_names, AC_N, ac_off}, {as_names, AS_N, as_off},
-        {al_names, AL_N, al_off},
+    const slots_spec specs[5] = {
+        {ak_names, AK_N, ak_off}, {ac_names, AC_N, ac_off}, {am_names, AM_N, am_off},
+        {as_names, AS_N, as_off}, {al_names, AL_N, al_off},
     };
-    if (slots_bind_each(args, specs, 4) < 0)
+    if (slots_bind_each(args, specs, 5) < 0)
         return NULL;
     if (str_latency_tracking == NULL &&
             (str_latency_tracking = PyUnicode_InternFromString("latency_tracking")) == NULL)
         return NULL;
-    PyTypeObject **types[4] = {&ak_type, &ac_type, &as_type, &al_type};
-    for (int i = 0; i < 4; i++) {
+    PyObject **keep[8] = {(PyObject **)&ak_type, (PyObject **)&ac_type, (PyObject **)&am_type,
+                          (PyObject **)&as_type, (PyObject **)&al_type, &name_cache,
+                          &py_account, &py_start};
+    for (int i = 0; i < 8; i++) {
         Py_INCREF(args[i]);
-        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
+        Py_XSETREF(*keep[i], args[i]);
     }
-    Py_INCREF(args[4]);
-    Py_XSETREF(py_account, args[4]);
     Py_RETURN_NONE;
+}
+
+/* start(core, c, first, rest): plainrun.start, in C when the run is ``first``'s command
+   repeated (its common case: a pipelining client's run of one command); the Python
+   function otherwise (which also answers None). Returns (cmds, reqs, True). */
+static PyObject *
+start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "start(core, c, first, rest)");
+        return NULL;
+    }
+    PyObject *core = args[0], *c = args[1], *first = args[2], *rest = args[3];
+    if (py_start == NULL || Py_TYPE(core) != ak_type || !slots_all_set(core, ak_off, AK_N) ||
+            Py_TYPE(c) != ac_type || !slots_all_set(c, ac_off, AC_N) ||
+            !PyList_CheckExact(first) || PyList_GET_SIZE(first) == 0 ||
+            !PyBytes_CheckExact(PyList_GET_ITEM(first, 0)) || !PyList_CheckExact(rest))
+        goto general;
+    PyObject *name = PyList_GET_ITEM(first, 0);
+    PyObject *cmd0 = PyDict_GetItemWithError(name_cache, name), *st0, *cmdstats;
+    if (cmd0 == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto general;
+    }
+    if (Py_TYPE(cmd0) != am_type || !slots_all_set(cmd0, am_off, AM_N) ||
+            SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
+            SLOT_AT(core, ak_off[AK_GATED]) != Py_False ||
+            SLOT_AT(core, ak_off[AK_KEYS_WAITED]) != Py_False ||
+            SLOT_AT(core, ak_off[AK_TRACKING_ON]) != Py_False ||
+            SLOT_AT(c, ac_off[AC_IN_MULTI]) != Py_False ||
+            slot_int(SLOT_AT(c, ac_off[AC_REPLY_MODE])) != 0 ||
+            !PyDict_CheckExact(cmdstats = SLOT_AT(core, ak_off[AK_CMDSTATS])))
+        goto general;
+    st0 = PyDict_GetItemWithError(cmdstats, cmd0);
+    if (st0 == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto general;
+    }
+    long long timing, lo, hi;
+    if (Py_TYPE(st0) != as_type || !slots_all_set(st0, as_off, AS_N) ||
+            (timing = slot_int(SLOT_AT(st0, as_off[AS_TIMING]))) <= 0 ||
+            (lo = slot_int(SLOT_AT(cmd0, am_off[AM_MIN_ARGS]))) < 0 ||
+            (hi = slot_int(SLOT_AT(cmd0, am_off[AM_MAX_ARGS]))) < 0 ||
+            PyList_GET_SIZE(first) < lo || PyList_GET_SIZE(first) > hi)
+        goto general;
+    Py_ssize_t k = count_run(rest, name, lo > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)lo,
+                             hi > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)hi);
+    if (k == 0)
+        goto general;
+    /* reqs = rest[-k:] + [first], reversed; cmds = [cmd0] * (k + 1) */
+    Py_ssize_t n = PyList_GET_SIZE(rest);
+    PyObject *reqs = PyList_New(k + 1), *cmds = PyList_New(k + 1);
+    if (reqs == NULL || cmds == NULL) {
+        Py_XDECREF(reqs);
+        Py_XDECREF(cmds);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i <= k; i++) {
+        PyObject *r = i == 0 ? first : PyList_GET_ITEM(rest, n - i);
+        Py_INCREF(r);
+        PyList_SET_ITEM(reqs, i, r);
+        Py_INCREF(cmd0);
+        PyList_SET_ITEM(cmds, i, cmd0);
+    }
+    PyObject *run = PyTuple_Pack(3, cmds, reqs, Py_True);
+    Py_DECREF(cmds);
+    Py_DECREF(reqs);
+    return run;
+general:
+    return PyObject_Vectorcall(py_start, args, nargs, NULL);
 }
 
 /* account(core, c, cmds, one, ns): plainrun.account, in C for a run of one command whose
@@ -331,9 +415,12 @@ static PyMethodDef methods[] = {
     {"bulk_replies", (PyCFunction)(void (*)(void))bulk_replies, METH_FASTCALL,
      "bulk_replies(replies, nil) -> bytes or None: the wire bytes of replies that are all "
      "bytes (bulk strings) or None (nil); else None."},
-    {"bind_account", (PyCFunction)(void (*)(void))bind_account, METH_FASTCALL,
-     "bind_account(ServerCore, Client, CommandStat, LatencyHistogram, account): the "
-     "classes whose slots account() moves, and the Python it stands for."},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE, account, "
+     "start): the classes whose slots account() and start() read, and the Python they "
+     "stand for."},
+    {"start", (PyCFunction)(void (*)(void))start, METH_FASTCALL,
+     "start(core, c, first, rest): plainrun.start, its common case in C."},
     {"account", (PyCFunction)(void (*)(void))account, METH_FASTCALL,
      "account(core, c, cmds, one, ns): plainrun.account, its common case in C."},
     {NULL, NULL, 0, NULL},

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
 from pyrepl._dispatch import bind as _bind_dispatch
 from pyrepl._plainrun import account as account_run
-from pyrepl._plainrun import bind_account as _bind_account
+from pyrepl._plainrun import bind as _bind_plainrun
+from pyrepl._plainrun import start as start_run
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.table import COMMANDS, Command
@@ -288,11 +289,12 @@ class Host:
 
 class ServerCore:
     # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
-    # dispatch; pyrepl/net/_serve.c: a read's bookkeeping); everything else is in the dict.
+    # dispatch; pyrepl/_plainrun.c: a run's checks and counts); everything else is in the
+    # dict.
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
-                 "stats", "pending_flush", "shutdown_asap", "repl_feed", "__dict__",
-                 "__weakref__")
+                 "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
+                 "__dict__", "__weakref__")
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0) -> None:
@@ -596,7 +598,7 @@ class ServerCore:
                 (self.replication is not None and
                  (not self.expiry_deletes or self.config.min_replicas_to_write)):
             return False
-        run = plainrun.start(self, c, first, rest)
+        run = start_run(self, c, first, rest)   # (plainrun.start; its common case in C)
         if run is None:
             return False
         cmds, reqs, one = run
@@ -1370,4 +1372,5 @@ SUBSCRIBE_MODE_COMMANDS = frozenset((
 
 _bind_dispatch(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
                encode, NAME_CACHE)   # (execute's common case in C: pyrepl/_dispatch.c)
-_bind_account(ServerCore, Client, CommandStat, LatencyHistogram, plainrun.account)
+_bind_plainrun(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
+               plainrun.account, plainrun.start)   # (a run's checks and counts in C)

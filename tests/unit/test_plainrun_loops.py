@@ -6,7 +6,7 @@ stand for: ``run_length`` against a model of plainrun's selection, ``store_pairs
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyrepl._plainrun import bulk_replies, lookup_strings, run_length, store_pairs
 
@@ -156,3 +156,54 @@ def test_account_is_plainruns(runs, tracking):
         account(a, ca, list(cmds), one, ns)
         plainrun.account(b, cb, list(cmds), one, ns)
         assert look(a, ca) == look(b, cb)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.sampled_from([["SET", "k", "v"], ["GET", "k"], ["SET", "k"], ["INCR", "n"],
+                              ["DEL", "k"], ["NOSUCH"], ["set", "k", "v"], ["GET", "k", "x"]]),
+       rest=st.lists(st.sampled_from([["SET", "a", "1"], ["GET", "a"], ["SET", "a"],
+                                      ["set", "b", "2"], ["INCR", "n"], ["PING"],
+                                      ["GET", "a", "x"]]), max_size=8),
+       state=st.sampled_from(["plain", "multi", "reply", "gated", "waited", "tracking",
+                              "unstated", "untimed"]))
+@example(first=["GET", "k", "x"], rest=[["GET", "a"]], state="plain")   # too many arguments
+@example(first=["SET", "k", "v"], rest=[["GET", "a"], ["SET", "a", "1"], ["SET", "b", "2"]],
+         state="plain")                                                # a run, then another
+def test_start_is_plainruns(first, rest, state):
+    """``start`` (C) answers what ``plainrun.start`` answers, for any request behind any
+    others and any client or server state: None, or the same commands, the same request
+    objects in the same order, and ``one``."""
+    from pyrepl._plainrun import start
+
+    from pyrepl import plainrun
+    from pyrepl.commands.table import COMMANDS
+    from pyrepl.config import Config
+    from pyrepl.core import ServerCore
+
+    core = ServerCore(Config.load(None, [("save", [""])]))
+    c = core.connection_made()
+    for name in (b"set", b"get", b"incr", b"del", b"ping"):
+        core.command_stat(COMMANDS[name])
+    for spelling in (b"SET", b"GET", b"INCR", b"DEL", b"PING", b"set"):
+        core.name_cache[spelling] = COMMANDS[spelling.lower()]
+    if state == "multi":
+        c.in_multi = True
+    elif state == "reply":
+        c.reply_mode = 2
+    elif state in ("gated", "waited", "tracking"):
+        setattr(core, {"gated": "gated", "waited": "keys_waited",
+                       "tracking": "tracking_on"}[state], True)
+    elif state == "unstated":
+        core.cmdstats.clear()
+    elif state == "untimed":
+        for s in core.cmdstats.values():
+            s.timing = 0
+    f = [a.encode() for a in first]
+    r = [[a.encode() for a in x] for x in rest]
+    got, want = start(core, c, f, r), plainrun.start(core, c, f, r)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and got[2] is want[2]
+        assert [x.name for x in got[0]] == [x.name for x in want[0]]
+        assert len(got[1]) == len(want[1]) and all(map(lambda a, b: a is b, got[1], want[1]))
