@@ -132,8 +132,10 @@ def encode_replies(replies: list[object], proto: int = 2) -> Iterable[bytes]:
         data = bulk_replies(replies, b"_\r\n" if proto == 3 else b"$-1\r\n")
         if data is not None:
             return (data,)
-    kinds = list(map(type, replies))
     n = len(replies)
+    if kind is Raw and replies.count(replies[0]) == n:   # (a run of SETs: +OK each)
+        return (replies[0].data * n,)
+    kinds = list(map(type, replies))
     if kinds.count(kind) == n:
         if kind is Raw:
             return map(_data, replies)

@@ -19,7 +19,9 @@ REPLY = st.one_of(st.binary(max_size=20), st.none(), st.integers(-2**63, 2**63 -
 @given(replies=st.one_of(
     st.lists(REPLY, max_size=20),
     st.lists(st.one_of(st.binary(max_size=20), st.none()), max_size=20),  # GETs
-    st.lists(st.none(), max_size=5), st.lists(st.just(OK), max_size=5)),
+    st.lists(st.none(), max_size=5), st.lists(st.just(OK), max_size=5),
+    # runs of one Raw (SET's +OK: one bytes object), or of Raws that differ
+    st.lists(st.sampled_from([OK, Raw(b"+OK\r\n"), Raw(b"+QUEUED\r\n")]), max_size=20)),
     proto=st.sampled_from([2, 3]))
 def test_encode_replies_is_encode_one_by_one(replies, proto):
     assert b"".join(encode_replies(replies, proto)) == \
