@@ -118,13 +118,16 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
     class Shell:            # (the Server the protocol asks: its core, a flush per pass)
         def __init__(self) -> None:
             self.core = core
+            self._flush_scheduled = False
 
-        def schedule_flush(self) -> None:
-            pass             # (shell_run flushes once per pass)
+        def schedule_flush(self) -> None:   # (as Server's; shell_run flushes once per pass)
+            self._flush_scheduled = True
 
+    shell = Shell()
+    core.shell = shell  # type: ignore[attr-defined]   (shell_run ends its passes)
     protos = []
     for _ in range(32 if replicas and pipeline == 1 else 1):
-        p = ClientProtocol(Shell())  # type: ignore[arg-type]
+        p = ClientProtocol(shell)  # type: ignore[arg-type]
         p.connection_made(SinkTransport())  # type: ignore[arg-type]
         protos.append(p)
     if name == "GET":   # hits, as redis-benchmark's GET after its SET (-t set,get)
@@ -143,6 +146,7 @@ def shell_run(core: Any, protos: list[Any], chunks: list[bytes], n: int, pipelin
             k += 1
         if replicas:
             _shell_flush(core)
+            core.shell._flush_scheduled = False   # (the pass's flush ran)
     return done
 
 

@@ -56,7 +56,7 @@ static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.exe
 static PyObject *py_process;         /* Client.process */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
 static PyObject *str_now_ms, *str_stats, *str_pending_flush, *str_shutdown_asap, *str_write,
-                *str_close, *str_schedule_flush, *str_shutdown_from_command;
+                *str_close, *str_schedule_flush, *str_shutdown_from_command, *str_flush_scheduled;
 
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -102,7 +102,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_pending_flush, "pending_flush") ||
             intern(&str_shutdown_asap, "shutdown_asap") || intern(&str_write, "write") ||
             intern(&str_close, "close") || intern(&str_schedule_flush, "schedule_flush") ||
-            intern(&str_shutdown_from_command, "shutdown_from_command"))
+            intern(&str_shutdown_from_command, "shutdown_from_command") ||
+            intern(&str_flush_scheduled, "_flush_scheduled"))
         return NULL;
     PyTypeObject **types[4] = {&proto_type, &client_type, &stats_type, &reader_type};
     for (int i = 0; i < 4; i++) {
@@ -295,6 +296,16 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *v = PyObject_GetAttr(core, names[i][0]);
         int on = v == NULL ? -1 : PyObject_IsTrue(v);
         Py_XDECREF(v);
+        if (on > 0 && i == 0) {   /* (schedule_flush does nothing once it is scheduled) */
+            v = PyObject_GetAttr(server, str_flush_scheduled);
+            if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();   /* (a server without the flag: ask it) */
+                v = Py_NewRef(Py_False);
+            }
+            int scheduled = v == NULL ? -1 : PyObject_IsTrue(v);
+            Py_XDECREF(v);
+            on = scheduled < 0 ? -1 : !scheduled;
+        }
         if (on < 0 || (on && call_method0(server, names[i][1]) < 0))
             goto done;
     }

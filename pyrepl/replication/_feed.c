@@ -10,8 +10,8 @@
    anything moved, when it is not the common case; the caller then runs the Python, which
    stays the reference (tests/unit/test_dispatch.py compares both, replicas streaming).
 
-   The common case: repl, backlog, its tail block, reader and links are exactly Replication,
-   Backlog, Block, FastRespReader, ReplicaLink with a Cursor; we are a master (no
+   The common case: repl, backlog, its tail block, reader, replica side and links are exactly
+   Replication, Backlog, Block, FastRespReader, ReplicaSide, ReplicaLink with a Cursor; we are a master (no
    ``replicaof``); ``db_id`` is the stream's db already (no SELECT); ``argv`` is the request
    the reader returned last (so its bytes are its RESP encoding); they fit in the tail block;
    and no replica waits to be attached at the next byte.
@@ -49,39 +49,41 @@ static const char *const link_names[L_N] = {"client", "ref"};
 enum { U_SENT, U_N };
 static const char *const cursor_names[U_N] = {"sent"};
 
+enum { H_MASTER_HOST, H_N };
+static const char *const replica_names[H_N] = {"master_host"};
+
 static Py_ssize_t repl_off[R_N], backlog_off[B_N], block_off[K_N], reader_off[Q_N],
-                  master_off[M_N], link_off[L_N], cursor_off[U_N];
+                  master_off[M_N], link_off[L_N], cursor_off[U_N], replica_off[H_N];
 static PyTypeObject *repl_type, *backlog_type, *block_type, *reader_type, *master_type,
-                    *link_type, *cursor_type;
-static PyObject *str_master_host, *str_pending_flush;
+                    *link_type, *cursor_type, *replica_type;
+static PyObject *str_pending_flush;
 
 #define AT(o, offs, i) SLOT_AT(o, offs[i])
 
-/* bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor) */
+/* bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
+        ReplicaSide) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
+    if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "bind(Replication, Backlog, Block, FastRespReader, "
-                        "MasterSide, ReplicaLink, Cursor)");
+                        "MasterSide, ReplicaLink, Cursor, ReplicaSide)");
         return NULL;
     }
-    const slots_spec specs[7] = {
+    const slots_spec specs[8] = {
         {repl_names, R_N, repl_off}, {backlog_names, B_N, backlog_off},
         {block_names, K_N, block_off}, {reader_names, Q_N, reader_off},
         {master_names, M_N, master_off}, {link_names, L_N, link_off},
-        {cursor_names, U_N, cursor_off},
+        {cursor_names, U_N, cursor_off}, {replica_names, H_N, replica_off},
     };
-    if (slots_bind_each(args, specs, 7) < 0)
+    if (slots_bind_each(args, specs, 8) < 0)
         return NULL;
-    if ((str_master_host == NULL &&
-         (str_master_host = PyUnicode_InternFromString("master_host")) == NULL) ||
-            (str_pending_flush == NULL &&
-             (str_pending_flush = PyUnicode_InternFromString("pending_flush")) == NULL))
+    if (str_pending_flush == NULL &&
+            (str_pending_flush = PyUnicode_InternFromString("pending_flush")) == NULL)
         return NULL;
-    PyTypeObject **types[7] = {&repl_type, &backlog_type, &block_type, &reader_type,
-                               &master_type, &link_type, &cursor_type};
-    for (int i = 0; i < 7; i++) {
+    PyTypeObject **types[8] = {&repl_type, &backlog_type, &block_type, &reader_type,
+                               &master_type, &link_type, &cursor_type, &replica_type};
+    for (int i = 0; i < 8; i++) {
         Py_INCREF(args[i]);
         Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
     }
@@ -115,11 +117,9 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long db = slot_int(db_id), stream_db = slot_int(AT(repl, repl_off, R_STREAM_DB));
     if (db < 0 || db != stream_db)
         Py_RETURN_FALSE;
-    PyObject *host = PyObject_GetAttr(AT(repl, repl_off, R_REPLICA), str_master_host);
-    if (host == NULL)
-        return NULL;
-    Py_DECREF(host);
-    if (host != Py_None)
+    PyObject *replica = AT(repl, repl_off, R_REPLICA);
+    if (Py_TYPE(replica) != replica_type || !slots_all_set(replica, replica_off, H_N) ||
+            AT(replica, replica_off, H_MASTER_HOST) != Py_None)
         Py_RETURN_FALSE;
     /* FastRespReader.raw_last: argv is the batch's request k - 1 */
     PyObject *batch = AT(reader, reader_off, Q_BATCH), *queue = AT(reader, reader_off, Q_QUEUE);

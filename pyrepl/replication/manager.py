@@ -328,9 +328,11 @@ def _bind_feed() -> None:
     from pyrepl.replication.backlog import Block, Cursor
     from pyrepl.replication.master import MasterSide
     from pyrepl.replication.master.states import ReplicaLink
+    from pyrepl.replication.replica import ReplicaSide
     from pyrepl.resp.fastreader import FastRespReader
 
-    bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor)
+    bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
+         ReplicaSide)
     bind_feed(Replication.feed, feed_request)
 
 

@@ -46,8 +46,15 @@ class Server:
         self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1)
         self.log: list[str] = []
 
-    def schedule_flush(self) -> None:
-        self.log.append("schedule_flush")
+    _flush_scheduled = False
+
+    def schedule_flush(self) -> None:   # (as Server.schedule_flush: once per loop pass)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.log.append("schedule_flush")
+
+    def end_pass(self) -> None:   # (the loop's call_soon: Server._flush_deferred)
+        self._flush_scheduled = False
         self.flush_pending()
 
     def flush_pending(self) -> None:   # (as Server.flush_pending, at once)
@@ -150,6 +157,10 @@ def test_received_is_data_received(reads):
             received(a[1][who], chunk)
             ClientProtocol.data_received(b[1][who], chunk)
             assert state(*a) == state(*b)
+            if cut % 3:   # (else the pass goes on: the next read finds the flush scheduled)
+                a[0].end_pass()
+                b[0].end_pass()
+                assert state(*a) == state(*b)
 
 
 def test_received_takes_the_general_path_for_anything_else():

@@ -68,6 +68,9 @@ if TYPE_CHECKING:
 class ReplicaSide(Handshake, Load, Channel, Stream):
     """The replica half of replication (see the module docstring)."""
 
+    # (read at its offset by a write's feed in C: pyrepl/replication/_feed.c)
+    __slots__ = ("master_host",)
+
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
         self.core = manager.core
