@@ -73,27 +73,18 @@ static PyObject *feed_request;      /* pyrepl.replication._feed.feed_request */
 /* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
    counter at its usual value. Another 0 object only sends the call to the reference. */
 static PyObject *zero;
+
+static inline int
+is_zero(PyObject *v)
+{
+    return v == zero;
+}
 static PyObject *str_min_replicas_to_write, *str_failed_call, *str_after_write,
                 *str_flush_propagation, *str_master_repl_offset;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 #define M(o, i) SLOT_AT(o, command_off[i])
-
-static int
-intern(PyObject **where, const char *s)
-{
-    if (*where == NULL)
-        *where = PyUnicode_InternFromString(s);
-    return *where == NULL ? -1 : 0;
-}
-
-static void
-keep(PyObject **where, PyObject *v)
-{
-    Py_INCREF(v);
-    Py_XSETREF(*where, v);
-}
 
 /* bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError, encode,
         NAME_CACHE) */
@@ -268,14 +259,6 @@ append_reply(PyObject *c, PyObject *reply)
     return rc;
 }
 
-/* (zero: see is_zero) */
-
-static inline int
-is_zero(PyObject *v)
-{
-    return v == zero;
-}
-
 #if PY_VERSION_HEX < 0x030C0000
 /* The exception being raised, taken (new ref), and put back (stolen): 3.12's API. */
 static PyObject *
@@ -298,24 +281,20 @@ PyErr_SetRaisedException(PyObject *v)
 }
 #endif
 
-/* slot -= 1, as Python's ``-= 1`` on the int it holds; -1 with an error set on failure. */
-static int
-slot_sub1(PyObject *o, Py_ssize_t off)
+/* ``handler(c, argv)``, a ReplyError answered as ``call`` does (``failed_call``): the reply
+   (new ref) or NULL. */
+static PyObject *
+call_handler(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, PyObject *argv)
 {
-    long long x = slot_int(SLOT_AT(o, off));
-    if (x > 0)
-        return slot_set(o, off, PyLong_FromLongLong(x - 1));
-    PyObject *v = SLOT_AT(o, off);
-    if (v == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "slot_sub1: the slot is not set");
-        return -1;
+    PyObject *hargs[3] = {NULL, c, argv};
+    PyObject *reply = PyObject_Vectorcall(handler, hargs + 1,
+                                          2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (reply == NULL && PyErr_ExceptionMatches(reply_error)) {
+        PyObject *e = PyErr_GetRaisedException();
+        reply = PyObject_CallMethodObjArgs(core, str_failed_call, c, cmd, e, NULL);
+        Py_DECREF(e);
     }
-    PyObject *one = PyLong_FromLong(1);
-    if (one == NULL)
-        return -1;
-    PyObject *d = PyNumber_Subtract(v, one);
-    Py_DECREF(one);
-    return slot_set(o, off, d);
+    return reply;
 }
 
 /* The handler's call as ``call`` makes it for a command that propagates: the dirty counter
@@ -330,18 +309,12 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
     slot_put(c, client_off[C_PROPAGATE_ARGV], Py_None);
     if (slot_add(core, core_off[K_CALL_DEPTH], 1) < 0)
         goto done;
-    PyObject *hargs[3] = {NULL, c, argv};
-    reply = PyObject_Vectorcall(handler, hargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (reply == NULL && PyErr_ExceptionMatches(reply_error)) {
-        PyObject *e = PyErr_GetRaisedException();
-        reply = PyObject_CallMethodObjArgs(core, str_failed_call, c, cmd, e, NULL);
-        Py_DECREF(e);
-    }
+    reply = call_handler(core, c, cmd, handler, argv);
     /* finally: the depth goes back, an exception or not */
     PyObject *exc = reply == NULL ? PyErr_GetRaisedException() : NULL;
     int bad = K(core, K_CALL_DEPTH) == NULL ? (PyErr_SetString(PyExc_AttributeError,
                                                                "_call_depth"), -1)
-                                            : slot_sub1(core, core_off[K_CALL_DEPTH]);
+                                            : slot_add(core, core_off[K_CALL_DEPTH], -1);
     if (exc != NULL) {
         if (bad)
             PyErr_Clear();
@@ -444,9 +417,9 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyObject *m = PyObject_GetAttr(K(core, K_CONFIG), str_min_replicas_to_write);
             if (m == NULL)
                 return NULL;
-            int zero = is_zero(m);
+            int none = is_zero(m);
             Py_DECREF(m);
-            if (!zero)
+            if (!none)
                 goto general;
         }
     }
@@ -479,18 +452,8 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_put(c, client_off[C_LAST_CMD], cmd);
     PyObject *handler = M(cmd, M_HANDLER);
     Py_INCREF(handler);
-    if (propagates == Py_False) {
-        PyObject *hargs[3] = {NULL, c, argv};
-        reply = PyObject_Vectorcall(handler, hargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                    NULL);
-        if (reply == NULL && PyErr_ExceptionMatches(reply_error)) {
-            PyObject *e = PyErr_GetRaisedException();
-            reply = PyObject_CallMethodObjArgs(core, str_failed_call, c, cmd, e, NULL);
-            Py_DECREF(e);
-        }
-    } else {
-        reply = call_propagating(core, c, cmd, handler, argv);
-    }
+    reply = propagates == Py_False ? call_handler(core, c, cmd, handler, argv)
+                                   : call_propagating(core, c, cmd, handler, argv);
     Py_DECREF(handler);
     if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
         goto done;

@@ -240,13 +240,11 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (str_latency_tracking == NULL &&
             (str_latency_tracking = PyUnicode_InternFromString("latency_tracking")) == NULL)
         return NULL;
-    PyObject **keep[8] = {(PyObject **)&ak_type, (PyObject **)&ac_type, (PyObject **)&am_type,
-                          (PyObject **)&as_type, (PyObject **)&al_type, &name_cache,
-                          &py_account, &py_start};
-    for (int i = 0; i < 8; i++) {
-        Py_INCREF(args[i]);
-        Py_XSETREF(*keep[i], args[i]);
-    }
+    PyObject **where[8] = {(PyObject **)&ak_type, (PyObject **)&ac_type,
+                           (PyObject **)&am_type, (PyObject **)&as_type,
+                           (PyObject **)&al_type, &name_cache, &py_account, &py_start};
+    for (int i = 0; i < 8; i++)
+        keep(where[i], args[i]);
     Py_RETURN_NONE;
 }
 

@@ -115,8 +115,8 @@ slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
     Py_XSETREF(SLOT_AT(o, off), v);
 }
 
-/* slot += by (by >= 0), as Python's ``+=`` on whatever int the slot holds; -1 with an error
-   set on failure. */
+/* slot += by, as Python's ``+=`` on whatever int the slot holds; -1 with an error set on
+   failure. (A non-negative result in range is the common case, done without an add.) */
 static inline int
 slot_add(PyObject *o, Py_ssize_t off, long long by)
 {
@@ -126,7 +126,7 @@ slot_add(PyObject *o, Py_ssize_t off, long long by)
         return -1;
     }
     long long x = slot_int(v);
-    if (x >= 0 && x <= LLONG_MAX - by)
+    if (x >= 0 && (by >= 0 ? x <= LLONG_MAX - by : x + by >= 0))
         return slot_set(o, off, PyLong_FromLongLong(x + by));
     PyObject *inc = PyLong_FromLongLong(by);    /* (negative or huge: Python's addition) */
     if (inc == NULL)
@@ -134,6 +134,24 @@ slot_add(PyObject *o, Py_ssize_t off, long long by)
     PyObject *sum = PyNumber_Add(v, inc);
     Py_DECREF(inc);
     return slot_set(o, off, sum);
+}
+
+/* *where := an interned str of s, once; -1 on failure. */
+static inline int
+intern(PyObject **where, const char *s)
+{
+    if (*where == NULL)
+        *where = PyUnicode_InternFromString(s);
+    return *where == NULL ? -1 : 0;
+}
+
+/* *where := v (a reference of its own, the old one dropped); -1 when v is NULL. */
+static inline int
+keep(PyObject **where, PyObject *v)
+{
+    Py_XINCREF(v);
+    Py_XSETREF(*where, v);
+    return v == NULL ? -1 : 0;
 }
 
 #endif

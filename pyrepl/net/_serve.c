@@ -61,22 +61,6 @@ static PyObject *str_now_ms, *str_stats, *str_pending_flush, *str_shutdown_asap,
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 
-static int
-intern(PyObject **where, const char *s)
-{
-    if (*where == NULL)
-        *where = PyUnicode_InternFromString(s);
-    return *where == NULL ? -1 : 0;
-}
-
-static int
-keep(PyObject **where, PyObject *v)
-{
-    Py_XINCREF(v);
-    Py_XSETREF(*where, v);
-    return v == NULL ? -1 : 0;
-}
-
 /* bind(ClientProtocol, Client, Stats, FastRespReader, execute, first) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -106,10 +90,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_flush_scheduled, "_flush_scheduled"))
         return NULL;
     PyTypeObject **types[4] = {&proto_type, &client_type, &stats_type, &reader_type};
-    for (int i = 0; i < 4; i++) {
-        Py_INCREF(args[i]);
-        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
-    }
+    for (int i = 0; i < 4; i++)
+        keep((PyObject **)types[i], args[i]);
     Py_RETURN_NONE;
 }
 

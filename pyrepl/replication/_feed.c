@@ -83,10 +83,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyTypeObject **types[8] = {&repl_type, &backlog_type, &block_type, &reader_type,
                                &master_type, &link_type, &cursor_type, &replica_type};
-    for (int i = 0; i < 8; i++) {
-        Py_INCREF(args[i]);
-        Py_XSETREF(*types[i], (PyTypeObject *)args[i]);
-    }
+    for (int i = 0; i < 8; i++)
+        keep((PyObject **)types[i], args[i]);
     Py_RETURN_NONE;
 }
 
