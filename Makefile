@@ -11,7 +11,7 @@ STAMP   = $(VENV)/.installed
 
 all: test
 
-$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun.c pyrepl/keyspace/_zskiplist.c \
+$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun.c pyrepl/keyspace/_zbtree.c \
 		pyrepl/net/_serve.c pyrepl/_dispatch.c \
 		pyrepl/replication/_feed.c pyrepl/_slots.h
 	@bash scripts/build-deps.sh $(PYTHON)

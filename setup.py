@@ -1,7 +1,7 @@
 """The compiled parts, each a hot path a profile showed Python could not bring to issue 15's
 goals (bench/RESULTS.md has the figures): the request reader's fast path
 (pyrepl/resp/_scan.c, "The request reader in C"), the sorted set's index
-(pyrepl/keyspace/_zskiplist.c, "Sorted sets in C") and the per-request loops of a run of plain
+(pyrepl/keyspace/_zbtree.c, "The sorted set as a B+tree") and the per-request loops of a run of plain
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
 in C") and a request's dispatch around its handler with a write's feed into the replication stream
@@ -20,6 +20,6 @@ setup(ext_modules=[
               depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"]),
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
-    Extension("pyrepl.keyspace._zskiplist", ["pyrepl/keyspace/_zskiplist.c"],
+    Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
               extra_compile_args=["-O2"]),
 ])

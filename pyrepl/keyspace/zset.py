@@ -1,9 +1,11 @@
 """Sorted set value type.
 
-Theory of operation: a dict maps member -> score for O(1) ZSCORE, and Redis's skiplist with
-spans orders the (score, member) items: O(log n) inserts, removals, ranks and index lookups.
-Both live in the C base class ``ZIndex`` (``pyrepl/keyspace/_zskiplist.c``; why C: its comment
-and bench/RESULTS.md, "Sorted sets in C"), which keeps them in step; this module adds the rest
+Theory of operation: a dict maps member -> score for O(1) ZSCORE, and a B+tree that counts
+the items under each child orders the (score, member) items: O(log n) inserts, removals, ranks
+and index lookups (where Redis has a skiplist with spans: the same operations, but a walk
+through scattered nodes). Both live in the C base class ``ZIndex``
+(``pyrepl/keyspace/_zbtree.c``; why C and why a B+tree: its comment and bench/RESULTS.md,
+"The sorted set as a B+tree"), which keeps them in step; this module adds the rest
 of the interface in Python over its primitives (``_bisect``, ``_at``, ``_range``,
 ``_range_back``, ``_delete_range``). Redis orders equal scores by member bytes (memcmp, shorter
 first on a common prefix), which is exactly Python's tuple/bytes order. Ranges come back as
@@ -12,7 +14,7 @@ plain lists of (score, member).
 Scores are floats and never NaN (commands reject NaN before calling in; the index refuses it
 too). A score of -0.0 is stored as 0.0: Redis keeps small sorted sets in a listpack, which
 stores integral scores as integers, so ``ZADD k -0 m`` then ``ZSCORE k m`` answers "0" there
-too (only a big, skiplist encoded set would keep the sign; nobody relies on that).
+too (only Redis's big, skiplist encoded set would keep the sign; nobody relies on that).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from math import inf, nextafter
 
-from pyrepl.keyspace._zskiplist import ZIndex
+from pyrepl.keyspace._zbtree import ZIndex
 
 Item = tuple[float, bytes]
 

@@ -1,10 +1,12 @@
 """pyrepl.keyspace.zset.ZSet against a plain model: a dict plus ``sorted()``.
 
-The index is Redis's skiplist with spans, in C (``pyrepl/keyspace/_zskiplist.c``). Every
-operation is compared with the model, and ``ZSet.check()`` asserts the index's invariants
-after each (order, back links, tail, length, every span equal to the distance it claims, one
-node per dict entry with the dict's score): the spans are what ranks, index ranges and range
-deletion rest on, and a wrong one would show only at some other rank later.
+The index is a B+tree that counts, in C (``pyrepl/keyspace/_zbtree.c``). Every operation is
+compared with the model, and ``ZSet.check()`` asserts the tree's invariants after each (order,
+leaf links, every item between its separators, every child's count equal to the items under
+it, equal depth, nodes at least a quarter full, one item per dict entry with the dict's
+score): the counts are what ranks, index ranges and range deletion rest on, and a wrong one
+would show only at some other rank later. The tests run each tree at fanout 4 too, where a
+few dozen members already split, merge and borrow across several levels.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ OPS = st.one_of(
 )
 
 
+FANOUTS = pytest.mark.parametrize("fanout", [4, 64])
+
+
+@FANOUTS
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(OPS, max_size=120))
-def test_matches_model(ops):
-    z = ZSet()
+def test_matches_model(fanout, ops):
+    z = ZSet(_fanout=fanout)
     model: dict[bytes, float] = {}
     for op in ops:
         if op[0] == "add":
@@ -79,12 +85,13 @@ def test_matches_model(ops):
     assert z.rank(b"not-there") is None
 
 
+@FANOUTS
 @settings(max_examples=200, deadline=None)
 @given(pairs=st.lists(st.tuples(MEMBERS, SCORES), max_size=80),
        a=st.integers(-2, 90), b=st.integers(0, 90),
        x=SCORES, ex=st.booleans())
-def test_ranges_and_bounds(pairs, a, b, x, ex):
-    z = ZSet()
+def test_ranges_and_bounds(fanout, pairs, a, b, x, ex):
+    z = ZSet(_fanout=fanout)
     for m, s in pairs:
         z.add(m, s)
     ref = ordered(z.dict)
@@ -132,8 +139,9 @@ def test_from_items_and_copy_are_independent():
     assert len(dup) == 100 and dup.score(b"new") == -1.0
 
 
-def test_update_moves_member():
-    z = ZSet()
+@FANOUTS
+def test_update_moves_member(fanout):
+    z = ZSet(_fanout=fanout)
     for i in range(30):
         z.add(b"m%02d" % i, float(i))
     assert z.set_score(b"m00", 100.0) == UPDATED
@@ -143,8 +151,9 @@ def test_update_moves_member():
     z.check()
 
 
-def test_delete_range_across_many_sublists():
-    z = ZSet()
+@FANOUTS
+def test_delete_range_across_many_sublists(fanout):
+    z = ZSet(_fanout=fanout)
     for i in range(200):
         z.add(b"m%03d" % i, float(i))
     assert z.delete_range(3, 190) == 187
@@ -157,8 +166,9 @@ def test_delete_range_across_many_sublists():
     assert z.delete_range(0, 5) == 0
 
 
-def test_real_load_with_thousands_of_members():
-    z = ZSet()
+@FANOUTS
+def test_real_load_with_thousands_of_members(fanout):
+    z = ZSet(_fanout=fanout)
     model = {}
     for i in range(5000):
         m = b"member:%d" % ((i * 7919) % 3000)
@@ -181,11 +191,12 @@ def test_real_load_with_thousands_of_members():
     assert z.first() == ref[500]
 
 
-def test_random_updates_keep_spans_and_order():
-    """Many moves, in place and across the list, removals and range deletions on a set big
-    enough for several skiplist levels, checked against the model throughout."""
+@FANOUTS
+def test_random_updates_keep_counts_and_order(fanout):
+    """Many moves, in place and across leaves, removals and range deletions on a set big
+    enough for several levels, checked against the model throughout."""
     rng = random.Random(7)
-    z = ZSet()
+    z = ZSet(_fanout=fanout)
     model: dict[bytes, float] = {}
     for step in range(20000):
         m = b"m%d" % rng.randrange(2000)
@@ -203,7 +214,7 @@ def test_random_updates_keep_spans_and_order():
             assert z.delete_range(a, b) == len(ref[a:b])
             for _s, mm in ref[a:b]:
                 del model[mm]
-        if step % 1000 == 0:
+        if step % (100 if fanout < 64 else 1000) == 0:
             z.check()
     z.check()
     ref = ordered(model)
@@ -227,3 +238,28 @@ def test_bad_input_is_refused_and_changes_nothing():
         z.dict = {}     # read-only: the index and the dict change together or not at all
     z.check()
     assert list(z.items()) == [(b"a", 1.0), (b"b", 2.0)]
+
+
+def test_tree_grows_and_shrinks_through_levels():
+    """At fanout 4, 3,000 members take several levels; removing them all in random order
+    merges and borrows back to one leaf, the invariants checked at every step."""
+    rng = random.Random(11)
+    z = ZSet(_fanout=4)
+    members = [b"m%d" % i for i in range(3000)]
+    rng.shuffle(members)
+    depths = []
+    for i, m in enumerate(members):
+        assert z.set_score(m, float(rng.randrange(100))) == ADDED
+        if i % 97 == 0:
+            z.check()
+            depths.append(z._depth())
+    assert z._depth() >= 5 and depths == sorted(depths)
+    rng.shuffle(members)
+    for i, m in enumerate(members):
+        assert z.remove(m) is True
+        if i % 13 == 0 or len(z) < 50:
+            z.check()
+    assert len(z) == 0 and z._depth() == 0
+    z.check()
+    with pytest.raises(ValueError):
+        ZSet(_fanout=3)
