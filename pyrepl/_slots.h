@@ -81,6 +81,14 @@ slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)
     return 1;
 }
 
+/* CPython 3.11 keeps an int as Py_SIZE(v) digits of PyLong_SHIFT (30) bits, the sign in the
+   size. A counter below 2^60 has at most two digits: read straight, and, in slot_add, written
+   in place (see there). Other versions go through the API. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+#define SLOT_INT_DIGITS 1
+#define SLOT_INT_LIMIT (1LL << 60)
+#endif
+
 /* An int slot's value as a long long; -1 (no error set) when it is not a plain int in range
    or is negative. */
 static inline long long
@@ -88,6 +96,16 @@ slot_int(PyObject *v)
 {
     if (v == NULL || !PyLong_CheckExact(v))
         return -1;
+#ifdef SLOT_INT_DIGITS
+    Py_ssize_t size = Py_SIZE(v);
+    const digit *d = ((PyLongObject *)v)->ob_digit;
+    if (size == 0)
+        return 0;
+    if (size == 1)
+        return (long long)d[0];
+    if (size == 2)
+        return (long long)d[0] | ((long long)d[1] << PyLong_SHIFT);
+#endif
     int overflow;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || x < 0) {
@@ -126,6 +144,22 @@ slot_add(PyObject *o, Py_ssize_t off, long long by)
         return -1;
     }
     long long x = slot_int(v);
+#ifdef SLOT_INT_DIGITS
+    /* A counter only the slot holds (reference count 1: no one can see it change) keeps its
+       object when the sum has as many digits: its digits are written in place, sparing an
+       int's allocation and release, ~150 instructions a count and ~10 counts a request. */
+    if (x >= 0 && by > -SLOT_INT_LIMIT && by < SLOT_INT_LIMIT && Py_REFCNT(v) == 1) {
+        long long y = x + by;
+        Py_ssize_t size = Py_SIZE(v);
+        if (y > 0 && y < SLOT_INT_LIMIT && size == (y < (1LL << PyLong_SHIFT) ? 1 : 2)) {
+            digit *d = ((PyLongObject *)v)->ob_digit;
+            d[0] = (digit)(y & PyLong_MASK);
+            if (size == 2)
+                d[1] = (digit)(y >> PyLong_SHIFT);
+            return 0;
+        }
+    }
+#endif
     if (x >= 0 && (by >= 0 ? x <= LLONG_MAX - by : x + by >= 0))
         return slot_set(o, off, PyLong_FromLongLong(x + by));
     PyObject *inc = PyLong_FromLongLong(by);    /* (negative or huge: Python's addition) */

@@ -187,7 +187,31 @@ def test_the_slots_it_moves_exist():
     class NoSlots:
         pass
 
+    from pyrepl._dispatch import execute
+
     with pytest.raises((TypeError, AttributeError)):
-        bind(NoSlots, Client, Stats, FastRespReader, ServerCore, first)
-    # (bind again as the server module did, so later tests see the real classes)
-    bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, first)
+        bind(NoSlots, Client, Stats, FastRespReader, execute, first)
+    # (bind again as the server module did, so later tests see the real classes and the real
+    # dispatch: a stale argument here once bound ServerCore in the dispatch's place)
+    bind(ClientProtocol, Client, Stats, FastRespReader, execute, first)
+
+
+def test_counters_are_exact_across_digits_and_never_change_a_value_someone_holds():
+    """``slot_add`` writes a counter's digits in place when only the slot holds the int: the
+    sums stay exact where the int grows a digit (2^30), where a carry reaches its second digit
+    (2^31) and past 2^60 (the API's path), and an int that anyone else holds keeps its
+    value."""
+    server, (p, _q) = world()
+    stats = server.core.stats
+    req = enc(b"PING")
+    for start in (2**30 - 3 * len(req), 2**31 - 2 * len(req), 2**60 - 2 * len(req), 7 * 2**60):
+        stats.net_input_bytes = start + int("0")     # (an int of its own, not a constant)
+        held = stats.net_input_bytes
+        received(p, req)
+        assert held == start and stats.net_input_bytes == start + len(req)
+        del held
+        for k in range(2, 6):
+            received(p, req)
+            assert stats.net_input_bytes == start + k * len(req)
+            assert stats.net_input_bytes + 0 == int(str(stats.net_input_bytes))
+    assert p.client.net_in == 20 * len(req)  # type: ignore[union-attr]
