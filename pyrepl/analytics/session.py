@@ -14,7 +14,8 @@ Spark light: the JIT's first tier only and the serial GC (a quicker JVM start, a
 compiler threads competing for the cores), and no generated code (for a few thousand rows
 Spark's interpreted expressions beat compiling a class per query stage). The results are the
 same; only the time differs. Bigger inputs keep both JIT tiers, which the input pass needs,
-and get the parallel collector (less CPU than G1 for the pass's short-lived garbage).
+with C2 taking only the hotter methods, and get the parallel collector (less CPU than G1 for
+the pass's short-lived garbage).
 
 The command's own JVM (``cds=True``: not under spark-submit, where the JVM is not ours) maps a
 class-data-sharing archive of the classes a run loads (Spark's, Hadoop's, Parquet's ... some
@@ -47,7 +48,14 @@ LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Any other input: the parallel (throughput) collector. The pass over the input allocates a
 # row's strings and parse state for every line; G1's concurrent work for that heap cost
 # ~15-20% more CPU (5M Parquet rows: 13-14.6 against 11.0 CPU-s cold, 6.5 against 5.4 warm).
-PASS_JVM = "-XX:+UseParallelGC"
+# And fewer methods for the optimising JIT (C2): a run's JVM compiled as much as it ran
+# (20M Parquet rows: ~14 CPU-s in the compiler threads, ~14 in the tasks), much of it Spark's
+# planning and each query's generated code, used for a short while; 4x its call counts before
+# C2 takes a method: 20M Parquet 38.3 / 39.7 / 38.4 -> 35.9 / 36.1 / 36.7 CPU-s, NDJSON
+# 76.8 / 72.6 -> 71.9 / 71.4 (the process tree, alternating runs; C1 only, or C2 only, cost
+# 10-15% more).
+PASS_JVM = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 "
+            "-XX:Tier4CompileThreshold=40000 -XX:Tier4BackEdgeThreshold=200000")
 LIGHT_CONF = {"spark.sql.codegen.wholeStage": "false",
               "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
