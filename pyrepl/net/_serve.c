@@ -49,48 +49,51 @@ static const char *const stats_names[T_N] = {
 enum { R_QUEUE, R_SPENT, R_N };
 static const char *const reader_names[R_N] = {"queue", "spent"};
 
-static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N];
-static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type;
+enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_N };
+static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap"};
+
+static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
+                  core_off[K_N];
+static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type, *core_type;
 static PyObject *py_data_received;   /* ClientProtocol.data_received: the reference */
 static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.execute) */
 static PyObject *py_process;         /* Client.process */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
-static PyObject *str_now_ms, *str_stats, *str_pending_flush, *str_shutdown_asap, *str_write,
-                *str_close, *str_schedule_flush, *str_shutdown_from_command, *str_flush_scheduled;
+static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_command,
+                *str_flush_scheduled;
 
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 
-/* bind(ClientProtocol, Client, Stats, FastRespReader, execute, first) */
+/* bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "bind(ClientProtocol, Client, Stats, FastRespReader, execute, first)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind(ClientProtocol, Client, Stats, FastRespReader, "
+                                         "ServerCore, execute, first)");
         return NULL;
     }
-    const slots_spec specs[4] = {
+    const slots_spec specs[5] = {
         {proto_names, P_N, proto_off}, {client_names, C_N, client_off},
         {stats_names, T_N, stats_off}, {reader_names, R_N, reader_off},
+        {core_names, K_N, core_off},
     };
-    if (slots_bind_each(args, specs, 4) < 0)
+    if (slots_bind_each(args, specs, 5) < 0)
         return NULL;
     PyObject *dr = PyObject_GetAttrString(args[0], "data_received");
     PyObject *pr = PyObject_GetAttrString(args[1], "process");
-    int bad = keep(&py_data_received, dr) | keep(&py_execute, args[4]) | keep(&py_process, pr) |
-              keep(&py_first, args[5]);
+    int bad = keep(&py_data_received, dr) | keep(&py_execute, args[5]) | keep(&py_process, pr) |
+              keep(&py_first, args[6]);
     Py_XDECREF(dr);
     Py_XDECREF(pr);
-    if (bad || intern(&str_now_ms, "now_ms") || intern(&str_stats, "stats") ||
-            intern(&str_pending_flush, "pending_flush") ||
-            intern(&str_shutdown_asap, "shutdown_asap") || intern(&str_write, "write") ||
-            intern(&str_close, "close") || intern(&str_schedule_flush, "schedule_flush") ||
+    if (bad || intern(&str_write, "write") || intern(&str_close, "close") ||
+            intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
             intern(&str_flush_scheduled, "_flush_scheduled"))
         return NULL;
-    PyTypeObject **types[4] = {&proto_type, &client_type, &stats_type, &reader_type};
-    for (int i = 0; i < 4; i++)
+    PyTypeObject **types[5] = {&proto_type, &client_type, &stats_type, &reader_type, &core_type};
+    for (int i = 0; i < 5; i++)
         keep((PyObject **)types[i], args[i]);
     Py_RETURN_NONE;
 }
@@ -179,13 +182,12 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_TYPE(C(c, C_READER)) != reader_type || !PyList_CheckExact(C(c, C_OUT)) ||
             !slots_all_set(C(c, C_READER), reader_off, R_N))
         goto general;
-    PyObject *stats = PyObject_GetAttr(core, str_stats);
-    if (stats == NULL)
-        return NULL;
-    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N)) {
-        Py_DECREF(stats);
+    if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N))
         goto general;
-    }
+    PyObject *stats = SLOT_AT(core, core_off[K_STATS]);
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        goto general;
+    Py_INCREF(stats);
     /* -- ClientProtocol.data_received -- */
     Py_INCREF(c);
     Py_INCREF(core);
@@ -193,8 +195,9 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);   /* int(time.time() * 1000) */
     PyObject *now = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-    if (now == NULL || PyObject_SetAttr(core, str_now_ms, now) < 0)
+    if (now == NULL)
         goto done;
+    slot_put(core, core_off[K_NOW_MS], now);
     /* -- Client.receive_data: the counters, then the reader -- */
     Py_ssize_t len = PyBytes_GET_SIZE(data);
     if (slot_add(c, client_off[C_NET_IN], len) < 0 ||
@@ -272,12 +275,14 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_DECREF(transport);
     PyObject *server = P(proto, P_SERVER);
-    PyObject *names[2][2] = {{str_pending_flush, str_schedule_flush},
-                             {str_shutdown_asap, str_shutdown_from_command}};
+    const int flags[2] = {K_PENDING_FLUSH, K_SHUTDOWN_ASAP};
+    PyObject *calls[2] = {str_schedule_flush, str_shutdown_from_command};
     for (int i = 0; i < 2; i++) {
-        PyObject *v = PyObject_GetAttr(core, names[i][0]);
+        PyObject *v = SLOT_AT(core, core_off[flags[i]]);
+        if (v == NULL)   /* (as Python's read of an unset slot) */
+            PyErr_Format(PyExc_AttributeError, "'ServerCore' object has no attribute '%s'",
+                         core_names[flags[i]]);
         int on = v == NULL ? -1 : PyObject_IsTrue(v);
-        Py_XDECREF(v);
         if (on > 0 && i == 0) {   /* (schedule_flush does nothing once it is scheduled) */
             v = PyObject_GetAttr(server, str_flush_scheduled);
             if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -288,7 +293,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(v);
             on = scheduled < 0 ? -1 : !scheduled;
         }
-        if (on < 0 || (on && call_method0(server, names[i][1]) < 0))
+        if (on < 0 || (on && call_method0(server, calls[i]) < 0))
             goto done;
     }
     result = Py_None;
@@ -309,8 +314,8 @@ general: {
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(ClientProtocol, Client, Stats, FastRespReader, execute, first): the classes "
-     "whose slots received() moves, and what it calls."},
+     "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first): the "
+     "classes whose slots received() moves, and what it calls."},
     {"received", (PyCFunction)(void (*)(void))received, METH_FASTCALL,
      "received(protocol, data): ClientProtocol.data_received(data), its common case in C."},
     {NULL, NULL, 0, NULL},

@@ -154,7 +154,7 @@ class ClientProtocol(asyncio.Protocol):
             self.client.connection_lost()
 
 
-_bind_serve(ClientProtocol, Client, Stats, FastRespReader, execute, first)
+_bind_serve(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -190,10 +190,10 @@ def test_the_slots_it_moves_exist():
     from pyrepl._dispatch import execute
 
     with pytest.raises((TypeError, AttributeError)):
-        bind(NoSlots, Client, Stats, FastRespReader, execute, first)
+        bind(NoSlots, Client, Stats, FastRespReader, ServerCore, execute, first)
     # (bind again as the server module did, so later tests see the real classes and the real
     # dispatch: a stale argument here once bound ServerCore in the dispatch's place)
-    bind(ClientProtocol, Client, Stats, FastRespReader, execute, first)
+    bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
 
 
 def test_counters_are_exact_across_digits_and_never_change_a_value_someone_holds():
