@@ -29,12 +29,12 @@
 #include "_slots.h"
 
 enum {
-    K_CONFIG, K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
-    K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_N
+    K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
+    K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS, K_N
 };
 static const char *const core_names[K_N] = {
-    "config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
-    "stream_live", "_pending", "keys_waited", "blocking", "repl_feed",
+    "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
+    "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
 };
 
 enum {
@@ -70,6 +70,8 @@ static PyObject *name_cache;       /* pyrepl.core.NAME_CACHE */
 static PyObject *py_execute;       /* ServerCore.execute: the reference */
 static PyObject *py_feed;          /* Replication.feed (bind_feed; NULL: none) */
 static PyObject *feed_request;      /* pyrepl.replication._feed.feed_request */
+static PyTypeObject *repl_type;     /* Replication (bind_feed) */
+static Py_ssize_t repl_offset_off;  /* its master_repl_offset slot */
 /* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
    counter at its usual value. Another 0 object only sends the call to the reference. */
 static PyObject *zero;
@@ -79,8 +81,8 @@ is_zero(PyObject *v)
 {
     return v == zero;
 }
-static PyObject *str_min_replicas_to_write, *str_failed_call, *str_after_write,
-                *str_flush_propagation, *str_master_repl_offset;
+static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
+                *str_master_repl_offset;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -108,8 +110,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     keep(&py_execute, ex);
     Py_DECREF(ex);
-    if (intern(&str_min_replicas_to_write, "min_replicas_to_write") ||
-            intern(&str_failed_call, "failed_call") || intern(&str_after_write, "after_write") ||
+    if (intern(&str_failed_call, "failed_call") || intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset"))
         return NULL;
@@ -126,16 +127,25 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* bind_feed(Replication.feed, feed_request): the replication layer's write feed, and its
-   common case in C (pyrepl/replication/_feed.c). */
+/* bind_feed(Replication, feed_request): the replication layer's write feed (its feed method,
+   and master_repl_offset at its slot), and the feed's common case in C
+   (pyrepl/replication/_feed.c). */
 static PyObject *
 bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    static const char *const repl_names[1] = {"master_repl_offset"};
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "bind_feed(Replication.feed, feed_request)");
+        PyErr_SetString(PyExc_TypeError, "bind_feed(Replication, feed_request)");
         return NULL;
     }
-    keep(&py_feed, args[0]);
+    if (slots_bind(args[0], repl_names, 1, &repl_offset_off) < 0)
+        return NULL;
+    PyObject *feed = PyObject_GetAttrString(args[0], "feed");
+    if (feed == NULL)
+        return NULL;
+    keep(&py_feed, feed);
+    Py_DECREF(feed);
+    keep((PyObject **)&repl_type, args[0]);
     keep(&feed_request, args[1]);
     Py_RETURN_NONE;
 }
@@ -414,12 +424,7 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (M(cmd, M_WRITE) != Py_False) {   /* ... unless min-replicas-to-write is set */
             if (M(cmd, M_WRITE) != Py_True)
                 goto general;
-            PyObject *m = PyObject_GetAttr(K(core, K_CONFIG), str_min_replicas_to_write);
-            if (m == NULL)
-                return NULL;
-            int none = is_zero(m);
-            Py_DECREF(m);
-            if (!none)
+            if (!is_zero(K(core, K_MIN_REPLICAS)))
                 goto general;
         }
     }
@@ -482,7 +487,10 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(r);
             }
             if (guard != Py_None) {
-                PyObject *off = PyObject_GetAttr(guard, str_master_repl_offset);
+                PyObject *off = Py_TYPE(guard) == repl_type &&
+                                SLOT_AT(guard, repl_offset_off) != NULL
+                                ? Py_NewRef(SLOT_AT(guard, repl_offset_off))
+                                : PyObject_GetAttr(guard, str_master_repl_offset);
                 if (slot_set(c, client_off[C_WOFF], off) < 0)
                     goto done;
             }

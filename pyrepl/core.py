@@ -294,7 +294,7 @@ class ServerCore:
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
-                 "__dict__", "__weakref__")
+                 "min_replicas_to_write", "__dict__", "__weakref__")
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0) -> None:
@@ -376,6 +376,8 @@ class ServerCore:
         self.keys_waited = False
         self.pubsub = PubSub(self)
         self.notify_mask = config.notify_keyspace_events   # (pyrepl.notify)
+        # (read on every write of a master: kept here, in step with the config, as a slot)
+        self.min_replicas_to_write = config.min_replicas_to_write
         self.slowlog = SlowLog()
         self.latency = LatencyMonitor()
         self.pause = Pause(self)
@@ -412,6 +414,8 @@ class ServerCore:
             self.resample()
         elif name == "notify-keyspace-events":
             self.notify_mask = self.config.notify_keyspace_events
+        elif name == "min-replicas-to-write":
+            self.min_replicas_to_write = self.config.min_replicas_to_write
 
     # -- connections ----------------------------------------------------------------------
     def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1,
@@ -565,7 +569,7 @@ class ServerCore:
         # Replication refuses commands only on a replica (READONLY, MASTERDOWN) or on a
         # master with min-replicas-to-write (NOREPLICAS); skip the call otherwise.
         if guard is not None and (not self.expiry_deletes or (
-                cmd.write and self.config.min_replicas_to_write)) and c.kind != "master":
+                cmd.write and self.min_replicas_to_write)) and c.kind != "master":
             err = guard.check_command(c, cmd)
             if err is not None:
                 self._reject(c, err, cmd)
@@ -596,7 +600,7 @@ class ServerCore:
         ``_run_propagating`` says."""
         if not c.authenticated or c.subs is not None or c.restricted or \
                 (self.replication is not None and
-                 (not self.expiry_deletes or self.config.min_replicas_to_write)):
+                 (not self.expiry_deletes or self.min_replicas_to_write)):
             return False
         run = start_run(self, c, first, rest)   # (plainrun.start; its common case in C)
         if run is None:

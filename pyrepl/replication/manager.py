@@ -333,7 +333,7 @@ def _bind_feed() -> None:
 
     bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
          ReplicaSide)
-    bind_feed(Replication.feed, feed_request)
+    bind_feed(Replication, feed_request)
 
 
 _bind_feed()

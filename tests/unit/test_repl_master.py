@@ -852,6 +852,32 @@ def test_min_replicas_refuse_writes_without_enough_good_replicas(tmp_path) -> No
     assert m.run("SET", "k", "v") == b"+OK\r\n"  # lag 0 disables the check, as Redis
 
 
+def test_min_replicas_set_at_run_time_reaches_the_dispatch(tmp_path) -> None:
+    """The dispatch in C reads min-replicas-to-write from the core (kept in step by the
+    config's callback): a CONFIG SET takes effect at the next write, both ways. (20 writes
+    each through ``Client.process``, which calls the C ``execute``: a command's first call and
+    its sampled ones take the Python path, the rest the C.)"""
+    m = Master(tmp_path, ("min-replicas-max-lag", ["3"]))
+    online_replica(m)
+    c = m.user
+
+    def run_c(*args: str) -> bytes:
+        c.reader.feed(cmd(*args))
+        c.process()
+        return c.data_to_send()
+
+    for i in range(20):
+        assert run_c("SET", "k", str(i)) == b"+OK\r\n"
+    assert m.run("CONFIG", "SET", "min-replicas-to-write", "2") == b"+OK\r\n"
+    assert m.core.min_replicas_to_write == 2
+    for _ in range(20):
+        assert run_c("SET", "k", "v") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    assert m.run("CONFIG", "SET", "min-slaves-to-write", "0") == b"+OK\r\n"
+    for i in range(20):
+        assert run_c("SET", "k", f"w{i}") == b"+OK\r\n"
+    assert m.run("GET", "k") == b"$3\r\nw19\r\n"
+
+
 # -- introspection -----------------------------------------------------------------------------
 
 def test_info_client_list_and_memory(tmp_path) -> None:
