@@ -30,11 +30,13 @@
 
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
-    K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS, K_N
+    K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
+    K_SERVE_AFTER_FLUSH, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
+    "serve_after_flush",
 };
 
 enum {
@@ -161,15 +163,9 @@ flush_request(PyObject *core, PyObject *c, PyObject *argv)
             !PyTuple_CheckExact(item = PyList_GET_ITEM(pending, 0)) ||
             PyTuple_GET_SIZE(item) != 2 || PyTuple_GET_ITEM(item, 1) != argv ||
             !PyMethod_Check(feed) || PyMethod_GET_FUNCTION(feed) != py_feed ||
-            PyMethod_GET_SELF(feed) != K(core, K_REPLICATION))
+            PyMethod_GET_SELF(feed) != K(core, K_REPLICATION) ||
+            K(core, K_SERVE_AFTER_FLUSH) != Py_False)   /* (keys to serve after: the Python) */
         return 0;
-    PyObject *dict = PyObject_GenericGetDict(core, NULL);   /* (no instance override) */
-    if (dict == NULL)
-        return -1;
-    PyObject *own = PyDict_GetItemWithError(dict, str_flush_propagation);
-    Py_DECREF(dict);
-    if (own != NULL || PyErr_Occurred())
-        return own != NULL ? 0 : -1;
     Py_INCREF(item);
     PyObject *fargs[5] = {NULL, PyMethod_GET_SELF(feed), PyTuple_GET_ITEM(item, 0),
                           C(c, C_READER), argv};

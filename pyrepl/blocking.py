@@ -223,14 +223,12 @@ class Blocking:
             if core.replication is not None:
                 c.woff = core.replication.master_repl_offset
             self.serve_ready()
-        elif "flush_propagation" not in core.__dict__:
-            core.flush_propagation = self._flush_then_serve  # type: ignore[method-assign]
+        else:
+            core.serve_after_flush = True   # (core.flush_propagation calls the next method)
 
-    def _flush_then_serve(self, *request: object) -> None:
-        """``core.flush_propagation`` while an EXEC has made keys ready (see after_write)."""
-        core = self.core
-        del core.flush_propagation
-        core.flush_propagation(*request)
+    def serve_after_flush(self) -> None:
+        """After ``core.flush_propagation`` once an EXEC has made keys ready (see
+        after_write)."""
         if not self._serving:
             self.serve_ready()
 

@@ -294,7 +294,7 @@ class ServerCore:
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
-                 "min_replicas_to_write", "__dict__", "__weakref__")
+                 "min_replicas_to_write", "serve_after_flush", "__dict__", "__weakref__")
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0) -> None:
@@ -369,6 +369,8 @@ class ServerCore:
         # Clients that got output outside their own read (unblocked, replica links): the I/O
         # shell flushes them after every event it handles.
         self.pending_flush: list[Client] = []
+        # Keys an EXEC made ready are served once its writes are propagated (pyrepl.blocking)
+        self.serve_after_flush = False
         self.master_client: Client | None = None
         # Blocked clients (pyrepl.blocking); ``keys_waited`` is True while a client waits on
         # keys: the one test the write path makes for them.
@@ -973,6 +975,9 @@ class ServerCore:
             for db_id, argv in pending:
                 feed(db_id, argv)
             feed(pending[-1][0], [b"EXEC"])
+        if self.serve_after_flush:
+            self.serve_after_flush = False
+            self.blocking.serve_after_flush()
 
     # -- cron -----------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
