@@ -90,10 +90,11 @@ def chunks(data: bytes, size: int) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-def apply_all(sets: int, size: int) -> float:
-    """Seconds to apply ``sets`` SETs on a fresh online replica (set-up excluded)."""
+def apply_all(sets: int, size: int, data: bytes | None = None) -> float:
+    """Seconds to apply ``sets`` SETs (the stream ``data``, made here when None) on a fresh
+    online replica (set-up excluded)."""
     n = online_replica()
-    parts = chunks(stream(sets), size)
+    parts = chunks(stream(sets) if data is None else data, size)
     on_data, token = n.side.on_data, n.io.token
     t0 = time.perf_counter()
     for p in parts:
@@ -118,20 +119,27 @@ def floor(sets: int, size: int) -> float:
 
 
 def instructions(sets: int, size: int) -> int:
+    """Instructions of a process that reads the stream of ``sets`` SETs from a file (made
+    here: encoding it costs more than applying it) and applies it."""
+    import tempfile
+
     from common import callgrind_instructions
 
-    return callgrind_instructions(
-        [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size),
-         str(len(VALUE))],
-        env=dict(os.environ, PYTHONHASHSEED="0"))
+    with tempfile.NamedTemporaryFile(prefix="stream-", suffix=".resp") as f:
+        f.write(stream(sets))
+        f.flush()
+        return callgrind_instructions(
+            [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size), f.name],
+            env=dict(os.environ, PYTHONHASHSEED="0"))
 
 
 def main() -> int:
-    global VALUE
     if len(sys.argv) == 5 and sys.argv[1] == "--run":
-        VALUE = b"x" * int(sys.argv[4])
-        apply_all(int(sys.argv[2]), int(sys.argv[3]))
+        with open(sys.argv[4], "rb") as f:
+            data = f.read()
+        apply_all(int(sys.argv[2]), int(sys.argv[3]), data)
         return 0
+    global VALUE
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=16384, help="bytes per socket read")
