@@ -12,10 +12,20 @@ a silent branch). :func:`from_every` writes the table rows that the diagrams dra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 from typing import TypeVar
 
 State = TypeVar("State")
 Inp = TypeVar("Inp")
+
+
+class Machine(Enum):
+    """The base of every machine's states and inputs: a member hashes by identity, which is
+    what its equality already is. (Enum's own ``__hash__`` is a Python function, and a
+    replica's stream read makes two moves, each hashing a state and an input: ~0.3 us of a
+    read that applies one SET in ~4 us.)"""
+
+    __hash__ = object.__hash__
 
 
 def step(table: Mapping[tuple[State, Inp], State], state: State, inp: Inp,

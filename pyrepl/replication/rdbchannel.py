@@ -51,9 +51,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 
-from pyrepl.replication.fsm import from_every, step
+from pyrepl.replication.fsm import Machine, from_every, step
 from pyrepl.replication.wire import MAX_LINE, BulkHeader, FullResync
 from pyrepl.resp.writer import encode_command
 
@@ -61,7 +60,7 @@ from pyrepl.resp.writer import encode_command
 BLOCK_SIZE = 1024 * 1024 - 16
 
 
-class RdbChState(Enum):
+class RdbChState(Machine):
     """Redis 8's REPL_RDB_CH_* (replica side of the rdb channel), in the same order."""
 
     NONE = 0
@@ -72,7 +71,7 @@ class RdbChState(Enum):
     RDB_LOADING = 5
 
 
-class RdbChInput(Enum):
+class RdbChInput(Machine):
     CONNECT_START = "connect-start"  # the connection attempt begins
     SENT = "sent"  # the handshake batch (or PSYNC) was written
     SKIP = "skip"  # no AUTH was sent: no reply to wait for

@@ -25,11 +25,10 @@ last ``REPLCONF ACK``; INFO's ``lag`` is seconds since that ack.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING
 
 from pyrepl.replication.backlog import Cursor
-from pyrepl.replication.fsm import from_every, step
+from pyrepl.replication.fsm import Machine, from_every, step
 
 if TYPE_CHECKING:
     from pyrepl.client import Client
@@ -49,7 +48,7 @@ WAIT_REPLICA_ERR = ("ERR WAIT cannot be used with replica instances. Please also
                     "the default) writes to replicas are just local and are not propagated.")
 
 
-class SlaveState(Enum):
+class SlaveState(Machine):
     """Redis's SLAVE_STATE_* (server.h); NONE and CLOSED frame a link's life."""
 
     NONE = 0
@@ -63,7 +62,7 @@ class SlaveState(Enum):
     CLOSED = -1
 
 
-class LinkInput(Enum):
+class LinkInput(Machine):
     PARTIAL = "partial"  # PSYNC accepted: +CONTINUE
     FULL = "full"  # PSYNC refused or SYNC: a full sync is needed
     SNAPSHOT_STARTED = "snapshot-started"  # a snapshot for this link was forked

@@ -33,9 +33,7 @@ The handshake states and the rest are named once here (``_HANDSHAKE``, ``_LINKED
 
 from __future__ import annotations
 
-from enum import Enum
-
-from pyrepl.replication.fsm import from_every
+from pyrepl.replication.fsm import Machine, from_every
 
 #: The longest wait between syncs whose dataset this replica could not load (rdb-unsupported).
 LOAD_BACKOFF_MAX_MS = 60_000
@@ -47,7 +45,7 @@ ROLE = "replica"
 DRAIN_BLOCKS = 2
 
 
-class ReplState(Enum):
+class ReplState(Machine):
     """Redis's REPL_STATE_* (server.h), in the same order."""
 
     NONE = 0
@@ -65,7 +63,7 @@ class ReplState(Enum):
     CONNECTED = 12
 
 
-class Input(Enum):
+class Input(Machine):
     """What can happen to the replica's link (a command, an I/O event, or a parsed reply)."""
 
     REPLICAOF = "replicaof"  # REPLICAOF host port (or replicaof from config)
