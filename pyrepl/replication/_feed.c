@@ -171,7 +171,7 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (by == NULL || slot_set(repl, repl_off[R_OFFSET], PyNumber_Add(before, by)) < 0)
         goto done;
     memcpy(PyByteArray_AS_STRING(buf) + used, PyBytes_AS_STRING(win) + (lo - wbase), n);
-    if (slot_set(tail, block_off[K_USED], PyLong_FromSsize_t(used + n)) < 0 ||
+    if (slot_set_int(tail, block_off[K_USED], used + n) < 0 ||
             slot_add(backlog, backlog_off[B_OFFSET], n) < 0 ||
             slot_add(backlog, backlog_off[B_HISTLEN], n) < 0)
         goto done;

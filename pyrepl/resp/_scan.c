@@ -287,7 +287,7 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         slot_put(r, slot_offset[S_CONSUMED], consumed);
     slot_put(r, slot_offset[S_REST], Py_False);
     PyObject *result = NULL;
-    if (slot_set(r, slot_offset[S_FED], PyLong_FromLongLong(fed + len)) < 0)
+    if (slot_set_int(r, slot_offset[S_FED], fed + len) < 0)
         goto done;
     PyObject *base_obj = PyLong_FromLongLong(base);   /* (the slot's: borrowed below) */
     if (slot_set(r, slot_offset[S_BASE], base_obj) < 0 ||
