@@ -219,6 +219,12 @@ MALFORMED = st.one_of(
               st.integers(0, 3)),
     st.builds(lambda n: json.dumps({"ts": 1.0, "event": "link_down", "node": "x",
                                     "offset": n + 0.5}), st.integers(0, 3)),
+    # the lag mark where it does not make a lag sample: a later "event" key overrides it
+    # (unparseable), a line that does not start with "{" (read the other way: a good sample)
+    st.builds(lambda n: f'{{"ts":{n}.5,"event":"replica_lag","node":"x","event":"link_down"}}',
+              st.integers(0, 3)),
+    st.builds(lambda n: f' {{"ts":{n}.5,"event":"replica_lag","node":"x","lag_bytes":{n}}}',
+              st.integers(0, 3)),
 )
 
 
