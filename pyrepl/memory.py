@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from pyrepl.keyspace.zset import ZSet
 from pyrepl.resp.types import Map
 
 DICT_ENTRY = 3 * 8 + 8     # a CPython dict slot (hash, key, value) and its index share
@@ -38,6 +39,8 @@ def deep_size(v: Any, samples: int = 5, depth: int = 0) -> int:
     if depth >= MAX_DEPTH or isinstance(v, (bytes, bytearray, str, int, float, bool)):
         return size
     d = depth + 1
+    if type(v) is ZSet:   # (its size counts its tree; its dict holds the members and scores)
+        return size + deep_size(v.dict, samples, d)
     if isinstance(v, dict):
         return size + _sampled(((k, x) for k, x in v.items()), len(v), samples, d)
     if isinstance(v, tuple) and len(v) <= 4:

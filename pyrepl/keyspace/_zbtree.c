@@ -1044,6 +1044,33 @@ bad_tail:
 }
 #undef FAIL
 
+static size_t node_bytes(const bnode *b)
+{
+    size_t per = sizeof(double) + sizeof(PyObject *) +
+                 (b->leaf ? 0 : sizeof(bnode *) + sizeof(Py_ssize_t));
+    return sizeof(bnode) + (size_t)b->cap * per;
+}
+
+static size_t tree_bytes(const bnode *b)
+{
+    size_t n = node_bytes(b);
+    if (!b->leaf)
+        for (int j = 0; j < b->n; j++)
+            n += tree_bytes(b->child[j]);
+    return n;
+}
+
+/* __sizeof__(): the object and the nodes it allocated (the dict and the members are objects
+ * of their own: MEMORY USAGE adds them, pyrepl/memory.py). */
+static PyObject *zindex_sizeof(ZIndex *z, PyObject *unused)
+{
+    size_t n = (size_t)Py_TYPE(z)->tp_basicsize + tree_bytes(z->root);
+    for (int k = 0; k < 2; k++)
+        for (const bnode *b = k ? z->spare_inner : z->spare_leaf; b; b = b->next)
+            n += node_bytes(b);
+    return PyLong_FromSize_t(n);
+}
+
 static PyObject *zindex_depth(ZIndex *z, PyObject *unused)
 {
     return PyLong_FromLong(z->depth);
@@ -1064,6 +1091,8 @@ static PyMethodDef zindex_methods[] = {
      "remove the items with ascending index in [start, stop)"},
     {"_check", (PyCFunction)zindex_check, METH_NOARGS, "assert the invariants"},
     {"_depth", (PyCFunction)zindex_depth, METH_NOARGS, "inner levels above the leaves"},
+    {"__sizeof__", (PyCFunction)zindex_sizeof, METH_NOARGS,
+     "the object and its tree's nodes, in bytes"},
     {NULL, NULL, 0, NULL},
 };
 

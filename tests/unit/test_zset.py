@@ -263,3 +263,24 @@ def test_tree_grows_and_shrinks_through_levels():
     z.check()
     with pytest.raises(ValueError):
         ZSet(_fanout=3)
+
+
+def test_memory_usage_counts_the_tree_and_the_members():
+    """MEMORY USAGE of a sorted set counts its nodes (``__sizeof__``) and its dict's members
+    and scores, growing with the set as a hash of the same members does."""
+    from pyrepl.memory import key_size
+
+    sizes = {}
+    for n in (5, 1000, 20000):
+        z = ZSet()
+        h = {}
+        for i in range(n):
+            z.set_score(b"member:%d" % i, float(i))
+            h[b"member:%d" % i] = b"%d" % i
+        base = ZSet.__basicsize__
+        assert z.__sizeof__() >= base + n * 16          # a leaf slot per member, at least
+        sizes[n] = key_size(b"z", z, 5)
+        assert sizes[n] > key_size(b"h", h, 5) * 0.9   # members, scores and the tree
+    assert sizes[1000] > 1000 * 100         # the member bytes alone are ~45 each
+    per_1k, per_20k = sizes[1000] / 1000, sizes[20000] / 20000
+    assert 0.5 < per_20k / per_1k < 2       # a cost per member, not per set
