@@ -107,12 +107,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     };
     if (slots_bind_each(args, specs, 6) < 0)
         return NULL;
-    PyObject *ex = PyObject_GetAttrString(args[0], "execute");
-    if (ex == NULL)
-        return NULL;
-    keep(&py_execute, ex);
-    Py_DECREF(ex);
-    if (intern(&str_failed_call, "failed_call") || intern(&str_after_write, "after_write") ||
+    if (keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
+            intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset"))
         return NULL;
@@ -142,11 +138,8 @@ bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (slots_bind(args[0], repl_names, 1, &repl_offset_off) < 0)
         return NULL;
-    PyObject *feed = PyObject_GetAttrString(args[0], "feed");
-    if (feed == NULL)
+    if (keep_attr(&py_feed, args[0], "feed") < 0)
         return NULL;
-    keep(&py_feed, feed);
-    Py_DECREF(feed);
     keep((PyObject **)&repl_type, args[0]);
     keep(&feed_request, args[1]);
     Py_RETURN_NONE;

@@ -237,8 +237,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     };
     if (slots_bind_each(args, specs, 5) < 0)
         return NULL;
-    if (str_latency_tracking == NULL &&
-            (str_latency_tracking = PyUnicode_InternFromString("latency_tracking")) == NULL)
+    if (intern(&str_latency_tracking, "latency_tracking") < 0)
         return NULL;
     PyObject **where[8] = {(PyObject **)&ak_type, (PyObject **)&ac_type,
                            (PyObject **)&am_type, (PyObject **)&as_type,

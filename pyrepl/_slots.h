@@ -82,8 +82,8 @@ slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)
 }
 
 /* CPython 3.11 keeps an int as Py_SIZE(v) digits of PyLong_SHIFT (30) bits, the sign in the
-   size. A counter below 2^60 has at most two digits: read straight, and, in slot_add, written
-   in place (see there). Other versions go through the API. */
+   size. A counter below 2^60 has at most two digits: read straight, and, in slot_set_int,
+   written in place (see there). Other versions go through the API. */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
 #define SLOT_INT_DIGITS 1
 #define SLOT_INT_LIMIT (1LL << 60)
@@ -193,6 +193,16 @@ keep(PyObject **where, PyObject *v)
     Py_XINCREF(v);
     Py_XSETREF(*where, v);
     return v == NULL ? -1 : 0;
+}
+
+/* *where := o.name (a method the C calls back: the reference); -1 with an error set. */
+static inline int
+keep_attr(PyObject **where, PyObject *o, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(o, name);
+    int rc = keep(where, v);
+    Py_XDECREF(v);
+    return rc;
 }
 
 #endif

@@ -81,27 +81,32 @@ static int ele_cmp(PyObject *a, PyObject *b)
     return la < lb ? -1 : la > lb;
 }
 
-/* Does (s, e) sort before the key (score, ele)? With ele NULL the key is (score,): before
- * every member of that score, as a 1-tuple sorts before the 2-tuples it prefixes. */
-static inline int before(double s, PyObject *e, double score, PyObject *ele)
+/* Does (s, e) sort before the key (score, ele), or equal to it when or_equal? With ele NULL
+ * the key is (score,): before every member of that score, as a 1-tuple sorts before the
+ * 2-tuples it prefixes. */
+static inline int key_before(double s, PyObject *e, double score, PyObject *ele, int or_equal)
 {
-    return s < score || (s == score && ele != NULL && ele_cmp(e, ele) < 0);
+    return s < score || (s == score && ele != NULL && ele_cmp(e, ele) < or_equal);
 }
 
-/* Does separator (s, e) sort before or equal to the key? */
-static inline int at_or_before(double s, PyObject *e, double score, PyObject *ele)
+static inline int before(double s, PyObject *e, double score, PyObject *ele)
 {
-    return s < score || (s == score && ele != NULL && ele_cmp(e, ele) <= 0);
+    return key_before(s, e, score, ele, 0);
 }
 
 /* -- nodes ----------------------------------------------------------------------------------- */
 
-static bnode *node_alloc(int cap, int leaf)
+/* The bytes of a node of cap entries: the header, then its arrays. */
+static size_t node_size(int cap, int leaf)
 {
-    size_t head = sizeof(bnode);
     size_t per = sizeof(double) + sizeof(PyObject *) +
                  (leaf ? 0 : sizeof(bnode *) + sizeof(Py_ssize_t));
-    bnode *b = PyMem_Malloc(head + (size_t)cap * per);
+    return sizeof(bnode) + (size_t)cap * per;
+}
+
+static bnode *node_alloc(int cap, int leaf)
+{
+    bnode *b = PyMem_Malloc(node_size(cap, leaf));
     if (b == NULL)
         return NULL;
     char *p = (char *)(b + 1);
@@ -252,33 +257,33 @@ static void close_at(bnode *b, int i)
 
 /* -- descents -------------------------------------------------------------------------------- */
 
-/* The child of inner node b under which the key lies: the last j >= 1 whose separator is at or
- * before the key, else 0. */
-static inline int child_for(const bnode *b, double score, PyObject *ele)
+/* The first position from lo on in node b whose key is not before the key (not before or
+ * equal to it when or_equal): a binary search, the keys being in order. */
+static inline int first_not_before(const bnode *b, int lo, double score, PyObject *ele,
+                                   int or_equal)
 {
-    int lo = 1, hi = b->n;
+    int hi = b->n;
     while (lo < hi) {
         int mid = (lo + hi) >> 1;
-        if (at_or_before(b->score[mid], b->ele[mid], score, ele))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
-/* The first position of leaf b whose item is not before the key. */
-static inline int leaf_lower(const bnode *b, double score, PyObject *ele)
-{
-    int lo = 0, hi = b->n;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (before(b->score[mid], b->ele[mid], score, ele))
+        if (key_before(b->score[mid], b->ele[mid], score, ele, or_equal))
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* The child of inner node b under which the key lies: the last j >= 1 whose separator is at or
+ * before the key, else 0. */
+static inline int child_for(const bnode *b, double score, PyObject *ele)
+{
+    return first_not_before(b, 1, score, ele, 1) - 1;
+}
+
+/* The first position of leaf b whose item is not before the key. */
+static inline int leaf_lower(const bnode *b, double score, PyObject *ele)
+{
+    return first_not_before(b, 0, score, ele, 0);
 }
 
 /* Descend to the key: fills p; returns the number of items before it. */
@@ -359,11 +364,8 @@ static int insert_prepare(ZIndex *z, path *p)
         z->root = z->first = z->last = p->leaf = r;
         return 0;
     }
-    if (z->depth == 0) {    /* a full root leaf splits under a new root */
-        if (reserve(z, 1, 1) < 0)
-            return -1;
-        return 0;
-    }
+    if (z->depth == 0)      /* a full root leaf splits under a new root */
+        return reserve(z, 1, 1);
     return split_needs(z, p);
 }
 
@@ -1031,29 +1033,20 @@ static PyObject *zindex_check(ZIndex *z, PyObject *unused)
     bnode *prev = NULL;
     if (check_node(z, z->root, 0, 0, 0.0, NULL, 0, 0.0, NULL, &total, &prev) < 0)
         return NULL;
-    if (prev != z->last || prev->next != NULL)
-        goto bad_tail;
-    if (total != z->length || PyDict_GET_SIZE(z->dict) != total) {
-        PyErr_SetString(PyExc_AssertionError, "length mismatch");
+    const char *bad = prev != z->last || prev->next != NULL ? "bad last leaf"
+                      : total != z->length || PyDict_GET_SIZE(z->dict) != total
+                      ? "length mismatch" : NULL;
+    if (bad != NULL) {
+        PyErr_SetString(PyExc_AssertionError, bad);
         return NULL;
     }
     Py_RETURN_NONE;
-bad_tail:
-    PyErr_SetString(PyExc_AssertionError, "bad last leaf");
-    return NULL;
 }
 #undef FAIL
 
-static size_t node_bytes(const bnode *b)
-{
-    size_t per = sizeof(double) + sizeof(PyObject *) +
-                 (b->leaf ? 0 : sizeof(bnode *) + sizeof(Py_ssize_t));
-    return sizeof(bnode) + (size_t)b->cap * per;
-}
-
 static size_t tree_bytes(const bnode *b)
 {
-    size_t n = node_bytes(b);
+    size_t n = node_size(b->cap, b->leaf);
     if (!b->leaf)
         for (int j = 0; j < b->n; j++)
             n += tree_bytes(b->child[j]);
@@ -1067,7 +1060,7 @@ static PyObject *zindex_sizeof(ZIndex *z, PyObject *unused)
     size_t n = (size_t)Py_TYPE(z)->tp_basicsize + tree_bytes(z->root);
     for (int k = 0; k < 2; k++)
         for (const bnode *b = k ? z->spare_inner : z->spare_leaf; b; b = b->next)
-            n += node_bytes(b);
+            n += node_size(b->cap, b->leaf);
     return PyLong_FromSize_t(n);
 }
 

@@ -81,13 +81,10 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     };
     if (slots_bind_each(args, specs, 5) < 0)
         return NULL;
-    PyObject *dr = PyObject_GetAttrString(args[0], "data_received");
-    PyObject *pr = PyObject_GetAttrString(args[1], "process");
-    int bad = keep(&py_data_received, dr) | keep(&py_execute, args[5]) | keep(&py_process, pr) |
-              keep(&py_first, args[6]);
-    Py_XDECREF(dr);
-    Py_XDECREF(pr);
-    if (bad || intern(&str_write, "write") || intern(&str_close, "close") ||
+    if (keep_attr(&py_data_received, args[0], "data_received") ||
+            keep_attr(&py_process, args[1], "process") || keep(&py_execute, args[5]) ||
+            keep(&py_first, args[6]) || intern(&str_write, "write") ||
+            intern(&str_close, "close") ||
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
             intern(&str_flush_scheduled, "_flush_scheduled"))

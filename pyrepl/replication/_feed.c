@@ -11,10 +11,10 @@
    stays the reference (tests/unit/test_dispatch.py compares both, replicas streaming).
 
    The common case: repl, backlog, its tail block, reader, replica side and links are exactly
-   Replication, Backlog, Block, FastRespReader, ReplicaSide, ReplicaLink with a Cursor; we are a master (no
-   ``replicaof``); ``db_id`` is the stream's db already (no SELECT); ``argv`` is the request
-   the reader returned last (so its bytes are its RESP encoding); they fit in the tail block;
-   and no replica waits to be attached at the next byte.
+   Replication, Backlog, Block, FastRespReader, ReplicaSide, ReplicaLink with a Cursor; we are
+   a master (no ``replicaof``); ``db_id`` is the stream's db already (no SELECT); ``argv`` is
+   the request the reader returned last (so its bytes are its RESP encoding); they fit in the
+   tail block; and no replica waits to be attached at the next byte.
 
    Why C (bench/RESULTS.md, "The dispatch in C"): with one replica a SET ran ~32 more Python
    lines (flush_propagation, raw_last, feed, append, stream) for one copy and four counters. */
@@ -78,8 +78,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     };
     if (slots_bind_each(args, specs, 8) < 0)
         return NULL;
-    if (str_pending_flush == NULL &&
-            (str_pending_flush = PyUnicode_InternFromString("pending_flush")) == NULL)
+    if (intern(&str_pending_flush, "pending_flush") < 0)
         return NULL;
     PyTypeObject **types[8] = {&repl_type, &backlog_type, &block_type, &reader_type,
                                &master_type, &link_type, &cursor_type, &replica_type};

@@ -220,8 +220,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (slots_bind(args[0], slot_names, S_CONSUMED, slot_offset) < 0 ||
             slots_bind(args[1], slot_names + S_CONSUMED, 1, slot_offset + S_CONSUMED) < 0)
         return NULL;
-    if (str_feed_first == NULL &&
-            (str_feed_first = PyUnicode_InternFromString("feed_first")) == NULL)
+    if (intern(&str_feed_first, "feed_first") < 0)
         return NULL;
     Py_INCREF(args[0]);
     Py_XSETREF(reader_type, (PyTypeObject *)args[0]);
