@@ -81,15 +81,40 @@ def _pss(pid: int) -> int:
     return pss if pss is not None else _proc_kb(pid, "status", "VmRSS:") or 0
 
 
+# kcmp(2)'s syscall number (KCMP_VM: do two processes share one address space?)
+_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+_libc = None
+
+
+def same_address_space(a: int, b: int) -> bool | None:
+    """Whether processes ``a`` and ``b`` share one address space (Linux ``kcmp(KCMP_VM)``);
+    None when that cannot be told (no kcmp here, a process gone, no permission)."""
+    global _libc
+    if _KCMP is None:
+        return None
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    r = _libc.syscall(_KCMP, a, b, 1, 0, 0)  # 1: KCMP_VM
+    return None if r < 0 else r == 0
+
+
 def tree_rss(root: int) -> int:
-    """Bytes of memory of ``root`` and all its descendants: the sum of their PSS. (Summing RSS
-    would count a JVM twice for the instant a forked helper exists before its exec: Hadoop's
-    local file system forks for some file operations.)"""
+    """Bytes of memory of ``root`` and all its descendants: the sum of their PSS, each address
+    space once. (Summing RSS would count a JVM twice for the instant a forked helper exists
+    before its exec. PSS splits the pages a fork shares, but not those of a child made with
+    ``CLONE_VM``: the JVM starts every helper process (Hadoop's ``chmod`` of each file it
+    writes, ``rm`` at exit) with ``posix_spawn``, whose child runs in the JVM's own memory until
+    it execs, and reads as the JVM's whole PSS again. Such a child, told by ``kcmp``, is not
+    counted: a sampler that met one saw ~2 GiB at 20M events for ~1 GiB used.)"""
     kids = _children()
-    total, todo = 0, [root]
+    total, todo = 0, [(root, None)]
     while todo:
-        pid = todo.pop()
-        todo.extend(kids.get(pid, []))
+        pid, parent = todo.pop()
+        todo.extend((k, pid) for k in kids.get(pid, []))
+        if parent is not None and same_address_space(pid, parent):
+            continue
         total += _pss(pid)
     return total
 
