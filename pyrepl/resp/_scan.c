@@ -82,15 +82,89 @@ name_object(const char *d, Py_ssize_t len)
     return name;
 }
 
-/* The scan over buf[0:len] from pos (see the module doc). Sets *reqs and *ends (new lists)
-   and *stop, the offset in buf where it stopped (the end of the last request taken, or pos);
-   -1 with an exception set on failure (a MemoryError). */
+/* list.append(v) stealing v (-1 on failure, v released): in place while the list has room,
+   as a reused list does (list_empty). */
+static inline int
+list_push(PyObject *list, PyObject *v)
+{
+    PyListObject *l = (PyListObject *)list;
+    Py_ssize_t n = Py_SIZE(l);
+    if (n < l->allocated) {
+        l->ob_item[n] = v;
+        Py_SET_SIZE(l, n + 1);
+        return 0;
+    }
+    int rc = PyList_Append(list, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Empty a list, keeping its allocation for list_push. (The size goes first: what releasing
+   an item may run sees an empty list.) */
+static void
+list_empty(PyObject *list)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject **items = ((PyListObject *)list)->ob_item;
+    Py_SET_SIZE(list, 0);
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(items[i]);
+}
+
+/* A batch that first() let go of while nothing else held it, kept for its next read: a
+   5-tuple (reqs, None, None, None, ends) whose lists are empty but keep their room, so that
+   a lone request's read allocates neither the tuple nor the lists and their arrays (nor
+   releases the last read's: ~750 instructions of the read's ~2,600). Only first() takes it. */
+static PyObject *spare_batch;
+#define SPARE_ROOM 16   /* (lists grown bigger by a pipeline are let go) */
+
+static int
+spare_list(PyObject *list)
+{
+    return PyList_CheckExact(list) && Py_REFCNT(list) == 1 &&
+           ((PyListObject *)list)->allocated <= SPARE_ROOM;
+}
+
+/* Release a reader's batch (stolen; NULL or None too), kept as the spare when it can be. */
+static void
+release_batch(PyObject *b)
+{
+    if (spare_batch == NULL && b != NULL && PyTuple_CheckExact(b) && Py_REFCNT(b) == 1 &&
+            PyTuple_GET_SIZE(b) == 5 && spare_list(PyTuple_GET_ITEM(b, 0)) &&
+            spare_list(PyTuple_GET_ITEM(b, 4))) {
+        spare_batch = b;   /* (taken first: whatever a release below runs finds it taken) */
+        for (Py_ssize_t i = 1; i < 4; i++) {
+            PyObject *item = PyTuple_GET_ITEM(b, i);
+            PyTuple_SET_ITEM(b, i, Py_NewRef(Py_None));
+            Py_DECREF(item);
+        }
+        list_empty(PyTuple_GET_ITEM(b, 0));
+        list_empty(PyTuple_GET_ITEM(b, 4));
+        return;
+    }
+    Py_XDECREF(b);
+}
+
+/* reader._batch := b (stolen), the old one released. */
+static void
+set_batch(PyObject *r, Py_ssize_t off, PyObject *b)
+{
+    PyObject *old = SLOT_AT(r, off);
+    SLOT_AT(r, off) = b;
+    release_batch(old);
+}
+
+/* The scan over buf[0:len] from pos (see the module doc). Sets *reqs and *ends and *stop, the
+   offset in buf where it stopped (the end of the last request taken, or pos); -1 with an
+   exception set on failure (a MemoryError). *reqs and *ends come in as empty lists to fill
+   (references the scan takes over) or NULL (new lists). */
 static int
 scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
             Py_ssize_t maxcount, Py_ssize_t maxbulk, long long base,
             PyObject **reqs_out, PyObject **ends_out, Py_ssize_t *stop_out)
 {
-    PyObject *reqs = PyList_New(0), *ends = PyList_New(0);
+    PyObject *reqs = *reqs_out != NULL ? *reqs_out : PyList_New(0),
+             *ends = *ends_out != NULL ? *ends_out : PyList_New(0);
     if (reqs == NULL || ends == NULL)
         goto fail;
     const char *end = buf + len, *p = buf + pos;
@@ -127,13 +201,16 @@ scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
             break;
         }
         PyObject *e = PyLong_FromLongLong(base + (long long)(q - buf));
-        if (e == NULL || PyList_Append(ends, e) < 0 || PyList_Append(reqs, argv) < 0) {
-            Py_XDECREF(e);
+        if (e == NULL) {
             Py_DECREF(argv);
             goto fail;
         }
-        Py_DECREF(e);
-        Py_DECREF(argv);
+        if (list_push(ends, e) < 0) {
+            Py_DECREF(argv);
+            goto fail;
+        }
+        if (list_push(reqs, argv) < 0)   /* (ends is one ahead: the caller drops both) */
+            goto fail;
         p = q;
     }
     *reqs_out = reqs;
@@ -166,7 +243,7 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    PyObject *reqs, *ends, *result = NULL;
+    PyObject *reqs = NULL, *ends = NULL, *result = NULL;
     if (pos < 0 || pos > view.len) {
         PyErr_SetString(PyExc_ValueError, "pos out of range");
     } else if (scan_buffer(view.buf, view.len, pos, window, maxcount, maxbulk, base,
@@ -276,12 +353,19 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (fed < 0 || base < 0 || count_max < 0 || bulk_max < 0)
         goto general;
     /* From here on the moves are feed_first's, in its order. */
-    PyObject *reqs, *ends;
+    PyObject *reqs = NULL, *ends = NULL, *sp = spare_batch;
     Py_ssize_t stop;
+    if (sp != NULL) {   /* the spare's lists, filled by the scan */
+        spare_batch = NULL;
+        reqs = Py_NewRef(PyTuple_GET_ITEM(sp, 0));
+        ends = Py_NewRef(PyTuple_GET_ITEM(sp, 4));
+    }
     base += buflen;
     if (scan_buffer(PyBytes_AS_STRING(data), len, 0, scan_window, (Py_ssize_t)count_max,
-                    (Py_ssize_t)bulk_max, base, &reqs, &ends, &stop) < 0)
+                    (Py_ssize_t)bulk_max, base, &reqs, &ends, &stop) < 0) {
+        Py_XDECREF(sp);   /* (its lists may hold part of the scan) */
         return NULL;   /* (a MemoryError before any slot changed) */
+    }
     if (consumed != NULL)
         slot_put(r, slot_offset[S_CONSUMED], consumed);
     slot_put(r, slot_offset[S_REST], Py_False);
@@ -295,26 +379,45 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_put(r, slot_offset[S_BUF], data);
     Py_ssize_t n = PyList_GET_SIZE(reqs);
     if (n == 0) {
-        slot_put(r, slot_offset[S_BATCH], Py_None);
+        set_batch(r, slot_offset[S_BATCH], Py_NewRef(Py_None));
         slot_put(r, slot_offset[S_REST], Py_True);
         slot_put(r, slot_offset[S_SPENT], Py_False);
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *new_batch = PyTuple_Pack(5, reqs, data, base_obj, base_obj, ends);
-    PyObject *queue = PyList_New(n - 1);
-    if (new_batch == NULL || queue == NULL) {
-        Py_XDECREF(new_batch);
+    /* queue := reqs[:0:-1]; for a lone request the empty one there stays when no one else
+       holds it (a new empty list would be the same to everyone) */
+    PyObject *queue = SLOT(r, S_QUEUE);
+    if (n == 1 && queue != NULL && PyList_CheckExact(queue) && PyList_GET_SIZE(queue) == 0 &&
+            Py_REFCNT(queue) == 1) {
+        queue = NULL;
+    } else if ((queue = PyList_New(n - 1)) == NULL) {
+        goto done;
+    }
+    PyObject *new_batch;   /* (reqs, data, base, base, ends) */
+    if (sp != NULL) {
+        new_batch = sp;
+        sp = NULL;
+        PyObject *items[3] = {data, base_obj, base_obj};
+        for (Py_ssize_t i = 1; i < 4; i++) {
+            PyObject *none = PyTuple_GET_ITEM(new_batch, i);
+            PyTuple_SET_ITEM(new_batch, i, Py_NewRef(items[i - 1]));
+            Py_DECREF(none);
+        }
+    } else if ((new_batch = PyTuple_Pack(5, reqs, data, base_obj, base_obj, ends)) == NULL) {
         Py_XDECREF(queue);
         goto done;
     }
-    for (Py_ssize_t i = 1; i < n; i++)   /* reqs[:0:-1] */
-        PyList_SET_ITEM(queue, i - 1, Py_NewRef(PyList_GET_ITEM(reqs, n - i)));
-    Py_XSETREF(SLOT(r, S_BATCH), new_batch);
-    Py_XSETREF(SLOT(r, S_QUEUE), queue);
+    if (queue != NULL) {
+        for (Py_ssize_t i = 1; i < n; i++)   /* reqs[:0:-1] */
+            PyList_SET_ITEM(queue, i - 1, Py_NewRef(PyList_GET_ITEM(reqs, n - i)));
+        Py_XSETREF(SLOT(r, S_QUEUE), queue);
+    }
+    set_batch(r, slot_offset[S_BATCH], new_batch);
     slot_put(r, slot_offset[S_SPENT], stop == len ? Py_True : Py_False);
     result = Py_NewRef(PyList_GET_ITEM(reqs, 0));
 done:
+    Py_XDECREF(sp);
     Py_DECREF(reqs);
     Py_DECREF(ends);
     return result;

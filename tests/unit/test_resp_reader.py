@@ -1056,6 +1056,28 @@ def test_first_in_c_moves_the_slots_as_feed_first_does(pieces, cuts, limit, arra
         assert outcome[0] == outcome[1]
 
 
+def test_a_batch_someone_holds_never_changes():
+    """``first`` keeps the batch it lets go of for its next read, of any reader (_scan.c's
+    spare: its tuple and lists are filled again), but only when the reader alone held it. A
+    batch, its request list or a request that anyone else holds stays as it was through the
+    later reads of that reader and of another; and each read's slots are the reference's."""
+    fast, ref = [FastRespReader(), FastRespReader()], [FastRespReader(), FastRespReader()]
+    held = []
+    for i in range(60):
+        for k in (0, 1):
+            req = enc(b"SET", b"k%d:%d" % (k, i), b"v" * i)
+            got, want = first(fast[k], req), FastRespReader.feed_first(ref[k], req)
+            assert got == want == [b"SET", b"k%d:%d" % (k, i), b"v" * i]
+            assert _state(fast[k]) == _state(ref[k])
+            batch = fast[k]._batch
+            kept = (batch, batch[0], batch[0][0], batch[4])[i % 5] if i % 5 < 4 else None
+            if kept is not None:
+                held.append((kept, repr(kept)))
+            del batch, kept
+    for obj, was in held:
+        assert repr(obj) == was
+
+
 def test_first_takes_any_reader():
     """The pure reader, or a subclass, goes the general way (their own ``feed_first``)."""
     class Sub(FastRespReader):
