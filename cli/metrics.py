@@ -153,7 +153,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         raise click.ClickException(text.splitlines()[0] if text else type(e).__name__) from e
     finally:
         if owned:
-            spark.stop()
+            session.stop(spark, end_jvm=True)
             if session.finish_archive(archive, jvm):
                 say(f"class archive written: {archive.path}")
 

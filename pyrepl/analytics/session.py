@@ -298,6 +298,49 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
     return spark
 
 
+def stop(spark: Any, end_jvm: bool = False) -> None:
+    """``spark.stop()`` without its idle wait; with ``end_jvm`` the JVM is told to exit too
+    (its stdin closed), so that its own shutdown (~0.3 s) overlaps Python's. PySpark's
+    accumulator server is a ``socketserver`` that looks for a stop request every 0.5 s, and
+    ``stop`` waits for it: 0-0.5 s of every run's end spent idle. Its ``shutdown`` (called by
+    ``stop`` once the JVM's context has stopped, as before) here also raises the request itself
+    and wakes the server with a connection, which it sees and leaves unanswered. Without the
+    private flag (another Python) the server stops as before."""
+    quick_shutdown(getattr(spark.sparkContext, "_accumulatorServer", None))
+    proc = gateway_process(spark)
+    spark.stop()
+    if end_jvm and proc is not None and proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+
+def quick_shutdown(server: Any) -> None:
+    """Make a ``socketserver`` server's ``shutdown`` wake it instead of waiting for its next
+    poll (see ``stop``); nothing for None or a server without the flag."""
+    if server is None or not hasattr(server, "_BaseServer__shutdown_request"):
+        return
+    shutdown = server.shutdown
+
+    def quick() -> None:
+        server._BaseServer__shutdown_request = True
+        _wake(server.server_address)
+        shutdown()
+
+    server.shutdown = quick
+
+
+def _wake(address: Any) -> None:
+    import socket
+
+    with contextlib.suppress(OSError):
+        if isinstance(address, str):  # a Unix socket's path
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1)
+                s.connect(address)
+        else:
+            socket.create_connection(address[:2], timeout=1).close()
+
+
 def record_archive() -> int:
     """Record the class-data-sharing archive ahead (``python -m pyrepl.analytics.session``):
     ``pyrepl metrics`` over a few synthetic events, from NDJSON and from Parquet, in a
@@ -332,7 +375,7 @@ def record_archive() -> int:
             read.convert(spark, [logs], pq)
             report.write_report(job.run(spark, [pq]), os.path.join(work, "out"))
         finally:
-            spark.stop()
+            stop(spark)
         ok = finish_archive(archive, proc)
     finally:
         shutil.rmtree(work, ignore_errors=True)

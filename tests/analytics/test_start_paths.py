@@ -1,16 +1,18 @@
 """The shortcuts that make a ``pyrepl metrics`` run start and finish sooner, held to what they
 replace: the row count of Parquet inputs from their footers (not a Spark count), the driver's
-tables handed to Spark as JSON text (not ``createDataFrame`` of Python rows), and the JVM's
+tables handed to Spark as JSON text (not ``createDataFrame`` of Python rows), the JVM's
 class-data-sharing archive (recorded by a first run, used by the next; the results are the
-same)."""
+same), and the end's stop of PySpark's accumulator server (woken, not waited for)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import socketserver
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -110,3 +112,38 @@ def test_class_archive_recorded_once_then_used_with_the_same_results(tmp_path) -
         assert s["input"]["malformed"]["missing-required"] == 1
     assert summaries[0] == summaries[1]
     assert (cds / archives[0]).stat().st_size > 10 << 20
+
+
+@pytest.mark.parametrize("unix", [False, True])
+def test_quick_shutdown_wakes_the_server_and_serves_nothing(tmp_path, unix) -> None:
+    handled: list[int] = []
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            handled.append(1)
+
+    server = (socketserver.UnixStreamServer(str(tmp_path / "sock"), Handler) if unix
+              else socketserver.TCPServer(("127.0.0.1", 0), Handler))
+    # an hour between polls: a shutdown that waits for the next one would not return here
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 3600},
+                               daemon=True)
+    serving.start()
+    session.quick_shutdown(server)
+    stopping = threading.Thread(target=server.shutdown, daemon=True)
+    stopping.start()
+    stopping.join(60)
+    serving.join(60)
+    server.server_close()
+    assert not stopping.is_alive() and not serving.is_alive()
+    assert handled == []  # the wake-up connection is seen, not served
+    session.quick_shutdown(None)  # no server: nothing to do
+
+
+def test_a_plain_server_keeps_its_own_shutdown() -> None:
+    class NoFlag:
+        def shutdown(self) -> None:
+            pass
+
+    s = NoFlag()
+    session.quick_shutdown(s)
+    assert "shutdown" not in vars(s)
