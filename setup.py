@@ -20,6 +20,8 @@ setup(ext_modules=[
               depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"]),
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
+    Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"]),
     Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
               extra_compile_args=["-O2"]),
 ])

@@ -17,7 +17,8 @@
    Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP, MULTI or
    subscribe mode, is authenticated and unrestricted; the command is in the name cache with a
    valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up; the replication
-   layer has nothing to check (a master without min-replicas-to-write for a write); and this call
+   layer has nothing to check (a master without min-replicas-to-write for a write, or a
+   replica's master client: the stream it applies); and this call
    is not one ``call`` times or takes its slow path for (one in 16 of a sampled command, every
    call of the others, all while a client tracks keys). Anything else calls the Python method
    before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
@@ -41,11 +42,11 @@ static const char *const core_names[K_N] = {
 
 enum {
     C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
-    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_N
+    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_N
 };
 static const char *const client_names[C_N] = {
     "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
-    "propagate_argv", "db", "out", "proto", "woff", "reader",
+    "propagate_argv", "db", "out", "proto", "woff", "reader", "kind",
 };
 
 enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_N };
@@ -84,7 +85,7 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset;
+                *str_master_repl_offset, *str_master;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -110,7 +111,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
-            intern(&str_master_repl_offset, "master_repl_offset"))
+            intern(&str_master_repl_offset, "master_repl_offset") ||
+            intern(&str_master, "master"))
         return NULL;
     PyTypeObject **types[6] = {&core_type, &client_type, &command_type, &stat_type, &db_type,
                                &raw_type};
@@ -375,6 +377,16 @@ done:
     return reply;
 }
 
+/* c.kind == "master": the client a replica's master stream runs as (the value is the literal
+   pyrepl/replication sets, interned; another str equal to it is compared). */
+static int
+is_master_client(PyObject *c)
+{
+    PyObject *kind = C(c, C_KIND);
+    return kind == str_master ||
+           (PyUnicode_CheckExact(kind) && PyUnicode_Compare(kind, str_master) == 0);
+}
+
 static PyObject *
 execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -407,10 +419,13 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             C(c, C_RESTRICTED) != Py_False)
         goto general;
     PyObject *guard = K(core, K_REPLICATION);
-    if (guard != Py_None) {   /* the replication layer checks nothing on a master ... */
-        if (K(core, K_EXPIRY_DELETES) != Py_True)
-            goto general;
-        if (M(cmd, M_WRITE) != Py_False) {   /* ... unless min-replicas-to-write is set */
+    if (guard != Py_None) {
+        /* the replication layer checks a replica's clients (READONLY, MASTERDOWN) but not
+           its master, and nothing on a master ... */
+        if (K(core, K_EXPIRY_DELETES) != Py_True) {
+            if (!is_master_client(c))
+                goto general;
+        } else if (M(cmd, M_WRITE) != Py_False) {   /* ... but min-replicas-to-write */
             if (M(cmd, M_WRITE) != Py_True)
                 goto general;
             if (!is_zero(K(core, K_MIN_REPLICAS)))

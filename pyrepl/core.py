@@ -31,6 +31,8 @@ from pyrepl._plainrun import bind as _bind_plainrun
 from pyrepl._plainrun import start as start_run
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
+from pyrepl.commands.hot import bind as _bind_hot
+from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.keyspace import hashttl
@@ -289,12 +291,13 @@ class Host:
 
 class ServerCore:
     # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
-    # dispatch; pyrepl/_plainrun.c: a run's checks and counts); everything else is in the
-    # dict.
+    # dispatch; pyrepl/_plainrun.c: a run's checks and counts; pyrepl/commands/_hot.c: the
+    # hottest commands' common forms); everything else is in the dict.
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
-                 "min_replicas_to_write", "serve_after_flush", "__dict__", "__weakref__")
+                 "min_replicas_to_write", "serve_after_flush", "notify_mask", "__dict__",
+                 "__weakref__")
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0) -> None:
@@ -1383,3 +1386,5 @@ _bind_dispatch(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED,
                encode, NAME_CACHE)   # (execute's common case in C: pyrepl/_dispatch.c)
 _bind_plainrun(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
                plainrun.account, plainrun.start)   # (a run's checks and counts in C)
+_bind_hot(ServerCore, Stats)   # (the hottest commands' common forms in C: pyrepl/commands/_hot.c)
+_install_hot()

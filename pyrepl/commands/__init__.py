@@ -10,6 +10,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     functions,
     geo,
     hashes,
+    hot,
     hyperloglog,
     introspection,
     keys,

@@ -14,15 +14,17 @@ import sys
 import tempfile
 
 import pytest
-from fakes import Master, cmd
+from fakes import NOW, Master, cmd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyrepl._dispatch import execute
 from test_execute_run import _server, _state, requests
 from test_repl_master import online_replica, parse_full_sync
+from test_repl_replica import synced_node
 
 from pyrepl.client import Client
 from pyrepl.core import ServerCore
+from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.fastreader import first
 
 _SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes"}
@@ -201,6 +203,65 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
             assert frames.count("flush_propagation") <= 2
         else:
             assert frames.count("flush_propagation") == 15 * 2
+
+
+def _replica_look(n) -> dict[str, object]:
+    core, mc = n.core, n.side.master.client
+    return {"digest": dataset_digest(core.dbs, NOW),
+            "cmdstats": {k.name: (s.calls, s.failed, s.rejected)
+                         for k, s in core.cmdstats.items()},
+            "errors": (dict(core.errorstats), core.stats.unexpected_error_replies),
+            "stats": (core.dirty, core.stats.keyspace_hits, core.stats.keyspace_misses),
+            "client": _slots(mc), "db": mc.db.id}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.one_of(requests(), EXTRA), min_size=1, max_size=40))
+@example(reqs=[["SET", "s", "v"], ["INCR", "n"], ["SELECT", "1"], ["LPUSH", "q", "x"],
+               ["GET", "s"], ["GET", "e1"], ["EXPIRE", "s", "100"], ["SET", "s", "w"]] * 3)
+def test_execute_runs_a_replicas_master_stream_as_the_python_dispatch(
+        reqs: list[list[str]]) -> None:
+    """On a replica, the commands of its master's stream (run as the master client, kind
+    ``master``: no READONLY check, expired keys kept until the master's DEL) give what the
+    Python method gives: the same replies (dropped by the stream, compared here), dataset,
+    counters and client slots."""
+    a, b = synced_node(), synced_node()
+    for r in reqs:
+        for n, run in ((a, execute), (b, ServerCore.execute)):
+            mc = n.side.master.client
+            n.core.applying_master_stream = True   # (as the stream's reads set it)
+            try:
+                run(n.core, mc, _read(mc, r))
+            finally:
+                n.core.applying_master_stream = False
+        assert a.side.master.client.data_to_send() == b.side.master.client.data_to_send()
+        assert _replica_look(a) == _replica_look(b)
+
+
+def test_a_replicas_master_stream_runs_no_python_dispatch() -> None:
+    """The master client's plain writes take the C path (the handler aside, in C too: one
+    sampled call of each in Python at most); a user client of the same read-only replica
+    still goes to the Python method, which answers READONLY."""
+    n = synced_node()
+    mc = n.side.master.client
+    frames: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("pyrepl/core.py"):
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        for i in range(15):
+            for r in (["SET", f"k{i}", "v"], ["INCR", "n"], ["HSET", "h", f"f{i}", "v"]):
+                execute(n.core, mc, _read(mc, r))
+    finally:
+        sys.setprofile(None)
+    assert len([f for f in frames if f in ("execute", "call")]) <= 3 * 2
+    assert n.core.dbs[0].data[b"n"] == b"15"
+    execute(n.core, n.client, _read(n.client, ["SET", "k", "v"]))
+    assert n.client.data_to_send() == \
+        b"-READONLY You can't write against a read only replica.\r\n"
 
 
 def test_execute_takes_the_reference_for_anything_else() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl import plainrun
+from pyrepl._dispatch import execute as dispatch
 from pyrepl._plainrun import account as account_run
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
@@ -143,13 +144,13 @@ class Stream:
         # the master's commands see keys that expired on our clock (its DEL removes them)
         core.applying_master_stream = True
         try:
-            self._apply_commands(ms, c, reader, core.execute, core.log)
+            self._apply_commands(ms, c, reader, core, core.log)
         finally:
             core.applying_master_stream = False
             # even if a command raised: what was applied is passed on, offsets stay coherent
             self._feed_applied(ms)
 
-    def _apply_commands(self, ms: MasterState, c: Client, reader: Any, execute: Any,
+    def _apply_commands(self, ms: MasterState, c: Client, reader: Any, core: Any,
                         log: Any) -> None:
         while True:
             try:
@@ -172,7 +173,9 @@ class Stream:
                 if self.master is not ms:
                     return
                 continue
-            execute(c, argv)      # an error reply comes back through propagation_error
+            # core.execute (its common case in C): an error reply comes back through
+            # propagation_error
+            dispatch(core, c, argv)
             if c.out:
                 c.out.clear()
             if not c.in_multi:

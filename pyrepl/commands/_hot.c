@@ -1,0 +1,342 @@
+/* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
+
+   set(c, argv), get, incr, lpush, rpush, hset and zadd are the handlers of SET, GET, INCR,
+   LPUSH, RPUSH, HSET and ZADD (pyrepl/commands/hot.py puts them in the command table). Each
+   does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
+   hashes.py, zsets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark
+   and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key
+   field value, ZADD key <integer score> member. In every other case, and whenever the
+   Python handler would do more than the store (a key with a TTL, a WATCHed database,
+   keyspace events on, a new list, hash or sorted set, a value of another type or form), it
+   calls the Python handler before anything changed, so that stays the reference:
+   tests/unit/test_hot.py runs both on the same random command streams and compares the
+   replies, the dataset, the counters and what propagates.
+
+   Why C (bench/RESULTS.md, "The hot commands' common forms in C"): with the dispatch, the
+   reader and the reply in C, a lone SET's Python handler was ~1,500 of its ~10,200
+   instructions (a frame and ~40 bytecodes around one dict store), and every command of a
+   pipelined run of INCR, LPUSH, HSET or ZADD paid its frame too. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "../_slots.h"
+
+enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
+static const char *const handler_names[H_N] = {
+    "set", "get", "incr", "lpush", "rpush", "hset", "zadd",
+};
+static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
+
+enum { C_DB, C_CORE, C_N };
+static const char *const client_names[C_N] = {"db", "core"};
+enum { D_DATA, D_EXPIRES, D_WATCHED, D_N };
+static const char *const db_names[D_N] = {"data", "expires", "watched"};
+enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_N };
+static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats"};
+enum { T_HITS, T_MISSES, T_N };
+static const char *const stats_names[T_N] = {"keyspace_hits", "keyspace_misses"};
+
+static Py_ssize_t client_off[C_N], db_off[D_N], core_off[K_N], stats_off[T_N];
+static PyTypeObject *client_type, *db_type, *core_type, *stats_type, *deque_type, *zset_type;
+static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
+static PyObject *int_text;      /* strings._INT_TEXT: the shared texts of 0..len-1 */
+static PyObject *appendleft, *append, *set_score;   /* deque's and ZSet's methods */
+static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
+static long long added;         /* zset.ADDED, a result of set_score */
+
+/* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
+   handlers maps each name above to its Python handler. */
+static PyObject *
+bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10 || !PyList_CheckExact(args[7]) || !PyDict_CheckExact(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "bind(Client, Database, ServerCore, Stats, deque, "
+                                         "ZSet, OK, _INT_TEXT, ADDED, handlers)");
+        return NULL;
+    }
+    const slots_spec specs[4] = {
+        {client_names, C_N, client_off}, {db_names, D_N, db_off},
+        {core_names, K_N, core_off}, {stats_names, T_N, stats_off},
+    };
+    if (slots_bind_each(args, specs, 4) < 0)
+        return NULL;
+    for (int i = 0; i < H_N; i++) {
+        PyObject *h = PyDict_GetItemString(args[9], handler_names[i]);
+        if (h == NULL) {
+            PyErr_Format(PyExc_KeyError, "no Python handler for %s", handler_names[i]);
+            return NULL;
+        }
+        keep(&ref[i], h);
+    }
+    added = PyLong_AsLongLong(args[8]);
+    if (added == -1 && PyErr_Occurred())
+        return NULL;
+    if (keep_attr(&appendleft, args[4], "appendleft") || keep_attr(&append, args[4], "append") ||
+            keep_attr(&set_score, args[5], "set_score"))
+        return NULL;
+    PyTypeObject **types[6] = {&client_type, &db_type, &core_type, &stats_type, &deque_type,
+                               &zset_type};
+    for (int i = 0; i < 6; i++)
+        keep((PyObject **)types[i], args[i]);
+    keep(&ok, args[6]);
+    keep(&int_text, args[7]);
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* What every common form needs, found for a request of n arguments whose key (argv[1]) is
+   bytes: the client's database's dict, with no TTL on the key, no WATCH on the database and
+   no keyspace events on; the core, for its counters. 1 when all holds, 0 otherwise (nothing
+   moved, no error set), -1 on an exception. */
+typedef struct {
+    PyObject *core, *data, *key;
+} Hot;
+
+static int
+hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h)
+{
+    if (nargs != 2)
+        return 0;
+    PyObject *c = args[0], *argv = args[1];
+    if (Py_TYPE(c) != client_type || !PyList_CheckExact(argv) || PyList_GET_SIZE(argv) != n)
+        return 0;
+    PyObject *db = SLOT_AT(c, client_off[C_DB]), *core = SLOT_AT(c, client_off[C_CORE]);
+    if (db == NULL || core == NULL || Py_TYPE(db) != db_type || Py_TYPE(core) != core_type ||
+            !slots_all_set(db, db_off, D_N) || !slots_all_set(core, core_off, K_N))
+        return 0;
+    PyObject *data = SLOT_AT(db, db_off[D_DATA]), *expires = SLOT_AT(db, db_off[D_EXPIRES]),
+             *watched = SLOT_AT(db, db_off[D_WATCHED]), *key = PyList_GET_ITEM(argv, 1);
+    if (!PyDict_CheckExact(data) || !PyDict_CheckExact(expires) ||
+            !PyDict_CheckExact(watched) || PyDict_GET_SIZE(watched) != 0 ||
+            SLOT_AT(core, core_off[K_NOTIFY_MASK]) != zero || !PyBytes_CheckExact(key))
+        return 0;
+    if (PyDict_GET_SIZE(expires) != 0) {
+        int ttl = PyDict_Contains(expires, key);
+        if (ttl != 0)
+            return ttl < 0 ? -1 : 0;
+    }
+    h->core = core;
+    h->data = data;
+    h->key = key;
+    return 1;
+}
+
+/* The command's Python handler (the reference) for the same call. */
+static PyObject *
+reference(int which, PyObject *const *args, Py_ssize_t nargs)
+{
+    return PyObject_Vectorcall(ref[which], args, nargs, NULL);
+}
+
+/* core.dirty += 1, then the reply (stolen) handed back; NULL on an exception. */
+static PyObject *
+dirtied(Hot *h, PyObject *reply)
+{
+    if (reply != NULL && slot_add(h->core, core_off[K_DIRTY], 1) < 0)
+        Py_CLEAR(reply);
+    return reply;
+}
+
+/* SET key value */
+static PyObject *
+hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 3, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_SET, args, nargs);
+    if (PyDict_SetItem(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
+        return NULL;
+    return dirtied(&h, Py_NewRef(ok));
+}
+
+/* GET key: a string, or nil (a miss) */
+static PyObject *
+hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 2, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_GET, args, nargs);
+    PyObject *v = PyDict_GetItemWithError(h.data, h.key);
+    if (v != NULL && !PyBytes_CheckExact(v))
+        return reference(H_GET, args, nargs);   /* (WRONGTYPE) */
+    if (v == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_GET, args, nargs);
+    if (slot_add(stats, stats_off[v == NULL ? T_MISSES : T_HITS], 1) < 0)
+        return NULL;
+    return Py_NewRef(v == NULL ? Py_None : v);
+}
+
+/* The value of a counter's text when it is canonical ("0", or 1 to 18 digits without a
+   leading zero: no sign, no space, no overflow on +1); -1 for anything else. */
+static long long
+canonical_counter(PyObject *v)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(v);
+    const char *s = PyBytes_AS_STRING(v);
+    if (n < 1 || n > 18 || (s[0] == '0' && n > 1))
+        return -1;
+    long long x = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        x = x * 10 + (s[i] - '0');
+    }
+    return x;
+}
+
+/* INCR key: a missing key counts from 0 */
+static PyObject *
+hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 2, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_INCR, args, nargs);
+    PyObject *v = PyDict_GetItemWithError(h.data, h.key);
+    long long x = 0;
+    if (v != NULL) {
+        if (!PyBytes_CheckExact(v) || (x = canonical_counter(v)) < 0)
+            return reference(H_INCR, args, nargs);   /* (WRONGTYPE, or any other text) */
+    } else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    x += 1;
+    PyObject *text;
+    if (x < PyList_GET_SIZE(int_text)) {
+        text = Py_NewRef(PyList_GET_ITEM(int_text, x));
+    } else {
+        char digits[24];
+        int k = PyOS_snprintf(digits, sizeof digits, "%lld", x);
+        text = PyBytes_FromStringAndSize(digits, k);
+    }
+    if (text == NULL)
+        return NULL;
+    int rc = PyDict_SetItem(h.data, h.key, text);
+    Py_DECREF(text);
+    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLongLong(x));
+}
+
+/* LPUSH / RPUSH key element, onto an existing list: its length */
+static PyObject *
+push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 3, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(which, args, nargs);
+    PyObject *lst = PyDict_GetItemWithError(h.data, h.key);
+    if (lst == NULL || Py_TYPE(lst) != deque_type)
+        return PyErr_Occurred() ? NULL : reference(which, args, nargs);   /* (a new list) */
+    Py_INCREF(lst);
+    PyObject *margs[2] = {lst, PyList_GET_ITEM(args[1], 2)};
+    PyObject *r = PyObject_Vectorcall(method, margs, 2, NULL);
+    Py_ssize_t len = r == NULL ? -1 : PyObject_Size(lst);
+    Py_XDECREF(r);
+    Py_DECREF(lst);
+    return len < 0 ? NULL : dirtied(&h, PyLong_FromSsize_t(len));
+}
+
+static PyObject *
+hot_lpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return push(H_LPUSH, appendleft, args, nargs);
+}
+
+static PyObject *
+hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return push(H_RPUSH, append, args, nargs);
+}
+
+/* HSET key field value, into an existing hash (a dict: no field TTLs): 1 for a new field */
+static PyObject *
+hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 4, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_HSET, args, nargs);
+    PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
+    if (hash == NULL || !PyDict_CheckExact(hash))
+        return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
+    PyObject *field = PyList_GET_ITEM(args[1], 2);
+    Py_INCREF(hash);
+    int had = PyDict_Contains(hash, field);
+    int rc = had < 0 ? -1 : PyDict_SetItem(hash, field, PyList_GET_ITEM(args[1], 3));
+    Py_DECREF(hash);
+    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(!had));
+}
+
+/* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()
+   reads it), into an existing sorted set: 1 for a new member */
+static PyObject *
+hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Hot h;
+    int on = hot_case(args, nargs, 4, &h);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_ZADD, args, nargs);
+    PyObject *s = PyList_GET_ITEM(args[1], 2), *z;
+    if (!PyBytes_CheckExact(s) || PyBytes_GET_SIZE(s) < 1 || PyBytes_GET_SIZE(s) > 15)
+        return reference(H_ZADD, args, nargs);
+    long long score = 0;
+    for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(s); i++) {
+        char d = PyBytes_AS_STRING(s)[i];
+        if (d < '0' || d > '9')
+            return reference(H_ZADD, args, nargs);
+        score = score * 10 + (d - '0');
+    }
+    z = PyDict_GetItemWithError(h.data, h.key);
+    if (z == NULL || Py_TYPE(z) != zset_type)
+        return PyErr_Occurred() ? NULL : reference(H_ZADD, args, nargs);
+    PyObject *f = PyFloat_FromDouble((double)score);
+    if (f == NULL)
+        return NULL;
+    Py_INCREF(z);
+    PyObject *zargs[3] = {z, PyList_GET_ITEM(args[1], 3), f};
+    PyObject *r = PyObject_Vectorcall(set_score, zargs, 3, NULL);
+    Py_DECREF(f);
+    Py_DECREF(z);
+    if (r == NULL)
+        return NULL;
+    long long result = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (result == -1 && PyErr_Occurred())
+        return NULL;
+    if (result == 0)   /* UNCHANGED: the same score */
+        return PyLong_FromLong(0);
+    return dirtied(&h, PyLong_FromLong(result == added));
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers): "
+     "the classes whose slots the handlers read, and the Python handlers they stand for."},
+    {"set", (PyCFunction)(void (*)(void))hot_set, METH_FASTCALL, "SET's handler."},
+    {"get", (PyCFunction)(void (*)(void))hot_get, METH_FASTCALL, "GET's handler."},
+    {"incr", (PyCFunction)(void (*)(void))hot_incr, METH_FASTCALL, "INCR's handler."},
+    {"lpush", (PyCFunction)(void (*)(void))hot_lpush, METH_FASTCALL, "LPUSH's handler."},
+    {"rpush", (PyCFunction)(void (*)(void))hot_rpush, METH_FASTCALL, "RPUSH's handler."},
+    {"hset", (PyCFunction)(void (*)(void))hot_hset, METH_FASTCALL, "HSET's handler."},
+    {"zadd", (PyCFunction)(void (*)(void))hot_zadd, METH_FASTCALL, "ZADD's handler."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyrepl.commands._hot",
+    "The common forms of the hottest commands, in C (the Python handlers for the rest).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__hot(void)
+{
+    return PyModule_Create(&module);
+}

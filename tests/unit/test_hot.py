@@ -1,0 +1,120 @@
+"""The hottest commands' C handlers (``pyrepl.commands._hot``) against the Python handlers
+they stand for (``pyrepl.commands.hot.REFERENCE``).
+
+Two servers get the same random requests: one with the C handlers in the command table (as
+the server runs), the other with the Python ones. After each read both must have written
+the same reply bytes and hold the same dataset, INFO commandstats and errorstats, dirty and
+keyspace hit/miss counters, keyspace events heard by a subscriber, and bytes in the backlog.
+The requests mix the forms the C handlers take with everything they hand back: keys with a
+TTL (some expired), WATCHed keys, other types, counters' texts of every kind, scores that are
+not short integers, hashes with field TTLs, keyspace events on, pipelined runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fakes import cmd
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from test_execute_run import _server, _state
+
+from pyrepl.commands import _hot, hot
+from pyrepl.commands.table import COMMANDS
+from pyrepl.core import ServerCore, Stats
+
+KEYS = ["k", "n", "l", "h", "z", "e1", "e2"]
+TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc", "",
+         "999999999999999998", "999999999999999999", "9223372036854775806", "v"]
+SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
+          "inf", "nan", "x"]
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> list[str]:
+    key = draw(st.sampled_from(KEYS))
+    return draw(st.sampled_from([
+        ["SET", key, draw(st.sampled_from(TEXTS))], ["GET", key], ["INCR", key],
+        ["LPUSH", key, "a"], ["RPUSH", key, "b"], ["LPUSH", key, "a", "b"],
+        ["HSET", key, draw(st.sampled_from(["f", "g"])), "v"], ["HSET", key, "f", "1", "g", "2"],
+        ["ZADD", key, draw(st.sampled_from(SCORES)), draw(st.sampled_from(["m", "n"]))],
+        ["ZADD", key, "NX", "1", "m"], ["HEXPIRE", key, "100", "FIELDS", "1", "f"],
+        ["EXPIRE", key, "100"], ["PEXPIRE", key, "1"], ["PERSIST", key], ["DEL", key],
+        ["WATCH", key], ["UNWATCH"], ["MULTI"], ["EXEC"], ["SELECT", draw(st.sampled_from(
+            ["0", "1"]))], ["SADD", key, "a"], ["SET"], ["GET", key, "extra"], ["INCR"],
+        ["LPUSH", key], ["HSET", key, "f"], ["ZADD", key, "1"],
+    ]))
+
+
+def _apply(core: ServerCore, c, reqs: list[list[str]], c_handlers: bool) -> bytes:
+    hot.install(c_handlers)
+    try:
+        c.receive_data(b"".join(cmd(*r) for r in reqs))
+    finally:
+        hot.install(True)
+    core.now_ms += 1     # (so that a PEXPIRE 1 expires by the next read)
+    return c.data_to_send()
+
+
+def _look(core: ServerCore, c) -> dict[str, object]:
+    state = _state(core, c)
+    state["dbs"] = [sorted(db.data) for db in core.dbs[:2]]
+    state["cas"] = (c.dirty_cas, [(db.id, k) for db, k, *_ in c.watched])   # (WATCH)
+    return state
+
+
+@pytest.mark.parametrize("backlog,events", [(False, False), (True, False), (True, True)])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reads=st.lists(st.lists(requests(), min_size=1, max_size=6), min_size=1, max_size=25))
+@example(reads=[[["SET", "n", "9998"]], [["INCR", "n"]], [["INCR", "n"]], [["GET", "n"]],
+                [["LPUSH", "l", "a"], ["LPUSH", "l", "b"]], [["HSET", "h", "f", "v"]],
+                [["ZADD", "z", "12", "m"], ["ZADD", "z", "12", "m"], ["ZADD", "z", "7", "m"]]])
+@example(reads=[[["WATCH", "k"]], [["SET", "k", "v"], ["MULTI"], ["EXEC"]], [["GET", "k"]],
+                [["WATCH", "n"], ["INCR", "n"]], [["WATCH", "l"], ["LPUSH", "l", "a"]],
+                [["WATCH", "h"], ["HSET", "h", "f", "v"]], [["ZADD", "z", "1", "m"]],
+                [["WATCH", "z"], ["ZADD", "z", "2", "m"], ["MULTI"], ["EXEC"]]])
+def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
+                                                reads: list[list[list[str]]]) -> None:
+    a = _server(backlog, events)
+    b = _server(backlog, events)
+    for reqs in reads:
+        assert _apply(*a, reqs, True) == _apply(*b, reqs, False), reqs
+        assert _look(*a) == _look(*b)
+
+
+def test_the_table_holds_the_c_handlers() -> None:
+    """The server runs the C handlers; each falls back on the Python one it stands for."""
+    for name, fn in hot.REFERENCE.items():
+        h = COMMANDS[name.encode()].handler
+        assert h is getattr(_hot, name) and h is not fn
+
+
+def test_c_handlers_take_their_forms_in_c() -> None:
+    """The common forms never call the Python handler (which the C one calls for all else):
+    with the Python handlers made to fail, the common forms still run, and the others reach
+    them."""
+    core, c = _server(False)
+    c.receive_data(b"".join(cmd(*r) for r in [["RPUSH", "l", "a", "b"],
+                                              ["HSET", "h", "f", "1", "g", "2"],
+                                              ["ZADD", "z", "1.5", "m"]]))
+    c.data_to_send()
+    saved = dict(hot.REFERENCE)
+
+    def fail(c, argv):
+        raise AssertionError("the Python handler ran")
+
+    hot.bind(ServerCore, Stats, {name: fail for name in saved})
+    try:
+        c.receive_data(b"".join(cmd(*r) for r in [
+            ["SET", "k", "9"], ["INCR", "k"], ["GET", "k"], ["GET", "nokey"], ["INCR", "new"],
+            ["LPUSH", "l", "x"], ["RPUSH", "l", "y"], ["HSET", "h", "f", "3"],
+            ["HSET", "h", "e", "1"], ["ZADD", "z", "12", "m"], ["ZADD", "z", "3", "n"],
+            ["ZADD", "z", "3", "n"]]))
+        assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
+                                    b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n")
+        for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
+                  ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"]):
+            c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
+    finally:
+        hot.bind(ServerCore, Stats, saved)
