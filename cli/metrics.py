@@ -139,8 +139,9 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
             # the metrics (if asked for) read the converted copy: window already applied
             paths, fmt, t_since, t_until = [dest], "parquet", None, None
         if out_dir is not None:
+            # our own JVM, both JIT tiers: C2 stops after the pass (a light JVM has no C2)
             cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, fmt=fmt,
-                                log_tz=log_tz)
+                                log_tz=log_tz, c1_after_pass=owned and not light)
             if driver_rows is not None:
                 cfg.driver_max_rows = driver_rows
             result = job.run(spark, paths, cfg, progress=say)

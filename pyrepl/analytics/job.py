@@ -104,6 +104,9 @@ class JobConfig:
     lag_sample_every: int | None = None  # None: about SAMPLE_TARGET samples for percentiles
     log_tz: str | None = None  # the time zone of Redis/Valkey log timestamps (default UTC)
     driver_max_rows: int = DRIVER_MAX_ROWS  # 0: always finish with the Spark steps
+    # after the input pass of a finish on the driver, no more C2 compiles in this JVM
+    # (``session.c1_from_now``): for the command's own JVM, not a shared session's
+    c1_after_pass: bool = False
 
 
 @dataclass
@@ -206,6 +209,10 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         "logs": logs,
     }}
     if 0 < cfg.driver_max_rows and n_other + series_rows <= cfg.driver_max_rows:
+        if cfg.c1_after_pass:
+            from pyrepl.analytics.session import c1_from_now
+
+            c1_from_now(spark)
         progress(f"collecting {n_other:,} sync events and ~{series_rows:,} lag rows; "
                  f"finishing on the driver")
         result = _finish_on_driver(spark, agg, summary, bucket_s, cfg, len(ranks) > 1)

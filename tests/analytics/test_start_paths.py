@@ -2,7 +2,8 @@
 replace: the row count of Parquet inputs from their footers (not a Spark count), the driver's
 tables handed to Spark as JSON text (not ``createDataFrame`` of Python rows), the JVM's
 class-data-sharing archive (recorded by a first run, used by the next; the results are the
-same), and the end's stop of PySpark's accumulator server (woken, not waited for)."""
+same), the end's stop of PySpark's accumulator server (woken, not waited for), and the JIT's
+optimising tier stopped after the input pass (the same results)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,35 @@ def test_a_plain_server_keeps_its_own_shutdown() -> None:
     s = NoFlag()
     session.quick_shutdown(s)
     assert "shutdown" not in vars(s)
+
+
+def test_c2_stops_after_the_pass_with_the_same_results(spark, tmp_path) -> None:
+    from pyrepl.analytics import job
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "sync.ndjson").write_text("".join(
+        json.dumps(e) + "\n" for e in session._training_events()))
+
+    def directives() -> str:
+        return session.jvm_command(spark, "compilerDirectivesPrint")
+
+    before = directives()
+    assert "Exclude:true" not in before.split("c2 directives:")[-1]
+    plain = job.run(spark, [str(logs)], job.JobConfig())
+    assert directives() == before  # not asked for: nothing changes
+    try:
+        c1 = job.run(spark, [str(logs)], job.JobConfig(c1_after_pass=True))
+        added = directives()
+        # the new directive matches every method and excludes it from C2 only
+        top = added.split("Directive:")[1]
+        assert "matching: *.*" in top
+        c1_part, c2_part = top.split("c2 directives:")
+        assert "Exclude:false" in c1_part and "Exclude:true" in c2_part
+    finally:
+        session.jvm_command(spark, "compilerDirectivesRemove")  # the session goes on as it was
+    assert directives() == before
+    assert c1.summary == plain.summary
+    for name in ("syncs", "recoveries", "lag_series", "links", "nodes", "buckets",
+                 "write_rates"):
+        assert getattr(c1.tables, name).collect() == getattr(plain.tables, name).collect()
