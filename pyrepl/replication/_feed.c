@@ -17,7 +17,12 @@
    tail block; and no replica waits to be attached at the next byte.
 
    Why C (bench/RESULTS.md, "The dispatch in C"): with one replica a SET ran ~32 more Python
-   lines (flush_propagation, raw_last, feed, append, stream) for one copy and four counters. */
+   lines (flush_propagation, raw_last, feed, append, stream) for one copy and four counters.
+
+   feed_raw(repl, data) is ``repl.feed_raw(data)``, a replica passing on what it applied from
+   its master (replica/stream.py), the same moves in the same common case (bytes that fit in
+   the tail block, nobody to attach); False, nothing moved, sends it to the Python too
+   (tests/unit/test_repl_replica.py compares the two on random streams, sub-replicas on). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -95,6 +100,79 @@ ssize(PyObject *v)
     return x > PY_SSIZE_T_MAX ? -1 : (Py_ssize_t)x;
 }
 
+/* Backlog.append of n bytes at p and Feeding.stream, with repl.master_repl_offset moved
+   first (repl, backlog and master of their exact types, slots set): 1 when done; 0, before
+   anything moved, when it is not the common case (nothing to append, more than the tail
+   block takes, a replica to attach at the next byte, a link not a ReplicaLink with a
+   Cursor); -1 on an exception. */
+static int
+append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p, Py_ssize_t n)
+{
+    /* Backlog.append: n bytes that fit in the tail block, nobody to attach */
+    PyObject *tail = AT(backlog, backlog_off, B_TAIL),
+             *unattached = AT(backlog, backlog_off, B_UNATTACHED);
+    if (n == 0 || Py_TYPE(tail) != block_type || !slots_all_set(tail, block_off, K_N) ||
+            !PyList_CheckExact(unattached) || PyList_GET_SIZE(unattached))
+        return 0;
+    PyObject *buf = AT(tail, block_off, K_BUF);
+    Py_ssize_t size = ssize(AT(tail, block_off, K_SIZE)), used = ssize(AT(tail, block_off, K_USED));
+    if (!PyByteArray_CheckExact(buf) || size < 0 || used < 0 || used + n > size ||
+            PyByteArray_GET_SIZE(buf) < size)
+        return 0;
+    /* Feeding.stream's links: each a ReplicaLink with a Cursor */
+    PyObject *streaming = AT(master, master_off, M_STREAMING);
+    if (!PyList_CheckExact(streaming))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
+        PyObject *link = PyList_GET_ITEM(streaming, i), *ref;
+        if (Py_TYPE(link) != link_type || !slots_all_set(link, link_off, L_N) ||
+                Py_TYPE(ref = AT(link, link_off, L_REF)) != cursor_type ||
+                !slots_all_set(ref, cursor_off, U_N))
+            return 0;
+    }
+    PyObject *before = AT(repl, repl_off, R_OFFSET);
+    if (!PyLong_CheckExact(before))
+        return 0;
+    /* -- the moves: the offset, the copy, the backlog's counters, the links -- */
+    Py_INCREF(before);
+    Py_INCREF(streaming);
+    int result = -1;
+    PyObject *by = PyLong_FromSsize_t(n);
+    if (by == NULL || slot_set(repl, repl_off[R_OFFSET], PyNumber_Add(before, by)) < 0)
+        goto done;
+    memcpy(PyByteArray_AS_STRING(buf) + used, p, n);
+    if (slot_set_int(tail, block_off[K_USED], used + n) < 0 ||
+            slot_add(backlog, backlog_off[B_OFFSET], n) < 0 ||
+            slot_add(backlog, backlog_off[B_HISTLEN], n) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
+        PyObject *link = PyList_GET_ITEM(streaming, i);
+        PyObject *sent = AT(AT(link, link_off, L_REF), cursor_off, U_SENT);
+        int same = sent == NULL ? -1 : PyObject_RichCompareBool(sent, before, Py_EQ);
+        if (same < 0) {
+            if (sent == NULL)
+                PyErr_SetString(PyExc_AttributeError, "sent");
+            goto done;
+        }
+        if (same) {   /* self.core.pending_flush.append(link.client) */
+            PyObject *pending = PyObject_GetAttr(AT(master, master_off, M_CORE),
+                                                 str_pending_flush);
+            if (pending == NULL)
+                goto done;
+            int rc = seq_append(pending, AT(link, link_off, L_CLIENT));
+            Py_DECREF(pending);
+            if (rc < 0)
+                goto done;
+        }
+    }
+    result = 1;
+done:
+    Py_XDECREF(by);
+    Py_DECREF(streaming);
+    Py_DECREF(before);
+    return result;
+}
+
 static PyObject *
 feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -136,71 +214,32 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                hi = ssize(PyList_GET_ITEM(ends, k - 1));
     if (lo < wbase || hi < lo || hi - wbase > PyBytes_GET_SIZE(win))
         Py_RETURN_FALSE;
-    Py_ssize_t n = hi - lo;
-    /* Backlog.append: n bytes that fit in the tail block, nobody to attach */
-    PyObject *tail = AT(backlog, backlog_off, B_TAIL),
-             *unattached = AT(backlog, backlog_off, B_UNATTACHED);
-    if (n == 0 || Py_TYPE(tail) != block_type || !slots_all_set(tail, block_off, K_N) ||
-            !PyList_CheckExact(unattached) || PyList_GET_SIZE(unattached))
-        Py_RETURN_FALSE;
-    PyObject *buf = AT(tail, block_off, K_BUF);
-    Py_ssize_t size = ssize(AT(tail, block_off, K_SIZE)), used = ssize(AT(tail, block_off, K_USED));
-    if (!PyByteArray_CheckExact(buf) || size < 0 || used < 0 || used + n > size ||
-            PyByteArray_GET_SIZE(buf) < size)
-        Py_RETURN_FALSE;
-    /* Feeding.stream's links: each a ReplicaLink with a Cursor */
-    PyObject *streaming = AT(master, master_off, M_STREAMING);
-    if (!PyList_CheckExact(streaming))
-        Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
-        PyObject *link = PyList_GET_ITEM(streaming, i), *ref;
-        if (Py_TYPE(link) != link_type || !slots_all_set(link, link_off, L_N) ||
-                Py_TYPE(ref = AT(link, link_off, L_REF)) != cursor_type ||
-                !slots_all_set(ref, cursor_off, U_N))
-            Py_RETURN_FALSE;
+    int fed = append_stream(repl, backlog, master, PyBytes_AS_STRING(win) + (lo - wbase),
+                            hi - lo);
+    return fed < 0 ? NULL : PyBool_FromLong(fed);
+}
+
+/* feed_raw(repl, data): ``repl.feed_raw(data)`` (a replica passing on the bytes it applied
+   from its master: the same offsets, no SELECT of its own), True; False, before anything
+   moved, when it is not append_stream's common case or there is no backlog. */
+static PyObject *
+feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "feed_raw(repl, data)");
+        return NULL;
     }
-    PyObject *before = AT(repl, repl_off, R_OFFSET);
-    if (!PyLong_CheckExact(before))
+    PyObject *repl = args[0], *data = args[1];
+    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
+            !PyBytes_CheckExact(data))
         Py_RETURN_FALSE;
-    /* -- the moves: the offset, the copy, the backlog's counters, the links -- */
-    Py_INCREF(before);
-    Py_INCREF(streaming);
-    PyObject *result = NULL;
-    PyObject *by = PyLong_FromSsize_t(n);
-    if (by == NULL || slot_set(repl, repl_off[R_OFFSET], PyNumber_Add(before, by)) < 0)
-        goto done;
-    memcpy(PyByteArray_AS_STRING(buf) + used, PyBytes_AS_STRING(win) + (lo - wbase), n);
-    if (slot_set_int(tail, block_off[K_USED], used + n) < 0 ||
-            slot_add(backlog, backlog_off[B_OFFSET], n) < 0 ||
-            slot_add(backlog, backlog_off[B_HISTLEN], n) < 0)
-        goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
-        PyObject *link = PyList_GET_ITEM(streaming, i);
-        PyObject *sent = AT(AT(link, link_off, L_REF), cursor_off, U_SENT);
-        int same = sent == NULL ? -1 : PyObject_RichCompareBool(sent, before, Py_EQ);
-        if (same < 0) {
-            if (sent == NULL)
-                PyErr_SetString(PyExc_AttributeError, "sent");
-            goto done;
-        }
-        if (same) {   /* self.core.pending_flush.append(link.client) */
-            PyObject *pending = PyObject_GetAttr(AT(master, master_off, M_CORE),
-                                                 str_pending_flush);
-            if (pending == NULL)
-                goto done;
-            int rc = seq_append(pending, AT(link, link_off, L_CLIENT));
-            Py_DECREF(pending);
-            if (rc < 0)
-                goto done;
-        }
-    }
-    result = Py_True;
-    Py_INCREF(result);
-done:
-    Py_XDECREF(by);
-    Py_DECREF(streaming);
-    Py_DECREF(before);
-    return result;
+    PyObject *backlog = AT(repl, repl_off, R_BACKLOG), *master = AT(repl, repl_off, R_MASTER);
+    if (Py_TYPE(backlog) != backlog_type || !slots_all_set(backlog, backlog_off, B_N) ||
+            Py_TYPE(master) != master_type || !slots_all_set(master, master_off, M_N))
+        Py_RETURN_FALSE;
+    int fed = append_stream(repl, backlog, master, PyBytes_AS_STRING(data),
+                            PyBytes_GET_SIZE(data));
+    return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
 static PyMethodDef methods[] = {
@@ -210,6 +249,9 @@ static PyMethodDef methods[] = {
     {"feed_request", (PyCFunction)(void (*)(void))feed_request, METH_FASTCALL,
      "feed_request(repl, db_id, reader, argv): repl.feed(db_id, argv, reader.raw_last(argv)) "
      "in its common case, True; False (nothing done) otherwise."},
+    {"feed_raw", (PyCFunction)(void (*)(void))feed_raw, METH_FASTCALL,
+     "feed_raw(repl, data): repl.feed_raw(data) in its common case, True; False (nothing "
+     "done) otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -209,6 +209,11 @@ class RespReader:
     16384 are refused.
     """
 
+    # FastRespReader's flag (a slot there): the last read scanned to its end, so nothing is
+    # left once ``queue`` is empty. This reader never says so: its caller reads on until
+    # gets() returns None.
+    spent = False
+
     __slots__ = (
         "consumed",
         "queue",

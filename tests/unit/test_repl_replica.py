@@ -1125,3 +1125,71 @@ def test_pair_promotion_repoints_the_old_master_partially(tmp_path) -> None:
     assert a.digest() == b.digest() == c.digest()
     assert a.run("GET", "on-new-master") == b"$1\r\nz\r\n"
     assert a.repl.master_repl_offset == b.repl.master_repl_offset == c.repl.master_repl_offset
+
+
+# -- the stream passed on in C (pyrepl/replication/_feed.c: feed_raw) ---------------------------
+
+class _DrainedIO:
+    def buffered(self, c: object) -> int:
+        return 0
+
+
+def _with_sub_replica(n: Node) -> object:
+    """An online sub-replica streaming from ``n`` (its link as the master side makes it)."""
+    n.host.master_io = _DrainedIO()   # type: ignore[attr-defined]
+    r = n.core.connection_made("127.0.0.1:50000", "127.0.0.1:6381")
+    m = n.repl.master
+    link = m.link_for(r)
+    link.listening_port = 7000
+    m._become_replica_client(link)
+    link.state = link.state.__class__.ONLINE
+    m._start_stream(link)
+    return r
+
+
+_WRITES = st.sampled_from([
+    cmd("SET", "k", "v"), cmd("INCR", "n"), cmd("SELECT", "1"), cmd("SELECT", "0"),
+    cmd("MULTI") + cmd("INCR", "n") + cmd("LPUSH", "l", "a"), cmd("EXEC"),
+    cmd("SET", "big", "x" * 3000), cmd("PING"), cmd("SET", "huge", "y" * 20000),
+])
+
+
+@SETTINGS
+@given(writes=st.lists(_WRITES, min_size=1, max_size=40),
+       cuts=st.lists(st.integers(0, 1 << 30), max_size=30), sub=st.booleans())
+def test_feed_raw_in_c_passes_on_what_the_python_does(writes: list[bytes], cuts: list[int],
+                                                      sub: bool) -> None:
+    """Two replicas get the same stream in the same reads; one passes what it applied on
+    through ``feed_raw`` (C), the other through ``Replication.feed_raw`` alone. Both hold the
+    same backlog (bytes, offsets, blocks), offsets and dataset after every read, and schedule
+    the same sub-replica writes."""
+    import pyrepl.replication.replica.stream as stream_mod
+
+    nodes = [synced_node(), synced_node()]
+    subs = [_with_sub_replica(x) if sub else None for x in nodes]
+    data = b"".join(writes)
+    bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    c_feed = stream_mod.feed_raw
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if a == b:
+            continue
+        seen = []
+        for i, x in enumerate(nodes):
+            stream_mod.feed_raw = c_feed if i == 0 else (lambda m, d: False)
+            try:
+                x.feed(data[a:b])
+            finally:
+                stream_mod.feed_raw = c_feed
+            bl = x.repl.backlog
+            flushes = [c.id for c in x.core.pending_flush]
+            for c in x.core.pending_flush:   # (the shell's write: the link takes it all)
+                while x.repl.master.take(c.stream):
+                    pass
+            x.core.pending_flush.clear()
+            ms = x.side.master
+            seen.append((b"".join(bl.read_from(bl.first_byte_offset)), bl.master_repl_offset,
+                         bl.histlen, bl.nblocks, bl.mem, x.repl.master_repl_offset,
+                         ms.reploff, ms.read_reploff, ms.fed, bytes(ms.unapplied), x.digest(),
+                         [r.id for r in subs if r is not None] and flushes))
+        assert seen[0] == seen[1]
+    assert nodes[0].side.master.reploff == len(data) - len(nodes[0].side.master.unapplied)

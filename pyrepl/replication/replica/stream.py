@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl import plainrun
 from pyrepl._dispatch import execute as dispatch
 from pyrepl._plainrun import account as account_run
+from pyrepl._plainrun import start as start_run
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
+from pyrepl.replication._feed import feed_raw
 from pyrepl.replication.replica.states import (
     I,
     _printable,
 )
-from pyrepl.resp.fastreader import make_reader
+from pyrepl.resp.fastreader import first, make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
@@ -35,7 +36,7 @@ class MasterState:
     """Redis's ``server.master`` / ``server.cached_master``: the master client and its offsets."""
 
     __slots__ = ("client", "replid", "reploff", "read_reploff", "pre_psync", "reader_base",
-                 "fed", "unapplied")
+                 "fed", "unapplied", "read")
 
     def __init__(self, client: Client, replid: str, reploff: int) -> None:
         self.client = client
@@ -46,6 +47,10 @@ class MasterState:
         self.reader_base = reploff  # reploff when the client's reader was created
         self.fed = reploff  # offset up to which applied bytes went to manager.feed_raw
         self.unapplied = bytearray()  # bytes read, not yet passed on (the query buffer)
+        # A read being applied while ``unapplied`` was empty: kept out of it, so that when
+        # the read is applied whole (the common case) it is passed on as it is, uncopied;
+        # _feed_applied buffers what is left of it. None otherwise.
+        self.read: bytes | None = None
 
 
 class Stream:
@@ -138,23 +143,30 @@ class Stream:
         core.stats.net_repl_input_bytes += n
         c.last_interaction_ms = core.now_ms
         ms.read_reploff += n
-        ms.unapplied += data
+        if ms.unapplied or type(data) is not bytes:
+            ms.unapplied += data
+        else:
+            ms.read = data
         reader = c.reader
-        reader.feed(data)
         # the master's commands see keys that expired on our clock (its DEL removes them)
         core.applying_master_stream = True
         try:
-            self._apply_commands(ms, c, reader, core, core.log)
+            # feed, then the first request (first: its common case in C)
+            self._apply_commands(ms, c, reader, core, core.log, first(reader, data))
         finally:
             core.applying_master_stream = False
             # even if a command raised: what was applied is passed on, offsets stay coherent
             self._feed_applied(ms)
 
     def _apply_commands(self, ms: MasterState, c: Client, reader: Any, core: Any,
-                        log: Any) -> None:
+                        log: Any, argv: list[bytes] | None) -> None:
+        """Run the requests the reader holds, ``argv`` (the read's first, or None) first."""
         while True:
             try:
-                argv = reader.gets()
+                if argv is None:
+                    if reader.spent and not reader.queue:
+                        return  # the read all run (its batch settles at the next read)
+                    argv = reader.gets()
             except ProtocolError as e:
                 self._feed_applied(ms)
                 log.warning(f"Protocol error ({e.reason}) from client: {c.describe()}. "
@@ -172,10 +184,12 @@ class Stream:
             if rest and self._apply_batch(ms, c, reader, argv, rest):
                 if self.master is not ms:
                     return
+                argv = None
                 continue
             # core.execute (its common case in C): an error reply comes back through
             # propagation_error
             dispatch(core, c, argv)
+            argv = None
             if c.out:
                 c.out.clear()
             if not c.in_multi:
@@ -191,7 +205,7 @@ class Stream:
         none). ``reploff`` moves once, to the run's end; if a handler raises anything but a
         ReplyError, to the end of the command before it, as the one-by-one loop leaves it."""
         core = self.core
-        run = plainrun.start(core, c, first, rest)
+        run = start_run(core, c, first, rest)   # (plainrun.start; its common case in C)
         if run is None:
             return False
         cmds, reqs, one = run
@@ -243,13 +257,22 @@ class Stream:
         """Pass the bytes applied since the last call, ``(fed, reploff]``, to the backlog and
         the sub-replicas (manager.feed_raw: same bytes, same offsets)."""
         applied = ms.reploff - ms.fed
+        read = ms.read
+        if read is not None:   # (the buffer was empty: the read's bytes, applied first)
+            ms.read = None
+            if applied < len(read):
+                ms.unapplied += read[max(applied, 0):]
+            chunk = read if applied == len(read) else read[:applied]
+        elif applied > 0:
+            buf = ms.unapplied
+            chunk = bytes(buf[:applied])
+            del buf[:applied]
         if applied <= 0:
             return
-        buf = ms.unapplied
-        chunk = bytes(buf[:applied])
-        del buf[:applied]
         ms.fed = ms.reploff
-        self.manager.feed_raw(chunk)
+        m = self.manager
+        if not feed_raw(m, chunk):   # (its common case in C, else the Python)
+            m.feed_raw(chunk)
 
     def send_ack(self) -> None:
         """replicationSendAck: REPLCONF ACK <reploff>."""
