@@ -39,6 +39,9 @@ SAMPLE_TARGET = 200_000  # lag percentiles come from about this many samples at 
 # which no JSON text starts with: it comes back whole as a corrupt record (column RAW)
 WRAP = "\u0001"
 RAW = "_pyrepl_raw"
+sql_type = {"string": "string", "long": "bigint", "double": "double"}
+# Parquet's physical types (and the string annotation) of FIELDS' types, as Spark writes them
+_PARQUET_TYPES = {"string": 6, "long": 2, "double": 5}  # BYTE_ARRAY, INT64, DOUBLE
 
 
 def detect_format(paths: Sequence[str]) -> str:
@@ -85,9 +88,13 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     reader = spark.read.option("recursiveFileLookup", "true")
     # (projections as SQL text: one call to the JVM each, not several per column)
     if fmt == "parquet":
-        df = reader.parquet(*paths)
+        if parquet_fits_fields(paths):  # no schema inference (a one-task Spark job)
+            df = reader.schema(", ".join(f"`{n}` {sql_type[t]}" for n, t, _ in FIELDS)) \
+                .parquet(*paths)
+        else:
+            df = reader.parquet(*paths)
         have = set(df.columns)
-        sql = {"string": "string", "long": "bigint", "double": "double"}
+        sql = sql_type
         return df.selectExpr(*[f"CAST({f'`{name}`' if name in have else 'NULL'} AS {sql[t]}) "
                                f"AS `{name}`" for name, t, _ in FIELDS],
                              f"CAST(NULL AS string) AS `{CORRUPT}`", "false AS lagline")
@@ -255,9 +262,55 @@ def _visible_files(path: str) -> list[str]:
     return out
 
 
-def footer_rows(path: str) -> int | None:
-    """``num_rows`` of a local Parquet file's footer (FileMetaData, Thrift compact protocol:
-    field 1 the version, 2 the schema, 3 the rows); None when it is not one."""
+def parquet_fits_fields(paths: Sequence[str]) -> bool:
+    """Whether every Parquet file under the (local) paths holds FIELDS' columns, where it has
+    them, with their types as Spark writes them, and nothing nested: then the files are read
+    with FIELDS as their schema (a column a file lacks reads as null, as the CAST of a missing
+    column gave), sparing Spark's schema inference, a Spark job of its own at the start of
+    every run. False for any doubt (another file system, a footer not read, another type):
+    then Spark infers the schema as before."""
+    from pyrepl.analytics.logread import _local
+
+    want = {n: _PARQUET_TYPES[t] for n, t, _ in FIELDS}
+    local = [_local(p) for p in paths]
+    if not local or not all(p is not None and os.path.exists(p) for p in local):
+        return False
+    seen = False
+    for p in local:
+        for f in _visible_files(p or ""):
+            cols = footer_columns(f)
+            if cols is None:
+                return False
+            for name, (kind, utf8) in cols.items():
+                if name in want and (kind != want[name] or (kind == 6) != utf8):
+                    return False
+            seen = True
+    return seen
+
+
+def footer_columns(path: str) -> dict[str, tuple[int, bool]] | None:
+    """The top-level columns of a local Parquet file, name -> (physical type, string
+    annotation); None when it is not one, or has nested or repeated columns."""
+    meta = _footer(path)
+    if meta is None:
+        return None
+    try:
+        elems = _ThriftCompact(meta).schema_elements()
+    except (IndexError, ValueError):
+        return None
+    if not elems or elems[0].get(5) != len(elems) - 1:  # the root, then flat leaves only
+        return None
+    out = {}
+    for e in elems[1:]:
+        name = e.get(4)
+        if not isinstance(name, bytes) or 5 in e or 1 not in e or e.get(3, 0) == 2:
+            return None  # no name, a group, no type or a repeated column
+        out[name.decode("utf-8", "replace")] = (e[1], e.get(6) == 0 or 10 in e)
+    return out
+
+
+def _footer(path: str) -> bytes | None:
+    """The FileMetaData bytes of a local Parquet file; None when it is not one."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -272,14 +325,26 @@ def footer_rows(path: str) -> int | None:
             if n <= 0 or n > size - 12:
                 return None
             f.seek(size - 8 - n)
-            meta = f.read(n)
+            return f.read(n)
+    except OSError:
+        return None
+
+
+def footer_rows(path: str) -> int | None:
+    """``num_rows`` of a local Parquet file's footer (FileMetaData, Thrift compact protocol:
+    field 1 the version, 2 the schema, 3 the rows); None when it is not one."""
+    meta = _footer(path)
+    if meta is None:
+        return None
+    try:
         return _ThriftCompact(meta).field_i64(3)
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 
 class _ThriftCompact:
-    """Just enough of Thrift's compact protocol to find one i64 field of a struct."""
+    """Just enough of Thrift's compact protocol to find one i64 field of a struct, and the
+    schema's elements."""
 
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
@@ -314,6 +379,49 @@ class _ThriftCompact:
             if fid == want and kind == 6:
                 return self.zigzag()
             self.skip(kind)
+
+    def schema_elements(self) -> list[dict[int, Any]]:
+        """FileMetaData's field 2, its list of SchemaElements, each as {field id: value} for
+        1 (type), 3 (repetition), 4 (name, bytes), 5 (children), 6 (converted type) and 10
+        (logical type: True when there)."""
+        fid = 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return []
+            delta = head >> 4
+            fid = fid + delta if delta else self.zigzag()
+            if fid == 2 and kind == 9:
+                head = self.byte()
+                size = head >> 4 if head >> 4 != 15 else self.varint()
+                if head & 0x0F != 12:
+                    raise ValueError("schema: not a list of structs")
+                return [self.struct_fields() for _ in range(size)]
+            self.skip(kind)
+
+    def struct_fields(self) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        fid = 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return out
+            delta = head >> 4
+            fid = fid + delta if delta else self.zigzag()
+            if kind == 5:  # i32
+                out[fid] = self.zigzag()
+            elif kind == 8:  # binary
+                n = self.varint()
+                out[fid] = self.data[self.pos:self.pos + n]
+                self.pos += n
+                if self.pos > len(self.data):
+                    raise ValueError("truncated")
+            else:
+                if kind == 12:
+                    out[fid] = True
+                self.skip(kind)
 
     def skip(self, kind: int) -> None:
         if kind in (1, 2):  # booleans: in the field header

@@ -180,3 +180,47 @@ def test_c2_stops_after_the_pass_with_the_same_results(spark, tmp_path) -> None:
     for name in ("syncs", "recoveries", "lag_series", "links", "nodes", "buckets",
                  "write_rates"):
         assert getattr(c1.tables, name).collect() == getattr(plain.tables, name).collect()
+
+
+def test_parquet_read_with_the_fields_schema_when_the_footers_fit(spark, tmp_path,
+                                                                    monkeypatch) -> None:
+    from pyrepl.analytics import read
+
+    root = tmp_path / "pq"
+    # two files with FIELDS columns as Spark writes them (and a column of no field)
+    spark.createDataFrame(
+        [(1.5, "replica_lag", "a:1", 10, 7), (2.5, "link_up", "b:2", None, 8)],
+        "ts double, event string, node string, lag_bytes long, extra int") \
+        .coalesce(1).write.parquet(str(root / "one"))
+    spark.createDataFrame([(3.25, "link_down", "c:3", "timeout")],
+                          "ts double, event string, node string, reason string") \
+        .coalesce(1).write.parquet(str(root / "two"))
+    assert read.parquet_fits_fields([str(root)])
+    sc = spark.sparkContext
+    sc.setJobGroup("fields-schema", "parse_lines")
+    try:
+        df = read.parse_lines(spark, [str(root)], "parquet")
+        # the schema came from FIELDS, not from a Spark job reading a footer
+        assert list(sc.statusTracker().getJobIdsForGroup("fields-schema")) == []
+    finally:
+        sc._jsc.clearJobGroup()
+    got = sorted((r.ts, r.event, r.node, r.lag_bytes, r.reason) for r in df.collect())
+    # a column one file lacks reads as null there
+    assert got == [(1.5, "replica_lag", "a:1", 10, None), (2.5, "link_up", "b:2", None, None),
+                   (3.25, "link_down", "c:3", None, "timeout")]
+    # the same rows as Spark's own schema gives, where the files agree on their columns
+    one = [str(root / "one")]
+    monkeypatch.setattr(read, "parquet_fits_fields", lambda paths: False)
+    inferred = read.parse_lines(spark, one, "parquet").collect()
+    monkeypatch.undo()
+    assert read.parse_lines(spark, one, "parquet").collect() == inferred
+    # a field of another type, a nested column, not Parquet: Spark infers as before
+    spark.createDataFrame([(1.0, "x", "n", "12")], "ts double, event string, node string, "
+                          "lag_bytes string").write.parquet(str(tmp_path / "other"))
+    assert not read.parquet_fits_fields([str(tmp_path / "other")])
+    spark.createDataFrame([(1.0, (1, 2))], "ts double, pair struct<a:int,b:int>") \
+        .write.parquet(str(tmp_path / "nested"))
+    assert not read.parquet_fits_fields([str(tmp_path / "nested")])
+    (tmp_path / "x.ndjson").write_text('{"ts": 1}\n')
+    assert not read.parquet_fits_fields([str(tmp_path / "x.ndjson")])
+    assert not read.parquet_fits_fields(["hdfs://nn/logs"])
