@@ -18,9 +18,10 @@
    subscribe mode, is authenticated and unrestricted; the command is in the name cache with a
    valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up; the replication
    layer has nothing to check (a master without min-replicas-to-write for a write, or a
-   replica's master client: the stream it applies); and this call
-   is not one ``call`` times or takes its slow path for (one in 16 of a sampled command, every
-   call of the others, all while a client tracks keys). Anything else calls the Python method
+   replica's master client: the stream it applies); and this call is not one ``call`` takes
+   its slow path for while a client tracks keys. A timed call (one in 16 of a sampled command,
+   every call of the others) is timed here, with the core's clock, and its records made by
+   ``ServerCore.timed_call``, the Python's own tail of ``call``. Anything else calls the Python method
    before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
    runs both on the same random command streams and compares replies, slots and INFO. */
 
@@ -32,12 +33,12 @@
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
     K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
-    K_SERVE_AFTER_FLUSH, K_N
+    K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
-    "serve_after_flush",
+    "serve_after_flush", "tracking_on",
 };
 
 enum {
@@ -54,8 +55,8 @@ static const char *const command_names[M_N] = {
     "handler", "min_args", "max_args", "write", "propagates",
 };
 
-enum { S_CALLS, S_SAMPLE, S_N };
-static const char *const stat_names[S_N] = {"calls", "sample"};
+enum { S_CALLS, S_SAMPLE, S_TIMING, S_N };
+static const char *const stat_names[S_N] = {"calls", "sample", "timing"};
 
 enum { D_ID, D_N };
 static const char *const db_names[D_N] = {"id"};
@@ -85,7 +86,7 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset, *str_master;
+                *str_master_repl_offset, *str_master, *str_clock_ns, *str_timed_call;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -112,7 +113,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
-            intern(&str_master, "master"))
+            intern(&str_master, "master") || intern(&str_clock_ns, "clock_ns") ||
+            intern(&str_timed_call, "timed_call"))
         return NULL;
     PyTypeObject **types[6] = {&core_type, &client_type, &command_type, &stat_type, &db_type,
                                &raw_type};
@@ -446,8 +448,17 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto general;
     long long calls = slot_int(SLOT_AT(st, stat_off[S_CALLS])),
               sample = slot_int(SLOT_AT(st, stat_off[S_SAMPLE]));
-    if (calls < 0 || sample < 0 || !(calls & sample))
+    if (calls < 0 || sample < 0)
         goto general;
+    /* the slow path: here only a timed call (one in 16 of a sampled command, every call of
+       the others), the clock read around it and ``timed_call`` after; a call slow for key
+       tracking goes to the Python */
+    int timed = !(calls & sample);
+    if (timed) {
+        long long timing = slot_int(SLOT_AT(st, stat_off[S_TIMING]));
+        if (timing < 0 || (calls & timing) || K(core, K_TRACKING_ON) != Py_False)
+            goto general;
+    }
     PyObject *propagates = M(cmd, M_PROPAGATES);
     if (propagates != Py_True && propagates != Py_False)
         goto general;
@@ -455,10 +466,13 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(cmd);
     Py_INCREF(st);
     Py_INCREF(guard);
-    PyObject *result = NULL, *reply = NULL;
+    PyObject *result = NULL, *reply = NULL, *clock = NULL, *t0 = NULL;
     if (slot_add(c, client_off[C_COMMANDS], 1) < 0)
         goto done;
     slot_put(c, client_off[C_LAST_CMD], cmd);
+    if (timed && ((clock = PyObject_GetAttr(core, str_clock_ns)) == NULL ||
+                  (t0 = PyObject_CallNoArgs(clock)) == NULL))
+        goto done;
     PyObject *handler = M(cmd, M_HANDLER);
     Py_INCREF(handler);
     reply = propagates == Py_False ? call_handler(core, c, cmd, handler, argv)
@@ -466,6 +480,16 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(handler);
     if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
         goto done;
+    if (timed) {   /* self.timed_call(c, cmd, argv, st, self.clock_ns() - t0) */
+        PyObject *t1 = PyObject_CallNoArgs(clock), *ns = NULL, *r = NULL;
+        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL)
+            r = PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv, st, ns, NULL);
+        Py_XDECREF(t1);
+        Py_XDECREF(ns);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
     /* execute's tail: the propagation of a top-level call, then the reply */
     PyObject *pending = K(core, K_PENDING), *depth = K(core, K_CALL_DEPTH);
     if (pending == NULL || depth == NULL) {
@@ -506,6 +530,8 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(result);
 done:
     Py_XDECREF(reply);
+    Py_XDECREF(clock);
+    Py_XDECREF(t0);
     Py_DECREF(guard);
     Py_DECREF(st);
     Py_DECREF(cmd);

@@ -860,20 +860,26 @@ class ServerCore:
         if self.tracking_on:    # client-side caching: keys read, invalidations after the reply
             reply = self.tracking.leave(c, cmd, argv, reply)
         if t0 >= 0:
-            ns = self.clock_ns() - t0
-            st.record(ns, self.config.latency_tracking)
-            cfg = self.config
-            if 0 <= cfg.slowlog_log_slower_than <= ns // 1000 and not cmd.skip_slowlog and \
-                    c.blocked is None:
-                self.slowlog.push(c, cmd.name, argv, ns // 1000, cfg.slowlog_log_slower_than,
-                                  cfg.slowlog_max_len, self.host.time_us() // 1_000_000)
-            if self.monitors and not cmd.skip_monitor:   # (every call is timed meanwhile)
-                monitor.feed(self, c, cmd.name, argv)
-            threshold = cfg.latency_monitor_threshold
-            if threshold and ns // 1_000_000 >= threshold:
-                self.latency.add("fast-command" if "fast" in cmd.flags else "command",
-                                 ns // 1_000_000, self.host.time_us() // 1_000_000)
+            self.timed_call(c, cmd, argv, st, self.clock_ns() - t0)
         return reply
+
+    def timed_call(self, c: Client, cmd: Command, argv: list[bytes], st: CommandStat,
+                   ns: int) -> None:
+        """What a timed call took, ``ns``, recorded (``call``'s tail, and the C dispatch's for
+        a timed call: pyrepl/_dispatch.c): commandstats and latencystats, the slow log,
+        MONITOR, the latency monitor."""
+        st.record(ns, self.config.latency_tracking)
+        cfg = self.config
+        if 0 <= cfg.slowlog_log_slower_than <= ns // 1000 and not cmd.skip_slowlog and \
+                c.blocked is None:
+            self.slowlog.push(c, cmd.name, argv, ns // 1000, cfg.slowlog_log_slower_than,
+                              cfg.slowlog_max_len, self.host.time_us() // 1_000_000)
+        if self.monitors and not cmd.skip_monitor:   # (every call is timed meanwhile)
+            monitor.feed(self, c, cmd.name, argv)
+        threshold = cfg.latency_monitor_threshold
+        if threshold and ns // 1_000_000 >= threshold:
+            self.latency.add("fast-command" if "fast" in cmd.flags else "command",
+                             ns // 1_000_000, self.host.time_us() // 1_000_000)
 
     def latency_sample(self, event: str, ms: int) -> None:
         """latencyAddSampleIfNeeded: record ``ms`` under ``event`` when it reaches
