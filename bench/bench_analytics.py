@@ -8,7 +8,7 @@ each once. Every run is the real
 command in its own process on ``local[2]`` with the default 1 GB driver, timed from launch to
 exit (so the 5-15 s of JVM and session start-up count), while a sampler adds up the memory
 (PSS: resident pages, shared ones split) of the process tree (the Python driver and its JVM)
-every 0.2 s. The cluster path is measured the same
+every 0.2 s, each address space once (see ``tree_rss``). The cluster path is measured the same
 way: a standalone Spark master and one worker (2 cores, 1 GB executor) are started from the
 pyspark installation's own ``bin/spark-class`` on loopback, and the job is sent to them with
 ``spark-submit pyrepl/analytics/submit.py``. Only the processes started here are stopped, by

@@ -15,7 +15,9 @@ compiler threads competing for the cores), and no generated code (for a few thou
 Spark's interpreted expressions beat compiling a class per query stage). The results are the
 same; only the time differs. Bigger inputs keep both JIT tiers, which the input pass needs,
 with C2 taking only the hotter methods, and get the parallel collector (less CPU than G1 for
-the pass's short-lived garbage).
+the pass's short-lived garbage); once their pass is over, C2 takes no more methods
+(``c1_from_now``: the rest of the run is too short for its compiles to pay back). The end
+stops Spark without PySpark's idle wait for its accumulator server (``stop``).
 
 The command's own JVM (``cds=True``: not under spark-submit, where the JVM is not ours) maps a
 class-data-sharing archive of the classes a run loads (Spark's, Hadoop's, Parquet's ... some
