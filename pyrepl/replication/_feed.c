@@ -19,6 +19,11 @@
    Why C (bench/RESULTS.md, "The dispatch in C"): with one replica a SET ran ~32 more Python
    lines (flush_propagation, raw_last, feed, append, stream) for one copy and four counters.
 
+   feed_span(repl, db_id, reader, a, b) is ``repl.feed_span(db_id, *reader.raw_ahead(a, b))``:
+   a pipelining client's run of writes propagated as they arrived (ServerCore._end_span), one
+   slice of the reader's window, in the same common case (tests/unit/test_dispatch.py
+   compares it with the Python on random runs, replicas streaming).
+
    feed_raw(repl, data) is ``repl.feed_raw(data)``, a replica passing on what it applied from
    its master (replica/stream.py), the same moves in the same common case (bytes that fit in
    the tail block, nobody to attach); False, nothing moved, sends it to the Python too
@@ -173,6 +178,64 @@ done:
     return result;
 }
 
+/* Replication.feed's common case, checked (repl, backlog, master and replica side of their
+   exact types, slots set; a master; db_id the stream's db already): 1 with *backlog and
+   *master set (borrowed), 0 when it is not. */
+static int
+master_at_db(PyObject *repl, PyObject *db_id, PyObject **backlog, PyObject **master)
+{
+    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N))
+        return 0;
+    PyObject *b = AT(repl, repl_off, R_BACKLOG), *m = AT(repl, repl_off, R_MASTER);
+    if (Py_TYPE(b) != backlog_type || !slots_all_set(b, backlog_off, B_N) ||
+            Py_TYPE(m) != master_type || !slots_all_set(m, master_off, M_N))
+        return 0;
+    long long db = slot_int(db_id), stream_db = slot_int(AT(repl, repl_off, R_STREAM_DB));
+    if (db < 0 || db != stream_db)
+        return 0;
+    PyObject *replica = AT(repl, repl_off, R_REPLICA);
+    if (Py_TYPE(replica) != replica_type || !slots_all_set(replica, replica_off, H_N) ||
+            AT(replica, replica_off, H_MASTER_HOST) != Py_None)
+        return 0;
+    *backlog = b;
+    *master = m;
+    return 1;
+}
+
+/* Where requests a to b - 1 arrived, counted from the one gets() returned last (0), as
+   FastRespReader.raw_ahead (0 <= a < b): 1 with [*p, *p + *n) set (inside the reader's
+   window) and *last the request gets() returned last (borrowed); 0 when the reader is not a
+   FastRespReader with such a batch out. */
+static int
+batch_bytes(PyObject *reader, Py_ssize_t a, Py_ssize_t b, const char **p, Py_ssize_t *n,
+            PyObject **last)
+{
+    if (Py_TYPE(reader) != reader_type || !slots_all_set(reader, reader_off, Q_N))
+        return 0;
+    PyObject *batch = AT(reader, reader_off, Q_BATCH), *queue = AT(reader, reader_off, Q_QUEUE);
+    if (!PyTuple_CheckExact(batch) || PyTuple_GET_SIZE(batch) != 5 || !PyList_CheckExact(queue))
+        return 0;
+    PyObject *reqs = PyTuple_GET_ITEM(batch, 0), *win = PyTuple_GET_ITEM(batch, 1),
+             *ends = PyTuple_GET_ITEM(batch, 4);
+    Py_ssize_t wbase = ssize(PyTuple_GET_ITEM(batch, 2)),
+               start = ssize(PyTuple_GET_ITEM(batch, 3));
+    if (!PyList_CheckExact(reqs) || !PyBytes_CheckExact(win) || !PyList_CheckExact(ends) ||
+            wbase < 0 || start < 0)
+        return 0;
+    Py_ssize_t k = PyList_GET_SIZE(reqs) - PyList_GET_SIZE(queue) - 1,   /* the last's index */
+               i = k + a, j = k + b;
+    if (k < 0 || a < 0 || j <= i || j > PyList_GET_SIZE(ends) || j > PyList_GET_SIZE(reqs))
+        return 0;
+    Py_ssize_t lo = i ? ssize(PyList_GET_ITEM(ends, i - 1)) : start,
+               hi = ssize(PyList_GET_ITEM(ends, j - 1));
+    if (lo < wbase || hi < lo || hi - wbase > PyBytes_GET_SIZE(win))
+        return 0;
+    *p = PyBytes_AS_STRING(win) + (lo - wbase);
+    *n = hi - lo;
+    *last = PyList_GET_ITEM(reqs, k);
+    return 1;
+}
+
 static PyObject *
 feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -180,42 +243,37 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "feed_request(repl, db_id, reader, argv)");
         return NULL;
     }
-    PyObject *repl = args[0], *db_id = args[1], *reader = args[2], *argv = args[3];
-    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
-            Py_TYPE(reader) != reader_type || !slots_all_set(reader, reader_off, Q_N))
+    PyObject *backlog, *master, *last;
+    const char *p;
+    Py_ssize_t n;
+    /* FastRespReader.raw_last: argv is the request gets() returned last */
+    if (!master_at_db(args[0], args[1], &backlog, &master) ||
+            !batch_bytes(args[2], 0, 1, &p, &n, &last) || last != args[3])
         Py_RETURN_FALSE;
-    /* Replication.feed: a backlog, a master, the stream's db */
-    PyObject *backlog = AT(repl, repl_off, R_BACKLOG), *master = AT(repl, repl_off, R_MASTER);
-    if (Py_TYPE(backlog) != backlog_type || !slots_all_set(backlog, backlog_off, B_N) ||
-            Py_TYPE(master) != master_type || !slots_all_set(master, master_off, M_N))
+    int fed = append_stream(args[0], backlog, master, p, n);
+    return fed < 0 ? NULL : PyBool_FromLong(fed);
+}
+
+/* feed_span(repl, db_id, reader, a, b): ``repl.feed_span(db_id, *reader.raw_ahead(a, b))``
+   (a pipelining client's run of writes propagated as they arrived: ServerCore._end_span)
+   when it all goes into the tail block at once: True; False, before anything moved,
+   otherwise (a new block, a SELECT first, ...: Replication.feed_span, the reference). */
+static PyObject *
+feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed_span(repl, db_id, reader, a, b)");
+        return NULL;
+    }
+    PyObject *backlog, *master, *last;
+    Py_ssize_t a = PyLong_AsSsize_t(args[3]), b = PyLong_AsSsize_t(args[4]), n;
+    const char *p;
+    if ((a == -1 || b == -1) && PyErr_Occurred())
+        return NULL;
+    if (!master_at_db(args[0], args[1], &backlog, &master) ||
+            !batch_bytes(args[2], a, b, &p, &n, &last))
         Py_RETURN_FALSE;
-    long long db = slot_int(db_id), stream_db = slot_int(AT(repl, repl_off, R_STREAM_DB));
-    if (db < 0 || db != stream_db)
-        Py_RETURN_FALSE;
-    PyObject *replica = AT(repl, repl_off, R_REPLICA);
-    if (Py_TYPE(replica) != replica_type || !slots_all_set(replica, replica_off, H_N) ||
-            AT(replica, replica_off, H_MASTER_HOST) != Py_None)
-        Py_RETURN_FALSE;
-    /* FastRespReader.raw_last: argv is the batch's request k - 1 */
-    PyObject *batch = AT(reader, reader_off, Q_BATCH), *queue = AT(reader, reader_off, Q_QUEUE);
-    if (!PyTuple_CheckExact(batch) || PyTuple_GET_SIZE(batch) != 5 || !PyList_CheckExact(queue))
-        Py_RETURN_FALSE;
-    PyObject *reqs = PyTuple_GET_ITEM(batch, 0), *win = PyTuple_GET_ITEM(batch, 1),
-             *ends = PyTuple_GET_ITEM(batch, 4);
-    Py_ssize_t wbase = ssize(PyTuple_GET_ITEM(batch, 2)),
-               start = ssize(PyTuple_GET_ITEM(batch, 3));
-    if (!PyList_CheckExact(reqs) || !PyBytes_CheckExact(win) || !PyList_CheckExact(ends) ||
-            wbase < 0 || start < 0)
-        Py_RETURN_FALSE;
-    Py_ssize_t k = PyList_GET_SIZE(reqs) - PyList_GET_SIZE(queue);
-    if (k < 1 || k > PyList_GET_SIZE(ends) || PyList_GET_ITEM(reqs, k - 1) != argv)
-        Py_RETURN_FALSE;
-    Py_ssize_t lo = k > 1 ? ssize(PyList_GET_ITEM(ends, k - 2)) : start,
-               hi = ssize(PyList_GET_ITEM(ends, k - 1));
-    if (lo < wbase || hi < lo || hi - wbase > PyBytes_GET_SIZE(win))
-        Py_RETURN_FALSE;
-    int fed = append_stream(repl, backlog, master, PyBytes_AS_STRING(win) + (lo - wbase),
-                            hi - lo);
+    int fed = append_stream(args[0], backlog, master, p, n);
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
@@ -245,10 +303,13 @@ feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor, "
-     "ServerCore): the classes whose slots feed_request() moves."},
+     "ReplicaSide): the classes whose slots the feeds move."},
     {"feed_request", (PyCFunction)(void (*)(void))feed_request, METH_FASTCALL,
      "feed_request(repl, db_id, reader, argv): repl.feed(db_id, argv, reader.raw_last(argv)) "
      "in its common case, True; False (nothing done) otherwise."},
+    {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL,
+     "feed_span(repl, db_id, reader, a, b): repl.feed_span(db_id, *reader.raw_ahead(a, b)) "
+     "when it all goes into the tail block, True; False (nothing done) otherwise."},
     {"feed_raw", (PyCFunction)(void (*)(void))feed_raw, METH_FASTCALL,
      "feed_raw(repl, data): repl.feed_raw(data) in its common case, True; False (nothing "
      "done) otherwise."},

@@ -21,6 +21,7 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.events import SyncEventLog
+from pyrepl.replication._feed import feed_span as feed_span_c
 from pyrepl.replication.backlog import Backlog
 from pyrepl.replication.failover import Failover
 from pyrepl.replication.ids import ReplIds
@@ -60,6 +61,7 @@ class Replication:
         core.replication = self
         core.repl_feed = self.feed
         core.repl_feed_span = self.feed_span
+        core.repl_feed_span_c = feed_span_c
         core.aux_fields = self.rdb_aux
         core.config.on_change(self._config_changed)
 

@@ -299,3 +299,74 @@ def test_execute_takes_the_reference_for_anything_else() -> None:
     assert c.data_to_send() == b"-ERR wrong number of arguments for 'get' command\r\n"
     with pytest.raises(AttributeError):
         execute(object(), c, [b"PING"])
+
+
+# -- a pipelining client's runs of writes (replication/_feed.c: feed_span) ------------------
+
+# Runs of SETs whose bytes fill the tail block or just miss it, with other requests between.
+RUN_OF_SETS = st.lists(st.one_of(SIZED, st.integers(0, 99).map(lambda i: ["SET", f"k{i}", "v"])),
+                       min_size=1, max_size=24)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=st.lists(st.tuples(RUN_OF_SETS, st.lists(st.one_of(requests(), EXTRA), max_size=6)),
+                     min_size=1, max_size=8),
+       join=st.integers(0, 8))
+@example(runs=[([["SET", "large", "x" * 5000]] * 3, [["SELECT", "1"]])] * 4, join=2)
+def test_runs_of_writes_stream_to_replicas_as_the_python(runs, join: int) -> None:
+    """Pipelined reads (a run of SETs, then a few other requests) to two masters, one feeding
+    its spans in C (``feed_span``), the other through ``Replication.feed_span`` alone: after
+    each read the same replies, the same clients scheduled for a write, the same bytes to
+    each replica's socket, the same backlog (blocks, offsets, bytes), ``woff`` and command
+    counts; a replica whose full sync starts at read ``join`` gets the same stream after its
+    snapshot."""
+    with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
+        masters = [_masters(d) for d in (da, db)]
+        masters[1][0].core.repl_feed_span_c = None
+        assert masters[0][0].core.repl_feed_span_c is not None
+        for i, (sets, more) in enumerate(runs):
+            data = b"".join(cmd(*r) for r in sets + more)
+            seen = []
+            for m, replicas in masters:
+                if i == join:
+                    late = m.replica("eof", "psync2")
+                    m.send(late, "PSYNC", "?", "-1")
+                    replicas.append(late)
+                m.user.receive_data(data)
+                scheduled = [c.id for c in m.core.pending_flush]
+                m.flush()
+                backlog = m.repl.backlog
+                seen.append((m.user.data_to_send(), scheduled,
+                             [m.take(x) for x in replicas[:2]],
+                             m.repl.master_repl_offset, backlog.master_repl_offset,
+                             backlog.histlen, backlog.nblocks, backlog.mem,
+                             b"".join(backlog.read_from(backlog.first_byte_offset)),
+                             m.user.woff, m.user.commands, m.repl.stream_db))
+            assert seen[0] == seen[1]
+        got = []
+        for m, replicas in masters:
+            if len(replicas) == 3:
+                pid = m.link(replicas[2]).snapshot.pid
+                m.io.run_child(pid)
+                m.child_exits(pid)
+                m.send(replicas[2], "REPLCONF", "ACK", "0")
+                sync = parse_full_sync(m.wire(replicas[2]))
+                got.append((sync.offset, sync.stream))
+        assert got == [] or got[0] == got[1]
+
+
+def test_a_run_of_writes_that_fits_is_fed_in_c() -> None:
+    """A run of SETs that fits in the tail block takes no Python feed (the spans' fast path
+    is used, not just allowed)."""
+    with tempfile.TemporaryDirectory() as d:
+        m, _ = _masters(d)
+        m.user.receive_data(cmd("SET", "a", "1"))      # (the stream's SELECT goes first)
+        m.user.data_to_send()
+        fed = []
+        m.core.repl_feed_span = lambda *a: fed.append(a)   # type: ignore[assignment]
+        before = m.repl.master_repl_offset
+        data = cmd("SET", "k", "v") * 16
+        m.user.receive_data(data)
+        assert m.user.data_to_send() == b"+OK\r\n" * 16
+        assert fed == [] and m.repl.master_repl_offset == before + len(data)
+        assert m.user.woff == m.repl.master_repl_offset
