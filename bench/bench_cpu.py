@@ -10,8 +10,8 @@ read from ``/proc/PID/stat`` (utime and stime, in clock ticks) around a
 N. Alone: pyrepl, Redis, the floor (bench/floor_server.py) and, with ``--base DIR``, another
 checkout's pyrepl (a before/after), rotating which goes first each round. With one replica
 (unless ``--no-replica``): a pyrepl pair and a Redis pair, the master's and the replica's CPU
-per request, for SET. Medians over the rounds; user and system time apart (system time is
-mostly the same reads and writes for every server). Goal in CPU terms (issue 15): the -P1 goal
+per request, for each write of ``--tests`` (SET when there is none). Medians over the rounds;
+user and system time apart (system time is mostly the same reads and writes for every server). Goal in CPU terms (issue 15): the -P1 goal
 of 0.9x Redis's throughput needs pyrepl's CPU per request near the floor's, as both are the
 busiest process there while redis-benchmark takes the other core.
 """
@@ -68,6 +68,7 @@ def main() -> int:
     if args.base:
         alone["base"] = start_pyrepl_from(args.base)
     pairs = {}
+    replica_tests = [t for t in args.tests.split(",") if t != "get"] or ["set"]
     if not args.no_replica:
         for kind in ("pyrepl", "redis"):
             pairs[kind] = start_pair(kind)
@@ -84,14 +85,16 @@ def main() -> int:
                     rows.setdefault((test, name), []).append((rps, u, s, 0.0, 0.0))
                     print(f"round {rnd + 1} {test} -P{args.pipeline} {name}: {rps:,.0f} rps, "
                           f"user {u:.2f} sys {s:.2f} us", flush=True)
-            for kind, (master, replica) in pairs.items():
-                rps, [(mu, ms), (ru, rs)] = measure(
-                    master.port, [master.proc.pid, replica.proc.pid], "set", args.requests,
-                    args.pipeline)
-                rows.setdefault(("set", f"{kind}+replica"), []).append((rps, mu, ms, ru, rs))
-                print(f"round {rnd + 1} set -P{args.pipeline} {kind} with a replica: "
-                      f"{rps:,.0f} rps, master user {mu:.2f} sys {ms:.2f}, replica user "
-                      f"{ru:.2f} sys {rs:.2f} us", flush=True)
+            for test in replica_tests:
+                for kind, (master, replica) in pairs.items():
+                    rps, [(mu, ms), (ru, rs)] = measure(
+                        master.port, [master.proc.pid, replica.proc.pid], test,
+                        args.requests, args.pipeline)
+                    rows.setdefault((test, f"{kind}+replica"), []).append(
+                        (rps, mu, ms, ru, rs))
+                    print(f"round {rnd + 1} {test} -P{args.pipeline} {kind} with a replica: "
+                          f"{rps:,.0f} rps, master user {mu:.2f} sys {ms:.2f}, replica user "
+                          f"{ru:.2f} sys {rs:.2f} us", flush=True)
     except subprocess.CalledProcessError as e:
         print(f"redis-benchmark failed: {e.stderr or e}")
         return 1

@@ -13,8 +13,9 @@ the cheap way to read a replica's link state and ``slave_repl_offset``: ``connec
 
 1. ``throughput``: ``redis-benchmark -t set``, then ``-t get``, then ``-t incr,lpush,hset,zadd``
    (``-n 300000 -c 50 -P 1``, ``-n 2400000 -P 16``, ``-r 100000``) against a master with one
-   replica attached, and against the Python floor (bench/floor_server.py, no replica: the most a
-   Python server does here); after the SETs, the time until the replica has applied all of
+   replica attached, and against the Python floor with one replica (bench/floor_server.py
+   ``--replica``: a floor passing its reads with writes on, verbatim, to another floor once a
+   loop pass; the most a Python master and replica do here); after the SETs, the time until the replica has applied all of
    them (polled every 1 ms). Goals: every ratio >= 0.9 at -P1, SET and GET >= 0.5 at -P16, and
    at -P16 >= 0.8x the floor; caught up within 1 s.
 2. ``fullsync``: the master gets ``DEBUG POPULATE 1000000 key 100``; a fresh empty replica is
@@ -225,11 +226,12 @@ TP_KEYS = ["-r", "100000"]
 
 def section_throughput(args: argparse.Namespace, res: Results) -> None:
     pairs = {}
-    floor = None
+    floor = floor_replica = None
     try:
         for kind in KINDS:
             pairs[kind] = start_pair(kind)
-        floor = start_floor()
+        floor_replica = start_floor()
+        floor = start_floor(replica=floor_replica.port)
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
                 reqs = requests_for(args.tp_requests, pipeline)
@@ -255,6 +257,7 @@ def section_throughput(args: argparse.Namespace, res: Results) -> None:
                           flush=True)
     finally:
         stop_server(floor)
+        stop_server(floor_replica)
         for master, replica in pairs.values():
             stop_server(replica)
             stop_server(master)

@@ -80,8 +80,9 @@ def redis_benchmark_command(port: int, command: list[str], n: int, clients: int,
     raise RuntimeError(f"no figure in redis-benchmark's output: {out!r}")
 
 
-def start_floor() -> ServerProcess:
-    """The bare uvloop + hiredis server (floor_server.py) on a free port: the Python floor."""
+def start_floor(replica: int | None = None) -> ServerProcess:
+    """The bare uvloop + hiredis server (floor_server.py) on a free port: the Python floor;
+    with ``replica`` (another floor's port), the master of a floor pair."""
     port = free_port()
     d = tmpdir("floor-")
     def ready() -> bool:    # (the floor parses RESP arrays only: no inline PING)
@@ -92,8 +93,9 @@ def start_floor() -> ServerProcess:
         except OSError:
             return False
 
-    return ServerProcess([sys.executable, os.path.join(HERE, "floor_server.py"), str(port)],
-                         port, d, f"floor-{port}", ready=ready).start()
+    more = [] if replica is None else ["--replica", str(replica)]
+    return ServerProcess([sys.executable, os.path.join(HERE, "floor_server.py"), str(port),
+                          *more], port, d, f"floor-{port}", ready=ready).start()
 
 
 def median(xs: list[float]) -> float:
