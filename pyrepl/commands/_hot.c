@@ -130,6 +130,16 @@ reference(int which, PyObject *const *args, Py_ssize_t nargs)
     return PyObject_Vectorcall(ref[which], args, nargs, NULL);
 }
 
+/* A handler's start: ``h`` set for the common case of a request of n words; for any other,
+   the reference's reply (NULL on an exception) returned at once. */
+#define HOT_CASE(which, n)                                                  \
+    Hot h;                                                                  \
+    do {                                                                    \
+        int on_ = hot_case(args, nargs, (n), &h);                           \
+        if (on_ <= 0)                                                       \
+            return on_ < 0 ? NULL : reference((which), args, nargs);        \
+    } while (0)
+
 /* core.dirty += 1, then the reply (stolen) handed back; NULL on an exception. */
 static PyObject *
 dirtied(Hot *h, PyObject *reply)
@@ -143,10 +153,7 @@ dirtied(Hot *h, PyObject *reply)
 static PyObject *
 hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 3, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(H_SET, args, nargs);
+    HOT_CASE(H_SET, 3);
     if (PyDict_SetItem(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
         return NULL;
     return dirtied(&h, Py_NewRef(ok));
@@ -156,10 +163,7 @@ hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 2, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(H_GET, args, nargs);
+    HOT_CASE(H_GET, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     if (v != NULL && !PyBytes_CheckExact(v))
         return reference(H_GET, args, nargs);   /* (WRONGTYPE) */
@@ -195,10 +199,7 @@ canonical_counter(PyObject *v)
 static PyObject *
 hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 2, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(H_INCR, args, nargs);
+    HOT_CASE(H_INCR, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     long long x = 0;
     if (v != NULL) {
@@ -227,10 +228,7 @@ hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 3, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(which, args, nargs);
+    HOT_CASE(which, 3);
     PyObject *lst = PyDict_GetItemWithError(h.data, h.key);
     if (lst == NULL || Py_TYPE(lst) != deque_type)
         return PyErr_Occurred() ? NULL : reference(which, args, nargs);   /* (a new list) */
@@ -259,10 +257,7 @@ hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 4, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(H_HSET, args, nargs);
+    HOT_CASE(H_HSET, 4);
     PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
     if (hash == NULL || !PyDict_CheckExact(hash))
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
@@ -279,10 +274,7 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Hot h;
-    int on = hot_case(args, nargs, 4, &h);
-    if (on <= 0)
-        return on < 0 ? NULL : reference(H_ZADD, args, nargs);
+    HOT_CASE(H_ZADD, 4);
     PyObject *s = PyList_GET_ITEM(args[1], 2), *z;
     if (!PyBytes_CheckExact(s) || PyBytes_GET_SIZE(s) < 1 || PyBytes_GET_SIZE(s) > 15)
         return reference(H_ZADD, args, nargs);

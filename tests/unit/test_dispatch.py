@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 
 import pytest
 from fakes import NOW, Master, cmd
@@ -166,16 +167,28 @@ def test_a_write_at_the_tail_blocks_edge_streams_as_the_python(over: int) -> Non
 
 
 def _same_stream(reqs: list[list[str]], join: int) -> None:
+    """Request i through ``execute`` (C) on one master, ``ServerCore.execute`` on the other."""
+    fns = (execute, ServerCore.execute)
+    _compare_streams(len(reqs), join,
+                     lambda w, m, i: fns[w](m.core, m.user, _read(m.user, reqs[i])))
+
+
+def _compare_streams(n: int, join: int, step: Callable[[int, Master, int], None]) -> None:
+    """Two masters (worlds 0 and 1) with two online replicas each; ``step(world, master, i)``
+    for i in range(n), a third replica's full sync starting before step ``join``. After each
+    step both must have the same reply bytes, clients scheduled for a write, bytes to each
+    replica's socket, backlog, offsets, ``woff`` and counts; the third replica the same
+    stream after its snapshot."""
     with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
         masters = [_masters(d) for d in (da, db)]
-        for i, r in enumerate(reqs):
+        for i in range(n):
             seen = []
-            for (m, replicas), fn in zip(masters, (execute, ServerCore.execute), strict=True):
+            for w, (m, replicas) in enumerate(masters):
                 if i == join:
                     late = m.replica("eof", "psync2")
                     m.send(late, "PSYNC", "?", "-1")
                     replicas.append(late)
-                fn(m.core, m.user, _read(m.user, r))
+                step(w, m, i)
                 scheduled = [c.id for c in m.core.pending_flush]
                 m.flush()
                 backlog = m.repl.backlog
@@ -315,44 +328,16 @@ RUN_OF_SETS = st.lists(st.one_of(SIZED, st.integers(0, 99).map(lambda i: ["SET",
 @example(runs=[([["SET", "large", "x" * 5000]] * 3, [["SELECT", "1"]])] * 4, join=2)
 def test_runs_of_writes_stream_to_replicas_as_the_python(runs, join: int) -> None:
     """Pipelined reads (a run of SETs, then a few other requests) to two masters, one feeding
-    its spans in C (``feed_span``), the other through ``Replication.feed_span`` alone: after
-    each read the same replies, the same clients scheduled for a write, the same bytes to
-    each replica's socket, the same backlog (blocks, offsets, bytes), ``woff`` and command
-    counts; a replica whose full sync starts at read ``join`` gets the same stream after its
-    snapshot."""
-    with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
-        masters = [_masters(d) for d in (da, db)]
-        masters[1][0].core.repl_feed_span_c = None
-        assert masters[0][0].core.repl_feed_span_c is not None
-        for i, (sets, more) in enumerate(runs):
-            data = b"".join(cmd(*r) for r in sets + more)
-            seen = []
-            for m, replicas in masters:
-                if i == join:
-                    late = m.replica("eof", "psync2")
-                    m.send(late, "PSYNC", "?", "-1")
-                    replicas.append(late)
-                m.user.receive_data(data)
-                scheduled = [c.id for c in m.core.pending_flush]
-                m.flush()
-                backlog = m.repl.backlog
-                seen.append((m.user.data_to_send(), scheduled,
-                             [m.take(x) for x in replicas[:2]],
-                             m.repl.master_repl_offset, backlog.master_repl_offset,
-                             backlog.histlen, backlog.nblocks, backlog.mem,
-                             b"".join(backlog.read_from(backlog.first_byte_offset)),
-                             m.user.woff, m.user.commands, m.repl.stream_db))
-            assert seen[0] == seen[1]
-        got = []
-        for m, replicas in masters:
-            if len(replicas) == 3:
-                pid = m.link(replicas[2]).snapshot.pid
-                m.io.run_child(pid)
-                m.child_exits(pid)
-                m.send(replicas[2], "REPLCONF", "ACK", "0")
-                sync = parse_full_sync(m.wire(replicas[2]))
-                got.append((sync.offset, sync.stream))
-        assert got == [] or got[0] == got[1]
+    its spans in C (``feed_span``), the other through ``Replication.feed_span`` alone: the
+    same replies, scheduled writes, replicas' bytes and backlog (``_compare_streams``)."""
+    reads = [b"".join(cmd(*r) for r in sets + more) for sets, more in runs]
+
+    def step(world: int, m: Master, i: int) -> None:
+        if world == 1:
+            m.core.repl_feed_span_c = None
+        m.user.receive_data(reads[i])
+
+    _compare_streams(len(reads), join, step)
 
 
 def test_a_run_of_writes_that_fits_is_fed_in_c() -> None:
