@@ -367,15 +367,22 @@ class _ThriftCompact:
         v = self.varint()
         return (v >> 1) ^ -(v & 1)
 
+    def next_field(self, fid: int) -> tuple[int, int]:
+        """The next field's id and type in a struct whose last field was ``fid`` (type 0:
+        the struct's end)."""
+        head = self.byte()
+        kind = head & 0x0F
+        if kind == 0:
+            return fid, 0
+        delta = head >> 4
+        return (fid + delta if delta else self.zigzag()), kind
+
     def field_i64(self, want: int) -> int | None:
         fid = 0
         while True:
-            head = self.byte()
-            kind = head & 0x0F
+            fid, kind = self.next_field(fid)
             if kind == 0:
                 return None
-            delta = head >> 4
-            fid = fid + delta if delta else self.zigzag()
             if fid == want and kind == 6:
                 return self.zigzag()
             self.skip(kind)
@@ -386,12 +393,9 @@ class _ThriftCompact:
         (logical type: True when there)."""
         fid = 0
         while True:
-            head = self.byte()
-            kind = head & 0x0F
+            fid, kind = self.next_field(fid)
             if kind == 0:
                 return []
-            delta = head >> 4
-            fid = fid + delta if delta else self.zigzag()
             if fid == 2 and kind == 9:
                 head = self.byte()
                 size = head >> 4 if head >> 4 != 15 else self.varint()
@@ -404,12 +408,9 @@ class _ThriftCompact:
         out: dict[int, Any] = {}
         fid = 0
         while True:
-            head = self.byte()
-            kind = head & 0x0F
+            fid, kind = self.next_field(fid)
             if kind == 0:
                 return out
-            delta = head >> 4
-            fid = fid + delta if delta else self.zigzag()
             if kind == 5:  # i32
                 out[fid] = self.zigzag()
             elif kind == 8:  # binary
@@ -461,13 +462,11 @@ class _ThriftCompact:
             self.skip(kind)
 
     def skip_struct(self) -> None:
+        fid = 0
         while True:
-            head = self.byte()
-            kind = head & 0x0F
+            fid, kind = self.next_field(fid)
             if kind == 0:
                 return
-            if not head >> 4:
-                self.zigzag()
             self.skip(kind)
 
 
