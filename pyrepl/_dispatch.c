@@ -149,32 +149,80 @@ bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The propagation goes to the replication layer's own feed (``repl_feed`` is its bound
+   ``feed``) and nothing waits to be served after it (``serve_after_flush``): the case
+   feed_request takes. */
+static int
+feeds_replication(PyObject *core)
+{
+    PyObject *feed = K(core, K_REPL_FEED);
+    return py_feed != NULL && PyMethod_Check(feed) && PyMethod_GET_FUNCTION(feed) == py_feed &&
+           PyMethod_GET_SELF(feed) == K(core, K_REPLICATION) &&
+           K(core, K_SERVE_AFTER_FLUSH) == Py_False;   /* (keys to serve after: the Python) */
+}
+
+/* feed_request(repl, db_id, c.reader, argv): the request fed as the bytes it arrived as.
+   1: fed; 0: not its case, nothing moved; -1: an exception. */
+static int
+feed_as_arrived(PyObject *core, PyObject *c, PyObject *db_id, PyObject *argv)
+{
+    PyObject *fargs[5] = {NULL, K(core, K_REPLICATION), db_id, C(c, C_READER), argv};
+    PyObject *r = PyObject_Vectorcall(feed_request, fargs + 1,
+                                      4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return r == Py_True;
+}
+
 /* ``flush_propagation(c, argv)`` when the one thing pending is the request itself and the
    feed is the replication layer's: feed_request, then ``_pending = []``. 1: done; 0: not
    that case, nothing moved (the caller runs the Python); -1: an exception. */
 static int
 flush_request(PyObject *core, PyObject *c, PyObject *argv)
 {
-    PyObject *pending = K(core, K_PENDING), *feed = K(core, K_REPL_FEED), *item;
-    if (py_feed == NULL || !PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 1 ||
+    PyObject *pending = K(core, K_PENDING), *item;
+    if (!PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 1 ||
             !PyTuple_CheckExact(item = PyList_GET_ITEM(pending, 0)) ||
             PyTuple_GET_SIZE(item) != 2 || PyTuple_GET_ITEM(item, 1) != argv ||
-            !PyMethod_Check(feed) || PyMethod_GET_FUNCTION(feed) != py_feed ||
-            PyMethod_GET_SELF(feed) != K(core, K_REPLICATION) ||
-            K(core, K_SERVE_AFTER_FLUSH) != Py_False)   /* (keys to serve after: the Python) */
+            !feeds_replication(core))
         return 0;
     Py_INCREF(item);
-    PyObject *fargs[5] = {NULL, PyMethod_GET_SELF(feed), PyTuple_GET_ITEM(item, 0),
-                          C(c, C_READER), argv};
-    PyObject *r = PyObject_Vectorcall(feed_request, fargs + 1,
-                                      4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int fed = feed_as_arrived(core, c, PyTuple_GET_ITEM(item, 0), argv);
     Py_DECREF(item);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    if (r != Py_True)
-        return 0;
+    if (fed <= 0)
+        return fed;
     return slot_set(core, core_off[K_PENDING], PyList_New(0)) < 0 ? -1 : 1;
+}
+
+/* ``c.woff = repl.master_repl_offset`` (WAIT's offset: after what the call fed); -1 on an
+   exception. */
+static int
+set_woff(PyObject *c, PyObject *repl)
+{
+    PyObject *off = Py_TYPE(repl) == repl_type && SLOT_AT(repl, repl_offset_off) != NULL
+                    ? Py_NewRef(SLOT_AT(repl, repl_offset_off))
+                    : PyObject_GetAttr(repl, str_master_repl_offset);
+    return slot_set(c, client_off[C_WOFF], off);
+}
+
+/* A top-level write that changed the dataset as it arrived, when execute's tail would feed
+   it alone (flush_request: nothing else pending, no client waits on keys, so the blocking
+   layer queues nothing after it, the replication layer's feed): fed at once, without the
+   (db, argv) entry in ``_pending`` and the list that replaces it, ``woff`` as the tail
+   leaves it. 1: fed; 0: not that case, nothing moved; -1: an exception. */
+static int
+feed_now(PyObject *core, PyObject *c, PyObject *db_id, PyObject *argv)
+{
+    PyObject *pending = K(core, K_PENDING);
+    if (!PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 0 ||
+            !is_zero(K(core, K_CALL_DEPTH)) || !feeds_replication(core))
+        return 0;
+    int waited = PyObject_IsTrue(K(core, K_KEYS_WAITED));
+    if (waited)
+        return waited < 0 ? -1 : 0;
+    int fed = feed_as_arrived(core, c, db_id, argv);
+    return fed > 0 && set_woff(c, K(core, K_REPLICATION)) < 0 ? -1 : fed;
 }
 
 /* ``<mark><v>\r\n`` written at p (room for 24 bytes): its length. (snprintf costs ~700
@@ -354,9 +402,10 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
             } else {
                 Py_INCREF(id);
             }
-            PyObject *item = PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
+            int fed = pa == Py_None ? feed_now(core, c, id, argv) : 0;
+            PyObject *item = fed ? NULL : PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
             Py_DECREF(id);
-            int rc = item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
+            int rc = fed ? fed : item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
             Py_XDECREF(item);
             if (rc < 0)
                 goto fail;
@@ -514,14 +563,8 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     goto done;
                 Py_DECREF(r);
             }
-            if (guard != Py_None) {
-                PyObject *off = Py_TYPE(guard) == repl_type &&
-                                SLOT_AT(guard, repl_offset_off) != NULL
-                                ? Py_NewRef(SLOT_AT(guard, repl_offset_off))
-                                : PyObject_GetAttr(guard, str_master_repl_offset);
-                if (slot_set(c, client_off[C_WOFF], off) < 0)
-                    goto done;
-            }
+            if (guard != Py_None && set_woff(c, guard) < 0)
+                goto done;
         }
     }
     if (append_reply(c, reply) < 0)

@@ -361,9 +361,6 @@ class ServerCore:
         self.repl_feed: Callable[..., None] | None = None
         # several writes' bytes at once (db, data, their ends): see Replication.feed_span
         self.repl_feed_span: Callable[[int, bytes, list[int]], None] | None = None
-        # (repl, db_id, reader, a, b): a span fed in C when it is the common case
-        # (replication/_feed.c: feed_span), else False and nothing done
-        self.repl_feed_span_c: Callable[[Any, int, Any, int, int], bool] | None = None
         # Whether propagation goes anywhere (Replication.refresh_stream_live keeps it).
         self.stream_live = False
         # exact spelling -> command, for the non-container commands looked up so far (the
@@ -740,26 +737,24 @@ class ServerCore:
     def _end_span(self, c: Client, reqs: list[list[bytes]], a: int, b: int, db_id: int) -> int:
         """Propagate requests ``a`` to ``b - 1`` of a run as the bytes they arrived as (the
         request ``gets()`` returned last is 0), all at once when the replication layer takes
-        a span (``repl_feed_span``; first in C, ``repl_feed_span_c``, which takes a span that
-        goes into the backlog's tail block at once); ``woff`` as ``_propagate_now``. Returns
-        -1 (no span)."""
-        fast = self.repl_feed_span_c
-        if fast is not None and fast(self.replication, db_id, c.reader, a, b):
-            c.woff = self.replication.master_repl_offset   # type: ignore[union-attr]
-            return -1
-        data, ends = c.reader.raw_ahead(a, b)
-        span = self.repl_feed_span
-        if span is not None:
-            span(db_id, data, ends)
-        else:   # (a replication layer that takes one command at a time: the tests' fakes)
-            feed = self.repl_feed
-            assert feed is not None
-            start = 0
-            for argv, end in zip(reqs[a:b], ends, strict=True):
-                feed(db_id, argv, data[start:end])
-                start = end
-        if self.replication is not None:
-            c.woff = self.replication.master_repl_offset
+        a span (``repl_feed_span``; first in C, ``Replication.feed_span_c``, which takes a
+        span that goes into the backlog's tail block at once); ``woff`` as
+        ``_propagate_now``. Returns -1 (no span)."""
+        repl = self.replication
+        if repl is None or not repl.feed_span_c(repl, db_id, c.reader, a, b):
+            data, ends = c.reader.raw_ahead(a, b)
+            span = self.repl_feed_span
+            if span is not None:
+                span(db_id, data, ends)
+            else:   # (a replication layer that takes one command at a time: the tests' fakes)
+                feed = self.repl_feed
+                assert feed is not None
+                start = 0
+                for argv, end in zip(reqs[a:b], ends, strict=True):
+                    feed(db_id, argv, data[start:end])
+                    start = end
+        if repl is not None:
+            c.woff = repl.master_repl_offset
         return -1
 
     def refresh_gate(self) -> None:

@@ -18,10 +18,11 @@ when a backlog exists ``backlog.master_repl_offset == master_repl_offset``.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyrepl.events import SyncEventLog
-from pyrepl.replication._feed import feed_span as feed_span_c
+from pyrepl.replication import _feed
 from pyrepl.replication.backlog import Backlog
 from pyrepl.replication.failover import Failover
 from pyrepl.replication.ids import ReplIds
@@ -42,6 +43,10 @@ class Replication:
     # What a write's feed in C reads at their offsets (_feed.c); the rest is in the dict.
     __slots__ = ("backlog", "stream_db", "master_repl_offset", "master", "replica", "__dict__",
                  "__weakref__")
+    # feed_span_c(repl, db_id, reader, a, b): ``feed_span`` of a reader's requests a to b - 1
+    # in C when they go into the backlog's tail block at once, else False and nothing done
+    # (ServerCore._end_span)
+    feed_span_c: ClassVar[Callable[[Any, int, Any, int, int], bool]] = _feed.feed_span
 
     def __init__(self, core: ServerCore) -> None:
         from pyrepl.replication.master import MasterSide
@@ -61,7 +66,6 @@ class Replication:
         core.replication = self
         core.repl_feed = self.feed
         core.repl_feed_span = self.feed_span
-        core.repl_feed_span_c = feed_span_c
         core.aux_fields = self.rdb_aux
         core.config.on_change(self._config_changed)
 

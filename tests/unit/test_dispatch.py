@@ -224,6 +224,7 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
 
     for fn in (execute, ServerCore.execute):
         frames.clear()
+        pending = core._pending
         sys.setprofile(profile)
         try:
             for i in range(15):
@@ -237,10 +238,12 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
             assert not dispatch and 0 < frames.count("timed_call") <= 3
         else:
             assert len(dispatch) == 15 * 3 * 2
-        if fn is execute:    # a write's feed, the request as it is: _feed.c (but sampled)
+        if fn is execute:    # a write's feed, the request as it is: _feed.c (but sampled),
             assert frames.count("flush_propagation") <= 2
+            assert core._pending is pending   # straight from the call, _pending untouched
         else:
             assert frames.count("flush_propagation") == 15 * 2
+            assert core._pending is not pending and core._pending == []
 
 
 def _replica_look(n) -> dict[str, object]:
@@ -334,7 +337,7 @@ def test_runs_of_writes_stream_to_replicas_as_the_python(runs, join: int) -> Non
 
     def step(world: int, m: Master, i: int) -> None:
         if world == 1:
-            m.core.repl_feed_span_c = None
+            m.repl.feed_span_c = lambda *a: False   # type: ignore[method-assign]
         m.user.receive_data(reads[i])
 
     _compare_streams(len(reads), join, step)
