@@ -40,6 +40,7 @@ from pyrepl.analytics.read import (
     classify,
     detect_format,
     estimate_lines,
+    footer_span,
     parse_inputs,
 )
 from pyrepl.analytics.recoveries import build_recoveries, build_streaks
@@ -61,6 +62,13 @@ NICE_BUCKETS = (10, 30, 60, 300, 600, 900, 1800, 3600, 4 * 3600, 6 * 3600, 86400
 # rows) are finished on the driver (``driver``); bigger ones by the Spark steps.
 DRIVER_MAX_ROWS = 200_000
 
+
+# The output tables' keys: the driver's finish writes their rows in this order
+TABLE_KEYS = {"syncs": ("master", "replica", "m_sync_id", "r_sync_id"),
+              "recoveries": ("replica", "rec"),
+              "lag_series": ("master", "replica", "run_id", "bucket"),
+              "links": ("master", "replica"), "nodes": ("node", "role"), "buckets": ("bucket",),
+              "write_rates": ("master",)}
 
 # Driver-built tables up to this many rows reach Spark as JSON text (see ``json_frame``)
 JSON_FRAME_ROWS = 100_000
@@ -128,6 +136,23 @@ class JobResult:
     charts: dict[str, Any] = field(default_factory=dict)
 
 
+def footer_bucket(paths: Sequence[str], cfg: JobConfig) -> float | None:
+    """The bucket the run will choose, from the span of ``ts`` in local Parquet files'
+    footers (``read.footer_span``) within [since, until), or None. The good events span no
+    more than that, so the run's own choice is this bucket or a smaller one; the pass sums
+    the lag samples per this bucket directly (30x fewer groups than per 10 s for a day's
+    logs), and ``run`` checks the choice after the pass."""
+    span = footer_span(paths)
+    if span is None:
+        return None
+    lo, hi = span
+    if cfg.since is not None:
+        lo = max(lo, cfg.since)
+    if cfg.until is not None:
+        hi = min(hi, cfg.until)
+    return choose_bucket(lo, hi) if lo <= hi else None
+
+
 def choose_bucket(first_ts: float | None, last_ts: float | None) -> float:
     """About 100-300 buckets over the time span; always a multiple of FINE_BUCKET_S."""
     if first_ts is None or last_ts is None:
@@ -159,26 +184,47 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     fmt = cfg.fmt if cfg.fmt != "auto" else detect_format(paths)
     every = cfg.lag_sample_every or max(1, math.ceil(
         estimate_lines(spark, paths, fmt) / SAMPLE_TARGET))
-    fine = cfg.bucket_s or FINE_BUCKET_S
+    # the lag samples' groups: the chosen bucket when it is known before the pass (given, or
+    # from Parquet footers: ``footer_bucket``), else the fine bucket, re-bucketed after it.
+    # Either way the same summary and tables, by construction: the pass's aggregates are exact
+    # (integer sums, minima, maxima: ``aggregate_all``), so ``series_groups`` makes the same
+    # series rows of 10 s groups as of the bucket's; what is read of the pass here (counts,
+    # span, HyperLogLog's runs, the finish chosen) does not depend on the groups; and the
+    # driver's finish orders the series and every table by their keys (``_finish_on_driver``)
+    fine = cfg.bucket_s or (footer_bucket(paths, cfg) if fmt == "parquet" else None) \
+        or FINE_BUCKET_S
     progress(f"reading {len(paths)} path(s) as {fmt}")
     raw, logs = parse_inputs(spark, paths, fmt, cfg.log_tz)
     ev = classify(raw, cfg.since, cfg.until)
-    agg = aggregate_all(ev, fine, every).persist(StorageLevel.MEMORY_AND_DISK)
-    lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
-    counts = agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
-                                           F.lit("replica_lag")).alias("event")) \
-        .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"), F.max("ts_max").alias("t1"),
-             F.count(F.lit(1)).alias("groups"),
-             F.approx_count_distinct(F.when(lagrow, F.concat_ws(
-                 "\n", "master", "replica", "run_id"))).alias("runs"),
-             F.collect_set(F.when(c("row").isNotNull(), source_rank(
-                 F, c("row.source"), c("row.inferred")))).alias("ranks")) \
-        .collect()
+
+    def counted_pass(fine: float) -> tuple[Any, list[Any]]:
+        agg = aggregate_all(ev, fine, every).persist(StorageLevel.MEMORY_AND_DISK)
+        lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
+        return agg, agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
+                                                  F.lit("replica_lag")).alias("event")) \
+            .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"),
+                 F.max("ts_max").alias("t1"),
+                 F.approx_count_distinct(F.when(lagrow, F.concat_ws(
+                     "\n", "master", "replica", "run_id"))).alias("runs"),
+                 F.collect_set(F.when(c("row").isNotNull(), source_rank(
+                     F, c("row.source"), c("row.inferred")))).alias("ranks")) \
+            .collect()
+
+    agg, counts = counted_pass(fine)
+    if fine != (cfg.bucket_s or FINE_BUCKET_S):
+        # the footers' guess holds when the good events' span asks for the same bucket (they
+        # span at most the footers' span: a smaller bucket only); else the pass again, fine
+        good = [r for r in counts if r["bad"] is None and r["t0"] is not None]
+        if good and choose_bucket(min(r["t0"] for r in good),
+                                  max(r["t1"] for r in good)) != fine:
+            agg.unpersist()
+            fine = FINE_BUCKET_S
+            agg, counts = counted_pass(fine)
     events_by_type: dict[str, int] = {}
     malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
                                  **{k: 0 for k in (LOG_BAD if logs else ())}}
     t0 = t1 = None
-    lag_groups = link_runs = 0
+    link_runs = 0
     ranks: set[int] = set()
     for row in counts:
         if row["bad"] is not None:
@@ -189,7 +235,7 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         t1 = row["t1"] if t1 is None else max(t1, row["t1"])
         ranks.update(row["ranks"])
         if row["event"] == "replica_lag":
-            lag_groups, link_runs = int(row["groups"]), int(row["runs"])
+            link_runs = int(row["runs"])
     n_events = sum(events_by_type.values())
     bucket_s = cfg.bucket_s or choose_bucket(t0, t1)
     n_other = sum(n for e, n in events_by_type.items()
@@ -197,9 +243,11 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     progress(f"{n_events:,} events, {sum(malformed.values()):,} malformed lines; "
              f"time buckets of {bucket_s:g} s")
     # lag series rows: at most one per link, master run and bucket (the run count is an
-    # estimate: HyperLogLog, a few % off)
+    # estimate: HyperLogLog, a few % off), nor more than samples (not the pass's lag groups,
+    # whose number depends on the bucket it grouped by: the finish must not)
     buckets = 2 + ((t1 - t0) / bucket_s if t0 is not None else 0)
-    series_rows = min(lag_groups, math.ceil(1.2 * link_runs * buckets))
+    series_rows = min(events_by_type.get("replica_lag", 0),
+                      math.ceil(1.2 * link_runs * buckets))
     summary: dict[str, Any] = {"input": {
         "paths": list(paths), "format": fmt, "events": n_events,
         "events_by_type": dict(sorted(events_by_type.items())),
@@ -227,6 +275,36 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     return result
 
 
+def _nf(x: Any) -> tuple[int, Any]:
+    """Sort key of a nullable value: nulls first, NaN after every number."""
+    if x is None:
+        return (0, 0)
+    if isinstance(x, float) and math.isnan(x):
+        return (2, 0)
+    return (1, x)
+
+
+def _in_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events in the order of their values: by time, event and node, then (ties, few)
+    by every field."""
+    events.sort(key=lambda e: (_nf(e["ts"]), e["event"], e["node"]))
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(events):
+        k = (_nf(events[i]["ts"]), events[i]["event"], events[i]["node"])
+        j = i + 1
+        while j < len(events) and (_nf(events[j]["ts"]), events[j]["event"],
+                                   events[j]["node"]) == k:
+            j += 1
+        if j - i > 1:
+            names = sorted({n for e in events[i:j] for n in e})
+            out.extend(sorted(events[i:j], key=lambda e: tuple(_nf(e.get(n)) for n in names)))
+        else:
+            out.append(events[i])
+        i = j
+    return out
+
+
 def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
     masters = {x["master"] for x in link_rows}
     replicas = {x["replica"] for x in link_rows}
@@ -237,7 +315,12 @@ def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
 def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: float,
                       cfg: JobConfig, several_sources: bool) -> JobResult:
     """One query collects the sync events, the lag series and the lag sample; ``driver``
-    does the rest; the tables become DataFrames (from the driver's rows) for writing."""
+    does the rest; the tables become DataFrames (from the driver's rows) for writing.
+
+    The collected rows come in the order of the pass's groups, which hang on how the pass
+    grouped the lag samples (per 10 s or per the bucket: ``run``); so the events and series
+    rows are put in the order of their values first (the steps' float sums, over syncs or
+    series rows, then add in one order), and each table's rows in the order of its keys."""
     F = _F()
     c = F.col
     sev = agg.filter(c("row").isNotNull()).select("row.*")
@@ -269,6 +352,9 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
         else:
             samples[(row["master"], row["replica"])] = (row["_lbs"], row["_lms"])
     agg.unpersist()
+    events = _in_order(events)
+    series.sort(key=lambda s: (_nf(s["master"]), _nf(s["replica"]), _nf(s["run_id"]),
+                               _nf(s["bucket"])))
     m = driver.master_halves(events)
     r = driver.replica_halves(events)
     backlogs = driver.master_backlogs(m)
@@ -295,6 +381,8 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
                    key=lambda x: (x["t_first_failed"], x["replica"]))[:LOOPS_MAX]
 
     def frame(name: str, rows: list[dict[str, Any]]) -> Any:
+        keys = TABLE_KEYS[name]
+        rows = sorted(rows, key=lambda x: tuple(_nf(x[k]) for k in keys))
         if len(rows) <= JSON_FRAME_ROWS:
             return json_frame(spark, name, rows)
         cols = table_columns(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyrepl.analytics.read import LAG_MS_FRAC
 from pyrepl.analytics.sql import _F
 
 # -- lag -----------------------------------------------------------------------------------------
@@ -33,14 +34,20 @@ def build_lag_series(lag_agg: Any, backlogs: Any, bucket_s: float) -> Any:
 
 def series_groups(lag_agg: Any, bucket_s: float) -> Any:
     """The lag groups summed per link, master run and time bucket (``build_lag_series``
-    without the master's backlog)."""
+    without the master's backlog). Every sum is of integers and every other aggregate a
+    minimum or maximum (``read.aggregate_all``), so a row is the same whether the groups were
+    per 10 s or per this bucket already, in any order; lag_ms_sum is then one function of the
+    exact integer sums (the non-finite values' sum when there are any, as a double sum gives)."""
     F = _F()
     c = F.col
+    odd = F.sum("lm_odd")
+    exact = F.sum("lm_int").cast("double") \
+        + F.sum("lm_frac").cast("double") * F.lit(1.0 / LAG_MS_FRAC)
     return lag_agg.withColumn("bucket", F.floor(c("fb") / F.lit(bucket_s)) * F.lit(bucket_s)) \
         .groupBy("master", "replica", "run_id", "bucket").agg(
             F.sum("n").alias("samples"), F.sum("nb").alias("nb"), F.sum("nm").alias("nm"),
             F.sum("lb_sum").alias("lag_bytes_sum"), F.max("lb_max").alias("lag_bytes_max"),
-            F.sum("lm_sum").alias("lag_ms_sum"), F.max("lm_max").alias("lag_ms_max"),
+            F.coalesce(odd, exact).alias("lag_ms_sum"), F.max("lm_max").alias("lag_ms_max"),
             F.min("mro_min").alias("mro_min"), F.max("mro_max").alias("mro_max"),
             F.min("ts_min").alias("ts_min"), F.max("ts_max").alias("ts_max"))
 

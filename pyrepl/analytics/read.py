@@ -4,7 +4,8 @@ aggregation pass over them, and the conversion to Parquet.
 Theory of operation: the logs are read once, with the schema built from
 ``pyrepl.events.FIELDS`` (never inferred); each line is classified (good, unparseable, missing
 ``ts``/``event``/``node``, unknown event). ``aggregate_all`` is the one pass over the input: the
-periodic ``replica_lag`` samples (the bulk of any log) are summed per link and 10 s bucket,
+periodic ``replica_lag`` samples (the bulk of any log) are summed per link and 10 s bucket
+(or per the run's bucket when it is known before the pass: ``job.footer_bucket``), exactly,
 ``pyrepl collect``'s ``info_sample`` lines are only counted, every other good event stays a row
 of its own, and bad lines are counted per kind.
 
@@ -35,6 +36,9 @@ LAG_MARK = '"event":"replica_lag"'
 LAG_FIELDS = ("ts", "event", "node", "run_id", "peer", "offset", "lag_bytes", "lag_ms")
 FINE_BUCKET_S = 10.0  # lag samples are first summed per 10 s, then per chosen bucket
 SAMPLE_TARGET = 200_000  # lag percentiles come from about this many samples at most
+# lag_ms's fractions are summed as integers in units of 1 / LAG_MS_FRAC ms (``aggregate_all``):
+# at most LAG_MS_FRAC a sample, so a long holds the sum of 2^31 samples
+LAG_MS_FRAC = 1 << 32
 # A line that is not the writer's lag sample goes to the JSON reader behind this character,
 # which no JSON text starts with: it comes back whole as a corrupt record (column RAW)
 WRAP = "\u0001"
@@ -342,6 +346,49 @@ def footer_rows(path: str) -> int | None:
         return None
 
 
+def footer_span(paths: Sequence[str], column: str = "ts") -> tuple[float, float] | None:
+    """The smallest and largest value of a double column in the Parquet files under the local
+    paths, from their footers' row-group statistics (parquet-mr's, as Spark writes them, leave
+    NaN out); None for any doubt: another file system, a footer not read, a row group with
+    rows but no statistics for the column, a file without it."""
+    import struct
+
+    from pyrepl.analytics.logread import _local
+
+    local = [_local(p) for p in paths]
+    if not local or not all(p is not None and os.path.exists(p) for p in local):
+        return None
+    lo = hi = None
+    want = [column.encode()]
+    for p in local:
+        for f in _visible_files(p or ""):
+            meta = _footer(f)
+            if meta is None:
+                return None
+            try:
+                fmd = _ThriftCompact(meta).value(12)
+                for rg in fmd.get(4, []):
+                    if not rg.get(3):  # no rows
+                        continue
+                    cm = next((c.get(3, {}) for c in rg.get(1, [])
+                               if c.get(3, {}).get(3) == want), None)
+                    if cm is None or cm.get(1) != _PARQUET_TYPES["double"]:
+                        return None
+                    st = cm.get(12, {})
+                    if st.get(3) == rg.get(3):  # every value null: nothing to count
+                        continue
+                    a, b = st.get(6, st.get(2)), st.get(5, st.get(1))
+                    if not isinstance(a, bytes) or not isinstance(b, bytes) or \
+                            len(a) != 8 or len(b) != 8:
+                        return None
+                    x, y = struct.unpack("<d", a)[0], struct.unpack("<d", b)[0]
+                    lo = x if lo is None else min(lo, x)
+                    hi = y if hi is None else max(hi, y)
+            except (IndexError, ValueError, AttributeError, TypeError):
+                return None
+    return None if lo is None or hi is None or not lo <= hi else (lo, hi)
+
+
 class _ThriftCompact:
     """Just enough of Thrift's compact protocol to find one i64 field of a struct, and the
     schema's elements."""
@@ -455,6 +502,42 @@ class _ThriftCompact:
         if self.pos > len(self.data):
             raise ValueError("truncated")
 
+    def value(self, kind: int) -> Any:
+        """One value of a compact type, read whole: a struct as {field id: value}, a list or
+        set as a list, binary as bytes, integers as ints (booleans as bools)."""
+        if kind in (1, 2):
+            return self.byte() == 1
+        if kind == 3:
+            return self.byte()
+        if kind in (4, 5, 6):
+            return self.zigzag()
+        if kind == 7:
+            self.pos += 8
+            return self.data[self.pos - 8:self.pos]
+        if kind == 8:
+            n = self.varint()
+            self.pos += n
+            if self.pos > len(self.data):
+                raise ValueError("truncated")
+            return self.data[self.pos - n:self.pos]
+        if kind in (9, 10):
+            head = self.byte()
+            size = head >> 4 if head >> 4 != 15 else self.varint()
+            return [self.value(head & 0x0F) for _ in range(size)]
+        if kind == 12:
+            out: dict[int, Any] = {}
+            fid = 0
+            while True:
+                head = self.byte()
+                k = head & 0x0F
+                if k == 0:
+                    return out
+                delta = head >> 4
+                fid = fid + delta if delta else self.zigzag()
+                out[fid] = k == 1 if k in (1, 2) else self.value(k)
+        self.skip(kind)  # a map: not needed here
+        return None
+
     def skip_value(self, kind: int) -> None:
         if kind in (1, 2):  # a boolean inside a list or map: one byte
             self.pos += 1
@@ -501,9 +584,25 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
     replica, run_id, fine bucket): count, sums, maxima, offset range; every ``every``-th one (by
     a hash of node, peer and ts) stays a row of its own (``sid`` set) for the percentiles. Every
     other good event stays a row of its own too, whole, in ``row``; bad lines are counted per
-    kind. Each record lands in exactly one group; the result is small."""
+    kind. Each record lands in exactly one group; the result is small.
+
+    Every aggregate is exact, so a group's figures do not depend on how its samples were split
+    into groups first or in what order they were added (``lag.series_groups`` sums these
+    groups again per the chosen bucket; a pass over Parquet may group per that bucket
+    directly: ``job.footer_bucket``; both must give the same series): counts and the
+    lag_bytes sum are integers (sums of longs are associative, even past overflow), minima
+    and maxima are order-free. lag_ms is a double, whose sum is not: it is summed as integers
+    in two parts, ``lm_int`` = floor(lag_ms) and ``lm_frac`` = its fraction in units of
+    2^-32 ms rounded half up (LAG_MS_FRAC: an error below 2^-33 ms a sample; none for
+    lag_ms with whole milliseconds, all that pyrepl and Redis give), and the non-finite
+    values alone (NaN, infinities, whose sum is order-free) in ``lm_odd``; ``series_groups``
+    makes the double of them. (The bucket keys agree too: for a double t and a bucket B
+    that is a multiple of 10, floor(t / B) = floor(floor(t / 10) * 10 / B) with the divisions
+    rounded, since a rounded quotient never rounds up onto an integer for such t.)"""
     F = _F()
     c = F.col
+    lm = c("lag_ms")
+    finite = ~F.isnan(lm) & (F.abs(lm) < F.lit(float("inf")))  # null where lag_ms is
     good = c("bad").isNull()
     lag = good & (c("event") == "replica_lag")
     sampled = lag if every <= 1 else lag & (
@@ -526,7 +625,10 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
         F.count(F.lit(1)).alias("n"),
         F.count("lag_bytes").alias("nb"), F.count("lag_ms").alias("nm"),
         F.sum("lag_bytes").alias("lb_sum"), F.max("lag_bytes").alias("lb_max"),
-        F.sum("lag_ms").alias("lm_sum"), F.max("lag_ms").alias("lm_max"),
+        F.sum(F.when(finite, F.floor(lm))).alias("lm_int"),
+        F.sum(F.when(finite, F.floor((lm - F.floor(lm)) * F.lit(float(LAG_MS_FRAC))
+                                     + F.lit(0.5)))).alias("lm_frac"),
+        F.sum(F.when(~finite, lm)).alias("lm_odd"), F.max("lag_ms").alias("lm_max"),
         F.min(mro).alias("mro_min"), F.max(mro).alias("mro_max"),
         F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max"))
 

@@ -109,7 +109,7 @@ def write_tables(tables: Any, dest: str) -> dict[str, str]:
 def chart_partial_ratio(nodes: list[dict[str, Any]], path: str) -> None:
     plt = pyplot()
     ms = [n for n in nodes if n["role"] == "master" and n.get("partial_ratio") is not None]
-    ms.sort(key=lambda n: (n["partial_ratio"], -(n["full"] or 0)))
+    ms.sort(key=lambda n: (n["partial_ratio"], -(n["full"] or 0), n["node"]))  # ties by name
     ms = ms[:40]
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.28 * len(ms) + 1.2)))
     if not ms:

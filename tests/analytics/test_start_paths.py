@@ -224,3 +224,123 @@ def test_parquet_read_with_the_fields_schema_when_the_footers_fit(spark, tmp_pat
     (tmp_path / "x.ndjson").write_text('{"ts": 1}\n')
     assert not read.parquet_fits_fields([str(tmp_path / "x.ndjson")])
     assert not read.parquet_fits_fields(["hdfs://nn/logs"])
+
+
+def test_footer_span_is_the_files_ts_range(spark, tmp_path) -> None:
+    from pyrepl.analytics.read import footer_span
+
+    root = tmp_path / "pq"
+    df = spark.range(0, 5000).selectExpr(
+        "cast(1735689600.0 + id * 17.25 + (id % 7) * 0.001 as double) as ts",
+        "'replica_lag' as event",
+        "case when id % 11 = 0 then null else 'a:1' end as node")
+    df.repartition(4).write.parquet(str(root / "a"))
+    # a file whose ts are all null, one whose rows are before the others
+    spark.createDataFrame([(None, "x"), (None, "y")], "ts double, event string") \
+        .coalesce(1).write.parquet(str(root / "b"))
+    spark.createDataFrame([(17.5, "x")], "ts double, event string") \
+        .coalesce(1).write.parquet(str(root / "c"))
+    got = footer_span([str(root)])
+    want = spark.read.parquet(str(root / "a"), str(root / "b"), str(root / "c")) \
+        .selectExpr("min(ts)", "max(ts)").first()
+    assert got == (want[0], want[1]) and got[0] == 17.5 and got[1] > 1735775832
+    # no ts column, not Parquet, not local: no span
+    spark.range(3).coalesce(1).write.parquet(str(tmp_path / "nots"))
+    assert footer_span([str(tmp_path / "nots")]) is None
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "x.parquet").write_text("not parquet")
+    assert footer_span([str(tmp_path / "text")]) is None
+    assert footer_span(["hdfs://nn:8020/logs"]) is None
+
+
+def test_parquet_pass_sums_lag_per_the_footers_bucket(spark, tmp_path, monkeypatch) -> None:
+    """Parquet inputs: the lag samples summed per the bucket the footers' ts span gives (the
+    run's own choice) in the pass itself, not per 10 s then per bucket: the same summary and
+    tables, row for row in the same order, although the fleet's lag_ms (with fractions)
+    summed as doubles per 10 s first give other sums than summed per bucket directly. The
+    Spark finish gives the same series too. A bad row that widens the footers' span beyond
+    the good events' makes the guess too coarse: the run sees it after the pass and runs the
+    pass again, per 10 s."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from synth import FleetSpec, fleet_events
+
+    from pyrepl.analytics import job
+    from pyrepl.analytics.read import convert
+
+    spec = FleetSpec(masters=1, replicas_per_master=2, duration_s=4 * 3600, lag_period_s=20,
+                     incidents_per_hour=3.0, seed=5)
+    events = fleet_events(spec)
+    fractions = (0.1, 0.2, 0.3, 0.7, 1 / 3)
+    lags = [e for e in events if e["event"] == "replica_lag" and e.get("lag_ms") is not None]
+    for i, e in enumerate(lags):
+        e["lag_ms"] += fractions[i * 7 % len(fractions)]
+    # the fleet is one where the order of float sums shows: per 10 s, then per minute (the
+    # bucket), against per minute directly
+    fine_sums: dict[tuple, float] = {}
+    for e in lags:
+        k = (e["node"], e["peer"], e.get("run_id"), math.floor(e["ts"] / 10) * 10)
+        fine_sums[k] = fine_sums.get(k, 0.0) + e["lag_ms"]
+    direct: dict[tuple, float] = {}
+    two_step: dict[tuple, float] = {}
+    for e in lags:
+        k = (e["node"], e["peer"], e.get("run_id"), math.floor(e["ts"] / 60) * 60)
+        direct[k] = direct.get(k, 0.0) + e["lag_ms"]
+    for (m, r, run, fb), v in sorted(fine_sums.items(), key=lambda kv: kv[0][3], reverse=True):
+        k = (m, r, run, math.floor(fb / 60) * 60)
+        two_step[k] = two_step.get(k, 0.0) + v
+    assert any(direct[k] != two_step[k] for k in direct)
+    nd, pq = tmp_path / "nd", str(tmp_path / "pq")
+    nd.mkdir()
+    (nd / "sync.ndjson").write_text("".join(json.dumps(e) + "\n" for e in events))
+    convert(spark, [str(nd)], pq)
+    fines: list[float] = []
+    real = job.aggregate_all
+
+    def spy(ev, fine, every):
+        fines.append(fine)
+        return real(ev, fine, every)
+
+    monkeypatch.setattr(job, "aggregate_all", spy)
+
+    def tables(res) -> dict:
+        return {n: getattr(res.tables, n).collect() for n in (
+            "syncs", "recoveries", "lag_series", "links", "nodes", "buckets", "write_rates")}
+
+    def no_guess(cfg: job.JobConfig):
+        with monkeypatch.context() as m:
+            m.setattr(job, "footer_bucket", lambda paths, cfg: None)
+            fines.clear()
+            out = job.run(spark, [pq], cfg)
+            assert fines == [10.0]
+            return out
+
+    guessed = job.run(spark, [pq], job.JobConfig())
+    assert fines == [60.0] == [guessed.summary["input"]["bucket_s"]]
+    fine = no_guess(job.JobConfig())
+    assert guessed.summary == fine.summary
+    assert tables(guessed) == tables(fine)
+    sums = {(x["master"], x["replica"], x["run_id"], x["bucket"]): x["lag_ms_sum"]
+            for x in tables(fine)["lag_series"]}
+    assert sums.keys() == direct.keys()
+    # the Spark finish: the same series (its tables' rows in no set order)
+    fines.clear()
+    in_spark = job.run(spark, [pq], job.JobConfig(driver_max_rows=0))
+    assert fines == [60.0]
+    fine_spark = no_guess(job.JobConfig(driver_max_rows=0))
+    def by_key(rows: list) -> list:
+        return sorted(rows, key=lambda x: (x.master, x.replica, x.run_id or "", x.bucket))
+
+    assert by_key(in_spark.tables.lag_series.collect()) \
+        == by_key(fine_spark.tables.lag_series.collect()) == tables(fine)["lag_series"]
+    # a bad row (an unknown event) a day later: the footers span a day, the good events 4 h
+    spark.createDataFrame([(1735689600.0 + 86400 * 2, "no_such_event", "x:1")],
+                          "ts double, event string, node string") \
+        .coalesce(1).write.mode("append").parquet(pq)
+    fines.clear()
+    again = job.run(spark, [pq], job.JobConfig())
+    assert len(fines) == 2 and fines[0] > again.summary["input"]["bucket_s"] and fines[1] == 10
+    plain = no_guess(job.JobConfig())
+    assert again.summary == plain.summary
+    assert again.summary["input"]["malformed"]["unknown-event"] == 1
+    assert tables(again) == tables(plain) == tables(fine)
+    spark.catalog.clearCache()
