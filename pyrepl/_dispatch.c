@@ -402,11 +402,14 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
             } else {
                 Py_INCREF(id);
             }
-            int fed = pa == Py_None ? feed_now(core, c, id, argv) : 0;
-            PyObject *item = fed ? NULL : PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
+            /* the request itself fed at once, or (db, what to feed) left for execute's tail */
+            int rc = pa == Py_None ? feed_now(core, c, id, argv) : 0;
+            if (rc == 0) {
+                PyObject *item = PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
+                rc = item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
+                Py_XDECREF(item);
+            }
             Py_DECREF(id);
-            int rc = fed ? fed : item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
-            Py_XDECREF(item);
             if (rc < 0)
                 goto fail;
         }
