@@ -13,7 +13,7 @@ all: test
 
 $(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun.c pyrepl/keyspace/_zbtree.c \
 		pyrepl/net/_serve.c pyrepl/_dispatch.c \
-		pyrepl/replication/_feed.c pyrepl/_slots.h
+		pyrepl/replication/_feed.c pyrepl/commands/_hot.c pyrepl/_slots.h
 	@bash scripts/build-deps.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -11,12 +11,13 @@ those; every wait is bounded in time. Control and polling use small raw RESP con
 the cheap way to read a replica's link state and ``slave_repl_offset``: ``connected`` in ROLE is
 ``master_link_status:up`` in INFO). Sections (``--only throughput,fullsync,partial,lag``):
 
-1. ``throughput``: ``redis-benchmark -t set``, then ``-t get``, then ``-t incr,lpush,hset,zadd``
+1. ``throughput``: ``redis-benchmark -t TEST`` for each of set, get, incr, lpush, hset, zadd
    (``-n 300000 -c 50 -P 1``, ``-n 2400000 -P 16``, ``-r 100000``) against a master with one
    replica attached, and against the Python floor with one replica (bench/floor_server.py
    ``--replica``: a floor passing its reads with writes on, verbatim, to another floor once a
-   loop pass; the most a Python master and replica do here); after the SETs, the time until the replica has applied all of
-   them (polled every 1 ms). Goals: every ratio >= 0.9 at -P1, SET and GET >= 0.5 at -P16, and
+   loop pass; the most a Python master and replica do here), each test on the three pairs
+   back to back, in another order each round; after the SETs, the time until the replica has
+   applied all of them (polled every 1 ms). Goals: every ratio >= 0.9 at -P1, SET and GET >= 0.5 at -P16, and
    at -P16 >= 0.8x the floor; caught up within 1 s.
 2. ``fullsync``: the master gets ``DEBUG POPULATE 1000000 key 100``; a fresh empty replica is
    told ``REPLICAOF``. For each entry of :data:`SYNC_MODES` (one more entry adds a mode):
@@ -51,6 +52,7 @@ arrives). redis-server is started with ``--enable-debug-command yes`` for DEBUG 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -220,12 +222,17 @@ def replica_count(master: ServerProcess) -> int:
 # The other writes of issue 15's -P1 goal, after SET and GET; random keys (members, fields) as
 # bench_throughput.py and the issue's runs (until 2026-11-25 this section ran SET and GET on
 # one key, without -r)
-TP_WRITES = "incr,lpush,hset,zadd"
+TP_TESTS = ("set", "get", "incr", "lpush", "hset", "zadd")
 TP_KEYS = ["-r", "100000"]
+# every order of the three pairs, one a round
+TP_ORDERS = list(itertools.permutations((*KINDS, "floor")))
 
 
 def section_throughput(args: argparse.Namespace, res: Results) -> None:
-    pairs = {}
+    """Each test runs on the three pairs back to back (the order rotating from round to
+    round), so that the figures a ratio divides were taken seconds apart, not a pair's whole
+    run of six tests apart (a round's figure moves ±10 % on this shared machine)."""
+    pairs: dict[str, tuple[ServerProcess, ServerProcess]] = {}
     floor = floor_replica = None
     try:
         for kind in KINDS:
@@ -233,27 +240,26 @@ def section_throughput(args: argparse.Namespace, res: Results) -> None:
         floor_replica = start_floor()
         floor = start_floor(replica=floor_replica.port)
         for rnd in range(args.rounds):
+            kinds = TP_ORDERS[rnd % len(TP_ORDERS)]
             for pipeline in (1, 16):
                 reqs = requests_for(args.tp_requests, pipeline)
-                r = redis_benchmark(floor.port, "set,get," + TP_WRITES, reqs, 50, pipeline,
-                                    TP_KEYS)
-                for test, rps in r.items():
-                    res.add(f"throughput {test} -P{pipeline}", "floor", rps)
-                for kind in order(rnd):
-                    master, replica = pairs[kind]
-                    r = redis_benchmark(master.port, "set", reqs, 50, pipeline, TP_KEYS)
-                    caught = catch_up_s(master, replica)
-                    res.add(f"throughput SET -P{pipeline}: replica caught up after, ms", kind,
-                            caught * 1000)
-                    r.update(redis_benchmark(master.port, "get", reqs, 50, pipeline, TP_KEYS))
-                    r.update(redis_benchmark(master.port, TP_WRITES, reqs, 50, pipeline,
-                                             TP_KEYS))
-                    n = replica_count(master)
-                    for test, rps in r.items():
-                        res.add(f"throughput {test} -P{pipeline}", kind, rps)
+                got: dict[str, dict[str, float]] = {k: {} for k in kinds}
+                for test in TP_TESTS:
+                    for kind in kinds:
+                        port = floor.port if kind == "floor" else pairs[kind][0].port
+                        r = redis_benchmark(port, test, reqs, 50, pipeline, TP_KEYS)
+                        if test == "set" and kind != "floor":
+                            master, replica = pairs[kind]
+                            res.add(f"throughput SET -P{pipeline}: replica caught up after, ms",
+                                    kind, catch_up_s(master, replica) * 1000)
+                        for name, rps in r.items():
+                            res.add(f"throughput {name} -P{pipeline}", kind, rps)
+                        got[kind].update(r)
+                for kind in kinds:
+                    n = replica_count(pairs[kind][0]) if kind != "floor" else 1
                     note = "" if n == 1 else f"  !! {n} replicas connected after the run"
                     print(f"  round {rnd + 1} -P{pipeline:<2} {kind:6}: "
-                          + ", ".join(f"{t}={v:,.0f}/s" for t, v in r.items()) + note,
+                          + ", ".join(f"{t}={v:,.0f}/s" for t, v in got[kind].items()) + note,
                           flush=True)
     finally:
         stop_server(floor)

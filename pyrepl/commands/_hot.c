@@ -259,14 +259,17 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_HSET, 4);
     PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
-    if (hash == NULL || !PyDict_CheckExact(hash))
+    if (hash == NULL || !PyDict_CheckExact(hash) ||
+            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)))
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
-    PyObject *field = PyList_GET_ITEM(args[1], 2);
+    /* one lookup: a new field is the one store that grows the dict (a bytes field: nothing
+       runs during the store that could change the dict otherwise) */
+    Py_ssize_t before = PyDict_GET_SIZE(hash);
     Py_INCREF(hash);
-    int had = PyDict_Contains(hash, field);
-    int rc = had < 0 ? -1 : PyDict_SetItem(hash, field, PyList_GET_ITEM(args[1], 3));
+    int rc = PyDict_SetItem(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
+    Py_ssize_t after = PyDict_GET_SIZE(hash);
     Py_DECREF(hash);
-    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(!had));
+    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(after > before));
 }
 
 /* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()
