@@ -58,6 +58,17 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# The cyclic GC's young-generation threshold (CPython's default is 700): net allocations of
+# container objects between two collections of the youngest generation. A replica's read of
+# its master's stream holds thousands of requests at once (a 256 KiB read: ~5,800 SETs); at
+# 700, each such read ran several young collections, which promoted whatever young containers
+# were alive then (the backlog's new blocks, their views) to the old generation, and that set
+# off a full collection every ~2.5 s under a -P16 load, each visiting the whole dataset (a
+# list key of 10M elements: 0.1-0.35 s each). Above a read's worth of requests, a young
+# collection runs only where containers really accumulate. (bench/RESULTS.md, "The cyclic GC")
+GC_YOUNG_THRESHOLD = 50_000
+
+
 def write_client(c: Client) -> None:
     """Hand a client's output to its transport: its replies, then for a streaming replica the
     replication stream, as views of the shared buffer, while the transport is not paused (so
@@ -386,6 +397,7 @@ class Server:
         if background:
             process.daemonize()      # before any event loop or socket exists
         self.pidfile = cfg.pidfile or (process.DEFAULT_PID_FILE if background else "")
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = new_event_loop(self.use_uvloop)
         self.loop = loop
         try:

@@ -24,13 +24,30 @@
 
    Memory: nothing is allocated for a request before the bytes that would hold its N
    arguments (6 bytes each at least, "$0\r\n\r\n") have arrived, so a header such as
-   "*2000000000" costs nothing. */
+   "*2000000000" costs nothing.
+
+   The cyclic GC: the lists made here (each request's arguments, the requests, the ends)
+   hold only bytes, ints and such lists, so they can be in no reference cycle, and they are
+   taken out of the GC's view as they are made (what CPython does for a tuple of such
+   objects). A read of a replica's stream holds thousands of requests at once; tracked, they
+   outlived the young generations' collections and set off a full collection every few
+   reads, each visiting the whole dataset (a list key of 10M elements: 0.3 s each, 13.6 s of
+   full collections in a 40 s load; bench/RESULTS.md, "The cyclic GC"). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
 #include "../_slots.h"
+
+/* o (a new list of bytes, ints or such lists, or NULL) out of the cyclic GC's view */
+static inline PyObject *
+untracked(PyObject *o)
+{
+    if (o != NULL)
+        PyObject_GC_UnTrack(o);
+    return o;
+}
 
 /* A canonical decimal of at most 18 digits ending at the CR of a CRLF, starting at p (< end).
    Returns the value and sets *next past the LF, or -1 (not canonical, or not complete). */
@@ -163,8 +180,8 @@ scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
             Py_ssize_t maxcount, Py_ssize_t maxbulk, long long base,
             PyObject **reqs_out, PyObject **ends_out, Py_ssize_t *stop_out)
 {
-    PyObject *reqs = *reqs_out != NULL ? *reqs_out : PyList_New(0),
-             *ends = *ends_out != NULL ? *ends_out : PyList_New(0);
+    PyObject *reqs = *reqs_out != NULL ? *reqs_out : untracked(PyList_New(0)),
+             *ends = *ends_out != NULL ? *ends_out : untracked(PyList_New(0));
     if (reqs == NULL || ends == NULL)
         goto fail;
     const char *end = buf + len, *p = buf + pos;
@@ -174,7 +191,7 @@ scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
         long long n = read_number(p + 1, end, &q);
         if (n <= 0 || n > maxcount || (end - q) / 6 < n)
             break;
-        PyObject *argv = PyList_New((Py_ssize_t)n);
+        PyObject *argv = untracked(PyList_New((Py_ssize_t)n));
         if (argv == NULL)
             goto fail;
         Py_ssize_t i;
@@ -391,7 +408,7 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n == 1 && queue != NULL && PyList_CheckExact(queue) && PyList_GET_SIZE(queue) == 0 &&
             Py_REFCNT(queue) == 1) {
         queue = NULL;
-    } else if ((queue = PyList_New(n - 1)) == NULL) {
+    } else if ((queue = untracked(PyList_New(n - 1))) == NULL) {
         goto done;
     }
     PyObject *new_batch;   /* (reqs, data, base, base, ends) */
