@@ -239,6 +239,7 @@ def section_throughput(args: argparse.Namespace, res: Results) -> None:
             pairs[kind] = start_pair(kind)
         floor_replica = start_floor()
         floor = start_floor(replica=floor_replica.port)
+        masters = {"floor": floor, **{kind: pair[0] for kind, pair in pairs.items()}}
         for rnd in range(args.rounds):
             kinds = TP_ORDERS[rnd % len(TP_ORDERS)]
             for pipeline in (1, 16):
@@ -246,17 +247,16 @@ def section_throughput(args: argparse.Namespace, res: Results) -> None:
                 got: dict[str, dict[str, float]] = {k: {} for k in kinds}
                 for test in TP_TESTS:
                     for kind in kinds:
-                        port = floor.port if kind == "floor" else pairs[kind][0].port
-                        r = redis_benchmark(port, test, reqs, 50, pipeline, TP_KEYS)
-                        if test == "set" and kind != "floor":
-                            master, replica = pairs[kind]
+                        r = redis_benchmark(masters[kind].port, test, reqs, 50, pipeline,
+                                            TP_KEYS)
+                        if test == "set" and kind in pairs:   # (the floor has no ROLE)
                             res.add(f"throughput SET -P{pipeline}: replica caught up after, ms",
-                                    kind, catch_up_s(master, replica) * 1000)
+                                    kind, catch_up_s(*pairs[kind]) * 1000)
                         for name, rps in r.items():
                             res.add(f"throughput {name} -P{pipeline}", kind, rps)
                         got[kind].update(r)
                 for kind in kinds:
-                    n = replica_count(pairs[kind][0]) if kind != "floor" else 1
+                    n = replica_count(masters[kind]) if kind in pairs else 1
                     note = "" if n == 1 else f"  !! {n} replicas connected after the run"
                     print(f"  round {rnd + 1} -P{pipeline:<2} {kind:6}: "
                           + ", ".join(f"{t}={v:,.0f}/s" for t, v in got[kind].items()) + note,

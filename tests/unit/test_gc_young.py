@@ -10,8 +10,7 @@ threshold (700) is the control: the same reads then do run old-generation collec
 from __future__ import annotations
 
 import gc
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fakes import cmd
@@ -50,18 +49,16 @@ def _stream_reads(sets: int) -> list[bytes]:
     return [data[i:i + READ] for i in range(0, len(data), READ)]
 
 
-def _apply(reads: list[bytes], sets: int) -> Callable[[], None]:
-    """A replica in sync with a list key, and the application of ``reads`` to it."""
+def _apply_counted(reads: list[bytes], sets: int, threshold: int) -> list[int]:
+    """Collections per generation while a replica in sync applies ``reads`` (``sets`` SETs)."""
     n = synced_node()
     data = n.core.dbs[0].data
-    data[b"biglist"] = deque([b"x"] * 1000)
     keys = len(data)
-
-    def run() -> None:
+    with collections_counted(threshold) as counts:
         for r in reads:
             n.feed(r)
-        assert len(data) == keys + sets, "the stream was not applied"
-    return run
+    assert len(data) == keys + sets, "the stream was not applied"
+    return counts
 
 
 def test_the_readers_lists_are_out_of_the_gcs_view() -> None:
@@ -78,12 +75,8 @@ def test_a_replicas_reads_run_no_old_generation_collection() -> None:
     sets = 60_000
     reads = _stream_reads(sets)
     assert len(reads) > 8
-    run = _apply(reads, sets)
-    with collections_counted(GC_YOUNG_THRESHOLD) as counts:
-        run()
+    counts = _apply_counted(reads, sets, GC_YOUNG_THRESHOLD)
     assert counts[1] == counts[2] == 0, counts
     # the control: CPython's default threshold, the same reads on another replica
-    run = _apply(reads, sets)
-    with collections_counted(700) as counts:
-        run()
+    counts = _apply_counted(reads, sets, 700)
     assert counts[0] > 50 and counts[1] > 0, counts
