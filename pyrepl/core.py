@@ -29,6 +29,9 @@ from pyrepl._dispatch import bind as _bind_dispatch
 from pyrepl._plainrun import account as account_run
 from pyrepl._plainrun import bind as _bind_plainrun
 from pyrepl._plainrun import start as start_run
+from pyrepl.aof.appendonly import AppendOnly
+from pyrepl.aof.feed import FeedFanout
+from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.hot import bind as _bind_hot
@@ -288,6 +291,14 @@ class Host:
         """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
         return {}
 
+    def background_fsync(self) -> FsyncPort:
+        """The AOF's background fsync (Redis's bio thread); here done at once."""
+        return InlineFsync()
+
+    def exit_now(self, code: int) -> None:
+        """exit(code) where Redis exits at once (an AOF it cannot write under ``always``)."""
+        raise SystemExit(code)
+
 
 class ServerCore:
     # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
@@ -296,7 +307,7 @@ class ServerCore:
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
-                 "min_replicas_to_write", "serve_after_flush", "notify_mask", "__dict__",
+                 "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "__dict__",
                  "__weakref__")
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
@@ -403,6 +414,10 @@ class ServerCore:
         self.tracking_writes = False
         self.tracking = Tracking(self)
         # -- end client-side caching
+        # -- the append-only file (pyrepl.aof): ``aof_on`` while its state is not OFF (the
+        # I/O shell then holds a pass's replies until the AOF buffer is written)
+        self.aof_on = False
+        self.aof = AppendOnly(self, self.host.background_fsync())
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: Any) -> None:
@@ -421,6 +436,25 @@ class ServerCore:
             self.notify_mask = self.config.notify_keyspace_events
         elif name == "min-replicas-to-write":
             self.min_replicas_to_write = self.config.min_replicas_to_write
+        elif name == "aof-timestamp-enabled":
+            self.aof.writer.timestamps = bool(self.config.aof_timestamp_enabled)
+        elif name == "appendonly":
+            self._appendonly_changed(bool(value))
+        elif name == "aof-disable-auto-gc" and not value:
+            self.aof.delete_history()
+
+    def _appendonly_changed(self, on: bool) -> None:
+        """updateAppendonly: CONFIG SET appendonly yes starts a rewrite (WAIT_REWRITE), no
+        stops the AOF at once."""
+        from pyrepl.config import ConfigError
+
+        aof = self.aof
+        if not on and aof.on:
+            aof.stop()
+        elif on and not aof.on:
+            in_exec = self.current_client is not None and self._call_depth > 0
+            if not aof.start(in_exec=in_exec):
+                raise ConfigError("Unable to turn on AOF. Check server logs.")
 
     # -- connections ----------------------------------------------------------------------
     def connection_made(self, addr: str = "", laddr: str = "", fd: int = -1,
@@ -741,7 +775,7 @@ class ServerCore:
         span that goes into the backlog's tail block at once); ``woff`` as
         ``_propagate_now``. Returns -1 (no span)."""
         repl = self.replication
-        if repl is None or not repl.feed_span_c(repl, db_id, c.reader, a, b):
+        if self.aof_on or repl is None or not repl.feed_span_c(repl, db_id, c.reader, a, b):
             data, ends = c.reader.raw_ahead(a, b)
             span = self.repl_feed_span
             if span is not None:
@@ -967,6 +1001,28 @@ class ServerCore:
         if self._call_depth == 0:
             self.flush_propagation()
 
+    def refresh_stream_live(self) -> None:
+        """``stream_live``: whether a write's propagation goes anywhere (a backlog on a master,
+        or the AOF); while it is False the core keeps no pending propagation at all (the write
+        path's cheapest case). With AOF on the feeds are the fan-out (pyrepl.aof.feed)."""
+        repl = self.replication
+        self.aof_on = aof_on = self.aof.on
+        self.stream_live = aof_on or (repl is not None and repl.backlog is not None
+                                      and repl.replica.master_host is None)
+        if aof_on:
+            fan = FeedFanout(self.aof.writer, repl)
+            self.repl_feed, self.repl_feed_span = fan.feed, fan.feed_span
+        elif repl is not None:
+            self.repl_feed, self.repl_feed_span = repl.feed, repl.feed_span
+        else:
+            self.repl_feed = self.repl_feed_span = None
+
+    def function_codes(self) -> list[bytes]:
+        """The codes of the function libraries (an RDB's or a rewrite's)."""
+        from pyrepl.scripting.functions import rdb_libraries
+
+        return rdb_libraries(self)
+
     @property
     def replica_mode(self) -> bool:
         """True while this server follows a master (keys then expire only by its DEL)."""
@@ -1027,6 +1083,9 @@ class ServerCore:
             self.tracking.cron()
         if self.replication is not None:
             self.replication.tick(now_ms)
+        aof = self.aof
+        if aof.on or aof.rewrite_scheduled:
+            aof.cron(now_ms, self.rdb_child_pid != -1)
 
     def expire_replica_keys(self, now_ms: int, budget: int = 1000) -> int:
         """Redis's expireSlaveKeys: expire the keys clients set with a TTL on this writable
@@ -1126,11 +1185,14 @@ class ServerCore:
 
     def _refresh_disk_error(self) -> None:
         """Redis's writeCommandsDeniedByDiskError: with stop-writes-on-bgsave-error, save
-        points set and the last save failed, writes and PING get -MISCONF until a save works."""
+        points set and the last save failed, writes and PING get -MISCONF until a save works;
+        with AOF on, while the AOF cannot be written (or its background fsync failed)."""
         cfg = self.config
         deny = cfg.stop_writes_on_bgsave_error and cfg.save and not self._bgsave_ok
-        self.disk_error = MISCONF_ERR if deny else None
+        self.disk_error = MISCONF_ERR if deny else self.aof.write_error
         self.refresh_gate()
+
+    refresh_disk_error = _refresh_disk_error
 
     def _denied_by_disk_error(self, c: Client, cmd: Command) -> bool:
         """The MISCONF check of processCommand (only called while ``disk_error`` is set)."""
@@ -1226,7 +1288,15 @@ class ServerCore:
 
     def child_exited(self, pid: int, exitcode: int) -> None:
         """The shell reaped a child process."""
-        if pid == self.rdb_child_pid and self.rdb_child_purpose == "socket":
+        if pid == self.rdb_child_pid and self.rdb_child_purpose == "aof":
+            self.rdb_child_pid = -1
+            self.save_progress = None
+            cow = self.cow.size
+            self.cow = CowSample()
+            self.aof.child_done(exitcode if exitcode >= 0 else 0,
+                                by_signal=-exitcode if exitcode < 0 else 0)
+            self.aof.last_cow_size = cow
+        elif pid == self.rdb_child_pid and self.rdb_child_purpose == "socket":
             # A diskless sync child wrote no file: no save bookkeeping (the replication layer
             # logs the transfer's outcome).
             self.rdb_child_pid = -1
@@ -1256,6 +1326,8 @@ class ServerCore:
     def prepare_for_shutdown(self, save: bool | None, force: bool = False) -> bool:
         """finishShutdown: stop the child, save if asked or configured. False when the save
         failed (and not ``force``): the server then keeps running."""
+        if not self.aof.shutdown(force):   # (the AOF flushed and fsynced, its child killed)
+            return False
         self.kill_rdb_child()
         do_save = bool(self.config.save) if save is None else save
         if self.loading:
@@ -1325,7 +1397,45 @@ class ServerCore:
                 self.unblock(client, ReplyError(err))
 
     def load(self) -> None:
-        """Load the RDB file at start, if present."""
+        """loadDataFromDisk: the AOF when ``appendonly yes`` (then its files opened for
+        appending: AppendOnly.boot), else the RDB file, if present. The AOF manifest is read
+        in any case (a later ``CONFIG SET appendonly yes`` goes on from it), as Redis does.
+        Raises on anything that must stop the start."""
+        from pyrepl.aof.manifest import ManifestError
+
+        aof = self.aof
+        try:
+            aof.load_manifest()
+        except ManifestError as e:
+            self.log.warning("*** FATAL AOF MANIFEST FILE ERROR ***")
+            if e.line_no:
+                self.log.warning(f"Reading the manifest file, at line {e.line_no}")
+                self.log.warning(f">>> '{e.line}'")
+            self.log.warning(e.message)
+            raise
+        if self.config.appendonly:
+            self.load_aof()
+            aof.boot()
+            return
+        self.load_rdb()
+
+    def load_aof(self) -> None:
+        """loadAppendOnlyFiles; AofLoadError (the dataset left empty) on failure."""
+        from pyrepl.aof.boot import load_into
+        from pyrepl.aof.loader import LoadStatus
+
+        t0 = self.host.clock_ns()
+        status = load_into(self, lambda: self.host.clock_ns() / 1e9)
+        if status in (LoadStatus.FAILED, LoadStatus.OPEN_ERR):
+            for db in self.dbs:      # (nothing of a half-loaded dataset stays)
+                db.replace({}, {})
+            raise AofLoadError("the append only file could not be loaded")
+        if status is not LoadStatus.NOT_EXIST:
+            self.log.notice(f"DB loaded from append only file: "
+                            f"{(self.host.clock_ns() - t0) / 1e9:.3f} seconds")
+
+    def load_rdb(self) -> None:
+        """The RDB file, if present, as the dataset (a start, DEBUG RELOAD)."""
         path = self.rdb_path()
         if not os.path.exists(path):
             return
@@ -1362,6 +1472,10 @@ class ServerCore:
     # -- misc -----------------------------------------------------------------------------
     def select_db(self, c: Client, index: int) -> None:
         c.db = self.dbs[index]
+
+
+class AofLoadError(Exception):
+    """The AOF named by the manifest could not be loaded (the start fails, as Redis exits)."""
 
 
 # SHUTDOWN's flags, as Redis's SHUTDOWN_* (and the bits of shutdown-on-sigterm / -sigint)

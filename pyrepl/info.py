@@ -150,7 +150,7 @@ def section_memory(core: ServerCore) -> Fields:
         *repl_fields,
         ("mem_clients_normal", clients_normal),
         ("mem_cluster_links", 0),
-        ("mem_aof_buffer", 0),
+        ("mem_aof_buffer", len(core.aof.writer.buf)),
         ("mem_allocator", "pymalloc"),
         ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
@@ -160,11 +160,12 @@ def section_memory(core: ServerCore) -> Fields:
 
 def section_persistence(core: ServerCore) -> Fields:
     now = core.now_ms
-    in_progress = core.rdb_child_pid != -1  # any RDB child, to disk or to replica sockets
+    child = core.rdb_child_pid != -1    # the one child: RDB (to disk or sockets) or AOF
+    in_progress = child and core.rdb_child_purpose != "aof"
     progress = core.save_progress
-    processed = progress.get() if progress is not None and in_progress else 0
-    total = core.save_keys_total if progress is not None and in_progress else 0
-    return [
+    processed = progress.get() if progress is not None and child else 0
+    total = core.save_keys_total if progress is not None and child else 0
+    fields: Fields = [
         ("loading", int(core.loading)),
         ("async_loading", 0),
         ("current_cow_peak", core.cow.peak),
@@ -185,19 +186,13 @@ def section_persistence(core: ServerCore) -> Fields:
         ("rdb_last_cow_size", core.rdb_last_cow_size),
         ("rdb_last_load_keys_expired", core.rdb_last_load_keys_expired),
         ("rdb_last_load_keys_loaded", core.rdb_last_load_keys_loaded),
-        ("aof_enabled", 0),
-        ("aof_rewrite_in_progress", 0),
-        ("aof_rewrite_scheduled", 0),
-        ("aof_last_rewrite_time_sec", -1),
-        ("aof_current_rewrite_time_sec", -1),
-        ("aof_last_bgrewrite_status", "ok"),
-        ("aof_rewrites", 0),
-        ("aof_rewrites_consecutive_failures", 0),
-        ("aof_last_write_status", "ok"),
-        ("aof_last_cow_size", 0),
+        *core.aof.info_fields(now),
         ("module_fork_in_progress", 0),
         ("module_fork_last_cow_size", 0),
     ]
+    if core.config.appendonly:   # (server.aof_enabled: the directive, not the state)
+        fields += core.aof.enabled_fields()
+    return fields
 
 
 def section_stats(core: ServerCore) -> Fields:

@@ -115,6 +115,24 @@ def bgsave(c: Any, argv: list[bytes]) -> object:
     return Status("Background saving started")
 
 
+@command("bgrewriteaof", 1, "admin noscript no-async-loading", group="server", summary="Asynchronously rewrites the append-only file to disk.")
+def bgrewriteaof(c: Any, argv: list[bytes]) -> object:
+    """bgrewriteaofCommand: started now, or scheduled while another child runs or inside
+    EXEC (the consecutive-failure count reset so the cron does not hold it back)."""
+    core = c.core
+    aof = core.aof
+    if aof.child_pid != -1:
+        raise ReplyError("ERR Background append only file rewriting already in progress")
+    if core.rdb_child_pid != -1 or core._call_depth > 0:
+        aof.rewrite_scheduled = True
+        aof.consecutive_failures = 0
+        return Status("Background append only file rewriting scheduled")
+    if aof.rewrite_background() is None:
+        return Status("Background append only file rewriting started")
+    raise ReplyError("ERR Can't execute an AOF background rewriting. Please check the server "
+                     "logs for more information.")
+
+
 @command("shutdown", -1, "admin noscript loading stale no-multi sentinel allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
 def shutdown(c: Any, argv: list[bytes]) -> object:
     from pyrepl.core import BLOCKED, SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
@@ -686,8 +704,10 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"reload":
         if not core.save():
             raise ReplyError("ERR Error trying to save the DB")
-        core.load()
+        core.load_rdb()
         return OK
+    if sub == b"loadaof" and len(argv) == 2:
+        return _loadaof(core)
     if sub == b"set-active-expire" and len(argv) == 3:
         core.active_expire_enabled = argv[2] != b"0"
         return OK
@@ -701,12 +721,38 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
             "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",
             "    unit tests to simulate Redis errors.",
+            "LOADAOF", "    Flush the AOF buffers on disk and reload the AOF in memory.",
             "POPULATE <count> [<prefix>] [<size>]", "    Create <count> string keys named key:<num>.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
             "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
         )]
     raise subcommand_error(argv)
+
+
+def _loadaof(core: Any) -> object:
+    """DEBUG LOADAOF: the AOF buffer flushed, the dataset emptied and loaded again from the
+    files the manifest names (history deleted first); a load that fails exits, as Redis."""
+    from pyrepl.aof.boot import load_into
+    from pyrepl.aof.loader import LoadStatus
+
+    aof = core.aof
+    if aof.on:
+        aof.flush_force()
+    for db in core.dbs:
+        db.replace({}, {})
+    try:
+        aof.load_manifest()
+    except Exception as e:  # noqa: BLE001 - Redis exits on a bad manifest here too
+        core.log.warning(f"Fatal error loading the AOF manifest: {e}")
+        core.host.exit_now(1)
+    aof.delete_history()
+    status = load_into(core, lambda: core.host.clock_ns() / 1e9)
+    if status not in (LoadStatus.OK, LoadStatus.EMPTY):
+        core.host.exit_now(1)
+    core.dirty = 0
+    core.log.warning("Append Only File loaded by DEBUG LOADAOF")
+    return OK
 
 
 def _populate(c: Any, argv: list[bytes]) -> object:

@@ -13,8 +13,8 @@
    and these ~34 lines of the three Python methods cost ~600 ns of a lone SET's ~1.5 us in
    process (the whole Python floor's SET costs ~450 ns), for loads and stores of slots.
 
-   The common case: the protocol and client are exactly ClientProtocol and Client, the data
-   is bytes, and the client is open, not closing, not blocked and not a replica being streamed
+   The common case: AOF is off, the protocol and client are exactly ClientProtocol and Client,
+   the data is bytes, and the client is open, not closing, not blocked and not a replica being streamed
    to. Anything else calls the Python method, which stays the reference;
    tests/unit/test_serve.py drives both on the same random command streams and compares the
    replies and every slot of the client and of the stats after each read. */
@@ -49,8 +49,9 @@ static const char *const stats_names[T_N] = {
 enum { R_QUEUE, R_SPENT, R_N };
 static const char *const reader_names[R_N] = {"queue", "spent"};
 
-enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_N };
-static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap"};
+enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_N };
+static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap",
+                                            "aof_on"};
 
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
                   core_off[K_N];
@@ -179,7 +180,9 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_TYPE(C(c, C_READER)) != reader_type || !PyList_CheckExact(C(c, C_OUT)) ||
             !slots_all_set(C(c, C_READER), reader_off, R_N))
         goto general;
-    if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N))
+    /* (with AOF on, a reply may have to wait for the AOF's write: the Python decides) */
+    if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
+            SLOT_AT(core, core_off[K_AOF_ON]) != Py_False)
         goto general;
     PyObject *stats = SLOT_AT(core, core_off[K_STATS]);
     if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))

@@ -31,6 +31,7 @@ from pyrepl.core import Host, ServerCore, Stats
 from pyrepl.net import process, tls
 from pyrepl.net._serve import bind as _bind_serve
 from pyrepl.net._serve import received
+from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
@@ -130,11 +131,17 @@ class ClientProtocol(asyncio.Protocol):
             return
         self.core.now_ms = int(time.time() * 1000)
         c.receive_data(data)
-        if c.out:
-            self.transport.write(c.data_to_send())  # type: ignore[union-attr]
-        if c.close_after_reply:
-            self.transport.close()  # type: ignore[union-attr]
         core = self.core
+        if core.aof_on and core.aof.writer.buf:
+            # A write waits for the AOF: no reply of this pass leaves before the AOF buffer
+            # is written (fsynced with always), as Redis's beforeSleep orders them.
+            if c.out or c.close_after_reply:
+                core.pending_flush.append(c)
+        else:
+            if c.out:
+                self.transport.write(c.data_to_send())  # type: ignore[union-attr]
+            if c.close_after_reply:
+                self.transport.close()  # type: ignore[union-attr]
         if core.pending_flush:
             self.server.schedule_flush()
         if core.shutdown_asap:
@@ -226,6 +233,14 @@ class NetHost(Host):
 
     def request_shutdown(self) -> None:
         self.server.core.shutdown_asap = True
+
+    def background_fsync(self) -> BackgroundFsync:
+        return BackgroundFsync()
+
+    def exit_now(self, code: int) -> None:
+        """Redis's exit(1) when the AOF cannot be written under ``appendfsync always``."""
+        self.server.logger.warning(f"Exiting with code {code}.")
+        os._exit(code)
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
@@ -419,9 +434,6 @@ class Server:
         noop = cfg.noop_loaded()
         if noop:
             log.notice("Accepted with no effect in pyrepl: " + ", ".join(noop))
-        if cfg.appendonly:
-            log.warning("appendonly yes: pyrepl has no AOF; the dataset is persisted by RDB "
-                        "snapshots only")
         if self.config.dir:
             os.makedirs(self.config.dir, exist_ok=True)
         core.now_ms = now_ms()
@@ -566,6 +578,8 @@ class Server:
     def flush_pending(self) -> None:
         """Write out clients that got output outside their own read (see core.pending_flush)."""
         core = self.core
+        if core.aof_on:
+            core.aof.before_reply()    # (the AOF written before any reply of the pass)
         pending, core.pending_flush = core.pending_flush, []
         for c in pending:
             write_client(c)

@@ -64,8 +64,7 @@ class Replication:
         self.replica = ReplicaSide(self)
         self.failover = Failover(self)
         core.replication = self
-        core.repl_feed = self.feed
-        core.repl_feed_span = self.feed_span
+        core.refresh_stream_live()     # (the feeds: ours, or the AOF's fan-out before them)
         core.aux_fields = self.rdb_aux
         core.config.on_change(self._config_changed)
 
@@ -102,7 +101,7 @@ class Replication:
         """``core.stream_live``: whether a write's propagation goes anywhere (a backlog, and
         we are a master: a replica passes its master's bytes on instead). While it is False
         the core keeps no pending propagation at all (the write path's cheapest case)."""
-        self.core.stream_live = self.backlog is not None and self.replica.master_host is None
+        self.core.refresh_stream_live()   # (a backlog and a master, or the AOF: the core's)
 
     def feed(self, db_id: int, argv: list[bytes],
              data: bytes | bytearray | None = None) -> None:

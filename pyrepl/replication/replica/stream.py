@@ -205,6 +205,8 @@ class Stream:
         none). ``reploff`` moves once, to the run's end; if a handler raises anything but a
         ReplyError, to the end of the command before it, as the one-by-one loop leaves it."""
         core = self.core
+        if core.aof_on:   # (each write goes to our AOF: the one-by-one path propagates it)
+            return False
         run = start_run(core, c, first, rest)   # (plainrun.start; its common case in C)
         if run is None:
             return False

@@ -1,0 +1,1 @@
+"""Append-only file persistence (Redis 7's multi-part AOF)."""

@@ -1,0 +1,75 @@
+"""Loading the AOF into a server: the AOF client, the dataset swap, DEBUG LOADAOF.
+
+Theory of operation: :func:`load_into` runs :mod:`pyrepl.aof.loader` with the server as its
+ports. The commands run as Redis's AOF client does (createAOFClient): a client of its own that
+no one sees, whose replies are dropped, running each handler directly (no ACL, no READONLY, no
+MISCONF, no stats: cmd->proc), a transaction's commands queued until EXEC. While it runs the
+server is *loading*: nothing expires (keyIsExpired returns 0 while loading; a PEXPIREAT in the
+past sets the time instead of deleting), as a replica applying its master's stream. An RDB base
+replaces the dataset as a whole (the RDB loader of a start, functions included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl.aof.loader import LoadPorts, LoadStatus, load_files, upgrade_if_needed
+from pyrepl.client import Client
+from pyrepl.resp.types import ReplyError
+
+CLIENT_ID_AOF = 2**64 - 1
+
+
+def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
+    """loadDataFromDisk's AOF branch. The manifest is ``core.aof.manifest`` (loaded before);
+    ManifestError / OSError from an upgrade propagate (the start fails)."""
+    aof = core.aof
+    cfg = core.config
+    upgrade_if_needed(aof.manifest, cfg.dir, aof.dirpath, aof.filename, core.log)
+    c = Client(core, CLIENT_ID_AOF, "", "", -1)
+    c.set_authenticated(True)
+    c.kind = "aof"
+
+    def run(argv: list[bytes]) -> None:
+        cmd = core.lookup_command(argv)
+        if cmd is None:
+            return
+        name = argv[0].lower()
+        if c.in_multi and name not in (b"exec", b"multi", b"discard"):
+            c.multi_queue.append((cmd, argv))
+            return
+        try:
+            cmd.handler(c, argv)
+        except ReplyError:
+            pass
+        c.out.clear()
+        if core._pending:
+            core._pending = []
+
+    def load_rdb(path: str) -> int:
+        from pyrepl.rdb.decoder import load_rdb_file
+        from pyrepl.scripting.functions import install_libraries, prepare_libraries
+
+        loaded = load_rdb_file(path, len(core.dbs), now_ms=None)
+        libraries = prepare_libraries(core, loaded.functions)
+        for i, db in enumerate(core.dbs):
+            db.replace(loaded.data[i], loaded.expires[i])
+        install_libraries(core, libraries)
+        core.rdb_last_load_keys_loaded = loaded.keys_loaded
+        core.rdb_last_load_keys_expired = loaded.keys_expired
+        return loaded.bytes_read
+
+    ports = LoadPorts(run=run, known=lambda name: core.lookup_command([name]) is not None,
+                      in_multi=lambda: c.in_multi, discard=c.discard_transaction,
+                      load_rdb=load_rdb, log=core.log, clock_s=clock_s)
+    saved = (core.loading, core.expiry_deletes, core.applying_master_stream)
+    core.loading, core.expiry_deletes, core.applying_master_stream = True, False, True
+    try:
+        status, total, base = load_files(ports, aof.manifest, aof.dirpath, aof.filename,
+                                         cfg.aof_load_truncated)
+    finally:
+        core.loading, core.expiry_deletes, core.applying_master_stream = saved
+        c.discard_transaction()
+    if status in (LoadStatus.OK, LoadStatus.TRUNCATED):
+        aof.loaded(total, base)
+    return status

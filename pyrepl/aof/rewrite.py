@@ -1,0 +1,61 @@
+"""AOF rewrite: the base file a forked child writes, and what the parent does around it.
+
+Theory of operation (Redis's rewriteAppendOnlyFileBackground and backgroundRewriteDoneHandler):
+
+1. At the fork the parent flushes its buffer, opens a *new* incr file and records it in the
+   manifest (or, while AOF waits for its first rewrite, a temporary incr file), so every write
+   from the fork on is in a file the rewrite does not cover.
+2. The child writes the whole dataset it forked with to ``temp-rewriteaof-bg-<pid>.aof`` in
+   ``dir``: an RDB (``aof-use-rdb-preamble yes``, with the ``aof-base`` aux field) or commands
+   (:mod:`pyrepl.aof.commands`), fsynced, then exits.
+3. When it exits with success the parent renames that file to the next base, turns the old
+   base and the incr files before the new one into history, persists the manifest
+   atomically, then deletes the history (unless ``aof-disable-auto-gc yes``). Any failure
+   leaves the old manifest in force: the files it names are untouched.
+
+:func:`write_base` is step 2 (it runs in the child); the parent's steps are
+:meth:`pyrepl.aof.appendonly.AppendOnly.rewrite_background` and ``rewrite_done``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyrepl.rdb.encoder import save_rdb_file
+
+
+def temp_base_path(dirpath: str, pid: int) -> str:
+    """The child's output (Redis's temp-rewriteaof-bg-<pid>.aof, in the working dir)."""
+    return os.path.join(dirpath, f"temp-rewriteaof-bg-{pid}.aof")
+
+
+def write_base(path: str, dbs: Sequence[Any], *, rdb_preamble: bool, functions: Sequence[bytes],
+               checksum: bool, now_ms: int, timestamp: bytes,
+               key_hook: Callable[[], None] | None = None,
+               progress: Callable[[int], None] | None = None) -> None:
+    """rewriteAppendOnlyFile: the dataset to ``path``, atomically (temp file, fsync, rename).
+    Raises OSError."""
+    if rdb_preamble:
+        save_rdb_file(path, dbs, aux={"aof-base": 1}, functions=functions, checksum=checksum,
+                      now_ms=now_ms, key_hook=key_hook, progress=progress)
+        return
+    from pyrepl.aof.commands import write_dataset
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            if timestamp:
+                f.write(timestamp)
+            write_dataset(f.write, dbs, now_ms, functions, key_hook=key_hook,
+                          progress=progress)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
