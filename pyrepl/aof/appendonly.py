@@ -177,8 +177,11 @@ class AppendOnly:
         w = self.writer
         w.now_s = self._now_s()
         cfg = self.cfg
+        ok = w.write_ok
         w.flush(False, cfg.appendfsync, cfg.no_appendfsync_on_rewrite,
                 self.server.rdb_child_pid != -1, self._clock_ms)
+        if w.write_ok is not ok:     # (writes refused with MISCONF, or allowed again)
+            self.server.refresh_disk_error()
 
     def _clock_ms(self) -> int:
         return self.server.host.clock_ns() // 1_000_000

@@ -46,6 +46,8 @@ TRANSITIONS: dict[tuple[AofState, AofInput], AofState] = {
 class AofStateError(Exception):
     def __init__(self, state: AofState, inp: AofInput) -> None:
         super().__init__(f"AOF: no move from {state.name} on {inp.name}")
+        self.state = state
+        self.input = inp
 
 
 def move(state: AofState, inp: AofInput) -> AofState:

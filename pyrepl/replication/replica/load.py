@@ -212,6 +212,20 @@ class Load:
             return
         self._cancel_handshake(True, I.TRANSFER_ERROR, "load-error", error)
 
+    def _restart_aof(self) -> None:
+        """restartAOFAfterSYNC: the AOF starts again on the new dataset (a rewrite, then ON);
+        a replica that cannot turn it on exits rather than run without it, as Redis."""
+        core = self.core
+        for _ in range(10):
+            if core.aof.start():
+                return
+            core.log.warning("Failed enabling the AOF after successful master synchronization! "
+                             "Trying it again in one second.")
+            core.host.sleep(1)
+        core.log.warning("FATAL: this replica instance finished the synchronization with its "
+                         "master, but the AOF can't be turned on. Exiting now.")
+        core.host.exit_now(1)
+
     def _loaded(self) -> None:
         """The whole payload is in and verified: swap it in and go online."""
         ld = self._load
@@ -242,6 +256,8 @@ class Load:
         self._discard_cached_master()
         m.master.disconnect_replicas()
         m.free_backlog()
+        if core.aof.on:   # (readSyncBulkPayload: the AOF of the old dataset is closed)
+            core.aof.stop()
         log.notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB")
         core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
@@ -265,6 +281,8 @@ class Load:
         if m.backlog is None:
             m.create_backlog()
         log.notice("MASTER <-> REPLICA sync: Finished with success")
+        if core.config.appendonly:
+            self._restart_aof()
         self._emit("load_done", keys=keys, duration_ms=now - ld.first_ms, bytes=self.transfer_read,
                    mode=self.mode)
         self.transfer_size = -1
