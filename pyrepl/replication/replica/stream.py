@@ -157,6 +157,8 @@ class Stream:
             core.applying_master_stream = False
             # even if a command raised: what was applied is passed on, offsets stay coherent
             self._feed_applied(ms)
+            if core.aof_on and core.aof.writer.buf:
+                core.aof.before_reply()   # (Redis writes its AOF every event-loop pass)
 
     def _apply_commands(self, ms: MasterState, c: Client, reader: Any, core: Any,
                         log: Any, argv: list[bytes] | None) -> None:
@@ -281,6 +283,9 @@ class Stream:
         ms = self.master
         if ms is None:
             return
+        core = self.core
+        if core.aof_on and core.aof.writer.buf:
+            core.aof.before_reply()   # (what we acknowledge is in our AOF first, as Redis)
         data = encode_command([b"REPLCONF", b"ACK", b"%d" % ms.reploff])
         ms.client.net_out += len(data)
         self.core.stats.net_output_bytes += len(data)
