@@ -59,7 +59,8 @@ class AppendOnly:
         self.log = server.log
         self.fsync = fsync
         self.state = AofState.OFF
-        self.writer = AofWriter(self.log, fsync, self._exit, server.latency_sample)
+        self.writer = AofWriter(self.log, fsync, self._exit, server.latency_sample,
+                                lambda: server.now_ms // 1000)
         self.manifest = Manifest()
         self.rewrite_base_size = 0         # aof_rewrite_base_size
         self.rewrite_scheduled = False     # aof_rewrite_scheduled

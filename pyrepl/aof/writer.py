@@ -68,11 +68,13 @@ AOF_WRITE_LOG_ERROR_RATE = 30     # seconds between two logs of a failing write
 class AofWriter:
     def __init__(self, log: object, bio: FsyncPort,
                  exit_process: Callable[[int], None],
-                 latency: Callable[[str, int], None]) -> None:
+                 latency: Callable[[str, int], None],
+                 clock_s: Callable[[], int] = lambda: 0) -> None:
         self.log = log
         self.bio = bio
         self.exit_process = exit_process
         self.latency = latency
+        self.clock_s = clock_s       # the server's unix time, for the annotations
         self.buf = bytearray()
         self.fd = -1
         self.accepting = False        # feed() appends (state ON, or WAIT_REWRITE with a child)
@@ -96,9 +98,8 @@ class AofWriter:
         if not self.accepting:
             return
         buf = self.buf
-        if self.timestamps and self.cur_timestamp < self.now_s:
-            self.cur_timestamp = self.now_s
-            buf += b"#TS:%d\r\n" % self.now_s
+        if self.timestamps:
+            self._annotate(buf)
         if db_id != self.selected_db and db_id >= 0:
             self.selected_db = db_id
             buf += encode_command([b"SELECT", b"%d" % db_id])
@@ -110,13 +111,19 @@ class AofWriter:
         if not self.accepting:
             return
         buf = self.buf
-        if self.timestamps and self.cur_timestamp < self.now_s:
-            self.cur_timestamp = self.now_s
-            buf += b"#TS:%d\r\n" % self.now_s
+        if self.timestamps:
+            self._annotate(buf)
         if db_id != self.selected_db and db_id >= 0:
             self.selected_db = db_id
             buf += encode_command([b"SELECT", b"%d" % db_id])
         buf += data
+
+    def _annotate(self, buf: bytearray) -> None:
+        """genAofTimestampAnnotationIfNeeded(0): a ``#TS:`` line when the second changed."""
+        now_s = self.clock_s()
+        if self.cur_timestamp < now_s:
+            self.cur_timestamp = now_s
+            buf += b"#TS:%d\r\n" % now_s
 
     def timestamp_annotation(self, force: bool, now_s: int) -> bytes:
         """genAofTimestampAnnotationIfNeeded(force): what a rewrite's base starts with."""

@@ -426,3 +426,91 @@ def test_a_redis6_single_file_is_upgraded_into_the_directory(tmp_path: Any) -> N
     assert (aofdir(tmp_path) / "appendonly.aof.manifest").read_bytes() == (
         b"file appendonly.aof seq 1 type b\n"
         b"file appendonly.aof.1.incr.aof seq 1 type i\n")
+
+
+class SlowFsync:
+    """A background fsync that never finishes (a disk that is busy)."""
+
+    error = 0
+
+    def __init__(self) -> None:
+        self.jobs: list[int] = []
+
+    def pending(self) -> int:
+        return len(self.jobs)
+
+    def fsync(self, fd: int) -> None:
+        self.jobs.append(fd)
+
+    def fsync_and_close(self, fd: int) -> None:
+        os.close(fd)
+
+
+def test_everysec_postpones_a_write_behind_a_slow_fsync_for_two_seconds(tmp_path: Any) -> None:
+    class SlowHost(InProcessForkHost):
+        def background_fsync(self) -> SlowFsync:
+            return SlowFsync()
+
+    cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)]),
+                             ("appendonly", ["yes"]), ("appendfsync", ["everysec"])])
+    core = ServerCore(cfg, SlowHost(), now_ms=NOW)
+    core.load()
+    c = core.connection_made()
+    w = core.aof.writer
+    core.now_ms = NOW + 1000
+    run(c, "SET", "a", "1")
+    core.aof.before_reply()            # written; an fsync handed to the (slow) thread
+    assert core.aof.fsync.pending() == 1 and not w.buf
+    core.now_ms = NOW + 2000
+    run(c, "SET", "b", "2")
+    core.aof.before_reply()            # the fsync still runs: the write waits
+    assert w.buf and w.flush_postponed_start == (NOW + 2000) // 1000
+    core.now_ms = NOW + 3000
+    core.aof.before_reply()            # less than 2 s: still waiting
+    assert w.buf
+    core.now_ms = NOW + 4000
+    core.aof.before_reply()            # 2 s: written anyway, and counted
+    assert not w.buf and w.delayed_fsync == 1
+    assert any("Asynchronous AOF fsync is taking too long" in m for _, m in core.log.lines)
+    assert b"aof_delayed_fsync:1\r\n" in run(c, "INFO", "persistence")
+    assert incr_bytes(tmp_path).endswith(cmd("SET", "b", "2"))
+
+
+def test_timestamp_annotations_once_a_second_and_loaded_past(tmp_path: Any) -> None:
+    core = make_core(tmp_path, ("appendonly", ["yes"]), ("aof-timestamp-enabled", ["yes"]))
+    c = core.connection_made()
+    core.now_ms = NOW + 1000
+    run(c, "SET", "a", "1")
+    run(c, "SET", "b", "2")
+    core.now_ms = NOW + 2500
+    run(c, "SET", "c", "3")
+    core.aof.before_reply()
+    s1, s2 = (NOW + 1000) // 1000, (NOW + 2500) // 1000
+    assert incr_bytes(tmp_path) == (b"#TS:%d\r\n" % s1 + cmd("SELECT", "0") + cmd("SET", "a", "1")
+                                    + cmd("SET", "b", "2") + b"#TS:%d\r\n" % s2 +
+                                    cmd("SET", "c", "3"))
+    again = make_core(tmp_path, ("appendonly", ["yes"]))
+    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+
+
+def test_shutdown_flushes_and_refuses_to_exit_while_the_first_rewrite_runs(tmp_path: Any) -> None:
+    class LateHost(InProcessForkHost):
+        """A child that has not exited yet (its exit is never reported)."""
+
+        def fork_child(self, job: Any, purpose: str) -> int:
+            return 99999
+
+        def kill_child(self, pid: int) -> None:
+            self.killed = pid
+
+    cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)])])
+    core = ServerCore(cfg, LateHost(), now_ms=NOW)
+    core.load()
+    c = core.connection_made()
+    assert run(c, "CONFIG", "SET", "appendonly", "yes") == b"+OK\r\n"
+    assert core.aof.state is AofState.WAIT_REWRITE
+    assert run(c, "SHUTDOWN", "NOSAVE").startswith(b"-ERR Errors trying to SHUTDOWN")
+    assert any("Writing initial AOF, can't exit." in m for _, m in core.log.lines)
+    assert not core.shutdown_asap
+    core.shutdown(8 | 2)   # FORCE | NOSAVE
+    assert core.shutdown_asap and core.host.killed == 99999
