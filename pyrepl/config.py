@@ -997,7 +997,7 @@ DIRECTIVES: tuple[Directive, ...] = (
               hidden=True, noop=True),
     Directive("set-max-listpack-value", "int", "64", lo=0, hi=LLONG_MAX, unsigned=True,
               hidden=True, noop=True),
-    _int("aof-load-corrupt-tail-max-size", "0", 0, LLONG_MAX, hidden=True, noop=True),
+    _int("aof-load-corrupt-tail-max-size", "0", 0, LLONG_MAX, hidden=True),
     _bool("hide-user-data-from-log", "no", hidden=True, noop=True),
     _bool("key-memory-histograms", "no", hidden=True, noop=True),
     _int("lookahead", "16", 1, INT_MAX, hidden=True, noop=True),

@@ -94,7 +94,8 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
     core.loading, core.expiry_deletes, core.applying_master_stream = True, False, True
     try:
         status, total, base = load_files(ports, aof.manifest, aof.dirpath, aof.filename,
-                                         cfg.aof_load_truncated)
+                                         cfg.aof_load_truncated,
+                                         cfg.aof_load_corrupt_tail_max_size)
     finally:
         core.loading, core.expiry_deletes, core.applying_master_stream = saved
         c.discard_transaction()

@@ -39,6 +39,7 @@ class LoadStatus(Enum):
     OPEN_ERR = "open_err"
     FAILED = "failed"
     TRUNCATED = "truncated"
+    BROKEN_RECOVERED = "broken_recovered"   # (Redis 8: a corrupt tail cut off)
 
 
 @dataclass
@@ -69,8 +70,9 @@ class _Format(Exception):
 
 
 def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
-                truncated_ok: bool) -> LoadStatus:
-    """loadSingleAppendOnlyFile."""
+                truncated_ok: bool, corrupt_tail_max: int = 0) -> LoadStatus:
+    """loadSingleAppendOnlyFile (Redis 8's: a malformed command within the last
+    ``corrupt_tail_max`` bytes, aof-load-corrupt-tail-max-size, is cut off as a torn tail)."""
     log = ports.log
     path = os.path.join(dirname, name)
     try:
@@ -156,6 +158,18 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
     except _Format:
         if in_multi():
             ports.discard()
+        if corrupt_tail_max and n - valid_up_to < corrupt_tail_max:
+            log.warning("!!! Warning: corrupt AOF file tail!!!")
+            log.warning(f"!!! Truncating the AOF {path} at offset {valid_up_to} (remaining "
+                        f"{n - valid_up_to}) !!!")
+            try:
+                os.truncate(path, valid_up_to)
+            except OSError as e:
+                log.warning(f"Error truncating the AOF file {name}: {e.strerror}")
+            else:
+                log.warning(f"AOF {path} loaded anyway because aof-load-corrupt-tail-max-size "
+                            f"is enabled")
+                return LoadStatus.BROKEN_RECOVERED
         log.warning(f"Bad file format reading the append only file {name}: make a backup of "
                     f"your AOF file, then use ./redis-check-aof --fix <filename.manifest>")
         log.warning(f"(the malformed command starts at offset {valid_up_to} of {name})")
@@ -242,7 +256,7 @@ def upgrade_if_needed(am: Manifest, dirpath: str, aofdir: str, filename: str,
 
 
 def load_files(ports: LoadPorts, am: Manifest, aofdir: str, filename: str,
-               truncated_ok: bool) -> tuple[LoadStatus, int, int]:
+               truncated_ok: bool, corrupt_tail_max: int = 0) -> tuple[LoadStatus, int, int]:
     """loadAppendOnlyFiles: (status, total size of base + incr files, the base's size)."""
     log = ports.log
     if am.is_empty():
@@ -267,7 +281,9 @@ def load_files(ports: LoadPorts, am: Manifest, aofdir: str, filename: str,
             base_size = file_size(aofdir, info.name) or 0
         start = ports.clock_s()
         status = load_single(ports, aofdir, info.name, old_style=info.name == filename,
-                             truncated_ok=truncated_ok)
+                             truncated_ok=truncated_ok, corrupt_tail_max=corrupt_tail_max)
+        if status is LoadStatus.BROKEN_RECOVERED:
+            status = LoadStatus.TRUNCATED     # (the same rules from here on)
         if status is LoadStatus.EMPTY and not is_base:
             status = LoadStatus.OK
         if status is LoadStatus.OK or (status is LoadStatus.TRUNCATED and last):

@@ -514,3 +514,16 @@ def test_shutdown_flushes_and_refuses_to_exit_while_the_first_rewrite_runs(tmp_p
     assert not core.shutdown_asap
     core.shutdown(8 | 2)   # FORCE | NOSAVE
     assert core.shutdown_asap and core.host.killed == 99999
+
+
+def test_redis8_corrupt_tail_max_size_cuts_a_corrupt_tail_off(tmp_path: Any) -> None:
+    good = cmd("SET", "a", "1")
+    bad = b"*2\r\n+garbage\r\n"
+    name = _write(tmp_path, "a.aof", good + bad)
+    rec = Recorder()
+    assert load_single(rec.ports(), str(tmp_path), name, False, True,
+                       corrupt_tail_max=len(bad)) is LoadStatus.FAILED   # (not < the tail)
+    assert load_single(rec.ports(), str(tmp_path), name, False, True,
+                       corrupt_tail_max=len(bad) + 1) is LoadStatus.BROKEN_RECOVERED
+    assert (tmp_path / name).read_bytes() == good
+    assert rec.warned("!!! Warning: corrupt AOF file tail!!!")
