@@ -73,6 +73,7 @@ class AppendOnly:
         self._limit_delay_min = 0
         self._limit_next_s = 0
         self.child_pid = -1
+        self._fsync_error_seen = 0
 
     # -- paths ----------------------------------------------------------------------------
     @property
@@ -227,12 +228,9 @@ class AppendOnly:
             # beforeSleep flushes every loop pass, which is also how the everysec fsync and
             # a postponed write happen while no client writes; a failed write is retried.
             self.before_reply()
-        refresh = self.fsync.error != self._fsync_error_seen
-        if refresh:
+        if self.fsync.error != self._fsync_error_seen:   # (the background fsync's outcome)
             self._fsync_error_seen = self.fsync.error
             self.server.refresh_disk_error()
-
-    _fsync_error_seen = 0
 
     def _limited(self, now_s: int) -> bool:
         """aofRewriteLimited: after 3 failed rewrites in a row, wait 1, 2, 4 ... 60 minutes
