@@ -527,3 +527,27 @@ def test_redis8_corrupt_tail_max_size_cuts_a_corrupt_tail_off(tmp_path: Any) -> 
                        corrupt_tail_max=len(bad) + 1) is LoadStatus.BROKEN_RECOVERED
     assert (tmp_path / name).read_bytes() == good
     assert rec.warned("!!! Warning: corrupt AOF file tail!!!")
+
+
+def test_an_expired_key_is_written_as_del_and_one_child_runs_at_a_time(tmp_path: Any) -> None:
+    class LateHost(InProcessForkHost):
+        def fork_child(self, job: Any, purpose: str) -> int:
+            self.codes[7777] = job()
+            return 7777
+
+    cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)]), ("appendonly", ["yes"])])
+    core = ServerCore(cfg, LateHost(), now_ms=NOW)
+    core.load()
+    c = core.connection_made()
+    run(c, "SET", "t", "x", "PX", "100")
+    core.tick(NOW + 5000)                    # active expiry: a DEL, written by the cron's flush
+    assert incr_bytes(tmp_path).endswith(cmd("DEL", "t"))
+    assert run(c, "BGSAVE") == b"+Background saving started\r\n"
+    assert run(c, "BGREWRITEAOF") == b"+Background append only file rewriting scheduled\r\n"
+    assert b"aof_rewrite_scheduled:1\r\n" in run(c, "INFO", "persistence")
+    core.child_exited(7777, 0)               # the BGSAVE ends: the cron starts the rewrite
+    core.tick(NOW + 5100)
+    assert core.rdb_child_purpose == "aof" and core.rdb_child_pid == 7777
+    assert run(c, "BGSAVE").startswith(b"-ERR Another child process is active (AOF?)")
+    info = run(c, "INFO", "persistence")
+    assert b"rdb_bgsave_in_progress:0\r\n" in info and b"aof_rewrite_in_progress:1\r\n" in info
