@@ -113,7 +113,7 @@ class AppendOnly:
         fails, as Redis exits)."""
         log = self.log
         try:
-            os.makedirs(self.dirpath, exist_ok=True)
+            mf.dir_create_if_missing(self.dirpath)
         except OSError as e:
             log.warning(f"Can't open or create append-only dir {self.cfg.appenddirname}: "
                         f"{e.strerror}")
@@ -309,7 +309,7 @@ class AppendOnly:
         if srv.rdb_child_pid != -1:
             return "child"
         try:
-            os.makedirs(self.dirpath, exist_ok=True)
+            mf.dir_create_if_missing(self.dirpath)
         except OSError as e:
             log.warning(f"Can't open or create append-only dir {self.cfg.appenddirname}: "
                         f"{e.strerror}")

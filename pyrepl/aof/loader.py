@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from pyrepl.aof.manifest import BASE, AofInfo, Manifest, persist
+from pyrepl.aof.manifest import BASE, AofInfo, Manifest, dir_create_if_missing, persist
 from pyrepl.resp._scan import scan
 
 # The fast path's parse: the canonical requests complete in the next 1 MiB, in one C call
@@ -237,9 +237,10 @@ def upgrade_if_needed(am: Manifest, dirpath: str, aofdir: str, filename: str,
             (am.base is not None and not am.incr and am.base.name == filename and not inside)):
         return
     try:
-        os.makedirs(aofdir, exist_ok=True)
+        dir_create_if_missing(aofdir)
     except OSError as e:
-        log.warning(f"Can't open or create append-only dir {aofdir}: {e.strerror}")
+        log.warning(f"Can't open or create append-only dir {os.path.basename(aofdir)}: "
+                    f"{e.strerror}")
         raise
     am.base = AofInfo(filename, 1, BASE)
     am.base_seq = 1

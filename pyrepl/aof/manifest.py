@@ -226,6 +226,16 @@ def persist(dirname: str, filename: str, am: Manifest) -> None:
     am.dirty = False
 
 
+def dir_create_if_missing(dirname: str) -> None:
+    """dirCreateIfMissing: mkdir, fine if a directory is there; something else there is
+    ENOTDIR ("Not a directory", as Redis reports it). Raises OSError."""
+    try:
+        os.mkdir(dirname, 0o755)
+    except FileExistsError:
+        if not os.path.isdir(dirname):
+            raise NotADirectoryError(20, os.strerror(20), dirname) from None
+
+
 def fsync_dir(dirname: str) -> None:
     """fsyncFileDir: the directory's entries (a rename, a new file) made durable."""
     fd = os.open(dirname, os.O_RDONLY)
