@@ -11,7 +11,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = ["bench_throughput.py", "bench_dataset.py", "bench_replication.py",
-           "bench_dispatch.py", "bench_resp_reader.py", "bench_analytics.py"]
+           "bench_dispatch.py", "bench_resp_reader.py", "bench_aof.py", "bench_analytics.py"]
 
 
 def main() -> int:
