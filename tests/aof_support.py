@@ -34,6 +34,8 @@ from support import (
     wait_for,
 )
 
+from pyrepl.collect.info import parse_info
+
 #: The two servers every AOF test runs against; "redis" is the reference.
 SERVERS = ("redis", "pyrepl")
 AOF_DIR = "appendonlydir"
@@ -119,12 +121,7 @@ def cmd(port: int, *args: str | int | bytes, db: int = 0) -> object:
 def info(port: int, section: str = "persistence") -> dict[str, str]:
     raw = cmd(port, "INFO", section)
     assert isinstance(raw, bytes), raw
-    out = {}
-    for line in raw.decode().splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return parse_info(raw.decode())
 
 
 def shutdown(srv: ServerProcess, timeout: float = 30) -> int | None:

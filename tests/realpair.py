@@ -15,6 +15,8 @@ from support import (
     wait_for,
 )
 
+from pyrepl.collect.info import parse_info
+
 # The replication user Redis documents (``user repl on >pw +psync +replconf +ping``) as server
 # arguments, and a replica's arguments to sync as it.
 REPL_USER = ("--user", "repl", "on", ">pw", "+psync", "+replconf", "+ping")
@@ -27,12 +29,7 @@ def info(r: redis.Redis, section: str) -> dict[str, str]:
     with RawClient(port) as c:
         raw = parse_reply(c.call("INFO", section))
     assert isinstance(raw, bytes), raw
-    out = {}
-    for line in raw.decode().splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return parse_info(raw.decode())
 
 
 def start_master(*extra: str) -> ServerProcess:

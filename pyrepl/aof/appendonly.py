@@ -434,30 +434,17 @@ class AppendOnly:
         temp = self.manifest.copy()
         base_name = temp.new_base(self.filename, self.cfg.aof_use_rdb_preamble)
         base_path = os.path.join(self.dirpath, base_name)
-        try:
-            os.rename(tmp, base_path)
-        except OSError as e:
-            log.warning(f"Error trying to rename the temporary AOF base file {tmp} into "
-                        f"{base_path}: {e.strerror}")
+        if not self._rename("base", tmp, base_path):
             self._failed()
             return
-        log.notice(f"Successfully renamed the temporary AOF base file "
-                   f"{os.path.basename(tmp)} into {base_name}")
         new_incr_path = None
         if self.state is AofState.WAIT_REWRITE:
             temp_incr = os.path.join(self.dirpath, mf.temp_incr_name(self.filename))
-            incr_name = temp.new_incr(self.filename)
-            new_incr_path = os.path.join(self.dirpath, incr_name)
-            try:
-                os.rename(temp_incr, new_incr_path)
-            except OSError as e:
-                log.warning(f"Error trying to rename the temporary AOF incr file {temp_incr} "
-                            f"into {new_incr_path}: {e.strerror}")
+            new_incr_path = os.path.join(self.dirpath, temp.new_incr(self.filename))
+            if not self._rename("incr", temp_incr, new_incr_path):
                 _unlink(base_path)
                 self._failed()
                 return
-            log.notice(f"Successfully renamed the temporary AOF incr file "
-                       f"{mf.temp_incr_name(self.filename)} into {incr_name}")
         temp.mark_rewritten_incr_as_history(keep_last=self.writer.fd != -1)
         try:
             mf.persist(self.dirpath, self.filename, temp)
@@ -483,6 +470,18 @@ class AppendOnly:
         log.notice("Background AOF rewrite finished successfully")
         if self.state is AofState.WAIT_REWRITE:
             self._go(AofInput.REWRITTEN)
+
+    def _rename(self, kind: str, src: str, dst: str) -> bool:
+        """The rewrite's temporary base or incr file renamed to its name, logged as Redis."""
+        try:
+            os.rename(src, dst)
+        except OSError as e:
+            self.log.warning(f"Error trying to rename the temporary AOF {kind} file {src} into "
+                             f"{dst}: {e.strerror}")
+            return False
+        self.log.notice(f"Successfully renamed the temporary AOF {kind} file "
+                        f"{os.path.basename(src)} into {os.path.basename(dst)}")
+        return True
 
     def _failed(self) -> None:
         self.last_bgrewrite_ok = False

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pyrepl.rdb.encoder import save_rdb_file
+from pyrepl.rdb.encoder import save_rdb_file, write_atomically
 
 
 def temp_base_path(dirpath: str, pid: int) -> str:
@@ -35,27 +35,17 @@ def write_base(path: str, dbs: Sequence[Any], *, rdb_preamble: bool, functions: 
                checksum: bool, now_ms: int, timestamp: bytes,
                key_hook: Callable[[], None] | None = None,
                progress: Callable[[int], None] | None = None) -> None:
-    """rewriteAppendOnlyFile: the dataset to ``path``, atomically (temp file, fsync, rename).
-    Raises OSError."""
+    """rewriteAppendOnlyFile: the dataset to ``path``, atomically (temp file, fsync, rename,
+    fsync of the directory). Raises OSError."""
     if rdb_preamble:
         save_rdb_file(path, dbs, aux={"aof-base": 1}, functions=functions, checksum=checksum,
                       now_ms=now_ms, key_hook=key_hook, progress=progress)
         return
     from pyrepl.aof.commands import write_dataset
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            if timestamp:
-                f.write(timestamp)
-            write_dataset(f.write, dbs, now_ms, functions, key_hook=key_hook,
-                          progress=progress)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    def fill(write: Callable[[bytes], Any]) -> None:
+        if timestamp:
+            write(timestamp)
+        write_dataset(write, dbs, now_ms, functions, key_hook=key_hook, progress=progress)
+
+    write_atomically(path, fill)

@@ -95,35 +95,29 @@ class AofWriter:
     # -- feeding --------------------------------------------------------------------------
     def feed(self, db_id: int, argv: list[bytes], data: bytes | bytearray | None = None) -> None:
         """feedAppendOnlyFile: ``data`` is the command's RESP when the caller has it."""
-        if not self.accepting:
-            return
-        buf = self.buf
-        if self.timestamps:
-            self._annotate(buf)
-        if db_id != self.selected_db and db_id >= 0:
-            self.selected_db = db_id
-            buf += encode_command([b"SELECT", b"%d" % db_id])
-        buf += data if data is not None else encode_command(argv)
+        if self.accepting:
+            self._head(db_id)
+            self.buf += data if data is not None else encode_command(argv)
 
     def feed_span(self, db_id: int, data: bytes | bytearray | memoryview,
                   ends: list[int] | None = None) -> None:
         """Several writes of one db as they arrived (a pipelining client's run)."""
-        if not self.accepting:
-            return
+        if self.accepting:
+            self._head(db_id)
+            self.buf += data
+
+    def _head(self, db_id: int) -> None:
+        """What goes before a command: a ``#TS:`` annotation when the second changed
+        (genAofTimestampAnnotationIfNeeded), a SELECT when the db is not the last one's."""
         buf = self.buf
         if self.timestamps:
-            self._annotate(buf)
+            now_s = self.clock_s()
+            if self.cur_timestamp < now_s:
+                self.cur_timestamp = now_s
+                buf += b"#TS:%d\r\n" % now_s
         if db_id != self.selected_db and db_id >= 0:
             self.selected_db = db_id
             buf += encode_command([b"SELECT", b"%d" % db_id])
-        buf += data
-
-    def _annotate(self, buf: bytearray) -> None:
-        """genAofTimestampAnnotationIfNeeded(0): a ``#TS:`` line when the second changed."""
-        now_s = self.clock_s()
-        if self.cur_timestamp < now_s:
-            self.cur_timestamp = now_s
-            buf += b"#TS:%d\r\n" % now_s
 
     def timestamp_annotation(self, force: bool, now_s: int) -> bytes:
         """genAofTimestampAnnotationIfNeeded(force): what a rewrite's base starts with."""

@@ -425,21 +425,37 @@ def save_rdb_file(
 ) -> int:
     """Write the dump to ``path`` atomically (temp file, fsync, rename, fsync of the directory)
     and return the number of bytes written. On error the temp file is removed."""
+    def fill(write: Callable[[bytes | memoryview], Any]) -> None:
+        for chunk in encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
+                                now_ms=now_ms, chunk_size=1 << 20, key_hook=key_hook,
+                                progress=progress):
+            write(chunk)
+
+    return write_atomically(path, fill)
+
+
+def write_atomically(path: str, fill: Callable[[Callable[[bytes | memoryview], Any]], Any]) -> int:
+    """``fill(write)`` writes a file's contents; they land at ``path`` atomically: a temp file
+    beside it, fsynced, renamed over ``path``, then the directory fsynced (a crash leaves the
+    old file or the new one, never half of one). Returns the bytes written; on error the temp
+    file is removed and the error raised (an RDB dump, an AOF base)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     written = 0
     try:
         with open(tmp, "wb", buffering=0) as f:
-            write = f.write
-            for chunk in encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
-                                    now_ms=now_ms, chunk_size=1 << 20, key_hook=key_hook,
-                                    progress=progress):
+            raw_write = f.write
+
+            def write(chunk: bytes | memoryview) -> None:
+                nonlocal written
                 view = memoryview(chunk)
                 while view:
-                    n = write(view)
+                    n = raw_write(view)
                     if n is None:  # pragma: no cover - only for non-blocking files
                         continue
                     view = view[n:]
                 written += len(chunk)
+
+            fill(write)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
