@@ -551,3 +551,32 @@ def test_an_expired_key_is_written_as_del_and_one_child_runs_at_a_time(tmp_path:
     assert run(c, "BGSAVE").startswith(b"-ERR Another child process is active (AOF?)")
     info = run(c, "INFO", "persistence")
     assert b"rdb_bgsave_in_progress:0\r\n" in info and b"aof_rewrite_in_progress:1\r\n" in info
+
+
+def test_the_background_fsync_counts_its_jobs_and_keeps_an_error(tmp_path: Any) -> None:
+    from pyrepl.net.bio import BackgroundFsync
+    from support import wait_for
+
+    bio = BackgroundFsync()
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"x")
+    bio.fsync(fd)
+    wait_for(lambda: bio.pending() == 0, timeout=10, what="the fsync to finish")
+    assert bio.error == 0
+    bad = os.open(os.devnull, os.O_RDONLY)
+    os.close(bad)                          # a closed descriptor: fdatasync fails (EBADF)
+    bio.fsync(bad)
+    wait_for(lambda: bio.pending() == 0, timeout=10, what="the failing fsync")
+    assert bio.error == 9
+    bio.fsync(fd)                          # the next fsync that works clears it
+    wait_for(lambda: bio.pending() == 0 and bio.error == 0, timeout=10, what="recovery")
+    bio.fsync_and_close(fd)
+    wait_for(lambda: _closed(fd), timeout=10, what="the close")
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False

@@ -1,4 +1,5 @@
-"""The ports of pyrepl.replication.ports and what implements them: the I/O shell, the test
+"""The ports of pyrepl.replication.ports (and the AOF's background fsync, pyrepl.aof.writer's
+FsyncPort) and what implements them: the I/O shell, the test
 fakes and the replica side agree with the Protocol on every method and its parameters, so a
 change to a port cannot leave a fake (and the tests that use it) behind."""
 
@@ -10,6 +11,8 @@ import pytest
 from fakes import WireIO
 from support import MemMasterIO, MemReplicaIO
 
+from pyrepl.aof.writer import FsyncPort, InlineFsync
+from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
 from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort, ReplicaLinkEvents
@@ -19,6 +22,7 @@ IMPLEMENTATIONS = [
     (MasterIOPort, MasterIO), (MasterIOPort, WireIO), (MasterIOPort, MemMasterIO),
     (ReplicaIOPort, ReplicaIO), (ReplicaIOPort, MemReplicaIO),
     (ReplicaLinkEvents, ReplicaSide),
+    (FsyncPort, BackgroundFsync), (FsyncPort, InlineFsync),
 ]
 
 
