@@ -912,7 +912,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("aof-use-rdb-preamble", "yes"),
     _bool("aof-timestamp-enabled", "no"),
     _bool("aof-disable-auto-gc", "no"),
-    _bool("aof-rewrite-incremental-fsync", "yes", noop=True),
+    _bool("aof-rewrite-incremental-fsync", "yes"),
     _bool("rdb-save-incremental-fsync", "yes", noop=True),
     _bool("replica-ignore-disk-write-errors", "no"),
     _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas")),

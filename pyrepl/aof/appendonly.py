@@ -333,13 +333,14 @@ class AppendOnly:
         dirpath = cfg.dir
         preamble = cfg.aof_use_rdb_preamble
         checksum = cfg.rdbchecksum
+        incremental = bool(cfg.aof_rewrite_incremental_fsync)
 
         def job() -> int:
             path = temp_base_path(dirpath, os.getpid())
             try:
                 write_base(path, dbs, rdb_preamble=preamble, functions=codes,
                            checksum=checksum, now_ms=now, timestamp=ts, key_hook=key_hook,
-                           progress=progress.set)
+                           progress=progress.set, incremental_fsync=incremental)
             except OSError:
                 return 1
             return 0

@@ -25,6 +25,8 @@ from typing import Any
 
 from pyrepl.rdb.encoder import save_rdb_file, write_atomically
 
+AUTOSYNC_BYTES = 4 * 1024 * 1024   # REDIS_AUTOSYNC_BYTES
+
 
 def temp_base_path(dirpath: str, pid: int) -> str:
     """The child's output (Redis's temp-rewriteaof-bg-<pid>.aof, in the working dir)."""
@@ -34,12 +36,15 @@ def temp_base_path(dirpath: str, pid: int) -> str:
 def write_base(path: str, dbs: Sequence[Any], *, rdb_preamble: bool, functions: Sequence[bytes],
                checksum: bool, now_ms: int, timestamp: bytes,
                key_hook: Callable[[], None] | None = None,
-               progress: Callable[[int], None] | None = None) -> None:
+               progress: Callable[[int], None] | None = None,
+               incremental_fsync: bool = False) -> None:
     """rewriteAppendOnlyFile: the dataset to ``path``, atomically (temp file, fsync, rename,
-    fsync of the directory). Raises OSError."""
+    fsync of the directory), with ``aof-rewrite-incremental-fsync`` an fdatasync every 4 MiB
+    (REDIS_AUTOSYNC_BYTES). Raises OSError."""
+    autosync = AUTOSYNC_BYTES if incremental_fsync else 0
     if rdb_preamble:
         save_rdb_file(path, dbs, aux={"aof-base": 1}, functions=functions, checksum=checksum,
-                      now_ms=now_ms, key_hook=key_hook, progress=progress)
+                      now_ms=now_ms, key_hook=key_hook, progress=progress, autosync=autosync)
         return
     from pyrepl.aof.commands import write_dataset
 
@@ -48,4 +53,4 @@ def write_base(path: str, dbs: Sequence[Any], *, rdb_preamble: bool, functions: 
             write(timestamp)
         write_dataset(write, dbs, now_ms, functions, key_hook=key_hook, progress=progress)
 
-    write_atomically(path, fill)
+    write_atomically(path, fill, autosync)

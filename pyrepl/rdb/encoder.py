@@ -422,31 +422,37 @@ def save_rdb_file(
     now_ms: int,
     key_hook: Callable[[], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    autosync: int = 0,
 ) -> int:
     """Write the dump to ``path`` atomically (temp file, fsync, rename, fsync of the directory)
-    and return the number of bytes written. On error the temp file is removed."""
+    and return the number of bytes written. On error the temp file is removed. ``autosync``:
+    see :func:`write_atomically`."""
     def fill(write: Callable[[bytes | memoryview], Any]) -> None:
         for chunk in encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
                                 now_ms=now_ms, chunk_size=1 << 20, key_hook=key_hook,
                                 progress=progress):
             write(chunk)
 
-    return write_atomically(path, fill)
+    return write_atomically(path, fill, autosync)
 
 
-def write_atomically(path: str, fill: Callable[[Callable[[bytes | memoryview], Any]], Any]) -> int:
+def write_atomically(path: str, fill: Callable[[Callable[[bytes | memoryview], Any]], Any],
+                     autosync: int = 0) -> int:
     """``fill(write)`` writes a file's contents; they land at ``path`` atomically: a temp file
     beside it, fsynced, renamed over ``path``, then the directory fsynced (a crash leaves the
     old file or the new one, never half of one). Returns the bytes written; on error the temp
-    file is removed and the error raised (an RDB dump, an AOF base)."""
+    file is removed and the error raised (an RDB dump, an AOF base). ``autosync`` > 0:
+    fdatasync every that many bytes on the way (rioSetAutoSync: the kernel never holds a big
+    backlog of dirty pages for the final fsync to flush at once)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     written = 0
+    synced = 0
     try:
         with open(tmp, "wb", buffering=0) as f:
             raw_write = f.write
 
             def write(chunk: bytes | memoryview) -> None:
-                nonlocal written
+                nonlocal written, synced
                 view = memoryview(chunk)
                 while view:
                     n = raw_write(view)
@@ -454,6 +460,9 @@ def write_atomically(path: str, fill: Callable[[Callable[[bytes | memoryview], A
                         continue
                     view = view[n:]
                 written += len(chunk)
+                if autosync and written - synced >= autosync:
+                    os.fdatasync(f.fileno())
+                    synced = written
 
             fill(write)
             os.fsync(f.fileno())

@@ -554,8 +554,9 @@ def test_an_expired_key_is_written_as_del_and_one_child_runs_at_a_time(tmp_path:
 
 
 def test_the_background_fsync_counts_its_jobs_and_keeps_an_error(tmp_path: Any) -> None:
-    from pyrepl.net.bio import BackgroundFsync
     from support import wait_for
+
+    from pyrepl.net.bio import BackgroundFsync
 
     bio = BackgroundFsync()
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
@@ -580,3 +581,18 @@ def _closed(fd: int) -> bool:
     except OSError:
         return True
     return False
+
+
+def test_incremental_fsync_syncs_every_autosync_bytes(tmp_path: Any, monkeypatch: Any) -> None:
+    from pyrepl.rdb import encoder
+
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(encoder.os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
+    chunk = b"x" * 1000
+    n = encoder.write_atomically(str(tmp_path / "f"), lambda w: [w(chunk) for _ in range(10)],
+                                 autosync=3000)
+    assert n == 10_000 and len(synced) == 3      # at 3000, 6000, 9000 bytes
+    synced.clear()
+    encoder.write_atomically(str(tmp_path / "g"), lambda w: [w(chunk) for _ in range(10)])
+    assert synced == []                          # (the final one is an fsync)
