@@ -5,11 +5,17 @@ goals (bench/RESULTS.md has the figures): the request reader's fast path
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
 in C") and a request's dispatch around its handler with a write's feed into the replication stream
-(pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). Everything else is in setup.cfg."""
+(pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
+package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
+pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
+its JIT directive). Everything else is in setup.cfg."""
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
-setup(ext_modules=[
+setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
+      package_dir={"pyrepl": "pyrepl", "pyrepl.cli": "cli"},
+      package_data={"pyrepl.analytics": ["*.properties", "*.json"]},
+      ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"]),
     Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], depends=["pyrepl/_slots.h"],

@@ -255,7 +255,6 @@ class AppendOnly:
         """startAppendOnly: WAIT_REWRITE, and a rewrite now or scheduled. False (and OFF) when
         the rewrite cannot start."""
         srv = self.server
-        self.state = AofState.OFF
         self._go(AofInput.ENABLE)
         if srv.rdb_child_pid != -1 and srv.rdb_child_purpose != "aof":
             self.rewrite_scheduled = True
