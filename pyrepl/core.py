@@ -636,7 +636,7 @@ class ServerCore:
         Besides what ``plainrun.start`` checks once for the run: a client authenticated,
         unrestricted, not in subscribe mode; a master without min-replicas-to-write (a
         replica's READONLY is checked per command). With a backlog, writes propagate as
-        ``_run_propagating`` says."""
+        ``run_propagating`` says."""
         if not c.authenticated or c.subs is not None or c.restricted or \
                 (self.replication is not None and
                  (not self.expiry_deletes or self.min_replicas_to_write)):
@@ -649,7 +649,7 @@ class ServerCore:
         t0 = self.clock_ns()
         try:
             if self.stream_live:
-                self._run_propagating(c, cmds, reqs, replies, one)
+                self.run_propagating(c, cmds, reqs, replies, one)
             else:
                 self.run_plain(c, cmds, reqs, replies, one)
         except BaseException:   # (the requests up to the failing one count as read)
@@ -691,7 +691,7 @@ class ServerCore:
         if self._pending:   # (nowhere to go: this only empties it, as execute's flushes would)
             self._propagate_now(c)
 
-    def _run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
+    def run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
                          replies: list[object], one: bool) -> None:
         """execute_run's loop with a backlog. A write that changed the dataset and propagates
         as it arrived (the common case) joins a *span* of such requests, fed to the

@@ -202,13 +202,12 @@ class Stream:
     def _apply_batch(self, ms: MasterState, c: Client, reader: Any, first: list[bytes],
                      rest: list[list[bytes]]) -> bool:
         """Apply ``first`` and the plain commands queued right behind it in one pass
-        (``plainrun.start``, ``core.run_plain``); False (nothing done) when ``first`` does
+        (``plainrun.start``, ``core.run_plain``, or ``core.run_propagating`` while our AOF
+        takes what we apply); False (nothing done) when ``first`` does
         not qualify and ``execute`` must run it. The replies are dropped (the master gets
         none). ``reploff`` moves once, to the run's end; if a handler raises anything but a
         ReplyError, to the end of the command before it, as the one-by-one loop leaves it."""
         core = self.core
-        if core.aof_on:   # (each write goes to our AOF: the one-by-one path propagates it)
-            return False
         run = start_run(core, c, first, rest)   # (plainrun.start; its common case in C)
         if run is None:
             return False
@@ -216,7 +215,10 @@ class Stream:
         replies: list[object] = []
         t0 = core.clock_ns()
         try:
-            core.run_plain(c, cmds, reqs, replies, one)
+            if core.stream_live:   # (our AOF is on: the run's writes go to it, as they came)
+                core.run_propagating(c, cmds, reqs, replies, one)
+            else:
+                core.run_plain(c, cmds, reqs, replies, one)
         except BaseException:
             k = len(replies)   # reqs[:k] applied: reploff at the end of reqs[k - 1]
             left = len(rest)
