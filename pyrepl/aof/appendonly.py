@@ -20,24 +20,38 @@ child slot and the fork, the dataset for a rewrite's child, the latency monitor.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pyrepl.aof import manifest as mf
 from pyrepl.aof.manifest import Manifest
 from pyrepl.aof.rewrite import temp_base_path, write_base
 from pyrepl.aof.states import AofInput, AofState, move
-from pyrepl.aof.writer import AofWriter, FsyncPort
+from pyrepl.aof.writer import AofWriter, FsyncPort, LogPort
+from pyrepl.config import Config
 
 AOF_REWRITE_LIMITE_THRESHOLD = 3
 AOF_REWRITE_LIMITE_MAX_MINUTES = 60
 
 
+class AofHost(Protocol):
+    """What the AOF asks of the I/O shell (core.Host): the fork and the child, the clock."""
+
+    def fork_child(self, job: Callable[[], int], purpose: str) -> int: ...
+    def kill_child(self, pid: int) -> None: ...
+    def key_save_delay_hook(self) -> Callable[[], None] | None: ...
+    def shared_counter(self) -> Any: ...
+    def exit_now(self, code: int) -> None: ...
+    @staticmethod
+    def clock_ns() -> int: ...
+
+
 class AofServer(Protocol):
     """What the AOF reads and calls of the server (ServerCore satisfies it)."""
 
-    config: Any
-    log: Any
-    host: Any
+    config: Config
+    log: LogPort
+    host: AofHost
     now_ms: int
     dbs: list[Any]
     rdb_child_pid: int
@@ -82,7 +96,8 @@ class AppendOnly:
 
     @property
     def filename(self) -> str:
-        return str(self.cfg.appendfilename)
+        name: str = self.cfg.appendfilename
+        return name
 
     @property
     def on(self) -> bool:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pyrepl.aof.manifest import BASE, AofInfo, Manifest, dir_create_if_missing, persist
+from pyrepl.aof.writer import LogPort
 from pyrepl.resp._scan import scan
 
 # The fast path's parse: the canonical requests complete in the next 1 MiB, in one C call
@@ -54,7 +55,7 @@ class LoadPorts:
     in_multi: Callable[[], bool]
     discard: Callable[[], None]
     load_rdb: Callable[[str], int]
-    log: object
+    log: LogPort
     clock_s: Callable[[], float] = lambda: 0.0
     # run the first requests of a batch at once (no transaction open, known plain
     # commands): how many it ran, a prefix of the batch; 0 leaves them all to ``run``
@@ -225,7 +226,7 @@ def file_size(dirname: str, name: str) -> int | None:
 
 
 def upgrade_if_needed(am: Manifest, dirpath: str, aofdir: str, filename: str,
-                      log: object) -> None:
+                      log: LogPort) -> None:
     """loadAppendOnlyFiles' upgrade check and aofUpgradePrepare: a Redis 6 single-file
     ``appendonly.aof`` in ``dir`` becomes the base of a new manifest in ``appenddirname``.
     Raises OSError when that cannot be done (Redis exits)."""

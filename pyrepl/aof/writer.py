@@ -29,6 +29,13 @@ from typing import Protocol
 from pyrepl.resp.writer import encode_command
 
 
+class LogPort(Protocol):
+    """The server's log, as the AOF writes to it (Redis's levels)."""
+
+    def notice(self, msg: str) -> None: ...
+    def warning(self, msg: str) -> None: ...
+
+
 class FsyncPort(Protocol):
     """The background fsync the I/O shell runs (pyrepl/net/bio.py, Redis's bio thread)."""
 
@@ -66,7 +73,7 @@ AOF_WRITE_LOG_ERROR_RATE = 30     # seconds between two logs of a failing write
 
 
 class AofWriter:
-    def __init__(self, log: object, bio: FsyncPort,
+    def __init__(self, log: LogPort, bio: FsyncPort,
                  exit_process: Callable[[int], None],
                  latency: Callable[[str, int], None],
                  clock_s: Callable[[], int] = lambda: 0) -> None:
