@@ -596,3 +596,19 @@ def test_incremental_fsync_syncs_every_autosync_bytes(tmp_path: Any, monkeypatch
     synced.clear()
     encoder.write_atomically(str(tmp_path / "g"), lambda w: [w(chunk) for _ in range(10)])
     assert synced == []                          # (the final one is an fsync)
+
+
+def test_always_exits_when_the_aof_cannot_be_written(tmp_path: Any) -> None:
+    core = make_core(tmp_path, ("appendonly", ["yes"]), ("appendfsync", ["always"]))
+    c = core.connection_made()
+    w = core.aof.writer
+    good = w.fd
+    w.fd = os.open(os.devnull, os.O_RDONLY)       # write(2) fails: EBADF
+    run(c, "SET", "a", "1")
+    with pytest.raises(SystemExit) as e:          # (core.Host.exit_now; the shell's _exits)
+        core.aof.before_reply()
+    assert e.value.code == 1
+    assert any("Can't recover from AOF write error when the AOF fsync policy is 'always'. "
+               "Exiting..." in m for _, m in core.log.lines)
+    os.close(w.fd)
+    w.fd = good
