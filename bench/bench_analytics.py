@@ -38,6 +38,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
 
+from common import write_json  # noqa: E402
 from synth import FleetSpec, spec_for_events, write_fleet  # noqa: E402
 
 # issue 16: 20M events in 45 s from NDJSON, 20 s from Parquet; an incident's few thousand
@@ -373,9 +374,7 @@ def main() -> None:
         size = f"{r['input_bytes'] / 2**30:.2f} GiB" if r.get("input_bytes") else "-"
         print(f"| {r['what']} | {r['format']} | {r['millions']}M | {size} | {r['seconds']} s "
               f"| {r['peak_mem'] / 2**20:.0f} MiB | {r.get('load_before', float('nan')):.1f} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -29,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from common import median, redis_benchmark, requests_for, start_pyrepl, start_redis
+from common import median, redis_benchmark, requests_for, start_pyrepl, start_redis, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
@@ -226,9 +225,7 @@ def main() -> int:
               f"{ld['pyrepl_wall_s']:.3f} s, redis {ld['redis_wall_s']:.3f} s, ratio "
               f"{ld['ratio']:.2f} (goal <= 2); logged {ld['pyrepl_logged_s']:.3f} / "
               f"{ld['redis_logged_s']:.3f} s = {ld['logged_ratio']:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
+    write_json(args.json, summary)
     return 0
 
 

@@ -19,7 +19,6 @@ busiest process there while redis-benchmark takes the other core.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 
@@ -31,6 +30,7 @@ from common import (
     start_pyrepl,
     start_pyrepl_from,
     start_redis,
+    write_json,
 )
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -123,9 +123,7 @@ def main() -> int:
                 print(f"{test}: pyrepl's CPU per request ÷ {other}'s: "
                       f"{(py['user_us'] + py['sys_us']) / (o['user_us'] + o['sys_us']):.2f} "
                       f"(user alone {py['user_us'] / o['user_us']:.2f})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
+    write_json(args.json, summary)
     return 0
 
 

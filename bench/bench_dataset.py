@@ -11,11 +11,10 @@ Goals: RSS <= 2.5x Redis, SAVE and load <= 3x Redis.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import redis
-from common import median, rss_bytes, start_pyrepl, start_redis, tmpdir
+from common import median, rss_bytes, start_pyrepl, start_redis, tmpdir, write_json
 
 
 def measure(kind: str, keys: int, size: int) -> dict[str, float]:
@@ -80,9 +79,7 @@ def main() -> int:
         fa = f"{a / 2**20:.1f}MB" if k == "rss" else f"{a:.2f}s"
         fb = f"{b / 2**20:.1f}MB" if k == "rss" else f"{b:.2f}s"
         print(f"{k:12} {fa:>10} {fb:>10} {a / b:6.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+    write_json(args.json, out)
     return 0
 
 

@@ -14,7 +14,6 @@ median of ``--rounds``. Goals: save and load within 3x of Redis.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from common import write_json  # noqa: E402
 from support import start_redis, wait_for  # noqa: E402
 
 from pyrepl.rdb.decoder import load_rdb_file  # noqa: E402
@@ -150,10 +150,8 @@ def main() -> int:
     print(f"  {'':28s} {'pyrepl s':>9s} {'redis s':>9s} {'ratio':>7s}")
     for name, a, b in rows:
         print(f"  {name:28s} {a:9.3f} {b:9.3f} {a / b:7.2f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "pyrepl": ours, "redis": theirs,
-                       "redis_file_bytes": redis_bytes}, f, indent=2)
+    write_json(args.json, {"args": vars(args), "pyrepl": ours, "redis": theirs,
+                           "redis_file_bytes": redis_bytes})
     return 0
 
 

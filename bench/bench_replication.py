@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import shutil
 import signal
@@ -76,6 +75,7 @@ from common import (
     start_redis,
     stop_popen,
     tmpdir,
+    write_json,
 )
 from support import RawClient, RespError, encode_command, parse_reply
 
@@ -701,9 +701,7 @@ def main() -> int:
     res.print_table()
     print(f"\ntotal {time.perf_counter() - t_all:.0f} s, rounds {args.rounds}"
           f"{' (quick)' if args.quick else ''}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res.summary(), f, indent=2)
+    write_json(args.json, res.summary())
     return 0
 
 

@@ -15,7 +15,6 @@ pyrepl / base: a before/after in the same minutes.
 from __future__ import annotations
 
 import argparse
-import json
 
 from common import (
     median,
@@ -25,6 +24,7 @@ from common import (
     start_pyrepl,
     start_pyrepl_from,
     start_redis,
+    write_json,
 )
 
 TESTS = "set,get,incr,lpush,hset,zadd"
@@ -82,9 +82,7 @@ def main() -> int:
                 extra = f" {a / was if was else float('nan'):7.2f}"
             print(f"{p:8} {test:8} {a:12,.0f} {b:12,.0f} {f:12,.0f} {ratio:7.2f} "
                   f"{to_floor:7.2f}" + extra)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
+    write_json(args.json, summary)
     return 0
 
 

@@ -98,6 +98,15 @@ def start_floor(replica: int | None = None) -> ServerProcess:
                           *more], port, d, f"floor-{port}", ready=ready).start()
 
 
+def write_json(path: str | None, obj: object) -> None:
+    """A benchmark's figures as JSON at ``path`` (its ``--json`` option; None: nothing)."""
+    if path:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=2)
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 

@@ -243,6 +243,13 @@ def incr_bytes(tmp_path: Any) -> bytes:
     return b"".join((aofdir(tmp_path) / i.name).read_bytes() for i in am.incr)
 
 
+def assert_reloads_the_same(tmp_path: Any, core: ServerCore) -> ServerCore:
+    """A new core started on the directory with appendonly yes has ``core``'s dataset."""
+    again = make_core(tmp_path, ("appendonly", ["yes"]))
+    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+    return again
+
+
 def test_writes_reach_the_incr_file_as_feedAppendOnlyFile_writes_them(tmp_path: Any) -> None:
     core = make_core(tmp_path, ("appendonly", ["yes"]))
     assert core.aof_on and core.stream_live
@@ -283,9 +290,7 @@ def test_a_restart_loads_base_and_incr_to_the_same_dataset(tmp_path: Any) -> Non
     run(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
     run(c, "SET", "gone", "x", "PX", "1")
     core.aof.before_reply()
-    want = dataset_digest(core.dbs, None)
-    again = make_core(tmp_path, ("appendonly", ["yes"]))
-    assert dataset_digest(again.dbs, None) == want
+    again = assert_reloads_the_same(tmp_path, core)
     c2 = again.connection_made()
     assert run(c2, "XPENDING", "s", "g") == run(c, "XPENDING", "s", "g")
 
@@ -314,8 +319,7 @@ def test_bgrewriteaof_switches_the_manifest_and_loads_back(tmp_path: Any, preamb
     info = run(c, "INFO", "persistence").decode()
     assert "aof_rewrites:1\r\n" in info and "aof_last_bgrewrite_status:ok\r\n" in info
     assert "rdb_bgsave_in_progress:0\r\n" in info
-    again = make_core(tmp_path, ("appendonly", ["yes"]))
-    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+    assert_reloads_the_same(tmp_path, core)
 
 
 def test_aof_disable_auto_gc_keeps_history(tmp_path: Any) -> None:
@@ -353,8 +357,7 @@ def test_config_set_appendonly_waits_for_its_rewrite_then_turns_on(tmp_path: Any
     core.aof.before_reply()
     assert incr_bytes(tmp_path) == (cmd("SELECT", "0") + cmd("SET", "during", "2") +
                                     cmd("SET", "after", "3"))
-    again = make_core(tmp_path, ("appendonly", ["yes"]))
-    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+    assert_reloads_the_same(tmp_path, core)
     assert run(c, "CONFIG", "SET", "appendonly", "no") == b"+OK\r\n"
     assert not core.aof_on and not core.stream_live
     run(c, "SET", "off", "4")
@@ -374,8 +377,7 @@ def test_a_failed_rewrite_keeps_the_old_manifest_and_counts(tmp_path: Any) -> No
     info = run(c, "INFO", "persistence").decode()
     assert "aof_last_bgrewrite_status:err" in info
     assert "aof_rewrites_consecutive_failures:1" in info
-    again = make_core(tmp_path, ("appendonly", ["yes"]))
-    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+    assert_reloads_the_same(tmp_path, core)
 
 
 def test_a_write_error_denies_writes_with_misconf_until_it_heals(tmp_path: Any) -> None:
@@ -489,8 +491,7 @@ def test_timestamp_annotations_once_a_second_and_loaded_past(tmp_path: Any) -> N
     assert incr_bytes(tmp_path) == (b"#TS:%d\r\n" % s1 + cmd("SELECT", "0") + cmd("SET", "a", "1")
                                     + cmd("SET", "b", "2") + b"#TS:%d\r\n" % s2 +
                                     cmd("SET", "c", "3"))
-    again = make_core(tmp_path, ("appendonly", ["yes"]))
-    assert dataset_digest(again.dbs, None) == dataset_digest(core.dbs, None)
+    assert_reloads_the_same(tmp_path, core)
 
 
 def test_shutdown_flushes_and_refuses_to_exit_while_the_first_rewrite_runs(tmp_path: Any) -> None:
