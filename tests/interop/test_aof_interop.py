@@ -132,6 +132,33 @@ def test_appendonlydir_loads_into_the_other_server(writer: str, reader: str, var
 
 
 @pytest.mark.parametrize("variant", ["preamble-yes-rewrite", "preamble-no-rewrite",
+                                     "timestamps-rewrite", "kill9"])
+@pytest.mark.parametrize("writer,reader", [("redis8", "pyrepl"), ("pyrepl", "redis8")])
+def test_redis8_and_pyrepl_load_each_others_appendonlydir(writer: str, reader: str,
+                                                          variant: str, tmp_path) -> None:
+    """Redis 8.6's files (an RDB 12+ base) into pyrepl and pyrepl's into Redis 8, every type."""
+    extra, do_rewrite, how = VARIANTS[variant]
+    d = str(tmp_path)
+    flags = aof_flags(*extra)
+    srv = start_server(writer, d, *flags)
+    try:
+        fill_every_type(srv.port, "first")
+        if do_rewrite:
+            rewrite(srv.port, d)
+            fill_every_type(srv.port, "second")
+        want = snapshot(srv.port)
+        _stop(srv, how)
+    finally:
+        srv.stop()
+    srv = start_server(reader, d, *flags)
+    try:
+        assert_same_dataset(snapshot(srv.port), want, f"{reader} loading {writer}'s files",
+                            cross_version=True)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("variant", ["preamble-yes-rewrite", "preamble-no-rewrite",
                                      "timestamps-rewrite", "kill9-rewrite"])
 @pytest.mark.parametrize("kind", SERVERS)
 def test_redis_check_aof_calls_the_files_valid(kind: str, variant: str, tmp_path) -> None:
