@@ -692,7 +692,7 @@ class ServerCore:
             self._propagate_now(c)
 
     def run_propagating(self, c: Client, cmds: list[Command], reqs: list[list[bytes]],
-                         replies: list[object], one: bool) -> None:
+                        replies: list[object], one: bool) -> None:
         """execute_run's loop with a backlog. A write that changed the dataset and propagates
         as it arrived (the common case) joins a *span* of such requests, fed to the
         replication layer as one slice of the bytes they arrived as (``_end_span``);
