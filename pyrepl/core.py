@@ -49,6 +49,7 @@ from pyrepl.slowlog import SlowLog
 from pyrepl.tracking import Tracking
 
 if TYPE_CHECKING:
+    from pyrepl.rdb.decoder import LoadedRdb
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
@@ -452,8 +453,7 @@ class ServerCore:
         if not on and aof.on:
             aof.stop()
         elif on and not aof.on:
-            in_exec = self.current_client is not None and self._call_depth > 0
-            if not aof.start(in_exec=in_exec):
+            if not aof.start(in_exec=self._call_depth > 0):   # (EXEC runs at depth 1)
                 raise ConfigError("Unable to turn on AOF. Check server logs.")
 
     # -- connections ----------------------------------------------------------------------
@@ -1439,19 +1439,10 @@ class ServerCore:
         path = self.rdb_path()
         if not os.path.exists(path):
             return
-        from pyrepl.rdb.decoder import load_rdb_file
-        from pyrepl.scripting.functions import install_libraries, prepare_libraries
-
         # A master drops keys that expired while it was down; a replica keeps them until its
         # master's DEL arrives (as Redis).
         replica = self.config.replicaof is not None
-        loaded = load_rdb_file(path, len(self.dbs), now_ms=None if replica else self.now_ms)
-        libraries = prepare_libraries(self, loaded.functions)   # RdbError if one fails
-        for i, db in enumerate(self.dbs):
-            db.replace(loaded.data[i], loaded.expires[i])
-        install_libraries(self, libraries)
-        self.rdb_last_load_keys_loaded = loaded.keys_loaded
-        self.rdb_last_load_keys_expired = loaded.keys_expired
+        loaded = self.install_rdb(path, None if replica else self.now_ms)
         aux = loaded.aux
         if b"repl-id" in aux and b"repl-offset" in aux:
             self.loaded_repl_id = aux[b"repl-id"]
@@ -1468,6 +1459,22 @@ class ServerCore:
                 self.replication.restore_from_rdb(rid, self.loaded_repl_offset)
         self.log.notice(f"Done loading RDB, keys loaded: {loaded.keys_loaded}, "
                         f"keys expired: {loaded.keys_expired}.")
+
+    def install_rdb(self, path: str, now_ms: int | None) -> LoadedRdb:
+        """An RDB file's dataset and function libraries in place of ours (keys expired at
+        ``now_ms`` dropped; None keeps them), INFO's rdb_last_load_* set; the load at start
+        and DEBUG RELOAD, and an AOF's RDB base. RdbError leaves ours as it was."""
+        from pyrepl.rdb.decoder import load_rdb_file
+        from pyrepl.scripting.functions import install_libraries, prepare_libraries
+
+        loaded = load_rdb_file(path, len(self.dbs), now_ms=now_ms)
+        libraries = prepare_libraries(self, loaded.functions)   # RdbError if one fails
+        for i, db in enumerate(self.dbs):
+            db.replace(loaded.data[i], loaded.expires[i])
+        install_libraries(self, libraries)
+        self.rdb_last_load_keys_loaded = loaded.keys_loaded
+        self.rdb_last_load_keys_expired = loaded.keys_expired
+        return loaded
 
     # -- misc -----------------------------------------------------------------------------
     def select_db(self, c: Client, index: int) -> None:

@@ -27,7 +27,7 @@ from pyrepl.aof import manifest as mf
 from pyrepl.aof.manifest import Manifest
 from pyrepl.aof.rewrite import temp_base_path, write_base
 from pyrepl.aof.states import AofInput, AofState, move
-from pyrepl.aof.writer import AofWriter, FsyncPort, LogPort
+from pyrepl.aof.writer import AofWriter, FsyncPort, LogPort, annotation
 from pyrepl.config import Config
 
 AOF_REWRITE_LIMITE_THRESHOLD = 3
@@ -88,6 +88,7 @@ class AppendOnly:
         self._limit_next_s = 0
         self.child_pid = -1
         self._fsync_error_seen = 0
+        self.writer.timestamps = bool(self.cfg.aof_timestamp_enabled)   # (and on CONFIG SET)
 
     # -- paths ----------------------------------------------------------------------------
     @property
@@ -111,12 +112,19 @@ class AppendOnly:
 
     def _go(self, inp: AofInput) -> None:
         self.state = move(self.state, inp)
-        w = self.writer
-        w.accepting = self.state is AofState.ON or (
-            self.state is AofState.WAIT_REWRITE and self.child_pid != -1)
-        w.timestamps = bool(self.cfg.aof_timestamp_enabled)
+        self._refresh_accepting()
         self.server.refresh_stream_live()
         self.server.refresh_disk_error()
+
+    def _refresh_accepting(self) -> None:
+        """feedAppendOnlyFile's condition, kept where the write path tests it: AOF is ON, or
+        waits for its first rewrite and that rewrite's child runs."""
+        self.writer.accepting = self.state is AofState.ON or (
+            self.state is AofState.WAIT_REWRITE and self.child_pid != -1)
+
+    def _timestamp(self) -> bytes:
+        """What a rewrite's base starts with (genAofTimestampAnnotationIfNeeded(1))."""
+        return annotation(self._now_s()) if self.cfg.aof_timestamp_enabled else b""
 
     # -- start ----------------------------------------------------------------------------
     def load_manifest(self) -> None:
@@ -155,7 +163,6 @@ class AppendOnly:
         size = os.fstat(fd).st_size
         self.writer.use_fd(fd, size)
         self.writer.selected_db = -1
-        self.writer.now_s = self._now_s()
         self.writer.last_fsync_s = self._now_s()
         if self.writer.current_size == 0:
             self.writer.current_size = self._files_size()
@@ -181,34 +188,31 @@ class AppendOnly:
     def _write_base_now(self, path: str) -> None:
         """rewriteAppendOnlyFile in this process (the base of an empty start)."""
         srv = self.server
-        ts = self.writer.timestamp_annotation(True, self._now_s()) \
-            if self.cfg.aof_timestamp_enabled else b""
         write_base(path, srv.dbs, rdb_preamble=self.cfg.aof_use_rdb_preamble,
                    functions=srv.function_codes(),
-                   checksum=self.cfg.rdbchecksum, now_ms=srv.now_ms, timestamp=ts)
+                   checksum=self.cfg.rdbchecksum, now_ms=srv.now_ms, timestamp=self._timestamp())
 
     # -- the write path -------------------------------------------------------------------
     def before_reply(self) -> None:
         """beforeSleep's flushAppendOnlyFile(0): the buffer written (and fsynced with
         ``always``) before the replies of this pass leave."""
+        self._flush(False)
+
+    def flush_force(self) -> None:
+        """flushAppendOnlyFile(1): written even behind a running background fsync."""
+        self._flush(True)
+
+    def _flush(self, force: bool) -> None:
         w = self.writer
-        w.now_s = self._now_s()
         cfg = self.cfg
         ok = w.write_ok
-        w.flush(False, cfg.appendfsync, cfg.no_appendfsync_on_rewrite,
+        w.flush(force, cfg.appendfsync, cfg.no_appendfsync_on_rewrite,
                 self.server.rdb_child_pid != -1, self._clock_ms)
         if w.write_ok is not ok:     # (writes refused with MISCONF, or allowed again)
             self.server.refresh_disk_error()
 
     def _clock_ms(self) -> int:
         return self.server.host.clock_ns() // 1_000_000
-
-    def flush_force(self) -> None:
-        w = self.writer
-        w.now_s = self._now_s()
-        cfg = self.cfg
-        w.flush(True, cfg.appendfsync, cfg.no_appendfsync_on_rewrite,
-                self.server.rdb_child_pid != -1, self._clock_ms)
 
     @property
     def write_error(self) -> str | None:
@@ -228,7 +232,6 @@ class AppendOnly:
         """serverCron's AOF parts."""
         w = self.writer
         now_s = now_ms // 1000
-        w.now_s = now_s
         if not child_active and self.rewrite_scheduled and not self._limited(now_s):
             self.rewrite_background()
             child_active = self.server.rdb_child_pid != -1
@@ -286,7 +289,7 @@ class AppendOnly:
                                  "background. Stopping background AOF and starting a rewrite "
                                  "now.")
                 self.kill_child()
-            if self.rewrite_background() is not None:
+            if not self.rewrite_background():
                 self._go(AofInput.FAILED)
                 self.log.warning("Redis needs to enable the AOF but can't trigger a background "
                                  "AOF rewrite operation. Check the above logs for more info "
@@ -316,31 +319,31 @@ class AppendOnly:
         self._go(AofInput.STOP)
 
     # -- rewrite --------------------------------------------------------------------------
-    def rewrite_background(self) -> str | None:
-        """rewriteAppendOnlyFileBackground: None when the child started, else an error."""
+    def rewrite_background(self) -> bool:
+        """rewriteAppendOnlyFileBackground: True when the child started."""
         srv = self.server
         log = self.log
         if srv.rdb_child_pid != -1:
-            return "child"
+            return False
         try:
             mf.dir_create_if_missing(self.dirpath)
         except OSError as e:
             log.warning(f"Can't open or create append-only dir {self.cfg.appenddirname}: "
                         f"{e.strerror}")
             self.last_bgrewrite_ok = False
-            return "dir"
+            return False
         w = self.writer
         w.selected_db = -1
         self.flush_force()
         if not self._open_new_incr():
             self.last_bgrewrite_ok = False
-            return "incr"
+            return False
         self.rewrites += 1
         dbs = srv.dbs
         cfg = self.cfg
         codes = srv.function_codes()
         now = srv.now_ms
-        ts = w.timestamp_annotation(True, self._now_s()) if cfg.aof_timestamp_enabled else b""
+        ts = self._timestamp()
         host = srv.host
         key_hook = host.key_save_delay_hook()
         progress = host.shared_counter()
@@ -364,18 +367,18 @@ class AppendOnly:
         except OSError as e:
             self.last_bgrewrite_ok = False
             log.warning(f"Can't rewrite append only file in background: fork: {e}")
-            return "fork"
+            return False
         srv.total_forks += 1
         srv.rdb_child_pid = pid
         srv.rdb_child_purpose = "aof"
         srv.save_progress = progress
         srv.save_keys_total = sum(len(db.data) for db in dbs)
         self.child_pid = pid
-        w.accepting = self.state is not AofState.OFF
+        self._refresh_accepting()
         log.notice(f"Background append only file rewriting started by pid {pid}")
         self.rewrite_scheduled = False
         self.rewrite_time_start = self._now_s()
-        return None
+        return True
 
     def _open_new_incr(self) -> bool:
         """openNewIncrAofForAppend: False (nothing changed) when the file or the manifest
@@ -418,26 +421,18 @@ class AppendOnly:
             log.notice("Background AOF rewrite terminated with success")
             self._install(tmp)
         elif not by_signal:
-            self.last_bgrewrite_ok = False
-            self.consecutive_failures += 1
+            self._failed()
             log.warning("Background AOF rewrite terminated with error")
         else:
             if by_signal != 10:   # (SIGUSR1: killed on purpose, not an error)
-                self.last_bgrewrite_ok = False
-                self.consecutive_failures += 1
+                self._failed()
             log.warning(f"Background AOF rewrite terminated by signal {by_signal}")
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if self.state is AofState.WAIT_REWRITE:
+        _unlink(tmp)
+        if self.state is AofState.WAIT_REWRITE:   # (the rewrite failed: try again)
             self.writer.buf = bytearray()
-            self.writer.accepting = False
+            self._refresh_accepting()
             self.writer.close()
-            try:
-                os.unlink(os.path.join(self.dirpath, mf.temp_incr_name(self.filename)))
-            except OSError:
-                pass
+            _unlink(os.path.join(self.dirpath, mf.temp_incr_name(self.filename)))
             self.rewrite_scheduled = True
         self.rewrite_time_last = self._now_s() - self.rewrite_time_start \
             if self.rewrite_time_start >= 0 else -1
@@ -530,8 +525,7 @@ class AppendOnly:
         _unlink(temp_base_path(self.cfg.dir, pid))
         self.child_pid = -1
         self.rewrite_time_start = -1
-        if self.state is AofState.WAIT_REWRITE:
-            self.writer.accepting = False
+        self._refresh_accepting()
 
     # -- shutdown -------------------------------------------------------------------------
     def shutdown(self, force: bool) -> bool:
@@ -558,7 +552,7 @@ class AppendOnly:
         now_s = now_ms // 1000
         w = self.writer
         running = self.child_pid != -1
-        fields: list[tuple[str, object]] = [
+        return [
             ("aof_enabled", int(self.state is not AofState.OFF)),
             ("aof_rewrite_in_progress", int(running)),
             ("aof_rewrite_scheduled", int(self.rewrite_scheduled)),
@@ -570,7 +564,6 @@ class AppendOnly:
             ("aof_last_write_status", "ok" if w.write_ok and not self.fsync.error else "err"),
             ("aof_last_cow_size", self.last_cow_size),
         ]
-        return fields
 
     def enabled_fields(self) -> list[tuple[str, object]]:
         """The fields INFO adds while ``appendonly`` is yes."""

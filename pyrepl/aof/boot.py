@@ -33,16 +33,16 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
 
     plain: dict[bytes, Any] = {}   # exact spelling -> a plain command (run_batch takes it)
 
-    def run(argv: list[bytes]) -> None:
+    def run(argv: list[bytes]) -> bool:
         cmd = core.lookup_command(argv)
         if cmd is None:
-            return
+            return False
         name = argv[0].lower()
         if not cmd.subcommands and name not in _TRANSACTION and cmd.handler is not None:
             plain[argv[0]] = cmd
         if c.in_multi and name not in _TRANSACTION:
             c.multi_queue.append((cmd, argv))
-            return
+            return True
         try:
             cmd.handler(c, argv)
         except ReplyError:
@@ -50,6 +50,7 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
         c.out.clear()
         if core._pending:
             core._pending = []
+        return True
 
     def run_batch(reqs: list[list[bytes]]) -> int:
         """The plain commands at the batch's head at C speed (the replica's batch apply:
@@ -75,20 +76,12 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
         return k
 
     def load_rdb(path: str) -> int:
-        from pyrepl.rdb.decoder import load_rdb_file
-        from pyrepl.scripting.functions import install_libraries, prepare_libraries
+        """An RDB base (or a Redis 6 preamble): expired keys kept, as Redis loads one with
+        RDBFLAGS_AOF_PREAMBLE; where it ended in the file."""
+        end: int = core.install_rdb(path, None).bytes_read
+        return end
 
-        loaded = load_rdb_file(path, len(core.dbs), now_ms=None)
-        libraries = prepare_libraries(core, loaded.functions)
-        for i, db in enumerate(core.dbs):
-            db.replace(loaded.data[i], loaded.expires[i])
-        install_libraries(core, libraries)
-        core.rdb_last_load_keys_loaded = loaded.keys_loaded
-        core.rdb_last_load_keys_expired = loaded.keys_expired
-        return loaded.bytes_read
-
-    ports = LoadPorts(run=run, known=lambda name: core.lookup_command([name]) is not None,
-                      in_multi=lambda: c.in_multi, discard=c.discard_transaction,
+    ports = LoadPorts(run=run, in_multi=lambda: c.in_multi, discard=c.discard_transaction,
                       load_rdb=load_rdb, log=core.log, clock_s=clock_s, run_batch=run_batch)
     saved = (core.loading, core.expiry_deletes, core.applying_master_stream)
     core.loading, core.expiry_deletes, core.applying_master_stream = True, False, True

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
 # (pyrepl.rdb first: pyrepl.keyspace.stream and the rdb package import each other, and only
 # this order works when this module is the first of pyrepl to be imported.)
@@ -59,32 +59,13 @@ import pyrepl.rdb  # noqa: F401
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.stream import Stream, id_str
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.rdb.encoder import DbLike
+from pyrepl.resp.reader import string2ll
 from pyrepl.resp.writer import encode_command, format_double
 
 AOF_REWRITE_ITEMS_PER_CMD = 64       # server.h: elements per variadic command
 CHUNK_SIZE = 1 << 16                 # bytes buffered before each call of ``write``
 PROGRESS_EVERY = 1024                # keys between two progress reports (as Redis's check)
-
-_INT_START = frozenset(b"-0123456789")
-_LLONG_MIN = -(1 << 63)
-_LLONG_MAX = (1 << 63) - 1
-
-
-class DbLike(Protocol):
-    data: dict[bytes, Any]
-    expires: dict[bytes, int]
-
-
-def _is_int64(s: bytes) -> bool:
-    """string2ll: a canonical decimal that fits a long long (what an intset can hold)."""
-    if not s or len(s) > 20 or s[0] not in _INT_START:
-        return False
-    try:
-        v = int(s)
-    except ValueError:
-        return False
-    return _LLONG_MIN <= v <= _LLONG_MAX and b"%d" % v == s
-
 
 def _variadic(name: bytes, key: bytes, items: Iterator[bytes]) -> Iterator[list[bytes]]:
     """``name key item..`` with at most AOF_REWRITE_ITEMS_PER_CMD items each (RPUSH, SADD)."""
@@ -111,7 +92,7 @@ def _variadic_pairs(name: bytes, key: bytes,
 
 def set_members(s: Iterable[bytes]) -> Iterable[bytes]:
     """A set's members in the order Redis 7.0 writes them: numeric for an intset."""
-    if all(_is_int64(m) for m in s):
+    if all(string2ll(m) is not None for m in s):   # (what an intset holds)
         return sorted(s, key=int)
     return s
 

@@ -32,7 +32,7 @@ class FeedFanout:
             repl.feed(db_id, argv, data)
 
     def feed_span(self, db_id: int, data: bytes, ends: list[int]) -> None:
-        self.aof.feed_span(db_id, data, ends)
+        self.aof.feed_span(db_id, data)
         repl = self.repl
         if repl is not None:
             repl.feed_span(db_id, data, ends)

@@ -22,6 +22,7 @@ from enum import Enum
 
 from pyrepl.aof.manifest import BASE, AofInfo, Manifest, dir_create_if_missing, persist
 from pyrepl.aof.writer import LogPort
+from pyrepl.replication.wire import strtoll
 from pyrepl.resp._scan import scan
 
 # The fast path's parse: the canonical requests complete in the next 1 MiB, in one C call
@@ -45,13 +46,11 @@ class LoadStatus(Enum):
 
 @dataclass
 class LoadPorts:
-    """What loading needs from the server: run one command as the AOF client (``known``:
-    whether a name is a command, ``is_multi``/``is_exec`` by name, ``in_multi``: the AOF
-    client is inside MULTI, ``discard``: drop its open transaction), load an RDB file and say
-    where it ended (raises on a bad one), and a log."""
+    """What loading needs from the server: run one command as the AOF client (False: no such
+    command; ``in_multi``: the AOF client is inside MULTI, ``discard``: drop its open
+    transaction), load an RDB file and say where it ended (raises on a bad one), and a log."""
 
-    run: Callable[[list[bytes]], None]
-    known: Callable[[bytes], bool]
+    run: Callable[[list[bytes]], bool]
     in_multi: Callable[[], bool]
     discard: Callable[[], None]
     load_rdb: Callable[[str], int]
@@ -106,7 +105,7 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
     valid_up_to = pos
     valid_before_multi = pos
     n = len(data)
-    run, known, in_multi, run_batch = ports.run, ports.known, ports.in_multi, ports.run_batch
+    run, in_multi, run_batch = ports.run, ports.in_multi, ports.run_batch
     try:
         while pos < n:
             if data[pos] == 42:   # b"*": canonical requests parse in C, and run in batches
@@ -123,7 +122,7 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
                 raise _Format()
             if len(line) == 1 and pos >= n and not data.endswith(b"\n"):
                 raise _Eof()
-            argc = _atoi(line[1:])
+            argc = strtoll(line[1:].decode("latin-1"))
             if argc < 1:
                 raise _Format()
             argv: list[bytes] = []
@@ -133,7 +132,7 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
                 head, pos = _line(data, pos)
                 if head[:1] != b"$":
                     raise _Format()
-                size = _atoi(head[1:])
+                size = strtoll(head[1:].decode("latin-1"))
                 if size < 0:
                     size = 0
                 if size and pos + size > n:
@@ -143,13 +142,12 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
                 if pos + 2 > n:   # (the CRLF after the argument: read, not checked)
                     raise _Eof()
                 pos += 2
-            if not known(argv[0]):
+            if argv[0].lower() == b"multi":
+                valid_before_multi = valid_up_to
+            if not run(argv):
                 log.warning(f"Unknown command '{argv[0].decode('utf-8', 'replace')}' reading "
                             f"the append only file {name}")
                 return LoadStatus.FAILED
-            if argv[0].lower() == b"multi":
-                valid_before_multi = valid_up_to
-            run(argv)
             valid_up_to = pos
         if in_multi():
             log.warning(f"Revert incomplete MULTI/EXEC transaction in AOF file {name}")
@@ -203,19 +201,6 @@ def _line(data: bytes, pos: int) -> tuple[bytes, int]:
         end = min(len(data), pos + AOF_ANNOTATION_LINE_MAX_LEN - 1)
         return data[pos:end], end
     return data[pos:end + 1], end + 1
-
-
-def _atoi(text: bytes) -> int:
-    """C's atoi / strtol on a line: leading spaces, a sign, digits; 0 when none."""
-    s = text.lstrip()
-    neg = s[:1] == b"-"
-    if s[:1] in (b"-", b"+"):
-        s = s[1:]
-    k = 0
-    while k < len(s) and 48 <= s[k] <= 57:
-        k += 1
-    v = int(s[:k]) if k else 0
-    return -v if neg else v
 
 
 def file_size(dirname: str, name: str) -> int | None:

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from pyrepl.config import repr_arg, split_args
+from pyrepl.replication.wire import strtoll
 
 BASE, HIST, INCR = "b", "h", "i"
 MANIFEST_MAX_LINE = 1024
@@ -161,7 +162,7 @@ def parse(data: bytes) -> Manifest:
                 if os.path.basename(name) != name:
                     raise ManifestError("File can't be a path, just a filename", no, line)
             elif k == "seq":
-                seq = _atoll(value)
+                seq = strtoll(value)   # (atoll)
             elif k == "type":
                 kind = value[:1]
         if not name or not seq or not kind:
@@ -182,16 +183,6 @@ def parse(data: bytes) -> Manifest:
         else:
             raise ManifestError("Unknown AOF file type", no, line)
     return am
-
-
-def _atoll(text: str) -> int:
-    """C's atoll: leading spaces, a sign, digits; 0 when none."""
-    s = text.lstrip()
-    sign = -1 if s[:1] == "-" else 1
-    if s[:1] in "+-":
-        s = s[1:]
-    digits = len(s) - len(s.lstrip("0123456789"))
-    return sign * int(s[:digits]) if digits else 0
 
 
 def load(dirname: str, filename: str) -> Manifest:

@@ -72,6 +72,11 @@ class InlineFsync:
 AOF_WRITE_LOG_ERROR_RATE = 30     # seconds between two logs of a failing write
 
 
+def annotation(now_s: int) -> bytes:
+    """An ``aof-timestamp-enabled`` line (genAofTimestampAnnotationIfNeeded's text)."""
+    return b"#TS:%d\r\n" % now_s
+
+
 class AofWriter:
     def __init__(self, log: LogPort, bio: FsyncPort,
                  exit_process: Callable[[int], None],
@@ -81,7 +86,7 @@ class AofWriter:
         self.bio = bio
         self.exit_process = exit_process
         self.latency = latency
-        self.clock_s = clock_s       # the server's unix time, for the annotations
+        self.clock_s = clock_s       # the server's unix time (server.unixtime)
         self.buf = bytearray()
         self.fd = -1
         self.accepting = False        # feed() appends (state ON, or WAIT_REWRITE with a child)
@@ -97,7 +102,6 @@ class AofWriter:
         self.write_ok = True          # aof_last_write_status
         self.write_errno = 0          # aof_last_write_errno
         self._last_error_log_s = 0
-        self.now_s = 0                # the server's unix time (the caller keeps it current)
 
     # -- feeding --------------------------------------------------------------------------
     def feed(self, db_id: int, argv: list[bytes], data: bytes | bytearray | None = None) -> None:
@@ -106,8 +110,7 @@ class AofWriter:
             self._head(db_id)
             self.buf += data if data is not None else encode_command(argv)
 
-    def feed_span(self, db_id: int, data: bytes | bytearray | memoryview,
-                  ends: list[int] | None = None) -> None:
+    def feed_span(self, db_id: int, data: bytes | bytearray | memoryview) -> None:
         """Several writes of one db as they arrived (a pipelining client's run)."""
         if self.accepting:
             self._head(db_id)
@@ -121,17 +124,10 @@ class AofWriter:
             now_s = self.clock_s()
             if self.cur_timestamp < now_s:
                 self.cur_timestamp = now_s
-                buf += b"#TS:%d\r\n" % now_s
+                buf += annotation(now_s)
         if db_id != self.selected_db and db_id >= 0:
             self.selected_db = db_id
             buf += encode_command([b"SELECT", b"%d" % db_id])
-
-    def timestamp_annotation(self, force: bool, now_s: int) -> bytes:
-        """genAofTimestampAnnotationIfNeeded(force): what a rewrite's base starts with."""
-        if force or self.cur_timestamp < now_s:
-            self.cur_timestamp = now_s
-            return b"#TS:%d\r\n" % now_s
-        return b""
 
     # -- the file -------------------------------------------------------------------------
     def use_fd(self, fd: int, size: int) -> None:
@@ -161,7 +157,7 @@ class AofWriter:
             self.log.warning(f"Fail to fsync the AOF file: {os.strerror(e.errno or 5)}.")
             return False
         self.last_incr_fsync_offset = self.last_incr_size
-        self.last_fsync_s = self.now_s
+        self.last_fsync_s = self.clock_s()
         return True
 
     def _write(self, data: bytearray) -> tuple[int, int]:
@@ -183,16 +179,15 @@ class AofWriter:
     def flush(self, force: bool, policy: str, no_fsync_on_rewrite: bool,
               child_active: bool, clock_ms: Callable[[], int]) -> None:
         """flushAppendOnlyFile(force)."""
-        now_s = self.now_s
+        now_s = self.clock_s()
         sync_in_progress = False
         if not self.buf:
-            # Nothing to write, but an everysec fsync may still be due for what was written
-            # (or an always fsync, after a switch from everysec).
-            if policy == "everysec" and self.last_incr_fsync_offset != self.last_incr_size \
-                    and now_s > self.last_fsync_s and not self.bio.pending():
-                self._fsync_policy(policy, no_fsync_on_rewrite, child_active, False, clock_ms)
-            elif policy == "always" and self.last_incr_fsync_offset != self.last_incr_size:
-                self._fsync_policy(policy, no_fsync_on_rewrite, child_active, False, clock_ms)
+            # Nothing to write, but an fsync may still be due for what was written (everysec
+            # once no fsync runs; always after a switch from everysec).
+            if self.last_incr_fsync_offset != self.last_incr_size and (
+                    policy == "always" or not self.bio.pending()):
+                self._fsync_policy(now_s, policy, no_fsync_on_rewrite, child_active, False,
+                                   clock_ms)
             return
         if self.fd == -1:
             return
@@ -256,15 +251,13 @@ class AofWriter:
             self.write_ok = True
         self.current_size += nwritten
         self.last_incr_size += nwritten
-        if len(self.buf) < 4000:
-            self.buf.clear()
-        else:
-            self.buf = bytearray()
-        self._fsync_policy(policy, no_fsync_on_rewrite, child_active, sync_in_progress,
+        self.buf.clear()
+        self._fsync_policy(now_s, policy, no_fsync_on_rewrite, child_active, sync_in_progress,
                            clock_ms)
 
-    def _fsync_policy(self, policy: str, no_fsync_on_rewrite: bool, child_active: bool,
-                      sync_in_progress: bool, clock_ms: Callable[[], int]) -> None:
+    def _fsync_policy(self, now_s: int, policy: str, no_fsync_on_rewrite: bool,
+                      child_active: bool, sync_in_progress: bool,
+                      clock_ms: Callable[[], int]) -> None:
         """flushAppendOnlyFile's try_fsync part."""
         if no_fsync_on_rewrite and child_active:
             return
@@ -279,9 +272,9 @@ class AofWriter:
                 return
             self.latency("aof-fsync-always", clock_ms() - t0)
             self.last_incr_fsync_offset = self.last_incr_size
-            self.last_fsync_s = self.now_s
-        elif policy == "everysec" and self.now_s > self.last_fsync_s:
+            self.last_fsync_s = now_s
+        elif policy == "everysec" and now_s > self.last_fsync_s:
             if not sync_in_progress:
                 self.bio.fsync(self.fd)
                 self.last_incr_fsync_offset = self.last_incr_size
-            self.last_fsync_s = self.now_s
+            self.last_fsync_s = now_s

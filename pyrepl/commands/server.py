@@ -127,7 +127,7 @@ def bgrewriteaof(c: Any, argv: list[bytes]) -> object:
         aof.rewrite_scheduled = True
         aof.consecutive_failures = 0
         return Status("Background append only file rewriting scheduled")
-    if aof.rewrite_background() is None:
+    if aof.rewrite_background():
         return Status("Background append only file rewriting started")
     raise ReplyError("ERR Can't execute an AOF background rewriting. Please check the server "
                      "logs for more information.")

@@ -85,14 +85,11 @@ def _stop(srv, how: str) -> None:  # noqa: ANN001
         assert shutdown(srv) == 0, srv.log()
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("writer,reader", DIRECTIONS, ids=DIRECTION_IDS)
-def test_appendonlydir_loads_into_the_other_server(writer: str, reader: str, variant: str,
-                                                   tmp_path) -> None:
+def _written_by(writer: str, d: str, variant: str) -> dict:
+    """``writer`` run on ``d`` as ``variant`` says (every type, a rewrite and more writes if
+    asked), then stopped (shut down or killed); the dataset it had."""
     extra, do_rewrite, how = VARIANTS[variant]
-    d = str(tmp_path)
-    flags = aof_flags(*extra)
-    srv = start_server(writer, d, *flags)
+    srv = start_server(writer, d, *aof_flags(*extra))
     try:
         fill_every_type(srv.port, "first")
         if do_rewrite:
@@ -102,6 +99,17 @@ def test_appendonlydir_loads_into_the_other_server(writer: str, reader: str, var
         _stop(srv, how)
     finally:
         srv.stop()
+    return want
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("writer,reader", DIRECTIONS, ids=DIRECTION_IDS)
+def test_appendonlydir_loads_into_the_other_server(writer: str, reader: str, variant: str,
+                                                   tmp_path) -> None:
+    extra, _, how = VARIANTS[variant]
+    d = str(tmp_path)
+    flags = aof_flags(*extra)
+    want = _written_by(writer, d, variant)
     manifest = manifest_text(d)
     incr = manifest.splitlines()[-1].split()[1]
     if "--aof-timestamp-enabled" in extra:
@@ -137,20 +145,9 @@ def test_appendonlydir_loads_into_the_other_server(writer: str, reader: str, var
 def test_redis8_and_pyrepl_load_each_others_appendonlydir(writer: str, reader: str,
                                                           variant: str, tmp_path) -> None:
     """Redis 8.6's files (an RDB 12+ base) into pyrepl and pyrepl's into Redis 8, every type."""
-    extra, do_rewrite, how = VARIANTS[variant]
     d = str(tmp_path)
-    flags = aof_flags(*extra)
-    srv = start_server(writer, d, *flags)
-    try:
-        fill_every_type(srv.port, "first")
-        if do_rewrite:
-            rewrite(srv.port, d)
-            fill_every_type(srv.port, "second")
-        want = snapshot(srv.port)
-        _stop(srv, how)
-    finally:
-        srv.stop()
-    srv = start_server(reader, d, *flags)
+    want = _written_by(writer, d, variant)
+    srv = start_server(reader, d, *aof_flags(*VARIANTS[variant][0]))
     try:
         assert_same_dataset(snapshot(srv.port), want, f"{reader} loading {writer}'s files",
                             cross_version=True)

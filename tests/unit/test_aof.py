@@ -112,8 +112,10 @@ class Recorder:
         self.multi: list[list[bytes]] | None = None
         self.log = NullLog()
 
-    def run(self, argv: list[bytes]) -> None:
+    def run(self, argv: list[bytes]) -> bool:
         name = argv[0].lower()
+        if name == b"nope":          # (no such command)
+            return False
         if name == b"multi":
             self.multi = []
         elif name == b"exec":
@@ -123,13 +125,13 @@ class Recorder:
             self.multi.append(argv)
         else:
             self.ran.append(argv)
+        return True
 
     def discard(self) -> None:
         self.multi = None
 
     def ports(self) -> LoadPorts:
-        return LoadPorts(run=self.run, known=lambda n: n.lower() != b"nope",
-                         in_multi=lambda: self.multi is not None, discard=self.discard,
+        return LoadPorts(run=self.run, in_multi=lambda: self.multi is not None, discard=self.discard,
                          load_rdb=lambda p: 0, log=self.log)
 
     def warned(self, text: str) -> bool:
@@ -380,19 +382,31 @@ def test_a_failed_rewrite_keeps_the_old_manifest_and_counts(tmp_path: Any) -> No
     assert_reloads_the_same(tmp_path, core)
 
 
+def break_aof_writes(core: ServerCore) -> int:
+    """The incr file's descriptor swapped for a read-only one (write(2) fails: EBADF); the
+    good one is returned, for heal_aof_writes."""
+    w = core.aof.writer
+    good = w.fd
+    w.fd = os.open(os.devnull, os.O_RDONLY)
+    return good
+
+
+def heal_aof_writes(core: ServerCore, good: int) -> None:
+    os.close(core.aof.writer.fd)
+    core.aof.writer.fd = good
+
+
 def test_a_write_error_denies_writes_with_misconf_until_it_heals(tmp_path: Any) -> None:
     core = make_core(tmp_path, ("appendonly", ["yes"]), ("appendfsync", ["everysec"]))
     c = core.connection_made()
     w = core.aof.writer
-    good = w.fd
-    w.fd = os.open(os.devnull, os.O_RDONLY)        # write(2) fails: EBADF
+    good = break_aof_writes(core)
     run(c, "SET", "a", "1")
     core.tick(NOW + 1000)
     assert not w.write_ok and w.buf                # kept for the next try
     assert run(c, "SET", "b", "2").startswith(b"-MISCONF Errors writing to the AOF file: ")
     assert b"aof_last_write_status:err" in run(c, "INFO", "persistence")
-    os.close(w.fd)
-    w.fd = good
+    heal_aof_writes(core, good)
     core.tick(NOW + 2000)
     assert w.write_ok and run(c, "SET", "b", "2") == b"+OK\r\n"
     core.aof.before_reply()
@@ -602,14 +616,11 @@ def test_incremental_fsync_syncs_every_autosync_bytes(tmp_path: Any, monkeypatch
 def test_always_exits_when_the_aof_cannot_be_written(tmp_path: Any) -> None:
     core = make_core(tmp_path, ("appendonly", ["yes"]), ("appendfsync", ["always"]))
     c = core.connection_made()
-    w = core.aof.writer
-    good = w.fd
-    w.fd = os.open(os.devnull, os.O_RDONLY)       # write(2) fails: EBADF
+    good = break_aof_writes(core)
     run(c, "SET", "a", "1")
     with pytest.raises(SystemExit) as e:          # (core.Host.exit_now; the shell's _exits)
         core.aof.before_reply()
     assert e.value.code == 1
     assert any("Can't recover from AOF write error when the AOF fsync policy is 'always'. "
                "Exiting..." in m for _, m in core.log.lines)
-    os.close(w.fd)
-    w.fd = good
+    heal_aof_writes(core, good)
