@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: all venv system-deps spark-deps redis-src demo test test-quick bench lint clean
+.PHONY: all venv system-deps spark-deps redis-src demo docs test test-quick bench lint clean
 
 all: test
 
@@ -17,7 +17,7 @@ $(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun
 	@bash scripts/build-deps.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,spark]'
+	$(PY) -m pip install -q -e '.[test,spark,docs]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -40,7 +40,12 @@ spark-deps:
 demo: venv spark-deps
 	@bash scripts/demo.sh
 
-test: venv system-deps spark-deps redis-src
+# The documentation site (docs/, mkdocs.yml) into build/site; --strict: a broken link or anchor
+# fails it (no -q: it would silence the warnings that --strict counts).
+docs: venv
+	$(VENV)/bin/mkdocs build --strict -d build/site
+
+test: venv system-deps spark-deps redis-src docs
 	$(PY) -m pytest -q
 
 test-quick: venv
