@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from support import RawClient, start_pyrepl, start_redis  # noqa: E402
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,10 @@ re-pointed to it: both continue partially through R1's secondary replication id 
 nos. 4 and 5). Every wait is bounded.
 
 :data:`SERVERS` names the servers it runs on: Debian's redis-server 7.0.15 (diskless full syncs
-on one connection) and the Redis 8 build of ``make redis-src`` with the rdb channel. ``python
-tests/analytics/redislog_scenario.py OUT [redis7|redis8|redis-server [options]]`` runs it by hand
-and leaves the logs in OUT (how tests/data/redislog/ was captured).
+on one connection) and the Redis 8 build of ``make redis-src`` with the rdb channel. ``python -m
+tests.analytics.redislog_scenario OUT [redis7|redis8|redis-server [options]]``, from the
+repository's root, runs it by hand and leaves the logs in OUT (how tests/data/redislog/ was
+captured).
 """
 
 from __future__ import annotations
@@ -22,21 +23,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from support import (  # noqa: E402
-    ServerProcess,
-    free_port,
-    in_sync,
-    kill_replica_links,
-    r,
-    redis8_server_path,
-    redis_server_path,
-    repl,
-    wait_for,
-    wait_offsets,
-    write_keys,
-)
+from tests.support.load import write_keys
+from tests.support.procs import ServerProcess, free_port, redis8_server_path, redis_server_path
+from tests.support.redispy import in_sync, kill_replica_links, r, repl
+from tests.support.waits import wait_for, wait_offsets
 
 # What the scenario provokes, as the job's summary must count it.
 EXPECTED_FULL = {"no-history": 2, "offset-before-backlog": 1}

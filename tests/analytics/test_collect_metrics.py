@@ -1,7 +1,8 @@
 """``pyrepl metrics`` over what ``pyrepl collect`` wrote while a real Redis fleet went through
-partial syncs, a full sync, a refused partial and a promotion (tests/collect_scenario.py): the
-job agrees with the oracle, reports the syncs the collector inferred (and only counts its INFO
-samples), and does so mixed with pyrepl's own sync logs too."""
+partial syncs, a full sync, a refused partial and a promotion
+(tests/support/collect_scenario.py): the job agrees with the oracle, reports the syncs the
+collector inferred (and only counts its INFO samples), and does so mixed with pyrepl's own sync
+logs too."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from collect_scenario import run_fleet
-from oracle import compute
 from pyrepl.cli.metrics import metrics
-from synth import FleetSpec, write_fleet
-from test_oracle import check, run_both
+
+from tests.analytics.jobcheck import check, run_both
+from tests.analytics.oracle import compute
+from tests.analytics.synth import FleetSpec, write_fleet
+from tests.support.collect_scenario import run_fleet
 
 pytestmark = pytest.mark.slow
 

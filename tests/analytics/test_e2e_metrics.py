@@ -25,17 +25,12 @@ import sys
 import time
 
 import pytest
-from support import (
-    RawClient,
-    in_sync,
-    kill_replica_links,
-    r,
-    repl,
-    start_pyrepl,
-    wait_for,
-    wait_offsets,
-    write_keys,
-)
+
+from tests.support.load import write_keys
+from tests.support.procs import start_pyrepl
+from tests.support.redispy import in_sync, kill_replica_links, r, repl
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for, wait_offsets
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 import pytest
-import redislog_scenario as scenario
+
+from tests.analytics import redislog_scenario as scenario
 
 pytestmark = pytest.mark.slow
 

@@ -11,16 +11,16 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from compare import assert_summary_matches, assert_tables_equal
-from oracle import compute
 from pyrepl.cli.metrics import metrics
-from synth import FleetSpec, write_fleet
-from test_oracle import KEYS, check, results, rows, run_both, same_finish
-from test_oracle_unit import scenario
 
 from pyrepl.analytics.job import JobConfig, run
 from pyrepl.analytics.read import convert
 from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES, write_report
+from tests.analytics.compare import assert_summary_matches, assert_tables_equal
+from tests.analytics.handworked import scenario
+from tests.analytics.jobcheck import KEYS, check, results, rows, run_both, same_finish
+from tests.analytics.oracle import compute
+from tests.analytics.synth import FleetSpec, write_fleet
 
 pytestmark = pytest.mark.slow
 

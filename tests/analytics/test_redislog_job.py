@@ -10,12 +10,12 @@ import os
 import shutil
 
 import pytest
-from oracle import compute
-from test_oracle import check, rows
 
 from pyrepl.analytics.job import JobConfig, run
 from pyrepl.analytics.logread import parse_logs
 from pyrepl.events import to_json_line
+from tests.analytics.jobcheck import check, rows
+from tests.analytics.oracle import compute
 
 pytestmark = pytest.mark.slow
 

@@ -261,11 +261,9 @@ def test_parquet_pass_sums_lag_per_the_footers_bucket(spark, tmp_path, monkeypat
     Spark finish gives the same series too. A bad row that widens the footers' span beyond
     the good events' makes the guess too coarse: the run sees it after the pass and runs the
     pass again, per 10 s."""
-    sys.path.insert(0, os.path.dirname(__file__))
-    from synth import FleetSpec, fleet_events
-
     from pyrepl.analytics import job
     from pyrepl.analytics.read import convert
+    from tests.analytics.synth import FleetSpec, fleet_events
 
     spec = FleetSpec(masters=1, replicas_per_master=2, duration_s=4 * 3600, lag_period_s=20,
                      incidents_per_hour=3.0, seed=5)

@@ -25,7 +25,8 @@ import random
 import time
 
 import pytest
-from aof_support import (
+
+from tests.support.aof import (
     AOF_DIR,
     MANIFEST,
     SERVERS,
@@ -52,7 +53,9 @@ from aof_support import (
     wait_files,
     write_file,
 )
-from support import RawClient, parse_reply, wait_for, write_keys
+from tests.support.load import write_keys
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 #: everysec: the acknowledged writes of this many seconds before the kill may be missing.
 EVERYSEC_LOSS_WINDOW = 2.0

@@ -7,7 +7,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from support import digest, r, start_pyrepl, wait_for, wait_offsets
+
+from tests.support.procs import start_pyrepl
+from tests.support.redispy import digest, r
+from tests.support.waits import wait_for, wait_offsets
 
 pytestmark = pytest.mark.slow
 

@@ -1,8 +1,9 @@
 """``pyrepl collect`` end to end, as a process of its own against real servers: a Redis fleet
-through partial syncs, a full sync, a refused partial and a promotion (tests/collect_scenario.py)
-gives the inferred events with the right kinds and nodes, lag samples and whole lines; a pyrepl
-pair is collected the same way; an unreachable node costs one clear error line and nothing
-else; SIGTERM, --count and --duration end it cleanly; the files rotate by size."""
+through partial syncs, a full sync, a refused partial and a promotion
+(tests/support/collect_scenario.py) gives the inferred events with the right kinds and nodes,
+lag samples and whole lines; a pyrepl pair is collected the same way; an unreachable node costs
+one clear error line and nothing else; SIGTERM, --count and --duration end it cleanly; the
+files rotate by size."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import signal
 import time
 
 import pytest
-from collect_scenario import collector, has, read_events, run_fleet, wait_events
-from support import free_port, kill_replica_links, r, start_pyrepl, start_redis, wait_for
 
 from pyrepl.events import EVENTS, FIELD_TYPES
+from tests.support.collect_scenario import collector, has, read_events, run_fleet, wait_events
+from tests.support.procs import free_port, start_pyrepl, start_redis
+from tests.support.redispy import kill_replica_links, r
+from tests.support.waits import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -275,8 +278,8 @@ def test_a_user_allowed_only_info_over_tls(tmp_path) -> None:
     a wrong password is one clear error line."""
     import shutil
 
-    from tlscerts import make_certs
-    from tlscerts import server_args as tls_args
+    from tests.support.tlscerts import make_certs
+    from tests.support.tlscerts import server_args as tls_args
 
     assert shutil.which("openssl"), "the openssl command is missing (the test command installs it)"
     certs = make_certs(tmp_path)

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 import redis
-from support import free_port, start_pyrepl, wait_for
+
+from tests.support.procs import free_port, start_pyrepl
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +57,7 @@ def test_config_file_with_overrides(tmp_path) -> None:
     conf.write_text(f'port 1\ndir "{tmp_path}"\nsave ""\nmaxclients 77\n')
     srv = start_pyrepl(tmpdir=str(tmp_path), port=port)  # plain start to have a baseline
     srv.stop()
-    from support import ServerProcess
+    from tests.support.procs import ServerProcess
 
     argv = [*PYREPL, "master", "--config", str(conf), "--port", str(port),
             "--bind", "127.0.0.1", "--hz", "20", "--repl-backlog-size", "2mb"]
@@ -138,7 +140,7 @@ def test_save_schedule_triggers_bgsave(tmp_path) -> None:
 
 def test_replica_command_configures_replicaof(tmp_path) -> None:
     port = free_port()
-    from support import ServerProcess
+    from tests.support.procs import ServerProcess
 
     argv = [*PYREPL, "replica", "--master", "127.0.0.1:1", "--port", str(port),
             "--bind", "127.0.0.1", "--dir", str(tmp_path), "--save", ""]

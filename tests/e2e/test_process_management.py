@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 import redis
-from support import (
-    RawClient,
+
+from tests.support.procs import (
     ServerProcess,
     free_port,
-    info,
     redis_server_path,
     start_pyrepl,
     start_redis,
-    wait_for,
 )
+from tests.support.resp import RawClient, info
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow]
 

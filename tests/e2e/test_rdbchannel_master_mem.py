@@ -13,84 +13,17 @@ next to the bytes written during the sync.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import pytest
-from support import RawClient, encode_command, parse_reply, start_pyrepl, wait_for
-from test_rdbchannel_master_raw import Chan, RdbchReplica, Reader
+
+from tests.support.procs import start_pyrepl
+from tests.support.rawreplica import Chan, RdbchReplica, Reader
+from tests.support.resp import RawClient, encode_command
+from tests.support.syncload import BACKLOG, Load, Sampler, info
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
-BACKLOG = 1 << 20
 KEYS = 40000
-
-
-def info(port: int, section: str) -> dict[str, str]:
-    with RawClient(port) as c:
-        raw = parse_reply(c.call("INFO", section))
-    assert isinstance(raw, bytes)
-    return dict(line.split(":", 1) for line in raw.decode().splitlines()
-                if ":" in line and not line.startswith("#"))
-
-
-class Load(threading.Thread):
-    """Pipelined SETs of 100-byte values over the ``keys`` keys of DEBUG POPULATE (so the
-    dataset, and the snapshot's duration, stay the same), paced at ``rate`` SETs per second
-    (about 7 MB/s of replication stream at the default)."""
-
-    def __init__(self, port: int, keys: int, rate: int = 50000) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.keys = keys
-        self.rate = rate
-        self.stop = False
-        self.sent = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-                val = b"v" * 100
-                i = 0
-                t0 = time.monotonic()
-                while not self.stop:
-                    ahead = self.sent / self.rate - (time.monotonic() - t0)
-                    if ahead > 0:
-                        time.sleep(ahead)  # pacing, not a wait for a condition
-                    batch = b"".join(encode_command("SET", b"key:%d" % ((i + j) * 7919
-                                                                      % self.keys), val)
-                                     for j in range(100))
-                    i += 100
-                    s.sendall(batch)
-                    need = 100 * len(b"+OK\r\n")
-                    got = 0
-                    while got < need:
-                        chunk = s.recv(65536)
-                        assert chunk, "master closed the load connection"
-                        got += len(chunk)
-                    self.sent += 100
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-
-class Sampler(threading.Thread):
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.stop = False
-        self.peak = 0
-        self.peak_clients = 0
-        self.samples = 0
-
-    def run(self) -> None:
-        while not self.stop:
-            mem = info(self.port, "memory")
-            self.peak = max(self.peak, int(mem["mem_total_replication_buffers"]))
-            self.peak_clients = max(self.peak_clients, int(mem["mem_clients_slaves"]))
-            self.samples += 1
-            time.sleep(0.05)  # the sampling period (not a wait for a condition)
 
 
 def full_sync_under_load(mode: str) -> dict[str, int]:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, parse_reply, start_pyrepl, wait_for
-from test_rdbchannel_master_mem import BACKLOG, Load, Sampler, info
+
+from tests.support.procs import start_pyrepl
+from tests.support.resp import RawClient, parse_reply
+from tests.support.syncload import BACKLOG, Load, Sampler, info
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

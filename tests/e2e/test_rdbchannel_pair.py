@@ -24,18 +24,6 @@ import time
 from contextlib import ExitStack
 
 import pytest
-from support import (
-    LoadWriter,
-    digest,
-    parse_command,
-    populate_under_load,
-    r,
-    repl,
-    start_pyrepl,
-    sync_events,
-    wait_for,
-    wait_synced,
-)
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -43,6 +31,11 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.rdbchannel import BLOCK_SIZE
 from pyrepl.resp.writer import encode_command
+from tests.support.load import LoadWriter, populate_under_load
+from tests.support.procs import start_pyrepl, sync_events
+from tests.support.redispy import digest, r, repl
+from tests.support.resp import parse_command
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = pytest.mark.slow
 

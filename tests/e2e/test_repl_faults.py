@@ -2,7 +2,7 @@
 link cuts under write load, a promotion with two siblings, and a master that sends garbage.
 
 Theory of operation: every scenario starts real ``pyrepl`` processes on free loopback ports
-(tests/support.py), breaks something the way it breaks in production (SIGKILL, CLIENT KILL
+(tests/support/procs.py), breaks something the way it breaks in production (SIGKILL, CLIENT KILL
 while a writer thread writes, REPLICAOF NO ONE, a fake master written here that lies on the
 wire), and then asserts what must survive: the master's sync counters (``sync_full`` /
 ``sync_partial_ok``) say whether the resync was partial, the ids (``master_replid2``) say which
@@ -22,16 +22,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from support import (
-    LoadWriter,
-    ServerProcess,
-    parse_command,
-    r,
-    repl,
-    start_pyrepl,
-    wait_for,
-    wait_synced,
-)
 
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
@@ -39,6 +29,11 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.resp.writer import encode_command
+from tests.support.load import LoadWriter
+from tests.support.procs import ServerProcess, start_pyrepl
+from tests.support.redispy import r, repl
+from tests.support.resp import parse_command
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,17 @@ import time
 
 import pytest
 import redis
-from realpair import digest, events, info, start_master, start_replica_of, wait_in_sync
-from support import ServerProcess, start_redis, wait_for
+
+from tests.support.procs import ServerProcess, start_redis
+from tests.support.realpair import (
+    digest,
+    events,
+    info,
+    start_master,
+    start_replica_of,
+    wait_in_sync,
+)
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -13,7 +13,10 @@ import os
 import time
 
 import pytest
-from support import RawClient, RawConn, call, encode_command, parse_reply, rdb_digest, wait_for
+
+from tests.support.rdb import rdb_digest
+from tests.support.resp import RawClient, RawConn, call, encode_command, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

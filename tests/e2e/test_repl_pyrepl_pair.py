@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import pytest
 import redis
-from support import LoadWriter, populate_under_load, r, repl, start_pyrepl, wait_for, wait_synced
+
+from tests.support.load import LoadWriter, populate_under_load
+from tests.support.procs import start_pyrepl
+from tests.support.redispy import r, repl
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,11 @@ import os
 import signal
 
 import pytest
-from support import RawClient, free_port, in_sync, r, start_pyrepl, sync_events, wait_for
+
+from tests.support.procs import free_port, start_pyrepl, sync_events
+from tests.support.redispy import in_sync, r
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

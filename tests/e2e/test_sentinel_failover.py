@@ -18,16 +18,17 @@ import time
 
 import pytest
 import redis
-from realpair import digest, info, wait_in_sync
 from redis.sentinel import Sentinel
-from support import (
+
+from tests.support.procs import (
     ServerProcess,
     free_port,
     pyrepl_argv,
     redis_server_path,
     start_redis,
-    wait_for,
 )
+from tests.support.realpair import digest, info, wait_in_sync
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

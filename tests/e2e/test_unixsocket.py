@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import redis
-from support import ServerProcess, free_port, redis_server_path
+
+from tests.support.procs import ServerProcess, free_port, redis_server_path
 
 pytestmark = [pytest.mark.slow]
 

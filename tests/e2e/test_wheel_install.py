@@ -16,7 +16,9 @@ import sys
 import sysconfig
 
 import pytest
-from support import ServerProcess, free_port, wait_for
+
+from tests.support.procs import ServerProcess, free_port
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import redis
-from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, parse_reply, scan_pages
+
+from tests.support.checks import NOT_INT, WRONGTYPE, assert_watch_aborts, err, scan_pages
+from tests.support.resp import parse_reply
 
 
 def test_hset_hget_and_friends(r):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 import redis
-from support import NOT_INT, err
+
+from tests.support.checks import NOT_INT, err
 
 
 def wait_gone(r, key: str, timeout: float = 5.0) -> None:

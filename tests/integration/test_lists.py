@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import redis
-from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, wait_for
+
+from tests.support.checks import NOT_INT, WRONGTYPE, assert_watch_aborts, err
+from tests.support.waits import wait_for
 
 
 def test_push_and_range(r):

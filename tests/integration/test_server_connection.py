@@ -9,7 +9,10 @@ import socket
 import pytest
 import redis
 import redis.asyncio
-from support import RawClient, start_pyrepl, wait_for
+
+from tests.support.procs import start_pyrepl
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 
 def test_redis_py_default_connection_is_resp3(r) -> None:

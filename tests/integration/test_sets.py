@@ -3,8 +3,8 @@ raw reply shapes through ``raw``, and what the core propagates (in-process Serve
 
 from __future__ import annotations
 
-from differential import CoreTap
-from support import NOT_INT, WRONGTYPE, assert_watch_aborts, err, scan_pages
+from tests.support.checks import NOT_INT, WRONGTYPE, assert_watch_aborts, err, scan_pages
+from tests.support.differential import CoreTap
 
 
 def test_sadd_srem_scard_sismember(r):

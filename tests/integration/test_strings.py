@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import NOT_FLOAT, NOT_INT, WRONGTYPE, err
+
+from tests.support.checks import NOT_FLOAT, NOT_INT, WRONGTYPE, err
 
 
 def test_set_get(r):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 import time
 
-from differential import CoreTap
-from support import NOT_FLOAT, NOT_INT, WRONGTYPE, assert_watch_aborts, err, parse_reply
+from tests.support.checks import NOT_FLOAT, NOT_INT, WRONGTYPE, assert_watch_aborts, err
+from tests.support.differential import CoreTap
+from tests.support.resp import parse_reply
 
 RANGE_FLOAT = "min or max is not a float"
 RANGE_LEX = "min or max not valid string range item"

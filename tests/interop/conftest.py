@@ -12,8 +12,9 @@ from __future__ import annotations
 from contextlib import closing
 
 import pytest
-from differential import Pair
-from support import side_by_side, start_redis
+
+from tests.support.differential import Pair
+from tests.support.procs import side_by_side, start_redis
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from support import RawClient, info, parse_command, redis_server_path, start_redis, wait_for
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.aof.commands import write_dataset
@@ -22,6 +21,9 @@ from pyrepl.config import Config
 from pyrepl.core import ServerCore
 from pyrepl.resp.writer import encode_command
 from pyrepl.scripting.functions import rdb_libraries
+from tests.support.procs import redis_server_path, start_redis
+from tests.support.resp import RawClient, info, parse_command
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

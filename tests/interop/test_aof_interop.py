@@ -26,7 +26,8 @@ import shutil
 import subprocess
 
 import pytest
-from aof_support import (
+
+from tests.support.aof import (
     AOF_DIR,
     AOF_NAME,
     MANIFEST,
@@ -52,7 +53,7 @@ from aof_support import (
     wait_files,
     write_file,
 )
-from support import redis_source_file
+from tests.support.paths import redis_source_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 import redis
-from support import (
+
+from pyrepl.config import split_args
+from tests.support.paths import redis_source_file
+from tests.support.procs import (
     ServerProcess,
     free_port,
     redis8_server_path,
     redis_server_path,
-    redis_source_file,
     start_pyrepl,
     start_redis,
 )
-
-from pyrepl.config import split_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

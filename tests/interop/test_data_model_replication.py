@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 import redis
-from realpair import digest, info, wait_in_sync
-from support import RawClient, parse_reply, start_pyrepl, start_redis
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.realpair import digest, info, wait_in_sync
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -15,16 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from differential import Pair
-from support import (
-    RawClient,
-    free_port,
-    parse_reply,
-    pyrepl_argv,
-    redis_server_path,
-    start_pyrepl,
-    start_redis,
-)
+
+from tests.support.differential import Pair
+from tests.support.procs import free_port, pyrepl_argv, redis_server_path, start_pyrepl, start_redis
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from differential import PropagationTaps, same_propagation
-from support import RawClient, encode_command, parse_reply, wait_for
+
+from tests.support.differential import PropagationTaps, same_propagation
+from tests.support.resp import RawClient, encode_command, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -548,7 +550,7 @@ def test_served_xreadgroup_propagates_as_redis(tapped_redis, block):
 
 
 def test_immediate_blocking_pops_propagate_as_redis(tapped_redis):
-    from differential import check_propagation
+    from tests.support.differential import check_propagation
 
     check_propagation(tapped_redis.port, [
         ("RPUSH", "k", "a", "b", "c", "d", "e", "f"), ("BLPOP", "k", "0"), ("BRPOP", "k", "0"),
@@ -570,7 +572,7 @@ def test_blocking_pops_inside_exec_propagate_as_redis(tapped_redis):
 def test_turning_replica_unblocks_and_closes(bl):
     """REPLICAOF: every blocked client gets -UNBLOCKED and is disconnected, at once (Redis's
     replicationSetMaster)."""
-    from support import free_port
+    from tests.support.procs import free_port
 
     bl.send("c1", "BLPOP", "k", "0")
     bl.send("c2", "BZPOPMIN", "z", "0")

@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, side_by_side, wait_for
+
+from tests.support.procs import side_by_side
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient
+
+from tests.support.resp import RawClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -9,7 +9,8 @@ Redis reports, in RESP2 and RESP3.
 from __future__ import annotations
 
 import pytest
-from support import RespError, parse_reply
+
+from tests.support.resp import RespError, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import redis
-from support import ServerProcess, free_port, redis_server_path, start_pyrepl
+
+from tests.support.procs import ServerProcess, free_port, redis_server_path, start_pyrepl
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

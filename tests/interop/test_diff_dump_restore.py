@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import pytest
-from differential import check_propagation
-from support import RawClient, parse_reply, start_redis
+
+from tests.support.differential import check_propagation
+from tests.support.procs import start_redis
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -13,8 +13,9 @@ FUNCTION LIST's order is Redis's dict order (random per process): the checks lis
 from __future__ import annotations
 
 import pytest
-from differential import check_propagation
-from support import parse_reply
+
+from tests.support.differential import check_propagation
+from tests.support.resp import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.differential import (
     PROTOS,
     PropagationTaps,
     check_propagation,
@@ -22,8 +25,6 @@ from differential import (
     same_propagation,
     sequence_settings,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -15,16 +15,11 @@ import time
 from contextlib import closing
 
 import pytest
-from differential import CoreTap, Pair, ReplicaTap, same_propagation
-from support import (
-    RawClient,
-    ServerProcess,
-    parse_reply,
-    start_pyrepl,
-    start_pyrepl_on_rdb,
-    start_redis,
-    wait_for,
-)
+
+from tests.support.differential import CoreTap, Pair, ReplicaTap, same_propagation
+from tests.support.procs import ServerProcess, start_pyrepl, start_pyrepl_on_rdb, start_redis
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

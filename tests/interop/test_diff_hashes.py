@@ -12,7 +12,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.differential import (
     PROTOS,
     SEEDS,
     Pair,
@@ -20,9 +23,7 @@ from differential import (
     run_sequence,
     sequence_settings,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from support import parse_reply
+from tests.support.resp import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

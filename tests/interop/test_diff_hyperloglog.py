@@ -10,9 +10,10 @@ the propagation (PFCOUNT's cache refresh included).
 from __future__ import annotations
 
 import pytest
-from differential import PROTOS, check_propagation, run_sequence, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.support.differential import PROTOS, check_propagation, run_sequence, sequence_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

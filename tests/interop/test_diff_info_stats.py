@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from support import RawClient, info, info_sections, start_pyrepl, start_redis
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient, info, info_sections
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -15,8 +15,10 @@ import re
 
 import pytest
 import redis
-from realpair import wait_in_sync
-from support import RawClient, parse_reply, side_by_side, start_pyrepl, start_redis
+
+from tests.support.procs import side_by_side, start_pyrepl, start_redis
+from tests.support.realpair import wait_in_sync
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -6,7 +6,7 @@ keyspace of awkward key names; a hypothesis test of random command sequences ove
 (time-dependent replies are compared with a tolerance: both servers run the same commands a
 few milliseconds apart); and a propagation check comparing what pyrepl's core hands to
 replication (``ServerCore.repl_feed``, in-process) with what real Redis sends to a replica
-attached with SYNC (the taps of tests/differential.py).
+attached with SYNC (the taps of tests/support/differential.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.differential import (
     PROTOS,
     Pair,
     check_propagation,
@@ -22,9 +25,8 @@ from differential import (
     run_sequence,
     sequence_settings,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from support import RawClient, parse_reply, wait_for
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

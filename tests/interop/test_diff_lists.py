@@ -12,10 +12,17 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import PROTOS, SEEDS, check_propagation, run_sequence, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from support import wait_for
+
+from tests.support.differential import (
+    PROTOS,
+    SEEDS,
+    check_propagation,
+    run_sequence,
+    sequence_settings,
+)
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -12,7 +12,10 @@ import os
 import signal
 
 import pytest
-from support import RawClient, encode_command, start_pyrepl, start_redis, wait_for
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient, encode_command
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -12,7 +12,10 @@ import shutil
 from typing import Any
 
 import pytest
-from support import RawClient, start_pyrepl, start_redis, wait_for
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

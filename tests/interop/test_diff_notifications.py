@@ -18,22 +18,25 @@ import shutil
 import tempfile
 
 import pytest
-from differential import PROTOS, SEEDS, normalize, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from support import RawClient, start_redis, wait_for
-from test_diff_bitmaps import COMMAND as BITMAP_COMMAND
-from test_diff_hashes import rand_command as hash_command
-from test_diff_hyperloglog import COMMAND as HLL_COMMAND
-from test_diff_keys import COMMAND as KEY_COMMAND
-from test_diff_keys import TIMED
-from test_diff_lists import rand_command as list_command
-from test_diff_sets import COMMAND as SET_COMMAND
-from test_diff_sort import COMMAND as SORT_COMMAND
-from test_diff_sort import SETUP as SORT_SETUP
-from test_diff_streams import COMMAND as STREAM_COMMAND
-from test_diff_strings import COMMAND as STRING_COMMAND
-from test_diff_zsets import COMMAND as ZSET_COMMAND
+
+from tests.interop.test_diff_bitmaps import COMMAND as BITMAP_COMMAND
+from tests.interop.test_diff_hashes import rand_command as hash_command
+from tests.interop.test_diff_hyperloglog import COMMAND as HLL_COMMAND
+from tests.interop.test_diff_keys import COMMAND as KEY_COMMAND
+from tests.interop.test_diff_keys import TIMED
+from tests.interop.test_diff_lists import rand_command as list_command
+from tests.interop.test_diff_sets import COMMAND as SET_COMMAND
+from tests.interop.test_diff_sort import COMMAND as SORT_COMMAND
+from tests.interop.test_diff_sort import SETUP as SORT_SETUP
+from tests.interop.test_diff_streams import COMMAND as STREAM_COMMAND
+from tests.interop.test_diff_strings import COMMAND as STRING_COMMAND
+from tests.interop.test_diff_zsets import COMMAND as ZSET_COMMAND
+from tests.support.differential import PROTOS, SEEDS, normalize, sequence_settings
+from tests.support.procs import start_redis
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 import signal
 
 import pytest
-from support import connected, info, start_pyrepl, start_redis, sync_events, wait_for
+
+from tests.support.procs import connected, start_pyrepl, start_redis, sync_events
+from tests.support.resp import info
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

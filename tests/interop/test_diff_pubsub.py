@@ -18,9 +18,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from differential import PROTOS, SEEDS, sequence_settings
 from hypothesis import given
-from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for
+
+from tests.support.differential import PROTOS, SEEDS, sequence_settings
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -15,7 +15,10 @@ import threading
 import time
 
 import pytest
-from support import RawClient, free_port, info, start_pyrepl, sync_events, wait_for
+
+from tests.support.procs import free_port, start_pyrepl, sync_events
+from tests.support.resp import RawClient, info
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

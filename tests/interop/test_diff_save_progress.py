@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import RawClient, info, start_pyrepl, start_redis, wait_for
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import RawClient, info
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -10,7 +10,8 @@ replica (its effects, MULTI/EXEC-wrapped when more than one).
 from __future__ import annotations
 
 import pytest
-from differential import check_propagation
+
+from tests.support.differential import check_propagation
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -4,8 +4,9 @@ bytes where Redis's answer is deterministic, the same shape and field names else
 from __future__ import annotations
 
 import pytest
-from differential import Pair
-from support import RawClient, parse_reply
+
+from tests.support.differential import Pair
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -14,10 +14,19 @@ on from the same state. SSCAN is compared as the union of a complete iteration.
 from __future__ import annotations
 
 import pytest
-from differential import PROTOS, Pair, PropagationTaps, normalize, run_sequence, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from support import RespError, parse_reply, wait_for
+
+from tests.support.differential import (
+    PROTOS,
+    Pair,
+    PropagationTaps,
+    normalize,
+    run_sequence,
+    sequence_settings,
+)
+from tests.support.resp import RespError, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 import redis
-from support import encode_command, start_pyrepl, start_redis
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.resp import encode_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -11,10 +11,17 @@ XAUTOCLAIM as XCLAIM ... and XGROUP SETID / CREATECONSUMER), delivery times with
 from __future__ import annotations
 
 import pytest
-from differential import PROTOS, Pair, PropagationTaps, run_sequence, sequence_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from support import RespError, parse_reply
+
+from tests.support.differential import (
+    PROTOS,
+    Pair,
+    PropagationTaps,
+    run_sequence,
+    sequence_settings,
+)
+from tests.support.resp import RespError, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -4,7 +4,7 @@ A hand-written table of edge cases (every option and error) replayed in RESP2 an
 every reply compared byte for byte; INCRBYFLOAT's 80-bit long double arithmetic and
 ``%.17Lf`` formatting over many awkward operands; a hypothesis test of random command
 sequences over a few keys; and a propagation check (what pyrepl's core hands to replication
-against what Redis sends a replica), using the taps of tests/differential.py.
+against what Redis sends a replica), using the taps of tests/support/differential.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from differential import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.differential import (
     PROTOS,
     Pair,
     PropagationTaps,
@@ -22,9 +25,7 @@ from differential import (
     same_propagation,
     sequence_settings,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from support import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

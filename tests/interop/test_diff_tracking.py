@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from support import RawClient, parse_reply, wait_for
+
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -14,8 +14,11 @@ import time
 
 import pytest
 import redis
-from realpair import digest, info, wait_in_sync
-from support import RawClient, start_pyrepl, start_redis, wait_for
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.realpair import digest, info, wait_in_sync
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import pytest
 import redis
-from realpair import digest, wait_in_sync
-from support import LIB, start_pyrepl, start_redis, wait_for
+
+from tests.support.lua import LIB
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.realpair import digest, wait_in_sync
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

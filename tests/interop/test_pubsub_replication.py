@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 import redis
-from realpair import info, wait_in_sync
-from support import RawClient, parse_reply, start_pyrepl, start_redis
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.realpair import info, wait_in_sync
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

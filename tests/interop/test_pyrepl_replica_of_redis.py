@@ -15,16 +15,11 @@ import random
 
 import pytest
 import redis
-from support import (
-    RawClient,
-    digest,
-    in_sync,
-    parse_reply,
-    start_pyrepl,
-    start_redis,
-    wait_for,
-    wait_synced,
-)
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.redispy import digest, in_sync
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

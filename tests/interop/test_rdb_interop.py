@@ -18,12 +18,13 @@ from collections import deque
 from typing import Any
 
 import pytest
-from support import golden_module, redis_source_file
 
 from pyrepl.keyspace.digest import dataset_digest, key_digest
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.rdb.encoder import save_rdb_file
+from tests.support.paths import redis_source_file
+from tests.support.rdb import golden_module
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

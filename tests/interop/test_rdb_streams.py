@@ -11,14 +11,9 @@ from __future__ import annotations
 import tempfile
 
 import pytest
-from support import (
-    RawClient,
-    parse_reply,
-    redis8_server_path,
-    start_pyrepl,
-    start_pyrepl_on_rdb,
-    start_redis,
-)
+
+from tests.support.procs import redis8_server_path, start_pyrepl, start_pyrepl_on_rdb, start_redis
+from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -16,18 +16,11 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import pytest
-from support import (
-    LoadWriter,
-    digest,
-    in_sync,
-    populate_under_load,
-    r,
-    repl,
-    start_pyrepl,
-    start_redis,
-    sync_events,
-    wait_for,
-)
+
+from tests.support.load import LoadWriter, populate_under_load
+from tests.support.procs import start_pyrepl, start_redis, sync_events
+from tests.support.redispy import digest, in_sync, r, repl
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

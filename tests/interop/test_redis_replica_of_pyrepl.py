@@ -16,8 +16,18 @@ import time
 
 import pytest
 import redis
-from realpair import digest, events, info, start_master, start_replica_of, wait_in_sync
-from support import RawClient, ServerProcess, start_pyrepl, start_redis, wait_for
+
+from tests.support.procs import ServerProcess, start_pyrepl, start_redis
+from tests.support.realpair import (
+    digest,
+    events,
+    info,
+    start_master,
+    start_replica_of,
+    wait_in_sync,
+)
+from tests.support.resp import RawClient
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

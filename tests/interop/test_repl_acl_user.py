@@ -11,8 +11,11 @@ replica whose user loses +psync is refused when it reconnects.
 from __future__ import annotations
 
 import pytest
-from realpair import AS_REPL, REPL_USER
-from support import RawClient, parse_reply, start_pyrepl, start_redis, wait_for, wait_synced
+
+from tests.support.procs import start_pyrepl, start_redis
+from tests.support.realpair import AS_REPL, REPL_USER
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from realpair import AS_REPL, REPL_USER, events, start_master
-from support import free_port, start_pyrepl, start_redis, wait_for, wait_synced
-from tlscerts import make_certs
-from tlscerts import server_args as tls_args
+
+from tests.support.procs import free_port, start_pyrepl, start_redis
+from tests.support.realpair import AS_REPL, REPL_USER, events, start_master
+from tests.support.tlscerts import make_certs
+from tests.support.tlscerts import server_args as tls_args
+from tests.support.waits import wait_for, wait_synced
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

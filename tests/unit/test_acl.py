@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from test_core import make_core, run
 
 from pyrepl.acl import (
     DENIED_CHANNEL,
@@ -24,6 +23,7 @@ from pyrepl.client import Client
 from pyrepl.config import Config, ConfigError
 from pyrepl.config_rewrite import SIGNATURE, rewrite_text
 from pyrepl.core import ServerCore
+from tests.support.cores import make_core, run
 
 NOPERM_CMD = b"-NOPERM this user has no permissions to run the '%s' command\r\n"
 NOPERM_KEY = b"-NOPERM this user has no permissions to access one of the keys used as arguments\r\n"

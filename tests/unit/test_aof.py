@@ -9,7 +9,6 @@ import os
 from typing import Any
 
 import pytest
-from support import check_every_move
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.aof import manifest as mf
@@ -20,6 +19,7 @@ from pyrepl.config import Config
 from pyrepl.core import Host, NullLog, ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.writer import encode_command
+from tests.support.checks import check_every_move
 
 NOW = 1_700_000_000_000
 
@@ -569,9 +569,8 @@ def test_an_expired_key_is_written_as_del_and_one_child_runs_at_a_time(tmp_path:
 
 
 def test_the_background_fsync_counts_its_jobs_and_keeps_an_error(tmp_path: Any) -> None:
-    from support import wait_for
-
     from pyrepl.net.bio import BackgroundFsync
+    from tests.support.waits import wait_for
 
     bio = BackgroundFsync()
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)

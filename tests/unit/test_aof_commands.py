@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from support import encode_command, parse_command
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.aof.commands import AOF_REWRITE_ITEMS_PER_CMD, CHUNK_SIZE, write_dataset
@@ -20,6 +19,7 @@ from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.scripting.functions import rdb_libraries
+from tests.support.resp import encode_command, parse_command
 
 T0 = 1_700_000_000_000
 T1 = T0 + 1_000                 # when the dataset is written and replayed

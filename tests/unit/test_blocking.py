@@ -8,13 +8,13 @@ after its deadline (``deadline < now``), never before.
 from __future__ import annotations
 
 import pytest
-from support import encode_command
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.blocking import parse_timeout
 from pyrepl.config import Config
 from pyrepl.core import ServerCore
 from pyrepl.resp.types import ReplyError
+from tests.support.resp import encode_command
 
 T0 = 1_000_000
 

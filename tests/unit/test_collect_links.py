@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_collect_infer import A, B, M, entry, master, replica
-
 from pyrepl.collect.links import Fleet
+from tests.support.collect_samples import A, B, M, entry, master, replica
 
 
 def made(evs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:

@@ -7,26 +7,9 @@ from collections import deque
 import pytest
 
 import pyrepl.commands  # noqa: F401
-from pyrepl.config import Config
 from pyrepl.core import ServerCore
-
-
-def make_core(*overrides: tuple[str, list[str]], now: int = 1_700_000_000_000) -> ServerCore:
-    cfg = Config.load(None, [("save", [""]), ("enable-debug-command", ["yes"]), *overrides])
-    return ServerCore(cfg, now_ms=now)
-
-
-def cmd(*args: bytes | str) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a.encode() if isinstance(a, str) else a
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(parts)
-
-
-def run(client, *args: bytes | str) -> bytes:
-    client.receive_data(cmd(*args))
-    return client.data_to_send()
+from tests.support.cores import make_core, run
+from tests.support.resp import encode_command as cmd
 
 
 @pytest.fixture

@@ -15,18 +15,18 @@ import tempfile
 from collections.abc import Callable
 
 import pytest
-from fakes import NOW, Master, cmd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyrepl._dispatch import execute
-from test_execute_run import _server, _state, requests
-from test_repl_master import online_replica, parse_full_sync
-from test_repl_replica import synced_node
 
 from pyrepl.client import Client
 from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.fastreader import first
+from tests.support.cores import NOW, cmd
+from tests.support.execpaths import requests, server_state, warm_server
+from tests.support.master_side import Master, online_replica, parse_full_sync
+from tests.support.replica_side import synced_node
 
 _SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes"}
 
@@ -67,7 +67,7 @@ class _Clock:
 
 
 def _world(backlog: bool, waiter: bool):
-    core, c = _server(backlog)
+    core, c = warm_server(backlog)
     core.clock_ns = _Clock()   # type: ignore[method-assign]
     w = None
     if waiter:   # a client blocked on a list: the writes that wake it (blocking.after_write)
@@ -78,7 +78,7 @@ def _world(backlog: bool, waiter: bool):
 
 
 def _look(core: ServerCore, c: Client, w: Client | None) -> dict[str, object]:
-    state = _state(core, c)
+    state = server_state(core, c)
     state["client"] = _slots(c)
     state["pending"] = list(core._pending)
     state["depth"] = core._call_depth

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from support import LIB, step_clock
-from test_core import make_core, run
 
 from pyrepl.core import ServerCore
 from pyrepl.rdb.crc64 import crc64
@@ -21,6 +19,8 @@ from pyrepl.scripting.functions import (
     rdb_libraries,
     valid_name,
 )
+from tests.support.cores import make_core, run, step_clock
+from tests.support.lua import LIB
 
 
 @pytest.fixture

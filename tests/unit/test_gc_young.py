@@ -13,11 +13,10 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fakes import cmd
-from test_repl_replica import synced_node
-
 from pyrepl.net.server import GC_YOUNG_THRESHOLD
 from pyrepl.resp.fastreader import make_reader
+from tests.support.cores import cmd
+from tests.support.replica_side import synced_node
 
 READ = 256 * 1024   # uvloop's read buffer: the most one read hands the replica
 

@@ -9,7 +9,6 @@ rewrites, RDB / DUMP round trips of every hash-with-TTL type (22 to 25) and the 
 from __future__ import annotations
 
 import pytest
-from fakes import T0, CoreHarness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from pyrepl.rdb.containers import build_listpack
 from pyrepl.rdb.decoder import RdbDecoder
 from pyrepl.rdb.dump import dump_payload, load_payload
 from pyrepl.rdb.encoder import encode_len, encode_rdb_bytes, encode_string
+from tests.support.cores import T0, CoreHarness
 
 
 class Harness(CoreHarness):

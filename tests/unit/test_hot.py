@@ -13,14 +13,14 @@ not short integers, hashes with field TTLs, keyspace events on, pipelined runs.
 from __future__ import annotations
 
 import pytest
-from fakes import cmd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_execute_run import _server, _state
 
 from pyrepl.commands import _hot, hot
 from pyrepl.commands.table import COMMANDS
 from pyrepl.core import ServerCore, Stats
+from tests.support.cores import cmd
+from tests.support.execpaths import server_state, warm_server
 
 KEYS = ["k", "n", "l", "h", "z", "e1", "e2"]
 TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc", "",
@@ -56,7 +56,7 @@ def _apply(core: ServerCore, c, reqs: list[list[str]], c_handlers: bool) -> byte
 
 
 def _look(core: ServerCore, c) -> dict[str, object]:
-    state = _state(core, c)
+    state = server_state(core, c)
     state["dbs"] = [sorted(db.data) for db in core.dbs[:2]]
     state["cas"] = (c.dirty_cas, [(db.id, k) for db, k, *_ in c.watched])   # (WATCH)
     return state
@@ -74,8 +74,8 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["WATCH", "z"], ["ZADD", "z", "2", "m"], ["MULTI"], ["EXEC"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
-    a = _server(backlog, events)
-    b = _server(backlog, events)
+    a = warm_server(backlog, events)
+    b = warm_server(backlog, events)
     for reqs in reads:
         assert _apply(*a, reqs, True) == _apply(*b, reqs, False), reqs
         assert _look(*a) == _look(*b)
@@ -92,7 +92,7 @@ def test_c_handlers_take_their_forms_in_c() -> None:
     """The common forms never call the Python handler (which the C one calls for all else):
     with the Python handlers made to fail, the common forms still run, and the others reach
     them."""
-    core, c = _server(False)
+    core, c = warm_server(False)
     c.receive_data(b"".join(cmd(*r) for r in [["RPUSH", "l", "a", "b"],
                                               ["HSET", "h", "f", "1", "g", "2"],
                                               ["ZADD", "z", "1.5", "m"]]))

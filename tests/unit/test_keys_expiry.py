@@ -8,10 +8,10 @@ master's DEL removes them), and the exact absolute times of the propagation rewr
 from __future__ import annotations
 
 import pytest
-from fakes import T0, CoreHarness
-from support import encode_command
 
 import pyrepl.commands  # noqa: F401
+from tests.support.cores import T0, CoreHarness
+from tests.support.resp import encode_command
 
 Harness = CoreHarness
 

@@ -11,10 +11,11 @@ blocking pops, and that nothing is published with notifications off.
 from __future__ import annotations
 
 import pytest
-from support import _parse
-from test_core import cmd, make_core, run
 
 from pyrepl.core import ServerCore
+from tests.support.cores import make_core, run
+from tests.support.resp import _parse
+from tests.support.resp import encode_command as cmd
 
 NOW = 1_700_000_000_000
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from fakes import WireIO
-from support import MemMasterIO, MemReplicaIO
 
 from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.net.bio import BackgroundFsync
@@ -17,6 +15,8 @@ from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
 from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort, ReplicaLinkEvents
 from pyrepl.replication.replica import ReplicaSide
+from tests.support.master_side import WireIO
+from tests.support.memnet import MemMasterIO, MemReplicaIO
 
 IMPLEMENTATIONS = [
     (MasterIOPort, MasterIO), (MasterIOPort, WireIO), (MasterIOPort, MemMasterIO),

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import DATA_DIR, golden_module
 
 from pyrepl import REDIS_VERSION
 from pyrepl.keyspace.zset import ZSet
@@ -49,6 +48,8 @@ from pyrepl.rdb.encoder import (
     save_rdb_file,
 )
 from pyrepl.rdb.lzf import LzfError, compress, decompress
+from tests.support.paths import DATA_DIR
+from tests.support.rdb import golden_module
 
 NOW = 1_700_000_000_000
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from fakes import NOW, ReplicaCore, apply_writes, cmd, fill
-from fakes import Master as BaseMaster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +26,9 @@ from pyrepl.replication.master import (
     ReplicaLink,
     SlaveState,
 )
+from tests.support.cores import NOW, cmd
+from tests.support.master_side import Master as BaseMaster
+from tests.support.master_side import ReplicaCore, apply_writes, fill
 
 S = SlaveState
 L = LinkInput

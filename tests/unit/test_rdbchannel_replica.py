@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from fakes import NOW, ReplicaNode, cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import check_every_move
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
@@ -38,6 +36,9 @@ from pyrepl.replication.rdbchannel import (
     RdbChState,
 )
 from pyrepl.replication.replica import ReplState
+from tests.support.checks import check_every_move
+from tests.support.cores import NOW, cmd
+from tests.support.replica_side import ReplicaNode
 
 S = ReplState
 C = RdbChState

@@ -12,12 +12,8 @@ DEBUG DIGEST.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from fakes import Master, ReplicaCore, apply_writes, cmd, fill
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import check_every_move
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
@@ -29,6 +25,16 @@ from pyrepl.replication.master.states import (
     ReplicaLink,
     S,
 )
+from tests.support.checks import check_every_move
+from tests.support.cores import cmd
+from tests.support.master_side import (
+    Master,
+    ReplicaCore,
+    apply_writes,
+    fill,
+    online_replica,
+    parse_full_sync,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow,
@@ -39,46 +45,6 @@ GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
 
 
 # -- the other end: parse and apply what a replica received -----------------------------------
-
-@dataclass
-class Received:
-    replid: str
-    offset: int
-    rdb: bytes
-    stream: bytes
-    kind: str
-    keepalives: int
-
-
-def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
-    """Split a full sync as a replica reads it: keepalives, +FULLRESYNC, keepalives, payload
-    ($EOF:<mark> ... <mark> or $<len> ... with no CRLF), then the stream."""
-    pos = 0
-    keep = 0
-    replid, offset = "", -1
-    while data[pos:pos + 1] == b"\n":
-        pos += 1
-        keep += 1
-    if expect_fullresync:
-        eol = data.index(b"\r\n", pos)
-        parts = data[pos:eol].split()
-        assert parts[0] == b"+FULLRESYNC", data[pos:eol]
-        replid, offset = parts[1].decode(), int(parts[2])
-        pos = eol + 2
-    while data[pos:pos + 1] == b"\n":
-        pos += 1
-        keep += 1
-    eol = data.index(b"\r\n", pos)
-    head = data[pos:eol]
-    pos = eol + 2
-    assert head.startswith(b"$"), head
-    if head.startswith(b"$EOF:"):
-        mark = head[5:]
-        assert len(mark) == 40 and all(ch in b"0123456789abcdef" for ch in mark)
-        end = data.index(mark, pos)
-        return Received(replid, offset, data[pos:end], data[end + 40:], "eof", keep)
-    n = int(head[1:])
-    return Received(replid, offset, data[pos:pos + n], data[pos + n:], "len", keep)
 
 
 # -- the transition table --------------------------------------------------------------------
@@ -528,20 +494,6 @@ def test_psync_refused_with_pending_output_and_ignored_when_already_replica(tmp_
 
 
 # -- partial resync -------------------------------------------------------------------------------
-
-def online_replica(m: Master, *capa: str) -> tuple[Client, Received]:
-    """A replica taken through a diskless full sync up to streaming."""
-    r = m.replica(*(capa or ("eof", "psync2")))
-    m.send(r, "PSYNC", "?", "-1")
-    for _ in range(10):  # the diskless delay, if any
-        if m.link(r).state is S.WAIT_BGSAVE_END:
-            break
-        m.tick(1000)
-    pid = m.link(r).snapshot.pid
-    m.io.run_child(pid)
-    m.child_exits(pid)
-    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
-    return r, parse_full_sync(m.wire(r))
 
 
 def test_partial_resync_after_link_loss_sends_exact_backlog(tmp_path) -> None:

@@ -1,8 +1,9 @@
 """A master core and a replica core linked in memory, driven by hypothesis through faults.
 
-Theory of operation: two real ``ServerCore`` + ``Replication`` objects (tests/support.py's
-``MemNode``) talk over ``MemConn`` byte queues; the only stand-ins are the OS-boundary adapters
-(connections, the snapshot child, the disk bulk transfer, fork). Hypothesis chooses the
+Theory of operation: two real ``ServerCore`` + ``Replication`` objects
+(tests/support/memnet.py's ``MemNode``) talk over ``MemConn`` byte queues; the only stand-ins
+are the OS-boundary adapters (connections, the snapshot child, the disk bulk transfer, fork).
+Hypothesis chooses the
 configuration (disk, diskless or Redis 8 rdb-channel full sync, a replica full-sync buffer
 limit that stops reading the main connection, backlog sizes small enough to force full syncs,
 ping period, repl-timeout) and a schedule of steps: write commands of every type (MULTI/EXEC,
@@ -26,11 +27,11 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from support import MemNet, MemNode
 
 from pyrepl.replication.master import SlaveState
 from pyrepl.replication.psync import FULL_REASONS
 from pyrepl.replication.replica import ReplState
+from tests.support.memnet import MemNet, MemNode
 
 MASTER_PORT = 7101
 REPLICA_PORT = 7102

@@ -9,10 +9,8 @@ what the side asks for (connect / send / close), which is the side's whole I/O i
 from __future__ import annotations
 
 import pytest
-from fakes import NOW, ReplicaNode, cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import check_every_move, close_in_memory, shell_write
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
@@ -27,105 +25,32 @@ from pyrepl.replication.replica import (
     ReplProtocolError,
     ReplState,
 )
+from tests.support.checks import check_every_move
+from tests.support.cores import NOW, cmd
+from tests.support.memnet import close_in_memory, shell_write
+from tests.support.replica_side import (
+    MARK,
+    MASTER_ID,
+    RDB,
+    REPLIES,
+    SRC,
+    Node,
+    full_sync_bytes,
+    source_dataset,
+    synced_node,
+)
 
 S = ReplState
-MASTER_ID = "a05af3755f57545a48bd356f49c00cb6f3d914fa"
 NEW_ID = "fbcd4a99c9f32dd5e1610978cc2385f800dafcb9"
-MARK = b"3349e433c1144143783d87ecbc6ba7dfda6a0f50"
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
-class RecordingIO:
-    """The replica side's I/O port, recorded: what it connects to, writes and closes."""
-
-    def __init__(self) -> None:
-        self.connects: list[tuple[int, str, int]] = []
-        self.sent: list[tuple[int, bytes]] = []
-        self.closed: list[int] = []
-
-    @property
-    def token(self) -> int:
-        return self.connects[-1][0]
-
-    def connect(self, token: int, host: str, port: int) -> None:
-        self.connects.append((token, host, port))
-
-    def send(self, token: int, data: bytes) -> None:
-        self.sent.append((token, data))
-
-    def close(self, token: int) -> None:
-        self.closed.append(token)
-
-    def link_info(self, token: int) -> None:
-        return None
-
-    def take(self) -> bytes:
-        out = b"".join(d for _, d in self.sent)
-        self.sent.clear()
-        return out
-
-
-class Node(ReplicaNode):
-    io: RecordingIO
-
-    def __init__(self, *overrides: tuple[str, list[str]], replicaof: bool = True) -> None:
-        # Redis 7.0.15's handshake (the Redis 8 rdb channel has its own tests)
-        super().__init__(RecordingIO(), [("repl-rdb-channel", ["no"]), *overrides], replicaof)
-
-    def feed(self, data: bytes) -> None:
-        self.side.on_data(self.io.token, data)
-
-    def feed_split(self, data: bytes, cuts: list[int]) -> None:
-        prev = 0
-        for cut in sorted(set(cuts)) + [len(data)]:
-            if cut > prev:
-                self.feed(data[prev:cut])
-                prev = cut
-
-    def tick(self, advance_ms: int) -> None:
-        self.core.now_ms += advance_ms
-        self.core.tick(self.core.now_ms)
-
-    def digest(self) -> str:
-        return dataset_digest(self.core.dbs, self.core.now_ms)
-
-    def events(self) -> list[str]:
-        return [e["event"] for e in self.repl.events.recent]
-
-    def info(self) -> dict[str, object]:
-        return dict(self.repl.info_fields())
-
-    def connect(self) -> None:
-        """start() and the TCP connection comes up."""
-        self.side.start()
-        self.side.on_connected(self.io.token)
-
-
-def source_dataset() -> ServerCore:
-    """A real dataset with every type, TTLs and two databases (the 'master's data')."""
-    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=NOW)
-    c = core.connection_made()
-    for args in (
-        ("SET", "s:1", "hello"), ("SET", "s:int", "12345"), ("SET", "s:big", "x" * 5000),
-        ("RPUSH", "l", "a", "b", "c", "1"), ("SADD", "set", "m1", "m2", "77"),
-        ("HSET", "h", "f1", "v1", "f2", "2"), ("ZADD", "z", "1.5", "a", "-2", "b"),
-        ("SET", "ttl", "v", "PX", "100000"), ("SELECT", "3"), ("SET", "db3", "three"),
-        ("RPUSH", "db3:l", *[f"e{i}" for i in range(300)]),
-    ):
-        c.receive_data(cmd(*args))
-    return core
-
-
-SRC = source_dataset()
 SRC_DIGEST = dataset_digest(SRC.dbs, NOW)
-RDB = encode_rdb_bytes(SRC.dbs, aux={"repl-stream-db": 0, "repl-id": MASTER_ID,
-                                     "repl-offset": 0}, now_ms=NOW)
 HANDSHAKE_OUT = (cmd("PING"),
                  cmd("REPLCONF", "listening-port", "6381") + cmd("REPLCONF", "capa", "eof",
                                                                  "capa", "psync2"),
                  cmd("PSYNC", "?", "-1"))
-REPLIES = b"+PONG\r\n+OK\r\n+OK\r\n"
 STREAM = (cmd("SELECT", "0") + cmd("SET", "after", "1") + cmd("MULTI") + cmd("INCR", "n")
           + cmd("RPUSH", "l", "z") + cmd("EXEC") + cmd("SELECT", "3") + cmd("DEL", "db3"))
 
@@ -136,22 +61,6 @@ def apply_stream_to_source(stream: bytes) -> str:
     c = core.connection_made()
     c.receive_data(stream)
     return dataset_digest(core.dbs, NOW)
-
-
-def full_sync_bytes(diskless: bool, offset: int = 0, rdb: bytes = RDB) -> bytes:
-    head = REPLIES + b"\n" + b"+FULLRESYNC %s %d\r\n" % (MASTER_ID.encode(), offset) + b"\n\n"
-    if diskless:
-        return head + b"$EOF:" + MARK + b"\r\n" + rdb + MARK
-    return head + b"$%d\r\n" % len(rdb) + rdb
-
-
-def synced_node(diskless: bool = False, *overrides: tuple[str, list[str]]) -> Node:
-    n = Node(*overrides)
-    n.connect()
-    n.feed(full_sync_bytes(diskless))
-    assert n.side.state is S.CONNECTED
-    n.io.take()
-    return n
 
 
 # -- the table ------------------------------------------------------------------------------

@@ -8,13 +8,13 @@ second request, so every command goes through ``core.execute``)."""
 from __future__ import annotations
 
 import pytest
-from fakes import cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_repl_replica import synced_node
 
 from pyrepl.commands.table import COMMANDS
 from pyrepl.replication.replica.stream import Stream
+from tests.support.cores import cmd
+from tests.support.replica_side import synced_node
 
 KEYS = ["s", "n", "l", "h", "z", "x:1", "x:2"]
 

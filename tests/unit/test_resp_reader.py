@@ -858,7 +858,7 @@ def _redis_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
 
 @pytest.fixture(scope="module")
 def strict_redis():
-    from support import start_redis  # tests/ is on sys.path (tests/conftest.py)
+    from tests.support.procs import start_redis
 
     with start_redis("--client-query-buffer-limit", "1mb") as srv:
         yield srv
@@ -910,7 +910,7 @@ def test_query_buffer_limit_matches_real_redis(strict_redis):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_unauthenticated_limits_match_real_redis():
-    from support import start_redis
+    from tests.support.procs import start_redis
 
     with start_redis("--requirepass", "secret") as srv:
         for case in (b"*11\r\n", b"*1\r\n$16385\r\n"):
@@ -925,7 +925,7 @@ def test_unauthenticated_limits_match_real_redis():
 
 @pytest.fixture(scope="module")
 def acl_redis():
-    from support import start_redis
+    from tests.support.procs import start_redis
 
     # Random input can name any command: let the default user run only PING and ECHO, so
     # everything else is refused with exactly one error reply and nothing is executed.
@@ -944,7 +944,8 @@ _NO_FUZZ = {b"quit", b"reset", b"hello", b"auth", b"host:", b"post"}
 @given(segments=st.lists(st.one_of(well_formed().map(lambda t: t[0]), odd()), max_size=10))
 def test_random_streams_against_real_redis(acl_redis, segments):
     from hypothesis import assume
-    from support import RawClient
+
+    from tests.support.resp import RawClient
 
     data = b"".join(segments)
     cmds, err = parse(RespReader, data)

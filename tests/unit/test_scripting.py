@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from support import step_clock
-from test_core import make_core, run
 
 from pyrepl.core import ServerCore
 from pyrepl.scripting.cache import COMPAT, NO_WRITES, ShebangError, parse_shebang
 from pyrepl.scripting.rand import Lrand48
+from tests.support.cores import make_core, run, step_clock
 
 
 @pytest.fixture

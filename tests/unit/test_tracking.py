@@ -4,10 +4,10 @@ in-process, bytes in and out, a fake clock."""
 from __future__ import annotations
 
 import pytest
-from test_core import make_core, run
 
 from pyrepl.core import ServerCore
 from pyrepl.tracking import _AlwaysTrue
+from tests.support.cores import make_core, run
 
 
 def inv(*keys: bytes) -> bytes:

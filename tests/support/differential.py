@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from support import RawClient, RespError, encode_command, parse_reply
+
+from tests.support.resp import RawClient, RespError, encode_command, parse_reply
 
 # Commands whose array replies have no defined order (compare sorted). Map replies (RESP3
 # HGETALL) are compared as dicts by parse_reply already.

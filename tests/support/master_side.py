@@ -5,7 +5,7 @@ The only test doubles are the ports the I/O shell implements: ``ForkHost`` (``co
 a forked job in-process at fork time, so a disk BGSAVE really writes its file; closing a client
 reaches the core at once, as connection_lost does after the shell aborts a transport) and
 ``WireIO`` (``host.master_io``, :class:`pyrepl.net.master_io.MasterIO`'s interface): it records
-what would reach each socket, in order. The shell's writes go through ``support.shell_write``
+what would reach each socket, in order. The shell's writes go through ``memnet.shell_write``
 (replies, then the replication stream while the transport is under its high-water mark); a
 ``stuck`` peer reads nothing, so what is written piles up in its simulated transport buffer.
 The socket snapshot child writes each target's preamble at fork time, as the real one does at
@@ -16,16 +16,15 @@ each target's outcome. A disk transfer (``send_bulk``) completes when the test s
 ``Master`` is a real ServerCore + Replication with a user client, a fake clock and helpers to
 run commands, connect replicas and read what they received; ``ReplicaCore`` is an independent
 core that loads a received RDB and applies a received stream, so datasets can be compared with
-DEBUG DIGEST.
+DEBUG DIGEST. ``parse_full_sync`` splits what a replica received (``Received``);
+``online_replica`` takes a replica through a diskless full sync up to streaming.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from support import shell_write
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.client import Client
@@ -35,62 +34,9 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.replication.manager import Replication
 from pyrepl.replication.master import ReplicaLink
-from pyrepl.resp.writer import encode_command
-
-NOW = 1_700_000_000_000
-
-
-T0 = 1_700_000_000_000
-
-
-class CoreHarness:
-    """One client of a real ServerCore at a fake clock (``at``), recording what it propagates
-    (``take``: the command vectors fed to replication since the last take)."""
-
-    def __init__(self) -> None:
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=T0)
-        self.fed: list[tuple[int, list[bytes]]] = []
-        self.core.repl_feed = lambda db, argv, data=None: self.fed.append((db, [bytes(a) for a in argv]))
-        self.core.stream_live = True   # (a fake stream: see Replication.refresh_stream_live)
-        self.client = self.core.connection_made()
-
-    def run(self, *args: str) -> bytes:
-        self.client.receive_data(cmd(*args))
-        return self.client.data_to_send()
-
-    def at(self, ms_after_t0: int) -> None:
-        self.core.now_ms = T0 + ms_after_t0
-
-    def take(self) -> list[list[bytes]]:
-        out = [argv for _, argv in self.fed]
-        self.fed = []
-        return out
-
-
-def cmd(*args: bytes | str | int) -> bytes:
-    return encode_command([a if isinstance(a, bytes) else str(a).encode() for a in args])
-
-
-class ReplicaNode:
-    """A real replica-side ServerCore + Replication at the fake clock (port 6381, a replica of
-    127.0.0.1:6380 unless ``replicaof`` is False; then ``overrides``) whose replica side talks
-    to the recorded I/O port ``io``, with a user client."""
-
-    def __init__(self, io: Any, overrides: Sequence[tuple[str, list[str]]],
-                 replicaof: bool = True) -> None:
-        ov = [("save", [""]), ("port", ["6381"])]
-        if replicaof:
-            ov.append(("replicaof", ["127.0.0.1", "6380"]))
-        self.host = Host()
-        self.host.replica_io = self.io = io
-        self.core = ServerCore(Config.load(None, [*ov, *overrides]), self.host, now_ms=NOW)
-        self.repl = Replication(self.core)
-        self.side = self.repl.replica
-        self.client = self.core.connection_made("127.0.0.1:5000", "127.0.0.1:6381")
-
-    def run(self, *args: bytes | str | int) -> bytes:
-        self.client.receive_data(cmd(*args))
-        return self.client.data_to_send()
+from pyrepl.replication.master.states import S
+from tests.support.cores import NOW, cmd
+from tests.support.memnet import shell_write
 
 
 class ForkHost(Host):
@@ -379,3 +325,59 @@ def fill(m: Master) -> None:
                  ("ZADD", "z", "1.5", "a", "-2", "b"), ("SELECT", "2"), ("SET", "in2", "x"),
                  ("SELECT", "0")):
         m.run(*args)
+
+
+@dataclass
+class Received:
+    replid: str
+    offset: int
+    rdb: bytes
+    stream: bytes
+    kind: str
+    keepalives: int
+
+
+def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
+    """Split a full sync as a replica reads it: keepalives, +FULLRESYNC, keepalives, payload
+    ($EOF:<mark> ... <mark> or $<len> ... with no CRLF), then the stream."""
+    pos = 0
+    keep = 0
+    replid, offset = "", -1
+    while data[pos:pos + 1] == b"\n":
+        pos += 1
+        keep += 1
+    if expect_fullresync:
+        eol = data.index(b"\r\n", pos)
+        parts = data[pos:eol].split()
+        assert parts[0] == b"+FULLRESYNC", data[pos:eol]
+        replid, offset = parts[1].decode(), int(parts[2])
+        pos = eol + 2
+    while data[pos:pos + 1] == b"\n":
+        pos += 1
+        keep += 1
+    eol = data.index(b"\r\n", pos)
+    head = data[pos:eol]
+    pos = eol + 2
+    assert head.startswith(b"$"), head
+    if head.startswith(b"$EOF:"):
+        mark = head[5:]
+        assert len(mark) == 40 and all(ch in b"0123456789abcdef" for ch in mark)
+        end = data.index(mark, pos)
+        return Received(replid, offset, data[pos:end], data[end + 40:], "eof", keep)
+    n = int(head[1:])
+    return Received(replid, offset, data[pos:pos + n], data[pos + n:], "len", keep)
+
+
+def online_replica(m: Master, *capa: str) -> tuple[Client, Received]:
+    """A replica taken through a diskless full sync up to streaming."""
+    r = m.replica(*(capa or ("eof", "psync2")))
+    m.send(r, "PSYNC", "?", "-1")
+    for _ in range(10):  # the diskless delay, if any
+        if m.link(r).state is S.WAIT_BGSAVE_END:
+            break
+        m.tick(1000)
+    pid = m.link(r).snapshot.pid
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
+    return r, parse_full_sync(m.wire(r))

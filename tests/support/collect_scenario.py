@@ -29,7 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from support import ROOT, LoadWriter, in_sync, kill_replica_links, r, repl, start_redis, wait_for
+from tests.support.load import LoadWriter
+from tests.support.paths import ROOT
+from tests.support.procs import start_redis
+from tests.support.redispy import in_sync, kill_replica_links, r, repl
+from tests.support.waits import wait_for
 
 # a backlog the load cannot overrun while a link is down for a few seconds (no step wants a
 # full sync for lack of backlog)

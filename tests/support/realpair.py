@@ -5,17 +5,11 @@ master's sync events, DEBUG DIGEST, and waiting until a replica has everything."
 from __future__ import annotations
 
 import redis
-from support import (
-    RawClient,
-    ServerProcess,
-    parse_reply,
-    start_pyrepl,
-    start_redis,
-    sync_events,
-    wait_for,
-)
 
 from pyrepl.collect.info import parse_info
+from tests.support.procs import ServerProcess, start_pyrepl, start_redis, sync_events
+from tests.support.resp import RawClient, parse_reply
+from tests.support.waits import wait_for
 
 # The replication user Redis documents (``user repl on >pw +psync +replconf +ping``) as server
 # arguments, and a replica's arguments to sync as it.

@@ -6,7 +6,7 @@ must fail without ever serving, waits on AOF rewrites, the appendonlydir's files
 hand-written AOF files, a writer that records every acknowledged write, and a dataset snapshot
 that compares two servers without any pyrepl internals (DEBUG DIGEST, then key by key).
 
-Everything is on 127.0.0.1; every wait is bounded (``support.wait_for``); every process a test
+Everything is on 127.0.0.1; every wait is bounded (``waits.wait_for``); every process a test
 starts is stopped by its PID (``ServerProcess.stop`` / :func:`crash`).
 """
 
@@ -21,21 +21,18 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from support import (
-    LIB,
-    RawClient,
-    RespError,
+from pyrepl.collect.info import parse_info
+from tests.support.checks import scan_pages
+from tests.support.lua import LIB
+from tests.support.procs import (
     ServerProcess,
     free_port,
-    parse_reply,
     pyrepl_argv,
     redis8_server_path,
     redis_server_path,
-    scan_pages,
-    wait_for,
 )
-
-from pyrepl.collect.info import parse_info
+from tests.support.resp import RawClient, RespError, parse_reply
+from tests.support.waits import wait_for
 
 #: The two servers every AOF test runs against; "redis" is the reference.
 SERVERS = ("redis", "pyrepl")

@@ -1,0 +1,1 @@
+"""The Spark analytics (pyrepl metrics) and the oracle they are checked against."""

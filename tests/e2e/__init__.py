@@ -1,0 +1,1 @@
+"""Whole processes end to end: replication, persistence, faults, the collector."""

@@ -1,0 +1,1 @@
+"""redis-py against a pyrepl process."""

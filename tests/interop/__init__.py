@@ -1,0 +1,1 @@
+"""pyrepl beside a real redis-server: replies compared, replication both ways."""

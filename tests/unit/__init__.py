@@ -1,0 +1,1 @@
+"""Tests of pyrepl's parts in-process (sans-io cores, readers, encoders, state machines)."""
