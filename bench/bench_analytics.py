@@ -36,10 +36,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
 
 from common import write_json  # noqa: E402
-from synth import FleetSpec, spec_for_events, write_fleet  # noqa: E402
+
+from tests.analytics.synth import FleetSpec, spec_for_events, write_fleet  # noqa: E402
 
 # issue 16: 20M events in 45 s from NDJSON, 20 s from Parquet; an incident's few thousand
 # lines in 15 s, JVM start included

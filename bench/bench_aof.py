@@ -31,9 +31,15 @@ import time
 from common import median, redis_benchmark, requests_for, start_pyrepl, start_redis, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))
 
-from support import ServerProcess, free_port, pyrepl_argv, redis_server_path, wait_for  # noqa: E402
+from tests.support.procs import (  # noqa: E402
+    ServerProcess,
+    free_port,
+    pyrepl_argv,
+    redis_server_path,
+)
+from tests.support.waits import wait_for  # noqa: E402
 
 MODES = {"off": [], "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
          "always": ["--appendonly", "yes", "--appendfsync", "always"]}

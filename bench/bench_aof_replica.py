@@ -18,9 +18,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))
 
-from support import r, start_pyrepl, wait_for, wait_offsets  # noqa: E402
+from tests.support.procs import start_pyrepl  # noqa: E402
+from tests.support.redispy import r  # noqa: E402
+from tests.support.waits import wait_for, wait_offsets  # noqa: E402
 
 LOADS = (("16", 400_000), ("1", 100_000))
 

@@ -25,13 +25,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from common import write_json  # noqa: E402
-from support import start_redis, wait_for  # noqa: E402
 
 from pyrepl.rdb.decoder import load_rdb_file  # noqa: E402
 from pyrepl.rdb.encoder import save_rdb_file  # noqa: E402
+from tests.support.procs import start_redis  # noqa: E402
+from tests.support.waits import wait_for  # noqa: E402
 
 
 class Db:

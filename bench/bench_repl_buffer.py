@@ -22,7 +22,8 @@ import time
 
 import redis
 from common import median, rss_bytes, start_pyrepl, start_redis
-from support import wait_for  # type: ignore[import-not-found]
+
+from tests.support.waits import wait_for
 
 MB = 1 << 20
 ARGS = ("--repl-backlog-size", "1mb", "--repl-diskless-sync-delay", "0")

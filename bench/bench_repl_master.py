@@ -87,7 +87,8 @@ def end_to_end(n: int = 300_000) -> None:
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     import redis
     from common import redis_benchmark, start_pyrepl, start_redis
-    from support import wait_for  # type: ignore[import-not-found]
+
+    from tests.support.waits import wait_for
 
     def with_replica(master_port: int) -> object:
         rep = start_redis("--replicaof", "127.0.0.1", str(master_port))

@@ -25,15 +25,16 @@ from array import array
 from itertools import accumulate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))
 
 import hiredis  # noqa: E402
-from fakes import ReplicaNode, cmd  # noqa: E402
 
 import pyrepl.commands  # noqa: E402,F401
 from pyrepl.config import Config  # noqa: E402
 from pyrepl.core import ServerCore  # noqa: E402
 from pyrepl.rdb.encoder import encode_rdb_bytes  # noqa: E402
+from tests.support.cores import cmd  # noqa: E402
+from tests.support.replica_side import ReplicaNode  # noqa: E402
 
 MASTER_ID = "a05af3755f57545a48bd356f49c00cb6f3d914fa"
 

@@ -77,7 +77,8 @@ from common import (
     tmpdir,
     write_json,
 )
-from support import RawClient, RespError, encode_command, parse_reply
+
+from tests.support.resp import RawClient, RespError, encode_command, parse_reply
 
 KINDS = ("pyrepl", "redis")
 HOST = "127.0.0.1"

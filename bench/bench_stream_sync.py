@@ -16,7 +16,8 @@ import time
 
 import redis
 from common import median, start_pyrepl, start_redis
-from support import wait_for  # type: ignore[import-not-found]
+
+from tests.support.waits import wait_for
 
 STREAMS = 8
 ARGS = ("--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes")

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import redis
 from common import median, redis_benchmark, start_pyrepl, start_redis, tmpdir
-from support import free_port, wait_for
-from tlscerts import make_certs, server_args
+
+from tests.support.procs import free_port
+from tests.support.tlscerts import make_certs, server_args
+from tests.support.waits import wait_for
 
 
 def _throughput(servers: dict, certs: Path, rounds: int, requests: int) -> dict:

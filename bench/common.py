@@ -12,9 +12,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)
 
-from support import (  # noqa: E402,F401
+from tests.support.procs import (  # noqa: E402,F401
     ServerProcess,
     free_port,
     pyrepl_argv,
