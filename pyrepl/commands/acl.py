@@ -12,19 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.acl import (
-    ACL_CATEGORIES,
-    DENIED_CMD,
-    DENIED_KEY,
-    REASONS,
-    USER_FLAGS,
-    Acl,
-    Selector,
-    acl_of,
-    all_commands,
-    genpass,
-    has_spaces,
-)
+# pyrepl.acl as a module: it imports the commands package, which imports this module while
+# pyrepl.acl may still be half-initialized (a test that imports pyrepl.acl first).
+from pyrepl import acl as _acl
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import help_reply, parse_int
 from pyrepl.errors import wrong_args
@@ -37,7 +27,7 @@ container("acl", summary="A container for Access List Control commands ", since=
 _FLAGS = "admin noscript loading stale sentinel"
 
 
-def _selector_fields(s: Selector) -> list[tuple[bytes, object]]:
+def _selector_fields(s: _acl.Selector) -> list[tuple[bytes, object]]:
     """aclAddReplySelectorDescription."""
     return [(b"commands", s.describe_commands().encode("latin-1")),
             (b"keys", s.describe_keys().encode("latin-1")),
@@ -48,9 +38,9 @@ def _selector_fields(s: Selector) -> list[tuple[bytes, object]]:
          summary="Modify or create the rules for a specific ACL user")
 def acl_setuser(c: Any, argv: list[bytes]) -> object:
     name = argv[2]
-    if has_spaces(name):
+    if _acl.has_spaces(name):
         raise ReplyError("ERR Usernames can't contain spaces or null characters")
-    error = acl_of(c.core).setuser(name.decode("latin-1"), argv[3:])
+    error = _acl.acl_of(c.core).setuser(name.decode("latin-1"), argv[3:])
     if error is not None:
         raise ReplyError("ERR " + error)
     return OK
@@ -61,19 +51,19 @@ def acl_setuser(c: Any, argv: list[bytes]) -> object:
 def acl_deluser(c: Any, argv: list[bytes]) -> object:
     if b"default" in argv[2:]:
         raise ReplyError("ERR The 'default' user cannot be removed")
-    return acl_of(c.core).deluser([n.decode("latin-1") for n in argv[2:]], c)
+    return _acl.acl_of(c.core).deluser([n.decode("latin-1") for n in argv[2:]], c)
 
 
 @command("acl|getuser", 3, _FLAGS, group="server", since="6.0.0",
          summary="Get the rules for a specific ACL user")
 def acl_getuser(c: Any, argv: list[bytes]) -> object:
-    acl = acl_of(c.core)
+    acl = _acl.acl_of(c.core)
     acl.sync_default()
     u = acl.users.get(argv[2].decode("latin-1"))
     if u is None:
         return None
     fields: list[tuple[bytes, object]] = [
-        (b"flags", SetReply([f.encode() for f in USER_FLAGS if f in u.flags])),
+        (b"flags", SetReply([f.encode() for f in _acl.USER_FLAGS if f in u.flags])),
         (b"passwords", [p.encode() for p in u.passwords]),
     ]
     fields.extend(_selector_fields(u.root))
@@ -86,13 +76,13 @@ def acl_getuser(c: Any, argv: list[bytes]) -> object:
 def acl_list(c: Any, argv: list[bytes]) -> object:
     from pyrepl.acl_file import user_lines
 
-    return [line.encode("latin-1") for line in user_lines(acl_of(c.core))]
+    return [line.encode("latin-1") for line in user_lines(_acl.acl_of(c.core))]
 
 
 @command("acl|users", 2, _FLAGS, group="server", since="6.0.0",
          summary="List the username of all the configured ACL rules")
 def acl_users(c: Any, argv: list[bytes]) -> object:
-    return [u.name.encode("latin-1") for u in acl_of(c.core).sorted_users()]
+    return [u.name.encode("latin-1") for u in _acl.acl_of(c.core).sorted_users()]
 
 
 @command("acl|whoami", 2, "noscript loading stale sentinel", group="server", since="6.0.0",
@@ -105,13 +95,13 @@ def acl_whoami(c: Any, argv: list[bytes]) -> object:
          summary="List the ACL categories or the commands inside a category")
 def acl_cat(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 2:
-        return [x.encode() for x in ACL_CATEGORIES]
+        return [x.encode() for x in _acl.ACL_CATEGORIES]
     if len(argv) > 3:
         raise _syntax(argv)
     cat = argv[2].decode("latin-1").lower()
-    if cat not in ACL_CATEGORIES:
+    if cat not in _acl.ACL_CATEGORIES:
         raise ReplyError(f"ERR Unknown category '{argv[2][:128].decode('latin-1')}'")
-    return [cmd.name.encode() for cmd in all_commands() if cat in cmd.acl_categories]
+    return [cmd.name.encode() for cmd in _acl.all_commands() if cat in cmd.acl_categories]
 
 
 @command("acl|genpass", -2, "noscript loading stale sentinel", group="server", since="6.0.0",
@@ -123,7 +113,7 @@ def acl_genpass(c: Any, argv: list[bytes]) -> object:
     if bits <= 0 or bits > GENPASS_MAX_BITS:
         raise ReplyError("ERR ACL GENPASS argument must be the number of bits for the output "
                          f"password, a positive number up to {GENPASS_MAX_BITS}")
-    return genpass(bits).encode()
+    return _acl.genpass(bits).encode()
 
 
 @command("acl|log", -2, _FLAGS, group="server", since="6.0.0",
@@ -131,7 +121,7 @@ def acl_genpass(c: Any, argv: list[bytes]) -> object:
 def acl_log(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
         raise _syntax(argv)
-    acl = acl_of(c.core)
+    acl = _acl.acl_of(c.core)
     count = 10
     if len(argv) == 3:
         if argv[2].lower() == b"reset":
@@ -141,7 +131,7 @@ def acl_log(c: Any, argv: list[bytes]) -> object:
     now = c.core.now_ms
     return [Map([
         (b"count", e.count),
-        (b"reason", REASONS[e.reason].encode()),
+        (b"reason", _acl.REASONS[e.reason].encode()),
         (b"context", e.context.encode()),
         (b"object", e.object),
         (b"username", e.username.encode("latin-1")),
@@ -154,7 +144,7 @@ def acl_log(c: Any, argv: list[bytes]) -> object:
          summary="Returns whether the user can execute the given command without executing "
                  "the command.")
 def acl_dryrun(c: Any, argv: list[bytes]) -> object:
-    acl = acl_of(c.core)
+    acl = _acl.acl_of(c.core)
     u = acl.users.get(argv[2].decode("latin-1"))
     if u is None:
         raise ReplyError(f"ERR User '{argv[2].decode('latin-1')}' not found")
@@ -168,9 +158,9 @@ def acl_dryrun(c: Any, argv: list[bytes]) -> object:
     reason, pos = u.check(cmd, args)
     if not reason:
         return OK
-    if reason == DENIED_CMD:
+    if reason == _acl.DENIED_CMD:
         return f"This user has no permissions to run the '{cmd.name}' command".encode()
-    what = "key" if reason == DENIED_KEY else "channel"
+    what = "key" if reason == _acl.DENIED_KEY else "channel"
     return b"This user has no permissions to access the '" + args[pos] + \
         f"' {what}".encode()
 
@@ -186,11 +176,11 @@ _NO_ACLFILE = ("ERR This Redis instance is not configured to use an ACL file. Yo
                "the Redis configuration.")
 
 
-def _acl_with_file(c: Any) -> Acl:
+def _acl_with_file(c: Any) -> _acl.Acl:
     """ACL LOAD / SAVE: the registry, or Redis's refusal when no ``aclfile`` is configured."""
     if not c.core.config.aclfile:
         raise ReplyError(_NO_ACLFILE)
-    return acl_of(c.core)
+    return _acl.acl_of(c.core)
 
 
 @command("acl|load", 2, _FLAGS, group="server", since="6.0.0",
