@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: all venv system-deps spark-deps redis-src demo docs test test-quick bench lint clean
+.PHONY: all venv system-deps spark-deps redis-src demo docs test test-quick test-pure bench lint clean
 
 all: test
 
@@ -47,6 +47,12 @@ docs: venv
 
 test: venv system-deps spark-deps redis-src docs
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-pure
+
+# The unit suite once more as plain Python: no compiled extension, their Python references
+# (pyrepl/native.py).
+test-pure: venv
+	PYREPL_PURE=1 $(PY) -m pytest -q -m "not slow" tests/unit
 
 test-quick: venv
 	$(PY) -m pytest -q -m "not slow"

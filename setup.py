@@ -8,7 +8,11 @@ in C") and a request's dispatch around its handler with a write's feed into the 
 (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
-its JIT directive). Everything else is in setup.cfg."""
+its JIT directive). Everything else is in setup.cfg.
+
+Every extension is optional: where one does not build (no C compiler), the install goes on and
+pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
+lists the same seven: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -17,17 +21,17 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
       package_data={"pyrepl.analytics": ["*.properties", "*.json"]},
       ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"], depends=["pyrepl/_slots.h"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._dispatch", ["pyrepl/_dispatch.c"], depends=["pyrepl/_slots.h"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.replication._feed", ["pyrepl/replication/_feed.c"],
-              depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"]),
+              depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"], depends=["pyrepl/_slots.h"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
-              extra_compile_args=["-O2"]),
+              extra_compile_args=["-O2"], optional=True),
 ])

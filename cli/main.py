@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from pyrepl import REDIS_VERSION, __version__
+from pyrepl import REDIS_VERSION, __version__, native
 
 # No "-h" here: click would find it inside an ACL rule given on the command line
 # (``--user alice on -@hash`` reads as -@ -h -a -s -h) and print the help instead of starting.
@@ -94,7 +94,8 @@ def _serve(config) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-v",
-                      message=f"pyrepl %(version)s (Redis {REDIS_VERSION} compatible)")
+                      message=f"pyrepl %(version)s (Redis {REDIS_VERSION} compatible; "
+                              f"{native.mode()})")
 def main() -> None:
     """pyrepl: a Redis-compatible master/replica replication daemon.
 

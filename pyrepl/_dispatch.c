@@ -79,6 +79,7 @@ static Py_ssize_t repl_offset_off;  /* its master_repl_offset slot */
 /* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
    counter at its usual value. Another 0 object only sends the call to the reference. */
 static PyObject *zero;
+static int bound;   /* bind() ran to its end */
 
 static inline int
 is_zero(PyObject *v)
@@ -126,6 +127,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     keep(&name_cache, args[9]);
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -444,6 +446,7 @@ is_master_client(PyObject *c)
 static PyObject *
 execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl._dispatch.execute");
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "execute(core, c, argv)");
         return NULL;

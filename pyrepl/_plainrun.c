@@ -220,6 +220,7 @@ static const char *const al_names[AL_N] = {"counts"};
 static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N];
 static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type;
 static PyObject *name_cache, *py_account, *py_start, *str_latency_tracking;
+static int bound;   /* bind() ran to its end */
 
 /* bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
         plainrun.account, plainrun.start) */
@@ -244,6 +245,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                            (PyObject **)&al_type, &name_cache, &py_account, &py_start};
     for (int i = 0; i < 8; i++)
         keep(where[i], args[i]);
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -253,6 +255,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl._plainrun.start");
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "start(core, c, first, rest)");
         return NULL;
@@ -324,6 +327,7 @@ general:
 static PyObject *
 account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl._plainrun.account");
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "account(core, c, cmds, one, ns)");
         return NULL;

@@ -24,11 +24,7 @@ from collections.abc import Callable
 from operator import attrgetter, call
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyrepl import REDIS_VERSION, __version__, monitor, plainrun
-from pyrepl._dispatch import bind as _bind_dispatch
-from pyrepl._plainrun import account as account_run
-from pyrepl._plainrun import bind as _bind_plainrun
-from pyrepl._plainrun import start as start_run
+from pyrepl import REDIS_VERSION, __version__, monitor, native, plainrun
 from pyrepl.aof.appendonly import AppendOnly
 from pyrepl.aof.feed import FeedFanout
 from pyrepl.aof.writer import FsyncPort, InlineFsync
@@ -38,6 +34,7 @@ from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
+from pyrepl.dispatch import account_run, start_run
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
 from pyrepl.latency import LatencyMonitor
@@ -1513,9 +1510,16 @@ SUBSCRIBE_MODE_COMMANDS = frozenset((
     "punsubscribe", "quit", "reset"))
 
 
-_bind_dispatch(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
-               encode, NAME_CACHE)   # (execute's common case in C: pyrepl/_dispatch.c)
-_bind_plainrun(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
-               plainrun.account, plainrun.start)   # (a run's checks and counts in C)
-_bind_hot(ServerCore, Stats)   # (the hottest commands' common forms in C: pyrepl/commands/_hot.c)
+# The common cases in C (pyrepl/native.py: unless pyrepl runs as plain Python): execute's
+# (pyrepl/_dispatch.c), a run's checks and counts (pyrepl/_plainrun.c), the hottest commands'
+# common forms (pyrepl/commands/_hot.c).
+_dispatch = native.load("pyrepl._dispatch")
+_plainrun = native.load("pyrepl._plainrun")
+if _dispatch is not None:
+    _dispatch.bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
+                   encode, NAME_CACHE)
+if _plainrun is not None:
+    _plainrun.bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
+                   plainrun.account, plainrun.start)
+_bind_hot(ServerCore, Stats)
 _install_hot()

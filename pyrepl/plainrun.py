@@ -22,7 +22,7 @@ from operator import and_, attrgetter, ge, itemgetter, le
 from sys import maxsize
 from typing import Any
 
-from pyrepl._plainrun import run_length
+from pyrepl import native
 
 _name = itemgetter(0)
 _plain = attrgetter("plain")
@@ -37,6 +37,26 @@ class _Unknown:
 
 
 _UNKNOWN = _Unknown()
+
+
+def run_length_reference(rest: list[list[bytes]], name: bytes, min_args: int,
+                         max_args: int) -> int:
+    """How many requests, taken from the end of ``rest`` (last first), have ``name`` as their
+    first argument and between ``min_args`` and ``max_args`` arguments, stopping at the first
+    that does not (``_plainrun.run_length`` in C)."""
+    k = 0
+    for r in reversed(rest):
+        if not isinstance(r, list):
+            break
+        n = len(r)
+        if n < 1 or n < min_args or n > max_args or r[0] != name:
+            break
+        k += 1
+    return k
+
+
+_native = native.load("pyrepl._plainrun")
+run_length = run_length_reference if _native is None else _native.run_length
 
 
 def start(core: Any, c: Any, first: list[bytes], rest: list[list[bytes]]

@@ -23,10 +23,11 @@ from enum import Enum
 from pyrepl.aof.manifest import BASE, AofInfo, Manifest, dir_create_if_missing, persist
 from pyrepl.aof.writer import LogPort
 from pyrepl.replication.wire import strtoll
-from pyrepl.resp._scan import scan
+from pyrepl.resp.scan import scan
 
 # The fast path's parse: the canonical requests complete in the next 1 MiB, in one C call
-# (pyrepl/resp/_scan.c, the request reader's); anything else is read by the exact loop.
+# (pyrepl/resp/_scan.c, the request reader's; as plain Python, its reference); anything else
+# is read by the exact loop.
 _SCAN_WINDOW = 1 << 20
 _SCAN_MAX_COUNT = 1 << 31
 _SCAN_MAX_BULK = 1 << 62

@@ -43,6 +43,7 @@ static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
 static PyObject *int_text;      /* strings._INT_TEXT: the shared texts of 0..len-1 */
 static PyObject *appendleft, *append, *set_score;   /* deque's and ZSet's methods */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
+static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
@@ -83,6 +84,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     keep(&int_text, args[7]);
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -153,6 +155,7 @@ dirtied(Hot *h, PyObject *reply)
 static PyObject *
 hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.set");
     HOT_CASE(H_SET, 3);
     if (PyDict_SetItem(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
         return NULL;
@@ -163,6 +166,7 @@ hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.get");
     HOT_CASE(H_GET, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     if (v != NULL && !PyBytes_CheckExact(v))
@@ -199,6 +203,7 @@ canonical_counter(PyObject *v)
 static PyObject *
 hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.incr");
     HOT_CASE(H_INCR, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     long long x = 0;
@@ -244,12 +249,14 @@ push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_lpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.lpush");
     return push(H_LPUSH, appendleft, args, nargs);
 }
 
 static PyObject *
 hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.rpush");
     return push(H_RPUSH, append, args, nargs);
 }
 
@@ -257,6 +264,7 @@ hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.hset");
     HOT_CASE(H_HSET, 4);
     PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
     if (hash == NULL || !PyDict_CheckExact(hash) ||
@@ -277,6 +285,7 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.commands._hot.zadd");
     HOT_CASE(H_ZADD, 4);
     PyObject *s = PyList_GET_ITEM(args[1], 2), *z;
     if (!PyBytes_CheckExact(s) || PyBytes_GET_SIZE(s) < 1 || PyBytes_GET_SIZE(s) > 15)

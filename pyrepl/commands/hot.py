@@ -1,15 +1,16 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
 RPUSH, HSET and ZADD get a C handler that does what the Python handler's fast path does, and
 calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
-handlers (tests/unit/test_hot.py runs both)."""
+handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
+Python (pyrepl/native.py)."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any
 
+from pyrepl import native
 from pyrepl.client import Client
-from pyrepl.commands import _hot
 from pyrepl.commands.hashes import hset
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.strings import _INT_TEXT, get, incr, set_
@@ -19,6 +20,8 @@ from pyrepl.keyspace.db import Database
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.resp.types import OK
 
+_hot = native.load("pyrepl.commands._hot")
+
 REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpush,
              "hset": hset, "zadd": zadd}
 
@@ -26,11 +29,16 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:
     """The classes whose slots the C handlers read (the core's given by pyrepl/core.py, which
     imports this package first), and the Python handlers they stand for."""
+    if _hot is None:
+        return
     _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, _INT_TEXT, ADDED,
               handlers)
 
 
 def install(c_handlers: bool = True) -> None:
-    """Put the C handlers (or, for a test's reference server, the Python ones) in the table."""
+    """Put the C handlers (or, for a test's reference server or as plain Python, the Python
+    ones) in the table."""
+    if _hot is None:
+        c_handlers = False
     for name, fn in REFERENCE.items():
         COMMANDS[name.encode()].handler = getattr(_hot, name) if c_handlers else fn

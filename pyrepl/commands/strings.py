@@ -33,7 +33,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from pyrepl._plainrun import lookup_strings, store_pairs
+from pyrepl import native
 from pyrepl.commands.table import command, whole_run
 from pyrepl.commands.util import (
     LLONG_MAX,
@@ -246,6 +246,35 @@ def get(c: Any, argv: list[bytes]) -> object:
 # (pyrepl/_plainrun.c: the dict stores and lookups themselves, nothing else).
 
 _key = itemgetter(1)
+
+
+def store_pairs_reference(d: dict[bytes, object], reqs: list[list[bytes]]) -> bool:
+    """``for r in reqs: d[r[1]] = r[2]`` when every request is a list of exactly three (a
+    plain SET); False, with nothing stored, when one is not (``_plainrun.store_pairs``)."""
+    if any(len(r) != 3 for r in reqs):
+        return False
+    for r in reqs:
+        d[r[1]] = r[2]
+    return True
+
+
+def lookup_strings_reference(d: dict[bytes, object], reqs: list[list[bytes]]
+                             ) -> list[bytes | None] | None:
+    """``[d.get(r[1]) for r in reqs]`` when every value found is bytes (a plain GET's), else
+    None (``_plainrun.lookup_strings``)."""
+    if any(len(r) < 2 for r in reqs):
+        raise ValueError("lookup_strings: a request without a key")
+    out = [d.get(r[1]) for r in reqs]
+    if any(v is not None and type(v) is not bytes for v in out):
+        return None
+    return out  # type: ignore[return-value]
+
+
+_native = native.load("pyrepl._plainrun")
+if _native is None:
+    store_pairs, lookup_strings = store_pairs_reference, lookup_strings_reference
+else:
+    store_pairs, lookup_strings = _native.store_pairs, _native.lookup_strings
 
 
 @whole_run("set")

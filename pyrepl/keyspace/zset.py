@@ -5,9 +5,9 @@ the items under each child orders the (score, member) items: O(log n) inserts, r
 and index lookups (where Redis has a skiplist with spans: the same operations, but a walk
 through scattered nodes). Both live in the C base class ``ZIndex``
 (``pyrepl/keyspace/_zbtree.c``; why C and why a B+tree: its comment and bench/RESULTS.md,
-"The sorted set as a B+tree"), which keeps them in step; this module adds the rest
-of the interface in Python over its primitives (``_bisect``, ``_at``, ``_range``,
-``_range_back``, ``_delete_range``). Redis orders equal scores by member bytes (memcmp, shorter
+"The sorted set as a B+tree"; its Python reference, zindex.py, when pyrepl runs as plain
+Python), which keeps them in step; this module adds the rest of the interface in Python over
+its primitives (``_bisect``, ``_at``, ``_range``, ``_range_back``, ``_delete_range``). Redis orders equal scores by member bytes (memcmp, shorter
 first on a common prefix), which is exactly Python's tuple/bytes order. Ranges come back as
 plain lists of (score, member).
 
@@ -21,8 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from math import inf, nextafter
+from typing import TYPE_CHECKING
 
-from pyrepl.keyspace._zbtree import ZIndex
+from pyrepl import native
+from pyrepl.keyspace import zindex
+
+if TYPE_CHECKING:
+    from pyrepl.keyspace.zindex import ZIndex
+else:   # the C B+tree, or its Python reference when pyrepl runs as plain Python
+    _zbtree = native.load("pyrepl.keyspace._zbtree")
+    ZIndex = zindex.ZIndex if _zbtree is None else _zbtree.ZIndex
 
 Item = tuple[float, bytes]
 

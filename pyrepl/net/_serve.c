@@ -60,6 +60,7 @@ static PyObject *py_data_received;   /* ClientProtocol.data_received: the refere
 static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.execute) */
 static PyObject *py_process;         /* Client.process */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
+static int bound;   /* bind() ran to its end */
 static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_command,
                 *str_flush_scheduled;
 
@@ -93,6 +94,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject **types[5] = {&proto_type, &client_type, &stats_type, &reader_type, &core_type};
     for (int i = 0; i < 5; i++)
         keep((PyObject **)types[i], args[i]);
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -165,6 +167,7 @@ reader_flag(PyObject *c, int i)
 static PyObject *
 received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.net._serve.received");
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "received(protocol, data)");
         return NULL;

@@ -22,15 +22,14 @@ from types import MethodType
 from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl._dispatch import execute
+from pyrepl import native
 from pyrepl.acl_file import AclStartupError
 from pyrepl.acl_file import load_at_startup as load_acl_users
 from pyrepl.client import Client
 from pyrepl.config import Config
 from pyrepl.core import Host, ServerCore, Stats
+from pyrepl.dispatch import execute
 from pyrepl.net import process, tls
-from pyrepl.net._serve import bind as _bind_serve
-from pyrepl.net._serve import received
 from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
@@ -105,7 +104,8 @@ class ClientProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         # The read as the method below makes it, in C when it is the common one (_serve.c;
         # anything else calls the method). The transport looks it up on the instance.
-        self.data_received = MethodType(received, self)  # type: ignore[method-assign]
+        if _serve is not None:
+            self.data_received = MethodType(_serve.received, self)  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -172,7 +172,9 @@ class ClientProtocol(asyncio.Protocol):
             self.client.connection_lost()
 
 
-_bind_serve(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
+_serve = native.load("pyrepl.net._serve")   # (a read's common case in C)
+if _serve is not None:
+    _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
 
 
 def _fmt_addr(addr: Any) -> str:
@@ -430,6 +432,8 @@ class Server:
         log = self.logger
         log.notice(f"pyrepl {core.version} (Redis {core.redis_version} compatible) starting, "
                    f"pid={os.getpid()}")
+        if native.PURE:
+            log.notice(f"Running as plain Python: {native.WHY_PURE}")
         cfg = self.config
         noop = cfg.noop_loaded()
         if noop:

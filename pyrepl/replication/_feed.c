@@ -67,6 +67,7 @@ static Py_ssize_t repl_off[R_N], backlog_off[B_N], block_off[K_N], reader_off[Q_
 static PyTypeObject *repl_type, *backlog_type, *block_type, *reader_type, *master_type,
                     *link_type, *cursor_type, *replica_type;
 static PyObject *str_pending_flush;
+static int bound;   /* bind() ran to its end */
 
 #define AT(o, offs, i) SLOT_AT(o, offs[i])
 
@@ -94,6 +95,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                &master_type, &link_type, &cursor_type, &replica_type};
     for (int i = 0; i < 8; i++)
         keep((PyObject **)types[i], args[i]);
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -239,6 +241,7 @@ batch_bytes(PyObject *reader, Py_ssize_t a, Py_ssize_t b, const char **p, Py_ssi
 static PyObject *
 feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_request");
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "feed_request(repl, db_id, reader, argv)");
         return NULL;
@@ -261,6 +264,7 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_span");
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "feed_span(repl, db_id, reader, a, b)");
         return NULL;
@@ -283,6 +287,7 @@ feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_raw");
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "feed_raw(repl, data)");
         return NULL;

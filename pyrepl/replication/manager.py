@@ -21,12 +21,19 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pyrepl import native
 from pyrepl.events import SyncEventLog
-from pyrepl.replication import _feed
 from pyrepl.replication.backlog import Backlog
 from pyrepl.replication.failover import Failover
 from pyrepl.replication.ids import ReplIds
 from pyrepl.resp.writer import encode_command
+
+_feed = native.load("pyrepl.replication._feed")
+
+
+def _no_common_case(*_args: object) -> bool:
+    """As plain Python (pyrepl/native.py) no write is fed in C: False, the Python feeds it."""
+    return False
 
 if TYPE_CHECKING:
     from pyrepl.client import Client
@@ -46,7 +53,8 @@ class Replication:
     # feed_span_c(repl, db_id, reader, a, b): ``feed_span`` of a reader's requests a to b - 1
     # in C when they go into the backlog's tail block at once, else False and nothing done
     # (ServerCore._end_span)
-    feed_span_c: ClassVar[Callable[[Any, int, Any, int, int], bool]] = _feed.feed_span
+    feed_span_c: ClassVar[Callable[[Any, int, Any, int, int], bool]] = \
+        _no_common_case if _feed is None else _feed.feed_span
 
     def __init__(self, core: ServerCore) -> None:
         from pyrepl.replication.master import MasterSide
@@ -328,17 +336,18 @@ class Replication:
 def _bind_feed() -> None:
     """A client's write into the stream, in C when it is the common one (_feed.c): the
     classes whose slots it moves, and the core's dispatch told to use it (_dispatch.c)."""
-    from pyrepl._dispatch import bind_feed
-    from pyrepl.replication._feed import bind, feed_request
+    _dispatch = native.load("pyrepl._dispatch")
+    if _feed is None or _dispatch is None:
+        return
     from pyrepl.replication.backlog import Block, Cursor
     from pyrepl.replication.master import MasterSide
     from pyrepl.replication.master.states import ReplicaLink
     from pyrepl.replication.replica import ReplicaSide
     from pyrepl.resp.fastreader import FastRespReader
 
-    bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
-         ReplicaSide)
-    bind_feed(Replication, feed_request)
+    _feed.bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
+               ReplicaSide)
+    _dispatch.bind_feed(Replication, _feed.feed_request)
 
 
 _bind_feed()

@@ -296,6 +296,7 @@ static Py_ssize_t slot_offset[S_N];
 static PyTypeObject *reader_type;     /* FastRespReader, once bound */
 static Py_ssize_t scan_window;
 static PyObject *str_feed_first;
+static int bound;   /* bind() ran to its end */
 
 #define SLOT(o, i) SLOT_AT(o, slot_offset[i])
 
@@ -319,6 +320,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(args[0]);
     Py_XSETREF(reader_type, (PyTypeObject *)args[0]);
     scan_window = window;
+    bound = 1;
     Py_RETURN_NONE;
 }
 
@@ -336,6 +338,7 @@ buffer_size(PyObject *buf)
 static PyObject *
 first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(bound, "pyrepl.resp._scan.first");
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "first(reader, data)");
         return NULL;

@@ -31,7 +31,8 @@ bytes instead of encoding them again.
 
 Why C (bench/RESULTS.md, "The request reader in C"): in Python, proving that a hiredis parse
 is Redis's cost more than the parse itself (6.5k instructions a request at -P16, 27k for a
-lone request, against 4k for the whole Python floor's SET).
+lone request, against 4k for the whole Python floor's SET). As plain Python (pyrepl/native.py)
+the scan is its reference in pyrepl/resp/scan.py and ``first`` is ``feed_first``.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from __future__ import annotations
 from itertools import repeat
 from operator import sub
 
-from ._scan import bind as _bind
-from ._scan import first
-from ._scan import scan as _scan
+from pyrepl import native
+
 from .reader import _AUTH_MAX_BULK, _AUTH_MAX_MULTIBULK, _INT_MAX, ProtocolError, RespReader
+from .scan import scan as _scan
 
 __all__ = ["FastRespReader", "first", "make_reader"]
 
@@ -238,7 +239,17 @@ class FastRespReader(RespReader):
         return True
 
 
-_bind(FastRespReader, RespReader, _WINDOW)   # (first(): feed_first's common case in C)
+def _first_reference(reader: RespReader, data: bytes) -> list[bytes] | None:
+    """``reader.feed_first(data)``: what ``_scan.first`` does in C in its common case."""
+    return reader.feed_first(data)
+
+
+_native = native.load("pyrepl.resp._scan")
+if _native is None:
+    first = _first_reference
+else:
+    first = _native.first   # (feed_first's common case in C)
+    _native.bind(FastRespReader, RespReader, _WINDOW)
 
 
 def make_reader(proto_max_bulk_len: int = 512 * 1024 * 1024,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from itertools import repeat
 from operator import attrgetter
 
-from pyrepl._plainrun import bulk_replies
+from pyrepl import native
 from pyrepl.resp.types import (
     NULL_ARRAY,
     Map,
@@ -27,6 +27,24 @@ _SMALL_INTS = [b":%d\r\n" % i for i in range(-1, 1025)]
 _data = attrgetter("data")
 _int = b":%d\r\n".__mod__
 _NoneType = type(None)
+
+
+def bulk_replies_reference(replies: list[object], nil: bytes) -> bytes | None:
+    """The wire bytes of a run's replies when each is bytes (a bulk string) or None (``nil``),
+    in one bytes object; None when one is anything else (``_plainrun.bulk_replies``)."""
+    parts = []
+    for r in replies:
+        if r is None:
+            parts.append(nil)
+        elif type(r) is bytes:
+            parts.append(b"$%d\r\n%b\r\n" % (len(r), r))
+        else:
+            return None
+    return b"".join(parts)
+
+
+_native = native.load("pyrepl._plainrun")
+bulk_replies = bulk_replies_reference if _native is None else _native.bulk_replies
 
 
 def format_double(d: float) -> bytes:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from pyrepl._dispatch import execute
 
+from pyrepl import native
 from pyrepl.client import Client
 from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
@@ -27,6 +27,12 @@ from tests.support.cores import NOW, cmd
 from tests.support.execpaths import requests, server_state, warm_server
 from tests.support.master_side import Master, online_replica, parse_full_sync
 from tests.support.replica_side import synced_node
+
+_native = native.load("pyrepl._dispatch")
+if _native is None:
+    pytest.skip(f"compares pyrepl/_dispatch.c with its Python reference ({native.WHY_PURE})",
+                allow_module_level=True)
+execute = _native.execute
 
 _SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes"}
 

@@ -16,11 +16,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pyrepl.commands import _hot, hot
+from pyrepl import native
+from pyrepl.commands import hot
 from pyrepl.commands.table import COMMANDS
 from pyrepl.core import ServerCore, Stats
 from tests.support.cores import cmd
 from tests.support.execpaths import server_state, warm_server
+
+_native = native.load("pyrepl.commands._hot")
+if _native is None:
+    pytest.skip(f"compares pyrepl/commands/_hot.c with its Python reference ({native.WHY_PURE})",
+                allow_module_level=True)
+_hot = _native
 
 KEYS = ["k", "n", "l", "h", "z", "e1", "e2"]
 TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc", "",

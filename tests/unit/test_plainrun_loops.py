@@ -1,16 +1,31 @@
-"""The C loops of a run of plain commands (``pyrepl._plainrun``) against the Python they
-stand for: ``run_length`` against a model of plainrun's selection, ``store_pairs`` and
-``lookup_strings`` against the dict loops, on any requests (wrong shapes included), and
-``bulk_replies`` against the writer's ``encode`` of each reply."""
+"""The C loops of a run of plain commands (``pyrepl._plainrun``) and their Python references
+against the Python they stand for: ``run_length`` against a model of plainrun's selection,
+``store_pairs`` and ``lookup_strings`` against the dict loops, on any requests (wrong shapes
+included), and ``bulk_replies`` against the writer's ``encode`` of each reply. As plain Python
+(pyrepl/native.py) the references alone run, and the C's argument checks are skipped."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pyrepl._plainrun import bulk_replies, lookup_strings, run_length, store_pairs
 
+from pyrepl import native, plainrun
+from pyrepl.commands import strings
+from pyrepl.resp import writer
 from pyrepl.resp.writer import encode, encode_replies
+
+_C = native.load("pyrepl._plainrun")
+IMPLS = {"python": SimpleNamespace(run_length=plainrun.run_length_reference,
+                                   store_pairs=strings.store_pairs_reference,
+                                   lookup_strings=strings.lookup_strings_reference,
+                                   bulk_replies=writer.bulk_replies_reference)}
+if _C is not None:
+    IMPLS["c"] = _C   # type: ignore[assignment]
+each_impl = pytest.mark.parametrize("impl", list(IMPLS.values()), ids=list(IMPLS))
+c_only = pytest.mark.skipif(_C is None, reason=f"tests the C extension itself ({native.WHY_PURE})")
 
 
 def model_run_length(rest: list, name: bytes, lo: int, hi: int) -> int:
@@ -28,20 +43,23 @@ def model_run_length(rest: list, name: bytes, lo: int, hi: int) -> int:
 NAMES = st.sampled_from([b"SET", b"set", b"GET", b"", b"SETX"])
 
 
+@each_impl
 @settings(max_examples=400, deadline=None)
 @given(rest=st.lists(st.lists(NAMES | st.binary(max_size=3), max_size=4), max_size=12),
        name=NAMES, lo=st.integers(0, 4), span=st.integers(0, 3), shared=st.booleans())
-def test_run_length_is_the_model(rest, name, lo, span, shared):
+def test_run_length_is_the_model(impl, rest, name, lo, span, shared):
     """``run_length`` counts what the model counts, whatever the requests hold; an argument
     equal to ``name`` counts whether or not it is the same object."""
     if shared:   # the scan hands a repeated name back as the same object
         rest = [[name, *r[1:]] if r and r[0] == name else r for r in rest]
     hi = lo + span
-    assert run_length(rest, name, lo, hi) == model_run_length(rest, name, lo, hi)
-    assert run_length(rest, name, lo, 2**62) == model_run_length(rest, name, lo, 2**62)
+    assert impl.run_length(rest, name, lo, hi) == model_run_length(rest, name, lo, hi)
+    assert impl.run_length(rest, name, lo, 2**62) == model_run_length(rest, name, lo, 2**62)
 
 
+@c_only
 def test_run_length_refuses_what_is_not_a_queue():
+    run_length = _C.run_length
     with pytest.raises(TypeError):
         run_length((), b"SET", 1, 3)
     with pytest.raises(TypeError):
@@ -53,10 +71,11 @@ def test_run_length_refuses_what_is_not_a_queue():
 REQ = st.lists(st.binary(max_size=2), max_size=4)
 
 
+@each_impl
 @settings(max_examples=300, deadline=None)
 @given(start=st.dictionaries(st.binary(max_size=2), st.binary(max_size=2), max_size=6),
        reqs=st.lists(REQ, max_size=10))
-def test_store_pairs_is_the_loop_or_nothing(start, reqs):
+def test_store_pairs_is_the_loop_or_nothing(impl, start, reqs):
     """Every request a list of three: the dict as the loop leaves it (a repeated key: the
     last wins). Else False, and the dict as it was."""
     d, want = dict(start), dict(start)
@@ -64,25 +83,28 @@ def test_store_pairs_is_the_loop_or_nothing(start, reqs):
     if ok:
         for r in reqs:
             want[r[1]] = r[2]
-    assert store_pairs(d, reqs) is ok
+    assert impl.store_pairs(d, reqs) is ok
     assert d == want and list(d) == list(want)
 
 
+@each_impl
 @settings(max_examples=300, deadline=None)
 @given(d=st.dictionaries(st.binary(max_size=2), st.binary(max_size=2) | st.integers() |
                          st.just(["a list"]), max_size=6),
        keys=st.lists(st.binary(max_size=2), max_size=10))
-def test_lookup_strings_is_the_lookup_while_all_are_strings(d, keys):
+def test_lookup_strings_is_the_lookup_while_all_are_strings(impl, d, keys):
     reqs = [[b"GET", k] for k in keys]
     vals = [d.get(k) for k in keys]
-    got = lookup_strings(d, reqs)
+    got = impl.lookup_strings(d, reqs)
     if all(v is None or type(v) is bytes for v in vals):
         assert got == vals and all(a is b for a, b in zip(got, vals, strict=True))
     else:
         assert got is None
 
 
+@c_only
 def test_lookup_strings_refuses_a_request_without_a_key():
+    lookup_strings, store_pairs = _C.lookup_strings, _C.store_pairs
     with pytest.raises(ValueError):
         lookup_strings({}, [[b"GET", b"k"], [b"GET"]])
     with pytest.raises(TypeError):
@@ -95,24 +117,27 @@ BULK = st.none() | st.binary(max_size=12) | st.sampled_from([b"x" * 9, b"y" * 10
                                                              b"w" * 1000, b"\r\n$-1"])
 
 
+@each_impl
 @settings(max_examples=400, deadline=None)
 @given(replies=st.lists(BULK, max_size=20), other=st.none() | st.integers(0, 20),
        proto=st.sampled_from([2, 3]))
-def test_bulk_replies_are_the_encoded_replies(replies, other, proto):
+def test_bulk_replies_are_the_encoded_replies(impl, replies, other, proto):
     """Bulk strings and nils: exactly ``encode``'s bytes of each, joined (RESP2 and RESP3);
     anything else among them: None, and ``encode_replies`` still encodes them all."""
     nil = b"_\r\n" if proto == 3 else b"$-1\r\n"
     if other is not None:
         replies.insert(min(other, len(replies)), 7 if other % 2 else "a str")
-        assert bulk_replies(replies, nil) is None
+        assert impl.bulk_replies(replies, nil) is None
     else:
-        assert bulk_replies(replies, nil) == b"".join(encode(r, proto) for r in replies)
+        assert impl.bulk_replies(replies, nil) == b"".join(encode(r, proto) for r in replies)
     if other is None or other % 2:   # (a str is no reply value)
         assert b"".join(encode_replies(replies, proto)) == \
             b"".join(encode(r, proto) for r in replies)
 
 
+@c_only
 def test_bulk_replies_refuses_what_is_not_a_list():
+    bulk_replies = _C.bulk_replies
     with pytest.raises(TypeError):
         bulk_replies((b"a",), b"$-1\r\n")
     assert bulk_replies([], b"$-1\r\n") == b""
@@ -124,13 +149,12 @@ def test_bulk_replies_refuses_what_is_not_a_list():
                                st.one_of(st.integers(0, 3000),
                                          st.integers(0, 10 ** 13))), min_size=1, max_size=8),
        tracking=st.booleans())
+@c_only
 def test_account_is_plainruns(runs, tracking):
     """``account`` (C) leaves a client and INFO commandstats (calls, timed calls and time,
     the latency histogram's buckets) as ``plainrun.account`` does, for any run (of one
     command or mixed; a command whose stats record does not exist yet) and time."""
-    from pyrepl._plainrun import account
-
-    from pyrepl import plainrun
+    account = _C.account
     from pyrepl.commands.table import COMMANDS
     from pyrepl.config import Config
     from pyrepl.core import ServerCore
@@ -169,13 +193,12 @@ def test_account_is_plainruns(runs, tracking):
 @example(first=["GET", "k", "x"], rest=[["GET", "a"]], state="plain")   # too many arguments
 @example(first=["SET", "k", "v"], rest=[["GET", "a"], ["SET", "a", "1"], ["SET", "b", "2"]],
          state="plain")                                                # a run, then another
+@c_only
 def test_start_is_plainruns(first, rest, state):
     """``start`` (C) answers what ``plainrun.start`` answers, for any request behind any
     others and any client or server state: None, or the same commands, the same request
     objects in the same order, and ``one``."""
-    from pyrepl._plainrun import start
-
-    from pyrepl import plainrun
+    start = _C.start
     from pyrepl.commands.table import COMMANDS
     from pyrepl.config import Config
     from pyrepl.core import ServerCore

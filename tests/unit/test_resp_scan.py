@@ -1,4 +1,5 @@
-"""The C scan (``pyrepl.resp._scan.scan``) against the pure reader, the reference.
+"""The C scan (``pyrepl.resp._scan.scan``) and its Python reference (``pyrepl.resp.scan``)
+against the pure reader, the reference; as plain Python (pyrepl/native.py) the Python alone.
 
 What it returns must be a prefix of what the pure reader parses from the same bytes (the
 same arguments, the same ends, and bytes that are exactly the arguments' RESP encoding, as
@@ -13,9 +14,14 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyrepl.resp._scan import scan
 
+from pyrepl import native
 from pyrepl.resp.reader import ProtocolError, RespReader
+from pyrepl.resp.scan import scan_reference
+
+_C = native.load("pyrepl.resp._scan")
+SCANS = {"python": scan_reference, **({"c": _C.scan} if _C is not None else {})}
+each_scan = pytest.mark.parametrize("scan", list(SCANS.values()), ids=list(SCANS))
 
 BIG = 512 * 1024 * 1024
 INT_MAX = 2**31 - 1
@@ -47,12 +53,13 @@ ARG = st.binary(max_size=10) | st.sampled_from([
 BYTES = st.sampled_from(list(b"*$\r\n0123456789-+ \x00aZ:"))
 
 
+@each_scan
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reqs=st.lists(st.lists(ARG, min_size=1, max_size=4), min_size=1, max_size=8),
        edits=st.lists(st.tuples(st.integers(0, 10**6), BYTES), max_size=3),
        cut=st.integers(0, 10**6), lead=st.binary(max_size=3),
        maxbulk=st.sampled_from([0, 3, 100, BIG]), auth=st.booleans())
-def test_scan_is_a_prefix_of_the_pure_reader(reqs, edits, cut, lead, maxbulk, auth):
+def test_scan_is_a_prefix_of_the_pure_reader(scan, reqs, edits, cut, lead, maxbulk, auth):
     data = bytearray(b"".join(enc(*a) for a in reqs))
     for at, byte in edits:
         data[at % len(data)] = byte
@@ -68,10 +75,11 @@ def test_scan_is_a_prefix_of_the_pure_reader(reqs, edits, cut, lead, maxbulk, au
         assert len(got) == len(ref)
 
 
+@each_scan
 @settings(max_examples=200, deadline=None)
 @given(reqs=st.lists(st.lists(ARG, min_size=1, max_size=4), min_size=1, max_size=20),
        window=st.integers(0, 2000))
-def test_window_bounds_where_requests_start(reqs, window):
+def test_window_bounds_where_requests_start(scan, reqs, window):
     data = b"".join(enc(*a) for a in reqs)
     got, ends = scan(data, 0, window, INT_MAX, BIG, 0)
     starts = [0, *(e for _, e in pure(data))][:len(reqs)]
@@ -79,7 +87,8 @@ def test_window_bounds_where_requests_start(reqs, window):
     assert ends == [e for _, e in pure(data)][:len(got)]
 
 
-def test_inputs_of_every_buffer_type_and_position():
+@each_scan
+def test_inputs_of_every_buffer_type_and_position(scan):
     data = enc(b"SET", b"k", b"v") + enc(b"PING")
     for buf in (data, bytearray(data), memoryview(data)):
         assert scan(buf, 0, 65536, INT_MAX, BIG, 0) == ([[b"SET", b"k", b"v"], [b"PING"]],
@@ -92,9 +101,10 @@ def test_inputs_of_every_buffer_type_and_position():
         scan("text", 0, 65536, INT_MAX, BIG, 0)
 
 
+@each_scan
 @pytest.mark.parametrize("header", [b"*2000000000\r\n", b"*999999999\r\n$1\r\na\r\n",
                                     b"*" + b"9" * 18 + b"\r\n"])
-def test_a_huge_count_allocates_nothing(header):
+def test_a_huge_count_allocates_nothing(scan, header):
     tracemalloc.start()
     try:
         assert scan(enc(b"PING") + header, 0, 65536, INT_MAX, BIG, 0) == ([[b"PING"]], [14])
@@ -103,7 +113,8 @@ def test_a_huge_count_allocates_nothing(header):
         tracemalloc.stop()
 
 
-def test_limits_stop_the_scan():
+@each_scan
+def test_limits_stop_the_scan(scan):
     data = enc(b"a" * 11) + enc(*[b"k"] * 11)
     assert scan(data, 0, 65536, INT_MAX, 10, 0) == ([], [])
     assert len(scan(data, 0, 65536, INT_MAX, 11, 0)[0]) == 2
@@ -111,7 +122,9 @@ def test_limits_stop_the_scan():
     assert len(scan(data, 0, 65536, 11, 11, 0)[0]) == 2
 
 
+@pytest.mark.skipif(_C is None, reason=f"the C scan's name cache ({native.WHY_PURE})")
 def test_a_repeated_command_name_is_one_object():
+    scan = _C.scan
     """A first argument equal to the last one scanned is that object again (no allocation,
     identity compares, its hash cached), in one scan and across scans; names over 32 bytes
     and other arguments are not shared."""

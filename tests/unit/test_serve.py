@@ -14,13 +14,19 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pyrepl.net._serve import received
 
+from pyrepl import native
 from pyrepl.client import Client
 from pyrepl.config import Config
 from pyrepl.core import ServerCore, Stats
 from pyrepl.net.server import ClientProtocol
 from pyrepl.resp.fastreader import FastRespReader
+
+_native = native.load("pyrepl.net._serve")
+if _native is None:
+    pytest.skip(f"compares pyrepl/net/_serve.c with its Python reference ({native.WHY_PURE})",
+                allow_module_level=True)
+received = _native.received
 
 
 def enc(*args: bytes) -> bytes:

@@ -6,7 +6,9 @@ leaf links, every item between its separators, every child's count equal to the 
 it, equal depth, nodes at least a quarter full, one item per dict entry with the dict's
 score): the counts are what ranks, index ranges and range deletion rest on, and a wrong one
 would show only at some other rank later. The tests run each tree at fanout 4 too, where a
-few dozen members already split, merge and borrow across several levels.
+few dozen members already split, merge and borrow across several levels. They run the index's
+Python reference (``pyrepl/keyspace/zindex.py``, chunks of ``fanout`` items) the same way: as
+plain Python (pyrepl/native.py) it is ZSet's base.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyrepl import native
+from pyrepl.keyspace import zindex
 from pyrepl.keyspace.zset import ADDED, UNCHANGED, UPDATED, ZSet
+
+# ZSet over the Python reference of its index, whichever ZSet's own base is.
+ZSetPy = type("ZSetPy", (zindex.ZIndex,), {k: v for k, v in vars(ZSet).items()
+                                           if k not in ("__dict__", "__weakref__")})
+CLASSES = {"c": ZSet, "python": ZSetPy} if not native.PURE else {"python": ZSet}
 
 
 def ordered(model: dict[bytes, float]) -> list[tuple[float, bytes]]:
@@ -38,14 +47,17 @@ OPS = st.one_of(
 )
 
 
-FANOUTS = pytest.mark.parametrize("fanout", [4, 64])
+FANOUTS = pytest.mark.parametrize(
+    "cls,fanout", [(cls, f) for cls in CLASSES.values() for f in (4, 64)],
+    ids=[f"{name}-{f}" for name in CLASSES for f in (4, 64)])
+EACH = pytest.mark.parametrize("cls", list(CLASSES.values()), ids=list(CLASSES))
 
 
 @FANOUTS
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(OPS, max_size=120))
-def test_matches_model(fanout, ops):
-    z = ZSet(_fanout=fanout)
+def test_matches_model(cls, fanout, ops):
+    z = cls(_fanout=fanout)
     model: dict[bytes, float] = {}
     for op in ops:
         if op[0] == "add":
@@ -90,8 +102,8 @@ def test_matches_model(fanout, ops):
 @given(pairs=st.lists(st.tuples(MEMBERS, SCORES), max_size=80),
        a=st.integers(-2, 90), b=st.integers(0, 90),
        x=SCORES, ex=st.booleans())
-def test_ranges_and_bounds(fanout, pairs, a, b, x, ex):
-    z = ZSet(_fanout=fanout)
+def test_ranges_and_bounds(cls, fanout, pairs, a, b, x, ex):
+    z = cls(_fanout=fanout)
     for m, s in pairs:
         z.add(m, s)
     ref = ordered(z.dict)
@@ -140,8 +152,8 @@ def test_from_items_and_copy_are_independent():
 
 
 @FANOUTS
-def test_update_moves_member(fanout):
-    z = ZSet(_fanout=fanout)
+def test_update_moves_member(cls, fanout):
+    z = cls(_fanout=fanout)
     for i in range(30):
         z.add(b"m%02d" % i, float(i))
     assert z.set_score(b"m00", 100.0) == UPDATED
@@ -152,8 +164,8 @@ def test_update_moves_member(fanout):
 
 
 @FANOUTS
-def test_delete_range_across_many_sublists(fanout):
-    z = ZSet(_fanout=fanout)
+def test_delete_range_across_many_sublists(cls, fanout):
+    z = cls(_fanout=fanout)
     for i in range(200):
         z.add(b"m%03d" % i, float(i))
     assert z.delete_range(3, 190) == 187
@@ -167,8 +179,8 @@ def test_delete_range_across_many_sublists(fanout):
 
 
 @FANOUTS
-def test_real_load_with_thousands_of_members(fanout):
-    z = ZSet(_fanout=fanout)
+def test_real_load_with_thousands_of_members(cls, fanout):
+    z = cls(_fanout=fanout)
     model = {}
     for i in range(5000):
         m = b"member:%d" % ((i * 7919) % 3000)
@@ -192,11 +204,11 @@ def test_real_load_with_thousands_of_members(fanout):
 
 
 @FANOUTS
-def test_random_updates_keep_counts_and_order(fanout):
+def test_random_updates_keep_counts_and_order(cls, fanout):
     """Many moves, in place and across leaves, removals and range deletions on a set big
     enough for several levels, checked against the model throughout."""
     rng = random.Random(7)
-    z = ZSet(_fanout=fanout)
+    z = cls(_fanout=fanout)
     model: dict[bytes, float] = {}
     for step in range(20000):
         m = b"m%d" % rng.randrange(2000)
@@ -222,8 +234,9 @@ def test_random_updates_keep_counts_and_order(fanout):
     assert [z.rank(m) for _s, m in ref] == list(range(len(ref)))
 
 
-def test_bad_input_is_refused_and_changes_nothing():
-    z = ZSet.from_items([(b"a", 1.0), (b"b", 2.0)])
+@EACH
+def test_bad_input_is_refused_and_changes_nothing(cls):
+    z = cls.from_items([(b"a", 1.0), (b"b", 2.0)])
     with pytest.raises(ValueError):
         z.set_score(b"c", math.nan)
     with pytest.raises(ValueError):
@@ -240,6 +253,7 @@ def test_bad_input_is_refused_and_changes_nothing():
     assert list(z.items()) == [(b"a", 1.0), (b"b", 2.0)]
 
 
+@pytest.mark.skipif(native.PURE, reason=f"the C B+tree's levels ({native.WHY_PURE})")
 def test_tree_grows_and_shrinks_through_levels():
     """At fanout 4, 3,000 members take several levels; removing them all in random order
     merges and borrows back to one leaf, the invariants checked at every step."""

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl._dispatch import execute as dispatch
-from pyrepl._plainrun import account as account_run
-from pyrepl._plainrun import start as start_run
+from pyrepl import native
 from pyrepl.client import Client
 from pyrepl.config import repr_arg
-from pyrepl.replication._feed import feed_raw
+from pyrepl.dispatch import account_run, start_run
+from pyrepl.dispatch import execute as dispatch
 from pyrepl.replication.replica.states import (
     I,
     _printable,
@@ -30,6 +29,8 @@ from pyrepl.resp.fastreader import first, make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
+
+_feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
 
 
 class MasterState:
@@ -277,7 +278,7 @@ class Stream:
             return
         ms.fed = ms.reploff
         m = self.manager
-        if not feed_raw(m, chunk):   # (its common case in C, else the Python)
+        if _feed is None or not _feed.feed_raw(m, chunk):   # (its common case in C)
             m.feed_raw(chunk)
 
     def send_ack(self) -> None:

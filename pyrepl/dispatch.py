@@ -1,0 +1,28 @@
+"""A request's entry points into the core, in C when pyrepl runs its extensions
+(pyrepl/native.py), else their Python references.
+
+- ``execute(core, c, argv)``: ``ServerCore.execute(c, argv)``, whose common case
+  pyrepl/_dispatch.c runs (bound by pyrepl/core.py).
+- ``start_run(core, c, first, rest)`` and ``account_run(core, c, cmds, one, ns)``:
+  ``plainrun.start`` and ``plainrun.account``, whose common case (a run of one command)
+  pyrepl/_plainrun.c runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrepl import native, plainrun
+
+
+def execute_reference(core: Any, c: Any, argv: list[bytes]) -> None:
+    """``core.execute(c, argv)``: what ``_dispatch.execute`` does outside its common case."""
+    core.execute(c, argv)
+
+
+_dispatch = native.load("pyrepl._dispatch")
+_plainrun = native.load("pyrepl._plainrun")
+
+execute = execute_reference if _dispatch is None else _dispatch.execute
+start_run = plainrun.start if _plainrun is None else _plainrun.start
+account_run = plainrun.account if _plainrun is None else _plainrun.account
