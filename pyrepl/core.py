@@ -66,6 +66,28 @@ class Stats:
         "unexpected_error_replies",
         "instant",
     )
+    # The counters reset() zeroes (typed here: it sets them by name).
+    total_connections_received: int
+    rejected_connections: int
+    expired_keys: int
+    evicted_keys: int
+    keyspace_hits: int
+    keyspace_misses: int
+    net_input_bytes: int
+    net_output_bytes: int
+    net_repl_input_bytes: int
+    net_repl_output_bytes: int
+    sync_full: int
+    sync_partial_ok: int
+    sync_partial_err: int
+    total_error_replies: int
+    expired_stale_perc: int
+    client_qbuf_limit_disconnections: int
+    client_outbuf_limit_disconnections: int
+    total_reads_processed: int
+    total_writes_processed: int
+    expire_cycle_cpu_ns: int
+    unexpected_error_replies: int
 
     def __init__(self) -> None:
         self.reset()

@@ -51,7 +51,6 @@ class AofServer(Protocol):
 
     config: Config
     log: LogPort
-    host: AofHost
     now_ms: int
     dbs: list[Any]
     rdb_child_pid: int
@@ -59,6 +58,9 @@ class AofServer(Protocol):
     total_forks: int
     save_progress: Any
     save_keys_total: int
+
+    @property
+    def host(self) -> AofHost: ...   # (read-only: the server's Host stands for it)
 
     def latency_sample(self, event: str, ms: int) -> None: ...
     def refresh_stream_live(self) -> None: ...

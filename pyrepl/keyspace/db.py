@@ -10,6 +10,7 @@ a key in place so ``WATCH`` sees it. Collections are never left empty: handlers 
 whose collection became empty.
 
 The clock is ``core.now_ms``, set by the I/O shell before each batch of commands (sans-io).
+``core`` is the server as the keyspace sees it: the port ``KeyspaceHost`` (ports.py).
 
 Keyspace notifications the keyspace itself causes are published here, where Redis's db.c and
 expire.c publish them: ``expired`` when a key is deleted by its TTL (lazily or by the active
@@ -30,7 +31,7 @@ from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_
 from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.core import ServerCore
+    from pyrepl.keyspace.ports import KeyspaceHost
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -50,7 +51,7 @@ def type_name(value: object) -> bytes:
 class Database:
     __slots__ = ("id", "core", "data", "expires", "watched", "_expire_keys", "_expire_pos")
 
-    def __init__(self, core: ServerCore, db_id: int) -> None:
+    def __init__(self, core: KeyspaceHost, db_id: int) -> None:
         self.id = db_id
         self.core = core
         self.data: dict[bytes, Any] = {}

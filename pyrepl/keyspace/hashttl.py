@@ -24,10 +24,13 @@ hash, then ``del`` if it was emptied.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyrepl.keyspace.db import TYPE_NAMES
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, keyspace_event
+
+if TYPE_CHECKING:
+    from pyrepl.keyspace.ports import KeyspaceHost
 
 # EB_EXPIRE_TIME_MAX >> 2: the largest absolute field expiry Redis accepts (HFE_MAX_ABS_TIME_MSEC).
 HFE_MAX_ABS_TIME_MSEC = ((1 << 48) - 1) >> 2
@@ -98,7 +101,7 @@ def make_hashex(items: list[tuple[bytes, bytes, int]], insert: bool = True) -> H
     return h
 
 
-def is_listpack(core: Any, h: dict) -> bool:
+def is_listpack(core: KeyspaceHost, h: dict) -> bool:
     """Would Redis hold this hash as a listpack(ex)? (Only then does field order matter.)"""
     cfg = core.config
     if len(h) > getattr(cfg, "hash_max_listpack_entries", 512):
@@ -143,7 +146,7 @@ def _reinsert(h: HashEx, field: bytes, when: int | None) -> None:
     h.update(items)
 
 
-def set_ttl(core: Any, h: HashEx, field: bytes, when: int | None) -> None:
+def set_ttl(core: KeyspaceHost, h: HashEx, field: bytes, when: int | None) -> None:
     """Give ``field`` the expiry ``when`` (None: persist), keeping Redis's order."""
     if when is None:
         if h.ttl.pop(field, None) is None:
@@ -170,18 +173,18 @@ def to_hashex(db: Any, key: bytes, h: dict) -> HashEx:
     return hx
 
 
-def deletes_here(core: Any) -> bool:
+def deletes_here(core: KeyspaceHost) -> bool:
     """Fields are deleted by this server's clock (a master), not only hidden (a replica)."""
     return core.expiry_deletes
 
 
-def hidden_from_caller(core: Any) -> bool:
+def hidden_from_caller(core: KeyspaceHost) -> bool:
     """Expired fields are hidden from the current caller: always on a master, and on a
     replica from its clients but not from its master's stream."""
     return core.expiry_deletes or not core.applying_master_stream
 
 
-def expired_events(core: Any, dbid: int, key: bytes, hash_deleted: bool) -> None:
+def expired_events(core: KeyspaceHost, dbid: int, key: bytes, hash_deleted: bool) -> None:
     """``hexpired`` on ``key``, then ``del`` when its hash went with the fields."""
     if core.notify_mask:
         keyspace_event(core, NOTIFY_HASH, b"hexpired", key, dbid)
@@ -189,7 +192,7 @@ def expired_events(core: Any, dbid: int, key: bytes, hash_deleted: bool) -> None
             keyspace_event(core, NOTIFY_GENERIC, b"del", key, dbid)
 
 
-def delete_field(core: Any, db: Any, key: bytes, h: HashEx, field: bytes,
+def delete_field(core: KeyspaceHost, db: Any, key: bytes, h: HashEx, field: bytes,
                  notify: bool = True) -> bool:
     """Remove an expired field and propagate ``HDEL key field``; True if the hash went too.
     With ``notify``, publishes ``hexpired`` (and ``del``) as hashTypeGetValue does."""
@@ -272,14 +275,14 @@ _STATES: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
 WALK_SLICE = 256   # keys of each db the rediscovery walk looks at per call
 
 
-def _state(core: Any) -> _State:
+def _state(core: KeyspaceHost) -> _State:
     st = _STATES.get(core)
     if st is None:
         st = _STATES[core] = _State()
     return st
 
 
-def register(core: Any, db: Any, key: bytes, h: HashEx) -> None:
+def register(core: KeyspaceHost, db: Any, key: bytes, h: HashEx) -> None:
     """Remember that ``key`` holds a hash with field TTLs (for the active expiry)."""
     _state(core).hint.setdefault(db.id, {})[key] = h
 
@@ -307,7 +310,7 @@ def _walk(st: _State, db: Any) -> None:
         st.walk_pos[db.id] = 0
 
 
-def active_expire(core: Any, now_ms: int, budget_us: int = 1000) -> tuple[int, int]:
+def active_expire(core: KeyspaceHost, now_ms: int, budget_us: int = 1000) -> tuple[int, int]:
     """The hash-field part of activeExpireCycle: delete the expired fields of hashes (one
     ``HDEL key field`` propagated per field, the hash deleted with its last field) until
     ``budget_us`` microseconds of ``core.clock_ns`` have passed. Does nothing on a replica

@@ -1,6 +1,8 @@
 """Type checking as part of the tests: the packages that are mypy-clean under ``--strict``
-stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols). Imports outside
-them are followed silently: their own errors are not this test's."""
+stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols; the ports of the
+keyspace and of replication), and every port's implementations satisfy it
+(tests/unit/ports_conformance.py). Imports outside them are followed silently: their own
+errors are not this test's."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STRICT = ["pyrepl/aof"]
+STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py", "pyrepl/replication/ports.py",
+          "tests/unit/ports_conformance.py"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:

@@ -1,0 +1,43 @@
+"""Each port's implementations satisfy it, checked by mypy --strict (tests/unit/test_types.py):
+a function per pair that returns the implementation where the port is expected. Nothing here
+runs; a member renamed or retyped on either side fails the type check."""
+
+from __future__ import annotations
+
+from pyrepl.aof.appendonly import AofHost, AofServer
+from pyrepl.aof.writer import FsyncPort, LogPort
+from pyrepl.core import Host, NullLog, ServerCore
+from pyrepl.keyspace.ports import KeyspaceHost
+from pyrepl.net.bio import BackgroundFsync
+from pyrepl.net.log import Logger
+from pyrepl.net.master_io import MasterIO
+from pyrepl.net.replica_io import ReplicaIO
+from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
+
+
+def keyspace_host(core: ServerCore) -> KeyspaceHost:
+    return core
+
+
+def aof_server(core: ServerCore) -> AofServer:
+    return core
+
+
+def aof_host(host: Host) -> AofHost:
+    return host
+
+
+def aof_log(log: Logger, null: NullLog) -> tuple[LogPort, LogPort]:
+    return log, null
+
+
+def fsync(bio: BackgroundFsync) -> FsyncPort:
+    return bio
+
+
+def master_io(io: MasterIO) -> MasterIOPort:
+    return io
+
+
+def replica_io(io: ReplicaIO) -> ReplicaIOPort:
+    return io
