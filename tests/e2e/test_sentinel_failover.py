@@ -20,13 +20,7 @@ import pytest
 import redis
 from redis.sentinel import Sentinel
 
-from tests.support.procs import (
-    ServerProcess,
-    free_port,
-    pyrepl_argv,
-    redis_server_path,
-    start_redis,
-)
+from tests.support import procs
 from tests.support.realpair import digest, info, wait_in_sync
 from tests.support.waits import wait_for
 
@@ -35,9 +29,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop]
 NAME = "mymaster"
 
 
-def start_sentinel(master_port: int) -> ServerProcess:
+def start_sentinel(master_port: int) -> procs.ServerProcess:
     tmpdir = tempfile.mkdtemp(prefix="sentinel-test-")
-    port = free_port()
+    port = procs.free_port()
     conf = os.path.join(tmpdir, "sentinel.conf")
     with open(conf, "w") as f:
         f.write(f"port {port}\nbind 127.0.0.1\ndir {tmpdir}\n"
@@ -45,20 +39,20 @@ def start_sentinel(master_port: int) -> ServerProcess:
                 f"sentinel down-after-milliseconds {NAME} 2000\n"
                 f"sentinel failover-timeout {NAME} 20000\n"
                 f"sentinel parallel-syncs {NAME} 1\n")
-    exe = redis_server_path()
+    exe = procs.redis_server_path()
     assert exe is not None
-    return ServerProcess([exe, conf, "--sentinel"], port, tmpdir, f"sentinel-{port}").start()
+    return procs.ServerProcess([exe, conf, "--sentinel"], port, tmpdir, f"sentinel-{port}").start()
 
 
-def start_node(port: int, tmpdir: str, *extra: str) -> ServerProcess:
+def start_node(port: int, tmpdir: str, *extra: str) -> procs.ServerProcess:
     """A pyrepl node started from a config file of its own (Sentinel's CONFIG REWRITE)."""
     conf = os.path.join(tmpdir, "node.conf")
     if not os.path.exists(conf):
         with open(conf, "w") as f:
             f.write(f"port {port}\nbind 127.0.0.1\ndir {tmpdir}\nsave \"\"\n"
                     "repl-diskless-sync-delay 0\n")
-    argv = pyrepl_argv("master", port, tmpdir, "--config", conf, *extra)
-    return ServerProcess(argv, port, tmpdir, f"pyrepl-{port}").start()
+    argv = procs.pyrepl_argv("master", port, tmpdir, "--config", conf, *extra)
+    return procs.ServerProcess(argv, port, tmpdir, f"pyrepl-{port}").start()
 
 
 class Writer(threading.Thread):
@@ -100,9 +94,9 @@ def master_addr(sentinel_port: int) -> int | None:
 @pytest.mark.parametrize("second", ["pyrepl", "redis"])
 def test_sentinel_promotes_a_replica_after_kill_9(second: str) -> None:
     dirs = [tempfile.mkdtemp(prefix="pyrepl-ha-") for _ in range(3)]
-    ports = [free_port() for _ in range(3)]
-    nodes: list[ServerProcess] = []
-    sentinels: list[ServerProcess] = []
+    ports = [procs.free_port() for _ in range(3)]
+    nodes: list[procs.ServerProcess] = []
+    sentinels: list[procs.ServerProcess] = []
     try:
         master = start_node(ports[0], dirs[0])
         nodes.append(master)
@@ -111,9 +105,9 @@ def test_sentinel_promotes_a_replica_after_kill_9(second: str) -> None:
             nodes.append(start_node(ports[2], dirs[2], "--replicaof", "127.0.0.1",
                                     str(ports[0])))
         else:
-            nodes.append(start_redis("--replicaof", "127.0.0.1", str(ports[0]),
-                                     "--enable-debug-command", "yes", port=ports[2],
-                                     tmpdir=dirs[2]))
+            nodes.append(procs.start_redis("--replicaof", "127.0.0.1", str(ports[0]),
+                                           "--enable-debug-command", "yes", port=ports[2],
+                                           tmpdir=dirs[2]))
         m = redis.Redis(port=ports[0])
         for n in nodes[1:]:
             wait_in_sync(m, redis.Redis(port=n.port))

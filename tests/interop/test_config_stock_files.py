@@ -20,15 +20,8 @@ import pytest
 import redis
 
 from pyrepl.config import split_args
+from tests.support import procs
 from tests.support.paths import redis_source_file
-from tests.support.procs import (
-    ServerProcess,
-    free_port,
-    redis8_server_path,
-    redis_server_path,
-    start_pyrepl,
-    start_redis,
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -54,20 +47,20 @@ def overrides(tmpdir: str, port: int) -> list[str]:
             "--pidfile", os.path.join(tmpdir, "server.pid"), "--daemonize", "no"]
 
 
-def start_real(exe: str, conf: str, tmpdir: str) -> ServerProcess:
-    port = free_port()
-    return ServerProcess([exe, conf, *overrides(tmpdir, port)], port, tmpdir,
-                         f"redis-{port}").start()
+def start_real(exe: str, conf: str, tmpdir: str) -> procs.ServerProcess:
+    port = procs.free_port()
+    return procs.ServerProcess([exe, conf, *overrides(tmpdir, port)], port, tmpdir,
+                               f"redis-{port}").start()
 
 
-def start_ours(conf: str, tmpdir: str) -> ServerProcess:
-    port = free_port()
+def start_ours(conf: str, tmpdir: str) -> procs.ServerProcess:
+    port = procs.free_port()
     # start_pyrepl adds its test defaults (--save "", --bind, --enable-debug-command); here the
     # file's own values must stand, so the process is built by hand.
     import sys
     argv = [sys.executable, "-m", "pyrepl.cli.main", "master", "--config", conf,
             *overrides(tmpdir, port)]
-    return ServerProcess(argv, port, tmpdir, f"pyrepl-{port}").start()
+    return procs.ServerProcess(argv, port, tmpdir, f"pyrepl-{port}").start()
 
 
 def config_get(port: int, name: str) -> dict[str, str]:
@@ -77,13 +70,13 @@ def config_get(port: int, name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def debian_pair(tmp_path: Any) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    if not os.path.exists(DEBIAN_CONF) or redis_server_path() is None:
+def debian_pair(tmp_path: Any) -> Iterator[tuple[procs.ServerProcess, procs.ServerProcess]]:
+    if not os.path.exists(DEBIAN_CONF) or procs.redis_server_path() is None:
         pytest.skip(f"{DEBIAN_CONF} is absent: Debian's redis-server is not installed "
                     "(the test command installs it)")
     (tmp_path / "real").mkdir()
     (tmp_path / "ours").mkdir()
-    real = start_real(redis_server_path() or "", DEBIAN_CONF, str(tmp_path / "real"))
+    real = start_real(procs.redis_server_path() or "", DEBIAN_CONF, str(tmp_path / "real"))
     try:
         ours = start_ours(DEBIAN_CONF, str(tmp_path / "ours"))
     except BaseException:
@@ -99,7 +92,7 @@ PER_SERVER = {"port", "dir", "logfile", "pidfile"}
 
 
 def test_debian_redis_conf_starts_pyrepl_and_reads_as_redis_7(
-        debian_pair: tuple[ServerProcess, ServerProcess]) -> None:
+        debian_pair: tuple[procs.ServerProcess, procs.ServerProcess]) -> None:
     real, ours = debian_pair
     names = file_directives(DEBIAN_CONF)
     assert len(names) >= 65    # the stock file sets 69 directives
@@ -125,7 +118,7 @@ def test_debian_redis_conf_starts_pyrepl_and_reads_as_redis_7(
 
 
 def test_redis_8_redis_conf_starts_pyrepl_and_reads_as_redis_8(tmp_path: Any) -> None:
-    exe = redis8_server_path()
+    exe = procs.redis8_server_path()
     if exe is None:
         pytest.skip("no Redis 8 redis-server: `make redis-src` builds it from Debian "
                     "experimental's source package (skipped when that source is unavailable)")
@@ -191,11 +184,11 @@ def compare_config_sets(theirs: redis.Redis, ours: redis.Redis, names: list[str]
 
 
 def test_config_set_of_every_directive_answers_as_redis_7() -> None:
-    if redis_server_path() is None:
+    if procs.redis_server_path() is None:
         pytest.skip("redis-server is not installed (the test command installs it)")
-    real = start_redis("--enable-protected-configs", "yes", "--enable-debug-command", "yes")
-    ours = start_pyrepl("--enable-protected-configs", "yes", "--protected-mode", "no",
-                        "--appendonly", "no", "--daemonize", "no")
+    real = procs.start_redis("--enable-protected-configs", "yes", "--enable-debug-command", "yes")
+    ours = procs.start_pyrepl("--enable-protected-configs", "yes", "--protected-mode", "no",
+                              "--appendonly", "no", "--daemonize", "no")
     try:
         rc = redis.Redis(port=real.port, decode_responses=True, protocol=2)
         oc = redis.Redis(port=ours.port, decode_responses=True, protocol=2)
@@ -212,7 +205,7 @@ def test_config_set_of_every_directive_answers_as_redis_7() -> None:
 def test_config_set_of_the_redis_8_names_answers_as_redis_8(tmp_path: Any) -> None:
     """The Redis 8 additions pyrepl accepts (hidden from CONFIG GET * as 7.0 has none of
     them) parse, refuse and read back as a Redis 8 server built from source does."""
-    exe = redis8_server_path()
+    exe = procs.redis8_server_path()
     if exe is None:
         pytest.skip("no Redis 8 redis-server: `make redis-src` builds it from Debian "
                     "experimental's source package (skipped when that source is unavailable)")
@@ -223,11 +216,11 @@ def test_config_set_of_the_redis_8_names_answers_as_redis_8(tmp_path: Any) -> No
                                 "loading-process-events-interval-bytes")]
     assert len(names) >= 14
     (tmp_path / "r8").mkdir()
-    port = free_port()
-    real = ServerProcess([exe, "--port", str(port), "--dir", str(tmp_path / "r8"), "--save", "",
-                          "--enable-debug-command", "yes"], port, str(tmp_path / "r8"),
-                         "redis8").start()
-    ours = start_pyrepl()
+    port = procs.free_port()
+    real = procs.ServerProcess([exe, "--port", str(port), "--dir", str(tmp_path / "r8"),
+                                "--save", "", "--enable-debug-command", "yes"],
+                               port, str(tmp_path / "r8"), "redis8").start()
+    ours = procs.start_pyrepl()
     try:
         rc = redis.Redis(port=real.port, decode_responses=True, protocol=2)
         oc = redis.Redis(port=ours.port, decode_responses=True, protocol=2)

@@ -15,14 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.differential import (
-    PROTOS,
-    SEEDS,
-    Pair,
-    check_propagation,
-    run_sequence,
-    sequence_settings,
-)
+from tests.support import differential as diff
 from tests.support.resp import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -183,7 +176,7 @@ def _skeleton(v: object) -> object:
     return v
 
 
-def check_hrandfield(p: Pair, *argv: str) -> None:
+def check_hrandfield(p: diff.Pair, *argv: str) -> None:
     ra, rb = p.both(*argv)
     assert ra[:1] == rb[:1], f"{argv}: pyrepl {ra!r} redis {rb!r}"
     if ra[:1] in (b"-", b"_") or ra in (b"$-1\r\n", b"*-1\r\n", b"*0\r\n"):
@@ -303,7 +296,7 @@ def rand_command(rnd: random.Random) -> tuple[str, ...]:
                        ("HRANDFIELD",), ("HSCAN", k)])
 
 
-def check(p: Pair, *argv: str) -> None:
+def check(p: diff.Pair, *argv: str) -> None:
     """``Pair.check``, or the shape-and-membership comparison of HRANDFIELD's random picks."""
     if argv[0] == "HRANDFIELD" and len(argv) >= 2:
         check_hrandfield(p, *argv)
@@ -311,13 +304,13 @@ def check(p: Pair, *argv: str) -> None:
         p.check(*argv)
 
 
-@sequence_settings(100)
-@given(proto=PROTOS, seed=SEEDS, n=st.integers(5, 40))
+@diff.sequence_settings(100)
+@given(proto=diff.PROTOS, seed=diff.SEEDS, n=st.integers(5, 40))
 def test_random_sequences(pairs, proto, seed, n):
     rnd = random.Random(seed)
     final = [(name, key, *args) for key in KEYS for name, *args in
              (("HGETALL",), ("HSCAN", "0"), ("LRANGE", "0", "-1"))]
-    run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), check=check, final=final)
+    diff.run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), check=check, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------
@@ -334,4 +327,4 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    check_propagation(tapped_redis.port, PROPAGATION_CASES)
+    diff.check_propagation(tapped_redis.port, PROPAGATION_CASES)

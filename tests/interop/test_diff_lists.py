@@ -15,13 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.differential import (
-    PROTOS,
-    SEEDS,
-    check_propagation,
-    run_sequence,
-    sequence_settings,
-)
+from tests.support import differential as diff
 from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -244,13 +238,13 @@ def rand_command(rnd: random.Random) -> tuple[str, ...]:
                        ("LRANGE", k, "0"), ("LSET", k, "0")])
 
 
-@sequence_settings(100)
-@given(proto=PROTOS, seed=SEEDS, n=st.integers(5, 40))
+@diff.sequence_settings(100)
+@given(proto=diff.PROTOS, seed=diff.SEEDS, n=st.integers(5, 40))
 def test_random_sequences(pairs, proto, seed, n):
     rnd = random.Random(seed)
     final = [(name, key, *args) for key in KEYS
              for name, *args in (("LRANGE", "0", "-1"), ("HGETALL",))]
-    run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), final=final)
+    diff.run_sequence(pairs[proto], (rand_command(rnd) for _ in range(n)), final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------
@@ -271,4 +265,4 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    check_propagation(tapped_redis.port, PROPAGATION_CASES)
+    diff.check_propagation(tapped_redis.port, PROPAGATION_CASES)

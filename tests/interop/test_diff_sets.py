@@ -17,14 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.differential import (
-    PROTOS,
-    Pair,
-    PropagationTaps,
-    normalize,
-    run_sequence,
-    sequence_settings,
-)
+from tests.support import differential as diff
 from tests.support.resp import RespError, parse_reply
 from tests.support.waits import wait_for
 
@@ -108,7 +101,7 @@ CASES: list[tuple[str, ...]] = [
 SET_VALUED = {b"spop", b"srandmember", b"sscan"}
 
 
-def check(p: Pair, *argv: str) -> None:
+def check(p: diff.Pair, *argv: str) -> None:
     """``Pair.check`` that also sorts the set-valued replies of SPOP / SRANDMEMBER / SSCAN."""
     if argv[0].lower().encode() not in SET_VALUED:
         p.check(*argv)
@@ -137,11 +130,11 @@ def _flat(v: object) -> list:
     return v if isinstance(v, list) else [v]
 
 
-def check_random(p: Pair, *argv: str) -> None:
+def check_random(p: diff.Pair, *argv: str) -> None:
     """SPOP / SRANDMEMBER: compare what is deterministic, then resync pyrepl's set on SPOP."""
     key = argv[1]
     before = p.both("SMEMBERS", key)
-    assert normalize(("SMEMBERS",), before[0]) == normalize(("SMEMBERS",), before[1])
+    assert diff.normalize(("SMEMBERS",), before[0]) == diff.normalize(("SMEMBERS",), before[1])
     was = parse_reply(before[1])
     members = set(was) if isinstance(was, list) else set()
     ra, rb = p.both(*argv)
@@ -165,10 +158,10 @@ def check_random(p: Pair, *argv: str) -> None:
             p.a.call("SADD", key, *popped_a)
             p.a.call("SREM", key, *popped_b)
     after = p.both("SMEMBERS", key)
-    assert normalize(("SMEMBERS",), after[0]) == normalize(("SMEMBERS",), after[1])
+    assert diff.normalize(("SMEMBERS",), after[0]) == diff.normalize(("SMEMBERS",), after[1])
 
 
-def check_sscan(p: Pair, key: str, *opts: str) -> None:
+def check_sscan(p: diff.Pair, key: str, *opts: str) -> None:
     """A complete SSCAN iteration on both servers returns the same members."""
     results = []
     for client in (p.a, p.b):
@@ -269,7 +262,7 @@ COMMAND = st.one_of(
 )
 
 
-def run_command(p: Pair, *argv) -> None:
+def run_command(p: diff.Pair, *argv) -> None:
     name = argv[0]
     if name in ("SPOP", "SRANDMEMBER"):
         check_random(p, *argv)
@@ -279,11 +272,11 @@ def run_command(p: Pair, *argv) -> None:
         p.check(*argv)
 
 
-@sequence_settings(80)
-@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@diff.sequence_settings(80)
+@given(proto=diff.PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     final = [(name, key) for key in KEY_NAMES for name in ("TYPE", "SMEMBERS")]
-    run_sequence(pairs[proto], cmds, check=run_command, final=final)
+    diff.run_sequence(pairs[proto], cmds, check=run_command, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------------
@@ -307,7 +300,7 @@ def _sorted_reply(reply: bytes) -> object:
 
 def test_propagation(tapped_redis):
     """Every case's reply and propagated commands equal Redis's (set replies sorted)."""
-    with PropagationTaps(tapped_redis.port) as taps:
+    with diff.PropagationTaps(tapped_redis.port) as taps:
         for argv in PROPAGATION_CASES:
             want_reply, want = taps.redis(*argv)
             reply, fed = taps.pyrepl(*argv)
@@ -317,7 +310,7 @@ def test_propagation(tapped_redis):
 
 def test_spop_propagation_shape(tapped_redis):
     """SPOP of some members: Redis 7.0 sends one SREM per member, wrapped in MULTI/EXEC."""
-    with PropagationTaps(tapped_redis.port) as taps:
+    with diff.PropagationTaps(tapped_redis.port) as taps:
         members = [f"m{i}" for i in range(10)]
         taps.redis("SADD", "s", *members)
         taps.pyrepl("SADD", "s", *members)

@@ -15,16 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.differential import (
-    PROTOS,
-    Pair,
-    PropagationTaps,
-    check_propagation,
-    check_timed,
-    run_sequence,
-    same_propagation,
-    sequence_settings,
-)
+from tests.support import differential as diff
 from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -193,10 +184,10 @@ CASES: list[tuple[str, ...]] = [
 ]
 
 
-def check(p: Pair, *argv: str) -> None:
+def check(p: diff.Pair, *argv: str) -> None:
     """``Pair.check``; TTL within a second (both servers run it a few ms apart)."""
     if argv[0] == "TTL":
-        check_timed(p, argv, 1)
+        diff.check_timed(p, argv, 1)
     else:
         p.check(*argv)
 
@@ -323,17 +314,17 @@ COMMAND = st.one_of(
 )
 
 
-@sequence_settings(100)
-@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=5, max_size=30))
+@diff.sequence_settings(100)
+@given(proto=diff.PROTOS, cmds=st.lists(COMMAND, min_size=5, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     p = pairs[proto]
-    run_sequence(p, cmds, check=check)
+    diff.run_sequence(p, cmds, check=check)
     for key in ("k0", "k1", "k2", "k3"):
         p.check("TYPE", key)
         ra, rb = p.both("GET", key)
         if not (ra.startswith(b"-") and rb.startswith(b"-")):
             assert ra == rb, (key, ra, rb)
-        check_timed(p, ("PTTL", key), 1000)
+        diff.check_timed(p, ("PTTL", key), 1000)
 
 
 # -- propagation ---------------------------------------------------------------------------------
@@ -362,12 +353,12 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    check_propagation(tapped_redis.port, PROPAGATION_CASES)
+    diff.check_propagation(tapped_redis.port, PROPAGATION_CASES)
 
 
 def test_lazy_expiry_propagation(tapped_redis):
     """A write that finds its key expired propagates the DEL first, as Redis does."""
-    with PropagationTaps(tapped_redis.port) as taps:
+    with diff.PropagationTaps(tapped_redis.port) as taps:
         for argv in (("SET", "x", "1", "PX", "30"), ("SET", "y", "1", "PX", "30"),
                      ("SET", "z", "1", "PX", "30")):
             taps.redis(*argv)
@@ -380,4 +371,4 @@ def test_lazy_expiry_propagation(tapped_redis):
             expected_reply, expected = taps.redis(*argv)
             reply, fed = taps.pyrepl(*argv)
             assert reply == expected_reply, argv
-            assert same_propagation(fed, expected), f"{argv}: {fed} != {expected}"
+            assert diff.same_propagation(fed, expected), f"{argv}: {fed} != {expected}"

@@ -16,13 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.differential import (
-    PROTOS,
-    Pair,
-    check_propagation,
-    run_sequence,
-    sequence_settings,
-)
+from tests.support import differential as diff
 from tests.support.resp import RespError, parse_reply
 from tests.support.waits import wait_for
 
@@ -330,7 +324,7 @@ def _pairs_of(v: object, withscores: bool, proto: int) -> list:
     return list(zip(v[0::2], v[1::2], strict=True))
 
 
-def check_zrandmember(p: Pair, *argv: str) -> None:
+def check_zrandmember(p: diff.Pair, *argv: str) -> None:
     key = argv[1]
     withscores = len(argv) > 3 and argv[3].lower() == "withscores"
     snap = {}
@@ -358,7 +352,7 @@ def check_zrandmember(p: Pair, *argv: str) -> None:
             assert len(set(got)) == len(got), (argv, got)
 
 
-def check_zscan_all(p: Pair, key: str, *opts: str) -> None:
+def check_zscan_all(p: diff.Pair, key: str, *opts: str) -> None:
     results = []
     for client in (p.a, p.b):
         seen: dict[bytes, float] = {}
@@ -505,19 +499,19 @@ COMMAND = st.one_of(
 )
 
 
-def run_command(p: Pair, *argv: str) -> None:
+def run_command(p: diff.Pair, *argv: str) -> None:
     if argv[0] == "ZRANDMEMBER":
         check_zrandmember(p, *argv)
     else:
         p.check(*argv)
 
 
-@sequence_settings(100)
-@given(proto=PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
+@diff.sequence_settings(100)
+@given(proto=diff.PROTOS, cmds=st.lists(COMMAND, min_size=1, max_size=30))
 def test_random_sequences(pairs, proto, cmds):
     final = [argv for key in KEY_NAMES
              for argv in (("TYPE", key), ("ZRANGE", key, "0", "-1", "WITHSCORES"))]
-    run_sequence(pairs[proto], cmds, check=run_command, final=final)
+    diff.run_sequence(pairs[proto], cmds, check=run_command, final=final)
 
 
 # -- propagation ---------------------------------------------------------------------------------
@@ -542,5 +536,5 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 
 def test_propagation(tapped_redis):
-    check_propagation(tapped_redis.port, PROPAGATION_CASES)
+    diff.check_propagation(tapped_redis.port, PROPAGATION_CASES)
 

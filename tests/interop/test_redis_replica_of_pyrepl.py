@@ -17,15 +17,8 @@ import time
 import pytest
 import redis
 
+from tests.support import realpair
 from tests.support.procs import ServerProcess, start_pyrepl, start_redis
-from tests.support.realpair import (
-    digest,
-    events,
-    info,
-    start_master,
-    start_replica_of,
-    wait_in_sync,
-)
 from tests.support.resp import RawClient
 from tests.support.waits import wait_for
 
@@ -99,23 +92,23 @@ def procs():
 
 
 def full_sync_under_load(procs: list[ServerProcess], *master_args: str) -> tuple:
-    master = start_master(*master_args)
+    master = realpair.start_master(*master_args)
     procs.append(master)
     m = redis.Redis(port=master.port)
     m.execute_command("DEBUG", "POPULATE", "200000", "key", "64")
     writer = Writer(master.port, seed=len(master_args))
     writer.start()
     wait_for(lambda: writer.ops >= 500, 30, what="the write load to start")
-    replica = start_replica_of(master)
+    replica = realpair.start_replica_of(master)
     procs.append(replica)
     rep = redis.Redis(port=replica.port)
-    wait_for(lambda: info(rep, "replication").get("master_link_status") == "up", 60,
+    wait_for(lambda: realpair.info(rep, "replication").get("master_link_status") == "up", 60,
              what="the replica's link to come up")
     ops_at_up = writer.ops
     wait_for(lambda: writer.ops >= ops_at_up + 2000, 30, what="writes after the sync")
     writer.stop()
-    wait_in_sync(m, rep)
-    assert digest(rep) == digest(m)
+    realpair.wait_in_sync(m, rep)
+    assert realpair.digest(rep) == realpair.digest(m)
     assert m.dbsize() == rep.dbsize() > 200000
     return master, replica, m, rep
 
@@ -125,20 +118,20 @@ def full_sync_under_load(procs: list[ServerProcess], *master_args: str) -> tuple
 def test_diskless_full_sync_under_write_load(procs) -> None:
     master, replica, m, rep = full_sync_under_load(procs, "--repl-diskless-sync", "yes",
                                                    "--repl-diskless-sync-delay", "0")
-    stats = info(m, "stats")
+    stats = realpair.info(m, "stats")
     assert (stats["sync_full"], stats["sync_partial_ok"]) == ("1", "0")
     log = master.log()
     assert "Starting BGSAVE for SYNC with target: replicas sockets" in log
     assert (f"Streamed RDB transfer with replica 127.0.0.1:{replica.port} succeeded (socket). "
             f"Waiting for REPLCONF ACK from slave to enable streaming") in log
     assert "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF" in replica.log()
-    fork = events(master, "fullsync_fork")[0]
-    online = events(master, "replica_online")[0]
+    fork = realpair.events(master, "fullsync_fork")[0]
+    online = realpair.events(master, "replica_online")[0]
     assert fork["mode"] == "diskless" and online["mode"] == "diskless"
     # the write load really ran during the transfer: the replica got a held stream
     assert online["buffer_peak"] > 0
-    ri = info(rep, "replication")
-    assert ri["master_replid"] == info(m, "replication")["master_replid"]
+    ri = realpair.info(rep, "replication")
+    assert ri["master_replid"] == realpair.info(m, "replication")["master_replid"]
 
 
 def test_disk_full_sync_under_write_load(procs) -> None:
@@ -148,22 +141,22 @@ def test_disk_full_sync_under_write_load(procs) -> None:
     assert "Background saving terminated with success" in log
     assert f"Synchronization with replica 127.0.0.1:{replica.port} succeeded" in log
     assert "MASTER <-> REPLICA sync: receiving" in replica.log()
-    assert events(master, "fullsync_fork")[0]["mode"] == "disk"
-    assert events(master, "fullsync_rdb_sent")[0]["bytes"] > 200000 * 64
+    assert realpair.events(master, "fullsync_fork")[0]["mode"] == "disk"
+    assert realpair.events(master, "fullsync_rdb_sent")[0]["bytes"] > 200000 * 64
 
 
 # -- partial resync and WAIT --------------------------------------------------------------------
 
 def test_partial_resync_after_client_kill_and_wait(procs) -> None:
-    master = start_master("--repl-diskless-sync-delay", "0")
+    master = realpair.start_master("--repl-diskless-sync-delay", "0")
     procs.append(master)
     m = redis.Redis(port=master.port)
     m.execute_command("DEBUG", "POPULATE", "1000")
-    replica = start_replica_of(master)
+    replica = realpair.start_replica_of(master)
     procs.append(replica)
     rep = redis.Redis(port=replica.port)
-    wait_in_sync(m, rep)
-    offset_before = int(info(m, "replication")["master_repl_offset"])
+    realpair.wait_in_sync(m, rep)
+    offset_before = int(realpair.info(m, "replication")["master_repl_offset"])
     # As in ../shared/redis-wire/d: the kill and the writes in one transaction, so the
     # replica is away while they are written.
     p = m.pipeline(transaction=True)
@@ -175,8 +168,8 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
     assert res[0] == 1
     m.set("after-kill:1", "y")
     wait_for(lambda: rep.get("after-kill:1") == b"y", 30, what="the replica to come back")
-    wait_in_sync(m, rep)
-    stats = info(m, "stats")
+    realpair.wait_in_sync(m, rep)
+    stats = realpair.info(m, "stats")
     assert (stats["sync_full"], stats["sync_partial_ok"]) == ("1", "1")
     log = master.log()
     assert f"Connection with replica 127.0.0.1:{replica.port} lost." in log
@@ -188,8 +181,8 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
     sent = int(accepted[0].split("Sending ")[1].split(" bytes")[0])
     assert sent > 0  # the MULTI ... EXEC block written while the replica was away
     assert "Successful partial resynchronization with master." in replica.log()
-    assert digest(rep) == digest(m)
-    dec = events(master, "psync_decision")[-1]
+    assert realpair.digest(rep) == realpair.digest(m)
+    dec = realpair.events(master, "psync_decision")[-1]
     assert (dec["result"], dec["req_offset"]) == ("continue", offset_before + 1)
     # WAIT: the replica acknowledges the client's last write
     m.set("w", "1")
@@ -197,7 +190,7 @@ def test_partial_resync_after_client_kill_and_wait(procs) -> None:
     t0 = time.monotonic()
     assert m.execute_command("WAIT", "2", "300") == 1  # only one replica: times out
     assert time.monotonic() - t0 >= 0.25
-    assert info(m, "replication")["connected_slaves"] == "1"
+    assert realpair.info(m, "replication")["connected_slaves"] == "1"
     clients = m.execute_command("CLIENT", "LIST", "TYPE", "replica")
     clients = clients.decode() if isinstance(clients, bytes) else clients
     assert "flags=S " in clients and clients.count("\n") == 1
