@@ -11,6 +11,7 @@ that "stop reading" really holds bytes back. Real cores, real bytes, no mocks of
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,27 +22,15 @@ from pyrepl.config import Config
 from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
-from pyrepl.replication.rdbchannel import (
-    BLOCK_SIZE,
-    TRANSITIONS,
-    BulkHeader,
-    Failed,
-    FullResync,
-    FullSyncBuffer,
-    Keepalive,
-    Payload,
-    RdbChannel,
-    RdbChannelError,
-    RdbChInput,
-    RdbChState,
-)
+from pyrepl.replication import rdbchannel as rc
+from pyrepl.replication.rdbchannel import BulkHeader, Failed, FullResync, Keepalive, Payload
 from pyrepl.replication.replica import ReplState
 from tests.support.checks import check_every_move
 from tests.support.cores import NOW, cmd
 from tests.support.replica_side import ReplicaNode
 
 S = ReplState
-C = RdbChState
+C = rc.RdbChState
 MASTER_ID = "e0b8062d0b155a1e43fa2d39d13c0623805c27e1"  # the transcript master's replid
 MARK = b"79b150900a78ca68cdb80090425f0092523acc81"
 SETTINGS = settings(max_examples=120, deadline=None,
@@ -63,16 +52,14 @@ TRANSCRIPT: list[tuple[int, str, str, bytes]] = [
     (9, "main", "R>M",
      b'*3\r\n$5\r\nPSYNC\r\n$40\r\n3b5dc16eeb8ff5bca1eb6f57b001d761aeb11511\r\n$1\r\n1\r\n'),
     (10, "main", "M>R", b'+RDBCHANNELSYNC 10\r\n'),
-    (12, "rdb", "R>M",
-     b'*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*11\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n$3\r\neof\r\n$'
-     b'8\r\nrdb-only\r\n$1\r\n1\r\n$11\r\nrdb-channel\r\n$1\r\n1\r\n$17\r\nmain-ch-client-id'
-     b'\r\n$2\r\n10\r\n$14\r\nlistening-port\r\n$4\r\n6381\r\n'),
+    (12, "rdb", "R>M", b'*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n'
+     b'*11\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n$3\r\neof\r\n$8\r\nrdb-only\r\n$1\r\n1\r\n$11\r\n'
+     b'rdb-channel\r\n$1\r\n1\r\n$17\r\nmain-ch-client-id\r\n$2\r\n10\r\n$14\r\nlistening-port'
+     b'\r\n$4\r\n6381\r\n'),
     (13, "rdb", "M>R", b'+OK\r\n+OK\r\n'),
     (14, "rdb", "R>M", b'*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n'),
-    (15, "rdb", "M>R", b'\n'),
-    (16, "rdb", "M>R", b'\n'),
-    (17, "rdb", "M>R", b'\n'),
-    (18, "rdb", "M>R", b'\n'),
+    (15, "rdb", "M>R", b'\n'), (16, "rdb", "M>R", b'\n'),  # keepalive newlines
+    (17, "rdb", "M>R", b'\n'), (18, "rdb", "M>R", b'\n'),
     (19, "rdb", "M>R", b'\n+FULLRESYNC e0b8062d0b155a1e43fa2d39d13c0623805c27e1 0\r\n'),
     (20, "main", "M>R",
      b'*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nset\r\n$8\r\nduring:1\r\n$1\r\na\r\n'),
@@ -298,7 +285,7 @@ def check_transcript_end(n: Node, got: dict[str, bytes]) -> None:
     info = n.info()
     assert info["master_link_status"] == "up" and info["slave_repl_offset"] == 169
     assert info["replica_full_sync_buffer_size"] == 0
-    assert info["replica_full_sync_buffer_peak"] == BLOCK_SIZE  # 122 bytes: one block
+    assert info["replica_full_sync_buffer_peak"] == rc.BLOCK_SIZE  # 122 bytes: one block
 
 
 def test_transcript_replay_matches_redis_8_byte_for_byte() -> None:
@@ -325,7 +312,7 @@ def test_transcript_replay_matches_redis_8_byte_for_byte() -> None:
     assert evs[2]["offset"] == 0 and evs[2]["replid"] == MASTER_ID
     assert evs[3]["bytes"] == len(TRANSCRIPT_RDB) - len(b"$EOF:") - 40 - 2
     assert evs[4]["keys"] == 20 and evs[5]["mode"] == "rdb-channel"
-    assert evs[6]["bytes"] == 122 and evs[6]["buffer_peak"] == BLOCK_SIZE
+    assert evs[6]["bytes"] == 122 and evs[6]["buffer_peak"] == rc.BLOCK_SIZE
     assert evs[6]["buffer_limit"] == 256 * 1024 * 1024  # 0 = the replica class hard limit
     assert evs[6]["offset"] == 122
 
@@ -450,13 +437,13 @@ def test_a_master_without_the_capability_gets_the_classic_sync(diskless: bool) -
 
 def test_buffer_counts_whole_blocks_and_overshoots_the_limit_by_one_block_like_redis() -> None:
     # Redis 8.6.3 with replica-full-sync-buffer-limit 8mb peaked at 9437040 = 9 x 1048560
-    buf = FullSyncBuffer(8 * 1024 * 1024)
+    buf = rc.FullSyncBuffer(8 * 1024 * 1024)
     chunk = b"x" * 65536
     reads = 0
     while not buf.append(chunk):
         reads += 1
         assert reads < 1000
-    assert buf.size == buf.peak == 9437040 == 9 * BLOCK_SIZE
+    assert buf.size == buf.peak == 9437040 == 9 * rc.BLOCK_SIZE
     assert buf.used == (reads + 1) * 65536 <= buf.size
     assert len(buf.blocks) == 9
     out = b""
@@ -465,11 +452,11 @@ def test_buffer_counts_whole_blocks_and_overshoots_the_limit_by_one_block_like_r
     assert out == chunk * (reads + 1) and buf.size == 0 and buf.used == 0
     assert buf.peak == 9437040  # the peak is kept
     # a read straddling a block boundary is stored whole, in order, in the next block
-    buf = FullSyncBuffer(0)
+    buf = rc.FullSyncBuffer(0)
     data = bytes(range(256)) * 5000  # 1.28 MB in one append
     assert buf.append(data) is False  # no limit
-    assert buf.size == 2 * BLOCK_SIZE and [len(b) for b in buf.blocks] == \
-        [BLOCK_SIZE, len(data) - BLOCK_SIZE]
+    assert buf.size == 2 * rc.BLOCK_SIZE and [len(b) for b in buf.blocks] == \
+        [rc.BLOCK_SIZE, len(data) - rc.BLOCK_SIZE]
     assert buf.pop_block() + buf.pop_block() == data
 
 
@@ -511,25 +498,35 @@ class Pipe:
         return reads
 
 
+def stream_during_the_sync(n: Node, commands: int, offset: int = 0, chunk: int = 65536,
+                           keepalives: int = 0) -> tuple[bytes, Pipe]:
+    """The rdb channel handshaken and its ``+FULLRESYNC`` at ``offset`` received (after
+    ``keepalives`` newlines); then ``big_stream(commands)`` written on the main channel and read
+    as far as the replica reads: the stream and its pipe."""
+    to_rdbchannel(n)
+    n.rdb(b"\n" * keepalives + b"+FULLRESYNC %s %d\r\n" % (MASTER_ID.encode(), offset))
+    stream = big_stream(commands)
+    pipe = Pipe(n, chunk=chunk)
+    pipe.write(stream)
+    pipe.pump()
+    return stream, pipe
+
+
 def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -> None:
     limit = 4 * 1024 * 1024
     n = Node(("replica-full-sync-buffer-limit", [str(limit)]))
-    to_rdbchannel(n)
     offset = 5000
-    n.rdb(b"\n\n+FULLRESYNC %s %d\r\n" % (MASTER_ID.encode(), offset))
-    stream = big_stream(8000)  # ~8 MB written while the snapshot is in flight
-    pipe = Pipe(n)
-    pipe.write(stream)
-    pipe.pump()
+    # ~8 MB written while the snapshot is in flight
+    stream, pipe = stream_during_the_sync(n, 8000, offset, keepalives=2)
     # at the limit the replica stopped reading: one block past the limit, the rest waits
     assert n.io.token in n.io.paused
-    assert n.side.full_sync_buffer_bytes() == 5 * BLOCK_SIZE
+    assert n.side.full_sync_buffer_bytes() == 5 * rc.BLOCK_SIZE
     assert n.side.fsbuf.used == pipe.delivered < len(stream)
     assert len(pipe.pending) == len(stream) - pipe.delivered > 2_000_000
     info = n.info()
     assert info["replica_full_sync_buffer_size"] == info["replica_full_sync_buffer_peak"] \
-        == 5 * BLOCK_SIZE
-    assert dict(n.repl.memory_fields())["mem_replica_full_sync_buffer"] == 5 * BLOCK_SIZE
+        == 5 * rc.BLOCK_SIZE
+    assert dict(n.repl.memory_fields())["mem_replica_full_sync_buffer"] == 5 * rc.BLOCK_SIZE
     assert info["master_link_status"] == "down" and info["master_sync_in_progress"] == 1
     assert "Replication buffer limit has been reached (4194304 bytes), stopped buffering " \
            "replication stream. Further accumulation may occur on master side." in n.logs()
@@ -542,7 +539,7 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
     assert n.io.take(n.io.token) == cmd("REPLCONF", "ACK", offset)
     info = n.info()
     assert info["master_link_status"] == "up" and info["slave_repl_offset"] == offset
-    assert info["replica_full_sync_buffer_size"] == 5 * BLOCK_SIZE
+    assert info["replica_full_sync_buffer_size"] == 5 * rc.BLOCK_SIZE
     # drain: a step applies two blocks; the socket then gets to deliver at most one read;
     # the master keeps writing one chunk per step meanwhile, and the buffer still empties
     more = big_stream(3000, tag="more")[len(cmd("SELECT", "0")):]
@@ -571,11 +568,11 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
     assert n.digest() == expected_digest(stream + more)
     drained = [e for e in n.events() if e["event"] == "buffer_drained"]
     assert len(drained) == 1
-    assert drained[0]["buffer_peak"] == 5 * BLOCK_SIZE and drained[0]["buffer_limit"] == limit
+    assert drained[0]["buffer_peak"] == 5 * rc.BLOCK_SIZE and drained[0]["buffer_limit"] == limit
     assert drained[0]["bytes"] == buffered  # what was buffered, including reads meanwhile
     info = n.info()
     assert info["replica_full_sync_buffer_size"] == 0
-    assert info["replica_full_sync_buffer_peak"] == 5 * BLOCK_SIZE  # not reset
+    assert info["replica_full_sync_buffer_peak"] == 5 * rc.BLOCK_SIZE  # not reset
     # sub-replicas and the backlog got exactly the master's bytes at the master's offsets
     assert b"".join(n.repl.backlog.read_from(n.repl.backlog.first_byte_offset)) == \
         (stream + more)[-n.repl.backlog.histlen:]
@@ -583,13 +580,8 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
 
 def test_a_tiny_limit_stops_reading_after_one_read() -> None:
     n = Node(("replica-full-sync-buffer-limit", ["1"]))  # one block is over the limit
-    to_rdbchannel(n)
-    n.rdb(b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
-    stream = big_stream(300)
-    pipe = Pipe(n, chunk=16384)
-    pipe.write(stream)
-    pipe.pump()
-    assert pipe.reads == 1 and n.side.fsbuf.size == BLOCK_SIZE  # paused after the first read
+    stream, pipe = stream_during_the_sync(n, 300, chunk=16384)
+    assert pipe.reads == 1 and n.side.fsbuf.size == rc.BLOCK_SIZE  # paused after the first read
     assert n.io.log == [("pause", n.io.token)]
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     while n.io.drains:
@@ -602,12 +594,7 @@ def test_a_tiny_limit_stops_reading_after_one_read() -> None:
 
 def test_every_read_while_draining_is_followed_by_a_pause() -> None:
     n = Node()
-    to_rdbchannel(n)
-    n.rdb(b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
-    stream = big_stream(6000)
-    pipe = Pipe(n, chunk=16384)
-    pipe.write(stream)
-    pipe.pump()
+    stream, pipe = stream_during_the_sync(n, 6000, chunk=16384)
     assert n.side.fsbuf.used == len(stream) and n.io.log == []  # under the limit: all read
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     more = big_stream(1000, tag="more")[len(cmd("SELECT", "0")):]
@@ -658,6 +645,7 @@ def test_disk_style_header_on_the_rdb_channel_is_accepted() -> None:
 
 # -- failure paths: a clean retry, nothing half-applied -----------------------------------------
 
+Step = Callable[[], object]
 FAILURES = ["main-lost-waiting", "main-lost-mid-payload", "rdb-lost-waiting",
             "rdb-lost-mid-payload", "rdb-connect-failed", "bad-crc", "broken-mark",
             "replconf-err", "auth-err", "psync-err", "psync-continue", "master-error",
@@ -666,73 +654,52 @@ FAILURES = ["main-lost-waiting", "main-lost-mid-payload", "rdb-lost-waiting",
 
 
 def _fail(n: Node, failure: str) -> None:
+    """A sync driven step by step; after the step at which ``failure`` can strike, it does."""
     s = n.side
     rdb = snapshot(0)
-    if failure == "bad-rdbchannelsync":
-        s.on_connected(n.io.token)
-        n.main(b"+PONG\r\n+OK\r\n+OK\r\n+RDBCHANNELSYNC\r\n")
-        return
-    s.on_connected(n.io.token)
-    n.main(b"+PONG\r\n+OK\r\n+OK\r\n+RDBCHANNELSYNC 10\r\n")
-    n.main(cmd("SELECT", "0") + cmd("SET", "during", "x"))  # buffered, must never apply
-    if failure == "rdb-connect-failed":
-        s.on_rdb_connect_failed(n.io.rdb_token, "Connection refused")
-        return
-    if failure == "data-before-handshake":
-        n.rdb(b"+OK\r\n")
-        return
-    s.on_rdb_connected(n.io.rdb_token)
-    if failure == "auth-err":
-        n.rdb(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
-        return
-    n.rdb(b"+OK\r\n")
-    if failure == "replconf-err":
-        n.rdb(b"-ERR Unrecognized RDB client id: 10\r\n")
-        return
-    n.rdb(b"+OK\r\n\n")
-    if failure == "main-lost-waiting":
-        s.on_closed(n.io.token, "Connection reset by peer")
-        return
-    if failure == "rdb-lost-waiting":
-        s.on_rdb_closed(n.io.rdb_token, "")
-        return
-    if failure == "psync-err":
-        n.rdb(b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n")
-        return
-    if failure == "psync-continue":
-        n.rdb(b"+CONTINUE %s\r\n" % MASTER_ID.encode())
-        return
-    if failure == "timeout":
-        n.tick(1000)
-        n.tick(61_000)
-        return
-    if failure == "replicaof-no-one":
-        s.unset_master()
-        return
-    if failure == "replicaof-other":
-        s.set_master("127.0.0.1", 7001)
-        return
-    n.rdb(b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
-    if failure == "master-error":
-        n.rdb(b"-ERR snapshot child failed\r\n")
-        return
-    if failure == "bad-header":
-        n.rdb(b"REDIS0011\r\n")
-        return
-    n.rdb(b"$EOF:" + MARK + b"\r\n")
-    if failure == "bad-crc":
-        n.rdb(rdb[:-1] + bytes([rdb[-1] ^ 0xFF]) + MARK)
-        return
-    if failure == "broken-mark":
-        n.rdb(rdb + b"X" * 40)
-        return
-    n.rdb(rdb[: len(rdb) // 2])
-    if failure == "main-lost-mid-payload":
-        s.on_closed(n.io.token, "Connection reset by peer")
-    elif failure == "rdb-lost-mid-payload":
-        s.on_rdb_closed(n.io.rdb_token, "Connection reset by peer")
-    else:
-        raise AssertionError(failure)
+    reset = "Connection reset by peer"
+
+    def rdbchannelsync() -> None:
+        n.main(b"+PONG\r\n+OK\r\n+OK\r\n+RDBCHANNELSYNC 10\r\n")
+        n.main(cmd("SELECT", "0") + cmd("SET", "during", "x"))  # buffered, must never apply
+
+    steps: list[tuple[Step, dict[str, Step]]] = [
+        (lambda: s.on_connected(n.io.token),
+         {"bad-rdbchannelsync": lambda: n.main(b"+PONG\r\n+OK\r\n+OK\r\n+RDBCHANNELSYNC\r\n")}),
+        (rdbchannelsync,
+         {"rdb-connect-failed": lambda: s.on_rdb_connect_failed(n.io.rdb_token,
+                                                                "Connection refused"),
+          "data-before-handshake": lambda: n.rdb(b"+OK\r\n")}),
+        (lambda: s.on_rdb_connected(n.io.rdb_token),
+         {"auth-err": lambda: n.rdb(b"-WRONGPASS invalid username-password pair or user is "
+                                    b"disabled.\r\n")}),
+        (lambda: n.rdb(b"+OK\r\n"),
+         {"replconf-err": lambda: n.rdb(b"-ERR Unrecognized RDB client id: 10\r\n")}),
+        (lambda: n.rdb(b"+OK\r\n\n"),
+         {"main-lost-waiting": lambda: s.on_closed(n.io.token, reset),
+          "rdb-lost-waiting": lambda: s.on_rdb_closed(n.io.rdb_token, ""),
+          "psync-err": lambda: n.rdb(b"-NOMASTERLINK Can't SYNC while not connected with my "
+                                     b"master\r\n"),
+          "psync-continue": lambda: n.rdb(b"+CONTINUE %s\r\n" % MASTER_ID.encode()),
+          "timeout": lambda: (n.tick(1000), n.tick(61_000)),
+          "replicaof-no-one": s.unset_master,
+          "replicaof-other": lambda: s.set_master("127.0.0.1", 7001)}),
+        (lambda: n.rdb(b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode()),
+         {"master-error": lambda: n.rdb(b"-ERR snapshot child failed\r\n"),
+          "bad-header": lambda: n.rdb(b"REDIS0011\r\n")}),
+        (lambda: n.rdb(b"$EOF:" + MARK + b"\r\n"),
+         {"bad-crc": lambda: n.rdb(rdb[:-1] + bytes([rdb[-1] ^ 0xFF]) + MARK),
+          "broken-mark": lambda: n.rdb(rdb + b"X" * 40)}),
+        (lambda: n.rdb(rdb[: len(rdb) // 2]),
+         {"main-lost-mid-payload": lambda: s.on_closed(n.io.token, reset),
+          "rdb-lost-mid-payload": lambda: s.on_rdb_closed(n.io.rdb_token, reset)}),
+    ]
+    for step, strikes in steps:
+        step()
+        if failure in strikes:
+            strikes[failure]()
+            return
+    raise AssertionError(failure)
 
 
 @pytest.mark.parametrize("failure", FAILURES)
@@ -800,12 +767,7 @@ def test_failure_logs_are_redis_style() -> None:
 
 def test_main_link_lost_while_draining_caches_the_applied_offset() -> None:
     n = Node(("replica-full-sync-buffer-limit", ["1"]))
-    to_rdbchannel(n)
-    n.rdb(b"+FULLRESYNC %s 0\r\n" % MASTER_ID.encode())
-    stream = big_stream(4000)
-    pipe = Pipe(n)
-    pipe.write(stream)
-    pipe.pump()
+    stream, pipe = stream_during_the_sync(n, 4000)
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     n.side.drain_step(n.io.drains.pop(0))  # one step: part of the buffer applied
     applied = n.side.master.reploff
@@ -840,22 +802,22 @@ def test_info_role_and_events_during_an_rdb_channel_sync() -> None:
     n.main(cmd("SELECT", "0") + cmd("SET", "q", "1"))
     info = n.info()
     assert (info["master_sync_total_bytes"], info["master_sync_read_bytes"]) == (0, 50)
-    assert info["replica_full_sync_buffer_size"] == BLOCK_SIZE
+    assert info["replica_full_sync_buffer_size"] == rc.BLOCK_SIZE
     assert n.run("ROLE").endswith(b"$4\r\nsync\r\n:-1\r\n")
     mem = dict(n.repl.memory_fields())
-    assert mem["mem_replica_full_sync_buffer"] == BLOCK_SIZE
-    assert mem["mem_total_replication_buffers"] >= BLOCK_SIZE
+    assert mem["mem_replica_full_sync_buffer"] == rc.BLOCK_SIZE
+    assert mem["mem_total_replication_buffers"] >= rc.BLOCK_SIZE
 
 
 # -- the rdb channel protocol object: every state x input ---------------------------------------
 
 def test_every_missing_rdb_channel_transition_is_a_typed_error() -> None:
-    ch = RdbChannel(b"1", 6381)
-    check_every_move(ch, ch._go, TRANSITIONS, RdbChState, RdbChInput, RdbChannelError)
+    ch = rc.RdbChannel(b"1", 6381)
+    check_every_move(ch, ch._go, rc.TRANSITIONS, rc.RdbChState, rc.RdbChInput, rc.RdbChannelError)
 
 
-def _channel(state: str) -> RdbChannel:
-    ch = RdbChannel(b"10", 6381, [b"pw"])
+def _channel(state: str) -> rc.RdbChannel:
+    ch = rc.RdbChannel(b"10", 6381, [b"pw"])
     if state == "NONE":
         return ch
     ch.start()
@@ -912,11 +874,11 @@ def test_rdb_channel_every_state_and_input(state: str, inp: str) -> None:
     ch = _channel(state)
     want_state, want_event = CH_EXPECTED[state][inp]
     if want_state == "raise":
-        with pytest.raises(RdbChannelError):
+        with pytest.raises(rc.RdbChannelError):
             ch.receive_data(INPUTS[inp])
         return
     ch.receive_data(INPUTS[inp])
-    assert ch.state is RdbChState[want_state]
+    assert ch.state is rc.RdbChState[want_state]
     ev = ch.next_event()
     if want_event is None:
         assert ev is None
@@ -937,7 +899,7 @@ def test_rdb_channel_every_state_and_input(state: str, inp: str) -> None:
 def test_rdb_channel_events_do_not_depend_on_the_split(cuts: list[int]) -> None:
     data = (b"+OK\r\n+OK\r\n\n\n\n+FULLRESYNC %s 42\r\n\n$EOF:%s\r\n" % (MASTER_ID.encode(), MARK)
             + b"REDIS0011...payload...")
-    ch = RdbChannel(b"10", 6381, [b"pw"])
+    ch = rc.RdbChannel(b"10", 6381, [b"pw"])
     ch.start()
     ch.connected()
     prev = 0
