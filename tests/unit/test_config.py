@@ -13,9 +13,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -546,63 +546,63 @@ def test_error_in_included_file_names_that_file(tmp_path: Path) -> None:
 # -- errors --
 
 
+# A file whose line 1 is bad: the line and the reason its error gives.
+LINE_ERRORS: dict[str, str] = {
+    "rename-command FLUSHALL ''\n": "Bad directive or wrong number of arguments",
+    "port\n": "wrong number of arguments",
+    "port 1 2\n": "wrong number of arguments",
+    "port 6379 # inline comments are not comments\n": "wrong number of arguments",
+    "port abc\n": "argument couldn't be parsed into an integer",
+    "port +1\n": "argument couldn't be parsed into an integer",
+    "port 70000\n": "argument must be between 0 and 65535 inclusive",
+    "port -1\n": "argument must be between 0 and 65535 inclusive",
+    "databases 0\n": "argument must be between 1 and 2147483647 inclusive",
+    "maxclients 0\n": "argument must be between 1 and 4294967295 inclusive",
+    "maxclients -1\n": "argument must be between 1 and 4294967295 inclusive",
+    "repl-timeout 0\n": "argument must be between 1 and 2147483647 inclusive",
+    "active-expire-effort 11\n": "argument must be between 1 and 10 inclusive",
+    "protected-mode maybe\n": "argument must be 'yes' or 'no'",
+    "protected-mode 1\n": "argument must be 'yes' or 'no'",
+    "maxmemory 10x\n": "argument must be a memory value",
+    "maxmemory -1\n": "argument must be a memory value",
+    "repl-backlog-size 0\n": "argument must be between 1 and 9223372036854775807 inclusive",
+    "proto-max-bulk-len 1000\n":
+        "argument must be between 1048576 and 9223372036854775807 inclusive",
+    "client-query-buffer-limit 1kb\n":
+        "argument must be between 1048576 and 9223372036854775807 inclusive",
+    "loglevel loud\n": "argument(s) must be one of the following: debug, verbose, notice, warning",
+    "maxmemory-policy lru\n":
+        "argument(s) must be one of the following: volatile-lru, volatile-lfu, "
+        "volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
+    "repl-diskless-load flushdb\n":
+        "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+    "save 900\n": "Invalid save parameters",
+    "save 0 1\n": "Invalid save parameters",
+    "save 10 -1\n": "Invalid save parameters",
+    "save ten 1\n": "Invalid save parameters",
+    "client-output-buffer-limit x\n": "Wrong number of arguments in buffer limit configuration.",
+    "client-output-buffer-limit ''\n": "Wrong number of arguments in buffer limit configuration.",
+    "client-output-buffer-limit master 1 2 3\n":
+        "Invalid client class specified in buffer limit configuration.",
+    "client-output-buffer-limit normal 1 2 -3\n":
+        "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+    "client-output-buffer-limit normal 1x 2 3\n":
+        "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+    "replicaof onlyhost\n": "wrong number of arguments",
+    "replicaof h 65536\n": "Invalid master port",
+    "replicaof h port\n": "Invalid master port",
+    "bind " + " ".join(f"10.0.0.{i}" for i in range(17)) + "\n":
+        "Too many bind addresses specified.",
+    "dbfilename dir/dump.rdb\n": "dbfilename can't be a path, just a filename",
+    'requirepass "abc\n': "Unbalanced quotes in configuration line",
+    "requirepass 'a'b\n": "Unbalanced quotes in configuration line",
+}
+
+
 @pytest.mark.parametrize(
     ("text", "lineno", "reason"),
-    [
-        ("port 1\n\nfoo bar\n", 3, "Bad directive or wrong number of arguments"),
-        ("rename-command FLUSHALL ''\n", 1, "Bad directive or wrong number of arguments"),
-        ("port\n", 1, "wrong number of arguments"),
-        ("port 1 2\n", 1, "wrong number of arguments"),
-        ("port 6379 # inline comments are not comments\n", 1, "wrong number of arguments"),
-        ("port abc\n", 1, "argument couldn't be parsed into an integer"),
-        ("port +1\n", 1, "argument couldn't be parsed into an integer"),
-        ("port 70000\n", 1, "argument must be between 0 and 65535 inclusive"),
-        ("port -1\n", 1, "argument must be between 0 and 65535 inclusive"),
-        ("databases 0\n", 1, "argument must be between 1 and 2147483647 inclusive"),
-        ("maxclients 0\n", 1, "argument must be between 1 and 4294967295 inclusive"),
-        ("maxclients -1\n", 1, "argument must be between 1 and 4294967295 inclusive"),
-        ("repl-timeout 0\n", 1, "argument must be between 1 and 2147483647 inclusive"),
-        ("active-expire-effort 11\n", 1, "argument must be between 1 and 10 inclusive"),
-        ("protected-mode maybe\n", 1, "argument must be 'yes' or 'no'"),
-        ("protected-mode 1\n", 1, "argument must be 'yes' or 'no'"),
-        ("maxmemory 10x\n", 1, "argument must be a memory value"),
-        ("maxmemory -1\n", 1, "argument must be a memory value"),
-        ("repl-backlog-size 0\n", 1,
-         "argument must be between 1 and 9223372036854775807 inclusive"),
-        ("proto-max-bulk-len 1000\n", 1,
-         "argument must be between 1048576 and 9223372036854775807 inclusive"),
-        ("client-query-buffer-limit 1kb\n", 1,
-         "argument must be between 1048576 and 9223372036854775807 inclusive"),
-        ("loglevel loud\n", 1,
-         "argument(s) must be one of the following: debug, verbose, notice, warning"),
-        ("maxmemory-policy lru\n", 1,
-         "argument(s) must be one of the following: volatile-lru, volatile-lfu, "
-         "volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"),
-        ("repl-diskless-load flushdb\n", 1,
-         "argument(s) must be one of the following: disabled, on-empty-db, swapdb"),
-        ("save 900\n", 1, "Invalid save parameters"),
-        ("save 0 1\n", 1, "Invalid save parameters"),
-        ("save 10 -1\n", 1, "Invalid save parameters"),
-        ("save ten 1\n", 1, "Invalid save parameters"),
-        ("client-output-buffer-limit x\n", 1,
-         "Wrong number of arguments in buffer limit configuration."),
-        ("client-output-buffer-limit ''\n", 1,
-         "Wrong number of arguments in buffer limit configuration."),
-        ("client-output-buffer-limit master 1 2 3\n", 1,
-         "Invalid client class specified in buffer limit configuration."),
-        ("client-output-buffer-limit normal 1 2 -3\n", 1,
-         "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
-        ("client-output-buffer-limit normal 1x 2 3\n", 1,
-         "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
-        ("replicaof onlyhost\n", 1, "wrong number of arguments"),
-        ("replicaof h 65536\n", 1, "Invalid master port"),
-        ("replicaof h port\n", 1, "Invalid master port"),
-        ("bind " + " ".join(f"10.0.0.{i}" for i in range(17)) + "\n", 1,
-         "Too many bind addresses specified."),
-        ("dbfilename dir/dump.rdb\n", 1, "dbfilename can't be a path, just a filename"),
-        ('requirepass "abc\n', 1, "Unbalanced quotes in configuration line"),
-        ("requirepass 'a'b\n", 1, "Unbalanced quotes in configuration line"),
-    ],
+    [("port 1\n\nfoo bar\n", 3, "Bad directive or wrong number of arguments"),
+     *((text, 1, reason) for text, reason in LINE_ERRORS.items())],
 )
 def test_file_errors(tmp_path: Path, text: str, lineno: int, reason: str) -> None:
     err = load_error(tmp_path, text)
@@ -1051,7 +1051,13 @@ REDIS_SERVER = shutil.which("redis-server")
 # Redis 8 names and pyrepl's own directives: a 7.0.15 server does not know them.
 NOT_IN_REDIS_7 = set(REDIS8_DEFAULTS) | {"sync-log-file", "sync-log-max-size",
                                          "sync-log-max-files"}
-needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server not installed")
+Test = TypeVar("Test", bound=Callable[..., None])
+
+
+def against_redis(test: Test) -> Test:
+    """A test against a real redis-server: slow, interop, skipped where none is installed."""
+    test = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server not installed")(test)
+    return pytest.mark.slow(pytest.mark.interop(test))
 
 
 def free_port() -> int:
@@ -1097,9 +1103,7 @@ def real_redis(tmp_path: Path) -> Iterator[tuple[Any, list[str]]]:
         yield client, args
 
 
-@pytest.mark.slow
-@pytest.mark.interop
-@needs_redis
+@against_redis
 def test_config_get_matches_real_redis(real_redis: tuple[Any, list[str]]) -> None:
     client, args = real_redis
     ours = Config.from_args(args)
@@ -1145,9 +1149,7 @@ CONFIG_SET_CASES: list[list[str]] = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.interop
-@needs_redis
+@against_redis
 def test_config_set_matches_real_redis(real_redis: tuple[Any, list[str]]) -> None:
     import redis
 
@@ -1181,9 +1183,7 @@ LOAD_ERROR_CASES = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.interop
-@needs_redis
+@against_redis
 def test_load_errors_match_real_redis(tmp_path: Path) -> None:
     for index, line in enumerate(LOAD_ERROR_CASES):
         path = write(tmp_path / f"bad{index}.conf", f"# first line\n{line}\n")
@@ -1197,9 +1197,7 @@ def test_load_errors_match_real_redis(tmp_path: Path) -> None:
         assert str(info.value) == f"{path}:2: {out[-1]}", line
 
 
-@pytest.mark.slow
-@pytest.mark.interop
-@needs_redis
+@against_redis
 def test_shipped_master_conf_reads_like_redis(tmp_path: Path) -> None:
     # The shipped file minus what 7.0.15 lacks (and minus dir: Redis chdir()s at load, so the
     # directory is given on the command line instead).
