@@ -2,7 +2,7 @@
 (pyrepl/native.py), else their Python references.
 
 - ``execute(core, c, argv)``: ``ServerCore.execute(c, argv)``, whose common case
-  pyrepl/_dispatch.c runs (bound by pyrepl/core.py).
+  pyrepl/_dispatch.c runs (bound by pyrepl/core/server.py).
 - ``start_run(core, c, first, rest)`` and ``account_run(core, c, cmds, one, ns)``:
   ``plainrun.start`` and ``plainrun.account``, whose common case (a run of one command)
   pyrepl/_plainrun.c runs.

@@ -135,7 +135,8 @@ def bgrewriteaof(c: Any, argv: list[bytes]) -> object:
 
 @command("shutdown", -1, "admin noscript loading stale no-multi sentinel allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
 def shutdown(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.core import BLOCKED, SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
+    from pyrepl.core import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
+    from pyrepl.resp.types import BLOCKED
 
     options = {b"nosave": SHUTDOWN_NOSAVE, b"save": SHUTDOWN_SAVE, b"now": SHUTDOWN_NOW,
                b"force": SHUTDOWN_FORCE}

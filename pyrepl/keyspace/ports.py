@@ -4,7 +4,7 @@
 Each member is one the keyspace uses, and why: the clocks its expiries compare with, who deletes
 an expired key (a master) or only hides it (a replica), the counters INFO shows, the keyspace
 events, the propagation of a deletion it decides itself, the key tracking a write invalidates.
-``ServerCore`` (pyrepl/core.py) is the one implementation; a test may pass any object with
+``ServerCore`` (pyrepl/core/server.py) is the one implementation; a test may pass any object with
 these members. Being Protocols, they cost nothing at run time.
 """
 

@@ -224,8 +224,10 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
     core, c, _ = _world(True, False)
     frames: list[str] = []
 
+    core_file = ServerCore.execute.__code__.co_filename
+
     def profile(frame, event, arg) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("pyrepl/core.py"):
+        if event == "call" and frame.f_code.co_filename == core_file:
             frames.append(frame.f_code.co_name)
 
     for fn in (execute, ServerCore.execute):
@@ -293,8 +295,10 @@ def test_a_replicas_master_stream_runs_no_python_dispatch() -> None:
     mc = n.side.master.client
     frames: list[str] = []
 
+    core_file = ServerCore.execute.__code__.co_filename
+
     def profile(frame, event, arg) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("pyrepl/core.py"):
+        if event == "call" and frame.f_code.co_filename == core_file:
             frames.append(frame.f_code.co_name)
 
     sys.setprofile(profile)

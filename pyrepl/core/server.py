@@ -22,18 +22,19 @@ import itertools
 import os
 from collections.abc import Callable
 from operator import attrgetter, call
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from pyrepl import REDIS_VERSION, __version__, monitor, native, plainrun
 from pyrepl.aof.appendonly import AppendOnly
 from pyrepl.aof.feed import FeedFanout
-from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.blocking import Blocked, Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
+from pyrepl.core.host import Host, NullLog
+from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.dispatch import account_run, start_run
 from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
@@ -48,276 +49,9 @@ from pyrepl.tracking import Tracking
 if TYPE_CHECKING:
     from pyrepl.rdb.decoder import LoadedRdb
     from pyrepl.replication.manager import Replication
-    from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
 NAME_CACHE: dict[bytes, Command] = {}
 _handler = attrgetter("handler")
-
-
-class Stats:
-    __slots__ = (
-        "total_connections_received", "rejected_connections",
-        "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
-        "net_input_bytes", "net_output_bytes", "net_repl_input_bytes", "net_repl_output_bytes",
-        "sync_full", "sync_partial_ok", "sync_partial_err", "total_error_replies",
-        "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
-        "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
-        "total_reads_processed", "total_writes_processed", "expire_cycle_cpu_ns",
-        "unexpected_error_replies",
-        "instant",
-    )
-    # The counters reset() zeroes (typed here: it sets them by name).
-    total_connections_received: int
-    rejected_connections: int
-    expired_keys: int
-    evicted_keys: int
-    keyspace_hits: int
-    keyspace_misses: int
-    net_input_bytes: int
-    net_output_bytes: int
-    net_repl_input_bytes: int
-    net_repl_output_bytes: int
-    sync_full: int
-    sync_partial_ok: int
-    sync_partial_err: int
-    total_error_replies: int
-    expired_stale_perc: int
-    client_qbuf_limit_disconnections: int
-    client_outbuf_limit_disconnections: int
-    total_reads_processed: int
-    total_writes_processed: int
-    expire_cycle_cpu_ns: int
-    unexpected_error_replies: int
-
-    def __init__(self) -> None:
-        self.reset()
-        self.ops_samples: list[int] = []
-        self.last_ops_sample = (0, 0)
-        self.instantaneous_ops = 0
-        # Redis's instantaneous metrics other than ops: name -> per-second rate samples
-        self.instant: dict[str, InstantMetric] = {
-            name: InstantMetric() for name in ("net_input_bytes", "net_output_bytes",
-                                               "net_repl_input_bytes", "net_repl_output_bytes")}
-
-    def reset(self) -> None:
-        for name in self.__slots__:
-            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops", "instant"):
-                setattr(self, name, 0)
-
-
-class InstantMetric:
-    """Redis's trackInstantaneousMetric: the rate between samples taken every 100 ms, averaged
-    over the last 16 samples."""
-
-    __slots__ = ("samples", "last_ms", "last_value")
-
-    def __init__(self) -> None:
-        self.samples: list[int] = []
-        self.last_ms = 0
-        self.last_value = 0
-
-    def sample(self, now_ms: int, value: int) -> None:
-        if self.last_ms:
-            self.samples.append((value - self.last_value) * 1000 // max(1, now_ms - self.last_ms))
-            if len(self.samples) > 16:
-                del self.samples[0]
-        self.last_ms, self.last_value = now_ms, value
-
-    def rate(self) -> int:
-        return sum(self.samples) // len(self.samples) if self.samples else 0
-
-
-class NullLog:
-    """Keeps log lines in memory (tests); the I/O shell installs a real logger."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def _add(self, level: str, msg: str) -> None:
-        self.lines.append((level, msg))
-        if len(self.lines) > 10000:
-            del self.lines[:5000]
-
-    def debug(self, msg: str) -> None:
-        self._add("debug", msg)
-
-    def verbose(self, msg: str) -> None:
-        self._add("verbose", msg)
-
-    def notice(self, msg: str) -> None:
-        self._add("notice", msg)
-
-    def warning(self, msg: str) -> None:
-        self._add("warning", msg)
-
-
-class CowSample(NamedTuple):
-    """The last copy-on-write figure of the snapshot child."""
-
-    size: int = 0
-    peak: int = 0
-    at_ms: int = 0
-
-
-class LatencyHistogram:
-    """Redis's per-command latency histogram (an HdrHistogram of 2 significant digits over 1 ns
-    .. 1 s): values share a bucket when they agree in their 8 leading bits; a percentile is
-    reported as the highest value of its bucket, as hdr_value_at_percentile does."""
-
-    __slots__ = ("counts",)
-
-    MIN_NS, MAX_NS = 1, 1_000_000_000
-
-    def __init__(self) -> None:
-        self.counts: dict[int, int] = {}   # lowest value of a bucket -> count
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    @staticmethod
-    def _lowest_equivalent(value: int) -> int:
-        shift = max(0, (value | 255).bit_length() - 8)
-        return value >> shift << shift
-
-    def record(self, ns: int) -> None:
-        value = min(max(ns, self.MIN_NS), self.MAX_NS)
-        low = self._lowest_equivalent(value)
-        self.counts[low] = self.counts.get(low, 0) + 1
-
-    def value_at(self, percentile: float) -> int:
-        """hdr_value_at_percentile: the highest equivalent value of the bucket holding it
-        (values past 1 s count as 1 s, as Redis clamps them)."""
-        wanted = max(1, int(min(percentile, 100.0) / 100 * self.total + 0.5))
-        seen = 0
-        for low in sorted(self.counts):
-            seen += self.counts[low]
-            if seen >= wanted:
-                low = self._lowest_equivalent(min(low, self.MAX_NS))
-                shift = max(0, (low | 255).bit_length() - 8)
-                return low + (1 << shift) - 1
-        return 0
-
-
-class Counter:
-    """An integer with get/set (the shell's version lives in memory shared with a child)."""
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def set(self, value: int) -> None:
-        self.value = value
-
-    def get(self) -> int:
-        return self.value
-
-
-class CommandStat:
-    """One command's INFO commandstats counters (time: see ServerCore.call)."""
-
-    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency", "sample",
-                 "timing")
-
-    def __init__(self) -> None:
-        self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
-        # calls & timing == 0 are timed (ServerCore._sample_mask); calls & sample == 0 take
-        # the slow path (the timed ones, and every call while a client tracks keys)
-        self.timing = self.sample = 15
-        self.latency = LatencyHistogram()
-
-    def record(self, ns: int, tracking: bool) -> None:
-        """One timed call (INFO commandstats, and latencystats when latency-tracking)."""
-        self.timed_ns += ns
-        self.timed += 1
-        if tracking:   # Redis records whole microseconds, in ns, at least 1
-            v = ns // 1000 * 1000 or 1
-            shift = (v | 255).bit_length() - 8
-            low = v >> shift << shift
-            counts = self.latency.counts
-            counts[low] = counts.get(low, 0) + 1
-
-    def usec(self) -> tuple[int, float]:
-        """Total microseconds of all calls and per call, from the timed ones."""
-        per_call = self.timed_ns / self.timed / 1000 if self.timed else 0.0
-        return int(per_call * self.calls), per_call
-
-
-class Host:
-    """Operating-system services the core asks the I/O shell for (the shell subclasses this).
-
-    ``master_io`` / ``replica_io`` are the replication sides' I/O adapters (sockets, files,
-    the snapshot child); ``None`` when the shell provides none (pure sans-io tests).
-    """
-
-    master_io: MasterIOPort | None = None
-    replica_io: ReplicaIOPort | None = None
-
-    def fork_child(self, job: Callable[[], int], purpose: str) -> int:
-        raise OSError("fork is not available")
-
-    def kill_child(self, pid: int) -> None:
-        pass
-
-    def request_shutdown(self) -> None:
-        pass
-
-    def sleep(self, seconds: float) -> None:
-        pass
-
-    def notify_supervisor(self, message: str) -> None:
-        """A systemd sd_notify line (``STOPPING=1\\n`` ...) when supervised by systemd."""
-
-    def panic(self, message: str) -> None:
-        """Redis's serverPanic: the shell logs and aborts the process."""
-        raise RuntimeError(message)
-
-    def close_client(self, client: Client) -> None:
-        """Close a client's connection at once (CLIENT KILL, limits)."""
-        client.close_after_reply = True
-
-    def listening_port_changed(self, port: int) -> None:
-        pass
-
-    def time_us(self) -> int:
-        """Wall-clock time in microseconds (TIME, INFO server_time_usec)."""
-        return 0
-
-    def key_save_delay_hook(self) -> Callable[[], None] | None:
-        """``rdb-key-save-delay``: a per-key sleep for snapshot children (None when 0)."""
-        return None
-
-    def shared_counter(self) -> Counter:
-        """A counter a forked child can set and the parent read (save progress). The shell
-        gives one in shared memory; here it is a plain one (no real fork)."""
-        return Counter()
-
-    def child_cow_bytes(self, pid: int) -> int | None:
-        """Memory the child ``pid`` has copied on write so far (its private dirty pages), or
-        None when it cannot be known."""
-        return None
-
-    @staticmethod
-    def clock_ns() -> int:
-        """A monotonic clock in nanoseconds (the time each command takes: commandstats). The
-        shell gives ``time.perf_counter_ns``; sans-io cores count 0."""
-        return 0
-
-    def process_events_while_blocked(self, protected: Client | None) -> None:
-        """Redis's processEventsWhileBlocked: serve what clients sent, without returning to the
-        event loop, while a long script runs (``protected``, the script's caller, is not
-        read). Nothing here: no I/O in a sans-io core."""
-
-    def process_info(self) -> dict[str, float]:
-        """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
-        return {}
-
-    def background_fsync(self) -> FsyncPort:
-        """The AOF's background fsync (Redis's bio thread); here done at once."""
-        return InlineFsync()
-
-    def exit_now(self, code: int) -> None:
-        """exit(code) where Redis exits at once (an AOF it cannot write under ``always``)."""
-        raise SystemExit(code)
 
 
 class ServerCore:

@@ -1,0 +1,24 @@
+"""The server core, sans-io: the state of a server and everything that changes it, driven by
+the I/O shell (pyrepl/net/) through a few calls.
+
+- ``server.py``: ``ServerCore`` — databases, clients, the command dispatch (Redis's
+  processCommand and call), propagation, the cron, persistence and shutdown.
+- ``stats.py``: the counters and timings INFO reports.
+- ``host.py``: ``Host``, what the core asks of the operating system through the shell, and
+  ``NullLog``.
+
+The names other packages use are importable from ``pyrepl.core`` itself.
+"""
+
+from pyrepl.core.host import Host, NullLog
+from pyrepl.core.server import (
+    SHUTDOWN_FORCE,
+    SHUTDOWN_NOSAVE,
+    SHUTDOWN_NOW,
+    SHUTDOWN_SAVE,
+    ServerCore,
+)
+from pyrepl.core.stats import CommandStat, LatencyHistogram, Stats
+
+__all__ = ["SHUTDOWN_FORCE", "SHUTDOWN_NOSAVE", "SHUTDOWN_NOW", "SHUTDOWN_SAVE", "CommandStat",
+           "Host", "LatencyHistogram", "NullLog", "ServerCore", "Stats"]

@@ -1,0 +1,117 @@
+"""What the core asks of the outside world: ``Host``, the operating-system services the I/O
+shell provides (net/server.py's NetHost subclasses it; this base serves sans-io tests), and
+``NullLog``, the log a core without a shell keeps in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pyrepl.aof.writer import FsyncPort, InlineFsync
+from pyrepl.core.stats import Counter
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
+    from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
+
+
+class NullLog:
+    """Keeps log lines in memory (tests); the I/O shell installs a real logger."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def _add(self, level: str, msg: str) -> None:
+        self.lines.append((level, msg))
+        if len(self.lines) > 10000:
+            del self.lines[:5000]
+
+    def debug(self, msg: str) -> None:
+        self._add("debug", msg)
+
+    def verbose(self, msg: str) -> None:
+        self._add("verbose", msg)
+
+    def notice(self, msg: str) -> None:
+        self._add("notice", msg)
+
+    def warning(self, msg: str) -> None:
+        self._add("warning", msg)
+
+
+class Host:
+    """Operating-system services the core asks the I/O shell for (the shell subclasses this).
+
+    ``master_io`` / ``replica_io`` are the replication sides' I/O adapters (sockets, files,
+    the snapshot child); ``None`` when the shell provides none (pure sans-io tests).
+    """
+
+    master_io: MasterIOPort | None = None
+    replica_io: ReplicaIOPort | None = None
+
+    def fork_child(self, job: Callable[[], int], purpose: str) -> int:
+        raise OSError("fork is not available")
+
+    def kill_child(self, pid: int) -> None:
+        pass
+
+    def request_shutdown(self) -> None:
+        pass
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+    def notify_supervisor(self, message: str) -> None:
+        """A systemd sd_notify line (``STOPPING=1\\n`` ...) when supervised by systemd."""
+
+    def panic(self, message: str) -> None:
+        """Redis's serverPanic: the shell logs and aborts the process."""
+        raise RuntimeError(message)
+
+    def close_client(self, client: Client) -> None:
+        """Close a client's connection at once (CLIENT KILL, limits)."""
+        client.close_after_reply = True
+
+    def listening_port_changed(self, port: int) -> None:
+        pass
+
+    def time_us(self) -> int:
+        """Wall-clock time in microseconds (TIME, INFO server_time_usec)."""
+        return 0
+
+    def key_save_delay_hook(self) -> Callable[[], None] | None:
+        """``rdb-key-save-delay``: a per-key sleep for snapshot children (None when 0)."""
+        return None
+
+    def shared_counter(self) -> Counter:
+        """A counter a forked child can set and the parent read (save progress). The shell
+        gives one in shared memory; here it is a plain one (no real fork)."""
+        return Counter()
+
+    def child_cow_bytes(self, pid: int) -> int | None:
+        """Memory the child ``pid`` has copied on write so far (its private dirty pages), or
+        None when it cannot be known."""
+        return None
+
+    @staticmethod
+    def clock_ns() -> int:
+        """A monotonic clock in nanoseconds (the time each command takes: commandstats). The
+        shell gives ``time.perf_counter_ns``; sans-io cores count 0."""
+        return 0
+
+    def process_events_while_blocked(self, protected: Client | None) -> None:
+        """Redis's processEventsWhileBlocked: serve what clients sent, without returning to the
+        event loop, while a long script runs (``protected``, the script's caller, is not
+        read). Nothing here: no I/O in a sans-io core."""
+
+    def process_info(self) -> dict[str, float]:
+        """rss, peak_rss, total_system_memory, cpu_user, cpu_sys, ... (INFO memory/cpu)."""
+        return {}
+
+    def background_fsync(self) -> FsyncPort:
+        """The AOF's background fsync (Redis's bio thread); here done at once."""
+        return InlineFsync()
+
+    def exit_now(self, code: int) -> None:
+        """exit(code) where Redis exits at once (an AOF it cannot write under ``always``)."""
+        raise SystemExit(code)

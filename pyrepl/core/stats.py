@@ -1,0 +1,172 @@
+"""The server's counters and timings: INFO stats' counters (``Stats``), the per-second rates
+(``InstantMetric``), a command's INFO commandstats record with its latency histogram
+(``CommandStat``, ``LatencyHistogram``), the snapshot child's copy-on-write sample
+(``CowSample``) and the counter a forked child reports through (``Counter``)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Stats:
+    __slots__ = (
+        "total_connections_received", "rejected_connections",
+        "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
+        "net_input_bytes", "net_output_bytes", "net_repl_input_bytes", "net_repl_output_bytes",
+        "sync_full", "sync_partial_ok", "sync_partial_err", "total_error_replies",
+        "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
+        "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
+        "total_reads_processed", "total_writes_processed", "expire_cycle_cpu_ns",
+        "unexpected_error_replies",
+        "instant",
+    )
+    # The counters reset() zeroes (typed here: it sets them by name).
+    total_connections_received: int
+    rejected_connections: int
+    expired_keys: int
+    evicted_keys: int
+    keyspace_hits: int
+    keyspace_misses: int
+    net_input_bytes: int
+    net_output_bytes: int
+    net_repl_input_bytes: int
+    net_repl_output_bytes: int
+    sync_full: int
+    sync_partial_ok: int
+    sync_partial_err: int
+    total_error_replies: int
+    expired_stale_perc: int
+    client_qbuf_limit_disconnections: int
+    client_outbuf_limit_disconnections: int
+    total_reads_processed: int
+    total_writes_processed: int
+    expire_cycle_cpu_ns: int
+    unexpected_error_replies: int
+
+    def __init__(self) -> None:
+        self.reset()
+        self.ops_samples: list[int] = []
+        self.last_ops_sample = (0, 0)
+        self.instantaneous_ops = 0
+        # Redis's instantaneous metrics other than ops: name -> per-second rate samples
+        self.instant: dict[str, InstantMetric] = {
+            name: InstantMetric() for name in ("net_input_bytes", "net_output_bytes",
+                                               "net_repl_input_bytes", "net_repl_output_bytes")}
+
+    def reset(self) -> None:
+        for name in self.__slots__:
+            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops", "instant"):
+                setattr(self, name, 0)
+
+
+class InstantMetric:
+    """Redis's trackInstantaneousMetric: the rate between samples taken every 100 ms, averaged
+    over the last 16 samples."""
+
+    __slots__ = ("samples", "last_ms", "last_value")
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self.last_ms = 0
+        self.last_value = 0
+
+    def sample(self, now_ms: int, value: int) -> None:
+        if self.last_ms:
+            self.samples.append((value - self.last_value) * 1000 // max(1, now_ms - self.last_ms))
+            if len(self.samples) > 16:
+                del self.samples[0]
+        self.last_ms, self.last_value = now_ms, value
+
+    def rate(self) -> int:
+        return sum(self.samples) // len(self.samples) if self.samples else 0
+
+
+class CowSample(NamedTuple):
+    """The last copy-on-write figure of the snapshot child."""
+
+    size: int = 0
+    peak: int = 0
+    at_ms: int = 0
+
+
+class LatencyHistogram:
+    """Redis's per-command latency histogram (an HdrHistogram of 2 significant digits over 1 ns
+    .. 1 s): values share a bucket when they agree in their 8 leading bits; a percentile is
+    reported as the highest value of its bucket, as hdr_value_at_percentile does."""
+
+    __slots__ = ("counts",)
+
+    MIN_NS, MAX_NS = 1, 1_000_000_000
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}   # lowest value of a bucket -> count
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @staticmethod
+    def _lowest_equivalent(value: int) -> int:
+        shift = max(0, (value | 255).bit_length() - 8)
+        return value >> shift << shift
+
+    def record(self, ns: int) -> None:
+        value = min(max(ns, self.MIN_NS), self.MAX_NS)
+        low = self._lowest_equivalent(value)
+        self.counts[low] = self.counts.get(low, 0) + 1
+
+    def value_at(self, percentile: float) -> int:
+        """hdr_value_at_percentile: the highest equivalent value of the bucket holding it
+        (values past 1 s count as 1 s, as Redis clamps them)."""
+        wanted = max(1, int(min(percentile, 100.0) / 100 * self.total + 0.5))
+        seen = 0
+        for low in sorted(self.counts):
+            seen += self.counts[low]
+            if seen >= wanted:
+                low = self._lowest_equivalent(min(low, self.MAX_NS))
+                shift = max(0, (low | 255).bit_length() - 8)
+                return low + (1 << shift) - 1
+        return 0
+
+
+class Counter:
+    """An integer with get/set (the shell's version lives in memory shared with a child)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def set(self, value: int) -> None:
+        self.value = value
+
+    def get(self) -> int:
+        return self.value
+
+
+class CommandStat:
+    """One command's INFO commandstats counters (time: see ServerCore.call)."""
+
+    __slots__ = ("calls", "timed", "timed_ns", "rejected", "failed", "latency", "sample",
+                 "timing")
+
+    def __init__(self) -> None:
+        self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
+        # calls & timing == 0 are timed (ServerCore._sample_mask); calls & sample == 0 take
+        # the slow path (the timed ones, and every call while a client tracks keys)
+        self.timing = self.sample = 15
+        self.latency = LatencyHistogram()
+
+    def record(self, ns: int, tracking: bool) -> None:
+        """One timed call (INFO commandstats, and latencystats when latency-tracking)."""
+        self.timed_ns += ns
+        self.timed += 1
+        if tracking:   # Redis records whole microseconds, in ns, at least 1
+            v = ns // 1000 * 1000 or 1
+            shift = (v | 255).bit_length() - 8
+            low = v >> shift << shift
+            counts = self.latency.counts
+            counts[low] = counts.get(low, 0) + 1
+
+    def usec(self) -> tuple[int, float]:
+        """Total microseconds of all calls and per call, from the timed ones."""
+        per_call = self.timed_ns / self.timed / 1000 if self.timed else 0.0
+        return int(per_call * self.calls), per_call
