@@ -1,7 +1,7 @@
 /* pyrepl._dispatch: ServerCore.execute for one request, in C when it is the common one.
 
    execute(core, c, argv) is ``ServerCore.execute(c, argv)`` with ``ServerCore.call`` inside it
-   (pyrepl/core.py): the same checks, the same moves in the same order, on the same slots (read
+   (pyrepl/core/server.py): the same checks, the same moves in the same order, on the same slots (read
    and written at their offsets in the instances: pyrepl/_slots.h). The command's handler runs
    where it always runs, in Python; so do the blocked clients' wake-up
    (``blocking.after_write``) and an error's bookkeeping (``failed_call``). A write's
@@ -28,7 +28,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define MODULE_NAME "pyrepl._dispatch"
 #include "_slots.h"
+
+/* bind()'s arguments: the classes whose slots execute() reads (their slots below, in this
+   order), and what it calls or compares with. */
+#define BIND_USAGE "bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, " \
+                   "ReplyError, encode, NAME_CACHE)"
 
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
@@ -93,38 +99,22 @@ static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
 #define C(o, i) SLOT_AT(o, client_off[i])
 #define M(o, i) SLOT_AT(o, command_off[i])
 
-/* bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError, encode,
-        NAME_CACHE) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10 || !PyDict_CheckExact(args[9])) {
-        PyErr_SetString(PyExc_TypeError, "bind(ServerCore, Client, Command, CommandStat, "
-                        "Database, Raw, BLOCKED, ReplyError, encode, NAME_CACHE)");
-        return NULL;
-    }
-    const slots_spec specs[6] = {
-        {core_names, K_N, core_off}, {client_names, C_N, client_off},
-        {command_names, M_N, command_off}, {stat_names, S_N, stat_off},
-        {db_names, D_N, db_off}, {raw_names, W_N, raw_off},
+    const slots_spec specs[10] = {
+        SLOTS_OF(core), SLOTS_OF(client), SLOTS_OF(command),
+        SLOTS_OF(stat), SLOTS_OF(db), SLOTS_OF(raw),
+        KEPT(&blocked), KEPT(&reply_error), KEPT(&py_encode), KEPT(&name_cache),
     };
-    if (slots_bind_each(args, specs, 6) < 0)
-        return NULL;
-    if (keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
+    if (bind_args(nargs == 10 && PyDict_CheckExact(args[9]), BIND_USAGE, args, specs, 10) < 0 ||
+            keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
             intern(&str_master, "master") || intern(&str_clock_ns, "clock_ns") ||
             intern(&str_timed_call, "timed_call"))
         return NULL;
-    PyTypeObject **types[6] = {&core_type, &client_type, &command_type, &stat_type, &db_type,
-                               &raw_type};
-    for (int i = 0; i < 6; i++)
-        keep((PyObject **)types[i], args[i]);
-    keep(&blocked, args[6]);
-    keep(&reply_error, args[7]);
-    keep(&py_encode, args[8]);
-    keep(&name_cache, args[9]);
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     bound = 1;
@@ -138,16 +128,12 @@ static PyObject *
 bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *const repl_names[1] = {"master_repl_offset"};
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "bind_feed(Replication, feed_request)");
+    const slots_spec specs[2] = {
+        {repl_names, 1, &repl_offset_off, (PyObject **)&repl_type}, KEPT(&feed_request),
+    };
+    if (bind_args(nargs == 2, "bind_feed(Replication, feed_request)", args, specs, 2) < 0 ||
+            keep_attr(&py_feed, args[0], "feed") < 0)
         return NULL;
-    }
-    if (slots_bind(args[0], repl_names, 1, &repl_offset_off) < 0)
-        return NULL;
-    if (keep_attr(&py_feed, args[0], "feed") < 0)
-        return NULL;
-    keep((PyObject **)&repl_type, args[0]);
-    keep(&feed_request, args[1]);
     Py_RETURN_NONE;
 }
 
@@ -446,11 +432,7 @@ is_master_client(PyObject *c)
 static PyObject *
 execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl._dispatch.execute");
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "execute(core, c, argv)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 3, "execute(core, c, argv)");
     PyObject *core = args[0], *c = args[1], *argv = args[2];
     if (Py_TYPE(core) != core_type || Py_TYPE(c) != client_type || !PyList_CheckExact(argv) ||
             PyList_GET_SIZE(argv) == 0 || !slots_all_set(core, core_off, K_N) ||
@@ -573,10 +555,8 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto done;
         }
     }
-    if (append_reply(c, reply) < 0)
-        goto done;
-    result = Py_None;
-    Py_INCREF(result);
+    if (append_reply(c, reply) == 0)
+        result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(reply);
     Py_XDECREF(clock);
@@ -592,24 +572,9 @@ general: {
     }
 }
 
-static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError, "
-     "encode, NAME_CACHE): what execute() reads."},
-    {"bind_feed", (PyCFunction)(void (*)(void))bind_feed, METH_FASTCALL,
-     "bind_feed(Replication.feed, feed_request): the replication layer's write feed."},
-    {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
-     "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl._dispatch",
-    "ServerCore.execute for one request, in C when it is the common one.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__dispatch(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_dispatch, "ServerCore.execute for one request, in C when it is the common one.",
+    FASTCALL("bind", bind, BIND_USAGE ": what execute() reads."),
+    FASTCALL("bind_feed", bind_feed,
+             "bind_feed(Replication.feed, feed_request): the replication layer's write feed."),
+    FASTCALL("execute", execute,
+             "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."))

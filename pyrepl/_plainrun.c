@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <string.h>
 
+#define MODULE_NAME "pyrepl._plainrun"
 #include "_slots.h"
 
 /* run_length(rest, name, min_args, max_args) -> int
@@ -51,11 +52,8 @@ count_run(PyObject *rest, PyObject *name, Py_ssize_t lo, Py_ssize_t hi)
 static PyObject *
 run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run_length(rest: list, name: bytes, min_args, max_args)");
-        return NULL;
-    }
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1]))
+        return usage_error("run_length(rest: list, name: bytes, min_args, max_args)");
     Py_ssize_t lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred())
         return NULL;
@@ -69,10 +67,8 @@ run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "store_pairs(d: dict, reqs: list)");
-        return NULL;
-    }
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1]))
+        return usage_error("store_pairs(d: dict, reqs: list)");
     PyObject *d = args[0], *reqs = args[1];
     Py_ssize_t n = PyList_GET_SIZE(reqs), i;
     for (i = 0; i < n; i++) {
@@ -97,16 +93,14 @@ store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "lookup_strings(d: dict, reqs: list)");
-        return NULL;
-    }
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1]))
+        return usage_error("lookup_strings(d: dict, reqs: list)");
     PyObject *d = args[0], *reqs = args[1];
-    Py_ssize_t n = PyList_GET_SIZE(reqs), i;
+    Py_ssize_t n = PyList_GET_SIZE(reqs);
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
-    for (i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = PyList_GET_ITEM(reqs, i);
         if (!PyList_Check(r) || PyList_GET_SIZE(r) < 2) {
             Py_DECREF(out);
@@ -150,10 +144,8 @@ ndigits(Py_ssize_t v)
 static PyObject *
 bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "bulk_replies(replies: list, nil: bytes)");
-        return NULL;
-    }
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyBytes_Check(args[1]))
+        return usage_error("bulk_replies(replies: list, nil: bytes)");
     PyObject *replies = args[0], *nil = args[1];
     Py_ssize_t n = PyList_GET_SIZE(replies), i, size = 0;
     Py_ssize_t nil_len = PyBytes_GET_SIZE(nil);
@@ -222,29 +214,20 @@ static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type;
 static PyObject *name_cache, *py_account, *py_start, *str_latency_tracking;
 static int bound;   /* bind() ran to its end */
 
-/* bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
-        plainrun.account, plainrun.start) */
+/* (account and start: plainrun's) */
+#define BIND_USAGE "bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, " \
+                   "NAME_CACHE, account, start)"
+
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8 || !PyDict_CheckExact(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "bind(ServerCore, Client, Command, CommandStat, "
-                        "LatencyHistogram, NAME_CACHE, account, start)");
-        return NULL;
-    }
-    const slots_spec specs[5] = {
-        {ak_names, AK_N, ak_off}, {ac_names, AC_N, ac_off}, {am_names, AM_N, am_off},
-        {as_names, AS_N, as_off}, {al_names, AL_N, al_off},
+    const slots_spec specs[8] = {
+        SLOTS_OF(ak), SLOTS_OF(ac), SLOTS_OF(am), SLOTS_OF(as), SLOTS_OF(al),
+        KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start),
     };
-    if (slots_bind_each(args, specs, 5) < 0)
+    if (bind_args(nargs == 8 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 8) < 0 ||
+            intern(&str_latency_tracking, "latency_tracking") < 0)
         return NULL;
-    if (intern(&str_latency_tracking, "latency_tracking") < 0)
-        return NULL;
-    PyObject **where[8] = {(PyObject **)&ak_type, (PyObject **)&ac_type,
-                           (PyObject **)&am_type, (PyObject **)&as_type,
-                           (PyObject **)&al_type, &name_cache, &py_account, &py_start};
-    for (int i = 0; i < 8; i++)
-        keep(where[i], args[i]);
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -255,11 +238,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl._plainrun.start");
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "start(core, c, first, rest)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 4, "start(core, c, first, rest)");
     PyObject *core = args[0], *c = args[1], *first = args[2], *rest = args[3];
     if (py_start == NULL || Py_TYPE(core) != ak_type || !slots_all_set(core, ak_off, AK_N) ||
             Py_TYPE(c) != ac_type || !slots_all_set(c, ac_off, AC_N) ||
@@ -327,11 +306,7 @@ general:
 static PyObject *
 account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl._plainrun.account");
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "account(core, c, cmds, one, ns)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 5, "account(core, c, cmds, one, ns)");
     PyObject *core = args[0], *c = args[1], *cmds = args[2];
     long long ns = slot_int(args[4]);
     if (py_account == NULL || args[3] != Py_True || ns < 0 || !PyList_CheckExact(cmds) ||
@@ -394,8 +369,7 @@ account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (rc < 0)
             goto done;
     }
-    result = Py_None;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_None);
 done:
     Py_DECREF(st);
     return result;
@@ -403,37 +377,22 @@ general:
     return PyObject_Vectorcall(py_account, args, nargs, NULL);
 }
 
-static PyMethodDef methods[] = {
-    {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
-     "run_length(rest, name, min_args, max_args) -> int: how many requests at the end of "
-     "rest (last first) are name's with an argument count in [min_args, max_args]."},
-    {"store_pairs", (PyCFunction)(void (*)(void))store_pairs, METH_FASTCALL,
-     "store_pairs(d, reqs) -> bool: d[r[1]] = r[2] for each request r when all are lists "
-     "of three; else False and nothing stored."},
-    {"lookup_strings", (PyCFunction)(void (*)(void))lookup_strings, METH_FASTCALL,
-     "lookup_strings(d, reqs) -> list or None: d.get(r[1]) for each request r, when every "
-     "value found is bytes; else None."},
-    {"bulk_replies", (PyCFunction)(void (*)(void))bulk_replies, METH_FASTCALL,
-     "bulk_replies(replies, nil) -> bytes or None: the wire bytes of replies that are all "
-     "bytes (bulk strings) or None (nil); else None."},
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE, account, "
-     "start): the classes whose slots account() and start() read, and the Python they "
-     "stand for."},
-    {"start", (PyCFunction)(void (*)(void))start, METH_FASTCALL,
-     "start(core, c, first, rest): plainrun.start, its common case in C."},
-    {"account", (PyCFunction)(void (*)(void))account, METH_FASTCALL,
-     "account(core, c, cmds, one, ns): plainrun.account, its common case in C."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl._plainrun",
-    "The per-request loops of a run of plain commands, in C.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__plainrun(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_plainrun, "The per-request loops of a run of plain commands, in C.",
+    FASTCALL("run_length", run_length,
+             "run_length(rest, name, min_args, max_args) -> int: how many requests at the end "
+             "of rest (last first) are name's with an argument count in [min_args, max_args]."),
+    FASTCALL("store_pairs", store_pairs,
+             "store_pairs(d, reqs) -> bool: d[r[1]] = r[2] for each request r when all are "
+             "lists of three; else False and nothing stored."),
+    FASTCALL("lookup_strings", lookup_strings,
+             "lookup_strings(d, reqs) -> list or None: d.get(r[1]) for each request r, when "
+             "every value found is bytes; else None."),
+    FASTCALL("bulk_replies", bulk_replies,
+             "bulk_replies(replies, nil) -> bytes or None: the wire bytes of replies that are "
+             "all bytes (bulk strings) or None (nil); else None."),
+    FASTCALL("bind", bind,
+             BIND_USAGE ": the classes whose slots account() and start() read, and the Python "
+             "they stand for."),
+    FASTCALL("start", start, "start(core, c, first, rest): plainrun.start, its common case in C."),
+    FASTCALL("account", account,
+             "account(core, c, cmds, one, ns): plainrun.account, its common case in C."))

@@ -1,4 +1,5 @@
-/* pyrepl/_slots.h: a Python class's __slots__ read and written from C at their offsets.
+/* pyrepl/_slots.h: a Python class's __slots__ read and written from C at their offsets, and
+   the glue every extension but _zbtree.c shares.
 
    A hot path that is mostly slot loads and stores (a reader's feed_first, a client's read and
    reply bookkeeping) costs a Python server ~20-30 ns a line; the same moves in C cost a few.
@@ -6,7 +7,11 @@
    class's member descriptor (what __slots__ makes: a writable T_OBJECT_EX member) and refuses
    anything else, so a renamed or removed slot fails at import, not at run time. A caller
    checks the instance's exact type before it touches a slot, and treats an unset slot (NULL)
-   as "not the common case". Shared by pyrepl/resp/_scan.c and pyrepl/net/_serve.c. */
+   as "not the common case".
+
+   The glue (at the end): an entry point's checks (BOUND_ENTRY, usage_error), bind()'s
+   classes and objects (bind_args), the method table and the module (SLOTS_MODULE). A file
+   that uses BOUND_ENTRY or SLOTS_MODULE defines MODULE_NAME, its module's dotted name. */
 
 #ifndef PYREPL_SLOTS_H
 #define PYREPL_SLOTS_H
@@ -51,23 +56,6 @@ slots_bind(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
             return -1;
         }
     }
-    return 0;
-}
-
-/* One class's slots: their names, how many, and where their offsets go. */
-typedef struct {
-    const char *const *names;
-    int n;
-    Py_ssize_t *offsets;
-} slots_spec;
-
-/* slots_bind for classes[i] and specs[i], i < count. */
-static inline int
-slots_bind_each(PyObject *const *classes, const slots_spec *specs, int count)
-{
-    for (int i = 0; i < count; i++)
-        if (slots_bind(classes[i], specs[i].names, specs[i].n, specs[i].offsets) < 0)
-            return -1;
     return 0;
 }
 
@@ -215,5 +203,82 @@ keep_attr(PyObject **where, PyObject *o, const char *name)
     Py_XDECREF(v);
     return rc;
 }
+
+/* -- the glue: an entry point's checks, bind(), the method table and the module ------------ */
+
+/* TypeError(usage), for a call not of the form usage shows: NULL, for the caller's return. */
+static inline PyObject *
+usage_error(const char *usage)
+{
+    PyErr_SetString(PyExc_TypeError, usage);
+    return NULL;
+}
+
+/* RuntimeError for MODULE_NAME.func called before its module's bind(): NULL. */
+static inline PyObject *
+unbound_error(const char *module, const char *func)
+{
+    PyErr_Format(PyExc_RuntimeError, "%s.%s called before its module's bind()", module, func);
+    return NULL;
+}
+
+/* The start of an entry point that needs what its module's bind() bound (``bound`` is the
+   module's flag, set by bind's last statement): RuntimeError before that instead of reaching
+   a NULL type or function pointer, then TypeError(usage) for a call of other than n
+   arguments. The C function has the name of the Python one (__func__ names it). */
+#define BOUND_ENTRY(bound, nargs, n, usage)                                   \
+    do {                                                                      \
+        if (!(bound))                                                         \
+            return unbound_error(MODULE_NAME, __func__);                      \
+        if ((nargs) != (n))                                                   \
+            return usage_error(usage);                                        \
+    } while (0)
+
+/* One argument of bind(): a class whose slots are bound (names, n, offsets: slots_bind) and,
+   where ``where`` is not NULL, kept there (a reference of its own); with no names, any object
+   kept as it is. */
+typedef struct {
+    const char *const *names;
+    int n;
+    Py_ssize_t *offsets;
+    PyObject **where;
+} slots_spec;
+
+/* The spec of class x, as a file names its parts: slots x_names, offsets x_off, kept in
+   x_type. */
+#define SLOTS_OF(x) {x##_names, (int)Py_ARRAY_LENGTH(x##_names), x##_off, (PyObject **)&x##_type}
+/* The spec of an object kept in *where. */
+#define KEPT(where) {NULL, 0, NULL, (PyObject **)(where)}
+
+/* bind()'s arguments: TypeError(usage) unless ``form`` (the call's form checked), then
+   args[i] as specs[i] says, i < count; -1 with an error set. */
+static inline int
+bind_args(int form, const char *usage, PyObject *const *args, const slots_spec *specs,
+          Py_ssize_t count)
+{
+    if (!form) {
+        usage_error(usage);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (specs[i].names != NULL &&
+                slots_bind(args[i], specs[i].names, specs[i].n, specs[i].offsets) < 0)
+            return -1;
+        if (specs[i].where != NULL)
+            keep(specs[i].where, args[i]);
+    }
+    return 0;
+}
+
+/* A METH_FASTCALL function of a module's method table. */
+#define FASTCALL(name, fn, doc) {(name), (PyCFunction)(void (*)(void))(fn), METH_FASTCALL, (doc)}
+
+/* The module MODULE_NAME (doc), its functions the FASTCALL entries that follow, and its
+   PyInit_<init>. */
+#define SLOTS_MODULE(init, doc, ...)                                                  \
+    static PyMethodDef methods[] = {__VA_ARGS__, {NULL, NULL, 0, NULL}};              \
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, MODULE_NAME, (doc), -1, \
+                                        methods};                                     \
+    PyMODINIT_FUNC PyInit_##init(void) { return PyModule_Create(&module); }
 
 #endif

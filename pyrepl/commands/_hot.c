@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
@@ -48,19 +49,18 @@ static long long added;         /* zset.ADDED, a result of set_score */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
    handlers maps each name above to its Python handler. */
+#define BIND_USAGE "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, " \
+                   "handlers)"
+
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10 || !PyList_CheckExact(args[7]) || !PyDict_CheckExact(args[9])) {
-        PyErr_SetString(PyExc_TypeError, "bind(Client, Database, ServerCore, Stats, deque, "
-                                         "ZSet, OK, _INT_TEXT, ADDED, handlers)");
-        return NULL;
-    }
-    const slots_spec specs[4] = {
-        {client_names, C_N, client_off}, {db_names, D_N, db_off},
-        {core_names, K_N, core_off}, {stats_names, T_N, stats_off},
+    const slots_spec specs[8] = {
+        SLOTS_OF(client), SLOTS_OF(db), SLOTS_OF(core), SLOTS_OF(stats),
+        KEPT(&deque_type), KEPT(&zset_type), KEPT(&ok), KEPT(&int_text),
     };
-    if (slots_bind_each(args, specs, 4) < 0)
+    int form = nargs == 10 && PyList_CheckExact(args[7]) && PyDict_CheckExact(args[9]);
+    if (bind_args(form, BIND_USAGE, args, specs, 8) < 0)
         return NULL;
     for (int i = 0; i < H_N; i++) {
         PyObject *h = PyDict_GetItemString(args[9], handler_names[i]);
@@ -76,12 +76,6 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (keep_attr(&appendleft, args[4], "appendleft") || keep_attr(&append, args[4], "append") ||
             keep_attr(&set_score, args[5], "set_score"))
         return NULL;
-    PyTypeObject **types[6] = {&client_type, &db_type, &core_type, &stats_type, &deque_type,
-                               &zset_type};
-    for (int i = 0; i < 6; i++)
-        keep((PyObject **)types[i], args[i]);
-    keep(&ok, args[6]);
-    keep(&int_text, args[7]);
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     bound = 1;
@@ -319,28 +313,12 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, PyLong_FromLong(result == added));
 }
 
-static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers): "
-     "the classes whose slots the handlers read, and the Python handlers they stand for."},
-    {"set", (PyCFunction)(void (*)(void))hot_set, METH_FASTCALL, "SET's handler."},
-    {"get", (PyCFunction)(void (*)(void))hot_get, METH_FASTCALL, "GET's handler."},
-    {"incr", (PyCFunction)(void (*)(void))hot_incr, METH_FASTCALL, "INCR's handler."},
-    {"lpush", (PyCFunction)(void (*)(void))hot_lpush, METH_FASTCALL, "LPUSH's handler."},
-    {"rpush", (PyCFunction)(void (*)(void))hot_rpush, METH_FASTCALL, "RPUSH's handler."},
-    {"hset", (PyCFunction)(void (*)(void))hot_hset, METH_FASTCALL, "HSET's handler."},
-    {"zadd", (PyCFunction)(void (*)(void))hot_zadd, METH_FASTCALL, "ZADD's handler."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.commands._hot",
-    "The common forms of the hottest commands, in C (the Python handlers for the rest).", -1,
-    methods,
-};
-
-PyMODINIT_FUNC
-PyInit__hot(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_hot,
+    "The common forms of the hottest commands, in C (the Python handlers for the rest).",
+    FASTCALL("bind", bind,
+             BIND_USAGE ": the classes whose slots the handlers read, and the Python handlers "
+             "they stand for."),
+    FASTCALL("set", hot_set, "SET's handler."), FASTCALL("get", hot_get, "GET's handler."),
+    FASTCALL("incr", hot_incr, "INCR's handler."), FASTCALL("lpush", hot_lpush, "LPUSH's handler."),
+    FASTCALL("rpush", hot_rpush, "RPUSH's handler."), FASTCALL("hset", hot_hset, "HSET's handler."),
+    FASTCALL("zadd", hot_zadd, "ZADD's handler."))

@@ -23,11 +23,17 @@
 #include <Python.h>
 #include <time.h>
 
+#define MODULE_NAME "pyrepl.net._serve"
 #include "../_slots.h"
 
 #if PY_VERSION_HEX < 0x030E0000
 #define PyBytes_Join _PyBytes_Join   /* (public from 3.14 on) */
 #endif
+
+/* bind()'s arguments: the classes whose slots received() moves (their slots below, in this
+   order), and what it calls. */
+#define BIND_USAGE "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, " \
+                   "first)"
 
 enum { P_SERVER, P_CORE, P_CLIENT, P_TRANSPORT, P_N };
 static const char *const proto_names[P_N] = {"server", "core", "client", "transport"};
@@ -67,33 +73,21 @@ static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 
-/* bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bind(ClientProtocol, Client, Stats, FastRespReader, "
-                                         "ServerCore, execute, first)");
-        return NULL;
-    }
-    const slots_spec specs[5] = {
-        {proto_names, P_N, proto_off}, {client_names, C_N, client_off},
-        {stats_names, T_N, stats_off}, {reader_names, R_N, reader_off},
-        {core_names, K_N, core_off},
+    const slots_spec specs[7] = {
+        SLOTS_OF(proto), SLOTS_OF(client), SLOTS_OF(stats), SLOTS_OF(reader), SLOTS_OF(core),
+        KEPT(&py_execute), KEPT(&py_first),
     };
-    if (slots_bind_each(args, specs, 5) < 0)
-        return NULL;
-    if (keep_attr(&py_data_received, args[0], "data_received") ||
-            keep_attr(&py_process, args[1], "process") || keep(&py_execute, args[5]) ||
-            keep(&py_first, args[6]) || intern(&str_write, "write") ||
+    if (bind_args(nargs == 7, BIND_USAGE, args, specs, 7) < 0 ||
+            keep_attr(&py_data_received, args[0], "data_received") ||
+            keep_attr(&py_process, args[1], "process") || intern(&str_write, "write") ||
             intern(&str_close, "close") ||
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
             intern(&str_flush_scheduled, "_flush_scheduled"))
         return NULL;
-    PyTypeObject **types[5] = {&proto_type, &client_type, &stats_type, &reader_type, &core_type};
-    for (int i = 0; i < 5; i++)
-        keep((PyObject **)types[i], args[i]);
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -167,11 +161,7 @@ reader_flag(PyObject *c, int i)
 static PyObject *
 received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.net._serve.received");
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "received(protocol, data)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 2, "received(protocol, data)");
     PyObject *proto = args[0], *data = args[1];
     if (Py_TYPE(proto) != proto_type || !PyBytes_CheckExact(data) ||
             !slots_all_set(proto, proto_off, P_N))
@@ -299,8 +289,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (on < 0 || (on && call_method0(server, calls[i]) < 0))
             goto done;
     }
-    result = Py_None;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(now);
     Py_XDECREF(argv);
@@ -315,22 +304,9 @@ general: {
     }
 }
 
-static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first): the "
-     "classes whose slots received() moves, and what it calls."},
-    {"received", (PyCFunction)(void (*)(void))received, METH_FASTCALL,
-     "received(protocol, data): ClientProtocol.data_received(data), its common case in C."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.net._serve",
-    "A client connection's read, in C when it is the common one.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__serve(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_serve, "A client connection's read, in C when it is the common one.",
+    FASTCALL("bind", bind,
+             BIND_USAGE ": the classes whose slots received() moves, and what it calls."),
+    FASTCALL("received", received,
+             "received(protocol, data): ClientProtocol.data_received(data), its common case in "
+             "C."))

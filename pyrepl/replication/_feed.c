@@ -32,7 +32,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define MODULE_NAME "pyrepl.replication._feed"
 #include "../_slots.h"
+
+/* bind()'s arguments: the classes whose slots the feeds move (below, in this order). */
+#define BIND_USAGE "bind(Replication, Backlog, Block, FastRespReader, MasterSide, " \
+                   "ReplicaLink, Cursor, ReplicaSide)"
 
 enum { R_BACKLOG, R_STREAM_DB, R_OFFSET, R_MASTER, R_REPLICA, R_N };
 static const char *const repl_names[R_N] = {
@@ -71,30 +76,16 @@ static int bound;   /* bind() ran to its end */
 
 #define AT(o, offs, i) SLOT_AT(o, offs[i])
 
-/* bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
-        ReplicaSide) */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "bind(Replication, Backlog, Block, FastRespReader, "
-                        "MasterSide, ReplicaLink, Cursor, ReplicaSide)");
-        return NULL;
-    }
     const slots_spec specs[8] = {
-        {repl_names, R_N, repl_off}, {backlog_names, B_N, backlog_off},
-        {block_names, K_N, block_off}, {reader_names, Q_N, reader_off},
-        {master_names, M_N, master_off}, {link_names, L_N, link_off},
-        {cursor_names, U_N, cursor_off}, {replica_names, H_N, replica_off},
+        SLOTS_OF(repl), SLOTS_OF(backlog), SLOTS_OF(block), SLOTS_OF(reader), SLOTS_OF(master),
+        SLOTS_OF(link), SLOTS_OF(cursor), SLOTS_OF(replica),
     };
-    if (slots_bind_each(args, specs, 8) < 0)
+    if (bind_args(nargs == 8, BIND_USAGE, args, specs, 8) < 0 ||
+            intern(&str_pending_flush, "pending_flush") < 0)
         return NULL;
-    if (intern(&str_pending_flush, "pending_flush") < 0)
-        return NULL;
-    PyTypeObject **types[8] = {&repl_type, &backlog_type, &block_type, &reader_type,
-                               &master_type, &link_type, &cursor_type, &replica_type};
-    for (int i = 0; i < 8; i++)
-        keep((PyObject **)types[i], args[i]);
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -241,11 +232,7 @@ batch_bytes(PyObject *reader, Py_ssize_t a, Py_ssize_t b, const char **p, Py_ssi
 static PyObject *
 feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_request");
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed_request(repl, db_id, reader, argv)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 4, "feed_request(repl, db_id, reader, argv)");
     PyObject *backlog, *master, *last;
     const char *p;
     Py_ssize_t n;
@@ -264,11 +251,7 @@ feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_span");
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "feed_span(repl, db_id, reader, a, b)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 5, "feed_span(repl, db_id, reader, a, b)");
     PyObject *backlog, *master, *last;
     Py_ssize_t a = PyLong_AsSsize_t(args[3]), b = PyLong_AsSsize_t(args[4]), n;
     const char *p;
@@ -287,11 +270,7 @@ feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.replication._feed.feed_raw");
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "feed_raw(repl, data)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 2, "feed_raw(repl, data)");
     PyObject *repl = args[0], *data = args[1];
     if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
             !PyBytes_CheckExact(data))
@@ -305,30 +284,13 @@ feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
-static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor, "
-     "ReplicaSide): the classes whose slots the feeds move."},
-    {"feed_request", (PyCFunction)(void (*)(void))feed_request, METH_FASTCALL,
-     "feed_request(repl, db_id, reader, argv): repl.feed(db_id, argv, reader.raw_last(argv)) "
-     "in its common case, True; False (nothing done) otherwise."},
-    {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL,
-     "feed_span(repl, db_id, reader, a, b): repl.feed_span(db_id, *reader.raw_ahead(a, b)) "
-     "when it all goes into the tail block, True; False (nothing done) otherwise."},
-    {"feed_raw", (PyCFunction)(void (*)(void))feed_raw, METH_FASTCALL,
-     "feed_raw(repl, data): repl.feed_raw(data) in its common case, True; False (nothing "
-     "done) otherwise."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.replication._feed",
-    "A client's write into the replication stream, in C when it is the common one.", -1,
-    methods,
-};
-
-PyMODINIT_FUNC
-PyInit__feed(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_feed, "A client's write into the replication stream, in C when it is the common one.",
+    FASTCALL("bind", bind, BIND_USAGE ": the classes whose slots the feeds move."),
+    FASTCALL("feed_request", feed_request,
+             "feed_request(repl, db_id, reader, argv): repl.feed(db_id, argv, "
+             "reader.raw_last(argv)) in its common case, True; False (nothing done) otherwise."),
+    FASTCALL("feed_span", feed_span,
+             "feed_span(repl, db_id, reader, a, b): repl.feed_span(db_id, *reader.raw_ahead(a, "
+             "b)) when it all goes into the tail block, True; False (nothing done) otherwise."),
+    FASTCALL("feed_raw", feed_raw, "feed_raw(repl, data): repl.feed_raw(data) in its common "
+             "case, True; False (nothing done) otherwise."))

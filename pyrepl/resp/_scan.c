@@ -38,6 +38,7 @@
 #include <Python.h>
 #include <string.h>
 
+#define MODULE_NAME "pyrepl.resp._scan"
 #include "../_slots.h"
 
 /* o (a new list of bytes, ints or such lists, or NULL) out of the cyclic GC's view */
@@ -246,11 +247,8 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     Py_ssize_t pos, window, maxcount, maxbulk, stop;
     long long base;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "scan(buf, pos, window, maxcount, maxbulk, base) takes 6 arguments");
-        return NULL;
-    }
+    if (nargs != 6)
+        return usage_error("scan(buf, pos, window, maxcount, maxbulk, base) takes 6 arguments");
     pos = PyLong_AsSsize_t(args[1]);
     window = PyLong_AsSsize_t(args[2]);
     maxcount = PyLong_AsSsize_t(args[3]);
@@ -305,20 +303,16 @@ static int bound;   /* bind() ran to its end */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "bind(cls, base, window)");
+    const slots_spec specs[2] = {
+        {slot_names, S_CONSUMED, slot_offset, (PyObject **)&reader_type},
+        {slot_names + S_CONSUMED, 1, slot_offset + S_CONSUMED, NULL},
+    };
+    int form = nargs == 3 && PyType_Check(args[0]) && PyType_Check(args[1]);
+    Py_ssize_t window = form ? PyLong_AsSsize_t(args[2]) : 0;
+    if ((window == -1 && PyErr_Occurred()) ||
+            bind_args(form, "bind(cls, base, window)", args, specs, 2) < 0 ||
+            intern(&str_feed_first, "feed_first") < 0)
         return NULL;
-    }
-    Py_ssize_t window = PyLong_AsSsize_t(args[2]);
-    if (window == -1 && PyErr_Occurred())
-        return NULL;
-    if (slots_bind(args[0], slot_names, S_CONSUMED, slot_offset) < 0 ||
-            slots_bind(args[1], slot_names + S_CONSUMED, 1, slot_offset + S_CONSUMED) < 0)
-        return NULL;
-    if (intern(&str_feed_first, "feed_first") < 0)
-        return NULL;
-    Py_INCREF(args[0]);
-    Py_XSETREF(reader_type, (PyTypeObject *)args[0]);
     scan_window = window;
     bound = 1;
     Py_RETURN_NONE;
@@ -338,11 +332,7 @@ buffer_size(PyObject *buf)
 static PyObject *
 first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.resp._scan.first");
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "first(reader, data)");
-        return NULL;
-    }
+    BOUND_ENTRY(bound, nargs, 2, "first(reader, data)");
     PyObject *r = args[0], *data = args[1];
     if (Py_TYPE(r) != reader_type || !PyBytes_CheckExact(data))
         goto general;
@@ -445,24 +435,12 @@ general:
     return PyObject_CallMethodOneArg(r, str_feed_first, data);
 }
 
-static PyMethodDef methods[] = {
-    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
-     "scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends): the canonical "
-     "multibulk requests complete in buf from pos on (see the module source)."},
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(cls, base, window): the FastRespReader class whose slots first() moves."},
-    {"first", (PyCFunction)(void (*)(void))first, METH_FASTCALL,
-     "first(reader, data) -> list or None: reader.feed_first(data), its common case in C."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.resp._scan",
-    "The request reader's fast path: canonical multibulk requests, parsed in C.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__scan(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_scan, "The request reader's fast path: canonical multibulk requests, parsed in C.",
+    FASTCALL("scan", scan,
+             "scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends): the "
+             "canonical multibulk requests complete in buf from pos on (see the module source)."),
+    FASTCALL("bind", bind, "bind(cls, base, window): the FastRespReader class whose slots "
+             "first() moves."),
+    FASTCALL("first", first,
+             "first(reader, data) -> list or None: reader.feed_first(data), its common case in "
+             "C."))
