@@ -81,6 +81,26 @@ class Blockers:
             wait_for(lambda s=side: self.info_field(s, "blocked_clients") == str(n),
                      timeout=5, what=f"{n} blocked clients on side {side}")
 
+    def block_in_order(self, *waiters: tuple[str, ...]) -> None:
+        """Each waiter ``(name, *argv)`` sent, and seen blocked on both servers before the next
+        is sent (the first makes one blocked client): they queue in the order given."""
+        for blocked, (name, *argv) in enumerate(waiters, 1):
+            self.send(name, *argv)
+            self.wait_blocked(blocked)
+
+    def served(self, *names: str) -> None:
+        """Each of ``names`` gets its reply, the same from both servers, in that order."""
+        for name in names:
+            self.read(name)
+
+    def left_waiting(self, name: str, *push: str) -> None:
+        """The served waiters emptied the key ``push`` writes: it is gone (EXISTS compared) and
+        ``name`` still waits, until ``push`` creates the key again and serves it."""
+        self.silent(name)
+        self.call("p", "EXISTS", push[1])
+        self.call("p", *push)
+        self.read(name)
+
     def silent(self, name: str, seconds: float = 0.15) -> None:
         """Nothing arrives on either connection of ``name`` for a while (still blocked)."""
         for c in self[name]:
@@ -167,50 +187,32 @@ def test_multi_never_blocks(bl):
 
 @PROTO
 def test_push_serves_blocked_clients_in_fifo_order(bl):
-    bl.send("c1", "BLPOP", "k", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BRPOP", "other", "k", "0")
-    bl.wait_blocked(2)
-    bl.send("c3", "BLMPOP", "0", "2", "k", "x", "LEFT", "COUNT", "2")
-    bl.wait_blocked(3)
+    bl.block_in_order(("c1", "BLPOP", "k", "0"), ("c2", "BRPOP", "other", "k", "0"),
+                      ("c3", "BLMPOP", "0", "2", "k", "x", "LEFT", "COUNT", "2"))
     bl.silent("c1")
     info = [bl.info_field(s, "blocked_clients") for s in (0, 1)]
     assert info == ["3", "3"]
     bl.call("p", "RPUSH", "k", "a", "b", "c", "d", "e")
-    bl.read("c1")
-    bl.read("c2")
-    bl.read("c3")
+    bl.served("c1", "c2", "c3")
     bl.call("p", "LRANGE", "k", "0", "-1")
     bl.wait_blocked(0)
 
 
 @PROTO
 def test_one_element_serves_only_the_first(bl):
-    bl.send("c1", "BLPOP", "k", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BLPOP", "k", "0")
-    bl.wait_blocked(2)
+    bl.block_in_order(("c1", "BLPOP", "k", "0"), ("c2", "BLPOP", "k", "0"))
     bl.call("p", "LPUSH", "k", "only")
     bl.read("c1")
-    bl.silent("c2")
-    bl.call("p", "EXISTS", "k")
-    bl.call("p", "LPUSH", "k", "second")
-    bl.read("c2")
+    bl.left_waiting("c2", "LPUSH", "k", "second")
 
 
 @PROTO
 def test_blmove_chain(bl):
     """BLMOVE a->b serves a BLMOVE b->c waiting on b, which serves a BLPOP on c."""
-    bl.send("c1", "BLMOVE", "a", "b", "LEFT", "RIGHT", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BRPOPLPUSH", "b", "c", "0")
-    bl.wait_blocked(2)
-    bl.send("c3", "BLPOP", "c", "0")
-    bl.wait_blocked(3)
+    bl.block_in_order(("c1", "BLMOVE", "a", "b", "LEFT", "RIGHT", "0"),
+                      ("c2", "BRPOPLPUSH", "b", "c", "0"), ("c3", "BLPOP", "c", "0"))
     bl.call("p", "RPUSH", "a", "x", "y")
-    bl.read("c1")
-    bl.read("c2")
-    bl.read("c3")
+    bl.served("c1", "c2", "c3")
     for key in ("a", "b", "c"):
         bl.call("p", "LRANGE", key, "0", "-1")
 
@@ -218,10 +220,8 @@ def test_blmove_chain(bl):
 @PROTO
 def test_blmove_to_wrong_type_destination(bl):
     bl.call("p", "SET", "dst", "str")
-    bl.send("c1", "BLMOVE", "src", "dst", "LEFT", "LEFT", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BLPOP", "src", "0")
-    bl.wait_blocked(2)
+    bl.block_in_order(("c1", "BLMOVE", "src", "dst", "LEFT", "LEFT", "0"),
+                      ("c2", "BLPOP", "src", "0"))
     bl.call("p", "RPUSH", "src", "v")
     bl.read("c1")      # WRONGTYPE, nothing popped
     bl.read("c2")      # gets the element
@@ -229,30 +229,18 @@ def test_blmove_to_wrong_type_destination(bl):
 
 @PROTO
 def test_sorted_sets_served(bl):
-    bl.send("c1", "BZPOPMIN", "z", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BZPOPMAX", "z2", "z", "0")
-    bl.wait_blocked(2)
-    bl.send("c3", "BZMPOP", "0", "1", "z", "MAX", "COUNT", "10")
-    bl.wait_blocked(3)
+    bl.block_in_order(("c1", "BZPOPMIN", "z", "0"), ("c2", "BZPOPMAX", "z2", "z", "0"),
+                      ("c3", "BZMPOP", "0", "1", "z", "MAX", "COUNT", "10"))
     bl.send("c4", "BLPOP", "z", "0")        # a list waiter on the same key stays blocked
     bl.wait_blocked(4)
     bl.call("p", "ZADD", "z", "1", "a", "2", "b", "3", "c", "4.5", "d")
-    bl.read("c1")
-    bl.read("c2")
-    bl.read("c3")
-    bl.silent("c4")
-    bl.call("p", "EXISTS", "z")
-    bl.call("p", "RPUSH", "z", "l")
-    bl.read("c4")
+    bl.served("c1", "c2", "c3")
+    bl.left_waiting("c4", "RPUSH", "z", "l")
 
 
 @PROTO
 def test_multi_exec_serves_after_the_transaction(bl):
-    bl.send("c1", "BLPOP", "k1", "k2", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BLPOP", "k2", "0")
-    bl.wait_blocked(2)
+    bl.block_in_order(("c1", "BLPOP", "k1", "k2", "0"), ("c2", "BLPOP", "k2", "0"))
     for argv in [("MULTI",), ("RPUSH", "k2", "a", "b"), ("RPUSH", "k1", "c"),
                  ("LPOP", "k1"), ("RPUSH", "k1", "d"), ("EXEC",)]:
         bl.call("p", *argv)
@@ -329,10 +317,7 @@ def test_pipelined_commands_wait_for_the_unblock(bl):
 
 
 def test_disconnect_while_blocked(bl):
-    bl.send("c1", "BLPOP", "k", "0")
-    bl.wait_blocked(1)
-    bl.send("c2", "BLPOP", "k", "0")
-    bl.wait_blocked(2)
+    bl.block_in_order(("c1", "BLPOP", "k", "0"), ("c2", "BLPOP", "k", "0"))
     for c in bl["c1"]:
         c.close()
     del bl.conns["c1"]
@@ -349,9 +334,7 @@ def test_timeouts(bl):
     bl.send("c2", "BZMPOP", "0.2", "1", "z", "MIN")
     bl.send("c3", "BLMOVE", "k", "d", "LEFT", "LEFT", "0.25")
     bl.wait_blocked(3)
-    bl.read("c2")
-    bl.read("c3")
-    bl.read("c1")
+    bl.served("c2", "c3", "c1")
     elapsed = time.monotonic() - t0
     assert 0.29 <= elapsed < 2.0, elapsed
     bl.call("c1", "PING")
@@ -372,16 +355,13 @@ def test_xread_block_served_by_xadd(bl):
     """XREAD BLOCK: an XADD serves the clients blocked on that stream, each with the entries
     after its own ID of that one key ($ = the last ID when it blocked; no COUNT = up to 1000)."""
     bl.call("p", "XADD", "s", "1-1", "f", "old")
-    bl.send("c1", "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
-    bl.wait_blocked(1)
-    bl.send("c2", "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "other", "s", "0-0", "1-1")
-    bl.wait_blocked(2)
-    bl.send("c3", "XREAD", "BLOCK", "0", "STREAMS", "other", "$")
-    bl.wait_blocked(3)
+    bl.block_in_order(("c1", "XREAD", "BLOCK", "0", "STREAMS", "s", "$"),
+                      ("c2", "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "other", "s", "0-0",
+                       "1-1"),
+                      ("c3", "XREAD", "BLOCK", "0", "STREAMS", "other", "$"))
     bl.silent("c1")
     bl.call("p", "XADD", "s", "2-1", "f", "new")
-    bl.read("c1")
-    bl.read("c2")
+    bl.served("c1", "c2")
     bl.wait_blocked(1)          # c3 waits on another key
     bl.call("p", "XADD", "other", "5-5", "a", "b", "c", "d")
     bl.read("c3")
@@ -421,17 +401,14 @@ def test_xreadgroup_block_served_by_xadd(bl):
     the first took and stays blocked); a new consumer is created when served; NOACK too."""
     bl.call("p", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
     bl.call("p", "XGROUP", "CREATE", "s", "g2", "$")
-    bl.send("c1", "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">")
-    bl.wait_blocked(1)
-    bl.send("c2", "XREADGROUP", "GROUP", "g", "bob", "COUNT", "5", "BLOCK", "0", "STREAMS",
-            "s", ">")
-    bl.wait_blocked(2)
-    bl.send("c3", "XREADGROUP", "GROUP", "g2", "carol", "NOACK", "BLOCK", "0", "STREAMS", "s",
-            ">")
-    bl.wait_blocked(3)
+    bl.block_in_order(("c1", "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s",
+                       ">"),
+                      ("c2", "XREADGROUP", "GROUP", "g", "bob", "COUNT", "5", "BLOCK", "0",
+                       "STREAMS", "s", ">"),
+                      ("c3", "XREADGROUP", "GROUP", "g2", "carol", "NOACK", "BLOCK", "0",
+                       "STREAMS", "s", ">"))
     bl.call("p", "XADD", "s", "1-1", "f", "v1")
-    bl.read("c1")
-    bl.read("c3")
+    bl.served("c1", "c3")
     bl.silent("c2")                 # alice took 1-1: nothing new for the group
     bl.wait_blocked(1)
     bl.call("p", "XADD", "s", "2-1", "f", "v2")

@@ -12,9 +12,11 @@ FUNCTION LIST's order is Redis's dict order (random per process): the checks lis
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.support.differential import check_propagation
+from tests.support.differential import Pair, check_propagation
 from tests.support.resp import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -38,6 +40,16 @@ def check_list(p, *args: str) -> None:
     va, vb = _sorted_functions(parse_reply(ra)), _sorted_functions(parse_reply(rb))
     assert va == vb, f"FUNCTION LIST {args}:\n  pyrepl: {ra!r}\n  redis:  {rb!r}"
     assert (ra[:1] == b"-") == (rb[:1] == b"-")
+
+
+@pytest.fixture(params=[2, 3])
+def p(pairs, request) -> Iterator[Pair]:
+    """The module's pair in RESP2, then in RESP3 (the test runs in each), with no function
+    loaded before the test and none left after it (FUNCTION FLUSH, compared)."""
+    pair = pairs[request.param]
+    pair.check("FUNCTION", "FLUSH")
+    yield pair
+    pair.check("FUNCTION", "FLUSH")
 
 
 def code(lib: str, body: str) -> str:
@@ -105,10 +117,7 @@ LOAD_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_load_errors_like_redis(pairs, proto: int) -> None:
-    p = pairs[proto]
-    p.check("FUNCTION", "FLUSH")
+def test_load_errors_like_redis(p) -> None:
     for body in LOAD_ERRORS:
         p.check("FUNCTION", "LOAD", body)
     p.check("FUNCTION", "LOAD", "REPLACE", "extra", simple("lib", "f", "return 1"))
@@ -123,11 +132,8 @@ def test_load_timeout_like_redis(pair) -> None:
     pair.check("FUNCTION", "LIST")
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_load_call_and_list_like_redis(pairs, proto: int) -> None:
-    p = pairs[proto]
+def test_load_call_and_list_like_redis(p) -> None:
     p.flushall()
-    p.check("FUNCTION", "FLUSH")
     p.check("FUNCTION", "LOAD", simple("test", "test", "return 'hello'"))
     p.check("FCALL", "test", "0")
     p.check("FCALL", "TEST", "0")
@@ -169,80 +175,68 @@ def test_load_call_and_list_like_redis(pairs, proto: int) -> None:
     p.check("FUNCTION", "LOAD", "#!lua name=\"foo\"\n"
                                 "redis.register_function('foo', function() return 1 end)")
     p.check("FUNCTION", "LIST")
-    p.check("FUNCTION", "FLUSH")
 
 
-CALLS: list[tuple[str, str, tuple[str, ...]]] = [
-    # (library body, function name, FCALL arguments after the name)
+CALLS: list[str | tuple[str, str, tuple[str, ...]]] = [
+    # a library body, whose function f is called with FCALL f 0; or (library body,
+    # function name, FCALL arguments after the name)
     ("redis.register_function('f', function(keys, args) return {keys, args} end)", "f",
      ("2", "a", "b", "c")),
     ("redis.register_function('f', function(keys, args) return {#keys, #args} end)", "f",
      ("0", "x", "y")),
-    ("redis.register_function('f', function(keys, args) return KEYS end)", "f", ("0",)),
-    ("redis.register_function('f', function(keys, args) return ARGV end)", "f", ("0",)),
-    ("redis.register_function('f', function() return redis.call('nosuch') end)", "f", ("0",)),
-    ("redis.register_function('f', function() return redis.pcall('nosuch') end)", "f", ("0",)),
-    ("redis.register_function('f', function() error('x') end)", "f", ("0",)),
-    ("redis.register_function('f', function() error({err='CUSTOM boom'}) end)", "f", ("0",)),
-    ("redis.register_function('f', function() return {err='My Error'} end)", "f", ("0",)),
-    ("redis.register_function('f', function() return redis.error_reply('E x') end)", "f",
-     ("0",)),
-    ("redis.register_function('f', function() return redis.status_reply('FINE') end)", "f",
-     ("0",)),
-    ("redis.register_function('f', function() return {1, 2.5, 'x', true, false, {ok='y'}} "
-     "end)", "f", ("0",)),
-    ("redis.register_function('f', function() redis.setresp(3); return "
-     "{map={a=1}, double=1.5} end)", "f", ("0",)),
-    ("redis.register_function('f', function() redis.setresp(3); return {double=1.5} end)", "f",
-     ("0",)),
-    ("redis.register_function('f', function() redis.setresp(3); return true end)", "f",
-     ("0",)),
-    ("redis.register_function('f', function() return redis.call('ping') end)", "f", ("0",)),
+    "redis.register_function('f', function(keys, args) return KEYS end)",
+    "redis.register_function('f', function(keys, args) return ARGV end)",
+    "redis.register_function('f', function() return redis.call('nosuch') end)",
+    "redis.register_function('f', function() return redis.pcall('nosuch') end)",
+    "redis.register_function('f', function() error('x') end)",
+    "redis.register_function('f', function() error({err='CUSTOM boom'}) end)",
+    "redis.register_function('f', function() return {err='My Error'} end)",
+    "redis.register_function('f', function() return redis.error_reply('E x') end)",
+    "redis.register_function('f', function() return redis.status_reply('FINE') end)",
+    "redis.register_function('f', function() return {1, 2.5, 'x', true, false, {ok='y'}} end)",
+    "redis.register_function('f', function() redis.setresp(3); return {map={a=1}, double=1.5} end)",
+    "redis.register_function('f', function() redis.setresp(3); return {double=1.5} end)",
+    "redis.register_function('f', function() redis.setresp(3); return true end)",
+    "redis.register_function('f', function() return redis.call('ping') end)",
     ("local function ping() return redis.call('ping') end\n"
      "redis.register_function('f1', function(keys, args) return ping() end)", "f1", ("0",)),
     ("local function add1(a) return a + 1 end\n"
      "redis.register_function('f1', function() return add1(1) end)\n"
      "redis.register_function('f2', function() return add1(2) end)", "f2", ("0",)),
-    ("redis.register_function('f', function() return redis.call('set', 'x', '1') end)", "f",
-     ("0",)),
+    "redis.register_function('f', function() return redis.call('set', 'x', '1') end)",
     ("redis.register_function{function_name='f', callback=function() "
-     "return redis.call('set', 'x', '1') end, flags={'no-writes'}}", "f", ("0",)),
+     "return redis.call('set', 'x', '1') end, flags={'no-writes'}}"),
     ("redis.register_function{function_name='f', callback=function() "
-     "return redis.call('get', 'x') end, flags={'no-writes'}}", "f", ("0",)),
+     "return redis.call('get', 'x') end, flags={'no-writes'}}"),
     ("redis.register_function('f', function(keys, args) "
      "return redis.call('set', keys[1], args[1]) end)", "f", ("1", "x", "foo")),
-    ("redis.register_function('f', function() mt = getmetatable(_G) end)", "f", ("0",)),
+    "redis.register_function('f', function() mt = getmetatable(_G) end)",
     ("redis.register_function('f', function() redis.register_function('g', function() "
-     "return 2 end) return 1 end)", "f", ("0",)),
+     "return 2 end) return 1 end)"),
     ("local lib = redis\nlib.register_function('f', function() lib.redis = redis "
-     "return {ok='OK'} end)", "f", ("0",)),
+     "return {ok='OK'} end)"),
     ("local lib = redis\nlib.register_function('f', function() lib.register_function('g', "
-     "function() return 1 end) end)", "f", ("0",)),
-    ("redis.register_function('f', function() return type(redis.breakpoint) end)", "f",
-     ("0",)),
+     "function() return 1 end) end)"),
+    "redis.register_function('f', function() return type(redis.breakpoint) end)",
     ("redis.register_function('f', function() return {type(cjson), type(bit), type(struct), "
-     "type(cmsgpack), type(math.floor), type(string.format)} end)", "f", ("0",)),
+     "type(cmsgpack), type(math.floor), type(string.format)} end)"),
     ("local version = redis.REDIS_VERSION_NUM\n"
      "redis.register_function{function_name='f', callback=function() "
      "return string.format('%s.%s.%s', bit.band(bit.rshift(version, 16), 0x000000ff), "
      "bit.band(bit.rshift(version, 8), 0x000000ff), bit.band(version, 0x000000ff)) .. "
-     "' ' .. redis.REDIS_VERSION end}", "f", ("0",)),
-    ("redis.register_function('f', function() return redis.call('select', '9') end)", "f",
-     ("0",)),
+     "' ' .. redis.REDIS_VERSION end}"),
+    "redis.register_function('f', function() return redis.call('select', '9') end)",
     ("redis.register_function('f', function() math.randomseed(10); "
-     "return tostring(math.random()) end)", "f", ("0",)),
-    ("redis.register_function('f', function() return redis.call('fcall', 'f', 0) end)", "f",
-     ("0",)),
-    ("redis.register_function('f', function() return redis.call('eval', 'return 1', 0) end)",
-     "f", ("0",)),
+     "return tostring(math.random()) end)"),
+    "redis.register_function('f', function() return redis.call('fcall', 'f', 0) end)",
+    "redis.register_function('f', function() return redis.call('eval', 'return 1', 0) end)",
 ]
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_fcall_replies_like_redis(pairs, proto: int) -> None:
-    p = pairs[proto]
+def test_fcall_replies_like_redis(p) -> None:
     p.flushall()
-    for i, (body, fn, args) in enumerate(CALLS):
+    for i, call in enumerate(CALLS):
+        body, fn, args = (call, "f", ("0",)) if isinstance(call, str) else call
         p.check("FUNCTION", "FLUSH")
         lib = f"lib{i}"
         p.check("FUNCTION", "LOAD", code(lib, body))
@@ -250,13 +244,9 @@ def test_fcall_replies_like_redis(pairs, proto: int) -> None:
         p.check("FCALL_RO", fn, *args)
         check_list(p, "WITHCODE")
     p.check("GET", "x")
-    p.check("FUNCTION", "FLUSH")
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_flags_and_descriptions_listed_like_redis(pairs, proto: int) -> None:
-    p = pairs[proto]
-    p.check("FUNCTION", "FLUSH")
+def test_flags_and_descriptions_listed_like_redis(p) -> None:
     p.check("FUNCTION", "LOAD", code("lib", "redis.register_function{function_name='f1', "
                                             "callback=function() return 'hello' end, "
                                             "description='some desc'}"))
@@ -268,13 +258,9 @@ def test_flags_and_descriptions_listed_like_redis(pairs, proto: int) -> None:
     p.check("FUNCTION", "LIST", "WITHCODE")
     p.check("FCALL_RO", "f1", "1", "k")
     p.check("FUNCTION", "STATS")
-    p.check("FUNCTION", "FLUSH")
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_function_collisions_like_redis(pairs, proto: int) -> None:
-    p = pairs[proto]
-    p.check("FUNCTION", "FLUSH")
+def test_function_collisions_like_redis(p) -> None:
     p.check("FUNCTION", "LOAD", code("lib1", "local function add1(a) return a + 1 end\n"
                                              "redis.register_function('f1', function() "
                                              "return add1(1) end)\n"
@@ -297,7 +283,6 @@ def test_function_collisions_like_redis(pairs, proto: int) -> None:
     p.check("FUNCTION", "DELETE", "lib1")
     p.check("FUNCTION", "STATS")
     check_list(p)
-    p.check("FUNCTION", "FLUSH")
 
 
 def _list(client, *args: str) -> object:
