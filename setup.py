@@ -8,7 +8,8 @@ in C") and a request's dispatch around its handler with a write's feed into the 
 (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
-its JIT directive). Everything else is in setup.cfg.
+its JIT directive) and the commands' key specs (pyrepl/commands/keyspecs.json, generated data).
+Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
@@ -18,7 +19,8 @@ from setuptools import Extension, find_packages, setup
 
 setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
       package_dir={"pyrepl": "pyrepl", "pyrepl.cli": "cli"},
-      package_data={"pyrepl.analytics": ["*.properties", "*.json"]},
+      package_data={"pyrepl.analytics": ["*.properties", "*.json"],
+                    "pyrepl.commands": ["keyspecs.json"]},
       ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"], optional=True),
