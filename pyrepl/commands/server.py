@@ -156,15 +156,10 @@ def shutdown(c: Any, argv: list[bytes]) -> object:
     if core.busy is not None and not flags & SHUTDOWN_NOSAVE:
         raise ReplyError(core.busy)     # a busy script: only SHUTDOWN NOSAVE (as Redis)
     if abort:
-        if core.shutdown_wait is None:
+        if not core.shutdown.abort():
             raise ReplyError("ERR No shutdown in progress.")
-        _, waiting, _ = core.shutdown_wait
-        core.shutdown_wait = None
-        core.log.warning("Shutdown manually aborted.")
-        if waiting is not None and not waiting.closed:
-            core.unblock(waiting, ReplyError("ERR Errors trying to SHUTDOWN. Check logs."))
         return OK
-    result = core.shutdown(flags, c)
+    result = core.shutdown.request(flags, c)
     if result is BLOCKED:
         return BLOCKED
     if result is not None:

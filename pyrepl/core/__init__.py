@@ -2,7 +2,9 @@
 the I/O shell (pyrepl/net/) through a few calls.
 
 - ``server.py``: ``ServerCore`` — databases, clients, the command dispatch (Redis's
-  processCommand and call), propagation, the cron, persistence and shutdown.
+  processCommand and call), propagation, the cron and persistence.
+- ``shutdown.py``: ``Shutdown`` (``core.shutdown``), SHUTDOWN and a signal's, as Redis's
+  prepareForShutdown / finishShutdown.
 - ``stats.py``: the counters and timings INFO reports.
 - ``host.py``: ``Host``, what the core asks of the operating system through the shell, and
   ``NullLog``.
@@ -11,13 +13,8 @@ The names other packages use are importable from ``pyrepl.core`` itself.
 """
 
 from pyrepl.core.host import Host, NullLog
-from pyrepl.core.server import (
-    SHUTDOWN_FORCE,
-    SHUTDOWN_NOSAVE,
-    SHUTDOWN_NOW,
-    SHUTDOWN_SAVE,
-    ServerCore,
-)
+from pyrepl.core.server import ServerCore
+from pyrepl.core.shutdown import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
 from pyrepl.core.stats import CommandStat, LatencyHistogram, Stats
 
 __all__ = ["SHUTDOWN_FORCE", "SHUTDOWN_NOSAVE", "SHUTDOWN_NOW", "SHUTDOWN_SAVE", "CommandStat",

@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 from pyrepl import REDIS_VERSION, __version__, monitor, native, plainrun
 from pyrepl.aof.appendonly import AppendOnly
 from pyrepl.aof.feed import FeedFanout
-from pyrepl.blocking import Blocked, Blocking
+from pyrepl.blocking import Blocking
 from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.dispatch import account_run, start_run
 from pyrepl.keyspace import hashttl
@@ -104,8 +105,7 @@ class ServerCore:
         self.loading = False
         self.shutdown_asap = False
         self.supervised = "no"     # INFO process_supervised (the shell sets it)
-        # A SHUTDOWN waiting for replicas: (flags, the SHUTDOWN client or None, deadline ms)
-        self.shutdown_wait: tuple[int, Client | None, int] | None = None
+        self.shutdown = Shutdown(self)   # SHUTDOWN, a signal's, and one waiting for replicas
         self.version = __version__
         self.redis_version = REDIS_VERSION
         self.run_id = os.urandom(20).hex()
@@ -830,8 +830,8 @@ class ServerCore:
         self._client_timeouts(now_ms)
         self._save_schedule(now_ms)
         self._sample_cow(now_ms)
-        if self.shutdown_wait is not None:
-            self._shutdown_cron(now_ms)
+        if self.shutdown.wait is not None:
+            self.shutdown.cron(now_ms)
         if self.tracking_writes:    # client-side caching: BCAST batch, table limit
             self.tracking.cron()
         if self.replication is not None:
@@ -1076,79 +1076,6 @@ class ServerCore:
             self.host.kill_child(self.rdb_child_pid)
             self.rdb_child_pid = -1
 
-    def prepare_for_shutdown(self, save: bool | None, force: bool = False) -> bool:
-        """finishShutdown: stop the child, save if asked or configured. False when the save
-        failed (and not ``force``): the server then keeps running."""
-        if not self.aof.shutdown(force):   # (the AOF flushed and fsynced, its child killed)
-            return False
-        self.kill_rdb_child()
-        do_save = bool(self.config.save) if save is None else save
-        if self.loading:
-            do_save = False      # never overwrite the dump with a half-loaded dataset
-        if do_save:
-            self.log.notice("Saving the final RDB snapshot before exiting.")
-            self.host.notify_supervisor("STATUS=Saving the final RDB snapshot\n")
-            if not self.save():
-                if not force:
-                    self.log.warning("Error trying to save the DB, can't exit.")
-                    self.host.notify_supervisor("STATUS=Error trying to save the DB, can't "
-                                                "exit.\n")
-                    return False
-                self.log.warning("Error trying to save the DB. Exit anyway.")
-        self.log.warning("Redis is now ready to exit, bye bye...")
-        return True
-
-    def shutdown(self, flags: int, client: Client | None = None) -> str | None | object:
-        """prepareForShutdown with Redis's flags (SHUTDOWN_SAVE 1, NOSAVE 2, NOW 4, FORCE 8;
-        SHUTDOWN's options, shutdown-on-sigterm / -sigint for signals). Unless NOW, a master
-        with replicas that have not acknowledged its whole stream waits for them up to
-        ``shutdown-timeout`` seconds (GETACK sent, checked by the cron); the SHUTDOWN client is
-        blocked meanwhile. Returns None when the server is to exit now, BLOCKED while waiting,
-        or an error text when it cannot (and keeps running)."""
-        if self.shutdown_wait is not None:
-            return "ERR Errors trying to SHUTDOWN. Check logs."
-        self.log.warning("User requested shutdown...")
-        self.host.notify_supervisor("STOPPING=1\n")
-        repl = self.replication
-        if (not flags & SHUTDOWN_NOW and self.config.shutdown_timeout and repl is not None
-                and not repl.ready_to_shutdown()):
-            self.shutdown_wait = (flags, client,
-                                  self.now_ms + self.config.shutdown_timeout * 1000)
-            repl.request_acks()
-            self.log.notice("Waiting for replicas before shutting down.")
-            if client is not None:
-                self.blocking.block(client, Blocked("shutdown"))
-            return BLOCKED
-        return self._finish_shutdown(flags)
-
-    def _finish_shutdown(self, flags: int) -> str | None:
-        save = True if flags & SHUTDOWN_SAVE else False if flags & SHUTDOWN_NOSAVE else None
-        if self.replication is not None:
-            self.replication.log_lagging_replicas()
-        if not self.prepare_for_shutdown(save, force=bool(flags & SHUTDOWN_FORCE)):
-            self.log.warning("Errors trying to shut down the server. Check the logs for more "
-                             "information.")
-            return "ERR Errors trying to SHUTDOWN. Check logs."
-        self.shutdown_asap = True
-        self.host.request_shutdown()
-        return None
-
-    def _shutdown_cron(self, now_ms: int) -> None:
-        """A shutdown waiting for replicas: finish once they caught up or the time is up."""
-        assert self.shutdown_wait is not None
-        flags, client, deadline = self.shutdown_wait
-        repl = self.replication
-        if now_ms < deadline and repl is not None and not repl.ready_to_shutdown():
-            return
-        self.shutdown_wait = None
-        err = self._finish_shutdown(flags)
-        if client is not None and not client.closed:
-            if err is None:
-                client.close_after_reply = True
-                self.blocking.release(client)
-            else:
-                self.unblock(client, ReplyError(err))
-
     def load(self) -> None:
         """loadDataFromDisk: the AOF when ``appendonly yes`` (then its files opened for
         appending: AppendOnly.boot), else the RDB file, if present. The AOF manifest is read
@@ -1238,8 +1165,6 @@ class AofLoadError(Exception):
     """The AOF named by the manifest could not be loaded (the start fails, as Redis exits)."""
 
 
-# SHUTDOWN's flags, as Redis's SHUTDOWN_* (and the bits of shutdown-on-sigterm / -sigint)
-SHUTDOWN_SAVE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_FORCE = 1, 2, 4, 8
 
 MISCONF_ERR = ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to "
                "persist to disk. Commands that may modify the data set are disabled, because this "

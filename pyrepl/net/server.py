@@ -552,7 +552,7 @@ class Server:
         second SIGINT while a shutdown is pending exits at once, as Redis."""
         core = self.core
         name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
-        if sig == signal.SIGINT and core.shutdown_wait is not None:
+        if sig == signal.SIGINT and core.shutdown.wait is not None:
             self.logger.warning("You insist... exiting now.")
             if self.pidfile:
                 process.remove_pidfile(self.pidfile)
@@ -561,7 +561,7 @@ class Server:
         core.now_ms = now_ms()
         flags = (self.config.shutdown_on_sigint if sig == signal.SIGINT
                  else self.config.shutdown_on_sigterm)
-        err = core.shutdown(flags)
+        err = core.shutdown.request(flags)
         if err is None:
             self.stop()
         elif isinstance(err, str):

@@ -527,7 +527,7 @@ def test_shutdown_flushes_and_refuses_to_exit_while_the_first_rewrite_runs(tmp_p
     assert run(c, "SHUTDOWN", "NOSAVE").startswith(b"-ERR Errors trying to SHUTDOWN")
     assert any("Writing initial AOF, can't exit." in m for _, m in core.log.lines)
     assert not core.shutdown_asap
-    core.shutdown(8 | 2)   # FORCE | NOSAVE
+    core.shutdown.request(8 | 2)   # FORCE | NOSAVE
     assert core.shutdown_asap and core.host.killed == 99999
 
 
