@@ -34,11 +34,12 @@ XREADGROUP (served at once or after blocking), XCLAIM or XAUTOCLAIM creates.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pyrepl.blocking import NOT_SERVED, KeyWait
-from pyrepl.commands.table import command, container
-from pyrepl.commands.util import help_command, help_reply, parse_int, subcommand_error
+from pyrepl.commands.table import Handler, command, container
+from pyrepl.commands.util import help_command, parse_int, subcommand_error
 from pyrepl.errors import SYNTAX, WRONGTYPE, wrong_args
 from pyrepl.keyspace.stream import (
     MASK64,
@@ -718,18 +719,22 @@ def _first(it: Any, count: int) -> list[Any]:
     return out
 
 
-@command("xread", -4, "readonly blocking", group="stream",
-         summary="Return never seen elements in multiple streams, with IDs greater than the ones "
-                 "reported by the caller for each stream. Can block.", since="5.0.0",
-         acl="stream", keys_fn=_xread_keys)
+def _xread_command(name: str, arity: int, flags: str, summary: str) -> Callable[[Handler], Handler]:
+    """XREAD's and XREADGROUP's registration: their keys found alike (_xread_keys)."""
+    return command(name, arity, flags, group="stream", summary=summary, since="5.0.0",
+                   acl="stream", keys_fn=_xread_keys)
+
+
+@_xread_command("xread", -4, "readonly blocking",
+                "Return never seen elements in multiple streams, with IDs greater than the ones "
+                "reported by the caller for each stream. Can block.")
 def xread(c: Any, argv: list[bytes]) -> object:
     return _xread(c, argv, False)
 
 
-@command("xreadgroup", -7, "write blocking", group="stream",
-         summary="Return new entries from a stream using a consumer group, or access the history "
-                 "of the pending entries for a given consumer. Can block.", since="5.0.0",
-         acl="stream", keys_fn=_xread_keys)
+@_xread_command("xreadgroup", -7, "write blocking",
+                "Return new entries from a stream using a consumer group, or access the history "
+                "of the pending entries for a given consumer. Can block.")
 def xreadgroup(c: Any, argv: list[bytes]) -> object:
     return _xread(c, argv, True)
 
@@ -738,24 +743,6 @@ def xreadgroup(c: Any, argv: list[bytes]) -> object:
 
 container("xgroup", group="stream", summary="A container for consumer groups commands",
           since="5.0.0")
-
-_XGROUP_HELP = (
-    "CREATE <key> <groupname> <id|$> [option]",
-    "    Create a new consumer group. Options are:",
-    "    * MKSTREAM",
-    "      Create the empty stream if it does not exist.",
-    "    * ENTRIESREAD entries_read",
-    "      Set the group's entries_read counter (internal use).",
-    "CREATECONSUMER <key> <groupname> <consumer>",
-    "    Create a new consumer in the specified group.",
-    "DELCONSUMER <key> <groupname> <consumer>",
-    "    Remove the specified consumer.",
-    "DESTROY <key> <groupname>",
-    "    Remove the specified group.",
-    "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
-    "    Set the current group ID and entries_read counter.",
-)
-
 
 def _xgroup(c: Any, argv: list[bytes]) -> object:
     """xgroupCommand (every subcommand)."""
@@ -793,8 +780,6 @@ def _xgroup(c: Any, argv: list[bytes]) -> object:
             raise ReplyError(f"NOGROUP No such consumer group '{_c(gname)}' for key name "
                              f"'{_c(key)}'")
     core = c.core
-    if n == 2 and opt == b"help":
-        return help_reply("XGROUP", _XGROUP_HELP)
     if opt == b"create" and 5 <= n <= 8:
         if argv[4] == b"$":
             eid = s.last_id if s is not None else 0
@@ -861,9 +846,22 @@ for _sub, _arity, _flags, _summary, _since in (
 ):
     command(f"xgroup|{_sub}", _arity, _flags, keys=(2, 2, 1), group="stream", summary=_summary,
             since=_since, acl="stream")(_xgroup)
-command("xgroup|help", 2, "loading stale", group="stream",
-        summary="Show helpful text about the different subcommands", since="5.0.0",
-        acl="stream")(_xgroup)
+help_command("xgroup", (
+    "CREATE <key> <groupname> <id|$> [option]",
+    "    Create a new consumer group. Options are:",
+    "    * MKSTREAM",
+    "      Create the empty stream if it does not exist.",
+    "    * ENTRIESREAD entries_read",
+    "      Set the group's entries_read counter (internal use).",
+    "CREATECONSUMER <key> <groupname> <consumer>",
+    "    Create a new consumer in the specified group.",
+    "DELCONSUMER <key> <groupname> <consumer>",
+    "    Remove the specified consumer.",
+    "DESTROY <key> <groupname>",
+    "    Remove the specified group.",
+    "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+    "    Set the current group ID and entries_read counter.",
+), group="stream", since="5.0.0", acl="stream")
 
 
 # -- XSETID / XACK / XPENDING -------------------------------------------------------------------
@@ -934,8 +932,14 @@ def xack(c: Any, argv: list[bytes]) -> object:
     return acked
 
 
-def _nogroup(key: bytes, gname: bytes) -> ReplyError:
-    return ReplyError(f"NOGROUP No such key '{_c(key)}' or consumer group '{_c(gname)}'")
+def _stream_group(c: Any, key: bytes, gname: bytes) -> tuple[Stream, Group]:
+    """The stream at ``key`` and its consumer group ``gname``: NOGROUP when either is missing
+    (XPENDING, XCLAIM, XAUTOCLAIM)."""
+    s = _stream_read(c, key)
+    g = s.groups.get(gname) if s is not None else None
+    if g is None or s is None:
+        raise ReplyError(f"NOGROUP No such key '{_c(key)}' or consumer group '{_c(gname)}'")
+    return s, g
 
 
 @command("xpending", -3, "readonly", keys=(1, 1, 1), group="stream",
@@ -964,10 +968,7 @@ def xpending(c: Any, argv: list[bytes]) -> object:
         start, end = _start_end(argv[si], argv[si + 1])
         if si + 3 < n:
             cname = argv[si + 3]
-    s = _stream_read(c, argv[1])
-    g = s.groups.get(argv[2]) if s is not None else None
-    if g is None:
-        raise _nogroup(argv[1], argv[2])
+    g = _stream_group(c, argv[1], argv[2])[1]
     if justinfo:
         if not g.pel:
             return [0, None, None, NULL_ARRAY]
@@ -1002,19 +1003,23 @@ def xpending(c: Any, argv: list[bytes]) -> object:
 
 # -- XCLAIM / XAUTOCLAIM ---------------------------------------------------------------------------
 
-@command("xclaim", -6, "write fast", keys=(1, 1, 1), group="stream",
-         summary="Changes (or acquires) ownership of a message in a consumer group, as if the "
-                 "message was delivered to the specified consumer.", since="5.0.0",
-         acl="stream")
+def _claim_command(name: str, summary: str, since: str) -> Callable[[Handler], Handler]:
+    """XCLAIM's and XAUTOCLAIM's registration."""
+    return command(name, -6, "write fast", keys=(1, 1, 1), group="stream", summary=summary,
+                   since=since, acl="stream")
+
+
+def _min_idle(arg: bytes, name: str) -> int:
+    """XCLAIM's and XAUTOCLAIM's (``name``) min-idle-time, a negative one taken as 0."""
+    return max(0, parse_int(arg, f"ERR Invalid min-idle-time argument for {name}"))
+
+
+@_claim_command("xclaim", "Changes (or acquires) ownership of a message in a consumer group, as "
+                "if the message was delivered to the specified consumer.", "5.0.0")
 def xclaim(c: Any, argv: list[bytes]) -> object:
     key, gname = argv[1], argv[2]
-    s = _stream_read(c, key)
-    g = s.groups.get(gname) if s is not None else None
-    if g is None or s is None:
-        raise _nogroup(key, gname)
-    minidle = parse_int(argv[4], "ERR Invalid min-idle-time argument for XCLAIM")
-    if minidle < 0:
-        minidle = 0
+    s, g = _stream_group(c, key, gname)
+    minidle = _min_idle(argv[4], "XCLAIM")
     n = len(argv)
     ids: list[int] = []
     j = 5
@@ -1128,15 +1133,11 @@ def _drop_pending(g: Group, eid: int, nack: Nack) -> None:
         nack.consumer.pel.pop(eid, None)
 
 
-@command("xautoclaim", -6, "write fast", keys=(1, 1, 1), group="stream",
-         summary="Changes (or acquires) ownership of messages in a consumer group, as if the "
-                 "messages were delivered to the specified consumer.", since="6.2.0",
-         acl="stream")
+@_claim_command("xautoclaim", "Changes (or acquires) ownership of messages in a consumer group, "
+                "as if the messages were delivered to the specified consumer.", "6.2.0")
 def xautoclaim(c: Any, argv: list[bytes]) -> object:
     key, gname = argv[1], argv[2]
-    minidle = parse_int(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
-    if minidle < 0:
-        minidle = 0
+    minidle = _min_idle(argv[4], "XAUTOCLAIM")
     start, ex = parse_interval(argv[5], 0)
     if ex:
         if start == MAX_ID:
@@ -1162,10 +1163,7 @@ def xautoclaim(c: Any, argv: list[bytes]) -> object:
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    s = _stream_read(c, key)
-    g = s.groups.get(gname) if s is not None else None
-    if g is None or s is None:
-        raise _nogroup(key, gname)
+    s, g = _stream_group(c, key, gname)
     attempts = count * 10
     now = c.core.now_ms
     name = argv[3]
@@ -1208,14 +1206,10 @@ def xautoclaim(c: Any, argv: list[bytes]) -> object:
 container("xinfo", group="stream", summary="A container for stream introspection commands",
           since="5.0.0")
 
-_XINFO_HELP = (
-    "CONSUMERS <key> <groupname>",
-    "    Show consumers of <groupname>.",
-    "GROUPS <key>",
-    "    Show the stream consumer groups.",
-    "STREAM <key> [FULL [COUNT <count>]",
-    "    Show information about the stream.",
-)
+
+def _pending(pel: dict[int, Nack], count: int) -> list[tuple[int, Nack]]:
+    """A PEL's first ``count`` entries in ID order (all of them for 0): XINFO STREAM FULL's."""
+    return [(eid, pel[eid]) for eid in _first(sorted(pel), count)]
 
 
 def _xinfo_stream(c: Any, argv: list[bytes]) -> object:
@@ -1255,18 +1249,15 @@ def _xinfo_stream(c: Any, argv: list[bytes]) -> object:
     for gname in sorted(s.groups):
         g = s.groups[gname]
         pel = []
-        for eid in sorted(g.pel)[:count] if count else sorted(g.pel):
-            nack = g.pel[eid]
+        for eid, nack in _pending(g.pel, count):
             assert nack.consumer is not None
             pel.append([id_str(eid), nack.consumer.name, nack.delivery_time,
                         nack.delivery_count])
         consumers = []
         for cname in sorted(g.consumers):
             cons = g.consumers[cname]
-            cpel = []
-            for eid in sorted(cons.pel)[:count] if count else sorted(cons.pel):
-                nack = cons.pel[eid]
-                cpel.append([id_str(eid), nack.delivery_time, nack.delivery_count])
+            cpel = [[id_str(eid), nack.delivery_time, nack.delivery_count]
+                    for eid, nack in _pending(cons.pel, count)]
             consumers.append(Map([(b"name", cname), (b"seen-time", cons.seen_time),
                                   (b"pel-count", len(cons.pel)), (b"pending", cpel)]))
         groups.append(Map([
@@ -1322,4 +1313,11 @@ def xinfo_consumers(c: Any, argv: list[bytes]) -> object:
             for name, cons in sorted(g.consumers.items())]
 
 
-help_command("xinfo", _XINFO_HELP, group="stream", since="5.0.0", acl="stream")
+help_command("xinfo", (
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+), group="stream", since="5.0.0", acl="stream")

@@ -27,11 +27,16 @@ def multi(c: Any, argv: list[bytes]) -> object:
     return OK
 
 
+def _in_multi(c: Any, name: str) -> None:
+    """DISCARD's and EXEC's check: outside MULTI, ERR <name> without MULTI."""
+    if not c.in_multi:
+        raise ReplyError(f"ERR {name} without MULTI")
+
+
 @command("discard", 1, "no-script loading stale fast allow-busy", group="transactions", acl="transaction",
          summary="Discards a transaction.")
 def discard(c: Any, argv: list[bytes]) -> object:
-    if not c.in_multi:
-        raise ReplyError("ERR DISCARD without MULTI")
+    _in_multi(c, "DISCARD")
     c.discard_transaction()
     return OK
 
@@ -46,8 +51,7 @@ def _watched_key_expired(c: Any) -> bool:
 @command("exec", 1, "no-script loading stale skip-slowlog", group="transactions", acl="transaction",
          summary="Executes all commands in a transaction.")
 def exec_(c: Any, argv: list[bytes]) -> object:
-    if not c.in_multi:
-        raise ReplyError("ERR EXEC without MULTI")
+    _in_multi(c, "EXEC")
     if c.multi_error:
         c.discard_transaction()
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
