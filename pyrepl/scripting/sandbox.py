@@ -289,6 +289,10 @@ G._G = GP
 
 -- Lua -> RESP (luaReplyToRedisReply) --------------------------------------------------------
 local function san(s) return (gsub(s, '[\r\n]', ' ')) end
+-- a RESP3 reply (its head, then the text s) for a RESP3 client, else s as a bulk string
+local function text_reply(out, n, cp, head, s)
+  out[n + 1] = cp == 3 and head .. s .. '\r\n' or '$' .. #s .. '\r\n' .. s .. '\r\n'
+end
 local conv
 conv = function(v, out, cp, d)
   local n = #out
@@ -315,42 +319,33 @@ conv = function(v, out, cp, d)
     if type(x) == 'number' then
       local s
       if x == 1/0 then s = 'inf' elseif x == -1/0 then s = '-inf' else s = fmt('%.17g', x) end
-      if cp == 3 then out[n + 1] = ',' .. s .. '\r\n'
-      else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
+      text_reply(out, n, cp, ',', s)
       return
     end
     x = rawget(v, 'big_number')
-    if type(x) == 'string' then
-      local s = san(x)
-      if cp == 3 then out[n + 1] = '(' .. s .. '\r\n'
-      else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
-      return
-    end
+    if type(x) == 'string' then text_reply(out, n, cp, '(', san(x)); return end
     x = rawget(v, 'verbatim_string')
     if type(x) == 'table' then
       local f, s = rawget(x, 'format'), rawget(x, 'string')
       if type(f) == 'string' and type(s) == 'string' then
-        if cp == 3 then out[n + 1] = '=' .. (#s + 4) .. '\r\n' .. sub(f, 1, 3) .. ':' .. s .. '\r\n'
-        else out[n + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n' end
+        text_reply(out, n, cp, '=' .. (#s + 4) .. '\r\n' .. sub(f, 1, 3) .. ':', s)
         return
       end
     end
+    -- a map (its keys and values) or else a set (its keys), counted once converted
     x = rawget(v, 'map')
+    local map = type(x) == 'table'
+    if not map then x = rawget(v, 'set') end
     if type(x) == 'table' then
       out[n + 1] = false
       local len = 0
       for k, val in next, x do
-        conv(k, out, cp, d + 1); conv(val, out, cp, d + 1); len = len + 1
+        conv(k, out, cp, d + 1)
+        if map then conv(val, out, cp, d + 1) end
+        len = len + 1
       end
-      out[n + 1] = (cp == 3 and '%' .. len or '*' .. 2 * len) .. '\r\n'
-      return
-    end
-    x = rawget(v, 'set')
-    if type(x) == 'table' then
-      out[n + 1] = false
-      local len = 0
-      for k in next, x do conv(k, out, cp, d + 1); len = len + 1 end
-      out[n + 1] = (cp == 3 and '~' or '*') .. len .. '\r\n'
+      if map then out[n + 1] = (cp == 3 and '%' .. len or '*' .. 2 * len) .. '\r\n'
+      else out[n + 1] = (cp == 3 and '~' or '*') .. len .. '\r\n' end
       return
     end
     out[n + 1] = false
