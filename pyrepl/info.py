@@ -176,16 +176,16 @@ def section_persistence(core: ServerCore) -> Fields:
         ("current_save_keys_total", total),
         ("rdb_changes_since_last_save", core.dirty),
         ("rdb_bgsave_in_progress", int(in_progress)),
-        ("rdb_last_save_time", core.lastsave_ms // 1000),
-        ("rdb_last_bgsave_status", "ok" if core.last_bgsave_status_ok else "err"),
-        ("rdb_last_bgsave_time_sec", core.last_save_duration_ms // 1000
-         if core.last_save_duration_ms >= 0 else -1),
-        ("rdb_current_bgsave_time_sec", (now - core.rdb_save_started_ms) // 1000
+        ("rdb_last_save_time", core.persistence.lastsave_ms // 1000),
+        ("rdb_last_bgsave_status", "ok" if core.persistence.ok else "err"),
+        ("rdb_last_bgsave_time_sec", core.persistence.last_duration_ms // 1000
+         if core.persistence.last_duration_ms >= 0 else -1),
+        ("rdb_current_bgsave_time_sec", (now - core.persistence.started_ms) // 1000
          if in_progress else -1),
-        ("rdb_saves", core.rdb_saves),
-        ("rdb_last_cow_size", core.rdb_last_cow_size),
-        ("rdb_last_load_keys_expired", core.rdb_last_load_keys_expired),
-        ("rdb_last_load_keys_loaded", core.rdb_last_load_keys_loaded),
+        ("rdb_saves", core.persistence.saves),
+        ("rdb_last_cow_size", core.persistence.last_cow_size),
+        ("rdb_last_load_keys_expired", core.persistence.last_load_keys_expired),
+        ("rdb_last_load_keys_loaded", core.persistence.last_load_keys_loaded),
         *core.aof.info_fields(now),
         ("module_fork_in_progress", 0),
         ("module_fork_last_cow_size", 0),

@@ -78,7 +78,7 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
     def load_rdb(path: str) -> int:
         """An RDB base (or a Redis 6 preamble): expired keys kept, as Redis loads one with
         RDBFLAGS_AOF_PREAMBLE; where it ended in the file."""
-        end: int = core.install_rdb(path, None).bytes_read
+        end: int = core.persistence.install_rdb(path, None).bytes_read
         return end
 
     ports = LoadPorts(run=run, in_multi=lambda: c.in_multi, discard=c.discard_transaction,

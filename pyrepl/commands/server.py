@@ -55,7 +55,7 @@ def flushall(c: Any, argv: list[bytes]) -> object:
     if core.config.save:
         # As Redis: FLUSHALL with save points writes an empty RDB right away.
         saved_dirty = core.dirty
-        core.save()
+        core.persistence.save()
         core.dirty = saved_dirty
     return OK
 
@@ -76,7 +76,7 @@ def time_(c: Any, argv: list[bytes]) -> object:
 
 @command("lastsave", 1, "loading stale fast", group="server", acl="admin dangerous", summary="Returns the Unix timestamp of the last successful save to disk.")
 def lastsave(c: Any, argv: list[bytes]) -> object:
-    return c.core.lastsave_ms // 1000
+    return c.core.persistence.lastsave_ms // 1000
 
 
 @command("save", 1, "admin noscript no-async-loading no-multi", group="server", summary="Synchronously saves the database(s) to disk.")
@@ -84,7 +84,7 @@ def save(c: Any, argv: list[bytes]) -> object:
     core = c.core
     if core.rdb_child_pid != -1:
         raise ReplyError("ERR Background save already in progress")
-    if core.save():
+    if core.persistence.save():
         return OK
     raise ReplyError("ERR")
 
@@ -100,16 +100,16 @@ def bgsave(c: Any, argv: list[bytes]) -> object:
     core = c.core
     if core.rdb_child_pid != -1:
         if schedule and core.rdb_child_purpose != "disk":
-            core.bgsave_scheduled = True
+            core.persistence.scheduled = True
             return Status("Background saving scheduled")
         if core.rdb_child_purpose == "disk":
             raise ReplyError("ERR Background save already in progress")
         if schedule:
-            core.bgsave_scheduled = True
+            core.persistence.scheduled = True
             return Status("Background saving scheduled")
         raise ReplyError("ERR Another child process is active (AOF?): can't BGSAVE right now. "
                          "Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.")
-    err = core.bgsave()
+    err = core.persistence.bgsave()
     if err:
         raise ReplyError(err)
     return Status("Background saving started")
@@ -698,9 +698,9 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"populate" and 3 <= len(argv) <= 5:
         return _populate(c, argv)
     if sub == b"reload":
-        if not core.save():
+        if not core.persistence.save():
             raise ReplyError("ERR Error trying to save the DB")
-        core.load_rdb()
+        core.persistence.load_rdb()
         return OK
     if sub == b"loadaof" and len(argv) == 2:
         return _loadaof(core)

@@ -34,6 +34,7 @@ from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.persistence import Persistence
 from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.dispatch import account_run, start_run
@@ -48,7 +49,6 @@ from pyrepl.slowlog import SlowLog
 from pyrepl.tracking import Tracking
 
 if TYPE_CHECKING:
-    from pyrepl.rdb.decoder import LoadedRdb
     from pyrepl.replication.manager import Replication
 
 NAME_CACHE: dict[bytes, Command] = {}
@@ -77,21 +77,12 @@ class ServerCore:
         self.next_client_id = 1
         self.stats = Stats()
         self.dirty = 0
-        self.dirty_before_bgsave = 0
-        self.lastsave_ms = now_ms
         # MISCONF: the error writes (and PING) get while Redis would deny them after a failed
         # save; None when writes are allowed (refreshed by _refresh_disk_error).
         self.disk_error: str | None = None
-        self._bgsave_ok = True
         self._disk_error_logged_ms = 0
-        self.last_save_duration_ms = -1
         self.rdb_child_pid = -1
         self.rdb_child_purpose = ""
-        self.rdb_save_started_ms = 0
-        self.rdb_last_bgsave_try_ms = 0
-        self.rdb_saves = 0
-        self.rdb_last_load_keys_loaded = 0
-        self.rdb_last_load_keys_expired = 0
         self.latest_fork_usec = 0
         self.total_forks = 0
         # A disk save's child: keys written so far (shared counter), keys at the fork, and its
@@ -99,13 +90,13 @@ class ServerCore:
         self.save_progress: Counter | None = None
         self.save_keys_total = 0
         self.cow = CowSample()
-        self.rdb_last_cow_size = 0
         # Replication id of a server that has no replication layer attached (INFO).
         self.replid = os.urandom(20).hex()
         self.loading = False
         self.shutdown_asap = False
         self.supervised = "no"     # INFO process_supervised (the shell sets it)
         self.shutdown = Shutdown(self)   # SHUTDOWN, a signal's, and one waiting for replicas
+        self.persistence = Persistence(self)   # the RDB file: saves, loads, their INFO
         self.version = __version__
         self.redis_version = REDIS_VERSION
         self.run_id = os.urandom(20).hex()
@@ -158,10 +149,6 @@ class ServerCore:
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         self.hz_counter = 0
         self.active_expire_enabled = True
-        self.bgsave_scheduled = False
-        self.loaded_repl_id: bytes | None = None
-        self.loaded_repl_offset: int | None = None
-        self.loaded_repl_stream_db: int | None = None
         # -- client-side caching (pyrepl.tracking): call() tests tracking_on, Database.touch
         # tracking_writes; both False while no client tracks.
         self.tracking_on = False
@@ -828,7 +815,7 @@ class ServerCore:
             self.pause.tick(now_ms)
         self._sample_ops(now_ms)
         self._client_timeouts(now_ms)
-        self._save_schedule(now_ms)
+        self.persistence.cron(now_ms)
         self._sample_cow(now_ms)
         if self.shutdown.wait is not None:
             self.shutdown.cron(now_ms)
@@ -907,41 +894,13 @@ class ServerCore:
         if size is not None:
             self.cow = CowSample(size, max(size, self.cow.peak), now_ms)
 
-    def _save_schedule(self, now_ms: int) -> None:
-        if self.rdb_child_pid != -1:
-            return
-        if self.bgsave_scheduled:
-            self.bgsave_scheduled = False
-            self.bgsave()
-            return
-        if not self.config.save:
-            return
-        for seconds, changes in self.config.save:
-            if self.dirty >= changes and now_ms - self.lastsave_ms > seconds * 1000:
-                # After a failed BGSAVE wait 5 s before trying again (CONFIG_BGSAVE_RETRY_DELAY).
-                if not self.last_bgsave_status_ok and \
-                        now_ms - self.rdb_last_bgsave_try_ms < 5000:
-                    continue
-                self.log.notice(f"{changes} changes in {seconds} seconds. Saving...")
-                self.bgsave()
-                break
-
     # -- persistence ----------------------------------------------------------------------
-    @property
-    def last_bgsave_status_ok(self) -> bool:
-        return self._bgsave_ok
-
-    @last_bgsave_status_ok.setter
-    def last_bgsave_status_ok(self, ok: bool) -> None:
-        self._bgsave_ok = ok
-        self._refresh_disk_error()
-
     def _refresh_disk_error(self) -> None:
         """Redis's writeCommandsDeniedByDiskError: with stop-writes-on-bgsave-error, save
         points set and the last save failed, writes and PING get -MISCONF until a save works;
         with AOF on, while the AOF cannot be written (or its background fsync failed)."""
         cfg = self.config
-        deny = cfg.stop_writes_on_bgsave_error and cfg.save and not self._bgsave_ok
+        deny = cfg.stop_writes_on_bgsave_error and cfg.save and not self.persistence.ok
         self.disk_error = MISCONF_ERR if deny else self.aof.write_error
         self.refresh_gate()
 
@@ -965,80 +924,6 @@ class ServerCore:
         self._reject(c, self.disk_error or "", cmd)
         return True
 
-    def rdb_path(self) -> str:
-        return os.path.join(self.config.dir, self.config.dbfilename)
-
-    def rdb_aux(self) -> dict[str, bytes | str | int]:
-        aux: dict[str, bytes | str | int] = {}
-        if self.aux_fields is not None:
-            aux.update(self.aux_fields())
-        return aux
-
-    def save(self) -> bool:
-        """SAVE: write the RDB file in this process."""
-        from pyrepl.rdb.encoder import save_rdb_file
-        from pyrepl.scripting.functions import rdb_libraries
-
-        start = self.now_ms
-        try:
-            save_rdb_file(self.rdb_path(), self.dbs, aux=self.rdb_aux(),
-                          functions=rdb_libraries(self),
-                          checksum=self.config.rdbchecksum, now_ms=self.now_ms)
-        except OSError as e:
-            self.log.warning(f"Failed saving the DB: {e}")
-            self.last_bgsave_status_ok = False
-            return False
-        self.log.notice("DB saved on disk")
-        self.rdb_saves += 1
-        self.dirty = 0
-        self.lastsave_ms = self.now_ms
-        self.last_bgsave_status_ok = True
-        self.last_save_duration_ms = self.now_ms - start
-        return True
-
-    def bgsave(self) -> str | None:
-        """BGSAVE: fork a child that writes the RDB file. Returns an error text or None."""
-        from pyrepl.rdb.encoder import save_rdb_file
-        from pyrepl.scripting.functions import rdb_libraries
-
-        if self.rdb_child_pid != -1:
-            return "ERR Background save already in progress"
-        path = self.rdb_path()
-        dbs = self.dbs
-        aux = self.rdb_aux()
-        functions = rdb_libraries(self)
-        checksum = self.config.rdbchecksum
-        now = self.now_ms
-        key_hook = self.host.key_save_delay_hook()
-        progress = self.host.shared_counter()
-
-        def job() -> int:
-            try:
-                save_rdb_file(path, dbs, aux=aux, functions=functions, checksum=checksum,
-                              now_ms=now,
-                              key_hook=key_hook, progress=progress.set)
-            except OSError:
-                return 1
-            return 0
-
-        self.rdb_last_bgsave_try_ms = now
-        try:
-            pid = self.host.fork_child(job, "rdb")
-        except OSError as e:
-            self.last_bgsave_status_ok = False
-            self.log.warning(f"Can't save in background: fork: {e}")
-            return f"ERR Can't BGSAVE: fork failed: {e}"
-        self.total_forks += 1
-        self.rdb_child_pid = pid
-        self.rdb_child_purpose = "disk"
-        self.rdb_save_started_ms = now
-        self.dirty_before_bgsave = self.dirty
-        self.save_progress = progress
-        self.save_keys_total = sum(len(db.data) for db in dbs)
-        self.cow = CowSample()
-        self.log.notice(f"Background saving started by pid {pid}")
-        return None
-
     def child_exited(self, pid: int, exitcode: int) -> None:
         """The shell reaped a child process."""
         if pid == self.rdb_child_pid and self.rdb_child_purpose == "aof":
@@ -1055,19 +940,10 @@ class ServerCore:
             self.rdb_child_pid = -1
         elif pid == self.rdb_child_pid:
             self.rdb_child_pid = -1
-            self.rdb_last_cow_size = self.cow.size
+            cow = self.cow.size
             self.save_progress = None
             self.cow = CowSample()
-            ok = exitcode == 0
-            self.last_save_duration_ms = self.now_ms - self.rdb_save_started_ms
-            if ok:
-                self.rdb_saves += 1
-                self.log.notice("Background saving terminated with success")
-                self.dirty -= self.dirty_before_bgsave
-                self.lastsave_ms = self.rdb_save_started_ms
-            else:
-                self.log.warning("Background saving error")
-            self.last_bgsave_status_ok = ok
+            self.persistence.bgsave_done(exitcode == 0, cow)
         if self.replication is not None:
             self.replication.child_exited(pid, exitcode)
 
@@ -1076,94 +952,9 @@ class ServerCore:
             self.host.kill_child(self.rdb_child_pid)
             self.rdb_child_pid = -1
 
-    def load(self) -> None:
-        """loadDataFromDisk: the AOF when ``appendonly yes`` (then its files opened for
-        appending: AppendOnly.boot), else the RDB file, if present. The AOF manifest is read
-        in any case (a later ``CONFIG SET appendonly yes`` goes on from it), as Redis does.
-        Raises on anything that must stop the start."""
-        from pyrepl.aof.manifest import ManifestError
-
-        aof = self.aof
-        try:
-            aof.load_manifest()
-        except ManifestError as e:
-            self.log.warning("*** FATAL AOF MANIFEST FILE ERROR ***")
-            if e.line_no:
-                self.log.warning(f"Reading the manifest file, at line {e.line_no}")
-                self.log.warning(f">>> '{e.line}'")
-            self.log.warning(e.message)
-            raise
-        if self.config.appendonly:
-            self.load_aof()
-            aof.boot()
-            return
-        self.load_rdb()
-
-    def load_aof(self) -> None:
-        """loadAppendOnlyFiles; AofLoadError (the dataset left empty) on failure."""
-        from pyrepl.aof.boot import load_into
-        from pyrepl.aof.loader import LoadStatus
-
-        t0 = self.host.clock_ns()
-        status = load_into(self, lambda: self.host.clock_ns() / 1e9)
-        if status in (LoadStatus.FAILED, LoadStatus.OPEN_ERR):
-            for db in self.dbs:      # (nothing of a half-loaded dataset stays)
-                db.replace({}, {})
-            raise AofLoadError("the append only file could not be loaded")
-        if status is not LoadStatus.NOT_EXIST:
-            self.log.notice(f"DB loaded from append only file: "
-                            f"{(self.host.clock_ns() - t0) / 1e9:.3f} seconds")
-
-    def load_rdb(self) -> None:
-        """The RDB file, if present, as the dataset (a start, DEBUG RELOAD)."""
-        path = self.rdb_path()
-        if not os.path.exists(path):
-            return
-        # A master drops keys that expired while it was down; a replica keeps them until its
-        # master's DEL arrives (as Redis).
-        replica = self.config.replicaof is not None
-        loaded = self.install_rdb(path, None if replica else self.now_ms)
-        aux = loaded.aux
-        if b"repl-id" in aux and b"repl-offset" in aux:
-            self.loaded_repl_id = aux[b"repl-id"]
-            # the db the replication stream had selected (a restarted replica continues in it)
-            sdb = aux.get(b"repl-stream-db", b"0")
-            self.loaded_repl_stream_db = int(sdb) if sdb.lstrip(b"-").isdigit() else 0
-            try:
-                self.loaded_repl_offset = int(aux[b"repl-offset"])
-            except ValueError:
-                self.loaded_repl_offset = None
-            rid = self.loaded_repl_id.decode("ascii", "replace")
-            if (self.replication is not None and self.loaded_repl_offset is not None
-                    and len(rid) == 40):
-                self.replication.restore_from_rdb(rid, self.loaded_repl_offset)
-        self.log.notice(f"Done loading RDB, keys loaded: {loaded.keys_loaded}, "
-                        f"keys expired: {loaded.keys_expired}.")
-
-    def install_rdb(self, path: str, now_ms: int | None) -> LoadedRdb:
-        """An RDB file's dataset and function libraries in place of ours (keys expired at
-        ``now_ms`` dropped; None keeps them), INFO's rdb_last_load_* set; the load at start
-        and DEBUG RELOAD, and an AOF's RDB base. RdbError leaves ours as it was."""
-        from pyrepl.rdb.decoder import load_rdb_file
-        from pyrepl.scripting.functions import install_libraries, prepare_libraries
-
-        loaded = load_rdb_file(path, len(self.dbs), now_ms=now_ms)
-        libraries = prepare_libraries(self, loaded.functions)   # RdbError if one fails
-        for i, db in enumerate(self.dbs):
-            db.replace(loaded.data[i], loaded.expires[i])
-        install_libraries(self, libraries)
-        self.rdb_last_load_keys_loaded = loaded.keys_loaded
-        self.rdb_last_load_keys_expired = loaded.keys_expired
-        return loaded
-
     # -- misc -----------------------------------------------------------------------------
     def select_db(self, c: Client, index: int) -> None:
         c.db = self.dbs[index]
-
-
-class AofLoadError(Exception):
-    """The AOF named by the manifest could not be loaded (the start fails, as Redis exits)."""
-
 
 
 MISCONF_ERR = ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to "

@@ -41,7 +41,7 @@ class Shutdown:
         if do_save:
             log.notice("Saving the final RDB snapshot before exiting.")
             core.host.notify_supervisor("STATUS=Saving the final RDB snapshot\n")
-            if not core.save():
+            if not core.persistence.save():
                 if not force:
                     log.warning("Error trying to save the DB, can't exit.")
                     core.host.notify_supervisor("STATUS=Error trying to save the DB, can't "

@@ -448,7 +448,7 @@ class Server:
             self.exit_code = 1
             return
         try:
-            core.load()
+            core.persistence.load()
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
             log.warning(f"Fatal error loading the DB: {e}. Exiting.")
             self.exit_code = 1

@@ -227,7 +227,7 @@ def make_core(tmp_path: Any, *overrides: tuple[str, list[str]], boot: bool = Tru
                              ("enable-debug-command", ["yes"]), *overrides])
     core = ServerCore(cfg, InProcessForkHost(), now_ms=NOW)
     if boot:
-        core.load()
+        core.persistence.load()
     return core
 
 
@@ -470,7 +470,7 @@ def test_everysec_postpones_a_write_behind_a_slow_fsync_for_two_seconds(tmp_path
     cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)]),
                              ("appendonly", ["yes"]), ("appendfsync", ["everysec"])])
     core = ServerCore(cfg, SlowHost(), now_ms=NOW)
-    core.load()
+    core.persistence.load()
     c = core.connection_made()
     w = core.aof.writer
     core.now_ms = NOW + 1000
@@ -520,7 +520,7 @@ def test_shutdown_flushes_and_refuses_to_exit_while_the_first_rewrite_runs(tmp_p
 
     cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)])])
     core = ServerCore(cfg, LateHost(), now_ms=NOW)
-    core.load()
+    core.persistence.load()
     c = core.connection_made()
     assert run(c, "CONFIG", "SET", "appendonly", "yes") == b"+OK\r\n"
     assert core.aof.state is AofState.WAIT_REWRITE
@@ -552,7 +552,7 @@ def test_an_expired_key_is_written_as_del_and_one_child_runs_at_a_time(tmp_path:
 
     cfg = Config.load(None, [("save", [""]), ("dir", [str(tmp_path)]), ("appendonly", ["yes"])])
     core = ServerCore(cfg, LateHost(), now_ms=NOW)
-    core.load()
+    core.persistence.load()
     c = core.connection_made()
     run(c, "SET", "t", "x", "PX", "100")
     core.tick(NOW + 5000)                    # active expiry: a DEL, written by the cron's flush

@@ -152,7 +152,7 @@ def test_diskless_full_sync_bytes_offsets_and_stream_after_first_ack(tmp_path) -
             "REPLCONF ACK from slave to enable streaming") in m.log()
     assert "Synchronization with replica 127.0.0.1:6381 succeeded" in m.log()
     assert m.core.rdb_child_pid == -1
-    assert m.core.rdb_saves == 0  # a socket transfer is not a save
+    assert m.core.persistence.saves == 0  # a socket transfer is not a save
     got = parse_full_sync(m.wire(r))
     assert got.kind == "eof" and (got.replid, got.offset) == (new_id, 0)
     assert got.stream == b""  # nothing after the mark until the first ACK
@@ -324,7 +324,7 @@ def test_disk_full_sync_join_running_bgsave_then_bulk_and_stream(tmp_path) -> No
     assert "Background saving terminated with success" in m.log()
     assert m.info()["slave0"] == "ip=127.0.0.1,port=6381,state=send_bulk,offset=0,lag=0"
     m.run("SET", "during:2", "b")
-    with open(m.core.rdb_path(), "rb") as f:
+    with open(m.core.persistence.rdb_path(), "rb") as f:
         disk = f.read()
     for r in (a, b):
         m.io.complete_bulk(m.core, r)
@@ -340,7 +340,7 @@ def test_disk_full_sync_join_running_bgsave_then_bulk_and_stream(tmp_path) -> No
         rc.apply(got.stream)
         assert rc.digest() == m.digest()
     assert m.info()["slave1"] == "ip=127.0.0.1,port=6382,state=online,offset=0,lag=0"
-    assert m.core.rdb_saves == 1
+    assert m.core.persistence.saves == 1
 
 
 def test_disk_sync_cannot_join_a_user_bgsave(tmp_path) -> None:

@@ -760,10 +760,10 @@ def test_restart_from_rdb_offers_the_saved_history(tmp_path) -> None:
     aux = n.repl.rdb_aux()
     assert aux["repl-id"] == MASTER_ID and aux["repl-offset"] == len(w)
     assert aux["repl-stream-db"] == 3
-    assert n.core.save()  # SHUTDOWN SAVE / SAVE write this file
+    assert n.core.persistence.save()  # SHUTDOWN SAVE / SAVE write this file
     # a new process: same config, loads the RDB through the real core.load path
     m = Node(("dir", [str(tmp_path)]))
-    m.core.load()
+    m.core.persistence.load()
     assert m.digest() == n.digest()
     assert m.side.cached is not None and m.side.cached.reploff == len(w)
     m.connect()
@@ -948,7 +948,7 @@ def chain(tmp_path) -> tuple[Net, PairNode, PairNode, PairNode]:
     b = PairNode(net, 7002, dirs["b"], 7001)
     c = PairNode(net, 7003, dirs["c"], 7002)
     for n in (a, b, c):
-        n.core.load()
+        n.core.persistence.load()
         n.repl.start()
     net.settle(lambda: b.side.link_up() and c.side.link_up(), "chain links up")
     return net, a, b, c

@@ -7,7 +7,7 @@ Theory of operation
 It never touches a socket or a process: the I/O adapter ``core.host.master_io``
 (:class:`pyrepl.net.master_io.MasterIO`) forks the diskless snapshot child that writes straight to
 the replica sockets, streams a disk snapshot file, and reports transport buffer sizes; the disk
-snapshot itself is the core's ``BGSAVE`` (``core.bgsave``). Time comes from ``core.now_ms``.
+snapshot itself is the core's ``BGSAVE`` (``core.persistence.bgsave``). Time comes from ``core.now_ms``.
 
 The side is one object whose methods are grouped by what they do in the modules of this package:
 ``states`` (a link's states, table and record), ``sync`` (PSYNC/SYNC), ``snapshot`` (fork and

@@ -50,7 +50,7 @@ class Snapshots:
                 self._bgsave_failed()
                 return False
             return True
-        err = core.bgsave()
+        err = core.persistence.bgsave()
         if err is not None:
             self._bgsave_failed()
             return False
@@ -85,7 +85,7 @@ class Snapshots:
         targets = [(lk.client, (b"" if lk.pre_psync else head) + eof)
                    for lk in ready]
         dbs = [] if req & REQ_EXCLUDE_DATA else core.dbs
-        aux = core.rdb_aux()
+        aux = core.persistence.rdb_aux()
         functions = rdb_libraries(core)
         checksum = core.config.rdbchecksum
         now = core.now_ms
@@ -104,8 +104,8 @@ class Snapshots:
         core.total_forks += 1
         core.rdb_child_pid = pid
         core.rdb_child_purpose = "socket"
-        core.rdb_save_started_ms = now
-        core.rdb_last_bgsave_try_ms = now
+        core.persistence.started_ms = now
+        core.persistence.last_try_ms = now
         core.log.notice(f"Background RDB transfer started by pid {pid}"
                         f"{' to replica socket' if req & REQ_RDB_CHANNEL else ''}")
         snap = Snapshot(pid, "socket", offset, now, req, keys)
@@ -237,7 +237,7 @@ class Snapshots:
         try:
             if io is None:
                 raise OSError("no I/O adapter")
-            io.send_bulk(link.client, core.rdb_path())
+            io.send_bulk(link.client, core.persistence.rdb_path())
         except OSError as e:
             core.log.warning(f"SYNC failed. Can't open/stat DB after BGSAVE: {e}")
             self._close_link(link, "rdb-open-failed")

@@ -240,8 +240,8 @@ class Load:
         self._emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
                    mode=self.mode)
         keys = sum(len(d) for d in ld.data)
-        core.rdb_last_load_keys_loaded = keys
-        core.rdb_last_load_keys_expired = 0
+        core.persistence.last_load_keys_loaded = keys
+        core.persistence.last_load_keys_expired = 0
         log.notice(f"Done loading RDB, keys loaded: {keys}, keys expired: 0.")
         self._load_failures = 0
         self._retry_at_ms = 0

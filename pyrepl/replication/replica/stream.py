@@ -113,7 +113,7 @@ class Stream:
                         "synthesize a cached master: I may be able to synchronize with the new "
                         "master with just a partial transfer.")
         c = self._new_master_client()
-        stream_db = core.loaded_repl_stream_db
+        stream_db = core.persistence.loaded_repl_stream_db
         if stream_db is not None and 0 <= stream_db < len(core.dbs):
             c.db = core.dbs[stream_db]
         ms = MasterState(c, m.ids.replid, m.master_repl_offset)
