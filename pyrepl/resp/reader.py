@@ -457,18 +457,25 @@ class RespReader:
         self._pos = pos
         return None
 
-    def _mbulk_header(self, buf: bytes | bytearray, pos: int, n: int) -> int | None:
-        """General path for a "*<count>" line at ``pos``: the count (the line is consumed:
-        ``_pos`` is set past it) or None if the line is incomplete; raises on errors."""
+    def _header_end(self, buf: bytes | bytearray, pos: int, n: int, what: str) -> int:
+        """Where the header line at ``pos`` ends (its CR), or -1 while it is incomplete;
+        raises once an incomplete one is too big (``what`` names the line in the error)."""
         r = buf.find(b"\r", pos)
         if r < 0:
             if n - pos > PROTO_INLINE_MAX_SIZE:
-                raise self._fail("ERR Protocol error: too big mbulk count string",
-                                 "too big mbulk count string")
-            return None
+                raise self._fail(f"ERR Protocol error: too big {what}", f"too big {what}")
+            return -1
         if r > n - 2:  # the byte after the CR has not arrived
             if n - pos > PROTO_INLINE_MAX_SIZE:
-                self._hidden(buf, pos, r, "mbulk count string")
+                self._hidden(buf, pos, r, what)
+            return -1
+        return r
+
+    def _mbulk_header(self, buf: bytes | bytearray, pos: int, n: int) -> int | None:
+        """General path for a "*<count>" line at ``pos``: the count (the line is consumed:
+        ``_pos`` is set past it) or None if the line is incomplete; raises on errors."""
+        r = self._header_end(buf, pos, n, "mbulk count string")
+        if r < 0:
             return None
         ll = string2ll(buf[pos + 1:r])
         if ll is None or ll > _INT_MAX:
@@ -485,15 +492,8 @@ class RespReader:
     def _bulk_header(self, buf: bytes | bytearray, pos: int, n: int) -> int | None:
         """General path for a "$<len>" line at ``pos``: the length (``_pos`` is set past the
         line) or None if the line is incomplete; raises on errors."""
-        r = buf.find(b"\r", pos)
+        r = self._header_end(buf, pos, n, "bulk count string")
         if r < 0:
-            if n - pos > PROTO_INLINE_MAX_SIZE:
-                raise self._fail("ERR Protocol error: too big bulk count string",
-                                 "too big bulk count string")
-            return None
-        if r > n - 2:
-            if n - pos > PROTO_INLINE_MAX_SIZE:
-                self._hidden(buf, pos, r, "bulk count string")
             return None
         if buf[pos] != 36:
             if self._hidden(buf, pos, r, "bulk count string"):
