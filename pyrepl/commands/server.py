@@ -705,7 +705,7 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"loadaof" and len(argv) == 2:
         return _loadaof(core)
     if sub == b"set-active-expire" and len(argv) == 3:
-        core.active_expire_enabled = argv[2] != b"0"
+        core.cron.active_expire_enabled = argv[2] != b"0"
         return OK
     if sub == b"change-repl-id" and core.replication is not None:
         core.replication.change_replid()

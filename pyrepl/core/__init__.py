@@ -2,7 +2,8 @@
 the I/O shell (pyrepl/net/) through a few calls.
 
 - ``server.py``: ``ServerCore`` — databases, clients, the command dispatch (Redis's
-  processCommand and call), propagation, the cron, the one forked child's slot.
+  processCommand and call), propagation, the one forked child's slot.
+- ``cron.py``: ``Cron`` (``core.cron``), serverCron's jobs; ``core.tick`` runs them.
 - ``persistence.py``: ``Persistence`` (``core.persistence``), the RDB file: SAVE, BGSAVE, the
   save points, the load at start and DEBUG RELOAD's, their INFO bookkeeping.
 - ``shutdown.py``: ``Shutdown`` (``core.shutdown``), SHUTDOWN and a signal's, as Redis's

@@ -33,12 +33,12 @@ from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
+from pyrepl.core.cron import Cron
 from pyrepl.core.host import Host, NullLog
 from pyrepl.core.persistence import Persistence
 from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.dispatch import account_run, start_run
-from pyrepl.keyspace import hashttl
 from pyrepl.keyspace.db import Database
 from pyrepl.latency import LatencyMonitor
 from pyrepl.pause import Pause
@@ -97,6 +97,7 @@ class ServerCore:
         self.supervised = "no"     # INFO process_supervised (the shell sets it)
         self.shutdown = Shutdown(self)   # SHUTDOWN, a signal's, and one waiting for replicas
         self.persistence = Persistence(self)   # the RDB file: saves, loads, their INFO
+        self.cron = Cron(self)                 # serverCron's jobs (tick runs them)
         self.version = __version__
         self.redis_version = REDIS_VERSION
         self.run_id = os.urandom(20).hex()
@@ -147,8 +148,6 @@ class ServerCore:
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
         self.replication: Replication | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
-        self.hz_counter = 0
-        self.active_expire_enabled = True
         # -- client-side caching (pyrepl.tracking): call() tests tracking_on, Database.touch
         # tracking_writes; both False while no client tracks.
         self.tracking_on = False
@@ -790,109 +789,9 @@ class ServerCore:
 
     # -- cron -----------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
-        """serverCron: called ``hz`` times a second by the I/O shell."""
+        """serverCron: called ``hz`` times a second by the I/O shell (core/cron.py)."""
         self.now_ms = now_ms
-        self.hz_counter += 1
-        # Active expiry: check a slice of the keys with a TTL in every database (none while
-        # clients are paused: the dataset stays as it is, as Redis's activeExpireCycle).
-        if self.active_expire_enabled and not self.pause.kind:
-            t0 = self.clock_ns()
-            budget = 200 * self.config.active_expire_effort
-            for db in self.dbs:
-                if db.expires:
-                    db.active_expire(budget)
-            hashttl.active_expire(self, now_ms, budget_us=250 * self.config.active_expire_effort)
-            if not self.expiry_deletes and self.replica_keys_with_expire:
-                self.expire_replica_keys(now_ms)
-            spent = self.clock_ns() - t0
-            self.stats.expire_cycle_cpu_ns += spent
-            self.latency_sample("expire-cycle", spent // 1_000_000)
-        if self._pending:
-            self.flush_propagation()
-        if self.blocking.clients:
-            self._blocked_cron(now_ms)
-        if self.pause.kind:
-            self.pause.tick(now_ms)
-        self._sample_ops(now_ms)
-        self._client_timeouts(now_ms)
-        self.persistence.cron(now_ms)
-        self._sample_cow(now_ms)
-        if self.shutdown.wait is not None:
-            self.shutdown.cron(now_ms)
-        if self.tracking_writes:    # client-side caching: BCAST batch, table limit
-            self.tracking.cron()
-        if self.replication is not None:
-            self.replication.tick(now_ms)
-        aof = self.aof
-        if aof.on or aof.rewrite_scheduled:
-            aof.cron(now_ms, self.rdb_child_pid != -1)
-
-    def expire_replica_keys(self, now_ms: int, budget: int = 1000) -> int:
-        """Redis's expireSlaveKeys: expire the keys clients set with a TTL on this writable
-        replica (the master never sends a DEL for them). Up to ``budget`` tracked keys per
-        call, oldest first, stopping after more than 3 that still live (as Redis); a key is
-        tracked until it is gone or has no TTL. Nothing is propagated: a replica's own writes
-        are not part of its stream. Returns how many keys were deleted."""
-        tracked = self.replica_keys_with_expire
-        deleted = alive = 0
-        for key in list(itertools.islice(tracked, budget)):
-            dbids = tracked.pop(key)
-            keep = 0
-            for db in self.dbs:
-                if dbids >> db.id & 1:
-                    outcome = db.expire_replica_key(key, now_ms)
-                    if outcome:
-                        deleted += 1
-                    elif outcome is False:
-                        keep |= 1 << db.id
-                        alive += 1
-            if keep:
-                tracked[key] = keep        # to the end: the next call starts with others
-            if alive > 3:
-                break
-        return deleted
-
-    def _sample_ops(self, now_ms: int) -> None:
-        last_t, last_n = self.stats.last_ops_sample
-        if now_ms - last_t >= 100:
-            n = self.total_commands_processed()
-            if last_t:
-                rate = (n - last_n) * 1000 // max(1, now_ms - last_t)
-                s = self.stats.ops_samples
-                s.append(rate)
-                if len(s) > 16:
-                    del s[0]
-                self.stats.instantaneous_ops = sum(s) // len(s)
-            self.stats.last_ops_sample = (now_ms, n)
-            stats = self.stats
-            for name, metric in stats.instant.items():
-                metric.sample(now_ms, getattr(stats, name))
-
-    def _blocked_cron(self, now_ms: int) -> None:
-        """Blocked clients: keys still ready are served, and deadlines are checked."""
-        blocking = self.blocking
-        if blocking.ready:
-            blocking.serve_ready()
-        blocking.expire(now_ms)
-
-    def _client_timeouts(self, now_ms: int) -> None:
-        timeout = self.config.timeout
-        if not timeout or self.hz_counter % max(1, self.config.hz) != 0:
-            return
-        for c in list(self.clients.values()):
-            if (c.kind == "normal" and c.blocked is None
-                    and now_ms - c.last_interaction_ms > timeout * 1000):
-                self.log.verbose(f"Closing idle client {c.describe()}")
-                self.host.close_client(c)
-
-    def _sample_cow(self, now_ms: int) -> None:
-        """The snapshot child's copy-on-write memory, once a second (Redis's child reports it
-        at the same pace)."""
-        if self.rdb_child_pid == -1 or now_ms - self.cow.at_ms < 1000:
-            return
-        size = self.host.child_cow_bytes(self.rdb_child_pid)
-        if size is not None:
-            self.cow = CowSample(size, max(size, self.cow.peak), now_ms)
+        self.cron.run(now_ms)
 
     # -- persistence ----------------------------------------------------------------------
     def _refresh_disk_error(self) -> None:

@@ -244,11 +244,11 @@ def test_the_server_cron_expires_fields(h: Harness) -> None:
     h.run("HSET", "k", "a", "1", "b", "2")
     h.run("HPEXPIRE", "k", "10", "FIELDS", "1", "a")
     h.take()
-    h.core.active_expire_enabled = False
+    h.core.cron.active_expire_enabled = False
     h.at(50)
     h.core.tick(h.core.now_ms)
     assert h.take() == [] and h.run("HLEN", "k") == b":2\r\n"   # (HLEN counts it, as Redis)
-    h.core.active_expire_enabled = True
+    h.core.cron.active_expire_enabled = True
     h.core.tick(h.core.now_ms)
     assert h.take() == [[b"HDEL", b"k", b"a"]]
     assert h.run("HLEN", "k") == b":1\r\n"
