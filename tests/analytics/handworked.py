@@ -17,6 +17,19 @@ def ev(t: float, event: str, node: str, **f) -> str:
                          "role": role, "peer": peer, **f})
 
 
+def psync_without_history(t: float, replica_sync: str, master_sync: str,
+                          backlog: int) -> list[str]:
+    """``PSYNC ? -1`` sent at ``t``, the master's full-sync decision (no history) 1 ms later,
+    its reply read 1 ms after that."""
+    return [
+        ev(t, "psync_sent", R, sync_id=replica_sync, req_replid="?", req_offset=-1),
+        ev(t + 0.001, "psync_decision", M, sync_id=master_sync, result="full",
+           reason="no-history", req_replid="?", req_offset=-1, backlog_size=backlog,
+           backlog_histlen=backlog),
+        ev(t + 0.002, "psync_reply", R, sync_id=replica_sync, result="full"),
+    ]
+
+
 def scenario() -> list[str]:
     """One partial sync, one offset-before-backlog full sync (rdb channel) that completes, a
     link down recovered by a partial sync, a classic full sync dropped by the output-buffer
@@ -66,19 +79,13 @@ def scenario() -> list[str]:
         # 4. link down at t=30; a classic full sync dropped by the output-buffer limit, a retry
         ev(30.000, "link_down", R, sync_id="r4", reason="connection-lost"),
         ev(30.001, "replica_lost", M, sync_id="m3", reason="output-buffer-limit"),
-        ev(31.000, "psync_sent", R, sync_id="r5", req_replid="?", req_offset=-1),
-        ev(31.001, "psync_decision", M, sync_id="m4", result="full", reason="no-history",
-           req_replid="?", req_offset=-1, backlog_size=b, backlog_histlen=b),
-        ev(31.002, "psync_reply", R, sync_id="r5", result="full"),
+        *psync_without_history(31.000, "r5", "m4", b),
         ev(31.010, "fullsync_fork", M, sync_id="m4", mode="disk"),
         ev(33.000, "rdb_first_byte", R, sync_id="r5", mode="disk"),
         ev(34.000, "replica_lost", M, sync_id="m4", reason="output-buffer-limit",
            buffer_peak=9_000_000, buffer_limit=8_000_000),
         ev(34.001, "sync_failed", R, sync_id="r5", reason="connection-lost"),
-        ev(35.000, "psync_sent", R, sync_id="r6", req_replid="?", req_offset=-1),
-        ev(35.001, "psync_decision", M, sync_id="m5", result="full", reason="no-history",
-           req_replid="?", req_offset=-1, backlog_size=b, backlog_histlen=b),
-        ev(35.002, "psync_reply", R, sync_id="r6", result="full"),
+        *psync_without_history(35.000, "r6", "m5", b),
         ev(35.100, "fullsync_fork", M, sync_id="m5", mode="disk"),
         ev(36.000, "rdb_first_byte", R, sync_id="r6", mode="disk"),
         ev(37.000, "rdb_received", R, sync_id="r6", mode="disk", bytes=2_000_000),

@@ -69,28 +69,31 @@ def golden_dataset() -> Dataset:
             z.add(m, s)
         return z
 
+    # Strings: raw, integer-encoded (8/16/32 bit and beyond), non-canonical numbers, binary,
+    # empty, LZF-compressible, incompressible and big; without an expire (str:ttl has one).
+    strings: dict[bytes, bytes] = {
+        b"str:hello": b"hello world",
+        b"str:empty": b"",
+        b"str:int0": b"0",
+        b"str:int8": b"-128",
+        b"str:int16": b"32767",
+        b"str:int32": b"-2147483648",
+        b"str:int64": b"9223372036854775807",
+        b"str:int64min": b"-9223372036854775808",
+        b"str:bigint": b"2147483648",
+        b"str:leadingzero": b"007",
+        b"str:plus": b"+5",
+        b"str:float": b"3.14159",
+        b"str:binary": bytes(range(256)),
+        b"str:lzf": b"abcdefgh" * 300,
+        b"str:random": bytes(rnd.getrandbits(8) for _ in range(700)),
+        b"str:big": b"".join(b"line %d\n" % i for i in range(4000)),
+        b"12345": b"integer key",
+        b"-7": b"negative integer key",
+        b"\x00\xffbinary\r\nkey": b"\x00\x01\x02",
+    }
     db0: dict[bytes, tuple[Any, int | None]] = {
-        # Strings: raw, integer-encoded (8/16/32 bit and beyond), non-canonical numbers, binary,
-        # empty, LZF-compressible, incompressible and big.
-        b"str:hello": (b"hello world", None),
-        b"str:empty": (b"", None),
-        b"str:int0": (b"0", None),
-        b"str:int8": (b"-128", None),
-        b"str:int16": (b"32767", None),
-        b"str:int32": (b"-2147483648", None),
-        b"str:int64": (b"9223372036854775807", None),
-        b"str:int64min": (b"-9223372036854775808", None),
-        b"str:bigint": (b"2147483648", None),
-        b"str:leadingzero": (b"007", None),
-        b"str:plus": (b"+5", None),
-        b"str:float": (b"3.14159", None),
-        b"str:binary": (bytes(range(256)), None),
-        b"str:lzf": (b"abcdefgh" * 300, None),
-        b"str:random": (bytes(rnd.getrandbits(8) for _ in range(700)), None),
-        b"str:big": (b"".join(b"line %d\n" % i for i in range(4000)), None),
-        b"12345": (b"integer key", None),
-        b"-7": (b"negative integer key", None),
-        b"\x00\xffbinary\r\nkey": (b"\x00\x01\x02", None),
+        **{key: (value, None) for key, value in strings.items()},
         b"str:ttl": (b"expiring", EXPIRE_BASE_MS + 1),
         # Lists.
         b"list:small": (deque([b"a", b"1", b"-20", b"300000", b"5000000000", b"", b"xyz" * 30]),

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.procs import start_pyrepl
 from tests.support.rawreplica import Chan, RdbchReplica, Reader
-from tests.support.resp import RawClient, encode_command
-from tests.support.syncload import BACKLOG, Load, Sampler, info
+from tests.support.resp import encode_command
+from tests.support.syncload import BACKLOG, info, loaded_master
 from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
@@ -27,78 +26,63 @@ KEYS = 40000
 
 
 def full_sync_under_load(mode: str) -> dict[str, int]:
-    srv = start_pyrepl("--loglevel", "notice", "--repl-diskless-sync-delay", "0",
-                       "--repl-backlog-size", str(BACKLOG), "--rdb-key-save-delay", "50",
-                       "--repl-ping-replica-period", "3600")
-    load = Load(srv.port, KEYS)
-    sampler = Sampler(srv.port)
-    readers: list[Reader] = []
-    chans: list[Chan] = []
-    try:
-        with RawClient(srv.port) as c:
-            c.call("DEBUG", "POPULATE", KEYS, "key", 100)
-        load.start()
-        wait_for(lambda: load.sent > 2000, 20, what="the load to run")
-        sampler.start()
-        start_off = int(info(srv.port, "replication")["master_repl_offset"])
-        if mode == "rdbchannel":
-            rep = RdbchReplica(srv.port)
-            chans += [rep.main]
-            rep.handshake()
-            main = Reader(rep.main)
-            main.start()
-            readers.append(main)
-            rep.open_rdb()
-            chans.append(rep.rdb)  # type: ignore[arg-type]
-            _, _, snap_off = rep.read_fullresync()
-            rep.read_rdb()
-            ack_chan = rep.main
-        else:
-            main_chan = Chan(srv.port)
-            chans.append(main_chan)
-            main_chan.send(encode_command("REPLCONF", "listening-port", "7777")
-                           + encode_command("REPLCONF", "capa", "eof", "capa", "psync2"))
-            main_chan.read_exact(b"+OK\r\n+OK\r\n")
-            main_chan.send(encode_command("PSYNC", "?", "-1"))
-            parts = main_chan.read_line().split()
-            assert parts[0] == b"+FULLRESYNC"
-            snap_off = int(parts[2])
-            eof = main_chan.read_line()
-            mark = eof[5:]
-            main_chan.recv_until(lambda b: mark in b, 120)
-            rest = bytes(main_chan.buf).split(mark, 1)[1]
-            main_chan.buf[:] = rest
-            main = Reader(main_chan)
-            main.start()
-            readers.append(main)
-            ack_chan = main_chan
-        end_of_rdb_off = int(info(srv.port, "replication")["master_repl_offset"])
-        ack_chan.send(encode_command("REPLCONF", "ACK", snap_off))
-        load.stop = True
-        load.join(10)
-        assert load.error is None, load.error
-        final = int(info(srv.port, "replication")["master_repl_offset"])
-        received = [0]
+    with loaded_master(KEYS, "--repl-ping-replica-period", "3600") as (srv, load, sampler):
+        readers: list[Reader] = []
+        chans: list[Chan] = []
+        try:
+            start_off = int(info(srv.port, "replication")["master_repl_offset"])
+            if mode == "rdbchannel":
+                rep = RdbchReplica(srv.port)
+                chans += [rep.main]
+                rep.handshake()
+                main = Reader(rep.main)
+                main.start()
+                readers.append(main)
+                rep.open_rdb()
+                chans.append(rep.rdb)  # type: ignore[arg-type]
+                _, _, snap_off = rep.read_fullresync()
+                rep.read_rdb()
+                ack_chan = rep.main
+            else:
+                main_chan = Chan(srv.port)
+                chans.append(main_chan)
+                main_chan.send(encode_command("REPLCONF", "listening-port", "7777")
+                               + encode_command("REPLCONF", "capa", "eof", "capa", "psync2"))
+                main_chan.read_exact(b"+OK\r\n+OK\r\n")
+                main_chan.send(encode_command("PSYNC", "?", "-1"))
+                parts = main_chan.read_line().split()
+                assert parts[0] == b"+FULLRESYNC"
+                snap_off = int(parts[2])
+                eof = main_chan.read_line()
+                mark = eof[5:]
+                main_chan.recv_until(lambda b: mark in b, 120)
+                rest = bytes(main_chan.buf).split(mark, 1)[1]
+                main_chan.buf[:] = rest
+                main = Reader(main_chan)
+                main.start()
+                readers.append(main)
+                ack_chan = main_chan
+            end_of_rdb_off = int(info(srv.port, "replication")["master_repl_offset"])
+            ack_chan.send(encode_command("REPLCONF", "ACK", snap_off))
+            load.finish()
+            final = int(info(srv.port, "replication")["master_repl_offset"])
+            received = [0]
 
-        def caught_up() -> bool:
-            received[0] += len(main.take())
-            return received[0] >= final - snap_off
+            def caught_up() -> bool:
+                received[0] += len(main.take())
+                return received[0] >= final - snap_off
 
-        wait_for(caught_up, 60, interval=0.05, what="the replica to receive the whole stream")
-        sampler.stop = True
-        sampler.join(10)
-        return {"peak": sampler.peak, "peak_clients": sampler.peak_clients,
-                "written_during_sync": end_of_rdb_off - start_off,
-                "stream_received": received[0], "expected": final - snap_off,
-                "samples": sampler.samples}
-    finally:
-        load.stop = True
-        sampler.stop = True
-        for r in readers:
-            r.finish()
-        for ch in chans:
-            ch.close()
-        srv.stop()
+            wait_for(caught_up, 60, interval=0.05, what="the replica to receive the whole stream")
+            sampler.finish()
+            return {"peak": sampler.peak, "peak_clients": sampler.peak_clients,
+                    "written_during_sync": end_of_rdb_off - start_off,
+                    "stream_received": received[0], "expected": final - snap_off,
+                    "samples": sampler.samples}
+        finally:
+            for r in readers:
+                r.finish()
+            for ch in chans:
+                ch.close()
 
 
 def test_master_buffers_stay_at_backlog_size_with_the_rdb_channel() -> None:

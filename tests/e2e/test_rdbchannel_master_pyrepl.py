@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.procs import start_pyrepl
 from tests.support.resp import RawClient, parse_reply
-from tests.support.syncload import BACKLOG, Load, Sampler, info
+from tests.support.syncload import BACKLOG, info, loaded_master
 from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
@@ -32,61 +32,47 @@ def digest(port: int) -> bytes:
 
 
 def sync_under_load(rdb_channel: str) -> dict[str, object]:
-    master = start_pyrepl("--loglevel", "notice", "--repl-diskless-sync-delay", "0",
-                          "--repl-backlog-size", str(BACKLOG), "--rdb-key-save-delay", "50")
-    replica = None
-    load = Load(master.port, KEYS)
-    sampler = Sampler(master.port)
     states: list[str] = []
-    try:
-        with RawClient(master.port) as c:
-            c.call("DEBUG", "POPULATE", KEYS, "key", 100)
-        load.start()
-        wait_for(lambda: load.sent > 2000, 20, what="the load to run")
-        sampler.start()
+    with loaded_master(KEYS) as (master, load, sampler):
         t0 = time.monotonic()
         replica = start_pyrepl("--loglevel", "notice", "--master", f"127.0.0.1:{master.port}",
                                "--repl-rdb-channel", rdb_channel, role="replica")
+        try:
+            def sample_state() -> None:
+                s = info(master.port, "replication").get("slave0", "")
+                state = s.split("state=")[1].split(",")[0] if s else ""
+                if state and (not states or states[-1] != state):
+                    states.append(state)
 
-        def sample_state() -> None:
-            s = info(master.port, "replication").get("slave0", "")
-            state = s.split("state=")[1].split(",")[0] if s else ""
-            if state and (not states or states[-1] != state):
-                states.append(state)
+            def link_up() -> bool:
+                sample_state()
+                return info(replica.port, "replication")["master_link_status"] == "up"
 
-        def link_up() -> bool:
-            sample_state()
-            return info(replica.port, "replication")["master_link_status"] == "up"
+            wait_for(link_up, 60, interval=0.05, what="the link to come up")
+            t_up = time.monotonic() - t0
+            load.finish()
 
-        wait_for(link_up, 60, interval=0.05, what="the link to come up")
-        t_up = time.monotonic() - t0
-        load.stop = True
-        load.join(10)
-        assert load.error is None, load.error
+            def caught_up() -> bool:
+                sample_state()
+                mo = info(master.port, "replication")["master_repl_offset"]
+                return info(replica.port, "replication")["slave_repl_offset"] == mo
 
-        def caught_up() -> bool:
-            sample_state()
-            mo = info(master.port, "replication")["master_repl_offset"]
-            return info(replica.port, "replication")["slave_repl_offset"] == mo
-
-        wait_for(caught_up, 60, interval=0.05, what="the replica to catch up")
-        t_caught = time.monotonic() - t0
-        sampler.stop = True
-        sampler.join(10)
-        assert digest(master.port) == digest(replica.port)
-        rinfo = info(replica.port, "replication")
-        return {"peak": sampler.peak, "states": states, "t_up": t_up, "t_caught": t_caught,
-                "replica_peak": int(rinfo["replica_full_sync_buffer_peak"]),
-                "master_log": master.log(), "replica_log": replica.log()}
-    finally:
-        load.stop = True
-        sampler.stop = True
-        if replica is not None:
+            wait_for(caught_up, 60, interval=0.05, what="the replica to catch up")
+            t_caught = time.monotonic() - t0
+            sampler.finish()
+            assert digest(master.port) == digest(replica.port)
+            rinfo = info(replica.port, "replication")
+            return {"peak": sampler.peak, "states": states, "t_up": t_up,
+                    "t_caught": t_caught,
+                    "replica_peak": int(rinfo["replica_full_sync_buffer_peak"]),
+                    "master_log": master.log(), "replica_log": replica.log()}
+        finally:
             replica.stop()
-        master.stop()
 
 
 def test_pyrepl_replica_over_the_rdb_channel_under_load() -> None:
+    """The same sync with the replica's rdb channel on, then off (classic diskless): what the
+    master logs, the replica's states on the master, and where the writes were buffered."""
     rdbch = sync_under_load("yes")
     classic = sync_under_load("no")
     print(f"\npyrepl master -> pyrepl replica, full sync of {KEYS} keys under ~7 MB/s of "

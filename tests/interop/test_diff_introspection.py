@@ -16,7 +16,7 @@ import re
 import pytest
 import redis
 
-from tests.support.procs import side_by_side, start_pyrepl, start_redis
+from tests.support.procs import start_pyrepl, start_redis
 from tests.support.realpair import wait_in_sync
 from tests.support.resp import RawClient, parse_reply
 
@@ -177,17 +177,12 @@ def test_monitor_on_replicas_shows_the_master_stream() -> None:
 
 # -- LATENCY, MEMORY, LOLWUT, MODULE, COMMAND LIST ---------------------------------------------
 
-@pytest.fixture(scope="module")
-def debug_pair():
-    """Both servers with DEBUG enabled (DEBUG SLEEP makes a latency spike)."""
-    with side_by_side("--enable-debug-command", "yes") as started:
-        yield started
+# (on conftest's ``servers``: DEBUG enabled, so DEBUG SLEEP makes a latency spike)
 
-
-def test_latency_monitor_as_redis(debug_pair) -> None:
+def test_latency_monitor_as_redis(servers) -> None:
     seen = []
-    for srv in debug_pair:
-        with RawClient(srv.port) as c:
+    for port in servers:
+        with RawClient(port) as c:
             row = [c.call("LATENCY", "LATEST"), c.call("LATENCY", "HISTORY", "command"),
                    c.call("LATENCY", "RESET"), c.call("LATENCY", "DOCTOR"),
                    c.call("LATENCY", "GRAPH", "command"), c.call("LATENCY", "HELP"),
@@ -213,10 +208,10 @@ def test_latency_monitor_as_redis(debug_pair) -> None:
     assert seen[0] == seen[1]
 
 
-def test_memory_lolwut_module_as_redis(debug_pair) -> None:
+def test_memory_lolwut_module_as_redis(servers) -> None:
     seen = []
-    for srv in debug_pair:
-        with RawClient(srv.port) as c:
+    for port in servers:
+        with RawClient(port) as c:
             c.call("SET", "foo", "bar")
             usage = parse_reply(c.call("MEMORY", "USAGE", "foo"))
             assert isinstance(usage, int) and usage > 0
@@ -236,10 +231,10 @@ def test_memory_lolwut_module_as_redis(debug_pair) -> None:
     assert seen[0] == seen[1]
 
 
-def test_command_list_as_redis(debug_pair) -> None:
+def test_command_list_as_redis(servers) -> None:
     lists = []
-    for srv in debug_pair:
-        with RawClient(srv.port) as c:
+    for port in servers:
+        with RawClient(port) as c:
             lists.append({
                 "all": set(parse_reply(c.call("COMMAND", "LIST"))),
                 "list": set(parse_reply(c.call("COMMAND", "LIST", "FILTERBY", "ACLCAT",
@@ -260,10 +255,10 @@ def test_command_list_as_redis(debug_pair) -> None:
     assert ours["module"] == theirs["module"] and ours["errors"] == theirs["errors"]
 
 
-def test_debug_error_help_and_client_kill_user_as_redis(debug_pair) -> None:
+def test_debug_error_help_and_client_kill_user_as_redis(servers) -> None:
     seen = []
-    for srv in debug_pair:
-        with RawClient(srv.port) as c, RawClient(srv.port) as victim:
+    for port in servers:
+        with RawClient(port) as c, RawClient(port) as victim:
             victim.call("CLIENT", "SETNAME", "victim")
             seen.append([
                 c.call("DEBUG", "ERROR", "LOADING fake\r\nmessage"),

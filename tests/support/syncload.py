@@ -1,14 +1,19 @@
 """A full sync under a write load, measured on a pyrepl master: ``Load`` paces pipelined SETs
 over a DEBUG POPULATE dataset, ``Sampler`` samples INFO memory every 50 ms (its peaks),
-``info`` reads one INFO section by port; ``BACKLOG`` is the masters' backlog size."""
+``loaded_master`` starts a master with both running, ``info`` reads one INFO section by port;
+``BACKLOG`` is the masters' backlog size."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from tests.support.procs import ServerProcess, start_pyrepl
 from tests.support.resp import RawClient, encode_command, parse_reply
+from tests.support.waits import wait_for
 
 BACKLOG = 1 << 20
 
@@ -60,6 +65,12 @@ class Load(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.error = e
 
+    def finish(self) -> None:
+        """Stop the writes; the load must have met no error."""
+        self.stop = True
+        self.join(10)
+        assert self.error is None, self.error
+
 
 class Sampler(threading.Thread):
     def __init__(self, port: int) -> None:
@@ -77,3 +88,30 @@ class Sampler(threading.Thread):
             self.peak_clients = max(self.peak_clients, int(mem["mem_clients_slaves"]))
             self.samples += 1
             time.sleep(0.05)  # the sampling period (not a wait for a condition)
+
+    def finish(self) -> None:
+        self.stop = True
+        self.join(10)
+
+
+@contextmanager
+def loaded_master(keys: int, *flags: str) -> Iterator[tuple[ServerProcess, Load, Sampler]]:
+    """A pyrepl master (``flags`` added) whose full syncs take a few seconds (backlog
+    ``BACKLOG``, no diskless delay, a snapshot child slowed by rdb-key-save-delay 50 us) and
+    ``keys`` keys of DEBUG POPULATE, with a ``Load`` running on them and a ``Sampler``; the
+    load, the sampler and the master stopped on the way out."""
+    srv = start_pyrepl("--loglevel", "notice", "--repl-diskless-sync-delay", "0",
+                       "--repl-backlog-size", str(BACKLOG), "--rdb-key-save-delay", "50", *flags)
+    load = Load(srv.port, keys)
+    sampler = Sampler(srv.port)
+    try:
+        with RawClient(srv.port) as c:
+            c.call("DEBUG", "POPULATE", keys, "key", 100)
+        load.start()
+        wait_for(lambda: load.sent > 2000, 20, what="the load to run")
+        sampler.start()
+        yield srv, load, sampler
+    finally:
+        load.stop = True
+        sampler.stop = True
+        srv.stop()
