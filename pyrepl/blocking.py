@@ -147,6 +147,12 @@ class Blocking:
         self._resume: list[Client] = []
 
     # -- blocking and unblocking ------------------------------------------------------------
+    def block_for_acks(self, c: Client, offset: int, numreplicas: int, deadline: int,
+                       on_timeout: Callable[[], object]) -> None:
+        """WAIT: ``c`` blocked until ``numreplicas`` replicas acked ``offset`` (the
+        replication layer unblocks it, or ``on_timeout`` answers at ``deadline``)."""
+        self.block(c, ReplicaWait(offset, numreplicas, deadline, on_timeout))
+
     def block(self, c: Client, record: Blocked) -> None:
         """blockClient / blockForKeys."""
         c.blocked = record

@@ -42,6 +42,8 @@ class Pause:
     they postponed. ``kind``/``end_ms`` are the strictest kind and the latest end over them
     (updateClientPauseTypeAndEndTime)."""
 
+    OFF, WRITE, ALL = OFF, WRITE, ALL   # (the kinds, for those who hold only the pause)
+
     def __init__(self, core: ServerCore) -> None:
         self.core = core
         self.kind = OFF

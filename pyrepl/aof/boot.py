@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.aof.loader import LoadPorts, LoadStatus, load_files, upgrade_if_needed
-from pyrepl.client import Client
 from pyrepl.resp.types import ReplyError
 
 CLIENT_ID_AOF = 2**64 - 1
@@ -27,9 +26,7 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
     aof = core.aof
     cfg = core.config
     upgrade_if_needed(aof.manifest, cfg.dir, aof.dirpath, aof.filename, core.log)
-    c = Client(core, CLIENT_ID_AOF, "", "", -1)
-    c.set_authenticated(True)
-    c.kind = "aof"
+    c = core.internal_client("aof", CLIENT_ID_AOF)
 
     plain: dict[bytes, Any] = {}   # exact spelling -> a plain command (run_batch takes it)
 

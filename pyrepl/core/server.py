@@ -211,6 +211,19 @@ class ServerCore:
         self.clients[c.id] = c
         return c
 
+    def internal_client(self, kind: str, client_id: int | None = None, flags: str = "") -> Client:
+        """A client of the server's own, not in the client table, authenticated: the AOF's
+        (its fixed id) or a replica's master client (the next id)."""
+        if client_id is None:
+            client_id = self.next_client_id
+            self.next_client_id += 1
+        c = Client(self, client_id)
+        c.kind = kind
+        if flags:
+            c.flags = flags
+        c.set_authenticated(True)
+        return c
+
     def client_closed(self, c: Client) -> None:
         if c.closed:
             return

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrepl.pause import WRITE
 from pyrepl.replication.master.states import SlaveState
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ class Failover:
         self.end_ms = core.now_ms + timeout_ms if timeout_ms else 0
         self.force = force
         self.state = WAIT_FOR_SYNC
-        core.pause.start(WRITE, FOREVER, purpose="failover")
+        core.pause.start(core.pause.WRITE, FOREVER, purpose="failover")
         m.request_acks()
         self._emit("requested", reason="target" if host is not None else "any-replica")
         return None

@@ -139,8 +139,6 @@ class Acks:
 
     def wait_command(self, c: Client, argv: list[bytes]) -> object:
         """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
-        from pyrepl.blocking import ReplicaWait
-
         if self.manager.is_replica():
             raise ReplyError(WAIT_REPLICA_ERR)
         numreplicas = parse_int(argv[1])
@@ -153,8 +151,8 @@ class Acks:
             return acked
         deadline = self.core.now_ms + timeout if timeout > 0 else 0
         # the cron answers the acks counted at the deadline (pyrepl.blocking)
-        self.core.blocking.block(c, ReplicaWait(offset, numreplicas, deadline,
-                                                lambda: self.count_acks(offset)))
+        self.core.blocking.block_for_acks(c, offset, numreplicas, deadline,
+                                          lambda: self.count_acks(offset))
         self.waiters.append(c)
         self._request_acks()
         return BLOCKED
@@ -178,13 +176,11 @@ class Acks:
 
     def _process_waiters(self) -> None:
         """processClientsWaitingReplicas."""
-        from pyrepl.blocking import ReplicaWait
-
         last_off = 0
         last_num = 0
         for c in list(self.waiters):
             b = c.blocked
-            if c.closed or not isinstance(b, ReplicaWait):
+            if c.closed or b is None or b.btype != "wait":
                 self.waiters.remove(c)
                 continue
             off, num = b.offset, b.numreplicas
@@ -201,10 +197,8 @@ class Acks:
     def _wait_timeouts(self, now: int) -> None:
         """Forget the WAITs answered elsewhere: their deadline (the core's blocked-clients
         cron), CLIENT UNBLOCK, a closed connection."""
-        from pyrepl.blocking import ReplicaWait
-
         self.waiters = [c for c in self.waiters
-                        if not c.closed and isinstance(c.blocked, ReplicaWait)]
+                        if not c.closed and c.blocked is not None and c.blocked.btype == "wait"]
 
     def refresh_good_replicas(self) -> None:
         """refreshGoodSlavesCount."""

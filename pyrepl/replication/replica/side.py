@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyrepl.client import Client
 from pyrepl.config import ConfigError
 from pyrepl.replication.fsm import step
 from pyrepl.replication.rdbchannel import (
@@ -61,6 +60,7 @@ from pyrepl.replication.wire import CRON_MS, MAX_LINE
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
+    from pyrepl.client import Client
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.ports import ReplicaIOPort
 

@@ -14,10 +14,9 @@ reploff`` while CONNECTED; the bytes fed to ``feed_raw`` are the master's bytes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyrepl import native
-from pyrepl.client import Client
 from pyrepl.config import repr_arg
 from pyrepl.dispatch import account_run, start_run
 from pyrepl.dispatch import execute as dispatch
@@ -29,6 +28,9 @@ from pyrepl.resp.fastreader import first, make_reader
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
+
+if TYPE_CHECKING:
+    from pyrepl.client import Client
 
 _feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
 
@@ -60,13 +62,9 @@ class Stream:
     def _new_master_client(self) -> Client:
         core = self.core
         cfg = core.config
-        c = Client(core, core.next_client_id)
-        core.next_client_id += 1
-        c.kind = "master"
-        c.flags = "M"
+        c = core.internal_client("master", flags="M")
         c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
                                from_master=True)
-        c.set_authenticated(True)
         return c
 
     def _link_master_client(self, ms: MasterState) -> None:
