@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -28,7 +27,15 @@ import sys
 import tempfile
 import time
 
-from common import median, redis_benchmark, requests_for, start_pyrepl, start_redis, write_json
+from common import (
+    median,
+    options,
+    redis_benchmark,
+    requests_for,
+    start_pyrepl,
+    start_redis,
+    write_json,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -198,13 +205,8 @@ def load(rounds: int, keys: int) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=200000)
-    ap.add_argument("--keys", type=int, default=1000000)
-    ap.add_argument("--only", default="throughput,rewrite,load")
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = options(__doc__, rounds=3, requests=200000, keys=1000000,
+                   only="throughput,rewrite,load", json=None)
     parts = set(args.only.split(","))
     summary: dict[str, object] = {}
     if "throughput" in parts:

@@ -13,7 +13,6 @@ median of ``--rounds``. Goals: save and load within 3x of Redis.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from common import write_json  # noqa: E402
+from common import options, write_json  # noqa: E402
 
 from pyrepl.rdb.decoder import load_rdb_file  # noqa: E402
 from pyrepl.rdb.encoder import save_rdb_file  # noqa: E402
@@ -116,12 +115,7 @@ def pyrepl_side(keys: int, size: int, rounds: int, work: str) -> tuple[dict[str,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--keys", type=int, default=1_000_000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--json", help="write the results here too")
-    args = ap.parse_args()
+    args = options(__doc__, keys=1_000_000, size=100, rounds=3, json=None)
     work = tempfile.mkdtemp(prefix="bench-rdb-")
     try:
         ours, ours_path = pyrepl_side(args.keys, args.size, args.rounds, work)

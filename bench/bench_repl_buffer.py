@@ -14,14 +14,13 @@ kernel buffers (which neither server counts), so read the figures side by side.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import time
 
 import redis
-from common import median, rss_bytes, start_pyrepl, start_redis
+from common import median, options, rss_bytes, start_pyrepl, start_redis
 
 from tests.support.waits import wait_for
 
@@ -92,11 +91,7 @@ def one(kind: str, replicas: int, burst_mb: int) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--burst-mb", type=int, default=5)
-    ap.add_argument("--replicas", default="1,3")
-    args = ap.parse_args()
+    args = options(__doc__, rounds=3, burst_mb=5, replicas="1,3")
     print(f"burst {args.burst_mb} MB of 1 KB SETs, repl-backlog-size 1 MB, medians of "
           f"{args.rounds}")
     print("| replicas | figure | pyrepl | redis |")

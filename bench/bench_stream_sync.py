@@ -11,11 +11,10 @@ figures are the master's populate time, the RDB size the replica received and th
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import redis
-from common import median, start_pyrepl, start_redis
+from common import median, options, start_pyrepl, start_redis
 
 from tests.support.waits import wait_for
 
@@ -74,10 +73,7 @@ def one(kind: str, entries: int) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--entries", type=int, default=200000)
-    args = ap.parse_args()
+    args = options(__doc__, rounds=3, entries=200000)
     runs: dict[str, list[dict[str, float]]] = {"pyrepl": [], "redis": []}
     for rnd in range(args.rounds):
         order = ["pyrepl", "redis"] if rnd % 2 == 0 else ["redis", "pyrepl"]

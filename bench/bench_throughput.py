@@ -14,10 +14,9 @@ pyrepl / base: a before/after in the same minutes.
 
 from __future__ import annotations
 
-import argparse
-
 from common import (
     median,
+    options,
     redis_benchmark,
     requests_for,
     start_floor,
@@ -31,13 +30,7 @@ TESTS = "set,get,incr,lpush,hset,zadd"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=300000)
-    ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--json", help="write the results here too")
-    ap.add_argument("--base", help="another checkout's pyrepl beside (before/after)")
-    args = ap.parse_args()
+    args = options(__doc__, rounds=3, requests=300000, clients=50, json=None, base=None)
     py = start_pyrepl()
     rd = start_redis()
     fl = start_floor()

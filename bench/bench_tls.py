@@ -14,12 +14,11 @@ Certificates are made in a temporary directory with the openssl command line.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import redis
-from common import median, redis_benchmark, start_pyrepl, start_redis, tmpdir
+from common import median, options, redis_benchmark, start_pyrepl, start_redis, tmpdir
 
 from tests.support.procs import free_port
 from tests.support.tlscerts import make_certs, server_args
@@ -64,11 +63,7 @@ def _full_sync(start, certs: Path, keys: int) -> float:  # noqa: ANN001
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=100000)
-    ap.add_argument("--keys", type=int, default=200000)
-    args = ap.parse_args()
+    args = options(__doc__, rounds=3, requests=100000, keys=200000)
     certs = make_certs(Path(tmpdir("bench-tls-")))
     servers = {}
     for who, start in (("pyrepl", start_pyrepl), ("redis", start_redis)):

@@ -3,6 +3,7 @@ loopback ports, run redis-benchmark, take medians, write results."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import statistics
@@ -96,6 +97,28 @@ def start_floor(replica: int | None = None) -> ServerProcess:
     more = [] if replica is None else ["--replica", str(replica)]
     return ServerProcess([sys.executable, os.path.join(HERE, "floor_server.py"), str(port),
                           *more], port, d, f"floor-{port}", ready=ready).start()
+
+
+#: The help of the options several benchmarks take (the others show their default only).
+OPTION_HELP = {
+    "rounds": "rounds run; the figures are their medians",
+    "json": "write the results here too",
+    "base": "another checkout's pyrepl beside (before/after)",
+}
+
+
+def options(doc: str | None, **defaults: int | str | None) -> argparse.Namespace:
+    """A benchmark's command line (its description: ``doc``'s first line): one option a
+    keyword, ``burst_mb=5`` being ``--burst-mb``, read as the type of its default (a string
+    where the default is None)."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0] or None)
+    for name, default in defaults.items():
+        what = OPTION_HELP.get(name)
+        if default is not None:
+            what = f"{what} (default: %(default)s)" if what else "default: %(default)s"
+        ap.add_argument("--" + name.replace("_", "-"), default=default, help=what,
+                        type=str if default is None else type(default))
+    return ap.parse_args()
 
 
 def write_json(path: str | None, obj: object) -> None:
