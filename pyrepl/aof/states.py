@@ -14,7 +14,7 @@ temporary incr file that becomes the first incr file once the rewrite's base is 
 
 from __future__ import annotations
 
-from pyrepl.replication.fsm import Machine, step
+from pyrepl.replication.fsm import Machine, from_every, step
 
 
 class AofState(Machine):
@@ -38,8 +38,7 @@ TRANSITIONS: dict[tuple[AofState, AofInput], AofState] = {
     (S.OFF, In.ENABLE): S.WAIT_REWRITE,
     (S.WAIT_REWRITE, In.REWRITTEN): S.ON,
     (S.WAIT_REWRITE, In.FAILED): S.OFF,
-    (S.ON, In.STOP): S.OFF,
-    (S.WAIT_REWRITE, In.STOP): S.OFF,
+    **from_every((S.ON, S.WAIT_REWRITE), (In.STOP,), S.OFF),
 }
 
 
