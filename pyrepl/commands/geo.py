@@ -48,6 +48,7 @@ _UNITS = {b"m": 1.0, b"km": 1000.0, b"ft": 0.3048, b"mi": 1609.34}
 # georadiusGeneric's flags
 _COORDS, _MEMBER, _NOSTORE, _SEARCH, _SEARCHSTORE = 1, 2, 4, 8, 16
 _SORT_NONE, _SORT_ASC, _SORT_DESC = 0, 1, 2
+_SORTS = {b"asc": _SORT_ASC, b"desc": _SORT_DESC}
 
 # A candidate: [longitude, latitude, distance, score, member] (Redis's geoPoint).
 Point = list[Any]
@@ -392,10 +393,8 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
             withcoords = True
         elif arg == b"any":
             any_ = True
-        elif arg == b"asc":
-            sort = _SORT_ASC
-        elif arg == b"desc":
-            sort = _SORT_DESC
+        elif arg in _SORTS:
+            sort = _SORTS[arg]
         elif arg == b"count" and i + 1 < remaining:
             count = parse_int(argv[j + 1])
             if count <= 0:

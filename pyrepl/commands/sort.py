@@ -94,10 +94,8 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
     while j < n:
         left = n - j - 1
         opt = argv[j].lower()
-        if opt == b"asc":
-            desc = False
-        elif opt == b"desc":
-            desc = True
+        if opt == b"asc" or opt == b"desc":
+            desc = opt == b"desc"
         elif opt == b"alpha":
             alpha = True
         elif opt == b"limit" and left >= 2:
