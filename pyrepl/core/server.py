@@ -775,6 +775,19 @@ class ServerCore:
 
         return rdb_libraries(self)
 
+    def prepare_functions(self, codes: list[bytes]) -> Any:
+        """An RDB's function libraries loaded aside (nothing changes yet; RdbError when one
+        cannot be), for ``install_functions``: a replica's full sync."""
+        from pyrepl.scripting.functions import prepare_libraries
+
+        return prepare_libraries(self, codes)
+
+    def install_functions(self, libraries: Any) -> None:
+        """Libraries from ``prepare_functions`` in place of the server's (all of them)."""
+        from pyrepl.scripting.functions import install_libraries
+
+        install_libraries(self, libraries)
+
     @property
     def replica_mode(self) -> bool:
         """True while this server follows a master (keys then expire only by its DEL)."""

@@ -27,7 +27,9 @@ from typing import Any, Protocol
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
-from pyrepl.rdb.constants import OBJ_HASH, OBJ_LIST, OBJ_SET, OBJ_STREAM, OBJ_STRING, OBJ_ZSET
+
+# In-memory object types (server.h OBJ_*): each type's digest starts from its code's.
+OBJ_STRING, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH, OBJ_STREAM = 0, 1, 2, 3, 4, 6
 
 _ZERO = bytes(20)
 _EXPIRE_SHA = sha1(b"!!expire!!").digest()

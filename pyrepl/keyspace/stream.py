@@ -21,7 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from pyrepl.rdb.containers import lp_int_size, lp_value_size
+from pyrepl.keyspace.listpack import lp_int_size, lp_value_size
 
 MASK64 = (1 << 64) - 1
 MAX_ID = (1 << 128) - 1

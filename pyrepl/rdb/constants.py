@@ -85,14 +85,6 @@ RDB_MODULE_OPCODE_STRING = 5
 QUICKLIST_NODE_CONTAINER_PLAIN = 1
 QUICKLIST_NODE_CONTAINER_PACKED = 2
 
-# In-memory object types (server.h OBJ_*), used by DEBUG DIGEST.
-OBJ_STRING = 0
-OBJ_LIST = 1
-OBJ_SET = 2
-OBJ_ZSET = 3
-OBJ_HASH = 4
-OBJ_MODULE = 5
-OBJ_STREAM = 6
 
 # stream.h: entry flags and the stream-node defaults of an RDB stream's listpacks.
 STREAM_ITEM_FLAG_DELETED = 1

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.keyspace.hashttl import make_hashex
+from pyrepl.keyspace.listpack import lp_int_size
 from pyrepl.keyspace.stream import (
     FLAG_SAMEFIELDS,
     MASK64,
@@ -110,7 +111,6 @@ from pyrepl.rdb.containers import (
     ContainerError,
     intset_entries,
     listpack_entries,
-    lp_int_size,
     ziplist_entries,
     zipmap_pairs,
 )

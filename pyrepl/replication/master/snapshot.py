@@ -63,7 +63,6 @@ class Snapshots:
     def _fork_socket_snapshot(self, req: int, offset: int, keys: int) -> int | None:
         """rdbSaveToSlavesSockets. None: no replica could be handed over; -1: fork failed."""
         from pyrepl.rdb.encoder import encode_rdb
-        from pyrepl.scripting.functions import rdb_libraries
 
         core = self.core
         io = self.io
@@ -86,7 +85,7 @@ class Snapshots:
                    for lk in ready]
         dbs = [] if req & REQ_EXCLUDE_DATA else core.dbs
         aux = core.persistence.rdb_aux()
-        functions = rdb_libraries(core)
+        functions = core.function_codes()
         checksum = core.config.rdbchecksum
         now = core.now_ms
         key_hook = core.host.key_save_delay_hook()  # rdb-key-save-delay (tests slow it down)

@@ -22,7 +22,6 @@ from pyrepl.replication.replica.states import (
 )
 from pyrepl.replication.replica.stream import MasterState
 from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
-from pyrepl.scripting.functions import install_libraries, prepare_libraries
 
 
 class _Load:
@@ -42,7 +41,7 @@ class _Load:
         self.first_ms = now_ms
         self.ended = False
         self.functions: list[bytes] = []   # the function libraries' codes
-        self.libraries: Any = None          # ... loaded (prepare_libraries) once the RDB ended
+        self.libraries: Any = None          # ... loaded (core.prepare_functions) once the RDB ended
 
 
 class Load:
@@ -192,7 +191,7 @@ class Load:
                 ld.functions.append(ev.library_code)  # type: ignore[attr-defined]
             elif t is End:
                 # RdbError ("Failed loading library, ...") when a library cannot be loaded
-                ld.libraries = prepare_libraries(self.core, ld.functions)
+                ld.libraries = self.core.prepare_functions(ld.functions)
                 ld.ended = True
 
     def _load_failed(self, message: str, error: str) -> None:
@@ -262,7 +261,7 @@ class Load:
         core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
             db.replace(data, expires)
-        install_libraries(core, ld.libraries)   # the master's libraries replace ours
+        core.install_functions(ld.libraries)   # the master's libraries replace ours
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1
         stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
