@@ -14,10 +14,10 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                            |     v
                            |   RECEIVE_PORT_REPLY --> RECEIVE_IP_REPLY --> RECEIVE_CAPA_REPLY
                            |   (REPLY_OK or REPLY_ERR: "non critical")  (SKIP: no announce ip)
-                           |                                                  | REPLY_OK/ERR
+                           |                                                  | REPLY_OK, REPLY_ERR
                            |                                                  v
                            |   RECEIVE_PSYNC_REPLY <--SENT-- SEND_PSYNC <-----+
-                           |     | KEEPALIVE ("\n") stays
+                           |     | KEEPALIVE ("\\n") stays
                            |     |-- CONTINUE ------------------------------> CONNECTED
                            |     |-- FULLRESYNC / NOT_SUPPORTED (SYNC) --> TRANSFER
                            |     |-- RDBCHANNELSYNC -----------------------> TRANSFER
@@ -27,6 +27,7 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                                                                               | BUFFER stay
                                                          LOADED --> CONNECTED (STREAM,
                                                                                BUFFER stay)
+    DATA (bytes read) stays in every state that reads a reply, in TRANSFER and CONNECTED
 
 The handshake states and the rest are named once here (``_HANDSHAKE``, ``_LINKED``, ``_LINE_STATES``).
 """
