@@ -2,7 +2,7 @@
 sides).
 
 Theory of operation: each state machine (the master's per-replica link in ``master/states.py``,
-the replica's in ``replica/states.py``, the rdb channel in ``rdbchannel.py``) is an Enum of
+the replica's in ``replica/states.py``, the rdb channel in ``replica/rdbchannel.py``) is an Enum of
 states, an Enum of inputs and one table ``(state, input) -> next state``. :func:`step` is the
 only way a machine moves: an input without an entry raises the machine's own typed error (never
 a silent branch). :func:`from_every` writes the table rows that the diagrams draw as "any state

@@ -29,7 +29,7 @@ from pyrepl.config import Config
 from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
-from pyrepl.replication.rdbchannel import BLOCK_SIZE
+from pyrepl.replication.replica.rdbchannel import BLOCK_SIZE
 from pyrepl.resp.writer import encode_command
 from tests.support.load import LoadWriter, populate_under_load
 from tests.support.procs import start_pyrepl, sync_events

@@ -22,9 +22,9 @@ from pyrepl.config import Config
 from pyrepl.core import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
-from pyrepl.replication import rdbchannel as rc
-from pyrepl.replication.rdbchannel import BulkHeader, Failed, FullResync, Keepalive, Payload
 from pyrepl.replication.replica import ReplState
+from pyrepl.replication.replica import rdbchannel as rc
+from pyrepl.replication.replica.rdbchannel import BulkHeader, Failed, FullResync, Keepalive, Payload
 from tests.support.checks import check_every_move
 from tests.support.cores import NOW, cmd
 from tests.support.replica_side import ReplicaNode

@@ -17,8 +17,8 @@ from types import ModuleType
 import pytest
 
 from pyrepl.aof import states as aof_states
-from pyrepl.replication import rdbchannel
 from pyrepl.replication.master import states as master_states
+from pyrepl.replication.replica import rdbchannel
 from pyrepl.replication.replica import states as replica_states
 
 # module, its states, its inputs, its table, whether its arrows are compared one by one

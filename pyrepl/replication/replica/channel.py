@@ -1,12 +1,12 @@
 """The rdb channel (Redis 8) and the main channel's buffer while it runs (replica side).
 
 RDB channel (Redis 8, ``+RDBCHANNELSYNC <client-id>``): the snapshot comes on a second
-connection, driven by :class:`~pyrepl.replication.rdbchannel.RdbChannel` (its own ``RDB_CH_*``
+connection, driven by :class:`~pyrepl.replication.replica.rdbchannel.RdbChannel` (its own ``RDB_CH_*``
 states; its callbacks are ``on_rdb_connected`` / ``on_rdb_connect_failed`` / ``on_rdb_data`` /
 ``on_rdb_closed`` with the rdb channel's token). Its ``+FULLRESYNC <replid> <offset>`` gives the
 snapshot offset and its ``$EOF:`` payload goes through the same decoder, fresh dicts and swap as
 above. Meanwhile the main connection stays in TRANSFER and every byte it delivers (the stream
-from ``<offset> + 1``) is kept in a :class:`~pyrepl.replication.rdbchannel.FullSyncBuffer` (input
+from ``<offset> + 1``) is kept in a :class:`~pyrepl.replication.replica.rdbchannel.FullSyncBuffer` (input
 BUFFER), up to ``replica-full-sync-buffer-limit`` (0: the ``client-output-buffer-limit replica``
 hard limit); over it the side asks the shell to ``pause_reading`` the main socket, so the rest
 waits in TCP and on the master: nothing is dropped. When the RDB and its mark are verified the
@@ -24,7 +24,7 @@ it after ``+CONTINUE``). INFO: ``replica_full_sync_buffer_size`` (whole blocks h
 
 from __future__ import annotations
 
-from pyrepl.replication.rdbchannel import (
+from pyrepl.replication.replica.rdbchannel import (
     BulkHeader,
     Failed,
     FullResync,

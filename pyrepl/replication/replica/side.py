@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.config import ConfigError
 from pyrepl.replication.fsm import step
-from pyrepl.replication.rdbchannel import (
-    FullSyncBuffer,
-    RdbChannel,
-)
 from pyrepl.replication.replica.channel import Channel
 from pyrepl.replication.replica.handshake import Handshake
 from pyrepl.replication.replica.load import Load, _Load
+from pyrepl.replication.replica.rdbchannel import (
+    FullSyncBuffer,
+    RdbChannel,
+)
 from pyrepl.replication.replica.states import (
     _LINE_STATES,
     _LINKED,
