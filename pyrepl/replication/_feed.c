@@ -3,7 +3,7 @@
 
    feed_request(repl, db_id, reader, argv) is ``repl.feed(db_id, argv, reader.raw_last(argv))``
    (pyrepl/replication/manager.py, pyrepl/resp/fastreader.py) with ``Backlog.append``
-   (pyrepl/replication/backlog.py) and ``Feeding.stream`` (master/limits.py) inside it: the
+   (pyrepl/replication/backlog.py) and ``Feeding.stream`` (master/feeding.py) inside it: the
    bytes the request arrived as are copied once, from the reader's window straight into the
    backlog's tail block, the offsets move, and a streaming replica that had been handed
    everything is scheduled for a write. It returns True when it did that, and False, before

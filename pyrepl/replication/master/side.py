@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.replication.backlog import TRIM_BLOCKS_PER_CALL
 from pyrepl.replication.master.acks import Acks
-from pyrepl.replication.master.limits import Feeding
+from pyrepl.replication.master.feeding import Feeding
 from pyrepl.replication.master.snapshot import Snapshots
 from pyrepl.replication.master.states import (
     INFO_STATE,
