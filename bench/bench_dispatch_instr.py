@@ -105,7 +105,8 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
 
     import pyrepl.commands  # noqa: F401
     from pyrepl.config import Config
-    from pyrepl.core import Host, ServerCore
+    from pyrepl.core.host import Host
+    from pyrepl.core.server import ServerCore
     from pyrepl.net.server import ClientProtocol
 
     class ClockHost(Host):     # the clock the real server's shell gives (NetHost)

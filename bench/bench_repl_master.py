@@ -17,7 +17,8 @@ import time
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core.host import Host
+from pyrepl.core.server import ServerCore
 from pyrepl.replication.manager import Replication
 
 

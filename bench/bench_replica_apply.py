@@ -31,7 +31,7 @@ import hiredis  # noqa: E402
 
 import pyrepl.commands  # noqa: E402,F401
 from pyrepl.config import Config  # noqa: E402
-from pyrepl.core import ServerCore  # noqa: E402
+from pyrepl.core.server import ServerCore  # noqa: E402
 from pyrepl.rdb.encoder import encode_rdb_bytes  # noqa: E402
 from tests.support.cores import cmd  # noqa: E402
 from tests.support.replica_side import ReplicaNode  # noqa: E402

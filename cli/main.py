@@ -50,8 +50,8 @@ def parse_directive_flags(args: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def _build_config(config_file: str | None, overrides: list[tuple[str, list[str]]]):
-    from pyrepl.acl_file import check_config_users
     from pyrepl.config import Config, ConfigError
+    from pyrepl.core.acl_file import check_config_users
 
     try:
         cfg = Config.load(config_file, overrides)

@@ -925,7 +925,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _special("latency-tracking-info-percentiles", "50 99 99.9", _parse_percentiles,
              format_percentiles, multi_arg=True),
     _special("notify-keyspace-events", "", _parse_notify, _fmt_notify),
-    # ACL (pyrepl.acl; `user` lines are kept in Config.users, see pyrepl.acl_file)
+    # ACL (pyrepl.core.acl; `user` lines are kept in Config.users, see pyrepl.core.acl_file)
     _str("aclfile", "", mutable=False),
     Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
     _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
@@ -1089,7 +1089,7 @@ class Config:
     replicaof: tuple[str, int] | None
     dir: str
     # The `user <name> <rules...>` lines of the file and command line, in order (their rules
-    # are checked by pyrepl.acl_file, which needs the command table this module must not import).
+    # are checked by pyrepl.core.acl_file, which needs the command table this module must not import).
     users: tuple[UserLine, ...]
 
     def __init__(self) -> None:
@@ -1397,7 +1397,7 @@ class _Loader:
 
     def _user(self, argv: list[str], location: tuple[str, int | None, str, str | None]) -> None:
         """An ACL user (Redis's ACLAppendUserForLoading; its rules are checked by
-        pyrepl.acl_file.check_config_users, its user made at startup)."""
+        pyrepl.core.acl_file.check_config_users, its user made at startup)."""
         if any(u.argv[0] == argv[0] for u in self.cfg.users):
             self._fail_at(location, f"Error in user declaration '{argv[0]}': Duplicate user "
                                     "found. A user can only be defined once in config files")

@@ -1,10 +1,10 @@
 """The ACL container: SETUSER GETUSER DELUSER LIST USERS WHOAMI CAT GENPASS DRYRUN LOG HELP
 LOAD SAVE (Redis 7.0's aclCommand).
 
-Theory of operation: the users, rules and checks are pyrepl.acl's (sans-io); the handlers
+Theory of operation: the users, rules and checks are pyrepl.core.acl's (sans-io); the handlers
 here parse arguments and shape the replies as Redis does. The registry is made on the first
 ACL command (``acl_of``) or at startup for configured users, so a server that never uses ACL
-never checks a permission. LOAD and SAVE use pyrepl.acl_file (imported when they run: it
+never checks a permission. LOAD and SAVE use pyrepl.core.acl_file (imported when they run: it
 imports this package).
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-# pyrepl.acl as a module: it imports the commands package, which imports this module while
-# pyrepl.acl may still be half-initialized (a test that imports pyrepl.acl first).
-from pyrepl import acl as _acl
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import help_reply, parse_int
+
+# pyrepl.core.acl as a module: it imports the commands package, which imports this module while
+# pyrepl.core.acl may still be half-initialized (a test that imports pyrepl.core.acl first).
+from pyrepl.core import acl as _acl
 from pyrepl.errors import wrong_args
 from pyrepl.resp.types import OK, Map, ReplyError, SetReply
 
@@ -74,7 +75,7 @@ def acl_getuser(c: Any, argv: list[bytes]) -> object:
 @command("acl|list", 2, _FLAGS, group="server", since="6.0.0",
          summary="List the current ACL rules in ACL config file format")
 def acl_list(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.acl_file import user_lines
+    from pyrepl.core.acl_file import user_lines
 
     return [line.encode("latin-1") for line in user_lines(_acl.acl_of(c.core))]
 
@@ -186,7 +187,7 @@ def _acl_with_file(c: Any) -> _acl.Acl:
 @command("acl|load", 2, _FLAGS, group="server", since="6.0.0",
          summary="Reload the ACLs from the configured ACL file")
 def acl_load(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.acl_file import load_file
+    from pyrepl.core.acl_file import load_file
 
     errors = load_file(_acl_with_file(c), me=c)
     if errors is not None:
@@ -197,7 +198,7 @@ def acl_load(c: Any, argv: list[bytes]) -> object:
 @command("acl|save", 2, _FLAGS, group="server", since="6.0.0",
          summary="Save the current ACL rules in the configured ACL file")
 def acl_save(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.acl_file import save_file
+    from pyrepl.core.acl_file import save_file
 
     if not save_file(_acl_with_file(c)):
         raise ReplyError("ERR There was an error trying to save the ACLs. Please check the "

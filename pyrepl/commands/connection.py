@@ -39,7 +39,7 @@ def quit_(c: Any, argv: list[bytes]) -> object:
 
 def authenticate(c: Any, user: bytes, password: bytes, argv0: bytes = b"auth") -> bool:
     """Before any ACL use only ``default`` exists, its password ``requirepass``; then the ACL
-    users (pyrepl.acl: ACLAuthenticateUser, which logs a failure)."""
+    users (pyrepl.core.acl: ACLAuthenticateUser, which logs a failure)."""
     acl = c.core.__dict__.get("acl")
     if acl is not None:
         return bool(acl.authenticate(c, user, password, argv0))
@@ -174,7 +174,7 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
 def reset(c: Any, argv: list[bytes]) -> object:
     c.discard_transaction()
     c.core.pubsub.forget(c)
-    if c.tracking:     # clearClientConnectionState: tracking off (pyrepl.tracking)
+    if c.tracking:     # clearClientConnectionState: tracking off (pyrepl.core.tracking)
         c.core.tracking.disable(c)
     c.core.select_db(c, 0)
     c.proto = 2

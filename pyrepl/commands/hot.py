@@ -10,12 +10,12 @@ from collections import deque
 from typing import Any
 
 from pyrepl import native
-from pyrepl.client import Client
 from pyrepl.commands.hashes import hset
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.strings import _INT_TEXT, get, incr, set_
 from pyrepl.commands.table import COMMANDS
 from pyrepl.commands.zsets import zadd
+from pyrepl.core.client import Client
 from pyrepl.keyspace.db import Database
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.resp.types import OK
@@ -27,8 +27,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:
-    """The classes whose slots the C handlers read (the core's given by pyrepl/core.py, which
-    imports this package first), and the Python handlers they stand for."""
+    """The classes whose slots the C handlers read (the core's given by pyrepl/core/server.py,
+    which imports this package first), and the Python handlers they stand for."""
     if _hot is None:
         return
     _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, _INT_TEXT, ADDED,

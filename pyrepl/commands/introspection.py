@@ -1,8 +1,8 @@
 """Introspection commands: SLOWLOG, MONITOR, LATENCY, MEMORY, LOLWUT, MODULE.
 
-Theory of operation: the slow log lives in ``pyrepl.slowlog`` (``core.slowlog``, filled by
-``ServerCore.call``), MONITOR's feed in ``pyrepl.monitor`` (``core.monitors``), the latency
-monitor in ``pyrepl.latency`` (``core.latency``) and the memory figures in ``pyrepl.memory``;
+Theory of operation: the slow log lives in ``pyrepl.core.slowlog`` (``core.slowlog``, filled by
+``ServerCore.call``), MONITOR's feed in ``pyrepl.core.monitor`` (``core.monitors``), the latency
+monitor in ``pyrepl.core.latency`` (``core.latency``) and the memory figures in ``pyrepl.core.memory``;
 these handlers only read, reset or register. pyrepl loads no modules: MODULE LIST is empty and
 MODULE LOAD fails as Redis does for a module it cannot load.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from pyrepl import memory
 from pyrepl.commands.table import COMMANDS, command, container
 from pyrepl.commands.util import (
     help_command,
@@ -20,8 +19,9 @@ from pyrepl.commands.util import (
     parse_long_range,
     subcommand_error,
 )
+from pyrepl.core import memory
+from pyrepl.core.latency import histogram_cdf
 from pyrepl.errors import SYNTAX
-from pyrepl.latency import histogram_cdf
 from pyrepl.resp.types import NO_REPLY, OK, Map, ReplyError, Verbatim
 
 container("slowlog", group="server", summary="A container for slow log commands",

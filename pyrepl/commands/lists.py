@@ -11,7 +11,7 @@ except LMPOP which Redis rewrites to ``LPOP|RPOP key count`` with the number act
 
 Blocking pops (BLPOP BRPOP BRPOPLPUSH BLMOVE BLMPOP) act as their plain forms when a list has
 elements (propagated as LPOP/RPOP/LMOVE/RPOPLPUSH), answer a null array inside MULTI, and
-otherwise block the client on the keys (``pyrepl.blocking``); ``_serve`` pops for a blocked
+otherwise block the client on the keys (``pyrepl.core.blocking``); ``_serve`` pops for a blocked
 client once a push made one of its keys ready, and propagates what Redis rewrites it to.
 
 Keyspace events as t_list.c: ``lpush``/``rpush`` (after ``new`` for a created list; LPUSHX and

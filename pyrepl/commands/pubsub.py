@@ -1,6 +1,6 @@
 """Pub/sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB *.
 
-Theory of operation: the registry and delivery live in ``pyrepl.pubsub`` (``core.pubsub``);
+Theory of operation: the registry and delivery live in ``pyrepl.core.pubsub`` (``core.pubsub``);
 these handlers parse, write the confirmation frames straight into the client's output (one per
 channel, so they answer ``NO_REPLY``) and answer PUBLISH's receiver count. PUBLISH and SPUBLISH
 change nothing in the dataset yet are propagated (Redis's forceCommandPropagation, flag

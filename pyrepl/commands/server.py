@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
 from pyrepl.commands.keyspec_walk import info_key_specs, info_tips
 from pyrepl.commands.table import COMMANDS, Command, command, container
 from pyrepl.commands.util import help_reply, parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
+from pyrepl.core.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
+from pyrepl.core.info import generate_info
+from pyrepl.core.pause import ALL, WRITE
 from pyrepl.errors import SYNTAX
-from pyrepl.info import generate_info
 from pyrepl.keyspace.glob import stringmatch
-from pyrepl.pause import ALL, WRITE
 from pyrepl.resp.types import NO_REPLY, OK, Map, Raw, ReplyError, SetReply, Status, Verbatim
 
 # -- keyspace-wide ----------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def bgrewriteaof(c: Any, argv: list[bytes]) -> object:
 
 @command("shutdown", -1, "admin noscript loading stale no-multi sentinel allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
 def shutdown(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.core import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
+    from pyrepl.core.shutdown import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
     from pyrepl.resp.types import BLOCKED
 
     options = {b"nosave": SHUTDOWN_NOSAVE, b"save": SHUTDOWN_SAVE, b"now": SHUTDOWN_NOW,
@@ -207,9 +207,9 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
 
 @command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
 def config_rewrite(c: Any, argv: list[bytes]) -> object:
-    from pyrepl.acl import acl_of
-    from pyrepl.acl_file import user_lines
     from pyrepl.config_rewrite import rewrite_file
+    from pyrepl.core.acl import acl_of
+    from pyrepl.core.acl_file import user_lines
 
     core = c.core
     cfg = core.config
@@ -425,7 +425,7 @@ def client_unblock(c: Any, argv: list[bytes]) -> object:
          acl="connection", since="3.0.0",
          summary="Suspend commands processing.")
 def client_pause(c: Any, argv: list[bytes]) -> object:
-    """CLIENT PAUSE timeout [WRITE|ALL] (pyrepl.pause)."""
+    """CLIENT PAUSE timeout [WRITE|ALL] (pyrepl.core.pause)."""
     if len(argv) > 4:
         raise subcommand_error(argv)
     kind = ALL

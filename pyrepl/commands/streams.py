@@ -19,7 +19,7 @@ all but the last with ``also_propagate`` and make the last the command's own pro
 and bump ``dirty`` only when something is propagated (Redis also counts a consumer created by a
 read of an empty history as a change; pyrepl does not, which only shifts the save counters).
 
-XREAD/XREADGROUP ... BLOCK block on the generic mechanism (pyrepl.blocking): XADD signals the
+XREAD/XREADGROUP ... BLOCK block on the generic mechanism (pyrepl.core.blocking): XADD signals the
 key, and a blocked client gets the new entries of that one key (COUNT, or 1000 as Redis): after
 its ID for XREAD; after the group's last ID at that moment for XREADGROUP, which then gets
 -NOGROUP if the group was destroyed (XGROUP DESTROY signals the key) and -UNBLOCKED if the key
@@ -37,9 +37,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pyrepl.blocking import NOT_SERVED, KeyWait
 from pyrepl.commands.table import Handler, command, container
 from pyrepl.commands.util import help_command, parse_int, subcommand_error
+from pyrepl.core.blocking import NOT_SERVED, KeyWait
 from pyrepl.errors import SYNTAX, WRONGTYPE, wrong_args
 from pyrepl.keyspace.stream import (
     MASK64,

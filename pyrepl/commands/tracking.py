@@ -2,7 +2,7 @@
 TRACKINGINFO (the tracking parts of Redis 7.0.15's clientCommand, networking.c).
 
 Theory of operation: the handlers parse and check as Redis does, in its order and with its
-error texts, and leave the state to :mod:`pyrepl.tracking` (``core.tracking``).
+error texts, and leave the state to :mod:`pyrepl.core.tracking` (``core.tracking``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from typing import Any
 
 from pyrepl.commands.table import command
 from pyrepl.commands.util import parse_int
-from pyrepl.errors import SYNTAX
-from pyrepl.resp.types import OK, Map, ReplyError, SetReply
-from pyrepl.resp.writer import error_bytes
-from pyrepl.tracking import (
+from pyrepl.core.tracking import (
     T_BCAST,
     T_BROKEN_REDIR,
     T_CACHING,
@@ -23,6 +20,9 @@ from pyrepl.tracking import (
     T_OPTIN,
     T_OPTOUT,
 )
+from pyrepl.errors import SYNTAX
+from pyrepl.resp.types import OK, Map, ReplyError, SetReply
+from pyrepl.resp.writer import error_bytes
 
 _FLAGS = "noscript loading stale"
 _OPTIONS = {b"bcast": T_BCAST, b"optin": T_OPTIN, b"optout": T_OPTOUT, b"noloop": T_NOLOOP}

@@ -96,7 +96,7 @@ def exec_(c: Any, argv: list[bytes]) -> object:
 
 
 def _acl_refusal(c: Any, cmd: Any, args: list[bytes], queue: list, exec_cmd: Any) -> str | None:
-    """execCommand's ACL check of a queued command (pyrepl.acl): the error, or None. The log
+    """execCommand's ACL check of a queued command (pyrepl.core.acl): the error, or None. The log
     entry's client info is taken as Redis shows the client inside EXEC: still in MULTI with
     its queue, its last command EXEC."""
     saved = c.in_multi, c.multi_queue, c.last_cmd

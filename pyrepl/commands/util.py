@@ -43,8 +43,8 @@ import re
 from collections.abc import Callable, Mapping, Sized
 from typing import Any, TypeVar
 
-from pyrepl.blocking import KeyWait, parse_timeout
 from pyrepl.commands.table import command
+from pyrepl.core.blocking import KeyWait, parse_timeout
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
 from pyrepl.keyspace.scan import ScanOptions, parse_cursor, parse_scan_options

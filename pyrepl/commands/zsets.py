@@ -4,7 +4,7 @@ ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT ZLEXCOUNT ZRANK ZREVRANK ZRANGE ZR
 ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZRANGESTORE ZREMRANGEBYRANK
 ZREMRANGEBYSCORE ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZUNION ZINTER ZDIFF
 ZINTERCARD ZUNIONSTORE ZINTERSTORE ZDIFFSTORE ZSCAN, and the blocking pops BZPOPMIN BZPOPMAX
-BZMPOP (``pyrepl.blocking``: they pop at once when a sorted set has members, propagated as
+BZMPOP (``pyrepl.core.blocking``: they pop at once when a sorted set has members, propagated as
 ZPOPMIN/ZPOPMAX, and otherwise block; a blocked client is served when a key gets a sorted set).
 
 Theory of operation: values are :class:`pyrepl.keyspace.zset.ZSet` (member -> score dict plus

@@ -1,5 +1,6 @@
 """The server core, sans-io: the state of a server and everything that changes it, driven by
-the I/O shell (pyrepl/net/) through a few calls.
+the I/O shell (pyrepl/net/) through a few calls. Import what you use from its modules (this
+package imports nothing, so that a module of it can be imported alone):
 
 - ``server.py``: ``ServerCore`` — databases, clients, the command dispatch (Redis's
   processCommand and call), propagation, the one forked child's slot.
@@ -11,14 +12,9 @@ the I/O shell (pyrepl/net/) through a few calls.
 - ``stats.py``: the counters and timings INFO reports.
 - ``host.py``: ``Host``, what the core asks of the operating system through the shell, and
   ``NullLog``.
-
-The names other packages use are importable from ``pyrepl.core`` itself.
+- A client's state and its byte interface (``client.py``); blocked clients (``blocking.py``);
+  pub/sub (``pubsub.py``); client-side caching (``tracking.py``); CLIENT PAUSE
+  (``pause.py``); INFO (``info.py``); ACL (``acl.py``, ``acl_file.py``); the latency monitor,
+  SLOWLOG and MONITOR (``latency.py``, ``slowlog.py``, ``monitor.py``); MEMORY
+  (``memory.py``).
 """
-
-from pyrepl.core.host import Host, NullLog
-from pyrepl.core.server import ServerCore
-from pyrepl.core.shutdown import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_SAVE
-from pyrepl.core.stats import CommandStat, LatencyHistogram, Stats
-
-__all__ = ["SHUTDOWN_FORCE", "SHUTDOWN_NOSAVE", "SHUTDOWN_NOW", "SHUTDOWN_SAVE", "CommandStat",
-           "Host", "LatencyHistogram", "NullLog", "ServerCore", "Stats"]

@@ -11,7 +11,7 @@ from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.core.stats import Counter
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
     from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
 
 

@@ -24,29 +24,30 @@ from collections.abc import Callable
 from operator import attrgetter, call
 from typing import TYPE_CHECKING, Any
 
-from pyrepl import REDIS_VERSION, __version__, monitor, native, plainrun
+from pyrepl import REDIS_VERSION, __version__, native, plainrun
 from pyrepl.aof.appendonly import AppendOnly
 from pyrepl.aof.feed import FeedFanout
-from pyrepl.blocking import Blocking
-from pyrepl.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.config import Config
+from pyrepl.core import monitor
+from pyrepl.core.blocking import Blocking
+from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.core.cron import Cron
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.latency import LatencyMonitor
+from pyrepl.core.pause import Pause
 from pyrepl.core.persistence import Persistence
+from pyrepl.core.pubsub import PubSub, Push
 from pyrepl.core.shutdown import Shutdown
+from pyrepl.core.slowlog import SlowLog
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
+from pyrepl.core.tracking import Tracking
 from pyrepl.dispatch import account_run, start_run
 from pyrepl.keyspace.db import Database
-from pyrepl.latency import LatencyMonitor
-from pyrepl.pause import Pause
-from pyrepl.pubsub import PubSub, Push
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode, encode_replies, error_bytes
-from pyrepl.slowlog import SlowLog
-from pyrepl.tracking import Tracking
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
@@ -129,10 +130,10 @@ class ServerCore:
         # Clients that got output outside their own read (unblocked, replica links): the I/O
         # shell flushes them after every event it handles.
         self.pending_flush: list[Client] = []
-        # Keys an EXEC made ready are served once its writes are propagated (pyrepl.blocking)
+        # Keys an EXEC made ready are served once its writes are propagated (pyrepl.core.blocking)
         self.serve_after_flush = False
         self.master_client: Client | None = None
-        # Blocked clients (pyrepl.blocking); ``keys_waited`` is True while a client waits on
+        # Blocked clients (pyrepl.core.blocking); ``keys_waited`` is True while a client waits on
         # keys: the one test the write path makes for them.
         self.blocking = Blocking(self)
         self.keys_waited = False
@@ -145,10 +146,10 @@ class ServerCore:
         self.pause = Pause(self)
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
-        self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.monitor)
+        self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.core.monitor)
         self.replication: Replication | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
-        # -- client-side caching (pyrepl.tracking): call() tests tracking_on, Database.touch
+        # -- client-side caching (pyrepl.core.tracking): call() tests tracking_on, Database.touch
         # tracking_writes; both False while no client tracks.
         self.tracking_on = False
         self.tracking_writes = False
@@ -233,7 +234,7 @@ class ServerCore:
             self.blocking.release(c)
         if c.subs is not None:
             self.pubsub.forget(c)
-        if c.tracking:      # client-side caching (pyrepl.tracking)
+        if c.tracking:      # client-side caching (pyrepl.core.tracking)
             self.tracking.disable(c)
         if self.monitors.pop(c, 0) is None:
             self.resample()
@@ -336,7 +337,7 @@ class ServerCore:
             if not c.authenticated and not cmd.noauth:
                 self._reject(c, "NOAUTH Authentication required.", cmd)
                 return
-            # -- ACL permission check (pyrepl.acl; Redis's ACLCheckAllPerm) ---------------
+            # -- ACL permission check (pyrepl.core.acl; Redis's ACLCheckAllPerm) ---------------
             # Only for a restricted user (``Client.restricted``); a MULTI's no-multi command
             # gets its own error first.
             if c.restricted and not (c.in_multi and cmd.nomulti) and \
@@ -616,7 +617,7 @@ class ServerCore:
         slow = not st.calls & st.sample
         if slow:
             t0 = self.clock_ns() if not st.calls & st.timing else -1
-            if self.tracking_on:    # client-side caching (pyrepl.tracking): the current client
+            if self.tracking_on:    # client-side caching (pyrepl.core.tracking): the current client
                 self.tracking.enter(c, cmd, argv)
         if not cmd.propagates:
             try:
@@ -734,7 +735,7 @@ class ServerCore:
 
     def unblock(self, c: Client, reply: object) -> None:
         """Answer a blocked client and go on with the commands it pipelined meanwhile (at
-        once, or after the serving pass that answered it: pyrepl.blocking)."""
+        once, or after the serving pass that answered it: pyrepl.core.blocking)."""
         if c.blocked is None:
             return
         self.blocking.release(c)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrepl.blocking import Blocked
+from pyrepl.core.blocking import Blocked
 from pyrepl.resp.types import BLOCKED, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
     from pyrepl.core.server import ServerCore
 
 # SHUTDOWN's flags, as Redis's SHUTDOWN_* (and the bits of shutdown-on-sigterm / -sigint)

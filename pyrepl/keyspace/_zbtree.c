@@ -1054,7 +1054,7 @@ static size_t tree_bytes(const bnode *b)
 }
 
 /* __sizeof__(): the object and the nodes it allocated (the dict and the members are objects
- * of their own: MEMORY USAGE adds them, pyrepl/memory.py). */
+ * of their own: MEMORY USAGE adds them, pyrepl/core/memory.py). */
 static PyObject *zindex_sizeof(ZIndex *z, PyObject *unused)
 {
     size_t n = (size_t)Py_TYPE(z)->tp_basicsize + tree_bytes(z->root);

@@ -221,7 +221,7 @@ class Database:
 
     def touch(self, key: bytes) -> None:
         """Signal that ``key`` was modified (Redis's signalModifiedKey): invalidates WATCH, and
-        the client-side caches of the clients tracking it (pyrepl.tracking)."""
+        the client-side caches of the clients tracking it (pyrepl.core.tracking)."""
         clients = self.watched.get(key)
         if clients:
             for c in clients:

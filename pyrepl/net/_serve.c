@@ -1,7 +1,7 @@
 /* pyrepl.net._serve: a client connection's read, in C when it is the common one.
 
    received(protocol, data) is ``ClientProtocol.data_received(data)`` (pyrepl/net/server.py)
-   with ``Client.receive_data`` and ``Client.data_to_send`` (pyrepl/client.py) inside it: the
+   with ``Client.receive_data`` and ``Client.data_to_send`` (pyrepl/core/client.py) inside it: the
    same moves, in the same order, on the same slots (read and written at their offsets in the
    instances: pyrepl/_slots.h). What it does itself is only the bookkeeping around the
    commands: the clock, the byte and read/write counters, handing the read to the request

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from pyrepl.net.tls import is_tls
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
     from pyrepl.net.server import Server
 
 SENDFILE_CHUNK = 1 << 20

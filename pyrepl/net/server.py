@@ -23,11 +23,13 @@ from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl import native
-from pyrepl.acl_file import AclStartupError
-from pyrepl.acl_file import load_at_startup as load_acl_users
-from pyrepl.client import Client
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore, Stats
+from pyrepl.core.acl_file import AclStartupError
+from pyrepl.core.acl_file import load_at_startup as load_acl_users
+from pyrepl.core.client import Client
+from pyrepl.core.host import Host
+from pyrepl.core.server import ServerCore
+from pyrepl.core.stats import Stats
 from pyrepl.dispatch import execute
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFsync
@@ -77,7 +79,7 @@ def write_client(c: Client) -> None:
     if t is None or c.closed:
         return
     if c.out and not (c.write_paused and c.subs is not None and not c.close_after_reply):
-        t.write(c.data_to_send())     # (a paused subscriber's messages wait: pyrepl.pubsub)
+        t.write(c.data_to_send())     # (a paused subscriber's messages wait: pyrepl.core.pubsub)
     link = c.stream
     if link is not None:
         repl = c.core.replication

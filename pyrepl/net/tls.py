@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
     from pyrepl.config import Config
+    from pyrepl.core.client import Client
 
 #: tls-protocols tokens (case-insensitive), in order, with the option that disables each.
 _PROTOCOLS = (("tlsv1", "OP_NO_TLSv1", ssl.TLSVersion.TLSv1),

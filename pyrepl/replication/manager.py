@@ -36,9 +36,9 @@ def _no_common_case(*_args: object) -> bool:
     return False
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
     from pyrepl.commands.table import Command
-    from pyrepl.core import ServerCore
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
 
 READONLY_ERR = "READONLY You can't write against a read only replica."
 NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."

@@ -33,7 +33,8 @@ from typing import Any
 
 import lupa.lua51 as lua51
 
-from pyrepl import REDIS_VERSION, monitor
+from pyrepl import REDIS_VERSION
+from pyrepl.core import monitor
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
 from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
@@ -695,7 +696,7 @@ def engine_of(core: Any, create: bool = True) -> Any:
     ``[db lua]``."""
     eng = getattr(core, "scripts", None)
     if eng is None and create:
-        from pyrepl.client import Client
+        from pyrepl.core.client import Client
 
         def make_client() -> Client:
             c = Client(core, 0)

@@ -26,7 +26,7 @@ from contextlib import ExitStack
 import pytest
 
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.replica.rdbchannel import BLOCK_SIZE

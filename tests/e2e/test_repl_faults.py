@@ -24,7 +24,7 @@ from collections.abc import Callable
 import pytest
 
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.rdb.encoder import encode_rdb_bytes

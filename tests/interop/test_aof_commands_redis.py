@@ -18,7 +18,7 @@ import pytest
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.aof.commands import write_dataset
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.resp.writer import encode_command
 from pyrepl.scripting.functions import rdb_libraries
 from tests.support.procs import redis_server_path, start_redis

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.resp.writer import encode_command as resp_array
 from tests.support.resp import encode_command
 

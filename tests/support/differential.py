@@ -181,7 +181,7 @@ class CoreTap:
     def __init__(self, now_ms: int | None = None) -> None:
         import pyrepl.commands  # noqa: F401  (fills the command table)
         from pyrepl.config import Config
-        from pyrepl.core import ServerCore
+        from pyrepl.core.server import ServerCore
 
         self.fixed_ms = now_ms
         self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=self._now())

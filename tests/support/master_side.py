@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl.client import Client
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core.client import Client
+from pyrepl.core.host import Host
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.decoder import load_rdb_file
 from pyrepl.replication.manager import Replication

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyrepl.core import Host
+from pyrepl.core.host import Host
 from tests.support.resp import encode_command
 
 TRANSPORT_HIGH_WATER = 64 * 1024   # uvloop pauses a transport's writer above this
@@ -294,7 +294,7 @@ class MemNode:
                  replicaof: int | None = None) -> None:
         import pyrepl.commands  # noqa: F401  (fills the command table)
         from pyrepl.config import Config
-        from pyrepl.core import ServerCore
+        from pyrepl.core.server import ServerCore
         from pyrepl.replication.manager import Replication
 
         ov: list[tuple[str, list[str]]] = [("save", [""]), ("port", [str(port)]),

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core.host import Host
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.manager import Replication

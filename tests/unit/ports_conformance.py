@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pyrepl.aof.appendonly import AofHost, AofServer
 from pyrepl.aof.writer import FsyncPort, LogPort
-from pyrepl.core import Host, NullLog, ServerCore
+from pyrepl.core.host import Host, NullLog
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.ports import KeyspaceHost
 from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.log import Logger

@@ -1,4 +1,4 @@
-"""Sans-io tests of ACL (pyrepl.acl and the ACL container): rules, descriptions, the
+"""Sans-io tests of ACL (pyrepl.core.acl and the ACL container): rules, descriptions, the
 dispatcher's permission check, authentication, the ACL log."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrepl.acl import (
+from pyrepl.config import Config, ConfigError
+from pyrepl.config_rewrite import SIGNATURE, rewrite_text
+from pyrepl.core.acl import (
     DENIED_CHANNEL,
     DENIED_CMD,
     DENIED_KEY,
@@ -18,11 +20,9 @@ from pyrepl.acl import (
     lookup,
     merge_selector_args,
 )
-from pyrepl.acl_file import AclStartupError, check_config_users, load_at_startup
-from pyrepl.client import Client
-from pyrepl.config import Config, ConfigError
-from pyrepl.config_rewrite import SIGNATURE, rewrite_text
-from pyrepl.core import ServerCore
+from pyrepl.core.acl_file import AclStartupError, check_config_users, load_at_startup
+from pyrepl.core.client import Client
+from pyrepl.core.server import ServerCore
 from tests.support.cores import make_core, run
 
 NOPERM_CMD = b"-NOPERM this user has no permissions to run the '%s' command\r\n"

@@ -16,7 +16,8 @@ from pyrepl.aof.loader import LoadPorts, LoadStatus, load_files, load_single
 from pyrepl.aof.manifest import AofInfo, Manifest, ManifestError
 from pyrepl.aof.states import TRANSITIONS, AofInput, AofState, AofStateError, move
 from pyrepl.config import Config
-from pyrepl.core import Host, NullLog, ServerCore
+from pyrepl.core.host import Host, NullLog
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.writer import encode_command
 from tests.support.checks import check_every_move

@@ -13,7 +13,7 @@ import pytest
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.aof.commands import AOF_REWRITE_ITEMS_PER_CMD, CHUNK_SIZE, write_dataset
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.stream import Stream

@@ -1,4 +1,4 @@
-"""The blocking mechanism (pyrepl.blocking) driven through the sans-io core with a fake clock.
+"""The blocking mechanism (pyrepl.core.blocking) driven through the sans-io core with a fake clock.
 
 Clients are ``ServerCore.connection_made`` clients fed RESP bytes; time only moves through
 ``core.tick(now)``, so deadlines are exact: a blocked client times out at the first cron tick
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl.blocking import parse_timeout
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.blocking import parse_timeout
+from pyrepl.core.server import ServerCore
 from pyrepl.resp.types import ReplyError
 from tests.support.resp import encode_command
 

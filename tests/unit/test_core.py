@@ -7,7 +7,7 @@ from collections import deque
 import pytest
 
 import pyrepl.commands  # noqa: F401
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from tests.support.cores import make_core, run
 from tests.support.resp import encode_command as cmd
 

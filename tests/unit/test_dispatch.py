@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pyrepl import native
-from pyrepl.client import Client
-from pyrepl.core import ServerCore
+from pyrepl.core.client import Client
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.fastreader import first
 from tests.support.cores import NOW, cmd

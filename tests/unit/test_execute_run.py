@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import pyrepl.commands  # noqa: F401
 from pyrepl.commands.table import COMMANDS
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from tests.support.cores import NOW, cmd
 from tests.support.execpaths import KEYS, requests, server_state, warm_server
 

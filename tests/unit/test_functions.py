@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.rdb.crc64 import crc64
 from pyrepl.rdb.decoder import FunctionSkipped, RdbError, load_rdb_file
 from pyrepl.rdb.dump import PayloadError, functions_payload, read_functions_payload

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from pyrepl import native
 from pyrepl.commands import hot
 from pyrepl.commands.table import COMMANDS
-from pyrepl.core import ServerCore, Stats
+from pyrepl.core.server import ServerCore
+from pyrepl.core.stats import Stats
 from tests.support.cores import cmd
 from tests.support.execpaths import server_state, warm_server
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from tests.support.cores import make_core, run
 from tests.support.resp import _parse
 from tests.support.resp import encode_command as cmd

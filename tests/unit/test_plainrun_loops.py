@@ -157,7 +157,7 @@ def test_account_is_plainruns(runs, tracking):
     account = _C.account
     from pyrepl.commands.table import COMMANDS
     from pyrepl.config import Config
-    from pyrepl.core import ServerCore
+    from pyrepl.core.server import ServerCore
 
     def world():
         core = ServerCore(Config.load(None, [("save", [""]), ("latency-tracking",
@@ -201,7 +201,7 @@ def test_start_is_plainruns(first, rest, state):
     start = _C.start
     from pyrepl.commands.table import COMMANDS
     from pyrepl.config import Config
-    from pyrepl.core import ServerCore
+    from pyrepl.core.server import ServerCore
 
     core = ServerCore(Config.load(None, [("save", [""])]))
     c = core.connection_made()

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl.client import Client
+from pyrepl.core.client import Client
 from pyrepl.replication.master import (
     LinkInput,
     ReplicaLink,

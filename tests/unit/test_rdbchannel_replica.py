@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import pyrepl.commands  # noqa: F401
 from pyrepl.config import Config
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.replica import ReplState

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl.client import Client
+from pyrepl.core.client import Client
 from pyrepl.replication.master.states import (
     INFO_STATE,
     TRANSITIONS,
@@ -642,7 +642,7 @@ def test_hard_limit_disconnects_a_replica_that_cannot_keep_up(tmp_path) -> None:
     lost = m.events("replica_lost")[-1]
     assert lost["reason"] == "output-buffer-limit" and lost["buffer_limit"] == 100 * 1024
     assert lost["buffer_peak"] >= 100 * 1024
-    info = dict(__import__("pyrepl.info", fromlist=["x"]).section_stats(m.core))
+    info = dict(__import__("pyrepl.core.info", fromlist=["x"]).section_stats(m.core))
     assert info["client_output_buffer_limit_disconnections"] == 1
 
 

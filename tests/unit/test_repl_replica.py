@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import pyrepl.commands  # noqa: F401
 from pyrepl import native
 from pyrepl.config import Config
-from pyrepl.core import Host, ServerCore
+from pyrepl.core.host import Host
+from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.ids import NULL_REPLID

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyrepl.core import ServerCore
+from pyrepl.core.server import ServerCore
 from pyrepl.scripting.cache import COMPAT, NO_WRITES, ShebangError, parse_shebang
 from pyrepl.scripting.rand import Lrand48
 from tests.support.cores import make_core, run, step_clock

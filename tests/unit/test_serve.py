@@ -16,9 +16,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pyrepl import native
-from pyrepl.client import Client
 from pyrepl.config import Config
-from pyrepl.core import ServerCore, Stats
+from pyrepl.core.client import Client
+from pyrepl.core.server import ServerCore
+from pyrepl.core.stats import Stats
 from pyrepl.net.server import ClientProtocol
 from pyrepl.resp.fastreader import FastRespReader
 

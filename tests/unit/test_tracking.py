@@ -1,12 +1,12 @@
-"""Sans-io tests of client-side caching (pyrepl.tracking, CLIENT TRACKING): a ServerCore driven
+"""Sans-io tests of client-side caching (pyrepl.core.tracking, CLIENT TRACKING): a ServerCore driven
 in-process, bytes in and out, a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from pyrepl.core import ServerCore
-from pyrepl.tracking import _AlwaysTrue
+from pyrepl.core.server import ServerCore
+from pyrepl.core.tracking import _AlwaysTrue
 from tests.support.cores import make_core, run
 
 

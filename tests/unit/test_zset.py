@@ -282,7 +282,7 @@ def test_tree_grows_and_shrinks_through_levels():
 def test_memory_usage_counts_the_tree_and_the_members():
     """MEMORY USAGE of a sorted set counts its nodes (``__sizeof__``) and its dict's members
     and scores, growing with the set as a hash of the same members does."""
-    from pyrepl.memory import key_size
+    from pyrepl.core.memory import key_size
 
     sizes = {}
     for n in (5, 1000, 20000):

@@ -20,7 +20,7 @@ from pyrepl.replication.master.states import (
 from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 
 class Acks:
@@ -150,7 +150,7 @@ class Acks:
         if acked >= numreplicas or c.in_multi or self.core._call_depth > 0:
             return acked
         deadline = self.core.now_ms + timeout if timeout > 0 else 0
-        # the cron answers the acks counted at the deadline (pyrepl.blocking)
+        # the cron answers the acks counted at the deadline (pyrepl.core.blocking)
         self.core.blocking.block_for_acks(c, offset, numreplicas, deadline,
                                           lambda: self.count_acks(offset))
         self.waiters.append(c)

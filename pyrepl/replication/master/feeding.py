@@ -34,7 +34,7 @@ from pyrepl.replication.master.states import (
 )
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 
 class Feeding:

@@ -36,7 +36,7 @@ from pyrepl.replication.master.sync import Sync
 from pyrepl.replication.wire import CRON_MS
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.ports import MasterIOPort
 

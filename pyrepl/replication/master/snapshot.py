@@ -19,7 +19,7 @@ from pyrepl.replication.master.states import (
 from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader, FullResync
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 
 class Snapshots:

@@ -1,7 +1,7 @@
 """The master side's per-replica state: the link's states and their one transition table, the
 snapshot record, and the constants of the master side (master side).
 
-A replica connection is an ordinary :class:`~pyrepl.client.Client` that sent ``PSYNC`` / ``SYNC``;
+A replica connection is an ordinary :class:`~pyrepl.core.client.Client` that sent ``PSYNC`` / ``SYNC``;
 its :class:`ReplicaLink` (``client.repl``) holds the per-replica state. The states are Redis's
 ``SLAVE_STATE_*`` (``SlaveState``) with one transition table, ``TRANSITIONS``; an input with no
 entry for the current state raises :class:`LinkStateError`::
@@ -31,7 +31,7 @@ from pyrepl.replication.backlog import Cursor
 from pyrepl.replication.fsm import Machine, from_every, step
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 
 ROLE = "master"

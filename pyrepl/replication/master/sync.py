@@ -51,7 +51,7 @@ from pyrepl.replication.wire import Continue, FullResync
 from pyrepl.resp.types import NO_REPLY, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 
 class Sync:

@@ -60,7 +60,7 @@ from pyrepl.replication.wire import CRON_MS, MAX_LINE
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.ports import ReplicaIOPort
 

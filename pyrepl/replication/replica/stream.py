@@ -30,7 +30,7 @@ from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 _feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
 

@@ -37,8 +37,8 @@ from pyrepl.longdouble import parse_long_double, round_long_double
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
-    from pyrepl.core import ServerCore
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
     from pyrepl.keyspace.db import Database
 
 #: What a ``KeyWait.serve`` returns to leave its client blocked (nothing for it in the value).

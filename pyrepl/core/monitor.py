@@ -6,7 +6,7 @@ Theory of operation: ``ServerCore.call`` hands each command it ran (after it ran
 empty, except commands flagged ``admin`` or ``skip-monitor`` (EVAL shows itself before its
 script's commands; those show ``[db lua]``). The line is ``+<unix time.µs> [<db> <client
 address>] "arg" "arg"...`` with each argument quoted as Redis's sdscatrepr, the secrets of
-AUTH/HELLO/CONFIG SET redacted (pyrepl.slowlog.loggable_argv); a replica shows what it applies
+AUTH/HELLO/CONFIG SET redacted (pyrepl.core.slowlog.loggable_argv); a replica shows what it applies
 from its master with the master link's address, as Redis does.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.slowlog import loggable_argv
+from pyrepl.core.slowlog import loggable_argv
 
 _ESC = {0x5C: b"\\\\", 0x22: b'\\"', 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t", 0x07: b"\\a",
         0x08: b"\\b"}

@@ -42,14 +42,14 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from pyrepl.pubsub import Push
+from pyrepl.core.pubsub import Push
 from pyrepl.resp.types import BLOCKED, Raw
 from pyrepl.resp.writer import encode
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
     from pyrepl.commands.table import Command
-    from pyrepl.core import ServerCore
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
 
 # Client.tracking bits (Redis's CLIENT_TRACKING_* flags)
 T_ON = 1

@@ -16,7 +16,7 @@ from pyrepl.resp.fastreader import first
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
 
 if TYPE_CHECKING:
-    from pyrepl.core import ServerCore
+    from pyrepl.core.server import ServerCore
     from pyrepl.keyspace.db import Database
 
 
@@ -54,7 +54,7 @@ class Client:
         self.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit)
         self.authenticated = True
         self.set_authenticated(not cfg.requirepass)
-        # ACL (pyrepl.acl): the user's record (None: the default user before any ACL use) and
+        # ACL (pyrepl.core.acl): the user's record (None: the default user before any ACL use) and
         # whether the dispatcher must check its permissions (False for an all-powerful user).
         self.acl_user: Any = None
         self.restricted = False
@@ -87,19 +87,19 @@ class Client:
         # the shared replication buffer, taken with MasterSide.take); None for other clients.
         self.stream: Any = None
         self.write_paused = False  # the transport asked us to stop writing (flow control)
-        # While a command waits (BLPOP, WAIT, ...): its pyrepl.blocking.Blocked record; the
+        # While a command waits (BLPOP, WAIT, ...): its pyrepl.core.blocking.Blocked record; the
         # commands sent meanwhile stay buffered in the reader (see process).
         self.blocked: Any = None
         self.woff = 0  # replication offset after this client's last write (WAIT)
         self.unix_socket = unix_socket  # connected through `unixsocket` (CLIENT LIST flag U)
-        # Channels/patterns it listens to (pyrepl.pubsub.Subscriptions), None when none.
+        # Channels/patterns it listens to (pyrepl.core.pubsub.Subscriptions), None when none.
         self.subs: Any = None
         # Output held while the transport is paused (pub/sub messages) and since when it has
-        # been over the soft limit: client-output-buffer-limit (pyrepl.pubsub).
+        # been over the soft limit: client-output-buffer-limit (pyrepl.core.pubsub).
         self.obuf_held = 0
         self.obuf_soft_since = 0
         self.reply_mode = 0   # CLIENT REPLY OFF / SKIP (core.REPLY_* bits; 0: ON)
-        # CLIENT TRACKING (pyrepl.tracking): its T_* bits (0: off), the REDIRECT client id
+        # CLIENT TRACKING (pyrepl.core.tracking): its T_* bits (0: off), the REDIRECT client id
         # (0: none) and the BCAST prefixes (sorted; None when none).
         self.tracking = 0
         self.tracking_redir = 0

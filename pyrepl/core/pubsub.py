@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from pyrepl.keyspace.glob import compile_pattern
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
-    from pyrepl.core import ServerCore
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
 
 Registry = dict[bytes, dict["Client", None]]
 

@@ -15,7 +15,7 @@ check runs only for restricted users). Changing a user recomputes the flag of it
 The same check (:meth:`Acl.refusal`) serves the dispatcher (context "toplevel", or "multi"
 while queueing), EXEC's second look at its queue ("multi") and a script's redis.call as the
 caller's user ("lua"), each answering its own Redis text. The configuration's users, the ACL
-file and ACL LOAD / SAVE are pyrepl.acl_file's.
+file and ACL LOAD / SAVE are pyrepl.core.acl_file's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pyrepl.commands.table import ACL_CATEGORIES, COMMANDS, Command
 from pyrepl.keyspace.glob import stringmatch
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
+    from pyrepl.core.client import Client
 
 READ, WRITE = 1, 2
 ALL_PERM = READ | WRITE

@@ -11,7 +11,7 @@ ACLLoadUsersAtStartup) the server refuses to mix both ways, creates the configur
 ACLLoadFromFile: every line is checked into a fresh set of users and all errors collected; only
 a file without any error replaces the users (``Acl.replace_users``). :func:`save_file` writes
 the users as ``ACL LIST`` shows them through a temporary file renamed over the old one. Names
-and rules are bytes on the wire and latin-1 text in the registry, as in pyrepl.acl.
+and rules are bytes on the wire and latin-1 text in the registry, as in pyrepl.core.acl.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import pyrepl.commands  # noqa: F401  (the command table first: it imports pyrepl.acl itself)
-from pyrepl.acl import (
+import pyrepl.commands  # noqa: F401  (the command table first: it imports pyrepl.core.acl itself)
+from pyrepl.config import Config, ConfigError, UserLine
+from pyrepl.config_rewrite import discard_temp
+from pyrepl.core.acl import (
     ERR_NOENT,
     AclError,
     User,
@@ -29,8 +31,6 @@ from pyrepl.acl import (
     has_spaces,
     merge_selector_args,
 )
-from pyrepl.config import Config, ConfigError, UserLine
-from pyrepl.config_rewrite import discard_temp
 
 MIXED_SOURCES = ("Configuring Redis with users defined in redis.conf and at the same setting an "
                  "ACL file path is invalid. This setup is very likely to lead to configuration "

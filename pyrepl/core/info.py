@@ -18,7 +18,8 @@ from pyrepl import __version__
 from pyrepl.config import format_percentiles as fmt_percentiles
 
 if TYPE_CHECKING:
-    from pyrepl.core import ServerCore, Stats
+    from pyrepl.core.server import ServerCore
+    from pyrepl.core.stats import Stats
 
 Fields = list[tuple[str, object]]
 

@@ -69,7 +69,7 @@ def key_size(key: bytes, value: Any, samples: int) -> int:
 
 def stats(core: Any) -> list[tuple[bytes, object]]:
     """MEMORY STATS under Redis 7.0's names, from INFO memory's figures."""
-    from pyrepl.info import section_memory
+    from pyrepl.core.info import section_memory
 
     m = dict(section_memory(core))
     used = int(m["used_memory"])

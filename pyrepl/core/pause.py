@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrepl.blocking import Blocked
+from pyrepl.core.blocking import Blocked
 
 if TYPE_CHECKING:
-    from pyrepl.client import Client
     from pyrepl.commands.table import Command
-    from pyrepl.core import ServerCore
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
 
 OFF, WRITE, ALL = 0, 1, 2
 
