@@ -1,6 +1,7 @@
 """Type checking as part of the tests: the packages that are mypy-clean under ``--strict``
 stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols; the ports of the
-keyspace and of replication), and every port's implementations satisfy it
+keyspace and of replication; the core's cron, persistence, shutdown, stats and host; the
+extensions' switch and the Python references written for it), and every port's implementations satisfy it
 (tests/unit/ports_conformance.py). Imports outside them are followed silently: their own
 errors are not this test's."""
 
@@ -12,7 +13,11 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py", "pyrepl/replication/ports.py",
-          "tests/unit/ports_conformance.py"]
+          "tests/unit/ports_conformance.py",
+          # the core's parts taken out of ServerCore, and the plain-Python references
+          "pyrepl/core/cron.py", "pyrepl/core/persistence.py", "pyrepl/core/shutdown.py",
+          "pyrepl/core/stats.py", "pyrepl/core/host.py", "pyrepl/native.py", "pyrepl/dispatch.py",
+          "pyrepl/keyspace/zindex.py", "pyrepl/keyspace/listpack.py", "pyrepl/resp/scan.py"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:
