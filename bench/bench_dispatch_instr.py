@@ -105,8 +105,11 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
 
     import pyrepl.commands  # noqa: F401
     from pyrepl.config import Config
-    from pyrepl.core.host import Host
-    from pyrepl.core.server import ServerCore
+    try:
+        from pyrepl.core.host import Host
+        from pyrepl.core.server import ServerCore
+    except ImportError:   # (a --tree from before the core became a package, 2026-11-26)
+        from pyrepl.core import Host, ServerCore  # type: ignore[attr-defined,no-redef]
     from pyrepl.net.server import ClientProtocol
 
     class ClockHost(Host):     # the clock the real server's shell gives (NetHost)
