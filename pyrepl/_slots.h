@@ -21,17 +21,6 @@
 
 #define SLOT_AT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
-/* An entry point of a module whose bind() has not run to its end (``bound`` is the module's
-   flag, set by bind's last statement) raises RuntimeError instead of reaching a NULL type or
-   function pointer. */
-#define REQUIRE_BOUND(bound, what)                                                        \
-    do {                                                                                  \
-        if (!(bound)) {                                                                   \
-            PyErr_SetString(PyExc_RuntimeError, what " called before its module's bind()"); \
-            return NULL;                                                                  \
-        }                                                                                 \
-    } while (0)
-
 /* offsets[i] := the offset of slot names[i] of cls (looked up on cls and its bases). */
 static inline int
 slots_bind(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)

@@ -131,6 +131,8 @@ reference(int which, PyObject *const *args, Py_ssize_t nargs)
 #define HOT_CASE(which, n)                                                  \
     Hot h;                                                                  \
     do {                                                                    \
+        if (!bound)                                                         \
+            return unbound_error(MODULE_NAME, handler_names[which]);       \
         int on_ = hot_case(args, nargs, (n), &h);                           \
         if (on_ <= 0)                                                       \
             return on_ < 0 ? NULL : reference((which), args, nargs);        \
@@ -149,7 +151,6 @@ dirtied(Hot *h, PyObject *reply)
 static PyObject *
 hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.set");
     HOT_CASE(H_SET, 3);
     if (PyDict_SetItem(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
         return NULL;
@@ -160,7 +161,6 @@ hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.get");
     HOT_CASE(H_GET, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     if (v != NULL && !PyBytes_CheckExact(v))
@@ -197,7 +197,6 @@ canonical_counter(PyObject *v)
 static PyObject *
 hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.incr");
     HOT_CASE(H_INCR, 2);
     PyObject *v = PyDict_GetItemWithError(h.data, h.key);
     long long x = 0;
@@ -243,14 +242,12 @@ push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_lpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.lpush");
     return push(H_LPUSH, appendleft, args, nargs);
 }
 
 static PyObject *
 hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.rpush");
     return push(H_RPUSH, append, args, nargs);
 }
 
@@ -258,7 +255,6 @@ hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.hset");
     HOT_CASE(H_HSET, 4);
     PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
     if (hash == NULL || !PyDict_CheckExact(hash) ||
@@ -279,7 +275,6 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    REQUIRE_BOUND(bound, "pyrepl.commands._hot.zadd");
     HOT_CASE(H_ZADD, 4);
     PyObject *s = PyList_GET_ITEM(args[1], 2), *z;
     if (!PyBytes_CheckExact(s) || PyBytes_GET_SIZE(s) < 1 || PyBytes_GET_SIZE(s) > 15)

@@ -153,6 +153,12 @@ class Blocking:
         replication layer unblocks it, or ``on_timeout`` answers at ``deadline``)."""
         self.block(c, ReplicaWait(offset, numreplicas, deadline, on_timeout))
 
+    @staticmethod
+    def acks_awaited(c: Client) -> ReplicaWait | None:
+        """The WAIT ``c`` is blocked in, if it is (the offset and how many replicas)."""
+        b = c.blocked
+        return b if isinstance(b, ReplicaWait) else None
+
     def block(self, c: Client, record: Blocked) -> None:
         """blockClient / blockForKeys."""
         c.blocked = record

@@ -71,13 +71,12 @@ class Persistence:
     def save(self) -> bool:
         """SAVE: write the RDB file in this process."""
         from pyrepl.rdb.encoder import save_rdb_file
-        from pyrepl.scripting.functions import rdb_libraries
 
         core = self.core
         start = core.now_ms
         try:
             save_rdb_file(self.rdb_path(), core.dbs, aux=self.rdb_aux(),
-                          functions=rdb_libraries(core),
+                          functions=core.function_codes(),
                           checksum=core.config.rdbchecksum, now_ms=core.now_ms)
         except OSError as e:
             core.log.warning(f"Failed saving the DB: {e}")
@@ -94,7 +93,6 @@ class Persistence:
     def bgsave(self) -> str | None:
         """BGSAVE: fork a child that writes the RDB file. Returns an error text or None."""
         from pyrepl.rdb.encoder import save_rdb_file
-        from pyrepl.scripting.functions import rdb_libraries
 
         core = self.core
         if core.rdb_child_pid != -1:
@@ -102,7 +100,7 @@ class Persistence:
         path = self.rdb_path()
         dbs = core.dbs
         aux = self.rdb_aux()
-        functions = rdb_libraries(core)
+        functions = core.function_codes()
         checksum = core.config.rdbchecksum
         now = core.now_ms
         key_hook = core.host.key_save_delay_hook()
@@ -245,14 +243,13 @@ class Persistence:
         ``now_ms`` dropped; None keeps them), INFO's rdb_last_load_* set; the load at start
         and DEBUG RELOAD, and an AOF's RDB base. RdbError leaves ours as it was."""
         from pyrepl.rdb.decoder import load_rdb_file
-        from pyrepl.scripting.functions import install_libraries, prepare_libraries
 
         core = self.core
         loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms)
-        libraries = prepare_libraries(core, loaded.functions)   # RdbError if one fails
+        libraries = core.prepare_functions(loaded.functions)   # RdbError if one fails
         for i, db in enumerate(core.dbs):
             db.replace(loaded.data[i], loaded.expires[i])
-        install_libraries(core, libraries)
+        core.install_functions(libraries)
         self.last_load_keys_loaded = loaded.keys_loaded
         self.last_load_keys_expired = loaded.keys_expired
         return loaded

@@ -79,7 +79,7 @@ class ServerCore:
         self.stats = Stats()
         self.dirty = 0
         # MISCONF: the error writes (and PING) get while Redis would deny them after a failed
-        # save; None when writes are allowed (refreshed by _refresh_disk_error).
+        # save; None when writes are allowed (refreshed by refresh_disk_error).
         self.disk_error: str | None = None
         self._disk_error_logged_ms = 0
         self.rdb_child_pid = -1
@@ -170,7 +170,7 @@ class ServerCore:
             for c in self.clients.values():
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
         elif name in ("save", "stop-writes-on-bgsave-error"):
-            self._refresh_disk_error()
+            self.refresh_disk_error()
         elif name in ("slowlog-log-slower-than", "latency-monitor-threshold"):
             self.resample()
         elif name == "notify-keyspace-events":
@@ -821,7 +821,7 @@ class ServerCore:
         self.cron.run(now_ms)
 
     # -- persistence ----------------------------------------------------------------------
-    def _refresh_disk_error(self) -> None:
+    def refresh_disk_error(self) -> None:
         """Redis's writeCommandsDeniedByDiskError: with stop-writes-on-bgsave-error, save
         points set and the last save failed, writes and PING get -MISCONF until a save works;
         with AOF on, while the AOF cannot be written (or its background fsync failed)."""
@@ -830,7 +830,6 @@ class ServerCore:
         self.disk_error = MISCONF_ERR if deny else self.aof.write_error
         self.refresh_gate()
 
-    refresh_disk_error = _refresh_disk_error
 
     def _denied_by_disk_error(self, c: Client, cmd: Command) -> bool:
         """The MISCONF check of processCommand (only called while ``disk_error`` is set)."""

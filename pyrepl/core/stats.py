@@ -9,18 +9,8 @@ from typing import NamedTuple
 
 
 class Stats:
-    __slots__ = (
-        "total_connections_received", "rejected_connections",
-        "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
-        "net_input_bytes", "net_output_bytes", "net_repl_input_bytes", "net_repl_output_bytes",
-        "sync_full", "sync_partial_ok", "sync_partial_err", "total_error_replies",
-        "expired_stale_perc", "ops_samples", "last_ops_sample", "instantaneous_ops",
-        "client_qbuf_limit_disconnections", "client_outbuf_limit_disconnections",
-        "total_reads_processed", "total_writes_processed", "expire_cycle_cpu_ns",
-        "unexpected_error_replies",
-        "instant",
-    )
-    # The counters reset() zeroes (typed here: it sets them by name).
+    # INFO stats' counters, zeroed by reset() (CONFIG RESETSTAT); the slots are these and the
+    # ops/sec samples (read at their offsets by a client's read in C: pyrepl/net/_serve.c).
     total_connections_received: int
     rejected_connections: int
     expired_keys: int
@@ -42,6 +32,8 @@ class Stats:
     total_writes_processed: int
     expire_cycle_cpu_ns: int
     unexpected_error_replies: int
+    COUNTERS = tuple(__annotations__)
+    __slots__ = (*COUNTERS, "ops_samples", "last_ops_sample", "instantaneous_ops", "instant")
 
     def __init__(self) -> None:
         self.reset()
@@ -54,9 +46,8 @@ class Stats:
                                                "net_repl_input_bytes", "net_repl_output_bytes")}
 
     def reset(self) -> None:
-        for name in self.__slots__:
-            if name not in ("ops_samples", "last_ops_sample", "instantaneous_ops", "instant"):
-                setattr(self, name, 0)
+        for name in self.COUNTERS:
+            setattr(self, name, 0)
 
 
 class InstantMetric:

@@ -178,9 +178,10 @@ class Acks:
         """processClientsWaitingReplicas."""
         last_off = 0
         last_num = 0
+        awaited = self.core.blocking.acks_awaited
         for c in list(self.waiters):
-            b = c.blocked
-            if c.closed or b is None or b.btype != "wait":
+            b = awaited(c)
+            if c.closed or b is None:
                 self.waiters.remove(c)
                 continue
             off, num = b.offset, b.numreplicas
@@ -197,8 +198,8 @@ class Acks:
     def _wait_timeouts(self, now: int) -> None:
         """Forget the WAITs answered elsewhere: their deadline (the core's blocked-clients
         cron), CLIENT UNBLOCK, a closed connection."""
-        self.waiters = [c for c in self.waiters
-                        if not c.closed and c.blocked is not None and c.blocked.btype == "wait"]
+        awaited = self.core.blocking.acks_awaited
+        self.waiters = [c for c in self.waiters if not c.closed and awaited(c) is not None]
 
     def refresh_good_replicas(self) -> None:
         """refreshGoodSlavesCount."""
