@@ -192,7 +192,7 @@ class _OpenSSL:
     @classmethod
     def _library(cls) -> ctypes.CDLL:
         if cls._lib is None:
-            lib = ctypes.CDLL(ssl._ssl.__file__)   # type: ignore[attr-defined]  (libssl's symbols)
+            lib = ctypes.CDLL(ssl._ssl.__file__)   # type: ignore[attr-defined]  # libssl's symbols
             lib.SSL_CTX_get_options.argtypes = [ctypes.c_void_p]
             lib.SSL_CTX_get_options.restype = ctypes.c_uint64
             lib.SSL_CTX_set_ciphersuites.argtypes = [ctypes.c_void_p, ctypes.c_char_p]

@@ -99,7 +99,7 @@ class FastRespReader(RespReader):
         """The bytes of requests ``a`` to ``b - 1`` counted from the last one returned (0)
         on into ``queue``, exactly as they arrived, and where each ends in them. A caller
         that runs queued requests itself propagates them from here."""
-        reqs, win, wbase, start, ends = self._batch  # type: ignore[misc]   (a batch is out)
+        reqs, win, wbase, start, ends = self._batch  # type: ignore[misc]  # a batch is out
         k = len(reqs) - len(self.queue) - 1 + a   # the batch's index of request a
         lo = ends[k - 1] if k else start
         ends = ends[k:k + b - a]

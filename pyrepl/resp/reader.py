@@ -42,6 +42,8 @@ of the buffer is parsed).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "PROTO_INLINE_MAX_SIZE",
     "PROTO_MBULK_BIG_ARG",
@@ -125,8 +127,8 @@ def split_args(line: bytes) -> list[bytes] | None:
 
     ``line`` never contains NUL (Redis's strchr would not have found the newline).
     """
-    for c in _SLOW_SPLIT:
-        if c in line:
+    for q in _SLOW_SPLIT:
+        if q in line:
             break
     else:
         # No quotes and no \v/\f: tokens are separated by exactly the isspace() bytes.
@@ -194,8 +196,9 @@ _MBULK_HEADERS = {b"*%d" % i: i for i in range(1, 1025)}
 _BULK_HEADERS = {b"$%d" % i: i for i in range(10000)}
 
 
-def _identity(b: bytes) -> bytes:
-    return b
+def _identity(b: Any) -> bytes:
+    """The header lookup's key for a ``bytes`` buffer: the slice itself."""
+    return b  # type: ignore[no-any-return]
 
 
 class RespReader:
@@ -317,7 +320,7 @@ class RespReader:
             self._buf = ba
         else:
             if pos and pos >= pending:  # drop parsed bytes, amortised
-                del buf[:pos]
+                del buf[:pos]  # type: ignore[union-attr]  # a bytearray here
                 self._base += pos
                 self._pos = 0
             buf += data
@@ -396,7 +399,7 @@ class RespReader:
                     return argv
                 continue
 
-            mb = self._multibulk
+            mb: int | None = self._multibulk
             if not mb:
                 r = find(b"\r", pos)
                 mb = _MBULK_HEADERS.get(key(buf[pos:r])) if 0 <= r < n - 1 else None
@@ -421,7 +424,7 @@ class RespReader:
             while mb:
                 if bulklen < 0:
                     r = find(b"\r", pos)
-                    ll = _BULK_HEADERS.get(key(buf[pos:r])) if 0 <= r < n - 1 else None
+                    ll: int | None = _BULK_HEADERS.get(key(buf[pos:r])) if 0 <= r < n - 1 else None
                     if ll is None or ll > maxbulk:
                         ll = self._bulk_header(buf, pos, n)
                         if ll is None:

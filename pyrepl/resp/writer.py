@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable
 from itertools import repeat
 from operator import attrgetter
+from typing import Any
 
 from pyrepl import native
 from pyrepl.resp.types import (
@@ -61,28 +62,28 @@ def error_bytes(message: str) -> bytes:
     return b"-" + message.replace("\r", " ").replace("\n", " ").encode("utf-8", "replace") + b"\r\n"
 
 
-def encode(v: object, proto: int = 2) -> bytes:
+def encode(v: Any, proto: int = 2) -> bytes:
     t = type(v)
     if t is bytes:
-        return b"$%d\r\n%s\r\n" % (len(v), v)  # type: ignore[arg-type]
+        return b"$%d\r\n%s\r\n" % (len(v), v)
     if t is Raw:
-        return v.data  # type: ignore[union-attr]
+        return v.data
     if t is int:
-        if -1 <= v <= 1024:  # type: ignore[operator]
-            return _SMALL_INTS[v + 1]  # type: ignore[operator]
-        return b":%d\r\n" % v  # type: ignore[str-format]
+        if -1 <= v <= 1024:
+            return _SMALL_INTS[v + 1]
+        return b":%d\r\n" % v
     if v is None:
         return b"_\r\n" if proto == 3 else b"$-1\r\n"
     if t is list or t is tuple:
-        parts = [b"*%d\r\n" % len(v)]  # type: ignore[arg-type]
-        parts.extend([encode(x, proto) for x in v])  # type: ignore[union-attr]
+        parts = [b"*%d\r\n" % len(v)]
+        parts.extend([encode(x, proto) for x in v])
         return b"".join(parts)
     if t is Status:
-        return b"+" + v.text.encode() + b"\r\n"  # type: ignore[union-attr]
+        return b"+" + v.text.encode() + b"\r\n"
     if isinstance(v, ReplyError):
         return error_bytes(v.message)
     if t is float:
-        s = format_double(v)  # type: ignore[arg-type]
+        s = format_double(v)
         if proto == 3:
             return b"," + s + b"\r\n"
         return b"$%d\r\n%s\r\n" % (len(s), s)
@@ -91,7 +92,7 @@ def encode(v: object, proto: int = 2) -> bytes:
             return b"#t\r\n" if v else b"#f\r\n"
         return b":1\r\n" if v else b":0\r\n"
     if t is Map:
-        items = v.items  # type: ignore[union-attr]
+        items = v.items
         if proto == 3:
             parts = [b"%%%d\r\n" % len(items)]
         else:
@@ -101,19 +102,19 @@ def encode(v: object, proto: int = 2) -> bytes:
             parts.append(encode(x, proto))
         return b"".join(parts)
     if t is SetReply:
-        items = v.items  # type: ignore[union-attr]
+        items = v.items
         parts = [(b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(items)]
         parts.extend([encode(x, proto) for x in items])
         return b"".join(parts)
     if v is NULL_ARRAY:
         return b"_\r\n" if proto == 3 else b"*-1\r\n"
     if t is Verbatim:
-        data = v.data  # type: ignore[union-attr]
+        data = v.data
         if proto == 3:
-            return b"=%d\r\n%s:%s\r\n" % (len(data) + 4, v.fmt, data)  # type: ignore[union-attr]
+            return b"=%d\r\n%s:%s\r\n" % (len(data) + 4, v.fmt, data)
         return b"$%d\r\n%s\r\n" % (len(data), data)
     if t is str:
-        b = v.encode()  # type: ignore[union-attr]
+        b = v.encode()
         return b"$%d\r\n%s\r\n" % (len(b), b)
     if isinstance(v, int):  # int subclasses
         return b":%d\r\n" % int(v)
@@ -130,13 +131,13 @@ def _encode_command_py(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
 try:
     from hiredis import pack_command as _pack
 except ImportError:  # pragma: no cover - hiredis is a declared dependency
-    _pack = None
+    _pack = None  # type: ignore[assignment]
 
 
 def encode_command(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
     """A command as a RESP array of bulk strings (used for propagation and client requests)."""
     if _pack is not None:
-        return _pack(tuple(argv))
+        return _pack(tuple(argv))  # type: ignore[arg-type]  # hiredis's stub types a 1-tuple
     return _encode_command_py(argv)
 
 
@@ -152,7 +153,7 @@ def encode_replies(replies: list[object], proto: int = 2) -> Iterable[bytes]:
             return (data,)
     n = len(replies)
     if kind is Raw and replies.count(replies[0]) == n:   # (a run of SETs: +OK each)
-        return (replies[0].data * n,)
+        return (replies[0].data * n,)  # type: ignore[attr-defined]  # a Raw
     kinds = list(map(type, replies))
     if kinds.count(kind) == n:
         if kind is Raw:

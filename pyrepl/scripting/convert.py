@@ -75,49 +75,49 @@ class ReplyToLua:
         return self.table_from({b"err": error_text("-" + message).encode("utf-8", "replace"),
                                 b"ignore_error_stats_update": True})
 
-    def convert(self, v: object, resp: int) -> Any:
+    def convert(self, v: Any, resp: int) -> Any:
         t = type(v)
         if t is bytes or t is int:
             return v
         if v is None or v is NULL_ARRAY:
             return False if resp == 2 else None
         if t is Raw:
-            return self.convert(parse_resp(v.data), resp)  # type: ignore[union-attr]
+            return self.convert(parse_resp(v.data), resp)
         if t is list or t is tuple:
-            items = [self.convert(x, resp) for x in v]  # type: ignore[union-attr]
+            items = [self.convert(x, resp) for x in v]
             tbl = self.table_from(items)
             if None in items:   # nil holes: assign one by one, as Redis's lua_settable does
                 tbl = self.fill(tbl, len(items))
             return tbl
         if t is Status:
-            return self.table_from({b"ok": v.text.encode()})  # type: ignore[union-attr]
+            return self.table_from({b"ok": v.text.encode()})
         if isinstance(v, ReplyError):
             return self.err_table(v.message)
         if t is Map:
             if resp == 2:
                 flat: list[object] = []
-                for k, x in v.items:  # type: ignore[union-attr]
+                for k, x in v.items:
                     flat.append(k)
                     flat.append(x)
                 return self.convert(flat, 2)
             inner = self.table_from({})
-            for k, x in v.items:  # type: ignore[union-attr]
+            for k, x in v.items:
                 lk = self.convert(k, 3)
                 if lk is not None:
                     inner[lk] = self.convert(x, 3)
             return self.table_from({b"map": inner})
         if t is SetReply:
             if resp == 2:
-                return self.convert(v.items, 2)  # type: ignore[union-attr]
+                return self.convert(v.items, 2)
             inner = self.table_from({})
-            for k in v.items:  # type: ignore[union-attr]
+            for k in v.items:
                 lk = self.convert(k, 3)
                 if lk is not None:
                     inner[lk] = True
             return self.table_from({b"set": inner})
         if t is float:
             if resp == 2:
-                return format_double(v)  # type: ignore[arg-type]
+                return format_double(v)
             return self.table_from({b"double": v})
         if t is bool:
             if resp == 2:
@@ -125,11 +125,11 @@ class ReplyToLua:
             return v
         if t is Verbatim:
             if resp == 2:
-                return v.data  # type: ignore[union-attr]
+                return v.data
             return self.table_from({b"verbatim_string": self.table_from(
-                {b"format": v.fmt[:3], b"string": v.data})})  # type: ignore[union-attr]
+                {b"format": v.fmt[:3], b"string": v.data})})
         if t is str:
-            return v.encode()  # type: ignore[union-attr]
+            return v.encode()
         if isinstance(v, int):
             return int(v)
         return False if resp == 2 else None
