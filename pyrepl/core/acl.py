@@ -604,7 +604,7 @@ class Acl:
             return False
         c.last_cmd = cmd        # (processCommand sets lastcmd before the check: client-info)
         self._log_denial(c, cmd, argv, reason, pos, None)   # ("toplevel", or "multi" queueing)
-        self.core._reject(c, NOPERM[reason] % cmd.name if reason == DENIED_CMD
+        self.core.reject(c, NOPERM[reason] % cmd.name if reason == DENIED_CMD
                           else NOPERM[reason], cmd)
         return True
 

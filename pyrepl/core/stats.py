@@ -141,7 +141,7 @@ class CommandStat:
 
     def __init__(self) -> None:
         self.calls = self.timed = self.timed_ns = self.rejected = self.failed = 0
-        # calls & timing == 0 are timed (ServerCore._sample_mask); calls & sample == 0 take
+        # calls & timing == 0 are timed (pyrepl.core.dispatch._sample_mask); calls & sample == 0 take
         # the slow path (the timed ones, and every call while a client tracks keys)
         self.timing = self.sample = 15
         self.latency = LatencyHistogram()

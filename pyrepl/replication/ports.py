@@ -26,6 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
+    from pyrepl.config import Config
+    from pyrepl.keyspace.db import Database
+    from pyrepl.replication.manager import Replication
+    from pyrepl.resp.reader import RespReader
 
 
 class MasterIOPort(Protocol):
@@ -108,3 +112,200 @@ class ReplicaLinkEvents(Protocol):
     def on_rdb_closed(self, token: int, error: str) -> None: ...
 
     def drain_step(self, token: int) -> None: ...
+
+
+# -- what replication asks of the server ----------------------------------------------------
+# The core (pyrepl.core.server.ServerCore) satisfies ReplicationHost and its clients
+# (pyrepl.core.client.Client) ReplClient; replication imports neither (the layers contract,
+# setup.cfg), and tests/unit/ports_conformance.py has mypy check both.
+
+
+class ReplLog(Protocol):
+    """The server log (Redis's serverLog levels replication writes at)."""
+
+    def debug(self, msg: str) -> None: ...
+    def verbose(self, msg: str) -> None: ...
+    def notice(self, msg: str) -> None: ...
+    def warning(self, msg: str) -> None: ...
+
+
+class ReplStats(Protocol):
+    """The INFO stats counters replication moves."""
+
+    net_output_bytes: int
+    net_repl_input_bytes: int
+    net_repl_output_bytes: int
+    sync_full: int
+    sync_partial_ok: int
+    sync_partial_err: int
+    client_outbuf_limit_disconnections: int
+    unexpected_error_replies: int
+
+
+class ReplCommand(Protocol):
+    """What the replication guard reads of a command (READONLY, NOREPLICAS)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def write(self) -> bool: ...
+    @property
+    def flags(self) -> frozenset[str]: ...
+
+
+class ReplClient(Protocol):
+    """What replication reads and moves of a client: a replica's connection on a master, the
+    master's stream on a replica (pyrepl.core.client.Client)."""
+
+    id: int
+    kind: str            # normal | replica | master
+    flags: str           # CLIENT LIST letters replication adds: S, M
+    repl: Any            # the link record replication attaches (master/states.ReplicaLink)
+    db: Database
+    reader: RespReader
+    out: list[bytes]
+    transport: Any
+    stream: Any
+    addr: str
+    laddr: str
+    fd: int
+    closed: bool
+    close_after_reply: bool
+    last_interaction_ms: int
+    last_cmd: Any
+    net_in: int
+    net_out: int
+    woff: int
+    in_multi: bool
+    multi_queue: list[tuple[Any, list[bytes]]]
+    multi_error: bool
+
+    def pending_output(self) -> int: ...
+    def info_line(self) -> str: ...
+    def describe(self) -> str: ...
+
+
+class ReplHostOS(Protocol):
+    """What replication asks of the operating system through the shell (core.Host)."""
+
+    master_io: MasterIOPort | None
+    replica_io: ReplicaIOPort | None
+
+    def close_client(self, client: Any) -> None: ...
+    def key_save_delay_hook(self) -> Callable[[], None] | None: ...
+    def sleep(self, seconds: float) -> None: ...
+    def panic(self, message: str) -> None: ...
+    def exit_now(self, code: int) -> None: ...
+
+
+class ReplPersistence(Protocol):
+    """The RDB file's side of the core (core.persistence): a disk full sync's BGSAVE, what a
+    replica's load records."""
+
+    started_ms: int
+    last_try_ms: int
+    last_load_keys_loaded: int
+    last_load_keys_expired: int
+    loaded_repl_stream_db: int | None
+
+    def bgsave(self) -> str | None: ...
+    def rdb_path(self) -> str: ...
+    def rdb_aux(self) -> dict[str, bytes | str | int]: ...
+
+
+class ReplAof(Protocol):
+    """The AOF as a replica's load and stream see it (core.aof)."""
+
+    @property
+    def on(self) -> bool: ...
+    @property
+    def writer(self) -> Any: ...
+    def start(self, in_exec: bool = False) -> bool: ...
+    def stop(self) -> None: ...
+    def before_reply(self) -> None: ...
+
+
+class ReplBlocking(Protocol):
+    """WAIT's blocked clients and the replica's disconnect of blocked clients (core.blocking)."""
+
+    def block_for_acks(self, c: Any, offset: int, numreplicas: int, deadline: int,
+                       on_timeout: Callable[[], object]) -> None: ...
+    @staticmethod
+    def acks_awaited(c: Any) -> Any: ...
+    def disconnect_all(self) -> None: ...
+
+
+class ReplPause(Protocol):
+    """CLIENT PAUSE WRITE, as FAILOVER holds it (core.pause)."""
+
+    WRITE: int
+
+    def start(self, kind: int, end_ms: int, purpose: str = ...) -> None: ...
+    def stop(self, purpose: str = ...) -> None: ...
+
+
+class ReplicationHost(Protocol):
+    """What the replication layer reads and calls of the server (ServerCore satisfies it).
+    Clients are ``Any`` where the core's own type (pyrepl.core.client.Client, a ReplClient)
+    goes in: a parameter typed ReplClient would not accept the core's narrower one."""
+
+    run_id: str
+    replid: str
+    port: int
+    now_ms: int
+    dirty: int
+    rdb_child_pid: int
+    rdb_child_purpose: str
+    total_forks: int
+    expiry_deletes: bool
+    applying_master_stream: bool
+    stream_live: bool
+    aof_on: bool
+    replication: Replication | None
+    aux_fields: Callable[[], dict[str, bytes | str | int]] | None
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def log(self) -> ReplLog: ...
+    @property
+    def stats(self) -> ReplStats: ...
+    @property
+    def host(self) -> ReplHostOS: ...
+    @property
+    def persistence(self) -> ReplPersistence: ...
+    @property
+    def aof(self) -> ReplAof: ...
+    @property
+    def blocking(self) -> ReplBlocking: ...
+    @property
+    def pause(self) -> ReplPause: ...
+    @property
+    def dbs(self) -> list[Database]: ...
+    @property
+    def clients(self) -> dict[int, Any]: ...
+    @property
+    def pending_flush(self) -> list[Any]: ...
+    @property
+    def replica_keys_with_expire(self) -> dict[bytes, int]: ...
+    @property
+    def in_nested_call(self) -> bool:
+        """A command runs inside another (EXEC, a script): WAIT cannot block there."""
+
+    @property
+    def clock_ns(self) -> Callable[[], int]:
+        """The monotonic clock in nanoseconds (the host's)."""
+    def internal_client(self, kind: str, client_id: int | None = None,
+                        flags: str = "") -> Any: ...
+    def execute(self, c: Any, argv: list[bytes]) -> None: ...
+    def run_plain(self, c: Any, cmds: list[Any], reqs: list[list[bytes]],
+                  replies: list[object], one: bool) -> None: ...
+    def run_propagating(self, c: Any, cmds: list[Any], reqs: list[list[bytes]],
+                        replies: list[object], one: bool) -> None: ...
+    def unblock(self, c: Any, reply: object) -> None: ...
+    def refresh_stream_live(self) -> None: ...
+    def kill_rdb_child(self) -> None: ...
+    def child_exited(self, pid: int, exitcode: int) -> None: ...
+    def function_codes(self) -> list[bytes]: ...
+    def prepare_functions(self, codes: list[bytes]) -> Any: ...
+    def install_functions(self, libraries: Any) -> None: ...

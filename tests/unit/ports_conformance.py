@@ -13,7 +13,8 @@ from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.log import Logger
 from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
-from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
+from pyrepl.core.client import Client
+from pyrepl.replication.ports import MasterIOPort, ReplClient, ReplicaIOPort, ReplicationHost
 
 
 def keyspace_host(core: ServerCore) -> KeyspaceHost:
@@ -42,3 +43,11 @@ def master_io(io: MasterIO) -> MasterIOPort:
 
 def replica_io(io: ReplicaIO) -> ReplicaIOPort:
     return io
+
+
+def replication_host(core: ServerCore) -> ReplicationHost:
+    return core
+
+
+def replication_client(c: Client) -> ReplClient:
+    return c

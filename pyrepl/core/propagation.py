@@ -1,0 +1,120 @@
+"""Propagation: what a write hands to the replication stream and the AOF (Redis's
+``alsoPropagate`` / ``propagatePendingCommands``).
+
+``call`` (pyrepl/core/dispatch.py) queues a write that changed the dataset in ``core._pending``
+(as itself, or as the form its handler set in ``Client.propagate_argv``, e.g. EXPIRE ->
+PEXPIREAT); ``flush_propagation`` hands the queue to ``repl_feed`` after the top-level call,
+several commands wrapped in MULTI/EXEC. A pipelined run of plain writes propagates as *spans*:
+the bytes the requests arrived as, fed at once (``end_span``). ``stream_live`` says whether any
+of it goes anywhere (a backlog on a master, or the AOF). These functions are
+:class:`ServerCore`'s methods (bound in its class body).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyrepl.aof.feed import FeedFanout
+from pyrepl.core.client import Client
+
+if TYPE_CHECKING:
+    from pyrepl.core.server import ServerCore
+
+
+def propagate_call(core: ServerCore, c: Client, argv: list[bytes], changed: bool) -> None:
+    """What ``call`` and ``execute`` propagate after a write that did not propagate as it
+    arrived: its rewritten form (``propagate_argv``) or itself when it changed the
+    dataset, with what it queued meanwhile."""
+    pa = c.propagate_argv
+    if changed or pa is not None:
+        if pa is None:
+            core._pending.append((c.db.id, argv))
+        elif pa:   # (empty: it propagated its effects itself)
+            core._pending.append((c.db.id, pa))
+        c.propagate_argv = None
+    if core._pending:
+        core.propagate_now(c, argv)
+
+
+def propagate_now(core: ServerCore, c: Client, argv: list[bytes] | None = None) -> None:
+    """Flush what the call queued; the client's ``woff`` (WAIT) is the offset after it,
+    as ``execute`` leaves it."""
+    core.flush_propagation(c, argv)
+    if core.replication is not None:
+        c.woff = core.replication.master_repl_offset
+
+
+def end_span(core: ServerCore, c: Client, reqs: list[list[bytes]], a: int, b: int, db_id: int) -> int:
+    """Propagate requests ``a`` to ``b - 1`` of a run as the bytes they arrived as (the
+    request ``gets()`` returned last is 0), all at once when the replication layer takes
+    a span (``repl_feed_span``; first in C, ``Replication.feed_span_c``, which takes a
+    span that goes into the backlog's tail block at once); ``woff`` as
+    ``propagate_now``. Returns -1 (no span)."""
+    repl = core.replication
+    # (feed_span_c is a plain function in a class variable: not bound, hence repl passed; a
+    # run comes only from the fast reader, the one with raw_ahead)
+    if core.aof_on or repl is None or \
+            not repl.feed_span_c(repl, db_id, c.reader, a, b):  # type: ignore[call-arg,arg-type]
+        data, ends = c.reader.raw_ahead(a, b)  # type: ignore[attr-defined]
+        span = core.repl_feed_span
+        if span is not None:
+            span(db_id, data, ends)
+        else:   # (a replication layer that takes one command at a time: the tests' fakes)
+            feed = core.repl_feed
+            assert feed is not None
+            start = 0
+            for argv, end in zip(reqs[a:b], ends, strict=True):
+                feed(db_id, argv, data[start:end])
+                start = end
+    if repl is not None:
+        c.woff = repl.master_repl_offset
+    return -1
+
+
+def also_propagate(core: ServerCore, db_id: int, argv: list[bytes]) -> None:
+    core._pending.append((db_id, argv))
+
+
+def propagate_internal(core: ServerCore, db_id: int, argv: list[bytes]) -> None:
+    """Propagate a command the server itself generated (expired key DEL)."""
+    core._pending.append((db_id, argv))
+    if core._call_depth == 0:
+        core.flush_propagation()
+
+
+def refresh_stream_live(core: ServerCore) -> None:
+    """``stream_live``: whether a write's propagation goes anywhere (a backlog on a master,
+    or the AOF); while it is False the core keeps no pending propagation at all (the write
+    path's cheapest case). With AOF on the feeds are the fan-out (pyrepl.aof.feed)."""
+    repl = core.replication
+    core.aof_on = aof_on = core.aof.on
+    core.stream_live = aof_on or (repl is not None and repl.backlog is not None
+                                  and repl.replica.master_host is None)
+    if aof_on:
+        fan = FeedFanout(core.aof.writer, repl)
+        core.repl_feed, core.repl_feed_span = fan.feed, fan.feed_span
+    elif repl is not None:
+        core.repl_feed, core.repl_feed_span = repl.feed, repl.feed_span
+    else:
+        core.repl_feed = core.repl_feed_span = None
+
+
+def flush_propagation(core: ServerCore, c: Client | None = None,
+                      request: list[bytes] | None = None) -> None:
+    """Hand what the last top-level call changed to the replication layer. When that is
+    exactly ``request``, the command ``c`` sent, the bytes it arrived as are passed along
+    if its reader proved them canonical (a slice instead of an encode)."""
+    pending = core._pending
+    core._pending = []
+    feed = core.repl_feed
+    if len(pending) == 1 and feed is not None:
+        db_id, argv = pending[0]
+        feed(db_id, argv, c.reader.raw_last(argv) if argv is request and c else None)
+    elif pending and feed is not None:
+        feed(pending[0][0], [b"MULTI"])
+        for db_id, argv in pending:
+            feed(db_id, argv)
+        feed(pending[-1][0], [b"EXEC"])
+    if core.serve_after_flush:
+        core.serve_after_flush = False
+        core.blocking.serve_after_flush()
