@@ -38,7 +38,7 @@ from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
+    from pyrepl.core.ports import BlockingHost
     from pyrepl.keyspace.db import Database
 
 #: What a ``KeyWait.serve`` returns to leave its client blocked (nothing for it in the value).
@@ -136,14 +136,14 @@ class _Waiters:
 class Blocking:
     """Every blocked client of a server, the keys waited on and the keys ready to serve."""
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: BlockingHost) -> None:
         self.core = core
         self.clients: dict[Client, None] = {}      # blocked clients, in the order they blocked
         self.waiters: dict[tuple[Database, bytes], _Waiters] = {}
         self.ready: deque[tuple[Database, bytes]] = deque()
         self._queued: set[tuple[Database, bytes]] = set()
         self._deferring = 0                         # >0: unblocked clients resume later
-        self._serving = False
+        self.serving = False
         self._resume: list[Client] = []
 
     # -- blocking and unblocking ------------------------------------------------------------
@@ -227,10 +227,10 @@ class Blocking:
         handleClientsBlockedOnKeys, after ``c.woff`` is taken). Inside EXEC the serving waits
         for the transaction's flush (so the EXEC client's WAIT offset counts the pops too)."""
         self.note_writes()
-        if not self.ready or self._serving:
+        if not self.ready or self.serving:
             return
         core = self.core
-        if core._call_depth == 0:
+        if not core.in_nested_call:
             core.flush_propagation()
             if core.replication is not None:
                 c.woff = core.replication.master_repl_offset
@@ -241,7 +241,7 @@ class Blocking:
     def serve_after_flush(self) -> None:
         """After ``core.flush_propagation`` once an EXEC has made keys ready (see
         after_write)."""
-        if not self._serving:
+        if not self.serving:
             self.serve_ready()
 
     def signal(self, db: Database, key: bytes) -> None:
@@ -267,7 +267,7 @@ class Blocking:
         """handleClientsBlockedOnKeys: serve the ready keys' waiters, in Redis's order."""
         ready = self.ready
         self._deferring += 1
-        self._serving = True
+        self.serving = True
         try:
             while ready:
                 k = ready.popleft()
@@ -283,7 +283,7 @@ class Blocking:
                     self._unblock_gone(key, value, w)
                 w.seen = db.data.get(key)
         finally:
-            self._serving = False
+            self.serving = False
             self._deferring -= 1
         self._resume_deferred()
 
@@ -302,7 +302,7 @@ class Blocking:
             if reply is NOT_SERVED:
                 continue
             core.unblock(c, reply)
-            if core._pending:
+            if core.propagation_pending:
                 core.flush_propagation()
             self.note_writes()      # what the serve created (BLMOVE's push) is ready now
             if db.data.get(key) is not value:

@@ -24,7 +24,7 @@ from pyrepl.core.blocking import Blocked
 if TYPE_CHECKING:
     from pyrepl.commands.table import Command
     from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
+    from pyrepl.core.ports import PauseHost
 
 OFF, WRITE, ALL = 0, 1, 2
 
@@ -44,7 +44,7 @@ class Pause:
 
     OFF, WRITE, ALL = OFF, WRITE, ALL   # (the kinds, for those who hold only the pause)
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: PauseHost) -> None:
         self.core = core
         self.kind = OFF
         self.end_ms = 0

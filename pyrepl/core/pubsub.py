@@ -28,7 +28,7 @@ from pyrepl.keyspace.glob import compile_pattern
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
+    from pyrepl.core.ports import PubSubHost
 
 Registry = dict[bytes, dict["Client", None]]
 
@@ -73,7 +73,7 @@ def _null(proto: int) -> bytes:
 
 
 class PubSub:
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: PubSubHost) -> None:
         self.core = core
         self.channels: Registry = {}
         self.patterns: Registry = {}

@@ -289,6 +289,11 @@ class ServerCore:
         install_libraries(self, libraries)
 
     @property
+    def propagation_pending(self) -> bool:
+        """A call queued something to propagate that no flush has handed on yet."""
+        return bool(self._pending)
+
+    @property
     def in_nested_call(self) -> bool:
         """A command runs inside another (EXEC, a script): WAIT cannot block there."""
         return self._call_depth > 0

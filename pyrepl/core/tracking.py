@@ -49,7 +49,7 @@ from pyrepl.resp.writer import encode
 if TYPE_CHECKING:
     from pyrepl.commands.table import Command
     from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
+    from pyrepl.core.ports import TrackingHost
 
 # Client.tracking bits (Redis's CLIENT_TRACKING_* flags)
 T_ON = 1
@@ -103,7 +103,7 @@ class _Prefix:
 
 
 class Tracking:
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: TrackingHost) -> None:
         self.core = core
         self.table: dict[bytes, dict[int, None]] = {}     # key -> ids of clients that read it
         self.items = 0                                     # ids across the table
@@ -202,7 +202,7 @@ class Tracking:
         self._calls += 1
         if c.id:                       # (not the scripts' pseudo-client)
             self.cmd_argv = (cmd, argv)
-        if self.core._call_depth == 0:
+        if not self.core.in_nested_call:
             self._saved.append((self.current, self.pending, self.cmd_argv))
             self.current = c
             self.pending = []
@@ -224,7 +224,7 @@ class Tracking:
                 if (caller is not None and caller.tracking & T_ON
                         and not caller.tracking & T_BCAST and self.cmd_argv is not None):
                     self.remember(caller, *self.cmd_argv)
-        if self.core._call_depth or not self._saved:
+        if self.core.in_nested_call or not self._saved:
             return reply
         pending = self.pending
         self.current, self.pending, self.cmd_argv = self._saved.pop()
@@ -317,7 +317,7 @@ class Tracking:
         self.items -= len(ids)
         clients = self.core.clients
         current = self.current
-        serving = self.core.blocking._serving   # (the served clients' replies come first)
+        serving = self.core.blocking.serving   # (the served clients' replies come first)
         for cid in (sorted(ids, key=_id_order) if len(ids) > 1 else ids):
             target = clients.get(cid)
             if target is None or target.tracking & (T_ON | T_BCAST) != T_ON:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from pyrepl.aof.appendonly import AofHost, AofServer
 from pyrepl.aof.writer import FsyncPort, LogPort
+from pyrepl.core.client import Client
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.ports import BlockingHost, PauseHost, PubSubHost, TrackingHost
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.ports import KeyspaceHost
 from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.log import Logger
 from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
-from pyrepl.core.client import Client
 from pyrepl.replication.ports import MasterIOPort, ReplClient, ReplicaIOPort, ReplicationHost
 
 
@@ -51,3 +52,7 @@ def replication_host(core: ServerCore) -> ReplicationHost:
 
 def replication_client(c: Client) -> ReplClient:
     return c
+
+
+def core_parts(core: ServerCore) -> tuple[BlockingHost, PubSubHost, TrackingHost, PauseHost]:
+    return core, core, core, core
