@@ -202,14 +202,14 @@ def match_halves(m: Sequence[Row], r: Sequence[Row], window_s: float = MATCH_WIN
     best_m: dict[tuple[Any, ...], tuple[float, str, str]] = {}
     best_r: dict[tuple[Any, ...], tuple[float, str, str]] = {}
     for a in m:
-        xs = by_link.get((a["master"], a["replica"]))
-        if not xs:
+        near = by_link.get((a["master"], a["replica"]))
+        if not near:
             continue
         t, rid = a["t_decision"], a.get("req_replid")
         ts = times[(a["master"], a["replica"])]
         lo = bisect.bisect_left(ts, t - window_s - 1.0)
         hi = bisect.bisect_right(ts, t + window_s + 1.0)
-        for b in xs[lo:hi]:
+        for b in near[lo:hi]:
             d = abs(t - b["t_psync"])
             if d > window_s:
                 continue
@@ -561,7 +561,7 @@ def build_links(syncs: Sequence[Row], recs: Sequence[Row], series: Sequence[Row]
             "recoveries", "full_sync_loops"}
     out = []
     for (m, r), g in links.items():
-        row = {"master": m, "replica": r}
+        row: Row = {"master": m, "replica": r}
         for col in cols:
             v = g.get(col)
             row[col] = 0 if v is None and col in zero else v
@@ -589,7 +589,10 @@ def build_nodes(syncs: Sequence[Row], recs: Sequence[Row], links: Sequence[Row],
     """``tables.build_nodes``: one row per (node, role)."""
     nodes: dict[tuple[str, str], _Group] = defaultdict(_Group)
     for role in ("master", "replica"):
-        counted = _counts(syncs, lambda s, role=role: s.get(role))
+        def role_of(s: Row, role: str = role) -> Any:
+            return s.get(role)
+
+        counted = _counts(syncs, role_of)
         needs: dict[str, list[float | None]] = defaultdict(list)
         obb: dict[str, int] = defaultdict(int)
         for s in syncs:

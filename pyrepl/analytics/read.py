@@ -229,8 +229,8 @@ def parquet_rows(spark: Any, paths: Sequence[str]) -> int | None:
             path = st.getPath()
             if path.getName().startswith((".", "_")):
                 continue
-            local = _local(path.toString())
-            n = footer_rows(local) if local is not None else None
+            lpath = _local(path.toString())
+            n = footer_rows(lpath) if lpath is not None else None
             if n is None:
                 reader = pq.ParquetFileReader.open(pq.util.HadoopInputFile.fromStatus(st, conf))
                 try:

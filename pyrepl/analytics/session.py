@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,7 +209,7 @@ def local_input_bytes(paths: list[str], limit: int | None = None) -> int | None:
         p = p.removeprefix("file://")
         if glob.has_magic(p):
             return None
-        found = [p] if os.path.isfile(p) else []
+        found: Iterable[str] = [p] if os.path.isfile(p) else []
         if os.path.isdir(p):
             found = (os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs)
         elif not found:

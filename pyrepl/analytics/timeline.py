@@ -86,7 +86,8 @@ def sync_entry(s: dict[str, Any]) -> Entry:
         shown = "incomplete"
     else:
         shown = "full" if kind == "full" else "partial"
-    what = {"full": "full sync", "partial": "partial sync"}.get(kind, "sync attempt")
+    names: dict[str | None, str] = {"full": "full sync", "partial": "partial sync"}
+    what = names.get(kind, "sync attempt")
     bits = [what + (f" ({s['mode']})" if s.get("mode") else ""), status or "?"]
     if kind == "full":
         bits.append(f"cause {s.get('cause') or 'unknown'}")
@@ -110,7 +111,8 @@ def build_stories(pairs: Sequence[tuple[str, str]], syncs: Iterable[dict[str, An
                   downs: Iterable[dict[str, Any]], loops: Iterable[dict[str, Any]]
                   ) -> list[LinkStory]:
     """Each link's story from its rows of the syncs and recoveries tables and its loops."""
-    stories = {p: LinkStory(*p) for p in pairs}
+    # (a row without both ends looks up None, and finds no story)
+    stories: dict[tuple[str | None, str | None], LinkStory] = {p: LinkStory(*p) for p in pairs}
     for s in syncs:
         st = stories.get((s.get("master"), s.get("replica")))
         if st is not None and s.get("ts") is not None:

@@ -212,7 +212,8 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
     if restarted:
         ev("restart", s.role, ts=start_ts, offset=s.master_repl_offset, replid=s.replid)
     if p.role != s.role or (s.is_replica and p.master_addr != s.master_addr):
-        reason = "restart" if restarted else "promoted" if not s.is_replica else "replicaof"
+        reason: str | None = ("restart" if restarted else "promoted" if not s.is_replica
+                              else "replicaof")
         ev("role_change", s.role, peer=s.master_addr, reason=reason,
            offset=s.master_repl_offset)
     if s.replid and p.replid != s.replid:
@@ -311,8 +312,8 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
         *((None, "full", {}) for _ in range(un_full)),
         *((None, "continue", {}) for _ in range(un_ok))]
     fulls = [d for d in decisions if d[1] == "full"]
-    for e, _, extra in fulls:
-        last = gone.get(e.addr) if e is not None else None
+    for entry, _, extra in fulls:
+        last = gone.get(entry.addr) if entry is not None else None
         if refused and not restarted and first and last and last + 1 < first:
             extra.update(reason="offset-before-backlog", gap=first - (last + 1),
                          req_offset=last + 1)
@@ -323,24 +324,24 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
             x.update(req_replid="?", reason="no-history")
     new_sessions: dict[str, str] = {}
     last_ids: dict[str, str] = {}
-    for e, result, extra in decisions:
+    for entry, result, extra in decisions:
         sid = ids.new()
-        if e is not None:
-            last_ids[e.addr] = sid
-        ev("psync_decision", "master", peer=e.addr if e is not None else None, sync_id=sid,
-           result=result, replid=s.replid, master_repl_offset=s.master_repl_offset,
+        if entry is not None:
+            last_ids[entry.addr] = sid
+        ev("psync_decision", "master", peer=entry.addr if entry is not None else None,
+           sync_id=sid, result=result, replid=s.replid, master_repl_offset=s.master_repl_offset,
            backlog_size=s.backlog_size, backlog_histlen=s.backlog_histlen, **extra)
     for e in cands:
         new_sessions[e.addr] = last_ids.get(e.addr) or ids.new()
 
     # sessions now: new ones, and old ones that reached online
     for e in cur:
-        sid = new_sessions.get(e.addr)
-        if sid is not None:
-            sessions[e.addr] = Session(sid, e.online)
+        new_sid = new_sessions.get(e.addr)
+        if new_sid is not None:
+            sessions[e.addr] = Session(new_sid, e.online)
             gone.pop(e.addr, None)
             if e.online:
-                ev("replica_online", "master", peer=e.addr, sync_id=sid, offset=e.offset)
+                ev("replica_online", "master", peer=e.addr, sync_id=new_sid, offset=e.offset)
             continue
         old = sessions.get(e.addr)
         if e.online and (old is None or not old.online) and not (

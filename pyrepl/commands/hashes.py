@@ -250,13 +250,13 @@ def hincrbyfloat(c: Any, argv: list[bytes]) -> object:
     incr = parse_long_double(argv[3])
     if incr is None:
         raise ReplyError(NOT_FLOAT)
-    if type(incr) is float:
+    if isinstance(incr, float):   # (±inf; else a Fraction)
         raise ReplyError("ERR value is NaN or Infinity")
     key, h, f, old = _incr_field(c, argv)
     value = 0 if old is None else parse_long_double(old)
     if value is None:
         raise ReplyError("ERR hash value is not a float")
-    if type(value) is float:  # a stored inf: the sum is infinite
+    if isinstance(value, float):  # a stored inf: the sum is infinite
         raise ReplyError("ERR increment would produce NaN or Infinity")
     total = round_long_double(value + incr)
     if total is None:

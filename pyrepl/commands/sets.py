@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import random
 from sys import getsizeof
-from typing import Any
+from typing import Any, cast
 
 from pyrepl.commands.table import command
 from pyrepl.commands.util import (
@@ -264,21 +264,21 @@ def _inter(sets: list[set[bytes] | None], limit: int = 0) -> set[bytes] | int | 
     """The intersection (None when an input is missing); with ``limit`` only a count."""
     if any(s is None for s in sets):
         return None
-    ordered = sorted(sets, key=len)  # type: ignore[arg-type]
+    ordered = sorted(cast("list[set[bytes]]", sets), key=len)   # (no None among them now)
     first = ordered[0]
     others = [s for s in ordered[1:] if s is not first]
     if limit:
         n = 0
-        for m in first:  # type: ignore[union-attr]
+        for m in first:
             for s in others:
-                if m not in s:  # type: ignore[operator]
+                if m not in s:
                     break
             else:
                 n += 1
                 if n >= limit:
                     break
         return n
-    return first.intersection(*others)  # type: ignore[union-attr]
+    return first.intersection(*others)
 
 
 @command("sinter", -2, "readonly", keys=(1, -1, 1), group="set", acl="set",

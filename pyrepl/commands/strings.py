@@ -291,7 +291,7 @@ def _set_run(c: Any, reqs: list[list[bytes]]) -> list[object] | None:
 
 
 @whole_run("get")
-def _get_run(c: Any, reqs: list[list[bytes]]) -> list[object] | None:
+def _get_run(c: Any, reqs: list[list[bytes]]) -> list[bytes | None] | None:
     db = c.db
     exp = db.expires
     if exp and not exp.keys().isdisjoint(map(_key, reqs)):
@@ -569,7 +569,7 @@ def incrbyfloat(c: Any, argv: list[bytes]) -> object:
     # An infinite operand (a float) makes the sum infinite or NaN; otherwise add exactly and
     # round once, as the x87 addition does.
     total = None if type(value) is float or type(incr_) is float else \
-        round_long_double(value + incr_)
+        round_long_double(value + incr_)  # type: ignore[arg-type]  # floats ruled out by type()
     if total is None:
         raise ReplyError("ERR increment would produce NaN or Infinity")
     new = format_long_double_human(total)

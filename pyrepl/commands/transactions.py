@@ -76,7 +76,7 @@ def exec_(c: Any, argv: list[bytes]) -> object:
             if c.restricted:    # ACL: checked again, the rules may have changed since queued
                 err = _acl_refusal(c, cmd, args, queue, exec_cmd)
                 refused_last = err is not None
-                if refused_last:
+                if err is not None:
                     core.error_reply(c, err, None, rejected=False)
                     out.append(encode(ReplyError(err), c.proto))
                     continue

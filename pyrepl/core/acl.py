@@ -702,6 +702,7 @@ class Acl:
         """ACLFreeUserAndKillClients: the user's clients go back to an unauthenticated
         default user and are closed (``me``, the client running the command, after its
         reply)."""
+        cl: Client
         for cl in list(self.core.clients.values()):
             if cl.acl_user is u:
                 cl.acl_user = self.default

@@ -149,6 +149,7 @@ class Client:
         self.process(argv)
         if len(self.out) > sent and any(self.out[sent:]):   # (NO_REPLY appends b"")
             del self.out[sent:]
+            assert core.replication is not None   # (a replica's link: the layer is attached)
             core.replication.master.replica_replied(self)
 
     def process(self, argv: list[bytes] | None = None) -> None:

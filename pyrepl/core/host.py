@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl.aof.writer import FsyncPort, InlineFsync
-from pyrepl.core.stats import Counter
+from pyrepl.core.stats import Counter, PlainCounter
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
@@ -86,7 +86,7 @@ class Host:
     def shared_counter(self) -> Counter:
         """A counter a forked child can set and the parent read (save progress). The shell
         gives one in shared memory; here it is a plain one (no real fork)."""
-        return Counter()
+        return PlainCounter()
 
     def child_cow_bytes(self, pid: int) -> int | None:
         """Memory the child ``pid`` has copied on write so far (its private dirty pages), or

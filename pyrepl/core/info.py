@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyrepl import __version__
 from pyrepl.config import format_percentiles as fmt_percentiles
@@ -118,7 +118,8 @@ def section_memory(core: ServerCore) -> Fields:
     maxmemory = core.config.maxmemory
     total = int(pi.get("total_system_memory", 0))
     repl = core.replication
-    repl_fields: Fields = repl.memory_fields() if repl is not None else [
+    # (ints by name; Any: the replication layer declares its fields' values as object)
+    repl_fields: list[tuple[str, Any]] = repl.memory_fields() if repl is not None else [
         ("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
         ("mem_clients_slaves", 0)]
     clients_normal = sum(c.pending_output() for c in core.clients.values() if c.kind == "normal")

@@ -71,7 +71,7 @@ def stats(core: Any) -> list[tuple[bytes, object]]:
     """MEMORY STATS under Redis 7.0's names, from INFO memory's figures."""
     from pyrepl.core.info import section_memory
 
-    m = dict(section_memory(core))
+    m: dict[str, Any] = dict(section_memory(core))   # (the names read here hold ints)
     used = int(m["used_memory"])
     peak = int(m["used_memory_peak"]) or used
     startup = int(m["used_memory_startup"])

@@ -1,11 +1,12 @@
 """The server's counters and timings: INFO stats' counters (``Stats``), the per-second rates
 (``InstantMetric``), a command's INFO commandstats record with its latency histogram
 (``CommandStat``, ``LatencyHistogram``), the snapshot child's copy-on-write sample
-(``CowSample``) and the counter a forked child reports through (``Counter``)."""
+(``CowSample``) and the counter a forked child reports through (``Counter``, the interface;
+``PlainCounter``, the in-process one)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 class Stats:
@@ -120,8 +121,17 @@ class LatencyHistogram:
         return 0
 
 
-class Counter:
-    """An integer with get/set (the shell's version lives in memory shared with a child)."""
+class Counter(Protocol):
+    """An integer with get/set (the shell's version, pyrepl.net.server.SharedCounter, lives in
+    memory shared with a child)."""
+
+    def set(self, value: int) -> None: ...
+
+    def get(self) -> int: ...
+
+
+class PlainCounter:
+    """A ``Counter`` in the process's own memory (``Host``'s: no real fork)."""
 
     def __init__(self) -> None:
         self.value = 0

@@ -124,7 +124,7 @@ def _dense_set(regs: bytearray, index: int, value: int) -> None:
 def dense_registers(hll: bytes | bytearray) -> list[int]:
     """All 16384 registers of a dense HLL."""
     regs = hll[HDR_SIZE:]
-    out = []
+    out: list[int] = []
     for i in range(0, len(regs), 3):
         w = regs[i] | regs[i + 1] << 8 | regs[i + 2] << 16
         out += (w & 63, w >> 6 & 63, w >> 12 & 63, w >> 18 & 63)

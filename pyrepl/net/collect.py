@@ -253,7 +253,7 @@ class Collector:
     def run(self) -> int:
         """Poll until stopped; 0, or 1 when no node ever answered."""
         cfg = self.cfg
-        old: dict[int, Any] = {}
+        old: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 old[sig] = signal.signal(sig, self.stop)

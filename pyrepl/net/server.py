@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl import native
@@ -38,6 +38,9 @@ from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.synclog import RotatingNdjsonWriter
 from pyrepl.resp.fastreader import FastRespReader, first
+
+if TYPE_CHECKING:
+    from pyrepl.replication.manager import Replication
 
 
 class SharedCounter:
@@ -82,7 +85,8 @@ def write_client(c: Client) -> None:
         t.write(c.data_to_send())     # (a paused subscriber's messages wait: pyrepl.core.pubsub)
     link = c.stream
     if link is not None:
-        repl = c.core.replication
+        # (a streaming link exists only with the replication layer attached; no check per flush)
+        repl: Replication = c.core.replication  # type: ignore[assignment]  # hot path
         take = repl.master.take
         while not c.write_paused and not t.is_closing():
             views = take(link)

@@ -911,10 +911,10 @@ class RdbDecoder:
             for _ in range(nclasses):
                 if p + 4 > n:
                     raise _Incomplete(p + 4)
-                name, _ver, flags = _key_meta_class(int.from_bytes(buf[p : p + 4], "little"))
+                cname, _ver, flags = _key_meta_class(int.from_bytes(buf[p : p + 4], "little"))
                 if not flags & (1 << KEY_META_FLAG_ALLOW_IGNORE):
                     raise _Corrupt(
-                        f"RDB key metadata of class '{name}' needs its module and cannot be "
+                        f"RDB key metadata of class '{cname}' needs its module and cannot be "
                         "ignored"
                     )
                 p = self._skip_module_value(buf, p + 4, n)

@@ -390,7 +390,8 @@ def encode_rdb(
                 if checksum:
                     crc = crc64(chunk, crc)
                 if progress is not None:
-                    progress(done + len(data) - items.__length_hint__())
+                    left = items.__length_hint__()  # type: ignore[attr-defined]  # stub: Iterator
+                    progress(done + len(data) - left)
                 yield chunk
                 parts.clear()
                 size = 0

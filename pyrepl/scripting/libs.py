@@ -706,7 +706,7 @@ class Struct:
             if code == "x":
                 out.append(0)
                 continue
-            v = a[argi] if argi < len(a) else None
+            v: Any = a[argi] if argi < len(a) else None   # dispatched on type() below
             argi += 1
             if code in "bBhHlLTiI":
                 n = lua_tonumber(v)
