@@ -70,7 +70,7 @@ class ServerCore:
         self.log = log or NullLog()
         self.now_ms = now_ms
         self.start_ms = now_ms
-        self.dbs = [Database(self, i) for i in range(config.databases)]
+        self.dbs: list[Database] = [Database(self, i) for i in range(config.databases)]
         self.clients: dict[int, Client] = {}
         self.next_client_id = 1
         self.stats = Stats()
