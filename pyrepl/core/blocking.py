@@ -325,7 +325,7 @@ class Blocking:
                if c.blocked is not None and c.blocked.deadline and c.blocked.deadline < now_ms]
         if not due:
             return
-        due.sort(key=lambda c: (c.blocked.deadline, c.id))  # type: ignore[union-attr]
+        due.sort(key=lambda c: (c.blocked.deadline, c.id))
         self._deferring += 1
         try:
             for c in due:

@@ -221,7 +221,7 @@ def run_plain(core: ServerCore, c: Client, cmds: list[Command], reqs: list[list[
     first. For a run whose propagation goes nowhere: no backlog, or the replica's master
     stream."""
     if one and cmds[0].whole is not None:
-        done = cmds[0].whole(c, reqs)   # type: ignore[misc]
+        done = cmds[0].whole(c, reqs)
         if done is not None:
             replies += done
             if core._pending:
@@ -255,7 +255,7 @@ def run_propagating(core: ServerCore, c: Client, cmds: list[Command], reqs: list
     a whole-run form (``Command.whole``) goes to it first: a write's run then changed the
     dataset at every request, none rewritten, so it is one span."""
     if one and cmds[0].whole is not None and not core._pending:
-        done = cmds[0].whole(c, reqs)   # type: ignore[misc]
+        done = cmds[0].whole(c, reqs)
         if done is not None:
             replies += done
             if cmds[0].propagates:

@@ -82,7 +82,7 @@ class PubSub:
     # -- subscriptions ------------------------------------------------------------------------
     @staticmethod
     def _subs(c: Client) -> Subscriptions:
-        subs = c.subs
+        subs: Subscriptions | None = c.subs
         if subs is None:
             subs = c.subs = Subscriptions()
             if c.kind == "normal":
