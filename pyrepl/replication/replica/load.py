@@ -113,8 +113,10 @@ class Load:
         self._failures = 0
         self.retry_at_ms = 0
 
-    def header_line(self, line: bytes) -> None:
-        """The payload header (readSyncBulkPayload before the payload)."""
+    def header_line(self, line: bytes, raw_len: int) -> None:
+        """The payload header or a keepalive (readSyncBulkPayload before the payload);
+        ``raw_len``: the line's bytes on the wire."""
+        self.core.stats.net_repl_input_bytes += raw_len
         log = self.core.log
         if not line:
             self.side.go(I.KEEPALIVE)

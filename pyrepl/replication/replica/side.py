@@ -448,8 +448,7 @@ class ReplicaSide:
         if end < 0:
             return len(data)
         line = data[pos:end - 1]
-        self.core.stats.net_repl_input_bytes += end - pos
-        load.header_line(line[:-1] if line.endswith(b"\r") else line)
+        load.header_line(line[:-1] if line.endswith(b"\r") else line, end - pos)
         return end
 
     def _read_stream(self, data: bytes, pos: int) -> int:

@@ -33,8 +33,8 @@ Everything that moves this machine or asks where it stands lives here: the table
 ``ReplicaSide.go``), the initial state ``INITIAL``, and the guards the side and its phases ask
 (``in_handshake``, ``cancellable``, ``link_up`` ...) with the groups of states they are made of:
 ``HANDSHAKE``; ``LINKED`` (a connection exists); ``LINE_STATES`` (a reply is read as a line);
-``CONNECT_TIMED`` (repl-timeout counts from the connect); ``ROLE`` 's state names. The side's
-state -> handler tables are built from these groups.
+``CONNECT_TIMED`` (repl-timeout counts from the connect); ``CANCELLABLE``; and ROLE's names for
+the states (``role_state``). The side's state -> handler tables are built from these groups.
 """
 
 from __future__ import annotations
