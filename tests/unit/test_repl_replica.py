@@ -26,6 +26,7 @@ from pyrepl.replication.replica import (
     Input,
     ReplProtocolError,
     ReplState,
+    states,
 )
 from tests.support.checks import check_every_move
 from tests.support.cores import NOW, cmd
@@ -70,6 +71,22 @@ def apply_stream_to_source(stream: bytes) -> str:
 def test_every_missing_transition_is_a_typed_error() -> None:
     n = Node()
     check_every_move(n.side, n.side.go, TRANSITIONS, ReplState, Input, ReplProtocolError)
+
+
+def test_the_handler_tables_cover_the_states_the_table_names() -> None:
+    """The side's state -> handler tables against the table and the groups of states.py:
+    bytes read have a reader in exactly the states DATA stays in; a closed connection, a
+    timeout and a protocol error have a handler in every state with a connection; each
+    reply state has its handshake handler."""
+    side = Node().side
+    assert set(side._readers) == {s for s, i in TRANSITIONS if i is Input.DATA}
+    assert set(side._readers) == states.LINE_STATES | {S.TRANSFER, S.CONNECTED}
+    for table in (side._closers, side._timeouts, side._protocol_failures):
+        assert set(table) == states.LINKED
+    assert set(side.handshake._replies) == states.LINE_STATES
+    assert states.HANDSHAKE == {s for s in S if S.RECEIVE_PING_REPLY.value <= s.value
+                                <= S.RECEIVE_PSYNC_REPLY.value}
+    assert states.LINKED == set(S) - {S.NONE, S.CONNECT}
 
 
 def test_data_in_a_state_that_reads_nothing_is_a_protocol_error() -> None:
