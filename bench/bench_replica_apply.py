@@ -80,7 +80,7 @@ def online_replica() -> ReplicaNode:
                                            "repl-offset": 0}, now_ms=n.core.now_ms)
     n.side.on_data(n.io.token, b"+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC %s 0\r\n$%d\r\n"
                    % (MASTER_ID.encode(), len(rdb)) + rdb)
-    assert n.repl.info_fields() and n.side.master is not None, "the replica is not online"
+    assert n.repl.info_fields() and n.side.stream.master is not None, "the replica is not online"
     return n
 
 

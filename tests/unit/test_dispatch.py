@@ -256,7 +256,7 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
 
 
 def _replica_look(n) -> dict[str, object]:
-    core, mc = n.core, n.side.master.client
+    core, mc = n.core, n.side.stream.master.client
     return {"digest": dataset_digest(core.dbs, NOW),
             "cmdstats": {k.name: (s.calls, s.failed, s.rejected)
                          for k, s in core.cmdstats.items()},
@@ -278,13 +278,14 @@ def test_execute_runs_a_replicas_master_stream_as_the_python_dispatch(
     a, b = synced_node(), synced_node()
     for r in reqs:
         for n, run in ((a, execute), (b, ServerCore.execute)):
-            mc = n.side.master.client
+            mc = n.side.stream.master.client
             n.core.applying_master_stream = True   # (as the stream's reads set it)
             try:
                 run(n.core, mc, _read(mc, r))
             finally:
                 n.core.applying_master_stream = False
-        assert a.side.master.client.data_to_send() == b.side.master.client.data_to_send()
+        assert a.side.stream.master.client.data_to_send() == \
+            b.side.stream.master.client.data_to_send()
         assert _replica_look(a) == _replica_look(b)
 
 
@@ -293,7 +294,7 @@ def test_a_replicas_master_stream_runs_no_python_dispatch() -> None:
     sampled call of each in Python at most); a user client of the same read-only replica
     still goes to the Python method, which answers READONLY."""
     n = synced_node()
-    mc = n.side.master.client
+    mc = n.side.stream.master.client
     frames: list[str] = []
 
     core_files = {ServerCore.execute.__code__.co_filename,      # pyrepl/core/dispatch.py

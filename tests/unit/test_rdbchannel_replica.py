@@ -220,10 +220,10 @@ def to_rdbchannel(n: Node, auth: bool = False, cid: bytes = b"10") -> None:
     n.side.on_connected(n.io.token)
     n.main(b"+PONG\r\n" + (b"+OK\r\n" if auth else b"") + b"+OK\r\n+OK\r\n")
     n.main(b"+RDBCHANNELSYNC " + cid + b"\r\n")
-    assert n.side.state is S.TRANSFER and n.side.rdbch is not None
+    assert n.side.state is S.TRANSFER and n.side.channel.rdbch is not None
     n.side.on_rdb_connected(n.io.rdb_token)
     n.rdb((b"+OK\r\n" if auth else b"") + b"+OK\r\n")
-    assert n.side.rdbch.state is C.RECEIVE_FULLRESYNC
+    assert n.side.channel.rdbch.state is C.RECEIVE_FULLRESYNC
     n.io.take(n.io.token)
     n.io.take(n.io.rdb_token)
 
@@ -275,7 +275,7 @@ def check_transcript_end(n: Node, got: dict[str, bytes]) -> None:
             want = want.replace(REPLICA_OWN_ID, n.own_id)
         assert got[conn] == want
     assert n.io.rdb_token in n.io.closed  # the replica closed the rdb channel after the mark
-    assert n.side.state is S.CONNECTED and n.side.master.reploff == 169
+    assert n.side.state is S.CONNECTED and n.side.stream.master.reploff == 169
     assert n.repl.ids.replid == MASTER_ID and n.repl.master_repl_offset == 169
     assert n.run("GET", "key:2") == b"$10\r\nvalue:2\x00\x00\x00\r\n"
     assert n.run("GET", "key:17") == b"$10\r\nvalue:17\x00\x00\r\n"
@@ -368,7 +368,7 @@ def test_transcript_any_split_and_any_order_of_the_two_connections(
         d for seq, c, di, d in TRANSCRIPT if c == "rdb" and di == "R>M")
     assert n.run("MGET", "during:1", "during:ctr", "during:2", "after:1") == \
         b"*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\nc\r\n"
-    assert n.side.master.reploff == 169 and n.repl.master_repl_offset == 169
+    assert n.side.stream.master.reploff == 169 and n.repl.master_repl_offset == 169
 
 
 def test_handshake_without_auth_and_with_masteruser() -> None:
@@ -427,7 +427,7 @@ def test_a_master_without_the_capability_gets_the_classic_sync(diskless: bool) -
            + stream)
     assert n.side.state is S.CONNECTED and n.io.rdb_connects == []
     assert n.digest() == expected_digest(stream)
-    assert n.side.master.reploff == len(stream)
+    assert n.side.stream.master.reploff == len(stream)
     assert n.info()["replica_full_sync_buffer_peak"] == 0
     assert [e["mode"] for e in n.events() if e["event"] == "link_up"] == \
         ["diskless" if diskless else "disk"]
@@ -461,13 +461,13 @@ def test_buffer_counts_whole_blocks_and_overshoots_the_limit_by_one_block_like_r
 
 
 def test_limit_zero_inherits_the_replica_hard_limit() -> None:
-    assert Node().side.full_sync_buffer_limit() == 256 * 1024 * 1024
+    assert Node().side.channel.full_sync_buffer_limit() == 256 * 1024 * 1024
     n = Node(("client-output-buffer-limit", ["replica", "64mb", "16mb", "60"]))
-    assert n.side.full_sync_buffer_limit() == 64 * 1024 * 1024
+    assert n.side.channel.full_sync_buffer_limit() == 64 * 1024 * 1024
     n = Node(("client-output-buffer-limit", ["replica", "0", "0", "0"]))
-    assert n.side.full_sync_buffer_limit() == 0  # no limit at all
+    assert n.side.channel.full_sync_buffer_limit() == 0  # no limit at all
     n = Node(("replica-full-sync-buffer-limit", ["8mb"]))
-    assert n.side.full_sync_buffer_limit() == 8 * 1024 * 1024
+    assert n.side.channel.full_sync_buffer_limit() == 8 * 1024 * 1024
 
 
 class Pipe:
@@ -521,7 +521,7 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
     # at the limit the replica stopped reading: one block past the limit, the rest waits
     assert n.io.token in n.io.paused
     assert n.side.full_sync_buffer_bytes() == 5 * rc.BLOCK_SIZE
-    assert n.side.fsbuf.used == pipe.delivered < len(stream)
+    assert n.side.channel.fsbuf.used == pipe.delivered < len(stream)
     assert len(pipe.pending) == len(stream) - pipe.delivered > 2_000_000
     info = n.info()
     assert info["replica_full_sync_buffer_size"] == info["replica_full_sync_buffer_peak"] \
@@ -535,7 +535,7 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
     n.rdb(b"$EOF:" + MARK + b"\r\n" + rdb[:1000])
     assert n.side.state is S.TRANSFER
     n.rdb(rdb[1000:] + MARK)
-    assert n.side.state is S.CONNECTED and n.side.rdbch is None
+    assert n.side.state is S.CONNECTED and n.side.channel.rdbch is None
     assert n.io.take(n.io.token) == cmd("REPLCONF", "ACK", offset)
     info = n.info()
     assert info["master_link_status"] == "up" and info["slave_repl_offset"] == offset
@@ -553,17 +553,17 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
         if pos < len(more):
             pipe.write(more[pos:pos + 65536])
             pos += 65536
-        if n.side.fsbuf is None:
+        if n.side.channel.fsbuf is None:
             break  # drained: the main channel is read freely again
         assert pipe.pump() <= 1  # at most one new chunk per two applied
-        sizes.append(n.side.fsbuf.used)
-    assert n.side.fsbuf is None and steps >= 3
+        sizes.append(n.side.channel.fsbuf.used)
+    assert n.side.channel.fsbuf is None and steps >= 3
     buffered = pipe.delivered  # every byte read from +FULLRESYNC to the end of the drain
     assert all(a > b for a, b in zip(sizes, sizes[1:], strict=False))  # it only shrinks
     pipe.write(more[pos:])
     pipe.pump()  # the link is a plain stream again: everything the master holds comes in
     assert not pipe.pending and n.io.token not in n.io.paused
-    assert n.side.master.reploff == offset + len(stream) + len(more)
+    assert n.side.stream.master.reploff == offset + len(stream) + len(more)
     assert n.repl.master_repl_offset == offset + len(stream) + len(more)
     assert n.digest() == expected_digest(stream + more)
     drained = [e for e in n.events() if e["event"] == "buffer_drained"]
@@ -581,21 +581,22 @@ def test_backpressure_at_the_limit_nothing_lost_and_the_buffer_always_drains() -
 def test_a_tiny_limit_stops_reading_after_one_read() -> None:
     n = Node(("replica-full-sync-buffer-limit", ["1"]))  # one block is over the limit
     stream, pipe = stream_during_the_sync(n, 300, chunk=16384)
-    assert pipe.reads == 1 and n.side.fsbuf.size == rc.BLOCK_SIZE  # paused after the first read
+    # paused after the first read
+    assert pipe.reads == 1 and n.side.channel.fsbuf.size == rc.BLOCK_SIZE
     assert n.io.log == [("pause", n.io.token)]
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     while n.io.drains:
         n.side.drain_step(n.io.drains.pop(0))
     pipe.pump()
-    assert not pipe.pending and n.side.fsbuf is None
+    assert not pipe.pending and n.side.channel.fsbuf is None
     assert n.digest() == expected_digest(stream)
-    assert n.side.master.reploff == len(stream)
+    assert n.side.stream.master.reploff == len(stream)
 
 
 def test_every_read_while_draining_is_followed_by_a_pause() -> None:
     n = Node()
     stream, pipe = stream_during_the_sync(n, 6000, chunk=16384)
-    assert n.side.fsbuf.used == len(stream) and n.io.log == []  # under the limit: all read
+    assert n.side.channel.fsbuf.used == len(stream) and n.io.log == []  # under the limit: all read
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     more = big_stream(1000, tag="more")[len(cmd("SELECT", "0")):]
     pipe.write(more)  # the master keeps writing
@@ -603,7 +604,7 @@ def test_every_read_while_draining_is_followed_by_a_pause() -> None:
     while n.io.drains:
         steps += 1
         n.side.drain_step(n.io.drains.pop(0))
-        draining = n.side.fsbuf is not None
+        draining = n.side.channel.fsbuf is not None
         reads = pipe.pump()
         if draining:
             # the step (re)opened reading and asked for the next step; one read, paused again
@@ -611,9 +612,9 @@ def test_every_read_while_draining_is_followed_by_a_pause() -> None:
                                                     ("pause", n.io.token)]
             if steps > 1:
                 assert n.io.log[-3] == ("resume", n.io.token)
-    assert steps >= 3 and not pipe.pending and n.side.fsbuf is None
+    assert steps >= 3 and not pipe.pending and n.side.channel.fsbuf is None
     assert n.digest() == expected_digest(stream + more)
-    assert n.side.master.reploff == len(stream) + len(more)
+    assert n.side.stream.master.reploff == len(stream) + len(more)
 
 
 def test_no_writes_during_the_sync_drains_an_empty_buffer_at_once() -> None:
@@ -621,14 +622,14 @@ def test_no_writes_during_the_sync_drains_an_empty_buffer_at_once() -> None:
     to_rdbchannel(n)
     rdb = snapshot(77)
     n.rdb(b"+FULLRESYNC %s 77\r\n$EOF:" % MASTER_ID.encode() + MARK + b"\r\n" + rdb + MARK)
-    assert n.side.state is S.CONNECTED and n.side.fsbuf is None and n.io.drains == []
+    assert n.side.state is S.CONNECTED and n.side.channel.fsbuf is None and n.io.drains == []
     assert n.io.take(n.io.token) == cmd("REPLCONF", "ACK", "77")
     ev = [e for e in n.events() if e["event"] == "buffer_drained"]
     assert ev[0]["bytes"] == 0 and ev[0]["buffer_peak"] == 0
     assert "MASTER <-> REPLICA sync: Starting to stream replication buffer into the db " \
            "(0 bytes)." in n.logs()
     n.main(cmd("SET", "x", "1"))  # streaming directly now
-    assert n.side.master.reploff == 77 + len(cmd("SET", "x", "1"))
+    assert n.side.stream.master.reploff == 77 + len(cmd("SET", "x", "1"))
 
 
 def test_disk_style_header_on_the_rdb_channel_is_accepted() -> None:
@@ -640,7 +641,7 @@ def test_disk_style_header_on_the_rdb_channel_is_accepted() -> None:
     assert n.side.state is S.CONNECTED
     n.drain()
     assert n.run("GET", "b") == b"$1\r\n2\r\n"
-    assert n.side.master.reploff == 3 + len(cmd("SET", "b", "2"))
+    assert n.side.stream.master.reploff == 3 + len(cmd("SET", "b", "2"))
 
 
 # -- failure paths: a clean retry, nothing half-applied -----------------------------------------
@@ -708,18 +709,18 @@ def test_failure_applies_nothing_closes_both_connections_and_retries(failure: st
     n.run("SET", "old", "1")
     n.run("REPLICAOF", "127.0.0.1", "6380")
     before = n.digest()
-    cached = n.side.cached
+    cached = n.side.stream.cached
     _fail(n, failure)
     s = n.side
     assert n.digest() == before  # the old dataset, untouched
-    assert s.fsbuf is None and s.rdbch is None and s.full_sync_buffer_bytes() == 0
+    assert s.channel.fsbuf is None and s.channel.rdbch is None and s.full_sync_buffer_bytes() == 0
     assert n.run("GET", "during") == b"$-1\r\n"
     if n.io.rdb_connects:
         assert n.io.rdb_connects[-1][0] in n.io.closed  # the rdb channel is closed
     if failure == "replicaof-no-one":
         assert s.state is S.NONE and n.info()["role"] == "master"
         return
-    assert s.cached is cached  # still offered: PSYNC history kept
+    assert s.stream.cached is cached  # still offered: PSYNC history kept
     # a clean retry: a new main connection at once (CONNECTING) or within the cron second
     if s.state is S.CONNECT:
         n.tick(1000)
@@ -740,7 +741,7 @@ def test_failure_applies_nothing_closes_both_connections_and_retries(failure: st
     n.drain()
     assert s.state is S.CONNECTED
     assert n.digest() == expected_digest(stream)
-    assert s.master.reploff == len(stream)
+    assert s.stream.master.reploff == len(stream)
 
 
 def test_failure_logs_are_redis_style() -> None:
@@ -770,12 +771,12 @@ def test_main_link_lost_while_draining_caches_the_applied_offset() -> None:
     stream, pipe = stream_during_the_sync(n, 4000)
     n.rdb(b"$EOF:" + MARK + b"\r\n" + snapshot(0) + MARK)
     n.side.drain_step(n.io.drains.pop(0))  # one step: part of the buffer applied
-    applied = n.side.master.reploff
+    applied = n.side.stream.master.reploff
     assert 0 < applied < pipe.delivered
     peak = n.info()["replica_full_sync_buffer_peak"]
     n.side.on_closed(n.io.token, "Connection reset by peer")
-    assert n.side.fsbuf is None and n.side.cached is not None
-    assert n.side.cached.reploff == applied  # the rest is resent after +CONTINUE
+    assert n.side.channel.fsbuf is None and n.side.stream.cached is not None
+    assert n.side.stream.cached.reploff == applied  # the rest is resent after +CONTINUE
     assert n.info()["replica_full_sync_buffer_peak"] == peak
     assert n.side.state is S.CONNECTING
     n.side.drain_step(n.io.drains.pop(0)) if n.io.drains else None  # a stale step: no-op
@@ -784,7 +785,7 @@ def test_main_link_lost_while_draining_caches_the_applied_offset() -> None:
     assert n.io.take(n.io.token).endswith(cmd("PSYNC", MASTER_ID, applied + 1))
     n.main(b"+CONTINUE %s\r\n" % MASTER_ID.encode() + stream[applied:])
     assert n.digest() == expected_digest(stream)
-    assert n.side.master.reploff == len(stream)
+    assert n.side.stream.master.reploff == len(stream)
 
 
 def test_info_role_and_events_during_an_rdb_channel_sync() -> None:

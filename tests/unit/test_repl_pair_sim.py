@@ -224,10 +224,11 @@ def do_step(net: MemNet, m: MemNode, r: MemNode, step: tuple) -> None:
 def synced(m: MemNode, r: MemNode) -> bool:
     side = r.side
     links = m.repl.master.links
-    return (side.state is ReplState.CONNECTED and side.master is not None
-            and side.fsbuf is None and side.rdbch is None  # rdb channel closed, buffer drained
+    return (side.state is ReplState.CONNECTED and side.stream.master is not None
+            # rdb channel closed, buffer drained
+            and side.channel.fsbuf is None and side.channel.rdbch is None
             and len(links) == 1 and links[0].state is SlaveState.ONLINE and links[0].streaming
-            and side.master.reploff == m.repl.master_repl_offset)
+            and side.stream.master.reploff == m.repl.master_repl_offset)
 
 
 def quiesce(net: MemNet, m: MemNode, r: MemNode, rounds: int = 400) -> None:
@@ -338,7 +339,7 @@ def test_pair_converges_through_any_schedule_of_faults(cfg: dict[str, str], befo
         m.run("SELECT", "0")
         m.run("INCR", "after:faults:n")
         net.pump()
-        assert r.side.master.reploff == m.repl.master_repl_offset
+        assert r.side.stream.master.reploff == m.repl.master_repl_offset
         assert r.run("DEBUG", "DIGEST") == m.run("DEBUG", "DIGEST")
 
 

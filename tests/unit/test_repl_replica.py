@@ -26,6 +26,7 @@ from pyrepl.replication.replica import (
     Input,
     ReplProtocolError,
     ReplState,
+    states,
 )
 from tests.support.checks import check_every_move
 from tests.support.cores import NOW, cmd
@@ -69,7 +70,23 @@ def apply_stream_to_source(stream: bytes) -> str:
 
 def test_every_missing_transition_is_a_typed_error() -> None:
     n = Node()
-    check_every_move(n.side, n.side._go, TRANSITIONS, ReplState, Input, ReplProtocolError)
+    check_every_move(n.side, n.side.go, TRANSITIONS, ReplState, Input, ReplProtocolError)
+
+
+def test_the_handler_tables_cover_the_states_the_table_names() -> None:
+    """The side's state -> handler tables against the table and the groups of states.py:
+    bytes read have a reader in exactly the states DATA stays in; a closed connection, a
+    timeout and a protocol error have a handler in every state with a connection; each
+    reply state has its handshake handler."""
+    side = Node().side
+    assert set(side._readers) == {s for s, i in TRANSITIONS if i is Input.DATA}
+    assert set(side._readers) == states.LINE_STATES | {S.TRANSFER, S.CONNECTED}
+    for table in (side._closers, side._timeouts, side._protocol_failures):
+        assert set(table) == states.LINKED
+    assert set(side.handshake._replies) == states.LINE_STATES
+    assert states.HANDSHAKE == {s for s in S if S.RECEIVE_PING_REPLY.value <= s.value
+                                <= S.RECEIVE_PSYNC_REPLY.value}
+    assert states.LINKED == set(S) - {S.NONE, S.CONNECT}
 
 
 def test_data_in_a_state_that_reads_nothing_is_a_protocol_error() -> None:
@@ -207,10 +224,10 @@ def test_full_sync_then_stream_any_split(diskless: bool, cuts: list[int]) -> Non
     s = n.side
     assert s.state is S.CONNECTED
     assert n.digest() == apply_stream_to_source(STREAM)
-    assert s.master.reploff == s.master.read_reploff == len(STREAM)
+    assert s.stream.master.reploff == s.stream.master.read_reploff == len(STREAM)
     assert n.repl.master_repl_offset == len(STREAM)
     assert b"".join(n.repl.backlog.read_from(1)) == STREAM  # passed on verbatim
-    assert n.side.master.client.db.id == 3
+    assert n.side.stream.master.client.db.id == 3
 
 
 @pytest.mark.parametrize("diskless", [False, True])
@@ -225,7 +242,7 @@ def test_payload_end_and_stream_byte_by_byte(diskless: bool) -> None:
         assert n.side.state is S.TRANSFER or n.side.state is S.CONNECTED
         n.feed(data[i:i + 1])
     assert n.digest() == apply_stream_to_source(STREAM)
-    assert n.side.master.reploff == len(STREAM)
+    assert n.side.stream.master.reploff == len(STREAM)
 
 
 @SETTINGS
@@ -241,7 +258,7 @@ def test_partial_resync_any_split(cuts: list[int]) -> None:
     n.feed_split(data, [c % (len(data) + 1) for c in cuts])
     assert n.side.state is S.CONNECTED
     assert n.digest() == apply_stream_to_source(w1 + rest)
-    assert n.side.master.reploff == len(w1 + rest)
+    assert n.side.stream.master.reploff == len(w1 + rest)
     assert n.repl.ids.replid == NEW_ID and n.repl.ids.second_repl_offset == len(w1) + 1
     assert b"".join(n.repl.backlog.read_from(1)) == w1 + rest
 
@@ -300,7 +317,7 @@ def test_failed_payload_applies_nothing_and_retries(diskless: bool, failure: str
     n.feed(cmd("SELECT", "0") + cmd("SET", "kept", "1"))
     before = n.digest()
     n.side.on_closed(n.io.token)  # the link drops: master cached, reconnect at once
-    assert n.side.state is S.CONNECTING and n.side.cached is not None
+    assert n.side.state is S.CONNECTING and n.side.stream.cached is not None
     n.side.on_connected(n.io.token)
     rdb = RDB
     if failure == "crc":
@@ -324,7 +341,7 @@ def test_failed_payload_applies_nothing_and_retries(diskless: bool, failure: str
         assert n.side.state is S.TRANSFER
         n.side.on_closed(token, "")
     assert n.digest() == before  # nothing half-applied
-    assert n.side.cached is not None and n.side.cached.replid == MASTER_ID
+    assert n.side.stream.cached is not None and n.side.stream.cached.replid == MASTER_ID
     assert n.repl.ids.replid == MASTER_ID
     assert n.side.state is S.CONNECTING and n.io.token == token + 1  # reconnected at once
     ev = [e for e in n.repl.events.recent if e["event"] == "sync_failed"][-1]
@@ -402,7 +419,7 @@ def test_psync_unsupported_falls_back_to_sync() -> None:
     assert n.side.state is S.TRANSFER
     n.feed(b"$%d\r\n" % len(RDB) + RDB + cmd("SET", "x", "1"))
     assert n.side.state is S.CONNECTED
-    assert n.side.master.pre_psync  # no offsets with an old master: no ACKs
+    assert n.side.stream.master.pre_psync  # no offsets with an old master: no ACKs
     n.tick(1000)
     assert n.io.take() == b""
     assert n.run("GET", "x") == b"$1\r\n1\r\n"
@@ -416,13 +433,13 @@ def test_offsets_inside_multi_and_acks() -> None:
     part1 = cmd("SELECT", "0") + cmd("MULTI") + cmd("SET", "a", "1")
     part2 = cmd("EXEC")
     n.feed(part1 + part2[:5])
-    assert s.master.read_reploff == len(part1) + 5
-    assert s.master.reploff == len(cmd("SELECT", "0"))  # a transaction counts at its EXEC
+    assert s.stream.master.read_reploff == len(part1) + 5
+    assert s.stream.master.reploff == len(cmd("SELECT", "0"))  # a transaction counts at its EXEC
     assert n.run("GET", "a") == b"$-1\r\n"
     n.tick(1000)
     assert n.io.take() == cmd("REPLCONF", "ACK", len(cmd("SELECT", "0")))
     n.feed(part2[5:])
-    assert s.master.reploff == s.master.read_reploff == len(part1 + part2)
+    assert s.stream.master.reploff == s.stream.master.read_reploff == len(part1 + part2)
     assert n.run("GET", "a") == b"$1\r\n1\r\n"
     n.tick(1000)
     assert n.io.take() == cmd("REPLCONF", "ACK", len(part1 + part2))
@@ -434,7 +451,7 @@ def test_getack_is_answered_with_the_offset_before_it() -> None:
     w = cmd("SELECT", "0") + cmd("SET", "k", "v")
     n.feed(w + cmd("REPLCONF", "GETACK", "*"))
     assert n.io.take() == cmd("REPLCONF", "ACK", len(w))
-    assert n.side.master.reploff == len(w + cmd("REPLCONF", "GETACK", "*"))
+    assert n.side.stream.master.reploff == len(w + cmd("REPLCONF", "GETACK", "*"))
 
 
 def test_replica_never_expires_keys_on_its_own_clock() -> None:
@@ -463,13 +480,13 @@ def test_error_from_the_master_stream_is_logged_critical() -> None:
                             "'-ERR value is not an integer or out of range' after processing the "
                             "command 'incr'") for _, m in n.core.log.lines)
     assert n.core.stats.unexpected_error_replies == 1
-    assert n.side.master is not None
+    assert n.side.stream.master is not None
 
 
 def test_inline_protocol_from_master_drops_it_without_caching() -> None:
     n = synced_node()
     n.feed(b"SET a b\r\n")
-    assert n.side.cached is None and n.side.master is None
+    assert n.side.stream.cached is None and n.side.stream.master is None
     assert n.side.state is S.CONNECTING
     assert any("Master using the inline protocol. Desync?" in m for _, m in n.core.log.lines)
     n.side.on_connected(n.io.token)
@@ -486,8 +503,8 @@ def test_link_loss_caches_the_master_and_psyncs_partially() -> None:
     n.feed(w1 + cmd("MULTI") + cmd("SET", "b", "2"))  # an unfinished transaction is dropped
     n.side.on_closed(n.io.token, "Connection reset by peer")
     s = n.side
-    assert s.master is None and s.cached is not None
-    assert s.cached.reploff == s.cached.read_reploff == len(w1)
+    assert s.stream.master is None and s.stream.cached is not None
+    assert s.stream.cached.reploff == s.stream.cached.read_reploff == len(w1)
     lines = [m for _, m in n.core.log.lines]
     assert ["Connection with master lost.", "Caching the disconnected master state.",
             "Reconnecting to MASTER 127.0.0.1:6380", "MASTER <-> REPLICA sync started"] == \
@@ -503,7 +520,7 @@ def test_link_loss_caches_the_master_and_psyncs_partially() -> None:
     rest = cmd("MULTI") + cmd("SET", "b", "2") + cmd("EXEC")
     n.feed(b"+CONTINUE %s\r\n" % MASTER_ID.encode() + rest)
     assert s.state is S.CONNECTED
-    assert s.master.reploff == len(w1 + rest)
+    assert s.stream.master.reploff == len(w1 + rest)
     assert n.run("GET", "b") == b"$1\r\n2\r\n"
     assert n.repl.ids.replid == MASTER_ID
     assert "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization." in \
@@ -520,7 +537,7 @@ def test_continue_with_a_new_id_shifts_ids_and_drops_sub_replicas() -> None:
     n.feed(REPLIES + b"+CONTINUE %s\r\n" % NEW_ID.encode())
     ids = n.repl.ids
     assert (ids.replid, ids.replid2, ids.second_repl_offset) == (NEW_ID, MASTER_ID, len(w) + 1)
-    assert n.side.master.replid == NEW_ID
+    assert n.side.stream.master.replid == NEW_ID
     assert "Master replication ID changed to " + NEW_ID in [m for _, m in n.core.log.lines]
 
 
@@ -537,7 +554,7 @@ def test_master_timeout_while_connected() -> None:
     n.tick(60_000)
     assert n.side.state is S.CONNECTED
     n.tick(1_500)
-    assert n.side.state is S.CONNECTING and n.side.cached is not None
+    assert n.side.state is S.CONNECTING and n.side.stream.cached is not None
     assert "MASTER timeout: no data nor PING received..." in [m for _, m in n.core.log.lines]
 
 
@@ -766,13 +783,13 @@ def test_restart_from_rdb_offers_the_saved_history(tmp_path) -> None:
     m = Node(("dir", [str(tmp_path)]))
     m.core.persistence.load()
     assert m.digest() == n.digest()
-    assert m.side.cached is not None and m.side.cached.reploff == len(w)
+    assert m.side.stream.cached is not None and m.side.stream.cached.reploff == len(w)
     m.connect()
     m.feed(REPLIES)
     assert m.io.take().endswith(cmd("PSYNC", MASTER_ID, len(w) + 1))
     m.feed(b"+CONTINUE %s\r\n" % MASTER_ID.encode() + cmd("SET", "b", "2"))
     assert m.side.state is S.CONNECTED
-    assert m.side.master.reploff == len(w) + len(cmd("SET", "b", "2"))
+    assert m.side.stream.master.reploff == len(w) + len(cmd("SET", "b", "2"))
     assert m.core.dbs[3].data[b"b"] == b"2"  # the stream continues in the db it had selected
 
 
@@ -977,7 +994,7 @@ def test_pair_chain_continues_partially_and_agrees(tmp_path) -> None:
         + cmd("RPUSH", "list", "x", "y") + cmd("INCR", "n") + cmd("HSET", "h", "f", "v"))
     off = a.repl.master_repl_offset
     assert off > 1000
-    assert b.side.master.reploff == c.side.master.reploff == off
+    assert b.side.stream.master.reploff == c.side.stream.master.reploff == off
     assert b.repl.master_repl_offset == c.repl.master_repl_offset == off
     assert b"".join(b.repl.backlog.read_from(1001)) == b"".join(a.repl.backlog.read_from(1001))
     assert b"".join(c.repl.backlog.read_from(1001)) == b"".join(a.repl.backlog.read_from(1001))
@@ -1005,7 +1022,7 @@ def test_pair_link_kill_resyncs_partially(tmp_path) -> None:
     assert a.core.stats.sync_partial_ok == 2 and a.core.stats.sync_full == 0
     assert b.run("GET", "during") == b"$1\r\n1\r\n"
     assert a.digest() == b.digest() == c.digest()
-    assert c.side.master.reploff == a.repl.master_repl_offset
+    assert c.side.stream.master.reploff == a.repl.master_repl_offset
     a.run("CLIENT", "KILL", "TYPE", "replica")  # the other end: the master drops B
     a.run("SET", "during2", "2")
     net.settle(lambda: b.side.link_up() and b.run("GET", "during2") == b"$1\r\n2\r\n",
@@ -1098,10 +1115,11 @@ def test_feed_raw_in_c_passes_on_what_the_python_does(writes: list[bytes], cuts:
                 while x.repl.master.take(c.stream):
                     pass
             x.core.pending_flush.clear()
-            ms = x.side.master
+            ms = x.side.stream.master
             seen.append((b"".join(bl.read_from(bl.first_byte_offset)), bl.master_repl_offset,
                          bl.histlen, bl.nblocks, bl.mem, x.repl.master_repl_offset,
                          ms.reploff, ms.read_reploff, ms.fed, bytes(ms.unapplied), x.digest(),
                          [r.id for r in subs if r is not None] and flushes))
         assert seen[0] == seen[1]
-    assert nodes[0].side.master.reploff == len(data) - len(nodes[0].side.master.unapplied)
+    ms0 = nodes[0].side.stream.master
+    assert ms0.reploff == len(data) - len(ms0.unapplied)

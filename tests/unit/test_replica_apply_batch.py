@@ -55,7 +55,7 @@ def streams(draw: st.DrawFn) -> list[bytes]:
 
 def _state(n) -> dict[str, object]:
     core = n.core
-    ms = n.side.master
+    ms = n.side.stream.master
     stats = {cmd.name: (s.calls, s.failed, s.rejected) for cmd, s in core.cmdstats.items()}
     return {
         "digest": n.digest(),
@@ -107,12 +107,12 @@ def test_a_run_is_applied_in_one_batch_with_exact_stats(monkeypatch) -> None:
 
     monkeypatch.setattr(Stream, "_apply_batch", spy)
     calls = n.core.cmdstats[COMMANDS[b"set"]].calls
-    before = n.side.master.reploff
+    before = n.side.stream.master.reploff
     run = cmd("SELECT", "0") + cmd("SET", "k", "v") * 50 + cmd("INCR", "s:1")
     n.feed(run)
     assert batches[:1] == [True]                       # SELECT and the 50 SETs: one batch
     assert n.core.cmdstats[COMMANDS[b"set"]].calls == calls + 50
-    assert n.side.master.reploff == before + len(run)
+    assert n.side.stream.master.reploff == before + len(run)
     assert n.core.stats.unexpected_error_replies == 1  # INCR on "hello": logged, counted
     assert n.core.dbs[0].data[b"k"] == b"v"
 
@@ -130,11 +130,11 @@ def test_an_internal_error_leaves_the_offset_before_the_failing_command(monkeypa
         return real(c, argv)
 
     monkeypatch.setattr(COMMANDS[b"incr"], "handler", broken)
-    before = n.side.master.reploff
+    before = n.side.stream.master.reploff
     ok = cmd("INCR", "a") * 3
     with pytest.raises(RuntimeError):
         n.feed(ok + cmd("INCR", "boom") + cmd("INCR", "a") * 2)
-    assert n.side.master.reploff == before + len(ok)
+    assert n.side.stream.master.reploff == before + len(ok)
     assert n.core.dbs[0].data[b"a"] == b"3"
     assert b"".join(n.repl.backlog.read_from(1)).endswith(ok)
-    assert n.side.master.reploff == n.repl.master_repl_offset
+    assert n.side.stream.master.reploff == n.repl.master_repl_offset

@@ -1,8 +1,9 @@
 """Type checking as part of the tests: the packages that are mypy-clean under ``--strict``
 stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols; the ports of the
-keyspace and of replication; the core's cron, persistence, shutdown, stats and host; the
-extensions' switch and the Python references written for it; the core, its dispatch,
-propagation and the ports of its parts), and every port's implementations satisfy it
+keyspace and of replication; the replica side, pyrepl/replication/replica/; the core's cron,
+persistence, shutdown, stats and host; the extensions' switch and the Python references written
+for it; the core, its dispatch, propagation and the ports of its parts), and every port's
+implementations satisfy it
 (tests/unit/ports_conformance.py). Imports outside them are followed silently: their own
 errors are not this test's."""
 
@@ -22,7 +23,9 @@ STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py", "pyrepl/replication/ports.py
           # the core itself, its dispatch and propagation, and the ports of its parts
           "pyrepl/core/server.py", "pyrepl/core/client.py", "pyrepl/core/dispatch.py",
           "pyrepl/core/propagation.py", "pyrepl/core/ports.py", "pyrepl/core/blocking.py",
-          "pyrepl/core/pubsub.py", "pyrepl/core/tracking.py", "pyrepl/core/pause.py"]
+          "pyrepl/core/pubsub.py", "pyrepl/core/tracking.py", "pyrepl/core/pause.py",
+          # the replica side: its phases built with typed collaborators
+          "pyrepl/replication/replica"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:

@@ -24,10 +24,9 @@ it after ``+CONTINUE``). INFO: ``replica_full_sync_buffer_size`` (whole blocks h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyrepl.replication.replica.rdbchannel import (
-    BulkHeader,
-    Failed,
-    FullResync,
     FullSyncBuffer,
     Keepalive,
     Payload,
@@ -38,31 +37,60 @@ from pyrepl.replication.replica.states import (
     DRAIN_BLOCKS,
     I,
     Input,
-    S,
+    link_up,
+    transferring,
 )
+from pyrepl.replication.wire import BulkHeader, FullResync
+
+if TYPE_CHECKING:
+    from pyrepl.replication.replica.load import Load
+    from pyrepl.replication.replica.side import ReplicaSide
+    from pyrepl.replication.replica.stream import Stream
 
 
 class Channel:
-    """The rdb channel (Redis 8) and the main channel's buffer while it runs (replica side)."""
+    """The rdb channel (Redis 8) and the main channel's buffer while it runs (replica side).
 
-    def _rdbchannel_sync(self, text: str) -> None:
+    Owns the rdb channel's connection (``rdbch``, ``rdbch_token``), the full-sync buffer
+    (``fsbuf``, its all-time ``fsbuf_peak``) and the main channel's flow control while it fills
+    and drains. Its collaborators: the side (the link and the table), the load (which parses
+    what the rdb channel delivers) and the stream (which applies what the buffer held)."""
+
+    def __init__(self, side: ReplicaSide, load: Load, stream: Stream) -> None:
+        self.side = side
+        self.core = side.core
+        self.load = load
+        self.stream = stream
+        self.rdbch: RdbChannel | None = None
+        self.rdbch_token = 0
+        self.fsbuf: FullSyncBuffer | None = None  # from +RDBCHANNELSYNC until drained
+        self.fsbuf_peak = 0  # INFO replica_full_sync_buffer_peak (never reset)
+        self._main_paused = False
+        self._drain_requested = False
+        self._limit_logged = False
+
+    @property
+    def buffering(self) -> bool:
+        """The main channel's bytes go to the full-sync buffer (the rdb channel loads, or the
+        buffer still drains)."""
+        return self.fsbuf is not None
+
+    def full_sync_buffer_limit(self) -> int:
+        """replica-full-sync-buffer-limit, 0 meaning the replica class's hard output limit."""
+        cfg = self.core.config
+        limit: int = cfg.replica_full_sync_buffer_limit
+        if not limit:
+            limit = cfg.client_output_buffer_limit.get("replica", (0, 0, 0))[0]
+        return limit
+
+    def full_sync_buffer_bytes(self) -> int:
+        """INFO replica_full_sync_buffer_size / mem_replica_full_sync_buffer: whole blocks."""
+        b = self.fsbuf
+        return b.size if b is not None else 0
+
+    def open(self, client_id: str) -> None:
         """+RDBCHANNELSYNC <client-id>: open the rdb channel, buffer the main channel."""
-        log = self.core.log
-        cid = text[len("+RDBCHANNELSYNC"):].strip()
-        if not cid.isascii() or not cid.isdigit():
-            log.warning(f"Master replied with wrong +RDBCHANNELSYNC syntax: {text}")
-            self._emit("psync_reply", result="rdbchannel", error=text,
-                       duration_ms=self.now - self.psync_sent_ms)
-            self._handshake_failed(I.REPLY_ERR, "psync-error", text)
-            return
-        log.notice("PSYNC is not possible, initialize RDB channel.")
-        self._emit("psync_reply", result="rdbchannel", mode="rdb-channel",
-                   duration_ms=self.now - self.psync_sent_ms)
-        self._go(I.RDBCHANNELSYNC)
-        self._start_transfer()
-        self.mode = "rdb-channel"
-        self.master_replid = ""
-        self.master_initial_offset = -1
+        side = self.side
         self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit())
         self._limit_logged = False
         cfg = self.core.config
@@ -71,15 +99,17 @@ class Channel:
             auth = [cfg.masteruser.encode()] if cfg.masteruser else []
             auth.append(cfg.masterauth.encode())
         port = cfg.replica_announce_port or self.core.port or cfg.port
-        ch = RdbChannel(cid.encode(), port, auth)
+        ch = RdbChannel(client_id.encode(), port, auth)
         ch.start()
         self.rdbch = ch
-        self.rdbch_token = self._next_token()
-        io = self.io
+        self.rdbch_token = side.next_token()
+        io = side.io
         if io is not None:
-            io.connect_rdb(self.rdbch_token, self.master_host, self.master_port)
+            assert side.master_host is not None
+            io.connect_rdb(self.rdbch_token, side.master_host, side.master_port)
 
-    def _close_rdb_channel(self, loaded: bool = False) -> None:
+    def close(self, loaded: bool = False) -> None:
+        """Close the rdb channel (``loaded``: its snapshot was verified: it is done)."""
         ch = self.rdbch
         if ch is None:
             return
@@ -88,39 +118,58 @@ class Channel:
             ch.loaded()
         else:
             ch.abort()
-        io = self.io
+        io = self.side.io
         if io is not None:
             io.close(self.rdbch_token)
 
+    def abort(self) -> None:
+        """The sync failed before the swap: the rdb channel and the buffer go (nothing of them
+        was applied)."""
+        self.close()
+        self.fsbuf = None
+        self._drain_requested = False
+
+    def drop_buffer(self) -> None:
+        """The master was lost while the buffer drained: what is left of it is not applied
+        (the master resends it after +CONTINUE)."""
+        self.fsbuf = None
+        self._drain_requested = False
+        self._main_paused = False
+
+    def new_connection(self) -> None:
+        """A new main channel: it reads, and no drain step is pending."""
+        self._main_paused = False
+        self._drain_requested = False
+
     def _rdb_failed(self, inp: Input, reason: str, error: str) -> None:
         """The rdb channel failed: the whole sync is cancelled and retried."""
-        if self.state is S.TRANSFER:
-            self._cancel_handshake(True, inp, reason, error)
+        if transferring(self.side.state):
+            self.side.cancel_handshake(True, inp, reason, error)
         else:
-            self._close_rdb_channel()
+            self.close()
 
-    def on_rdb_connected(self, token: int) -> None:
+    def on_connected(self, token: int) -> None:
         ch = self.rdbch
         if ch is None or token != self.rdbch_token:
             return
         ch.connected()
-        self.transfer_lastio_ms = self.now
+        self.load.touch()
         self._rdb_flush(ch)
 
-    def on_rdb_connect_failed(self, token: int, error: str) -> None:
+    def on_connect_failed(self, token: int, error: str) -> None:
         if self.rdbch is None or token != self.rdbch_token:
             return
         self.core.log.warning(f"Error condition on socket for the rdb channel: {error}")
         self._rdb_failed(I.LINK_LOST, "rdb-channel-connect-error", error)
 
-    def on_rdb_closed(self, token: int, error: str = "") -> None:
+    def on_closed(self, token: int, error: str = "") -> None:
         ch = self.rdbch
         if ch is None or token != self.rdbch_token:
             return
         ch.connection_lost(error)
         self._rdb_events(ch)
 
-    def on_rdb_data(self, token: int, data: bytes) -> None:
+    def on_data(self, token: int, data: bytes) -> None:
         ch = self.rdbch
         if ch is None or token != self.rdbch_token or not data:
             return
@@ -135,48 +184,46 @@ class Channel:
 
     def _rdb_flush(self, ch: RdbChannel) -> None:
         out = ch.data_to_send()
-        io = self.io
+        io = self.side.io
         if out and io is not None:
             io.send(self.rdbch_token, out)
 
     def _rdb_events(self, ch: RdbChannel) -> None:
         log = self.core.log
+        load = self.load
         while self.rdbch is ch:
             ev = ch.next_event()
             if ev is None:
                 return
-            t = type(ev)
-            if t is Payload:
-                self.transfer_lastio_ms = self.now
-                if self.state is S.TRANSFER and self._load is not None:
-                    self._payload(ev.data, 0)  # type: ignore[union-attr]
-            elif t is Keepalive:
-                self.transfer_lastio_ms = self.now
-            elif t is FullResync:
-                self.master_replid = ev.replid  # type: ignore[union-attr]
-                self.master_initial_offset = ev.offset  # type: ignore[union-attr]
-                self.transfer_lastio_ms = self.now
+            if isinstance(ev, Payload):
+                load.touch()
+                if transferring(self.side.state) and load.loading:
+                    load.payload(ev.data, 0)
+            elif isinstance(ev, Keepalive):
+                load.touch()
+            elif isinstance(ev, FullResync):
+                load.set_target(ev.replid, ev.offset)
+                load.touch()
                 log.notice("Starting to receive RDB and replication stream in parallel.")
-            elif t is BulkHeader:
-                self._begin_payload(ev.usemark, ev.mark, ev.size)  # type: ignore[union-attr]
-            elif t is Failed:
-                log.warning(ev.message)  # type: ignore[union-attr]
-                lost = ev.reason == "rdb-channel-lost"  # type: ignore[union-attr]
-                self._rdb_failed(I.LINK_LOST if lost else I.TRANSFER_ERROR,
-                                 ev.reason, ev.error)  # type: ignore[union-attr]
+            elif isinstance(ev, BulkHeader):
+                load.begin_payload(ev.usemark, ev.mark, ev.size)
+            else:
+                log.warning(ev.message)
+                lost = ev.reason == "rdb-channel-lost"
+                self._rdb_failed(I.LINK_LOST if lost else I.TRANSFER_ERROR, ev.reason, ev.error)
                 return
 
-    def _buffer_main(self, data: bytes) -> None:
+    def buffer_main(self, data: bytes) -> None:
         """Main-channel bytes while the rdb channel loads (or while the buffer drains): kept,
         never dropped; reading stops at the limit (TCP backpressure holds the rest)."""
-        self._go(I.BUFFER)
+        self.side.go(I.BUFFER)
         buf = self.fsbuf
         assert buf is not None
         full = buf.append(data)
         if buf.peak > self.fsbuf_peak:
             self.fsbuf_peak = buf.peak
-        if self.state is S.TRANSFER:
-            self.transfer_lastio_ms = self.now
+        if transferring(self.side.state):
+            self.load.touch()
             if full:
                 if not self._limit_logged:
                     self._limit_logged = True
@@ -191,25 +238,26 @@ class Channel:
     def _pause_main(self) -> None:
         if not self._main_paused:
             self._main_paused = True
-            io = self.io
+            io = self.side.io
             if io is not None:
-                io.pause_reading(self.token)
+                io.pause_reading(self.side.token)
 
     def _resume_main(self) -> None:
         if self._main_paused:
             self._main_paused = False
-            io = self.io
+            io = self.side.io
             if io is not None:
-                io.resume_reading(self.token)
+                io.resume_reading(self.side.token)
 
     def _request_drain(self) -> None:
         if not self._drain_requested:
             self._drain_requested = True
-            io = self.io
+            io = self.side.io
             if io is not None:
-                io.request_drain(self.token)
+                io.request_drain(self.side.token)
 
-    def _start_drain(self) -> None:
+    def start_drain(self) -> None:
+        """The snapshot is loaded and the link is up: the buffer drains into the stream."""
         buf = self.fsbuf
         assert buf is not None
         self.core.log.notice(f"MASTER <-> REPLICA sync: Starting to stream replication buffer "
@@ -222,19 +270,20 @@ class Channel:
     def drain_step(self, token: int) -> None:
         """Apply up to DRAIN_BLOCKS buffered blocks, then let the main channel deliver at most
         one new read before the next step (called by the I/O shell after request_drain)."""
-        if token != self.token:
+        if token != self.side.token:
             return
         self._drain_requested = False
         buf = self.fsbuf
-        ms = self.master
-        if buf is None or ms is None or self.state is not S.CONNECTED:
+        stream = self.stream
+        ms = stream.master
+        if buf is None or ms is None or not link_up(self.side.state):
             return
         for _ in range(DRAIN_BLOCKS):
             block = buf.pop_block()
             if block is None:
                 break
-            self._stream(block)
-            if self.master is not ms or self.fsbuf is not buf:
+            stream.stream(block)
+            if stream.master is not ms or self.fsbuf is not buf:
                 return  # the link was dropped while applying
         if buf.used:
             self._resume_main()
@@ -246,10 +295,11 @@ class Channel:
         buf = self.fsbuf
         assert buf is not None
         self.fsbuf = None
-        ms = self.master
+        ms = self.stream.master
+        side = self.side
         self.core.log.notice(f"MASTER <-> REPLICA sync: Successfully streamed replication buffer "
                              f"into the db ({buf.total} bytes in total)")
-        self._emit("buffer_drained", bytes=buf.total, buffer_peak=buf.peak,
-                   buffer_limit=buf.limit, duration_ms=self.now - self.link_up_ms,
-                   offset=ms.reploff if ms is not None else None)
+        side.emit("buffer_drained", bytes=buf.total, buffer_peak=buf.peak,
+                  buffer_limit=buf.limit, duration_ms=side.now - side.link_up_ms,
+                  offset=ms.reploff if ms is not None else None)
         self._resume_main()

@@ -14,56 +14,93 @@ capa eof capa psync2 capa rdb-channel-repl`` and a master may answer ``+RDBCHANN
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from pyrepl.replication.replica.states import (
+    LINE_STATES,
+    RDB_CHANNEL,
     I,
+    ReplState,
     S,
 )
 from pyrepl.replication.wire import Continue, FullResync
 from pyrepl.resp.writer import encode_command
 
+if TYPE_CHECKING:
+    from pyrepl.replication.replica.channel import Channel
+    from pyrepl.replication.replica.load import Load
+    from pyrepl.replication.replica.side import ReplicaSide
+    from pyrepl.replication.replica.stream import Stream
+
 
 class Handshake:
-    """The handshake with the master, up to the PSYNC reply (replica side)."""
+    """The handshake with the master, up to the PSYNC reply (replica side).
 
-    def _handshake_line(self, line: bytes) -> None:
-        st = self.state
-        log = self.core.log
-        text = line.decode("utf-8", "replace")
-        if st is S.RECEIVE_PING_REPLY:
-            if line[:1] != b"+" and not line.startswith((b"-NOAUTH", b"-NOPERM",
-                                                         b"-ERR operation not permitted")):
-                log.warning(f"Error reply to PING from master: '{text}'")
-                self._handshake_failed(I.REPLY_ERR, "ping-error", text)
-                return
-            log.notice("Master replied to PING, replication can continue...")
-            self._go(I.REPLY_OK)
-            self._send_handshake()
-        elif st is S.RECEIVE_AUTH_REPLY:
-            if line[:1] == b"-":
-                log.warning(f"Unable to AUTH to MASTER: {text}")
-                self._handshake_failed(I.REPLY_ERR, "auth-error", text)
-                return
-            self._go(I.REPLY_OK)
-        elif st is S.RECEIVE_PORT_REPLY:
-            self._optional_reply(line, "listening-port", text)
-            if not self.core.config.replica_announce_ip:
-                self._go(I.SKIP)
-        elif st is S.RECEIVE_IP_REPLY:
-            self._optional_reply(line, "ip-address", text)
-        elif st is S.RECEIVE_CAPA_REPLY:
-            self._optional_reply(line, "capa", text)
-            self._send_psync()
-        else:  # RECEIVE_PSYNC_REPLY
-            self._psync_reply(line, text)
+    A reply line goes to the handler of the state that awaits it (``_replies``, one per
+    state of ``LINE_STATES``). Owns ``psync_sent_ms``. Its collaborators: the side (the link,
+    the table, the error path), and what a PSYNC reply starts: the load (a full sync), the
+    channel (an rdb-channel sync) and the stream (a partial one: the cached master again)."""
+
+    def __init__(self, side: ReplicaSide, load: Load, channel: Channel, stream: Stream) -> None:
+        self.side = side
+        self.core = side.core
+        self.manager = side.manager
+        self.load = load
+        self.channel = channel
+        self.stream = stream
+        self.psync_sent_ms = 0
+        self._replies: dict[ReplState, Callable[[bytes, str], None]] = {
+            S.RECEIVE_PING_REPLY: self._ping_reply,
+            S.RECEIVE_AUTH_REPLY: self._auth_reply,
+            S.RECEIVE_PORT_REPLY: self._port_reply,
+            S.RECEIVE_IP_REPLY: self._ip_reply,
+            S.RECEIVE_CAPA_REPLY: self._capa_reply,
+            S.RECEIVE_PSYNC_REPLY: self._psync_reply,
+        }
+        assert self._replies.keys() == LINE_STATES
+
+    def reply(self, line: bytes) -> None:
+        """A reply line (``\\r`` stripped) in one of ``LINE_STATES``."""
+        self._replies[self.side.state](line, line.decode("utf-8", "replace"))
+
+    def _ping_reply(self, line: bytes, text: str) -> None:
+        if line[:1] != b"+" and not line.startswith((b"-NOAUTH", b"-NOPERM",
+                                                     b"-ERR operation not permitted")):
+            self.core.log.warning(f"Error reply to PING from master: '{text}'")
+            self.side.handshake_failed(I.REPLY_ERR, "ping-error", text)
+            return
+        self.core.log.notice("Master replied to PING, replication can continue...")
+        self.side.go(I.REPLY_OK)
+        self._send_handshake()
+
+    def _auth_reply(self, line: bytes, text: str) -> None:
+        if line[:1] == b"-":
+            self.core.log.warning(f"Unable to AUTH to MASTER: {text}")
+            self.side.handshake_failed(I.REPLY_ERR, "auth-error", text)
+            return
+        self.side.go(I.REPLY_OK)
+
+    def _port_reply(self, line: bytes, text: str) -> None:
+        self._optional_reply(line, "listening-port", text)
+        if not self.core.config.replica_announce_ip:
+            self.side.go(I.SKIP)
+
+    def _ip_reply(self, line: bytes, text: str) -> None:
+        self._optional_reply(line, "ip-address", text)
+
+    def _capa_reply(self, line: bytes, text: str) -> None:
+        self._optional_reply(line, "capa", text)
+        self._send_psync()
 
     def _optional_reply(self, line: bytes, option: str, text: str) -> None:
         """A REPLCONF the master may not understand: an error is logged and moves on too."""
         if line[:1] == b"-":
             self.core.log.notice(f"(Non critical) Master does not understand REPLCONF {option}: "
                                  f"{text}")
-            self._go(I.REPLY_ERR)
+            self.side.go(I.REPLY_ERR)
         else:
-            self._go(I.REPLY_OK)
+            self.side.go(I.REPLY_OK)
 
     def _send_handshake(self) -> None:
         cfg = self.core.config
@@ -83,15 +120,17 @@ class Handshake:
         if cfg.repl_rdb_channel:
             capa += [b"capa", b"rdb-channel-repl"]
         out.append(encode_command(capa))
-        self._send(b"".join(out))
-        self._go(I.SENT)
+        side = self.side
+        side.send(b"".join(out))
+        side.go(I.SENT)
         if not cfg.masterauth:
-            self._go(I.SKIP)
+            side.go(I.SKIP)
 
     def _send_psync(self) -> None:
         """slaveTryPartialResynchronization, writing half."""
-        self.master_initial_offset = -1
-        c = self.cached
+        side = self.side
+        self.load.set_target(None, -1)
+        c = self.stream.cached
         if c is not None:
             replid, offset = c.replid, c.reploff + 1
             self.core.log.notice(f"Trying a partial resynchronization (request "
@@ -102,69 +141,91 @@ class Handshake:
         psync = [b"PSYNC", replid.encode(), b"%d" % offset]
         if self.manager.failover.psync_failover_arg():
             psync.append(b"FAILOVER")           # the target promotes itself (FAILOVER)
-        self._send(encode_command(psync))
-        self._go(I.SENT)
-        self.psync_sent_ms = self.now
-        self._emit("psync_sent", req_replid=replid, req_offset=offset,
+        side.send(encode_command(psync))
+        side.go(I.SENT)
+        self.psync_sent_ms = side.now
+        side.emit("psync_sent", req_replid=replid, req_offset=offset,
                    replid=self.manager.ids.replid,
                    master_repl_offset=self.manager.master_repl_offset)
 
     def _psync_reply(self, line: bytes, text: str) -> None:
         """slaveTryPartialResynchronization, reading half."""
         log = self.core.log
+        side = self.side
+        failover = self.manager.failover
         if not line:
-            self._go(I.KEEPALIVE)  # newlines before the reply keep the link alive
+            side.go(I.KEEPALIVE)  # newlines before the reply keep the link alive
             return
         if line.startswith(b"+FULLRESYNC"):
+            load = self.load
             fr = FullResync.parse(text)
             if fr is None:
                 log.warning("Master replied with wrong +FULLRESYNC syntax.")
-                self.master_replid = ""
+                load.set_target("", load.master_initial_offset)
             else:
-                self.master_replid = fr.replid
-                self.master_initial_offset = fr.offset
-                log.notice(f"Full resync from master: {self.master_replid}:"
-                           f"{self.master_initial_offset}")
-            self._emit("psync_reply", result="full", replid=self.master_replid or None,
-                       offset=self.master_initial_offset,
-                       duration_ms=self.now - self.psync_sent_ms)
-            self._go(I.FULLRESYNC)
-            self.manager.failover.psync_answered(True)
-            self._start_transfer()
+                load.set_target(fr.replid, fr.offset)
+                log.notice(f"Full resync from master: {fr.replid}:{fr.offset}")
+            side.emit("psync_reply", result="full", replid=load.master_replid or None,
+                      offset=load.master_initial_offset,
+                      duration_ms=side.now - self.psync_sent_ms)
+            side.go(I.FULLRESYNC)
+            failover.psync_answered(True)
+            load.start(self.psync_sent_ms)
             return
         if line.startswith(b"+RDBCHANNELSYNC"):
             self._rdbchannel_sync(text)
             return
         if line.startswith(b"+CONTINUE"):
-            if self.cached is None:
+            if self.stream.cached is None:
                 log.warning(f"Unexpected reply to PSYNC from master: {text}")
-                self._handshake_failed(I.REPLY_ERR, "psync-error", text)
+                side.handshake_failed(I.REPLY_ERR, "psync-error", text)
                 return
             self._partial_accepted(text)
-            self.manager.failover.psync_answered(True)
+            failover.psync_answered(True)
             return
-        self.manager.failover.psync_answered(False)   # (anything else ends a FAILOVER)
+        failover.psync_answered(False)   # (anything else ends a FAILOVER)
         if line.startswith((b"-NOMASTERLINK", b"-LOADING")):
             log.notice(f"Master is currently unable to PSYNC but should be in the future: {text}")
-            self._emit("psync_reply", result="try-later", error=text,
-                       duration_ms=self.now - self.psync_sent_ms)
-            self._handshake_failed(I.TRY_LATER, "psync-try-later", text)
+            side.emit("psync_reply", result="try-later", error=text,
+                      duration_ms=side.now - self.psync_sent_ms)
+            side.handshake_failed(I.TRY_LATER, "psync-try-later", text)
             return
         if not line.startswith(b"-ERR"):
             log.warning(f"Unexpected reply to PSYNC from master: {text}")
         else:
             log.notice(f"Master does not support PSYNC or is in error state (reply: {text})")
-        self._emit("psync_reply", result="sync", error=text,
-                   duration_ms=self.now - self.psync_sent_ms)
+        side.emit("psync_reply", result="sync", error=text,
+                  duration_ms=side.now - self.psync_sent_ms)
         log.notice("Retrying with SYNC...")
-        self._send(b"SYNC\r\n")
-        self._go(I.NOT_SUPPORTED)
-        self._start_transfer()
+        side.send(b"SYNC\r\n")
+        side.go(I.NOT_SUPPORTED)
+        self.load.start(self.psync_sent_ms)
+
+    def _rdbchannel_sync(self, text: str) -> None:
+        """+RDBCHANNELSYNC <client-id>: the snapshot comes on the rdb channel."""
+        log = self.core.log
+        side = self.side
+        cid = text[len("+RDBCHANNELSYNC"):].strip()
+        if not cid.isascii() or not cid.isdigit():
+            log.warning(f"Master replied with wrong +RDBCHANNELSYNC syntax: {text}")
+            side.emit("psync_reply", result="rdbchannel", error=text,
+                      duration_ms=side.now - self.psync_sent_ms)
+            side.handshake_failed(I.REPLY_ERR, "psync-error", text)
+            return
+        log.notice("PSYNC is not possible, initialize RDB channel.")
+        side.emit("psync_reply", result="rdbchannel", mode=RDB_CHANNEL,
+                  duration_ms=side.now - self.psync_sent_ms)
+        side.go(I.RDBCHANNELSYNC)
+        self.load.start(self.psync_sent_ms, RDB_CHANNEL)
+        self.load.set_target("", -1)
+        self.channel.open(cid)
 
     def _partial_accepted(self, text: str) -> None:
         log = self.core.log
         m = self.manager
-        cached = self.cached
+        side = self.side
+        stream = self.stream
+        cached = stream.cached
         assert cached is not None
         log.notice("Successful partial resynchronization with master.")
         new = Continue.parse(text).replid
@@ -173,13 +234,13 @@ class Handshake:
             m.ids.replid2 = cached.replid
             m.ids.second_repl_offset = m.master_repl_offset + 1
             m.ids.replid = new
-            cached.replid = new
+            stream.rename_cached(new)
             m.master.disconnect_replicas()
-        self._emit("psync_reply", result="continue", replid=cached.replid,
-                   offset=cached.reploff, duration_ms=self.now - self.psync_sent_ms)
-        self._go(I.CONTINUE)
-        self._resurrect_cached_master()
+        side.emit("psync_reply", result="continue", replid=cached.replid,
+                  offset=cached.reploff, duration_ms=side.now - self.psync_sent_ms)
+        side.go(I.CONTINUE)
+        stream.resurrect_cached()
         if m.backlog is None:
             m.create_backlog()
         log.notice("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.")
-        self._link_is_up("partial")
+        side.link_is_up("partial")

@@ -13,15 +13,19 @@ payload bytes (the mark included); ``left = total - read``; ``perc = read / tota
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
+    RDB_CHANNEL,
     I,
 )
-from pyrepl.replication.replica.stream import MasterState
 from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
+
+if TYPE_CHECKING:
+    from pyrepl.replication.replica.side import ReplicaSide
+    from pyrepl.replication.replica.stream import Stream
 
 
 class _Load:
@@ -45,66 +49,126 @@ class _Load:
 
 
 class Load:
-    """The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side)."""
+    """The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side).
 
-    def _start_transfer(self) -> None:
+    Owns the transfer's progress (``transfer_*``, Redis's ``repl_transfer_*``), the payload
+    being parsed, the snapshot's id and offset (``master_replid`` / ``master_initial_offset``,
+    from ``+FULLRESYNC`` on either channel) and the backoff after a dataset it cannot load.
+    Its collaborators: the side (the link and the table), the stream (the master client the
+    loaded dataset gets) and, through the side, the rdb channel that an rdb-channel sync ends."""
+
+    def __init__(self, side: ReplicaSide, stream: Stream) -> None:
+        self.side = side
+        self.core = side.core
+        self.manager = side.manager
+        self.stream = stream
+        self.transfer_size = -1  # -1 before the header, 0 for $EOF:, <len> for $<len>
+        self.transfer_read = 0
+        self.transfer_lastio_ms = 0  # also the connect's and the handshake's (repl-timeout)
+        self.mode = ""  # disk, diskless or rdb-channel (sync events)
+        self.master_replid = ""  # from +FULLRESYNC
+        self.master_initial_offset = -1
+        self.requested_ms = 0  # when the PSYNC that led to this transfer went out
+        self._load: _Load | None = None
+        # A dataset we cannot load: consecutive failures and when to try again (backoff).
+        self._failures = 0
+        self.retry_at_ms = 0
+
+    @property
+    def loading(self) -> bool:
+        """A payload is being parsed (its header was read)."""
+        return self._load is not None
+
+    def touch(self) -> None:
+        """I/O with the master during a connect, handshake or transfer (repl-timeout)."""
+        self.transfer_lastio_ms = self.side.now
+
+    def set_target(self, replid: str | None, offset: int) -> None:
+        """The snapshot's id and offset (+FULLRESYNC on either channel); ``replid`` None keeps
+        the last one (a PSYNC going out only forgets the offset, as Redis)."""
+        if replid is not None:
+            self.master_replid = replid
+        self.master_initial_offset = offset
+
+    def start(self, requested_ms: int, mode: str = "") -> None:
+        """A full sync was granted: the payload's header comes next (``mode`` "rdb-channel":
+        on the rdb channel; otherwise the header tells disk or diskless)."""
+        self.requested_ms = requested_ms
+        self.mode = mode
         self.transfer_size = -1
         self.transfer_read = 0
-        self.transfer_lastio_ms = self.now
+        self.transfer_lastio_ms = self.side.now
         self._load = None
 
-    def _transfer_line(self, line: bytes) -> None:
-        """The payload header (readSyncBulkPayload before the payload)."""
+    def abort(self) -> None:
+        """Drop a payload being loaded: the fresh dicts go, the old dataset stays."""
+        if self._load is not None:
+            self._load = None
+            self.core.log.notice("MASTER <-> REPLICA sync: Discarding temporary DB in background")
+        self.transfer_size = -1
+        self.transfer_read = 0
+
+    def reset_backoff(self) -> None:
+        """A new master: no backoff carried over."""
+        self._failures = 0
+        self.retry_at_ms = 0
+
+    def header_line(self, line: bytes, raw_len: int) -> None:
+        """The payload header or a keepalive (readSyncBulkPayload before the payload);
+        ``raw_len``: the line's bytes on the wire."""
+        self.core.stats.net_repl_input_bytes += raw_len
         log = self.core.log
         if not line:
-            self._go(I.KEEPALIVE)
-            self.transfer_lastio_ms = self.now
+            self.side.go(I.KEEPALIVE)
+            self.transfer_lastio_ms = self.side.now
             return
         text = line.decode("utf-8", "replace")
         if line[:1] == b"-":
             log.warning(f"MASTER aborted replication with an error: {text[1:]}")
-            self._cancel_handshake(True, I.TRANSFER_ERROR, "master-error", text)
+            self.side.cancel_handshake(True, I.TRANSFER_ERROR, "master-error", text)
             return
         if line[:1] != b"$":
             log.warning(f"Bad protocol from MASTER, the first byte is not '$' (we received "
                         f"'{text}'), are you sure the host and port are right?")
-            self._cancel_handshake(True, I.TRANSFER_ERROR, "bad-protocol", text)
+            self.side.cancel_handshake(True, I.TRANSFER_ERROR, "bad-protocol", text)
             return
         head = BulkHeader.parse(bytes(line))
         self.mode = "diskless" if head.usemark else "disk"
-        self._begin_payload(head.usemark, head.mark, head.size)
+        self.begin_payload(head.usemark, head.mark, head.size)
 
-    def _begin_payload(self, usemark: bool, mark: bytes, size: int) -> None:
+    def begin_payload(self, usemark: bool, mark: bytes, size: int) -> None:
         """The payload header was read (on the main channel or the rdb channel)."""
         log = self.core.log
-        self._go(I.BULK_HEADER)
+        now = self.side.now
+        self.side.go(I.BULK_HEADER)
         ndbs = len(self.core.dbs)
         if usemark:
             self.transfer_size = 0
-            self._load = _Load(ndbs, True, mark, self.now)
+            ld = self._load = _Load(ndbs, True, mark, now)
             log.notice("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF "
                        "to parser")
         else:
             self.transfer_size = size
-            self._load = _Load(ndbs, False, b"", self.now)
+            ld = self._load = _Load(ndbs, False, b"", now)
             log.notice(f"MASTER <-> REPLICA sync: receiving {self.transfer_size} bytes from "
                        f"master to parser")
-        self.transfer_lastio_ms = self.now
-        if not self.transfer_size and not self._load.usemark:
-            self._payload(b"", 0)  # "$0": the (empty) payload is complete already
+        self.transfer_lastio_ms = now
+        if not self.transfer_size and not ld.usemark:
+            self.payload(b"", 0)  # "$0": the (empty) payload is complete already
 
-    def _payload(self, data: bytes, pos: int) -> int:
+    def payload(self, data: bytes, pos: int) -> int:
         """Feed payload bytes from ``data[pos:]``; returns the position after what belonged to
         the payload (the rest is replication stream)."""
         ld = self._load
         assert ld is not None
-        self._go(I.PAYLOAD)
-        now = self.now
+        side = self.side
+        side.go(I.PAYLOAD)
+        now = side.now
         n = len(data) - pos
         if self.transfer_read == 0 and n:
             ld.first_ms = now
-            rdbch = self.fsbuf is not None
-            self._emit("rdb_first_byte", duration_ms=now - self.psync_sent_ms, mode=self.mode,
+            rdbch = self.mode == RDB_CHANNEL
+            side.emit("rdb_first_byte", duration_ms=now - self.requested_ms, mode=self.mode,
                        offset=self.master_initial_offset if rdbch else None,
                        replid=self.master_replid or None if rdbch else None)
             self.core.log.notice("MASTER <-> REPLICA sync: Loading DB in memory")
@@ -182,7 +246,7 @@ class Load:
                     log.notice(f"Loading RDB produced by version {val.decode('utf-8', 'replace')}")
                 elif key == b"ctime":
                     ctime = strtoll(val.decode("ascii", "replace"))
-                    age = max(0, self.now // 1000 - ctime)
+                    age = max(0, self.side.now // 1000 - ctime)
                     log.notice(f"RDB age {age} seconds")
                 elif key == b"used-mem":
                     used = strtoll(val.decode("ascii", "replace"))
@@ -201,15 +265,15 @@ class Load:
         log = self.core.log
         log.warning(message)
         if error.startswith("Unsupported RDB"):
-            self._load_failures += 1
-            delay = min(LOAD_BACKOFF_MAX_MS, CRON_MS << min(self._load_failures - 1, 10))
-            self._retry_at_ms = self.now + delay
+            self._failures += 1
+            delay = min(LOAD_BACKOFF_MAX_MS, CRON_MS << min(self._failures - 1, 10))
+            self.retry_at_ms = self.side.now + delay
             log.warning(f"MASTER <-> REPLICA sync: the master's dataset holds what this replica "
                         f"cannot load; retrying in {delay // 1000} seconds (attempt "
-                        f"{self._load_failures})")
-            self._cancel_handshake(False, I.TRANSFER_ERROR, "rdb-unsupported", error)
+                        f"{self._failures})")
+            self.side.cancel_handshake(False, I.TRANSFER_ERROR, "rdb-unsupported", error)
             return
-        self._cancel_handshake(True, I.TRANSFER_ERROR, "load-error", error)
+        self.side.cancel_handshake(True, I.TRANSFER_ERROR, "load-error", error)
 
     def _restart_aof(self) -> None:
         """restartAOFAfterSYNC: the AOF starts again on the new dataset (a rewrite, then ON);
@@ -231,20 +295,21 @@ class Load:
         assert ld is not None
         core = self.core
         m = self.manager
+        side = self.side
+        stream = self.stream
         log = core.log
-        now = self.now
-        rdbch = self.fsbuf is not None
+        now = side.now
+        rdbch = self.mode == RDB_CHANNEL
         if rdbch:  # the mark was read: the rdb channel is done (Redis closes it right away)
-            self._close_rdb_channel(loaded=True)
-        self._emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
+            side.channel.close(loaded=True)
+        side.emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
                    mode=self.mode)
         keys = sum(len(d) for d in ld.data)
         core.persistence.last_load_keys_loaded = keys
         core.persistence.last_load_keys_expired = 0
         log.notice(f"Done loading RDB, keys loaded: {keys}, keys expired: 0.")
-        self._load_failures = 0
-        self._retry_at_ms = 0
-        self._go(I.LOADED)
+        self.reset_backoff()
+        side.go(I.LOADED)
         if core.rdb_child_pid != -1 and core.rdb_child_purpose == "disk":
             # Like Redis: a BGSAVE of the old dataset must not overwrite the new one's dump.
             core.log.notice(f"Replica is about to load the RDB file received from the master, "
@@ -252,7 +317,7 @@ class Load:
                             f"{core.rdb_child_pid} and removing its temp file to avoid any race")
             core.kill_rdb_child()
         # replicationAttachToNewMaster: a new history; our sub-replicas must resync too.
-        self._discard_cached_master()
+        stream.discard_cached()
         m.master.disconnect_replicas()
         m.free_backlog()
         if core.aof.on:   # (readSyncBulkPayload: the AOF of the old dataset is closed)
@@ -266,14 +331,7 @@ class Load:
         core.dirty += 1
         stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
         self._load = None
-        # replicationCreateMasterClient
-        c = self._new_master_client()
-        ms = MasterState(c, self.master_replid, self.master_initial_offset)
-        if 0 <= stream_db < len(core.dbs):
-            c.db = core.dbs[stream_db]
-        self.master = ms
-        self._link_master_client(ms)
-        self.down_since_ms = 0
+        ms = stream.attach_new(self.master_replid, self.master_initial_offset, stream_db)
         m.ids.replid = ms.replid if ms.replid else m.ids.replid
         m.master_repl_offset = max(ms.reploff, 0)
         m.ids.clear_secondary()
@@ -282,13 +340,13 @@ class Load:
         log.notice("MASTER <-> REPLICA sync: Finished with success")
         if core.config.appendonly:
             self._restart_aof()
-        self._emit("load_done", keys=keys, duration_ms=now - ld.first_ms, bytes=self.transfer_read,
-                   mode=self.mode)
+        side.emit("load_done", keys=keys, duration_ms=now - ld.first_ms,
+                  bytes=self.transfer_read, mode=self.mode)
         self.transfer_size = -1
         self.transfer_read = 0
         if ld.usemark or rdbch:
-            self.send_ack()  # rdb channel: REPLCONF ACK <snapshot offset>
-        self._link_is_up(self.mode)
-        self._skip_read = ld.usemark and not rdbch
+            stream.send_ack()  # rdb channel: REPLCONF ACK <snapshot offset>
+        # a diskless payload's last read is not the stream's (see ReplicaSide.link_is_up)
+        side.link_is_up(self.mode, skip_read=ld.usemark and not rdbch)
         if rdbch:
-            self._start_drain()
+            side.channel.start_drain()

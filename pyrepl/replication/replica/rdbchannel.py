@@ -30,8 +30,8 @@ main-ch-client-id <id> listening-port <port>`` in one write; on their ``+OK`` re
 ``+FULLRESYNC <replid> <offset>`` at fork time (``<offset>`` is the snapshot offset: the main
 channel's first byte is ``<offset> + 1``), and ``$EOF:<40-char mark>\\r\\n<RDB><mark>`` (a
 ``$<len>`` header is accepted as well). Every byte after the header is handed out as
-:class:`Payload`; the side's decoder finds the end of the RDB and the mark and then calls
-:meth:`RdbChannel.loaded`. Any error reply, a malformed line or EOF before ``loaded`` ends the
+:class:`Payload`; the replica's load (``load.Load``) finds the end of the RDB and the mark, and
+its channel (``channel.Channel``) then calls :meth:`RdbChannel.loaded`. Any error reply, a malformed line or EOF before ``loaded`` ends the
 channel with one :class:`Failed` event (reason code, error text, Redis-style log line).
 
 :class:`FullSyncBuffer` holds the main channel's bytes while the RDB loads, in blocks of
@@ -41,8 +41,8 @@ channel with one :class:`Failed` event (reason code, error text, Redis-style log
 should stop reading the socket: when ``size`` is over ``limit`` (Redis checks before allocating
 a block, so its peak overshoots the limit by one block: limit 8 MB -> peak 9 x 1048560, and so
 does ours). The shell then stops reading and TCP backpressure moves the excess onto the master.
-``peak`` is the high-water mark of ``size`` during that sync (the side keeps the all-time one for
-INFO ``replica_full_sync_buffer_peak``, which is never reset).
+``peak`` is the high-water mark of ``size`` during that sync (the side's channel keeps the
+all-time one for INFO ``replica_full_sync_buffer_peak``, which is never reset).
 Invariants: ``used <= size``; ``size == BLOCK_SIZE * len(blocks)``; bytes come out of
 :meth:`FullSyncBuffer.pop_block` in the order they went in, each exactly once.
 """
@@ -50,6 +50,7 @@ Invariants: ``used <= size``; ``size == BLOCK_SIZE * len(blocks)``; bytes come o
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyrepl.replication.fsm import Machine, from_every, step
@@ -164,6 +165,13 @@ class RdbChannel:
         self.replid = ""
         self.offset = -1
         self.bytes_in = 0  # every byte received, lines and payload
+        # the states that read a line, and what reads it
+        self._lines: dict[RdbChState, Callable[[bytes, str], None]] = {
+            C.RECEIVE_AUTH_REPLY: self._auth_reply,
+            C.RECEIVE_REPLCONF_REPLY: self._replconf_reply,
+            C.RECEIVE_FULLRESYNC: self._psync_reply,
+            C.RDB_LOADING: self._header_line,
+        }
 
     # -- the table --------------------------------------------------------------------------
     def _go(self, inp: RdbChInput) -> RdbChState:
@@ -270,56 +278,61 @@ class RdbChannel:
         self._events.append(Failed(reason, error, message))
 
     def _line(self, line: bytes) -> None:
-        st = self.state
-        text = line.decode("utf-8", "replace")
-        if st is C.RECEIVE_AUTH_REPLY:
-            if line[:1] == b"-":
-                self._fail(R.REPLY_ERR, "auth-error", text,
-                           f"Unable to AUTH to MASTER on the rdb channel: {text}")
-            else:
-                self._go(R.REPLY_OK)
-        elif st is C.RECEIVE_REPLCONF_REPLY:
-            if line[:1] == b"-":  # as Redis: any reply but an error is a success
-                self._fail(R.REPLY_ERR, "rdb-channel-replconf-error", text,
-                           f"Master rejected the rdb channel handshake: {text}")
-            else:
-                self._out.append(encode_command([b"PSYNC", b"?", b"-1"]))
-                self._go(R.REPLY_OK)
-        elif st is C.RECEIVE_FULLRESYNC:
-            if not line:
-                self._go(R.KEEPALIVE)
-                self._events.append(Keepalive())
-                return
-            fr = FullResync.parse(text) if line.startswith(b"+FULLRESYNC") else None
-            if fr is not None:
-                self.replid = fr.replid
-                self.offset = fr.offset
-                self._go(R.FULLRESYNC)
-                self._events.append(fr)
-                return
-            if line[:1] == b"-":
-                self._fail(R.REPLY_ERR, "psync-error", text,
-                           f"Master refused PSYNC on the rdb channel: {text}")
-            else:
-                self._fail(R.ERROR, "psync-error", text,
-                           f"Unexpected reply to PSYNC on the rdb channel: {text}")
-        else:  # RDB_LOADING, before the payload header
-            if not line:
-                self._go(R.KEEPALIVE)
-                self._events.append(Keepalive())
-                return
-            if line[:1] == b"-":
-                self._fail(R.REPLY_ERR, "master-error", text,
-                           f"MASTER aborted replication with an error: {text[1:]}")
-                return
-            if line[:1] != b"$":
-                self._fail(R.ERROR, "bad-protocol", text,
-                           f"Bad protocol from MASTER, the first byte is not '$' (we received "
-                           f"'{text}'), are you sure the host and port are right?")
-                return
-            self._go(R.BULK_HEADER)
-            self._payload = True
-            self._events.append(BulkHeader.parse(bytes(line)))
+        """A line (``\\r`` stripped), to the handler of the state that reads it."""
+        self._lines[self.state](line, line.decode("utf-8", "replace"))
+
+    def _auth_reply(self, line: bytes, text: str) -> None:
+        if line[:1] == b"-":
+            self._fail(R.REPLY_ERR, "auth-error", text,
+                       f"Unable to AUTH to MASTER on the rdb channel: {text}")
+        else:
+            self._go(R.REPLY_OK)
+
+    def _replconf_reply(self, line: bytes, text: str) -> None:
+        if line[:1] == b"-":  # as Redis: any reply but an error is a success
+            self._fail(R.REPLY_ERR, "rdb-channel-replconf-error", text,
+                       f"Master rejected the rdb channel handshake: {text}")
+        else:
+            self._out.append(encode_command([b"PSYNC", b"?", b"-1"]))
+            self._go(R.REPLY_OK)
+
+    def _psync_reply(self, line: bytes, text: str) -> None:
+        if not line:
+            self._go(R.KEEPALIVE)
+            self._events.append(Keepalive())
+            return
+        fr = FullResync.parse(text) if line.startswith(b"+FULLRESYNC") else None
+        if fr is not None:
+            self.replid = fr.replid
+            self.offset = fr.offset
+            self._go(R.FULLRESYNC)
+            self._events.append(fr)
+            return
+        if line[:1] == b"-":
+            self._fail(R.REPLY_ERR, "psync-error", text,
+                       f"Master refused PSYNC on the rdb channel: {text}")
+        else:
+            self._fail(R.ERROR, "psync-error", text,
+                       f"Unexpected reply to PSYNC on the rdb channel: {text}")
+
+    def _header_line(self, line: bytes, text: str) -> None:
+        """RDB_LOADING, before the payload header."""
+        if not line:
+            self._go(R.KEEPALIVE)
+            self._events.append(Keepalive())
+            return
+        if line[:1] == b"-":
+            self._fail(R.REPLY_ERR, "master-error", text,
+                       f"MASTER aborted replication with an error: {text[1:]}")
+            return
+        if line[:1] != b"$":
+            self._fail(R.ERROR, "bad-protocol", text,
+                       f"Bad protocol from MASTER, the first byte is not '$' (we received "
+                       f"'{text}'), are you sure the host and port are right?")
+            return
+        self._go(R.BULK_HEADER)
+        self._payload = True
+        self._events.append(BulkHeader.parse(bytes(line)))
 
 
 class FullSyncBuffer:

@@ -29,7 +29,12 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                                                                                BUFFER stay)
     DATA (bytes read) stays in every state that reads a reply, in TRANSFER and CONNECTED
 
-The handshake states and the rest are named once here (``_HANDSHAKE``, ``_LINKED``, ``_LINE_STATES``).
+Everything that moves this machine or asks where it stands lives here: the table (moved only by
+``ReplicaSide.go``), the initial state ``INITIAL``, and the guards the side and its phases ask
+(``in_handshake``, ``cancellable``, ``link_up`` ...) with the groups of states they are made of:
+``HANDSHAKE``; ``LINKED`` (a connection exists); ``LINE_STATES`` (a reply is read as a line);
+``CONNECT_TIMED`` (repl-timeout counts from the connect); ``CANCELLABLE``; and ROLE's names for
+the states (``role_state``). The side's state -> handler tables are built from these groups.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ LOAD_BACKOFF_MAX_MS = 60_000
 # A read shorter than this drained the socket: the replica has everything the master sent.
 CAUGHT_UP_READ = 64 * 1024
 ROLE = "replica"
+# The sync mode (sync events) of a snapshot that comes on the rdb channel.
+RDB_CHANNEL = "rdb-channel"
 # rdb channel: a drain step applies this many buffered blocks; the main channel may deliver at
 # most one new read (<= one block) per step, so the buffer always shrinks.
 DRAIN_BLOCKS = 2
@@ -97,18 +104,27 @@ class Input(Machine):
 S = ReplState
 I = Input  # noqa: E741 - a short alias keeps the table readable
 
-_HANDSHAKE = (S.RECEIVE_PING_REPLY, S.SEND_HANDSHAKE, S.RECEIVE_AUTH_REPLY, S.RECEIVE_PORT_REPLY,
-              S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY, S.SEND_PSYNC, S.RECEIVE_PSYNC_REPLY)
-_LINKED = (S.CONNECTING, *_HANDSHAKE, S.TRANSFER, S.CONNECTED)
-_LINE_STATES = frozenset((S.RECEIVE_PING_REPLY, S.RECEIVE_AUTH_REPLY, S.RECEIVE_PORT_REPLY,
-                          S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY, S.RECEIVE_PSYNC_REPLY))
+INITIAL = S.NONE
+#: From the PING reply to the PSYNC reply (ROLE's "handshake").
+HANDSHAKE = frozenset((S.RECEIVE_PING_REPLY, S.SEND_HANDSHAKE, S.RECEIVE_AUTH_REPLY,
+                       S.RECEIVE_PORT_REPLY, S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY,
+                       S.SEND_PSYNC, S.RECEIVE_PSYNC_REPLY))
+#: A connection to the master exists (or is being made).
+LINKED = frozenset((S.CONNECTING, *HANDSHAKE, S.TRANSFER, S.CONNECTED))
+#: The states that read the master's reply as a line (the handshake's replies).
+LINE_STATES = frozenset((S.RECEIVE_PING_REPLY, S.RECEIVE_AUTH_REPLY, S.RECEIVE_PORT_REPLY,
+                         S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY, S.RECEIVE_PSYNC_REPLY))
+#: The states whose repl-timeout counts from the connect (no data read moves it).
+CONNECT_TIMED = frozenset((S.CONNECTING, *HANDSHAKE))
+#: The states cancelReplicationHandshake aborts: a connect, a handshake or a transfer.
+CANCELLABLE = frozenset((S.CONNECTING, *HANDSHAKE, S.TRANSFER))
 
 
 def _table() -> dict[tuple[ReplState, Input], ReplState]:
     t = from_every(S, (I.REPLICAOF,), S.CONNECT)
     t.update(from_every(S, (I.NO_ONE,), S.NONE, but=S.NONE))
-    t.update(from_every(_LINKED, (I.LINK_LOST, I.TIMEOUT), S.CONNECT))
-    for s in (*_LINE_STATES, S.TRANSFER, S.CONNECTED):
+    t.update(from_every(LINKED, (I.LINK_LOST, I.TIMEOUT), S.CONNECT))
+    for s in (*LINE_STATES, S.TRANSFER, S.CONNECTED):
         t[(s, I.DATA)] = s
     t.update({
         (S.CONNECT, I.CONNECT_START): S.CONNECTING,
@@ -153,6 +169,48 @@ TRANSITIONS: dict[tuple[ReplState, Input], ReplState] = _table()
 # ROLE's names for the states (roleCommand).
 _ROLE_STATE = {S.NONE: "none", S.CONNECT: "connect", S.CONNECTING: "connecting",
                S.TRANSFER: "sync", S.CONNECTED: "connected"}
+
+
+# -- the guards ---------------------------------------------------------------------------------
+
+def idle(state: ReplState) -> bool:
+    """No master (REPLICAOF NO ONE, or never a replica)."""
+    return state is S.NONE
+
+
+def waiting_to_connect(state: ReplState) -> bool:
+    """A master is set and the next connection attempt is due (now or at the cron)."""
+    return state is S.CONNECT
+
+
+def connecting(state: ReplState) -> bool:
+    """The TCP connection is being made."""
+    return state is S.CONNECTING
+
+
+def in_handshake(state: ReplState) -> bool:
+    """From the PING reply to the PSYNC reply."""
+    return state in HANDSHAKE
+
+
+def cancellable(state: ReplState) -> bool:
+    """A connect, handshake or transfer that cancelReplicationHandshake aborts."""
+    return state in CANCELLABLE
+
+
+def transferring(state: ReplState) -> bool:
+    """A full sync's payload is awaited or loading (INFO master_sync_in_progress)."""
+    return state is S.TRANSFER
+
+
+def link_up(state: ReplState) -> bool:
+    """The master client streams (INFO master_link_status:up)."""
+    return state is S.CONNECTED
+
+
+def role_state(state: ReplState) -> str:
+    """ROLE's name for the state (roleCommand)."""
+    return "handshake" if state in HANDSHAKE else _ROLE_STATE.get(state, "unknown")
 
 
 class ReplProtocolError(Exception):

@@ -31,6 +31,7 @@ from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
+    from pyrepl.replication.replica.side import ReplicaSide
 
 _feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
 
@@ -57,12 +58,20 @@ class MasterState:
 
 
 class Stream:
-    """The master client: applying the stream, passing it on, ACKs (replica side)."""
+    """The master client: applying the stream, passing it on, ACKs (replica side). Owns
+    ``master`` (Redis's ``server.master``) and ``cached`` (``server.cached_master``)."""
+
+    def __init__(self, side: ReplicaSide) -> None:
+        self.side = side
+        self.core = side.core
+        self.manager = side.manager
+        self.master: MasterState | None = None  # server.master
+        self.cached: MasterState | None = None  # server.cached_master
 
     def _new_master_client(self) -> Client:
         core = self.core
         cfg = core.config
-        c = core.internal_client("master", flags="M")
+        c: Client = core.internal_client("master", flags="M")
         c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
                                from_master=True)
         return c
@@ -71,15 +80,16 @@ class Stream:
         """Attach the master client to the current connection and the client table."""
         c = ms.client
         core = self.core
-        io = self.io
-        info = io.link_info(self.token) if io is not None else None
+        side = self.side
+        io = side.io
+        info = io.link_info(side.token) if io is not None else None
         if info is not None:
             c.addr, c.laddr, c.fd, c.transport = info
         else:
-            c.addr, c.laddr, c.fd, c.transport = self.peer, "", -1, None
+            c.addr, c.laddr, c.fd, c.transport = side.peer, "", -1, None
         c.closed = False
         c.close_after_reply = False
-        c.last_interaction_ms = self.now
+        c.last_interaction_ms = side.now
         cfg = core.config
         c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
                                from_master=True)
@@ -89,15 +99,57 @@ class Stream:
         ms.unapplied = bytearray()
         core.clients[c.id] = c
 
-    def _resurrect_cached_master(self) -> None:
+    def attach_new(self, replid: str, offset: int, stream_db: int) -> MasterState:
+        """replicationCreateMasterClient after a full sync: the master client of the loaded
+        dataset (``offset`` -1: a master that answered SYNC), on the current connection."""
+        core = self.core
+        c = self._new_master_client()
+        ms = MasterState(c, replid, offset)
+        if 0 <= stream_db < len(core.dbs):
+            c.db = core.dbs[stream_db]
+        self.master = ms
+        self._link_master_client(ms)
+        return ms
+
+    def resurrect_cached(self) -> MasterState:
+        """replicationResurrectCachedMaster (+CONTINUE): the cached master streams again."""
         ms = self.cached
         assert ms is not None
         self.cached = None
         self.master = ms
         self._link_master_client(ms)
-        self.down_since_ms = 0
+        return ms
 
-    def _discard_cached_master(self) -> None:
+    def rename_cached(self, replid: str) -> None:
+        """+CONTINUE <new id>: the cached master's history goes on under the master's new id."""
+        assert self.cached is not None
+        self.cached.replid = replid
+
+    def detach(self, cache: bool) -> MasterState:
+        """freeClient(server.master): out of the client table and closed; kept as the cached
+        master (what was read but not applied dropped: the master resends it after
+        +CONTINUE) unless ``cache`` is False."""
+        ms = self.master
+        assert ms is not None
+        c = ms.client
+        self.core.clients.pop(c.id, None)
+        c.transport = None
+        c.closed = True
+        self.master = None
+        if cache:
+            self.core.log.notice("Caching the disconnected master state.")
+            ms.read_reploff = ms.reploff
+            ms.fed = ms.reploff
+            ms.unapplied = bytearray()
+            if c.in_multi:
+                c.in_multi = False
+                c.multi_queue = []
+                c.multi_error = False
+            c.out.clear()
+            self.cached = ms
+        return ms
+
+    def discard_cached(self) -> None:
         if self.cached is None:
             return
         self.core.log.notice("Discarding previously cached master state.")
@@ -118,21 +170,14 @@ class Stream:
         ms.pre_psync = False
         self.cached = ms
 
-    def _link_is_up(self, mode: str) -> None:
-        now = self.now
-        self.link_up_ms = now
-        ms = self.master
-        self.link_up_offset = ms.reploff if ms is not None else 0
-        self._await_caught_up = True
-        self._skip_read = False
-        self._emit("link_up", mode=mode if mode != "partial" else None,
-                   result="continue" if mode == "partial" else "full",
-                   duration_ms=now - self.link_down_ms, offset=self.link_up_offset,
-                   replid=self.manager.ids.replid)
+    def stream_db(self) -> int:
+        """The db our master's stream has selected (repl-stream-db of an RDB we write)."""
+        m = self.master or self.cached
+        return m.client.db.id if m is not None else -1
 
-    def _stream(self, data: bytes) -> None:
+    def stream(self, data: bytes) -> None:
         """Apply replication stream bytes (processInputBuffer for the master client)."""
-        self._go(I.STREAM)
+        self.side.go(I.STREAM)
         ms = self.master
         assert ms is not None
         c = ms.client
@@ -177,7 +222,7 @@ class Stream:
                     log.warning("WARNING: Receiving inline protocol from master, master stream "
                                 "corruption? Closing the master connection and discarding the "
                                 "cached master.")
-                self._master_lost("protocol-error", cache=False)
+                self.side.master_lost("protocol-error", cache=False)
                 return
             if argv is None:
                 return
@@ -250,7 +295,7 @@ class Stream:
             core.log.warning(f"Latest backlog is: '{repr_arg(latest)}'")
         core.stats.unexpected_error_replies += 1
         ms = self.master
-        self._emit("propagation_error", command=command, error=err,
+        self.side.emit("propagation_error", command=command, error=err,
                    offset=ms.reploff if ms is not None else None)
         cfg = core.config
         if cfg.replica_read_only and cfg.propagation_error_behavior in ("panic",
@@ -289,8 +334,8 @@ class Stream:
             core.aof.before_reply()   # (what we acknowledge is in our AOF first, as Redis)
         data = encode_command([b"REPLCONF", b"ACK", b"%d" % ms.reploff])
         ms.client.net_out += len(data)
-        self.core.stats.net_output_bytes += len(data)
-        self._send(data)
+        core.stats.net_output_bytes += len(data)
+        self.side.send(data)
 
     def on_master_replconf(self, client: Client, argv: list[bytes]) -> object:
         """REPLCONF sent by our master: GETACK asks for an ACK now; nothing is replied."""
@@ -299,7 +344,7 @@ class Stream:
             return NO_REPLY
         for i in range(1, len(argv) - 1, 2):
             if argv[i].lower() == b"getack":
-                if self.master_host is not None:
+                if self.side.master_host is not None:
                     self.send_ack()
                 break
         return NO_REPLY
