@@ -83,7 +83,7 @@ def write_client(c: Client) -> None:
     link = c.stream
     if link is not None:
         repl = c.core.replication
-        take = repl.master.take
+        take = repl.master.feeding.take
         while not c.write_paused and not t.is_closing():
             views = take(link)
             if not views:

@@ -199,7 +199,7 @@ def do_step(net: MemNet, m: MemNode, r: MemNode, step: tuple) -> None:
         net.tick(step[1])
     elif kind == "snapshot-writes":
         for _ in range(200):  # things happen until a snapshot child exists (bounded)
-            if m.repl.master.snapshot is not None:
+            if m.repl.master.snapshots.current is not None:
                 break
             if not net.step() and not net.background():
                 break
@@ -361,10 +361,10 @@ def test_rdb_channel_buffers_the_stream_during_the_load_and_drains_it_in_order(
             m.run("RPUSH", f"l{i % 5}", *[f"v{i}-{j}" for j in range(20)])
         r.repl.start()
         for _ in range(500):  # up to the fork of the rdb channel's snapshot
-            if m.repl.master.snapshot is not None:
+            if m.repl.master.snapshots.current is not None:
                 break
             assert net.step() or net.background()
-        assert m.repl.master.snapshot is not None
+        assert m.repl.master.snapshots.current is not None
         for i in range(300):  # streamed on the main connection from the fork on
             m.run("SET", f"during:{i}", "x" * (i % 50))
             if i % 40 == 0:

@@ -103,6 +103,16 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
 
 TRANSITIONS: dict[tuple[SlaveState, LinkInput], SlaveState] = _table()
 
+# Guards: what a state allows, asked by name (the moves themselves are the table's).
+# A link in MasterSide.links (a replica connection): NONE (REPLCONF only) and CLOSED are not.
+NOT_A_REPLICA = frozenset({S.NONE, S.CLOSED})
+# A snapshot child works for the link (its end may be reaped early at an ACK).
+CHILD_AT_WORK = frozenset({S.WAIT_BGSAVE_END, S.SEND_BULK_AND_STREAM})
+# A main channel whose sync still needs its rdb channel (losing that aborts the sync).
+NEEDS_RDB_CHANNEL = frozenset({S.WAIT_RDB_CHANNEL, S.SEND_BULK_AND_STREAM})
+# An rdb channel whose part is over (nothing to close when its main channel goes).
+RDB_CHANNEL_OVER = frozenset({S.CLOSED, S.RDB_TRANSMITTED})
+
 # replstateToString: what INFO shows ("" = not listed).
 INFO_STATE = {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
               S.SEND_BULK: "send_bulk", S.ONLINE: "online",
@@ -176,8 +186,39 @@ class ReplicaLink:
         self.rdb_done = False  # main channel: the child reported the whole RDB written
 
     def go(self, inp: LinkInput) -> SlaveState:
+        """The one way a link changes state: the table's move for ``inp`` (LinkStateError when
+        it has none)."""
         self.state = step(TRANSITIONS, self.state, inp, LinkStateError)
         return self.state
+
+    # -- guards: what the state allows ----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.state is S.CLOSED
+
+    @property
+    def online(self) -> bool:
+        """Counted by WAIT and min-replicas, timed out by its ACKs, its lag reported."""
+        return self.state is S.ONLINE
+
+    def waits_for(self, snap: Snapshot) -> bool:
+        """Waits for ``snap`` to end (its transfer, or its file to send)."""
+        return self.state is S.WAIT_BGSAVE_END and self.snapshot is snap
+
+    def wants_keepalive(self) -> bool:
+        """Gets a ``\\n`` a second: it waits for a snapshot to start, or for a disk one to end
+        (a socket child writes to it itself)."""
+        st = self.state
+        snap = self.snapshot
+        return st is S.WAIT_BGSAVE_START or (st is S.WAIT_BGSAVE_END and snap is not None
+                                              and snap.target != "socket")
+
+    def set_flags(self) -> None:
+        """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""
+        c = self.client
+        rest = c.flags.replace("S", "").replace("C", "")
+        c.flags = ("S" if c.kind == "replica" else "") + ("C" if self.is_rdb_channel else "") \
+            + rest
 
     def peer_ip(self) -> str:
         if self.ip_address:
