@@ -134,7 +134,7 @@ class Acks:
         channel ``<id>``, which must be waiting for one (and not have another already)."""
         other = self.core.clients.get(main_id)
         main = other.repl if other is not None else None
-        if (not isinstance(main, ReplicaLink) or main.state is not S.WAIT_RDB_CHANNEL
+        if (not isinstance(main, ReplicaLink) or not main.waits_for_rdb_channel
                 or other is link.client
                 or (main.rdb_channel is not None and main.rdb_channel is not link.client
                     and not main.rdb_channel.closed)):

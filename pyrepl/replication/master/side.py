@@ -174,10 +174,10 @@ class MasterSide:
         link = c.repl
         if not isinstance(link, ReplicaLink):
             return
-        if link.state is S.NONE:   # REPLCONF only: not a replica (not in self.links)
+        if link.replconf_only:   # not a replica (not in self.links)
             link.go(L.CLOSED)
             main = link.main
-            if main is not None and main.state is S.WAIT_RDB_CHANNEL:
+            if main is not None and main.waits_for_rdb_channel:
                 # the rdb channel went away before its PSYNC: the replica gave up this sync
                 self.close_link(main, "rdb-channel-lost")
             return
@@ -209,7 +209,7 @@ class MasterSide:
         self.acks.refresh_good_replicas()
         delivered = self.snapshots.rdb_delivered(link, prev)
         if main is not None and main.state in NEEDS_RDB_CHANNEL:
-            if delivered and main.state is S.SEND_BULK_AND_STREAM:
+            if delivered and main.streams_during_rdb:
                 main.rdb_done = True
             else:
                 self.close_link(main, "rdb-channel-lost" if reason == "closed" else reason)
@@ -222,7 +222,7 @@ class MasterSide:
 
     def _close_rdb_channel(self, rdb: ReplicaLink) -> None:
         """The main channel is gone (or its sync failed): its rdb channel goes too."""
-        if rdb.state is S.NONE:  # REPLCONF only, no PSYNC yet: not a replica connection
+        if rdb.replconf_only:  # no PSYNC yet: not a replica connection
             rdb.go(L.CLOSED)
             self.core.host.close_client(rdb.client)
             return

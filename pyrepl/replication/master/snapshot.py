@@ -75,7 +75,7 @@ class Snapshots:
         return self.side.io
 
     def waiting_start(self, req: int | None = None) -> list[ReplicaLink]:
-        return [lk for lk in self.side.links if lk.state is S.WAIT_BGSAVE_START
+        return [lk for lk in self.side.links if lk.waits_for_snapshot
                 and (req is None or lk.req == req)]
 
     # -- a link needs a snapshot -----------------------------------------------------------
@@ -187,7 +187,7 @@ class Snapshots:
             core.log.warning("Can't save in background: fork: no I/O adapter")
             return -1
         ready = [lk for lk in self.waiting_start(req)
-                 if (lk.main is None or lk.main.state is S.WAIT_RDB_CHANNEL)
+                 if (lk.main is None or lk.main.waits_for_rdb_channel)
                  and io.prepare_handover(lk.client)]
         if not ready:
             return None
@@ -253,7 +253,7 @@ class Snapshots:
         max_idle = 0
         now_s = core.now_ms // 1000
         for link in links:
-            if link.state is not S.WAIT_BGSAVE_START:
+            if not link.waits_for_snapshot:
                 continue
             if not waiting:
                 req = link.req
@@ -383,7 +383,7 @@ class Snapshots:
     def bulk_sent(self, c: Client, ok: bool, nbytes: int, error: str = "") -> None:
         """The I/O adapter finished (or failed) sending the snapshot file."""
         link = c.repl
-        if not isinstance(link, ReplicaLink) or link.state is not S.SEND_BULK:
+        if not isinstance(link, ReplicaLink) or not link.sending_bulk:
             return
         core = self.core
         core.stats.net_repl_output_bytes += nbytes

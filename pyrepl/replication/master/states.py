@@ -197,9 +197,35 @@ class ReplicaLink:
         return self.state is S.CLOSED
 
     @property
+    def replconf_only(self) -> bool:
+        """A connection that sent REPLCONF but no PSYNC / SYNC yet: not a replica (nor in
+        MasterSide.links); a PSYNC now is its sync."""
+        return self.state is S.NONE
+
+    @property
     def online(self) -> bool:
         """Counted by WAIT and min-replicas, timed out by its ACKs, its lag reported."""
         return self.state is S.ONLINE
+
+    @property
+    def waits_for_snapshot(self) -> bool:
+        """Waits for a snapshot to be started for it (or to join one)."""
+        return self.state is S.WAIT_BGSAVE_START
+
+    @property
+    def waits_for_rdb_channel(self) -> bool:
+        """A main channel that got +RDBCHANNELSYNC and waits for its rdb channel's snapshot."""
+        return self.state is S.WAIT_RDB_CHANNEL
+
+    @property
+    def streams_during_rdb(self) -> bool:
+        """A main channel streaming while its rdb channel gets the RDB (not online yet)."""
+        return self.state is S.SEND_BULK_AND_STREAM
+
+    @property
+    def sending_bulk(self) -> bool:
+        """The disk snapshot's file is being sent to it."""
+        return self.state is S.SEND_BULK
 
     def waits_for(self, snap: Snapshot) -> bool:
         """Waits for ``snap`` to end (its transfer, or its file to send)."""

@@ -44,7 +44,6 @@ from pyrepl.replication.master.states import (
     REQ_RDB_MASK,
     L,
     ReplicaLink,
-    S,
 )
 from pyrepl.replication.wire import Continue
 from pyrepl.resp.types import NO_REPLY, ReplyError
@@ -78,7 +77,7 @@ class Sync:
         core = self.core
         manager = self.manager
         log = core.log
-        if isinstance(c.repl, ReplicaLink) and c.repl.state is not S.NONE:
+        if isinstance(c.repl, ReplicaLink) and not c.repl.replconf_only:
             return NO_REPLY  # already a replica: ignored, as Redis
         is_psync = argv[0].lower() == b"psync"
         if is_psync and len(argv) > 3 and argv[3].lower() == b"failover":
@@ -102,7 +101,7 @@ class Sync:
             link.rdb_only = True
         if link.req & (REQ_RDB_MASK | REQ_RDB_CHANNEL) and not link.capa_eof:
             raise ReplyError("ERR Filtered replica requires EOF capability")
-        if main is not None and main.state is not S.WAIT_RDB_CHANNEL:
+        if main is not None and not main.waits_for_rdb_channel:
             raise ReplyError(f"ERR Unrecognized RDB client id: {main.client.id}")
         now = core.now_ms
         log.notice(f"Replica {link.name()} asks for synchronization")
