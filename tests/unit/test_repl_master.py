@@ -81,6 +81,33 @@ def test_transition_table_is_total_and_typed() -> None:
     assert (S.WAIT_RDB_CHANNEL.value, S.SEND_BULK_AND_STREAM.value) == (11, 12)
 
 
+def test_the_side_is_composed_of_phases_that_declare_their_state(tmp_path) -> None:
+    """MasterSide holds one object per phase, each slotted (all its state declared in
+    ``__init__``), reaching the others only through their public methods; the guards the
+    phases ask are the states module's."""
+    import ast
+    import pathlib
+
+    import pyrepl.replication.master as pkg
+
+    side = Master(tmp_path).side
+    phases = {"feeding": side.feeding, "snapshots": side.snapshots, "acks": side.acks,
+              "sync": side.sync}
+    for obj in (side, *phases.values()):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__
+        for name in type(obj).__slots__:
+            assert hasattr(obj, name), f"{type(obj).__name__}.{name} not set in __init__"
+    assert side.snapshots.feeding is side.feeding and side.acks.snapshots is side.snapshots
+    assert side.sync.acks is side.acks and {p.side for p in phases.values()} == {side}
+    # nobody's private attribute but its own (the core's call depth is read project-wide)
+    for path in sorted(pathlib.Path(pkg.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr != "_call_depth"):
+                assert isinstance(node.value, ast.Name) and node.value.id == "self", \
+                    f"{path.name}:{node.lineno}: .{node.attr} of another object"
+
+
 # -- REPLCONF --------------------------------------------------------------------------------
 
 def test_replconf_options_and_errors(tmp_path) -> None:
