@@ -250,6 +250,15 @@ def info(n: MemNode) -> dict[str, object]:
     return dict(n.repl.info_fields())
 
 
+def offsets_hold(*nodes: MemNode) -> None:
+    """master_repl_offset is kept once (Replication); a node's backlog, when it has one, ends
+    at it: ``first_byte_offset + histlen - 1 == master_repl_offset``."""
+    for n in nodes:
+        b = n.repl.backlog
+        if b is not None:
+            assert b.first_byte_offset + b.histlen - 1 == n.repl.master_repl_offset
+
+
 def check_agree(m: MemNode, r: MemNode) -> None:
     """The pair is in sync: offsets, ids, the verbatim stream, the datasets, the reasons."""
     mi, ri = info(m), info(r)
@@ -260,6 +269,7 @@ def check_agree(m: MemNode, r: MemNode) -> None:
     assert ri["master_replid"] == mi["master_replid"]
     mb, rb = m.repl.backlog, r.repl.backlog
     assert mb is not None and rb is not None
+    offsets_hold(m, r)
     start = max(mb.first_byte_offset, rb.first_byte_offset)
     assert b"".join(rb.read_from(start)) == b"".join(mb.read_from(start))
     assert r.run("DEBUG", "DIGEST") == m.run("DEBUG", "DIGEST")
@@ -316,6 +326,7 @@ def test_pair_converges_through_any_schedule_of_faults(cfg: dict[str, str], befo
         for i, (steps, converge) in enumerate(segments):
             for step in steps:
                 do_step(net, m, r, step)
+                offsets_hold(m, r)
             if converge or i == len(segments) - 1:
                 quiesce(net, m, r)
                 check_agree(m, r)
