@@ -95,13 +95,17 @@ class Replication:
         """First replica on a master: create the backlog and start a new history."""
         if self.backlog is not None:
             return
-        self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
-        self.refresh_stream_live()
+        self._start_backlog()
         if not self.is_replica():
             self.ids.change()
             self.ids.clear_secondary()
             self.core.log.notice(f"Replication backlog created, my new replication IDs are "
                                  f"'{self.ids.replid}' and '{self.ids.replid2}'")
+
+    def _start_backlog(self) -> None:
+        """createReplicationBacklog: an empty backlog whose first byte is the stream's next."""
+        self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
+        self.refresh_stream_live()
 
     def free_backlog(self) -> None:
         """freeReplicationBacklog: only without replicas (they reference its blocks)."""
@@ -287,8 +291,7 @@ class Replication:
             self.ids.replid2 = replid
             self.ids.second_repl_offset = offset + 1
             self.master_repl_offset = offset
-            self.backlog = Backlog(self.core.config.repl_backlog_size, offset)
-            self.refresh_stream_live()
+            self._start_backlog()
             self.no_replicas_since_ms = self.core.now_ms
 
     # -- INFO -----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Type checking as part of the tests: the packages that are mypy-clean under ``--strict``
 stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols; the ports of the
 keyspace and of replication; the core's cron, persistence, shutdown, stats and host; the
-extensions' switch and the Python references written for it; the master side of replication
-and the backlog), and every port's implementations satisfy it
+extensions' switch and the Python references written for it; the replication layer, its
+backlog and its master side), and every port's implementations satisfy it
 (tests/unit/ports_conformance.py). Imports outside them are followed silently: their own
 errors are not this test's."""
 
@@ -19,8 +19,9 @@ STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py", "pyrepl/replication/ports.py
           "pyrepl/core/cron.py", "pyrepl/core/persistence.py", "pyrepl/core/shutdown.py",
           "pyrepl/core/stats.py", "pyrepl/core/host.py", "pyrepl/native.py", "pyrepl/dispatch.py",
           "pyrepl/keyspace/zindex.py", "pyrepl/keyspace/listpack.py", "pyrepl/resp/scan.py",
-          # the master side's phases and the shared replication buffer
-          "pyrepl/replication/master", "pyrepl/replication/backlog.py"]
+          # the replication layer, the shared replication buffer, the master side's phases
+          "pyrepl/replication/master", "pyrepl/replication/backlog.py",
+          "pyrepl/replication/manager.py"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:
