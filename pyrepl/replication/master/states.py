@@ -1,5 +1,5 @@
-"""The master side's per-replica state: the link's states and their one transition table, the
-snapshot record, and the constants of the master side (master side).
+"""The master side's per-replica state: the link's states, their one transition table and the
+guards on them, the snapshot record, and the constants of the master side (master side).
 
 A replica connection is an ordinary :class:`~pyrepl.core.client.Client` that sent ``PSYNC`` / ``SYNC``;
 its :class:`ReplicaLink` (``client.repl``) holds the per-replica state. The states are Redis's
@@ -16,6 +16,13 @@ entry for the current state raises :class:`LinkStateError`::
     WAIT_RDB_CHANNEL --SNAPSHOT_STARTED--> SEND_BULK_AND_STREAM   (streams from the fork on)
     SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
     any --CLOSED--> CLOSED
+
+A link changes state only by :meth:`ReplicaLink.go` (the table's move). What a state allows is
+asked by name, never by comparing states in the phases: the link's guard properties
+(``online``, ``replconf_only``, ``waits_for_snapshot``, ``waits_for_rdb_channel``,
+``streams_during_rdb``, ``sending_bulk``, ``waits_for(snapshot)``, ``wants_keepalive()``) and the
+sets of states below the table (``NOT_A_REPLICA``, ``CHILD_AT_WORK``, ``NEEDS_RDB_CHANNEL``,
+``RDB_CHANNEL_OVER``); where work depends on the state, the phase keeps a state -> handler map.
 
 Offsets and names are Redis's: the snapshot offset is ``master_repl_offset`` at fork time, it is
 the ``+FULLRESYNC`` offset and the RDB's ``repl-offset`` aux field; ``ack_off`` is the replica's
