@@ -60,9 +60,22 @@ def _online_replicas(core: object, n: int) -> None:
         r = core.connection_made(f"127.0.0.1:{50000 + i}", "127.0.0.1:6379")  # type: ignore
         link = repl.master.link_for(r)
         link.listening_port = 7000 + i
-        repl.master._become_replica_client(link)
+        _put_online(repl.master, link)
+
+
+def _put_online(side: Any, link: Any) -> None:
+    """A streaming link, as a +CONTINUE makes it (either tree's master side: composed of
+    phase objects, or of the mixins before them)."""
+    if hasattr(side, "feeding"):
+        from pyrepl.replication.master import LinkInput
+
+        side.add_replica(link)
+        link.go(LinkInput.PARTIAL)
+        side.feeding.start_stream(link)
+    else:   # (a --tree from before the master side's phases were objects, 2026-11-26)
+        side._become_replica_client(link)
         link.state = link.state.__class__.ONLINE
-        repl.master._start_stream(link)
+        side._start_stream(link)
 
 
 def _shell_flush(core: object) -> None:
@@ -74,7 +87,8 @@ def _shell_flush(core: object) -> None:
         link = getattr(r, "stream", None)
         if link is not None:   # (as net/server.py's write_client: no take once all is taken)
             repl = core.replication  # type: ignore[attr-defined]
-            while repl.master.take(link):
+            take = getattr(repl.master, "feeding", repl.master).take
+            while take(link):
                 if link.ref is None or link.ref.sent == repl.master_repl_offset:
                     break
     pending.clear()

@@ -1,4 +1,4 @@
-"""Benchmark of the master's propagation hot path (Replication.feed -> MasterSide.stream).
+"""Benchmark of the master's propagation hot path (Replication.feed -> Feeding.stream).
 
     .venv/bin/python bench/bench_repl_master.py            # in-process only
     .venv/bin/python bench/bench_repl_master.py --e2e      # plus redis-benchmark side by side
@@ -20,6 +20,7 @@ from pyrepl.config import Config
 from pyrepl.core.host import Host
 from pyrepl.core.server import ServerCore
 from pyrepl.replication.manager import Replication
+from pyrepl.replication.master import LinkInput
 
 
 def enc(*args: bytes) -> bytes:
@@ -46,9 +47,9 @@ def make(replicas: int, backlog: bool) -> tuple[ServerCore, object]:
         r = core.connection_made(f"127.0.0.1:{50000 + i}", "127.0.0.1:6379")
         link = repl.master.link_for(r)
         link.listening_port = 7000 + i
-        repl.master._become_replica_client(link)
-        link.state = link.state.__class__.ONLINE
-        repl.master._start_stream(link)
+        repl.master.add_replica(link)
+        link.go(LinkInput.PARTIAL)
+        repl.master.feeding.start_stream(link)
         links.append(r)
     core.pending_flush.clear()
     return core, links

@@ -84,7 +84,7 @@ class Client:
         self.repl: Any = None  # replication link state attached by the replication layer
         self.transport: Any = None  # set by the I/O shell; the core never touches it
         # A replica link whose replication stream the shell writes after ``out`` (views of
-        # the shared replication buffer, taken with MasterSide.take); None for other clients.
+        # the shared replication buffer, taken with Feeding.take); None for other clients.
         self.stream: Any = None
         self.write_paused = False  # the transport asked us to stop writing (flow control)
         # While a command waits (BLPOP, WAIT, ...): its pyrepl.core.blocking.Blocked record; the

@@ -87,7 +87,7 @@ def write_client(c: Client) -> None:
     if link is not None:
         # (a streaming link exists only with the replication layer attached; no check per flush)
         repl: Replication = c.core.replication  # type: ignore[assignment]  # hot path
-        take = repl.master.take
+        take = repl.master.feeding.take
         while not c.write_paused and not t.is_closing():
             views = take(link)
             if not views:

@@ -5,13 +5,15 @@
    (pyrepl/replication/manager.py, pyrepl/resp/fastreader.py) with ``Backlog.append``
    (pyrepl/replication/backlog.py) and ``Feeding.stream`` (master/feeding.py) inside it: the
    bytes the request arrived as are copied once, from the reader's window straight into the
-   backlog's tail block, the offsets move, and a streaming replica that had been handed
-   everything is scheduled for a write. It returns True when it did that, and False, before
+   backlog's tail block, the stream's ``master_repl_offset`` (kept once, by Replication) and
+   the backlog's ``histlen`` move, and a streaming replica that had been handed everything is
+   scheduled for a write. It returns True when it did that, and False, before
    anything moved, when it is not the common case; the caller then runs the Python, which
    stays the reference (tests/unit/test_dispatch.py compares both, replicas streaming).
 
-   The common case: repl, backlog, its tail block, reader, replica side and links are exactly
-   Replication, Backlog, Block, FastRespReader, ReplicaSide, ReplicaLink with a Cursor; we are
+   The common case: repl, backlog, its tail block, reader, master side (and its feeding),
+   replica side and links are exactly Replication, Backlog, Block, FastRespReader, MasterSide
+   (Feeding), ReplicaSide, ReplicaLink with a Cursor; we are
    a master (no ``replicaof``); ``db_id`` is the stream's db already (no SELECT); ``argv`` is
    the request the reader returned last (so its bytes are its RESP encoding); they fit in the
    tail block; and no replica waits to be attached at the next byte.
@@ -37,17 +39,15 @@
 
 /* bind()'s arguments: the classes whose slots the feeds move (below, in this order). */
 #define BIND_USAGE "bind(Replication, Backlog, Block, FastRespReader, MasterSide, " \
-                   "ReplicaLink, Cursor, ReplicaSide)"
+                   "Feeding, ReplicaLink, Cursor, ReplicaSide)"
 
 enum { R_BACKLOG, R_STREAM_DB, R_OFFSET, R_MASTER, R_REPLICA, R_N };
 static const char *const repl_names[R_N] = {
     "backlog", "stream_db", "master_repl_offset", "master", "replica",
 };
 
-enum { B_TAIL, B_OFFSET, B_HISTLEN, B_UNATTACHED, B_N };
-static const char *const backlog_names[B_N] = {
-    "tail", "master_repl_offset", "histlen", "_unattached",
-};
+enum { B_TAIL, B_HISTLEN, B_UNATTACHED, B_N };
+static const char *const backlog_names[B_N] = {"tail", "histlen", "_unattached"};
 
 enum { K_BUF, K_SIZE, K_USED, K_N };
 static const char *const block_names[K_N] = {"buf", "size", "used"};
@@ -55,8 +55,11 @@ static const char *const block_names[K_N] = {"buf", "size", "used"};
 enum { Q_QUEUE, Q_BATCH, Q_N };
 static const char *const reader_names[Q_N] = {"queue", "_batch"};
 
-enum { M_CORE, M_STREAMING, M_N };
-static const char *const master_names[M_N] = {"core", "_streaming"};
+enum { M_FEEDING, M_N };
+static const char *const master_names[M_N] = {"feeding"};
+
+enum { F_CORE, F_STREAMING, F_N };
+static const char *const feeding_names[F_N] = {"core", "streaming"};
 
 enum { L_CLIENT, L_REF, L_N };
 static const char *const link_names[L_N] = {"client", "ref"};
@@ -68,9 +71,10 @@ enum { H_MASTER_HOST, H_N };
 static const char *const replica_names[H_N] = {"master_host"};
 
 static Py_ssize_t repl_off[R_N], backlog_off[B_N], block_off[K_N], reader_off[Q_N],
-                  master_off[M_N], link_off[L_N], cursor_off[U_N], replica_off[H_N];
+                  master_off[M_N], feeding_off[F_N], link_off[L_N], cursor_off[U_N],
+                  replica_off[H_N];
 static PyTypeObject *repl_type, *backlog_type, *block_type, *reader_type, *master_type,
-                    *link_type, *cursor_type, *replica_type;
+                    *feeding_type, *link_type, *cursor_type, *replica_type;
 static PyObject *str_pending_flush;
 static int bound;   /* bind() ran to its end */
 
@@ -79,11 +83,11 @@ static int bound;   /* bind() ran to its end */
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[8] = {
+    const slots_spec specs[9] = {
         SLOTS_OF(repl), SLOTS_OF(backlog), SLOTS_OF(block), SLOTS_OF(reader), SLOTS_OF(master),
-        SLOTS_OF(link), SLOTS_OF(cursor), SLOTS_OF(replica),
+        SLOTS_OF(feeding), SLOTS_OF(link), SLOTS_OF(cursor), SLOTS_OF(replica),
     };
-    if (bind_args(nargs == 8, BIND_USAGE, args, specs, 8) < 0 ||
+    if (bind_args(nargs == 9, BIND_USAGE, args, specs, 9) < 0 ||
             intern(&str_pending_flush, "pending_flush") < 0)
         return NULL;
     bound = 1;
@@ -99,12 +103,13 @@ ssize(PyObject *v)
 }
 
 /* Backlog.append of n bytes at p and Feeding.stream, with repl.master_repl_offset moved
-   first (repl, backlog and master of their exact types, slots set): 1 when done; 0, before
+   first (repl, backlog and feeding of their exact types, slots set): 1 when done; 0, before
    anything moved, when it is not the common case (nothing to append, more than the tail
    block takes, a replica to attach at the next byte, a link not a ReplicaLink with a
    Cursor); -1 on an exception. */
 static int
-append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p, Py_ssize_t n)
+append_stream(PyObject *repl, PyObject *backlog, PyObject *feeding, const char *p,
+              Py_ssize_t n)
 {
     /* Backlog.append: n bytes that fit in the tail block, nobody to attach */
     PyObject *tail = AT(backlog, backlog_off, B_TAIL),
@@ -118,7 +123,7 @@ append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p
             PyByteArray_GET_SIZE(buf) < size)
         return 0;
     /* Feeding.stream's links: each a ReplicaLink with a Cursor */
-    PyObject *streaming = AT(master, master_off, M_STREAMING);
+    PyObject *streaming = AT(feeding, feeding_off, F_STREAMING);
     if (!PyList_CheckExact(streaming))
         return 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
@@ -131,7 +136,7 @@ append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p
     PyObject *before = AT(repl, repl_off, R_OFFSET);
     if (!PyLong_CheckExact(before))
         return 0;
-    /* -- the moves: the offset, the copy, the backlog's counters, the links -- */
+    /* -- the moves: the offset, the copy, the backlog's histlen, the links -- */
     Py_INCREF(before);
     Py_INCREF(streaming);
     int result = -1;
@@ -140,7 +145,6 @@ append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p
         goto done;
     memcpy(PyByteArray_AS_STRING(buf) + used, p, n);
     if (slot_set_int(tail, block_off[K_USED], used + n) < 0 ||
-            slot_add(backlog, backlog_off[B_OFFSET], n) < 0 ||
             slot_add(backlog, backlog_off[B_HISTLEN], n) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(streaming); i++) {
@@ -153,7 +157,7 @@ append_stream(PyObject *repl, PyObject *backlog, PyObject *master, const char *p
             goto done;
         }
         if (same) {   /* self.core.pending_flush.append(link.client) */
-            PyObject *pending = PyObject_GetAttr(AT(master, master_off, M_CORE),
+            PyObject *pending = PyObject_GetAttr(AT(feeding, feeding_off, F_CORE),
                                                  str_pending_flush);
             if (pending == NULL)
                 goto done;
@@ -171,17 +175,30 @@ done:
     return result;
 }
 
-/* Replication.feed's common case, checked (repl, backlog, master and replica side of their
-   exact types, slots set; a master; db_id the stream's db already): 1 with *backlog and
-   *master set (borrowed), 0 when it is not. */
+/* The backlog and the master side's feeding of repl (a Replication, slots set), of their
+   exact types, slots set: 1 with *backlog and *feeding set (borrowed), 0 when they are not. */
 static int
-master_at_db(PyObject *repl, PyObject *db_id, PyObject **backlog, PyObject **master)
+stream_parts(PyObject *repl, PyObject **backlog, PyObject **feeding)
 {
-    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N))
-        return 0;
-    PyObject *b = AT(repl, repl_off, R_BACKLOG), *m = AT(repl, repl_off, R_MASTER);
+    PyObject *b = AT(repl, repl_off, R_BACKLOG), *m = AT(repl, repl_off, R_MASTER), *f;
     if (Py_TYPE(b) != backlog_type || !slots_all_set(b, backlog_off, B_N) ||
-            Py_TYPE(m) != master_type || !slots_all_set(m, master_off, M_N))
+            Py_TYPE(m) != master_type || !slots_all_set(m, master_off, M_N) ||
+            Py_TYPE(f = AT(m, master_off, M_FEEDING)) != feeding_type ||
+            !slots_all_set(f, feeding_off, F_N))
+        return 0;
+    *backlog = b;
+    *feeding = f;
+    return 1;
+}
+
+/* Replication.feed's common case, checked (repl, backlog, master side, its feeding and the
+   replica side of their exact types, slots set; a master; db_id the stream's db already): 1
+   with *backlog and *feeding set (borrowed), 0 when it is not. */
+static int
+master_at_db(PyObject *repl, PyObject *db_id, PyObject **backlog, PyObject **feeding)
+{
+    if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
+            !stream_parts(repl, backlog, feeding))
         return 0;
     long long db = slot_int(db_id), stream_db = slot_int(AT(repl, repl_off, R_STREAM_DB));
     if (db < 0 || db != stream_db)
@@ -190,8 +207,6 @@ master_at_db(PyObject *repl, PyObject *db_id, PyObject **backlog, PyObject **mas
     if (Py_TYPE(replica) != replica_type || !slots_all_set(replica, replica_off, H_N) ||
             AT(replica, replica_off, H_MASTER_HOST) != Py_None)
         return 0;
-    *backlog = b;
-    *master = m;
     return 1;
 }
 
@@ -233,14 +248,14 @@ static PyObject *
 feed_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     BOUND_ENTRY(bound, nargs, 4, "feed_request(repl, db_id, reader, argv)");
-    PyObject *backlog, *master, *last;
+    PyObject *backlog, *feeding, *last;
     const char *p;
     Py_ssize_t n;
     /* FastRespReader.raw_last: argv is the request gets() returned last */
-    if (!master_at_db(args[0], args[1], &backlog, &master) ||
+    if (!master_at_db(args[0], args[1], &backlog, &feeding) ||
             !batch_bytes(args[2], 0, 1, &p, &n, &last) || last != args[3])
         Py_RETURN_FALSE;
-    int fed = append_stream(args[0], backlog, master, p, n);
+    int fed = append_stream(args[0], backlog, feeding, p, n);
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
@@ -252,15 +267,15 @@ static PyObject *
 feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     BOUND_ENTRY(bound, nargs, 5, "feed_span(repl, db_id, reader, a, b)");
-    PyObject *backlog, *master, *last;
+    PyObject *backlog, *feeding, *last;
     Py_ssize_t a = PyLong_AsSsize_t(args[3]), b = PyLong_AsSsize_t(args[4]), n;
     const char *p;
     if ((a == -1 || b == -1) && PyErr_Occurred())
         return NULL;
-    if (!master_at_db(args[0], args[1], &backlog, &master) ||
+    if (!master_at_db(args[0], args[1], &backlog, &feeding) ||
             !batch_bytes(args[2], a, b, &p, &n, &last))
         Py_RETURN_FALSE;
-    int fed = append_stream(args[0], backlog, master, p, n);
+    int fed = append_stream(args[0], backlog, feeding, p, n);
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
@@ -275,11 +290,10 @@ feed_raw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (Py_TYPE(repl) != repl_type || !slots_all_set(repl, repl_off, R_N) ||
             !PyBytes_CheckExact(data))
         Py_RETURN_FALSE;
-    PyObject *backlog = AT(repl, repl_off, R_BACKLOG), *master = AT(repl, repl_off, R_MASTER);
-    if (Py_TYPE(backlog) != backlog_type || !slots_all_set(backlog, backlog_off, B_N) ||
-            Py_TYPE(master) != master_type || !slots_all_set(master, master_off, M_N))
+    PyObject *backlog, *feeding;
+    if (!stream_parts(repl, &backlog, &feeding))
         Py_RETURN_FALSE;
-    int fed = append_stream(repl, backlog, master, PyBytes_AS_STRING(data),
+    int fed = append_stream(repl, backlog, feeding, PyBytes_AS_STRING(data),
                             PyBytes_GET_SIZE(data));
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }

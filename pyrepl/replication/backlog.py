@@ -8,10 +8,14 @@ Theory of operation (Redis 7.0.15 replication.c: ``feedReplicationBuffer``,
   16 KiB (``PROTO_REPLY_CHUNK_BYTES``) and at most ``max(repl-backlog-size / 16, 16 KiB)``,
   rounded up as Redis's allocator (jemalloc) rounds the allocation, whose slack Redis keeps as
   capacity: so blocks, trims and ``repl_backlog_histlen`` fall on the same bytes as Redis's.
-* The backlog is the first reference: it always holds the head block. ``histlen`` counts the
-  bytes from the head to the end; ``first_byte_offset = master_repl_offset - histlen + 1``, and
-  a PSYNC for ``offset`` can continue when ``first_byte_offset <= offset <= master_repl_offset
-  + 1``.
+* The backlog is the first reference: it always holds the head block. As Redis's
+  ``repl_backlog``, it keeps two numbers: ``first_byte_offset`` (the absolute offset of the head
+  block's first byte; ``master_repl_offset + 1`` while it is empty) and ``histlen`` (the bytes
+  from there to the end). ``master_repl_offset`` itself, the stream's last byte, is kept once,
+  by its owner (:class:`pyrepl.replication.manager.Replication`, Redis's
+  ``server.master_repl_offset``), which moves it with every append; the backlog's
+  :attr:`~Backlog.last_byte_offset` is ``first_byte_offset + histlen - 1``, equal to it. A PSYNC
+  for ``offset`` can continue when ``first_byte_offset <= offset <= master_repl_offset + 1``.
 * A replica is a :class:`Cursor`: the block holding its next unsent byte and its position in
   it. It references that one block (``refcount``); while it does, no block from there on can
   be freed, so **the backlog grows past ``repl-backlog-size`` while a replica still needs older
@@ -30,6 +34,8 @@ plus its list node; :meth:`usage` is ``getClientOutputBufferMemoryUsage`` of a r
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 PROTO_REPLY_CHUNK_BYTES = 16 * 1024
 BLOCK_HEADER = 40          # sizeof(replBufBlock): refcount, id, repl_offset, size, used
@@ -86,17 +92,24 @@ class Cursor:
 
 
 class Backlog:
-    __slots__ = ("size", "head", "tail", "histlen", "master_repl_offset", "mem", "nblocks",
+    """The shared replication buffer of one stream (see the module docstring)."""
+
+    # ``tail``, ``histlen`` and ``_unattached`` are read at their offsets by a write's feed in
+    # C (pyrepl/replication/_feed.c)
+    __slots__ = ("size", "head", "tail", "histlen", "first_byte_offset", "mem", "nblocks",
                  "_next_id", "_unattached", "_unindexed")
 
-    def __init__(self, size: int, master_repl_offset: int = 0) -> None:
+    def __init__(self, size: int, offset: int = 0) -> None:
+        """A backlog of ``size`` bytes created when the stream is at ``offset`` (its
+        ``master_repl_offset``): empty, the next byte appended is ``offset + 1``
+        (createReplicationBacklog)."""
         if size <= 0:
             raise ValueError("backlog size must be positive")
         self.size = size
         self.head: Block | None = None
         self.tail: Block | None = None
         self.histlen = 0
-        self.master_repl_offset = master_repl_offset
+        self.first_byte_offset = offset + 1   # repl_backlog->offset
         self.mem = 0                 # repl_buffer_mem
         self.nblocks = 0
         self._next_id = 0
@@ -104,8 +117,9 @@ class Backlog:
         self._unindexed = 0          # blocks since the last one Redis's rax indexed
 
     @property
-    def first_byte_offset(self) -> int:
-        return self.master_repl_offset - self.histlen + 1
+    def last_byte_offset(self) -> int:
+        """The offset of the last byte appended (== the stream's ``master_repl_offset``)."""
+        return self.first_byte_offset + self.histlen - 1
 
     # -- appending (hot path) ---------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview) -> bool:
@@ -116,7 +130,6 @@ class Backlog:
         if n and tail is not None and (end := tail.used + n) <= tail.size:
             tail.view[end - n:end] = data              # the common case: one copy, no block
             tail.used = end
-            self.master_repl_offset += n
             self.histlen += n
             if self._unattached:
                 self._attach(tail, end - n)
@@ -127,6 +140,14 @@ class Backlog:
         """Bytes the tail block still takes before an append adds a block."""
         tail = self.tail
         return tail.size - tail.used if tail is not None else 0
+
+    def cut(self, pos: int, n: int, ends: list[int]) -> int:
+        """Where the next append of a run of ``n`` bytes of commands (``ends``: where each
+        ends, increasing) should end, from ``pos``: at ``n`` when the rest fits in the tail
+        block, else at the end of the command that needs a new block (so blocks, and the
+        output limits checked at each new block, fall as feeding the commands one by one)."""
+        fits = pos + self.room()
+        return n if fits >= n else ends[bisect_right(ends, fits)]
 
     def _append_blocks(self, data: bytes | bytearray | memoryview, n: int) -> bool:
         view = memoryview(data)
@@ -139,7 +160,6 @@ class Backlog:
             k = tail.size - tail.used
             tail.buf[tail.used:] = view[:k]
             tail.used = tail.size
-            self.master_repl_offset += k
             self.histlen += k
             done = k
         while done < n:
@@ -147,7 +167,8 @@ class Backlog:
             want = min(max(left, PROTO_REPLY_CHUNK_BYTES),
                        max(self.size // 16, PROTO_REPLY_CHUNK_BYTES))
             usable = jemalloc_usable(want + BLOCK_HEADER)
-            blk = Block(usable - BLOCK_HEADER, self.master_repl_offset + 1, self._next_id)
+            blk = Block(usable - BLOCK_HEADER, self.first_byte_offset + self.histlen,
+                        self._next_id)
             self._next_id += 1
             k = min(left, blk.size)
             blk.buf[:k] = view[done:done + k]
@@ -167,7 +188,6 @@ class Backlog:
             if start is None:
                 start, start_pos = blk, 0
             done += k
-            self.master_repl_offset += k
             self.histlen += k
             if self._unattached:
                 self._attach(start, start_pos)
@@ -183,7 +203,7 @@ class Backlog:
 
     # -- the backlog ------------------------------------------------------------------------
     def can_serve(self, offset: int) -> bool:
-        return self.first_byte_offset <= offset <= self.master_repl_offset + 1
+        return self.first_byte_offset <= offset <= self.first_byte_offset + self.histlen
 
     def _block_at(self, offset: int) -> Block:
         """The first block whose end reaches ``offset`` (addReplyReplicationBacklog's search)."""
@@ -199,8 +219,8 @@ class Backlog:
         if not self.can_serve(offset):
             raise BacklogRangeError(
                 f"offset {offset} outside [{self.first_byte_offset}, "
-                f"{self.master_repl_offset + 1}]")
-        if offset == self.master_repl_offset + 1:
+                f"{self.last_byte_offset + 1}]")
+        if offset == self.last_byte_offset + 1:
             return []
         blk: Block | None = self._block_at(offset)
         out = []
@@ -215,7 +235,7 @@ class Backlog:
     def tail_bytes(self, n: int) -> bytes:
         """The newest ``n`` bytes at most (showLatestBacklog)."""
         n = min(n, self.histlen)
-        return b"".join(self.read_from(self.master_repl_offset - n + 1)) if n else b""
+        return b"".join(self.read_from(self.last_byte_offset - n + 1)) if n else b""
 
     # -- cursors ----------------------------------------------------------------------------
     def cursor_at(self, offset: int) -> Cursor:
@@ -224,7 +244,7 @@ class Backlog:
         if not self.can_serve(offset):
             raise BacklogRangeError(
                 f"offset {offset} outside [{self.first_byte_offset}, "
-                f"{self.master_repl_offset + 1}]")
+                f"{self.last_byte_offset + 1}]")
         if not self.histlen:
             return self.cursor_next()
         blk = self._block_at(offset)
@@ -233,7 +253,7 @@ class Backlog:
 
     def cursor_next(self) -> Cursor:
         """A replica that wants the bytes appended from now on (its snapshot starts now)."""
-        cur = Cursor(None, 0, self.master_repl_offset)
+        cur = Cursor(None, 0, self.last_byte_offset)
         self._unattached.append(cur)
         return cur
 
@@ -258,7 +278,7 @@ class Backlog:
 
     def pending(self, cur: Cursor) -> int:
         """Bytes appended that the replica was not handed yet."""
-        return self.master_repl_offset - cur.sent
+        return self.last_byte_offset - cur.sent
 
     def usage(self, cur: Cursor) -> int:
         """getClientOutputBufferMemoryUsage of a replica: from its block to the end of the
@@ -321,6 +341,7 @@ class Backlog:
             first.refcount = 0
             trimmed += 1
             self.histlen -= first.size
+            self.first_byte_offset += first.size
             nxt = first.next
             nxt.refcount += 1
             self.head = nxt
@@ -334,6 +355,15 @@ class Backlog:
             raise ValueError("backlog size must be positive")
         self.size = new_size
         self.trim()
+
+    def memory(self, replicas: bool) -> tuple[int, int]:
+        """(the backlog's memory, the replicas'), as Redis 7.0's getMemoryOverheadData: the
+        buffer is the backlog's up to its size, and what exceeds it while ``replicas`` are
+        attached is theirs; the backlog's adds the index of its blocks."""
+        total = self.mem
+        if replicas and total > self.size:
+            return self.size + self.index_memory(), total - self.size
+        return total + self.index_memory(), 0
 
     def index_memory(self) -> int:
         """What INFO adds for Redis's rax of block offsets (object.c: ``numnodes *

@@ -11,13 +11,17 @@ the :class:`~pyrepl.replication.backlog.Backlog` — and delegates the rest:
   ``replicaof`` is set. Bytes it applies from its master are passed on verbatim with
   :meth:`feed_raw`, so sub-replicas see the same ids and offsets (chains).
 
-Invariant: ``master_repl_offset`` counts every byte of the replication stream of ``replid``;
-when a backlog exists ``backlog.master_repl_offset == master_repl_offset``.
+``master_repl_offset`` (Redis's ``server.master_repl_offset``) is kept here, once: it counts
+every byte of the replication stream of ``replid``, and every feed moves it with the bytes it
+appends to the backlog. The backlog keeps only its own two numbers, the offset of its first
+byte and ``histlen`` (:mod:`pyrepl.replication.backlog`, where the buffer's logic lives: blocks,
+cursors, trimming, resizing, where a run of writes is cut into appends, its memory). Invariant:
+when a backlog exists, ``backlog.first_byte_offset + backlog.histlen - 1 ==
+master_repl_offset``.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -91,13 +95,17 @@ class Replication:
         """First replica on a master: create the backlog and start a new history."""
         if self.backlog is not None:
             return
-        self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
-        self.refresh_stream_live()
+        self._start_backlog()
         if not self.is_replica():
             self.ids.change()
             self.ids.clear_secondary()
             self.core.log.notice(f"Replication backlog created, my new replication IDs are "
                                  f"'{self.ids.replid}' and '{self.ids.replid2}'")
+
+    def _start_backlog(self) -> None:
+        """createReplicationBacklog: an empty backlog whose first byte is the stream's next."""
+        self.backlog = Backlog(self.core.config.repl_backlog_size, self.master_repl_offset)
+        self.refresh_stream_live()
 
     def free_backlog(self) -> None:
         """freeReplicationBacklog: only without replicas (they reference its blocks)."""
@@ -129,7 +137,7 @@ class Replication:
             data = self._select(db_id) + data
         before = self.master_repl_offset
         self.master_repl_offset = before + len(data)
-        self.master.stream(before, backlog.append(data))
+        self.master.feeding.stream(before, backlog.append(data))
 
     def feed_span(self, db_id: int, data: bytes, ends: list[int]) -> None:
         """Several writes the core propagates as they arrived (a pipelining client's run;
@@ -147,12 +155,12 @@ class Replication:
         n = len(data)
         pos = 0
         view = memoryview(data)
+        stream = self.master.feeding.stream
         while pos < n:
-            fits = pos + backlog.room()
-            end = n if fits >= n else ends[bisect_right(ends, fits)]
+            end = backlog.cut(pos, n, ends)
             before = self.master_repl_offset
             self.master_repl_offset = before + end - pos
-            self.master.stream(before, backlog.append(view[pos:end] if pos or end < n else data))
+            stream(before, backlog.append(view[pos:end] if pos or end < n else data))
             pos = end
 
     def _select(self, db_id: int) -> bytes:
@@ -166,7 +174,7 @@ class Replication:
         self.master_repl_offset = before + len(data)
         backlog = self.backlog
         if backlog is not None:
-            self.master.stream(before, backlog.append(data))
+            self.master.feeding.stream(before, backlog.append(data))
 
     # -- hooks the core calls -------------------------------------------------------------
     def ready_to_shutdown(self) -> bool:
@@ -178,7 +186,7 @@ class Replication:
     def request_acks(self) -> None:
         """REPLCONF GETACK * to the replicas (a shutdown waiting for them)."""
         if self.master.links:
-            self.master._request_acks()
+            self.master.acks.request_acks()
 
     def log_lagging_replicas(self) -> None:
         """finishShutdown's report of the replicas that did not catch up."""
@@ -257,7 +265,7 @@ class Replication:
         if name == "repl-backlog-size" and self.backlog is not None:
             self.backlog.resize(int(value))
         elif name in ("min-replicas-to-write", "min-replicas-max-lag"):
-            self.master.refresh_good_replicas()   # at once, as Redis's updateGoodSlaves
+            self.master.acks.refresh_good_replicas()   # at once, as Redis's updateGoodSlaves
 
     # -- persistence ----------------------------------------------------------------------
     def rdb_aux(self) -> dict[str, bytes | str | int]:
@@ -283,8 +291,7 @@ class Replication:
             self.ids.replid2 = replid
             self.ids.second_repl_offset = offset + 1
             self.master_repl_offset = offset
-            self.backlog = Backlog(self.core.config.repl_backlog_size, offset)
-            self.refresh_stream_live()
+            self._start_backlog()
             self.no_replicas_since_ms = self.core.now_ms
 
     # -- INFO -----------------------------------------------------------------------------
@@ -317,13 +324,7 @@ class Replication:
         replicas'. pyrepl's replica adds its rdb-channel buffer (Redis 8)."""
         b = self.backlog
         total = b.mem if b is not None else 0
-        size = self.core.config.repl_backlog_size
-        if self.master.links and total > size:
-            replicas, backlog = total - size, size
-        else:
-            replicas, backlog = 0, total
-        if b is not None:
-            backlog += b.index_memory()
+        backlog, replicas = b.memory(bool(self.master.links)) if b is not None else (0, 0)
         full_sync_buf = self.replica.full_sync_buffer_bytes()
         return [
             ("mem_replication_backlog", backlog),
@@ -341,12 +342,13 @@ def _bind_feed() -> None:
         return
     from pyrepl.replication.backlog import Block, Cursor
     from pyrepl.replication.master import MasterSide
+    from pyrepl.replication.master.feeding import Feeding
     from pyrepl.replication.master.states import ReplicaLink
     from pyrepl.replication.replica import ReplicaSide
     from pyrepl.resp.fastreader import FastRespReader
 
-    _feed.bind(Replication, Backlog, Block, FastRespReader, MasterSide, ReplicaLink, Cursor,
-               ReplicaSide)
+    _feed.bind(Replication, Backlog, Block, FastRespReader, MasterSide, Feeding, ReplicaLink,
+               Cursor, ReplicaSide)
     _dispatch.bind_feed(Replication, _feed.feed_request)
 
 

@@ -177,8 +177,11 @@ class Master:
         self.port = 6381
 
     def flush(self) -> None:
-        """The I/O shell's part: write what clients produced."""
+        """The I/O shell's part: write what clients produced (after checking that the backlog,
+        when there is one, ends at master_repl_offset, which Replication alone keeps)."""
         core = self.core
+        b = self.repl.backlog
+        assert b is None or b.first_byte_offset + b.histlen - 1 == self.repl.master_repl_offset
         pending, core.pending_flush = core.pending_flush, []
         for c in pending:
             self.io.shell_write(c)

@@ -31,7 +31,7 @@ def shell_write(c: object, write: Callable[[bytes], object],
         write(c.data_to_send())  # type: ignore[attr-defined]
     link = c.stream  # type: ignore[attr-defined]
     if link is not None:
-        take = c.core.replication.master.take  # type: ignore[attr-defined]
+        take = c.core.replication.master.feeding.take  # type: ignore[attr-defined]
         while buffered() < TRANSPORT_HIGH_WATER:
             views = take(link)
             if not views:

@@ -22,7 +22,7 @@ def test_ids_shift_keeps_previous_history_valid_up_to_switch_point() -> None:
 
 def make(histlen: int = 100, offset: int = 1000) -> tuple[ReplIds, Backlog]:
     ids = ReplIds("a" * 40)
-    b = Backlog(1 << 20, master_repl_offset=offset - histlen)
+    b = Backlog(1 << 20, offset - histlen)
     b.append(b"x" * histlen)
     return ids, b
 
@@ -41,7 +41,8 @@ def make(histlen: int = 100, offset: int = 1000) -> tuple[ReplIds, Backlog]:
 def test_psync_decision_table(replid: str, offset: int, partial: bool, reason: str,
                               gap: int) -> None:
     ids, b = make()
-    d = decide(replid, offset, ids, b, b.master_repl_offset)
+    assert b.last_byte_offset == 1000   # (the stream's master_repl_offset)
+    d = decide(replid, offset, ids, b, 1000)
     assert (d.partial, d.reason, d.gap) == (partial, reason, gap)
 
 

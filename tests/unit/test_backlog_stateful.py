@@ -7,8 +7,10 @@ in pieces, leaving, resizes and trims. The model is only ``stream`` (every byte 
 per replica, the offset of the last byte it was handed. After every step the rules of Redis
 7.0's shared buffer are asserted:
 
-* offsets keep Redis's names and meanings (``first_byte_offset = master_repl_offset -
-  histlen + 1``), every servable offset reads back exactly the stream's tail;
+* offsets keep Redis's names and meanings (the backlog keeps ``first_byte_offset`` and
+  ``histlen``, ``first_byte_offset = master_repl_offset - histlen + 1`` where
+  ``master_repl_offset`` is the model's end of the stream), every servable offset reads back
+  exactly the stream's tail;
 * **nothing a replica still needs is ever freed**: the first byte in the buffer is at or
   before every replica's next byte, and ``take`` hands out exactly the stream's next bytes;
 * the backlog is trimmed as Redis trims it: whenever nobody but the backlog holds the head
@@ -77,7 +79,7 @@ class BufferMachine(RuleBasedStateMachine):
     @initialize(size=st.sampled_from([16 * KB, 20 * KB, 64 * KB, 300 * KB, 1024 * KB]),
                 start=st.integers(0, 10**12))
     def create(self, size: int, start: int) -> None:
-        self.b = Backlog(size, master_repl_offset=start)
+        self.b = Backlog(size, start)
         self.start = start
 
     @rule(n=st.one_of(st.integers(1, 300), st.integers(10 * KB, 70 * KB),
@@ -137,7 +139,7 @@ class BufferMachine(RuleBasedStateMachine):
     @rule(n=st.integers(0, 10**6))
     def refused_offsets(self, n: int) -> None:
         b = self.b
-        for off in (b.first_byte_offset - 1 - n, b.master_repl_offset + 2 + n):
+        for off in (b.first_byte_offset - 1 - n, self.end + 2 + n):
             assert not b.can_serve(off)
             with pytest.raises(BacklogRangeError):
                 b.cursor_at(off)
@@ -148,8 +150,8 @@ class BufferMachine(RuleBasedStateMachine):
     @invariant()
     def offsets_and_contents(self) -> None:
         b = self.b
-        assert b.master_repl_offset == self.end
-        assert b.first_byte_offset == b.master_repl_offset - b.histlen + 1
+        assert b.last_byte_offset == self.end
+        assert b.first_byte_offset == self.end - b.histlen + 1
         bl = blocks(b)
         assert b.histlen == sum(blk.used for blk in bl)
         assert all(blk.used == blk.size for blk in bl[:-1])   # only the newest has room

@@ -198,9 +198,10 @@ def _compare_streams(n: int, join: int, step: Callable[[int, Master, int], None]
                 scheduled = [c.id for c in m.core.pending_flush]
                 m.flush()
                 backlog = m.repl.backlog
+                assert backlog.last_byte_offset == m.repl.master_repl_offset
                 seen.append((m.user.data_to_send(), scheduled,
                              [m.take(x) for x in replicas[:2]],
-                             m.repl.master_repl_offset, backlog.master_repl_offset,
+                             m.repl.master_repl_offset, backlog.first_byte_offset,
                              backlog.histlen, backlog.nblocks, backlog.mem,
                              b"".join(backlog.read_from(backlog.first_byte_offset)),
                              m.user.woff, m.user.commands, m.repl.stream_db))

@@ -77,8 +77,8 @@ class Master(BaseMaster):
     def clean(self) -> None:
         """No state left behind by aborted or finished syncs."""
         side = self.side
-        assert side.links == [] and side._streaming == [] and side._fed == []
-        assert side.snapshot is None and self.core.rdb_child_pid == -1
+        assert side.links == [] and side.feeding.streaming == [] and side.feeding.fed == []
+        assert side.snapshots.current is None and self.core.rdb_child_pid == -1
         assert self.info()["connected_slaves"] == 0
         assert self.mem()["mem_clients_slaves"] == 0
 
@@ -474,7 +474,7 @@ def test_main_goes_online_on_the_first_ack_before_the_child_exits(tmp_path) -> N
     assert sent["bytes"] == len(m.wire(r.rdb))  # (its +OK was taken by open_rdb)
     m.run("SET", "after", "1")
     assert m.wire(r.main).endswith(cmd("SET", "after", "1"))
-    assert m.side.count_acks(r.mlink.psync_offset) == 1
+    assert m.side.acks.count_acks(r.mlink.psync_offset) == 1
 
 
 def test_replica_closing_the_rdb_channel_after_the_mark_is_the_normal_end(tmp_path) -> None:
@@ -491,7 +491,7 @@ def test_replica_closing_the_rdb_channel_after_the_mark_is_the_normal_end(tmp_pa
     assert "Connection with replica (rdbchannel) 127.0.0.1:6381 lost." in m.log()
     m.run("SET", "during", "2")
     m.child_exits(pid)
-    assert r.mlink.state is S.ONLINE and m.side.snapshot is None
+    assert r.mlink.state is S.ONLINE and m.side.snapshots.current is None
     assert m.events("replica_lost") == []
     assert_replica_equal(tmp_path, m, r, take=False)
 
@@ -596,7 +596,7 @@ def test_main_lost_aborts_the_rdb_channel(tmp_path, point) -> None:
     if point == "transfer":
         assert m.io.dropped == [r.rdb.id] and m.host.killed == [pid]
         assert "Diskless rdb transfer, last replica dropped, killing fork child." in m.log()
-        assert m.core.rdb_child_pid == -1 and m.side.snapshot is None
+        assert m.core.rdb_child_pid == -1 and m.side.snapshots.current is None
         assert pid is not None
     else:
         m.tick(6000)
@@ -805,8 +805,8 @@ def test_any_interleaving_replicates_exactly_and_any_loss_leaves_nothing(
         assert got.offset + len(stream) == m.repl.master_repl_offset
         assert int(rc.aux[b"repl-offset"]) == got.offset
     side = m.side
-    assert side.links == [r.mlink for r in reps] == side._streaming
-    assert side._fed == side._streaming and side.snapshot is None and m.core.rdb_child_pid == -1
+    assert side.links == [r.mlink for r in reps] == side.feeding.streaming
+    assert side.feeding.fed == side.feeding.streaming and side.snapshots.current is None and m.core.rdb_child_pid == -1
     assert m.info()["connected_slaves"] == len(reps)
     for r in reps:
         m.core.client_closed(r.main)

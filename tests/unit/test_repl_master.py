@@ -81,6 +81,33 @@ def test_transition_table_is_total_and_typed() -> None:
     assert (S.WAIT_RDB_CHANNEL.value, S.SEND_BULK_AND_STREAM.value) == (11, 12)
 
 
+def test_the_side_is_composed_of_phases_that_declare_their_state(tmp_path) -> None:
+    """MasterSide holds one object per phase, each slotted (all its state declared in
+    ``__init__``), reaching the others only through their public methods; the guards the
+    phases ask are the states module's."""
+    import ast
+    import pathlib
+
+    import pyrepl.replication.master as pkg
+
+    side = Master(tmp_path).side
+    phases = {"feeding": side.feeding, "snapshots": side.snapshots, "acks": side.acks,
+              "sync": side.sync}
+    for obj in (side, *phases.values()):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__
+        for name in type(obj).__slots__:
+            assert hasattr(obj, name), f"{type(obj).__name__}.{name} not set in __init__"
+    assert side.snapshots.feeding is side.feeding and side.acks.snapshots is side.snapshots
+    assert side.sync.acks is side.acks and {p.side for p in phases.values()} == {side}
+    # nobody's private attribute but its own (the core's call depth is read project-wide)
+    for path in sorted(pathlib.Path(pkg.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr != "_call_depth"):
+                assert isinstance(node.value, ast.Name) and node.value.id == "self", \
+                    f"{path.name}:{node.lineno}: .{node.attr} of another object"
+
+
 # -- REPLCONF --------------------------------------------------------------------------------
 
 def test_replconf_options_and_errors(tmp_path) -> None:
@@ -394,7 +421,7 @@ def test_losing_replicas_mid_socket_transfer_stops_the_child_with_the_last(tmp_p
     m.core.client_closed(b)
     assert m.io.dropped == [a.id, b.id] and m.host.killed == [pid]
     assert "Diskless rdb transfer, last replica dropped, killing fork child." in m.log()
-    assert m.core.rdb_child_pid == -1 and m.side.snapshot is None
+    assert m.core.rdb_child_pid == -1 and m.side.snapshots.current is None
     lost = m.events("replica_lost")
     assert [e["reason"] for e in lost] == ["closed", "closed"]
 
@@ -628,7 +655,7 @@ def test_hard_limit_disconnects_a_replica_that_cannot_keep_up(tmp_path) -> None:
     m = Master(tmp_path, ("client-output-buffer-limit", ["replica", "64kb", "0", "0"]),
                ("repl-backlog-size", ["100kb"]))
     r, _ = online_replica(m)
-    assert m.side._hard == 100 * 1024  # a replica limit below the backlog is raised to it
+    assert m.side.feeding.hard_limit == 100 * 1024  # a replica limit below the backlog is raised to it
     m.io.stuck.add(r.id)  # the replica reads nothing: its transport buffer grows
     m.write_many(2000)
     assert m.link(r).state is S.ONLINE and m.io.tbuf[r.id] > 64 * 1024
@@ -681,7 +708,7 @@ def test_held_stream_over_the_limit_drops_the_waiting_replica_and_child(tmp_path
     (pid,) = m.io.children
     m.write_many(300)
     # the buffer keeps every byte since the fork for it: one 20 KB block so far
-    assert m.link(r).state is S.WAIT_BGSAVE_END and m.side.pending_bytes(m.link(r)) == 20504
+    assert m.link(r).state is S.WAIT_BGSAVE_END and m.side.feeding.pending_bytes(m.link(r)) == 20504
     assert m.repl.backlog.pending(m.link(r).ref) > 10000
     m.write_many(2000, start=300)
     assert m.link(r).state is S.CLOSED
@@ -739,7 +766,7 @@ def test_wait_blocks_sends_getack_and_unblocks_on_ack(tmp_path) -> None:
     m.flush()
     assert m.take(r) == cmd("SET", "k2", "v") + GETACK
     m.core.unblock(m.user, 1)
-    m.side.waiters.clear()
+    m.side.acks.waiters.clear()
 
 
 def test_wait_timeout_multi_and_closed_waiter(tmp_path) -> None:
@@ -763,7 +790,7 @@ def test_wait_timeout_multi_and_closed_waiter(tmp_path) -> None:
     other.receive_data(cmd("WAIT", "1", "0"))
     m.core.client_closed(other)
     m.send(r, "REPLCONF", "ACK", str(m.repl.master_repl_offset))
-    assert m.side.waiters == []
+    assert m.side.acks.waiters == []
 
 
 def test_wait_counts_only_online_replicas_acked_at_the_offset(tmp_path) -> None:
@@ -776,7 +803,7 @@ def test_wait_counts_only_online_replicas_acked_at_the_offset(tmp_path) -> None:
     off = m.repl.master_repl_offset
     m.send(w, "REPLCONF", "ACK", str(off + 100))
     m.send(a, "REPLCONF", "ACK", str(off))
-    assert m.side.count_acks(off) == 1
+    assert m.side.acks.count_acks(off) == 1
     m.send(b, "REPLCONF", "ACK", str(off))
     assert m.run("WAIT", "2", "0") == b":2\r\n"
     assert m.info()["slave1"] == f"ip=127.0.0.1,port=6382,state=online,offset={off},lag=0"
@@ -894,7 +921,7 @@ def test_any_interleaving_of_writes_and_phases_replicates_exactly(tmp_path, phas
         b = m.replica("eof", "psync2")
         m.send(b, "PSYNC", "?", "-1")
     apply_writes(m, phases[2], 2)
-    pid = m.side.snapshot.pid
+    pid = m.side.snapshots.current.pid
     if not disk:
         m.io.run_child(pid)
     m.child_exits(pid)

@@ -199,7 +199,7 @@ def do_step(net: MemNet, m: MemNode, r: MemNode, step: tuple) -> None:
         net.tick(step[1])
     elif kind == "snapshot-writes":
         for _ in range(200):  # things happen until a snapshot child exists (bounded)
-            if m.repl.master.snapshot is not None:
+            if m.repl.master.snapshots.current is not None:
                 break
             if not net.step() and not net.background():
                 break
@@ -251,6 +251,15 @@ def info(n: MemNode) -> dict[str, object]:
     return dict(n.repl.info_fields())
 
 
+def offsets_hold(*nodes: MemNode) -> None:
+    """master_repl_offset is kept once (Replication); a node's backlog, when it has one, ends
+    at it: ``first_byte_offset + histlen - 1 == master_repl_offset``."""
+    for n in nodes:
+        b = n.repl.backlog
+        if b is not None:
+            assert b.first_byte_offset + b.histlen - 1 == n.repl.master_repl_offset
+
+
 def check_agree(m: MemNode, r: MemNode) -> None:
     """The pair is in sync: offsets, ids, the verbatim stream, the datasets, the reasons."""
     mi, ri = info(m), info(r)
@@ -261,6 +270,7 @@ def check_agree(m: MemNode, r: MemNode) -> None:
     assert ri["master_replid"] == mi["master_replid"]
     mb, rb = m.repl.backlog, r.repl.backlog
     assert mb is not None and rb is not None
+    offsets_hold(m, r)
     start = max(mb.first_byte_offset, rb.first_byte_offset)
     assert b"".join(rb.read_from(start)) == b"".join(mb.read_from(start))
     assert r.run("DEBUG", "DIGEST") == m.run("DEBUG", "DIGEST")
@@ -317,6 +327,7 @@ def test_pair_converges_through_any_schedule_of_faults(cfg: dict[str, str], befo
         for i, (steps, converge) in enumerate(segments):
             for step in steps:
                 do_step(net, m, r, step)
+                offsets_hold(m, r)
             if converge or i == len(segments) - 1:
                 quiesce(net, m, r)
                 check_agree(m, r)
@@ -362,10 +373,10 @@ def test_rdb_channel_buffers_the_stream_during_the_load_and_drains_it_in_order(
             m.run("RPUSH", f"l{i % 5}", *[f"v{i}-{j}" for j in range(20)])
         r.repl.start()
         for _ in range(500):  # up to the fork of the rdb channel's snapshot
-            if m.repl.master.snapshot is not None:
+            if m.repl.master.snapshots.current is not None:
                 break
             assert net.step() or net.background()
-        assert m.repl.master.snapshot is not None
+        assert m.repl.master.snapshots.current is not None
         for i in range(300):  # streamed on the main connection from the fork on
             m.run("SET", f"during:{i}", "x" * (i % 50))
             if i % 40 == 0:

@@ -21,6 +21,7 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.ids import NULL_REPLID
 from pyrepl.replication.manager import Replication
+from pyrepl.replication.master import LinkInput
 from pyrepl.replication.replica import (
     TRANSITIONS,
     Input,
@@ -714,7 +715,7 @@ def test_promotion_shifts_ids_keeps_backlog_and_expires_again() -> None:
     ids = n.repl.ids
     assert ids.replid2 == MASTER_ID and ids.second_repl_offset == len(w) + 1
     assert ids.replid != MASTER_ID and len(ids.replid) == 40
-    assert n.repl.backlog is not None and n.repl.backlog.master_repl_offset == len(w)
+    assert n.repl.backlog is not None and n.repl.backlog.last_byte_offset == len(w)
     assert n.core.expiry_deletes is True and n.side.state is S.NONE
     assert n.repl.stream_db == -1
     assert n.core.config.replicaof is None
@@ -1069,9 +1070,9 @@ def _with_sub_replica(n: Node) -> object:
     m = n.repl.master
     link = m.link_for(r)
     link.listening_port = 7000
-    m._become_replica_client(link)
-    link.state = link.state.__class__.ONLINE
-    m._start_stream(link)
+    m.add_replica(link)
+    link.go(LinkInput.PARTIAL)
+    m.feeding.start_stream(link)
     return r
 
 
@@ -1112,11 +1113,12 @@ def test_feed_raw_in_c_passes_on_what_the_python_does(writes: list[bytes], cuts:
             bl = x.repl.backlog
             flushes = [c.id for c in x.core.pending_flush]
             for c in x.core.pending_flush:   # (the shell's write: the link takes it all)
-                while x.repl.master.take(c.stream):
+                while x.repl.master.feeding.take(c.stream):
                     pass
             x.core.pending_flush.clear()
             ms = x.side.stream.master
-            seen.append((b"".join(bl.read_from(bl.first_byte_offset)), bl.master_repl_offset,
+            assert bl.last_byte_offset == x.repl.master_repl_offset
+            seen.append((b"".join(bl.read_from(bl.first_byte_offset)), bl.first_byte_offset,
                          bl.histlen, bl.nblocks, bl.mem, x.repl.master_repl_offset,
                          ms.reploff, ms.read_reploff, ms.fed, bytes(ms.unapplied), x.digest(),
                          [r.id for r in subs if r is not None] and flushes))

@@ -1,9 +1,9 @@
 """Type checking as part of the tests: the packages that are mypy-clean under ``--strict``
 stay so (the AOF, pyrepl/aof/, whose ports to the server are Protocols; the ports of the
-keyspace and of replication; the replica side, pyrepl/replication/replica/; the core's cron,
-persistence, shutdown, stats and host; the extensions' switch and the Python references written
-for it; the core, its dispatch, propagation and the ports of its parts), and every port's
-implementations satisfy it
+keyspace and of replication; the core's cron, persistence, shutdown, stats and host; the
+extensions' switch and the Python references written for it; the core, its dispatch,
+propagation and the ports of its parts; the replication layer: its manager, backlog, master
+side and replica side), and every port's implementations satisfy it
 (tests/unit/ports_conformance.py). Imports outside them are followed silently: their own
 errors are not this test's."""
 
@@ -25,7 +25,10 @@ STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py", "pyrepl/replication/ports.py
           "pyrepl/core/propagation.py", "pyrepl/core/ports.py", "pyrepl/core/blocking.py",
           "pyrepl/core/pubsub.py", "pyrepl/core/tracking.py", "pyrepl/core/pause.py",
           # the replica side: its phases built with typed collaborators
-          "pyrepl/replication/replica"]
+          "pyrepl/replication/replica",
+          # the replication layer, the shared replication buffer, the master side's phases
+          "pyrepl/replication/master", "pyrepl/replication/backlog.py",
+          "pyrepl/replication/manager.py"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:

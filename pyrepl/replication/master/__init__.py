@@ -1,5 +1,7 @@
 """The master side: replica links, full and partial syncs, streaming, acks, WAIT, limits (master
-side). See ``side.py`` for the theory of operation; the package's modules hold its parts."""
+side). See ``side.py`` for the theory of operation: :class:`MasterSide` keeps the links and is
+composed of one object per phase (``feeding``, ``snapshots``, ``acks``, ``sync``), each in its
+module; ``states.py`` holds a link's states, their one table and the guards."""
 
 from __future__ import annotations
 

@@ -1,30 +1,64 @@
 """REPLCONF, ACKs, WAIT and min-replicas (master side).
+
+A replica's ``REPLCONF ACK <offset>`` moves its ``ack_off``; what it means depends on the
+link's state (``_on_ack``): the first ACK of a main channel streaming during its rdb channel's
+transfer puts it online, the first of a diskless replica starts its stream. ``WAIT`` blocks its
+client (the core's blocking layer keeps the record and the deadline) until enough online
+replicas acked its offset, with one ``REPLCONF GETACK *`` per stream position; min-replicas
+counts the online replicas whose last ACK is at most ``min-replicas-max-lag`` seconds old.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl.errors import SYNTAX
 from pyrepl.intparse import parse_int
 from pyrepl.replication.master.states import (
+    CHILD_AT_WORK,
     GETACK_ARGV,
     NET_HOST_STR_LEN,
+    NOT_A_REPLICA,
     REQ_EXCLUDE_DATA,
     REQ_EXCLUDE_FUNCTIONS,
     WAIT_REPLICA_ERR,
     L,
     ReplicaLink,
     S,
+    SlaveState,
 )
 from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.master.feeding import Feeding
+    from pyrepl.replication.master.side import MasterSide
+    from pyrepl.replication.master.snapshot import Snapshots
 
 
 class Acks:
-    """REPLCONF, ACKs, WAIT and min-replicas (master side)."""
+    """REPLCONF, ACKs, WAIT and min-replicas (see the module docstring)."""
+
+    __slots__ = ("core", "manager", "side", "feeding", "snapshots", "waiters", "good_replicas",
+                 "_getack_offset", "_on_ack")
+
+    def __init__(self, side: MasterSide, feeding: Feeding, snapshots: Snapshots) -> None:
+        self.side = side
+        self.feeding = feeding
+        self.snapshots = snapshots
+        self.core: ServerCore = side.core
+        self.manager: Replication = side.manager
+        self.waiters: list[Client] = []     # clients blocked in WAIT
+        self.good_replicas = 0              # refreshGoodSlavesCount's count
+        self._getack_offset = -1            # the stream position of the last GETACK sent
+        # what an ACK does beyond moving the offsets, by the link's state
+        self._on_ack: dict[SlaveState, Callable[[ReplicaLink], None]] = {
+            S.SEND_BULK_AND_STREAM: self._first_ack_of_main,
+            S.ONLINE: self._ack_online,
+        }
 
     def replconf_command(self, c: Client, argv: list[bytes]) -> object:
         """replconfCommand (Redis 7.0.15's options)."""
@@ -37,26 +71,26 @@ class Acks:
             opt = argv[j].lower()
             val = argv[j + 1]
             if opt == b"listening-port":
-                self.link_for(c).listening_port = parse_int(val)
+                self.side.link_for(c).listening_port = parse_int(val)
             elif opt == b"ip-address":
                 if len(val) >= NET_HOST_STR_LEN:
                     raise ReplyError(f"ERR REPLCONF ip-address provided by replica instance is "
                                      f"too long: {len(val)} bytes")
-                self.link_for(c).ip_address = val.decode("utf-8", "replace")
+                self.side.link_for(c).ip_address = val.decode("utf-8", "replace")
             elif opt == b"capa":
-                v = val.lower()
-                if v == b"eof":
-                    self.link_for(c).capa_eof = True
-                elif v == b"psync2":
-                    self.link_for(c).capa_psync2 = True
-                elif v == b"rdb-channel-repl":
+                capa = val.lower()
+                if capa == b"eof":
+                    self.side.link_for(c).capa_eof = True
+                elif capa == b"psync2":
+                    self.side.link_for(c).capa_psync2 = True
+                elif capa == b"rdb-channel-repl":
                     cfg = self.core.config
                     if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
-                        self.link_for(c).capa_rdb_channel = True
+                        self.side.link_for(c).capa_rdb_channel = True
                 # capabilities this master does not know are ignored
             elif opt == b"ack":
                 link = c.repl
-                if not isinstance(link, ReplicaLink) or link.state in (S.NONE, S.CLOSED):
+                if not isinstance(link, ReplicaLink) or link.state in NOT_A_REPLICA:
                     return NO_REPLY
                 try:
                     offset = parse_int(val)
@@ -70,19 +104,19 @@ class Acks:
                 v = parse_int(val)
                 if v < 0 or v > 1:
                     raise ReplyError("ERR value is out of range, value must between 0 and 1")
-                self.link_for(c).rdb_only = v == 1
+                self.side.link_for(c).rdb_only = v == 1
             elif opt == b"rdb-channel":
                 v = parse_int(val)
                 if v < 0 or v > 1:
                     raise ReplyError("ERR value is out of range, value must between 0 and 1")
-                link = self.link_for(c)
+                link = self.side.link_for(c)
                 link.is_rdb_channel = v == 1
-                self._set_flags(link)
+                link.set_flags()
             elif opt == b"main-ch-client-id":
-                self._bind_rdb_channel(self.link_for(c), parse_int(val))
+                self._bind_rdb_channel(self.side.link_for(c), parse_int(val))
             elif opt == b"rdb-filter-only":
                 filters = val.split()
-                link = self.link_for(c)
+                link = self.side.link_for(c)
                 link.req |= REQ_EXCLUDE_DATA | REQ_EXCLUDE_FUNCTIONS
                 for f in filters:
                     if f.lower() == b"functions":
@@ -100,7 +134,7 @@ class Acks:
         channel ``<id>``, which must be waiting for one (and not have another already)."""
         other = self.core.clients.get(main_id)
         main = other.repl if other is not None else None
-        if (not isinstance(main, ReplicaLink) or main.state is not S.WAIT_RDB_CHANNEL
+        if (not isinstance(main, ReplicaLink) or not main.waits_for_rdb_channel
                 or other is link.client
                 or (main.rdb_channel is not None and main.rdb_channel is not link.client
                     and not main.rdb_channel.closed)):
@@ -110,13 +144,6 @@ class Acks:
         link.main = main
         main.rdb_channel = link.client
 
-    def _set_flags(self, link: ReplicaLink) -> None:
-        """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""
-        c = link.client
-        rest = c.flags.replace("S", "").replace("C", "")
-        c.flags = ("S" if c.kind == "replica" else "") + ("C" if link.is_rdb_channel else "") \
-            + rest
-
     def ack(self, link: ReplicaLink, offset: int) -> None:
         """REPLCONF ACK <offset> from a replica."""
         core = self.core
@@ -124,18 +151,25 @@ class Acks:
             link.ack_off = offset
         link.ack_ms = core.now_ms
         snap = link.snapshot
-        if (link.state in (S.WAIT_BGSAVE_END, S.SEND_BULK_AND_STREAM) and snap is not None
-                and snap is self.snapshot and core.rdb_child_pid == snap.pid
-                and self.io is not None):
+        io = self.side.io
+        if (link.state in CHILD_AT_WORK and snap is not None and snap is self.snapshots.current
+                and core.rdb_child_pid == snap.pid and io is not None):
             # checkChildrenDone: the ACK may arrive before the cron noticed the child's end.
-            self.io.reap_child(snap.pid)
-        if link.state is S.SEND_BULK_AND_STREAM:
-            # rdb channel: the replica loaded the RDB (it streams already)
-            self._put_online(link, L.FIRST_ACK)
-        if link.stream_on_ack and link.state is S.ONLINE:
-            self._start_stream(link)
+            io.reap_child(snap.pid)
+        then = self._on_ack.get(link.state)
+        if then is not None:
+            then(link)
         if self.waiters:
-            self._process_waiters()
+            self.process_waiters()
+
+    def _first_ack_of_main(self, link: ReplicaLink) -> None:
+        """rdb channel: the replica loaded the RDB (its main channel streams already)."""
+        self.side.put_online(link, L.FIRST_ACK)
+
+    def _ack_online(self, link: ReplicaLink) -> None:
+        """A diskless replica's first ACK after its RDB: its stream starts."""
+        if link.stream_on_ack:
+            self.feeding.start_stream(link)
 
     def wait_command(self, c: Client, argv: list[bytes]) -> object:
         """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
@@ -154,18 +188,18 @@ class Acks:
         self.core.blocking.block_for_acks(c, offset, numreplicas, deadline,
                                           lambda: self.count_acks(offset))
         self.waiters.append(c)
-        self._request_acks()
+        self.request_acks()
         return BLOCKED
 
     def count_acks(self, offset: int) -> int:
         """replicationCountAcksByOffset."""
         n = 0
-        for link in self.links:
-            if link.state is S.ONLINE and link.ack_off >= offset:
+        for link in self.side.links:
+            if link.online and link.ack_off >= offset:
                 n += 1
         return n
 
-    def _request_acks(self) -> None:
+    def request_acks(self) -> None:
         """REPLCONF GETACK * into the stream; one per stream position (Redis groups the WAITs
         of an event-loop iteration into one GETACK)."""
         manager = self.manager
@@ -174,7 +208,7 @@ class Acks:
         manager.feed(manager.stream_db, GETACK_ARGV)
         self._getack_offset = manager.master_repl_offset
 
-    def _process_waiters(self) -> None:
+    def process_waiters(self) -> None:
         """processClientsWaitingReplicas."""
         last_off = 0
         last_num = 0
@@ -195,7 +229,7 @@ class Acks:
                 self.waiters.remove(c)
                 self.core.unblock(c, n)
 
-    def _wait_timeouts(self, now: int) -> None:
+    def forget_answered(self) -> None:
         """Forget the WAITs answered elsewhere: their deadline (the core's blocked-clients
         cron), CLIENT UNBLOCK, a closed connection."""
         awaited = self.core.blocking.acks_awaited
@@ -205,7 +239,7 @@ class Acks:
         """refreshGoodSlavesCount."""
         now_s = self.core.now_ms // 1000
         lag_max = self.core.config.min_replicas_max_lag
-        self.good_replicas = sum(1 for lk in self.links if lk.state is S.ONLINE
+        self.good_replicas = sum(1 for lk in self.side.links if lk.online
                                  and now_s - lk.ack_ms // 1000 <= lag_max)
 
     def good_replicas_count(self) -> int:
@@ -218,4 +252,4 @@ class Acks:
             return True
         if self.manager.is_replica():
             return True
-        return self.good_replicas >= cfg.min_replicas_to_write
+        return bool(self.good_replicas >= cfg.min_replicas_to_write)

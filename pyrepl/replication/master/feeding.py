@@ -6,11 +6,11 @@ a place in it (``ref``, a cursor), from the snapshot offset on for a full sync (
 byte appended after the fork, as Redis) or from the PSYNC offset for ``+CONTINUE``; a link that
 waits for its bulk transfer or (diskless) its first ``REPLCONF ACK`` just keeps its place, and
 the buffer keeps every byte from there. A *streaming* link's bytes are handed to its socket by
-the I/O shell (:meth:`take`, views of the blocks; once per event-loop pass, and only while the
-transport is below its high-water mark): :meth:`stream` only schedules a link that had been
-handed everything. A full sync sets ``manager.stream_db = -1`` so the next command re-emits
-``SELECT``. So a replica gets exactly the bytes ``(snapshot offset, ...]``: nothing lost,
-nothing doubled, and N replicas cost no copies.
+the I/O shell (:meth:`Feeding.take`, views of the blocks; once per event-loop pass, and only
+while the transport is below its high-water mark): :meth:`Feeding.stream` only schedules a link
+that had been handed everything. A full sync sets ``manager.stream_db = -1`` so the next command
+re-emits ``SELECT``. So a replica gets exactly the bytes ``(snapshot offset, ...]``: nothing
+lost, nothing doubled, and N replicas cost no copies.
 
 Output limits (``client-output-buffer-limit replica``; hard limit at least ``repl-backlog-size``,
 as Redis): a replica's usage is Redis's getClientOutputBufferMemoryUsage, its part of the shared
@@ -24,33 +24,55 @@ limit, or over the soft limit for longer than its seconds, is disconnected, logg
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pyrepl.replication import psync as psync_mod
-from pyrepl.replication.backlog import Cursor
-from pyrepl.replication.master.states import (
-    ReplicaLink,
-    S,
-)
+from pyrepl.replication.backlog import Backlog, Cursor
+from pyrepl.replication.master.states import ReplicaLink
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.master.side import MasterSide
 
 
 class Feeding:
-    """The stream to the replicas through the shared buffer, and their output limits (master side)."""
+    """The links' places in the shared buffer, their streams to the sockets, their output
+    limits (see the module docstring)."""
 
+    # ``core`` and ``streaming`` are read at their offsets by a write's feed in C
+    # (pyrepl/replication/_feed.c)
+    __slots__ = ("core", "streaming", "manager", "side", "fed", "hard_limit", "soft_limit",
+                 "soft_seconds")
+
+    def __init__(self, side: MasterSide) -> None:
+        self.side = side
+        self.core: ServerCore = side.core
+        self.manager: Replication = side.manager
+        self.fed: list[ReplicaLink] = []        # links with a place in the buffer
+        self.streaming: list[ReplicaLink] = []  # ... of which these are written to sockets
+        # client-output-buffer-limit replica (refresh_limits)
+        self.hard_limit = 0
+        self.soft_limit = 0
+        self.soft_seconds = 0
+        self.refresh_limits()
+
+    def _backlog(self) -> Backlog:
+        backlog = self.manager.backlog
+        assert backlog is not None, "a replica link always has a backlog"
+        return backlog
+
+    # -- the stream ---------------------------------------------------------------------------
     def stream(self, before: int, new_block: bool) -> None:
         """The backlog took new stream bytes (``before`` was ``master_repl_offset``): a
         streaming link that had been handed everything is scheduled for a write; the output
         limits are checked when a block was added, as Redis does."""
-        for link in self._streaming:
+        for link in self.streaming:   # (a streaming link has a ref)
             if link.ref.sent == before:  # type: ignore[union-attr]
                 self.core.pending_flush.append(link.client)
-        if new_block and self._fed:
-            over = [lk for lk in self._fed if self._over_limits(lk)]
-            for link in over:
-                self._output_limit_reached(link)
+        if new_block and self.fed:
+            self.enforce_limits(self.fed)
 
     def take(self, link: ReplicaLink, limit: int = 1 << 16) -> list[memoryview]:
         """Up to ``limit`` bytes of the stream for a streaming link's socket (the I/O shell
@@ -67,15 +89,57 @@ class Feeding:
             link.client.net_out += n
         return views
 
-    def _refresh_limits(self) -> bool:
+    def feed(self, link: ReplicaLink, ref: Cursor | None = None) -> None:
+        """The link gets a place in the buffer: ``ref``, or the next byte appended (its
+        snapshot starts now). It is not written to its socket until :meth:`start_stream`."""
+        backlog = self._backlog()
+        if link.ref is not None:
+            backlog.release(link.ref)
+        link.ref = ref if ref is not None else backlog.cursor_next()
+        link.streaming = False
+        if link not in self.fed:
+            self.fed.append(link)
+
+    def start_stream(self, link: ReplicaLink) -> None:
+        """replicaStartCommandStream: the link's bytes go to its socket from now on."""
+        link.stream_on_ack = False
+        if link.ref is None:
+            self.feed(link)
+        link.streaming = True
+        link.client.stream = link
+        self.streaming.append(link)
+        ref = link.ref
+        if ref is not None and self._backlog().pending(ref):
+            self.side.schedule(link.client)
+        if self.over_limits(link):
+            self.output_limit_reached(link)
+
+    def unfeed(self, link: ReplicaLink) -> int:
+        """The link leaves the buffer (freeReplicaReferencedReplBuffer); its last usage."""
+        used = 0
+        if link.streaming:
+            self.streaming.remove(link)
+            link.streaming = False
+            link.client.stream = None
+        if link in self.fed:
+            self.fed.remove(link)
+        backlog = self.manager.backlog
+        if link.ref is not None and backlog is not None:
+            used = backlog.usage(link.ref)
+            backlog.release(link.ref)
+        link.ref = None
+        return used
+
+    # -- output limits -------------------------------------------------------------------------
+    def refresh_limits(self) -> bool:
         """Read client-output-buffer-limit replica; True when it changed."""
         cfg = self.core.config
         hard, soft, secs = cfg.client_output_buffer_limit.get("replica", (0, 0, 0))
         if hard and hard < cfg.repl_backlog_size:
             hard = cfg.repl_backlog_size  # Redis: a replica limit below the backlog is raised
-        if (hard, soft, secs) == (self._hard, self._soft, self._soft_secs):
+        if (hard, soft, secs) == (self.hard_limit, self.soft_limit, self.soft_seconds):
             return False
-        self._hard, self._soft, self._soft_secs = hard, soft, secs
+        self.hard_limit, self.soft_limit, self.soft_seconds = hard, soft, secs
         return True
 
     def pending_bytes(self, link: ReplicaLink) -> int:
@@ -89,84 +153,36 @@ class Feeding:
         if c.out:
             used += c.pending_output()
         if link.streaming:
-            used += self._buffered(c)
+            used += self.side.buffered(c)
         return used
 
-    def _over_limits(self, link: ReplicaLink) -> bool:
+    def over_limits(self, link: ReplicaLink) -> bool:
         """checkClientOutputBufferLimits for a replica. True: disconnect it."""
         used = self.pending_bytes(link)
         if used > link.buffer_peak:
             link.buffer_peak = used
-        if self._hard and used >= self._hard:
+        if self.hard_limit and used >= self.hard_limit:
             return True
-        if self._soft and used >= self._soft:
+        if self.soft_limit and used >= self.soft_limit:
             now = self.core.now_ms
             if link.soft_since_ms < 0:
                 link.soft_since_ms = now
-            elif now // 1000 - link.soft_since_ms // 1000 > self._soft_secs:
+            elif now // 1000 - link.soft_since_ms // 1000 > self.soft_seconds:
                 return True
         else:
             link.soft_since_ms = -1
         return False
 
-    def _output_limit_reached(self, link: ReplicaLink) -> None:
-        if link.state is S.CLOSED:
-            return
+    def enforce_limits(self, links: Iterable[ReplicaLink]) -> None:
+        """Every link of ``links`` over its limits is disconnected (all judged first)."""
+        over = [lk for lk in links if self.over_limits(lk)]
+        for link in over:
+            self.output_limit_reached(link)
 
+    def output_limit_reached(self, link: ReplicaLink) -> None:
+        if link.closed:
+            return
         self.core.stats.client_outbuf_limit_disconnections += 1
         self.core.log.warning(f"Client {link.client.info_line()} scheduled to be "
                               f"closed ASAP for overcoming of output buffer limits.")
-        self._close_link(link, psync_mod.OUTPUT_BUFFER_LIMIT)
-
-    def _feed(self, link: ReplicaLink, ref: Cursor | None = None) -> None:
-        """The link gets a place in the buffer: ``ref``, or the next byte appended (its
-        snapshot starts now). It is not written to its socket until :meth:`_start_stream`."""
-        backlog = self.manager.backlog
-        assert backlog is not None, "a replica link always has a backlog"
-        if link.ref is not None:
-            backlog.release(link.ref)
-        link.ref = ref if ref is not None else backlog.cursor_next()
-        link.streaming = False
-        if link not in self._fed:
-            self._fed.append(link)
-
-    def _start_stream(self, link: ReplicaLink) -> None:
-        """replicaStartCommandStream: the link's bytes go to its socket from now on."""
-        link.stream_on_ack = False
-        if link.ref is None:
-            self._feed(link)
-        link.streaming = True
-        link.client.stream = link
-        self._streaming.append(link)
-        backlog = self.manager.backlog
-        if backlog is not None and backlog.pending(link.ref):  # type: ignore[arg-type]
-            self._schedule(link.client)
-        if self._over_limits(link):
-            self._output_limit_reached(link)
-
-    def replica_replied(self, c: Client) -> None:
-        """A command of a streaming replica produced a reply (Redis's
-        logInvalidUseAndFreeClientAsync): it would interleave with the stream, so the replica
-        is dropped."""
-
-        name = c.last_cmd.name if c.last_cmd is not None else "<unknown>"
-        self.core.log.warning(f"Replica generated a reply to command '{name}', disconnecting "
-                              f"it: {c.info_line()}")
-        if isinstance(c.repl, ReplicaLink):
-            self._close_link(c.repl, "invalid-use")
-
-    def _unfeed(self, link: ReplicaLink) -> int:
-        """The link leaves the buffer (freeReplicaReferencedReplBuffer); its last usage."""
-        used = 0
-        if link.streaming:
-            self._streaming.remove(link)
-            link.streaming = False
-            link.client.stream = None
-        if link in self._fed:
-            self._fed.remove(link)
-        backlog = self.manager.backlog
-        if link.ref is not None and backlog is not None:
-            used = backlog.usage(link.ref)
-            backlog.release(link.ref)
-        link.ref = None
-        return used
+        self.side.close_link(link, psync_mod.OUTPUT_BUFFER_LIMIT)

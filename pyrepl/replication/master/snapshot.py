@@ -1,9 +1,23 @@
-"""The snapshot for full syncs: forking it (disk or replica sockets), its outcome per replica, the disk file's transfer, a replica put online (master side).
+"""The snapshot for full syncs: waiting for, joining or forking it (disk or replica sockets), a
+link set up to wait for it, its outcome per replica, the disk file's transfer (master side).
+
+One snapshot child at a time serves full syncs (:attr:`Snapshots.current`). A link that needs
+one waits in ``WAIT_BGSAVE_START`` until :meth:`Snapshots.start_pending_fork` forks it (at once
+for a disk target; after ``repl-diskless-sync-delay`` of idleness or
+``repl-diskless-sync-max-replicas`` arrivals for a socket target), or joins a disk snapshot
+already running (:meth:`Snapshots.serve`: at the place in the buffer of a replica already
+waiting for it). At its end each link waiting for it is handled by its state
+(``_on_done``, main channels first): a socket child's per-replica outcome decides a diskless
+transfer; a disk snapshot's file is sent (``SEND_BULK``); a failed snapshot drops its replicas.
+Losing a link is handled by the state it was in (``_on_lost``): the last replica of a socket
+transfer kills the child (and of a disk one too when no ``save`` points are set); a bulk
+transfer is cancelled.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.replication.master.states import (
@@ -14,33 +28,136 @@ from pyrepl.replication.master.states import (
     LinkInput,
     ReplicaLink,
     S,
+    SlaveState,
     Snapshot,
 )
 from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader, FullResync
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.master.feeding import Feeding
+    from pyrepl.replication.master.side import MasterSide
+    from pyrepl.replication.ports import MasterIOPort
+
+# A child's outcome for one target: (ok, bytes written, error)
+Result = tuple[bool, int, str]
 
 
 class Snapshots:
-    """The snapshot for full syncs: forking it (disk or replica sockets), its outcome per replica, the disk file's transfer, a replica put online (master side)."""
+    """The snapshot serving full syncs and the links waiting for it (see the module
+    docstring)."""
 
-    def _waiting_start(self, req: int | None = None) -> list[ReplicaLink]:
-        return [lk for lk in self.links if lk.state is S.WAIT_BGSAVE_START
+    __slots__ = ("core", "manager", "side", "feeding", "current", "_on_done", "_on_lost")
+
+    def __init__(self, side: MasterSide, feeding: Feeding) -> None:
+        self.side = side
+        self.feeding = feeding
+        self.core: ServerCore = side.core
+        self.manager: Replication = side.manager
+        self.current: Snapshot | None = None   # the child serving full syncs now
+        # the snapshot ended: each link waiting for it, by state, in this order (main channels
+        # first: online, or aborted with their rdb channel)
+        self._on_done: tuple[tuple[SlaveState, Callable[[ReplicaLink, Snapshot, bool,
+                                                          dict[int, Result]], None]], ...] = (
+            (S.SEND_BULK_AND_STREAM, self._main_done),
+            (S.WAIT_BGSAVE_END, self._target_done),
+        )
+        # a link was lost in this state: what its transfer leaves behind
+        self._on_lost: dict[SlaveState, Callable[[ReplicaLink], None]] = {
+            S.WAIT_BGSAVE_END: self._target_lost,
+            S.SEND_BULK: self._bulk_lost,
+        }
+
+    @property
+    def io(self) -> MasterIOPort | None:
+        return self.side.io
+
+    def waiting_start(self, req: int | None = None) -> list[ReplicaLink]:
+        return [lk for lk in self.side.links if lk.waits_for_snapshot
                 and (req is None or lk.req == req)]
 
-    def _start_bgsave_for_replication(self, capa_eof: bool, req: int) -> bool:
+    # -- a link needs a snapshot -----------------------------------------------------------
+    def serve(self, link: ReplicaLink) -> None:
+        """The full-sync half of syncCommand (the link waits in WAIT_BGSAVE_START): join the
+        disk snapshot running, or wait for the next one, or start it now."""
+        core = self.core
+        log = core.log
+        snap = self.current
+        if core.rdb_child_pid != -1:
+            if (snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk"
+                    and link.main is None):
+                donor = next((d for d in self.side.links
+                              if d.waits_for(snap) and (not d.rdb_only or link.rdb_only)), None)
+                if donor is not None and (link.capa_eof or not donor.capa_eof) \
+                        and (link.capa_psync2 or not donor.capa_psync2) \
+                        and link.req == donor.req:
+                    self.setup_full_resync(link, snap, L.ATTACHED, reply=True, donor=donor)
+                    log.notice("Waiting for end of BGSAVE for SYNC")
+                    return
+                log.notice("Can't attach the replica to the current BGSAVE. Waiting for next "
+                           "BGSAVE for SYNC")
+            elif snap is not None and snap.pid == core.rdb_child_pid:
+                log.notice("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC")
+            elif core.rdb_child_purpose == "disk":
+                log.notice("Can't attach the replica to the current BGSAVE. Waiting for next "
+                           "BGSAVE for SYNC")
+            else:
+                log.notice("No BGSAVE in progress, but another BG operation is active. BGSAVE "
+                           "for replication delayed")
+            return
+        cfg = core.config
+        if cfg.repl_diskless_sync and link.capa_eof and cfg.repl_diskless_sync_delay:
+            log.notice("Delay next BGSAVE for diskless SYNC")
+        else:
+            self.start_for_replication(link.capa_eof, link.req)
+
+    def setup_full_resync(self, link: ReplicaLink, snap: Snapshot, inp: LinkInput,
+                          reply: bool, donor: ReplicaLink | None = None) -> None:
+        """replicationSetupSlaveForFullResync: the link waits for ``snap``; SELECT again. It is
+        fed from the snapshot's offset on (a disk snapshot's joiner: from where its donor is,
+        copyReplicaOutputBuffer)."""
+        manager = self.manager
+        link.snapshot = snap
+        link.psync_offset = snap.offset
+        link.joined_ms = self.core.now_ms
+        link.mode = ("rdb-channel" if link.main is not None
+                     else "diskless" if snap.target == "socket" else "disk")
+        link.go(inp)
+        manager.stream_db = -1
+        if not link.rdb_only:
+            backlog = manager.backlog
+            if donor is not None and donor.ref is not None and backlog is not None:
+                self.feeding.feed(link, backlog.copy(donor.ref))
+            else:
+                self.feeding.feed(link)
+        if reply and not link.pre_psync:
+            self.side.write(link, FullResync(manager.ids.replid, snap.offset).format())
+        self.side.emit("fullsync_fork", peer=link.name(), sync_id=link.sync_id,
+                       replid=manager.ids.replid, mode=link.mode, offset=snap.offset,
+                       keys=snap.keys, reason="attached" if inp is L.ATTACHED else None)
+
+    def _attach_main(self, main: ReplicaLink, snap: Snapshot) -> None:
+        """At fork time: the main channel streams from the snapshot offset on (SELECT first)."""
+        main.snapshot = snap
+        main.psync_offset = snap.offset
+        main.joined_ms = self.core.now_ms
+        main.go(L.SNAPSHOT_STARTED)
+        self.manager.stream_db = -1
+        self.feeding.start_stream(main)
+
+    # -- forking -------------------------------------------------------------------------------
+    def start_for_replication(self, capa_eof: bool, req: int) -> bool:
         """startBgsaveForReplication: fork the snapshot for the links waiting for one."""
         core = self.core
         cfg = core.config
-        log = core.log
-        manager = self.manager
         socket_target = bool((cfg.repl_diskless_sync or req & (REQ_RDB_MASK | REQ_RDB_CHANNEL))
                              and capa_eof)
-        log.notice(f"Starting BGSAVE for SYNC with target: "
-                   f"{'replicas sockets' if socket_target else 'disk'}"
-                   f"{' (rdb-channel)' if req & REQ_RDB_CHANNEL else ''}")
-        offset = manager.master_repl_offset
+        core.log.notice(f"Starting BGSAVE for SYNC with target: "
+                        f"{'replicas sockets' if socket_target else 'disk'}"
+                        f"{' (rdb-channel)' if req & REQ_RDB_CHANNEL else ''}")
+        offset = self.manager.master_repl_offset
         keys = 0 if req & REQ_EXCLUDE_DATA else sum(len(db.data) for db in core.dbs)
         if socket_target:
             pid = self._fork_socket_snapshot(req, offset, keys)
@@ -55,9 +172,9 @@ class Snapshots:
             self._bgsave_failed()
             return False
         snap = Snapshot(core.rdb_child_pid, "disk", offset, core.now_ms, req, keys)
-        self.snapshot = snap
-        for link in self._waiting_start(req):
-            self._setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=True)
+        self.current = snap
+        for link in self.waiting_start(req):
+            self.setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=True)
         return True
 
     def _fork_socket_snapshot(self, req: int, offset: int, keys: int) -> int | None:
@@ -69,8 +186,8 @@ class Snapshots:
         if io is None:
             core.log.warning("Can't save in background: fork: no I/O adapter")
             return -1
-        ready = [lk for lk in self._waiting_start(req)
-                 if (lk.main is None or lk.main.state is S.WAIT_RDB_CHANNEL)
+        ready = [lk for lk in self.waiting_start(req)
+                 if (lk.main is None or lk.main.waits_for_rdb_channel)
                  and io.prepare_handover(lk.client)]
         if not ready:
             return None
@@ -108,9 +225,9 @@ class Snapshots:
         core.log.notice(f"Background RDB transfer started by pid {pid}"
                         f"{' to replica socket' if req & REQ_RDB_CHANNEL else ''}")
         snap = Snapshot(pid, "socket", offset, now, req, keys)
-        self.snapshot = snap
+        self.current = snap
         for link in ready:
-            self._setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=False)
+            self.setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=False)
             if link.main is not None:
                 # the same instant: nothing was written since ``offset`` was taken
                 self._attach_main(link.main, snap)
@@ -119,23 +236,24 @@ class Snapshots:
     def _bgsave_failed(self) -> None:
         """The snapshot could not start: tell the waiting replicas and drop them."""
         self.core.log.warning("BGSAVE for replication failed")
-        for link in self._waiting_start():
-            self._write(link, b"-ERR BGSAVE failed, replication can't continue\r\n")
+        for link in self.waiting_start():
+            self.side.write(link, b"-ERR BGSAVE failed, replication can't continue\r\n")
             link.client.close_after_reply = True
-            self._free_link(link, "bgsave-failed", log_lost=False)
+            self.side.free_link(link, "bgsave-failed", log_lost=False)
 
-    def _start_pending_fork(self) -> None:
+    def start_pending_fork(self) -> None:
         """shouldStartChildReplication + replicationStartPendingFork."""
         core = self.core
-        if core.rdb_child_pid != -1 or not self.links:
+        links = self.side.links
+        if core.rdb_child_pid != -1 or not links:
             return
         waiting: list[ReplicaLink] = []
         req = 0
         capa_eof = True
         max_idle = 0
         now_s = core.now_ms // 1000
-        for link in self.links:
-            if link.state is not S.WAIT_BGSAVE_START:
+        for link in links:
+            if not link.waits_for_snapshot:
                 continue
             if not waiting:
                 req = link.req
@@ -152,21 +270,34 @@ class Snapshots:
         maxr = cfg.repl_diskless_sync_max_replicas
         if (not cfg.repl_diskless_sync or (maxr > 0 and len(waiting) >= maxr)
                 or max_idle >= cfg.repl_diskless_sync_delay):
-            self._start_bgsave_for_replication(capa_eof, req)
+            self.start_for_replication(capa_eof, req)
 
+    # -- the end of the child --------------------------------------------------------------
     def child_exited(self, pid: int, exitcode: int) -> None:
         """A child ended (the core did its own bookkeeping first)."""
-        snap = self.snapshot
+        snap = self.current
         if snap is not None and snap.pid == pid:
-            self._snapshot_done(snap, exitcode)
-        self._start_pending_fork()
+            self._done(snap, exitcode)
+        self.start_pending_fork()
 
-    def _snapshot_done(self, snap: Snapshot, exitcode: int) -> None:
+    def check_child(self) -> None:
+        """The child was killed elsewhere (FLUSHALL, SHUTDOWN): no exit will be reported."""
+        snap = self.current
+        if snap is not None and self.core.rdb_child_pid != snap.pid:
+            self._done(snap, -10)
+
+    def kill(self, snap: Snapshot) -> None:
+        core = self.core
+        if core.rdb_child_pid == snap.pid:
+            core.kill_rdb_child()  # SIGUSR1 + reap: no child_exited follows
+        self._done(snap, -10)
+
+    def _done(self, snap: Snapshot, exitcode: int) -> None:
         """backgroundSaveDoneHandler + updateSlavesWaitingBgsave."""
         core = self.core
         log = core.log
-        self.snapshot = None
-        results: dict[int, tuple[bool, int, str]] = {}
+        self.current = None
+        results: dict[int, Result] = {}
         if snap.target == "socket":
             if core.rdb_child_pid == snap.pid:
                 core.rdb_child_pid = -1
@@ -180,53 +311,59 @@ class Snapshots:
             else:
                 log.warning(f"Background transfer terminated by signal {-exitcode}")
         ok = exitcode == 0
-        # rdb channels: their main channels first (online, or aborted with their rdb channel)
-        for main in [lk for lk in self.links
-                     if lk.snapshot is snap and lk.state is S.SEND_BULK_AND_STREAM]:
-            rc = main.rdb_channel
-            result = results.get(rc.id) if rc is not None else None
-            if main.rdb_done or (result is not None and result[0]):
-                self._put_online(main, L.RDB_STREAMED)
-            else:
-                log.warning(f"Rdb channel transfer to replica {main.name()} failed, aborting "
-                            f"the sync")
-                self._close_link(main, "rdb-transfer-error")
-        for link in [lk for lk in self.links
-                     if lk.snapshot is snap and lk.state is S.WAIT_BGSAVE_END]:
-            result = results.get(link.client.id)
-            if snap.target == "socket" and (ok or result is not None):
-                # the child wrote to the sockets itself: its per-replica outcome decides
-                self._socket_transfer_done(link, result)
-            elif not ok:
-                log.warning("SYNC failed. BGSAVE child returned an error")
-                self._close_link(link, "snapshot-failed")
-            else:
-                self._send_file(link)
+        for state, done in self._on_done:
+            for link in [lk for lk in self.side.links
+                         if lk.snapshot is snap and lk.state is state]:
+                done(link, snap, ok, results)
 
-    def _socket_transfer_done(self, link: ReplicaLink,
-                              result: tuple[bool, int, str] | None) -> None:
+    def _main_done(self, main: ReplicaLink, snap: Snapshot, ok: bool,
+                   results: dict[int, Result]) -> None:
+        """A main channel streaming while its rdb channel got the RDB: online when that
+        channel got all of it, else the sync is aborted."""
+        rc = main.rdb_channel
+        result = results.get(rc.id) if rc is not None else None
+        if main.rdb_done or (result is not None and result[0]):
+            self.side.put_online(main, L.RDB_STREAMED)
+        else:
+            self.core.log.warning(f"Rdb channel transfer to replica {main.name()} failed, "
+                                  f"aborting the sync")
+            self.side.close_link(main, "rdb-transfer-error")
+
+    def _target_done(self, link: ReplicaLink, snap: Snapshot, ok: bool,
+                     results: dict[int, Result]) -> None:
+        result = results.get(link.client.id)
+        if snap.target == "socket" and (ok or result is not None):
+            # the child wrote to the sockets itself: its per-replica outcome decides
+            self._socket_transfer_done(link, result)
+        elif not ok:
+            self.core.log.warning("SYNC failed. BGSAVE child returned an error")
+            self.side.close_link(link, "snapshot-failed")
+        else:
+            self._send_file(link)
+
+    def _socket_transfer_done(self, link: ReplicaLink, result: Result | None) -> None:
         core = self.core
         if result is None or not result[0]:
             err = result[2] if result is not None else "no result from the child"
             if err == "timeout":
                 core.log.warning(f"Disconnecting timedout replica (full sync): {link.name()}")
-                self._close_link(link, "timeout")
+                self.side.close_link(link, "timeout")
             else:
                 core.log.warning(f"Diskless rdb transfer, write error sending DB to replica: "
                                  f"{err}")
-                self._close_link(link, "rdb-transfer-error")
+                self.side.close_link(link, "rdb-transfer-error")
             return
         nbytes = result[1]
         core.stats.net_repl_output_bytes += nbytes
         core.stats.net_output_bytes += nbytes
         link.client.net_out += nbytes
-        self._emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
-                   mode=link.mode, offset=link.psync_offset, bytes=nbytes,
-                   duration_ms=core.now_ms - link.joined_ms)
+        self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
+                       mode=link.mode, offset=link.psync_offset, bytes=nbytes,
+                       duration_ms=core.now_ms - link.joined_ms)
         who = "replica" if link.main is not None else "slave"  # Redis 8's text / 7.0's
         core.log.notice(f"Streamed RDB transfer with replica {link.name()} succeeded (socket). "
                         f"Waiting for REPLCONF ACK from {who} to enable streaming")
-        if self._put_online(link, L.RDB_STREAMED):
+        if self.side.put_online(link, L.RDB_STREAMED):
             link.stream_on_ack = True
 
     def _send_file(self, link: ReplicaLink) -> None:
@@ -239,14 +376,14 @@ class Snapshots:
             io.send_bulk(link.client, core.persistence.rdb_path())
         except OSError as e:
             core.log.warning(f"SYNC failed. Can't open/stat DB after BGSAVE: {e}")
-            self._close_link(link, "rdb-open-failed")
+            self.side.close_link(link, "rdb-open-failed")
             return
         link.go(L.RDB_SAVED)
 
     def bulk_sent(self, c: Client, ok: bool, nbytes: int, error: str = "") -> None:
         """The I/O adapter finished (or failed) sending the snapshot file."""
         link = c.repl
-        if not isinstance(link, ReplicaLink) or link.state is not S.SEND_BULK:
+        if not isinstance(link, ReplicaLink) or not link.sending_bulk:
             return
         core = self.core
         core.stats.net_repl_output_bytes += nbytes
@@ -254,35 +391,50 @@ class Snapshots:
         c.net_out += nbytes
         if not ok:
             core.log.warning(f"Write error sending DB to replica: {error}")
-            self._close_link(link, "rdb-transfer-error")
+            self.side.close_link(link, "rdb-transfer-error")
             return
-        self._emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
-                   mode=link.mode, offset=link.psync_offset, bytes=nbytes,
-                   duration_ms=core.now_ms - link.joined_ms)
-        if self._put_online(link, L.BULK_SENT):
-            self._start_stream(link)
+        self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
+                       mode=link.mode, offset=link.psync_offset, bytes=nbytes,
+                       duration_ms=core.now_ms - link.joined_ms)
+        if self.side.put_online(link, L.BULK_SENT):
+            self.feeding.start_stream(link)
 
-    def _put_online(self, link: ReplicaLink, inp: LinkInput) -> bool:
-        """replicaPutOnline. False: an rdb-only replica, closed now."""
-        core = self.core
-        if link.rdb_only:
-            link.go(L.RDB_ONLY_DONE)
-            core.log.notice(f"RDB transfer completed, rdb only replica ({link.name()}) should "
-                            f"be disconnected asap")
-            self._close_link(link, "rdb-only-done")
-            return False
-        link.go(inp)
-        link.ack_ms = core.now_ms
-        self.refresh_good_replicas()
-        core.log.notice(f"Synchronization with replica {link.name()} succeeded")
-        self._emit("replica_online", peer=link.name(), sync_id=link.sync_id,
-                   replid=self.manager.ids.replid, mode=link.mode, offset=link.psync_offset,
-                   duration_ms=core.now_ms - link.sync_start_ms,
-                   buffer_peak=max(link.buffer_peak, self.pending_bytes(link)))
-        return True
+    # -- a link lost -----------------------------------------------------------------------
+    def rdb_delivered(self, link: ReplicaLink, prev: SlaveState) -> bool:
+        """An rdb channel lost (in ``prev``) after the child wrote its whole RDB (the replica
+        closes it after the mark): the normal end, nothing to abort."""
+        snap = link.snapshot
+        io = self.io
+        return (prev is S.WAIT_BGSAVE_END and link.main is not None and snap is not None
+                and snap is self.current and snap.target == "socket" and io is not None
+                and io.socket_target_done(snap.pid, link.client.id))
 
-    def _kill_snapshot(self, snap: Snapshot) -> None:
-        core = self.core
-        if core.rdb_child_pid == snap.pid:
-            core.kill_rdb_child()  # SIGUSR1 + reap: no child_exited follows
-        self._snapshot_done(snap, -10)
+    def link_lost(self, link: ReplicaLink, prev: SlaveState) -> None:
+        """A link was freed in state ``prev`` (not an rdb channel whose RDB was delivered):
+        what its transfer leaves behind (``_on_lost``)."""
+        lost = self._on_lost.get(prev)
+        if lost is not None:
+            lost(link)
+
+    def _target_lost(self, link: ReplicaLink) -> None:
+        """A snapshot's target lost: the child stops with its last one (a disk child too when
+        no ``save`` points need its file)."""
+        snap = link.snapshot
+        if snap is None or snap is not self.current:
+            return
+        others = any(lk.waits_for(snap) for lk in self.side.links)
+        if snap.target == "socket":
+            io = self.io
+            if io is not None:
+                io.drop_socket_target(link.client)
+            if not others:
+                self.core.log.warning("Diskless rdb transfer, last replica dropped, killing "
+                                      "fork child.")
+                self.kill(snap)
+        elif not others and not self.core.config.save:
+            self.kill(snap)
+
+    def _bulk_lost(self, link: ReplicaLink) -> None:
+        io = self.io
+        if io is not None:
+            io.cancel_bulk(link.client)

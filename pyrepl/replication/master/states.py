@@ -1,5 +1,5 @@
-"""The master side's per-replica state: the link's states and their one transition table, the
-snapshot record, and the constants of the master side (master side).
+"""The master side's per-replica state: the link's states, their one transition table and the
+guards on them, the snapshot record, and the constants of the master side (master side).
 
 A replica connection is an ordinary :class:`~pyrepl.core.client.Client` that sent ``PSYNC`` / ``SYNC``;
 its :class:`ReplicaLink` (``client.repl``) holds the per-replica state. The states are Redis's
@@ -16,6 +16,13 @@ entry for the current state raises :class:`LinkStateError`::
     WAIT_RDB_CHANNEL --SNAPSHOT_STARTED--> SEND_BULK_AND_STREAM   (streams from the fork on)
     SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
     any --CLOSED--> CLOSED
+
+A link changes state only by :meth:`ReplicaLink.go` (the table's move). What a state allows is
+asked by name, never by comparing states in the phases: the link's guard properties
+(``online``, ``replconf_only``, ``waits_for_snapshot``, ``waits_for_rdb_channel``,
+``streams_during_rdb``, ``sending_bulk``, ``waits_for(snapshot)``, ``wants_keepalive()``) and the
+sets of states below the table (``NOT_A_REPLICA``, ``CHILD_AT_WORK``, ``NEEDS_RDB_CHANNEL``,
+``RDB_CHANNEL_OVER``); where work depends on the state, the phase keeps a state -> handler map.
 
 Offsets and names are Redis's: the snapshot offset is ``master_repl_offset`` at fork time, it is
 the ``+FULLRESYNC`` offset and the RDB's ``repl-offset`` aux field; ``ack_off`` is the replica's
@@ -103,6 +110,16 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
 
 TRANSITIONS: dict[tuple[SlaveState, LinkInput], SlaveState] = _table()
 
+# Guards: what a state allows, asked by name (the moves themselves are the table's).
+# A link in MasterSide.links (a replica connection): NONE (REPLCONF only) and CLOSED are not.
+NOT_A_REPLICA = frozenset({S.NONE, S.CLOSED})
+# A snapshot child works for the link (its end may be reaped early at an ACK).
+CHILD_AT_WORK = frozenset({S.WAIT_BGSAVE_END, S.SEND_BULK_AND_STREAM})
+# A main channel whose sync still needs its rdb channel (losing that aborts the sync).
+NEEDS_RDB_CHANNEL = frozenset({S.WAIT_RDB_CHANNEL, S.SEND_BULK_AND_STREAM})
+# An rdb channel whose part is over (nothing to close when its main channel goes).
+RDB_CHANNEL_OVER = frozenset({S.CLOSED, S.RDB_TRANSMITTED})
+
 # replstateToString: what INFO shows ("" = not listed).
 INFO_STATE = {S.WAIT_BGSAVE_START: "wait_bgsave", S.WAIT_BGSAVE_END: "wait_bgsave",
               S.SEND_BULK: "send_bulk", S.ONLINE: "online",
@@ -176,8 +193,65 @@ class ReplicaLink:
         self.rdb_done = False  # main channel: the child reported the whole RDB written
 
     def go(self, inp: LinkInput) -> SlaveState:
+        """The one way a link changes state: the table's move for ``inp`` (LinkStateError when
+        it has none)."""
         self.state = step(TRANSITIONS, self.state, inp, LinkStateError)
         return self.state
+
+    # -- guards: what the state allows ----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.state is S.CLOSED
+
+    @property
+    def replconf_only(self) -> bool:
+        """A connection that sent REPLCONF but no PSYNC / SYNC yet: not a replica (nor in
+        MasterSide.links); a PSYNC now is its sync."""
+        return self.state is S.NONE
+
+    @property
+    def online(self) -> bool:
+        """Counted by WAIT and min-replicas, timed out by its ACKs, its lag reported."""
+        return self.state is S.ONLINE
+
+    @property
+    def waits_for_snapshot(self) -> bool:
+        """Waits for a snapshot to be started for it (or to join one)."""
+        return self.state is S.WAIT_BGSAVE_START
+
+    @property
+    def waits_for_rdb_channel(self) -> bool:
+        """A main channel that got +RDBCHANNELSYNC and waits for its rdb channel's snapshot."""
+        return self.state is S.WAIT_RDB_CHANNEL
+
+    @property
+    def streams_during_rdb(self) -> bool:
+        """A main channel streaming while its rdb channel gets the RDB (not online yet)."""
+        return self.state is S.SEND_BULK_AND_STREAM
+
+    @property
+    def sending_bulk(self) -> bool:
+        """The disk snapshot's file is being sent to it."""
+        return self.state is S.SEND_BULK
+
+    def waits_for(self, snap: Snapshot) -> bool:
+        """Waits for ``snap`` to end (its transfer, or its file to send)."""
+        return self.state is S.WAIT_BGSAVE_END and self.snapshot is snap
+
+    def wants_keepalive(self) -> bool:
+        """Gets a ``\\n`` a second: it waits for a snapshot to start, or for a disk one to end
+        (a socket child writes to it itself)."""
+        st = self.state
+        snap = self.snapshot
+        return st is S.WAIT_BGSAVE_START or (st is S.WAIT_BGSAVE_END and snap is not None
+                                              and snap.target != "socket")
+
+    def set_flags(self) -> None:
+        """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""
+        c = self.client
+        rest = c.flags.replace("S", "").replace("C", "")
+        c.flags = ("S" if c.kind == "replica" else "") + ("C" if self.is_rdb_channel else "") \
+            + rest
 
     def peer_ip(self) -> str:
         if self.ip_address:

@@ -1,4 +1,5 @@
-"""PSYNC and SYNC: the decision, a partial resync, a full sync waiting for, joining or starting a snapshot, the rdb channel's main connection (master side).
+"""PSYNC and SYNC: the decision, a partial resync, a full sync handed to the snapshots, the rdb
+channel's main connection (master side).
 
 Full syncs follow Redis: diskless (``repl-diskless-sync yes`` and every waiting replica has
 ``capa eof``) waits ``repl-diskless-sync-delay`` seconds of replica idleness (or
@@ -42,27 +43,41 @@ from pyrepl.replication.master.states import (
     REQ_RDB_CHANNEL,
     REQ_RDB_MASK,
     L,
-    LinkInput,
     ReplicaLink,
-    S,
-    Snapshot,
 )
-from pyrepl.replication.wire import Continue, FullResync
+from pyrepl.replication.wire import Continue
 from pyrepl.resp.types import NO_REPLY, ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.master.acks import Acks
+    from pyrepl.replication.master.feeding import Feeding
+    from pyrepl.replication.master.side import MasterSide
+    from pyrepl.replication.master.snapshot import Snapshots
 
 
 class Sync:
-    """PSYNC and SYNC: the decision, a partial resync, a full sync waiting for, joining or starting a snapshot, the rdb channel's main connection (master side)."""
+    """PSYNC and SYNC (see the module docstring)."""
 
-    def sync_command(self, c: Client, argv: list[bytes]) -> object:
+    __slots__ = ("core", "manager", "side", "feeding", "snapshots", "acks")
+
+    def __init__(self, side: MasterSide, feeding: Feeding, snapshots: Snapshots,
+                 acks: Acks) -> None:
+        self.side = side
+        self.feeding = feeding
+        self.snapshots = snapshots
+        self.acks = acks
+        self.core: ServerCore = side.core
+        self.manager: Replication = side.manager
+
+    def command(self, c: Client, argv: list[bytes]) -> object:
         """syncCommand: PSYNC <replid> <offset> [FAILOVER] and the old SYNC."""
         core = self.core
         manager = self.manager
         log = core.log
-        if isinstance(c.repl, ReplicaLink) and c.repl.state is not S.NONE:
+        if isinstance(c.repl, ReplicaLink) and not c.repl.replconf_only:
             return NO_REPLY  # already a replica: ignored, as Redis
         is_psync = argv[0].lower() == b"psync"
         if is_psync and len(argv) > 3 and argv[3].lower() == b"failover":
@@ -79,14 +94,14 @@ class Sync:
             raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
         if c.pending_output():
             raise ReplyError("ERR SYNC and PSYNC are invalid with pending output")
-        link = self.link_for(c)
+        link = self.side.link_for(c)
         main = link.main
         if main is not None:
             link.req |= REQ_RDB_CHANNEL
             link.rdb_only = True
         if link.req & (REQ_RDB_MASK | REQ_RDB_CHANNEL) and not link.capa_eof:
             raise ReplyError("ERR Filtered replica requires EOF capability")
-        if main is not None and main.state is not S.WAIT_RDB_CHANNEL:
+        if main is not None and not main.waits_for_rdb_channel:
             raise ReplyError(f"ERR Unrecognized RDB client id: {main.client.id}")
         now = core.now_ms
         log.notice(f"Replica {link.name()} asks for synchronization")
@@ -139,12 +154,12 @@ class Sync:
     def _emit_decision(self, link: ReplicaLink, req_id: str | None, req_off: int | None,
                        result: str, reason: str, gap: int | None) -> None:
         b = self.manager.backlog
-        self._emit("psync_decision", peer=link.name(), sync_id=link.sync_id,
-                   replid=self.manager.ids.replid, req_replid=req_id, req_offset=req_off,
-                   result=result, reason=reason, gap=gap,
-                   master_repl_offset=self.manager.master_repl_offset,
-                   backlog_size=self.core.config.repl_backlog_size,
-                   backlog_histlen=b.histlen if b is not None else 0)
+        self.side.emit("psync_decision", peer=link.name(), sync_id=link.sync_id,
+                       replid=self.manager.ids.replid, req_replid=req_id, req_offset=req_off,
+                       result=result, reason=reason, gap=gap,
+                       master_repl_offset=self.manager.master_repl_offset,
+                       backlog_size=self.core.config.repl_backlog_size,
+                       backlog_histlen=b.histlen if b is not None else 0)
 
     def _log_refused(self, link: ReplicaLink, req_id: str, offset: int,
                      decision: psync_mod.PsyncDecision) -> None:
@@ -170,11 +185,6 @@ class Sync:
                 log.warning(f"Warning: replica {link.name()} tried to PSYNC with an offset that "
                             f"is greater than the master replication offset.")
 
-    def _become_replica_client(self, link: ReplicaLink) -> None:
-        link.client.kind = "replica"
-        self._set_flags(link)
-        self.links.append(link)
-
     def _partial(self, link: ReplicaLink, req_id: str, offset: int) -> None:
         """+CONTINUE and the backlog from ``offset``; the link streams at once."""
         manager = self.manager
@@ -183,23 +193,23 @@ class Sync:
         link.go(L.PARTIAL)
         link.ack_ms = core.now_ms
         link.mode = "partial"
-        self._become_replica_client(link)
+        self.side.add_replica(link)
         replid = manager.ids.replid
         head = Continue(replid if link.capa_psync2 else "").format()
-        self._write(link, head)
+        self.side.write(link, head)
         # addReplyReplicationBacklog: the replica references the backlog from its offset on
         backlog = manager.backlog
         assert backlog is not None
         sent = manager.master_repl_offset + 1 - offset
-        self._feed(link, backlog.cursor_at(offset))
-        self._start_stream(link)
+        self.feeding.feed(link, backlog.cursor_at(offset))
+        self.feeding.start_stream(link)
         core.log.notice(f"Partial resynchronization request from {link.name()} accepted. "
                         f"Sending {sent} bytes of backlog starting from offset {offset}.")
-        self._emit("partial_sent", peer=link.name(), sync_id=link.sync_id, replid=replid,
-                   offset=offset, bytes=sent, master_repl_offset=manager.master_repl_offset)
-        self._emit("replica_online", peer=link.name(), sync_id=link.sync_id, replid=replid,
-                   offset=manager.master_repl_offset, duration_ms=0)
-        self.refresh_good_replicas()
+        self.side.emit("partial_sent", peer=link.name(), sync_id=link.sync_id, replid=replid,
+                       offset=offset, bytes=sent, master_repl_offset=manager.master_repl_offset)
+        self.side.emit("replica_online", peer=link.name(), sync_id=link.sync_id, replid=replid,
+                       offset=manager.master_repl_offset, duration_ms=0)
+        self.acks.refresh_good_replicas()
 
     def _rdb_channel_sync(self, link: ReplicaLink) -> None:
         """The main channel of an rdb-channel replica: +RDBCHANNELSYNC <its client id>, then
@@ -208,82 +218,20 @@ class Sync:
         c = link.client
         link.go(L.RDB_CHANNEL)
         link.mode = "rdb-channel"
-        self._become_replica_client(link)
-        if len(self.links) == 1 and manager.backlog is None:
+        self.side.add_replica(link)
+        if len(self.side.links) == 1 and manager.backlog is None:
             manager.create_backlog()
         self.core.log.notice(f"Replica {link.name()} is capable of rdb channel synchronization, "
                              f"and partial sync isn't possible. Full sync will continue with "
                              f"dedicated rdb channel.")
-        self._write(link, b"+RDBCHANNELSYNC %d\r\n" % c.id)
-
-    def _attach_main(self, main: ReplicaLink, snap: Snapshot) -> None:
-        """At fork time: the main channel streams from the snapshot offset on (SELECT first)."""
-        main.snapshot = snap
-        main.psync_offset = snap.offset
-        main.joined_ms = self.core.now_ms
-        main.go(L.SNAPSHOT_STARTED)
-        self.manager.stream_db = -1
-        self._start_stream(main)
+        self.side.write(link, b"+RDBCHANNELSYNC %d\r\n" % c.id)
 
     def _full(self, link: ReplicaLink) -> None:
-        """The full-sync half of syncCommand: wait for, join or start a snapshot."""
-        core = self.core
+        """The full-sync half of syncCommand: the link waits for a snapshot (the snapshots
+        join it to one running, or start one, or it waits for the next)."""
         manager = self.manager
-        log = core.log
         link.go(L.FULL)
-        self._become_replica_client(link)
-        if len(self.links) == 1 and manager.backlog is None:
+        self.side.add_replica(link)
+        if len(self.side.links) == 1 and manager.backlog is None:
             manager.create_backlog()
-        snap = self.snapshot
-        if core.rdb_child_pid != -1:
-            if (snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk"
-                    and link.main is None):
-                donor = next((d for d in self.links
-                              if d.state is S.WAIT_BGSAVE_END and d.snapshot is snap
-                              and (not d.rdb_only or link.rdb_only)), None)
-                if donor is not None and (link.capa_eof or not donor.capa_eof) \
-                        and (link.capa_psync2 or not donor.capa_psync2) \
-                        and link.req == donor.req:
-                    self._setup_full_resync(link, snap, L.ATTACHED, reply=True, donor=donor)
-                    log.notice("Waiting for end of BGSAVE for SYNC")
-                    return
-                log.notice("Can't attach the replica to the current BGSAVE. Waiting for next "
-                           "BGSAVE for SYNC")
-            elif snap is not None and snap.pid == core.rdb_child_pid:
-                log.notice("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC")
-            elif core.rdb_child_purpose == "disk":
-                log.notice("Can't attach the replica to the current BGSAVE. Waiting for next "
-                           "BGSAVE for SYNC")
-            else:
-                log.notice("No BGSAVE in progress, but another BG operation is active. BGSAVE "
-                           "for replication delayed")
-            return
-        cfg = core.config
-        if cfg.repl_diskless_sync and link.capa_eof and cfg.repl_diskless_sync_delay:
-            log.notice("Delay next BGSAVE for diskless SYNC")
-        else:
-            self._start_bgsave_for_replication(link.capa_eof, link.req)
-
-    def _setup_full_resync(self, link: ReplicaLink, snap: Snapshot, inp: LinkInput,
-                           reply: bool, donor: ReplicaLink | None = None) -> None:
-        """replicationSetupSlaveForFullResync: the link waits for ``snap``; SELECT again. It is
-        fed from the snapshot's offset on (a disk snapshot's joiner: from where its donor is,
-        copyReplicaOutputBuffer)."""
-        link.snapshot = snap
-        link.psync_offset = snap.offset
-        link.joined_ms = self.core.now_ms
-        link.mode = ("rdb-channel" if link.main is not None
-                     else "diskless" if snap.target == "socket" else "disk")
-        link.go(inp)
-        self.manager.stream_db = -1
-        if not link.rdb_only:
-            backlog = self.manager.backlog
-            if donor is not None and donor.ref is not None and backlog is not None:
-                self._feed(link, backlog.copy(donor.ref))
-            else:
-                self._feed(link)
-        if reply and not link.pre_psync:
-            self._write(link, FullResync(self.manager.ids.replid, snap.offset).format())
-        self._emit("fullsync_fork", peer=link.name(), sync_id=link.sync_id,
-                   replid=self.manager.ids.replid, mode=link.mode, offset=snap.offset,
-                   keys=snap.keys, reason="attached" if inp is L.ATTACHED else None)
+        self.snapshots.serve(link)
