@@ -89,7 +89,7 @@ class ServerCore:
         self.save_keys_total = 0
         self.cow = CowSample()
         # Replication id of a server that has no replication layer attached (INFO).
-        self.replid = os.urandom(20).hex()
+        self.replid: str = os.urandom(20).hex()
         self.loading = False
         self.shutdown_asap = False
         self.supervised = "no"     # INFO process_supervised (the shell sets it)
@@ -98,7 +98,7 @@ class ServerCore:
         self.cron = Cron(self)                 # serverCron's jobs (tick runs them)
         self.version = __version__
         self.redis_version = REDIS_VERSION
-        self.run_id = os.urandom(20).hex()
+        self.run_id: str = os.urandom(20).hex()
         self.pid = os.getpid()
         self.port = config.port
         # Replication hooks (the replication layer sets these).
