@@ -65,6 +65,7 @@ from pyrepl.net.tls import is_tls
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
     from pyrepl.net.server import Server
+    from pyrepl.replication.ports import ReplClient
 
 SENDFILE_CHUNK = 1 << 20
 PUMP_BUDGET = 8 << 20  # bytes sent per event-loop turn before yielding
@@ -208,7 +209,7 @@ class _SocketJob:
 class _Bulk:
     __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle")
 
-    def __init__(self, client: Client, fd: int, size: int) -> None:
+    def __init__(self, client: ReplClient, fd: int, size: int) -> None:
         self.client = client
         self.fd = fd
         self.size = size
@@ -227,14 +228,14 @@ class MasterIO:
         self._bulks: dict[int, _Bulk] = {}
 
     # -- transports -------------------------------------------------------------------------
-    def buffered(self, c: Client) -> int:
+    def buffered(self, c: ReplClient) -> int:
         """Bytes the client's transport still has to write to the socket."""
         t = c.transport
         if t is None:
             return 0
         return t.get_write_buffer_size()
 
-    def prepare_handover(self, c: Client) -> bool:
+    def prepare_handover(self, c: ReplClient) -> bool:
         """Push the client's pending output to its transport; True when nothing is left
         buffered in this process, so another process may write to the socket directly."""
         t = c.transport
@@ -247,14 +248,14 @@ class MasterIO:
         return t.get_write_buffer_size() == 0
 
     @staticmethod
-    def _sock_fd(c: Client) -> int:
+    def _sock_fd(c: ReplClient) -> int:
         sock = c.transport.get_extra_info("socket")
         if sock is None:
             raise OSError("no socket for this connection")
         return sock.fileno()
 
     # -- diskless: the child writes to the sockets --------------------------------------------
-    def start_socket_snapshot(self, targets: list[tuple[Client, bytes]],
+    def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
                               timeout_ms: int) -> int:
         """Fork a child that writes each target's preamble, the payload and the trailer to the
@@ -300,7 +301,7 @@ class MasterIO:
         self._jobs[pid] = _SocketJob(pid, r, dups, relays)
         return pid
 
-    def drop_socket_target(self, c: Client) -> None:
+    def drop_socket_target(self, c: ReplClient) -> None:
         """End a replica's connection that a snapshot child is writing to."""
         for job in self._jobs.values():
             relay = job.relays.pop(c.id, None)
@@ -357,7 +358,7 @@ class MasterIO:
         srv.core.child_exited(pid, os.waitstatus_to_exitcode(status))
 
     # -- disk: stream the file -------------------------------------------------------------------
-    def send_bulk(self, c: Client, path: str) -> int:
+    def send_bulk(self, c: ReplClient, path: str) -> int:
         """Start sending ``$<len>\\r\\n`` and the file at ``path``; returns the file size."""
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -375,7 +376,7 @@ class MasterIO:
         b.handle = loop.call_soon(self._pump, b)
         return size
 
-    def cancel_bulk(self, c: Client) -> None:
+    def cancel_bulk(self, c: ReplClient) -> None:
         b = self._bulks.pop(c.id, None)
         if b is not None:
             self._close_bulk(b)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyrepl.config import Config
-    from pyrepl.core.client import Client
+    from pyrepl.replication.ports import ReplClient
 
 #: tls-protocols tokens (case-insensitive), in order, with the option that disables each.
 _PROTOCOLS = (("tlsv1", "OP_NO_TLSv1", ssl.TLSVersion.TLSv1),
@@ -58,7 +58,7 @@ def enabled(config: Config) -> bool:
     return bool(config.tls_port or config.tls_replication or config.tls_cluster)
 
 
-def is_tls(c: Client) -> bool:
+def is_tls(c: ReplClient) -> bool:
     """Whether ``c`` is connected over TLS (its transport has an SSL object)."""
     t = c.transport
     return t is not None and t.get_extra_info("ssl_object") is not None

@@ -40,9 +40,7 @@ def _no_common_case(*_args: object) -> bool:
     return False
 
 if TYPE_CHECKING:
-    from pyrepl.commands.table import Command
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
+    from pyrepl.replication.ports import ReplClient, ReplCommand, ReplicationHost
 
 READONLY_ERR = "READONLY You can't write against a read only replica."
 NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."
@@ -60,7 +58,7 @@ class Replication:
     feed_span_c: ClassVar[Callable[[Any, int, Any, int, int], bool]] = \
         _no_common_case if _feed is None else _feed.feed_span
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: ReplicationHost) -> None:
         from pyrepl.replication.master import MasterSide
         from pyrepl.replication.replica import ReplicaSide
 
@@ -210,11 +208,11 @@ class Replication:
             self.core.log.warning(f"{in_sync} of {len(links)} replicas are in sync when "
                                   f"shutting down.")
 
-    def propagation_error(self, c: Client, command: str, message: str) -> None:
+    def propagation_error(self, c: ReplClient, command: str, message: str) -> None:
         """An error reply to our master's link (see ReplicaSide.propagation_error)."""
         self.replica.propagation_error(command, message)
 
-    def check_command(self, c: Client, cmd: Command) -> str | None:
+    def check_command(self, c: ReplClient, cmd: ReplCommand) -> str | None:
         """Refuse a command as Redis's processCommand does for replication reasons."""
         if c.kind == "master":
             return None
@@ -249,7 +247,7 @@ class Replication:
     def child_exited(self, pid: int, exitcode: int) -> None:
         self.master.child_exited(pid, exitcode)
 
-    def client_closed(self, c: Client) -> None:
+    def client_closed(self, c: ReplClient) -> None:
         self.master.client_closed(c)
         self.replica.client_closed(c)
 

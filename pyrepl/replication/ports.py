@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
     from pyrepl.config import Config
     from pyrepl.keyspace.db import Database
     from pyrepl.replication.manager import Replication
@@ -35,20 +34,20 @@ if TYPE_CHECKING:
 class MasterIOPort(Protocol):
     """What the master side needs done with sockets, files and the snapshot child."""
 
-    def buffered(self, c: Client) -> int:
+    def buffered(self, c: ReplClient) -> int:
         """Bytes the client's transport has not written to the socket yet."""
 
-    def prepare_handover(self, c: Client) -> bool:
+    def prepare_handover(self, c: ReplClient) -> bool:
         """Push the client's pending output to its transport; True when nothing is left
         buffered in this process (another process may then write to the connection)."""
 
-    def start_socket_snapshot(self, targets: list[tuple[Client, bytes]],
+    def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
                               timeout_ms: int) -> int:
         """Fork a child writing each target's preamble, the payload and the trailer to the
         target's connection; its pid (OSError when it cannot start)."""
 
-    def drop_socket_target(self, c: Client) -> None:
+    def drop_socket_target(self, c: ReplClient) -> None:
         """End a replica's connection that a snapshot child is writing to."""
 
     def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
@@ -60,11 +59,11 @@ class MasterIOPort(Protocol):
     def reap_child(self, pid: int) -> None:
         """Report the child's exit now (``core.child_exited``) if it has exited."""
 
-    def send_bulk(self, c: Client, path: str) -> int:
+    def send_bulk(self, c: ReplClient, path: str) -> int:
         """Start sending ``$<len>\\r\\n`` and the file at ``path``; its size. The end is
         reported with ``MasterSide.bulk_sent``."""
 
-    def cancel_bulk(self, c: Client) -> None:
+    def cancel_bulk(self, c: ReplClient) -> None:
         """Stop sending a file to ``c``."""
 
 
@@ -181,6 +180,7 @@ class ReplClient(Protocol):
     multi_error: bool
 
     def pending_output(self) -> int: ...
+    def data_to_send(self) -> bytes: ...
     def info_line(self) -> str: ...
     def describe(self) -> str: ...
 

@@ -31,12 +31,11 @@ from pyrepl.replication.master.states import (
 from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.feeding import Feeding
     from pyrepl.replication.master.side import MasterSide
     from pyrepl.replication.master.snapshot import Snapshots
+    from pyrepl.replication.ports import ReplClient, ReplicationHost
 
 
 class Acks:
@@ -49,9 +48,9 @@ class Acks:
         self.side = side
         self.feeding = feeding
         self.snapshots = snapshots
-        self.core: ServerCore = side.core
+        self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
-        self.waiters: list[Client] = []     # clients blocked in WAIT
+        self.waiters: list[ReplClient] = []     # clients blocked in WAIT
         self.good_replicas = 0              # refreshGoodSlavesCount's count
         self._getack_offset = -1            # the stream position of the last GETACK sent
         # what an ACK does beyond moving the offsets, by the link's state
@@ -60,7 +59,7 @@ class Acks:
             S.ONLINE: self._ack_online,
         }
 
-    def replconf_command(self, c: Client, argv: list[bytes]) -> object:
+    def replconf_command(self, c: ReplClient, argv: list[bytes]) -> object:
         """replconfCommand (Redis 7.0.15's options)."""
         if c.kind == "master":  # our own master asks (GETACK): the replica side answers
             r = self.manager.replica.on_master_replconf(c, argv)
@@ -171,7 +170,7 @@ class Acks:
         if link.stream_on_ack:
             self.feeding.start_stream(link)
 
-    def wait_command(self, c: Client, argv: list[bytes]) -> object:
+    def wait_command(self, c: ReplClient, argv: list[bytes]) -> object:
         """WAIT numreplicas timeout: block until enough replicas acked the client's offset."""
         if self.manager.is_replica():
             raise ReplyError(WAIT_REPLICA_ERR)
@@ -181,7 +180,7 @@ class Acks:
             raise ReplyError("ERR timeout is negative")
         offset = c.woff
         acked = self.count_acks(offset)
-        if acked >= numreplicas or c.in_multi or self.core._call_depth > 0:
+        if acked >= numreplicas or c.in_multi or self.core.in_nested_call:
             return acked
         deadline = self.core.now_ms + timeout if timeout > 0 else 0
         # the cron answers the acks counted at the deadline (pyrepl.core.blocking)

@@ -32,9 +32,9 @@ from pyrepl.replication.backlog import Backlog, Cursor
 from pyrepl.replication.master.states import ReplicaLink
 
 if TYPE_CHECKING:
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.side import MasterSide
+    from pyrepl.replication.ports import ReplicationHost
 
 
 class Feeding:
@@ -48,7 +48,7 @@ class Feeding:
 
     def __init__(self, side: MasterSide) -> None:
         self.side = side
-        self.core: ServerCore = side.core
+        self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
         self.fed: list[ReplicaLink] = []        # links with a place in the buffer
         self.streaming: list[ReplicaLink] = []  # ... of which these are written to sockets

@@ -54,10 +54,8 @@ from pyrepl.replication.master.sync import Sync
 from pyrepl.replication.wire import CRON_MS
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
-    from pyrepl.replication.ports import MasterIOPort
+    from pyrepl.replication.ports import MasterIOPort, ReplClient, ReplicationHost
 
 
 class MasterSide:
@@ -69,7 +67,7 @@ class MasterSide:
 
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
-        self.core: ServerCore = manager.core
+        self.core: ReplicationHost = manager.core
         self.links: list[ReplicaLink] = []   # the replica connections (PSYNC / SYNC sent)
         self.cron_loops = 0
         self._last_cron_ms: int | None = None
@@ -84,19 +82,19 @@ class MasterSide:
         self.sync = Sync(self, self.feeding, self.snapshots, self.acks)
 
     # -- entry points: commands and the I/O shell ------------------------------------------
-    def sync_command(self, c: Client, argv: list[bytes]) -> object:
+    def sync_command(self, c: ReplClient, argv: list[bytes]) -> object:
         return self.sync.command(c, argv)
 
-    def replconf_command(self, c: Client, argv: list[bytes]) -> object:
+    def replconf_command(self, c: ReplClient, argv: list[bytes]) -> object:
         return self.acks.replconf_command(c, argv)
 
-    def wait_command(self, c: Client, argv: list[bytes]) -> object:
+    def wait_command(self, c: ReplClient, argv: list[bytes]) -> object:
         return self.acks.wait_command(c, argv)
 
     def child_exited(self, pid: int, exitcode: int) -> None:
         self.snapshots.child_exited(pid, exitcode)
 
-    def bulk_sent(self, c: Client, ok: bool, nbytes: int, error: str = "") -> None:
+    def bulk_sent(self, c: ReplClient, ok: bool, nbytes: int, error: str = "") -> None:
         self.snapshots.bulk_sent(c, ok, nbytes, error)
 
     def enough_good_replicas(self) -> bool:
@@ -113,7 +111,7 @@ class MasterSide:
     def emit(self, event: str, **fields: Any) -> None:
         self.manager.events.emit(self.core.now_ms, event, ROLE, **fields)
 
-    def schedule(self, c: Client) -> None:
+    def schedule(self, c: ReplClient) -> None:
         self.core.pending_flush.append(c)
 
     def write(self, link: ReplicaLink, data: bytes) -> None:
@@ -123,12 +121,12 @@ class MasterSide:
         self.core.stats.net_repl_output_bytes += len(data)
         self.schedule(c)
 
-    def buffered(self, c: Client) -> int:
+    def buffered(self, c: ReplClient) -> int:
         io = self.io
         return io.buffered(c) if io is not None else 0
 
     # -- the links ---------------------------------------------------------------------------
-    def link_for(self, c: Client) -> ReplicaLink:
+    def link_for(self, c: ReplClient) -> ReplicaLink:
         """The client's link (created by its first REPLCONF or by PSYNC)."""
         link = c.repl
         if isinstance(link, ReplicaLink):
@@ -170,7 +168,7 @@ class MasterSide:
         self.free_link(link, reason)
         self.core.host.close_client(link.client)
 
-    def client_closed(self, c: Client) -> None:
+    def client_closed(self, c: ReplClient) -> None:
         link = c.repl
         if not isinstance(link, ReplicaLink):
             return
@@ -228,7 +226,7 @@ class MasterSide:
             return
         self.close_link(rdb, "main-channel-lost")
 
-    def replica_replied(self, c: Client) -> None:
+    def replica_replied(self, c: ReplClient) -> None:
         """A command of a streaming replica produced a reply (Redis's
         logInvalidUseAndFreeClientAsync): it would interleave with the stream, so the replica
         is dropped."""

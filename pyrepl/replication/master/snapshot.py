@@ -34,12 +34,10 @@ from pyrepl.replication.master.states import (
 from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader, FullResync
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.feeding import Feeding
     from pyrepl.replication.master.side import MasterSide
-    from pyrepl.replication.ports import MasterIOPort
+    from pyrepl.replication.ports import MasterIOPort, ReplClient, ReplicationHost
 
 # A child's outcome for one target: (ok, bytes written, error)
 Result = tuple[bool, int, str]
@@ -54,7 +52,7 @@ class Snapshots:
     def __init__(self, side: MasterSide, feeding: Feeding) -> None:
         self.side = side
         self.feeding = feeding
-        self.core: ServerCore = side.core
+        self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
         self.current: Snapshot | None = None   # the child serving full syncs now
         # the snapshot ended: each link waiting for it, by state, in this order (main channels
@@ -380,7 +378,7 @@ class Snapshots:
             return
         link.go(L.RDB_SAVED)
 
-    def bulk_sent(self, c: Client, ok: bool, nbytes: int, error: str = "") -> None:
+    def bulk_sent(self, c: ReplClient, ok: bool, nbytes: int, error: str = "") -> None:
         """The I/O adapter finished (or failed) sending the snapshot file."""
         link = c.repl
         if not isinstance(link, ReplicaLink) or not link.sending_bulk:

@@ -38,7 +38,7 @@ from pyrepl.replication.backlog import Cursor
 from pyrepl.replication.fsm import Machine, from_every, step
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
+    from pyrepl.replication.ports import ReplClient
 
 
 ROLE = "master"
@@ -159,7 +159,7 @@ class ReplicaLink:
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
     )
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ReplClient) -> None:
         self.client = client
         self.state = S.NONE
         self.capa_eof = False
@@ -189,7 +189,7 @@ class ReplicaLink:
         self.capa_rdb_channel = False
         self.is_rdb_channel = False  # REPLCONF rdb-channel 1
         self.main: ReplicaLink | None = None  # rdb channel: its main channel's link
-        self.rdb_channel: Client | None = None  # main channel: its rdb channel's connection
+        self.rdb_channel: ReplClient | None = None  # main channel: its rdb channel's connection
         self.rdb_done = False  # main channel: the child reported the whole RDB written
 
     def go(self, inp: LinkInput) -> SlaveState:

@@ -49,13 +49,12 @@ from pyrepl.replication.wire import Continue
 from pyrepl.resp.types import NO_REPLY, ReplyError
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.acks import Acks
     from pyrepl.replication.master.feeding import Feeding
     from pyrepl.replication.master.side import MasterSide
     from pyrepl.replication.master.snapshot import Snapshots
+    from pyrepl.replication.ports import ReplClient, ReplicationHost
 
 
 class Sync:
@@ -69,10 +68,10 @@ class Sync:
         self.feeding = feeding
         self.snapshots = snapshots
         self.acks = acks
-        self.core: ServerCore = side.core
+        self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
 
-    def command(self, c: Client, argv: list[bytes]) -> object:
+    def command(self, c: ReplClient, argv: list[bytes]) -> object:
         """syncCommand: PSYNC <replid> <offset> [FAILOVER] and the old SYNC."""
         core = self.core
         manager = self.manager

@@ -74,10 +74,8 @@ from pyrepl.replication.wire import CRON_MS, MAX_LINE
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
-    from pyrepl.core.server import ServerCore
     from pyrepl.replication.manager import Replication
-    from pyrepl.replication.ports import ReplicaIOPort
+    from pyrepl.replication.ports import ReplClient, ReplicaIOPort, ReplicationHost
 
 # A reader takes the bytes read and the position to read from; it returns the position after
 # what it consumed (len(data): all of it, or the rest waits in the line buffer).
@@ -92,7 +90,7 @@ class ReplicaSide:
 
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
-        self.core: ServerCore = manager.core
+        self.core: ReplicationHost = manager.core
         now = self.core.now_ms
         self.master_host: str | None = None
         self.master_port = 0
@@ -204,7 +202,7 @@ class ReplicaSide:
         """A command of the master's stream answered an error here (the stream's)."""
         self.stream.propagation_error(command, message)
 
-    def on_master_replconf(self, client: Client, argv: list[bytes]) -> object:
+    def on_master_replconf(self, client: ReplClient, argv: list[bytes]) -> object:
         """REPLCONF sent by our master (the stream's)."""
         return self.stream.on_master_replconf(client, argv)
 
@@ -572,7 +570,7 @@ class ReplicaSide:
             self.core.log.warning("MASTER timeout: no data nor PING received...")
             self.master_lost("timeout", cache=True)
 
-    def client_closed(self, client: Client) -> None:
+    def client_closed(self, client: ReplClient) -> None:
         ms = self.stream.master
         if ms is not None and client is ms.client:
             self.master_lost("closed", cache=True)

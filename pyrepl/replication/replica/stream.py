@@ -30,7 +30,7 @@ from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
-    from pyrepl.core.client import Client
+    from pyrepl.replication.ports import ReplClient
     from pyrepl.replication.replica.side import ReplicaSide
 
 _feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
@@ -42,7 +42,7 @@ class MasterState:
     __slots__ = ("client", "replid", "reploff", "read_reploff", "pre_psync", "reader_base",
                  "fed", "unapplied", "read")
 
-    def __init__(self, client: Client, replid: str, reploff: int) -> None:
+    def __init__(self, client: ReplClient, replid: str, reploff: int) -> None:
         self.client = client
         self.replid = replid
         self.reploff = reploff  # offset of the last byte applied
@@ -68,10 +68,10 @@ class Stream:
         self.master: MasterState | None = None  # server.master
         self.cached: MasterState | None = None  # server.cached_master
 
-    def _new_master_client(self) -> Client:
+    def _new_master_client(self) -> ReplClient:
         core = self.core
         cfg = core.config
-        c: Client = core.internal_client("master", flags="M")
+        c: ReplClient = core.internal_client("master", flags="M")
         c.reader = make_reader(cfg.proto_max_bulk_len, cfg.client_query_buffer_limit,
                                from_master=True)
         return c
@@ -204,7 +204,7 @@ class Stream:
             if core.aof_on and core.aof.writer.buf:
                 core.aof.before_reply()   # (Redis writes its AOF every event-loop pass)
 
-    def _apply_commands(self, ms: MasterState, c: Client, reader: Any, core: Any,
+    def _apply_commands(self, ms: MasterState, c: ReplClient, reader: Any, core: Any,
                         log: Any, argv: list[bytes] | None) -> None:
         """Run the requests the reader holds, ``argv`` (the read's first, or None) first."""
         while True:
@@ -243,7 +243,7 @@ class Stream:
             if self.master is not ms:
                 return  # the command dropped the link
 
-    def _apply_batch(self, ms: MasterState, c: Client, reader: Any, first: list[bytes],
+    def _apply_batch(self, ms: MasterState, c: ReplClient, reader: Any, first: list[bytes],
                      rest: list[list[bytes]]) -> bool:
         """Apply ``first`` and the plain commands queued right behind it in one pass
         (``plainrun.start``, ``core.run_plain``, or ``core.run_propagating`` while our AOF
@@ -337,7 +337,7 @@ class Stream:
         core.stats.net_output_bytes += len(data)
         self.side.send(data)
 
-    def on_master_replconf(self, client: Client, argv: list[bytes]) -> object:
+    def on_master_replconf(self, client: ReplClient, argv: list[bytes]) -> object:
         """REPLCONF sent by our master: GETACK asks for an ACK now; nothing is replied."""
         ms = self.master
         if ms is None or client is not ms.client:
