@@ -22,7 +22,7 @@ from pyrepl.core import monitor
 from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.core.pubsub import Push
 from pyrepl.core.stats import CommandStat
-from pyrepl.dispatch import account_run, start_run
+from pyrepl.fastpath import account_run, start_run
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError
 from pyrepl.resp.writer import encode, encode_replies, error_bytes
 

@@ -30,7 +30,7 @@ from pyrepl.core.client import Client
 from pyrepl.core.host import Host
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
-from pyrepl.dispatch import execute
+from pyrepl.fastpath import execute
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.listen import Listeners

@@ -49,7 +49,7 @@ def _python(code: str, pure: bool) -> str:
 _PROBE = """
 import sys
 import pyrepl.net.server, pyrepl.aof.loader
-from pyrepl import dispatch, native, plainrun
+from pyrepl import fastpath, native, plainrun
 from pyrepl.commands import strings
 from pyrepl.commands.table import COMMANDS
 from pyrepl.keyspace.zset import ZSet
@@ -57,8 +57,8 @@ from pyrepl.resp import fastreader, scan, writer
 from pyrepl.replication.manager import Replication
 print(native.PURE, sorted(m for m in native.EXTENSIONS if m in sys.modules))
 print(ZSet.__mro__[1].__module__, COMMANDS[b"set"].handler.__module__,
-      dispatch.execute is dispatch.execute_reference,
-      dispatch.start_run is plainrun.start, dispatch.account_run is plainrun.account,
+      fastpath.execute is fastpath.execute_reference,
+      fastpath.start_run is plainrun.start, fastpath.account_run is plainrun.account,
       scan.scan is scan.scan_reference, fastreader.first is fastreader._first_reference,
       plainrun.run_length is plainrun.run_length_reference,
       strings.store_pairs is strings.store_pairs_reference,

@@ -18,7 +18,7 @@ STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py",
           "tests/unit/ports_conformance.py",
           # the core's parts taken out of ServerCore, and the plain-Python references
           "pyrepl/core/cron.py", "pyrepl/core/persistence.py", "pyrepl/core/shutdown.py",
-          "pyrepl/core/stats.py", "pyrepl/core/host.py", "pyrepl/native.py", "pyrepl/dispatch.py",
+          "pyrepl/core/stats.py", "pyrepl/core/host.py", "pyrepl/native.py", "pyrepl/fastpath.py",
           "pyrepl/keyspace/zindex.py", "pyrepl/keyspace/listpack.py", "pyrepl/resp/scan.py",
           # the core itself, its dispatch and propagation, and the ports of its parts
           "pyrepl/core/server.py", "pyrepl/core/client.py", "pyrepl/core/dispatch.py",

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl import native
 from pyrepl.config import repr_arg
-from pyrepl.dispatch import account_run, start_run
-from pyrepl.dispatch import execute as dispatch
+from pyrepl.fastpath import account_run, start_run
+from pyrepl.fastpath import execute as dispatch
 from pyrepl.replication.replica.states import (
     I,
     _printable,
