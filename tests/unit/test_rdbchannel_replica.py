@@ -647,11 +647,17 @@ def test_disk_style_header_on_the_rdb_channel_is_accepted() -> None:
 # -- failure paths: a clean retry, nothing half-applied -----------------------------------------
 
 Step = Callable[[], object]
-FAILURES = ["main-lost-waiting", "main-lost-mid-payload", "rdb-lost-waiting",
-            "rdb-lost-mid-payload", "rdb-connect-failed", "bad-crc", "broken-mark",
-            "replconf-err", "auth-err", "psync-err", "psync-continue", "master-error",
-            "bad-header", "timeout", "bad-rdbchannelsync", "data-before-handshake",
-            "replicaof-no-one", "replicaof-other"]
+#: each failure and the reason of the one ``sync_failed`` it causes (None: none, the link is
+#: dropped by REPLICAOF, which logs its own event)
+FAILURES = {"main-lost-waiting": "main-channel-lost", "main-lost-mid-payload": "main-channel-lost",
+            "rdb-lost-waiting": "rdb-channel-lost", "rdb-lost-mid-payload": "rdb-channel-lost",
+            "rdb-connect-failed": "rdb-channel-connect-error", "bad-crc": "load-error",
+            "broken-mark": "load-error", "replconf-err": "rdb-channel-replconf-error",
+            "auth-err": "rdb-channel-replconf-error", "psync-err": "psync-error",
+            "psync-continue": "psync-error", "master-error": "master-error",
+            "bad-header": "bad-protocol", "timeout": "timeout",
+            "bad-rdbchannelsync": "psync-error", "data-before-handshake": "protocol-error",
+            "replicaof-no-one": "promoted", "replicaof-other": "replicaof"}
 
 
 def _fail(n: Node, failure: str) -> None:
@@ -673,10 +679,10 @@ def _fail(n: Node, failure: str) -> None:
           "data-before-handshake": lambda: n.rdb(b"+OK\r\n")}),
         (lambda: s.on_rdb_connected(n.io.rdb_token),
          {"auth-err": lambda: n.rdb(b"-WRONGPASS invalid username-password pair or user is "
-                                    b"disabled.\r\n")}),
-        (lambda: n.rdb(b"+OK\r\n"),
-         {"replconf-err": lambda: n.rdb(b"-ERR Unrecognized RDB client id: 10\r\n")}),
-        (lambda: n.rdb(b"+OK\r\n\n"),
+                                    b"disabled.\r\n"),
+          "replconf-err": lambda: n.rdb(b"-ERR Unrecognized RDB client id: 10\r\n")}),
+        (lambda: n.rdb(b"+OK\r\n"), {}),   # REPLCONF main-ch-client-id answered; PSYNC sent
+        (lambda: n.rdb(b"\n"),   # (the master's keepalive while its child starts)
          {"main-lost-waiting": lambda: s.on_closed(n.io.token, reset),
           "rdb-lost-waiting": lambda: s.on_rdb_closed(n.io.rdb_token, ""),
           "psync-err": lambda: n.rdb(b"-NOMASTERLINK Can't SYNC while not connected with my "
@@ -712,6 +718,9 @@ def test_failure_applies_nothing_closes_both_connections_and_retries(failure: st
     cached = n.side.stream.cached
     _fail(n, failure)
     s = n.side
+    # the failure, and only it, ended the sync (the steps before it were a sync going well)
+    failed = [e["reason"] for e in n.events() if e["event"] == "sync_failed"]
+    assert failed == [FAILURES[failure]], failed
     assert n.digest() == before  # the old dataset, untouched
     assert s.channel.fsbuf is None and s.channel.rdbch is None and s.full_sync_buffer_bytes() == 0
     assert n.run("GET", "during") == b"$-1\r\n"
@@ -726,9 +735,6 @@ def test_failure_applies_nothing_closes_both_connections_and_retries(failure: st
         n.tick(1000)
     assert s.state is S.CONNECTING
     assert n.io.connects[-2][0] in n.io.closed  # the failed main connection is closed
-    if failure != "replicaof-other":
-        failed = [e for e in n.events() if e["event"] == "sync_failed"]
-        assert failed and failed[-1]["reason"], failed
     # and the retry works, with the stream applied exactly once
     stream = cmd("SELECT", "0") + cmd("SET", "during", "y") + cmd("INCR", "n")
     s.on_connected(n.io.token)
