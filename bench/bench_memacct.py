@@ -18,6 +18,8 @@ from that tree (PYTHONPATH), in one of the modes:
                    _memacct before pyrepl is imported)
     jemalloc+hook  the same with jemalloc LD_PRELOADed (libjemalloc2), the hook sizing blocks
                    with jemalloc's malloc_usable_size: Redis's default allocator
+    poolwalk       pymalloc untouched (MEM/OBJ not wrapped); only the arena allocator and the
+                   RAW domain hooked; used() walks the known arenas' pool headers
 
 Parts, each mode beside the others in the same run:
 
@@ -30,10 +32,17 @@ memory      a fresh `pyrepl master` per mode, then redis-server 7.0.15, loaded w
             redis-py: 500k strings, 50k hashes of 10 fields, 50k sorted sets of 10, then
             FLUSHALL; RSS (and the counted bytes in the hooked modes, Redis's used_memory) at
             each step.
+bound       poolwalk only, in-process: the cost of the bounded-walk check (_memacct.check) per
+            call, then 500k dict stores of SET-like strings each followed by a check against
+            a limit 30 MB above the start, per walk interval, stopping 20k stores past the
+            first "over": walks made, their total time, and the exact overshoot (a walk)
+            when the check first says "over"; then, per eviction margin, 1M unique stores
+            held at the limit by evicting the oldest keys (a forced walk per batch, batches
+            sized from the bytes a key freed so far).
 throughput  redis-benchmark -t set,get -n 200000 -P 16 -c 50 against each mode's server,
             interleaved, --rounds rounds, medians, as a ratio to pymalloc.
 
-The whole run takes ~13 minutes on the project's machine (instr ~11 of them).
+The whole run takes ~16 minutes on the project's machine (instr ~13 of them).
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ MODES: dict[str, dict[str, str]] = {
     "malloc": {"PYTHONMALLOC": "malloc"},
     "malloc+hook": {"PYTHONMALLOC": "malloc", "MEMACCT_HOOK": "1"},
     "jemalloc+hook": {"PYTHONMALLOC": "malloc", "MEMACCT_HOOK": "1", "LD_PRELOAD": JEMALLOC},
+    "poolwalk": {"MEMACCT_HOOK": "1", "MEMACCT_DESIGN": "poolwalk"},
 }
 INSTR_RUNS = (("SET,GET,INCR", 1, 1000), ("SET,GET", 16, 4000))
 LOADS = ("500k strings", "50k hashes x10", "50k zsets x10")
@@ -108,7 +118,7 @@ def check_modes(tree: str, modes: list[str]) -> None:
         out = subprocess.run([sys.executable, "-c", code], env=mode_env(tree, mode), cwd=tree,
                              capture_output=True, text=True, check=True).stdout.split()
         hooked, jem = out[0] == "True", out[2] == "True"
-        assert hooked == ("hook" in mode), (mode, out)   # (pymalloc+hook: its self-test passed)
+        assert hooked == ("hook" in mode or mode == "poolwalk"), (mode, out)   # (pymalloc+hook: its self-test passed)
         assert jem == mode.startswith("jemalloc"), (mode, out)
         print(f"# {mode}: hook installed={hooked} (used() at start {int(out[1]):,} B), "
               f"jemalloc={jem}", flush=True)
@@ -147,6 +157,24 @@ for cases, P, n in %r:
         d.shell_run(core, protos, chunks, 16384, P, 0)
         print(c, P, *[(y - x) / 16384 for x, y in zip(a, _memacct.calls())])
 """
+
+
+def part_raw_calls() -> dict[str, list[float]]:
+    """RAW-domain calls per command in poolwalk (malloc+calloc, realloc, free): all the
+    poolwalk design's hot-path hook calls (MEM/OBJ are not wrapped)."""
+    tree = tempfile.mkdtemp(prefix="memacct-calls-")
+    try:
+        build(tree, "-DMEMACCT_CALLS")
+        out = subprocess.run([sys.executable, "-c", CALLS_CODE % (HERE, INSTR_RUNS)],
+                             env=mode_env(tree, "poolwalk", PYTHONHASHSEED="0"), cwd=tree,
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    res = {}
+    for line in out.splitlines():
+        case, p, *nums = line.split()
+        res[f"{case} -P{p}"] = [float(x) for x in nums[3:6]]
+    return res
 
 
 def part_calls() -> dict[str, list[float]]:
@@ -227,9 +255,14 @@ def measure_memory(tree: str, mode: str) -> list[dict[str, int]]:
                 _load(port, step)
             _settle()
             row = {"rss": rss_bytes(server.proc.pid)}
-            if "hook" in mode:
+            if "hook" in mode or mode == "poolwalk":
                 a = _acct(aport)
-                row.update(used=a["used"], heap=a["heap"], heap_ns=a["heap_ns"])
+                row.update(used=a["used"], heap=a["heap"], heap_ns=a["heap_ns"],
+                           walk=a["walk"], walk_ns=a["walk_ns"], walk_arenas=a["walk_arenas"],
+                           dbg_bytes=a["dbg_bytes"], dbg_ns=a["dbg_ns"])
+                if mode == "poolwalk":   # the walk's cost, again, warm: 20 walks, min/median
+                    ns = sorted(_acct(aport)["walk_ns"] for _ in range(20))
+                    row.update(walk_ns_min=ns[0], walk_ns_med=ns[10])
             steps.append(row)
             print(f"# memory {mode:14} {step:16} " + " ".join(f"{k}={v:,}" for k, v in
                   row.items()), flush=True)
@@ -269,6 +302,110 @@ def part_memory(tree: str, modes: list[str]) -> dict[str, list[dict[str, int]]]:
     return res
 
 
+# -- the bounded walk -------------------------------------------------------------------------
+
+BOUND_CODE = """
+import time, _memacct as m
+N, LIMIT_UP, INTERVALS, EVICT_INTERVAL, MARGINS = 500_000, 30_000_000, %r, %r, %r
+t = time.perf_counter_ns()
+for i in range(1_000_000):
+    m.check(1 << 62, 0)
+per_far = (time.perf_counter_ns() - t) / 1e6
+t = time.perf_counter_ns()
+for i in range(1_000_000):
+    pass
+per_empty = (time.perf_counter_ns() - t) / 1e6
+print("cost", per_far, per_empty)
+for interval in INTERVALS:
+    d = {}
+    m.check(1 << 62, 0, True)
+    start = m.used()
+    limit = start + LIMIT_UP
+    w0 = m.check_state()[2]
+    t0 = time.perf_counter_ns()
+    walk_ns = 0
+    hit = None
+    for i in range(N):
+        d[b"string:%%d" %% i] = b"value:%%d" %% i
+        t = time.perf_counter_ns()
+        over, walked = m.check(limit, interval)
+        if walked:
+            walk_ns += time.perf_counter_ns() - t
+        if over and hit is None:
+            est, free, _ = m.check_state()
+            hit = (i, m.used() - limit, est - limit, free)
+        if hit is not None and i >= hit[0] + 20_000:   # 20k writes past the limit, then stop
+            break
+    el = time.perf_counter_ns() - t0
+    walks = m.check_state()[2] - w0
+    print("run", interval, walks, walk_ns, el, *(hit or (-1, 0, 0, 0)))
+    del d
+import collections
+for margin in MARGINS:
+    # steady state at the limit: 1M unique stores; when the check says over, evict the oldest
+    # keys down to limit - margin in batches sized from the bytes per key the walks saw freed,
+    # a forced walk after each batch
+    d, q = {}, collections.deque()
+    m.check(1 << 62, 0, True)
+    limit = m.used() + LIMIT_UP
+    w0 = m.check_state()[2]
+    walk_ns = evicted = 0
+    per_key = 64.0
+    worst = -(1 << 62)
+    t0 = time.perf_counter_ns()
+    for i in range(1_000_000):
+        k = b"string:%%d" %% i
+        d[k] = b"value:%%d" %% i
+        q.append(k)
+        t = time.perf_counter_ns()
+        over, walked = m.check(limit, EVICT_INTERVAL)
+        if walked:
+            walk_ns += time.perf_counter_ns() - t
+        while over:
+            # a batch sized from the bytes a key freed so far (what the last walks saw)
+            est = m.check_state()[0]
+            n = min(len(q), max(1, int((est - (limit - margin)) / per_key) + 1))
+            for _ in range(n):
+                del d[q.popleft()]
+            evicted += n
+            t = time.perf_counter_ns()
+            over = m.check(limit - margin, 0, True)[0]
+            walk_ns += time.perf_counter_ns() - t
+            freed = est - m.check_state()[0]
+            if freed > 0:
+                per_key = (per_key + freed / n) / 2
+        if i %% 1000 == 999:
+            t = time.perf_counter_ns()
+            worst = max(worst, m.used() - limit)
+            t0 += time.perf_counter_ns() - t    # the sampling walk is not the scheme's
+    el = time.perf_counter_ns() - t0
+    print("evict", margin, m.check_state()[2] - w0, walk_ns, el, evicted, worst)
+"""
+BOUND_INTERVALS = (0, 100_000, 1_000_000, 10_000_000, 100_000_000)
+EVICT_INTERVAL, MARGINS = 1_000_000, (0, 262_144, 1_048_576)
+
+
+def part_bound(tree: str) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", BOUND_CODE % (BOUND_INTERVALS, EVICT_INTERVAL, MARGINS)],
+                         env=mode_env(tree, "poolwalk"), cwd=tree, capture_output=True,
+                         text=True, timeout=900, check=True).stdout
+    res: dict[str, object] = {"runs": []}
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "cost":
+            res["check_ns"], res["empty_loop_ns"] = float(f[1]), float(f[2])
+        elif f[0] == "run":
+            res["runs"].append(dict(zip(("interval_ns", "walks", "walk_ns", "elapsed_ns", "at",
+                                         "overshoot", "est_minus_limit", "free_at_walk"),
+                                        map(int, f[1:]))))
+        elif f[0] == "evict":
+            res.setdefault("evict", []).append(dict(zip(
+                ("margin", "walks", "walk_ns", "elapsed_ns", "evicted", "worst_overshoot"),
+                map(int, f[1:]))))
+        print("# bound " + line, flush=True)
+    return res
+
+
 # -- throughput -------------------------------------------------------------------------------
 
 def part_throughput(tree: str, modes: list[str], rounds: int) -> dict[str, dict[str, float]]:
@@ -305,6 +442,10 @@ def report(res: dict, modes: list[str]) -> None:
         print("\nMEM/OBJ allocator calls per command (pymalloc): malloc+calloc, free, realloc")
         for case, (ma, fr, re_) in res["calls"].items():
             print(f"  {case:10} {ma:5.1f} {fr:5.1f} {re_:5.1f}   total {ma + fr + re_:5.1f}")
+    if "raw_calls" in res:
+        print("\nRAW-domain calls per command (poolwalk): malloc+calloc, realloc, free")
+        for case, (ma, re_, fr) in res["raw_calls"].items():
+            print(f"  {case:10} {ma:5.2f} {re_:5.2f} {fr:5.2f}   total {ma + re_ + fr:5.2f}")
     if "instr" in res:
         print("\n| case | " + " | ".join(modes) + " |")
         print("|---|" + "---:|" * len(modes))
@@ -356,6 +497,41 @@ def report(res: dict, modes: list[str]) -> None:
                                                              else ""))
                 print(f"# {name}: the allocator's own figure, {what}, loaded: "
                       f"{_mb(s[-2]['heap'])} MB, one call {s[-2]['heap_ns']:,} ns")
+    if "memory" in res:
+        print("\nPool walk, per step: arenas walked, walk sum MB, walk us (min/median warm), "
+              "CPython's _PyObject_DebugMallocStats bytes MB and us (all arenas)")
+        for name, s in res["memory"].items():
+            for step, row in zip(("start", *LOADS, "FLUSHALL"), s):
+                if "walk" in row and name in ("pymalloc+hook", "poolwalk"):
+                    warm = (f" warm {row['walk_ns_min'] / 1e3:.1f}/{row['walk_ns_med'] / 1e3:.1f}"
+                            if "walk_ns_min" in row else "")
+                    print(f"  {name:14} {step:16} arenas {row['walk_arenas']:4} walk "
+                          f"{_mb(row['walk'])} MB {row['walk_ns'] / 1e3:7.1f} us{warm}; "
+                          f"dbg {_mb(row['dbg_bytes'])} MB {row['dbg_ns'] / 1e3:.0f} us")
+    if "bound" in res:
+        b = res["bound"]
+        print(f"\nbounded-walk check, far from the limit: {b['check_ns']:.0f} ns a call from "
+              f"Python (empty loop {b['empty_loop_ns']:.0f} ns)")
+        print("| interval | walks | walk time | run time | over at | exact overshoot | "
+              "est - limit | free in arenas at last walk |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in b["runs"]:
+            print(f"| {r['interval_ns'] / 1e6:g} ms | {r['walks']:,} | "
+                  f"{r['walk_ns'] / 1e6:.1f} ms | {r['elapsed_ns'] / 1e6:.0f} ms | {r['at']:,} | "
+                  f"{r['overshoot']:,} B | {r['est_minus_limit']:,} B | "
+                  f"{_mb(r['free_at_walk'])} MB |")
+        print(f"\nat the limit, 1M unique stores, evicting the oldest keys down to "
+              f"limit - margin in batches sized from the bytes per key freed so far, a forced "
+              f"walk per batch, the check's interval "
+              f"{EVICT_INTERVAL / 1e6:g} ms:")
+        print("| margin | walks | walks per 1k stores | walk time | run time | evicted | "
+              "worst sampled overshoot (every 1k stores) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for r in b.get("evict", []):
+            print(f"| {r['margin'] / 1024:g} KiB | {r['walks']:,} | {r['walks'] / 1000:.1f} | "
+                  f"{r['walk_ns'] / 1e6:.1f} ms ({r['walk_ns'] / r['elapsed_ns'] * 100:.1f} %) | "
+                  f"{r['elapsed_ns'] / 1e6:.0f} ms | {r['evicted']:,} | "
+                  f"{r['worst_overshoot']:,} B |")
     if "throughput" in res:
         thr = res["throughput"]
         base = thr.get("pymalloc", {})
@@ -372,9 +548,9 @@ def report(res: dict, modes: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", default="calls,instr,memory,throughput")
+    ap.add_argument("--parts", default="calls,instr,memory,bound,throughput")
     ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--throughput-modes", default="pymalloc,pymalloc+hook,malloc+hook,jemalloc+hook")
+    ap.add_argument("--throughput-modes", default="pymalloc,pymalloc+hook,poolwalk,malloc+hook,jemalloc+hook")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
@@ -387,6 +563,10 @@ def main() -> int:
         check_modes(tree, modes)
         if "calls" in parts:
             res["calls"] = part_calls()
+            if "poolwalk" in modes:
+                res["raw_calls"] = part_raw_calls()
+        if "bound" in parts:
+            res["bound"] = part_bound(tree)
         if "instr" in parts:
             res["instr"] = part_instr(tree, modes)
         if "memory" in parts:

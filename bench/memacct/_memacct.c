@@ -27,6 +27,18 @@
  * that existed before the install are not counted either way (consistently): the few MB of
  * start-up objects, and what later fills their free space.
  *
+ * Third design, "pool walk" (MEMACCT_DESIGN=poolwalk, under pymalloc): the MEM and OBJ domains
+ * are left alone (no cost on pymalloc's hot path); only the arena allocator (as above: every
+ * arena allocated since the install is known, and kept in a list) and the RAW domain (libc blocks:
+ * pymalloc's > 512 B requests and PyMem_RawMalloc's users, counted with malloc_usable_size) are
+ * hooked. used() = baseline + the RAW count + a walk of the known arenas' 64 pools each, summing
+ * pool->ref.count * the pool's size class (an uncarved pool reads as zeros, an empty one has
+ * count 0). The arenas from before the install (3 in a bare interpreter: sitecustomize runs
+ * after site) are not walked, as the size-class design does not count them: their content at
+ * install is read once from CPython's own _PyObject_DebugMallocStats (preinstall()), which also
+ * serves as a ground truth over all arenas (debugstats()). check(limit, interval_ns) is the
+ * bounded-walk scheme for a maxmemory check per write (see its comment).
+ *
  * Kept as data under bench/memacct/, built by bench/bench_memacct.py into a temporary
  * directory; not part of pyrepl.
  */
@@ -45,7 +57,7 @@ static int64_t raw_count;      /* RAW: atomic */
 static int64_t baseline;
 static int installed;
 #ifdef MEMACCT_CALLS
-static int64_t n_alloc, n_free, n_realloc, n_raw;
+static int64_t n_alloc, n_free, n_realloc, n_raw, n_rawr, n_rawf;
 #define CALL(c) ((c)++)
 #else
 #define CALL(c) ((void)0)
@@ -66,6 +78,9 @@ static const char *design = "none";
 static uint8_t *arena_bits;
 static PyObjectArenaAllocator orig_arena;
 static int64_t arenas_live;
+static int64_t arenas_made;          /* allocated since the install (monotonic) */
+static uintptr_t *arena_list;        /* the live ones, for the walk (libc malloc: not hooked) */
+static size_t arena_cap;
 
 static inline int in_arena(const void *p) {
     uintptr_t c = (uintptr_t)p >> ARENA_BITS;
@@ -87,8 +102,17 @@ static void *arena_alloc(void *ctx, size_t size) {
     if ((uintptr_t)m + 2 * ARENA_SIZE > a + ARENA_SIZE)
         munmap((void *)(a + ARENA_SIZE), (uintptr_t)m + 2 * ARENA_SIZE - (a + ARENA_SIZE));
     uintptr_t c = a >> ARENA_BITS;
+    if ((size_t)arenas_live == arena_cap) {
+        size_t cap = arena_cap ? 2 * arena_cap : 1024;
+        uintptr_t *l = realloc(arena_list, cap * sizeof *l);
+        if (l == NULL) { munmap((void *)a, ARENA_SIZE); return NULL; }
+        arena_list = l;
+        arena_cap = cap;
+    }
+    arena_list[arenas_live] = a;
     arena_bits[c >> 3] |= (uint8_t)(1 << (c & 7));
     arenas_live++;
+    arenas_made++;
     return (void *)a;
 }
 
@@ -96,11 +120,34 @@ static void arena_free(void *ctx, void *b, size_t size) {
     uintptr_t c = (uintptr_t)b >> ARENA_BITS;
     if (size == ARENA_SIZE && ((uintptr_t)b & (ARENA_SIZE - 1)) == 0 && in_arena(b)) {
         arena_bits[c >> 3] &= (uint8_t)~(1 << (c & 7));
-        arenas_live--;
+        for (int64_t i = 0; i < arenas_live; i++)
+            if (arena_list[i] == (uintptr_t)b) { arena_list[i] = arena_list[--arenas_live]; break; }
         munmap(b, size);
         return;
     }
     orig_arena.free(orig_arena.ctx, b, size);   /* an arena from before the install */
+}
+
+
+/* The pool walk: every known arena's 64 pools (arenas are 1 MiB-aligned, so exactly 64
+ * 16 KiB pools and no excess), count (uint at offset 0 of the header) x class. Under the GIL. */
+static int64_t walk_pools(void) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < arenas_live; i++) {
+        uintptr_t a = arena_list[i];
+        for (uintptr_t p = a; p < a + ARENA_SIZE; p += (uintptr_t)1 << POOL_BITS) {
+            uint32_t count = *(const uint32_t *)p;
+            uint32_t szidx = *(const uint32_t *)(p + SZIDX_OFFSET);
+            sum += (int64_t)count * (((int64_t)szidx + 1) << 4);
+        }
+    }
+    return sum;
+}
+
+static inline uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
 static void *pm_malloc(void *ctx, size_t n) {
@@ -146,12 +193,14 @@ static void *NAME##_malloc(void *ctx, size_t n) {                               
 }                                                                                      \
 static void *NAME##_calloc(void *ctx, size_t k, size_t n) {                            \
     PyMemAllocatorEx *a = (PyMemAllocatorEx *)ctx;                                     \
+    CALL(n_raw);                                                                       \
     void *p = a->calloc(a->ctx, k, n);                                                 \
     if (p) ADD(malloc_usable_size(p));                                                 \
     return p;                                                                          \
 }                                                                                      \
 static void *NAME##_realloc(void *ctx, void *p, size_t n) {                            \
     PyMemAllocatorEx *a = (PyMemAllocatorEx *)ctx;                                     \
+    CALL(n_rawr);                                                                      \
     size_t old = p ? malloc_usable_size(p) : 0;                                        \
     void *q = a->realloc(a->ctx, p, n);                                                \
     if (q) ADD((int64_t)malloc_usable_size(q) - (int64_t)old);                         \
@@ -159,6 +208,7 @@ static void *NAME##_realloc(void *ctx, void *p, size_t n) {                     
 }                                                                                      \
 static void NAME##_free(void *ctx, void *p) {                                          \
     PyMemAllocatorEx *a = (PyMemAllocatorEx *)ctx;                                     \
+    CALL(n_rawf);                                                                      \
     if (p) ADD(-(int64_t)malloc_usable_size(p));                                       \
     a->free(a->ctx, p);                                                                \
 }
@@ -215,7 +265,12 @@ static int64_t heap_in_use(void) {
 #endif
 }
 
+static int poolwalk;
+
 static PyObject *used(PyObject *self, PyObject *unused) {
+    if (poolwalk)
+        return PyLong_FromLongLong(baseline + walk_pools() +
+                                   __atomic_load_n(&raw_count, __ATOMIC_RELAXED));
     return PyLong_FromLongLong(baseline + gil_count +
                                __atomic_load_n(&raw_count, __ATOMIC_RELAXED));
 }
@@ -231,8 +286,8 @@ static PyObject *is_installed(PyObject *self, PyObject *unused) {
 
 #ifdef MEMACCT_CALLS
 static PyObject *calls(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("LLLL", (long long)n_alloc, (long long)n_free, (long long)n_realloc,
-                         (long long)n_raw);
+    return Py_BuildValue("LLLLLL", (long long)n_alloc, (long long)n_free, (long long)n_realloc,
+                         (long long)n_raw, (long long)n_rawr, (long long)n_rawf);
 }
 #endif
 
@@ -256,16 +311,111 @@ static PyObject *heap(PyObject *self, PyObject *unused) {
                                      + (t1.tv_nsec - t0.tv_nsec)));
 }
 
+
+/* (the walk's sum, ns it took, arenas walked) */
+static PyObject *walk(PyObject *self, PyObject *unused) {
+    uint64_t t0 = now_ns();
+    int64_t w = walk_pools();
+    uint64_t t1 = now_ns();
+    return Py_BuildValue("LLL", (long long)w, (long long)(t1 - t0), (long long)arenas_live);
+}
+
+/* CPython's own statistics over every arena (those from before the install too): (arenas
+ * allocated current, bytes in allocated blocks, ns the call took, printing included). */
+extern int _PyObject_DebugMallocStats(FILE *out);
+static int64_t stat_field(const char *buf, const char *key) {
+    const char *q = strstr(buf, key);
+    if (q == NULL || (q = strchr(q, '=')) == NULL) return -1;
+    int64_t v = 0;
+    for (q++; *q && *q != '\n'; q++)
+        if (*q >= '0' && *q <= '9') v = v * 10 + (*q - '0');
+    return v;
+}
+static int debug_stats(int64_t *arenas, int64_t *bytes) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) return -1;
+    _PyObject_DebugMallocStats(f);
+    fclose(f);
+    *arenas = stat_field(buf, "# arenas allocated current");
+    *bytes = stat_field(buf, "# bytes in allocated blocks");
+    free(buf);
+    return 0;
+}
+static int64_t pre_arenas = -1, pre_bytes = -1;
+static PyObject *debugstats(PyObject *self, PyObject *unused) {
+    int64_t ar = -1, by = -1;
+    uint64_t t0 = now_ns();
+    debug_stats(&ar, &by);
+    uint64_t t1 = now_ns();
+    return Py_BuildValue("LLL", (long long)ar, (long long)by, (long long)(t1 - t0));
+}
+static PyObject *preinstall(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("LL", (long long)pre_arenas, (long long)pre_bytes);
+}
+
+/* The bounded-walk check for maxmemory, called before each denyoom command:
+ *   est = baseline + the last walk's sum + RAW now + 1 MiB x (arenas allocated since that walk)
+ * (RAW exact, a new arena counted whole at once: both cost two loads). Between walks the
+ * estimate misses only pymalloc blocks carved from free space in the arenas that already existed
+ * at the walk (and their frees), which is at most F = the free bytes of those arenas at the walk.
+ * So est + F < limit proves the process under the limit without a walk. Otherwise a walk runs,
+ * but at most one per interval_ns; between such walks est is used as is, and the overshoot is at
+ * most what pymalloc carves from old free space in one interval (<= F). The cron walks anyway
+ * (force=1), and the eviction loop should force one after each batch of deletions (frees into
+ * old arenas are invisible to est). Returns (est >= limit, walked). */
+static int64_t w_sum, w_made, w_free, n_walks;
+static uint64_t w_time;
+static void do_walk(uint64_t t) {
+    w_sum = walk_pools();
+    w_made = arenas_made;
+    w_free = arenas_live * (int64_t)ARENA_SIZE - w_sum;
+    w_time = t;
+    n_walks++;
+}
+static inline int64_t estimate(void) {
+    return baseline + w_sum + __atomic_load_n(&raw_count, __ATOMIC_RELAXED)
+           + (arenas_made - w_made) * (int64_t)ARENA_SIZE;
+}
+static PyObject *check(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long limit, interval;
+    int force = 0, walked = 0;
+    if (nargs < 2) { PyErr_SetString(PyExc_TypeError, "check(limit, interval_ns[, force])"); return NULL; }
+    limit = PyLong_AsLongLong(args[0]);
+    interval = PyLong_AsLongLong(args[1]);
+    if (nargs > 2) force = PyObject_IsTrue(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    int64_t est = estimate();
+    if (force || est + w_free >= limit) {
+        uint64_t t = now_ns();
+        if (force || t - w_time >= (uint64_t)interval) {
+            do_walk(t);
+            walked = 1;
+            est = estimate();
+        }
+    }
+    return Py_BuildValue("(ii)", est >= limit, walked);
+}
+static PyObject *check_state(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("LLL", (long long)estimate(), (long long)w_free, (long long)n_walks);
+}
+
 static PyMethodDef methods[] = {
     {"used", used, METH_NOARGS, "counted bytes: baseline at install + hooked allocs - frees"},
     {"counted", counted, METH_NOARGS, "(baseline, MEM+OBJ count, RAW count)"},
     {"installed", is_installed, METH_NOARGS, "whether the hooks are in place"},
 #ifdef MEMACCT_CALLS
-    {"calls", calls, METH_NOARGS, "(MEM/OBJ mallocs, frees, reallocs, RAW/usable mallocs)"},
+    {"calls", calls, METH_NOARGS, "(MEM/OBJ mallocs, frees, reallocs, RAW/usable mallocs, reallocs, frees)"},
 #endif
     {"design", get_design, METH_NOARGS, "usable-size (PYTHONMALLOC=malloc) or pymalloc-class"},
     {"arenas", arenas, METH_NOARGS, "pymalloc arenas allocated since the install and live"},
     {"heap", heap, METH_NOARGS, "(allocator in-use bytes, ns the call took)"},
+    {"walk", walk, METH_NOARGS, "(pool walk sum, ns, arenas walked)"},
+    {"debugstats", debugstats, METH_NOARGS, "(CPython's arenas, bytes in allocated blocks, ns)"},
+    {"preinstall", preinstall, METH_NOARGS, "(arenas, allocated bytes) before the install"},
+    {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, "bounded-walk maxmemory check"},
+    {"check_state", check_state, METH_NOARGS, "(estimate, free bytes at last walk, walks)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -283,6 +433,9 @@ PyMODINIT_FUNC PyInit__memacct(void) {
         installed = 1;
         design = "usable-size";
     } else if (!installed && (pm == NULL || strcmp(pm, "pymalloc") == 0)) {
+        const char *dz = getenv("MEMACCT_DESIGN");
+        poolwalk = dz && strcmp(dz, "poolwalk") == 0;
+        debug_stats(&pre_arenas, &pre_bytes);
         /* baseline: libc's heap in use (the pre-install arenas are not counted at all) */
         PyObjectArenaAllocator ha;
         arena_bits = mmap(NULL, (size_t)1 << 24, PROT_READ | PROT_WRITE,
@@ -298,9 +451,14 @@ PyMODINIT_FUNC PyInit__memacct(void) {
         ha.free = arena_free;
         PyObject_SetArenaAllocator(&ha);
         wrap(PYMEM_DOMAIN_RAW, &orig_raw, 1);
+        installed = 1;
+        if (poolwalk) {
+            design = "poolwalk";
+            do_walk(now_ns());
+            return m;
+        }
         wrap(PYMEM_DOMAIN_MEM, &orig_mem, 2);
         wrap(PYMEM_DOMAIN_OBJ, &orig_obj, 2);
-        installed = 1;
         design = "pymalloc-class";
         if (pymalloc_selftest() < 0) {
             Py_DECREF(m);

@@ -2,7 +2,7 @@
 PYTHONPATH: with MEMACCT_HOOK=1 it imports _memacct (which wraps the allocators at import,
 before pyrepl is imported, let alone serving); with MEMACCT_PORT=N it also answers one JSON line
 per connection on 127.0.0.1:N from a daemon thread (the counted bytes, the allocator's own
-figure, RSS), which is how the benchmark reads a running server without a pyrepl command."""
+figure, RSS, the pool walk's sum and its cost, CPython's own arena statistics), which is how the benchmark reads a running server without a pyrepl command."""
 
 import os
 
@@ -28,7 +28,13 @@ if os.environ.get("MEMACCT_HOOK") == "1":
                 with conn:
                     heap, heap_ns = _memacct.heap()
                     base, gil, raw = _memacct.counted()
+                    walk, walk_ns, walk_arenas = _memacct.walk()
+                    dbg_arenas, dbg_bytes, dbg_ns = _memacct.debugstats()
                     conn.sendall(json.dumps({
+                        "design": _memacct.design(), "walk": walk, "walk_ns": walk_ns,
+                        "walk_arenas": walk_arenas, "dbg_arenas": dbg_arenas,
+                        "dbg_bytes": dbg_bytes, "dbg_ns": dbg_ns,
+                        "preinstall": _memacct.preinstall(),
                         "installed": _memacct.installed(), "used": _memacct.used(),
                         "baseline": base, "mem_obj": gil, "raw": raw, "heap": heap,
                         "heap_ns": heap_ns, "rss": _rss()}).encode() + b"\n")
