@@ -397,11 +397,11 @@ def part_bound(tree: str) -> dict[str, object]:
         elif f[0] == "run":
             res["runs"].append(dict(zip(("interval_ns", "walks", "walk_ns", "elapsed_ns", "at",
                                          "overshoot", "est_minus_limit", "free_at_walk"),
-                                        map(int, f[1:]))))
+                                        map(int, f[1:]), strict=True)))
         elif f[0] == "evict":
             res.setdefault("evict", []).append(dict(zip(
                 ("margin", "walks", "walk_ns", "elapsed_ns", "evicted", "worst_overshoot"),
-                map(int, f[1:]))))
+                map(int, f[1:]), strict=True)))
         print("# bound " + line, flush=True)
     return res
 
@@ -501,7 +501,7 @@ def report(res: dict, modes: list[str]) -> None:
         print("\nPool walk, per step: arenas walked, walk sum MB, walk us (min/median warm), "
               "CPython's _PyObject_DebugMallocStats bytes MB and us (all arenas)")
         for name, s in res["memory"].items():
-            for step, row in zip(("start", *LOADS, "FLUSHALL"), s):
+            for step, row in zip(("start", *LOADS, "FLUSHALL"), s, strict=False):  # (a run cut short has fewer)
                 if "walk" in row and name in ("pymalloc+hook", "poolwalk"):
                     warm = (f" warm {row['walk_ns_min'] / 1e3:.1f}/{row['walk_ns_med'] / 1e3:.1f}"
                             if "walk_ns_min" in row else "")
