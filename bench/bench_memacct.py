@@ -159,40 +159,34 @@ for cases, P, n in %r:
 """
 
 
+def _counted_calls(mode: str, fields: slice) -> dict[str, list[float]]:
+    """Allocator calls per command in ``mode``, built with -DMEMACCT_CALLS (counters the
+    measured builds do not have): bench_dispatch_instr's cases run in-process (no valgrind);
+    ``fields`` picks the counters of each line the run prints."""
+    tree = tempfile.mkdtemp(prefix="memacct-calls-")
+    try:
+        build(tree, "-DMEMACCT_CALLS")
+        out = subprocess.run([sys.executable, "-c", CALLS_CODE % (HERE, INSTR_RUNS)],
+                             env=mode_env(tree, mode, PYTHONHASHSEED="0"), cwd=tree,
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    res = {}
+    for line in out.splitlines():
+        case, p, *nums = line.split()
+        res[f"{case} -P{p}"] = [float(x) for x in nums[fields]]
+    return res
+
+
 def part_raw_calls() -> dict[str, list[float]]:
     """RAW-domain calls per command in poolwalk (malloc+calloc, realloc, free): all the
     poolwalk design's hot-path hook calls (MEM/OBJ are not wrapped)."""
-    tree = tempfile.mkdtemp(prefix="memacct-calls-")
-    try:
-        build(tree, "-DMEMACCT_CALLS")
-        out = subprocess.run([sys.executable, "-c", CALLS_CODE % (HERE, INSTR_RUNS)],
-                             env=mode_env(tree, "poolwalk", PYTHONHASHSEED="0"), cwd=tree,
-                             capture_output=True, text=True, timeout=600, check=True).stdout
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-    res = {}
-    for line in out.splitlines():
-        case, p, *nums = line.split()
-        res[f"{case} -P{p}"] = [float(x) for x in nums[3:6]]
-    return res
+    return _counted_calls("poolwalk", slice(3, 6))
 
 
 def part_calls() -> dict[str, list[float]]:
-    """Allocator calls per command (pymalloc+hook, built with -DMEMACCT_CALLS: counters the
-    measured builds do not have), bench_dispatch_instr's cases run in-process (no valgrind)."""
-    tree = tempfile.mkdtemp(prefix="memacct-calls-")
-    try:
-        build(tree, "-DMEMACCT_CALLS")
-        out = subprocess.run([sys.executable, "-c", CALLS_CODE % (HERE, INSTR_RUNS)],
-                             env=mode_env(tree, "pymalloc+hook", PYTHONHASHSEED="0"), cwd=tree,
-                             capture_output=True, text=True, timeout=600, check=True).stdout
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-    res = {}
-    for line in out.splitlines():
-        case, p, *nums = line.split()
-        res[f"{case} -P{p}"] = [float(x) for x in nums[:3]]
-    return res
+    """Allocator calls per command with pymalloc+hook (malloc+calloc, realloc, free)."""
+    return _counted_calls("pymalloc+hook", slice(0, 3))
 
 
 # -- memory -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ statistics), ``propagation`` (what a write hands to the replication stream and t
 name). The loose parts of a server (clients, blocking, pub/sub, tracking, pause, ACL, INFO) are
 modules of this package too.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,6 @@ from pyrepl.resp.writer import encode
 if TYPE_CHECKING:
     from pyrepl.core.acl import Acl
     from pyrepl.replication.manager import Replication
-
 
 
 class ServerCore:
