@@ -4,8 +4,9 @@ goals (bench/RESULTS.md has the figures): the request reader's fast path
 (pyrepl/keyspace/_zbtree.c, "The sorted set as a B+tree") and the per-request loops of a run of plain
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
-in C") and a request's dispatch around its handler with a write's feed into the replication stream
-(pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
+in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
+pymalloc's pools: "Memory accounting (issue 37 part 1)") and a request's dispatch around its
+handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
 its JIT directive) and the commands' key specs (pyrepl/commands/keyspecs.json, generated data).
@@ -13,7 +14,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same seven: tests/unit/test_native.py checks it)."""
+lists the same eight: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -33,6 +34,8 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl._memacct", ["pyrepl/_memacct.c"], depends=["pyrepl/_memacct.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
               extra_compile_args=["-O2"], optional=True),

@@ -86,6 +86,14 @@ def _common_overrides(port: int | None, bind: str | None, dir_: str | None,
     return ov
 
 
+def _account_memory() -> None:
+    """Memory accounting (pyrepl/memacct.py) in place before the server's allocations: the
+    arenas pymalloc makes from here on are the ones its pool walk knows."""
+    from pyrepl import memacct
+
+    memacct.install()
+
+
 def _serve(config) -> None:
     from pyrepl.net.server import run
 
@@ -118,6 +126,7 @@ def master(ctx: click.Context, config_file: str | None, port: int | None, bind: 
     Extra flags `--<directive> VALUE...` set any redis.conf directive, e.g. `--save ""`
     or `--repl-backlog-size 64mb`.
     """
+    _account_memory()
     overrides = _common_overrides(port, bind, dir_, ctx.args)
     cfg = _build_config(config_file, overrides)
     _serve(cfg)
@@ -138,6 +147,7 @@ def replica(ctx: click.Context, master_addr: str, config_file: str | None, port:
 
     Same flags as `master`; `--master` sets the `replicaof` directive.
     """
+    _account_memory()
     host, sep, mport = master_addr.rpartition(":")
     if not sep or not host or not mport.isdigit():
         raise click.BadParameter("expected HOST:PORT", param_hint="--master")

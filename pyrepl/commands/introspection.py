@@ -229,7 +229,7 @@ def memory_usage(c: Any, argv: list[bytes]) -> object:
         else c.db.lookup_read(key)
     if value is None:
         return None
-    return memory.key_size(key, value, samples)
+    return memory.key_size(key, value, samples, c.db)
 
 
 @command("memory|stats", 2, "", group="server", since="4.0.0",

@@ -51,6 +51,7 @@ class Cron:
         if core.pause.kind:
             core.pause.tick(now_ms)
         self._sample_ops(now_ms)
+        self._memory()
         self._client_timeouts(now_ms)
         core.persistence.cron(now_ms)
         self._sample_cow(now_ms)
@@ -106,6 +107,15 @@ class Cron:
             stats = core.stats
             for name, metric in stats.instant.items():
                 metric.sample(now_ms, getattr(stats, name))
+
+    def _memory(self) -> None:
+        """Redis's cronUpdateMemoryStats: used_memory's peak. A reading at most an interval
+        old every run; once a second an exact one (pyrepl/memacct.py: the arenas from before
+        the install re-read)."""
+        core = self.core
+        used = core.meter.used(fresh=self.hz_counter % max(1, core.config.hz) == 0)
+        if used > core.used_memory_peak:
+            core.used_memory_peak = used
 
     def _blocked_cron(self, now_ms: int) -> None:
         """Blocked clients: keys still ready are served, and deadlines are checked."""

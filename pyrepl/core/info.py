@@ -12,10 +12,11 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyrepl import __version__
 from pyrepl.config import format_percentiles as fmt_percentiles
+from pyrepl.memacct import ALLOCATOR_NAME
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
@@ -30,7 +31,7 @@ ALL_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replicat
                 "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"]
 
 
-def _scripts_memory(core: ServerCore) -> list[tuple[str, object]]:
+def scripts_memory(core: ServerCore) -> list[tuple[str, object]]:
     """The Lua fields of INFO memory (Redis 7.0's names): EVAL's Lua state and script cache,
     the functions engine's Lua state, libraries and structures (an empty engine's figures, as
     Redis shows them, until scripting is first used)."""
@@ -112,48 +113,52 @@ def section_clients(core: ServerCore) -> Fields:
 
 
 def section_memory(core: ServerCore) -> Fields:
-    pi = core.host.process_info()
-    rss = int(pi.get("rss", 0))
-    peak = int(pi.get("peak_rss", rss))
+    """Redis 7.0's INFO memory: used_memory is ``core.meter``'s (pyrepl/memacct.py: pymalloc's
+    and libc's blocks as Redis's zmalloc counts its own, or the RSS where that cannot run:
+    ``mem_allocator`` says which), read exactly here; the peak follows it (here and in the
+    cron). The breakdown (overhead, dataset, not counted for eviction) is pyrepl/core/memory.py's.
+    """
+    from pyrepl.core.memory import overhead  # (memory.py's MEMORY STATS reads this section)
+
+    meter = core.meter
+    used = meter.used(fresh=True)
+    rss = meter.rss()
+    if used > core.used_memory_peak:
+        core.used_memory_peak = used
+    peak = core.used_memory_peak
     maxmemory = core.config.maxmemory
-    total = int(pi.get("total_system_memory", 0))
-    repl = core.replication
-    # (ints by name; Any: the replication layer declares its fields' values as object)
-    repl_fields: list[tuple[str, Any]] = repl.memory_fields() if repl is not None else [
-        ("mem_replication_backlog", 0), ("mem_total_replication_buffers", 0),
-        ("mem_clients_slaves", 0)]
-    clients_normal = sum(c.pending_output() for c in core.clients.values() if c.kind == "normal")
-    startup = min(core.used_memory_startup, rss)
-    overhead = min(rss, startup + int(dict(repl_fields).get("mem_total_replication_buffers", 0))
-                   + clients_normal)
-    dataset = rss - overhead
-    net = rss - startup
+    total = int(core.host.process_info().get("total_system_memory", 0))
+    parts = overhead(core, used)
+    repl_fields = parts.repl_fields
+    startup = core.used_memory_startup
+    dataset = max(0, used - parts.total)
+    net = used - startup
     return [
-        ("used_memory", rss),
-        ("used_memory_human", human_bytes(rss)),
+        ("used_memory", used),
+        ("used_memory_human", human_bytes(used)),
         ("used_memory_rss", rss),
         ("used_memory_rss_human", human_bytes(rss)),
         ("used_memory_peak", peak),
         ("used_memory_peak_human", human_bytes(peak)),
-        ("used_memory_peak_perc", f"{rss * 100 / peak:.2f}%" if peak else "0.00%"),
-        ("used_memory_overhead", overhead),
+        ("used_memory_peak_perc", f"{used * 100 / peak:.2f}%" if peak else "0.00%"),
+        ("used_memory_overhead", parts.total),
         ("used_memory_startup", startup),
         ("used_memory_dataset", dataset),
         ("used_memory_dataset_perc", f"{dataset * 100 / net:.2f}%" if net > 0 else "0.00%"),
         ("total_system_memory", total),
         ("total_system_memory_human", human_bytes(total)),
-        *_scripts_memory(core),
+        *parts.scripts,
         ("maxmemory", maxmemory),
         ("maxmemory_human", human_bytes(maxmemory)),
         ("maxmemory_policy", core.config.maxmemory_policy),
-        ("mem_fragmentation_ratio", "1.00"),
-        ("mem_fragmentation_bytes", 0),
-        ("mem_not_counted_for_evict", 0),
+        ("mem_fragmentation_ratio", f"{rss / used:.2f}" if used else "0.00"),
+        ("mem_fragmentation_bytes", rss - used),
+        ("mem_not_counted_for_evict", parts.not_counted),
         *repl_fields,
-        ("mem_clients_normal", clients_normal),
+        ("mem_clients_normal", parts.clients_normal),
         ("mem_cluster_links", 0),
-        ("mem_aof_buffer", len(core.aof.writer.buf)),
-        ("mem_allocator", "pymalloc"),
+        ("mem_aof_buffer", parts.aof_buffer),
+        ("mem_allocator", ALLOCATOR_NAME.get(meter.kind, meter.kind)),
         ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
         ("lazyfreed_objects", 0),

@@ -15,6 +15,8 @@ port                                   its user
 :class:`PubSubHost`                    pub/sub delivery and its output limit (core/pubsub.py)
 :class:`TrackingHost`                  client-side caching (core/tracking.py)
 :class:`PauseHost`                     CLIENT PAUSE (core/pause.py)
+:class:`Meter`                         the memory in use (``core.meter``, from pyrepl/memacct.py;
+                                       tests/unit/fakes.py has ``FakeMeter``)
 =====================================  =============================================================
 
 ``ServerCore`` is the one implementation of each; tests/unit/ports_conformance.py has mypy
@@ -120,3 +122,22 @@ class PauseBlocking(Protocol):
 
     def block(self, c: Client, record: Blocked) -> None: ...
     def release(self, c: Client) -> None: ...
+
+
+class Meter(Protocol):
+    """The memory in use (``core.meter``; pyrepl/memacct.py makes the process's): INFO memory's
+    figures and what maxmemory is checked against. ``kind`` says how it is measured
+    ("pool-walk": pymalloc's pools and libc's blocks, Redis's zmalloc equivalent; "rss": the
+    process's resident set, which does not fall after a free)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def used(self, fresh: bool = False) -> int:
+        """Bytes in use (``used_memory``): exact when ``fresh``; else possibly a reading up to
+        an interval old (~100 x the cost of a walk), with what grew since counted high."""
+    def bound(self) -> int:
+        """A cheap upper bound of ``used(fresh=True)`` (tens of ns, no walk): a write under
+        maxmemory needs no more while it is below the limit."""
+    def rss(self) -> int:
+        """The process's resident set size (``used_memory_rss``)."""

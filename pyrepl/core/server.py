@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyrepl import REDIS_VERSION, __version__, native, plainrun
+from pyrepl import REDIS_VERSION, __version__, memacct, native, plainrun
 from pyrepl.aof.appendonly import AppendOnly
 from pyrepl.commands.hot import bind as _bind_hot
 from pyrepl.commands.hot import install as _install_hot
@@ -49,6 +49,7 @@ from pyrepl.resp.writer import encode
 
 if TYPE_CHECKING:
     from pyrepl.core.acl import Acl
+    from pyrepl.core.ports import Meter
     from pyrepl.replication.manager import Replication
 
 
@@ -64,7 +65,7 @@ class ServerCore:
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
-                 now_ms: int = 0) -> None:
+                 now_ms: int = 0, meter: Meter | None = None) -> None:
         self.config = config
         self.host = host or Host()
         self.log = log or NullLog()
@@ -107,7 +108,12 @@ class ServerCore:
         self.cmdstats: dict[Command, CommandStat] = {}
         self.errorstats: dict[str, int] = {}
         self.clock_ns = self.host.clock_ns
-        self.used_memory_startup = int(self.host.process_info().get("rss", 0))
+        # The memory in use (pyrepl/memacct.py: the pool walk once installed, else RSS; a test
+        # passes tests/unit/fakes.py's FakeMeter), its reading at start and its peak (INFO
+        # memory's used_memory_startup / _peak: the cron and INFO keep the peak).
+        self.meter: Meter = meter if meter is not None else memacct.meter()
+        self.used_memory_startup = self.meter.used(fresh=True)
+        self.used_memory_peak = self.used_memory_startup
         # Keys a client gave a TTL on a writable replica -> bitmap of their dbs (Redis's
         # slaveKeysWithExpire): expired by the replica itself, see expire_replica_keys.
         self.replica_keys_with_expire: dict[bytes, int] = {}

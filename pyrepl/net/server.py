@@ -22,7 +22,7 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
-from pyrepl import native
+from pyrepl import memacct, native
 from pyrepl.config import Config
 from pyrepl.core.acl_file import AclStartupError
 from pyrepl.core.acl_file import load_at_startup as load_acl_users
@@ -440,6 +440,10 @@ class Server:
                    f"pid={os.getpid()}")
         if native.PURE:
             log.notice(f"Running as plain Python: {native.WHY_PURE}")
+        why = memacct.why_not()
+        log.notice("Memory accounting: " + (
+            f"{core.meter.kind} (used_memory from pymalloc's pools and libc's blocks)"
+            if not why else f"{core.meter.kind} (used_memory is the RSS: {why})"))
         cfg = self.config
         noop = cfg.noop_loaded()
         if noop:

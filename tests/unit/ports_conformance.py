@@ -8,14 +8,16 @@ from pyrepl.aof.appendonly import AofHost, AofServer
 from pyrepl.aof.writer import FsyncPort, LogPort
 from pyrepl.core.client import Client
 from pyrepl.core.host import Host, NullLog
-from pyrepl.core.ports import BlockingHost, PauseHost, PubSubHost, TrackingHost
+from pyrepl.core.ports import BlockingHost, Meter, PauseHost, PubSubHost, TrackingHost
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.ports import KeyspaceHost
+from pyrepl.memacct import PoolWalkMeter, RssMeter
 from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.log import Logger
 from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
 from pyrepl.replication.ports import MasterIOPort, ReplClient, ReplicaIOPort, ReplicationHost
+from tests.unit.fakes import FakeMeter
 
 
 def keyspace_host(core: ServerCore) -> KeyspaceHost:
@@ -56,3 +58,7 @@ def replication_client(c: Client) -> ReplClient:
 
 def core_parts(core: ServerCore) -> tuple[BlockingHost, PubSubHost, TrackingHost, PauseHost]:
     return core, core, core, core
+
+
+def meters(pool: PoolWalkMeter, rss: RssMeter, fake: FakeMeter) -> tuple[Meter, Meter, Meter]:
+    return pool, rss, fake

@@ -1,0 +1,233 @@
+"""Memory accounting (pyrepl/memacct.py, pyrepl/_memacct.c): the pool walk's used_memory follows
+what the process allocates (checked against CPython's own statistics over every arena, and
+glibc's), rises and falls; the RSS meter where it cannot run; INFO memory's fields consistent
+with the meter; MEMORY USAGE summed close to the growth it measures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyrepl.commands  # noqa: F401
+from pyrepl import memacct, native
+from pyrepl.core import memory
+from pyrepl.core.info import section_memory
+from tests.support.cores import make_core, run
+from tests.unit.fakes import FakeMeter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+needs_walk = pytest.mark.skipif(native.PURE, reason=f"plain Python ({native.WHY_PURE})")
+
+
+def _python(code: str, **env: str) -> str:
+    full = {k: v for k, v in os.environ.items() if k not in ("PYREPL_PURE", "PYTHONMALLOC")}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", code], env=full, cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _truth() -> int:
+    """Ground truth of what the meter counts: pymalloc's bytes over every arena (CPython's
+    statistics) + glibc's heap in use (which also holds C libraries' own blocks)."""
+    pym, heap = memacct.ground_truth()
+    return pym + heap
+
+
+@pytest.fixture(scope="module")
+def walk() -> memacct.PoolWalkMeter:
+    if native.PURE:
+        pytest.skip(f"plain Python ({native.WHY_PURE})")
+    assert memacct.install() == memacct.POOL_WALK, memacct.why_not()
+    m = memacct.meter()
+    assert isinstance(m, memacct.PoolWalkMeter)
+    return m
+
+
+def test_install_is_idempotent_and_the_meter_says_its_kind(walk: memacct.PoolWalkMeter) -> None:
+    assert memacct.install() == memacct.POOL_WALK and memacct.why_not() == ""
+    assert walk.kind == "pool-walk" and memacct.stats()["installed"] == 1
+    assert memacct.stats()["walk_tested"] == 1 or memacct.stats()["arenas_made"] >= 0
+
+
+Op = tuple[str, int]
+ops = st.lists(st.tuples(st.sampled_from(["bytes", "dict", "list", "free"]),
+                         st.integers(min_value=0, max_value=4000)), min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_used_tracks_the_ground_truth_through_allocations_and_frees(
+        walk: memacct.PoolWalkMeter, script: list[Op]) -> None:
+    """Random allocations and frees of bytes, dicts and lists of up to thousands of elements:
+    used(fresh=True) moves as the ground truth does, within 64 KiB (glibc's own bookkeeping and
+    what C code allocates without CPython's API) — the pymalloc part to the byte."""
+    held: list[object] = []
+    u0, t0, p0 = walk.used(fresh=True), _truth(), memacct.ground_truth()[0]
+    for kind, n in script:
+        if kind == "bytes":
+            held.append(b"x" * n)
+        elif kind == "dict":
+            held.append({i: str(i) for i in range(n // 8)})
+        elif kind == "list":
+            held.append([i * 1000 for i in range(n // 4)])
+        elif held:
+            held.pop(n % len(held))
+    s0 = memacct.stats()
+    u1, t1 = walk.used(fresh=True), _truth()
+    s1 = memacct.stats()
+    # the walk and the pre-install arenas re-read are CPython's count of pymalloc (to the
+    # byte in C; here the few objects the calls between make)
+    assert abs(s1["walk_sum"] + s1["pre_content"] - memacct.ground_truth()[0]) < 8192
+    assert abs((u1 - u0) - (t1 - t0)) < 64 * 1024, (u1 - u0, t1 - t0, p0, s0, s1)
+    del held
+    u2, t2 = walk.used(fresh=True), _truth()
+    assert abs((u2 - u0) - (t2 - t0)) < 64 * 1024
+
+
+def test_used_rises_with_a_large_allocation_and_returns_after_the_free(
+        walk: memacct.PoolWalkMeter) -> None:
+    """50 MB of small objects: used grows by what the ground truth grows (within 1 %), the
+    bound stays above used, and after the free used is back within 256 KiB."""
+    u0, t0 = walk.used(fresh=True), _truth()
+    held = [b"%d" % i * 10 for i in range(500_000)]
+    u1, t1 = walk.used(fresh=True), _truth()
+    assert u1 - u0 > 40 << 20
+    assert abs((u1 - u0) - (t1 - t0)) < (t1 - t0) / 100
+    assert walk.bound() >= walk.used(fresh=True)
+    more = [b"y" * 200 for _ in range(50_000)]          # grows after the walk: the bound sees it
+    assert walk.bound() >= walk.used(fresh=True)
+    del held, more
+    u2 = walk.used(fresh=True)
+    assert abs(u2 - u0) < 256 * 1024, (u0, u2)
+
+
+def test_used_without_fresh_walks_at_most_once_per_interval(walk: memacct.PoolWalkMeter) -> None:
+    walk.used(fresh=True)
+    walks = memacct.stats()["walks"]
+    for _ in range(1000):
+        walk.used()
+    assert memacct.stats()["walks"] - walks <= 2     # a ms floor: 1000 calls take less than 2
+
+
+def test_the_capsule_is_there_for_c_callers(walk: memacct.PoolWalkMeter) -> None:
+    from pyrepl import _memacct  # type: ignore[attr-defined]
+
+    assert type(_memacct._C_API).__name__ == "PyCapsule"
+    assert "pyrepl._memacct._C_API" in repr(_memacct._C_API)
+
+
+@needs_walk
+def test_a_server_process_installs_it_first_and_pure_or_pymalloc_debug_fall_back() -> None:
+    code = ("from pyrepl import memacct\nprint(memacct.install(), memacct.meter().kind, "
+            "repr(memacct.why_not()))")
+    assert _python(code) == "pool-walk pool-walk ''"
+    assert _python(code, PYREPL_PURE="1") == \
+        "rss rss 'plain Python (PYREPL_PURE is set)'"
+    assert _python(code, PYTHONMALLOC="malloc").startswith("rss rss 'PYTHONMALLOC=malloc")
+    assert _python(code, PYTHONMALLOC="pymalloc_debug").startswith("rss rss 'PYTHONMALLOC=")
+
+
+def test_the_rss_meter_reads_the_process() -> None:
+    m = memacct.RssMeter()
+    assert m.kind == "rss" and m.used() == m.bound() > 0 and m.rss() > 0
+
+
+# -- INFO memory, MEMORY STATS / DOCTOR / USAGE ----------------------------------------------
+
+
+def _info(core: object) -> dict[str, object]:
+    return dict(section_memory(core))   # type: ignore[arg-type]
+
+
+def test_info_memory_is_the_meters_and_consistent() -> None:
+    meter = FakeMeter(used=50 << 20, rss=80 << 20, kind="pool-walk")
+    core = make_core()
+    core.meter = meter
+    core.used_memory_startup = 10 << 20
+    m = _info(core)
+    used, overhead = m["used_memory"], m["used_memory_overhead"]
+    assert used == 50 << 20 and m["used_memory_rss"] == 80 << 20
+    assert m["used_memory_dataset"] == used - overhead  # type: ignore[operator]
+    assert m["mem_fragmentation_ratio"] == "1.60" and m["mem_fragmentation_bytes"] == 30 << 20
+    assert m["mem_allocator"] == "pymalloc-poolwalk" and m["used_memory_human"] == "50.00M"
+    assert m["used_memory_startup"] == 10 << 20 and m["used_memory_peak"] == 50 << 20
+    assert m["used_memory_peak_perc"] == "100.00%" and m["mem_not_counted_for_evict"] == 0
+    net = (50 << 20) - (10 << 20)
+    assert m["used_memory_dataset_perc"] == f"{(used - overhead) * 100 / net:.2f}%"  # type: ignore
+    assert meter.fresh_calls == 1           # INFO reads the exact figure
+    meter.set(40 << 20)                     # the peak stays, its percentage falls
+    m = _info(core)
+    assert m["used_memory_peak"] == 50 << 20 and m["used_memory_peak_perc"] == "80.00%"
+    meter.set(60 << 20)                     # the cron keeps the peak too
+    core.tick(core.now_ms + 100)
+    assert core.used_memory_peak == 60 << 20
+    core.meter = FakeMeter(used=1 << 20, kind="rss")
+    assert _info(core)["mem_allocator"] == "libc-rss"
+
+
+def test_memory_stats_and_doctor_follow_info() -> None:
+    core = make_core()
+    core.meter = FakeMeter(used=40 << 20, rss=100 << 20)
+    core.used_memory_startup = 1 << 20
+    c = core.connection_made()
+    text = run(c, "MEMORY", "STATS").decode()
+    assert "total.allocated" in text and str(40 << 20) in text and "2.5" in text
+    assert b"High total RSS" in run(c, "MEMORY", "DOCTOR")
+    core.meter = FakeMeter(used=40 << 20, rss=41 << 20)
+    assert b"can't find any memory issue" in run(c, "MEMORY", "DOCTOR")
+
+
+def test_not_counted_for_evict_is_the_aof_buffer_and_replication_beyond_the_backlog() -> None:
+    core = make_core()
+    assert memory.not_counted_for_evict(core) == 0
+    core.aof.writer.buf += b"x" * 1000
+    assert memory.not_counted_for_evict(core) == 0        # the AOF is off
+    core.aof.state = type(core.aof.state)["ON"]
+    assert memory.not_counted_for_evict(core) == memory.alloc_size(1000)
+
+    class Repl:
+        def memory_fields(self) -> list[tuple[str, object]]:
+            return [("mem_total_replication_buffers", core.config.repl_backlog_size + 5000)]
+
+    core.replication = Repl()   # type: ignore[assignment]
+    assert memory.not_counted_for_evict(core) == memory.alloc_size(1000) + 5000
+    core.replication = None
+
+
+def test_alloc_size_is_pymallocs_classes_then_glibcs() -> None:
+    assert [memory.alloc_size(n) for n in (1, 16, 17, 33, 512)] == [16, 16, 32, 48, 512]
+    assert memory.alloc_size(513) == 520 and memory.alloc_size(1000) == 1000 and memory.alloc_size(1001) == 1016
+    assert memory.object_size(b"") == 48 and memory.object_size({}) == 64
+
+
+@needs_walk
+def test_memory_usage_summed_is_close_to_the_used_memory_growth(
+        walk: memacct.PoolWalkMeter) -> None:
+    """50k keys of each shape: the sum of their MEMORY USAGE is within 15 % of the
+    used_memory they add."""
+    core = make_core()
+    db = core.dbs[0]
+    c = core.connection_made()
+    shapes = {
+        "string": lambda i: run(c, "SET", f"key:{i:08d}", "v" * (i % 60)),
+        "hash": lambda i: run(c, "HSET", f"h:{i}", "a", "1", "bb", "22", "ccc", str(i)),
+        "list": lambda i: run(c, "RPUSH", f"l:{i}", "x", "yy", str(i)),
+        "set": lambda i: run(c, "SADD", f"s:{i}", "x", "yy", str(i)),
+        "ttl": lambda i: run(c, "SET", f"t:{i}", "v" * 20, "EX", "1000"),
+    }
+    for name, write in shapes.items():
+        run(c, "FLUSHALL")
+        u0 = walk.used(fresh=True)
+        for i in range(50_000):
+            write(i)
+        grown = walk.used(fresh=True) - u0
+        usage = sum(memory.key_size(k, v, 5, db) for k, v in db.data.items())
+        assert abs(usage - grown) < grown * 0.15, (name, usage, grown)
+    run(c, "FLUSHALL")
