@@ -457,6 +457,9 @@ class Server:
             log.warning(str(e))
             self.exit_code = 1
             return
+        # Redis's InitServerLast: used_memory_startup is the server set up, before the data
+        core.used_memory_startup = core.meter.used(fresh=True)
+        core.used_memory_peak = max(core.used_memory_peak, core.used_memory_startup)
         try:
             core.persistence.load()
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
@@ -638,4 +641,5 @@ class Server:
 
 
 def run(config: Config) -> int:
+    memacct.install()    # (the CLI did, before its own imports; idempotent)
     return Server(config).run()
