@@ -31,6 +31,7 @@ EXTENSIONS = (
     "pyrepl.net._serve",
     "pyrepl.commands._hot",
     "pyrepl.keyspace._zbtree",
+    "pyrepl.keyspace._ktable",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
