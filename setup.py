@@ -1,7 +1,9 @@
 """The compiled parts, each a hot path a profile showed Python could not bring to issue 15's
 goals (bench/RESULTS.md has the figures): the request reader's fast path
 (pyrepl/resp/_scan.c, "The request reader in C"), the sorted set's index
-(pyrepl/keyspace/_zbtree.c, "The sorted set as a B+tree") and the per-request loops of a run of plain
+(pyrepl/keyspace/_zbtree.c, "The sorted set as a B+tree"), the keyspace's table with a 24-bit age
+per key in the size of a dict's entry (pyrepl/keyspace/_ktable.c, "KeyTable: the keyspace's table
+(issue 37)") and the per-request loops of a run of plain
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
 in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
@@ -39,4 +41,6 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
               extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._ktable", ["pyrepl/keyspace/_ktable.c"],
+              depends=["pyrepl/keyspace/_ktable.h"], extra_compile_args=["-O2"], optional=True),
 ])

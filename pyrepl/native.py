@@ -32,6 +32,7 @@ EXTENSIONS = (
     "pyrepl.commands._hot",
     "pyrepl.keyspace._zbtree",
     "pyrepl._memacct",
+    "pyrepl.keyspace._ktable",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

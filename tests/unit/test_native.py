@@ -53,10 +53,11 @@ from pyrepl import fastpath, native, plainrun
 from pyrepl.commands import strings
 from pyrepl.commands.table import COMMANDS
 from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.resp import fastreader, scan, writer
 from pyrepl.replication.manager import Replication
 print(native.PURE, sorted(m for m in native.EXTENSIONS if m in sys.modules))
-print(ZSet.__mro__[1].__module__, COMMANDS[b"set"].handler.__module__,
+print(ZSet.__mro__[1].__module__, KeyTable.__module__, COMMANDS[b"set"].handler.__module__,
       fastpath.execute is fastpath.execute_reference,
       fastpath.start_run is plainrun.start, fastpath.account_run is plainrun.account,
       scan.scan is scan.scan_reference, fastreader.first is fastreader._first_reference,
@@ -72,7 +73,8 @@ print(ZSet.__mro__[1].__module__, COMMANDS[b"set"].handler.__module__,
 def test_pyrepl_pure_runs_every_python_reference_and_imports_no_extension() -> None:
     first, second = _python(_PROBE, pure=True).splitlines()
     assert first == "True []"
-    assert second.split() == ["pyrepl.keyspace.zindex", "pyrepl.commands.strings",
+    assert second.split() == ["pyrepl.keyspace.zindex", "pyrepl.keyspace.ktable",
+                              "pyrepl.commands.strings",
                               *["True"] * 9, "pyrepl.replication.manager", "False"]
 
 
@@ -80,7 +82,8 @@ def test_pyrepl_pure_runs_every_python_reference_and_imports_no_extension() -> N
 def test_by_default_every_extension_runs() -> None:
     first, second = _python(_PROBE, pure=False).splitlines()
     assert first == f"False {sorted(native.EXTENSIONS)}".replace('"', "'")
-    assert second.split() == ["pyrepl.keyspace._zbtree", "pyrepl.commands._hot",
+    assert second.split() == ["pyrepl.keyspace._zbtree", "pyrepl.keyspace._ktable",
+                              "pyrepl.commands._hot",
                               *["False"] * 9, "pyrepl.replication._feed", "True"]
 
 
