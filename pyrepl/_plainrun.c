@@ -19,6 +19,28 @@
 
 #define MODULE_NAME "pyrepl._plainrun"
 #include "_slots.h"
+#include "keyspace/_ktable.h"
+
+static KTable_CAPI *kt;     /* the keyspace's table (keyspace/_ktable.h), on first use */
+
+/* 1 when d is a KeyTable, 0 when a dict, -1 (an exception set) otherwise. */
+static int
+table_kind(PyObject *d, const char *usage)
+{
+    if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
+        return -1;
+    if (kt->version != KTABLE_CAPI_VERSION) {
+        kt = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._ktable: another C API version");
+        return -1;
+    }
+    if (Py_TYPE(d) == kt->type)
+        return 1;
+    if (PyDict_Check(d))
+        return 0;
+    usage_error(usage);
+    return -1;
+}
 
 /* run_length(rest, name, min_args, max_args) -> int
 
@@ -63,13 +85,17 @@ run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* store_pairs(d, reqs) -> bool
 
    ``for r in reqs: d[r[1]] = r[2]`` when every request is a list of exactly three (a plain
-   SET); False, with nothing stored, when one is not. */
+   SET); False, with nothing stored, when one is not. d: a KeyTable (a database's) or a dict. */
 static PyObject *
 store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1]))
-        return usage_error("store_pairs(d: dict, reqs: list)");
+    static const char usage[] = "store_pairs(d: KeyTable | dict, reqs: list)";
+    if (nargs != 2 || !PyList_Check(args[1]))
+        return usage_error(usage);
     PyObject *d = args[0], *reqs = args[1];
+    int table = table_kind(d, usage);
+    if (table < 0)
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(reqs), i;
     for (i = 0; i < n; i++) {
         PyObject *r = PyList_GET_ITEM(reqs, i);
@@ -80,7 +106,8 @@ store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *r = PyList_GET_ITEM(reqs, i);
         if (!PyList_Check(r) || PyList_GET_SIZE(r) != 3)   /* (a key's __eq__ changed reqs) */
             return PyErr_Format(PyExc_RuntimeError, "store_pairs: reqs changed");
-        if (PyDict_SetItem(d, PyList_GET_ITEM(r, 1), PyList_GET_ITEM(r, 2)) < 0)
+        PyObject *k = PyList_GET_ITEM(r, 1), *v = PyList_GET_ITEM(r, 2);
+        if ((table ? kt->set(d, k, v) : PyDict_SetItem(d, k, v)) < 0)
             return NULL;
     }
     Py_RETURN_TRUE;
@@ -89,13 +116,18 @@ store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* lookup_strings(d, reqs) -> list or None
 
    ``[d.get(r[1]) for r in reqs]`` when every value found is bytes (a plain GET's), else None;
-   every request must be a list of two or more. */
+   every request must be a list of two or more. d: a KeyTable (get touches each key's age, as
+   GET's lookupKey) or a dict. */
 static PyObject *
 lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1]))
-        return usage_error("lookup_strings(d: dict, reqs: list)");
+    static const char usage[] = "lookup_strings(d: KeyTable | dict, reqs: list)";
+    if (nargs != 2 || !PyList_Check(args[1]))
+        return usage_error(usage);
     PyObject *d = args[0], *reqs = args[1];
+    int table = table_kind(d, usage);
+    if (table < 0)
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(reqs);
     PyObject *out = PyList_New(n);
     if (out == NULL)
@@ -107,7 +139,8 @@ lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_ValueError, "lookup_strings: a request without a key");
             return NULL;
         }
-        PyObject *v = PyDict_GetItemWithError(d, PyList_GET_ITEM(r, 1));
+        PyObject *k = PyList_GET_ITEM(r, 1);
+        PyObject *v = table ? kt->get(d, k) : PyDict_GetItemWithError(d, k);
         if (v == NULL) {
             if (PyErr_Occurred()) {
                 Py_DECREF(out);

@@ -22,6 +22,7 @@
 
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
+#include "../keyspace/_ktable.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
 static const char *const handler_names[H_N] = {
@@ -46,6 +47,7 @@ static PyObject *appendleft, *append, *set_score;   /* deque's and ZSet's method
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
+static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
    handlers maps each name above to its Python handler. */
@@ -78,12 +80,20 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
+    if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
+        return NULL;
+    if (kt->version != KTABLE_CAPI_VERSION) {
+        kt = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._ktable: another C API version");
+        return NULL;
+    }
     bound = 1;
     Py_RETURN_NONE;
 }
 
 /* What every common form needs, found for a request of n arguments whose key (argv[1]) is
-   bytes: the client's database's dict, with no TTL on the key, no WATCH on the database and
+   bytes: the client's database's table (a KeyTable: get touches the key's age, as Redis's
+   lookupKey, and set stamps it, as setKey), with no TTL on the key, no WATCH on the database and
    no keyspace events on; the core, for its counters. 1 when all holds, 0 otherwise (nothing
    moved, no error set), -1 on an exception. */
 typedef struct {
@@ -104,12 +114,12 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h)
         return 0;
     PyObject *data = SLOT_AT(db, db_off[D_DATA]), *expires = SLOT_AT(db, db_off[D_EXPIRES]),
              *watched = SLOT_AT(db, db_off[D_WATCHED]), *key = PyList_GET_ITEM(argv, 1);
-    if (!PyDict_CheckExact(data) || !PyDict_CheckExact(expires) ||
+    if (Py_TYPE(data) != kt->type || Py_TYPE(expires) != kt->type ||
             !PyDict_CheckExact(watched) || PyDict_GET_SIZE(watched) != 0 ||
             SLOT_AT(core, core_off[K_NOTIFY_MASK]) != zero || !PyBytes_CheckExact(key))
         return 0;
-    if (PyDict_GET_SIZE(expires) != 0) {
-        int ttl = PyDict_Contains(expires, key);
+    if (kt->len(expires) != 0) {
+        int ttl = kt->contains(expires, key);
         if (ttl != 0)
             return ttl < 0 ? -1 : 0;
     }
@@ -152,7 +162,7 @@ static PyObject *
 hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_SET, 3);
-    if (PyDict_SetItem(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
+    if (kt->set(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
         return NULL;
     return dirtied(&h, Py_NewRef(ok));
 }
@@ -162,7 +172,7 @@ static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_GET, 2);
-    PyObject *v = PyDict_GetItemWithError(h.data, h.key);
+    PyObject *v = kt->get(h.data, h.key);
     if (v != NULL && !PyBytes_CheckExact(v))
         return reference(H_GET, args, nargs);   /* (WRONGTYPE) */
     if (v == NULL && PyErr_Occurred())
@@ -193,12 +203,13 @@ canonical_counter(PyObject *v)
     return x;
 }
 
-/* INCR key: a missing key counts from 0 */
+/* INCR key: a missing key counts from 0. The key's age is touched once, by the store (Redis's
+   lookupKeyWrite, then an overwrite that keeps it): peek, then set. */
 static PyObject *
 hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_INCR, 2);
-    PyObject *v = PyDict_GetItemWithError(h.data, h.key);
+    PyObject *v = kt->peek(h.data, h.key);
     long long x = 0;
     if (v != NULL) {
         if (!PyBytes_CheckExact(v) || (x = canonical_counter(v)) < 0)
@@ -217,7 +228,7 @@ hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (text == NULL)
         return NULL;
-    int rc = PyDict_SetItem(h.data, h.key, text);
+    int rc = kt->set(h.data, h.key, text);
     Py_DECREF(text);
     return rc < 0 ? NULL : dirtied(&h, PyLong_FromLongLong(x));
 }
@@ -227,7 +238,7 @@ static PyObject *
 push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(which, 3);
-    PyObject *lst = PyDict_GetItemWithError(h.data, h.key);
+    PyObject *lst = kt->get(h.data, h.key);
     if (lst == NULL || Py_TYPE(lst) != deque_type)
         return PyErr_Occurred() ? NULL : reference(which, args, nargs);   /* (a new list) */
     Py_INCREF(lst);
@@ -256,7 +267,7 @@ static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_HSET, 4);
-    PyObject *hash = PyDict_GetItemWithError(h.data, h.key);
+    PyObject *hash = kt->get(h.data, h.key);
     if (hash == NULL || !PyDict_CheckExact(hash) ||
             !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)))
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
@@ -286,7 +297,7 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return reference(H_ZADD, args, nargs);
         score = score * 10 + (d - '0');
     }
-    z = PyDict_GetItemWithError(h.data, h.key);
+    z = kt->get(h.data, h.key);
     if (z == NULL || Py_TYPE(z) != zset_type)
         return PyErr_Occurred() ? NULL : reference(H_ZADD, args, nargs);
     PyObject *f = PyFloat_FromDouble((double)score);

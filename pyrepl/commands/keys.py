@@ -3,7 +3,9 @@
 Theory of operation: these commands work on any value type through the ``Database`` API.
 Lookups follow Redis: commands that use ``lookupKeyRead`` (EXISTS, TYPE, TTL, TOUCH, COPY's
 source, OBJECT) count keyspace hits/misses, writes use the plain lookup, and both expire keys
-lazily (on a master that deletes the key and propagates ``DEL``). Expiry times are absolute
+lazily (on a master that deletes the key and propagates ``DEL``). Those that Redis flags
+LOOKUP_NOTOUCH (EXISTS, TYPE, the TTL family, SCAN's TYPE filter, OBJECT) leave the key's
+LRU/LFU age as it was (``Database.lookup_read_notouch``); TOUCH and the rest stamp it. Expiry times are absolute
 unix milliseconds in ``Database.expires``; ``core.now_ms`` is the clock.
 
 Propagation rewrites, as Redis 7.0: EXPIRE / PEXPIRE / EXPIREAT -> ``PEXPIREAT key ms``
@@ -86,7 +88,10 @@ def unlink(c: Any, argv: list[bytes]) -> object:
 @command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic",
          summary="Determine if a key exists", since="1.0.0", acl="keyspace")
 def exists(c: Any, argv: list[bytes]) -> object:
-    lookup = c.db.lookup_read
+    return _count_existing(c.db.lookup_read_notouch, argv)
+
+
+def _count_existing(lookup: Callable[[bytes], Any], argv: list[bytes]) -> int:
     n = 0
     for key in argv[1:]:
         if lookup(key) is not None:
@@ -97,7 +102,7 @@ def exists(c: Any, argv: list[bytes]) -> object:
 @command("type", 2, "readonly fast", keys=(1, 1, 1), group="generic",
          summary="Determine the type stored at key", since="1.0.0", acl="keyspace")
 def type_(c: Any, argv: list[bytes]) -> object:
-    v = c.db.lookup_read(argv[1])
+    v = c.db.lookup_read_notouch(argv[1])
     name = b"none" if v is None else type_name(v)
     return _TYPE_STATUS.get(name) or Status(name.decode())
 
@@ -106,7 +111,7 @@ def type_(c: Any, argv: list[bytes]) -> object:
          summary="Alters the last access time of a key(s). Returns the number of existing keys "
                  "specified.", since="3.2.1", acl="keyspace")
 def touch(c: Any, argv: list[bytes]) -> object:
-    return exists(c, argv)
+    return _count_existing(c.db.lookup_read, argv)    # (EXISTS without LOOKUP_NOTOUCH)
 
 
 # -- expiry -------------------------------------------------------------------------------------
@@ -203,7 +208,7 @@ def pexpireat(c: Any, argv: list[bytes]) -> object:
 
 def _ttl(c: Any, key: bytes, ms: bool, absolute: bool) -> int:
     db = c.db
-    if db.lookup_read(key) is None:
+    if db.lookup_read_notouch(key) is None:
         return -2
     when = db.expires.get(key)
     if when is None:
@@ -408,7 +413,7 @@ def scan(c: Any, argv: list[bytes]) -> object:
         if match is not None and not match(k):
             continue
         if want is not None:
-            v = db.lookup_read(k)
+            v = db.lookup_read_notouch(k)
             if (b"none" if v is None else type_name(v)) != want:
                 continue
         if db.expire_if_needed(k):

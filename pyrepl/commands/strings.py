@@ -483,9 +483,10 @@ _TEXT_INT = {t: i for i, t in enumerate(_INT_TEXT)}
 
 
 def _incr(c: Any, key: bytes, delta: int) -> int:
-    """incrDecrCommand: the value (missing: 0) plus ``delta``, stored back as text."""
+    """incrDecrCommand: the value (missing: 0) plus ``delta``, stored back as text (the key's
+    age touched once, by the store: a peek first, as _hot.c's INCR)."""
     db = c.db
-    v = db.data.get(key)
+    v = db.data.peek(key)
     if v is None or (db.expires and key in db.expires and db.expire_if_needed(key)):
         v = None
         new = delta

@@ -44,6 +44,12 @@ class Cron:
             spent = core.clock_ns() - t0
             core.stats.expire_cycle_cpu_ns += spent
             core.latency_sample("expire-cycle", spent // 1_000_000)
+        if core.rdb_child_pid == -1:
+            # databasesCron's tryResizeHashTables: the tables that deletions left under 10 %
+            # full give their memory back (not while a child shares the pages: copy-on-write)
+            for db in core.dbs:
+                db.data.shrink()
+                db.expires.shrink()
         if core._pending:
             core.flush_propagation()
         if core.blocking.clients:

@@ -43,6 +43,7 @@ from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.slowlog import SlowLog
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.core.tracking import Tracking
+from pyrepl.keyspace import ktable
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import BLOCKED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode
@@ -71,6 +72,7 @@ class ServerCore:
         self.log = log or NullLog()
         self.now_ms = now_ms
         self.start_ms = now_ms
+        ktable.set_clock(now_ms)     # the keys' ages (LRU clock, LFU minutes), as each tick
         self.dbs: list[Database] = [Database(self, i) for i in range(config.databases)]
         self.clients: dict[int, Client] = {}
         self.next_client_id = 1
@@ -311,8 +313,10 @@ class ServerCore:
 
     # -- cron -----------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
-        """serverCron: called ``hz`` times a second by the I/O shell (core/cron.py)."""
+        """serverCron: called ``hz`` times a second by the I/O shell (core/cron.py); the
+        keys' ages are stamped with the clock it sets (Redis's server.lruclock)."""
         self.now_ms = now_ms
+        ktable.set_clock(now_ms)
         self.cron.run(now_ms)
 
     # -- persistence ----------------------------------------------------------------------

@@ -1070,6 +1070,29 @@ static int view_contains(KTView *v, PyObject *x)
     return rc == 0 && PyErr_Occurred() ? -1 : rc;
 }
 
+/* keys().isdisjoint(iterable): no element of it is a key (what a set's isdisjoint says) */
+static PyObject *view_isdisjoint(KTView *v, PyObject *other)
+{
+    PyObject *it = PyObject_GetIter(other), *item;
+    if (it == NULL)
+        return NULL;
+    int found = 0;
+    while (!found && (item = PyIter_Next(it)) != NULL) {
+        found = v->kind == KIND_KEYS ? kt_contains(v->table, item) : view_contains(v, item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (found < 0 || PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(!found);
+}
+
+static PyMethodDef view_methods[] = {
+    {"isdisjoint", (PyCFunction)view_isdisjoint, METH_O,
+     "isdisjoint(iterable): whether none of its elements is in the view"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *view_repr(KTView *v)
 {
     static const char *names[] = {"keys", "values", "items"};
@@ -1096,6 +1119,7 @@ static PyTypeObject KTViewType = {
     .tp_iter = (getiterfunc)view_iter,
     .tp_as_sequence = &view_as_sequence,
     .tp_repr = (reprfunc)view_repr,
+    .tp_methods = view_methods,
 };
 
 /* -- the type ------------------------------------------------------------------------------ */

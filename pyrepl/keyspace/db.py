@@ -1,11 +1,14 @@
-"""One numbered database: a dict of keys plus a dict of absolute expiry times (unix ms).
+"""One numbered database: a table of keys plus a table of absolute expiry times (unix ms).
 
 Theory of operation: values are plain Python objects chosen for speed —
 ``bytes`` (string), ``collections.deque`` (list), ``dict`` (hash), ``set`` (set) and
 :class:`pyrepl.keyspace.zset.ZSet` (sorted set). Every read goes through :meth:`lookup`, which
 applies lazy expiry: on a master an expired key is deleted and a ``DEL`` is propagated so
 replicas stay in step; a replica never deletes on its own clock and only hides the key from
-reads (as Redis does). Writers call :meth:`touch` (Redis's ``signalModifiedKey``) after changing
+reads (as Redis does). The tables are :class:`pyrepl.keyspace.ktable.KeyTable`: mappings whose
+entries keep each key's 24 bits of LRU/LFU age, stamped as Redis's lookupKey does: :meth:`lookup`
+(``data.get``) touches the key, :meth:`peek` and the ``_notouch`` reads (EXISTS, TYPE, TTL,
+OBJECT: Redis's LOOKUP_NOTOUCH) do not. Writers call :meth:`touch` (Redis's ``signalModifiedKey``) after changing
 a key in place so ``WATCH`` sees it. Collections are never left empty: handlers delete a key
 whose collection became empty.
 
@@ -22,10 +25,10 @@ their own events (``pyrepl.notify``).
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
@@ -54,8 +57,8 @@ class Database:
     def __init__(self, core: KeyspaceHost, db_id: int) -> None:
         self.id = db_id
         self.core = core
-        self.data: dict[bytes, Any] = {}
-        self.expires: dict[bytes, int] = {}
+        self.data: KeyTable = KeyTable()
+        self.expires: KeyTable = KeyTable(ageing=False)
         # key -> set of clients watching it (WATCH)
         self.watched: dict[bytes, set[Any]] = {}
         self._expire_keys: list[bytes] = []
@@ -106,6 +109,15 @@ class Database:
             return None
         return v
 
+    def peek(self, key: bytes) -> Any:
+        """:meth:`lookup` without touching the key's age (Redis's LOOKUP_NOTOUCH)."""
+        v = self.data.peek(key)
+        if v is None:
+            return None
+        if self.expires and key in self.expires and self.expire_if_needed(key):
+            return None
+        return v
+
     def lookup_read(self, key: bytes) -> Any:
         """Like :meth:`lookup`, counting keyspace hits and misses (read commands)."""
         v = self.lookup(key)
@@ -118,9 +130,22 @@ class Database:
             core.stats.keyspace_hits += 1
         return v
 
+    def lookup_read_notouch(self, key: bytes) -> Any:
+        """:meth:`lookup_read` with LOOKUP_NOTOUCH (EXISTS, TYPE, the TTL family)."""
+        v = self.peek(key)
+        core = self.core
+        if v is None:
+            core.stats.keyspace_misses += 1
+            if core.notify_mask & NOTIFY_KEY_MISS:
+                keyspace_event(core, NOTIFY_KEY_MISS, b"keymiss", key, self.id)
+        else:
+            core.stats.keyspace_hits += 1
+        return v
+
     def lookup_read_nonotify(self, key: bytes) -> Any:
-        """lookupKeyRead with LOOKUP_NONOTIFY (OBJECT): counts hits and misses, no keymiss."""
-        v = self.lookup(key)
+        """lookupKeyRead with LOOKUP_NOTOUCH | LOOKUP_NONOTIFY (OBJECT, MEMORY USAGE): counts
+        hits and misses, no keymiss, the age untouched."""
+        v = self.peek(key)
         if v is None:
             self.core.stats.keyspace_misses += 1
         else:
@@ -244,14 +269,20 @@ class Database:
                 if key in self.data:
                     for c in clients:
                         c.dirty_cas = True
-        self.data = {}
-        self.expires = {}
+        self.data = KeyTable()
+        self.expires = KeyTable(ageing=False)
         return n
 
-    def replace(self, data: dict[bytes, Any], expires: dict[bytes, int]) -> None:
+    def replace(self, data: KeyTable | dict[bytes, Any],
+                expires: KeyTable | dict[bytes, int]) -> None:
         """The whole dataset at once (a replica's loaded snapshot, DEBUG RELOAD): watched keys
         that existed before or exist now are touched, as Redis's emptyData + load do; tracking
-        clients get a null invalidation (everything they cached is gone)."""
+        clients get a null invalidation (everything they cached is gone). The loaders hand
+        KeyTables; a dict is copied into one."""
+        if type(data) is not KeyTable:
+            data = KeyTable.from_dict(data)
+        if type(expires) is not KeyTable:
+            expires = KeyTable.from_dict(expires, ageing=False)
         if self.core.tracking_writes:
             self.core.tracking.flushed()
         old = self.data
@@ -263,17 +294,16 @@ class Database:
                     self.touch(key)
 
     def random_key(self) -> bytes | None:
-        """A random non-expired key (bounded number of tries when most keys are expired)."""
-        if not self.data:
-            return None
-        keys = list(self.data)  # O(n); RANDOMKEY is not a hot path
+        """A random non-expired key (bounded number of tries when most keys are expired), as
+        dbRandomKey: each try one key drawn from the table in O(1)."""
+        data = self.data
         for _ in range(100):
-            key = random.choice(keys)
+            picked = data.sample(1)
+            if not picked:
+                return None
+            key: bytes = picked[0]
             if not self.expire_if_needed(key):
                 return key
-            if not self.data:
-                return None
-            keys = list(self.data)
         return None
 
     def active_expire(self, budget: int) -> tuple[int, int]:

@@ -25,6 +25,7 @@ from hashlib import sha1
 from typing import Any, Protocol
 
 from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 
@@ -38,8 +39,10 @@ _TYPE_SHA = {t: sha1(t.to_bytes(4, "big")).digest() for t in range(7)}
 
 
 class DbLike(Protocol):
-    data: dict[bytes, Any]
-    expires: dict[bytes, int]
+    @property
+    def data(self) -> KeyTable | dict[bytes, Any]: ...
+    @property
+    def expires(self) -> KeyTable | dict[bytes, int]: ...
 
 
 def _xor(a: bytes, b: bytes) -> bytes:

@@ -125,6 +125,10 @@ class _View:
             return i is not None and bool(t._vals[i] == x[1])
         return any(v == x for v in self)
 
+    def isdisjoint(self, other: Iterable[Any]) -> bool:
+        """Whether none of ``other``'s elements is in the view (a set's isdisjoint)."""
+        return not any(x in self for x in other)
+
     def __repr__(self) -> str:
         return f"KeyTable_{('keys', 'values', 'items')[self._kind]}({list(self)!r})"
 

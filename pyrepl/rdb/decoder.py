@@ -31,17 +31,19 @@ with their TTLs (fields already expired are loaded too, as Redis 8 does: their e
 them); such a type without any field TTL gives a plain hash. Empty collections are skipped as Redis does.
 
 ``load_into`` is the bulk path (what ``load_rdb_file`` uses): it stores key-values straight
-into per-db dicts without building an event object per key. Any error raises ``RdbError``.
+into per-db KeyTables (or dicts) without building an event object per key. Any error raises ``RdbError``.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.keyspace.hashttl import make_hashex
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.listpack import lp_int_size
 from pyrepl.keyspace.stream import (
     FLAG_SAMEFIELDS,
@@ -522,7 +524,7 @@ class RdbDecoder:
     until ``None``.
 
     ``databases``: refuse a SELECTDB at or beyond this many databases (None: no limit; then
-    ``load_into`` must be given enough dicts). ``verify_checksum``: compute and compare the
+    ``load_into`` must be given enough tables). ``verify_checksum``: compute and compare the
     CRC64. ``strict_checksum``: a mismatch raises ``RdbError`` (default); when False it is
     reported as ``End(checksum_ok=False)`` and the caller decides. ``offset`` counts consumed
     bytes, including the elements already read of a collection still in progress."""
@@ -619,8 +621,8 @@ class RdbDecoder:
                 continue
             return item
 
-    def load_into(self, data: list[dict[bytes, Any]], expires: list[dict[bytes, int]]
-                  ) -> list[object]:
+    def load_into(self, data: Sequence[KeyTable | dict[bytes, Any]],
+                  expires: Sequence[KeyTable | dict[bytes, int]]) -> list[object]:
         """Consume every complete item buffered: store key-values into ``data[db]`` /
         ``expires[db]`` (a key already present is an error) and return the other events in
         order. Stops after ``End``."""
@@ -648,7 +650,8 @@ class RdbDecoder:
             if type(item) is End:
                 return events
 
-    def _fast_strings(self, d: dict[bytes, Any], e: dict[bytes, int]) -> None:
+    def _fast_strings(self, d: KeyTable | dict[bytes, Any],
+                      e: KeyTable | dict[bytes, int]) -> None:
         """load_into's fast lane: a run of plain string keys (with or without EXPIRETIME_MS)
         whose key and value lengths fit in 6 or 14 bits, parsed inline into ``d`` / ``e``.
         It stops, having committed every complete key, at the first byte it does not handle
@@ -1219,8 +1222,8 @@ def _read_stream(t: int, buf: bytes, p: int, n: int) -> tuple[Stream, int]:
 
 @dataclass
 class LoadedRdb:
-    data: list[dict[bytes, Any]]
-    expires: list[dict[bytes, int]]
+    data: list[KeyTable]
+    expires: list[KeyTable]
     aux: dict[bytes, bytes] = field(default_factory=dict)
     version: int = 0
     keys_loaded: int = 0
@@ -1237,11 +1240,11 @@ class LoadedRdb:
 
 def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
                   chunk_size: int = 8 << 20) -> LoadedRdb:
-    """Load a whole RDB file into fresh dicts (nothing is returned unless the whole file,
+    """Load a whole RDB file into fresh KeyTables (nothing is returned unless the whole file,
     checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
     master does when it loads its own dump; without it every key is kept (as a replica)."""
-    data: list[dict[bytes, Any]] = [{} for _ in range(ndbs)]
-    expires: list[dict[bytes, int]] = [{} for _ in range(ndbs)]
+    data = [KeyTable() for _ in range(ndbs)]
+    expires = [KeyTable(ageing=False) for _ in range(ndbs)]
     dec = RdbDecoder(databases=ndbs)
     result = LoadedRdb(data, expires)
     done = False

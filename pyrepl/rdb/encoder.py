@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
 from pyrepl.keyspace.hashttl import HashEx, has_field_ttls
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
@@ -72,8 +73,10 @@ LISTPACK_EX_VALUE = 64
 
 
 class DbLike(Protocol):
-    data: dict[bytes, Any]
-    expires: dict[bytes, int]
+    @property
+    def data(self) -> KeyTable | dict[bytes, Any]: ...
+    @property
+    def expires(self) -> KeyTable | dict[bytes, int]: ...
 
 
 def encode_len(n: int) -> bytes:

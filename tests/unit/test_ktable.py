@@ -382,3 +382,66 @@ def test_a_table_of_strings_stays_out_of_the_collector() -> None:
     assert not gc.is_tracked(t)
     t[b"h"] = {}
     assert gc.is_tracked(t)
+
+
+# -- the keyspace on KeyTables (a ServerCore with a fake clock) --------------------------------
+
+def test_the_databases_hold_keytables_through_flush_swap_and_reload(tmp_path: Any) -> None:
+    from tests.support.cores import CoreHarness
+
+    h = CoreHarness()
+    db = h.core.dbs[0]
+    assert type(db.data) is ktable.KeyTable and db.data.ageing
+    assert type(db.expires) is ktable.KeyTable and not db.expires.ageing
+    h.run("SET", "k", "v")
+    h.run("SWAPDB", "0", "1")
+    assert type(h.core.dbs[1].data) is ktable.KeyTable and b"k" in h.core.dbs[1].data
+    h.run("FLUSHALL")
+    assert type(h.core.dbs[1].data) is ktable.KeyTable and not h.core.dbs[1].data
+    h.run("SET", "a", "1")
+    h.run("PEXPIRE", "a", "100000")
+    h.core.dbs[0].replace({b"x": b"1"}, {b"x": 5})     # (a dict is copied into a table)
+    assert type(h.core.dbs[0].data) is ktable.KeyTable
+    assert type(h.core.dbs[0].expires) is ktable.KeyTable and not h.core.dbs[0].expires.ageing
+
+
+def test_reads_stamp_ages_as_redis_and_notouch_reads_do_not() -> None:
+    from tests.support.cores import T0, CoreHarness
+
+    h = CoreHarness()
+    data = h.core.dbs[0].data
+    h.run("SET", "k", "1")              # the C hot path, where the extensions run
+    h.run("RPUSH", "l", "x")
+    start = ageing.lru_clock(T0)
+    assert data.age(b"k") == start
+    h.core.tick(T0 + 7000)
+    for cmd in (("EXISTS", "k"), ("TYPE", "k"), ("TTL", "k"), ("PTTL", "k"),
+                ("OBJECT", "ENCODING", "k"), ("SCAN", "0", "TYPE", "string"), ("KEYS", "*"),
+                ("RANDOMKEY",), ("DBSIZE",)):
+        h.run(*cmd)
+        assert data.age(b"k") == start, cmd
+    for n, cmd in enumerate((("GET", "k"), ("TOUCH", "k"), ("INCR", "k"), ("SET", "k", "2"),
+                             ("APPEND", "k", "x"), ("STRLEN", "k"))):
+        h.core.tick(T0 + 10_000 * (n + 1))
+        h.run(*cmd)
+        assert data.age(b"k") == ageing.lru_clock(T0 + 10_000 * (n + 1)), cmd
+    h.core.tick(T0 + 100_000)
+    h.run("LPUSH", "l", "y")
+    assert data.age(b"l") == ageing.lru_clock(T0 + 100_000)
+
+
+def test_randomkey_and_the_cron_giving_memory_back() -> None:
+    from tests.support.cores import T0, CoreHarness
+
+    h = CoreHarness()
+    assert h.run("RANDOMKEY") == b"$-1\r\n"
+    for i in range(3000):
+        h.run("SET", f"k{i}", "v")
+    assert h.run("RANDOMKEY").split(b"\r\n")[1].startswith(b"k")
+    data = h.core.dbs[0].data
+    before = data._stats()["capacity"]
+    for i in range(2990):
+        h.run("DEL", f"k{i}")
+    h.core.tick(T0 + 100)       # databasesCron: tryResizeHashTables
+    assert h.core.dbs[0].data._stats()["capacity"] < before / 10
+    assert sorted(h.core.dbs[0].data) == sorted(b"k%d" % i for i in range(2990, 3000))

@@ -1,11 +1,11 @@
-"""The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side).
+"""The full sync's payload: header, streaming RDB load into fresh tables, swap (replica side).
 
 Transfer: empty lines are keepalives; ``$<len>`` announces a disk-based payload of exactly
 ``len`` bytes (no trailing CRLF), ``$EOF:<40-char mark>`` a diskless one that ends with the mark.
 The payload is parsed as it arrives by the streaming :class:`~pyrepl.rdb.decoder.RdbDecoder` into
-*fresh* per-db dicts while the old dataset keeps serving reads; only when the RDB, its CRC64 and
-(diskless) the mark are all good are the dicts swapped in, atomically. A bad CRC, a broken mark,
-a truncated payload or a timeout discard the new dicts: nothing is half-applied, the cached
+*fresh* per-db KeyTables while the old dataset keeps serving reads; only when the RDB, its CRC64 and
+(diskless) the mark are all good are the tables swapped in, atomically. A bad CRC, a broken mark,
+a truncated payload or a timeout discard the new tables: nothing is half-applied, the cached
 master is kept, and the side reconnects. Progress (``master_sync_*`` in INFO) is Redis's:
 ``total`` is -1 before the header, 0 for ``$EOF:``, ``len`` for ``$<len>``; ``read`` counts
 payload bytes (the mark included); ``left = total - read``; ``perc = read / total * 100``.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
@@ -29,15 +30,15 @@ if TYPE_CHECKING:
 
 
 class _Load:
-    """The payload of one full sync being parsed into fresh dicts."""
+    """The payload of one full sync being parsed into fresh KeyTables."""
 
     __slots__ = ("decoder", "data", "expires", "aux", "usemark", "mark", "tail", "first_ms",
                  "ended", "functions", "libraries")
 
     def __init__(self, ndbs: int, usemark: bool, mark: bytes, now_ms: int) -> None:
         self.decoder = RdbDecoder(databases=ndbs)
-        self.data: list[dict[bytes, Any]] = [{} for _ in range(ndbs)]
-        self.expires: list[dict[bytes, int]] = [{} for _ in range(ndbs)]
+        self.data = [KeyTable() for _ in range(ndbs)]
+        self.expires = [KeyTable(ageing=False) for _ in range(ndbs)]
         self.aux: dict[bytes, bytes] = {}
         self.usemark = usemark
         self.mark = mark
@@ -49,7 +50,7 @@ class _Load:
 
 
 class Load:
-    """The full sync's payload: header, streaming RDB load into fresh dicts, swap (replica side).
+    """The full sync's payload: header, streaming RDB load into fresh tables, swap (replica side).
 
     Owns the transfer's progress (``transfer_*``, Redis's ``repl_transfer_*``), the payload
     being parsed, the snapshot's id and offset (``master_replid`` / ``master_initial_offset``,
@@ -101,7 +102,7 @@ class Load:
         self._load = None
 
     def abort(self) -> None:
-        """Drop a payload being loaded: the fresh dicts go, the old dataset stays."""
+        """Drop a payload being loaded: the fresh tables go, the old dataset stays."""
         if self._load is not None:
             self._load = None
             self.core.log.notice("MASTER <-> REPLICA sync: Discarding temporary DB in background")
