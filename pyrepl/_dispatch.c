@@ -30,6 +30,7 @@
 
 #define MODULE_NAME "pyrepl._dispatch"
 #include "_slots.h"
+#include "_memacct.h"
 
 /* bind()'s arguments: the classes whose slots execute() reads (their slots below, in this
    order), and what it calls or compares with. */
@@ -39,12 +40,12 @@
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
     K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
-    K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_N
+    K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_MAXMEMORY, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
-    "serve_after_flush", "tracking_on",
+    "serve_after_flush", "tracking_on", "maxmemory",
 };
 
 enum {
@@ -452,6 +453,11 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long lo = slot_int(M(cmd, M_MIN_ARGS)), hi = slot_int(M(cmd, M_MAX_ARGS));
     Py_ssize_t n = PyList_GET_SIZE(argv);
     if (lo < 0 || hi < 0 || n < lo || n > hi)
+        goto general;
+    /* maxmemory: the accounting's upper bound within the limit (else the reference's check,
+       which may evict or refuse) */
+    PyObject *maxmemory = K(core, K_MAXMEMORY);
+    if (!is_zero(maxmemory) && !pyrepl_memacct_within(slot_int(maxmemory)))
         goto general;
     if (K(core, K_GATED) != Py_False || C(c, C_IN_MULTI) != Py_False ||
             C(c, C_AUTHENTICATED) != Py_True || C(c, C_SUBS) != Py_None ||

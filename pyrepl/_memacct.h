@@ -31,4 +31,29 @@ typedef struct {
     int64_t (*bound)(void);
 } PyreplMemacctAPI;
 
+/* For a caller that includes Python.h first: whether the accounting's upper bound is within
+ * ``limit`` bytes (0 also when it cannot say: not installed, the module missing). The capsule
+ * is imported on first use. */
+#ifdef Py_PYTHON_H
+static const PyreplMemacctAPI *pyrepl_memacct_api;
+static int pyrepl_memacct_tried;
+
+static inline int
+pyrepl_memacct_within(long long limit)
+{
+    if (!pyrepl_memacct_tried) {
+        pyrepl_memacct_tried = 1;
+        pyrepl_memacct_api = PyCapsule_Import(PYREPL_MEMACCT_CAPSULE, 0);
+        if (pyrepl_memacct_api == NULL)
+            PyErr_Clear();
+        else if (pyrepl_memacct_api->version != PYREPL_MEMACCT_API_VERSION)
+            pyrepl_memacct_api = NULL;
+    }
+    if (pyrepl_memacct_api == NULL)
+        return 0;
+    int64_t b = pyrepl_memacct_api->bound();
+    return b >= 0 && b <= limit;
+}
+#endif
+
 #endif

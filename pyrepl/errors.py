@@ -15,6 +15,7 @@ DB_INDEX_OUT_OF_RANGE = "ERR DB index is out of range"
 NOAUTH = "NOAUTH Authentication required."
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
 INVALID_EXPIRE = "ERR invalid expire time in '%s' command"
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
 
 
 def wrong_args(name: str) -> ReplyError:

@@ -4,7 +4,7 @@ RESTORE follows Redis's order of checks (options, then BUSYKEY, then the TTL, th
 payload's footer, then its value), takes payloads of Redis 7 and 8 (RDB versions up to 13),
 and propagates as Redis does: a relative TTL is rewritten to an absolute one with ABSTTL; a
 REPLACE whose TTL has already passed becomes a DEL of the old key. IDLETIME and FREQ are
-validated as Redis does; pyrepl keeps no LRU/LFU data, so they change nothing else.
+validated as Redis does and set the key's LRU clock or LFU counter (objectSetLRUOrLFU).
 Keyspace events: ``restore`` (after ``new``), or ``del`` when a REPLACE with a past TTL only
 deleted the old key; DUMP's lookup publishes ``keymiss``.
 """
@@ -16,6 +16,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import option_token, parse_int
 from pyrepl.errors import SYNTAX
+from pyrepl.keyspace.ageing import given_age
 from pyrepl.notify import NOTIFY_GENERIC, notify
 from pyrepl.rdb.dump import PayloadError, dump_payload, load_payload
 from pyrepl.resp.types import OK, ReplyError
@@ -79,6 +80,10 @@ def restore(c: Any, argv: list[bytes]) -> object:
             core.dirty += 1
         return OK
     db.add(key, value)
+    if idle >= 0 or freq >= 0:
+        age = given_age("lfu" in core.config.maxmemory_policy, freq, idle, core.now_ms)
+        if age is not None:
+            db.data.set_age(key, age)
     if ttl:
         db.set_expire(key, ttl)
         if not absttl:

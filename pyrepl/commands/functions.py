@@ -22,7 +22,7 @@ from pyrepl.commands.util import help_command, subcommand_error
 from pyrepl.keyspace.glob import stringmatch
 from pyrepl.rdb.dump import PayloadError, functions_payload, read_functions_payload
 from pyrepl.resp.types import OK, Map, ReplyError, SetReply, Status
-from pyrepl.scripting.engine import BUSY_ERR, OOM_ERR
+from pyrepl.scripting.engine import BUSY_ERR
 from pyrepl.scripting.functions import (
     ENGINE,
     LOAD_TIMEOUT_MS,
@@ -54,17 +54,10 @@ container("function", group="scripting", summary="A container for function comma
           since="7.0.0")
 
 
-def _deny_oom(c: Any) -> None:
-    """processCommand's OOM refusal of a denyoom command (FUNCTION LOAD / RESTORE)."""
-    if c.kind != "master" and engine(c.core)._oom():
-        raise ReplyError(OOM_ERR)
-
-
 @command("function|load", -3, "noscript write denyoom", group="scripting", acl="scripting",
          since="7.0.0", summary="Create a function with the given arguments (name, code, "
                                 "description)")
 def function_load(c: Any, argv: list[bytes]) -> object:
-    _deny_oom(c)
     replace = False
     pos = 2
     while pos < len(argv) - 1:
@@ -151,7 +144,6 @@ def function_dump(c: Any, argv: list[bytes]) -> object:
 def function_restore(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 4:
         raise subcommand_error(argv)
-    _deny_oom(c)
     policy = "append"
     if len(argv) == 4:
         policy = argv[3].decode("latin-1").lower()

@@ -37,6 +37,7 @@ from typing import Any
 from pyrepl.commands.table import command, container, variants
 from pyrepl.commands.util import LLONG_MAX, help_command, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
+from pyrepl.keyspace.ageing import idle_ms, lfu_decr_and_return
 from pyrepl.keyspace.db import TYPE_NAMES, type_name
 from pyrepl.keyspace.glob import compile_pattern
 from pyrepl.keyspace.hashttl import HashEx
@@ -441,7 +442,6 @@ _LFU_SELECTED = (
     "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
     "switching between policies at runtime LRU and LFU data will take some time to adjust.")
 _SHARED_REFCOUNT = (1 << 31) - 1  # OBJ_SHARED_REFCOUNT: shared integers 0..9999
-_LFU_INIT_VAL = 5
 
 
 def _cfg(c: Any, name: str, default: int) -> int:
@@ -482,35 +482,42 @@ def _lfu(c: Any) -> bool:
     return "lfu" in str(getattr(c.core.config, "maxmemory_policy", ""))
 
 
-def _refcount(c: Any, v: Any) -> int:
+def _encoding(c: Any, key: bytes, v: Any) -> object:
+    return encoding_name(c, v)
+
+
+def _refcount(c: Any, key: bytes, v: Any) -> int:
     if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 \
             and not c.core.config.maxmemory:
         return _SHARED_REFCOUNT
     return 1
 
 
-def _idletime(c: Any, v: Any) -> int:
+def _idletime(c: Any, key: bytes, v: Any) -> int:
+    """Seconds since the key was last accessed (its 24-bit LRU clock: pyrepl.keyspace.ageing)."""
     if _lfu(c):
         raise ReplyError(_LFU_SELECTED)
-    return 0  # access times are not tracked
+    return idle_ms(c.db.data.age(key) or 0, c.core.now_ms) // 1000
 
 
-def _freq(c: Any, v: Any) -> int:
+def _freq(c: Any, key: bytes, v: Any) -> int:
+    """The key's logarithmic access counter, decayed to now (LFUDecrAndReturn)."""
     if not _lfu(c):
         raise ReplyError(_LFU_NOT_SELECTED)
-    return _LFU_INIT_VAL  # access frequency is not tracked: a new key's counter
+    core = c.core
+    return lfu_decr_and_return(c.db.data.age(key) or 0, core.now_ms, core.config.lfu_decay_time)
 
 
-def _object(c: Any, argv: list[bytes], answer: Callable[[Any, Any], object]) -> object:
-    """OBJECT <subcommand> <key>: ``answer(c, value)``, or a null reply when the key is missing
-    (objectCommandLookupOrReply, which neither counts a keyspace hit nor fires an event)."""
+def _object(c: Any, argv: list[bytes], answer: Callable[[Any, bytes, Any], object]) -> object:
+    """OBJECT <subcommand> <key>: ``answer(c, key, value)``, or a null reply when the key is
+    missing (objectCommandLookupOrReply: LOOKUP_NOTOUCH, no keyspace hit, no event)."""
     v = c.db.lookup_read_nonotify(argv[2])
-    return None if v is None else answer(c, v)
+    return None if v is None else answer(c, argv[2], v)
 
 
 variants(_object, (
     ("object|encoding", "2.2.3", "Inspect the internal encoding of a Redis object",
-     (encoding_name,)),
+     (_encoding,)),
     ("object|refcount", "2.2.3", "Get the number of references to the value of the key",
      (_refcount,)),
     ("object|idletime", "2.2.3", "Get the time since a Redis object was last accessed",

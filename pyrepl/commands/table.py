@@ -78,6 +78,7 @@ class Command:
     readonly: bool = False
     noauth: bool = False
     nomulti: bool = False
+    denyoom: bool = False         # may grow memory: refused while out of memory (pyrepl.core.evict)
     # A change it makes (server.dirty) is propagated: every write command, and a command
     # flagged ``may-replicate`` (PFCOUNT refreshing a HLL's cached cardinality; PUBLISH, which
     # sets ``Client.propagate_argv`` to be propagated without a change).
@@ -113,6 +114,7 @@ class Command:
         self.skip_slowlog = "skip-slowlog" in self.flags
         self.skip_monitor = "skip-monitor" in self.flags or "admin" in self.flags
         self.allow_busy = "allow-busy" in self.flags
+        self.denyoom = "denyoom" in self.flags
         self.plain = self.sampled and "blocking" not in self.flags and \
             self.name not in _NOT_PLAIN
 

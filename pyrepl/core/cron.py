@@ -58,6 +58,8 @@ class Cron:
             core.pause.tick(now_ms)
         self._sample_ops(now_ms)
         self._memory()
+        if core.maxmemory:      # evict in the cron too, not only before a write
+            core.evictor.perform()
         self._client_timeouts(now_ms)
         core.persistence.cron(now_ms)
         self._sample_cow(now_ms)

@@ -22,6 +22,7 @@ from pyrepl.core import monitor
 from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
 from pyrepl.core.pubsub import Push
 from pyrepl.core.stats import CommandStat
+from pyrepl.errors import OOM
 from pyrepl.fastpath import account_run, start_run
 from pyrepl.resp.types import BLOCKED, QUEUED, Raw, ReplyError
 from pyrepl.resp.writer import encode, encode_replies, error_bytes
@@ -128,6 +129,8 @@ def execute(core: ServerCore, c: Client, argv: list[bytes]) -> None:
         core.reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
         return
     if core.gated and _gate(core, c, cmd, argv):
+        return
+    if core.maxmemory and _out_of_memory(core, c, cmd, argv):
         return
     if c.in_multi or not c.authenticated or c.subs is not None or c.restricted:
         if not c.authenticated and not cmd.noauth:
@@ -323,6 +326,37 @@ def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
     if core.disk_error is not None and _denied_by_disk_error(core, c, cmd):
         return True
     return bool(core.pause.kind) and _postponed(core, c, cmd, argv)
+
+
+def _out_of_memory(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
+    """processCommand's maxmemory step (only called while a limit is set): evict what is
+    due (pyrepl.core.evict); out of memory, refuse a denyoom command, an EXEC of one, or
+    anything but EXEC / DISCARD / QUIT / RESET sent inside MULTI. A client that must
+    authenticate first, or a restricted user's denied command, gets that error instead (as
+    Redis checks them first); the master's stream is never refused (its replica would
+    diverge)."""
+    if not c.authenticated and not cmd.noauth:
+        return False
+    if meter_within(core) or not core.evictor.check() or c.kind == "master":
+        return False
+    if not (cmd.denyoom or c.in_multi and cmd.name not in ("exec", "discard", "quit", "reset")
+            or cmd.name == "exec" and any(q.denyoom for q, _ in c.multi_queue)):
+        return False
+    if c.restricted and core.acl.denied(c, cmd, argv):
+        return True
+    core.reject(c, OOM, cmd)
+    return True
+
+
+def meter_within(core: ServerCore) -> bool:
+    """The cheap test first: the meter's upper bound within the limit, nothing to evict (and
+    no OOM state to record: a script's first write then sees none)."""
+    if core.meter.bound() > core.maxmemory:
+        return False
+    evictor = core.evictor
+    if evictor.oom or evictor.exceeded_since_ns:
+        evictor.check()
+    return True
 
 
 def _postponed(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:

@@ -61,6 +61,12 @@ class Host:
     def sleep(self, seconds: float) -> None:
         pass
 
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at the next pass of the event loop (Redis's 0 ms time event: an
+        eviction cycle that ran out of time goes on there). Sans-io: kept in ``soon`` for
+        the test to run."""
+        self.__dict__.setdefault("soon", []).append(fn)
+
     def notify_supervisor(self, message: str) -> None:
         """A systemd sd_notify line (``STOPPING=1\\n`` ...) when supervised by systemd."""
 

@@ -204,6 +204,7 @@ def section_persistence(core: ServerCore) -> Fields:
 
 def section_stats(core: ServerCore) -> Fields:
     s = core.stats
+    exceeded = core.evictor.exceeded_ms()
     return [
         ("total_connections_received", s.total_connections_received),
         ("total_commands_processed", core.total_commands_processed()),
@@ -225,9 +226,9 @@ def section_stats(core: ServerCore) -> Fields:
         ("expired_time_cap_reached_count", 0),
         ("expire_cycle_cpu_milliseconds", s.expire_cycle_cpu_ns // 1_000_000),
         ("evicted_keys", s.evicted_keys),
-        ("evicted_clients", 0),
-        ("total_eviction_exceeded_time", 0),
-        ("current_eviction_exceeded_time", 0),
+        ("evicted_clients", s.evicted_clients),
+        ("total_eviction_exceeded_time", exceeded[0]),
+        ("current_eviction_exceeded_time", exceeded[1]),
         ("keyspace_hits", s.keyspace_hits),
         ("keyspace_misses", s.keyspace_misses),
         ("pubsub_channels", len(core.pubsub.channels)),

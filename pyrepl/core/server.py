@@ -34,6 +34,7 @@ from pyrepl.core.blocking import Blocking
 from pyrepl.core.client import Client
 from pyrepl.core.cron import Cron
 from pyrepl.core.dispatch import NAME_CACHE
+from pyrepl.core.evict import Evictor
 from pyrepl.core.host import Host, NullLog
 from pyrepl.core.latency import LatencyMonitor
 from pyrepl.core.pause import Pause
@@ -54,6 +55,11 @@ if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
 
 
+_EVICTION_DIRECTIVES = frozenset((
+    "maxmemory", "maxmemory-policy", "maxmemory-samples", "maxmemory-eviction-tenacity",
+    "lfu-log-factor", "lfu-decay-time", "lazyfree-lazy-eviction", "replica-ignore-maxmemory"))
+
+
 class ServerCore:
     # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
     # dispatch; pyrepl/_plainrun.c: a run's checks and counts; pyrepl/commands/_hot.c: the
@@ -61,7 +67,8 @@ class ServerCore:
     __slots__ = ("config", "gated", "replication", "expiry_deletes", "cmdstats", "dirty",
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
-                 "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "__dict__",
+                 "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
+                 "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
 
@@ -151,6 +158,12 @@ class ServerCore:
         self.pause = Pause(self)
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
+        # -- maxmemory (pyrepl.core.evict): the limit processCommand enforces, 0 when none
+        # (or a replica ignoring it); the one test the dispatch makes for it.
+        self.maxmemory = 0
+        self.evictor = Evictor(self)
+        self.refresh_maxmemory()
+        # -- end maxmemory
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.core.monitor)
         self.replication: Replication | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
@@ -188,6 +201,17 @@ class ServerCore:
             self._appendonly_changed(bool(value))
         elif name == "aof-disable-auto-gc" and not value:
             self.aof.delete_history()
+        elif name in _EVICTION_DIRECTIVES:
+            self.evictor.refresh()
+            self.refresh_maxmemory()
+            if name == "maxmemory" and self.maxmemory:
+                self.evictor.start_proc()   # (updateMaxmemory: evict what is over at once)
+
+    def refresh_maxmemory(self) -> None:
+        """``maxmemory``: the limit every command is checked against (CONFIG SET of a
+        maxmemory directive, and a change of role: a replica with replica-ignore-maxmemory
+        has none)."""
+        self.maxmemory = self.config.maxmemory if self.evictor.enforced() else 0
 
     def _appendonly_changed(self, on: bool) -> None:
         """updateAppendonly: CONFIG SET appendonly yes starts a rewrite (WAIT_REWRITE), no

@@ -33,6 +33,7 @@ class Stats:
     total_writes_processed: int
     expire_cycle_cpu_ns: int
     unexpected_error_replies: int
+    evicted_clients: int
     COUNTERS = tuple(__annotations__)
     __slots__ = (*COUNTERS, "ops_samples", "last_ops_sample", "instantaneous_ops", "instant")
 

@@ -113,6 +113,18 @@ def lfu_touch(lru: int, now_ms: int, log_factor: int, decay_time: int,
     return (lfu_minutes(now_ms) << 8) | counter
 
 
+def given_age(lfu: bool, freq: int, idle_s: int, now_ms: int) -> int | None:
+    """objectSetLRUOrLFU: the 24 bits for a key given an access frequency ``freq`` (0-255, -1
+    for none) or an idle time ``idle_s`` in seconds (-1 for none) — RESTORE's FREQ and
+    IDLETIME, an RDB's FREQ and IDLE opcodes; None when the policy's kind is not given."""
+    if lfu:
+        return (lfu_minutes(now_ms) << 8) | freq if freq >= 0 else None
+    if idle_s < 0:
+        return None
+    at = lru_clock(now_ms) - idle_s * 1000 // LRU_CLOCK_RESOLUTION
+    return at + LRU_CLOCK_MAX if at < 0 else at
+
+
 # -- the eviction pool -----------------------------------------------------------------------
 
 class EvictionPool:

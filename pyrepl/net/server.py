@@ -204,6 +204,9 @@ class NetHost(Host):
         self.master_io = MasterIO(self.server)
         self.replica_io = ReplicaIO(self.server)
 
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self.server.call_soon(fn)
+
     def fork_child(self, job: Callable[[], int], purpose: str) -> int:
         # Freeze the GC's view so the child does not dirty every page by collecting.
         gc.freeze()
@@ -587,6 +590,18 @@ class Server:
         if not self._flush_scheduled and self.loop is not None:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush_deferred)
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """``fn`` at the next pass of the loop, in the core's clock, its output flushed."""
+        loop = self.loop
+        if loop is None:
+            return
+
+        def run() -> None:
+            self.core.now_ms = now_ms()
+            fn()
+            self.flush_pending()
+        loop.call_soon(run)
 
     def _flush_deferred(self) -> None:
         self._flush_scheduled = False

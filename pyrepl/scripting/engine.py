@@ -35,6 +35,7 @@ import lupa.lua51 as lua51
 
 from pyrepl import REDIS_VERSION
 from pyrepl.core import monitor
+from pyrepl.errors import OOM
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
 from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
@@ -45,7 +46,7 @@ from pyrepl.scripting.sandbox import BOOTSTRAP, CHUNK_NAME, REPLY_MAX_DEPTH
 NOSCRIPT_ERR = "NOSCRIPT No matching script. Please use EVAL."
 READONLY_ERR = "READONLY You can't write against a read only replica."
 NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."
-OOM_ERR = "OOM command not allowed when used memory > 'maxmemory'."
+OOM_ERR = OOM
 MASTERDOWN_ERR = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to "
                   "'no'.")
 BUSY_ERR = ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
@@ -237,12 +238,10 @@ class ScriptEngine:
             return sc.COMPAT
 
     def _oom(self) -> bool:
-        """Redis's pre-command OOM state: maxmemory set and the memory in use above it."""
-        maxmemory = self.core.config.maxmemory
-        if not maxmemory:
-            return False
-        used = int(self.core.host.process_info().get("rss", 0))
-        return used > maxmemory
+        """Redis's pre_command_oom_state: the command that runs the script found the memory
+        above maxmemory with nothing left to evict (pyrepl.core.evict)."""
+        core = self.core
+        return bool(core.maxmemory) and core.evictor.oom_now()
 
     def _replica_state(self) -> tuple[bool, bool]:
         """(a replica, its link to the master down)."""

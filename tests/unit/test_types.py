@@ -21,7 +21,7 @@ STRICT = ["pyrepl/aof", "pyrepl/keyspace/ports.py",
           "pyrepl/core/stats.py", "pyrepl/core/host.py", "pyrepl/native.py", "pyrepl/fastpath.py",
           "pyrepl/keyspace/zindex.py", "pyrepl/keyspace/listpack.py", "pyrepl/resp/scan.py",
            "pyrepl/keyspace/ageing.py", "pyrepl/memacct.py", "tests/unit/fakes.py",
-           "pyrepl/keyspace/ktable.py",
+           "pyrepl/keyspace/ktable.py", "pyrepl/core/evict.py",
           # the core itself, its dispatch and propagation, and the ports of its parts
           "pyrepl/core/server.py", "pyrepl/core/client.py", "pyrepl/core/dispatch.py",
           "pyrepl/core/propagation.py", "pyrepl/core/ports.py", "pyrepl/core/blocking.py",

@@ -175,6 +175,7 @@ class ReplicaSide:
 
     def _become_replica(self) -> None:
         self.core.expiry_deletes = False
+        self.core.refresh_maxmemory()      # (replica-ignore-maxmemory)
         log = self.core.log
         if hasattr(log, "role"):
             log.role = "S"
@@ -526,6 +527,7 @@ class ReplicaSide:
         m.no_replicas_since_ms = self.now
         self.down_since_ms = 0
         core.expiry_deletes = True
+        core.refresh_maxmemory()
         log = core.log
         if hasattr(log, "role"):
             log.role = "M"

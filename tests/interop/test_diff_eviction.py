@@ -1,0 +1,183 @@
+"""maxmemory and eviction, the same writes on pyrepl and on redis-server 7.0.15 side by side.
+
+Each server gets a limit of its own idle ``used_memory`` plus the same budget, then the same
+writes of 1 KB values (so the dataset's cost per key is close on both: the figures compared
+are ratios of the budget). Compared: the replies (OOM errors to the byte), how many keys each
+evicted (within sampling noise: the budget is spent on slightly different costs per key),
+which kind of key went (volatile-* never touches a key without a TTL), and that a replica of
+an evicting master — a pyrepl one and a real Redis one — holds exactly the master's dataset
+(the evictions reached it as DELs).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from tests.support.procs import start_pyrepl, start_redis
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+MB = 1 << 20
+OOM = "OutOfMemoryError: command not allowed when used memory > 'maxmemory'."
+VALUE = b"x" * 1000
+KEYS = 6000                 # 6 MB of values against a 2 MB budget
+BUDGET = 2 * MB
+DEBUG = ("--enable-debug-command", "yes")
+
+
+def client(proc) -> redis.Redis:
+    return redis.Redis(port=proc.port, socket_timeout=20)
+
+
+def limit_to_budget(r: redis.Redis, policy: str, *extra: tuple[str, str]) -> None:
+    r.config_set("maxmemory-policy", policy)
+    for name, value in extra:
+        r.config_set(name, value)
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(used + BUDGET))
+
+
+def write(r: redis.Redis, n: int, volatile_every: int = 0) -> list[object]:
+    """SET k<i> (with EX when i % volatile_every == 0), pipelined 100 at a time; the replies
+    (an OOM error kept as its text)."""
+    replies: list[object] = []
+    for start in range(0, n, 100):
+        p = r.pipeline(transaction=False)
+        for i in range(start, min(start + 100, n)):
+            if volatile_every and i % volatile_every == 0:
+                p.set(f"k{i}", VALUE, ex=100_000)
+            else:
+                p.set(f"k{i}", VALUE)
+        for reply in p.execute(raise_on_error=False):
+            replies.append(f"{type(reply).__name__}: {reply}" if isinstance(reply, Exception)
+                           else reply)
+    return replies
+
+
+@pytest.fixture
+def pair():
+    with start_pyrepl() as ours, start_redis(*DEBUG) as theirs:
+        yield client(ours), client(theirs)
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+def test_allkeys_policies_evict_as_many_keys_as_redis(pair, policy: str) -> None:
+    counts = []
+    for r in pair:
+        limit_to_budget(r, policy)
+        replies = write(r, KEYS)
+        assert replies == [True] * KEYS
+        stats = r.info("stats")
+        mem = r.info("memory")
+        assert int(mem["used_memory"]) - int(mem["mem_not_counted_for_evict"]) <= \
+            int(mem["maxmemory"]) + 64 * 1024
+        assert stats["evicted_keys"] + r.dbsize() == KEYS
+        counts.append(r.dbsize())
+    ours, theirs = counts
+    assert abs(ours - theirs) <= 0.25 * theirs, counts
+
+
+@pytest.mark.parametrize("policy", ["volatile-lru", "volatile-lfu", "volatile-random",
+                                    "volatile-ttl"])
+def test_volatile_policies_evict_only_keys_with_a_ttl_then_refuse(pair, policy: str) -> None:
+    outcomes = []
+    for r in pair:
+        limit_to_budget(r, policy)
+        replies = write(r, KEYS, volatile_every=2)
+        errors = [x for x in replies if x is not True]
+        assert errors, "the budget holds 2 MB, the writes 6 MB: some must be refused"
+        assert set(errors) == {OOM}
+        # every key without a TTL that was accepted is still there
+        kept_plain = sum(1 for i, x in enumerate(replies) if x is True and i % 2)
+        plain_now = sum(1 for k in r.scan_iter(count=1000) if r.ttl(k) == -1)
+        assert plain_now == kept_plain
+        assert r.get("k1") == VALUE or replies[1] is not True
+        outcomes.append((len(errors), r.info("stats")["evicted_keys"]))
+    (ours_err, ours_ev), (theirs_err, theirs_ev) = outcomes
+    assert abs(ours_err - theirs_err) <= 0.25 * theirs_err, outcomes
+
+
+def test_noeviction_answers_oom_and_keeps_serving_reads_and_del(pair) -> None:
+    seen = []
+    for r in pair:
+        limit_to_budget(r, "noeviction")
+        replies = write(r, KEYS)
+        first = replies.index(next(x for x in replies if x is not True))
+        rest = replies[first:]
+        # refused from then on (a write now and then fits again in what buffers gave back)
+        assert set(rest) <= {OOM, True} and rest.count(OOM) > 0.9 * len(rest)
+        # (at the limit a server's own buffers decide whether the next write fits: well over
+        # it, every denyoom command is refused)
+        r.config_set("maxmemory", "1mb")
+        with pytest.raises(redis.exceptions.OutOfMemoryError,
+                           match="^command not allowed when used memory"):
+            r.incr("counter")
+        p = r.pipeline(transaction=True)
+        p.get("k3")
+        p.set("new", "1")
+        with pytest.raises(redis.exceptions.ResponseError) as e:
+            p.execute()
+        seen.append((type(e.value).__name__, str(e.value), r.exists("new")))
+        assert r.get("k0") == VALUE
+        assert r.delete("k0", "k1", "k2") == 3
+        assert r.info("stats")["evicted_keys"] == 0
+        r.config_set("maxmemory", "0")
+        assert r.set("new", "1")
+    assert seen[0] == seen[1], seen
+
+
+def _digest(r: redis.Redis) -> bytes:
+    return r.execute_command("DEBUG", "DIGEST")
+
+
+def _wait_synced(master: redis.Redis, replicas: list[redis.Redis]) -> None:
+    deadline = time.monotonic() + 30
+    want = master.info("replication")["master_repl_offset"]
+    while time.monotonic() < deadline:
+        offs = [r.info("replication").get("slave_repl_offset", -1) for r in replicas]
+        if all(o >= want for o in offs):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"replicas at {offs}, master at {want}")
+
+
+def test_replicas_of_an_evicting_master_hold_its_dataset() -> None:
+    """A pyrepl master evicting under allkeys-lru, with a pyrepl replica and a Redis replica
+    (both ignore maxmemory, the default): the DELs reach them, the digests agree."""
+    with start_pyrepl() as master, start_pyrepl() as ours, start_redis(*DEBUG) as theirs:
+        m = client(master)
+        replicas = [client(ours), client(theirs)]
+        for r in replicas:
+            r.config_set("maxmemory", "1mb")     # ignored by a replica (replica-ignore-maxmemory)
+            r.replicaof("127.0.0.1", master.port)
+        deadline = time.monotonic() + 30
+        while any(r.info("replication")["master_link_status"] != "up" for r in replicas):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        limit_to_budget(m, "allkeys-lru")
+        write(m, KEYS, volatile_every=3)
+        assert m.info("stats")["evicted_keys"] > 0
+        _wait_synced(m, replicas)
+        assert [_digest(r) for r in replicas] == [_digest(m)] * 2
+        assert [r.dbsize() for r in replicas] == [m.dbsize()] * 2
+        assert [r.info("stats")["evicted_keys"] for r in replicas] == [0, 0]
+
+
+def test_a_pyrepl_replica_follows_an_evicting_redis_master() -> None:
+    with start_redis(*DEBUG) as master, start_pyrepl() as ours:
+        m, r = client(master), client(ours)
+        r.config_set("maxmemory", "1mb")
+        r.replicaof("127.0.0.1", master.port)
+        deadline = time.monotonic() + 30
+        while r.info("replication")["master_link_status"] != "up":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        limit_to_budget(m, "allkeys-random")
+        write(m, KEYS)
+        assert m.info("stats")["evicted_keys"] > 0
+        _wait_synced(m, [r])
+        assert _digest(r) == _digest(m)
+        assert r.info("stats")["evicted_keys"] == 0
