@@ -46,9 +46,8 @@ def main() -> int:
     if kind != memacct.POOL_WALK:
         print(f"the pool walk does not run: {memacct.why_not()}", file=sys.stderr)
         return 1
-    from pyrepl import _memacct  # type: ignore[attr-defined]
-
     import pyrepl.commands  # noqa: F401
+    from pyrepl import _memacct  # type: ignore[attr-defined]
     from pyrepl.config import Config
     from pyrepl.core.server import ServerCore
 
