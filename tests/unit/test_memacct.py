@@ -136,6 +136,28 @@ def test_a_server_process_installs_it_first_and_pure_or_pymalloc_debug_fall_back
     assert _python(code, PYTHONMALLOC="pymalloc_debug").startswith("rss rss 'PYTHONMALLOC=")
 
 
+def test_a_refused_self_test_falls_back_to_rss(monkeypatch) -> None:
+    """The extension's install() answers why it refuses (the pool layout is not 3.11's):
+    memacct then runs the RSS meter and says why."""
+
+    class Refusing:
+        @staticmethod
+        def installed() -> bool:
+            return False
+
+        @staticmethod
+        def install() -> str:
+            return "a pool header is not CPython 3.11's (szidx at 36, count at 0)"
+
+    monkeypatch.setattr(memacct, "_ext", Refusing)
+    monkeypatch.setattr(memacct, "_why_not", memacct._why_not)     # (restored after)
+    monkeypatch.setattr(memacct, "_unsupported", lambda: "")
+    assert memacct.install() == memacct.RSS
+    assert memacct.why_not() == "self-test: a pool header is not CPython 3.11's (szidx at 36, " \
+        "count at 0)"
+    assert isinstance(memacct.meter(), memacct.RssMeter) and memacct.stats() == {}
+
+
 def test_the_rss_meter_reads_the_process() -> None:
     m = memacct.RssMeter()
     assert m.kind == "rss" and m.used() == m.bound() > 0 and m.rss() > 0
