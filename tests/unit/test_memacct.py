@@ -118,11 +118,30 @@ def test_used_without_fresh_walks_at_most_once_per_interval(walk: memacct.PoolWa
     assert memacct.stats()["walks"] - walks <= 2     # a ms floor: 1000 calls take less than 2
 
 
-def test_the_capsule_is_there_for_c_callers(walk: memacct.PoolWalkMeter) -> None:
+def test_the_capsule_gives_c_callers_used_and_bound(walk: memacct.PoolWalkMeter) -> None:
+    """pyrepl/_memacct.h's API, called as another extension would (ctypes, the GIL held):
+    its version, used(fresh) as the module's, bound() above a fresh reading."""
+    import ctypes
+
     from pyrepl import _memacct  # type: ignore[attr-defined]
 
-    assert type(_memacct._C_API).__name__ == "PyCapsule"
-    assert "pyrepl._memacct._C_API" in repr(_memacct._C_API)
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    address = get(_memacct._C_API, b"pyrepl._memacct._C_API")
+
+    class Api(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_int),
+                    ("used", ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_int)),
+                    ("bound", ctypes.PYFUNCTYPE(ctypes.c_int64))]
+
+    api = Api.from_address(address)
+    assert api.version == 1
+    exact = api.used(2)
+    assert abs(exact - walk.used(fresh=True)) < 64 * 1024
+    assert api.bound() >= api.used(2)
+    walks = memacct.stats()["walks"]
+    api.used(1)
+    assert memacct.stats()["walks"] == walks + 1
 
 
 @needs_walk
