@@ -1,7 +1,7 @@
 """Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
 
     .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R,PARSE]
-        [--pipeline 16] [--tree DIR]
+        [--pipeline 16] [--tree DIR] [--memacct]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
@@ -10,7 +10,8 @@ sink as the transport), and the
 difference divided by 2N is the cost of one command, start-up excluded. ``PARSE`` is the
 request reader alone on the SET stream (feed + gets, no execution); ``FLOOR`` is
 bench/floor_server.py's whole work on the SET stream (the Python floor: hiredis, a dict). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
-commit before a change) for a before/after figure with the same interpreter.
+commit before a change) for a before/after figure with the same interpreter. ``--memacct``
+installs the memory accounting first (pyrepl/memacct.py, as the CLI does in a server process).
 """
 
 from __future__ import annotations
@@ -203,6 +204,10 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
         floor_run(pipeline, n)
         return
     replicas = int(reps.rstrip("R")) if reps else 0
+    if os.environ.get("BENCH_MEMACCT") == "1":
+        from pyrepl import memacct
+
+        assert memacct.install() == "pool-walk", memacct.why_not()
     core, protos, chunks = shell_setup(name, replicas, pipeline)
     shell_run(core, protos, chunks, n, pipeline, replicas)
 
@@ -225,7 +230,11 @@ def main() -> int:
     ap.add_argument("--tree", default=ROOT, help="checkout whose pyrepl is measured")
     ap.add_argument("-n", type=int, default=16000)
     ap.add_argument("--pipeline", "-P", type=int, default=16)
+    ap.add_argument("--memacct", action="store_true",
+                    help="install the memory accounting first (pyrepl/memacct.py)")
     args = ap.parse_args()
+    if args.memacct:
+        os.environ["BENCH_MEMACCT"] = "1"
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1

@@ -360,10 +360,22 @@ static PyObject *py_set_interval(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* Whether the hooks are still the allocators in place (tracemalloc.stop() restores the
+ * allocators saved by its start(): one started before the install and stopped after it takes
+ * the RAW hook away). */
+static int hooks_in_place(void) {
+    PyMemAllocatorEx cur;
+    PyObjectArenaAllocator ca;
+    if (!installed) return 0;
+    PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &cur);
+    PyObject_GetArenaAllocator(&ca);
+    return (cur.malloc == raw_malloc ? 1 : 0) | (ca.alloc == arena_alloc ? 2 : 0);
+}
+
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
     return Py_BuildValue(
-        "{s:i,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:K}",
-        "installed", installed, "walk_tested", walk_tested, "libc_baseline", (long long)libc_baseline,
+        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:K}",
+        "installed", installed, "hooks", hooks_in_place(), "walk_tested", walk_tested, "libc_baseline", (long long)libc_baseline,
         "raw", (long long)__atomic_load_n(&raw_count, __ATOMIC_RELAXED),
         "pre_content", (long long)pre_content, "pre_free", (long long)pre_free,
         "walk_sum", (long long)w_sum, "walk_free", (long long)w_free,

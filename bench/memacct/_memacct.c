@@ -40,7 +40,8 @@
  * bounded-walk scheme for a maxmemory check per write (see its comment).
  *
  * Kept as data under bench/memacct/, built by bench/bench_memacct.py into a temporary
- * directory; not part of pyrepl.
+ * directory; not part of pyrepl. The pool-walk design is built into pyrepl as
+ * pyrepl/_memacct.c (bench/RESULTS.md, "Memory accounting (issue 37 part 1)").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -53,8 +53,6 @@ def alloc_size(n: int) -> int:
 _HEADS: dict[type, int] = {dict: sys.getsizeof({}), list: sys.getsizeof([]),
                            set: sys.getsizeof(set()), frozenset: sys.getsizeof(frozenset()),
                            bytearray: sys.getsizeof(bytearray())}
-
-
 _DEQUE_BLOCK = 64 * 8 + 16                         # collections.deque's block (> 512 B)
 _DEQUE_HEAD = sys.getsizeof(deque()) - _DEQUE_BLOCK   # (an empty deque has one block)
 
@@ -90,9 +88,10 @@ def _sampled(items: Iterable[Any], n: int, samples: int, depth: int) -> int:
 
 def _shared(v: Any) -> bool:
     """CPython's singletons, which a value refers to without allocating them: the bytes of
-    length 0 and 1, the small ints."""
+    length 0 and 1, the small ints, None and the bools."""
     t = type(v)
-    return (t is bytes and len(v) <= 1) or (t is int and -5 <= v <= 256)
+    return (t is bytes and len(v) <= 1) or (t is int and -5 <= v <= 256) or v is None \
+        or t is bool
 
 
 def _sampled_pairs(v: dict[Any, Any], samples: int, depth: int) -> int:

@@ -5,6 +5,7 @@ with the meter; MEMORY USAGE summed close to the growth it measures."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -95,6 +96,7 @@ def test_used_rises_with_a_large_allocation_and_returns_after_the_free(
         walk: memacct.PoolWalkMeter) -> None:
     """50 MB of small objects: used grows by what the ground truth grows (within 1 %), the
     bound stays above used, and after the free used is back within 256 KiB."""
+    gc.collect()
     u0, t0 = walk.used(fresh=True), _truth()
     held = [b"%d" % i * 10 for i in range(500_000)]
     u1, t1 = walk.used(fresh=True), _truth()
@@ -116,11 +118,30 @@ def test_used_without_fresh_walks_at_most_once_per_interval(walk: memacct.PoolWa
     assert memacct.stats()["walks"] - walks <= 2     # a ms floor: 1000 calls take less than 2
 
 
-def test_the_capsule_is_there_for_c_callers(walk: memacct.PoolWalkMeter) -> None:
+def test_the_capsule_gives_c_callers_used_and_bound(walk: memacct.PoolWalkMeter) -> None:
+    """pyrepl/_memacct.h's API, called as another extension would (ctypes, the GIL held):
+    its version, used(fresh) as the module's, bound() above a fresh reading."""
+    import ctypes
+
     from pyrepl import _memacct  # type: ignore[attr-defined]
 
-    assert type(_memacct._C_API).__name__ == "PyCapsule"
-    assert "pyrepl._memacct._C_API" in repr(_memacct._C_API)
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    address = get(_memacct._C_API, b"pyrepl._memacct._C_API")
+
+    class Api(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_int),
+                    ("used", ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_int)),
+                    ("bound", ctypes.PYFUNCTYPE(ctypes.c_int64))]
+
+    api = Api.from_address(address)
+    assert api.version == 1
+    exact = api.used(2)
+    assert abs(exact - walk.used(fresh=True)) < 64 * 1024
+    assert api.bound() >= api.used(2)
+    walks = memacct.stats()["walks"]
+    api.used(1)
+    assert memacct.stats()["walks"] == walks + 1
 
 
 @needs_walk
@@ -132,6 +153,28 @@ def test_a_server_process_installs_it_first_and_pure_or_pymalloc_debug_fall_back
         "rss rss 'plain Python (PYREPL_PURE is set)'"
     assert _python(code, PYTHONMALLOC="malloc").startswith("rss rss 'PYTHONMALLOC=malloc")
     assert _python(code, PYTHONMALLOC="pymalloc_debug").startswith("rss rss 'PYTHONMALLOC=")
+
+
+def test_a_refused_self_test_falls_back_to_rss(monkeypatch) -> None:
+    """The extension's install() answers why it refuses (the pool layout is not 3.11's):
+    memacct then runs the RSS meter and says why."""
+
+    class Refusing:
+        @staticmethod
+        def installed() -> bool:
+            return False
+
+        @staticmethod
+        def install() -> str:
+            return "a pool header is not CPython 3.11's (szidx at 36, count at 0)"
+
+    monkeypatch.setattr(memacct, "_ext", Refusing)
+    monkeypatch.setattr(memacct, "_why_not", memacct._why_not)     # (restored after)
+    monkeypatch.setattr(memacct, "_unsupported", lambda: "")
+    assert memacct.install() == memacct.RSS
+    assert memacct.why_not() == "self-test: a pool header is not CPython 3.11's (szidx at 36, " \
+        "count at 0)"
+    assert isinstance(memacct.meter(), memacct.RssMeter) and memacct.stats() == {}
 
 
 def test_the_rss_meter_reads_the_process() -> None:
@@ -151,6 +194,7 @@ def test_info_memory_is_the_meters_and_consistent() -> None:
     core = make_core()
     core.meter = meter
     core.used_memory_startup = 10 << 20
+    core.used_memory_peak = 0
     m = _info(core)
     used, overhead = m["used_memory"], m["used_memory_overhead"]
     assert used == 50 << 20 and m["used_memory_rss"] == 80 << 20
@@ -176,6 +220,7 @@ def test_memory_stats_and_doctor_follow_info() -> None:
     core = make_core()
     core.meter = FakeMeter(used=40 << 20, rss=100 << 20)
     core.used_memory_startup = 1 << 20
+    core.used_memory_peak = 0
     c = core.connection_made()
     text = run(c, "MEMORY", "STATS").decode()
     assert "total.allocated" in text and str(40 << 20) in text and "2.5" in text
@@ -224,10 +269,15 @@ def test_memory_usage_summed_is_close_to_the_used_memory_growth(
     }
     for name, write in shapes.items():
         run(c, "FLUSHALL")
+        gc.collect()     # (garbage of earlier tests, freed by a collection in the loop, is not ours)
         u0 = walk.used(fresh=True)
-        for i in range(50_000):
-            write(i)
+        gc.disable()
+        try:
+            for i in range(50_000):
+                write(i)
+        finally:
+            gc.enable()
         grown = walk.used(fresh=True) - u0
         usage = sum(memory.key_size(k, v, 5, db) for k, v in db.data.items())
-        assert abs(usage - grown) < grown * 0.15, (name, usage, grown)
+        assert abs(usage - grown) < grown * 0.15, (name, usage, grown, memacct.stats())
     run(c, "FLUSHALL")
