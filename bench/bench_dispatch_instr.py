@@ -1,7 +1,7 @@
 """Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
 
     .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R,PARSE]
-        [--pipeline 16] [--tree DIR] [--memacct]
+        [--pipeline 16] [--tree DIR] [--memacct] [--maxmemory 1gb]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
@@ -11,7 +11,8 @@ difference divided by 2N is the cost of one command, start-up excluded. ``PARSE`
 request reader alone on the SET stream (feed + gets, no execution); ``FLOOR`` is
 bench/floor_server.py's whole work on the SET stream (the Python floor: hiredis, a dict). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
 commit before a change) for a before/after figure with the same interpreter. ``--memacct``
-installs the memory accounting first (pyrepl/memacct.py, as the CLI does in a server process).
+installs the memory accounting first (pyrepl/memacct.py, as the CLI does in a server process);
+``--maxmemory`` sets a limit (allkeys-lru) the run never reaches: what checking it costs.
 """
 
 from __future__ import annotations
@@ -130,7 +131,11 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
     class ClockHost(Host):     # the clock the real server's shell gives (NetHost)
         clock_ns = staticmethod(time.perf_counter_ns)
 
-    core = ServerCore(Config.load(None, [("save", [""])]), ClockHost(), now_ms=1)
+    settings: list[tuple[str, list[str]]] = [("save", [""])]
+    if os.environ.get("BENCH_MAXMEMORY"):     # (a limit the run never reaches: the checks' cost)
+        settings += [("maxmemory", [os.environ["BENCH_MAXMEMORY"]]),
+                     ("maxmemory-policy", ["allkeys-lru"])]
+    core = ServerCore(Config.load(None, settings), ClockHost(), now_ms=1)
     if replicas:
         _online_replicas(core, replicas)
 
@@ -232,7 +237,11 @@ def main() -> int:
     ap.add_argument("--pipeline", "-P", type=int, default=16)
     ap.add_argument("--memacct", action="store_true",
                     help="install the memory accounting first (pyrepl/memacct.py)")
+    ap.add_argument("--maxmemory", default="",
+                    help="run with this maxmemory (allkeys-lru), e.g. 1gb: what checking costs")
     args = ap.parse_args()
+    if args.maxmemory:
+        os.environ["BENCH_MAXMEMORY"] = args.maxmemory
     if args.memacct:
         os.environ["BENCH_MEMACCT"] = "1"
     if shutil.which("valgrind") is None:

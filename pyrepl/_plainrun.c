@@ -19,6 +19,7 @@
 
 #define MODULE_NAME "pyrepl._plainrun"
 #include "_slots.h"
+#include "_memacct.h"
 #include "keyspace/_ktable.h"
 
 static KTable_CAPI *kt;     /* the keyspace's table (keyspace/_ktable.h), on first use */
@@ -230,9 +231,12 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* -- account -------------------------------------------------------------------------- */
 
-enum { AK_CMDSTATS, AK_CONFIG, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY, AK_N };
+enum {
+    AK_CMDSTATS, AK_CONFIG, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
+    AK_RUN_MAXMEMORY, AK_N
+};
 static const char *const ak_names[AK_N] = {
-    "cmdstats", "config", "gated", "keys_waited", "tracking_on", "maxmemory",
+    "cmdstats", "config", "gated", "keys_waited", "tracking_on", "maxmemory", "run_maxmemory",
 };
 enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_N };
 static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode"};
@@ -288,7 +292,8 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (Py_TYPE(cmd0) != am_type || !slots_all_set(cmd0, am_off, AM_N) ||
             SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
             SLOT_AT(core, ak_off[AK_GATED]) != Py_False ||
-            slot_int(SLOT_AT(core, ak_off[AK_MAXMEMORY])) != 0 ||
+            (slot_int(SLOT_AT(core, ak_off[AK_MAXMEMORY])) != 0 &&      /* (evict.room_for_run) */
+             !pyrepl_memacct_within(slot_int(SLOT_AT(core, ak_off[AK_RUN_MAXMEMORY])))) ||
             SLOT_AT(core, ak_off[AK_KEYS_WAITED]) != Py_False ||
             SLOT_AT(core, ak_off[AK_TRACKING_ON]) != Py_False ||
             SLOT_AT(c, ac_off[AC_IN_MULTI]) != Py_False ||

@@ -71,7 +71,7 @@ def start(core: Any, c: Any, first: list[bytes], rest: list[list[bytes]]
     if cmd0 is None or not cmd0.plain or core.gated or core.keys_waited or \
             core.tracking_on or c.in_multi or c.reply_mode:
         return None
-    if core.maxmemory and not core.evictor.room_for_run(len(rest) + 1):
+    if core.maxmemory and not core.evictor.room_for_run():
         return None      # (near the limit: each command is checked, and may evict, alone)
     st0 = core.cmdstats.get(cmd0)
     if st0 is None or not st0.timing:

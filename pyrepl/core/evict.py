@@ -53,7 +53,6 @@ EVICT_OK, EVICT_RUNNING, EVICT_FAIL = 0, 1, 2
 
 # What a pipelined run must leave below the limit to skip the check per command.
 RUN_MARGIN = 1 << 20
-RUN_PER_COMMAND = 4096
 
 # maxmemory-policy -> (sample every key rather than those with a TTL, how a sample is scored)
 LRU, LFU, TTL, RANDOM, NONE = "lru", "lfu", "ttl", "random", "none"
@@ -124,12 +123,12 @@ class Evictor:
         self.lazy = bool(cfg.lazyfree_lazy_eviction)
         ktable.configure(kind == LFU, cfg.lfu_log_factor, cfg.lfu_decay_time)
 
-    def room_for_run(self, n: int) -> bool:
-        """Whether a pipelined run of ``n`` plain commands (pyrepl.plainrun) may skip the
-        check per command: the meter's upper bound leaves ``RUN_MARGIN`` and
-        ``RUN_PER_COMMAND`` a command below the limit (a plain command is O(1); its
-        arguments are already counted)."""
-        return self.core.meter.bound() + RUN_MARGIN + n * RUN_PER_COMMAND <= self.core.maxmemory
+    def room_for_run(self) -> bool:
+        """Whether a pipelined run of plain commands (pyrepl.plainrun) may skip the check per
+        command: the meter's upper bound ``RUN_MARGIN`` below the limit (``run_maxmemory``).
+        A plain command is O(1) and its arguments are already counted; a run is at most one
+        read's requests, which grow the dataset by far less than the margin."""
+        return self.core.meter.bound() <= self.core.run_maxmemory
 
     def enforced(self) -> bool:
         """Whether processCommand checks the limit: maxmemory set, and this server not a

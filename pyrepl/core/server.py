@@ -34,7 +34,7 @@ from pyrepl.core.blocking import Blocking
 from pyrepl.core.client import Client
 from pyrepl.core.cron import Cron
 from pyrepl.core.dispatch import NAME_CACHE
-from pyrepl.core.evict import Evictor
+from pyrepl.core.evict import RUN_MARGIN, Evictor
 from pyrepl.core.host import Host, NullLog
 from pyrepl.core.latency import LatencyMonitor
 from pyrepl.core.pause import Pause
@@ -68,6 +68,7 @@ class ServerCore:
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
+                 "run_maxmemory",
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
@@ -161,6 +162,7 @@ class ServerCore:
         # -- maxmemory (pyrepl.core.evict): the limit processCommand enforces, 0 when none
         # (or a replica ignoring it); the one test the dispatch makes for it.
         self.maxmemory = 0
+        self.run_maxmemory = 0      # what a pipelined run needs the meter's bound within
         self.evictor = Evictor(self)
         self.refresh_maxmemory()
         # -- end maxmemory
@@ -212,6 +214,7 @@ class ServerCore:
         maxmemory directive, and a change of role: a replica with replica-ignore-maxmemory
         has none)."""
         self.maxmemory = self.config.maxmemory if self.evictor.enforced() else 0
+        self.run_maxmemory = max(self.maxmemory - RUN_MARGIN, 0)
 
     def _appendonly_changed(self, on: bool) -> None:
         """updateAppendonly: CONFIG SET appendonly yes starts a rewrite (WAIT_REWRITE), no
