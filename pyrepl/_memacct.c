@@ -227,6 +227,14 @@ static inline uint64_t interval_ns(void) {
 }
 
 /* -- the C API --------------------------------------------------------------------------- */
+/* What the interpreter itself held when the server started (its code, modules, types): the
+ * server's figures are counted from there (set_origin; 0 until a server sets it). */
+static int64_t origin;
+
+static inline int64_t from_origin(int64_t v) {
+    return v > origin ? v - origin : 0;
+}
+
 static int64_t api_used(int fresh) {
     if (!installed) return -1;
     if (fresh >= 2) {
@@ -234,12 +242,12 @@ static int64_t api_used(int fresh) {
     } else if (fresh == 1 || now_ns() - w_time >= interval_ns()) {
         do_walk();
     }
-    return estimate();
+    return from_origin(estimate());
 }
 
 static int64_t api_bound(void) {
     if (!installed) return -1;
-    return estimate() + w_free + pre_free;
+    return from_origin(estimate() + w_free + pre_free);
 }
 
 static const PyreplMemacctAPI c_api = {PYREPL_MEMACCT_API_VERSION, api_used, api_bound};
@@ -353,6 +361,13 @@ static PyObject *py_bound(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(api_bound());
 }
 
+static PyObject *py_set_origin(PyObject *self, PyObject *arg) {
+    long long v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    origin = v < 0 ? 0 : v;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_set_interval(PyObject *self, PyObject *arg) {
     long long v = PyLong_AsLongLong(arg);
     if (v == -1 && PyErr_Occurred()) return NULL;
@@ -413,6 +428,8 @@ static PyMethodDef methods[] = {
      "used([fresh]): bytes in use (fresh 0: walk at most once per interval, 1: walk, 2: and "
      "re-read the pre-install arenas); -1 when not installed"},
     {"bound", py_bound, METH_NOARGS, "a cheap upper bound of used(2); -1 when not installed"},
+    {"set_origin", py_set_origin, METH_O,
+     "set_origin(n): used() and bound() count from n bytes (the interpreter's own, at start)"},
     {"set_interval", py_set_interval, METH_O, "the floor of used(0)'s interval between walks, ns"},
     {"stats", py_stats, METH_NOARGS, "the accounting's parts and counters"},
     {"debugstats", py_debugstats, METH_NOARGS,

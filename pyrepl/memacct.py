@@ -19,7 +19,9 @@ self-test refused the layout) the meter is RSS-based, and INFO says which one ru
 
 A meter is the core's port :class:`pyrepl.core.ports.Meter`: ``used(fresh)`` (``fresh``: a walk
 now and the arenas from before the install re-read, else a walk at most once per interval),
-``bound()`` (an upper bound without a walk: what a per-write maxmemory check calls), ``rss()``.
+``bound()`` (an upper bound without a walk: what a per-write maxmemory check calls), ``rss()``;
+both figures count from the origin a server sets as it starts (:func:`set_origin`: the
+interpreter's own memory left out).
 C callers use the capsule ``pyrepl._memacct._C_API`` (pyrepl/_memacct.h).
 """
 
@@ -92,6 +94,25 @@ def why_not() -> str:
     return "" if installed() else _why_not
 
 
+_rss_origin = 0
+
+
+def set_origin() -> int:
+    """Count the server's memory from now on: what the interpreter holds at this point (its
+    code, the modules imported, their types and tables: ~27 MB, where Redis's own start-up
+    is ~1 MB) is left out of ``used()`` and ``bound()`` of every meter, so ``used_memory`` and
+    ``maxmemory`` measure what the server holds (its state, the dataset, the buffers), as a
+    Redis configuration means them. Answers that origin in bytes (the fallback's is an RSS)."""
+    global _rss_origin
+    if _ext is not None and _ext.installed():
+        _ext.set_origin(0)
+        origin = int(_ext.used(2))
+        _ext.set_origin(origin)
+        return origin
+    _rss_origin = rss()
+    return _rss_origin
+
+
 class PoolWalkMeter:
     """The pool walk (pyrepl._memacct installed)."""
 
@@ -119,10 +140,10 @@ class RssMeter:
     __slots__ = ()
 
     def used(self, fresh: bool = False) -> int:
-        return rss()
+        return max(rss() - _rss_origin, 0)
 
     def bound(self) -> int:
-        return rss()
+        return max(rss() - _rss_origin, 0)
 
     def rss(self) -> int:
         return rss()

@@ -159,6 +159,8 @@ def section_memory(core: ServerCore) -> Fields:
         ("mem_cluster_links", 0),
         ("mem_aof_buffer", parts.aof_buffer),
         ("mem_allocator", ALLOCATOR_NAME.get(meter.kind, meter.kind)),
+        ("used_memory_interpreter", core.used_memory_interpreter),   # (pyrepl's: not counted)
+        ("used_memory_interpreter_human", human_bytes(core.used_memory_interpreter)),
         ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
         ("lazyfreed_objects", 0),

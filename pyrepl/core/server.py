@@ -124,6 +124,9 @@ class ServerCore:
         self.meter: Meter = meter if meter is not None else memacct.meter()
         self.used_memory_startup = self.meter.used(fresh=True)
         self.used_memory_peak = self.used_memory_startup
+        # what the interpreter held before the server started (not in used_memory: the shell
+        # sets the meter's origin there, pyrepl.memacct.set_origin); INFO reports it
+        self.used_memory_interpreter = 0
         # Keys a client gave a TTL on a writable replica -> bitmap of their dbs (Redis's
         # slaveKeysWithExpire): expired by the replica itself, see expire_replica_keys.
         self.replica_keys_with_expire: dict[bytes, int] = {}

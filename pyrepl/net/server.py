@@ -361,7 +361,10 @@ class Server:
         self.logger = Logger(config.loglevel, config.logfile)
         self.children: dict[int, str] = {}
         self.host = NetHost(self)
+        # used_memory counts from here: the interpreter's own memory (code, modules) left out
+        self.interpreter_memory = memacct.set_origin()
         self.core = ServerCore(config, self.host, self.logger, now_ms())
+        self.core.used_memory_interpreter = self.interpreter_memory
         self.replication = None
         try:
             from pyrepl.replication.manager import Replication

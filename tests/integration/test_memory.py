@@ -100,5 +100,18 @@ def test_a_plain_python_server_reports_rss_and_says_so(monkeypatch) -> None:
         m = _memory(c)
         assert m["mem_allocator"] == "libc-rss"
         _consistent(m)
-        assert abs(int(m["used_memory"]) - int(m["used_memory_rss"])) < 1 << 20
+        # the RSS, counted from the interpreter's own at start (set_origin)
+        assert abs(int(m["used_memory"]) + int(m["used_memory_interpreter"]) -
+                   int(m["used_memory_rss"])) < 1 << 20
         assert "Memory accounting: rss (used_memory is the RSS: plain Python" in srv.log()
+
+
+def test_used_memory_counts_from_the_interpreters_own() -> None:
+    """The interpreter's code and modules (tens of MB) are not in used_memory: an empty server
+    uses about what an empty Redis does, so a maxmemory written for Redis means the same."""
+    with start_pyrepl() as srv:
+        m = _memory(redis.Redis(port=srv.port))
+        assert m["mem_allocator"] == "pymalloc-poolwalk"
+        assert int(m["used_memory_interpreter"]) > 10 << 20
+        assert int(m["used_memory"]) < 4 << 20
+        assert int(m["used_memory_startup"]) <= int(m["used_memory"])

@@ -113,7 +113,8 @@ def test_info_sections_and_field_names(pair) -> None:
     ours_only = fields_a - fields_b
     assert ours_only <= {"pyrepl_version", "python_version", "mem_replica_full_sync_buffer",
                          "client_query_buffer_limit_disconnections",
-                         "client_output_buffer_limit_disconnections"}, ours_only
+                         "client_output_buffer_limit_disconnections",
+                         "used_memory_interpreter", "used_memory_interpreter_human"}, ours_only
     for must in ("redis_version", "tcp_port", "connected_clients", "used_memory",
                  "rdb_changes_since_last_save", "total_commands_processed", "role",
                  "master_replid", "master_repl_offset", "repl_backlog_size", "cluster_enabled"):
