@@ -16,7 +16,7 @@ from typing import Any
 from pyrepl.commands.table import command
 from pyrepl.commands.util import option_token, parse_int
 from pyrepl.errors import SYNTAX
-from pyrepl.keyspace.ageing import given_age
+from pyrepl.keyspace.ktable import given_age
 from pyrepl.notify import NOTIFY_GENERIC, notify
 from pyrepl.rdb.dump import PayloadError, dump_payload, load_payload
 from pyrepl.resp.types import OK, ReplyError
@@ -81,7 +81,7 @@ def restore(c: Any, argv: list[bytes]) -> object:
         return OK
     db.add(key, value)
     if idle >= 0 or freq >= 0:
-        age = given_age("lfu" in core.config.maxmemory_policy, freq, idle, core.now_ms)
+        age = given_age(freq, idle)
         if age is not None:
             db.data.set_age(key, age)
     if ttl:

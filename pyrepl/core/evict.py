@@ -122,6 +122,7 @@ class Evictor:
         self.limit_us = time_limit_us(cfg.maxmemory_eviction_tenacity)
         self.lazy = bool(cfg.lazyfree_lazy_eviction)
         ktable.configure(kind == LFU, cfg.lfu_log_factor, cfg.lfu_decay_time)
+        ktable.save_ages(kind if kind in (LRU, LFU) else "")
 
     def room_for_run(self) -> bool:
         """Whether a pipelined run of plain commands (pyrepl.plainrun) may skip the check per

@@ -68,10 +68,11 @@ class _Ageing:
     and the functions below set both)."""
 
     __slots__ = ("lfu", "log_factor", "decay_time", "now_ms", "lru_clock", "lfu_rng",
-                 "sample_rng")
+                 "sample_rng", "saved")
 
     def __init__(self) -> None:
         self.lfu = False
+        self.saved = ""         # what the RDB keeps of a key's age: "lru", "lfu" or nothing
         self.log_factor = 10
         self.decay_time = 1
         self.now_ms = 0
@@ -416,6 +417,33 @@ def set_clock(now_ms: int) -> None:
     _state.lru_clock = ageing.lru_clock(now_ms)
     if _native is not None:
         _native.set_clock(now_ms)
+
+
+def given_age(freq: int, idle_s: int) -> int | None:
+    """The 24 bits for a key given a FREQ (0-255, -1 for none) or an IDLE time in seconds (-1
+    for none) under the policy configured, at the clock set: RESTORE and the RDB's opcodes
+    (objectSetLRUOrLFU). None when the policy's kind is not the one given."""
+    return ageing.given_age(_state.lfu, freq, idle_s, _state.now_ms)
+
+
+def save_ages(kind: str) -> None:
+    """What an RDB written from now on keeps of a key's age (rdbSaveKeyValuePair): "lru" (an
+    LRU policy: the IDLE opcode), "lfu" (an LFU one: FREQ) or "" (the other policies)."""
+    _state.saved = kind
+
+
+def saved_age(age: int) -> tuple[int, int]:
+    """(idle seconds, -1) under an LRU policy, (-1, the decayed counter) under an LFU one,
+    (-1, -1) under the others: what the RDB writes for a key of age ``age``."""
+    if _state.saved == "lfu":
+        return -1, ageing.lfu_decr_and_return(age, _state.now_ms, _state.decay_time)
+    if _state.saved == "lru":
+        return ageing.idle_ms(age, _state.now_ms) // 1000, -1
+    return -1, -1
+
+
+def saving_ages() -> bool:
+    return bool(_state.saved)
 
 
 def seed(n: int) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.keyspace.hashttl import make_hashex
-from pyrepl.keyspace.ktable import KeyTable
+from pyrepl.keyspace.ktable import KeyTable, given_age
 from pyrepl.keyspace.listpack import lp_int_size
 from pyrepl.keyspace.stream import (
     FLAG_SAMEFIELDS,
@@ -548,6 +548,8 @@ class RdbDecoder:
         self.version = 0
         self.db = 0
         self._expire: int | None = None
+        self._idle = self._freq = -1            # IDLE / FREQ read for the next key
+        self.key_age = (-1, -1)                 # those of the last key read
         self._item_start = 0
         self._partial: _Partial | None = None  # a plain collection being read
         self.keys_read = 0
@@ -629,7 +631,8 @@ class RdbDecoder:
         events: list[object] = []
         step = self._step
         while True:
-            if self._state == _BODY and self._partial is None and self._error is None:
+            if self._state == _BODY and self._partial is None and self._error is None and \
+                    self._idle < 0 and self._freq < 0:
                 self._fast_strings(data[self.db], expires[self.db])
             item = step()
             if item is None:
@@ -643,6 +646,11 @@ class RdbDecoder:
                 d[key] = value
                 if exp is not None:
                     expires[self.db][key] = exp
+                idle, freq = self.key_age
+                if (idle >= 0 or freq >= 0) and type(d) is KeyTable:
+                    age = given_age(freq, idle)    # (objectSetLRUOrLFU)
+                    if age is not None:
+                        d.set_age(key, age)
                 continue
             if item is _SKIP:
                 continue
@@ -872,13 +880,14 @@ class RdbDecoder:
             self._expire = _I32.unpack_from(buf, p)[0] * 1000
             self._pos = p + 4
             return _SKIP
-        if t == RDB_OPCODE_IDLE:
-            _, p = _rlen(buf, p, n)
+        if t == RDB_OPCODE_IDLE:           # the next key's idle time, seconds (LRU)
+            self._idle, p = _rlen(buf, p, n)
             self._pos = p
             return _SKIP
-        if t == RDB_OPCODE_FREQ:
+        if t == RDB_OPCODE_FREQ:           # the next key's LFU counter
             if p + 1 > n:
                 raise _Incomplete(p + 1)
+            self._freq = buf[p]
             self._pos = p + 1
             return _SKIP
         if t == RDB_OPCODE_SLOT_INFO:
@@ -928,6 +937,8 @@ class RdbDecoder:
     def _key_done(self, t: int, key: bytes, value: Any) -> object:
         exp = self._expire
         self._expire = None
+        self.key_age = (self._idle, self._freq)       # (the IDLE / FREQ opcodes before it)
+        self._idle = self._freq = -1
         self.keys_read += 1
         tc = self.type_counts
         tc[t] = tc.get(t, 0) + 1

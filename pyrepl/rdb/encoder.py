@@ -41,14 +41,16 @@ from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
 from pyrepl.keyspace.hashttl import HashEx, has_field_ttls
-from pyrepl.keyspace.ktable import KeyTable
+from pyrepl.keyspace.ktable import KeyTable, saved_age, saving_ages
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
     RDB_OPCODE_AUX,
     RDB_OPCODE_EOF,
     RDB_OPCODE_EXPIRETIME_MS,
+    RDB_OPCODE_FREQ,
     RDB_OPCODE_FUNCTION2,
+    RDB_OPCODE_IDLE,
     RDB_OPCODE_RESIZEDB,
     RDB_OPCODE_SELECTDB,
     RDB_TYPE_HASH,
@@ -98,6 +100,8 @@ _INT_START = frozenset(b"-0123456789")
 _PACK_Q = struct.Struct("<q").pack
 _PACK_D = struct.Struct("<d").pack
 _EXPIRE_OP = bytes((RDB_OPCODE_EXPIRETIME_MS,))
+_IDLE_OP = bytes((RDB_OPCODE_IDLE,))
+_FREQ_OP = bytes((RDB_OPCODE_FREQ,))
 
 
 def _int_encoding(s: bytes) -> bytes | None:
@@ -335,6 +339,7 @@ def encode_rdb(
     pack_q = _PACK_Q
     expire_op = _EXPIRE_OP
     done = 0          # keys of the dbs already written (progress reporting)
+    ages = saving_ages()
 
     for dbid, db in enumerate(dbs):
         data = db.data
@@ -354,6 +359,7 @@ def encode_rdb(
         append(select)
         size += len(select)
         exp_get = expires.get if expires else None
+        age_of = data.age if ages and type(data) is KeyTable else None
         items = iter(data.items())   # its length hint gives the progress, at no cost per key
         for k, v in items:
             if exp_get is not None:
@@ -363,6 +369,11 @@ def encode_rdb(
                         continue
                     append(expire_op + pack_q(when))
                     size += 9
+            if age_of is not None:       # IDLE or FREQ (an LRU or LFU policy), as Redis
+                idle, freq = saved_age(age_of(k) or 0)
+                op = (_IDLE_OP + encode_len(idle)) if idle >= 0 else _FREQ_OP + bytes((freq,))
+                append(op)
+                size += len(op)
             nk = len(k)
             if type(v) is bytes:
                 # Type byte + key.

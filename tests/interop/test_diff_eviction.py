@@ -181,3 +181,25 @@ def test_a_pyrepl_replica_follows_an_evicting_redis_master() -> None:
         _wait_synced(m, [r])
         assert _digest(r) == _digest(m)
         assert r.info("stats")["evicted_keys"] == 0
+
+
+def test_a_keys_idle_time_crosses_a_full_sync_both_ways() -> None:
+    """A master under allkeys-lru writes each key's IDLE into the snapshot (as Redis's
+    rdbSaveKeyValuePair), and the replica, whatever kind of server, keeps it."""
+    for start_master, start_replica in ((start_pyrepl, start_redis), (start_redis, start_pyrepl)):
+        with start_master(*DEBUG) as master, start_replica(*DEBUG) as replica:
+            m, r = client(master), client(replica)
+            m.config_set("maxmemory-policy", "allkeys-lru")
+            m.set("fresh", "v")
+            m.restore("old", 0, m.dump("fresh"), idletime=1000)
+            assert 999 <= m.object("idletime", "old") <= 1001
+            r.replicaof("127.0.0.1", master.port)
+            deadline = time.monotonic() + 30
+            while r.info("replication")["master_link_status"] != "up":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            # (idle meanwhile: the sync itself takes repl-diskless-sync-delay, 5 s)
+            waited = r.object("idletime", "fresh")
+            assert waited <= 15
+            assert 999 + waited <= r.object("idletime", "old") <= 1002 + waited, \
+                (start_master, start_replica)

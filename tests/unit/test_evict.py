@@ -243,3 +243,42 @@ def test_restore_idletime_and_freq_set_the_age() -> None:
     assert core.dbs[0].data.age(b"f") == (lfu_minutes(core.now_ms) << 8) | 100
     assert run(c, "OBJECT", "FREQ", "f") == b":100\r\n"
     assert EVICT_FAIL != EVICT_OK
+
+
+def _reloaded(core) -> list:
+    """core's databases through an RDB and back (what a restart or a full sync keeps)."""
+    from pyrepl.keyspace.ktable import KeyTable
+    from pyrepl.rdb.decoder import RdbDecoder
+    from pyrepl.rdb.encoder import encode_rdb_bytes
+
+    blob = encode_rdb_bytes(core.dbs, now_ms=core.now_ms)
+    dec = RdbDecoder()
+    dec.receive_data(blob)
+    data = [KeyTable() for _ in core.dbs]
+    dec.load_into(data, [KeyTable(ageing=False) for _ in core.dbs])
+    return data
+
+
+def test_the_rdb_keeps_a_keys_idle_time_or_counter_as_redis() -> None:
+    """rdbSaveKeyValuePair writes IDLE (an LRU policy) or FREQ (an LFU one) before a key,
+    and the load sets the age from it (objectSetLRUOrLFU)."""
+    core = make_core(("maxmemory-policy", ["allkeys-lru"]))
+    c = core.connection_made()
+    ktable.set_clock(core.now_ms)
+    run(c, "SET", "old", "1")
+    core.now_ms += 500_000
+    ktable.set_clock(core.now_ms)
+    run(c, "SET", "new", "1")
+    data = _reloaded(core)[0]
+    assert data.age(b"old") == lru_clock(core.now_ms) - 500
+    assert data.age(b"new") == lru_clock(core.now_ms)
+    run(c, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    payload = run(c, "DUMP", "old").split(b"\r\n", 1)[1][:-2]
+    run(c, "RESTORE", "hot", "0", payload, "FREQ", "77")
+    data = _reloaded(core)[0]
+    assert data.age(b"hot") & 255 == 77
+    run(c, "CONFIG", "SET", "maxmemory-policy", "noeviction")   # (neither is written: the
+    core.now_ms += 500_000                                      #  keys load as new ones)
+    ktable.set_clock(core.now_ms)
+    data = _reloaded(core)[0]
+    assert data.age(b"old") == data.age(b"hot") == lru_clock(core.now_ms)
