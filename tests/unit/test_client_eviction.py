@@ -425,3 +425,25 @@ def test_shell_read_counts_and_evicts(path: str) -> None:
         if c.closed:
             break
     assert c.closed and core.stats.evicted_clients == 1
+
+
+def test_client_evicted_due_to_tracking_redirection() -> None:
+    """Invalidations sent to a redirect client that does not read (client-eviction.tcl's
+    "tracking redirection", the cron not needed: each invalidation counts)."""
+    core = make("1mb")
+    redirected = connect(core, "redirected_client")
+    feed(redirected, cmd("SUBSCRIBE", "__redis__:invalidate"))
+    writer = connect(core, "writer")
+    feed(writer, cmd("CLIENT", "TRACKING", "on", "REDIRECT", str(redirected.id), "BCAST"))
+    key = "k" * (200 * KB)
+    held = core.host.held
+    for _ in range(50):                 # (bounded: ~5 invalidations of a 200 KB key reach 1 MB)
+        feed(writer, cmd("INCR", key))
+        if redirected.closed:
+            break
+        held[redirected.id] = held.get(redirected.id, 0) + len(redirected.data_to_send())
+        assert int(field(redirected, "tot-mem")) < MB     # (the shell's flush: the transport
+        # holds what it is not reading)
+    assert MB - 210 * KB < held[redirected.id] < MB
+    assert redirected.closed and not writer.closed
+    assert core.stats.evicted_clients == 1
