@@ -1,7 +1,7 @@
 """Instructions per command on the hot path (parse + dispatch + reply), counted by callgrind.
 
     .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R,PARSE]
-        [--pipeline 16] [--tree DIR] [--memacct] [--maxmemory 1gb]
+        [--pipeline 16] [--tree DIR] [--memacct] [--maxmemory 1gb] [--maxmemory-clients 1gb]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
@@ -12,7 +12,8 @@ request reader alone on the SET stream (feed + gets, no execution); ``FLOOR`` is
 bench/floor_server.py's whole work on the SET stream (the Python floor: hiredis, a dict). ``--tree`` runs another checkout's pyrepl (a ``git worktree`` of the
 commit before a change) for a before/after figure with the same interpreter. ``--memacct``
 installs the memory accounting first (pyrepl/memacct.py, as the CLI does in a server process);
-``--maxmemory`` sets a limit (allkeys-lru) the run never reaches: what checking it costs.
+``--maxmemory`` sets a limit (allkeys-lru) the run never reaches: what checking it costs;
+``--maxmemory-clients`` the same for client eviction (each read counts its client's memory).
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
     if os.environ.get("BENCH_MAXMEMORY"):     # (a limit the run never reaches: the checks' cost)
         settings += [("maxmemory", [os.environ["BENCH_MAXMEMORY"]]),
                      ("maxmemory-policy", ["allkeys-lru"])]
+    if os.environ.get("BENCH_MAXMEMORY_CLIENTS"):   # (a client limit the run never reaches)
+        settings += [("maxmemory-clients", [os.environ["BENCH_MAXMEMORY_CLIENTS"]])]
     core = ServerCore(Config.load(None, settings), ClockHost(), now_ms=1)
     if replicas:
         _online_replicas(core, replicas)
@@ -239,7 +242,11 @@ def main() -> int:
                     help="install the memory accounting first (pyrepl/memacct.py)")
     ap.add_argument("--maxmemory", default="",
                     help="run with this maxmemory (allkeys-lru), e.g. 1gb: what checking costs")
+    ap.add_argument("--maxmemory-clients", default="",
+                    help="run with this maxmemory-clients, e.g. 1gb: what counting costs")
     args = ap.parse_args()
+    if args.maxmemory_clients:
+        os.environ["BENCH_MAXMEMORY_CLIENTS"] = args.maxmemory_clients
     if args.maxmemory:
         os.environ["BENCH_MAXMEMORY"] = args.maxmemory
     if args.memacct:

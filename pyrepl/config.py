@@ -887,7 +887,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("maxmemory-samples", "5", 1, INT_MAX),
     _int("maxmemory-eviction-tenacity", "10", 0, 100),
     Directive("maxmemory-clients", "special", "0", lo=-100, hi=LLONG_MAX,
-              parse=_parse_mem_or_percent, fmt=_fmt_mem_or_percent, noop=True),
+              parse=_parse_mem_or_percent, fmt=_fmt_mem_or_percent),
     _int("lfu-log-factor", "10", 0, INT_MAX),
     _int("lfu-decay-time", "1", 0, INT_MAX),
     _bool("replica-ignore-maxmemory", "yes", aliases=("slave-ignore-maxmemory",)),

@@ -470,8 +470,17 @@ def client_reply(c: Any, argv: list[bytes]) -> object:
 
 @command("client|no-evict", 3, "admin noscript loading stale", group="connection", acl="connection", summary="Set client eviction mode for the current connection.")
 def client_no_evict(c: Any, argv: list[bytes]) -> object:
-    if argv[2].lower() not in (b"on", b"off"):
+    """CLIENT NO-EVICT on|off: maxmemory-clients never evicts the client while on (CLIENT
+    LIST flag ``e``); off, it is counted again, evicted at once if it is over the limit."""
+    mode = argv[2].lower()
+    if mode not in (b"on", b"off"):
         raise ReplyError("ERR syntax error")
+    c.no_evict = mode == b"on"
+    core = c.core
+    if core.maxmemory_clients:
+        ev = core.client_eviction
+        ev.stuck = 0       # (an eviction may be due again)
+        ev.update(c)
     return OK
 
 

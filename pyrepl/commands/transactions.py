@@ -118,6 +118,7 @@ def watch(c: Any, argv: list[bytes]) -> object:
             continue
         c.watched.append((db, key, key in db.data and db.is_expired(key)))
         db.watched.setdefault(key, set()).add(c)
+    c.mem_quiet = False    # (maxmemory-clients: counted after this read)
     return OK
 
 

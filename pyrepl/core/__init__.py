@@ -16,5 +16,6 @@ package imports nothing, so that a module of it can be imported alone):
   pub/sub (``pubsub.py``); client-side caching (``tracking.py``); CLIENT PAUSE
   (``pause.py``); INFO (``info.py``); ACL (``acl.py``, ``acl_file.py``); the latency monitor,
   SLOWLOG and MONITOR (``latency.py``, ``slowlog.py``, ``monitor.py``); MEMORY
-  (``memory.py``); maxmemory's eviction (``evict.py``: ``core.evictor``).
+  (``memory.py``); maxmemory's eviction (``evict.py``: ``core.evictor``); maxmemory-clients'
+  client eviction (``clientevict.py``: ``core.client_eviction``).
 """

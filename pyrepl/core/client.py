@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.core import clientevict
 from pyrepl.fastpath import execute
 from pyrepl.resp.fastreader import first
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
@@ -36,6 +37,7 @@ class Client:
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
         "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
+        "mem", "mem_quiet", "no_evict", "multi_mem",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -104,6 +106,14 @@ class Client:
         self.tracking = 0
         self.tracking_redir = 0
         self.tracking_prefixes: list[bytes] | None = None
+        # maxmemory-clients (pyrepl.core.clientevict): the memory last counted for it in the
+        # clients' total (0: not counted), whether that had no query buffer or output in it
+        # and nothing changed since (a read that leaves none needs no count), CLIENT NO-EVICT,
+        # and the bytes of the arguments queued in MULTI (while ``multi_queue`` holds some).
+        self.mem = 0
+        self.mem_quiet = False
+        self.no_evict = False
+        self.multi_mem = 0
 
     def is_local(self) -> bool:
         """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what
@@ -228,24 +238,28 @@ class Client:
             flags += "t" + ("R" if self.tracking & 64 else "") + ("B" if self.tracking & 2 else "")
         if self.unix_socket:
             flags += "U"
+        if self.no_evict:
+            flags += "e"
         if not flags:
             flags = "N"
         qbuf = self.reader.buffered() if hasattr(self.reader, "buffered") else 0
         name = self.name.decode("utf-8", "replace")
-        omem = self.pending_output()
         oll = 0
         ref = getattr(self.repl, "ref", None)
         backlog = core.replication.backlog if core.replication is not None else None
         if ref is not None and backlog is not None:   # a replica: its part of the shared buffer
-            omem += backlog.usage(ref)
+            omem = self.pending_output() + backlog.usage(ref)
             oll = backlog.blocks(ref)
+        else:    # (what the transport holds too: Redis's reply list is all not yet sent)
+            omem = clientevict.output_memory(self)
+        multi_mem = self.multi_mem if self.multi_queue else 0
         return (
             f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={name} "
             f"age={(now - self.ctime_ms) // 1000} idle={(now - self.last_interaction_ms) // 1000} "
             f"flags={flags} db={self.db.id} {self._sub_counts()} "
             f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
-            f"argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
-            f"tot-mem={omem + qbuf} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
+            f"argv-mem=0 multi-mem={multi_mem} rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
+            f"tot-mem={clientevict.memory(self)} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
             f"redir={self.tracking_redir if self.tracking else -1} resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
             f"lib-ver={self.lib_ver.decode('utf-8', 'replace')} tot-net-in={self.net_in} "
             f"tot-net-out={self.net_out} tot-cmds={self.commands}"

@@ -61,6 +61,8 @@ class Cron:
         if core.maxmemory:      # evict in the cron too, not only before a write
             core.evictor.perform()
         self._client_timeouts(now_ms)
+        if core.maxmemory_clients:   # clientsCron's figures, then what is due
+            core.client_eviction.cron()
         core.persistence.cron(now_ms)
         self._sample_cow(now_ms)
         if core.shutdown.wait is not None:

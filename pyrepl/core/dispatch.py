@@ -153,6 +153,10 @@ def execute(core: ServerCore, c: Client, argv: list[bytes]) -> None:
                 core.reject(c, "ERR Command not allowed inside a transaction", cmd)
                 return
             if cmd.name not in ("exec", "discard", "multi", "watch", "quit", "reset"):
+                if not c.multi_queue:   # (maxmemory-clients: the queued arguments' bytes)
+                    c.multi_mem = 0
+                c.multi_mem += sum(map(len, argv)) + 8 * len(argv)
+                c.mem_quiet = False
                 c.multi_queue.append((cmd, argv))
                 c.out.append(QUEUED.data)
                 return
@@ -304,9 +308,10 @@ def run_propagating(core: ServerCore, c: Client, cmds: list[Command], reqs: list
 
 
 def refresh_gate(core: ServerCore) -> None:
-    """``gated``: a busy script, a MISCONF state or a CLIENT PAUSE is on (the one test
-    ``execute`` makes for all three while none is)."""
-    core.gated = core.busy is not None or core.disk_error is not None or core.pause.kind != 0
+    """``gated``: a busy script, a MISCONF state, a CLIENT PAUSE is on or clients are over
+    maxmemory-clients (the one test ``execute`` makes for all four while none is)."""
+    core.gated = core.busy is not None or core.disk_error is not None or \
+        core.pause.kind != 0 or core.client_eviction.over
 
 
 def set_busy(core: ServerCore, error: str | None) -> None:
@@ -318,8 +323,11 @@ def set_busy(core: ServerCore, error: str | None) -> None:
 
 
 def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
-    """True when a busy script, MISCONF refused the command or CLIENT PAUSE postponed
-    it."""
+    """True when client eviction freed the client (processCommand's evictClients, before
+    the maxmemory step: pyrepl.core.clientevict), a busy script, MISCONF refused the command or
+    CLIENT PAUSE postponed it."""
+    if core.client_eviction.over and core.client_eviction.evict(c):
+        return True
     if core.busy is not None and not cmd.allow_busy:
         core.reject(c, core.busy, cmd)
         return True

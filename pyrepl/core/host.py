@@ -78,6 +78,11 @@ class Host:
         """Close a client's connection at once (CLIENT KILL, limits)."""
         client.close_after_reply = True
 
+    def output_buffered(self, client: Client) -> int:
+        """Bytes of ``client``'s output the transport holds, not yet on the socket (its part
+        of Redis's reply list: maxmemory-clients, CLIENT LIST ``omem``). None here."""
+        return 0
+
     def listening_port_changed(self, port: int) -> None:
         pass
 

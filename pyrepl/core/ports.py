@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyrepl.config import Config
     from pyrepl.core.blocking import Blocked, Blocking
     from pyrepl.core.client import Client
+    from pyrepl.core.clientevict import ClientEviction
     from pyrepl.core.host import Host
     from pyrepl.core.stats import CommandStat, Stats
     from pyrepl.keyspace.db import Database
@@ -76,14 +77,23 @@ class PubSubHost(Protocol):
     def host(self) -> Host: ...
     @property
     def pending_flush(self) -> list[Client]: ...
+    @property
+    def maxmemory_clients(self) -> int: ...
+    @property
+    def client_eviction(self) -> ClientEviction: ...
 
 
 class TrackingHost(Protocol):
     """Client-side caching (core/tracking.py): the core's two flags it keeps, the clients it
-    tells, the databases whose writes it watches."""
+    tells, the databases whose writes it watches, client eviction (an invalidation's bytes)."""
 
     tracking_on: bool          # a client tracks keys: every call takes call()'s slow path
     tracking_writes: bool      # writes must tell tracking (a client tracks, or the table holds keys)
+
+    @property
+    def maxmemory_clients(self) -> int: ...
+    @property
+    def client_eviction(self) -> ClientEviction: ...
 
     @property
     def config(self) -> Config: ...

@@ -83,6 +83,7 @@ class PubSub:
     @staticmethod
     def _subs(c: Client) -> Subscriptions:
         subs: Subscriptions | None = c.subs
+        c.mem_quiet = False    # (maxmemory-clients: counted after this read)
         if subs is None:
             subs = c.subs = Subscriptions()
             if c.kind == "normal":
@@ -193,9 +194,12 @@ class PubSub:
         if c.closed or c.close_after_reply:
             return
         out = c.out
+        core = self.core
         if not out:
-            self.core.pending_flush.append(c)
+            core.pending_flush.append(c)
         out.append(frame)
+        if core.maxmemory_clients:   # (updateClientMemUsageAndBucket after each message)
+            core.client_eviction.grew(c, len(frame))
         if c.write_paused:
             c.obuf_held += len(frame)
             self._check_limit(c)

@@ -32,6 +32,7 @@ from pyrepl.config import Config
 from pyrepl.core import dispatch, propagation
 from pyrepl.core.blocking import Blocking
 from pyrepl.core.client import Client
+from pyrepl.core.clientevict import ClientEviction
 from pyrepl.core.cron import Cron
 from pyrepl.core.dispatch import NAME_CACHE
 from pyrepl.core.evict import RUN_MARGIN, Evictor
@@ -68,7 +69,7 @@ class ServerCore:
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
-                 "run_maxmemory",
+                 "run_maxmemory", "maxmemory_clients",
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
@@ -162,6 +163,12 @@ class ServerCore:
         self.pause = Pause(self)
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
+        # -- maxmemory-clients (pyrepl.core.clientevict): its limit in bytes (0: off), the one
+        # test a read makes; an eviction due raises the gate.
+        self.maxmemory_clients = 0
+        self.client_eviction = ClientEviction(self)
+        self.client_eviction.refresh()
+        # -- end maxmemory-clients
         # -- maxmemory (pyrepl.core.evict): the limit processCommand enforces, 0 when none
         # (or a replica ignoring it); the one test the dispatch makes for it.
         self.maxmemory = 0
@@ -211,6 +218,8 @@ class ServerCore:
             self.refresh_maxmemory()
             if name == "maxmemory" and self.maxmemory:
                 self.evictor.start_proc()   # (updateMaxmemory: evict what is over at once)
+        if name in ("maxmemory-clients", "maxmemory"):
+            self.client_eviction.refresh()   # (the clients over it go after this read)
 
     def refresh_maxmemory(self) -> None:
         """``maxmemory``: the limit every command is checked against (CONFIG SET of a
@@ -264,6 +273,8 @@ class ServerCore:
         if c.closed:
             return
         c.closed = True
+        if c.mem:
+            self.client_eviction.forget(c)
         c.unwatch_all()
         if c.blocked is not None:
             self.blocking.release(c)
@@ -276,6 +287,12 @@ class ServerCore:
         self.clients.pop(c.id, None)
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
+
+    def after_read(self, c: Client) -> None:
+        """The shell handled a read of ``c`` and handed its replies on (while
+        maxmemory-clients is set): its memory counted again, the clients over the limit
+        evicted (pyrepl.core.clientevict; the C read calls this too: pyrepl/net/_serve.c)."""
+        self.client_eviction.after_read(c)
 
     # -- dispatch (pyrepl/core/dispatch.py) and propagation (pyrepl/core/propagation.py):
     # their functions are this class's methods (the C parts call them by these names).

@@ -160,6 +160,7 @@ class Tracking:
                     mine.append(p)
                     mine.sort()
                     c.tracking_prefixes = mine
+                    c.mem_quiet = False    # (maxmemory-clients: counted after this read)
         c.tracking |= options & (T_OPTIN | T_OPTOUT | T_NOLOOP)
         self._refresh()
 
@@ -417,9 +418,12 @@ class Tracking:
             return
         if c.closed or c.close_after_reply:
             return
+        core = self.core
         if not c.out:
-            self.core.pending_flush.append(c)
+            core.pending_flush.append(c)
         c.out.append(Push(frame))
+        if core.maxmemory_clients:   # (Redis updates the client's memory after each)
+            core.client_eviction.grew(c, len(frame))
 
     # -- introspection --------------------------------------------------------------------
     def info_fields(self) -> list[tuple[str, int]]:

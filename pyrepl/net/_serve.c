@@ -40,11 +40,11 @@ static const char *const proto_names[P_N] = {"server", "core", "client", "transp
 
 enum {
     C_CLOSED, C_CLOSE_AFTER_REPLY, C_BLOCKED, C_STREAM, C_NET_IN, C_LAST_INTERACTION,
-    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_N
+    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_N
 };
 static const char *const client_names[C_N] = {
     "closed", "close_after_reply", "blocked", "stream", "net_in", "last_interaction_ms",
-    "reader", "out", "obuf_held", "net_out",
+    "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused",
 };
 
 enum { T_NET_IN, T_READS, T_NET_OUT, T_WRITES, T_N };
@@ -55,9 +55,9 @@ static const char *const stats_names[T_N] = {
 enum { R_QUEUE, R_SPENT, R_N };
 static const char *const reader_names[R_N] = {"queue", "spent"};
 
-enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_N };
+enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_MAXMEMORY_CLIENTS, K_N };
 static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap",
-                                            "aof_on"};
+                                            "aof_on", "maxmemory_clients"};
 
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
                   core_off[K_N];
@@ -67,8 +67,10 @@ static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.exe
 static PyObject *py_process;         /* Client.process */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
 static int bound;   /* bind() ran to its end */
+/* The int 0 itself (CPython's cached small int): maxmemory-clients off, tested by identity. */
+static PyObject *zero;
 static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_command,
-                *str_flush_scheduled;
+                *str_flush_scheduled, *str_after_read;
 
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -86,7 +88,10 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_close, "close") ||
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
-            intern(&str_flush_scheduled, "_flush_scheduled"))
+            intern(&str_flush_scheduled, "_flush_scheduled") ||
+            intern(&str_after_read, "after_read"))
+        return NULL;
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
@@ -267,6 +272,28 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_DECREF(transport);
+    /* maxmemory-clients: the client's memory after its read (ServerCore.after_read), unless
+       it is quiet (nothing buffered before or after the read, its transport not paused) */
+    PyObject *mmc = SLOT_AT(core, core_off[K_MAXMEMORY_CLIENTS]);
+    int evicting = mmc == zero ? 0 : PyObject_IsTrue(mmc);   /* (0: off, the common case) */
+    if (evicting < 0)
+        goto done;
+    if (evicting && C(c, C_MEM_QUIET) == Py_True && C(c, C_WRITE_PAUSED) == Py_False) {
+        int spent = reader_flag(c, R_SPENT);
+        if (spent > 0) {
+            int queued = reader_flag(c, R_QUEUE);
+            spent = queued < 0 ? -1 : !queued;
+        }
+        if (spent < 0)
+            goto done;
+        evicting = !spent;
+    }
+    if (evicting) {
+        r = PyObject_CallMethodOneArg(core, str_after_read, c);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
     PyObject *server = P(proto, P_SERVER);
     const int flags[2] = {K_PENDING_FLUSH, K_SHUTDOWN_ASAP};
     PyObject *calls[2] = {str_schedule_flush, str_shutdown_from_command};

@@ -148,6 +148,10 @@ class ClientProtocol(asyncio.Protocol):
                 self.transport.write(c.data_to_send())  # type: ignore[union-attr]
             if c.close_after_reply:
                 self.transport.close()  # type: ignore[union-attr]
+        if core.maxmemory_clients and not (   # the client's memory after its read, unless quiet
+                c.mem_quiet and getattr(c.reader, "spent", False) and not c.reader.queue
+                and not c.write_paused):
+            core.after_read(c)
         if core.pending_flush:
             self.server.schedule_flush()
         if core.shutdown_asap:
@@ -343,6 +347,12 @@ class NetHost(Host):
             if data:            # (EOF: the event loop sees it again once the script ends)
                 c.receive_data(data)
                 write_client(c)
+
+    def output_buffered(self, client: Client) -> int:
+        t = client.transport
+        if t is None or t.is_closing():
+            return 0
+        return int(t.get_write_buffer_size())
 
     def close_client(self, client: Client) -> None:
         t = client.transport

@@ -49,8 +49,8 @@ class Transport:
 
 
 class Server:
-    def __init__(self) -> None:
-        self.core = ServerCore(Config.load(None, [("save", [""])]), now_ms=1)
+    def __init__(self, *more: tuple[str, list[str]]) -> None:
+        self.core = ServerCore(Config.load(None, [("save", [""]), *more]), now_ms=1)
         self.log: list[str] = []
 
     _flush_scheduled = False
@@ -75,8 +75,8 @@ class Server:
         self.log.append("shutdown")
 
 
-def world() -> tuple[Server, list[ClientProtocol]]:
-    server = Server()
+def world(*more: tuple[str, list[str]]) -> tuple[Server, list[ClientProtocol]]:
+    server = Server(*more)
     protos = []
     for _ in range(2):
         p = ClientProtocol(server)  # type: ignore[arg-type]
@@ -152,7 +152,21 @@ _COMMANDS = st.sampled_from([
 def test_received_is_data_received(reads):
     """Each read (the commands of one connection, split at a random point into two reads,
     the transport paused or not) leaves both servers the same."""
-    a, b = world(), world()
+    same_reads(reads)
+
+
+@settings(max_examples=100, deadline=None)
+@given(reads=st.lists(st.tuples(st.integers(0, 1), st.lists(_COMMANDS, min_size=1, max_size=4),
+                                st.integers(0, 60), st.booleans()), min_size=1, max_size=14))
+def test_received_is_data_received_with_maxmemory_clients(reads):
+    """The same with client eviction on (each read may count its client again: quiet or
+    not, ``ServerCore.after_read``): the figures, the quiet flags and the total alike."""
+    totals = same_reads(reads, ("maxmemory-clients", ["64mb"]))
+    assert totals[0] == totals[1]
+
+
+def same_reads(reads, *more: tuple[str, list[str]]) -> tuple[int, int]:
+    a, b = world(*more), world(*more)
     for who, cmds, cut, paused in reads:
         for w in (a, b):
             w[1][who].client.write_paused = paused  # type: ignore[union-attr]
@@ -168,6 +182,7 @@ def test_received_is_data_received(reads):
                 a[0].end_pass()
                 b[0].end_pass()
                 assert state(*a) == state(*b)
+    return a[0].core.client_eviction.total, b[0].core.client_eviction.total
 
 
 def test_received_takes_the_general_path_for_anything_else():
