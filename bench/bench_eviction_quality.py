@@ -1,0 +1,343 @@
+"""Eviction quality against Redis 7.0.15 (issue 37 part 3): how much of a hot set survives.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_eviction_quality.py [--rounds 3] [--maxmemory 32mb]
+        [--policies allkeys-lru,allkeys-lfu,allkeys-random] [--quick] [--replica 1]
+
+The workload, the same on both servers, one fresh server of each kind per policy and round
+(which kind goes first alternates by round): ``maxmemory`` and ``maxmemory-policy`` set on the
+command line (``maxmemory-samples`` left at 5). A hot set of ``HOT_SHARE`` (20 %) of the keys
+that fit under the limit (``maxmemory // (value + PER_KEY)``, the same count for both) is
+written and read ``--reads`` times (GET, which touches: the LRU clock, the LFU counter); then
+``--waves`` waves of new keys (``--value`` bytes each, seeded random bytes) totalling
+``--volume`` times the limit, each wave followed by a ``--pause`` (the LRU clock ticks once a
+second on both servers: without a pause the hot set's reads and the last wave's writes can share
+a tick, a tie that depends on each server's speed), the hot set's survival (EXISTS, pipelined:
+it does not touch on either server) and ``--reads`` GET passes over the hot set (missing keys
+are not written back: the share is cumulative). Everything is pipelined redis-py, ``BATCH``
+commands a pipeline.
+
+Per policy: the hot set's surviving share (mean over the waves, and after the last),
+pyrepl's minus Redis's in points (issue 37's target: within 5), evicted_keys, the peak and
+final VmRSS (sampled every ``RSS_EVERY`` s from /proc/PID/status by a thread) and the empty
+server's, as multiples of maxmemory, used_memory at the end (and the highest seen after a
+wave) against maxmemory, and the run's wall time less the pauses. ``--rounds N``: medians.
+
+``--replica 1`` adds Redis's "replica buffer are counted correctly" idea: a master (the same
+maxmemory, allkeys-lru) with one replica of its kind, filled to ``FILL`` of the limit; the
+replica is stopped (SIGSTOP: its output buffer on the master can only grow), a burst of
+``BURST`` times the limit in new keys is written, INFO memory polled meanwhile; reported: the
+highest mem_not_counted_for_evict, used_memory and used_memory less it, the keys before and
+after (the dataset should stay at the limit, not shrink by the replica's buffer), evicted_keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+from common import median, rss_bytes, start_pyrepl, start_redis, write_json
+
+BATCH = 1000            # commands per pipeline
+HOT_SHARE = 0.2         # the hot set: this share of the keys that fit under the limit
+PER_KEY = 100           # bytes a key costs beyond its value (estimate: sizes the hot set only)
+RSS_EVERY = 0.02        # seconds between VmRSS samples
+TARGET = 5.0            # issue 37: pyrepl's survival within 5 points of Redis's
+FILL = 0.9              # the replica test: the master filled to this share of the limit
+BURST = 2.0             # the replica test: new keys' bytes written while the replica is stopped
+SERVERS = ("pyrepl", "redis")
+
+
+def parse_mem(text: str) -> int:
+    """A redis.conf memory value (``32mb``, ``1gb``, ``100000``) in bytes (k/m/g: 1024s)."""
+    t = text.strip().lower()
+    for suffix, mult in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("g", 10 ** 9),
+                         ("m", 10 ** 6), ("k", 10 ** 3), ("b", 1)):
+        if t.endswith(suffix):
+            return int(float(t[: -len(suffix)]) * mult)
+    return int(t)
+
+
+def start(kind: str, *extra: str):  # -> ServerProcess
+    return (start_pyrepl if kind == "pyrepl" else start_redis)(*extra)
+
+
+class RssSampler(threading.Thread):
+    """VmRSS of ``pid`` every RSS_EVERY s until stopped: the peak."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.peak = max(self.peak, rss_bytes(self.pid))
+            except OSError:
+                return
+            self.done.wait(RSS_EVERY)
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join()
+        return self.peak
+
+
+class Values:
+    """``size``-byte values cut from one seeded random blob (distinct objects on the wire)."""
+
+    def __init__(self, seed: int, size: int) -> None:
+        self.size = size
+        self.span = 1 << 20
+        self.blob = random.Random(seed).randbytes(self.span + size)
+
+    def __call__(self, i: int) -> bytes:
+        at = (i * 7919) % self.span
+        return self.blob[at: at + self.size]
+
+
+def pipelined(r: redis.Redis, n: int, queue: Callable[[redis.client.Pipeline, int], None]
+              ) -> list:
+    """Queue ``n`` commands (``queue(p, i)``), BATCH a pipeline; all the replies."""
+    out: list = []
+    for lo in range(0, n, BATCH):
+        p = r.pipeline(transaction=False)
+        for i in range(lo, min(n, lo + BATCH)):
+            queue(p, i)
+        out += p.execute()
+    return out
+
+
+def set_limit(r: redis.Redis, room: int, policy: str, absolute: bool) -> int:
+    """CONFIG SET maxmemory: ``room`` above the empty server's used_memory (or ``room`` itself
+    with ``absolute``); the limit set."""
+    limit = room if absolute else int(r.info("memory")["used_memory"]) + room
+    r.config_set("maxmemory", limit)
+    r.config_set("maxmemory-policy", policy)
+    return limit
+
+
+def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, float]:
+    """One fresh server of ``kind`` through the workload under ``policy``."""
+    maxmemory = parse_mem(args.maxmemory)
+    fits = maxmemory // (args.value + PER_KEY)
+    hot_n = max(1, int(fits * HOT_SHARE))
+    wave_n = max(1, int(args.volume * maxmemory / args.value / args.waves))
+    values = Values(args.seed, args.value)
+    hot = [f"hot:{i}".encode() for i in range(hot_n)]
+    srv = start(kind)
+    sampler = RssSampler(srv.proc.pid)
+    try:
+        r = redis.Redis(port=srv.port, socket_timeout=300)
+        limit = set_limit(r, maxmemory, policy, args.absolute)
+        rss0 = rss_bytes(srv.proc.pid)
+        sampler.start()
+        t0 = time.monotonic()
+        paused = 0.0
+
+        def read_hot() -> None:
+            for _ in range(args.reads):
+                pipelined(r, hot_n, lambda p, i: p.get(hot[i]))
+
+        pipelined(r, hot_n, lambda p, i: p.set(hot[i], values(i)))
+        read_hot()
+        shares: list[float] = []
+        used_max = 0
+        for w in range(args.waves):
+            base = hot_n + w * wave_n
+            pipelined(r, wave_n, lambda p, i, b=base, w=w: p.set(f"c:{w}:{i}", values(b + i)))
+            t = time.monotonic()
+            time.sleep(args.pause)
+            paused += time.monotonic() - t
+            alive = sum(pipelined(r, hot_n, lambda p, i: p.exists(hot[i])))
+            shares.append(alive / hot_n)
+            used_max = max(used_max, int(r.info("memory")["used_memory"]))
+            read_hot()
+        secs = time.monotonic() - t0 - paused
+        mem = r.info("memory")
+        stats = r.info("stats")
+        keys = r.dbsize()
+        r.close()
+        peak = sampler.stop()
+        rss1 = rss_bytes(srv.proc.pid)
+    finally:
+        sampler.done.set()
+        srv.stop()
+    return {
+        "mean": 100 * sum(shares) / len(shares), "final": 100 * shares[-1],
+        "shares": [round(100 * s, 2) for s in shares],  # type: ignore[dict-item]
+        "evicted": float(stats["evicted_keys"]), "keys": float(keys),
+        "limit": float(limit), "growth": (peak - rss0) / maxmemory, "rss0": rss0 / limit, "peak": peak / limit, "rss": rss1 / limit,
+        "used": int(mem["used_memory"]) / limit, "used_max": used_max / limit,
+        "secs": secs, "hot": float(hot_n), "wave": float(wave_n),
+    }
+
+
+def run_replica(kind: str, args: argparse.Namespace) -> dict[str, float]:
+    """The replica's output buffer is not counted for eviction: a burst with it stopped."""
+    maxmemory = parse_mem(args.maxmemory)
+    values = Values(args.seed + 1, args.value)
+    master = start(kind)
+    replica = None
+    try:
+        r = redis.Redis(port=master.port, socket_timeout=300)
+        limit = set_limit(r, maxmemory, "allkeys-lru", args.absolute)
+        link = (["--master", f"127.0.0.1:{master.port}"] if kind == "pyrepl"
+                else ["--replicaof", "127.0.0.1", str(master.port)])
+        replica = (start_pyrepl(*link, role="replica") if kind == "pyrepl"
+                   else start_redis(*link))
+        rr = redis.Redis(port=replica.port, socket_timeout=30)
+        deadline = time.monotonic() + 30
+        while rr.info("replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind}: the replica's link did not come up")
+            time.sleep(0.1)
+        fill_n = int(FILL * maxmemory / (args.value + PER_KEY))
+        pipelined(r, fill_n, lambda p, i: p.set(f"f:{i}", values(i)))
+        time.sleep(1.0)         # the replica catches up
+        keys0 = r.dbsize()
+        ev0 = int(r.info("stats")["evicted_keys"])
+        os.kill(replica.proc.pid, signal.SIGSTOP)
+        seen = {"not_counted": 0, "used": 0, "counted": 0, "repl": 0}
+        stop = threading.Event()
+
+        def poll() -> None:
+            with redis.Redis(port=master.port, socket_timeout=30) as q:
+                while not stop.is_set():
+                    m = q.info("memory")
+                    used, nc = int(m["used_memory"]), int(m["mem_not_counted_for_evict"])
+                    seen["not_counted"] = max(seen["not_counted"], nc)
+                    seen["used"] = max(seen["used"], used)
+                    seen["counted"] = max(seen["counted"], used - nc)
+                    seen["repl"] = max(seen["repl"], int(m.get("mem_total_replication_buffers",
+                                                               0)))
+                    stop.wait(0.02)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        try:
+            burst_n = int(BURST * maxmemory / args.value)
+            pipelined(r, burst_n, lambda p, i: p.set(f"b:{i}", values(fill_n + i)))
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            poller.join()
+            os.kill(replica.proc.pid, signal.SIGCONT)
+        keys1 = r.dbsize()
+        ev1 = int(r.info("stats")["evicted_keys"])
+        r.close()
+        rr.close()
+    finally:
+        if replica is not None:
+            replica.stop()
+        master.stop()
+    return {"not_counted": seen["not_counted"] / limit, "used": seen["used"] / limit,
+            "counted": seen["counted"] / limit, "limit": float(limit),
+            "repl": seen["repl"] / limit, "keys0": float(keys0),
+            "keys1": float(keys1), "evicted": float(ev1 - ev0)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds run; the figures are their medians (default: %(default)s)")
+    ap.add_argument("--maxmemory", default="32mb",
+                    help="room for data: each server's maxmemory is its empty used_memory plus "
+                    "this (default: %(default)s)")
+    ap.add_argument("--absolute", action="store_true",
+                    help="maxmemory is --maxmemory itself on both servers")
+    ap.add_argument("--policies", default="allkeys-lru,allkeys-lfu,allkeys-random",
+                    help="comma-separated (default: %(default)s)")
+    ap.add_argument("--value", type=int, default=1000, help="value bytes (default: %(default)s)")
+    ap.add_argument("--waves", type=int, default=10, help="default: %(default)s")
+    ap.add_argument("--volume", type=float, default=5.0,
+                    help="the waves' values in all, times maxmemory (default: %(default)s)")
+    ap.add_argument("--reads", type=int, default=2,
+                    help="GET passes over the hot set after each wave (default: %(default)s)")
+    ap.add_argument("--pause", type=float, default=1.0,
+                    help="seconds after each wave's writes (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=37, help="default: %(default)s")
+    ap.add_argument("--replica", type=int, default=0,
+                    help="1: the replica output buffer test too (default: %(default)s)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 8mb, 1 round")
+    ap.add_argument("--json", default=None, help="write the results here too")
+    args = ap.parse_args()
+    if args.quick:
+        args.maxmemory, args.rounds = "8mb", 1
+    policies = [p for p in args.policies.split(",") if p]
+
+    results: dict[str, dict[str, dict[str, object]]] = {}
+    for policy in policies:
+        runs: dict[str, list[dict[str, float]]] = {k: [] for k in SERVERS}
+        for rnd in range(max(1, args.rounds)):
+            for kind in (SERVERS if rnd % 2 == 0 else SERVERS[::-1]):
+                res = run_quality(kind, policy, args)
+                runs[kind].append(res)
+                print(f"{policy} round {rnd + 1} {kind}: survival mean {res['mean']:.1f} % "
+                      f"final {res['final']:.1f} % (waves {res['shares']}), evicted "
+                      f"{res['evicted']:,.0f}, RSS peak {res['peak']:.2f}x, used "
+                      f"{res['used']:.3f}x, {res['secs']:.1f} s", flush=True)
+        results[policy] = {}
+        for kind, rs in runs.items():
+            row: dict[str, object] = {
+                f: median([float(x[f]) for x in rs])
+                for f in rs[0] if f != "shares"}
+            row["runs"] = rs
+            results[policy][kind] = row
+
+    mm = parse_mem(args.maxmemory)
+    first = results[policies[0]]["pyrepl"]
+    room = "maxmemory" if args.absolute else "room above the empty used_memory"
+    print(f"\n{room} {args.maxmemory} ({mm:,} B), values {args.value} B, hot set "
+          f"{first['hot']:,.0f} keys, {args.waves} waves of {first['wave']:,.0f} keys "
+          f"({args.volume:g}x the limit), {args.reads} GET passes after each wave, pause "
+          f"{args.pause:g} s; rounds {args.rounds} (medians)\n")
+    print("| policy | pyrepl mean % | redis mean % | diff (pts) | pyrepl final % "
+          "| redis final % | diff (pts) | within 5 | pyrepl evicted | redis evicted |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for policy, by in results.items():
+        py, rd = by["pyrepl"], by["redis"]
+        dm = py["mean"] - rd["mean"]     # type: ignore[operator]
+        df = py["final"] - rd["final"]   # type: ignore[operator]
+        ok = abs(dm) <= TARGET and abs(df) <= TARGET
+        print(f"| {policy} | {py['mean']:.1f} | {rd['mean']:.1f} | {dm:+.1f} | "
+              f"{py['final']:.1f} | {rd['final']:.1f} | {df:+.1f} | {'yes' if ok else 'no'} | "
+              f"{py['evicted']:,.0f} | {rd['evicted']:,.0f} |")
+    print("\nx maxmemory: RSS of the empty server, peak and final RSS, used_memory at the end "
+          "(highest after a wave); wall time less the pauses\n")
+    print("| policy | server | maxmemory MB | empty RSS | peak RSS | final RSS "
+          "| peak - empty, x room | used_memory end (max) | keys at the end | secs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for policy, by in results.items():
+        for kind in SERVERS:
+            x = by[kind]
+            print(f"| {policy} | {kind} | {x['limit'] / 2 ** 20:.1f} | {x['rss0']:.2f} | {x['peak']:.2f} | {x['rss']:.2f} "
+                  f"| {x['growth']:.2f} | {x['used']:.3f} ({x['used_max']:.3f}) | {x['keys']:,.0f} | {x['secs']:.1f} |")
+
+    replica: dict[str, dict[str, float]] = {}
+    if args.replica:
+        for kind in SERVERS:
+            replica[kind] = run_replica(kind, args)
+        print(f"\nreplica stopped during a burst of {BURST:g}x maxmemory of new keys "
+              f"(master filled to {FILL:g}x, allkeys-lru); x maxmemory\n")
+        print("| server | max mem_total_replication_buffers | max mem_not_counted_for_evict "
+              "| max used_memory | max used - not counted | keys before | keys after "
+              "| evicted |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for kind, x in replica.items():
+            print(f"| {kind} | {x['repl']:.3f} | {x['not_counted']:.3f} | {x['used']:.3f} | {x['counted']:.3f} "
+                  f"| {x['keys0']:,.0f} | {x['keys1']:,.0f} | {x['evicted']:,.0f} |")
+    write_json(args.json, {"args": vars(args), "results": results, "replica": replica})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
