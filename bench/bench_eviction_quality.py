@@ -4,17 +4,21 @@
         [--policies allkeys-lru,allkeys-lfu,allkeys-random] [--quick] [--replica 1]
 
 The workload, the same on both servers, one fresh server of each kind per policy and round
-(which kind goes first alternates by round): ``maxmemory`` and ``maxmemory-policy`` set on the
-command line (``maxmemory-samples`` left at 5). A hot set of ``HOT_SHARE`` (20 %) of the keys
-that fit under the limit (``maxmemory // (value + PER_KEY)``, the same count for both) is
-written and read ``--reads`` times (GET, which touches: the LRU clock, the LFU counter); then
+(which kind goes first alternates by round): ``maxmemory`` and ``maxmemory-policy`` set by
+CONFIG SET on the empty server (``maxmemory-samples`` left at 5), maxmemory being the empty
+server's used_memory plus ``--maxmemory`` (the room for data: pyrepl's interpreter alone counts
+~26 MB of used_memory, Redis's ~1 MB), or ``--maxmemory`` itself with ``--absolute``. A hot set
+of ``HOT_SHARE`` (20 %) of the keys that fit in the room (``room // (value + PER_KEY)``, the
+same count for both) is written and read ``--reads`` times (GET, which touches: the LRU clock, the LFU counter); then
 ``--waves`` waves of new keys (``--value`` bytes each, seeded random bytes) totalling
 ``--volume`` times the limit, each wave followed by a ``--pause`` (the LRU clock ticks once a
 second on both servers: without a pause the hot set's reads and the last wave's writes can share
 a tick, a tie that depends on each server's speed), the hot set's survival (EXISTS, pipelined:
 it does not touch on either server) and ``--reads`` GET passes over the hot set (missing keys
 are not written back: the share is cumulative). Everything is pipelined redis-py, ``BATCH``
-commands a pipeline.
+commands a pipeline (the GETs ``--read-batch``: both servers count a client's pending replies
+in used_memory, so a pipeline of 1 KB replies makes them evict during the reads: the second
+figure of the evicted column).
 
 Per policy: the hot set's surviving share (mean over the waves, and after the last),
 pyrepl's minus Redis's in points (issue 37's target: within 5), evicted_keys, the peak and
@@ -103,13 +107,13 @@ class Values:
         return self.blob[at: at + self.size]
 
 
-def pipelined(r: redis.Redis, n: int, queue: Callable[[redis.client.Pipeline, int], None]
-              ) -> list:
-    """Queue ``n`` commands (``queue(p, i)``), BATCH a pipeline; all the replies."""
+def pipelined(r: redis.Redis, n: int, queue: Callable[[redis.client.Pipeline, int], None],
+              batch: int = BATCH) -> list:
+    """Queue ``n`` commands (``queue(p, i)``), ``batch`` a pipeline; all the replies."""
     out: list = []
-    for lo in range(0, n, BATCH):
+    for lo in range(0, n, batch):
         p = r.pipeline(transaction=False)
-        for i in range(lo, min(n, lo + BATCH)):
+        for i in range(lo, min(n, lo + batch)):
             queue(p, i)
         out += p.execute()
     return out
@@ -142,14 +146,18 @@ def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, f
         t0 = time.monotonic()
         paused = 0.0
 
-        def read_hot() -> None:
+        def read_hot() -> int:
+            """The GET passes; the keys evicted meanwhile."""
+            ev = int(r.info("stats")["evicted_keys"])
             for _ in range(args.reads):
-                pipelined(r, hot_n, lambda p, i: p.get(hot[i]))
+                pipelined(r, hot_n, lambda p, i: p.get(hot[i]), args.read_batch)
+            return int(r.info("stats")["evicted_keys"]) - ev
 
         pipelined(r, hot_n, lambda p, i: p.set(hot[i], values(i)))
         read_hot()
         shares: list[float] = []
         used_max = 0
+        in_reads = 0
         for w in range(args.waves):
             base = hot_n + w * wave_n
             pipelined(r, wave_n, lambda p, i, b=base, w=w: p.set(f"c:{w}:{i}", values(b + i)))
@@ -159,7 +167,7 @@ def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, f
             alive = sum(pipelined(r, hot_n, lambda p, i: p.exists(hot[i])))
             shares.append(alive / hot_n)
             used_max = max(used_max, int(r.info("memory")["used_memory"]))
-            read_hot()
+            in_reads += read_hot()
         secs = time.monotonic() - t0 - paused
         mem = r.info("memory")
         stats = r.info("stats")
@@ -174,6 +182,7 @@ def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, f
         "mean": 100 * sum(shares) / len(shares), "final": 100 * shares[-1],
         "shares": [round(100 * s, 2) for s in shares],  # type: ignore[dict-item]
         "evicted": float(stats["evicted_keys"]), "keys": float(keys),
+        "in_reads": float(in_reads),
         "limit": float(limit), "growth": (peak - rss0) / maxmemory, "rss0": rss0 / limit, "peak": peak / limit, "rss": rss1 / limit,
         "used": int(mem["used_memory"]) / limit, "used_max": used_max / limit,
         "secs": secs, "hot": float(hot_n), "wave": float(wave_n),
@@ -261,6 +270,8 @@ def main() -> int:
                     help="the waves' values in all, times maxmemory (default: %(default)s)")
     ap.add_argument("--reads", type=int, default=2,
                     help="GET passes over the hot set after each wave (default: %(default)s)")
+    ap.add_argument("--read-batch", type=int, default=BATCH,
+                    help="GETs a pipeline (default: %(default)s)")
     ap.add_argument("--pause", type=float, default=1.0,
                     help="seconds after each wave's writes (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=37, help="default: %(default)s")
@@ -283,7 +294,7 @@ def main() -> int:
                 runs[kind].append(res)
                 print(f"{policy} round {rnd + 1} {kind}: survival mean {res['mean']:.1f} % "
                       f"final {res['final']:.1f} % (waves {res['shares']}), evicted "
-                      f"{res['evicted']:,.0f}, RSS peak {res['peak']:.2f}x, used "
+                      f"{res['evicted']:,.0f} ({res['in_reads']:,.0f} during GETs), RSS peak {res['peak']:.2f}x, used "
                       f"{res['used']:.3f}x, {res['secs']:.1f} s", flush=True)
         results[policy] = {}
         for kind, rs in runs.items():
@@ -298,10 +309,12 @@ def main() -> int:
     room = "maxmemory" if args.absolute else "room above the empty used_memory"
     print(f"\n{room} {args.maxmemory} ({mm:,} B), values {args.value} B, hot set "
           f"{first['hot']:,.0f} keys, {args.waves} waves of {first['wave']:,.0f} keys "
-          f"({args.volume:g}x the limit), {args.reads} GET passes after each wave, pause "
+          f"({args.volume:g}x the limit), {args.reads} GET passes after each wave "
+          f"({args.read_batch} a pipeline), pause "
           f"{args.pause:g} s; rounds {args.rounds} (medians)\n")
     print("| policy | pyrepl mean % | redis mean % | diff (pts) | pyrepl final % "
-          "| redis final % | diff (pts) | within 5 | pyrepl evicted | redis evicted |")
+          "| redis final % | diff (pts) | within 5 | pyrepl evicted (during GETs) "
+          "| redis evicted (during GETs) |")
     print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for policy, by in results.items():
         py, rd = by["pyrepl"], by["redis"]
@@ -310,7 +323,8 @@ def main() -> int:
         ok = abs(dm) <= TARGET and abs(df) <= TARGET
         print(f"| {policy} | {py['mean']:.1f} | {rd['mean']:.1f} | {dm:+.1f} | "
               f"{py['final']:.1f} | {rd['final']:.1f} | {df:+.1f} | {'yes' if ok else 'no'} | "
-              f"{py['evicted']:,.0f} | {rd['evicted']:,.0f} |")
+              f"{py['evicted']:,.0f} ({py['in_reads']:,.0f}) | "
+              f"{rd['evicted']:,.0f} ({rd['in_reads']:,.0f}) |")
     print("\nx maxmemory: RSS of the empty server, peak and final RSS, used_memory at the end "
           "(highest after a wave); wall time less the pauses\n")
     print("| policy | server | maxmemory MB | empty RSS | peak RSS | final RSS "
