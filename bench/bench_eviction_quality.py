@@ -9,7 +9,8 @@ CONFIG SET on the empty server (``maxmemory-samples`` left at 5), maxmemory bein
 server's used_memory plus ``--maxmemory`` (the room for data: pyrepl's interpreter alone counts
 ~26 MB of used_memory, Redis's ~1 MB), or ``--maxmemory`` itself with ``--absolute``. A hot set
 of ``HOT_SHARE`` (20 %) of the keys that fit in the room (``room // (value + PER_KEY)``, the
-same count for both) is written and read ``--reads`` times (GET, which touches: the LRU clock, the LFU counter); then
+same count for both) is written and read ``--reads`` times (GET, which touches: the LRU clock,
+the LFU counter); then
 ``--waves`` waves of new keys (``--value`` bytes each, seeded random bytes) totalling
 ``--volume`` times the limit, each wave followed by a ``--pause`` (the LRU clock ticks once a
 second on both servers: without a pause the hot set's reads and the last wave's writes can share
@@ -43,6 +44,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 from common import median, rss_bytes, start_pyrepl, start_redis, write_json
@@ -107,7 +109,7 @@ class Values:
         return self.blob[at: at + self.size]
 
 
-def pipelined(r: redis.Redis, n: int, queue: Callable[[redis.client.Pipeline, int], None],
+def pipelined(r: redis.Redis, n: int, queue: Callable[[redis.client.Pipeline, int], object],
               batch: int = BATCH) -> list:
     """Queue ``n`` commands (``queue(p, i)``), ``batch`` a pipeline; all the replies."""
     out: list = []
@@ -159,8 +161,11 @@ def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, f
         used_max = 0
         in_reads = 0
         for w in range(args.waves):
-            base = hot_n + w * wave_n
-            pipelined(r, wave_n, lambda p, i, b=base, w=w: p.set(f"c:{w}:{i}", values(b + i)))
+            def write(p: redis.client.Pipeline, i: int, b: int = hot_n + w * wave_n,
+                      w: int = w) -> object:
+                return p.set(f"c:{w}:{i}", values(b + i))
+
+            pipelined(r, wave_n, write)
             t = time.monotonic()
             time.sleep(args.pause)
             paused += time.monotonic() - t
@@ -183,7 +188,8 @@ def run_quality(kind: str, policy: str, args: argparse.Namespace) -> dict[str, f
         "shares": [round(100 * s, 2) for s in shares],  # type: ignore[dict-item]
         "evicted": float(stats["evicted_keys"]), "keys": float(keys),
         "in_reads": float(in_reads),
-        "limit": float(limit), "growth": (peak - rss0) / maxmemory, "rss0": rss0 / limit, "peak": peak / limit, "rss": rss1 / limit,
+        "limit": float(limit), "growth": (peak - rss0) / maxmemory, "rss0": rss0 / limit,
+        "peak": peak / limit, "rss": rss1 / limit,
         "used": int(mem["used_memory"]) / limit, "used_max": used_max / limit,
         "secs": secs, "hot": float(hot_n), "wave": float(wave_n),
     }
@@ -253,6 +259,44 @@ def run_replica(kind: str, args: argparse.Namespace) -> dict[str, float]:
             "keys1": float(keys1), "evicted": float(ev1 - ev0)}
 
 
+def print_quality(results: dict[str, dict[str, dict[str, object]]],
+                  args: argparse.Namespace) -> None:
+    """The survival table and the memory table."""
+    mm = parse_mem(args.maxmemory)
+    first = next(iter(results.values()))["pyrepl"]
+    room = "maxmemory" if args.absolute else "room above the empty used_memory"
+    print(f"\n{room} {args.maxmemory} ({mm:,} B), values {args.value} B, hot set "
+          f"{first['hot']:,.0f} keys, {args.waves} waves of {first['wave']:,.0f} keys "
+          f"({args.volume:g}x the limit), {args.reads} GET passes after each wave "
+          f"({args.read_batch} a pipeline), pause "
+          f"{args.pause:g} s; rounds {args.rounds} (medians)\n")
+    print("| policy | pyrepl mean % | redis mean % | diff (pts) | pyrepl final % "
+          "| redis final % | diff (pts) | within 5 | pyrepl evicted (during GETs) "
+          "| redis evicted (during GETs) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for policy, by in results.items():
+        py, rd = by["pyrepl"], by["redis"]
+        dm = py["mean"] - rd["mean"]     # type: ignore[operator]
+        df = py["final"] - rd["final"]   # type: ignore[operator]
+        ok = abs(dm) <= TARGET and abs(df) <= TARGET
+        print(f"| {policy} | {py['mean']:.1f} | {rd['mean']:.1f} | {dm:+.1f} | "
+              f"{py['final']:.1f} | {rd['final']:.1f} | {df:+.1f} | {'yes' if ok else 'no'} | "
+              f"{py['evicted']:,.0f} ({py['in_reads']:,.0f}) | "
+              f"{rd['evicted']:,.0f} ({rd['in_reads']:,.0f}) |")
+    print("\nx maxmemory: RSS of the empty server, peak and final RSS, used_memory at the end "
+          "(highest after a wave); wall time less the pauses\n")
+    print("| policy | server | maxmemory MB | empty RSS | peak RSS | final RSS "
+          "| peak - empty, x room | used_memory end (max) | keys at the end | secs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for policy, by in results.items():
+        for kind in SERVERS:
+            x: dict[str, Any] = by[kind]
+            print(f"| {policy} | {kind} | {x['limit'] / 2 ** 20:.1f} | {x['rss0']:.2f} "
+                  f"| {x['peak']:.2f} | {x['rss']:.2f} | {x['growth']:.2f} "
+                  f"| {x['used']:.3f} ({x['used_max']:.3f}) | {x['keys']:,.0f} "
+                  f"| {x['secs']:.1f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1,
@@ -294,7 +338,8 @@ def main() -> int:
                 runs[kind].append(res)
                 print(f"{policy} round {rnd + 1} {kind}: survival mean {res['mean']:.1f} % "
                       f"final {res['final']:.1f} % (waves {res['shares']}), evicted "
-                      f"{res['evicted']:,.0f} ({res['in_reads']:,.0f} during GETs), RSS peak {res['peak']:.2f}x, used "
+                      f"{res['evicted']:,.0f} ({res['in_reads']:,.0f} during GETs), RSS peak "
+                      f"{res['peak']:.2f}x, used "
                       f"{res['used']:.3f}x, {res['secs']:.1f} s", flush=True)
         results[policy] = {}
         for kind, rs in runs.items():
@@ -304,50 +349,27 @@ def main() -> int:
             row["runs"] = rs
             results[policy][kind] = row
 
-    mm = parse_mem(args.maxmemory)
-    first = results[policies[0]]["pyrepl"]
-    room = "maxmemory" if args.absolute else "room above the empty used_memory"
-    print(f"\n{room} {args.maxmemory} ({mm:,} B), values {args.value} B, hot set "
-          f"{first['hot']:,.0f} keys, {args.waves} waves of {first['wave']:,.0f} keys "
-          f"({args.volume:g}x the limit), {args.reads} GET passes after each wave "
-          f"({args.read_batch} a pipeline), pause "
-          f"{args.pause:g} s; rounds {args.rounds} (medians)\n")
-    print("| policy | pyrepl mean % | redis mean % | diff (pts) | pyrepl final % "
-          "| redis final % | diff (pts) | within 5 | pyrepl evicted (during GETs) "
-          "| redis evicted (during GETs) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
-    for policy, by in results.items():
-        py, rd = by["pyrepl"], by["redis"]
-        dm = py["mean"] - rd["mean"]     # type: ignore[operator]
-        df = py["final"] - rd["final"]   # type: ignore[operator]
-        ok = abs(dm) <= TARGET and abs(df) <= TARGET
-        print(f"| {policy} | {py['mean']:.1f} | {rd['mean']:.1f} | {dm:+.1f} | "
-              f"{py['final']:.1f} | {rd['final']:.1f} | {df:+.1f} | {'yes' if ok else 'no'} | "
-              f"{py['evicted']:,.0f} ({py['in_reads']:,.0f}) | "
-              f"{rd['evicted']:,.0f} ({rd['in_reads']:,.0f}) |")
-    print("\nx maxmemory: RSS of the empty server, peak and final RSS, used_memory at the end "
-          "(highest after a wave); wall time less the pauses\n")
-    print("| policy | server | maxmemory MB | empty RSS | peak RSS | final RSS "
-          "| peak - empty, x room | used_memory end (max) | keys at the end | secs |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for policy, by in results.items():
-        for kind in SERVERS:
-            x = by[kind]
-            print(f"| {policy} | {kind} | {x['limit'] / 2 ** 20:.1f} | {x['rss0']:.2f} | {x['peak']:.2f} | {x['rss']:.2f} "
-                  f"| {x['growth']:.2f} | {x['used']:.3f} ({x['used_max']:.3f}) | {x['keys']:,.0f} | {x['secs']:.1f} |")
+    if results:
+        print_quality(results, args)
 
     replica: dict[str, dict[str, float]] = {}
     if args.replica:
-        for kind in SERVERS:
-            replica[kind] = run_replica(kind, args)
+        rep_runs: dict[str, list[dict[str, float]]] = {k: [] for k in SERVERS}
+        for rnd in range(max(1, args.rounds)):
+            for kind in (SERVERS if rnd % 2 == 0 else SERVERS[::-1]):
+                rep_runs[kind].append(run_replica(kind, args))
+        for kind, rs in rep_runs.items():
+            replica[kind] = {f: median([x[f] for x in rs]) for f in rs[0]}
         print(f"\nreplica stopped during a burst of {BURST:g}x maxmemory of new keys "
-              f"(master filled to {FILL:g}x, allkeys-lru); x maxmemory\n")
+              f"(master filled to {FILL:g}x, allkeys-lru); x maxmemory; medians of "
+              f"{max(1, args.rounds)}\n")
         print("| server | max mem_total_replication_buffers | max mem_not_counted_for_evict "
               "| max used_memory | max used - not counted | keys before | keys after "
               "| evicted |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for kind, x in replica.items():
-            print(f"| {kind} | {x['repl']:.3f} | {x['not_counted']:.3f} | {x['used']:.3f} | {x['counted']:.3f} "
+            print(f"| {kind} | {x['repl']:.3f} | {x['not_counted']:.3f} | {x['used']:.3f} "
+                  f"| {x['counted']:.3f} "
                   f"| {x['keys0']:,.0f} | {x['keys1']:,.0f} | {x['evicted']:,.0f} |")
     write_json(args.json, {"args": vars(args), "results": results, "replica": replica})
     return 0
