@@ -297,6 +297,58 @@ def print_quality(results: dict[str, dict[str, dict[str, object]]],
                   f"| {x['secs']:.1f} |")
 
 
+def table_sim(cap: int = 7000, hot_n: int = 1525, wave_n: int = 4194, waves: int = 10) -> None:
+    """``--table-sim``: the LRU workload at the table level, no server (the 8 MiB run's sizes):
+    ``cap`` keys held, evicted one at a time as evict.py does (``sample(5)`` offered to the
+    16-entry pool, scored by idle time), the hot set read after each wave, a wave's writes in
+    the hot reads' clock tick; per KeyTable class, the hot set's survival and the keys
+    ``sample(5)`` returned on average."""
+    from pyrepl.keyspace import ktable
+    from pyrepl.keyspace.ageing import EvictionPool
+
+    ktable.configure(False, 10, 1)
+    classes = [("C (pyrepl/keyspace/_ktable.c)", ktable.KeyTable),
+               ("plain Python (KeyTableReference)", ktable.KeyTableReference)]
+    for name, cls in classes:
+        t = cls()
+        pool = EvictionPool()
+        clock = [1_800_000_000_000]     # now (ms)
+        drawn = [0, 0]                  # sample calls, keys returned
+        ktable.set_clock(clock[0])
+        hot = [b"hot:%d" % i for i in range(hot_n)]
+        for k in hot:
+            t[k] = 1
+        shares = []
+        for w in range(waves):
+            for i in range(wave_n):
+                t[b"c:%d:%d" % (w, i)] = 1
+                while len(t) > cap:
+                    _evict_one(t, pool, clock[0], drawn)
+            clock[0] += 1000
+            ktable.set_clock(clock[0])
+            shares.append(sum(1 for k in hot if k in t) / hot_n)
+            for k in hot:
+                t.get(k)
+        print(f"{name}: hot set mean {100 * sum(shares) / waves:.1f} % final "
+              f"{100 * shares[-1]:.1f} %, sample(5) returned {drawn[1] / max(1, drawn[0]):.2f} "
+              f"keys on average")
+
+
+def _evict_one(t: Any, pool: Any, now: int, drawn: list[int]) -> None:
+    """evict.py's LRU pick and delete, on a bare table."""
+    from pyrepl.keyspace.ageing import idle_ms
+
+    while True:
+        keys = t.sample(5)
+        drawn[0] += 1
+        drawn[1] += len(keys)
+        for k in keys:
+            pool.offer(idle_ms(t.age(k) or 0, now), 0, k)
+        while (best := pool.pop_best()) is not None:
+            if best[1] in t:
+                t.pop(best[1])
+                return
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1,
@@ -324,7 +376,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 8mb, 1 round")
     ap.add_argument("--json", default=None, help="write the results here too")
+    ap.add_argument("--table-sim", action="store_true",
+                    help="only the table-level LRU simulation (no server; see table_sim)")
     args = ap.parse_args()
+    if args.table_sim:
+        table_sim()
+        return 0
     if args.quick:
         args.maxmemory, args.rounds = "8mb", 1
     policies = [p for p in args.policies.split(",") if p]
