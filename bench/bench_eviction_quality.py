@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/bench_eviction_quality.py [--rounds 3] [--maxmemory 32mb]
         [--policies allkeys-lru,allkeys-lfu,allkeys-random] [--quick] [--replica 1]
+        [--read-batch 1000] [--pause 1.0] [--absolute] | --table-sim
 
 The workload, the same on both servers, one fresh server of each kind per policy and round
 (which kind goes first alternates by round): ``maxmemory`` and ``maxmemory-policy`` set by
