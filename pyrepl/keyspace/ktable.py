@@ -335,9 +335,8 @@ class KeyTableReference:
         self._ages[self._pos[key]] = age
 
     def sample(self, n: int) -> list[Any]:
-        """Up to ``n`` distinct live keys at random (dictGetSomeKeys), O(n): each a random
-        position walked forward to the next live key not picked yet, at most 10 * n entries
-        skipped in all; over 64, one walk from a random position."""
+        """Up to ``n`` distinct live keys at random (dictGetSomeKeys), O(n): random positions,
+        at most 10 * n of them drawn; over 64, one walk from a random position."""
         n = n.__index__()
         if n <= 0 or not self._pos:
             return []
@@ -347,19 +346,16 @@ class KeyTableReference:
         ne = len(keys)
         rng = _state.sample_rng
         if count <= _SAMPLE_PICKS:
+            # Independent random positions, a hole or a repeat drawn again (holes are at most
+            # half the lists: compaction): walking forward from a hole, as the C table does
+            # in its dense entries, would spend the steps in the long runs of holes that
+            # evicting keys in insertion order (LRU) leaves here.
             picked: list[int] = []
             while len(picked) < count and steps > 0:
                 i = rng.next() % ne
-                walked = 0
-                while walked < ne and steps > 0:
-                    if keys[i] is not _HOLE and i not in picked:
-                        picked.append(i)
-                        break
-                    i += 1
-                    if i == ne:
-                        i = 0
-                    walked += 1
-                    steps -= 1
+                steps -= 1
+                if keys[i] is not _HOLE and i not in picked:
+                    picked.append(i)
             return [keys[i] for i in picked]
         out: list[Any] = []
         i = rng.next() % ne
