@@ -515,7 +515,7 @@ def incr(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     data = db.data
-    v = data.get(key)
+    v = data.peek(key)      # (the store touches the key's age: once, as _hot.c's INCR)
     # Fast path: a string without a TTL holding a shared integer, or a canonical integer of
     # 1..18 digits (isdigit() rejects b"", signs and spaces; no leading zero): nothing else to
     # check and no overflow possible. Anything else takes the general path.

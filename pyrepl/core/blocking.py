@@ -169,7 +169,7 @@ class Blocking:
                 k = (db, key)
                 w = self.waiters.get(k)
                 if w is None:
-                    w = self.waiters[k] = _Waiters(db.data.get(key))
+                    w = self.waiters[k] = _Waiters(db.data.peek(key))
                 w.clients.append(c)
             self.core.keys_waited = True
 
@@ -256,7 +256,7 @@ class Blocking:
         """After a write: queue the waited keys that got a new value (signalKeyAsReady)."""
         queued = self._queued
         for k, w in self.waiters.items():
-            v = k[0].data.get(k[1])
+            v = k[0].data.peek(k[1])
             if v is not w.seen:
                 w.seen = v
                 if k not in queued:     # (a deleted key too: its XREADGROUP waiters go)
@@ -281,7 +281,7 @@ class Blocking:
                     self._serve_key(db, key, value, w)
                 if w.clients:
                     self._unblock_gone(key, value, w)
-                w.seen = db.data.get(key)
+                w.seen = db.data.peek(key)
         finally:
             self.serving = False
             self._deferring -= 1
@@ -305,7 +305,7 @@ class Blocking:
             if core.propagation_pending:
                 core.flush_propagation()
             self.note_writes()      # what the serve created (BLMOVE's push) is ready now
-            if db.data.get(key) is not value:
+            if db.data.peek(key) is not value:
                 break               # the pop emptied and deleted the key
 
     def _unblock_gone(self, key: bytes, value: Any, w: _Waiters) -> None:

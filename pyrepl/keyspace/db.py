@@ -306,6 +306,16 @@ class Database:
                 return key
         return None
 
+    def sample_keys(self, n: int, volatile: bool = False) -> list[bytes]:
+        """Up to ``n`` distinct keys at random, in O(n) (dictGetSomeKeys): of all the keys, or
+        (``volatile``) of those with a TTL. Expired keys are not filtered out."""
+        return (self.expires if volatile else self.data).sample(n)
+
+    def age(self, key: bytes) -> int | None:
+        """The key's 24 bits of LRU clock or LFU counter and time (``robj->lru``), untouched;
+        None when it does not exist."""
+        return self.data.age(key)
+
     def active_expire(self, budget: int) -> tuple[int, int]:
         """Check up to ``budget`` keys that have a TTL, deleting expired ones.
 

@@ -301,7 +301,7 @@ def _walk(st: _State, db: Any) -> None:
     end = min(pos + WALK_SLICE, len(keys))
     for i in range(pos, end):
         k = keys[i]
-        v = data.get(k)
+        v = data.peek(k)     # (a walk, not a read: the ages stay)
         if type(v) is HashEx and v.ttl:
             hint[k] = v
     st.walk_pos[db.id] = end
@@ -331,7 +331,7 @@ def active_expire(core: KeyspaceHost, now_ms: int, budget_us: int = 1000) -> tup
             continue
         data = db.data
         for key, h in list(hint.items()):
-            if data.get(key) is not h or not h.ttl:
+            if data.peek(key) is not h or not h.ttl:
                 del hint[key]
                 continue
             checked += 1

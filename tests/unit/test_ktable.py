@@ -140,6 +140,21 @@ def test_a_correct_mapping_after_thousands_of_random_operations(impl: Any) -> No
 
 
 @needs_c
+def test_the_c_table_the_reference_and_a_dict_in_step() -> None:
+    """Both tables and a dict under one sequence of operations, every answer compared; the
+    C table's layout (holes, compactions, growths, shrinks) exercised on the way."""
+    c, r = C_TABLE(), KeyTableReference()
+    ref: dict[Any, Any] = {}
+    rebuilds = set()
+    rng = random.Random(21)
+    for spread in (5000, 300, 40, 3000):
+        _random_ops([c, r], ref, rng, 3000, spread)
+        rebuilds.add(c._stats()["index"])
+        assert [c.age(k) for k in c] == [r.age(k) for k in r]
+    assert len(rebuilds) > 1
+
+
+@needs_c
 def test_the_c_table_and_the_reference_agree_to_the_age() -> None:
     for lfu in (False, True):
         ktable.configure(lfu, 1, 1)
@@ -437,6 +452,11 @@ def test_randomkey_and_the_cron_giving_memory_back() -> None:
     assert h.run("RANDOMKEY") == b"$-1\r\n"
     for i in range(3000):
         h.run("SET", f"k{i}", "v")
+    h.run("PEXPIRE", "k7", "100000")
+    db = h.core.dbs[0]
+    assert db.sample_keys(5, volatile=True) == [b"k7"]
+    assert len(set(db.sample_keys(5))) == 5 and db.age(b"k1") == ageing.lru_clock(T0)
+    assert db.age(b"nope") is None
     assert h.run("RANDOMKEY").split(b"\r\n")[1].startswith(b"k")
     data = h.core.dbs[0].data
     before = data._stats()["capacity"]
