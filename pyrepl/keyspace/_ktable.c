@@ -560,11 +560,13 @@ static PyObject *kt_richcompare(PyObject *self, PyObject *other, int op)
 
 /* -- methods ------------------------------------------------------------------------------- */
 
-static PyObject *kt_get_method(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
+/* get / peek: the value, or the default (None); ``touch``: stamp the key's age. */
+static PyObject *kt_lookup_or_default(KTObject *t, PyObject *const *args, Py_ssize_t nargs,
+                                      const char *name, int touch)
 {
-    if (!_PyArg_CheckPositional("get", nargs, 1, 2))
+    if (!_PyArg_CheckPositional(name, nargs, 1, 2))
         return NULL;
-    PyObject *v = kt_get(t, args[0], 1);
+    PyObject *v = kt_get(t, args[0], touch);
     if (v == NULL) {
         if (PyErr_Occurred())
             return NULL;
@@ -573,17 +575,14 @@ static PyObject *kt_get_method(KTObject *t, PyObject *const *args, Py_ssize_t na
     return Py_NewRef(v);
 }
 
+static PyObject *kt_get_method(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    return kt_lookup_or_default(t, args, nargs, "get", 1);
+}
+
 static PyObject *kt_peek(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!_PyArg_CheckPositional("peek", nargs, 1, 2))
-        return NULL;
-    PyObject *v = kt_get(t, args[0], 0);
-    if (v == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        v = nargs > 1 ? args[1] : Py_None;
-    }
-    return Py_NewRef(v);
+    return kt_lookup_or_default(t, args, nargs, "peek", 0);
 }
 
 static PyObject *kt_pop(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
@@ -937,16 +936,22 @@ static PyObject *make_iter(KTObject *t, int kind)
 
 static PyObject *kt_iter(KTObject *t) { return make_iter(t, KIND_KEYS); }
 
-static void it_dealloc(KTIter *it)
+/* An iterator or a view: a reference to its table first (the two share these). */
+typedef struct {
+    PyObject_HEAD
+    KTObject *table;
+} KTRef;
+
+static void ref_dealloc(KTRef *r)
 {
-    PyObject_GC_UnTrack(it);
-    Py_XDECREF(it->table);
-    PyObject_GC_Del(it);
+    PyObject_GC_UnTrack(r);
+    Py_XDECREF(r->table);
+    PyObject_GC_Del(r);
 }
 
-static int it_traverse(KTIter *it, visitproc visit, void *arg)
+static int ref_traverse(KTRef *r, visitproc visit, void *arg)
 {
-    Py_VISIT(it->table);
+    Py_VISIT(r->table);
     return 0;
 }
 
@@ -995,9 +1000,9 @@ static PyTypeObject KTIterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyrepl.keyspace._ktable.KeyTableIterator",
     .tp_basicsize = sizeof(KTIter),
-    .tp_dealloc = (destructor)it_dealloc,
+    .tp_dealloc = (destructor)ref_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)it_traverse,
+    .tp_traverse = (traverseproc)ref_traverse,
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)it_next,
     .tp_methods = it_methods,
@@ -1027,18 +1032,6 @@ static PyObject *kt_values(KTObject *t, PyObject *Py_UNUSED(i))
 }
 static PyObject *kt_items(KTObject *t, PyObject *Py_UNUSED(i)) { return make_view(t, KIND_ITEMS); }
 
-static void view_dealloc(KTView *v)
-{
-    PyObject_GC_UnTrack(v);
-    Py_XDECREF(v->table);
-    PyObject_GC_Del(v);
-}
-
-static int view_traverse(KTView *v, visitproc visit, void *arg)
-{
-    Py_VISIT(v->table);
-    return 0;
-}
 
 static PyObject *view_iter(KTView *v) { return make_iter(v->table, v->kind); }
 static Py_ssize_t view_len(KTView *v) { return v->table->used; }
@@ -1113,9 +1106,9 @@ static PyTypeObject KTViewType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyrepl.keyspace._ktable.KeyTableView",
     .tp_basicsize = sizeof(KTView),
-    .tp_dealloc = (destructor)view_dealloc,
+    .tp_dealloc = (destructor)ref_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)view_traverse,
+    .tp_traverse = (traverseproc)ref_traverse,
     .tp_iter = (getiterfunc)view_iter,
     .tp_as_sequence = &view_as_sequence,
     .tp_repr = (reprfunc)view_repr,

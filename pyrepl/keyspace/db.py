@@ -120,19 +120,14 @@ class Database:
 
     def lookup_read(self, key: bytes) -> Any:
         """Like :meth:`lookup`, counting keyspace hits and misses (read commands)."""
-        v = self.lookup(key)
-        core = self.core
-        if v is None:
-            core.stats.keyspace_misses += 1
-            if core.notify_mask & NOTIFY_KEY_MISS:
-                keyspace_event(core, NOTIFY_KEY_MISS, b"keymiss", key, self.id)
-        else:
-            core.stats.keyspace_hits += 1
-        return v
+        return self._counted_read(key, self.lookup(key))
 
     def lookup_read_notouch(self, key: bytes) -> Any:
         """:meth:`lookup_read` with LOOKUP_NOTOUCH (EXISTS, TYPE, the TTL family)."""
-        v = self.peek(key)
+        return self._counted_read(key, self.peek(key))
+
+    def _counted_read(self, key: bytes, v: Any) -> Any:
+        """A read lookup's hit or miss counted (and ``keymiss`` published); answers ``v``."""
         core = self.core
         if v is None:
             core.stats.keyspace_misses += 1
