@@ -182,6 +182,11 @@ class Evictor:
         if not self.safe():
             return EVICT_OK
         to_free = self.to_free()
+        if to_free:
+            # confirmed by an exact reading first: between walks the meter's figure counts
+            # every arena made since the last one as full, which would evict (or refuse) for
+            # memory that is not in use
+            to_free = self.to_free(fresh=True)
         if not to_free:
             self._metrics(EVICT_OK)
             return EVICT_OK

@@ -157,13 +157,17 @@ def not_counted_for_evict(core: ServerCore) -> int:
     """Redis 7.0's freeMemoryGetNotCountedMemory: the memory maxmemory does not count (INFO's
     mem_not_counted_for_evict; the eviction engine subtracts it from used_memory). The shared
     replication buffer beyond repl-backlog-size (what the replicas alone hold: the backlog's
-    part counts), and the AOF buffer while the AOF is on."""
+    part counts) and the replicas' output waiting outside it, and the AOF buffer while the
+    AOF is on."""
     out = 0
     repl = core.replication
     if repl is not None:
         fields: dict[str, Any] = dict(repl.memory_fields())
         out += max(0, int(fields.get("mem_total_replication_buffers", 0))
                    - core.config.repl_backlog_size)
+        # and what waits for the replicas' sockets outside that buffer (unsent replies, the
+        # transports' buffers): Redis keeps it in the replication buffer, not counted either
+        out += repl.unshared_output_bytes()
     if core.aof.on:
         out += alloc_size(len(core.aof.writer.buf))
     return out

@@ -35,6 +35,7 @@ plus its list node; :meth:`usage` is ``getClientOutputBufferMemoryUsage`` of a r
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
 
 PROTO_REPLY_CHUNK_BYTES = 16 * 1024
@@ -76,6 +77,17 @@ class Block:
         self.id = block_id
         self.next: Block | None = None
         self.indexed = False
+
+
+def _py_block_extra() -> int:
+    """A Block's objects (the Block, its memoryview, its bytearray's header), each at the
+    16-byte size class pymalloc gives it, less the BLOCK_HEADER + LIST_NODE ``mem`` counts."""
+    blk = Block(0, 0, 0)
+    sizes = (sys.getsizeof(blk), sys.getsizeof(blk.view), sys.getsizeof(bytearray()))
+    return max(0, sum((n + 15) // 16 * 16 for n in sizes) - NODE_OVERHEAD)
+
+
+PY_BLOCK_EXTRA = _py_block_extra()
 
 
 class Cursor:
@@ -364,6 +376,12 @@ class Backlog:
         if replicas and total > self.size:
             return self.size + self.index_memory(), total - self.size
         return total + self.index_memory(), 0
+
+    def python_overhead(self) -> int:
+        """What pyrepl's blocks hold beyond what ``mem`` counts as Redis does (a block's
+        object, its memoryview and bytearray headers against Redis's 64 B of header and
+        list node): part of the buffer's real memory, for maxmemory's not-counted share."""
+        return self.nblocks * PY_BLOCK_EXTRA
 
     def index_memory(self) -> int:
         """What INFO adds for Redis's rax of block offsets (object.c: ``numnodes *

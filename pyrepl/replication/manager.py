@@ -332,6 +332,18 @@ class Replication:
         ]
 
 
+    def unshared_output_bytes(self) -> int:
+        """The replicas' memory maxmemory does not count besides their part of the shared
+        buffer as Redis sizes it: their output outside the buffer (Feeding.unshared_bytes),
+        and their share of what pyrepl's blocks hold beyond Redis's figure for them."""
+        total = self.master.feeding.unshared_bytes()
+        b = self.backlog
+        if b is not None and b.mem and self.master.links:
+            _, replicas = b.memory(True)
+            total += b.python_overhead() * replicas // b.mem
+        return total
+
+
 def _bind_feed() -> None:
     """A client's write into the stream, in C when it is the common one (_feed.c): the
     classes whose slots it moves, and the core's dispatch told to use it (_dispatch.c)."""

@@ -241,9 +241,36 @@ def test_not_counted_for_evict_is_the_aof_buffer_and_replication_beyond_the_back
         def memory_fields(self) -> list[tuple[str, object]]:
             return [("mem_total_replication_buffers", core.config.repl_backlog_size + 5000)]
 
+        def unshared_output_bytes(self) -> int:   # (a stalled replica's transport buffer)
+            return 700
+
     core.replication = Repl()   # type: ignore[assignment]
-    assert memory.not_counted_for_evict(core) == memory.alloc_size(1000) + 5000
+    assert memory.not_counted_for_evict(core) == memory.alloc_size(1000) + 5000 + 700
     core.replication = None
+
+
+def test_a_replicas_output_outside_the_shared_buffer_is_not_counted() -> None:
+    """Feeding.unshared_bytes: a link's replies not yet handed to its transport and what the
+    transport holds (a replica that stopped reading), for every link."""
+    from pyrepl.replication.manager import Replication
+
+    core = make_core()
+    repl = Replication(core)  # type: ignore[arg-type]
+    repl.create_backlog()
+    assert repl.unshared_output_bytes() == 0
+    feeding = repl.master.feeding
+
+    class Link:
+        def __init__(self, c: object, streaming: bool) -> None:
+            self.client, self.streaming = c, streaming
+
+    a, b = core.connection_made(), core.connection_made()
+    a.out.append(b"x" * 300)
+    held = {a: 4000, b: 2500}
+    feeding.side = type("Side", (), {"links": [Link(a, True), Link(b, False)],
+                                      "buffered": staticmethod(lambda c: held[c])})()
+    assert repl.unshared_output_bytes() == a.pending_output() + 4000   # (b is not streamed yet)
+    assert memory.not_counted_for_evict(core) >= a.pending_output() + 4000
 
 
 def test_alloc_size_is_pymallocs_classes_then_glibcs() -> None:

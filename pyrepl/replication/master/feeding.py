@@ -156,6 +156,19 @@ class Feeding:
             used += self.side.buffered(c)
         return used
 
+    def unshared_bytes(self) -> int:
+        """What this process holds for its replicas outside the shared buffer: replies not
+        yet handed to a transport and the transports' own buffers (with the shared buffer's
+        part beyond the backlog, what Redis's maxmemory does not count)."""
+        total = 0
+        for link in self.side.links:
+            c = link.client
+            if c.out:
+                total += c.pending_output()
+            if link.streaming:
+                total += self.side.buffered(c)
+        return total
+
     def over_limits(self, link: ReplicaLink) -> bool:
         """checkClientOutputBufferLimits for a replica. True: disconnect it."""
         used = self.pending_bytes(link)
