@@ -37,7 +37,9 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from typing import Any
 
+from pyrepl import native
 from pyrepl.keyspace.listpack import (
     listpack_entries,
     lp_int_entry,
@@ -55,6 +57,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _SMALL_INTS = [lp_int_entry(v) for v in range(4)]    # the flags
 _ZERO = lp_int_entry(0)
+_streamlp = native.load("pyrepl.keyspace._streamlp")     # decode_node's speed-up, or None
 
 
 def make_id(ms: int, seq: int) -> int:
@@ -298,53 +301,66 @@ def _assemble(count: int, live: int, deleted: int, rest: bytes | bytearray) -> b
 def decode_node(master: int, lp: bytes) -> tuple[Entries, int, int]:
     """A stream listpack (stream.h's layout: counters, master entry, then entries of flags,
     ms-delta, seq-delta, [num-fields, fields], values, lp-count) decoded and checked: the
-    entries, live count and deleted count. Raises ContainerError or NodeCorrupt."""
+    entries, live count and deleted count. Raises ContainerError or NodeCorrupt.
+
+    _streamlp.decode (C) does it for a well-formed listpack; anything else (or PYREPL_PURE=1)
+    goes to the reference, which says what is wrong."""
+    if _streamlp is not None:
+        r = _streamlp.decode(lp, master >> 64, master & MASK64)
+        if r is not None:
+            d = Entries(r[0])
+            d.ids, d.fvs, d.flags, d.offs = r[1], r[2], r[3], r[4]
+            return d, r[5], r[6]
+    return decode_node_reference(master, lp)
+
+
+def decode_node_reference(master: int, lp: bytes) -> tuple[Entries, int, int]:
+    """decode_node in Python (the reference of _streamlp.decode)."""
     starts: list[int] = []
-    items = listpack_entries(lp, starts)
+    items: list[Any] = listpack_entries(lp, starts)   # (bytes | int: a wrong type is corrupt)
     if not items:
         raise NodeCorrupt("Empty listpack inside stream")
     try:
         live, deleted, nf = items[0], items[1], items[2]
         if type(live) is not int or type(deleted) is not int or type(nf) is not int or nf < 0:
             raise NodeCorrupt(_BAD)
-        fields = [_as_bytes(x) for x in items[3:3 + nf]]
+        fields = [x if x.__class__ is bytes else b"%d" % x for x in items[3:3 + nf]]
         p = 3 + nf
-        if items[p] != 0:
+        if len(fields) != nf or items[p] != 0:
             raise NodeCorrupt(_BAD)
         p += 1
         base = starts[2]
         d = Entries(fields)
         ids, fvs, flagl, offs = d.ids, d.fvs, d.flags, d.offs
         mms, mseq = master >> 64, master & MASK64
+        template: list[bytes] = [x for f in fields for x in (f, b"")]
         n = len(items)
         while p < n:
-            flags, msd, seqd = items[p], items[p + 1], items[p + 2]
-            if type(flags) is not int or type(msd) is not int or type(seqd) is not int or \
-                    lp[starts[p]] != flags:      # (flags: a 7-bit int, patched in place)
+            flags = items[p]
+            start = starts[p]
+            if lp[start] != flags:              # (flags: a 7-bit int, patched in place)
                 raise NodeCorrupt(_BAD)
-            offs.append(starts[p] - base)
+            ids.append(((mms + items[p + 1]) & MASK64) << 64 | ((mseq + items[p + 2]) & MASK64))
+            offs.append(start - base)
             p += 3
             if flags & FLAG_SAMEFIELDS:
-                values = [_as_bytes(x) for x in items[p:p + nf]]
-                if len(values) != nf:
-                    raise NodeCorrupt(_BAD)
-                fv = [x for pair in zip(fields, values, strict=True) for x in pair]
-                p += nf
+                end = p + nf
+                fv = template.copy()
+                fv[1::2] = [x if x.__class__ is bytes else b"%d" % x for x in items[p:end]]
             else:
                 k = items[p]
-                if type(k) is not int:
-                    raise NodeCorrupt(_BAD)
-                fv = [_as_bytes(x) for x in items[p + 1:p + 1 + 2 * k]]
+                p += 1
+                end = p + 2 * k
+                fv = [x if x.__class__ is bytes else b"%d" % x for x in items[p:end]]
                 if len(fv) != 2 * k:
                     raise NodeCorrupt(_BAD)
-                p += 1 + 2 * k
-            p += 1                                  # lp-count
-            ids.append(((mms + msd) & MASK64) << 64 | ((mseq + seqd) & MASK64))
+            p = end + 1                         # (the lp-count)
             fvs.append(fv)
             flagl.append(flags)
-    except IndexError:
+    except (IndexError, TypeError, ValueError):
+        # (an item of the wrong type, or fewer values than the master entry's fields)
         raise NodeCorrupt(_BAD) from None
-    if len(ids) != live + deleted:
+    if p != n or len(ids) != live + deleted:
         raise NodeCorrupt(_BAD)
     return d, live, deleted
 

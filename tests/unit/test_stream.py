@@ -11,12 +11,15 @@ writer built it before nodes were kept sealed.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyrepl.keyspace import stream as stream_mod
 from pyrepl.keyspace.digest import key_digest
+from pyrepl.keyspace.listpack import ContainerError
 from pyrepl.keyspace.stream import (
     MASK64,
     MAX_ID,
@@ -24,7 +27,9 @@ from pyrepl.keyspace.stream import (
     Group,
     Nack,
     Node,
+    NodeCorrupt,
     Stream,
+    decode_node_reference,
     id_str,
     make_id,
 )
@@ -286,3 +291,37 @@ def test_sealing_keeps_bytes_and_decodes_through_a_bounded_cache() -> None:
     t.append(make_id(3, 0), [b"f", b"w"], 4096, 0)
     assert len(t.nodes) == 1 and t.nodes[0].lp is None
     assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+
+
+def _reference(master: int, lp: bytes) -> tuple | None:
+    try:
+        d, live, deleted = decode_node_reference(master, lp)
+    except (ContainerError, NodeCorrupt, IndexError, struct.error):
+        return None
+    return d.fields, d.ids, d.fvs, d.flags, d.offs, live, deleted
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]),
+       flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=3),
+       cut=st.integers(0, 1 << 20))
+def test_c_decoder_matches_the_reference(ops: list, max_bytes: int, max_entries: int,
+                                         flips: list, cut: int) -> None:
+    """_streamlp.decode answers what decode_node_reference answers on every node, and on
+    corrupted copies it answers the same or None (the reference then raises)."""
+    c = stream_mod._streamlp
+    assert c is not None
+    s, _ = _apply(ops, max_bytes, max_entries)
+    for node in s.nodes:
+        lp = node.listpack()
+        m = node.master
+        got = c.decode(lp, m >> 64, m & MASK64)
+        assert got is not None and got == _reference(m, lp)
+        bad = bytearray(lp)
+        for at, v in flips:
+            bad[6 + at % max(1, len(lp) - 7)] = v
+        for blob in (bytes(bad), lp[:cut % len(lp)]):
+            got = c.decode(blob, m >> 64, m & MASK64)
+            assert got is None or got == _reference(m, blob)

@@ -1,0 +1,243 @@
+/* A sealed stream node's listpack decoded into Python lists: the speed-up of
+ * pyrepl/keyspace/stream.py's decode_node_reference, which stays the reference (PYREPL_PURE=1
+ * runs it; tests/unit/test_stream.py holds the two equal on random and corrupted nodes).
+ *
+ * Why C: a stream keeps every full node as its listpack bytes (stream.py's docstring), and a
+ * read inside one decodes it. In Python that cost ~130 us a node of 100 entries (1.3 us an
+ * entry: a full XRANGE scanned 10x slower than when nodes were Python lists, a random XDEL or
+ * XRANGE of one entry paid a whole decode); here it is a few us (bench/RESULTS.md, "Streams
+ * kept as listpacks").
+ *
+ * decode(lp, master_ms, master_seq) -> (fields, ids, fvs, flags, offs, live, deleted), or None
+ * when anything is not what Redis writes (a bad header, encoding, type, count or layout): the
+ * Python reference then runs on the same bytes and raises the precise error. So this file only
+ * handles well-formed nodes, and answers exactly what the reference answers for them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    int is_int;
+    int64_t v;                  /* an integer entry's value */
+    const uint8_t *s;           /* a string entry's bytes */
+    Py_ssize_t slen;
+    Py_ssize_t start;           /* the entry's offset in the listpack */
+} item_t;
+
+/* The entry at *p (before `last`, the terminator's offset) into *it; *p moves past it.
+ * 0, or -1 when the entry is malformed or runs past the end. */
+static int next_item(const uint8_t *lp, Py_ssize_t *p, Py_ssize_t last, item_t *it)
+{
+    Py_ssize_t q = *p, size;
+    uint8_t b = lp[q];
+    it->start = q;
+    it->is_int = 1;
+    if (b < 0x80) {
+        it->v = b;
+        size = 1;
+    } else if (b < 0xC0) {
+        it->is_int = 0;
+        size = 1 + (b & 0x3F);
+        it->s = lp + q + 1;
+        it->slen = size - 1;
+    } else if (b < 0xE0) {
+        if (q + 1 >= last) return -1;
+        int64_t v = ((int64_t)(b & 0x1F) << 8) | lp[q + 1];
+        it->v = v >= 4096 ? v - 8192 : v;
+        size = 2;
+    } else if (b < 0xF0) {
+        if (q + 1 >= last) return -1;
+        it->is_int = 0;
+        size = 2 + ((((Py_ssize_t)b & 0x0F) << 8) | lp[q + 1]);
+        it->s = lp + q + 2;
+        it->slen = size - 2;
+    } else if (b == 0xF0) {
+        if (q + 5 > last) return -1;
+        it->is_int = 0;
+        uint32_t n = (uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
+            ((uint32_t)lp[q + 3] << 16) | ((uint32_t)lp[q + 4] << 24);
+        size = 5 + (Py_ssize_t)n;
+        it->s = lp + q + 5;
+        it->slen = (Py_ssize_t)n;
+    } else if (b == 0xF1) {
+        if (q + 3 > last) return -1;
+        it->v = (int16_t)((uint16_t)lp[q + 1] | ((uint16_t)lp[q + 2] << 8));
+        size = 3;
+    } else if (b == 0xF2) {
+        if (q + 4 > last) return -1;
+        int32_t v = (int32_t)((uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
+                              ((uint32_t)lp[q + 3] << 16));
+        it->v = v >= (1 << 23) ? v - (1 << 24) : v;
+        size = 4;
+    } else if (b == 0xF3) {
+        if (q + 5 > last) return -1;
+        it->v = (int32_t)((uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
+                          ((uint32_t)lp[q + 3] << 16) | ((uint32_t)lp[q + 4] << 24));
+        size = 5;
+    } else if (b == 0xF4) {
+        if (q + 9 > last) return -1;
+        uint64_t u = 0;
+        for (int i = 8; i >= 1; i--) u = (u << 8) | lp[q + i];
+        it->v = (int64_t)u;
+        size = 9;
+    } else {
+        return -1;
+    }
+    if (size <= 127) q += size + 1;
+    else if (size < 16383) q += size + 2;
+    else if (size < 2097151) q += size + 3;
+    else if (size < 268435455) q += size + 4;
+    else q += size + 5;
+    if (q > last) return -1;
+    *p = q;
+    return 0;
+}
+
+/* An entry as the bytes the reference makes of it (an integer as its decimal form). */
+static PyObject *item_bytes(const item_t *it)
+{
+    if (it->is_int) {
+        char buf[24];
+        int n = snprintf(buf, sizeof buf, "%lld", (long long)it->v);
+        return PyBytes_FromStringAndSize(buf, n);
+    }
+    return PyBytes_FromStringAndSize((const char *)it->s, it->slen);
+}
+
+static PyObject *make_id(uint64_t ms, uint64_t seq)
+{
+    unsigned char be[16];
+    for (int i = 0; i < 8; i++) {
+        be[7 - i] = (unsigned char)(ms >> (8 * i));
+        be[15 - i] = (unsigned char)(seq >> (8 * i));
+    }
+    return _PyLong_FromByteArray(be, 16, 0, 0);
+}
+
+#define NEXT(it) do { if (p >= last || next_item(lp, &p, last, &(it)) < 0) goto bad; \
+                      items++; } while (0)
+#define APPEND_NEW(list, obj) do { PyObject *o_ = (obj); if (o_ == NULL) goto fail; \
+        int r_ = PyList_Append((list), o_); Py_DECREF(o_); if (r_ < 0) goto fail; } while (0)
+
+static PyObject *decode(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    unsigned long long mms, mseq;
+    if (!PyArg_ParseTuple(args, "y*KK", &buf, &mms, &mseq))
+        return NULL;
+    const uint8_t *lp = buf.buf;
+    Py_ssize_t n = buf.len, p, last, items = 0;
+    PyObject *fields = NULL, *ids = NULL, *fvs = NULL, *flagl = NULL, *offs = NULL;
+    PyObject *result = NULL;
+    item_t it, a, b;
+
+    if (n < 7) goto bad;
+    uint32_t total = (uint32_t)lp[0] | ((uint32_t)lp[1] << 8) | ((uint32_t)lp[2] << 16) |
+        ((uint32_t)lp[3] << 24);
+    unsigned count = (unsigned)lp[4] | ((unsigned)lp[5] << 8);
+    if ((Py_ssize_t)total != n || lp[n - 1] != 0xFF) goto bad;
+    p = 6;
+    last = n - 1;
+
+    fields = PyList_New(0);
+    ids = PyList_New(0);
+    fvs = PyList_New(0);
+    flagl = PyList_New(0);
+    offs = PyList_New(0);
+    if (!fields || !ids || !fvs || !flagl || !offs) goto fail;
+
+    item_t live, deleted, nf;
+    NEXT(live);
+    NEXT(deleted);
+    Py_ssize_t base = p;
+    NEXT(nf);
+    if (!live.is_int || !deleted.is_int || !nf.is_int || nf.v < 0) goto bad;
+    for (int64_t i = 0; i < nf.v; i++) {
+        NEXT(it);
+        APPEND_NEW(fields, item_bytes(&it));
+    }
+    NEXT(it);
+    if (!it.is_int || it.v != 0) goto bad;
+    Py_ssize_t nfields = (Py_ssize_t)nf.v;
+    while (p < last) {
+        item_t fl;
+        NEXT(fl);
+        if (!fl.is_int || lp[fl.start] >= 0x80) goto bad;    /* a 7-bit int */
+        NEXT(a);
+        NEXT(b);
+        if (!a.is_int || !b.is_int) goto bad;
+        APPEND_NEW(ids, make_id((uint64_t)mms + (uint64_t)a.v, (uint64_t)mseq + (uint64_t)b.v));
+        APPEND_NEW(offs, PyLong_FromSsize_t(fl.start - base));
+        APPEND_NEW(flagl, PyLong_FromLong((long)fl.v));
+        PyObject *fv;
+        if (fl.v & 2) {                                     /* SAMEFIELDS: values only */
+            fv = PyList_New(2 * nfields);
+            if (fv == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < nfields; i++) {
+                if (p >= last || next_item(lp, &p, last, &it) < 0) { Py_DECREF(fv); goto bad; }
+                items++;
+                PyObject *v = item_bytes(&it);
+                if (v == NULL) { Py_DECREF(fv); goto fail; }
+                PyObject *f = PyList_GET_ITEM(fields, i);
+                Py_INCREF(f);
+                PyList_SET_ITEM(fv, 2 * i, f);
+                PyList_SET_ITEM(fv, 2 * i + 1, v);
+            }
+        } else {
+            NEXT(it);
+            if (!it.is_int || it.v < 0 || it.v > n) goto bad;
+            Py_ssize_t k = (Py_ssize_t)it.v * 2;
+            fv = PyList_New(k);
+            if (fv == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < k; i++) {
+                if (p >= last || next_item(lp, &p, last, &it) < 0) { Py_DECREF(fv); goto bad; }
+                items++;
+                PyObject *v = item_bytes(&it);
+                if (v == NULL) { Py_DECREF(fv); goto fail; }
+                PyList_SET_ITEM(fv, i, v);
+            }
+        }
+        int r = PyList_Append(fvs, fv);
+        Py_DECREF(fv);
+        if (r < 0) goto fail;
+        NEXT(it);                                           /* lp-count */
+    }
+    if (count != 0xFFFF && (Py_ssize_t)count != items) goto bad;
+    if (live.v < 0 || deleted.v < 0 || PyList_GET_SIZE(ids) != live.v + deleted.v) goto bad;
+    result = Py_BuildValue("(OOOOOLL)", fields, ids, fvs, flagl, offs, (long long)live.v,
+                           (long long)deleted.v);
+    goto done;
+bad:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_XDECREF(fields);
+    Py_XDECREF(ids);
+    Py_XDECREF(fvs);
+    Py_XDECREF(flagl);
+    Py_XDECREF(offs);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", decode, METH_VARARGS,
+     "decode(lp, master_ms, master_seq): a stream node's (fields, ids, fvs, flags, offs, live, "
+     "deleted), or None when the listpack is not well formed (the Python reference says why)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_streamlp", "Stream node listpacks decoded (stream.py's reference).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__streamlp(void)
+{
+    return PyModule_Create(&moduledef);
+}
