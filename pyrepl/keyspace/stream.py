@@ -55,7 +55,7 @@ FLAG_SAMEFIELDS = 2
 LISTPACK_MAX_SIZE = 1 << 30          # STREAM_LISTPACK_MAX_SIZE
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_SMALL_INTS = [lp_int_entry(v) for v in range(4)]    # the flags
+_SMALL_INTS = [lp_int_entry(v) for v in range(128)]   # 7-bit ints (flags, most deltas)
 _ZERO = lp_int_entry(0)
 _streamlp = native.load("pyrepl.keyspace._streamlp")     # decode_node's speed-up, or None
 
@@ -232,20 +232,22 @@ class Node:
         rest = d.rest
         nf = len(fv) // 2
         d.offs.append(len(rest))
-        rest += _SMALL_INTS[flags]
         master = self.master
-        rest += lp_int_entry(_i64((eid >> 64) - (master >> 64)))
-        rest += lp_int_entry(_i64((eid & MASK64) - (master & MASK64)))
+        msd = (eid >> 64) - (master >> 64)
+        seqd = (eid & MASK64) - (master & MASK64)
+        if 0 <= msd <= 127 and 0 <= seqd <= 127:
+            rest += _SMALL_INTS[flags] + _SMALL_INTS[msd] + _SMALL_INTS[seqd]
+        else:
+            rest += _SMALL_INTS[flags] + lp_int_entry(_i64(msd)) + lp_int_entry(_i64(seqd))
         if flags & FLAG_SAMEFIELDS:
-            for v in fv[1::2]:
-                rest += lp_str_entry(v)
-            rest += lp_int_entry(nf + 3)
+            if nf == 1:
+                rest += lp_str_entry(fv[1]) + _SMALL_INTS[4]
+            else:
+                rest += b"".join(map(lp_str_entry, fv[1::2])) + lp_int_entry(nf + 3)
             d.count += nf + 4
         else:
-            rest += lp_int_entry(nf)
-            for v in fv:
-                rest += lp_str_entry(v)
-            rest += lp_int_entry(nf * 2 + 4)
+            rest += lp_int_entry(nf) + b"".join(map(lp_str_entry, fv)) + \
+                lp_int_entry(nf * 2 + 4)
             d.count += nf * 2 + 5
         d.ids.append(eid)
         d.fvs.append(fv)
@@ -406,7 +408,8 @@ class Stream:
             self.keys.append(eid)
             flags = FLAG_SAMEFIELDS
         else:
-            node.unseal()
+            if node.lp is not None:
+                node.unseal()
             flags = FLAG_SAMEFIELDS if fv[0::2] == node.d.fields else 0  # type: ignore[union-attr]
         node.add(eid, fv, flags)
         self.length += 1
