@@ -214,27 +214,29 @@ def lp_encode_str(s: bytes) -> bytes:
 
 
 _SMALL = [bytes((v, 1)) for v in range(128)]     # 7-bit unsigned ints with their backlen
+_STR_HEAD = [bytes((0x80 | n,)) for n in range(64)]     # 6-bit string lengths
+_BACKLEN = [bytes((n,)) for n in range(128)]           # 1-byte backlens
 
 
 def lp_int_entry(v: int) -> bytes:
     """An integer entry as lpAppendInteger writes it: encoding, data and backlen."""
     if 0 <= v <= 127:
         return _SMALL[v]
+    if -4096 <= v <= 4095:
+        u = v & 0x1FFF
+        return bytes((0xC0 | (u >> 8), u & 0xFF, 2))
     enc = lp_encode_int(v)
-    return enc + bytes((len(enc),))
+    return enc + _BACKLEN[len(enc)]
 
 
 def lp_str_entry(s: bytes) -> bytes:
     """A string entry as lpAppend writes it (canonical integers as integer entries)."""
     n = len(s)
-    if n <= 20 and n:
+    if n <= 20 and n and (48 <= s[0] <= 57 or s[0] == 45):
         v = canonical_int(s)
         if v is not None:
-            if 0 <= v <= 127:
-                return _SMALL[v]
-            enc = lp_encode_int(v)
-            return enc + bytes((len(enc),))
+            return lp_int_entry(v)
     if n < 64:
-        return bytes((0x80 | n,)) + s + bytes((n + 1,))
+        return _STR_HEAD[n] + s + _BACKLEN[n + 1]
     enc = lp_encode_str(s)
     return enc + lp_backlen(len(enc))

@@ -325,3 +325,25 @@ def test_c_decoder_matches_the_reference(ops: list, max_bytes: int, max_entries:
         for blob in (bytes(bad), lp[:cut % len(lp)]):
             got = c.decode(blob, m >> 64, m & MASK64)
             assert got is None or got == _reference(m, blob)
+
+
+def test_a_sealed_node_with_counters_not_in_their_shortest_form() -> None:
+    """A listpack whose counters are 16-bit ints (not what Redis writes, but what it reads):
+    kept as read; an XDEL rewrites the counters the way lpReplaceInteger does."""
+    s = Stream()
+    for i in (1, 2, 3):
+        s.append(make_id(i, 0), [b"f", b"v%d" % i], 4096, 100)
+    lp = s.nodes[0].listpack()
+    assert lp[6:10] == b"\x03\x01\x00\x01"                     # live 3, deleted 0
+    body = b"\xf1\x03\x00\x03\xf1\x00\x00\x03" + lp[10:]
+    odd = struct.pack("<IH", len(body) + 6, struct.unpack_from("<H", lp, 4)[0]) + body
+    t = Stream()
+    t.nodes, t.keys, t.length, t.last_id = [Node.sealed(make_id(1, 0), odd)], [make_id(1, 0)], \
+        3, make_id(3, 0)
+    assert t.nodes[0].lp == odd and t.nodes[0].lp_bytes() == len(odd)
+    assert t.get(make_id(2, 0)) == [b"f", b"v2"]
+    assert t.delete(make_id(2, 0))
+    assert [e for e, _ in t.range(0, MAX_ID)] == [make_id(1, 0), make_id(3, 0)]
+    assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+    t.append(make_id(4, 0), [b"f", b"v4"], 4096, 100)              # unsealed: appends go on
+    assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
