@@ -1,12 +1,16 @@
-/* A sealed stream node's listpack decoded into Python lists: the speed-up of
- * pyrepl/keyspace/stream.py's decode_node_reference, which stays the reference (PYREPL_PURE=1
- * runs it; tests/unit/test_stream.py holds the two equal on random and corrupted nodes).
+/* Stream node listpacks: a sealed node decoded into Python lists (decode), and one entry's
+ * bytes as streamAppendItem writes them (entry): the speed-ups of pyrepl/keyspace/stream.py's
+ * decode_node_reference and entry_bytes_reference, which stay the references (PYREPL_PURE=1
+ * runs them; tests/unit/test_stream.py holds each pair equal on random input, corrupted nodes
+ * included).
  *
  * Why C: a stream keeps every full node as its listpack bytes (stream.py's docstring), and a
  * read inside one decodes it. In Python that cost ~130 us a node of 100 entries (1.3 us an
  * entry: a full XRANGE scanned 10x slower than when nodes were Python lists, a random XDEL or
- * XRANGE of one entry paid a whole decode); here it is a few us (bench/RESULTS.md, "Streams
- * kept as listpacks").
+ * XRANGE of one entry paid a whole decode); here ~26 us (bench/RESULTS.md, "Streams
+ * kept as listpacks"). entry: the open node builds its listpack as entries come, and in
+ * Python the encoding (canonical-integer test, lengths, backlens) added ~0.7 us to an XADD of
+ * 3 fields; in C an append costs less than before nodes were sealed.
  *
  * decode(lp, master_ms, master_seq) -> (fields, ids, fvs, flags, offs, live, deleted), or None
  * when anything is not what Redis writes (a bad header, encoding, type, count or layout): the
@@ -225,7 +229,202 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------- one entry, as lpAppend writes it */
+
+/* canonical_int (listpack.py): the int64 a string is the canonical decimal form of (no '+', no
+ * leading zeros, not "-0", at most 20 characters). 1 and *out, or 0. */
+static int canonical_int(const uint8_t *s, Py_ssize_t n, int64_t *out)
+{
+    if (n == 0 || n > 20) return 0;
+    int neg = 0;
+    if (s[0] == '-') {
+        neg = 1;
+        s++;
+        n--;
+        if (n == 0) return 0;
+    }
+    if (s[0] == '0') {
+        if (n == 1 && !neg) { *out = 0; return 1; }
+        return 0;
+    }
+    uint64_t v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        uint64_t d = s[i] - '0';
+        if (v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return 0;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX) return 0;
+        *out = (int64_t)v;
+    }
+    return 1;
+}
+
+typedef struct {
+    uint8_t *b;
+    Py_ssize_t len, cap;
+} wbuf;
+
+static int wreserve(wbuf *w, Py_ssize_t more)
+{
+    if (w->len + more <= w->cap) return 0;
+    Py_ssize_t cap = w->cap * 2;
+    if (cap < w->len + more) cap = w->len + more;
+    uint8_t *nb = PyMem_Realloc(w->b, cap);
+    if (nb == NULL) { PyErr_NoMemory(); return -1; }
+    w->b = nb;
+    w->cap = cap;
+    return 0;
+}
+
+static void put_backlen(wbuf *w, Py_ssize_t size)
+{
+    uint8_t *o = w->b + w->len;
+    if (size <= 127) {
+        o[0] = (uint8_t)size;
+        w->len += 1;
+    } else if (size < 16383) {
+        o[0] = (uint8_t)(size >> 7);
+        o[1] = (uint8_t)((size & 127) | 128);
+        w->len += 2;
+    } else if (size < 2097151) {
+        o[0] = (uint8_t)(size >> 14);
+        o[1] = (uint8_t)(((size >> 7) & 127) | 128);
+        o[2] = (uint8_t)((size & 127) | 128);
+        w->len += 3;
+    } else if (size < 268435455) {
+        o[0] = (uint8_t)(size >> 21);
+        o[1] = (uint8_t)(((size >> 14) & 127) | 128);
+        o[2] = (uint8_t)(((size >> 7) & 127) | 128);
+        o[3] = (uint8_t)((size & 127) | 128);
+        w->len += 4;
+    } else {
+        o[0] = (uint8_t)(size >> 28);
+        o[1] = (uint8_t)(((size >> 21) & 127) | 128);
+        o[2] = (uint8_t)(((size >> 14) & 127) | 128);
+        o[3] = (uint8_t)(((size >> 7) & 127) | 128);
+        o[4] = (uint8_t)((size & 127) | 128);
+        w->len += 5;
+    }
+}
+
+static int put_int(wbuf *w, int64_t v)
+{
+    if (wreserve(w, 10) < 0) return -1;
+    uint8_t *o = w->b + w->len;
+    Py_ssize_t size;
+    if (v >= 0 && v <= 127) {
+        o[0] = (uint8_t)v;
+        size = 1;
+    } else if (v >= -4096 && v <= 4095) {
+        uint64_t u = (uint64_t)v & 0x1FFF;
+        o[0] = (uint8_t)(0xC0 | (u >> 8));
+        o[1] = (uint8_t)(u & 0xFF);
+        size = 2;
+    } else if (v >= -32768 && v <= 32767) {
+        uint64_t u = (uint64_t)v & 0xFFFF;
+        o[0] = 0xF1;
+        o[1] = (uint8_t)(u & 0xFF);
+        o[2] = (uint8_t)(u >> 8);
+        size = 3;
+    } else if (v >= -(1 << 23) && v < (1 << 23)) {
+        uint64_t u = (uint64_t)v & 0xFFFFFF;
+        o[0] = 0xF2;
+        o[1] = (uint8_t)(u & 0xFF);
+        o[2] = (uint8_t)((u >> 8) & 0xFF);
+        o[3] = (uint8_t)(u >> 16);
+        size = 4;
+    } else if (v >= -((int64_t)1 << 31) && v < ((int64_t)1 << 31)) {
+        uint64_t u = (uint64_t)v & 0xFFFFFFFF;
+        o[0] = 0xF3;
+        for (int i = 0; i < 4; i++) o[1 + i] = (uint8_t)(u >> (8 * i));
+        size = 5;
+    } else {
+        uint64_t u = (uint64_t)v;
+        o[0] = 0xF4;
+        for (int i = 0; i < 8; i++) o[1 + i] = (uint8_t)(u >> (8 * i));
+        size = 9;
+    }
+    w->len += size;
+    put_backlen(w, size);
+    return 0;
+}
+
+static int put_str(wbuf *w, PyObject *obj)
+{
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(obj);
+    Py_ssize_t n = PyBytes_GET_SIZE(obj);
+    int64_t v;
+    if (n <= 20 && canonical_int(s, n, &v))
+        return put_int(w, v);
+    if (wreserve(w, n + 10) < 0) return -1;
+    uint8_t *o = w->b + w->len;
+    Py_ssize_t size;
+    if (n < 64) {
+        o[0] = (uint8_t)(0x80 | n);
+        size = 1 + n;
+    } else if (n < 4096) {
+        o[0] = (uint8_t)(0xE0 | (n >> 8));
+        o[1] = (uint8_t)(n & 0xFF);
+        size = 2 + n;
+    } else {
+        o[0] = 0xF0;
+        for (int i = 0; i < 4; i++) o[1 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+        size = 5 + n;
+    }
+    memcpy(o + (size - n), s, n);
+    w->len += size;
+    put_backlen(w, size);
+    return 0;
+}
+
+/* entry(flags, ms_delta, seq_delta, fv, samefields) -> bytes: stream.py's entry_bytes_reference. */
+static PyObject *entry(PyObject *self, PyObject *args)
+{
+    int flags, same;
+    long long msd, seqd;
+    PyObject *fv;
+    if (!PyArg_ParseTuple(args, "iLLO!p", &flags, &msd, &seqd, &PyList_Type, &fv, &same))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(fv), nf = n / 2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(fv, i)))
+            Py_RETURN_NONE;
+    }
+    wbuf w = {PyMem_Malloc(256), 0, 256};
+    PyObject *out = NULL;
+    if (w.b == NULL)
+        return PyErr_NoMemory();
+#define PUT(call) do { if ((call) < 0) goto done; } while (0)
+    PUT(put_int(&w, flags));
+    PUT(put_int(&w, msd));
+    PUT(put_int(&w, seqd));
+    if (same) {
+        for (Py_ssize_t i = 1; i < n; i += 2)
+            PUT(put_str(&w, PyList_GET_ITEM(fv, i)));
+        PUT(put_int(&w, nf + 3));
+    } else {
+        PUT(put_int(&w, nf));
+        for (Py_ssize_t i = 0; i < n; i++)
+            PUT(put_str(&w, PyList_GET_ITEM(fv, i)));
+        PUT(put_int(&w, nf * 2 + 4));
+    }
+#undef PUT
+    out = PyBytes_FromStringAndSize((const char *)w.b, w.len);
+done:
+    PyMem_Free(w.b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"entry", entry, METH_VARARGS,
+     "entry(flags, ms_delta, seq_delta, fv, samefields): one stream entry's listpack bytes as "
+     "streamAppendItem writes them, or None when a field or value is not bytes."},
     {"decode", decode, METH_VARARGS,
      "decode(lp, master_ms, master_seq): a stream node's (fields, ids, fvs, flags, offs, live, "
      "deleted), or None when the listpack is not well formed (the Python reference says why)."},
@@ -233,7 +432,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_streamlp", "Stream node listpacks decoded (stream.py's reference).",
+    PyModuleDef_HEAD_INIT, "_streamlp",
+    "Stream node listpacks decoded, entries encoded (stream.py has the references).",
     -1, methods,
 };
 

@@ -57,7 +57,7 @@ FLAG_SAMEFIELDS = 2
 LISTPACK_MAX_SIZE = 1 << 30          # STREAM_LISTPACK_MAX_SIZE
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_SMALL_INTS = [lp_int_entry(v) for v in range(128)]   # 7-bit ints (flags, most deltas)
+_I64_LIMIT = 1 << 63
 _ZERO = lp_int_entry(0)
 _streamlp = native.load("pyrepl.keyspace._streamlp")     # decode_node's speed-up, or None
 
@@ -237,20 +237,14 @@ class Node:
         master = self.master
         msd = (eid >> 64) - (master >> 64)
         seqd = (eid & MASK64) - (master & MASK64)
-        if 0 <= msd <= 127 and 0 <= seqd <= 127:
-            rest += _SMALL_INTS[flags] + _SMALL_INTS[msd] + _SMALL_INTS[seqd]
-        else:
-            rest += _SMALL_INTS[flags] + lp_int_entry(_i64(msd)) + lp_int_entry(_i64(seqd))
-        if flags & FLAG_SAMEFIELDS:
-            if nf == 1:
-                rest += lp_str_entry(fv[1]) + _SMALL_INTS[4]
-            else:
-                rest += b"".join(map(lp_str_entry, fv[1::2])) + lp_int_entry(nf + 3)
-            d.count += nf + 4
-        else:
-            rest += lp_int_entry(nf) + b"".join(map(lp_str_entry, fv)) + \
-                lp_int_entry(nf * 2 + 4)
-            d.count += nf * 2 + 5
+        if not -_I64_LIMIT <= msd < _I64_LIMIT:
+            msd = _i64(msd)
+        if not -_I64_LIMIT <= seqd < _I64_LIMIT:
+            seqd = _i64(seqd)
+        same = bool(flags & FLAG_SAMEFIELDS)
+        e = None if _streamlp is None else _streamlp.entry(flags, msd, seqd, fv, same)
+        rest += entry_bytes_reference(flags, msd, seqd, fv, same) if e is None else e
+        d.count += nf + 4 if same else nf * 2 + 5
         d.ids.append(eid)
         d.fvs.append(fv)
         d.flags.append(flags)
@@ -280,6 +274,17 @@ class Node:
             self.master, self.last, self.live, self.deleted, self.lp
         n.d = self.d.copy() if self.lp is None and self.d is not None else None
         return n
+
+
+def entry_bytes_reference(flags: int, msd: int, seqd: int, fv: list[bytes], same: bool) -> bytes:
+    """One entry's listpack bytes as streamAppendItem writes them: flags, ms-delta, seq-delta,
+    then (SAMEFIELDS) the values or the field count and every field and value, then lp-count
+    (the reference of _streamlp.entry)."""
+    nf = len(fv) // 2
+    head = lp_int_entry(flags) + lp_int_entry(msd) + lp_int_entry(seqd)
+    if same:
+        return head + b"".join(map(lp_str_entry, fv[1::2])) + lp_int_entry(nf + 3)
+    return head + lp_int_entry(nf) + b"".join(map(lp_str_entry, fv)) + lp_int_entry(nf * 2 + 4)
 
 
 _INT_ENTRY_SIZE = {0xF1: 4, 0xF2: 5, 0xF3: 6, 0xF4: 10}     # encoding byte -> entry bytes

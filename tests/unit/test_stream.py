@@ -30,6 +30,7 @@ from pyrepl.keyspace.stream import (
     NodeCorrupt,
     Stream,
     decode_node_reference,
+    entry_bytes_reference,
     id_str,
     make_id,
 )
@@ -347,3 +348,29 @@ def test_a_sealed_node_with_counters_not_in_their_shortest_form() -> None:
     assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
     t.append(make_id(4, 0), [b"f", b"v4"], 4096, 100)              # unsealed: appends go on
     assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+
+
+NUMERIC = st.one_of(
+    st.integers(-(1 << 64), 1 << 64).map(lambda i: b"%d" % i),
+    st.sampled_from([b"0", b"-0", b"00", b"01", b"-01", b"+1", b" 1", b"1 ", b"1_0", b"-",
+                     b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808",
+                     b"-9223372036854775809", b"18446744073709551616", b"12345678901234567890"]),
+)
+ANY_VALUE = st.one_of(NUMERIC, st.binary(max_size=70),
+                      st.integers(60, 5000).map(lambda n: b"z" * n))
+DELTA = st.one_of(st.integers(-200, 200), st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=400, deadline=None)
+@given(flags=st.integers(0, 3), msd=DELTA, seqd=DELTA, same=st.booleans(),
+       fv=st.lists(ANY_VALUE, min_size=2, max_size=8).map(lambda x: x[:len(x) // 2 * 2]))
+def test_c_entry_encoder_matches_the_reference(flags: int, msd: int, seqd: int, same: bool,
+                                               fv: list[bytes]) -> None:
+    """_streamlp.entry writes what entry_bytes_reference writes: integers in their shortest
+    form, canonical decimal strings as integers (listpack.canonical_int), other strings with
+    their 6/12/32-bit lengths, backlens."""
+    c = stream_mod._streamlp
+    assert c is not None
+    assert c.entry(flags, msd, seqd, fv, same) == entry_bytes_reference(flags, msd, seqd, fv, same)
+    assert c.entry(flags, msd, seqd, [*fv, "str"], same) is None     # (not bytes: the reference)
