@@ -1,6 +1,7 @@
-/* Stream node listpacks: a sealed node decoded into Python lists (decode), and one entry's
- * bytes as streamAppendItem writes them (entry): the speed-ups of pyrepl/keyspace/stream.py's
- * decode_node_reference and entry_bytes_reference, which stay the references (PYREPL_PURE=1
+/* Stream node listpacks: a sealed node decoded into Python lists (decode), one live entry
+ * found in a sealed node without decoding it (find), and one entry's bytes as streamAppendItem
+ * writes them (entry): the speed-ups of pyrepl/keyspace/stream.py's decode_node_reference,
+ * find_reference and entry_bytes_reference, which stay the references (PYREPL_PURE=1
  * runs them; tests/unit/test_stream.py holds each pair equal on random input, corrupted nodes
  * included).
  *
@@ -10,7 +11,9 @@
  * XRANGE of one entry paid a whole decode); here ~26 us (bench/RESULTS.md, "Streams
  * kept as listpacks"). entry: the open node builds its listpack as entries come, and in
  * Python the encoding (canonical-integer test, lengths, backlens) added ~0.7 us to an XADD of
- * 3 fields; in C an append costs less than before nodes were sealed.
+ * 3 fields; in C an append costs less than before nodes were sealed. find: XDEL, XCLAIM and
+ * the like read one entry by ID, often in a node not in the cache: a decode each (~30 us);
+ * the walk to it costs a few us.
  *
  * decode(lp, master_ms, master_seq) -> (fields, ids, fvs, flags, offs, live, deleted), or None
  * when anything is not what Redis writes (a bad header, encoding, type, count or layout): the
@@ -421,7 +424,96 @@ done:
     return out;
 }
 
+
+/* ------------------------------------------------------------- one entry found in a sealed node */
+
+/* find(lp, master_ms, master_seq, ms, seq) -> (offset of the entry's flags byte, fv) when the
+ * entry ms-seq is in the node and not deleted, None when it is not (or is a tombstone), False
+ * when the listpack is not what decode accepts (then stream.py's find_reference answers).
+ * Walks the entries without making objects until the one wanted. */
+static PyObject *find(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    unsigned long long mms, mseq, ms, seq;
+    if (!PyArg_ParseTuple(args, "y*KKKK", &buf, &mms, &mseq, &ms, &seq))
+        return NULL;
+    const uint8_t *lp = buf.buf;
+    Py_ssize_t n = buf.len, p = 6, last = n - 1, fields_at;
+    PyObject *result = NULL;
+    item_t it, fl, a, b, nf;
+    if (n < 7 || lp[n - 1] != 0xFF) goto bad;
+#define SKIP(x) do { if (p >= last || next_item(lp, &p, last, &(x)) < 0) goto bad; } while (0)
+    SKIP(it);                                   /* live */
+    SKIP(it);                                   /* deleted */
+    SKIP(nf);
+    if (!nf.is_int || nf.v < 0) goto bad;
+    fields_at = p;
+    for (int64_t i = 0; i < nf.v; i++) SKIP(it);
+    SKIP(it);                                   /* the master entry's 0 */
+    while (p < last) {
+        SKIP(fl);
+        SKIP(a);
+        SKIP(b);
+        if (!fl.is_int || !a.is_int || !b.is_int) goto bad;
+        uint64_t ems = (uint64_t)mms + (uint64_t)a.v, eseq = (uint64_t)mseq + (uint64_t)b.v;
+        if (ems > ms || (ems == ms && eseq > seq))
+            break;                              /* IDs grow within a node: not here */
+        int found = ems == ms && eseq == seq;
+        Py_ssize_t k;
+        if (fl.v & 2) {
+            k = (Py_ssize_t)nf.v;
+        } else {
+            SKIP(it);
+            if (!it.is_int || it.v < 0 || it.v > n) goto bad;
+            k = (Py_ssize_t)it.v * 2;
+        }
+        if (!found) {
+            for (Py_ssize_t i = 0; i < k; i++) SKIP(it);
+            SKIP(it);                           /* lp-count */
+            continue;
+        }
+        if (fl.v & 1)
+            break;                              /* a tombstone */
+        PyObject *fv = PyList_New((fl.v & 2) ? 2 * k : k);
+        if (fv == NULL) goto fail;
+        Py_ssize_t q = fields_at;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            if (p >= last || next_item(lp, &p, last, &it) < 0) { Py_DECREF(fv); goto bad; }
+            PyObject *v = item_bytes(&it);
+            if (v == NULL) { Py_DECREF(fv); goto fail; }
+            if (fl.v & 2) {
+                item_t f;
+                if (next_item(lp, &q, last, &f) < 0) { Py_DECREF(v); Py_DECREF(fv); goto bad; }
+                PyObject *fo = item_bytes(&f);
+                if (fo == NULL) { Py_DECREF(v); Py_DECREF(fv); goto fail; }
+                PyList_SET_ITEM(fv, 2 * i, fo);
+                PyList_SET_ITEM(fv, 2 * i + 1, v);
+            } else {
+                PyList_SET_ITEM(fv, i, v);
+            }
+        }
+        result = Py_BuildValue("(nN)", fl.start, fv);
+        goto done;
+    }
+#undef SKIP
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+bad:
+    result = Py_False;
+    Py_INCREF(result);
+    goto done;
+fail:
+    result = NULL;
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"find", find, METH_VARARGS,
+     "find(lp, master_ms, master_seq, ms, seq): (flags offset, fv) of a live entry of a sealed "
+     "node, None when absent or deleted, False when the listpack is not well formed."},
     {"entry", entry, METH_VARARGS,
      "entry(flags, ms_delta, seq_delta, fv, samefields): one stream entry's listpack bytes as "
      "streamAppendItem writes them, or None when a field or value is not bytes."},

@@ -20,7 +20,8 @@ rax keys; ranges bisect them), and each :class:`Node` *is* that listpack:
   entries in C, _streamlp.c, whose Python reference is :func:`decode_node_reference`, ~130 us
   a node; PYREPL_PURE=1 runs the reference); the last CACHE_NODES decoded sealed nodes keep
   their decoded entries (a FIFO over all streams), so a client paging through a node decodes
-  it once. XDEL and an exact trim edit a sealed listpack as
+  it once. A read or XDEL of one entry by ID in a sealed node not in the cache walks its bytes
+  to that entry instead (:func:`find_sealed`). XDEL and an exact trim edit a sealed listpack as
   Redis does in place: the entry's flags byte (a 7-bit int: same size) and the two counters.
   XADD into a sealed tail (its successor was deleted away, or it came from an RDB and has
   room) decodes it back into an open node.
@@ -268,12 +269,49 @@ class Node:
         if lp is not None:
             self.lp = _assemble(_U16.unpack_from(lp, 4)[0], self.live, self.deleted, rest)
 
+    def flag_deleted_at(self, off: int) -> None:
+        """flag_deleted of one entry of a sealed, undecoded node, by its flags byte's offset
+        in ``lp`` (find_sealed's)."""
+        lp = self.lp
+        assert lp is not None and self.d is None
+        ba = bytearray(lp)
+        ba[off] |= FLAG_DELETED
+        self.live -= 1
+        self.deleted += 1
+        self.lp = _assemble(_U16.unpack_from(lp, 4)[0], self.live, self.deleted,
+                            ba[_rest_start(lp):-1])
+
     def copy(self) -> Node:
         n = Node.__new__(Node)
         n.master, n.last, n.live, n.deleted, n.lp = \
             self.master, self.last, self.live, self.deleted, self.lp
         n.d = self.d.copy() if self.lp is None and self.d is not None else None
         return n
+
+
+def find_sealed(node: Node, eid: int) -> tuple[int, list[bytes]] | None:
+    """A live entry of a sealed node, found in its bytes without decoding the node: the offset
+    of its flags byte in ``node.lp`` and its field/value list; None when it is not there (or is
+    a tombstone). _streamlp.find walks the listpack; find_reference decodes it."""
+    lp = node.lp
+    assert lp is not None
+    if _streamlp is not None:
+        m = node.master
+        r = _streamlp.find(lp, m >> 64, m & MASK64, eid >> 64, eid & MASK64)
+        if r is not False:
+            return r  # type: ignore[no-any-return]
+    return find_reference(node, eid)
+
+
+def find_reference(node: Node, eid: int) -> tuple[int, list[bytes]] | None:
+    """find_sealed in Python (the reference of _streamlp.find): decode, bisect."""
+    lp = node.lp
+    assert lp is not None
+    d = decode_node(node.master, lp)[0]
+    j = bisect_left(d.ids, eid)
+    if j < len(d.ids) and d.ids[j] == eid and not d.flags[j] & FLAG_DELETED:
+        return _rest_start(lp) + d.offs[j], d.fvs[j]
+    return None
 
 
 def entry_bytes_reference(flags: int, msd: int, seqd: int, fv: list[bytes], same: bool) -> bytes:
@@ -489,7 +527,10 @@ class Stream:
         node = self.nodes[i]
         if eid > node.last:
             return None
-        d = node.entries()
+        if node.d is None:                  # sealed, not decoded: look in its bytes
+            found = find_sealed(node, eid)
+            return None if found is None else found[1]
+        d = node.d
         j = bisect_left(d.ids, eid)
         if j < len(d.ids) and d.ids[j] == eid and not d.flags[j] & FLAG_DELETED:
             return d.fvs[j]
@@ -520,14 +561,22 @@ class Stream:
         node = self.nodes[i]
         if eid > node.last:
             return False
-        d = node.entries()
-        j = bisect_left(d.ids, eid)
-        if j >= len(d.ids) or d.ids[j] != eid or d.flags[j] & FLAG_DELETED:
-            return False
-        if node.live == 1:
+        d = node.d
+        if d is None:                       # sealed, not decoded: look in its bytes
+            found = find_sealed(node, eid)
+            if found is None:
+                return False
+            at = found[0]
+        else:
+            j = bisect_left(d.ids, eid)
+            if j >= len(d.ids) or d.ids[j] != eid or d.flags[j] & FLAG_DELETED:
+                return False
+        if node.live == 1:                  # its last live entry: the node goes
             del self.nodes[i]
             del self.keys[i]
             _decoded.pop(node, None)
+        elif d is None:
+            node.flag_deleted_at(at)
         else:
             node.flag_deleted([j])
         self.length -= 1

@@ -31,6 +31,7 @@ from pyrepl.keyspace.stream import (
     Stream,
     decode_node_reference,
     entry_bytes_reference,
+    find_reference,
     id_str,
     make_id,
 )
@@ -374,3 +375,26 @@ def test_c_entry_encoder_matches_the_reference(flags: int, msd: int, seqd: int, 
     assert c is not None
     assert c.entry(flags, msd, seqd, fv, same) == entry_bytes_reference(flags, msd, seqd, fv, same)
     assert c.entry(flags, msd, seqd, [*fv, "str"], same) is None     # (not bytes: the reference)
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]))
+def test_c_find_matches_the_reference(ops: list, max_bytes: int, max_entries: int) -> None:
+    """_streamlp.find answers what find_reference answers for every ID of every node (live,
+    tombstones) and for IDs between and around them."""
+    c = stream_mod._streamlp
+    assert c is not None
+    s, _ = _apply(ops, max_bytes, max_entries)
+    for node in s.nodes:
+        node.seal()
+        assert node.lp is not None
+        ids = node.entries().ids
+        probes = {node.master - 1, node.master, node.last + 1, make_id(0, 0)}
+        for e in ids:
+            probes |= {e - 1, e, e + 1}
+        m = node.master
+        for e in sorted(p for p in probes if p >= 0):
+            assert c.find(node.lp, m >> 64, m & MASK64, e >> 64, e & MASK64) == \
+                find_reference(node, e)
