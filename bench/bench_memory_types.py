@@ -4,8 +4,9 @@
 
 The workloads are issue 37's ("Footprint": 500k strings, 500k integer strings, 50k hashes /
 lists / sets / sorted sets of 10, a 500k-field hash, a 500k-member sorted set, a 500k-entry
-stream), with 50k sets of 10 integers (Redis's intset) beside the sets of 10 strings, and the
-100k HyperLogLogs / geo sets of 5 of the earlier version of this benchmark. For each workload a
+stream), with 50k sets of 10 integers (Redis's intset) beside the sets of 10 strings, the
+100k HyperLogLogs / geo sets of 5 of the earlier version of this benchmark, and three more
+streams (field names varying by entry, XDEL tombstones, a consumer group's PEL). For each workload a
 fresh server of each kind is started, its RSS read once settled, the data written with pipelined
 redis-py (batches of ``BATCH`` commands, or one command of ``BATCH`` fields/members for the
 single-key workloads), and the RSS read again once settled (two readings 0.25 s apart within
@@ -94,6 +95,29 @@ def _stream(p: redis.client.Pipeline, lo: int, hi: int) -> None:
         p.xadd("stream", {"sensor": j % 100, "value": j}, id=f"{j + 1}-0")
 
 
+def _stream_varied(p: redis.client.Pipeline, lo: int, hi: int) -> None:
+    """Field names that change from entry to entry (no SAMEFIELDS), 1 to 3 fields."""
+    for j in range(lo, hi):
+        fields = {f"f{j % 7}": j, f"name{j % 5}": f"v{j}", f"x{j % 3}": "abc"}
+        p.xadd("stream", dict(list(fields.items())[:1 + j % 3]), id=f"{j + 1}-0")
+
+
+def _stream_xdel(p: redis.client.Pipeline, lo: int, hi: int) -> None:
+    """The stream-500k entries, then every second one deleted (tombstones in every node)."""
+    _stream(p, lo, hi)
+    p.xdel("stream", *(f"{j + 1}-0" for j in range(lo, hi, 2)))
+
+
+def _stream_groups(p: redis.client.Pipeline, lo: int, hi: int) -> None:
+    """The stream-500k entries read by a consumer group (XREADGROUP), half of them acked:
+    a PEL of half the entries."""
+    if lo == 0:
+        p.xgroup_create("stream", "g", id="0", mkstream=True)
+    _stream(p, lo, hi)
+    p.xreadgroup("g", "c", {"stream": ">"}, count=hi - lo)
+    p.xack("stream", "g", *(f"{j + 1}-0" for j in range(lo, hi, 2)))
+
+
 def _hll(p: redis.client.Pipeline, lo: int, hi: int) -> None:
     for i in range(lo, hi):
         p.pfadd(f"hll:{i}", *(f"m{j}" for j in range(5)))
@@ -127,6 +151,12 @@ def workloads(scale: float = 1.0) -> dict[str, Workload]:
                  single=True),
         Workload("stream-500k", "1 stream, XADD J-0 sensor value", n(500000), 1, "stream",
                  _stream, single=True),
+        Workload("stream-varied-200k", "1 stream, XADD J-0, 1-3 fields named by J",
+                 n(200000), 1, "stream", _stream_varied, single=True),
+        Workload("stream-xdel-500k", "stream-500k, every 2nd entry XDEL'd", n(500000), 1,
+                 "stream", _stream_xdel, single=True),
+        Workload("stream-groups-200k", "1 stream, XADD J-0, XREADGROUP all, XACK half",
+                 n(200000), 1, "stream", _stream_groups, single=True),
         Workload("hll-100k-x5", "PFADD, 5 members (sparse)", n(100000), n(100000), "hll:0",
                  _hll),
         Workload("geo-100k-x5", "GEOADD, 5 points", n(100000), n(100000), "geo:0", _geo),

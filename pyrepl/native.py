@@ -33,6 +33,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._zbtree",
     "pyrepl._memacct",
     "pyrepl.keyspace._ktable",
+    "pyrepl.keyspace._streamlp",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -4,11 +4,30 @@ Theory of operation: an entry ID is one int, ``ms << 64 | seq`` (so IDs compare 
 keeps a stream as a radix tree of listpack "nodes", each holding up to
 ``stream-node-max-entries`` entries or ``stream-node-max-bytes`` bytes, and its approximate
 trimming (``~``) only drops whole nodes; its XINFO shows the node count and the RDB writes one
-listpack per node. So the model keeps the same nodes: a :class:`Node` is the master entry (the
-first entry's ID and field names) plus parallel lists of every entry ever put in it (IDs, flat
-field/value lists, flags; deleted entries stay as tombstones, as in the listpack), the live and
-deleted counts, and the listpack's byte size, kept exactly as listpack.c would encode it (the
-size decides when XADD opens a new node). Ranges bisect the node keys, then a node's IDs.
+listpack per node. So the model keeps the same nodes, in a list beside their master IDs (the
+rax keys; ranges bisect them), and each :class:`Node` *is* that listpack:
+
+* The tail node is **open**: its listpack is being built, entry by entry, exactly as
+  streamAppendItem/lpAppend write it (``rest``: the bytes after the two counters, which change
+  size as they grow), and its entries are also kept decoded (:class:`Entries`: IDs, flat
+  field/value lists, flags, each entry's flags-byte offset) so that appends and reads of the
+  newest entries cost no decoding. Its lpBytes (which decides when XADD opens a new node) is
+  the length of what it holds.
+* A full node (XADD opened a newer one) is **sealed**: only its listpack's bytes are kept
+  (``lp``; a node read from an RDB is kept sealed as read, once checked), about Redis's own
+  footprint. The RDB writer copies those bytes as they are. A read (range, get, delete, trim
+  inside the node, ...) decodes it on demand (:func:`decode_node`: ~26 us a node of 100
+  entries in C, _streamlp.c, whose Python reference is :func:`decode_node_reference`, ~130 us
+  a node; PYREPL_PURE=1 runs the reference); the last CACHE_NODES decoded sealed nodes keep
+  their decoded entries (a FIFO over all streams), so a client paging through a node decodes
+  it once. A read or XDEL of one entry by ID in a sealed node not in the cache walks its bytes
+  to that entry instead (:func:`find_sealed`). XDEL and an exact trim edit a sealed listpack as
+  Redis does in place: the entry's flags byte (a 7-bit int: same size) and the two counters.
+  XADD into a sealed tail (its successor was deleted away, or it came from an RDB and has
+  room) decodes it back into an open node.
+
+Deleted entries stay in their node as tombstones (flagged), as in the listpack, with the live
+and deleted counts; a node without live entries goes (XDEL), as in Redis.
 
 Consumer groups are dicts: group name -> :class:`Group` (last delivered ID, entries_read, the
 PEL as ID -> :class:`Nack`, consumers); a :class:`Consumer` has its seen-time and its own PEL
@@ -18,10 +37,18 @@ sorting when a reply or the RDB needs it.
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from typing import Any
 
-from pyrepl.keyspace.listpack import lp_int_size, lp_value_size
+from pyrepl import native
+from pyrepl.keyspace.listpack import (
+    listpack_entries,
+    lp_int_entry,
+    lp_int_size,
+    lp_str_entry,
+)
 
 MASK64 = (1 << 64) - 1
 MAX_ID = (1 << 128) - 1
@@ -29,6 +56,11 @@ SCG_INVALID_ENTRIES_READ = -1
 FLAG_DELETED = 1
 FLAG_SAMEFIELDS = 2
 LISTPACK_MAX_SIZE = 1 << 30          # STREAM_LISTPACK_MAX_SIZE
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_I64_LIMIT = 1 << 63
+_ZERO = lp_int_entry(0)
+_streamlp = native.load("pyrepl.keyspace._streamlp")     # decode_node's speed-up, or None
 
 
 def make_id(ms: int, seq: int) -> int:
@@ -74,54 +106,327 @@ class Group:
         self.consumers: dict[bytes, Consumer] = {}
 
 
-class Node:
-    """One listpack of Redis's radix tree."""
+class Entries:
+    """A node's entries decoded: the master entry's field names and, per entry ever put in the
+    node (tombstones included), its ID, flat field/value list, flags and the offset of its
+    flags byte in ``rest``. An open node also keeps ``rest`` (its listpack after the two
+    counters, terminator excluded, grown by every append) and ``count`` (its listpack's
+    element count); a sealed node's decoded copy has no ``rest``."""
 
-    __slots__ = ("master", "fields", "ids", "fvs", "flags", "live", "deleted", "ebytes")
+    __slots__ = ("fields", "ids", "fvs", "flags", "offs", "rest", "count")
 
-    def __init__(self, master: int, fields: list[bytes]) -> None:
-        self.master = master
+    def __init__(self, fields: list[bytes]) -> None:
         self.fields = fields
         self.ids: list[int] = []
         self.fvs: list[list[bytes]] = []
         self.flags: list[int] = []
+        self.offs: list[int] = []
+        self.rest: bytearray | None = None
+        self.count = 0
+
+    def copy(self) -> Entries:
+        e = Entries(self.fields)
+        e.ids, e.fvs, e.flags, e.offs = list(self.ids), list(self.fvs), list(self.flags), \
+            list(self.offs)
+        e.rest = None if self.rest is None else bytearray(self.rest)
+        e.count = self.count
+        return e
+
+
+class NodeCorrupt(ValueError):
+    """A stream listpack whose entries are not stream.h's layout (the message is Redis's)."""
+
+
+_BAD = "Stream listpack integrity check failed"
+CACHE_NODES = 8                # sealed nodes kept decoded at once (all streams together)
+_decoded: dict[Node, None] = {}   # those nodes, oldest first
+
+
+class Node:
+    """One listpack of Redis's radix tree: open (``lp`` None, entries in ``d``, the stream's
+    tail) or sealed (``lp``, the listpack's exact bytes; ``d`` a bounded cache of its decoded
+    entries). ``last`` is the last entry's ID (tombstones included); ``live`` and ``deleted``
+    are the listpack's two counters."""
+
+    __slots__ = ("master", "last", "live", "deleted", "lp", "d")
+
+    def __init__(self, master: int, fields: list[bytes]) -> None:
+        """A new open node: the master entry (its ID is ``master``) and no entries yet."""
+        self.master = master
+        self.last = master
         self.live = 0
         self.deleted = 0
-        # Bytes of the master entry after its two counters (num-fields, fields, the 0
-        # terminator) plus every entry: the part of lpBytes that no counter update changes.
-        self.ebytes = lp_int_size(len(fields)) + sum(lp_value_size(f) for f in fields) + \
-            lp_int_size(0)
+        self.lp: bytes | None = None
+        d = Entries(fields)
+        rest = bytearray(lp_int_entry(len(fields)))
+        for f in fields:
+            rest += lp_str_entry(f)
+        rest += _ZERO
+        d.rest = rest
+        d.count = 4 + len(fields)       # live, deleted, num-fields, the fields, the 0
+        self.d: Entries | None = d
+
+    @classmethod
+    def sealed(cls, master: int, lp: bytes) -> Node:
+        """A node of the listpack ``lp`` kept as it is, once its layout is checked (NodeCorrupt,
+        ContainerError)."""
+        d, live, deleted = decode_node(master, lp)
+        n = cls.__new__(cls)
+        n.master, n.last, n.live, n.deleted, n.lp, n.d = master, d.ids[-1] if d.ids else \
+            master, live, deleted, lp, None
+        return n
 
     def lp_bytes(self) -> int:
         """lpBytes of the node's listpack: header (6) + counters + the rest + terminator."""
-        return 7 + lp_int_size(self.live) + lp_int_size(self.deleted) + self.ebytes
+        lp = self.lp
+        if lp is not None:
+            return len(lp)
+        d = self.d
+        assert d is not None and d.rest is not None
+        return 7 + lp_int_size(self.live) + lp_int_size(self.deleted) + len(d.rest)
+
+    def entries(self) -> Entries:
+        """The decoded entries: an open node's own, or a sealed node's (decoded now unless
+        cached; the cache keeps the last CACHE_NODES decoded nodes)."""
+        d = self.d
+        if d is None:
+            assert self.lp is not None
+            d = decode_node(self.master, self.lp)[0]
+            self.d = d
+            _decoded[self] = None
+            if len(_decoded) > CACHE_NODES:
+                old = next(iter(_decoded))
+                del _decoded[old]
+                if old.lp is not None:
+                    old.d = None
+        return d
+
+    def listpack(self) -> bytes:
+        """The node's listpack, as Redis holds it (what the RDB writes)."""
+        lp = self.lp
+        if lp is not None:
+            return lp
+        d = self.d
+        assert d is not None and d.rest is not None
+        return _assemble(d.count, self.live, self.deleted, d.rest)
+
+    def seal(self) -> None:
+        """The node is full (a newer node exists): keep only its listpack's bytes."""
+        if self.lp is None:
+            self.lp = self.listpack()
+            self.d = None
+
+    def unseal(self) -> None:
+        """XADD appends to this sealed node (the tail again after deletions, or read from an
+        RDB): decode it into an open node."""
+        lp = self.lp
+        if lp is None:
+            return
+        d = self.entries()
+        _decoded.pop(self, None)
+        d.rest = bytearray(lp[_rest_start(lp):-1])
+        d.count = _lp_count(lp, d)
+        self.lp = None
 
     def add(self, eid: int, fv: list[bytes], flags: int) -> None:
+        """streamAppendItem's listpack part, on the open node."""
+        d = self.d
+        assert self.lp is None and d is not None and d.rest is not None
+        rest = d.rest
         nf = len(fv) // 2
-        size = lp_int_size(flags)
-        size += lp_int_size(_i64((eid >> 64) - (self.master >> 64)))
-        size += lp_int_size(_i64((eid & MASK64) - (self.master & MASK64)))
-        if flags & FLAG_SAMEFIELDS:
-            for v in fv[1::2]:
-                size += lp_value_size(v)
-            size += lp_int_size(nf + 3)
-        else:
-            size += lp_int_size(nf)
-            for v in fv:
-                size += lp_value_size(v)
-            size += lp_int_size(nf * 2 + 4)
-        self.ebytes += size
-        self.ids.append(eid)
-        self.fvs.append(fv)
-        self.flags.append(flags)
+        d.offs.append(len(rest))
+        master = self.master
+        msd = (eid >> 64) - (master >> 64)
+        seqd = (eid & MASK64) - (master & MASK64)
+        if not -_I64_LIMIT <= msd < _I64_LIMIT:
+            msd = _i64(msd)
+        if not -_I64_LIMIT <= seqd < _I64_LIMIT:
+            seqd = _i64(seqd)
+        same = bool(flags & FLAG_SAMEFIELDS)
+        e = None if _streamlp is None else _streamlp.entry(flags, msd, seqd, fv, same)
+        rest += entry_bytes_reference(flags, msd, seqd, fv, same) if e is None else e
+        d.count += nf + 4 if same else nf * 2 + 5
+        d.ids.append(eid)
+        d.fvs.append(fv)
+        d.flags.append(flags)
+        self.last = eid
         self.live += 1
+
+    def flag_deleted(self, js: list[int]) -> None:
+        """Flag entries ``js`` (live ones) deleted and update the counters, as streamDeleteItem
+        and streamTrim edit the listpack in place (the flag byte, then the two counters)."""
+        d = self.entries()
+        lp = self.lp
+        rest = d.rest if lp is None else \
+            bytearray(lp[_rest_start(lp):-1])
+        assert rest is not None
+        flags, offs = d.flags, d.offs
+        for j in js:
+            flags[j] |= FLAG_DELETED
+            rest[offs[j]] |= FLAG_DELETED
+        self.live -= len(js)
+        self.deleted += len(js)
+        if lp is not None:
+            self.lp = _assemble(_U16.unpack_from(lp, 4)[0], self.live, self.deleted, rest)
+
+    def flag_deleted_at(self, off: int) -> None:
+        """flag_deleted of one entry of a sealed, undecoded node, by its flags byte's offset
+        in ``lp`` (find_sealed's)."""
+        lp = self.lp
+        assert lp is not None and self.d is None
+        ba = bytearray(lp)
+        ba[off] |= FLAG_DELETED
+        self.live -= 1
+        self.deleted += 1
+        self.lp = _assemble(_U16.unpack_from(lp, 4)[0], self.live, self.deleted,
+                            ba[_rest_start(lp):-1])
 
     def copy(self) -> Node:
         n = Node.__new__(Node)
-        n.master, n.fields = self.master, self.fields
-        n.ids, n.fvs, n.flags = list(self.ids), list(self.fvs), list(self.flags)
-        n.live, n.deleted, n.ebytes = self.live, self.deleted, self.ebytes
+        n.master, n.last, n.live, n.deleted, n.lp = \
+            self.master, self.last, self.live, self.deleted, self.lp
+        n.d = self.d.copy() if self.lp is None and self.d is not None else None
         return n
+
+
+def find_sealed(node: Node, eid: int) -> tuple[int, list[bytes]] | None:
+    """A live entry of a sealed node, found in its bytes without decoding the node: the offset
+    of its flags byte in ``node.lp`` and its field/value list; None when it is not there (or is
+    a tombstone). _streamlp.find walks the listpack; find_reference decodes it."""
+    lp = node.lp
+    assert lp is not None
+    if _streamlp is not None:
+        m = node.master
+        r = _streamlp.find(lp, m >> 64, m & MASK64, eid >> 64, eid & MASK64)
+        if r is not False:
+            return r  # type: ignore[no-any-return]
+    return find_reference(node, eid)
+
+
+def find_reference(node: Node, eid: int) -> tuple[int, list[bytes]] | None:
+    """find_sealed in Python (the reference of _streamlp.find): decode, bisect."""
+    lp = node.lp
+    assert lp is not None
+    d = decode_node(node.master, lp)[0]
+    j = bisect_left(d.ids, eid)
+    if j < len(d.ids) and d.ids[j] == eid and not d.flags[j] & FLAG_DELETED:
+        return _rest_start(lp) + d.offs[j], d.fvs[j]
+    return None
+
+
+def entry_bytes_reference(flags: int, msd: int, seqd: int, fv: list[bytes], same: bool) -> bytes:
+    """One entry's listpack bytes as streamAppendItem writes them: flags, ms-delta, seq-delta,
+    then (SAMEFIELDS) the values or the field count and every field and value, then lp-count
+    (the reference of _streamlp.entry)."""
+    nf = len(fv) // 2
+    head = lp_int_entry(flags) + lp_int_entry(msd) + lp_int_entry(seqd)
+    if same:
+        return head + b"".join(map(lp_str_entry, fv[1::2])) + lp_int_entry(nf + 3)
+    return head + lp_int_entry(nf) + b"".join(map(lp_str_entry, fv)) + lp_int_entry(nf * 2 + 4)
+
+
+_INT_ENTRY_SIZE = {0xF1: 4, 0xF2: 5, 0xF3: 6, 0xF4: 10}     # encoding byte -> entry bytes
+
+
+def _rest_start(lp: bytes) -> int:
+    """Where a sealed listpack's entries after the two counters begin (the counters are
+    integer entries, checked when decoded, though not necessarily in their shortest form)."""
+    p = 6
+    for _ in range(2):
+        b = lp[p]
+        p += 2 if b < 0x80 else 3 if b < 0xE0 else _INT_ENTRY_SIZE[b]
+    return p
+
+
+def _lp_count(lp: bytes, d: Entries) -> int:
+    """A sealed node's element count (the header's, unless it says 0xFFFF: too many)."""
+    count: int = _U16.unpack_from(lp, 4)[0]
+    if count != 0xFFFF:
+        return count
+    n = 4 + len(d.fields)
+    for flags, fv in zip(d.flags, d.fvs, strict=True):
+        nf = len(fv) // 2
+        n += nf + 4 if flags & FLAG_SAMEFIELDS else nf * 2 + 5
+    return n
+
+
+def _assemble(count: int, live: int, deleted: int, rest: bytes | bytearray) -> bytes:
+    """A listpack from its element count, the two counters and the rest of its entries."""
+    live_e, deleted_e = lp_int_entry(live), lp_int_entry(deleted)
+    total = 7 + len(live_e) + len(deleted_e) + len(rest)
+    return b"".join((_U32.pack(total), _U16.pack(min(count, 0xFFFF)), live_e, deleted_e,
+                     rest, b"\xff"))
+
+
+def decode_node(master: int, lp: bytes) -> tuple[Entries, int, int]:
+    """A stream listpack (stream.h's layout: counters, master entry, then entries of flags,
+    ms-delta, seq-delta, [num-fields, fields], values, lp-count) decoded and checked: the
+    entries, live count and deleted count. Raises ContainerError or NodeCorrupt.
+
+    _streamlp.decode (C) does it for a well-formed listpack; anything else (or PYREPL_PURE=1)
+    goes to the reference, which says what is wrong."""
+    if _streamlp is not None:
+        r = _streamlp.decode(lp, master >> 64, master & MASK64)
+        if r is not None:
+            d = Entries(r[0])
+            d.ids, d.fvs, d.flags, d.offs = r[1], r[2], r[3], r[4]
+            return d, r[5], r[6]
+    return decode_node_reference(master, lp)
+
+
+def decode_node_reference(master: int, lp: bytes) -> tuple[Entries, int, int]:
+    """decode_node in Python (the reference of _streamlp.decode)."""
+    starts: list[int] = []
+    items: list[Any] = listpack_entries(lp, starts)   # (bytes | int: a wrong type is corrupt)
+    if not items:
+        raise NodeCorrupt("Empty listpack inside stream")
+    try:
+        live, deleted, nf = items[0], items[1], items[2]
+        if type(live) is not int or type(deleted) is not int or type(nf) is not int or nf < 0:
+            raise NodeCorrupt(_BAD)
+        fields = [x if x.__class__ is bytes else b"%d" % x for x in items[3:3 + nf]]
+        p = 3 + nf
+        if len(fields) != nf or items[p] != 0:
+            raise NodeCorrupt(_BAD)
+        p += 1
+        base = starts[2]
+        d = Entries(fields)
+        ids, fvs, flagl, offs = d.ids, d.fvs, d.flags, d.offs
+        mms, mseq = master >> 64, master & MASK64
+        template: list[bytes] = [x for f in fields for x in (f, b"")]
+        n = len(items)
+        while p < n:
+            flags = items[p]
+            start = starts[p]
+            if lp[start] != flags:              # (flags: a 7-bit int, patched in place)
+                raise NodeCorrupt(_BAD)
+            ids.append(((mms + items[p + 1]) & MASK64) << 64 | ((mseq + items[p + 2]) & MASK64))
+            offs.append(start - base)
+            p += 3
+            if flags & FLAG_SAMEFIELDS:
+                end = p + nf
+                fv = template.copy()
+                fv[1::2] = [x if x.__class__ is bytes else b"%d" % x for x in items[p:end]]
+            else:
+                k = items[p]
+                p += 1
+                end = p + 2 * k
+                fv = [x if x.__class__ is bytes else b"%d" % x for x in items[p:end]]
+                if len(fv) != 2 * k:
+                    raise NodeCorrupt(_BAD)
+            p = end + 1                         # (the lp-count)
+            fvs.append(fv)
+            flagl.append(flags)
+    except (IndexError, TypeError, ValueError):
+        # (an item of the wrong type, or fewer values than the master entry's fields)
+        raise NodeCorrupt(_BAD) from None
+    if p != n or len(ids) != live + deleted:
+        raise NodeCorrupt(_BAD)
+    return d, live, deleted
+
+
+def _as_bytes(x: bytes | int) -> bytes:
+    return x if isinstance(x, bytes) else b"%d" % x
 
 
 class Stream:
@@ -154,12 +459,16 @@ class Stream:
             elif max_entries and node.live + node.deleted >= max_entries:
                 node = None
         if node is None:
+            if self.nodes:
+                self.nodes[-1].seal()
             node = Node(eid, fv[0::2])
             self.nodes.append(node)
             self.keys.append(eid)
             flags = FLAG_SAMEFIELDS
         else:
-            flags = FLAG_SAMEFIELDS if fv[0::2] == node.fields else 0
+            if node.lp is not None:
+                node.unseal()
+            flags = FLAG_SAMEFIELDS if fv[0::2] == node.d.fields else 0  # type: ignore[union-attr]
         node.add(eid, fv, flags)
         self.length += 1
         self.entries_added += 1
@@ -177,28 +486,37 @@ class Stream:
                 i = 0
             while i < len(nodes):
                 node = nodes[i]
-                ids, flags = node.ids, node.flags
+                if node.last < start:
+                    i += 1
+                    continue
+                if node.master > end:
+                    return
+                d = node.entries()
+                ids, flags, fvs = d.ids, d.flags, d.fvs
                 j = bisect_left(ids, start)
                 while j < len(ids):
                     eid = ids[j]
                     if eid > end:
                         return
                     if not flags[j] & FLAG_DELETED:
-                        yield eid, node.fvs[j]
+                        yield eid, fvs[j]
                     j += 1
                 i += 1
         else:
             i = bisect_right(keys, end) - 1
             while i >= 0:
                 node = nodes[i]
-                ids, flags = node.ids, node.flags
+                if node.last < start:
+                    return
+                d = node.entries()
+                ids, flags, fvs = d.ids, d.flags, d.fvs
                 j = bisect_right(ids, end) - 1
                 while j >= 0:
                     eid = ids[j]
                     if eid < start:
                         return
                     if not flags[j] & FLAG_DELETED:
-                        yield eid, node.fvs[j]
+                        yield eid, fvs[j]
                     j -= 1
                 i -= 1
 
@@ -207,9 +525,15 @@ class Stream:
         if i < 0:
             return None
         node = self.nodes[i]
-        j = bisect_left(node.ids, eid)
-        if j < len(node.ids) and node.ids[j] == eid and not node.flags[j] & FLAG_DELETED:
-            return node.fvs[j]
+        if eid > node.last:
+            return None
+        if node.d is None:                  # sealed, not decoded: look in its bytes
+            found = find_sealed(node, eid)
+            return None if found is None else found[1]
+        d = node.d
+        j = bisect_left(d.ids, eid)
+        if j < len(d.ids) and d.ids[j] == eid and not d.flags[j] & FLAG_DELETED:
+            return d.fvs[j]
         return None
 
     def first_live(self) -> int:
@@ -226,7 +550,7 @@ class Stream:
 
     def first_any(self) -> int:
         """streamGetEdgeID(first, tombstones included): the first listpack's first entry."""
-        return self.nodes[0].ids[0] if self.nodes else MAX_ID
+        return self.keys[0] if self.keys else MAX_ID     # (the master entry is the first)
 
     # -- deleting -----------------------------------------------------------------------------
     def delete(self, eid: int) -> bool:
@@ -235,16 +559,26 @@ class Stream:
         if i < 0:
             return False
         node = self.nodes[i]
-        j = bisect_left(node.ids, eid)
-        if j >= len(node.ids) or node.ids[j] != eid or node.flags[j] & FLAG_DELETED:
+        if eid > node.last:
             return False
-        node.flags[j] |= FLAG_DELETED
-        if node.live == 1:
+        d = node.d
+        if d is None:                       # sealed, not decoded: look in its bytes
+            found = find_sealed(node, eid)
+            if found is None:
+                return False
+            at = found[0]
+        else:
+            j = bisect_left(d.ids, eid)
+            if j >= len(d.ids) or d.ids[j] != eid or d.flags[j] & FLAG_DELETED:
+                return False
+        if node.live == 1:                  # its last live entry: the node goes
             del self.nodes[i]
             del self.keys[i]
+            _decoded.pop(node, None)
+        elif d is None:
+            node.flag_deleted_at(at)
         else:
-            node.live -= 1
-            node.deleted += 1
+            node.flag_deleted([j])
         self.length -= 1
         return True
 
@@ -264,30 +598,31 @@ class Stream:
                 remove = self.length - entries >= maxlen
             else:
                 assert minid is not None
-                remove = node.ids[-1] < minid
+                remove = node.last < minid
             if remove:
                 del nodes[0]
                 del self.keys[0]
+                _decoded.pop(node, None)
                 self.length -= entries
                 deleted += entries
                 continue
             if approx:
                 break
-            from_lp = 0
-            flags = node.flags
-            for j, eid in enumerate(node.ids):
+            d = node.entries()
+            flags = d.flags
+            js: list[int] = []
+            for j, eid in enumerate(d.ids):
                 if maxlen is not None:
                     if self.length <= maxlen:
                         break
                 elif minid is not None and eid >= minid:
                     break
                 if not flags[j] & FLAG_DELETED:
-                    flags[j] |= FLAG_DELETED
-                    from_lp += 1
+                    js.append(j)
                     self.length -= 1
-            deleted += from_lp
-            node.live -= from_lp
-            node.deleted += from_lp
+            if js:
+                node.flag_deleted(js)
+            deleted += len(js)
             break
         if self.length == 0:
             self.first_id = 0

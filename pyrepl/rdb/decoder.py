@@ -23,8 +23,8 @@ set ``set[bytes]``, hash ``dict[bytes, bytes]``, sorted set ``ZSet``; integers h
 encodings become their decimal bytes. Every compact encoding Redis has written is read:
 integer/LZF strings, intset, ziplist, zipmap, listpack, quicklist v1/v2 (packed and plain
 nodes), and streams (RDB_TYPE_STREAM_LISTPACKS 1 to 4, consumer groups and PELs included: their
-listpacks become :class:`pyrepl.keyspace.stream.Node` s as they are, so the node layout Redis
-had survives; Redis 8's idempotent-producer state is refused when a stream has some). Module
+listpacks become sealed :class:`pyrepl.keyspace.stream.Node` s as they are, so the node layout
+Redis had survives; Redis 8's idempotent-producer state is refused when a stream has some). Module
 values are refused with an ``RdbError`` naming the type and the offset. Hashes whose fields
 carry expiry times (Redis 7.4+ types 22 to 25) become :class:`pyrepl.keyspace.hashttl.HashEx`
 with their TTLs (fields already expired are loaded too, as Redis 8 does: their expiry removes
@@ -44,15 +44,14 @@ from typing import Any
 
 from pyrepl.keyspace.hashttl import make_hashex
 from pyrepl.keyspace.ktable import KeyTable, given_age
-from pyrepl.keyspace.listpack import lp_int_size
 from pyrepl.keyspace.stream import (
-    FLAG_SAMEFIELDS,
     MASK64,
     SCG_INVALID_ENTRIES_READ,
     Consumer,
     Group,
     Nack,
     Node,
+    NodeCorrupt,
     Stream,
 )
 from pyrepl.keyspace.zset import ZSet
@@ -1074,66 +1073,16 @@ _STREAM_TYPES = frozenset((RDB_TYPE_STREAM_LISTPACKS, RDB_TYPE_STREAM_LISTPACKS_
                            RDB_TYPE_STREAM_LISTPACKS_3, RDB_TYPE_STREAM_LISTPACKS_4))
 
 
-def _u64(v: int) -> int:
-    return v & MASK64
-
-
 def _stream_node(key: bytes, lp: bytes) -> Node:
-    """One stream listpack (stream.h's layout) as a Node: master entry, then entries of
-    flags, ms-delta, seq-delta, [num-fields, fields], values, lp-count."""
+    """One stream listpack (stream.h's layout), checked and kept as it is: a sealed Node."""
     if len(key) != 16:
         raise _Corrupt("Stream node key entry is not the size of a stream ID")
     try:
-        items = listpack_entries(lp)
+        return Node.sealed(int.from_bytes(key, "big"), lp)
     except ContainerError as e:
         raise _Corrupt(f"Stream listpack integrity check failed ({e})") from None
-    if not items:
-        raise _Corrupt("Empty listpack inside stream")
-    master = int.from_bytes(key, "big")
-    try:
-        live, deleted, nf = items[0], items[1], items[2]
-        if type(live) is not int or type(deleted) is not int or type(nf) is not int:
-            raise _Corrupt("Stream listpack integrity check failed")
-        fields = [_as_bytes(x) for x in items[3:3 + nf]]
-        p = 3 + nf
-        if items[p] != 0:
-            raise _Corrupt("Stream listpack integrity check failed")
-        p += 1
-        node = Node(master, fields)
-        mms, mseq = master >> 64, master & MASK64
-        total = 0
-        while p < len(items):
-            flags, msd, seqd = items[p], items[p + 1], items[p + 2]
-            p += 3
-            if type(flags) is not int or type(msd) is not int or type(seqd) is not int:
-                raise _Corrupt("Stream listpack integrity check failed")
-            if flags & FLAG_SAMEFIELDS:
-                values = [_as_bytes(x) for x in items[p:p + nf]]
-                if len(values) != nf:
-                    raise _Corrupt("Stream listpack integrity check failed")
-                fv = [x for pair in zip(fields, values, strict=True) for x in pair]
-                p += nf
-            else:
-                k = items[p]
-                if type(k) is not int:
-                    raise _Corrupt("Stream listpack integrity check failed")
-                fv = [_as_bytes(x) for x in items[p + 1:p + 1 + 2 * k]]
-                if len(fv) != 2 * k:
-                    raise _Corrupt("Stream listpack integrity check failed")
-                p += 1 + 2 * k
-            p += 1                                  # lp-count
-            eid = (_u64(mms + msd) << 64) | _u64(mseq + seqd)
-            node.ids.append(eid)
-            node.fvs.append(fv)
-            node.flags.append(flags)
-            total += 1
-    except IndexError:
-        raise _Corrupt("Stream listpack integrity check failed") from None
-    if total != live + deleted:
-        raise _Corrupt("Stream listpack integrity check failed")
-    node.live, node.deleted = live, deleted
-    node.ebytes = len(lp) - 7 - lp_int_size(live) - lp_int_size(deleted)
-    return node
+    except NodeCorrupt as e:
+        raise _Corrupt(str(e)) from None
 
 
 def _read_ms(buf: bytes, p: int, n: int) -> tuple[int, int]:

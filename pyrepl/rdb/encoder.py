@@ -16,9 +16,10 @@ small, else as RDB_TYPE_HASH_METADATA (24: the minimum field expiry, then per fi
 relative to it + 1, or 0, the field and the value), and then the file says RDB version 12 (what Redis 7.4 writes, which Redis 8 loads); a dataset
 without field TTLs keeps RDB 10, so Redis 7 replicas keep loading pyrepl's files.
 Streams have no plain form: they are written as RDB_TYPE_STREAM_LISTPACKS_2 (19, what Redis 7.0
-writes), one listpack per node of the model, built as listpack.c and t_stream.c would have
-(master entry, delta-encoded IDs, SAMEFIELDS/DELETED flags, lp-count), then the stream's
-metadata and its consumer groups.
+writes), one listpack per node of the model, copied as the keyspace keeps it (pyrepl.keyspace.
+stream holds each node as the listpack listpack.c and t_stream.c would have: master entry,
+delta-encoded IDs, SAMEFIELDS/DELETED flags, lp-count), then the stream's metadata and its
+consumer groups.
 Strings that are canonical 32-bit integers are integer-encoded like rdbSaveRawString does; the
 writer never LZF-compresses (pure Python compression would cost more time than it saves).
 
@@ -254,26 +255,10 @@ def _hash_metadata(v: HashEx) -> tuple[int, list[bytes], int]:
     return RDB_TYPE_HASH_METADATA, parts, size
 
 
-def _i64(v: int) -> int:
-    v &= MASK64
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
 def stream_listpack(node: Any) -> bytes:
-    """The listpack of one stream node, as streamAppendItem builds it."""
-    items: list[bytes | int] = [node.live, node.deleted, len(node.fields), *node.fields, 0]
-    mms, mseq = node.master >> 64, node.master & MASK64
-    for eid, fv, flags in zip(node.ids, node.fvs, node.flags, strict=True):
-        items += (flags, _i64((eid >> 64) - mms), _i64((eid & MASK64) - mseq))
-        nf = len(fv) // 2
-        if flags & 2:                      # STREAM_ITEM_FLAG_SAMEFIELDS: values only
-            items += fv[1::2]
-            items.append(nf + 3)
-        else:
-            items.append(nf)
-            items += fv
-            items.append(nf * 2 + 4)
-    return build_listpack(items)
+    """The listpack of one stream node, as streamAppendItem built it: a sealed node's bytes as
+    they are, the open tail node's assembled from its encoded entries (stream.py)."""
+    return node.listpack()
 
 
 def encode_stream(s: Stream) -> bytes:
@@ -281,7 +266,7 @@ def encode_stream(s: Stream) -> bytes:
     out = [encode_len(len(s.nodes))]
     for node in s.nodes:
         out.append(encode_string(node.master.to_bytes(16, "big")))
-        out.append(encode_string(stream_listpack(node)))
+        out.append(encode_string(node.listpack()))
     for v in (s.length, s.last_id >> 64, s.last_id & MASK64, s.first_id >> 64,
               s.first_id & MASK64, s.max_deleted >> 64, s.max_deleted & MASK64,
               s.entries_added, len(s.groups)):

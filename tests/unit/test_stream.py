@@ -3,17 +3,40 @@
 Hypothesis drives appends, deletions and trims against a plain model (a sorted dict) and checks
 that ranges agree, that every node's tracked lpBytes equals the listpack the encoder builds
 (the size decides node boundaries), and that the RDB form round-trips (entries, metadata,
-groups, PELs) with the same digest.
+groups, PELs) with the same digest. Sealing (full nodes kept as listpack bytes, decoded on
+demand through a small cache) is checked against a twin stream whose nodes are all kept
+decoded, and every node's bytes against the listpack built from its entries the way the RDB
+writer built it before nodes were kept sealed.
 """
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyrepl.keyspace import stream as stream_mod
 from pyrepl.keyspace.digest import key_digest
-from pyrepl.keyspace.stream import MAX_ID, Consumer, Group, Nack, Stream, id_str, make_id
+from pyrepl.keyspace.listpack import ContainerError
+from pyrepl.keyspace.stream import (
+    MASK64,
+    MAX_ID,
+    Consumer,
+    Group,
+    Nack,
+    Node,
+    NodeCorrupt,
+    Stream,
+    decode_node_reference,
+    entry_bytes_reference,
+    find_reference,
+    id_str,
+    make_id,
+)
 from pyrepl.rdb.constants import RDB_TYPE_STREAM_LISTPACKS_2
+from pyrepl.rdb.containers import build_listpack
 from pyrepl.rdb.dump import dump_payload, load_payload
 from pyrepl.rdb.encoder import stream_listpack
 
@@ -139,3 +162,239 @@ def test_ids_lag_and_rax_nodes() -> None:
     s.delete(make_id(2, 0))
     s.max_deleted = make_id(2, 0)
     assert s.lag(Group(0, -1)) is None or s.lag(Group(0, -1)) >= 0
+
+
+# -- sealed nodes -----------------------------------------------------------------------------
+
+
+def _i64(v: int) -> int:
+    v &= MASK64
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def reference_listpack(node: Node) -> bytes:
+    """The node's listpack built from its decoded entries, as the RDB writer did before nodes
+    were kept sealed (build_listpack over master entry, flags, deltas, fields/values)."""
+    d = node.entries()
+    items: list[bytes | int] = [node.live, node.deleted, len(d.fields), *d.fields, 0]
+    mms, mseq = node.master >> 64, node.master & MASK64
+    for eid, fv, flags in zip(d.ids, d.fvs, d.flags, strict=True):
+        items += (flags, _i64((eid >> 64) - mms), _i64((eid & MASK64) - mseq))
+        nf = len(fv) // 2
+        if flags & 2:
+            items += fv[1::2]
+            items.append(nf + 3)
+        else:
+            items.append(nf)
+            items += fv
+            items.append(nf * 2 + 4)
+    return build_listpack(items)
+
+
+def _unsealed(s: Stream) -> None:
+    for n in s.nodes:
+        n.unseal()
+
+
+SEAL_OPS = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(1, 4), st.integers(0, 2),
+              st.lists(st.tuples(FIELDS, VALUES), min_size=1, max_size=3)),
+    st.tuples(st.just("add"), st.integers(1, 4), st.integers(0, 2),
+              st.just([(b"f", b"v")])),
+    st.tuples(st.just("del"), st.integers(0, 200)),
+    st.tuples(st.just("maxlen"), st.integers(0, 60), st.booleans()),
+    st.tuples(st.just("minid"), st.integers(0, 200), st.booleans()),
+    st.tuples(st.just("range"), st.integers(0, 200), st.integers(0, 200), st.booleans()),
+    st.tuples(st.just("get"), st.integers(0, 200)),
+), max_size=120)
+
+
+@pytest.mark.parametrize("cache", [1, 8])
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])   # (set once: fine)
+@given(ops=SEAL_OPS, max_bytes=st.sampled_from([0, 120, 300, 4096]),
+       max_entries=st.sampled_from([0, 2, 5, 100]))
+def test_sealed_nodes_match_decoded_twin(monkeypatch: pytest.MonkeyPatch, cache: int,
+                                         ops: list, max_bytes: int, max_entries: int) -> None:
+    """XADD / XDEL / XTRIM / XRANGE / get sequences on a stream with sealing, and on a twin
+    whose nodes are all unsealed after every step: same entries, node layout and bytes."""
+    monkeypatch.setattr(stream_mod, "CACHE_NODES", cache)
+    s, twin = Stream(), Stream()
+    model: dict[int, list[bytes]] = {}
+    ms = 0
+    for op in ops:
+        if op[0] == "add":
+            ms += op[1]
+            eid = make_id(ms, op[2])
+            fv = [x for pair in op[3] for x in pair]
+            for t in (s, twin):
+                t.append(eid, fv, max_bytes, max_entries)
+            model[eid] = fv
+        elif op[0] == "del":
+            eid = make_id(op[1], op[1] % 3)
+            assert s.delete(eid) == twin.delete(eid) == (eid in model)
+            model.pop(eid, None)
+        elif op[0] in ("maxlen", "minid"):
+            args = (op[1], None) if op[0] == "maxlen" else (None, make_id(op[1], 0))
+            assert s.trim(*args, op[2], 0) == twin.trim(*args, op[2], 0)
+            model = {e: v for e, v in model.items() if twin.get(e) is not None}
+        elif op[0] == "range":
+            lo, hi = make_id(op[1], 0), make_id(op[2], 2)
+            assert list(s.range(lo, hi, op[3])) == list(twin.range(lo, hi, op[3])) == \
+                sorted(((e, v) for e, v in model.items() if lo <= e <= hi), reverse=op[3])
+        else:
+            eid = make_id(op[1], op[1] % 3)
+            assert s.get(eid) == twin.get(eid) == model.get(eid)
+        _unsealed(twin)
+        assert all(n.lp is not None for n in s.nodes[:-1])         # full nodes are sealed
+    assert (s.keys, s.length, s.first_id, s.first_any()) == \
+        (twin.keys, twin.length, twin.first_id, twin.first_any())
+    assert [(n.live, n.deleted, n.last, n.lp_bytes()) for n in s.nodes] == \
+        [(n.live, n.deleted, n.last, n.lp_bytes()) for n in twin.nodes]
+    for a, b in zip(s.nodes, twin.nodes, strict=True):
+        lp = a.listpack()
+        assert lp == b.listpack() == reference_listpack(a) == reference_listpack(b)
+        assert len(lp) == a.lp_bytes()
+    assert list(s.range(0, MAX_ID)) == sorted(model.items())
+    payload = dump_payload(s)
+    assert payload == dump_payload(twin)
+    back = load_payload(payload)
+    assert isinstance(back, Stream)
+    assert all(n.lp is not None and n.d is None for n in back.nodes)   # kept as read
+    assert dump_payload(back) == payload
+    assert list(back.range(0, MAX_ID)) == sorted(model.items())
+    cp = s.copy()
+    assert dump_payload(cp) == payload
+
+
+def test_sealing_keeps_bytes_and_decodes_through_a_bounded_cache() -> None:
+    s = Stream()
+    for i in range(1, 1001):
+        s.append(make_id(i, 0), [b"sensor", b"%d" % (i % 100), b"value", b"%d" % i], 4096, 100)
+    assert len(s.nodes) == 10
+    assert all(n.lp is not None and n.d is None for n in s.nodes[:-1])
+    assert s.nodes[-1].lp is None                               # the open tail
+    for n in s.nodes:
+        assert n.listpack() == reference_listpack(n)
+    assert len(list(s.range(0, MAX_ID))) == 1000
+    assert sum(n.d is not None for n in s.nodes[:-1]) <= stream_mod.CACHE_NODES
+    # XDEL in a sealed node edits its bytes (flag, counters), as Redis edits the listpack
+    before = s.nodes[3].lp
+    assert s.delete(make_id(350, 0))
+    after = s.nodes[3].lp
+    assert before is not None and after is not None and len(after) == len(before)
+    assert after == reference_listpack(s.nodes[3]) and s.get(make_id(350, 0)) is None
+    # a tail deleted away: the sealed node before it takes appends again (it has room)
+    t = Stream()
+    t.append(make_id(1, 0), [b"f", b"v"], 4096, 0)
+    t.append(make_id(2, 0), [b"f", b"x" * 5000], 4096, 0)
+    assert len(t.nodes) == 2 and t.nodes[0].lp is not None
+    t.delete(make_id(2, 0))
+    t.append(make_id(3, 0), [b"f", b"w"], 4096, 0)
+    assert len(t.nodes) == 1 and t.nodes[0].lp is None
+    assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+
+
+def _reference(master: int, lp: bytes) -> tuple | None:
+    try:
+        d, live, deleted = decode_node_reference(master, lp)
+    except (ContainerError, NodeCorrupt, IndexError, struct.error):
+        return None
+    return d.fields, d.ids, d.fvs, d.flags, d.offs, live, deleted
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]),
+       flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=3),
+       cut=st.integers(0, 1 << 20))
+def test_c_decoder_matches_the_reference(ops: list, max_bytes: int, max_entries: int,
+                                         flips: list, cut: int) -> None:
+    """_streamlp.decode answers what decode_node_reference answers on every node, and on
+    corrupted copies it answers the same or None (the reference then raises)."""
+    c = stream_mod._streamlp
+    assert c is not None
+    s, _ = _apply(ops, max_bytes, max_entries)
+    for node in s.nodes:
+        lp = node.listpack()
+        m = node.master
+        got = c.decode(lp, m >> 64, m & MASK64)
+        assert got is not None and got == _reference(m, lp)
+        bad = bytearray(lp)
+        for at, v in flips:
+            bad[6 + at % max(1, len(lp) - 7)] = v
+        for blob in (bytes(bad), lp[:cut % len(lp)]):
+            got = c.decode(blob, m >> 64, m & MASK64)
+            assert got is None or got == _reference(m, blob)
+
+
+def test_a_sealed_node_with_counters_not_in_their_shortest_form() -> None:
+    """A listpack whose counters are 16-bit ints (not what Redis writes, but what it reads):
+    kept as read; an XDEL rewrites the counters the way lpReplaceInteger does."""
+    s = Stream()
+    for i in (1, 2, 3):
+        s.append(make_id(i, 0), [b"f", b"v%d" % i], 4096, 100)
+    lp = s.nodes[0].listpack()
+    assert lp[6:10] == b"\x03\x01\x00\x01"                     # live 3, deleted 0
+    body = b"\xf1\x03\x00\x03\xf1\x00\x00\x03" + lp[10:]
+    odd = struct.pack("<IH", len(body) + 6, struct.unpack_from("<H", lp, 4)[0]) + body
+    t = Stream()
+    t.nodes, t.keys, t.length, t.last_id = [Node.sealed(make_id(1, 0), odd)], [make_id(1, 0)], \
+        3, make_id(3, 0)
+    assert t.nodes[0].lp == odd and t.nodes[0].lp_bytes() == len(odd)
+    assert t.get(make_id(2, 0)) == [b"f", b"v2"]
+    assert t.delete(make_id(2, 0))
+    assert [e for e, _ in t.range(0, MAX_ID)] == [make_id(1, 0), make_id(3, 0)]
+    assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+    t.append(make_id(4, 0), [b"f", b"v4"], 4096, 100)              # unsealed: appends go on
+    assert t.nodes[0].listpack() == reference_listpack(t.nodes[0])
+
+
+NUMERIC = st.one_of(
+    st.integers(-(1 << 64), 1 << 64).map(lambda i: b"%d" % i),
+    st.sampled_from([b"0", b"-0", b"00", b"01", b"-01", b"+1", b" 1", b"1 ", b"1_0", b"-",
+                     b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808",
+                     b"-9223372036854775809", b"18446744073709551616", b"12345678901234567890"]),
+)
+ANY_VALUE = st.one_of(NUMERIC, st.binary(max_size=70),
+                      st.integers(60, 5000).map(lambda n: b"z" * n))
+DELTA = st.one_of(st.integers(-200, 200), st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=400, deadline=None)
+@given(flags=st.integers(0, 3), msd=DELTA, seqd=DELTA, same=st.booleans(),
+       fv=st.lists(ANY_VALUE, min_size=2, max_size=8).map(lambda x: x[:len(x) // 2 * 2]))
+def test_c_entry_encoder_matches_the_reference(flags: int, msd: int, seqd: int, same: bool,
+                                               fv: list[bytes]) -> None:
+    """_streamlp.entry writes what entry_bytes_reference writes: integers in their shortest
+    form, canonical decimal strings as integers (listpack.canonical_int), other strings with
+    their 6/12/32-bit lengths, backlens."""
+    c = stream_mod._streamlp
+    assert c is not None
+    assert c.entry(flags, msd, seqd, fv, same) == entry_bytes_reference(flags, msd, seqd, fv, same)
+    assert c.entry(flags, msd, seqd, [*fv, "str"], same) is None     # (not bytes: the reference)
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]))
+def test_c_find_matches_the_reference(ops: list, max_bytes: int, max_entries: int) -> None:
+    """_streamlp.find answers what find_reference answers for every ID of every node (live,
+    tombstones) and for IDs between and around them."""
+    c = stream_mod._streamlp
+    assert c is not None
+    s, _ = _apply(ops, max_bytes, max_entries)
+    for node in s.nodes:
+        node.seal()
+        assert node.lp is not None
+        ids = node.entries().ids
+        probes = {node.master - 1, node.master, node.last + 1, make_id(0, 0)}
+        for e in ids:
+            probes |= {e - 1, e, e + 1}
+        m = node.master
+        for e in sorted(p for p in probes if p >= 0):
+            assert c.find(node.lp, m >> 64, m & MASK64, e >> 64, e & MASK64) == \
+                find_reference(node, e)
