@@ -345,7 +345,7 @@ def _out_of_memory(core: ServerCore, c: Client, cmd: Command, argv: list[bytes])
     diverge)."""
     if not c.authenticated and not cmd.noauth:
         return False
-    if meter_within(core) or not core.evictor.check() or c.kind == "master":
+    if not core.evictor.check() or c.kind == "master":
         return False
     if not (cmd.denyoom or c.in_multi and cmd.name not in ("exec", "discard", "quit", "reset")
             or cmd.name == "exec" and any(q.denyoom for q, _ in c.multi_queue)):
@@ -353,17 +353,6 @@ def _out_of_memory(core: ServerCore, c: Client, cmd: Command, argv: list[bytes])
     if c.restricted and core.acl.denied(c, cmd, argv):
         return True
     core.reject(c, OOM, cmd)
-    return True
-
-
-def meter_within(core: ServerCore) -> bool:
-    """The cheap test first: the meter's upper bound within the limit, nothing to evict (and
-    no OOM state to record: a script's first write then sees none)."""
-    if core.meter.bound() > core.maxmemory:
-        return False
-    evictor = core.evictor
-    if evictor.oom or evictor.exceeded_since_ns:
-        evictor.check()
     return True
 
 

@@ -80,10 +80,7 @@ def time_limit_us(tenacity: int) -> int:
 
 def value_size(key: bytes, value: object) -> int:
     """A cheap estimate of what deleting a key frees (the exact figure is read once the
-    estimates add up to the goal): its key and, for a string, its bytes; a container is
-    sized as MEMORY USAGE does, with a few samples."""
-    if type(value) is bytes:
-        return sys.getsizeof(key) + sys.getsizeof(value) + 24
+    estimates add up to the goal): MEMORY USAGE's, with a few samples of a container."""
     return key_size(key, value, 5)
 
 
