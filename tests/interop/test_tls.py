@@ -215,7 +215,10 @@ def test_real_redis_replica_over_tls(certs: Path, diskless: str) -> None:
         _write_more(mc)
         wait_synced(master.port, replica.port)
         assert "user=repl" in mc.execute_command("CLIENT", "LIST", "TYPE", "replica").decode()
-        full = events(master, "fullsync_rdb_sent")
+        # the master reports the transfer when it reaps the child, which may come after
+        # the replica has loaded the snapshot and caught up
+        full = wait_for(lambda: events(master, "fullsync_rdb_sent"), 30,
+                        what="the master's fullsync_rdb_sent event")
         assert full and full[-1]["mode"] == ("diskless" if diskless == "yes" else "disk"), full
         assert "MASTER <-> REPLICA sync: Finished with success" in replica.log()
     finally:
@@ -269,7 +272,10 @@ def test_pyrepl_replica_of_pyrepl_rdb_channel_over_tls(certs: Path) -> None:
         wait_synced(master.port, replica.port)
         _write_more(mc)
         wait_synced(master.port, replica.port)
-        full = events(master, "fullsync_rdb_sent")
+        # the master reports the transfer when it reaps the child, which may come after
+        # the replica has loaded the snapshot and caught up
+        full = wait_for(lambda: events(master, "fullsync_rdb_sent"), 30,
+                        what="the master's fullsync_rdb_sent event")
         assert full and full[-1]["mode"] == "rdb-channel", full
     finally:
         if replica is not None:
