@@ -8,7 +8,9 @@ commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeep
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
 in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
 pymalloc's pools: "Memory accounting (issue 37 part 1)"), a sealed stream node's decoding
-(pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)") and a request's dispatch around its
+(pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash as one
+listpack (pyrepl/keyspace/_lphash.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c:
+"Small hashes as listpacks (issue 37 part 4)") and a request's dispatch around its
 handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
@@ -17,7 +19,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same ten: tests/unit/test_native.py checks it)."""
+lists the same eleven: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -38,14 +40,21 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"],
-              depends=["pyrepl/_slots.h", "pyrepl/keyspace/_ktable.h", "pyrepl/_memacct.h"],
+              depends=["pyrepl/_slots.h", "pyrepl/keyspace/_ktable.h", "pyrepl/_memacct.h",
+                       "pyrepl/keyspace/_lphash.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._memacct", ["pyrepl/_memacct.c"], depends=["pyrepl/_memacct.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._zbtree", ["pyrepl/keyspace/_zbtree.c"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._streamlp", ["pyrepl/keyspace/_streamlp.c"],
+              depends=["pyrepl/keyspace/_listpack.h"],
               extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._lphash", ["pyrepl/keyspace/_lphash.c"],
+              depends=["pyrepl/keyspace/_listpack.h", "pyrepl/keyspace/_lphash.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._intset", ["pyrepl/keyspace/_intset.c"],
+              depends=["pyrepl/keyspace/_listpack.h"], extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._ktable", ["pyrepl/keyspace/_ktable.c"],
               depends=["pyrepl/keyspace/_ktable.h"], extra_compile_args=["-O2"], optional=True),
 ])

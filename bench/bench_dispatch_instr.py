@@ -41,6 +41,8 @@ CASES = {
     # as redis-benchmark -r: one list / hash / sorted set, random members (and scores)
     "LPUSH": lambda i: _enc(b"LPUSH", b"mylist", b"xxx"),
     "HSET": lambda i: _enc(b"HSET", b"myhash", b"element:%d" % (i % 10000), b"xxx"),
+    # a small hash (16 fields): a listpack in Redis, and in pyrepl since issue 37
+    "HSET16": lambda i: _enc(b"HSET", b"smallhash", b"element:%d" % (i % 16), b"xxx"),
     "ZADD": lambda i: _enc(b"ZADD", b"myzset", b"%d" % (i * 7919 % 100000),
                            b"element:%d" % (i * 31 % 10000)),
 }

@@ -929,16 +929,17 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("aclfile", "", mutable=False),
     Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
     _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
-    # encodings: pyrepl keeps its own in-memory shapes; RDB encodings are chosen by the writer
+    # encodings: hashes and sets of integers are kept as Redis keeps them (pyrepl.keyspace.lphash,
+    # .intset); the other types keep pyrepl's own shapes (OBJECT ENCODING answers what Redis
+    # would hold)
     Directive("hash-max-listpack-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
-              aliases=("hash-max-ziplist-entries",), noop=True),
+              aliases=("hash-max-ziplist-entries",)),
     Directive("hash-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
-              aliases=("hash-max-ziplist-value",), noop=True),
+              aliases=("hash-max-ziplist-value",)),
     _int("list-max-listpack-size", "-2", INT_MIN, INT_MAX, aliases=("list-max-ziplist-size",),
          noop=True),
     _int("list-compress-depth", "0", 0, INT_MAX, noop=True),
-    Directive("set-max-intset-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
-              noop=True),
+    Directive("set-max-intset-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True),
     Directive("zset-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("zset-max-ziplist-entries",), noop=True),
     Directive("zset-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,

@@ -34,6 +34,8 @@ EXTENSIONS = (
     "pyrepl._memacct",
     "pyrepl.keyspace._ktable",
     "pyrepl.keyspace._streamlp",
+    "pyrepl.keyspace._lphash",
+    "pyrepl.keyspace._intset",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

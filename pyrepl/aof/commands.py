@@ -57,6 +57,8 @@ from typing import Any
 # this order works when this module is the first of pyrepl to be imported.)
 import pyrepl.rdb  # noqa: F401
 from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.keyspace.intset import IntSet
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import Stream, id_str
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.encoder import DbLike
@@ -151,12 +153,14 @@ def value_commands(key: bytes, v: Any, now_ms: int) -> Iterable[list[bytes]]:
         return ([b"SET", key, v],)
     if t is deque or t is list:
         return _variadic(b"RPUSH", key, iter(v))
+    if t is IntSet:
+        return _variadic(b"SADD", key, iter(v))     # (ascending, as Redis rewrites an intset)
     if t is set or t is frozenset:
         return _variadic(b"SADD", key, iter(set_members(v)))
     if t is ZSet:
         return _variadic_pairs(b"ZADD", key,
                                ((format_double(s), m) for m, s in v.items()))
-    if t is dict or t is HashEx:
+    if t is dict or t is ListpackHash or t is HashEx:
         return hash_commands(key, v, now_ms)
     if t is Stream:
         return stream_commands(key, v)

@@ -23,6 +23,7 @@
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
 #include "../keyspace/_ktable.h"
+#include "../keyspace/_lphash.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
 static const char *const handler_names[H_N] = {
@@ -48,6 +49,7 @@ static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
+static LPHash_CAPI *lh;         /* small hashes (pyrepl/keyspace/_lphash.h) */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
    handlers maps each name above to its Python handler. */
@@ -85,6 +87,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (kt->version != KTABLE_CAPI_VERSION) {
         kt = NULL;
         PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._ktable: another C API version");
+        return NULL;
+    }
+    if (lh == NULL && (lh = PyCapsule_Import(LPHASH_CAPSULE, 0)) == NULL)
+        return NULL;
+    if (lh->version != LPHASH_CAPI_VERSION) {
+        lh = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lphash: another C API version");
         return NULL;
     }
     bound = 1;
@@ -262,12 +271,21 @@ hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return push(H_RPUSH, append, args, nargs);
 }
 
-/* HSET key field value, into an existing hash (a dict: no field TTLs): 1 for a new field */
+/* HSET key field value, into an existing hash (a listpack that still fits one after it, or a
+   dict: no field TTLs): 1 for a new field */
 static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_HSET, 4);
     PyObject *hash = kt->get(h.data, h.key);
+    if (hash != NULL && Py_TYPE(hash) == lh->type &&
+            PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)) &&
+            PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
+        int r = lh->set_fit(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
+        if (r == -2)
+            return reference(H_HSET, args, nargs);  /* (it becomes a dict) */
+        return r < 0 ? NULL : dirtied(&h, PyLong_FromLong(r));
+    }
     if (hash == NULL || !PyDict_CheckExact(hash) ||
             !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)))
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);

@@ -1,9 +1,12 @@
 """Hash commands (Redis 7.0.15 t_hash.c semantics).
 
-Theory of operation: a hash value is a plain ``dict`` of bytes -> bytes. Python dicts keep
-insertion order, update in place and append re-inserted fields at the end, which is exactly the
-order of Redis's listpack encoding (used for hashes of up to 128 small fields), so HGETALL,
-HKEYS, HVALS and HSCAN list fields in the same order as Redis does for such hashes. Handlers
+Theory of operation: a hash is kept as Redis keeps it: a small one (at most
+``hash-max-listpack-entries`` fields, none longer than ``hash-max-listpack-value``) as a
+:data:`pyrepl.keyspace.lphash.ListpackHash` (one listpack), a larger one as a ``dict`` of bytes
+-> bytes, converted once and for good when a write passes a limit (``_put``, Redis's
+hashTypeTryConversion / hashTypeSet). Both keep insertion order, update in place and append
+re-inserted fields at the end, which is the order of Redis's listpack, so HGETALL, HKEYS, HVALS
+and HSCAN list a small hash's fields in Redis's order. Handlers
 follow Redis's order of checks (e.g. HINCRBY parses the increment before looking the key up),
 bump ``core.dirty`` only when something changed, signal WATCH with ``Database.touch`` and delete
 a key whose hash became empty.
@@ -49,7 +52,7 @@ from pyrepl.commands.util import (
     scan_opening,
 )
 from pyrepl.errors import NOT_FLOAT, WRONGTYPE
-from pyrepl.keyspace import hashttl
+from pyrepl.keyspace import hashttl, lphash
 from pyrepl.keyspace.hashttl import (
     FIELD_EXPIRED_HASH,
     FIELD_OK,
@@ -58,38 +61,54 @@ from pyrepl.keyspace.hashttl import (
     clear_ttl_on_set,
     field_state,
 )
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.scan import scan_page
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
-# hash-max-listpack-entries default: smaller hashes are scanned in one HSCAN call (Redis
-# answers them whole with cursor 0). Larger ones page through pyrepl.keyspace.scan.
-LISTPACK_ENTRIES = 128
+# The types a hash is held in (a HashEx is a dict with field TTLs).
+HASH_TYPES = frozenset((dict, ListpackHash, HashEx))
 
 
-def _write_hash(db: Any, key: bytes) -> dict | None:
-    """lookupKeyWrite + checkType(OBJ_HASH): a plain hash or a HashEx, None if missing."""
+def _write_hash(db: Any, key: bytes) -> Any:
+    """lookupKeyWrite + checkType(OBJ_HASH): the hash, None if missing."""
     h = db.lookup(key)
-    if h is not None and type(h) is not dict and type(h) is not HashEx:
+    if h is not None and type(h) not in HASH_TYPES:
         raise ReplyError(WRONGTYPE)
     return h
 
 
-def _read_hash(c: Any, key: bytes) -> dict | None:
+def _read_hash(c: Any, key: bytes) -> Any:
     """lookupKeyRead + checkType(OBJ_HASH), counting keyspace hits and misses."""
     h = c.db.lookup_read(key)
-    if h is not None and type(h) is not dict and type(h) is not HashEx:
+    if h is not None and type(h) not in HASH_TYPES:
         raise ReplyError(WRONGTYPE)
     return h
 
 
-def _hash_for_write(db: Any, key: bytes) -> dict:
-    """hashTypeLookupWriteOrCreate: the hash at ``key``, created (and stored) when missing."""
+def _hash_for_write(db: Any, key: bytes) -> Any:
+    """hashTypeLookupWriteOrCreate: the hash at ``key``, created (and stored) when missing:
+    a new hash is a listpack (createHashObject)."""
     h = _write_hash(db, key)
     if h is None:
-        h = {}
+        h = ListpackHash()
         db.set(key, h)
     return h
+
+
+def _put(db: Any, key: bytes, h: Any, field: bytes, value: bytes) -> None:
+    """hashTypeSet: store one field, converting a ListpackHash to a dict (at ``key``) when the
+    field or value is too long for a listpack, or the hash got too many fields."""
+    if type(h) is ListpackHash:
+        limit = lphash.limits
+        if len(field) > limit.value or len(value) > limit.value:
+            h = lphash.to_dict(db, key, h)
+        else:
+            h[field] = value
+            if len(h) > limit.entries:
+                lphash.to_dict(db, key, h)
+            return
+    h[field] = value
 
 
 def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes,
@@ -98,9 +117,11 @@ def _set_field(c: Any, key: bytes, h: dict | None, field: bytes, value: bytes,
     so a command that fails on its arguments never leaves an empty hash behind."""
     db = c.db
     if h is None:
-        db.set(key, {field: value})
+        h = ListpackHash()
+        db.set(key, h)
+        _put(db, key, h, field, value)
     else:
-        h[field] = value
+        _put(db, key, h, field, value)
         if db.watched:
             db.touch(key)
     c.core.dirty += 1
@@ -139,6 +160,10 @@ def hset(c: Any, argv: list[bytes]) -> object:
         h = _hash_for_write(db, key)
         if type(h) is HashEx:
             return _hset_ex(c, key, h, argv)
+        if db.watched:
+            db.touch(key)
+        if type(h) is ListpackHash:
+            return _hset_listpack(c, key, h, argv)
     elif db.watched:
         db.touch(key)
     if n == 4:
@@ -152,6 +177,25 @@ def hset(c: Any, argv: list[bytes]) -> object:
     before = len(h)
     for i in range(2, n, 2):
         h[argv[i]] = argv[i + 1]
+    c.core.dirty += (n - 2) >> 1
+    if c.core.notify_mask & NOTIFY_HASH:
+        notify(c, NOTIFY_HASH, b"hset", key)
+    return len(h) - before
+
+
+def _hset_listpack(c: Any, key: bytes, h: Any, argv: list[bytes]) -> int:
+    """HSET on a ListpackHash: converted first when an argument is too long
+    (hashTypeTryConversion), after a field when there are too many (hashTypeSet)."""
+    db = c.db
+    if not lphash.fits(islice(argv, 2, None)):
+        h = lphash.to_dict(db, key, h)
+    before = len(h)
+    n = len(argv)
+    limit = lphash.limits.entries
+    for i in range(2, n, 2):
+        h[argv[i]] = argv[i + 1]
+        if type(h) is ListpackHash and len(h) > limit:
+            h = lphash.to_dict(db, key, h)
     c.core.dirty += (n - 2) >> 1
     if c.core.notify_mask & NOTIFY_HASH:
         notify(c, NOTIFY_HASH, b"hset", key)
@@ -205,7 +249,7 @@ def hsetnx(c: Any, argv: list[bytes]) -> object:
             h = _hash_for_write(db, key)
         else:
             clear_ttl_on_set(h, f)
-    h[f] = argv[3]
+    _put(db, key, h, f, argv[3])
     if db.watched:
         db.touch(key)
     c.core.dirty += 1
@@ -283,7 +327,7 @@ def hget(c: Any, argv: list[bytes]) -> object:
     h = c.db.lookup_read(argv[1])
     if h is None:
         return None
-    if type(h) is dict:
+    if type(h) is ListpackHash or type(h) is dict:
         return h.get(argv[2])
     if type(h) is HashEx:
         return _get_ex(c, argv[1], h, argv[2])
@@ -355,7 +399,7 @@ def hexists(c: Any, argv: list[bytes]) -> object:
 def _all_fields(c: Any, key: bytes) -> dict | None:
     """The fields HGETALL / HKEYS / HVALS list: expired ones are skipped, not deleted."""
     h = _read_hash(c, key)
-    if h is None or type(h) is dict:
+    if h is None or type(h) is not HashEx:
         return h
     return hashttl.visible(c, h)  # type: ignore[arg-type]
 
@@ -387,7 +431,7 @@ def _random_source(c: Any, key: bytes) -> dict | None:
     """HRANDFIELD's hash: with field TTLs, hashTypeExpireIfNeeded deletes every expired field
     first (on a master; the hash may go with them); a replica only hides them."""
     h = _read_hash(c, key)
-    if h is None or type(h) is dict:
+    if h is None or type(h) is not HashEx:
         return h
     if hashttl.expire_all(c, key, h):  # type: ignore[arg-type]
         return None
@@ -438,17 +482,17 @@ def hscan(c: Any, argv: list[bytes]) -> object:
     if opening is None:
         return [b"0", []]
     h, cursor, opts = opening
-    if len(h) <= LISTPACK_ENTRIES:
-        # Redis keeps such hashes as a listpack and answers them whole, cursor 0.
-        cursor, fields = 0, h
+    if type(h) is ListpackHash or (type(h) is HashEx and hashttl.is_listpack(c.core, h)):
+        # a listpack(ex): Redis answers it whole, cursor 0
+        cursor, pairs = 0, h.items()
     else:
         cursor, fields = scan_page(h, cursor, opts.count)
+        pairs = [(f, h.get(f)) for f in fields]
     match = opts.match
     ttl = h.ttl if type(h) is HashEx and hashttl.hidden_from_caller(c.core) else None
     now = c.core.now_ms
     out: list[bytes] = []
-    for f in fields:
-        v = h.get(f)
+    for f, v in pairs:
         if v is not None and (match is None or match(f)):
             if ttl and (w := ttl.get(f)) is not None and w < now:
                 continue        # expired: skipped, not deleted (as Redis's scan callback)
@@ -641,7 +685,7 @@ def _per_field(c: Any, argv: list[bytes], h: dict | None, listpack_edge: bool,
     if h is None:
         return [-2] * count
     fields = argv[4:]
-    if type(h) is dict:
+    if type(h) is not HashEx:
         return [-1 if f in h else -2 for f in fields]
     ttl = h.ttl  # type: ignore[attr-defined]
     expired_before = c.core.now_ms

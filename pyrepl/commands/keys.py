@@ -40,7 +40,9 @@ from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.ageing import idle_ms, lfu_decr_and_return
 from pyrepl.keyspace.db import TYPE_NAMES, type_name
 from pyrepl.keyspace.glob import compile_pattern
-from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.keyspace.hashttl import HashEx, is_listpack
+from pyrepl.keyspace.intset import IntSet
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
@@ -330,10 +332,14 @@ def _dup(v: Any) -> Any:
         return deque(v)
     if t is dict:
         return dict(v)
+    if t is ListpackHash:
+        return v.copy()
     if t is HashEx:     # a hash with field TTLs keeps them (COPY)
         return v.copy()
     if t is set:
         return set(v)
+    if t is IntSet:
+        return v.copy()
     if t is ZSet or t is Stream:
         return v.copy()
     raise ReplyError("ERR unknown type object")
@@ -457,15 +463,15 @@ def encoding_name(c: Any, v: Any) -> bytes:
         return b"embstr" if len(v) <= 44 else b"raw"
     if t is deque:
         return b"quicklist"
-    if t is dict or t is HashEx:
-        if len(v) <= _cfg(c, "hash_max_listpack_entries", 128):
-            limit = _cfg(c, "hash_max_listpack_value", 64)
-            if all(len(f) <= limit and len(x) <= limit for f, x in v.items()):
-                return b"listpackex" if t is HashEx else b"listpack"
+    if t is ListpackHash:
+        return b"listpack"
+    if t is dict:
         return b"hashtable"
+    if t is HashEx:
+        return b"listpackex" if is_listpack(c.core, v) else b"hashtable"
+    if t is IntSet:
+        return b"intset"
     if t is set:
-        if len(v) <= _cfg(c, "set_max_intset_entries", 512) and all(is_long_long(m) for m in v):
-            return b"intset"
         return b"hashtable"
     if t is ZSet:
         if len(v) <= _cfg(c, "zset_max_listpack_entries", 128):

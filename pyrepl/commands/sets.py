@@ -1,14 +1,18 @@
 """Set commands (Redis 7.0.15's t_set.c): SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP
 SRANDMEMBER SMOVE SINTER SUNION SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN.
 
-Theory of operation: a set value is a Python ``set`` of bytes. Handlers follow Redis's order
+Theory of operation: a set is kept as Redis 7.0 keeps it: one of canonical integers with at
+most ``set-max-intset-entries`` members as a :data:`pyrepl.keyspace.intset.IntSet` (an
+intset), any other as a Python ``set`` of bytes, converted once and for good when a write adds
+a non-integer or one member too many (``_add_members``, Redis's setTypeAdd). Handlers follow Redis's order
 of checks exactly (argument parsing, then key lookup, then type check) because that order is
 visible in which error a client gets. Reads use ``Database.lookup_read`` (keyspace hit/miss
 counters, like lookupKeyRead); writes use ``lookup``. A set that becomes empty is deleted.
 
 Set replies are ``SetReply`` (RESP3 ``~``) where Redis uses a set reply (SMEMBERS, SINTER,
 SUNION, SDIFF, SPOP with count) and plain arrays where it uses arrays (SRANDMEMBER with count,
-SMISMEMBER). Iteration order of a set is unspecified in Redis as here.
+SMISMEMBER). An intset lists its members in ascending order, as in Redis; a hash table's order
+is unspecified in Redis as here.
 
 Randomness: SRANDMEMBER and SPOP pick uniformly from a snapshot tuple of the set (O(n), C
 speed). SPOP on a large set (> ``SPOP_RANDOM_MAX`` members) uses ``set.pop`` instead, which is
@@ -34,24 +38,65 @@ from typing import Any, cast
 from pyrepl.commands.table import command
 from pyrepl.commands.util import (
     LLONG_MAX,
-    is_long_long,
-    length_command,
     numkeys_keys,
     parse_long_range,
     parse_positive_long,
-    read_typed,
     remove_members,
     removed_elements,
     scan_opening,
     store_or_delete,
 )
 from pyrepl.errors import SYNTAX, wrongtype
+from pyrepl.keyspace import intset
+from pyrepl.keyspace.intset import IntSet
+from pyrepl.keyspace.listpack import canonical_int
 from pyrepl.keyspace.scan import scan_page
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_SET, notify
 from pyrepl.resp.types import ReplyError, SetReply
 
 SPOP_RANDOM_MAX = 1024
 EMPTY_ARRAY: list[bytes] = []
+# The types a set is held in.
+SET_TYPES = frozenset((set, IntSet))
+
+
+def _write_set(db: Any, key: bytes) -> Any:
+    """lookupKeyWrite + checkType(OBJ_SET): the set, None if missing."""
+    s = db.lookup(key)
+    if s is not None and type(s) not in SET_TYPES:
+        raise wrongtype()
+    return s
+
+
+def _read_set(c: Any, key: bytes) -> Any:
+    """lookupKeyRead + checkType(OBJ_SET), counting keyspace hits and misses."""
+    s = c.db.lookup_read(key)
+    if s is not None and type(s) not in SET_TYPES:
+        raise wrongtype()
+    return s
+
+
+def _new_set(first: bytes) -> Any:
+    """setTypeCreate: an intset when the first member is an integer, else a hash table."""
+    return IntSet() if canonical_int(first) is not None else set()
+
+
+def _add_members(db: Any, key: bytes, s: Any, members: list[bytes]) -> int:
+    """setTypeAdd of each member: how many were new. An IntSet becomes a set (at ``key``) when
+    a member is not an integer or one is added past set-max-intset-entries."""
+    n = len(s)
+    if type(s) is IntSet:
+        if intset.all_ints(members):
+            s.update(members)
+            if len(s) > intset.limits.entries and len(s) > n:
+                intset.to_set(db, key, s)
+            return len(s) - n
+        s = intset.to_set(db, key, s)
+    if len(members) == 1:
+        s.add(members[0])
+    else:
+        s.update(members)
+    return len(s) - n
 
 
 # -- single-key commands ----------------------------------------------------------------------
@@ -63,18 +108,13 @@ def sadd(c: Any, argv: list[bytes]) -> object:
     db = c.db
     s = db.lookup(key)
     if s is None:
-        s = set(argv[2:]) if len(argv) > 3 else {argv[2]}
+        s = _new_set(argv[2])
         db.add(key, s)
-        added = len(s)
+        added = _add_members(db, key, s, argv[2:])
     else:
-        if type(s) is not set:
+        if type(s) not in SET_TYPES:
             raise wrongtype()
-        n = len(s)
-        if len(argv) == 3:
-            s.add(argv[2])
-        else:
-            s.update(argv[2:])
-        added = len(s) - n
+        added = _add_members(db, key, s, argv[2:])
         if added:
             db.touch(key)
     c.core.dirty += added
@@ -95,14 +135,14 @@ def _discard_member(s: set, m: bytes) -> bool:
          summary="Remove one or more members from a set", since="1.0.0")
 def srem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    return remove_members(c, key, c.db.lookup_typed(key, set), argv[2:], _discard_member,
+    return remove_members(c, key, _write_set(c.db, key), argv[2:], _discard_member,
                           NOTIFY_SET, b"srem")
 
 
 @command("smembers", 2, "readonly", keys=(1, 1, 1), group="set", acl="set",
          summary="Get all the members in a set", since="1.0.0")
 def smembers(c: Any, argv: list[bytes]) -> object:
-    s = read_typed(c, argv[1], set)
+    s = _read_set(c, argv[1])
     if s is None:
         return SetReply(())
     return SetReply(s)
@@ -111,7 +151,7 @@ def smembers(c: Any, argv: list[bytes]) -> object:
 @command("sismember", 3, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
          summary="Determine if a given value is a member of a set", since="1.0.0")
 def sismember(c: Any, argv: list[bytes]) -> object:
-    s = read_typed(c, argv[1], set)
+    s = _read_set(c, argv[1])
     return 1 if s is not None and argv[2] in s else 0
 
 
@@ -119,13 +159,15 @@ def sismember(c: Any, argv: list[bytes]) -> object:
          summary="Returns the membership associated with the given elements for a set",
          since="6.2.0")
 def smismember(c: Any, argv: list[bytes]) -> object:
-    s = read_typed(c, argv[1], set) or ()
+    s = _read_set(c, argv[1]) or ()
     return [1 if m in s else 0 for m in argv[2:]]
 
 
-command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
-        summary="Get the number of members in a set", since="1.0.0")(
-    length_command(set))
+@command("scard", 2, "readonly fast", keys=(1, 1, 1), group="set", acl="set",
+         summary="Get the number of members in a set", since="1.0.0")
+def scard(c: Any, argv: list[bytes]) -> object:
+    s = _read_set(c, argv[1])
+    return 0 if s is None else len(s)
 
 
 def _random_member(s: set[bytes]) -> bytes:
@@ -141,11 +183,11 @@ def spop(c: Any, argv: list[bytes]) -> object:
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     key = argv[1]
-    s = c.db.lookup_typed(key, set)
+    s = _write_set(c.db, key)
     if s is None:
         return None
-    if len(s) <= SPOP_RANDOM_MAX:
-        if getsizeof(s) > (len(s) << 6) + 4096:
+    if len(s) <= SPOP_RANDOM_MAX or type(s) is IntSet:
+        if type(s) is set and getsizeof(s) > (len(s) << 6) + 4096:
             # Mostly emptied (Python never shrinks a set's table): copy it compactly so
             # the snapshot below costs O(len), not O(old size).
             s = set(s)
@@ -162,7 +204,7 @@ def spop(c: Any, argv: list[bytes]) -> object:
 def _spop_count(c: Any, argv: list[bytes]) -> object:
     count = parse_positive_long(argv[2])
     key = argv[1]
-    s = c.db.lookup_typed(key, set)
+    s = _write_set(c.db, key)
     if s is None or count == 0:
         return SetReply(())
     size = len(s)
@@ -175,7 +217,7 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
         c.propagate_argv = [b"DEL", key]
         return SetReply(s)
     c.core.dirty += count
-    if size <= SPOP_RANDOM_MAX:
+    if size <= SPOP_RANDOM_MAX or type(s) is IntSet:
         popped = random.sample(tuple(s), count)
         s.difference_update(popped)
     else:  # O(count), in hash order like SPOP without a count on a big set
@@ -197,7 +239,7 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
 def srandmember(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 3:
         n = parse_long_range(argv[2], -LLONG_MAX, LLONG_MAX)
-        s = read_typed(c, argv[1], set)
+        s = _read_set(c, argv[1])
         if s is None or n == 0:
             return EMPTY_ARRAY
         if n < 0:
@@ -209,7 +251,7 @@ def srandmember(c: Any, argv: list[bytes]) -> object:
         return random.sample(tuple(s), n)
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
-    s = read_typed(c, argv[1], set)
+    s = _read_set(c, argv[1])
     if s is None:
         return None
     return _random_member(s)
@@ -224,7 +266,7 @@ def smove(c: Any, argv: list[bytes]) -> object:
     dst = db.lookup(dst_key)
     if src is None:
         return 0
-    if type(src) is not set or (dst is not None and type(dst) is not set):
+    if type(src) not in SET_TYPES or (dst is not None and type(dst) not in SET_TYPES):
         raise wrongtype()
     if src is dst:
         return 1 if ele in src else 0
@@ -234,10 +276,12 @@ def smove(c: Any, argv: list[bytes]) -> object:
     removed_elements(c, src_key, src, 1, NOTIFY_SET, b"srem")
     core = c.core
     if dst is None:
-        db.add(dst_key, {ele})
+        dst = _new_set(ele)
+        db.add(dst_key, dst)
+        _add_members(db, dst_key, dst, [ele])
         core.dirty += 1
     elif ele not in dst:
-        dst.add(ele)
+        _add_members(db, dst_key, dst, [ele])
         db.touch(dst_key)
         core.dirty += 1
     else:
@@ -254,7 +298,7 @@ def _load_sets(c: Any, keys: list[bytes]) -> list[set[bytes] | None]:
     out: list[set[bytes] | None] = []
     for k in keys:
         v = lookup(k)
-        if v is not None and type(v) is not set:
+        if v is not None and type(v) not in SET_TYPES:
             raise wrongtype()
         out.append(v)
     return out
@@ -317,7 +361,7 @@ def sintercard(c: Any, argv: list[bytes]) -> object:
          since="1.0.0")
 def sinterstore(c: Any, argv: list[bytes]) -> object:
     r = _inter(_load_sets(c, argv[2:]))
-    return store_or_delete(c, argv[1], set(r) if r else set(),  # type: ignore[arg-type]
+    return store_or_delete(c, argv[1], intset.compact(r or ()),  # type: ignore[arg-type]
                            NOTIFY_SET, b"sinterstore")
 
 
@@ -345,7 +389,8 @@ for _name, _op, _summary in (("sunion", _union, "Add multiple sets"),
 
     def _setop_store(c: Any, argv: list[bytes], op: Any = _op,
                      event: bytes = _name.encode() + b"store") -> object:
-        return store_or_delete(c, argv[1], op(_load_sets(c, argv[2:])), NOTIFY_SET, event)
+        return store_or_delete(c, argv[1], intset.compact(op(_load_sets(c, argv[2:]))),
+                               NOTIFY_SET, event)
 
     command(_name, -2, "readonly", keys=(1, -1, 1), group="set", acl="set", summary=_summary,
             since="1.0.0")(_setop)
@@ -356,24 +401,16 @@ for _name, _op, _summary in (("sunion", _union, "Add multiple sets"),
 
 # -- SSCAN ----------------------------------------------------------------------------------------
 
-SET_MAX_INTSET_ENTRIES = 512  # Redis's set-max-intset-entries default
-
-
-def _intset_like(s: set[bytes]) -> bool:
-    """True when Redis would hold this set as an intset (small, all canonical integers)."""
-    return len(s) <= SET_MAX_INTSET_ENTRIES and all(is_long_long(m) for m in s)
-
-
 @command("sscan", -3, "readonly", keys=(1, 1, 1), group="set", acl="set",
          summary="Incrementally iterate Set elements", since="2.8.0")
 def sscan(c: Any, argv: list[bytes]) -> object:
-    opening = scan_opening(c, argv, lambda c, key: read_typed(c, key, set))
+    opening = scan_opening(c, argv, _read_set)
     if opening is None:
         return [b"0", []]
     s, cursor, opts = opening
-    if _intset_like(s):
+    if type(s) is IntSet:
         # An intset is answered whole, in numeric order, with cursor 0.
-        cursor, members = 0, sorted(s, key=int)
+        cursor, members = 0, list(s)
     else:
         cursor, members = scan_page(s, cursor, opts.count)
     match = opts.match

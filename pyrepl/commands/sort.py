@@ -22,6 +22,8 @@ from pyrepl.commands.table import command
 from pyrepl.commands.util import parse_int, strtod_full
 from pyrepl.errors import SYNTAX, WRONGTYPE
 from pyrepl.keyspace.hashttl import HashEx, hidden_from_caller
+from pyrepl.keyspace.intset import IntSet
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_LIST, notify
 from pyrepl.resp.types import ReplyError
@@ -69,7 +71,7 @@ def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:
             if when is not None and when < db.core.now_ms and hidden_from_caller(db.core):
                 return None
             return v.get(field)
-        return v.get(field) if type(v) is dict else None
+        return v.get(field) if type(v) is dict or type(v) is ListpackHash else None
     return v if type(v) is bytes else None
 
 
@@ -118,11 +120,11 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         j += 1
     db = c.db
     value = db.lookup_read(argv[1])
-    if value is not None and type(value) not in (deque, set, ZSet):
+    if value is not None and type(value) not in (deque, set, IntSet, ZSet):
         raise ReplyError(WRONGTYPE)
     if value is None:
         value = deque()
-    if dontsort and type(value) is set and storekey is not None:
+    if dontsort and type(value) in (set, IntSet) and storekey is not None:
         dontsort, alpha, sortby = False, True, None
     size = len(value)
     start = min(max(limit_start, 0), size)

@@ -66,6 +66,7 @@ from pyrepl.commands.util import (
     strtod_full,
 )
 from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
+from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.scan import scan_page
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.notify import NOTIFY_ZSET, notify
@@ -917,7 +918,8 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     j = numkeys_index + 1
     for _ in range(setnum):
         obj = lookup(argv[j])
-        if obj is not None and type(obj) is not ZSet and type(obj) is not set:
+        if obj is not None and type(obj) is not ZSet and type(obj) is not set and \
+                type(obj) is not IntSet:
             raise wrongtype()
         srcs.append(obj)
         j += 1

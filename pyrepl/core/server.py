@@ -45,7 +45,7 @@ from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.slowlog import SlowLog
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.core.tracking import Tracking
-from pyrepl.keyspace import ktable
+from pyrepl.keyspace import intset, ktable, lphash
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import BLOCKED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
 
 
+_ENCODING_DIRECTIVES = frozenset(("hash-max-listpack-entries", "hash-max-listpack-value",
+                                  "set-max-intset-entries"))
 _EVICTION_DIRECTIVES = frozenset((
     "maxmemory", "maxmemory-policy", "maxmemory-samples", "maxmemory-eviction-tenacity",
     "lfu-log-factor", "lfu-decay-time", "lazyfree-lazy-eviction", "replica-ignore-maxmemory"))
@@ -189,7 +191,14 @@ class ServerCore:
         # I/O shell then holds a pass's replies until the AOF buffer is written)
         self.aof_on = False
         self.aof = AppendOnly(self, self.host.background_fsync())
+        self.refresh_encodings()
         config.on_change(self._config_changed)
+
+    def refresh_encodings(self) -> None:
+        """The *-max-listpack-* limits of the compact encodings (process-wide, as Redis's)."""
+        cfg = self.config
+        lphash.configure(cfg.hash_max_listpack_entries, cfg.hash_max_listpack_value)
+        intset.configure(cfg.set_max_intset_entries)
 
     def _config_changed(self, name: str, value: Any) -> None:
         # Redis applies the request limits to every connected client at once.
@@ -213,6 +222,8 @@ class ServerCore:
             self._appendonly_changed(bool(value))
         elif name == "aof-disable-auto-gc" and not value:
             self.aof.delete_history()
+        elif name in _ENCODING_DIRECTIVES:
+            self.refresh_encodings()
         elif name in _EVICTION_DIRECTIVES:
             self.evictor.refresh()
             self.refresh_maxmemory()

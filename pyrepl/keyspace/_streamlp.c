@@ -25,93 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    int is_int;
-    int64_t v;                  /* an integer entry's value */
-    const uint8_t *s;           /* a string entry's bytes */
-    Py_ssize_t slen;
-    Py_ssize_t start;           /* the entry's offset in the listpack */
-} item_t;
-
-/* The entry at *p (before `last`, the terminator's offset) into *it; *p moves past it.
- * 0, or -1 when the entry is malformed or runs past the end. */
-static int next_item(const uint8_t *lp, Py_ssize_t *p, Py_ssize_t last, item_t *it)
-{
-    Py_ssize_t q = *p, size;
-    uint8_t b = lp[q];
-    it->start = q;
-    it->is_int = 1;
-    if (b < 0x80) {
-        it->v = b;
-        size = 1;
-    } else if (b < 0xC0) {
-        it->is_int = 0;
-        size = 1 + (b & 0x3F);
-        it->s = lp + q + 1;
-        it->slen = size - 1;
-    } else if (b < 0xE0) {
-        if (q + 1 >= last) return -1;
-        int64_t v = ((int64_t)(b & 0x1F) << 8) | lp[q + 1];
-        it->v = v >= 4096 ? v - 8192 : v;
-        size = 2;
-    } else if (b < 0xF0) {
-        if (q + 1 >= last) return -1;
-        it->is_int = 0;
-        size = 2 + ((((Py_ssize_t)b & 0x0F) << 8) | lp[q + 1]);
-        it->s = lp + q + 2;
-        it->slen = size - 2;
-    } else if (b == 0xF0) {
-        if (q + 5 > last) return -1;
-        it->is_int = 0;
-        uint32_t n = (uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
-            ((uint32_t)lp[q + 3] << 16) | ((uint32_t)lp[q + 4] << 24);
-        size = 5 + (Py_ssize_t)n;
-        it->s = lp + q + 5;
-        it->slen = (Py_ssize_t)n;
-    } else if (b == 0xF1) {
-        if (q + 3 > last) return -1;
-        it->v = (int16_t)((uint16_t)lp[q + 1] | ((uint16_t)lp[q + 2] << 8));
-        size = 3;
-    } else if (b == 0xF2) {
-        if (q + 4 > last) return -1;
-        int32_t v = (int32_t)((uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
-                              ((uint32_t)lp[q + 3] << 16));
-        it->v = v >= (1 << 23) ? v - (1 << 24) : v;
-        size = 4;
-    } else if (b == 0xF3) {
-        if (q + 5 > last) return -1;
-        it->v = (int32_t)((uint32_t)lp[q + 1] | ((uint32_t)lp[q + 2] << 8) |
-                          ((uint32_t)lp[q + 3] << 16) | ((uint32_t)lp[q + 4] << 24));
-        size = 5;
-    } else if (b == 0xF4) {
-        if (q + 9 > last) return -1;
-        uint64_t u = 0;
-        for (int i = 8; i >= 1; i--) u = (u << 8) | lp[q + i];
-        it->v = (int64_t)u;
-        size = 9;
-    } else {
-        return -1;
-    }
-    if (size <= 127) q += size + 1;
-    else if (size < 16383) q += size + 2;
-    else if (size < 2097151) q += size + 3;
-    else if (size < 268435455) q += size + 4;
-    else q += size + 5;
-    if (q > last) return -1;
-    *p = q;
-    return 0;
-}
-
-/* An entry as the bytes the reference makes of it (an integer as its decimal form). */
-static PyObject *item_bytes(const item_t *it)
-{
-    if (it->is_int) {
-        char buf[24];
-        int n = snprintf(buf, sizeof buf, "%lld", (long long)it->v);
-        return PyBytes_FromStringAndSize(buf, n);
-    }
-    return PyBytes_FromStringAndSize((const char *)it->s, it->slen);
-}
+#include "_listpack.h"
 
 static PyObject *make_id(uint64_t ms, uint64_t seq)
 {
@@ -235,39 +149,6 @@ done:
 
 /* ---------------------------------------------------------------- one entry, as lpAppend writes it */
 
-/* canonical_int (listpack.py): the int64 a string is the canonical decimal form of (no '+', no
- * leading zeros, not "-0", at most 20 characters). 1 and *out, or 0. */
-static int canonical_int(const uint8_t *s, Py_ssize_t n, int64_t *out)
-{
-    if (n == 0 || n > 20) return 0;
-    int neg = 0;
-    if (s[0] == '-') {
-        neg = 1;
-        s++;
-        n--;
-        if (n == 0) return 0;
-    }
-    if (s[0] == '0') {
-        if (n == 1 && !neg) { *out = 0; return 1; }
-        return 0;
-    }
-    uint64_t v = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        uint64_t d = s[i] - '0';
-        if (v > (UINT64_MAX - d) / 10) return 0;
-        v = v * 10 + d;
-    }
-    if (neg) {
-        if (v > (uint64_t)INT64_MAX + 1) return 0;
-        *out = (int64_t)(0 - v);
-    } else {
-        if (v > (uint64_t)INT64_MAX) return 0;
-        *out = (int64_t)v;
-    }
-    return 1;
-}
-
 typedef struct {
     uint8_t *b;
     Py_ssize_t len, cap;
@@ -285,104 +166,18 @@ static int wreserve(wbuf *w, Py_ssize_t more)
     return 0;
 }
 
-static void put_backlen(wbuf *w, Py_ssize_t size)
-{
-    uint8_t *o = w->b + w->len;
-    if (size <= 127) {
-        o[0] = (uint8_t)size;
-        w->len += 1;
-    } else if (size < 16383) {
-        o[0] = (uint8_t)(size >> 7);
-        o[1] = (uint8_t)((size & 127) | 128);
-        w->len += 2;
-    } else if (size < 2097151) {
-        o[0] = (uint8_t)(size >> 14);
-        o[1] = (uint8_t)(((size >> 7) & 127) | 128);
-        o[2] = (uint8_t)((size & 127) | 128);
-        w->len += 3;
-    } else if (size < 268435455) {
-        o[0] = (uint8_t)(size >> 21);
-        o[1] = (uint8_t)(((size >> 14) & 127) | 128);
-        o[2] = (uint8_t)(((size >> 7) & 127) | 128);
-        o[3] = (uint8_t)((size & 127) | 128);
-        w->len += 4;
-    } else {
-        o[0] = (uint8_t)(size >> 28);
-        o[1] = (uint8_t)(((size >> 21) & 127) | 128);
-        o[2] = (uint8_t)(((size >> 14) & 127) | 128);
-        o[3] = (uint8_t)(((size >> 7) & 127) | 128);
-        o[4] = (uint8_t)((size & 127) | 128);
-        w->len += 5;
-    }
-}
-
 static int put_int(wbuf *w, int64_t v)
 {
-    if (wreserve(w, 10) < 0) return -1;
-    uint8_t *o = w->b + w->len;
-    Py_ssize_t size;
-    if (v >= 0 && v <= 127) {
-        o[0] = (uint8_t)v;
-        size = 1;
-    } else if (v >= -4096 && v <= 4095) {
-        uint64_t u = (uint64_t)v & 0x1FFF;
-        o[0] = (uint8_t)(0xC0 | (u >> 8));
-        o[1] = (uint8_t)(u & 0xFF);
-        size = 2;
-    } else if (v >= -32768 && v <= 32767) {
-        uint64_t u = (uint64_t)v & 0xFFFF;
-        o[0] = 0xF1;
-        o[1] = (uint8_t)(u & 0xFF);
-        o[2] = (uint8_t)(u >> 8);
-        size = 3;
-    } else if (v >= -(1 << 23) && v < (1 << 23)) {
-        uint64_t u = (uint64_t)v & 0xFFFFFF;
-        o[0] = 0xF2;
-        o[1] = (uint8_t)(u & 0xFF);
-        o[2] = (uint8_t)((u >> 8) & 0xFF);
-        o[3] = (uint8_t)(u >> 16);
-        size = 4;
-    } else if (v >= -((int64_t)1 << 31) && v < ((int64_t)1 << 31)) {
-        uint64_t u = (uint64_t)v & 0xFFFFFFFF;
-        o[0] = 0xF3;
-        for (int i = 0; i < 4; i++) o[1 + i] = (uint8_t)(u >> (8 * i));
-        size = 5;
-    } else {
-        uint64_t u = (uint64_t)v;
-        o[0] = 0xF4;
-        for (int i = 0; i < 8; i++) o[1 + i] = (uint8_t)(u >> (8 * i));
-        size = 9;
-    }
-    w->len += size;
-    put_backlen(w, size);
+    if (wreserve(w, 14) < 0) return -1;
+    w->len += lp_encode_int(w->b + w->len, v);
     return 0;
 }
 
 static int put_str(wbuf *w, PyObject *obj)
 {
-    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(obj);
     Py_ssize_t n = PyBytes_GET_SIZE(obj);
-    int64_t v;
-    if (n <= 20 && canonical_int(s, n, &v))
-        return put_int(w, v);
-    if (wreserve(w, n + 10) < 0) return -1;
-    uint8_t *o = w->b + w->len;
-    Py_ssize_t size;
-    if (n < 64) {
-        o[0] = (uint8_t)(0x80 | n);
-        size = 1 + n;
-    } else if (n < 4096) {
-        o[0] = (uint8_t)(0xE0 | (n >> 8));
-        o[1] = (uint8_t)(n & 0xFF);
-        size = 2 + n;
-    } else {
-        o[0] = 0xF0;
-        for (int i = 0; i < 4; i++) o[1 + i] = (uint8_t)((uint64_t)n >> (8 * i));
-        size = 5 + n;
-    }
-    memcpy(o + (size - n), s, n);
-    w->len += size;
-    put_backlen(w, size);
+    if (wreserve(w, LP_ENTRY_MAX(n)) < 0) return -1;
+    w->len += lp_encode_str(w->b + w->len, (const uint8_t *)PyBytes_AS_STRING(obj), n);
     return 0;
 }
 

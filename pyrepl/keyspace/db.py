@@ -28,7 +28,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
@@ -42,7 +44,9 @@ TYPE_NAMES: dict[type, bytes] = {
     bytes: b"string",
     deque: b"list",
     dict: b"hash",
+    ListpackHash: b"hash",
     set: b"set",
+    IntSet: b"set",
     ZSet: b"zset",
 }
 

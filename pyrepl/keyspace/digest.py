@@ -25,7 +25,9 @@ from hashlib import sha1
 from typing import Any, Protocol
 
 from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 
@@ -80,13 +82,13 @@ def _value_digest(digest: bytes, value: Any) -> bytes:
     if t is bytes:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_STRING])
         return _mix(digest, value)
-    if t is set or t is frozenset:
+    if t is set or t is frozenset or t is IntSet:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_SET])
         acc = int.from_bytes(digest, "big")
         for m in value:
             acc ^= int.from_bytes(sha1(m).digest(), "big")
         return acc.to_bytes(20, "big")
-    if t is dict:
+    if t is dict or t is ListpackHash:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_HASH])
         acc = int.from_bytes(digest, "big")
         for f, v in value.items():

@@ -19,7 +19,8 @@ little-endian checksum that follows (0 means "saved without checksum"). After ``
 ignores further input and exposes it as ``unused_data``.
 
 Values come out in the shapes of the in-memory model: string ``bytes``, list ``deque[bytes]``,
-set ``set[bytes]``, hash ``dict[bytes, bytes]``, sorted set ``ZSet``; integers held by compact
+set an :data:`pyrepl.keyspace.intset.IntSet` or a ``set[bytes]`` (as Redis 7.0 loads it), hash a :data:`pyrepl.keyspace.lphash.ListpackHash` or a ``dict[bytes, bytes]``
+(as Redis 7.0 loads it: a listpack within the hash-max-listpack-* limits), sorted set ``ZSet``; integers held by compact
 encodings become their decimal bytes. Every compact encoding Redis has written is read:
 integer/LZF strings, intset, ziplist, zipmap, listpack, quicklist v1/v2 (packed and plain
 nodes), and streams (RDB_TYPE_STREAM_LISTPACKS 1 to 4, consumer groups and PELs included: their
@@ -43,7 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.keyspace.hashttl import make_hashex
+from pyrepl.keyspace.intset import IntSet
+from pyrepl.keyspace.intset import compact as compact_set
+from pyrepl.keyspace.intset import limits as intset_limits
 from pyrepl.keyspace.ktable import KeyTable, given_age
+from pyrepl.keyspace.lphash import compact as compact_hash
 from pyrepl.keyspace.stream import (
     MASK64,
     SCG_INVALID_ENTRIES_READ,
@@ -333,21 +338,21 @@ def _make_zset(pairs: list[tuple[bytes, float]]) -> ZSet:
     return ZSet.from_items(d.items())
 
 
-def _make_hash(flat: list[bytes]) -> dict[bytes, bytes]:
+def _make_hash(flat: list[bytes]) -> Any:
     if len(flat) % 2:
         raise _Corrupt("Hash with an odd number of elements")
     it = iter(flat)
     h = dict(zip(it, it, strict=True))
     if len(h) * 2 != len(flat):
         raise _Corrupt("Duplicate hash fields detected")
-    return h
+    return compact_hash(h)
 
 
-def _make_set(members: list[bytes]) -> set[bytes]:
+def _make_set(members: list[bytes]) -> Any:
     s = set(members)
     if len(s) != len(members):
         raise _Corrupt("Duplicate set members detected")
-    return s
+    return compact_set(s)
 
 
 def _unsupported(t: int, why: str = "") -> _Corrupt:
@@ -463,7 +468,7 @@ def _finish_hash(t: int, pairs: list[tuple[bytes, bytes]]) -> Any:
     h = dict(pairs)
     if len(h) != len(pairs):
         raise _Corrupt("Duplicate hash fields detected")
-    return h
+    return compact_hash(h)
 
 
 def _finish_zset(t: int, pairs: list[tuple[bytes, float]]) -> Any:
@@ -1021,7 +1026,13 @@ class RdbDecoder:
             return _make_zset(pairs) if pairs else _SKIP
         if t == RDB_TYPE_SET_INTSET:
             ints = intset_entries(blob)
-            return _make_set([b"%d" % v for v in ints]) if ints else _SKIP
+            if not ints:
+                return _SKIP
+            if len(ints) <= intset_limits.entries:     # (kept as it is, its width too)
+                kept = IntSet.from_intset(blob)
+                if kept is not None:
+                    return kept
+            return _make_set([b"%d" % v for v in ints])
         if t == RDB_TYPE_SET_LISTPACK:
             entries = listpack_entries(blob)
             return _make_set([_as_bytes(e) for e in entries]) if entries else _SKIP

@@ -10,6 +10,10 @@ encodings:
 Values use only the plain types every Redis from 7.0 to 8.x loads (and redis-check-rdb 7.0.15
 accepts): STRING (0), LIST (1, a counted sequence of strings), SET (2), HASH (4) and ZSET_2 (5,
 binary little-endian double scores). Redis converts them to its compact encodings while loading.
+A hash the keyspace holds as a listpack (pyrepl.keyspace.lphash) is written as
+RDB_TYPE_HASH_LISTPACK (16, what Redis 7.0 writes for it), its listpack copied as it is; a set
+of integers held as an intset (pyrepl.keyspace.intset) as RDB_TYPE_SET_INTSET (11), its bytes as
+they are.
 A hash with field TTLs (Redis 7.4+) is written as RDB_TYPE_HASH_LISTPACK_EX (25: the minimum
 field expiry, then a listpack of field, value, expiry-or-0 triples in the hash's order) when
 small, else as RDB_TYPE_HASH_METADATA (24: the minimum field expiry, then per field its expiry
@@ -42,7 +46,9 @@ from typing import Any, Protocol
 
 from pyrepl import REDIS_VERSION
 from pyrepl.keyspace.hashttl import HashEx, has_field_ttls
+from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable, saved_age, saving_ages
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
@@ -55,10 +61,12 @@ from pyrepl.rdb.constants import (
     RDB_OPCODE_RESIZEDB,
     RDB_OPCODE_SELECTDB,
     RDB_TYPE_HASH,
+    RDB_TYPE_HASH_LISTPACK,
     RDB_TYPE_HASH_LISTPACK_EX,
     RDB_TYPE_HASH_METADATA,
     RDB_TYPE_LIST,
     RDB_TYPE_SET,
+    RDB_TYPE_SET_INTSET,
     RDB_TYPE_STREAM_LISTPACKS_2,
     RDB_TYPE_STRING,
     RDB_TYPE_ZSET_2,
@@ -198,9 +206,15 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
     if t is deque or t is list:
         append(encode_len(len(v)))
         return RDB_TYPE_LIST, parts, _put_strings(append, v) + 9
+    if t is IntSet:
+        body = encode_string(v.to_intset())
+        return RDB_TYPE_SET_INTSET, [body], len(body)
     if t is set or t is frozenset:
         append(encode_len(len(v)))
         return RDB_TYPE_SET, parts, _put_strings(append, v) + 9
+    if t is ListpackHash:
+        body = encode_string(v.to_listpack())
+        return RDB_TYPE_HASH_LISTPACK, [body], len(body)
     if t is dict:
         append(encode_len(len(v)))
         size = 9

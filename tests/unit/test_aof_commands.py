@@ -16,6 +16,7 @@ from pyrepl.config import Config
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.hashttl import HashEx
+from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.scripting.functions import rdb_libraries
@@ -109,7 +110,7 @@ def plain(v: Any) -> Any:
         return ("zset", list(v.items()))
     if type(v) is HashEx and v.ttl:
         return ("hashex", list(v.items()), dict(v.ttl))
-    if isinstance(v, dict):             # (a HashEx whose TTLs are all gone is a plain hash)
+    if isinstance(v, dict) or type(v) is ListpackHash:  # (a HashEx without TTLs: a plain hash)
         return ("hash", list(v.items()))
     if type(v) is set:
         return ("set", v)
