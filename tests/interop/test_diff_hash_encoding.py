@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import differential as diff
-from tests.support.resp import parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -66,12 +65,8 @@ def rand_command(rnd: random.Random, limit: int) -> tuple[str, ...]:
         return ("HGETALL", k)
     if kind == "hscan":
         return ("HSCAN", k, "0")
-    if kind == "reload":
-        return ("DEBUG", "RELOAD")
-    if kind == "restore":
-        return ("__RESTORE__", k)
-    if kind == "copy":
-        return ("COPY", k, rnd.choice(KEYS), "REPLACE")
+    if kind in ("reload", "restore", "copy"):
+        return diff.reload_command(rnd, kind, k, KEYS)
     return ("CONFIG", "SET", rnd.choice(["hash-max-listpack-entries", "hash-max-listpack-value"]),
             str(rnd.choice([0, 1, 3, 5, 8, 128])))
 
@@ -93,15 +88,7 @@ class Checker:
             k = argv[1]
             if self._encoding(p, k) == HASHTABLE:
                 self.unordered.add(k)
-            da, db = p.a.call("DUMP", k), p.b.call("DUMP", k)
-            va, vb = parse_reply(da), parse_reply(db)
-            assert (va is None) == (vb is None), (va, vb)
-            if va is None:
-                return
-            # each restores its own payload (their bytes differ: Redis compresses with LZF)
-            ra = p.a.call("RESTORE", k, "0", va, "REPLACE")
-            rb = p.b.call("RESTORE", k, "0", vb, "REPLACE")
-            assert ra == rb, (ra, rb)
+            diff.dump_restore(p, k)
             return
         if argv[:2] == ("DEBUG", "RELOAD"):
             self.unordered.update(k for k in KEYS if self._encoding(p, k) == HASHTABLE)

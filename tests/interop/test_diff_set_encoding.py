@@ -58,12 +58,8 @@ def rand_command(rnd: random.Random) -> tuple[str, ...]:
         return ("SMEMBERS", k)
     if kind == "sscan":
         return ("SSCAN", k, "0")
-    if kind == "reload":
-        return ("DEBUG", "RELOAD")
-    if kind == "restore":
-        return ("__RESTORE__", k)
-    if kind == "copy":
-        return ("COPY", k, rnd.choice(KEYS), "REPLACE")
+    if kind in ("reload", "restore", "copy"):
+        return diff.reload_command(rnd, kind, k, KEYS)
     return ("CONFIG", "SET", "set-max-intset-entries", str(rnd.choice([0, 1, 3, 5, 512])))
 
 
@@ -71,13 +67,7 @@ def check(p: diff.Pair, *argv: str) -> None:
     """Pair.check, with SMEMBERS / SSCAN in exact order while the set is an intset on both (a
     hash table's order is its own on each server), and DUMP + RESTORE as one step."""
     if argv[0] == "__RESTORE__":
-        k = argv[1]
-        va, vb = parse_reply(p.a.call("DUMP", k)), parse_reply(p.b.call("DUMP", k))
-        assert (va is None) == (vb is None), (va, vb)
-        if va is not None:
-            ra = p.a.call("RESTORE", k, "0", va, "REPLACE")
-            rb = p.b.call("RESTORE", k, "0", vb, "REPLACE")
-            assert ra == rb, (ra, rb)
+        diff.dump_restore(p, argv[1])
         return
     if argv[0] == "SPOP":
         # (its reply is a union of the set made at once: its order is that temporary set's,

@@ -21,6 +21,7 @@ and propagated commands. The fixtures that start these (``pair``, ``pairs``,
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 
@@ -118,6 +119,31 @@ def run_sequence(p: Pair, commands: Iterable[tuple[str, ...]],
             p.check(*argv)
     except AssertionError as e:
         raise AssertionError(f"{e}\nRESP{p.proto} sequence: {history}") from None
+
+
+# -- values loaded again: the encoding tests (test_diff_hash_encoding, _set_encoding) --------
+
+def reload_command(rnd: random.Random, kind: str, key: str, keys: list[str]) -> tuple[str, ...]:
+    """A command that has each server load a value again (and choose its encoding again):
+    ``reload`` DEBUG RELOAD, ``restore`` DUMP then RESTORE of ``key`` (the pseudo-command
+    ``__RESTORE__``, run by :func:`dump_restore`), ``copy`` COPY to one of ``keys``."""
+    if kind == "reload":
+        return ("DEBUG", "RELOAD")
+    if kind == "restore":
+        return ("__RESTORE__", key)
+    return ("COPY", key, rnd.choice(keys), "REPLACE")
+
+
+def dump_restore(p: Pair, key: str) -> None:
+    """DUMP ``key`` on each server and RESTORE it there from its own payload (the bytes differ:
+    Redis compresses with LZF); both agree on whether there was one, and on RESTORE's reply."""
+    va, vb = parse_reply(p.a.call("DUMP", key)), parse_reply(p.b.call("DUMP", key))
+    assert (va is None) == (vb is None), (va, vb)
+    if va is None:
+        return
+    ra = p.a.call("RESTORE", key, "0", va, "REPLACE")
+    rb = p.b.call("RESTORE", key, "0", vb, "REPLACE")
+    assert ra == rb, (ra, rb)
 
 
 # -- propagation: what pyrepl hands to replication vs what a real Redis sends a replica ----
