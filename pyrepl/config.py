@@ -929,15 +929,14 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("aclfile", "", mutable=False),
     Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
     _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
-    # encodings: hashes and sets of integers are kept as Redis keeps them (pyrepl.keyspace.lphash,
-    # .intset); the other types keep pyrepl's own shapes (OBJECT ENCODING answers what Redis
-    # would hold)
+    # encodings: hashes, sets of integers and small lists are kept as Redis keeps them
+    # (pyrepl.keyspace.lphash, .intset, .lplist); the other types keep pyrepl's own shapes
+    # (OBJECT ENCODING answers what Redis would hold)
     Directive("hash-max-listpack-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("hash-max-ziplist-entries",)),
     Directive("hash-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("hash-max-ziplist-value",)),
-    _int("list-max-listpack-size", "-2", INT_MIN, INT_MAX, aliases=("list-max-ziplist-size",),
-         noop=True),
+    _int("list-max-listpack-size", "-2", INT_MIN, INT_MAX, aliases=("list-max-ziplist-size",)),
     _int("list-compress-depth", "0", 0, INT_MAX, noop=True),
     Directive("set-max-intset-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True),
     Directive("zset-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,

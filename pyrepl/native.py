@@ -36,6 +36,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._streamlp",
     "pyrepl.keyspace._lphash",
     "pyrepl.keyspace._intset",
+    "pyrepl.keyspace._lplist",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

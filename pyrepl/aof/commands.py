@@ -59,6 +59,7 @@ import pyrepl.rdb  # noqa: F401
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
+from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import Stream, id_str
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.encoder import DbLike
@@ -151,7 +152,7 @@ def value_commands(key: bytes, v: Any, now_ms: int) -> Iterable[list[bytes]]:
     t = type(v)
     if t is bytes:
         return ([b"SET", key, v],)
-    if t is deque or t is list:
+    if t is deque or t is list or t is ListpackList:
         return _variadic(b"RPUSH", key, iter(v))
     if t is IntSet:
         return _variadic(b"SADD", key, iter(v))     # (ascending, as Redis rewrites an intset)

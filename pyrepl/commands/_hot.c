@@ -24,6 +24,7 @@
 #include "../_slots.h"
 #include "../keyspace/_ktable.h"
 #include "../keyspace/_lphash.h"
+#include "../keyspace/_lplist.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
 static const char *const handler_names[H_N] = {
@@ -50,6 +51,7 @@ static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
 static LPHash_CAPI *lh;         /* small hashes (pyrepl/keyspace/_lphash.h) */
+static LPList_CAPI *ll;         /* small lists (pyrepl/keyspace/_lplist.h) */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
    handlers maps each name above to its Python handler. */
@@ -94,6 +96,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (lh->version != LPHASH_CAPI_VERSION) {
         lh = NULL;
         PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lphash: another C API version");
+        return NULL;
+    }
+    if (ll == NULL && (ll = PyCapsule_Import(LPLIST_CAPSULE, 0)) == NULL)
+        return NULL;
+    if (ll->version != LPLIST_CAPI_VERSION) {
+        ll = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lplist: another C API version");
         return NULL;
     }
     bound = 1;
@@ -248,6 +257,12 @@ push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(which, 3);
     PyObject *lst = kt->get(h.data, h.key);
+    if (lst != NULL && Py_TYPE(lst) == ll->type && PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2))) {
+        Py_ssize_t n = ll->push_fit(lst, PyList_GET_ITEM(args[1], 2), which == H_LPUSH);
+        if (n == -2)
+            return reference(which, args, nargs);   /* (it becomes a deque) */
+        return n < 0 ? NULL : dirtied(&h, PyLong_FromSsize_t(n));
+    }
     if (lst == NULL || Py_TYPE(lst) != deque_type)
         return PyErr_Occurred() ? NULL : reference(which, args, nargs);   /* (a new list) */
     Py_INCREF(lst);

@@ -43,6 +43,7 @@ from pyrepl.keyspace.glob import compile_pattern
 from pyrepl.keyspace.hashttl import HashEx, is_listpack
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
+from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.zset import ZSet
@@ -330,6 +331,8 @@ def _dup(v: Any) -> Any:
         return v
     if t is deque:
         return deque(v)
+    if t is ListpackList:
+        return v.copy()
     if t is dict:
         return dict(v)
     if t is ListpackHash:
@@ -461,7 +464,7 @@ def encoding_name(c: Any, v: Any) -> bytes:
         if len(v) <= 20 and is_long_long(v):
             return b"int"
         return b"embstr" if len(v) <= 44 else b"raw"
-    if t is deque:
+    if t is deque or t is ListpackList:
         return b"quicklist"
     if t is ListpackHash:
         return b"listpack"

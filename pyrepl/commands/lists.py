@@ -1,6 +1,8 @@
 """List commands (Redis 7.0.15 t_list.c semantics), the blocking ones included.
 
-Theory of operation: a list value is a ``collections.deque`` of bytes, which gives O(1) pushes
+Theory of operation: a small list (one quicklist node's worth, ``list-max-listpack-size``) is a
+:data:`pyrepl.keyspace.lplist.ListpackList`, one listpack as Redis's node holds it; a list that
+outgrows it becomes a ``collections.deque`` of bytes for good (``_fit``), which gives O(1) pushes
 and pops at both ends (Redis's quicklist); index-based commands walk from the nearer end.
 Each handler follows Redis's order of checks exactly, because the order decides which error a
 client sees: e.g. LRANGE and LPOP parse their integers before looking the key up, while LINDEX
@@ -43,17 +45,30 @@ from pyrepl.commands.util import (
     removed_elements,
 )
 from pyrepl.errors import INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
+from pyrepl.keyspace import lplist
+from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.notify import NOTIFY_LIST, notify
 from pyrepl.resp.types import NULL_ARRAY, OK, ReplyError
 
+# The types a list is held in.
+LIST = frozenset((deque, ListpackList))
 
-def _list_for_push(db: Any, key: bytes) -> deque:
-    """The list at ``key`` for a push (lookupKeyWrite + checkType), created when missing."""
-    lst = db.lookup_typed(key, deque)
+
+def _list_for_push(db: Any, key: bytes) -> Any:
+    """The list at ``key`` for a push (lookupKeyWrite + checkType), created when missing (as
+    one listpack)."""
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
-        lst = deque()
+        lst = ListpackList()
         db.set(key, lst)
     return lst
+
+
+def _fit(db: Any, key: bytes, lst: Any) -> None:
+    """After a write that may grow the list: a ListpackList that outgrew one node becomes a
+    deque (at ``key``)."""
+    if type(lst) is ListpackList and not lplist.fits(lst):
+        lplist.to_deque(db, key, lst)
 
 
 def _range(lst: deque, start: int, end: int) -> list[bytes]:
@@ -72,9 +87,11 @@ _PUSH_EVENT = (b"rpush", b"lpush")     # by to_left
 _POP_EVENT = (b"rpop", b"lpop")       # by from_left
 
 
-def _push_handler(one: Any, many: Any, event: bytes) -> Handler:
-    """LPUSH / RPUSH, given the deque methods that add one element / many at the chosen end
-    (``deque.appendleft``/``extendleft`` or ``deque.append``/``extend``): pushGenericCommand."""
+def _push_handler(one: str, many: str, event: bytes) -> Handler:
+    """LPUSH / RPUSH, given the names of the methods that add one element / many at the chosen
+    end (``appendleft``/``extendleft`` or ``append``/``extend``): pushGenericCommand."""
+    one_deque = getattr(deque, one)
+    many_deque = getattr(deque, many)
 
     def push(c: Any, argv: list[bytes]) -> object:
         key = argv[1]
@@ -82,11 +99,13 @@ def _push_handler(one: Any, many: Any, event: bytes) -> Handler:
         lst = db.data.get(key)
         if type(lst) is not deque or (db.expires and key in db.expires):
             lst = _list_for_push(db, key)
+            if type(lst) is ListpackList:
+                return _push_listpack(c, key, lst, argv, one, many, event)
         if len(argv) == 3:
-            one(lst, argv[2])
+            one_deque(lst, argv[2])
             c.core.dirty += 1
         else:
-            many(lst, islice(argv, 2, None))
+            many_deque(lst, islice(argv, 2, None))
             c.core.dirty += len(argv) - 2
         if db.watched:
             db.touch(key)
@@ -97,23 +116,42 @@ def _push_handler(one: Any, many: Any, event: bytes) -> Handler:
     return push
 
 
+def _push_listpack(c: Any, key: bytes, lst: Any, argv: list[bytes], one: str, many: str,
+                   event: bytes) -> int:
+    """A push onto a ListpackList (a new list included), which may outgrow its node."""
+    db = c.db
+    if len(argv) == 3:
+        getattr(lst, one)(argv[2])
+    else:
+        getattr(lst, many)(islice(argv, 2, None))
+    c.core.dirty += len(argv) - 2
+    n = len(lst)
+    _fit(db, key, lst)
+    if db.watched:
+        db.touch(key)
+    if c.core.notify_mask & NOTIFY_LIST:
+        notify(c, NOTIFY_LIST, event, key)
+    return n
+
+
 lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
                 summary="Prepend one or multiple elements to a list", since="1.0.0",
-                acl="list")(_push_handler(deque.appendleft, deque.extendleft, b"lpush"))
+                acl="list")(_push_handler("appendleft", "extendleft", b"lpush"))
 rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
                 summary="Append one or multiple elements to a list", since="1.0.0",
-                acl="list")(_push_handler(deque.append, deque.extend, b"rpush"))
+                acl="list")(_push_handler("append", "extend", b"rpush"))
 
 
-def _pushx(c: Any, argv: list[bytes], many: Any, event: bytes) -> object:
+def _pushx(c: Any, argv: list[bytes], many: str, event: bytes) -> object:
     """LPUSHX / RPUSHX: push only onto an existing list (``many`` as for _push_handler)."""
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         return 0
-    many(lst, islice(argv, 2, None))
+    getattr(lst, many)(islice(argv, 2, None))
     c.core.dirty += len(argv) - 2
+    _fit(db, key, lst)
     if db.watched:
         db.touch(key)
     notify(c, NOTIFY_LIST, event, key)
@@ -124,14 +162,14 @@ def _pushx(c: Any, argv: list[bytes], many: Any, event: bytes) -> object:
          summary="Prepend an element to a list, only if the list exists", since="2.2.0",
          acl="list")
 def lpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, deque.extendleft, b"lpush")
+    return _pushx(c, argv, "extendleft", b"lpush")
 
 
 @command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
          summary="Append an element to a list, only if the list exists", since="2.2.0",
          acl="list")
 def rpushx(c: Any, argv: list[bytes]) -> object:
-    return _pushx(c, argv, deque.extend, b"rpush")
+    return _pushx(c, argv, "extend", b"rpush")
 
 
 # -- pops --------------------------------------------------------------------------------
@@ -144,7 +182,7 @@ def _pop(c: Any, argv: list[bytes], left: bool) -> object:
     count = parse_positive_long(argv[2], POSITIVE) if n == 3 else 0
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         return NULL_ARRAY if n == 3 else None
     if n == 2:
@@ -203,7 +241,7 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
     keys, left, count = _mpop_args(argv, 1)
     db = c.db
     for key in keys:
-        lst = db.lookup_typed(key, deque)
+        lst = db.lookup_typed(key, LIST)
         if not lst:
             continue
         out = _pop_many(lst, count, left)
@@ -217,7 +255,7 @@ def lmpop(c: Any, argv: list[bytes]) -> object:
 
 command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
         summary="Get the length of a list", since="1.0.0", acl="list")(
-    length_command(deque))
+    length_command(LIST))
 
 
 @command("lrange", 4, "readonly", keys=(1, 1, 1), group="list",
@@ -225,7 +263,7 @@ command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list",
 def lrange(c: Any, argv: list[bytes]) -> object:
     start = parse_int(argv[2])
     end = parse_int(argv[3])
-    lst = read_typed(c, argv[1], deque)
+    lst = read_typed(c, argv[1], LIST)
     if lst is None:
         return []
     rng = index_range(start, end, len(lst))
@@ -235,7 +273,7 @@ def lrange(c: Any, argv: list[bytes]) -> object:
 @command("lindex", 3, "readonly", keys=(1, 1, 1), group="list",
          summary="Get an element from a list by its index", since="1.0.0", acl="list")
 def lindex(c: Any, argv: list[bytes]) -> object:
-    lst = read_typed(c, argv[1], deque)
+    lst = read_typed(c, argv[1], LIST)
     if lst is None:
         return None
     index = parse_int(argv[2])
@@ -273,7 +311,7 @@ def lpos(c: Any, argv: list[bytes]) -> object:
         else:
             raise ReplyError(SYNTAX)
         j += 2
-    lst = read_typed(c, argv[1], deque)
+    lst = read_typed(c, argv[1], LIST)
     if lst is None:
         return [] if count != -1 else None
     limit = count
@@ -315,7 +353,7 @@ def lpos(c: Any, argv: list[bytes]) -> object:
 def lset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         raise ReplyError(NO_SUCH_KEY)
     index = parse_int(argv[2])
@@ -323,6 +361,7 @@ def lset(c: Any, argv: list[bytes]) -> object:
     if not -n <= index < n:
         raise ReplyError(INDEX_OUT_OF_RANGE)
     lst[index] = argv[3]
+    _fit(db, key, lst)
     if db.watched:
         db.touch(key)
     notify(c, NOTIFY_LIST, b"lset", key)
@@ -336,7 +375,7 @@ def lrem(c: Any, argv: list[bytes]) -> object:
     toremove = parse_int(argv[2])
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         return 0
     ele = argv[3]
@@ -372,7 +411,7 @@ def ltrim(c: Any, argv: list[bytes]) -> object:
     end = parse_int(argv[3])
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         return OK
     n = len(lst)
@@ -400,7 +439,7 @@ def linsert(c: Any, argv: list[bytes]) -> object:
     after = keyword(argv[2], {b"after": True, b"before": False})
     key = argv[1]
     db = c.db
-    lst = db.lookup_typed(key, deque)
+    lst = db.lookup_typed(key, LIST)
     if lst is None:
         return 0
     try:
@@ -408,11 +447,13 @@ def linsert(c: Any, argv: list[bytes]) -> object:
     except ValueError:
         return -1
     lst.insert(i + 1 if after else i, argv[4])
+    n = len(lst)
+    _fit(db, key, lst)
     if db.watched:
         db.touch(key)
     notify(c, NOTIFY_LIST, b"linsert", key)
     c.core.dirty += 1
-    return len(lst)
+    return n
 
 
 # -- moves -------------------------------------------------------------------------------
@@ -423,18 +464,19 @@ _LEFT = {b"left": True, b"right": False}
 
 def _move(c: Any, src_key: bytes, dst_key: bytes, from_left: bool, to_left: bool) -> object:
     db = c.db
-    src = db.lookup_typed(src_key, deque)
+    src = db.lookup_typed(src_key, LIST)
     if not src:
         return None
-    dst = db.lookup_typed(dst_key, deque)
+    dst = db.lookup_typed(dst_key, LIST)
     v = src.popleft() if from_left else src.pop()
     if dst is None:
-        dst = deque()
+        dst = ListpackList()
         db.set(dst_key, dst)
     if to_left:
         dst.appendleft(v)
     else:
         dst.append(v)
+    _fit(db, dst_key, dst)
     if db.watched:
         db.touch(dst_key)
     notify(c, NOTIFY_LIST, _PUSH_EVENT[to_left], dst_key)
@@ -514,7 +556,7 @@ def _blocking_pop(c: Any, keys: list[bytes], left: bool, timeout_arg: bytes,
         c.propagate_argv = [name, key]
         return [key, v]
 
-    return pop_or_block(c, keys, deque, "list", timeout_arg, pop_now, _serve_pop(left, count))
+    return pop_or_block(c, keys, LIST, "list", timeout_arg, pop_now, _serve_pop(left, count))
 
 
 @command("blpop", -3, "write noscript blocking", keys=(1, -2, 1), group="list",
@@ -551,7 +593,7 @@ def _blocking_move(c: Any, argv: list[bytes], from_left: bool, to_left: bool,
             [b"LMOVE", src, dst, argv[3], argv[4]]
         return v
 
-    return pop_or_block(c, [argv[1]], deque, "list", timeout_arg, move_now,
+    return pop_or_block(c, [argv[1]], LIST, "list", timeout_arg, move_now,
                         _serve_move(dst, from_left, to_left, rpoplpush), denied=None)
 
 

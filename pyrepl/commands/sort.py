@@ -24,6 +24,8 @@ from pyrepl.errors import SYNTAX, WRONGTYPE
 from pyrepl.keyspace.hashttl import HashEx, hidden_from_caller
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
+from pyrepl.keyspace.lplist import ListpackList
+from pyrepl.keyspace.lplist import compact as compact_list
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_LIST, notify
 from pyrepl.resp.types import ReplyError
@@ -120,7 +122,7 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         j += 1
     db = c.db
     value = db.lookup_read(argv[1])
-    if value is not None and type(value) not in (deque, set, IntSet, ZSet):
+    if value is not None and type(value) not in (deque, ListpackList, set, IntSet, ZSet):
         raise ReplyError(WRONGTYPE)
     if value is None:
         value = deque()
@@ -134,8 +136,8 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         start, end = size - 1, size - 2
     end = min(end, size - 1)
 
-    if dontsort and type(value) in (deque, ZSet):
-        ordered = list(value) if type(value) is deque else [m for m, _ in value.items()]
+    if dontsort and type(value) in (deque, ListpackList, ZSet):
+        ordered = list(value) if type(value) is not ZSet else [m for m, _ in value.items()]
         if desc:
             ordered.reverse()
         elements = ordered[start:end + 1] if end >= start else []
@@ -149,8 +151,8 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         if not gets:
             return chosen
         return [_by_pattern(db, g, e) for e in chosen for g in gets]
-    out = deque(chosen) if not gets else \
-        deque(_by_pattern(db, g, e) or b"" for e in chosen for g in gets)
+    out = compact_list(chosen if not gets else
+                       [_by_pattern(db, g, e) or b"" for e in chosen for g in gets])
     if out:
         db.set(storekey, out)            # setKey: any old value and its TTL go
         notify(c, NOTIFY_LIST, b"sortstore", storekey)

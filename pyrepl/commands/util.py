@@ -47,6 +47,7 @@ from pyrepl.commands.table import command
 from pyrepl.core.blocking import KeyWait, parse_timeout
 from pyrepl.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN, parse_int  # noqa: F401  (re-exported)
+from pyrepl.keyspace.db import of_kind
 from pyrepl.keyspace.scan import ScanOptions, parse_cursor, parse_scan_options
 from pyrepl.longdouble import C_SPACE
 from pyrepl.notify import NOTIFY_GENERIC, notify
@@ -222,11 +223,12 @@ def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:
 
 # -- lookups and writes ----------------------------------------------------------------------
 
-def read_typed(c: Any, key: bytes, kind: type) -> Any:
+def read_typed(c: Any, key: bytes, kind: type | frozenset[type]) -> Any:
     """lookupKeyRead + checkType: the value (None if missing), counting keyspace hits and
-    misses; WRONGTYPE when it is not a ``kind``. (Writes use ``Database.lookup_typed``.)"""
+    misses; WRONGTYPE when it is not a ``kind`` (a type, or a frozenset of the types one Redis
+    type is held in). (Writes use ``Database.lookup_typed``.)"""
     v = c.db.lookup_read(key)
-    if v is not None and type(v) is not kind:
+    if v is not None and type(v) is not kind and not of_kind(v, kind):
         raise ReplyError(WRONGTYPE)
     return v
 
@@ -243,7 +245,7 @@ def scan_opening(c: Any, argv: list[bytes], lookup: Callable[[Any, bytes], Any]
     return value, cursor, parse_scan_options(argv, 3)
 
 
-def length_command(kind: type) -> Callable[[Any, list[bytes]], object]:
+def length_command(kind: type | frozenset[type]) -> Callable[[Any, list[bytes]], object]:
     """The handler of STRLEN / LLEN / SCARD / ZCARD: the length of the ``kind`` value at
     argv[1], 0 when there is none (WRONGTYPE for another type)."""
 
@@ -254,7 +256,8 @@ def length_command(kind: type) -> Callable[[Any, list[bytes]], object]:
     return handler
 
 
-def pop_or_block(c: Any, keys: list[bytes], kind: type, type_name: str, timeout_arg: bytes,
+def pop_or_block(c: Any, keys: list[bytes], kind: type | frozenset[type], type_name: str,
+                 timeout_arg: bytes,
                  pop_now: Callable[[bytes, Any], object], serve_later: Callable[..., object],
                  denied: object = NULL_ARRAY) -> object:
     """The shape of Redis's blocking pops (BLPOP, BLMOVE, BZPOPMIN, ...): parse the timeout,

@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.intparse import LLONG_MAX, LLONG_MIN
+from pyrepl.keyspace.db import of_kind
 from pyrepl.longdouble import parse_long_double, round_long_double
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
@@ -113,8 +114,9 @@ class KeyWait(Blocked):
 
     __slots__ = ("db", "keys", "vtype", "serve", "gone")
 
-    def __init__(self, btype: str, db: Database, keys: list[bytes], vtype: type,
-                 deadline: int, serve: ServeFn, gone: object = None) -> None:
+    def __init__(self, btype: str, db: Database, keys: list[bytes],
+                 vtype: type | frozenset[type], deadline: int, serve: ServeFn,
+                 gone: object = None) -> None:
         super().__init__(btype, deadline)
         self.db = db
         self.keys = list(dict.fromkeys(keys))   # a key named twice is waited on once
@@ -289,10 +291,9 @@ class Blocking:
 
     def _serve_key(self, db: Database, key: bytes, value: Any, w: _Waiters) -> None:
         core = self.core
-        vtype = type(value)
         for c in list(w.clients):
             record = c.blocked
-            if not isinstance(record, KeyWait) or record.vtype is not vtype:
+            if not isinstance(record, KeyWait) or not of_kind(value, record.vtype):
                 continue
             try:
                 reply = record.serve(c, key, value)
@@ -313,7 +314,7 @@ class Blocking:
         for c in list(w.clients):
             record = c.blocked
             if isinstance(record, KeyWait) and record.gone is not None and \
-                    type(value) is not record.vtype:
+                    not of_kind(value, record.vtype):
                 self.core.error_reply(c, str(record.gone), c.last_cmd, rejected=False)
                 self.core.unblock(c, record.gone)
 

@@ -229,4 +229,80 @@ static inline Py_ssize_t lp_encode_str(uint8_t *o, const uint8_t *s, Py_ssize_t 
     return size + lp_put_backlen(o + size, size);
 }
 
+/* ------------------------------------------------- a listpack kept in one PyMem block, edited */
+
+static inline uint32_t lp_total(const uint8_t *lp)
+{
+    return (uint32_t)lp[0] | ((uint32_t)lp[1] << 8) | ((uint32_t)lp[2] << 16) |
+        ((uint32_t)lp[3] << 24);
+}
+
+static inline void lp_set_total(uint8_t *lp, Py_ssize_t total)
+{
+    lp[0] = (uint8_t)total;
+    lp[1] = (uint8_t)(total >> 8);
+    lp[2] = (uint8_t)(total >> 16);
+    lp[3] = (uint8_t)(total >> 24);
+}
+
+/* the header's count: the entries, or 65535 (unknown) from there on, as lpLength writes it */
+static inline void lp_set_count(uint8_t *lp, Py_ssize_t entries)
+{
+    unsigned c = entries < 65535 ? (unsigned)entries : 65535;
+    lp[4] = (uint8_t)c;
+    lp[5] = (uint8_t)(c >> 8);
+}
+
+/* An empty listpack (PyMem), or NULL with MemoryError. */
+static inline uint8_t *lp_new(void)
+{
+    uint8_t *lp = PyMem_Malloc(LP_HDR + 1);
+    if (lp == NULL) { PyErr_NoMemory(); return NULL; }
+    lp_set_total(lp, LP_HDR + 1);
+    lp_set_count(lp, 0);
+    lp[LP_HDR] = 0xFF;
+    return lp;
+}
+
+/* Replace the `oldlen` bytes at `pos` of *lpp with room for `newlen`: the tail moves, the block
+ * is resized to the new total, which the header gets (the count is the caller's). 0, or -1
+ * with an exception. */
+static inline int lp_splice(uint8_t **lpp, Py_ssize_t pos, Py_ssize_t oldlen, Py_ssize_t newlen)
+{
+    uint8_t *lp = *lpp;
+    Py_ssize_t total = lp_total(lp), ntotal = total - oldlen + newlen;
+    if (ntotal > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "listpack over 4 GB");
+        return -1;
+    }
+    if (newlen > oldlen) {
+        lp = PyMem_Realloc(lp, ntotal);
+        if (lp == NULL) { PyErr_NoMemory(); return -1; }
+        memmove(lp + pos + newlen, lp + pos + oldlen, total - pos - oldlen);
+    } else if (newlen < oldlen) {
+        memmove(lp + pos + newlen, lp + pos + oldlen, total - pos - oldlen);
+        uint8_t *s = PyMem_Realloc(lp, ntotal);
+        if (s != NULL) lp = s;                 /* (a failed shrink keeps the larger block) */
+    }
+    *lpp = lp;
+    lp_set_total(lp, ntotal);
+    return 0;
+}
+
+/* The start of the entry that ends at `end` (an entry's end: the next one's start, or the
+ * terminator's offset), read from its backlen as lpPrev does. */
+static inline Py_ssize_t lp_prev(const uint8_t *lp, Py_ssize_t end)
+{
+    Py_ssize_t p = end - 1, size = 0, n = 0;
+    int shift = 0;
+    for (;;) {
+        size |= (Py_ssize_t)(lp[p] & 127) << shift;
+        n++;
+        if (!(lp[p] & 128)) break;
+        shift += 7;
+        p--;
+    }
+    return end - n - size;
+}
+
 #endif

@@ -30,62 +30,9 @@ typedef struct {
 static PyTypeObject LPHash_Type;
 #define LPHash_Check(o) Py_IS_TYPE((o), &LPHash_Type)
 
-static inline uint32_t lp_total(const uint8_t *lp)
-{
-    return (uint32_t)lp[0] | ((uint32_t)lp[1] << 8) | ((uint32_t)lp[2] << 16) |
-        ((uint32_t)lp[3] << 24);
-}
-
-static inline void lp_header(uint8_t *lp, uint32_t total, Py_ssize_t entries)
-{
-    lp[0] = (uint8_t)total;
-    lp[1] = (uint8_t)(total >> 8);
-    lp[2] = (uint8_t)(total >> 16);
-    lp[3] = (uint8_t)(total >> 24);
-    unsigned c = entries < 65535 ? (unsigned)entries : 65535;
-    lp[4] = (uint8_t)c;
-    lp[5] = (uint8_t)(c >> 8);
-}
-
-static uint8_t *lp_empty(void)
-{
-    uint8_t *lp = PyMem_Malloc(LP_HDR + 1);
-    if (lp == NULL) { PyErr_NoMemory(); return NULL; }
-    lp_header(lp, LP_HDR + 1, 0);
-    lp[LP_HDR] = 0xFF;
-    return lp;
-}
-
-/* Replace the `oldlen` bytes at `pos` with room for `newlen`: the tail moves, the header's
- * total is set (the count is the caller's). 0, or -1 with MemoryError. */
-static int lp_splice(LPHash *h, Py_ssize_t pos, Py_ssize_t oldlen, Py_ssize_t newlen)
-{
-    Py_ssize_t total = lp_total(h->lp), ntotal = total - oldlen + newlen;
-    if (ntotal > (Py_ssize_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "listpack over 4 GB");
-        return -1;
-    }
-    uint8_t *lp = h->lp;
-    if (newlen > oldlen) {
-        lp = PyMem_Realloc(lp, ntotal);
-        if (lp == NULL) { PyErr_NoMemory(); return -1; }
-        memmove(lp + pos + newlen, lp + pos + oldlen, total - pos - oldlen);
-    } else if (newlen < oldlen) {
-        memmove(lp + pos + newlen, lp + pos + oldlen, total - pos - oldlen);
-        uint8_t *s = PyMem_Realloc(lp, ntotal);
-        if (s != NULL) lp = s;                 /* (a failed shrink keeps the larger block) */
-    }
-    h->lp = lp;
-    lp[0] = (uint8_t)ntotal;                   /* the total; the count is the caller's */
-    lp[1] = (uint8_t)(ntotal >> 8);
-    lp[2] = (uint8_t)(ntotal >> 16);
-    lp[3] = (uint8_t)(ntotal >> 24);
-    return 0;
-}
-
 static inline void set_count(LPHash *h)
 {
-    lp_header(h->lp, lp_total(h->lp), h->n * 2);
+    lp_set_count(h->lp, h->n * 2);
 }
 
 /* Is entry `it` the n bytes at s (iv: their integer value when they are canonical)? */
@@ -175,7 +122,7 @@ static int lphash_set_as(LPHash *h, PyObject *key, PyObject *value, int fit)
             r = -2;
             goto out;
         }
-        r = lp_splice(h, val.start, vend - val.start, vlen);
+        r = lp_splice(&h->lp, val.start, vend - val.start, vlen);
         if (r == 0) memcpy(h->lp + val.start, enc, vlen);
     } else if (fit && h->n + 1 > max_entries) {
         r = -2;
@@ -190,7 +137,7 @@ static int lphash_set_as(LPHash *h, PyObject *key, PyObject *value, int fit)
         }
         Py_ssize_t klen = lp_encode_str(kenc, (const uint8_t *)PyBytes_AS_STRING(key), kn);
         Py_ssize_t end = lp_total(h->lp) - 1;
-        r = lp_splice(h, end, 0, klen + vlen);
+        r = lp_splice(&h->lp, end, 0, klen + vlen);
         if (r == 0) {
             memcpy(h->lp + end, kenc, klen);
             memcpy(h->lp + end + klen, enc, vlen);
@@ -216,7 +163,7 @@ static int lphash_del(LPHash *h, PyObject *key)
     Py_ssize_t fpos, vend;
     item_t val;
     if (!find(h, key, &fpos, &val, &vend)) return 0;
-    if (lp_splice(h, fpos, vend - fpos, 0) < 0) return -1;
+    if (lp_splice(&h->lp, fpos, vend - fpos, 0) < 0) return -1;
     h->n--;
     set_count(h);
     return 1;
@@ -279,7 +226,7 @@ static PyObject *LPHash_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTuple(args, "|O:ListpackHash", &src)) return NULL;
     LPHash *h = (LPHash *)type->tp_alloc(type, 0);
     if (h == NULL) return NULL;
-    if ((h->lp = lp_empty()) == NULL) { Py_DECREF(h); return NULL; }
+    if ((h->lp = lp_new()) == NULL) { Py_DECREF(h); return NULL; }
     if (src != NULL && fill(h, src) < 0) { Py_DECREF(h); return NULL; }
     return (PyObject *)h;
 }
@@ -411,7 +358,7 @@ static PyObject *LPHash_copy(LPHash *h, PyObject *unused)
 
 static PyObject *LPHash_clear(LPHash *h, PyObject *unused)
 {
-    uint8_t *lp = lp_empty();
+    uint8_t *lp = lp_new();
     if (lp == NULL) return NULL;
     PyMem_Free(h->lp);
     h->lp = lp;

@@ -1,7 +1,8 @@
 """One numbered database: a table of keys plus a table of absolute expiry times (unix ms).
 
 Theory of operation: values are plain Python objects chosen for speed —
-``bytes`` (string), ``collections.deque`` (list), ``dict`` (hash), ``set`` (set) and
+``bytes`` (string), ``collections.deque`` (list; a small one a ``ListpackList``), ``dict``
+(hash; a small one a ``ListpackHash``), ``set`` (set; one of integers an ``IntSet``) and
 :class:`pyrepl.keyspace.zset.ZSet` (sorted set). Every read goes through :meth:`lookup`, which
 applies lazy expiry: on a master an expired key is deleted and a ``DEL`` is propagated so
 replicas stay in step; a replica never deletes on its own clock and only hides the key from
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.lphash import ListpackHash
+from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
@@ -43,6 +45,7 @@ WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 TYPE_NAMES: dict[type, bytes] = {
     bytes: b"string",
     deque: b"list",
+    ListpackList: b"list",
     dict: b"hash",
     ListpackHash: b"hash",
     set: b"set",
@@ -53,6 +56,12 @@ TYPE_NAMES: dict[type, bytes] = {
 
 def type_name(value: object) -> bytes:
     return TYPE_NAMES[type(value)]
+
+
+def of_kind(value: object, kind: type | frozenset[type]) -> bool:
+    """Is ``value`` a ``kind``: a type, or a frozenset of the types one Redis type is held in
+    (a list: a ListpackList or a deque)?"""
+    return type(value) is kind or (type(kind) is frozenset and type(value) in kind)
 
 
 class Database:
@@ -158,10 +167,11 @@ class Database:
         if core.notify_mask & NOTIFY_KEY_MISS:
             keyspace_event(core, NOTIFY_KEY_MISS, b"keymiss", key, self.id)
 
-    def lookup_typed(self, key: bytes, kind: type) -> Any:
-        """The value of ``key`` if it has type ``kind``, None if missing; WRONGTYPE otherwise."""
+    def lookup_typed(self, key: bytes, kind: type | frozenset[type]) -> Any:
+        """The value of ``key`` if it is a ``kind`` (:func:`of_kind`), None if missing;
+        WRONGTYPE otherwise."""
         v = self.lookup(key)
-        if v is not None and type(v) is not kind:
+        if v is not None and type(v) is not kind and not of_kind(v, kind):
             raise ReplyError(WRONGTYPE)
         return v
 

@@ -18,7 +18,8 @@ when the buffer is compacted, up to and including the EOF opcode, then compared 
 little-endian checksum that follows (0 means "saved without checksum"). After ``End`` the reader
 ignores further input and exposes it as ``unused_data``.
 
-Values come out in the shapes of the in-memory model: string ``bytes``, list ``deque[bytes]``,
+Values come out in the shapes of the in-memory model: string ``bytes``, list a
+:data:`pyrepl.keyspace.lplist.ListpackList` or a ``deque[bytes]`` (one quicklist node's worth or more),
 set an :data:`pyrepl.keyspace.intset.IntSet` or a ``set[bytes]`` (as Redis 7.0 loads it), hash a :data:`pyrepl.keyspace.lphash.ListpackHash` or a ``dict[bytes, bytes]``
 (as Redis 7.0 loads it: a listpack within the hash-max-listpack-* limits), sorted set ``ZSet``; integers held by compact
 encodings become their decimal bytes. Every compact encoding Redis has written is read:
@@ -38,7 +39,6 @@ into per-db KeyTables (or dicts) without building an event object per key. Any e
 from __future__ import annotations
 
 import struct
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +49,7 @@ from pyrepl.keyspace.intset import compact as compact_set
 from pyrepl.keyspace.intset import limits as intset_limits
 from pyrepl.keyspace.ktable import KeyTable, given_age
 from pyrepl.keyspace.lphash import compact as compact_hash
+from pyrepl.keyspace.lplist import compact as compact_list
 from pyrepl.keyspace.stream import (
     MASK64,
     SCG_INVALID_ENTRIES_READ,
@@ -448,14 +449,14 @@ def _read_quicklist_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
 
 
 def _finish_list(t: int, elements: list[bytes]) -> Any:
-    return deque(elements) if elements else _SKIP
+    return compact_list(elements) if elements else _SKIP
 
 
 def _finish_quicklist(t: int, nodes: list[list[bytes]]) -> Any:
-    items: deque[bytes] = deque()
+    items: list[bytes] = []
     for node in nodes:
         items.extend(node)
-    return items if items else _SKIP
+    return compact_list(items) if items else _SKIP
 
 
 def _finish_set(t: int, elements: list[bytes]) -> Any:
@@ -1038,7 +1039,7 @@ class RdbDecoder:
             return _make_set([_as_bytes(e) for e in entries]) if entries else _SKIP
         if t == RDB_TYPE_LIST_ZIPLIST:
             entries = ziplist_entries(blob)
-            return deque([_as_bytes(e) for e in entries]) if entries else _SKIP
+            return compact_list([_as_bytes(e) for e in entries]) if entries else _SKIP
         if t == RDB_TYPE_HASH_ZIPMAP:
             fields = zipmap_pairs(blob)
             h = dict(fields)

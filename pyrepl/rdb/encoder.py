@@ -13,7 +13,8 @@ binary little-endian double scores). Redis converts them to its compact encoding
 A hash the keyspace holds as a listpack (pyrepl.keyspace.lphash) is written as
 RDB_TYPE_HASH_LISTPACK (16, what Redis 7.0 writes for it), its listpack copied as it is; a set
 of integers held as an intset (pyrepl.keyspace.intset) as RDB_TYPE_SET_INTSET (11), its bytes as
-they are.
+they are; a list held as one listpack (pyrepl.keyspace.lplist) as RDB_TYPE_LIST_QUICKLIST_2
+(18) of that one node.
 A hash with field TTLs (Redis 7.4+) is written as RDB_TYPE_HASH_LISTPACK_EX (25: the minimum
 field expiry, then a listpack of field, value, expiry-or-0 triples in the hash's order) when
 small, else as RDB_TYPE_HASH_METADATA (24: the minimum field expiry, then per field its expiry
@@ -49,9 +50,11 @@ from pyrepl.keyspace.hashttl import HashEx, has_field_ttls
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable, saved_age, saving_ages
 from pyrepl.keyspace.lphash import ListpackHash
+from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import MASK64, Stream
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.constants import (
+    QUICKLIST_NODE_CONTAINER_PACKED,
     RDB_OPCODE_AUX,
     RDB_OPCODE_EOF,
     RDB_OPCODE_EXPIRETIME_MS,
@@ -65,6 +68,7 @@ from pyrepl.rdb.constants import (
     RDB_TYPE_HASH_LISTPACK_EX,
     RDB_TYPE_HASH_METADATA,
     RDB_TYPE_LIST,
+    RDB_TYPE_LIST_QUICKLIST_2,
     RDB_TYPE_SET,
     RDB_TYPE_SET_INTSET,
     RDB_TYPE_STREAM_LISTPACKS_2,
@@ -103,6 +107,8 @@ def encode_len(n: int) -> bytes:
 
 # Length prefixes for short strings, alone and with each type byte in front.
 _LEN = [encode_len(i) for i in range(16384)]
+# a quicklist's node count (1) and its one node's container (packed: a listpack)
+_ONE_PACKED_NODE = encode_len(1) + encode_len(QUICKLIST_NODE_CONTAINER_PACKED)
 _TLEN = {t: [bytes((t,)) + p for p in _LEN] for t in
          (RDB_TYPE_STRING, RDB_TYPE_LIST, RDB_TYPE_SET, RDB_TYPE_HASH, RDB_TYPE_ZSET_2)}
 _INT_START = frozenset(b"-0123456789")
@@ -203,6 +209,9 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
     parts: list[bytes] = []
     append = parts.append
     t = type(v)
+    if t is ListpackList:   # a quicklist of one packed node (rdbSaveObject)
+        body = _ONE_PACKED_NODE + encode_string(v.to_listpack())
+        return RDB_TYPE_LIST_QUICKLIST_2, [body], len(body)
     if t is deque or t is list:
         append(encode_len(len(v)))
         return RDB_TYPE_LIST, parts, _put_strings(append, v) + 9

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pyrepl.keyspace import intset, lphash, lplist
 from pyrepl.keyspace.digest import dataset_digest, key_digest
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.rdb.decoder import load_rdb_file
@@ -41,10 +42,24 @@ class Db:
         self.expires = expires if expires is not None else {}
 
 
-def to_dbs(dataset: list[dict[bytes, tuple[Any, int | None]]], ndbs: int = 16) -> list[Db]:
+def compacted(v: Any) -> Any:
+    """The value as the keyspace holds it: a small hash a ListpackHash, a small set of
+    integers an IntSet, a small list a ListpackList (what the RDB writes as Redis's listpack,
+    intset and quicklist encodings)."""
+    if type(v) is dict:
+        return lphash.compact(v)
+    if type(v) is set:
+        return intset.compact(v)
+    if type(v) is deque:
+        return lplist.compact(list(v))
+    return v
+
+
+def to_dbs(dataset: list[dict[bytes, tuple[Any, int | None]]], ndbs: int = 16,
+           compact: bool = False) -> list[Db]:
     out = [Db() for _ in range(ndbs)]
     for i, db in enumerate(dataset):
-        out[i].data = {k: v for k, (v, _e) in db.items()}
+        out[i].data = {k: compacted(v) if compact else v for k, (v, _e) in db.items()}
         out[i].expires = {k: e for k, (_v, e) in db.items() if e is not None}
     return out
 
@@ -142,10 +157,18 @@ def random_dataset(seed: int) -> list[dict[bytes, tuple[Any, int | None]]]:
 
 # -- files pyrepl writes --------------------------------------------------------------------
 
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compact"])
 @pytest.mark.parametrize("which", ["golden", "random"])
-def test_redis_check_rdb_and_redis_server_accept_our_file(which: str, tmp_path: Any) -> None:
+def test_redis_check_rdb_and_redis_server_accept_our_file(which: str, compact: bool,
+                                                          tmp_path: Any) -> None:
+    """Our file, its values as the keyspace's plain types or as its compact ones (listpack
+    hashes and lists, intsets, written as Redis's encodings): redis-check-rdb and
+    redis-server read every key back."""
     dataset = gold.golden_dataset() if which == "golden" else random_dataset(7)
-    dbs = to_dbs(dataset)
+    dbs = to_dbs(dataset, compact=compact)
+    if compact:
+        kinds = {type(v) for db in dbs for v in db.data.values()}
+        assert {lphash.ListpackHash, intset.IntSet, lplist.ListpackList} <= kinds, kinds
     path = str(tmp_path / "ours.rdb")
     save_rdb_file(path, dbs, aux={"repl-id": "c" * 40, "repl-offset": 1234}, now_ms=NOW)
     check = subprocess.run(["redis-check-rdb", path], capture_output=True, text=True,
