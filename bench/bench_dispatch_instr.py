@@ -40,6 +40,15 @@ CASES = {
     "INCR": lambda i: _enc(b"INCR", b"counter:%d" % (i % 100)),
     # as redis-benchmark -r: one list / hash / sorted set, random members (and scores)
     "LPUSH": lambda i: _enc(b"LPUSH", b"mylist", b"xxx"),
+    # 1,000 small lists (a listpack each, one quicklist node in Redis), pushed round robin
+    "LPUSH1K": lambda i: _enc(b"LPUSH", b"list:%d" % (i % 1000), b"xxx"),
+    # reads of small containers (filled first: PREFILL), the shapes Redis packs: a hash of 16
+    # fields, a set of 100 integers (half the lookups miss), a list of 50 elements
+    "HGET16": lambda i: _enc(b"HGET", b"smallhash", b"element:%d" % (i % 16)),
+    "HGETALL16": lambda i: _enc(b"HGETALL", b"smallhash"),
+    "SISMEMBER": lambda i: _enc(b"SISMEMBER", b"intset", b"%d" % (i % 200)),
+    "LINDEX": lambda i: _enc(b"LINDEX", b"smalllist", b"%d" % (i % 50)),
+    "LRANGE10": lambda i: _enc(b"LRANGE", b"smalllist", b"0", b"9"),
     "HSET": lambda i: _enc(b"HSET", b"myhash", b"element:%d" % (i % 10000), b"xxx"),
     # a small hash (16 fields): a listpack in Redis, and in pyrepl since issue 37
     "HSET16": lambda i: _enc(b"HSET", b"smallhash", b"element:%d" % (i % 16), b"xxx"),
@@ -161,7 +170,17 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
         protos.append(p)
     if name == "GET":   # hits, as redis-benchmark's GET after its SET (-t set,get)
         protos[0].data_received(b"".join(_pipelines(CASES["SET"], 16)))
+    fill = PREFILL.get(name)
+    if fill is not None:
+        protos[0].data_received(fill)
     return core, protos, _pipelines(CASES[name], pipeline)
+
+
+# What the read cases find: the small hash, the set of integers, the list.
+PREFILL = dict.fromkeys(("HGET16", "HGETALL16"), b"".join(CASES["HSET16"](i) for i in range(16)))
+PREFILL["SISMEMBER"] = _enc(b"SADD", b"intset", *(b"%d" % (2 * i) for i in range(100)))
+PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" % i
+                                                                          for i in range(50)))
 
 
 def shell_run(core: Any, protos: list[Any], chunks: list[bytes], n: int, pipeline: int,
