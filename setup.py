@@ -8,9 +8,10 @@ commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeep
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
 in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
 pymalloc's pools: "Memory accounting (issue 37 part 1)"), a sealed stream node's decoding
-(pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash as one
-listpack (pyrepl/keyspace/_lphash.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c:
-"Small hashes as listpacks (issue 37 part 4)") and a request's dispatch around its
+(pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash, a set of
+integers and a small list in Redis's own encodings (pyrepl/keyspace/_lphash.c, _intset.c,
+_lplist.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c: "Small containers in
+Redis's encodings (issue 37 part 4)") and a request's dispatch around its
 handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
@@ -19,7 +20,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same eleven: tests/unit/test_native.py checks it)."""
+lists the same thirteen: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
