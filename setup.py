@@ -9,8 +9,8 @@ commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeep
 in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
 pymalloc's pools: "Memory accounting (issue 37 part 1)"), a sealed stream node's decoding
 (pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash, a set of
-integers and a small list in Redis's own encodings (pyrepl/keyspace/_lphash.c, _intset.c,
-_lplist.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c: "Small containers in
+integers, a small list and a small sorted set in Redis's own encodings
+(pyrepl/keyspace/_lphash.c, _intset.c, _lplist.c, _lpzset.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c: "Small containers in
 Redis's encodings (issue 37 part 4)") and a request's dispatch around its
 handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
@@ -20,7 +20,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same thirteen: tests/unit/test_native.py checks it)."""
+lists the same fourteen: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -42,7 +42,8 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"],
               depends=["pyrepl/_slots.h", "pyrepl/keyspace/_ktable.h", "pyrepl/_memacct.h",
-                       "pyrepl/keyspace/_lphash.h", "pyrepl/keyspace/_lplist.h"],
+                       "pyrepl/keyspace/_lphash.h", "pyrepl/keyspace/_lplist.h",
+                       "pyrepl/keyspace/_lpzset.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._memacct", ["pyrepl/_memacct.c"], depends=["pyrepl/_memacct.h"],
               extra_compile_args=["-O2"], optional=True),
@@ -58,6 +59,9 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               depends=["pyrepl/keyspace/_listpack.h"], extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._lplist", ["pyrepl/keyspace/_lplist.c"],
               depends=["pyrepl/keyspace/_listpack.h", "pyrepl/keyspace/_lplist.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._lpzset", ["pyrepl/keyspace/_lpzset.c"],
+              depends=["pyrepl/keyspace/_listpack.h", "pyrepl/keyspace/_lpzset.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._ktable", ["pyrepl/keyspace/_ktable.c"],
               depends=["pyrepl/keyspace/_ktable.h"], extra_compile_args=["-O2"], optional=True),

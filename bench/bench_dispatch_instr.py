@@ -52,6 +52,9 @@ CASES = {
     "HSET": lambda i: _enc(b"HSET", b"myhash", b"element:%d" % (i % 10000), b"xxx"),
     # a small hash (16 fields): a listpack in Redis, and in pyrepl since issue 37
     "HSET16": lambda i: _enc(b"HSET", b"smallhash", b"element:%d" % (i % 16), b"xxx"),
+    # a small sorted set (16 members): a listpack in Redis, and in pyrepl since issue 37
+    "ZADD16": lambda i: _enc(b"ZADD", b"smallzset", b"%d" % (i * 7919 % 100),
+                             b"element:%d" % (i % 16)),
     "ZADD": lambda i: _enc(b"ZADD", b"myzset", b"%d" % (i * 7919 % 100000),
                            b"element:%d" % (i * 31 % 10000)),
 }

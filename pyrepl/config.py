@@ -929,9 +929,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("aclfile", "", mutable=False),
     Directive("acllog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),
     _enum("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
-    # encodings: hashes, sets of integers and small lists are kept as Redis keeps them
-    # (pyrepl.keyspace.lphash, .intset, .lplist); the other types keep pyrepl's own shapes
-    # (OBJECT ENCODING answers what Redis would hold)
+    # encodings: small hashes, sets of integers, small lists and small sorted sets are kept as
+    # Redis keeps them (pyrepl.keyspace.lphash, .intset, .lplist, .zset)
     Directive("hash-max-listpack-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True,
               aliases=("hash-max-ziplist-entries",)),
     Directive("hash-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
@@ -940,9 +939,9 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("list-compress-depth", "0", 0, INT_MAX, noop=True),
     Directive("set-max-intset-entries", "int", "512", lo=0, hi=LLONG_MAX, unsigned=True),
     Directive("zset-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
-              aliases=("zset-max-ziplist-entries",), noop=True),
+              aliases=("zset-max-ziplist-entries",)),
     Directive("zset-max-listpack-value", "memory", "64", lo=0, hi=LLONG_MAX, unsigned=True,
-              aliases=("zset-max-ziplist-value",), noop=True),
+              aliases=("zset-max-ziplist-value",)),
     Directive("hll-sparse-max-bytes", "memory", "3000", lo=0, hi=LLONG_MAX, unsigned=True),
     Directive("stream-node-max-bytes", "memory", "4096", lo=0, hi=LLONG_MAX, unsigned=True),
     _int("stream-node-max-entries", "100", 0, LLONG_MAX),

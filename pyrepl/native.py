@@ -37,6 +37,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._lphash",
     "pyrepl.keyspace._intset",
     "pyrepl.keyspace._lplist",
+    "pyrepl.keyspace._lpzset",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -61,7 +61,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import Stream, id_str
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.rdb.encoder import DbLike
 from pyrepl.resp.reader import string2ll
 from pyrepl.resp.writer import encode_command, format_double
@@ -158,7 +158,7 @@ def value_commands(key: bytes, v: Any, now_ms: int) -> Iterable[list[bytes]]:
         return _variadic(b"SADD", key, iter(v))     # (ascending, as Redis rewrites an intset)
     if t is set or t is frozenset:
         return _variadic(b"SADD", key, iter(set_members(v)))
-    if t is ZSet:
+    if t is ZSet or t is ListpackZSet:
         return _variadic_pairs(b"ZADD", key,
                                ((format_double(s), m) for m, s in v.items()))
     if t is dict or t is ListpackHash or t is HashEx:

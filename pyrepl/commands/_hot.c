@@ -25,6 +25,7 @@
 #include "../keyspace/_ktable.h"
 #include "../keyspace/_lphash.h"
 #include "../keyspace/_lplist.h"
+#include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
 static const char *const handler_names[H_N] = {
@@ -52,6 +53,7 @@ static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
 static LPHash_CAPI *lh;         /* small hashes (pyrepl/keyspace/_lphash.h) */
 static LPList_CAPI *ll;         /* small lists (pyrepl/keyspace/_lplist.h) */
+static LPZSet_CAPI *lz;         /* small sorted sets (pyrepl/keyspace/_lpzset.h) */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
    handlers maps each name above to its Python handler. */
@@ -96,6 +98,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (lh->version != LPHASH_CAPI_VERSION) {
         lh = NULL;
         PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lphash: another C API version");
+        return NULL;
+    }
+    if (lz == NULL && (lz = PyCapsule_Import(LPZSET_CAPSULE, 0)) == NULL)
+        return NULL;
+    if (lz->version != LPZSET_CAPI_VERSION) {
+        lz = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lpzset: another C API version");
         return NULL;
     }
     if (ll == NULL && (ll = PyCapsule_Import(LPLIST_CAPSULE, 0)) == NULL)
@@ -331,6 +340,17 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         score = score * 10 + (d - '0');
     }
     z = kt->get(h.data, h.key);
+    if (z != NULL && PyObject_TypeCheck(z, lz->type) &&
+            PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
+        Py_INCREF(z);
+        int r = lz->set_score_fit(z, PyList_GET_ITEM(args[1], 3), (double)score);
+        Py_DECREF(z);
+        if (r == -2)
+            return reference(H_ZADD, args, nargs);  /* (it becomes a skiplist) */
+        if (r < 0)
+            return NULL;
+        return r == 0 ? PyLong_FromLong(0) : dirtied(&h, PyLong_FromLong(r == 1));
+    }
     if (z == NULL || Py_TYPE(z) != zset_type)
         return PyErr_Occurred() ? NULL : reference(H_ZADD, args, nargs);
     PyObject *f = PyFloat_FromDouble((double)score);

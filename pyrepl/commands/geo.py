@@ -37,7 +37,8 @@ from pyrepl.commands.util import (
 from pyrepl.commands.zsets import member_scores, zadd
 from pyrepl.errors import SYNTAX
 from pyrepl.keyspace import geohash as gh
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace import zset as zsets
+from pyrepl.keyspace.zset import ZSETS, ZSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_ZSET, notify
 from pyrepl.resp.types import NULL_ARRAY, Raw, ReplyError
 
@@ -92,7 +93,7 @@ def _box_arg(argv: list[bytes], i: int) -> tuple[float, float, float]:
 
 def _member_lonlat(z: ZSet, member: bytes) -> tuple[float, float]:
     """longLatFromMember."""
-    score = z.dict.get(member)
+    score = z.score(member)
     if score is None:
         raise ReplyError(MEMBER_ERR)
     return gh.decode_score(score)
@@ -161,7 +162,7 @@ def geodist(c: Any, argv: list[bytes]) -> object:
         to_meter = _unit(argv[4])
     elif len(argv) > 5:
         raise ReplyError(SYNTAX)
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return None
     s1 = z.dict.get(argv[2])
@@ -350,7 +351,7 @@ def _sorted_points(points: list[Point], sort: int, returned: int) -> list[Point]
 
 def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> object:
     """georadiusGeneric: every search command, in Redis's order of checks."""
-    z = read_typed(c, argv[src], ZSet)
+    z = read_typed(c, argv[src], ZSETS)
     storekey: bytes | None = None
     storedist = False
     kind = 0
@@ -482,7 +483,7 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
 
     if returned:
         pairs = [(p[4], p[2] / conversion if storedist else p[3]) for p in points[:returned]]
-        db.set(storekey, ZSet.from_items(pairs))
+        db.set(storekey, zsets.compact(pairs))
         notify(c, NOTIFY_ZSET, b"geosearchstore" if search else b"georadiusstore", storekey)
         c.core.dirty += returned
     elif db.delete(storekey):

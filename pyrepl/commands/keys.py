@@ -46,7 +46,7 @@ from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_GENERIC, keyspace_event, notify
 from pyrepl.resp.types import OK, ReplyError, Status
 
@@ -343,7 +343,7 @@ def _dup(v: Any) -> Any:
         return set(v)
     if t is IntSet:
         return v.copy()
-    if t is ZSet or t is Stream:
+    if t is ZSet or t is ListpackZSet or t is Stream:
         return v.copy()
     raise ReplyError("ERR unknown type object")
 
@@ -476,11 +476,9 @@ def encoding_name(c: Any, v: Any) -> bytes:
         return b"intset"
     if t is set:
         return b"hashtable"
+    if t is ListpackZSet:
+        return b"listpack"
     if t is ZSet:
-        if len(v) <= _cfg(c, "zset_max_listpack_entries", 128):
-            limit = _cfg(c, "zset_max_listpack_value", 64)
-            if all(len(m) <= limit for m in v.dict):
-                return b"listpack"
         return b"skiplist"
     if t is Stream:
         return b"stream"

@@ -26,7 +26,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.lplist import compact as compact_list
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ZSETS, ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_LIST, notify
 from pyrepl.resp.types import ReplyError
 
@@ -122,7 +122,8 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         j += 1
     db = c.db
     value = db.lookup_read(argv[1])
-    if value is not None and type(value) not in (deque, ListpackList, set, IntSet, ZSet):
+    if value is not None and type(value) not in (deque, ListpackList, set, IntSet, ZSet,
+                                                 ListpackZSet):
         raise ReplyError(WRONGTYPE)
     if value is None:
         value = deque()
@@ -136,14 +137,14 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         start, end = size - 1, size - 2
     end = min(end, size - 1)
 
-    if dontsort and type(value) in (deque, ListpackList, ZSet):
-        ordered = list(value) if type(value) is not ZSet else [m for m, _ in value.items()]
+    if dontsort and type(value) in (deque, ListpackList, ZSet, ListpackZSet):
+        ordered = [m for m, _ in value.items()] if type(value) in ZSETS else list(value)
         if desc:
             ordered.reverse()
         elements = ordered[start:end + 1] if end >= start else []
         start, end = 0, len(elements) - 1
     else:
-        elements = list(value) if type(value) is not ZSet else [m for m, _ in value.items()]
+        elements = [m for m, _ in value.items()] if type(value) in ZSETS else list(value)
         if not dontsort:
             elements = _sorted(c, db, elements, sortby, alpha, desc, storekey is not None)
     chosen = elements[start:end + 1] if end >= start else []

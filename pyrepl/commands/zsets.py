@@ -66,9 +66,10 @@ from pyrepl.commands.util import (
     strtod_full,
 )
 from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
+from pyrepl.keyspace import zset as zsets
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.scan import scan_page
-from pyrepl.keyspace.zset import ADDED, ZSet
+from pyrepl.keyspace.zset import ADDED, ZSETS, ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_ZSET, notify
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
 
@@ -286,10 +287,12 @@ def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
     if z is None:
         if flags & _XX:
             return None if flags & _INCR else 0
-        z = ZSet()
+        z = zsets.new_for(argv[j + 1])
         db.add(key, z)
-    elif type(z) is not ZSet:
+    elif type(z) not in ZSETS:
         raise wrongtype()
+    if type(z) is ListpackZSet:
+        return _zadd_flags(c, argv, j, flags, scores, z, key)
     if not flags:  # plain ZADD
         added = 0
         changed = 0
@@ -309,18 +312,18 @@ def _zadd_generic(c: Any, argv: list[bytes], flags: int) -> object:
     return _zadd_flags(c, argv, j, flags, scores, z, key)
 
 
-def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[float], z: ZSet,
+def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[float], z: Any,
                 key: bytes) -> object:
     incr = flags & _INCR
     nx, xx = flags & _NX, flags & _XX
     gt, lt = flags & _GT, flags & _LT
     added = updated = processed = 0
     score = 0.0
-    d = z.dict
+    db = c.db
     for k in range(len(scores)):
         score = scores[k]
         m = argv[j + 2 * k + 1]
-        cur = d.get(m)
+        cur = z.score(m)
         if cur is not None:
             if nx:
                 continue
@@ -337,6 +340,7 @@ def _zadd_flags(c: Any, argv: list[bytes], j: int, flags: int, scores: list[floa
                 z.add(m, score)
                 updated += 1
         elif not xx:
+            z = zsets.room_for(db, key, z, m)
             z.add(m, score)
             added += 1
             processed += 1
@@ -362,7 +366,7 @@ def zadd(c: Any, argv: list[bytes]) -> object:
             key = argv[1]
             z = db.data.get(key)
             if type(z) is not ZSet or db.expires:   # new, another type, or TTLs to check
-                z = _zadd_target(db, key)
+                z = zsets.room_for(db, key, _zadd_target(db, key, argv[3]), argv[3])
             r = z.set_score(argv[3], float(s))
             if r:
                 core = c.core
@@ -376,14 +380,14 @@ def zadd(c: Any, argv: list[bytes]) -> object:
     return _zadd_generic(c, argv, 0)
 
 
-def _zadd_target(db: Any, key: bytes) -> ZSet:
-    """The sorted set ZADD writes to: the key's (a lookup, which expires it if due), a new
-    one stored at the key, or WRONGTYPE."""
+def _zadd_target(db: Any, key: bytes, member: bytes) -> Any:
+    """The sorted set ZADD writes ``member`` to: the key's (a lookup, which expires it if
+    due), a new one stored at the key, or WRONGTYPE."""
     z = db.lookup(key)
     if z is None:
-        z = ZSet()
+        z = zsets.new_for(member)
         db.add(key, z)
-    elif type(z) is not ZSet:
+    elif type(z) not in ZSETS:
         raise wrongtype()
     return z
 
@@ -401,23 +405,27 @@ def zincrby(c: Any, argv: list[bytes]) -> object:
          summary="Remove one or more members from a sorted set", since="1.2.0")
 def zrem(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
-    return remove_members(c, key, c.db.lookup_typed(key, ZSet), argv[2:], ZSet.remove,
+    return remove_members(c, key, c.db.lookup_typed(key, ZSETS), argv[2:], _remove_member,
                           NOTIFY_ZSET, b"zrem")
+
+
+def _remove_member(z: Any, member: bytes) -> bool:
+    return z.remove(member)
 
 
 command("zcard", 2, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
         summary="Get the number of members in a sorted set", since="1.2.0")(
-    length_command(ZSet))
+    length_command(ZSETS))
 
 
 @command("zscore", 3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
          summary="Get the score associated with the given member in a sorted set",
          since="1.2.0")
 def zscore(c: Any, argv: list[bytes]) -> object:
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return None
-    return z.dict.get(argv[2])
+    return z.score(argv[2])
 
 
 @command("zmscore", -3, "readonly fast", keys=(1, 1, 1), group="sorted-set", acl="sortedset",
@@ -430,13 +438,13 @@ def zmscore(c: Any, argv: list[bytes]) -> object:
 def member_scores(c: Any, argv: list[bytes]) -> list[float | None]:
     """ZMSCORE (and GEOPOS / GEOHASH): the score of each member of argv[2:] in the sorted set
     at argv[1], None for a member (or a key) that is missing."""
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     scores = {} if z is None else z.dict
     return [scores.get(m) for m in argv[2:]]
 
 
 def _zrank(c: Any, argv: list[bytes], reverse: bool) -> object:
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return None
     r = z.rank(argv[2])
@@ -457,7 +465,7 @@ variants(_zrank, (
          since="2.0.0")
 def zcount(c: Any, argv: list[bytes]) -> object:
     lo, loex, hi, hiex = parse_score_range(argv[2], argv[3])
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return 0
     n = z.score_stop(hi, hiex) - z.score_start(lo, loex)
@@ -469,7 +477,7 @@ def zcount(c: Any, argv: list[bytes]) -> object:
                                   "given lexicographical range", since="2.8.9")
 def zlexcount(c: Any, argv: list[bytes]) -> object:
     lo, hi = parse_lex_range(argv[2], argv[3])
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return 0
     i = lex_first(z, lo, hi)
@@ -611,7 +619,7 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
         if store:
             return store_or_delete(c, argv[1], ZSet(), NOTIFY_ZSET, b"zrangestore")
         return EMPTY
-    if type(z) is not ZSet:
+    if type(z) not in ZSETS:
         raise wrongtype()
     if rangetype == RANK:
         items = _select_rank(z, start, end, reverse)
@@ -620,7 +628,7 @@ def zrange_generic(c: Any, argv: list[bytes], argc_start: int, store: bool, rang
     else:
         items = _select_lex(z, lo, hi, offset, limit, reverse)
     if store:
-        return store_or_delete(c, argv[1], ZSet.from_items((m, s) for s, m in items),
+        return store_or_delete(c, argv[1], zsets.compact((m, s) for s, m in items),
                                NOTIFY_ZSET, b"zrangestore")
     if withscores:
         return _with_scores(items, c.proto)
@@ -633,7 +641,7 @@ def zrange(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 4:  # the common ZRANGE key start stop
         start = parse_int(argv[2])
         end = parse_int(argv[3])
-        z = read_typed(c, argv[1], ZSet)
+        z = read_typed(c, argv[1], ZSETS)
         if z is None:
             return EMPTY
         return [m for _s, m in _select_rank(z, start, end, False)]
@@ -678,7 +686,7 @@ def _zremrange(c: Any, argv: list[bytes], rangetype: int) -> object:
     else:
         llo, lhi = parse_lex_range(argv[2], argv[3])
     key = argv[1]
-    z = c.db.lookup_typed(key, ZSet)
+    z = c.db.lookup_typed(key, ZSETS)
     if z is None:
         return 0
     if rangetype == RANK:
@@ -724,7 +732,7 @@ def _zpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
     if len(argv) == 3:
         count = parse_positive_long(argv[2])
     key = argv[1]
-    z = c.db.lookup_typed(key, ZSet)
+    z = c.db.lookup_typed(key, ZSETS)
     if z is None or count == 0:
         return EMPTY
     items = _zpop(c, key, z, 1 if count == -1 else count, reverse)
@@ -771,7 +779,7 @@ def zmpop(c: Any, argv: list[bytes]) -> object:
     keys, is_max, count = _zmpop_args(argv, 1)
     where = b"max" if is_max else b"min"
     for key in keys:
-        z = c.db.lookup_typed(key, ZSet)
+        z = c.db.lookup_typed(key, ZSETS)
         if z is None:
             continue
         popped = min(count, len(z))
@@ -818,7 +826,8 @@ def _blocking_zpop(c: Any, keys: list[bytes], reverse: bool, timeout_arg: bytes,
         reply, c.propagate_argv = _bzpop(c, key, z, count, reverse)
         return reply
 
-    return pop_or_block(c, keys, ZSet, "zset", timeout_arg, pop_now, _serve_zpop(count, reverse))
+    return pop_or_block(c, keys, ZSETS, "zset", timeout_arg, pop_now,
+                        _serve_zpop(count, reverse))
 
 
 def _bzpop_command(c: Any, argv: list[bytes], reverse: bool) -> object:
@@ -848,7 +857,7 @@ def zrandmember(c: Any, argv: list[bytes]) -> object:
     n = len(argv)
     if n >= 3:
         count, withscores = parse_random_count(argv, b"withscores")
-        z = read_typed(c, argv[1], ZSet)
+        z = read_typed(c, argv[1], ZSETS)
         if z is None or count == 0:
             return EMPTY
         if count < 0 or count == 1:
@@ -864,7 +873,7 @@ def zrandmember(c: Any, argv: list[bytes]) -> object:
         if withscores:
             return _with_scores(items, c.proto)
         return [m for _s, m in items]
-    z = read_typed(c, argv[1], ZSet)
+    z = read_typed(c, argv[1], ZSETS)
     if z is None:
         return None
     return random.choice(tuple(z.dict))
@@ -889,14 +898,14 @@ def _src_items(obj: Any) -> Any:
     """(member, score) pairs of a zset or a set (members of a plain set score 1)."""
     if obj is None:
         return ()
-    if type(obj) is ZSet:
+    if type(obj) in ZSETS:
         return obj.items()
     return ((m, 1.0) for m in obj)
 
 
 def _src_score(obj: Any, member: bytes) -> float | None:
-    if type(obj) is ZSet:
-        return obj.dict.get(member)
+    if type(obj) in ZSETS:
+        return obj.score(member)
     return 1.0 if member in obj else None
 
 
@@ -918,7 +927,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     j = numkeys_index + 1
     for _ in range(setnum):
         obj = lookup(argv[j])
-        if obj is not None and type(obj) is not ZSet and type(obj) is not set and \
+        if obj is not None and type(obj) not in ZSETS and type(obj) is not set and \
                 type(obj) is not IntSet:
             raise wrongtype()
         srcs.append(obj)
@@ -999,7 +1008,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     if cardinality_only:
         return cardinality
     if dstkey is not None:
-        return store_or_delete(c, dstkey, ZSet.from_items(result.items()), NOTIFY_ZSET,
+        return store_or_delete(c, dstkey, zsets.compact(result.items()), NOTIFY_ZSET,
                                _STORE_EVENT[op])
     # Replied from the computed scores (a -0 result shows as "-0", as in Redis).
     items = sorted([(s, m) for m, s in result.items()])
@@ -1049,20 +1058,6 @@ def zintercard(c: Any, argv: list[bytes]) -> object:
 
 # -- ZSCAN ----------------------------------------------------------------------------------------
 
-ZSET_MAX_LISTPACK_ENTRIES = 128  # Redis's zset-max-listpack-entries / -value defaults
-ZSET_MAX_LISTPACK_VALUE = 64
-_LL_HALF = float(LLONG_MAX // 2)
-
-
-def _listpack_score(score: float) -> bytes:
-    """A score as a listpack holds it: an integer when double2ll allows, else d2string."""
-    if -_LL_HALF <= score <= _LL_HALF and score == int(score):
-        return b"%d" % int(score)
-    if score in (math.inf, -math.inf):
-        return b"inf" if score > 0 else b"-inf"
-    return b"%.17g" % score
-
-
 def _ld2string(score: float) -> bytes:
     if score in (math.inf, -math.inf):
         return b"inf" if score > 0 else b"-inf"
@@ -1073,21 +1068,20 @@ def _ld2string(score: float) -> bytes:
          summary="Incrementally iterate sorted sets elements and associated scores",
          since="2.8.0")
 def zscan(c: Any, argv: list[bytes]) -> object:
-    opening = scan_opening(c, argv, lambda c, key: read_typed(c, key, ZSet))
+    opening = scan_opening(c, argv, lambda c, key: read_typed(c, key, ZSETS))
     if opening is None:
         return [b"0", []]
     z, cursor, opts = opening
     match = opts.match
     out: list[bytes] = []
-    d = z.dict
-    if len(z) <= ZSET_MAX_LISTPACK_ENTRIES and \
-            all(len(m) <= ZSET_MAX_LISTPACK_VALUE for m in d):
+    if type(z) is ListpackZSet:
         # A listpack is answered whole, in order, with cursor 0 and its stored score text.
         for s, m in z.range(0, len(z)):
             if match is None or match(m):
                 out.append(m)
-                out.append(_listpack_score(s))
+                out.append(zsets.d2string(s))
         return [b"0", out]
+    d = z.dict
     cursor, members = scan_page(d, cursor, opts.count)
     for m in members:
         s = d.get(m)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pyrepl.keyspace.intset import NATIVE_TYPE as INTSET_C
 from pyrepl.keyspace.lphash import NATIVE_TYPE as LPHASH_C
 from pyrepl.keyspace.lplist import NATIVE_TYPE as LPLIST_C
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import LPZSET_C, ZSet
 from pyrepl.resp.types import Map
 
 if TYPE_CHECKING:
@@ -115,7 +115,8 @@ def deep_size(v: Any, samples: int = 5, depth: int = 0) -> int:
     if depth >= MAX_DEPTH or isinstance(v, (bytes, bytearray, str, int, float, bool)):
         return size
     d = depth + 1
-    if type(v) is LPHASH_C or type(v) is INTSET_C or type(v) is LPLIST_C:
+    if type(v) is LPHASH_C or type(v) is INTSET_C or type(v) is LPLIST_C or \
+            type(v) is LPZSET_C:
         return size         # (a listpack or an intset: its size is all it holds)
     if type(v) is ZSet:   # (its size counts its tree; its dict holds the members and scores)
         return size + deep_size(v.dict, samples, d)

@@ -45,7 +45,7 @@ from pyrepl.core.shutdown import Shutdown
 from pyrepl.core.slowlog import SlowLog
 from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram, Stats
 from pyrepl.core.tracking import Tracking
-from pyrepl.keyspace import intset, ktable, lphash, lplist
+from pyrepl.keyspace import intset, ktable, lphash, lplist, zset
 from pyrepl.keyspace.db import Database
 from pyrepl.resp.types import BLOCKED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode
@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 
 
 _ENCODING_DIRECTIVES = frozenset(("hash-max-listpack-entries", "hash-max-listpack-value",
-                                  "set-max-intset-entries", "list-max-listpack-size"))
+                                  "set-max-intset-entries", "list-max-listpack-size",
+                                  "zset-max-listpack-entries", "zset-max-listpack-value"))
 _EVICTION_DIRECTIVES = frozenset((
     "maxmemory", "maxmemory-policy", "maxmemory-samples", "maxmemory-eviction-tenacity",
     "lfu-log-factor", "lfu-decay-time", "lazyfree-lazy-eviction", "replica-ignore-maxmemory"))
@@ -200,6 +201,7 @@ class ServerCore:
         lphash.configure(cfg.hash_max_listpack_entries, cfg.hash_max_listpack_value)
         intset.configure(cfg.set_max_intset_entries)
         lplist.configure(cfg.list_max_listpack_size)
+        zset.configure(cfg.zset_max_listpack_entries, cfg.zset_max_listpack_value)
 
     def _config_changed(self, name: str, value: Any) -> None:
         # Redis applies the request limits to every connected client at once.

@@ -33,7 +33,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
 
@@ -51,6 +51,7 @@ TYPE_NAMES: dict[type, bytes] = {
     set: b"set",
     IntSet: b"set",
     ZSet: b"zset",
+    ListpackZSet: b"zset",
 }
 
 

@@ -29,7 +29,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import MASK64, Stream
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ListpackZSet, ZSet
 
 # In-memory object types (server.h OBJ_*): each type's digest starts from its code's.
 OBJ_STRING, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH, OBJ_STREAM = 0, 1, 2, 3, 4, 6
@@ -105,7 +105,7 @@ def _value_digest(digest: bytes, value: Any) -> bytes:
             else:
                 acc ^= _pair_digest(f, v)
         return acc.to_bytes(20, "big")
-    if t is ZSet:
+    if t is ZSet or t is ListpackZSet:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_ZSET])
         acc = int.from_bytes(digest, "big")
         for m, score in value.items():

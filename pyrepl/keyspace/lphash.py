@@ -108,11 +108,13 @@ def fits(strings: Iterable[bytes]) -> bool:
     return total < SAFETY_BYTES
 
 
-def compact(pairs: Iterable[tuple[bytes, bytes]] | dict) -> Any:
+def compact(pairs: Iterable[tuple[bytes, bytes]] | dict, by_count: bool = False) -> Any:
     """A new hash holding ``pairs`` as Redis would after adding them one by one to an empty
-    one (RDB loading, RESTORE): a ListpackHash, or a dict once a limit is passed."""
+    one (RDB loading, RESTORE): a ListpackHash, or a dict once a limit is passed. With
+    ``by_count`` only the number of fields counts (a listpack blob, which Redis 7.0 keeps as it
+    is when it has few enough)."""
     items = list(pairs.items()) if isinstance(pairs, dict) else list(pairs)
-    if len(items) <= limits.entries and fits(s for kv in items for s in kv):
+    if len(items) <= limits.entries and (by_count or fits(s for kv in items for s in kv)):
         return ListpackHash(items)
     return dict(items)
 

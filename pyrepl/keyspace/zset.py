@@ -1,4 +1,4 @@
-"""Sorted set value type.
+"""Sorted set value types: ZSet (a B+tree, Redis's skiplist) and ListpackZSet (one listpack).
 
 Theory of operation: a dict maps member -> score for O(1) ZSCORE, and a B+tree that counts
 the items under each child orders the (score, member) items: O(log n) inserts, removals, ranks
@@ -20,14 +20,16 @@ too (only Redis's big, skiplist encoded set would keep the sign; nobody relies o
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from math import inf, nextafter
-from typing import TYPE_CHECKING
+from math import inf, isinf, nextafter
+from typing import TYPE_CHECKING, Any
 
 from pyrepl import native
 from pyrepl.keyspace import zindex
+from pyrepl.keyspace.listpack import lp_str_entry
 
 if TYPE_CHECKING:
     from pyrepl.keyspace.zindex import ZIndex
+    ListpackZIndex = ZIndex
 else:   # the C B+tree, or its Python reference when pyrepl runs as plain Python
     _zbtree = native.load("pyrepl.keyspace._zbtree")
     ZIndex = zindex.ZIndex if _zbtree is None else _zbtree.ZIndex
@@ -39,15 +41,24 @@ UNCHANGED, ADDED, UPDATED = 0, 1, 2  # results of ZSet.set_score
 _CHUNK = 256    # items fetched at a time by the iterators
 
 
-class ZSet(ZIndex):
-    """``dict`` (member -> score, read-only outside) and, from ``ZIndex`` in C,
-    ``set_score(member, score)`` (ADDED, UPDATED or UNCHANGED for the same score),
-    ``remove(member)`` and ``len()``."""
+if TYPE_CHECKING:
+    _Index = ZIndex
+else:
+    _Index = object
+
+
+class _Ordered(_Index):
+    """The sorted set's interface over an index's primitives (``set_score``, ``remove``,
+    ``score``, ``_bisect``, ``_at``, ``_range``, ``_range_back``, ``_delete_range``, ``len``):
+    shared by :class:`ZSet` (the B+tree) and :class:`ListpackZSet` (one listpack)."""
 
     __slots__ = ()
 
+    if TYPE_CHECKING:
+        def score(self, member: bytes) -> float | None: ...
+
     @classmethod
-    def from_items(cls, pairs: Iterable[tuple[bytes, float]]) -> ZSet:
+    def from_items(cls, pairs: Iterable[tuple[bytes, float]]) -> Any:
         """Build from (member, score) pairs in any order (a repeated member: the last wins)."""
         z = cls()
         set_score = z.set_score
@@ -56,22 +67,19 @@ class ZSet(ZIndex):
         return z
 
     def __repr__(self) -> str:
-        return f"ZSet({list(self.items())!r})"
+        return f"{type(self).__name__}({list(self.items())!r})"
 
     def add(self, member: bytes, score: float) -> bool:
         """Set member's score; True when the member is new."""
         return self.set_score(member, score) == ADDED
-
-    def score(self, member: bytes) -> float | None:
-        return self.dict.get(member)
 
     def items(self) -> Iterator[tuple[bytes, float]]:
         """(member, score) pairs in ascending order."""
         for score, member in self.iter_from(0):
             yield member, score
 
-    def copy(self) -> ZSet:
-        z = ZSet()
+    def copy(self) -> Any:
+        z = type(self)()
         set_score = z.set_score
         for score, member in self.iter_from(0):
             set_score(member, score)
@@ -80,7 +88,7 @@ class ZSet(ZIndex):
     # -- ordered access -------------------------------------------------------------------
     def rank(self, member: bytes) -> int | None:
         """0-based ascending rank of ``member``, None when absent."""
-        score = self.dict.get(member)
+        score = self.score(member)
         if score is None:
             return None
         return self._bisect(score, member)
@@ -161,3 +169,128 @@ class ZSet(ZIndex):
         flat = list(self.iter_from(0))
         assert flat == sorted(flat), "not sorted"
         assert {m: s for s, m in flat} == self.dict, "dict mismatch"
+
+
+class ZSet(_Ordered, ZIndex):
+    """``dict`` (member -> score, read-only outside) and, from ``ZIndex`` in C,
+    ``set_score(member, score)`` (ADDED, UPDATED or UNCHANGED for the same score),
+    ``remove(member)`` and ``len()``."""
+
+    __slots__ = ()
+
+    def score(self, member: bytes) -> float | None:
+        return self.dict.get(member)
+
+
+# -- small sorted sets: one listpack ---------------------------------------------------------
+
+_LL_HALF = float(((1 << 63) - 1) // 2)
+
+
+def d2string(score: float) -> bytes:
+    """How Redis 7.0 writes a score into a listpack (util.c d2string), and ZSCAN answers one
+    from a listpack: an integral one within +-LLONG_MAX/2 as an integer, the others as %.17g
+    ("inf", "-inf")."""
+    if isinf(score):
+        return b"-inf" if score < 0 else b"inf"
+    if score == 0:
+        return b"0"
+    if -_LL_HALF <= score <= _LL_HALF and score == int(score):   # (double2ll)
+        return b"%d" % int(score)
+    return b"%.17g" % score
+
+
+class ListpackZIndexReference(zindex.ZIndex):
+    """The reference of ``_lpzset.ListpackZIndex``: zindex.py's index, with ``score`` and
+    the listpack Redis keeps (member, d2string(score), ... ascending) made on demand."""
+
+    __slots__ = ()
+
+    def score(self, member: bytes) -> float | None:
+        return self.dict.get(member)
+
+    def to_listpack(self) -> bytes:
+        body = b"".join(lp_str_entry(m) + lp_str_entry(d2string(s))
+                        for s, m in self._range(0, len(self)))
+        count = min(2 * len(self), 0xFFFF)
+        return (7 + len(body)).to_bytes(4, "little") + count.to_bytes(2, "little") + body + \
+            b"\xff"
+
+
+if not TYPE_CHECKING:
+    _lpzset = native.load("pyrepl.keyspace._lpzset")
+    ListpackZIndex = ListpackZIndexReference if _lpzset is None else _lpzset.ListpackZIndex
+
+
+# The C-backed class, whose size (sys.getsizeof) is all it holds; None as plain Python.
+LPZSET_C: Any = None
+
+
+class ListpackZSet(_Ordered, ListpackZIndex):
+    """A small sorted set as Redis keeps it: one listpack of member, score, ... in order
+    (``_lpzset.c``, or its reference as plain Python), with ZSet's interface. ``dict`` is
+    made on each read: commands ask ``score(member)``."""
+
+    __slots__ = ()
+
+
+if not TYPE_CHECKING and _lpzset is not None:
+    LPZSET_C = ListpackZSet
+
+
+
+# -- when a sorted set is a listpack (t_zset.c: zsetTypeCreate, zsetAdd, zsetConvert) ----------
+
+class _Limits:
+    __slots__ = ("entries", "value")
+
+    def __init__(self) -> None:
+        self.entries = 128
+        self.value = 64
+
+
+limits = _Limits()
+ZSETS = frozenset((ZSet, ListpackZSet))   # the types a sorted set is held in
+
+
+def configure(max_entries: int, max_value: int) -> None:
+    """zset-max-listpack-entries and zset-max-listpack-value."""
+    limits.entries = max_entries
+    limits.value = max_value
+    if not TYPE_CHECKING and _lpzset is not None:
+        big = (1 << 63) - 1
+        _lpzset.configure(min(max_entries, big), min(max_value, big))
+
+
+def new_for(first: bytes) -> Any:
+    """zaddGenericCommand's new sorted set: a listpack unless the limits leave none or the
+    first member is too long for one."""
+    if limits.entries == 0 or len(first) > limits.value:
+        return ZSet()
+    return ListpackZSet()
+
+
+def room_for(db: Any, key: bytes, z: Any, member: bytes) -> Any:
+    """zsetAdd's check before a listpack takes ``member``: a new member that would pass a limit
+    (one entry too many, or too long) makes the set a skiplist (a ZSet at ``key``) first.
+    The set that takes the score."""
+    if type(z) is ListpackZSet and (len(member) > limits.value or len(z) >= limits.entries) \
+            and z.score(member) is None:
+        out = ZSet.from_items(z.items())
+        db.data[key] = out
+        return out
+    return z
+
+
+def compact(pairs: Iterable[tuple[bytes, float]], by_count: bool = False) -> Any:
+    """A new sorted set of (member, score) pairs as Redis stores a computed one (the *STORE
+    commands' zsetConvertToListpackIfNeeded, RDB loading): a listpack when it fits. With
+    ``by_count`` only the number of members counts (a listpack blob, which Redis 7.0 keeps as
+    it is when it has few enough)."""
+    items = list(pairs)
+    if len(items) <= limits.entries and (by_count or
+                                         all(len(m) <= limits.value for m, _ in items)):
+        z: Any = ListpackZSet.from_items(items)
+        if len(z) <= limits.entries:
+            return z
+    return ZSet.from_items(items)

@@ -60,7 +60,7 @@ from pyrepl.keyspace.stream import (
     NodeCorrupt,
     Stream,
 )
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import compact as compact_zset
 from pyrepl.rdb.constants import (
     EB_EXPIRE_TIME_MAX,
     KEY_META_CHARSET,
@@ -329,24 +329,28 @@ def _score(e: bytes | int) -> float:
     return s
 
 
-def _make_zset(pairs: list[tuple[bytes, float]]) -> ZSet:
+def _make_zset(pairs: list[tuple[bytes, float]], by_count: bool = False) -> Any:
+    """A sorted set: as Redis 7.0 loads it, a listpack within the limits (only
+    zset-max-listpack-entries for a listpack or ziplist blob, which Redis keeps as it is)."""
     d = dict(pairs)
     if len(d) != len(pairs):
         raise _Corrupt("Duplicate zset fields detected")
     for s in d.values():
         if s != s:
             raise _Corrupt("Zset with NAN score detected")
-    return ZSet.from_items(d.items())
+    return compact_zset(d.items(), by_count)
 
 
-def _make_hash(flat: list[bytes]) -> Any:
+def _make_hash(flat: list[bytes], by_count: bool = False) -> Any:
+    """A hash of field, value, ...: as Redis 7.0 loads it, a listpack within the limits (only
+    hash-max-listpack-entries for a listpack blob, which Redis keeps as it is)."""
     if len(flat) % 2:
         raise _Corrupt("Hash with an odd number of elements")
     it = iter(flat)
     h = dict(zip(it, it, strict=True))
     if len(h) * 2 != len(flat):
         raise _Corrupt("Duplicate hash fields detected")
-    return compact_hash(h)
+    return compact_hash(h, by_count)
 
 
 def _make_set(members: list[bytes]) -> Any:
@@ -1016,7 +1020,8 @@ class RdbDecoder:
         if t == RDB_TYPE_HASH_LISTPACK or t == RDB_TYPE_HASH_ZIPLIST:
             entries = listpack_entries(blob) if t == RDB_TYPE_HASH_LISTPACK else \
                 ziplist_entries(blob)
-            return _make_hash([_as_bytes(e) for e in entries]) if entries else _SKIP
+            return _make_hash([_as_bytes(e) for e in entries], t == RDB_TYPE_HASH_LISTPACK) \
+                if entries else _SKIP
         if t == RDB_TYPE_ZSET_LISTPACK or t == RDB_TYPE_ZSET_ZIPLIST:
             entries = listpack_entries(blob) if t == RDB_TYPE_ZSET_LISTPACK else \
                 ziplist_entries(blob)
@@ -1024,7 +1029,7 @@ class RdbDecoder:
                 raise _Corrupt("Sorted set with an odd number of elements")
             pairs = [(_as_bytes(entries[i]), _score(entries[i + 1]))
                      for i in range(0, len(entries), 2)]
-            return _make_zset(pairs) if pairs else _SKIP
+            return _make_zset(pairs, True) if pairs else _SKIP
         if t == RDB_TYPE_SET_INTSET:
             ints = intset_entries(blob)
             if not ints:

@@ -14,7 +14,8 @@ A hash the keyspace holds as a listpack (pyrepl.keyspace.lphash) is written as
 RDB_TYPE_HASH_LISTPACK (16, what Redis 7.0 writes for it), its listpack copied as it is; a set
 of integers held as an intset (pyrepl.keyspace.intset) as RDB_TYPE_SET_INTSET (11), its bytes as
 they are; a list held as one listpack (pyrepl.keyspace.lplist) as RDB_TYPE_LIST_QUICKLIST_2
-(18) of that one node.
+(18) of that one node; a small sorted set (pyrepl.keyspace.zset.ListpackZSet) as
+RDB_TYPE_ZSET_LISTPACK (17), its listpack as it is.
 A hash with field TTLs (Redis 7.4+) is written as RDB_TYPE_HASH_LISTPACK_EX (25: the minimum
 field expiry, then a listpack of field, value, expiry-or-0 triples in the hash's order) when
 small, else as RDB_TYPE_HASH_METADATA (24: the minimum field expiry, then per field its expiry
@@ -52,7 +53,7 @@ from pyrepl.keyspace.ktable import KeyTable, saved_age, saving_ages
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import MASK64, Stream
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.rdb.constants import (
     QUICKLIST_NODE_CONTAINER_PACKED,
     RDB_OPCODE_AUX,
@@ -74,6 +75,7 @@ from pyrepl.rdb.constants import (
     RDB_TYPE_STREAM_LISTPACKS_2,
     RDB_TYPE_STRING,
     RDB_TYPE_ZSET_2,
+    RDB_TYPE_ZSET_LISTPACK,
     RDB_VERSION,
     RDB_VERSION_HFE,
 )
@@ -234,6 +236,9 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
         if not v.ttl:
             return _collection(dict(v), key)
         return _hash_metadata(v)
+    if t is ListpackZSet:
+        body = encode_string(v.to_listpack())
+        return RDB_TYPE_ZSET_LISTPACK, [body], len(body)
     if t is ZSet:
         append(encode_len(len(v)))
         size = 9

@@ -18,7 +18,7 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import Stream
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ZSETS
 from pyrepl.scripting.functions import rdb_libraries
 from tests.support.resp import encode_command, parse_command
 
@@ -106,7 +106,7 @@ def live_view(dbs: list[Any], now: int) -> list[SimpleNamespace]:
 
 def plain(v: Any) -> Any:
     """A comparable form of a value (order included where the type has one)."""
-    if type(v) is ZSet:
+    if type(v) in ZSETS:
         return ("zset", list(v.items()))
     if type(v) is HashEx and v.ttl:
         return ("hashex", list(v.items()), dict(v.ttl))

@@ -57,7 +57,7 @@ from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.resp import fastreader, scan, writer
 from pyrepl.replication.manager import Replication
 print(native.PURE, sorted(m for m in native.EXTENSIONS if m in sys.modules))
-print(ZSet.__mro__[1].__module__, KeyTable.__module__, COMMANDS[b"set"].handler.__module__,
+print(ZSet.__bases__[-1].__module__, KeyTable.__module__, COMMANDS[b"set"].handler.__module__,
       fastpath.execute is fastpath.execute_reference,
       fastpath.start_run is plainrun.start, fastpath.account_run is plainrun.account,
       scan.scan is scan.scan_reference, fastreader.first is fastreader._first_reference,

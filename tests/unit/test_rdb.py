@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyrepl import REDIS_VERSION
-from pyrepl.keyspace.zset import ZSet
+from pyrepl.keyspace.zset import ZSETS, ZSet
 from pyrepl.rdb import constants as C
 from pyrepl.rdb.containers import (
     build_intset,
@@ -67,7 +67,7 @@ def zset(pairs: Any) -> ZSet:
 
 def norm(v: Any) -> Any:
     """Comparable form of a model value (ZSet has no __eq__)."""
-    if isinstance(v, ZSet):
+    if type(v) in ZSETS:
         return ("zset", list(v.items()))
     return v
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -22,12 +23,16 @@ from hypothesis import strategies as st
 
 from pyrepl import native
 from pyrepl.keyspace import zindex
-from pyrepl.keyspace.zset import ADDED, UNCHANGED, UPDATED, ZSet
+from pyrepl.keyspace import zset as zsets
+from pyrepl.keyspace.zset import ADDED, UNCHANGED, UPDATED, ListpackZSet, ZSet
 
 # ZSet over the Python reference of its index, whichever ZSet's own base is.
-ZSetPy = type("ZSetPy", (zindex.ZIndex,), {k: v for k, v in vars(ZSet).items()
-                                           if k not in ("__dict__", "__weakref__")})
+ZSetPy = type("ZSetPy", (zsets._Ordered, zindex.ZIndex), {"__slots__": (), "score": ZSet.score})
 CLASSES = {"c": ZSet, "python": ZSetPy} if not native.PURE else {"python": ZSet}
+# The small sorted set (one listpack) over its reference, whichever ListpackZSet's base is.
+LPZSetPy = type("LPZSetPy", (zsets._Ordered, zsets.ListpackZIndexReference), {"__slots__": ()})
+LISTPACKS = {"lp-c": ListpackZSet, "lp-python": LPZSetPy} if not native.PURE else \
+    {"lp-python": ListpackZSet}
 
 
 def ordered(model: dict[bytes, float]) -> list[tuple[float, bytes]]:
@@ -48,8 +53,14 @@ OPS = st.one_of(
 
 
 FANOUTS = pytest.mark.parametrize(
-    "cls,fanout", [(cls, f) for cls in CLASSES.values() for f in (4, 64)],
-    ids=[f"{name}-{f}" for name in CLASSES for f in (4, 64)])
+    "cls,fanout", [(cls, f) for cls in CLASSES.values() for f in (4, 64)]
+    + [(cls, 0) for cls in LISTPACKS.values()],
+    ids=[f"{name}-{f}" for name in CLASSES for f in (4, 64)] + list(LISTPACKS))
+
+
+def make(cls, fanout):
+    """A sorted set of ``cls``: a B+tree of ``fanout``, or a listpack (fanout 0)."""
+    return cls(_fanout=fanout) if fanout else cls()
 EACH = pytest.mark.parametrize("cls", list(CLASSES.values()), ids=list(CLASSES))
 
 
@@ -57,7 +68,7 @@ EACH = pytest.mark.parametrize("cls", list(CLASSES.values()), ids=list(CLASSES))
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(OPS, max_size=120))
 def test_matches_model(cls, fanout, ops):
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     model: dict[bytes, float] = {}
     for op in ops:
         if op[0] == "add":
@@ -103,7 +114,7 @@ def test_matches_model(cls, fanout, ops):
        a=st.integers(-2, 90), b=st.integers(0, 90),
        x=SCORES, ex=st.booleans())
 def test_ranges_and_bounds(cls, fanout, pairs, a, b, x, ex):
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     for m, s in pairs:
         z.add(m, s)
     ref = ordered(z.dict)
@@ -153,7 +164,7 @@ def test_from_items_and_copy_are_independent():
 
 @FANOUTS
 def test_update_moves_member(cls, fanout):
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     for i in range(30):
         z.add(b"m%02d" % i, float(i))
     assert z.set_score(b"m00", 100.0) == UPDATED
@@ -165,7 +176,7 @@ def test_update_moves_member(cls, fanout):
 
 @FANOUTS
 def test_delete_range_across_many_sublists(cls, fanout):
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     for i in range(200):
         z.add(b"m%03d" % i, float(i))
     assert z.delete_range(3, 190) == 187
@@ -180,7 +191,7 @@ def test_delete_range_across_many_sublists(cls, fanout):
 
 @FANOUTS
 def test_real_load_with_thousands_of_members(cls, fanout):
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     model = {}
     for i in range(5000):
         m = b"member:%d" % ((i * 7919) % 3000)
@@ -208,7 +219,7 @@ def test_random_updates_keep_counts_and_order(cls, fanout):
     """Many moves, in place and across leaves, removals and range deletions on a set big
     enough for several levels, checked against the model throughout."""
     rng = random.Random(7)
-    z = cls(_fanout=fanout)
+    z = make(cls, fanout)
     model: dict[bytes, float] = {}
     for step in range(20000):
         m = b"m%d" % rng.randrange(2000)
@@ -298,3 +309,25 @@ def test_memory_usage_counts_the_tree_and_the_members():
     assert sizes[1000] > 1000 * 100         # the member bytes alone are ~45 each
     per_1k, per_20k = sizes[1000] / 1000, sizes[20000] / 20000
     assert 0.5 < per_20k / per_1k < 2       # a cost per member, not per set
+
+
+@pytest.mark.skipif(native.PURE, reason=f"pyrepl runs as plain Python ({native.WHY_PURE})")
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(OPS, max_size=80))
+def test_listpack_c_writes_the_references_bytes(ops):
+    """_lpzset.c and its reference hold the same listpack (Redis's: member, d2string(score),
+    ascending) after the same operations, and answer them alike."""
+    c, ref = ListpackZSet(), LPZSetPy()
+    for op in ops:
+        if op[0] == "add":
+            assert c.set_score(op[1], op[2]) == ref.set_score(op[1], op[2])
+        elif op[0] == "remove":
+            assert c.remove(op[1]) == ref.remove(op[1])
+        elif op[0] == "delete_range":
+            assert c.delete_range(op[1], op[2]) == ref.delete_range(op[1], op[2])
+        elif len(ref):
+            assert (c.pop_first() == ref.pop_first()) if op[0] == "pop_first" else \
+                (c.pop_last() == ref.pop_last())
+        assert c.to_listpack() == ref.to_listpack(), op
+    assert c.dict == ref.dict
+    assert sys.getsizeof(c) >= len(c.to_listpack())
