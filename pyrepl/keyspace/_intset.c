@@ -476,14 +476,5 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__intset(void)
 {
-    if (PyType_Ready(&IntSet_Type) < 0) return NULL;
-    PyObject *m = PyModule_Create(&moduledef);
-    if (m == NULL) return NULL;
-    Py_INCREF(&IntSet_Type);
-    if (PyModule_AddObject(m, "IntSet", (PyObject *)&IntSet_Type) < 0) {
-        Py_DECREF(&IntSet_Type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return lp_module(&moduledef, &IntSet_Type, "IntSet", NULL, NULL);
 }

@@ -305,4 +305,54 @@ static inline Py_ssize_t lp_prev(const uint8_t *lp, Py_ssize_t end)
     return end - n - size;
 }
 
+/* Replace the `oldlen` bytes at `pos` of *lpp with the entry lpAppend makes of the n bytes at s
+ * (oldlen 0: insert it there). Its size, or -1 with an exception. */
+static inline Py_ssize_t lp_put(uint8_t **lpp, Py_ssize_t pos, Py_ssize_t oldlen,
+                                const uint8_t *s, Py_ssize_t n)
+{
+    uint8_t small[96], *enc = small;
+    if (LP_ENTRY_MAX(n) > (Py_ssize_t)sizeof small &&
+            (enc = PyMem_Malloc(LP_ENTRY_MAX(n))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t len = lp_encode_str(enc, s, n);
+    int r = lp_splice(lpp, pos, oldlen, len);
+    if (r == 0) memcpy(*lpp + pos, enc, len);
+    if (enc != small) PyMem_Free(enc);
+    return r < 0 ? -1 : len;
+}
+
+/* lp_put of a bytes object */
+static inline Py_ssize_t lp_put_bytes(uint8_t **lpp, Py_ssize_t pos, Py_ssize_t oldlen,
+                                      PyObject *b)
+{
+    return lp_put(lpp, pos, oldlen, (const uint8_t *)PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+}
+
+/* A module of one type (`type`, named `name`) and, when `capi` is given, its C API capsule
+ * `capsule` at _C_API: the PyInit of the listpack types. */
+static inline PyObject *lp_module(PyModuleDef *def, PyTypeObject *type, const char *name,
+                                  void *capi, const char *capsule)
+{
+    if (PyType_Ready(type) < 0) return NULL;
+    PyObject *m = PyModule_Create(def);
+    if (m == NULL) return NULL;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (capi != NULL) {
+        PyObject *cap = PyCapsule_New(capi, capsule, NULL);
+        if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
+            Py_XDECREF(cap);
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
 #endif

@@ -105,51 +105,26 @@ static Py_ssize_t max_entries = 512, max_value = 64;
  * max_value, or a new field past max_entries). */
 static int lphash_set_as(LPHash *h, PyObject *key, PyObject *value, int fit)
 {
-    Py_ssize_t fpos, vend, vn = PyBytes_GET_SIZE(value);
+    Py_ssize_t fpos, vend;
     item_t val;
-    if (fit && (vn > max_value || PyBytes_GET_SIZE(key) > max_value))
+    if (fit && (PyBytes_GET_SIZE(value) > max_value || PyBytes_GET_SIZE(key) > max_value))
         return -2;
-    uint8_t small[96], *enc = small;
-    Py_ssize_t need = LP_ENTRY_MAX(vn);
-    if (need > (Py_ssize_t)sizeof small && (enc = PyMem_Malloc(need)) == NULL) {
-        PyErr_NoMemory();
+    if (find(h, key, &fpos, &val, &vend)) {
+        if (fit && h->n > max_entries)          /* (hashTypeSet converts after an update too) */
+            return -2;
+        return lp_put_bytes(&h->lp, val.start, vend - val.start, value) < 0 ? -1 : 0;
+    }
+    if (fit && h->n + 1 > max_entries)
+        return -2;
+    Py_ssize_t end = lp_total(h->lp) - 1, klen = lp_put_bytes(&h->lp, end, 0, key);
+    if (klen < 0) return -1;
+    if (lp_put_bytes(&h->lp, end + klen, 0, value) < 0) {
+        lp_splice(&h->lp, end, klen, 0);       /* (the field goes back out) */
         return -1;
     }
-    Py_ssize_t vlen = lp_encode_str(enc, (const uint8_t *)PyBytes_AS_STRING(value), vn);
-    int r;
-    if (find(h, key, &fpos, &val, &vend)) {
-        if (fit && h->n > max_entries) {        /* (hashTypeSet converts after an update too) */
-            r = -2;
-            goto out;
-        }
-        r = lp_splice(&h->lp, val.start, vend - val.start, vlen);
-        if (r == 0) memcpy(h->lp + val.start, enc, vlen);
-    } else if (fit && h->n + 1 > max_entries) {
-        r = -2;
-    } else {
-        Py_ssize_t kn = PyBytes_GET_SIZE(key);
-        uint8_t ksmall[96], *kenc = ksmall;
-        if (LP_ENTRY_MAX(kn) > (Py_ssize_t)sizeof ksmall &&
-                (kenc = PyMem_Malloc(LP_ENTRY_MAX(kn))) == NULL) {
-            PyErr_NoMemory();
-            r = -1;
-            goto out;
-        }
-        Py_ssize_t klen = lp_encode_str(kenc, (const uint8_t *)PyBytes_AS_STRING(key), kn);
-        Py_ssize_t end = lp_total(h->lp) - 1;
-        r = lp_splice(&h->lp, end, 0, klen + vlen);
-        if (r == 0) {
-            memcpy(h->lp + end, kenc, klen);
-            memcpy(h->lp + end + klen, enc, vlen);
-            h->n++;
-            set_count(h);
-            r = 1;
-        }
-        if (kenc != ksmall) PyMem_Free(kenc);
-    }
-out:
-    if (enc != small) PyMem_Free(enc);
-    return r;
+    h->n++;
+    set_count(h);
+    return 1;
 }
 
 static inline int lphash_set(LPHash *h, PyObject *key, PyObject *value)
@@ -487,20 +462,5 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__lphash(void)
 {
-    if (PyType_Ready(&LPHash_Type) < 0) return NULL;
-    PyObject *m = PyModule_Create(&moduledef);
-    if (m == NULL) return NULL;
-    Py_INCREF(&LPHash_Type);
-    if (PyModule_AddObject(m, "ListpackHash", (PyObject *)&LPHash_Type) < 0) {
-        Py_DECREF(&LPHash_Type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyObject *cap = PyCapsule_New(&capi, LPHASH_CAPSULE, NULL);
-    if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
-        Py_XDECREF(cap);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return lp_module(&moduledef, &LPHash_Type, "ListpackHash", &capi, LPHASH_CAPSULE);
 }

@@ -57,22 +57,10 @@ static Py_ssize_t offset_of(LPList *l, Py_ssize_t i)
 /* Insert element `v` (bytes) at byte offset `pos` (an entry's start, or the terminator's). */
 static int insert_at(LPList *l, Py_ssize_t pos, PyObject *v)
 {
-    Py_ssize_t vn = PyBytes_GET_SIZE(v);
-    uint8_t small[96], *enc = small;
-    if (LP_ENTRY_MAX(vn) > (Py_ssize_t)sizeof small &&
-            (enc = PyMem_Malloc(LP_ENTRY_MAX(vn))) == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t len = lp_encode_str(enc, (const uint8_t *)PyBytes_AS_STRING(v), vn);
-    int r = lp_splice(&l->lp, pos, 0, len);
-    if (r == 0) {
-        memcpy(l->lp + pos, enc, len);
-        l->n++;
-        lp_set_count(l->lp, l->n);
-    }
-    if (enc != small) PyMem_Free(enc);
-    return r;
+    if (lp_put_bytes(&l->lp, pos, 0, v) < 0) return -1;
+    l->n++;
+    lp_set_count(l->lp, l->n);
+    return 0;
 }
 
 /* Element i's entry: its item and the offset just past it. */
@@ -154,19 +142,9 @@ static int LPList_ass_item(LPList *l, Py_ssize_t i, PyObject *v)
     if (v == NULL) return delete_at(l, i);
     if (check_bytes(v) < 0) return -1;
     item_t it;
-    Py_ssize_t end, vn = PyBytes_GET_SIZE(v);
+    Py_ssize_t end;
     entry_at(l, i, &it, &end);
-    uint8_t small[96], *enc = small;
-    if (LP_ENTRY_MAX(vn) > (Py_ssize_t)sizeof small &&
-            (enc = PyMem_Malloc(LP_ENTRY_MAX(vn))) == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t len = lp_encode_str(enc, (const uint8_t *)PyBytes_AS_STRING(v), vn);
-    int r = lp_splice(&l->lp, it.start, end - it.start, len);
-    if (r == 0) memcpy(l->lp + it.start, enc, len);
-    if (enc != small) PyMem_Free(enc);
-    return r;
+    return lp_put_bytes(&l->lp, it.start, end - it.start, v) < 0 ? -1 : 0;
 }
 
 static PyObject *LPList_append(LPList *l, PyObject *v)
@@ -439,20 +417,5 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__lplist(void)
 {
-    if (PyType_Ready(&LPList_Type) < 0) return NULL;
-    PyObject *m = PyModule_Create(&moduledef);
-    if (m == NULL) return NULL;
-    Py_INCREF(&LPList_Type);
-    if (PyModule_AddObject(m, "ListpackList", (PyObject *)&LPList_Type) < 0) {
-        Py_DECREF(&LPList_Type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyObject *cap = PyCapsule_New(&capi, LPLIST_CAPSULE, NULL);
-    if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
-        Py_XDECREF(cap);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return lp_module(&moduledef, &LPList_Type, "ListpackList", &capi, LPLIST_CAPSULE);
 }

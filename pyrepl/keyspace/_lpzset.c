@@ -157,25 +157,17 @@ static PyObject *pair_tuple(const pair_t *pr)
 
 static int insert_pair(LPZ *z, Py_ssize_t off, PyObject *member, double score)
 {
-    Py_ssize_t mn = PyBytes_GET_SIZE(member);
     char sbuf[128];
     int sn = d2string(sbuf, sizeof sbuf, score);
-    uint8_t small[160], *enc = small;
-    Py_ssize_t need = LP_ENTRY_MAX(mn) + LP_ENTRY_MAX(sn);
-    if (need > (Py_ssize_t)sizeof small && (enc = PyMem_Malloc(need)) == NULL) {
-        PyErr_NoMemory();
+    Py_ssize_t mlen = lp_put_bytes(&z->lp, off, 0, member);
+    if (mlen < 0) return -1;
+    if (lp_put(&z->lp, off + mlen, 0, (const uint8_t *)sbuf, sn) < 0) {
+        lp_splice(&z->lp, off, mlen, 0);       /* (the member goes back out) */
         return -1;
     }
-    Py_ssize_t len = lp_encode_str(enc, (const uint8_t *)PyBytes_AS_STRING(member), mn);
-    len += lp_encode_str(enc + len, (const uint8_t *)sbuf, sn);
-    int r = lp_splice(&z->lp, off, 0, len);
-    if (r == 0) {
-        memcpy(z->lp + off, enc, len);
-        z->n++;
-        lp_set_count(z->lp, z->n * 2);
-    }
-    if (enc != small) PyMem_Free(enc);
-    return r;
+    z->n++;
+    lp_set_count(z->lp, z->n * 2);
+    return 0;
 }
 
 static int delete_pair(LPZ *z, const pair_t *pr)
@@ -527,20 +519,5 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__lpzset(void)
 {
-    if (PyType_Ready(&LPZ_Type) < 0) return NULL;
-    PyObject *m = PyModule_Create(&moduledef);
-    if (m == NULL) return NULL;
-    Py_INCREF(&LPZ_Type);
-    if (PyModule_AddObject(m, "ListpackZIndex", (PyObject *)&LPZ_Type) < 0) {
-        Py_DECREF(&LPZ_Type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyObject *cap = PyCapsule_New(&capi, LPZSET_CAPSULE, NULL);
-    if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
-        Py_XDECREF(cap);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return lp_module(&moduledef, &LPZ_Type, "ListpackZIndex", &capi, LPZSET_CAPSULE);
 }
