@@ -71,8 +71,10 @@ def _fit(db: Any, key: bytes, lst: Any) -> None:
         lplist.to_deque(db, key, lst)
 
 
-def _range(lst: deque, start: int, end: int) -> list[bytes]:
+def _range(lst: Any, start: int, end: int) -> list[bytes]:
     """Elements start..end inclusive (already normalised, 0 <= start <= end < len)."""
+    if type(lst) is ListpackList:
+        return lst.range(start, end + 1)
     n = len(lst)
     if start <= n - 1 - end:
         return list(islice(lst, start, end + 1))

@@ -249,6 +249,39 @@ static PyObject *elements(LPList *l, int reverse)
     return out;
 }
 
+/* range(start, stop): the elements with index in [start, stop) (clipped), walked to from the
+ * head and made only for those (LRANGE) */
+static PyObject *LPList_range(LPList *l, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t start, stop;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "range expected 2 arguments");
+        return NULL;
+    }
+    start = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    stop = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (stop == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0) start = 0;
+    if (stop > l->n) stop = l->n;
+    PyObject *out = PyList_New(stop > start ? stop - start : 0);
+    if (out == NULL || stop <= start) return out;
+    const uint8_t *lp = l->lp;
+    Py_ssize_t p = offset_of(l, start), last = lp_total(lp) - 1;
+    for (Py_ssize_t i = 0; i < stop - start; i++) {
+        item_t it;
+        PyObject *b = next_item(lp, &p, last, &it) < 0 ? NULL : item_bytes(&it);
+        if (b == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "ListpackList: a malformed listpack");
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, b);
+    }
+    return out;
+}
+
 static PyObject *iter_of(LPList *l, int reverse)
 {
     PyObject *e = elements(l, reverse);
@@ -340,6 +373,8 @@ static PyMethodDef LPList_methods[] = {
     {"popleft", (PyCFunction)LPList_popleft, METH_NOARGS, "popleft(): the head, removed"},
     {"insert", (PyCFunction)(void (*)(void))LPList_insert, METH_FASTCALL, "insert(i, x)"},
     {"index", (PyCFunction)LPList_index, METH_O, "index(x): the first position of x"},
+    {"range", (PyCFunction)(void (*)(void))LPList_range, METH_FASTCALL,
+     "range(start, stop): the elements with index in [start, stop), clipped (a list)"},
     {"clear", (PyCFunction)LPList_clear, METH_NOARGS, "remove every element"},
     {"copy", (PyCFunction)LPList_copy, METH_NOARGS, "a copy"},
     {"__reversed__", (PyCFunction)LPList_reversed, METH_NOARGS, "tail first"},
@@ -382,14 +417,21 @@ static Py_ssize_t max_count = (Py_ssize_t)1 << 62, max_bytes = 8192;
 static Py_ssize_t capi_push_fit(PyObject *o, PyObject *v, int left)
 {
     LPList *l = (LPList *)o;
-    Py_ssize_t vn = PyBytes_GET_SIZE(v);
+    Py_ssize_t vn = PyBytes_GET_SIZE(v), total = lp_total(l->lp);
+    Py_ssize_t pos = left ? LP_HDR : total - 1;
     uint8_t small[96];
-    /* the entry's exact size: encoded once here to be measured (short ones), else bounded */
-    Py_ssize_t len = LP_ENTRY_MAX(vn) <= (Py_ssize_t)sizeof small ?
-        lp_encode_str(small, (const uint8_t *)PyBytes_AS_STRING(v), vn) : LP_ENTRY_MAX(vn);
-    if (l->n + 1 > max_count || (Py_ssize_t)lp_total(l->lp) + len > max_bytes)
+    if (LP_ENTRY_MAX(vn) > (Py_ssize_t)sizeof small) {    /* a long one: its size bounded */
+        if (l->n + 1 > max_count || total + LP_ENTRY_MAX(vn) > max_bytes) return -2;
+        return insert_at(l, pos, v) < 0 ? -1 : l->n;
+    }
+    /* a short one: encoded once, measured, then copied in */
+    Py_ssize_t len = lp_encode_str(small, (const uint8_t *)PyBytes_AS_STRING(v), vn);
+    if (l->n + 1 > max_count || total + len > max_bytes)
         return -2;
-    if (insert_at(l, left ? LP_HDR : (Py_ssize_t)lp_total(l->lp) - 1, v) < 0) return -1;
+    if (lp_splice(&l->lp, pos, 0, len) < 0) return -1;
+    memcpy(l->lp + pos, small, len);
+    l->n++;
+    lp_set_count(l->lp, l->n);
     return l->n;
 }
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from pyrepl import native
@@ -86,6 +87,10 @@ class ListpackListReference(deque):
 
     def listpack_bytes(self) -> int:
         return len(self.to_listpack())
+
+    def range(self, start: int, stop: int) -> list[bytes]:
+        """The elements with index in [start, stop), clipped."""
+        return list(islice(self, max(start, 0), max(stop, 0)))
 
 
 _native = native.load("pyrepl.keyspace._lplist")

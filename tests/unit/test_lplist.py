@@ -37,6 +37,7 @@ _OPS = st.lists(st.one_of(
     st.tuples(st.just("get"), _INDEX),
     st.tuples(st.just("set"), _INDEX, _ELEMENTS),
     st.tuples(st.just("del"), _INDEX),
+    st.tuples(st.just("range"), _INDEX, _INDEX),
 ), max_size=60)
 
 
@@ -53,6 +54,10 @@ def _apply(lst: object, op: tuple) -> object:
             return None
         if name == "reversed":
             return list(reversed(lst))  # type: ignore[call-overload]
+        if name == "range":
+            if isinstance(lst, deque) and type(lst) is deque:    # (the model: a slice)
+                return list(lst)[max(op[1], 0):max(op[2], 0)]
+            return lst.range(op[1], op[2])  # type: ignore[attr-defined]
         return getattr(lst, name)(*op[1:])
     except (IndexError, ValueError) as e:
         return type(e).__name__
