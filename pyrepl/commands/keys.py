@@ -453,10 +453,6 @@ _LFU_SELECTED = (
 _SHARED_REFCOUNT = (1 << 31) - 1  # OBJ_SHARED_REFCOUNT: shared integers 0..9999
 
 
-def _cfg(c: Any, name: str, default: int) -> int:
-    return getattr(c.core.config, name, default)
-
-
 def encoding_name(c: Any, v: Any) -> bytes:
     """Redis 7.0's OBJECT ENCODING name for a value of this shape."""
     t = type(v)
