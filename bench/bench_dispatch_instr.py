@@ -38,6 +38,9 @@ CASES = {
     "SET": lambda i: _enc(b"SET", b"key:%d" % (i % 10000), b"xxx"),
     "GET": lambda i: _enc(b"GET", b"key:%d" % (i % 10000)),   # (the keys are set first)
     "INCR": lambda i: _enc(b"INCR", b"counter:%d" % (i % 100)),
+    # strings holding integers (Redis's OBJ_ENCODING_INT): SET of one, GET of one (set first)
+    "SETINT": lambda i: _enc(b"SET", b"key:%d" % (i % 10000), b"%d" % (i * 7919 % 1000000)),
+    "GETINT": lambda i: _enc(b"GET", b"key:%d" % (i % 10000)),
     # as redis-benchmark -r: one list / hash / sorted set, random members (and scores)
     "LPUSH": lambda i: _enc(b"LPUSH", b"mylist", b"xxx"),
     # 1,000 small lists (a listpack each, one quicklist node in Redis), pushed round robin
@@ -181,6 +184,7 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
 
 # What the read cases find: the small hash, the set of integers, the list.
 PREFILL = dict.fromkeys(("HGET16", "HGETALL16"), b"".join(CASES["HSET16"](i) for i in range(16)))
+PREFILL["GETINT"] = b"".join(CASES["SETINT"](i) for i in range(10000))
 PREFILL["SISMEMBER"] = _enc(b"SADD", b"intset", *(b"%d" % (2 * i) for i in range(100)))
 PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" % i
                                                                           for i in range(50)))
