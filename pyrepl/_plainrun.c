@@ -141,18 +141,19 @@ lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
         PyObject *k = PyList_GET_ITEM(r, 1);
-        PyObject *v = table ? kt->get(d, k) : PyDict_GetItemWithError(d, k);
+        /* (a KeyTable's get answers a new reference, a dict's a borrowed one) */
+        PyObject *v = table ? kt->get(d, k) : Py_XNewRef(PyDict_GetItemWithError(d, k));
         if (v == NULL) {
             if (PyErr_Occurred()) {
                 Py_DECREF(out);
                 return NULL;
             }
-            v = Py_None;
+            v = Py_NewRef(Py_None);
         } else if (!PyBytes_CheckExact(v)) {
+            Py_DECREF(v);
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
-        Py_INCREF(v);
         PyList_SET_ITEM(out, i, v);
     }
     return out;

@@ -45,7 +45,6 @@ static const char *const stats_names[T_N] = {"keyspace_hits", "keyspace_misses"}
 static Py_ssize_t client_off[C_N], db_off[D_N], core_off[K_N], stats_off[T_N];
 static PyTypeObject *client_type, *db_type, *core_type, *stats_type, *deque_type, *zset_type;
 static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
-static PyObject *int_text;      /* strings._INT_TEXT: the shared texts of 0..len-1 */
 static PyObject *appendleft, *append, *set_score;   /* deque's and ZSet's methods */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
 static int bound;   /* bind() ran to its end */
@@ -55,30 +54,29 @@ static LPHash_CAPI *lh;         /* small hashes (pyrepl/keyspace/_lphash.h) */
 static LPList_CAPI *ll;         /* small lists (pyrepl/keyspace/_lplist.h) */
 static LPZSet_CAPI *lz;         /* small sorted sets (pyrepl/keyspace/_lpzset.h) */
 
-/* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, handlers):
+/* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, handlers):
    handlers maps each name above to its Python handler. */
-#define BIND_USAGE "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, _INT_TEXT, ADDED, " \
-                   "handlers)"
+#define BIND_USAGE "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, handlers)"
 
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[8] = {
+    const slots_spec specs[7] = {
         SLOTS_OF(client), SLOTS_OF(db), SLOTS_OF(core), SLOTS_OF(stats),
-        KEPT(&deque_type), KEPT(&zset_type), KEPT(&ok), KEPT(&int_text),
+        KEPT(&deque_type), KEPT(&zset_type), KEPT(&ok),
     };
-    int form = nargs == 10 && PyList_CheckExact(args[7]) && PyDict_CheckExact(args[9]);
-    if (bind_args(form, BIND_USAGE, args, specs, 8) < 0)
+    int form = nargs == 9 && PyDict_CheckExact(args[8]);
+    if (bind_args(form, BIND_USAGE, args, specs, 7) < 0)
         return NULL;
     for (int i = 0; i < H_N; i++) {
-        PyObject *h = PyDict_GetItemString(args[9], handler_names[i]);
+        PyObject *h = PyDict_GetItemString(args[8], handler_names[i]);
         if (h == NULL) {
             PyErr_Format(PyExc_KeyError, "no Python handler for %s", handler_names[i]);
             return NULL;
         }
         keep(&ref[i], h);
     }
-    added = PyLong_AsLongLong(args[8]);
+    added = PyLong_AsLongLong(args[7]);
     if (added == -1 && PyErr_Occurred())
         return NULL;
     if (keep_attr(&appendleft, args[4], "appendleft") || keep_attr(&append, args[4], "append") ||
@@ -199,65 +197,39 @@ static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_GET, 2);
-    PyObject *v = kt->get(h.data, h.key);
-    if (v != NULL && !PyBytes_CheckExact(v))
-        return reference(H_GET, args, nargs);   /* (WRONGTYPE) */
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
     if (v == NULL && PyErr_Occurred())
         return NULL;
     PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
-    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+    if ((v != NULL && !PyBytes_CheckExact(v)) ||      /* (WRONGTYPE) */
+            Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N)) {
+        Py_XDECREF(v);
         return reference(H_GET, args, nargs);
-    if (slot_add(stats, stats_off[v == NULL ? T_MISSES : T_HITS], 1) < 0)
-        return NULL;
-    return Py_NewRef(v == NULL ? Py_None : v);
-}
-
-/* The value of a counter's text when it is canonical ("0", or 1 to 18 digits without a
-   leading zero: no sign, no space, no overflow on +1); -1 for anything else. */
-static long long
-canonical_counter(PyObject *v)
-{
-    Py_ssize_t n = PyBytes_GET_SIZE(v);
-    const char *s = PyBytes_AS_STRING(v);
-    if (n < 1 || n > 18 || (s[0] == '0' && n > 1))
-        return -1;
-    long long x = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        x = x * 10 + (s[i] - '0');
     }
-    return x;
+    if (slot_add(stats, stats_off[v == NULL ? T_MISSES : T_HITS], 1) < 0) {
+        Py_XDECREF(v);
+        return NULL;
+    }
+    return v == NULL ? Py_NewRef(Py_None) : v;
 }
 
-/* INCR key: a missing key counts from 0. The key's age is touched once, by the store (Redis's
-   lookupKeyWrite, then an overwrite that keeps it): peek, then set. */
+/* INCR key: a missing key counts from 0. A string that is an integer is kept in the table's
+   entry (keyspace/_ktable.c, "values"): read and stored as one, no text made. The key's age is
+   touched once, by the store (Redis's lookupKeyWrite, then an overwrite that keeps it). */
 static PyObject *
 hot_incr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_INCR, 2);
-    PyObject *v = kt->peek(h.data, h.key);
     long long x = 0;
-    if (v != NULL) {
-        if (!PyBytes_CheckExact(v) || (x = canonical_counter(v)) < 0)
-            return reference(H_INCR, args, nargs);   /* (WRONGTYPE, or any other text) */
-    } else if (PyErr_Occurred()) {
+    int found = kt->peek_int(h.data, h.key, &x);
+    if (found < 0)
         return NULL;
-    }
-    x += 1;
-    PyObject *text;
-    if (x < PyList_GET_SIZE(int_text)) {
-        text = Py_NewRef(PyList_GET_ITEM(int_text, x));
-    } else {
-        char digits[24];
-        int k = PyOS_snprintf(digits, sizeof digits, "%lld", x);
-        text = PyBytes_FromStringAndSize(digits, k);
-    }
-    if (text == NULL)
+    if (found == KT_OTHER)
+        return reference(H_INCR, args, nargs);   /* (WRONGTYPE, text, or past 62 bits) */
+    x += 1;     /* (|x| < 2**62: no overflow) */
+    if (kt->set_int(h.data, h.key, x) < 0)
         return NULL;
-    int rc = kt->set(h.data, h.key, text);
-    Py_DECREF(text);
-    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLongLong(x));
+    return dirtied(&h, PyLong_FromLongLong(x));
 }
 
 /* LPUSH / RPUSH key element, onto an existing list: its length */
@@ -265,16 +237,18 @@ static PyObject *
 push(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(which, 3);
-    PyObject *lst = kt->get(h.data, h.key);
+    PyObject *lst = kt->get(h.data, h.key);   /* (a new reference) */
     if (lst != NULL && Py_TYPE(lst) == ll->type && PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2))) {
         Py_ssize_t n = ll->push_fit(lst, PyList_GET_ITEM(args[1], 2), which == H_LPUSH);
+        Py_DECREF(lst);
         if (n == -2)
             return reference(which, args, nargs);   /* (it becomes a deque) */
         return n < 0 ? NULL : dirtied(&h, PyLong_FromSsize_t(n));
     }
-    if (lst == NULL || Py_TYPE(lst) != deque_type)
+    if (lst == NULL || Py_TYPE(lst) != deque_type) {
+        Py_XDECREF(lst);
         return PyErr_Occurred() ? NULL : reference(which, args, nargs);   /* (a new list) */
-    Py_INCREF(lst);
+    }
     PyObject *margs[2] = {lst, PyList_GET_ITEM(args[1], 2)};
     PyObject *r = PyObject_Vectorcall(method, margs, 2, NULL);
     Py_ssize_t len = r == NULL ? -1 : PyObject_Size(lst);
@@ -301,22 +275,24 @@ static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_HSET, 4);
-    PyObject *hash = kt->get(h.data, h.key);
+    PyObject *hash = kt->get(h.data, h.key);  /* (a new reference) */
     if (hash != NULL && Py_TYPE(hash) == lh->type &&
             PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)) &&
             PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
         int r = lh->set_fit(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
+        Py_DECREF(hash);
         if (r == -2)
             return reference(H_HSET, args, nargs);  /* (it becomes a dict) */
         return r < 0 ? NULL : dirtied(&h, PyLong_FromLong(r));
     }
     if (hash == NULL || !PyDict_CheckExact(hash) ||
-            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)))
+            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2))) {
+        Py_XDECREF(hash);
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
+    }
     /* one lookup: a new field is the one store that grows the dict (a bytes field: nothing
        runs during the store that could change the dict otherwise) */
     Py_ssize_t before = PyDict_GET_SIZE(hash);
-    Py_INCREF(hash);
     int rc = PyDict_SetItem(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
     Py_ssize_t after = PyDict_GET_SIZE(hash);
     Py_DECREF(hash);
@@ -339,10 +315,9 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return reference(H_ZADD, args, nargs);
         score = score * 10 + (d - '0');
     }
-    z = kt->get(h.data, h.key);
+    z = kt->get(h.data, h.key);   /* (a new reference) */
     if (z != NULL && PyObject_TypeCheck(z, lz->type) &&
             PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
-        Py_INCREF(z);
         int r = lz->set_score_fit(z, PyList_GET_ITEM(args[1], 3), (double)score);
         Py_DECREF(z);
         if (r == -2)
@@ -351,12 +326,15 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         return r == 0 ? PyLong_FromLong(0) : dirtied(&h, PyLong_FromLong(r == 1));
     }
-    if (z == NULL || Py_TYPE(z) != zset_type)
+    if (z == NULL || Py_TYPE(z) != zset_type) {
+        Py_XDECREF(z);
         return PyErr_Occurred() ? NULL : reference(H_ZADD, args, nargs);
+    }
     PyObject *f = PyFloat_FromDouble((double)score);
-    if (f == NULL)
+    if (f == NULL) {
+        Py_DECREF(z);
         return NULL;
-    Py_INCREF(z);
+    }
     PyObject *zargs[3] = {z, PyList_GET_ITEM(args[1], 3), f};
     PyObject *r = PyObject_Vectorcall(set_score, zargs, 3, NULL);
     Py_DECREF(f);

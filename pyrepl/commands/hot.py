@@ -12,7 +12,7 @@ from typing import Any
 from pyrepl import native
 from pyrepl.commands.hashes import hset
 from pyrepl.commands.lists import lpush, rpush
-from pyrepl.commands.strings import _INT_TEXT, get, incr, set_
+from pyrepl.commands.strings import get, incr, set_
 from pyrepl.commands.table import COMMANDS
 from pyrepl.commands.zsets import zadd
 from pyrepl.core.client import Client
@@ -31,7 +31,7 @@ def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) 
     which imports this package first), and the Python handlers they stand for."""
     if _hot is None:
         return
-    _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, _INT_TEXT, ADDED,
+    _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, ADDED,
               handlers)
 
 

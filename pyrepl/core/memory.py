@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.keyspace.intset import NATIVE_TYPE as INTSET_C
+from pyrepl.keyspace.ktable import kept_inline
 from pyrepl.keyspace.lphash import NATIVE_TYPE as LPHASH_C
 from pyrepl.keyspace.lplist import NATIVE_TYPE as LPLIST_C
 from pyrepl.keyspace.zset import LPZSET_C, ZSet
@@ -150,9 +151,9 @@ def table_share(table: Any) -> int:
 def key_size(key: bytes, value: Any, samples: int, db: Any = None) -> int:
     """MEMORY USAGE: the key, its value, and its share of the database's tables (``db``'s
     ``data`` and, with a TTL, ``expires``; a dict slot's size without ``db``)."""
-    size = object_size(key) + deep_size(value, samples)
     if db is None:
-        return size + DICT_ENTRY
+        return object_size(key) + deep_size(value, samples) + DICT_ENTRY
+    size = object_size(key) + (0 if kept_inline(db.data, value) else deep_size(value, samples))
     size += table_share(db.data)
     if key in db.expires:
         size += table_share(db.expires) + object_size(db.expires[key])

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "_ktable.h"
+#include "_listpack.h"     /* canonical_int */
 
 #define IX_EMPTY (-1)
 #define IX_DUMMY (-2)
@@ -104,6 +105,71 @@ typedef struct {
     uint32_t age;       /* 24 bits used */
     uint32_t hash;      /* the key's hash, low 32 bits */
 } entry_t;
+
+/* -- values: a string that is an integer is kept in the entry ------------------------------
+ *
+ * As Redis's OBJ_ENCODING_INT keeps a string that is the canonical form of an integer in the
+ * robj's pointer (tryObjectEncoding), an entry keeps such a bytes value (at most 20 characters,
+ * string2ll's form: no '+', no leading zero, not "-0") of 63 bits as a tagged word instead of a
+ * reference: (v << 1) | 1, which no object's address is. 40-48 B a key less for counters and
+ * ids; a read makes the bytes again (Redis formats the integer into its reply likewise).
+ * Everything that reads e->value goes through val_new (a new reference) or is TAGGED-aware. */
+#define TAGGED(v) (((uintptr_t)(v)) & 1u)
+#define TAG_MIN (-((int64_t)1 << 62))
+#define TAG_MAX (((int64_t)1 << 62) - 1)
+
+/* What an entry keeps for value: its tag, or value itself (borrowed). */
+static inline PyObject *as_stored(PyObject *value)
+{
+    if (!PyBytes_CheckExact(value))
+        return value;
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(value);
+    int64_t v;
+    if (n == 0 || n > 20 || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) ||
+            !canonical_int(s, n, &v) || v < TAG_MIN || v > TAG_MAX)
+        return value;
+    return (PyObject *)(uintptr_t)(((uint64_t)v << 1) | 1u);
+}
+
+static inline void val_incref(PyObject *v)
+{
+    if (!TAGGED(v))
+        Py_INCREF(v);
+}
+
+static inline void val_release(PyObject *v)
+{
+    if (v != NULL && !TAGGED(v))
+        Py_DECREF(v);
+}
+
+/* The bytes of a tagged integer (a new reference). */
+static PyObject *untag(PyObject *v)
+{
+    int64_t x = (int64_t)((intptr_t)v >> 1);
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--p = '-';
+    return PyBytes_FromStringAndSize(p, buf + sizeof buf - p);
+}
+
+/* A new reference to the value an entry keeps. */
+static inline PyObject *val_new(PyObject *v)
+{
+    return TAGGED(v) ? untag(v) : Py_NewRef(v);
+}
+
+/* An entry's value taken out of it (the entry's reference moves to the caller). */
+static inline PyObject *val_take(PyObject *v)
+{
+    return TAGGED(v) ? untag(v) : v;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -284,11 +350,12 @@ static inline int may_be_tracked(PyObject *o)
 
 static inline void maybe_track(KTObject *t, PyObject *key, PyObject *value)
 {
-    if (!PyObject_GC_IsTracked((PyObject *)t) && (may_be_tracked(key) || may_be_tracked(value)))
+    if (!PyObject_GC_IsTracked((PyObject *)t) &&
+            (may_be_tracked(key) || (!TAGGED(value) && may_be_tracked(value))))
         PyObject_GC_Track((PyObject *)t);
 }
 
-/* Add a key known to be absent (new refs taken). */
+/* Add a key known to be absent, with `value` as an entry keeps it (as_stored); new refs taken. */
 static int insert_new(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age)
 {
     if (t->nentries >= t->ecap && make_room(t) < 0)
@@ -297,7 +364,7 @@ static int insert_new(KTObject *t, PyObject *key, PyObject *value, uint32_t h, u
     Py_ssize_t ix = t->nentries++;
     entry_t *e = &t->entries[ix];
     Py_INCREF(key);
-    Py_INCREF(value);
+    val_incref(value);
     e->key = key;
     e->value = value;
     e->age = age;
@@ -318,8 +385,9 @@ static int kt_hash(PyObject *key, uint32_t *h)
     return 0;
 }
 
-/* Store key -> value; an existing key keeps its place and is touched (setKey). */
-static int kt_set(KTObject *t, PyObject *key, PyObject *value)
+/* Store key -> `value` as an entry keeps it (as_stored); an existing key keeps its place and
+   is touched (setKey). */
+static int kt_set_stored(KTObject *t, PyObject *key, PyObject *value)
 {
     uint32_t h;
     if (kt_hash(key, &h) < 0)
@@ -330,18 +398,24 @@ static int kt_set(KTObject *t, PyObject *key, PyObject *value)
     if (ix >= 0) {
         entry_t *e = &t->entries[ix];
         PyObject *old = e->value;
-        Py_INCREF(value);
+        val_incref(value);
         e->value = value;
         if (t->ageing)
             e->age = touched(e->age);
         maybe_track(t, key, value);
-        Py_DECREF(old);
+        val_release(old);
         return 0;
     }
     return insert_new(t, key, value, h, t->ageing ? initial_age() : 0);
 }
 
-/* Remove the entry at ix (index slot `slot`); answers the value (a new ref). */
+static inline int kt_set(KTObject *t, PyObject *key, PyObject *value)
+{
+    return kt_set_stored(t, key, as_stored(value));
+}
+
+/* Remove the entry at ix (index slot `slot`); answers the value as the entry kept it (its
+   reference moves to the caller: val_take or val_release it). */
 static PyObject *kt_remove_at(KTObject *t, Py_ssize_t ix, Py_ssize_t slot)
 {
     entry_t *e = &t->entries[ix];
@@ -355,7 +429,8 @@ static PyObject *kt_remove_at(KTObject *t, Py_ssize_t ix, Py_ssize_t slot)
     return value;
 }
 
-/* The value of key (borrowed) or NULL (no error set when absent); touches when `touch`. */
+/* The value of key (a new reference) or NULL (no error set when absent); touches when
+   `touch`. */
 static PyObject *kt_get(KTObject *t, PyObject *key, int touch)
 {
     uint32_t h;
@@ -367,14 +442,14 @@ static PyObject *kt_get(KTObject *t, PyObject *key, int touch)
     entry_t *e = &t->entries[ix];
     if (touch && t->ageing)
         e->age = touched(e->age);
-    return e->value;
+    return val_new(e->value);
 }
 
 static void kt_release(entry_t *entries, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_XDECREF(entries[i].key);
-        Py_XDECREF(entries[i].value);
+        val_release(entries[i].value);
     }
     PyMem_Free(entries);
 }
@@ -428,7 +503,8 @@ static int kt_traverse(KTObject *t, visitproc visit, void *arg)
 {
     for (Py_ssize_t i = 0; i < t->nentries; i++) {
         Py_VISIT(t->entries[i].key);
-        Py_VISIT(t->entries[i].value);
+        if (!TAGGED(t->entries[i].value))
+            Py_VISIT(t->entries[i].value);
     }
     return 0;
 }
@@ -461,12 +537,9 @@ static Py_ssize_t kt_length(KTObject *t) { return t->used; }
 static PyObject *kt_subscript(KTObject *t, PyObject *key)
 {
     PyObject *v = kt_get(t, key, 1);
-    if (v == NULL) {
-        if (!PyErr_Occurred())
-            _PyErr_SetKeyError(key);
-        return NULL;
-    }
-    return Py_NewRef(v);
+    if (v == NULL && !PyErr_Occurred())
+        _PyErr_SetKeyError(key);
+    return v;
 }
 
 static int kt_del(KTObject *t, PyObject *key)
@@ -481,7 +554,7 @@ static int kt_del(KTObject *t, PyObject *key)
             _PyErr_SetKeyError(key);
         return -1;
     }
-    Py_DECREF(kt_remove_at(t, ix, slot));
+    val_release(kt_remove_at(t, ix, slot));
     return 0;
 }
 
@@ -509,7 +582,12 @@ static PyObject *kt_repr(KTObject *t)
         goto done;
     for (Py_ssize_t i = 0; i < t->nentries; i++) {
         entry_t *e = &t->entries[i];
-        if (e->key != NULL && PyDict_SetItem(d, e->key, e->value) < 0)
+        if (e->key == NULL)
+            continue;
+        PyObject *v = val_new(e->value);
+        int rc = v == NULL ? -1 : PyDict_SetItem(d, e->key, v);
+        Py_XDECREF(v);
+        if (rc < 0)
             goto done;
     }
     r = PyUnicode_FromFormat("KeyTable(%R)", d);
@@ -531,12 +609,15 @@ static PyObject *kt_richcompare(PyObject *self, PyObject *other, int op)
         entry_t *e = &t->entries[i];
         if (e->key == NULL)
             continue;
-        PyObject *k = Py_NewRef(e->key), *v = Py_NewRef(e->value), *ov;
+        PyObject *v = val_new(e->value), *ov;
+        if (v == NULL)
+            return NULL;
+        PyObject *k = Py_NewRef(e->key);
         if (KT_Check(other)) {
             ov = kt_get((KTObject *)other, k, 0);
         }
         else {
-            ov = PyDict_GetItemWithError(other, k);
+            ov = Py_XNewRef(PyDict_GetItemWithError(other, k));
         }
         if (ov == NULL) {
             Py_DECREF(k);
@@ -546,7 +627,6 @@ static PyObject *kt_richcompare(PyObject *self, PyObject *other, int op)
             eq = 0;
             break;
         }
-        Py_INCREF(ov);
         int cmp = PyObject_RichCompareBool(v, ov, Py_EQ);
         Py_DECREF(ov);
         Py_DECREF(k);
@@ -567,12 +647,9 @@ static PyObject *kt_lookup_or_default(KTObject *t, PyObject *const *args, Py_ssi
     if (!_PyArg_CheckPositional(name, nargs, 1, 2))
         return NULL;
     PyObject *v = kt_get(t, args[0], touch);
-    if (v == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        v = nargs > 1 ? args[1] : Py_None;
-    }
-    return Py_NewRef(v);
+    if (v == NULL && !PyErr_Occurred())
+        v = Py_NewRef(nargs > 1 ? args[1] : Py_None);
+    return v;
 }
 
 static PyObject *kt_get_method(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
@@ -602,7 +679,7 @@ static PyObject *kt_pop(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
         _PyErr_SetKeyError(args[0]);
         return NULL;
     }
-    return kt_remove_at(t, ix, slot);
+    return val_take(kt_remove_at(t, ix, slot));
 }
 
 static PyObject *kt_setdefault(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
@@ -620,9 +697,9 @@ static PyObject *kt_setdefault(KTObject *t, PyObject *const *args, Py_ssize_t na
         entry_t *e = &t->entries[ix];
         if (t->ageing)
             e->age = touched(e->age);
-        return Py_NewRef(e->value);
+        return val_new(e->value);
     }
-    if (insert_new(t, args[0], dflt, h, t->ageing ? initial_age() : 0) < 0)
+    if (insert_new(t, args[0], as_stored(dflt), h, t->ageing ? initial_age() : 0) < 0)
         return NULL;
     return Py_NewRef(dflt);
 }
@@ -707,7 +784,7 @@ static int kt_update_from(KTObject *t, PyObject *other)
             return -1;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
             PyObject *k = PyList_GET_ITEM(keys, i);
-            PyObject *v = KT_Check(other) ? Py_XNewRef(kt_get((KTObject *)other, k, 0))
+            PyObject *v = KT_Check(other) ? kt_get((KTObject *)other, k, 0)
                                           : PyObject_GetItem(other, k);
             if (v == NULL) {
                 if (!PyErr_Occurred())
@@ -977,9 +1054,12 @@ static PyObject *it_next(KTIter *it)
     entry_t *e = &entries[i];
     if (it->kind == KIND_KEYS)
         return Py_NewRef(e->key);
-    if (it->kind == KIND_VALUES)
-        return Py_NewRef(e->value);
-    return PyTuple_Pack(2, e->key, e->value);
+    PyObject *v = val_new(e->value), *pair;
+    if (v == NULL || it->kind == KIND_VALUES)
+        return v;
+    pair = PyTuple_Pack(2, e->key, v);
+    Py_DECREF(v);
+    return pair;
 }
 
 static PyObject *it_length_hint(KTIter *it, PyObject *Py_UNUSED(ignored))
@@ -1046,7 +1126,6 @@ static int view_contains(KTView *v, PyObject *x)
         PyObject *found = kt_get(v->table, PyTuple_GET_ITEM(x, 0), 0);
         if (found == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        Py_INCREF(found);
         int rc = PyObject_RichCompareBool(found, PyTuple_GET_ITEM(x, 1), Py_EQ);
         Py_DECREF(found);
         return rc;
@@ -1247,11 +1326,37 @@ static int capi_set(PyObject *t, PyObject *key, PyObject *value)
 {
     return kt_set((KTObject *)t, key, value);
 }
+static int capi_peek_int(PyObject *t, PyObject *key, long long *out)
+{
+    uint32_t h;
+    if (kt_hash(key, &h) < 0)
+        return -1;
+    Py_ssize_t ix = lookup((KTObject *)t, key, h, NULL);
+    if (ix < 0)
+        return ix == -2 ? -1 : KT_ABSENT;
+    PyObject *v = ((KTObject *)t)->entries[ix].value;
+    if (!TAGGED(v))
+        return KT_OTHER;
+    *out = (long long)((intptr_t)v >> 1);
+    return KT_INT;
+}
+static int capi_set_int(PyObject *t, PyObject *key, long long v)
+{
+    if (v >= TAG_MIN && v <= TAG_MAX)
+        return kt_set_stored((KTObject *)t, key, (PyObject *)(uintptr_t)(((uint64_t)v << 1) | 1u));
+    PyObject *text = PyBytes_FromFormat("%lld", v);
+    if (text == NULL)
+        return -1;
+    int rc = kt_set_stored((KTObject *)t, key, text);
+    Py_DECREF(text);
+    return rc;
+}
 static Py_ssize_t capi_len(PyObject *t) { return ((KTObject *)t)->used; }
 static int capi_contains(PyObject *t, PyObject *key) { return kt_contains((KTObject *)t, key); }
 
 static KTable_CAPI capi = {
     KTABLE_CAPI_VERSION, &KTType, capi_get, capi_peek, capi_set, capi_len, capi_contains,
+    capi_peek_int, capi_set_int,
 };
 
 static struct PyModuleDef moduledef = {

@@ -4,17 +4,25 @@
  *     KTable_CAPI *kt = PyCapsule_Import(KTABLE_CAPSULE, 0);
  *     if (Py_IS_TYPE(obj, kt->type)) v = kt->get(obj, key);
  *
- * get and peek answer a borrowed reference or NULL, with an exception set only on an error
- * (a key's hash or comparison raised); get touches the key's age (lookupKey), peek does not.
+ * get and peek answer a NEW reference or NULL, with an exception set only on an error (a key's
+ * hash or comparison raised, or no memory to make a value): a string that is an integer is
+ * kept in its entry and made again on each read (_ktable.c, "values"). get touches the key's
+ * age (lookupKey), peek does not.
  * set stores (a new key gets its initial age, an existing one is touched): 0, or -1 with an
- * exception. contains: 1, 0 or -1. len: the number of keys. */
+ * exception. contains: 1, 0 or -1. len: the number of keys.
+ * peek_int (INCR's read, the age untouched): KT_INT and *out when the key holds a string that is
+ * an integer kept in its entry (every canonical integer of 63 bits is), KT_ABSENT, KT_OTHER
+ * (any other value), or -1 with an exception. set_int: set of the integer's text, without
+ * making it: 0 or -1. */
 #ifndef PYREPL_KTABLE_H
 #define PYREPL_KTABLE_H
 
 #include <Python.h>
 
 #define KTABLE_CAPSULE "pyrepl.keyspace._ktable._C_API"
-#define KTABLE_CAPI_VERSION 1
+#define KTABLE_CAPI_VERSION 2
+
+enum { KT_ABSENT = 0, KT_INT = 1, KT_OTHER = 2 };
 
 typedef struct {
     int version;
@@ -24,6 +32,8 @@ typedef struct {
     int (*set)(PyObject *table, PyObject *key, PyObject *value);
     Py_ssize_t (*len)(PyObject *table);
     int (*contains)(PyObject *table, PyObject *key);
+    int (*peek_int)(PyObject *table, PyObject *key, long long *out);
+    int (*set_int)(PyObject *table, PyObject *key, long long v);
 } KTable_CAPI;
 
 #endif

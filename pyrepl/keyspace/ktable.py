@@ -9,7 +9,11 @@ which answers a few keys at random in O(1) each (``sample``, Redis's dictGetSome
 gives memory back after deletions (``shrink``, tryResizeHashTables). In C
 (pyrepl/keyspace/_ktable.c) the age shares a dict-sized entry with the key and the value, so it
 costs no memory; this module is the Python reference, with the same answers, that runs when
-pyrepl runs as plain Python (pyrepl/native.py), and ``KeyTable`` is whichever runs.
+pyrepl runs as plain Python (pyrepl/native.py), and ``KeyTable`` is whichever runs. The C
+table also keeps a string value that is an integer (canonical, 63 bits) in the entry instead of
+a reference to its bytes, as Redis's OBJ_ENCODING_INT keeps it in the robj (40-48 B a key
+less); a read makes the equal bytes again, so a value read back is equal to, not the same
+object as, the one stored (nothing may rely on its identity).
 
 Ageing, Redis 7.0's rules, with module state the server sets: :func:`configure` (the policy,
 lfu-log-factor, lfu-decay-time) and :func:`set_clock` (the LRU clock and the LFU minutes of
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl import native
 from pyrepl.keyspace import ageing
+from pyrepl.keyspace.listpack import canonical_int
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -391,6 +396,20 @@ if TYPE_CHECKING:
 else:
     _native = native.load("pyrepl.keyspace._ktable")
     KeyTable = KeyTableReference if _native is None else _native.KeyTable
+
+
+# The integers a C table keeps in an entry rather than as bytes (63 bits, _ktable.c "values").
+INLINE_INT_MIN, INLINE_INT_MAX = -(1 << 62), (1 << 62) - 1
+
+
+def kept_inline(table: object, value: object) -> bool:
+    """Whether ``table`` keeps ``value`` in its entry, no object held for it: the C table and a
+    string that is the canonical form of an integer of 63 bits (MEMORY USAGE counts nothing
+    for it, as Redis's for an OBJ_ENCODING_INT string counts only the robj)."""
+    if _native is None or type(table) is not _native.KeyTable or type(value) is not bytes:
+        return False
+    n = canonical_int(value)
+    return n is not None and INLINE_INT_MIN <= n <= INLINE_INT_MAX
 
 
 def configure(policy_lfu: bool, lfu_log_factor: int, lfu_decay_time: int) -> None:

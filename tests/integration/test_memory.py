@@ -101,6 +101,31 @@ def test_memory_stats_and_usage_agree_with_info() -> None:
         assert "Sam" in c.execute_command("MEMORY", "DOCTOR").decode()
 
 
+@pool_walk
+def test_strings_that_are_integers_cost_no_object_and_memory_usage_says_so() -> None:
+    """As Redis's OBJ_ENCODING_INT: 50k keys holding integers grow used_memory by ~40 B a key
+    less than the same keys holding text of the same length, and MEMORY USAGE, which counts no
+    value object for them, still sums to the growth."""
+    with start_pyrepl() as srv:
+        c = redis.Redis(port=srv.port)
+        grown = {}
+        for kind, value in (("int", lambda i: str(1_000_000 + i)), ("text", lambda i: f"x{i:06d}")):
+            used0 = int(_memory(c)["used_memory"])
+            p = c.pipeline(transaction=False)
+            for i in range(N):
+                p.set(f"{kind}:{i:08d}", value(i))
+            p.execute()
+            grown[kind] = int(_memory(c)["used_memory"]) - used0
+            sample = sum(c.memory_usage(f"{kind}:{i:08d}") for i in range(0, N, 50))
+            assert abs(sample * 50 - grown[kind]) < grown[kind] * 0.15, (kind, sample * 50, grown)
+            assert c.get(f"{kind}:{N - 1:08d}") == value(N - 1).encode()
+            assert c.object("encoding", f"{kind}:00000001") == (b"int" if kind == "int"
+                                                                 else b"embstr")
+        assert (grown["text"] - grown["int"]) / N > 32, grown
+        assert c.memory_usage("text:00000001") - c.memory_usage("int:00000001") >= 32
+        assert c.incr("int:00000001") == 1_000_002 and c.get("int:00000001") == b"1000002"
+
+
 def test_a_plain_python_server_reports_rss_and_says_so(monkeypatch) -> None:
     monkeypatch.setenv("PYREPL_PURE", "1")
     with start_pyrepl() as srv:

@@ -74,6 +74,25 @@ def _key(rng: random.Random, spread: int) -> Any:
     return Collider(n % 40)
 
 
+# strings that are integers, which the C table keeps in the entry (_ktable.c, "values"), at the
+# edges of its 63 bits and of the canonical form, and values it keeps as references
+_INT_EDGES = [b"0", b"-1", b"4611686018427387903", b"4611686018427387904",
+              b"-4611686018427387904", b"-4611686018427387905", b"9223372036854775807",
+              b"-9223372036854775808", b"99999999999999999999", b"123456789012345678901",
+              b"-0", b"01", b"+1", b" 1", b"1 ", b"", b"-", b"1.5"]
+
+
+def _value(rng: random.Random) -> Any:
+    r = rng.random()
+    if r < 0.3:
+        return rng.randrange(1000)
+    if r < 0.6:
+        return b"%d" % rng.randrange(-10**6, 10**6)
+    if r < 0.8:
+        return rng.choice(_INT_EDGES)
+    return b"v%d" % rng.randrange(1000)
+
+
 def _random_ops(tables: list[Any], ref: dict[Any, Any], rng: random.Random, n_ops: int,
                 spread: int) -> None:
     """The same random operations on each table and on a dict ``ref`` holding what they
@@ -82,7 +101,7 @@ def _random_ops(tables: list[Any], ref: dict[Any, Any], rng: random.Random, n_op
         op = rng.random()
         k = _key(rng, spread)
         if op < 0.35:
-            v = rng.randrange(1000)
+            v = _value(rng)
             ref[k] = v
             for t in tables:
                 t[k] = v
@@ -374,6 +393,49 @@ def test_no_reference_leaks() -> None:
     t = C_TABLE.from_dict({key: value})
     del t
     assert (sys.getrefcount(value), sys.getrefcount(key)) == before
+
+
+@needs_c
+def test_a_string_that_is_an_integer_is_kept_in_the_entry_and_read_back_as_it_was() -> None:
+    """Redis's OBJ_ENCODING_INT: the entry keeps the integer, not the bytes object (no reference
+    held, ~40 B a key less), and every read makes the same bytes again."""
+    ints = [b"%d" % v for v in (0, 7, -7, 10**18, -(10**18), (1 << 62) - 1, -(1 << 62))]
+    kept = [b"%d" % v for v in ((1 << 62), -(1 << 62) - 1, (1 << 63) - 1)] + [
+        b"-0", b"007", b"+1", b"1 ", b"", b"12345678901234567890123", b"x"]
+    t = C_TABLE()
+    for v in ints + kept:
+        before = sys.getrefcount(v)
+        t[b"k"] = v
+        held = sys.getrefcount(v) - before
+        assert held == (0 if v in ints else 1), v
+        got = t[b"k"]
+        assert got == v and type(got) is bytes
+        assert t.get(b"k") == t.peek(b"k") == t.setdefault(b"k", b"other") == v
+        assert list(t.values()) == [v] and list(t.items()) == [(b"k", v)]
+        assert t == {b"k": v} and t.copy() == t and repr(t) == repr({b"k": v}).join(
+            ("KeyTable(", ")"))
+        assert t.pop(b"k") == v and len(t) == 0
+        t.setdefault(b"k", v)
+        assert t[b"k"] == v
+        del t[b"k"]
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        for name, make in (("ints", lambda i: b"%d" % (i * 7919)), ("text", lambda i: b"v%06d" % i)):
+            t = C_TABLE()
+            keys = [b"n:%d" % i for i in range(20_000)]
+            base = tracemalloc.get_traced_memory()[0]
+            for k in keys:
+                t[k] = make(int(k[2:]))
+            grown = (tracemalloc.get_traced_memory()[0] - base) / len(keys)
+            if name == "ints":
+                per_int = grown
+            else:
+                assert grown - per_int >= 32, (per_int, grown)   # a bytes object a key saved
+            assert all(t[k] == make(int(k[2:])) for k in keys)
+            del t
+    finally:
+        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("impl", IMPLS)
