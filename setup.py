@@ -11,7 +11,9 @@ pymalloc's pools: "Memory accounting (issue 37 part 1)"), a sealed stream node's
 (pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash, a set of
 integers, a small list and a small sorted set in Redis's own encodings
 (pyrepl/keyspace/_lphash.c, _intset.c, _lplist.c, _lpzset.c, with pyrepl/keyspace/_listpack.h shared with _streamlp.c: "Small containers in
-Redis's encodings (issue 37 part 4)") and a request's dispatch around its
+Redis's encodings (issue 37 part 4)"), the hashtable-encoded set and hash with their keys inline
+(pyrepl/keyspace/_strtab.c: StrSet and StrDict, a compact dict of length-prefixed key blobs) and a
+request's dispatch around its
 handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
@@ -20,7 +22,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same fourteen: tests/unit/test_native.py checks it)."""
+lists the same fifteen: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -65,4 +67,6 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._ktable", ["pyrepl/keyspace/_ktable.c"],
               depends=["pyrepl/keyspace/_ktable.h"], extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._strtab", ["pyrepl/keyspace/_strtab.c"],
+              extra_compile_args=["-O2"], optional=True),
 ])

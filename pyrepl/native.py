@@ -38,6 +38,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._intset",
     "pyrepl.keyspace._lplist",
     "pyrepl.keyspace._lpzset",
+    "pyrepl.keyspace._strtab",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
