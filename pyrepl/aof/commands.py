@@ -61,6 +61,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import Stream, id_str
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.rdb.encoder import DbLike
 from pyrepl.resp.reader import string2ll
@@ -156,12 +157,12 @@ def value_commands(key: bytes, v: Any, now_ms: int) -> Iterable[list[bytes]]:
         return _variadic(b"RPUSH", key, iter(v))
     if t is IntSet:
         return _variadic(b"SADD", key, iter(v))     # (ascending, as Redis rewrites an intset)
-    if t is set or t is frozenset:
+    if t is StrSet or t is set or t is frozenset:
         return _variadic(b"SADD", key, iter(set_members(v)))
     if t is ZSet or t is ListpackZSet:
         return _variadic_pairs(b"ZADD", key,
                                ((format_double(s), m) for m, s in v.items()))
-    if t is dict or t is ListpackHash or t is HashEx:
+    if t is StrDict or t is ListpackHash or t is HashEx or t is dict:
         return hash_commands(key, v, now_ms)
     if t is Stream:
         return stream_commands(key, v)

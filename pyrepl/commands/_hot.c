@@ -23,6 +23,7 @@
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
 #include "../keyspace/_ktable.h"
+#include "../keyspace/_strtab.h"
 #include "../keyspace/_lphash.h"
 #include "../keyspace/_lplist.h"
 #include "../keyspace/_lpzset.h"
@@ -53,6 +54,7 @@ static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable
 static LPHash_CAPI *lh;         /* small hashes (pyrepl/keyspace/_lphash.h) */
 static LPList_CAPI *ll;         /* small lists (pyrepl/keyspace/_lplist.h) */
 static LPZSet_CAPI *lz;         /* small sorted sets (pyrepl/keyspace/_lpzset.h) */
+static StrTab_CAPI *st;         /* hash tables of bytes (pyrepl/keyspace/_strtab.h) */
 
 /* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, handlers):
    handlers maps each name above to its Python handler. */
@@ -110,6 +112,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (ll->version != LPLIST_CAPI_VERSION) {
         ll = NULL;
         PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lplist: another C API version");
+        return NULL;
+    }
+    if (st == NULL && (st = PyCapsule_Import(STRTAB_CAPSULE, 0)) == NULL)
+        return NULL;
+    if (st->version != STRTAB_CAPI_VERSION) {
+        st = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._strtab: another C API version");
         return NULL;
     }
     bound = 1;
@@ -270,7 +279,7 @@ hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* HSET key field value, into an existing hash (a listpack that still fits one after it, or a
-   dict: no field TTLs): 1 for a new field */
+   StrDict, a hash table: no field TTLs): 1 for a new field */
 static PyObject *
 hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -282,21 +291,18 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int r = lh->set_fit(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
         Py_DECREF(hash);
         if (r == -2)
-            return reference(H_HSET, args, nargs);  /* (it becomes a dict) */
+            return reference(H_HSET, args, nargs);  /* (it becomes a hash table) */
         return r < 0 ? NULL : dirtied(&h, PyLong_FromLong(r));
     }
-    if (hash == NULL || !PyDict_CheckExact(hash) ||
-            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2))) {
+    if (hash == NULL || Py_TYPE(hash) != st->dict_type ||
+            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 2)) ||
+            !PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
         Py_XDECREF(hash);
         return PyErr_Occurred() ? NULL : reference(H_HSET, args, nargs);
     }
-    /* one lookup: a new field is the one store that grows the dict (a bytes field: nothing
-       runs during the store that could change the dict otherwise) */
-    Py_ssize_t before = PyDict_GET_SIZE(hash);
-    int rc = PyDict_SetItem(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
-    Py_ssize_t after = PyDict_GET_SIZE(hash);
+    int r = st->dict_set(hash, PyList_GET_ITEM(args[1], 2), PyList_GET_ITEM(args[1], 3));
     Py_DECREF(hash);
-    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(after > before));
+    return r < 0 ? NULL : dirtied(&h, PyLong_FromLong(r));
 }
 
 /* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()

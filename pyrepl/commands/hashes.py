@@ -2,8 +2,8 @@
 
 Theory of operation: a hash is kept as Redis keeps it: a small one (at most
 ``hash-max-listpack-entries`` fields, none longer than ``hash-max-listpack-value``) as a
-:data:`pyrepl.keyspace.lphash.ListpackHash` (one listpack), a larger one as a ``dict`` of bytes
--> bytes, converted once and for good when a write passes a limit (``_put``, Redis's
+:data:`pyrepl.keyspace.lphash.ListpackHash` (one listpack), a larger one as a hash table, a
+:data:`pyrepl.keyspace.strtab.StrDict` of bytes -> bytes (its fields inline), converted once and for good when a write passes a limit (``_put``, Redis's
 hashTypeTryConversion / hashTypeSet). Both keep insertion order, update in place and append
 re-inserted fields at the end, which is the order of Redis's listpack, so HGETALL, HKEYS, HVALS
 and HSCAN list a small hash's fields in Redis's order. Handlers
@@ -18,8 +18,8 @@ rounded to a 64-bit significand, and printed like ``%.17Lf`` with trailing zeros
 (``ld2string(LD_STR_HUMAN)``); it is propagated as ``HSET key field <new value>``.
 
 Field TTLs (Redis 7.4 / 8): a hash given field TTLs is a :class:`pyrepl.keyspace.hashttl.HashEx`
-(a ``dict`` subclass), so every handler keeps its plain-``dict`` fast path and takes a second
-branch only for such hashes. Reads hide expired fields as Redis 8 does: HGET, HMGET, HEXISTS,
+(a ``dict`` subclass), so every handler keeps its ListpackHash / StrDict fast path and takes
+a second branch only for such hashes. Reads hide expired fields as Redis 8 does: HGET, HMGET, HEXISTS,
 HSTRLEN, HSETNX, HINCRBY* expire the field they touch (HDEL propagated on a master), HGETALL,
 HKEYS, HVALS, HSCAN skip expired fields, HRANDFIELD first expires them all, HLEN counts what is
 stored (Redis's ``hashTypeLength(o, 0)``). HSET/HMSET clear a field's TTL, HINCRBY* keep it.
@@ -63,11 +63,12 @@ from pyrepl.keyspace.hashttl import (
 )
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.scan import scan_page
+from pyrepl.keyspace.strtab import StrDict
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_HASH, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
 # The types a hash is held in (a HashEx is a dict with field TTLs).
-HASH_TYPES = frozenset((dict, ListpackHash, HashEx))
+HASH_TYPES = frozenset((StrDict, ListpackHash, HashEx))
 
 
 def _write_hash(db: Any, key: bytes) -> Any:
@@ -156,7 +157,7 @@ def hset(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     db = c.db
     h = db.data.get(key)
-    if type(h) is not dict or (db.expires and key in db.expires):
+    if type(h) is not StrDict or (db.expires and key in db.expires):
         h = _hash_for_write(db, key)
         if type(h) is HashEx:
             return _hset_ex(c, key, h, argv)
@@ -327,7 +328,7 @@ def hget(c: Any, argv: list[bytes]) -> object:
     h = c.db.lookup_read(argv[1])
     if h is None:
         return None
-    if type(h) is ListpackHash or type(h) is dict:
+    if type(h) is ListpackHash or type(h) is StrDict:
         return h.get(argv[2])
     if type(h) is HashEx:
         return _get_ex(c, argv[1], h, argv[2])
@@ -427,7 +428,7 @@ def hvals(c: Any, argv: list[bytes]) -> object:
 
 # -- random fields -----------------------------------------------------------------------
 
-def _random_source(c: Any, key: bytes) -> dict | None:
+def _random_source(c: Any, key: bytes) -> Any:
     """HRANDFIELD's hash: with field TTLs, hashTypeExpireIfNeeded deletes every expired field
     first (on a master; the hash may go with them); a replica only hides them."""
     h = _read_hash(c, key)
@@ -448,19 +449,22 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
         h = _random_source(c, argv[1])
         if h is None:
             return None
+        if type(h) is StrDict:      # a hash table: O(1), as Redis's dictGetFairRandomKey
+            return h.random_key()
         return next(islice(h, random.randrange(len(h)), None))
     count, withvalues = parse_random_count(argv, b"withvalues")
     h = _random_source(c, argv[1])
     if h is None or count == 0:
         return []
+    table = type(h) is StrDict
     if count < 0 or count == 1:
         # With repetitions (or a single pick): independent uniform draws.
-        keys = list(h)
-        picks = random.choices(keys, k=-count if count < 0 else 1)
+        k = -count if count < 0 else 1
+        picks = h.choices(k) if table else random.choices(list(h), k=k)
     elif count >= len(h):
         picks = list(h)
     else:
-        picks = random.sample(list(h), count)
+        picks = h.sample(count) if table else random.sample(list(h), count)
     if not withvalues:
         return picks
     if c.proto == 3:

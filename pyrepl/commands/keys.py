@@ -46,6 +46,7 @@ from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_GENERIC, keyspace_event, notify
 from pyrepl.resp.types import OK, ReplyError, Status
@@ -333,15 +334,11 @@ def _dup(v: Any) -> Any:
         return deque(v)
     if t is ListpackList:
         return v.copy()
-    if t is dict:
-        return dict(v)
-    if t is ListpackHash:
+    if t is StrDict or t is ListpackHash:
         return v.copy()
     if t is HashEx:     # a hash with field TTLs keeps them (COPY)
         return v.copy()
-    if t is set:
-        return set(v)
-    if t is IntSet:
+    if t is StrSet or t is IntSet:
         return v.copy()
     if t is ZSet or t is ListpackZSet or t is Stream:
         return v.copy()
@@ -464,13 +461,13 @@ def encoding_name(c: Any, v: Any) -> bytes:
         return b"quicklist"
     if t is ListpackHash:
         return b"listpack"
-    if t is dict:
+    if t is StrDict:
         return b"hashtable"
     if t is HashEx:
         return b"listpackex" if is_listpack(c.core, v) else b"hashtable"
     if t is IntSet:
         return b"intset"
-    if t is set:
+    if t is StrSet:
         return b"hashtable"
     if t is ListpackZSet:
         return b"listpack"

@@ -3,8 +3,9 @@ SRANDMEMBER SMOVE SINTER SUNION SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERC
 
 Theory of operation: a set is kept as Redis 7.0 keeps it: one of canonical integers with at
 most ``set-max-intset-entries`` members as a :data:`pyrepl.keyspace.intset.IntSet` (an
-intset), any other as a Python ``set`` of bytes, converted once and for good when a write adds
-a non-integer or one member too many (``_add_members``, Redis's setTypeAdd). Handlers follow Redis's order
+intset), any other as a hash table, a :data:`pyrepl.keyspace.strtab.StrSet` (its members
+inline), converted once and for good when a write adds a non-integer or one member too many
+(``_add_members``, Redis's setTypeAdd). Handlers follow Redis's order
 of checks exactly (argument parsing, then key lookup, then type check) because that order is
 visible in which error a client gets. Reads use ``Database.lookup_read`` (keyspace hit/miss
 counters, like lookupKeyRead); writes use ``lookup``. A set that becomes empty is deleted.
@@ -14,10 +15,10 @@ SUNION, SDIFF, SPOP with count) and plain arrays where it uses arrays (SRANDMEMB
 SMISMEMBER). An intset lists its members in ascending order, as in Redis; a hash table's order
 is unspecified in Redis as here.
 
-Randomness: SRANDMEMBER and SPOP pick uniformly from a snapshot tuple of the set (O(n), C
-speed). SPOP on a large set (> ``SPOP_RANDOM_MAX`` members) uses ``set.pop`` instead, which is
-O(1) per member and returns members in hash-table order; bytes hashing is seeded per process,
-so that order is an unpredictable permutation, which is what callers of SPOP rely on.
+Randomness: SRANDMEMBER and SPOP pick uniformly: from a StrSet in O(1) a member
+(``random_member``, ``sample``, ``choices``: random entries of its table, as Redis's
+dictGetFairRandomKey), from an intset (at most ``set-max-intset-entries`` members) out of a
+snapshot tuple.
 
 Propagation as Redis 7.0: SPOP -> ``SREM key member``; SPOP with a count that empties the set
 -> ``DEL key``; otherwise one ``SREM key member`` per popped member (several commands from one
@@ -32,7 +33,6 @@ of a destination an empty result removed; ``del`` after the event that emptied a
 from __future__ import annotations
 
 import random
-from sys import getsizeof
 from typing import Any, cast
 
 from pyrepl.commands.table import command
@@ -51,13 +51,13 @@ from pyrepl.keyspace import intset
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.listpack import canonical_int
 from pyrepl.keyspace.scan import scan_page
+from pyrepl.keyspace.strtab import StrSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_SET, notify
 from pyrepl.resp.types import ReplyError, SetReply
 
-SPOP_RANDOM_MAX = 1024
 EMPTY_ARRAY: list[bytes] = []
-# The types a set is held in.
-SET_TYPES = frozenset((set, IntSet))
+# The types a set is held in: an intset, a hash table.
+SET_TYPES = frozenset((IntSet, StrSet))
 
 
 def _write_set(db: Any, key: bytes) -> Any:
@@ -78,7 +78,7 @@ def _read_set(c: Any, key: bytes) -> Any:
 
 def _new_set(first: bytes) -> Any:
     """setTypeCreate: an intset when the first member is an integer, else a hash table."""
-    return IntSet() if canonical_int(first) is not None else set()
+    return IntSet() if canonical_int(first) is not None else StrSet()
 
 
 def _add_members(db: Any, key: bytes, s: Any, members: list[bytes]) -> int:
@@ -170,8 +170,8 @@ def scard(c: Any, argv: list[bytes]) -> object:
     return 0 if s is None else len(s)
 
 
-def _random_member(s: set[bytes]) -> bytes:
-    return random.choice(tuple(s))
+def _random_member(s: Any) -> bytes:
+    return random.choice(tuple(s)) if type(s) is IntSet else s.random_member()
 
 
 @command("spop", -2, "write fast", keys=(1, 1, 1), group="set", acl="set",
@@ -186,16 +186,8 @@ def spop(c: Any, argv: list[bytes]) -> object:
     s = _write_set(c.db, key)
     if s is None:
         return None
-    if len(s) <= SPOP_RANDOM_MAX or type(s) is IntSet:
-        if type(s) is set and getsizeof(s) > (len(s) << 6) + 4096:
-            # Mostly emptied (Python never shrinks a set's table): copy it compactly so
-            # the snapshot below costs O(len), not O(old size).
-            s = set(s)
-            c.db.data[key] = s
-        ele = _random_member(s)
-        s.remove(ele)
-    else:
-        ele = s.pop()
+    ele = _random_member(s)
+    s.remove(ele)
     c.propagate_argv = [b"SREM", key, ele]
     removed_elements(c, key, s, 1, NOTIFY_SET, b"spop")
     return ele
@@ -217,12 +209,8 @@ def _spop_count(c: Any, argv: list[bytes]) -> object:
         c.propagate_argv = [b"DEL", key]
         return SetReply(s)
     c.core.dirty += count
-    if size <= SPOP_RANDOM_MAX or type(s) is IntSet:
-        popped = random.sample(tuple(s), count)
-        s.difference_update(popped)
-    else:  # O(count), in hash order like SPOP without a count on a big set
-        pop = s.pop
-        popped = [pop() for _ in range(count)]
+    popped = random.sample(tuple(s), count) if type(s) is IntSet else s.sample(count)
+    s.difference_update(popped)
     c.db.touch(key)
     # One SREM per member, like Redis 7.0's alsoPropagate loop; the last one rides on the
     # command's own propagation slot so SPOP itself is never propagated.
@@ -242,13 +230,14 @@ def srandmember(c: Any, argv: list[bytes]) -> object:
         s = _read_set(c, argv[1])
         if s is None or n == 0:
             return EMPTY_ARRAY
+        small = type(s) is IntSet
         if n < 0:
-            return random.choices(tuple(s), k=-n)
+            return random.choices(tuple(s), k=-n) if small else s.choices(-n)
         if n == 1:
             return [_random_member(s)]
         if n >= len(s):
             return list(s)
-        return random.sample(tuple(s), n)
+        return random.sample(tuple(s), n) if small else s.sample(n)
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     s = _read_set(c, argv[1])

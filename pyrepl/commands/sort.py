@@ -26,6 +26,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.lplist import compact as compact_list
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ZSETS, ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_LIST, notify
 from pyrepl.resp.types import ReplyError
@@ -73,7 +74,7 @@ def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:
             if when is not None and when < db.core.now_ms and hidden_from_caller(db.core):
                 return None
             return v.get(field)
-        return v.get(field) if type(v) is dict or type(v) is ListpackHash else None
+        return v.get(field) if type(v) is StrDict or type(v) is ListpackHash else None
     return v if type(v) is bytes else None
 
 
@@ -122,12 +123,12 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
         j += 1
     db = c.db
     value = db.lookup_read(argv[1])
-    if value is not None and type(value) not in (deque, ListpackList, set, IntSet, ZSet,
+    if value is not None and type(value) not in (deque, ListpackList, StrSet, IntSet, ZSet,
                                                  ListpackZSet):
         raise ReplyError(WRONGTYPE)
     if value is None:
         value = deque()
-    if dontsort and type(value) in (set, IntSet) and storekey is not None:
+    if dontsort and type(value) in (StrSet, IntSet) and storekey is not None:
         dontsort, alpha, sortby = False, True, None
     size = len(value)
     start = min(max(limit_start, 0), size)

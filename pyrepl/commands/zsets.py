@@ -69,6 +69,7 @@ from pyrepl.errors import NOT_FLOAT, SYNTAX, wrongtype
 from pyrepl.keyspace import zset as zsets
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.scan import scan_page
+from pyrepl.keyspace.strtab import StrSet
 from pyrepl.keyspace.zset import ADDED, ZSETS, ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_ZSET, notify
 from pyrepl.resp.types import NULL_ARRAY, ReplyError
@@ -927,7 +928,7 @@ def zsetop_generic(c: Any, argv: list[bytes], dstkey: bytes | None, numkeys_inde
     j = numkeys_index + 1
     for _ in range(setnum):
         obj = lookup(argv[j])
-        if obj is not None and type(obj) not in ZSETS and type(obj) is not set and \
+        if obj is not None and type(obj) not in ZSETS and type(obj) is not StrSet and \
                 type(obj) is not IntSet:
             raise wrongtype()
         srcs.append(obj)

@@ -28,6 +28,8 @@ from pyrepl.keyspace.intset import NATIVE_TYPE as INTSET_C
 from pyrepl.keyspace.ktable import kept_inline
 from pyrepl.keyspace.lphash import NATIVE_TYPE as LPHASH_C
 from pyrepl.keyspace.lplist import NATIVE_TYPE as LPLIST_C
+from pyrepl.keyspace.strtab import NATIVE_DICT as STRDICT_C
+from pyrepl.keyspace.strtab import NATIVE_SET as STRSET_C
 from pyrepl.keyspace.zset import LPZSET_C, ZSet
 from pyrepl.resp.types import Map
 
@@ -117,8 +119,10 @@ def deep_size(v: Any, samples: int = 5, depth: int = 0) -> int:
         return size
     d = depth + 1
     if type(v) is LPHASH_C or type(v) is INTSET_C or type(v) is LPLIST_C or \
-            type(v) is LPZSET_C:
-        return size         # (a listpack or an intset: its size is all it holds)
+            type(v) is LPZSET_C or type(v) is STRSET_C:
+        return size         # (a listpack, an intset, a StrSet: its size is all it holds)
+    if type(v) is STRDICT_C:    # (its size counts its fields, inline; the values are objects)
+        return size + _sampled((v[k] for k in v), len(v), samples, d)
     if type(v) is ZSet:   # (its size counts its tree; its dict holds the members and scores)
         return size + deep_size(v.dict, samples, d)
     if isinstance(v, dict):     # (its items are two objects each, no tuple)

@@ -56,6 +56,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "_strtab.h"
 
 #define IX_EMPTY (-1)
 #define IX_DUMMY (-2)
@@ -1688,6 +1689,15 @@ static PyTypeObject StrDictType = {
 
 /* -- the module ----------------------------------------------------------------------------- */
 
+/* -- the C API for the other extensions (_strtab.h) ---------------------------------------- */
+
+static int capi_dict_set(PyObject *d, PyObject *field, PyObject *value)
+{
+    return dict_set((Table *)d, field, value);
+}
+
+static StrTab_CAPI capi = {STRTAB_CAPI_VERSION, &StrSetType, &StrDictType, capi_dict_set};
+
 static PyObject *mod_seed(PyObject *Py_UNUSED(m), PyObject *arg)
 {
     unsigned long long n = PyLong_AsUnsignedLongLongMask(arg);
@@ -1721,6 +1731,12 @@ PyMODINIT_FUNC PyInit__strtab(void)
         return NULL;
     if (PyModule_AddObjectRef(m, "StrSet", (PyObject *)&StrSetType) < 0 ||
             PyModule_AddObjectRef(m, "StrDict", (PyObject *)&StrDictType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(&capi, STRTAB_CAPSULE, NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
+        Py_XDECREF(cap);
         Py_DECREF(m);
         return NULL;
     }

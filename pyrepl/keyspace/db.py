@@ -33,6 +33,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.notify import NOTIFY_EXPIRED, NOTIFY_KEY_MISS, NOTIFY_NEW, keyspace_event
 from pyrepl.resp.types import ReplyError
@@ -46,9 +47,9 @@ TYPE_NAMES: dict[type, bytes] = {
     bytes: b"string",
     deque: b"list",
     ListpackList: b"list",
-    dict: b"hash",
+    StrDict: b"hash",
     ListpackHash: b"hash",
-    set: b"set",
+    StrSet: b"set",
     IntSet: b"set",
     ZSet: b"zset",
     ListpackZSet: b"zset",

@@ -29,6 +29,7 @@ from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import MASK64, Stream
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
 
 # In-memory object types (server.h OBJ_*): each type's digest starts from its code's.
@@ -82,13 +83,13 @@ def _value_digest(digest: bytes, value: Any) -> bytes:
     if t is bytes:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_STRING])
         return _mix(digest, value)
-    if t is set or t is frozenset or t is IntSet:
+    if t is StrSet or t is IntSet or t is set or t is frozenset:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_SET])
         acc = int.from_bytes(digest, "big")
         for m in value:
             acc ^= int.from_bytes(sha1(m).digest(), "big")
         return acc.to_bytes(20, "big")
-    if t is dict or t is ListpackHash:
+    if t is StrDict or t is ListpackHash or t is dict:
         digest = _mix_sha(digest, _TYPE_SHA[OBJ_HASH])
         acc = int.from_bytes(digest, "big")
         for f, v in value.items():

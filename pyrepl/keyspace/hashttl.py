@@ -1,8 +1,9 @@
 """Hash field expiration (Redis 7.4 / 8 "HFE"): per-field TTLs, lazy and active expiry.
 
-Theory of operation: a hash is a plain ``dict``; only a hash that was given field TTLs becomes a
-:class:`HashEx`, a ``dict`` subclass carrying ``ttl`` (field -> absolute unix ms), so plain
-hashes cost nothing more and every hash command keeps its ``type(h) is dict`` fast path. Like
+Theory of operation: a hash is a ListpackHash or a StrDict (pyrepl/keyspace/lphash.py,
+strtab.py); only a hash that was given field TTLs becomes a :class:`HashEx`, a ``dict``
+subclass carrying ``ttl`` (field -> absolute unix ms), so plain hashes cost nothing more and
+every hash command keeps its fast path for them. Like
 Redis's listpackex encoding, a small HashEx keeps its fields ordered with the TTL'd fields first
 by ascending expiry (a re-timed field goes before those with the same time) and the others after
 them in insertion order; HGETALL / HSCAN then list fields in Redis's order.

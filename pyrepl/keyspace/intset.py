@@ -7,7 +7,8 @@ comes (intset.c). A set created from an integer is one (setTypeCreate; the *STOR
 start from one); adding a member that is not an integer, or one past the limit, converts it to
 a hash table for good (setTypeAdd, setTypeConvert). pyrepl does the same: such a set is an
 :data:`IntSet` (the C type of ``_intset.c``: 24 bytes and the intset's bytes, where a Python
-set of 10 members costs ~1.2 KB), any other a Python ``set`` of bytes.
+set of 10 members costs ~1.2 KB), any other a hash table, a
+:data:`pyrepl.keyspace.strtab.StrSet`.
 
 An IntSet answers the part of set's interface the set commands use (``in``, ``add``,
 ``update``, ``remove``, ``discard``, ``difference_update``, ``pop``, ``len``, iteration in
@@ -29,6 +30,7 @@ from typing import Any
 
 from pyrepl import native
 from pyrepl.keyspace.listpack import canonical_int
+from pyrepl.keyspace.strtab import StrSet
 
 _I16 = (-(1 << 15), (1 << 15) - 1)
 _I32 = (-(1 << 31), (1 << 31) - 1)
@@ -141,15 +143,16 @@ def all_ints(members: Iterable[bytes]) -> bool:
 
 def compact(members: Iterable[bytes]) -> Any:
     """A new set holding ``members`` as Redis would after adding them one by one to an
-    intset (RDB loading, the *STORE commands): an IntSet, or a set once a limit is passed."""
+    intset (RDB loading, the *STORE commands): an IntSet, or a hash table (a StrSet) once a
+    limit is passed."""
     ms = members if isinstance(members, (set, frozenset, list, tuple)) else list(members)
     if len(ms) <= limits.entries and all_ints(ms):
         return IntSet(ms)
-    return set(ms)
+    return StrSet(ms)
 
 
-def to_set(db: Any, key: bytes, s: Any) -> set:
-    """setTypeConvert(INTSET -> HT): the set that replaces the IntSet at ``key``."""
-    out = set(s)
+def to_set(db: Any, key: bytes, s: Any) -> Any:
+    """setTypeConvert(INTSET -> HT): the StrSet that replaces the IntSet at ``key``."""
+    out = StrSet(s)
     db.data[key] = out
     return out

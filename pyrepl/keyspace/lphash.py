@@ -29,6 +29,7 @@ from typing import Any
 
 from pyrepl import native
 from pyrepl.keyspace.listpack import lp_str_entry
+from pyrepl.keyspace.strtab import StrDict
 
 _U32_COUNT_MAX = 0xFFFF
 _SSIZE_MAX = (1 << 63) - 1
@@ -110,17 +111,18 @@ def fits(strings: Iterable[bytes]) -> bool:
 
 def compact(pairs: Iterable[tuple[bytes, bytes]] | dict, by_count: bool = False) -> Any:
     """A new hash holding ``pairs`` as Redis would after adding them one by one to an empty
-    one (RDB loading, RESTORE): a ListpackHash, or a dict once a limit is passed. With
+    one (RDB loading, RESTORE): a ListpackHash, or a hash table (a StrDict) once a limit is
+    passed. With
     ``by_count`` only the number of fields counts (a listpack blob, which Redis 7.0 keeps as it
     is when it has few enough)."""
-    items = list(pairs.items()) if isinstance(pairs, dict) else list(pairs)
+    items = list(pairs.items()) if hasattr(pairs, "items") else list(pairs)
     if len(items) <= limits.entries and (by_count or fits(s for kv in items for s in kv)):
         return ListpackHash(items)
-    return dict(items)
+    return StrDict(items)
 
 
-def to_dict(db: Any, key: bytes, h: Any) -> dict:
-    """hashTypeConvert(LISTPACK -> HT): the dict that replaces the ListpackHash at ``key``."""
-    d = dict(h.items())
+def to_dict(db: Any, key: bytes, h: Any) -> Any:
+    """hashTypeConvert(LISTPACK -> HT): the StrDict that replaces the ListpackHash at ``key``."""
+    d = StrDict(h.items())
     db.data[key] = d
     return d

@@ -60,6 +60,7 @@ from pyrepl.keyspace.stream import (
     NodeCorrupt,
     Stream,
 )
+from pyrepl.keyspace.strtab import StrDict
 from pyrepl.keyspace.zset import compact as compact_zset
 from pyrepl.rdb.constants import (
     EB_EXPIRE_TIME_MAX,
@@ -495,7 +496,7 @@ def _finish_hash_md(t: int, triples: list[tuple[int, bytes, bytes]], low: int = 
     if len(h) != len(triples):
         raise _Corrupt("Duplicate hash fields detected")
     if not h.ttl:
-        return dict(h)
+        return StrDict(h.items())
     return h
 
 
@@ -1050,7 +1051,7 @@ class RdbDecoder:
             h = dict(fields)
             if len(h) != len(fields):
                 raise _Corrupt("Hash zipmap with dup elements")
-            return h if h else _SKIP
+            return compact_hash(h) if h else _SKIP   # (as a listpack, then by its limits)
         # RDB_TYPE_HASH_LISTPACK_EX(_PRE_GA): field, value, ttl triples; ttl 0 = none; the
         # listpack is kept as it is, so its order (TTL'd fields first) is the hash's order.
         entries = listpack_entries(blob)
@@ -1067,7 +1068,7 @@ class RdbDecoder:
         h = make_hashex(items, insert=False)
         if len(h) != len(items):
             raise _Corrupt("Duplicate hash fields detected")
-        return h if h.ttl else dict(h)
+        return h if h.ttl else StrDict(h.items())
 
 
 _BLOB_TYPES = frozenset(

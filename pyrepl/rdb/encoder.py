@@ -53,6 +53,7 @@ from pyrepl.keyspace.ktable import KeyTable, saved_age, saving_ages
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
 from pyrepl.keyspace.stream import MASK64, Stream
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
 from pyrepl.rdb.constants import (
     QUICKLIST_NODE_CONTAINER_PACKED,
@@ -220,13 +221,13 @@ def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
     if t is IntSet:
         body = encode_string(v.to_intset())
         return RDB_TYPE_SET_INTSET, [body], len(body)
-    if t is set or t is frozenset:
+    if t is StrSet or t is set or t is frozenset:
         append(encode_len(len(v)))
         return RDB_TYPE_SET, parts, _put_strings(append, v) + 9
     if t is ListpackHash:
         body = encode_string(v.to_listpack())
         return RDB_TYPE_HASH_LISTPACK, [body], len(body)
-    if t is dict:
+    if t is StrDict or t is dict:
         append(encode_len(len(v)))
         size = 9
         for f, val in v.items():

@@ -18,6 +18,7 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.hashttl import HashEx
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.stream import Stream
+from pyrepl.keyspace.strtab import StrSet
 from pyrepl.keyspace.zset import ZSETS
 from pyrepl.scripting.functions import rdb_libraries
 from tests.support.resp import encode_command, parse_command
@@ -112,8 +113,8 @@ def plain(v: Any) -> Any:
         return ("hashex", list(v.items()), dict(v.ttl))
     if isinstance(v, dict) or type(v) is ListpackHash:  # (a HashEx without TTLs: a plain hash)
         return ("hash", list(v.items()))
-    if type(v) is set:
-        return ("set", v)
+    if type(v) is set or type(v) is StrSet:
+        return ("set", set(v))
     if type(v) is Stream:
         return ("stream", list(v.entries()), v.last_id, v.entries_added, v.max_deleted)
     if type(v) is bytes:

@@ -10,6 +10,7 @@ from collections import deque
 from pyrepl.keyspace.intset import IntSet
 from pyrepl.keyspace.lphash import ListpackHash
 from pyrepl.keyspace.lplist import ListpackList
+from pyrepl.keyspace.strtab import StrDict, StrSet
 from tests.support.cores import make_core, run
 
 
@@ -45,30 +46,30 @@ def test_a_hash_converts_on_its_limits_and_stays_converted() -> None:
     run(c, "HSET", "h", "a", "1", "b", "2")
     assert held(core, "h") is ListpackHash
     run(c, "HSET", "h", "c", "3")
-    assert held(core, "h") is dict
+    assert held(core, "h") is StrDict
     run(c, "HDEL", "h", "c", "b")
-    assert held(core, "h") is dict and run(c, "OBJECT", "ENCODING", "h") == b"$9\r\nhashtable\r\n"
+    assert held(core, "h") is StrDict and run(c, "OBJECT", "ENCODING", "h") == b"$9\r\nhashtable\r\n"
     run(c, "HSET", "v", "f", "12345")
     run(c, "HINCRBYFLOAT", "w", "f", "1.5")
-    assert held(core, "v") is dict and held(core, "w") is ListpackHash
+    assert held(core, "v") is StrDict and held(core, "w") is ListpackHash
     run(c, "DEBUG", "RELOAD")
-    assert held(core, "h") is ListpackHash and held(core, "v") is dict
+    assert held(core, "h") is ListpackHash and held(core, "v") is StrDict
 
 
 def test_a_set_of_integers_is_an_intset_until_a_string_or_one_too_many() -> None:
     core, c = _setup(("set-max-intset-entries", ["3"]))
     run(c, "SADD", "s", "1", "2", "3")
     run(c, "SADD", "t", "x")
-    assert held(core, "s") is IntSet and held(core, "t") is set
+    assert held(core, "s") is IntSet and held(core, "t") is StrSet
     run(c, "SADD", "s", "3")                        # nothing added: still an intset
     assert held(core, "s") is IntSet
     run(c, "SADD", "s", "4")
-    assert held(core, "s") is set
+    assert held(core, "s") is StrSet
     run(c, "SADD", "u", "1", "2")
     run(c, "SMOVE", "t", "u", "x")
-    assert held(core, "u") is set
+    assert held(core, "u") is StrSet
     run(c, "SINTERSTORE", "i", "s", "s")
-    assert held(core, "i") is set                   # 4 members: over the limit
+    assert held(core, "i") is StrSet                   # 4 members: over the limit
     run(c, "SREM", "s", "4")
     run(c, "SINTERSTORE", "i", "s", "s")
     assert held(core, "i") is IntSet

@@ -15,6 +15,7 @@ from pyrepl import native
 from pyrepl.keyspace import lphash
 from pyrepl.keyspace.listpack import listpack_entries
 from pyrepl.keyspace.lphash import ListpackHashReference
+from pyrepl.keyspace.strtab import StrDict
 
 needs_c = pytest.mark.skipif(lphash.NATIVE_TYPE is None,
                              reason=f"pyrepl runs as plain Python ({native.WHY_PURE})")
@@ -115,9 +116,9 @@ def test_compact_follows_the_limits() -> None:
     try:
         lphash.configure(4, 8)
         assert type(lphash.compact({b"a": b"1", b"b": b"2"})) is lphash.ListpackHash
-        assert type(lphash.compact({b"a": b"123456789"})) is dict
-        assert type(lphash.compact({b"%d" % i: b"" for i in range(5)})) is dict
+        assert type(lphash.compact({b"a": b"123456789"})) is StrDict
+        assert type(lphash.compact({b"%d" % i: b"" for i in range(5)})) is StrDict
         lphash.configure(0, 8)
-        assert type(lphash.compact({b"a": b"1"})) is dict
+        assert type(lphash.compact({b"a": b"1"})) is StrDict
     finally:
         lphash.configure(*saved)

@@ -1,0 +1,23 @@
+/* The C API of pyrepl.keyspace._strtab for the other extensions (pyrepl/commands/_hot.c):
+ * a PyCapsule named STRTAB_CAPSULE at pyrepl.keyspace._strtab._C_API holding a StrTab_CAPI.
+ *
+ *     StrTab_CAPI *st = PyCapsule_Import(STRTAB_CAPSULE, 0);
+ *     if (Py_IS_TYPE(obj, st->dict_type)) created = st->dict_set(obj, field, value);
+ *
+ * dict_set stores value (bytes) at field (bytes) of a StrDict: 1 when the field is new, 0 when
+ * its value was replaced, -1 with an exception (TypeError for anything but bytes). */
+#ifndef PYREPL_STRTAB_H
+#define PYREPL_STRTAB_H
+
+#include <Python.h>
+
+#define STRTAB_CAPSULE "pyrepl.keyspace._strtab._C_API"
+#define STRTAB_CAPI_VERSION 1
+
+typedef struct {
+    int version;
+    PyTypeObject *set_type, *dict_type;
+    int (*dict_set)(PyObject *d, PyObject *field, PyObject *value);
+} StrTab_CAPI;
+
+#endif
