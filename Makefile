@@ -11,9 +11,8 @@ STAMP   = $(VENV)/.installed
 
 all: test
 
-$(STAMP): setup.cfg setup.py pyproject.toml pyrepl/resp/_scan.c pyrepl/_plainrun.c pyrepl/keyspace/_zbtree.c \
-		pyrepl/net/_serve.c pyrepl/_dispatch.c \
-		pyrepl/replication/_feed.c pyrepl/commands/_hot.c pyrepl/_slots.h
+# (every C source and header: a change to any of them rebuilds the extensions)
+$(STAMP): setup.cfg setup.py pyproject.toml $(wildcard pyrepl/*.[ch] pyrepl/*/*.[ch])
 	@bash scripts/build-deps.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

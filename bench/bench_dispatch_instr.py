@@ -53,6 +53,10 @@ CASES = {
     "LINDEX": lambda i: _enc(b"LINDEX", b"smalllist", b"%d" % (i % 50)),
     "LRANGE10": lambda i: _enc(b"LRANGE", b"smalllist", b"0", b"9"),
     "HSET": lambda i: _enc(b"HSET", b"myhash", b"element:%d" % (i % 10000), b"xxx"),
+    # a hash of 10,000 fields and sets of strings: their hashtable encoding (filled first)
+    "HGET": lambda i: _enc(b"HGET", b"myhash", b"element:%d" % (i * 7 % 10000)),
+    "SISMEMBERSTR": lambda i: _enc(b"SISMEMBER", b"strset", b"m%d" % (i % 200)),
+    "SADD1K": lambda i: _enc(b"SADD", b"set:%d" % (i % 1000), b"member:%d" % (i % 16)),
     # a small hash (16 fields): a listpack in Redis, and in pyrepl since issue 37
     "HSET16": lambda i: _enc(b"HSET", b"smallhash", b"element:%d" % (i % 16), b"xxx"),
     # a small sorted set (16 members): a listpack in Redis, and in pyrepl since issue 37
@@ -185,6 +189,8 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
 # What the read cases find: the small hash, the set of integers, the list.
 PREFILL = dict.fromkeys(("HGET16", "HGETALL16"), b"".join(CASES["HSET16"](i) for i in range(16)))
 PREFILL["GETINT"] = b"".join(CASES["SETINT"](i) for i in range(10000))
+PREFILL["HGET"] = b"".join(CASES["HSET"](i) for i in range(10000))
+PREFILL["SISMEMBERSTR"] = _enc(b"SADD", b"strset", *(b"m%d" % (2 * i) for i in range(100)))
 PREFILL["SISMEMBER"] = _enc(b"SADD", b"intset", *(b"%d" % (2 * i) for i in range(100)))
 PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" % i
                                                                           for i in range(50)))

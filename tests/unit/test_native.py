@@ -54,7 +54,6 @@ from pyrepl.commands import strings
 from pyrepl.commands.table import COMMANDS
 from pyrepl.keyspace.zset import ZSet
 from pyrepl.keyspace.ktable import KeyTable
-from pyrepl.keyspace import strtab   # (no command holds a StrSet / StrDict yet: imported here)
 from pyrepl.resp import fastreader, scan, writer
 from pyrepl.replication.manager import Replication
 print(native.PURE, sorted(m for m in native.EXTENSIONS if m in sys.modules))
