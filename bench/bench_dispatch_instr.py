@@ -57,6 +57,9 @@ CASES = {
     "HGET": lambda i: _enc(b"HGET", b"myhash", b"element:%d" % (i * 7 % 10000)),
     "SISMEMBERSTR": lambda i: _enc(b"SISMEMBER", b"strset", b"m%d" % (i % 200)),
     "SADD1K": lambda i: _enc(b"SADD", b"set:%d" % (i % 1000), b"member:%d" % (i % 16)),
+    "SMEMBERS100": lambda i: _enc(b"SMEMBERS", b"strset"),
+    "SPOPSADD": lambda i: _enc(b"SPOP", b"strset") if i % 2 == 0 else _enc(
+        b"SADD", b"strset", b"m%d" % (i % 200)),
     # a small hash (16 fields): a listpack in Redis, and in pyrepl since issue 37
     "HSET16": lambda i: _enc(b"HSET", b"smallhash", b"element:%d" % (i % 16), b"xxx"),
     # a small sorted set (16 members): a listpack in Redis, and in pyrepl since issue 37
@@ -190,7 +193,8 @@ def shell_setup(name: str, replicas: int, pipeline: int) -> tuple[Any, list[Any]
 PREFILL = dict.fromkeys(("HGET16", "HGETALL16"), b"".join(CASES["HSET16"](i) for i in range(16)))
 PREFILL["GETINT"] = b"".join(CASES["SETINT"](i) for i in range(10000))
 PREFILL["HGET"] = b"".join(CASES["HSET"](i) for i in range(10000))
-PREFILL["SISMEMBERSTR"] = _enc(b"SADD", b"strset", *(b"m%d" % (2 * i) for i in range(100)))
+PREFILL["SISMEMBERSTR"] = PREFILL["SMEMBERS100"] = PREFILL["SPOPSADD"] = _enc(
+    b"SADD", b"strset", *(b"m%d" % (2 * i) for i in range(100)))
 PREFILL["SISMEMBER"] = _enc(b"SADD", b"intset", *(b"%d" % (2 * i) for i in range(100)))
 PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" % i
                                                                           for i in range(50)))

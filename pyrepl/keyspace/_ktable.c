@@ -37,6 +37,7 @@
 
 #include "_ktable.h"
 #include "_listpack.h"     /* canonical_int */
+#include "_pairs.h"
 
 #define IX_EMPTY (-1)
 #define IX_DUMMY (-2)
@@ -745,6 +746,11 @@ static PyObject *kt_copy(KTObject *t, PyObject *Py_UNUSED(ignored))
     return (PyObject *)c;
 }
 
+static int kt_set_pair(void *t, PyObject *key, PyObject *value)
+{
+    return kt_set((KTObject *)t, key, value);
+}
+
 static int kt_update_from(KTObject *t, PyObject *other)
 {
     if (PyDict_CheckExact(other)) {
@@ -802,31 +808,7 @@ static int kt_update_from(KTObject *t, PyObject *other)
         Py_DECREF(keys);
         return 0;
     }
-    PyObject *it = PyObject_GetIter(other), *item;
-    if (it == NULL)
-        return -1;
-    while ((item = PyIter_Next(it)) != NULL) {
-        PyObject *fast = PySequence_Fast(item, "cannot convert a KeyTable update sequence "
-                                               "element to a sequence");
-        Py_DECREF(item);
-        if (fast == NULL)
-            goto fail;
-        if (PySequence_Fast_GET_SIZE(fast) != 2) {
-            PyErr_Format(PyExc_ValueError, "KeyTable update sequence element has length %zd; "
-                         "2 is required", PySequence_Fast_GET_SIZE(fast));
-            Py_DECREF(fast);
-            goto fail;
-        }
-        int rc = kt_set(t, PySequence_Fast_GET_ITEM(fast, 0), PySequence_Fast_GET_ITEM(fast, 1));
-        Py_DECREF(fast);
-        if (rc < 0)
-            goto fail;
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
-fail:
-    Py_DECREF(it);
-    return -1;
+    return update_from_pairs(t, other, kt_set_pair, "KeyTable");
 }
 
 static PyObject *kt_update(KTObject *t, PyObject *other)

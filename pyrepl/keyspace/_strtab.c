@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "_strtab.h"
+#include "_pairs.h"
 
 #define IX_EMPTY (-1)
 #define IX_DUMMY (-2)
@@ -1344,6 +1345,11 @@ static inline PyObject *dict_get(Table *t, PyObject *k)
     return ix < 0 ? NULL : DENTRY(t, ix)->value;
 }
 
+static int dict_set_pair(void *t, PyObject *k, PyObject *v)
+{
+    return dict_set((Table *)t, k, v);
+}
+
 static int dict_update(Table *t, PyObject *other)
 {
     if (StrDict_Check(other)) {
@@ -1404,30 +1410,7 @@ static int dict_update(Table *t, PyObject *other)
         Py_DECREF(keys);
         return 0;
     }
-    PyObject *it = PyObject_GetIter(other), *item;
-    if (it == NULL)
-        return -1;
-    while ((item = PyIter_Next(it)) != NULL) {
-        PyObject *fast = PySequence_Fast(item, "StrDict update items must be (key, value) pairs");
-        Py_DECREF(item);
-        if (fast == NULL)
-            goto fail;
-        if (PySequence_Fast_GET_SIZE(fast) != 2) {
-            PyErr_Format(PyExc_ValueError, "StrDict update sequence element has length %zd; "
-                         "2 is required", PySequence_Fast_GET_SIZE(fast));
-            Py_DECREF(fast);
-            goto fail;
-        }
-        int rc = dict_set(t, PySequence_Fast_GET_ITEM(fast, 0), PySequence_Fast_GET_ITEM(fast, 1));
-        Py_DECREF(fast);
-        if (rc < 0)
-            goto fail;
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
-fail:
-    Py_DECREF(it);
-    return -1;
+    return update_from_pairs(t, other, dict_set_pair, "StrDict");
 }
 
 static int StrDict_init(Table *t, PyObject *args, PyObject *kwds)

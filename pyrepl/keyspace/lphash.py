@@ -29,7 +29,7 @@ from typing import Any
 
 from pyrepl import native
 from pyrepl.keyspace.listpack import lp_str_entry
-from pyrepl.keyspace.strtab import StrDict
+from pyrepl.keyspace.strtab import ListedDict, StrDict
 
 _U32_COUNT_MAX = 0xFFFF
 _SSIZE_MAX = (1 << 63) - 1
@@ -37,23 +37,11 @@ _SSIZE_MAX = (1 << 63) - 1
 SAFETY_BYTES = 1 << 30
 
 
-class ListpackHashReference(dict):
+class ListpackHashReference(ListedDict):
     """The reference of ``_lphash.ListpackHash``: a dict of bytes to bytes that lists its
     fields, values and items as lists and writes its listpack on demand."""
 
     __slots__ = ()
-
-    def keys(self) -> list[bytes]:  # type: ignore[override]
-        return list(dict.keys(self))
-
-    def values(self) -> list[bytes]:  # type: ignore[override]
-        return list(dict.values(self))
-
-    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
-        return list(dict.items(self))
-
-    def copy(self) -> ListpackHashReference:
-        return ListpackHashReference(dict.items(self))
 
     def __setitem__(self, field: bytes, value: bytes) -> None:
         if not isinstance(field, bytes) or not isinstance(value, bytes):

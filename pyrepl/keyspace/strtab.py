@@ -178,7 +178,27 @@ def _pair(k: object, v: object) -> None:
         raise TypeError(f"StrDict values must be bytes, not {type(v).__name__}")
 
 
-class StrDictReference(dict):
+class ListedDict(dict):
+    """A dict whose keys, values and items are lists and whose copy is of its own class: the
+    interface of the hash commands' C mappings (ListpackHash, StrDict), which their references
+    share."""
+
+    __slots__ = ()
+
+    def keys(self) -> list[bytes]:  # type: ignore[override]
+        return list(dict.keys(self))
+
+    def values(self) -> list[bytes]:  # type: ignore[override]
+        return list(dict.values(self))
+
+    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
+        return list(dict.items(self))
+
+    def copy(self) -> Any:
+        return type(self)(dict.items(self))
+
+
+class StrDictReference(ListedDict):
     """The reference of ``_strtab.StrDict``: a dict of bytes to bytes that lists its keys,
     values and items as lists."""
 
@@ -242,18 +262,6 @@ class StrDictReference(dict):
                 raise ValueError(f"StrDict update sequence element has length {len(pair)}; "
                                  "2 is required")
             self[pair[0]] = pair[1]
-
-    def keys(self) -> list[bytes]:  # type: ignore[override]
-        return list(dict.keys(self))
-
-    def values(self) -> list[bytes]:  # type: ignore[override]
-        return list(dict.values(self))
-
-    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
-        return list(dict.items(self))
-
-    def copy(self) -> StrDictReference:
-        return StrDictReference(dict.items(self))
 
     def random_key(self) -> bytes:
         if not self:
