@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: all venv system-deps spark-deps redis-src demo docs test test-quick test-pure bench lint clean
+.PHONY: all venv system-deps spark-deps redis-src redis-suite demo docs test test-quick test-pure bench lint clean
 
 all: test
 
@@ -29,6 +29,13 @@ system-deps:
 # redis-server built from them, under .cache/redis-src/ (apt-get source; see the script).
 redis-src:
 	@bash scripts/redis-src.sh
+
+# Redis 7.0.15's own test suite (tests/unit, unit/type, the non-replication integration files)
+# with pyrepl standing in for redis-server, beside the same run on real redis-server 7.0.15:
+# tests/redis-suite/RESULTS.md (scripts/redis_suite.py; FILES=unit/type/incr,... for a subset).
+redis-suite: venv system-deps
+	@REDIS8_BUILD=no bash scripts/redis-src.sh
+	$(PY) scripts/redis_suite.py $(if $(FILES),--files $(FILES))
 
 # A Java runtime for PySpark (the sync analytics job and its tests), only when java is missing;
 # then the JVM's class-data-sharing archive of `pyrepl metrics` (under the venv, once: ~45 s).

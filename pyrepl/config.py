@@ -844,9 +844,10 @@ DIRECTIVES: tuple[Directive, ...] = (
     Directive("loading-process-events-interval-bytes", "int", "2097152", lo=1024, hi=INT_MAX,
               hidden=True, noop=True),
     _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",)),
+    # The startup banner with the port and the PID (redisAsciiArt), else one line
+    _bool("always-show-logo", "no", mutable=False),
     # Accepted with Redis 7.0's syntax, default and CONFIG GET/SET behaviour; no effect in pyrepl
     # (yet): general and process
-    _bool("always-show-logo", "no", mutable=False, noop=True),
     _bool("set-proc-title", "yes", mutable=False, noop=True),
     _str("proc-title-template", "{title} {listen-addr} {server-mode}", check=_check_proc_title,
          noop=True),

@@ -1,7 +1,9 @@
 """Redis-style log lines: ``pid:R dd Mon yyyy hh:mm:ss.mmm <level> message``.
 
 The role letter is M (master), S (replica) or C (child); the level marks are Redis's:
-``.`` debug, ``-`` verbose, ``*`` notice, ``#`` warning. Lines go to stderr or to ``logfile``.
+``.`` debug, ``-`` verbose, ``*`` notice, ``#`` warning. Lines go to ``logfile``, or to stdout
+when it is empty, as Redis's serverLog (``log_to_stdout``); :meth:`Logger.raw` writes text as it
+is (serverLogRaw with LL_RAW: the startup banner).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class Logger:
 
     def _stream(self) -> TextIO:
         if not self.logfile:
-            return sys.stderr
+            return sys.stdout
         if self._fh is None:
             self._fh = open(self.logfile, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
         return self._fh
@@ -41,6 +43,17 @@ class Logger:
         try:
             s = self._stream()
             s.write(line)
+            s.flush()
+        except OSError:
+            pass
+
+    def raw(self, level: str, text: str) -> None:
+        """``text`` as it is, no prefix (Redis's LL_RAW), at ``level``."""
+        if LEVELS[level] < self.min_level:
+            return
+        try:
+            s = self._stream()
+            s.write(text)
             s.flush()
         except OSError:
             pass

@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -71,6 +72,15 @@ def now_ms() -> int:
 # off a full collection every ~2.5 s under a -P16 load, each visiting the whole dataset (a
 # list key of 10M elements: 0.1-0.35 s each). Above a read's worth of requests, a young
 # collection runs only where containers really accumulate. (bench/RESULTS.md, "The cyclic GC")
+# The startup banner (redisAsciiArt's logo): what it says, in the same words and places.
+BANNER = """
+    pyrepl {version} (Redis {redis} compatible; {native}) {bits} bit
+    Running in standalone mode
+    Port: {port}
+    PID: {pid}
+
+"""
+
 GC_YOUNG_THRESHOLD = 50_000
 
 
@@ -487,6 +497,7 @@ class Server:
             self.exit_code = 1
             return
         await self.listen()
+        self.banner()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self._on_signal, sig)
@@ -525,6 +536,22 @@ class Server:
                 process.remove_pidfile(self.listeners.unix_path)
             if self.sync_log is not None:
                 self.sync_log.close()
+
+    def banner(self) -> None:
+        """redisAsciiArt: with ``always-show-logo``, or when the log is a terminal (no logfile,
+        no syslog), a banner naming the mode, the port and the PID (Redis's test harness waits
+        for its `` PID: <pid>``); otherwise the line ``Running mode=standalone, port=N.``"""
+        cfg = self.config
+        port = cfg.port or cfg.tls_port
+        show = cfg.always_show_logo or (not cfg.logfile and not cfg.syslog_enabled and
+                                        sys.stdout.isatty())
+        if not show:
+            self.logger.notice(f"Running mode=standalone, port={port}.")
+            return
+        core = self.core
+        self.logger.raw("notice", BANNER.format(
+            version=core.version, redis=core.redis_version, native=native.mode(),
+            bits=struct.calcsize("P") * 8, port=port, pid=os.getpid()))
 
     async def listen(self) -> None:
         cfg = self.config

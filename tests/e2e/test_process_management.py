@@ -207,3 +207,33 @@ def test_shutdown_now_does_not_wait(tmp_path: Any) -> None:
             os.kill(replica.proc.pid, signal.SIGCONT)
         replica.stop()
         master.stop()
+
+
+def test_the_log_goes_to_stdout_with_the_banner_redis_test_harness_waits_for() -> None:
+    """As redis-server: with no logfile the log is stdout (the harness reads it there), and
+    `always-show-logo yes` prints the banner with `` PID: <pid>`` and the port (what Redis's
+    tcl harness waits for); without it, ``Running mode=standalone, port=N.``."""
+    for logo in ("yes", "no"):
+        port = free_port()
+        argv = [sys.executable, "-m", "pyrepl.cli.main", "master", "--port", str(port), "--bind",
+                "127.0.0.1", "--save", "", "--always-show-logo", logo]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    if redis.Redis(port=port, socket_timeout=1).ping():
+                        break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=20)
+        assert f"Ready to accept connections tcp on port {port}" in out, (out, err)
+        assert "Ready to accept" not in err
+        if logo == "yes":
+            assert f" PID: {proc.pid}\n" in out and f"Port: {port}\n" in out
+            assert "Running mode=" not in out
+        else:
+            assert f"Running mode=standalone, port={port}." in out and " PID: " not in out

@@ -1,0 +1,264 @@
+"""Redis 7.0.15's own test suite with pyrepl standing in for ``src/redis-server`` (issue 38).
+
+Theory of operation: Redis's tcl harness (``./runtest``) starts ``src/redis-server <config>
+[--directive value...]`` from the root of a Redis source tree, waits for `` PID: <pid>`` in its
+stdout (the banner ``always-show-logo yes`` prints) and talks to it. This script makes one such
+tree per server kind under ``.cache/redis-suite/<kind>/`` from the 7.0.15 sources that
+``scripts/redis-src.sh`` unpacks (its ``tests/`` and ``runtest`` copied afresh each run),
+whose ``src/`` holds:
+
+* ``redis-server``: for ``redis``, the real redis-server 7.0.15 (``/usr/bin``: the reference
+  run); for ``pyrepl``, a wrapper that execs ``pyrepl master --config <config> <args>``: the
+  arguments go through unchanged, so a directive pyrepl cannot take fails the start as it
+  would for a user (nothing is dropped or mapped to hide a difference);
+* ``redis-cli``, ``redis-benchmark``, ``redis-check-aof``, ``redis-check-rdb``: Redis's own
+  tools (``/usr/bin``), for both kinds.
+
+Each test file runs alone (``./runtest --single <file> --durable``) under a time limit, the
+kinds side by side on separate port ranges; the harness's output is kept per file and parsed
+for ``[ok]``, ``[err]``, ``[exception]``, ``[skip]`` / ``[ignore]`` and a killed run
+(``timeout``). The table (per file: each kind's counts; then every test that passes on Redis
+and not on pyrepl) is written to ``--out`` (the repository keeps the latest in
+``tests/redis-suite/RESULTS.md``), and the raw results as JSON beside each tree.
+
+Usage: ``.venv/bin/python scripts/redis_suite.py [--kinds pyrepl,redis] [--files unit/type/incr,...]
+[--limit 900] [--out FILE]``; the default files are the issue's set (:data:`DEFAULT_FILES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE = os.path.join(ROOT, ".cache", "redis-src", "redis-7.0.15")
+WORK = os.path.join(ROOT, ".cache", "redis-suite")
+TOOLS = ("redis-cli", "redis-benchmark", "redis-check-aof", "redis-check-rdb")
+KINDS = ("pyrepl", "redis")
+# each kind its own port range, so that the two runs can go side by side
+BASEPORT = {"pyrepl": 21111, "redis": 31111}
+
+# tests/unit (every file, unit/type included) and the non-replication integration files
+INTEGRATION = ("integration/aof", "integration/aof-multi-part", "integration/rdb",
+               "integration/corrupt-dump", "integration/corrupt-dump-fuzzer",
+               "integration/convert-zipmap-hash-on-load",
+               "integration/convert-ziplist-hash-on-load",
+               "integration/convert-ziplist-zset-on-load", "integration/redis-cli",
+               "integration/redis-benchmark", "integration/logging", "integration/shutdown")
+
+
+def unit_files() -> list[str]:
+    out = []
+    base = os.path.join(SOURCE, "tests")
+    for sub in ("unit", os.path.join("unit", "type")):
+        for name in sorted(os.listdir(os.path.join(base, sub))):
+            if name.endswith(".tcl"):
+                out.append(os.path.join(sub, name[:-4]))
+    return out
+
+
+WRAPPER = """#!/bin/sh
+# pyrepl standing in for redis-server under Redis's test harness (scripts/redis_suite.py):
+# redis-server's arguments, a config file then --directive value..., go to pyrepl unchanged.
+if [ $# -ge 1 ] && [ "${{1#--}}" = "$1" ]; then
+    conf="$1"
+    shift
+    exec {pyrepl} master --config "$conf" "$@"
+fi
+exec {pyrepl} master "$@"
+"""
+
+
+def make_tree(kind: str) -> str:
+    """``.cache/redis-suite/<kind>``: runtest, a fresh copy of the tests, src/ as above."""
+    tree = os.path.join(WORK, kind)
+    shutil.rmtree(tree, ignore_errors=True)
+    os.makedirs(os.path.join(tree, "src"))
+    shutil.copytree(os.path.join(SOURCE, "tests"), os.path.join(tree, "tests"),
+                    ignore=shutil.ignore_patterns("tmp"))
+    os.makedirs(os.path.join(tree, "tests", "tmp"))
+    shutil.copy2(os.path.join(SOURCE, "runtest"), tree)
+    # the harness reads a few files beside src/ (e.g. src/valgrind.sup only under --valgrind)
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        if found is None:
+            raise SystemExit(f"{tool} is not installed (apt-get install redis-tools)")
+        os.symlink(found, os.path.join(tree, "src", tool))
+    server = os.path.join(tree, "src", "redis-server")
+    if kind == "redis":
+        found = shutil.which("redis-server")
+        if found is None:
+            raise SystemExit("redis-server is not installed (apt-get install redis-server)")
+        os.symlink(found, server)
+    else:
+        pyrepl = os.path.join(ROOT, ".venv", "bin", "pyrepl")
+        if not os.path.exists(pyrepl):
+            raise SystemExit(f"{pyrepl} is missing: make venv first")
+        with open(server, "w") as f:
+            f.write(WRAPPER.format(pyrepl=pyrepl))
+        os.chmod(server, os.stat(server).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return tree
+
+
+@dataclass
+class FileResult:
+    file: str
+    kind: str
+    ok: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+    exception: list[str] = field(default_factory=list)
+    skipped: int = 0
+    timeout: bool = False
+    seconds: float = 0.0
+    exit_code: int = 0
+
+
+_OK = re.compile(r"^\[ok\]: (.*?)(?: \(\d+ ms\))?$")
+_ERR = re.compile(r"^\[err\]: (.*?)(?: in tests/.*)?$")
+_EXC = re.compile(r"^\[exception\]: (.*)$")
+_SKIP = re.compile(r"^\[(?:skip|ignore)\]: ")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse(out: str, res: FileResult) -> None:
+    for line in _COLOUR.sub("", out).splitlines():
+        line = line.rstrip()
+        if m := _OK.match(line):
+            res.ok.append(m.group(1))
+        elif m := _ERR.match(line):
+            res.err.append(m.group(1))
+        elif m := _EXC.match(line):
+            res.exception.append(m.group(1))
+        elif _SKIP.match(line):
+            res.skipped += 1
+
+
+def run_file(tree: str, kind: str, name: str, limit: float) -> FileResult:
+    res = FileResult(name, kind)
+    logdir = os.path.join(tree, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    log = os.path.join(logdir, name.replace("/", "_") + ".log")
+    cmd = ["./runtest", "--single", name, "--durable", "--clients", "1", "--timeout",
+           str(int(limit)), "--baseport", str(BASEPORT[kind]), "--portcount", "8000"]
+    start = time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=tree, stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            res.exit_code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            res.timeout = True
+            os.killpg(proc.pid, signal.SIGKILL)   # the harness, its clients and servers
+            proc.wait()
+            res.exit_code = -9
+    res.seconds = round(time.monotonic() - start, 1)
+    with open(log, errors="replace") as f:
+        parse(f.read(), res)
+    return res
+
+
+def table(results: dict[str, dict[str, FileResult]], kinds: list[str]) -> str:
+    lines = ["| file | " + " | ".join(f"{k} ok | {k} failed" for k in kinds) + " |",
+             "|---|" + "---:|---:|" * len(kinds)]
+    for name, by_kind in results.items():
+        cells = []
+        for k in kinds:
+            r = by_kind.get(k)
+            if r is None:
+                cells += ["", ""]
+                continue
+            bad = len(r.err) + len(r.exception)
+            mark = " (timeout)" if r.timeout else (" (exception)" if r.exception else "")
+            cells += [str(len(r.ok)), f"{bad}{mark}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = []
+    for k in kinds:
+        rs = [by[k] for by in results.values() if k in by]
+        totals += [str(sum(len(r.ok) for r in rs)),
+                   str(sum(len(r.err) + len(r.exception) for r in rs))]
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    return "\n".join(lines)
+
+
+def differences(results: dict[str, dict[str, FileResult]]) -> str:
+    """Every test Redis passes that pyrepl does not (failed, skipped or not reached), per file."""
+    out = []
+    for name, by_kind in results.items():
+        ref, got = by_kind.get("redis"), by_kind.get("pyrepl")
+        if ref is None or got is None:
+            continue
+        passed = set(got.ok)
+        missing = [t for t in ref.ok if t not in passed]
+        if missing or got.timeout:
+            why = " (the run hit its time limit)" if got.timeout else ""
+            out.append(f"- `{name}`{why}: " + "; ".join(f"`{t}`" for t in missing[:40]) +
+                       (f"; and {len(missing) - 40} more" if len(missing) > 40 else ""))
+    return "\n".join(out) or "none"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--kinds", default="pyrepl,redis")
+    ap.add_argument("--files", default="", help="comma separated; default: tests/unit, "
+                    "unit/type and the non-replication integration files")
+    ap.add_argument("--limit", type=float, default=900, help="seconds a file may run")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one per kind at most)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "redis-suite", "RESULTS.md"))
+    args = ap.parse_args()
+    if not os.path.isdir(SOURCE):
+        subprocess.run(["bash", os.path.join(ROOT, "scripts", "redis-src.sh")], check=True,
+                       env=dict(os.environ, REDIS8_BUILD="no"))
+    if shutil.which("tclsh8.6") is None and shutil.which("tclsh") is None:
+        raise SystemExit("tclsh is not installed (apt-get install tcl)")
+    kinds = [k for k in args.kinds.split(",") if k]
+    if any(k not in KINDS for k in kinds):
+        raise SystemExit(f"--kinds: {', '.join(KINDS)}")
+    files = [f for f in args.files.split(",") if f] or unit_files() + list(INTEGRATION)
+    trees = {k: make_tree(k) for k in kinds}
+    results: dict[str, dict[str, FileResult]] = {f: {} for f in files}
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    # one queue per kind: a kind's files run one after the other (its port range)
+    def run_kind(kind: str) -> None:
+        for name in files:
+            r = run_file(trees[kind], kind, name, args.limit)
+            results[name][kind] = r
+            print(f"{kind:6} {name:45} ok {len(r.ok):4}  failed {len(r.err):3}  "
+                  f"exceptions {len(r.exception)}  {'TIMEOUT ' if r.timeout else ''}"
+                  f"{r.seconds:.0f} s", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        for f in [ex.submit(run_kind, k) for k in kinds]:
+            f.result()
+    for k in kinds:
+        with open(os.path.join(trees[k], "results.json"), "w") as f:
+            json.dump([asdict(results[n][k]) for n in files], f, indent=1)
+    version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
+                             capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
+            f"`.venv/bin/python scripts/redis_suite.py` ({started}, pyrepl at {rev}: {version}; "
+            f"the reference: redis-server 7.0.15, the same harness and files). Each file runs "
+            f"alone (`./runtest --single <file> --durable`, at most {args.limit:.0f} s); "
+            f"\"failed\" counts `[err]` and `[exception]` lines; a file whose run hit the time "
+            f"limit says so, and counts only what ran before.\n\n"
+            f"{table(results, kinds)}\n\n## What Redis passes and pyrepl does not\n\n"
+            f"{differences(results)}\n")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
