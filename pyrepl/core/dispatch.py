@@ -400,9 +400,10 @@ def execute_quietly(core: ServerCore, c: Client, argv: list[bytes]) -> None:
         core.execute(c, argv)
     finally:
         produced, c.out = c.out, out
-        if c.reply_mode & REPLY_SET:     # the command was CLIENT REPLY: its own rule
+        if c.reply_mode & REPLY_SET:     # the command was CLIENT REPLY: its own rule (ON
+            # answers +OK even when it was the command a SKIP skips: it clears the skip first)
             c.reply_mode &= ~(REPLY_SET | REPLY_RUNNING)
-            drop = c.reply_mode & REPLY_OFF or mode & REPLY_SKIP
+            drop = c.reply_mode & (REPLY_OFF | REPLY_SKIP)
         else:                            # a skip is spent, OFF stays
             c.reply_mode = mode & REPLY_OFF
             drop = True
