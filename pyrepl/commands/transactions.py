@@ -63,8 +63,9 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     c.multi_queue = []
     c.unwatch_all()
     core = c.core
-    guard = core.replication
-    # The replies go out one by one as Redis's addReply* calls do, so that what a command
+    # (READONLY, NOREPLICAS and MASTERDOWN were checked on EXEC with its queue, as Redis's
+    # processCommand does: none inside, so a REPLICAOF in the transaction does not refuse the
+    # writes after it.) The replies go out one by one as Redis's addReply* calls do, so that what a command
     # writes itself (SUBSCRIBE's frames) takes its place in the array.
     out = c.out
     out.append(b"*%d\r\n" % len(queue))
@@ -78,12 +79,6 @@ def exec_(c: Any, argv: list[bytes]) -> object:
                 refused_last = err is not None
                 if err is not None:
                     core.error_reply(c, err, None, rejected=False)
-                    out.append(encode(ReplyError(err), c.proto))
-                    continue
-            if guard is not None:
-                err = guard.check_command(c, cmd)
-                if err is not None:
-                    core.error_reply(c, err, cmd, rejected=True)
                     out.append(encode(ReplyError(err), c.proto))
                     continue
             out.append(encode(core.call(c, cmd, args), c.proto))

@@ -143,11 +143,25 @@ def execute(core: ServerCore, c: Client, argv: list[bytes]) -> None:
                 core.acl.denied(c, cmd, argv):
             return
         # -- end of the ACL permission check ------------------------------------------
+        # Replication's refusals before a command is queued, in processCommand's order:
+        # NOREPLICAS / READONLY, the subscribe context, then MASTERDOWN (EXEC with its queue)
+        guard = core.replication
+        queued = c.multi_queue if c.in_multi else ()
+        if guard is not None:
+            err = guard.refuse_write(c, cmd, queued)
+            if err is not None:
+                core.reject(c, err, cmd)
+                return
         if c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS:
             core.reject(c, f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
                             "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
                             "context", cmd)
             return
+        if guard is not None:
+            err = guard.refuse_stale(c, cmd, queued)
+            if err is not None:
+                core.reject(c, err, cmd)
+                return
         if c.in_multi:
             if cmd.nomulti:
                 core.reject(c, "ERR Command not allowed inside a transaction", cmd)
@@ -160,15 +174,16 @@ def execute(core: ServerCore, c: Client, argv: list[bytes]) -> None:
                 c.multi_queue.append((cmd, argv))
                 c.out.append(QUEUED.data)
                 return
-    guard = core.replication
-    # Replication refuses commands only on a replica (READONLY, MASTERDOWN) or on a
-    # master with min-replicas-to-write (NOREPLICAS); skip the call otherwise.
-    if guard is not None and (not core.expiry_deletes or (
-            cmd.write and core.min_replicas_to_write)) and c.kind != "master":
-        err = guard.check_command(c, cmd)
-        if err is not None:
-            core.reject(c, err, cmd)
-            return
+    else:
+        guard = core.replication
+        # Replication refuses commands only on a replica (READONLY, MASTERDOWN) or on a
+        # master with min-replicas-to-write (NOREPLICAS); skip the call otherwise.
+        if guard is not None and (not core.expiry_deletes or (
+                cmd.write and core.min_replicas_to_write)) and c.kind != "master":
+            err = guard.check_command(c, cmd)
+            if err is not None:
+                core.reject(c, err, cmd)
+                return
     reply = core.call(c, cmd, argv)
     if core._pending and core._call_depth == 0:
         core.flush_propagation(c, argv)
@@ -364,7 +379,8 @@ def _postponed(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> 
             c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS):
         return False
     guard = core.replication
-    if guard is not None and c.kind != "master" and guard.check_command(c, cmd) is not None:
+    if guard is not None and c.kind != "master" and guard.check_command(
+            c, cmd, c.multi_queue if c.in_multi else ()) is not None:
         return False
     pause.postpone(c, argv)
     return True

@@ -22,7 +22,7 @@ master_repl_offset``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyrepl import native
@@ -212,20 +212,35 @@ class Replication:
         """An error reply to our master's link (see ReplicaSide.propagation_error)."""
         self.replica.propagation_error(command, message)
 
-    def check_command(self, c: ReplClient, cmd: ReplCommand) -> str | None:
-        """Refuse a command as Redis's processCommand does for replication reasons."""
-        if c.kind == "master":
+    def check_command(self, c: ReplClient, cmd: ReplCommand,
+                      queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:
+        """Refuse a command as Redis's processCommand does for replication reasons: EXEC
+        with its ``queued`` commands counted as its own (is_write_command,
+        is_denystale_command)."""
+        return self.refuse_write(c, cmd, queued) or self.refuse_stale(c, cmd, queued)
+
+    def refuse_write(self, c: ReplClient, cmd: ReplCommand,
+                     queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:
+        """NOREPLICAS (min-replicas-to-write) and READONLY (a read-only replica) for a write,
+        or an EXEC whose queue holds one."""
+        if c.kind == "master" or not (cmd.write or any(q.write for q, _ in queued)):
             return None
-        if cmd.write:
-            if self.is_replica() and self.core.config.replica_read_only:
-                return READONLY_ERR
-            if not self.master.enough_good_replicas():
-                return NOREPLICAS_ERR
-        if self.is_replica() and not self.replica.link_up() \
-                and not self.core.config.replica_serve_stale_data \
-                and "stale" not in cmd.flags:
-            return MASTERDOWN_ERR
+        if self.is_replica() and self.core.config.replica_read_only:
+            return READONLY_ERR
+        if not self.master.enough_good_replicas():
+            return NOREPLICAS_ERR
         return None
+
+    def refuse_stale(self, c: ReplClient, cmd: ReplCommand,
+                     queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:
+        """MASTERDOWN: a replica whose link is down with replica-serve-stale-data no, for a
+        command without the ``stale`` flag (or an EXEC with one such in its queue)."""
+        if c.kind == "master" or not self.is_replica() or self.replica.link_up() or \
+                self.core.config.replica_serve_stale_data:
+            return None
+        if "stale" in cmd.flags and all("stale" in q.flags for q, _ in queued):
+            return None
+        return MASTERDOWN_ERR
 
     def tick(self, now_ms: int) -> None:
         self.master.tick(now_ms)

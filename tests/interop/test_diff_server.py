@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.differential import Pair
+from tests.support.procs import free_port
 from tests.support.resp import RawClient, parse_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -132,3 +133,42 @@ def test_command_info_matches_redis(pyrepl_server, redis_server, name: str) -> N
     assert ia[0] == ib[0] and ia[1] == ib[1], (ia[:2], ib[:2])
     assert set(ia[2]) == set(ib[2]), (name, ia[2], ib[2])
     assert ia[3:6] == ib[3:6], (name, ia[3:6], ib[3:6])
+
+
+def test_replicaof_inside_a_transaction_and_exec_checked_with_its_queue(pair) -> None:
+    """Redis's processCommand checks EXEC as a write when its queue holds one (READONLY,
+    NOREPLICAS, MASTERDOWN), and nothing inside: a REPLICAOF queued in the transaction does not
+    refuse the writes after it (multi.tcl, "MULTI / EXEC with REPLICAOF"); a transaction queued
+    on a master that became a replica before EXEC is aborted whole, with the reason."""
+    nowhere = str(free_port())      # (no master there: the link stays down)
+    other_a = RawClient(pair.a.sock.getpeername()[1])
+    other_b = RawClient(pair.b.sock.getpeername()[1])
+    try:
+        pair.check("SET", "foo", "bar")
+        pair.check("MULTI")
+        pair.check("SET", "foo2", "bar")
+        pair.check("REPLICAOF", "localhost", nowhere)
+        pair.check("SET", "foo3", "bar")
+        pair.check("EXEC")
+        pair.check("SET", "foo4", "bar")        # READONLY
+        pair.check("MGET", "foo2", "foo3", "foo4")
+        pair.check("REPLICAOF", "NO", "ONE")
+        # queued on a master, EXEC on a replica: EXECABORT ... because of: READONLY ...
+        pair.check("MULTI")
+        pair.check("INCR", "n")
+        pair.check("GET", "n")
+        for o in (other_a, other_b):
+            o.call("REPLICAOF", "localhost", nowhere)
+        pair.check("EXEC")
+        # a read-only transaction on the replica runs
+        pair.check("MULTI")
+        pair.check("GET", "foo")
+        pair.check("EXEC")
+        pair.check("MULTI")
+        pair.check("SET", "x", "1")            # READONLY while queueing: EXECABORT
+        pair.check("EXEC")
+    finally:
+        for o in (other_a, other_b):
+            o.call("REPLICAOF", "NO", "ONE")
+        other_a.close()
+        other_b.close()
