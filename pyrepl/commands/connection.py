@@ -151,19 +151,14 @@ def swapdb(c: Any, argv: list[bytes]) -> object:
         raise ReplyError(DB_INDEX_OUT_OF_RANGE)
     if a != b:
         da, db_ = dbs[a], dbs[b]
-        for d in (da, db_):          # WATCHers see a change; tracking is not invalidated
-            for key in list(d.watched):
-                for w in d.watched[key]:
-                    w.dirty_cas = True
+        # WATCHers of a key that exists on either side see a change (touchAllWatchedKeysInDb:
+        # the watches stay with their database); tracking is not invalidated
+        da.touch_all_watched(db_)
+        db_.touch_all_watched(da)
         da.data, db_.data = db_.data, da.data
         da.expires, db_.expires = db_.expires, da.expires
         da._expire_keys, db_._expire_keys = [], []
         da._expire_pos = db_._expire_pos = 0
-        for d in (da, db_):
-            for key in list(d.watched):
-                if key in d.data:
-                    for w in d.watched[key]:
-                        w.dirty_cas = True
     c.core.dirty += 1
     return OK
 

@@ -111,7 +111,7 @@ def watch(c: Any, argv: list[bytes]) -> object:
     for key in argv[1:]:
         if any(d is db and k == key for d, k, _ in c.watched):
             continue
-        c.watched.append((db, key, key in db.data and db.is_expired(key)))
+        c.watched.append([db, key, key in db.data and db.is_expired(key)])
         db.watched.setdefault(key, set()).add(c)
     c.mem_quiet = False    # (maxmemory-clients: counted after this read)
     return OK

@@ -75,7 +75,9 @@ class Client:
         self.in_multi = False
         self.multi_queue: list[tuple[Any, list[bytes]]] = []
         self.multi_error = False
-        self.watched: list[tuple[Database, bytes, bool]] = []  # (db, key, expired at WATCH)
+        # [db, key, expired]: expired, the key was logically expired when WATCHed (Redis's
+        # watchedKey.expired: its deletion is then no change, Database.touch)
+        self.watched: list[list[Any]] = []
         self.dirty_cas = False
         self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
         self.net_in = 0
@@ -280,6 +282,13 @@ class Client:
         self.multi_queue = []
         self.multi_error = False
         self.unwatch_all()
+
+    def watch_entry(self, db: Database, key: bytes) -> list[Any] | None:
+        """The [db, key, expired] record of a WATCHed key, None when not watched."""
+        for w in self.watched:
+            if w[0] is db and w[1] == key:
+                return w
+        return None
 
     def unwatch_all(self) -> None:
         for db, key, _expired in self.watched:

@@ -261,6 +261,14 @@ class Database:
         clients = self.watched.get(key)
         if clients:
             for c in clients:
+                w = c.watch_entry(self, key)
+                if w is not None and w[2]:
+                    # expired when WATCHed (touchWatchedKey): its deletion is no logical
+                    # change (the flag clears: a deleted key is not expired); while it is
+                    # still there, neither
+                    if key not in self.data:
+                        w[2] = False
+                    continue
                 c.dirty_cas = True
         core = self.core
         if core.tracking_writes:     # (the one test while no client tracks)
@@ -274,15 +282,36 @@ class Database:
         core = self.core
         if core.tracking_writes:
             core.tracking.flushed()
-        watched = self.watched
-        if watched:
-            for key, clients in list(watched.items()):
-                if key in self.data:
-                    for c in clients:
-                        c.dirty_cas = True
+        if self.watched:
+            self.touch_all_watched(None)
         self.data = KeyTable()
         self.expires = KeyTable(ageing=False)
         return n
+
+    def touch_all_watched(self, replaced_with: Database | None) -> None:
+        """touchAllWatchedKeysInDb, before this database's keys are emptied (FLUSHDB) or
+        replaced with ``replaced_with``'s (SWAPDB): a watched key that exists in either is
+        touched, except where nothing changes logically: an expired key gone or replaced
+        with an expired one, no key replaced with an expired one (then flagged expired)."""
+        for key, clients in list(self.watched.items()):
+            in_emptied = key in self.data
+            in_new = replaced_with is not None and key in replaced_with.data
+            if not (in_emptied or in_new):
+                continue
+            for c in list(clients):
+                w = c.watch_entry(self, key)
+                if w is not None and w[2]:
+                    if not in_new:
+                        w[2] = False        # the expired key is gone: no change
+                        continue
+                    if replaced_with is not None and replaced_with.is_expired(key):
+                        continue            # expired, and still expired
+                elif not in_emptied and replaced_with is not None and \
+                        replaced_with.is_expired(key):
+                    if w is not None:
+                        w[2] = True         # no key replaced with an expired one
+                    continue
+                c.dirty_cas = True
 
     def replace(self, data: KeyTable | dict[bytes, Any],
                 expires: KeyTable | dict[bytes, int]) -> None:
