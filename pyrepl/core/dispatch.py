@@ -375,7 +375,7 @@ def _postponed(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> 
     """CLIENT PAUSE (checked only while one is on): postpone the command if it covers it,
     after the checks Redis makes first (authentication, subscribe mode, READONLY)."""
     pause = core.pause
-    if not pause.covers(c, cmd) or not c.authenticated or (
+    if not pause.covers(c, cmd, argv) or not c.authenticated or (
             c.subs is not None and c.proto == 2 and cmd.name not in SUBSCRIBE_MODE_COMMANDS):
         return False
     guard = core.replication

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 OFF, WRITE, ALL = 0, 1, 2
 
+# The commands whose replication depends on the script or function they run (getCommandFlags)
+_SCRIPT_CALLS = frozenset(("eval", "evalsha", "fcall"))
+
 
 class Postponed(Blocked):
     __slots__ = ("argv",)
@@ -95,15 +98,25 @@ class Pause:
         if due:
             self._update()
 
-    def covers(self, c: Client, cmd: Command) -> bool:
-        """Whether the pause postpones this command of this client."""
+    def covers(self, c: Client, cmd: Command, argv: list[bytes]) -> bool:
+        """Whether the pause postpones this command of this client: with WRITE, a command
+        that may replicate (is_may_replicate_command: a script's or function's declared
+        flags count, so a ``no-writes`` one runs), or an EXEC with one in its queue."""
         if c.kind == "replica" or c in self.core.monitors:
             return False
         if self.kind == ALL:
             return True
-        if cmd.propagates:
+        if cmd.name == "exec":
+            return any(self._may_replicate(q, qargv) for q, qargv in c.multi_queue)
+        return self._may_replicate(cmd, argv)
+
+    def _may_replicate(self, cmd: Command, argv: list[bytes]) -> bool:
+        if not cmd.propagates:
+            return False
+        if cmd.name not in _SCRIPT_CALLS:
             return True
-        return cmd.name == "exec" and any(q.propagates for q, _ in c.multi_queue)
+        from pyrepl.scripting.engine import engine_of
+        return bool(engine_of(self.core).may_replicate(argv))
 
     def postpone(self, c: Client, argv: list[bytes]) -> None:
         self.core.blocking.block(c, Postponed(argv))

@@ -237,6 +237,20 @@ class ScriptEngine:
         except sc.ShebangError:
             return sc.COMPAT
 
+    def may_replicate(self, argv: list[bytes]) -> bool:
+        """getCommandFlags' MAY_REPLICATE / WRITE for EVAL, EVALSHA and FCALL (what CLIENT PAUSE
+        WRITE postpones): a script or function that declared flags may replicate only
+        without ``no-writes`` (scriptFlagsToCmdFlags); one without (or not known yet), as
+        the command says: yes."""
+        name = argv[0].lower()
+        if name == b"fcall":
+            fn = self.functions.lookup(argv[1]) if len(argv) > 1 else None
+            return fn is None or not fn.flags & sc.NO_WRITES
+        if len(argv) < 2:
+            return True
+        flags = self._declared_flags(argv, name == b"evalsha")
+        return bool(flags & sc.COMPAT) or not flags & sc.NO_WRITES
+
     def _oom(self) -> bool:
         """Redis's pre_command_oom_state: the command that runs the script found the memory
         above maxmemory with nothing left to evict (pyrepl.core.evict)."""

@@ -130,3 +130,51 @@ def test_client_reply_off_skip_on(pyrepl_server, redis_server, proto: int) -> No
                     break
             outputs.append(data)
     assert outputs[0] == outputs[1]
+
+
+RO_SCRIPT = "#!lua flags=no-writes\nreturn 12"
+RW_SCRIPT = "#!lua\nreturn 13"
+LIBRARY = ("#!lua name=pauselib\n"
+           "redis.register_function{function_name='ro', callback=function() return 1 end, "
+           "flags={'no-writes'}}\n"
+           "redis.register_function('rw', function() return 2 end)")
+
+
+def test_pause_write_runs_read_only_scripts_and_functions(pyrepl_server, redis_server) -> None:
+    """pause.tcl: under CLIENT PAUSE WRITE a script or function that declared no-writes runs
+    (EVAL, EVALSHA, FCALL, their _RO forms, and in a MULTI whose EXEC holds only such), while
+    one that may write waits (is_may_replicate_command with the script's flags)."""
+    outcomes = []
+    for port in (pyrepl_server.port, redis_server.port):
+        with RawClient(port) as admin, RawClient(port) as c:
+            admin.call("FLUSHALL")
+            admin.call("FUNCTION", "FLUSH")
+            admin.call("FUNCTION", "LOAD", LIBRARY)
+            ro_sha = admin.call("SCRIPT", "LOAD", RO_SCRIPT)[5:-2].decode()
+            got: dict[str, object] = {}
+            assert admin.call("CLIENT", "PAUSE", "100000", "WRITE") == b"+OK\r\n"
+            for name, argv in (("eval no-writes", ("EVAL", RO_SCRIPT, "0")),
+                               ("evalsha no-writes", ("EVALSHA", ro_sha, "0")),
+                               ("eval_ro", ("EVAL_RO", "return 3", "0")),
+                               ("fcall no-writes", ("FCALL", "ro", "0")),
+                               ("fcall_ro", ("FCALL_RO", "ro", "0"))):
+                c.send(*argv)
+                got[name] = answered_within(c, 0.3)
+            c.call("MULTI")
+            c.call("EVAL", RO_SCRIPT, "0")
+            c.call("FCALL", "ro", "0")
+            c.send("EXEC")
+            got["exec of no-writes"] = answered_within(c, 0.3)
+            for name, argv in (("eval may write", ("EVAL", RW_SCRIPT, "0")),
+                               ("fcall may write", ("FCALL", "rw", "0"))):
+                c.send(*argv)
+                got[name] = answered_within(c, 0.3)
+                if got[name] is None:
+                    assert admin.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+                    got[name + " after"] = c.read_reply()
+                    assert admin.call("CLIENT", "PAUSE", "100000", "WRITE") == b"+OK\r\n"
+            assert admin.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+            admin.call("FUNCTION", "FLUSH")
+            outcomes.append(got)
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1]["eval may write"] is None and outcomes[1]["exec of no-writes"]
