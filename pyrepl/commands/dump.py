@@ -66,7 +66,7 @@ def restore(c: Any, argv: list[bytes]) -> object:
     if ttl < 0:
         raise ReplyError("ERR Invalid TTL value, must be >= 0")
     try:
-        value = load_payload(argv[3])
+        value = load_payload(argv[3], not c.core.skip_checksum_validation)
     except PayloadError as e:
         raise ReplyError(str(e)) from None
     deleted = replace and db.delete(key)

@@ -719,6 +719,22 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"change-repl-id" and core.replication is not None:
         core.replication.change_replid()
         return OK
+    if sub == b"object" and len(argv) == 3:
+        return _debug_object(c, argv[2])
+    if sub == b"protocol" and len(argv) == 3:
+        return _debug_protocol(c, argv[2].lower())
+    if sub == b"log" and len(argv) == 3:
+        core.log.warning("DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
+        return OK
+    if sub == b"pause-cron" and len(argv) == 3:
+        core.cron.paused = _atoi(argv[2]) != 0
+        return OK
+    if sub == b"set-skip-checksum-validation" and len(argv) == 3:
+        core.skip_checksum_validation = _atoi(argv[2]) != 0
+        return OK
+    if sub == b"set-disable-deny-scripts" and len(argv) == 3:
+        core.script_disable_deny_script = _atoi(argv[2]) != 0
+        return OK
     if sub == b"help":
         return [Status(s) for s in (
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -727,12 +743,109 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",
             "    unit tests to simulate Redis errors.",
             "LOADAOF", "    Flush the AOF buffers on disk and reload the AOF in memory.",
+            "LOG <message>", "    Write <message> to the server log.",
+            "OBJECT <key>", "    Show low level info about `key` and associated value.",
+            "PAUSE-CRON <0|1>", "    Stop periodic cron job processing.",
             "POPULATE <count> [<prefix>] [<size>]", "    Create <count> string keys named key:<num>.",
+            "PROTOCOL <type>", "    Reply with a test value of the specified type. <type> can be: string,",
+            "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+            "    true, false.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
+            "SET-SKIP-CHECKSUM-VALIDATION <0|1>", "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
+            "SET-DISABLE-DENY-SCRIPTS <0|1>", "    Enables or disables the no-script commands from scripts.",
             "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
         )]
     raise subcommand_error(argv)
+
+
+def _atoi(arg: bytes) -> int:
+    """C's atoi: the leading integer, 0 when there is none (DEBUG's switches)."""
+    digits = arg.strip()
+    end = 1 if digits[:1] in (b"-", b"+") else 0
+    while end < len(digits) and 48 <= digits[end] <= 57:
+        end += 1
+    try:
+        return int(digits[:end])
+    except ValueError:
+        return 0
+
+
+def _debug_object(c: Any, key: bytes) -> object:
+    """DEBUG OBJECT key: where the value is held, OBJECT REFCOUNT and ENCODING, its RDB length,
+    its 24-bit age and idle seconds; a list adds the quicklist Redis would hold (nodes, average
+    fill, list-max-listpack-size, compression, listpack bytes)."""
+    from collections import deque
+
+    from pyrepl.commands.keys import _refcount, encoding_name
+    from pyrepl.keyspace import lplist
+    from pyrepl.keyspace.ageing import idle_ms
+    from pyrepl.rdb.dump import dump_payload
+
+    db = c.db
+    data = db.data
+    if key not in data:
+        raise ReplyError("ERR no such key")
+    v = data.peek(key)
+    age = data.age(key) or 0
+    extra = ""
+    cfg = c.core.config
+    if type(v) is deque or type(v) is lplist.ListpackList:
+        nodes, size = lplist.quicklist_shape(v)
+        extra = (f" ql_nodes:{nodes} ql_avg_node:{len(v) / max(nodes, 1):.2f} "
+                 f"ql_listpack_max:{cfg.list_max_listpack_size} "
+                 f"ql_compressed:{int(cfg.list_compress_depth != 0)} ql_uncompressed_size:{size}")
+    where = data.entry_at(key) if hasattr(data, "entry_at") else id(v)
+    return Status(f"Value at:{where:#x} refcount:{_refcount(c, key, v)} "
+                  f"encoding:{encoding_name(c, v).decode()} "
+                  f"serializedlength:{len(dump_payload(v)) - 11} lru:{age} "
+                  f"lru_seconds_idle:{idle_ms(age, c.core.now_ms) // 1000}{extra}")
+
+
+_PROTOCOL_TYPES = ("Wrong protocol type name. Please use one of the following: "
+                   "string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|"
+                   "false")
+
+
+def _debug_protocol(c: Any, name: bytes) -> object:
+    """DEBUG PROTOCOL <type>: a test value of each RESP type, as debug.c answers it."""
+    resp3 = c.proto == 3
+    if name == b"string":
+        return b"Hello World"
+    if name == b"integer":
+        return 12345
+    if name == b"double":
+        return 3.141
+    if name == b"bignum":
+        big = b"1234567999999999999999999999999999999"
+        return Raw(b"(" + big + b"\r\n") if resp3 else big
+    if name == b"null":
+        return None
+    if name == b"array":
+        return [0, 1, 2]
+    if name == b"set":
+        return SetReply([0, 1, 2])
+    if name == b"map":
+        return Map([(0, False), (1, True), (2, False)])
+    if name == b"attrib":
+        follow = b"Some real reply following the attribute"
+        if not resp3:
+            return follow
+        return Raw(b"|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n" +
+                   b"$%d\r\n%s\r\n" % (len(follow), follow))
+    if name == b"push":
+        if not resp3:
+            raise ReplyError("ERR RESP2 is not supported by this command")
+        from pyrepl.core.pubsub import Push
+        c.out.append(Push(b">2\r\n$16\r\nserver-cpu-usage\r\n:42\r\n"))
+        return b"Some real reply following the push reply"
+    if name == b"true":
+        return True
+    if name == b"false":
+        return False
+    if name == b"verbatim":
+        return Verbatim(b"This is a verbatim\nstring", b"txt")
+    raise ReplyError("ERR " + _PROTOCOL_TYPES)
 
 
 def _loadaof(core: Any) -> object:

@@ -25,9 +25,12 @@ class Cron:
         self.core = core
         self.hz_counter = 0
         self.active_expire_enabled = True
+        self.paused = False     # DEBUG PAUSE-CRON 1: serverCron does nothing
 
     def run(self, now_ms: int) -> None:
         """serverCron's jobs, in its order (the core's tick set ``now_ms``)."""
+        if self.paused:
+            return
         core = self.core
         self.hz_counter += 1
         # Active expiry: check a slice of the keys with a TTL in every database (none while

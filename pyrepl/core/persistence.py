@@ -245,7 +245,8 @@ class Persistence:
         from pyrepl.rdb.decoder import load_rdb_file
 
         core = self.core
-        loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms)
+        loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms,
+                               verify_checksum=not core.skip_checksum_validation)
         libraries = core.prepare_functions(loaded.functions)   # RdbError if one fails
         for i, db in enumerate(core.dbs):
             db.replace(loaded.data[i], loaded.expires[i])

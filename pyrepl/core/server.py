@@ -111,6 +111,11 @@ class ServerCore:
         self.shutdown = Shutdown(self)   # SHUTDOWN, a signal's, and one waiting for replicas
         self.persistence = Persistence(self)   # the RDB file: saves, loads, their INFO
         self.cron = Cron(self)                 # serverCron's jobs (tick runs them)
+        # DEBUG's test hooks: SET-SKIP-CHECKSUM-VALIDATION (RESTORE and RDB loading take a
+        # payload without checking its CRC64), SET-DISABLE-DENY-SCRIPTS (scripts may call the
+        # no-script commands)
+        self.skip_checksum_validation = False
+        self.script_disable_deny_script = False
         self.version = __version__
         self.redis_version = REDIS_VERSION
         self.run_id: str = os.urandom(20).hex()

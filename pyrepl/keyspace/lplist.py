@@ -145,6 +145,23 @@ def compact(elements: Iterable[bytes]) -> Any:
     return lst
 
 
+def quicklist_shape(elements: Iterable[bytes]) -> tuple[int, int]:
+    """(nodes, bytes) of the quicklist Redis would hold for ``elements`` pushed at the tail
+    (_quicklistNodeAllowInsert: a node takes an element while its count stays within the
+    fill and its listpack within the fill's bytes): DEBUG OBJECT's ql_nodes and
+    ql_uncompressed_size."""
+    nodes, total, count, size = 0, 0, 0, 0
+    for x in elements:
+        entry = len(lp_str_entry(x))
+        if count == 0 or count + 1 > limits.count or size + entry > limits.bytes:
+            nodes += 1
+            total += size
+            count, size = 0, 7          # a new node: the listpack's header and end byte
+        count += 1
+        size += entry
+    return nodes, total + size
+
+
 def to_deque(db: Any, key: bytes, lst: Any) -> deque:
     """The deque that replaces the ListpackList at ``key`` once it outgrew a node."""
     d = deque(lst)

@@ -1217,13 +1217,14 @@ class LoadedRdb:
 
 
 def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
-                  chunk_size: int = 8 << 20) -> LoadedRdb:
+                  chunk_size: int = 8 << 20, verify_checksum: bool = True) -> LoadedRdb:
     """Load a whole RDB file into fresh KeyTables (nothing is returned unless the whole file,
     checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
-    master does when it loads its own dump; without it every key is kept (as a replica)."""
+    master does when it loads its own dump; without it every key is kept (as a replica).
+    ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
     data = [KeyTable() for _ in range(ndbs)]
     expires = [KeyTable(ageing=False) for _ in range(ndbs)]
-    dec = RdbDecoder(databases=ndbs)
+    dec = RdbDecoder(databases=ndbs, verify_checksum=verify_checksum)
     result = LoadedRdb(data, expires)
     done = False
     with open(path, "rb") as f:

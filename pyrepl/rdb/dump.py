@@ -49,13 +49,15 @@ def dump_payload(value: Any) -> bytes:
     return body + crc64(body).to_bytes(8, "little")
 
 
-def load_payload(payload: bytes) -> Any:
-    """verifyDumpPayload + rdbLoadObject: the value, or PayloadError with Redis's text."""
+def load_payload(payload: bytes, verify_checksum: bool = True) -> Any:
+    """verifyDumpPayload + rdbLoadObject: the value, or PayloadError with Redis's text.
+    ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
     if len(payload) < 10:
         raise PayloadError("ERR DUMP payload version or checksum are wrong")
     version = int.from_bytes(payload[-10:-8], "little")
-    if version > RDB_VERSION_MAX_READ or \
-            crc64(payload[:-8]).to_bytes(8, "little") != payload[-8:]:
+    if version > RDB_VERSION_MAX_READ or (verify_checksum and
+                                          crc64(payload[:-8]).to_bytes(8, "little") !=
+                                          payload[-8:]):
         raise PayloadError("ERR DUMP payload version or checksum are wrong")
     body = payload[:-10]
     if not body:

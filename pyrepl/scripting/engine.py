@@ -454,7 +454,8 @@ class ScriptEngine:
         if cmd.handler is None or (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
             return "Wrong number of args calling Redis command from script"
         flags = cmd.flags
-        if "noscript" in flags or "no-script" in flags:
+        if ("noscript" in flags or "no-script" in flags) and \
+                not getattr(self.core, "script_disable_deny_script", False):
             return "This Redis command is not allowed from script"
         core = self.core
         cfg = core.config
