@@ -795,7 +795,7 @@ def _debug_object(c: Any, key: bytes) -> object:
         extra = (f" ql_nodes:{nodes} ql_avg_node:{len(v) / max(nodes, 1):.2f} "
                  f"ql_listpack_max:{cfg.list_max_listpack_size} "
                  f"ql_compressed:{int(cfg.list_compress_depth != 0)} ql_uncompressed_size:{size}")
-    where = data.entry_at(key) if hasattr(data, "entry_at") else id(v)
+    where = data.entry_at(key)
     return Status(f"Value at:{where:#x} refcount:{_refcount(c, key, v)} "
                   f"encoding:{encoding_name(c, v).decode()} "
                   f"serializedlength:{len(dump_payload(v)) - 11} lru:{age} "

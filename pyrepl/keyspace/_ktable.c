@@ -853,6 +853,24 @@ static PyObject *kt_age(KTObject *t, PyObject *key)
     return PyLong_FromUnsignedLong(t->entries[ix].age);
 }
 
+/* Where the key's value is held (DEBUG OBJECT's "at:"): the value object's address, or, for
+   an integer kept in the entry, the entry's (the same while INCR changes it in place). */
+static PyObject *kt_entry_at(KTObject *t, PyObject *key)
+{
+    uint32_t h;
+    if (kt_hash(key, &h) < 0)
+        return NULL;
+    Py_ssize_t ix = lookup(t, key, h, NULL);
+    if (ix == -2)
+        return NULL;
+    if (ix == -1) {
+        _PyErr_SetKeyError(key);
+        return NULL;
+    }
+    entry_t *e = &t->entries[ix];
+    return PyLong_FromVoidPtr(TAGGED(e->value) ? (void *)e : (void *)e->value);
+}
+
 static PyObject *kt_set_age(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!_PyArg_CheckPositional("set_age", nargs, 2, 2))
@@ -1196,6 +1214,9 @@ static PyMethodDef kt_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "from_dict(mapping, ageing=True): a table of the mapping's items, new keys' ages"},
     {"age", (PyCFunction)kt_age, METH_O, "age(key): the 24 bits, or None if absent"},
+    {"entry_at", (PyCFunction)kt_entry_at, METH_O,
+     "entry_at(key): where the value is held (its object, or the entry of an integer kept "
+     "there); KeyError if absent"},
     {"set_age", (PyCFunction)(void (*)(void))kt_set_age, METH_FASTCALL,
      "set_age(key, age): KeyError if absent, ValueError unless 0 <= age < 2**24"},
     {"sample", (PyCFunction)kt_sample, METH_O,

@@ -331,6 +331,13 @@ class KeyTableReference:
         i = self._pos.get(key)
         return None if i is None else self._ages[i]
 
+    def entry_at(self, key: Any) -> int:
+        """Where the value is held (DEBUG OBJECT's "at:"): here, its object's id."""
+        i = self._pos.get(key)
+        if i is None:
+            raise KeyError(key)
+        return id(self._vals[i])
+
     def set_age(self, key: Any, age: int) -> None:
         """RESTORE IDLETIME/FREQ, RDB idle/freq: KeyError if absent, ValueError unless 24 bits."""
         if not isinstance(age, int):

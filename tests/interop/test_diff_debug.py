@@ -77,3 +77,19 @@ def test_log_pause_cron_skip_checksum_and_disable_deny_scripts(pair) -> None:
     pair.check("EVAL", "return redis.call('watch', 'x')", "0")     # not allowed from script
     pair.check("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")
     pair.check("EVAL", "return redis.pcall('client', 'id') ~= nil", "0")
+
+
+def test_incr_changes_an_integer_in_place_on_both(pair) -> None:
+    """incr.tcl "INCR can modify objects in-place": the value is where it was after INCR (in
+    pyrepl, an integer kept in its table entry)."""
+    pair.check("SET", "foo", "20000")
+    pair.check("INCR", "foo")
+    pair.check("OBJECT", "REFCOUNT", "foo")
+    before = [_at(x) for x in pair.both("DEBUG", "OBJECT", "foo")]
+    pair.check("INCR", "foo")
+    after = [_at(x) for x in pair.both("DEBUG", "OBJECT", "foo")]
+    assert before == after
+
+
+def _at(status: bytes) -> str:
+    return status.decode().split(" ")[1]

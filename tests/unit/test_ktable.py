@@ -527,3 +527,21 @@ def test_randomkey_and_the_cron_giving_memory_back() -> None:
     h.core.tick(T0 + 100)       # databasesCron: tryResizeHashTables
     assert h.core.dbs[0].data._stats()["capacity"] < before / 10
     assert sorted(h.core.dbs[0].data) == sorted(b"k%d" % i for i in range(2990, 3000))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_entry_at_says_where_the_value_is_held(impl: Any) -> None:
+    """DEBUG OBJECT's "at:": a value object's address; in the C table an integer kept in the
+    entry is at the entry's, the same while it changes."""
+    t = impl()
+    t[b"s"] = b"text"
+    assert t.entry_at(b"s") == id(t.peek(b"s"))
+    t[b"n"] = b"20000"
+    at = t.entry_at(b"n")
+    t[b"n"] = b"20001"
+    if impl is KeyTableReference:       # the reference holds the new bytes object
+        assert t.entry_at(b"n") == id(t.peek(b"n"))
+    else:                               # the same entry, changed in place
+        assert t.entry_at(b"n") == at
+    with pytest.raises(KeyError):
+        t.entry_at(b"missing")
