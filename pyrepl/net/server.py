@@ -72,6 +72,9 @@ def now_ms() -> int:
 # off a full collection every ~2.5 s under a -P16 load, each visiting the whole dataset (a
 # list key of 10M elements: 0.1-0.35 s each). Above a read's worth of requests, a young
 # collection runs only where containers really accumulate. (bench/RESULTS.md, "The cyclic GC")
+# What an unauthenticated client's unread replies may hold (checkClientOutputBufferLimits)
+UNAUTH_OUTPUT_LIMIT = 1024
+
 # The startup banner (redisAsciiArt's logo): what it says, in the same words and places.
 BANNER = """
     pyrepl {version} (Redis {redis} compatible; {native}) {bits} bit
@@ -118,6 +121,7 @@ class ClientProtocol(asyncio.Protocol):
         self.core = server.core
         self.client: Client | None = None
         self.transport: asyncio.Transport | None = None
+        self._unauth_limit = False      # the transport's marks are the unauthenticated 1 KB
         # The read as the method below makes it, in C when it is the common one (_serve.c;
         # anything else calls the method). The transport looks it up on the instance.
         if _serve is not None:
@@ -138,6 +142,11 @@ class ClientProtocol(asyncio.Protocol):
             c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname), fd)
         c.transport = transport
         self.client = c
+        if not c.authenticated:
+            # Redis limits an unauthenticated client's unread replies to 1 KB
+            # (checkClientOutputBufferLimits): the transport pauses past that (pause_writing)
+            transport.set_write_buffer_limits(high=UNAUTH_OUTPUT_LIMIT)   # type: ignore[attr-defined]
+            self._unauth_limit = True
         self._flush()
 
     def data_received(self, data: bytes) -> None:
@@ -174,9 +183,27 @@ class ClientProtocol(asyncio.Protocol):
         write_client(c)
 
     def pause_writing(self) -> None:
-        """The transport's buffer is over its high-water mark: stop handing it the stream."""
-        if self.client is not None:
-            self.client.write_paused = True
+        """The transport's buffer is over its high-water mark: stop handing it the stream. An
+        unauthenticated client over its 1 KB is closed, as Redis closes it; one that
+        authenticated since gets the usual marks back."""
+        c = self.client
+        if c is None:
+            return
+        if self._unauth_limit:
+            if not c.authenticated:
+                core = self.core
+                core.stats.client_outbuf_limit_disconnections += 1
+                core.log.warning(f"Client {c.info_line()} scheduled to be closed ASAP for "
+                                 "overcoming of output buffer limits.")
+                c.out.clear()
+                c.close_after_reply = True
+                self.transport.abort()  # type: ignore[union-attr]
+                return
+            self._unauth_limit = False
+            self.transport.set_write_buffer_limits()  # type: ignore[union-attr]
+            if self.transport.get_write_buffer_size() <= UNAUTH_OUTPUT_LIMIT * 64:  # type: ignore[union-attr]
+                return      # (under the usual high-water mark: not paused)
+        c.write_paused = True
 
     def resume_writing(self) -> None:
         c = self.client
