@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import fcntl
 import json
 import os
 import re
@@ -45,8 +46,10 @@ SOURCE = os.path.join(ROOT, ".cache", "redis-src", "redis-7.0.15")
 WORK = os.path.join(ROOT, ".cache", "redis-suite")
 TOOLS = ("redis-cli", "redis-benchmark", "redis-check-aof", "redis-check-rdb")
 KINDS = ("pyrepl", "redis")
-# each kind its own port range, so that the two runs can go side by side
+# each kind its own port range, so that the two runs can go side by side (--port-offset moves
+# both, for a second run beside the first)
 BASEPORT = {"pyrepl": 21111, "redis": 31111}
+_LOCKS: list = []
 
 # tests/unit (every file, unit/type included) and the non-replication integration files
 INTEGRATION = ("integration/aof", "integration/aof-multi-part", "integration/rdb",
@@ -79,9 +82,18 @@ exec {pyrepl} master "$@"
 """
 
 
-def make_tree(kind: str) -> str:
-    """``.cache/redis-suite/<kind>``: runtest, a fresh copy of the tests, src/ as above."""
-    tree = os.path.join(WORK, kind)
+def make_tree(kind: str, work: str) -> str:
+    """``<work>/<kind>``: runtest, a fresh copy of the tests, src/ as above. The tree is
+    locked for the run (a second run on the same ``--work`` stops at once rather than pull
+    the tree from under the first)."""
+    tree = os.path.join(work, kind)
+    os.makedirs(work, exist_ok=True)
+    lock = open(os.path.join(work, kind + ".lock"), "w")  # noqa: SIM115 - held for the run
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"{tree} is in use by another run (use --work elsewhere)") from None
+    _LOCKS.append(lock)
     shutil.rmtree(tree, ignore_errors=True)
     os.makedirs(os.path.join(tree, "src"))
     shutil.copytree(os.path.join(SOURCE, "tests"), os.path.join(tree, "tests"),
@@ -143,13 +155,13 @@ def parse(out: str, res: FileResult) -> None:
             res.skipped += 1
 
 
-def run_file(tree: str, kind: str, name: str, limit: float) -> FileResult:
+def run_file(tree: str, kind: str, name: str, limit: float, offset: int = 0) -> FileResult:
     res = FileResult(name, kind)
     logdir = os.path.join(tree, "logs")
     os.makedirs(logdir, exist_ok=True)
     log = os.path.join(logdir, name.replace("/", "_") + ".log")
     cmd = ["./runtest", "--single", name, "--durable", "--clients", "1", "--timeout",
-           str(int(limit)), "--baseport", str(BASEPORT[kind]), "--portcount", "8000"]
+           str(int(limit)), "--baseport", str(BASEPORT[kind] + offset), "--portcount", "8000"]
     start = time.monotonic()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, cwd=tree, stdout=f, stderr=subprocess.STDOUT,
@@ -214,6 +226,9 @@ def main() -> int:
     ap.add_argument("--limit", type=float, default=900, help="seconds a file may run")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (one per kind at most)")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "redis-suite", "RESULTS.md"))
+    ap.add_argument("--work", default=WORK, help="where the trees are made (default %(default)s)")
+    ap.add_argument("--port-offset", type=int, default=0,
+                    help="added to the base ports (a second run beside another: e.g. 2000)")
     args = ap.parse_args()
     if not os.path.isdir(SOURCE):
         subprocess.run(["bash", os.path.join(ROOT, "scripts", "redis-src.sh")], check=True,
@@ -224,13 +239,13 @@ def main() -> int:
     if any(k not in KINDS for k in kinds):
         raise SystemExit(f"--kinds: {', '.join(KINDS)}")
     files = [f for f in args.files.split(",") if f] or unit_files() + list(INTEGRATION)
-    trees = {k: make_tree(k) for k in kinds}
+    trees = {k: make_tree(k, args.work) for k in kinds}
     results: dict[str, dict[str, FileResult]] = {f: {} for f in files}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     # one queue per kind: a kind's files run one after the other (its port range)
     def run_kind(kind: str) -> None:
         for name in files:
-            r = run_file(trees[kind], kind, name, args.limit)
+            r = run_file(trees[kind], kind, name, args.limit, args.port_offset)
             results[name][kind] = r
             print(f"{kind:6} {name:45} ok {len(r.ok):4}  failed {len(r.err):3}  "
                   f"exceptions {len(r.exception)}  {'TIMEOUT ' if r.timeout else ''}"

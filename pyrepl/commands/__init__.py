@@ -16,6 +16,7 @@ from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     keys,
     keyspec_walk,
     lists,
+    migrate,
     pubsub,
     replication_master,
     replication_replica,

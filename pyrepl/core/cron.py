@@ -64,6 +64,7 @@ class Cron:
         if core.maxmemory:      # evict in the cron too, not only before a write
             core.evictor.perform()
         self._client_timeouts(now_ms)
+        core.host.migrate_close_idle(now_ms / 1000)     # (migrateCloseTimedoutSockets)
         if core.maxmemory_clients:   # clientsCron's figures, then what is due
             core.client_eviction.cron()
         core.persistence.cron(now_ms)

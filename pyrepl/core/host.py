@@ -5,7 +5,7 @@ shell provides (net/server.py's NetHost subclasses it; this base serves sans-io 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.core.stats import Counter, PlainCounter
@@ -37,6 +37,17 @@ class NullLog:
 
     def warning(self, msg: str) -> None:
         self._add("warning", msg)
+
+
+class MigrateLinkPort(Protocol):
+    """A blocking connection MIGRATE talks through (pyrepl/net/migrate_links.py): OSError on
+    a socket error, TimeoutError past the timeout."""
+
+    last_dbid: int
+
+    def send(self, data: bytes, timeout_ms: int) -> None: ...
+
+    def read_line(self, timeout_ms: int, limit: int = 1024) -> bytes: ...
 
 
 class Host:
@@ -85,6 +96,22 @@ class Host:
 
     def listening_port_changed(self, port: int) -> None:
         pass
+
+    # -- MIGRATE's blocking connections (Redis's migrate_cached_sockets) --------------------
+    def migrate_link(self, host: bytes, port: bytes, timeout_ms: int) -> MigrateLinkPort:
+        """The cached connection to ``host:port``, or a new one; OSError when it cannot
+        connect within ``timeout_ms``. None here: no network."""
+        raise OSError("no network")
+
+    def migrate_close(self, host: bytes, port: bytes) -> None:
+        """Close and forget the cached connection to ``host:port`` (after a socket error)."""
+
+    def migrate_close_idle(self, now_s: float) -> None:
+        """Close the cached connections unused for more than 10 seconds (the cron)."""
+
+    def migrate_links(self) -> int:
+        """How many are cached (INFO's migrate_cached_sockets)."""
+        return 0
 
     def time_us(self) -> int:
         """Wall-clock time in microseconds (TIME, INFO server_time_usec)."""

@@ -238,7 +238,7 @@ def section_stats(core: ServerCore) -> Fields:
         ("pubsubshard_channels", len(core.pubsub.shard_channels)),
         ("latest_fork_usec", core.latest_fork_usec),
         ("total_forks", core.total_forks),
-        ("migrate_cached_sockets", 0),
+        ("migrate_cached_sockets", core.host.migrate_links()),
         ("slave_expires_tracked_keys", len(core.replica_keys_with_expire)),
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),

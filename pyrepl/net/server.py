@@ -37,6 +37,7 @@ from pyrepl.net.bio import BackgroundFsync
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
+from pyrepl.net.migrate_links import MigrateLink, MigrateLinks
 from pyrepl.net.synclog import RotatingNdjsonWriter
 from pyrepl.resp.fastreader import FastRespReader, first
 
@@ -236,6 +237,23 @@ class NetHost(Host):
         self.server = server
         self.master_io = None
         self.replica_io = None
+        self._migrate = MigrateLinks()
+
+    def migrate_link(self, host: bytes, port: bytes, timeout_ms: int) -> MigrateLink:
+        try:
+            return self._migrate.get(host, port, timeout_ms)
+        except ValueError as e:     # (a port that is not a number: no connection, as Redis)
+            raise OSError(str(e)) from None
+
+    def migrate_close(self, host: bytes, port: bytes) -> None:
+        self._migrate.close(host, port)
+
+    def migrate_close_idle(self, now_s: float) -> None:
+        if self._migrate.links:
+            self._migrate.close_idle(now_s)
+
+    def migrate_links(self) -> int:
+        return len(self._migrate)
 
     def attach_replication_io(self) -> None:
         """Create the replication sides' I/O adapters (sockets, snapshot child, files)."""
