@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyrepl.commands import (  # noqa: F401  (imported for their registrations)
     acl,
     bitmaps,
+    cluster,
     connection,
     dump,
     functions,

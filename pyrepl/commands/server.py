@@ -567,7 +567,7 @@ def _command_info(cmd: Command) -> list[object]:
         SetReply([Status("@" + a) for a in cmd.acl_categories]),
         info_tips(cmd),
         info_key_specs(cmd),
-        subs,
+        subs if subs else SetReply([]),     # (no subcommands: an empty set, as Redis's)
     ]
 
 

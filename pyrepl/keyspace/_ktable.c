@@ -840,12 +840,18 @@ static PyObject *kt_from_dict(PyTypeObject *Py_UNUSED(cls), PyObject *args, PyOb
     return t;
 }
 
-static PyObject *kt_age(KTObject *t, PyObject *key)
+/* The entry of key: its index, -1 absent, -2 an error (its hash or comparison raised). */
+static Py_ssize_t find_key(KTObject *t, PyObject *key)
 {
     uint32_t h;
     if (kt_hash(key, &h) < 0)
-        return NULL;
-    Py_ssize_t ix = lookup(t, key, h, NULL);
+        return -2;
+    return lookup(t, key, h, NULL);
+}
+
+static PyObject *kt_age(KTObject *t, PyObject *key)
+{
+    Py_ssize_t ix = find_key(t, key);
     if (ix == -2)
         return NULL;
     if (ix == -1)
@@ -857,10 +863,7 @@ static PyObject *kt_age(KTObject *t, PyObject *key)
    an integer kept in the entry, the entry's (the same while INCR changes it in place). */
 static PyObject *kt_entry_at(KTObject *t, PyObject *key)
 {
-    uint32_t h;
-    if (kt_hash(key, &h) < 0)
-        return NULL;
-    Py_ssize_t ix = lookup(t, key, h, NULL);
+    Py_ssize_t ix = find_key(t, key);
     if (ix == -2)
         return NULL;
     if (ix == -1) {
@@ -1331,10 +1334,7 @@ static int capi_set(PyObject *t, PyObject *key, PyObject *value)
 }
 static int capi_peek_int(PyObject *t, PyObject *key, long long *out)
 {
-    uint32_t h;
-    if (kt_hash(key, &h) < 0)
-        return -1;
-    Py_ssize_t ix = lookup((KTObject *)t, key, h, NULL);
+    Py_ssize_t ix = find_key((KTObject *)t, key);
     if (ix < 0)
         return ix == -2 ? -1 : KT_ABSENT;
     PyObject *v = ((KTObject *)t)->entries[ix].value;
