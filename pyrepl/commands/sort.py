@@ -34,6 +34,12 @@ from pyrepl.resp.types import ReplyError
 _C_SPACE = b" \t\n\v\f\r"
 
 
+def _full_key_access(c: Any) -> bool:
+    """sortCommandGeneric's user_has_full_key_access: BY patterns and GET read any key, so a
+    user needs read access to every key (ACLUserCheckKeyPerm of ``*``)."""
+    return not c.restricted or c.acl_user is None or c.acl_user.key_allowed(b"*")
+
+
 def _sort_keys(argv: list[bytes]) -> list[int]:
     """sortGetKeys: the sorted key and a STORE destination."""
     keys = [1]
@@ -114,8 +120,14 @@ def _sort(c: Any, argv: list[bytes], readonly: bool) -> object:
             sortby = argv[j + 1]
             if b"*" not in sortby:
                 dontsort = True         # sticky, as Redis: a later BY pattern does not undo it
+            elif not _full_key_access(c):
+                raise ReplyError("ERR BY option of SORT denied due to insufficient ACL "
+                                 "permissions.")
             j += 1
         elif opt == b"get" and left >= 1:
+            if not _full_key_access(c):
+                raise ReplyError("ERR GET option of SORT denied due to insufficient ACL "
+                                 "permissions.")
             gets.append(argv[j + 1])
             j += 1
         else:

@@ -436,6 +436,15 @@ class User:
         else:
             self.root.apply(op)
 
+    def key_allowed(self, key: bytes, need: int = READ) -> bool:
+        """ACLUserCheckKeyPerm: does a selector grant ``need`` on ``key`` (the key itself,
+        not a pattern: SORT asks it for ``*``, full key access)."""
+        for s in self.selectors:
+            if s.allkeys or any(pflags & need == need and stringmatch(pattern, key)
+                                for pattern, pflags in s.patterns):
+                return True
+        return False
+
     def check(self, cmd: Command, argv: list[bytes]) -> tuple[int, int]:
         """ACLCheckAllUserCommandPerm: allowed by any selector, else the most relevant
         denial (the highest reason, then the furthest argument)."""

@@ -410,3 +410,24 @@ def test_aclfile_load_and_save_as_redis(tmp_path: Path) -> None:
         p.close()
         for proc in procs:
             proc.stop()
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_sort_by_and_get_need_full_key_access(p: Pair) -> None:
+    """acl-v2.tcl "Test sort with ACL permissions": SORT's BY pattern and GET read any key, so
+    without read access to every key (``*``) they are refused with Redis's texts."""
+    p.check("SET", "v1", "1")
+    p.check("DEL", "mylist")
+    p.check("LPUSH", "mylist", "1")
+    q = clients(p)
+    try:
+        for rules in (("(+sort ~mylist)",), ("(+sort ~mylist ~v*)",), ("(+sort ~mylist %W~*)",),
+                      ("(+sort ~mylist %R~*)",), ("+sort", "~mylist")):
+            p.check("ACL", "SETUSER", "alice", "reset", "on", "nopass", *rules)
+            q.check("AUTH", "alice", "x")
+            for argv in (("SORT", "mylist", "BY", "v*"), ("SORT", "mylist", "GET", "v*"),
+                         ("SORT", "mylist", "BY", "const"), ("SORT", "mylist")):
+                q.check(*argv)
+    finally:
+        q.a.close()
+        q.b.close()
