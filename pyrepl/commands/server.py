@@ -707,10 +707,7 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"populate" and 3 <= len(argv) <= 5:
         return _populate(c, argv)
     if sub == b"reload":
-        if not core.persistence.save():
-            raise ReplyError("ERR Error trying to save the DB")
-        core.persistence.load_rdb()
-        return OK
+        return _debug_reload(core, argv)
     if sub == b"loadaof" and len(argv) == 2:
         return _loadaof(core)
     if sub == b"set-active-expire" and len(argv) == 3:
@@ -757,6 +754,37 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
         )]
     raise subcommand_error(argv)
+
+
+def _debug_reload(core: Any, argv: list[bytes]) -> object:
+    """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the RDB (unless NOSAVE), empty the dataset
+    (unless NOFLUSH) and load the file back (MERGE: what is there already is replaced)."""
+    from pyrepl.rdb.decoder import RdbError
+
+    flush = save = True
+    merge = False
+    for opt in argv[2:]:
+        low = opt.lower()
+        if low == b"merge":
+            merge = True
+        elif low == b"noflush":
+            flush = False
+        elif low == b"nosave":
+            save = False
+        else:
+            raise ReplyError("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE "
+                             "options.")
+    if save and not core.persistence.save():
+        raise ReplyError("ERR")
+    if flush:
+        try:
+            core.persistence.load_rdb()
+        except (OSError, RdbError):
+            raise ReplyError("ERR Error trying to load the RDB dump") from None
+    elif not core.persistence.merge_rdb(merge):
+        raise ReplyError("ERR Error trying to load the RDB dump")
+    core.log.warning("DB reloaded by DEBUG RELOAD")
+    return OK
 
 
 def _atoi(arg: bytes) -> int:

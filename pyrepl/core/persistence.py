@@ -211,6 +211,35 @@ class Persistence:
             core.log.notice(f"DB loaded from append only file: "
                             f"{(clock_ns() - t0) / 1e9:.3f} seconds")
 
+    def merge_rdb(self, replace: bool) -> bool:
+        """DEBUG RELOAD NOFLUSH [MERGE]: the RDB file loaded into the dataset and libraries
+        as they are (rdbLoad with RDBFLAGS_ALLOW_DUP when ``replace``). A library already
+        there without ``replace`` fails the load (False, nothing changed: the file holds the
+        libraries first); a key already there without it is Redis's panic ("Duplicated key
+        found in RDB file")."""
+        from pyrepl.rdb.decoder import RdbError, load_rdb_file
+        from pyrepl.scripting.functions import FunctionLoadError, merge_libraries
+
+        core = self.core
+        try:
+            loaded = load_rdb_file(self.rdb_path(), len(core.dbs), now_ms=core.now_ms,
+                                   verify_checksum=not core.skip_checksum_validation)
+            merge_libraries(core, core.prepare_functions(loaded.functions), replace)
+        except (OSError, RdbError, FunctionLoadError):
+            return False
+        for i, db in enumerate(core.dbs):
+            expires = loaded.expires[i]
+            for key, value in loaded.data[i].items():
+                if not replace and key in db.data:
+                    core.log.warning(f"RDB has duplicated key '{key.decode('utf-8', 'replace')}'"
+                                     f" in DB {db.id}")
+                    core.host.panic("Duplicated key found in RDB file")
+                db.set(key, value)
+                when = expires.get(key)
+                if when is not None:
+                    db.set_expire(key, when)
+        return True
+
     def load_rdb(self) -> None:
         """The RDB file, if present, as the dataset (a start, DEBUG RELOAD)."""
         core = self.core

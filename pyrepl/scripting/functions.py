@@ -345,6 +345,14 @@ def prepare_libraries(core: Any, codes: list[bytes]) -> LibrarySet | None:
     return libs
 
 
+def merge_libraries(core: Any, libs: LibrarySet | None, replace: bool) -> None:
+    """Add ``libs`` (from :func:`prepare_libraries`) to the server's libraries (DEBUG RELOAD
+    NOFLUSH: MERGE replaces a library of the same name); FunctionLoadError on a collision
+    without ``replace``, nothing changed."""
+    if libs is not None:
+        _engine(core, True).functions.current.join(libs, replace)
+
+
 def install_libraries(core: Any, libs: LibrarySet | None) -> None:
     """Make ``libs`` (from :func:`prepare_libraries`) the server's libraries, replacing all
     (a full sync's or a restart's RDB: the functions it does not hold are gone)."""

@@ -93,3 +93,28 @@ def test_incr_changes_an_integer_in_place_on_both(pair) -> None:
 
 def _at(status: bytes) -> str:
     return status.decode().split(" ")[1]
+
+
+LIB = "#!lua name=reloadlib\nredis.register_function('f', function() return 'hello' end)"
+LIB2 = "#!lua name=reloadlib2\nredis.register_function('f2', function() return 'two' end)"
+
+
+def test_reload_options_as_redis(pair) -> None:
+    """functions.tcl's DEBUG RELOAD cases: NOFLUSH alone fails on a library already there
+    (Error trying to load the RDB dump); NOFLUSH MERGE replaces; NOSAVE NOFLUSH MERGE loads the
+    last save into what is there; a bad option is refused."""
+    pair.check("FUNCTION", "FLUSH")
+    pair.check("FUNCTION", "LOAD", LIB)
+    pair.check("SET", "x", "1")
+    pair.check("DEBUG", "RELOAD")
+    pair.check("DEBUG", "RELOAD", "NOFLUSH")
+    pair.check("DEBUG", "RELOAD", "NOFLUSH", "MERGE")
+    pair.check("FUNCTION", "LIST")
+    pair.check("FUNCTION", "LOAD", LIB2)
+    pair.check("SET", "y", "2")
+    pair.check("DEBUG", "RELOAD", "NOSAVE", "NOFLUSH", "MERGE")
+    pair.check("FCALL", "f", "0")
+    pair.check("FCALL", "f2", "0")
+    pair.check("MGET", "x", "y")
+    pair.check("DEBUG", "RELOAD", "BOGUS")
+    pair.check("FUNCTION", "FLUSH")
