@@ -1,4 +1,5 @@
-"""HyperLogLog commands (Redis 7.0.15 hyperloglog.c): PFADD, PFCOUNT, PFMERGE.
+"""HyperLogLog commands (Redis 7.0.15 hyperloglog.c): PFADD, PFCOUNT, PFMERGE, and PFDEBUG's
+GETREG / DECODE / ENCODING / TODENSE (what Redis's tests look inside with).
 
 The values are strings in Redis's exact HLL layout (:mod:`pyrepl.keyspace.hll`), so a HLL
 made here is the same bytes on a Redis replica and the reverse. As Redis: PFADD creates the
@@ -17,7 +18,7 @@ from pyrepl.commands.table import command
 from pyrepl.errors import WRONGTYPE
 from pyrepl.keyspace import hll
 from pyrepl.notify import NOTIFY_STRING, notify
-from pyrepl.resp.types import OK, ReplyError
+from pyrepl.resp.types import OK, ReplyError, Status
 
 
 def _hll_value(v: Any) -> bytes:
@@ -143,3 +144,36 @@ def pfmerge(c: Any, argv: list[bytes]) -> object:
     notify(c, NOTIFY_STRING, b"pfadd", dest)
     c.core.dirty += 1
     return OK
+
+
+@command("pfdebug", 3, "write denyoom admin", keys=(2, 2, 1), group="hyperloglog",
+         summary="Internal commands for debugging HyperLogLog values", since="2.8.9",
+         acl="hyperloglog")
+def pfdebug(c: Any, argv: list[bytes]) -> object:
+    """PFDEBUG GETREG|DECODE|ENCODING|TODENSE key. GETREG and TODENSE make a sparse HLL dense
+    (a change, propagated as the command)."""
+    sub, key = argv[1].lower(), argv[2]
+    v = c.db.lookup(key)
+    if v is None:
+        raise ReplyError("ERR The specified key does not exist")
+    value = _hll_value(v)
+    sparse = value[4] == hll.SPARSE
+    if sub in (b"getreg", b"todense"):
+        dense = bytearray(value)
+        if sparse:
+            try:
+                dense = hll.to_dense(dense)
+            except hll.CorruptHll:
+                raise ReplyError(hll.INVALID_HLL_ERR) from None
+            _store(c, key, dense, False)
+            c.core.dirty += 1           # (the encoding change is propagated)
+        if sub == b"todense":
+            return 1 if sparse else 0
+        return hll.dense_registers(dense)
+    if sub == b"decode":
+        if not sparse:
+            raise ReplyError("ERR HLL encoding is not sparse")
+        return hll.decode_sparse(value).encode()
+    if sub == b"encoding":
+        return Status("sparse" if sparse else "dense")
+    raise ReplyError(f"ERR Unknown PFDEBUG subcommand '{argv[1].decode('utf-8', 'replace')}'")

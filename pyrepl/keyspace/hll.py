@@ -179,6 +179,18 @@ def sparse_registers(hll: bytes | bytearray) -> list[int]:
     return out
 
 
+def decode_sparse(hll: bytes | bytearray) -> str:
+    """PFDEBUG DECODE: a sparse HLL's opcodes, ``z:<run>`` ``Z:<run>`` ``v:<value>,<run>``."""
+    out = []
+    p = HDR_SIZE
+    while p < len(hll):
+        kind, run, value, oplen = _op(hll, p)
+        out.append(f"z:{run}" if kind == "zero" else f"Z:{run}" if kind == "xzero"
+                   else f"v:{value},{run}")
+        p += oplen
+    return " ".join(out)
+
+
 def to_dense(hll: bytearray) -> bytearray:
     """hllSparseToDense: the header (magic and cached cardinality) is kept."""
     if hll[4] == DENSE:

@@ -118,3 +118,24 @@ def test_reload_options_as_redis(pair) -> None:
     pair.check("MGET", "x", "y")
     pair.check("DEBUG", "RELOAD", "BOGUS")
     pair.check("FUNCTION", "FLUSH")
+
+
+def test_pfdebug_as_redis(pair) -> None:
+    """PFDEBUG (hyperloglog.tcl looks inside with it): ENCODING, DECODE of the sparse
+    opcodes, GETREG (a sparse HLL made dense), TODENSE, and Redis's errors."""
+    pair.check("PFADD", "hll", "a", "b", "c", "foo", "bar")
+    pair.check("PFDEBUG", "ENCODING", "hll")
+    pair.check("PFDEBUG", "DECODE", "hll")
+    pair.check("PFDEBUG", "TODENSE", "hll")
+    pair.check("PFDEBUG", "ENCODING", "hll")
+    pair.check("PFDEBUG", "TODENSE", "hll")
+    pair.check("PFDEBUG", "DECODE", "hll")
+    pair.check("PFADD", "hll2", *[f"e{i}" for i in range(50)])
+    pair.check("PFDEBUG", "GETREG", "hll2")
+    pair.check("PFDEBUG", "ENCODING", "hll2")
+    pair.check("PFCOUNT", "hll", "hll2")
+    pair.check("SET", "str", "x")
+    for argv in (("PFDEBUG", "ENCODING", "nosuch"), ("PFDEBUG", "ENCODING", "str"),
+                 ("PFDEBUG", "BOGUS", "hll"), ("PFDEBUG", "GETREG"),
+                 ("PFDEBUG", "GETREG", "hll", "x")):
+        pair.check(*argv)
