@@ -672,6 +672,8 @@ def command_getkeys(c: Any, argv: list[bytes]) -> object:
         raise ReplyError("ERR Invalid number of arguments specified for command")
     keys = cmd.key_positions(args)
     if not keys:  # e.g. a numkeys argument that is not a usable count
+        if "no-mandatory-keys" in cmd.flags:    # (EVAL ... 0, FCALL ... 0: no keys is fine)
+            return []
         raise ReplyError("ERR Invalid arguments specified for command")
     return [args[i] for i in keys]
 

@@ -45,6 +45,8 @@ EXACT: list[tuple[str, ...]] = [
     ("CLUSTER", "INFO"), ("CLUSTER", "KEYSLOT", "k"), ("CLUSTER", "KEYSLOT"), ("CLUSTER",),
     ("CLUSTER", "NOSUCH"), ("CLUSTER", "HELP"), ("READONLY",), ("READWRITE",), ("ASKING",),
     ("READONLY", "x"), ("EVAL", "return redis.pcall('cluster', 'info')", "0"),
+    ("COMMAND", "GETKEYS", "EVAL", "return 1", "0"), ("COMMAND", "GETKEYS", "FCALL", "f", "0"),
+    ("COMMAND", "GETKEYS", "EVAL", "return 1", "x"), ("COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "0"),
     ("COMMAND", "INFO", "readonly", "asking", "cluster|info", "cluster|setslot"),
 ]
 
