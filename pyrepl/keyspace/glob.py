@@ -27,7 +27,9 @@ Quirks of Redis 7.0 reproduced here:
   0x00 (``[a-\\xff]`` is the range -1..97); with nocase both ends and the subject byte go
   through glibc's ``tolower`` (ASCII letters fold; negative values map to value + 256,
   except -1, EOF, which stays -1: so CONFIG GET ``[\\xff-z]ort`` finds ``port``);
-* nocase folds ASCII letters only.
+* nocase folds ASCII letters only;
+* more than 1000 star groups before the pattern's last element never match (the recursion
+  limit Redis's matcher has against abusive patterns).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _CACHE_MAX = 1024
 _CACHE_PATTERN_MAX = 4096  # longer patterns are compiled per use, not kept
 
 _ALL = frozenset(range(256))
+NESTING_MAX = 1000      # stringmatchlen_impl's nesting limit
 
 
 def stringmatch(pattern: bytes, s: bytes, nocase: bool = False) -> bool:
@@ -207,6 +210,12 @@ def _build(pattern: bytes, nocase: bool) -> Matcher:
     tokens = _tokenize(pattern, nocase)
     if any(t is not None and not t for t in tokens):
         return _never  # an empty class can never consume its byte
+    # Redis's matcher recurses once per star group that is not the pattern's end, and gives
+    # up past 1000 levels ("protection against abusive patterns"): such a pattern never matches
+    groups = sum(1 for i, t in enumerate(tokens)
+                 if t is None and (i + 1 < len(tokens) and tokens[i + 1] is not None))
+    if groups > NESTING_MAX:
+        return _never
     segs: list[list[frozenset[int]]] = [[]]
     for t in tokens:
         if t is None:

@@ -165,3 +165,15 @@ def test_matches_model(pattern: bytes, s: bytes, nocase: bool) -> None:
 @given(st.binary(max_size=12), st.binary(max_size=12), st.booleans())
 def test_matches_model_any_bytes(pattern: bytes, s: bytes, nocase: bool) -> None:
     assert stringmatch(pattern, s, nocase) is model(pattern, s, nocase), (pattern, s, nocase)
+
+
+def test_nesting_limit_as_redis() -> None:
+    """stringmatchlen gives up past 1000 nested stars (keyspace.tcl's "very long nested
+    loops"): 1000 star groups before the pattern's end may match, 1001 never do; a final star
+    does not nest. Redis 7.0.15 answers the same for these (KEYS against a 2000-byte key)."""
+    subject = b"a" * 2000
+    assert stringmatch(b"*?" * 1000, subject)
+    assert stringmatch(b"*?" * 1000 + b"*", subject)
+    assert not stringmatch(b"*?" * 1001, subject)
+    assert not stringmatch(b"*?" * 1001 + b"*", subject)
+    assert not stringmatch(b"*?" * 50000, b"a" * 50000)
