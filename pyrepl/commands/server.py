@@ -348,11 +348,13 @@ def client_kill(c: Any, argv: list[bytes]) -> object:
                 skipme = False
             else:
                 raise ReplyError("ERR syntax error")
-        elif opt == b"id":
+        elif opt == b"id":      # (getRangeLongFromObjectOrReply: 1..LONG_MAX, one text)
             try:
-                parse_int(val)
+                ok = parse_int(val) >= 1
             except ReplyError:
-                raise ReplyError("ERR client-id should be greater than 0") from None
+                ok = False
+            if not ok:
+                raise ReplyError("ERR client-id should be greater than 0")
             filters.append((opt, val))
         elif opt == b"type":
             t = val.lower()
