@@ -218,6 +218,52 @@ def differences(results: dict[str, dict[str, FileResult]]) -> str:
     return "\n".join(out) or "none"
 
 
+def from_log(work: str, kind: str, name: str) -> FileResult | None:
+    """A file's result read back from its log in ``work`` (None without a log)."""
+    log = os.path.join(work, kind, "logs", name.replace("/", "_") + ".log")
+    if not os.path.exists(log):
+        return None
+    res = FileResult(name, kind)
+    with open(log, errors="replace") as f:
+        text = f.read()
+    parse(text, res)
+    res.timeout = "done]: " + name not in _COLOUR.sub("", text)
+    return res
+
+
+def write_from_logs(args: argparse.Namespace) -> int:
+    kinds = [k for k in args.kinds.split(",") if k]
+    files = [f for f in args.files.split(",") if f] or unit_files() + list(INTEGRATION)
+    results: dict[str, dict[str, FileResult]] = {}
+    for name in files:
+        for k in kinds:
+            r = from_log(args.work, k, name)
+            if r is not None:
+                results.setdefault(name, {})[k] = r
+    write_table(args, results, kinds, "from the per-file logs of the last run")
+    return 0
+
+
+def write_table(args: argparse.Namespace, results: dict[str, dict[str, FileResult]],
+                kinds: list[str], when: str) -> None:
+    version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
+                             capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
+            f"`.venv/bin/python scripts/redis_suite.py` ({when}, pyrepl at {rev}: {version}; "
+            f"the reference: redis-server 7.0.15, the same harness and files). Each file runs "
+            f"alone (`./runtest --single <file> --durable`, at most {args.limit:.0f} s); "
+            f"\"failed\" counts `[err]` and `[exception]` lines; a file whose run hit the time "
+            f"limit says so, and counts only what ran before.\n\n"
+            f"{table(results, kinds)}\n\n## What Redis passes and pyrepl does not\n\n"
+            f"{differences(results)}\n")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"written: {args.out}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--kinds", default="pyrepl,redis")
@@ -229,7 +275,12 @@ def main() -> int:
     ap.add_argument("--work", default=WORK, help="where the trees are made (default %(default)s)")
     ap.add_argument("--port-offset", type=int, default=0,
                     help="added to the base ports (a second run beside another: e.g. 2000)")
+    ap.add_argument("--from-logs", action="store_true",
+                    help="run nothing: the table from the per-file logs the last run left in "
+                         "--work (a file whose log has no end counts as hitting the limit)")
     args = ap.parse_args()
+    if args.from_logs:
+        return write_from_logs(args)
     if not os.path.isdir(SOURCE):
         subprocess.run(["bash", os.path.join(ROOT, "scripts", "redis-src.sh")], check=True,
                        env=dict(os.environ, REDIS8_BUILD="no"))
@@ -256,22 +307,7 @@ def main() -> int:
     for k in kinds:
         with open(os.path.join(trees[k], "results.json"), "w") as f:
             json.dump([asdict(results[n][k]) for n in files], f, indent=1)
-    version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
-                             capture_output=True, text=True).stdout.strip()
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True).stdout.strip()
-    text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
-            f"`.venv/bin/python scripts/redis_suite.py` ({started}, pyrepl at {rev}: {version}; "
-            f"the reference: redis-server 7.0.15, the same harness and files). Each file runs "
-            f"alone (`./runtest --single <file> --durable`, at most {args.limit:.0f} s); "
-            f"\"failed\" counts `[err]` and `[exception]` lines; a file whose run hit the time "
-            f"limit says so, and counts only what ran before.\n\n"
-            f"{table(results, kinds)}\n\n## What Redis passes and pyrepl does not\n\n"
-            f"{differences(results)}\n")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"written: {args.out}")
+    write_table(args, results, kinds, started)
     return 0
 
 
