@@ -39,18 +39,15 @@ class Logger:
             return
         now = time.time()
         stamp = time.strftime("%d %b %Y %H:%M:%S", time.localtime(now))
-        line = f"{os.getpid()}:{self.role} {stamp}.{int(now * 1000) % 1000:03d} {MARKS[level]} {msg}\n"
-        try:
-            s = self._stream()
-            s.write(line)
-            s.flush()
-        except OSError:
-            pass
+        self._write(f"{os.getpid()}:{self.role} {stamp}.{int(now * 1000) % 1000:03d} "
+                    f"{MARKS[level]} {msg}\n")
 
     def raw(self, level: str, text: str) -> None:
         """``text`` as it is, no prefix (Redis's LL_RAW), at ``level``."""
-        if LEVELS[level] < self.min_level:
-            return
+        if LEVELS[level] >= self.min_level:
+            self._write(text)
+
+    def _write(self, text: str) -> None:
         try:
             s = self._stream()
             s.write(text)
