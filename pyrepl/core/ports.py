@@ -82,6 +82,8 @@ class PubSubHost(Protocol):
     @property
     def client_eviction(self) -> ClientEviction: ...
 
+    def output_limit_reached(self, c: Client) -> None: ...
+
 
 class TrackingHost(Protocol):
     """Client-side caching (core/tracking.py): the core's two flags it keeps, the clients it

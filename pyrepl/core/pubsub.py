@@ -220,12 +220,7 @@ class PubSub:
         elif not over:
             c.obuf_soft_since = 0
         if over:
-            core.stats.client_outbuf_limit_disconnections += 1
-            core.log.warning(f"Client {c.info_line()} scheduled to be closed ASAP for "
-                             "overcoming of output buffer limits.")
-            c.out.clear()
-            c.close_after_reply = True
-            core.host.close_client(c)
+            core.output_limit_reached(c)
 
     # -- introspection ------------------------------------------------------------------------
     def channel_list(self, pattern: bytes | None, shard: bool = False) -> list[bytes]:

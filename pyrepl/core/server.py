@@ -307,6 +307,16 @@ class ServerCore:
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
 
+    def output_limit_reached(self, c: Client) -> None:
+        """closeClientOnOutputBufferLimitReached: counted, logged, its output dropped and
+        the connection closed at once."""
+        self.stats.client_outbuf_limit_disconnections += 1
+        self.log.warning(f"Client {c.info_line()} scheduled to be closed ASAP for overcoming "
+                         "of output buffer limits.")
+        c.out.clear()
+        c.close_after_reply = True
+        self.host.close_client(c)
+
     def after_read(self, c: Client) -> None:
         """The shell handled a read of ``c`` and handed its replies on (while
         maxmemory-clients is set): its memory counted again, the clients over the limit

@@ -75,6 +75,8 @@ def now_ms() -> int:
 # collection runs only where containers really accumulate. (bench/RESULTS.md, "The cyclic GC")
 # What an unauthenticated client's unread replies may hold (checkClientOutputBufferLimits)
 UNAUTH_OUTPUT_LIMIT = 1024
+# asyncio's (and uvloop's) default high-water mark, what set_write_buffer_limits() restores
+DEFAULT_HIGH_WATER = 64 * 1024
 
 # The startup banner (redisAsciiArt's logo): what it says, in the same words and places.
 BANNER = """
@@ -192,17 +194,11 @@ class ClientProtocol(asyncio.Protocol):
             return
         if self._unauth_limit:
             if not c.authenticated:
-                core = self.core
-                core.stats.client_outbuf_limit_disconnections += 1
-                core.log.warning(f"Client {c.info_line()} scheduled to be closed ASAP for "
-                                 "overcoming of output buffer limits.")
-                c.out.clear()
-                c.close_after_reply = True
-                self.transport.abort()  # type: ignore[union-attr]
+                self.core.output_limit_reached(c)
                 return
             self._unauth_limit = False
             self.transport.set_write_buffer_limits()  # type: ignore[union-attr]
-            if self.transport.get_write_buffer_size() <= UNAUTH_OUTPUT_LIMIT * 64:  # type: ignore[union-attr]
+            if self.transport.get_write_buffer_size() <= DEFAULT_HIGH_WATER:  # type: ignore[union-attr]
                 return      # (under the usual high-water mark: not paused)
         c.write_paused = True
 
