@@ -844,6 +844,8 @@ DIRECTIVES: tuple[Directive, ...] = (
     Directive("loading-process-events-interval-bytes", "int", "2097152", lo=1024, hi=INT_MAX,
               hidden=True, noop=True),
     _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",)),
+    # setfenv, getfenv and newproxy in scripts (Redis 7.0.15; read when a Lua state is made)
+    _bool("lua-enable-deprecated-api", "no", mutable=False, hidden=True),
     # The startup banner with the port and the PID (redisAsciiArt), else one line
     _bool("always-show-logo", "no", mutable=False),
     # Accepted with Redis 7.0's syntax, default and CONFIG GET/SET behaviour; no effect in pyrepl

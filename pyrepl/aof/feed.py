@@ -31,6 +31,15 @@ class FeedFanout:
         if repl is not None:
             repl.feed(db_id, argv, data)
 
+    def feed_aof(self, db_id: int, argv: list[bytes]) -> None:
+        """A command for the AOF alone (a script's redis.set_repl(redis.REPL_AOF))."""
+        self.aof.feed(db_id, argv, encode_command(argv))
+
+    def feed_repl(self, db_id: int, argv: list[bytes]) -> None:
+        """A command for the replicas alone (redis.set_repl(redis.REPL_REPLICA))."""
+        if self.repl is not None:
+            self.repl.feed(db_id, argv, encode_command(argv))
+
     def feed_span(self, db_id: int, data: bytes, ends: list[int]) -> None:
         self.aof.feed_span(db_id, data)
         repl = self.repl

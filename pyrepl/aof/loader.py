@@ -170,9 +170,10 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
                 log.warning(f"AOF {path} loaded anyway because aof-load-corrupt-tail-max-size "
                             f"is enabled")
                 return LoadStatus.BROKEN_RECOVERED
+        # (where first, so that the last line is Redis's: its tests read it)
+        log.warning(f"The malformed command starts at offset {valid_up_to} of {name}")
         log.warning(f"Bad file format reading the append only file {name}: make a backup of "
                     f"your AOF file, then use ./redis-check-aof --fix <filename.manifest>")
-        log.warning(f"(the malformed command starts at offset {valid_up_to} of {name})")
         return LoadStatus.FAILED
     except _Eof:
         if in_multi():

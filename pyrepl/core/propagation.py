@@ -12,13 +12,19 @@ of it goes anywhere (a backlog on a master, or the AOF). These functions are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyrepl.aof.feed import FeedFanout
 from pyrepl.core.client import Client
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
+
+#: Where a queued command goes (Redis's PROPAGATE_AOF / PROPAGATE_REPL). An entry of
+#: ``core._pending`` is ``(db, argv)`` for both, ``(db, argv, target)`` for one of them (a
+#: script's redis.set_repl).
+PROPAGATE_AOF, PROPAGATE_REPL = 1, 2
+PROPAGATE_ALL = PROPAGATE_AOF | PROPAGATE_REPL
 
 
 def propagate_call(core: ServerCore, c: Client, argv: list[bytes], changed: bool) -> None:
@@ -71,6 +77,19 @@ def end_span(core: ServerCore, c: Client, reqs: list[list[bytes]], a: int, b: in
     return -1
 
 
+def should_propagate(core: ServerCore, target: int) -> bool:
+    """shouldPropagate: whether anything takes a command for ``target`` (the AOF when on; the
+    replication stream on a master with a backlog)."""
+    if target & PROPAGATE_AOF and core.aof_on:
+        return True
+    if not target & PROPAGATE_REPL:
+        return False
+    repl = core.replication
+    if repl is None:    # (a core whose feed is the stream itself: the tests' taps)
+        return core.stream_live
+    return repl.backlog is not None and repl.replica.master_host is None
+
+
 def also_propagate(core: ServerCore, db_id: int, argv: list[bytes]) -> None:
     core._pending.append((db_id, argv))
 
@@ -107,10 +126,14 @@ def flush_propagation(core: ServerCore, c: Client | None = None,
     pending = core._pending
     core._pending = []
     feed = core.repl_feed
-    if len(pending) == 1 and feed is not None:
+    if feed is None or not pending:
+        pass
+    elif len(pending) == 1 and len(pending[0]) == 2:
         db_id, argv = pending[0]
         feed(db_id, argv, c.reader.raw_last(argv) if argv is request and c else None)
-    elif pending and feed is not None:
+    elif any(len(p) == 3 for p in pending):
+        _flush_targeted(core, pending)
+    else:
         feed(pending[0][0], [b"MULTI"])
         for db_id, argv in pending:
             feed(db_id, argv)
@@ -118,3 +141,30 @@ def flush_propagation(core: ServerCore, c: Client | None = None,
     if core.serve_after_flush:
         core.serve_after_flush = False
         core.blocking.serve_after_flush()
+
+
+def _flush_targeted(core: ServerCore, pending: list[tuple[Any, ...]]) -> None:
+    """propagatePendingCommands with targets: each command where its target says, the
+    MULTI/EXEC around more than one to both (so a replica may get an empty transaction)."""
+    feed = core.repl_feed
+    assert feed is not None
+    fan = getattr(feed, "__self__", None)
+    aof_only = fan.feed_aof if isinstance(fan, FeedFanout) else None
+    repl_only = fan.feed_repl if isinstance(fan, FeedFanout) else feed
+
+    def one(entry: tuple[Any, ...]) -> None:
+        target = entry[2] if len(entry) == 3 else PROPAGATE_ALL
+        if target == PROPAGATE_ALL:
+            feed(entry[0], entry[1])
+        elif target == PROPAGATE_REPL:
+            repl_only(entry[0], entry[1])
+        elif aof_only is not None:
+            aof_only(entry[0], entry[1])
+
+    if len(pending) == 1:
+        one(pending[0])
+        return
+    feed(pending[0][0], [b"MULTI"])
+    for entry in pending:
+        one(entry)
+    feed(pending[-1][0], [b"EXEC"])

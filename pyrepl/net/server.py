@@ -29,6 +29,7 @@ from pyrepl.core.acl_file import AclStartupError
 from pyrepl.core.acl_file import load_at_startup as load_acl_users
 from pyrepl.core.client import Client
 from pyrepl.core.host import Host
+from pyrepl.core.persistence import AofLoadError
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.fastpath import execute
@@ -518,6 +519,15 @@ class Server:
         if self.config.dir:
             os.makedirs(self.config.dir, exist_ok=True)
         core.now_ms = now_ms()
+        # initServer's order: TLS set up and the ports bound (a failure exits before the
+        # logo), then the logo (Redis's test harness waits for its PID), then the users and
+        # the data; connections wait in the listen backlog until the data is in
+        if tls.enabled(cfg) and not self.configure_tls():
+            log.warning("Failed to configure TLS. Check logs for more info.")
+            self.exit_code = 1
+            return
+        bound = self.bind_all()
+        self.banner()
         try:        # the config's `user` lines or the aclfile (ACLLoadUsersAtStartup)
             load_acl_users(core)
         except AclStartupError as e:
@@ -529,16 +539,14 @@ class Server:
         core.used_memory_peak = max(core.used_memory_peak, core.used_memory_startup)
         try:
             core.persistence.load()
+        except AofLoadError:    # the loader logged why, as Redis does before its exit(1)
+            self.exit_code = 1
+            return
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
             log.warning(f"Fatal error loading the DB: {e}. Exiting.")
             self.exit_code = 1
             return
-        if tls.enabled(cfg) and not self.configure_tls():
-            log.warning("Failed to configure TLS. Check logs for more info.")
-            self.exit_code = 1
-            return
-        await self.listen()
-        self.banner()
+        await self.serve_bound(bound)
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self._on_signal, sig)
@@ -594,25 +602,36 @@ class Server:
             version=core.version, redis=core.redis_version, native=native.mode(),
             bits=struct.calcsize("P") * 8, port=port, pid=os.getpid()))
 
-    async def listen(self) -> None:
+    def bind_all(self) -> list[tuple[str, Any]]:
+        """listenToPort for the TCP, TLS and Unix listeners: bound and listening (not yet
+        accepted on); a failure is logged as Redis logs it and exits."""
         cfg = self.config
         lis = self.listeners
-        for port, secure in ((cfg.port, False), (cfg.tls_port, True)):
+        bound: list[tuple[str, Any]] = []
+        for port, kind in ((cfg.port, "tcp"), (cfg.tls_port, "tls")):
             if not port:
                 continue
             try:
-                socks = lis.bind(cfg.bind, port)
+                bound.append((kind, lis.bind(cfg.bind, port)))
             except OSError as e:
                 self.logger.warning(str(e))
                 raise SystemExit(1) from None
-            await lis.serve(socks, secure)
         if cfg.unixsocket:
             try:
-                sock = lis.bind_unix(cfg.unixsocket, cfg.unixsocketperm)
+                bound.append(("unix", lis.bind_unix(cfg.unixsocket, cfg.unixsocketperm)))
             except OSError as e:
                 self.logger.warning(f"Failed opening Unix socket: {e}")
                 raise SystemExit(1) from None
-            await lis.serve_unix(sock, cfg.unixsocket)
+        return bound
+
+    async def serve_bound(self, bound: list[tuple[str, Any]]) -> None:
+        """Accept connections on what :meth:`bind_all` bound."""
+        lis = self.listeners
+        for kind, socks in bound:
+            if kind == "unix":
+                await lis.serve_unix(socks, self.config.unixsocket)
+            else:
+                await lis.serve(socks, kind == "tls")
 
     def configure_tls(self) -> bool:
         """tlsConfigure: build the TLS contexts from the tls-* directives; False (logged as
@@ -706,9 +725,14 @@ class Server:
 
     async def _cron(self) -> None:
         core = self.core
+        first = True
         while True:
             hz = max(1, min(500, self.config.hz))
-            await asyncio.sleep(1.0 / hz)
+            if first:   # the first run at once, as Redis's serverCron 1 ms after the start
+                first = False
+                await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(1.0 / hz)
             core.now_ms = now_ms()
             self._reap_children()
             core.tick(core.now_ms)

@@ -63,6 +63,15 @@ def error_text(raw: str) -> str:
     return f"{code} {msg.strip(chr(13) + chr(10))}"
 
 
+class BigNumber:
+    """A RESP3 big number (``(<digits>``) met in a pre-encoded reply."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: bytes) -> None:
+        self.digits = digits
+
+
 class ReplyToLua:
     """Turns reply values into Lua values of one runtime (``lupa`` tables made there)."""
 
@@ -128,6 +137,10 @@ class ReplyToLua:
                 return v.data
             return self.table_from({b"verbatim_string": self.table_from(
                 {b"format": v.fmt[:3], b"string": v.data})})
+        if t is BigNumber:
+            if resp == 2:
+                return v.digits
+            return self.table_from({b"big_number": v.digits})
         if t is str:
             return v.encode()
         if isinstance(v, int):
@@ -167,6 +180,12 @@ def _parse(data: bytes, pos: int) -> tuple[object, int]:
         return float(line), pos
     if kind == b"#":
         return line == b"t", pos
+    if kind == b"(":
+        return BigNumber(line), pos
+    if kind == b"|":   # attributes: Lua never sees them (redisProtocolToLuaType_Attribute)
+        for _ in range(2 * int(line)):
+            _, pos = _parse(data, pos)
+        return _parse(data, pos)
     if kind in (b"*", b"~", b"%", b">"):
         n = int(line)
         if n < 0:

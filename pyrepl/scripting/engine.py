@@ -35,6 +35,8 @@ import lupa.lua51 as lua51
 
 from pyrepl import REDIS_VERSION
 from pyrepl.core import monitor
+from pyrepl.core.propagation import (PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL,
+                                     should_propagate)
 from pyrepl.errors import OOM
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
@@ -57,7 +59,6 @@ BUSY_FUNCTION_ERR = ("BUSY Redis is busy running a script. You can only call FUN
 _LLONG_MIN, _LLONG_MAX = -(1 << 63), (1 << 63) - 1
 _LOG_LEVELS = ("debug", "verbose", "notice", "warning")
 
-PROPAGATE_AOF, PROPAGATE_REPL = 1, 2
 
 
 class CallError(Exception):
@@ -80,7 +81,7 @@ class RunContext:
     oom: bool
     start_ns: int
     write_dirty: bool = False
-    repl_flags: int = PROPAGATE_AOF | PROPAGATE_REPL
+    repl_flags: int = PROPAGATE_ALL
     resp: int = 2
     timedout: bool = False
     killed: bool = False
@@ -155,7 +156,8 @@ class ScriptEngine:
         boot = loader(BOOTSTRAP, CHUNK_NAME)
         if type(boot) is tuple:   # (nil, message): the bootstrap is part of the package
             raise RuntimeError(boot[1])
-        got = boot(py, build_libs(lua), REPLY_MAX_DEPTH, fmode)
+        got = boot(py, build_libs(lua), REPLY_MAX_DEPTH, fmode,
+                   self.core.config.lua_enable_deprecated_api)
         vm = LuaVM(lua, *got)
         vm.to_lua = ReplyToLua(lua)
         return vm
@@ -537,8 +539,12 @@ class ScriptEngine:
         pending = core._pending
         mark = len(pending)
         reply = core.call(client, cmd, argv)
-        if not ctx.repl_flags & PROPAGATE_REPL and core._pending is pending:
-            del pending[mark:]
+        target = ctx.repl_flags
+        if target != PROPAGATE_ALL and core._pending is pending:
+            if should_propagate(core, target):
+                pending[mark:] = [(e[0], e[1], target) for e in pending[mark:]]
+            else:   # (nothing takes them: not queued, so no MULTI/EXEC around nothing)
+                del pending[mark:]
         if client.out:
             client.out = []
         t = type(reply)

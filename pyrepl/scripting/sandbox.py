@@ -32,7 +32,7 @@ CHUNK_NAME = b"=[redis]"
 REPLY_MAX_DEPTH = 7997
 
 BOOTSTRAP = rb"""
-local PY, LIBS, MAXDEPTH, FMODE = ...
+local PY, LIBS, MAXDEPTH, FMODE, DEPRECATED = ...
 local type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
       getmetatable, pcall, xpcall, unpack, setfenv, loadstring, load, ipairs, pairs =
       type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
@@ -185,6 +185,8 @@ G.unpack = function(...)
   if i > e then return end
   local n = (e - i) % 4294967296
   if n >= 2147483647 or n + 1 + nargs > 8000 then error(where() .. 'too many results to unpack', 0) end
+  -- the real unpack checks its C stack against the arguments it got: hand it as many
+  if nargs == 1 then return unpack(t) elseif nargs == 2 then return unpack(t, i) end
   return unpack(t, i, e)
 end
 math_t.random = PY.random
@@ -236,7 +238,9 @@ local SRESP = 2
 local function raise(msg) error({err = 'ERR ' .. msg}) end
 
 -- Python callables: C functions to Lua, so a script's `return redis.call(...)` keeps its
--- frame (a tail call to a Lua wrapper would lose the line an error is reported at).
+-- frame (a tail call to a Lua wrapper would lose the line an error is reported at). The price:
+-- lupa checks for two free Lua C stack slots before calling Python, so a call takes at most
+-- 7997 arguments where Redis's C function takes 7999 (LUAI_MAXCSTACK 8000).
 R.call = PY.call
 R.pcall = PY.pcall
 R.sha1hex = PY.sha1hex
@@ -286,6 +290,39 @@ GP = setmetatable({}, gmt)
 REAL[GP] = G
 SHOWN[gmt] = protect({__index = missing_global, __newindex = ro_newindex})
 G._G = GP
+
+-- lua-enable-deprecated-api: setfenv, getfenv and newproxy (Redis's allow-list lets them in).
+-- The runtime's own globals and the sandbox's functions stay out of reach: an environment that
+-- is not one a script set reads as the scripts' own, and the wrappers' cannot be changed.
+if DEPRECATED then
+  local RG = getfenv(1)
+  local function level(f)   -- a stack level counted from the caller, past this wrapper
+    if type(f) == 'number' and f > 0 then return f + 1 end
+    return f
+  end
+  local function internal(f)
+    return type(f) == 'function' and getinfo(f, 'S').source == INTERNAL
+  end
+  G.getfenv = function(...)
+    local f = ...
+    if select('#', ...) == 0 or f == nil then f = 1 end
+    if type(f) == 'userdata' then return GP end   -- redis.call & co.: C functions in Redis
+    local ok, e = pcall(getfenv, level(f))
+    if not ok then error(where() .. gsub(e, "'%?'", "'getfenv'", 1), 0) end
+    if e == RG or e == G then return GP end
+    return e
+  end
+  G.setfenv = function(f, t)
+    if internal(f) then error("'setfenv' cannot change environment of given object", 2) end
+    if type(f) == 'number' and f > 0 and internal(getinfo(f + 1, 'f').func) then
+      error("'setfenv' cannot change environment of given object", 2)
+    end
+    local ok, e = pcall(setfenv, level(f), t)
+    if not ok then error(where() .. gsub(e, "'%?'", "'setfenv'", 1), 0) end
+    return e
+  end
+  G.newproxy = newproxy
+end
 
 -- Lua -> RESP (luaReplyToRedisReply) --------------------------------------------------------
 local function san(s) return (gsub(s, '[\r\n]', ' ')) end
@@ -404,8 +441,12 @@ local function frun(f, cp, nk, ...)
   local ok, res = xpcall(function() return f(keys, argv) end, err_handler)
   return finish(ok, res, cp)
 end
+-- luaCallFunction's garbage collector pacing: a step of 50 every 50 runs (LUA_GC_CYCLE_PERIOD)
+local runs = 0
 finish = function(ok, res, cp)
   if line_mode then set_hook(true) end
+  runs = runs + 1
+  if runs == 50 then collectgarbage('step', 50); runs = 0 end
   if not ok then
     if type(res) ~= 'table' then return 'x', tostring(res) end
     local m = res.err
@@ -431,7 +472,8 @@ local function compile(body, name)
 end
 
 local gc_count = function() return collectgarbage('count') end
-if not FMODE then return run, compile, set_hook, gc_count end
+-- what building the sandbox left behind (its chunk's temporaries) is not the state's size
+if not FMODE then collectgarbage('collect') return run, compile, set_hook, gc_count end
 
 -- the functions engine (function_lua.c): loading a library -----------------------------------
 -- While a library's code runs (FUNCTION LOAD, RDB, FUNCTION RESTORE) the globals show only
@@ -538,5 +580,6 @@ local function load_lib(f, limited)
   return false, 'ERR ' .. tostring(e)
 end
 
+collectgarbage('collect')
 return frun, compile, set_hook, gc_count, load_lib
 """

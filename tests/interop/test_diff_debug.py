@@ -33,6 +33,22 @@ def test_protocol_answers_every_type_as_redis(pair) -> None:
             assert pair.a.read_reply() == pair.b.read_reply()
 
 
+def test_protocol_values_reach_scripts_as_redis(pair) -> None:
+    """Each type as a script sees it (Lua in RESP2 or RESP3) and returns it: big numbers keep
+    their type, attributes are dropped (scripting.tcl's "protocol parsing" cases)."""
+    pair.both("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")
+    for lua_resp in (2, 3):
+        for t in TYPES:
+            if t == "push":
+                continue
+            body = f"redis.setresp({lua_resp});return redis.call('debug', 'protocol', '{t}')"
+            pair.check("EVAL", body, "0")
+            pair.check("FUNCTION", "LOAD", "REPLACE", "#!lua name=t\nredis.register_function("
+                       f"'t', function(KEYS, ARGV) {body} end)")
+            pair.check("FCALL", "t", "0")
+    pair.both("FUNCTION", "FLUSH")
+
+
 def _fields(status: bytes) -> dict[str, str]:
     return dict(f.split(":", 1) for f in status.decode().strip("+\r\n").split(" ")[1:])
 

@@ -200,6 +200,14 @@ SCRIPTS: list[tuple[str, ...]] = [
     # SORT and the scripting engine
     ("redis.call('del','myset') redis.call('sadd','myset',1,2,3,4,10) "
      "return redis.call('sort','myset','desc')", "0"),
+    ("redis.call('del','myset') redis.call('sadd','myset','a','b','c','z','aa','aaa','azz') "
+     "return redis.call('sort','myset','by','_')", "0"),
+    ("redis.call('del','myset') redis.call('sadd','myset',3,1,2,10) "
+     "return redis.call('sort','myset','by','_')", "0"),
+    ("redis.call('del','myset') redis.call('sadd','myset','a','b','c') "
+     "return redis.call('sort','myset','by','_','get','#','get','_:*')", "0"),
+    ("redis.call('del','mylist') redis.call('rpush','mylist','b','a','c') "
+     "return redis.call('sort','mylist','by','_')", "0"),
 ]
 
 
@@ -318,6 +326,13 @@ def test_propagation_of_script_effects(tapped_redis) -> None:
         ("EVAL", "redis.call('set','n','1'); redis.set_repl(redis.REPL_NONE); "
                  "redis.call('set','m','1'); redis.set_repl(redis.REPL_ALL); "
                  "redis.call('set','o','1')", "0"),
+        ("EVAL", "redis.call('set','a','1'); redis.set_repl(redis.REPL_NONE); "
+                 "redis.call('set','b','2'); redis.set_repl(redis.REPL_AOF); "
+                 "redis.call('set','c','3'); redis.set_repl(redis.REPL_ALL); "
+                 "redis.call('set','d','4')", "0"),
+        ("EVAL", "redis.set_repl(redis.REPL_AOF); redis.call('set','c','3'); "
+                 "redis.call('set','c2','3')", "0"),
+        ("EVAL", "redis.set_repl(redis.REPL_REPLICA); redis.call('set','r','3')", "0"),
         ("EVAL", "redis.call('select', '3'); redis.call('set','db3','x'); "
                  "redis.call('select', '0'); redis.call('set','db0','y')", "0"),
         ("EVAL", "redis.call('set','e','1'); return redis.call('incr','myset')", "0"),

@@ -273,7 +273,7 @@ REDIS_DEFAULTS = {
     # hidden in Redis 7.0 (CONFIG GET * does not list them)
     "rdb-key-save-delay": "0", "key-load-delay": "0",
     "loading-process-events-interval-bytes": "2097152", "use-exit-on-panic": "no",
-    "watchdog-period": "0",
+    "watchdog-period": "0", "lua-enable-deprecated-api": "no",
     **REDIS8_DEFAULTS,
     "sync-log-file": "", "sync-log-max-size": str(64 * 1024 * 1024), "sync-log-max-files": "8",
 }
@@ -286,10 +286,10 @@ IMMUTABLE = {
     "enable-protected-configs", "io-threads", "io-threads-do-reads", "logfile", "pidfile",
     "rdbchecksum", "replicaof", "server_cpulist", "set-proc-title", "socket-mark-id",
     "supervised", "syslog-enabled", "syslog-facility", "syslog-ident", "tcp-backlog",
-    "unixsocket", "unixsocketperm", "sync-log-file"}
+    "unixsocket", "unixsocketperm", "sync-log-file", "lua-enable-deprecated-api"}
 PROTECTED = {"dir", "dbfilename"}
 HIDDEN = {"key-load-delay", "loading-process-events-interval-bytes", "rdb-key-save-delay",
-          "use-exit-on-panic", "watchdog-period"} | set(REDIS8_DEFAULTS) - {
+          "use-exit-on-panic", "watchdog-period", "lua-enable-deprecated-api"} | set(REDIS8_DEFAULTS) - {
               "replica-full-sync-buffer-limit"}
 
 
