@@ -434,7 +434,9 @@ class AppendOnly:
             self.writer.buf = bytearray()
             self._refresh_accepting()
             self.writer.close()
-            _unlink(os.path.join(self.dirpath, mf.temp_incr_name(self.filename)))
+            temp_incr = mf.temp_incr_name(self.filename)
+            log.notice(f"Removing the temp incr aof file {temp_incr} in the background")
+            _unlink(os.path.join(self.dirpath, temp_incr))
             self.rewrite_scheduled = True
         self.rewrite_time_last = self._now_s() - self.rewrite_time_start \
             if self.rewrite_time_start >= 0 else -1

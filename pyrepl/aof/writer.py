@@ -98,6 +98,8 @@ class AofWriter:
         self.last_incr_fsync_offset = 0
         self.last_fsync_s = 0         # aof_last_fsync (unix seconds)
         self.flush_postponed_start = 0
+        # DEBUG AOF-FLUSH-SLEEP: what sleeps before each write of a non-empty buffer, or None
+        self.flush_sleep: Callable[[], None] | None = None
         self.delayed_fsync = 0        # aof_delayed_fsync
         self.write_ok = True          # aof_last_write_status
         self.write_errno = 0          # aof_last_write_errno
@@ -203,6 +205,8 @@ class AofWriter:
             self.log.notice("Asynchronous AOF fsync is taking too long (disk is busy?). "
                             "Writing the AOF buffer without waiting for fsync to complete, "
                             "this may slow down Redis.")
+        if self.flush_sleep is not None:
+            self.flush_sleep()
         t0 = clock_ms()
         nwritten, err = self._write(self.buf)
         took = clock_ms() - t0

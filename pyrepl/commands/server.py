@@ -733,12 +733,17 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"set-skip-checksum-validation" and len(argv) == 3:
         core.skip_checksum_validation = _atoi(argv[2]) != 0
         return OK
+    if sub == b"aof-flush-sleep" and len(argv) == 3:
+        us = _atoi(argv[2])
+        core.aof.writer.flush_sleep = (lambda: core.host.sleep(us / 1e6)) if us else None
+        return OK
     if sub == b"set-disable-deny-scripts" and len(argv) == 3:
         core.script_disable_deny_script = _atoi(argv[2]) != 0
         return OK
     if sub == b"help":
         return [Status(s) for s in (
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "AOF-FLUSH-SLEEP <microsec>", "    Server will sleep before flushing the AOF, this is used for testing.",
             "DIGEST", "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
             "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",

@@ -117,6 +117,11 @@ class Client:
         self.no_evict = False
         self.multi_mem = 0
 
+    def must_obey(self) -> bool:
+        """mustObeyClient: the master's stream or the AOF being loaded, whose commands run
+        even where a client's would be refused (a read-only replica, a busy script's kill)."""
+        return self.kind == "master" or self.kind == "aof"
+
     def is_local(self) -> bool:
         """Redis's islocalClient: a Unix-socket client, or one from a loopback address (what
         ``enable-debug-command local`` and ``enable-protected-configs local`` allow)."""

@@ -322,6 +322,9 @@ def run_propagating(core: ServerCore, c: Client, cmds: list[Command], reqs: list
             core.end_span(c, reqs, span, len(replies), span_db.id)
 
 
+LOADING_ERR = "LOADING Redis is loading the dataset in memory"
+
+
 def refresh_gate(core: ServerCore) -> None:
     """``gated``: a busy script, a MISCONF state, a CLIENT PAUSE is on or clients are over
     maxmemory-clients (the one test ``execute`` makes for all four while none is)."""
@@ -342,6 +345,10 @@ def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
     the maxmemory step: pyrepl.core.clientevict), a busy script, MISCONF refused the command or
     CLIENT PAUSE postponed it."""
     if core.client_eviction.over and core.client_eviction.evict(c):
+        return True
+    if core.loading and "loading" not in cmd.flags and c.kind != "master":
+        # (served while loading: from a busy script's hook during an AOF load)
+        core.reject(c, LOADING_ERR, cmd)
         return True
     if core.busy is not None and not cmd.allow_busy:
         core.reject(c, core.busy, cmd)

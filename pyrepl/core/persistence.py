@@ -187,7 +187,7 @@ class Persistence:
                 log.warning(f"Reading the manifest file, at line {e.line_no}")
                 log.warning(f">>> '{e.line}'")
             log.warning(e.message)
-            raise
+            raise AofLoadError(e.message) from e    # (logged: the start fails silently now)
         if core.config.appendonly:
             self.load_aof()
             aof.boot()

@@ -35,8 +35,7 @@ import lupa.lua51 as lua51
 
 from pyrepl import REDIS_VERSION
 from pyrepl.core import monitor
-from pyrepl.core.propagation import (PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL,
-                                     should_propagate)
+from pyrepl.core.propagation import PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL, should_propagate
 from pyrepl.errors import OOM
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.scripting import cache as sc
@@ -278,7 +277,7 @@ class ScriptEngine:
         cfg = core.config
         write = not flags & sc.NO_WRITES
         denyoom = not flags & (sc.ALLOW_OOM | sc.NO_WRITES)
-        obey = c.kind == "master"
+        obey = c.must_obey()
         if denyoom and not obey and self._oom():
             raise ReplyError(OOM_ERR)
         if write and core.disk_error is not None and not obey:
@@ -296,7 +295,7 @@ class ScriptEngine:
         """scriptPrepareForRun's checks, then the run context."""
         core = self.core
         cfg = core.config
-        obey = c.kind == "master"
+        obey = c.must_obey()
         replica, link_down = self._replica_state()
         stale = replica and link_down and not cfg.replica_serve_stale_data
         oom = False
@@ -473,7 +472,7 @@ class ScriptEngine:
             return "Write commands are not allowed from read-only scripts."
         if not write:
             return None
-        obey = ctx.caller.kind == "master"
+        obey = ctx.caller.must_obey()
         if not ctx.write_dirty:
             if replica and cfg.replica_read_only and not obey:
                 return "-" + READONLY_ERR
@@ -652,7 +651,7 @@ class ScriptEngine:
         if cmd is None:
             raise CallError("ERR Invalid command passed to redis.acl_check_cmd()", False)
         user = ctx.caller.acl_user
-        return user is None or ctx.caller.kind == "master" or not user.check(cmd, argv)[0]
+        return user is None or ctx.caller.must_obey() or not user.check(cmd, argv)[0]
 
     # -- busy scripts ---------------------------------------------------------------------------
     def _hook(self) -> bool:
@@ -683,7 +682,7 @@ class ScriptEngine:
         ctx = self.ctx
         if ctx is None:
             raise ReplyError("NOTBUSY No scripts in execution right now.")
-        if ctx.caller.kind == "master":
+        if ctx.caller.must_obey():
             raise ReplyError("UNKILLABLE The busy script was sent by a master instance in the "
                              "context of replication and cannot be killed.")
         if ctx.write_dirty:

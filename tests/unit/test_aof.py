@@ -17,6 +17,7 @@ from pyrepl.aof.manifest import AofInfo, Manifest, ManifestError
 from pyrepl.aof.states import TRANSITIONS, AofInput, AofState, AofStateError, move
 from pyrepl.config import Config
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.persistence import AofLoadError
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.writer import encode_command
@@ -422,7 +423,7 @@ def test_a_bad_manifest_or_a_missing_file_stops_the_start(tmp_path: Any) -> None
     with pytest.raises(Exception, match="could not be loaded"):
         make_core(tmp_path, ("appendonly", ["yes"]))
     (aofdir(tmp_path) / "appendonly.aof.manifest").write_bytes(b"file x seq 1 type q\n")
-    with pytest.raises(ManifestError, match="Unknown AOF file type"):
+    with pytest.raises(AofLoadError, match="Unknown AOF file type"):
         make_core(tmp_path, ("appendonly", ["no"]))   # read even with appendonly no, as Redis
 
 
