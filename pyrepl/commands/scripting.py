@@ -119,12 +119,20 @@ def script_kill(c: Any, argv: list[bytes]) -> object:
 @command("script|debug", 3, "noscript", group="scripting", acl="scripting", since="3.2.0",
          summary="Set the debug mode for executed scripts.")
 def script_debug(c: Any, argv: list[bytes]) -> object:
+    """The next EVAL of this client runs in the Lua debugger (pyrepl/scripting/ldb.py): YES
+    in a forked child, SYNC in the server itself; NO turns it off."""
+    if c.out:
+        raise ReplyError("ERR SCRIPT DEBUG must be called outside a pipeline")
     mode = argv[2].lower()
     if mode == b"no":
-        return OK
-    if mode in (b"yes", b"sync"):
-        raise ReplyError("ERR SCRIPT DEBUG is not supported by this server")
-    raise ReplyError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+        c.ldb_mode = None
+    elif mode == b"yes":
+        c.ldb_mode = "fork"
+    elif mode == b"sync":
+        c.ldb_mode = "sync"
+    else:
+        raise ReplyError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+    return OK
 
 
 __all__ = ["engine", "Raw"]

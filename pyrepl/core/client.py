@@ -37,7 +37,7 @@ class Client:
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
         "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
-        "mem", "mem_quiet", "no_evict", "multi_mem",
+        "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -116,6 +116,7 @@ class Client:
         self.mem_quiet = False
         self.no_evict = False
         self.multi_mem = 0
+        self.ldb_mode: str | None = None   # SCRIPT DEBUG: "fork" (YES), "sync" or None (NO)
 
     def must_obey(self) -> bool:
         """mustObeyClient: the master's stream or the AOF being loaded, whose commands run

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from pyrepl.aof.writer import FsyncPort, InlineFsync
 from pyrepl.core.stats import Counter, PlainCounter
+from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
     from pyrepl.replication.ports import MasterIOPort, ReplicaIOPort
+    from pyrepl.scripting.ldb import LdbChannelPort
 
 
 class NullLog:
@@ -84,6 +86,11 @@ class Host:
     def panic(self, message: str) -> None:
         """Redis's serverPanic: the shell logs and aborts the process."""
         raise RuntimeError(message)
+
+    def ldb_channel(self, client: Client) -> LdbChannelPort:
+        """The Lua debugger's direct line to ``client``'s socket (its pending replies sent
+        first). None here: no sockets."""
+        raise ReplyError("ERR the Lua debugger needs a network connection")
 
     def close_client(self, client: Client) -> None:
         """Close a client's connection at once (CLIENT KILL, limits)."""

@@ -35,12 +35,14 @@ from pyrepl.core.stats import Stats
 from pyrepl.fastpath import execute
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFsync
+from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.migrate_links import MigrateLink, MigrateLinks
 from pyrepl.net.synclog import RotatingNdjsonWriter
 from pyrepl.resp.fastreader import FastRespReader, first
+from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
@@ -272,8 +274,10 @@ class NetHost(Host):
             code = 1
             try:
                 self.server.logger.role = "C"
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                # (a Lua debugging session's child ignores them, as Redis's)
+                keep = signal.SIG_IGN if purpose == "ldb" else signal.SIG_DFL
+                signal.signal(signal.SIGTERM, keep)
+                signal.signal(signal.SIGINT, keep)
                 signal.signal(signal.SIGUSR1, lambda *_: os._exit(255))
                 code = job()
             except BaseException as e:  # noqa: BLE001 - the child must always _exit
@@ -405,6 +409,15 @@ class NetHost(Host):
         if t is None or t.is_closing():
             return 0
         return int(t.get_write_buffer_size())
+
+    def ldb_channel(self, client: Client) -> SocketChannel:
+        t = client.transport
+        if t is None or t.get_extra_info("sslcontext") is not None:
+            raise ReplyError("ERR SCRIPT DEBUG is not supported on TLS connections")
+        channel = SocketChannel(t.get_extra_info("socket").fileno())
+        if client.out:       # (what was answered before goes first)
+            channel.write(client.data_to_send())
+        return channel
 
     def close_client(self, client: Client) -> None:
         t = client.transport

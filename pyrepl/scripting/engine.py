@@ -38,8 +38,10 @@ from pyrepl.core import monitor
 from pyrepl.core.propagation import PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL, should_propagate
 from pyrepl.errors import OOM
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
+from pyrepl.resp.writer import encode
 from pyrepl.scripting import cache as sc
 from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
+from pyrepl.scripting.ldb import Ldb, repr_bytes
 from pyrepl.scripting.libs import LibError, _g14, build_libs, lua_tonumber, lua_typename
 from pyrepl.scripting.rand import Lrand48
 from pyrepl.scripting.sandbox import BOOTSTRAP, CHUNK_NAME, REPLY_MAX_DEPTH
@@ -98,6 +100,7 @@ class LuaVM:
     set_hook: Any
     gc_count: Any
     load_lib: Any = None  # functions only: run a library's code at load time
+    set_ldb_hook: Any = None  # EVAL's only: the Lua debugger's line hook on or off
     hook_on: bool = False
     to_lua: Any = None    # ReplyToLua of this state
 
@@ -131,6 +134,7 @@ class ScriptEngine:
         self.cache = sc.ScriptCache()
         self.ctx: RunContext | None = None
         self._functions: Any = None      # the function libraries (functions.Functions), lazily
+        self.ldb: Ldb | None = None      # the Lua debugger's session under way (SCRIPT DEBUG)
         self._init_vm()
 
     # -- the Lua state ----------------------------------------------------------------------
@@ -146,6 +150,12 @@ class ScriptEngine:
             b"setrepl": self._setrepl, b"acl": self._acl, b"random": self._random,
             b"randomseed": self._randomseed, b"hook": self._hook, b"sha1hex": self._sha1hex,
             b"getresp": lambda: self.ctx.resp if self.ctx is not None else 2,
+            b"ldb_line": self._ldb_line, b"ldb_read": self._ldb_read,
+            b"ldb_cmd": self._ldb_command, b"ldb_log": self._ldb_log, b"ldb_send": self._ldb_send,
+            b"ldb_source_line": self._ldb_source_line, b"ldb_set_step": self._ldb_set_step,
+            b"ldb_resumed": self._ldb_resumed, b"ldb_state": self._ldb_state,
+            b"ldb_breakpoint": self._ldb_breakpoint,
+            b"ldb_repr_str": lambda b: repr_bytes(b).encode("utf-8", "surrogateescape"),
             b"version": REDIS_VERSION.encode(),
             b"version_num": (major << 16) | (minor << 8) | patch,
         }
@@ -331,10 +341,20 @@ class ScriptEngine:
         return RunContext(c, name, read_only, allow_oom, oom, core.clock_ns())
 
     def eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
-        """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand)."""
+        """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand); a client that asked
+        for SCRIPT DEBUG runs EVAL as a debugging session."""
         c.propagate_argv = []      # the script's effects are propagated, never EVAL itself
         if self.core.monitors:     # (before the script's own commands, as Redis)
             monitor.feed(self.core, c, "eval", argv)
+        if c.ldb_mode is not None and self.ldb is None:
+            if evalsha:
+                if len(argv[1]) != 40:
+                    raise ReplyError(NOSCRIPT_ERR)
+                raise ReplyError("ERR Please use EVAL instead of EVALSHA for debugging")
+            return self._debug_eval(c, argv, ro)
+        return self._eval(c, argv, evalsha, ro)
+
+    def _eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
         if self.ctx is not None:   # (a script cannot call EVAL: noscript)
             raise ReplyError(BUSY_ERR)
         flags = self._declared_flags(argv, evalsha)
@@ -355,6 +375,107 @@ class ScriptEngine:
             script = self.create(argv[1])
         ctx = self._prepare(c, script.flags, script.sha, ro)
         return self._execute(c, ctx, self.vm, script.func, numkeys, argv)
+
+    # -- the Lua debugger (pyrepl/scripting/ldb.py) -------------------------------------------
+    def _debug_eval(self, c: Any, argv: list[bytes], ro: bool) -> object:
+        """evalGenericCommandWithDebugging: SYNC runs the session here, serving no one else
+        until it ends; YES (forked) runs it in a child on its copy of the dataset, and closes
+        the client here. Either way the client is closed after the session."""
+        core = self.core
+        host = core.host
+        if c.ldb_mode == "fork":
+            c.ldb_mode = None
+            try:
+                host.fork_child(lambda: self._forked_session(c, argv, ro), "ldb")
+            except OSError as e:
+                raise ReplyError("ERR Fork() failed: can't run EVAL in debugging mode: "
+                                 f"{e.strerror or e}") from None
+            host.close_client(c)     # (the child goes on with the connection)
+            return NO_REPLY
+        c.ldb_mode = None
+        core.log.warning("Redis synchronous debugging eval session started")
+        reply = self._session(c, argv, ro, forked=False)
+        core.log.warning("Redis synchronous debugging eval session ended")
+        c.close_after_reply = True
+        if isinstance(reply, ReplyError):
+            raise reply
+        return reply
+
+    def _forked_session(self, c: Any, argv: list[bytes], ro: bool) -> int:
+        """The child of a forked session (it ignores SIGTERM and SIGINT: the host's "ldb"
+        child): the session, EVAL's reply, exit."""
+        self.core.log.warning("Redis forked for debugging eval")
+        reply = self._session(c, argv, ro, forked=True)
+        self.core.host.ldb_channel(c).write(encode(reply, c.proto))
+        self.core.log.warning("Lua debugging session child exiting")
+        return 0
+
+    def _session(self, c: Any, argv: list[bytes], ro: bool, forked: bool) -> object:
+        """ldbStartSession, EVAL, ldbEndSession: EVAL's reply (or its error)."""
+        channel = self.core.host.ldb_channel(c)
+        self.ldb = Ldb(channel, argv[1], forked)
+        try:
+            try:
+                reply: object = self._eval(c, argv, False, ro)
+            except ReplyError as e:
+                reply = e
+            self.ldb.end()
+        finally:
+            self.ldb = None
+            channel.close()
+        return reply
+
+    # (what goes back to Lua is bytes: the runtime has no string encoding)
+    def _ldb_line(self, line: int, count_event: bool) -> bytes | None:
+        ldb = self.ldb
+        reason = None if ldb is None else ldb.line(int(line), bool(count_event))
+        return None if reason is None else reason.encode()
+
+    def _ldb_resumed(self) -> None:
+        """After a stop: the script's time counts from now (the timeout, busy detection)."""
+        if self.ctx is not None:
+            self.ctx.start_ns = self.core.clock_ns()
+
+    def _ldb_read(self) -> tuple[Any, ...]:
+        assert self.ldb is not None
+        got = self.ldb.read()
+        return (got[0].encode(), *got[1:])
+
+    def _ldb_command(self, *argv: bytes) -> bytes:
+        assert self.ldb is not None
+        return self.ldb.command(*argv).encode()
+
+    def _ldb_log(self, entry: bytes, trimmed: bool = False) -> None:
+        ldb = self.ldb
+        if ldb is not None:
+            text = entry.decode("utf-8", "surrogateescape")
+            if trimmed:
+                ldb.log_maxlen(text)
+            else:
+                ldb.log(text)
+
+    def _ldb_send(self) -> None:
+        if self.ldb is not None:
+            self.ldb.send()
+
+    def _ldb_source_line(self, line: int) -> None:
+        if self.ldb is not None:
+            self.ldb.log_source_line(int(line))
+
+    def _ldb_set_step(self, on: bool) -> None:
+        if self.ldb is not None:
+            self.ldb.step = bool(on)
+
+    def _ldb_state(self) -> Any:
+        """redis.breakpoint / redis.debug: (active, current line)."""
+        ldb = self.ldb
+        return (False, -1) if ldb is None else (True, ldb.currentline)
+
+    def _ldb_breakpoint(self) -> bool:
+        if self.ldb is None:
+            return False
+        self.ldb.luabp = True
+        return True
 
     def fcall(self, c: Any, argv: list[bytes], ro: bool) -> object:
         """FCALL / FCALL_RO (fcallCommandGeneric)."""
@@ -392,8 +513,13 @@ class ScriptEngine:
         client.proto = 2
         client.user = c.user
         client.in_multi = False
+        ldb = self.ldb
         want_hook = self.core.config.busy_reply_threshold > 0
-        if want_hook != vm.hook_on:
+        if ldb is not None:        # the debugger's line hook instead of the busy one
+            vm.set_ldb_hook(True)
+            limit_ms = self.core.config.busy_reply_threshold or 5000
+            ldb.over_time = lambda: (self.core.clock_ns() - ctx.start_ns) // 1_000_000 >= limit_ms
+        elif want_hook != vm.hook_on:
             vm.set_hook(want_hook)
             vm.hook_on = want_hook
         self.ctx = ctx
@@ -405,6 +531,9 @@ class ScriptEngine:
             self.ctx = None
             if ctx.timedout:
                 self.core.set_busy(None)
+            if ldb is not None:
+                vm.set_ldb_hook(False)
+                vm.set_hook(vm.hook_on)
         if ctx.killed and self.core.shutdown_asap:
             c.close_after_reply = True      # SHUTDOWN NOSAVE stopped it: no answer, as Redis
             return NO_REPLY
@@ -523,8 +652,13 @@ class ScriptEngine:
             return None, ARGS_ERR
         core = self.core
         client = self.client
+        ldb = self.ldb
+        if ldb is not None and ldb.step:
+            ldb.log_call(argv)
         cmd = core.lookup_command(argv)
         err = self._check(ctx, cmd, argv)
+        if err is not None and ldb is not None and ldb.step:
+            ldb.log("<error> " + err)
         if err is None and cmd.name in ("xread", "xreadgroup") and _has_block(argv):
             err = f"-ERR {cmd.name} command is not allowed with BLOCK option from scripts"
             text = error_text(err)
@@ -546,6 +680,8 @@ class ScriptEngine:
                 del pending[mark:]
         if client.out:
             client.out = []
+        if ldb is not None and ldb.step:
+            ldb.log_reply(encode(reply, client.proto))
         t = type(reply)
         if t is bytes or t is int:
             return reply

@@ -231,6 +231,33 @@ local function err_handler(err)
 end
 G.__redis__err__handler = err_handler
 
+-- the Lua debugger's view of a value (ldbCatStackValueRec) -------------------------------------
+local P_repr_str = PY.ldb_repr_str
+local function ldb_repr(v, level)
+  if level == 10 then return '<max recursion level reached! Nested table?>' end
+  level = level + 1
+  local t = type(v)
+  if t == 'string' then return P_repr_str(v) end
+  if t == 'boolean' then return v and 'true' or 'false' end
+  if t == 'number' then return fmt('%g', v) end
+  if t == 'nil' then return 'nil' end
+  if t == 'table' then
+    local expected, is_array, r1, r2 = 1, true, {}, {}
+    local k, x = next(v)
+    while k ~= nil do
+      if is_array and (type(k) ~= 'number' or k ~= expected) then is_array = false end
+      r1[#r1 + 1] = ldb_repr(x, level)
+      r2[#r2 + 1] = '[' .. ldb_repr(k, level) .. ']=' .. ldb_repr(x, level)
+      expected = expected + 1
+      k, x = next(v, k)
+    end
+    return '{' .. concat(is_array and r1 or r2, '; ') .. '}'
+  end
+  local addr = gsub(tostring(v), '^[^:]*: ', '')
+  local names = {['function'] = 'function', userdata = 'userdata', thread = 'thread'}
+  return '"' .. (names[t] or 'unknown') .. '@' .. addr .. '"'
+end
+
 -- the redis table -------------------------------------------------------------------------
 local R = {}
 local P_acl, P_getresp = PY.acl, PY.getresp
@@ -277,8 +304,15 @@ R.set_repl = PY.setrepl
 R.REPL_NONE, R.REPL_AOF, R.REPL_SLAVE, R.REPL_REPLICA, R.REPL_ALL = 0, 1, 2, 2, 3
 R.acl_check_cmd = P_acl
 if not FMODE then   -- eval.c adds these three; the functions engine has none of them
-  R.breakpoint = function() return false end
-  R.debug = function() end
+  local P_ldb_state, P_ldb_log = PY.ldb_state, PY.ldb_log
+  R.breakpoint = PY.ldb_breakpoint   -- true in a debugging session, which stops next line
+  R.debug = function(...)            -- a log line in a debugging session's console
+    local active, line = P_ldb_state()
+    if not active then return end
+    local parts = {}
+    for i = 1, select('#', ...) do parts[i] = ldb_repr((select(i, ...)), 0) end
+    P_ldb_log('<debug> line ' .. line .. ': ' .. concat(parts, ', '))
+  end
   R.replicate_commands = function() return true end
 end
 G.redis = protect(R)
@@ -472,8 +506,127 @@ local function compile(body, name)
 end
 
 local gc_count = function() return collectgarbage('count') end
+
+-- the Lua debugger (pyrepl/scripting/ldb.py holds the session; here what needs the stack) --
+local P_ldb_line, P_ldb_read, P_ldb_cmd, P_ldb_send, P_ldb_src, P_ldb_step, P_ldb_resumed =
+  PY.ldb_line, PY.ldb_read, PY.ldb_cmd, PY.ldb_send, PY.ldb_source_line, PY.ldb_set_step,
+  PY.ldb_resumed
+local P_ldb_log = PY.ldb_log
+-- the level of the script's innermost frame, seen from the caller of this function
+local function script_level()
+  local lvl = 3
+  local i = getinfo(lvl, 'S')
+  while i and i.source == INTERNAL do lvl = lvl + 1; i = getinfo(lvl, 'S') end
+  return lvl - 1
+end
+local function ldb_print(name)
+  local base = script_level()
+  local lvl = base
+  while getinfo(lvl, 'S') do
+    local i = getinfo(lvl, 'S')
+    if i.source ~= INTERNAL then
+      local j = 1
+      while true do
+        local n, v = dbg.getlocal(lvl, j)
+        if n == nil then break end
+        if n == name then P_ldb_log('<value> ' .. ldb_repr(v, 0), true) return end
+        j = j + 1
+      end
+    end
+    lvl = lvl + 1
+  end
+  if name == 'ARGV' or name == 'KEYS' then
+    P_ldb_log('<value> ' .. ldb_repr(rawget(G, name), 0), true)
+  else
+    P_ldb_log('No such variable.')
+  end
+end
+local function ldb_print_all()
+  local lvl = script_level()
+  local vars, j = 0, 1
+  while true do
+    local n, v = dbg.getlocal(lvl, j)
+    if n == nil then break end
+    if not find(n, '(*temporary)', 1, true) then
+      P_ldb_log('<value> ' .. n .. ' = ' .. ldb_repr(v, 0), true)
+      vars = vars + 1
+    end
+    j = j + 1
+  end
+  if vars == 0 then P_ldb_log('No local variables in the current context.') end
+end
+local function ldb_trace()
+  local base = script_level()
+  local lvl = base
+  while true do
+    local i = getinfo(lvl, 'Snl')
+    if not i then break end
+    if find(i.short_src, 'user_script', 1, true) then
+      P_ldb_log(fmt('%s %s:', lvl == base and 'In' or 'From', i.name or 'top level'))
+      P_ldb_src(i.currentline)
+    end
+    lvl = lvl + 1
+  end
+end
+local function ldb_eval(args)
+  local code = concat(args, ' ', 3)
+  local f = loadstring('return ' .. code, '@ldb_eval')
+  if not f then
+    local e
+    f, e = loadstring(code, '@ldb_eval')
+    if not f then P_ldb_log('<error> ' .. tostring(e)) return end
+  end
+  setfenv(f, GP)
+  local ok, r = pcall(f)
+  if not ok then
+    if type(r) == 'table' then r = rawget(r, 'err') end
+    P_ldb_log('<error> ' .. tostring(r))
+    return
+  end
+  P_ldb_log('<retval> ' .. ldb_repr(r, 0), true)
+end
+local function ldb_redis(args)
+  P_ldb_step(true)               -- (redis.call logs the command and its reply)
+  pcall(R.call, unpack(args, 3))
+  P_ldb_step(false)
+end
+-- ldbRepl: commands until one resumes the script; false when the client is gone
+local function ldb_repl()
+  while true do
+    local r = {P_ldb_read()}
+    local st = r[1]
+    if st == 'lost' then return false end
+    if st == 'err' then raise(r[2]) end
+    local act = P_ldb_cmd(unpack(r, 2))
+    if act == 'step' or act == 'continue' then return true end
+    if act == 'abort' then raise('script aborted for user request') end
+    if act == 'trace' then ldb_trace()
+    elseif act == 'eval' then ldb_eval(r)
+    elseif act == 'redis' then ldb_redis(r)
+    elseif act == 'print' then
+      if #r == 3 then ldb_print(r[3]) else ldb_print_all() end
+    end
+    if act ~= 'done' then P_ldb_send() end
+  end
+end
+local ldb_hook = function(event, line)
+  local i = getinfo(2, 'Sl')
+  if not i or not find(i.short_src, 'user_script', 1, true) then return end
+  local reason = P_ldb_line(line or i.currentline, event == 'count')
+  if not reason then return end
+  if not ldb_repl() and reason == 'timeout reached, infinite loop?' then
+    raise('timeout during Lua debugging with client closing connection')
+  end
+  P_ldb_resumed()
+end
+local function set_ldb_hook(on)
+  if on then sethook(ldb_hook, 'l', 100000) else sethook() end
+end
 -- what building the sandbox left behind (its chunk's temporaries) is not the state's size
-if not FMODE then collectgarbage('collect') return run, compile, set_hook, gc_count end
+if not FMODE then
+  collectgarbage('collect')
+  return run, compile, set_hook, gc_count, nil, set_ldb_hook
+end
 
 -- the functions engine (function_lua.c): loading a library -----------------------------------
 -- While a library's code runs (FUNCTION LOAD, RDB, FUNCTION RESTORE) the globals show only
