@@ -49,8 +49,9 @@ class Listeners:
                     s.close()
                     if optional:
                         continue
+                    shown = addr[1:] if optional else addr
                     raise OSError(e.errno, f"Could not create server TCP listening socket "
-                                           f"{host}:{port}: {e.strerror}") from e
+                                           f"{shown}:{port}: bind: {e.strerror}") from e
                 socks.append(s)
         except OSError:
             for s in socks:

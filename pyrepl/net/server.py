@@ -627,7 +627,10 @@ class Server:
             try:
                 bound.append((kind, lis.bind(cfg.bind, port)))
             except OSError as e:
-                self.logger.warning(str(e))
+                # (Redis's words: its test suite looks for "Failed listening on port")
+                self.logger.warning(f"Warning: {e.strerror or e}")
+                self.logger.warning(f"Failed listening on port {port} ({kind.upper()}), "
+                                    f"aborting.")
                 raise SystemExit(1) from None
         if cfg.unixsocket:
             try:
@@ -749,6 +752,8 @@ class Server:
             core.now_ms = now_ms()
             self._reap_children()
             core.tick(core.now_ms)
+            if core.aof_on:      # (no reply leaves before the AOF holds what it answers)
+                core.aof.before_reply()
             for c in list(core.clients.values()):
                 if c.out or c.stream is not None:
                     write_client(c)

@@ -237,3 +237,37 @@ def test_the_log_goes_to_stdout_with_the_banner_redis_test_harness_waits_for() -
             assert "Running mode=" not in out
         else:
             assert f"Running mode=standalone, port={port}." in out and " PID: " not in out
+
+
+def test_a_busy_port_is_logged_as_redis_and_a_failed_load_after_the_logo(tmp_path: Any) -> None:
+    """What Redis's test harness reads in a server's stdout: ``Failed listening on port`` (then
+    it retries another port), and the logo's PID before the data is loaded, so a start that
+    fails on a bad AOF is seen as started-then-failed, with Redis's error as its last line."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        lines = []
+        for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"],
+                     [redis_server_path()]):
+            out = subprocess.run([*argv, "--port", str(port), "--bind", "127.0.0.1",
+                                  "--save", ""], capture_output=True, text=True, timeout=30,
+                                 stdin=subprocess.DEVNULL).stdout
+            lines.append([line.split(" # ", 1)[1] for line in out.splitlines()
+                          if " # " in line and "listening" in line])
+    assert lines[0] == lines[1] == [
+        f"Warning: Could not create server TCP listening socket 127.0.0.1:{port}: bind: "
+        "Address already in use", f"Failed listening on port {port} (TCP), aborting."]
+    aof = tmp_path / "appendonlydir"
+    aof.mkdir()
+    (aof / "appendonly.aof.manifest").write_text("file appendonly.aof.1.incr.aof seq 1 type i\n")
+    (aof / "appendonly.aof.1.incr.aof").write_bytes(b"*2\r\n$3\r\nGET\r\n$1\r\nx\r\n!!!")
+    proc = subprocess.run(pyrepl_cmd(free_port(), str(tmp_path), "--appendonly", "yes",
+                                     "--always-show-logo", "yes"),
+                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    out = proc.stdout
+    assert proc.returncode == 1
+    assert out.index(" PID: ") < out.index("Bad file format reading the append only file")
+    assert "Bad file format reading the append only file" in out.strip().splitlines()[-1]
