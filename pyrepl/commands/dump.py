@@ -68,6 +68,9 @@ def restore(c: Any, argv: list[bytes]) -> object:
     try:
         value = load_payload(argv[3], not c.core.skip_checksum_validation)
     except PayloadError as e:
+        if e.reason:     # (rdbReportError in a RESTORE: logged at verbose, the client told)
+            c.core.log.verbose(f"Internal error in RDB reading offset 0, function at "
+                               f"pyrepl.rdb.decoder -> {e.reason}")
         raise ReplyError(str(e)) from None
     deleted = replace and db.delete(key)
     core = c.core

@@ -276,6 +276,9 @@ class Persistence:
         core = self.core
         loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms,
                                verify_checksum=not core.skip_checksum_validation)
+        for key in loaded.empty_keys:
+            core.log.warning("rdbLoadObject skipping empty key: "
+                             + key.decode("utf-8", "backslashreplace"))
         libraries = core.prepare_functions(loaded.functions)   # RdbError if one fails
         for i, db in enumerate(core.dbs):
             db.replace(loaded.data[i], loaded.expires[i])

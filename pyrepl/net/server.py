@@ -41,6 +41,7 @@ from pyrepl.net.log import Logger
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.migrate_links import MigrateLink, MigrateLinks
 from pyrepl.net.synclog import RotatingNdjsonWriter
+from pyrepl.rdb.decoder import RdbError
 from pyrepl.resp.fastreader import FastRespReader, first
 from pyrepl.resp.types import ReplyError
 
@@ -553,6 +554,11 @@ class Server:
         try:
             core.persistence.load()
         except AofLoadError:    # the loader logged why, as Redis does before its exit(1)
+            self.exit_code = 1
+            return
+        except RdbError as e:   # rdbReportError while loading a file: logged, then exit(1)
+            log.warning(f"Internal error in RDB reading the file -> {e}")
+            log.warning("Terminating server after rdb file reading failure.")
             self.exit_code = 1
             return
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly

@@ -67,12 +67,49 @@ def build_listpack(entries: list[bytes | int], *, int_strings: bool = True) -> b
 # ---------------------------------------------------------------------------------- ziplist
 
 
+def checked_listpack_entries(lp: bytes) -> list[bytes | int]:
+    """listpack_entries with lpValidateIntegrity's deep check of every entry's back-length
+    (what a corrupt RDB or RESTORE payload may get wrong while the forward walk still works)."""
+    starts: list[int] = []
+    out = listpack_entries(lp, starts)
+    ends = starts[1:] + [len(lp) - 1]
+    for start, end in zip(starts, ends, strict=True):
+        val = shift = 0
+        q = end - 1
+        while True:                # lpDecodeBacklen: 7 bits a byte, read backwards
+            b = lp[q]
+            val |= (b & 127) << shift
+            if not b & 128:
+                break
+            shift += 7
+            q -= 1
+            if q < start:
+                raise ContainerError("listpack entry back-length runs past the entry")
+        if val + len(_lp_backlen(val)) != end - start:
+            raise ContainerError("listpack entry back-length is not the entry's size")
+    return out
+
+
 def ziplist_entries(zl: bytes) -> list[bytes | int]:
     count, p, last = _open_blob(zl, "ziplist", 10)
     out: list[bytes | int] = []
     append = out.append
+    prev_size = 0           # ziplistValidateIntegrity: each entry's prevlen is the last's size
+    entry = -1
     while p < last:
-        p += 1 if zl[p] < 254 else 5
+        if entry >= 0:
+            prev_size = p - entry
+        entry = p
+        if zl[p] < 254:
+            prevlen = zl[p]
+            p += 1
+        else:
+            if p + 5 > last:
+                raise ContainerError("ziplist entry runs past the end of the blob")
+            prevlen = int.from_bytes(zl[p + 1:p + 5], "little")
+            p += 5
+        if prevlen != prev_size:
+            raise ContainerError("ziplist entry's prevlen is not the previous entry's size")
         if p >= last:
             raise ContainerError("ziplist entry runs past the end of the blob")
         b = zl[p]
@@ -117,6 +154,8 @@ def ziplist_entries(zl: bytes) -> list[bytes | int]:
             raise ContainerError("ziplist entry runs past the end of the blob")
         append(zl[start:end])
         p = end
+    if entry >= 0 and int.from_bytes(zl[4:8], "little") != entry:
+        raise ContainerError("ziplist tail offset is not the last entry's")
     return _check_count("ziplist", count, out)
 
 

@@ -118,10 +118,10 @@ from pyrepl.rdb.constants import (
 from pyrepl.rdb.containers import (
     ContainerError,
     intset_entries,
-    listpack_entries,
     ziplist_entries,
     zipmap_pairs,
 )
+from pyrepl.rdb.containers import checked_listpack_entries as listpack_entries
 from pyrepl.rdb.crc64 import crc64
 from pyrepl.rdb.lzf import LzfError
 from pyrepl.rdb.lzf import decompress as lzf_decompress
@@ -443,14 +443,22 @@ def _read_quicklist2_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]
         raise _Corrupt("Quicklist node is empty")
     if container == QUICKLIST_NODE_CONTAINER_PLAIN:
         return [blob], p
-    return [e if isinstance(e, bytes) else b"%d" % e for e in listpack_entries(blob)], p
+    try:
+        entries = listpack_entries(blob)
+    except (ContainerError, struct.error):
+        raise _Corrupt("Listpack integrity check failed.") from None
+    return [e if isinstance(e, bytes) else b"%d" % e for e in entries], p
 
 
 def _read_quicklist_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
     blob, p = _rstr(buf, p, n)
     if not blob:
         raise _Corrupt("Quicklist node is empty")
-    return [e if isinstance(e, bytes) else b"%d" % e for e in ziplist_entries(blob)], p
+    try:
+        entries = ziplist_entries(blob)
+    except (ContainerError, struct.error):
+        raise _Corrupt("Ziplist integrity check failed.") from None
+    return [e if isinstance(e, bytes) else b"%d" % e for e in entries], p
 
 
 def _finish_list(t: int, elements: list[bytes]) -> Any:
@@ -565,6 +573,7 @@ class RdbDecoder:
         self.keys_read = 0
         self.type_counts: dict[int, int] = {}  # keys read per RDB object type
         self.empty_keys_skipped = 0
+        self.empty_keys: list[bytes] = []   # the first ten skipped (Redis logs them)
         self.checksum: int | None = None  # the stored checksum, once read
 
     # -- input --------------------------------------------------------------------------
@@ -953,6 +962,8 @@ class RdbDecoder:
         tc = self.type_counts
         tc[t] = tc.get(t, 0) + 1
         if value is _SKIP:
+            if self.empty_keys_skipped < 10:
+                self.empty_keys.append(key)
             self.empty_keys_skipped += 1
             return _SKIP
         return (key, value, exp)
@@ -1018,6 +1029,15 @@ class RdbDecoder:
 
     @staticmethod
     def _decode_blob(t: int, blob: bytes) -> Any:
+        """The value of an encoded blob; a malformed one is rdbLoadObject's "<kind> integrity
+        check failed." (what Redis logs for it, and its test suite looks for)."""
+        try:
+            return RdbDecoder._decode_blob_unchecked(t, blob)
+        except (ContainerError, struct.error):
+            raise _Corrupt(_INTEGRITY.get(t, "Listpack") + " integrity check failed.") from None
+
+    @staticmethod
+    def _decode_blob_unchecked(t: int, blob: bytes) -> Any:
         if t == RDB_TYPE_HASH_LISTPACK or t == RDB_TYPE_HASH_ZIPLIST:
             entries = listpack_entries(blob) if t == RDB_TYPE_HASH_LISTPACK else \
                 ziplist_entries(blob)
@@ -1048,6 +1068,8 @@ class RdbDecoder:
             return compact_list([_as_bytes(e) for e in entries]) if entries else _SKIP
         if t == RDB_TYPE_HASH_ZIPMAP:
             fields = zipmap_pairs(blob)
+            if not fields:          # (zipmapValidateIntegrity: an empty zipmap is corrupt)
+                raise ContainerError("empty zipmap")
             h = dict(fields)
             if len(h) != len(fields):
                 raise _Corrupt("Hash zipmap with dup elements")
@@ -1070,6 +1092,14 @@ class RdbDecoder:
             raise _Corrupt("Duplicate hash fields detected")
         return h if h.ttl else StrDict(h.items())
 
+
+#: rdbLoadObject's names in "<name> integrity check failed."
+_INTEGRITY = {RDB_TYPE_HASH_ZIPMAP: "Zipmap", RDB_TYPE_LIST_ZIPLIST: "List ziplist",
+              RDB_TYPE_SET_INTSET: "Intset", RDB_TYPE_ZSET_ZIPLIST: "Zset ziplist",
+              RDB_TYPE_HASH_ZIPLIST: "Hash ziplist", RDB_TYPE_HASH_LISTPACK: "Hash listpack",
+              RDB_TYPE_ZSET_LISTPACK: "Zset listpack", RDB_TYPE_SET_LISTPACK: "Set listpack",
+              RDB_TYPE_HASH_LISTPACK_EX_PRE_GA: "Hash listpack",
+              RDB_TYPE_HASH_LISTPACK_EX: "Hash listpack"}
 
 _BLOB_TYPES = frozenset(
     (
@@ -1207,6 +1237,7 @@ class LoadedRdb:
     keys_loaded: int = 0
     keys_expired: int = 0
     empty_keys_skipped: int = 0
+    empty_keys: list[bytes] = field(default_factory=list)   # the first ten skipped
     functions_skipped: int = 0
     # the function libraries' codes, in the file's order (loaded by the caller)
     functions: list[bytes] = field(default_factory=list)
@@ -1248,6 +1279,7 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
     result.version = dec.version
     result.bytes_read = dec.offset
     result.empty_keys_skipped = dec.empty_keys_skipped
+    result.empty_keys = dec.empty_keys
     result.type_counts = dict(dec.type_counts)
     if now_ms is not None:
         for d, e in zip(data, expires, strict=True):

@@ -33,7 +33,12 @@ from pyrepl.rdb.encoder import _collection, encode_function, encode_string
 
 
 class PayloadError(Exception):
-    """``str(e)`` is Redis's reply text."""
+    """``str(e)`` is Redis's reply text; ``reason`` what was wrong with the payload (what
+    Redis logs for a RESTORE, at verbose: "Internal error in RDB reading ...")."""
+
+    def __init__(self, text: str, reason: str = "") -> None:
+        super().__init__(text)
+        self.reason = reason
 
 
 def dump_payload(value: Any) -> bytes:
@@ -76,8 +81,8 @@ def load_payload(payload: bytes, verify_checksum: bool = True) -> Any:
                 break
             if isinstance(ev, KeyValue):
                 return ev.value          # what follows the value is not read (as Redis)
-    except RdbError:
-        pass
+    except RdbError as e:
+        raise PayloadError("ERR Bad data format", str(e)) from None
     raise PayloadError("ERR Bad data format")
 
 

@@ -558,6 +558,12 @@ def test_hash_field_expiry_loads_and_ttl_free_hash_is_plain() -> None:
                                       b"h2": {b"f": b"v", b"g": b"12"}}
 
 
+def _bad_prevlen(zl: bytes) -> bytes:
+    """The ziplist with its second entry's prevlen off by one."""
+    second = 10 + 1 + zl[11] + 1     # header, first entry: prevlen, encoding, its bytes
+    return zl[:second] + bytes((zl[second] + 1,)) + zl[second + 1:]
+
+
 def test_corrupt_values_are_refused() -> None:
     cases = [
         (kv(C.RDB_TYPE_SET, b"s", b"\x02" + raw(b"a") + raw(b"a")), "Duplicate set members"),
@@ -570,9 +576,18 @@ def test_corrupt_values_are_refused() -> None:
         (kv(C.RDB_TYPE_HASH_LISTPACK, b"h", raw(build_listpack([b"a", b"1", b"b"]))),
          "odd number"),
         (kv(C.RDB_TYPE_SET_LISTPACK, b"s", raw(build_listpack([b"a"])[:-1] + b"\x00")),
-         "Corrupt compact encoding"),
+         "Set listpack integrity check failed"),
+        # rdbLoadObject's deep checks, with Redis's messages: a back-length that is not the
+        # entry's size, a prevlen that is not the previous entry's, an empty zipmap
+        (kv(C.RDB_TYPE_HASH_LISTPACK, b"h",
+            raw(build_listpack([b"a", b"1"])[:-3] + b"\x03\x02\xff")),
+         "Hash listpack integrity check failed"),
+        (kv(C.RDB_TYPE_HASH_ZIPLIST, b"h", raw(_bad_prevlen(build_ziplist([b"a", b"1"])))),
+         "Hash ziplist integrity check failed"),
+        (kv(C.RDB_TYPE_HASH_ZIPMAP, b"h", raw(build_zipmap([]))),
+         "Zipmap integrity check failed"),
         (kv(C.RDB_TYPE_SET_INTSET, b"s", raw(b"\x03\x00\x00\x00\x01\x00\x00\x00\x05")),
-         "invalid intset encoding 3"),
+         "Intset integrity check failed"),
         (kv(C.RDB_TYPE_LIST_QUICKLIST_2, b"l", b"\x01\x03" + raw(build_listpack([b"a"]))),
          "Quicklist integrity"),
         (kv(C.RDB_TYPE_STRING, b"s", b"\xc3\x03\x05\x02abc"), "Invalid LZF"),
