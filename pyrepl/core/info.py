@@ -95,6 +95,8 @@ def section_server(core: ServerCore) -> Fields:
         ("executable", sys.argv[0] if sys.argv else ""),
         ("config_file", core.config.source_file or ""),
         ("io_threads_active", 0),
+        *([("shutdown_in_milliseconds", shutdown_in)]
+          if (shutdown_in := core.shutdown.in_milliseconds()) is not None else []),
     ]
 
 

@@ -3,7 +3,8 @@ flags (also a signal's: shutdown-on-sigterm / -sigint), the wait for lagging rep
 final save, and the refusal that keeps the server running when that save fails.
 
 ``Shutdown`` is the core's (``core.shutdown``). ``wait`` is the shutdown waiting for its
-replicas, if any: (flags, the SHUTDOWN client or None, deadline ms), checked by ``cron``;
+replicas, if any: (flags, deadline ms), checked by ``cron``, with the SHUTDOWN clients blocked
+meanwhile in ``clients`` (every SHUTDOWN sent during the wait joins them, as Redis blocks each);
 SHUTDOWN ABORT (``abort``) and a second SIGINT (net/server.py) end it."""
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ SHUTDOWN_FAILED = "ERR Errors trying to SHUTDOWN. Check logs."
 class Shutdown:
     def __init__(self, core: ServerCore) -> None:
         self.core = core
-        self.wait: tuple[int, Client | None, int] | None = None
+        self.wait: tuple[int, int] | None = None
+        self.clients: list[Client] = []     # blocked in SHUTDOWN (BLOCKED_SHUTDOWN)
 
     def prepare(self, save: bool | None, force: bool = False) -> bool:
         """finishShutdown: stop the child, save if asked or configured. False when the save
@@ -57,19 +59,24 @@ class Shutdown:
         for them up to ``shutdown-timeout`` seconds (GETACK sent, checked by ``cron``); the
         SHUTDOWN client is blocked meanwhile. Returns None when the server is to exit now,
         BLOCKED while waiting, or an error text when it cannot (and keeps running)."""
-        if self.wait is not None:
-            return SHUTDOWN_FAILED
         core = self.core
+        if self.wait is not None:       # (already initiated: this one waits with the others)
+            if client is None:
+                return SHUTDOWN_FAILED
+            core.blocking.block(client, Blocked("shutdown"))
+            self.clients.append(client)
+            return BLOCKED
         core.log.warning("User requested shutdown...")
         core.host.notify_supervisor("STOPPING=1\n")
         repl = core.replication
         if (not flags & SHUTDOWN_NOW and core.config.shutdown_timeout and repl is not None
                 and not repl.ready_to_shutdown()):
-            self.wait = (flags, client, core.now_ms + core.config.shutdown_timeout * 1000)
+            self.wait = (flags, core.now_ms + core.config.shutdown_timeout * 1000)
             repl.request_acks()
             core.log.notice("Waiting for replicas before shutting down.")
             if client is not None:
                 core.blocking.block(client, Blocked("shutdown"))
+                self.clients.append(client)
             return BLOCKED
         return self._finish(flags)
 
@@ -78,13 +85,28 @@ class Shutdown:
         False when there is none."""
         if self.wait is None:
             return False
-        _, waiting, _ = self.wait
         self.wait = None
-        core = self.core
-        core.log.warning("Shutdown manually aborted.")
-        if waiting is not None and not waiting.closed:
-            core.unblock(waiting, ReplyError(SHUTDOWN_FAILED))
+        self.core.log.warning("Shutdown manually aborted.")
+        self._answer(SHUTDOWN_FAILED)
         return True
+
+    def in_milliseconds(self) -> int | None:
+        """INFO's shutdown_in_milliseconds while a shutdown waits, else None."""
+        return None if self.wait is None else self.wait[1] - self.core.now_ms
+
+    def _answer(self, err: str | None) -> None:
+        """replyToClientsBlockedOnShutdown: the blocked SHUTDOWN clients get ``err``, or
+        (None: the server exits) no answer but their connection closed."""
+        core = self.core
+        clients, self.clients = self.clients, []
+        for client in clients:
+            if client.closed:
+                continue
+            if err is None:
+                client.close_after_reply = True
+                core.blocking.release(client)
+            else:
+                core.unblock(client, ReplyError(err))
 
     def _finish(self, flags: int) -> str | None:
         core = self.core
@@ -102,16 +124,9 @@ class Shutdown:
     def cron(self, now_ms: int) -> None:
         """A shutdown waiting for replicas: finish once they caught up or the time is up."""
         assert self.wait is not None
-        flags, client, deadline = self.wait
-        core = self.core
-        repl = core.replication
+        flags, deadline = self.wait
+        repl = self.core.replication
         if now_ms < deadline and repl is not None and not repl.ready_to_shutdown():
             return
         self.wait = None
-        err = self._finish(flags)
-        if client is not None and not client.closed:
-            if err is None:
-                client.close_after_reply = True
-                core.blocking.release(client)
-            else:
-                core.unblock(client, ReplyError(err))
+        self._answer(self._finish(flags))

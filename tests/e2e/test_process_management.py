@@ -271,3 +271,43 @@ def test_a_busy_port_is_logged_as_redis_and_a_failed_load_after_the_logo(tmp_pat
     assert proc.returncode == 1
     assert out.index(" PID: ") < out.index("Bad file format reading the append only file")
     assert "Bad file format reading the append only file" in out.strip().splitlines()[-1]
+
+
+def test_shutdowns_waiting_together_and_aborted_as_redis(tmp_path: Any) -> None:
+    """Two SHUTDOWNs while a replica lags: both clients blocked (INFO blocked_clients 2), INFO
+    server's shutdown_in_milliseconds counting down, SHUTDOWN ABORT answering both with
+    Redis's error; the server stays up (Redis's shutdown.tcl "waits for replica then
+    aborted")."""
+    seen = {}
+    for kind, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
+        d = tmp_path / kind
+        d.mkdir()
+        master = start("--shutdown-timeout", "60", tmpdir=str(d))
+        (tmp_path / f"{kind}-replica").mkdir()
+        replica = start_redis("--replicaof", "127.0.0.1", str(master.port),
+                              tmpdir=str(tmp_path / f"{kind}-replica"))
+        try:
+            with RawClient(master.port) as c, RawClient(master.port) as rd1, \
+                    RawClient(master.port) as rd2:
+                wait_for(lambda c=c: "state=online" in info(c, "replication").get("slave0", ""),
+                         timeout=30, what="replica online")
+                assert replica.proc is not None
+                os.kill(replica.proc.pid, signal.SIGSTOP)
+                c.call("INCR", "k")
+                rd1.send("SHUTDOWN")
+                rd2.send("SHUTDOWN")
+                wait_for(lambda c=c: info(c, "clients")["blocked_clients"] == "2", timeout=10,
+                         what="both SHUTDOWNs blocked")
+                left = int(info(c, "server")["shutdown_in_milliseconds"])
+                got = [0 < left <= 60000, c.call("SHUTDOWN", "ABORT"), rd1.read_reply(),
+                       rd2.read_reply(), c.call("PING"),
+                       "shutdown_in_milliseconds" in info(c, "server")]
+                seen[kind] = got
+        finally:
+            if replica.proc is not None:
+                os.kill(replica.proc.pid, signal.SIGCONT)
+            replica.stop()
+            master.stop()
+    assert seen["pyrepl"] == seen["redis"] == [
+        True, b"+OK\r\n", b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n",
+        b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n", b"+PONG\r\n", False]
