@@ -51,7 +51,7 @@ def parse_shebang(body: bytes) -> tuple[int, int]:
     for part in parts[1:]:
         if not part.startswith(b"flags="):
             raise ShebangError("Unknown lua shebang option: " + part.decode("utf-8", "replace"))
-        for name in part[6:].split(b","):
+        for name in part[6:].split(b",") if part[6:] else ():   # (sdssplitlen of "": none)
             bit = FLAG_NAMES.get(name)
             if bit is None:
                 raise ShebangError("Unexpected flag in script shebang: "

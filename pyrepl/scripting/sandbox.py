@@ -623,10 +623,7 @@ local function set_ldb_hook(on)
   if on then sethook(ldb_hook, 'l', 100000) else sethook() end
 end
 -- what building the sandbox left behind (its chunk's temporaries) is not the state's size
-if not FMODE then
-  collectgarbage('collect')
-  return run, compile, set_hook, gc_count, nil, set_ldb_hook
-end
+if not FMODE then return run, compile, set_hook, gc_count, nil, set_ldb_hook end
 
 -- the functions engine (function_lua.c): loading a library -----------------------------------
 -- While a library's code runs (FUNCTION LOAD, RDB, FUNCTION RESTORE) the globals show only
@@ -733,6 +730,5 @@ local function load_lib(f, limited)
   return false, 'ERR ' .. tostring(e)
 end
 
-collectgarbage('collect')
 return frun, compile, set_hook, gc_count, load_lib
 """

@@ -193,6 +193,8 @@ SCRIPTS: list[tuple[str, ...]] = [
     ("#!lua flags=no-writes,allow-oom,allow-stale,no-cluster,allow-cross-slot-keys\nreturn 2",
      "0"),
     ("#!lua flags=bad\nreturn 1", "0"),
+    ("#!lua flags=\nreturn 1", "0"),
+    ("#!lua flags=no-writes,,allow-oom\nreturn 1", "0"),
     ("#!lua name=x\nreturn 1", "0"),
     ("#!nolua\nreturn 1", "0"),
     ("#!lua", "0"),
