@@ -72,7 +72,7 @@ def checked_listpack_entries(lp: bytes) -> list[bytes | int]:
     (what a corrupt RDB or RESTORE payload may get wrong while the forward walk still works)."""
     starts: list[int] = []
     out = listpack_entries(lp, starts)
-    ends = starts[1:] + [len(lp) - 1]
+    ends = starts[1:] + [len(lp) - 1] if starts else []
     for start, end in zip(starts, ends, strict=True):
         val = shift = 0
         q = end - 1

@@ -782,7 +782,8 @@ class RdbDecoder:
                 self._need = self._base + len(self._buf) + 1
             except _Corrupt as e:
                 raise self._fail(str(e), start) from None
-            except (ContainerError, struct.error) as e:
+            except (ContainerError, struct.error, ValueError, OverflowError) as e:
+                # (a value no check above caught is still corrupt data, never a crash)
                 raise self._fail(f"Corrupt compact encoding ({e})", start) from None
             if not self._fill():
                 if self._eof:

@@ -813,3 +813,19 @@ def test_golden_file_in_odd_chunks() -> None:
     chunked = dbs_from_events(decode_all(blob, cuts=list(range(1, len(blob), 97))))
     assert [norm_db(d) for d in whole[0]] == [norm_db(d) for d in chunked[0]]
     assert whole[1] == chunked[1]
+
+
+def test_an_empty_listpack_is_an_empty_key_skipped() -> None:
+    """rdbLoadObject: an empty hash, zset or set listpack is an empty key (skipped, named in
+    the log), not a corrupt one."""
+    from pyrepl.rdb.containers import checked_listpack_entries
+
+    assert checked_listpack_entries(build_listpack([])) == []
+    blob = rdb(10, b"\xfe\x00", kv(C.RDB_TYPE_HASH_LISTPACK, b"h", raw(build_listpack([]))),
+               kv(C.RDB_TYPE_STRING, b"k", raw(b"v")))
+    dec = RdbDecoder()
+    dec.receive_data(blob)
+    dec.receive_data(b"")
+    data: list[dict[bytes, object]] = [{}]
+    dec.load_into(data, [{}])
+    assert data[0] == {b"k": b"v"} and dec.empty_keys == [b"h"]
