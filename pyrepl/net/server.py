@@ -556,8 +556,10 @@ class Server:
         except AofLoadError:    # the loader logged why, as Redis does before its exit(1)
             self.exit_code = 1
             return
-        except RdbError as e:   # rdbReportError while loading a file: logged, then exit(1)
-            log.warning(f"Internal error in RDB reading the file -> {e}")
+        except RdbError as e:   # rdbReportError while loading a file: logged, the checker's
+            log.warning(f"Internal error in RDB reading the file -> {e}")   # report, exit(1)
+            log.warning("--- RDB ERROR DETECTED ---")
+            log.warning(f"[file {core.persistence.rdb_path()}] {e}")
             log.warning("Terminating server after rdb file reading failure.")
             self.exit_code = 1
             return

@@ -1036,6 +1036,10 @@ class RdbDecoder:
             return RdbDecoder._decode_blob_unchecked(t, blob)
         except (ContainerError, struct.error):
             raise _Corrupt(_INTEGRITY.get(t, "Listpack") + " integrity check failed.") from None
+        except _Corrupt:
+            if t in (RDB_TYPE_HASH_ZIPLIST, RDB_TYPE_ZSET_ZIPLIST):   # (their conversion
+                raise _Corrupt(_INTEGRITY[t] + " integrity check failed.") from None  # checks)
+            raise
 
     @staticmethod
     def _decode_blob_unchecked(t: int, blob: bytes) -> Any:

@@ -311,3 +311,28 @@ def test_shutdowns_waiting_together_and_aborted_as_redis(tmp_path: Any) -> None:
     assert seen["pyrepl"] == seen["redis"] == [
         True, b"+OK\r\n", b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n",
         b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n", b"+PONG\r\n", False]
+
+
+def test_a_corrupt_rdb_at_start_is_reported_as_redis(tmp_path: Any) -> None:
+    """A dump.rdb whose hash ziplist is corrupt (its second entry's prevlen is wrong): both
+    servers name the integrity check that failed, in the error and in the checker's report,
+    say "Terminating server after rdb file reading failure." once and exit 1 (Redis's
+    corrupt-dump.tcl "load corrupted rdb with no CRC")."""
+    from pyrepl.rdb.containers import build_ziplist
+
+    zl = bytearray(build_ziplist([b"a", b"1"]))
+    zl[10 + 1 + zl[11] + 1] += 1                 # the second entry's prevlen, off by one
+    blob = (b"REDIS0010\xfe\x00\x0d\x01h" + bytes((len(zl),)) + bytes(zl) + b"\xff" + bytes(8))
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        d = tmp_path / os.path.basename(argv[-1])
+        d.mkdir()
+        (d / "dump.rdb").write_bytes(blob)
+        proc = subprocess.run([*argv, "--port", str(free_port()), "--bind", "127.0.0.1",
+                               "--dir", str(d)], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+        out = proc.stdout
+        assert proc.returncode == 1, out
+        assert out.count("Hash ziplist integrity check failed") >= 2, out
+        assert out.count("Terminating server after rdb file reading failure.") == 1, out
