@@ -733,6 +733,9 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"set-skip-checksum-validation" and len(argv) == 3:
         core.skip_checksum_validation = _atoi(argv[2]) != 0
         return OK
+    if sub == b"segfault":      # (Redis writes to a read-only page: SIGSEGV, SEGV_ACCERR)
+        core.host.crash(11, 2)
+        return OK
     if sub == b"aof-flush-sleep" and len(argv) == 3:
         us = _atoi(argv[2])
         core.aof.writer.flush_sleep = (lambda: core.host.sleep(us / 1e6)) if us else None
@@ -757,6 +760,7 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
             "    true, false.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
+            "SEGFAULT", "    Crash the server with sigsegv.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
             "SET-SKIP-CHECKSUM-VALIDATION <0|1>", "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
             "SET-DISABLE-DENY-SCRIPTS <0|1>", "    Enables or disables the no-script commands from scripts.",

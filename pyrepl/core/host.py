@@ -83,6 +83,10 @@ class Host:
     def notify_supervisor(self, message: str) -> None:
         """A systemd sd_notify line (``STOPPING=1\\n`` ...) when supervised by systemd."""
 
+    def crash(self, sig: int, si_code: int) -> None:
+        """The crash report, then the process dies by ``sig`` (the shell's)."""
+        raise RuntimeError(f"crashed by signal: {sig}")
+
     def panic(self, message: str) -> None:
         """Redis's serverPanic: the shell logs and aborts the process."""
         raise RuntimeError(message)

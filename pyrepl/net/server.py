@@ -321,6 +321,22 @@ class NetHost(Host):
         if self.server.supervised == "systemd":
             process.sd_notify(message, self.server.logger)
 
+    def crash(self, sig: int, si_code: int) -> None:
+        """sigsegvHandler's report, then death by ``sig`` (DEBUG SEGFAULT, a SIGABRT sent to
+        the server): the bug report's header, "crashed by signal", the Python stack."""
+        import traceback
+
+        log = self.server.logger
+        log.warning("\n\n=== PYREPL BUG REPORT START: Cut & paste starting from here ===")
+        log.warning(f"pyrepl {self.server.core.version} crashed by signal: {sig}, "
+                    f"si_code: {si_code}")
+        log.warning("------ STACK TRACE ------")
+        for line in traceback.format_stack()[:-1]:
+            log.warning(line.rstrip())
+        log.warning("=== PYREPL BUG REPORT END. Make sure to include from START to END. ===")
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
     def panic(self, message: str) -> None:
         """serverPanic: log the reason the way Redis does and abort the process."""
         log = self.server.logger
@@ -573,6 +589,10 @@ class Server:
                 loop.add_signal_handler(sig, self._on_signal, sig)
             except (NotImplementedError, RuntimeError):
                 pass
+        try:        # a SIGABRT sent to the server gets Redis's crash report first
+            loop.add_signal_handler(signal.SIGABRT, self.host.crash, signal.SIGABRT, 0)
+        except (NotImplementedError, RuntimeError):
+            pass
         if self.pidfile:
             process.write_pidfile(self.pidfile, log)
         if core.replication is not None:

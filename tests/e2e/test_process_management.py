@@ -336,3 +336,27 @@ def test_a_corrupt_rdb_at_start_is_reported_as_redis(tmp_path: Any) -> None:
         assert proc.returncode == 1, out
         assert out.count("Hash ziplist integrity check failed") >= 2, out
         assert out.count("Terminating server after rdb file reading failure.") == 1, out
+
+
+@pytest.mark.parametrize("how", ["SIGABRT", "DEBUG SEGFAULT"])
+def test_a_crash_is_reported_in_the_log(tmp_path: Any, how: str) -> None:
+    """Redis's logging.tcl: a SIGABRT sent to the server, or DEBUG SEGFAULT, leaves a crash
+    report in the log ("crashed by signal", the stack) and the process dies by that signal."""
+    port = free_port()
+    proc = subprocess.Popen(pyrepl_cmd(port, str(tmp_path), "--enable-debug-command", "yes"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: ping(port), timeout=20, what="pyrepl up")
+        if how == "SIGABRT":
+            os.kill(proc.pid, signal.SIGABRT)
+        else:
+            with RawClient(port) as c:
+                c.send("DEBUG", "SEGFAULT")
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sig = signal.SIGABRT if how == "SIGABRT" else signal.SIGSEGV
+    assert proc.returncode == -sig
+    assert f"crashed by signal: {int(sig)}" in out and "------ STACK TRACE ------" in out
