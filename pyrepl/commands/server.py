@@ -733,6 +733,19 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"set-skip-checksum-validation" and len(argv) == 3:
         core.skip_checksum_validation = _atoi(argv[2]) != 0
         return OK
+    if sub == b"quicklist-packed-threshold" and len(argv) == 3:
+        from pyrepl.config import parse_memory
+        from pyrepl.keyspace.lplist import limits as list_limits
+
+        try:
+            size = parse_memory(argv[2].decode("latin-1"))
+        except ValueError:
+            size = -1
+        if size < 0 or size > (1 << 32) - (1 << 20):
+            raise ReplyError("ERR argument must be a memory value bigger than 1 and smaller "
+                             "than 4gb")
+        list_limits.packed_threshold = size or 1 << 30
+        return OK
     if sub == b"segfault":      # (Redis writes to a read-only page: SIGSEGV, SEGV_ACCERR)
         core.host.crash(11, 2)
         return OK
@@ -759,6 +772,8 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "PROTOCOL <type>", "    Reply with a test value of the specified type. <type> can be: string,",
             "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
             "    true, false.",
+            "QUICKLIST-PACKED-THRESHOLD <size>", "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
             "SEGFAULT", "    Crash the server with sigsegv.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",

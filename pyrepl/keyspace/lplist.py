@@ -100,11 +100,14 @@ NATIVE_TYPE: Any = _native.ListpackList if _native is not None else None
 
 
 class _Limits:
-    __slots__ = ("count", "bytes")
+    __slots__ = ("count", "bytes", "packed_threshold")
 
     def __init__(self) -> None:
         self.count = 1 << 62
         self.bytes = 8192
+        # an element this long is a plain node of its own (quicklist's packed_threshold, which
+        # DEBUG QUICKLIST-PACKED-THRESHOLD sets)
+        self.packed_threshold = 1 << 30
 
 
 limits = _Limits()
@@ -151,7 +154,13 @@ def quicklist_shape(elements: Iterable[bytes]) -> tuple[int, int]:
     fill and its listpack within the fill's bytes): DEBUG OBJECT's ql_nodes and
     ql_uncompressed_size."""
     nodes, total, count, size = 0, 0, 0, 0
+    plain = limits.packed_threshold
     for x in elements:
+        if len(x) >= plain:             # a plain node of its own (isLargeElement)
+            nodes += 1
+            total += size + len(x)
+            count, size = 0, 0
+            continue
         entry = len(lp_str_entry(x))
         if count == 0 or count + 1 > limits.count or size + entry > limits.bytes:
             nodes += 1

@@ -23,6 +23,7 @@ def pair(servers, request):
     p.both("DEBUG", "PAUSE-CRON", "0")
     p.both("DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "0")
     p.both("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0")
+    p.both("DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0")
     p.close()
 
 
@@ -72,6 +73,23 @@ def test_object_reports_what_redis_reports(pair) -> None:
         # (pyrepl's RDB does not LZF-compress a long string, Redis's does: "big" differs)
         if key in ("n", "s", "ints"):
             assert fa["serializedlength"] == fb["serializedlength"], (key, a, b)
+
+
+def test_quicklist_packed_threshold_as_redis(pair) -> None:
+    """DEBUG QUICKLIST-PACKED-THRESHOLD: its errors, and elements past it each a plain node
+    of their own (DEBUG OBJECT's ql_nodes; list.tcl's "plain nodes" cases)."""
+    for arg in ("abc", "5gb", "-1", "1b"):
+        pair.check("DEBUG", "QUICKLIST-PACKED-THRESHOLD", arg)
+    try:
+        pair.check("RPUSH", "pl", "a" * 500, "b", "c", "d" * 500, "e")
+        pair.check("LINSERT", "pl", "AFTER", "b", "f" * 600)
+        pair.check("LRANGE", "pl", "0", "-1")
+        a, b = pair.both("DEBUG", "OBJECT", "pl")
+        fa, fb = _fields(a), _fields(b)
+        for name in ("ql_nodes", "encoding"):
+            assert fa[name] == fb[name], (name, a, b)
+    finally:
+        pair.both("DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0")
 
 
 def test_log_pause_cron_skip_checksum_and_disable_deny_scripts(pair) -> None:
