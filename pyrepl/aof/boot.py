@@ -35,7 +35,9 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
         if cmd is None:
             return False
         name = argv[0].lower()
-        if not cmd.subcommands and name not in _TRANSACTION and cmd.handler is not None:
+        # (a subcommand is not what its first word names: FUNCTION LOAD is not FUNCTION DELETE)
+        if not cmd.subcommands and "|" not in cmd.name and name not in _TRANSACTION and \
+                cmd.handler is not None:
             plain[argv[0]] = cmd
         if c.in_multi and name not in _TRANSACTION:
             c.multi_queue.append((cmd, argv))

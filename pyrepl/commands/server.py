@@ -913,8 +913,9 @@ def _loadaof(core: Any) -> object:
     aof = core.aof
     if aof.on:
         aof.flush_force()
-    for db in core.dbs:
+    for db in core.dbs:        # emptyData: the keys and the function libraries
         db.replace({}, {})
+    core.install_functions(None)
     try:
         aof.load_manifest()
     except Exception as e:  # noqa: BLE001 - Redis exits on a bad manifest here too

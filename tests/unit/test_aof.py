@@ -625,3 +625,32 @@ def test_always_exits_when_the_aof_cannot_be_written(tmp_path: Any) -> None:
     assert any("Can't recover from AOF write error when the AOF fsync policy is 'always'. "
                "Exiting..." in m for _, m in core.log.lines)
     heal_aof_writes(core, good)
+
+
+def test_debug_loadaof_drops_the_function_libraries_the_aof_deleted(tmp_path: Any) -> None:
+    """emptyData before the load takes the function libraries too (Redis's functions.tcl
+    "FUNCTION can processes create, delete and flush commands in AOF")."""
+    core = make_core(tmp_path, ("appendonly", ["yes"]))
+    c = core.connection_made()
+    lib = "#!lua name=test\nredis.register_function('test', function() return 'hello' end)"
+    assert run(c, "FUNCTION", "LOAD", lib) == b"$4\r\ntest\r\n"
+    assert run(c, "DEBUG", "LOADAOF") == b"+OK\r\n"
+    assert run(c, "FCALL", "test", "0") == b"$5\r\nhello\r\n"
+    assert run(c, "FUNCTION", "DELETE", "test") == b"+OK\r\n"
+    assert run(c, "DEBUG", "LOADAOF") == b"+OK\r\n"
+    assert run(c, "FUNCTION", "LIST") == b"*0\r\n"
+
+
+def test_subcommands_of_one_command_load_each_as_itself(tmp_path: Any) -> None:
+    """An AOF with several subcommands of one container command (XGROUP CREATE, then
+    CREATECONSUMER, SETID): each is loaded as itself, not as the first one seen."""
+    core = make_core(tmp_path, ("appendonly", ["yes"]))
+    c = core.connection_made()
+    run(c, "XADD", "s", "1-1", "f", "v")
+    run(c, "XGROUP", "CREATE", "s", "g", "$")
+    run(c, "XGROUP", "CREATECONSUMER", "s", "g", "alice")
+    run(c, "XGROUP", "SETID", "s", "g", "0")
+    before = run(c, "XINFO", "GROUPS", "s")
+    assert run(c, "DEBUG", "LOADAOF") == b"+OK\r\n"
+    assert run(c, "XINFO", "GROUPS", "s") == before
+    assert b"$5\r\nalice\r\n" in run(c, "XINFO", "CONSUMERS", "s", "g")

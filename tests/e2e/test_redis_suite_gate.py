@@ -1,0 +1,86 @@
+"""Redis 7.0.15's own test suite as a gate: the files of tests/unit and tests/integration that
+run in seconds and that pyrepl passes entirely, run here with pyrepl standing in for
+redis-server (scripts/redis_suite.py, the same harness `make redis-suite` drives). Every test
+Redis passes in them must pass: ``GATE`` holds Redis's own count per file (its run beside
+pyrepl's, tests/redis-suite/RESULTS.md), so a test that stops passing, or stops running, fails
+here. The whole suite's table is `make redis-suite`'s (about 45 minutes).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCE = os.path.join(ROOT, ".cache", "redis-src", "redis-7.0.15", "tests")
+
+pytestmark = [pytest.mark.slow]
+
+#: file: the tests Redis 7.0.15 passes in it (all of which pyrepl passes)
+GATE = {
+    "unit/acl": 90,
+    "unit/auth": 11,
+    "unit/bitfield": 20,
+    "unit/bitops": 45,
+    "unit/dump": 26,
+    "unit/info-command": 3,
+    "unit/keyspace": 54,
+    "unit/multi": 63,
+    "unit/protocol": 25,
+    "unit/pubsub": 30,
+    "unit/pubsubshard": 11,
+    "unit/quit": 3,
+    "unit/scan": 17,
+    "unit/tracking": 54,
+    "unit/type/hash": 73,
+    "unit/type/incr": 25,
+    "unit/type/list-3": 11,
+    "unit/type/stream-cgroups": 57,
+    "integration/convert-zipmap-hash-on-load": 3,
+    "integration/convert-ziplist-hash-on-load": 2,
+    "integration/convert-ziplist-zset-on-load": 2,
+    "integration/redis-cli": 31,
+    "integration/redis-benchmark": 9,
+}
+
+
+def _runner() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "redis_suite", os.path.join(ROOT, "scripts", "redis_suite.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_gate_files_of_redis_suite_pass(tmp_path: Any) -> None:
+    if not os.path.isdir(SOURCE):
+        pytest.skip("Redis 7.0.15's sources are missing (make redis-src unpacks them; the "
+                    "test command runs it)")
+    if shutil.which("tclsh8.6") is None and shutil.which("tclsh") is None:
+        pytest.skip("tclsh is missing (make system-deps installs tcl; the test command runs it)")
+    work = tmp_path / "suite"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "redis_suite.py"), "--kinds", "pyrepl",
+         "--files", ",".join(GATE), "--limit", "300", "--work", str(work),
+         "--port-offset", "5000", "--out", str(tmp_path / "RESULTS.md")],
+        capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runner = _runner()
+    bad = []
+    for name, want in GATE.items():
+        res = runner.from_log(str(work), "pyrepl", name)
+        if res is None:
+            bad.append(f"{name}: no log")
+            continue
+        failed = res.err + res.exception
+        if res.timeout or failed or len(res.ok) != want:
+            bad.append(f"{name}: {len(res.ok)} of {want} passed, failed {failed[:5]}"
+                       + (" (time limit)" if res.timeout else ""))
+    assert not bad, "\n".join(bad)
