@@ -1020,7 +1020,7 @@ DIRECTIVES: tuple[Directive, ...] = (
              choices=_names(_SLOT_STATS_FLAGS), hidden=True, noop=True),
     _enum("tls-auth-clients-user", "off", ("CN", "off"), hidden=True, noop=True),
     # pyrepl's own: the NDJSON sync event log read by the analytics job.
-    _str("sync-log-file", "", mutable=False, help="NDJSON sync event log; empty = off"),
+    _str("sync-log-file", "", help="NDJSON sync event log; empty = off"),
     _mem("sync-log-max-size", "64mb", 0, LLONG_MAX,
          help="rotate the sync log past this size; 0 = never rotate"),
     _int("sync-log-max-files", "8", 1, INT_MAX, help="rotated sync logs kept"),

@@ -466,11 +466,7 @@ class Server:
         else:
             self.replication = Replication(self.core)
         self.sync_log: RotatingNdjsonWriter | None = None
-        if config.sync_log_file and self.replication is not None:
-            self.sync_log = RotatingNdjsonWriter(config.in_dir(config.sync_log_file),
-                                                 config.sync_log_max_size,
-                                                 config.sync_log_max_files)
-            self.replication.events.sink = self.sync_log.write
+        self._open_sync_log()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners = Listeners(lambda: ClientProtocol(self), lambda: config.tcp_backlog)
         self.tls: tls.Contexts | None = None    # built when TLS is enabled (pyrepl.net.tls)
@@ -495,6 +491,24 @@ class Server:
         elif name in ("sync-log-max-size", "sync-log-max-files") and self.sync_log is not None:
             self.sync_log.set_limits(self.config.sync_log_max_size,
                                      self.config.sync_log_max_files)
+        elif name == "sync-log-file":
+            self._open_sync_log()
+
+    def _open_sync_log(self) -> None:
+        """The sync events' NDJSON file as ``sync-log-file`` names it (none when empty); a
+        change closes the old one, the events go to the new one from the next."""
+        cfg = self.config
+        if self.sync_log is not None:
+            self.sync_log.close()
+            self.sync_log = None
+        if self.replication is None:
+            return
+        if cfg.sync_log_file:
+            self.sync_log = RotatingNdjsonWriter(cfg.in_dir(cfg.sync_log_file),
+                                                 cfg.sync_log_max_size, cfg.sync_log_max_files)
+            self.replication.events.sink = self.sync_log.write
+        else:
+            self.replication.events.sink = None
 
     def _tls_changed(self, name: str) -> None:
         """applyTlsCfg / applyTLSPort: a changed tls-* directive rebuilds the contexts (for new

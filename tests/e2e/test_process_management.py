@@ -360,3 +360,28 @@ def test_a_crash_is_reported_in_the_log(tmp_path: Any, how: str) -> None:
     sig = signal.SIGABRT if how == "SIGABRT" else signal.SIGSEGV
     assert proc.returncode == -sig
     assert f"crashed by signal: {int(sig)}" in out and "------ STACK TRACE ------" in out
+
+
+def test_config_set_sync_log_file_moves_the_event_log(tmp_path: Any) -> None:
+    """sync-log-file is settable at run time (Redis's CONFIG sanity test sets every config
+    CONFIG GET lists): the old file is closed and the next sync's events go to the new one;
+    empty turns the log off."""
+    master = start_pyrepl("--sync-log-file", "a.ndjson", tmpdir=str(tmp_path))
+    try:
+        with RawClient(master.port) as c:
+            assert c.call("CONFIG", "SET", "sync-log-file", "b.ndjson") == b"+OK\r\n"
+            assert c.call("CONFIG", "GET", "sync-log-file") == \
+                b"*2\r\n$13\r\nsync-log-file\r\n$8\r\nb.ndjson\r\n"
+            replica = start_redis("--replicaof", "127.0.0.1", str(master.port))
+            try:
+                wait_for(lambda: "state=online" in info(c, "replication").get("slave0", ""),
+                         timeout=30, what="replica online")
+                wait_for(lambda: (tmp_path / "b.ndjson").exists()
+                         and b"psync_decision" in (tmp_path / "b.ndjson").read_bytes(),
+                         timeout=10, what="the sync's events in b.ndjson")
+            finally:
+                replica.stop()
+            a = tmp_path / "a.ndjson"
+            assert not a.exists() or b"psync_decision" not in a.read_bytes()
+    finally:
+        master.stop()

@@ -277,8 +277,8 @@ REDIS_DEFAULTS = {
     **REDIS8_DEFAULTS,
     "sync-log-file": "", "sync-log-max-size": str(64 * 1024 * 1024), "sync-log-max-files": "8",
 }
-# Redis 7.0's config.c flags (IMMUTABLE_CONFIG, PROTECTED_CONFIG, HIDDEN_CONFIG), plus pyrepl's
-# immutable sync-log-file and the Redis 8 names, hidden because Redis 7.0 has no such config.
+# Redis 7.0's config.c flags (IMMUTABLE_CONFIG, PROTECTED_CONFIG, HIDDEN_CONFIG), plus the
+# Redis 8 names, hidden because Redis 7.0 has no such config.
 IMMUTABLE = {
     "aclfile", "always-show-logo", "aof_rewrite_cpulist", "appenddirname", "appendfilename",
     "bgsave_cpulist", "bio_cpulist", "cluster-config-file", "cluster-enabled", "cluster-port",
@@ -286,7 +286,7 @@ IMMUTABLE = {
     "enable-protected-configs", "io-threads", "io-threads-do-reads", "logfile", "pidfile",
     "rdbchecksum", "replicaof", "server_cpulist", "set-proc-title", "socket-mark-id",
     "supervised", "syslog-enabled", "syslog-facility", "syslog-ident", "tcp-backlog",
-    "unixsocket", "unixsocketperm", "sync-log-file", "lua-enable-deprecated-api"}
+    "unixsocket", "unixsocketperm", "lua-enable-deprecated-api"}
 PROTECTED = {"dir", "dbfilename"}
 HIDDEN = {"key-load-delay", "loading-process-events-interval-bytes", "rdb-key-save-delay",
           "use-exit-on-panic", "watchdog-period", "lua-enable-deprecated-api"} | set(REDIS8_DEFAULTS) - {
