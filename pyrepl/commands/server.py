@@ -277,12 +277,13 @@ def client_list(c: Any, argv: list[bytes]) -> object:
             i = len(argv)
         else:
             raise ReplyError("ERR syntax error")
-    return Verbatim("".join(cl.info_line() + "\n" for cl in clients).encode())
+    return Verbatim("".join(cl.info_line(argv if cl is c else None) + "\n"
+                            for cl in clients).encode())
 
 
 @command("client|info", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns information about the connection.")
 def client_info(c: Any, argv: list[bytes]) -> object:
-    return Verbatim((c.info_line() + "\n").encode())
+    return Verbatim((c.info_line(argv) + "\n").encode())
 
 
 @command("client|id", 2, "noscript loading stale", group="connection", acl="connection", summary="Returns the unique client ID of the connection.")

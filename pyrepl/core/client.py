@@ -15,6 +15,7 @@ from pyrepl.core import clientevict
 from pyrepl.fastpath import execute
 from pyrepl.resp.fastreader import first
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
+from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
@@ -228,9 +229,12 @@ class Client:
         self.core.client_closed(self)
 
     # -- helpers --------------------------------------------------------------------------
-    def info_line(self) -> str:
+    def info_line(self, running: list[bytes] | None = None) -> str:
         """The client as CLIENT LIST / CLIENT INFO and the logs show it (catClientInfoString);
-        a replica's ``omem``/``oll`` are its part of the shared replication buffer."""
+        a replica's ``omem``/``oll`` are its part of the shared replication buffer. For the
+        client whose command is ``running`` (CLIENT LIST's or INFO's caller), ``qbuf`` holds
+        that command too and ``argv-mem`` its arguments, as Redis's query buffer and argv
+        still do while it runs."""
         core = self.core
         now = core.now_ms
         flags = self.flags or ""
@@ -251,6 +255,10 @@ class Client:
         if not flags:
             flags = "N"
         qbuf = self.reader.buffered() if hasattr(self.reader, "buffered") else 0
+        argv_mem = 0
+        if running is not None:
+            qbuf += len(encode_command(running))
+            argv_mem = sum(len(a) for a in running)
         name = self.name.decode("utf-8", "replace")
         oll = 0
         ref = getattr(self.repl, "ref", None)
@@ -266,7 +274,7 @@ class Client:
             f"age={(now - self.ctime_ms) // 1000} idle={(now - self.last_interaction_ms) // 1000} "
             f"flags={flags} db={self.db.id} {self._sub_counts()} "
             f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
-            f"argv-mem=0 multi-mem={multi_mem} rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
+            f"argv-mem={argv_mem} multi-mem={multi_mem} rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
             f"tot-mem={clientevict.memory(self)} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
             f"redir={self.tracking_redir if self.tracking else -1} resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
             f"lib-ver={self.lib_ver.decode('utf-8', 'replace')} tot-net-in={self.net_in} "

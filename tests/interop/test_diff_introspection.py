@@ -269,3 +269,24 @@ def test_debug_error_help_and_client_kill_user_as_redis(servers) -> None:
             help_lines = parse_reply(c.call("DEBUG", "HELP"))
             assert b"ERROR <string>" in help_lines
     assert seen[0] == seen[1]
+
+
+def test_client_list_fields_of_the_caller_as_redis(servers) -> None:
+    """CLIENT LIST and CLIENT INFO show the caller with its running command still in its query
+    buffer (qbuf, argv-mem), as Redis's introspection.tcl expects them; the fields that are
+    allocator or timing figures are left out."""
+    seen = []
+    keep = ("flags", "db", "sub", "psub", "ssub", "multi", "qbuf", "argv-mem", "multi-mem",
+            "obl", "oll", "omem", "events", "cmd", "user", "redir", "resp")
+    for port in servers:
+        with RawClient(port) as c:
+            c.call("SELECT", "9")
+            got = []
+            for cmd in (("CLIENT", "LIST"), ("CLIENT", "INFO"), ("CLIENT", "LIST", "ID", "1")):
+                reply = c.call(*cmd)
+                line = reply.split(b"\r\n")[1].decode().strip() if reply.startswith(b"$") else ""
+                fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+                got.append({k: fields.get(k) for k in keep})
+            seen.append(got[:2])
+    assert seen[0] == seen[1]
+    assert seen[0][0]["qbuf"] == "26" and seen[0][1]["qbuf"] == "26"
