@@ -21,43 +21,25 @@ CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True,
            "help_option_names": ["--help"]}
 
 
-def parse_directive_flags(args: list[str]) -> list[tuple[str, list[str]]]:
-    """``["--save", "", "--replicaof", "h", "p"]`` -> ``[("save", [""]), ("replicaof", ["h", "p"])]``.
-
-    Like redis-server: a value that itself starts with ``--`` is not possible, and a directive
-    takes every following word up to the next ``--name``.
-    """
-    out: list[tuple[str, list[str]]] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if not a.startswith("--") or len(a) < 3:
-            raise click.UsageError(f"unexpected argument {a!r} (directives are --name value)")
-        name = a[2:]
-        vals: list[str] = []
-        i += 1
-        while i < len(args) and not (args[i].startswith("--") and len(args[i]) > 2):
-            vals.append(args[i])
-            i += 1
-        # "--replicaof '127.0.0.1 6380'" -> one quoted word holding both arguments
-        if len(vals) == 1 and " " in vals[0] and name.lower() in ("replicaof", "slaveof", "save",
-                                                                   "client-output-buffer-limit"):
-            vals = vals[0].split()
-            if not vals:
-                vals = [""]
-        out.append((name, vals))
-    return out
-
-
-def _build_config(config_file: str | None, overrides: list[tuple[str, list[str]]]):
-    from pyrepl.config import Config, ConfigError
+def _build_config(config_file: str | None, args: list[str],
+                  overrides: list[tuple[str, list[str]]] | None = None):
+    """The file, then redis-server's arguments as the config lines it appends (pyrepl.config
+    .option_lines), then ``overrides``; a bad one ends the start with Redis's report."""
+    from pyrepl.config import Config, ConfigError, option_lines
     from pyrepl.core.acl_file import check_config_users
 
     try:
-        cfg = Config.load(config_file, overrides)
+        cfg = Config.load(config_file, overrides or (), lines=option_lines(args))
         check_config_users(cfg)     # (the `user` lines' rules need the command table)
     except ConfigError as e:
-        click.echo(f"*** FATAL CONFIG FILE ERROR ***\n{e}", err=True)
+        if e.line is not None and e.reason:     # loadServerConfigFromString's report
+            where = f"\n(in {e.path}:{e.lineno})" if e.path and e.path != "<command line>" \
+                else ""
+            click.echo(f"\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n"
+                       f"Reading the configuration file, at line {e.lineno or 0}\n"
+                       f">>> '{e.line}'\n{e.reason}{where}", err=True)
+        else:
+            click.echo(f"*** FATAL CONFIG FILE ERROR ***\n{e}", err=True)
         sys.exit(1)
     except OSError as e:
         click.echo(f"Fatal error, can't open config file '{config_file}': {e.strerror}", err=True)
@@ -71,19 +53,6 @@ def _build_config(config_file: str | None, overrides: list[tuple[str, list[str]]
                        err=True)
             sys.exit(1)
     return cfg
-
-
-def _common_overrides(port: int | None, bind: str | None, dir_: str | None,
-                      extra: list[str]) -> list[tuple[str, list[str]]]:
-    ov: list[tuple[str, list[str]]] = []
-    if port is not None:
-        ov.append(("port", [str(port)]))
-    if bind is not None:
-        ov.append(("bind", bind.split()))
-    if dir_ is not None:
-        ov.append(("dir", [dir_]))
-    ov.extend(parse_directive_flags(extra))
-    return ov
 
 
 def _account_memory() -> None:
@@ -115,20 +84,16 @@ def main() -> None:
 @main.command(context_settings=CONTEXT)
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="redis.conf-style configuration file.")
-@click.option("--port", type=int, help="TCP port to listen on (overrides the file).")
-@click.option("--bind", help="Addresses to listen on, space separated (overrides the file).")
-@click.option("--dir", "dir_", help="Working directory for the RDB file (overrides the file).")
 @click.pass_context
-def master(ctx: click.Context, config_file: str | None, port: int | None, bind: str | None,
-           dir_: str | None) -> None:
+def master(ctx: click.Context, config_file: str | None) -> None:
     """Run a master in the foreground (Ctrl-C / SIGTERM: clean shutdown, saving if configured).
 
-    Extra flags `--<directive> VALUE...` set any redis.conf directive, e.g. `--save ""`
-    or `--repl-backlog-size 64mb`.
+    Then `--<directive> VALUE...` sets any redis.conf directive, with redis-server's rules:
+    `--port 6380`, `--bind 127.0.0.1 ::1`, `--dir ./var`, `--save ""`,
+    `--repl-backlog-size 64mb`, or a whole line as one argument (`"--port 6380"`).
     """
     _account_memory()
-    overrides = _common_overrides(port, bind, dir_, ctx.args)
-    cfg = _build_config(config_file, overrides)
+    cfg = _build_config(config_file, ctx.args)
     _serve(cfg)
 
 
@@ -137,23 +102,17 @@ def master(ctx: click.Context, config_file: str | None, port: int | None, bind: 
               help="The master to follow.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="redis.conf-style configuration file.")
-@click.option("--port", type=int, help="TCP port to listen on (overrides the file).")
-@click.option("--bind", help="Addresses to listen on, space separated (overrides the file).")
-@click.option("--dir", "dir_", help="Working directory for the RDB file (overrides the file).")
 @click.pass_context
-def replica(ctx: click.Context, master_addr: str, config_file: str | None, port: int | None,
-            bind: str | None, dir_: str | None) -> None:
+def replica(ctx: click.Context, master_addr: str, config_file: str | None) -> None:
     """Run a replica of HOST:PORT in the foreground.
 
-    Same flags as `master`; `--master` sets the `replicaof` directive.
+    Same directives as `master`; `--master` sets the `replicaof` directive.
     """
     _account_memory()
     host, sep, mport = master_addr.rpartition(":")
     if not sep or not host or not mport.isdigit():
         raise click.BadParameter("expected HOST:PORT", param_hint="--master")
-    overrides = _common_overrides(port, bind, dir_, ctx.args)
-    overrides.append(("replicaof", [host, mport]))
-    cfg = _build_config(config_file, overrides)
+    cfg = _build_config(config_file, ctx.args, [("replicaof", [host, mport])])
     _serve(cfg)
 
 

@@ -1047,6 +1047,37 @@ def lookup(name: str) -> Directive | None:
     return _BY_NAME.get(name.lower() if name.isascii() else name)
 
 
+def option_lines(args: Sequence[str]) -> list[str]:
+    """redis-server's arguments after the config file as the redis.conf lines it appends to
+    it (server.c's main): ``--name`` starts a line; each other argument is a value, quoted
+    (sdscatrepr); right after a bare ``--name`` the next argument is its value even if it
+    starts with ``--``, while "--name value" in one argument is a whole line; a ``--save``
+    with no value is ``save ""``. Reading the configuration from stdin (``-``) is refused."""
+    options: list[str] = []
+    handled_last = True
+    for j, arg in enumerate(args):
+        if arg == "-" and (j == 0 or j == len(args) - 1):
+            raise ConfigError("reading the configuration from stdin ('-') is not supported",
+                              path="<command line>")
+        if handled_last and arg.startswith("--"):
+            options.append(arg[2:] + " ")
+            tokens = split_args(arg)
+            if tokens is not None and len(tokens) == 1:
+                handled_last = False
+                if arg.lower() == "--save" and (j == len(args) - 1
+                                                or args[j + 1].startswith("--")):
+                    options[-1] += '""'
+                    handled_last = True
+            else:
+                handled_last = True
+        else:
+            if not options:
+                options.append("")
+            options[-1] += repr_arg(arg) + " "
+            handled_last = True
+    return options
+
+
 def _quote(arg: str) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -1117,8 +1148,10 @@ class Config:
 
     @classmethod
     def load(cls, path: str | None = None,
-             overrides: Iterable[tuple[str, Sequence[str]]] = ()) -> Config:
-        """Defaults, then the file at ``path`` (if any), then ``overrides`` in order.
+             overrides: Iterable[tuple[str, Sequence[str]]] = (),
+             lines: Sequence[str] = ()) -> Config:
+        """Defaults, then the file at ``path`` (if any), then the command line's ``lines``
+        (redis.conf lines, :func:`option_lines`), then ``overrides`` in order.
 
         ``overrides`` are command-line style ``(name, args)`` pairs: ``("port", ["7000"])``,
         ``("save", [""])``, ``("replicaof", ["127.0.0.1 6380"])``.
@@ -1128,6 +1161,18 @@ class Config:
         if path is not None:
             object.__setattr__(cfg, "source_file", os.path.abspath(path))
             loader.load_file(path, depth=0)
+        for n, line in enumerate(lines, 1):
+            text = line.strip(" \t\r\n")
+            if not text or text.startswith("#"):
+                continue
+            argv = split_args(text)
+            if argv is None:
+                raise ConfigError(f"command line: {text}: Unbalanced quotes in configuration "
+                                  "line", reason="Unbalanced quotes in configuration line",
+                                  path="<command line>", lineno=n, line=text)
+            if argv:
+                loader.apply(argv, where="command line: " + text, path=None, lineno=n,
+                             line=text)
         for name, args in overrides:
             argv = [name, *args]
             where = "command line: --" + " ".join([name, *map(_quote, args)])
@@ -1136,50 +1181,13 @@ class Config:
 
     @classmethod
     def from_args(cls, args: Sequence[str]) -> Config:
-        """Build from redis-server style arguments: ``[path] --port 7000 --save "" ...``.
-
-        Follows redis-server's rules: a first argument not starting with ``-`` is the file;
-        ``--name value...`` starts a directive and each following argument is one value
-        (``--port 7000`` as a single argument works too); right after a bare ``--name`` the
-        next argument is taken as its value even if it starts with ``--``; a ``--save`` with
-        no value means ``save ""``.
-        """
+        """Build from redis-server style arguments: ``[path] --port 7000 --save "" ...``
+        (:func:`option_lines`: redis-server's rules)."""
         args = list(args)
         path: str | None = None
-        j = 0
         if args and not args[0].startswith("-"):
-            path, j = args[0], 1
-        lines: list[list[str]] = []
-        handled_last = True
-        while j < len(args):
-            arg = args[j]
-            if arg == "-" and (j == 0 or j == len(args) - 1):
-                raise ConfigError("reading the configuration from stdin ('-') is not supported",
-                                  path="<command line>")
-            if handled_last and arg.startswith("--"):
-                tokens = split_args(arg[2:])
-                if tokens is None:
-                    raise ConfigError(f"command line: {arg}: Unbalanced quotes in "
-                                      "configuration line",
-                                      reason="Unbalanced quotes in configuration line",
-                                      path="<command line>", line=arg)
-                lines.append(tokens)
-                if len(tokens) <= 1:
-                    handled_last = False
-                    is_last = j == len(args) - 1
-                    if arg.lower() == "--save" and (is_last or args[j + 1].startswith("--")):
-                        tokens.append("")
-                        handled_last = True
-                else:
-                    handled_last = True
-            else:
-                if not lines:
-                    lines.append([])
-                lines[-1].append(arg)
-                handled_last = True
-            j += 1
-        overrides = [(line[0], line[1:]) for line in lines if line]
-        return cls.load(path, overrides)
+            path, args = args[0], args[1:]
+        return cls.load(path, lines=option_lines(args))
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -158,7 +158,9 @@ def test_unreadable_rdb_refuses_to_start_with_clear_error(tmp_path) -> None:
                         "--bind", "127.0.0.1", "--save", ""], capture_output=True, text=True,
                        timeout=30, stdin=subprocess.DEVNULL)
     assert p.returncode != 0
-    assert "loading the DB" in p.stdout   # (the log: stdout when no logfile, as Redis)
+    # (the log: stdout when no logfile, as Redis; its words for an RDB it cannot read)
+    assert "Internal error in RDB reading" in p.stdout
+    assert "Terminating server after rdb file reading failure." in p.stdout
 
 
 def test_config_set_port_rebinds_and_a_busy_port_is_refused(tmp_path) -> None:

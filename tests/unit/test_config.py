@@ -1228,3 +1228,27 @@ def test_memory_tracking_only_at_start(tmp_path: Path) -> None:
     cfg.set("key-memory-histograms", "no")
     with pytest.raises(ConfigError, match="memory tracking cannot be enabled at runtime"):
         cfg.set("key-memory-histograms", "yes")
+
+
+def test_option_lines_follow_redis_server() -> None:
+    """redis-server's arguments as the config lines it appends (introspection.tcl's command
+    line cases): values quoted, a bare --name takes the next argument even with --, a whole
+    line in one argument, --save alone is save \"\"."""
+    from pyrepl.config import option_lines
+
+    assert option_lines(["--port", "6379", "6380"]) == ['port "6379" "6380" ']
+    assert option_lines(["--port", "--loglevel", "verbose"]) == ['port "--loglevel" "verbose" ']
+    assert option_lines(["--logfile", "--my--log", "--loglevel", "--bla"]) == [
+        'logfile "--my--log" ', 'loglevel "--bla" ']
+    assert option_lines(["--maxmemory 700mb", "--loglevel verbose"]) == [
+        "maxmemory 700mb ", "loglevel verbose "]
+    assert option_lines(["--save", "--loglevel", "verbose"]) == ['save ""', 'loglevel "verbose" ']
+    assert option_lines(["--loglevel", "verbose", "--save"]) == ['loglevel "verbose" ', 'save ""']
+    assert option_lines(["loglevel", "verbose"]) == ['"loglevel" "verbose" ']
+    cfg = Config.load(None, lines=option_lines(["--shutdown-on-sigint", "nosave", "force", "now",
+                                                "--shutdown-on-sigterm", "nosave force"]))
+    assert cfg.get_formatted("shutdown-on-sigint") == "nosave now force"
+    assert cfg.get_formatted("shutdown-on-sigterm") == "nosave force"
+    with pytest.raises(ConfigError) as e:
+        Config.load(None, lines=option_lines(["--port", "6379", "6380"]))
+    assert e.value.line == 'port "6379" "6380"' and e.value.reason == "wrong number of arguments"
