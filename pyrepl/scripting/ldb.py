@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pyrepl.config import repr_arg as repr_bytes  # (sdscatrepr)
+
 #: LDB_MAX_LEN_DEFAULT and LDB_BREAKPOINTS_MAX
 MAX_LEN_DEFAULT = 256
 BREAKPOINTS_MAX = 64
@@ -81,31 +83,6 @@ class LdbChannelPort(Protocol):
 
     def close(self) -> None:
         """Give the socket back to the server (it stays open)."""
-
-
-def repr_bytes(s: bytes) -> str:
-    """sdscatrepr: a quoted string with C escapes and \\xHH for the unprintable."""
-    out = ['"']
-    for b in s:
-        c = chr(b)
-        if c in '\\"':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\a":
-            out.append("\\a")
-        elif c == "\b":
-            out.append("\\b")
-        elif 32 <= b < 127:
-            out.append(c)
-        else:
-            out.append(f"\\x{b:02x}")
-    out.append('"')
-    return "".join(out)
 
 
 def protocol_to_human(reply: bytes) -> str:

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -153,23 +155,38 @@ def test_shutdown_on_sigterm_flags(tmp_path: Any, flags: str, saved: bool) -> No
     assert (tmp_path / "dump.rdb").exists() == saved
 
 
+@contextmanager
+def _stopped_replica(tmp_path: Any, kind: str, start: Any,
+                     *flags: str) -> Iterator[ServerProcess]:
+    """A master (``start``: pyrepl's or redis-server's) with a redis-server replica that
+    synced, then was stopped with SIGSTOP (it lags from now on); both stopped on the way out."""
+    d = tmp_path / kind
+    d.mkdir()
+    master = start(*flags, tmpdir=str(d))
+    (tmp_path / f"{kind}-replica").mkdir()
+    replica = start_redis("--replicaof", "127.0.0.1", str(master.port),
+                          tmpdir=str(tmp_path / f"{kind}-replica"))
+    try:
+        with RawClient(master.port) as c:
+            wait_for(lambda: "state=online" in info(c, "replication").get("slave0", ""),
+                     timeout=30, what="replica online")
+        assert replica.proc is not None
+        os.kill(replica.proc.pid, signal.SIGSTOP)
+        yield master
+    finally:
+        if replica.proc is not None:
+            os.kill(replica.proc.pid, signal.SIGCONT)
+        replica.stop()
+        master.stop()
+
+
 def test_shutdown_waits_for_a_lagging_replica_as_redis(tmp_path: Any) -> None:
     """shutdown-timeout: SHUTDOWN returns only after the timeout while a replica lags (both
     servers); SHUTDOWN NOW does not wait."""
     results = {}
     for kind, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
-        d = tmp_path / kind
-        d.mkdir()
-        master = start("--shutdown-timeout", "2", tmpdir=str(d))
-        (tmp_path / f"{kind}-replica").mkdir()
-        replica = start_redis("--replicaof", "127.0.0.1", str(master.port),
-                              tmpdir=str(tmp_path / f"{kind}-replica"))
-        try:
+        with _stopped_replica(tmp_path, kind, start, "--shutdown-timeout", "2") as master:
             with RawClient(master.port) as c:
-                wait_for(lambda c=c: info(c, "replication").get("slave0", "").find("online") > 0,
-                         timeout=30, what="replica online")
-                assert replica.proc is not None
-                os.kill(replica.proc.pid, signal.SIGSTOP)
                 c.call("SET", "k", "v" * 1000)
                 t0 = time.monotonic()
                 c.send("SHUTDOWN")
@@ -179,11 +196,6 @@ def test_shutdown_waits_for_a_lagging_replica_as_redis(tmp_path: Any) -> None:
             assert master.proc is not None
             master.proc.wait(15)
             assert "Lagging replica" in master.log()
-        finally:
-            if replica.proc is not None:
-                os.kill(replica.proc.pid, signal.SIGCONT)
-            replica.stop()
-            master.stop()
     assert results["redis"] >= 1.5 and results["pyrepl"] >= 1.5, results
 
 
@@ -280,34 +292,18 @@ def test_shutdowns_waiting_together_and_aborted_as_redis(tmp_path: Any) -> None:
     aborted")."""
     seen = {}
     for kind, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
-        d = tmp_path / kind
-        d.mkdir()
-        master = start("--shutdown-timeout", "60", tmpdir=str(d))
-        (tmp_path / f"{kind}-replica").mkdir()
-        replica = start_redis("--replicaof", "127.0.0.1", str(master.port),
-                              tmpdir=str(tmp_path / f"{kind}-replica"))
-        try:
-            with RawClient(master.port) as c, RawClient(master.port) as rd1, \
-                    RawClient(master.port) as rd2:
-                wait_for(lambda c=c: "state=online" in info(c, "replication").get("slave0", ""),
-                         timeout=30, what="replica online")
-                assert replica.proc is not None
-                os.kill(replica.proc.pid, signal.SIGSTOP)
-                c.call("INCR", "k")
-                rd1.send("SHUTDOWN")
-                rd2.send("SHUTDOWN")
-                wait_for(lambda c=c: info(c, "clients")["blocked_clients"] == "2", timeout=10,
-                         what="both SHUTDOWNs blocked")
-                left = int(info(c, "server")["shutdown_in_milliseconds"])
-                got = [0 < left <= 60000, c.call("SHUTDOWN", "ABORT"), rd1.read_reply(),
-                       rd2.read_reply(), c.call("PING"),
-                       "shutdown_in_milliseconds" in info(c, "server")]
-                seen[kind] = got
-        finally:
-            if replica.proc is not None:
-                os.kill(replica.proc.pid, signal.SIGCONT)
-            replica.stop()
-            master.stop()
+        with _stopped_replica(tmp_path, kind, start, "--shutdown-timeout", "60") as master, \
+                RawClient(master.port) as c, RawClient(master.port) as rd1, \
+                RawClient(master.port) as rd2:
+            c.call("INCR", "k")
+            rd1.send("SHUTDOWN")
+            rd2.send("SHUTDOWN")
+            wait_for(lambda c=c: info(c, "clients")["blocked_clients"] == "2", timeout=10,
+                     what="both SHUTDOWNs blocked")
+            left = int(info(c, "server")["shutdown_in_milliseconds"])
+            seen[kind] = [0 < left <= 60000, c.call("SHUTDOWN", "ABORT"), rd1.read_reply(),
+                          rd2.read_reply(), c.call("PING"),
+                          "shutdown_in_milliseconds" in info(c, "server")]
     assert seen["pyrepl"] == seen["redis"] == [
         True, b"+OK\r\n", b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n",
         b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n", b"+PONG\r\n", False]
