@@ -200,25 +200,14 @@ def test_shutdown_waits_for_a_lagging_replica_as_redis(tmp_path: Any) -> None:
 
 
 def test_shutdown_now_does_not_wait(tmp_path: Any) -> None:
-    master = start_pyrepl("--shutdown-timeout", "30", tmpdir=str(tmp_path))
-    replica = start_redis("--replicaof", "127.0.0.1", str(master.port))
-    try:
-        with RawClient(master.port) as c:
-            wait_for(lambda: "state=online" in info(c, "replication").get("slave0", ""),
-                     timeout=30, what="replica online")
-            assert replica.proc is not None
-            os.kill(replica.proc.pid, signal.SIGSTOP)
-            c.call("SET", "k", "v")
-            t0 = time.monotonic()
-            c.send("SHUTDOWN", "NOW")
-            with pytest.raises(ConnectionError):
-                c.read_reply()
-            assert time.monotonic() - t0 < 5
-    finally:
-        if replica.proc is not None:
-            os.kill(replica.proc.pid, signal.SIGCONT)
-        replica.stop()
-        master.stop()
+    with _stopped_replica(tmp_path, "pyrepl", start_pyrepl, "--shutdown-timeout", "30") as m, \
+            RawClient(m.port) as c:
+        c.call("SET", "k", "v")
+        t0 = time.monotonic()
+        c.send("SHUTDOWN", "NOW")
+        with pytest.raises(ConnectionError):
+            c.read_reply()
+        assert time.monotonic() - t0 < 5
 
 
 def test_the_log_goes_to_stdout_with_the_banner_redis_test_harness_waits_for() -> None:
