@@ -223,13 +223,24 @@ class Replication:
                      queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:
         """NOREPLICAS (min-replicas-to-write) and READONLY (a read-only replica) for a write,
         or an EXEC whose queue holds one."""
-        if c.kind == "master" or not (cmd.write or any(q.write for q, _ in queued)):
+        if c.kind == "master" or not (cmd.write or any(self._writes(q, a) for q, a in queued)):
             return None
         if self.is_replica() and self.core.config.replica_read_only:
             return READONLY_ERR
         if not self.master.enough_good_replicas():
             return NOREPLICAS_ERR
         return None
+
+    def _writes(self, cmd: ReplCommand, argv: Any) -> bool:
+        """A queued command is a write (is_write_command), a script's by its declared flags
+        (getCommandFlags: EVAL of a shebang script without no-writes)."""
+        if cmd.write:
+            return True
+        if cmd.name not in ("eval", "evalsha", "fcall"):
+            return False
+        from pyrepl.scripting.engine import engine_of
+
+        return bool(engine_of(self.core).declares_write(argv))
 
     def refuse_stale(self, c: ReplClient, cmd: ReplCommand,
                      queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:

@@ -286,6 +286,19 @@ class ScriptEngine:
         flags = self._declared_flags(argv, name == b"evalsha")
         return bool(flags & sc.COMPAT) or not flags & sc.NO_WRITES
 
+    def declares_write(self, argv: list[bytes]) -> bool:
+        """scriptFlagsToCmdFlags' CMD_WRITE for EVAL, EVALSHA and FCALL: a script or function
+        that declared its flags writes unless ``no-writes`` (one without flags is judged by
+        what it calls, not here)."""
+        name = argv[0].lower()
+        if name == b"fcall":
+            fn = self.functions.lookup(argv[1]) if len(argv) > 1 else None
+            return fn is not None and not fn.flags & sc.NO_WRITES
+        if name not in (b"eval", b"evalsha") or len(argv) < 2:
+            return False
+        flags = self._declared_flags(argv, name == b"evalsha")
+        return not flags & (sc.COMPAT | sc.NO_WRITES)
+
     def _oom(self) -> bool:
         """Redis's pre_command_oom_state: the command that runs the script found the memory
         above maxmemory with nothing left to evict (pyrepl.core.evict)."""

@@ -344,3 +344,23 @@ def test_propagation_of_script_effects(tapped_redis) -> None:
         ("EVALSHA", "1f8e8e2d4a4ac0a6e4c7bbf0bd4ac6dcd8d5e4c1", "1", "x"),
         ("EVALSHA", "2bab3b661081db58bd2341920e0ba7cf5dc77b25", "1", "x"),
     ])
+
+
+def test_exec_of_queued_scripts_on_a_read_only_replica_as_redis(servers) -> None:
+    """scripting.tcl's "no-writes shebang flag on replica": an EVAL queued on a master that
+    became a read-only replica before EXEC aborts the transaction when its script declared
+    flags without no-writes (a write by its flags), while a script without flags runs and
+    its write is refused inside."""
+    from tests.support.resp import RawClient
+
+    seen = []
+    for port in servers:
+        with RawClient(port) as c, RawClient(port) as rr, RawClient(port) as rr2:
+            got = [rr.call("MULTI"), rr.call("EVAL", "#!lua\nreturn 1", "0"),
+                   rr2.call("MULTI"),
+                   rr2.call("EVAL", "redis.call('set','x',1) return 1", "1", "x"),
+                   c.call("REPLICAOF", "127.0.0.1", "1"), rr.call("EXEC"), rr2.call("EXEC"),
+                   c.call("REPLICAOF", "NO", "ONE")]
+            seen.append([g.split(b" script: ")[0] for g in got])
+    assert seen[0] == seen[1]
+    assert seen[0][5].startswith(b"-EXECABORT Transaction discarded because of: READONLY")
