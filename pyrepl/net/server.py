@@ -399,7 +399,8 @@ class NetHost(Host):
         SHUTDOWN NOSAVE work) and the answers are written."""
         core = self.server.core
         conns = {c.fd: c for c in core.clients.values()
-                 if c is not protected and c.fd >= 0 and c.kind in ("normal", "pubsub")
+                 if c is not protected and c.fd >= 0
+                 and c.kind in ("normal", "pubsub", "replica")
                  and c.transport is not None and not c.closed
                  and not tls.is_tls(c)}     # (TLS: see README)
         if not conns:
@@ -417,9 +418,15 @@ class NetHost(Host):
                 continue
             except OSError:
                 continue
-            if data:            # (EOF: the event loop sees it again once the script ends)
+            if data:
                 c.receive_data(data)
                 write_client(c)
+            elif c.kind == "replica":   # a replica gone: freed now (INFO, min-replicas-to-write
+                t = c.transport         # see it while the script runs), as Redis frees it
+                c.connection_lost()
+                if t is not None:
+                    t.abort()
+            # (a normal client's EOF: the event loop sees it again once the script ends)
 
     def output_buffered(self, client: Client) -> int:
         t = client.transport
