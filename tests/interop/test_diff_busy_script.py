@@ -74,3 +74,31 @@ def test_a_script_that_wrote_is_unkillable_and_shutdown_nosave_stops(servers) ->
             seen.append(got)
     assert seen[0] == seen[1]
     assert seen[0][0].startswith(b"-UNKILLABLE Sorry the script already executed write")
+
+
+def test_a_replica_that_leaves_during_a_busy_script_is_seen_by_it() -> None:
+    """scripting.tcl's "not enough good replicas state change during long script": while a
+    script runs past the threshold, a replica that disconnects is freed (the hook serves the
+    replica links), so the script's INFO sees connected_slaves:0 and it ends; on pyrepl and
+    redis-server alike."""
+    from tests.support.procs import start_pyrepl, start_redis
+
+    script = ("redis.call('set','x','script value') "
+              "while true do local info = redis.call('info','replication') "
+              "if string.match(info, 'connected_slaves:0') then redis.call('set','x',info) "
+              "break end end return 1")
+    for start in (start_pyrepl, start_redis):
+        with start("--busy-reply-threshold", "10") as master, \
+                start_redis("--replicaof", "127.0.0.1", "0") as replica, \
+                RawClient(master.port) as runner, RawClient(master.port) as other, \
+                RawClient(replica.port) as rc:
+            assert rc.call("REPLICAOF", "127.0.0.1", str(master.port)) == b"+OK\r\n"
+            wait_for(lambda: b"state=online" in other.call("INFO", "replication"),
+                     timeout=30, what="the replica online")
+            assert other.call("CONFIG", "SET", "min-replicas-to-write", "1") == b"+OK\r\n"
+            runner.send("EVAL", script, "1", "x")
+            wait_for(lambda: other.call("PING").startswith(b"-BUSY"), timeout=10,
+                     what=f"the script busy ({start.__name__})")
+            assert rc.call("REPLICAOF", "NO", "ONE") == b"+OK\r\n"
+            assert runner.read_reply() == b":1\r\n"
+            assert b"connected_slaves:0" in other.call("GET", "x")
