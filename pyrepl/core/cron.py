@@ -69,6 +69,8 @@ class Cron:
             core.client_eviction.cron()
         core.persistence.cron(now_ms)
         self._sample_cow(now_ms)
+        if core.shutdown.signalled is not None:
+            core.shutdown.signal_cron()
         if core.shutdown.wait is not None:
             core.shutdown.cron(now_ms)
         if core.tracking_writes:    # client-side caching: BCAST batch, table limit

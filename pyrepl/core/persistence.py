@@ -77,7 +77,8 @@ class Persistence:
         try:
             save_rdb_file(self.rdb_path(), core.dbs, aux=self.rdb_aux(),
                           functions=core.function_codes(),
-                          checksum=core.config.rdbchecksum, now_ms=core.now_ms)
+                          checksum=core.config.rdbchecksum, now_ms=core.now_ms,
+                          key_hook=core.host.key_save_delay_hook())   # (rdb-key-save-delay)
         except OSError as e:
             core.log.warning(f"Failed saving the DB: {e}")
             self.ok = False

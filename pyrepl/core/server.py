@@ -372,6 +372,12 @@ class ServerCore:
 
         install_libraries(self, libraries)
 
+    def script_writes(self, argv: list[bytes]) -> bool:
+        """Whether an EVAL/EVALSHA/FCALL's script declared flags without no-writes."""
+        from pyrepl.scripting.engine import engine_of
+
+        return bool(engine_of(self).declares_write(argv))
+
     @property
     def propagation_pending(self) -> bool:
         """A call queued something to propagate that no flush has handed on yet."""
@@ -430,9 +436,17 @@ class ServerCore:
             self.replication.child_exited(pid, exitcode)
 
     def kill_rdb_child(self) -> None:
+        """killRDBChild: the child stopped, its temp-<pid>.rdb removed (rdbRemoveTempFile)."""
         if self.rdb_child_pid != -1:
-            self.host.kill_child(self.rdb_child_pid)
+            from pyrepl.rdb.encoder import rdb_temp_path
+
+            pid = self.rdb_child_pid
+            self.host.kill_child(pid)
             self.rdb_child_pid = -1
+            try:
+                os.unlink(rdb_temp_path(self.persistence.rdb_path(), pid))
+            except OSError:
+                pass
 
     # -- misc -----------------------------------------------------------------------------
     def select_db(self, c: Client, index: int) -> None:

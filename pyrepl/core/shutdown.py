@@ -28,6 +28,20 @@ class Shutdown:
         self.core = core
         self.wait: tuple[int, int] | None = None
         self.clients: list[Client] = []     # blocked in SHUTDOWN (BLOCKED_SHUTDOWN)
+        # a SIGTERM / SIGINT received (shutdown_asap): (its name, its flags), acted on by the
+        # next cron (none while DEBUG PAUSE-CRON holds it; SHUTDOWN ABORT drops it)
+        self.signalled: tuple[str, int] | None = None
+
+    def signal_cron(self) -> None:
+        """serverCron's shutdown_asap: the signal's shutdown, begun here, in a safe place."""
+        if self.signalled is None or self.wait is not None:
+            return
+        name, flags = self.signalled
+        self.signalled = None
+        err = self.request(flags)
+        if isinstance(err, str):
+            self.core.log.warning(f"{name} received but errors trying to shut down the "
+                                  "server, check the logs for more information")
 
     def prepare(self, save: bool | None, force: bool = False) -> bool:
         """finishShutdown: stop the child, save if asked or configured. False when the save
@@ -81,11 +95,12 @@ class Shutdown:
         return self._finish(flags)
 
     def abort(self) -> bool:
-        """SHUTDOWN ABORT: the waiting shutdown is dropped (its client told it failed);
-        False when there is none."""
-        if self.wait is None:
+        """SHUTDOWN ABORT: the waiting shutdown, or a signal's not begun yet, is dropped (the
+        clients waiting told it failed); False when there is none."""
+        if self.wait is None and self.signalled is None:
             return False
         self.wait = None
+        self.signalled = None
         self.core.log.warning("Shutdown manually aborted.")
         self._answer(SHUTDOWN_FAILED)
         return True

@@ -733,21 +733,16 @@ class Server:
         second SIGINT while a shutdown is pending exits at once, as Redis."""
         core = self.core
         name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
-        if sig == signal.SIGINT and core.shutdown.wait is not None:
+        if sig == signal.SIGINT and (core.shutdown.wait is not None
+                                     or core.shutdown.signalled is not None):
             self.logger.warning("You insist... exiting now.")
             if self.pidfile:
                 process.remove_pidfile(self.pidfile)
             os._exit(1)
         self.logger.warning(f"Received {name} scheduling shutdown...")
-        core.now_ms = now_ms()
         flags = (self.config.shutdown_on_sigint if sig == signal.SIGINT
                  else self.config.shutdown_on_sigterm)
-        err = core.shutdown.request(flags)
-        if err is None:
-            self.stop()
-        elif isinstance(err, str):
-            self.logger.warning(f"{name} received but errors trying to shut down the server, "
-                                "check the logs for more information")
+        core.shutdown.signalled = (name, flags)     # (the cron begins it, as Redis's)
 
     def schedule_flush(self) -> None:
         """Flush clients with outside output once per event-loop pass, after every read of

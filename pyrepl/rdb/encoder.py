@@ -462,18 +462,25 @@ def save_rdb_file(
                                 progress=progress):
             write(chunk)
 
-    return write_atomically(path, fill, autosync)
+    return write_atomically(path, fill, autosync, tmp=rdb_temp_path(path, os.getpid()))
+
+
+def rdb_temp_path(path: str, pid: int) -> str:
+    """The file a dump is written to before it is renamed to ``path``: Redis's
+    temp-<pid>.rdb beside it (what its tests and operators look for)."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f"temp-{pid}.rdb")
 
 
 def write_atomically(path: str, fill: Callable[[Callable[[bytes | memoryview], Any]], Any],
-                     autosync: int = 0) -> int:
+                     autosync: int = 0, tmp: str | None = None) -> int:
     """``fill(write)`` writes a file's contents; they land at ``path`` atomically: a temp file
     beside it, fsynced, renamed over ``path``, then the directory fsynced (a crash leaves the
     old file or the new one, never half of one). Returns the bytes written; on error the temp
     file is removed and the error raised (an RDB dump, an AOF base). ``autosync`` > 0:
     fdatasync every that many bytes on the way (rioSetAutoSync: the kernel never holds a big
     backlog of dirty pages for the final fsync to flush at once)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    if tmp is None:
+        tmp = f"{path}.tmp-{os.getpid()}"
     written = 0
     synced = 0
     try:

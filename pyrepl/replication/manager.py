@@ -238,9 +238,7 @@ class Replication:
             return True
         if cmd.name not in ("eval", "evalsha", "fcall"):
             return False
-        from pyrepl.scripting.engine import engine_of
-
-        return bool(engine_of(self.core).declares_write(argv))
+        return self.core.script_writes(argv)
 
     def refuse_stale(self, c: ReplClient, cmd: ReplCommand,
                      queued: Sequence[tuple[ReplCommand, Any]] = ()) -> str | None:

@@ -370,3 +370,35 @@ def test_config_set_sync_log_file_moves_the_event_log(tmp_path: Any) -> None:
             assert not a.exists() or b"psync_decision" not in a.read_bytes()
     finally:
         master.stop()
+
+
+def test_a_signal_shutdown_is_begun_by_the_cron_and_can_be_aborted(tmp_path: Any) -> None:
+    """Redis's shutdown.tcl: a SIGTERM is acted on by the cron (so DEBUG PAUSE-CRON holds it
+    and SHUTDOWN ABORT drops it: "Shutdown manually aborted"); a BGSAVE child's
+    temp-<pid>.rdb, in `dir`, is removed when SHUTDOWN NOSAVE kills it. Both servers."""
+    for kind, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
+        d = tmp_path / kind
+        d.mkdir()
+        srv = start("--enable-debug-command", "yes", tmpdir=str(d))
+        try:
+            with RawClient(srv.port) as c:
+                assert c.call("DEBUG", "PAUSE-CRON", "1") == b"+OK\r\n"
+                assert srv.proc is not None
+                os.kill(srv.proc.pid, signal.SIGTERM)
+                time.sleep(0.2)
+                assert c.call("SHUTDOWN", "ABORT") == b"+OK\r\n", kind
+                assert c.call("DEBUG", "PAUSE-CRON", "0") == b"+OK\r\n"
+                time.sleep(0.3)
+                assert c.call("PING") == b"+PONG\r\n", kind
+                assert "Shutdown manually aborted" in srv.log()
+                for i in range(20):
+                    c.call("SET", str(i), str(i))
+                c.call("CONFIG", "SET", "rdb-key-save-delay", "100000")
+                assert c.call("BGSAVE") == b"+Background saving started\r\n"
+                wait_for(lambda: any(p.name.startswith("temp-") for p in d.iterdir()),
+                         timeout=10, what=f"the child's temp rdb ({kind})")
+                c.send("SHUTDOWN", "NOSAVE")
+            srv.proc.wait(20)
+            assert not [p.name for p in d.iterdir() if p.name.startswith("temp-")], kind
+        finally:
+            srv.stop()
