@@ -395,7 +395,7 @@ def test_a_signal_shutdown_is_begun_by_the_cron_and_can_be_aborted(tmp_path: Any
                     c.call("SET", str(i), str(i))
                 c.call("CONFIG", "SET", "rdb-key-save-delay", "100000")
                 assert c.call("BGSAVE") == b"+Background saving started\r\n"
-                wait_for(lambda: any(p.name.startswith("temp-") for p in d.iterdir()),
+                wait_for(lambda d=d: any(p.name.startswith("temp-") for p in d.iterdir()),
                          timeout=10, what=f"the child's temp rdb ({kind})")
                 c.send("SHUTDOWN", "NOSAVE")
             srv.proc.wait(20)
