@@ -202,6 +202,24 @@ def table(results: dict[str, dict[str, FileResult]], kinds: list[str]) -> str:
     return "\n".join(lines)
 
 
+def summary(results: dict[str, dict[str, FileResult]]) -> str:
+    """Issue 38's measures over the files both kinds ran: the share of Redis's passes pyrepl
+    passes, and the files under 90 % of theirs."""
+    both = [(n, by["pyrepl"], by["redis"]) for n, by in results.items()
+            if "pyrepl" in by and "redis" in by]
+    if not both:
+        return ""
+    ref = sum(len(r.ok) for _, _, r in both)
+    got = sum(len(set(p.ok) & set(r.ok)) for _, p, r in both)
+    low = [f"`{n}` ({len(set(p.ok) & set(r.ok))}/{len(r.ok)})" for n, p, r in both
+           if r.ok and len(set(p.ok) & set(r.ok)) < 0.9 * len(r.ok)]
+    timeouts = [f"`{n}`" for n, p, _ in both if p.timeout]
+    return (f"Of the {ref} tests Redis passes in these files, pyrepl passes {got} "
+            f"({100 * got / max(ref, 1):.1f} %). Files under 90 % of Redis's passes: "
+            f"{', '.join(low) or 'none'}. Files that hit the time limit: "
+            f"{', '.join(timeouts) or 'none'}.\n\n")
+
+
 def differences(results: dict[str, dict[str, FileResult]]) -> str:
     """Every test Redis passes that pyrepl does not (failed, skipped or not reached), per file."""
     out = []
@@ -256,7 +274,8 @@ def write_table(args: argparse.Namespace, results: dict[str, dict[str, FileResul
             f"alone (`./runtest --single <file> --durable`, at most {args.limit:.0f} s); "
             f"\"failed\" counts `[err]` and `[exception]` lines; a file whose run hit the time "
             f"limit says so, and counts only what ran before.\n\n"
-            f"{table(results, kinds)}\n\n## What Redis passes and pyrepl does not\n\n"
+            f"{summary(results)}{table(results, kinds)}\n\n"
+            f"## What Redis passes and pyrepl does not\n\n"
             f"{differences(results)}\n")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

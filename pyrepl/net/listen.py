@@ -76,7 +76,8 @@ class Listeners:
             s.setblocking(False)
         except OSError as e:
             s.close()
-            raise OSError(e.errno, f"{e.strerror}: {path}") from e
+            # (a path too long has no errno nor strerror: the exception's own text then)
+            raise OSError(e.errno, f"{e.strerror or e}: {path}") from e
         return s
 
     # -- serving -----------------------------------------------------------------------------

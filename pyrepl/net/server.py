@@ -685,7 +685,7 @@ class Server:
             try:
                 bound.append(("unix", lis.bind_unix(cfg.unixsocket, cfg.unixsocketperm)))
             except OSError as e:
-                self.logger.warning(f"Failed opening Unix socket: {e}")
+                self.logger.warning(f"Failed opening Unix socket: {e.strerror or e}")
                 raise SystemExit(1) from None
         return bound
 
