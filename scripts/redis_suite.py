@@ -94,7 +94,15 @@ def make_tree(kind: str, work: str) -> str:
     except BlockingIOError:
         raise SystemExit(f"{tree} is in use by another run (use --work elsewhere)") from None
     _LOCKS.append(lock)
-    shutil.rmtree(tree, ignore_errors=True)
+    # everything afresh but the logs: a run of some files leaves the others' (--from-logs)
+    if os.path.isdir(tree):
+        for entry in os.listdir(tree):
+            if entry != "logs":
+                path = os.path.join(tree, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
     os.makedirs(os.path.join(tree, "src"))
     shutil.copytree(os.path.join(SOURCE, "tests"), os.path.join(tree, "tests"),
                     ignore=shutil.ignore_patterns("tmp"))
