@@ -919,7 +919,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("rdb-save-incremental-fsync", "yes", noop=True),
     _bool("replica-ignore-disk-write-errors", "no"),
     _enum("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas")),
-    _enum("sanitize-dump-payload", "no", ("no", "yes", "clients"), noop=True),
+    _enum("sanitize-dump-payload", "no", ("no", "yes", "clients")),
     # monitoring
     _int("slowlog-log-slower-than", "10000", -1, LLONG_MAX),
     Directive("slowlog-max-len", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True),

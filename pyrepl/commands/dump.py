@@ -66,7 +66,10 @@ def restore(c: Any, argv: list[bytes]) -> object:
     if ttl < 0:
         raise ReplyError("ERR Invalid TTL value, must be >= 0")
     try:
-        value = load_payload(argv[3], not c.core.skip_checksum_validation)
+        sanitize = c.core.config.sanitize_dump_payload      # (clients: all but the master)
+        value = load_payload(argv[3], not c.core.skip_checksum_validation,
+                             deep=sanitize == "yes" or sanitize == "clients"
+                             and not c.must_obey())
     except PayloadError as e:
         if e.reason:     # (rdbReportError in a RESTORE: logged at verbose, the client told)
             c.core.log.verbose(f"Internal error in RDB reading offset 0, function at "

@@ -276,7 +276,8 @@ class Persistence:
 
         core = self.core
         loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms,
-                               verify_checksum=not core.skip_checksum_validation)
+                               verify_checksum=not core.skip_checksum_validation,
+                               deep=core.config.sanitize_dump_payload == "yes")
         for key in loaded.empty_keys:
             core.log.warning("rdbLoadObject skipping empty key: "
                              + key.decode("utf-8", "backslashreplace"))

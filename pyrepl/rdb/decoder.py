@@ -117,11 +117,12 @@ from pyrepl.rdb.constants import (
 )
 from pyrepl.rdb.containers import (
     ContainerError,
+    checked_listpack_entries,
     intset_entries,
+    listpack_entries,
     ziplist_entries,
     zipmap_pairs,
 )
-from pyrepl.rdb.containers import checked_listpack_entries as listpack_entries
 from pyrepl.rdb.crc64 import crc64
 from pyrepl.rdb.lzf import LzfError
 from pyrepl.rdb.lzf import decompress as lzf_decompress
@@ -433,7 +434,13 @@ def _read_hash_md_field(buf: bytes, p: int, n: int) -> tuple[tuple[int, bytes, b
     return (ttl, f, v), p
 
 
-def _read_quicklist2_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
+def _read_quicklist2_node_deep(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]:
+    """A quicklist node with every listpack entry's back-length checked too."""
+    return _read_quicklist2_node(buf, p, n, checked_listpack_entries)
+
+
+def _read_quicklist2_node(buf: bytes, p: int, n: int,
+                          entries_of: Any = listpack_entries) -> tuple[list[bytes], int]:
     container, p = _rlen(buf, p, n)
     if container != QUICKLIST_NODE_CONTAINER_PACKED and container != \
             QUICKLIST_NODE_CONTAINER_PLAIN:
@@ -444,7 +451,7 @@ def _read_quicklist2_node(buf: bytes, p: int, n: int) -> tuple[list[bytes], int]
     if container == QUICKLIST_NODE_CONTAINER_PLAIN:
         return [blob], p
     try:
-        entries = listpack_entries(blob)
+        entries = entries_of(blob)
     except (ContainerError, struct.error):
         raise _Corrupt("Listpack integrity check failed.") from None
     return [e if isinstance(e, bytes) else b"%d" % e for e in entries], p
@@ -519,6 +526,9 @@ _ELEMENT_READERS: dict[int, Any] = {
     RDB_TYPE_HASH_METADATA: _read_hash_md_field,
     RDB_TYPE_HASH_METADATA_PRE_GA: _read_hash_md_field,
 }
+#: sanitize-dump-payload yes: each listpack entry's back-length checked too
+_DEEP_ELEMENT_READERS = {**_ELEMENT_READERS,
+                         RDB_TYPE_LIST_QUICKLIST_2: _read_quicklist2_node_deep}
 _FINISHERS: dict[int, Any] = {
     RDB_TYPE_LIST: _finish_list,
     RDB_TYPE_SET: _finish_set,
@@ -548,7 +558,11 @@ class RdbDecoder:
     bytes, including the elements already read of a collection still in progress."""
 
     def __init__(self, *, databases: int | None = None, strict_checksum: bool = True,
-                 verify_checksum: bool = True) -> None:
+                 verify_checksum: bool = True, deep: bool = False) -> None:
+        # ``deep``: sanitize-dump-payload's deep integrity check (every listpack entry's
+        # back-length; the forward walk of every blob is always checked)
+        self._readers = _DEEP_ELEMENT_READERS if deep else _ELEMENT_READERS
+        self._lp_entries = checked_listpack_entries if deep else listpack_entries
         self._buf = b""
         self._pos = 0
         self._base = 0  # absolute offset of _buf[0]
@@ -844,7 +858,7 @@ class RdbDecoder:
             if t == RDB_TYPE_STRING:
                 value, q = _rstr(buf, q, n)
             else:
-                reader = _ELEMENT_READERS.get(t)
+                reader = self._readers.get(t)
                 if reader is not None:
                     low = 0
                     if t == RDB_TYPE_HASH_METADATA:
@@ -1025,15 +1039,15 @@ class RdbDecoder:
                     raise _Incomplete(p + 8)
                 p += 8  # min expire of the hash, informational
             blob, p = _rstr(buf, p, n)
-            return self._decode_blob(t, blob), p
+            return self._decode_blob(t, blob, self._lp_entries), p
         raise _unsupported(t)
 
     @staticmethod
-    def _decode_blob(t: int, blob: bytes) -> Any:
+    def _decode_blob(t: int, blob: bytes, listpack_entries: Any = listpack_entries) -> Any:
         """The value of an encoded blob; a malformed one is rdbLoadObject's "<kind> integrity
         check failed." (what Redis logs for it, and its test suite looks for)."""
         try:
-            return RdbDecoder._decode_blob_unchecked(t, blob)
+            return RdbDecoder._decode_blob_unchecked(t, blob, listpack_entries)
         except (ContainerError, struct.error):
             raise _Corrupt(_INTEGRITY.get(t, "Listpack") + " integrity check failed.") from None
         except _Corrupt:
@@ -1042,7 +1056,8 @@ class RdbDecoder:
             raise
 
     @staticmethod
-    def _decode_blob_unchecked(t: int, blob: bytes) -> Any:
+    def _decode_blob_unchecked(t: int, blob: bytes,
+                               listpack_entries: Any = listpack_entries) -> Any:
         if t == RDB_TYPE_HASH_LISTPACK or t == RDB_TYPE_HASH_ZIPLIST:
             entries = listpack_entries(blob) if t == RDB_TYPE_HASH_LISTPACK else \
                 ziplist_entries(blob)
@@ -1253,14 +1268,15 @@ class LoadedRdb:
 
 
 def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
-                  chunk_size: int = 8 << 20, verify_checksum: bool = True) -> LoadedRdb:
+                  chunk_size: int = 8 << 20, verify_checksum: bool = True,
+                  deep: bool = False) -> LoadedRdb:
     """Load a whole RDB file into fresh KeyTables (nothing is returned unless the whole file,
     checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
     master does when it loads its own dump; without it every key is kept (as a replica).
     ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
     data = [KeyTable() for _ in range(ndbs)]
     expires = [KeyTable(ageing=False) for _ in range(ndbs)]
-    dec = RdbDecoder(databases=ndbs, verify_checksum=verify_checksum)
+    dec = RdbDecoder(databases=ndbs, verify_checksum=verify_checksum, deep=deep)
     result = LoadedRdb(data, expires)
     done = False
     with open(path, "rb") as f:

@@ -54,7 +54,7 @@ def dump_payload(value: Any) -> bytes:
     return body + crc64(body).to_bytes(8, "little")
 
 
-def load_payload(payload: bytes, verify_checksum: bool = True) -> Any:
+def load_payload(payload: bytes, verify_checksum: bool = True, deep: bool = False) -> Any:
     """verifyDumpPayload + rdbLoadObject: the value, or PayloadError with Redis's text.
     ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
     if len(payload) < 10:
@@ -71,7 +71,7 @@ def load_payload(payload: bytes, verify_checksum: bool = True) -> Any:
     # a zero checksum (which RDB readers take as "not computed").
     rdb = (b"REDIS%04d" % max(version, 1) + body[:1] + b"\x00" + body[1:] + b"\xff" +
            bytes(8))
-    dec = RdbDecoder(databases=1, verify_checksum=False)
+    dec = RdbDecoder(databases=1, verify_checksum=False, deep=deep)
     dec.receive_data(rdb)
     dec.receive_data(b"")
     try:

@@ -597,10 +597,19 @@ def test_corrupt_values_are_refused() -> None:
     for body, msg in cases:
         blob = rdb(10, b"\xfe\x00", body)
         with pytest.raises(RdbError, match=msg + r".* at offset \d+"):
-            dec = RdbDecoder()
+            dec = RdbDecoder(deep=True)      # (sanitize-dump-payload yes)
             dec.receive_data(blob)
             dec.receive_data(b"")
             dec.load_into([{}], [{}])
+    # without the deep check (sanitize-dump-payload no, the default) a back-length is not
+    # read: the forward walk finds the entries, as Redis's shallow check lets them through
+    wrong_backlen = build_listpack([b"a", b"1"])[:-3] + b"\x03\x02\xff"
+    dec = RdbDecoder()
+    dec.receive_data(rdb(10, b"\xfe\x00", kv(C.RDB_TYPE_HASH_LISTPACK, b"h", raw(wrong_backlen))))
+    dec.receive_data(b"")
+    data: list[dict[bytes, object]] = [{}]
+    dec.load_into(data, [{}])
+    assert data[0] == {b"h": {b"a": b"3"}}
 
 
 def test_select_db_beyond_configured_databases(tmp_path: Any) -> None:
