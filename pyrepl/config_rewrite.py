@@ -57,7 +57,8 @@ def format_memory(value: int) -> str:
 class _State:
     """rewriteConfigState: the lines, where each directive's old lines are, what was done."""
 
-    def __init__(self, text: str | None) -> None:
+    def __init__(self, text: str | None, force_all: bool = False) -> None:
+        self.force_all = force_all      # DEBUG CONFIG-REWRITE-FORCE-ALL: defaults written too
         self.lines: list[str] = []
         self.option_lines: dict[str, list[int]] = {}
         self.rewritten: set[str] = set()
@@ -86,7 +87,7 @@ class _State:
         """rewriteConfigRewriteLine."""
         self.rewritten.add(option)
         olds = self.option_lines.get(option)
-        if not olds and not force:
+        if not olds and not force and not self.force_all:
             return
         if olds:
             self.lines[olds.pop(0)] = line
@@ -210,10 +211,12 @@ REWRITERS: dict[str, Rewriter] = {
 }
 
 
-def rewrite_text(old_text: str | None, cfg: Config, users: list[str] | None = None) -> str:
+def rewrite_text(old_text: str | None, cfg: Config, users: list[str] | None = None,
+                 force_all: bool = False) -> str:
     """The new content of the configuration file, from its old content, ``cfg`` and the ACL
-    users' lines (``user <name> <rules>``; None keeps the old ``user`` lines as they are)."""
-    state = _State(old_text)
+    users' lines (``user <name> <rules>``; None keeps the old ``user`` lines as they are);
+    ``force_all``: every directive written, defaults too (rewriteConfig's force_write)."""
+    state = _State(old_text, force_all)
     defaults = Config()
     for d in DIRECTIVES:
         value = getattr(cfg, d.attr)
@@ -228,7 +231,8 @@ def rewrite_text(old_text: str | None, cfg: Config, users: list[str] | None = No
     return state.content()
 
 
-def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None = None) -> None:
+def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None = None,
+                 force_all: bool = False) -> None:
     """rewriteConfig + rewriteConfigOverwriteFile (``users``: see rewrite_text): raises OSError
     (errno set) on failure."""
     path = path or cfg.source_file
@@ -239,7 +243,7 @@ def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None =
             old: str | None = f.read().decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         old = None                        # as Redis: a missing file is an empty one
-    content = rewrite_text(old, cfg, users).encode("utf-8", "surrogateescape")
+    content = rewrite_text(old, cfg, users, force_all).encode("utf-8", "surrogateescape")
     directory = os.path.dirname(os.path.abspath(path))
     # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)

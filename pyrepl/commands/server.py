@@ -206,7 +206,8 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
 
 
 @command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
-def config_rewrite(c: Any, argv: list[bytes]) -> object:
+def config_rewrite(c: Any, argv: list[bytes], force_all: bool = False) -> object:
+    """CONFIG REWRITE (``force_all``: DEBUG CONFIG-REWRITE-FORCE-ALL, defaults written too)."""
     from pyrepl.config_rewrite import rewrite_file
     from pyrepl.core.acl import acl_of
     from pyrepl.core.acl_file import user_lines
@@ -219,7 +220,7 @@ def config_rewrite(c: Any, argv: list[bytes]) -> object:
     users = [line.encode("latin-1").decode("utf-8", "surrogateescape")
              for line in user_lines(acl_of(core))]
     try:
-        rewrite_file(cfg, users=users)
+        rewrite_file(cfg, users=users, force_all=force_all)
     except OSError as e:
         reason = e.strerror or str(e)
         core.log.warning(f"CONFIG REWRITE failed: {reason}")
@@ -734,6 +735,12 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"set-skip-checksum-validation" and len(argv) == 3:
         core.skip_checksum_validation = _atoi(argv[2]) != 0
         return OK
+    if sub == b"config-rewrite-force-all" and len(argv) == 2:
+        try:
+            return config_rewrite(c, argv, force_all=True)
+        except ReplyError as e:
+            raise ReplyError("ERR CONFIG-REWRITE-FORCE-ALL failed: "
+                             + e.message.removeprefix("ERR ")) from None
     if sub == b"quicklist-packed-threshold" and len(argv) == 3:
         from pyrepl.config import parse_memory
         from pyrepl.keyspace.lplist import limits as list_limits
@@ -761,6 +768,8 @@ def debug(c: Any, argv: list[bytes]) -> object:
         return [Status(s) for s in (
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "AOF-FLUSH-SLEEP <microsec>", "    Server will sleep before flushing the AOF, this is used for testing.",
+            "CONFIG-REWRITE-FORCE-ALL", "    Like CONFIG REWRITE but writes all configuration options, including",
+            "    keywords not listed in original configuration file or default values.",
             "DIGEST", "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
             "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",

@@ -284,3 +284,18 @@ def test_every_directive_set_away_from_its_default_reads_back(tmp_path: Any) -> 
         out.write_text(rewrite_text("", cfg))
         back = Config.load(str(out))
         assert back.get_formatted(d.name) == cfg.get_formatted(d.name), (d.name, out.read_text())
+
+
+def test_force_all_writes_every_directive_and_reads_back_the_same(tmp_path: Any) -> None:
+    """DEBUG CONFIG-REWRITE-FORCE-ALL (rewriteConfig's force_write): every directive, defaults
+    too, and the file read back gives the same CONFIG GET * (introspection.tcl's "CONFIG
+    REWRITE sanity")."""
+    path = tmp_path / "r.conf"
+    path.write_text("port 7000\n")
+    cfg = Config.load(str(path))
+    cfg.set("maxmemory", "10mb")
+    rewrite_file(cfg, force_all=True)
+    text = path.read_text()
+    assert "\nhz 10\n" in text and "\nmaxmemory 10mb\n" in text
+    again = Config.load(str(path))
+    assert again.config_get(["*"]) == cfg.config_get(["*"])
