@@ -206,7 +206,11 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
 
 
 @command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.")
-def config_rewrite(c: Any, argv: list[bytes], force_all: bool = False) -> object:
+def config_rewrite(c: Any, argv: list[bytes]) -> object:
+    return _rewrite_config(c, False)
+
+
+def _rewrite_config(c: Any, force_all: bool) -> object:
     """CONFIG REWRITE (``force_all``: DEBUG CONFIG-REWRITE-FORCE-ALL, defaults written too)."""
     from pyrepl.config_rewrite import rewrite_file
     from pyrepl.core.acl import acl_of
@@ -737,7 +741,7 @@ def debug(c: Any, argv: list[bytes]) -> object:
         return OK
     if sub == b"config-rewrite-force-all" and len(argv) == 2:
         try:
-            return config_rewrite(c, argv, force_all=True)
+            return _rewrite_config(c, True)
         except ReplyError as e:
             raise ReplyError("ERR CONFIG-REWRITE-FORCE-ALL failed: "
                              + e.message.removeprefix("ERR ")) from None
