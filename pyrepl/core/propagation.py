@@ -112,10 +112,13 @@ def refresh_stream_live(core: ServerCore) -> None:
     if aof_on:
         fan = FeedFanout(core.aof.writer, repl)
         core.repl_feed, core.repl_feed_span = fan.feed, fan.feed_span
+        core.feed_aof_only, core.feed_repl_only = fan.feed_aof, fan.feed_repl
     elif repl is not None:
         core.repl_feed, core.repl_feed_span = repl.feed, repl.feed_span
+        core.feed_aof_only, core.feed_repl_only = None, repl.feed
     else:
         core.repl_feed = core.repl_feed_span = None
+        core.feed_aof_only = core.feed_repl_only = None
 
 
 def flush_propagation(core: ServerCore, c: Client | None = None,
@@ -148,9 +151,8 @@ def _flush_targeted(core: ServerCore, pending: list[tuple[Any, ...]]) -> None:
     MULTI/EXEC around more than one to both (so a replica may get an empty transaction)."""
     feed = core.repl_feed
     assert feed is not None
-    fan = getattr(feed, "__self__", None)
-    aof_only = fan.feed_aof if isinstance(fan, FeedFanout) else None
-    repl_only = fan.feed_repl if isinstance(fan, FeedFanout) else feed
+    aof_only = core.feed_aof_only
+    repl_only = core.feed_repl_only or feed   # (a core whose feed is the stream: the taps)
 
     def one(entry: tuple[Any, ...]) -> None:
         target = entry[2] if len(entry) == 3 else PROPAGATE_ALL

@@ -146,6 +146,9 @@ class ServerCore:
         self.repl_feed_span: Callable[[int, bytes, list[int]], None] | None = None
         # Whether propagation goes anywhere (Replication.refresh_stream_live keeps it).
         self.stream_live = False
+        # the feeds of one side alone (a script's redis.set_repl), set with repl_feed
+        self.feed_aof_only: Callable[[int, list[bytes]], None] | None = None
+        self.feed_repl_only: Callable[..., None] | None = None
         # exact spelling -> command, for the non-container commands looked up so far (the
         # replication layer reads it without importing the core)
         self.name_cache = NAME_CACHE
