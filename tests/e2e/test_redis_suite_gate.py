@@ -8,7 +8,6 @@ here. The whole suite's table is `make redis-suite`'s (about 45 minutes).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,6 +16,8 @@ import tempfile
 from typing import Any
 
 import pytest
+
+from tests.support.redis_suite import runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCE = os.path.join(ROOT, ".cache", "redis-src", "redis-7.0.15", "tests")
@@ -51,16 +52,6 @@ GATE = {
 }
 
 
-def _runner() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "redis_suite", os.path.join(ROOT, "scripts", "redis_suite.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["redis_suite"] = mod      # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_gate_files_of_redis_suite_pass(tmp_path: Any, request: Any) -> None:
     if not os.path.isdir(SOURCE):
         pytest.skip("Redis 7.0.15's sources are missing (make redis-src unpacks them; the "
@@ -76,10 +67,10 @@ def test_the_gate_files_of_redis_suite_pass(tmp_path: Any, request: Any) -> None
          "--port-offset", "5000", "--out", str(tmp_path / "RESULTS.md")],
         capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    runner = _runner()
+    suite = runner()
     bad = []
     for name, want in GATE.items():
-        res = runner.from_log(work, "pyrepl", name)
+        res = suite.from_log(work, "pyrepl", name)
         if res is None:
             bad.append(f"{name}: no log")
             continue
