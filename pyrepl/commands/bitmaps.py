@@ -52,7 +52,7 @@ def _bit_offset(c: Any, arg: bytes, hash_ok: bool = False, bits: int = 0) -> int
         raise ReplyError(_OFFSET_ERR)
     if usehash:
         offset = _int64(offset * bits)
-    if offset < 0 or (c.kind != "master" and
+    if offset < 0 or (not c.must_obey() and
                       (offset >> 3) >= c.core.config.proto_max_bulk_len):
         raise ReplyError(_OFFSET_ERR)
     return offset

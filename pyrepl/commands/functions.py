@@ -67,7 +67,7 @@ def function_load(c: Any, argv: list[bytes]) -> object:
             replace = True
             continue
         raise ReplyError(f"ERR Unknown option given: {arg.decode('utf-8', 'replace')}")
-    timeout = 0 if c.kind == "master" else LOAD_TIMEOUT_MS
+    timeout = 0 if c.must_obey() else LOAD_TIMEOUT_MS
     try:
         name = _functions(c).create(argv[pos], replace, timeout)
     except FunctionLoadError as e:

@@ -247,8 +247,8 @@ def _parse_add_trim(c: Any, argv: list[bytes], xadd: bool) -> _TrimArgs:
                          "strategy")
     if not xadd and not trimming:
         raise ReplyError("ERR syntax error, XTRIM must be called with a trimming strategy")
-    if c.kind == "master":
-        a.limit = 0                      # mustObeyClient: the master rewrote the argument
+    if c.must_obey():
+        a.limit = 0                      # mustObeyClient: the master or AOF has it rewritten
     elif limit_given:
         if not a.approx:
             raise ReplyError("ERR syntax error, LIMIT cannot be used without the special ~ "

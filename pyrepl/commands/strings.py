@@ -68,7 +68,7 @@ _EXPIRE_OPTS = {b"ex": _EX, b"px": _PX, b"exat": _EXAT, b"pxat": _PXAT}
 
 def _check_length(c: Any, size: int, append: int) -> None:
     """checkStringLength: the master link is exempt from proto-max-bulk-len."""
-    if c.kind != "master" and size + append > c.core.config.proto_max_bulk_len:
+    if not c.must_obey() and size + append > c.core.config.proto_max_bulk_len:
         raise ReplyError(_MAX_BULK)
 
 

@@ -265,8 +265,12 @@ class Persistence:
             if (core.replication is not None and self.loaded_repl_offset is not None
                     and len(rid) == 40):
                 core.replication.restore_from_rdb(rid, self.loaded_repl_offset)
-        core.log.notice(f"Done loading RDB, keys loaded: {loaded.keys_loaded}, "
-                        f"keys expired: {loaded.keys_expired}.")
+        done = f"Done loading RDB, keys loaded: {loaded.keys_loaded}, " \
+               f"keys expired: {loaded.keys_expired}"
+        if loaded.empty_keys_skipped:       # (a warning then, as Redis's)
+            core.log.warning(f"{done}, empty keys skipped: {loaded.empty_keys_skipped}.")
+        else:
+            core.log.notice(done + ".")
 
     def install_rdb(self, path: str, now_ms: int | None) -> LoadedRdb:
         """An RDB file's dataset and function libraries in place of ours (keys expired at

@@ -120,10 +120,12 @@ static PyObject *decode(PyObject *self, PyObject *args)
                 PyList_SET_ITEM(fv, i, v);
             }
         }
+        Py_ssize_t nitems = (fl.v & 2) ? nfields + 3 : PyList_GET_SIZE(fv) + 4;
         int r = PyList_Append(fvs, fv);
         Py_DECREF(fv);
         if (r < 0) goto fail;
-        NEXT(it);                                           /* lp-count */
+        NEXT(it);                        /* lp-count: the entry's other items (Redis checks it) */
+        if (!it.is_int || it.v != nitems) goto bad;
     }
     if (count != 0xFFFF && (Py_ssize_t)count != items) goto bad;
     if (live.v < 0 || deleted.v < 0 || PyList_GET_SIZE(ids) != live.v + deleted.v) goto bad;

@@ -402,6 +402,7 @@ def decode_node_reference(master: int, lp: bytes) -> tuple[Entries, int, int]:
                 raise NodeCorrupt(_BAD)
             ids.append(((mms + items[p + 1]) & MASK64) << 64 | ((mseq + items[p + 2]) & MASK64))
             offs.append(start - base)
+            start_p = p
             p += 3
             if flags & FLAG_SAMEFIELDS:
                 end = p + nf
@@ -414,7 +415,10 @@ def decode_node_reference(master: int, lp: bytes) -> tuple[Entries, int, int]:
                 fv = [x if x.__class__ is bytes else b"%d" % x for x in items[p:end]]
                 if len(fv) != 2 * k:
                     raise NodeCorrupt(_BAD)
-            p = end + 1                         # (the lp-count)
+            # the lp-count: the entry's other items (streamValidateListpackIntegrity checks it)
+            if items[end] != end - start_p:
+                raise NodeCorrupt(_BAD)
+            p = end + 1
             fvs.append(fv)
             flagl.append(flags)
     except (IndexError, TypeError, ValueError):

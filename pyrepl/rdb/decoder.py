@@ -351,7 +351,9 @@ def _make_hash(flat: list[bytes], by_count: bool = False) -> Any:
     it = iter(flat)
     h = dict(zip(it, it, strict=True))
     if len(h) * 2 != len(flat):
-        raise _Corrupt("Duplicate hash fields detected")
+        # (Redis's words when it meets one converting a listpack to a dict: it logs them, then
+        # panics; here the payload is refused)
+        raise _Corrupt(f"{'listpack' if by_count else 'ziplist'} with dup elements")
     return compact_hash(h, by_count)
 
 
@@ -1032,7 +1034,7 @@ class RdbDecoder:
     def _parse_object(self, t: int, buf: bytes, p: int, n: int) -> tuple[Any, int]:
         """rdbLoadObject for every non-string type: (value or _SKIP, next position)."""
         if t in _STREAM_TYPES:
-            return _read_stream(t, buf, p, n)
+            return _read_stream(t, buf, p, n, self._lp_entries is checked_listpack_entries)
         if t in _BLOB_TYPES:
             if t == RDB_TYPE_HASH_LISTPACK_EX:
                 if p + 8 > n:
@@ -1141,14 +1143,17 @@ _STREAM_TYPES = frozenset((RDB_TYPE_STREAM_LISTPACKS, RDB_TYPE_STREAM_LISTPACKS_
                            RDB_TYPE_STREAM_LISTPACKS_3, RDB_TYPE_STREAM_LISTPACKS_4))
 
 
-def _stream_node(key: bytes, lp: bytes) -> Node:
-    """One stream listpack (stream.h's layout), checked and kept as it is: a sealed Node."""
+def _stream_node(key: bytes, lp: bytes, deep: bool) -> Node:
+    """One stream listpack (stream.h's layout), checked and kept as it is: a sealed Node.
+    ``deep``: every entry's back-length is checked too (sanitize-dump-payload)."""
     if len(key) != 16:
         raise _Corrupt("Stream node key entry is not the size of a stream ID")
     try:
+        if deep:
+            checked_listpack_entries(lp)
         return Node.sealed(int.from_bytes(key, "big"), lp)
     except ContainerError as e:
-        raise _Corrupt(f"Stream listpack integrity check failed ({e})") from None
+        raise _Corrupt(f"Stream listpack integrity check failed. ({e})") from None
     except NodeCorrupt as e:
         raise _Corrupt(str(e)) from None
 
@@ -1166,14 +1171,15 @@ def _read_raw_id(buf: bytes, p: int, n: int) -> tuple[int, int]:
     return int.from_bytes(buf[p:p + 16], "big"), p + 16
 
 
-def _read_stream(t: int, buf: bytes, p: int, n: int) -> tuple[Stream, int]:
-    """rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2, _3, _4)."""
+def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream, int]:
+    """rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2, _3, _4); ``deep``: sanitize-dump-payload's
+    deep check of the listpacks."""
     s = Stream()
     nodes, p = _rlen(buf, p, n)
     for _ in range(nodes):
         key, p = _rstr(buf, p, n)
         lp, p = _rstr(buf, p, n)
-        node = _stream_node(key, lp)
+        node = _stream_node(key, lp, deep)
         if s.keys and node.master <= s.keys[-1]:
             raise _Corrupt("Listpack re-added with existing key")
         s.nodes.append(node)
@@ -1234,6 +1240,10 @@ def _read_stream(t: int, buf: bytes, p: int, n: int) -> tuple[Stream, int]:
                     raise _Corrupt("Consumer entry not found in group global PEL")
                 nack.consumer = cons
                 cons.pel[eid] = nack
+        # Redis checks this only under sanitize-dump-payload (and without it, reading such a
+        # group asserts); here always: a PEL entry without a consumer breaks XPENDING and XCLAIM.
+        if any(nack.consumer is None for nack in g.pel.values()):
+            raise _Corrupt("Stream CG PEL entry without consumer")
     if t >= RDB_TYPE_STREAM_LISTPACKS_4:
         _duration, p = _rlen(buf, p, n)
         _max_entries, p = _rlen(buf, p, n)

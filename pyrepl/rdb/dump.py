@@ -67,10 +67,12 @@ def load_payload(payload: bytes, verify_checksum: bool = True, deep: bool = Fals
     body = payload[:-10]
     if not body:
         raise PayloadError("ERR Bad data format")
-    # A one-key RDB of that version: header, the type byte, an empty key, the value, EOF, and
-    # a zero checksum (which RDB readers take as "not computed").
-    rdb = (b"REDIS%04d" % max(version, 1) + body[:1] + b"\x00" + body[1:] + b"\xff" +
-           bytes(8))
+    # A one-key RDB of that version: header, the type byte, an empty key, the value, then the
+    # payload's footer (Redis reads the value from the whole payload, so a corrupt value that
+    # runs past its end reads the footer, as there), EOF, and a zero checksum (which RDB
+    # readers take as "not computed").
+    rdb = (b"REDIS%04d" % max(version, 1) + body[:1] + b"\x00" + body[1:] + payload[-10:] +
+           b"\xff" + bytes(8))
     dec = RdbDecoder(databases=1, verify_checksum=False, deep=deep)
     dec.receive_data(rdb)
     dec.receive_data(b"")

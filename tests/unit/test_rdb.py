@@ -838,3 +838,50 @@ def test_an_empty_listpack_is_an_empty_key_skipped() -> None:
     data: list[dict[bytes, object]] = [{}]
     dec.load_into(data, [{}])
     assert data[0] == {b"k": b"v"} and dec.empty_keys == [b"h"]
+
+
+def _stream_payload(with_consumer: bool) -> bytes:
+    from pyrepl.keyspace.stream import Consumer, Group, Nack, Stream
+    from pyrepl.rdb.dump import dump_payload
+    s = Stream()
+    for i in (1, 2):
+        s.append(i << 64, [b"f", b"v%d" % i], 4096, 100)
+    g = s.groups[b"g"] = Group(2 << 64, 2)
+    nack = g.pel[1 << 64] = Nack(1000, 1, None)
+    if with_consumer:
+        c = g.consumers[b"c"] = Consumer(b"c", 1000)
+        nack.consumer = c
+        c.pel[1 << 64] = nack
+    return dump_payload(s)
+
+
+def test_corrupt_stream_payloads_are_refused() -> None:
+    """RESTORE of a stream: a PEL entry no consumer owns is refused always (Redis checks it
+    under sanitize-dump-payload; without, its reads assert); a wrong back-length inside a node's
+    listpack under sanitize-dump-payload, as rdbLoadObject's deep check finds it."""
+    from pyrepl.rdb.dump import PayloadError, load_payload
+    good = load_payload(_stream_payload(True), deep=True)
+    assert good.length == 2 and list(good.groups[b"g"].pel) == [1 << 64]
+    for deep in (False, True):
+        with pytest.raises(PayloadError) as e:
+            load_payload(_stream_payload(False), deep=deep)
+        assert "Stream CG PEL entry without consumer" in e.value.reason
+    # the first entry of the node (the live count, 2) with a back-length of 0x7f, not 1
+    p = _stream_payload(True)
+    lp_at = p.index(b"\x02\x01\x00\x01")            # live 2, backlen 1, deleted 0, backlen 1
+    bad = p[:lp_at + 1] + b"\x7f" + p[lp_at + 2:]
+    assert load_payload(bad, verify_checksum=False).length == 2
+    with pytest.raises(PayloadError) as e:
+        load_payload(bad, verify_checksum=False, deep=True)
+    assert "Stream listpack integrity check failed" in e.value.reason
+
+
+def test_a_value_that_runs_past_the_payload_reads_its_footer() -> None:
+    """Redis reads a RESTORE payload's value from the whole payload, footer included: a
+    pre-2.8 sorted set whose last score is missing reads the footer's version byte as the
+    score's length (not an EOF byte, which would be the -inf mark), and fails there."""
+    from pyrepl.rdb.dump import PayloadError, load_payload
+    body = bytes((C.RDB_TYPE_ZSET,)) + b"\x01" + raw(b"m")        # one member, no score
+    with pytest.raises(PayloadError, match="Bad data format") as e:
+        load_payload(body + b"\x0a\x00" + bytes(8), verify_checksum=False)
+    assert "Invalid double value in sorted set" in e.value.reason

@@ -398,3 +398,22 @@ def test_c_find_matches_the_reference(ops: list, max_bytes: int, max_entries: in
         for e in sorted(p for p in probes if p >= 0):
             assert c.find(node.lp, m >> 64, m & MASK64, e >> 64, e & MASK64) == \
                 find_reference(node, e)
+
+
+@pytest.mark.parametrize("same_fields", [True, False])
+def test_an_entry_whose_lp_count_is_wrong_is_corrupt(same_fields: bool) -> None:
+    """streamValidateListpackIntegrity checks each entry's lp-count (its other items, what
+    XREVRANGE walks back by): the reference raises, the C decoder hands it to the reference."""
+    s = Stream()
+    s.append(make_id(1, 0), [b"f", b"v"], 4096, 100)
+    s.append(make_id(2, 0), [b"f", b"w"] if same_fields else [b"g", b"w"], 4096, 100)
+    lp = s.nodes[0].listpack()
+    m = s.nodes[0].master
+    assert lp[-3] == (4 if same_fields else 6) and lp[-2] == 1   # lp-count, its back-length
+    assert decode_node_reference(m, lp)[1] == 2
+    bad = lp[:-3] + bytes((lp[-3] + 1,)) + lp[-2:]
+    with pytest.raises(NodeCorrupt):
+        decode_node_reference(m, bad)
+    if stream_mod._streamlp is not None:
+        assert stream_mod._streamlp.decode(lp, m >> 64, m & MASK64) is not None
+        assert stream_mod._streamlp.decode(bad, m >> 64, m & MASK64) is None
