@@ -48,6 +48,7 @@ from pyrepl.commands.util import (
     parse_long_double,
     parse_random_count,
     remove_members,
+    repeated_picks,
     round_long_double,
     scan_opening,
 )
@@ -457,10 +458,22 @@ def hrandfield(c: Any, argv: list[bytes]) -> object:
     if h is None or count == 0:
         return []
     table = type(h) is StrDict
-    if count < 0 or count == 1:
-        # With repetitions (or a single pick): independent uniform draws.
-        k = -count if count < 0 else 1
-        picks = h.choices(k) if table else random.choices(list(h), k=k)
+    if count < 0:
+        # With repetitions: independent uniform draws (in chunks: the output limit).
+        pool = None if table else list(h)
+        resp3 = c.proto == 3
+
+        def draw(n: int) -> list[Any]:
+            fields = h.choices(n) if pool is None else random.choices(pool, k=n)
+            if not withvalues:
+                return fields
+            if resp3:
+                return [[f, h[f]] for f in fields]
+            return [x for f in fields for x in (f, h[f])]
+
+        return repeated_picks(c, -count, draw, 2 if withvalues and not resp3 else 1)
+    if count == 1:
+        picks = h.choices(1) if table else random.choices(list(h), k=1)
     elif count >= len(h):
         picks = list(h)
     else:

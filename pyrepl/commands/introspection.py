@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from pyrepl.commands.table import COMMANDS, command, container
+from pyrepl.commands.table import command, container, find_command
 from pyrepl.commands.util import (
     help_command,
     parse_int,
@@ -166,17 +166,20 @@ def latency_histogram(c: Any, argv: list[bytes]) -> object:
     else:
         wanted = []
         for name in argv[2:]:
-            cmd = COMMANDS.get(name.lower())
+            cmd = find_command(name)
             if cmd is None:
                 continue
             wanted += [cmd, *cmd.subcommands.values()]
     items = []
     for cmd in wanted:
         st = core.cmdstats.get(cmd)
-        if st is None or not st.latency.counts:
+        if st is None or not st.calls:
             continue
-        cdf = histogram_cdf(st.latency.counts)
-        items.append((cmd.name.encode(), Map([(b"calls", st.latency.total),
+        counts = st.latency_counts(core.config.latency_tracking)
+        if not counts:
+            continue
+        cdf = histogram_cdf(counts)
+        items.append((cmd.name.encode(), Map([(b"calls", sum(counts.values())),
                                               (b"histogram_usec", Map(cdf))])))
     return Map(items)
 

@@ -136,8 +136,8 @@ def _bitfield_keys(argv: list[bytes]) -> list[tuple[int, tuple]]:
     return [(1, ("RO", "access") if readonly else ("RW", "access", "update"))]
 
 
-def _sort_keys(argv: list[bytes]) -> list[tuple[int, tuple]]:
-    """sortGetKeys: the sorted key, and the last STORE's destination."""
+def sort_keys(argv: list[bytes]) -> list[tuple[int, tuple]]:
+    """sortGetKeys: the sorted key, and the last STORE's destination (as SORT takes it)."""
     keys: list[tuple[int, tuple]] = [(1, ("RO", "access"))]
     store = None
     skip = {b"limit": 2, b"get": 1, b"by": 1}
@@ -155,7 +155,7 @@ def _sort_keys(argv: list[bytes]) -> list[tuple[int, tuple]]:
 
 
 # Redis's getkeys procs that give the keys' flags themselves (their specs' flags vary).
-_NATIVE = {"set": _set_keys, "bitfield": _bitfield_keys, "sort": _sort_keys,
+_NATIVE = {"set": _set_keys, "bitfield": _bitfield_keys, "sort": sort_keys,
            "sort_ro": lambda argv: [(1, ("RO", "access"))]}
 
 

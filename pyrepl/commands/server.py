@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.keyspec_walk import info_key_specs, info_tips
-from pyrepl.commands.table import COMMANDS, Command, command, container
+from pyrepl.commands.table import COMMANDS, Command, command, container, find_command
 from pyrepl.commands.util import help_reply, parse_float, parse_int, subcommand_error
 from pyrepl.config import ConfigError
 from pyrepl.core.client import REPLY_OFF, REPLY_SET, REPLY_SKIP
@@ -627,22 +627,13 @@ def _no_command(cmd: Command) -> bool:
     return False          # (pyrepl loads no modules)
 
 
-def _find(name: bytes) -> Command | None:
-    name = name.lower()
-    if b"|" in name:
-        parent, sub = name.split(b"|", 1)
-        p = COMMANDS.get(parent)
-        return p.subcommands.get(sub) if p else None
-    return COMMANDS.get(name)
-
-
 @command("command|info", -2, "loading stale", group="server", acl="connection", summary="Returns information about one, multiple or all commands.")
 def command_info(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 2:
         return [_command_info(cmd) for cmd in _top_commands()]
     out: list[object] = []
     for name in argv[2:]:
-        cmd = _find(name)
+        cmd = find_command(name)
         out.append(_command_info(cmd) if cmd else None)
     return out
 
@@ -664,7 +655,7 @@ def command_docs(c: Any, argv: list[bytes]) -> object:
     if len(argv) == 2:
         cmds = _top_commands()
     else:
-        cmds = [cmd for cmd in (_find(n) for n in argv[2:]) if cmd is not None]
+        cmds = [cmd for cmd in (find_command(n) for n in argv[2:]) if cmd is not None]
     return Map([(cmd.name.encode(), _doc(cmd)) for cmd in cmds])
 
 

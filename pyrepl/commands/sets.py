@@ -43,6 +43,7 @@ from pyrepl.commands.util import (
     parse_positive_long,
     remove_members,
     removed_elements,
+    repeated_picks,
     scan_opening,
     store_or_delete,
 )
@@ -232,7 +233,9 @@ def srandmember(c: Any, argv: list[bytes]) -> object:
             return EMPTY_ARRAY
         small = type(s) is IntSet
         if n < 0:
-            return random.choices(tuple(s), k=-n) if small else s.choices(-n)
+            pool = tuple(s) if small else None
+            return repeated_picks(c, -n, lambda k: random.choices(pool, k=k)
+                                  if pool is not None else s.choices(k))
         if n == 1:
             return [_random_member(s)]
         if n >= len(s):

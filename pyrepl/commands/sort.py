@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from pyrepl.commands.keyspec_walk import sort_keys
 from pyrepl.commands.table import command
 from pyrepl.commands.util import parse_int, strtod_full
 from pyrepl.errors import SYNTAX, WRONGTYPE
@@ -41,19 +42,8 @@ def _full_key_access(c: Any) -> bool:
 
 
 def _sort_keys(argv: list[bytes]) -> list[int]:
-    """sortGetKeys: the sorted key and a STORE destination."""
-    keys = [1]
-    j = 2
-    skip = {b"limit": 2, b"get": 1, b"by": 1}
-    while j < len(argv):
-        opt = argv[j].lower()
-        if opt in skip:
-            j += skip[opt]
-        elif opt == b"store" and j + 1 < len(argv):
-            keys.append(j + 1)
-            j += 1
-        j += 1
-    return keys
+    """sortGetKeys: the sorted key and the last STORE's destination."""
+    return [pos for pos, _flags in sort_keys(argv)]
 
 
 def _by_pattern(db: Any, pattern: bytes, element: bytes) -> bytes | None:

@@ -130,6 +130,16 @@ class Command:
 COMMANDS: dict[bytes, Command] = {}
 
 
+def find_command(name: bytes) -> Command | None:
+    """lookupCommandBySds: a command by name, or a subcommand as ``parent|sub``."""
+    name = name.lower()
+    if b"|" in name:
+        parent, sub = name.split(b"|", 1)
+        p = COMMANDS.get(parent)
+        return p.subcommands.get(sub) if p else None
+    return COMMANDS.get(name)
+
+
 def whole_run(name: str) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the whole-run form of the (plain) command ``name``
     (``Command.whole``)."""

@@ -51,7 +51,8 @@ from pyrepl.keyspace.db import of_kind
 from pyrepl.keyspace.scan import ScanOptions, parse_cursor, parse_scan_options
 from pyrepl.longdouble import C_SPACE
 from pyrepl.notify import NOTIFY_GENERIC, notify
-from pyrepl.resp.types import BLOCKED, NULL_ARRAY, ReplyError, Status
+from pyrepl.resp.types import BLOCKED, NO_REPLY, NULL_ARRAY, Raw, ReplyError, Status
+from pyrepl.resp.writer import encode
 
 POSITIVE = "ERR value is out of range, must be positive"
 
@@ -205,6 +206,35 @@ def parse_random_count(argv: list[bytes], option: bytes) -> tuple[int, bool]:
     if n == 4 and (count < -(LLONG_MAX // 2) or count > LLONG_MAX // 2):
         raise ReplyError("ERR value is out of range")  # count * 2 replies must not overflow
     return count, n == 4
+
+
+#: HRANDFIELD / SRANDMEMBER / ZRANDMEMBER with a negative count: picks drawn (and encoded)
+#: this many at a time, as Redis's HRANDFIELD_RANDOM_SAMPLE_LIMIT batches them
+RANDOM_CHUNK = 1000
+
+
+def repeated_picks(c: Any, k: int, draw: Callable[[int], list[Any]], width: int = 1) -> object:
+    """The reply of ``k`` random picks with repetition, ``draw(n)`` giving n picks as reply
+    elements (``width`` elements a pick: 2 for RESP2's field, value). Past RANDOM_CHUNK picks
+    the reply is encoded a chunk at a time and the client's output limit checked after each,
+    as Redis writes it and checks it: a client over its limit is closed mid-run (nothing is
+    sent), instead of a reply of a billion picks being built first."""
+    if k <= RANDOM_CHUNK:
+        return draw(k)
+    check = c.core.output_limits.check
+    proto = c.proto
+    parts = [b"*%d\r\n" % (k * width)]
+    built = 0
+    while k:
+        n = min(k, RANDOM_CHUNK)
+        k -= n
+        chunk = encode(draw(n), proto)
+        body = chunk[chunk.index(b"\n") + 1:]        # (the chunk's own array header off)
+        parts.append(body)
+        built += len(body)
+        if check(c, built):
+            return NO_REPLY
+    return Raw(b"".join(parts))
 
 
 def index_range(start: int, end: int, size: int) -> tuple[int, int] | None:

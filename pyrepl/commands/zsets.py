@@ -60,6 +60,7 @@ from pyrepl.commands.util import (
     read_typed,
     remove_members,
     removed_elements,
+    repeated_picks,
     scan_opening,
     store_or_delete,
     string2d,
@@ -861,9 +862,19 @@ def zrandmember(c: Any, argv: list[bytes]) -> object:
         z = read_typed(c, argv[1], ZSETS)
         if z is None or count == 0:
             return EMPTY
-        if count < 0 or count == 1:
+        if count < 0:
             pool = tuple(z.dict.items())
-            picked = random.choices(pool, k=-count if count < 0 else 1)
+            proto = c.proto
+
+            def draw(n: int) -> list[Any]:
+                picked = random.choices(pool, k=n)
+                if withscores:
+                    return _with_scores([(s, m) for m, s in picked], proto)
+                return [m for m, _s in picked]
+
+            return repeated_picks(c, -count, draw, 2 if withscores and proto == 2 else 1)
+        if count == 1:
+            picked = random.choices(tuple(z.dict.items()), k=1)
             items = [(s, m) for m, s in picked]
         elif count >= len(z):
             items = z.range(0, len(z))  # the whole set, walked from the tail as Redis does

@@ -156,6 +156,8 @@ class Client:
         if self.stream is None:
             if argv is not None and not self.reader.queue:   # a lone request: run it here
                 core.execute(self, argv)
+                if core.obuf_normal and core.output_limits.check(self):
+                    return
                 reader = self.reader
                 if reader.spent and not reader.queue:
                     return   # the read is all run
@@ -186,7 +188,13 @@ class Client:
                 if argv is None:
                     return
             rest = reader.queue
-            if not (rest and core.execute_run(self, argv, rest)):
+            if core.obuf_normal:
+                # client-output-buffer-limit normal: checked after each command (a pipeline
+                # stops where the client is closed, as Redis's)
+                execute(core, self, argv)
+                if core.output_limits.check(self):
+                    return
+            elif not (rest and core.execute_run(self, argv, rest)):
                 execute(core, self, argv)   # (core.execute; its common case in C)
             if reader.spent and not reader.queue:
                 return      # the read is all run (a lone request: no gets() to learn it)

@@ -67,6 +67,8 @@ class Cron:
         core.host.migrate_close_idle(now_ms / 1000)     # (migrateCloseTimedoutSockets)
         if core.maxmemory_clients:   # clientsCron's figures, then what is due
             core.client_eviction.cron()
+        if core.output_limits.soft:  # clients over a soft output limit: its seconds may be up
+            core.output_limits.cron()
         core.persistence.cron(now_ms)
         self._sample_cow(now_ms)
         if core.shutdown.signalled is not None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyrepl.core.client import Client
     from pyrepl.core.clientevict import ClientEviction
     from pyrepl.core.host import Host
+    from pyrepl.core.outputlimit import OutputLimits
     from pyrepl.core.stats import CommandStat, Stats
     from pyrepl.keyspace.db import Database
     from pyrepl.replication.manager import Replication
@@ -81,8 +82,8 @@ class PubSubHost(Protocol):
     def maxmemory_clients(self) -> int: ...
     @property
     def client_eviction(self) -> ClientEviction: ...
-
-    def output_limit_reached(self, c: Client) -> None: ...
+    @property
+    def output_limits(self) -> OutputLimits: ...
 
 
 class TrackingHost(Protocol):

@@ -206,21 +206,7 @@ class PubSub:
 
     def _check_limit(self, c: Client) -> None:
         """Redis's checkClientOutputBufferLimits for the held output of a paused client."""
-        core = self.core
-        hard, soft, seconds = core.config.client_output_buffer_limit.get(
-            "pubsub" if c.subs is not None else "normal", (0, 0, 0))
-        used = c.obuf_held
-        over = bool(hard) and used >= hard
-        if not over and soft and used >= soft:
-            since = c.obuf_soft_since
-            if not since:
-                c.obuf_soft_since = core.now_ms
-            else:
-                over = core.now_ms - since >= seconds * 1000
-        elif not over:
-            c.obuf_soft_since = 0
-        if over:
-            core.output_limit_reached(c)
+        self.core.output_limits.check(c)
 
     # -- introspection ------------------------------------------------------------------------
     def channel_list(self, pattern: bytes | None, shard: bool = False) -> list[bytes]:

@@ -38,6 +38,7 @@ from pyrepl.core.dispatch import NAME_CACHE
 from pyrepl.core.evict import RUN_MARGIN, Evictor
 from pyrepl.core.host import Host, NullLog
 from pyrepl.core.latency import LatencyMonitor
+from pyrepl.core.outputlimit import OutputLimits
 from pyrepl.core.pause import Pause
 from pyrepl.core.persistence import Persistence
 from pyrepl.core.pubsub import PubSub
@@ -72,7 +73,7 @@ class ServerCore:
                  "_call_depth", "stream_live", "_pending", "keys_waited", "blocking", "now_ms",
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
-                 "run_maxmemory", "maxmemory_clients",
+                 "run_maxmemory", "maxmemory_clients", "obuf_normal", "output_limits",
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
@@ -180,6 +181,11 @@ class ServerCore:
         self.client_eviction = ClientEviction(self)
         self.client_eviction.refresh()
         # -- end maxmemory-clients
+        # -- client-output-buffer-limit of normal and pub/sub clients (pyrepl.core.outputlimit):
+        # whether normal clients have one, the one test the read path makes
+        self.obuf_normal = False
+        self.output_limits = OutputLimits(self)
+        self.output_limits.refresh()
         # -- maxmemory (pyrepl.core.evict): the limit processCommand enforces, 0 when none
         # (or a replica ignoring it); the one test the dispatch makes for it.
         self.maxmemory = 0
@@ -242,6 +248,8 @@ class ServerCore:
                 self.evictor.start_proc()   # (updateMaxmemory: evict what is over at once)
         if name in ("maxmemory-clients", "maxmemory"):
             self.client_eviction.refresh()   # (the clients over it go after this read)
+        elif name == "client-output-buffer-limit":
+            self.output_limits.refresh()
 
     def refresh_maxmemory(self) -> None:
         """``maxmemory``: the limit every command is checked against (CONFIG SET of a
@@ -310,12 +318,14 @@ class ServerCore:
         if c.repl is not None and self.replication is not None:
             self.replication.client_closed(c)
 
-    def output_limit_reached(self, c: Client) -> None:
+    def output_limit_reached(self, c: Client, at_once: bool = False) -> None:
         """closeClientOnOutputBufferLimitReached: counted, logged, its output dropped and
-        the connection closed at once."""
+        the connection closed (``at_once``: from the cron, as Redis's synchronous close
+        logs it)."""
         self.stats.client_outbuf_limit_disconnections += 1
-        self.log.warning(f"Client {c.info_line()} scheduled to be closed ASAP for overcoming "
-                         "of output buffer limits.")
+        how = "closed" if at_once else "scheduled to be closed ASAP"
+        self.log.warning(f"Client {c.info_line()} {how} for overcoming of output buffer "
+                         "limits.")
         c.out.clear()
         c.close_after_reply = True
         self.host.close_client(c)

@@ -168,6 +168,29 @@ class CommandStat:
             counts = self.latency.counts
             counts[low] = counts.get(low, 0) + 1
 
+    def latency_counts(self, tracking: bool = True) -> dict[int, int]:
+        """The latency histogram's counts with every call counted: a fast command's calls are
+        timed one in 16 (ServerCore.call), so the untimed ones are given the timed ones'
+        distribution (largest remainders: the total is the calls); a command with calls and
+        none timed yet (the CONFIG RESETSTAT that reset its own figures) has them at its
+        commandstats per-call time. Empty while latency-tracking recorded nothing (``tracking``:
+        whether it is on now)."""
+        counts = self.latency.counts
+        timed = sum(counts.values())
+        calls = self.calls
+        if not calls or timed == calls:
+            return dict(counts)
+        if not timed:
+            if self.timed or not tracking:   # (timed while latency-tracking was off)
+                return {}
+            return {LatencyHistogram.MIN_NS: calls}
+        share = {low: n * calls / timed for low, n in counts.items()}
+        out = {low: int(v) for low, v in share.items()}
+        left = calls - sum(out.values())
+        for low in sorted(share, key=lambda k: share[k] - out[k], reverse=True)[:left]:
+            out[low] += 1
+        return {low: n for low, n in out.items() if n}
+
     def usec(self) -> tuple[int, float]:
         """Total microseconds of all calls and per call, from the timed ones."""
         per_call = self.timed_ns / self.timed / 1000 if self.timed else 0.0

@@ -55,9 +55,10 @@ static const char *const stats_names[T_N] = {
 enum { R_QUEUE, R_SPENT, R_N };
 static const char *const reader_names[R_N] = {"queue", "spent"};
 
-enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_MAXMEMORY_CLIENTS, K_N };
+enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_MAXMEMORY_CLIENTS,
+       K_OBUF_NORMAL, K_N };
 static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap",
-                                            "aof_on", "maxmemory_clients"};
+                                            "aof_on", "maxmemory_clients", "obuf_normal"};
 
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
                   core_off[K_N];
@@ -178,9 +179,11 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_TYPE(C(c, C_READER)) != reader_type || !PyList_CheckExact(C(c, C_OUT)) ||
             !slots_all_set(C(c, C_READER), reader_off, R_N))
         goto general;
-    /* (with AOF on, a reply may have to wait for the AOF's write: the Python decides) */
+    /* (with AOF on, a reply may have to wait for the AOF's write; with an output limit for
+       normal clients, each reply is checked against it: the Python decides) */
     if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
-            SLOT_AT(core, core_off[K_AOF_ON]) != Py_False)
+            SLOT_AT(core, core_off[K_AOF_ON]) != Py_False ||
+            SLOT_AT(core, core_off[K_OBUF_NORMAL]) != Py_False)
         goto general;
     PyObject *stats = SLOT_AT(core, core_off[K_STATS]);
     if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))

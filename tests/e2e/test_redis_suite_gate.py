@@ -43,6 +43,7 @@ GATE = {
     "unit/type/hash": 73,
     "unit/type/incr": 25,
     "unit/type/list-3": 11,
+    "unit/type/stream": 72,
     "unit/type/stream-cgroups": 57,
     "integration/convert-zipmap-hash-on-load": 3,
     "integration/convert-ziplist-hash-on-load": 2,

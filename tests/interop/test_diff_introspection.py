@@ -290,3 +290,28 @@ def test_client_list_fields_of_the_caller_as_redis(servers) -> None:
             seen.append(got[:2])
     assert seen[0] == seen[1]
     assert seen[0][0]["qbuf"] == "26" and seen[0][1]["qbuf"] == "26"
+
+
+def test_latency_histogram_counts_every_call_and_takes_subcommands(servers) -> None:
+    """LATENCY HISTOGRAM's ``calls`` is every call (pyrepl times a fast command one call in 16:
+    the others share the timed ones' distribution), CONFIG RESETSTAT counts itself, and a
+    ``parent|sub`` name or a parent's name selects subcommands, on both servers."""
+    seen = []
+    for port in servers:
+        with RawClient(port) as c:
+            c.call("CONFIG", "RESETSTAT")
+            for i in range(40):
+                c.call("SET", f"k{i}", "v")
+            c.call("CLIENT", "ID")
+            c.call("CLIENT", "GETNAME")
+            hist = dict(zip(*[iter(parse_reply(c.call("LATENCY", "HISTOGRAM")))] * 2,
+                            strict=True))
+            sub = parse_reply(c.call("LATENCY", "HISTOGRAM", "client"))
+            one = parse_reply(c.call("LATENCY", "HISTOGRAM", "client|id", "nosuch|x"))
+            for h in hist.values():
+                cdf = h[3]
+                assert cdf[1::2] == sorted(cdf[1::2]) and cdf[-1] == h[1]
+            seen.append((sorted(hist), hist[b"set"][1], hist[b"config|resetstat"][1],
+                         sorted(sub[0::2]), one[0::2], one[1][1]))
+    assert seen[0] == seen[1]
+    assert seen[0][1:3] == (40, 1)

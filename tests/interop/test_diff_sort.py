@@ -49,6 +49,11 @@ CASES: list[tuple[str, ...]] = [
     ("SORT", "l", "STORE", "t"), ("TTL", "t"), ("TYPE", "t"),
     ("COMMAND", "GETKEYS", "SORT", "l", "BY", "x", "STORE", "dst", "GET", "y"),
     ("COMMAND", "GETKEYS", "SORT_RO", "l"),
+    # several STOREs: the last one is the destination (SORT itself takes the last)
+    ("COMMAND", "GETKEYS", "SORT", "abc", "STORE", "invalid", "STORE", "stillbad", "STORE",
+     "def"),
+    ("COMMAND", "GETKEYS", "SORT", "abc", "STORE", "store", "x"),
+    ("COMMAND", "GETKEYS", "SORT", "abc", "LIMIT", "0", "1", "STORE", "d1", "GET", "store"),
 ]
 
 
