@@ -185,7 +185,24 @@ def run_file(tree: str, kind: str, name: str, limit: float, offset: int = 0) -> 
     res.seconds = round(time.monotonic() - start, 1)
     with open(log, errors="replace") as f:
         parse(f.read(), res)
+    with open(log[:-4] + ".rev", "w") as f:    # (what --from-logs says the log is of)
+        f.write(git_rev() + "\n")
     return res
+
+
+def git_rev() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def log_rev(work: str, kind: str, name: str) -> str:
+    """The commit a file's log was made at ("?" for a log from before the runner kept it)."""
+    path = os.path.join(work, kind, "logs", name.replace("/", "_") + ".rev")
+    try:
+        with open(path) as f:
+            return f.read().strip() or "?"
+    except FileNotFoundError:
+        return "?"
 
 
 def table(results: dict[str, dict[str, FileResult]], kinds: list[str]) -> str:
@@ -277,16 +294,27 @@ def write_from_logs(args: argparse.Namespace) -> int:
             r = from_log(args.work, k, name)
             if r is not None:
                 results.setdefault(name, {})[k] = r
-    write_table(args, results, kinds, "from the per-file logs of the last run")
+    revs: dict[str, list[str]] = {}
+    for name in results:
+        if "pyrepl" in results[name]:
+            revs.setdefault(log_rev(args.work, "pyrepl", name), []).append(name)
+    if len(revs) > 1:
+        parts = [f"{rev} ({len(names)} files)" for rev, names in
+                 sorted(revs.items(), key=lambda kv: -len(kv[1]))]
+        write_table(args, results, kinds, "from the per-file logs of the latest runs",
+                    ", ".join(parts))
+    else:
+        write_table(args, results, kinds, "from the per-file logs of the last run",
+                    next(iter(revs), git_rev()))
     return 0
 
 
 def write_table(args: argparse.Namespace, results: dict[str, dict[str, FileResult]],
-                kinds: list[str], when: str) -> None:
+                kinds: list[str], when: str, rev: str | None = None) -> None:
+    """The table; ``rev``: the commit(s) pyrepl's logs were made at (HEAD by default)."""
     version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
                              capture_output=True, text=True).stdout.strip()
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True).stdout.strip()
+    rev = rev or git_rev()
     text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
             f"`.venv/bin/python scripts/redis_suite.py` ({when}, pyrepl at {rev}: {version}; "
             f"the reference: redis-server 7.0.15, the same harness and files). Each file runs "
@@ -340,8 +368,8 @@ def main() -> int:
                   f"exceptions {len(r.exception)}  {'TIMEOUT ' if r.timeout else ''}"
                   f"{r.seconds:.0f} s", flush=True)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
-        for f in [ex.submit(run_kind, k) for k in kinds]:
-            f.result()
+        for fut in [ex.submit(run_kind, k) for k in kinds]:
+            fut.result()
     for k in kinds:
         with open(os.path.join(trees[k], "results.json"), "w") as f:
             json.dump([asdict(results[n][k]) for n in files], f, indent=1)
