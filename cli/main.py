@@ -30,6 +30,7 @@ def _build_config(config_file: str | None, args: list[str],
 
     try:
         cfg = Config.load(config_file, overrides or (), lines=option_lines(args))
+        _rename_commands(cfg)
         check_config_users(cfg)     # (the `user` lines' rules need the command table)
     except ConfigError as e:
         if e.line is not None and e.reason:     # loadServerConfigFromString's report
@@ -53,6 +54,20 @@ def _build_config(config_file: str | None, args: list[str],
                        err=True)
             sys.exit(1)
     return cfg
+
+
+def _rename_commands(cfg) -> None:
+    """The ``rename-command`` lines applied to this process's command table (before the users'
+    rules are read, as Redis reads the file in order; raises ConfigError at the failing line)."""
+    from pyrepl.commands.table import apply_renames
+    from pyrepl.config import ConfigError
+
+    failed = apply_renames((r.old, r.new) for r in cfg.renames)
+    if failed is not None:
+        i, reason = failed
+        r = cfg.renames[i]
+        raise ConfigError(f"{r.where}: {reason}", reason=reason, path=r.path or "<command line>",
+                          lineno=r.lineno, line=r.line)
 
 
 def _account_memory() -> None:

@@ -1099,6 +1099,19 @@ class UserLine(NamedTuple):
     line: str
 
 
+class RenameLine(NamedTuple):
+    """A ``rename-command <name> <new-name>`` line (new-name "": the command removed), and where
+    it was read; applied to the process's command table at start (pyrepl.commands.table
+    .apply_renames: this module must not import the table)."""
+
+    old: str
+    new: str
+    where: str
+    path: str | None
+    lineno: int | None
+    line: str
+
+
 class Config:
     """Typed configuration values, readable as attributes (``cfg.repl_backlog_size``).
 
@@ -1124,10 +1137,13 @@ class Config:
     # The `user <name> <rules...>` lines of the file and command line, in order (their rules
     # are checked by pyrepl.core.acl_file, which needs the command table this module must not import).
     users: tuple[UserLine, ...]
+    # The `rename-command` lines, in order (pyrepl.commands.table.apply_renames)
+    renames: tuple[RenameLine, ...]
 
     def __init__(self) -> None:
         object.__setattr__(self, "source_file", None)
         object.__setattr__(self, "users", ())
+        object.__setattr__(self, "renames", ())
         object.__setattr__(self, "_callbacks", [])
         object.__setattr__(self, "loaded_names", set())   # set by the file or command line
         for d in DIRECTIVES:
@@ -1384,6 +1400,10 @@ class _Loader:
                 return
             if name == "user" and len(argv) >= 2:
                 self._user(argv[1:], location)
+                return
+            if name == "rename-command" and len(argv) == 3:
+                rename = RenameLine(argv[1], argv[2], where, path, lineno, line)
+                object.__setattr__(self.cfg, "renames", (*self.cfg.renames, rename))
                 return
             self._fail_at(location, "Bad directive or wrong number of arguments")
         if not d.multi_arg and len(argv) != 2:

@@ -171,6 +171,8 @@ def reset(c: Any, argv: list[bytes]) -> object:
     c.core.pubsub.forget(c)
     if c.tracking:     # clearClientConnectionState: tracking off (pyrepl.core.tracking)
         c.core.tracking.disable(c)
+    if c.core.monitors.pop(c, 0) is None:   # no longer a MONITOR (nor sees its own RESET)
+        c.core.resample()
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""

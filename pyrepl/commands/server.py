@@ -53,10 +53,10 @@ def flushall(c: Any, argv: list[bytes]) -> object:
     core.kill_rdb_child()
     core.dirty += 1
     if core.config.save:
-        # As Redis: FLUSHALL with save points writes an empty RDB right away.
-        saved_dirty = core.dirty
+        # As Redis 7.0: FLUSHALL with save points writes an empty RDB right away, which leaves
+        # no change unsaved (rdb_changes_since_last_save 0)
         core.persistence.save()
-        core.dirty = saved_dirty
+    c.propagate_argv = argv     # (forceCommandPropagation: replicated and in the AOF anyway)
     return OK
 
 

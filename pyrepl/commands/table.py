@@ -140,6 +140,26 @@ def find_command(name: bytes) -> Command | None:
     return COMMANDS.get(name)
 
 
+def apply_renames(renames: Iterable[tuple[str, str]]) -> tuple[int, str] | None:
+    """The ``rename-command`` lines (old name, new name; "" removes the command) applied to
+    the process's command table, as Redis's config loader applies them to server.commands
+    (commands are found by their new name only, for clients, scripts, MULTI and a master's
+    stream alike; COMMAND INFO still names them by their own name). None, or the index of the
+    line that failed and Redis's reason."""
+    for i, (old, new) in enumerate(renames):
+        key = old.encode("latin-1").lower()
+        cmd = COMMANDS.get(key)
+        if cmd is None:
+            return i, "No such command in rename-command"
+        del COMMANDS[key]
+        if new:
+            target = new.encode("latin-1").lower()
+            if target in COMMANDS:
+                return i, "Target command name already exists"
+            COMMANDS[target] = cmd
+    return None
+
+
 def whole_run(name: str) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the whole-run form of the (plain) command ``name``
     (``Command.whole``)."""

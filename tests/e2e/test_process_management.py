@@ -402,3 +402,55 @@ def test_a_signal_shutdown_is_begun_by_the_cron_and_can_be_aborted(tmp_path: Any
             assert not [p.name for p in d.iterdir() if p.name.startswith("temp-")], kind
         finally:
             srv.stop()
+
+
+def test_rename_command_as_redis(tmp_path: Any) -> None:
+    """``rename-command`` in the file (Redis's introspection.tcl "CONFIG REWRITE handles
+    rename-command properly"): the command answers to its new name only, "" removes it, a
+    script sees the same table, CONFIG REWRITE keeps the lines and a restart applies them
+    again; an unknown command or a taken name stops the start with Redis's report. Side by
+    side with redis-server."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    seen = []
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master", "--config"],
+                 [redis_server_path()]):
+        d = tmp_path / os.path.basename(argv[-1]).lstrip("-")
+        d.mkdir()
+        port = free_port()
+        conf = d / "redis.conf"
+        conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {d}\nsave \"\"\n"
+                        "rename-command flushdb badger\nrename-command keys \"\"\n")
+        row = []
+        for _restart in range(2):
+            proc = subprocess.Popen([*argv, str(conf)], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            try:
+                wait_for(lambda p=port: ping(p), timeout=20, what="the server up")
+                with RawClient(port) as c:
+                    c.call("SET", "k", "v")
+                    row += [c.call("FLUSHDB"), c.call("KEYS", "*"), c.call("BADGER"),
+                            c.call("DBSIZE"),
+                            c.call("EVAL", "return redis.call('flushdb')", "0")[:40],
+                            c.call("EVAL", "return redis.call('badger')", "0"),
+                            c.call("COMMAND", "INFO", "badger", "flushdb")[:30]]
+                    assert c.call("CONFIG", "REWRITE") == b"+OK\r\n"
+                    c.send("SHUTDOWN", "NOSAVE")
+                proc.wait(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        text = conf.read_text()
+        assert "rename-command flushdb badger" in text and 'rename-command keys ""' in text
+        fatal = []
+        for line in ("rename-command nosuch x", "rename-command get set"):
+            bad = d / "bad.conf"
+            bad.write_text(f"port {free_port()}\n{line}\n")
+            p = subprocess.run([*argv, str(bad)], capture_output=True, text=True, timeout=30,
+                               stdin=subprocess.DEVNULL)
+            assert p.returncode == 1
+            fatal.append([ln for ln in (p.stdout + p.stderr).splitlines()
+                          if ln.startswith((">>>", "No such", "Target"))])
+        seen.append((row, fatal))
+    assert seen[0] == seen[1], seen

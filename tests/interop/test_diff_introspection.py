@@ -315,3 +315,24 @@ def test_latency_histogram_counts_every_call_and_takes_subcommands(servers) -> N
                          sorted(sub[0::2]), one[0::2], one[1][1]))
     assert seen[0] == seen[1]
     assert seen[0][1:3] == (40, 1)
+
+
+def test_reset_ends_monitor_and_flushall_with_save_points_leaves_nothing_unsaved(
+        servers) -> None:
+    """RESET on a MONITOR client answers +RESET (not a line for itself) and the client is no
+    longer a monitor; FLUSHALL with save points saves, so rdb_changes_since_last_save is 0."""
+    seen = []
+    for port in servers:
+        with RawClient(port) as mon, RawClient(port) as c:
+            assert mon.call("MONITOR") == b"+OK\r\n"
+            assert mon.call("RESET") == b"+RESET\r\n"
+            c.call("SET", "after", "1")
+            assert mon.call("PING") == b"+PONG\r\n"    # (no monitor line came before it)
+            flags = re.search(rb"flags=(\S+)", c.call("CLIENT", "LIST")).group(1)  # type: ignore[union-attr]
+            c.call("CONFIG", "SET", "save", "3600 1 300 100 60 10000")
+            c.call("SET", "key", "value")
+            c.call("FLUSHALL")
+            info = parse_reply(c.call("INFO", "persistence")).decode()
+            seen.append((flags, re.search(r"rdb_changes_since_last_save:(\d+)", info).group(1)))  # type: ignore[union-attr]
+            c.call("CONFIG", "SET", "save", "")
+    assert seen[0] == seen[1] == (b"N", "0"), seen
