@@ -80,6 +80,11 @@ class Host:
         the test to run."""
         self.__dict__.setdefault("soon", []).append(fn)
 
+    def set_oom_score_adj(self, process_class: int) -> bool:
+        """setOOMScoreAdj under the config's ``oom-score-adj`` (0 master, 1 replica; the
+        snapshot child sets 2 itself): False when it failed (logged)."""
+        return True
+
     def notify_supervisor(self, message: str) -> None:
         """A systemd sd_notify line (``STOPPING=1\\n`` ...) when supervised by systemd."""
 

@@ -250,6 +250,16 @@ class ServerCore:
             self.client_eviction.refresh()   # (the clients over it go after this read)
         elif name == "client-output-buffer-limit":
             self.output_limits.refresh()
+        elif name in ("oom-score-adj", "oom-score-adj-values"):
+            from pyrepl.config import ConfigError
+
+            if not self.refresh_oom_score():
+                raise ConfigError("Failed to set current oom_score_adj. Check server logs.")
+
+    def refresh_oom_score(self) -> bool:
+        """setOOMScoreAdj(-1): the score of this process's role (at start, on a role change,
+        on CONFIG SET of oom-score-adj / oom-score-adj-values)."""
+        return self.host.set_oom_score_adj(0 if self.expiry_deletes else 1)
 
     def refresh_maxmemory(self) -> None:
         """``maxmemory``: the limit every command is checked against (CONFIG SET of a

@@ -107,3 +107,44 @@ def remove_pidfile(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+class OomScore:
+    """setOOMScoreAdj: this process's /proc/self/oom_score_adj under ``oom-score-adj``. The
+    score from before pyrepl first changed it is kept, so ``relative`` adds to it and ``no``
+    restores it (the process-wide statics of Redis's function)."""
+
+    PATH = "/proc/self/oom_score_adj"
+
+    def __init__(self) -> None:
+        self.adjusted = False
+        self.base = 0
+
+    def apply(self, mode: str, values: list[int], process_class: int, log: Log) -> bool:
+        """``process_class``: 0 master, 1 replica, 2 a background child. False (logged) when
+        the file cannot be read or written."""
+        if mode != "no":
+            if not self.adjusted:
+                try:
+                    with open(self.PATH) as f:
+                        self.base = int(f.read().strip() or 0)
+                except (OSError, ValueError) as e:
+                    log.warning(f"Unable to read oom_score_adj: {getattr(e, 'strerror', e)}")
+                    return False
+                self.adjusted = True
+            val = values[process_class]
+            if mode in ("yes", "relative"):
+                val += self.base
+            val = max(-1000, min(1000, val))
+        elif self.adjusted:
+            self.adjusted = False
+            val = self.base
+        else:
+            return True
+        try:
+            with open(self.PATH, "w") as f:
+                f.write(f"{val}\n")
+        except OSError as e:
+            log.warning(f"Unable to write oom_score_adj: {e.strerror}")
+            return False
+        return True

@@ -220,6 +220,9 @@ class ClientProtocol(asyncio.Protocol):
             self.client.connection_lost()
 
 
+#: this process's oom_score_adj as pyrepl set it (process-wide, as Redis's statics)
+OOM_SCORE = process.OomScore()
+
 _serve = native.load("pyrepl.net._serve")   # (a read's common case in C)
 if _serve is not None:
     _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
@@ -280,6 +283,7 @@ class NetHost(Host):
                 signal.signal(signal.SIGTERM, keep)
                 signal.signal(signal.SIGINT, keep)
                 signal.signal(signal.SIGUSR1, lambda *_: os._exit(255))
+                self.set_oom_score_adj(2)      # (redisFork: CONFIG_OOM_BGCHILD)
                 code = job()
             except BaseException as e:  # noqa: BLE001 - the child must always _exit
                 try:
@@ -316,6 +320,11 @@ class NetHost(Host):
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
+
+    def set_oom_score_adj(self, process_class: int) -> bool:
+        cfg = self.server.core.config
+        return OOM_SCORE.apply(cfg.oom_score_adj, cfg.oom_score_adj_values, process_class,
+                               self.server.logger)
 
     def notify_supervisor(self, message: str) -> None:
         if self.server.supervised == "systemd":
@@ -618,6 +627,7 @@ class Server:
             process.write_pidfile(self.pidfile, log)
         if core.replication is not None:
             core.replication.start()
+        core.refresh_oom_score()
         lis = self.listeners
         if lis.tcp and cfg.port:
             log.notice(f"Ready to accept connections tcp on port {cfg.port}")

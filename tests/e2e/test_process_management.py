@@ -454,3 +454,57 @@ def test_rename_command_as_redis(tmp_path: Any) -> None:
                           if ln.startswith((">>>", "No such", "Target"))])
         seen.append((row, fatal))
     assert seen[0] == seen[1], seen
+
+
+def _oom(pid: int) -> int:
+    with open(f"/proc/{pid}/oom_score_adj") as f:
+        return int(f.read())
+
+
+def test_oom_score_adj_as_redis(tmp_path: Any) -> None:
+    """``oom-score-adj`` (Redis's oom-score-adj.tcl): the master's, the replica's and the
+    snapshot child's scores from oom-score-adj-values, relative to the score the process had or
+    absolute, the old score back with ``no``; side by side with redis-server."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    seen = []
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        port = free_port()
+        d = tmp_path / str(port)
+        d.mkdir()
+        proc = subprocess.Popen([*argv, "--port", str(port), "--bind", "127.0.0.1", "--dir",
+                                 str(d), "--save", ""], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda p=port: ping(p), timeout=20, what="the server up")
+            with open(f"/proc/{proc.pid}/oom_score_adj", "w") as f:
+                f.write("22\n")
+            row = []
+            with RawClient(port) as c:
+                c.call("CONFIG", "SET", "oom-score-adj-values", "10 20 30")
+                row.append(_oom(proc.pid))                       # off: untouched
+                c.call("CONFIG", "SET", "oom-score-adj", "yes")
+                row.append(_oom(proc.pid))                       # 22 + 10
+                c.call("REPLICAOF", "127.0.0.1", "1")
+                row.append(_oom(proc.pid))                       # 22 + 20
+                c.call("REPLICAOF", "NO", "ONE")
+                row.append(_oom(proc.pid))
+                c.call("SET", "k", "v")
+                c.call("CONFIG", "SET", "rdb-key-save-delay", "1000000")
+                c.call("BGSAVE")
+                child = [int(x) for x in open(f"/proc/{proc.pid}/task/{proc.pid}/children")
+                         .read().split()]
+                wait_for(lambda ch=child: ch and _oom(ch[0]) == 52, timeout=10,
+                         what="the child's score")
+                c.call("CONFIG", "SET", "rdb-key-save-delay", "0")   # (the child ends soon)
+                c.call("CONFIG", "SET", "oom-score-adj", "absolute")
+                row.append(_oom(proc.pid))                       # 10
+                c.call("CONFIG", "SET", "oom-score-adj-values", "2001 0 0")
+                row.append(_oom(proc.pid))                       # refused: still 10
+                c.call("CONFIG", "SET", "oom-score-adj", "no")
+                row.append(_oom(proc.pid))                       # 22 again
+            seen.append(row)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert seen[0] == seen[1] == [22, 32, 42, 32, 10, 10, 22], seen

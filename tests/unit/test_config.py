@@ -543,12 +543,24 @@ def test_error_in_included_file_names_that_file(tmp_path: Path) -> None:
     assert str(err) == f"{inc}:3: argument couldn't be parsed into an integer"
 
 
+def test_rename_command_lines_are_kept_in_order(tmp_path: Path) -> None:
+    """``rename-command`` lines are read (in order, with where they were) for the command
+    table to apply at start (pyrepl.commands.table.apply_renames, tested end to end in
+    tests/e2e/test_process_management.py)."""
+    path = write(tmp_path / "r.conf", "port 7000\nrename-command FLUSHALL ''\n"
+                                      "rename-command get fetch\n")
+    cfg = Config.load(str(path))
+    assert [(r.old, r.new, r.lineno) for r in cfg.renames] == [("FLUSHALL", "", 2),
+                                                               ("get", "fetch", 3)]
+
+
 # -- errors --
 
 
 # A file whose line 1 is bad: the line and the reason its error gives.
 LINE_ERRORS: dict[str, str] = {
-    "rename-command FLUSHALL ''\n": "Bad directive or wrong number of arguments",
+    "rename-command FLUSHALL\n": "Bad directive or wrong number of arguments",
+    "rename-command FLUSHALL a b\n": "Bad directive or wrong number of arguments",
     "port\n": "wrong number of arguments",
     "port 1 2\n": "wrong number of arguments",
     "port 6379 # inline comments are not comments\n": "wrong number of arguments",

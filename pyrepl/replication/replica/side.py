@@ -176,6 +176,7 @@ class ReplicaSide:
     def _become_replica(self) -> None:
         self.core.expiry_deletes = False
         self.core.refresh_maxmemory()      # (replica-ignore-maxmemory)
+        self.core.refresh_oom_score()
         log = self.core.log
         if hasattr(log, "role"):
             log.role = "S"
@@ -528,6 +529,7 @@ class ReplicaSide:
         self.down_since_ms = 0
         core.expiry_deletes = True
         core.refresh_maxmemory()
+        core.refresh_oom_score()
         log = core.log
         if hasattr(log, "role"):
             log.role = "M"
