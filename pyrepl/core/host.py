@@ -71,6 +71,12 @@ class Host:
     def request_shutdown(self) -> None:
         pass
 
+    def final_save(self, save: Callable[[], bool], temp_path: str) -> bool:
+        """The save before exiting, ``save()`` (blocking the loop): the shell lets a second
+        SIGINT meanwhile end the process at once (removing ``temp_path``), as Redis's signal
+        handler does ("You insist... exiting now.")."""
+        return save()
+
     def sleep(self, seconds: float) -> None:
         pass
 

@@ -80,8 +80,9 @@ class Persistence:
                           checksum=core.config.rdbchecksum, now_ms=core.now_ms,
                           key_hook=core.host.key_save_delay_hook())   # (rdb-key-save-delay)
         except OSError as e:
+            # (a failed foreground save leaves the last background save's status as it was,
+            # as Redis 7.0's rdbSave: no -MISCONF from it)
             core.log.warning(f"Failed saving the DB: {e}")
-            self.ok = False
             return False
         core.log.notice("DB saved on disk")
         self.saves += 1

@@ -9,9 +9,11 @@ SHUTDOWN ABORT (``abort``) and a second SIGINT (net/server.py) end it."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pyrepl.core.blocking import Blocked
+from pyrepl.rdb.encoder import rdb_temp_path
 from pyrepl.resp.types import BLOCKED, ReplyError
 
 if TYPE_CHECKING:
@@ -57,7 +59,8 @@ class Shutdown:
         if do_save:
             log.notice("Saving the final RDB snapshot before exiting.")
             core.host.notify_supervisor("STATUS=Saving the final RDB snapshot\n")
-            if not core.persistence.save():
+            temp = rdb_temp_path(core.persistence.rdb_path(), os.getpid())
+            if not core.host.final_save(core.persistence.save, temp):
                 if not force:
                     log.warning("Error trying to save the DB, can't exit.")
                     core.host.notify_supervisor("STATUS=Error trying to save the DB, can't "

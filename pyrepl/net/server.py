@@ -307,8 +307,31 @@ class NetHost(Host):
             pass
         self.server.children.pop(pid, None)
 
+    def final_save(self, save: Callable[[], bool], temp_path: str) -> bool:
+        def insist(sig: int, frame: object) -> None:
+            log = self.server.logger
+            log.warning("You insist... exiting now.")
+            try:
+                os.unlink(temp_path)            # (rdbRemoveTempFile)
+            except OSError:
+                pass
+            if self.server.pidfile:
+                process.remove_pidfile(self.server.pidfile)
+            os._exit(1)
+
+        # (the loop's handler cannot run while the save blocks it: a Python-level one can)
+        old = signal.signal(signal.SIGINT, insist)
+        try:
+            return save()
+        finally:
+            signal.signal(signal.SIGINT, old)
+
     def request_shutdown(self) -> None:
+        """The server exits: it stops listening at once (a client reconnecting after its
+        SHUTDOWN's connection closed is refused, as when Redis's process is gone), the rest
+        ends in the loop's next pass."""
         self.server.core.shutdown_asap = True
+        self.server.listeners.close()
 
     def background_fsync(self) -> BackgroundFsync:
         return BackgroundFsync()

@@ -508,3 +508,62 @@ def test_oom_score_adj_as_redis(tmp_path: Any) -> None:
             proc.kill()
             proc.wait()
     assert seen[0] == seen[1] == [22, 32, 42, 32, 10, 10, 22], seen
+
+
+def _saving_server(argv: list[str], d: Any, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([*argv, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
+                             "--save", "900 1", "--logfile", str(d / "log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    wait_for(lambda: ping(port), timeout=20, what="the server up")
+    with RawClient(port) as c:
+        for i in range(20):
+            c.call("SET", str(i), str(i))
+        c.call("CONFIG", "SET", "rdb-key-save-delay", "100000")     # 2 s to save 20 keys
+    return proc
+
+
+def test_temp_rdb_files_go_with_the_server_as_redis(tmp_path: Any) -> None:
+    """Redis's shutdown.tcl: SHUTDOWN NOSAVE during a BGSAVE stops listening before the
+    client's connection closes (a reconnect is refused) and the child's temp-<pid>.rdb is
+    removed; a second SIGINT during the final save exits at once (status 1, "You insist"), its
+    temp-<pid>.rdb removed. Beside redis-server."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        d = tmp_path / f"{os.path.basename(argv[-1])}-1"
+        d.mkdir()
+        port = free_port()
+        proc = _saving_server(argv, d, port)
+        try:
+            with RawClient(port) as c:
+                c.call("BGSAVE")
+                wait_for(lambda dd=d: any(p.name.startswith("temp-") for p in dd.iterdir()),
+                         timeout=10, what="the child's temp file")
+                c.send("SHUTDOWN", "NOSAVE")
+                assert c.sock.recv(100) == b""
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            assert proc.wait(timeout=20) == 0
+            wait_for(lambda dd=d: not any(p.name.startswith("temp-") for p in dd.iterdir()),
+                     timeout=10, what="the temp file removed")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        d = tmp_path / f"{os.path.basename(argv[-1])}-2"
+        d.mkdir()
+        port = free_port()
+        proc = _saving_server(argv, d, port)
+        try:
+            temp = d / f"temp-{proc.pid}.rdb"
+            proc.send_signal(signal.SIGINT)
+            wait_for(temp.exists, timeout=10, what="the final save's temp file")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 1
+            assert not temp.exists()
+            assert "You insist... exiting now." in (d / "log").read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -98,3 +98,36 @@ def test_misconf_after_a_failed_bgsave_as_redis(tmp_path: Any, proto: int) -> No
             c.close()
         for s in servers:
             s.stop()
+
+
+def test_a_failed_foreground_save_does_not_deny_writes_as_redis(tmp_path: Any) -> None:
+    """SAVE (and the save of a SHUTDOWN) failing leaves the last background save's status as
+    it was: no -MISCONF after it (Redis 7.0's rdbSave sets the status only when it works)."""
+    servers = []
+    dirs = []
+    for name, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
+        d = tmp_path / name / "data"
+        d.mkdir(parents=True)
+        dirs.append(d)
+        servers.append(start("--save", "3600 1", "--dir", str(d), tmpdir=str(tmp_path / name)))
+    clients = [RawClient(s.port) for s in servers]
+    try:
+        def both(*argv: str) -> bytes:
+            replies = [c.call(*argv) for c in clients]
+            assert replies[1] == replies[0], (argv, replies)
+            return replies[0]
+
+        assert both("SET", "k", "v") == b"+OK\r\n"
+        for d in dirs:
+            (d / "dump.rdb").mkdir()        # the rename over it fails
+        assert both("SAVE").startswith(b"-ERR")
+        assert both("SHUTDOWN").startswith(b"-ERR Errors trying to SHUTDOWN")
+        assert both("PING") == b"+PONG\r\n"
+        assert both("SET", "k", "v2") == b"+OK\r\n"
+        for c in clients:
+            assert bgsave_status(c) == b"ok"
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()
