@@ -841,8 +841,9 @@ class RdbDecoder:
             return End(None)
         if stored != self._crc:
             if self._strict:
-                raise _Corrupt(
-                    f"Wrong RDB checksum expected: ({self._crc:x}) but got ({stored:x})"
+                raise _Corrupt(     # (Redis logs the first sentence, then reports the error)
+                    f"Wrong RDB checksum expected: ({self._crc:x}) but got ({stored:x}). "
+                    "Aborting now. RDB CRC error"
                 )
             return End(False)
         return End(True)

@@ -567,3 +567,24 @@ def test_temp_rdb_files_go_with_the_server_as_redis(tmp_path: Any) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_an_rdb_with_a_wrong_checksum_stops_the_start_as_redis(tmp_path: Any) -> None:
+    """Redis's rdb.tcl "Server should not start if RDB is corrupted": a dump whose CRC64 is
+    wrong stops the start, "RDB CRC error" in the log, exit 1, on both servers."""
+    from pyrepl.rdb.crc64 import crc64
+
+    body = b"REDIS0010\xfe\x00\xfb\x01\x00\x00\x01k\x01v\xff"
+    good = body + crc64(body).to_bytes(8, "little")
+    blob = good[:-8] + b"foobar00"
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        d = tmp_path / os.path.basename(argv[-1])
+        d.mkdir()
+        (d / "dump.rdb").write_bytes(blob)
+        proc = subprocess.run([*argv, "--port", str(free_port()), "--bind", "127.0.0.1",
+                               "--dir", str(d)], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stdout
+        assert "RDB CRC error" in proc.stdout and "Wrong RDB checksum expected" in proc.stdout

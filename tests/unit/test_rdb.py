@@ -488,7 +488,7 @@ def test_checksum_mismatch_is_detected(tmp_path: Any) -> None:
     blob = bytearray(sample_blob())
     i = blob.index(b"hellohello")
     blob[i] ^= 0x20
-    with pytest.raises(RdbError, match=r"Wrong RDB checksum .* at offset \d+"):
+    with pytest.raises(RdbError, match=r"Wrong RDB checksum .* RDB CRC error at offset \d+"):
         load_blob(bytes(blob), tmp_path)
     events = decode_all(bytes(blob), strict_checksum=False)
     assert events[-1] == End(False)
