@@ -65,6 +65,24 @@ _EVICTION_DIRECTIVES = frozenset((
     "lfu-log-factor", "lfu-decay-time", "lazyfree-lazy-eviction", "replica-ignore-maxmemory"))
 
 
+#: acceptCommonHandler's answer to a connection from outside the loopback interface while
+#: protected-mode is on and the default user needs no password (the connection is closed)
+PROTECTED_MODE_DENIED = (
+    b"-DENIED Redis is running in protected mode because protected mode is enabled and no "
+    b"password is set for the default user. In this mode connections are only accepted from "
+    b"the loopback interface. If you want to connect from external computers to Redis you may "
+    b"adopt one of the following solutions: 1) Just disable protected mode sending the command "
+    b"'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from "
+    b"the same host the server is running, however MAKE SURE Redis is not publicly accessible "
+    b"from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) "
+    b"Alternatively you can just disable the protected mode by editing the Redis configuration "
+    b"file, and setting the protected mode option to 'no', and then restarting the server. 3) "
+    b"If you started the server manually just for testing, restart it with the "
+    b"'--protected-mode no' option. 4) Setup a an authentication password for the default "
+    b"user. NOTE: You only need to do one of the above things in order for the server to start "
+    b"accepting connections from the outside.\r\n")
+
+
 class ServerCore:
     # What the C parts read on every request at their offsets (pyrepl/_dispatch.c: the
     # dispatch; pyrepl/_plainrun.c: a run's checks and counts; pyrepl/commands/_hot.c: the
@@ -287,14 +305,27 @@ class ServerCore:
         A Unix-socket client's addr and laddr are ``<path>:0``, as Redis shows them."""
         c = Client(self, self.next_client_id, addr, laddr, fd, unix_socket)
         self.next_client_id += 1
-        self.stats.total_connections_received += 1
         if len(self.clients) >= self.config.maxclients:
-            self.stats.rejected_connections += 1
-            c.write(b"-ERR max number of clients reached\r\n")
-            c.close_after_reply = True
+            refusal = b"-ERR max number of clients reached\r\n"
+        elif self.config.protected_mode and addr and not c.is_local() \
+                and self.default_user_nopass():
+            refusal = PROTECTED_MODE_DENIED
+        else:
+            self.stats.total_connections_received += 1
+            self.clients[c.id] = c
             return c
-        self.clients[c.id] = c
+        self.stats.rejected_connections += 1     # (not counted as a connection, as Redis)
+        c.write(refusal)
+        c.close_after_reply = True
         return c
+
+    def default_user_nopass(self) -> bool:
+        """Whether the default user needs no password (protected mode's condition)."""
+        acl = self.__dict__.get("acl")
+        if acl is None:
+            return not self.config.requirepass
+        acl.sync_default()
+        return "nopass" in acl.default.flags
 
     def internal_client(self, kind: str, client_id: int | None = None, flags: str = "") -> Client:
         """A client of the server's own, not in the client table, authenticated: the AOF's

@@ -314,7 +314,8 @@ DEBUG_REFUSED = (b'-ERR DEBUG command not allowed. If the enable-debug-command o
 ])
 def test_debug_is_a_protected_command(setting: str, addr: str, unix: bool,
                                       allowed: bool) -> None:
-    core = make_core(("enable-debug-command", [setting]))
+    # (protected-mode off: a connection from outside the loopback interface is let in)
+    core = make_core(("enable-debug-command", [setting]), ("protected-mode", ["no"]))
     c = core.connection_made(addr, "127.0.0.1:6379", 9, unix_socket=unix)
     reply = run(c, "DEBUG", "SLEEP", "0")
     assert reply == (b"+OK\r\n" if allowed else DEBUG_REFUSED)
@@ -332,7 +333,7 @@ def test_debug_is_a_protected_command(setting: str, addr: str, unix: bool,
     ("local", "127.0.0.1:5000", True), ("local", "10.1.2.3:5000", False)])
 def test_protected_configs_follow_enable_protected_configs(tmp_path: object, setting: str, addr: str,
                                                            allowed: bool) -> None:
-    core = make_core(("enable-protected-configs", [setting]))
+    core = make_core(("enable-protected-configs", [setting]), ("protected-mode", ["no"]))
     c = core.connection_made(addr, "127.0.0.1:6379", 9)
     reply = run(c, "CONFIG", "SET", "dir", str(tmp_path))
     if allowed:

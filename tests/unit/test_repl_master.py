@@ -111,7 +111,7 @@ def test_the_side_is_composed_of_phases_that_declare_their_state(tmp_path) -> No
 # -- REPLCONF --------------------------------------------------------------------------------
 
 def test_replconf_options_and_errors(tmp_path) -> None:
-    m = Master(tmp_path)
+    m = Master(tmp_path, ("protected-mode", ["no"]))   # (a replica from another host)
     c = m.core.connection_made("10.0.0.7:41000", "127.0.0.1:6380")
     assert m.run("REPLCONF", "listening-port", "6390", client=c) == b"+OK\r\n"
     assert m.run("REPLCONF", "ip-address", "10.1.2.3", "capa", "eof", "capa", "psync2",
