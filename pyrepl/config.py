@@ -866,7 +866,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("bio_cpulist", "", mutable=False, aliases=("bio-cpulist",), noop=True),
     _str("aof_rewrite_cpulist", "", mutable=False, aliases=("aof-rewrite-cpulist",), noop=True),
     _str("bgsave_cpulist", "", mutable=False, aliases=("bgsave-cpulist",), noop=True),
-    _str("bind-source-addr", "", noop=True),
+    _str("bind-source-addr", ""),
     Directive("socket-mark-id", "int", "0", lo=0, hi=UINT_MAX, unsigned=True, mutable=False,
               noop=True),
     _int("io-threads", "1", 1, 128, mutable=False, noop=True),

@@ -208,8 +208,11 @@ class ReplicaIO:
     async def _connect(self, token: int, host: str, port: int, rdb: bool) -> None:
         loop = asyncio.get_running_loop()
         try:
+            # bind-source-addr: the local address the connections to the master come from
+            source = self.server.config.bind_source_addr
             _t, proto = await loop.create_connection(
-                lambda: _MasterLinkProtocol(self, token, rdb), host, port, **self._tls())
+                lambda: _MasterLinkProtocol(self, token, rdb), host, port,
+                local_addr=(source, 0) if source else None, **self._tls())
         except asyncio.CancelledError:
             raise
         except (OSError, ValueError) as e:

@@ -170,3 +170,22 @@ def test_restart_master_and_replica_without_full_sync(tmp_path) -> None:
         for p in (b2, a2, b, a):
             if p is not None:
                 p.stop()
+
+
+def test_bind_source_addr_as_redis(tmp_path) -> None:
+    """``bind-source-addr`` (Redis's networking.tcl): a replica's connection to its master
+    comes from that address, which the master shows (a pyrepl master and a Redis one, whose
+    protected mode is off: 127.0.0.2 is not 127.0.0.1 to it)."""
+    from tests.support.procs import start_redis
+
+    for start in (start_pyrepl, start_redis):
+        master = start("--protected-mode", "no")
+        replica = start_pyrepl("--bind-source-addr", "127.0.0.2")
+        try:
+            r(replica.port).execute_command("REPLICAOF", "127.0.0.1", str(master.port))
+            wait_for(lambda rp=replica.port: repl(rp).get("master_link_status") == "up",
+                     timeout=20, what="the link up")
+            assert repl(master.port)["slave0"]["ip"] == "127.0.0.2"
+        finally:
+            replica.stop()
+            master.stop()
