@@ -29,7 +29,9 @@ class Listeners:
 
     # -- binding -----------------------------------------------------------------------------
     def bind(self, bind: list[str], port: int) -> list[socket.socket]:
-        """Bind and listen on every address of ``bind`` (``-addr`` = optional); all or none."""
+        """Bind and listen on every address of ``bind`` (``-addr`` = optional); all or none.
+        An empty ``bind`` listens nowhere (as Redis's ``bind ""``), and so does one whose
+        addresses are all optional and unavailable."""
         socks: list[socket.socket] = []
         try:
             for addr in bind:
@@ -57,8 +59,6 @@ class Listeners:
             for s in socks:
                 s.close()
             raise
-        if not socks:
-            raise OSError(f"no address of bind {' '.join(bind)!r} could be used")
         return socks
 
     def bind_unix(self, path: str, perm: int) -> socket.socket:

@@ -520,7 +520,8 @@ class Server:
     def _config_changed(self, name: str, value: object) -> None:
         cfg = self.config
         if name in ("port", "bind"):
-            self.rebind(cfg.bind, cfg.port)
+            self.rebind(cfg.bind, cfg.port, why="Failed to bind to specified addresses."
+                        if name == "bind" else "")
             if name == "bind" and cfg.tls_port:
                 self.rebind(cfg.bind, cfg.tls_port, tls_port=True)
         elif name.startswith("tls-"):
@@ -720,6 +721,9 @@ class Server:
             except OSError as e:
                 self.logger.warning(f"Failed opening Unix socket: {e.strerror or e}")
                 raise SystemExit(1) from None
+        if not any(socks for _kind, socks in bound):
+            self.logger.warning("Configured to not listen anywhere, exiting.")
+            raise SystemExit(1)
         return bound
 
     async def serve_bound(self, bound: list[tuple[str, Any]]) -> None:
@@ -746,9 +750,10 @@ class Server:
             self.listeners.tls_context = contexts.server
         return True
 
-    def rebind(self, bind: list[str], port: int, tls_port: bool = False) -> None:
+    def rebind(self, bind: list[str], port: int, tls_port: bool = False, why: str = "") -> None:
         """CONFIG SET port/bind/tls-port: listen on the new addresses, then close the old
-        listeners. A bind failure raises ConfigError, which rolls the change back."""
+        listeners. A bind failure raises ConfigError (``why``, or Redis's text for a port),
+        which rolls the change back."""
         from pyrepl.config import ConfigError
 
         if self.loop is None or not self.loop.is_running():
@@ -757,7 +762,8 @@ class Server:
             self.listeners.move(bind, port, tls_port, self.loop)
         except OSError as e:
             self.logger.warning(f"Failed to bind: {e}")
-            raise ConfigError("Unable to listen on this port. Check server logs.") from None
+            raise ConfigError(why or "Unable to listen on this port. Check server logs.") \
+                from None
         if not tls_port:
             self.core.port = port
 

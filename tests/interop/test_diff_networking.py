@@ -1,4 +1,6 @@
-"""protected-mode, side by side with redis-server 7.0.15: with it on (the default) and no
+"""Networking, side by side with redis-server 7.0.15 (Redis's networking.tcl): CONFIG SET bind
+(a bad address refused with Redis's text, the old listeners kept; ``""`` listens nowhere until
+set again), and protected-mode: with it on (the default) and no
 password for the default user, a connection from anywhere but 127.0.0.1 / ::1 (127.0.0.2
 included, as Redis's islocalClient) gets -DENIED and is closed, and is counted in
 rejected_connections, not total_connections_received; a password (requirepass, or one given
@@ -73,3 +75,21 @@ def test_protected_mode_as_redis(server: ServerProcess) -> None:
         assert _from(server.port, "127.0.0.2") == denied
         admin.call("CONFIG", "SET", "protected-mode", "no")
         assert _from(server.port, "127.0.0.2") == b"+PONG\r\n"
+
+
+def test_config_set_bind_as_redis(server: ServerProcess) -> None:
+    port = server.port
+    with RawClient(port) as admin:
+        assert admin.call("CONFIG", "SET", "bind", "999.999.999.999") == (
+            b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to "
+            b"specified addresses.\r\n")
+        with RawClient(port) as c:                  # still listening where it was
+            assert c.call("PING") == b"+PONG\r\n"
+        assert admin.call("CONFIG", "SET", "bind", "") == b"+OK\r\n"
+        assert parse_reply(admin.call("CONFIG", "GET", "bind")) == [b"bind", b""]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert admin.call("PING") == b"+PONG\r\n"     # (connections made before stay)
+        assert admin.call("CONFIG", "SET", "bind", "127.0.0.1") == b"+OK\r\n"
+        with RawClient(port) as c:
+            assert c.call("PING") == b"+PONG\r\n"
