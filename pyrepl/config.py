@@ -839,10 +839,10 @@ DIRECTIVES: tuple[Directive, ...] = (
              _flag_parser(_SHUTDOWN_FLAGS, _check_shutdown_flags),
              _flag_formatter(_SHUTDOWN_FLAGS), multi_arg=True, choices=_names(_SHUTDOWN_FLAGS)),
     _int("shutdown-timeout", "10", 0, INT_MAX),
-    _int("key-load-delay", "0", INT_MIN, INT_MAX, hidden=True, noop=True,
+    _int("key-load-delay", "0", INT_MIN, INT_MAX, hidden=True,
          help="microseconds slept per key while loading an RDB (a Redis testing knob)"),
     Directive("loading-process-events-interval-bytes", "int", "2097152", lo=1024, hi=INT_MAX,
-              hidden=True, noop=True),
+              hidden=True),
     _int("busy-reply-threshold", "5000", 0, LLONG_MAX, aliases=("lua-time-limit",)),
     # setfenv, getfenv and newproxy in scripts (Redis 7.0.15; read when a Lua state is made)
     _bool("lua-enable-deprecated-api", "no", mutable=False, hidden=True),

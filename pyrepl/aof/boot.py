@@ -90,6 +90,7 @@ def load_into(core: Any, clock_s: Any = lambda: 0.0) -> LoadStatus:
                                          cfg.aof_load_corrupt_tail_max_size)
     finally:
         core.loading, core.expiry_deletes, core.applying_master_stream = saved
+        core.refresh_gate()     # (a script's gate may have been raised meanwhile)
         c.discard_transaction()
     if status in (LoadStatus.OK, LoadStatus.TRUNCATED):
         aof.loaded(total, base)

@@ -326,10 +326,11 @@ LOADING_ERR = "LOADING Redis is loading the dataset in memory"
 
 
 def refresh_gate(core: ServerCore) -> None:
-    """``gated``: a busy script, a MISCONF state, a CLIENT PAUSE is on or clients are over
-    maxmemory-clients (the one test ``execute`` makes for all four while none is)."""
+    """``gated``: a busy script, a MISCONF state, a CLIENT PAUSE is on, clients are over
+    maxmemory-clients or the dataset is loading (the one test ``execute`` makes for all five
+    while none is)."""
     core.gated = core.busy is not None or core.disk_error is not None or \
-        core.pause.kind != 0 or core.client_eviction.over
+        core.pause.kind != 0 or core.client_eviction.over or core.loading
 
 
 def set_busy(core: ServerCore, error: str | None) -> None:
@@ -346,7 +347,7 @@ def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
     CLIENT PAUSE postponed it."""
     if core.client_eviction.over and core.client_eviction.evict(c):
         return True
-    if core.loading and "loading" not in cmd.flags and c.kind != "master":
+    if core.loading and "loading" not in cmd.flags and not c.must_obey():
         # (served while loading: from a busy script's hook during an AOF load)
         core.reject(c, LOADING_ERR, cmd)
         return True

@@ -203,6 +203,15 @@ def section_persistence(core: ServerCore) -> Fields:
     ]
     if core.config.appendonly:   # (server.aof_enabled: the directive, not the state)
         fields += core.aof.enabled_fields()
+    p = core.persistence
+    if core.loading and p.loading_total_bytes:      # (the RDB file loading at start)
+        total, done = p.loading_total_bytes, p.loading_loaded_bytes
+        perc = min(done / total * 100, 99.99) if total else 0.0
+        elapsed = now // 1000 - p.loading_start_s
+        eta = 1 if elapsed == 0 else elapsed * (total - done) // (done + 1)
+        fields += [("loading_start_time", p.loading_start_s), ("loading_total_bytes", total),
+                   ("loading_rdb_used_mem", 0), ("loading_loaded_bytes", done),
+                   ("loading_loaded_perc", f"{perc:.2f}"), ("loading_eta_seconds", eta)]
     return fields
 
 

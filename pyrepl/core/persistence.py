@@ -13,13 +13,26 @@ save's end to ``bgsave_done``.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyrepl.core.stats import CowSample
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
     from pyrepl.rdb.decoder import LoadedRdb
+
+
+_T = TypeVar("_T")
+
+
+def drive(steps: Generator[Any, None, _T]) -> _T:
+    """Run a step generator (a load) to its end at once: its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value   # type: ignore[no-any-return]
 
 
 class AofLoadError(Exception):
@@ -41,6 +54,10 @@ class Persistence:
         # INFO's rdb_last_load_*
         self.last_load_keys_loaded = 0
         self.last_load_keys_expired = 0
+        # INFO's loading_* while the RDB loads at start (seconds, bytes)
+        self.loading_start_s = 0
+        self.loading_total_bytes = 0
+        self.loading_loaded_bytes = 0
         # What the RDB file loaded at start carried (a restarted replica goes on from it).
         self.loaded_repl_id: bytes | None = None
         self.loaded_repl_offset: int | None = None
@@ -176,6 +193,12 @@ class Persistence:
         appending: AppendOnly.boot), else the RDB file, if present. The AOF manifest is read
         in any case (a later ``CONFIG SET appendonly yes`` goes on from it), as Redis does.
         Raises on anything that must stop the start."""
+        drive(self.load_steps())
+
+    def load_steps(self) -> Generator[tuple[int, int], None, None]:
+        """:meth:`load` a step at a time: an RDB file yields (bytes read, keys read) every
+        ``loading-process-events-interval-bytes``, where the shell serves its clients (they
+        get -LOADING meanwhile, as Redis's processEventsWhileBlocked)."""
         from pyrepl.aof.manifest import ManifestError
 
         core = self.core
@@ -194,7 +217,7 @@ class Persistence:
             self.load_aof()
             aof.boot()
             return
-        self.load_rdb()
+        yield from self.load_rdb_steps()
 
     def load_aof(self) -> None:
         """loadAppendOnlyFiles; AofLoadError (the dataset left empty) on failure."""
@@ -244,6 +267,11 @@ class Persistence:
 
     def load_rdb(self) -> None:
         """The RDB file, if present, as the dataset (a start, DEBUG RELOAD)."""
+        drive(self.load_rdb_steps())
+
+    def load_rdb_steps(self) -> Generator[tuple[int, int], None, None]:
+        """:meth:`load_rdb` a chunk at a time (``core.loading`` meanwhile, INFO's loading_*
+        fields following it; key-load-delay applied by the shell between chunks)."""
         core = self.core
         path = self.rdb_path()
         if not os.path.exists(path):
@@ -251,7 +279,26 @@ class Persistence:
         # A master drops keys that expired while it was down; a replica keeps them until its
         # master's DEL arrives (as Redis).
         replica = core.config.replicaof is not None
-        loaded = self.install_rdb(path, None if replica else core.now_ms)
+        was_loading = core.loading
+        core.loading = True      # (startLoading: clients get -LOADING meanwhile)
+        core.refresh_gate()
+        self.loading_start_s = core.now_ms // 1000
+        self.loading_total_bytes = os.path.getsize(path)
+        self.loading_loaded_bytes = 0
+        try:
+            steps = self.install_rdb_steps(path, None if replica else core.now_ms,
+                                           core.config.loading_process_events_interval_bytes)
+            while True:
+                try:
+                    progress = next(steps)
+                except StopIteration as end:
+                    loaded = end.value
+                    break
+                self.loading_loaded_bytes = progress[0]
+                yield progress
+        finally:
+            core.loading = was_loading      # (stopLoading)
+            core.refresh_gate()
         aux = loaded.aux
         if b"repl-id" in aux and b"repl-offset" in aux:
             self.loaded_repl_id = aux[b"repl-id"]
@@ -277,12 +324,19 @@ class Persistence:
         """An RDB file's dataset and function libraries in place of ours (keys expired at
         ``now_ms`` dropped; None keeps them), INFO's rdb_last_load_* set; the load at start
         and DEBUG RELOAD, and an AOF's RDB base. RdbError leaves ours as it was."""
-        from pyrepl.rdb.decoder import load_rdb_file
+        return drive(self.install_rdb_steps(path, now_ms))
+
+    def install_rdb_steps(self, path: str, now_ms: int | None, chunk_size: int = 8 << 20
+                          ) -> Generator[tuple[int, int], None, LoadedRdb]:
+        """:meth:`install_rdb` a chunk of ``chunk_size`` bytes at a time (yields bytes and
+        keys read so far)."""
+        from pyrepl.rdb.decoder import load_rdb_file_steps
 
         core = self.core
-        loaded = load_rdb_file(path, len(core.dbs), now_ms=now_ms,
-                               verify_checksum=not core.skip_checksum_validation,
-                               deep=core.config.sanitize_dump_payload == "yes")
+        loaded = yield from load_rdb_file_steps(
+            path, len(core.dbs), now_ms=now_ms, chunk_size=chunk_size,
+            verify_checksum=not core.skip_checksum_validation,
+            deep=core.config.sanitize_dump_payload == "yes")
         for key in loaded.empty_keys:
             core.log.warning("rdbLoadObject skipping empty key: "
                              + key.decode("utf-8", "backslashreplace"))

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import mmap
 import os
+import random
 import select
 import signal
 import socket
@@ -621,8 +622,14 @@ class Server:
         # Redis's InitServerLast: used_memory_startup is the server set up, before the data
         core.used_memory_startup = core.meter.used(fresh=True)
         core.used_memory_peak = max(core.used_memory_peak, core.used_memory_startup)
+        # Connections are accepted from here on: while the RDB file loads, the load yields to
+        # the loop every loading-process-events-interval-bytes and clients get -LOADING (as
+        # Redis's processEventsWhileBlocked serves them)
+        await self.serve_bound(bound)
         try:
-            core.persistence.load()
+            if not await self._load_data():     # a SHUTDOWN while loading: no more start
+                self._close_down()
+                return
         except AofLoadError:    # the loader logged why, as Redis does before its exit(1)
             self.exit_code = 1
             return
@@ -637,7 +644,6 @@ class Server:
             log.warning(f"Fatal error loading the DB: {e}. Exiting.")
             self.exit_code = 1
             return
-        await self.serve_bound(bound)
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self._on_signal, sig)
@@ -669,18 +675,47 @@ class Server:
             await self._stop_event.wait()
         finally:
             cron.cancel()
-            self.listeners.close()
-            for c in list(core.clients.values()):
-                if c.transport is not None:
-                    c.transport.abort()
-            if self.pidfile:
-                log.notice("Removing the pid file.")
-                process.remove_pidfile(self.pidfile)
-            if self.listeners.unix_path:
-                log.notice("Removing the unix socket file.")
-                process.remove_pidfile(self.listeners.unix_path)
-            if self.sync_log is not None:
-                self.sync_log.close()
+            self._close_down()
+
+    async def _load_data(self) -> bool:
+        """loadDataFromDisk, a step at a time (pyrepl.core.persistence.load_steps): between
+        steps key-load-delay is slept and the loop serves clients. False when a SHUTDOWN came
+        meanwhile (the load is abandoned: nothing is saved while loading)."""
+        core = self.core
+        steps = core.persistence.load_steps()
+        keys_before = 0
+        while True:
+            try:
+                _bytes_read, keys = next(steps)
+            except StopIteration:
+                return True
+            delay = self.config.key_load_delay      # (debugDelay per key, as Redis)
+            if delay:
+                n = keys - keys_before
+                time.sleep(n * delay / 1e6 if delay > 0
+                           else sum(random.randrange(-delay) == 0 for _ in range(n)) / 1e6)
+            keys_before = keys
+            await asyncio.sleep(0)
+            core.now_ms = now_ms()
+            if self._stop_event is not None and self._stop_event.is_set():
+                steps.close()
+                return False
+
+    def _close_down(self) -> None:
+        """The listeners closed, the clients dropped, the pid and socket files removed."""
+        log = self.logger
+        self.listeners.close()
+        for c in list(self.core.clients.values()):
+            if c.transport is not None:
+                c.transport.abort()
+        if self.pidfile:
+            log.notice("Removing the pid file.")
+            process.remove_pidfile(self.pidfile)
+        if self.listeners.unix_path:
+            log.notice("Removing the unix socket file.")
+            process.remove_pidfile(self.listeners.unix_path)
+        if self.sync_log is not None:
+            self.sync_log.close()
 
     def banner(self) -> None:
         """redisAsciiArt: with ``always-show-logo``, or when the log is a terminal (no logfile,

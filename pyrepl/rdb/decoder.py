@@ -39,7 +39,7 @@ into per-db KeyTables (or dicts) without building an event object per key. Any e
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1285,6 +1285,21 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
     checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
     master does when it loads its own dump; without it every key is kept (as a replica).
     ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
+    steps = load_rdb_file_steps(path, ndbs, now_ms=now_ms, chunk_size=chunk_size,
+                                verify_checksum=verify_checksum, deep=deep)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value   # type: ignore[no-any-return]
+
+
+def load_rdb_file_steps(path: str, ndbs: int, *, now_ms: int | None = None,
+                        chunk_size: int = 8 << 20, verify_checksum: bool = True,
+                        deep: bool = False) -> Generator[tuple[int, int], None, LoadedRdb]:
+    """:func:`load_rdb_file` a chunk at a time: yields (bytes read, keys read) after each
+    chunk of ``chunk_size`` bytes (where the server serves its clients meanwhile, as Redis's
+    loading-process-events-interval-bytes), returns the LoadedRdb."""
     data = [KeyTable() for _ in range(ndbs)]
     expires = [KeyTable(ageing=False) for _ in range(ndbs)]
     dec = RdbDecoder(databases=ndbs, verify_checksum=verify_checksum, deep=deep)
@@ -1308,6 +1323,8 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
                     done = True
             if not chunk and not done:  # pragma: no cover - load_into raises first
                 raise RdbError(f"Unexpected end of RDB data at offset {dec.offset}")
+            if not done:
+                yield dec.offset, dec.keys_read
     result.version = dec.version
     result.bytes_read = dec.offset
     result.empty_keys_skipped = dec.empty_keys_skipped

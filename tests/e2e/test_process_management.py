@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,7 +33,7 @@ from tests.support.procs import (
     start_pyrepl,
     start_redis,
 )
-from tests.support.resp import RawClient, info
+from tests.support.resp import RawClient, info, parse_reply
 from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -588,3 +589,59 @@ def test_an_rdb_with_a_wrong_checksum_stops_the_start_as_redis(tmp_path: Any) ->
                               stdin=subprocess.DEVNULL)
         assert proc.returncode == 1, proc.stdout
         assert "RDB CRC error" in proc.stdout and "Wrong RDB checksum expected" in proc.stdout
+
+
+def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
+    """Redis's "config during loading" / "client freed during loading": while the RDB file
+    loads at start (slowed by key-load-delay), connections are accepted and served between
+    chunks of loading-process-events-interval-bytes: INFO says loading:1 with the loading_*
+    fields, a data command gets -LOADING, a CONFIG SET of a deny-loading directive too, one of
+    another is done, clients come and go; then every key is there. Beside redis-server."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    seen = []
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        d = tmp_path / os.path.basename(argv[-1])
+        d.mkdir()
+        port = free_port()
+        base = [*argv, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
+                "--save", "", "--enable-debug-command", "yes", "--rdbcompression", "no"]
+        proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: ping(port), timeout=20, what="the server up")
+            with RawClient(port) as c:
+                c.call("DEBUG", "POPULATE", "5000", "key", "1000")
+                c.call("SAVE")
+                c.send("SHUTDOWN", "NOSAVE")
+            proc.wait(timeout=20)
+            proc = subprocess.Popen([*base, "--key-load-delay", "1000",
+                                     "--loading-process-events-interval-bytes", "1024"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    stdin=subprocess.DEVNULL)
+            def loading() -> bool:
+                try:
+                    with RawClient(port) as c:
+                        return b"loading:1" in c.call("INFO", "persistence")
+                except OSError:
+                    return False
+            wait_for(loading, timeout=20, what="the load under way")
+            row = []
+            with RawClient(port) as c:
+                text = parse_reply(c.call("INFO", "persistence")).decode()
+                row.append(sorted(k for k in re.findall(r"^(loading\w*):", text, re.M)))
+                row += [c.call("GET", "key:1")[:8], c.call("DBSIZE")[:8],
+                        c.call("CONFIG", "SET", "dir", str(d))[:8],
+                        c.call("CONFIG", "SET", "loglevel", "debug")]
+                for _ in range(5):
+                    with RawClient(port) as other:
+                        row.append(other.call("DEBUG", "LOG", "bla"))
+                assert b"loading:1" in c.call("INFO", "persistence")
+            wait_for(lambda: ping(port), timeout=60, what="the load done")
+            with RawClient(port) as c:
+                row.append(c.call("DBSIZE"))
+            seen.append(row)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert seen[0] == seen[1], seen
