@@ -1272,7 +1272,7 @@ class Config:
         self.set_many([(name, value)], force=force, allow_protected=allow_protected)
 
     def set_many(self, pairs: Sequence[tuple[str, str]], *, force: bool = False,
-                 allow_protected: bool = False) -> None:
+                 allow_protected: bool = False, loading: bool = False) -> None:
         """CONFIG SET k v [k v ...] with Redis 7's rules: all or nothing.
 
         Unknown names, immutable or protected directives and a name given twice are refused
@@ -1285,7 +1285,10 @@ class Config:
         ``allow_protected=True`` lets protected directives (``dir``, ``dbfilename``) be set: the
         caller decides it from ``enable-protected-configs`` and the client (as Redis).
         Multi-argument directives split their value on single spaces, as CONFIG SET does.
+        ``loading``: the server is loading a dataset, so a ``deny_loading`` directive refuses
+        the whole call with -LOADING.
         """
+        # (configSetCommand's first pass: the first failure is the answer; -LOADING is one)
         steps: list[tuple[Directive, str, str]] = []
         for name, value in pairs:
             d = lookup(name)
@@ -1296,6 +1299,9 @@ class Config:
                 reason = "can't set immutable config" if not d.mutable else \
                     "can't set protected config"
                 raise _set_failed(name, reason)
+            if loading and d.deny_loading:
+                raise ConfigError("LOADING Redis is loading the dataset in memory",
+                                  reason="loading")
             key = name.lower() if name.isascii() else name
             if any(key == seen for _, seen, _ in steps):
                 raise _set_failed(name, "duplicate parameter")

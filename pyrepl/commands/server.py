@@ -189,10 +189,11 @@ def config_set(c: Any, argv: list[bytes]) -> object:
              for i in range(0, len(args), 2)]
     try:
         c.core.config.set_many(pairs, allow_protected=c.allows_protected(
-            c.core.config.enable_protected_configs))
+            c.core.config.enable_protected_configs), loading=c.core.loading)
     except ConfigError as e:
         msg = str(e)
-        raise ReplyError(msg if msg.startswith("ERR") else "ERR " + msg) from None
+        raise ReplyError(msg if msg.startswith(("ERR", "LOADING")) else "ERR " + msg) \
+            from None
     return OK
 
 

@@ -632,6 +632,7 @@ def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
                 row.append(sorted(k for k in re.findall(r"^(loading\w*):", text, re.M)))
                 row += [c.call("GET", "key:1")[:8], c.call("DBSIZE")[:8],
                         c.call("CONFIG", "SET", "dir", str(d))[:8],
+                        c.call("CONFIG", "SET", "appendonly", "yes"),
                         c.call("CONFIG", "SET", "loglevel", "debug")]
                 for _ in range(5):
                     with RawClient(port) as other:
