@@ -32,11 +32,19 @@ KEYS_NOT_EMPTY = ("ERR When using MIGRATE KEYS option, the key argument must be 
                   "empty string")
 
 
+#: migrateGetKeys' options before KEYS and how many arguments each takes
+_SKIP = {b"copy": 0, b"replace": 0, b"auth": 1, b"auth2": 2}
+
+
 def migrate_keys(argv: list[bytes]) -> list[int]:
-    """migrateGetKeys: the key argument, or every argument after KEYS."""
-    for i in range(6, len(argv)):
-        if argv[i].lower() == b"keys":
-            return list(range(i + 1, len(argv)))
+    """migrateGetKeys: the key argument, or every argument after KEYS (the options' own
+    arguments skipped: a password may be "KEYS"); none when KEYS comes with a key."""
+    i = 6
+    while i < len(argv):
+        opt = argv[i].lower()
+        if opt == b"keys":
+            return [] if argv[3] else list(range(i + 1, len(argv)))
+        i += _SKIP.get(opt, 0) + 1
     return [3] if len(argv) > 3 else []
 
 

@@ -71,6 +71,12 @@ GETKEYSANDFLAGS = [
     ("FCALL", "f", "1", "k"), ("PUBLISH", "ch", "m"), ("GET",), ("NOSUCH", "x"),
     ("ZUNIONSTORE", "d", "x", "a"), ("EVAL", "return 1", "5", "k"), ("PING",),
     ("LMPOP", "0", "a", "LEFT"), ("XREAD", "STREAMS", "s1"),
+    # MIGRATE: the options' arguments skipped (a password or user named KEYS)
+    ("MIGRATE", "h", "1", "k", "0", "500"),
+    ("MIGRATE", "h", "1", "", "0", "500", "AUTH", "KEYS", "KEYS", "rw"),
+    ("MIGRATE", "h", "1", "", "0", "500", "AUTH2", "KEYS", "123", "KEYS", "a", "b"),
+    ("MIGRATE", "h", "1", "", "0", "500", "COPY", "REPLACE", "AUTH2", "USER", "KEYS", "KEYS",
+     "rw"),
 ]
 
 
