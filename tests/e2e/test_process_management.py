@@ -299,6 +299,22 @@ def test_shutdowns_waiting_together_and_aborted_as_redis(tmp_path: Any) -> None:
         b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n", b"+PONG\r\n", False]
 
 
+def _start_on_dump(tmp_path: Any, blob: bytes) -> list[subprocess.CompletedProcess]:
+    """pyrepl, then redis-server, started on a dump.rdb of ``blob`` (each in a directory of
+    its own): how each start ended (the test is skipped without redis-server)."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    out = []
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        d = tmp_path / os.path.basename(argv[-1])
+        d.mkdir()
+        (d / "dump.rdb").write_bytes(blob)
+        out.append(subprocess.run([*argv, "--port", str(free_port()), "--bind", "127.0.0.1",
+                                   "--dir", str(d)], capture_output=True, text=True,
+                                  timeout=30, stdin=subprocess.DEVNULL))
+    return out
+
+
 def test_a_corrupt_rdb_at_start_is_reported_as_redis(tmp_path: Any) -> None:
     """A dump.rdb whose hash ziplist is corrupt (its second entry's prevlen is wrong): both
     servers name the integrity check that failed, in the error and in the checker's report,
@@ -309,15 +325,7 @@ def test_a_corrupt_rdb_at_start_is_reported_as_redis(tmp_path: Any) -> None:
     zl = bytearray(build_ziplist([b"a", b"1"]))
     zl[10 + 1 + zl[11] + 1] += 1                 # the second entry's prevlen, off by one
     blob = (b"REDIS0010\xfe\x00\x0d\x01h" + bytes((len(zl),)) + bytes(zl) + b"\xff" + bytes(8))
-    if redis_server_path() is None:
-        pytest.skip("redis-server is not installed (the test command installs it)")
-    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
-        d = tmp_path / os.path.basename(argv[-1])
-        d.mkdir()
-        (d / "dump.rdb").write_bytes(blob)
-        proc = subprocess.run([*argv, "--port", str(free_port()), "--bind", "127.0.0.1",
-                               "--dir", str(d)], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)
+    for proc in _start_on_dump(tmp_path, blob):
         out = proc.stdout
         assert proc.returncode == 1, out
         assert out.count("Hash ziplist integrity check failed") >= 2, out
@@ -578,15 +586,7 @@ def test_an_rdb_with_a_wrong_checksum_stops_the_start_as_redis(tmp_path: Any) ->
     body = b"REDIS0010\xfe\x00\xfb\x01\x00\x00\x01k\x01v\xff"
     good = body + crc64(body).to_bytes(8, "little")
     blob = good[:-8] + b"foobar00"
-    if redis_server_path() is None:
-        pytest.skip("redis-server is not installed (the test command installs it)")
-    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
-        d = tmp_path / os.path.basename(argv[-1])
-        d.mkdir()
-        (d / "dump.rdb").write_bytes(blob)
-        proc = subprocess.run([*argv, "--port", str(free_port()), "--bind", "127.0.0.1",
-                               "--dir", str(d)], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)
+    for proc in _start_on_dump(tmp_path, blob):
         assert proc.returncode == 1, proc.stdout
         assert "RDB CRC error" in proc.stdout and "Wrong RDB checksum expected" in proc.stdout
 
@@ -609,7 +609,7 @@ def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
         proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL)
         try:
-            wait_for(lambda: ping(port), timeout=20, what="the server up")
+            wait_for(lambda p=port: ping(p), timeout=20, what="the server up")
             with RawClient(port) as c:
                 c.call("DEBUG", "POPULATE", "5000", "key", "1000")
                 c.call("SAVE")
@@ -619,7 +619,7 @@ def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
                                      "--loading-process-events-interval-bytes", "1024"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     stdin=subprocess.DEVNULL)
-            def loading() -> bool:
+            def loading(port: int = port) -> bool:
                 try:
                     with RawClient(port) as c:
                         return b"loading:1" in c.call("INFO", "persistence")
@@ -638,7 +638,7 @@ def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
                     with RawClient(port) as other:
                         row.append(other.call("DEBUG", "LOG", "bla"))
                 assert b"loading:1" in c.call("INFO", "persistence")
-            wait_for(lambda: ping(port), timeout=60, what="the load done")
+            wait_for(lambda p=port: ping(p), timeout=60, what="the load done")
             with RawClient(port) as c:
                 row.append(c.call("DBSIZE"))
             seen.append(row)

@@ -14,7 +14,7 @@ from contextlib import closing
 import pytest
 
 from tests.support.differential import Pair
-from tests.support.procs import side_by_side, start_redis
+from tests.support.procs import side_by_side, start_pyrepl, start_redis
 
 
 @pytest.fixture
@@ -51,3 +51,14 @@ def servers():
 def tapped_redis():
     with start_redis("--repl-diskless-sync", "no") as srv:
         yield srv
+
+
+@pytest.fixture(params=["pyrepl", "redis"])
+def each_server(request: pytest.FixtureRequest):  # noqa: ANN201
+    """One test run against a fresh pyrepl, then a fresh redis-server (their defaults as the
+    procs helpers start them)."""
+    srv = (start_pyrepl if request.param == "pyrepl" else start_redis)()
+    try:
+        yield srv
+    finally:
+        srv.stop()

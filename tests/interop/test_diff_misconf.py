@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -38,8 +40,11 @@ def idle(c: RawClient) -> bool:
     return b"rdb_bgsave_in_progress:0" in c.call("INFO", "persistence")
 
 
-@pytest.mark.parametrize("proto", [2, 3])
-def test_misconf_after_a_failed_bgsave_as_redis(tmp_path: Any, proto: int) -> None:
+@contextmanager
+def saving_pair(tmp_path: Any) -> Iterator[tuple[list[Any], list[RawClient], Callable[..., bytes]]]:
+    """redis-server and pyrepl with a save point, each with a data directory of its own: the
+    directories, a client of each and ``both(*argv)``, which sends argv to both and asserts
+    the same reply (returned)."""
     servers = []
     dirs = []
     for name, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
@@ -49,12 +54,24 @@ def test_misconf_after_a_failed_bgsave_as_redis(tmp_path: Any, proto: int) -> No
         servers.append(start("--save", "3600 1", "--dir", str(d), "--enable-protected-configs",
                              "yes", tmpdir=str(tmp_path / name)))
     clients = [RawClient(s.port) for s in servers]
-    try:
-        def both(*argv: str) -> bytes:
-            replies = [c.call(*argv) for c in clients]
-            assert replies[1] == replies[0], argv
-            return replies[0]
 
+    def both(*argv: str) -> bytes:
+        replies = [c.call(*argv) for c in clients]
+        assert replies[1] == replies[0], (argv, replies)
+        return replies[0]
+
+    try:
+        yield dirs, clients, both
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_misconf_after_a_failed_bgsave_as_redis(tmp_path: Any, proto: int) -> None:
+    with saving_pair(tmp_path) as (dirs, clients, both):
         for c in clients:      # (the reply names the client id, which differs)
             assert c.call("HELLO", str(proto)).startswith(b"*14" if proto == 2 else b"%7")
         assert both("SET", "k", "v") == b"+OK\r\n"
@@ -93,30 +110,12 @@ def test_misconf_after_a_failed_bgsave_as_redis(tmp_path: Any, proto: int) -> No
             assert bgsave_status(c) == b"ok"
         assert both("SET", "k", "v8") == b"+OK\r\n"
         assert both("PING") == b"+PONG\r\n"
-    finally:
-        for c in clients:
-            c.close()
-        for s in servers:
-            s.stop()
 
 
 def test_a_failed_foreground_save_does_not_deny_writes_as_redis(tmp_path: Any) -> None:
     """SAVE (and the save of a SHUTDOWN) failing leaves the last background save's status as
     it was: no -MISCONF after it (Redis 7.0's rdbSave sets the status only when it works)."""
-    servers = []
-    dirs = []
-    for name, start in (("redis", start_redis), ("pyrepl", start_pyrepl)):
-        d = tmp_path / name / "data"
-        d.mkdir(parents=True)
-        dirs.append(d)
-        servers.append(start("--save", "3600 1", "--dir", str(d), tmpdir=str(tmp_path / name)))
-    clients = [RawClient(s.port) for s in servers]
-    try:
-        def both(*argv: str) -> bytes:
-            replies = [c.call(*argv) for c in clients]
-            assert replies[1] == replies[0], (argv, replies)
-            return replies[0]
-
+    with saving_pair(tmp_path) as (dirs, clients, both):
         assert both("SET", "k", "v") == b"+OK\r\n"
         for d in dirs:
             (d / "dump.rdb").mkdir()        # the rename over it fails
@@ -126,8 +125,3 @@ def test_a_failed_foreground_save_does_not_deny_writes_as_redis(tmp_path: Any) -
         assert both("SET", "k", "v2") == b"+OK\r\n"
         for c in clients:
             assert bgsave_status(c) == b"ok"
-    finally:
-        for c in clients:
-            c.close()
-        for s in servers:
-            s.stop()

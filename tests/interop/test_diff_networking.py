@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Iterator
 
 import pytest
 
-from tests.support.procs import ServerProcess, start_pyrepl, start_redis
+from tests.support.procs import ServerProcess
 from tests.support.resp import RawClient, parse_reply
-
-STARTS = {"pyrepl": start_pyrepl, "redis": start_redis}
-
-
-@pytest.fixture(params=sorted(STARTS))
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    srv = STARTS[request.param]()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _from(port: int, source: str, *argv: str) -> bytes:
@@ -53,32 +41,32 @@ def _stats(admin: RawClient) -> tuple[int, int]:
             int(re.search(r"rejected_connections:(\d+)", info).group(1)))  # type: ignore[union-attr]
 
 
-def test_protected_mode_as_redis(server: ServerProcess) -> None:
-    with RawClient(server.port) as admin:
+def test_protected_mode_as_redis(each_server: ServerProcess) -> None:
+    with RawClient(each_server.port) as admin:
         admin.call("CONFIG", "SET", "protected-mode", "yes")    # (the test servers run with no)
         before = _stats(admin)
-        denied = _from(server.port, "127.0.0.2")
+        denied = _from(each_server.port, "127.0.0.2")
         assert denied.startswith(b"-DENIED Redis is running in protected mode because "
                                  b"protected mode is enabled and no password is set for the "
                                  b"default user.") and denied.endswith(b"from the outside.\r\n")
         after = _stats(admin)
         assert after == (before[0], before[1] + 1)     # rejected, not counted as received
-        assert _from(server.port, "127.0.0.1") == b"+PONG\r\n"
+        assert _from(each_server.port, "127.0.0.1") == b"+PONG\r\n"
         admin.call("CONFIG", "SET", "requirepass", "secret")
-        assert _from(server.port, "127.0.0.2", "AUTH", "secret") == b"+OK\r\n"
+        assert _from(each_server.port, "127.0.0.2", "AUTH", "secret") == b"+OK\r\n"
         admin.call("AUTH", "secret")
         admin.call("CONFIG", "SET", "requirepass", "")
-        assert _from(server.port, "127.0.0.2") == denied
+        assert _from(each_server.port, "127.0.0.2") == denied
         admin.call("ACL", "SETUSER", "default", ">pw")
-        assert _from(server.port, "127.0.0.2", "AUTH", "pw") == b"+OK\r\n"
+        assert _from(each_server.port, "127.0.0.2", "AUTH", "pw") == b"+OK\r\n"
         admin.call("ACL", "SETUSER", "default", "nopass")
-        assert _from(server.port, "127.0.0.2") == denied
+        assert _from(each_server.port, "127.0.0.2") == denied
         admin.call("CONFIG", "SET", "protected-mode", "no")
-        assert _from(server.port, "127.0.0.2") == b"+PONG\r\n"
+        assert _from(each_server.port, "127.0.0.2") == b"+PONG\r\n"
 
 
-def test_config_set_bind_as_redis(server: ServerProcess) -> None:
-    port = server.port
+def test_config_set_bind_as_redis(each_server: ServerProcess) -> None:
+    port = each_server.port
     with RawClient(port) as admin:
         assert admin.call("CONFIG", "SET", "bind", "999.999.999.999") == (
             b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to "

@@ -9,24 +9,12 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tests.support.procs import ServerProcess, start_pyrepl, start_redis
+from tests.support.procs import ServerProcess
 from tests.support.resp import RawClient, parse_reply
 from tests.support.waits import wait_for
-
-STARTS = {"pyrepl": start_pyrepl, "redis": start_redis}
-
-
-@pytest.fixture(params=sorted(STARTS))
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    srv = STARTS[request.param]()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _closed_without_reply(cl: RawClient, timeout: float = 10.0) -> bytes:
@@ -45,12 +33,12 @@ def _names(admin: RawClient) -> list[str]:
 
 
 def test_a_reply_over_the_hard_limit_closes_the_client_and_its_pipeline(
-        server: ServerProcess) -> None:
-    with RawClient(server.port) as admin:
+        each_server: ServerProcess) -> None:
+    with RawClient(each_server.port) as admin:
         admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 100000 0 0")
         for _ in range(150):
             admin.call("RPUSH", "big", "x" * 1000)
-        with RawClient(server.port) as cl:
+        with RawClient(each_server.port) as cl:
             assert cl.call("CLIENT", "SETNAME", "bigreader") == b"+OK\r\n"
             # one write: the LRANGE's reply passes the limit, the SET behind it never runs
             cl.send_raw(b"*4\r\n$6\r\nLRANGE\r\n$3\r\nbig\r\n$1\r\n0\r\n$2\r\n-1\r\n"
@@ -59,18 +47,18 @@ def test_a_reply_over_the_hard_limit_closes_the_client_and_its_pipeline(
         assert "bigreader" not in _names(admin)
         assert admin.call("EXISTS", "after") == b":0\r\n"
         # under the limit: served as usual
-        with RawClient(server.port) as cl:
+        with RawClient(each_server.port) as cl:
             assert cl.call("LLEN", "big") == b":150\r\n"
             assert len(cl.call("LRANGE", "big", "0", "49")) > 50_000
-        assert "for overcoming of output buffer limits" in server.log()
+        assert "for overcoming of output buffer limits" in each_server.log()
 
 
-def test_a_transaction_runs_whole_though_its_reply_is_dropped(server: ServerProcess) -> None:
-    with RawClient(server.port) as admin:
+def test_a_transaction_runs_whole_though_its_reply_is_dropped(each_server: ServerProcess) -> None:
+    with RawClient(each_server.port) as admin:
         admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 100000 0 0")
         for _ in range(150):
             admin.call("RPUSH", "big2", "y" * 1000)
-        with RawClient(server.port) as cl:
+        with RawClient(each_server.port) as cl:
             for argv in (("MULTI",), ("SET", "k2", "v2"), ("LRANGE", "big2", "0", "-1"),
                          ("SET", "k3", "v3")):
                 assert cl.call(*argv) in (b"+OK\r\n", b"+QUEUED\r\n")
@@ -83,15 +71,15 @@ def test_a_transaction_runs_whole_though_its_reply_is_dropped(server: ServerProc
                                   ("HRANDFIELD", "h", "-499999999", "WITHVALUES"),
                                   ("SRANDMEMBER", "s", "-999999999"),
                                   ("ZRANDMEMBER", "z", "-999999999", "WITHSCORES")])
-def test_a_huge_random_count_is_stopped_mid_run(server: ServerProcess,
+def test_a_huge_random_count_is_stopped_mid_run(each_server: ServerProcess,
                                                 argv: tuple[str, ...]) -> None:
-    with RawClient(server.port) as admin:
+    with RawClient(each_server.port) as admin:
         admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 1000000 0 0")
         admin.call("HSET", "h", "a", "b")
         admin.call("SADD", "s", "m")
         admin.call("ZADD", "z", "1", "m")
         t0 = time.monotonic()
-        with RawClient(server.port) as cl:
+        with RawClient(each_server.port) as cl:
             cl.send(*argv)
             assert _closed_without_reply(cl, timeout=30) == b""
         assert time.monotonic() - t0 < 20
@@ -101,8 +89,8 @@ def test_a_huge_random_count_is_stopped_mid_run(server: ServerProcess,
 
 
 def test_the_soft_limit_closes_a_subscriber_once_its_seconds_are_up_without_traffic(
-        server: ServerProcess) -> None:
-    with RawClient(server.port) as admin, RawClient(server.port) as sub:
+        each_server: ServerProcess) -> None:
+    with RawClient(each_server.port) as admin, RawClient(each_server.port) as sub:
         admin.call("CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100000 2")
         sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sub.call("CLIENT", "SETNAME", "slowsub")
@@ -121,4 +109,4 @@ def test_the_soft_limit_closes_a_subscriber_once_its_seconds_are_up_without_traf
         wait_for(lambda: "slowsub" not in _names(admin), timeout=10,
                  what="the subscriber closed at its soft limit")
         assert time.monotonic() - over_at >= 1.0
-        assert "closed for overcoming of output buffer limits" in server.log()
+        assert "closed for overcoming of output buffer limits" in each_server.log()
