@@ -212,7 +212,14 @@ class ClientProtocol(asyncio.Protocol):
         if c is not None:
             c.write_paused = False
             if c.stream is not None or c.out:
-                write_client(c)
+                core = self.core
+                if core.aof_on and core.aof.writer.buf:
+                    # no reply leaves before the AOF holds what it answers (appendfsync
+                    # always): the flush writes the AOF first
+                    core.pending_flush.append(c)
+                    self.server.schedule_flush()
+                else:
+                    write_client(c)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.__dict__.pop("data_received", None)   # (no cycle through the bound method)
