@@ -266,7 +266,10 @@ class Blocking:
                     self.ready.append(k)
 
     def serve_ready(self) -> None:
-        """handleClientsBlockedOnKeys: serve the ready keys' waiters, in Redis's order."""
+        """handleClientsBlockedOnKeys: serve the ready keys' waiters, in Redis's order, at the
+        time of now (outside a command Redis's expiry reads the clock: a key that expired
+        while a transaction ran, DEBUG SLEEP in it, serves no one)."""
+        self.core.refresh_clock()
         ready = self.ready
         self._deferring += 1
         self.serving = True

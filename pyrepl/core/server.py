@@ -274,6 +274,13 @@ class ServerCore:
             if not self.refresh_oom_score():
                 raise ConfigError("Failed to set current oom_score_adj. Check server logs.")
 
+    def refresh_clock(self) -> None:
+        """``now_ms`` from the host's clock when it has one and it is ahead (the shell sets
+        it at each read; this is for what runs after a command that took long)."""
+        us = self.host.time_us()
+        if us // 1000 > self.now_ms:
+            self.now_ms = us // 1000
+
     def refresh_oom_score(self) -> bool:
         """setOOMScoreAdj(-1): the score of this process's role (at start, on a role change,
         on CONFIG SET of oom-score-adj / oom-score-adj-values)."""

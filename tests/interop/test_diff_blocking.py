@@ -124,6 +124,17 @@ def bl(pyrepl_server, redis_server, proto):
         b.close()
 
 
+@pytest.fixture
+def bl_debug(servers, proto):
+    """``bl`` on the module's own pair, whose redis-server takes DEBUG."""
+    b = Blockers(servers, proto)
+    b.ctl_both("FLUSHALL")
+    try:
+        yield b
+    finally:
+        b.close()
+
+
 PROTO = pytest.mark.parametrize("proto", [2, 3])
 
 
@@ -282,6 +293,29 @@ def test_keys_created_by_rename_move_swapdb_sort_restore(bl):
     got = [c.call("RESTORE", "restored", "0", p) for c, p in zip(bl["p"], payloads, strict=True)]
     assert got[0] == got[1] == b"+OK\r\n"
     bl.read("c1")
+
+
+def test_a_key_that_expired_during_the_transaction_serves_no_one(bl_debug):
+    """Redis's list.tcl "MULTI + LPUSH + EXPIRE + DEBUG SLEEP on blocked client, key already
+    expired": the push made the key ready, but it expired while EXEC ran (DEBUG SLEEP in it):
+    the waiter stays blocked (the key deleted), until CLIENT UNBLOCK."""
+    ids = [parse_reply(c.call("CLIENT", "ID")) for c in bl_debug["c1"]]
+    bl_debug.ctl_both("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        bl_debug.send("c1", "BRPOP", "k", "0")
+        bl_debug.wait_blocked(1)
+        for argv in [("MULTI",), ("RPUSH", "k", "hello"), ("PEXPIRE", "k", "100"),
+                     ("DEBUG", "SLEEP", "0.2"), ("EXEC",)]:
+            bl_debug.call("p", *argv)
+        bl_debug.silent("c1")
+        assert [b"flags=b " in c.call("CLIENT", "LIST", "ID", str(i))
+                for c, i in zip(bl_debug.ctl, ids, strict=True)] == [True, True]
+        bl_debug.call("p", "EXISTS", "k")
+        got = [c.call("CLIENT", "UNBLOCK", str(i)) for c, i in zip(bl_debug.ctl, ids, strict=True)]
+        assert got[0] == got[1] == b":1\r\n"
+        bl_debug.read("c1")
+    finally:
+        bl_debug.ctl_both("DEBUG", "SET-ACTIVE-EXPIRE", "1")
 
 
 @PROTO
