@@ -205,6 +205,6 @@ def sort(c: Any, argv: list[bytes]) -> object:
 
 @command("sort_ro", -2, "readonly", keys=(1, 1, 1), group="generic",
          summary="Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
-         since="7.0.0", acl="set sortedset list dangerous", keys_fn=_sort_keys)
+         since="7.0.0", acl="set sortedset list dangerous")
 def sort_ro(c: Any, argv: list[bytes]) -> object:
     return _sort(c, argv, True)

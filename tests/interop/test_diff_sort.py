@@ -54,6 +54,7 @@ CASES: list[tuple[str, ...]] = [
      "def"),
     ("COMMAND", "GETKEYS", "SORT", "abc", "STORE", "store", "x"),
     ("COMMAND", "GETKEYS", "SORT", "abc", "LIMIT", "0", "1", "STORE", "d1", "GET", "store"),
+    ("COMMAND", "GETKEYS", "SORT_RO", "abc", "GET", "STORE", "x"),     # (no STORE: one key)
 ]
 
 
