@@ -487,8 +487,11 @@ def _encoding(c: Any, key: bytes, v: Any) -> object:
 
 
 def _refcount(c: Any, key: bytes, v: Any) -> int:
-    if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 \
-            and not c.core.config.maxmemory:
+    """OBJECT REFCOUNT: Redis shares the integers 0..9999, unless a maxmemory policy needs
+    each key's own LRU/LFU field (MAXMEMORY_FLAG_NO_SHARED_INTEGERS)."""
+    cfg = c.core.config
+    if type(v) is bytes and len(v) <= 4 and is_long_long(v) and 0 <= int(v) < 10000 and \
+            not (cfg.maxmemory and cfg.maxmemory_policy.endswith(("-lru", "-lfu"))):
         return _SHARED_REFCOUNT
     return 1
 

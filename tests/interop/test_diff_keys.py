@@ -345,3 +345,19 @@ PROPAGATION_CASES: list[tuple[str, ...]] = [
 
 def test_propagation(tapped_redis):
     check_propagation(tapped_redis.port, PROPAGATION_CASES)
+
+
+def test_shared_integers_follow_the_maxmemory_policy(pair):
+    """OBJECT REFCOUNT of a small integer (Redis's maxmemory.tcl): shared with no maxmemory or
+    a policy that keeps no per-key LRU/LFU field, each key's own under an LRU or LFU policy."""
+    try:
+        for policy in ("allkeys-random", "allkeys-lru", "volatile-lfu", "noeviction"):
+            pair.check("CONFIG", "SET", "maxmemory", "1073741824")
+            pair.check("CONFIG", "SET", "maxmemory-policy", policy)
+            pair.check("SET", "a", "1")
+            pair.check("OBJECT", "REFCOUNT", "a")
+            pair.check("SET", "b", "10000")
+            pair.check("OBJECT", "REFCOUNT", "b")
+    finally:
+        pair.check("CONFIG", "SET", "maxmemory", "0")
+        pair.check("CONFIG", "SET", "maxmemory-policy", "noeviction")
