@@ -634,22 +634,23 @@ class Server:
         # Redis's processEventsWhileBlocked serves them)
         await self.serve_bound(bound)
         try:
-            if not await self._load_data():     # a SHUTDOWN while loading: no more start
-                self._close_down()
-                return
+            loaded = await self._load_data()     # False: a SHUTDOWN while loading
         except AofLoadError:    # the loader logged why, as Redis does before its exit(1)
             self.exit_code = 1
-            return
+            loaded = False
         except RdbError as e:   # rdbReportError while loading a file: logged, the checker's
             log.warning(f"Internal error in RDB reading the file -> {e}")   # report, exit(1)
             log.warning("--- RDB ERROR DETECTED ---")
             log.warning(f"[file {core.persistence.rdb_path()}] {e}")
             log.warning("Terminating server after rdb file reading failure.")
             self.exit_code = 1
-            return
+            loaded = False
         except Exception as e:  # noqa: BLE001 - a bad RDB must stop the start, clearly
             log.warning(f"Fatal error loading the DB: {e}. Exiting.")
             self.exit_code = 1
+            loaded = False
+        if not loaded:      # (nothing is served from here on: listeners and clients closed)
+            self._close_down()
             return
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
