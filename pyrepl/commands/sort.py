@@ -42,7 +42,9 @@ def _full_key_access(c: Any) -> bool:
 
 
 def _sort_keys(argv: list[bytes]) -> list[int]:
-    """sortGetKeys: the sorted key and the last STORE's destination."""
+    """sortGetKeys: the sorted key and the last STORE's destination. (SORT_RO has no STORE:
+    its finder gives the sorted key only; both are movablekeys, as their BY/GET patterns name
+    keys no finder can know.)"""
     return [pos for pos, _flags in sort_keys(argv)]
 
 
@@ -205,6 +207,6 @@ def sort(c: Any, argv: list[bytes]) -> object:
 
 @command("sort_ro", -2, "readonly", keys=(1, 1, 1), group="generic",
          summary="Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
-         since="7.0.0", acl="set sortedset list dangerous")
+         since="7.0.0", acl="set sortedset list dangerous", keys_fn=lambda argv: [1])
 def sort_ro(c: Any, argv: list[bytes]) -> object:
     return _sort(c, argv, True)
