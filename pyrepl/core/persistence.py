@@ -14,25 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from pyrepl.core.stats import CowSample
+from pyrepl.rdb.decoder import drive
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
     from pyrepl.rdb.decoder import LoadedRdb
-
-
-_T = TypeVar("_T")
-
-
-def drive(steps: Generator[Any, None, _T]) -> _T:
-    """Run a step generator (a load) to its end at once: its return value."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value   # type: ignore[no-any-return]
 
 
 class AofLoadError(Exception):

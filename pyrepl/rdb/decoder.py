@@ -41,7 +41,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyrepl.keyspace.hashttl import make_hashex
 from pyrepl.keyspace.intset import IntSet
@@ -1285,8 +1285,15 @@ def load_rdb_file(path: str, ndbs: int, *, now_ms: int | None = None,
     checksum included, is valid). With ``now_ms`` keys already expired are dropped, as a
     master does when it loads its own dump; without it every key is kept (as a replica).
     ``verify_checksum`` False: the CRC64 is not checked (DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
-    steps = load_rdb_file_steps(path, ndbs, now_ms=now_ms, chunk_size=chunk_size,
-                                verify_checksum=verify_checksum, deep=deep)
+    return drive(load_rdb_file_steps(path, ndbs, now_ms=now_ms, chunk_size=chunk_size,
+                                     verify_checksum=verify_checksum, deep=deep))
+
+
+_T = TypeVar("_T")
+
+
+def drive(steps: Generator[Any, None, _T]) -> _T:
+    """Run a step generator (a load) to its end at once: its return value."""
     while True:
         try:
             next(steps)
