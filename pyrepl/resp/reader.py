@@ -418,6 +418,7 @@ class RespReader:
                 bulklen = -1
             else:
                 argv = self._argv
+                self._argv = []   # (a finished request's arguments are not kept alive here)
                 bulklen = self._bulklen
 
             maxbulk = self._maxbulk

@@ -137,6 +137,22 @@ def test_partial_request_is_not_consumed(reader_cls):
     assert r.consumed == 14 + 20 and r.buffered() == 0
 
 
+def test_reader_keeps_no_finished_request(reader_cls):
+    """A request that arrived in pieces is the caller's once returned: the reader holds no
+    reference to its arguments (a 100,000-argument SADD kept 5.6 MB alive until the client's
+    next split request: Redis's "UNLINK can reclaim memory" saw used_memory stay up)."""
+    import gc
+    data = enc(b"SADD", b"s", *(b"%d" % i for i in range(1000)))
+    r = reader_cls()
+    r.feed(data[:100])
+    assert r.gets() is None
+    r.feed(data[100:])
+    argv = r.gets()
+    assert argv is not None and len(argv) == 1002
+    assert r.gets() is None
+    assert not [o for o in gc.get_referrers(argv) if o is r or o is getattr(r, "__dict__", 0)]
+
+
 def test_big_argument_in_small_chunks(reader_cls):
     big = bytes(range(256)) * 8192  # 2 MiB
     data = enc(b"SET", b"k", big) + enc(b"GET", b"k")
