@@ -33,8 +33,10 @@ Speed: per key we append pre-built pieces (a table of length prefixes with the t
 in, the key, the value) to a list and ``b"".join`` it once per chunk, which keeps the per-key cost
 to a few list appends. The CRC64 is computed per chunk with the C-backed ``crc64``.
 
-Time is an input (``now_ms``), as everywhere in the sans-io core: keys already expired at
-``now_ms`` (Redis's rule: expired when ``now_ms > expire``) are not written. ``save_rdb_file``
+Time is an input (``now_ms``: the header's ``ctime``), as everywhere in the sans-io core. Keys
+that have expired but are still held are written with their TTL, as Redis's rdbSaveDb writes
+every key of the dict: the loader decides (a master drops them, counted in
+``rdb_last_load_keys_expired``; a replica keeps them until its master's DEL). ``save_rdb_file``
 is the small file-writing shell around the generator (temp file, fsync, atomic rename).
 """
 
@@ -330,8 +332,8 @@ def encode_rdb(
     key_hook: Callable[[], None] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[bytes]:
-    """Yield a whole RDB v10 file in chunks; db index = position in ``dbs``; empty dbs,
-    expired keys and empty collections are skipped.
+    """Yield a whole RDB v10 file in chunks; db index = position in ``dbs``; empty dbs and
+    empty collections are skipped (expired keys are written: the loader drops them).
 
     ``key_hook`` is called after each key is encoded (``rdb-key-save-delay``: the I/O shell
     passes a sleep, which slows the snapshot down for tests, as in Redis). ``progress`` is
@@ -360,16 +362,8 @@ def encode_rdb(
         expires = db.expires
         if not data:
             continue
-        expired = 0
-        if expires:
-            for e in expires.values():
-                if now_ms > e:
-                    expired += 1
-        nkeys = len(data) - expired
-        if nkeys <= 0:
-            continue
         select = (bytes((RDB_OPCODE_SELECTDB,)) + encode_len(dbid) + bytes((RDB_OPCODE_RESIZEDB,))
-                  + encode_len(nkeys) + encode_len(len(expires) - expired))
+                  + encode_len(len(data)) + encode_len(len(expires)))
         append(select)
         size += len(select)
         exp_get = expires.get if expires else None
@@ -379,8 +373,6 @@ def encode_rdb(
             if exp_get is not None:
                 when = exp_get(k)
                 if when is not None:
-                    if now_ms > when:
-                        continue
                     append(expire_op + pack_q(when))
                     size += 9
             if age_of is not None:       # IDLE or FREQ (an LRU or LFU policy), as Redis

@@ -276,3 +276,34 @@ def test_redis_test_suite_files(name: str, tmp_path: Any) -> None:
         r = server.client()
         assert r.execute_command("DEBUG", "DIGEST") == dataset_digest(ours).encode()
         r.close()
+
+
+def test_expired_keys_are_saved_then_dropped_by_the_loading_master(tmp_path) -> None:
+    """Redis's "Test RDB load info": SAVE writes the keys that expired but are still held (no
+    active expiry), and a master loading the file drops them, counted in
+    rdb_last_load_keys_expired. pyrepl and redis-server 7.0.15, the same steps."""
+    import time
+
+    from tests.support.aof import cmd, info, start_server
+
+    got = {}
+    for kind in ("pyrepl", "redis"):
+        d = tmp_path / kind
+        d.mkdir()
+        srv = start_server(kind, str(d))
+        try:
+            p = srv.port
+            cmd(p, "DEBUG", "POPULATE", "100")
+            cmd(p, "DEBUG", "SET-ACTIVE-EXPIRE", "0")
+            for j in range(64):
+                cmd(p, "SET", f"e{j}", "v", "PX", "10", db=j % 16)
+            time.sleep(0.05)
+            cmd(p, "SAVE")
+            saved = load_rdb_file(str(d / "dump.rdb"), 16)     # (no clock: every key read)
+            cmd(p, "DEBUG", "RELOAD")
+            fields = info(p, "persistence")
+            got[kind] = (saved.keys_loaded, fields["rdb_last_load_keys_loaded"],
+                         fields["rdb_last_load_keys_expired"], cmd(p, "DBSIZE"))
+        finally:
+            srv.stop()
+    assert got["pyrepl"] == got["redis"] == (164, "100", "64", 100)

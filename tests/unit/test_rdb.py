@@ -344,10 +344,9 @@ def test_roundtrip_any_dataset_any_chunking(dbs: list[Db], data: Any) -> None:
     got_data, got_exp = dbs_from_events(events)
     for i in range(16):
         want = dbs[i] if i < len(dbs) else Db()
-        alive = {k: v for k, v in want.data.items()
-                 if not (k in want.expires and NOW > want.expires[k])}
-        assert norm_db(got_data[i]) == norm_db(alive)
-        assert got_exp[i] == {k: want.expires[k] for k in alive if k in want.expires}
+        # (expired keys are written too: the loader drops them, see decoder tests)
+        assert norm_db(got_data[i]) == norm_db(want.data)
+        assert got_exp[i] == {k: want.expires[k] for k in want.data if k in want.expires}
     aux = {ev.key: ev.value for ev in events if isinstance(ev, Aux)}
     assert aux[b"repl-id"] == b"a" * 40 and aux[b"repl-offset"] == b"77"
     # The bulk path (with its inline fast lane for strings) sees the same, chunked the same.
@@ -415,14 +414,17 @@ def test_event_sequence_and_header() -> None:
     assert events[13:] == [End(True)]
 
 
-def test_encoder_skips_expired_keys_empty_dbs_and_counts_resize() -> None:
+def test_encoder_writes_expired_keys_skips_empty_dbs_and_counts_resize() -> None:
+    """As Redis's rdbSaveDb: every key held, expired or not, with its TTL (the loader drops
+    the expired ones on a master: Redis's "Test RDB load info"); an empty db not at all."""
     db = Db({b"gone": b"1", b"edge": b"2", b"live": b"3", b"plain": b"4"},
             {b"gone": NOW - 1, b"edge": NOW, b"live": NOW + 1})
-    events = decode_all(encode_rdb_bytes([Db({b"x": b"y"}, {b"x": 1}), db], now_ms=NOW))
+    blob = encode_rdb_bytes([Db({}), Db({b"x": b"y"}, {b"x": 1}), db], now_ms=NOW)
+    events = decode_all(blob)
     assert SelectDb(0) not in events
-    assert ResizeDb(3, 2) in events
-    keys = {ev.key for ev in events if isinstance(ev, KeyValue)}
-    assert keys == {b"edge", b"live", b"plain"}  # expired only when now > expire (Redis rule)
+    assert [ev for ev in events if isinstance(ev, ResizeDb)] == [ResizeDb(1, 1), ResizeDb(4, 3)]
+    keys = {ev.key: ev.expire_ms for ev in events if isinstance(ev, KeyValue)}
+    assert keys == {b"x": 1, b"gone": NOW - 1, b"edge": NOW, b"live": NOW + 1, b"plain": None}
 
 
 def test_encoder_chunks_and_no_checksum() -> None:
