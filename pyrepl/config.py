@@ -894,10 +894,10 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("lfu-decay-time", "1", 0, INT_MAX),
     _bool("replica-ignore-maxmemory", "yes", aliases=("slave-ignore-maxmemory",)),
     _bool("lazyfree-lazy-eviction", "no"),
-    _bool("lazyfree-lazy-expire", "no", noop=True),
+    _bool("lazyfree-lazy-expire", "no"),
     _bool("lazyfree-lazy-server-del", "no", noop=True),
-    _bool("lazyfree-lazy-user-del", "no", noop=True),
-    _bool("lazyfree-lazy-user-flush", "no", noop=True),
+    _bool("lazyfree-lazy-user-del", "no"),
+    _bool("lazyfree-lazy-user-flush", "no"),
     _bool("replica-lazy-flush", "no", aliases=("slave-lazy-flush",), noop=True),
     # client-side caching: keys in the tracking table past which some are evicted (0: none)
     Directive("tracking-table-max-keys", "int", "1000000", lo=0, hi=LLONG_MAX, unsigned=True),

@@ -64,8 +64,10 @@ _TYPE_STATUS = {name: Status(name.decode()) for name in
 
 # -- DEL / UNLINK / EXISTS / TYPE / TOUCH -------------------------------------------------------
 
-def _delete_keys(c: Any, argv: list[bytes]) -> int:
-    delete = c.db.delete
+def _delete_keys(c: Any, argv: list[bytes], lazy: bool) -> int:
+    """DEL and UNLINK (delGenericCommand); ``lazy``: values freed in the background when
+    that is worth it (pyrepl/core/lazyfree.py)."""
+    delete = c.db.unlink if lazy else c.db.delete
     notifying = c.core.notify_mask & NOTIFY_GENERIC
     n = 0
     for key in argv[1:]:
@@ -80,14 +82,14 @@ def _delete_keys(c: Any, argv: list[bytes]) -> int:
 @command("del", -2, "write", keys=(1, -1, 1), group="generic", summary="Delete a key",
          since="1.0.0", acl="keyspace")
 def del_(c: Any, argv: list[bytes]) -> object:
-    return _delete_keys(c, argv)
+    return _delete_keys(c, argv, c.core.config.lazyfree_lazy_user_del)
 
 
 @command("unlink", -2, "write fast", keys=(1, -1, 1), group="generic",
          summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
                  "but non blocking.", since="4.0.0", acl="keyspace")
 def unlink(c: Any, argv: list[bytes]) -> object:
-    return _delete_keys(c, argv)
+    return _delete_keys(c, argv, True)
 
 
 @command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic",
@@ -170,9 +172,10 @@ def _expire_generic(c: Any, argv: list[bytes], name: str, relative: bool,
         if flags & _E_LT and current != -1 and when >= current:
             return 0
     if when <= core.now_ms and core.expiry_deletes:
-        db.delete(key)
+        lazy = core.config.lazyfree_lazy_expire
+        db.unlink(key) if lazy else db.delete(key)
         core.dirty += 1
-        c.propagate_argv = [b"DEL", key]
+        c.propagate_argv = [b"UNLINK" if lazy else b"DEL", key]
         if core.notify_mask & NOTIFY_GENERIC:
             notify(c, NOTIFY_GENERIC, b"del", key)
         return 1

@@ -28,27 +28,31 @@ def dbsize(c: Any, argv: list[bytes]) -> object:
     return len(c.db.data)
 
 
-def _flush_flag(argv: list[bytes], name: str) -> None:
+def _flush_lazily(c: Any, argv: list[bytes]) -> bool:
+    """getFlushCommandFlags: ASYNC, SYNC, or ``lazyfree-lazy-user-flush``'s choice."""
     if len(argv) > 2:
         raise ReplyError("ERR syntax error")
-    if len(argv) == 2 and argv[1].lower() not in (b"async", b"sync"):
-        raise ReplyError("ERR syntax error")
+    if len(argv) == 2:
+        flag = argv[1].lower()
+        if flag not in (b"async", b"sync"):
+            raise ReplyError("ERR syntax error")
+        return flag == b"async"
+    return bool(c.core.config.lazyfree_lazy_user_flush)
 
 
 @command("flushdb", -1, "write", group="server", acl="keyspace dangerous", summary="Removes all keys from the current database.")
 def flushdb(c: Any, argv: list[bytes]) -> object:
-    _flush_flag(argv, "flushdb")
-    c.db.flush()
+    c.db.flush(_flush_lazily(c, argv))
     c.core.dirty += 1
     return OK
 
 
 @command("flushall", -1, "write", group="server", acl="keyspace dangerous", summary="Removes all keys from all databases.")
 def flushall(c: Any, argv: list[bytes]) -> object:
-    _flush_flag(argv, "flushall")
+    lazy = _flush_lazily(c, argv)
     core = c.core
     for db in core.dbs:
-        db.flush()
+        db.flush(lazy)
     core.replica_keys_with_expire.clear()
     core.kill_rdb_child()
     core.dirty += 1
@@ -203,6 +207,7 @@ def config_resetstat(c: Any, argv: list[bytes]) -> object:
     for st in c.core.cmdstats.values():   # in place: this very call is then counted
         st.__init__()
     c.core.errorstats.clear()
+    c.core.lazyfree.reset_stats()
     return OK
 
 

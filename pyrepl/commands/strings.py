@@ -337,8 +337,9 @@ def getset(c: Any, argv: list[bytes]) -> object:
 def getdel(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     old = read_typed(c, key, bytes)
-    if old is not None and c.db.delete(key):
-        c.propagate_argv = [b"DEL", key]
+    lazy = c.core.config.lazyfree_lazy_user_del
+    if old is not None and (c.db.unlink(key) if lazy else c.db.delete(key)):
+        c.propagate_argv = [b"UNLINK" if lazy else b"DEL", key]
         notify(c, NOTIFY_GENERIC, b"del", key)
         c.core.dirty += 1
     return old
@@ -359,8 +360,9 @@ def getex(c: Any, argv: list[bytes]) -> object:
     db = c.db
     core = c.core
     if flags & (_PXAT | _EXAT) and ms <= core.now_ms and core.expiry_deletes:
-        db.delete(key)
-        c.propagate_argv = [b"DEL", key]
+        lazy = core.config.lazyfree_lazy_expire
+        db.unlink(key) if lazy else db.delete(key)
+        c.propagate_argv = [b"UNLINK" if lazy else b"DEL", key]
         notify(c, NOTIFY_GENERIC, b"del", key)
         core.dirty += 1
     elif expire is not None:

@@ -78,13 +78,17 @@ class Blocked:
     """A blocked client's record (Redis's btype and bpop.timeout). ``on_timeout`` gives the
     reply at the deadline or on CLIENT UNBLOCK TIMEOUT (a null array when not given)."""
 
-    __slots__ = ("btype", "deadline", "on_timeout")
+    __slots__ = ("btype", "deadline", "on_timeout", "call_argv", "call_us")
 
     def __init__(self, btype: str, deadline: int = 0,
                  on_timeout: Callable[[], object] | None = None) -> None:
         self.btype = btype
         self.deadline = deadline
         self.on_timeout = on_timeout
+        # The call that blocked, when it was timed (dispatch.timed_call): its arguments and
+        # microseconds, for the slow log entry Redis makes once the client is served.
+        self.call_argv: list[bytes] | None = None
+        self.call_us = 0
 
     def timeout_reply(self) -> object:
         return NULL_ARRAY if self.on_timeout is None else self.on_timeout()
@@ -298,6 +302,7 @@ class Blocking:
             record = c.blocked
             if not isinstance(record, KeyWait) or not of_kind(value, record.vtype):
                 continue
+            t0 = core.clock_ns()
             try:
                 reply = record.serve(c, key, value)
             except ReplyError as e:
@@ -306,11 +311,17 @@ class Blocking:
             if reply is NOT_SERVED:
                 continue
             core.unblock(c, reply)
+            self._served_stats(c, record, (core.clock_ns() - t0) // 1000)
             if core.propagation_pending:
                 core.flush_propagation()
             self.note_writes()      # what the serve created (BLMOVE's push) is ready now
             if db.data.peek(key) is not value:
                 break               # the pop emptied and deleted the key
+
+    def _served_stats(self, c: Client, record: Blocked, reply_us: int) -> None:
+        """updateStatsOnUnblock, when the call that blocked was timed."""
+        if record.call_argv is not None:
+            self.core.unblocked_stats(c, record.call_argv, record.call_us, reply_us)
 
     def _unblock_gone(self, key: bytes, value: Any, w: _Waiters) -> None:
         """The waiters with a ``gone`` reply, when the key is not of their type any more."""
@@ -347,13 +358,17 @@ class Blocking:
             return False
         core = self.core
         cmd = target.last_cmd
+        record = target.blocked
         if error:
             core.error_reply(target, UNBLOCKED_BY_CLIENT, None, rejected=False)
             core.unblock(target, ReplyError(UNBLOCKED_BY_CLIENT))
         else:
-            core.unblock(target, target.blocked.timeout_reply())
+            core.unblock(target, record.timeout_reply())
         if cmd is not None:   # updateStatsOnUnblock(..., had_errors=1): one failed call
             core.command_stat(cmd).failed += 1
+        if record.call_argv is not None:   # (after unblockClient reset its arguments: Redis
+            # 7.0 logs the entry with none)
+            core.unblocked_stats(target, [], record.call_us, 0)
         return True
 
     def disconnect_all(self) -> None:

@@ -498,8 +498,9 @@ def timed_call(core: ServerCore, c: Client, cmd: Command, argv: list[bytes], st:
     MONITOR, the latency monitor."""
     st.record(ns, core.config.latency_tracking)
     cfg = core.config
-    if 0 <= cfg.slowlog_log_slower_than <= ns // 1000 and not cmd.skip_slowlog and \
-            c.blocked is None:
+    if c.blocked is not None:   # (logged once served: blocking._served_stats)
+        c.blocked.call_argv, c.blocked.call_us = argv, ns // 1000
+    elif 0 <= cfg.slowlog_log_slower_than <= ns // 1000 and not cmd.skip_slowlog:
         core.slowlog.push(c, cmd.name, argv, ns // 1000, cfg.slowlog_log_slower_than,
                           cfg.slowlog_max_len, core.host.time_us() // 1_000_000)
     if core.monitors and not cmd.skip_monitor:   # (every call is timed meanwhile)
@@ -508,6 +509,20 @@ def timed_call(core: ServerCore, c: Client, cmd: Command, argv: list[bytes], st:
     if threshold and ns // 1_000_000 >= threshold:
         core.latency.add("fast-command" if "fast" in cmd.flags else "command",
                          ns // 1_000_000, core.host.time_us() // 1_000_000)
+
+
+def unblocked_stats(core: ServerCore, c: Client, argv: list[bytes], call_us: int,
+                    reply_us: int) -> None:
+    """updateStatsOnUnblock: a served blocked command's slow log entry (the time of the call
+    that blocked and of the serve, its arguments as they came) and the serve's latency event
+    ``command-unblocking``."""
+    cmd = c.last_cmd
+    cfg = core.config
+    us = call_us + reply_us
+    if cmd is not None and not cmd.skip_slowlog and 0 <= cfg.slowlog_log_slower_than <= us:
+        core.slowlog.push(c, cmd.name, argv, us, cfg.slowlog_log_slower_than,
+                          cfg.slowlog_max_len, core.host.time_us() // 1_000_000)
+    latency_sample(core, "command-unblocking", reply_us // 1000)
 
 
 def latency_sample(core: ServerCore, event: str, ms: int) -> None:

@@ -326,5 +326,7 @@ class Evictor:
         if core.notify_mask & NOTIFY_EVICTED:
             keyspace_event(core, NOTIFY_EVICTED, b"evicted", key, db.id)
         core.propagate_internal(db.id, [b"UNLINK" if self.lazy else b"DEL", key])
+        if self.lazy:
+            core.lazyfree.free_value(value)
         del value
         return size

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from pyrepl.aof.writer import FsyncPort, InlineFsync
+from pyrepl.core.lazyfree import FreePort, InlineFree
 from pyrepl.core.stats import Counter, PlainCounter
 from pyrepl.resp.types import ReplyError
 
@@ -171,6 +172,10 @@ class Host:
     def background_fsync(self) -> FsyncPort:
         """The AOF's background fsync (Redis's bio thread); here done at once."""
         return InlineFsync()
+
+    def background_free(self) -> FreePort:
+        """The lazy free's thread (Redis's bio); here done at once."""
+        return InlineFree()
 
     def exit_now(self, code: int) -> None:
         """exit(code) where Redis exits at once (an AOF it cannot write under ``always``)."""

@@ -164,8 +164,8 @@ def section_memory(core: ServerCore) -> Fields:
         ("used_memory_interpreter", core.used_memory_interpreter),   # (pyrepl's: not counted)
         ("used_memory_interpreter_human", human_bytes(core.used_memory_interpreter)),
         ("active_defrag_running", 0),
-        ("lazyfree_pending_objects", 0),
-        ("lazyfreed_objects", 0),
+        ("lazyfree_pending_objects", core.lazyfree.pending()),
+        ("lazyfreed_objects", core.lazyfree.freed()),
     ]
 
 

@@ -85,6 +85,9 @@ class Pause:
             if not isinstance(record, Postponed) or c.closed:
                 continue
             core.blocking.release(c)
+            if c.kind == "master":   # a replica's master stream: applied on from its command
+                core.resume_master_stream(c, record.argv)
+                continue
             core.execute(c, record.argv)
             core.pending_flush.append(c)
             if c.blocked is None:

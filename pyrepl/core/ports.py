@@ -29,6 +29,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyrepl.commands.table import Command
     from pyrepl.config import Config
     from pyrepl.core.blocking import Blocked, Blocking
@@ -62,6 +64,10 @@ class BlockingHost(Protocol):
                     rejected: bool) -> None: ...
     def command_stat(self, cmd: Command) -> CommandStat: ...
     def refresh_clock(self) -> None: ...
+    @property
+    def clock_ns(self) -> Callable[[], int]: ...
+    def unblocked_stats(self, c: Client, argv: list[bytes], call_us: int,
+                        reply_us: int) -> None: ...
 
 
 class PubSubHost(Protocol):
@@ -129,6 +135,7 @@ class PauseHost(Protocol):
 
     def execute(self, c: Client, argv: list[bytes]) -> None: ...
     def refresh_gate(self) -> None: ...
+    def resume_master_stream(self, c: Client, argv: list[bytes]) -> None: ...
 
 
 class PauseBlocking(Protocol):

@@ -38,6 +38,7 @@ from pyrepl.core.dispatch import NAME_CACHE
 from pyrepl.core.evict import RUN_MARGIN, Evictor
 from pyrepl.core.host import Host, NullLog
 from pyrepl.core.latency import LatencyMonitor
+from pyrepl.core.lazyfree import LazyFree
 from pyrepl.core.outputlimit import OutputLimits
 from pyrepl.core.pause import Pause
 from pyrepl.core.persistence import Persistence
@@ -224,6 +225,7 @@ class ServerCore:
         # I/O shell then holds a pass's replies until the AOF buffer is written)
         self.aof_on = False
         self.aof = AppendOnly(self, self.host.background_fsync())
+        self.lazyfree = LazyFree(self, self.host.background_free())     # (pyrepl.core.lazyfree)
         self.refresh_encodings()
         config.on_change(self._config_changed)
 
@@ -334,6 +336,11 @@ class ServerCore:
         acl.sync_default()
         return "nopass" in acl.default.flags
 
+    def resume_master_stream(self, c: Client, argv: list[bytes]) -> None:
+        """A replica's master stream, postponed at ``argv`` by CLIENT PAUSE, goes on."""
+        if self.replication is not None:
+            self.replication.replica.stream.resume_postponed(c, argv)
+
     def internal_client(self, kind: str, client_id: int | None = None, flags: str = "") -> Client:
         """A client of the server's own, not in the client table, authenticated: the AOF's
         (its fixed id) or a replica's master client (the next id)."""
@@ -399,6 +406,7 @@ class ServerCore:
     call = dispatch.call
     timed_call = dispatch.timed_call
     latency_sample = dispatch.latency_sample
+    unblocked_stats = dispatch.unblocked_stats
     total_commands_processed = dispatch.total_commands_processed
     failed_call = dispatch.failed_call
     command_stat = dispatch.command_stat

@@ -104,16 +104,20 @@ class Database:
 
     def _delete_expired(self, key: bytes, propagate: bool = True) -> None:
         """Delete an expired key: counted, notified, touched and (``propagate``) a DEL fed to
-        the replicas and the AOF."""
-        del self.data[key]
+        the replicas and the AOF (with ``lazyfree-lazy-expire``: an UNLINK, the value freed in
+        the background, as Redis's deleteExpiredKeyAndPropagate)."""
+        value = self.data.pop(key)
         del self.expires[key]
         core = self.core
         core.stats.expired_keys += 1
         if core.notify_mask & NOTIFY_EXPIRED:
             keyspace_event(core, NOTIFY_EXPIRED, b"expired", key, self.id)
         self.touch(key)
+        lazy = core.config.lazyfree_lazy_expire
         if propagate:
-            core.propagate_internal(self.id, [b"DEL", key])
+            core.propagate_internal(self.id, [b"UNLINK" if lazy else b"DEL", key])
+        if lazy:
+            core.lazyfree.free_value(value)
 
     def lookup(self, key: bytes) -> Any:
         """The value of ``key`` or None (expired keys are handled lazily)."""
@@ -226,6 +230,19 @@ class Database:
             self.touch(key)
         return True
 
+    def unlink(self, key: bytes) -> bool:
+        """:meth:`delete`, the value freed in the background when that is worth it (Redis's
+        dbAsyncDelete: pyrepl/core/lazyfree.py)."""
+        if self.lookup(key) is None:
+            return False
+        value = self.data.pop(key)
+        if self.expires:
+            self.expires.pop(key, None)
+        if self.watched:
+            self.touch(key)
+        self.core.lazyfree.free_value(value)
+        return True
+
     def set_expire(self, key: bytes, when_ms: int) -> None:
         self.expires[key] = when_ms
         if self.watched:
@@ -274,16 +291,18 @@ class Database:
         if core.tracking_writes:     # (the one test while no client tracks)
             core.tracking.key_modified(key)
 
-    def flush(self) -> int:
+    def flush(self, lazy: bool = False) -> int:
         """Remove every key; returns how many there were. Touches watched keys that existed;
         tracking clients get one null invalidation (trackingInvalidateKeysOnFlush), not one
-        per key."""
+        per key. ``lazy``: the old tables are freed in the background (emptyDbAsync)."""
         n = len(self.data)
         core = self.core
         if core.tracking_writes:
             core.tracking.flushed()
         if self.watched:
             self.touch_all_watched(None)
+        if lazy and n:
+            core.lazyfree.free_tables([self.data, self.expires], n)
         self.data = KeyTable()
         self.expires = KeyTable(ageing=False)
         return n
@@ -314,24 +333,27 @@ class Database:
                 c.dirty_cas = True
 
     def replace(self, data: KeyTable | dict[bytes, Any],
-                expires: KeyTable | dict[bytes, int]) -> None:
+                expires: KeyTable | dict[bytes, int], lazy: bool = False) -> None:
         """The whole dataset at once (a replica's loaded snapshot, DEBUG RELOAD): watched keys
         that existed before or exist now are touched, as Redis's emptyData + load do; tracking
         clients get a null invalidation (everything they cached is gone). The loaders hand
-        KeyTables; a dict is copied into one."""
+        KeyTables; a dict is copied into one. ``lazy``: the old tables are freed in the
+        background (a replica's discardTempDb)."""
         if type(data) is not KeyTable:
             data = KeyTable.from_dict(data)
         if type(expires) is not KeyTable:
             expires = KeyTable.from_dict(expires, ageing=False)
         if self.core.tracking_writes:
             self.core.tracking.flushed()
-        old = self.data
+        old, old_expires = self.data, self.expires
         self.data = data
         self.expires = expires
         if self.watched:
             for key in list(self.watched):
                 if key in old or key in data:
                     self.touch(key)
+        if lazy and len(old):
+            self.core.lazyfree.free_tables([old, old_expires], len(old))
 
     def random_key(self) -> bytes | None:
         """A random non-expired key (bounded number of tries when most keys are expired), as

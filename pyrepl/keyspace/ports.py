@@ -45,6 +45,14 @@ class Publisher(Protocol):
     def publish(self, channel: bytes, message: bytes) -> int: ...
 
 
+class ValueFreer(Protocol):
+    """Lazy freeing (pyrepl/core/lazyfree.py): what UNLINK, a lazy flush or expiry hands over."""
+
+    def free_value(self, value: Any) -> bool: ...
+
+    def free_tables(self, tables: list[Any], keys: int) -> None: ...
+
+
 class KeyspaceHost(Protocol):
     """The server as the keyspace sees it (module doc)."""
 
@@ -61,6 +69,9 @@ class KeyspaceHost(Protocol):
 
     @property
     def pause(self) -> PauseState: ...
+
+    @property
+    def lazyfree(self) -> ValueFreer: ...
 
     @property
     def tracking(self) -> KeyTracking: ...

@@ -1,4 +1,5 @@
-"""The AOF's background fsync (Redis's bio thread, BIO_AOF_FSYNC and BIO_CLOSE_AOF).
+"""Redis's bio threads: the AOF's background fsync (BIO_AOF_FSYNC and BIO_CLOSE_AOF) and the
+lazy free (BIO_LAZY_FREE).
 
 Theory of operation: with ``appendfsync everysec`` the main thread writes the AOF buffer with
 write(2) and hands the fdatasync(2) to this thread at most once a second, so a slow disk stalls
@@ -6,6 +7,10 @@ the fsync, not the server. :meth:`pending` is bioPendingJobsOfType(BIO_AOF_FSYNC
 is queued or running the writer postpones its next write (flushAppendOnlyFile's delay rule).
 A failed fsync is kept (``error``) for INFO's aof_last_write_status and the MISCONF gate, and
 cleared by the next fsync that works, as Redis's aof_bio_fsync_status.
+
+:class:`BackgroundFree` is the core's lazy-free port (pyrepl/core/lazyfree.py): a job is a list
+of objects the main thread no longer references; the thread clears the list (their last
+references: the deallocation runs here) and moves the job's count from pending to freed.
 """
 
 from __future__ import annotations
@@ -62,3 +67,41 @@ class BackgroundFsync:
                 else:
                     with self._lock:
                         self._pending -= 1
+
+
+class BackgroundFree:
+    """The lazy-free thread (bioCreateLazyFreeJob); counts as Redis's atomics."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[list, int]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._freed = 0
+        self._thread: threading.Thread | None = None
+
+    def release(self, objs: list, count: int) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="lazyfree", daemon=True)
+            self._thread.start()
+        with self._lock:
+            self._pending += count
+        self._jobs.put((objs, count))
+
+    def pending(self) -> int:
+        return self._pending
+
+    def freed(self) -> int:
+        return self._freed
+
+    def reset_freed(self) -> None:
+        with self._lock:
+            self._freed = 0
+
+    def _run(self) -> None:
+        while True:
+            objs, count = self._jobs.get()
+            objs.clear()
+            del objs
+            with self._lock:
+                self._pending -= count
+                self._freed += count

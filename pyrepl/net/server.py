@@ -35,7 +35,7 @@ from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.fastpath import execute
 from pyrepl.net import process, tls
-from pyrepl.net.bio import BackgroundFsync
+from pyrepl.net.bio import BackgroundFree, BackgroundFsync
 from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
@@ -343,6 +343,9 @@ class NetHost(Host):
 
     def background_fsync(self) -> BackgroundFsync:
         return BackgroundFsync()
+
+    def background_free(self) -> BackgroundFree:
+        return BackgroundFree()
 
     def exit_now(self, code: int) -> None:
         """Redis's exit(1) when the AOF cannot be written under ``appendfsync always``."""

@@ -339,6 +339,48 @@ def test_client_unblock_timeout_and_error(bl):
 
 
 @PROTO
+def test_slowlog_entry_once_served_or_unblocked(bl):
+    """Redis logs a blocking command when it is served or CLIENT UNBLOCKed (its arguments as
+    sent: BLPOP, not the LPOP it propagates as), after what ran meanwhile; not at its timeout."""
+    def logged() -> list[list[list[bytes]]]:
+        out = []
+        for c in bl.ctl:
+            entries = parse_reply(c.call("SLOWLOG", "GET", "10"))
+            out.append([e[3] for e in entries])    # (newest first) each entry's arguments
+        return out
+
+    bl.ctl_both("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    try:
+        bl.send("c1", "BLPOP", "l", "0")
+        bl.wait_blocked(1)
+        bl.call("p", "MULTI")
+        bl.call("p", "LPUSH", "l", "foo")
+        bl.call("p", "SLOWLOG", "RESET")
+        bl.call("p", "EXEC")
+        bl.read("c1")
+        a, b = logged()
+        assert a[0] == b[0] == [b"blpop", b"l", b"0"] or a[0] == b[0] == [b"BLPOP", b"l", b"0"]
+        bl.ctl_both("SLOWLOG", "RESET")
+        ids = [parse_reply(c.call("CLIENT", "ID")) for c in bl["c1"]]
+        bl.send("c1", "BRPOP", "k", "0")
+        bl.wait_blocked(1)
+        for c, i in zip(bl.ctl, ids, strict=True):
+            c.call("CLIENT", "UNBLOCK", str(i), "ERROR")
+        bl.read("c1")
+        a, b = logged()
+        # (after CLIENT UNBLOCK's own entry, the unblocked BRPOP's, with no arguments: 7.0
+        # logs it once unblockClient reset them)
+        assert a[1:3] == b[1:3] and a[1] == [] and a[0][:2] == [b"CLIENT", b"UNBLOCK"], (a, b)
+        bl.ctl_both("SLOWLOG", "RESET")
+        bl.send("c1", "BLPOP", "k", "0.01")
+        bl.read("c1")
+        a, b = logged()
+        assert a == b and not any(e[0].upper() == b"BLPOP" for e in a), (a, b)
+    finally:
+        bl.ctl_both("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+
+
+@PROTO
 def test_pipelined_commands_wait_for_the_unblock(bl):
     for c in bl["c1"]:
         c.send_raw(encode_command("BLPOP", "k", "0") + encode_command("RPUSH", "k", "again")

@@ -178,3 +178,56 @@ def test_pause_write_runs_read_only_scripts_and_functions(pyrepl_server, redis_s
             outcomes.append(got)
     assert outcomes[0] == outcomes[1]
     assert outcomes[1]["eval may write"] is None and outcomes[1]["exec of no-writes"]
+
+
+def test_paused_replica_reads_its_master_stream_and_applies_it_after(tmp_path) -> None:
+    """Redis's pause.tcl "Test when replica paused, offset would not grow": a replica under
+    CLIENT PAUSE WRITE reads its master's stream (slave_read_repl_offset) but applies none of
+    its writes (slave_repl_offset, the data) until CLIENT UNPAUSE; a pyrepl replica and a
+    redis-server 7.0.15 one of the same pyrepl master, side by side."""
+    from tests.support.procs import start_pyrepl, start_redis
+    from tests.support.waits import wait_for
+
+    def fields(c: RawClient) -> dict[str, str]:
+        text = c.call("INFO", "replication").decode().split("\r\n", 1)[1]
+        return dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+
+    with start_pyrepl("--repl-ping-replica-period", "3600") as master:
+        replicas = [start_pyrepl(), start_redis()]
+        try:
+            with RawClient(master.port) as m:
+                clients = [RawClient(r.port) for r in replicas]
+                for c in clients:
+                    c.call("REPLICAOF", "127.0.0.1", str(master.port))
+                for c in clients:
+                    wait_for(lambda c=c: fields(c).get("master_link_status") == "up", 30,
+                             what="the link up")
+                m.call("SET", "foo", "bar")
+                before = int(fields(m)["master_repl_offset"])
+                for c in clients:
+                    wait_for(lambda c=c: int(fields(c)["slave_repl_offset"]) == before, 10,
+                             what="the replica caught up")
+                    assert c.call("CLIENT", "PAUSE", "100000", "WRITE") == b"+OK\r\n"
+                m.call("SET", "foo2", "bar2")
+                m.call("INCR", "n")
+                after = int(fields(m)["master_repl_offset"])
+                seen = []
+                for c in clients:
+                    wait_for(lambda c=c: int(fields(c)["slave_read_repl_offset"]) == after, 10,
+                             what="the replica read the stream")
+                    f = fields(c)
+                    seen.append((int(f["slave_repl_offset"]), c.call("GET", "foo2"),
+                                 c.call("EXISTS", "n")))
+                assert seen[0] == seen[1] == (before, b"$-1\r\n", b":0\r\n"), seen
+                for c in clients:
+                    assert c.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+                for c in clients:
+                    wait_for(lambda c=c: int(fields(c)["slave_repl_offset"]) == after, 10,
+                             what="the replica applied the stream")
+                    assert c.call("GET", "foo2") == b"$4\r\nbar2\r\n"
+                    assert c.call("GET", "n") == b"$1\r\n1\r\n"
+                for c in clients:
+                    c.close()
+        finally:
+            for r in replicas:
+                r.stop()

@@ -8,11 +8,12 @@ from pyrepl.aof.appendonly import AofHost, AofServer
 from pyrepl.aof.writer import FsyncPort, LogPort
 from pyrepl.core.client import Client
 from pyrepl.core.host import Host, NullLog
+from pyrepl.core.lazyfree import FreePort, InlineFree
 from pyrepl.core.ports import BlockingHost, Meter, PauseHost, PubSubHost, TrackingHost
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.ports import KeyspaceHost
 from pyrepl.memacct import PoolWalkMeter, RssMeter
-from pyrepl.net.bio import BackgroundFsync
+from pyrepl.net.bio import BackgroundFree, BackgroundFsync
 from pyrepl.net.log import Logger
 from pyrepl.net.master_io import MasterIO
 from pyrepl.net.replica_io import ReplicaIO
@@ -38,6 +39,10 @@ def aof_log(log: Logger, null: NullLog) -> tuple[LogPort, LogPort]:
 
 def fsync(bio: BackgroundFsync) -> FsyncPort:
     return bio
+
+
+def lazy_free(bio: BackgroundFree, inline: InlineFree) -> tuple[FreePort, FreePort]:
+    return bio, inline
 
 
 def master_io(io: MasterIO) -> MasterIOPort:

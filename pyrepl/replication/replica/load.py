@@ -326,7 +326,7 @@ class Load:
         log.notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB")
         core.replica_keys_with_expire.clear()   # the dataset is replaced (emptyData)
         for db, data, expires in zip(core.dbs, ld.data, ld.expires, strict=True):
-            db.replace(data, expires)
+            db.replace(data, expires, lazy=True)    # (discardTempDb: in the background)
         core.install_functions(ld.libraries)   # the master's libraries replace ours
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1

@@ -136,6 +136,8 @@ class Stream:
         c.transport = None
         c.closed = True
         self.master = None
+        if c.blocked is not None:   # (postponed by CLIENT PAUSE: unblocked as it is freed)
+            self.core.blocking.release(c)
         if cache:
             self.core.log.notice("Caching the disconnected master state.")
             ms.read_reploff = ms.reploff
@@ -187,11 +189,18 @@ class Stream:
         core.stats.net_repl_input_bytes += n
         c.last_interaction_ms = core.now_ms
         ms.read_reploff += n
+        reader = c.reader
+        if c.blocked is not None:
+            # A command postponed by CLIENT PAUSE (WRITE or ALL): the stream is read and kept,
+            # not applied, until the pause ends (resume_postponed), as Redis's master client
+            # waits blocked with its query buffer growing.
+            ms.unapplied += data
+            reader.feed(data)
+            return
         if ms.unapplied or type(data) is not bytes:
             ms.unapplied += data
         else:
             ms.read = data
-        reader = c.reader
         # the master's commands see keys that expired on our clock (its DEL removes them)
         core.applying_master_stream = True
         try:
@@ -203,6 +212,21 @@ class Stream:
             self._feed_applied(ms)
             if core.aof_on and core.aof.writer.buf:
                 core.aof.before_reply()   # (Redis writes its AOF every event-loop pass)
+
+    def resume_postponed(self, c: ReplClient, argv: list[bytes]) -> None:
+        """The pause that postponed ``argv`` ended: apply it and what was read behind it."""
+        ms = self.master
+        if ms is None or ms.client is not c:
+            return  # (the link went meanwhile: the master resends from reploff)
+        core = self.core
+        core.applying_master_stream = True
+        try:
+            self._apply_commands(ms, c, c.reader, core, core.log, argv)
+        finally:   # (stream()'s tail)
+            core.applying_master_stream = False
+            self._feed_applied(ms)
+            if core.aof_on and core.aof.writer.buf:
+                core.aof.before_reply()
 
     def _apply_commands(self, ms: MasterState, c: ReplClient, reader: Any, core: Any,
                         log: Any, argv: list[bytes] | None) -> None:
@@ -238,6 +262,8 @@ class Stream:
             argv = None
             if c.out:
                 c.out.clear()
+            if c.blocked is not None:
+                return  # postponed by CLIENT PAUSE: reploff stays before it
             if not c.in_multi:
                 ms.reploff = ms.reader_base + reader.consumed_now()
             if self.master is not ms:
