@@ -730,6 +730,8 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"log" and len(argv) == 3:
         core.log.warning("DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
         return OK
+    if sub == b"replybuffer" and len(argv) == 4:
+        return _debug_replybuffer(argv)
     if sub == b"pause-cron" and len(argv) == 3:
         core.cron.paused = _atoi(argv[2]) != 0
         return OK
@@ -786,6 +788,10 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "QUICKLIST-PACKED-THRESHOLD <size>", "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "RELOAD", "    Save the RDB on disk and reload it back to memory.",
+            "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+            "    Accepted for Redis's tests: pyrepl has no per-client reply buffer to resize.",
+            "REPLYBUFFER RESIZING <0|1>",
+            "    Accepted for Redis's tests: pyrepl never resizes a reply buffer (as RESIZING 0).",
             "SEGFAULT", "    Crash the server with sigsegv.",
             "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
             "SET-SKIP-CHECKSUM-VALIDATION <0|1>", "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
@@ -836,6 +842,21 @@ def _atoi(arg: bytes) -> int:
         return int(digits[:end])
     except ValueError:
         return 0
+
+
+def _debug_replybuffer(argv: list[bytes]) -> object:
+    """DEBUG REPLYBUFFER PEAK-RESET-TIME <never|reset|ms> | RESIZING <0|1>: Redis's hooks on
+    the resizing of each client's 16 KiB reply buffer. pyrepl has no such buffer (a reply goes
+    to the transport as it is made), so there is nothing to resize: the arguments are checked
+    as Redis checks them, and pyrepl behaves as Redis with ``RESIZING 0``."""
+    what, value = argv[2].lower(), argv[3]
+    if what == b"peak-reset-time":
+        if value.lower() not in (b"never", b"reset"):
+            parse_int(value)
+        return OK
+    if what == b"resizing":
+        return OK
+    raise subcommand_error(argv)
 
 
 def _debug_object(c: Any, key: bytes) -> object:

@@ -262,8 +262,12 @@ class Client:
             flags += "e"
         if not flags:
             flags = "N"
-        qbuf = self.reader.buffered() if hasattr(self.reader, "buffered") else 0
-        argv_mem = 0
+        # qbuf: what is not parsed yet; qbuf-free: the room a big argument announced;
+        # argv-mem: the arguments read of a request not complete yet (or the running one's)
+        reader = self.reader
+        qbuf = reader.unparsed()
+        qbuf_free = reader.reserved()
+        argv_mem = reader.partial_args()
         if running is not None:
             qbuf += len(encode_command(running))
             argv_mem = sum(len(a) for a in running)
@@ -281,9 +285,9 @@ class Client:
             f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={name} "
             f"age={(now - self.ctime_ms) // 1000} idle={(now - self.last_interaction_ms) // 1000} "
             f"flags={flags} db={self.db.id} {self._sub_counts()} "
-            f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free=0 "
+            f"multi={len(self.multi_queue) if self.in_multi else -1} qbuf={qbuf} qbuf-free={qbuf_free} "
             f"argv-mem={argv_mem} multi-mem={multi_mem} rbs=16384 rbp=16384 obl=0 oll={oll} omem={omem} "
-            f"tot-mem={clientevict.memory(self)} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
+            f"tot-mem={clientevict.memory(self, running)} events=r cmd={self.last_cmd.name if self.last_cmd else 'NULL'} user={self.user} "
             f"redir={self.tracking_redir if self.tracking else -1} resp={self.proto} lib-name={self.lib_name.decode('utf-8', 'replace')} "
             f"lib-ver={self.lib_ver.decode('utf-8', 'replace')} tot-net-in={self.net_in} "
             f"tot-net-out={self.net_out} tot-cmds={self.commands}"

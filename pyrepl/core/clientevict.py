@@ -15,7 +15,9 @@ is taken again where its memory changes, as Redis's updateClientMemUsageAndBucke
 - when the limit changes (all of them).
 
 What a figure counts (``memory``): a fixed cost per client, the query buffer (unparsed bytes and
-the arguments of a request not complete yet: ``reader.buffered()``), the pending output, MULTI's
+the arguments of a request not complete yet: ``reader.buffered()``, and the rest of a big
+argument its header announced: ``reader.reserved()``, as Redis makes room for it at once), the
+pending output, MULTI's
 queued commands (their arguments' bytes, ``Client.multi_mem``, plus a cost per command), and a
 cost per watched key, subscription and tracking prefix, close to Redis's own overheads.
 
@@ -90,9 +92,20 @@ def multi_memory(c: Client) -> int:
     return mem + c.multi_mem + QUEUED_COST * len(queued) if queued else mem
 
 
-def memory(c: Client) -> int:
-    """getClientMemoryUsage for a pyrepl client (what CLIENT LIST's ``tot-mem`` shows)."""
-    return fixed_memory(c) + c.reader.buffered() + output_memory(c)
+def memory(c: Client, running: list[bytes] | None = None) -> int:
+    """getClientMemoryUsage for a pyrepl client (what CLIENT LIST's ``tot-mem`` shows);
+    ``running``: the arguments of the command it runs, counted as Redis counts argv."""
+    mem = fixed_memory(c) + query_memory(c) + output_memory(c)
+    if running is not None:
+        mem += sum(map(len, running)) + ARG_COST * len(running)
+    return mem
+
+
+def query_memory(c: Client) -> int:
+    """The query buffer: what was received and not run yet, and the rest of a big argument
+    whose header announced it (Redis makes the room for it at once)."""
+    reader = c.reader
+    return reader.buffered() + reader.reserved()
 
 
 def fixed_memory(c: Client) -> int:
@@ -146,7 +159,7 @@ class ClientEviction:
             return
         if c.kind in COUNTED and not c.closed:
             mem = fixed_memory(c)
-            buffers = c.reader.buffered() + output_memory(c)
+            buffers = query_memory(c) + output_memory(c)
             c.mem_quiet = not buffers
             mem += buffers
         else:

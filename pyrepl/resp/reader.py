@@ -351,6 +351,20 @@ class RespReader:
         """Bytes not parsed yet (Redis's ``sdslen(querybuf)``, CLIENT LIST ``qbuf``)."""
         return len(self._buf) - self._pos
 
+    def reserved(self) -> int:
+        """What the big argument being read still announces: Redis makes room in its query
+        buffer for a bulk of ``PROTO_MBULK_BIG_ARG`` or more as soon as its header is read
+        (CLIENT LIST ``qbuf-free``), so a client is held to its whole size from then on."""
+        bulklen = self._bulklen
+        if self._reqtype != _MULTIBULK or bulklen < PROTO_MBULK_BIG_ARG:
+            return 0
+        return max(0, bulklen + 2 - (len(self._buf) - self._pos))
+
+    def partial_args(self) -> int:
+        """The bytes of the arguments read so far of a request not complete yet (Redis's
+        ``argv_len_sum`` while it waits for the rest: CLIENT LIST ``argv-mem``)."""
+        return sum(map(len, self._argv)) if self._reqtype == _MULTIBULK else 0
+
     # -- errors -------------------------------------------------------------------------------
 
     def _set_error(self, err: ProtocolError) -> None:

@@ -28,7 +28,8 @@ def client(proc) -> redis.Redis:
 
 @pytest.fixture
 def pair():
-    with start_pyrepl() as ours, start_redis() as theirs:
+    flags = ("--enable-debug-command", "yes")
+    with start_pyrepl(*flags) as ours, start_redis(*flags) as theirs:
         yield [(proc, client(proc)) for proc in (ours, theirs)]
 
 
@@ -166,3 +167,77 @@ def test_client_info_flags_and_no_evict_errors(pair) -> None:
     for got in (ours, theirs):
         assert " flags=e " in got[0] and " flags=N " in got[2]
     assert ours[1] == theirs[1]
+
+
+def test_announced_big_argument_counts_from_its_header(pair) -> None:
+    """Redis makes room for a bulk of 32 KiB or more as soon as its header is read: a client
+    announcing an argument past the limit is evicted before it has sent it (Redis's "client
+    evicted due to large argv"); CLIENT LIST shows what arrived (qbuf: the argument's bytes,
+    header parsed) and what is announced (qbuf-free), the earlier arguments in argv-mem."""
+    for proc, r in pair:
+        setup(r, 3 * MB)
+        s = raw(proc.port, "part")
+        s.sendall(b"*3\r\n$4\r\nMSET\r\n$1\r\nk\r\n$100000\r\n" + b"v" * 60_000)
+        wait_for(lambda: int(named(r, "part")["qbuf"]) == 60_000, 10)  # noqa: B023
+        row = named(r, "part")
+        # (qbuf-free: the announced rest, 40,002; Redis's allocator rounds its room up)
+        assert int(row["qbuf-free"]) >= 40_002 and int(row["argv-mem"]) == 5, (proc, row)
+        assert int(row["tot-mem"]) >= 100_000, (proc, row)
+        s.sendall(b"v" * 40_000 + b"\r\n")
+        assert s.recv(100) == b"+OK\r\n"
+        big = raw(proc.port, "big")
+        big.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n" % (3 * MB) + b"v" * 1000)
+        assert gone(r, "big"), proc
+        assert evicted(r) == 1 and named(r, "part") is not None
+        big.close()
+        s.close()
+
+
+def test_equal_clients_evicted_only_until_below_the_limit(pair) -> None:
+    """Redis's "evict clients only until below limit": ten equal clients, a limit for half of
+    them plus the control client's tot-mem as it reads it (counting the CLIENT LIST it
+    runs): five stay, on both."""
+    for proc, r in pair:
+        r.client_setname("control")
+        r.execute_command("CLIENT", "NO-EVICT", "on")
+        assert r.execute_command("DEBUG", "REPLYBUFFER", "RESIZING", "0") == b"OK"
+        socks = []
+        for j in range(10):
+            s = raw(proc.port, f"client{j}")
+            s.sendall(b"*2\r\n$%d\r\n" % MB + b"v" * MB)
+            socks.append(s)
+        for j in range(10):
+            wait_for(lambda j=j, r=r: int(named(r, f"client{j}")["tot-mem"]) >= MB, 10)
+        rows = {c["name"]: int(c["tot-mem"]) for c in r.client_list()}
+        mems = {rows[f"client{j}"] for j in range(10)}
+        assert len(mems) == 1, (proc, mems)     # equal clients (both servers' allocations)
+        r.config_set("maxmemory-clients", mems.pop() * 5 + rows["control"])
+        left = [c["name"] for c in r.client_list() if c["name"].startswith("client")]
+        assert len(left) == 5, (proc, left)
+        assert r.execute_command("DEBUG", "REPLYBUFFER", "RESIZING", "1") == b"OK"
+        for s in socks:
+            s.close()
+
+
+def test_debug_replybuffer_arguments(pair) -> None:
+    for _proc, r in pair:
+        for args in (("PEAK-RESET-TIME", "never"), ("PEAK-RESET-TIME", "reset"),
+                     ("PEAK-RESET-TIME", "100"), ("RESIZING", "0"), ("resizing", "1")):
+            assert r.execute_command("DEBUG", "REPLYBUFFER", *args) == b"OK"
+        errors = []
+        for args in (("PEAK-RESET-TIME", "x"), ("NOPE", "1"), ("RESIZING",)):
+            try:
+                r.execute_command("DEBUG", "REPLYBUFFER", *args)
+            except redis.ResponseError as e:
+                errors.append(str(e))
+        assert len(errors) == 3
+    got = []
+    for _proc, r in pair:
+        one = []
+        for args in (("PEAK-RESET-TIME", "x"), ("NOPE", "1")):
+            try:
+                r.execute_command("DEBUG", "REPLYBUFFER", *args)
+            except redis.ResponseError as e:
+                one.append(str(e))
+        got.append(one)
+    assert got[0] == got[1], got

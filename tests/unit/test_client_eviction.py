@@ -144,17 +144,22 @@ def test_the_total_follows_each_client_and_its_close() -> None:
 def test_client_evicted_due_to_large_query_buffer() -> None:
     core = make("1mb")
     control = connect(core, "control")
+    fits = connect(core, "fits")
+    feed(fits, b"*1\r\n$%d\r\n" % (600 * KB) + b"v" * (100 * KB))
+    assert not fits.closed and fits.mem > 600 * KB    # (the announced argument counts)
+    feed(fits, b"v" * (500 * KB) + b"\r\n")   # (it completes: an error reply, room again)
+    assert not fits.closed and fits.mem < 100 * KB
     c = connect(core, "big")
+    # a big argument counts from its header (Redis makes room for it at once): the client
+    # announcing 2 MB goes after 500 KB of it
     feed(c, b"*1\r\n$%d\r\n" % (2 * MB) + b"v" * (500 * KB))
-    assert not c.closed
-    feed(c, b"v" * (600 * KB))
     assert c.closed and c.close_after_reply
-    assert names(core) == ["control"]
+    assert names(core) == ["control", "fits"]
     assert core.stats.evicted_clients == 1
     assert [m for lvl, m in core.log.lines if lvl == "notice" and
             m.startswith(f"Evicting client: id={c.id} ") and " name=big " in m]
     assert b"evicted_clients:1\r\n" in feed(control, cmd("INFO", "stats"))
-    assert core.client_eviction.total == control.mem and not core.gated
+    assert core.client_eviction.total == control.mem + fits.mem and not core.gated
 
 
 def test_client_evicted_due_to_large_multi_buf() -> None:
