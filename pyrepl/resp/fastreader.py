@@ -234,7 +234,14 @@ class FastRespReader(RespReader):
         if type(buf) is bytes:
             self._batch = (reqs, buf, base, start, ends)
         else:   # a bytearray is appended to in place: keep a copy of the batch's bytes
-            self._batch = (reqs, bytes(buf[pos:ends[-1] - base]), start, start, ends)
+            win = bytes(buf[pos:ends[-1] - base])
+            self._batch = (reqs, win, start, start, ends)
+            if ends[-1] - base == len(buf):
+                # the batch runs to the end: the copy is the buffer from here on, and the
+                # bytearray (a big request's bytes before it) goes
+                self._buf = win
+                self._base = start
+                self._pos = 0
         self.queue = reqs[::-1]
         return True
 

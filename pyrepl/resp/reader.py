@@ -471,6 +471,12 @@ class RespReader:
             self._multibulk = 0
             self._reqtype = 0
             self.consumed = self._base + pos
+            if pos == len(buf) and type(buf) is not bytes:
+                # a request that spanned reads, all of the buffer run: the buffer goes with
+                # it (a 32 MB SET's bytearray was kept until the client's next read)
+                self._base += pos
+                self._pos = 0
+                self._buf = b""
             return argv
         self._pos = pos
         return None

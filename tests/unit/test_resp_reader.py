@@ -10,6 +10,7 @@ real redis-server 7.0.15 and compare its replies (commands run, error line, clos
 
 from __future__ import annotations
 
+import gc
 import socket
 import time
 from itertools import accumulate
@@ -151,6 +152,30 @@ def test_reader_keeps_no_finished_request(reader_cls):
     assert argv is not None and len(argv) == 1002
     assert r.gets() is None
     assert not [o for o in gc.get_referrers(argv) if o is r or o is getattr(r, "__dict__", 0)]
+
+
+def test_reader_drops_the_buffer_of_a_big_request_once_run(reader_cls):
+    """A big request read in many pieces is accumulated in a bytearray; once it is returned
+    and nothing follows, the reader lets the buffer go (it held a 32 MB SET's bytes until
+    the client's next read: Redis's pendingquerybuf test saw the replica at twice the
+    master's memory)."""
+    big = b"v" * 100_000
+    data = enc(b"SET", b"k", big)
+    small = enc(b"GET", b"k")
+    for tail in (b"", small * 3):       # (alone, then with pipelined requests behind it)
+        r = reader_cls()
+        stream = data + tail
+        got = []
+        for i in range(0, len(stream), 8192):    # (gets() after each read, as the server)
+            r.feed(stream[i:i + 8192])
+            while (argv := r.gets()) is not None:
+                got.append(argv)
+        assert got == [[b"SET", b"k", big]] + [[b"GET", b"k"]] * (len(tail) // len(small))
+        held = [o for o in gc.get_referents(r) if isinstance(o, (bytes, bytearray))]
+        assert all(len(o) < 8192 for o in held), [len(o) for o in held]
+        assert r.consumed == len(stream) and r.buffered() == 0 and r.unparsed() == 0
+        r.feed(small)
+        assert r.gets() == [b"GET", b"k"] and r.consumed == len(stream) + len(small)
 
 
 def test_big_argument_in_small_chunks(reader_cls):
