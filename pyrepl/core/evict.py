@@ -194,6 +194,11 @@ class Evictor:
         t0 = clock()
         limit_ns = self.limit_us * 1000
         keys_freed = 0
+        # the invalidations this cycle sends to tracking clients add to their output; as Redis
+        # counts what each deletion freed before its invalidation goes out, they do not count
+        # against what the cycle freed (else they would evict more keys, whose invalidations
+        # would evict more: Redis's "client tracking don't cause eviction feedback loop")
+        emitted0 = core.tracking.emitted_mem
         estimated = 0        # the estimates of what the keys evicted since the last reading held
         scale = 1.0          # what a reading found freed per byte estimated
         result = EVICT_FAIL
@@ -207,7 +212,7 @@ class Evictor:
             if keys_freed == 1 or estimated * scale >= to_free or keys_freed % 16 == 0:
                 # Read the memory: after the first key (to scale the estimates by), when the
                 # scaled estimates say done, and every 16 keys.
-                left = self.to_free(fresh=True)
+                left = max(0, self.to_free(fresh=True) - (core.tracking.emitted_mem - emitted0))
                 if to_free > left and estimated:
                     scale = (to_free - left) / estimated
                 to_free, estimated = left, 0

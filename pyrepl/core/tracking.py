@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from pyrepl.core.client import Client
     from pyrepl.core.ports import TrackingHost
 
+#: What a frame in a client's output costs beyond its bytes: the Push object's header (49),
+#: the allocator's rounding and the output list's slot.
+FRAME_COST = 72
+
 # Client.tracking bits (Redis's CLIENT_TRACKING_* flags)
 T_ON = 1
 T_BCAST = 2
@@ -107,6 +111,9 @@ class Tracking:
         self.core = core
         self.table: dict[bytes, dict[int, None]] = {}     # key -> ids of clients that read it
         self.items = 0                                     # ids across the table
+        # The memory the invalidations sent so far took in clients' output (each frame's
+        # bytes and FRAME_COST): an eviction cycle leaves its own out of what it freed.
+        self.emitted_mem = 0
         self.prefixes: dict[bytes, _Prefix] = {}
         self.clients = 0                                   # tracking_clients
         self.bcast_dirty = False           # keys wait in some prefix for the next batch
@@ -422,6 +429,7 @@ class Tracking:
         if not c.out:
             core.pending_flush.append(c)
         c.out.append(Push(frame))
+        self.emitted_mem += len(frame) + FRAME_COST
         if core.maxmemory_clients:   # (Redis updates the client's memory after each)
             core.client_eviction.grew(c, len(frame))
 

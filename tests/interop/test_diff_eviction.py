@@ -203,3 +203,37 @@ def test_a_keys_idle_time_crosses_a_full_sync_both_ways() -> None:
             assert waited <= 15
             assert 999 + waited <= r.object("idletime", "old") <= 1002 + waited, \
                 (start_master, start_replica)
+
+
+@pytest.mark.parametrize("kind", ["pyrepl", "redis"])
+def test_tracking_invalidations_do_not_feed_eviction(kind: str) -> None:
+    """Redis's maxmemory.tcl "client tracking don't cause eviction feedback loop": ten RESP3
+    clients cache 300 keys of long names; a limit 40 KB under the memory in use evicts a few
+    keys (10 to 50), not the database: the invalidations the evictions send to the clients'
+    output do not count against what the eviction freed (pyrepl drained all 300)."""
+    from tests.support.resp import RawClient
+
+    with (start_pyrepl if kind == "pyrepl" else start_redis)() as proc:
+        r = client(proc)
+        r.config_set("latency-tracking", "no")
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        r.config_set("maxmemory-eviction-tenacity", "100")
+        trackers = [RawClient(proc.port) for _ in range(10)]
+        try:
+            for t in trackers:
+                t.call("HELLO", "3")
+                assert t.call("CLIENT", "TRACKING", "on") == b"+OK\r\n"
+            for j in range(300):
+                key = f"{j}" + "x" * 1000
+                r.set(key, "x")
+                for t in trackers:
+                    assert t.call("GET", key) == b"$1\r\nx\r\n"
+            time.sleep(1.1)     # (as the test: the cron trims what the reads left)
+            used = int(r.info("memory")["used_memory"])
+            r.config_set("maxmemory", used - 40_000)
+            evicted = int(r.info("stats")["evicted_keys"])
+            assert 10 <= evicted <= 50, (kind, evicted)
+            assert 200 <= r.dbsize() <= 300
+        finally:
+            for t in trackers:
+                t.close()
