@@ -483,9 +483,10 @@ _PROC_TITLE_VARS = {"title": "", "listen-addr": "*:6379", "server-mode": "",
                     "config-file": "-", "port": "6379", "tls-port": "0", "unixsocket": ""}
 
 
-def _check_proc_title(template: str) -> None:
-    """Redis's validateProcTitleTemplate: sdstemplate expansion with known variables only, and
-    not empty once trimmed (expanded with an empty title)."""
+def expand_proc_title(template: str, values: dict[str, str]) -> str | None:
+    """Redis's expandProcTitleTemplate: sdstemplate's ``{name}`` variables (``{{`` is a
+    brace) replaced from ``values``, the result trimmed of spaces; None where a variable is
+    unknown or a brace is left open."""
     out: list[str] = []
     i = 0
     while i < len(template):
@@ -495,18 +496,24 @@ def _check_proc_title(template: str) -> None:
             break
         out.append(template[i:start])
         if start + 1 >= len(template):
-            raise _Invalid("template format is invalid or contains unknown variables")
+            return None
         if template[start + 1] == "{":
             out.append("{")
             i = start + 2
             continue
         end = template.find("}", start + 1)
-        value = _PROC_TITLE_VARS.get(template[start + 1:end]) if end >= 0 else None
+        value = values.get(template[start + 1:end]) if end >= 0 else None
         if value is None:
-            raise _Invalid("template format is invalid or contains unknown variables")
+            return None
         out.append(value)
         i = end + 1
-    if not "".join(out).strip(" "):
+    return "".join(out).strip(" ")
+
+
+def _check_proc_title(template: str) -> None:
+    """Redis's validateProcTitleTemplate: known variables only, and not empty once expanded
+    (with an empty title)."""
+    if not expand_proc_title(template, _PROC_TITLE_VARS):
         raise _Invalid("template format is invalid or contains unknown variables")
 
 
@@ -848,11 +855,11 @@ DIRECTIVES: tuple[Directive, ...] = (
     _bool("lua-enable-deprecated-api", "no", mutable=False, hidden=True),
     # The startup banner with the port and the PID (redisAsciiArt), else one line
     _bool("always-show-logo", "no", mutable=False),
+    # the process title (ps, /proc/<pid>/cmdline): pyrepl/core/server.py proc_title
+    _bool("set-proc-title", "yes", mutable=False),
+    _str("proc-title-template", "{title} {listen-addr} {server-mode}", check=_check_proc_title),
     # Accepted with Redis 7.0's syntax, default and CONFIG GET/SET behaviour; no effect in pyrepl
     # (yet): general and process
-    _bool("set-proc-title", "yes", mutable=False, noop=True),
-    _str("proc-title-template", "{title} {listen-addr} {server-mode}", check=_check_proc_title,
-         noop=True),
     _bool("syslog-enabled", "no", mutable=False, noop=True),
     _str("syslog-ident", "redis", mutable=False, noop=True),
     _enum("syslog-facility", "local0", ("user", "local0", "local1", "local2", "local3", "local4",

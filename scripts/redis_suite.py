@@ -73,13 +73,15 @@ def unit_files() -> list[str]:
 
 WRAPPER = """#!/bin/sh
 # pyrepl standing in for redis-server under Redis's test harness (scripts/redis_suite.py):
-# redis-server's arguments, a config file then --directive value..., go to pyrepl unchanged.
+# redis-server's arguments, a config file then --directive value..., go to pyrepl unchanged,
+# and the command is named as this stand-in was (its process title's {{title}}, as Redis's).
+run='import sys; from pyrepl.cli.main import main; del sys.argv[0]; sys.exit(main())'
 if [ $# -ge 1 ] && [ "${{1#--}}" = "$1" ]; then
     conf="$1"
     shift
-    exec {pyrepl} master --config "$conf" "$@"
+    exec {python} -c "$run" "$0" master --config "$conf" "$@"
 fi
-exec {pyrepl} master "$@"
+exec {python} -c "$run" "$0" master "$@"
 """
 
 
@@ -122,11 +124,11 @@ def make_tree(kind: str, work: str) -> str:
             raise SystemExit("redis-server is not installed (apt-get install redis-server)")
         os.symlink(found, server)
     else:
-        pyrepl = os.path.join(ROOT, ".venv", "bin", "pyrepl")
-        if not os.path.exists(pyrepl):
-            raise SystemExit(f"{pyrepl} is missing: make venv first")
+        python = os.path.join(ROOT, ".venv", "bin", "python")
+        if not os.path.exists(os.path.join(ROOT, ".venv", "bin", "pyrepl")):
+            raise SystemExit(f"{ROOT}/.venv/bin/pyrepl is missing: make venv first")
         with open(server, "w") as f:
-            f.write(WRAPPER.format(pyrepl=pyrepl))
+            f.write(WRAPPER.format(python=python))
         os.chmod(server, os.stat(server).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return tree
 

@@ -87,6 +87,10 @@ class Host:
         the test to run."""
         self.__dict__.setdefault("soon", []).append(fn)
 
+    def set_proc_title(self, title: str) -> None:
+        """The process title ps shows (setproctitle); here only remembered."""
+        self.__dict__["proc_title"] = title
+
     def set_oom_score_adj(self, process_class: int) -> bool:
         """setOOMScoreAdj under the config's ``oom-score-adj`` (0 master, 1 replica; the
         snapshot child sets 2 itself): False when it failed (logged)."""

@@ -226,6 +226,7 @@ class ServerCore:
         self.aof_on = False
         self.aof = AppendOnly(self, self.host.background_fsync())
         self.lazyfree = LazyFree(self, self.host.background_free())     # (pyrepl.core.lazyfree)
+        self.title = "-"    # proc_title's {title}: the name the process was started under
         self.refresh_encodings()
         config.on_change(self._config_changed)
 
@@ -270,6 +271,8 @@ class ServerCore:
             self.client_eviction.refresh()   # (the clients over it go after this read)
         elif name == "client-output-buffer-limit":
             self.output_limits.refresh()
+        elif name == "proc-title-template":
+            self.refresh_proc_title()
         elif name in ("oom-score-adj", "oom-score-adj-values"):
             from pyrepl.config import ConfigError
 
@@ -282,6 +285,34 @@ class ServerCore:
         us = self.host.time_us()
         if us // 1000 > self.now_ms:
             self.now_ms = us // 1000
+
+    def proc_title(self, title: str | None = None) -> str | None:
+        """redisSetProcTitle's text: ``proc-title-template`` expanded (None when
+        ``set-proc-title`` is off). ``title``: Redis's argv[0] (the name the process was
+        started under, :func:`pyrepl.net.process.invoked_as`; "-" without a shell)."""
+        from pyrepl.config import expand_proc_title
+
+        cfg = self.config
+        if not cfg.set_proc_title:
+            return None
+        if title is None:
+            title = self.title
+        port = cfg.port or cfg.tls_port
+        if port:
+            listen = f"{cfg.bind[0] if cfg.bind else '*'}:{port}"
+        else:
+            listen = f"unixsocket:{cfg.unixsocket}"
+        return expand_proc_title(cfg.proc_title_template, {
+            "title": title, "listen-addr": listen, "server-mode": "",
+            "config-file": os.path.abspath(cfg.source_file) if cfg.source_file else "",
+            "port": str(cfg.port),
+            "tls-port": str(cfg.tls_port), "unixsocket": cfg.unixsocket})
+
+    def refresh_proc_title(self) -> None:
+        """Set the process title (at start, on CONFIG SET proc-title-template)."""
+        text = self.proc_title()
+        if text:
+            self.host.set_proc_title(text)
 
     def refresh_oom_score(self) -> bool:
         """setOOMScoreAdj(-1): the score of this process's role (at start, on a role change,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 from typing import Protocol
 
 #: Redis's CONFIG_DEFAULT_PID_FILE: the pid file of a daemon that names none.
@@ -89,6 +90,18 @@ def daemonize() -> None:
         os.dup2(fd, target)
     if fd > 2:
         os.close(fd)
+
+
+def invoked_as() -> str:
+    """The command this process was started as (Redis's argv[0], its title's ``{title}``)."""
+    return sys.argv[0] if sys.argv and sys.argv[0] else "pyrepl"
+
+
+def set_title(text: str) -> None:
+    """setproctitle: what ps and /proc/<pid>/cmdline show for this process."""
+    import setproctitle
+
+    setproctitle.setproctitle(text)
 
 
 def write_pidfile(path: str, log: Log) -> bool:

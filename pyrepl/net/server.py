@@ -355,6 +355,9 @@ class NetHost(Host):
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # DEBUG SLEEP blocks the whole server, as in Redis
 
+    def set_proc_title(self, title: str) -> None:
+        process.set_title(title)
+
     def set_oom_score_adj(self, process_class: int) -> bool:
         cfg = self.server.core.config
         return OOM_SCORE.apply(cfg.oom_score_adj, cfg.oom_score_adj_values, process_class,
@@ -669,6 +672,8 @@ class Server:
         if core.replication is not None:
             core.replication.start()
         core.refresh_oom_score()
+        core.title = process.invoked_as()
+        core.refresh_proc_title()
         lis = self.listeners
         if lis.tcp and cfg.port:
             log.notice(f"Ready to accept connections tcp on port {cfg.port}")

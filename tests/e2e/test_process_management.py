@@ -646,3 +646,66 @@ def test_clients_are_served_while_the_rdb_loads_as_redis(tmp_path: Any) -> None:
             proc.kill()
             proc.wait()
     assert seen[0] == seen[1], seen
+
+
+def _cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        raw = f.read()
+    # (setproctitle writes the title over argv: one string, the rest NULs; Redis's the same)
+    return raw.replace(b"\0", b" ").decode().split()
+
+
+def test_process_title_as_redis(tmp_path: Any) -> None:
+    """``proc-title-template`` (Redis's other.tcl "Process title set as expected"): the title
+    /proc/<pid>/cmdline shows, with every variable, is Redis's (the command as started aside);
+    a bad template is refused with Redis's error; ``set-proc-title no`` leaves it alone."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (the test command installs it)")
+    template = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file} {server-mode}"
+    seen = []
+    for argv in ([sys.executable, "-m", "pyrepl.cli.main", "master"], [redis_server_path()]):
+        port = free_port()
+        d = tmp_path / str(port)
+        d.mkdir()
+        conf = d / "my.conf"
+        conf.write_text(f"unixsocket {d}/sock\n")
+        proc = subprocess.Popen([*argv, str(conf), "--port", str(port), "--bind", "127.0.0.1",
+                                 "--dir", str(d), "--save", ""] if "redis" in argv[0] else
+                                [*argv, "--config", str(conf), "--port", str(port), "--bind",
+                                 "127.0.0.1", "--dir", str(d), "--save", ""],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda p=port: ping(p), timeout=20, what="the server up")
+            first = _cmdline(proc.pid)
+            with RawClient(port) as c:
+                assert c.call("CONFIG", "SET", "proc-title-template", template) == b"+OK\r\n"
+                title = _cmdline(proc.pid)
+                bad = c.call("CONFIG", "SET", "proc-title-template", "{invalid-var}")
+            # (the port and the directory differ between the two: named, not compared)
+            norm = [w.replace(str(d), "DIR").replace(str(port), "PORT") for w in title]
+            seen.append(([w.replace(str(port), "PORT") for w in first[1:]], norm[0], norm[2:],
+                         bad))
+        finally:
+            proc.kill()
+            proc.wait()
+    assert seen[0] == seen[1], seen
+    first, test, rest, bad = seen[0]
+    assert first == ["127.0.0.1:PORT"]    # the default: "{title} {listen-addr} {server-mode}"
+    assert test == "TEST" and rest == ["127.0.0.1:PORT", "PORT", "0", "DIR/sock", "DIR/my.conf"]
+    assert b"template format is invalid" in bad
+
+
+def test_set_proc_title_no_keeps_the_command_line(tmp_path: Any) -> None:
+    port = free_port()
+    argv = [sys.executable, "-m", "pyrepl.cli.main", "master", "--port", str(port), "--bind",
+            "127.0.0.1", "--dir", str(tmp_path), "--save", "", "--set-proc-title", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: ping(port), timeout=20, what="the server up")
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[:-1] == [a.encode() for a in argv]
+    finally:
+        proc.kill()
+        proc.wait()
