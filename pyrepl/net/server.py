@@ -656,7 +656,9 @@ class Server:
             self.exit_code = 1
             loaded = False
         if not loaded:      # (nothing is served from here on: listeners and clients closed)
-            self._close_down()
+            # a failed load ends as Redis's exit(1), its error the log's last line (Redis's
+            # aof.tcl reads it there); a SHUTDOWN while loading ends as a shutdown
+            self._close_down(quiet=self.exit_code != 0)
             return
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
@@ -717,18 +719,21 @@ class Server:
                 steps.close()
                 return False
 
-    def _close_down(self) -> None:
-        """The listeners closed, the clients dropped, the pid and socket files removed."""
+    def _close_down(self, quiet: bool = False) -> None:
+        """The listeners closed, the clients dropped, the pid and socket files removed
+        (``quiet``: without a word, after a fatal error that must stay the last line)."""
         log = self.logger
         self.listeners.close()
         for c in list(self.core.clients.values()):
             if c.transport is not None:
                 c.transport.abort()
         if self.pidfile:
-            log.notice("Removing the pid file.")
+            if not quiet:
+                log.notice("Removing the pid file.")
             process.remove_pidfile(self.pidfile)
         if self.listeners.unix_path:
-            log.notice("Removing the unix socket file.")
+            if not quiet:
+                log.notice("Removing the unix socket file.")
             process.remove_pidfile(self.listeners.unix_path)
         if self.sync_log is not None:
             self.sync_log.close()
