@@ -113,10 +113,11 @@ def test_debian_redis_conf_starts_pyrepl_and_reads_as_redis_7(
     with open(os.path.join(ours.dir, "server.log"), encoding="utf-8") as fh:
         log = fh.read()
     lines = [ln for ln in log.splitlines() if "Accepted with no effect in pyrepl:" in ln]
-    assert len(lines) == 1 and "lazyfree-lazy-expire" in lines[0]
+    assert len(lines) == 1 and "lazyfree-lazy-server-del" in lines[0]
     assert "appendfsync" not in lines[0]     # (the AOF's directives act: pyrepl/aof)
-    for acting in ("maxmemory-samples", "lazyfree-lazy-eviction", "lfu-log-factor"):
-        assert acting not in lines[0], acting       # (eviction's act: pyrepl/core/evict.py)
+    for acting in ("maxmemory-samples", "lazyfree-lazy-eviction", "lfu-log-factor",
+                   "lazyfree-lazy-expire", "lazyfree-lazy-user-del", "set-proc-title"):
+        assert acting not in lines[0], acting       # (they act: eviction, lazy freeing, the title)
 
 
 def test_redis_8_redis_conf_starts_pyrepl_and_reads_as_redis_8(tmp_path: Any) -> None:
