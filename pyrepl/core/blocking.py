@@ -311,17 +311,14 @@ class Blocking:
             if reply is NOT_SERVED:
                 continue
             core.unblock(c, reply)
-            self._served_stats(c, record, (core.clock_ns() - t0) // 1000)
+            if record.call_argv is not None:   # (updateStatsOnUnblock: the call was timed)
+                core.unblocked_stats(c, record.call_argv, record.call_us,
+                                     (core.clock_ns() - t0) // 1000)
             if core.propagation_pending:
                 core.flush_propagation()
             self.note_writes()      # what the serve created (BLMOVE's push) is ready now
             if db.data.peek(key) is not value:
                 break               # the pop emptied and deleted the key
-
-    def _served_stats(self, c: Client, record: Blocked, reply_us: int) -> None:
-        """updateStatsOnUnblock, when the call that blocked was timed."""
-        if record.call_argv is not None:
-            self.core.unblocked_stats(c, record.call_argv, record.call_us, reply_us)
 
     def _unblock_gone(self, key: bytes, value: Any, w: _Waiters) -> None:
         """The waiters with a ``gone`` reply, when the key is not of their type any more."""

@@ -40,8 +40,6 @@ def free_effort(value: Any, core: Any) -> int:
     from pyrepl.keyspace.zset import ZSet
 
     t = type(value)
-    if t is bytes:
-        return 1
     if t is deque:      # a quicklist of several nodes (a ListpackList is one)
         return quicklist_nodes(value)
     if t is StrSet or t is StrDict or t is ZSet:
