@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.core import clientevict
 from pyrepl.fastpath import execute
-from pyrepl.resp.fastreader import first
+from pyrepl.resp.fastreader import first, release
 from pyrepl.resp.reader import ProtocolError, QueryBufferLimitExceeded
 from pyrepl.resp.writer import encode_command
 
@@ -197,6 +197,7 @@ class Client:
             elif not (rest and core.execute_run(self, argv, rest)):
                 execute(core, self, argv)   # (core.execute; its common case in C)
             if reader.spent and not reader.queue:
+                release(reader)     # (the read's requests, run: not kept to the next read)
                 return      # the read is all run (a lone request: no gets() to learn it)
             argv = None
 

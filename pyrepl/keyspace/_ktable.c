@@ -30,6 +30,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -1347,7 +1348,10 @@ static int capi_set_int(PyObject *t, PyObject *key, long long v)
 {
     if (v >= TAG_MIN && v <= TAG_MAX)
         return kt_set_stored((KTObject *)t, key, (PyObject *)(uintptr_t)(((uint64_t)v << 1) | 1u));
-    PyObject *text = PyBytes_FromFormat("%lld", v);
+    /* (not PyBytes_FromFormat: it has no %lld, and wrote those four bytes as the value) */
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", v);
+    PyObject *text = PyBytes_FromStringAndSize(digits, n);
     if (text == NULL)
         return -1;
     int rc = kt_set_stored((KTObject *)t, key, text);

@@ -235,6 +235,16 @@ class MasterIO:
             return 0
         return t.get_write_buffer_size()
 
+    def stream_started(self, c: ReplClient) -> None:
+        """Flow control at every byte (a high-water mark of 0): the transport pauses the
+        link as soon as the socket leaves anything unwritten and resumes it once it has
+        written all (write_client then hands over what waited in the shared buffer). At the
+        default 64 KiB mark a stalled replica's transport took hundreds of one-command views
+        (~1 KB each, their blocks kept alive), memory maxmemory counted as the dataset's."""
+        t = c.transport
+        if t is not None and not t.is_closing():
+            t.set_write_buffer_limits(high=0)   # type: ignore[attr-defined]
+
     def prepare_handover(self, c: ReplClient) -> bool:
         """Push the client's pending output to its transport; True when nothing is left
         buffered in this process, so another process may write to the socket directly."""

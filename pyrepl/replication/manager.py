@@ -359,12 +359,14 @@ class Replication:
     def unshared_output_bytes(self) -> int:
         """The replicas' memory maxmemory does not count besides their part of the shared
         buffer as Redis sizes it: their output outside the buffer (Feeding.unshared_bytes),
-        and their share of what pyrepl's blocks hold beyond Redis's figure for them."""
+        and the share of what pyrepl's blocks hold beyond Redis's figure for them that lies
+        past repl-backlog-size (also once the replicas are gone: the blocks they held are
+        trimmed a few at a time, and counted as not-for-eviction until then, as Redis's)."""
         total = self.master.feeding.unshared_bytes()
         b = self.backlog
-        if b is not None and b.mem and self.master.links:
-            _, replicas = b.memory(True)
-            total += b.python_overhead() * replicas // b.mem
+        if b is not None and b.mem:
+            _, beyond = b.memory(True)
+            total += b.python_overhead() * beyond // b.mem
         return total
 
 

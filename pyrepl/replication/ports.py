@@ -41,6 +41,12 @@ class MasterIOPort(Protocol):
         """Push the client's pending output to its transport; True when nothing is left
         buffered in this process (another process may then write to the connection)."""
 
+    def stream_started(self, c: ReplClient) -> None:
+        """The replica's stream goes to its socket from now on: its transport is to hold no
+        more than what one hand-over gave it, so that what the socket cannot take waits in
+        the shared buffer (counted there, as Redis's replica output) and not as views in the
+        transport, each of which keeps its block alive after the backlog let it go."""
+
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
                               timeout_ms: int) -> int:

@@ -293,7 +293,7 @@ static const char *slot_names[S_N] = {
 static Py_ssize_t slot_offset[S_N];
 static PyTypeObject *reader_type;     /* FastRespReader, once bound */
 static Py_ssize_t scan_window;
-static PyObject *str_feed_first;
+static PyObject *str_feed_first, *str_release;
 static int bound;   /* bind() ran to its end */
 
 #define SLOT(o, i) SLOT_AT(o, slot_offset[i])
@@ -311,7 +311,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t window = form ? PyLong_AsSsize_t(args[2]) : 0;
     if ((window == -1 && PyErr_Occurred()) ||
             bind_args(form, "bind(cls, base, window)", args, specs, 2) < 0 ||
-            intern(&str_feed_first, "feed_first") < 0)
+            intern(&str_feed_first, "feed_first") < 0 || intern(&str_release, "release") < 0)
         return NULL;
     scan_window = window;
     bound = 1;
@@ -435,12 +435,52 @@ general:
     return PyObject_CallMethodOneArg(r, str_feed_first, data);
 }
 
+/* release(reader): reader.release(), its common case here: a spent read whose requests
+   have all run lets its batch go (kept as the spare, as first() keeps it, so that a pipelined
+   read costs no new tuple or lists either) and its bytes, the buffer empty at the read's end:
+   consumed = _base = the batch's last end, _pos = 0. Anything else is the method's. */
+static PyObject *
+release(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 1, "release(reader)");
+    PyObject *r = args[0];
+    if (Py_TYPE(r) != reader_type || !slots_all_set(r, slot_offset, S_N))
+        goto general;
+    PyObject *batch = SLOT(r, S_BATCH), *queue = SLOT(r, S_QUEUE);
+    if (batch == Py_None || SLOT(r, S_SPENT) != Py_True || !PyList_CheckExact(queue) ||
+            PyList_GET_SIZE(queue) != 0)
+        goto general;   /* (nothing to let go of: the method says so) */
+    if (!PyTuple_CheckExact(batch) || PyTuple_GET_SIZE(batch) != 5)
+        goto general;
+    PyObject *ends = PyTuple_GET_ITEM(batch, 4);
+    if (!PyList_CheckExact(ends) || PyList_GET_SIZE(ends) == 0)
+        goto general;
+    PyObject *end = Py_NewRef(PyList_GET_ITEM(ends, PyList_GET_SIZE(ends) - 1));
+    PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);   /* (the shared b"") */
+    if (empty == NULL) {
+        Py_DECREF(end);
+        return NULL;
+    }
+    slot_put(r, slot_offset[S_CONSUMED], end);
+    set_batch(r, slot_offset[S_BATCH], Py_NewRef(Py_None));
+    slot_set(r, slot_offset[S_BUF], empty);
+    slot_put(r, slot_offset[S_BASE], end);
+    Py_DECREF(end);
+    slot_set(r, slot_offset[S_POS], PyLong_FromLong(0));
+    Py_RETURN_NONE;
+general:
+    return PyObject_CallMethodNoArgs(r, str_release);
+}
+
 SLOTS_MODULE(_scan, "The request reader's fast path: canonical multibulk requests, parsed in C.",
     FASTCALL("scan", scan,
              "scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends): the "
              "canonical multibulk requests complete in buf from pos on (see the module source)."),
     FASTCALL("bind", bind, "bind(cls, base, window): the FastRespReader class whose slots "
              "first() moves."),
+    FASTCALL("release", release,
+             "release(reader): reader.release(), its common case in C (the batch kept as the "
+             "spare)."),
     FASTCALL("first", first,
              "first(reader, data) -> list or None: reader.feed_first(data), its common case in "
              "C."))

@@ -45,7 +45,7 @@ from pyrepl import native
 from .reader import _AUTH_MAX_BULK, _AUTH_MAX_MULTIBULK, _INT_MAX, ProtocolError, RespReader
 from .scan import scan as _scan
 
-__all__ = ["FastRespReader", "first", "make_reader"]
+__all__ = ["FastRespReader", "first", "make_reader", "release"]
 
 # A scan starts no request this far or further past the first one.
 _WINDOW = 64 * 1024
@@ -104,6 +104,27 @@ class FastRespReader(RespReader):
         lo = ends[k - 1] if k else start
         ends = ends[k:k + b - a]
         return win[lo - wbase:ends[-1] - wbase], list(map(sub, ends, repeat(lo)))
+
+    def release(self) -> None:
+        """Let a spent read's requests go once they have all run: the batch lists every one
+        (their arguments) and would keep them to the next read, where Redis frees a request's
+        arguments as it completes (a pipeline of 1,000 small writes held ~300 KB), and the
+        read's bytes with them: all parsed, the buffer starts empty at the read's end."""
+        batch = self._batch
+        if batch is not None and self.spent and not self.queue:
+            end = batch[4][-1]   # (the buffer's end: the read was scanned to it)
+            _consumed_set(self, end)
+            self._batch = None
+            self._buf = b""
+            self._base = end
+            self._pos = 0
+
+    def _drop_parsed(self) -> None:
+        """Everything fed is parsed (``_pos`` at the buffer's end): the buffer starts empty
+        from there, and the read's bytes go now rather than at the next read."""
+        self._base += len(self._buf)
+        self._buf = b""
+        self._pos = 0
 
     def take_queued(self, keep: int = 0) -> None:
         """Count all but the last ``keep`` of ``queue`` as returned (a caller that ran them
@@ -202,6 +223,8 @@ class FastRespReader(RespReader):
             self._batch = None
         if not self._reqtype and self._error is None:
             if self._pos >= len(self._buf):
+                if self._buf:
+                    self._drop_parsed()
                 return None   # between requests, nothing left
             if not self._rest and self._fill():
                 return self.queue.pop()
@@ -251,11 +274,18 @@ def _first_reference(reader: RespReader, data: bytes) -> list[bytes] | None:
     return reader.feed_first(data)
 
 
+def _release_reference(reader: RespReader) -> None:
+    """``reader.release()``: what ``_scan.release`` does in C in its common case."""
+    reader.release()
+
+
 _native = native.load("pyrepl.resp._scan")
 if _native is None:
     first = _first_reference
+    release = _release_reference
 else:
     first = _native.first   # (feed_first's common case in C)
+    release = _native.release   # (release()'s, the batch kept as first()'s spare)
     _native.bind(FastRespReader, RespReader, _WINDOW)
 
 

@@ -235,10 +235,6 @@ class RespReader:
         "_error",
     )
 
-    # True when ``gets()`` would return nothing once ``queue`` is empty, known without
-    # calling it (the fast reader, after a read it scanned to its end); here always False.
-    spent = False
-
     def __init__(self, proto_max_bulk_len: int = 512 * 1024 * 1024,
                  client_query_buffer_limit: int = 1024 * 1024 * 1024, *,
                  from_master: bool = False) -> None:
@@ -324,6 +320,10 @@ class RespReader:
                 self._base += pos
                 self._pos = 0
             buf += data
+
+    def release(self) -> None:
+        """Let go of what a spent read's run requests hold (the fast reader's batch); this
+        reader is never spent and returns each request on its own."""
 
     def feed_first(self, data: bytes) -> list[bytes] | None:
         """``feed(data)``; the fast reader also returns the first request when it can (its

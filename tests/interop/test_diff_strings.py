@@ -122,6 +122,11 @@ CASES: list[tuple[str, ...]] = [
     ("DECRBY", "c", SMALL), ("DECRBY", "c", BIG), ("INCRBY", "c", SMALL),
     ("SET", "c", BIG), ("INCR", "c"), ("INCRBY", "c", "0"), ("DECR", "c"), ("GET", "c"),
     ("SET", "c", SMALL), ("DECR", "c"), ("INCR", "c"), ("GET", "c"),
+    # across 2^62, where a counter stops fitting pyrepl's tagged int (the C INCR stored the
+    # four bytes "%lld" there once)
+    ("SET", "c", "4611686018427387903"), ("INCR", "c"), ("GET", "c"), ("INCRBY", "c", "7"),
+    ("GET", "c"), ("DECRBY", "c", "8"), ("GET", "c"), ("SET", "c", "-4611686018427387904"),
+    ("DECR", "c"), ("GET", "c"), ("DECRBY", "c", "100"), ("INCR", "c"), ("GET", "c"),
     ("SET", "c", "abc"), ("INCR", "c"), ("SET", "c", " 1"), ("INCR", "c"), ("SET", "c", "1 "),
     ("INCR", "c"), ("SET", "c", "01"), ("INCR", "c"), ("SET", "c", "-0"), ("DECR", "c"),
     ("SET", "c", "+5"), ("INCR", "c"), ("SET", "c", "1.0"), ("INCR", "c"), ("SET", "c", ""),

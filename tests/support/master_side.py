@@ -74,6 +74,7 @@ class WireIO:
     def __init__(self) -> None:
         self.wire: dict[int, bytearray] = {}
         self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
+        self.streams_started: list[int] = []  # clients whose stream started (stream_started)
         self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
         self.busy: set[int] = set()  # transports that are not drained
         self.children: dict[int, tuple] = {}
@@ -99,6 +100,9 @@ class WireIO:
 
     def buffered(self, c: Client) -> int:
         return self.tbuf.get(c.id, 0)
+
+    def stream_started(self, c: Client) -> None:
+        self.streams_started.append(c.id)
 
     def prepare_handover(self, c: Client) -> bool:
         self.shell_write(c)

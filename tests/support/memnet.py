@@ -123,6 +123,9 @@ class MemMasterIO:
     def buffered(self, c: object) -> int:
         return 0
 
+    def stream_started(self, c: object) -> None:
+        """(a MemConn writes all it is given at once: nothing to hold back)"""
+
     def prepare_handover(self, c: object) -> bool:
         t = getattr(c, "transport", None)
         if not isinstance(t, MemConn) or not t.open or c.closed:  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import socket
+import sys
 import time
 from itertools import accumulate
 
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pyrepl.resp.fastreader import FastRespReader, first, make_reader
+from pyrepl.resp.fastreader import FastRespReader, first, make_reader, release
 from pyrepl.resp.reader import (
     PROTO_INLINE_MAX_SIZE,
     ProtocolError,
@@ -1070,14 +1071,20 @@ def _state(reader: FastRespReader) -> dict:
 @given(pieces=st.lists(_PIECES, min_size=1, max_size=12), cuts=st.lists(st.integers(0, 200),
                                                                          max_size=6),
        limit=st.sampled_from([1 << 30, 40]), arrays=st.lists(st.booleans(), max_size=12),
-       gets=st.lists(st.integers(0, 3), max_size=12), auth=st.booleans())
+       gets=st.lists(st.integers(0, 3), max_size=12), auth=st.booleans(),
+       releases=st.lists(st.booleans(), max_size=12))
 @example(pieces=[enc(b"PING"), enc(b"GET", b"k"), enc(b"PING")], cuts=[14, 35], limit=1 << 30,
-         arrays=[], gets=[0, 0, 0], auth=False)   # lone requests, as a client at -P1 sends them
-def test_first_in_c_moves_the_slots_as_feed_first_does(pieces, cuts, limit, arrays, gets, auth):
-    """``first`` (C) against ``FastRespReader.feed_first`` (Python, the reference): the same
-    request returned and every slot of the reader equal after each read, whatever state the
-    reads find (requests left queued or buffered, a partial request, an error, a bytearray,
-    a small query-buffer limit, the unauthenticated limits)."""
+         arrays=[], gets=[0, 0, 0], auth=False,
+         releases=[])   # lone requests, as a client at -P1 sends them
+@example(pieces=[enc(b"PING"), enc(b"GET", b"k"), enc(b"PING")], cuts=[], limit=1 << 30,
+         arrays=[], gets=[2, 0, 0], auth=False, releases=[True])   # a pipeline, all run
+def test_first_in_c_moves_the_slots_as_feed_first_does(pieces, cuts, limit, arrays, gets, auth,
+                                                       releases):
+    """``first`` and ``release`` (C) against ``FastRespReader.feed_first`` and ``release``
+    (Python, the reference): the same request returned and every slot of the reader equal
+    after each read, whatever state the reads find (requests left queued or buffered, a
+    partial request, an error, a bytearray, a small query-buffer limit, the unauthenticated
+    limits, a read's requests let go of once all returned or before)."""
     data = b"".join(pieces)
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
     chunks = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
@@ -1087,11 +1094,14 @@ def test_first_in_c_moves_the_slots_as_feed_first_does(pieces, cuts, limit, arra
     fast.auth_required = ref.auth_required = auth
     for i, ch in enumerate(chunks):
         outcome = []
-        for reader, feed in ((fast, lambda r, d: first(r, d)), (ref, FastRespReader.feed_first)):
+        for reader, feed, let_go in ((fast, lambda r, d: first(r, d), release),
+                                     (ref, FastRespReader.feed_first, FastRespReader.release)):
             try:
                 got = [feed(reader, ch)]
                 for _ in range(gets[i] if i < len(gets) else 1):
                     got.append(reader.gets())
+                if i < len(releases) and releases[i]:
+                    let_go(reader)
             except ProtocolError as e:
                 got.append(("error", str(e)))
             outcome.append((got, _state(reader)))
@@ -1135,3 +1145,33 @@ def test_first_takes_any_reader():
     assert first(sub, enc(b"PING")) == [b"PING"] and sub.calls == 1
     with pytest.raises(TypeError):
         first(FastRespReader())
+
+
+def test_a_spent_reads_requests_and_bytes_go_once_they_have_all_run():
+    """Redis frees a request's arguments as it completes; the fast reader keeps a read's batch
+    (every request's arguments, the read's bytes) while its requests run, and ``release``
+    lets them go once the last has been returned. Nothing before: a request still queued, or
+    a read not scanned to its end, keeps its batch. The offsets go on exactly."""
+    for let_go in (release, FastRespReader.release):
+        reader = FastRespReader()
+        reqs = [enc(b"SET", b"k%d" % i, b"v" * 100) for i in range(50)]
+        data = b"".join(reqs)
+        assert first(reader, data) == [b"SET", b"k0", b"v" * 100]
+        let_go(reader)                          # 49 still queued: kept
+        assert reader._batch is not None and len(reader.queue) == 49
+        while reader.queue:
+            reader.gets()
+        argv = reader._batch[0][-1]
+        before = sys.getrefcount(argv)
+        let_go(reader)
+        assert reader._batch is None and reader._buf == b"" and reader._pos == 0
+        assert sys.getrefcount(argv) == before - 1    # (the batch's reference went)
+        assert reader.consumed == reader._base == len(data) and reader.unparsed() == 0
+        assert first(reader, reqs[0] + reqs[1][:10]) == [b"SET", b"k0", b"v" * 100]
+        assert not reader.spent                 # (a partial request follows: nothing to let go)
+        let_go(reader)
+        assert reader._batch is not None
+        reader.feed(reqs[1][10:])
+        assert reader.gets() == [b"SET", b"k1", b"v" * 100] and reader.gets() is None
+        assert reader.consumed == len(data) + len(reqs[0]) + len(reqs[1])
+        assert reader._buf == b""               # (gets() saying "nothing left" lets it go too)

@@ -34,7 +34,7 @@ from pyrepl.replication.master.states import ReplicaLink
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.side import MasterSide
-    from pyrepl.replication.ports import ReplicationHost
+    from pyrepl.replication.ports import ReplClient, ReplicationHost
 
 
 class Feeding:
@@ -44,7 +44,7 @@ class Feeding:
     # ``core`` and ``streaming`` are read at their offsets by a write's feed in C
     # (pyrepl/replication/_feed.c)
     __slots__ = ("core", "streaming", "manager", "side", "fed", "hard_limit", "soft_limit",
-                 "soft_seconds")
+                 "soft_seconds", "closing")
 
     def __init__(self, side: MasterSide) -> None:
         self.side = side
@@ -52,6 +52,10 @@ class Feeding:
         self.manager: Replication = side.manager
         self.fed: list[ReplicaLink] = []        # links with a place in the buffer
         self.streaming: list[ReplicaLink] = []  # ... of which these are written to sockets
+        # Clients of links dropped while their transports still held stream bytes: the event
+        # loop lets those go a pass or so after the close (Redis frees them at once), so they
+        # count as the replicas' memory until then (unshared_bytes)
+        self.closing: list[ReplClient] = []
         # client-output-buffer-limit replica (refresh_limits)
         self.hard_limit = 0
         self.soft_limit = 0
@@ -108,6 +112,7 @@ class Feeding:
         link.streaming = True
         link.client.stream = link
         self.streaming.append(link)
+        self.side.stream_started(link.client)
         ref = link.ref
         if ref is not None and self._backlog().pending(ref):
             self.side.schedule(link.client)
@@ -121,6 +126,9 @@ class Feeding:
             self.streaming.remove(link)
             link.streaming = False
             link.client.stream = None
+            buffered = self.side.buffered
+            if buffered(link.client):   # (the list pruned here too: never more than it holds)
+                self.closing = [c for c in self.closing if buffered(c)] + [link.client]
         if link in self.fed:
             self.fed.remove(link)
         backlog = self.manager.backlog
@@ -167,6 +175,10 @@ class Feeding:
                 total += c.pending_output()
             if link.streaming:
                 total += self.side.buffered(c)
+        if self.closing:
+            held = [(c, self.side.buffered(c)) for c in self.closing]
+            self.closing = [c for c, n in held if n]
+            total += sum(n for _, n in held)
         return total
 
     def over_limits(self, link: ReplicaLink) -> bool:

@@ -125,6 +125,11 @@ class MasterSide:
         io = self.io
         return io.buffered(c) if io is not None else 0
 
+    def stream_started(self, c: ReplClient) -> None:
+        io = self.io
+        if io is not None:
+            io.stream_started(c)
+
     # -- the links ---------------------------------------------------------------------------
     def link_for(self, c: ReplClient) -> ReplicaLink:
         """The client's link (created by its first REPLCONF or by PSYNC)."""

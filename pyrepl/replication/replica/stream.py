@@ -24,7 +24,7 @@ from pyrepl.replication.replica.states import (
     I,
     _printable,
 )
-from pyrepl.resp.fastreader import first, make_reader
+from pyrepl.resp.fastreader import first, make_reader, release
 from pyrepl.resp.reader import ProtocolError
 from pyrepl.resp.types import NO_REPLY
 from pyrepl.resp.writer import encode_command
@@ -235,7 +235,8 @@ class Stream:
             try:
                 if argv is None:
                     if reader.spent and not reader.queue:
-                        return  # the read all run (its batch settles at the next read)
+                        release(reader)    # (the read's requests, run: not kept)
+                        return  # the read all run
                     argv = reader.gets()
             except ProtocolError as e:
                 self._feed_applied(ms)
