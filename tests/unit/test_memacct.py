@@ -383,3 +383,28 @@ def test_the_replication_buffers_figures_are_what_its_blocks_hold(
     counted = (b.mem - mem0) + (b.python_overhead() - extra0)
     assert b.nblocks > 2000 and abs(grew - counted) < grew * 0.002, (grew, counted)
     b.release(cur)
+
+
+@needs_walk
+def test_what_cpythons_free_lists_keep_is_not_in_use(walk: memacct.PoolWalkMeter) -> None:
+    """Freed tuples, lists, dicts and floats wait in CPython's free lists for the next ones
+    (as freed blocks wait in jemalloc's caches, which Redis's used_memory does not count):
+    once they are freed used is back where it was, though CPython still counts their blocks,
+    and a full collection, which empties the lists, changes nothing. The bound counts them
+    (reusing them takes no new block)."""
+    from pyrepl import _memacct
+
+    gc.collect()                    # (empties the free lists)
+    u0, lists0 = _memacct.used(2), _memacct.stats()["free_lists"]
+    held: list[object] = [(i, i, i, i, i) for i in range(2000)]      # (small ints: shared)
+    held += [[i] for i in range(80)] + [{i: i} for i in range(80)]
+    held += [float(i) + 0.5 for i in range(100)]
+    assert _memacct.used(2) - u0 > 150_000
+    del held
+    u1, s1 = _memacct.used(2), _memacct.stats()
+    assert s1["free_lists"] - lists0 > 150_000     # (2,000 tuples of 5: 80 B each, and more)
+    assert abs(u1 - u0) < 8192, (u0, u1, s1)
+    assert walk.bound() >= walk.used(fresh=True) + s1["free_lists"] - 8192
+    gc.collect()
+    u2 = _memacct.used(2)
+    assert _memacct.stats()["free_lists"] < 1024 and abs(u2 - u1) < 8192
