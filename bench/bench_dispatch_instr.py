@@ -76,6 +76,9 @@ class _DrainedIO:
     def buffered(self, c: object) -> int:
         return 0
 
+    def stream_started(self, c: object) -> None:
+        pass
+
 
 def _online_replicas(core: object, n: int) -> None:
     from pyrepl.replication.manager import Replication

@@ -33,6 +33,9 @@ class _IO:
     def buffered(self, c: object) -> int:
         return 0
 
+    def stream_started(self, c: object) -> None:
+        pass
+
 
 def make(replicas: int, backlog: bool) -> tuple[ServerCore, object]:
     cfg = Config.load(None, [("save", [""]), ("repl-diskless-sync-delay", ["0"])])

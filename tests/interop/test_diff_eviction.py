@@ -32,6 +32,14 @@ def client(proc) -> redis.Redis:
     return redis.Redis(port=proc.port, socket_timeout=20)
 
 
+def link_up(*replicas: redis.Redis) -> None:
+    """Wait (30 s at most) until every replica's link to its master is up."""
+    deadline = time.monotonic() + 30
+    while any(r.info("replication")["master_link_status"] != "up" for r in replicas):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def limit_to_budget(r: redis.Redis, policy: str, *extra: tuple[str, str]) -> None:
     r.config_set("maxmemory-policy", policy)
     for name, value in extra:
@@ -153,10 +161,7 @@ def test_replicas_of_an_evicting_master_hold_its_dataset() -> None:
         for r in replicas:
             r.config_set("maxmemory", "1mb")     # ignored by a replica (replica-ignore-maxmemory)
             r.replicaof("127.0.0.1", master.port)
-        deadline = time.monotonic() + 30
-        while any(r.info("replication")["master_link_status"] != "up" for r in replicas):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        link_up(*replicas)
         limit_to_budget(m, "allkeys-lru")
         write(m, KEYS, volatile_every=3)
         assert m.info("stats")["evicted_keys"] > 0
@@ -171,10 +176,7 @@ def test_a_pyrepl_replica_follows_an_evicting_redis_master() -> None:
         m, r = client(master), client(ours)
         r.config_set("maxmemory", "1mb")
         r.replicaof("127.0.0.1", master.port)
-        deadline = time.monotonic() + 30
-        while r.info("replication")["master_link_status"] != "up":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        link_up(r)
         limit_to_budget(m, "allkeys-random")
         write(m, KEYS)
         assert m.info("stats")["evicted_keys"] > 0
@@ -194,10 +196,7 @@ def test_a_keys_idle_time_crosses_a_full_sync_both_ways() -> None:
             m.restore("old", 0, m.dump("fresh"), idletime=1000)
             assert 999 <= m.object("idletime", "old") <= 1001
             r.replicaof("127.0.0.1", master.port)
-            deadline = time.monotonic() + 30
-            while r.info("replication")["master_link_status"] != "up":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            link_up(r)
             # (idle meanwhile: the sync itself takes repl-diskless-sync-delay, 5 s)
             waited = r.object("idletime", "fresh")
             assert waited <= 15
@@ -270,10 +269,7 @@ def test_a_stopped_replicas_buffer_is_counted_to_the_byte_it_holds(kind: str) ->
         for r in (m, s):
             r.config_set("latency-tracking", "no")
         s.replicaof("127.0.0.1", master.port)
-        deadline = time.monotonic() + 30
-        while s.info("replication")["master_link_status"] != "up":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        link_up(s)
         time.sleep(0.5)
         used0, normal0, _ = _not_for_eviction(m)
         os.kill(replica.proc.pid, signal.SIGSTOP)

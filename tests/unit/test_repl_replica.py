@@ -1062,6 +1062,9 @@ class _DrainedIO:
     def buffered(self, c: object) -> int:
         return 0
 
+    def stream_started(self, c: object) -> None:
+        pass
+
 
 def _with_sub_replica(n: Node) -> object:
     """An online sub-replica streaming from ``n`` (its link as the master side makes it)."""
