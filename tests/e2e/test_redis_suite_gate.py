@@ -67,6 +67,8 @@ GATE = {
 }
 
 
+# (the files take ~5 minutes here, more on a busy machine: the subprocess's own limit rules)
+@pytest.mark.timeout(1900)
 def test_the_gate_files_of_redis_suite_pass(tmp_path: Any, request: Any) -> None:
     if not os.path.isdir(SOURCE):
         pytest.skip("Redis 7.0.15's sources are missing (make redis-src unpacks them; the "
