@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_dispatch_instr.py [--cases SET,GET,PING,SET+1R,SET+3R,PARSE]
         [--pipeline 16] [--tree DIR] [--memacct] [--maxmemory 1gb] [--maxmemory-clients 1gb]
+    .venv/bin/python bench/bench_dispatch_instr.py --profile CASE [N [PIPELINE]]
 
 Wall-clock figures drift on a shared machine; instruction counts do not. Each case is run under
 ``valgrind --tool=callgrind`` twice, with N and 3N commands (pipelines of ``--pipeline``
@@ -67,7 +68,37 @@ CASES = {
                              b"element:%d" % (i % 16)),
     "ZADD": lambda i: _enc(b"ZADD", b"myzset", b"%d" % (i * 7919 % 100000),
                            b"element:%d" % (i * 31 % 10000)),
+    # bench_commands.py's tests beyond the hottest seven (issue 39), their data in PREFILL
+    "PINGINLINE": lambda i: b"PING\r\n",
+    "MSET": lambda i: _enc(b"MSET", *(x for k in range(10) for x in (b"key:%d" % (i + k), b"xxx"))),
+    "LRANGE100": lambda i: _enc(b"LRANGE", b"biglist", b"0", b"99"),
+    "LRANGE600": lambda i: _enc(b"LRANGE", b"biglist", b"0", b"599"),
+    "XADD": lambda i: _enc(b"XADD", b"s:added", b"*", b"field", b"%d" % i),
+    "XRANGE": lambda i: _enc(b"XRANGE", b"stream", b"-", b"+", b"COUNT", b"10"),
+    "XREADGROUP": lambda i: _enc(b"XREADGROUP", b"GROUP", b"g", b"c1", b"COUNT", b"10",
+                                 b"STREAMS", b"stream", b"0"),
+    "PFADD": lambda i: _enc(b"PFADD", b"hll", b"member:%d" % (i * 7919 % 100000)),
+    "PFCOUNT": lambda i: _enc(b"PFCOUNT", b"hll"),
+    "GEOADD": lambda i: _enc(b"GEOADD", b"geo:added", b"13.361389", b"38.115556",
+                             b"m:%d" % (i % 10000)),
+    "GEOSEARCH": lambda i: _enc(b"GEOSEARCH", b"geo", b"FROMLONLAT", b"15", b"37", b"BYRADIUS",
+                                b"200", b"km", b"ASC", b"COUNT", b"10"),
+    "HGETALL50": lambda i: _enc(b"HGETALL", b"hash50"),
+    "ZRANGEBYSCORE": lambda i: _enc(b"ZRANGEBYSCORE", b"zs", b"(100", b"110", b"WITHSCORES"),
+    "SINTER": lambda i: _enc(b"SINTER", b"set100", b"set100b"),
+    "EVALSHA": lambda i: _enc(b"EVALSHA", _sha1(_SCRIPT), b"1", b"key:%d" % (i % 1000)),
+    "MULTI3": lambda i: b"".join(_enc(*c) for c in (
+        (b"MULTI",), (b"SET", b"tx:key", b"value"), (b"EXPIRE", b"tx:key", b"1000"),
+        (b"GET", b"tx:key"), (b"EXEC",))),
 }
+_SCRIPT = b"return redis.call('GET', KEYS[1])"
+
+
+def _sha1(b: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.sha1(b).hexdigest().encode()
+
 # "SET+1R", "SET+3R": SET on a master with 1 or 3 online replicas, whose stream the shell hands
 # to their (always drained) transports once per pipeline, as the I/O shell does per pass.
 
@@ -201,6 +232,24 @@ PREFILL["SISMEMBERSTR"] = PREFILL["SMEMBERS100"] = PREFILL["SPOPSADD"] = _enc(
 PREFILL["SISMEMBER"] = _enc(b"SADD", b"intset", *(b"%d" % (2 * i) for i in range(100)))
 PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" % i
                                                                           for i in range(50)))
+# as bench_commands.py's setup (redis-benchmark's LRANGE list: 600 elements of "xxx")
+PREFILL["LRANGE100"] = PREFILL["LRANGE600"] = _enc(b"RPUSH", b"biglist", *[b"xxx"] * 600)
+PREFILL["XRANGE"] = PREFILL["XREADGROUP"] = b"".join(
+    _enc(b"XADD", b"stream", b"*", b"field", b"%d" % i) for i in range(1000)) + _enc(
+    b"XGROUP", b"CREATE", b"stream", b"g", b"0") + _enc(
+    b"XREADGROUP", b"GROUP", b"g", b"c1", b"STREAMS", b"stream", b">")
+PREFILL["PFCOUNT"] = b"".join(CASES["PFADD"](i) for i in range(5000))
+PREFILL["GEOSEARCH"] = b"".join(_enc(b"GEOADD", b"geo", b"%.2f" % (12.5 + (i % 20) * 0.15),
+                                     b"%.2f" % (36.6 + (i // 20) * 0.15), b"p%d" % i)
+                                for i in range(200))
+PREFILL["HGETALL50"] = _enc(b"HSET", b"hash50", *(x for i in range(50) for x in (
+    b"field:%d" % i, b"value:%04d" % i)))
+PREFILL["ZRANGEBYSCORE"] = _enc(b"ZADD", b"zs", *(x for i in range(1000) for x in (
+    b"%d" % i, b"m:%d" % i)))
+PREFILL["SINTER"] = _enc(b"SADD", b"set100", *(b"member:%d" % i for i in range(100))) + _enc(
+    b"SADD", b"set100b", *(b"member:%d" % i for i in range(50, 150)))
+PREFILL["EVALSHA"] = _enc(b"SCRIPT", b"LOAD", _SCRIPT) + b"".join(
+    _enc(b"SET", b"key:%d" % i, b"xxx") for i in range(1000))
 
 
 def shell_run(core: Any, protos: list[Any], chunks: list[bytes], n: int, pipeline: int,
@@ -261,6 +310,22 @@ def run_case(case: str, n: int, pipeline: int = 16) -> None:
     shell_run(core, protos, chunks, n, pipeline, replicas)
 
 
+def profile(case: str, n: int = 20000, pipeline: int = 16) -> None:
+    """``--profile CASE``: the case's run under cProfile, its 25 costliest functions (own
+    time): where a command's Python time goes, in this process."""
+    import cProfile
+    import pstats
+
+    name = case.partition("+")[0]
+    replicas = int(case.partition("+")[2].rstrip("R") or 0)
+    core, protos, chunks = shell_setup(name, replicas, pipeline)
+    prof = cProfile.Profile()
+    prof.enable()
+    shell_run(core, protos, chunks, n, pipeline, replicas)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
 def instructions(tree: str, case: str, n: int, pipeline: int = 16) -> int:
     from common import callgrind_instructions
 
@@ -273,6 +338,9 @@ def instructions(tree: str, case: str, n: int, pipeline: int = 16) -> int:
 def main() -> int:
     if len(sys.argv) == 5 and sys.argv[1] == "--run":
         run_case(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return 0
+    if len(sys.argv) >= 3 and sys.argv[1] == "--profile":   # --profile CASE [N [PIPELINE]]
+        profile(sys.argv[2], *(int(a) for a in sys.argv[3:5]))  # type: ignore[call-arg]
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="SET,GET,PING")
