@@ -14,7 +14,9 @@ integers, a small list and a small sorted set in Redis's own encodings
 Redis's encodings (issue 37 part 4)"), the hashtable-encoded set and hash with their keys inline
 (pyrepl/keyspace/_strtab.c: StrSet and StrDict, a compact dict of length-prefixed key blobs) and a
 request's dispatch around its
-handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"). The packages are every
+handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"),
+and a reply value's wire bytes (pyrepl/resp/_encode.c: "Every command at Redis's speed (issue
+39)"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
 its JIT directive) and the commands' key specs (pyrepl/commands/keyspecs.json, generated data).
@@ -22,7 +24,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same fifteen: tests/unit/test_native.py checks it)."""
+lists the same sixteen: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -32,6 +34,8 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
                     "pyrepl.commands": ["keyspecs.json"]},
       ext_modules=[
     Extension("pyrepl.resp._scan", ["pyrepl/resp/_scan.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.resp._encode", ["pyrepl/resp/_encode.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"],
               depends=["pyrepl/_slots.h", "pyrepl/keyspace/_ktable.h", "pyrepl/_memacct.h"],

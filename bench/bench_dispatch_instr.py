@@ -70,6 +70,10 @@ CASES = {
                            b"element:%d" % (i * 31 % 10000)),
     # bench_commands.py's tests beyond the hottest seven (issue 39), their data in PREFILL
     "PINGINLINE": lambda i: b"PING\r\n",
+    "EXISTS": lambda i: _enc(b"EXISTS", b"key:%d" % (i % 10000)),
+    "DEL": lambda i: _enc(b"DEL", b"key:%d" % (i % 10000)),
+    "BITCOUNT": lambda i: _enc(b"BITCOUNT", b"bitmap", b"0", b"1000"),
+    "LPOP": lambda i: _enc(b"LPOP", b"biglist"),
     "MSET": lambda i: _enc(b"MSET", *(x for k in range(10) for x in (b"key:%d" % (i + k), b"xxx"))),
     "LRANGE100": lambda i: _enc(b"LRANGE", b"biglist", b"0", b"99"),
     "LRANGE600": lambda i: _enc(b"LRANGE", b"biglist", b"0", b"599"),

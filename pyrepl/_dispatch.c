@@ -20,8 +20,9 @@
    layer has nothing to check (a master without min-replicas-to-write for a write, or a
    replica's master client: the stream it applies); and this call is not one ``call`` takes
    its slow path for while a client tracks keys. A timed call (one in 16 of a sampled command,
-   every call of the others) is timed here, with the core's clock, and its records made by
-   ``ServerCore.timed_call``, the Python's own tail of ``call``. Anything else calls the Python method
+   every call of the others) is timed here, with the core's clock, and its records made here
+   when they are only commandstats and latencystats (``timed_quick``), by
+   ``ServerCore.timed_call``, the Python's own tail of ``call``, otherwise. Anything else calls the Python method
    before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
    runs both on the same random command streams and compares replies, slots and INFO. */
 
@@ -50,11 +51,11 @@ static const char *const core_names[K_N] = {
 
 enum {
     C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
-    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_N
+    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_BLOCKED, C_N
 };
 static const char *const client_names[C_N] = {
     "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
-    "propagate_argv", "db", "out", "proto", "woff", "reader", "kind",
+    "propagate_argv", "db", "out", "proto", "woff", "reader", "kind", "blocked",
 };
 
 enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_N };
@@ -62,8 +63,10 @@ static const char *const command_names[M_N] = {
     "handler", "min_args", "max_args", "write", "propagates",
 };
 
-enum { S_CALLS, S_SAMPLE, S_TIMING, S_N };
-static const char *const stat_names[S_N] = {"calls", "sample", "timing"};
+enum { S_CALLS, S_SAMPLE, S_TIMING, S_TIMED, S_TIMED_NS, S_LATENCY, S_N };
+static const char *const stat_names[S_N] = {
+    "calls", "sample", "timing", "timed", "timed_ns", "latency",
+};
 
 enum { D_ID, D_N };
 static const char *const db_names[D_N] = {"id"};
@@ -85,7 +88,7 @@ static PyTypeObject *repl_type;     /* Replication (bind_feed) */
 static Py_ssize_t repl_offset_off;  /* its master_repl_offset slot */
 /* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
    counter at its usual value. Another 0 object only sends the call to the reference. */
-static PyObject *zero;
+static PyObject *zero, *one;
 static int bound;   /* bind() ran to its end */
 
 static inline int
@@ -94,11 +97,96 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset, *str_master, *str_clock_ns, *str_timed_call;
+                *str_master_repl_offset, *str_master, *str_clock_ns, *str_timed_call,
+                *str_config, *str_monitors, *str_slowlog, *str_latency_threshold,
+                *str_latency_tracking, *str_counts;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 #define M(o, i) SLOT_AT(o, command_off[i])
+
+/* An int attribute of o as a long long (-1 with an error set when it is not one). */
+static int
+int_attr(PyObject *o, PyObject *name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    int overflow = 0;
+    *out = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+    int bad = !PyLong_Check(v) || overflow || (*out == -1 && PyErr_Occurred());
+    Py_DECREF(v);
+    if (bad && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "an int configuration value was expected");
+    return bad ? -1 : 0;
+}
+
+/* ServerCore.timed_call(c, cmd, argv, st, ns) when all it does is the commandstats and
+   latencystats record (CommandStat.record): 1 when done here, 0 when the Python method must
+   run (a blocked client, a call the slow log or the latency monitor takes, a MONITOR
+   connected), -1 on an error. */
+static int
+timed_quick(PyObject *core, PyObject *c, PyObject *st, PyObject *ns_obj)
+{
+    long long ns = PyLong_AsLongLong(ns_obj);
+    if (ns == -1 && PyErr_Occurred())
+        return -1;
+    if (ns < 0 || C(c, C_BLOCKED) != Py_None)
+        return 0;
+    PyObject *cfg = PyObject_GetAttr(core, str_config), *monitors = NULL;
+    if (cfg == NULL)
+        return -1;
+    long long slow, threshold;
+    int rc = -1, tracking = -1;
+    if (int_attr(cfg, str_slowlog, &slow) < 0 || int_attr(cfg, str_latency_threshold,
+                                                          &threshold) < 0)
+        goto out;
+    PyObject *t = PyObject_GetAttr(cfg, str_latency_tracking);
+    if (t == NULL)
+        goto out;
+    tracking = PyObject_IsTrue(t);
+    Py_DECREF(t);
+    if (tracking < 0 || (monitors = PyObject_GetAttr(core, str_monitors)) == NULL)
+        goto out;
+    int watched = PyObject_IsTrue(monitors);
+    if (watched < 0)
+        goto out;
+    rc = 0;
+    if ((slow >= 0 && slow <= ns / 1000) || watched ||
+            (threshold && ns / 1000000 >= threshold))
+        goto out;
+    /* CommandStat.record(ns, tracking) */
+    if (slot_add(st, stat_off[S_TIMED_NS], ns) < 0 || slot_add(st, stat_off[S_TIMED], 1) < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (tracking) {   /* Redis records whole microseconds, in ns, at least 1 */
+        unsigned long long v = (unsigned long long)(ns / 1000 * 1000);
+        if (v == 0)
+            v = 1;
+        int bits = 64 - __builtin_clzll(v | 255);
+        unsigned long long low = v >> (bits - 8) << (bits - 8);
+        PyObject *counts = PyObject_GetAttr(SLOT_AT(st, stat_off[S_LATENCY]), str_counts);
+        PyObject *key = counts ? PyLong_FromUnsignedLongLong(low) : NULL;
+        PyObject *was = key && PyDict_CheckExact(counts) ? PyDict_GetItemWithError(counts, key)
+                                                           : NULL;
+        PyObject *now = NULL;
+        if (key != NULL && PyDict_CheckExact(counts) && !PyErr_Occurred())
+            now = was == NULL ? Py_NewRef(one) : PyNumber_Add(was, one);
+        rc = now != NULL && PyDict_SetItem(counts, key, now) == 0 ? 1 : -1;
+        if (rc < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "LatencyHistogram.counts: a dict was expected");
+        Py_XDECREF(now);
+        Py_XDECREF(key);
+        Py_XDECREF(counts);
+        goto out;
+    }
+    rc = 1;
+out:
+    Py_XDECREF(monitors);
+    Py_DECREF(cfg);
+    return rc;
+}
 
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -114,9 +202,14 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
             intern(&str_master, "master") || intern(&str_clock_ns, "clock_ns") ||
-            intern(&str_timed_call, "timed_call"))
+            intern(&str_timed_call, "timed_call") || intern(&str_config, "config") ||
+            intern(&str_monitors, "monitors") ||
+            intern(&str_slowlog, "slowlog_log_slower_than") ||
+            intern(&str_latency_threshold, "latency_monitor_threshold") ||
+            intern(&str_latency_tracking, "latency_tracking") || intern(&str_counts, "counts"))
         return NULL;
-    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+    if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
+            (one == NULL && (one = PyLong_FromLong(1)) == NULL))
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
@@ -525,13 +618,15 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     if (timed) {   /* self.timed_call(c, cmd, argv, st, self.clock_ns() - t0) */
         PyObject *t1 = PyObject_CallNoArgs(clock), *ns = NULL, *r = NULL;
-        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL)
+        int quick = -1;
+        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL &&
+                (quick = timed_quick(core, c, st, ns)) == 0)
             r = PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv, st, ns, NULL);
         Py_XDECREF(t1);
         Py_XDECREF(ns);
-        if (r == NULL)
+        if (quick < 0 || (quick == 0 && r == NULL))
             goto done;
-        Py_DECREF(r);
+        Py_XDECREF(r);
     }
     /* execute's tail: the propagation of a top-level call, then the reply */
     PyObject *pending = K(core, K_PENDING), *depth = K(core, K_CALL_DEPTH);

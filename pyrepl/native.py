@@ -25,6 +25,7 @@ from types import ModuleType
 # Every extension setup.py builds (tests/unit/test_native.py checks the two lists agree).
 EXTENSIONS = (
     "pyrepl.resp._scan",
+    "pyrepl.resp._encode",
     "pyrepl._plainrun",
     "pyrepl._dispatch",
     "pyrepl.replication._feed",

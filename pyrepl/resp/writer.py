@@ -1,7 +1,9 @@
 """Encode handler reply values (``pyrepl.resp.types``) for RESP2 or RESP3.
 
-Theory of operation: ``encode(value, proto)`` returns the wire bytes. The hot cases (bytes,
-int, None, Raw) are tested first with exact ``type() is`` checks; containers recurse. Doubles
+Theory of operation: ``encode(value, proto)`` returns the wire bytes: ``_encode.encode`` (C:
+one buffer for a whole array, bench/RESULTS.md issue 39) or, as plain Python, its reference
+``encode_reference``. The hot cases (bytes, int, None, Raw) are tested first with exact
+``type() is`` checks; containers recurse. Doubles
 use Redis 7.0's formatting (``%.17g``, ``inf``/``-inf``) so scores compare byte for byte.
 """
 
@@ -62,7 +64,8 @@ def error_bytes(message: str) -> bytes:
     return b"-" + message.replace("\r", " ").replace("\n", " ").encode("utf-8", "replace") + b"\r\n"
 
 
-def encode(v: Any, proto: int = 2) -> bytes:
+def encode_reference(v: Any, proto: int = 2) -> bytes:
+    """The wire bytes of reply value ``v`` (``_encode.encode``'s reference)."""
     t = type(v)
     if t is bytes:
         return b"$%d\r\n%s\r\n" % (len(v), v)
@@ -76,7 +79,7 @@ def encode(v: Any, proto: int = 2) -> bytes:
         return b"_\r\n" if proto == 3 else b"$-1\r\n"
     if t is list or t is tuple:
         parts = [b"*%d\r\n" % len(v)]
-        parts.extend([encode(x, proto) for x in v])
+        parts.extend([encode_reference(x, proto) for x in v])
         return b"".join(parts)
     if t is Status:
         return b"+" + v.text.encode() + b"\r\n"
@@ -98,13 +101,13 @@ def encode(v: Any, proto: int = 2) -> bytes:
         else:
             parts = [b"*%d\r\n" % (2 * len(items))]
         for k, x in items:
-            parts.append(encode(k, proto))
-            parts.append(encode(x, proto))
+            parts.append(encode_reference(k, proto))
+            parts.append(encode_reference(x, proto))
         return b"".join(parts)
     if t is SetReply:
         items = v.items
         parts = [(b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(items)]
-        parts.extend([encode(x, proto) for x in items])
+        parts.extend([encode_reference(x, proto) for x in items])
         return b"".join(parts)
     if v is NULL_ARRAY:
         return b"_\r\n" if proto == 3 else b"*-1\r\n"
@@ -119,6 +122,14 @@ def encode(v: Any, proto: int = 2) -> bytes:
     if isinstance(v, int):  # int subclasses
         return b":%d\r\n" % int(v)
     raise TypeError(f"cannot encode reply value of type {t.__name__}")
+
+
+_encode = native.load("pyrepl.resp._encode")
+if _encode is None:
+    encode = encode_reference
+else:
+    _encode.bind(Raw, Map, SetReply, encode_reference)
+    encode = _encode.encode
 
 
 def _encode_command_py(argv: list[bytes] | tuple[bytes, ...]) -> bytes:
