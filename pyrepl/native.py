@@ -40,6 +40,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._lplist",
     "pyrepl.keyspace._lpzset",
     "pyrepl.keyspace._strtab",
+    "pyrepl.keyspace._hll",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -30,12 +30,14 @@ def _hll_value(v: Any) -> bytes:
     return v
 
 
-def _store(c: Any, key: bytes, value: bytearray, created: bool) -> None:
+def _store(c: Any, key: bytes, value: bytearray | bytes, created: bool) -> None:
     db = c.db
+    if type(value) is not bytes:
+        value = bytes(value)
     if created:
-        db.add(key, bytes(value))
+        db.add(key, value)
     else:
-        db.data[key] = bytes(value)          # dbUnshareStringValue: the TTL stays
+        db.data[key] = value          # dbUnshareStringValue: the TTL stays
         if db.watched:
             db.touch(key)
 
@@ -47,6 +49,13 @@ def pfadd(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     v = c.db.lookup(key)
     updated = 0
+    if type(v) is bytes and len(v) == hll.DENSE_SIZE and v[4] == hll.DENSE and hll.is_hll(v):
+        updated, dense = hll.dense_add(v, argv, 2)   # (one copy, none when nothing grew)
+        if dense is not None:
+            _store(c, key, dense, False)
+            notify(c, NOTIFY_STRING, b"pfadd", key)
+            c.core.dirty += updated
+        return 1 if updated else 0
     if v is None:
         value = hll.new_sparse()
         updated = 1

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from pyrepl import native
+
 P = 14
 Q = 64 - P
 REGISTERS = 1 << P
@@ -64,12 +66,37 @@ def murmurhash64a(key: bytes, seed: int = 0xADC83B19) -> int:
     return h
 
 
-def pat_len(element: bytes) -> tuple[int, int]:
+def pat_len_reference(element: bytes) -> tuple[int, int]:
     """hllPatLen: (register index, count of the run of zeros + 1)."""
     h = murmurhash64a(element)
     index = h & P_MASK
     h = (h >> P) | (1 << Q)
     return index, (h & -h).bit_length()
+
+
+# (C: the hash, and dense_add, a PFADD's elements over a dense HLL with one copy)
+_native = native.load("pyrepl.keyspace._hll")
+pat_len = pat_len_reference if _native is None else _native.pat_len
+
+
+def dense_add_reference(hll: bytes, elements: list[bytes], start: int
+                        ) -> tuple[int, bytes | None]:
+    """``add`` of ``elements[start:]`` over a dense HLL: how many registers grew, and the HLL
+    with them grown and its cached cardinality stale (None when none grew)."""
+    if len(hll) != DENSE_SIZE or hll[4] != DENSE:
+        raise ValueError("dense_add: not a dense HyperLogLog")
+    out = bytearray(hll)
+    updated = 0
+    for element in elements[start:]:
+        index, count = pat_len(element)
+        updated += dense_set_max(out, index, count)
+    if not updated:
+        return 0, None
+    invalidate_cache(out)
+    return updated, bytes(out)
+
+
+dense_add = dense_add_reference if _native is None else _native.dense_add
 
 
 def new_sparse() -> bytearray:
