@@ -41,6 +41,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._lpzset",
     "pyrepl.keyspace._strtab",
     "pyrepl.keyspace._hll",
+    "pyrepl.commands._geo",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -24,9 +24,11 @@ order) when COUNT cuts the list. Distances are "%.4f"-like fixed point
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import chain
 from typing import Any
 
+from pyrepl import native
 from pyrepl.commands.table import command
 from pyrepl.commands.util import (
     option_token,
@@ -199,7 +201,13 @@ def _points_in_shape(z: ZSet, shape: gh.Shape, limit: int) -> list[Point]:
         if out and limit and len(out) >= limit:
             break
         lo, hi = gh.score_range(h)
-        for score, member in z.iter_from(z.score_start(lo, False)):
+        start = z.score_start(lo, False)
+        items: Iterable[tuple[float, bytes]]
+        if circular and _geo is not None:   # (what it leaves: the Python loop's)
+            items = _scan_circle(z, start, hi, clon, clat, radius, out, limit)
+        else:
+            items = z.iter_from(start)
+        for score, member in items:
             if not score < hi:
                 break
             lon, lat = decode(score)
@@ -215,6 +223,28 @@ def _points_in_shape(z: ZSet, shape: gh.Shape, limit: int) -> list[Point]:
                 break
         last = i
     return out
+
+
+_geo = native.load("pyrepl.commands._geo")
+_SCAN_CHUNK = 1024
+
+
+def _scan_circle(z: ZSet, start: int, hi: float, lon: float, lat: float, radius: float,
+                 out: list[Point], limit: int) -> Iterable[tuple[float, bytes]]:
+    """_points_in_shape's loop for a circle over the box's members (from index ``start`` to
+    the first score from ``hi`` on) in C (``_geo.scan_circle``), a chunk at a time; what is
+    left for the Python loop: nothing, or the rest from the first score only the Python
+    decodes (below 0, from 2^63 on)."""
+    stop = z.score_start(hi, False)
+    while start < stop:
+        chunk = z.range(start, min(stop, start + _SCAN_CHUNK))
+        taken, state = _geo.scan_circle(chunk, hi, lon, lat, radius, out, limit)
+        if state == 1:
+            return ()
+        if state == 2:
+            return chain(chunk[taken:], z.iter_from(start + len(chunk)))
+        start += len(chunk)
+    return ()
 
 
 def _cmp_asc(a: Point, b: Point) -> int:
@@ -345,7 +375,10 @@ def _sorted_points(points: list[Point], sort: int, returned: int) -> list[Point]
         if any(p[2] != p[2] for p in points):
             return msort(points, cmp)
         return sorted(points, key=lambda p: p[2], reverse=sort == _SORT_DESC)
-    pqsort(points, cmp, 0, returned - 1)
+    if _geo is not None:   # (C: the same moves on the same comparisons)
+        _geo.pqsort(points, sort != _SORT_ASC, 0, returned - 1)
+    else:
+        pqsort(points, cmp, 0, returned - 1)
     return points
 
 

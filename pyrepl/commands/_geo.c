@@ -1,0 +1,301 @@
+/* pyrepl.commands._geo: a geo search's per-candidate work (pyrepl/commands/geo.py), in C.
+
+   GEOSEARCH / GEORADIUS decode every member of the boxes around the centre and measure its
+   distance (geohash.py's decode_score and distance), then order the hits with Redis's
+   partial quicksort (pqsort.c, ported in geo.py with its tie order). In Python that was ~1 µs
+   a candidate and as much again in the sort: a search over 200 places ran at 0.08x Redis
+   (bench/RESULTS.md, issue 39). ``scan_circle`` is _points_in_shape's loop for a circle
+   over a run of (score, member) items; ``pqsort`` is geo.pqsort with _cmp_asc or
+   _cmp_desc. Both do the same floating point operations in the same order as the Python
+   (libm's sin, cos, sqrt, asin: what math calls), so tests/unit/test_geo_native.py compares
+   them exactly. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+#define LAT_MIN (-85.05112878)
+#define LAT_MAX 85.05112878
+#define LONG_MIN_ (-180.0)
+#define LONG_MAX_ 180.0
+#define EARTH_RADIUS_IN_METERS 6372797.560856
+#define TWO63 9223372036854775808.0
+
+static const double D_R = M_PI / 180.0;
+static const double DIV26 = (double)(1 << 26);
+
+/* geohash._decode_score for 0 <= score < 2^63 (the cast the Python spells out for others). */
+static void
+decode_score(double score, double *lon_out, double *lat_out)
+{
+    uint64_t bits = (uint64_t)score;
+    uint64_t x = bits & 0x5555555555555555ULL, y = (bits >> 1) & 0x5555555555555555ULL;
+    x = (x | (x >> 1)) & 0x3333333333333333ULL;
+    y = (y | (y >> 1)) & 0x3333333333333333ULL;
+    x = (x | (x >> 2)) & 0x0F0F0F0F0F0F0F0FULL;
+    y = (y | (y >> 2)) & 0x0F0F0F0F0F0F0F0FULL;
+    x = (x | (x >> 4)) & 0x00FF00FF00FF00FFULL;
+    y = (y | (y >> 4)) & 0x00FF00FF00FF00FFULL;
+    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFULL;
+    y = (y | (y >> 8)) & 0x0000FFFF0000FFFFULL;
+    x = (x | (x >> 16)) & 0xFFFFFFFFULL;
+    y = (y | (y >> 16)) & 0xFFFFFFFFULL;
+    const double lon_scale = LONG_MAX_ - LONG_MIN_, lat_scale = LAT_MAX - LAT_MIN;
+    double lon = (LONG_MIN_ + ((double)y / DIV26) * lon_scale
+                  + (LONG_MIN_ + ((double)((y + 1) & 0xFFFFFFFFULL) / DIV26) * lon_scale)) / 2;
+    double lat = (LAT_MIN + ((double)x / DIV26) * lat_scale
+                  + (LAT_MIN + ((double)((x + 1) & 0xFFFFFFFFULL) / DIV26) * lat_scale)) / 2;
+    if (lon > LONG_MAX_)
+        lon = LONG_MAX_;
+    else if (lon < LONG_MIN_)
+        lon = LONG_MIN_;
+    if (lat > LAT_MAX)
+        lat = LAT_MAX;
+    else if (lat < LAT_MIN)
+        lat = LAT_MIN;
+    *lon_out = lon;
+    *lat_out = lat;
+}
+
+/* geohash.distance (geohashGetDistance). */
+static double
+distance(double lon1, double lat1, double lon2, double lat2)
+{
+    double lon1r = lon1 * D_R, lon2r = lon2 * D_R;
+    double v = sin((lon2r - lon1r) / 2);
+    if (v == 0.0)
+        return EARTH_RADIUS_IN_METERS * fabs(lat2 * D_R - lat1 * D_R);
+    double lat1r = lat1 * D_R, lat2r = lat2 * D_R;
+    double u = sin((lat2r - lat1r) / 2);
+    double r = sqrt(u * u + cos(lat1r) * cos(lat2r) * v * v);
+    return 2.0 * EARTH_RADIUS_IN_METERS * (r <= 1.0 ? asin(r) : NAN);
+}
+
+/* scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state)
+
+   _points_in_shape's loop for a circle over items (a list of (score, member) tuples, in
+   score order): for each with score < hi, [lon, lat, distance, score, member] appended to
+   out when the distance is within radius; it stops after the item that brings out to limit
+   (when limit > 0). ``taken`` is how many items it went through; state 0: all of them,
+   1: it stopped (at hi, or at limit), 2: items[taken] has a score the Python must decode
+   (below 0 or from 2^63 on: its cast) and the loop goes on there. */
+static PyObject *
+scan_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_circle(items: list, hi, lon, lat, radius, out: list, limit)");
+        return NULL;
+    }
+    PyObject *items = args[0], *out = args[5];
+    double hi = PyFloat_AsDouble(args[1]), clon = PyFloat_AsDouble(args[2]),
+           clat = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items), i;
+    int state = 0;
+    for (i = 0; i < n; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(it) || PyTuple_GET_SIZE(it) != 2 ||
+                !PyFloat_CheckExact(PyTuple_GET_ITEM(it, 0))) {
+            PyErr_SetString(PyExc_TypeError, "scan_circle: items are (float, member) tuples");
+            return NULL;
+        }
+        PyObject *score_obj = PyTuple_GET_ITEM(it, 0);
+        double score = PyFloat_AS_DOUBLE(score_obj);
+        if (!(score < hi)) {
+            state = 1;
+            break;
+        }
+        if (!(score >= 0.0 && score < TWO63)) {
+            state = 2;
+            break;
+        }
+        double lon, lat;
+        decode_score(score, &lon, &lat);
+        double d = distance(clon, clat, lon, lat);
+        if (!(d > radius)) {
+            PyObject *p = Py_BuildValue("[dddOO]", lon, lat, d, score_obj,
+                                        PyTuple_GET_ITEM(it, 1));
+            if (p == NULL || PyList_Append(out, p) < 0) {
+                Py_XDECREF(p);
+                return NULL;
+            }
+            Py_DECREF(p);
+            if (limit > 0 && PyList_GET_SIZE(out) >= limit) {
+                i++;
+                state = 1;
+                break;
+            }
+        }
+    }
+    return Py_BuildValue("(ni)", i, state);
+}
+
+/* -- pqsort: Redis's pqsort.c over a list of points, on their distance ------------------- */
+
+typedef struct {
+    PyObject **a;
+    int desc;
+} sorter;
+
+static inline double
+dist_of(PyObject *p)
+{
+    return PyFloat_AS_DOUBLE(PyList_GET_ITEM(p, 2));
+}
+
+/* _cmp_asc / _cmp_desc (a NaN distance compares below everything, both ways, then negated) */
+static inline int
+cmp(const sorter *s, Py_ssize_t i, Py_ssize_t j)
+{
+    double a = dist_of(s->a[i]), b = dist_of(s->a[j]);
+    int r = a > b ? 1 : (a == b ? 0 : -1);
+    return s->desc ? -r : r;
+}
+
+static inline void
+swap(PyObject **a, Py_ssize_t i, Py_ssize_t j)
+{
+    PyObject *t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+static Py_ssize_t
+med3(const sorter *s, Py_ssize_t i, Py_ssize_t j, Py_ssize_t k)
+{
+    if (cmp(s, i, j) < 0) {
+        if (cmp(s, j, k) < 0)
+            return j;
+        return cmp(s, i, k) < 0 ? k : i;
+    }
+    if (cmp(s, j, k) > 0)
+        return j;
+    return cmp(s, i, k) < 0 ? i : k;
+}
+
+static void
+vecswap(PyObject **a, Py_ssize_t i, Py_ssize_t j, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        swap(a, i + k, j + k);
+}
+
+/* geo._pqsort, line for line */
+static void
+pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
+{
+    PyObject **a = s->a;
+    for (;;) {
+        if (n < 7) {
+            for (Py_ssize_t pm = lo + 1; pm < lo + n; pm++)
+                for (Py_ssize_t pl = pm; pl > lo && cmp(s, pl - 1, pl) > 0; pl--)
+                    swap(a, pl, pl - 1);
+            return;
+        }
+        Py_ssize_t pm = lo + n / 2;
+        if (n > 7) {
+            Py_ssize_t pl = lo, pn = lo + n - 1;
+            if (n > 40) {
+                Py_ssize_t d = n / 8;
+                pl = med3(s, pl, pl + d, pl + 2 * d);
+                pm = med3(s, pm - d, pm, pm + d);
+                pn = med3(s, pn - 2 * d, pn - d, pn);
+            }
+            pm = med3(s, pl, pm, pn);
+        }
+        swap(a, lo, pm);
+        Py_ssize_t pa = lo + 1, pb = lo + 1, pc = lo + n - 1, pd = lo + n - 1;
+        for (;;) {
+            int r;
+            while (pb <= pc && (r = cmp(s, pb, lo)) <= 0) {
+                if (r == 0) {
+                    swap(a, pa, pb);
+                    pa++;
+                }
+                pb++;
+            }
+            while (pb <= pc && (r = cmp(s, pc, lo)) >= 0) {
+                if (r == 0) {
+                    swap(a, pc, pd);
+                    pd--;
+                }
+                pc--;
+            }
+            if (pb > pc)
+                break;
+            swap(a, pb, pc);
+            pb++;
+            pc--;
+        }
+        Py_ssize_t pn = lo + n, r;
+        r = pa - lo < pb - pa ? pa - lo : pb - pa;
+        if (r > 0)
+            vecswap(a, lo, pb - r, r);
+        r = pd - pc < pn - pd - 1 ? pd - pc : pn - pd - 1;
+        if (r > 0)
+            vecswap(a, pb, pn - r, r);
+        r = pb - pa;
+        if (r > 1 && !((lr < lo && rr < lo) || (lr >= lo + r && rr >= lo + r)))
+            pq(s, lo, r, lr, rr);
+        r = pd - pc;
+        if (r <= 1)
+            return;
+        lo = pn - r;
+        n = r;
+        if ((lr < lo && rr < lo) || (lr >= lo + n && rr >= lo + n))
+            return;
+    }
+}
+
+/* pqsort(points, desc, lrange, rrange): geo.pqsort(points, _cmp_desc if desc else _cmp_asc,
+   lrange, rrange), in place; each point a list whose item 2 is its distance (a float). */
+static PyObject *
+pqsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pqsort(points: list, desc, lrange, rrange)");
+        return NULL;
+    }
+    PyObject *points = args[0];
+    int desc = PyObject_IsTrue(args[1]);
+    Py_ssize_t lr = PyLong_AsSsize_t(args[2]), rr = PyLong_AsSsize_t(args[3]);
+    if (desc < 0 || PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(points);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(points, i);
+        if (!PyList_CheckExact(p) || PyList_GET_SIZE(p) < 3 ||
+                !PyFloat_CheckExact(PyList_GET_ITEM(p, 2))) {
+            PyErr_SetString(PyExc_TypeError, "pqsort: points are lists with a float at 2");
+            return NULL;
+        }
+    }
+    /* (no Python code runs while sorting: the list's array is sorted where it is) */
+    sorter s = {((PyListObject *)points)->ob_item, desc};
+    pq(&s, 0, n, lr, rr);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_circle", (PyCFunction)(void (*)(void))scan_circle, METH_FASTCALL,
+     "scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state): "
+     "geo._points_in_shape's loop for a circle over a run of (score, member) items."},
+    {"pqsort", (PyCFunction)(void (*)(void))pqsort, METH_FASTCALL,
+     "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyrepl.commands._geo",
+    "A geo search's per-candidate work (pyrepl/commands/geo.py), in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__geo(void)
+{
+    return PyModule_Create(&module);
+}
