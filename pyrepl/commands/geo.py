@@ -235,6 +235,7 @@ def _scan_circle(z: ZSet, start: int, hi: float, lon: float, lat: float, radius:
     the first score from ``hi`` on) in C (``_geo.scan_circle``), a chunk at a time; what is
     left for the Python loop: nothing, or the rest from the first score only the Python
     decodes (below 0, from 2^63 on)."""
+    assert _geo is not None
     stop = z.score_start(hi, False)
     while start < stop:
         chunk = z.range(start, min(stop, start + _SCAN_CHUNK))
