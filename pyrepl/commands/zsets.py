@@ -87,6 +87,8 @@ _ZSET: dict[str, Any] = {"keys": (1, 1, 1), "group": "sorted-set", "acl": "sorte
 
 def _range_strtod(s: bytes) -> float | None:
     """``strtod(s, &eptr)`` with ``eptr[0] == '\\0'`` and not NaN required (zslParseRange)."""
+    if s.isdigit():   # (the common bound: decimal digits alone, which float reads as strtod)
+        return float(s)
     nul = s.find(b"\x00")
     if nul >= 0:
         s = s[:nul]
@@ -240,10 +242,11 @@ def _with_scores(items: list[tuple[float, bytes]], proto: int) -> list[Any]:
     """[member, score] pairs for RESP3, a flat member, score array for RESP2."""
     if proto == 3:
         return [[m, s] for s, m in items]
-    out: list[Any] = []
-    for s, m in items:
-        out.append(m)
-        out.append(s)
+    out: list[Any] = [None] * (2 * len(items))
+    if items:   # (members at the even places, scores at the odd ones: slice stores, C speed)
+        scores, members = zip(*items)
+        out[0::2] = members
+        out[1::2] = scores
     return out
 
 
