@@ -243,7 +243,7 @@ def summarize(results: dict[str, dict[str, dict[str, list[float]]]], base: bool,
         mode, p = key.split(" ")
         each, least = GOALS[int(p[1:])]
         print(f"\n{key}: {'test':14} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}"
-              + ("  ÷base" if base else ""))
+              + ("  before  ÷base" if base else ""))
         ratios = []
         for test, by in tests.items():
             a, b = median(by["pyrepl"]), median(by["redis"])
@@ -251,9 +251,9 @@ def summarize(results: dict[str, dict[str, dict[str, list[float]]]], base: bool,
             ratios.append(ratio)
             row = {"pyrepl": a, "redis": b, "ratio": ratio}
             extra = ""
-            if base:
+            if base:   # (the base's ratio to Redis: the "before" of a before/after)
                 row["base"] = median(by["base"])
-                extra = f"  {a / row['base']:5.2f}"
+                extra = f"  {row['base'] / b:6.2f}  {a / row['base']:5.2f}"
             summary.setdefault(key, {})[test] = row
             flag = "" if ratio >= each else "  < goal"
             print(f"{'':{len(key) + 2}}{test:14} {a:12,.0f} {b:12,.0f} {ratio:6.2f}{extra}{flag}")

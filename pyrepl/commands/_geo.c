@@ -15,6 +15,9 @@
 #include <math.h>
 #include <stdint.h>
 
+#define MODULE_NAME "pyrepl.commands._geo"
+#include "../_slots.h"
+
 #define LAT_MIN (-85.05112878)
 #define LAT_MAX 85.05112878
 #define LONG_MIN_ (-180.0)
@@ -280,22 +283,9 @@ pqsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef methods[] = {
-    {"scan_circle", (PyCFunction)(void (*)(void))scan_circle, METH_FASTCALL,
-     "scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state): "
-     "geo._points_in_shape's loop for a circle over a run of (score, member) items."},
-    {"pqsort", (PyCFunction)(void (*)(void))pqsort, METH_FASTCALL,
-     "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.commands._geo",
-    "A geo search's per-candidate work (pyrepl/commands/geo.py), in C.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__geo(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_geo, "A geo search's per-candidate work (pyrepl/commands/geo.py), in C.",
+    FASTCALL("scan_circle", scan_circle,
+             "scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state): "
+             "geo._points_in_shape's loop for a circle over a run of (score, member) items."),
+    FASTCALL("pqsort", pqsort,
+             "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."))

@@ -10,6 +10,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+#define MODULE_NAME "pyrepl.keyspace._hll"
+#include "../_slots.h"
 #include <string.h>
 
 #define HLL_P 14
@@ -157,22 +160,9 @@ dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(lN)", updated, out);
 }
 
-static PyMethodDef methods[] = {
-    {"pat_len", (PyCFunction)(void (*)(void))pat_len, METH_FASTCALL,
-     "pat_len(element) -> (index, count): hll.pat_len (hllPatLen)."},
-    {"dense_add", (PyCFunction)(void (*)(void))dense_add, METH_FASTCALL,
-     "dense_add(hll, elements, start) -> (updated, new or None): hll.add of each element over "
-     "a dense HLL, with one copy."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "pyrepl.keyspace._hll",
-    "HyperLogLog's per-element work (pyrepl/keyspace/hll.py), in C.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__hll(void)
-{
-    return PyModule_Create(&module);
-}
+SLOTS_MODULE(_hll, "HyperLogLog's per-element work (pyrepl/keyspace/hll.py), in C.",
+    FASTCALL("pat_len", pat_len,
+             "pat_len(element) -> (index, count): hll.pat_len (hllPatLen)."),
+    FASTCALL("dense_add", dense_add,
+             "dense_add(hll, elements, start) -> (updated, new or None): hll.add of each "
+             "element over a dense HLL, with one copy."))
