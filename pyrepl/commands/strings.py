@@ -47,7 +47,7 @@ from pyrepl.commands.util import (
     round_long_double,
 )
 from pyrepl.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE
-from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_STRING, notify
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_NEW, NOTIFY_STRING, notify
 from pyrepl.resp.types import OK, Map, ReplyError
 
 _MAX_BULK = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
@@ -210,12 +210,18 @@ def _mset(c: Any, argv: list[bytes], nx: bool) -> object:
         for j in range(1, n, 2):
             if db.lookup(argv[j]) is not None:
                 return 0
-    notifying = c.core.notify_mask & NOTIFY_STRING
-    for j in range(1, n, 2):
-        key = argv[j]
-        db.set(key, argv[j + 1])
-        if notifying:
-            notify(c, NOTIFY_STRING, b"set", key)
+    mask = c.core.notify_mask
+    if db.expires or db.watched or mask & (NOTIFY_STRING | NOTIFY_NEW):
+        notifying = mask & NOTIFY_STRING
+        for j in range(1, n, 2):
+            key = argv[j]
+            db.set(key, argv[j + 1])
+            if notifying:
+                notify(c, NOTIFY_STRING, b"set", key)
+    else:   # (no TTL to clear, no WATCH to signal, no event: db.set is the store alone)
+        data = db.data
+        for j in range(1, n, 2):
+            data[argv[j]] = argv[j + 1]
     c.core.dirty += (n - 1) // 2
     return 1 if nx else OK
 

@@ -284,3 +284,21 @@ def test_config_set_switches_notifications_on_and_off(env: Env) -> None:
     run(env.c, "CONFIG", "SET", "notify-keyspace-events", "Eg$")
     run(env.c, "SET", "a", "2")
     assert _events(env.sub) == [(b"__keyevent@0__:set", b"a")]
+
+
+def test_mset_clears_ttls_and_signals_watch_with_and_without_events() -> None:
+    """MSET's store without db.set (no TTL, WATCH or event in the db) and with it: a key's TTL
+    is cleared, a WATCHing client's EXEC fails, the values are there."""
+    core = make_core()
+    a, b = core.connection_made("127.0.0.1:1", "x"), core.connection_made("127.0.0.1:2", "x")
+    assert run(a, "MSET", "k1", "v1", "k2", "v2") == b"+OK\r\n"          # (the plain store)
+    assert run(a, "MGET", "k1", "k2") == b"*2\r\n$2\r\nv1\r\n$2\r\nv2\r\n"
+    run(a, "EXPIRE", "k1", "100")
+    assert run(a, "MSET", "k1", "w1", "k3", "w3") == b"+OK\r\n"          # (a TTL in the db)
+    assert run(a, "TTL", "k1") == b":-1\r\n"
+    run(b, "WATCH", "k2")
+    run(b, "MULTI")
+    run(b, "GET", "k2")
+    assert run(a, "MSET", "k2", "x2") == b"+OK\r\n"                     # (a WATCH in the db)
+    assert run(b, "EXEC") == b"*-1\r\n"
+    assert run(a, "MGET", "k1", "k2", "k3") == b"*3\r\n$2\r\nw1\r\n$2\r\nx2\r\n$2\r\nw3\r\n"
