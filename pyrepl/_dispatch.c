@@ -121,6 +121,29 @@ int_attr(PyObject *o, PyObject *name, long long *out)
     return bad ? -1 : 0;
 }
 
+/* counts[low] = counts.get(low, 0) + 1 (LatencyHistogram.counts, a dict): 1, or -1 with an
+   error set. */
+static int
+count_bucket(PyObject *counts, unsigned long long low)
+{
+    if (!PyDict_CheckExact(counts)) {
+        PyErr_SetString(PyExc_TypeError, "LatencyHistogram.counts: a dict was expected");
+        return -1;
+    }
+    PyObject *key = PyLong_FromUnsignedLongLong(low), *now = NULL;
+    if (key == NULL)
+        return -1;
+    PyObject *was = PyDict_GetItemWithError(counts, key);
+    if (was != NULL)
+        now = PyNumber_Add(was, one);
+    else if (!PyErr_Occurred())
+        now = Py_NewRef(one);
+    int rc = now != NULL && PyDict_SetItem(counts, key, now) == 0 ? 1 : -1;
+    Py_XDECREF(now);
+    Py_DECREF(key);
+    return rc;
+}
+
 /* ServerCore.timed_call(c, cmd, argv, st, ns) when all it does is the commandstats and
    latencystats record (CommandStat.record): 1 when done here, 0 when the Python method must
    run (a blocked client, a call the slow log or the latency monitor takes, a MONITOR
@@ -167,17 +190,7 @@ timed_quick(PyObject *core, PyObject *c, PyObject *st, PyObject *ns_obj)
         int bits = 64 - __builtin_clzll(v | 255);
         unsigned long long low = v >> (bits - 8) << (bits - 8);
         PyObject *counts = PyObject_GetAttr(SLOT_AT(st, stat_off[S_LATENCY]), str_counts);
-        PyObject *key = counts ? PyLong_FromUnsignedLongLong(low) : NULL;
-        PyObject *was = key && PyDict_CheckExact(counts) ? PyDict_GetItemWithError(counts, key)
-                                                           : NULL;
-        PyObject *now = NULL;
-        if (key != NULL && PyDict_CheckExact(counts) && !PyErr_Occurred())
-            now = was == NULL ? Py_NewRef(one) : PyNumber_Add(was, one);
-        rc = now != NULL && PyDict_SetItem(counts, key, now) == 0 ? 1 : -1;
-        if (rc < 0 && !PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "LatencyHistogram.counts: a dict was expected");
-        Py_XDECREF(now);
-        Py_XDECREF(key);
+        rc = counts == NULL ? -1 : count_bucket(counts, low);
         Py_XDECREF(counts);
         goto out;
     }

@@ -49,7 +49,7 @@ def pfadd(c: Any, argv: list[bytes]) -> object:
     key = argv[1]
     v = c.db.lookup(key)
     updated = 0
-    if type(v) is bytes and len(v) == hll.DENSE_SIZE and v[4] == hll.DENSE and hll.is_hll(v):
+    if type(v) is bytes and hll.is_hll(v) and v[4] == hll.DENSE:   # (is_hll: its size too)
         updated, dense = hll.dense_add(v, argv, 2)   # (one copy, none when nothing grew)
         if dense is not None:
             _store(c, key, dense, False)

@@ -274,8 +274,8 @@ encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (PyBytes_CheckExact(v) && PyBytes_GET_SIZE(v) > 4000) {   /* (one copy, not two) */
         Py_ssize_t n = PyBytes_GET_SIZE(v);
-        char head[32];
-        int k = snprintf(head, sizeof head, "$%zd\r\n", n);
+        char head[24];
+        int k = format_header(head, '$', (long long)n);
         PyObject *out = PyBytes_FromStringAndSize(NULL, k + n + 2);
         if (out == NULL)
             return NULL;
