@@ -114,7 +114,7 @@ def setup(port: int) -> str:
         p.zadd("zs", {f"m:{i}": i for i in range(1000)})
         p.execute()
         for lo in range(0, 100000, 10000):
-            r.mset({"key:%012d" % i: "value" for i in range(lo, lo + 10000)})
+            r.mset({f"key:{i:012d}": "value" for i in range(lo, lo + 10000)})
         return r.script_load(SCRIPT)
 
 

@@ -42,6 +42,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._strtab",
     "pyrepl.keyspace._hll",
     "pyrepl.commands._geo",
+    "pyrepl.rdb._codec",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -192,7 +192,8 @@ class AppendOnly:
         srv = self.server
         write_base(path, srv.dbs, rdb_preamble=self.cfg.aof_use_rdb_preamble,
                    functions=srv.function_codes(),
-                   checksum=self.cfg.rdbchecksum, now_ms=srv.now_ms, timestamp=self._timestamp())
+                   checksum=self.cfg.rdbchecksum, now_ms=srv.now_ms, timestamp=self._timestamp(),
+                   compress=bool(self.cfg.rdbcompression))
 
     # -- the write path -------------------------------------------------------------------
     def before_reply(self) -> None:
@@ -352,6 +353,7 @@ class AppendOnly:
         dirpath = cfg.dir
         preamble = cfg.aof_use_rdb_preamble
         checksum = cfg.rdbchecksum
+        compress = bool(cfg.rdbcompression)
         incremental = bool(cfg.aof_rewrite_incremental_fsync)
 
         def job() -> int:
@@ -359,7 +361,8 @@ class AppendOnly:
             try:
                 write_base(path, dbs, rdb_preamble=preamble, functions=codes,
                            checksum=checksum, now_ms=now, timestamp=ts, key_hook=key_hook,
-                           progress=progress.set, incremental_fsync=incremental)
+                           progress=progress.set, incremental_fsync=incremental,
+                           compress=compress)
             except OSError:
                 return 1
             return 0

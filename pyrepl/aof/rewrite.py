@@ -37,14 +37,15 @@ def write_base(path: str, dbs: Sequence[Any], *, rdb_preamble: bool, functions: 
                checksum: bool, now_ms: int, timestamp: bytes,
                key_hook: Callable[[], None] | None = None,
                progress: Callable[[int], None] | None = None,
-               incremental_fsync: bool = False) -> None:
+               incremental_fsync: bool = False, compress: bool = False) -> None:
     """rewriteAppendOnlyFile: the dataset to ``path``, atomically (temp file, fsync, rename,
     fsync of the directory), with ``aof-rewrite-incremental-fsync`` an fdatasync every 4 MiB
-    (REDIS_AUTOSYNC_BYTES). Raises OSError."""
+    (REDIS_AUTOSYNC_BYTES); ``compress``: rdbcompression for the RDB preamble. Raises OSError."""
     autosync = AUTOSYNC_BYTES if incremental_fsync else 0
     if rdb_preamble:
         save_rdb_file(path, dbs, aux={"aof-base": 1}, functions=functions, checksum=checksum,
-                      now_ms=now_ms, key_hook=key_hook, progress=progress, autosync=autosync)
+                      now_ms=now_ms, key_hook=key_hook, progress=progress, autosync=autosync,
+                      compress=compress)
         return
     from pyrepl.aof.commands import write_dataset
 

@@ -244,7 +244,7 @@ def _with_scores(items: list[tuple[float, bytes]], proto: int) -> list[Any]:
         return [[m, s] for s, m in items]
     out: list[Any] = [None] * (2 * len(items))
     if items:   # (members at the even places, scores at the odd ones: slice stores, C speed)
-        scores, members = zip(*items)
+        scores, members = zip(*items, strict=True)
         out[0::2] = members
         out[1::2] = scores
     return out

@@ -84,6 +84,7 @@ class Persistence:
             save_rdb_file(self.rdb_path(), core.dbs, aux=self.rdb_aux(),
                           functions=core.function_codes(),
                           checksum=core.config.rdbchecksum, now_ms=core.now_ms,
+                          compress=bool(core.config.rdbcompression),
                           key_hook=core.host.key_save_delay_hook())   # (rdb-key-save-delay)
         except OSError as e:
             # (a failed foreground save leaves the last background save's status as it was,
@@ -110,6 +111,7 @@ class Persistence:
         aux = self.rdb_aux()
         functions = core.function_codes()
         checksum = core.config.rdbchecksum
+        compress = bool(core.config.rdbcompression)
         now = core.now_ms
         key_hook = core.host.key_save_delay_hook()
         progress = core.host.shared_counter()
@@ -117,6 +119,7 @@ class Persistence:
         def job() -> int:
             try:
                 save_rdb_file(path, dbs, aux=aux, functions=functions, checksum=checksum,
+                              compress=compress,
                               now_ms=now,
                               key_hook=key_hook, progress=progress.set)
             except OSError:

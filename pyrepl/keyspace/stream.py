@@ -170,10 +170,9 @@ class Node:
     def sealed(cls, master: int, lp: bytes) -> Node:
         """A node of the listpack ``lp`` kept as it is, once its layout is checked (NodeCorrupt,
         ContainerError)."""
-        d, live, deleted = decode_node(master, lp)
+        last, live, deleted = check_node(master, lp)
         n = cls.__new__(cls)
-        n.master, n.last, n.live, n.deleted, n.lp, n.d = master, d.ids[-1] if d.ids else \
-            master, live, deleted, lp, None
+        n.master, n.last, n.live, n.deleted, n.lp, n.d = master, last, live, deleted, lp, None
         return n
 
     def lp_bytes(self) -> int:
@@ -372,6 +371,25 @@ def decode_node(master: int, lp: bytes) -> tuple[Entries, int, int]:
             d.ids, d.fvs, d.flags, d.offs = r[1], r[2], r[3], r[4]
             return d, r[5], r[6]
     return decode_node_reference(master, lp)
+
+
+def check_node(master: int, lp: bytes) -> tuple[int, int, int]:
+    """decode_node's checks without its lists (a node kept as its bytes: the RDB loader,
+    RESTORE): the last entry's ID (the master's when none), live and deleted counts. Raises
+    ContainerError or NodeCorrupt. _streamlp.check (C) walks a well-formed listpack without
+    building an object of its entries; anything else goes to the reference."""
+    if _streamlp is not None:
+        r = _streamlp.check(lp, master >> 64, master & MASK64)
+        if r is not None:
+            return r
+    return check_node_reference(master, lp)
+
+
+def check_node_reference(master: int, lp: bytes) -> tuple[int, int, int]:
+    """check_node in Python (the reference of _streamlp.check): the reference decode's
+    answer, reduced."""
+    d, live, deleted = decode_node_reference(master, lp)
+    return (d.ids[-1] if d.ids else master), live, deleted
 
 
 def decode_node_reference(master: int, lp: bytes) -> tuple[Entries, int, int]:

@@ -7,10 +7,10 @@ key-value pair) is parsed optimistically from the buffer; when the buffer ends b
 does, the attempt raises ``_Incomplete`` carrying the buffer index the item needs to reach, the
 position rolls back to the item's first byte and nothing is emitted; received chunks are joined
 into the buffer (dropping what was consumed) only once they reach that index. Plain collections
-(LIST, SET, HASH, ZSET, quicklists), the only items that can be huge while made of small parts,
-are read element by element into a ``_Partial`` that survives between attempts, so each byte is
-parsed once however the stream is chunked and the buffer never holds more than the unparsed
-tail. A huge string or compact blob announces its length up front, so it is parsed once too.
+(LIST, SET, HASH, ZSET, quicklists) and a stream's nodes, the items that can be huge while made
+of small parts, are read element by element into a ``_Partial`` that survives between attempts,
+so each byte is parsed once however the stream is chunked and the buffer never holds more than
+the unparsed tail (a stream's counters and consumer groups, after its nodes, are read whole). A huge string or compact blob announces its length up front, so it is parsed once too.
 
 State that opcodes attach to the next key (EXPIRETIME / EXPIRETIME_MS, IDLE, FREQ, KEY_META) is
 committed as soon as the opcode is parsed. The CRC64 is computed over the bytes consumed, lazily
@@ -124,7 +124,7 @@ from pyrepl.rdb.containers import (
     zipmap_pairs,
 )
 from pyrepl.rdb.crc64 import crc64
-from pyrepl.rdb.lzf import LzfError
+from pyrepl.rdb.lzf import LzfError, _codec
 from pyrepl.rdb.lzf import decompress as lzf_decompress
 
 __all__ = [
@@ -531,6 +531,10 @@ _ELEMENT_READERS: dict[int, Any] = {
 #: sanitize-dump-payload yes: each listpack entry's back-length checked too
 _DEEP_ELEMENT_READERS = {**_ELEMENT_READERS,
                          RDB_TYPE_LIST_QUICKLIST_2: _read_quicklist2_node_deep}
+# The element readers _codec.read_run does in C (kind: 0 strings, 1 pairs, 2 zset2 members):
+# a run of elements at once, up to one it cannot read whole; that one goes to the reader above
+# (which reads it, waits for more bytes or says what is wrong).
+_RUNS: dict[int, int] = {RDB_TYPE_LIST: 0, RDB_TYPE_SET: 0, RDB_TYPE_HASH: 1, RDB_TYPE_ZSET_2: 2}
 _FINISHERS: dict[int, Any] = {
     RDB_TYPE_LIST: _finish_list,
     RDB_TYPE_SET: _finish_set,
@@ -862,6 +866,9 @@ class RdbDecoder:
                 value, q = _rstr(buf, q, n)
             else:
                 reader = self._readers.get(t)
+                if t in _STREAM_TYPES:      # its nodes one by one, then _read_stream_tail
+                    reader = _read_stream_node_deep if self._lp_entries is \
+                        checked_listpack_entries else _read_stream_node
                 if reader is not None:
                     low = 0
                     if t == RDB_TYPE_HASH_METADATA:
@@ -993,17 +1000,29 @@ class RdbDecoder:
         n = len(buf)
         p = self._pos
         reader = st.reader
-        append = st.elements.append
+        elements = st.elements
+        append = elements.append
         remaining = st.remaining
+        read_run = _codec.read_run if _codec is not None else None
+        run = _RUNS.get(st.type) if read_run is not None else None
         try:
             while remaining:
+                if run is not None and read_run is not None:   # (the elements it reads whole)
+                    before = len(elements)
+                    p = read_run(run, buf, p, remaining, elements)
+                    remaining -= len(elements) - before
+                    if not remaining:
+                        break
                 e, p = reader(buf, p, n)
                 append(e)
                 remaining -= 1
         finally:
             st.remaining = remaining
             self._pos = p
-        if st.meta:
+        if st.type in _STREAM_TYPES:     # (an _Incomplete tail keeps the nodes read)
+            value, p = _read_stream_tail(st.type, st.elements, buf, p, n)
+            self._pos = p
+        elif st.meta:
             value = _finish_hash_md(st.type, st.elements, st.meta)
         else:
             value = _FINISHERS[st.type](st.type, st.elements)
@@ -1166,21 +1185,37 @@ def _read_ms(buf: bytes, p: int, n: int) -> tuple[int, int]:
     return _U64.unpack_from(buf, p)[0], p + 8
 
 
-def _read_raw_id(buf: bytes, p: int, n: int) -> tuple[int, int]:
-    if p + 16 > n:
-        raise _Incomplete(p + 16)
-    return int.from_bytes(buf[p:p + 16], "big"), p + 16
-
-
 def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream, int]:
     """rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2, _3, _4); ``deep``: sanitize-dump-payload's
     deep check of the listpacks."""
-    s = Stream()
     nodes, p = _rlen(buf, p, n)
+    read = _read_stream_node_deep if deep else _read_stream_node
+    got: list[Node] = []
     for _ in range(nodes):
-        key, p = _rstr(buf, p, n)
-        lp, p = _rstr(buf, p, n)
-        node = _stream_node(key, lp, deep)
+        node, p = read(buf, p, n)
+        got.append(node)
+    return _read_stream_tail(t, got, buf, p, n)
+
+
+def _read_stream_node(buf: bytes, p: int, n: int) -> tuple[Node, int]:
+    """One node of a stream: its master ID and listpack, checked (the decoder's element
+    reader of a stream, whose nodes it reads as a _Partial)."""
+    key, p = _rstr(buf, p, n)
+    lp, p = _rstr(buf, p, n)
+    return _stream_node(key, lp, False), p
+
+
+def _read_stream_node_deep(buf: bytes, p: int, n: int) -> tuple[Node, int]:
+    key, p = _rstr(buf, p, n)
+    lp, p = _rstr(buf, p, n)
+    return _stream_node(key, lp, True), p
+
+
+def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
+                      n: int) -> tuple[Stream, int]:
+    """The rest of a stream after its ``nodes``: counters, IDs and consumer groups."""
+    s = Stream()
+    for node in nodes:
         if s.keys and node.master <= s.keys[-1]:
             raise _Corrupt("Listpack re-added with existing key")
         s.nodes.append(node)
@@ -1203,6 +1238,8 @@ def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream
     if s.length != sum(node.live for node in s.nodes):
         raise _Corrupt("Stream length inconsistent with rax entries")
     ngroups, p = _rlen(buf, p, n)
+    from_bytes = int.from_bytes
+    u64 = _U64.unpack_from
     for _ in range(ngroups):
         name, p = _rstr(buf, p, n)
         ms, p = _rlen(buf, p, n)
@@ -1217,13 +1254,23 @@ def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream
             raise _Corrupt(f"Duplicated consumer group name {name!r}")
         g = s.groups[name] = Group(last, entries_read)
         npel, p = _rlen(buf, p, n)
+        # An entry is 25 bytes at least (ID, delivery time, count): until that many are here,
+        # the PEL is not read (a decoder fed in chunks would read it again at each one).
+        if p + 25 * npel > n:
+            raise _Incomplete(p + 25 * npel)
+        pel = g.pel
         for _ in range(npel):
-            eid, p = _read_raw_id(buf, p, n)
-            when, p = _read_ms(buf, p, n)
-            count, p = _rlen(buf, p, n)
-            if eid in g.pel:
+            eid = from_bytes(buf[p:p + 16], "big")
+            when = u64(buf, p + 16)[0]
+            c = buf[p + 24]
+            if c < 0x40:
+                count = c
+                p += 25
+            else:
+                count, p = _rlen(buf, p + 24, n)
+            if eid in pel:
                 raise _Corrupt("Duplicated global PEL entry loading stream consumer group")
-            g.pel[eid] = Nack(when, count, None)
+            pel[eid] = Nack(when, count, None)
         ncons, p = _rlen(buf, p, n)
         for _ in range(ncons):
             cname, p = _rstr(buf, p, n)
@@ -1234,13 +1281,18 @@ def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream
             if t >= RDB_TYPE_STREAM_LISTPACKS_3:
                 _active, p = _read_ms(buf, p, n)     # 7.2+: not in 7.0's model
             npel, p = _rlen(buf, p, n)
-            for _ in range(npel):
-                eid, p = _read_raw_id(buf, p, n)
-                nack = g.pel.get(eid)
+            end = p + 16 * npel
+            if end > n:
+                raise _Incomplete(end)
+            cpel = cons.pel
+            for q in range(p, end, 16):
+                eid = from_bytes(buf[q:q + 16], "big")
+                nack = pel.get(eid)
                 if nack is None:
                     raise _Corrupt("Consumer entry not found in group global PEL")
                 nack.consumer = cons
-                cons.pel[eid] = nack
+                cpel[eid] = nack
+            p = end
         # Redis checks this only under sanitize-dump-payload (and without it, reading such a
         # group asserts); here always: a PEL entry without a consumer breaks XPENDING and XCLAIM.
         if any(nack.consumer is None for nack in g.pel.values()):

@@ -26,8 +26,10 @@ writes), one listpack per node of the model, copied as the keyspace keeps it (py
 stream holds each node as the listpack listpack.c and t_stream.c would have: master entry,
 delta-encoded IDs, SAMEFIELDS/DELETED flags, lp-count), then the stream's metadata and its
 consumer groups.
-Strings that are canonical 32-bit integers are integer-encoded like rdbSaveRawString does; the
-writer never LZF-compresses (pure Python compression would cost more time than it saves).
+Strings that are canonical 32-bit integers are integer-encoded like rdbSaveRawString does; with
+``compress`` (``rdbcompression yes``, Redis's default) every other string over 20 bytes (keys,
+values, elements, listpacks, stream nodes) is LZF-compressed when that saves 4 bytes, as
+rdbSaveLzfStringObject (pyrepl.rdb.lzf.rdb_string: C, with its Python reference).
 
 Speed: per key we append pre-built pieces (a table of length prefixes with the type byte folded
 in, the key, the value) to a list and ``b"".join`` it once per chunk, which keeps the per-key cost
@@ -84,12 +86,17 @@ from pyrepl.rdb.constants import (
 )
 from pyrepl.rdb.containers import build_listpack
 from pyrepl.rdb.crc64 import crc64
+from pyrepl.rdb.lzf import _codec, rdb_string
 
 CHUNK_SIZE = 1 << 16
 # Redis's default hash-max-listpack-entries / -value: hashes with field TTLs up to these sizes
 # are written as the listpackex Redis itself would hold.
 LISTPACK_EX_ENTRIES = 512
 LISTPACK_EX_VALUE = 64
+
+
+# rdb_string, or None (rdbcompression no): what writes a string LZF-compressed when it can
+Lzf = Callable[[bytes], "bytes | None"] | None
 
 
 class DbLike(Protocol):
@@ -141,13 +148,16 @@ def _int_encoding(s: bytes) -> bytes | None:
     return None
 
 
-def encode_string(s: bytes) -> bytes:
-    """One RDB string (length prefix + bytes, or integer encoding)."""
+def encode_string(s: bytes, z: Lzf = None) -> bytes:
+    """One RDB string (length prefix + bytes, or integer encoding; with ``z``, rdb_string,
+    LZF-compressed when that saves 4 bytes)."""
     n = len(s)
     if 0 < n <= 11 and s[0] in _INT_START:
         e = _int_encoding(s)
         if e is not None:
             return e
+    if z is not None and n > 20 and (c := z(s)) is not None:
+        return c
     return (_LEN[n] if n < 16384 else encode_len(n)) + s
 
 
@@ -156,8 +166,9 @@ def encode_function(code: bytes) -> bytes:
     return bytes((RDB_OPCODE_FUNCTION2,)) + encode_string(code)
 
 
-def _put_strings(append: Any, items: Any) -> int:
-    """Append the RDB encoding of every string in ``items``; return the byte count."""
+def _put_strings(append: Any, items: Any, z: Lzf = None) -> int:
+    """Append the RDB encoding of every string in ``items`` (``z``: see encode_string); return
+    the byte count."""
     size = 0
     lens = _LEN
     ints = _INT_START
@@ -169,10 +180,39 @@ def _put_strings(append: Any, items: Any) -> int:
                 append(e)
                 size += len(e)
                 continue
+        elif n > 20 and z is not None and (c := z(s)) is not None:
+            append(c)
+            size += len(c)
+            continue
         append(lens[n] if n < 16384 else encode_len(n))
         append(s)
         size += n + 5
     return size
+
+
+RUN_STRINGS, RUN_PAIRS, RUN_ZSET2 = 0, 1, 2
+
+
+def put_run_reference(kind: int, items: Any, compress: bool) -> bytes:
+    """The reference of _codec.put_run: the RDB bytes of ``items``, strings (RUN_STRINGS),
+    (field, value) pairs (RUN_PAIRS) or (member, score) pairs (RUN_ZSET2, the score as 8
+    little-endian bytes), each string as _put_strings writes it."""
+    parts: list[bytes] = []
+    append = parts.append
+    z = rdb_string if compress else None
+    if kind == RUN_STRINGS:
+        _put_strings(append, items, z)
+    elif kind == RUN_PAIRS:
+        for f, v in items:
+            _put_strings(append, (f, v), z)
+    else:
+        for member, score in items:
+            _put_strings(append, (member,), z)
+            append(_PACK_D(score))
+    return b"".join(parts)
+
+
+put_run = _codec.put_run if _codec is not None else put_run_reference
 
 
 def _aux_value(v: bytes | str | int) -> bytes:
@@ -209,61 +249,45 @@ def encode_header(aux: Mapping[str, bytes | str | int], now_ms: int,
     return b"".join(out)
 
 
-def _collection(v: Any, key: bytes) -> tuple[int, list[bytes], int]:
-    """(rdb type, encoded pieces, byte count) for a non-string value."""
-    parts: list[bytes] = []
-    append = parts.append
+def _collection(v: Any, key: bytes, z: Lzf = None) -> tuple[int, list[bytes], int]:
+    """(rdb type, encoded pieces, byte count) for a non-string value (``z``: see
+    encode_string)."""
     t = type(v)
     if t is ListpackList:   # a quicklist of one packed node (rdbSaveObject)
-        body = _ONE_PACKED_NODE + encode_string(v.to_listpack())
+        body = _ONE_PACKED_NODE + encode_string(v.to_listpack(), z)
         return RDB_TYPE_LIST_QUICKLIST_2, [body], len(body)
     if t is deque or t is list:
-        append(encode_len(len(v)))
-        return RDB_TYPE_LIST, parts, _put_strings(append, v) + 9
+        body = encode_len(len(v)) + put_run(RUN_STRINGS, v, z is not None)
+        return RDB_TYPE_LIST, [body], len(body)
     if t is IntSet:
-        body = encode_string(v.to_intset())
+        body = encode_string(v.to_intset(), z)
         return RDB_TYPE_SET_INTSET, [body], len(body)
     if t is StrSet or t is set or t is frozenset:
-        append(encode_len(len(v)))
-        return RDB_TYPE_SET, parts, _put_strings(append, v) + 9
+        body = encode_len(len(v)) + put_run(RUN_STRINGS, v, z is not None)
+        return RDB_TYPE_SET, [body], len(body)
     if t is ListpackHash:
-        body = encode_string(v.to_listpack())
+        body = encode_string(v.to_listpack(), z)
         return RDB_TYPE_HASH_LISTPACK, [body], len(body)
     if t is StrDict or t is dict:
-        append(encode_len(len(v)))
-        size = 9
-        for f, val in v.items():
-            size += _put_strings(append, (f, val))
-        return RDB_TYPE_HASH, parts, size
+        body = encode_len(len(v)) + put_run(RUN_PAIRS, v.items(), z is not None)
+        return RDB_TYPE_HASH, [body], len(body)
     if t is HashEx:
         if not v.ttl:
-            return _collection(dict(v), key)
-        return _hash_metadata(v)
+            return _collection(dict(v), key, z)
+        return _hash_metadata(v, z)
     if t is ListpackZSet:
-        body = encode_string(v.to_listpack())
+        body = encode_string(v.to_listpack(), z)
         return RDB_TYPE_ZSET_LISTPACK, [body], len(body)
     if t is ZSet:
-        append(encode_len(len(v)))
-        size = 9
-        lens = _LEN
-        for member, score in v.items():
-            n = len(member)
-            if n <= 11 and n and member[0] in _INT_START:
-                size += _put_strings(append, (member,))
-            else:
-                append(lens[n] if n < 16384 else encode_len(n))
-                append(member)
-                size += n + 5
-            append(_PACK_D(score))
-            size += 8
-        return RDB_TYPE_ZSET_2, parts, size
+        body = encode_len(len(v)) + put_run(RUN_ZSET2, v.items(), z is not None)
+        return RDB_TYPE_ZSET_2, [body], len(body)
     if t is Stream:
-        body = encode_stream(v)
+        body = encode_stream(v, z)
         return RDB_TYPE_STREAM_LISTPACKS_2, [body], len(body)
     raise TypeError(f"cannot encode value of type {t.__name__} for key {key!r}")
 
 
-def _hash_metadata(v: HashEx) -> tuple[int, list[bytes], int]:
+def _hash_metadata(v: HashEx, z: Lzf = None) -> tuple[int, list[bytes], int]:
     """rdbSaveObject of a hash with field TTLs: a small one as RDB_TYPE_HASH_LISTPACK_EX (its
     field order, TTL'd fields first, survives the load as it does in Redis), a larger one as
     RDB_TYPE_HASH_METADATA."""
@@ -274,7 +298,7 @@ def _hash_metadata(v: HashEx) -> tuple[int, list[bytes], int]:
         items: list[bytes | int] = []
         for f, x in v.items():
             items += (f, x, ttl.get(f, 0))
-        body = _PACK_Q(low) + encode_string(build_listpack(items))
+        body = _PACK_Q(low) + encode_string(build_listpack(items), z)
         return RDB_TYPE_HASH_LISTPACK_EX, [body], len(body)
     parts = [_PACK_Q(low), encode_len(len(v))]
     append = parts.append
@@ -282,7 +306,7 @@ def _hash_metadata(v: HashEx) -> tuple[int, list[bytes], int]:
     for f, val in v.items():
         w = ttl.get(f)
         append(encode_len(0 if w is None else w - low + 1))
-        size += _put_strings(append, (f, val)) + 9
+        size += _put_strings(append, (f, val), z) + 9
     return RDB_TYPE_HASH_METADATA, parts, size
 
 
@@ -292,12 +316,13 @@ def stream_listpack(node: Any) -> bytes:
     return node.listpack()
 
 
-def encode_stream(s: Stream) -> bytes:
-    """rdbSaveObject for OBJ_STREAM, RDB_TYPE_STREAM_LISTPACKS_2 layout (without the type)."""
+def encode_stream(s: Stream, z: Lzf = None) -> bytes:
+    """rdbSaveObject for OBJ_STREAM, RDB_TYPE_STREAM_LISTPACKS_2 layout (without the type;
+    ``z``: see encode_string)."""
     out = [encode_len(len(s.nodes))]
     for node in s.nodes:
         out.append(encode_string(node.master.to_bytes(16, "big")))
-        out.append(encode_string(node.listpack()))
+        out.append(encode_string(node.listpack(), z))
     for v in (s.length, s.last_id >> 64, s.last_id & MASK64, s.first_id >> 64,
               s.first_id & MASK64, s.max_deleted >> 64, s.max_deleted & MASK64,
               s.entries_added, len(s.groups)):
@@ -331,6 +356,7 @@ def encode_rdb(
     chunk_size: int = CHUNK_SIZE,
     key_hook: Callable[[], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    compress: bool = False,
 ) -> Iterator[bytes]:
     """Yield a whole RDB v10 file in chunks; db index = position in ``dbs``; empty dbs and
     empty collections are skipped (expired keys are written: the loader drops them).
@@ -339,7 +365,9 @@ def encode_rdb(
     passes a sleep, which slows the snapshot down for tests, as in Redis). ``progress`` is
     called with the number of keys visited so far each time a chunk is yielded (INFO
     current_save_keys_processed). ``functions`` are the codes of the function libraries,
-    written after the AUX fields and before the databases (rdbSaveFunctions)."""
+    written after the AUX fields and before the databases (rdbSaveFunctions). ``compress``:
+    ``rdbcompression yes``, strings over 20 bytes LZF-compressed where that saves 4 bytes."""
+    z: Lzf = rdb_string if compress else None
     crc = 0
     header = encode_header(aux, now_ms,
                            RDB_VERSION_HFE if has_field_ttls(dbs) else RDB_VERSION)
@@ -385,12 +413,16 @@ def encode_rdb(
                 # Type byte + key.
                 if nk <= 11 and nk and k[0] in ints and (ke := int_encoding(k)) is not None:
                     append(b"\x00" + ke)
+                elif nk > 20 and z is not None and (kz := z(k)) is not None:
+                    append(b"\x00" + kz)
                 else:
                     append(str_prefix[nk] if nk < 16384 else b"\x00" + encode_len(nk))
                     append(k)
                 nv = len(v)
                 if nv <= 11 and nv and v[0] in ints and (ve := int_encoding(v)) is not None:
                     append(ve)
+                elif nv > 20 and z is not None and (vz := z(v)) is not None:
+                    append(vz)
                 else:
                     append(lens[nv] if nv < 16384 else encode_len(nv))
                     append(v)
@@ -398,9 +430,9 @@ def encode_rdb(
             else:
                 if not v:
                     continue
-                rtype, pieces, psize = _collection(v, k)
+                rtype, pieces, psize = _collection(v, k, z)
                 append(bytes((rtype,)))
-                _put_strings(append, (k,))
+                _put_strings(append, (k,), z)
                 parts.extend(pieces)
                 size += nk + psize + 6
             if key_hook is not None:
@@ -427,10 +459,10 @@ def encode_rdb(
 
 def encode_rdb_bytes(dbs: Sequence[DbLike], *, aux: Mapping[str, bytes | str | int] = {},  # noqa: B006
                      functions: Sequence[bytes] = (), checksum: bool = True,
-                     now_ms: int) -> bytes:
+                     now_ms: int, compress: bool = False) -> bytes:
     """The whole file as one bytes object (tests, small datasets)."""
     return b"".join(encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
-                               now_ms=now_ms))
+                               now_ms=now_ms, compress=compress))
 
 
 def save_rdb_file(
@@ -444,6 +476,7 @@ def save_rdb_file(
     key_hook: Callable[[], None] | None = None,
     progress: Callable[[int], None] | None = None,
     autosync: int = 0,
+    compress: bool = False,
 ) -> int:
     """Write the dump to ``path`` atomically (temp file, fsync, rename, fsync of the directory)
     and return the number of bytes written. On error the temp file is removed. ``autosync``:
@@ -451,7 +484,7 @@ def save_rdb_file(
     def fill(write: Callable[[bytes | memoryview], Any]) -> None:
         for chunk in encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
                                 now_ms=now_ms, chunk_size=1 << 20, key_hook=key_hook,
-                                progress=progress):
+                                progress=progress, compress=compress):
             write(chunk)
 
     return write_atomically(path, fill, autosync, tmp=rdb_temp_path(path, os.getpid()))

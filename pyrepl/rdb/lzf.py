@@ -8,20 +8,25 @@ own output (distance < length repeats a pattern), which we expand by repeating t
 than copying byte by byte. Redis stores the expected decompressed length next to the data and
 refuses a stream whose output length differs; so do we.
 
-``compress`` is a straightforward greedy compressor producing valid liblzf streams. The RDB
-writer does not compress (pure Python compression would cost more than it saves); tests use it
-to build LZF-encoded strings and Redis itself validates its output in the interop tests.
+``compress`` is a greedy compressor producing liblzf streams (the algorithm is in _codec.c's
+header); ``rdb_string`` is rdbSaveLzfStringObject, what the RDB writer uses with
+``rdbcompression yes`` (Redis's default) for every string over 20 bytes. Each is pyrepl/rdb/
+_codec.c (C) over its Python reference (``*_reference``; PYREPL_PURE=1 runs those), held equal by
+tests/unit/test_codec.py; Redis itself loads the writer's files in the interop tests.
 """
 
 from __future__ import annotations
+
+from pyrepl import native
 
 
 class LzfError(ValueError):
     pass
 
 
-def decompress(src: bytes, expected_len: int) -> bytes:
-    """Decompress ``src``; raise LzfError unless it yields exactly ``expected_len`` bytes."""
+def decompress_reference(src: bytes, expected_len: int) -> bytes:
+    """The reference of _codec.decompress: ``src`` decompressed; LzfError unless it yields exactly
+    ``expected_len`` bytes."""
     n = len(src)
     out = bytearray()
     ip = 0
@@ -69,18 +74,26 @@ def decompress(src: bytes, expected_len: int) -> bytes:
 _MAX_LIT = 32
 _MAX_OFF = 1 << 13
 _MAX_REF = (1 << 8) + (1 << 3)  # 264
+_HLOG = 14
 
 
-def compress(data: bytes) -> bytes:
-    """Compress ``data`` into a liblzf-compatible stream (greedy, 3-byte hash of positions)."""
+def _hash3(data: bytes, i: int) -> int:
+    """The 14-bit hash of the 3 bytes at ``i`` (Fibonacci hashing, as _codec.c)."""
+    v = (data[i] << 16) | (data[i + 1] << 8) | data[i + 2]
+    return ((v * 2654435761) & 0xFFFFFFFF) >> (32 - _HLOG)
+
+
+def compress_reference(data: bytes, limit: int | None = None) -> bytes | None:
+    """The reference of _codec.compress: a greedy liblzf-format stream (the C file's header
+    has the algorithm), or None when it is longer than ``limit``."""
     n = len(data)
     out = bytearray()
-    lit_start = 0
-    table: dict[bytes, int] = {}
+    table: dict[int, int] = {}
+    lit = 0
     i = 0
 
     def flush_literals(end: int) -> None:
-        s = lit_start
+        s = lit
         while s < end:
             run = min(_MAX_LIT, end - s)
             out.append(run - 1)
@@ -88,10 +101,10 @@ def compress(data: bytes) -> bytes:
             s += run
 
     while i + 2 < n:
-        key = data[i : i + 3]
-        ref = table.get(key)
-        table[key] = i
-        if ref is not None and i - ref - 1 < _MAX_OFF:
+        h = _hash3(data, i)
+        ref = table.get(h)
+        table[h] = i
+        if ref is not None and i - ref - 1 < _MAX_OFF and data[ref:ref + 3] == data[i:i + 3]:
             maxlen = min(_MAX_REF, n - i)
             length = 3
             while length < maxlen and data[ref + length] == data[i + length]:
@@ -105,11 +118,62 @@ def compress(data: bytes) -> bytes:
                 out.append((7 << 5) | (off >> 8))
                 out.append(lcode - 7)
             out.append(off & 0xFF)
-            for j in range(i + 1, min(i + length, n - 2)):
-                table[data[j : j + 3]] = j
             i += length
-            lit_start = i
+            for q in (i - 2, i - 1):
+                if q + 2 < n:
+                    table[_hash3(data, q)] = q
+            lit = i
         else:
             i += 1
     flush_literals(n)
+    if limit is not None and len(out) > limit:
+        return None
     return bytes(out)
+
+
+def _len_bytes(n: int) -> bytes:
+    """rdbSaveLen (pyrepl.rdb.encoder.encode_len's encoding)."""
+    if n < 64:
+        return bytes((n,))
+    if n < 16384:
+        return bytes((0x40 | (n >> 8), n & 0xFF))
+    if n <= 0xFFFFFFFF:
+        return b"\x80" + n.to_bytes(4, "big")
+    return b"\x81" + n.to_bytes(8, "big")
+
+
+def rdb_string_reference(s: bytes) -> bytes | None:
+    """rdbSaveLzfStringObject: ``s`` as an LZF-compressed RDB string (0xC3, the stream's
+    length, the string's, the stream), or None when Redis writes it raw: 20 bytes or less, or
+    a stream not 4 bytes shorter than the string."""
+    n = len(s)
+    if n <= 20:
+        return None
+    c = compress_reference(s, n - 4)
+    if c is None:
+        return None
+    return b"\xc3" + _len_bytes(len(c)) + _len_bytes(n) + c
+
+
+_codec = native.load("pyrepl.rdb._codec")
+
+
+def compress(data: bytes) -> bytes:
+    """``data``'s LZF stream: _codec.compress, or the reference as plain Python."""
+    out = (_codec.compress(data, len(data) + len(data) // 32 + 2) if _codec is not None
+           else compress_reference(data))
+    assert out is not None      # (no limit: room for the worst case)
+    return out
+
+
+def decompress(src: bytes, expected_len: int) -> bytes:
+    """Decompress ``src``; raise LzfError unless it yields exactly ``expected_len`` bytes.
+    _codec.decompress does it; where it answers None the reference says what is wrong."""
+    if _codec is not None:
+        out = _codec.decompress(src, expected_len)
+        if out is not None:
+            return out
+    return decompress_reference(src, expected_len)
+
+
+rdb_string = _codec.rdb_string if _codec is not None else rdb_string_reference

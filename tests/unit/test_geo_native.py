@@ -39,7 +39,7 @@ def _same(a, b) -> bool:
     """Points equal to the bit (a NaN distance equals a NaN)."""
     return len(a) == len(b) and all(
         x[:2] == y[:2] and x[3:] == y[3:] and
-        (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2]))) for x, y in zip(a, b))
+        (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2]))) for x, y in zip(a, b, strict=True))
 
 
 SCORES = st.one_of(st.integers(0, (1 << 52) - 1).map(float),

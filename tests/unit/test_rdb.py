@@ -779,6 +779,49 @@ def test_big_collection_in_small_chunks_is_read_once() -> None:
     assert len(lists) > 100 and lists == sorted(lists, reverse=True) and lists[0] > lists[-1]
 
 
+def test_big_stream_in_small_chunks_reads_each_node_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream bigger than the buffer is read node by node as bytes arrive (its nodes a
+    _Partial's elements), not parsed again from its first byte at each chunk; its groups and
+    PEL come after, whole; what is read equals the stream written."""
+    from pyrepl.keyspace.stream import Consumer, Group, Nack, Stream
+    from pyrepl.rdb import decoder as dec_mod
+
+    s = Stream()
+    for i in range(1, 5001):
+        s.append((i << 64) | 0, [b"user", b"u%d" % (i % 97), b"value", b"%d" % (i * 7)],
+                 4096, 100)
+    g = s.groups[b"g1"] = Group((1000 << 64), 1000)
+    c = g.consumers[b"c1"] = Consumer(b"c1", 123)
+    for i in range(1, 1001):
+        g.pel[i << 64] = c.pel[i << 64] = Nack(1700000000000 + i, 1, c)
+    blob = encode_rdb_bytes([Db({b"s": s})], now_ms=NOW)
+    checked: list[int] = []
+    real = dec_mod._stream_node
+
+    def counting(key: bytes, lp: bytes, deep: bool) -> Any:
+        checked.append(int.from_bytes(key, "big"))
+        return real(key, lp, deep)
+
+    monkeypatch.setattr(dec_mod, "_stream_node", counting)
+    dec = RdbDecoder()
+    got: dict[bytes, Any] = {}
+    for i in range(0, len(blob), 512):
+        dec.receive_data(blob[i:i + 512])
+        while (ev := dec.next_event()) is not None:
+            if isinstance(ev, KeyValue):
+                got[ev.key] = ev.value
+        if dec._partial is not None and dec._partial.remaining:   # (nodes left to read)
+            assert len(dec._buf) - dec._pos < 2 * 512 + 4200   # what is unparsed: a node at most
+    t = got[b"s"]
+    assert len(s.nodes) == 50 and checked == [n.master for n in s.nodes]   # each node once
+    assert [n.listpack() for n in t.nodes] == [n.listpack() for n in s.nodes]
+    assert list(t.range(0, (1 << 128) - 1)) == list(s.range(0, (1 << 128) - 1))
+    assert (t.length, t.last_id, t.first_id) == (s.length, s.last_id, s.first_id)
+    tg = t.groups[b"g1"]
+    assert sorted(tg.pel) == sorted(g.pel) and list(tg.consumers) == [b"c1"]
+    assert all(tg.pel[e].delivery_time == 1700000000000 + (e >> 64) for e in tg.pel)
+
+
 def test_error_inside_a_partially_read_collection_names_its_start() -> None:
     prefix = b"REDIS0010\xfe\x00"
     body = kv(C.RDB_TYPE_SET, b"s", b"\x03" + raw(b"a") + raw(b"b") + raw(b"a"))

@@ -312,7 +312,8 @@ def _reference(master: int, lp: bytes) -> tuple | None:
 def test_c_decoder_matches_the_reference(ops: list, max_bytes: int, max_entries: int,
                                          flips: list, cut: int) -> None:
     """_streamlp.decode answers what decode_node_reference answers on every node, and on
-    corrupted copies it answers the same or None (the reference then raises)."""
+    corrupted copies it answers the same or None (the reference then raises); _streamlp.check
+    likewise answers what check_node_reference answers, and None exactly where decode does."""
     c = stream_mod._streamlp
     assert c is not None
     s, _ = _apply(ops, max_bytes, max_entries)
@@ -321,12 +322,18 @@ def test_c_decoder_matches_the_reference(ops: list, max_bytes: int, max_entries:
         m = node.master
         got = c.decode(lp, m >> 64, m & MASK64)
         assert got is not None and got == _reference(m, lp)
+        assert c.check(lp, m >> 64, m & MASK64) == stream_mod.check_node_reference(m, lp) == (
+            (got[1][-1] if got[1] else m), got[5], got[6])
         bad = bytearray(lp)
         for at, v in flips:
             bad[6 + at % max(1, len(lp) - 7)] = v
         for blob in (bytes(bad), lp[:cut % len(lp)]):
             got = c.decode(blob, m >> 64, m & MASK64)
             assert got is None or got == _reference(m, blob)
+            checked = c.check(blob, m >> 64, m & MASK64)
+            assert (checked is None) == (got is None)
+            if got is not None:
+                assert checked == stream_mod.check_node_reference(m, blob)
 
 
 def test_a_sealed_node_with_counters_not_in_their_shortest_form() -> None:

@@ -202,11 +202,13 @@ class Snapshots:
         aux = core.persistence.rdb_aux()
         functions = core.function_codes()
         checksum = core.config.rdbchecksum
+        compress = bool(core.config.rdbcompression)
         now = core.now_ms
         key_hook = core.host.key_save_delay_hook()  # rdb-key-save-delay (tests slow it down)
 
         def payload() -> Any:
             return encode_rdb(dbs, aux=aux, functions=functions, checksum=checksum,
+                              compress=compress,
                               now_ms=now, key_hook=key_hook)
 
         try:
