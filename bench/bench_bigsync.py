@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_bigsync.py [--mb 128] [--rounds 1]
         [--datasets strings,hashes,zsets,streams] [--modes disk,diskless,rdbchannel] [--json F]
+        [--base DIR]
 
 Four datasets, each alone, of about ``--mb`` MB of raw keys and values (text made of a fixed
 vocabulary of words, so that LZF finds what it finds in real data):
@@ -13,13 +14,16 @@ vocabulary of words, so that LZF finds what it finds in real data):
   each with a consumer group that has read a tenth of it.
 
 For each dataset and kind (pyrepl, redis-server 7.0.15; Redis 8 for the RDB channel, which 7.0
-has not) the same commands build the master's data; then a synchronous ``SAVE`` is timed (and
-its file's size taken: both write ``rdbcompression yes``, Redis's default); then a replica of
-the same kind, started empty, is sent ``REPLICAOF`` and timed until its link is up and its
-offset is the master's, in each sync mode: ``disk`` (``repl-diskless-sync no``), ``diskless``
-(``yes``, delay 0) and ``rdbchannel`` (``repl-rdb-channel yes`` on both, Redis 8's); its
-``DEBUG DIGEST`` must equal the master's. Last the master loads its dump again: by ``DEBUG RELOAD NOSAVE`` (the dataset emptied, the dump loaded back), timed from the
-client. Goals: every figure <= 1.5x Redis's.
+has not) the same commands build the master's data; then three synchronous ``SAVE`` s are timed
+(their median; and the file's size taken: both write ``rdbcompression yes``, Redis's default);
+then a replica of the same kind, started empty, is sent ``REPLICAOF`` and timed until its link
+is up and its offset is the master's, in each sync mode: ``disk`` (``repl-diskless-sync no``),
+``diskless`` (``yes``, delay 0) and ``rdbchannel`` (``repl-rdb-channel yes`` on both, Redis
+8's); its ``DEBUG DIGEST`` must equal the master's. Last the master loads its dump again, three
+times: ``DEBUG RELOAD NOSAVE`` (the dataset emptied, the dump loaded back), timed from the
+client (their median). Goals: every figure <= 1.5x Redis's. With ``--base DIR`` an earlier
+checkout (a ``git worktree``, its C built in place) runs beside as a third kind, and each cell
+reads before -> after.
 """
 
 from __future__ import annotations
@@ -30,12 +34,24 @@ import shutil
 import time
 
 import redis
-from common import median, options, start_pyrepl, start_redis, tmpdir, write_json
+from common import (
+    ServerProcess,
+    free_port,
+    median,
+    options,
+    pyrepl_argv,
+    start_pyrepl,
+    start_redis,
+    tmpdir,
+    write_json,
+)
 
 from tests.support.waits import wait_for
 
 ARGS = ("--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes", "--save", "")
 MODES = ("disk", "diskless", "rdbchannel")
+PYREPLS = ("pyrepl", "base")
+SAVES = 3       # SAVEs and loads a round: their median (the first of each runs colder)
 KB = 1024
 
 
@@ -116,9 +132,18 @@ FILL = {"strings": fill_strings, "hashes": fill_hashes, "zsets": fill_zsets,
         "streams": fill_streams}
 
 
+BASE: list[str] = []     # --base: the earlier checkout "base" runs
+
+
 def start(kind: str, *extra: str, directory: str | None = None, port: int | None = None):
     if kind == "pyrepl":
         return start_pyrepl(*ARGS, *extra, tmpdir=directory, port=port)
+    if kind == "base":      # the same, on the earlier checkout's code
+        directory = directory or tmpdir("bigsync-base-")
+        port = port or free_port()
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(BASE[0]))
+        return ServerProcess(pyrepl_argv("master", port, directory, *ARGS, *extra), port,
+                             directory, f"pyrepl-base-{port}", env=env).start()
     return start_redis(*ARGS, *extra, tmpdir=directory, port=port,
                        version=8 if kind == "redis8" else 7)
 
@@ -132,9 +157,9 @@ def sync_once(kind: str, master, mode: str, digest: bytes) -> float:
     m = client(master.port)
     m.config_set("repl-diskless-sync", "no" if mode == "disk" else "yes")
     extra = ("--repl-rdb-channel", "yes") if mode == "rdbchannel" else ()
-    if mode == "rdbchannel" and kind == "pyrepl":
+    if mode == "rdbchannel" and kind in PYREPLS:
         m.config_set("repl-rdb-channel", "yes")
-    elif kind == "pyrepl":
+    elif kind in PYREPLS:
         extra = ("--repl-rdb-channel", "no")
     replica = start(kind, *extra)
     try:
@@ -172,17 +197,23 @@ def one(kind: str, dataset: str, mb: int, modes: list[str]) -> dict[str, float]:
         out["fill_s"] = time.perf_counter() - t0
         digest = m.execute_command("DEBUG", "DIGEST")
         if kind != "redis8":
-            t0 = time.perf_counter()
-            m.save()
-            out["save_s"] = time.perf_counter() - t0
+            took = []
+            for _ in range(SAVES):
+                t0 = time.perf_counter()
+                m.save()
+                took.append(time.perf_counter() - t0)
+            out["save_s"] = median(took)
             out["rdb_mb"] = os.path.getsize(os.path.join(d, "dump.rdb")) / (KB * KB)
         for mode in modes:
-            if kind == "pyrepl" or (mode == "rdbchannel") == (kind == "redis8"):
+            if kind in PYREPLS or (mode == "rdbchannel") == (kind == "redis8"):
                 out[f"{mode}_s"] = sync_once(kind, master, mode, digest)
         if kind != "redis8":
-            t0 = time.perf_counter()
-            m.execute_command("DEBUG", "RELOAD", "NOSAVE")
-            out["load_s"] = time.perf_counter() - t0
+            took = []
+            for _ in range(SAVES):
+                t0 = time.perf_counter()
+                m.execute_command("DEBUG", "RELOAD", "NOSAVE")
+                took.append(time.perf_counter() - t0)
+            out["load_s"] = median(took)
             assert m.execute_command("DEBUG", "DIGEST") == digest
     finally:
         master.stop()
@@ -192,9 +223,12 @@ def one(kind: str, dataset: str, mb: int, modes: list[str]) -> dict[str, float]:
 
 def main() -> int:
     args = options(__doc__, mb=128, rounds=1, datasets="strings,hashes,zsets,streams",
-                   modes=",".join(MODES), json=None)
+                   modes=",".join(MODES), json=None, base=None)
     modes = args.modes.split(",")
     kinds = ["pyrepl", "redis"] + (["redis8"] if "rdbchannel" in modes else [])
+    if args.base:
+        BASE.append(args.base)
+        kinds.insert(1, "base")
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     for dataset in args.datasets.split(","):
         res = results.setdefault(dataset, {k: {} for k in kinds})
@@ -205,7 +239,8 @@ def main() -> int:
                 print(f"{dataset} round {rnd + 1} {kind}: "
                       + ", ".join(f"{f} {v[-1]:.2f}" for f, v in res[kind].items()), flush=True)
     print(f"\n~{args.mb} MB a dataset; medians of {args.rounds}; ratio = pyrepl / Redis "
-          "(the RDB channel's against Redis 8)")
+          "(the RDB channel's against Redis 8)" + ("; before (--base) -> after" if args.base
+                                                   else ""))
     figs = ["save_s", "load_s", "rdb_mb"] + [f"{m}_s" for m in modes]
     print("| dataset | " + " | ".join(f"{f} pyrepl / redis (ratio)" for f in figs) + " |")
     print("|---|" + "---:|" * len(figs))
@@ -216,8 +251,15 @@ def main() -> int:
             a = median(res["pyrepl"].get(f, []))
             other = "redis8" if f == "rdbchannel_s" else "redis"
             b = median(res.get(other, {}).get(f, []))
-            table.setdefault(dataset, {})[f] = [a, b, a / b if b else float("nan")]
-            cells.append(f"{a:.2f} / {b:.2f} (**{a / b:.2f}**)" if b else f"{a:.2f} / -")
+            row = table.setdefault(dataset, {})[f] = [a, b, a / b if b else float("nan")]
+            if not b:
+                cells.append(f"{a:.2f} / -")
+            elif args.base:
+                was = median(res["base"].get(f, []))
+                row.append(was / b)
+                cells.append(f"{was / b:.2f} → **{a / b:.2f}** ({a:.2f} / {b:.2f})")
+            else:
+                cells.append(f"{a:.2f} / {b:.2f} (**{a / b:.2f}**)")
         print(f"| {dataset} | " + " | ".join(cells) + " |")
     write_json(args.json, {"mb": args.mb, "rounds": args.rounds, "table": table,
                            "raw": results})

@@ -574,6 +574,91 @@ static PyObject *put_run(PyObject *self, PyObject *args)
     return res;
 }
 
+
+/* ---------------------------------------------------------------- a stream's PELs */
+
+/* The sorted keys of a PEL (a dict of entry ID -> NACK), or NULL. */
+static PyObject *sorted_ids(PyObject *pel)
+{
+    if (!PyDict_Check(pel)) {
+        PyErr_SetString(PyExc_TypeError, "a PEL is a dict");
+        return NULL;
+    }
+    PyObject *keys = PyDict_Keys(pel);
+    if (keys != NULL && PyList_Sort(keys) < 0)
+        Py_CLEAR(keys);
+    return keys;
+}
+
+static int put_id(wbuf *w, PyObject *id)
+{
+    if (!PyLong_Check(id)) {
+        PyErr_SetString(PyExc_TypeError, "a stream ID is an int");
+        return -1;
+    }
+    if (reserve(w, 16) < 0)
+        return -1;
+    if (_PyLong_AsByteArray((PyLongObject *)id, w->b + w->len, 16, 0, 0) < 0)
+        return -1;
+    w->len += 16;
+    return 0;
+}
+
+/* put_pel(pel, nacks) -> with nacks, a group's PEL as rdbSaveObject writes it (per entry in ID
+ * order: the ID's 16 big-endian bytes, the delivery time's 8 little-endian bytes, the delivery
+ * count as a length); without, a consumer's (the IDs alone). */
+static PyObject *put_pel(PyObject *self, PyObject *args)
+{
+    PyObject *pel;
+    int nacks;
+    if (!PyArg_ParseTuple(args, "Op", &pel, &nacks))
+        return NULL;
+    PyObject *keys = sorted_ids(pel);
+    if (keys == NULL)
+        return NULL;
+    static PyObject *s_time = NULL, *s_count = NULL;
+    if (s_time == NULL) {
+        s_time = PyUnicode_InternFromString("delivery_time");
+        s_count = PyUnicode_InternFromString("delivery_count");
+        if (s_time == NULL || s_count == NULL) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+    }
+    wbuf w = {NULL, 0, 0};
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    int err = 0;
+    for (Py_ssize_t i = 0; i < n && !err; i++) {
+        PyObject *id = PyList_GET_ITEM(keys, i);
+        if (put_id(&w, id) < 0) {
+            err = 1;
+            break;
+        }
+        if (!nacks)
+            continue;
+        PyObject *nack = PyDict_GetItemWithError(pel, id);    /* borrowed */
+        PyObject *t = nack ? PyObject_GetAttr(nack, s_time) : NULL;
+        PyObject *c = t ? PyObject_GetAttr(nack, s_count) : NULL;
+        long long tv = c ? PyLong_AsLongLong(t) : -1;
+        unsigned long long cv = (c && !PyErr_Occurred()) ? PyLong_AsUnsignedLongLong(c) : 0;
+        Py_XDECREF(t);
+        Py_XDECREF(c);
+        if (c == NULL || PyErr_Occurred() || reserve(&w, 17) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "a PEL entry without its NACK");
+            err = 1;
+            break;
+        }
+        for (int k = 0; k < 8; k++)
+            w.b[w.len++] = (uint8_t)((unsigned long long)tv >> (8 * k));
+        w.len += put_len(w.b + w.len, cv);
+    }
+    Py_DECREF(keys);
+    PyObject *res = err ? NULL : PyBytes_FromStringAndSize((const char *)w.b, w.len);
+    PyMem_Free(w.b);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"compress", compress, METH_VARARGS,
      "compress(data, limit) -> the LZF stream of data, or None when longer than limit"},
@@ -586,6 +671,9 @@ static PyMethodDef methods[] = {
     {"put_run", put_run, METH_VARARGS,
      "put_run(kind, items, compress) -> the RDB bytes of items (0 strings, 1 (field, value) "
      "pairs, 2 (member, score) pairs): _put_strings's encoding"},
+    {"put_pel", put_pel, METH_VARARGS,
+     "put_pel(pel, nacks) -> a stream group's PEL (nacks) or a consumer's (the IDs alone) as "
+     "the RDB writes it, in ID order"},
     {"rdb_string", rdb_string, METH_O,
      "rdb_string(s) -> s as an LZF-compressed RDB string, or None when Redis writes it raw"},
     {NULL, NULL, 0, NULL},

@@ -316,6 +316,23 @@ def stream_listpack(node: Any) -> bytes:
     return node.listpack()
 
 
+def put_pel_reference(pel: Mapping[int, Any], nacks: bool) -> bytes:
+    """The reference of _codec.put_pel: a stream group's PEL (``nacks``: per entry in ID
+    order its ID's 16 big-endian bytes, the delivery time's 8 little-endian bytes, the
+    delivery count as a length) or a consumer's (the IDs alone), as rdbSaveObject writes
+    them."""
+    out: list[bytes] = []
+    for eid in sorted(pel):
+        out.append(eid.to_bytes(16, "big"))
+        if nacks:
+            nack = pel[eid]
+            out.append(_PACK_Q(nack.delivery_time) + encode_len(nack.delivery_count))
+    return b"".join(out)
+
+
+put_pel = _codec.put_pel if _codec is not None else put_pel_reference
+
+
 def encode_stream(s: Stream, z: Lzf = None) -> bytes:
     """rdbSaveObject for OBJ_STREAM, RDB_TYPE_STREAM_LISTPACKS_2 layout (without the type;
     ``z``: see encode_string)."""
@@ -334,15 +351,12 @@ def encode_stream(s: Stream, z: Lzf = None) -> bytes:
         out.append(encode_len(g.last_id & MASK64))
         out.append(encode_len(g.entries_read & MASK64))
         out.append(encode_len(len(g.pel)))
-        for eid in sorted(g.pel):
-            nack = g.pel[eid]
-            out.append(eid.to_bytes(16, "big") + _PACK_Q(nack.delivery_time) +
-                       encode_len(nack.delivery_count))
+        out.append(put_pel(g.pel, True))
         out.append(encode_len(len(g.consumers)))
         for cname in sorted(g.consumers):
             cons = g.consumers[cname]
             out.append(encode_string(cname) + _PACK_Q(cons.seen_time) + encode_len(len(cons.pel)))
-            out.extend(eid.to_bytes(16, "big") for eid in sorted(cons.pel))
+            out.append(put_pel(cons.pel, False))
     return b"".join(out)
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyrepl.keyspace.stream import Nack
 from pyrepl.rdb import lzf
 from pyrepl.rdb.decoder import (
     KeyValue,
@@ -18,7 +19,7 @@ from pyrepl.rdb.decoder import (
     _read_zset2_member,
     _rstr,
 )
-from pyrepl.rdb.encoder import encode_rdb_bytes, put_run_reference
+from pyrepl.rdb.encoder import encode_rdb_bytes, put_pel_reference, put_run_reference
 
 C = lzf._codec
 need_c = pytest.mark.skipif(C is None, reason="pyrepl runs as plain Python")
@@ -189,3 +190,17 @@ def test_a_run_stops_before_what_the_reader_must_judge() -> None:
         assert C.read_run(0, bad, 0, 2, out) == 2 and out == [b"a"]
     with pytest.raises(Exception, match="LZF"):
         _rstr(bad, 2, len(bad))
+
+
+@need_c
+@settings(max_examples=200, deadline=None)
+@given(pel=st.dictionaries(st.integers(0, (1 << 128) - 1),
+                           st.tuples(st.integers(-(1 << 63), (1 << 63) - 1),
+                                     st.integers(0, (1 << 64) - 1)), max_size=40))
+def test_c_pel_matches_the_reference(pel: dict) -> None:
+    """put_pel writes a group's PEL (IDs in order, delivery times, counts) and a consumer's
+    (IDs alone) as put_pel_reference does."""
+    assert C is not None
+    nacks = {eid: Nack(t, c, None) for eid, (t, c) in pel.items()}
+    for with_nacks in (True, False):
+        assert C.put_pel(nacks, with_nacks) == put_pel_reference(nacks, with_nacks)
