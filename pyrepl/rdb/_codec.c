@@ -659,6 +659,106 @@ static PyObject *put_pel(PyObject *self, PyObject *args)
     return res;
 }
 
+
+/* read_pel(buf, p, count, nack, pel) -> (read, position): up to count entries of a group's PEL
+ * at p (ID, delivery time, delivery count), each stored as pel[id] = nack(time, count, None);
+ * stops before one not whole in buf or already in pel (the Python loop then reads it or says
+ * what is wrong). */
+static PyObject *read_pel(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t p, count, got = 0;
+    PyObject *nack_type, *pel;
+    if (!PyArg_ParseTuple(args, "y*nnOO!", &buf, &p, &count, &nack_type, &PyDict_Type, &pel))
+        return NULL;
+    const uint8_t *b = buf.buf;
+    Py_ssize_t n = buf.len;
+    int err = 0;
+    for (; got < count; got++) {
+        uint64_t cnt;
+        Py_ssize_t q;
+        if (p < 0 || p + 25 > n || !read_len(b, p + 24, n, &cnt, &q))
+            break;
+        PyObject *id = _PyLong_FromByteArray(b + p, 16, 0, 0);
+        if (id == NULL) {
+            err = 1;
+            break;
+        }
+        int dup = PyDict_Contains(pel, id);
+        if (dup != 0) {
+            Py_DECREF(id);
+            err = dup < 0;
+            break;
+        }
+        uint64_t t = 0;
+        for (int k = 7; k >= 0; k--)
+            t = (t << 8) | b[p + 16 + k];
+        PyObject *nack = PyObject_CallFunction(nack_type, "LKO", (long long)t,
+                                               (unsigned long long)cnt, Py_None);
+        int r = nack == NULL ? -1 : PyDict_SetItem(pel, id, nack);
+        Py_DECREF(id);
+        Py_XDECREF(nack);
+        if (r < 0) {
+            err = 1;
+            break;
+        }
+        p = q;
+    }
+    PyBuffer_Release(&buf);
+    if (err)
+        return NULL;
+    return Py_BuildValue("(nn)", got, p);
+}
+
+/* read_consumer_pel(buf, p, count, pel, consumer, cpel) -> (read, position): up to count IDs
+ * of a consumer's PEL at p, each NACK of pel given its consumer and put in cpel; stops before
+ * an ID not whole in buf or not in pel. */
+static PyObject *read_consumer_pel(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t p, count, got = 0;
+    PyObject *pel, *cons, *cpel;
+    if (!PyArg_ParseTuple(args, "y*nnO!OO!", &buf, &p, &count, &PyDict_Type, &pel, &cons,
+                          &PyDict_Type, &cpel))
+        return NULL;
+    static PyObject *s_consumer = NULL;
+    if (s_consumer == NULL && (s_consumer = PyUnicode_InternFromString("consumer")) == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t n = buf.len;
+    int err = 0;
+    for (; got < count; got++) {
+        if (p < 0 || p + 16 > n)
+            break;
+        PyObject *id = _PyLong_FromByteArray(b + p, 16, 0, 0);
+        if (id == NULL) {
+            err = 1;
+            break;
+        }
+        PyObject *nack = PyDict_GetItemWithError(pel, id);     /* borrowed */
+        if (nack == NULL) {
+            Py_DECREF(id);
+            err = PyErr_Occurred() != NULL;
+            break;
+        }
+        int r = PyObject_SetAttr(nack, s_consumer, cons);
+        if (r == 0)
+            r = PyDict_SetItem(cpel, id, nack);
+        Py_DECREF(id);
+        if (r < 0) {
+            err = 1;
+            break;
+        }
+        p += 16;
+    }
+    PyBuffer_Release(&buf);
+    if (err)
+        return NULL;
+    return Py_BuildValue("(nn)", got, p);
+}
+
 static PyMethodDef methods[] = {
     {"compress", compress, METH_VARARGS,
      "compress(data, limit) -> the LZF stream of data, or None when longer than limit"},
@@ -674,6 +774,13 @@ static PyMethodDef methods[] = {
     {"put_pel", put_pel, METH_VARARGS,
      "put_pel(pel, nacks) -> a stream group's PEL (nacks) or a consumer's (the IDs alone) as "
      "the RDB writes it, in ID order"},
+    {"read_pel", read_pel, METH_VARARGS,
+     "read_pel(buf, p, count, nack, pel) -> (read, position): a group's PEL entries into pel "
+     "as nack(time, count, None), up to one not whole or already there"},
+    {"read_consumer_pel", read_consumer_pel, METH_VARARGS,
+     "read_consumer_pel(buf, p, count, pel, consumer, cpel) -> (read, position): a consumer's "
+     "PEL IDs, their NACKs given the consumer and put in cpel, up to one not whole or not in "
+     "pel"},
     {"rdb_string", rdb_string, METH_O,
      "rdb_string(s) -> s as an LZF-compressed RDB string, or None when Redis writes it raw"},
     {NULL, NULL, 0, NULL},

@@ -1259,7 +1259,11 @@ def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
         if p + 25 * npel > n:
             raise _Incomplete(p + 25 * npel)
         pel = g.pel
-        for _ in range(npel):
+        left = npel
+        if _codec is not None:      # (what it leaves, the loop below reads or refuses)
+            done, p = _codec.read_pel(buf, p, npel, Nack, pel)
+            left -= done
+        for _ in range(left):
             eid = from_bytes(buf[p:p + 16], "big")
             when = u64(buf, p + 16)[0]
             c = buf[p + 24]
@@ -1285,6 +1289,8 @@ def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
             if end > n:
                 raise _Incomplete(end)
             cpel = cons.pel
+            if _codec is not None:
+                p = _codec.read_consumer_pel(buf, p, npel, pel, cons, cpel)[1]
             for q in range(p, end, 16):
                 eid = from_bytes(buf[q:q + 16], "big")
                 nack = pel.get(eid)

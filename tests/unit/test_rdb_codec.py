@@ -204,3 +204,65 @@ def test_c_pel_matches_the_reference(pel: dict) -> None:
     nacks = {eid: Nack(t, c, None) for eid, (t, c) in pel.items()}
     for with_nacks in (True, False):
         assert C.put_pel(nacks, with_nacks) == put_pel_reference(nacks, with_nacks)
+
+
+@need_c
+@settings(max_examples=100, deadline=None)
+@given(ids=st.lists(st.integers(1, 3000), max_size=60), dup=st.booleans(),
+       missing=st.booleans(), cut=st.integers(0, 4000))
+def test_c_pel_reading_matches_the_python_loop(ids: list, dup: bool, missing: bool,
+                                               cut: int) -> None:
+    """A stream's group and consumer PELs read by read_pel / read_consumer_pel load what the
+    Python loops load, and a duplicated or orphan entry is refused with the same error."""
+    from pyrepl.keyspace.stream import Consumer, Group, Stream
+    from pyrepl.rdb import decoder as dec_mod
+    from pyrepl.rdb.decoder import RdbError
+
+    s = Stream()
+    for i in range(1, 3001):
+        s.append(i << 64, [b"f", b"%d" % i], 4096, 100)
+    g = s.groups[b"g"] = Group(3000 << 64, 3000)
+    c = g.consumers[b"c"] = Consumer(b"c", 5)
+    for i in sorted(set(ids)):
+        g.pel[i << 64] = c.pel[i << 64] = Nack(1000 + i, i % 300, c)
+
+    class Db:
+        def __init__(self) -> None:
+            self.data = {b"s": s}
+            self.expires: dict[bytes, int] = {}
+
+    blob = encode_rdb_bytes([Db()], now_ms=0)
+    if g.pel and (dup or missing):
+        first = (min(g.pel)).to_bytes(16, "big")
+        second = (max(g.pel) + 1).to_bytes(16, "big")
+        at = blob.rindex(first)       # the consumer PEL's first ID (after the group PEL's)
+        if missing:                   # an ID the group's PEL has not
+            blob = blob[:at] + second + blob[at + 16:]
+        else:                         # the group PEL's first entry twice
+            g_at = blob.index(first)
+            blob = blob[:g_at + 25] + blob[g_at:g_at + 25] + blob[g_at + 50:]
+
+    def load(with_c: bool) -> str:
+        saved = dec_mod._codec
+        if not with_c:
+            dec_mod._codec = None
+        try:
+            dec = RdbDecoder(verify_checksum=False)
+            for i in range(0, len(blob), 1 + cut):
+                dec.receive_data(blob[i:i + 1 + cut])
+            dec.receive_data(b"")
+            out = []
+            while (ev := dec.next_event()) is not None:
+                if isinstance(ev, KeyValue):
+                    t = ev.value
+                    out.append(sorted((e, n.delivery_time, n.delivery_count,
+                                       n.consumer.name if n.consumer else None)
+                                      for e, n in t.groups[b"g"].pel.items()))
+                    out.append(sorted(t.groups[b"g"].consumers[b"c"].pel))
+            return repr(out)
+        except RdbError as e:
+            return f"error: {e}"
+        finally:
+            dec_mod._codec = saved
+
+    assert load(True) == load(False)
