@@ -44,6 +44,7 @@ from common import (
     start_redis,
     tmpdir,
     write_json,
+    xadd_entries,
 )
 
 from tests.support.waits import wait_for
@@ -116,13 +117,7 @@ def fill_streams(r: redis.Redis, mb: int) -> None:
     per = 100000
     for s in range(max(1, mb * KB * KB // (per * 60))):
         key = f"stream:{s}"
-        p = r.pipeline(transaction=False)
-        for i in range(1, per + 1):
-            p.execute_command("XADD", key, f"{i}-0", "user", f"u{i % 977}", "action",
-                              "click" if i % 3 else "view", "value", str(i * 7))
-            if i % 2000 == 0:
-                p.execute()
-        p.execute()
+        xadd_entries(r, key, per, 2000)
         r.execute_command("XGROUP", "CREATE", key, "g1", "0")
         r.execute_command("XREADGROUP", "GROUP", "g1", "c1", "COUNT", str(per // 10),
                           "STREAMS", key, ">")

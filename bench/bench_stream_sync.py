@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 import redis
-from common import median, options, start_pyrepl, start_redis
+from common import median, options, start_pyrepl, start_redis, xadd_entries
 
 from tests.support.waits import wait_for
 
@@ -27,13 +27,7 @@ def populate(r: redis.Redis, entries: int) -> float:
     per = entries // STREAMS
     for s in range(STREAMS):
         key = f"stream:{s}"
-        p = r.pipeline(transaction=False)
-        for i in range(1, per + 1):
-            p.execute_command("XADD", key, f"{i}-0", "user", f"u{i % 977}", "action",
-                              "click" if i % 3 else "view", "value", str(i * 7))
-            if i % 1000 == 0:
-                p.execute()
-        p.execute()
+        xadd_entries(r, key, per, 1000)
         for g in ("g1", "g2"):
             r.execute_command("XGROUP", "CREATE", key, g, "0")
             got = r.execute_command("XREADGROUP", "GROUP", g, "c1", "COUNT", str(per // 3),

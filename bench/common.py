@@ -255,3 +255,15 @@ def callgrind_instructions(argv: list[str], env: dict[str, str] | None = None,
     if match is None:
         raise RuntimeError(out.stderr[-2000:])
     return int(match.group(1))
+
+
+def xadd_entries(r: object, key: str, count: int, batch: int) -> None:
+    """``count`` stream entries ``1-0``.. of three fields (user, action, value) added to
+    ``key``, pipelined ``batch`` at a time (the stream benchmarks' data)."""
+    p = r.pipeline(transaction=False)  # type: ignore[attr-defined]
+    for i in range(1, count + 1):
+        p.execute_command("XADD", key, f"{i}-0", "user", f"u{i % 977}", "action",
+                          "click" if i % 3 else "view", "value", str(i * 7))
+        if i % batch == 0:
+            p.execute()
+    p.execute()

@@ -103,32 +103,42 @@ static Py_ssize_t lzf_compress(const uint8_t *in, Py_ssize_t n, uint8_t *out, Py
     return op;
 }
 
-static PyObject *compress(PyObject *self, PyObject *args)
+static int lzf_decompress(const uint8_t *ip, Py_ssize_t slen, uint8_t *o, Py_ssize_t expected);
+
+/* compress and decompress: (data, size) parsed, a bytes of up to ``size`` filled by ``run``
+ * (its length, or -1: the answer is None). */
+static PyObject *lzf_call(PyObject *args, int compressing)
 {
     Py_buffer buf;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "y*n", &buf, &limit))
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*n", &buf, &size))
         return NULL;
-    if (limit < 0)
-        limit = 0;
-    /* room for the worst case (a literal byte per 32) when the limit allows it */
-    Py_ssize_t room = buf.len + buf.len / 32 + 2;
-    if (room > limit)
-        room = limit;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, room);
-    if (out == NULL) {
-        PyBuffer_Release(&buf);
-        return NULL;
+    if (size < 0)
+        size = compressing ? 0 : -1;
+    if (compressing && size > buf.len + buf.len / 32 + 2)
+        size = buf.len + buf.len / 32 + 2;    /* room for the worst case: a literal per 32 */
+    PyObject *out = size < 0 ? NULL : PyBytes_FromStringAndSize(NULL, size);
+    Py_ssize_t got = -1;
+    if (out != NULL) {
+        uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+        got = compressing ? lzf_compress(buf.buf, buf.len, o, size)
+                          : (lzf_decompress(buf.buf, buf.len, o, size) ? size : -1);
     }
-    Py_ssize_t got = lzf_compress(buf.buf, buf.len, (uint8_t *)PyBytes_AS_STRING(out), room);
     PyBuffer_Release(&buf);
     if (got < 0) {
-        Py_DECREF(out);
+        if (out == NULL && size >= 0)
+            return NULL;
+        Py_XDECREF(out);
         Py_RETURN_NONE;
     }
-    if (got != room && _PyBytes_Resize(&out, got) < 0)
+    if (got != size && _PyBytes_Resize(&out, got) < 0)
         return NULL;
     return out;
+}
+
+static PyObject *compress(PyObject *self, PyObject *args)
+{
+    return lzf_call(args, 1);
 }
 
 /* rdbSaveLen's bytes into p; their count. */
@@ -155,6 +165,23 @@ static int put_len(uint8_t *p, uint64_t n)
     return 9;
 }
 
+/* s[0..n) as an LZF-compressed RDB string into o (room: n + 15 bytes): 0xC3, the stream's
+ * length, n, the stream (at most n - 4 bytes); its length, or -1 when Redis writes s raw. */
+static Py_ssize_t put_lzf_string(const uint8_t *s, Py_ssize_t n, uint8_t *o)
+{
+    Py_ssize_t got = lzf_compress(s, n, o + 19, n - 4);
+    if (got < 0)
+        return -1;
+    uint8_t head[19];
+    int h = 0;
+    head[h++] = 0xC3;
+    h += put_len(head + h, (uint64_t)got);
+    h += put_len(head + h, (uint64_t)n);
+    memmove(o + h, o + 19, (size_t)got);
+    memcpy(o, head, (size_t)h);
+    return h + got;
+}
+
 static PyObject *rdb_string(PyObject *self, PyObject *arg)
 {
     if (!PyBytes_Check(arg)) {
@@ -170,20 +197,13 @@ static PyObject *rdb_string(PyObject *self, PyObject *arg)
     PyObject *out = PyBytes_FromStringAndSize(NULL, limit + 19);
     if (out == NULL)
         return NULL;
-    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
-    Py_ssize_t got = lzf_compress((const uint8_t *)PyBytes_AS_STRING(arg), n, o + 19, limit);
+    Py_ssize_t got = put_lzf_string((const uint8_t *)PyBytes_AS_STRING(arg), n,
+                                    (uint8_t *)PyBytes_AS_STRING(out));
     if (got < 0) {
         Py_DECREF(out);
         Py_RETURN_NONE;
     }
-    uint8_t head[19];
-    int h = 0;
-    head[h++] = 0xC3;
-    h += put_len(head + h, (uint64_t)got);
-    h += put_len(head + h, (uint64_t)n);
-    memmove(o + h, o + 19, (size_t)got);
-    memcpy(o, head, (size_t)h);
-    if (_PyBytes_Resize(&out, h + got) < 0)
+    if (_PyBytes_Resize(&out, got) < 0)
         return NULL;
     return out;
 }
@@ -231,26 +251,7 @@ static int lzf_decompress(const uint8_t *ip, Py_ssize_t slen, uint8_t *o, Py_ssi
 
 static PyObject *decompress(PyObject *self, PyObject *args)
 {
-    Py_buffer buf;
-    Py_ssize_t expected;
-    if (!PyArg_ParseTuple(args, "y*n", &buf, &expected))
-        return NULL;
-    if (expected < 0) {
-        PyBuffer_Release(&buf);
-        Py_RETURN_NONE;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, expected);
-    if (out == NULL) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    int ok = lzf_decompress(buf.buf, buf.len, (uint8_t *)PyBytes_AS_STRING(out), expected);
-    PyBuffer_Release(&buf);
-    if (!ok) {
-        Py_DECREF(out);
-        Py_RETURN_NONE;
-    }
-    return out;
+    return lzf_call(args, 0);
 }
 
 
@@ -505,16 +506,9 @@ static int put_str(wbuf *w, PyObject *o, int z)
             return 0;
         }
     } else if (z && n > 20) {
-        Py_ssize_t got = lzf_compress(s, n, o8 + 19, n - 4);
+        Py_ssize_t got = put_lzf_string(s, n, o8);
         if (got >= 0) {
-            uint8_t head[19];
-            int h = 0;
-            head[h++] = 0xC3;
-            h += put_len(head + h, (uint64_t)got);
-            h += put_len(head + h, (uint64_t)n);
-            memmove(o8 + h, o8 + 19, (size_t)got);
-            memcpy(o8, head, (size_t)h);
-            w->len += h + got;
+            w->len += got;
             return 0;
         }
     }

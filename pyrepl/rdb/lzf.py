@@ -131,28 +131,19 @@ def compress_reference(data: bytes, limit: int | None = None) -> bytes | None:
     return bytes(out)
 
 
-def _len_bytes(n: int) -> bytes:
-    """rdbSaveLen (pyrepl.rdb.encoder.encode_len's encoding)."""
-    if n < 64:
-        return bytes((n,))
-    if n < 16384:
-        return bytes((0x40 | (n >> 8), n & 0xFF))
-    if n <= 0xFFFFFFFF:
-        return b"\x80" + n.to_bytes(4, "big")
-    return b"\x81" + n.to_bytes(8, "big")
-
-
 def rdb_string_reference(s: bytes) -> bytes | None:
     """rdbSaveLzfStringObject: ``s`` as an LZF-compressed RDB string (0xC3, the stream's
     length, the string's, the stream), or None when Redis writes it raw: 20 bytes or less, or
     a stream not 4 bytes shorter than the string."""
+    from pyrepl.rdb.encoder import encode_len  # (the encoder imports this module)
+
     n = len(s)
     if n <= 20:
         return None
     c = compress_reference(s, n - 4)
     if c is None:
         return None
-    return b"\xc3" + _len_bytes(len(c)) + _len_bytes(n) + c
+    return b"\xc3" + encode_len(len(c)) + encode_len(n) + c
 
 
 _codec = native.load("pyrepl.rdb._codec")
