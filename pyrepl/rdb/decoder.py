@@ -41,6 +41,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from pyrepl.keyspace.hashttl import make_hashex
@@ -866,9 +867,6 @@ class RdbDecoder:
                 value, q = _rstr(buf, q, n)
             else:
                 reader = self._readers.get(t)
-                if t in _STREAM_TYPES:      # its nodes one by one, then _read_stream_tail
-                    reader = _read_stream_node_deep if self._lp_entries is \
-                        checked_listpack_entries else _read_stream_node
                 if reader is not None:
                     low = 0
                     if t == RDB_TYPE_HASH_METADATA:
@@ -1053,8 +1051,6 @@ class RdbDecoder:
 
     def _parse_object(self, t: int, buf: bytes, p: int, n: int) -> tuple[Any, int]:
         """rdbLoadObject for every non-string type: (value or _SKIP, next position)."""
-        if t in _STREAM_TYPES:
-            return _read_stream(t, buf, p, n, self._lp_entries is checked_listpack_entries)
         if t in _BLOB_TYPES:
             if t == RDB_TYPE_HASH_LISTPACK_EX:
                 if p + 8 > n:
@@ -1185,30 +1181,18 @@ def _read_ms(buf: bytes, p: int, n: int) -> tuple[int, int]:
     return _U64.unpack_from(buf, p)[0], p + 8
 
 
-def _read_stream(t: int, buf: bytes, p: int, n: int, deep: bool) -> tuple[Stream, int]:
-    """rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2, _3, _4); ``deep``: sanitize-dump-payload's
-    deep check of the listpacks."""
-    nodes, p = _rlen(buf, p, n)
-    read = _read_stream_node_deep if deep else _read_stream_node
-    got: list[Node] = []
-    for _ in range(nodes):
-        node, p = read(buf, p, n)
-        got.append(node)
-    return _read_stream_tail(t, got, buf, p, n)
-
-
-def _read_stream_node(buf: bytes, p: int, n: int) -> tuple[Node, int]:
+def _read_stream_node(buf: bytes, p: int, n: int, deep: bool = False) -> tuple[Node, int]:
     """One node of a stream: its master ID and listpack, checked (the decoder's element
     reader of a stream, whose nodes it reads as a _Partial)."""
     key, p = _rstr(buf, p, n)
     lp, p = _rstr(buf, p, n)
-    return _stream_node(key, lp, False), p
+    return _stream_node(key, lp, deep), p
 
 
-def _read_stream_node_deep(buf: bytes, p: int, n: int) -> tuple[Node, int]:
-    key, p = _rstr(buf, p, n)
-    lp, p = _rstr(buf, p, n)
-    return _stream_node(key, lp, True), p
+_read_stream_node_deep = partial(_read_stream_node, deep=True)
+# A stream's nodes are the decoder's elements of it (then _read_stream_tail reads the rest)
+_ELEMENT_READERS.update(dict.fromkeys(_STREAM_TYPES, _read_stream_node))
+_DEEP_ELEMENT_READERS.update(dict.fromkeys(_STREAM_TYPES, _read_stream_node_deep))
 
 
 def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
