@@ -1,11 +1,11 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
-   set(c, argv), get, incr, lpush, rpush, hset and zadd are the handlers of SET, GET, INCR,
-   LPUSH, RPUSH, HSET and ZADD (pyrepl/commands/hot.py puts them in the command table). Each
+   set(c, argv), get, incr, lpush, rpush, hset, zadd and exists are the handlers of SET, GET,
+   INCR, LPUSH, RPUSH, HSET, ZADD and EXISTS (pyrepl/commands/hot.py puts them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark
    and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key
-   field value, ZADD key <integer score> member. In every other case, and whenever the
+   field value, ZADD key <integer score> member, EXISTS key. In every other case, and whenever the
    Python handler would do more than the store (a key with a TTL, a WATCHed database,
    keyspace events on, a new list, hash or sorted set, a value of another type or form), it
    calls the Python handler before anything changed, so that stays the reference:
@@ -28,9 +28,9 @@
 #include "../keyspace/_lplist.h"
 #include "../keyspace/_lpzset.h"
 
-enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
+enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_N };
 static const char *const handler_names[H_N] = {
-    "set", "get", "incr", "lpush", "rpush", "hset", "zadd",
+    "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -222,6 +222,24 @@ hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return v == NULL ? Py_NewRef(Py_None) : v;
 }
 
+/* EXISTS key: 1 or 0, the key's age untouched (LOOKUP_NOTOUCH), a hit or a miss counted */
+static PyObject *
+hot_exists(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_EXISTS, 2);
+    PyObject *v = kt->peek(h.data, h.key);    /* (a new reference) */
+    if (v == NULL && PyErr_Occurred())
+        return NULL;
+    int found = v != NULL;
+    Py_XDECREF(v);
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_EXISTS, args, nargs);
+    if (slot_add(stats, stats_off[found ? T_HITS : T_MISSES], 1) < 0)
+        return NULL;
+    return PyLong_FromLong(found);
+}
+
 /* INCR key: a missing key counts from 0. A string that is an integer is kept in the table's
    entry (keyspace/_ktable.c, "values"): read and stored as one, no text made. The key's age is
    touched once, by the store (Redis's lookupKeyWrite, then an overwrite that keeps it). */
@@ -364,4 +382,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("set", hot_set, "SET's handler."), FASTCALL("get", hot_get, "GET's handler."),
     FASTCALL("incr", hot_incr, "INCR's handler."), FASTCALL("lpush", hot_lpush, "LPUSH's handler."),
     FASTCALL("rpush", hot_rpush, "RPUSH's handler."), FASTCALL("hset", hot_hset, "HSET's handler."),
-    FASTCALL("zadd", hot_zadd, "ZADD's handler."))
+    FASTCALL("zadd", hot_zadd, "ZADD's handler."),
+    FASTCALL("exists", hot_exists, "EXISTS's handler."))
