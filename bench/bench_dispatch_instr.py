@@ -73,7 +73,7 @@ CASES = {
     "EXISTS": lambda i: _enc(b"EXISTS", b"key:%d" % (i % 10000)),
     "DEL": lambda i: _enc(b"DEL", b"key:%d" % (i % 10000)),
     "BITCOUNT": lambda i: _enc(b"BITCOUNT", b"bitmap", b"0", b"1000"),
-    "LPOP": lambda i: _enc(b"LPOP", b"biglist"),
+    "LPOP": lambda i: _enc(b"LPOP", b"poplist"),      # (a list of 200,000: it never empties)
     "SADD": lambda i: _enc(b"SADD", b"myset", b"element:%d" % (i * 7919 % 100000)),
     "ZPOPMIN": lambda i: _enc(b"ZPOPMIN", b"myzset"),
     "HINCRBY": lambda i: _enc(b"HINCRBY", b"counters", b"field:%d" % (i * 7919 % 100000), b"1"),
@@ -243,6 +243,7 @@ PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" 
                                                                           for i in range(50)))
 # as bench_commands.py's setup (redis-benchmark's LRANGE list: 600 elements of "xxx")
 PREFILL["LRANGE100"] = PREFILL["LRANGE600"] = _enc(b"RPUSH", b"biglist", *[b"xxx"] * 600)
+PREFILL["LPOP"] = _enc(b"RPUSH", b"poplist", *[b"xxx"] * 200000)
 PREFILL["XRANGE"] = PREFILL["XREADGROUP"] = b"".join(
     _enc(b"XADD", b"stream", b"*", b"field", b"%d" % i) for i in range(1000)) + _enc(
     b"XGROUP", b"CREATE", b"stream", b"g", b"0") + _enc(

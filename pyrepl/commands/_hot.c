@@ -1,11 +1,11 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
-   set(c, argv), get, incr, lpush, rpush, hset and zadd are the handlers of SET, GET, INCR,
-   LPUSH, RPUSH, HSET and ZADD (pyrepl/commands/hot.py puts them in the command table). Each
+   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop and rpop are the handlers
+   of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP and RPOP (pyrepl/commands/hot.py puts them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark
    and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key
-   field value, ZADD key <integer score> member. In every other case, and whenever the
+   field value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key. In every other case, and whenever the
    Python handler would do more than the store (a key with a TTL, a WATCHed database,
    keyspace events on, a new list, hash or sorted set, a value of another type or form), it
    calls the Python handler before anything changed, so that stays the reference:
@@ -28,9 +28,10 @@
 #include "../keyspace/_lplist.h"
 #include "../keyspace/_lpzset.h"
 
-enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_N };
+enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
+       H_N };
 static const char *const handler_names[H_N] = {
-    "set", "get", "incr", "lpush", "rpush", "hset", "zadd",
+    "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -46,7 +47,7 @@ static const char *const stats_names[T_N] = {"keyspace_hits", "keyspace_misses"}
 static Py_ssize_t client_off[C_N], db_off[D_N], core_off[K_N], stats_off[T_N];
 static PyTypeObject *client_type, *db_type, *core_type, *stats_type, *deque_type, *zset_type;
 static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
-static PyObject *appendleft, *append, *set_score;   /* deque's and ZSet's methods */
+static PyObject *appendleft, *append, *popleft, *pop_right, *set_score;  /* deque's, ZSet's */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
@@ -82,6 +83,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (added == -1 && PyErr_Occurred())
         return NULL;
     if (keep_attr(&appendleft, args[4], "appendleft") || keep_attr(&append, args[4], "append") ||
+            keep_attr(&popleft, args[4], "popleft") || keep_attr(&pop_right, args[4], "pop") ||
             keep_attr(&set_score, args[5], "set_score"))
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
@@ -222,6 +224,24 @@ hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return v == NULL ? Py_NewRef(Py_None) : v;
 }
 
+/* EXISTS key: 1 or 0, the key's age untouched (LOOKUP_NOTOUCH), a hit or a miss counted */
+static PyObject *
+hot_exists(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_EXISTS, 2);
+    PyObject *v = kt->peek(h.data, h.key);    /* (a new reference) */
+    if (v == NULL && PyErr_Occurred())
+        return NULL;
+    int found = v != NULL;
+    Py_XDECREF(v);
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_EXISTS, args, nargs);
+    if (slot_add(stats, stats_off[found ? T_HITS : T_MISSES], 1) < 0)
+        return NULL;
+    return PyLong_FromLong(found);
+}
+
 /* INCR key: a missing key counts from 0. A string that is an integer is kept in the table's
    entry (keyspace/_ktable.c, "values"): read and stored as one, no text made. The key's age is
    touched once, by the store (Redis's lookupKeyWrite, then an overwrite that keeps it). */
@@ -276,6 +296,37 @@ static PyObject *
 hot_rpush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return push(H_RPUSH, append, args, nargs);
+}
+
+/* LPOP / RPOP key, from a list (a deque: the big form) that keeps an element after it: the
+   element popped (a list left empty is deleted: the reference does it); nil for no key */
+static PyObject *
+pop(int which, PyObject *method, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(which, 2);
+    PyObject *lst = kt->get(h.data, h.key);   /* (a new reference) */
+    if (lst == NULL)        /* no such key: nil, nothing counted (the reference's answer) */
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_ssize_t len = Py_TYPE(lst) == deque_type ? PyObject_Size(lst) : 0;
+    if (len < 2) {
+        Py_XDECREF(lst);
+        return PyErr_Occurred() ? NULL : reference(which, args, nargs);
+    }
+    PyObject *v = PyObject_Vectorcall(method, &lst, 1, NULL);
+    Py_DECREF(lst);
+    return v == NULL ? NULL : dirtied(&h, v);
+}
+
+static PyObject *
+hot_lpop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return pop(H_LPOP, popleft, args, nargs);
+}
+
+static PyObject *
+hot_rpop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return pop(H_RPOP, pop_right, args, nargs);
 }
 
 /* HSET key field value, into an existing hash (a listpack that still fits one after it, or a
@@ -364,4 +415,6 @@ SLOTS_MODULE(_hot,
     FASTCALL("set", hot_set, "SET's handler."), FASTCALL("get", hot_get, "GET's handler."),
     FASTCALL("incr", hot_incr, "INCR's handler."), FASTCALL("lpush", hot_lpush, "LPUSH's handler."),
     FASTCALL("rpush", hot_rpush, "RPUSH's handler."), FASTCALL("hset", hot_hset, "HSET's handler."),
-    FASTCALL("zadd", hot_zadd, "ZADD's handler."))
+    FASTCALL("zadd", hot_zadd, "ZADD's handler."),
+    FASTCALL("exists", hot_exists, "EXISTS's handler."),
+    FASTCALL("lpop", hot_lpop, "LPOP's handler."), FASTCALL("rpop", hot_rpop, "RPOP's handler."))

@@ -1,5 +1,5 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
-RPUSH, HSET and ZADD get a C handler that does what the Python handler's fast path does, and
+RPUSH, HSET, ZADD, EXISTS, LPOP and RPOP get a C handler that does what the Python handler's fast path does, and
 calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
 handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
 Python (pyrepl/native.py)."""
@@ -11,6 +11,7 @@ from typing import Any
 
 from pyrepl import native
 from pyrepl.commands.hashes import hset
+from pyrepl.commands.keys import exists
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.strings import get, incr, set_
 from pyrepl.commands.table import COMMANDS
@@ -23,7 +24,8 @@ from pyrepl.resp.types import OK
 _hot = native.load("pyrepl.commands._hot")
 
 REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpush,
-             "hset": hset, "zadd": zadd}
+             "hset": hset, "zadd": zadd, "exists": exists,
+             "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

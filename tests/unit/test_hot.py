@@ -52,7 +52,9 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, "100"], ["PEXPIRE", key, "1"], ["PERSIST", key], ["DEL", key],
         ["WATCH", key], ["UNWATCH"], ["MULTI"], ["EXEC"], ["SELECT", draw(st.sampled_from(
             ["0", "1"]))], ["SADD", key, "a"], ["SET"], ["GET", key, "extra"], ["INCR"],
-        ["LPUSH", key], ["HSET", key, "f"], ["ZADD", key, "1"],
+        ["LPUSH", key], ["HSET", key, "f"], ["ZADD", key, "1"], ["EXISTS", key],
+        ["EXISTS", key, "k"], ["EXISTS"], ["LPOP", key], ["RPOP", key], ["LPOP", key, "2"],
+        ["RPUSH", key, *(f"e{i}" + "x" * 100 for i in range(130))],   # (a deque)
     ]))
 
 
@@ -106,8 +108,11 @@ def test_c_handlers_take_their_forms_in_c() -> None:
     core, c = warm_server(False)
     c.receive_data(b"".join(cmd(*r) for r in [["RPUSH", "l", "a", "b"],
                                               ["HSET", "h", "f", "1", "g", "2"],
-                                              ["ZADD", "z", "1.5", "m"]]))
+                                              ["ZADD", "z", "1.5", "m"],
+                                              ["RPUSH", "big", *("x" * 100 for _ in range(99)),
+                                               "first", "last"]]))
     c.data_to_send()
+    assert type(c.db.data[b"big"]).__name__ == "deque"
     saved = dict(hot.REFERENCE)
 
     def fail(c, argv):
@@ -119,11 +124,15 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["SET", "k", "9"], ["INCR", "k"], ["GET", "k"], ["GET", "nokey"], ["INCR", "new"],
             ["LPUSH", "l", "x"], ["RPUSH", "l", "y"], ["HSET", "h", "f", "3"],
             ["HSET", "h", "e", "1"], ["ZADD", "z", "12", "m"], ["ZADD", "z", "3", "n"],
-            ["ZADD", "z", "3", "n"]]))
+            ["ZADD", "z", "3", "n"], ["EXISTS", "k"], ["EXISTS", "nokey"], ["RPOP", "big"],
+            ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
-                                    b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n")
+                                    b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
+                                    b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
+                                    b"\r\n$-1\r\n")
         for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
-                  ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"]):
+                  ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"],
+                  ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
