@@ -175,7 +175,8 @@ class Client:
 
     def process(self, argv: list[bytes] | None = None) -> None:
         """Run the complete commands buffered in the reader (stops while blocked), starting
-        with ``argv`` when the reader returned it already (``feed_first``)."""
+        with ``argv`` when the reader returned it already (``feed_first``). A read's common
+        case runs in C (pyrepl/net/_serve.c's process); this stays its reference."""
         reader = self.reader
         core = self.core
         while not self.close_after_reply and self.blocked is None:

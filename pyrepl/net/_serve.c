@@ -5,9 +5,10 @@
    same moves, in the same order, on the same slots (read and written at their offsets in the
    instances: pyrepl/_slots.h). What it does itself is only the bookkeeping around the
    commands: the clock, the byte and read/write counters, handing the read to the request
-   reader (pyrepl.resp.fastreader.first) and the reply to the transport. The commands run
-   where they always run: ``ServerCore.execute`` for a lone request (its common case in C:
-   pyrepl/_dispatch.c), and ``Client.process`` for anything else.
+   reader (pyrepl.resp.fastreader.first) and the reply to the transport, and the loop over a
+   pipeline's requests (``Client.process``'s common case: process() below). The commands run
+   where they always run: ``ServerCore.execute`` (its common case in C: pyrepl/_dispatch.c),
+   or a run of plain commands at once (``ServerCore.execute_run``).
 
    Why C (bench/RESULTS.md, "A lone request's bookkeeping in C"): at -P1 a request is a read,
    and these ~34 lines of the three Python methods cost ~600 ns of a lone SET's ~1.5 us in
@@ -32,8 +33,8 @@
 
 /* bind()'s arguments: the classes whose slots received() moves (their slots below, in this
    order), and what it calls. */
-#define BIND_USAGE "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, " \
-                   "first)"
+#define BIND_USAGE "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, " \
+                   "NAME_CACHE, execute, execute_run, first, release)"
 
 enum { P_SERVER, P_CORE, P_CLIENT, P_TRANSPORT, P_N };
 static const char *const proto_names[P_N] = {"server", "core", "client", "transport"};
@@ -60,13 +61,20 @@ enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_MAXMEMOR
 static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap",
                                             "aof_on", "maxmemory_clients", "obuf_normal"};
 
+enum { M_PLAIN, M_N };
+static const char *const command_names[M_N] = {"plain"};
+
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
-                  core_off[K_N];
-static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type, *core_type;
+                  core_off[K_N], command_off[M_N];
+static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type, *core_type,
+                    *command_type;
 static PyObject *py_data_received;   /* ClientProtocol.data_received: the reference */
 static PyObject *py_execute;         /* pyrepl._dispatch.execute (ServerCore.execute) */
-static PyObject *py_process;         /* Client.process */
+static PyObject *py_execute_run;     /* ServerCore.execute_run (pyrepl/core/dispatch.py) */
+static PyObject *py_process;         /* Client.process: the reference of process() below */
 static PyObject *py_first;           /* pyrepl.resp.fastreader.first */
+static PyObject *py_release;         /* pyrepl.resp.fastreader.release */
+static PyObject *name_cache;         /* pyrepl.core.dispatch.NAME_CACHE (core.name_cache) */
 static int bound;   /* bind() ran to its end */
 /* The int 0 itself (CPython's cached small int): maxmemory-clients off, tested by identity. */
 static PyObject *zero;
@@ -79,11 +87,13 @@ static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[7] = {
+    const slots_spec specs[11] = {
         SLOTS_OF(proto), SLOTS_OF(client), SLOTS_OF(stats), SLOTS_OF(reader), SLOTS_OF(core),
-        KEPT(&py_execute), KEPT(&py_first),
+        SLOTS_OF(command), KEPT(&name_cache), KEPT(&py_execute), KEPT(&py_execute_run),
+        KEPT(&py_first), KEPT(&py_release),
     };
-    if (bind_args(nargs == 7, BIND_USAGE, args, specs, 7) < 0 ||
+    if (bind_args(nargs == 11 && PyDict_CheckExact(args[6]), BIND_USAGE, args, specs,
+                  11) < 0 ||
             keep_attr(&py_data_received, args[0], "data_received") ||
             keep_attr(&py_process, args[1], "process") || intern(&str_write, "write") ||
             intern(&str_close, "close") ||
@@ -143,12 +153,13 @@ data_to_send(PyObject *c, PyObject *stats)
     return data;
 }
 
-/* client.reader's ``queue`` (i = R_QUEUE) or ``spent`` (R_SPENT) as a truth value: 1, 0, or -1
-   on an exception. (The reader is read again each time, as the Python code does.) */
+/* A reader's ``queue`` (i = R_QUEUE) or ``spent`` (R_SPENT) as a truth value: 1, 0, or -1
+   on an exception. (received() reads client.reader again each time, as the Python code
+   does.) */
 static int
-reader_flag(PyObject *c, int i)
+reader_flag(PyObject *reader, int i)
 {
-    PyObject *reader = C(c, C_READER), *v;
+    PyObject *v;
     if (reader != NULL && Py_TYPE(reader) == reader_type &&
             (v = SLOT_AT(reader, reader_off[i])) != NULL)
         return PyObject_IsTrue(v);
@@ -162,6 +173,120 @@ reader_flag(PyObject *c, int i)
     int on = PyObject_IsTrue(v);
     Py_DECREF(v);
     return on;
+}
+
+/* f(a, b, ...): a vectorcall of n arguments (new reference, NULL on an exception). */
+static inline PyObject *
+call_n(PyObject *f, PyObject **args, size_t n)
+{
+    return PyObject_Vectorcall(f, args + 1, n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* Client.process(argv) (pyrepl/core/client.py) for c, its common case: the requests a read
+   left in the reader's queue, one by one. argv (borrowed) is the first, or Py_None. What
+   the Python loop makes per request in Python is made here: the next request is the
+   queue's last (``reader.gets()`` with a queue), ``core.execute_run`` is skipped for a
+   command the name cache knows as not plain (its ``plainrun.start`` refuses such a first
+   request before anything else, so the call would answer False), ``execute`` is the C
+   dispatch, and the read's end is ``reader.spent and not reader.queue``. Anything else
+   (an empty queue: the pure reader's gets(), an output limit for normal clients, a client
+   closing or blocked by something other than a bool and None) hands the loop, from the
+   request in hand, to the Python method: the reference (tests/unit/test_serve.py).
+   A new reference to None, or NULL on an exception. */
+static PyObject *
+process(PyObject *core, PyObject *c, PyObject *argv)
+{
+    PyObject *reader = C(c, C_READER), *r;
+    if (reader == NULL || Py_TYPE(reader) != reader_type)
+        goto python;
+    Py_INCREF(reader);   /* (the loop keeps the reader it started with, as the Python's) */
+    Py_INCREF(argv);
+    for (;;) {
+        PyObject *closing = C(c, C_CLOSE_AFTER_REPLY), *blocked = C(c, C_BLOCKED);
+        if (closing == Py_True || (closing == Py_False && blocked != NULL &&
+                                   blocked != Py_None)) {
+            r = Py_NewRef(Py_None);   /* (the loop's condition: done) */
+            break;
+        }
+        PyObject *q = SLOT_AT(reader, reader_off[R_QUEUE]);
+        if (closing != Py_False || blocked == NULL || q == NULL || !PyList_CheckExact(q) ||
+                SLOT_AT(core, core_off[K_OBUF_NORMAL]) != Py_False)
+            goto hand_over;
+        if (argv == Py_None) {   /* reader.gets(): the queue's last */
+            Py_ssize_t n = PyList_GET_SIZE(q);
+            if (n == 0)
+                goto hand_over;
+            PyObject *next = Py_NewRef(PyList_GET_ITEM(q, n - 1));
+            if (PyList_SetSlice(q, n - 1, n, NULL) < 0) {
+                Py_DECREF(next);
+                r = NULL;
+                break;
+            }
+            Py_SETREF(argv, next);
+        }
+        int ran = 0;
+        if (PyList_GET_SIZE(q)) {   /* rest: a run may start here */
+            PyObject *cmd = NULL;
+            if (PyList_CheckExact(argv) && PyList_GET_SIZE(argv)) {
+                cmd = PyDict_GetItemWithError(name_cache, PyList_GET_ITEM(argv, 0));
+                if (cmd == NULL && PyErr_Occurred()) {
+                    r = NULL;
+                    break;
+                }
+            }
+            if (cmd == NULL || Py_TYPE(cmd) != command_type ||
+                    SLOT_AT(cmd, command_off[M_PLAIN]) != Py_False) {
+                PyObject *rargs[5] = {NULL, core, c, argv, q};
+                Py_INCREF(q);
+                r = call_n(py_execute_run, rargs, 4);
+                Py_DECREF(q);
+                ran = r == NULL ? -1 : PyObject_IsTrue(r);
+                Py_XDECREF(r);
+                if (ran < 0) {
+                    r = NULL;
+                    break;
+                }
+            }
+        }
+        if (!ran) {
+            PyObject *eargs[4] = {NULL, core, c, argv};
+            r = call_n(py_execute, eargs, 3);
+            if (r == NULL)
+                break;
+            Py_DECREF(r);
+        }
+        int spent = reader_flag(reader, R_SPENT);   /* reader.spent and not reader.queue */
+        if (spent > 0) {
+            int queued = reader_flag(reader, R_QUEUE);
+            spent = queued < 0 ? -1 : !queued;
+        }
+        if (spent < 0) {
+            r = NULL;
+            break;
+        }
+        if (spent) {   /* the read is all run: its requests go */
+            PyObject *largs[2] = {NULL, reader};
+            r = call_n(py_release, largs, 1);
+            if (r != NULL)
+                Py_SETREF(r, Py_NewRef(Py_None));
+            break;
+        }
+        Py_SETREF(argv, Py_NewRef(Py_None));
+    }
+    Py_DECREF(argv);
+    Py_DECREF(reader);
+    return r;
+hand_over: {
+        PyObject *pargs[3] = {NULL, c, argv};
+        r = call_n(py_process, pargs, 2);
+        Py_DECREF(argv);
+        Py_DECREF(reader);
+        return r;
+    }
+python: {
+        PyObject *pargs[3] = {NULL, c, argv};
+        return call_n(py_process, pargs, 2);
+    }
 }
 
 static PyObject *
@@ -215,7 +340,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_DECREF(reader);
-    int queued = argv == Py_None ? 1 : reader_flag(c, R_QUEUE);
+    int queued = argv == Py_None ? 1 : reader_flag(C(c, C_READER), R_QUEUE);
     if (queued < 0)
         goto done;
     PyObject *r;
@@ -224,9 +349,10 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         r = PyObject_Vectorcall(py_execute, eargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (r != NULL) {
             Py_DECREF(r);
-            int spent = reader_flag(c, R_SPENT);   /* reader.spent and not reader.queue */
+            /* reader.spent and not reader.queue */
+            int spent = reader_flag(C(c, C_READER), R_SPENT);
             if (spent > 0) {
-                queued = reader_flag(c, R_QUEUE);
+                queued = reader_flag(C(c, C_READER), R_QUEUE);
                 spent = queued < 0 ? -1 : !queued;
             }
             if (spent < 0) {
@@ -235,14 +361,11 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 r = Py_None;   /* the read is all run */
                 Py_INCREF(r);
             } else {
-                PyObject *pargs[3] = {NULL, c, Py_None};
-                r = PyObject_Vectorcall(py_process, pargs + 1,
-                                        2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                r = process(core, c, Py_None);
             }
         }
     } else {
-        PyObject *pargs[3] = {NULL, c, argv};
-        r = PyObject_Vectorcall(py_process, pargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        r = process(core, c, argv);
     }
     if (r == NULL)
         goto done;
@@ -282,9 +405,9 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (evicting < 0)
         goto done;
     if (evicting && C(c, C_MEM_QUIET) == Py_True && C(c, C_WRITE_PAUSED) == Py_False) {
-        int spent = reader_flag(c, R_SPENT);
+        int spent = reader_flag(C(c, C_READER), R_SPENT);
         if (spent > 0) {
-            int queued = reader_flag(c, R_QUEUE);
+            int queued = reader_flag(C(c, C_READER), R_QUEUE);
             spent = queued < 0 ? -1 : !queued;
         }
         if (spent < 0)

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl import memacct, native
+from pyrepl.commands.table import Command
 from pyrepl.config import Config
+from pyrepl.core import dispatch
 from pyrepl.core.acl_file import AclStartupError
 from pyrepl.core.acl_file import load_at_startup as load_acl_users
 from pyrepl.core.client import Client
@@ -44,7 +46,7 @@ from pyrepl.net.loop import new_event_loop
 from pyrepl.net.migrate_links import MigrateLink, MigrateLinks
 from pyrepl.net.synclog import RotatingNdjsonWriter
 from pyrepl.rdb.decoder import RdbError
-from pyrepl.resp.fastreader import FastRespReader, first
+from pyrepl.resp.fastreader import FastRespReader, first, release
 from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
@@ -234,7 +236,8 @@ OOM_SCORE = process.OomScore()
 
 _serve = native.load("pyrepl.net._serve")   # (a read's common case in C)
 if _serve is not None:
-    _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
+    _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command,
+                dispatch.NAME_CACHE, execute, dispatch.execute_run, first, release)
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -137,7 +137,8 @@ _COMMANDS = st.sampled_from([
     enc(b"CLIENT", b"REPLY", b"SKIP"), enc(b"HELLO", b"3"), enc(b"HELLO", b"2"),
     enc(b"SELECT", b"1"), enc(b"SELECT", b"0"), enc(b"NOSUCH"), enc(b"SET", b"k"),
     enc(b"AUTH", b"nopass"), enc(b"BLPOP", b"empty", b"0"), enc(b"QUIT"), b"*2\r\n$3\r\nGE",
-    enc(b"ECHO", b"x" * 300),
+    enc(b"ECHO", b"x" * 300), enc(b"EXISTS", b"k"), enc(b"SETBIT", b"b", b"7", b"1"),
+    enc(b"BITCOUNT", b"b"),
 ])
 
 
@@ -210,12 +211,20 @@ def test_the_slots_it_moves_exist():
         pass
 
     from pyrepl._dispatch import execute
+    from pyrepl.commands.table import Command
+    from pyrepl.core.dispatch import NAME_CACHE, execute_run
+    from pyrepl.resp.fastreader import release
 
     with pytest.raises((TypeError, AttributeError)):
-        bind(NoSlots, Client, Stats, FastRespReader, ServerCore, execute, first)
+        bind(NoSlots, Client, Stats, FastRespReader, ServerCore, Command, NAME_CACHE, execute,
+             execute_run, first, release)
+    with pytest.raises(TypeError):   # (the name cache is a dict)
+        bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, [], execute,
+             execute_run, first, release)
     # (bind again as the server module did, so later tests see the real classes and the real
     # dispatch: a stale argument here once bound ServerCore in the dispatch's place)
-    bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, execute, first)
+    bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, NAME_CACHE, execute,
+         execute_run, first, release)
 
 
 def test_counters_are_exact_across_digits_and_never_change_a_value_someone_holds():
