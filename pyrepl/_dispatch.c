@@ -14,8 +14,9 @@
    record, the dirty counter, the reply's encoding. Those are loads and stores of slots.
 
    The common case: core, client, command and its commandstats record are exactly ServerCore,
-   Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP, MULTI or
-   subscribe mode, is authenticated and unrestricted; the command is in the name cache with a
+   Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP or subscribe
+   mode, is authenticated and unrestricted (in MULTI, a command other than MULTI's own is
+   queued here when the replication layer refuses nothing: queue_in_multi); the command is in the name cache with a
    valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up; the replication
    layer has nothing to check (a master without min-replicas-to-write for a write, or a
    replica's master client: the stream it applies); and this call is not one ``call`` takes
@@ -24,7 +25,11 @@
    when they are only commandstats and latencystats (``timed_quick``), by
    ``ServerCore.timed_call``, the Python's own tail of ``call``, otherwise. Anything else calls the Python method
    before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
-   runs both on the same random command streams and compares replies, slots and INFO. */
+   runs both on the same random command streams and compares replies, slots and INFO.
+
+   call(core, c, cmd, argv) is ``ServerCore.call`` alone, for the callers that run a command
+   inside another (EXEC's queue, a script's redis.call): the same common case and moves as
+   execute()'s call, a write's propagation left pending for the caller. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -51,16 +56,18 @@ static const char *const core_names[K_N] = {
 
 enum {
     C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
-    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_BLOCKED, C_N
+    C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_BLOCKED, C_MULTI_QUEUE,
+    C_MULTI_MEM, C_MEM_QUIET, C_N
 };
 static const char *const client_names[C_N] = {
     "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
-    "propagate_argv", "db", "out", "proto", "woff", "reader", "kind", "blocked",
+    "propagate_argv", "db", "out", "proto", "woff", "reader", "kind", "blocked", "multi_queue",
+    "multi_mem", "mem_quiet",
 };
 
-enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_N };
+enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME, M_N };
 static const char *const command_names[M_N] = {
-    "handler", "min_args", "max_args", "write", "propagates",
+    "handler", "min_args", "max_args", "write", "propagates", "nomulti", "name",
 };
 
 enum { S_CALLS, S_SAMPLE, S_TIMING, S_TIMED, S_TIMED_NS, S_LATENCY, S_N };
@@ -78,6 +85,7 @@ static Py_ssize_t core_off[K_N], client_off[C_N], command_off[M_N], stat_off[S_N
                   raw_off[W_N];
 static PyTypeObject *core_type, *client_type, *command_type, *stat_type, *db_type, *raw_type;
 static PyObject *blocked;          /* pyrepl.resp.types.BLOCKED */
+static PyObject *queued_reply;     /* pyrepl.resp.types.QUEUED's bytes */
 static PyObject *reply_error;      /* pyrepl.resp.types.ReplyError */
 static PyObject *py_encode;        /* pyrepl.resp.writer.encode */
 static PyObject *name_cache;       /* pyrepl.core.NAME_CACHE */
@@ -99,7 +107,7 @@ is_zero(PyObject *v)
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
                 *str_master_repl_offset, *str_master, *str_clock_ns, *str_timed_call,
                 *str_config, *str_monitors, *str_slowlog, *str_latency_threshold,
-                *str_latency_tracking, *str_counts;
+                *str_latency_tracking, *str_counts, *str_call;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -219,10 +227,13 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_monitors, "monitors") ||
             intern(&str_slowlog, "slowlog_log_slower_than") ||
             intern(&str_latency_threshold, "latency_monitor_threshold") ||
-            intern(&str_latency_tracking, "latency_tracking") || intern(&str_counts, "counts"))
+            intern(&str_latency_tracking, "latency_tracking") || intern(&str_counts, "counts") ||
+            intern(&str_call, "call"))
         return NULL;
     if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
-            (one == NULL && (one = PyLong_FromLong(1)) == NULL))
+            (one == NULL && (one = PyLong_FromLong(1)) == NULL) ||
+            (queued_reply == NULL &&
+             (queued_reply = PyBytes_FromString("+QUEUED\r\n")) == NULL))
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
@@ -444,10 +455,12 @@ call_handler(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, PyOb
 }
 
 /* The handler's call as ``call`` makes it for a command that propagates: the dirty counter
-   and the propagation request around it, the call depth, a ReplyError's bookkeeping. Returns
-   the reply (new ref) or NULL. */
+   and the propagation request around it, the call depth, a ReplyError's bookkeeping; ``top``:
+   called by execute() (the request may be fed at once: feed_now). Returns the reply (new ref)
+   or NULL. */
 static PyObject *
-call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, PyObject *argv)
+call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, PyObject *argv,
+                 int top)
 {
     PyObject *dirty = K(core, K_DIRTY);
     Py_INCREF(dirty);
@@ -497,8 +510,9 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
             } else {
                 Py_INCREF(id);
             }
-            /* the request itself fed at once, or (db, what to feed) left for execute's tail */
-            int rc = pa == Py_None ? feed_now(core, c, id, argv) : 0;
+            /* the request itself fed at once, or (db, what to feed) left for execute's tail
+               (a call of call() below: always left, as the Python's) */
+            int rc = pa == Py_None && top ? feed_now(core, c, id, argv) : 0;
             if (rc == 0) {
                 PyObject *item = PyTuple_Pack(2, id, pa == Py_None ? argv : pa);
                 rc = item == NULL ? -1 : seq_append(K(core, K_PENDING), item);
@@ -524,6 +538,121 @@ fail:
 done:
     Py_DECREF(dirty);
     return reply;
+}
+
+/* What ``call`` checks before it moves anything, for cmd (a Command with its slots set): its
+   commandstats record (*st, borrowed), and not a call it takes its slow path for but to time
+   it. 0: an untimed call; 1: a timed one (one in 16 of a sampled command, every call of the
+   others: the clock read around it, ``timed_call`` after); 2: not the common case (no record
+   yet, a call slow for key tracking ...: the Python runs); -1: an exception. */
+static int
+call_ready(PyObject *core, PyObject *cmd, PyObject **st)
+{
+    PyObject *cmdstats = K(core, K_CMDSTATS);
+    if (!PyDict_CheckExact(cmdstats))
+        return 2;
+    *st = PyDict_GetItemWithError(cmdstats, cmd);
+    if (*st == NULL)
+        return PyErr_Occurred() ? -1 : 2;
+    if (Py_TYPE(*st) != stat_type || !slots_all_set(*st, stat_off, S_N))
+        return 2;
+    long long calls = slot_int(SLOT_AT(*st, stat_off[S_CALLS])),
+              sample = slot_int(SLOT_AT(*st, stat_off[S_SAMPLE]));
+    if (calls < 0 || sample < 0)
+        return 2;
+    int timed = !(calls & sample);
+    if (timed) {
+        long long timing = slot_int(SLOT_AT(*st, stat_off[S_TIMING]));
+        if (timing < 0 || (calls & timing) || K(core, K_TRACKING_ON) != Py_False)
+            return 2;
+    }
+    PyObject *propagates = M(cmd, M_PROPAGATES);
+    if (propagates != Py_True && propagates != Py_False)
+        return 2;
+    return timed;
+}
+
+/* ``call``'s moves, once call_ready said 0 or 1 (``timed``): the client's counters, the
+   handler (with the propagation request of a command that propagates), the call counted,
+   a timed call's records; ``top`` as for call_propagating. The reply (new ref) or NULL. */
+static PyObject *
+call_moves(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv, PyObject *st, int timed,
+           int top)
+{
+    PyObject *reply = NULL, *clock = NULL, *t0 = NULL;
+    if (slot_add(c, client_off[C_COMMANDS], 1) < 0)
+        return NULL;
+    slot_put(c, client_off[C_LAST_CMD], cmd);
+    if (timed && ((clock = PyObject_GetAttr(core, str_clock_ns)) == NULL ||
+                  (t0 = PyObject_CallNoArgs(clock)) == NULL))
+        goto fail;
+    PyObject *handler = M(cmd, M_HANDLER);
+    Py_INCREF(handler);
+    reply = M(cmd, M_PROPAGATES) == Py_False ? call_handler(core, c, cmd, handler, argv)
+                                             : call_propagating(core, c, cmd, handler, argv,
+                                                                top);
+    Py_DECREF(handler);
+    if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
+        goto fail;
+    if (timed) {   /* self.timed_call(c, cmd, argv, st, self.clock_ns() - t0) */
+        PyObject *t1 = PyObject_CallNoArgs(clock), *ns = NULL, *r = NULL;
+        int quick = -1;
+        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL &&
+                (quick = timed_quick(core, c, st, ns)) == 0)
+            r = PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv, st, ns, NULL);
+        Py_XDECREF(t1);
+        Py_XDECREF(ns);
+        if (quick < 0 || (quick == 0 && r == NULL))
+            goto fail;
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(clock);
+    Py_XDECREF(t0);
+    return reply;
+fail:
+    Py_XDECREF(reply);
+    Py_XDECREF(clock);
+    Py_XDECREF(t0);
+    return NULL;
+}
+
+/* execute's MULTI branch for an authenticated, unrestricted client outside subscribe mode,
+   when the replication layer refuses nothing (no replica, or a master without
+   min-replicas-to-write): a command other than MULTI's own (EXEC, DISCARD, MULTI, WATCH, QUIT,
+   RESET) and not flagged no-multi is queued with its arguments' bytes counted
+   (maxmemory-clients), +QUEUED answered. 1: done; 0: not that case, nothing moved; -1: an
+   exception. */
+static int
+queue_in_multi(PyObject *c, PyObject *cmd, PyObject *argv)
+{
+    static const char *const own[6] = {"exec", "discard", "multi", "watch", "quit", "reset"};
+    PyObject *name = M(cmd, M_NAME), *q = C(c, C_MULTI_QUEUE), *out = C(c, C_OUT);
+    if (M(cmd, M_NOMULTI) != Py_False || !PyUnicode_CheckExact(name) || !PyList_CheckExact(q) ||
+            !PyList_CheckExact(out))
+        return 0;
+    for (int i = 0; i < 6; i++)
+        if (PyUnicode_CompareWithASCIIString(name, own[i]) == 0)
+            return 0;
+    /* if not c.multi_queue: c.multi_mem = 0; c.multi_mem += sum(map(len, argv)) + 8 * len */
+    Py_ssize_t n = PyList_GET_SIZE(argv);
+    long long mem = 8 * (long long)n, was = PyList_GET_SIZE(q) ? slot_int(C(c, C_MULTI_MEM)) : 0;
+    if (was < 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(argv, i);
+        if (!PyBytes_CheckExact(a))
+            return 0;
+        mem += PyBytes_GET_SIZE(a);
+    }
+    PyObject *item = PyTuple_Pack(2, cmd, argv);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(q, item);
+    Py_DECREF(item);
+    if (rc < 0 || slot_set_int(c, client_off[C_MULTI_MEM], was + mem) < 0)
+        return -1;
+    slot_put(c, client_off[C_MEM_QUIET], Py_False);
+    return PyList_Append(out, queued_reply) < 0 ? -1 : 1;
 }
 
 /* c.kind == "master": the client a replica's master stream runs as (the value is the literal
@@ -565,11 +694,21 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *maxmemory = K(core, K_MAXMEMORY);
     if (!is_zero(maxmemory) && !pyrepl_memacct_within(slot_int(maxmemory)))
         goto general;
-    if (K(core, K_GATED) != Py_False || C(c, C_IN_MULTI) != Py_False ||
-            C(c, C_AUTHENTICATED) != Py_True || C(c, C_SUBS) != Py_None ||
-            C(c, C_RESTRICTED) != Py_False)
+    if (K(core, K_GATED) != Py_False || C(c, C_AUTHENTICATED) != Py_True ||
+            C(c, C_SUBS) != Py_None || C(c, C_RESTRICTED) != Py_False)
         goto general;
     PyObject *guard = K(core, K_REPLICATION);
+    if (C(c, C_IN_MULTI) != Py_False) {   /* MULTI: queued, when nothing refuses it */
+        int queued = 0;
+        if (C(c, C_IN_MULTI) == Py_True && (guard == Py_None || (
+                K(core, K_EXPIRY_DELETES) == Py_True && is_zero(K(core, K_MIN_REPLICAS)))))
+            queued = queue_in_multi(c, cmd, argv);
+        if (queued < 0)
+            return NULL;
+        if (queued)
+            Py_RETURN_NONE;
+        goto general;
+    }
     if (guard != Py_None) {
         /* the replication layer checks a replica's clients (READONLY, MASTERDOWN) but not
            its master, and nothing on a master ... */
@@ -583,64 +722,20 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto general;
         }
     }
-    /* call: its commandstats record, and not a call it times or takes its slow path for */
-    PyObject *cmdstats = K(core, K_CMDSTATS);
-    if (!PyDict_CheckExact(cmdstats))
-        goto general;
-    PyObject *st = PyDict_GetItemWithError(cmdstats, cmd);
-    if (st == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        goto general;
-    }
-    if (Py_TYPE(st) != stat_type || !slots_all_set(st, stat_off, S_N))
-        goto general;
-    long long calls = slot_int(SLOT_AT(st, stat_off[S_CALLS])),
-              sample = slot_int(SLOT_AT(st, stat_off[S_SAMPLE]));
-    if (calls < 0 || sample < 0)
-        goto general;
-    /* the slow path: here only a timed call (one in 16 of a sampled command, every call of
-       the others), the clock read around it and ``timed_call`` after; a call slow for key
-       tracking goes to the Python */
-    int timed = !(calls & sample);
-    if (timed) {
-        long long timing = slot_int(SLOT_AT(st, stat_off[S_TIMING]));
-        if (timing < 0 || (calls & timing) || K(core, K_TRACKING_ON) != Py_False)
-            goto general;
-    }
-    PyObject *propagates = M(cmd, M_PROPAGATES);
-    if (propagates != Py_True && propagates != Py_False)
+    PyObject *st;
+    int timed = call_ready(core, cmd, &st);
+    if (timed < 0)
+        return NULL;
+    if (timed > 1)
         goto general;
     /* -- from here on, the moves -- */
     Py_INCREF(cmd);
     Py_INCREF(st);
     Py_INCREF(guard);
-    PyObject *result = NULL, *reply = NULL, *clock = NULL, *t0 = NULL;
-    if (slot_add(c, client_off[C_COMMANDS], 1) < 0)
+    PyObject *result = NULL;
+    PyObject *reply = call_moves(core, c, cmd, argv, st, timed, 1);
+    if (reply == NULL)
         goto done;
-    slot_put(c, client_off[C_LAST_CMD], cmd);
-    if (timed && ((clock = PyObject_GetAttr(core, str_clock_ns)) == NULL ||
-                  (t0 = PyObject_CallNoArgs(clock)) == NULL))
-        goto done;
-    PyObject *handler = M(cmd, M_HANDLER);
-    Py_INCREF(handler);
-    reply = propagates == Py_False ? call_handler(core, c, cmd, handler, argv)
-                                   : call_propagating(core, c, cmd, handler, argv);
-    Py_DECREF(handler);
-    if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
-        goto done;
-    if (timed) {   /* self.timed_call(c, cmd, argv, st, self.clock_ns() - t0) */
-        PyObject *t1 = PyObject_CallNoArgs(clock), *ns = NULL, *r = NULL;
-        int quick = -1;
-        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL &&
-                (quick = timed_quick(core, c, st, ns)) == 0)
-            r = PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv, st, ns, NULL);
-        Py_XDECREF(t1);
-        Py_XDECREF(ns);
-        if (quick < 0 || (quick == 0 && r == NULL))
-            goto done;
-        Py_XDECREF(r);
-    }
     /* execute's tail: the propagation of a top-level call, then the reply */
     PyObject *pending = K(core, K_PENDING), *depth = K(core, K_CALL_DEPTH);
     if (pending == NULL || depth == NULL) {
@@ -673,8 +768,6 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(reply);
-    Py_XDECREF(clock);
-    Py_XDECREF(t0);
     Py_DECREF(guard);
     Py_DECREF(st);
     Py_DECREF(cmd);
@@ -686,9 +779,38 @@ general: {
     }
 }
 
+/* call(core, c, cmd, argv): ``ServerCore.call(c, cmd, argv)`` (pyrepl/core/dispatch.py), its
+   common case here: what EXEC makes of each queued command, a script of each redis.call.
+   The same checks as execute()'s call (call_ready), on a core, client and command of their
+   exact classes; a write's propagation is always left in ``_pending`` for the caller, as
+   the Python's. Anything else is the Python method. */
+static PyObject *
+call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 4, "call(core, c, cmd, argv)");
+    PyObject *core = args[0], *c = args[1], *cmd = args[2], *argv = args[3], *st;
+    if (Py_TYPE(core) != core_type || Py_TYPE(c) != client_type ||
+            Py_TYPE(cmd) != command_type || !slots_all_set(core, core_off, K_N) ||
+            !slots_all_set(c, client_off, C_N) || !slots_all_set(cmd, command_off, M_N))
+        goto general;
+    int timed = call_ready(core, cmd, &st);
+    if (timed < 0)
+        return NULL;
+    if (timed > 1)
+        goto general;
+    Py_INCREF(st);
+    PyObject *reply = call_moves(core, c, cmd, argv, st, timed, 0);
+    Py_DECREF(st);
+    return reply;
+general:
+    return PyObject_CallMethodObjArgs(core, str_call, c, cmd, argv, NULL);
+}
+
 SLOTS_MODULE(_dispatch, "ServerCore.execute for one request, in C when it is the common one.",
     FASTCALL("bind", bind, BIND_USAGE ": what execute() reads."),
     FASTCALL("bind_feed", bind_feed,
              "bind_feed(Replication.feed, feed_request): the replication layer's write feed."),
     FASTCALL("execute", execute,
-             "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."))
+             "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."),
+    FASTCALL("call", call,
+             "call(core, c, cmd, argv): ServerCore.call(c, cmd, argv), its common case in C."))

@@ -2,7 +2,9 @@
 (pyrepl/native.py), else their Python references.
 
 - ``execute(core, c, argv)``: ``ServerCore.execute(c, argv)``, whose common case
-  pyrepl/_dispatch.c runs (bound by pyrepl/core/server.py).
+  pyrepl/_dispatch.c runs (bound by pyrepl/core/server.py); a queued MULTI command's too.
+- ``call(core, c, cmd, argv)``: ``ServerCore.call(c, cmd, argv)`` (EXEC's call of each
+  queued command), whose common case pyrepl/_dispatch.c runs.
 - ``start_run(core, c, first, rest)`` and ``account_run(core, c, cmds, one, ns)``:
   ``plainrun.start`` and ``plainrun.account``, whose common case (a run of one command)
   pyrepl/_plainrun.c runs.
@@ -20,9 +22,15 @@ def execute_reference(core: Any, c: Any, argv: list[bytes]) -> None:
     core.execute(c, argv)
 
 
+def call_reference(core: Any, c: Any, cmd: Any, argv: list[bytes]) -> object:
+    """``core.call(c, cmd, argv)``: what ``_dispatch.call`` does outside its common case."""
+    return core.call(c, cmd, argv)
+
+
 _dispatch = native.load("pyrepl._dispatch")
 _plainrun = native.load("pyrepl._plainrun")
 
 execute = execute_reference if _dispatch is None else _dispatch.execute
+call = call_reference if _dispatch is None else _dispatch.call
 start_run = plainrun.start if _plainrun is None else _plainrun.start
 account_run = plainrun.account if _plainrun is None else _plainrun.account

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrepl.commands.table import command
+from pyrepl.fastpath import call
 from pyrepl.resp.types import NO_REPLY, NULL_ARRAY, OK, ReplyError
 from pyrepl.resp.writer import encode
 
@@ -81,7 +82,7 @@ def exec_(c: Any, argv: list[bytes]) -> object:
                     core.error_reply(c, err, None, rejected=False)
                     out.append(encode(ReplyError(err), c.proto))
                     continue
-            out.append(encode(core.call(c, cmd, args), c.proto))
+            out.append(encode(call(core, c, cmd, args), c.proto))   # (core.call)
             refused_last = False
     finally:
         core._call_depth -= 1

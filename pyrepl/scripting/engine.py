@@ -37,6 +37,7 @@ from pyrepl import REDIS_VERSION
 from pyrepl.core import monitor
 from pyrepl.core.propagation import PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL, should_propagate
 from pyrepl.errors import OOM
+from pyrepl.fastpath import call
 from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
 from pyrepl.resp.writer import encode
 from pyrepl.scripting import cache as sc
@@ -708,7 +709,7 @@ class ScriptEngine:
             return None, text, True
         pending = core._pending
         mark = len(pending)
-        reply = core.call(client, cmd, argv)
+        reply = call(core, client, cmd, argv)   # (core.call, its common case in C)
         target = ctx.repl_flags
         if target != PROPAGATE_ALL and core._pending is pending:
             if should_propagate(core, target):

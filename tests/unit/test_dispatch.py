@@ -19,10 +19,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pyrepl import native
+from pyrepl.commands.table import COMMANDS
 from pyrepl.core.client import Client
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.resp.fastreader import first
+from pyrepl.resp.writer import encode
 from tests.support.cores import NOW, cmd
 from tests.support.execpaths import requests, server_state, warm_server
 from tests.support.master_side import Master, online_replica, parse_full_sync
@@ -129,6 +131,50 @@ def test_execute_is_the_python_dispatch(backlog: bool, waiter: bool,
         ServerCore.execute(b[0], b[1], _read(b[1], r))
         assert a[1].data_to_send() == b[1].data_to_send()
         assert _look(*a) == _look(*b)
+
+
+_NOT_IN_EXEC = {b"multi", b"exec", b"discard", b"watch", b"blpop", b"client"}
+
+
+@pytest.mark.parametrize("backlog,depth", [(False, 1), (True, 1), (True, 0)])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.one_of(requests(), EXTRA), min_size=1, max_size=40))
+def test_call_is_the_python_call(backlog: bool, depth: int, reqs: list[list[str]]) -> None:
+    """``_dispatch.call`` (what EXEC makes of each queued command) against ``ServerCore.call``,
+    one call level deep as inside EXEC (or at the top, where a write is still left pending
+    for the caller, not fed): the same replies, and after each call the same state, the
+    propagation pending alike (the commands a transaction never runs, and wrong arities,
+    which EXEC never sees, aside)."""
+    a = _world(backlog, False)
+    b = _world(backlog, False)
+    for r in reqs:
+        replies = []
+        for (core, c, _), fn in ((a, _native.call), (b, ServerCore.call)):
+            argv = _read(c, r)
+            name = argv[0].lower()
+            command = COMMANDS.get(name)
+            if command is not None and command.subcommands and len(argv) > 1:
+                command = command.subcommands.get(argv[1].lower())
+            if command is None or name in _NOT_IN_EXEC or command.handler is None or \
+                    not command.min_args <= len(argv) <= command.max_args:
+                continue
+            core._call_depth += depth
+            replies.append(encode(fn(core, c, command, argv), c.proto))
+            core._call_depth -= depth
+        assert replies[:1] == replies[1:]
+        assert _look(*a) == _look(*b)
+
+
+def test_call_takes_the_reference_for_anything_else() -> None:
+    """A command's first call (no commandstats record yet) and a core of another class: the
+    Python method."""
+    core, c, _ = _world(False, False)
+    echo = COMMANDS[b"echo"]
+    core.cmdstats.pop(echo, None)
+    assert _native.call(core, c, echo, [b"ECHO", b"hi"]) == b"hi"
+    assert core.cmdstats[echo].calls == 1
+    with pytest.raises(AttributeError):
+        _native.call(object(), c, echo, [b"ECHO", b"hi"])
 
 
 # Values of any size: some fill the backlog's tail block exactly, some just miss.
