@@ -1,11 +1,13 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
-   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop and rpop are the handlers
-   of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP and RPOP (pyrepl/commands/hot.py puts them in the command table). Each
-   does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
-   hashes.py, zsets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark
-   and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key
-   field value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key. In every other case, and whenever the
+   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby and
+   expire are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP,
+   SADD, HINCRBY and EXPIRE (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
+   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py,
+   keys.py, sets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark and
+   most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field
+   value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY
+   key field <integer>, EXPIRE key <seconds>. In every other case, and whenever the
    Python handler would do more than the store (a key with a TTL, a WATCHed database,
    keyspace events on, a new list, hash or sorted set, a value of another type or form), it
    calls the Python handler before anything changed, so that stays the reference:
@@ -29,18 +31,20 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_N };
 static const char *const handler_names[H_N] = {
-    "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop",
+    "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
+    "hincrby", "expire",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
-enum { C_DB, C_CORE, C_N };
-static const char *const client_names[C_N] = {"db", "core"};
+enum { C_DB, C_CORE, C_PROPAGATE_ARGV, C_N };
+static const char *const client_names[C_N] = {"db", "core", "propagate_argv"};
 enum { D_DATA, D_EXPIRES, D_WATCHED, D_N };
 static const char *const db_names[D_N] = {"data", "expires", "watched"};
-enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_N };
-static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats"};
+enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_N };
+static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats", "now_ms",
+                                            "expiry_deletes"};
 enum { T_HITS, T_MISSES, T_N };
 static const char *const stats_names[T_N] = {"keyspace_hits", "keyspace_misses"};
 
@@ -130,14 +134,15 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* What every common form needs, found for a request of n arguments whose key (argv[1]) is
    bytes: the client's database's table (a KeyTable: get touches the key's age, as Redis's
    lookupKey, and set stamps it, as setKey), with no TTL on the key, no WATCH on the database and
-   no keyspace events on; the core, for its counters. 1 when all holds, 0 otherwise (nothing
-   moved, no error set), -1 on an exception. */
+   no keyspace events on; the core, for its counters. With ``ttl_ok`` the key may have a TTL
+   (the caller checks it: h->expires is the database's TTL table). 1 when all holds, 0
+   otherwise (nothing moved, no error set), -1 on an exception. */
 typedef struct {
-    PyObject *core, *data, *key;
+    PyObject *c, *core, *data, *expires, *key;
 } Hot;
 
 static int
-hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h)
+hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl_ok)
 {
     if (nargs != 2)
         return 0;
@@ -154,11 +159,13 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h)
             !PyDict_CheckExact(watched) || PyDict_GET_SIZE(watched) != 0 ||
             SLOT_AT(core, core_off[K_NOTIFY_MASK]) != zero || !PyBytes_CheckExact(key))
         return 0;
-    if (kt->len(expires) != 0) {
+    if (!ttl_ok && kt->len(expires) != 0) {
         int ttl = kt->contains(expires, key);
         if (ttl != 0)
             return ttl < 0 ? -1 : 0;
     }
+    h->c = c;
+    h->expires = expires;
     h->core = core;
     h->data = data;
     h->key = key;
@@ -174,12 +181,13 @@ reference(int which, PyObject *const *args, Py_ssize_t nargs)
 
 /* A handler's start: ``h`` set for the common case of a request of n words; for any other,
    the reference's reply (NULL on an exception) returned at once. */
-#define HOT_CASE(which, n)                                                  \
+#define HOT_CASE(which, n) HOT_CASE_TTL(which, n, 0)
+#define HOT_CASE_TTL(which, n, ttl_ok)                                      \
     Hot h;                                                                  \
     do {                                                                    \
         if (!bound)                                                         \
             return unbound_error(MODULE_NAME, handler_names[which]);       \
-        int on_ = hot_case(args, nargs, (n), &h);                           \
+        int on_ = hot_case(args, nargs, (n), &h, (ttl_ok));                 \
         if (on_ <= 0)                                                       \
             return on_ < 0 ? NULL : reference((which), args, nargs);        \
     } while (0)
@@ -356,6 +364,127 @@ hot_hset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return r < 0 ? NULL : dirtied(&h, PyLong_FromLong(r));
 }
 
+/* SADD key member, into an existing set of strings (a StrSet, a hash table): 1 for a new
+   member, 0 (nothing dirtied) for one it holds */
+static PyObject *
+hot_sadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_SADD, 3);
+    PyObject *m = PyList_GET_ITEM(args[1], 2);
+    PyObject *s = kt->get(h.data, h.key);   /* (a new reference) */
+    if (s == NULL || Py_TYPE(s) != st->set_type || !PyBytes_CheckExact(m)) {
+        Py_XDECREF(s);
+        return PyErr_Occurred() ? NULL : reference(H_SADD, args, nargs);   /* (a new set) */
+    }
+    int r = st->set_add(s, m);
+    Py_DECREF(s);
+    if (r < 0)
+        return NULL;
+    return r ? dirtied(&h, PyLong_FromLong(1)) : PyLong_FromLong(0);
+}
+
+/* b is a decimal integer as Redis writes one, of 1 to 18 digits (no sign but '-', no leading
+   zero, not "-0"): 1 with *out set, else 0. (Any such text reads as the same number wherever
+   an integer argument or value is parsed; two of them add without overflow.) */
+static int
+small_int(PyObject *b, long long *out)
+{
+    if (!PyBytes_CheckExact(b))
+        return 0;
+    const char *p = PyBytes_AS_STRING(b);
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    int neg = n > 0 && p[0] == '-';
+    p += neg;
+    n -= neg;
+    if (n < 1 || n > 18 || (p[0] == '0' && (n > 1 || neg)))
+        return 0;
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* HINCRBY key field increment, in an existing hash table (a StrDict), the increment and any
+   value there small integers (small_int): the new value, stored as its text */
+static PyObject *
+hot_hincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_HINCRBY, 4);
+    PyObject *f = PyList_GET_ITEM(args[1], 2), *old;
+    long long by, x = 0;
+    if (!small_int(PyList_GET_ITEM(args[1], 3), &by) || !PyBytes_CheckExact(f))
+        return reference(H_HINCRBY, args, nargs);
+    PyObject *hash = kt->get(h.data, h.key);  /* (a new reference) */
+    if (hash == NULL || Py_TYPE(hash) != st->dict_type ||
+            ((old = st->dict_get(hash, f)) != NULL && !small_int(old, &x))) {
+        Py_XDECREF(hash);
+        return PyErr_Occurred() ? NULL : reference(H_HINCRBY, args, nargs);
+    }
+    x += by;
+    char digits[24], *p = digits + sizeof digits;   /* x's text, written from its end */
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--p = '-';
+    PyObject *text = PyBytes_FromStringAndSize(p, digits + sizeof digits - p);
+    int r = text == NULL ? -1 : st->dict_set(hash, f, text);
+    Py_XDECREF(text);
+    Py_DECREF(hash);
+    return r < 0 ? NULL : dirtied(&h, PyLong_FromLongLong(x));
+}
+
+/* EXPIRE key seconds, seconds an integer of 1 to 12 digits (not 0), on a master, for a key
+   that is there and not expired (with a TTL or without): its TTL set to now + seconds, 1
+   answered, and PEXPIREAT key <when> to propagate (c.propagate_argv), as the reference does */
+static PyObject *
+hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE_TTL(H_EXPIRE, 3, 1);
+    long long secs, now = slot_int(SLOT_AT(h.core, core_off[K_NOW_MS]));
+    if (!small_int(PyList_GET_ITEM(args[1], 2), &secs) || secs < 1 || secs > 999999999999LL ||
+            now < 0 || SLOT_AT(h.core, core_off[K_EXPIRY_DELETES]) != Py_True)
+        return reference(H_EXPIRE, args, nargs);
+    if (kt->len(h.expires) != 0) {   /* a TTL in the past: the lookup expires the key */
+        PyObject *was = kt->peek(h.expires, h.key);
+        if (was == NULL && PyErr_Occurred())
+            return NULL;
+        long long old = was == NULL ? 0 : slot_int(was);
+        Py_XDECREF(was);
+        if (was != NULL && old <= now)
+            return reference(H_EXPIRE, args, nargs);
+    }
+    PyObject *v = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
+    if (v == NULL)
+        return PyErr_Occurred() ? NULL : reference(H_EXPIRE, args, nargs);   /* (0) */
+    Py_DECREF(v);
+    long long when = now + secs * 1000;
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", when);
+    PyObject *w = PyLong_FromLongLong(when), *pa = PyList_New(3);
+    if (w == NULL || pa == NULL || kt->set(h.expires, h.key, w) < 0) {
+        Py_XDECREF(w);
+        Py_XDECREF(pa);
+        return NULL;
+    }
+    Py_DECREF(w);
+    PyList_SET_ITEM(pa, 0, PyBytes_FromStringAndSize("PEXPIREAT", 9));
+    PyList_SET_ITEM(pa, 1, Py_NewRef(h.key));
+    PyList_SET_ITEM(pa, 2, PyBytes_FromStringAndSize(digits, n));
+    if (PyList_GET_ITEM(pa, 0) == NULL || PyList_GET_ITEM(pa, 2) == NULL) {
+        Py_DECREF(pa);
+        return NULL;
+    }
+    Py_XSETREF(SLOT_AT(h.c, client_off[C_PROPAGATE_ARGV]), pa);
+    return dirtied(&h, PyLong_FromLong(1));
+}
+
 /* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()
    reads it), into an existing sorted set: 1 for a new member */
 static PyObject *
@@ -417,4 +546,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("rpush", hot_rpush, "RPUSH's handler."), FASTCALL("hset", hot_hset, "HSET's handler."),
     FASTCALL("zadd", hot_zadd, "ZADD's handler."),
     FASTCALL("exists", hot_exists, "EXISTS's handler."),
-    FASTCALL("lpop", hot_lpop, "LPOP's handler."), FASTCALL("rpop", hot_rpop, "RPOP's handler."))
+    FASTCALL("lpop", hot_lpop, "LPOP's handler."), FASTCALL("rpop", hot_rpop, "RPOP's handler."),
+    FASTCALL("sadd", hot_sadd, "SADD's handler."),
+    FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
+    FASTCALL("expire", hot_expire, "EXPIRE's handler."))

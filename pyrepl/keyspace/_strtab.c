@@ -1679,7 +1679,18 @@ static int capi_dict_set(PyObject *d, PyObject *field, PyObject *value)
     return dict_set((Table *)d, field, value);
 }
 
-static StrTab_CAPI capi = {STRTAB_CAPI_VERSION, &StrSetType, &StrDictType, capi_dict_set};
+static PyObject *capi_dict_get(PyObject *d, PyObject *field)
+{
+    return dict_get((Table *)d, field);
+}
+
+static int capi_set_add(PyObject *s, PyObject *member)
+{
+    return set_add((Table *)s, member);
+}
+
+static StrTab_CAPI capi = {STRTAB_CAPI_VERSION, &StrSetType, &StrDictType, capi_dict_set,
+                           capi_dict_get, capi_set_add};
 
 static PyObject *mod_seed(PyObject *Py_UNUSED(m), PyObject *arg)
 {

@@ -55,6 +55,13 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["LPUSH", key], ["HSET", key, "f"], ["ZADD", key, "1"], ["EXISTS", key],
         ["EXISTS", key, "k"], ["EXISTS"], ["LPOP", key], ["RPOP", key], ["LPOP", key, "2"],
         ["RPUSH", key, *(f"e{i}" + "x" * 100 for i in range(130))],   # (a deque)
+        ["SADD", key, draw(st.sampled_from(["a", "b", "1", "2"]))], ["SADD", key, "a", "b"],
+        ["HINCRBY", key, draw(st.sampled_from(["f", "g"])), draw(st.sampled_from(TEXTS))],
+        ["HSET", key, draw(st.sampled_from(["f", "g"])), draw(st.sampled_from(TEXTS))],
+        ["HSET", key, "long", "x" * 100], ["HINCRBY", key, "f"],   # (a hash table)
+        ["EXPIRE", key, draw(st.sampled_from(["1", "100", "0", "-5", "01", "999999999999",
+                                              "1000000000000", "9223372036854775807"]))],
+        ["EXPIRE", key, "100", "NX"],
     ]))
 
 
@@ -85,6 +92,13 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["WATCH", "n"], ["INCR", "n"]], [["WATCH", "l"], ["LPUSH", "l", "a"]],
                 [["WATCH", "h"], ["HSET", "h", "f", "v"]], [["ZADD", "z", "1", "m"]],
                 [["WATCH", "z"], ["ZADD", "z", "2", "m"], ["MULTI"], ["EXEC"]]])
+@example(reads=[[["HSET", "h", "long", "x" * 100]], [["HINCRBY", "h", "f", "9998"]],
+                [["HINCRBY", "h", "f", "-1"], ["HINCRBY", "h", "f", "999999999999999999"]],
+                [["HSET", "h", "g", "12"], ["HINCRBY", "h", "g", "-20"], ["HGET", "h", "g"]],
+                [["SADD", "s", "a"], ["SADD", "s", "a"], ["SADD", "s", "b"], ["SADD", "s", "1"]]])
+@example(reads=[[["SET", "k", "v"], ["EXPIRE", "k", "100"]], [["EXPIRE", "k", "7"]],
+                [["PEXPIRE", "n", "1"], ["SET", "n", "1"], ["PEXPIRE", "n", "1"]],
+                [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
     a = warm_server(backlog, events)
@@ -110,7 +124,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                                               ["HSET", "h", "f", "1", "g", "2"],
                                               ["ZADD", "z", "1.5", "m"],
                                               ["RPUSH", "big", *("x" * 100 for _ in range(99)),
-                                               "first", "last"]]))
+                                               "first", "last"],
+                                              ["SADD", "s", "a"], ["HSET", "t", "long", "x" * 100]]))
     c.data_to_send()
     assert type(c.db.data[b"big"]).__name__ == "deque"
     saved = dict(hot.REFERENCE)
@@ -125,14 +140,21 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["LPUSH", "l", "x"], ["RPUSH", "l", "y"], ["HSET", "h", "f", "3"],
             ["HSET", "h", "e", "1"], ["ZADD", "z", "12", "m"], ["ZADD", "z", "3", "n"],
             ["ZADD", "z", "3", "n"], ["EXISTS", "k"], ["EXISTS", "nokey"], ["RPOP", "big"],
-            ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"]]))
+            ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"], ["SADD", "s", "b"],
+            ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
+            ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n")
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n")
+        assert c.db.data[b"t"][b"n"] == b"-2"
+        assert c.db.expires[b"t"] == core.now_ms + 50_000
         for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
                   ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"],
-                  ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"]):
+                  ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"], ["SADD", "s2", "a"],
+                  ["SADD", "s", "c", "d"], ["HINCRBY", "t", "n", "+1"], ["HINCRBY", "t", "long", "1"],
+                  ["HINCRBY", "h", "f", "1"], ["EXPIRE", "nokey", "1"], ["EXPIRE", "t", "0"],
+                  ["EXPIRE", "t", "1", "XX"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
