@@ -1,16 +1,17 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
-   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby and
-   expire are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP,
-   SADD, HINCRBY and EXPIRE (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
-   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py,
-   keys.py, sets.py), on the same slots (pyrepl/_slots.h), for the form redis-benchmark and
-   most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field
-   value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY
-   key field <integer>, EXPIRE key <seconds>. In every other case, and whenever the
-   Python handler would do more than the store (a key with a TTL, a WATCHed database,
-   keyspace events on, a new list, hash or sorted set, a value of another type or form), it
-   calls the Python handler before anything changed, so that stays the reference:
+   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby,
+   expire and geoadd are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS,
+   LPOP, RPOP, SADD, HINCRBY, EXPIRE and GEOADD (pyrepl/commands/hot.py puts them in the
+   command table). Each does what the Python handler's fast path does
+   (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py, keys.py, sets.py, geo.py), on
+   the same slots (pyrepl/_slots.h), for the form redis-benchmark and most clients send: SET
+   key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field value, ZADD key
+   <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY key field
+   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member. In every other case, and
+   whenever the Python handler would do more than the store (a key with a TTL, a WATCHed
+   database, keyspace events on, a new list, hash or sorted set, a value of another type or
+   form), it calls the Python handler before anything changed, so that stays the reference:
    tests/unit/test_hot.py runs both on the same random command streams and compares the
    replies, the dataset, the counters and what propagates.
 
@@ -31,10 +32,10 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire",
+    "hincrby", "expire", "geoadd",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -485,13 +486,48 @@ hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, PyLong_FromLong(1));
 }
 
+/* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
+   or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
+   another type, a listpack that would no longer fit), nothing changed: the caller's reference
+   runs; -1 on an exception. */
+static int
+zset_store(Hot *h, PyObject *member, double score)
+{
+    PyObject *z = kt->get(h->data, h->key);   /* (a new reference) */
+    if (z != NULL && PyObject_TypeCheck(z, lz->type) && PyBytes_CheckExact(member)) {
+        int r = lz->set_score_fit(z, member, score);
+        Py_DECREF(z);
+        return r == -2 ? 3 : r;   /* (it becomes a skiplist: the reference) */
+    }
+    if (z == NULL || Py_TYPE(z) != zset_type) {
+        Py_XDECREF(z);
+        return PyErr_Occurred() ? -1 : 3;
+    }
+    PyObject *f = PyFloat_FromDouble(score);
+    if (f == NULL) {
+        Py_DECREF(z);
+        return -1;
+    }
+    PyObject *zargs[3] = {z, member, f};
+    PyObject *r = PyObject_Vectorcall(set_score, zargs, 3, NULL);
+    Py_DECREF(f);
+    Py_DECREF(z);
+    if (r == NULL)
+        return -1;
+    long long result = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (result == -1 && PyErr_Occurred())
+        return -1;
+    return result == 0 ? 0 : result == added ? 1 : 2;   /* (UNCHANGED, ADDED, UPDATED) */
+}
+
 /* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()
    reads it), into an existing sorted set: 1 for a new member */
 static PyObject *
 hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_ZADD, 4);
-    PyObject *s = PyList_GET_ITEM(args[1], 2), *z;
+    PyObject *s = PyList_GET_ITEM(args[1], 2);
     if (!PyBytes_CheckExact(s) || PyBytes_GET_SIZE(s) < 1 || PyBytes_GET_SIZE(s) > 15)
         return reference(H_ZADD, args, nargs);
     long long score = 0;
@@ -501,39 +537,104 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return reference(H_ZADD, args, nargs);
         score = score * 10 + (d - '0');
     }
-    z = kt->get(h.data, h.key);   /* (a new reference) */
-    if (z != NULL && PyObject_TypeCheck(z, lz->type) &&
-            PyBytes_CheckExact(PyList_GET_ITEM(args[1], 3))) {
-        int r = lz->set_score_fit(z, PyList_GET_ITEM(args[1], 3), (double)score);
-        Py_DECREF(z);
-        if (r == -2)
-            return reference(H_ZADD, args, nargs);  /* (it becomes a skiplist) */
-        if (r < 0)
-            return NULL;
-        return r == 0 ? PyLong_FromLong(0) : dirtied(&h, PyLong_FromLong(r == 1));
+    int r = zset_store(&h, PyList_GET_ITEM(args[1], 3), (double)score);
+    if (r == 3)
+        return reference(H_ZADD, args, nargs);
+    if (r < 0)
+        return NULL;
+    return r == 0 ? PyLong_FromLong(0) : dirtied(&h, PyLong_FromLong(r == 1));
+}
+
+/* b is a decimal number as clients write coordinates: an optional '-', digits, and an optional
+   '.' with digits after it, 1 to 24 bytes: 1 with *out its value (correctly rounded, as
+   float() and strtod read it), else 0. */
+static int
+plain_double(PyObject *b, double *out)
+{
+    if (!PyBytes_CheckExact(b))
+        return 0;
+    const char *p = PyBytes_AS_STRING(b);
+    Py_ssize_t n = PyBytes_GET_SIZE(b), i = p[0] == '-', digits = 0, dot = -1;
+    if (n < 1 || n > 24)
+        return 0;
+    for (; i < n; i++) {
+        if (p[i] >= '0' && p[i] <= '9')
+            digits++;
+        else if (p[i] == '.' && dot < 0 && digits > 0)
+            dot = i;
+        else
+            return 0;
     }
-    if (z == NULL || Py_TYPE(z) != zset_type) {
-        Py_XDECREF(z);
-        return PyErr_Occurred() ? NULL : reference(H_ZADD, args, nargs);
+    if (digits == 0 || dot == n - 1)
+        return 0;
+    char *end;
+    *out = PyOS_string_to_double(p, &end, NULL);   /* (b ends with a NUL, as bytes do) */
+    if (*out == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
     }
-    PyObject *f = PyFloat_FromDouble((double)score);
-    if (f == NULL) {
-        Py_DECREF(z);
+    return end == p + n;
+}
+
+/* geohash.c's interleave64: x in the even bits, y in the odd ones. */
+static uint64_t
+interleave64(uint32_t xlo, uint32_t ylo)
+{
+    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
+                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
+                                 0x0000FFFF0000FFFFULL};
+    static const unsigned S[] = {1, 2, 4, 8, 16};
+    uint64_t x = xlo, y = ylo;
+    for (int k = 4; k >= 0; k--) {
+        x = (x | (x << S[k])) & B[k];
+        y = (y | (y << S[k])) & B[k];
+    }
+    return x | (y << 1);
+}
+
+#define GEO_LAT_MIN (-85.05112878)
+#define GEO_LAT_MAX 85.05112878
+#define GEO_STEP 26
+
+/* GEOADD key longitude latitude member, the coordinates plain decimals (plain_double) in
+   range, into an existing sorted set: 1 for a new member; what changed propagates as ZADD key
+   <score> member, as the reference writes it. The score is geohashEncodeWGS84's 52 bits
+   (pyrepl/keyspace/geohash.py's encode_score: the same operations on the same doubles). */
+static PyObject *
+hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_GEOADD, 5);
+    double lon, lat;
+    if (!plain_double(PyList_GET_ITEM(args[1], 2), &lon) ||
+            !plain_double(PyList_GET_ITEM(args[1], 3), &lat) || lon < -180.0 || lon > 180.0 ||
+            lat < GEO_LAT_MIN || lat > GEO_LAT_MAX)
+        return reference(H_GEOADD, args, nargs);
+    double lat_offset = (lat - GEO_LAT_MIN) / (GEO_LAT_MAX - GEO_LAT_MIN);
+    double long_offset = (lon - -180.0) / (180.0 - -180.0);
+    lat_offset *= (double)(1ULL << GEO_STEP);
+    long_offset *= (double)(1ULL << GEO_STEP);
+    uint64_t bits = interleave64((uint32_t)lat_offset, (uint32_t)long_offset);
+    PyObject *member = PyList_GET_ITEM(args[1], 4);
+    int r = zset_store(&h, member, (double)bits);
+    if (r == 3)
+        return reference(H_GEOADD, args, nargs);
+    if (r <= 0)
+        return r < 0 ? NULL : PyLong_FromLong(0);
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)bits);
+    PyObject *pa = PyList_New(4);
+    if (pa == NULL)
+        return NULL;
+    PyList_SET_ITEM(pa, 0, PyBytes_FromStringAndSize("zadd", 4));
+    PyList_SET_ITEM(pa, 1, Py_NewRef(h.key));
+    PyList_SET_ITEM(pa, 2, PyBytes_FromStringAndSize(digits, n));
+    PyList_SET_ITEM(pa, 3, Py_NewRef(member));
+    if (PyList_GET_ITEM(pa, 0) == NULL || PyList_GET_ITEM(pa, 2) == NULL) {
+        Py_DECREF(pa);
         return NULL;
     }
-    PyObject *zargs[3] = {z, PyList_GET_ITEM(args[1], 3), f};
-    PyObject *r = PyObject_Vectorcall(set_score, zargs, 3, NULL);
-    Py_DECREF(f);
-    Py_DECREF(z);
-    if (r == NULL)
-        return NULL;
-    long long result = PyLong_AsLongLong(r);
-    Py_DECREF(r);
-    if (result == -1 && PyErr_Occurred())
-        return NULL;
-    if (result == 0)   /* UNCHANGED: the same score */
-        return PyLong_FromLong(0);
-    return dirtied(&h, PyLong_FromLong(result == added));
+    Py_XSETREF(SLOT_AT(h.c, client_off[C_PROPAGATE_ARGV]), pa);
+    return dirtied(&h, PyLong_FromLong(r == 1));
 }
 
 SLOTS_MODULE(_hot,
@@ -549,4 +650,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("lpop", hot_lpop, "LPOP's handler."), FASTCALL("rpop", hot_rpop, "RPOP's handler."),
     FASTCALL("sadd", hot_sadd, "SADD's handler."),
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
-    FASTCALL("expire", hot_expire, "EXPIRE's handler."))
+    FASTCALL("expire", hot_expire, "EXPIRE's handler."),
+    FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."))

@@ -1,5 +1,5 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
-RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY and EXPIRE get a C handler that does what the
+RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE and GEOADD get a C handler that does what the
 Python handler's fast path does, and calls the Python handler, the reference, for everything
 else. ``REFERENCE`` keeps the Python
 handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from pyrepl import native
+from pyrepl.commands.geo import geoadd
 from pyrepl.commands.hashes import hincrby, hset
 from pyrepl.commands.keys import exists, expire
 from pyrepl.commands.lists import lpush, rpush
@@ -28,7 +29,7 @@ _hot = native.load("pyrepl.commands._hot")
 REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpush,
              "hset": hset, "zadd": zadd, "exists": exists,
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
-             "sadd": sadd, "hincrby": hincrby, "expire": expire}
+             "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

@@ -36,6 +36,8 @@ TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc",
          # the edges of what a table's entry keeps as an integer (63 bits, _ktable.c "values")
          "4611686018427387902", "4611686018427387903", "-4611686018427387904",
          "-4611686018427387905", "9223372036854775807", "-9223372036854775808", "-0", "+1"]
+COORDS = ["13.361389", "38.115556", "-180", "180", "85.05112878", "85.05112879", "-0", "1e1",
+          ".5", "5.", "00.25", "abc", "nan", "-85.05112878", "0.000000000000000000001"]
 SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
           "inf", "nan", "x"]
 
@@ -62,6 +64,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, draw(st.sampled_from(["1", "100", "0", "-5", "01", "999999999999",
                                               "1000000000000", "9223372036854775807"]))],
         ["EXPIRE", key, "100", "NX"],
+        ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
+         draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
     ]))
 
 
@@ -96,6 +100,11 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["HINCRBY", "h", "f", "-1"], ["HINCRBY", "h", "f", "999999999999999999"]],
                 [["HSET", "h", "g", "12"], ["HINCRBY", "h", "g", "-20"], ["HGET", "h", "g"]],
                 [["SADD", "s", "a"], ["SADD", "s", "a"], ["SADD", "s", "b"], ["SADD", "s", "1"]]])
+@example(reads=[[["GEOADD", "z", "13.361389", "38.115556", "m"]],
+                [["GEOADD", "z", "15.087269", "37.502669", "n"], ["GEOADD", "z", "-180", "0", "m"]],
+                [["GEOADD", "z", "180", "85.05112878", "m"], ["GEOADD", "z", "180", "85.05112878", "m"]],
+                [["ZSCORE", "z", "m"], ["GEOADD", "z", "1", "2", "x" * 70], ["ZCARD", "z"]],
+                [["GEOADD", "z", "1.5", "-2.25", "o"], ["GEOPOS", "z", "o"]]])
 @example(reads=[[["SET", "k", "v"], ["EXPIRE", "k", "100"]], [["EXPIRE", "k", "7"]],
                 [["PEXPIRE", "n", "1"], ["SET", "n", "1"], ["PEXPIRE", "n", "1"]],
                 [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
@@ -142,11 +151,12 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["ZADD", "z", "3", "n"], ["EXISTS", "k"], ["EXISTS", "nokey"], ["RPOP", "big"],
             ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"], ["SADD", "s", "b"],
             ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
-            ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"]]))
+            ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["GEOADD", "z", "13.361389",
+                                                            "38.115556", "p"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n")
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n")
         assert c.db.data[b"t"][b"n"] == b"-2"
         assert c.db.expires[b"t"] == core.now_ms + 50_000
         for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
@@ -154,9 +164,41 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"], ["SADD", "s2", "a"],
                   ["SADD", "s", "c", "d"], ["HINCRBY", "t", "n", "+1"], ["HINCRBY", "t", "long", "1"],
                   ["HINCRBY", "h", "f", "1"], ["EXPIRE", "nokey", "1"], ["EXPIRE", "t", "0"],
-                  ["EXPIRE", "t", "1", "XX"]):
+                  ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
+                  ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
     finally:
         hot.bind(ServerCore, Stats, saved)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lon=st.floats(-180, 180), lat=st.floats(-85.05112878, 85.05112878),
+       digits=st.tuples(st.integers(0, 17), st.integers(0, 17)))
+def test_geoadd_scores_are_the_python_encoding(lon: float, lat: float,
+                                               digits: tuple[int, int]) -> None:
+    """GEOADD's common form computes the 52-bit score in C: the same as geohash.py's
+    encode_score of the coordinates the text reads as, for any position written with 0 to
+    17 decimals (the Python handler made to fail: the C one runs alone)."""
+    from pyrepl.keyspace import geohash as gh
+
+    core, c = warm_server(False)
+    c.receive_data(cmd("GEOADD", "g", "0", "0", "first"))
+    c.data_to_send()
+    texts = [f"{v:.{d}f}".encode() for v, d in zip((lon, lat), digits, strict=True)]
+    if not (-180 <= float(texts[0]) <= 180 and gh.LAT_MIN <= float(texts[1]) <= gh.LAT_MAX):
+        return   # (rounded out of range: the reference's error)
+    saved = dict(hot.REFERENCE)
+
+    def fail(c, argv):
+        raise AssertionError("the Python handler ran")
+
+    hot.bind(ServerCore, Stats, {name: fail for name in saved})
+    try:
+        assert _hot.geoadd(c, [b"GEOADD", b"g", *texts, b"m"]) == 1
+    finally:
+        hot.bind(ServerCore, Stats, saved)
+    score = gh.encode_score(float(texts[0]), float(texts[1]))
+    assert c.db.data[b"g"].score(b"m") == float(score)
+    assert c.propagate_argv == [b"zadd", b"g", b"%d" % score, b"m"]
