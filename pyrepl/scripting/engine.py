@@ -118,6 +118,8 @@ def _long_long(x: float | int) -> int:
 
 def parse_numkeys(arg: bytes) -> int:
     """string2ll, or Redis's "value is not an integer" error."""
+    if arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or len(arg) == 1):
+        return int(arg)   # (the common case: a count written as Redis writes one)
     s = arg[1:] if arg[:1] == b"-" else arg
     if (s.isdigit() and s.isascii() and (s == b"0" or s[:1] != b"0")
             and not (arg[:1] == b"-" and s == b"0")):
@@ -395,7 +397,12 @@ class ScriptEngine:
     def _eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
         if self.ctx is not None:   # (a script cannot call EVAL: noscript)
             raise ReplyError(BUSY_ERR)
-        flags = self._declared_flags(argv, evalsha)
+        if evalsha:   # (_declared_flags, with the script looked up once)
+            known = self.cache.get(argv[1].decode("latin-1").lower()) \
+                if len(argv[1]) == 40 else None
+            flags = sc.COMPAT if known is None else known.flags
+        else:
+            flags = self._declared_flags(argv, evalsha)
         if not flags & sc.COMPAT:
             self._process_command_checks(c, flags)
         if evalsha and len(argv[1]) != 40:
@@ -406,7 +413,7 @@ class ScriptEngine:
         if numkeys < 0:
             raise ReplyError("ERR Number of keys can't be negative")
         if evalsha:
-            script = self.cache.get(argv[1].decode("latin-1").lower())
+            script = known
             if script is None:
                 raise ReplyError(NOSCRIPT_ERR)
         else:
@@ -561,11 +568,12 @@ class ScriptEngine:
             vm.set_hook(want_hook)
             vm.hook_on = want_hook
         self.ctx = ctx
-        saved = self.use_vm(vm)
+        saved = None if vm.lua is self.lua else self.use_vm(vm)   # (EVAL's state: current)
         try:
             res = vm.run(func, c.proto, numkeys, *argv[3:])
         finally:
-            self.restore_vm(saved)
+            if saved is not None:
+                self.restore_vm(saved)
             self.ctx = None
             if ctx.timedout:
                 self.core.set_busy(None)
