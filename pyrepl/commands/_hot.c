@@ -1,17 +1,17 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby,
-   expire and geoadd are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS,
-   LPOP, RPOP, SADD, HINCRBY, EXPIRE and GEOADD (pyrepl/commands/hot.py puts them in the
-   command table). Each does what the Python handler's fast path does
+   expire, geoadd and del are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD,
+   EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD and DEL (pyrepl/commands/hot.py puts them
+   in the command table). Each does what the Python handler's fast path does
    (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py, keys.py, sets.py, geo.py), on
    the same slots (pyrepl/_slots.h), for the form redis-benchmark and most clients send: SET
    key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field value, ZADD key
    <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY key field
-   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member. In every other case, and
-   whenever the Python handler would do more than the store (a key with a TTL, a WATCHed
-   database, keyspace events on, a new list, hash or sorted set, a value of another type or
-   form), it calls the Python handler before anything changed, so that stays the reference:
+   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member, DEL key. In every other
+   case, and whenever the Python handler would do more than the store (a key with a TTL, a
+   WATCHed database, keyspace events on, a new list, hash or sorted set, a value of another
+   type or form), it calls the Python handler before anything changed, so that stays the reference:
    tests/unit/test_hot.py runs both on the same random command streams and compares the
    replies, the dataset, the counters and what propagates.
 
@@ -32,10 +32,10 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd",
+    "hincrby", "expire", "geoadd", "del",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -54,6 +54,7 @@ static PyTypeObject *client_type, *db_type, *core_type, *stats_type, *deque_type
 static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
 static PyObject *appendleft, *append, *popleft, *pop_right, *set_score;  /* deque's, ZSet's */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
+static PyObject *str_config, *str_lazy_user_del;   /* core.config.lazyfree_lazy_user_del */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -91,7 +92,9 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             keep_attr(&popleft, args[4], "popleft") || keep_attr(&pop_right, args[4], "pop") ||
             keep_attr(&set_score, args[5], "set_score"))
         return NULL;
-    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+    if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
+            intern(&str_config, "config") < 0 ||
+            intern(&str_lazy_user_del, "lazyfree_lazy_user_del") < 0)
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -249,6 +252,26 @@ hot_exists(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (slot_add(stats, stats_off[found ? T_HITS : T_MISSES], 1) < 0)
         return NULL;
     return PyLong_FromLong(found);
+}
+
+/* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now), 0
+   when not */
+static PyObject *
+hot_del(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_DEL, 2);
+    PyObject *cfg = PyObject_GetAttr(h.core, str_config);
+    PyObject *lazy = cfg == NULL ? NULL : PyObject_GetAttr(cfg, str_lazy_user_del);
+    Py_XDECREF(cfg);
+    if (lazy == NULL)
+        return NULL;
+    Py_DECREF(lazy);
+    if (lazy != Py_False)   /* (UNLINK's way: the reference) */
+        return reference(H_DEL, args, nargs);
+    int r = kt->del(h.data, h.key);
+    if (r < 0)
+        return NULL;
+    return r ? dirtied(&h, PyLong_FromLong(1)) : PyLong_FromLong(0);
 }
 
 /* INCR key: a missing key counts from 0. A string that is an integer is kept in the table's
@@ -651,4 +674,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("sadd", hot_sadd, "SADD's handler."),
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
-    FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."))
+    FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
+    FASTCALL("del", hot_del, "DEL's handler."))

@@ -1,9 +1,9 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
-RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE and GEOADD get a C handler that does what the
-Python handler's fast path does, and calls the Python handler, the reference, for everything
-else. ``REFERENCE`` keeps the Python
-handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
-Python (pyrepl/native.py)."""
+RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD and DEL get a C handler
+that does what the Python handler's fast path does, and calls the Python handler, the
+reference, for everything else. ``REFERENCE`` keeps the Python handlers
+(tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
+(pyrepl/native.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ _hot = native.load("pyrepl.commands._hot")
 REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpush,
              "hset": hset, "zadd": zadd, "exists": exists,
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
-             "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd}
+             "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd,
+             "del": COMMANDS[b"del"].handler}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

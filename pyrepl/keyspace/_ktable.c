@@ -1361,9 +1361,23 @@ static int capi_set_int(PyObject *t, PyObject *key, long long v)
 static Py_ssize_t capi_len(PyObject *t) { return ((KTObject *)t)->used; }
 static int capi_contains(PyObject *t, PyObject *key) { return kt_contains((KTObject *)t, key); }
 
+/* del table[key] when it is there: 1, 0 (absent), -1 with an exception */
+static int capi_del(PyObject *t, PyObject *key)
+{
+    uint32_t h;
+    Py_ssize_t slot;
+    if (kt_hash(key, &h) < 0)
+        return -1;
+    Py_ssize_t ix = lookup((KTObject *)t, key, h, &slot);
+    if (ix < 0)
+        return ix == -1 ? 0 : -1;
+    val_release(kt_remove_at((KTObject *)t, ix, slot));
+    return 1;
+}
+
 static KTable_CAPI capi = {
     KTABLE_CAPI_VERSION, &KTType, capi_get, capi_peek, capi_set, capi_len, capi_contains,
-    capi_peek_int, capi_set_int,
+    capi_peek_int, capi_set_int, capi_del,
 };
 
 static struct PyModuleDef moduledef = {

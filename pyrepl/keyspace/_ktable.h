@@ -13,14 +13,15 @@
  * peek_int (INCR's read, the age untouched): KT_INT and *out when the key holds a string that is
  * an integer kept in its entry (every canonical integer of 63 bits is), KT_ABSENT, KT_OTHER
  * (any other value), or -1 with an exception. set_int: set of the integer's text, without
- * making it: 0 or -1. */
+ * making it: 0 or -1. del: the key and its value removed, 1; 0 when absent; -1 with an
+ * exception. */
 #ifndef PYREPL_KTABLE_H
 #define PYREPL_KTABLE_H
 
 #include <Python.h>
 
 #define KTABLE_CAPSULE "pyrepl.keyspace._ktable._C_API"
-#define KTABLE_CAPI_VERSION 2
+#define KTABLE_CAPI_VERSION 3
 
 enum { KT_ABSENT = 0, KT_INT = 1, KT_OTHER = 2 };
 
@@ -34,6 +35,7 @@ typedef struct {
     int (*contains)(PyObject *table, PyObject *key);
     int (*peek_int)(PyObject *table, PyObject *key, long long *out);
     int (*set_int)(PyObject *table, PyObject *key, long long v);
+    int (*del)(PyObject *table, PyObject *key);
 } KTable_CAPI;
 
 #endif

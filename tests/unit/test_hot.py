@@ -66,6 +66,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, "100", "NX"],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
+        ["DEL", key, "k"], ["CONFIG", "SET", "lazyfree-lazy-user-del",
+                            draw(st.sampled_from(["yes", "no"]))],
     ]))
 
 
@@ -152,11 +154,13 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"], ["SADD", "s", "b"],
             ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
             ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["GEOADD", "z", "13.361389",
-                                                            "38.115556", "p"]]))
+                                                            "38.115556", "p"],
+            ["DEL", "s"], ["DEL", "s"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n")
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n")
+        assert b"s" not in c.db.data
         assert c.db.data[b"t"][b"n"] == b"-2"
         assert c.db.expires[b"t"] == core.now_ms + 50_000
         for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
@@ -165,7 +169,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["SADD", "s", "c", "d"], ["HINCRBY", "t", "n", "+1"], ["HINCRBY", "t", "long", "1"],
                   ["HINCRBY", "h", "f", "1"], ["EXPIRE", "nokey", "1"], ["EXPIRE", "t", "0"],
                   ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
-                  ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"]):
+                  ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
+                  ["DEL", "t"], ["DEL", "k", "l"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
