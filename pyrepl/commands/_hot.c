@@ -1,14 +1,16 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby,
-   expire, geoadd and del are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD,
-   EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD and DEL (pyrepl/commands/hot.py puts them
-   in the command table). Each does what the Python handler's fast path does
-   (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py, keys.py, sets.py, geo.py), on
+   expire, geoadd, del and bitcount are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET,
+   ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL and BITCOUNT
+   (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
+   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py,
+   keys.py, sets.py, geo.py, bitmaps.py), on
    the same slots (pyrepl/_slots.h), for the form redis-benchmark and most clients send: SET
    key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field value, ZADD key
    <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY key field
-   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member, DEL key. In every other
+   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member, DEL key, BITCOUNT key
+   [<start> <end>]. In every other
    case, and whenever the Python handler would do more than the store (a key with a TTL, a
    WATCHed database, keyspace events on, a new list, hash or sorted set, a value of another
    type or form), it calls the Python handler before anything changed, so that stays the reference:
@@ -22,6 +24,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
@@ -32,10 +35,10 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd", "del",
+    "hincrby", "expire", "geoadd", "del", "bitcount",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -619,6 +622,73 @@ interleave64(uint32_t xlo, uint32_t ylo)
 #define GEO_LAT_MAX 85.05112878
 #define GEO_STEP 26
 
+/* The set bits of n bytes at p. */
+static long long
+popcount(const unsigned char *p, Py_ssize_t n)
+{
+    long long count = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        count += __builtin_popcountll(w);
+    }
+    for (; i < n; i++)
+        count += __builtin_popcount(p[i]);
+    return count;
+}
+
+/* BITCOUNT key [start end], a byte range of small integers (small_int), of a string: its set
+   bits in the range (negative indexes from the end, clamped, as the reference's _byte_range);
+   a hit counted */
+static PyObject *
+hot_bitcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bound)
+        return unbound_error(MODULE_NAME, handler_names[H_BITCOUNT]);
+    Py_ssize_t n = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    Hot h;
+    int on = n == 2 || n == 4 ? hot_case(args, nargs, n, &h, 0) : 0;
+    long long start = 0, end = -1;
+    if (on > 0 && n == 4 && (!small_int(PyList_GET_ITEM(args[1], 2), &start) ||
+                             !small_int(PyList_GET_ITEM(args[1], 3), &end)))
+        on = 0;
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_BITCOUNT, args, nargs);
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    if (v == NULL || !PyBytes_CheckExact(v) || Py_TYPE(stats) != stats_type ||
+            !slots_all_set(stats, stats_off, T_N)) {   /* (a miss, WRONGTYPE: the reference) */
+        Py_XDECREF(v);
+        return PyErr_Occurred() ? NULL : reference(H_BITCOUNT, args, nargs);
+    }
+    if (slot_add(stats, stats_off[T_HITS], 1) < 0) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    long long len = PyBytes_GET_SIZE(v), count = 0;
+    if (n == 2) {
+        end = len - 1;
+    } else if (start < 0 && end < 0 && start > end) {
+        end = start - 1;   /* (nothing to count) */
+    } else {
+        if (start < 0)
+            start += len;
+        if (end < 0)
+            end += len;
+        if (start < 0)
+            start = 0;
+        if (end < 0)
+            end = 0;
+        if (end > len - 1)
+            end = len - 1;
+    }
+    if (start <= end)
+        count = popcount((const unsigned char *)PyBytes_AS_STRING(v) + start, end - start + 1);
+    Py_DECREF(v);
+    return PyLong_FromLongLong(count);
+}
+
 /* GEOADD key longitude latitude member, the coordinates plain decimals (plain_double) in
    range, into an existing sorted set: 1 for a new member; what changed propagates as ZADD key
    <score> member, as the reference writes it. The score is geohashEncodeWGS84's 52 bits
@@ -675,4 +745,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
-    FASTCALL("del", hot_del, "DEL's handler."))
+    FASTCALL("del", hot_del, "DEL's handler."),
+    FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."))

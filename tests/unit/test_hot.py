@@ -38,6 +38,8 @@ TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc",
          "-4611686018427387905", "9223372036854775807", "-9223372036854775808", "-0", "+1"]
 COORDS = ["13.361389", "38.115556", "-180", "180", "85.05112878", "85.05112879", "-0", "1e1",
           ".5", "5.", "00.25", "abc", "nan", "-85.05112878", "0.000000000000000000001"]
+RANGES = [("0", "-1"), ("1", "2"), ("-5", "-4"), ("-3", "-1"), ("-1", "-3"), ("-100", "100"), ("5", "2"),
+          ("0", "0"), ("-0", "1"), ("01", "2"), ("9999999999999999999", "1"), ("x", "1")]
 SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
           "inf", "nan", "x"]
 
@@ -66,6 +68,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, "100", "NX"],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
+        ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
+        ["BITCOUNT", key, "0", "-1", "BIT"], ["BITCOUNT", key, "1"],
         ["DEL", key, "k"], ["CONFIG", "SET", "lazyfree-lazy-user-del",
                             draw(st.sampled_from(["yes", "no"]))],
     ]))
@@ -102,6 +106,10 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["HINCRBY", "h", "f", "-1"], ["HINCRBY", "h", "f", "999999999999999999"]],
                 [["HSET", "h", "g", "12"], ["HINCRBY", "h", "g", "-20"], ["HGET", "h", "g"]],
                 [["SADD", "s", "a"], ["SADD", "s", "a"], ["SADD", "s", "b"], ["SADD", "s", "1"]]])
+@example(reads=[[["SET", "k", "ab"], ["BITCOUNT", "k", "-5", "-4"]],
+                [["BITCOUNT", "k", "-100", "100"], ["BITCOUNT", "k", "1", "0"]],
+                [["BITCOUNT", "k", "-1", "-3"], ["BITCOUNT", "k", "-2", "-1"], ["BITCOUNT", "k"]],
+                [["SET", "k", ""], ["BITCOUNT", "k", "0", "-1"], ["BITCOUNT", "k", "1", "5"]]])
 @example(reads=[[["GEOADD", "z", "13.361389", "38.115556", "m"]],
                 [["GEOADD", "z", "15.087269", "37.502669", "n"], ["GEOADD", "z", "-180", "0", "m"]],
                 [["GEOADD", "z", "180", "85.05112878", "m"], ["GEOADD", "z", "180", "85.05112878", "m"]],
@@ -155,11 +163,13 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
             ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["GEOADD", "z", "13.361389",
                                                             "38.115556", "p"],
-            ["DEL", "s"], ["DEL", "s"]]))
+            ["DEL", "s"], ["DEL", "s"], ["SET", "b", "\x0f\x7f"], ["BITCOUNT", "b"],
+            ["BITCOUNT", "b", "-1", "-1"], ["BITCOUNT", "b", "-1", "-2"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n")
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n"
+                                    b"+OK\r\n:11\r\n:7\r\n:0\r\n")
         assert b"s" not in c.db.data
         assert c.db.data[b"t"][b"n"] == b"-2"
         assert c.db.expires[b"t"] == core.now_ms + 50_000
@@ -170,7 +180,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["HINCRBY", "h", "f", "1"], ["EXPIRE", "nokey", "1"], ["EXPIRE", "t", "0"],
                   ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
                   ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
-                  ["DEL", "t"], ["DEL", "k", "l"]):
+                  ["DEL", "t"], ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"],
+                  ["BITCOUNT", "b", "0", "1", "BYTE"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])

@@ -211,6 +211,7 @@ def test_the_slots_it_moves_exist():
         pass
 
     from pyrepl._dispatch import execute
+
     from pyrepl.commands.table import Command
     from pyrepl.core.dispatch import NAME_CACHE, execute_run
     from pyrepl.resp.fastreader import release
