@@ -1,8 +1,8 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby,
-   expire, geoadd, del and bitcount are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET,
-   ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL and BITCOUNT
+   expire, geoadd, del, bitcount and setbit are the handlers of SET, GET, INCR, LPUSH, RPUSH,
+   HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT and SETBIT
    (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
    handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py,
    keys.py, sets.py, geo.py, bitmaps.py), on
@@ -10,7 +10,7 @@
    key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field value, ZADD key
    <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY key field
    <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member, DEL key, BITCOUNT key
-   [<start> <end>]. In every other
+   [<start> <end>], SETBIT key <offset> 0|1. In every other
    case, and whenever the Python handler would do more than the store (a key with a TTL, a
    WATCHed database, keyspace events on, a new list, hash or sorted set, a value of another
    type or form), it calls the Python handler before anything changed, so that stays the reference:
@@ -35,10 +35,10 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd", "del", "bitcount",
+    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -58,6 +58,7 @@ static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
 static PyObject *appendleft, *append, *popleft, *pop_right, *set_score;  /* deque's, ZSet's */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
 static PyObject *str_config, *str_lazy_user_del;   /* core.config.lazyfree_lazy_user_del */
+static PyObject *str_max_bulk;   /* core.config.proto_max_bulk_len */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -97,7 +98,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
             intern(&str_config, "config") < 0 ||
-            intern(&str_lazy_user_del, "lazyfree_lazy_user_del") < 0)
+            intern(&str_lazy_user_del, "lazyfree_lazy_user_del") < 0 ||
+            intern(&str_max_bulk, "proto_max_bulk_len") < 0)
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -257,15 +259,23 @@ hot_exists(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(found);
 }
 
+/* core.config.<name> (new ref), NULL on an exception. */
+static PyObject *
+config_value(PyObject *core, PyObject *name)
+{
+    PyObject *cfg = PyObject_GetAttr(core, str_config);
+    PyObject *v = cfg == NULL ? NULL : PyObject_GetAttr(cfg, name);
+    Py_XDECREF(cfg);
+    return v;
+}
+
 /* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now), 0
    when not */
 static PyObject *
 hot_del(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_DEL, 2);
-    PyObject *cfg = PyObject_GetAttr(h.core, str_config);
-    PyObject *lazy = cfg == NULL ? NULL : PyObject_GetAttr(cfg, str_lazy_user_del);
-    Py_XDECREF(cfg);
+    PyObject *lazy = config_value(h.core, str_lazy_user_del);
     if (lazy == NULL)
         return NULL;
     Py_DECREF(lazy);
@@ -689,6 +699,46 @@ hot_bitcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLongLong(count);
 }
 
+/* SETBIT key offset 0|1, the offset a small integer (small_int) inside a string that is there
+   (nothing grows) and within proto-max-bulk-len: the bit's old value; the string stored again
+   (a new bytes, the table's entry kept) when the bit changes */
+static PyObject *
+hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_SETBIT, 4);
+    long long offset, on;
+    if (!small_int(PyList_GET_ITEM(args[1], 2), &offset) || offset < 0 ||
+            !small_int(PyList_GET_ITEM(args[1], 3), &on) || (on != 0 && on != 1))
+        return reference(H_SETBIT, args, nargs);
+    PyObject *max = config_value(h.core, str_max_bulk);
+    long long limit = slot_int(max);
+    Py_XDECREF(max);
+    if (max == NULL)
+        return NULL;
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
+    if (v == NULL || !PyBytes_CheckExact(v) || limit < 0 || (offset >> 3) >= limit ||
+            (offset >> 3) >= PyBytes_GET_SIZE(v)) {   /* (it grows, a new key, WRONGTYPE) */
+        Py_XDECREF(v);
+        return PyErr_Occurred() ? NULL : reference(H_SETBIT, args, nargs);
+    }
+    Py_ssize_t byte = (Py_ssize_t)(offset >> 3);
+    unsigned char mask = (unsigned char)(1 << (7 - (offset & 7)));
+    unsigned char was = (unsigned char)PyBytes_AS_STRING(v)[byte];
+    long old = (was & mask) != 0;
+    if (old == on) {
+        Py_DECREF(v);
+        return PyLong_FromLong(old);
+    }
+    PyObject *now = PyBytes_FromStringAndSize(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    Py_DECREF(v);
+    if (now == NULL)
+        return NULL;
+    PyBytes_AS_STRING(now)[byte] = (char)(on ? was | mask : was & ~mask);
+    int rc = kt->set(h.data, h.key, now);
+    Py_DECREF(now);
+    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(old));
+}
+
 /* GEOADD key longitude latitude member, the coordinates plain decimals (plain_double) in
    range, into an existing sorted set: 1 for a new member; what changed propagates as ZADD key
    <score> member, as the reference writes it. The score is geohashEncodeWGS84's 52 bits
@@ -746,4 +796,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
-    FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."))
+    FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
+    FASTCALL("setbit", hot_setbit, "SETBIT's handler."))
