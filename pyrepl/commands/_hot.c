@@ -1,21 +1,20 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
-   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby,
-   expire, geoadd, del, bitcount and setbit are the handlers of SET, GET, INCR, LPUSH, RPUSH,
-   HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT and SETBIT
-   (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
-   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py,
-   keys.py, sets.py, geo.py, bitmaps.py), on
-   the same slots (pyrepl/_slots.h), for the form redis-benchmark and most clients send: SET
-   key value, GET key, INCR key, LPUSH/RPUSH key value, HSET key field value, ZADD key
-   <integer score> member, EXISTS key, LPOP/RPOP key, SADD key member, HINCRBY key field
-   <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member, DEL key, BITCOUNT key
-   [<start> <end>], SETBIT key <offset> 0|1. In every other
-   case, and whenever the Python handler would do more than the store (a key with a TTL, a
-   WATCHed database, keyspace events on, a new list, hash or sorted set, a value of another
-   type or form), it calls the Python handler before anything changed, so that stays the reference:
-   tests/unit/test_hot.py runs both on the same random command streams and compares the
-   replies, the dataset, the counters and what propagates.
+   set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
+   geoadd, del, bitcount, setbit and pfcount are the handlers of SET, GET, INCR, LPUSH, RPUSH,
+   HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT and
+   PFCOUNT (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
+   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py, keys.py,
+   sets.py, geo.py, bitmaps.py, hyperloglog.py), on the same slots (pyrepl/_slots.h), for the
+   form redis-benchmark and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key
+   value, HSET key field value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key, SADD
+   key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
+   DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
+   count). In every other case, and whenever the Python handler would do more than the store (a
+   key with a TTL, a WATCHed database, keyspace events on, a new list, hash or sorted set, a
+   value of another type or form), it calls the Python handler before anything changed, so that
+   stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
+   compares the replies, the dataset, the counters and what propagates.
 
    Why C (bench/RESULTS.md, "The hot commands' common forms in C"): with the dispatch, the
    reader and the reply in C, a lone SET's Python handler was ~1,500 of its ~10,200
@@ -35,10 +34,10 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit",
+    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -739,6 +738,36 @@ hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(old));
 }
 
+#define HLL_HDR_SIZE 16
+#define HLL_DENSE_SIZE (HLL_HDR_SIZE + ((1 << 14) * 6 + 7) / 8)
+
+/* PFCOUNT key, of a HyperLogLog whose cardinality is cached in its header (the top bit of its
+   last byte clear: pyrepl/keyspace/hll.py's cached_card): that cardinality; a hit counted */
+static PyObject *
+hot_pfcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_PFCOUNT, 2);
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    const unsigned char *p = v != NULL && PyBytes_CheckExact(v)
+                             ? (const unsigned char *)PyBytes_AS_STRING(v) : NULL;
+    Py_ssize_t n = p != NULL ? PyBytes_GET_SIZE(v) : 0;
+    /* hll.is_hll: the header, a known encoding, a dense one of its size; the cache valid */
+    if (p == NULL || n < HLL_HDR_SIZE || memcmp(p, "HYLL", 4) != 0 || p[4] > 1 ||
+            (p[4] == 0 && n != HLL_DENSE_SIZE) || (p[15] & 0x80) ||
+            Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N)) {
+        Py_XDECREF(v);
+        return PyErr_Occurred() ? NULL : reference(H_PFCOUNT, args, nargs);
+    }
+    unsigned long long card = 0;
+    for (int i = 7; i >= 0; i--)
+        card = card << 8 | p[8 + i];
+    Py_DECREF(v);
+    if (slot_add(stats, stats_off[T_HITS], 1) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(card);
+}
+
 /* GEOADD key longitude latitude member, the coordinates plain decimals (plain_double) in
    range, into an existing sorted set: 1 for a new member; what changed propagates as ZADD key
    <score> member, as the reference writes it. The score is geohashEncodeWGS84's 52 bits
@@ -797,4 +826,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
-    FASTCALL("setbit", hot_setbit, "SETBIT's handler."))
+    FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
+    FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."))

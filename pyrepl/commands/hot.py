@@ -1,7 +1,7 @@
-"""The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
-RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT and SETBIT
-get a C handler that does what the Python handler's fast path does, and calls the Python
-handler, the reference, for everything else. ``REFERENCE`` keeps the Python handlers
+"""The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
+HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT and PFCOUNT
+get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
 
@@ -11,9 +11,11 @@ from collections import deque
 from typing import Any
 
 from pyrepl import native
+from pyrepl.commands.bitmaps import bitcount, setbit
 from pyrepl.commands.geo import geoadd
 from pyrepl.commands.hashes import hincrby, hset
-from pyrepl.commands.keys import exists, expire
+from pyrepl.commands.hyperloglog import pfcount
+from pyrepl.commands.keys import del_, exists, expire
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.sets import sadd
 from pyrepl.commands.strings import get, incr, set_
@@ -30,8 +32,7 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "hset": hset, "zadd": zadd, "exists": exists,
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
              "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd,
-             "del": COMMANDS[b"del"].handler, "bitcount": COMMANDS[b"bitcount"].handler,
-             "setbit": COMMANDS[b"setbit"].handler}
+             "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

@@ -70,6 +70,7 @@ def requests(draw: st.DrawFn) -> list[str]:
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
         ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
         ["BITCOUNT", key, "0", "-1", "BIT"], ["BITCOUNT", key, "1"],
+        ["PFADD", key, draw(st.sampled_from(["a", "b"]))], ["PFCOUNT", key], ["PFCOUNT", key, "k"],
         ["SETBIT", key, draw(st.sampled_from(["0", "7", "8", "15", "100", "-1", "01", "x"])),
          draw(st.sampled_from(["0", "1", "2", "-0"]))],
         ["DEL", key, "k"], ["CONFIG", "SET", "lazyfree-lazy-user-del",
@@ -113,7 +114,10 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["BITCOUNT", "k", "-1", "-3"], ["BITCOUNT", "k", "-2", "-1"], ["BITCOUNT", "k"]],
                 [["SET", "k", ""], ["BITCOUNT", "k", "0", "-1"], ["BITCOUNT", "k", "1", "5"]],
                 [["SET", "n", "ab"], ["SETBIT", "n", "1", "0"], ["SETBIT", "n", "15", "1"]],
-                [["SETBIT", "n", "15", "1"], ["SETBIT", "n", "16", "1"], ["GET", "n"]]])
+                [["SETBIT", "n", "15", "1"], ["SETBIT", "n", "16", "1"], ["GET", "n"]],
+                [["PFADD", "h", "a", "b"], ["PFCOUNT", "h"], ["PFCOUNT", "h"], ["PFADD", "h", "c"]],
+                [["PFCOUNT", "h"], ["SETRANGE", "h", "15", "\x7f"], ["PFCOUNT", "h"]],
+                [["SET", "k", "HYLLnope"], ["PFCOUNT", "k"], ["PFCOUNT", "nokey"]]])
 @example(reads=[[["GEOADD", "z", "13.361389", "38.115556", "m"]],
                 [["GEOADD", "z", "15.087269", "37.502669", "n"], ["GEOADD", "z", "-180", "0", "m"]],
                 [["GEOADD", "z", "180", "85.05112878", "m"], ["GEOADD", "z", "180", "85.05112878", "m"]],
@@ -148,7 +152,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                                               ["ZADD", "z", "1.5", "m"],
                                               ["RPUSH", "big", *("x" * 100 for _ in range(99)),
                                                "first", "last"],
-                                              ["SADD", "s", "a"], ["HSET", "t", "long", "x" * 100]]))
+                                              ["SADD", "s", "a"], ["HSET", "t", "long", "x" * 100],
+                                              ["PFADD", "p", "a", "b", "c"], ["PFCOUNT", "p"]]))
     c.data_to_send()
     assert type(c.db.data[b"big"]).__name__ == "deque"
     saved = dict(hot.REFERENCE)
@@ -169,13 +174,14 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                                                             "38.115556", "p"],
             ["DEL", "s"], ["DEL", "s"], ["SET", "b", "\x0f\x7f"], ["BITCOUNT", "b"],
             ["BITCOUNT", "b", "-1", "-1"], ["BITCOUNT", "b", "-1", "-2"], ["SETBIT", "b", "0", "1"],
-            ["SETBIT", "b", "0", "1"], ["SETBIT", "b", "15", "0"], ["GET", "b"]]))
+            ["SETBIT", "b", "0", "1"], ["SETBIT", "b", "15", "0"], ["GET", "b"], ["PFCOUNT", "p"],
+            ["PFCOUNT", "p"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
                                     b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n"
                                     b"+OK\r\n:11\r\n:7\r\n:0\r\n:0\r\n:1\r\n:1\r\n"
-                                    b"$2\r\n\x8f\x7e\r\n")
+                                    b"$2\r\n\x8f\x7e\r\n:3\r\n:3\r\n")
         assert b"s" not in c.db.data
         assert c.db.data[b"t"][b"n"] == b"-2"
         assert c.db.expires[b"t"] == core.now_ms + 50_000
@@ -188,7 +194,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
                   ["DEL", "t"], ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"],
                   ["BITCOUNT", "b", "0", "1", "BYTE"], ["SETBIT", "b", "16", "1"],
-                  ["SETBIT", "nokey", "0", "1"], ["SETBIT", "l", "0", "1"]):
+                  ["SETBIT", "nokey", "0", "1"], ["SETBIT", "l", "0", "1"], ["PFCOUNT", "nokey"],
+                  ["PFCOUNT", "p", "p"], ["PFCOUNT", "b"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
