@@ -728,7 +728,11 @@ hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(v);
         return PyLong_FromLong(old);
     }
-    PyObject *now = PyBytes_FromStringAndSize(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    /* a fresh object to write in (with its bytes given, a 1-byte string would be CPython's
+       shared one) */
+    PyObject *now = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(v));
+    if (now != NULL)
+        memcpy(PyBytes_AS_STRING(now), PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v));
     Py_DECREF(v);
     if (now == NULL)
         return NULL;

@@ -232,3 +232,16 @@ def test_geoadd_scores_are_the_python_encoding(lon: float, lat: float,
     score = gh.encode_score(float(texts[0]), float(texts[1]))
     assert c.db.data[b"g"].score(b"m") == float(score)
     assert c.propagate_argv == [b"zadd", b"g", b"%d" % score, b"m"]
+
+
+def test_setbit_writes_a_string_of_its_own() -> None:
+    """SETBIT's C form writes the bit into a new string: a one-byte value read from the table
+    is CPython's shared one-byte bytes object, which nothing may change."""
+    core, c = warm_server(False)
+    for value in ("1", "a"):
+        c.receive_data(cmd("SET", "one", value) + cmd("SETBIT", "one", "7", "0") +
+                       cmd("SETBIT", "one", "7", "1") + cmd("SETBIT", "one", "6", "1"))
+        c.data_to_send()
+        for ch in "013`abc":   # (each one-byte string the bits went through: CPython's own)
+            assert ch.encode().hex() == f"{ord(ch):02x}"
+    assert c.db.data[b"one"] == b"c"
