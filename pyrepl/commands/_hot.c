@@ -478,7 +478,8 @@ hot_hincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* EXPIRE key seconds, seconds an integer of 1 to 12 digits (not 0), on a master, for a key
    that is there and not expired (with a TTL or without): its TTL set to now + seconds, 1
-   answered, and PEXPIREAT key <when> to propagate (c.propagate_argv), as the reference does */
+   answered, and PEXPIREAT key <when> to propagate (c.propagate_argv), as the reference does;
+   0 for no key */
 static PyObject *
 hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -497,8 +498,8 @@ hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return reference(H_EXPIRE, args, nargs);
     }
     PyObject *v = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
-    if (v == NULL)
-        return PyErr_Occurred() ? NULL : reference(H_EXPIRE, args, nargs);   /* (0) */
+    if (v == NULL)   /* no such key: 0, nothing changed */
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     Py_DECREF(v);
     long long when = now + secs * 1000;
     char digits[24];

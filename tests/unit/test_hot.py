@@ -170,7 +170,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["ZADD", "z", "3", "n"], ["EXISTS", "k"], ["EXISTS", "nokey"], ["RPOP", "big"],
             ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"], ["SADD", "s", "b"],
             ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
-            ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["GEOADD", "z", "13.361389",
+            ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["EXPIRE", "nokey", "9"],
+            ["GEOADD", "z", "13.361389",
                                                             "38.115556", "p"],
             ["DEL", "s"], ["DEL", "s"], ["SET", "b", "\x0f\x7f"], ["BITCOUNT", "b"],
             ["BITCOUNT", "b", "-1", "-1"], ["BITCOUNT", "b", "-1", "-2"], ["SETBIT", "b", "0", "1"],
@@ -179,7 +180,7 @@ def test_c_handlers_take_their_forms_in_c() -> None:
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n"
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n:0\r\n"
                                     b"+OK\r\n:11\r\n:7\r\n:0\r\n:0\r\n:1\r\n:1\r\n"
                                     b"$2\r\n\x8f\x7e\r\n:3\r\n:3\r\n")
         assert b"s" not in c.db.data
@@ -189,7 +190,7 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"],
                   ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"], ["SADD", "s2", "a"],
                   ["SADD", "s", "c", "d"], ["HINCRBY", "t", "n", "+1"], ["HINCRBY", "t", "long", "1"],
-                  ["HINCRBY", "h", "f", "1"], ["EXPIRE", "nokey", "1"], ["EXPIRE", "t", "0"],
+                  ["HINCRBY", "h", "f", "1"], ["EXPIRE", "t", "0"],
                   ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
                   ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
                   ["DEL", "t"], ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"],
