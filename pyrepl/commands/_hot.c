@@ -11,8 +11,8 @@
    key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
    count). In every other case, and whenever the Python handler would do more than the store (a
-   key with a TTL, a WATCHed database, keyspace events on, a new list, hash or sorted set, a
-   value of another type or form), it calls the Python handler before anything changed, so that
+   key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
+   on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
    compares the replies, the dataset, the counters and what propagates.
 
@@ -142,15 +142,18 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* What every common form needs, found for a request of n arguments whose key (argv[1]) is
    bytes: the client's database's table (a KeyTable: get touches the key's age, as Redis's
    lookupKey, and set stamps it, as setKey), with no TTL on the key, no WATCH on the database and
-   no keyspace events on; the core, for its counters. With ``ttl_ok`` the key may have a TTL
-   (the caller checks it: h->expires is the database's TTL table). 1 when all holds, 0
-   otherwise (nothing moved, no error set), -1 on an exception. */
+   no keyspace events on; the core, for its counters. ``ttl``: TTL_NONE, the key has no TTL;
+   TTL_LIVE, it may have one still to come (the key is not expired: a lookup finds it as it
+   finds a key without one); TTL_ANY, any (the caller checks it: h->expires is the database's
+   TTL table). 1 when all holds, 0 otherwise (nothing moved, no error set), -1 on an
+   exception. */
+enum { TTL_NONE, TTL_LIVE, TTL_ANY };
 typedef struct {
     PyObject *c, *core, *data, *expires, *key;
 } Hot;
 
 static int
-hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl_ok)
+hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
 {
     if (nargs != 2)
         return 0;
@@ -167,10 +170,19 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl_
             !PyDict_CheckExact(watched) || PyDict_GET_SIZE(watched) != 0 ||
             SLOT_AT(core, core_off[K_NOTIFY_MASK]) != zero || !PyBytes_CheckExact(key))
         return 0;
-    if (!ttl_ok && kt->len(expires) != 0) {
-        int ttl = kt->contains(expires, key);
-        if (ttl != 0)
-            return ttl < 0 ? -1 : 0;
+    if (ttl == TTL_NONE && kt->len(expires) != 0) {
+        int has = kt->contains(expires, key);
+        if (has != 0)
+            return has < 0 ? -1 : 0;
+    } else if (ttl == TTL_LIVE && kt->len(expires) != 0) {   /* (Database.expire_if_needed) */
+        PyObject *when = kt->peek(expires, key);
+        if (when == NULL && PyErr_Occurred())
+            return -1;
+        long long at = when == NULL ? 0 : slot_int(when),
+                  now = slot_int(SLOT_AT(core, core_off[K_NOW_MS]));
+        Py_XDECREF(when);
+        if (when != NULL && (at < 0 || now < 0 || at <= now))
+            return 0;
     }
     h->c = c;
     h->expires = expires;
@@ -189,13 +201,13 @@ reference(int which, PyObject *const *args, Py_ssize_t nargs)
 
 /* A handler's start: ``h`` set for the common case of a request of n words; for any other,
    the reference's reply (NULL on an exception) returned at once. */
-#define HOT_CASE(which, n) HOT_CASE_TTL(which, n, 0)
-#define HOT_CASE_TTL(which, n, ttl_ok)                                      \
+#define HOT_CASE(which, n) HOT_CASE_TTL(which, n, TTL_NONE)
+#define HOT_CASE_TTL(which, n, ttl)                                         \
     Hot h;                                                                  \
     do {                                                                    \
         if (!bound)                                                         \
             return unbound_error(MODULE_NAME, handler_names[which]);       \
-        int on_ = hot_case(args, nargs, (n), &h, (ttl_ok));                 \
+        int on_ = hot_case(args, nargs, (n), &h, (ttl));                    \
         if (on_ <= 0)                                                       \
             return on_ < 0 ? NULL : reference((which), args, nargs);        \
     } while (0)
@@ -219,11 +231,11 @@ hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, Py_NewRef(ok));
 }
 
-/* GET key: a string, or nil (a miss) */
+/* GET key: a string, or nil (a miss); the key may have a TTL still to come */
 static PyObject *
 hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    HOT_CASE(H_GET, 2);
+    HOT_CASE_TTL(H_GET, 2, TTL_LIVE);
     PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
     if (v == NULL && PyErr_Occurred())
         return NULL;
@@ -240,11 +252,12 @@ hot_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return v == NULL ? Py_NewRef(Py_None) : v;
 }
 
-/* EXISTS key: 1 or 0, the key's age untouched (LOOKUP_NOTOUCH), a hit or a miss counted */
+/* EXISTS key: 1 or 0, the key's age untouched (LOOKUP_NOTOUCH), a hit or a miss counted; the
+   key may have a TTL still to come */
 static PyObject *
 hot_exists(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    HOT_CASE(H_EXISTS, 2);
+    HOT_CASE_TTL(H_EXISTS, 2, TTL_LIVE);
     PyObject *v = kt->peek(h.data, h.key);    /* (a new reference) */
     if (v == NULL && PyErr_Occurred())
         return NULL;
@@ -268,12 +281,12 @@ config_value(PyObject *core, PyObject *name)
     return v;
 }
 
-/* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now), 0
-   when not */
+/* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now, its
+   TTL, one still to come, gone with it), 0 when not */
 static PyObject *
 hot_del(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    HOT_CASE(H_DEL, 2);
+    HOT_CASE_TTL(H_DEL, 2, TTL_LIVE);
     PyObject *lazy = config_value(h.core, str_lazy_user_del);
     if (lazy == NULL)
         return NULL;
@@ -281,6 +294,8 @@ hot_del(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (lazy != Py_False)   /* (UNLINK's way: the reference) */
         return reference(H_DEL, args, nargs);
     int r = kt->del(h.data, h.key);
+    if (r > 0 && kt->len(h.expires) != 0 && kt->del(h.expires, h.key) < 0)   /* (its TTL) */
+        r = -1;
     if (r < 0)
         return NULL;
     return r ? dirtied(&h, PyLong_FromLong(1)) : PyLong_FromLong(0);
@@ -483,7 +498,7 @@ hot_hincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    HOT_CASE_TTL(H_EXPIRE, 3, 1);
+    HOT_CASE_TTL(H_EXPIRE, 3, TTL_ANY);
     long long secs, now = slot_int(SLOT_AT(h.core, core_off[K_NOW_MS]));
     if (!small_int(PyList_GET_ITEM(args[1], 2), &secs) || secs < 1 || secs > 999999999999LL ||
             now < 0 || SLOT_AT(h.core, core_off[K_EXPIRY_DELETES]) != Py_True)

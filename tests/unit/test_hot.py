@@ -171,6 +171,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["RPOP", "big"], ["LPOP", "big"], ["LPOP", "nokey"], ["SADD", "s", "b"],
             ["SADD", "s", "b"], ["HINCRBY", "t", "n", "5"], ["HINCRBY", "t", "n", "-7"],
             ["EXPIRE", "t", "100"], ["EXPIRE", "t", "50"], ["EXPIRE", "nokey", "9"],
+            ["SET", "ttl", "v"], ["EXPIRE", "ttl", "9"], ["GET", "ttl"], ["EXISTS", "ttl"],
+            ["DEL", "ttl"], ["EXISTS", "ttl"],
             ["GEOADD", "z", "13.361389",
                                                             "38.115556", "p"],
             ["DEL", "s"], ["DEL", "s"], ["SET", "b", "\x0f\x7f"], ["BITCOUNT", "b"],
@@ -180,12 +182,13 @@ def test_c_handlers_take_their_forms_in_c() -> None:
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
-                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n:0\r\n"
+                                    b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:0\r\n"
+                                    b"+OK\r\n:1\r\n$1\r\nv\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n:0\r\n"
                                     b"+OK\r\n:11\r\n:7\r\n:0\r\n:0\r\n:1\r\n:1\r\n"
                                     b"$2\r\n\x8f\x7e\r\n:3\r\n:3\r\n")
         assert b"s" not in c.db.data
         assert c.db.data[b"t"][b"n"] == b"-2"
-        assert c.db.expires[b"t"] == core.now_ms + 50_000
+        assert c.db.expires[b"t"] == core.now_ms + 50_000 and b"ttl" not in c.db.expires
         for r in (["SET", "k", "v", "NX"], ["GET", "l"], ["INCR", "l"], ["LPUSH", "new", "a"],
                   ["HSET", "new2", "f", "v"], ["ZADD", "z", "1.5", "m"], ["INCR", "zero"],
                   ["EXISTS", "k", "l"], ["LPOP", "l"], ["RPOP", "big", "1"], ["SADD", "s2", "a"],
@@ -193,11 +196,14 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["HINCRBY", "h", "f", "1"], ["EXPIRE", "t", "0"],
                   ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
                   ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
-                  ["DEL", "t"], ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"],
+                  ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"], ["GET", "old"],
+                  ["EXISTS", "old"], ["DEL", "old"],
                   ["BITCOUNT", "b", "0", "1", "BYTE"], ["SETBIT", "b", "16", "1"],
                   ["SETBIT", "nokey", "0", "1"], ["SETBIT", "l", "0", "1"], ["PFCOUNT", "nokey"],
                   ["PFCOUNT", "p", "p"], ["PFCOUNT", "b"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
+            c.db.data[b"old"] = b"v"      # (expired now: the lookup deletes it)
+            c.db.expires[b"old"] = core.now_ms
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
     finally:
