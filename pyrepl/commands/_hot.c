@@ -459,6 +459,42 @@ small_int(PyObject *b, long long *out)
     return 1;
 }
 
+/* v's decimal text as bytes (new ref; NULL on an exception). */
+static PyObject *
+int_text(long long v)
+{
+    char digits[24], *p = digits + sizeof digits;   /* written from its end */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return PyBytes_FromStringAndSize(p, digits + sizeof digits - p);
+}
+
+/* c.propagate_argv = [name, key, <v's text>(, last)]: what the reference writes for a command
+   it propagates rewritten; -1 on an exception. */
+static int
+propagate_as(Hot *h, const char *name, long long v, PyObject *last)
+{
+    PyObject *pa = PyList_New(last == NULL ? 3 : 4);
+    if (pa == NULL)
+        return -1;
+    PyList_SET_ITEM(pa, 0, PyBytes_FromString(name));
+    PyList_SET_ITEM(pa, 1, Py_NewRef(h->key));
+    PyList_SET_ITEM(pa, 2, int_text(v));
+    if (last != NULL)
+        PyList_SET_ITEM(pa, 3, Py_NewRef(last));
+    if (PyList_GET_ITEM(pa, 0) == NULL || PyList_GET_ITEM(pa, 2) == NULL) {
+        Py_DECREF(pa);
+        return -1;
+    }
+    Py_XSETREF(SLOT_AT(h->c, client_off[C_PROPAGATE_ARGV]), pa);
+    return 0;
+}
+
 /* HINCRBY key field increment, in an existing hash table (a StrDict), the increment and any
    value there small integers (small_int): the new value, stored as its text */
 static PyObject *
@@ -476,15 +512,7 @@ hot_hincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Occurred() ? NULL : reference(H_HINCRBY, args, nargs);
     }
     x += by;
-    char digits[24], *p = digits + sizeof digits;   /* x's text, written from its end */
-    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (x < 0)
-        *--p = '-';
-    PyObject *text = PyBytes_FromStringAndSize(p, digits + sizeof digits - p);
+    PyObject *text = int_text(x);
     int r = text == NULL ? -1 : st->dict_set(hash, f, text);
     Py_XDECREF(text);
     Py_DECREF(hash);
@@ -517,23 +545,11 @@ hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     Py_DECREF(v);
     long long when = now + secs * 1000;
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lld", when);
-    PyObject *w = PyLong_FromLongLong(when), *pa = PyList_New(3);
-    if (w == NULL || pa == NULL || kt->set(h.expires, h.key, w) < 0) {
-        Py_XDECREF(w);
-        Py_XDECREF(pa);
+    PyObject *w = PyLong_FromLongLong(when);
+    int rc = w == NULL ? -1 : kt->set(h.expires, h.key, w);
+    Py_XDECREF(w);
+    if (rc < 0 || propagate_as(&h, "PEXPIREAT", when, NULL) < 0)
         return NULL;
-    }
-    Py_DECREF(w);
-    PyList_SET_ITEM(pa, 0, PyBytes_FromStringAndSize("PEXPIREAT", 9));
-    PyList_SET_ITEM(pa, 1, Py_NewRef(h.key));
-    PyList_SET_ITEM(pa, 2, PyBytes_FromStringAndSize(digits, n));
-    if (PyList_GET_ITEM(pa, 0) == NULL || PyList_GET_ITEM(pa, 2) == NULL) {
-        Py_DECREF(pa);
-        return NULL;
-    }
-    Py_XSETREF(SLOT_AT(h.c, client_off[C_PROPAGATE_ARGV]), pa);
     return dirtied(&h, PyLong_FromLong(1));
 }
 
@@ -812,20 +828,8 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return reference(H_GEOADD, args, nargs);
     if (r <= 0)
         return r < 0 ? NULL : PyLong_FromLong(0);
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)bits);
-    PyObject *pa = PyList_New(4);
-    if (pa == NULL)
+    if (propagate_as(&h, "zadd", (long long)bits, member) < 0)   /* (52 bits: a long long) */
         return NULL;
-    PyList_SET_ITEM(pa, 0, PyBytes_FromStringAndSize("zadd", 4));
-    PyList_SET_ITEM(pa, 1, Py_NewRef(h.key));
-    PyList_SET_ITEM(pa, 2, PyBytes_FromStringAndSize(digits, n));
-    PyList_SET_ITEM(pa, 3, Py_NewRef(member));
-    if (PyList_GET_ITEM(pa, 0) == NULL || PyList_GET_ITEM(pa, 2) == NULL) {
-        Py_DECREF(pa);
-        return NULL;
-    }
-    Py_XSETREF(SLOT_AT(h.c, client_off[C_PROPAGATE_ARGV]), pa);
     return dirtied(&h, PyLong_FromLong(r == 1));
 }
 
