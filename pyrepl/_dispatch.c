@@ -1,13 +1,13 @@
 /* pyrepl._dispatch: ServerCore.execute for one request, in C when it is the common one.
 
    execute(core, c, argv) is ``ServerCore.execute(c, argv)`` with ``ServerCore.call`` inside it
-   (pyrepl/core/server.py): the same checks, the same moves in the same order, on the same slots (read
-   and written at their offsets in the instances: pyrepl/_slots.h). The command's handler runs
-   where it always runs, in Python; so do the blocked clients' wake-up
+   (pyrepl/core/server.py): the same checks, the same moves in the same order, on the same slots
+   (read and written at their offsets in the instances: pyrepl/_slots.h). The command's handler
+   runs where it always runs, in Python; so do the blocked clients' wake-up
    (``blocking.after_write``) and an error's bookkeeping (``failed_call``). A write's
    propagation (``flush_propagation``) is the replication layer's ``feed_request`` (C,
-   pyrepl/replication/_feed.c) when the request itself is all there is to feed, and the
-   Python method otherwise.
+   pyrepl/replication/_feed.c) when the request itself is all there is to feed, and the Python
+   method otherwise.
 
    Why C (bench/RESULTS.md, "The dispatch in C"): a lone SET ran ~44 Python lines, of which ~35
    were the dispatch around the handler's ~9: flag tests, two counters, the commandstats
@@ -15,17 +15,18 @@
 
    The common case: core, client, command and its commandstats record are exactly ServerCore,
    Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP or subscribe
-   mode, is authenticated and unrestricted (in MULTI, a command other than MULTI's own is
-   queued here when the replication layer refuses nothing: queue_in_multi); the command is in the name cache with a
-   valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up; the replication
-   layer has nothing to check (a master without min-replicas-to-write for a write, or a
-   replica's master client: the stream it applies); and this call is not one ``call`` takes
-   its slow path for while a client tracks keys. A timed call (one in 16 of a sampled command,
-   every call of the others) is timed here, with the core's clock, and its records made here
-   when they are only commandstats and latencystats (``timed_quick``), by
-   ``ServerCore.timed_call``, the Python's own tail of ``call``, otherwise. Anything else calls the Python method
-   before anything moved, so the Python code stays the reference: tests/unit/test_dispatch.py
-   runs both on the same random command streams and compares replies, slots and INFO.
+   mode, is authenticated and unrestricted (in MULTI, a command other than MULTI's own is queued
+   here when the replication layer refuses nothing: queue_in_multi); the command is in the name
+   cache with a valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up;
+   the replication layer has nothing to check (a master without min-replicas-to-write for a
+   write, or a replica's master client: the stream it applies); and this call is not one
+   ``call`` takes its slow path for while a client tracks keys. A timed call (one in 16 of a
+   sampled command, every call of the others) is timed here, with the core's clock, and its
+   records made here when they are only commandstats and latencystats (``timed_quick``), by
+   ``ServerCore.timed_call``, the Python's own tail of ``call``, otherwise. Anything else calls
+   the Python method before anything moved, so the Python code stays the reference:
+   tests/unit/test_dispatch.py runs both on the same random command streams and compares
+   replies, slots and INFO.
 
    call(core, c, cmd, argv) is ``ServerCore.call`` alone, for the callers that run a command
    inside another (EXEC's queue, a script's redis.call): the same common case and moves as
