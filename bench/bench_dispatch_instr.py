@@ -258,6 +258,7 @@ PREFILL["ZRANGEBYSCORE"] = _enc(b"ZADD", b"zs", *(x for i in range(1000) for x i
     b"%d" % i, b"m:%d" % i)))
 PREFILL["SINTER"] = _enc(b"SADD", b"set100", *(b"member:%d" % i for i in range(100))) + _enc(
     b"SADD", b"set100b", *(b"member:%d" % i for i in range(50, 150)))
+PREFILL["BITCOUNT"] = _enc(b"SETBIT", b"bitmap", b"8000", b"1")   # (as bench_commands.py)
 # EXPIRE's keys are there (as bench_commands.py's, which SET ran before)
 PREFILL["EXPIRE"] = b"".join(_enc(b"SET", b"key:%d" % i, b"xxx") for i in range(10000))
 PREFILL["EVALSHA"] = _enc(b"SCRIPT", b"LOAD", _SCRIPT) + b"".join(

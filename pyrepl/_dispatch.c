@@ -47,12 +47,14 @@
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
     K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
-    K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_MAXMEMORY, K_N
+    K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_MAXMEMORY, K_CLOCK_NS, K_QUICK_BELOW_NS,
+    K_LATENCY_TRACKING, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
-    "serve_after_flush", "tracking_on", "maxmemory",
+    "serve_after_flush", "tracking_on", "maxmemory", "clock_ns", "quick_below_ns",
+    "latency_tracking",
 };
 
 enum {
@@ -91,6 +93,7 @@ static PyObject *reply_error;      /* pyrepl.resp.types.ReplyError */
 static PyObject *py_encode;        /* pyrepl.resp.writer.encode */
 static PyObject *name_cache;       /* pyrepl.core.NAME_CACHE */
 static PyObject *py_execute;       /* ServerCore.execute: the reference */
+static PyObject *perf_counter_ns;  /* time.perf_counter_ns: the shell's clock (clock_read) */
 static PyObject *py_feed;          /* Replication.feed (bind_feed; NULL: none) */
 static PyObject *feed_request;      /* pyrepl.replication._feed.feed_request */
 static PyTypeObject *repl_type;     /* Replication (bind_feed) */
@@ -106,29 +109,11 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset, *str_master, *str_clock_ns, *str_timed_call,
-                *str_config, *str_monitors, *str_slowlog, *str_latency_threshold,
-                *str_latency_tracking, *str_counts, *str_call;
+                *str_master_repl_offset, *str_master, *str_timed_call, *str_counts, *str_call;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 #define M(o, i) SLOT_AT(o, command_off[i])
-
-/* An int attribute of o as a long long (-1 with an error set when it is not one). */
-static int
-int_attr(PyObject *o, PyObject *name, long long *out)
-{
-    PyObject *v = PyObject_GetAttr(o, name);
-    if (v == NULL)
-        return -1;
-    int overflow = 0;
-    *out = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
-    int bad = !PyLong_Check(v) || overflow || (*out == -1 && PyErr_Occurred());
-    Py_DECREF(v);
-    if (bad && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "an int configuration value was expected");
-    return bad ? -1 : 0;
-}
 
 /* counts[low] = counts.get(low, 0) + 1 (LatencyHistogram.counts, a dict): 1, or -1 with an
    error set. */
@@ -156,58 +141,52 @@ count_bucket(PyObject *counts, unsigned long long low)
 /* ServerCore.timed_call(c, cmd, argv, st, ns) when all it does is the commandstats and
    latencystats record (CommandStat.record): 1 when done here, 0 when the Python method must
    run (a blocked client, a call the slow log or the latency monitor takes, a MONITOR
-   connected), -1 on an error. */
+   connected: the core's quick_below_ns, dispatch.refresh_timing), -1 on an error. */
 static int
-timed_quick(PyObject *core, PyObject *c, PyObject *st, PyObject *ns_obj)
+timed_quick(PyObject *core, PyObject *c, PyObject *st, long long ns)
 {
-    long long ns = PyLong_AsLongLong(ns_obj);
-    if (ns == -1 && PyErr_Occurred())
-        return -1;
-    if (ns < 0 || C(c, C_BLOCKED) != Py_None)
+    long long below = slot_int(K(core, K_QUICK_BELOW_NS));
+    PyObject *tracking = K(core, K_LATENCY_TRACKING);
+    if (ns < 0 || ns >= below || C(c, C_BLOCKED) != Py_None ||
+            (tracking != Py_True && tracking != Py_False))
         return 0;
-    PyObject *cfg = PyObject_GetAttr(core, str_config), *monitors = NULL;
-    if (cfg == NULL)
-        return -1;
-    long long slow, threshold;
-    int rc = -1, tracking = -1;
-    if (int_attr(cfg, str_slowlog, &slow) < 0 || int_attr(cfg, str_latency_threshold,
-                                                          &threshold) < 0)
-        goto out;
-    PyObject *t = PyObject_GetAttr(cfg, str_latency_tracking);
-    if (t == NULL)
-        goto out;
-    tracking = PyObject_IsTrue(t);
-    Py_DECREF(t);
-    if (tracking < 0 || (monitors = PyObject_GetAttr(core, str_monitors)) == NULL)
-        goto out;
-    int watched = PyObject_IsTrue(monitors);
-    if (watched < 0)
-        goto out;
-    rc = 0;
-    if ((slow >= 0 && slow <= ns / 1000) || watched ||
-            (threshold && ns / 1000000 >= threshold))
-        goto out;
     /* CommandStat.record(ns, tracking) */
-    if (slot_add(st, stat_off[S_TIMED_NS], ns) < 0 || slot_add(st, stat_off[S_TIMED], 1) < 0) {
-        rc = -1;
-        goto out;
-    }
-    if (tracking) {   /* Redis records whole microseconds, in ns, at least 1 */
-        unsigned long long v = (unsigned long long)(ns / 1000 * 1000);
-        if (v == 0)
-            v = 1;
-        int bits = 64 - __builtin_clzll(v | 255);
-        unsigned long long low = v >> (bits - 8) << (bits - 8);
-        PyObject *counts = PyObject_GetAttr(SLOT_AT(st, stat_off[S_LATENCY]), str_counts);
-        rc = counts == NULL ? -1 : count_bucket(counts, low);
-        Py_XDECREF(counts);
-        goto out;
-    }
-    rc = 1;
-out:
-    Py_XDECREF(monitors);
-    Py_DECREF(cfg);
+    if (slot_add(st, stat_off[S_TIMED_NS], ns) < 0 || slot_add(st, stat_off[S_TIMED], 1) < 0)
+        return -1;
+    if (tracking == Py_False)
+        return 1;
+    /* Redis records whole microseconds, in ns, at least 1 */
+    unsigned long long v = (unsigned long long)(ns / 1000 * 1000);
+    if (v == 0)
+        v = 1;
+    int bits = 64 - __builtin_clzll(v | 255);
+    unsigned long long low = v >> (bits - 8) << (bits - 8);
+    PyObject *counts = PyObject_GetAttr(SLOT_AT(st, stat_off[S_LATENCY]), str_counts);
+    int rc = counts == NULL ? -1 : count_bucket(counts, low);
+    Py_XDECREF(counts);
     return rc;
+}
+
+/* The core's clock (``core.clock_ns()``) in *ns: clock_gettime itself when it is the shell's
+   time.perf_counter_ns (CLOCK_MONOTONIC, what CPython reads for it on Linux), else a call.
+   0, or -1 with an exception. */
+static int
+clock_read(PyObject *core, long long *ns)
+{
+    PyObject *clock = K(core, K_CLOCK_NS);
+#if defined(__linux__)
+    struct timespec ts;
+    if (clock == perf_counter_ns && clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        *ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        return 0;
+    }
+#endif
+    PyObject *t = PyObject_CallNoArgs(clock);
+    if (t == NULL)
+        return -1;
+    *ns = PyLong_AsLongLong(t);
+    Py_DECREF(t);
+    return *ns == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 static PyObject *
@@ -223,14 +202,16 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
-            intern(&str_master, "master") || intern(&str_clock_ns, "clock_ns") ||
-            intern(&str_timed_call, "timed_call") || intern(&str_config, "config") ||
-            intern(&str_monitors, "monitors") ||
-            intern(&str_slowlog, "slowlog_log_slower_than") ||
-            intern(&str_latency_threshold, "latency_monitor_threshold") ||
-            intern(&str_latency_tracking, "latency_tracking") || intern(&str_counts, "counts") ||
-            intern(&str_call, "call"))
+            intern(&str_master, "master") || intern(&str_timed_call, "timed_call") ||
+            intern(&str_counts, "counts") || intern(&str_call, "call"))
         return NULL;
+    if (perf_counter_ns == NULL) {
+        PyObject *time = PyImport_ImportModule("time");
+        perf_counter_ns = time == NULL ? NULL : PyObject_GetAttrString(time, "perf_counter_ns");
+        Py_XDECREF(time);
+        if (perf_counter_ns == NULL)
+            return NULL;
+    }
     if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
             (one == NULL && (one = PyLong_FromLong(1)) == NULL) ||
             (queued_reply == NULL &&
@@ -580,40 +561,38 @@ static PyObject *
 call_moves(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv, PyObject *st, int timed,
            int top)
 {
-    PyObject *reply = NULL, *clock = NULL, *t0 = NULL;
+    long long t0 = 0, t1 = 0;
     if (slot_add(c, client_off[C_COMMANDS], 1) < 0)
         return NULL;
     slot_put(c, client_off[C_LAST_CMD], cmd);
-    if (timed && ((clock = PyObject_GetAttr(core, str_clock_ns)) == NULL ||
-                  (t0 = PyObject_CallNoArgs(clock)) == NULL))
-        goto fail;
+    if (timed && clock_read(core, &t0) < 0)
+        return NULL;
     PyObject *handler = M(cmd, M_HANDLER);
     Py_INCREF(handler);
-    reply = M(cmd, M_PROPAGATES) == Py_False ? call_handler(core, c, cmd, handler, argv)
-                                             : call_propagating(core, c, cmd, handler, argv,
-                                                                top);
+    PyObject *reply = M(cmd, M_PROPAGATES) == Py_False
+                      ? call_handler(core, c, cmd, handler, argv)
+                      : call_propagating(core, c, cmd, handler, argv, top);
     Py_DECREF(handler);
     if (reply == NULL || slot_add(st, stat_off[S_CALLS], 1) < 0)
         goto fail;
     if (timed) {   /* self.timed_call(c, cmd, argv, st, self.clock_ns() - t0) */
-        PyObject *t1 = PyObject_CallNoArgs(clock), *ns = NULL, *r = NULL;
-        int quick = -1;
-        if (t1 != NULL && (ns = PyNumber_Subtract(t1, t0)) != NULL &&
-                (quick = timed_quick(core, c, st, ns)) == 0)
-            r = PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv, st, ns, NULL);
-        Py_XDECREF(t1);
-        Py_XDECREF(ns);
-        if (quick < 0 || (quick == 0 && r == NULL))
+        int quick = clock_read(core, &t1) < 0 ? -1 : timed_quick(core, c, st, t1 - t0);
+        if (quick == 0) {
+            PyObject *ns = PyLong_FromLongLong(t1 - t0);
+            PyObject *r = ns == NULL ? NULL
+                          : PyObject_CallMethodObjArgs(core, str_timed_call, c, cmd, argv,
+                                                       st, ns, NULL);
+            Py_XDECREF(ns);
+            if (r == NULL)
+                goto fail;
+            Py_DECREF(r);
+        }
+        else if (quick < 0)
             goto fail;
-        Py_XDECREF(r);
     }
-    Py_XDECREF(clock);
-    Py_XDECREF(t0);
     return reply;
 fail:
     Py_XDECREF(reply);
-    Py_XDECREF(clock);
-    Py_XDECREF(t0);
     return NULL;
 }
 
@@ -621,8 +600,8 @@ fail:
    when the replication layer refuses nothing (no replica, or a master without
    min-replicas-to-write): a command other than MULTI's own (EXEC, DISCARD, MULTI, WATCH, QUIT,
    RESET) and not flagged no-multi is queued with its arguments' bytes counted
-   (maxmemory-clients), +QUEUED answered. 1: done; 0: not that case, nothing moved; -1: an
-   exception. */
+   (maxmemory-clients), +QUEUED answered. 1: done; 2: one of MULTI's own, to be called now
+   (nothing moved); 0: not that case, nothing moved; -1: an exception. */
 static int
 queue_in_multi(PyObject *c, PyObject *cmd, PyObject *argv)
 {
@@ -633,7 +612,7 @@ queue_in_multi(PyObject *c, PyObject *cmd, PyObject *argv)
         return 0;
     for (int i = 0; i < 6; i++)
         if (PyUnicode_CompareWithASCIIString(name, own[i]) == 0)
-            return 0;
+            return 2;
     /* if not c.multi_queue: c.multi_mem = 0; c.multi_mem += sum(map(len, argv)) + 8 * len */
     Py_ssize_t n = PyList_GET_SIZE(argv);
     long long mem = 8 * (long long)n, was = PyList_GET_SIZE(q) ? slot_int(C(c, C_MULTI_MEM)) : 0;
@@ -706,9 +685,12 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             queued = queue_in_multi(c, cmd, argv);
         if (queued < 0)
             return NULL;
-        if (queued)
+        if (queued == 1)
             Py_RETURN_NONE;
-        goto general;
+        if (queued == 0)
+            goto general;
+        /* (2: EXEC and the others of MULTI's own run as outside MULTI; the replication
+           layer, which refuses nothing here, is not asked again below) */
     }
     if (guard != Py_None) {
         /* the replication layer checks a replica's clients (READONLY, MASTERDOWN) but not

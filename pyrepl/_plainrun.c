@@ -233,11 +233,11 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* -- account -------------------------------------------------------------------------- */
 
 enum {
-    AK_CMDSTATS, AK_CONFIG, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
+    AK_CMDSTATS, AK_LATENCY_TRACKING, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
     AK_RUN_MAXMEMORY, AK_N
 };
 static const char *const ak_names[AK_N] = {
-    "cmdstats", "config", "gated", "keys_waited", "tracking_on", "maxmemory", "run_maxmemory",
+    "cmdstats", "latency_tracking", "gated", "keys_waited", "tracking_on", "maxmemory", "run_maxmemory",
 };
 enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_N };
 static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode"};
@@ -249,7 +249,7 @@ enum { AL_COUNTS, AL_N };
 static const char *const al_names[AL_N] = {"counts"};
 static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N];
 static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type;
-static PyObject *name_cache, *py_account, *py_start, *str_latency_tracking;
+static PyObject *name_cache, *py_account, *py_start;
 static int bound;   /* bind() ran to its end */
 
 /* (account and start: plainrun's) */
@@ -263,8 +263,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         SLOTS_OF(ak), SLOTS_OF(ac), SLOTS_OF(am), SLOTS_OF(as), SLOTS_OF(al),
         KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start),
     };
-    if (bind_args(nargs == 8 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 8) < 0 ||
-            intern(&str_latency_tracking, "latency_tracking") < 0)
+    if (bind_args(nargs == 8 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 8) < 0)
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
@@ -367,13 +366,11 @@ account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             !slots_all_set(hist, al_off, AL_N) ||
             !PyDict_CheckExact(SLOT_AT(hist, al_off[AL_COUNTS])))
         goto general;
-    PyObject *flag = PyObject_GetAttr(SLOT_AT(core, ak_off[AK_CONFIG]), str_latency_tracking);
-    if (flag == NULL)
-        return NULL;
-    int tracking = PyObject_IsTrue(flag);
-    Py_DECREF(flag);
-    if (tracking < 0)
-        return NULL;
+    /* core.latency_tracking: the directive's value (dispatch.refresh_timing) */
+    PyObject *flag = SLOT_AT(core, ak_off[AK_LATENCY_TRACKING]);
+    if (flag != Py_True && flag != Py_False)
+        goto general;
+    int tracking = flag == Py_True;
     Py_ssize_t n = PyList_GET_SIZE(cmds);
     long long per_call = ns / n;
     Py_INCREF(st);

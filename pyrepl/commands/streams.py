@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import islice
 from typing import Any
 
 from pyrepl.commands.table import Handler, command, container
@@ -383,10 +382,7 @@ def _xrange(c: Any, argv: list[bytes], rev: bool) -> object:
         return []
     if count == 0:
         return NULL_ARRAY
-    entries = s.range(start, end, rev)
-    if count > 0:
-        entries = islice(entries, count)
-    return [[b"%d-%d" % (eid >> 64, eid & MASK64), fv] for eid, fv in entries]   # (id_str)
+    return s.range_reply(start, end, rev, count)
 
 
 @command("xrange", -4, "readonly", keys=(1, 1, 1), group="stream",

@@ -195,8 +195,8 @@ class Client:
                 execute(core, self, argv)
                 if core.output_limits.check(self):
                     return
-            elif not (rest and core.execute_run(self, argv, rest)):
-                execute(core, self, argv)   # (core.execute; its common case in C)
+            elif not (rest and not self.in_multi and core.execute_run(self, argv, rest)):
+                execute(core, self, argv)   # (core.execute; in MULTI, no run: queued one by one)
             if reader.spent and not reader.queue:
                 release(reader)     # (the read's requests, run: not kept to the next read)
                 return      # the read is all run (a lone request: no gets() to learn it)

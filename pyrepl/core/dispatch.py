@@ -567,10 +567,28 @@ def _sample_mask(core: ServerCore, cmd: Command) -> int:
 def resample(core: ServerCore) -> None:
     """The calls' masks after a change of what they depend on: ``timing`` (the slow log's
     and the latency monitor's thresholds, MONITOR clients coming or going) and ``sample``,
-    the slow path's (every call takes it while a client tracks keys)."""
+    the slow path's (every call takes it while a client tracks keys); and what a timed
+    call records (refresh_timing)."""
+    refresh_timing(core)
     for cmd, st in core.cmdstats.items():
         st.timing = _sample_mask(core, cmd)
         st.sample = 0 if core.tracking_on else st.timing
+
+
+def refresh_timing(core: ServerCore) -> None:
+    """What ``timed_call`` does with a call's time, in two slots the C dispatch reads instead
+    of the configuration (pyrepl/_dispatch.c, timed_quick): ``quick_below_ns``, the time
+    under which a timed call only adds to commandstats and latencystats (the slow log's
+    threshold, the latency monitor's, 0 while a MONITOR client listens), and
+    ``latency_tracking``. Refreshed with the masks (resample) and at start."""
+    cfg = core.config
+    below = 1 << 62   # (neither log takes a call: no duration reaches it)
+    if cfg.slowlog_log_slower_than >= 0:
+        below = min(below, cfg.slowlog_log_slower_than * 1000)
+    if cfg.latency_monitor_threshold:
+        below = min(below, cfg.latency_monitor_threshold * 1_000_000)
+    core.quick_below_ns = 0 if core.monitors else below
+    core.latency_tracking = bool(cfg.latency_tracking)
 
 
 def error_reply(core: ServerCore, c: Client, message: str, cmd: Command | None,

@@ -93,9 +93,11 @@ class ServerCore:
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
                  "run_maxmemory", "maxmemory_clients", "obuf_normal", "output_limits",
-                 "__dict__",
+                 "clock_ns", "quick_below_ns", "latency_tracking", "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
+    quick_below_ns: int      # what a timed call records (dispatch.refresh_timing)
+    latency_tracking: bool
 
     def __init__(self, config: Config, host: Host | None = None, log: Any = None,
                  now_ms: int = 0, meter: Meter | None = None) -> None:
@@ -213,6 +215,7 @@ class ServerCore:
         self.refresh_maxmemory()
         # -- end maxmemory
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.core.monitor)
+        self.refresh_timing()   # (quick_below_ns, latency_tracking: what a timed call records)
         self.replication: Replication | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         # -- client-side caching (pyrepl.core.tracking): call() tests tracking_on, Database.touch
@@ -248,7 +251,8 @@ class ServerCore:
                 c.reader.client_query_buffer_limit = self.config.client_query_buffer_limit
         elif name in ("save", "stop-writes-on-bgsave-error"):
             self.refresh_disk_error()
-        elif name in ("slowlog-log-slower-than", "latency-monitor-threshold"):
+        elif name in ("slowlog-log-slower-than", "latency-monitor-threshold",
+                      "latency-tracking"):
             self.resample()
         elif name == "notify-keyspace-events":
             self.notify_mask = self.config.notify_keyspace_events
@@ -442,6 +446,7 @@ class ServerCore:
     failed_call = dispatch.failed_call
     command_stat = dispatch.command_stat
     resample = dispatch.resample
+    refresh_timing = dispatch.refresh_timing
     error_reply = dispatch.error_reply
     unblock = dispatch.unblock
     propagate_call = propagation.propagate_call

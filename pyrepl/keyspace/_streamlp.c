@@ -344,7 +344,206 @@ done:
     return result;
 }
 
+/* -- range_reply ---------------------------------------------------------------------- */
+
+typedef unsigned __int128 u128;
+
+/* An entry ID (a Python int in [0, 2**128)) as a u128: 0, or -1 with an exception. */
+static int
+id_value(PyObject *v, u128 *out)
+{
+    unsigned char le[16];
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "a stream ID is an int");
+        return -1;
+    }
+    if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
+        return -1;
+    u128 x = 0;
+    for (int i = 15; i >= 0; i--)
+        x = x << 8 | le[i];
+    *out = x;
+    return 0;
+}
+
+/* An int attribute of o that is an ID (Node.master, Node.last). */
+static int
+id_attr(PyObject *o, PyObject *name, u128 *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    int rc = id_value(v, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* bisect_left (right: bisect_right) of x in ids, a sorted list of IDs; -1 on an exception. */
+static Py_ssize_t
+bisect_id(PyObject *ids, u128 x, int right)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(ids);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        u128 v;
+        if (id_value(PyList_GET_ITEM(ids, mid), &v) < 0)
+            return -1;
+        if (right ? x < v : !(v < x))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* "ms-seq" (stream.py's id_str) */
+static PyObject *
+id_text(u128 id)
+{
+    char buf[48], *p = buf + sizeof buf;
+    uint64_t part = (uint64_t)id;   /* the sequence, then the milliseconds */
+    for (int k = 0; k < 2; k++) {
+        do {
+            *--p = (char)('0' + part % 10);
+            part /= 10;
+        } while (part);
+        if (k == 0)
+            *--p = '-';
+        part = (uint64_t)(id >> 64);
+    }
+    return PyBytes_FromStringAndSize(p, buf + sizeof buf - p);
+}
+
+static PyObject *str_last, *str_master, *str_d, *str_entries, *str_ids, *str_flags, *str_fvs;
+
+/* A node's decoded entries' ids, flags and fvs (new refs; Node.entries() when ``d`` is not
+   there yet): 0, or -1 with an exception. */
+static int
+node_lists(PyObject *node, PyObject **ids, PyObject **flags, PyObject **fvs)
+{
+    PyObject *d = PyObject_GetAttr(node, str_d);
+    if (d == Py_None)
+        Py_SETREF(d, PyObject_CallMethodNoArgs(node, str_entries));
+    if (d == NULL)
+        return -1;
+    *ids = PyObject_GetAttr(d, str_ids);
+    *flags = *ids == NULL ? NULL : PyObject_GetAttr(d, str_flags);
+    *fvs = *flags == NULL ? NULL : PyObject_GetAttr(d, str_fvs);
+    Py_DECREF(d);
+    if (*fvs != NULL && PyList_CheckExact(*ids) && PyList_CheckExact(*flags) &&
+            PyList_CheckExact(*fvs) && PyList_GET_SIZE(*flags) == PyList_GET_SIZE(*ids) &&
+            PyList_GET_SIZE(*fvs) == PyList_GET_SIZE(*ids))
+        return 0;
+    if (*fvs != NULL)
+        PyErr_SetString(PyExc_TypeError, "a node's entries: three lists of one length");
+    Py_XDECREF(*ids);
+    Py_XDECREF(*flags);
+    Py_XDECREF(*fvs);
+    return -1;
+}
+
+/* [id_text, fv] appended to out when flag is not FLAG_DELETED: 1 appended, 0 not, -1 error */
+static int
+add_entry(PyObject *out, u128 eid, PyObject *flag, PyObject *fv)
+{
+    long f = PyLong_AsLong(flag);
+    if (f == -1 && PyErr_Occurred())
+        return -1;
+    if (f & 1)
+        return 0;
+    PyObject *text = id_text(eid), *pair;
+    if (text == NULL)
+        return -1;
+    pair = PyList_New(2);
+    if (pair == NULL) {
+        Py_DECREF(text);
+        return -1;
+    }
+    PyList_SET_ITEM(pair, 0, text);
+    PyList_SET_ITEM(pair, 1, Py_NewRef(fv));
+    int rc = PyList_Append(out, pair);
+    Py_DECREF(pair);
+    return rc < 0 ? -1 : 1;
+}
+
+static PyObject *
+range_reply(PyObject *self, PyObject *args)
+{
+    PyObject *keys, *nodes, *start_o, *end_o;
+    int rev;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "O!O!OOpn", &PyList_Type, &keys, &PyList_Type, &nodes,
+                          &start_o, &end_o, &rev, &count))
+        return NULL;
+    u128 start, end;
+    if (id_value(start_o, &start) < 0 || id_value(end_o, &end) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t i = bisect_id(keys, rev ? end : start, 1) - 1;
+    if (i < -1)
+        goto fail;
+    if (!rev && i < 0)
+        i = 0;
+    for (; count != 0 && (rev ? i >= 0 : i < PyList_GET_SIZE(nodes)); i += rev ? -1 : 1) {
+        PyObject *node = PyList_GET_ITEM(nodes, i), *ids, *flags, *fvs;
+        u128 last, master;
+        Py_INCREF(node);
+        int rc = id_attr(node, str_last, &last);
+        if (rc == 0 && last < start) {
+            Py_DECREF(node);
+            if (rev)
+                break;
+            continue;
+        }
+        if (rc == 0 && !rev && (rc = id_attr(node, str_master, &master)) == 0 && master > end) {
+            Py_DECREF(node);
+            break;
+        }
+        if (rc == 0)
+            rc = node_lists(node, &ids, &flags, &fvs);
+        Py_DECREF(node);
+        if (rc < 0)
+            goto fail;
+        Py_ssize_t n = PyList_GET_SIZE(ids), j = bisect_id(ids, rev ? end : start, rev);
+        int ended = 0;
+        if (j < 0)
+            rc = -1;
+        else if (rev)
+            j--;
+        for (; rc >= 0 && (rev ? j >= 0 : j < n); j += rev ? -1 : 1) {
+            u128 eid;
+            if (id_value(PyList_GET_ITEM(ids, j), &eid) < 0) {
+                rc = -1;
+                break;
+            }
+            if (rev ? eid < start : eid > end) {
+                ended = 1;
+                break;
+            }
+            rc = add_entry(out, eid, PyList_GET_ITEM(flags, j), PyList_GET_ITEM(fvs, j));
+            if (rc > 0 && --count == 0)
+                break;
+        }
+        Py_DECREF(ids);
+        Py_DECREF(flags);
+        Py_DECREF(fvs);
+        if (rc < 0)
+            goto fail;
+        if (ended)
+            break;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"range_reply", range_reply, METH_VARARGS,
+     "range_reply(keys, nodes, start, end, rev, count): Stream.range_reply's list of [id, fv] "
+     "(the first count, -1: all), from a stream's node keys and nodes."},
     {"find", find, METH_VARARGS,
      "find(lp, master_ms, master_seq, ms, seq): (flags offset, fv) of a live entry of a sealed "
      "node, None when absent or deleted, False when the listpack is not well formed."},
@@ -368,5 +567,11 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__streamlp(void)
 {
+    static const char *const names[7] = {"last", "master", "d", "entries", "ids", "flags", "fvs"};
+    PyObject **strs[7] = {&str_last, &str_master, &str_d, &str_entries, &str_ids, &str_flags,
+                          &str_fvs};
+    for (int k = 0; k < 7; k++)
+        if (*strs[k] == NULL && (*strs[k] = PyUnicode_InternFromString(names[k])) == NULL)
+            return NULL;
     return PyModule_Create(&moduledef);
 }

@@ -41,11 +41,11 @@ static const char *const proto_names[P_N] = {"server", "core", "client", "transp
 
 enum {
     C_CLOSED, C_CLOSE_AFTER_REPLY, C_BLOCKED, C_STREAM, C_NET_IN, C_LAST_INTERACTION,
-    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_N
+    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_IN_MULTI, C_N
 };
 static const char *const client_names[C_N] = {
     "closed", "close_after_reply", "blocked", "stream", "net_in", "last_interaction_ms",
-    "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused",
+    "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused", "in_multi",
 };
 
 enum { T_NET_IN, T_READS, T_NET_OUT, T_WRITES, T_N };
@@ -225,7 +225,8 @@ process(PyObject *core, PyObject *c, PyObject *argv)
             Py_SETREF(argv, next);
         }
         int ran = 0;
-        if (PyList_GET_SIZE(q)) {   /* rest: a run may start here */
+        /* rest: a run may start here (not in MULTI: the commands are queued one by one) */
+        if (PyList_GET_SIZE(q) && C(c, C_IN_MULTI) != Py_True) {
             PyObject *cmd = NULL;
             if (PyList_CheckExact(argv) && PyList_GET_SIZE(argv)) {
                 cmd = PyDict_GetItemWithError(name_cache, PyList_GET_ITEM(argv, 0));

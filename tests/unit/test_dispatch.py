@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 
 import pytest
@@ -74,11 +75,15 @@ class _Clock:
         return self.ns
 
 
-def _world(backlog: bool, waiter: bool):
+def _world(backlog: bool, waiter: bool | str):
     core, c = warm_server(backlog)
     core.clock_ns = _Clock()   # type: ignore[method-assign]
     w = None
-    if waiter:   # a client blocked on a list: the writes that wake it (blocking.after_write)
+    if waiter == "monitor":   # every call timed, and fed to MONITOR (timed_call's Python)
+        w = core.connection_made()
+        w.receive_data(cmd("MONITOR"))
+        assert core.monitors and core.quick_below_ns == 0
+    elif waiter:   # a client blocked on a list: the writes that wake it (blocking.after_write)
         w = core.connection_made()
         w.receive_data(cmd("BLPOP", "q", "0"))
         assert core.keys_waited
@@ -118,11 +123,12 @@ EXTRA = st.sampled_from([["LPUSH", "q", "x"], ["RPUSH", "q", "y", "z"], ["LPOP",
                          ["CONFIG", "SET", "latency-tracking", "yes"]])
 
 
-@pytest.mark.parametrize("backlog,waiter", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("backlog,waiter", [(False, False), (True, False), (True, True),
+                                            (False, "monitor")])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reqs=st.lists(st.one_of(requests(), EXTRA), min_size=1, max_size=50))
 @example(reqs=[["SET", "s", "v"], ["INCR", "s"], ["LPUSH", "q", "x"], ["GET", "s"]] * 20)
-def test_execute_is_the_python_dispatch(backlog: bool, waiter: bool,
+def test_execute_is_the_python_dispatch(backlog: bool, waiter: bool | str,
                                         reqs: list[list[str]]) -> None:
     a = _world(backlog, waiter)
     b = _world(backlog, waiter)
@@ -175,6 +181,25 @@ def test_call_takes_the_reference_for_anything_else() -> None:
     assert core.cmdstats[echo].calls == 1
     with pytest.raises(AttributeError):
         _native.call(object(), c, echo, [b"ECHO", b"hi"])
+
+
+def test_a_timed_call_reads_the_shells_clock() -> None:
+    """The shell's clock, time.perf_counter_ns, which the C reads itself (CLOCK_MONOTONIC):
+    a call of a command timed at every call (KEYS) records what it took, in ns, on that
+    clock: no more than the time around it, and most of it."""
+    core, c, _ = _world(False, False)
+    core.clock_ns = time.perf_counter_ns   # type: ignore[method-assign]
+    execute(core, c, [b"MSET", *(x for i in range(2000) for x in (b"k%d" % i, b"v"))])
+    keys = [b"KEYS", b"*"]
+    execute(core, c, keys)   # (its commandstats record made)
+    st = core.cmdstats[COMMANDS[b"keys"]]
+    for n in range(2, 5):
+        was = st.timed_ns
+        t0 = time.perf_counter_ns()
+        execute(core, c, keys)
+        around = time.perf_counter_ns() - t0
+        assert st.timed == n and around // 10 < st.timed_ns - was <= around
+        assert sum(st.latency.counts.values()) == n
 
 
 # Values of any size: some fill the backlog's tail block exactly, some just miss.

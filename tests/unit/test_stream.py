@@ -34,6 +34,7 @@ from pyrepl.keyspace.stream import (
     find_reference,
     id_str,
     make_id,
+    range_reply_reference,
 )
 from pyrepl.rdb.constants import RDB_TYPE_STREAM_LISTPACKS_2
 from pyrepl.rdb.containers import build_listpack
@@ -405,6 +406,47 @@ def test_c_find_matches_the_reference(ops: list, max_bytes: int, max_entries: in
         for e in sorted(p for p in probes if p >= 0):
             assert c.find(node.lp, m >> 64, m & MASK64, e >> 64, e & MASK64) == \
                 find_reference(node, e)
+
+
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]), seal=st.booleans(),
+       bounds=st.lists(st.tuples(st.integers(0, 70), st.integers(-1, 3), st.integers(0, 70),
+                                 st.integers(-1, 3), st.booleans(), st.integers(-1, 12)),
+                       min_size=1, max_size=8))
+def test_c_range_reply_matches_the_reference(ops: list, max_bytes: int, max_entries: int,
+                                             seal: bool, bounds: list) -> None:
+    """_streamlp.range_reply (XRANGE's reply) answers what range_reply_reference answers, in
+    both directions, for any bounds (inside nodes, between them, around tombstones, empty
+    and reversed intervals) and counts, on open and sealed nodes."""
+    s, _ = _apply(ops, max_bytes, max_entries)
+    if seal:
+        for node in s.nodes:
+            node.seal()
+    for a_ms, a_seq, b_ms, b_seq, rev, count in bounds:
+        start = max(0, make_id(a_ms, 0) + a_seq)
+        end = max(0, make_id(b_ms, 0) + b_seq)
+        for lo, hi in ((start, end), (0, MAX_ID), (start, MAX_ID), (0, end)):
+            assert s.range_reply(lo, hi, rev, count) == \
+                range_reply_reference(s, lo, hi, rev, count)
+
+
+def test_range_reply_writes_ids_of_every_size() -> None:
+    """IDs' text at the edges of both halves (the C writes the digits itself)."""
+    s = Stream()
+    big = (1 << 64) - 1
+    ids = [make_id(0, 0), make_id(0, 9), make_id(0, 10), make_id(1, big),
+           make_id(1234567890123, 0), make_id(big - 1, big), make_id(big, 0),
+           make_id(big, big)]
+    for eid in ids:
+        s.append(eid, [b"f", b"v"], 0, 3)
+    want = [[id_str(e), [b"f", b"v"]] for e in ids]
+    assert s.range_reply(0, MAX_ID, False, -1) == want
+    assert s.range_reply(0, MAX_ID, True, -1) == want[::-1]
+    assert s.range_reply(ids[3], ids[6], False, 2) == want[3:5]
+    assert s.range_reply(ids[3], ids[6], True, 2) == want[6:4:-1]
+    assert want[-1][0] == b"18446744073709551615-18446744073709551615"
 
 
 @pytest.mark.parametrize("same_fields", [True, False])
