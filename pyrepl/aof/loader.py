@@ -110,7 +110,8 @@ def load_single(ports: LoadPorts, dirname: str, name: str, old_style: bool,
     try:
         while pos < n:
             if data[pos] == 42:   # b"*": canonical requests parse in C, and run in batches
-                reqs, ends = scan(data, pos, _SCAN_WINDOW, _SCAN_MAX_COUNT, _SCAN_MAX_BULK, 0)
+                reqs, ends = scan(data, pos, _SCAN_WINDOW, _SCAN_MAX_COUNT, _SCAN_MAX_BULK, 0,
+                                  False)
                 if reqs:
                     k = run_batch(reqs)
                     if k:

@@ -1,6 +1,6 @@
 /* pyrepl.resp._scan: the request reader's fast path in C.
 
-   scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends)
+   scan(buf, pos, window, maxcount, maxbulk, base, inline) -> (requests, ends)
 
    Parses the *canonical* multibulk requests that lie complete in buf from pos on: "*N\r\n"
    with N in 1..maxcount written as Redis's string2ll reads it (no sign, no leading zero),
@@ -9,6 +9,12 @@
    request, "*0", "*-1", a sign or a leading zero, a header line not ended by CRLF, data not
    followed by CRLF, a limit exceeded, or an incomplete request. It starts no request at or
    past pos + window (a request that starts before may run past it).
+
+   With inline (a client's reader; a master's stream is never inline), a batch that starts
+   at a byte other than '*' takes *simple* inline requests instead (inline_request), up to
+   the next '*': the lines that sdssplitargs and the pure reader split alike. A batch is of
+   one kind; an inline one's bytes are not its requests' RESP encoding, so the reader keeps
+   no bytes for it (pyrepl/resp/fastreader.py: propagation encodes its writes).
 
    requests: one list of bytes per request (its arguments); ends: where each ends, as
    base + its end offset in buf. Every input this accepts is read the same way by Redis's
@@ -172,13 +178,75 @@ set_batch(PyObject *r, Py_ssize_t off, PyObject *b)
     release_batch(old);
 }
 
+/* argv (stolen) to reqs and its end to ends: 0, or -1 with an exception (argv released;
+   ends may be one ahead: the caller drops both lists). */
+static int
+push_request(PyObject *reqs, PyObject *ends, PyObject *argv, long long at)
+{
+    PyObject *e = PyLong_FromLongLong(at);
+    if (e == NULL) {
+        Py_DECREF(argv);
+        return -1;
+    }
+    if (list_push(ends, e) < 0) {
+        Py_DECREF(argv);
+        return -1;
+    }
+    return list_push(reqs, argv);
+}
+
+/* A *simple* inline request at p: a line ended by LF (one CR before it dropped) whose bytes
+   hold no NUL, quote, \v or \f and at least one argument between the separators (space,
+   tab, CR). Redis's sdssplitargs and the pure reader split such a line on those bytes
+   exactly; anything else (quotes, an empty line, no LF yet, a NUL that hides the LF from
+   Redis's strchr) is left to the pure reader. The arguments (new list) with *next past the
+   LF, or NULL: not such a line (no exception set), or an exception. */
+static PyObject *
+inline_request(const char *p, const char *end, const char **next)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (nl == NULL)
+        return NULL;
+    const char *e = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+    Py_ssize_t n = 0;
+    for (const char *c = p; c < e; c++) {
+        unsigned char b = (unsigned char)*c;
+        if (b == 0 || b == '"' || b == '\'' || b == '\v' || b == '\f')
+            return NULL;
+        if (b != ' ' && b != '\t' && b != '\r' && (c == p || c[-1] == ' ' || c[-1] == '\t' ||
+                                                 c[-1] == '\r'))
+            n++;
+    }
+    if (n == 0)
+        return NULL;
+    PyObject *argv = untracked(PyList_New(n));
+    if (argv == NULL)
+        return NULL;
+    Py_ssize_t i = 0;
+    for (const char *c = p; i < n;) {
+        while (*c == ' ' || *c == '\t' || *c == '\r')
+            c++;
+        const char *t = c;
+        while (c < e && *c != ' ' && *c != '\t' && *c != '\r')
+            c++;
+        PyObject *arg = i ? PyBytes_FromStringAndSize(t, c - t) : name_object(t, c - t);
+        if (arg == NULL) {
+            Py_DECREF(argv);
+            return NULL;
+        }
+        PyList_SET_ITEM(argv, i++, arg);
+    }
+    *next = nl + 1;
+    return argv;
+}
+
 /* The scan over buf[0:len] from pos (see the module doc). Sets *reqs and *ends and *stop, the
    offset in buf where it stopped (the end of the last request taken, or pos); -1 with an
    exception set on failure (a MemoryError). *reqs and *ends come in as empty lists to fill
    (references the scan takes over) or NULL (new lists). */
 static int
 scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
-            Py_ssize_t maxcount, Py_ssize_t maxbulk, long long base,
+            Py_ssize_t maxcount, Py_ssize_t maxbulk, long long base, int inline_ok,
             PyObject **reqs_out, PyObject **ends_out, Py_ssize_t *stop_out)
 {
     PyObject *reqs = *reqs_out != NULL ? *reqs_out : untracked(PyList_New(0)),
@@ -187,6 +255,21 @@ scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
         goto fail;
     const char *end = buf + len, *p = buf + pos;
     const char *stop = (window >= 0 && window < len - pos) ? p + window : end;
+    if (inline_ok && p < stop && *p != '*') {   /* an inline batch */
+        while (p < stop && *p != '*') {
+            const char *q;
+            PyObject *argv = inline_request(p, end, &q);
+            if (argv == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                break;
+            }
+            if (push_request(reqs, ends, argv, base + (long long)(q - buf)) < 0)
+                goto fail;
+            p = q;
+        }
+        goto out;
+    }
     while (p < stop && *p == '*') {
         const char *q;
         long long n = read_number(p + 1, end, &q);
@@ -218,19 +301,11 @@ scan_buffer(const char *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t window,
             Py_DECREF(argv);
             break;
         }
-        PyObject *e = PyLong_FromLongLong(base + (long long)(q - buf));
-        if (e == NULL) {
-            Py_DECREF(argv);
-            goto fail;
-        }
-        if (list_push(ends, e) < 0) {
-            Py_DECREF(argv);
-            goto fail;
-        }
-        if (list_push(reqs, argv) < 0)   /* (ends is one ahead: the caller drops both) */
+        if (push_request(reqs, ends, argv, base + (long long)(q - buf)) < 0)
             goto fail;
         p = q;
     }
+out:
     *reqs_out = reqs;
     *ends_out = ends;
     *stop_out = p - buf;
@@ -247,8 +322,12 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     Py_ssize_t pos, window, maxcount, maxbulk, stop;
     long long base;
-    if (nargs != 6)
-        return usage_error("scan(buf, pos, window, maxcount, maxbulk, base) takes 6 arguments");
+    if (nargs != 7)
+        return usage_error("scan(buf, pos, window, maxcount, maxbulk, base, inline) takes 7 "
+                           "arguments");
+    int inline_ok = PyObject_IsTrue(args[6]);
+    if (inline_ok < 0)
+        return NULL;
     pos = PyLong_AsSsize_t(args[1]);
     window = PyLong_AsSsize_t(args[2]);
     maxcount = PyLong_AsSsize_t(args[3]);
@@ -262,7 +341,7 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (pos < 0 || pos > view.len) {
         PyErr_SetString(PyExc_ValueError, "pos out of range");
     } else if (scan_buffer(view.buf, view.len, pos, window, maxcount, maxbulk, base,
-                           &reqs, &ends, &stop) == 0) {
+                           inline_ok, &reqs, &ends, &stop) == 0) {
         result = PyTuple_Pack(2, reqs, ends);
         Py_DECREF(reqs);
         Py_DECREF(ends);
@@ -284,11 +363,11 @@ scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 enum {
     S_LIMIT, S_BUF, S_BATCH, S_SPENT, S_QUEUE, S_POS, S_REQTYPE, S_ERROR, S_REST, S_FED,
-    S_BASE, S_COUNT_MAX, S_BULK_MAX, S_CONSUMED, S_N
+    S_BASE, S_COUNT_MAX, S_BULK_MAX, S_FROM_MASTER, S_CONSUMED, S_N
 };
 static const char *slot_names[S_N] = {
     "client_query_buffer_limit", "_buf", "_batch", "spent", "queue", "_pos", "_reqtype",
-    "_error", "_rest", "_fed", "_base", "_count_max", "_bulk_max", "consumed",
+    "_error", "_rest", "_fed", "_base", "_count_max", "_bulk_max", "from_master", "consumed",
 };
 static Py_ssize_t slot_offset[S_N];
 static PyTypeObject *reader_type;     /* FastRespReader, once bound */
@@ -360,8 +439,12 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     long long fed = slot_int(SLOT(r, S_FED)), base = slot_int(SLOT(r, S_BASE));
     long long count_max = slot_int(SLOT(r, S_COUNT_MAX)), bulk_max = slot_int(SLOT(r, S_BULK_MAX));
-    if (fed < 0 || base < 0 || count_max < 0 || bulk_max < 0)
+    PyObject *from_master = SLOT(r, S_FROM_MASTER);
+    if (fed < 0 || base < 0 || count_max < 0 || bulk_max < 0 ||
+            (from_master != Py_True && from_master != Py_False))
         goto general;
+    /* an inline batch (a master's stream has none): no bytes to copy as they arrived */
+    int inline_batch = from_master == Py_False && len && PyBytes_AS_STRING(data)[0] != '*';
     /* From here on the moves are feed_first's, in its order. */
     PyObject *reqs = NULL, *ends = NULL, *sp = spare_batch;
     Py_ssize_t stop;
@@ -372,7 +455,7 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     base += buflen;
     if (scan_buffer(PyBytes_AS_STRING(data), len, 0, scan_window, (Py_ssize_t)count_max,
-                    (Py_ssize_t)bulk_max, base, &reqs, &ends, &stop) < 0) {
+                    (Py_ssize_t)bulk_max, base, inline_batch, &reqs, &ends, &stop) < 0) {
         Py_XDECREF(sp);   /* (its lists may hold part of the scan) */
         return NULL;   /* (a MemoryError before any slot changed) */
     }
@@ -404,17 +487,18 @@ first(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else if ((queue = untracked(PyList_New(n - 1))) == NULL) {
         goto done;
     }
-    PyObject *new_batch;   /* (reqs, data, base, base, ends) */
+    PyObject *new_batch;   /* (reqs, data, base, base, ends); None for data: inline */
+    PyObject *win = inline_batch ? Py_None : data;
     if (sp != NULL) {
         new_batch = sp;
         sp = NULL;
-        PyObject *items[3] = {data, base_obj, base_obj};
+        PyObject *items[3] = {win, base_obj, base_obj};
         for (Py_ssize_t i = 1; i < 4; i++) {
             PyObject *none = PyTuple_GET_ITEM(new_batch, i);
             PyTuple_SET_ITEM(new_batch, i, Py_NewRef(items[i - 1]));
             Py_DECREF(none);
         }
-    } else if ((new_batch = PyTuple_Pack(5, reqs, data, base_obj, base_obj, ends)) == NULL) {
+    } else if ((new_batch = PyTuple_Pack(5, reqs, win, base_obj, base_obj, ends)) == NULL) {
         Py_XDECREF(queue);
         goto done;
     }

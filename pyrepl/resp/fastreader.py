@@ -8,12 +8,17 @@ errors); it only adds a shortcut to ``gets()``. When the reader stands between t
 ``_scan.scan`` parses the *canonical* multibulk requests that lie complete in the next 64 KiB
 of the buffer (``*N``, then N times ``$L`` and L bytes, every line ended by CRLF, numbers as
 ``string2ll`` reads them without sign or leading zero, within the limits in force) in one C
-call, and returns them with where each ends; ``gets()`` then pops one request per call.
+call, and returns them with where each ends; ``gets()`` then pops one request per call. A
+client's reader (not a master's, which must never send inline) takes *simple* inline requests
+the same way when the next request is one (redis-benchmark's PING_INLINE, a telnet session):
+lines without quotes, NUL, ``\\v`` or ``\\f`` and with an argument, which sdssplitargs and the
+pure reader both split on space, tab and CR (pyrepl/resp/scan.py); a batch is of one kind.
 
 Why this is exact: Redis's processMultibulkBuffer and the pure reader read such bytes the same
 way (the same arguments, the same end), and the scan stops at the first byte that is anything
-else (an inline request, ``*0``, the unchecked bytes after a CR or after bulk data that Redis
-tolerates, a limit exceeded, an incomplete request). That request is the pure reader's, from
+else (a request of the other kind, an inline line that is not simple, ``*0``, the unchecked
+bytes after a CR or after bulk data that Redis tolerates, a limit exceeded, an incomplete
+request). That request is the pure reader's, from
 the same state, so its answer is the answer, errors included; the shortcut then rests until
 the next ``feed()``, so an unusual stream costs at most one extra scan per fed chunk. While
 ``auth_required`` the scan takes Redis's unauthenticated limits (count <= 10, bulks <= 16384
@@ -25,9 +30,10 @@ could hold its arguments have arrived, so ``*2000000000`` costs nothing.
 Positions: while a batch is out, ``_pos`` and ``consumed`` are not advanced per request.
 Whatever reads them (``consumed``, ``buffered()``, ``unparsed()``, ``feed()``, a settings
 change, the pure parser taking over) first *settles* them at the end of the last request
-returned. ``raw_last()`` and ``raw_ahead()`` slice requests' bytes by the same ends: a request
-the scan accepted is exactly the RESP encoding of its arguments, so propagation copies the
-bytes instead of encoding them again.
+returned. ``raw_last()`` and ``raw_ahead()`` slice requests' bytes by the same ends: a multibulk
+request the scan accepted is exactly the RESP encoding of its arguments, so propagation copies
+the bytes instead of encoding them again (an inline batch has no bytes: ``raw_last()`` says
+None, ``raw_ahead()`` encodes).
 
 Why C (bench/RESULTS.md, "The request reader in C"): in Python, proving that a hiredis parse
 is Redis's cost more than the parse itself (6.5k instructions a request at -P16, 27k for a
@@ -37,22 +43,25 @@ the scan is its reference in pyrepl/resp/scan.py and ``first`` is ``feed_first``
 
 from __future__ import annotations
 
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import sub
 
 from pyrepl import native
 
 from .reader import _AUTH_MAX_BULK, _AUTH_MAX_MULTIBULK, _INT_MAX, ProtocolError, RespReader
 from .scan import scan as _scan
+from .writer import encode_command
 
 __all__ = ["FastRespReader", "first", "make_reader", "release"]
 
 # A scan starts no request this far or further past the first one.
 _WINDOW = 64 * 1024
+_STAR = 42   # (b"*": a multibulk request; anything else at a request's start is inline)
 
 # A batch: its requests, the bytes they lie in, the absolute offset of those bytes' first,
-# the absolute start of the first request, and each request's absolute end.
-Batch = tuple[list[list[bytes]], bytes, int, int, list[int]]
+# the absolute start of the first request, and each request's absolute end (no bytes, None,
+# for an inline batch: they are not the requests' RESP encoding).
+Batch = tuple[list[list[bytes]], bytes | None, int, int, list[int]]
 _consumed_get = RespReader.__dict__["consumed"].__get__   # the base class's slot
 _consumed_set = RespReader.__dict__["consumed"].__set__
 
@@ -101,6 +110,9 @@ class FastRespReader(RespReader):
         that runs queued requests itself propagates them from here."""
         reqs, win, wbase, start, ends = self._batch  # type: ignore[misc]  # a batch is out
         k = len(reqs) - len(self.queue) - 1 + a   # the batch's index of request a
+        if win is None:   # an inline batch: the requests' RESP encoding
+            parts = list(map(encode_command, reqs[k:k + b - a]))
+            return b"".join(parts), list(accumulate(map(len, parts)))
         lo = ends[k - 1] if k else start
         ends = ends[k:k + b - a]
         return win[lo - wbase:ends[-1] - wbase], list(map(sub, ends, repeat(lo)))
@@ -169,13 +181,14 @@ class FastRespReader(RespReader):
         base = self._base = self._base + len(buf)
         self._pos = 0
         self._buf = data
-        reqs, ends = _scan(data, 0, _WINDOW, self._count_max, self._bulk_max, base)
+        inline = not self.from_master
+        reqs, ends = _scan(data, 0, _WINDOW, self._count_max, self._bulk_max, base, inline)
         if not reqs:
             self._batch = None
             self._rest = True
             self.spent = False
             return None
-        self._batch = (reqs, data, base, base, ends)
+        self._batch = (reqs, None if inline and data[0] != _STAR else data, base, base, ends)
         self.queue = reqs[:0:-1]
         self.spent = ends[-1] == base + len(data)
         return reqs[0]
@@ -239,7 +252,7 @@ class FastRespReader(RespReader):
             return None
         reqs, win, wbase, start, ends = batch
         k = len(reqs) - len(self.queue)   # (>= 1: gets() returns a batch's first at once)
-        if reqs[k - 1] is not argv:
+        if reqs[k - 1] is not argv or win is None:   # (None: an inline batch)
             return None
         return win[(ends[k - 2] if k > 1 else start) - wbase:ends[k - 1] - wbase]
 
@@ -249,16 +262,18 @@ class FastRespReader(RespReader):
         buf = self._buf
         pos = self._pos
         base = self._base
-        reqs, ends = _scan(buf, pos, _WINDOW, self._count_max, self._bulk_max, base)
+        inline = not self.from_master
+        reqs, ends = _scan(buf, pos, _WINDOW, self._count_max, self._bulk_max, base, inline)
         if not reqs:
             self._rest = True
             return False
         start = base + pos
+        raw = not inline or buf[pos] == _STAR   # (else an inline batch: no bytes to copy)
         if type(buf) is bytes:
-            self._batch = (reqs, buf, base, start, ends)
+            self._batch = (reqs, buf if raw else None, base, start, ends)
         else:   # a bytearray is appended to in place: keep a copy of the batch's bytes
             win = bytes(buf[pos:ends[-1] - base])
-            self._batch = (reqs, win, start, start, ends)
+            self._batch = (reqs, win if raw else None, start, start, ends)
             if ends[-1] - base == len(buf):
                 # the batch runs to the end: the copy is the buffer from here on, and the
                 # bytearray (a big request's bytes before it) goes

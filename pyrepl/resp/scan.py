@@ -1,13 +1,19 @@
 """The canonical-request scan: ``_scan.scan`` (pyrepl/resp/_scan.c), or this Python reference
 of it when pyrepl runs as plain Python (pyrepl/native.py).
 
-``scan(buf, pos, window, maxcount, maxbulk, base) -> (requests, ends)`` parses the *canonical*
-multibulk requests that lie complete in ``buf`` from ``pos`` on: ``*N\\r\\n`` with N in
-1..maxcount written as Redis's string2ll reads it (no sign, no leading zero, at most 18
+``scan(buf, pos, window, maxcount, maxbulk, base, inline) -> (requests, ends)`` parses the
+*canonical* multibulk requests that lie complete in ``buf`` from ``pos`` on: ``*N\\r\\n`` with N
+in 1..maxcount written as Redis's string2ll reads it (no sign, no leading zero, at most 18
 digits), then N times ``$L\\r\\n``, L bytes and ``\\r\\n``, L in 0..maxbulk written the same way.
 It stops at the first byte that is anything else (the pure RespReader reads that), and starts
-no request at or past ``pos + window``. ``ends``: where each request ends, as ``base`` + its end
-offset in ``buf``. The C file's comment says why this is exact; tests/unit/test_resp_scan.py
+no request at or past ``pos + window``. With ``inline`` (a client's reader, not a master's),
+when the byte at ``pos`` is not ``*`` it parses *simple* inline requests instead, up to the
+next ``*``: lines ended by LF (a CR before it dropped) without NUL, quotes, ``\\v`` or ``\\f``,
+split on space, tab and CR into one argument or more; sdssplitargs and the pure reader read
+such a line the same way, and any other line (quotes, an empty line, no LF yet) stops the
+scan. A batch is all multibulk or all inline; an inline one's bytes are not its requests'
+RESP encoding (propagation encodes them). ``ends``: where each request ends, as ``base`` + its
+end offset in ``buf``. The C file's comment says why this is exact; tests/unit/test_resp_scan.py
 checks both against the pure reader on random streams.
 """
 
@@ -16,6 +22,9 @@ from __future__ import annotations
 from pyrepl import native
 
 _CR, _LF, _STAR, _DOLLAR, _ZERO, _NINE = 13, 10, 42, 36, 48, 57
+# What makes an inline line not simple: sdssplitargs' quotes, the isspace() bytes it does
+# not split on, a NUL (Redis's strchr stops there)
+_NOT_SIMPLE = (b'"', b"'", b"\v", b"\f", b"\0")
 
 
 def _number(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[int, int]:
@@ -41,8 +50,25 @@ def _number(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[int,
     return v, p + 2
 
 
+def _inline_request(data: bytes, p: int) -> tuple[list[bytes], int] | None:
+    """A simple inline request at p (module doc): its arguments and the offset past its LF,
+    or None."""
+    nl = data.find(b"\n", p)
+    if nl < 0:
+        return None
+    line = data[p:nl]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if any(b in line for b in _NOT_SIMPLE):
+        return None
+    argv = line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ")
+    argv = [a for a in argv if a]
+    return (argv, nl + 1) if argv else None
+
+
 def scan_reference(buf: bytes | bytearray | memoryview, pos: int, window: int, maxcount: int,
-                   maxbulk: int, base: int) -> tuple[list[list[bytes]], list[int]]:
+                   maxbulk: int, base: int, inline: bool
+                   ) -> tuple[list[list[bytes]], list[int]]:
     """``_scan.scan`` in Python (module doc)."""
     buf = memoryview(buf)   # (a TypeError for what is not a buffer, as the C's)
     end = len(buf)
@@ -52,6 +78,16 @@ def scan_reference(buf: bytes | bytearray | memoryview, pos: int, window: int, m
     reqs: list[list[bytes]] = []
     ends: list[int] = []
     p = pos
+    if inline and p < stop and buf[p] != _STAR:   # an inline batch
+        data = buf.tobytes()
+        while p < stop and data[p] != _STAR:
+            got = _inline_request(data, p)
+            if got is None:
+                break
+            reqs.append(got[0])
+            p = got[1]
+            ends.append(base + p)
+        return reqs, ends
     while p < stop and buf[p] == _STAR:
         n, q = _number(buf, p + 1, end)
         if n <= 0 or n > maxcount or (end - q) // 6 < n:

@@ -48,6 +48,37 @@ def test_runs_reply_exactly_as_one_by_one(backlog: bool, events: bool, reqs: lis
     assert server_state(many, c2) == server_state(one, c1)
 
 
+def _inline(r: list[str]) -> bytes:
+    """``r`` as an inline line (redis-benchmark's PING_INLINE, a telnet session) when its
+    arguments allow one, else as its multibulk request."""
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in r]
+    if all(a and not any(ch in a for ch in b' \t\r\n"\'\x00\x0b\x0c') for a in args):
+        return b" ".join(args) + b"\r\n"
+    return cmd(*r)
+
+
+@pytest.mark.parametrize("backlog", [False, True])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(requests(), min_size=1, max_size=60), run=RUNS, at=st.integers(0, 60))
+def test_inline_pipelines_reply_and_propagate_as_one_by_one(backlog: bool,
+                                                            reqs: list[list[str]],
+                                                            run: list[list[str]],
+                                                            at: int) -> None:
+    """A pipeline of inline requests (the reader's inline batches, runs among them): the
+    replies, the dataset and, with a backlog, the bytes propagated (each write's RESP
+    encoding: an inline request's bytes are not) of multibulk requests fed one by one."""
+    reqs = reqs[:at] + run + reqs[at:]
+    one, c1 = warm_server(backlog)
+    many, c2 = warm_server(backlog)
+    replies1 = b""
+    for r in reqs:
+        c1.receive_data(cmd(*r))
+        replies1 += c1.data_to_send()
+    c2.receive_data(b"".join(map(_inline, reqs)))
+    assert c2.data_to_send() == replies1
+    assert server_state(many, c2) == server_state(one, c1)
+
+
 def test_a_pipeline_of_one_command_is_one_run() -> None:
     core, c = warm_server(False)
     commands = c.commands

@@ -785,7 +785,8 @@ def test_canonical_batches_never_reach_the_pure_parser(reqs):
     b"*1\r\n$4\r\nPINGX\n", b"*1\r\n$4\r\nPING\rX",
     b"*1\r\n$4\rXPING\r\n",           # a header's CR followed by any byte (the same)
     b"*01\r\n$4\r\nPING\r\n",         # a leading zero: Redis refuses it
-    b"*0\r\n", b"PING\r\n", b"*1\r\n$-1\r\n", b"*1\r\n:1\r\n"])
+    b"*0\r\n", b'ECHO "x"\r\n',       # an inline line that is not simple (quotes)
+    b"\r\n", b"*1\r\n$-1\r\n", b"*1\r\n:1\r\n"])
 def test_what_the_scan_leaves_goes_to_the_pure_parser(monkeypatch, tail):
     # The scan stops at the first non-canonical request; the pure parser answers from there
     # (the requests before it stay the scan's), as Redis does.
