@@ -48,6 +48,7 @@ from pyrepl.keyspace.stream import (
     Consumer,
     Group,
     Nack,
+    Pel,
     Stream,
     id_str,
     make_id,
@@ -499,11 +500,7 @@ def _history(c: Any, s: Stream, start: int, count: int, consumer: Consumer) -> l
     """streamReplyWithRangeFromConsumerPEL."""
     now = c.core.now_ms
     out: list[Any] = []
-    for eid in sorted(consumer.pel):
-        if eid < start:
-            continue
-        if count and len(out) >= count:
-            break
+    for eid in consumer.pel.from_id(start, count):
         fv = s.get(eid)
         if fv is None:
             out.append([id_str(eid), NULL_ARRAY])
@@ -631,7 +628,7 @@ def _xread(c: Any, argv: list[bytes], xreadgroup: bool) -> object:
             else:
                 entries = _group_read(c, s, start, count, key, gname, g, cons, noack, props)
         else:
-            entries = [[id_str(eid), fv] for eid, fv in _first(s.range(start, MAX_ID), count)]
+            entries = s.range_reply(start, MAX_ID, False, count or -1)
         replies.append((key, entries))
     _emit(c, props)
     if not replies:
@@ -668,8 +665,7 @@ def _serve_xread(after: dict[bytes, int], count: int) -> Any:
         gt = after[key]
         if s.last_id <= gt:
             return NOT_SERVED
-        entries = [[id_str(eid), fv]
-                   for eid, fv in _first(s.range((gt + 1) & MAX_ID, MAX_ID), count)]
+        entries = s.range_reply((gt + 1) & MAX_ID, MAX_ID, False, count or -1)
         return [[key, entries]] if c.proto == 2 else Map([(key, entries)])
     return serve
 
@@ -967,7 +963,7 @@ def xpending(c: Any, argv: list[bytes]) -> object:
     if justinfo:
         if not g.pel:
             return [0, None, None, NULL_ARRAY]
-        ids = sorted(g.pel)
+        ids = g.pel.ids
         cons = [[name, b"%d" % len(x.pel)] for name, x in sorted(g.consumers.items()) if x.pel]
         return [len(ids), id_str(ids[0]), id_str(ids[-1]), cons]
     if cname is not None:
@@ -979,11 +975,9 @@ def xpending(c: Any, argv: list[bytes]) -> object:
         pel = g.pel
     now = c.core.now_ms
     out = []
-    for eid in sorted(pel):
+    for eid in pel.from_id(start):
         if not count:
             break
-        if eid < start:
-            continue
         if eid > end:
             break
         nack = pel[eid]
@@ -1163,7 +1157,7 @@ def xautoclaim(c: Any, argv: list[bytes]) -> object:
     now = c.core.now_ms
     name = argv[3]
     consumer: Consumer | None = None
-    pel_ids = sorted(x for x in g.pel if x >= start)
+    pel_ids = g.pel.from_id(start)
     pos = 0
     claimed: list[Any] = []
     deleted: list[bytes] = []
@@ -1202,9 +1196,9 @@ container("xinfo", group="stream", summary="A container for stream introspection
           since="5.0.0")
 
 
-def _pending(pel: dict[int, Nack], count: int) -> list[tuple[int, Nack]]:
+def _pending(pel: Pel, count: int) -> list[tuple[int, Nack]]:
     """A PEL's first ``count`` entries in ID order (all of them for 0): XINFO STREAM FULL's."""
-    return [(eid, pel[eid]) for eid in _first(sorted(pel), count)]
+    return [(eid, pel[eid]) for eid in pel.from_id(0, count)]
 
 
 def _xinfo_stream(c: Any, argv: list[bytes]) -> object:

@@ -1259,6 +1259,7 @@ def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
             if eid in pel:
                 raise _Corrupt("Duplicated global PEL entry loading stream consumer group")
             pel[eid] = Nack(when, count, None)
+        pel.resort()   # (read_pel wrote the dict itself)
         ncons, p = _rlen(buf, p, n)
         for _ in range(ncons):
             cname, p = _rstr(buf, p, n)
@@ -1282,6 +1283,7 @@ def _read_stream_tail(t: int, nodes: list[Node], buf: bytes, p: int,
                     raise _Corrupt("Consumer entry not found in group global PEL")
                 nack.consumer = cons
                 cpel[eid] = nack
+            cpel.resort()
             p = end
         # Redis checks this only under sanitize-dump-payload (and without it, reading such a
         # group asserts); here always: a PEL entry without a consumer breaks XPENDING and XCLAIM.

@@ -466,3 +466,37 @@ def test_an_entry_whose_lp_count_is_wrong_is_corrupt(same_fields: bool) -> None:
     if stream_mod._streamlp is not None:
         assert stream_mod._streamlp.decode(lp, m >> 64, m & MASK64) is not None
         assert stream_mod._streamlp.decode(bad, m >> 64, m & MASK64) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "clear", "raw"]),
+                              st.integers(0, 40)), max_size=60),
+       start=st.integers(0, 45), count=st.integers(0, 5))
+def test_a_pel_keeps_its_ids_in_order(ops: list, start: int, count: int) -> None:
+    """Pel against a dict: the same mapping, ``ids`` its sorted keys after every write (item
+    assignment, del, pop, clear, and a C writer's dict.__setitem__ followed by resort), and
+    from_id the sorted keys from a start, the first ``count``."""
+    pel, model = stream_mod.Pel(), {}
+    for op, eid in ops:
+        nack = Nack(eid, 1, None)
+        if op == "set":
+            pel[eid] = model[eid] = nack
+        elif op == "del" and eid in model:
+            del pel[eid]
+            del model[eid]
+        elif op == "pop":
+            assert pel.pop(eid, None) is model.pop(eid, None)
+        elif op == "clear":
+            pel.clear()
+            model.clear()
+        elif op == "raw":   # (the RDB codec's read_pel)
+            dict.__setitem__(pel, eid, nack)
+            model[eid] = nack
+            pel.resort()
+        assert dict(pel) == model and pel.ids == sorted(model)
+    want = [e for e in sorted(model) if e >= start]
+    assert pel.from_id(start, count) == (want[:count] if count else want)
+    with pytest.raises(TypeError):
+        pel.setdefault(1, Nack(0, 0, None))
+    with pytest.raises(TypeError):
+        pel.update({1: Nack(0, 0, None)})
