@@ -34,10 +34,11 @@
 #include "../keyspace/_lpzset.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
-       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_N };
+       H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
+       H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount",
+    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -148,6 +149,19 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
    TTL table). 1 when all holds, 0 otherwise (nothing moved, no error set), -1 on an
    exception. */
 enum { TTL_NONE, TTL_LIVE, TTL_ANY };
+
+/* 1 when key has no TTL in expires or one still to come, 0 when it is past (a lookup would
+   expire the key: Database.expire_if_needed, the reference's), -1 on an exception. */
+static int
+ttl_live(PyObject *core, PyObject *expires, PyObject *key)
+{
+    PyObject *when = kt->peek(expires, key);
+    if (when == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    long long at = slot_int(when), now = slot_int(SLOT_AT(core, core_off[K_NOW_MS]));
+    Py_DECREF(when);
+    return at >= 0 && now >= 0 && at > now;
+}
 typedef struct {
     PyObject *c, *core, *data, *expires, *key;
 } Hot;
@@ -174,15 +188,10 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
         int has = kt->contains(expires, key);
         if (has != 0)
             return has < 0 ? -1 : 0;
-    } else if (ttl == TTL_LIVE && kt->len(expires) != 0) {   /* (Database.expire_if_needed) */
-        PyObject *when = kt->peek(expires, key);
-        if (when == NULL && PyErr_Occurred())
-            return -1;
-        long long at = when == NULL ? 0 : slot_int(when),
-                  now = slot_int(SLOT_AT(core, core_off[K_NOW_MS]));
-        Py_XDECREF(when);
-        if (when != NULL && (at < 0 || now < 0 || at <= now))
-            return 0;
+    } else if (ttl == TTL_LIVE && kt->len(expires) != 0) {
+        int live = ttl_live(core, expires, key);
+        if (live <= 0)
+            return live;
     }
     h->c = c;
     h->expires = expires;
@@ -221,14 +230,44 @@ dirtied(Hot *h, PyObject *reply)
     return reply;
 }
 
-/* SET key value */
+/* SET key value; a TTL still to come goes with the old value (an expired key's lookup, which
+   deletes and propagates it, is the reference's) */
 static PyObject *
 hot_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    HOT_CASE(H_SET, 3);
-    if (kt->set(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
+    HOT_CASE_TTL(H_SET, 3, TTL_LIVE);
+    if ((kt->len(h.expires) != 0 && kt->del(h.expires, h.key) < 0) ||
+            kt->set(h.data, h.key, PyList_GET_ITEM(args[1], 2)) < 0)
         return NULL;
     return dirtied(&h, Py_NewRef(ok));
+}
+
+/* MSET key value [key value ...]: every key without a TTL or with one still to come (checked
+   before anything moves; a key past its TTL is the reference's, whose lookup expires it) */
+static PyObject *
+hot_mset(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t n = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    if (n < 3 || n % 2 == 0)   /* (the arity's error: the reference's) */
+        n = 0;
+    HOT_CASE_TTL(H_MSET, n, TTL_ANY);
+    PyObject *argv = args[1];
+    int timed = kt->len(h.expires) != 0;
+    for (Py_ssize_t j = 1; j < n; j += 2) {
+        PyObject *key = PyList_GET_ITEM(argv, j);
+        int live = PyBytes_CheckExact(key) ? (timed ? ttl_live(h.core, h.expires, key) : 1) : 0;
+        if (live <= 0)
+            return live < 0 ? NULL : reference(H_MSET, args, nargs);
+    }
+    for (Py_ssize_t j = 1; j < n; j += 2) {   /* (Database.set: the value, the TTL gone) */
+        PyObject *key = PyList_GET_ITEM(argv, j);
+        if ((timed && kt->del(h.expires, key) < 0) ||
+                kt->set(h.data, key, PyList_GET_ITEM(argv, j + 1)) < 0)
+            return NULL;
+    }
+    if (slot_add(h.core, core_off[K_DIRTY], (n - 1) / 2) < 0)
+        return NULL;
+    return Py_NewRef(ok);
 }
 
 /* GET key: a string, or nil (a miss); the key may have a TTL still to come */
@@ -856,4 +895,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
-    FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."))
+    FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."),
+    FASTCALL("mset", hot_mset, "MSET's handler."))

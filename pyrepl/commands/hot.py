@@ -1,6 +1,6 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
-HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT and PFCOUNT
-get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT and
+MSET get a C handler that does what the Python handler's fast path does, and calls the Python handler,
 the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
@@ -18,7 +18,7 @@ from pyrepl.commands.hyperloglog import pfcount
 from pyrepl.commands.keys import del_, exists, expire
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.sets import sadd
-from pyrepl.commands.strings import get, incr, set_
+from pyrepl.commands.strings import get, incr, mset, set_
 from pyrepl.commands.table import COMMANDS
 from pyrepl.commands.zsets import zadd
 from pyrepl.core.client import Client
@@ -32,7 +32,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "hset": hset, "zadd": zadd, "exists": exists,
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
              "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd,
-             "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount}
+             "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount,
+             "mset": mset}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

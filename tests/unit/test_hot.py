@@ -73,6 +73,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["PFADD", key, draw(st.sampled_from(["a", "b"]))], ["PFCOUNT", key], ["PFCOUNT", key, "k"],
         ["SETBIT", key, draw(st.sampled_from(["0", "7", "8", "15", "100", "-1", "01", "x"])),
          draw(st.sampled_from(["0", "1", "2", "-0"]))],
+        ["MSET", key, draw(st.sampled_from(TEXTS)), draw(st.sampled_from(KEYS)), "v"],
+        ["MSET", key, "v"], ["MSET", key], ["MSET", key, "v", "k"],
         ["DEL", key, "k"], ["CONFIG", "SET", "lazyfree-lazy-user-del",
                             draw(st.sampled_from(["yes", "no"]))],
     ]))
@@ -178,14 +180,17 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             ["DEL", "s"], ["DEL", "s"], ["SET", "b", "\x0f\x7f"], ["BITCOUNT", "b"],
             ["BITCOUNT", "b", "-1", "-1"], ["BITCOUNT", "b", "-1", "-2"], ["SETBIT", "b", "0", "1"],
             ["SETBIT", "b", "0", "1"], ["SETBIT", "b", "15", "0"], ["GET", "b"], ["PFCOUNT", "p"],
-            ["PFCOUNT", "p"]]))
+            ["PFCOUNT", "p"], ["EXPIRE", "k", "9"], ["SET", "k", "w"], ["EXPIRE", "k", "9"],
+            ["MSET", "k", "u", "m1", "1", "k", "x"]]))
         assert c.data_to_send() == (b"+OK\r\n:10\r\n$2\r\n10\r\n$-1\r\n:1\r\n:3\r\n:4\r\n"
                                     b":0\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n:0\r\n"
                                     b"$4\r\nlast\r\n$5\r\nfirst\r\n$100\r\n" + b"x" * 100 +
                                     b"\r\n$-1\r\n:1\r\n:0\r\n:5\r\n:-2\r\n:1\r\n:1\r\n:0\r\n"
                                     b"+OK\r\n:1\r\n$1\r\nv\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n:0\r\n"
                                     b"+OK\r\n:11\r\n:7\r\n:0\r\n:0\r\n:1\r\n:1\r\n"
-                                    b"$2\r\n\x8f\x7e\r\n:3\r\n:3\r\n")
+                                    b"$2\r\n\x8f\x7e\r\n:3\r\n:3\r\n:1\r\n+OK\r\n"
+                                    b":1\r\n+OK\r\n")
+        assert c.db.data[b"k"] == b"x" and b"k" not in c.db.expires and c.db.data[b"m1"] == b"1"
         assert b"s" not in c.db.data
         assert c.db.data[b"t"][b"n"] == b"-2"
         assert c.db.expires[b"t"] == core.now_ms + 50_000 and b"ttl" not in c.db.expires
@@ -197,7 +202,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["EXPIRE", "t", "1", "XX"], ["GEOADD", "z", "200", "0", "q"],
                   ["GEOADD", "nokey", "1", "2", "m"], ["GEOADD", "z", "XX", "1", "2", "m"],
                   ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"], ["GET", "old"],
-                  ["EXISTS", "old"], ["DEL", "old"],
+                  ["EXISTS", "old"], ["DEL", "old"], ["SET", "old", "w"],
+                  ["MSET", "k", "v", "old", "w"], ["MSET", "k"], ["MSET", "k", "v", "k2"],
                   ["BITCOUNT", "b", "0", "1", "BYTE"], ["SETBIT", "b", "16", "1"],
                   ["SETBIT", "nokey", "0", "1"], ["SETBIT", "l", "0", "1"], ["PFCOUNT", "nokey"],
                   ["PFCOUNT", "p", "p"], ["PFCOUNT", "b"]):
