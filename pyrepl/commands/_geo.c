@@ -254,6 +254,215 @@ pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
     }
 }
 
+/* -- search_areas: geohash.search_areas (geohash_helper.c's geohashCalculateAreasByShapeWGS84) */
+
+#define MERCATOR_MAX 20037726.37
+
+typedef struct {
+    uint64_t bits;
+    int step;
+} cell;
+
+/* geohash.interleave64 */
+static uint64_t
+interleave64(uint32_t xlo, uint32_t ylo)
+{
+    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
+                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
+                                 0x0000FFFF0000FFFFULL};
+    static const unsigned S[] = {1, 2, 4, 8, 16};
+    uint64_t x = xlo, y = ylo;
+    for (int i = 4; i >= 0; i--) {
+        x = (x | (x << S[i])) & B[i];
+        y = (y | (y << S[i])) & B[i];
+    }
+    return x | (y << 1);
+}
+
+/* geohash.deinterleave64 */
+static uint64_t
+deinterleave64(uint64_t v)
+{
+    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
+                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
+                                 0x0000FFFF0000FFFFULL, 0x00000000FFFFFFFFULL};
+    static const unsigned S[] = {0, 1, 2, 4, 8, 16};
+    uint64_t x = v, y = v >> 1;
+    for (int i = 0; i < 6; i++) {
+        x = (x | (x >> S[i])) & B[i];
+        y = (y | (y >> S[i])) & B[i];
+    }
+    return x | (y << 32);
+}
+
+/* geohash.encode on WGS84's ranges: 0 where it answers None */
+static int
+encode_cell(double lon, double lat, int step, cell *out)
+{
+    if (step > 32 || step == 0 || lon > LONG_MAX_ || lon < LONG_MIN_ || lat > LAT_MAX ||
+            lat < LAT_MIN)
+        return 0;
+    double lat_offset = (lat - LAT_MIN) / (LAT_MAX - LAT_MIN);
+    double long_offset = (lon - LONG_MIN_) / (LONG_MAX_ - LONG_MIN_);
+    double scale = (double)(1ULL << step);
+    lat_offset *= scale;
+    long_offset *= scale;
+    /* (uint32_t)x as x86-64 does it: cvttsd2si's low 32 bits (geohash._uint32) */
+    out->bits = interleave64((uint32_t)(int64_t)lat_offset, (uint32_t)(int64_t)long_offset);
+    out->step = step;
+    return 1;
+}
+
+typedef struct {
+    double lon_min, lon_max, lat_min, lat_max;
+} area;
+
+/* geohash.decode on WGS84's ranges (a cell that is not zeroed) */
+static area
+decode_cell(cell h)
+{
+    uint64_t sep = deinterleave64(h.bits);
+    double lat_scale = LAT_MAX - LAT_MIN, long_scale = LONG_MAX_ - LONG_MIN_;
+    uint32_t ilato = (uint32_t)sep, ilono = (uint32_t)(sep >> 32);
+    double div = (double)(1ULL << h.step);
+    area a = {
+        LONG_MIN_ + (ilono * 1.0 / div) * long_scale,
+        LONG_MIN_ + ((uint32_t)(ilono + 1) * 1.0 / div) * long_scale,
+        LAT_MIN + (ilato * 1.0 / div) * lat_scale,
+        LAT_MIN + ((uint32_t)(ilato + 1) * 1.0 / div) * lat_scale,
+    };
+    return a;
+}
+
+#define X_BITS 0xAAAAAAAAAAAAAAAAULL
+#define Y_BITS 0x5555555555555555ULL
+
+/* geohash._move: h moved d (-1, 0, 1) cells along the axis whose bits are ``axis`` */
+static cell
+move(cell h, int d, uint64_t axis)
+{
+    if (d == 0)
+        return h;
+    uint64_t other = ~axis, moved = h.bits & axis, zz = other >> (64 - h.step * 2);
+    if (d > 0)
+        moved = moved + (zz + 1);
+    else
+        moved = (moved | zz) - (zz + 1);
+    moved &= axis >> (64 - h.step * 2);
+    cell out = {moved | (h.bits & other), h.step};
+    return out;
+}
+
+/* geohash.estimate_steps */
+static int
+estimate_steps(double range_meters, double lat)
+{
+    if (range_meters == 0)
+        return 26;
+    int step = 1;
+    while (range_meters < MERCATOR_MAX) {
+        range_meters *= 2;
+        step++;
+    }
+    step -= 2;
+    if (lat > 66 || lat < -66) {
+        step--;
+        if (lat > 80 || lat < -80)
+            step--;
+    }
+    return step < 1 ? 1 : step > 26 ? 26 : step;
+}
+
+/* search_areas(circular, lon, lat, conversion, radius, width, height) -> list of 9
+   (bits, step), or None where the Python's encode would fail (its assertion says why):
+   geohash.search_areas, the same doubles in the same order (geohash.py's _cdiv, _ccos and
+   _csqrt are C's /, cos and sqrt). */
+static PyObject *
+search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "search_areas(circular, lon, lat, conversion, radius, width, height)");
+        return NULL;
+    }
+    int circular = PyObject_IsTrue(args[0]);
+    double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
+           conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]),
+           width = PyFloat_AsDouble(args[5]), height = PyFloat_AsDouble(args[6]);
+    if (circular < 0 || PyErr_Occurred())
+        return NULL;
+    /* bounding_box */
+    double bh = conversion * (circular ? radius : height / 2),
+           bw = conversion * (circular ? radius : width / 2);
+    double lat_delta = (bh / EARTH_RADIUS_IN_METERS) / D_R;
+    double long_delta_top = (bw / EARTH_RADIUS_IN_METERS) / cos((lat + lat_delta) * D_R) / D_R;
+    double long_delta_bottom = (bw / EARTH_RADIUS_IN_METERS) / cos((lat - lat_delta) * D_R) / D_R;
+    int southern = lat < 0;
+    double min_lon = southern ? lon - long_delta_bottom : lon - long_delta_top,
+           max_lon = southern ? lon + long_delta_bottom : lon + long_delta_top,
+           min_lat = lat - lat_delta, max_lat = lat + lat_delta;
+    double radius_meters;
+    if (circular) {
+        radius_meters = radius;
+    } else {
+        double w = width / 2, hh = height / 2;
+        radius_meters = sqrt(w * w + hh * hh);
+    }
+    radius_meters *= conversion;
+    int steps = estimate_steps(radius_meters, lat);
+    cell h;
+    if (!encode_cell(lon, lat, steps, &h))
+        Py_RETURN_NONE;
+    /* north, south, east, west, north-east, north-west, south-east, south-west */
+    cell nb[8];
+    for (int pass = 0; pass < 2; pass++) {
+        nb[0] = move(h, 1, Y_BITS);
+        nb[1] = move(h, -1, Y_BITS);
+        nb[2] = move(h, 1, X_BITS);
+        nb[3] = move(h, -1, X_BITS);
+        nb[4] = move(move(h, 1, X_BITS), 1, Y_BITS);
+        nb[5] = move(move(h, -1, X_BITS), 1, Y_BITS);
+        nb[6] = move(move(h, 1, X_BITS), -1, Y_BITS);
+        nb[7] = move(move(h, -1, X_BITS), -1, Y_BITS);
+        if (pass == 1)
+            break;
+        area north = decode_cell(nb[0]), south = decode_cell(nb[1]), east = decode_cell(nb[2]),
+             west = decode_cell(nb[3]);
+        int decrease = north.lat_max < max_lat || south.lat_min > min_lat ||
+                       east.lon_max < max_lon || west.lon_min > min_lon;
+        if (!(steps > 1 && decrease))
+            break;
+        steps--;
+        if (!encode_cell(lon, lat, steps, &h))
+            Py_RETURN_NONE;
+    }
+    if (steps >= 2) {
+        area a = decode_cell(h);
+        const cell zero = {0, 0};
+        if (a.lat_min < min_lat)
+            nb[1] = nb[7] = nb[6] = zero;   /* south, south-west, south-east */
+        if (a.lat_max > max_lat)
+            nb[0] = nb[4] = nb[5] = zero;   /* north, north-east, north-west */
+        if (a.lon_min < min_lon)
+            nb[3] = nb[7] = nb[5] = zero;   /* west, south-west, north-west */
+        if (a.lon_max > max_lon)
+            nb[2] = nb[6] = nb[4] = zero;   /* east, south-east, north-east */
+    }
+    PyObject *out = PyList_New(9);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        cell c = i ? nb[i - 1] : h;
+        PyObject *t = Py_BuildValue("(Ki)", (unsigned long long)c.bits, c.step);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
 /* pqsort(points, desc, lrange, rrange): geo.pqsort(points, _cmp_desc if desc else _cmp_asc,
    lrange, rrange), in place; each point a list whose item 2 is its distance (a float). */
 static PyObject *
@@ -288,4 +497,7 @@ SLOTS_MODULE(_geo, "A geo search's per-candidate work (pyrepl/commands/geo.py), 
              "scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state): "
              "geo._points_in_shape's loop for a circle over a run of (score, member) items."),
     FASTCALL("pqsort", pqsort,
-             "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."))
+             "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."),
+    FASTCALL("search_areas", search_areas,
+             "search_areas(circular, lon, lat, conversion, radius, width, height): "
+             "geohash.search_areas's nine cells, or None."))

@@ -188,7 +188,11 @@ def _points_in_shape(z: ZSet, shape: gh.Shape, limit: int) -> list[Point]:
     """membersOfAllNeighbors: the members inside ``shape``, box after box (skipping a box
     equal to the one processed just before, as Redis does), stopping at ``limit`` (ANY)."""
     out: list[Point] = []
-    areas = gh.search_areas(shape)
+    areas = None if _geo is None else _geo.search_areas(   # (None: the Python says why)
+        shape.kind == gh.CIRCULAR, shape.lon, shape.lat, shape.conversion, shape.radius,
+        shape.width, shape.height)
+    if areas is None:
+        areas = gh.search_areas(shape)
     last = 0
     decode, within, distance = gh.decode_score, gh.within, gh.distance
     circular = shape.kind == gh.CIRCULAR

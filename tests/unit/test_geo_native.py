@@ -88,3 +88,34 @@ def test_pqsort_is_the_python_port(dists, data) -> None:
 def test_pqsort_refuses_what_is_not_a_point() -> None:
     with pytest.raises(TypeError):
         _native.pqsort([[0.0, 0.0, 1]], False, 0, 0)
+
+
+UNITS = st.sampled_from([1.0, 1000.0, 0.3048, 1609.34])
+SIZES = st.one_of(st.floats(0, 2e7), st.sampled_from([0.0, 1e-9, 0.5, 200.0, 5e6, 2.1e7]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(circular=st.booleans(), lon=st.floats(-180, 180),
+       lat=st.one_of(st.floats(-85.05112878, 85.05112878),
+                     st.sampled_from([0.0, -0.0, 66.0, -66.5, 80.5, -85.05112878, 85.05112878])),
+       unit=UNITS, radius=SIZES, width=SIZES, height=SIZES)
+def test_search_areas_are_geohashs(circular, lon, lat, unit, radius, width, height) -> None:
+    """The nine cells of a search (the centre, its neighbours, the ones the bounding box
+    cannot reach zeroed) as geohash.search_areas computes them, every step and edge."""
+    shape = gh.Shape(gh.CIRCULAR if circular else gh.RECTANGLE, lon, lat, unit,
+                     radius if circular else 0.0, 0.0 if circular else width,
+                     0.0 if circular else height)
+    got = _native.search_areas(circular, lon, lat, unit, shape.radius, shape.width,
+                               shape.height)
+    assert got == gh.search_areas(shape)
+
+
+def test_search_areas_examples() -> None:
+    """Sicily, 200 km (bench_commands' GEOSEARCH), a point search, the antimeridian, a pole's
+    edge."""
+    for args in ((True, 15.0, 37.0, 1000.0, 200.0, 0.0, 0.0),
+                 (True, 13.361389, 38.115556, 1.0, 0.0, 0.0, 0.0),
+                 (False, 179.99, 0.0, 1000.0, 0.0, 400.0, 100.0),
+                 (True, -179.9, -85.05, 1.0, 5e6, 0.0, 0.0)):
+        kind = gh.CIRCULAR if args[0] else gh.RECTANGLE
+        assert _native.search_areas(*args) == gh.search_areas(gh.Shape(kind, *args[1:]))
