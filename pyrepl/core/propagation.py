@@ -12,10 +12,12 @@ of it goes anywhere (a backlog on a master, or the AOF). These functions are
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.aof.feed import FeedFanout
 from pyrepl.core.client import Client
+from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
     from pyrepl.core.server import ServerCore
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 #: script's redis.set_repl).
 PROPAGATE_AOF, PROPAGATE_REPL = 1, 2
 PROPAGATE_ALL = PROPAGATE_AOF | PROPAGATE_REPL
+_MULTI, _EXEC = encode_command([b"MULTI"]), encode_command([b"EXEC"])
 
 
 def propagate_call(core: ServerCore, c: Client, argv: list[bytes], changed: bool) -> None:
@@ -137,10 +140,19 @@ def flush_propagation(core: ServerCore, c: Client | None = None,
     elif any(len(p) == 3 for p in pending):
         _flush_targeted(core, pending)
     else:
-        feed(pending[0][0], [b"MULTI"])
-        for db_id, argv in pending:
-            feed(db_id, argv)
-        feed(pending[-1][0], [b"EXEC"])
+        db_id = pending[0][0]
+        span = core.repl_feed_span
+        if span is not None and not core.aof_on and all(p[0] == db_id for p in pending):
+            # A transaction in one db (EXEC's, a script's effects): one span, the bytes and
+            # the backlog's blocks of feeding MULTI, each command and EXEC one by one. (With
+            # AOF on, one by one: each may take its own timestamp annotation, as in Redis.)
+            parts = [_MULTI, *[encode_command(p[1]) for p in pending], _EXEC]
+            span(db_id, b"".join(parts), list(accumulate(map(len, parts))))
+        else:
+            feed(db_id, [b"MULTI"])
+            for db_id, argv in pending:
+                feed(db_id, argv)
+            feed(pending[-1][0], [b"EXEC"])
     if core.serve_after_flush:
         core.serve_after_flush = False
         core.blocking.serve_after_flush()

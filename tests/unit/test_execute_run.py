@@ -140,3 +140,25 @@ def test_requests_behind_one_that_changes_the_readers_limits_still_run() -> None
     assert c.data_to_send() == b"+OK\r\n+OK\r\n$1\r\nv\r\n"
     c.receive_data(cmd("CONFIG", "SET", "proto-max-bulk-len", "2mb") + cmd("GET", "k"))
     assert c.data_to_send() == b"+OK\r\n$1\r\nv\r\n"
+
+
+WRITES = st.one_of(requests(), st.sampled_from([
+    ["SET", "big", "x" * 9000], ["SET", "huge", "y" * 20000], ["SELECT", "1"], ["SELECT", "0"],
+    ["EXPIRE", "big", "100"], ["INCR", "n"], ["DEL", "big"]]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(txs=st.lists(st.lists(WRITES, max_size=6), min_size=1, max_size=12))
+def test_a_transaction_propagates_as_its_commands_one_by_one(txs: list[list[list[str]]]) -> None:
+    """EXEC's propagation in one db as one span (flush_propagation): the same stream and the
+    same backlog blocks as MULTI, each command and EXEC fed one by one (the reference: a core
+    with no span feed), values across the 16 KiB blocks, SELECT inside and between."""
+    span, c1 = warm_server(True)
+    one, c2 = warm_server(True)
+    one.repl_feed_span = None
+    for tx in txs:
+        data = b"".join(cmd(*r) for r in [["MULTI"], *tx, ["EXEC"]])
+        c1.receive_data(data)
+        c2.receive_data(data)
+        assert c1.data_to_send() == c2.data_to_send()
+    assert server_state(span, c1) == server_state(one, c2) and one.repl_feed_span is None
