@@ -17,6 +17,7 @@
 
 #define MODULE_NAME "pyrepl.commands._geo"
 #include "../_slots.h"
+#include "_geohash.h"
 
 #define LAT_MIN (-85.05112878)
 #define LAT_MAX 85.05112878
@@ -262,22 +263,6 @@ typedef struct {
     uint64_t bits;
     int step;
 } cell;
-
-/* geohash.interleave64 */
-static uint64_t
-interleave64(uint32_t xlo, uint32_t ylo)
-{
-    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
-                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
-                                 0x0000FFFF0000FFFFULL};
-    static const unsigned S[] = {1, 2, 4, 8, 16};
-    uint64_t x = xlo, y = ylo;
-    for (int i = 4; i >= 0; i--) {
-        x = (x | (x << S[i])) & B[i];
-        y = (y | (y << S[i])) & B[i];
-    }
-    return x | (y << 1);
-}
 
 /* geohash.deinterleave64 */
 static uint64_t

@@ -27,6 +27,7 @@
 
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
+#include "_geohash.h"
 #include "../keyspace/_ktable.h"
 #include "../keyspace/_strtab.h"
 #include "../keyspace/_lphash.h"
@@ -680,22 +681,6 @@ plain_double(PyObject *b, double *out)
         return 0;
     }
     return end == p + n;
-}
-
-/* geohash.c's interleave64: x in the even bits, y in the odd ones. */
-static uint64_t
-interleave64(uint32_t xlo, uint32_t ylo)
-{
-    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
-                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
-                                 0x0000FFFF0000FFFFULL};
-    static const unsigned S[] = {1, 2, 4, 8, 16};
-    uint64_t x = xlo, y = ylo;
-    for (int k = 4; k >= 0; k--) {
-        x = (x | (x << S[k])) & B[k];
-        y = (y | (y << S[k])) & B[k];
-    }
-    return x | (y << 1);
 }
 
 #define GEO_LAT_MIN (-85.05112878)
