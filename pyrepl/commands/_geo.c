@@ -19,47 +19,47 @@
 #include "../_slots.h"
 #include "_geohash.h"
 
-#define LAT_MIN (-85.05112878)
-#define LAT_MAX 85.05112878
-#define LONG_MIN_ (-180.0)
-#define LONG_MAX_ 180.0
 #define EARTH_RADIUS_IN_METERS 6372797.560856
 #define TWO63 9223372036854775808.0
 
 static const double D_R = M_PI / 180.0;
-static const double DIV26 = (double)(1 << 26);
 
-/* geohash._decode_score for 0 <= score < 2^63 (the cast the Python spells out for others). */
+typedef struct {
+    uint64_t bits;
+    int step;
+} cell;
+
+typedef struct {
+    double lon_min, lon_max, lat_min, lat_max;
+} area;
+
+/* geohash.decode on WGS84's ranges (a cell that is not zeroed) */
+static area
+decode_cell(cell h)
+{
+    uint64_t sep = deinterleave64(h.bits);
+    double lat_scale = GEO_LAT_MAX - GEO_LAT_MIN, long_scale = GEO_LONG_MAX - GEO_LONG_MIN;
+    uint32_t ilato = (uint32_t)sep, ilono = (uint32_t)(sep >> 32);
+    double div = (double)(1ULL << h.step);
+    area a = {
+        GEO_LONG_MIN + (ilono * 1.0 / div) * long_scale,
+        GEO_LONG_MIN + ((uint32_t)(ilono + 1) * 1.0 / div) * long_scale,
+        GEO_LAT_MIN + (ilato * 1.0 / div) * lat_scale,
+        GEO_LAT_MIN + ((uint32_t)(ilato + 1) * 1.0 / div) * lat_scale,
+    };
+    return a;
+}
+
+/* geohash._decode_score for 0 <= score < 2^63 (the cast the Python spells out for others):
+   the centre of the step-26 cell, clamped to the ranges (decode_to_lonlat) */
 static void
 decode_score(double score, double *lon_out, double *lat_out)
 {
-    uint64_t bits = (uint64_t)score;
-    uint64_t x = bits & 0x5555555555555555ULL, y = (bits >> 1) & 0x5555555555555555ULL;
-    x = (x | (x >> 1)) & 0x3333333333333333ULL;
-    y = (y | (y >> 1)) & 0x3333333333333333ULL;
-    x = (x | (x >> 2)) & 0x0F0F0F0F0F0F0F0FULL;
-    y = (y | (y >> 2)) & 0x0F0F0F0F0F0F0F0FULL;
-    x = (x | (x >> 4)) & 0x00FF00FF00FF00FFULL;
-    y = (y | (y >> 4)) & 0x00FF00FF00FF00FFULL;
-    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFULL;
-    y = (y | (y >> 8)) & 0x0000FFFF0000FFFFULL;
-    x = (x | (x >> 16)) & 0xFFFFFFFFULL;
-    y = (y | (y >> 16)) & 0xFFFFFFFFULL;
-    const double lon_scale = LONG_MAX_ - LONG_MIN_, lat_scale = LAT_MAX - LAT_MIN;
-    double lon = (LONG_MIN_ + ((double)y / DIV26) * lon_scale
-                  + (LONG_MIN_ + ((double)((y + 1) & 0xFFFFFFFFULL) / DIV26) * lon_scale)) / 2;
-    double lat = (LAT_MIN + ((double)x / DIV26) * lat_scale
-                  + (LAT_MIN + ((double)((x + 1) & 0xFFFFFFFFULL) / DIV26) * lat_scale)) / 2;
-    if (lon > LONG_MAX_)
-        lon = LONG_MAX_;
-    else if (lon < LONG_MIN_)
-        lon = LONG_MIN_;
-    if (lat > LAT_MAX)
-        lat = LAT_MAX;
-    else if (lat < LAT_MIN)
-        lat = LAT_MIN;
-    *lon_out = lon;
-    *lat_out = lat;
+    cell h = {(uint64_t)score, 26};
+    area a = decode_cell(h);
+    double lon = (a.lon_min + a.lon_max) / 2, lat = (a.lat_min + a.lat_max) / 2;
+    *lon_out = lon > GEO_LONG_MAX ? GEO_LONG_MAX : lon < GEO_LONG_MIN ? GEO_LONG_MIN : lon;
+    *lat_out = lat > GEO_LAT_MAX ? GEO_LAT_MAX : lat < GEO_LAT_MIN ? GEO_LAT_MIN : lat;
 }
 
 /* geohash.distance (geohashGetDistance). */
@@ -259,64 +259,12 @@ pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
 
 #define MERCATOR_MAX 20037726.37
 
-typedef struct {
-    uint64_t bits;
-    int step;
-} cell;
-
-/* geohash.deinterleave64 */
-static uint64_t
-deinterleave64(uint64_t v)
-{
-    static const uint64_t B[] = {0x5555555555555555ULL, 0x3333333333333333ULL,
-                                 0x0F0F0F0F0F0F0F0FULL, 0x00FF00FF00FF00FFULL,
-                                 0x0000FFFF0000FFFFULL, 0x00000000FFFFFFFFULL};
-    static const unsigned S[] = {0, 1, 2, 4, 8, 16};
-    uint64_t x = v, y = v >> 1;
-    for (int i = 0; i < 6; i++) {
-        x = (x | (x >> S[i])) & B[i];
-        y = (y | (y >> S[i])) & B[i];
-    }
-    return x | (y << 32);
-}
-
 /* geohash.encode on WGS84's ranges: 0 where it answers None */
 static int
 encode_cell(double lon, double lat, int step, cell *out)
 {
-    if (step > 32 || step == 0 || lon > LONG_MAX_ || lon < LONG_MIN_ || lat > LAT_MAX ||
-            lat < LAT_MIN)
-        return 0;
-    double lat_offset = (lat - LAT_MIN) / (LAT_MAX - LAT_MIN);
-    double long_offset = (lon - LONG_MIN_) / (LONG_MAX_ - LONG_MIN_);
-    double scale = (double)(1ULL << step);
-    lat_offset *= scale;
-    long_offset *= scale;
-    /* (uint32_t)x as x86-64 does it: cvttsd2si's low 32 bits (geohash._uint32) */
-    out->bits = interleave64((uint32_t)(int64_t)lat_offset, (uint32_t)(int64_t)long_offset);
     out->step = step;
-    return 1;
-}
-
-typedef struct {
-    double lon_min, lon_max, lat_min, lat_max;
-} area;
-
-/* geohash.decode on WGS84's ranges (a cell that is not zeroed) */
-static area
-decode_cell(cell h)
-{
-    uint64_t sep = deinterleave64(h.bits);
-    double lat_scale = LAT_MAX - LAT_MIN, long_scale = LONG_MAX_ - LONG_MIN_;
-    uint32_t ilato = (uint32_t)sep, ilono = (uint32_t)(sep >> 32);
-    double div = (double)(1ULL << h.step);
-    area a = {
-        LONG_MIN_ + (ilono * 1.0 / div) * long_scale,
-        LONG_MIN_ + ((uint32_t)(ilono + 1) * 1.0 / div) * long_scale,
-        LAT_MIN + (ilato * 1.0 / div) * lat_scale,
-        LAT_MIN + ((uint32_t)(ilato + 1) * 1.0 / div) * lat_scale,
-    };
-    return a;
+    return geohash_encode(lon, lat, step, &out->bits);
 }
 
 #define X_BITS 0xAAAAAAAAAAAAAAAAULL

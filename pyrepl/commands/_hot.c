@@ -683,9 +683,6 @@ plain_double(PyObject *b, double *out)
     return end == p + n;
 }
 
-#define GEO_LAT_MIN (-85.05112878)
-#define GEO_LAT_MAX 85.05112878
-#define GEO_STEP 26
 
 /* The set bits of n bytes at p. x86-64's baseline has no POPCNT instruction, so
    __builtin_popcountll is a libgcc call of ~20 instructions a word; the loop is compiled a
@@ -842,15 +839,11 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE(H_GEOADD, 5);
     double lon, lat;
+    uint64_t bits;   /* (step 26: the 52 bits are the score, align52 moves nothing) */
     if (!plain_double(PyList_GET_ITEM(args[1], 2), &lon) ||
-            !plain_double(PyList_GET_ITEM(args[1], 3), &lat) || lon < -180.0 || lon > 180.0 ||
-            lat < GEO_LAT_MIN || lat > GEO_LAT_MAX)
+            !plain_double(PyList_GET_ITEM(args[1], 3), &lat) ||
+            !geohash_encode(lon, lat, 26, &bits))
         return reference(H_GEOADD, args, nargs);
-    double lat_offset = (lat - GEO_LAT_MIN) / (GEO_LAT_MAX - GEO_LAT_MIN);
-    double long_offset = (lon - -180.0) / (180.0 - -180.0);
-    lat_offset *= (double)(1ULL << GEO_STEP);
-    long_offset *= (double)(1ULL << GEO_STEP);
-    uint64_t bits = interleave64((uint32_t)lat_offset, (uint32_t)long_offset);
     PyObject *member = PyList_GET_ITEM(args[1], 4);
     int r = zset_store(&h, member, (double)bits);
     if (r == 3)

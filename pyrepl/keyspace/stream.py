@@ -507,7 +507,7 @@ def range_reply_reference(s: Stream, start: int, end: int, rev: bool, count: int
     entries = s.range(start, end, rev)
     if count >= 0:
         entries = islice(entries, count)
-    return [[b"%d-%d" % (eid >> 64, eid & MASK64), fv] for eid, fv in entries]   # (id_str)
+    return [[id_str(eid), fv] for eid, fv in entries]
 
 
 def _as_bytes(x: bytes | int) -> bytes:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from pyrepl import native
 
+from .reader import _SLOW_SPLIT
+
 _CR, _LF, _STAR, _DOLLAR, _ZERO, _NINE = 13, 10, 42, 36, 48, 57
-# What makes an inline line not simple: sdssplitargs' quotes, the isspace() bytes it does
-# not split on, a NUL (Redis's strchr stops there)
-_NOT_SIMPLE = (b'"', b"'", b"\v", b"\f", b"\0")
+# What makes an inline line not simple: what sends split_args past bytes.split() (quotes,
+# the isspace() bytes sdssplitargs does not split on), a NUL (Redis's strchr stops there)
+_NOT_SIMPLE = (*_SLOW_SPLIT, b"\0")
 
 
 def _number(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[int, int]:
@@ -61,8 +63,7 @@ def _inline_request(data: bytes, p: int) -> tuple[list[bytes], int] | None:
         line = line[:-1]
     if any(b in line for b in _NOT_SIMPLE):
         return None
-    argv = line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ")
-    argv = [a for a in argv if a]
+    argv = line.split()   # (split_args' own way for such a line: space, tab and CR here)
     return (argv, nl + 1) if argv else None
 
 
