@@ -132,7 +132,9 @@ class ClientEviction:
         self.total = 0          # the counted clients' figures (Client.mem)
         self.over = False       # total >= limit: the gate is up, evict before the next command
         # The total that was over the limit with no client left to evict (0: none): the
-        # gate goes up again only once the total is above it.
+        # gate goes up again only once the total is above it. It follows the total down
+        # (a figure that falls, a client that closes), so any growth from there is looked
+        # at again: a client that joins as another leaves is not spared.
         self.stuck = 0
         self._cron_pos = 0
 
@@ -168,8 +170,11 @@ class ClientEviction:
         total = self.total = self.total + mem - c.mem
         c.mem = mem
         if total >= self.limit:
-            if total > self.stuck and not self.over:
-                self._set_over(True)
+            if total > self.stuck:
+                if not self.over:
+                    self._set_over(True)
+            else:
+                self.stuck = total   # (a figure fell: the next growth is looked at again)
         elif self.stuck:
             self.stuck = 0
 
@@ -186,10 +191,14 @@ class ClientEviction:
     def forget(self, c: Client) -> None:
         """A client closed: its figure leaves the total."""
         if c.mem:
-            self.total -= c.mem
+            total = self.total = self.total - c.mem
             c.mem = 0
-            if self.over and self.total < self.limit:
-                self._set_over(False)
+            if total < self.limit:
+                self.stuck = 0
+                if self.over:
+                    self._set_over(False)
+            elif self.stuck > total:
+                self.stuck = total
 
     def update_all(self) -> None:
         for c in list(self.core.clients.values()):

@@ -237,6 +237,45 @@ def test_no_evict_client_is_spared_and_flagged() -> None:
     assert not c.closed
 
 
+def test_a_client_filling_what_a_closed_no_evict_client_held_is_evicted() -> None:
+    """client-eviction.tcl's "client no-evict on" then "off": the first client, spared, pins
+    the total over the limit and closes; the next fills its query buffer as far and must
+    be evicted (the total it reaches is no higher than the one nothing could be evicted
+    from, which must not spare it)."""
+    core = make("1mb")
+    control = connect(core, "control")
+    feed(control, cmd("CLIENT", "NO-EVICT", "on"))
+    spared = connect(core, "spared")
+    feed(spared, cmd("CLIENT", "NO-EVICT", "on"))
+    feed(spared, partial_bulk(1 * MB + 1))
+    assert not spared.closed and core.stats.evicted_clients == 0
+    core.client_closed(spared)                # (its connection_lost)
+    evictable = connect(core, "evictable")
+    feed(evictable, cmd("CLIENT", "NO-EVICT", "off"))
+    feed(evictable, partial_bulk(1 * MB + 1))
+    assert evictable.closed and core.stats.evicted_clients == 1
+    assert names(core) == ["control"]
+
+
+def test_a_figure_that_falls_lets_the_next_growth_evict() -> None:
+    """Over the limit with nothing evictable, a spared client's figure falls (its output
+    read), then an evictable client's grows: evicted, though the total stays under the
+    one last found stuck."""
+    core = make("1mb")
+    spared = connect(core, "spared")
+    feed(spared, cmd("CLIENT", "NO-EVICT", "on"))
+    core.host.held[spared.id] = 2 * MB       # (replies it does not read)
+    feed(spared, cmd("PING"))
+    assert not spared.closed and core.stats.evicted_clients == 0
+    other = connect(core, "other")           # (evicted at once: the total is over)
+    assert other.closed and core.stats.evicted_clients == 1
+    core.host.held[spared.id] = MB + 100 * KB
+    feed(spared, cmd("PING"))                # its figure falls, still over the limit
+    late = connect(core, "late")
+    assert late.closed and core.stats.evicted_clients == 2
+    assert names(core) == ["spared"]
+
+
 def test_no_evict_and_maxmemory_clients_disabled_then_enabled() -> None:
     for how in ("no-evict", "disabled"):
         core = make("0" if how == "disabled" else "1mb")
