@@ -1,16 +1,18 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
-   geoadd, del, bitcount, setbit and pfcount are the handlers of SET, GET, INCR, LPUSH, RPUSH,
-   HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT and
-   PFCOUNT (pyrepl/commands/hot.py puts them in the command table). Each does what the Python
-   handler's fast path does (pyrepl/commands/strings.py, lists.py, hashes.py, zsets.py, keys.py,
-   sets.py, geo.py, bitmaps.py, hyperloglog.py), on the same slots (pyrepl/_slots.h), for the
+   geoadd, del, bitcount, setbit, pfcount, mset and xadd are the handlers of SET, GET, INCR,
+   LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT,
+   SETBIT, PFCOUNT, MSET and XADD (pyrepl/commands/hot.py puts them in the command table). Each
+   does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
+   hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
+   the same slots (pyrepl/_slots.h), for the
    form redis-benchmark and most clients send: SET key value, GET key, INCR key, LPUSH/RPUSH key
    value, HSET key field value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key, SADD
    key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
-   count). In every other case, and whenever the Python handler would do more than the store (a
+   count), MSET key value [key value ...], XADD key * field value [field value ...] (onto the
+   open tail node of a stream). In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -33,13 +35,14 @@
 #include "../keyspace/_lphash.h"
 #include "../keyspace/_lplist.h"
 #include "../keyspace/_lpzset.h"
+#include "../keyspace/_listpack.h"   /* lp_encode_int, lp_encode_str: a stream entry */
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_N };
+       H_XADD, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
-    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset",
+    "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -47,19 +50,32 @@ enum { C_DB, C_CORE, C_PROPAGATE_ARGV, C_N };
 static const char *const client_names[C_N] = {"db", "core", "propagate_argv"};
 enum { D_DATA, D_EXPIRES, D_WATCHED, D_N };
 static const char *const db_names[D_N] = {"data", "expires", "watched"};
-enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_N };
+enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_KEYS_WAITED, K_N };
 static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats", "now_ms",
-                                            "expiry_deletes"};
+                                            "expiry_deletes", "keys_waited"};
+/* pyrepl/keyspace/stream.py's Stream, Node (its radix tree's listpacks) and Entries (an open
+   node's decoded entries and listpack bytes): XADD's */
+enum { S_NODES, S_LENGTH, S_LAST_ID, S_FIRST_ID, S_ENTRIES_ADDED, S_N };
+static const char *const stream_names[S_N] = {"nodes", "length", "last_id", "first_id",
+                                              "entries_added"};
+enum { N_MASTER, N_LAST, N_LIVE, N_DELETED, N_LP, N_D, N_N };
+static const char *const node_names[N_N] = {"master", "last", "live", "deleted", "lp", "d"};
+enum { E_FIELDS, E_IDS, E_FVS, E_FLAGS, E_OFFS, E_REST, E_COUNT, E_N };
+static const char *const entries_names[E_N] = {"fields", "ids", "fvs", "flags", "offs", "rest",
+                                               "count"};
 enum { T_HITS, T_MISSES, T_N };
 static const char *const stats_names[T_N] = {"keyspace_hits", "keyspace_misses"};
 
 static Py_ssize_t client_off[C_N], db_off[D_N], core_off[K_N], stats_off[T_N];
+static Py_ssize_t stream_off[S_N], node_off[N_N], entries_off[E_N];
 static PyTypeObject *client_type, *db_type, *core_type, *stats_type, *deque_type, *zset_type;
+static PyTypeObject *stream_type, *node_type, *entries_type;
 static PyObject *ok;            /* pyrepl.resp.types.OK: SET's reply */
 static PyObject *appendleft, *append, *popleft, *pop_right, *set_score;  /* deque's, ZSet's */
 static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace events */
 static PyObject *str_config, *str_lazy_user_del;   /* core.config.lazyfree_lazy_user_del */
 static PyObject *str_max_bulk;   /* core.config.proto_max_bulk_len */
+static PyObject *str_node_max_bytes, *str_node_max_entries;   /* stream-node-max-bytes/entries */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -68,22 +84,24 @@ static LPList_CAPI *ll;         /* small lists (pyrepl/keyspace/_lplist.h) */
 static LPZSet_CAPI *lz;         /* small sorted sets (pyrepl/keyspace/_lpzset.h) */
 static StrTab_CAPI *st;         /* hash tables of bytes (pyrepl/keyspace/_strtab.h) */
 
-/* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, handlers):
-   handlers maps each name above to its Python handler. */
-#define BIND_USAGE "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, handlers)"
+/* bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, Stream, Node, Entries,
+   handlers): handlers maps each name above to its Python handler. */
+#define BIND_USAGE "bind(Client, Database, ServerCore, Stats, deque, ZSet, OK, ADDED, Stream, " \
+                   "Node, Entries, handlers)"
 
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[7] = {
+    const slots_spec specs[11] = {
         SLOTS_OF(client), SLOTS_OF(db), SLOTS_OF(core), SLOTS_OF(stats),
-        KEPT(&deque_type), KEPT(&zset_type), KEPT(&ok),
+        KEPT(&deque_type), KEPT(&zset_type), KEPT(&ok), KEPT(NULL),
+        SLOTS_OF(stream), SLOTS_OF(node), SLOTS_OF(entries),
     };
-    int form = nargs == 9 && PyDict_CheckExact(args[8]);
-    if (bind_args(form, BIND_USAGE, args, specs, 7) < 0)
+    int form = nargs == 12 && PyDict_CheckExact(args[11]);
+    if (bind_args(form, BIND_USAGE, args, specs, 11) < 0)
         return NULL;
     for (int i = 0; i < H_N; i++) {
-        PyObject *h = PyDict_GetItemString(args[8], handler_names[i]);
+        PyObject *h = PyDict_GetItemString(args[11], handler_names[i]);
         if (h == NULL) {
             PyErr_Format(PyExc_KeyError, "no Python handler for %s", handler_names[i]);
             return NULL;
@@ -100,7 +118,9 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if ((zero == NULL && (zero = PyLong_FromLong(0)) == NULL) ||
             intern(&str_config, "config") < 0 ||
             intern(&str_lazy_user_del, "lazyfree_lazy_user_del") < 0 ||
-            intern(&str_max_bulk, "proto_max_bulk_len") < 0)
+            intern(&str_max_bulk, "proto_max_bulk_len") < 0 ||
+            intern(&str_node_max_bytes, "stream_node_max_bytes") < 0 ||
+            intern(&str_node_max_entries, "stream_node_max_entries") < 0)
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -855,6 +875,234 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, PyLong_FromLong(r == 1));
 }
 
+/* -- XADD -------------------------------------------------------------------------------------- */
+
+#define STREAM_LISTPACK_MAX_SIZE (1LL << 30)
+#define FLAG_SAMEFIELDS 2
+typedef unsigned __int128 u128;
+static const u128 MAX_ID = ~(u128)0;
+
+/* A stream ID (an int in [0, 2**128)) as a u128: 1, or 0 when v is not one (no error set). */
+static int
+id_of(PyObject *v, u128 *out)
+{
+    unsigned char le[16];
+    if (!PyLong_CheckExact(v) || _PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    u128 x = 0;
+    for (int i = 15; i >= 0; i--)
+        x = x << 8 | le[i];
+    *out = x;
+    return 1;
+}
+
+static PyObject *
+id_int(u128 x)
+{
+    unsigned char le[16];
+    for (int i = 0; i < 16; i++, x >>= 8)
+        le[i] = (unsigned char)x;
+    return _PyLong_FromByteArray(le, 16, 1, 0);
+}
+
+/* listpack.py's lp_int_size: the bytes an integer entry takes (encoding and backlen) */
+static long long
+lp_int_size(long long v)
+{
+    if (v >= 0 && v <= 127)
+        return 2;
+    if (v >= -4096 && v <= 4095)
+        return 3;
+    if (v >= -32768 && v <= 32767)
+        return 4;
+    if (v >= -(1LL << 23) && v < (1LL << 23))
+        return 5;
+    if (v >= -(1LL << 31) && v < (1LL << 31))
+        return 6;
+    return 10;
+}
+
+/* A config value that is a plain int (-1 when it is not, or on an exception: *err set). */
+static long long
+config_int(PyObject *core, PyObject *name, int *err)
+{
+    PyObject *v = config_value(core, name);
+    if (v == NULL) {
+        *err = 1;
+        return -1;
+    }
+    long long x = slot_int(v);
+    Py_DECREF(v);
+    return x;
+}
+
+/* XADD key * field value [field value ...] onto the stream s, the tail node open (Node.lp
+   None: Entries.rest its listpack bytes) with room for the entry under stream-node-max-bytes
+   and stream-node-max-entries: Stream.append and Node.add of pyrepl/keyspace/stream.py, the
+   entry's bytes as _streamlp.entry writes them. The new ID's text (new); NULL with nothing
+   changed and no error set when the case is not this one, NULL with an error on an
+   exception. */
+static PyObject *
+xadd_append(Hot *h, PyObject *s, PyObject *argv)
+{
+    Py_ssize_t n = PyList_GET_SIZE(argv), nf = (n - 3) / 2;
+    PyObject *nodes = SLOT_AT(s, stream_off[S_NODES]);
+    if (!PyList_CheckExact(nodes) || PyList_GET_SIZE(nodes) == 0)
+        return NULL;   /* (a new node: the reference) */
+    PyObject *node = PyList_GET_ITEM(nodes, PyList_GET_SIZE(nodes) - 1);
+    if (Py_TYPE(node) != node_type || !slots_all_set(node, node_off, N_N) ||
+            SLOT_AT(node, node_off[N_LP]) != Py_None)
+        return NULL;   /* (a sealed tail: unsealed by the reference) */
+    PyObject *d = SLOT_AT(node, node_off[N_D]);
+    if (Py_TYPE(d) != entries_type || !slots_all_set(d, entries_off, E_N))
+        return NULL;
+    PyObject *fields = SLOT_AT(d, entries_off[E_FIELDS]), *rest = SLOT_AT(d, entries_off[E_REST]);
+    PyObject *lists[4] = {SLOT_AT(d, entries_off[E_IDS]), SLOT_AT(d, entries_off[E_FVS]),
+                          SLOT_AT(d, entries_off[E_FLAGS]), SLOT_AT(d, entries_off[E_OFFS])};
+    if (!PyList_CheckExact(fields) || !PyByteArray_CheckExact(rest))
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if (!PyList_CheckExact(lists[i]))
+            return NULL;
+    u128 last, master;
+    long long now = slot_int(SLOT_AT(h->core, core_off[K_NOW_MS]));
+    long long live = slot_int(SLOT_AT(node, node_off[N_LIVE]));
+    long long deleted = slot_int(SLOT_AT(node, node_off[N_DELETED]));
+    long long count = slot_int(SLOT_AT(d, entries_off[E_COUNT]));
+    long long length = slot_int(SLOT_AT(s, stream_off[S_LENGTH]));
+    long long added = slot_int(SLOT_AT(s, stream_off[S_ENTRIES_ADDED]));
+    if (!id_of(SLOT_AT(s, stream_off[S_LAST_ID]), &last) || last == MAX_ID ||
+            !id_of(SLOT_AT(node, node_off[N_MASTER]), &master) || now < 0 || live < 0 ||
+            deleted < 0 || count < 0 || length < 0 || added < 0)
+        return NULL;   /* (an exhausted stream's error: the reference's) */
+    /* the fields and values: bytes, within a listpack's size */
+    long long total = 0;
+    for (Py_ssize_t j = 3; j < n; j++) {
+        PyObject *x = PyList_GET_ITEM(argv, j);
+        if (!PyBytes_CheckExact(x))
+            return NULL;
+        total += PyBytes_GET_SIZE(x);
+    }
+    if (total > STREAM_LISTPACK_MAX_SIZE)
+        return NULL;
+    int err = 0;
+    long long max_bytes = config_int(h->core, str_node_max_bytes, &err);
+    long long max_entries = err ? -1 : config_int(h->core, str_node_max_entries, &err);
+    if (err)
+        return NULL;   /* (the error set: the caller sees it) */
+    if (max_bytes < 0 || max_entries < 0)
+        return NULL;
+    if (max_bytes == 0 || max_bytes > STREAM_LISTPACK_MAX_SIZE)
+        max_bytes = STREAM_LISTPACK_MAX_SIZE;
+    Py_ssize_t at = PyByteArray_GET_SIZE(rest);
+    if (7 + lp_int_size(live) + lp_int_size(deleted) + at + total >= max_bytes ||
+            (max_entries && live + deleted >= max_entries))
+        return NULL;   /* (a new node) */
+    /* the new ID: the clock's millisecond, or the last ID's next */
+    uint64_t last_ms = (uint64_t)(last >> 64);
+    u128 nid = (unsigned long long)now > last_ms ? (u128)(unsigned long long)now << 64 : last + 1;
+    /* the fields as the master entry's: FLAG_SAMEFIELDS, the values only */
+    int same = PyList_GET_SIZE(fields) == nf;
+    for (Py_ssize_t j = 0; same && j < nf; j++) {
+        PyObject *a = PyList_GET_ITEM(fields, j), *b = PyList_GET_ITEM(argv, 3 + 2 * j);
+        same = PyBytes_CheckExact(a) && PyBytes_GET_SIZE(a) == PyBytes_GET_SIZE(b) &&
+               memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(a)) == 0;
+    }
+    int flags = same ? FLAG_SAMEFIELDS : 0;
+    /* everything that can fail before anything moves */
+    char text[48];
+    int tn = snprintf(text, sizeof text, "%llu-%llu", (unsigned long long)(nid >> 64),
+                      (unsigned long long)nid);
+    PyObject *reply = PyBytes_FromStringAndSize(text, tn), *eid = id_int(nid);
+    PyObject *fv = PyList_GetSlice(argv, 3, n), *off = PyLong_FromSsize_t(at);
+    PyObject *flag = PyLong_FromLong(flags), *out = PyList_GetSlice(argv, 0, n);
+    Py_ssize_t room = 3 * 10 + 2 * 10;   /* flags, the ID's two deltas, the counts */
+    for (Py_ssize_t j = 3; j < n; j++)
+        room += LP_ENTRY_MAX(PyBytes_GET_SIZE(PyList_GET_ITEM(argv, j)));
+    if (reply == NULL || eid == NULL || fv == NULL || off == NULL || flag == NULL ||
+            out == NULL || PyByteArray_Resize(rest, at + room) < 0) {
+        Py_XDECREF(reply);
+        Py_XDECREF(eid);
+        Py_XDECREF(fv);
+        Py_XDECREF(off);
+        Py_XDECREF(flag);
+        Py_XDECREF(out);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return NULL;
+    }
+    /* Node.add: the entry's listpack items (int64 deltas from the master ID, as lpAppendInteger
+       stores a uint64 difference) */
+    uint8_t *o = (uint8_t *)PyByteArray_AS_STRING(rest) + at, *o0 = o;
+    o += lp_encode_int(o, flags);
+    o += lp_encode_int(o, (int64_t)((uint64_t)(nid >> 64) - (uint64_t)(master >> 64)));
+    o += lp_encode_int(o, (int64_t)((uint64_t)nid - (uint64_t)master));
+    if (!same)
+        o += lp_encode_int(o, nf);
+    for (Py_ssize_t j = same ? 4 : 3; j < n; j += same ? 2 : 1) {
+        PyObject *x = PyList_GET_ITEM(argv, j);
+        o += lp_encode_str(o, (const uint8_t *)PyBytes_AS_STRING(x), PyBytes_GET_SIZE(x));
+    }
+    o += lp_encode_int(o, same ? nf + 3 : nf * 2 + 4);
+    (void)PyByteArray_Resize(rest, at + (o - o0));   /* (a shrink: it cannot fail) */
+    PyObject *star = PyList_GET_ITEM(out, 2);
+    PyList_SET_ITEM(out, 2, Py_NewRef(reply));       /* (the ID propagates, not '*') */
+    Py_DECREF(star);
+    PyObject *items[4] = {eid, fv, flag, off};
+    int rc = 0;
+    for (int i = 0; i < 4; i++)
+        rc |= PyList_Append(lists[i], items[i]);
+    Py_DECREF(fv);
+    Py_DECREF(flag);
+    Py_DECREF(off);
+    if (rc < 0 ||
+            slot_set_int(d, entries_off[E_COUNT], count + (same ? nf + 4 : nf * 2 + 5)) < 0 ||
+            slot_set_int(node, node_off[N_LIVE], live + 1) < 0 ||
+            slot_set_int(s, stream_off[S_LENGTH], length + 1) < 0 ||
+            slot_set_int(s, stream_off[S_ENTRIES_ADDED], added + 1) < 0) {
+        Py_DECREF(eid);
+        Py_DECREF(reply);
+        Py_DECREF(out);
+        return NULL;
+    }
+    slot_put(node, node_off[N_LAST], eid);
+    slot_put(s, stream_off[S_LAST_ID], eid);
+    if (length == 0)
+        slot_put(s, stream_off[S_FIRST_ID], eid);
+    Py_DECREF(eid);
+    Py_XSETREF(SLOT_AT(h->c, client_off[C_PROPAGATE_ARGV]), out);
+    return reply;
+}
+
+/* XADD key * field value [field value ...] (no trimming, NOMKSTREAM or ID given) onto an
+   existing stream, no client blocked on a key (a stream that grows wakes its readers: the
+   reference's): the new ID (xadd_append) */
+static PyObject *
+hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t n = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    if (n < 5 || n % 2 == 0)   /* (the arity's and the fields' errors: the reference's) */
+        n = 0;
+    HOT_CASE_TTL(H_XADD, n, TTL_LIVE);
+    PyObject *star = PyList_GET_ITEM(args[1], 2);
+    if (!PyBytes_CheckExact(star) || PyBytes_GET_SIZE(star) != 1 ||
+            PyBytes_AS_STRING(star)[0] != '*' ||
+            SLOT_AT(h.core, core_off[K_KEYS_WAITED]) != Py_False)
+        return reference(H_XADD, args, nargs);
+    PyObject *s = kt->get(h.data, h.key);     /* (a new reference) */
+    if (s == NULL || Py_TYPE(s) != stream_type || !slots_all_set(s, stream_off, S_N)) {
+        Py_XDECREF(s);   /* (a new stream, WRONGTYPE: the reference) */
+        return PyErr_Occurred() ? NULL : reference(H_XADD, args, nargs);
+    }
+    PyObject *reply = xadd_append(&h, s, args[1]);
+    Py_DECREF(s);
+    if (reply == NULL)
+        return PyErr_Occurred() ? NULL : reference(H_XADD, args, nargs);
+    return dirtied(&h, reply);
+}
+
 SLOTS_MODULE(_hot,
     "The common forms of the hottest commands, in C (the Python handlers for the rest).",
     FASTCALL("bind", bind,
@@ -874,4 +1122,5 @@ SLOTS_MODULE(_hot,
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
     FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."),
-    FASTCALL("mset", hot_mset, "MSET's handler."))
+    FASTCALL("mset", hot_mset, "MSET's handler."),
+    FASTCALL("xadd", hot_xadd, "XADD's handler."))

@@ -1,6 +1,6 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
-HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT and
-MSET get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT,
+MSET and XADD get a C handler that does what the Python handler's fast path does, and calls the Python handler,
 the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
@@ -18,11 +18,13 @@ from pyrepl.commands.hyperloglog import pfcount
 from pyrepl.commands.keys import del_, exists, expire
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.sets import sadd
+from pyrepl.commands.streams import xadd
 from pyrepl.commands.strings import get, incr, mset, set_
 from pyrepl.commands.table import COMMANDS
 from pyrepl.commands.zsets import zadd
 from pyrepl.core.client import Client
 from pyrepl.keyspace.db import Database
+from pyrepl.keyspace.stream import Entries, Node, Stream
 from pyrepl.keyspace.zset import ADDED, ZSet
 from pyrepl.resp.types import OK
 
@@ -33,7 +35,7 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
              "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd,
              "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount,
-             "mset": mset}
+             "mset": mset, "xadd": xadd}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:
@@ -41,8 +43,8 @@ def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) 
     which imports this package first), and the Python handlers they stand for."""
     if _hot is None:
         return
-    _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, ADDED,
-              handlers)
+    _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, ADDED, Stream, Node,
+              Entries, handlers)
 
 
 def install(c_handlers: bool = True) -> None:

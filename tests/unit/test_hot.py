@@ -21,6 +21,7 @@ from pyrepl.commands import hot
 from pyrepl.commands.table import COMMANDS
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
+from pyrepl.keyspace.stream import Stream
 from tests.support.cores import cmd
 from tests.support.execpaths import server_state, warm_server
 
@@ -77,6 +78,14 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["MSET", key, "v"], ["MSET", key], ["MSET", key, "v", "k"],
         ["DEL", key, "k"], ["CONFIG", "SET", "lazyfree-lazy-user-del",
                             draw(st.sampled_from(["yes", "no"]))],
+        ["XADD", key, "*", draw(st.sampled_from(["f", "g"])), draw(st.sampled_from(TEXTS))],
+        ["XADD", key, "*", "f", "1", draw(st.sampled_from(["g", "f"])), "x" * 70],
+        ["XADD", key, "*", "f"], ["XADD", key, "MAXLEN", "~", "2", "*", "f", "v"],
+        ["XADD", key, draw(st.sampled_from(["9999999999999-18446744073709551615", "5-5", "1-*"])),
+         "f", "v"], ["XDEL", key, "1700000000100-0"], ["XTRIM", key, "MAXLEN", "1"],
+        ["CONFIG", "SET", draw(st.sampled_from(["stream-node-max-entries",
+                                                "stream-node-max-bytes"])),
+         draw(st.sampled_from(["0", "2", "3", "100", "200"]))],
     ]))
 
 
@@ -94,7 +103,23 @@ def _look(core: ServerCore, c) -> dict[str, object]:
     state = server_state(core, c)
     state["dbs"] = [sorted(db.data) for db in core.dbs[:2]]
     state["cas"] = (c.dirty_cas, [(db.id, k) for db, k, *_ in c.watched])   # (WATCH)
+    state["streams"] = _streams(core)
     return state
+
+
+def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
+    """Each stream as stream.py holds it: its counters and IDs, and per node the listpack's
+    bytes, counters and an open node's decoded entries (the digest sees only the entries)."""
+    out: dict[tuple[int, bytes], object] = {}
+    for db in core.dbs[:2]:
+        for key in sorted(db.data):
+            v = db.data.peek(key)
+            if type(v) is Stream:
+                out[(db.id, key)] = (v.length, v.last_id, v.first_id, v.entries_added, [
+                    (n.master, n.last, n.live, n.deleted, n.listpack(), None if n.d is None else
+                     (n.d.fields, n.d.ids, n.d.fvs, n.d.flags, n.d.offs, n.d.count))
+                    for n in v.nodes])
+    return out
 
 
 @pytest.mark.parametrize("backlog,events", [(False, False), (True, False), (True, True)])
@@ -125,6 +150,14 @@ def _look(core: ServerCore, c) -> dict[str, object]:
                 [["GEOADD", "z", "180", "85.05112878", "m"], ["GEOADD", "z", "180", "85.05112878", "m"]],
                 [["ZSCORE", "z", "m"], ["GEOADD", "z", "1", "2", "x" * 70], ["ZCARD", "z"]],
                 [["GEOADD", "z", "1.5", "-2.25", "o"], ["GEOPOS", "z", "o"]]])
+@example(reads=[[["XADD", "s", "*", "f", "1"]], [["XADD", "s", "*", "f", "2"], ["XADD", "s", "*", "f", "3"]],
+                [["XADD", "s", "*", "g", "x", "h", "12345678901"], ["XADD", "s", "*", "f", "-5"]],
+                [["CONFIG", "SET", "stream-node-max-entries", "3"], ["XADD", "s", "*", "f", "1"]],
+                [["XADD", "s", "*", "f", "1"], ["XDEL", "s", "1700000000100-0"]],
+                [["XADD", "s", "9999999999999-18446744073709551615", "f", "v"],
+                 ["XADD", "s", "*", "f", "v"], ["XADD", "s", "*", "f", "w"]],
+                [["CONFIG", "SET", "stream-node-max-bytes", "200"], ["XADD", "s", "*", "f", "x" * 70],
+                 ["XADD", "s", "*", "f", "1"], ["XADD", "s", "*", "f", "x" * 70]]])
 @example(reads=[[["SET", "k", "v"], ["EXPIRE", "k", "100"]], [["EXPIRE", "k", "7"]],
                 [["PEXPIRE", "n", "1"], ["SET", "n", "1"], ["PEXPIRE", "n", "1"]],
                 [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
@@ -258,3 +291,44 @@ def test_setbit_writes_a_string_of_its_own() -> None:
         for ch in "013`abc":   # (each one-byte string the bits went through: CPython's own)
             assert ch.encode().hex() == f"{ord(ch):02x}"
     assert c.db.data[b"one"] == b"c"
+
+
+def test_xadd_takes_its_form_in_c() -> None:
+    """XADD key * field value ... onto an existing stream's open tail node runs in C (the
+    Python handler made to fail), with the fields as the node's first entry's or not, an ID
+    from the clock or after a last one in the future; a new stream or node, options, an ID
+    given, a client blocked on a key or another type reach the Python handler."""
+    core, c = warm_server(True)
+    c.receive_data(cmd("XADD", "s", "*", "f", "1") + cmd("XADD", "f", "9999999999999-5", "f", "1")
+                   + cmd("SET", "str", "v"))
+    c.data_to_send()
+    saved = dict(hot.REFERENCE)
+
+    def fail(c, argv):
+        raise AssertionError("the Python handler ran")
+
+    hot.bind(ServerCore, Stats, {name: fail for name in saved})
+    try:
+        now = core.now_ms
+        assert _hot.xadd(c, [b"XADD", b"s", b"*", b"f", b"2"]) == b"%d-1" % now
+        assert c.propagate_argv == [b"XADD", b"s", b"%d-1" % now, b"f", b"2"]
+        assert _hot.xadd(c, [b"XADD", b"s", b"*", b"g", b"3", b"h", b"x" * 70]) == b"%d-2" % now
+        assert _hot.xadd(c, [b"XADD", b"f", b"*", b"f", b"2"]) == b"9999999999999-6"
+        s = c.db.data[b"s"]
+        assert s.length == 3 and s.entries_added == 3 and s.last_id == (now << 64) | 2
+        assert [fv for _, fv in s.range(0, (1 << 128) - 1)] == [
+            [b"f", b"1"], [b"f", b"2"], [b"g", b"3", b"h", b"x" * 70]]
+        c.receive_data(cmd("CONFIG", "SET", "stream-node-max-entries", "3"))
+        c.data_to_send()
+        for r in (["XADD", "s", "*", "f", "4"],                    # (a new node)
+                  ["XADD", "new", "*", "f", "v"], ["XADD", "f", "MAXLEN", "1", "*", "f", "v"],
+                  ["XADD", "f", "NOMKSTREAM", "*", "f", "v"], ["XADD", "f", "99999999999999-1", "f", "v"],
+                  ["XADD", "str", "*", "f", "v"], ["XADD", "f", "*", "f"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.xadd(c, [a.encode() for a in r])
+        core.keys_waited = True
+        with pytest.raises(AssertionError, match="the Python handler ran"):
+            _hot.xadd(c, [b"XADD", b"f", b"*", b"f", b"v"])
+    finally:
+        core.keys_waited = False
+        hot.bind(ServerCore, Stats, saved)
