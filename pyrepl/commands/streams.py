@@ -499,16 +499,12 @@ def _group_read(c: Any, s: Stream, start: int, count: int, key: bytes, gname: by
 def _history(c: Any, s: Stream, start: int, count: int, consumer: Consumer) -> list[Any]:
     """streamReplyWithRangeFromConsumerPEL."""
     now = c.core.now_ms
-    out: list[Any] = []
-    for eid in consumer.pel.from_id(start, count):
-        fv = s.get(eid)
-        if fv is None:
-            out.append([id_str(eid), NULL_ARRAY])
-        else:
-            out.append([id_str(eid), fv])
-            nack = consumer.pel[eid]
-            nack.delivery_time = now
-            nack.delivery_count += 1
+    pel = consumer.pel
+    out, found = s.history_reply(pel.from_id(start, count), NULL_ARRAY)
+    for eid in found:
+        nack = pel[eid]
+        nack.delivery_time = now
+        nack.delivery_count += 1
     return out
 
 

@@ -261,19 +261,16 @@ done:
 
 /* ------------------------------------------------------------- one entry found in a sealed node */
 
-/* find(lp, master_ms, master_seq, ms, seq) -> (offset of the entry's flags byte, fv) when the
- * entry ms-seq is in the node and not deleted, None when it is not (or is a tombstone), False
- * when the listpack is not what decode accepts (then stream.py's find_reference answers).
- * Walks the entries without making objects until the one wanted. */
-static PyObject *find(PyObject *self, PyObject *args)
+/* find_in: the entry ms-seq of the node whose listpack is lp (n bytes) and master ID
+ * mms-mseq. 1 when it is there and not deleted (*at: the offset of its flags byte, *found: its
+ * fv, new), 0 when it is not (or is a tombstone), -2 when the listpack is not what decode
+ * accepts, -1 on an exception. Walks the entries without making objects until the one
+ * wanted. */
+static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
+                   uint64_t ms, uint64_t seq, Py_ssize_t *at, PyObject **found)
 {
-    Py_buffer buf;
-    unsigned long long mms, mseq, ms, seq;
-    if (!PyArg_ParseTuple(args, "y*KKKK", &buf, &mms, &mseq, &ms, &seq))
-        return NULL;
-    const uint8_t *lp = buf.buf;
-    Py_ssize_t n = buf.len, p = 6, last = n - 1, fields_at;
-    PyObject *result = NULL;
+    Py_ssize_t p = 6, last = n - 1, fields_at;
+    int result;
     item_t it, fl, a, b, nf;
     if (n < 7 || lp[n - 1] != 0xFF) goto bad;
 #define SKIP(x) do { if (p >= last || next_item(lp, &p, last, &(x)) < 0) goto bad; } while (0)
@@ -292,7 +289,7 @@ static PyObject *find(PyObject *self, PyObject *args)
         uint64_t ems = (uint64_t)mms + (uint64_t)a.v, eseq = (uint64_t)mseq + (uint64_t)b.v;
         if (ems > ms || (ems == ms && eseq > seq))
             break;                              /* IDs grow within a node: not here */
-        int found = ems == ms && eseq == seq;
+        int hit = ems == ms && eseq == seq;
         Py_ssize_t k;
         if (fl.v & 2) {
             k = (Py_ssize_t)nf.v;
@@ -301,7 +298,7 @@ static PyObject *find(PyObject *self, PyObject *args)
             if (!it.is_int || it.v < 0 || it.v > n) goto bad;
             k = (Py_ssize_t)it.v * 2;
         }
-        if (!found) {
+        if (!hit) {
             for (Py_ssize_t i = 0; i < k; i++) SKIP(it);
             SKIP(it);                           /* lp-count */
             continue;
@@ -326,22 +323,37 @@ static PyObject *find(PyObject *self, PyObject *args)
                 PyList_SET_ITEM(fv, i, v);
             }
         }
-        result = Py_BuildValue("(nN)", fl.start, fv);
-        goto done;
+        *at = fl.start;
+        *found = fv;
+        return 1;
     }
 #undef SKIP
-    result = Py_None;
-    Py_INCREF(result);
-    goto done;
+    return 0;
 bad:
-    result = Py_False;
-    Py_INCREF(result);
+    result = -2;
     goto done;
 fail:
-    result = NULL;
+    result = -1;
 done:
-    PyBuffer_Release(&buf);
     return result;
+}
+
+/* find(lp, master_ms, master_seq, ms, seq) -> (offset of the entry's flags byte, fv) when the
+ * entry ms-seq is in the node and not deleted, None when it is not (or is a tombstone), False
+ * when the listpack is not what decode accepts (then stream.py's find_reference answers). */
+static PyObject *find(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    unsigned long long mms, mseq, ms, seq;
+    if (!PyArg_ParseTuple(args, "y*KKKK", &buf, &mms, &mseq, &ms, &seq))
+        return NULL;
+    Py_ssize_t at = 0;
+    PyObject *fv = NULL;
+    int rc = find_in(buf.buf, buf.len, mms, mseq, ms, seq, &at, &fv);
+    PyBuffer_Release(&buf);
+    if (rc == 1)
+        return Py_BuildValue("(nN)", at, fv);
+    return rc == -1 ? NULL : Py_NewRef(rc == 0 ? Py_None : Py_False);
 }
 
 /* -- range_reply ---------------------------------------------------------------------- */
@@ -357,6 +369,22 @@ id_value(PyObject *v, u128 *out)
         PyErr_SetString(PyExc_TypeError, "a stream ID is an int");
         return -1;
     }
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    /* CPython 3.11 keeps an int as Py_SIZE(v) digits of 30 bits, the sign in the size: an ID
+       has at most five, read straight (_PyLong_AsByteArray was a third of an XREADGROUP's
+       instructions); one of 128 bits or more, or negative, goes the API's way (its error) */
+    Py_ssize_t size = Py_SIZE(v);
+    if (size >= 0 && size <= 5) {
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        u128 x = 0;
+        for (Py_ssize_t i = size - 1; i >= 0; i--)
+            x = x << PyLong_SHIFT | d[i];
+        if (size < 5 || d[4] < (1u << 8)) {   /* (5 digits: 150 bits, 128 of them allowed) */
+            *out = x;
+            return 0;
+        }
+    }
+#endif
     if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
         return -1;
     u128 x = 0;
@@ -414,7 +442,8 @@ id_text(u128 id)
     return PyBytes_FromStringAndSize(p, buf + sizeof buf - p);
 }
 
-static PyObject *str_last, *str_master, *str_d, *str_entries, *str_ids, *str_flags, *str_fvs;
+static PyObject *str_last, *str_master, *str_d, *str_entries, *str_ids, *str_flags, *str_fvs,
+                *str_lp;
 
 /* A node's decoded entries' ids, flags and fvs (new refs; Node.entries() when ``d`` is not
    there yet): 0, or -1 with an exception. */
@@ -540,10 +569,128 @@ fail:
     return NULL;
 }
 
+/* The live entry eid's fv in node (a new reference), Py_None when the node does not hold
+   it live, Py_False when the node's listpack is not well formed, NULL on an exception.
+   Stream.get's node part: a sealed node not decoded is walked in its bytes (find_in). */
+static PyObject *
+node_get(PyObject *node, u128 eid)
+{
+    u128 last, master;
+    if (id_attr(node, str_last, &last) < 0)
+        return NULL;
+    if (eid > last)
+        return Py_NewRef(Py_None);
+    PyObject *d = PyObject_GetAttr(node, str_d);
+    if (d == NULL)
+        return NULL;
+    if (d == Py_None) {
+        Py_DECREF(d);
+        PyObject *lp = PyObject_GetAttr(node, str_lp);
+        if (lp == NULL)
+            return NULL;
+        if (!PyBytes_CheckExact(lp) || id_attr(node, str_master, &master) < 0) {
+            Py_DECREF(lp);
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+        }
+        Py_ssize_t at;
+        PyObject *fv = NULL;
+        int rc = find_in((const uint8_t *)PyBytes_AS_STRING(lp), PyBytes_GET_SIZE(lp),
+                         (uint64_t)(master >> 64), (uint64_t)master, (uint64_t)(eid >> 64),
+                         (uint64_t)eid, &at, &fv);
+        Py_DECREF(lp);
+        if (rc == 1)
+            return fv;
+        return rc == -1 ? NULL : Py_NewRef(rc == 0 ? Py_None : Py_False);
+    }
+    Py_DECREF(d);
+    PyObject *ids, *flags, *fvs, *fv = NULL;
+    if (node_lists(node, &ids, &flags, &fvs) < 0)
+        return NULL;
+    Py_ssize_t j = bisect_id(ids, eid, 0);
+    u128 at;
+    if (j >= 0 && j == PyList_GET_SIZE(ids)) {
+        fv = Py_NewRef(Py_None);
+    } else if (j >= 0 && id_value(PyList_GET_ITEM(ids, j), &at) == 0) {
+        long f = at == eid ? PyLong_AsLong(PyList_GET_ITEM(flags, j)) : 1;   /* (1: absent) */
+        if (!(f == -1 && PyErr_Occurred()))
+            fv = Py_NewRef(f & 1 ? Py_None : PyList_GET_ITEM(fvs, j));
+    }
+    Py_DECREF(ids);
+    Py_DECREF(flags);
+    Py_DECREF(fvs);
+    return fv;
+}
+
+/* history_reply(keys, nodes, ids, null) -> (out, found): Stream.history_reply */
+static PyObject *
+history_reply(PyObject *self, PyObject *args)
+{
+    PyObject *keys, *nodes, *ids, *null;
+    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyList_Type, &keys, &PyList_Type, &nodes,
+                          &PyList_Type, &ids, &null))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    PyObject *out = PyList_New(n), *found = PyList_New(0);
+    if (out == NULL || found == NULL)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *id_o = PyList_GET_ITEM(ids, k), *fv, *pair;
+        u128 eid;
+        if (id_value(id_o, &eid) < 0)
+            goto fail;
+        Py_ssize_t i = bisect_id(keys, eid, 1) - 1;
+        if (i < -1)
+            goto fail;
+        if (i < 0 || i >= PyList_GET_SIZE(nodes)) {
+            fv = Py_NewRef(Py_None);
+        } else {
+            PyObject *node = Py_NewRef(PyList_GET_ITEM(nodes, i));
+            fv = node_get(node, eid);
+            Py_DECREF(node);
+            if (fv == NULL)
+                goto fail;
+            if (fv == Py_False) {   /* (a listpack find_in does not take: the reference) */
+                Py_DECREF(fv);
+                Py_DECREF(out);
+                Py_DECREF(found);
+                Py_RETURN_NONE;
+            }
+        }
+        if (fv != Py_None && PyList_Append(found, id_o) < 0) {
+            Py_DECREF(fv);
+            goto fail;
+        }
+        pair = PyList_New(2);
+        PyObject *text = id_text(eid);
+        if (pair == NULL || text == NULL) {
+            Py_XDECREF(pair);
+            Py_XDECREF(text);
+            Py_DECREF(fv);
+            goto fail;
+        }
+        PyList_SET_ITEM(pair, 0, text);
+        if (fv == Py_None) {
+            Py_DECREF(fv);
+            fv = Py_NewRef(null);
+        }
+        PyList_SET_ITEM(pair, 1, fv);
+        PyList_SET_ITEM(out, k, pair);
+    }
+    return Py_BuildValue("(NN)", out, found);
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(found);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"range_reply", range_reply, METH_VARARGS,
      "range_reply(keys, nodes, start, end, rev, count): Stream.range_reply's list of [id, fv] "
      "(the first count, -1: all), from a stream's node keys and nodes."},
+    {"history_reply", history_reply, METH_VARARGS,
+     "history_reply(keys, nodes, ids, null) -> (out, found): [id, fv] for each of ids (null "
+     "when the stream does not hold it live) and the IDs found; None when a node's listpack "
+     "is not well formed (the reference answers)."},
     {"find", find, METH_VARARGS,
      "find(lp, master_ms, master_seq, ms, seq): (flags offset, fv) of a live entry of a sealed "
      "node, None when absent or deleted, False when the listpack is not well formed."},
@@ -567,10 +714,11 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__streamlp(void)
 {
-    static const char *const names[7] = {"last", "master", "d", "entries", "ids", "flags", "fvs"};
-    PyObject **strs[7] = {&str_last, &str_master, &str_d, &str_entries, &str_ids, &str_flags,
-                          &str_fvs};
-    for (int k = 0; k < 7; k++)
+    static const char *const names[8] = {"last", "master", "d", "entries", "ids", "flags", "fvs",
+                                         "lp"};
+    PyObject **strs[8] = {&str_last, &str_master, &str_d, &str_entries, &str_ids, &str_flags,
+                          &str_fvs, &str_lp};
+    for (int k = 0; k < 8; k++)
         if (*strs[k] == NULL && (*strs[k] = PyUnicode_InternFromString(names[k])) == NULL)
             return NULL;
     return PyModule_Create(&moduledef);

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pyrepl.keyspace import stream as stream_mod
@@ -32,6 +32,7 @@ from pyrepl.keyspace.stream import (
     decode_node_reference,
     entry_bytes_reference,
     find_reference,
+    history_reply_reference,
     id_str,
     make_id,
     range_reply_reference,
@@ -432,6 +433,39 @@ def test_c_range_reply_matches_the_reference(ops: list, max_bytes: int, max_entr
                 range_reply_reference(s, lo, hi, rev, count)
 
 
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, max_bytes=st.sampled_from([0, 100, 300, 4096]),
+       max_entries=st.sampled_from([0, 1, 3, 100]), seal=st.sampled_from(["no", "all", "some"]),
+       picks=st.lists(st.tuples(st.integers(0, 70), st.integers(-1, 3)), max_size=12))
+@example(ops=[("add", 1, 0, [(b"f", b"v")])] * 5 + [("del", 2)], max_bytes=0, max_entries=100,
+         seal="no", picks=[(3, 1)])     # (a tombstone and a gap in the open tail node)
+@example(ops=[("add", 1, 0, [(b"f", b"v")])] * 7 + [("del", 1), ("del", 4)], max_bytes=0,
+         max_entries=3, seal="some", picks=[(5, 1), (2, -1)])
+def test_c_history_reply_matches_the_reference(ops: list, max_bytes: int, max_entries: int,
+                                               seal: str, picks: list) -> None:
+    """_streamlp.history_reply (XREADGROUP's history) answers what history_reply_reference
+    answers for IDs live, deleted, trimmed away, between and around nodes, on open nodes,
+    sealed ones not decoded and sealed ones in the decoded cache."""
+    s, model = _apply(ops, max_bytes, max_entries)
+    if seal != "no":
+        for node in s.nodes:
+            node.seal()
+    # every entry a node holds, tombstones too (read without decoding into the nodes)
+    held = [e for n in s.nodes for e in (n.d.ids if n.lp is None else  # type: ignore[union-attr]
+                                         decode_node_reference(n.master, n.lp)[0].ids)]
+    if seal == "some":
+        for node in s.nodes[::2]:
+            node.entries()          # (decoded: in the cache)
+    null = object()
+    ids = sorted(model)[::2] + [e for e in held if e not in model] + \
+        [max(0, make_id(ms, 0) + d) for ms, d in picks] + [MAX_ID]
+    out, found = s.history_reply(ids, null)
+    assert (out, found) == history_reply_reference(s, ids, null)
+    assert found == [e for e in ids if e in model]
+    assert [pair[1] is null for pair in out] == [e not in model for e in ids]
+
+
 def test_range_reply_writes_ids_of_every_size() -> None:
     """IDs' text at the edges of both halves (the C writes the digits itself)."""
     s = Stream()
@@ -447,6 +481,10 @@ def test_range_reply_writes_ids_of_every_size() -> None:
     assert s.range_reply(ids[3], ids[6], False, 2) == want[3:5]
     assert s.range_reply(ids[3], ids[6], True, 2) == want[6:4:-1]
     assert want[-1][0] == b"18446744073709551615-18446744073709551615"
+    assert s.history_reply(ids, None) == (want, ids)
+    for node in s.nodes:
+        node.seal()                 # (found in their bytes)
+    assert s.history_reply(ids[::-1], None) == (want[::-1], ids[::-1])
 
 
 @pytest.mark.parametrize("same_fields", [True, False])
