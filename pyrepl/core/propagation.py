@@ -137,25 +137,37 @@ def flush_propagation(core: ServerCore, c: Client | None = None,
     elif len(pending) == 1 and len(pending[0]) == 2:
         db_id, argv = pending[0]
         feed(db_id, argv, c.reader.raw_last(argv) if argv is request and c else None)
-    elif any(len(p) == 3 for p in pending):
-        _flush_targeted(core, pending)
     else:
-        db_id = pending[0][0]
-        span = core.repl_feed_span
-        if span is not None and not core.aof_on and all(p[0] == db_id for p in pending):
-            # A transaction in one db (EXEC's, a script's effects): one span, the bytes and
-            # the backlog's blocks of feeding MULTI, each command and EXEC one by one. (With
-            # AOF on, one by one: each may take its own timestamp annotation, as in Redis.)
-            parts = [_MULTI, *[encode_command(p[1]) for p in pending], _EXEC]
-            span(db_id, b"".join(parts), list(accumulate(map(len, parts))))
-        else:
-            feed(db_id, [b"MULTI"])
-            for db_id, argv in pending:
-                feed(db_id, argv)
-            feed(pending[-1][0], [b"EXEC"])
+        _flush_transaction(core, pending, feed)
     if core.serve_after_flush:
         core.serve_after_flush = False
         core.blocking.serve_after_flush()
+
+
+def _flush_transaction(core: ServerCore, pending: list[tuple[Any, ...]], feed: Any) -> None:
+    """More than one write, wrapped in MULTI/EXEC. In one db, none of them targeted and AOF off
+    (EXEC's, a script's effects): one span, the bytes and the backlog's blocks of feeding
+    MULTI, each command and EXEC one by one (with AOF on, one by one: each may take its own
+    timestamp annotation, as in Redis)."""
+    db_id = pending[0][0]
+    span = core.repl_feed_span
+    parts = [_MULTI]
+    if span is not None and not core.aof_on:
+        for p in pending:
+            if len(p) != 2 or p[0] != db_id:
+                break
+            parts.append(encode_command(p[1]))
+        else:
+            parts.append(_EXEC)
+            span(db_id, b"".join(parts), list(accumulate(map(len, parts))))
+            return
+    if any(len(p) == 3 for p in pending):
+        _flush_targeted(core, pending)
+        return
+    feed(db_id, [b"MULTI"])
+    for db_id, argv in pending:
+        feed(db_id, argv)
+    feed(pending[-1][0], [b"EXEC"])
 
 
 def _flush_targeted(core: ServerCore, pending: list[tuple[Any, ...]]) -> None:
