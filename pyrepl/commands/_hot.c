@@ -1,9 +1,10 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
-   geoadd, del, bitcount, setbit, pfcount, mset and xadd are the handlers of SET, GET, INCR,
-   LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT,
-   SETBIT, PFCOUNT, MSET and XADD (pyrepl/commands/hot.py puts them in the command table). Each
+   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin and zpopmax are the handlers of
+   SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD,
+   DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN and ZPOPMAX (pyrepl/commands/hot.py puts
+   them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
    the same slots (pyrepl/_slots.h), for the
@@ -12,7 +13,7 @@
    key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
    count), MSET key value [key value ...], XADD key * field value [field value ...] (onto the
-   open tail node of a stream). In every other case, and whenever the Python handler would do more than the store (a
+   open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set). In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -39,10 +40,11 @@
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_XADD, H_N };
+       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
+    "zpopmin", "zpopmax",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -76,6 +78,7 @@ static PyObject *zero;          /* the int 0 (CPython's cached one): no keyspace
 static PyObject *str_config, *str_lazy_user_del;   /* core.config.lazyfree_lazy_user_del */
 static PyObject *str_max_bulk;   /* core.config.proto_max_bulk_len */
 static PyObject *str_node_max_bytes, *str_node_max_entries;   /* stream-node-max-bytes/entries */
+static PyObject *str_at, *str_remove;   /* ZSet's _at and remove */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -120,7 +123,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_lazy_user_del, "lazyfree_lazy_user_del") < 0 ||
             intern(&str_max_bulk, "proto_max_bulk_len") < 0 ||
             intern(&str_node_max_bytes, "stream_node_max_bytes") < 0 ||
-            intern(&str_node_max_entries, "stream_node_max_entries") < 0)
+            intern(&str_node_max_entries, "stream_node_max_entries") < 0 ||
+            intern(&str_at, "_at") < 0 || intern(&str_remove, "remove") < 0)
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -1103,6 +1107,52 @@ hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, reply);
 }
 
+/* ZPOPMIN / ZPOPMAX key, of a sorted set in its big form (a ZSet: ZIndex in C) that keeps a
+   member after it: [member, score] of its first (last) member, as the reference's flat pair
+   for either protocol; [] for no key (nothing counted) */
+static PyObject *
+zpop(int which, int last, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(which, 2);
+    PyObject *z = kt->get(h.data, h.key);   /* (a new reference) */
+    if (z == NULL)
+        return PyErr_Occurred() ? NULL : PyList_New(0);
+    Py_ssize_t n = Py_TYPE(z) == zset_type ? PyObject_Size(z) : 0;
+    if (n < 2) {   /* (a listpack, the last member: its key goes; WRONGTYPE) */
+        Py_DECREF(z);
+        return PyErr_Occurred() ? NULL : reference(which, args, nargs);
+    }
+    PyObject *at = PyLong_FromSsize_t(last ? n - 1 : 0), *item = NULL, *reply = NULL, *r;
+    if (at != NULL)
+        item = PyObject_CallMethodOneArg(z, str_at, at);
+    Py_XDECREF(at);
+    if (item != NULL && (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2))
+        PyErr_SetString(PyExc_TypeError, "ZSet._at: a (score, member) pair");
+    else if (item != NULL && (reply = PyList_New(2)) != NULL) {
+        PyList_SET_ITEM(reply, 0, Py_NewRef(PyTuple_GET_ITEM(item, 1)));
+        PyList_SET_ITEM(reply, 1, Py_NewRef(PyTuple_GET_ITEM(item, 0)));
+        r = PyObject_CallMethodOneArg(z, str_remove, PyTuple_GET_ITEM(item, 1));
+        if (r == NULL)
+            Py_CLEAR(reply);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(item);
+    Py_DECREF(z);
+    return reply == NULL ? NULL : dirtied(&h, reply);
+}
+
+static PyObject *
+hot_zpopmin(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return zpop(H_ZPOPMIN, 0, args, nargs);
+}
+
+static PyObject *
+hot_zpopmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return zpop(H_ZPOPMAX, 1, args, nargs);
+}
+
 SLOTS_MODULE(_hot,
     "The common forms of the hottest commands, in C (the Python handlers for the rest).",
     FASTCALL("bind", bind,
@@ -1123,4 +1173,6 @@ SLOTS_MODULE(_hot,
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
     FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."),
     FASTCALL("mset", hot_mset, "MSET's handler."),
-    FASTCALL("xadd", hot_xadd, "XADD's handler."))
+    FASTCALL("xadd", hot_xadd, "XADD's handler."),
+    FASTCALL("zpopmin", hot_zpopmin, "ZPOPMIN's handler."),
+    FASTCALL("zpopmax", hot_zpopmax, "ZPOPMAX's handler."))

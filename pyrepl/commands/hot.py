@@ -1,6 +1,6 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
 HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT,
-MSET and XADD get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+MSET, XADD, ZPOPMIN and ZPOPMAX get a C handler that does what the Python handler's fast path does, and calls the Python handler,
 the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
@@ -35,7 +35,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "lpop": COMMANDS[b"lpop"].handler, "rpop": COMMANDS[b"rpop"].handler,
              "sadd": sadd, "hincrby": hincrby, "expire": expire, "geoadd": geoadd,
              "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount,
-             "mset": mset, "xadd": xadd}
+             "mset": mset, "xadd": xadd, "zpopmin": COMMANDS[b"zpopmin"].handler,
+             "zpopmax": COMMANDS[b"zpopmax"].handler}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

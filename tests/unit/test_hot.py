@@ -83,6 +83,9 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["XADD", key, "*", "f"], ["XADD", key, "MAXLEN", "~", "2", "*", "f", "v"],
         ["XADD", key, draw(st.sampled_from(["9999999999999-18446744073709551615", "5-5", "1-*"])),
          "f", "v"], ["XDEL", key, "1700000000100-0"], ["XTRIM", key, "MAXLEN", "1"],
+        ["ZPOPMIN", key], ["ZPOPMAX", key], ["ZPOPMIN", key, "2"], ["ZPOPMAX", key, "0"],
+        ["ZADD", key, *(x for i in range(130) for x in (str(i % 7), f"m{i}"))],   # (a ZSet)
+        ["ZADD", key, "1.5", "x" * 70],
         ["CONFIG", "SET", draw(st.sampled_from(["stream-node-max-entries",
                                                 "stream-node-max-bytes"])),
          draw(st.sampled_from(["0", "2", "3", "100", "200"]))],
@@ -158,6 +161,10 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
                  ["XADD", "s", "*", "f", "v"], ["XADD", "s", "*", "f", "w"]],
                 [["CONFIG", "SET", "stream-node-max-bytes", "200"], ["XADD", "s", "*", "f", "x" * 70],
                  ["XADD", "s", "*", "f", "1"], ["XADD", "s", "*", "f", "x" * 70]]])
+@example(reads=[[["ZADD", "z", *(x for i in range(130) for x in (str(i % 7), f"m{i}"))]],
+                [["ZPOPMIN", "z"], ["ZPOPMAX", "z"], ["ZPOPMIN", "z", "2"]],
+                [["ZPOPMIN", "nokey"], ["ZPOPMAX", "k"], ["ZADD", "y", "1", "a", "2", "b"]],
+                [["ZPOPMIN", "y"], ["ZPOPMIN", "y"], ["ZPOPMIN", "y"], ["ZPOPMAX", "z"]]])
 @example(reads=[[["SET", "k", "v"], ["EXPIRE", "k", "100"]], [["EXPIRE", "k", "7"]],
                 [["PEXPIRE", "n", "1"], ["SET", "n", "1"], ["PEXPIRE", "n", "1"]],
                 [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
@@ -331,4 +338,31 @@ def test_xadd_takes_its_form_in_c() -> None:
             _hot.xadd(c, [b"XADD", b"f", b"*", b"f", b"v"])
     finally:
         core.keys_waited = False
+        hot.bind(ServerCore, Stats, saved)
+
+
+def test_zpop_takes_its_form_in_c() -> None:
+    """ZPOPMIN / ZPOPMAX key on a big sorted set that keeps a member, and on no key, run in C
+    (the Python handler made to fail); a small one, the last member, a count or another type
+    reach the Python handler."""
+    core, c = warm_server(True)
+    c.receive_data(cmd("ZADD", "z", *(x for i in range(130) for x in (str(i % 5), f"m{i:03}")))
+                   + cmd("ZADD", "small", "1", "a", "2", "b") + cmd("SET", "str", "v"))
+    c.data_to_send()
+    saved = dict(hot.REFERENCE)
+
+    def fail(c, argv):
+        raise AssertionError("the Python handler ran")
+
+    hot.bind(ServerCore, Stats, {name: fail for name in saved})
+    try:
+        dirty = core.dirty
+        assert _hot.zpopmin(c, [b"ZPOPMIN", b"z"]) == [b"m000", 0.0]
+        assert _hot.zpopmax(c, [b"ZPOPMAX", b"z"]) == [b"m129", 4.0]
+        assert _hot.zpopmin(c, [b"ZPOPMIN", b"nokey"]) == []
+        assert len(c.db.data[b"z"]) == 128 and core.dirty == dirty + 2
+        for r in (["ZPOPMIN", "small"], ["ZPOPMIN", "z", "1"], ["ZPOPMAX", "str"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
+    finally:
         hot.bind(ServerCore, Stats, saved)
