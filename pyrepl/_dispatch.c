@@ -96,6 +96,7 @@ static PyObject *py_execute;       /* ServerCore.execute: the reference */
 static PyObject *perf_counter_ns;  /* time.perf_counter_ns: the shell's clock (clock_read) */
 static PyObject *py_feed;          /* Replication.feed (bind_feed; NULL: none) */
 static PyObject *feed_request;      /* pyrepl.replication._feed.feed_request */
+static PyObject *feed_argv;         /* pyrepl.replication._feed.feed_argv */
 static PyTypeObject *repl_type;     /* Replication (bind_feed) */
 static Py_ssize_t repl_offset_off;  /* its master_repl_offset slot */
 /* The int 0 itself (CPython's cached small int, which every 0 it computes is): a flag or
@@ -221,17 +222,19 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* bind_feed(Replication, feed_request): the replication layer's write feed (its feed method,
-   and master_repl_offset at its slot), and the feed's common case in C
+/* bind_feed(Replication, feed_request, feed_argv): the replication layer's write feed (its
+   feed method, and master_repl_offset at its slot), and the feed's common cases in C
    (pyrepl/replication/_feed.c). */
 static PyObject *
 bind_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *const repl_names[1] = {"master_repl_offset"};
-    const slots_spec specs[2] = {
+    const slots_spec specs[3] = {
         {repl_names, 1, &repl_offset_off, (PyObject **)&repl_type}, KEPT(&feed_request),
+        KEPT(&feed_argv),
     };
-    if (bind_args(nargs == 2, "bind_feed(Replication, feed_request)", args, specs, 2) < 0 ||
+    if (bind_args(nargs == 3, "bind_feed(Replication, feed_request, feed_argv)", args, specs,
+                  3) < 0 ||
             keep_attr(&py_feed, args[0], "feed") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -263,20 +266,31 @@ feed_as_arrived(PyObject *core, PyObject *c, PyObject *db_id, PyObject *argv)
     return r == Py_True;
 }
 
-/* ``flush_propagation(c, argv)`` when the one thing pending is the request itself and the
-   feed is the replication layer's: feed_request, then ``_pending = []``. 1: done; 0: not
-   that case, nothing moved (the caller runs the Python); -1: an exception. */
+/* ``flush_propagation(c, argv)`` when the one thing pending is one write and the feed is the
+   replication layer's: the request itself as it arrived (feed_request), or other words
+   encoded (feed_argv: XADD's ID, EXPIRE's PEXPIREAT), then ``_pending = []``. 1: done; 0:
+   not that case, nothing moved (the caller runs the Python); -1: an exception. */
 static int
 flush_request(PyObject *core, PyObject *c, PyObject *argv)
 {
     PyObject *pending = K(core, K_PENDING), *item;
     if (!PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 1 ||
             !PyTuple_CheckExact(item = PyList_GET_ITEM(pending, 0)) ||
-            PyTuple_GET_SIZE(item) != 2 || PyTuple_GET_ITEM(item, 1) != argv ||
-            !feeds_replication(core))
+            PyTuple_GET_SIZE(item) != 2 || !feeds_replication(core))
         return 0;
     Py_INCREF(item);
-    int fed = feed_as_arrived(core, c, PyTuple_GET_ITEM(item, 0), argv);
+    int fed;
+    if (PyTuple_GET_ITEM(item, 1) == argv) {
+        fed = feed_as_arrived(core, c, PyTuple_GET_ITEM(item, 0), argv);
+    } else {
+        PyObject *fargs[4] = {NULL, K(core, K_REPLICATION), PyTuple_GET_ITEM(item, 0),
+                              PyTuple_GET_ITEM(item, 1)};
+        PyObject *r = feed_argv == NULL ? Py_NewRef(Py_False)
+                      : PyObject_Vectorcall(feed_argv, fargs + 1,
+                                            3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        fed = r == NULL ? -1 : r == Py_True;
+        Py_XDECREF(r);
+    }
     Py_DECREF(item);
     if (fed <= 0)
         return fed;
@@ -792,7 +806,8 @@ general:
 SLOTS_MODULE(_dispatch, "ServerCore.execute for one request, in C when it is the common one.",
     FASTCALL("bind", bind, BIND_USAGE ": what execute() reads."),
     FASTCALL("bind_feed", bind_feed,
-             "bind_feed(Replication.feed, feed_request): the replication layer's write feed."),
+             "bind_feed(Replication, feed_request, feed_argv): the replication layer's write "
+             "feed."),
     FASTCALL("execute", execute,
              "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."),
     FASTCALL("call", call,

@@ -26,6 +26,10 @@
    slice of the reader's window, in the same common case (tests/unit/test_dispatch.py
    compares it with the Python on random runs, replicas streaming).
 
+   feed_argv(repl, db_id, argv) is ``repl.feed(db_id, argv)`` for a write that propagates as
+   other words than its request (XADD's ID, EXPIRE's PEXPIREAT): argv encoded as
+   encode_command writes it, into the tail block, in the same common case.
+
    feed_raw(repl, data) is ``repl.feed_raw(data)``, a replica passing on what it applied from
    its master (replica/stream.py), the same moves in the same common case (bytes that fit in
    the tail block, nobody to attach); False, nothing moved, sends it to the Python too
@@ -279,6 +283,44 @@ feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fed < 0 ? NULL : PyBool_FromLong(fed);
 }
 
+/* feed_argv(repl, db_id, argv): ``repl.feed(db_id, argv)`` for a write the core propagates as
+   other words than its request (XADD's ID, EXPIRE's PEXPIREAT, ...): argv, a list of bytes,
+   encoded as encode_command writes it (a RESP array of bulk strings) straight into the tail
+   block, in append_stream's common case: True; False, before anything moved, otherwise. */
+static PyObject *
+feed_argv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 3, "feed_argv(repl, db_id, argv)");
+    PyObject *backlog, *feeding, *argv = args[2];
+    if (!PyList_CheckExact(argv) || PyList_GET_SIZE(argv) == 0 ||
+            !master_at_db(args[0], args[1], &backlog, &feeding))
+        Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_GET_SIZE(argv), size = 24;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(argv, i);
+        if (!PyBytes_CheckExact(a))
+            Py_RETURN_FALSE;
+        size += PyBytes_GET_SIZE(a) + 24;   /* "$<len>\r\n" <bytes> "\r\n" */
+    }
+    char small[512], *buf = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(size);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    char *o = buf + sprintf(buf, "*%zd\r\n", n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(argv, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(a);
+        o += sprintf(o, "$%zd\r\n", len);
+        memcpy(o, PyBytes_AS_STRING(a), len);
+        o += len;
+        *o++ = '\r';
+        *o++ = '\n';
+    }
+    int fed = append_stream(args[0], backlog, feeding, buf, o - buf);
+    if (buf != small)
+        PyMem_Free(buf);
+    return fed < 0 ? NULL : PyBool_FromLong(fed);
+}
+
 /* feed_raw(repl, data): ``repl.feed_raw(data)`` (a replica passing on the bytes it applied
    from its master: the same offsets, no SELECT of its own), True; False, before anything
    moved, when it is not append_stream's common case or there is no backlog. */
@@ -306,5 +348,8 @@ SLOTS_MODULE(_feed, "A client's write into the replication stream, in C when it 
     FASTCALL("feed_span", feed_span,
              "feed_span(repl, db_id, reader, a, b): repl.feed_span(db_id, *reader.raw_ahead(a, "
              "b)) when it all goes into the tail block, True; False (nothing done) otherwise."),
+    FASTCALL("feed_argv", feed_argv,
+             "feed_argv(repl, db_id, argv): repl.feed(db_id, argv) in its common case (argv "
+             "encoded into the tail block), True; False (nothing done) otherwise."),
     FASTCALL("feed_raw", feed_raw, "feed_raw(repl, data): repl.feed_raw(data) in its common "
              "case, True; False (nothing done) otherwise."))

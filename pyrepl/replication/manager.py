@@ -57,6 +57,11 @@ class Replication:
     # (ServerCore._end_span)
     feed_span_c: ClassVar[Callable[[Any, int, Any, int, int], bool]] = \
         _no_common_case if _feed is None else _feed.feed_span
+    # feed_argv_c(repl, db_id, argv): ``feed`` of a write that propagates as other words than
+    # it arrived as (XADD's ID, EXPIRE's PEXPIREAT), encoded in C into the backlog's tail
+    # block, else False and nothing done
+    feed_argv_c: ClassVar[Callable[[Any, int, list[bytes]], bool]] = \
+        _no_common_case if _feed is None else _feed.feed_argv
 
     def __init__(self, core: ReplicationHost) -> None:
         from pyrepl.replication.master import MasterSide
@@ -123,7 +128,10 @@ class Replication:
         (``data``: its RESP encoding when the caller has it, the bytes a client sent).
 
         On the write hot path: one C-level encode (none with ``data``), one copy into the
-        shared buffer, and per streaming replica one comparison (feedReplicationBuffer)."""
+        shared buffer, and per streaming replica one comparison (feedReplicationBuffer);
+        without ``data``, all of it in C when it fits in the tail block (feed_argv_c)."""
+        if data is None and self.feed_argv_c(self, db_id, argv):  # type: ignore[call-arg,arg-type]
+            return
         backlog = self.backlog
         # No stream: no replica ever attached (or repl-backlog-ttl freed it); or a replica,
         # whose stream is its master's, passed on by feed_raw.
@@ -385,7 +393,7 @@ def _bind_feed() -> None:
 
     _feed.bind(Replication, Backlog, Block, FastRespReader, MasterSide, Feeding, ReplicaLink,
                Cursor, ReplicaSide)
-    _dispatch.bind_feed(Replication, _feed.feed_request)
+    _dispatch.bind_feed(Replication, _feed.feed_request, _feed.feed_argv)
 
 
 _bind_feed()
