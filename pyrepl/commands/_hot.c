@@ -12,8 +12,8 @@
    value, HSET key field value, ZADD key <integer score> member, EXISTS key, LPOP/RPOP key, SADD
    key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
-   count), MSET key value [key value ...], XADD key * field value [field value ...] (onto the
-   open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set). In every other case, and whenever the Python handler would do more than the store (a
+   count), MSET key value [key value ...], XADD key <*|ms-seq> field value [field value ...]
+   (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set). In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -948,8 +948,43 @@ config_int(PyObject *core, PyObject *name, int *err)
    entry's bytes as _streamlp.entry writes them. The new ID's text (new); NULL with nothing
    changed and no error set when the case is not this one, NULL with an error on an
    exception. */
+/* An ID written as Redis writes one, "<ms>-<seq>", each part a uint64 in canonical decimal
+   (no sign, no leading zero but "0" itself): 1 with *out set, else 0 (any other form is the
+   reference's to parse, and reads as the same ID where it parses). */
+static int
+canonical_id(PyObject *b, u128 *out)
+{
+    if (!PyBytes_CheckExact(b))
+        return 0;
+    const char *p = PyBytes_AS_STRING(b), *end = p + PyBytes_GET_SIZE(b);
+    unsigned long long part[2];
+    for (int k = 0; k < 2; k++) {
+        const char *start = p;
+        unsigned long long v = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            unsigned d = (unsigned)(*p - '0');
+            if (v > (~0ULL - d) / 10)
+                return 0;   /* (past 2^64 - 1) */
+            v = v * 10 + d;
+            p++;
+        }
+        if (p == start || (p - start > 1 && *start == '0'))
+            return 0;
+        part[k] = v;
+        if (k == 0) {
+            if (p == end || *p != '-')
+                return 0;
+            p++;
+        }
+    }
+    if (p != end)
+        return 0;
+    *out = (u128)part[0] << 64 | part[1];
+    return 1;
+}
+
 static PyObject *
-xadd_append(Hot *h, PyObject *s, PyObject *argv)
+xadd_append(Hot *h, PyObject *s, PyObject *argv, const u128 *given)
 {
     Py_ssize_t n = PyList_GET_SIZE(argv), nf = (n - 3) / 2;
     PyObject *nodes = SLOT_AT(s, stream_off[S_NODES]);
@@ -1004,9 +1039,15 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv)
     if (7 + lp_int_size(live) + lp_int_size(deleted) + at + total >= max_bytes ||
             (max_entries && live + deleted >= max_entries))
         return NULL;   /* (a new node) */
-    /* the new ID: the clock's millisecond, or the last ID's next */
+    /* the new ID: the one given (above the last: else the reference's error), or the
+       clock's millisecond, or the last ID's next */
     uint64_t last_ms = (uint64_t)(last >> 64);
     u128 nid = (unsigned long long)now > last_ms ? (u128)(unsigned long long)now << 64 : last + 1;
+    if (given != NULL) {
+        if (*given <= last || *given == 0)
+            return NULL;
+        nid = *given;
+    }
     /* the fields as the master entry's: FLAG_SAMEFIELDS, the values only */
     int same = PyList_GET_SIZE(fields) == nf;
     for (Py_ssize_t j = 0; same && j < nf; j++) {
@@ -1021,7 +1062,8 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv)
                       (unsigned long long)nid);
     PyObject *reply = PyBytes_FromStringAndSize(text, tn), *eid = id_int(nid);
     PyObject *fv = PyList_GetSlice(argv, 3, n), *off = PyLong_FromSsize_t(at);
-    PyObject *flag = PyLong_FromLong(flags), *out = PyList_GetSlice(argv, 0, n);
+    PyObject *flag = PyLong_FromLong(flags);
+    PyObject *out = given != NULL ? Py_NewRef(Py_None) : PyList_GetSlice(argv, 0, n);
     Py_ssize_t room = 3 * 10 + 2 * 10;   /* flags, the ID's two deltas, the counts */
     for (Py_ssize_t j = 3; j < n; j++)
         room += LP_ENTRY_MAX(PyBytes_GET_SIZE(PyList_GET_ITEM(argv, j)));
@@ -1051,9 +1093,11 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv)
     }
     o += lp_encode_int(o, same ? nf + 3 : nf * 2 + 4);
     (void)PyByteArray_Resize(rest, at + (o - o0));   /* (a shrink: it cannot fail) */
-    PyObject *star = PyList_GET_ITEM(out, 2);
-    PyList_SET_ITEM(out, 2, Py_NewRef(reply));       /* (the ID propagates, not '*') */
-    Py_DECREF(star);
+    if (given == NULL) {   /* (the ID propagates, not '*'; one given propagates as it came) */
+        PyObject *star = PyList_GET_ITEM(out, 2);
+        PyList_SET_ITEM(out, 2, Py_NewRef(reply));
+        Py_DECREF(star);
+    }
     PyObject *items[4] = {eid, fv, flag, off};
     int rc = 0;
     for (int i = 0; i < 4; i++)
@@ -1076,13 +1120,17 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv)
     if (length == 0)
         slot_put(s, stream_off[S_FIRST_ID], eid);
     Py_DECREF(eid);
-    Py_XSETREF(SLOT_AT(h->c, client_off[C_PROPAGATE_ARGV]), out);
+    if (given == NULL)
+        Py_XSETREF(SLOT_AT(h->c, client_off[C_PROPAGATE_ARGV]), out);
+    else
+        Py_DECREF(out);
     return reply;
 }
 
-/* XADD key * field value [field value ...] (no trimming, NOMKSTREAM or ID given) onto an
-   existing stream, no client blocked on a key (a stream that grows wakes its readers: the
-   reference's): the new ID (xadd_append) */
+/* XADD key <*|ms-seq> field value [field value ...] (no trimming or NOMKSTREAM; an ID given
+   as Redis writes one: what a master's stream carries) onto an existing stream, no client
+   blocked on a key (a stream that grows wakes its readers: the reference's): the new ID
+   (xadd_append) */
 static PyObject *
 hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1090,9 +1138,11 @@ hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n < 5 || n % 2 == 0)   /* (the arity's and the fields' errors: the reference's) */
         n = 0;
     HOT_CASE_TTL(H_XADD, n, TTL_LIVE);
-    PyObject *star = PyList_GET_ITEM(args[1], 2);
-    if (!PyBytes_CheckExact(star) || PyBytes_GET_SIZE(star) != 1 ||
-            PyBytes_AS_STRING(star)[0] != '*' ||
+    PyObject *idarg = PyList_GET_ITEM(args[1], 2);
+    u128 given;
+    int star = PyBytes_CheckExact(idarg) && PyBytes_GET_SIZE(idarg) == 1 &&
+               PyBytes_AS_STRING(idarg)[0] == '*';
+    if ((!star && !canonical_id(idarg, &given)) ||
             SLOT_AT(h.core, core_off[K_KEYS_WAITED]) != Py_False)
         return reference(H_XADD, args, nargs);
     PyObject *s = kt->get(h.data, h.key);     /* (a new reference) */
@@ -1100,7 +1150,7 @@ hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(s);   /* (a new stream, WRONGTYPE: the reference) */
         return PyErr_Occurred() ? NULL : reference(H_XADD, args, nargs);
     }
-    PyObject *reply = xadd_append(&h, s, args[1]);
+    PyObject *reply = xadd_append(&h, s, args[1], star ? NULL : &given);
     Py_DECREF(s);
     if (reply == NULL)
         return PyErr_Occurred() ? NULL : reference(H_XADD, args, nargs);

@@ -81,8 +81,12 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["XADD", key, "*", draw(st.sampled_from(["f", "g"])), draw(st.sampled_from(TEXTS))],
         ["XADD", key, "*", "f", "1", draw(st.sampled_from(["g", "f"])), "x" * 70],
         ["XADD", key, "*", "f"], ["XADD", key, "MAXLEN", "~", "2", "*", "f", "v"],
-        ["XADD", key, draw(st.sampled_from(["9999999999999-18446744073709551615", "5-5", "1-*"])),
-         "f", "v"], ["XDEL", key, "1700000000100-0"], ["XTRIM", key, "MAXLEN", "1"],
+        ["XADD", key, draw(st.sampled_from(["9999999999999-18446744073709551615", "5-5", "1-*",
+                                             "1800000000000-1", "1800000000000-2", "0-0",
+                                             "01800000000000-3", "1800000000000-03",
+                                             "18446744073709551615-18446744073709551615",
+                                             "18446744073709551616-0", "+1800000000001-0",
+                                             "1800000000001"])), "f", "v"], ["XDEL", key, "1700000000100-0"], ["XTRIM", key, "MAXLEN", "1"],
         ["ZPOPMIN", key], ["ZPOPMAX", key], ["ZPOPMIN", key, "2"], ["ZPOPMAX", key, "0"],
         ["ZADD", key, *(x for i in range(130) for x in (str(i % 7), f"m{i}"))],   # (a ZSet)
         ["ZADD", key, "1.5", "x" * 70],
@@ -160,7 +164,10 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
                 [["XADD", "s", "9999999999999-18446744073709551615", "f", "v"],
                  ["XADD", "s", "*", "f", "v"], ["XADD", "s", "*", "f", "w"]],
                 [["CONFIG", "SET", "stream-node-max-bytes", "200"], ["XADD", "s", "*", "f", "x" * 70],
-                 ["XADD", "s", "*", "f", "1"], ["XADD", "s", "*", "f", "x" * 70]]])
+                 ["XADD", "s", "*", "f", "1"], ["XADD", "s", "*", "f", "x" * 70]],
+                [["XADD", "i", "1800000000000-1", "f", "v"], ["XADD", "i", "1800000000000-1", "f", "w"],
+                 ["XADD", "i", "1800000000000-0", "f", "w"], ["XADD", "i", "1800000000000-2", "g", "w"],
+                 ["XADD", "i", "0-0", "f", "v"], ["XADD", "i", "1800000000001-0", "f", "v"]]])
 @example(reads=[[["ZADD", "z", *(x for i in range(130) for x in (str(i % 7), f"m{i}"))]],
                 [["ZPOPMIN", "z"], ["ZPOPMAX", "z"], ["ZPOPMIN", "z", "2"]],
                 [["ZPOPMIN", "nokey"], ["ZPOPMAX", "k"], ["ZADD", "y", "1", "a", "2", "b"]],
@@ -321,6 +328,13 @@ def test_xadd_takes_its_form_in_c() -> None:
         assert c.propagate_argv == [b"XADD", b"s", b"%d-1" % now, b"f", b"2"]
         assert _hot.xadd(c, [b"XADD", b"s", b"*", b"g", b"3", b"h", b"x" * 70]) == b"%d-2" % now
         assert _hot.xadd(c, [b"XADD", b"f", b"*", b"f", b"2"]) == b"9999999999999-6"
+        c.propagate_argv = None
+        # an ID given as Redis writes one (a master's stream): as it came, propagated so
+        assert _hot.xadd(c, [b"XADD", b"f", b"9999999999999-9", b"f", b"3"]) == \
+            b"9999999999999-9"
+        assert _hot.xadd(c, [b"XADD", b"f", b"10000000000000-0", b"f", b"4"]) == \
+            b"10000000000000-0"
+        assert c.propagate_argv is None and c.db.data[b"f"].length == 4
         s = c.db.data[b"s"]
         assert s.length == 3 and s.entries_added == 3 and s.last_id == (now << 64) | 2
         assert [fv for _, fv in s.range(0, (1 << 128) - 1)] == [
@@ -329,7 +343,9 @@ def test_xadd_takes_its_form_in_c() -> None:
         c.data_to_send()
         for r in (["XADD", "s", "*", "f", "4"],                    # (a new node)
                   ["XADD", "new", "*", "f", "v"], ["XADD", "f", "MAXLEN", "1", "*", "f", "v"],
-                  ["XADD", "f", "NOMKSTREAM", "*", "f", "v"], ["XADD", "f", "99999999999999-1", "f", "v"],
+                  ["XADD", "f", "NOMKSTREAM", "*", "f", "v"], ["XADD", "f", "010000000000001-0", "f", "v"],
+                  ["XADD", "f", "10000000000000-0", "f", "v"], ["XADD", "f", "10000000000001", "f", "v"],
+                  ["XADD", "f", "10000000000001-*", "f", "v"],
                   ["XADD", "str", "*", "f", "v"], ["XADD", "f", "*", "f"]):
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 _hot.xadd(c, [a.encode() for a in r])
