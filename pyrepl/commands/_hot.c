@@ -37,6 +37,7 @@
 #include "../keyspace/_lplist.h"
 #include "../keyspace/_lpzset.h"
 #include "../keyspace/_listpack.h"   /* lp_encode_int, lp_encode_str: a stream entry */
+#include "../keyspace/_streamid.h"
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
@@ -343,6 +344,20 @@ config_value(PyObject *core, PyObject *name)
     PyObject *v = cfg == NULL ? NULL : PyObject_GetAttr(cfg, name);
     Py_XDECREF(cfg);
     return v;
+}
+
+/* A config value that is a plain int (-1 when it is not, or on an exception: *err set). */
+static long long
+config_int(PyObject *core, PyObject *name, int *err)
+{
+    PyObject *v = config_value(core, name);
+    if (v == NULL) {
+        *err = 1;
+        return -1;
+    }
+    long long x = slot_int(v);
+    Py_DECREF(v);
+    return x;
 }
 
 /* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now, its
@@ -791,10 +806,9 @@ hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!small_int(PyList_GET_ITEM(args[1], 2), &offset) || offset < 0 ||
             !small_int(PyList_GET_ITEM(args[1], 3), &on) || (on != 0 && on != 1))
         return reference(H_SETBIT, args, nargs);
-    PyObject *max = config_value(h.core, str_max_bulk);
-    long long limit = slot_int(max);
-    Py_XDECREF(max);
-    if (max == NULL)
+    int err = 0;
+    long long limit = config_int(h.core, str_max_bulk, &err);
+    if (err)
         return NULL;
     PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
     if (v == NULL || !PyBytes_CheckExact(v) || limit < 0 || (offset >> 3) >= limit ||
@@ -883,71 +897,9 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 #define STREAM_LISTPACK_MAX_SIZE (1LL << 30)
 #define FLAG_SAMEFIELDS 2
-typedef unsigned __int128 u128;
 static const u128 MAX_ID = ~(u128)0;
 
-/* A stream ID (an int in [0, 2**128)) as a u128: 1, or 0 when v is not one (no error set). */
-static int
-id_of(PyObject *v, u128 *out)
-{
-    unsigned char le[16];
-    if (!PyLong_CheckExact(v) || _PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    u128 x = 0;
-    for (int i = 15; i >= 0; i--)
-        x = x << 8 | le[i];
-    *out = x;
-    return 1;
-}
 
-static PyObject *
-id_int(u128 x)
-{
-    unsigned char le[16];
-    for (int i = 0; i < 16; i++, x >>= 8)
-        le[i] = (unsigned char)x;
-    return _PyLong_FromByteArray(le, 16, 1, 0);
-}
-
-/* listpack.py's lp_int_size: the bytes an integer entry takes (encoding and backlen) */
-static long long
-lp_int_size(long long v)
-{
-    if (v >= 0 && v <= 127)
-        return 2;
-    if (v >= -4096 && v <= 4095)
-        return 3;
-    if (v >= -32768 && v <= 32767)
-        return 4;
-    if (v >= -(1LL << 23) && v < (1LL << 23))
-        return 5;
-    if (v >= -(1LL << 31) && v < (1LL << 31))
-        return 6;
-    return 10;
-}
-
-/* A config value that is a plain int (-1 when it is not, or on an exception: *err set). */
-static long long
-config_int(PyObject *core, PyObject *name, int *err)
-{
-    PyObject *v = config_value(core, name);
-    if (v == NULL) {
-        *err = 1;
-        return -1;
-    }
-    long long x = slot_int(v);
-    Py_DECREF(v);
-    return x;
-}
-
-/* XADD key * field value [field value ...] onto the stream s, the tail node open (Node.lp
-   None: Entries.rest its listpack bytes) with room for the entry under stream-node-max-bytes
-   and stream-node-max-entries: Stream.append and Node.add of pyrepl/keyspace/stream.py, the
-   entry's bytes as _streamlp.entry writes them. The new ID's text (new); NULL with nothing
-   changed and no error set when the case is not this one, NULL with an error on an
-   exception. */
 /* An ID written as Redis writes one, "<ms>-<seq>", each part a uint64 in canonical decimal
    (no sign, no leading zero but "0" itself): 1 with *out set, else 0 (any other form is the
    reference's to parse, and reads as the same ID where it parses). */
@@ -983,6 +935,13 @@ canonical_id(PyObject *b, u128 *out)
     return 1;
 }
 
+/* XADD key <*|ms-seq> field value [field value ...] onto the stream s (given: the ID
+   canonical_id read, NULL for '*'), the tail node open (Node.lp
+   None: Entries.rest its listpack bytes) with room for the entry under stream-node-max-bytes
+   and stream-node-max-entries: Stream.append and Node.add of pyrepl/keyspace/stream.py, the
+   entry's bytes as _streamlp.entry writes them. The new ID's text (new); NULL with nothing
+   changed and no error set when the case is not this one, NULL with an error on an
+   exception. */
 static PyObject *
 xadd_append(Hot *h, PyObject *s, PyObject *argv, const u128 *given)
 {
@@ -1011,10 +970,14 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv, const u128 *given)
     long long deleted = slot_int(SLOT_AT(node, node_off[N_DELETED]));
     long long count = slot_int(SLOT_AT(d, entries_off[E_COUNT]));
     long long length = slot_int(SLOT_AT(s, stream_off[S_LENGTH]));
-    long long added = slot_int(SLOT_AT(s, stream_off[S_ENTRIES_ADDED]));
-    if (!id_of(SLOT_AT(s, stream_off[S_LAST_ID]), &last) || last == MAX_ID ||
-            !id_of(SLOT_AT(node, node_off[N_MASTER]), &master) || now < 0 || live < 0 ||
-            deleted < 0 || count < 0 || length < 0 || added < 0)
+    long long entries_added = slot_int(SLOT_AT(s, stream_off[S_ENTRIES_ADDED]));
+    if (stream_id_value(SLOT_AT(s, stream_off[S_LAST_ID]), &last) < 0 ||
+            stream_id_value(SLOT_AT(node, node_off[N_MASTER]), &master) < 0) {
+        PyErr_Clear();   /* (not IDs: the reference's to see) */
+        return NULL;
+    }
+    if (last == MAX_ID || now < 0 || live < 0 || deleted < 0 || count < 0 || length < 0 ||
+            entries_added < 0)
         return NULL;   /* (an exhausted stream's error: the reference's) */
     /* the fields and values: bytes, within a listpack's size */
     long long total = 0;
@@ -1057,10 +1020,7 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv, const u128 *given)
     }
     int flags = same ? FLAG_SAMEFIELDS : 0;
     /* everything that can fail before anything moves */
-    char text[48];
-    int tn = snprintf(text, sizeof text, "%llu-%llu", (unsigned long long)(nid >> 64),
-                      (unsigned long long)nid);
-    PyObject *reply = PyBytes_FromStringAndSize(text, tn), *eid = id_int(nid);
+    PyObject *reply = stream_id_text(nid), *eid = stream_id_int(nid);
     PyObject *fv = PyList_GetSlice(argv, 3, n), *off = PyLong_FromSsize_t(at);
     PyObject *flag = PyLong_FromLong(flags);
     PyObject *out = given != NULL ? Py_NewRef(Py_None) : PyList_GetSlice(argv, 0, n);
@@ -1109,7 +1069,7 @@ xadd_append(Hot *h, PyObject *s, PyObject *argv, const u128 *given)
             slot_set_int(d, entries_off[E_COUNT], count + (same ? nf + 4 : nf * 2 + 5)) < 0 ||
             slot_set_int(node, node_off[N_LIVE], live + 1) < 0 ||
             slot_set_int(s, stream_off[S_LENGTH], length + 1) < 0 ||
-            slot_set_int(s, stream_off[S_ENTRIES_ADDED], added + 1) < 0) {
+            slot_set_int(s, stream_off[S_ENTRIES_ADDED], entries_added + 1) < 0) {
         Py_DECREF(eid);
         Py_DECREF(reply);
         Py_DECREF(out);

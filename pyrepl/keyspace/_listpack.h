@@ -205,6 +205,14 @@ static inline Py_ssize_t lp_encode_int(uint8_t *o, int64_t v)
     return size + lp_put_backlen(o + size, size);
 }
 
+/* The bytes an integer entry takes (its encoding and backlen), as lp_encode_int writes it:
+   what a stream node's lpBytes counts for its live and deleted counters. */
+static inline Py_ssize_t lp_int_size(int64_t v)
+{
+    uint8_t scratch[16];
+    return lp_encode_int(scratch, v);
+}
+
 /* The entry lpAppend makes of the n bytes at s (an integer when they are one's canonical
  * form), written at o (room for LP_ENTRY_MAX(n)); its whole size, backlen included. */
 static inline Py_ssize_t lp_encode_str(uint8_t *o, const uint8_t *s, Py_ssize_t n)

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "_listpack.h"
+#include "_streamid.h"
 
 static PyObject *make_id(uint64_t ms, uint64_t seq)
 {
@@ -270,7 +271,6 @@ static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
                    uint64_t ms, uint64_t seq, Py_ssize_t *at, PyObject **found)
 {
     Py_ssize_t p = 6, last = n - 1, fields_at;
-    int result;
     item_t it, fl, a, b, nf;
     if (n < 7 || lp[n - 1] != 0xFF) goto bad;
 #define SKIP(x) do { if (p >= last || next_item(lp, &p, last, &(x)) < 0) goto bad; } while (0)
@@ -330,12 +330,9 @@ static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
 #undef SKIP
     return 0;
 bad:
-    result = -2;
-    goto done;
+    return -2;
 fail:
-    result = -1;
-done:
-    return result;
+    return -1;
 }
 
 /* find(lp, master_ms, master_seq, ms, seq) -> (offset of the entry's flags byte, fv) when the
@@ -358,42 +355,6 @@ static PyObject *find(PyObject *self, PyObject *args)
 
 /* -- range_reply ---------------------------------------------------------------------- */
 
-typedef unsigned __int128 u128;
-
-/* An entry ID (a Python int in [0, 2**128)) as a u128: 0, or -1 with an exception. */
-static int
-id_value(PyObject *v, u128 *out)
-{
-    unsigned char le[16];
-    if (!PyLong_Check(v)) {
-        PyErr_SetString(PyExc_TypeError, "a stream ID is an int");
-        return -1;
-    }
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
-    /* CPython 3.11 keeps an int as Py_SIZE(v) digits of 30 bits, the sign in the size: an ID
-       has at most five, read straight (_PyLong_AsByteArray was a third of an XREADGROUP's
-       instructions); one of 128 bits or more, or negative, goes the API's way (its error) */
-    Py_ssize_t size = Py_SIZE(v);
-    if (size >= 0 && size <= 5) {
-        const digit *d = ((PyLongObject *)v)->ob_digit;
-        u128 x = 0;
-        for (Py_ssize_t i = size - 1; i >= 0; i--)
-            x = x << PyLong_SHIFT | d[i];
-        if (size < 5 || d[4] < (1u << 8)) {   /* (5 digits: 150 bits, 128 of them allowed) */
-            *out = x;
-            return 0;
-        }
-    }
-#endif
-    if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
-        return -1;
-    u128 x = 0;
-    for (int i = 15; i >= 0; i--)
-        x = x << 8 | le[i];
-    *out = x;
-    return 0;
-}
-
 /* An int attribute of o that is an ID (Node.master, Node.last). */
 static int
 id_attr(PyObject *o, PyObject *name, u128 *out)
@@ -401,7 +362,7 @@ id_attr(PyObject *o, PyObject *name, u128 *out)
     PyObject *v = PyObject_GetAttr(o, name);
     if (v == NULL)
         return -1;
-    int rc = id_value(v, out);
+    int rc = stream_id_value(v, out);
     Py_DECREF(v);
     return rc;
 }
@@ -414,7 +375,7 @@ bisect_id(PyObject *ids, u128 x, int right)
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
         u128 v;
-        if (id_value(PyList_GET_ITEM(ids, mid), &v) < 0)
+        if (stream_id_value(PyList_GET_ITEM(ids, mid), &v) < 0)
             return -1;
         if (right ? x < v : !(v < x))
             hi = mid;
@@ -422,24 +383,6 @@ bisect_id(PyObject *ids, u128 x, int right)
             lo = mid + 1;
     }
     return lo;
-}
-
-/* "ms-seq" (stream.py's id_str) */
-static PyObject *
-id_text(u128 id)
-{
-    char buf[48], *p = buf + sizeof buf;
-    uint64_t part = (uint64_t)id;   /* the sequence, then the milliseconds */
-    for (int k = 0; k < 2; k++) {
-        do {
-            *--p = (char)('0' + part % 10);
-            part /= 10;
-        } while (part);
-        if (k == 0)
-            *--p = '-';
-        part = (uint64_t)(id >> 64);
-    }
-    return PyBytes_FromStringAndSize(p, buf + sizeof buf - p);
 }
 
 static PyObject *str_last, *str_master, *str_d, *str_entries, *str_ids, *str_flags, *str_fvs,
@@ -480,7 +423,7 @@ add_entry(PyObject *out, u128 eid, PyObject *flag, PyObject *fv)
         return -1;
     if (f & 1)
         return 0;
-    PyObject *text = id_text(eid), *pair;
+    PyObject *text = stream_id_text(eid), *pair;
     if (text == NULL)
         return -1;
     pair = PyList_New(2);
@@ -505,7 +448,7 @@ range_reply(PyObject *self, PyObject *args)
                           &start_o, &end_o, &rev, &count))
         return NULL;
     u128 start, end;
-    if (id_value(start_o, &start) < 0 || id_value(end_o, &end) < 0)
+    if (stream_id_value(start_o, &start) < 0 || stream_id_value(end_o, &end) < 0)
         return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL)
@@ -543,7 +486,7 @@ range_reply(PyObject *self, PyObject *args)
             j--;
         for (; rc >= 0 && (rev ? j >= 0 : j < n); j += rev ? -1 : 1) {
             u128 eid;
-            if (id_value(PyList_GET_ITEM(ids, j), &eid) < 0) {
+            if (stream_id_value(PyList_GET_ITEM(ids, j), &eid) < 0) {
                 rc = -1;
                 break;
             }
@@ -610,7 +553,7 @@ node_get(PyObject *node, u128 eid)
     u128 at;
     if (j >= 0 && j == PyList_GET_SIZE(ids)) {
         fv = Py_NewRef(Py_None);
-    } else if (j >= 0 && id_value(PyList_GET_ITEM(ids, j), &at) == 0) {
+    } else if (j >= 0 && stream_id_value(PyList_GET_ITEM(ids, j), &at) == 0) {
         long f = at == eid ? PyLong_AsLong(PyList_GET_ITEM(flags, j)) : 1;   /* (1: absent) */
         if (!(f == -1 && PyErr_Occurred()))
             fv = Py_NewRef(f & 1 ? Py_None : PyList_GET_ITEM(fvs, j));
@@ -636,7 +579,7 @@ history_reply(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *id_o = PyList_GET_ITEM(ids, k), *fv, *pair;
         u128 eid;
-        if (id_value(id_o, &eid) < 0)
+        if (stream_id_value(id_o, &eid) < 0)
             goto fail;
         Py_ssize_t i = bisect_id(keys, eid, 1) - 1;
         if (i < -1)
@@ -661,7 +604,7 @@ history_reply(PyObject *self, PyObject *args)
             goto fail;
         }
         pair = PyList_New(2);
-        PyObject *text = id_text(eid);
+        PyObject *text = stream_id_text(eid);
         if (pair == NULL || text == NULL) {
             Py_XDECREF(pair);
             Py_XDECREF(text);

@@ -12,6 +12,9 @@ not short integers, hashes with field TTLs, keyspace events on, pipelined runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -43,6 +46,22 @@ RANGES = [("0", "-1"), ("1", "2"), ("-5", "-4"), ("-3", "-1"), ("-1", "-3"), ("-
           ("0", "0"), ("-0", "1"), ("01", "2"), ("9999999999999999999", "1"), ("x", "1")]
 SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
           "inf", "nan", "x"]
+
+
+@contextmanager
+def _python_handlers_fail() -> Iterator[None]:
+    """The Python handlers the C ones stand for made to fail for the block (AssertionError
+    "the Python handler ran"): what the block runs without that error ran in C."""
+    saved = dict(hot.REFERENCE)
+
+    def fail(c, argv):
+        raise AssertionError("the Python handler ran")
+
+    hot.bind(ServerCore, Stats, {name: fail for name in saved})
+    try:
+        yield
+    finally:
+        hot.bind(ServerCore, Stats, saved)
 
 
 @st.composite
@@ -205,13 +224,7 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                                               ["PFADD", "p", "a", "b", "c"], ["PFCOUNT", "p"]]))
     c.data_to_send()
     assert type(c.db.data[b"big"]).__name__ == "deque"
-    saved = dict(hot.REFERENCE)
-
-    def fail(c, argv):
-        raise AssertionError("the Python handler ran")
-
-    hot.bind(ServerCore, Stats, {name: fail for name in saved})
-    try:
+    with _python_handlers_fail():
         c.receive_data(b"".join(cmd(*r) for r in [
             ["SET", "k", "9"], ["INCR", "k"], ["GET", "k"], ["GET", "nokey"], ["INCR", "new"],
             ["LPUSH", "l", "x"], ["RPUSH", "l", "y"], ["HSET", "h", "f", "3"],
@@ -259,8 +272,6 @@ def test_c_handlers_take_their_forms_in_c() -> None:
             c.db.expires[b"old"] = core.now_ms
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
-    finally:
-        hot.bind(ServerCore, Stats, saved)
 
 
 @settings(max_examples=300, deadline=None)
@@ -279,16 +290,8 @@ def test_geoadd_scores_are_the_python_encoding(lon: float, lat: float,
     texts = [f"{v:.{d}f}".encode() for v, d in zip((lon, lat), digits, strict=True)]
     if not (-180 <= float(texts[0]) <= 180 and gh.LAT_MIN <= float(texts[1]) <= gh.LAT_MAX):
         return   # (rounded out of range: the reference's error)
-    saved = dict(hot.REFERENCE)
-
-    def fail(c, argv):
-        raise AssertionError("the Python handler ran")
-
-    hot.bind(ServerCore, Stats, {name: fail for name in saved})
-    try:
+    with _python_handlers_fail():
         assert _hot.geoadd(c, [b"GEOADD", b"g", *texts, b"m"]) == 1
-    finally:
-        hot.bind(ServerCore, Stats, saved)
     score = gh.encode_score(float(texts[0]), float(texts[1]))
     assert c.db.data[b"g"].score(b"m") == float(score)
     assert c.propagate_argv == [b"zadd", b"g", b"%d" % score, b"m"]
@@ -316,13 +319,7 @@ def test_xadd_takes_its_form_in_c() -> None:
     c.receive_data(cmd("XADD", "s", "*", "f", "1") + cmd("XADD", "f", "9999999999999-5", "f", "1")
                    + cmd("SET", "str", "v"))
     c.data_to_send()
-    saved = dict(hot.REFERENCE)
-
-    def fail(c, argv):
-        raise AssertionError("the Python handler ran")
-
-    hot.bind(ServerCore, Stats, {name: fail for name in saved})
-    try:
+    with _python_handlers_fail():
         now = core.now_ms
         assert _hot.xadd(c, [b"XADD", b"s", b"*", b"f", b"2"]) == b"%d-1" % now
         assert c.propagate_argv == [b"XADD", b"s", b"%d-1" % now, b"f", b"2"]
@@ -352,9 +349,6 @@ def test_xadd_takes_its_form_in_c() -> None:
         core.keys_waited = True
         with pytest.raises(AssertionError, match="the Python handler ran"):
             _hot.xadd(c, [b"XADD", b"f", b"*", b"f", b"v"])
-    finally:
-        core.keys_waited = False
-        hot.bind(ServerCore, Stats, saved)
 
 
 def test_zpop_takes_its_form_in_c() -> None:
@@ -365,13 +359,7 @@ def test_zpop_takes_its_form_in_c() -> None:
     c.receive_data(cmd("ZADD", "z", *(x for i in range(130) for x in (str(i % 5), f"m{i:03}")))
                    + cmd("ZADD", "small", "1", "a", "2", "b") + cmd("SET", "str", "v"))
     c.data_to_send()
-    saved = dict(hot.REFERENCE)
-
-    def fail(c, argv):
-        raise AssertionError("the Python handler ran")
-
-    hot.bind(ServerCore, Stats, {name: fail for name in saved})
-    try:
+    with _python_handlers_fail():
         dirty = core.dirty
         assert _hot.zpopmin(c, [b"ZPOPMIN", b"z"]) == [b"m000", 0.0]
         assert _hot.zpopmax(c, [b"ZPOPMAX", b"z"]) == [b"m129", 4.0]
@@ -380,5 +368,3 @@ def test_zpop_takes_its_form_in_c() -> None:
         for r in (["ZPOPMIN", "small"], ["ZPOPMIN", "z", "1"], ["ZPOPMAX", "str"]):
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
-    finally:
-        hot.bind(ServerCore, Stats, saved)
