@@ -96,6 +96,10 @@ CASES = {
     "ZRANGEBYSCORE": lambda i: _enc(b"ZRANGEBYSCORE", b"zs", b"(100", b"110", b"WITHSCORES"),
     "SINTER": lambda i: _enc(b"SINTER", b"set100", b"set100b"),
     "EVALSHA": lambda i: _enc(b"EVALSHA", _sha1(_SCRIPT), b"1", b"key:%d" % (i % 1000)),
+    # 100 redis.call of PING, or of GET, in one EVAL (what a call into redis.call costs)
+    "CALLPING100": lambda i: _enc(b"EVAL", b"for i=1,100 do redis.call('PING') end", b"0"),
+    "CALLGET100": lambda i: _enc(b"EVAL", b"for i=1,100 do redis.call('GET', KEYS[1]) end",
+                                 b"1", b"key:%d" % (i % 1000)),
     "MULTI3": lambda i: b"".join(_enc(*c) for c in (
         (b"MULTI",), (b"SET", b"tx:key", b"value"), (b"EXPIRE", b"tx:key", b"1000"),
         (b"GET", b"tx:key"), (b"EXEC",))),
@@ -261,7 +265,7 @@ PREFILL["SINTER"] = _enc(b"SADD", b"set100", *(b"member:%d" % i for i in range(1
 PREFILL["BITCOUNT"] = _enc(b"SETBIT", b"bitmap", b"8000", b"1")   # (as bench_commands.py)
 # EXPIRE's keys are there (as bench_commands.py's, which SET ran before)
 PREFILL["EXPIRE"] = b"".join(_enc(b"SET", b"key:%d" % i, b"xxx") for i in range(10000))
-PREFILL["EVALSHA"] = _enc(b"SCRIPT", b"LOAD", _SCRIPT) + b"".join(
+PREFILL["CALLGET100"] = PREFILL["EVALSHA"] = _enc(b"SCRIPT", b"LOAD", _SCRIPT) + b"".join(
     _enc(b"SET", b"key:%d" % i, b"xxx") for i in range(1000))
 
 

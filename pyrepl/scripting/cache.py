@@ -77,6 +77,7 @@ class ScriptCache:
 
     def __init__(self) -> None:
         self.scripts: dict[str, Script] = {}
+        self.by_sha: dict[bytes, Script] = {}   # the same under the sha's bytes (EVALSHA's)
         self.memory = 0
 
     def __len__(self) -> int:
@@ -85,13 +86,22 @@ class ScriptCache:
     def get(self, sha: str) -> Script | None:
         return self.scripts.get(sha)
 
+    def lookup(self, arg: bytes) -> Script | None:
+        """EVALSHA's script: ``arg`` as a client sent it, found whatever its case."""
+        script = self.by_sha.get(arg)
+        if script is None and len(arg) == 40:
+            script = self.scripts.get(arg.decode("latin-1").lower())
+        return script
+
     def add(self, script: Script) -> None:
         self.scripts[script.sha] = script
+        self.by_sha[script.sha.encode()] = script
         # sdsZmallocSize(sha) + the body's sds: a header and the allocator's rounding.
         self.memory += 48 + len(script.body) + 9
 
     def clear(self) -> None:
         self.scripts = {}
+        self.by_sha = {}
         self.memory = 0
 
     def overhead(self) -> int:

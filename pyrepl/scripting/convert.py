@@ -91,7 +91,10 @@ class ReplyToLua:
         if v is None or v is NULL_ARRAY:
             return False if resp == 2 else None
         if t is Raw:
-            return self.convert(parse_resp(v.data), resp)
+            data = v.data
+            if data[:1] == b"+" and data.find(b"\r\n") == len(data) - 2:   # (+OK, +PONG)
+                return self.table_from({b"ok": data[1:-2]})
+            return self.convert(parse_resp(data), resp)
         if t is list or t is tuple:
             items = [self.convert(x, resp) for x in v]
             tbl = self.table_from(items)

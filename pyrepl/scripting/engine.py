@@ -61,6 +61,7 @@ BUSY_FUNCTION_ERR = ("BUSY Redis is busy running a script. You can only call FUN
                      "SHUTDOWN NOSAVE.")
 _LLONG_MIN, _LLONG_MAX = -(1 << 63), (1 << 63) - 1
 _LOG_LEVELS = ("debug", "verbose", "notice", "warning")
+_XREADS = frozenset(("xread", "xreadgroup"))
 
 
 
@@ -151,7 +152,10 @@ def _bootstrap_chunk() -> bytes:
 
 class ScriptEngine:
     def __init__(self, core: Any, make_client: Callable[[], Any]) -> None:
+        from pyrepl.commands.table import COMMANDS  # (the commands' package imports this one)
+
         self.core = core
+        self.commands = COMMANDS
         self.make_client = make_client
         self.client: Any = None          # the scripts' pseudo-client, made on first use
         self.rand = Lrand48()
@@ -263,9 +267,7 @@ class ScriptEngine:
     def _declared_flags(self, argv: list[bytes], evalsha: bool) -> int:
         """evalGetCommandFlags: the flags of the script the command names, COMPAT if unknown."""
         if evalsha:
-            if len(argv[1]) != 40:
-                return sc.COMPAT
-            script = self.cache.get(argv[1].decode("latin-1").lower())
+            script = self.cache.lookup(argv[1])
             return script.flags if script is not None else sc.COMPAT
         script = self.cache.get(sc.sha1hex(argv[1]))
         if script is not None:
@@ -344,41 +346,40 @@ class ScriptEngine:
     def _prepare(self, c: Any, flags: int, name: str, ro: bool) -> RunContext:
         """scriptPrepareForRun's checks, then the run context."""
         core = self.core
+        if flags & sc.COMPAT:      # (no shebang: COMPAT alone; Redis 6's check, a stale replica)
+            repl = core.replication
+            if (repl is not None and repl.is_replica() and not repl.replica.link_up()
+                    and not core.config.replica_serve_stale_data):
+                raise ReplyError(MASTERDOWN_ERR)
+            return RunContext(c, name, ro, False, self._oom(), core.clock_ns())
         cfg = core.config
         obey = c.must_obey()
         replica, link_down = self._replica_state()
-        stale = replica and link_down and not cfg.replica_serve_stale_data
-        oom = False
-        if not flags & sc.COMPAT:
-            if stale and not flags & sc.ALLOW_STALE:
-                raise ReplyError("MASTERDOWN Link with MASTER is down, replica-serve-stale-data "
-                                 "is set to 'no' and 'allow-stale' flag is not set on the "
-                                 "script.")
-            if not flags & sc.NO_WRITES:
-                if replica and cfg.replica_read_only and not obey:
-                    raise ReplyError("READONLY Can not run script with write flag on readonly "
-                                     "replica")
-                if core.disk_error is not None and not obey:
-                    raise ReplyError("MISCONF Redis is configured to save RDB snapshots, but "
-                                     "it's currently unable to persist to disk. Writable "
-                                     "scripts are blocked. Use 'no-writes' flag for read only "
-                                     "scripts.")
-                if ro:
-                    raise ReplyError("ERR Can not execute a script with write flag using *_ro "
-                                     "command.")
-                if not self._enough_replicas():
-                    raise ReplyError(NOREPLICAS_ERR)
-            oom = self._oom()
-            if oom and not flags & (sc.ALLOW_OOM | sc.NO_WRITES):
-                raise ReplyError("OOM allow-oom flag is not set on the script, can not run it "
-                                 "when used memory > 'maxmemory'")
-        else:
-            if stale:
-                raise ReplyError(MASTERDOWN_ERR)
-            oom = self._oom()
-        read_only = ro or (not flags & sc.COMPAT and bool(flags & sc.NO_WRITES))
-        allow_oom = not flags & sc.COMPAT and bool(flags & sc.ALLOW_OOM)
-        return RunContext(c, name, read_only, allow_oom, oom, core.clock_ns())
+        if replica and link_down and not cfg.replica_serve_stale_data \
+                and not flags & sc.ALLOW_STALE:
+            raise ReplyError("MASTERDOWN Link with MASTER is down, replica-serve-stale-data "
+                             "is set to 'no' and 'allow-stale' flag is not set on the "
+                             "script.")
+        if not flags & sc.NO_WRITES:
+            if replica and cfg.replica_read_only and not obey:
+                raise ReplyError("READONLY Can not run script with write flag on readonly "
+                                 "replica")
+            if core.disk_error is not None and not obey:
+                raise ReplyError("MISCONF Redis is configured to save RDB snapshots, but "
+                                 "it's currently unable to persist to disk. Writable "
+                                 "scripts are blocked. Use 'no-writes' flag for read only "
+                                 "scripts.")
+            if ro:
+                raise ReplyError("ERR Can not execute a script with write flag using *_ro "
+                                 "command.")
+            if not self._enough_replicas():
+                raise ReplyError(NOREPLICAS_ERR)
+        oom = self._oom()
+        if oom and not flags & (sc.ALLOW_OOM | sc.NO_WRITES):
+            raise ReplyError("OOM allow-oom flag is not set on the script, can not run it "
+                             "when used memory > 'maxmemory'")
+        return RunContext(c, name, ro or bool(flags & sc.NO_WRITES), bool(flags & sc.ALLOW_OOM),
+                          oom, core.clock_ns())
 
     def eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
         """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand); a client that asked
@@ -398,8 +399,7 @@ class ScriptEngine:
         if self.ctx is not None:   # (a script cannot call EVAL: noscript)
             raise ReplyError(BUSY_ERR)
         if evalsha:   # (_declared_flags, with the script looked up once)
-            known = self.cache.get(argv[1].decode("latin-1").lower()) \
-                if len(argv[1]) == 40 else None
+            known = self.cache.lookup(argv[1])
             flags = sc.COMPAT if known is None else known.flags
         else:
             flags = self._declared_flags(argv, evalsha)
@@ -559,14 +559,15 @@ class ScriptEngine:
         client.user = c.user
         client.in_multi = False
         ldb = self.ldb
-        want_hook = self.core.config.busy_reply_threshold > 0
-        if ldb is not None:        # the debugger's line hook instead of the busy one
+        if ldb is None:
+            want_hook = self.core.config.busy_reply_threshold > 0
+            if want_hook != vm.hook_on:
+                vm.set_hook(want_hook)
+                vm.hook_on = want_hook
+        else:                      # the debugger's line hook instead of the busy one
             vm.set_ldb_hook(True)
             limit_ms = self.core.config.busy_reply_threshold or 5000
             ldb.over_time = lambda: (self.core.clock_ns() - ctx.start_ns) // 1_000_000 >= limit_ms
-        elif want_hook != vm.hook_on:
-            vm.set_hook(want_hook)
-            vm.hook_on = want_hook
         self.ctx = ctx
         saved = None if vm.lua is self.lua else self.use_vm(vm)   # (EVAL's state: current)
         try:
@@ -626,17 +627,18 @@ class ScriptEngine:
         """scriptCall's checks; the error text (luaPushError form) or None."""
         if cmd is None:
             return "Unknown Redis command called from script"
-        n = len(argv)
-        if cmd.handler is None or (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+        if cmd.handler is None or not cmd.min_args <= len(argv) <= cmd.max_args:
             return "Wrong number of args calling Redis command from script"
         flags = cmd.flags
-        if ("noscript" in flags or "no-script" in flags) and \
-                not getattr(self.core, "script_disable_deny_script", False):
-            return "This Redis command is not allowed from script"
         core = self.core
+        if ("noscript" in flags or "no-script" in flags) and \
+                not getattr(core, "script_disable_deny_script", False):
+            return "This Redis command is not allowed from script"
         cfg = core.config
-        replica, link_down = self._replica_state()
-        if replica and link_down and not cfg.replica_serve_stale_data and "stale" not in flags:
+        repl = core.replication
+        replica = repl is not None and repl.is_replica()
+        if (replica and not cfg.replica_serve_stale_data and "stale" not in flags
+                and not repl.replica.link_up()):
             return "Can not execute the command on a stale replica"
         if ctx.caller.restricted:      # ACL: the caller's user (scriptVerifyACL)
             refused = core.acl.script_refusal(ctx.caller, cmd, argv)
@@ -660,19 +662,12 @@ class ScriptEngine:
         ctx.write_dirty = True
         return None
 
-    def _call_raise(self, *args: Any) -> Any:
-        """redis.call: the reply, or a raised error (see _unwrap)."""
-        r = self._call(*args)
-        if type(r) is tuple:
-            raise CallError(r[1], len(r) > 2)
-        return r
-
     def _pcall(self, *args: Any) -> Any:
         """redis.pcall: the reply, or the error as a table {err=...}."""
-        r = self._call(*args)
-        if type(r) is tuple:
-            return self._err_table(r[1], len(r) > 2)
-        return r
+        try:
+            return self._call_raise(*args)
+        except CallError as e:
+            return self._err_table(e.text, e.ignore)
 
     def _err_table(self, text: str, ignore: bool) -> Any:
         d: dict[bytes, Any] = {b"err": text.encode("utf-8", "replace")}
@@ -686,35 +681,44 @@ class ScriptEngine:
             return self._err_table(exc.text, exc.ignore)
         return str(exc).encode("utf-8", "replace")
 
-    def _call(self, *args: Any) -> Any:
-        """redis.call / redis.pcall: the reply, or (None, error text[, ignore-stats])."""
+    def _call_raise(self, *args: Any) -> Any:
+        """redis.call: the reply, or a raised CallError (redis.pcall turns it into a table;
+        :meth:`_unwrap` for redis.call)."""
         ctx = self.ctx
         if ctx is None:
-            return None, "ERR redis.call/pcall can only be called inside a script invocation"
+            raise CallError("ERR redis.call/pcall can only be called inside a script invocation",
+                            False)
         if not args:
-            return None, NOARGS_ERR
-        argv = lua_argv(args)
+            raise CallError(NOARGS_ERR, False)
+        argv: list[bytes] | None = list(args)
+        for a in args:             # (strings, as they mostly are; else lua_argv's numbers)
+            if type(a) is not bytes:
+                argv = lua_argv(args)
+                break
         if argv is None:
-            return None, ARGS_ERR
+            raise CallError(ARGS_ERR, False)
         core = self.core
         client = self.client
         ldb = self.ldb
         if ldb is not None and ldb.step:
             ldb.log_call(argv)
-        cmd = core.lookup_command(argv)
+        cmd = self.commands.get(argv[0].lower())      # (lookup_command's)
+        if cmd is not None and cmd.subcommands and len(argv) >= 2:
+            cmd = cmd.subcommands.get(argv[1].lower())
         err = self._check(ctx, cmd, argv)
-        if err is not None and ldb is not None and ldb.step:
-            ldb.log("<error> " + err)
-        if err is None and cmd.name in ("xread", "xreadgroup") and _has_block(argv):
-            err = f"-ERR {cmd.name} command is not allowed with BLOCK option from scripts"
-            text = error_text(err)
-            core.error_reply(client, text, cmd, rejected=False)
-            core.command_stat(cmd).calls += 1
-            return None, text, True
         if err is not None:
+            if ldb is not None and ldb.step:
+                ldb.log("<error> " + err)
             text = error_text(err)
             core.error_reply(client, text, cmd, rejected=True)
-            return None, text, True
+            raise CallError(text, True)
+        assert cmd is not None     # (_check refused an unknown command)
+        if cmd.name in _XREADS and _has_block(argv):
+            text = error_text(f"-ERR {cmd.name} command is not allowed with BLOCK option from "
+                              "scripts")
+            core.error_reply(client, text, cmd, rejected=False)
+            core.command_stat(cmd).calls += 1
+            raise CallError(text, True)
         pending = core._pending
         mark = len(pending)
         reply = call(core, client, cmd, argv)   # (core.call, its common case in C)
@@ -732,7 +736,7 @@ class ScriptEngine:
         if t is bytes or t is int:
             return reply
         if isinstance(reply, ReplyError):
-            return None, error_text("-" + reply.message), True
+            raise CallError(error_text("-" + reply.message), True)
         return self.to_lua.convert(reply, client.proto)
 
     # -- the redis.* helpers and math.random (C functions in Redis: Python callables here) -----
