@@ -62,7 +62,8 @@ def test_a_busy_script_during_debug_loadaof_answers_loading() -> None:
     seen = []
     for srv in _both([[b"select", b"9"], [b"eval", SLOW, b"1", b"x"]], "--appendonly", "yes",
                      "--lua-time-limit", "1", "--aof-use-rdb-preamble", "no"):
-        with srv, RawClient(srv.port) as loader, RawClient(srv.port) as other:
+        # (the loader waits for the load, whose script makes 1.5M calls: ~11 s on pyrepl)
+        with srv, RawClient(srv.port, timeout=90) as loader, RawClient(srv.port) as other:
             # (the start loads the same AOF: Redis answers -LOADING meanwhile)
             wait_for(lambda: other.call("PING") == b"+PONG\r\n", timeout=30,
                      what="the start's load done")
