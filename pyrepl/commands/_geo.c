@@ -76,6 +76,37 @@ distance(double lon1, double lat1, double lon2, double lat2)
     return 2.0 * EARTH_RADIUS_IN_METERS * (r <= 1.0 ? asin(r) : NAN);
 }
 
+/* [lon, lat, distance, score, member] appended to out (what Py_BuildValue("[dddOO]")
+   made, without parsing its format at every point) */
+static int
+append_point(PyObject *out, double lon, double lat, double d, PyObject *score,
+             PyObject *member)
+{
+    PyObject *p = PyList_New(5);
+    if (p == NULL)
+        return -1;
+    PyObject *x;
+    if ((x = PyFloat_FromDouble(lon)) == NULL)
+        goto fail;
+    PyList_SET_ITEM(p, 0, x);
+    if ((x = PyFloat_FromDouble(lat)) == NULL)
+        goto fail;
+    PyList_SET_ITEM(p, 1, x);
+    if ((x = PyFloat_FromDouble(d)) == NULL)
+        goto fail;
+    PyList_SET_ITEM(p, 2, x);
+    Py_INCREF(score);
+    PyList_SET_ITEM(p, 3, score);
+    Py_INCREF(member);
+    PyList_SET_ITEM(p, 4, member);
+    int rc = PyList_Append(out, p);
+    Py_DECREF(p);
+    return rc;
+fail:
+    Py_DECREF(p);       /* (the slots not set are NULL: list_dealloc skips them) */
+    return -1;
+}
+
 /* scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state)
 
    _points_in_shape's loop for a circle over items (a list of (score, member) tuples, in
@@ -121,13 +152,8 @@ scan_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         decode_score(score, &lon, &lat);
         double d = distance(clon, clat, lon, lat);
         if (!(d > radius)) {
-            PyObject *p = Py_BuildValue("[dddOO]", lon, lat, d, score_obj,
-                                        PyTuple_GET_ITEM(it, 1));
-            if (p == NULL || PyList_Append(out, p) < 0) {
-                Py_XDECREF(p);
+            if (append_point(out, lon, lat, d, score_obj, PyTuple_GET_ITEM(it, 1)) < 0)
                 return NULL;
-            }
-            Py_DECREF(p);
             if (limit > 0 && PyList_GET_SIZE(out) >= limit) {
                 i++;
                 state = 1;
