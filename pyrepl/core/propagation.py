@@ -153,6 +153,10 @@ def _flush_transaction(core: ServerCore, pending: list[tuple[Any, ...]], feed: A
     span = core.repl_feed_span
     parts = [_MULTI]
     if span is not None and not core.aof_on:
+        repl = core.replication
+        assert repl is not None        # (span is its feed_span)
+        if repl.feed_transaction_c(repl, db_id, pending):  # type: ignore[call-arg,arg-type]
+            return                     # (all of it in the tail block, in C)
         for p in pending:
             if len(p) != 2 or p[0] != db_id:
                 break

@@ -30,6 +30,11 @@
    other words than its request (XADD's ID, EXPIRE's PEXPIREAT): argv encoded as
    encode_command writes it, into the tail block, in the same common case.
 
+   feed_transaction(repl, db_id, pending) is propagation._flush_transaction's span: a
+   transaction's (or a script's) writes, all in one db, between MULTI and EXEC, encoded into
+   the tail block at once, in the same common case (test_dispatch's streams compare it with
+   Replication.feed_span's pieces).
+
    feed_raw(repl, data) is ``repl.feed_raw(data)``, a replica passing on what it applied from
    its master (replica/stream.py), the same moves in the same common case (bytes that fit in
    the tail block, nobody to attach); False, nothing moved, sends it to the Python too
@@ -287,25 +292,28 @@ feed_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
    other words than its request (XADD's ID, EXPIRE's PEXPIREAT, ...): argv, a list of bytes,
    encoded as encode_command writes it (a RESP array of bulk strings) straight into the tail
    block, in append_stream's common case: True; False, before anything moved, otherwise. */
-static PyObject *
-feed_argv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The most argv's encoding takes (a non-empty list of bytes), or -1 when it is not one. */
+static Py_ssize_t
+argv_room(PyObject *argv)
 {
-    BOUND_ENTRY(bound, nargs, 3, "feed_argv(repl, db_id, argv)");
-    PyObject *backlog, *feeding, *argv = args[2];
-    if (!PyList_CheckExact(argv) || PyList_GET_SIZE(argv) == 0 ||
-            !master_at_db(args[0], args[1], &backlog, &feeding))
-        Py_RETURN_FALSE;
+    if (!PyList_CheckExact(argv) || PyList_GET_SIZE(argv) == 0)
+        return -1;
     Py_ssize_t n = PyList_GET_SIZE(argv), size = 24;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyList_GET_ITEM(argv, i);
         if (!PyBytes_CheckExact(a))
-            Py_RETURN_FALSE;
+            return -1;
         size += PyBytes_GET_SIZE(a) + 24;   /* "$<len>\r\n" <bytes> "\r\n" */
     }
-    char small[512], *buf = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(size);
-    if (buf == NULL)
-        return PyErr_NoMemory();
-    char *o = buf + sprintf(buf, "*%zd\r\n", n);
+    return size;
+}
+
+/* argv (checked by argv_room) encoded at o as encode_command writes it: past its end. */
+static char *
+put_argv(char *o, PyObject *argv)
+{
+    Py_ssize_t n = PyList_GET_SIZE(argv);
+    o += sprintf(o, "*%zd\r\n", n);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyList_GET_ITEM(argv, i);
         Py_ssize_t len = PyBytes_GET_SIZE(a);
@@ -315,6 +323,61 @@ feed_argv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         *o++ = '\r';
         *o++ = '\n';
     }
+    return o;
+}
+
+static PyObject *
+feed_argv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 3, "feed_argv(repl, db_id, argv)");
+    PyObject *backlog, *feeding, *argv = args[2];
+    Py_ssize_t size = argv_room(argv);
+    if (size < 0 || !master_at_db(args[0], args[1], &backlog, &feeding))
+        Py_RETURN_FALSE;
+    char small[512], *buf = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(size);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    char *o = put_argv(buf, argv);
+    int fed = append_stream(args[0], backlog, feeding, buf, o - buf);
+    if (buf != small)
+        PyMem_Free(buf);
+    return fed < 0 ? NULL : PyBool_FromLong(fed);
+}
+
+static const char MULTI[] = "*1\r\n$5\r\nMULTI\r\n", EXEC[] = "*1\r\n$4\r\nEXEC\r\n";
+
+/* feed_transaction(repl, db_id, pending): propagation._flush_transaction's span, the core's
+   pending writes (a list of (db_id, argv), all in db_id) between MULTI and EXEC, encoded
+   straight into the tail block in append_stream's common case: True; False, before anything
+   moved, otherwise (Replication.feed_span then cuts them where blocks end). */
+static PyObject *
+feed_transaction(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 3, "feed_transaction(repl, db_id, pending)");
+    PyObject *backlog, *feeding, *pending = args[2];
+    long long db = slot_int(args[1]);
+    if (!PyList_CheckExact(pending) || db < 0 ||
+            !master_at_db(args[0], args[1], &backlog, &feeding))
+        Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_GET_SIZE(pending), size = sizeof MULTI + sizeof EXEC;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(pending, i);
+        Py_ssize_t room;
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 ||
+                slot_int(PyTuple_GET_ITEM(p, 0)) != db ||
+                (room = argv_room(PyTuple_GET_ITEM(p, 1))) < 0)
+            Py_RETURN_FALSE;
+        size += room;
+    }
+    char small[1024], *buf = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(size);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    memcpy(buf, MULTI, sizeof MULTI - 1);
+    char *o = buf + sizeof MULTI - 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        o = put_argv(o, PyTuple_GET_ITEM(PyList_GET_ITEM(pending, i), 1));
+    memcpy(o, EXEC, sizeof EXEC - 1);
+    o += sizeof EXEC - 1;
     int fed = append_stream(args[0], backlog, feeding, buf, o - buf);
     if (buf != small)
         PyMem_Free(buf);
@@ -351,5 +414,8 @@ SLOTS_MODULE(_feed, "A client's write into the replication stream, in C when it 
     FASTCALL("feed_argv", feed_argv,
              "feed_argv(repl, db_id, argv): repl.feed(db_id, argv) in its common case (argv "
              "encoded into the tail block), True; False (nothing done) otherwise."),
+    FASTCALL("feed_transaction", feed_transaction,
+             "feed_transaction(repl, db_id, pending): the pending writes between MULTI and "
+             "EXEC into the tail block, True; False (nothing done) otherwise."),
     FASTCALL("feed_raw", feed_raw, "feed_raw(repl, data): repl.feed_raw(data) in its common "
              "case, True; False (nothing done) otherwise."))

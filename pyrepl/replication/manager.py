@@ -62,6 +62,11 @@ class Replication:
     # block, else False and nothing done
     feed_argv_c: ClassVar[Callable[[Any, int, list[bytes]], bool]] = \
         _no_common_case if _feed is None else _feed.feed_argv
+    # feed_transaction_c(repl, db_id, pending): the span propagation._flush_transaction feeds
+    # (MULTI, the pending writes, all in db_id, EXEC) encoded in C into the backlog's tail
+    # block, else False and nothing done
+    feed_transaction_c: ClassVar[Callable[[Any, int, list[Any]], bool]] = \
+        _no_common_case if _feed is None else _feed.feed_transaction
 
     def __init__(self, core: ReplicationHost) -> None:
         from pyrepl.replication.master import MasterSide

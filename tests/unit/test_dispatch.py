@@ -255,6 +255,7 @@ def _same_stream(reqs: list[list[str]], join: int) -> None:
     def step(w: int, m: Master, i: int) -> None:
         if w == 1:
             m.repl.feed_argv_c = lambda *a: False   # type: ignore[method-assign]
+            m.repl.feed_transaction_c = lambda *a: False   # type: ignore[method-assign]
         fns[w](m.core, m.user, _read(m.user, reqs[i]))
 
     _compare_streams(len(reqs), join, step)
@@ -437,6 +438,7 @@ def test_runs_of_writes_stream_to_replicas_as_the_python(runs, join: int) -> Non
         if world == 1:
             m.repl.feed_span_c = lambda *a: False   # type: ignore[method-assign]
             m.repl.feed_argv_c = lambda *a: False   # type: ignore[method-assign]
+            m.repl.feed_transaction_c = lambda *a: False   # type: ignore[method-assign]
         m.user.receive_data(reads[i])
 
     _compare_streams(len(reads), join, step)
