@@ -50,11 +50,7 @@ for _name, _flags, _since, _summary, _evalsha, _ro in (
      True),
 ):
     def _eval(c: Any, argv: list[bytes], evalsha: bool = _evalsha, ro: bool = _ro) -> object:
-        try:
-            eng = c.core.scripts
-        except AttributeError:     # (the first script: the engine is made)
-            eng = engine_of(c.core)
-        return eng.eval(c, argv, evalsha, ro)
+        return engine_of(c.core).eval(c, argv, evalsha, ro)
     command(_name, -3, _flags, group="scripting", acl="scripting", since=_since,
             keys_fn=numkeys_after_name, summary=_summary)(_eval)
 

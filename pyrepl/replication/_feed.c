@@ -356,8 +356,7 @@ feed_transaction(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     BOUND_ENTRY(bound, nargs, 3, "feed_transaction(repl, db_id, pending)");
     PyObject *backlog, *feeding, *pending = args[2];
     long long db = slot_int(args[1]);
-    if (!PyList_CheckExact(pending) || db < 0 ||
-            !master_at_db(args[0], args[1], &backlog, &feeding))
+    if (!PyList_CheckExact(pending) || !master_at_db(args[0], args[1], &backlog, &feeding))
         Py_RETURN_FALSE;
     Py_ssize_t n = PyList_GET_SIZE(pending), size = sizeof MULTI + sizeof EXEC;
     for (Py_ssize_t i = 0; i < n; i++) {

@@ -39,6 +39,11 @@ NOARGS_ERR = "ERR Please specify at least one argument for this redis lib call"
 
 def lua_argv(args: tuple[Any, ...]) -> list[bytes] | None:
     """luaArgsToRedisArgv: strings as they are, numbers as ``%.17g``; None for anything else."""
+    for a in args:
+        if type(a) is not bytes:
+            break
+    else:
+        return list(args)      # (strings only, as they mostly are: copied at once)
     argv = []
     for a in args:
         t = type(a)

@@ -152,10 +152,7 @@ def _bootstrap_chunk() -> bytes:
 
 class ScriptEngine:
     def __init__(self, core: Any, make_client: Callable[[], Any]) -> None:
-        from pyrepl.commands.table import COMMANDS  # (the commands' package imports this one)
-
         self.core = core
-        self.commands = COMMANDS
         self.make_client = make_client
         self.client: Any = None          # the scripts' pseudo-client, made on first use
         self.rand = Lrand48()
@@ -317,6 +314,13 @@ class ScriptEngine:
             return False, False
         return True, not repl.replica.link_up()
 
+    def _stale_replica(self) -> bool:
+        """A replica whose link to the master is down, with replica-serve-stale-data no."""
+        repl = self.core.replication
+        return (repl is not None and repl.is_replica()
+                and not self.core.config.replica_serve_stale_data
+                and not repl.replica.link_up())
+
     def _enough_replicas(self) -> bool:
         repl = self.core.replication
         if repl is None or repl.is_replica():
@@ -347,16 +351,13 @@ class ScriptEngine:
         """scriptPrepareForRun's checks, then the run context."""
         core = self.core
         if flags & sc.COMPAT:      # (no shebang: COMPAT alone; Redis 6's check, a stale replica)
-            repl = core.replication
-            if (repl is not None and repl.is_replica() and not repl.replica.link_up()
-                    and not core.config.replica_serve_stale_data):
+            if self._stale_replica():
                 raise ReplyError(MASTERDOWN_ERR)
             return RunContext(c, name, ro, False, self._oom(), core.clock_ns())
         cfg = core.config
         obey = c.must_obey()
-        replica, link_down = self._replica_state()
-        if replica and link_down and not cfg.replica_serve_stale_data \
-                and not flags & sc.ALLOW_STALE:
+        replica = self._replica_state()[0]
+        if not flags & sc.ALLOW_STALE and self._stale_replica():
             raise ReplyError("MASTERDOWN Link with MASTER is down, replica-serve-stale-data "
                              "is set to 'no' and 'allow-stale' flag is not set on the "
                              "script.")
@@ -634,11 +635,7 @@ class ScriptEngine:
         if ("noscript" in flags or "no-script" in flags) and \
                 not getattr(core, "script_disable_deny_script", False):
             return "This Redis command is not allowed from script"
-        cfg = core.config
-        repl = core.replication
-        replica = repl is not None and repl.is_replica()
-        if (replica and not cfg.replica_serve_stale_data and "stale" not in flags
-                and not repl.replica.link_up()):
+        if "stale" not in flags and self._stale_replica():
             return "Can not execute the command on a stale replica"
         if ctx.caller.restricted:      # ACL: the caller's user (scriptVerifyACL)
             refused = core.acl.script_refusal(ctx.caller, cmd, argv)
@@ -651,7 +648,9 @@ class ScriptEngine:
             return None
         obey = ctx.caller.must_obey()
         if not ctx.write_dirty:
-            if replica and cfg.replica_read_only and not obey:
+            repl = core.replication
+            if repl is not None and repl.is_replica() and core.config.replica_read_only \
+                    and not obey:
                 return "-" + READONLY_ERR
             if core.disk_error is not None:
                 return "-" + core.disk_error
@@ -690,11 +689,7 @@ class ScriptEngine:
                             False)
         if not args:
             raise CallError(NOARGS_ERR, False)
-        argv: list[bytes] | None = list(args)
-        for a in args:             # (strings, as they mostly are; else lua_argv's numbers)
-            if type(a) is not bytes:
-                argv = lua_argv(args)
-                break
+        argv = lua_argv(args)
         if argv is None:
             raise CallError(ARGS_ERR, False)
         core = self.core
@@ -702,9 +697,7 @@ class ScriptEngine:
         ldb = self.ldb
         if ldb is not None and ldb.step:
             ldb.log_call(argv)
-        cmd = self.commands.get(argv[0].lower())      # (lookup_command's)
-        if cmd is not None and cmd.subcommands and len(argv) >= 2:
-            cmd = cmd.subcommands.get(argv[1].lower())
+        cmd = core.lookup_command(argv)
         err = self._check(ctx, cmd, argv)
         if err is not None:
             if ldb is not None and ldb.step:
