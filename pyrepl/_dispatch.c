@@ -327,28 +327,6 @@ feed_now(PyObject *core, PyObject *c, PyObject *db_id, PyObject *argv)
     return fed > 0 && set_woff(c, K(core, K_REPLICATION)) < 0 ? -1 : fed;
 }
 
-/* ``<mark><v>\r\n`` written at p (room for 24 bytes): its length. (snprintf costs ~700
-   instructions a call, as much as the rest of an integer reply.) */
-static int
-put_number(char *p, char mark, long long v)
-{
-    char digits[20];
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    int n = 0;
-    p[n++] = mark;
-    if (v < 0)
-        p[n++] = '-';
-    while (k)
-        p[n++] = digits[--k];
-    p[n++] = '\r';
-    p[n++] = '\n';
-    return n;
-}
 
 /* The reply, appended to c.out as execute's tail encodes it; -1 on an exception. */
 static int
@@ -358,7 +336,7 @@ append_reply(PyObject *c, PyObject *reply)
     if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
         Py_ssize_t n = PyBytes_GET_SIZE(reply);
         char head[32];
-        int h = put_number(head, '$', n);
+        int h = resp_header(head, '$', n);
         data = PyBytes_FromStringAndSize(NULL, h + n + 2);
         if (data == NULL)
             return -1;
@@ -373,7 +351,7 @@ append_reply(PyObject *c, PyObject *reply)
             return -1;
         if (!overflow) {
             char buf[32];
-            int k = put_number(buf, ':', v);
+            int k = resp_header(buf, ':', v);
             data = PyBytes_FromStringAndSize(buf, k);
         } else {
             PyObject *s = PyObject_Str(reply);

@@ -62,9 +62,10 @@ decode_score(double score, double *lon_out, double *lat_out)
     *lat_out = lat > GEO_LAT_MAX ? GEO_LAT_MAX : lat < GEO_LAT_MIN ? GEO_LAT_MIN : lat;
 }
 
-/* geohash.distance (geohashGetDistance). */
+/* geohash.distance (geohashGetDistance), cos1 = cos(lat1 * D_R): the centre's, once a
+   search, the same double */
 static double
-distance(double lon1, double lat1, double lon2, double lat2)
+distance(double lon1, double lat1, double cos1, double lon2, double lat2)
 {
     double lon1r = lon1 * D_R, lon2r = lon2 * D_R;
     double v = sin((lon2r - lon1r) / 2);
@@ -72,143 +73,108 @@ distance(double lon1, double lat1, double lon2, double lat2)
         return EARTH_RADIUS_IN_METERS * fabs(lat2 * D_R - lat1 * D_R);
     double lat1r = lat1 * D_R, lat2r = lat2 * D_R;
     double u = sin((lat2r - lat1r) / 2);
-    double r = sqrt(u * u + cos(lat1r) * cos(lat2r) * v * v);
+    double r = sqrt(u * u + cos1 * cos(lat2r) * v * v);
     return 2.0 * EARTH_RADIUS_IN_METERS * (r <= 1.0 ? asin(r) : NAN);
 }
 
-/* [lon, lat, distance, score, member] appended to out (what Py_BuildValue("[dddOO]")
-   made, without parsing its format at every point) */
-static int
-append_point(PyObject *out, double lon, double lat, double d, PyObject *score,
-             PyObject *member)
-{
-    PyObject *p = PyList_New(5);
-    if (p == NULL)
-        return -1;
-    PyObject *x;
-    if ((x = PyFloat_FromDouble(lon)) == NULL)
-        goto fail;
-    PyList_SET_ITEM(p, 0, x);
-    if ((x = PyFloat_FromDouble(lat)) == NULL)
-        goto fail;
-    PyList_SET_ITEM(p, 1, x);
-    if ((x = PyFloat_FromDouble(d)) == NULL)
-        goto fail;
-    PyList_SET_ITEM(p, 2, x);
-    Py_INCREF(score);
-    PyList_SET_ITEM(p, 3, score);
-    Py_INCREF(member);
-    PyList_SET_ITEM(p, 4, member);
-    int rc = PyList_Append(out, p);
-    Py_DECREF(p);
-    return rc;
-fail:
-    Py_DECREF(p);       /* (the slots not set are NULL: list_dealloc skips them) */
-    return -1;
-}
-
-/* scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state)
-
-   _points_in_shape's loop for a circle over items (a list of (score, member) tuples, in
-   score order): for each with score < hi, [lon, lat, distance, score, member] appended to
-   out when the distance is within radius; it stops after the item that brings out to limit
-   (when limit > 0). ``taken`` is how many items it went through; state 0: all of them,
-   1: it stopped (at hi, or at limit), 2: items[taken] has a score the Python must decode
-   (below 0 or from 2^63 on: its cast) and the loop goes on there. */
-static PyObject *
-scan_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 7 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[5])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "scan_circle(items: list, hi, lon, lat, radius, out: list, limit)");
-        return NULL;
-    }
-    PyObject *items = args[0], *out = args[5];
-    double hi = PyFloat_AsDouble(args[1]), clon = PyFloat_AsDouble(args[2]),
-           clat = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(items), i;
-    int state = 0;
-    for (i = 0; i < n; i++) {
-        PyObject *it = PyList_GET_ITEM(items, i);
-        if (!PyTuple_CheckExact(it) || PyTuple_GET_SIZE(it) != 2 ||
-                !PyFloat_CheckExact(PyTuple_GET_ITEM(it, 0))) {
-            PyErr_SetString(PyExc_TypeError, "scan_circle: items are (float, member) tuples");
-            return NULL;
-        }
-        PyObject *score_obj = PyTuple_GET_ITEM(it, 0);
-        double score = PyFloat_AS_DOUBLE(score_obj);
-        if (!(score < hi)) {
-            state = 1;
-            break;
-        }
-        if (!(score >= 0.0 && score < TWO63)) {
-            state = 2;
-            break;
-        }
-        double lon, lat;
-        decode_score(score, &lon, &lat);
-        double d = distance(clon, clat, lon, lat);
-        if (!(d > radius)) {
-            if (append_point(out, lon, lat, d, score_obj, PyTuple_GET_ITEM(it, 1)) < 0)
-                return NULL;
-            if (limit > 0 && PyList_GET_SIZE(out) >= limit) {
-                i++;
-                state = 1;
-                break;
-            }
-        }
-    }
-    return Py_BuildValue("(ni)", i, state);
-}
-
-/* -- pqsort: Redis's pqsort.c over a list of points, on their distance ------------------- */
+/* -- the candidates: C structs until the reply's few are made Python lists ---------------- */
 
 typedef struct {
-    PyObject **a;
-    int desc;
-} sorter;
+    double lon, lat, d, score;
+    PyObject *obj;      /* search_circle: the member (a reference held); pqsort: the point */
+} point;
 
-static inline double
-dist_of(PyObject *p)
+typedef struct {
+    point *a;
+    Py_ssize_t n, cap;
+} points;
+
+static int
+points_add(points *ps, double lon, double lat, double d, double score, PyObject *obj)
 {
-    return PyFloat_AS_DOUBLE(PyList_GET_ITEM(p, 2));
+    if (ps->n == ps->cap) {
+        Py_ssize_t cap = ps->cap ? ps->cap * 2 : 64;
+        point *a = PyMem_Realloc(ps->a, (size_t)cap * sizeof(point));
+        if (a == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ps->a = a;
+        ps->cap = cap;
+    }
+    point p = {lon, lat, d, score, obj};
+    ps->a[ps->n++] = p;
+    return 0;
 }
+
+/* ps freed, each member's reference dropped when ``owned`` */
+static void
+points_free(points *ps, int owned)
+{
+    if (owned)
+        for (Py_ssize_t i = 0; i < ps->n; i++)
+            Py_DECREF(ps->a[i].obj);
+    PyMem_Free(ps->a);
+    ps->a = NULL;
+    ps->n = ps->cap = 0;
+}
+
+/* geo.py's point: [lon, lat, distance, score, member] */
+static PyObject *
+point_list(const point *p)
+{
+    PyObject *out = PyList_New(5);
+    if (out == NULL)
+        return NULL;
+    double v[4] = {p->lon, p->lat, p->d, p->score};
+    for (int i = 0; i < 4; i++) {
+        PyObject *x = PyFloat_FromDouble(v[i]);
+        if (x == NULL) {
+            Py_DECREF(out);     /* (the slots not set are NULL: list_dealloc skips them) */
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+    Py_INCREF(p->obj);
+    PyList_SET_ITEM(out, 4, p->obj);
+    return out;
+}
+
+/* -- pqsort: Redis's pqsort.c on the points' distances ----------------------------------- */
 
 /* _cmp_asc / _cmp_desc (a NaN distance compares below everything, both ways, then negated) */
 static inline int
-cmp(const sorter *s, Py_ssize_t i, Py_ssize_t j)
+cmp_d(double a, double b, int desc)
 {
-    double a = dist_of(s->a[i]), b = dist_of(s->a[j]);
     int r = a > b ? 1 : (a == b ? 0 : -1);
-    return s->desc ? -r : r;
+    return desc ? -r : r;
 }
 
+#define CMP(i, j) cmp_d(a[i].d, a[j].d, desc)
+
 static inline void
-swap(PyObject **a, Py_ssize_t i, Py_ssize_t j)
+swap(point *a, Py_ssize_t i, Py_ssize_t j)
 {
-    PyObject *t = a[i];
+    point t = a[i];
     a[i] = a[j];
     a[j] = t;
 }
 
 static Py_ssize_t
-med3(const sorter *s, Py_ssize_t i, Py_ssize_t j, Py_ssize_t k)
+med3(const point *a, int desc, Py_ssize_t i, Py_ssize_t j, Py_ssize_t k)
 {
-    if (cmp(s, i, j) < 0) {
-        if (cmp(s, j, k) < 0)
+    if (CMP(i, j) < 0) {
+        if (CMP(j, k) < 0)
             return j;
-        return cmp(s, i, k) < 0 ? k : i;
+        return CMP(i, k) < 0 ? k : i;
     }
-    if (cmp(s, j, k) > 0)
+    if (CMP(j, k) > 0)
         return j;
-    return cmp(s, i, k) < 0 ? i : k;
+    return CMP(i, k) < 0 ? i : k;
 }
 
 static void
-vecswap(PyObject **a, Py_ssize_t i, Py_ssize_t j, Py_ssize_t n)
+vecswap(point *a, Py_ssize_t i, Py_ssize_t j, Py_ssize_t n)
 {
     for (Py_ssize_t k = 0; k < n; k++)
         swap(a, i + k, j + k);
@@ -216,13 +182,12 @@ vecswap(PyObject **a, Py_ssize_t i, Py_ssize_t j, Py_ssize_t n)
 
 /* geo._pqsort, line for line */
 static void
-pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
+pq(point *a, int desc, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
 {
-    PyObject **a = s->a;
     for (;;) {
         if (n < 7) {
             for (Py_ssize_t pm = lo + 1; pm < lo + n; pm++)
-                for (Py_ssize_t pl = pm; pl > lo && cmp(s, pl - 1, pl) > 0; pl--)
+                for (Py_ssize_t pl = pm; pl > lo && CMP(pl - 1, pl) > 0; pl--)
                     swap(a, pl, pl - 1);
             return;
         }
@@ -231,24 +196,24 @@ pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
             Py_ssize_t pl = lo, pn = lo + n - 1;
             if (n > 40) {
                 Py_ssize_t d = n / 8;
-                pl = med3(s, pl, pl + d, pl + 2 * d);
-                pm = med3(s, pm - d, pm, pm + d);
-                pn = med3(s, pn - 2 * d, pn - d, pn);
+                pl = med3(a, desc, pl, pl + d, pl + 2 * d);
+                pm = med3(a, desc, pm - d, pm, pm + d);
+                pn = med3(a, desc, pn - 2 * d, pn - d, pn);
             }
-            pm = med3(s, pl, pm, pn);
+            pm = med3(a, desc, pl, pm, pn);
         }
         swap(a, lo, pm);
         Py_ssize_t pa = lo + 1, pb = lo + 1, pc = lo + n - 1, pd = lo + n - 1;
         for (;;) {
             int r;
-            while (pb <= pc && (r = cmp(s, pb, lo)) <= 0) {
+            while (pb <= pc && (r = CMP(pb, lo)) <= 0) {
                 if (r == 0) {
                     swap(a, pa, pb);
                     pa++;
                 }
                 pb++;
             }
-            while (pb <= pc && (r = cmp(s, pc, lo)) >= 0) {
+            while (pb <= pc && (r = CMP(pc, lo)) >= 0) {
                 if (r == 0) {
                     swap(a, pc, pd);
                     pd--;
@@ -270,7 +235,7 @@ pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
             vecswap(a, pb, pn - r, r);
         r = pb - pa;
         if (r > 1 && !((lr < lo && rr < lo) || (lr >= lo + r && rr >= lo + r)))
-            pq(s, lo, r, lr, rr);
+            pq(a, desc, lo, r, lr, rr);
         r = pd - pc;
         if (r <= 1)
             return;
@@ -280,6 +245,26 @@ pq(const sorter *s, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t lr, Py_ssize_t rr)
             return;
     }
 }
+
+/* geo.msort (glibc's msort_with_tmp: a top-down merge taking from the left run on cmp <= 0),
+   tmp as long as a */
+static void
+msort(point *a, Py_ssize_t n, point *tmp, int desc)
+{
+    if (n <= 1)
+        return;
+    Py_ssize_t n1 = n / 2, n2 = n - n1, i = 0, j = 0, k = 0;
+    point *b = a + n1;
+    msort(a, n1, tmp, desc);
+    msort(b, n2, tmp, desc);
+    while (i < n1 && j < n2)
+        tmp[k++] = cmp_d(a[i].d, b[j].d, desc) <= 0 ? a[i++] : b[j++];
+    while (i < n1)
+        tmp[k++] = a[i++];
+    memcpy(a, tmp, (size_t)k * sizeof(point));   /* (b's rest is where it belongs) */
+}
+
+#undef CMP
 
 /* -- search_areas: geohash.search_areas (geohash_helper.c's geohashCalculateAreasByShapeWGS84) */
 
@@ -332,24 +317,14 @@ estimate_steps(double range_meters, double lat)
     return step < 1 ? 1 : step > 26 ? 26 : step;
 }
 
-/* search_areas(circular, lon, lat, conversion, radius, width, height) -> list of 9
-   (bits, step), or None where the Python's encode would fail (its assertion says why):
-   geohash.search_areas, the same doubles in the same order (geohash.py's _cdiv, _ccos and
-   _csqrt are C's /, cos and sqrt). */
-static PyObject *
-search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* geohash.search_areas, the same doubles in the same order (geohash.py's _cdiv, _ccos and
+   _csqrt are C's /, cos and sqrt): the centre and its eight neighbours (north, south, east,
+   west, north-east, north-west, south-east, south-west) into out, those the bounding box
+   cannot reach zeroed; 0 where the Python's encode would fail (its assertion says why). */
+static int
+areas9(int circular, double lon, double lat, double conversion, double radius, double width,
+       double height, cell out[9])
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "search_areas(circular, lon, lat, conversion, radius, width, height)");
-        return NULL;
-    }
-    int circular = PyObject_IsTrue(args[0]);
-    double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
-           conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]),
-           width = PyFloat_AsDouble(args[5]), height = PyFloat_AsDouble(args[6]);
-    if (circular < 0 || PyErr_Occurred())
-        return NULL;
     /* bounding_box */
     double bh = conversion * (circular ? radius : height / 2),
            bw = conversion * (circular ? radius : width / 2);
@@ -371,9 +346,8 @@ search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int steps = estimate_steps(radius_meters, lat);
     cell h;
     if (!encode_cell(lon, lat, steps, &h))
-        Py_RETURN_NONE;
-    /* north, south, east, west, north-east, north-west, south-east, south-west */
-    cell nb[8];
+        return 0;
+    cell *nb = out + 1;
     for (int pass = 0; pass < 2; pass++) {
         nb[0] = move(h, 1, Y_BITS);
         nb[1] = move(h, -1, Y_BITS);
@@ -393,8 +367,9 @@ search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         steps--;
         if (!encode_cell(lon, lat, steps, &h))
-            Py_RETURN_NONE;
+            return 0;
     }
+    out[0] = h;
     if (steps >= 2) {
         area a = decode_cell(h);
         const cell zero = {0, 0};
@@ -407,12 +382,33 @@ search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (a.lon_max > max_lon)
             nb[2] = nb[6] = nb[4] = zero;   /* east, south-east, north-east */
     }
+    return 1;
+}
+
+/* search_areas(circular, lon, lat, conversion, radius, width, height) -> list of 9
+   (bits, step), or None: areas9's cells as geohash.search_areas answers them */
+static PyObject *
+search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "search_areas(circular, lon, lat, conversion, radius, width, height)");
+        return NULL;
+    }
+    int circular = PyObject_IsTrue(args[0]);
+    double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
+           conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]),
+           width = PyFloat_AsDouble(args[5]), height = PyFloat_AsDouble(args[6]);
+    if (circular < 0 || PyErr_Occurred())
+        return NULL;
+    cell cells[9];
+    if (!areas9(circular, lon, lat, conversion, radius, width, height, cells))
+        Py_RETURN_NONE;
     PyObject *out = PyList_New(9);
     if (out == NULL)
         return NULL;
     for (int i = 0; i < 9; i++) {
-        cell c = i ? nb[i - 1] : h;
-        PyObject *t = Py_BuildValue("(Ki)", (unsigned long long)c.bits, c.step);
+        PyObject *t = Py_BuildValue("(Ki)", (unsigned long long)cells[i].bits, cells[i].step);
         if (t == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -431,30 +427,211 @@ pqsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "pqsort(points: list, desc, lrange, rrange)");
         return NULL;
     }
-    PyObject *points = args[0];
+    PyObject *list = args[0];
     int desc = PyObject_IsTrue(args[1]);
     Py_ssize_t lr = PyLong_AsSsize_t(args[2]), rr = PyLong_AsSsize_t(args[3]);
     if (desc < 0 || PyErr_Occurred())
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(points);
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    points ps = {NULL, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(points, i);
+        PyObject *p = PyList_GET_ITEM(list, i);
         if (!PyList_CheckExact(p) || PyList_GET_SIZE(p) < 3 ||
                 !PyFloat_CheckExact(PyList_GET_ITEM(p, 2))) {
+            points_free(&ps, 0);
             PyErr_SetString(PyExc_TypeError, "pqsort: points are lists with a float at 2");
             return NULL;
         }
+        if (points_add(&ps, 0, 0, PyFloat_AS_DOUBLE(PyList_GET_ITEM(p, 2)), 0, p) < 0) {
+            points_free(&ps, 0);
+            return NULL;
+        }
     }
-    /* (no Python code runs while sorting: the list's array is sorted where it is) */
-    sorter s = {((PyListObject *)points)->ob_item, desc};
-    pq(&s, 0, n, lr, rr);
+    pq(ps.a, desc, 0, n, lr, rr);
+    /* (the list holds the same references, in the new order) */
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyList_SET_ITEM(list, i, ps.a[i].obj);
+    points_free(&ps, 0);
     Py_RETURN_NONE;
 }
 
+/* -- search_circle: geo.py's _points_in_shape and _sorted_points for a circle ------------- */
+
+static PyObject *s_bisect, *s_range;
+
+/* z._bisect(score) as a C index (-1: an error) */
+static Py_ssize_t
+bisect(PyObject *z, double score)
+{
+    PyObject *f = PyFloat_FromDouble(score);
+    if (f == NULL)
+        return -1;
+    PyObject *argv[2] = {z, f};
+    PyObject *r = PyObject_VectorcallMethod(s_bisect, argv, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            NULL);
+    Py_DECREF(f);
+    if (r == NULL)
+        return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return i;
+}
+
+#define SCAN_CHUNK 1024
+
+/* membersOfGeoHashBox for a circle: the members of z with lo <= score < hi within radius
+   of (clon, clat) added to ps, up to limit (> 0). 0: done; 1: a score only the Python
+   decodes (below 0, from 2^63 on: its cast), the search is the Python's; -1: an error. */
+static int
+scan_box(PyObject *z, double lo, double hi, double clon, double clat, double radius,
+         Py_ssize_t limit, points *ps)
+{
+    double cos1 = cos(clat * D_R);
+    Py_ssize_t start = bisect(z, lo), stop;
+    if (start < 0 || (stop = bisect(z, hi)) < 0)
+        return -1;
+    while (start < stop) {
+        Py_ssize_t end = stop - start > SCAN_CHUNK ? start + SCAN_CHUNK : stop;
+        PyObject *argv[3] = {z, PyLong_FromSsize_t(start), PyLong_FromSsize_t(end)};
+        PyObject *chunk = NULL;
+        if (argv[1] != NULL && argv[2] != NULL)
+            chunk = PyObject_VectorcallMethod(s_range, argv,
+                                              3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(argv[1]);
+        Py_XDECREF(argv[2]);
+        if (chunk == NULL)
+            return -1;
+        if (!PyList_CheckExact(chunk) || PyList_GET_SIZE(chunk) == 0) {
+            Py_DECREF(chunk);
+            PyErr_SetString(PyExc_TypeError, "search_circle: z._range gave no items");
+            return -1;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(chunk);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PyList_GET_ITEM(chunk, i);
+            if (!PyTuple_CheckExact(it) || PyTuple_GET_SIZE(it) != 2 ||
+                    !PyFloat_CheckExact(PyTuple_GET_ITEM(it, 0))) {
+                Py_DECREF(chunk);
+                PyErr_SetString(PyExc_TypeError, "search_circle: items are (float, member)");
+                return -1;
+            }
+            double score = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(it, 0));
+            if (!(score < hi))
+                break;
+            if (!(score >= 0.0 && score < TWO63)) {
+                Py_DECREF(chunk);
+                return 1;
+            }
+            double lon, lat;
+            decode_score(score, &lon, &lat);
+            double d = distance(clon, clat, cos1, lon, lat);
+            if (!(d > radius)) {
+                PyObject *member = PyTuple_GET_ITEM(it, 1);
+                if (points_add(ps, lon, lat, d, score, member) < 0) {
+                    Py_DECREF(chunk);
+                    return -1;
+                }
+                Py_INCREF(member);
+                if (limit > 0 && ps->n >= limit) {
+                    Py_DECREF(chunk);
+                    return 0;
+                }
+            }
+        }
+        Py_DECREF(chunk);
+        start += n;
+    }
+    return 0;
+}
+
+/* search_circle(z, lon, lat, conversion, radius, limit, sort, count) -> (found, points) or
+   None
+
+   A circle search over the sorted set z (its _bisect and _range): geo._points_in_shape's
+   candidates, box after box (a box equal to the one processed just before skipped, as Redis
+   does; stopping at limit when limit > 0), then geo._sorted_points's order (sort 0 none,
+   1 ascending, 2 descending; count 0 for all): ``found`` is how many matched and
+   ``points`` the ones returned, in order, as [lon, lat, distance, score, member] lists. The
+   candidates are C structs, not lists: a search of 200 matches returning 10 makes 10.
+   None where the search is the Python's (a cell its encode refuses, a score only it
+   decodes). */
+static PyObject *
+search_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "search_circle(z, lon, lat, conversion, radius, limit, sort, count)");
+        return NULL;
+    }
+    PyObject *z = args[0];
+    double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
+           conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[5]), count = PyLong_AsSsize_t(args[7]);
+    long sort = PyLong_AsLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (s_bisect == NULL) {
+        s_bisect = PyUnicode_InternFromString("_bisect");
+        s_range = PyUnicode_InternFromString("_range");
+        if (s_bisect == NULL || s_range == NULL)
+            return NULL;
+    }
+    cell cells[9];
+    if (!areas9(1, lon, lat, conversion, radius, 0.0, 0.0, cells))
+        Py_RETURN_NONE;
+    points ps = {NULL, 0, 0};
+    double meters = radius * conversion;
+    int last = 0, rc = 0;
+    for (int i = 0; i < 9 && rc == 0; i++) {
+        cell h = cells[i];
+        if (h.bits == 0 && h.step == 0)
+            continue;
+        if (last && h.bits == cells[last].bits && h.step == cells[last].step)
+            continue;
+        if (ps.n && limit && ps.n >= limit)
+            break;
+        int shift = 52 - h.step * 2;
+        double lo = (double)(h.bits << shift), hi = (double)((h.bits + 1) << shift);
+        rc = scan_box(z, lo, hi, lon, lat, meters, limit, &ps);
+        last = i;
+    }
+    if (rc != 0) {
+        points_free(&ps, 1);
+        if (rc < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t found = ps.n, returned = count == 0 || found < count ? found : count;
+    if (sort != 0 && returned == found && found > 1) {
+        point *tmp = PyMem_Malloc((size_t)found * sizeof(point));
+        if (tmp == NULL) {
+            points_free(&ps, 1);
+            return PyErr_NoMemory();
+        }
+        msort(ps.a, found, tmp, sort == 2);
+        PyMem_Free(tmp);
+    } else if (sort != 0 && found > 1) {
+        pq(ps.a, sort == 2, 0, found, 0, returned - 1);
+    }
+    PyObject *out = PyList_New(returned);
+    for (Py_ssize_t i = 0; out != NULL && i < returned; i++) {
+        PyObject *p = point_list(&ps.a[i]);
+        if (p == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, p);
+    }
+    points_free(&ps, 1);
+    if (out == NULL)
+        return NULL;
+    PyObject *r = Py_BuildValue("(nN)", found, out);
+    return r;
+}
+
 SLOTS_MODULE(_geo, "A geo search's per-candidate work (pyrepl/commands/geo.py), in C.",
-    FASTCALL("scan_circle", scan_circle,
-             "scan_circle(items, hi, lon, lat, radius, out, limit) -> (taken, state): "
-             "geo._points_in_shape's loop for a circle over a run of (score, member) items."),
+    FASTCALL("search_circle", search_circle,
+             "search_circle(z, lon, lat, conversion, radius, limit, sort, count) -> "
+             "(found, points) or None: geo._points_in_shape and _sorted_points for a circle."),
     FASTCALL("pqsort", pqsort,
              "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."),
     FASTCALL("search_areas", search_areas,

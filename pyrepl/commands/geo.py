@@ -24,8 +24,7 @@ order) when COUNT cuts the list. Distances are "%.4f"-like fixed point
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from itertools import chain
+from collections.abc import Callable
 from typing import Any
 
 from pyrepl import native
@@ -205,13 +204,7 @@ def _points_in_shape(z: ZSet, shape: gh.Shape, limit: int) -> list[Point]:
         if out and limit and len(out) >= limit:
             break
         lo, hi = gh.score_range(h)
-        start = z.score_start(lo, False)
-        items: Iterable[tuple[float, bytes]]
-        if circular and _geo is not None:   # (what it leaves: the Python loop's)
-            items = _scan_circle(z, start, hi, clon, clat, radius, out, limit)
-        else:
-            items = z.iter_from(start)
-        for score, member in items:
+        for score, member in z.iter_from(z.score_start(lo, False)):
             if not score < hi:
                 break
             lon, lat = decode(score)
@@ -230,26 +223,6 @@ def _points_in_shape(z: ZSet, shape: gh.Shape, limit: int) -> list[Point]:
 
 
 _geo = native.load("pyrepl.commands._geo")
-_SCAN_CHUNK = 1024
-
-
-def _scan_circle(z: ZSet, start: int, hi: float, lon: float, lat: float, radius: float,
-                 out: list[Point], limit: int) -> Iterable[tuple[float, bytes]]:
-    """_points_in_shape's loop for a circle over the box's members (from index ``start`` to
-    the first score from ``hi`` on) in C (``_geo.scan_circle``), a chunk at a time; what is
-    left for the Python loop: nothing, or the rest from the first score only the Python
-    decodes (below 0, from 2^63 on)."""
-    assert _geo is not None
-    stop = z.score_start(hi, False)
-    while start < stop:
-        chunk = z.range(start, min(stop, start + _SCAN_CHUNK))
-        taken, state = _geo.scan_circle(chunk, hi, lon, lat, radius, out, limit)
-        if state == 1:
-            return ()
-        if state == 2:
-            return chain(chunk[taken:], z.iter_from(start + len(chunk)))
-        start += len(chunk)
-    return ()
 
 
 def _cmp_asc(a: Point, b: Point) -> int:
@@ -387,6 +360,23 @@ def _sorted_points(points: list[Point], sort: int, returned: int) -> list[Point]
     return points
 
 
+def _search(z: ZSet, shape: gh.Shape, limit: int, sort: int, count: int) -> list[Point]:
+    """The points a search returns, in order: those of ``shape`` (up to ``limit`` when
+    ANY), sorted (``sort``), the first ``count`` (0: all). A circle's search is
+    ``_geo.search_circle``'s (C structs, the returned points the only lists made), where it
+    answers; this is its reference."""
+    if _geo is not None and shape.kind == gh.CIRCULAR:
+        found = _geo.search_circle(z, shape.lon, shape.lat, shape.conversion, shape.radius,
+                                   limit, sort, count)
+        if found is not None:
+            return found[1]
+    points = _points_in_shape(z, shape, limit)
+    returned = len(points) if count == 0 or len(points) < count else count
+    if sort != _SORT_NONE:
+        points = _sorted_points(points, sort, returned)
+    return points[:returned]
+
+
 def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> object:
     """georadiusGeneric: every search command, in Redis's order of checks."""
     z = read_typed(c, argv[src], ZSETS)
@@ -494,18 +484,16 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
 
     if count and sort == _SORT_NONE and not any_:
         sort = _SORT_ASC
-    shape = gh.Shape(kind, lon, lat, conversion, radius, width, height)
-    points = _points_in_shape(z, shape, count if any_ else 0)
+    points = _search(z, gh.Shape(kind, lon, lat, conversion, radius, width, height),
+                     count if any_ else 0, sort, count)
     if not points and storekey is None:
         return []
-    returned = len(points) if count == 0 or len(points) < count else count
-    if sort != _SORT_NONE:
-        points = _sorted_points(points, sort, returned)
+    returned = len(points)
 
     if storekey is None:
         out: list[object] = []
         extra = withdist or withhash or withcoords
-        for p in points[:returned]:
+        for p in points:
             if not extra:
                 out.append(p[4])
                 continue
@@ -520,7 +508,7 @@ def _georadius_generic(c: Any, argv: list[bytes], src: int, flags: int) -> objec
         return out
 
     if returned:
-        pairs = [(p[4], p[2] / conversion if storedist else p[3]) for p in points[:returned]]
+        pairs = [(p[4], p[2] / conversion if storedist else p[3]) for p in points]
         db.set(storekey, zsets.compact(pairs))
         notify(c, NOTIFY_ZSET, b"geosearchstore" if search else b"georadiusstore", storekey)
         c.core.dirty += returned

@@ -313,11 +313,11 @@ static char *
 put_argv(char *o, PyObject *argv)
 {
     Py_ssize_t n = PyList_GET_SIZE(argv);
-    o += sprintf(o, "*%zd\r\n", n);
+    o += resp_header(o, '*', n);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyList_GET_ITEM(argv, i);
         Py_ssize_t len = PyBytes_GET_SIZE(a);
-        o += sprintf(o, "$%zd\r\n", len);
+        o += resp_header(o, '$', len);
         memcpy(o, PyBytes_AS_STRING(a), len);
         o += len;
         *o++ = '\r';

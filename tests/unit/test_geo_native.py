@@ -1,6 +1,6 @@
-"""pyrepl/commands/_geo.c against geo.py and geohash.py: a circle's candidates (the same
-points, the same distances to the bit, the same stop at ANY's limit) and Redis's partial
-quicksort (the same order, ties included)."""
+"""pyrepl/commands/_geo.c against geo.py and geohash.py: a circle's search (the same points,
+the same distances to the bit, the same stop at ANY's limit, the same order) and Redis's
+partial quicksort (the same order, ties included)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrepl import native
+from pyrepl.commands import geo
 from pyrepl.commands.geo import _cmp_asc, _cmp_desc, pqsort
 from pyrepl.keyspace import geohash as gh
+from pyrepl.keyspace import zset
 
 _native = native.load("pyrepl.commands._geo")
 if _native is None:
     pytest.skip(f"compares pyrepl/commands/_geo.c with geo.py ({native.WHY_PURE})",
                 allow_module_level=True)
-
-
-def _python_scan(items, hi, lon, lat, radius, limit):
-    """_points_in_shape's loop for a circle (the reference the C follows)."""
-    out = []
-    for score, member in items:
-        if not score < hi:
-            break
-        plon, plat = gh.decode_score(score)
-        d = gh.distance(lon, lat, plon, plat)
-        if not d > radius:
-            out.append([plon, plat, d, score, member])
-        if out and limit and len(out) >= limit:
-            break
-    return out
 
 
 def _same(a, b) -> bool:
@@ -42,28 +29,50 @@ def _same(a, b) -> bool:
         (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2]))) for x, y in zip(a, b, strict=True))
 
 
-SCORES = st.one_of(st.integers(0, (1 << 52) - 1).map(float),
-                   st.floats(0.0, 2.0 ** 52, allow_nan=False))
+def _python_search(z, shape, limit, sort, count):
+    """geo._search with the C left out: _points_in_shape, _sorted_points, the first count."""
+    points = geo._points_in_shape(z, shape, limit)
+    returned = len(points) if count == 0 or len(points) < count else count
+    if sort:
+        points = geo._sorted_points(points, sort, returned)
+    return len(points), points[:returned]
+
+
+# places near a centre (so that boxes hold several, at equal distances too) and anywhere
+PLACES = st.lists(st.one_of(
+    st.tuples(st.floats(14.0, 16.0), st.floats(36.0, 38.0)),
+    st.tuples(st.sampled_from([14.5, 15.0, 15.5]), st.sampled_from([36.5, 37.0, 37.5])),
+    st.tuples(st.floats(-180, 180), st.floats(-85.05112878, 85.05112878))), max_size=300)
 
 
 @settings(max_examples=300, deadline=None)
-@given(scores=st.lists(SCORES, max_size=60), lon=st.floats(-180, 180), lat=st.floats(-85, 85),
-       radius=st.floats(0, 2e7), limit=st.integers(0, 5), hi_at=st.integers(0, 60))
-def test_scan_circle_is_the_python_loop(scores, lon, lat, radius, limit, hi_at) -> None:
-    items = sorted((s, b"m%d" % i) for i, s in enumerate(scores))
-    hi = items[hi_at][0] if hi_at < len(items) else float(1 << 52)
-    out: list = []
-    taken, state = _native.scan_circle(items, hi, lon, lat, radius, out, limit)
-    assert _same(out, _python_scan(items, hi, lon, lat, radius, limit))
-    assert state in (0, 1) and (state == 1 or taken == len(items))
+@given(places=PLACES, lon=st.one_of(st.just(15.0), st.floats(-180, 180)),
+       lat=st.one_of(st.just(37.0), st.floats(-85, 85)),
+       radius=st.one_of(st.sampled_from([0.0, 50.0, 200.0, 2e4]), st.floats(0, 2e4)),
+       limit=st.sampled_from([0, 0, 1, 5]), sort=st.sampled_from([0, 1, 2]),
+       count=st.sampled_from([0, 1, 3, 10, 500]), listpack=st.booleans())
+def test_search_circle_is_the_python_search(places, lon, lat, radius, limit, sort, count,
+                                            listpack) -> None:
+    """The same points found (ANY's limit included), in the same order (Redis's merge sort
+    when all are returned, its partial quicksort otherwise, ties in their order), the same
+    doubles, on a listpack and on a B+tree."""
+    pairs = [(b"m%d" % i, float(gh.encode_score(lo, la))) for i, (lo, la) in enumerate(places)]
+    z = (zset.ListpackZSet if listpack else zset.ZSet).from_items(
+        sorted(dict(pairs).items(), key=lambda p: (p[1], p[0])))
+    shape = gh.Shape(gh.CIRCULAR, lon, lat, 1000.0, radius, 0.0, 0.0)
+    got = _native.search_circle(z, lon, lat, 1000.0, radius, limit, sort, count)
+    found, points = _python_search(z, shape, limit, sort, count)
+    assert got is not None and got[0] == found and _same(got[1], points)
 
 
-def test_a_score_only_python_decodes_is_left_to_it() -> None:
-    out: list = []
-    items = [(1.0, b"a"), (-1.0, b"b"), (2.0, b"c")]
-    assert _native.scan_circle(items, 10.0, 0.0, 0.0, 1e9, out, 0) == (1, 2)
-    assert len(out) == 1 and out[0][4] == b"a"
-    assert _native.scan_circle([(2.0 ** 63, b"x")], math.inf, 0.0, 0.0, 1e9, [], 0) == (0, 2)
+def test_scores_outside_every_box_are_not_found() -> None:
+    """A member whose score no geohash cell holds (below 0, from 2^52 on: a sorted set that
+    is not GEOADD's) is in no box, in the C as in the Python."""
+    for score in (-1.0, 2.0 ** 52, 2.0 ** 63, math.inf):
+        z = zset.ZSet.from_items([(b"a", 1.0), (b"b", score)])
+        shape = gh.Shape(gh.CIRCULAR, 0.0, 0.0, 1.0, 2e7, 0.0, 0.0)
+        got = _native.search_circle(z, 0.0, 0.0, 1.0, 2e7, 0, 1, 0)
+        assert got is not None and got[0] == 1 and _same(got[1], _python_search(z, shape, 0, 1, 0)[1])
 
 
 DISTS = st.lists(st.one_of(st.sampled_from([0.0, 1.0, 2.0, 2.5, 3.0, 10.0, math.nan]),
