@@ -589,8 +589,8 @@ fail:
 }
 
 /* execute's MULTI branch for an authenticated, unrestricted client outside subscribe mode,
-   when the replication layer refuses nothing (no replica, or a master without
-   min-replicas-to-write): a command other than MULTI's own (EXEC, DISCARD, MULTI, WATCH, QUIT,
+   when the replication layer refuses nothing (no replica, a master without
+   min-replicas-to-write, or a replica's master client: the stream it applies): a command other than MULTI's own (EXEC, DISCARD, MULTI, WATCH, QUIT,
    RESET) and not flagged no-multi is queued with its arguments' bytes counted
    (maxmemory-clients), +QUEUED answered. 1: done; 2: one of MULTI's own, to be called now
    (nothing moved); 0: not that case, nothing moved; -1: an exception. */
@@ -673,7 +673,8 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (C(c, C_IN_MULTI) != Py_False) {   /* MULTI: queued, when nothing refuses it */
         int queued = 0;
         if (C(c, C_IN_MULTI) == Py_True && (guard == Py_None || (
-                K(core, K_EXPIRY_DELETES) == Py_True && is_zero(K(core, K_MIN_REPLICAS)))))
+                K(core, K_EXPIRY_DELETES) == Py_True && is_zero(K(core, K_MIN_REPLICAS))) ||
+                is_master_client(c)))
             queued = queue_in_multi(c, cmd, argv);
         if (queued < 0)
             return NULL;

@@ -270,8 +270,9 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* start(core, c, first, rest): plainrun.start, in C when the run is ``first``'s command
-   repeated (its common case: a pipelining client's run of one command); the Python
-   function otherwise (which also answers None). Returns (cmds, reqs, True). */
+   repeated (its common case: a pipelining client's run of one command) or there is none
+   (None); the Python function otherwise (which also answers None). Returns (cmds, reqs,
+   True). */
 static PyObject *
 start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -287,10 +288,19 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (cmd0 == NULL) {
         if (PyErr_Occurred())
             return NULL;
-        goto general;
+        Py_RETURN_NONE;     /* (core.name_cache is NAME_CACHE) */
     }
-    if (Py_TYPE(cmd0) != am_type || !slots_all_set(cmd0, am_off, AM_N) ||
-            SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
+    if (Py_TYPE(cmd0) != am_type || !slots_all_set(cmd0, am_off, AM_N))
+        goto general;
+    /* the Python's first test, when one of its terms answers it: no run (a MULTI, an EXEC,
+       a command queued inside them, a replica's master stream of those) */
+    if (SLOT_AT(cmd0, am_off[AM_PLAIN]) == Py_False || SLOT_AT(core, ak_off[AK_GATED]) == Py_True ||
+            SLOT_AT(core, ak_off[AK_KEYS_WAITED]) == Py_True ||
+            SLOT_AT(core, ak_off[AK_TRACKING_ON]) == Py_True ||
+            SLOT_AT(c, ac_off[AC_IN_MULTI]) == Py_True ||
+            slot_int(SLOT_AT(c, ac_off[AC_REPLY_MODE])) > 0)
+        Py_RETURN_NONE;
+    if (SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
             SLOT_AT(core, ak_off[AK_GATED]) != Py_False ||
             (slot_int(SLOT_AT(core, ak_off[AK_MAXMEMORY])) != 0 &&      /* (evict.room_for_run) */
              !pyrepl_memacct_within(slot_int(SLOT_AT(core, ak_off[AK_RUN_MAXMEMORY])))) ||

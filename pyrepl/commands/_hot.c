@@ -1,9 +1,9 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
-   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin and zpopmax are the handlers of
-   SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD,
-   DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN and ZPOPMAX (pyrepl/commands/hot.py puts
+   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax and pexpireat are the
+   handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY,
+   EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX and PEXPIREAT (pyrepl/commands/hot.py puts
    them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
@@ -13,7 +13,8 @@
    key member, HINCRBY key field <integer>, EXPIRE key <seconds>, GEOADD key <lon> <lat> member,
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
    count), MSET key value [key value ...], XADD key <*|ms-seq> field value [field value ...]
-   (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set). In every other case, and whenever the Python handler would do more than the store (a
+   (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set), PEXPIREAT
+   key <ms> (what EXPIRE propagates as). In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -41,11 +42,11 @@
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_N };
+       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
-    "zpopmin", "zpopmax",
+    "zpopmin", "zpopmax", "pexpireat",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -53,9 +54,11 @@ enum { C_DB, C_CORE, C_PROPAGATE_ARGV, C_N };
 static const char *const client_names[C_N] = {"db", "core", "propagate_argv"};
 enum { D_DATA, D_EXPIRES, D_WATCHED, D_N };
 static const char *const db_names[D_N] = {"data", "expires", "watched"};
-enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_KEYS_WAITED, K_N };
+enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_KEYS_WAITED,
+       K_APPLYING_MASTER_STREAM, K_N };
 static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats", "now_ms",
-                                            "expiry_deletes", "keys_waited"};
+                                            "expiry_deletes", "keys_waited",
+                                            "applying_master_stream"};
 /* pyrepl/keyspace/stream.py's Stream, Node (its radix tree's listpacks) and Entries (an open
    node's decoded entries and listpack bytes): XADD's */
 enum { S_NODES, S_LENGTH, S_LAST_ID, S_FIRST_ID, S_ENTRIES_ADDED, S_N };
@@ -632,6 +635,33 @@ hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, PyLong_FromLong(1));
 }
 
+/* PEXPIREAT key when, when an integer of 1 to 18 digits, for a key that is there and not
+   expired (with a TTL or without): its TTL set to when, 1 answered, propagated as it came; 0
+   for no key. What EXPIRE propagates as, so a replica applies its master's EXPIREs here (its
+   master's stream: a time already past sets the TTL, the master's DEL will come). A past
+   time on a master (the key deleted, DEL propagated) and a client's TTL on a writable
+   replica (remembered for the replica's own expiry) are the reference's. */
+static PyObject *
+hot_pexpireat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE_TTL(H_PEXPIREAT, 3, TTL_LIVE);
+    long long when, now = slot_int(SLOT_AT(h.core, core_off[K_NOW_MS]));
+    PyObject *deletes = SLOT_AT(h.core, core_off[K_EXPIRY_DELETES]);
+    if (!small_int(PyList_GET_ITEM(args[1], 2), &when) || when < 0 || now < 0 ||
+            (deletes == Py_True ? when <= now :
+             deletes != Py_False ||
+             SLOT_AT(h.core, core_off[K_APPLYING_MASTER_STREAM]) != Py_True))
+        return reference(H_PEXPIREAT, args, nargs);
+    PyObject *v = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
+    if (v == NULL)   /* no such key: 0, nothing changed */
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    Py_DECREF(v);
+    PyObject *w = PyLong_FromLongLong(when);
+    int rc = w == NULL ? -1 : kt->set(h.expires, h.key, w);
+    Py_XDECREF(w);
+    return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(1));
+}
+
 /* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
    or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
    another type, a listpack that would no longer fit), nothing changed: the caller's reference
@@ -1177,6 +1207,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("sadd", hot_sadd, "SADD's handler."),
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
+    FASTCALL("pexpireat", hot_pexpireat, "PEXPIREAT's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),

@@ -93,7 +93,8 @@ class ServerCore:
                  "stats", "pending_flush", "shutdown_asap", "repl_feed", "tracking_on",
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
                  "run_maxmemory", "maxmemory_clients", "obuf_normal", "output_limits",
-                 "clock_ns", "quick_below_ns", "latency_tracking", "__dict__",
+                 "clock_ns", "quick_below_ns", "latency_tracking", "applying_master_stream",
+                 "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
     quick_below_ns: int      # what a timed call records (dispatch.refresh_timing)

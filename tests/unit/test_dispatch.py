@@ -376,8 +376,8 @@ def test_execute_runs_a_replicas_master_stream_as_the_python_dispatch(
 
 
 def test_a_replicas_master_stream_runs_no_python_dispatch() -> None:
-    """The master client's plain writes take the C path (the handler aside, in C too: one
-    sampled call of each in Python at most); a user client of the same read-only replica
+    """The master client's plain writes and transactions (MULTI's queue included) take the C
+    path (the handler aside, in C too: one sampled call of each in Python at most); a user client of the same read-only replica
     still goes to the Python method, which answers READONLY."""
     n = synced_node()
     mc = n.side.stream.master.client
@@ -393,12 +393,14 @@ def test_a_replicas_master_stream_runs_no_python_dispatch() -> None:
     sys.setprofile(profile)
     try:
         for i in range(15):
-            for r in (["SET", f"k{i}", "v"], ["INCR", "n"], ["HSET", "h", f"f{i}", "v"]):
+            for r in (["SET", f"k{i}", "v"], ["INCR", "n"], ["HSET", "h", f"f{i}", "v"],
+                      ["MULTI"], ["SET", "t", f"{i}"], ["PEXPIREAT", "t", "99999999999999"],
+                      ["EXEC"]):
                 execute(n.core, mc, _read(mc, r))
     finally:
         sys.setprofile(None)
-    assert len([f for f in frames if f in ("execute", "call")]) <= 3 * 2
-    assert n.core.dbs[0].data[b"n"] == b"15"
+    assert len([f for f in frames if f in ("execute", "call")]) <= 7 * 2, frames
+    assert n.core.dbs[0].data[b"n"] == b"15" and n.core.dbs[0].data[b"t"] == b"14"
     execute(n.core, n.client, _read(n.client, ["SET", "k", "v"]))
     assert n.client.data_to_send() == \
         b"-READONLY You can't write against a read only replica.\r\n"

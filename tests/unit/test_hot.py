@@ -24,9 +24,11 @@ from pyrepl.commands import hot
 from pyrepl.commands.table import COMMANDS
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
+from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.stream import Stream
-from tests.support.cores import cmd
+from tests.support.cores import NOW, cmd
 from tests.support.execpaths import server_state, warm_server
+from tests.support.replica_side import synced_node
 
 _native = native.load("pyrepl.commands._hot")
 if _native is None:
@@ -35,6 +37,9 @@ if _native is None:
 _hot = _native
 
 KEYS = ["k", "n", "l", "h", "z", "e1", "e2"]
+# (warm_server's clock is NOW + 100, and a read moves it 1 ms)
+PEXPIREAT_TIMES = ["1", "0", "-5", "01", str(NOW + 100), str(NOW + 103), str(NOW + 100_000),
+                   "9999999999999", "999999999999999999", "9223372036854775807", "x"]
 TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc", "",
          "999999999999999998", "999999999999999999", "9223372036854775806", "v",
          # the edges of what a table's entry keeps as an integer (63 bits, _ktable.c "values")
@@ -86,6 +91,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, draw(st.sampled_from(["1", "100", "0", "-5", "01", "999999999999",
                                               "1000000000000", "9223372036854775807"]))],
         ["EXPIRE", key, "100", "NX"],
+        ["PEXPIREAT", key, draw(st.sampled_from(PEXPIREAT_TIMES))],
+        ["PEXPIREAT", key, "9999999999999", "GT"],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
         ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
@@ -194,6 +201,8 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
 @example(reads=[[["SET", "k", "v"], ["EXPIRE", "k", "100"]], [["EXPIRE", "k", "7"]],
                 [["PEXPIRE", "n", "1"], ["SET", "n", "1"], ["PEXPIRE", "n", "1"]],
                 [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
+@example(reads=[[["SET", "k", "v"], ["PEXPIREAT", "k", str(NOW + 100)], ["SET", "n", "v"],
+                 ["PEXPIREAT", "n", str(NOW + 101)]], [["GET", "n"], ["PEXPIREAT", "n", "1"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
     a = warm_server(backlog, events)
@@ -368,3 +377,60 @@ def test_zpop_takes_its_form_in_c() -> None:
         for r in (["ZPOPMIN", "small"], ["ZPOPMIN", "z", "1"], ["ZPOPMAX", "str"]):
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 getattr(_hot, r[0].lower())(c, [a.encode() for a in r])
+
+
+def _replica_look(n) -> dict[str, object]:
+    core = n.core
+    return {"digest": dataset_digest(core.dbs, core.now_ms), "dirty": core.dirty,
+            "expires": [sorted(db.expires.items()) for db in core.dbs[:2]],
+            "reploff": n.side.stream.master.reploff,
+            "errors": core.stats.unexpected_error_replies}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(st.one_of(
+    st.sampled_from([["SET", "k", "v"], ["SET", "n", "1"], ["DEL", "k"], ["SELECT", "1"],
+                     ["SELECT", "0"], ["MULTI"], ["EXEC"], ["PEXPIREAT", "k"],
+                     ["PEXPIREAT", "k", "1", "NX"]]),
+    st.tuples(st.sampled_from(["k", "n", "none"]), st.sampled_from(PEXPIREAT_TIMES)).map(
+        lambda t: ["PEXPIREAT", *t])), max_size=30))
+def test_a_replica_applies_pexpireat_as_the_python_handler(reqs: list[list[str]]) -> None:
+    """A master's stream of PEXPIREAT (what its EXPIREs propagate as: past times too, whose
+    DEL comes after) applied by the C handler and by the Python one: the same dataset, TTLs,
+    counters and offset."""
+    nodes = [synced_node(), synced_node()]
+    data = b"".join(cmd(*r) for r in reqs)
+    for n, c_handlers in zip(nodes, (True, False), strict=True):
+        hot.install(c_handlers)
+        try:
+            n.feed(data)
+        finally:
+            hot.install(True)
+    assert _replica_look(nodes[0]) == _replica_look(nodes[1])
+
+
+def test_pexpireat_takes_its_form_in_c() -> None:
+    """PEXPIREAT key <ms> of a key there runs in C (the Python handler made to fail): a future
+    time on a master, any time in a replica's master stream (for a key whose TTL is not past);
+    a past time on a master (a DEL), options, a client's write on a writable replica reach the
+    Python handler."""
+    core, c = warm_server(True)
+    c.receive_data(cmd("SET", "k", "v") + cmd("SET", "t", "v") + cmd("PEXPIREAT", "t", "1"))
+    c.data_to_send()
+    n = synced_node(("replica-read-only", ["no"]))
+    n.feed(cmd("SET", "k", "v"))
+    c.propagate_argv = None
+    with _python_handlers_fail():
+        when = core.now_ms + 5000
+        assert _hot.pexpireat(c, [b"PEXPIREAT", b"k", b"%d" % when]) == 1
+        assert _hot.pexpireat(c, [b"PEXPIREAT", b"nokey", b"%d" % when]) == 0
+        assert c.db.expires[b"k"] == when and c.propagate_argv is None
+        n.feed(cmd("PEXPIREAT", "k", "9999999999999") + cmd("PEXPIREAT", "k", "1"))
+        assert n.core.dbs[0].expires[b"k"] == 1 and n.core.dbs[0].data[b"k"] == b"v"
+        for r in (["PEXPIREAT", "k", "1"], ["PEXPIREAT", "k", str(when), "NX"],
+                  ["PEXPIREAT", "k", "01"], ["PEXPIREAT", "k", "-1"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.pexpireat(c, [a.encode() for a in r])
+        rc = n.core.connection_made()
+        with pytest.raises(AssertionError, match="the Python handler ran"):
+            _hot.pexpireat(rc, [b"PEXPIREAT", b"k", b"9999999999999"])

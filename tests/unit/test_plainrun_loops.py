@@ -184,7 +184,8 @@ def test_account_is_plainruns(runs, tracking):
 
 @settings(max_examples=300, deadline=None)
 @given(first=st.sampled_from([["SET", "k", "v"], ["GET", "k"], ["SET", "k"], ["INCR", "n"],
-                              ["DEL", "k"], ["NOSUCH"], ["set", "k", "v"], ["GET", "k", "x"]]),
+                              ["DEL", "k"], ["NOSUCH"], ["set", "k", "v"], ["GET", "k", "x"],
+                              ["MULTI"], ["EXEC"]]),
        rest=st.lists(st.sampled_from([["SET", "a", "1"], ["GET", "a"], ["SET", "a"],
                                       ["set", "b", "2"], ["INCR", "n"], ["PING"],
                                       ["GET", "a", "x"]]), max_size=8),
@@ -205,9 +206,9 @@ def test_start_is_plainruns(first, rest, state):
 
     core = ServerCore(Config.load(None, [("save", [""])]))
     c = core.connection_made()
-    for name in (b"set", b"get", b"incr", b"del", b"ping"):
+    for name in (b"set", b"get", b"incr", b"del", b"ping", b"multi", b"exec"):
         core.command_stat(COMMANDS[name])
-    for spelling in (b"SET", b"GET", b"INCR", b"DEL", b"PING", b"set"):
+    for spelling in (b"SET", b"GET", b"INCR", b"DEL", b"PING", b"set", b"MULTI", b"EXEC"):
         core.name_cache[spelling] = COMMANDS[spelling.lower()]
     if state == "multi":
         c.in_multi = True
