@@ -1,7 +1,7 @@
 """The replica's apply loop in process: a master's stream of SETs through a real replica side.
 
     .venv/bin/python bench/bench_replica_apply.py [--sets 200000] [--chunk 16384 | --per-read K]
-                                                  [--instr] [--value 3]
+                                                  [--instr] [--value 3] [--tx]
 
 A real ServerCore + Replication, a replica of a (recorded) master: the Redis 7 handshake and a
 full sync of an empty RDB go through ``ReplicaSide.on_data`` as the I/O shell would deliver
@@ -85,10 +85,18 @@ def online_replica() -> ReplicaNode:
 
 
 VALUE = b"xxx"
+TX = False    # (--tx: each item a transaction)
+
+
+def item(i: int) -> bytes:
+    if TX:
+        return (cmd("MULTI") + cmd("SET", b"tx:key", VALUE) +
+                cmd("PEXPIREAT", b"tx:key", b"%d" % (4_000_000_000_000 + i)) + cmd("EXEC"))
+    return cmd("SET", b"key:%d" % i, VALUE)
 
 
 def stream(sets: int) -> bytes:
-    return cmd("SELECT", "0") + b"".join(cmd("SET", b"key:%d" % i, VALUE) for i in range(sets))
+    return cmd("SELECT", "0") + b"".join(item(i) for i in range(sets))
 
 
 def chunks(data: bytes, size: int) -> list[bytes]:
@@ -101,7 +109,7 @@ def read_sizes(sets: int, per_read: int) -> list[int]:
     for i in range(sets):
         if i % per_read == 0 and i:
             sizes.append(0)
-        sizes[-1] += len(cmd("SET", b"key:%d" % i, VALUE))
+        sizes[-1] += len(item(i))
     return sizes
 
 
@@ -123,7 +131,7 @@ def apply_all(sets: int, size: int, data: bytes | None = None,
     for p in parts:
         on_data(token, p)
     dt = time.perf_counter() - t0
-    assert len(n.core.dbs[0].data) == sets, "the stream was not applied"
+    assert len(n.core.dbs[0].data) == (1 if TX else sets), "the stream was not applied"
     return dt
 
 
@@ -137,7 +145,7 @@ def floor(sets: int, size: int, sizes: list[int] | None = None) -> float:
     for p in parts:
         r.feed(p)
         while (req := r.gets()) is not False:
-            if req[0] == b"SET":
+            if req[0] in (b"SET", b"PEXPIREAT"):
                 data[req[1]] = req[2]
     return time.perf_counter() - t0
 
@@ -159,11 +167,14 @@ def instructions(sets: int, size: int, per_read: int = 0) -> int:
             r.flush()
         return callgrind_instructions(
             [sys.executable, os.path.abspath(__file__), "--run", str(sets), str(size), f.name,
-             r.name if per_read else "-"], env=dict(os.environ, PYTHONHASHSEED="0"))
+             r.name if per_read else "-"],
+            env=dict(os.environ, PYTHONHASHSEED="0", BENCH_TX="1" if TX else ""))
 
 
 def main() -> int:
+    global VALUE, TX
     if len(sys.argv) == 6 and sys.argv[1] == "--run":
+        TX = os.environ.get("BENCH_TX") == "1"
         with open(sys.argv[4], "rb") as f:
             data = f.read()
         sizes = None
@@ -172,7 +183,6 @@ def main() -> int:
                 sizes = array("I", f.read()).tolist()
         apply_all(int(sys.argv[2]), int(sys.argv[3]), data, sizes)
         return 0
-    global VALUE
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=16384, help="bytes per socket read")
@@ -181,8 +191,12 @@ def main() -> int:
     ap.add_argument("--instr", action="store_true", help="callgrind instructions per SET")
     ap.add_argument("--value", type=int, default=3,
                     help="bytes per value (1024: the partial resync benchmark's SETs)")
+    ap.add_argument("--tx", action="store_true",
+                    help="each item a transaction (MULTI, SET, PEXPIREAT, EXEC) of one key")
     args = ap.parse_args()
     VALUE = b"x" * args.value
+    TX = args.tx
+    what = "transaction" if TX else "SET"
     if args.instr:
         n = max(args.sets // 10, 2000)
         if args.per_read:
@@ -190,14 +204,14 @@ def main() -> int:
         per = (instructions(3 * n, args.chunk, args.per_read)
                - instructions(n, args.chunk, args.per_read)) / (2 * n)
         reads = f"{args.per_read} SETs a read" if args.per_read else f"chunks of {args.chunk} B"
-        print(f"replica apply: {per:,.0f} instructions per SET ({reads})")
+        print(f"replica apply: {per:,.0f} instructions per {what} ({reads})")
         return 0
     sizes = read_sizes(args.sets, args.per_read) if args.per_read else None
     best_apply = min(apply_all(args.sets, args.chunk, sizes=sizes) for _ in range(5))
     best_floor = min(floor(args.sets, args.chunk, sizes) for _ in range(5))
     a, f = best_apply * 1e6 / args.sets, best_floor * 1e6 / args.sets
     reads = f"{args.per_read} SETs a read" if args.per_read else f"chunks of {args.chunk} B"
-    print(f"replica apply: {a:.2f} us per SET, floor {f:.2f} us, {a / f:.1f}x the floor "
+    print(f"replica apply: {a:.2f} us per {what}, floor {f:.2f} us, {a / f:.1f}x the floor "
           f"(values of {args.value} B, {reads}, best of 5; goal <= 1 us)")
     return 0
 
