@@ -42,23 +42,27 @@
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_N };
+       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
-    "zpopmin", "zpopmax", "pexpireat",
+    "zpopmin", "zpopmax", "pexpireat", "multi", "exec",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
-enum { C_DB, C_CORE, C_PROPAGATE_ARGV, C_N };
-static const char *const client_names[C_N] = {"db", "core", "propagate_argv"};
+enum { C_DB, C_CORE, C_PROPAGATE_ARGV, C_IN_MULTI, C_MULTI_QUEUE, C_MULTI_ERROR, C_WATCHED,
+       C_DIRTY_CAS, C_RESTRICTED, C_OUT, C_PROTO, C_LAST_CMD, C_N };
+static const char *const client_names[C_N] = {"db", "core", "propagate_argv", "in_multi",
+                                              "multi_queue", "multi_error", "watched",
+                                              "dirty_cas", "restricted", "out", "proto",
+                                              "last_cmd"};
 enum { D_DATA, D_EXPIRES, D_WATCHED, D_N };
 static const char *const db_names[D_N] = {"data", "expires", "watched"};
 enum { K_NOTIFY_MASK, K_DIRTY, K_STATS, K_NOW_MS, K_EXPIRY_DELETES, K_KEYS_WAITED,
-       K_APPLYING_MASTER_STREAM, K_N };
+       K_APPLYING_MASTER_STREAM, K_CALL_DEPTH, K_N };
 static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats", "now_ms",
                                             "expiry_deletes", "keys_waited",
-                                            "applying_master_stream"};
+                                            "applying_master_stream", "_call_depth"};
 /* pyrepl/keyspace/stream.py's Stream, Node (its radix tree's listpacks) and Entries (an open
    node's decoded entries and listpack bytes): XADD's */
 enum { S_NODES, S_LENGTH, S_LAST_ID, S_FIRST_ID, S_ENTRIES_ADDED, S_N };
@@ -662,6 +666,160 @@ hot_pexpireat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return rc < 0 ? NULL : dirtied(&h, PyLong_FromLong(1));
 }
 
+/* -- MULTI and EXEC (pyrepl/commands/transactions.py) --------------------------------- */
+
+/* EXEC's callees, found on its first call (their modules import the command table, which
+   imports this one): fastpath.call (ServerCore.call, in C), writer.encode, NO_REPLY and
+   transactions.run_queue (the reference's loop, for the rest of a queue once the client is
+   restricted). */
+static PyObject *call_fn, *encode_fn, *no_reply, *run_queue_fn;
+
+static int
+exec_bind(void)
+{
+    static const char *const from[4][2] = {
+        {"pyrepl.fastpath", "call"}, {"pyrepl.resp.writer", "encode"},
+        {"pyrepl.resp.types", "NO_REPLY"}, {"pyrepl.commands.transactions", "run_queue"}};
+    PyObject **to[4] = {&call_fn, &encode_fn, &no_reply, &run_queue_fn};
+    for (int i = 0; i < 4; i++) {
+        if (*to[i] != NULL)
+            continue;
+        PyObject *m = PyImport_ImportModule(from[i][0]);
+        if (m == NULL)
+            return -1;
+        int rc = keep_attr(to[i], m, from[i][1]);
+        Py_DECREF(m);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The client (args[0]) of a call (c, argv) when it is a Client with its slots set. */
+static PyObject *
+tx_client(PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || Py_TYPE(args[0]) != client_type ||
+            !slots_all_set(args[0], client_off, C_N))
+        return NULL;
+    return args[0];
+}
+
+/* MULTI outside a transaction: in MULTI, with a new queue and no error; +OK */
+static PyObject *
+hot_multi(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bound)
+        return unbound_error(MODULE_NAME, "multi");
+    PyObject *c = tx_client(args, nargs);
+    if (c == NULL || SLOT_AT(c, client_off[C_IN_MULTI]) != Py_False)
+        return reference(H_MULTI, args, nargs);
+    if (slot_set(c, client_off[C_MULTI_QUEUE], PyList_New(0)) < 0)
+        return NULL;
+    slot_put(c, client_off[C_IN_MULTI], Py_True);
+    slot_put(c, client_off[C_MULTI_ERROR], Py_False);
+    return Py_NewRef(ok);
+}
+
+/* EXEC of a transaction with no error at queueing, no WATCH, by an unrestricted client: out
+   of MULTI, "*<n>" and each queued command's reply (fastpath.call, then writer.encode in the
+   client's protocol) appended to its output, one call level deeper (the transaction
+   propagates as one unit, after it ran); NO_REPLY. A client restricted by a command of the
+   transaction (AUTH) has the rest run by transactions.run_queue. */
+static PyObject *
+hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bound)
+        return unbound_error(MODULE_NAME, "exec");
+    PyObject *c = tx_client(args, nargs), *core, *queue, *out, *watched;
+    if (c == NULL || SLOT_AT(c, client_off[C_IN_MULTI]) != Py_True ||
+            SLOT_AT(c, client_off[C_MULTI_ERROR]) != Py_False ||
+            SLOT_AT(c, client_off[C_DIRTY_CAS]) != Py_False ||
+            SLOT_AT(c, client_off[C_RESTRICTED]) != Py_False ||
+            !PyList_CheckExact(watched = SLOT_AT(c, client_off[C_WATCHED])) ||
+            PyList_GET_SIZE(watched) != 0 ||
+            !PyList_CheckExact(queue = SLOT_AT(c, client_off[C_MULTI_QUEUE])) ||
+            !PyList_CheckExact(out = SLOT_AT(c, client_off[C_OUT])) ||
+            Py_TYPE(core = SLOT_AT(c, client_off[C_CORE])) != core_type ||
+            !slots_all_set(core, core_off, K_N) ||
+            slot_int(SLOT_AT(core, core_off[K_CALL_DEPTH])) < 0)
+        return reference(H_EXEC, args, nargs);
+    if (exec_bind() < 0)
+        return NULL;
+    /* c.in_multi = False; c.multi_queue = []; c.unwatch_all() (no key watched) */
+    PyObject *fresh = PyList_New(0), *fresh_watched = PyList_New(0);
+    if (fresh == NULL || fresh_watched == NULL) {
+        Py_XDECREF(fresh);
+        Py_XDECREF(fresh_watched);
+        return NULL;
+    }
+    Py_INCREF(queue);
+    Py_INCREF(out);
+    Py_INCREF(core);
+    PyObject *exec_cmd = Py_NewRef(SLOT_AT(c, client_off[C_LAST_CMD])), *result = NULL;
+    slot_put(c, client_off[C_IN_MULTI], Py_False);
+    slot_set(c, client_off[C_MULTI_QUEUE], fresh);
+    slot_set(c, client_off[C_WATCHED], fresh_watched);
+    slot_put(c, client_off[C_DIRTY_CAS], Py_False);
+    char head[24];
+    Py_ssize_t n = PyList_GET_SIZE(queue);
+    PyObject *h = PyBytes_FromStringAndSize(head, resp_header(head, '*', n));
+    int rc = h == NULL ? -1 : PyList_Append(out, h);
+    Py_XDECREF(h);
+    if (rc < 0 || slot_add(core, core_off[K_CALL_DEPTH], 1) < 0)
+        goto done;
+    rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *item = PyList_GET_ITEM(queue, i);
+        if (SLOT_AT(c, client_off[C_RESTRICTED]) != Py_False) {   /* (AUTH inside) */
+            PyObject *start = PyLong_FromSsize_t(i);
+            PyObject *rargs[5] = {c, core, queue, start, exec_cmd};
+            PyObject *r = start == NULL ? NULL : PyObject_Vectorcall(run_queue_fn, rargs, 5,
+                                                                     NULL);
+            Py_XDECREF(start);
+            rc = r == NULL ? -1 : 1;
+            Py_XDECREF(r);
+            break;
+        }
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "EXEC: a queued command is (cmd, argv)");
+            rc = -1;
+            break;
+        }
+        PyObject *cargs[4] = {core, c, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)};
+        PyObject *reply = PyObject_Vectorcall(call_fn, cargs, 4, NULL);
+        if (reply == NULL) {
+            rc = -1;
+            break;
+        }
+        PyObject *eargs[2] = {reply, SLOT_AT(c, client_off[C_PROTO])};
+        PyObject *wire = eargs[1] == NULL ? NULL : PyObject_Vectorcall(encode_fn, eargs, 2,
+                                                                       NULL);
+        Py_DECREF(reply);
+        if (wire == NULL && eargs[1] == NULL)
+            PyErr_SetString(PyExc_AttributeError, "proto");
+        rc = wire == NULL ? -1 : PyList_Append(out, wire);
+        Py_XDECREF(wire);
+    }
+    /* (finally: core._call_depth -= 1, an exception kept) */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    int back = slot_add(core, core_off[K_CALL_DEPTH], -1);
+    if (et != NULL) {
+        if (back < 0)
+            PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    } else if (back == 0 && rc >= 0) {
+        result = Py_NewRef(no_reply);
+    }
+done:
+    Py_DECREF(exec_cmd);
+    Py_DECREF(core);
+    Py_DECREF(out);
+    Py_DECREF(queue);
+    return result;
+}
+
 /* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
    or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
    another type, a listpack that would no longer fit), nothing changed: the caller's reference
@@ -1208,6 +1366,8 @@ SLOTS_MODULE(_hot,
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
     FASTCALL("pexpireat", hot_pexpireat, "PEXPIREAT's handler."),
+    FASTCALL("multi", hot_multi, "MULTI's handler."),
+    FASTCALL("exec", hot_exec, "EXEC's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),

@@ -68,27 +68,34 @@ def exec_(c: Any, argv: list[bytes]) -> object:
     # processCommand does: none inside, so a REPLICAOF in the transaction does not refuse the
     # writes after it.) The replies go out one by one as Redis's addReply* calls do, so that what a command
     # writes itself (SUBSCRIBE's frames) takes its place in the array.
-    out = c.out
-    out.append(b"*%d\r\n" % len(queue))
-    exec_cmd = c.last_cmd
-    refused_last = False
+    c.out.append(b"*%d\r\n" % len(queue))
     core._call_depth += 1  # propagate the transaction as one unit, after it ran
     try:
-        for cmd, args in queue:
-            if c.restricted:    # ACL: checked again, the rules may have changed since queued
-                err = _acl_refusal(c, cmd, args, queue, exec_cmd)
-                refused_last = err is not None
-                if err is not None:
-                    core.error_reply(c, err, None, rejected=False)
-                    out.append(encode(ReplyError(err), c.proto))
-                    continue
-            out.append(encode(call(core, c, cmd, args), c.proto))   # (core.call)
-            refused_last = False
+        run_queue(c, core, queue, 0, c.last_cmd)
     finally:
         core._call_depth -= 1
-    if refused_last:    # (Redis: an error after the last call() counts as EXEC's own failure)
-        core.command_stat(exec_cmd).failed += 1
     return NO_REPLY
+
+
+def run_queue(c: Any, core: Any, queue: list, start: int, exec_cmd: Any) -> None:
+    """EXEC's run of ``queue[start:]``, each reply appended to the client's output (also the
+    C handler's rest, pyrepl/commands/_hot.c, once the client is restricted: an AUTH in the
+    transaction). An ACL refusal of the last command counts as EXEC's own failure (Redis: an
+    error after the last call())."""
+    out = c.out
+    refused_last = False
+    for cmd, args in queue[start:] if start else queue:
+        if c.restricted:    # ACL: checked again, the rules may have changed since queued
+            err = _acl_refusal(c, cmd, args, queue, exec_cmd)
+            refused_last = err is not None
+            if err is not None:
+                core.error_reply(c, err, None, rejected=False)
+                out.append(encode(ReplyError(err), c.proto))
+                continue
+        out.append(encode(call(core, c, cmd, args), c.proto))   # (core.call)
+        refused_last = False
+    if refused_last:
+        core.command_stat(exec_cmd).failed += 1
 
 
 def _acl_refusal(c: Any, cmd: Any, args: list[bytes], queue: list, exec_cmd: Any) -> str | None:

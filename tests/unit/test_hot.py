@@ -434,3 +434,57 @@ def test_pexpireat_takes_its_form_in_c() -> None:
         rc = n.core.connection_made()
         with pytest.raises(AssertionError, match="the Python handler ran"):
             _hot.pexpireat(rc, [b"PEXPIREAT", b"k", b"9999999999999"])
+
+
+def test_transactions_take_their_form_in_c() -> None:
+    """MULTI and EXEC of an unrestricted client's transaction without WATCH run in C (the
+    Python handlers made to fail): the replies, the queue's calls one level deep; a nested
+    MULTI, an EXEC outside MULTI, after an error at queueing, with a key watched reach the
+    Python handler."""
+    core, c = warm_server(True)
+    c.receive_data(cmd("SET", "k", "1"))
+    c.data_to_send()
+    with _python_handlers_fail():
+        c.receive_data(cmd("MULTI") + cmd("INCR", "k") + cmd("GET", "k") + cmd("PING") +
+                       cmd("EXEC") + cmd("MULTI") + cmd("EXEC"))
+        assert c.data_to_send() == (b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+                                    b"*3\r\n:2\r\n$1\r\n2\r\n+PONG\r\n+OK\r\n*0\r\n")
+        assert core._call_depth == 0 and not c.in_multi and c.multi_queue == []
+        with pytest.raises(AssertionError, match="the Python handler ran"):
+            _hot.exec(c, [b"EXEC"])
+        c.in_multi = True
+        with pytest.raises(AssertionError, match="the Python handler ran"):
+            _hot.multi(c, [b"MULTI"])
+        c.multi_error = True
+        with pytest.raises(AssertionError, match="the Python handler ran"):
+            _hot.exec(c, [b"EXEC"])
+    c.multi_error = False
+    c.in_multi = False
+    c.receive_data(cmd("WATCH", "k") + cmd("MULTI"))
+    c.data_to_send()
+    with _python_handlers_fail(), pytest.raises(AssertionError, match="the Python handler ran"):
+        _hot.exec(c, [b"EXEC"])
+
+
+@pytest.mark.parametrize("c_handlers", [True, False])
+def test_a_transaction_that_authenticates_runs_its_rest_under_acl(c_handlers: bool) -> None:
+    """An AUTH inside a transaction restricts the client for the commands after it: the C
+    EXEC hands the rest of its queue to transactions.run_queue, which checks each against the
+    user's rules, as the Python EXEC does (an unrestricted user's transaction skips it)."""
+    core, c = warm_server(True)
+    c.receive_data(cmd("ACL", "SETUSER", "u", "on", ">pw", "~k1", "+get", "+auth") +
+                   cmd("SET", "k1", "v"))
+    c.data_to_send()
+    hot.install(c_handlers)
+    try:
+        c.receive_data(cmd("MULTI") + cmd("GET", "k1") + cmd("AUTH", "u", "pw") +
+                       cmd("GET", "k1") + cmd("SET", "k1", "w") + cmd("EXEC"))
+    finally:
+        hot.install(True)
+    why = b"-NOPERM ACLs rules changed between the moment the transaction was accumulated and " \
+          b"the EXEC call. This command is no longer allowed for the following reason: "
+    assert c.data_to_send() == (b"+OK\r\n" + b"+QUEUED\r\n" * 4 + b"*4\r\n$1\r\nv\r\n+OK\r\n"
+                                b"$1\r\nv\r\n" + why +
+                                b"no permission to execute the command or subcommand\r\n")
+    assert c.restricted and c.db.data[b"k1"] == b"v"
+    assert core.command_stat(COMMANDS[b"exec"]).failed == 1   # (the last one refused)
