@@ -390,11 +390,8 @@ areas9(int circular, double lon, double lat, double conversion, double radius, d
 static PyObject *
 search_areas(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "search_areas(circular, lon, lat, conversion, radius, width, height)");
-        return NULL;
-    }
+    if (nargs != 7)
+        return usage_error("search_areas(circular, lon, lat, conversion, radius, width, height)");
     int circular = PyObject_IsTrue(args[0]);
     double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
            conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]),
@@ -558,11 +555,8 @@ scan_box(PyObject *z, double lo, double hi, double clon, double clat, double rad
 static PyObject *
 search_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "search_circle(z, lon, lat, conversion, radius, limit, sort, count)");
-        return NULL;
-    }
+    if (nargs != 8)
+        return usage_error("search_circle(z, lon, lat, conversion, radius, limit, sort, count)");
     PyObject *z = args[0];
     double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
            conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]);
