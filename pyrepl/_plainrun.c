@@ -159,6 +159,48 @@ lookup_strings(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* count_keys(d, reqs) -> list or None
+
+   ``[int(r[1] in d) for r in reqs]`` when every request is a list of exactly two (a one-key
+   EXISTS), else None; no key's age touched (EXISTS's LOOKUP_NOTOUCH). d: a KeyTable or a
+   dict. */
+static PyObject *
+count_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char usage[] = "count_keys(d: KeyTable | dict, reqs: list)";
+    if (nargs != 2 || !PyList_Check(args[1]))
+        return usage_error(usage);
+    PyObject *d = args[0], *reqs = args[1];
+    int table = table_kind(d, usage);
+    if (table < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(reqs), i;
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(reqs, i);
+        if (!PyList_Check(r) || PyList_GET_SIZE(r) != 2)
+            Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *r;
+        if (i >= PyList_GET_SIZE(reqs) || !PyList_Check(r = PyList_GET_ITEM(reqs, i)) ||
+                PyList_GET_SIZE(r) != 2) {   /* (a key's __eq__ changed reqs) */
+            Py_DECREF(out);
+            return PyErr_Format(PyExc_RuntimeError, "count_keys: reqs changed");
+        }
+        PyObject *k = PyList_GET_ITEM(r, 1);
+        int has = table ? kt->contains(d, k) : PyDict_Contains(d, k);
+        if (has < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, PyLong_FromLong(has));   /* (0 and 1: CPython's cached) */
+    }
+    return out;
+}
+
 /* The decimal digits of v >= 0. */
 static int
 ndigits(Py_ssize_t v)
@@ -169,6 +211,41 @@ ndigits(Py_ssize_t v)
         k++;
     }
     return k;
+}
+
+/* int_replies(replies) -> bytes or None
+
+   The wire bytes of a run's replies when each is an int (":<n>\r\n", what writer.encode
+   writes for one in either protocol) that fits a long long, in one bytes object; None when
+   one is anything else. */
+static PyObject *
+int_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyList_Check(args[0]))
+        return usage_error("int_replies(replies: list)");
+    PyObject *replies = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(replies);
+    if (n > PY_SSIZE_T_MAX / 24)
+        return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 24);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(replies, i);
+        int overflow = 0;
+        long long v = PyLong_CheckExact(r) ? PyLong_AsLongLongAndOverflow(r, &overflow) : 0;
+        if (!PyLong_CheckExact(r) || overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        at += resp_header(w + at, ':', v);
+    }
+    if (_PyBytes_Resize(&out, at) < 0)
+        return NULL;
+    return out;
 }
 
 /* bulk_replies(replies, nil) -> bytes or None
@@ -431,6 +508,12 @@ SLOTS_MODULE(_plainrun, "The per-request loops of a run of plain commands, in C.
     FASTCALL("store_pairs", store_pairs,
              "store_pairs(d, reqs) -> bool: d[r[1]] = r[2] for each request r when all are "
              "lists of three; else False and nothing stored."),
+    FASTCALL("int_replies", int_replies,
+             "int_replies(replies) -> bytes or None: each reply's \":<n>\\r\\n\", when every "
+             "one is an int; else None."),
+    FASTCALL("count_keys", count_keys,
+             "count_keys(d, reqs) -> list or None: int(r[1] in d) for each request r, when "
+             "every one is [name, key]; else None."),
     FASTCALL("lookup_strings", lookup_strings,
              "lookup_strings(d, reqs) -> list or None: d.get(r[1]) for each request r, when "
              "every value found is bytes; else None."),

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
-from pyrepl.commands.table import command, container, variants
+from pyrepl import native
+from pyrepl.commands.table import command, container, variants, whole_run
 from pyrepl.commands.util import LLONG_MAX, help_command, is_long_long, option_token, parse_int
 from pyrepl.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX
 from pyrepl.keyspace.ageing import idle_ms, lfu_decr_and_return
@@ -48,7 +50,7 @@ from pyrepl.keyspace.scan import parse_cursor, parse_scan_options, scan_page
 from pyrepl.keyspace.stream import Stream
 from pyrepl.keyspace.strtab import StrDict, StrSet
 from pyrepl.keyspace.zset import ListpackZSet, ZSet
-from pyrepl.notify import NOTIFY_GENERIC, keyspace_event, notify
+from pyrepl.notify import NOTIFY_GENERIC, NOTIFY_KEY_MISS, keyspace_event, notify
 from pyrepl.resp.types import OK, ReplyError, Status
 
 _SAME_OBJECT = "ERR source and destination objects are the same"
@@ -96,6 +98,39 @@ def unlink(c: Any, argv: list[bytes]) -> object:
          summary="Determine if a key exists", since="1.0.0", acl="keyspace")
 def exists(c: Any, argv: list[bytes]) -> object:
     return _count_existing(c.db.lookup_read_notouch, argv)
+
+
+def count_keys_reference(d: Any, reqs: list[list[bytes]]) -> list[int] | None:
+    """``[int(r[1] in d) for r in reqs]`` when every request is a list of exactly two (a
+    one-key EXISTS), else None (``_plainrun.count_keys``)."""
+    if any(len(r) != 2 for r in reqs):
+        return None
+    return [int(r[1] in d) for r in reqs]
+
+
+_plainrun = native.load("pyrepl._plainrun")
+count_keys = count_keys_reference if _plainrun is None else _plainrun.count_keys
+
+
+@whole_run("exists")
+def _exists_run(c: Any, reqs: list[list[bytes]]) -> list[int] | None:
+    """A pipelined run of EXISTS key (Command.whole): what each would answer, when none of
+    its keys has a TTL and no keymiss event is to be published; else None before anything
+    changed, and the run goes one by one."""
+    db = c.db
+    exp = db.expires
+    if exp and not exp.keys().isdisjoint(map(itemgetter(1), reqs)):
+        return None
+    found = count_keys(db.data, reqs)
+    if found is None:
+        return None     # EXISTS of several keys among them
+    hits = found.count(1)
+    core = c.core
+    if hits < len(found) and core.notify_mask & NOTIFY_KEY_MISS:
+        return None
+    core.stats.keyspace_hits += hits
+    core.stats.keyspace_misses += len(found) - hits
+    return found
 
 
 def _count_existing(lookup: Callable[[bytes], Any], argv: list[bytes]) -> int:

@@ -46,8 +46,17 @@ def bulk_replies_reference(replies: list[object], nil: bytes) -> bytes | None:
     return b"".join(parts)
 
 
+def int_replies_reference(replies: list[object]) -> bytes | None:
+    """The wire bytes of a run's replies when each is an int (``:<n>``) in a long long, in one
+    bytes object; None when one is anything else (``_plainrun.int_replies``)."""
+    if any(type(r) is not int or not -(1 << 63) <= r < (1 << 63) for r in replies):
+        return None
+    return b"".join(b":%d\r\n" % r for r in replies)  # type: ignore[str-format]
+
+
 _native = native.load("pyrepl._plainrun")
 bulk_replies = bulk_replies_reference if _native is None else _native.bulk_replies
+int_replies = int_replies_reference if _native is None else _native.int_replies
 
 
 def format_double(d: float) -> bytes:
@@ -160,6 +169,10 @@ def encode_replies(replies: list[object], proto: int = 2) -> Iterable[bytes]:
     kind = type(replies[0])
     if kind is bytes or kind is _NoneType:   # GETs, hits and misses: one bytes object, in C
         data = bulk_replies(replies, b"_\r\n" if proto == 3 else b"$-1\r\n")
+        if data is not None:
+            return (data,)
+    if kind is int:   # (EXISTS, INCR, SADD ...: one bytes object, in C)
+        data = int_replies(replies)
         if data is not None:
             return (data,)
     n = len(replies)

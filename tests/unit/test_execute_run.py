@@ -19,8 +19,8 @@ from pyrepl.core.server import ServerCore
 from tests.support.cores import NOW, cmd
 from tests.support.execpaths import KEYS, requests, server_state, warm_server
 
-# A run of one command: one request repeated, or SETs / GETs of keys of every kind (the
-# whole-run forms, Command.whole, and their way back to one by one: a TTL, WRONGTYPE).
+# A run of one command: one request repeated, or SETs / GETs / EXISTS of keys of every kind
+# (the whole-run forms, Command.whole, and their way back to one by one: a TTL, WRONGTYPE).
 RUNS = st.one_of(
     st.tuples(st.sampled_from([["SET", "x:1", "v"], ["GET", "s"], ["INCR", "n"]]),
               st.integers(0, 30)).map(lambda rt: [rt[0]] * rt[1]),
@@ -28,6 +28,8 @@ RUNS = st.one_of(
         lambda ks: [["GET", k] for k in ks]),
     st.lists(st.sampled_from(KEYS + ["e1", "new"]), max_size=30).map(
         lambda ks: [["SET", k, "v"] for k in ks]),
+    st.lists(st.sampled_from(KEYS + ["e1", "new"]), max_size=30).map(
+        lambda ks: [["EXISTS", k] for k in ks]),
 )
 
 

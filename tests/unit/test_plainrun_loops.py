@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pyrepl import native, plainrun
-from pyrepl.commands import strings
+from pyrepl.commands import keys, strings
 from pyrepl.resp import writer
 from pyrepl.resp.writer import encode, encode_replies
 
@@ -21,7 +21,9 @@ _C = native.load("pyrepl._plainrun")
 IMPLS = {"python": SimpleNamespace(run_length=plainrun.run_length_reference,
                                    store_pairs=strings.store_pairs_reference,
                                    lookup_strings=strings.lookup_strings_reference,
-                                   bulk_replies=writer.bulk_replies_reference)}
+                                   bulk_replies=writer.bulk_replies_reference,
+                                   int_replies=writer.int_replies_reference,
+                                   count_keys=keys.count_keys_reference)}
 if _C is not None:
     IMPLS["c"] = _C   # type: ignore[assignment]
 each_impl = pytest.mark.parametrize("impl", list(IMPLS.values()), ids=list(IMPLS))
@@ -141,6 +143,47 @@ def test_bulk_replies_refuses_what_is_not_a_list():
     with pytest.raises(TypeError):
         bulk_replies((b"a",), b"$-1\r\n")
     assert bulk_replies([], b"$-1\r\n") == b""
+
+
+INTS = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1),
+                st.sampled_from([0, 1, -1, 9, 10, -10, (1 << 63) - 1, -(1 << 63)]))
+
+
+@each_impl
+@settings(max_examples=400, deadline=None)
+@given(replies=st.lists(INTS, max_size=20), other=st.none() | st.integers(0, 20),
+       kind=st.sampled_from([True, 1 << 63, -(1 << 63) - 1, b"1", None, 1.0]),
+       proto=st.sampled_from([2, 3]))
+def test_int_replies_are_the_encoded_replies(impl, replies, other, kind, proto):
+    """Integers: exactly ``encode``'s bytes of each, joined (RESP2 and RESP3); anything else
+    among them (a bool, an int past a long long, bytes, a nil, a double): None, and
+    ``encode_replies`` still encodes them all."""
+    if other is not None:
+        replies.insert(min(other, len(replies)), kind)
+        assert impl.int_replies(replies) is None
+    else:
+        assert impl.int_replies(replies) == b"".join(encode(r, proto) for r in replies)
+    assert b"".join(encode_replies(replies, proto)) == \
+        b"".join(encode(r, proto) for r in replies)
+
+
+@each_impl
+@settings(max_examples=300, deadline=None)
+@given(d=st.dictionaries(st.binary(max_size=2), st.binary(max_size=2), max_size=6),
+       reqs=st.lists(st.one_of(st.binary(max_size=2).map(lambda k: [b"EXISTS", k]),
+                               st.just([b"EXISTS", b"a", b"b"]), st.just([b"EXISTS"])),
+                     max_size=10))
+def test_count_keys_is_the_membership_of_each_key(impl, d, reqs):
+    """One-key requests: 1 or 0 as each key is in the dict (or a database's KeyTable); a
+    request of another shape among them: None."""
+    from pyrepl.keyspace.ktable import KeyTable
+
+    want = [int(r[1] in d) for r in reqs] if all(len(r) == 2 for r in reqs) else None
+    assert impl.count_keys(d, reqs) == want
+    table = KeyTable()
+    for k, v in d.items():
+        table[k] = v
+    assert impl.count_keys(table, reqs) == want
 
 
 @settings(max_examples=200, deadline=None)
