@@ -1,9 +1,10 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
-   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax and pexpireat are the
-   handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY,
-   EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX and PEXPIREAT (pyrepl/commands/hot.py puts
+   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec
+   and zrangebyscore are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP,
+   RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN,
+   ZPOPMAX, PEXPIREAT, MULTI, EXEC and ZRANGEBYSCORE (pyrepl/commands/hot.py puts
    them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
@@ -14,7 +15,8 @@
    DEL key, BITCOUNT key [<start> <end>], SETBIT key <offset> 0|1, PFCOUNT key (its cached
    count), MSET key value [key value ...], XADD key <*|ms-seq> field value [field value ...]
    (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set), PEXPIREAT
-   key <ms> (what EXPIRE propagates as). In every other case, and whenever the Python handler would do more than the store (a
+   key <ms> (what EXPIRE propagates as), MULTI and EXEC (a transaction without WATCH),
+   ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds). In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -42,11 +44,11 @@
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_N };
+       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
-    "zpopmin", "zpopmax", "pexpireat", "multi", "exec",
+    "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -820,6 +822,164 @@ done:
     return result;
 }
 
+/* -- ZRANGEBYSCORE key min max [WITHSCORES] ------------------------------------------- */
+
+/* A score bound as zslParseRange reads it, in the forms clients send: an optional "(" (then
+   exclusive), then an optional "-" and 1 to 15 decimal digits (exact as a double, as strtod
+   reads them), or "-inf", "+inf", "inf". 1 with *v, *ex set; 0 for any other form (the
+   reference parses it, and answers its error). */
+static int
+score_bound(PyObject *b, double *v, int *ex)
+{
+    if (!PyBytes_CheckExact(b))
+        return 0;
+    const char *p = PyBytes_AS_STRING(b);
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    *ex = n > 0 && p[0] == '(';
+    p += *ex;
+    n -= *ex;
+    if ((n == 4 && memcmp(p, "-inf", 4) == 0) || (n == 4 && memcmp(p, "+inf", 4) == 0) ||
+            (n == 3 && memcmp(p, "inf", 3) == 0)) {
+        *v = p[0] == '-' ? -Py_HUGE_VAL : Py_HUGE_VAL;
+        return 1;
+    }
+    int neg = n > 0 && p[0] == '-';
+    p += neg;
+    n -= neg;
+    if (n < 1 || n > 15)
+        return 0;
+    long long x = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        x = x * 10 + (p[i] - '0');
+    }
+    *v = neg ? -(double)x : (double)x;
+    return 1;
+}
+
+static PyObject *str_bisect, *str_range, *listpack_zset;   /* ZSet's _bisect, _range */
+
+/* zset.score_start(score, ex) (ex) or score_stop(score, ex) (!ex, the bound the other way
+   round): z._bisect of score, or of the next double up; len(z) for +inf where that is past
+   every score. -1 on an exception. */
+static Py_ssize_t
+zbisect(PyObject *z, double score, int next_up)
+{
+    if (next_up) {
+        if (score == Py_HUGE_VAL)
+            return PyObject_Length(z);
+        score = nextafter(score, Py_HUGE_VAL);
+    }
+    PyObject *f = PyFloat_FromDouble(score);
+    if (f == NULL)
+        return -1;
+    PyObject *zargs[2] = {z, f};
+    PyObject *r = PyObject_VectorcallMethod(str_bisect, zargs,
+                                            2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(f);
+    if (r == NULL)
+        return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return i;
+}
+
+/* ZRANGEBYSCORE key min max [WITHSCORES] of a sorted set (either encoding), the bounds in
+   score_bound's forms: zrange_generic's reply (the members, with their scores as a flat
+   array in RESP2 and as pairs in RESP3), a hit counted; an empty array and a miss for no
+   key. The key may have a TTL still to come. */
+static PyObject *
+hot_zrangebyscore(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t argc = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    HOT_CASE_TTL(H_ZRANGEBYSCORE, argc == 5 ? 5 : 4, TTL_LIVE);
+    PyObject *argv = args[1], *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    double lo, hi;
+    int loex, hiex, withscores = 0;
+    if (argc == 5) {
+        PyObject *o = PyList_GET_ITEM(argv, 4);
+        if (!PyBytes_CheckExact(o) || PyBytes_GET_SIZE(o) != 10 ||
+                PyOS_strnicmp(PyBytes_AS_STRING(o), "withscores", 10) != 0)
+            return reference(H_ZRANGEBYSCORE, args, nargs);
+        withscores = 1;
+    }
+    if (!score_bound(PyList_GET_ITEM(argv, 2), &lo, &loex) ||
+            !score_bound(PyList_GET_ITEM(argv, 3), &hi, &hiex) ||
+            Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_ZRANGEBYSCORE, args, nargs);
+    if (listpack_zset == NULL) {
+        PyObject *m = PyImport_ImportModule("pyrepl.keyspace.zset");
+        int rc = m == NULL ? -1 : keep_attr(&listpack_zset, m, "ListpackZSet");
+        Py_XDECREF(m);
+        if (rc < 0 || intern(&str_bisect, "_bisect") < 0 || intern(&str_range, "_range") < 0)
+            return NULL;
+    }
+    PyObject *z = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
+    if (z == NULL) {
+        if (PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0)
+            return NULL;
+        return PyList_New(0);
+    }
+    if (Py_TYPE(z) != zset_type && (PyObject *)Py_TYPE(z) != listpack_zset) {
+        Py_DECREF(z);
+        return reference(H_ZRANGEBYSCORE, args, nargs);   /* (WRONGTYPE) */
+    }
+    PyObject *out = NULL, *items = NULL;
+    if (slot_add(stats, stats_off[T_HITS], 1) < 0)
+        goto done;
+    Py_ssize_t start = zbisect(z, lo, loex), stop;
+    if (start < 0 || (stop = zbisect(z, hi, !hiex)) < 0)
+        goto done;
+    if (start >= stop) {
+        out = PyList_New(0);
+        goto done;
+    }
+    PyObject *zargs[3] = {z, PyLong_FromSsize_t(start), PyLong_FromSsize_t(stop)};
+    if (zargs[1] != NULL && zargs[2] != NULL)
+        items = PyObject_VectorcallMethod(str_range, zargs, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                          NULL);
+    Py_XDECREF(zargs[1]);
+    Py_XDECREF(zargs[2]);
+    if (items == NULL)
+        goto done;
+    if (!PyList_CheckExact(items)) {
+        PyErr_SetString(PyExc_TypeError, "ZRANGEBYSCORE: _range gave no list");
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    int pairs = withscores && slot_int(SLOT_AT(h.c, client_off[C_PROTO])) == 3;
+    out = PyList_New(withscores && !pairs ? 2 * n : n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(it) || PyTuple_GET_SIZE(it) != 2) {
+            PyErr_SetString(PyExc_TypeError, "ZRANGEBYSCORE: items are (score, member)");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *score = PyTuple_GET_ITEM(it, 0), *member = PyTuple_GET_ITEM(it, 1);
+        if (!withscores) {
+            PyList_SET_ITEM(out, i, Py_NewRef(member));
+        } else if (pairs) {
+            PyObject *pair = PyList_New(2);
+            if (pair == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(pair, 0, Py_NewRef(member));
+            PyList_SET_ITEM(pair, 1, Py_NewRef(score));
+            PyList_SET_ITEM(out, i, pair);
+        } else {
+            PyList_SET_ITEM(out, 2 * i, Py_NewRef(member));
+            PyList_SET_ITEM(out, 2 * i + 1, Py_NewRef(score));
+        }
+    }
+done:
+    Py_XDECREF(items);
+    Py_DECREF(z);
+    return out;
+}
+
 /* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
    or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
    another type, a listpack that would no longer fit), nothing changed: the caller's reference
@@ -1368,6 +1528,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("pexpireat", hot_pexpireat, "PEXPIREAT's handler."),
     FASTCALL("multi", hot_multi, "MULTI's handler."),
     FASTCALL("exec", hot_exec, "EXEC's handler."),
+    FASTCALL("zrangebyscore", hot_zrangebyscore, "ZRANGEBYSCORE's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),

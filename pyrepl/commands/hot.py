@@ -1,6 +1,6 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
 HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT,
-MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI and EXEC get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC and ZRANGEBYSCORE get a C handler that does what the Python handler's fast path does, and calls the Python handler,
 the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
@@ -38,7 +38,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "del": del_, "bitcount": bitcount, "setbit": setbit, "pfcount": pfcount,
              "mset": mset, "xadd": xadd, "zpopmin": COMMANDS[b"zpopmin"].handler,
              "zpopmax": COMMANDS[b"zpopmax"].handler, "pexpireat": pexpireat,
-             "multi": multi, "exec": exec_}
+             "multi": multi, "exec": exec_,
+             "zrangebyscore": COMMANDS[b"zrangebyscore"].handler}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

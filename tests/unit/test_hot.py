@@ -38,6 +38,8 @@ _hot = _native
 
 KEYS = ["k", "n", "l", "h", "z", "e1", "e2"]
 # (warm_server's clock is NOW + 100, and a read moves it 1 ms)
+BOUNDS = ["0", "1", "(1", "3", "(3", "-5", "-inf", "+inf", "inf", "(inf", "(-inf", "1.5", "x",
+          "(", "", "01", "9999999999999999", "999999999999999", "-0", "INF"]
 PEXPIREAT_TIMES = ["1", "0", "-5", "01", str(NOW + 100), str(NOW + 103), str(NOW + 100_000),
                    "9999999999999", "999999999999999999", "9223372036854775807", "x"]
 TEXTS = ["0", "7", "9998", "9999", "10000", "-1", "00", "01", " 1", "1 ", "abc", "",
@@ -93,6 +95,9 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["EXPIRE", key, "100", "NX"],
         ["PEXPIREAT", key, draw(st.sampled_from(PEXPIREAT_TIMES))],
         ["PEXPIREAT", key, "9999999999999", "GT"],
+        ["ZRANGEBYSCORE", key, draw(st.sampled_from(BOUNDS)), draw(st.sampled_from(BOUNDS)),
+         *draw(st.sampled_from([[], ["WITHSCORES"], ["withscores"], ["LIMIT", "0", "1"]]))],
+        ["HELLO", draw(st.sampled_from(["2", "3"]))],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
         ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
@@ -203,6 +208,10 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
                 [["EXPIRE", "n", "5"], ["EXPIRE", "k", "0"], ["GET", "k"]]])
 @example(reads=[[["SET", "k", "v"], ["PEXPIREAT", "k", str(NOW + 100)], ["SET", "n", "v"],
                  ["PEXPIREAT", "n", str(NOW + 101)]], [["GET", "n"], ["PEXPIREAT", "n", "1"]]])
+@example(reads=[[["ZADD", "z", "1", "a", "2", "b", "3", "c"], ["ZRANGEBYSCORE", "z", "1", "3"],
+                 ["ZRANGEBYSCORE", "z", "(1", "(3", "WITHSCORES"], ["HELLO", "3"],
+                 ["ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"], ["HELLO", "2"]],
+                [["ZRANGEBYSCORE", "z", "inf", "(inf"], ["ZRANGEBYSCORE", "z", "(-inf", "1"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
     a = warm_server(backlog, events)
@@ -488,3 +497,31 @@ def test_a_transaction_that_authenticates_runs_its_rest_under_acl(c_handlers: bo
                                 b"no permission to execute the command or subcommand\r\n")
     assert c.restricted and c.db.data[b"k1"] == b"v"
     assert core.command_stat(COMMANDS[b"exec"]).failed == 1   # (the last one refused)
+
+
+def test_zrangebyscore_takes_its_form_in_c() -> None:
+    """ZRANGEBYSCORE key min max [WITHSCORES] with integer or infinite bounds, on either
+    encoding and in either protocol, runs in C (the Python handler made to fail); other
+    bounds, LIMIT, another type reach the Python handler."""
+    core, c = warm_server(False)
+    c.receive_data(cmd("ZADD", "z", "1", "a", "2", "b", "3", "c") + cmd("SET", "s", "v") +
+                   cmd("ZADD", "big", *(x for i in range(200) for x in (str(i), f"m{i}"))))
+    c.data_to_send()
+    hits = core.stats.keyspace_hits
+    with _python_handlers_fail():
+        for key in ("z", "big"):
+            assert _hot.zrangebyscore(c, [b"ZRANGEBYSCORE", key.encode(), b"(1", b"3"]) == \
+                ([b"b", b"c"] if key == "z" else [b"m2", b"m3"])
+            assert _hot.zrangebyscore(c, [b"ZRANGEBYSCORE", key.encode(), b"-inf", b"(2",
+                                          b"WITHSCORES"]) == \
+                ([b"a", 1.0] if key == "z" else [b"m0", 0.0, b"m1", 1.0])
+        assert _hot.zrangebyscore(c, [b"ZRANGEBYSCORE", b"z", b"4", b"+inf"]) == []
+        assert _hot.zrangebyscore(c, [b"ZRANGEBYSCORE", b"nokey", b"0", b"1"]) == []
+        c.proto = 3
+        assert _hot.zrangebyscore(c, [b"ZRANGEBYSCORE", b"z", b"(-inf", b"inf",
+                                      b"withscores"]) == [[b"a", 1.0], [b"b", 2.0], [b"c", 3.0]]
+        assert core.stats.keyspace_hits == hits + 6 and core.stats.keyspace_misses >= 1
+        for r in (["ZRANGEBYSCORE", "z", "1.5", "3"], ["ZRANGEBYSCORE", "z", "0", "3", "LIMIT"],
+                  ["ZRANGEBYSCORE", "s", "0", "1"], ["ZRANGEBYSCORE", "z", "0", "x"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.zrangebyscore(c, [a.encode() for a in r])
