@@ -1,10 +1,10 @@
 /* pyrepl.commands._hot: the common forms of the hottest write and read commands, in C.
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
-   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec
-   and zrangebyscore are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP,
-   RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN,
-   ZPOPMAX, PEXPIREAT, MULTI, EXEC and ZRANGEBYSCORE (pyrepl/commands/hot.py puts
+   geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec,
+   zrangebyscore and sinter are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD,
+   EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET,
+   XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE and SINTER (pyrepl/commands/hot.py puts
    them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
@@ -16,7 +16,8 @@
    count), MSET key value [key value ...], XADD key <*|ms-seq> field value [field value ...]
    (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set), PEXPIREAT
    key <ms> (what EXPIRE propagates as), MULTI and EXEC (a transaction without WATCH),
-   ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds). In every other case, and whenever the Python handler would do more than the store (a
+   ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds), SINTER of 2 to 16
+   keys. In every other case, and whenever the Python handler would do more than the store (a
    key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
    on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
    stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
@@ -44,11 +45,12 @@
 
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
-       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_N };
+       H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
+       H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
-    "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore",
+    "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -980,6 +982,113 @@ done:
     return out;
 }
 
+/* -- SINTER key [key ...] ---------------------------------------------------------------- */
+
+static PyObject *set_types, *set_reply, *str_intersection;   /* sets.SET_TYPES, SetReply */
+
+#define SINTER_MAX_KEYS 16
+
+/* SINTER of 2 to 16 keys, each a set (sets.SET_TYPES) or missing, none with a TTL past:
+   sets._inter's intersection (the smallest set's ``intersection`` of the others, in the
+   order sorted() by size leaves them), as a SetReply, a hit or a miss counted for each key
+   as its lookup_read does; an empty reply when one is missing. */
+static PyObject *
+hot_sinter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t argc = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    if (argc < 3 || argc > SINTER_MAX_KEYS + 1)
+        return reference(H_SINTER, args, nargs);
+    HOT_CASE_TTL(H_SINTER, argc, TTL_LIVE);
+    PyObject *argv = args[1], *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    Py_ssize_t k = argc - 1;
+    if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_SINTER, args, nargs);
+    if (set_types == NULL) {
+        PyObject *m = PyImport_ImportModule("pyrepl.commands.sets");
+        int rc = m == NULL ? -1 : keep_attr(&set_types, m, "SET_TYPES");
+        Py_XDECREF(m);
+        m = rc < 0 ? NULL : PyImport_ImportModule("pyrepl.resp.types");
+        rc = m == NULL ? -1 : keep_attr(&set_reply, m, "SetReply");
+        Py_XDECREF(m);
+        if (rc < 0 || intern(&str_intersection, "intersection") < 0)
+            return NULL;
+    }
+    /* every key a set or missing, with no TTL past (else nothing moved: the reference) */
+    for (Py_ssize_t i = 1; i <= k; i++) {
+        PyObject *key = PyList_GET_ITEM(argv, i);
+        if (!PyBytes_CheckExact(key))
+            return reference(H_SINTER, args, nargs);
+        if (i > 1 && kt->len(h.expires) != 0) {
+            int live = ttl_live(h.core, h.expires, key);
+            if (live <= 0)
+                return live < 0 ? NULL : reference(H_SINTER, args, nargs);
+        }
+        PyObject *v = kt->peek(h.data, key);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        int ok = v == NULL || PySet_Contains(set_types, (PyObject *)Py_TYPE(v)) == 1;
+        Py_XDECREF(v);
+        if (!ok)
+            return PyErr_Occurred() ? NULL : reference(H_SINTER, args, nargs);
+    }
+    /* _load_sets: each looked up (its age touched) and counted; then _inter */
+    PyObject *sets[SINTER_MAX_KEYS];
+    Py_ssize_t got = 0;
+    int missing = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 1; i <= k; i++) {
+        PyObject *v = kt->get(h.data, PyList_GET_ITEM(argv, i));
+        if (v == NULL && PyErr_Occurred())
+            goto done;
+        if (slot_add(stats, stats_off[v == NULL ? T_MISSES : T_HITS], 1) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        if (v == NULL)
+            missing = 1;
+        else
+            sets[got++] = v;
+    }
+    if (missing) {
+        PyObject *empty = PyTuple_New(0);
+        result = empty == NULL ? NULL : PyObject_CallOneArg(set_reply, empty);
+        Py_XDECREF(empty);
+        goto done;
+    }
+    /* sorted(sets, key=len): a stable insertion sort of k <= 16 */
+    Py_ssize_t lens[SINTER_MAX_KEYS];
+    for (Py_ssize_t i = 0; i < got; i++)
+        if ((lens[i] = PyObject_Length(sets[i])) < 0)
+            goto done;
+    for (Py_ssize_t i = 1; i < got; i++) {
+        PyObject *sv = sets[i];
+        Py_ssize_t lv = lens[i], j = i;
+        for (; j > 0 && lens[j - 1] > lv; j--) {
+            sets[j] = sets[j - 1];
+            lens[j] = lens[j - 1];
+        }
+        sets[j] = sv;
+        lens[j] = lv;
+    }
+    /* first.intersection(*[s for s in ordered[1:] if s is not first]) */
+    PyObject *cargs[SINTER_MAX_KEYS + 1];
+    Py_ssize_t m = 0;
+    cargs[m++] = sets[0];
+    for (Py_ssize_t i = 1; i < got; i++)
+        if (sets[i] != sets[0])
+            cargs[m++] = sets[i];
+    PyObject *r = PyObject_VectorcallMethod(str_intersection, cargs,
+                                            (size_t)m | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r != NULL) {
+        result = PyObject_CallOneArg(set_reply, r);
+        Py_DECREF(r);
+    }
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        Py_DECREF(sets[i]);
+    return result;
+}
+
 /* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
    or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
    another type, a listpack that would no longer fit), nothing changed: the caller's reference
@@ -1529,6 +1638,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("multi", hot_multi, "MULTI's handler."),
     FASTCALL("exec", hot_exec, "EXEC's handler."),
     FASTCALL("zrangebyscore", hot_zrangebyscore, "ZRANGEBYSCORE's handler."),
+    FASTCALL("sinter", hot_sinter, "SINTER's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),

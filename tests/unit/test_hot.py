@@ -98,6 +98,9 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["ZRANGEBYSCORE", key, draw(st.sampled_from(BOUNDS)), draw(st.sampled_from(BOUNDS)),
          *draw(st.sampled_from([[], ["WITHSCORES"], ["withscores"], ["LIMIT", "0", "1"]]))],
         ["HELLO", draw(st.sampled_from(["2", "3"]))],
+        ["SINTER", key, *draw(st.lists(st.sampled_from(KEYS), min_size=0, max_size=3))],
+        ["SADD", key, *draw(st.lists(st.sampled_from(["a", "b", "c", "1", "2", "x" * 70]),
+                                     min_size=1, max_size=4))],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
         ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
@@ -525,3 +528,23 @@ def test_zrangebyscore_takes_its_form_in_c() -> None:
                   ["ZRANGEBYSCORE", "s", "0", "1"], ["ZRANGEBYSCORE", "z", "0", "x"]):
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 _hot.zrangebyscore(c, [a.encode() for a in r])
+
+
+def test_sinter_takes_its_form_in_c() -> None:
+    """SINTER of 2 to 16 keys, sets of either encoding or missing, runs in C (the Python
+    handler made to fail): the intersection, every key's hit or miss counted; a key of
+    another type, or one key, reaches the Python handler."""
+    core, c = warm_server(False)
+    c.receive_data(cmd("SADD", "a", "x", "y", "z") + cmd("SADD", "b", "y", "z", "w") +
+                   cmd("SADD", "i", "1", "2", "3") + cmd("SADD", "j", "2", "3", "4") +
+                   cmd("SET", "s", "v"))
+    c.data_to_send()
+    hits, misses = core.stats.keyspace_hits, core.stats.keyspace_misses
+    with _python_handlers_fail():
+        assert sorted(_hot.sinter(c, [b"SINTER", b"a", b"b"]).items) == [b"y", b"z"]
+        assert sorted(_hot.sinter(c, [b"SINTER", b"i", b"j", b"i"]).items) == [b"2", b"3"]
+        assert _hot.sinter(c, [b"SINTER", b"a", b"nokey"]).items == []
+        for r in (["SINTER", "a", "s"], ["SINTER", "a"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.sinter(c, [a.encode() for a in r])
+    assert core.stats.keyspace_hits == hits + 6 and core.stats.keyspace_misses == misses + 1
