@@ -83,6 +83,18 @@ run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(count_run(args[0], args[1], lo, hi));
 }
 
+/* 1 when every request of reqs (a list) is a list of exactly n arguments, else 0. */
+static int
+all_of_len(PyObject *reqs, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(reqs); i++) {
+        PyObject *r = PyList_GET_ITEM(reqs, i);
+        if (!PyList_Check(r) || PyList_GET_SIZE(r) != n)
+            return 0;
+    }
+    return 1;
+}
+
 /* store_pairs(d, reqs) -> bool
 
    ``for r in reqs: d[r[1]] = r[2]`` when every request is a list of exactly three (a plain
@@ -98,11 +110,8 @@ store_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (table < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(reqs), i;
-    for (i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(reqs, i);
-        if (!PyList_Check(r) || PyList_GET_SIZE(r) != 3)
-            Py_RETURN_FALSE;
-    }
+    if (!all_of_len(reqs, 3))
+        Py_RETURN_FALSE;
     for (i = 0; i < n && i < PyList_GET_SIZE(reqs); i++) {
         PyObject *r = PyList_GET_ITEM(reqs, i);
         if (!PyList_Check(r) || PyList_GET_SIZE(r) != 3)   /* (a key's __eq__ changed reqs) */
@@ -175,11 +184,8 @@ count_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (table < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(reqs), i;
-    for (i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(reqs, i);
-        if (!PyList_Check(r) || PyList_GET_SIZE(r) != 2)
-            Py_RETURN_NONE;
-    }
+    if (!all_of_len(reqs, 2))
+        Py_RETURN_NONE;
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;

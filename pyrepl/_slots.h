@@ -261,6 +261,25 @@ bind_args(int form, const char *usage, PyObject *const *args, const slots_spec *
 }
 
 /* A METH_FASTCALL function of a module's method table. */
+/* o.<method>(x) for a method answering an index (a sorted set's _bisect): that index, -1
+   with an error set on failure. */
+static inline Py_ssize_t
+call_index(PyObject *o, PyObject *method, double x)
+{
+    PyObject *f = PyFloat_FromDouble(x);
+    if (f == NULL)
+        return -1;
+    PyObject *args[2] = {o, f};
+    PyObject *r = PyObject_VectorcallMethod(method, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            NULL);
+    Py_DECREF(f);
+    if (r == NULL)
+        return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return i;
+}
+
 /* A RESP header or integer at w (room for 24 bytes): mark, n in decimal, CRLF (what
    snprintf's "%c%lld\r\n" writes, at a tenth of its ~700 instructions); its length. */
 static inline int

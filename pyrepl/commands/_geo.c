@@ -456,23 +456,6 @@ pqsort(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 static PyObject *s_bisect, *s_range;
 
-/* z._bisect(score) as a C index (-1: an error) */
-static Py_ssize_t
-bisect(PyObject *z, double score)
-{
-    PyObject *f = PyFloat_FromDouble(score);
-    if (f == NULL)
-        return -1;
-    PyObject *argv[2] = {z, f};
-    PyObject *r = PyObject_VectorcallMethod(s_bisect, argv, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                            NULL);
-    Py_DECREF(f);
-    if (r == NULL)
-        return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(r);
-    Py_DECREF(r);
-    return i;
-}
 
 #define SCAN_CHUNK 1024
 
@@ -484,8 +467,8 @@ scan_box(PyObject *z, double lo, double hi, double clon, double clat, double rad
          Py_ssize_t limit, points *ps)
 {
     double cos1 = cos(clat * D_R);
-    Py_ssize_t start = bisect(z, lo), stop;
-    if (start < 0 || (stop = bisect(z, hi)) < 0)
+    Py_ssize_t start = call_index(z, s_bisect, lo), stop;
+    if (start < 0 || (stop = call_index(z, s_bisect, hi)) < 0)
         return -1;
     while (start < stop) {
         Py_ssize_t end = stop - start > SCAN_CHUNK ? start + SCAN_CHUNK : stop;

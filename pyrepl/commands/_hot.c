@@ -524,16 +524,12 @@ hot_sadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return r ? dirtied(&h, PyLong_FromLong(1)) : PyLong_FromLong(0);
 }
 
-/* b is a decimal integer as Redis writes one, of 1 to 18 digits (no sign but '-', no leading
-   zero, not "-0"): 1 with *out set, else 0. (Any such text reads as the same number wherever
-   an integer argument or value is parsed; two of them add without overflow.) */
+/* p[0:n] is a decimal integer as Redis writes one, of 1 to 18 digits (no sign but '-', no
+   leading zero, not "-0"): 1 with *out set, else 0. (Any such text reads as the same number
+   wherever an integer argument or value is parsed; two of them add without overflow.) */
 static int
-small_int(PyObject *b, long long *out)
+small_int_text(const char *p, Py_ssize_t n, long long *out)
 {
-    if (!PyBytes_CheckExact(b))
-        return 0;
-    const char *p = PyBytes_AS_STRING(b);
-    Py_ssize_t n = PyBytes_GET_SIZE(b);
     int neg = n > 0 && p[0] == '-';
     p += neg;
     n -= neg;
@@ -547,6 +543,13 @@ small_int(PyObject *b, long long *out)
     }
     *out = neg ? -v : v;
     return 1;
+}
+
+/* small_int_text of the bytes b */
+static int
+small_int(PyObject *b, long long *out)
+{
+    return PyBytes_CheckExact(b) && small_int_text(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), out);
 }
 
 /* v's decimal text as bytes (new ref; NULL on an exception). */
@@ -827,9 +830,9 @@ done:
 /* -- ZRANGEBYSCORE key min max [WITHSCORES] ------------------------------------------- */
 
 /* A score bound as zslParseRange reads it, in the forms clients send: an optional "(" (then
-   exclusive), then an optional "-" and 1 to 15 decimal digits (exact as a double, as strtod
-   reads them), or "-inf", "+inf", "inf". 1 with *v, *ex set; 0 for any other form (the
-   reference parses it, and answers its error). */
+   exclusive), then an integer as small_int_text reads one (a double as strtod reads it: both
+   round the same integer to nearest), or "-inf", "+inf", "inf". 1 with *v, *ex set; 0 for
+   any other form (the reference parses it, and answers its error). */
 static int
 score_bound(PyObject *b, double *v, int *ex)
 {
@@ -845,18 +848,10 @@ score_bound(PyObject *b, double *v, int *ex)
         *v = p[0] == '-' ? -Py_HUGE_VAL : Py_HUGE_VAL;
         return 1;
     }
-    int neg = n > 0 && p[0] == '-';
-    p += neg;
-    n -= neg;
-    if (n < 1 || n > 15)
+    long long x;
+    if (!small_int_text(p, n, &x))
         return 0;
-    long long x = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return 0;
-        x = x * 10 + (p[i] - '0');
-    }
-    *v = neg ? -(double)x : (double)x;
+    *v = (double)x;
     return 1;
 }
 
@@ -873,18 +868,7 @@ zbisect(PyObject *z, double score, int next_up)
             return PyObject_Length(z);
         score = nextafter(score, Py_HUGE_VAL);
     }
-    PyObject *f = PyFloat_FromDouble(score);
-    if (f == NULL)
-        return -1;
-    PyObject *zargs[2] = {z, f};
-    PyObject *r = PyObject_VectorcallMethod(str_bisect, zargs,
-                                            2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    Py_DECREF(f);
-    if (r == NULL)
-        return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(r);
-    Py_DECREF(r);
-    return i;
+    return call_index(z, str_bisect, score);
 }
 
 /* ZRANGEBYSCORE key min max [WITHSCORES] of a sorted set (either encoding), the bounds in
