@@ -194,6 +194,19 @@ keep_attr(PyObject **where, PyObject *o, const char *name)
     return rc;
 }
 
+/* *where := module.name, imported on first use (a callee whose module imports the caller's,
+   so that it cannot be bound at import time); 0 when it is there, -1 with an error set. */
+static inline int
+keep_import(PyObject **where, const char *module, const char *name)
+{
+    if (*where != NULL)
+        return 0;
+    PyObject *m = PyImport_ImportModule(module);
+    int rc = m == NULL ? -1 : keep_attr(where, m, name);
+    Py_XDECREF(m);
+    return rc;
+}
+
 /* -- the glue: an entry point's checks, bind(), the method table and the module ------------ */
 
 /* TypeError(usage), for a call not of the form usage shows: NULL, for the caller's return. */

@@ -684,22 +684,10 @@ static PyObject *call_fn, *encode_fn, *no_reply, *run_queue_fn;
 static int
 exec_bind(void)
 {
-    static const char *const from[4][2] = {
-        {"pyrepl.fastpath", "call"}, {"pyrepl.resp.writer", "encode"},
-        {"pyrepl.resp.types", "NO_REPLY"}, {"pyrepl.commands.transactions", "run_queue"}};
-    PyObject **to[4] = {&call_fn, &encode_fn, &no_reply, &run_queue_fn};
-    for (int i = 0; i < 4; i++) {
-        if (*to[i] != NULL)
-            continue;
-        PyObject *m = PyImport_ImportModule(from[i][0]);
-        if (m == NULL)
-            return -1;
-        int rc = keep_attr(to[i], m, from[i][1]);
-        Py_DECREF(m);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
+    return keep_import(&call_fn, "pyrepl.fastpath", "call") < 0 ||
+           keep_import(&encode_fn, "pyrepl.resp.writer", "encode") < 0 ||
+           keep_import(&no_reply, "pyrepl.resp.types", "NO_REPLY") < 0 ||
+           keep_import(&run_queue_fn, "pyrepl.commands.transactions", "run_queue") < 0 ? -1 : 0;
 }
 
 /* The client (args[0]) of a call (c, argv) when it is a Client with its slots set. */
@@ -894,13 +882,9 @@ hot_zrangebyscore(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             !score_bound(PyList_GET_ITEM(argv, 3), &hi, &hiex) ||
             Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
         return reference(H_ZRANGEBYSCORE, args, nargs);
-    if (listpack_zset == NULL) {
-        PyObject *m = PyImport_ImportModule("pyrepl.keyspace.zset");
-        int rc = m == NULL ? -1 : keep_attr(&listpack_zset, m, "ListpackZSet");
-        Py_XDECREF(m);
-        if (rc < 0 || intern(&str_bisect, "_bisect") < 0 || intern(&str_range, "_range") < 0)
-            return NULL;
-    }
+    if (keep_import(&listpack_zset, "pyrepl.keyspace.zset", "ListpackZSet") < 0 ||
+            intern(&str_bisect, "_bisect") < 0 || intern(&str_range, "_range") < 0)
+        return NULL;
     PyObject *z = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
     if (z == NULL) {
         if (PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0)
@@ -987,16 +971,10 @@ hot_sinter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t k = argc - 1;
     if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
         return reference(H_SINTER, args, nargs);
-    if (set_types == NULL) {
-        PyObject *m = PyImport_ImportModule("pyrepl.commands.sets");
-        int rc = m == NULL ? -1 : keep_attr(&set_types, m, "SET_TYPES");
-        Py_XDECREF(m);
-        m = rc < 0 ? NULL : PyImport_ImportModule("pyrepl.resp.types");
-        rc = m == NULL ? -1 : keep_attr(&set_reply, m, "SetReply");
-        Py_XDECREF(m);
-        if (rc < 0 || intern(&str_intersection, "intersection") < 0)
-            return NULL;
-    }
+    if (keep_import(&set_types, "pyrepl.commands.sets", "SET_TYPES") < 0 ||
+            keep_import(&set_reply, "pyrepl.resp.types", "SetReply") < 0 ||
+            intern(&str_intersection, "intersection") < 0)
+        return NULL;
     /* every key a set or missing, with no TTL past (else nothing moved: the reference) */
     for (Py_ssize_t i = 1; i <= k; i++) {
         PyObject *key = PyList_GET_ITEM(argv, i);
