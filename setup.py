@@ -17,7 +17,10 @@ request's dispatch around its
 handler with a write's feed into the replication stream (pyrepl/_dispatch.c, pyrepl/replication/_feed.c: "The dispatch in C"),
 a reply value's wire bytes (pyrepl/resp/_encode.c), HyperLogLog's hash and dense adds
 (pyrepl/keyspace/_hll.c) and a geo search's candidates and partial sort
-(pyrepl/commands/_geo.c), all three in "Every command at Redis's speed (issue 39)", and LZF
+(pyrepl/commands/_geo.c), all three in "Every command at Redis's speed (issue 39)", a script's
+redis.call, EVAL's runner and EVALSHA on lupa's own Lua state (pyrepl/scripting/_luacall.c,
+with the part of Lua's C API it resolves from lupa's module in pyrepl/scripting/_luaapi.h:
+"EVALSHA's calls in C (issue 39)"), and LZF
 for the RDB's strings (pyrepl/rdb/_codec.c: "Full sync, SAVE and load of big values (issue 39)"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
@@ -26,7 +29,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same nineteen: tests/unit/test_native.py checks it)."""
+lists the same twenty: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -46,6 +49,9 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               extra_compile_args=["-O2"], libraries=["m"], optional=True),
     Extension("pyrepl.rdb._codec", ["pyrepl/rdb/_codec.c"], extra_compile_args=["-O2"],
               optional=True),
+    Extension("pyrepl.scripting._luacall", ["pyrepl/scripting/_luacall.c"],
+              depends=["pyrepl/_slots.h", "pyrepl/scripting/_luaapi.h"],
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl._plainrun", ["pyrepl/_plainrun.c"],
               depends=["pyrepl/_slots.h", "pyrepl/keyspace/_ktable.h", "pyrepl/_memacct.h"],
               extra_compile_args=["-O2"], optional=True),

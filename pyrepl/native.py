@@ -43,6 +43,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._hll",
     "pyrepl.commands._geo",
     "pyrepl.rdb._codec",
+    "pyrepl.scripting._luacall",
 )
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrepl.commands.table import command, container
+from pyrepl.commands.table import COMMANDS, command, container
 from pyrepl.resp.types import OK, Raw, ReplyError
-from pyrepl.scripting.engine import ScriptEngine, engine_of
+from pyrepl.scripting.engine import ScriptEngine, _luacall, engine_of
 
 
 def engine(core: Any) -> ScriptEngine:
@@ -54,6 +54,28 @@ for _name, _flags, _since, _summary, _evalsha, _ro in (
     command(_name, -3, _flags, group="scripting", acl="scripting", since=_since,
             keys_fn=numkeys_after_name, summary=_summary)(_eval)
 
+
+# EVALSHA's and EVALSHA_RO's common case in C (pyrepl/scripting/_luacall.c's evalsha: a cached
+# script without a shebang, on a master ...), these Python handlers for the rest and as the
+# reference (plain Python, tests/unit/test_luacall.py).
+REFERENCE = {b"evalsha": COMMANDS[b"evalsha"].handler,
+             b"evalsha_ro": COMMANDS[b"evalsha_ro"].handler}
+
+
+def install(c_handlers: bool = True) -> None:
+    """The C handlers of EVALSHA and EVALSHA_RO in the table (or the Python ones: for a test's
+    reference, and as plain Python)."""
+    if _luacall is None:
+        c_handlers = False
+    for name, fn in REFERENCE.items():
+        COMMANDS[name].handler = fn
+    if c_handlers:
+        _luacall.bind_handlers(REFERENCE[b"evalsha"], REFERENCE[b"evalsha_ro"])
+        COMMANDS[b"evalsha"].handler = _luacall.evalsha_handler
+        COMMANDS[b"evalsha_ro"].handler = _luacall.evalsha_ro_handler
+
+
+install()
 
 container("script", group="scripting", summary="A container for Lua scripts management commands",
           since="2.6.0")

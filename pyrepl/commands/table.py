@@ -103,6 +103,11 @@ class Command:
     # The arity as a range of argument counts (one chained comparison on the hot path).
     min_args: int = 0
     max_args: int = 0
+    # A script's redis.call of it needs no check but its arity and a write's (the C
+    # redis.call runs it itself: pyrepl/scripting/_luacall.c): scripts may call it, it is
+    # not may-replicate (which read-only scripts refuse), not XREAD/XREADGROUP (BLOCK is
+    # refused there), not a container.
+    script_plain: bool = False
 
     def __post_init__(self) -> None:
         self.min_args = abs(self.arity)
@@ -117,6 +122,9 @@ class Command:
         self.denyoom = "denyoom" in self.flags
         self.plain = self.sampled and "blocking" not in self.flags and \
             self.name not in _NOT_PLAIN
+        self.script_plain = self.handler is not None and \
+            not self.flags & {"noscript", "no-script", "may-replicate"} and \
+            self.name not in ("xread", "xreadgroup")
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         if self.keys_fn is not None:

@@ -70,10 +70,13 @@ class Script:
     body: bytes
     flags: int
     func: Any          # the compiled Lua function
+    ref: int = 0       # its registry reference in _luacall (0: none, the reference runs it)
 
 
 class ScriptCache:
     """sha (lowercase hex) -> Script, with Redis's memory estimate of the bodies."""
+
+    __slots__ = ("scripts", "by_sha", "memory")   # (by_sha read from C: EVALSHA's lookup)
 
     def __init__(self) -> None:
         self.scripts: dict[str, Script] = {}

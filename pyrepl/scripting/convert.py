@@ -28,6 +28,7 @@ turns ``redis.call`` arguments into a command's argv (numbers as ``%.17g``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pyrepl.resp.types import NULL_ARRAY, Map, Raw, ReplyError, SetReply, Status, Verbatim
@@ -38,7 +39,8 @@ NOARGS_ERR = "ERR Please specify at least one argument for this redis lib call"
 
 
 def lua_argv(args: tuple[Any, ...]) -> list[bytes] | None:
-    """luaArgsToRedisArgv: strings as they are, numbers as ``%.17g``; None for anything else."""
+    """luaArgsToRedisArgv: strings as they are, numbers as ``%.17g`` (C's: a NaN with its sign,
+    "-nan" for Lua's 0/0 on x86); None for anything else."""
     for a in args:
         if type(a) is not bytes:
             break
@@ -50,7 +52,8 @@ def lua_argv(args: tuple[Any, ...]) -> list[bytes] | None:
         if t is bytes:
             argv.append(a)
         elif t is int or t is float:
-            argv.append(b"%.17g" % a)
+            argv.append(b"%.17g" % a if a == a else
+                        b"-nan" if math.copysign(1.0, a) < 0 else b"nan")
         else:
             return None
     return argv

@@ -27,21 +27,39 @@ stopping at every line so a ``pcall`` cannot swallow it.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import lupa.lua51 as lua51
 
-from pyrepl import REDIS_VERSION
+from pyrepl import REDIS_VERSION, native
 from pyrepl.core import monitor
 from pyrepl.core.propagation import PROPAGATE_ALL, PROPAGATE_AOF, PROPAGATE_REPL, should_propagate
 from pyrepl.errors import OOM
 from pyrepl.fastpath import call
-from pyrepl.resp.types import NO_REPLY, Raw, ReplyError
-from pyrepl.resp.writer import encode
+from pyrepl.resp.types import (
+    NO_REPLY,
+    NULL_ARRAY,
+    Map,
+    Raw,
+    ReplyError,
+    SetReply,
+    Status,
+    Verbatim,
+)
+from pyrepl.resp.writer import encode, format_double
 from pyrepl.scripting import cache as sc
-from pyrepl.scripting.convert import ARGS_ERR, NOARGS_ERR, ReplyToLua, error_text, lua_argv
+from pyrepl.scripting.convert import (
+    ARGS_ERR,
+    NOARGS_ERR,
+    BigNumber,
+    ReplyToLua,
+    error_text,
+    lua_argv,
+    parse_resp,
+)
 from pyrepl.scripting.ldb import Ldb, repr_bytes
 from pyrepl.scripting.libs import LibError, _g14, build_libs, lua_tonumber, lua_typename
 from pyrepl.scripting.luadump import strip as strip_dump
@@ -49,6 +67,7 @@ from pyrepl.scripting.rand import Lrand48
 from pyrepl.scripting.sandbox import BOOTSTRAP, CHUNK_NAME, REPLY_MAX_DEPTH
 
 NOSCRIPT_ERR = "NOSCRIPT No matching script. Please use EVAL."
+OUTSIDE_ERR = "ERR redis.call/pcall can only be called inside a script invocation"
 READONLY_ERR = "READONLY You can't write against a read only replica."
 NOREPLICAS_ERR = "NOREPLICAS Not enough good replicas to write."
 OOM_ERR = OOM
@@ -72,6 +91,25 @@ class CallError(Exception):
         super().__init__(text)
         self.text = text
         self.ignore = ignore
+
+
+def _bind_luacall() -> Any:
+    """The C redis.call and runner (pyrepl/scripting/_luacall.c), bound to lupa's Lua API;
+    None as plain Python, or where lupa's module does not export the API (the reference)."""
+    mod = native.load("pyrepl.scripting._luacall")
+    if mod is None:
+        return None
+    try:
+        mod.bind(lua51.__file__, CallError, Status, Raw, NULL_ARRAY, Map, SetReply, Verbatim,
+                 ReplyError, BigNumber, parse_resp, format_double, error_text,
+                 (OUTSIDE_ERR, NOARGS_ERR, ARGS_ERR))
+    except ImportError:
+        return None
+    return mod
+
+
+_luacall = _bind_luacall()
+_CALL_BOUND: list[bool] = []    # (_luacall.bind_call ran: the first engine's boot)
 
 
 @dataclass(slots=True)
@@ -106,6 +144,8 @@ class LuaVM:
     set_ldb_hook: Any = None  # EVAL's only: the Lua debugger's line hook on or off
     hook_on: bool = False
     to_lua: Any = None    # ReplyToLua of this state
+    accel_id: int | None = None   # the state's number in _luacall (None: the reference runs)
+    keep: Any = None      # _luacall's keep(f): a compiled script's registry reference
 
 
 def _long_long(x: float | int) -> int:
@@ -151,6 +191,11 @@ def _bootstrap_chunk() -> bytes:
 
 
 class ScriptEngine:
+    # (slots: the C redis.call and EVALSHA read ctx, ldb, client, vm, lua, cache and core at
+    # their offsets, pyrepl/scripting/_luacall.c)
+    __slots__ = ("core", "make_client", "client", "rand", "cache", "ctx", "_functions", "ldb",
+                 "vm", "lua", "to_lua", "_compile", "_gc_count")
+
     def __init__(self, core: Any, make_client: Callable[[], Any]) -> None:
         self.core = core
         self.make_client = make_client
@@ -186,18 +231,46 @@ class ScriptEngine:
         }
         callables.update(extra or {})
         py = lua.table_from(callables)
+        accel = self._open_luacall(lua)
         # what the sandbox never hands out goes now, not to weigh on used_memory_lua
         lua.execute(_TRIM_RUNTIME)
         boot = lua.eval("loadstring")(_bootstrap_chunk(), CHUNK_NAME)
         if type(boot) is tuple:   # (nil, message): the bootstrap is part of the package
             raise RuntimeError(boot[1])
         got = boot(py, build_libs(lua), REPLY_MAX_DEPTH, fmode,
-                   self.core.config.lua_enable_deprecated_api)
+                   self.core.config.lua_enable_deprecated_api, accel)
         del boot                # (its chunk is garbage now: collected before the first run)
         vm = LuaVM(lua, *got)
         vm.to_lua = ReplyToLua(lua)
+        if accel is not None:
+            vm.accel_id = int(accel.id)
+            vm.keep = accel.keep
+            _luacall.attach(vm.accel_id, self)
         lua.execute(b"collectgarbage('collect')")
         return vm
+
+    @staticmethod
+    def _open_luacall(lua: Any) -> Any:
+        """_luacall's table in this state ({id, call, pcall, keep, set_runner}: the state
+        loads the C library itself, package.loadlib handing it the lua_State), or None."""
+        if _luacall is None:
+            return None
+        if not _CALL_BOUND:
+            from pyrepl.commands.table import COMMANDS, Command
+            from pyrepl.core.client import Client
+            from pyrepl.core.dispatch import NAME_CACHE
+            from pyrepl.core.server import ServerCore
+
+            _luacall.bind_call(RunContext, Client, Command, NAME_CACHE, COMMANDS, call,
+                               PROPAGATE_ALL, ServerCore, sc.Script, LuaVM, sc.COMPAT,
+                               ScriptEngine, sc.ScriptCache)
+            _CALL_BOUND.append(True)
+        opener = lua.eval("package.loadlib")(os.fsencode(_luacall.__file__),
+                                             b"pyrepl_luacall_open")
+        if type(opener) is tuple:      # (nil, message, where)
+            return None
+        got = opener()
+        return None if type(got) is tuple else got
 
     def _init_vm(self) -> None:
         vm = self.vm = self.boot(False)
@@ -257,6 +330,8 @@ class ScriptEngine:
             msg = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err)
             raise ReplyError(f"ERR Error compiling script (new function): {msg}")
         script = sc.Script(sha, body, flags, func)
+        if self.vm.keep is not None:
+            script.ref = int(self.vm.keep(func))
         self.cache.add(script)
         return script
 
@@ -420,7 +495,7 @@ class ScriptEngine:
         else:
             script = self.create(argv[1])
         ctx = self._prepare(c, script.flags, script.sha, ro)
-        return self._execute(c, ctx, self.vm, script.func, numkeys, argv)
+        return self._execute(c, ctx, self.vm, script.func, numkeys, argv, script.ref)
 
     # -- the Lua debugger (pyrepl/scripting/ldb.py) -------------------------------------------
     def _debug_eval(self, c: Any, argv: list[bytes], ro: bool) -> object:
@@ -550,8 +625,10 @@ class ScriptEngine:
         return self._execute(c, ctx, fns.vm, fn.func, numkeys, argv)
 
     def _execute(self, c: Any, ctx: RunContext, vm: LuaVM, func: Any, numkeys: int,
-                 argv: list[bytes]) -> object:
-        """Run ``func`` on the scripts' pseudo-client (luaCallFunction) and answer."""
+                 argv: list[bytes], ref: int = 0) -> object:
+        """Run ``func`` on the scripts' pseudo-client (luaCallFunction) and answer. An EVAL
+        script kept in _luacall (``ref``) runs through its C runner, outside a debugging
+        session; anything else through lupa, the reference."""
         client = self.client
         if client is None:
             client = self.client = self.make_client()
@@ -572,7 +649,10 @@ class ScriptEngine:
         self.ctx = ctx
         saved = None if vm.lua is self.lua else self.use_vm(vm)   # (EVAL's state: current)
         try:
-            res = vm.run(func, c.proto, numkeys, *argv[3:])
+            if ref and ldb is None and vm.accel_id is not None:
+                res = _luacall.run(vm.accel_id, ref, c.proto, numkeys, argv)
+            else:
+                res = vm.run(func, c.proto, numkeys, *argv[3:])
         finally:
             if saved is not None:
                 self.restore_vm(saved)
@@ -582,8 +662,13 @@ class ScriptEngine:
             if ldb is not None:
                 vm.set_ldb_hook(False)
                 vm.set_hook(vm.hook_on)
+        return self._answer(c, ctx, res)
+
+    def _answer(self, c: Any, ctx: RunContext, res: tuple[Any, ...]) -> object:
+        """The caller's reply to what the runner returned: none when SHUTDOWN NOSAVE stopped
+        the script (as Redis), else :meth:`_reply`'s."""
         if ctx.killed and self.core.shutdown_asap:
-            c.close_after_reply = True      # SHUTDOWN NOSAVE stopped it: no answer, as Redis
+            c.close_after_reply = True
             return NO_REPLY
         return self._reply(c, ctx, res)
 
@@ -682,16 +767,25 @@ class ScriptEngine:
 
     def _call_raise(self, *args: Any) -> Any:
         """redis.call: the reply, or a raised CallError (redis.pcall turns it into a table;
-        :meth:`_unwrap` for redis.call)."""
+        :meth:`_unwrap` for redis.call). The C redis.call (``_luacall``) makes the same checks
+        on its arguments and converts the reply the same way."""
         ctx = self.ctx
         if ctx is None:
-            raise CallError("ERR redis.call/pcall can only be called inside a script invocation",
-                            False)
+            raise CallError(OUTSIDE_ERR, False)
         if not args:
             raise CallError(NOARGS_ERR, False)
         argv = lua_argv(args)
         if argv is None:
             raise CallError(ARGS_ERR, False)
+        reply = self.run_call(ctx, argv)
+        t = type(reply)
+        if t is bytes or t is int:
+            return reply
+        return self.to_lua.convert(reply, self.client.proto)
+
+    def run_call(self, ctx: RunContext, argv: list[bytes]) -> object:
+        """scriptCall for a script's argv: the checks, the command, its effects' replication
+        flags; the reply value (an error reply raised as CallError)."""
         core = self.core
         client = self.client
         ldb = self.ldb
@@ -725,12 +819,9 @@ class ScriptEngine:
             client.out = []
         if ldb is not None and ldb.step:
             ldb.log_reply(encode(reply, client.proto))
-        t = type(reply)
-        if t is bytes or t is int:
-            return reply
         if isinstance(reply, ReplyError):
             raise CallError(error_text("-" + reply.message), True)
-        return self.to_lua.convert(reply, client.proto)
+        return reply
 
     # -- the redis.* helpers and math.random (C functions in Redis: Python callables here) -----
     @staticmethod

@@ -32,7 +32,7 @@ CHUNK_NAME = b"=[redis]"
 REPLY_MAX_DEPTH = 7997
 
 BOOTSTRAP = rb"""
-local PY, LIBS, MAXDEPTH, FMODE, DEPRECATED = ...
+local PY, LIBS, MAXDEPTH, FMODE, DEPRECATED, ACCEL = ...
 local type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
       getmetatable, pcall, xpcall, unpack, setfenv, loadstring, load, ipairs, pairs =
       type, error, rawget, rawset, rawequal, next, select, tostring, tonumber, setmetatable,
@@ -264,12 +264,13 @@ local P_acl, P_getresp = PY.acl, PY.getresp
 local SRESP = 2
 local function raise(msg) error({err = 'ERR ' .. msg}) end
 
--- Python callables: C functions to Lua, so a script's `return redis.call(...)` keeps its
--- frame (a tail call to a Lua wrapper would lose the line an error is reported at). The price:
--- lupa checks for two free Lua C stack slots before calling Python, so a call takes at most
--- 7997 arguments where Redis's C function takes 7999 (LUAI_MAXCSTACK 8000).
-R.call = PY.call
-R.pcall = PY.pcall
+-- C functions to Lua, so a script's `return redis.call(...)` keeps its frame (a tail call to
+-- a Lua wrapper would lose the line an error is reported at): _luacall's (ACCEL:
+-- pyrepl/scripting/_luacall.c), which take Redis's 7999 arguments (LUAI_MAXCSTACK 8000), or
+-- the reference's Python callables, which lupa calls after checking for two free Lua C stack
+-- slots (7997 arguments).
+R.call = ACCEL and ACCEL.call or PY.call
+R.pcall = ACCEL and ACCEL.pcall or PY.pcall
 R.sha1hex = PY.sha1hex
 local function lua_err_text(s)
   if sub(s, 1, 1) == '-' then
@@ -467,6 +468,16 @@ local function run(f, cp, nk, ...)
   SRESP = 2
   local ok, res = xpcall(f, err_handler)
   return finish(ok, res, cp)
+end
+-- _luacall's runner: the same, KEYS and ARGV made in C
+if ACCEL then
+  ACCEL.set_runner(function(f, cp, keys, argv)
+    G.KEYS = keys
+    G.ARGV = argv
+    SRESP = 2
+    local ok, res = xpcall(f, err_handler)
+    return finish(ok, res, cp)
+  end)
 end
 -- a function (FCALL): the callback gets the keys and the arguments as its two parameters
 local function frun(f, cp, nk, ...)

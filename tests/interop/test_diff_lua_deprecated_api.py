@@ -77,14 +77,16 @@ def test_the_sandbox_stays_closed_with_the_deprecated_api() -> None:
                           "return n", "0") == b":2\r\n"
 
 
-# unpack of 7999 values is Redis's limit (LUAI_MAXCSTACK); redis.call from lupa takes at most
-# 7997 arguments (two of them here the command and key), a difference pyrepl documents, so the shared ground is checked up to there.
+# unpack of 7999 values is Redis's limit (LUAI_MAXCSTACK); so is redis.call's of 7999 arguments
+# (two of them here the command and key), the C function pyrepl/scripting/_luacall.c makes it
+# (lupa's call of a Python function, the plain-Python reference, takes 7997).
 UNPACKS = [
     "local a = {} for i=1,7999 do a[i] = 1 end return select('#', unpack(a))",
     "local a = {} for i=1,8000 do a[i] = 1 end return select('#', unpack(a))",
     "local a = {} for i=1,7999 do a[i] = 1 end return select('#', unpack(a, 1, 7999))",
     "local a = {} for i=1,7997 do a[i] = 1 end return select('#', unpack(a, 1))",
     "local a = {} for i=1,7995 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))",
+    "local a = {} for i=1,7997 do a[i] = 1 end return redis.call('lpush', 'm', unpack(a))",
 ]
 
 
