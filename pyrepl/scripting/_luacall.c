@@ -64,13 +64,17 @@ static PyObject *str_ctx, *str_client, *str_proto, *str_run_call, *str_text, *st
                 *str_core, *str_expiry_deletes, *str_out, *str_lower;
 
 /* bind_call()'s: what run_call's common case reads, for call_common. */
-enum { X_CALLER, X_READ_ONLY, X_WRITE_DIRTY, X_REPL_FLAGS, X_TIMEDOUT, X_KILLED, X_N };
-static const char *const ctx_names[X_N] = {"caller", "read_only", "write_dirty", "repl_flags",
-                                           "timedout", "killed"};
+/* RunContext's fields, every one (evalsha makes it: new_ctx) */
+enum { X_CALLER, X_SHA, X_READ_ONLY, X_ALLOW_OOM, X_OOM, X_START_NS, X_WRITE_DIRTY,
+       X_REPL_FLAGS, X_RESP, X_TIMEDOUT, X_KILLED, X_EVAL_MODE, X_ARGV, X_N };
+static const char *const ctx_names[X_N] = {"caller", "sha", "read_only", "allow_oom", "oom",
+                                           "start_ns", "write_dirty", "repl_flags", "resp",
+                                           "timedout", "killed", "eval_mode", "argv"};
+static PyObject *propagate_all_obj;
 enum { C_RESTRICTED, C_CORE, C_LDB_MODE, C_DB, C_USER, C_IN_MULTI, C_PROTO, C_PROPAGATE_ARGV,
-       C_N };
+       C_OUT, C_N };
 static const char *const client_names[C_N] = {"restricted", "core", "ldb_mode", "db", "user",
-                                              "in_multi", "proto", "propagate_argv"};
+                                              "in_multi", "proto", "propagate_argv", "out"};
 /* and what evalsha reads: the core's, a script's, a Lua state's (LuaVM) */
 enum { K_EXPIRY_DELETES, K_MAXMEMORY, K_CLOCK_NS, K_CONFIG, K_N };
 static const char *const core_names[K_N] = {"expiry_deletes", "maxmemory", "clock_ns", "config"};
@@ -89,6 +93,8 @@ static PyTypeObject *core_type, *script_type, *vm_type, *engine_type, *cache_typ
 static PyObject *py_evalsha, *py_evalsha_ro;
 static PyObject *str_scripts;
 #define E(o, i) SLOT_AT(o, engine_off[i])
+#define CL(o, i) SLOT_AT(o, client_off[i])
+#define K(o, i) SLOT_AT(o, core_off[i])
 static long long compat_flags;
 static PyObject *str_vm, *str_lua, *str_cache, *str_by_sha, *str_monitors,
                 *str_busy_reply_threshold, *str_set_busy, *str_answer, *proto2;
@@ -482,7 +488,9 @@ engine_attr(PyObject *eng, int i, PyObject *name)
 }
 
 /* The command of argv[0]: its exact spelling's (NAME_CACHE, as the dispatch), else its
-   lowercase's; a borrowed reference, NULL (no error) for none. */
+   lowercase's, then cached under the spelling as resolve_command caches a client's (a plain
+   command: no container; a protected one is never script_plain); a borrowed reference, NULL
+   (no error) for none. */
 static PyObject *
 command_of(PyObject *name)
 {
@@ -494,6 +502,13 @@ command_of(PyObject *name)
         return NULL;
     cmd = PyDict_GetItemWithError(commands, low);
     Py_DECREF(low);
+    if (cmd != NULL && Py_TYPE(cmd) == command_type &&
+            SLOT_AT(cmd, command_off[M_SCRIPT_PLAIN]) == Py_True &&
+            SLOT_AT(cmd, command_off[M_SUBCOMMANDS]) != NULL &&
+            PyDict_CheckExact(SLOT_AT(cmd, command_off[M_SUBCOMMANDS])) &&
+            PyDict_GET_SIZE(SLOT_AT(cmd, command_off[M_SUBCOMMANDS])) == 0 &&
+            PyDict_GET_SIZE(name_cache) < 4096 && PyDict_SetItem(name_cache, name, cmd) < 0)
+        return NULL;
     return cmd;
 }
 
@@ -538,28 +553,26 @@ call_common(state *st, PyObject *ctx, PyObject *argv)
     if (ldb != Py_None)
         return NULL;
     PyObject *core = engine_attr(st->engine, E_CORE, str_core);
-    PyObject *master = core == NULL ? NULL : PyObject_GetAttr(core, str_expiry_deletes);
+    if (core == NULL)
+        return NULL;
+    PyObject *master = Py_TYPE(core) == core_type ? K(core, K_EXPIRY_DELETES) : NULL;
     PyObject *client = master != Py_True ? NULL
-                                            : engine_attr(st->engine, E_CLIENT, str_client);
+                                         : engine_attr(st->engine, E_CLIENT, str_client);
+    if (client != NULL && (Py_TYPE(client) != client_type ||
+                           SLOT_AT(client, client_off[C_OUT]) == NULL))
+        Py_CLEAR(client);
     PyObject *reply = NULL;
     if (client != NULL) {
         PyObject *args[4] = {core, client, cmd, argv};
         reply = PyObject_Vectorcall(py_call, args, 4, NULL);
-        PyObject *out = reply == NULL ? NULL : PyObject_GetAttr(client, str_out);
+        PyObject *out = reply == NULL ? NULL : SLOT_AT(client, client_off[C_OUT]);
         if (out != NULL && !(PyList_CheckExact(out) && PyList_GET_SIZE(out) == 0)) {
-            int full = PyObject_IsTrue(out);
-            PyObject *fresh = full == 1 ? PyList_New(0) : NULL;
-            if (full < 0 || (full == 1 && (fresh == NULL ||
-                                           PyObject_SetAttr(client, str_out, fresh) < 0)))
+            int full = PyObject_IsTrue(out);    /* (the reference: if client.out: ...) */
+            if (full < 0 || (full == 1 && slot_set(client, client_off[C_OUT], PyList_New(0)) < 0))
                 Py_CLEAR(reply);
-            Py_XDECREF(fresh);
-        } else if (out == NULL) {
-            Py_CLEAR(reply);
         }
-        Py_XDECREF(out);
     }
-    Py_XDECREF(core);
-    Py_XDECREF(master);
+    Py_DECREF(core);
     Py_XDECREF(client);
     return reply;
 }
@@ -975,8 +988,6 @@ zero_int(void)
 
 /* -- EVALSHA's common case ----------------------------------------------------------------- */
 
-#define CL(o, i) SLOT_AT(o, client_off[i])
-#define K(o, i) SLOT_AT(o, core_off[i])
 
 /* numkeys as EVALSHA's client writes it (the digits of a count, no sign, no leading zero):
    its value, -1 for anything else (the Python parses it). */
@@ -996,6 +1007,24 @@ plain_count(PyObject *b)
         v = v * 10 + (s[i] - '0');
     }
     return v;
+}
+
+/* RunContext(c, sha, ro, False, False, start) as its __init__ makes it, the defaults its
+   fields declare (test_luacall compares the two); start stolen. */
+static PyObject *
+new_ctx(PyObject *c, PyObject *sha, PyObject *ro, PyObject *start)
+{
+    PyObject *ctx = ctx_type->tp_alloc(ctx_type, 0);
+    if (ctx == NULL) {
+        Py_DECREF(start);
+        return NULL;
+    }
+    PyObject *values[X_N] = {c, sha, ro, Py_False, Py_False, start, Py_False, propagate_all_obj,
+                             proto2, Py_False, Py_False, Py_True, Py_None};
+    for (int i = 0; i < X_N; i++)
+        slot_put(ctx, ctx_off[i], values[i]);
+    Py_DECREF(start);
+    return ctx;
 }
 
 /* evalsha(engine, c, argv, ro): ScriptEngine.eval for an EVALSHA (EVALSHA_RO) of a cached
@@ -1069,10 +1098,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *start = PyObject_CallNoArgs(K(core, K_CLOCK_NS));
     if (start == NULL)
         goto failed;
-    PyObject *ctx_args[6] = {c, SLOT_AT(script, script_off[S_SHA]), ro, Py_False, Py_False,
-                             start};
-    PyObject *ctx = PyObject_Vectorcall((PyObject *)ctx_type, ctx_args, 6, NULL);
-    Py_DECREF(start);
+    PyObject *ctx = new_ctx(c, SLOT_AT(script, script_off[S_SHA]), ro, start);
     if (ctx == NULL)
         goto failed;
     /* _execute: the script client as the caller's, the context current while it runs */
@@ -1214,6 +1240,16 @@ bind_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                       PyLong_CheckExact(args[6]) && PyLong_CheckExact(args[10]),
                   BIND_CALL_USAGE, args, specs, 13) < 0)
         return NULL;
+    PyObject *fields = PyObject_GetAttrString(args[0], "__slots__");
+    Py_ssize_t nfields = fields == NULL ? -1 : PyObject_Length(fields);
+    Py_XDECREF(fields);
+    if (nfields != X_N) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "RunContext has %zd fields, %s knows %d", nfields,
+                         MODULE_NAME, X_N);
+        return NULL;
+    }
+    keep(&propagate_all_obj, args[6]);
     propagate_all = PyLong_AsLongLong(args[6]);
     compat_flags = PyLong_AsLongLong(args[10]);
     if (PyErr_Occurred())

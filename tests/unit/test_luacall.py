@@ -220,3 +220,29 @@ def test_a_first_write_is_checked_as_the_reference(monkeypatch: pytest.MonkeyPat
 
     got, want = both(monkeypatch, scripts)
     assert got == want and got[0] == b":2\r\n" and b"MISCONF" in got[1]
+
+
+def test_the_run_context_is_the_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EVALSHA's RunContext made in C holds what RunContext(...) makes, field for field."""
+    from pyrepl.scripting.engine import RunContext
+
+    seen: list[dict[str, object]] = []
+
+    def capture(self: ScriptEngine, ctx: Any, argv: list[bytes]) -> object:
+        fields = {f: getattr(ctx, f) for f in RunContext.__slots__}
+        fields["caller"] = type(ctx.caller).__name__
+        fields["start_ns"] = type(ctx.start_ns).__name__
+        seen.append(fields)
+        return b"ok"
+
+    monkeypatch.setattr(ScriptEngine, "run_call", capture)
+
+    def scripts(core: Any) -> list[object]:
+        seen.clear()
+        c = core.connection_made()
+        sha = run(c, "SCRIPT", "LOAD", "return redis.call('x')").split(b"\r\n")[1]
+        out: list[object] = [run(c, "EVALSHA", sha, "0"), run(c, "EVALSHA_RO", sha, "0")]
+        return out + [list(seen)]
+
+    got, want = both(monkeypatch, scripts)
+    assert got == want and len(got[2]) == 2    # type: ignore[arg-type]
