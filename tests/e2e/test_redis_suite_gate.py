@@ -59,6 +59,7 @@ GATE = {
     "unit/pubsubshard": 11,
     "unit/quit": 3,
     "unit/scan": 17,
+    "unit/scripting": 325,
     "unit/shutdown": 8,
     "unit/slowlog": 16,
     "unit/sort": 52,
