@@ -46,11 +46,11 @@
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
        H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
-       H_N };
+       H_PFADD, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
-    "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter",
+    "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter", "pfadd",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -1287,6 +1287,52 @@ hot_pfcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLongLong(card);
 }
 
+/* PFADD key element [element ...] into a dense HyperLogLog (hll.is_hll's checks, a key with
+   no TTL or one still to come): hll.dense_add (C, pyrepl/keyspace/_hll.c) over the elements;
+   the grown HLL stored under the key (its TTL kept, as the reference's _store), core.dirty
+   += the registers that grew; 1 when one did, else 0 */
+static PyObject *dense_add_fn;   /* pyrepl.keyspace.hll.dense_add */
+
+static PyObject *
+hot_pfadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t n = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    if (n < 3)
+        return bound ? reference(H_PFADD, args, nargs) : unbound_error(MODULE_NAME, "pfadd");
+    HOT_CASE_TTL(H_PFADD, n, TTL_LIVE);
+    if (keep_import(&dense_add_fn, "pyrepl.keyspace.hll", "dense_add") < 0)
+        return NULL;
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
+    const unsigned char *p = v != NULL && PyBytes_CheckExact(v)
+                             ? (const unsigned char *)PyBytes_AS_STRING(v) : NULL;
+    if (p == NULL || PyBytes_GET_SIZE(v) != HLL_DENSE_SIZE || memcmp(p, "HYLL", 4) != 0 ||
+            p[4] != 0) {
+        Py_XDECREF(v);
+        return PyErr_Occurred() ? NULL : reference(H_PFADD, args, nargs);
+    }
+    PyObject *start = PyLong_FromLong(2);
+    PyObject *call_args[3] = {v, args[1], start};
+    PyObject *got = start == NULL ? NULL : PyObject_Vectorcall(dense_add_fn, call_args, 3, NULL);
+    Py_XDECREF(start);
+    Py_DECREF(v);
+    if (got == NULL)
+        return NULL;
+    long long updated = PyTuple_CheckExact(got) && PyTuple_GET_SIZE(got) == 2
+                        ? slot_int(PyTuple_GET_ITEM(got, 0)) : -1;
+    PyObject *dense = updated > 0 ? PyTuple_GET_ITEM(got, 1) : NULL;
+    int rc = updated < 0 ? -1 : 0;
+    if (rc < 0)
+        PyErr_SetString(PyExc_TypeError, "dense_add: (updated, hll or None) was expected");
+    else if (dense != NULL && (!PyBytes_CheckExact(dense) ||
+                               kt->set(h.data, h.key, dense) < 0 ||
+                               slot_add(h.core, core_off[K_DIRTY], updated) < 0))
+        rc = -1;
+    Py_DECREF(got);
+    if (rc < 0)
+        return NULL;
+    return PyLong_FromLong(updated > 0);
+}
+
 /* GEOADD key longitude latitude member, the coordinates plain decimals (plain_double) in
    range, into an existing sorted set: 1 for a new member; what changed propagates as ZADD key
    <score> member, as the reference writes it. The score is geohashEncodeWGS84's 52 bits
@@ -1606,6 +1652,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
     FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."),
+    FASTCALL("pfadd", hot_pfadd, "PFADD's handler."),
     FASTCALL("mset", hot_mset, "MSET's handler."),
     FASTCALL("xadd", hot_xadd, "XADD's handler."),
     FASTCALL("zpopmin", hot_zpopmin, "ZPOPMIN's handler."),

@@ -1,6 +1,6 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
 HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT,
-MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE and SINTER get a C handler that does what the Python handler's fast path does, and calls the Python handler,
+MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER and PFADD get a C handler that does what the Python handler's fast path does, and calls the Python handler,
 the reference, for everything else. ``REFERENCE`` keeps the Python handlers
 (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
 (pyrepl/native.py)."""
@@ -14,7 +14,7 @@ from pyrepl import native
 from pyrepl.commands.bitmaps import bitcount, setbit
 from pyrepl.commands.geo import geoadd
 from pyrepl.commands.hashes import hincrby, hset
-from pyrepl.commands.hyperloglog import pfcount
+from pyrepl.commands.hyperloglog import pfadd, pfcount
 from pyrepl.commands.keys import del_, exists, expire, pexpireat
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.sets import sadd, sinter
@@ -39,7 +39,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "mset": mset, "xadd": xadd, "zpopmin": COMMANDS[b"zpopmin"].handler,
              "zpopmax": COMMANDS[b"zpopmax"].handler, "pexpireat": pexpireat,
              "multi": multi, "exec": exec_,
-             "zrangebyscore": COMMANDS[b"zrangebyscore"].handler, "sinter": sinter}
+             "zrangebyscore": COMMANDS[b"zrangebyscore"].handler, "sinter": sinter,
+             "pfadd": pfadd}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

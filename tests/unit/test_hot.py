@@ -548,3 +548,34 @@ def test_sinter_takes_its_form_in_c() -> None:
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 _hot.sinter(c, [a.encode() for a in r])
     assert core.stats.keyspace_hits == hits + 6 and core.stats.keyspace_misses == misses + 1
+
+
+def test_pfadd_takes_its_form_in_c() -> None:
+    """PFADD into a dense HyperLogLog (with a TTL still to come, or none) runs in C (the Python
+    handler made to fail): the registers grown as the Python handler grows them, the TTL
+    kept, the dirty counter up by the registers that grew; a sparse one, a new key, another
+    type, no element reach the Python handler."""
+    servers = [warm_server(False), warm_server(False)]
+    setup = b"".join(cmd("PFADD", "h", *(f"e{i}" for i in range(j, j + 500)))
+                     for j in range(0, 3000, 500)) + cmd("PEXPIRE", "h", "100000") + \
+        cmd("PFADD", "sparse", "a") + cmd("SET", "s", "v")
+    for _, c in servers:
+        c.receive_data(setup)
+        c.data_to_send()
+    (core, c), (ref_core, ref_c) = servers
+    assert c.db.data[b"h"][4] == 0          # (dense: past hll-sparse-max-bytes)
+    reqs = [[b"PFADD", b"h", b"e1"], [b"PFADD", b"h", b"new1"],
+            [b"PFADD", b"h", b"new2", b"e5", b"new3"], [b"PFADD", b"h", b"new3"]]
+    dirty = core.dirty
+    with _python_handlers_fail():
+        got = [_hot.pfadd(c, r) for r in reqs]
+        for r in (["PFADD", "sparse", "b"], ["PFADD", "nokey", "a"], ["PFADD", "s", "a"],
+                  ["PFADD", "h"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.pfadd(c, [a.encode() for a in r])
+    ref_dirty = ref_core.dirty
+    want = [hot.REFERENCE["pfadd"](ref_c, r) for r in reqs]
+    assert got == want and got[0] == 0 and 1 in got
+    assert c.db.data[b"h"] == ref_c.db.data[b"h"]
+    assert core.dirty - dirty == ref_core.dirty - ref_dirty > 0
+    assert c.db.expires[b"h"] == ref_c.db.expires[b"h"]
