@@ -88,6 +88,8 @@ CASES = {
                                  b"STREAMS", b"stream", b"0"),
     "PFADD": lambda i: _enc(b"PFADD", b"hll", b"member:%d" % (i * 7919 % 100000)),
     "PFCOUNT": lambda i: _enc(b"PFCOUNT", b"hll"),
+    # as bench_commands.py's: random members of a sorted set that grows to 100,000
+    "ZINCRBY": lambda i: _enc(b"ZINCRBY", b"zincr", b"1", b"m:%d" % (i * 7919 % 100000)),
     "GEOADD": lambda i: _enc(b"GEOADD", b"geo:added", b"13.361389", b"38.115556",
                              b"m:%d" % (i % 10000)),
     "GEOSEARCH": lambda i: _enc(b"GEOSEARCH", b"geo", b"FROMLONLAT", b"15", b"37", b"BYRADIUS",

@@ -46,11 +46,12 @@
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
        H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
-       H_PFADD, H_N };
+       H_PFADD, H_ZINCRBY, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
     "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter", "pfadd",
+    "zincrby",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -91,6 +92,7 @@ static PyObject *str_config, *str_lazy_user_del;   /* core.config.lazyfree_lazy_
 static PyObject *str_max_bulk;   /* core.config.proto_max_bulk_len */
 static PyObject *str_node_max_bytes, *str_node_max_entries;   /* stream-node-max-bytes/entries */
 static PyObject *str_at, *str_remove;   /* ZSet's _at and remove */
+static PyObject *str_score;   /* a sorted set's score (either encoding's) */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -136,7 +138,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_max_bulk, "proto_max_bulk_len") < 0 ||
             intern(&str_node_max_bytes, "stream_node_max_bytes") < 0 ||
             intern(&str_node_max_entries, "stream_node_max_entries") < 0 ||
-            intern(&str_at, "_at") < 0 || intern(&str_remove, "remove") < 0)
+            intern(&str_at, "_at") < 0 || intern(&str_remove, "remove") < 0 ||
+            intern(&str_score, "score") < 0)
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -1110,6 +1113,55 @@ hot_zadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return r == 0 ? PyLong_FromLong(0) : dirtied(&h, PyLong_FromLong(r == 1));
 }
 
+/* ZINCRBY key increment member, the increment an integer of 1 to 15 digits (exact as a double)
+   with an optional '-', on an existing sorted set (either encoding; a listpack that still fits
+   the member): the member's score plus the increment stored (zset_store, as ZADD's), the new
+   score the reply; dirty += 1 when it changed. A finite increment on a score never makes a NaN
+   (the reference's error). */
+static PyObject *
+hot_zincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_ZINCRBY, 4);
+    PyObject *s = PyList_GET_ITEM(args[1], 2), *member = PyList_GET_ITEM(args[1], 3);
+    Py_ssize_t n = PyBytes_CheckExact(s) ? PyBytes_GET_SIZE(s) : 0;
+    const char *d = n ? PyBytes_AS_STRING(s) : NULL;
+    Py_ssize_t i = d != NULL && d[0] == '-';
+    if (n - i < 1 || n - i > 15 || !PyBytes_CheckExact(member))
+        return reference(H_ZINCRBY, args, nargs);
+    long long by = 0;
+    for (Py_ssize_t k = i; k < n; k++) {
+        if (d[k] < '0' || d[k] > '9')
+            return reference(H_ZINCRBY, args, nargs);
+        by = by * 10 + (d[k] - '0');
+    }
+    double score = i ? -(double)by : (double)by;
+    PyObject *z = kt->get(h.data, h.key);   /* (a new reference) */
+    if (z == NULL || (Py_TYPE(z) != zset_type && !PyObject_TypeCheck(z, lz->type))) {
+        Py_XDECREF(z);
+        return PyErr_Occurred() ? NULL : reference(H_ZINCRBY, args, nargs);
+    }
+    PyObject *cur = PyObject_CallMethodOneArg(z, str_score, member);
+    Py_DECREF(z);
+    if (cur == NULL)
+        return NULL;
+    if (cur != Py_None) {
+        double was = PyFloat_AsDouble(cur);
+        Py_DECREF(cur);
+        if (was == -1.0 && PyErr_Occurred())
+            return NULL;
+        score += was;
+    } else {
+        Py_DECREF(cur);
+    }
+    int r = zset_store(&h, member, score);
+    if (r == 3)
+        return reference(H_ZINCRBY, args, nargs);
+    if (r < 0)
+        return NULL;
+    PyObject *reply = PyFloat_FromDouble(score);
+    return r == 0 ? reply : dirtied(&h, reply);
+}
+
 /* b is a decimal number as clients write coordinates: an optional '-', digits, and an optional
    '.' with digits after it, 1 to 24 bytes: 1 with *out its value (correctly rounded, as
    float() and strtod read it), else 0. */
@@ -1653,6 +1705,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),
     FASTCALL("pfcount", hot_pfcount, "PFCOUNT's handler."),
     FASTCALL("pfadd", hot_pfadd, "PFADD's handler."),
+    FASTCALL("zincrby", hot_zincrby, "ZINCRBY's handler."),
     FASTCALL("mset", hot_mset, "MSET's handler."),
     FASTCALL("xadd", hot_xadd, "XADD's handler."),
     FASTCALL("zpopmin", hot_zpopmin, "ZPOPMIN's handler."),

@@ -80,6 +80,8 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["HSET", key, draw(st.sampled_from(["f", "g"])), "v"], ["HSET", key, "f", "1", "g", "2"],
         ["ZADD", key, draw(st.sampled_from(SCORES)), draw(st.sampled_from(["m", "n"]))],
         ["ZADD", key, "NX", "1", "m"], ["HEXPIRE", key, "100", "FIELDS", "1", "f"],
+        ["ZINCRBY", key, draw(st.sampled_from(["1", "-3", "0", "-0", "1.5", "x", "1" * 16])),
+         draw(st.sampled_from(["m", "n", "x" * 70]))],
         ["EXPIRE", key, "100"], ["PEXPIRE", key, "1"], ["PERSIST", key], ["DEL", key],
         ["WATCH", key], ["UNWATCH"], ["MULTI"], ["EXEC"], ["SELECT", draw(st.sampled_from(
             ["0", "1"]))], ["SADD", key, "a"], ["SET"], ["GET", key, "extra"], ["INCR"],
@@ -579,3 +581,32 @@ def test_pfadd_takes_its_form_in_c() -> None:
     assert c.db.data[b"h"] == ref_c.db.data[b"h"]
     assert core.dirty - dirty == ref_core.dirty - ref_dirty > 0
     assert c.db.expires[b"h"] == ref_c.db.expires[b"h"]
+
+
+def test_zincrby_takes_its_form_in_c() -> None:
+    """ZINCRBY by an integer on a sorted set of either encoding runs in C (the Python handler
+    made to fail): the new score, the dirty counter up when it changed; a new key, another
+    type, a non-integer increment, a listpack the member no longer fits reach the Python."""
+    servers = [warm_server(False), warm_server(False)]
+    setup = cmd("ZADD", "small", "1", "a") + cmd("ZADD", "big", *(
+        x for i in range(200) for x in (str(i), f"m{i}"))) + cmd("SET", "s", "v")
+    for _, c in servers:
+        c.receive_data(setup)
+        c.data_to_send()
+    (core, c), (ref_core, ref_c) = servers
+    reqs = [[b"ZINCRBY", b"small", b"2", b"a"], [b"ZINCRBY", b"small", b"-5", b"new"],
+            [b"ZINCRBY", b"big", b"7", b"m3"], [b"ZINCRBY", b"big", b"0", b"m3"],
+            [b"ZINCRBY", b"big", b"-0", b"fresh"], [b"ZINCRBY", b"big", b"123456789", b"m9"]]
+    dirty = core.dirty
+    with _python_handlers_fail():
+        got = [_hot.zincrby(c, r) for r in reqs]
+        for r in (["ZINCRBY", "nokey", "1", "m"], ["ZINCRBY", "s", "1", "m"],
+                  ["ZINCRBY", "small", "1.5", "a"], ["ZINCRBY", "small", "1", "x" * 70]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.zincrby(c, [a.encode() for a in r])
+    ref_dirty = ref_core.dirty
+    want = [hot.REFERENCE["zincrby"](ref_c, r) for r in reqs]
+    assert got == want == [3.0, -5.0, 10.0, 10.0, -0.0, 123456798.0]
+    assert core.dirty - dirty == ref_core.dirty - ref_dirty == 5
+    for key in (b"small", b"big"):
+        assert list(c.db.data[key].items()) == list(ref_c.db.data[key].items())
