@@ -1266,9 +1266,10 @@ hot_bitcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLongLong(count);
 }
 
-/* SETBIT key offset 0|1, the offset a small integer (small_int) inside a string that is there
-   (nothing grows) and within proto-max-bulk-len: the bit's old value; the string stored again
-   (a new bytes, the table's entry kept) when the bit changes */
+/* SETBIT key offset 0|1, the offset a small integer (small_int) within proto-max-bulk-len,
+   into a string that is there or a new key: the bit's old value; the string stored again (a
+   new bytes, the table's entry kept) when the bit changes or the string grows (zeros up to
+   the bit's byte, as lookupStringForBitCommand grows it) */
 static PyObject *
 hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1281,26 +1282,30 @@ hot_setbit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long limit = config_int(h.core, str_max_bulk, &err);
     if (err)
         return NULL;
-    PyObject *v = kt->get(h.data, h.key);     /* (a new reference) */
-    if (v == NULL || !PyBytes_CheckExact(v) || limit < 0 || (offset >> 3) >= limit ||
-            (offset >> 3) >= PyBytes_GET_SIZE(v)) {   /* (it grows, a new key, WRONGTYPE) */
+    PyObject *v = kt->get(h.data, h.key);     /* (a new reference; NULL: no key) */
+    if ((v == NULL && PyErr_Occurred()) || (v != NULL && !PyBytes_CheckExact(v)) ||
+            limit < 0 || (offset >> 3) >= limit) {   /* (WRONGTYPE, past the limit) */
         Py_XDECREF(v);
         return PyErr_Occurred() ? NULL : reference(H_SETBIT, args, nargs);
     }
-    Py_ssize_t byte = (Py_ssize_t)(offset >> 3);
+    Py_ssize_t byte = (Py_ssize_t)(offset >> 3), had = v != NULL ? PyBytes_GET_SIZE(v) : 0;
     unsigned char mask = (unsigned char)(1 << (7 - (offset & 7)));
-    unsigned char was = (unsigned char)PyBytes_AS_STRING(v)[byte];
+    unsigned char was = byte < had ? (unsigned char)PyBytes_AS_STRING(v)[byte] : 0;
     long old = (was & mask) != 0;
-    if (old == on) {
+    if (old == on && byte < had) {
         Py_DECREF(v);
         return PyLong_FromLong(old);
     }
     /* a fresh object to write in (with its bytes given, a 1-byte string would be CPython's
-       shared one) */
-    PyObject *now = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(v));
-    if (now != NULL)
-        memcpy(PyBytes_AS_STRING(now), PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v));
-    Py_DECREF(v);
+       shared one), grown with zeros to reach the byte */
+    Py_ssize_t size = byte < had ? had : byte + 1;
+    PyObject *now = PyBytes_FromStringAndSize(NULL, size);
+    if (now != NULL) {
+        if (had)
+            memcpy(PyBytes_AS_STRING(now), PyBytes_AS_STRING(v), (size_t)had);
+        memset(PyBytes_AS_STRING(now) + had, 0, (size_t)(size - had));
+    }
+    Py_XDECREF(v);
     if (now == NULL)
         return NULL;
     PyBytes_AS_STRING(now)[byte] = (char)(on ? was | mask : was & ~mask);

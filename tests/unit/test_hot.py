@@ -287,8 +287,8 @@ def test_c_handlers_take_their_forms_in_c() -> None:
                   ["DEL", "k", "l"], ["BITCOUNT", "nokey"], ["BITCOUNT", "l"], ["GET", "old"],
                   ["EXISTS", "old"], ["DEL", "old"], ["SET", "old", "w"],
                   ["MSET", "k", "v", "old", "w"], ["MSET", "k"], ["MSET", "k", "v", "k2"],
-                  ["BITCOUNT", "b", "0", "1", "BYTE"], ["SETBIT", "b", "16", "1"],
-                  ["SETBIT", "nokey", "0", "1"], ["SETBIT", "l", "0", "1"], ["PFCOUNT", "nokey"],
+                  ["BITCOUNT", "b", "0", "1", "BYTE"], ["SETBIT", "old", "99", "1"],
+                  ["SETBIT", "b", "1", "2"], ["SETBIT", "l", "0", "1"], ["PFCOUNT", "nokey"],
                   ["PFCOUNT", "p", "p"], ["PFCOUNT", "b"]):
             c.db.data[b"zero"] = b"00"    # (not a counter's canonical text)
             c.db.data[b"old"] = b"v"      # (expired now: the lookup deletes it)
@@ -610,3 +610,26 @@ def test_zincrby_takes_its_form_in_c() -> None:
     assert core.dirty - dirty == ref_core.dirty - ref_dirty == 5
     for key in (b"small", b"big"):
         assert list(c.db.data[key].items()) == list(ref_c.db.data[key].items())
+
+
+def test_setbit_grows_and_creates_in_c() -> None:
+    """SETBIT into a new key or past a string's end runs in C (the Python handler made to
+    fail): zeros up to the bit's byte, as the Python handler grows the string; the replies,
+    values and dirty counts are the Python handler's."""
+    servers = [warm_server(False), warm_server(False)]
+    for _, c in servers:
+        c.receive_data(cmd("SET", "s", "ab") + cmd("SET", "e", ""))
+        c.data_to_send()
+    (core, c), (ref_core, ref_c) = servers
+    reqs = [[b"SETBIT", b"new", b"0", b"1"], [b"SETBIT", b"new2", b"100", b"0"],
+            [b"SETBIT", b"s", b"40", b"1"], [b"SETBIT", b"s", b"17", b"0"],
+            [b"SETBIT", b"e", b"9", b"1"], [b"SETBIT", b"s", b"40", b"1"]]
+    dirty, ref_dirty = core.dirty, ref_core.dirty
+    with _python_handlers_fail():
+        got = [_hot.setbit(c, r) for r in reqs]
+    want = [hot.REFERENCE["setbit"](ref_c, r) for r in reqs]
+    assert got == want == [0, 0, 0, 0, 0, 1]
+    for key in (b"new", b"new2", b"s", b"e"):
+        assert c.db.data[key] == ref_c.db.data[key]
+    assert c.db.data[b"new2"] == bytes(13) and c.db.data[b"s"] == b"ab\0\0\0\x80"
+    assert core.dirty - dirty == ref_core.dirty - ref_dirty == 4
