@@ -227,6 +227,21 @@ push_attr_bytes(lua_State *L, PyObject *v, PyObject *attr, const char *key)
     return 0;
 }
 
+/* error_text("-" + e.message) of a ReplyError e: the text its Lua table holds (a new
+   reference, NULL with an error set). */
+static PyObject *
+reply_error_text(PyObject *e)
+{
+    PyObject *msg = PyObject_GetAttr(e, str_message);
+    PyObject *dash = msg == NULL ? NULL : PyUnicode_FromString("-");
+    PyObject *full = dash == NULL ? NULL : PyUnicode_Concat(dash, msg);
+    PyObject *text = full == NULL ? NULL : PyObject_CallOneArg(error_text, full);
+    Py_XDECREF(msg);
+    Py_XDECREF(dash);
+    Py_XDECREF(full);
+    return text;
+}
+
 static int
 push_reply(lua_State *L, PyObject *v, int resp, int depth)
 {
@@ -306,15 +321,7 @@ push_reply(lua_State *L, PyObject *v, int resp, int depth)
         return 0;
     }
     if (PyObject_TypeCheck(v, (PyTypeObject *)reply_error)) {
-        PyObject *msg = PyObject_GetAttr(v, str_message);
-        if (msg == NULL)
-            return -1;
-        PyObject *dash = PyUnicode_FromString("-");
-        PyObject *full = dash == NULL ? NULL : PyUnicode_Concat(dash, msg);
-        Py_XDECREF(dash);
-        Py_DECREF(msg);
-        PyObject *text = full == NULL ? NULL : PyObject_CallOneArg(error_text, full);
-        Py_XDECREF(full);
+        PyObject *text = reply_error_text(v);
         if (text == NULL)
             return -1;
         int rc = push_err_table(L, text, 1);
@@ -622,13 +629,7 @@ call_pushed(state *st, lua_State *L, int argc)
         goto failed;
     if (reply != NULL && PyObject_TypeCheck(reply, (PyTypeObject *)reply_error)) {
         /* (what run_call raises for an error reply: its table, the error counted) */
-        PyObject *msg = PyObject_GetAttr(reply, str_message);
-        PyObject *dash = msg == NULL ? NULL : PyUnicode_FromString("-");
-        PyObject *full = dash == NULL ? NULL : PyUnicode_Concat(dash, msg);
-        PyObject *text = full == NULL ? NULL : PyObject_CallOneArg(error_text, full);
-        Py_XDECREF(msg);
-        Py_XDECREF(dash);
-        Py_XDECREF(full);
+        PyObject *text = reply_error_text(reply);
         if (text == NULL)
             goto failed;
         PyObject *call_err = PyObject_CallFunction(call_error, "OO", text, Py_True);
