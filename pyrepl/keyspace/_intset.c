@@ -148,7 +148,7 @@ static int member_value(PyObject *m, int64_t *v)
 static PyObject *int_bytes(int64_t v)
 {
     char buf[24];
-    int n = snprintf(buf, sizeof buf, "%lld", (long long)v);
+    int n = lp_ll_text(buf, v);
     return PyBytes_FromStringAndSize(buf, n);
 }
 

@@ -92,12 +92,30 @@ static inline int next_item(const uint8_t *lp, Py_ssize_t *p, Py_ssize_t last, i
     return 0;
 }
 
+/* v's decimal form at buf (room for 21 bytes, no NUL written): what snprintf's "%lld" writes,
+ * at a tenth of its ~700 instructions; its length. */
+static inline int lp_ll_text(char *buf, int64_t v)
+{
+    char digits[20];
+    int k = 0, at = 0;
+    uint64_t u = v < 0 ? 0ULL - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[at++] = '-';
+    while (k)
+        buf[at++] = digits[--k];
+    return at;
+}
+
 /* An entry as the bytes the reference makes of it (an integer as its decimal form). */
 static inline PyObject *item_bytes(const item_t *it)
 {
     if (it->is_int) {
         char buf[24];
-        int n = snprintf(buf, sizeof buf, "%lld", (long long)it->v);
+        int n = lp_ll_text(buf, (int64_t)it->v);
         return PyBytes_FromStringAndSize(buf, n);
     }
     return PyBytes_FromStringAndSize((const char *)it->s, it->slen);

@@ -61,7 +61,7 @@ static double item_score(const item_t *it)
 static void item_str(const item_t *it, char *buf, const uint8_t **s, Py_ssize_t *n)
 {
     if (it->is_int) {
-        *n = snprintf(buf, 24, "%lld", (long long)it->v);
+        *n = lp_ll_text(buf, (int64_t)it->v);
         *s = (const uint8_t *)buf;
     } else {
         *s = it->s;
