@@ -41,7 +41,6 @@
 #define BIND_USAGE "bind(lupa_file, CallError, Status, Raw, NULL_ARRAY, Map, SetReply, " \
                    "Verbatim, ReplyError, BigNumber, parse_resp, format_double, error_text, " \
                    "texts)"
-#define MAX_STATES 64
 #define MAX_DEPTH 1000
 
 typedef struct {
@@ -52,7 +51,11 @@ typedef struct {
     PyObject *engine;  /* the ScriptEngine (attach); NULL before */
 } state;
 
-static state *states[MAX_STATES];
+/* The states by number (run()'s and EVALSHA's way to one): a slot freed when its state
+   closes, the table grown as needed (libc's allocator: the opener runs where lupa has
+   released the GIL). */
+static state **states;
+static int n_states;
 static int bound;
 static PyObject *call_error, *status_type, *raw_type, *null_array, *map_type, *set_type,
                 *verbatim_type, *reply_error, *big_number, *parse_resp, *format_double,
@@ -775,11 +778,22 @@ int
 pyrepl_luacall_open(lua_State *L)
 {
     int id = -1;
-    for (int i = 0; i < MAX_STATES && id < 0; i++)
+    for (int i = 0; i < n_states && id < 0; i++)
         if (states[i] == NULL)
             id = i;
+    if (id < 0 && bound) {
+        int more = n_states ? 2 * n_states : 8;
+        state **grown = (state **)realloc(states, (size_t)more * sizeof(state *));
+        if (grown != NULL) {
+            memset(grown + n_states, 0, (size_t)(more - n_states) * sizeof(state *));
+            id = n_states;
+            states = grown;
+            n_states = more;
+        }
+    }
     if (!bound || id < 0) {
-        const char *why = bound ? "too many Lua states" : "pyrepl's _luacall is not bound";
+        const char *why = bound ? "no memory for another Lua state"
+                                : "pyrepl's _luacall is not bound";
         lua_pushnil(L);
         lua_pushlstring(L, why, strlen(why));
         return 2;
@@ -845,7 +859,7 @@ state_of(PyObject *id_obj)
     long id = PyLong_AsLong(id_obj);
     if (id == -1 && PyErr_Occurred())
         return NULL;
-    if (id < 0 || id >= MAX_STATES || states[id] == NULL) {
+    if (id < 0 || id >= n_states || states[id] == NULL) {
         PyErr_Format(PyExc_LookupError, "no Lua state %ld", id);
         return NULL;
     }
@@ -1079,7 +1093,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long flags = slot_int(SLOT_AT(script, script_off[S_FLAGS]));
     long long ref = slot_int(SLOT_AT(script, script_off[S_REF]));
     long long id = slot_int(SLOT_AT(vm, vm_off[V_ACCEL_ID]));
-    if (flags != compat_flags || ref <= 0 || id < 0 || id >= MAX_STATES || states[id] == NULL)
+    if (flags != compat_flags || ref <= 0 || id < 0 || id >= n_states || states[id] == NULL)
         goto done;
     /* the busy hook as busy-reply-threshold wants it (else _execute sets it) */
     threshold = PyObject_GetAttr(K(core, K_CONFIG), str_busy_reply_threshold);

@@ -246,3 +246,13 @@ def test_the_run_context_is_the_references(monkeypatch: pytest.MonkeyPatch) -> N
 
     got, want = both(monkeypatch, scripts)
     assert got == want and len(got[2]) == 2    # type: ignore[arg-type]
+
+
+def test_every_state_loads_the_c_library() -> None:
+    """States past the table's first sizes get their number too (each core here keeps its
+    engine's state: no limit stops the C paths)."""
+    cores = [make_core() for _ in range(80)]
+    for core in cores:
+        run(core.connection_made(), "EVAL", "return 1", "0")
+    ids = [core.scripts.vm.accel_id for core in cores]
+    assert None not in ids and len(set(ids)) == len(ids)
