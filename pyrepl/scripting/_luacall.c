@@ -587,6 +587,17 @@ call_common(state *st, PyObject *ctx, PyObject *argv)
     return reply;
 }
 
+/* redis.call's own refusal (outside a script, no or a bad argument): its {err=...} table, or,
+   with no memory for it, the text alone. */
+static void
+push_refusal(lua_State *L, PyObject *text)
+{
+    if (push_err_table(L, text, 0) < 0) {
+        PyErr_Clear();
+        lua_pushlstring(L, "ERR out of memory", 17);
+    }
+}
+
 /* The reply of the call the arguments 1..argc make (pushed, 0), or its refusal: the error
    value pushed, 1 for a CallError's table, 2 for a plain error string. The GIL is held. */
 static int
@@ -608,7 +619,7 @@ call_pushed(state *st, lua_State *L, int argc)
     if (refusal != NULL) {
         Py_DECREF(ctx);
         lua_settop(L, 0);
-        push_err_table(L, refusal, 0);
+        push_refusal(L, refusal);
         return 1;
     }
     argv = PyList_New(argc);
@@ -622,7 +633,7 @@ call_pushed(state *st, lua_State *L, int argc)
             Py_DECREF(ctx);
             Py_DECREF(argv);
             lua_settop(L, 0);
-            push_err_table(L, text_args, 0);
+            push_refusal(L, text_args);
             return 1;
         }
         PyList_SET_ITEM(argv, i, a);
