@@ -267,21 +267,47 @@ done:
  * fv, new), 0 when it is not (or is a tombstone), -2 when the listpack is not what decode
  * accepts, -1 on an exception. Walks the entries without making objects until the one
  * wanted. */
+/* Where a walk of one listpack stopped (find_in's resume: history_reply's ids grow): every
+ * entry before offset p has an ID of at most ms-seq. */
+typedef struct {
+    const uint8_t *lp;          /* the listpack walked (NULL: none yet) */
+    Py_ssize_t p, fields_at;
+    int64_t nf;
+    uint64_t ms, seq;
+} lp_cursor;
+
 static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
-                   uint64_t ms, uint64_t seq, Py_ssize_t *at, PyObject **found)
+                   uint64_t ms, uint64_t seq, Py_ssize_t *at, PyObject **found, lp_cursor *cur)
 {
-    Py_ssize_t p = 6, last = n - 1, fields_at;
+    Py_ssize_t p = 6, last = n - 1, fields_at, entry = 0;
     item_t it, fl, a, b, nf;
     if (n < 7 || lp[n - 1] != 0xFF) goto bad;
 #define SKIP(x) do { if (p >= last || next_item(lp, &p, last, &(x)) < 0) goto bad; } while (0)
-    SKIP(it);                                   /* live */
-    SKIP(it);                                   /* deleted */
-    SKIP(nf);
-    if (!nf.is_int || nf.v < 0) goto bad;
-    fields_at = p;
-    for (int64_t i = 0; i < nf.v; i++) SKIP(it);
-    SKIP(it);                                   /* the master entry's 0 */
+    if (cur != NULL && cur->lp == lp && (ms > cur->ms || (ms == cur->ms && seq > cur->seq))) {
+        p = cur->p;                             /* (the entries before: all below ms-seq) */
+        fields_at = cur->fields_at;
+        nf.is_int = 1;
+        nf.v = cur->nf;
+    } else {
+        SKIP(it);                               /* live */
+        SKIP(it);                               /* deleted */
+        SKIP(nf);
+        if (!nf.is_int || nf.v < 0) goto bad;
+        fields_at = p;
+        for (int64_t i = 0; i < nf.v; i++) SKIP(it);
+        SKIP(it);                               /* the master entry's 0 */
+    }
+    if (cur != NULL) {
+        cur->lp = lp;
+        cur->fields_at = fields_at;
+        cur->nf = nf.v;
+        cur->ms = ms;
+        cur->seq = seq;
+    }
     while (p < last) {
+        entry = p;
+        if (cur != NULL)
+            cur->p = entry;                     /* (this entry and those after: unread) */
         SKIP(fl);
         SKIP(a);
         SKIP(b);
@@ -323,10 +349,17 @@ static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
                 PyList_SET_ITEM(fv, i, v);
             }
         }
+        if (cur != NULL) {                      /* (resume after this entry's lp-count) */
+            item_t count;
+            if (p < last && next_item(lp, &p, last, &count) == 0)
+                cur->p = p;
+        }
         *at = fl.start;
         *found = fv;
         return 1;
     }
+    if (cur != NULL && p >= last)
+        cur->p = p;
 #undef SKIP
     return 0;
 bad:
@@ -346,7 +379,7 @@ static PyObject *find(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t at = 0;
     PyObject *fv = NULL;
-    int rc = find_in(buf.buf, buf.len, mms, mseq, ms, seq, &at, &fv);
+    int rc = find_in(buf.buf, buf.len, mms, mseq, ms, seq, &at, &fv, NULL);
     PyBuffer_Release(&buf);
     if (rc == 1)
         return Py_BuildValue("(nN)", at, fv);
@@ -516,7 +549,7 @@ fail:
    it live, Py_False when the node's listpack is not well formed, NULL on an exception.
    Stream.get's node part: a sealed node not decoded is walked in its bytes (find_in). */
 static PyObject *
-node_get(PyObject *node, u128 eid)
+node_get(PyObject *node, u128 eid, lp_cursor *cur)
 {
     u128 last, master;
     if (id_attr(node, str_last, &last) < 0)
@@ -539,7 +572,7 @@ node_get(PyObject *node, u128 eid)
         PyObject *fv = NULL;
         int rc = find_in((const uint8_t *)PyBytes_AS_STRING(lp), PyBytes_GET_SIZE(lp),
                          (uint64_t)(master >> 64), (uint64_t)master, (uint64_t)(eid >> 64),
-                         (uint64_t)eid, &at, &fv);
+                         (uint64_t)eid, &at, &fv, cur);
         Py_DECREF(lp);
         if (rc == 1)
             return fv;
@@ -574,6 +607,7 @@ history_reply(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(ids);
     PyObject *out = PyList_New(n), *found = PyList_New(0);
+    lp_cursor cur = {NULL, 0, 0, 0, 0, 0};   /* (the ids grow: a node's walk goes on) */
     if (out == NULL || found == NULL)
         goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -588,7 +622,7 @@ history_reply(PyObject *self, PyObject *args)
             fv = Py_NewRef(Py_None);
         } else {
             PyObject *node = Py_NewRef(PyList_GET_ITEM(nodes, i));
-            fv = node_get(node, eid);
+            fv = node_get(node, eid, &cur);
             Py_DECREF(node);
             if (fv == NULL)
                 goto fail;

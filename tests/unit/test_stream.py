@@ -466,6 +466,22 @@ def test_c_history_reply_matches_the_reference(ops: list, max_bytes: int, max_en
     assert [pair[1] is null for pair in out] == [e not in model for e in ids]
 
 
+@pytest.mark.skipif(stream_mod._streamlp is None, reason="pyrepl runs as plain Python")
+def test_c_history_reply_walks_on_only_for_growing_ids() -> None:
+    """A sealed node's walk goes on from where the previous ID was found only when the next
+    ID is greater: IDs out of order, repeated, deleted and past the node are all answered."""
+    ops = [("add", 1, 0, [(b"f", b"%d" % i)]) for i in range(30)] + [("del", 7), ("del", 20)]
+    s, model = _apply(ops, 0, 100)
+    for node in s.nodes:
+        node.seal()
+    live = sorted(model)
+    ids = [live[5], live[3], live[3], live[12], make_id(8, 0), live[10], live[-2], live[0],
+           make_id(9, 0), live[-1], make_id(99, 0), live[1]]
+    got = s.history_reply(ids, None)
+    assert got == history_reply_reference(s, ids, None)
+    assert got[1] == [e for e in ids if e in model] and len(got[1]) == 10
+
+
 def test_range_reply_writes_ids_of_every_size() -> None:
     """IDs' text at the edges of both halves (the C writes the digits itself)."""
     s = Stream()
