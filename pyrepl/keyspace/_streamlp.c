@@ -274,6 +274,11 @@ typedef struct {
     Py_ssize_t p, fields_at;
     int64_t nf;
     uint64_t ms, seq;
+    /* node_get's: the sealed node whose listpack this is (borrowed: the caller's nodes hold
+       it, unchanged meanwhile), its size, last and master IDs */
+    PyObject *node;
+    Py_ssize_t n;
+    u128 last, master;
 } lp_cursor;
 
 static int find_in(const uint8_t *lp, Py_ssize_t n, uint64_t mms, uint64_t mseq,
@@ -552,6 +557,17 @@ static PyObject *
 node_get(PyObject *node, u128 eid, lp_cursor *cur)
 {
     u128 last, master;
+    if (cur != NULL && cur->node == node && cur->lp != NULL) {   /* (the node read before) */
+        if (eid > cur->last)
+            return Py_NewRef(Py_None);
+        Py_ssize_t at;
+        PyObject *fv = NULL;
+        int rc = find_in(cur->lp, cur->n, (uint64_t)(cur->master >> 64), (uint64_t)cur->master,
+                         (uint64_t)(eid >> 64), (uint64_t)eid, &at, &fv, cur);
+        if (rc == 1)
+            return fv;
+        return rc == -1 ? NULL : Py_NewRef(rc == 0 ? Py_None : Py_False);
+    }
     if (id_attr(node, str_last, &last) < 0)
         return NULL;
     if (eid > last)
@@ -570,9 +586,17 @@ node_get(PyObject *node, u128 eid, lp_cursor *cur)
         }
         Py_ssize_t at;
         PyObject *fv = NULL;
+        if (cur != NULL) {
+            cur->node = NULL;     /* (find_in restarts for another listpack: cur->lp) */
+            cur->n = PyBytes_GET_SIZE(lp);
+            cur->last = last;
+            cur->master = master;
+        }
         int rc = find_in((const uint8_t *)PyBytes_AS_STRING(lp), PyBytes_GET_SIZE(lp),
                          (uint64_t)(master >> 64), (uint64_t)master, (uint64_t)(eid >> 64),
                          (uint64_t)eid, &at, &fv, cur);
+        if (cur != NULL && rc >= 0 && cur->lp == (const uint8_t *)PyBytes_AS_STRING(lp))
+            cur->node = node;     /* (its bytes live as long as the node: the node holds them) */
         Py_DECREF(lp);
         if (rc == 1)
             return fv;
@@ -607,7 +631,7 @@ history_reply(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(ids);
     PyObject *out = PyList_New(n), *found = PyList_New(0);
-    lp_cursor cur = {NULL, 0, 0, 0, 0, 0};   /* (the ids grow: a node's walk goes on) */
+    lp_cursor cur = {0};   /* (the ids grow: a node's walk goes on) */
     if (out == NULL || found == NULL)
         goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
