@@ -632,6 +632,10 @@ history_reply(PyObject *self, PyObject *args)
     Py_ssize_t n = PyList_GET_SIZE(ids);
     PyObject *out = PyList_New(n), *found = PyList_New(0);
     lp_cursor cur = {0};   /* (the ids grow: a node's walk goes on) */
+    /* keys[span_i] <= an ID < keys[span_i + 1] (span_open: the last key) is node span_i's */
+    Py_ssize_t span_i = -1;
+    u128 span_lo = 0, span_hi = 0;
+    int span_open = 0;
     if (out == NULL || found == NULL)
         goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -639,9 +643,23 @@ history_reply(PyObject *self, PyObject *args)
         u128 eid;
         if (stream_id_value(id_o, &eid) < 0)
             goto fail;
-        Py_ssize_t i = bisect_id(keys, eid, 1) - 1;
-        if (i < -1)
-            goto fail;
+        Py_ssize_t i;
+        if (span_i >= 0 && span_lo <= eid && (span_open || eid < span_hi)) {
+            i = span_i;           /* (the node of the ID before: no bisection) */
+        } else {
+            i = bisect_id(keys, eid, 1) - 1;
+            if (i < -1)
+                goto fail;
+            span_i = -1;
+            if (i >= 0 && i < PyList_GET_SIZE(keys)) {
+                span_open = i + 1 >= PyList_GET_SIZE(keys);
+                if (stream_id_value(PyList_GET_ITEM(keys, i), &span_lo) < 0 ||
+                        (!span_open &&
+                         stream_id_value(PyList_GET_ITEM(keys, i + 1), &span_hi) < 0))
+                    goto fail;
+                span_i = i;
+            }
+        }
         if (i < 0 || i >= PyList_GET_SIZE(nodes)) {
             fv = Py_NewRef(Py_None);
         } else {
