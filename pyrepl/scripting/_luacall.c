@@ -1,5 +1,5 @@
-/* pyrepl.scripting._luacall: a script's redis.call / redis.pcall and EVAL's runner in C, on
-   lupa's own Lua state.
+/* pyrepl.scripting._luacall: a script's redis.call / redis.pcall, EVAL's runner and
+   EVALSHA's common case in C, on lupa's own Lua state.
 
    The reference (pyrepl/scripting/engine.py, sandbox.py, convert.py) runs a script through
    lupa: ``vm.run(func, proto, numkeys, *args)`` converts each argument into Lua, calls the
@@ -17,8 +17,10 @@
    ``id`` (the state's number for run()). The Lua API is lupa's (pyrepl/scripting/_luaapi.h).
 
    redis.call: the arguments become an argv here (strings as they are, numbers as "%.17g", as
-   Redis's luaArgsToRedisArgv); ``ScriptEngine.run_call(ctx, argv)`` makes scriptCall's checks
-   and runs the command (the one Python for both paths), and its reply value becomes the Lua
+   Redis's luaArgsToRedisArgv); scriptCall's common case (call_common: a master, an
+   unrestricted caller, a ``script_plain`` command, a write after the script's first) calls
+   the command here, anything else ``ScriptEngine.run_call(ctx, argv)``, which makes
+   scriptCall's checks and runs it (the one Python for both paths); the reply value becomes the Lua
    value Redis's RESP parser would have made, as ``ReplyToLua.convert`` does, table for table,
    in the same order of stores. A refused call (the engine's CallError) is the Lua error
    {err=..., ignore_error_stats_update=true} for redis.call and that table as the result for
@@ -26,7 +28,9 @@
 
    run(id, ref, proto, numkeys, argv): the reference's ``vm.run`` for argv[3:], KEYS and ARGV
    built here, its results converted as lupa converts them (a Lua number that is an integer
-   as an int). tests/unit/test_luacall.py runs scripts both ways and compares.
+   as an int). evalsha / EVALSHA's and EVALSHA_RO's handlers: ``ScriptEngine.eval``'s moves for
+   a cached script without a shebang on a master (see evalsha), NotImplemented otherwise, the
+   Python handler then. tests/unit/test_luacall.py runs scripts both ways and compares.
 
    The C functions run under lupa's calls too (FCALL, a debugging session), where lupa has
    released the GIL: each takes it (PyGILState_Ensure) and gives it back before a Lua error. */
