@@ -317,36 +317,49 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 enum {
     AK_CMDSTATS, AK_LATENCY_TRACKING, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
-    AK_RUN_MAXMEMORY, AK_N
+    AK_RUN_MAXMEMORY, AK_DIRTY, AK_CALL_DEPTH, AK_PENDING, AK_N
 };
 static const char *const ak_names[AK_N] = {
-    "cmdstats", "latency_tracking", "gated", "keys_waited", "tracking_on", "maxmemory", "run_maxmemory",
+    "cmdstats", "latency_tracking", "gated", "keys_waited", "tracking_on", "maxmemory",
+    "run_maxmemory", "dirty", "_call_depth", "_pending",
 };
-enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_N };
-static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode"};
-enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_N };
-static const char *const am_names[AM_N] = {"plain", "min_args", "max_args"};
+enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_PROPAGATE_ARGV, AC_DB, AC_N };
+static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode",
+                                           "propagate_argv", "db"};
+enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_PROPAGATES, AM_HANDLER, AM_N };
+static const char *const am_names[AM_N] = {"plain", "min_args", "max_args", "propagates",
+                                           "handler"};
 enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_TIMING, AS_N };
 static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency", "timing"};
 enum { AL_COUNTS, AL_N };
 static const char *const al_names[AL_N] = {"counts"};
-static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N];
-static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type;
-static PyObject *name_cache, *py_account, *py_start;
+enum { AD_ID, AD_N };
+static const char *const ad_names[AD_N] = {"id"};
+static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N],
+                  ad_off[AD_N];
+static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type, *ad_type;
+static PyObject *name_cache, *py_account, *py_start, *py_propagating, *reply_error;
+static PyObject *str_end_span, *str_propagate_call, *str_propagate_now, *str_failed_call;
 static int bound;   /* bind() ran to its end */
 
-/* (account and start: plainrun's) */
+/* (account and start: plainrun's; propagating_loop: dispatch's) */
 #define BIND_USAGE "bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, " \
-                   "NAME_CACHE, account, start)"
+                   "NAME_CACHE, account, start, Database, ReplyError, propagating_loop)"
 
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[8] = {
+    const slots_spec specs[11] = {
         SLOTS_OF(ak), SLOTS_OF(ac), SLOTS_OF(am), SLOTS_OF(as), SLOTS_OF(al),
-        KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start),
+        KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start), SLOTS_OF(ad), KEPT(&reply_error),
+        KEPT(&py_propagating),
     };
-    if (bind_args(nargs == 8 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 8) < 0)
+    if (bind_args(nargs == 11 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 11) < 0)
+        return NULL;
+    if (intern(&str_end_span, "end_span") < 0 ||
+            intern(&str_propagate_call, "propagate_call") < 0 ||
+            intern(&str_propagate_now, "propagate_now") < 0 ||
+            intern(&str_failed_call, "failed_call") < 0)
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
@@ -507,6 +520,189 @@ general:
     return PyObject_Vectorcall(py_account, args, nargs, NULL);
 }
 
+/* -- propagating ---------------------------------------------------------------------- */
+
+/* core.end_span(c, reqs, a, b, db.id): requests a to b - 1 propagated as they arrived; -1
+   with an error set on failure. */
+static int
+end_span(PyObject *core, PyObject *c, PyObject *reqs, Py_ssize_t a, Py_ssize_t b, PyObject *db)
+{
+    PyObject *pa = PyLong_FromSsize_t(a), *pb = PyLong_FromSsize_t(b);
+    PyObject *id = Py_TYPE(db) == ad_type && SLOT_AT(db, ad_off[AD_ID]) != NULL
+                   ? Py_NewRef(SLOT_AT(db, ad_off[AD_ID])) : PyObject_GetAttrString(db, "id");
+    PyObject *r = NULL;
+    if (pa != NULL && pb != NULL && id != NULL) {
+        PyObject *cargs[6] = {core, c, reqs, pa, pb, id};
+        r = PyObject_VectorcallMethod(str_end_span, cargs, 6, NULL);
+    }
+    Py_XDECREF(pa);
+    Py_XDECREF(pb);
+    Py_XDECREF(id);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* cmd's handler on argv: its reply, or for a ReplyError core.failed_call(c, cmd, e)'s (the
+   error, counted); NULL on any other exception. */
+static PyObject *
+handled(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv)
+{
+    PyObject *hargs[2] = {c, argv};
+    PyObject *r = PyObject_Vectorcall(SLOT_AT(cmd, am_off[AM_HANDLER]), hargs, 2, NULL);
+    if (r != NULL || !PyErr_ExceptionMatches(reply_error))
+        return r;
+    PyObject *type, *e, *tb;
+    PyErr_Fetch(&type, &e, &tb);
+    PyErr_NormalizeException(&type, &e, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(e, tb);
+    PyObject *fargs[4] = {core, c, cmd, e};
+    r = PyObject_VectorcallMethod(str_failed_call, fargs, 4, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(e);
+    Py_XDECREF(tb);
+    return r;
+}
+
+/* o is a non-empty list (or otherwise true): 1, 0, -1 with an error set */
+static int
+nonempty(PyObject *o)
+{
+    if (o != NULL && PyList_CheckExact(o))
+        return PyList_GET_SIZE(o) != 0;
+    return o == NULL ? 0 : PyObject_IsTrue(o);
+}
+
+/* propagating(core, c, cmds, reqs, replies): dispatch.propagating_loop (run_propagating's
+   loop after a whole-run form), in C: each handler called at call depth + 1, its reply
+   appended to replies (a ReplyError's through core.failed_call); a write that changed the
+   dataset and propagates as it arrived joins the span (fed by core.end_span), anything else
+   ends it and propagates through core.propagate_call, a command that never propagates
+   through core.propagate_now when it queued something. The Python function for a call of
+   other than its common types. */
+static PyObject *
+propagating(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 5, "propagating(core, c, cmds, reqs, replies)");
+    PyObject *core = args[0], *c = args[1], *cmds = args[2], *reqs = args[3],
+             *replies = args[4];
+    if (py_propagating == NULL || Py_TYPE(core) != ak_type || !slots_all_set(core, ak_off, AK_N) ||
+            Py_TYPE(c) != ac_type || !slots_all_set(c, ac_off, AC_N) ||
+            !PyList_CheckExact(cmds) || !PyList_CheckExact(reqs) ||
+            !PyList_CheckExact(replies) || PyList_GET_SIZE(cmds) != PyList_GET_SIZE(reqs) ||
+            slot_int(SLOT_AT(core, ak_off[AK_CALL_DEPTH])) < 0)
+        goto general;
+    Py_ssize_t n = PyList_GET_SIZE(cmds);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cmd = PyList_GET_ITEM(cmds, i);
+        if (Py_TYPE(cmd) != am_type || !slots_all_set(cmd, am_off, AM_N))
+            goto general;
+    }
+    Py_INCREF(cmds);
+    Py_INCREF(reqs);
+    PyObject *depth = Py_NewRef(SLOT_AT(core, ak_off[AK_CALL_DEPTH]));
+    PyObject *deeper = PyLong_FromLongLong(slot_int(depth) + 1);
+    PyObject *span_db = Py_NewRef(SLOT_AT(c, ac_off[AC_DB]));
+    Py_ssize_t span = -1;   /* the span's first request (-1: no span open) */
+    int failed = deeper == NULL;
+    slot_put(c, ac_off[AC_PROPAGATE_ARGV], Py_None);
+    for (Py_ssize_t i = 0; !failed && i < n && i < PyList_GET_SIZE(cmds) &&
+                           i < PyList_GET_SIZE(reqs); i++) {
+        PyObject *cmd = PyList_GET_ITEM(cmds, i), *argv = PyList_GET_ITEM(reqs, i), *r;
+        int propagates = PyObject_IsTrue(SLOT_AT(cmd, am_off[AM_PROPAGATES]));
+        if (propagates < 0) {
+            failed = 1;
+            break;
+        }
+        if (!propagates) {
+            if (span >= 0) {   /* (before it: a key it expires propagates at once) */
+                failed = end_span(core, c, reqs, span, i, span_db) < 0;
+                span = -1;
+            }
+            r = failed ? NULL : handled(core, c, cmd, argv);
+            if (r == NULL || PyList_Append(replies, r) < 0) {
+                Py_XDECREF(r);
+                failed = 1;
+                break;
+            }
+            Py_DECREF(r);
+            int pending = nonempty(SLOT_AT(core, ak_off[AK_PENDING]));
+            if (pending != 0) {
+                PyObject *pargs[3] = {core, c, argv};
+                r = pending < 0 ? NULL
+                                : PyObject_VectorcallMethod(str_propagate_now, pargs, 3, NULL);
+                Py_XDECREF(r);
+                failed = r == NULL;
+            }
+            continue;
+        }
+        /* the dirty counter's value before (its object when not a plain int) */
+        long long was = slot_int(SLOT_AT(core, ak_off[AK_DIRTY]));
+        PyObject *was_o = was < 0 ? Py_XNewRef(SLOT_AT(core, ak_off[AK_DIRTY])) : NULL;
+        slot_put(core, ak_off[AK_CALL_DEPTH], deeper);   /* (internal propagation waits) */
+        r = handled(core, c, cmd, argv);
+        slot_put(core, ak_off[AK_CALL_DEPTH], depth);
+        if (r == NULL || PyList_Append(replies, r) < 0) {
+            Py_XDECREF(r);
+            Py_XDECREF(was_o);
+            failed = 1;
+            break;
+        }
+        Py_DECREF(r);
+        PyObject *dirty = SLOT_AT(core, ak_off[AK_DIRTY]);
+        long long now = slot_int(dirty);
+        int changed = was >= 0 && now >= 0 ? was != now
+                      : dirty == NULL || was_o == NULL ? dirty != was_o
+                      : PyObject_RichCompareBool(dirty, was_o, Py_NE);
+        Py_XDECREF(was_o);
+        int pending = nonempty(SLOT_AT(core, ak_off[AK_PENDING]));
+        if (changed < 0 || pending < 0) {
+            failed = 1;
+            break;
+        }
+        PyObject *pa = SLOT_AT(c, ac_off[AC_PROPAGATE_ARGV]);
+        int verbatim = changed && pa == Py_None && !pending;
+        if (span >= 0 && !(verbatim && SLOT_AT(c, ac_off[AC_DB]) == span_db)) {
+            failed = end_span(core, c, reqs, span, i, span_db) < 0;
+            span = -1;
+        }
+        if (failed)
+            break;
+        if (!verbatim && (changed || pa != Py_None || pending)) {   /* (else it does nothing) */
+            PyObject *pargs[4] = {core, c, argv, changed ? Py_True : Py_False};
+            r = PyObject_VectorcallMethod(str_propagate_call, pargs, 4, NULL);
+            Py_XDECREF(r);
+            failed = r == NULL;
+        } else if (verbatim && span < 0) {
+            span = i;
+            Py_SETREF(span_db, Py_NewRef(SLOT_AT(c, ac_off[AC_DB])));
+        }
+    }
+    slot_put(core, ak_off[AK_CALL_DEPTH], depth);
+    if (span >= 0) {   /* (on an exception: the writes before the failing one) */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        int rc = end_span(core, c, reqs, span, PyList_GET_SIZE(replies), span_db);
+        if (type != NULL) {
+            if (rc < 0)
+                PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        } else {
+            failed = failed || rc < 0;
+        }
+    }
+    Py_DECREF(span_db);
+    Py_DECREF(depth);
+    Py_XDECREF(deeper);
+    Py_DECREF(cmds);
+    Py_DECREF(reqs);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+general:
+    return PyObject_Vectorcall(py_propagating, args, nargs, NULL);
+}
+
 SLOTS_MODULE(_plainrun, "The per-request loops of a run of plain commands, in C.",
     FASTCALL("run_length", run_length,
              "run_length(rest, name, min_args, max_args) -> int: how many requests at the end "
@@ -530,5 +726,7 @@ SLOTS_MODULE(_plainrun, "The per-request loops of a run of plain commands, in C.
              BIND_USAGE ": the classes whose slots account() and start() read, and the Python "
              "they stand for."),
     FASTCALL("start", start, "start(core, c, first, rest): plainrun.start, its common case in C."),
+    FASTCALL("propagating", propagating,
+             "propagating(core, c, cmds, reqs, replies): dispatch.propagating_loop in C."),
     FASTCALL("account", account,
              "account(core, c, cmds, one, ns): plainrun.account, its common case in C."))

@@ -8,6 +8,9 @@
 - ``start_run(core, c, first, rest)`` and ``account_run(core, c, cmds, one, ns)``:
   ``plainrun.start`` and ``plainrun.account``, whose common case (a run of one command)
   pyrepl/_plainrun.c runs.
+- ``propagating``: ``_plainrun.propagating(core, c, cmds, reqs, replies)``, the C of
+  ``dispatch.propagating_loop`` (a run's loop with a backlog), or None (dispatch runs its
+  Python).
 """
 
 from __future__ import annotations
@@ -34,3 +37,4 @@ execute = execute_reference if _dispatch is None else _dispatch.execute
 call = call_reference if _dispatch is None else _dispatch.call
 start_run = plainrun.start if _plainrun is None else _plainrun.start
 account_run = plainrun.account if _plainrun is None else _plainrun.account
+propagating = None if _plainrun is None else _plainrun.propagating

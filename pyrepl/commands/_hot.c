@@ -2,10 +2,10 @@
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
    geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec,
-   zrangebyscore and sinter are the handlers of SET, GET, INCR, LPUSH, RPUSH, HSET, ZADD,
-   EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT, MSET,
-   XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE and SINTER (pyrepl/commands/hot.py puts
-   them in the command table). Each
+   zrangebyscore, sinter, pfadd, zincrby and xreadgroup are the handlers of SET, GET, INCR,
+   LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT,
+   SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER,
+   PFADD, ZINCRBY and XREADGROUP (pyrepl/commands/hot.py puts them in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
    the same slots (pyrepl/_slots.h), for the
@@ -17,10 +17,12 @@
    (onto the open tail node of a stream), ZPOPMIN / ZPOPMAX key (a big sorted set), PEXPIREAT
    key <ms> (what EXPIRE propagates as), MULTI and EXEC (a transaction without WATCH),
    ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds), SINTER of 2 to 16
-   keys. In every other case, and whenever the Python handler would do more than the store (a
-   key with a TTL, for GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events
-   on, a new list, hash or sorted set, a value of another type or form), it calls the Python handler before anything changed, so that
-   stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
+   keys, PFADD key element ... (a dense HyperLogLog), ZINCRBY key <integer> member,
+   XREADGROUP GROUP g c [COUNT n] STREAMS key <ID> (a consumer's history). In every other
+   case, and whenever the Python handler would do more than the store (a key with a TTL, for
+   GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events on, a new list,
+   hash or sorted set, a value of another type or form), it calls the Python handler before
+   anything changed, so that stays the reference: tests/unit/test_hot.py runs both on the same random command streams and
    compares the replies, the dataset, the counters and what propagates.
 
    Why C (bench/RESULTS.md, "The hot commands' common forms in C"): with the dispatch, the
@@ -46,12 +48,12 @@
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
        H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
-       H_PFADD, H_ZINCRBY, H_N };
+       H_PFADD, H_ZINCRBY, H_XREADGROUP, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
     "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter", "pfadd",
-    "zincrby",
+    "zincrby", "xreadgroup",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -70,9 +72,9 @@ static const char *const core_names[K_N] = {"notify_mask", "dirty", "stats", "no
                                             "applying_master_stream", "_call_depth"};
 /* pyrepl/keyspace/stream.py's Stream, Node (its radix tree's listpacks) and Entries (an open
    node's decoded entries and listpack bytes): XADD's */
-enum { S_NODES, S_LENGTH, S_LAST_ID, S_FIRST_ID, S_ENTRIES_ADDED, S_N };
+enum { S_NODES, S_LENGTH, S_LAST_ID, S_FIRST_ID, S_ENTRIES_ADDED, S_KEYS, S_GROUPS, S_N };
 static const char *const stream_names[S_N] = {"nodes", "length", "last_id", "first_id",
-                                              "entries_added"};
+                                              "entries_added", "keys", "groups"};
 enum { N_MASTER, N_LAST, N_LIVE, N_DELETED, N_LP, N_D, N_N };
 static const char *const node_names[N_N] = {"master", "last", "live", "deleted", "lp", "d"};
 enum { E_FIELDS, E_IDS, E_FVS, E_FLAGS, E_OFFS, E_REST, E_COUNT, E_N };
@@ -180,10 +182,10 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* What every common form needs, found for a request of n arguments whose key (argv[1]) is
-   bytes: the client's database's table (a KeyTable: get touches the key's age, as Redis's
-   lookupKey, and set stamps it, as setKey), with no TTL on the key, no WATCH on the database and
-   no keyspace events on; the core, for its counters. ``ttl``: TTL_NONE, the key has no TTL;
+/* What every common form needs, found for a request of n arguments whose key (argv[key_at],
+   hot_case's argv[1]) is bytes: the client's database's table (a KeyTable: get touches the
+   key's age, as Redis's lookupKey, and set stamps it, as setKey), with no TTL on the key, no
+   WATCH on the database and no keyspace events on; the core, for its counters. ``ttl``: TTL_NONE, the key has no TTL;
    TTL_LIVE, it may have one still to come (the key is not expired: a lookup finds it as it
    finds a key without one); TTL_ANY, any (the caller checks it: h->expires is the database's
    TTL table). 1 when all holds, 0 otherwise (nothing moved, no error set), -1 on an
@@ -207,7 +209,8 @@ typedef struct {
 } Hot;
 
 static int
-hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
+hot_case_at(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl,
+            Py_ssize_t key_at)
 {
     if (nargs != 2)
         return 0;
@@ -219,7 +222,7 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
             !slots_all_set(db, db_off, D_N) || !slots_all_set(core, core_off, K_N))
         return 0;
     PyObject *data = SLOT_AT(db, db_off[D_DATA]), *expires = SLOT_AT(db, db_off[D_EXPIRES]),
-             *watched = SLOT_AT(db, db_off[D_WATCHED]), *key = PyList_GET_ITEM(argv, 1);
+             *watched = SLOT_AT(db, db_off[D_WATCHED]), *key = PyList_GET_ITEM(argv, key_at);
     if (Py_TYPE(data) != kt->type || Py_TYPE(expires) != kt->type ||
             !PyDict_CheckExact(watched) || PyDict_GET_SIZE(watched) != 0 ||
             SLOT_AT(core, core_off[K_NOTIFY_MASK]) != zero || !PyBytes_CheckExact(key))
@@ -239,6 +242,13 @@ hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
     h->data = data;
     h->key = key;
     return 1;
+}
+
+/* hot_case_at of the key at argv[1] */
+static int
+hot_case(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n, Hot *h, int ttl)
+{
+    return hot_case_at(args, nargs, n, h, ttl, 1);
 }
 
 /* The command's Python handler (the reference) for the same call. */
@@ -1054,32 +1064,25 @@ done:
     return result;
 }
 
-/* ZADD's store of member at score in the sorted set at h->key (a listpack that still fits it,
-   or a skiplist): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no key,
-   another type, a listpack that would no longer fit), nothing changed: the caller's reference
-   runs; -1 on an exception. */
+/* ZADD's store of member at score in the sorted set z (a listpack that still fits it, or a
+   skiplist; NULL: no key): 0 unchanged, 1 added, 2 updated; 3 when not a case for here (no
+   key, another type, a listpack that would no longer fit), nothing changed: the caller's
+   reference runs; -1 on an exception. */
 static int
-zset_store(Hot *h, PyObject *member, double score)
+zset_store_in(PyObject *z, PyObject *member, double score)
 {
-    PyObject *z = kt->get(h->data, h->key);   /* (a new reference) */
     if (z != NULL && PyObject_TypeCheck(z, lz->type) && PyBytes_CheckExact(member)) {
         int r = lz->set_score_fit(z, member, score);
-        Py_DECREF(z);
         return r == -2 ? 3 : r;   /* (it becomes a skiplist: the reference) */
     }
-    if (z == NULL || Py_TYPE(z) != zset_type) {
-        Py_XDECREF(z);
+    if (z == NULL || Py_TYPE(z) != zset_type)
         return PyErr_Occurred() ? -1 : 3;
-    }
     PyObject *f = PyFloat_FromDouble(score);
-    if (f == NULL) {
-        Py_DECREF(z);
+    if (f == NULL)
         return -1;
-    }
     PyObject *zargs[3] = {z, member, f};
     PyObject *r = PyObject_Vectorcall(set_score, zargs, 3, NULL);
     Py_DECREF(f);
-    Py_DECREF(z);
     if (r == NULL)
         return -1;
     long long result = PyLong_AsLongLong(r);
@@ -1087,6 +1090,16 @@ zset_store(Hot *h, PyObject *member, double score)
     if (result == -1 && PyErr_Occurred())
         return -1;
     return result == 0 ? 0 : result == added ? 1 : 2;   /* (UNCHANGED, ADDED, UPDATED) */
+}
+
+/* zset_store_in of the value at h->key */
+static int
+zset_store(Hot *h, PyObject *member, double score)
+{
+    PyObject *z = kt->get(h->data, h->key);   /* (a new reference) */
+    int r = zset_store_in(z, member, score);
+    Py_XDECREF(z);
+    return r;
 }
 
 /* ZADD key score member, score an integer of 1 to 15 digits (exact as a double, as float()
@@ -1141,19 +1154,23 @@ hot_zincrby(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Occurred() ? NULL : reference(H_ZINCRBY, args, nargs);
     }
     PyObject *cur = PyObject_CallMethodOneArg(z, str_score, member);
-    Py_DECREF(z);
-    if (cur == NULL)
+    if (cur == NULL) {
+        Py_DECREF(z);
         return NULL;
+    }
     if (cur != Py_None) {
         double was = PyFloat_AsDouble(cur);
         Py_DECREF(cur);
-        if (was == -1.0 && PyErr_Occurred())
+        if (was == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(z);
             return NULL;
+        }
         score += was;
     } else {
         Py_DECREF(cur);
     }
-    int r = zset_store(&h, member, score);
+    int r = zset_store_in(z, member, score);
+    Py_DECREF(z);
     if (r == 3)
         return reference(H_ZINCRBY, args, nargs);
     if (r < 0)
@@ -1685,6 +1702,224 @@ hot_zpopmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return zpop(H_ZPOPMAX, 1, args, nargs);
 }
 
+/* -- XREADGROUP's history ---------------------------------------------------------------------- */
+
+/* pyrepl/keyspace/stream.py's Group, Consumer, Nack and Pel (a dict of Nacks by ID, its IDs in
+   order in ``ids``): a consumer's history */
+enum { XG_CONSUMERS, XG_N };
+static const char *const group_names[XG_N] = {"consumers"};
+enum { XC_SEEN_TIME, XC_PEL, XC_N };
+static const char *const consumer_names[XC_N] = {"seen_time", "pel"};
+enum { XN_DELIVERY_TIME, XN_DELIVERY_COUNT, XN_N };
+static const char *const nack_names[XN_N] = {"delivery_time", "delivery_count"};
+enum { XP_IDS, XP_N };
+static const char *const pel_names[XP_N] = {"ids"};
+static Py_ssize_t group_off[XG_N], consumer_off[XC_N], nack_off[XN_N], pel_off[XP_N];
+static PyTypeObject *group_type, *consumer_type, *nack_type, *pel_type;
+static PyObject *history_reply;   /* _streamlp.history_reply (Stream.history_reply's C) */
+static PyObject *null_array, *map_type;   /* pyrepl.resp.types' NULL_ARRAY and Map */
+static int streams_bound;   /* bind_streams() ran to its end */
+
+#define BIND_STREAMS_USAGE "bind_streams(Group, Consumer, Nack, Pel, history_reply, " \
+                           "NULL_ARRAY, Map)"
+
+static PyObject *
+bind_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const slots_spec specs[7] = {
+        SLOTS_OF(group), SLOTS_OF(consumer), SLOTS_OF(nack), SLOTS_OF(pel),
+        KEPT(&history_reply), KEPT(&null_array), KEPT(&map_type),
+    };
+    if (bind_args(nargs == 7, BIND_STREAMS_USAGE, args, specs, 7) < 0)
+        return NULL;
+    streams_bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* w (bytes) is the ASCII word ``lower`` in any case */
+static int
+word_is(PyObject *w, const char *lower, Py_ssize_t n)
+{
+    return PyBytes_CheckExact(w) && PyBytes_GET_SIZE(w) == n &&
+           PyOS_strnicmp(PyBytes_AS_STRING(w), lower, (size_t)n) == 0;
+}
+
+/* s[0:n] is 1 to 20 decimal digits of a value that fits 64 bits: 1 with *out that value (as
+   _string2ull reads them), else 0 */
+static int
+u64_digits(const char *s, Py_ssize_t n, u128 *out)
+{
+    if (n < 1 || n > 20)
+        return 0;
+    u128 v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (u128)(s[i] - '0');
+    }
+    if (v > (u128)UINT64_MAX)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* XREADGROUP GROUP group consumer [COUNT n] STREAMS key id, the id a history's (ms or ms-seq,
+   not '>'), n 0 to 18 digits, on a stream whose group and consumer exist:
+   streamReplyWithRangeFromConsumerPEL as streams._history does it (the consumer's PEL from
+   id + 1, the first n IDs; each entry the stream still holds delivered once more, now), the
+   consumer seen now, and the stream looked up twice, as _xread's two loops count their hits.
+   Nothing propagates (a history read changes no entry). Every other form, a missing stream,
+   group or consumer (NOGROUP; a new consumer's event and propagation), another type: the
+   reference. */
+static PyObject *
+hot_xreadgroup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *argv = nargs == 2 && PyList_CheckExact(args[1]) ? args[1] : NULL;
+    Py_ssize_t n = argv == NULL || !streams_bound ? 0 : PyList_GET_SIZE(argv);
+    u128 count = 0, ms = 0, seq = 0;
+    if ((n != 7 && n != 9) || !word_is(PyList_GET_ITEM(argv, 1), "group", 5) ||
+            !word_is(PyList_GET_ITEM(argv, n - 3), "streams", 7))
+        n = 0;
+    if (n == 9) {
+        PyObject *w = PyList_GET_ITEM(argv, 5);
+        if (!word_is(PyList_GET_ITEM(argv, 4), "count", 5) || !PyBytes_CheckExact(w) ||
+                PyBytes_GET_SIZE(w) > 18 ||
+                !u64_digits(PyBytes_AS_STRING(w), PyBytes_GET_SIZE(w), &count))
+            n = 0;
+    }
+    if (n != 0) {   /* the ID: ms or ms-seq (a NUL, '-', '+', '>', '$' ...: the reference) */
+        PyObject *w = PyList_GET_ITEM(argv, n - 1);
+        const char *d = PyBytes_CheckExact(w) ? PyBytes_AS_STRING(w) : NULL;
+        Py_ssize_t len = d == NULL ? 0 : PyBytes_GET_SIZE(w);
+        const char *dash = d == NULL ? NULL : memchr(d, '-', (size_t)len);
+        if (d == NULL || (dash == NULL ? !u64_digits(d, len, &ms)
+                          : !u64_digits(d, dash - d, &ms) ||
+                            !u64_digits(dash + 1, len - (dash - d) - 1, &seq)))
+            n = 0;
+    }
+    Hot h;
+    if (!bound)
+        return unbound_error(MODULE_NAME, handler_names[H_XREADGROUP]);
+    int on = hot_case_at(args, nargs, n, &h, TTL_LIVE, n - 2);
+    if (on <= 0)
+        return on < 0 ? NULL : reference(H_XREADGROUP, args, nargs);
+    PyObject *gname = PyList_GET_ITEM(argv, 2), *cname = PyList_GET_ITEM(argv, 3);
+    PyObject *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    PyObject *s = kt->get(h.data, h.key);   /* (a new reference) */
+    if (s == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *groups = s != NULL && Py_TYPE(s) == stream_type &&
+                       slots_all_set(s, stream_off, S_N) ? SLOT_AT(s, stream_off[S_GROUPS])
+                                                         : NULL;
+    PyObject *g = groups != NULL && PyDict_CheckExact(groups) && PyBytes_CheckExact(gname)
+                  ? PyDict_GetItemWithError(groups, gname) : NULL;
+    PyObject *consumers = g != NULL && Py_TYPE(g) == group_type &&
+                          slots_all_set(g, group_off, XG_N) ? SLOT_AT(g, group_off[XG_CONSUMERS])
+                                                            : NULL;
+    PyObject *cons = consumers != NULL && PyDict_CheckExact(consumers) &&
+                     PyBytes_CheckExact(cname) ? PyDict_GetItemWithError(consumers, cname)
+                                               : NULL;
+    PyObject *pel = cons != NULL && Py_TYPE(cons) == consumer_type &&
+                    slots_all_set(cons, consumer_off, XC_N) ? SLOT_AT(cons, consumer_off[XC_PEL])
+                                                            : NULL;
+    PyObject *ids = pel != NULL && Py_TYPE(pel) == pel_type && slots_all_set(pel, pel_off, XP_N)
+                    ? SLOT_AT(pel, pel_off[XP_IDS]) : NULL;
+    if (ids == NULL || !PyList_CheckExact(ids) || Py_TYPE(stats) != stats_type ||
+            !slots_all_set(stats, stats_off, T_N)) {
+        Py_XDECREF(s);
+        return PyErr_Occurred() ? NULL : reference(H_XREADGROUP, args, nargs);
+    }
+    /* pel.from_id(id + 1, count): its first ID from there (a bisection), count of them */
+    u128 start = ((ms << 64) | seq) + 1;   /* (MAX_ID + 1 wraps to 0, as & MAX_ID does) */
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(ids);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        u128 at;
+        if (stream_id_value(PyList_GET_ITEM(ids, mid), &at) < 0) {
+            Py_DECREF(s);
+            return NULL;
+        }
+        if (at < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    Py_ssize_t end = PyList_GET_SIZE(ids);
+    if (count > 0 && (u128)(end - lo) > count)
+        end = lo + (Py_ssize_t)count;
+    PyObject *want = PyList_GetSlice(ids, lo, end), *r = NULL;
+    if (want != NULL) {
+        PyObject *hargs[4] = {SLOT_AT(s, stream_off[S_KEYS]), SLOT_AT(s, stream_off[S_NODES]),
+                              want, null_array};
+        r = PyObject_Vectorcall(history_reply, hargs, 4, NULL);
+        Py_DECREF(want);
+    }
+    if (r == Py_None) {   /* (a listpack history_reply does not take: the reference) */
+        Py_DECREF(r);
+        Py_DECREF(s);
+        return reference(H_XREADGROUP, args, nargs);
+    }
+    /* the second loop's lookup (its hit, the key's age) */
+    PyObject *again = r == NULL ? NULL : kt->get(h.data, h.key);
+    Py_DECREF(s);
+    Py_XDECREF(again);
+    if (again == NULL) {
+        Py_XDECREF(r);
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2 ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(r, 1))) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "history_reply: an (out, found) pair");
+        return NULL;
+    }
+    PyObject *out = PyTuple_GET_ITEM(r, 0), *found = PyTuple_GET_ITEM(r, 1);
+    PyObject *now = SLOT_AT(h.core, core_off[K_NOW_MS]);
+    if (slot_add(stats, stats_off[T_HITS], 2) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    slot_put(cons, consumer_off[XC_SEEN_TIME], now);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(found); k++) {
+        PyObject *nack = PyDict_GetItemWithError(pel, PyList_GET_ITEM(found, k));
+        if (nack == NULL || Py_TYPE(nack) != nack_type ||
+                !slots_all_set(nack, nack_off, XN_N)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a consumer's PEL holds a Nack for each ID");
+            Py_DECREF(r);
+            return NULL;
+        }
+        slot_put(nack, nack_off[XN_DELIVERY_TIME], now);
+        if (slot_add(nack, nack_off[XN_DELIVERY_COUNT], 1) < 0) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    }
+    /* [[key, out]] (RESP2), Map([(key, out)]) */
+    PyObject *one = NULL, *reply = NULL;
+    if (slot_int(SLOT_AT(h.c, client_off[C_PROTO])) == 2) {
+        one = PyList_New(2);
+        if (one != NULL) {
+            PyList_SET_ITEM(one, 0, Py_NewRef(h.key));
+            PyList_SET_ITEM(one, 1, Py_NewRef(out));
+            reply = PyList_New(1);
+            if (reply != NULL)
+                PyList_SET_ITEM(reply, 0, Py_NewRef(one));
+        }
+    } else {
+        one = PyTuple_Pack(2, h.key, out);
+        PyObject *pairs = one == NULL ? NULL : PyList_New(1);
+        if (pairs != NULL) {
+            PyList_SET_ITEM(pairs, 0, Py_NewRef(one));
+            reply = PyObject_CallOneArg(map_type, pairs);
+            Py_DECREF(pairs);
+        }
+    }
+    Py_XDECREF(one);
+    Py_DECREF(r);
+    return reply;
+}
+
 SLOTS_MODULE(_hot,
     "The common forms of the hottest commands, in C (the Python handlers for the rest).",
     FASTCALL("bind", bind,
@@ -1714,4 +1949,8 @@ SLOTS_MODULE(_hot,
     FASTCALL("mset", hot_mset, "MSET's handler."),
     FASTCALL("xadd", hot_xadd, "XADD's handler."),
     FASTCALL("zpopmin", hot_zpopmin, "ZPOPMIN's handler."),
-    FASTCALL("zpopmax", hot_zpopmax, "ZPOPMAX's handler."))
+    FASTCALL("zpopmax", hot_zpopmax, "ZPOPMAX's handler."),
+    FASTCALL("xreadgroup", hot_xreadgroup, "XREADGROUP's handler."),
+    FASTCALL("bind_streams", bind_streams,
+             BIND_STREAMS_USAGE ": the classes of a consumer's history, and what its reply is "
+             "made with."))

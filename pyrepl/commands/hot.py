@@ -1,9 +1,10 @@
-"""The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH, RPUSH,
-HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT, PFCOUNT,
-MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER, PFADD and ZINCRBY get a C handler that does what the Python handler's fast path does, and calls the Python handler,
-the reference, for everything else. ``REFERENCE`` keeps the Python handlers
-(tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain Python
-(pyrepl/native.py)."""
+"""The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
+RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT,
+PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER, PFADD,
+ZINCRBY and XREADGROUP get a C handler that does what the Python handler's fast path does, and
+calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
+handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
+Python (pyrepl/native.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,16 @@ from pyrepl.commands.hyperloglog import pfadd, pfcount
 from pyrepl.commands.keys import del_, exists, expire, pexpireat
 from pyrepl.commands.lists import lpush, rpush
 from pyrepl.commands.sets import sadd, sinter
-from pyrepl.commands.streams import xadd
+from pyrepl.commands.streams import xadd, xreadgroup
 from pyrepl.commands.strings import get, incr, mset, set_
 from pyrepl.commands.table import COMMANDS
 from pyrepl.commands.transactions import exec_, multi
 from pyrepl.commands.zsets import zadd
 from pyrepl.core.client import Client
 from pyrepl.keyspace.db import Database
-from pyrepl.keyspace.stream import Entries, Node, Stream
+from pyrepl.keyspace.stream import Consumer, Entries, Group, Nack, Node, Pel, Stream, _streamlp
 from pyrepl.keyspace.zset import ADDED, ZSet
-from pyrepl.resp.types import OK
+from pyrepl.resp.types import NULL_ARRAY, OK, Map
 
 _hot = native.load("pyrepl.commands._hot")
 
@@ -40,7 +41,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "zpopmax": COMMANDS[b"zpopmax"].handler, "pexpireat": pexpireat,
              "multi": multi, "exec": exec_,
              "zrangebyscore": COMMANDS[b"zrangebyscore"].handler, "sinter": sinter,
-             "pfadd": pfadd, "zincrby": COMMANDS[b"zincrby"].handler}
+             "pfadd": pfadd, "zincrby": COMMANDS[b"zincrby"].handler,
+             "xreadgroup": xreadgroup}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:
@@ -50,6 +52,8 @@ def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) 
         return
     _hot.bind(Client, Database, core_cls, stats_cls, deque, ZSet, OK, ADDED, Stream, Node,
               Entries, handlers)
+    if _streamlp is not None:   # (else XREADGROUP's C handler runs its reference)
+        _hot.bind_streams(Group, Consumer, Nack, Pel, _streamlp.history_reply, NULL_ARRAY, Map)
 
 
 def install(c_handlers: bool = True) -> None:

@@ -17,6 +17,7 @@ from operator import attrgetter
 from operator import call as _apply
 from typing import TYPE_CHECKING
 
+from pyrepl import fastpath
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.core import monitor
 from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
@@ -275,7 +276,8 @@ def run_propagating(core: ServerCore, c: Client, cmds: list[Command], reqs: list
     propagation waits in ``_pending`` meanwhile, as inside ``call``), a write to another
     db than the span's (the backlog's SELECT goes between). A run of one command with
     a whole-run form (``Command.whole``) goes to it first: a write's run then changed the
-    dataset at every request, none rewritten, so it is one span."""
+    dataset at every request, none rewritten, so it is one span. The loop is
+    ``propagating_loop``, in C when built (``fastpath.propagating``)."""
     if one and cmds[0].whole is not None and not core._pending:
         done = cmds[0].whole(c, reqs)
         if done is not None:
@@ -283,6 +285,15 @@ def run_propagating(core: ServerCore, c: Client, cmds: list[Command], reqs: list
             if cmds[0].propagates:
                 core.end_span(c, reqs, 0, len(reqs), c.db.id)
             return
+    loop = fastpath.propagating
+    (propagating_loop if loop is None else loop)(core, c, cmds, reqs, replies)
+
+
+def propagating_loop(core: ServerCore, c: Client, cmds: list[Command], reqs: list[list[bytes]],
+                     replies: list[object]) -> None:
+    """run_propagating's loop over a run's requests (``_plainrun.propagating`` in C, this its
+    reference): the spans of writes propagated as they arrived, everything else through
+    ``propagate_call``."""
     failed = core.failed_call
     add = replies.append
     span = -1            # the span's first request (-1: no span open)

@@ -575,6 +575,7 @@ if _dispatch is not None:
                    encode, NAME_CACHE)
 if _plainrun is not None:
     _plainrun.bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
-                   plainrun.account, plainrun.start)
+                   plainrun.account, plainrun.start, Database, ReplyError,
+                   dispatch.propagating_loop)
 _bind_hot(ServerCore, Stats)
 _install_hot()

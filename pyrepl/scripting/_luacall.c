@@ -214,6 +214,34 @@ push_keyed(lua_State *L, const char *name, PyObject *items, int is_set, int dept
     return 0;
 }
 
+/* A RESP2 map: a table of its pairs flattened, key, value, key, value ... at 1..2n. */
+static int
+push_pairs_flat(lua_State *L, PyObject *items, int depth)
+{
+    PyObject *seq = PySequence_Fast(items, "a Map's items");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **it = PySequence_Fast_ITEMS(seq);
+    lua_newtable(L);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyTuple_Check(it[i]) || PyTuple_GET_SIZE(it[i]) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a Map's items are (key, value) pairs");
+            Py_DECREF(seq);
+            return -1;
+        }
+        for (int j = 0; j < 2; j++) {
+            if (push_reply(L, PyTuple_GET_ITEM(it[i], j), 2, depth + 1) < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            lua_rawseti(L, -2, (int)(2 * i + j + 1));
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
 /* attr of v (bytes), pushed as {key = it} or as the string itself */
 static int
 push_attr_bytes(lua_State *L, PyObject *v, PyObject *attr, const char *key)
@@ -346,24 +374,7 @@ push_reply(lua_State *L, PyObject *v, int resp, int depth)
         } else if (is_set) {
             rc = push_array(L, items, 2, depth);
         } else {                                /* RESP2: the pairs flattened */
-            PyObject *seq = PySequence_Fast(items, "a Map's items");
-            PyObject *flat = seq == NULL ? NULL
-                                         : PyList_New(2 * PySequence_Fast_GET_SIZE(seq));
-            rc = flat == NULL ? -1 : 0;
-            for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
-                PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                    PyErr_SetString(PyExc_TypeError, "a Map's items are (key, value) pairs");
-                    rc = -1;
-                    break;
-                }
-                PyList_SET_ITEM(flat, 2 * i, Py_NewRef(PyTuple_GET_ITEM(pair, 0)));
-                PyList_SET_ITEM(flat, 2 * i + 1, Py_NewRef(PyTuple_GET_ITEM(pair, 1)));
-            }
-            if (rc == 0)
-                rc = push_array(L, flat, 2, depth);
-            Py_XDECREF(flat);
-            Py_XDECREF(seq);
+            rc = push_pairs_flat(L, items, depth);
         }
         Py_DECREF(items);
         return rc;
@@ -667,12 +678,15 @@ call_pushed(state *st, lua_State *L, int argc)
         goto failed;
     /* the script client's protocol (redis.setresp's), as the reference converts with */
     PyObject *client = engine_attr(st->engine, E_CLIENT, str_client);
-    PyObject *proto = client == NULL ? NULL : PyObject_GetAttr(client, str_proto);
+    long resp = -1;
+    if (client != NULL && Py_TYPE(client) == client_type && CL(client, C_PROTO) != NULL) {
+        resp = PyLong_AsLong(CL(client, C_PROTO));
+    } else if (client != NULL) {
+        PyObject *proto = PyObject_GetAttr(client, str_proto);
+        resp = proto == NULL ? -1 : PyLong_AsLong(proto);
+        Py_XDECREF(proto);
+    }
     Py_XDECREF(client);
-    if (proto == NULL)
-        goto failed;
-    long resp = PyLong_AsLong(proto);
-    Py_DECREF(proto);
     if (resp == -1 && PyErr_Occurred())
         goto failed;
     lua_settop(L, 0);
@@ -1114,9 +1128,14 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     threshold = PyObject_GetAttr(K(core, K_CONFIG), str_busy_reply_threshold);
     if (threshold == NULL)
         goto failed;
-    int want = PyObject_RichCompareBool(threshold, zero_int(), Py_GT);
-    if (want < 0)
+    int want;
+    if (PyLong_CheckExact(threshold)) {         /* (the config's int: no comparison call) */
+        int overflow;
+        long long t = PyLong_AsLongLongAndOverflow(threshold, &overflow);
+        want = overflow > 0 || t > 0;
+    } else if ((want = PyObject_RichCompareBool(threshold, zero_int(), Py_GT)) < 0) {
         goto failed;
+    }
     if ((want ? Py_True : Py_False) != SLOT_AT(vm, vm_off[V_HOOK_ON]))
         goto done;
 

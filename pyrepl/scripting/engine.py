@@ -109,7 +109,7 @@ def _bind_luacall() -> Any:
 
 
 _luacall = _bind_luacall()
-_CALL_BOUND: list[bool] = []    # (_luacall.bind_call ran: the first engine's boot)
+_call_bound = False    # (_luacall.bind_call ran: the first engine's boot)
 
 
 @dataclass(slots=True)
@@ -255,7 +255,8 @@ class ScriptEngine:
         loads the C library itself, package.loadlib handing it the lua_State), or None."""
         if _luacall is None:
             return None
-        if not _CALL_BOUND:
+        global _call_bound
+        if not _call_bound:
             from pyrepl.commands.table import COMMANDS, Command
             from pyrepl.core.client import Client
             from pyrepl.core.dispatch import NAME_CACHE
@@ -264,7 +265,7 @@ class ScriptEngine:
             _luacall.bind_call(RunContext, Client, Command, NAME_CACHE, COMMANDS, call,
                                PROPAGATE_ALL, ServerCore, sc.Script, LuaVM, sc.COMPAT,
                                ScriptEngine, sc.ScriptCache)
-            _CALL_BOUND.append(True)
+            _call_bound = True
         opener = lua.eval("package.loadlib")(os.fsencode(_luacall.__file__),
                                              b"pyrepl_luacall_open")
         if type(opener) is tuple:      # (nil, message, where)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrepl.commands  # noqa: F401
+from pyrepl import fastpath
 from pyrepl.commands.table import COMMANDS
 from pyrepl.config import Config
 from pyrepl.core.server import ServerCore
@@ -50,6 +51,30 @@ def test_runs_reply_exactly_as_one_by_one(backlog: bool, events: bool, reqs: lis
     assert server_state(many, c2) == server_state(one, c1)
 
 
+@pytest.mark.parametrize("events", [False, True])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(requests(), min_size=1, max_size=60), run=RUNS, at=st.integers(0, 60))
+def test_the_c_loop_of_a_run_is_the_python_loop(events: bool, reqs: list[list[str]],
+                                                run: list[list[str]], at: int) -> None:
+    """With a backlog, a run's loop in C (``_plainrun.propagating``) and its Python reference
+    (``dispatch.propagating_loop``) give the same replies, dataset, counters and propagated
+    bytes."""
+    if fastpath.propagating is None:
+        pytest.skip("pyrepl runs as plain Python: there is no C loop")
+    reqs = reqs[:at] + run + reqs[at:]
+    pipeline = b"".join(cmd(*r) for r in reqs)
+    c_core, c_client = warm_server(True, events)
+    c_client.receive_data(pipeline)
+    c_loop, fastpath.propagating = fastpath.propagating, None
+    try:
+        py_core, py_client = warm_server(True, events)
+        py_client.receive_data(pipeline)
+    finally:
+        fastpath.propagating = c_loop
+    assert c_client.data_to_send() == py_client.data_to_send()
+    assert server_state(c_core, c_client) == server_state(py_core, py_client)
+
+
 def _inline(r: list[str]) -> bytes:
     """``r`` as an inline line (redis-benchmark's PING_INLINE, a telnet session) when its
     arguments allow one, else as its multibulk request."""
@@ -79,6 +104,26 @@ def test_inline_pipelines_reply_and_propagate_as_one_by_one(backlog: bool,
     c2.receive_data(b"".join(map(_inline, reqs)))
     assert c2.data_to_send() == replies1
     assert server_state(many, c2) == server_state(one, c1)
+
+
+@pytest.mark.parametrize("c_loop", [True, False])
+def test_a_run_of_writes_that_only_expire_propagates_the_del_at_once(c_loop: bool) -> None:
+    """A write that changes nothing but lazily expires its key (SREM on a key past its TTL):
+    the DEL it queued propagates before the run ends, as one by one, in either loop."""
+    if c_loop and fastpath.propagating is None:
+        pytest.skip("pyrepl runs as plain Python: there is no C loop")
+    loop, fastpath.propagating = fastpath.propagating, fastpath.propagating if c_loop else None
+    try:
+        core, c = warm_server(True)
+        c.receive_data(cmd("SADD", "gone", "a") + cmd("PEXPIRE", "gone", "1"))
+        c.data_to_send()
+        core.now_ms += 10
+        c.receive_data(cmd("SREM", "gone", "x") * 3)
+        assert c.data_to_send() == b":0\r\n" * 3
+        assert core.replication.backlog.read_from(1)[-1].endswith(cmd("DEL", "gone"))
+        assert c.woff == core.replication.master_repl_offset
+    finally:
+        fastpath.propagating = loop
 
 
 def test_a_pipeline_of_one_command_is_one_run() -> None:

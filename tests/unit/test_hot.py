@@ -25,7 +25,8 @@ from pyrepl.commands.table import COMMANDS
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.keyspace.digest import dataset_digest
-from pyrepl.keyspace.stream import Stream
+from pyrepl.keyspace.stream import Group, Pel, Stream
+from pyrepl.resp.types import NULL_ARRAY
 from tests.support.cores import NOW, cmd
 from tests.support.execpaths import server_state, warm_server
 from tests.support.replica_side import synced_node
@@ -51,6 +52,12 @@ COORDS = ["13.361389", "38.115556", "-180", "180", "85.05112878", "85.05112879",
           ".5", "5.", "00.25", "abc", "nan", "-85.05112878", "0.000000000000000000001"]
 RANGES = [("0", "-1"), ("1", "2"), ("-5", "-4"), ("-3", "-1"), ("-1", "-3"), ("-100", "100"), ("5", "2"),
           ("0", "0"), ("-0", "1"), ("01", "2"), ("9999999999999999999", "1"), ("x", "1")]
+CONSUMERS = ["c1", "c2"]
+# XREADGROUP's IDs: a consumer's history from them (warm_server's XADD * IDs are NOW + 100 on),
+# and what is not a history's ID
+HISTORY_IDS = ["0", "1700000000100-0", "1700000000101", "1700000000100-1", "0-0",
+               "18446744073709551615-18446744073709551615", ">", "$", "-", "+", "0-x", "01",
+               "18446744073709551616", "1-18446744073709551616", " 1", "1-"]
 SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
           "inf", "nan", "x"]
 
@@ -126,6 +133,17 @@ def requests(draw: st.DrawFn) -> list[str]:
         ["ZPOPMIN", key], ["ZPOPMAX", key], ["ZPOPMIN", key, "2"], ["ZPOPMAX", key, "0"],
         ["ZADD", key, *(x for i in range(130) for x in (str(i % 7), f"m{i}"))],   # (a ZSet)
         ["ZADD", key, "1.5", "x" * 70],
+        ["XGROUP", "CREATE", key, "g", draw(st.sampled_from(["0", "$"])), "MKSTREAM"],
+        ["XREADGROUP", "GROUP", "g", draw(st.sampled_from(CONSUMERS)), "STREAMS", key, ">"],
+        ["XREADGROUP", "GROUP", "g", draw(st.sampled_from(CONSUMERS)), "NOACK", "STREAMS", key,
+         ">"],
+        ["XREADGROUP", draw(st.sampled_from(["GROUP", "group"])), draw(st.sampled_from(["g", "h"])),
+         draw(st.sampled_from(CONSUMERS)),
+         *draw(st.sampled_from([[], ["COUNT", "1"], ["count", "2"], ["COUNT", "0"],
+                                ["COUNT", "-1"], ["COUNT", "x"], ["COUNT", "1" * 19]])),
+         draw(st.sampled_from(["STREAMS", "streams"])), key, draw(st.sampled_from(HISTORY_IDS))],
+        ["XACK", key, "g", draw(st.sampled_from(HISTORY_IDS[:6]))],
+        ["XGROUP", "DELCONSUMER", key, "g", draw(st.sampled_from(CONSUMERS))],
         ["CONFIG", "SET", draw(st.sampled_from(["stream-node-max-entries",
                                                 "stream-node-max-bytes"])),
          draw(st.sampled_from(["0", "2", "3", "100", "200"]))],
@@ -161,8 +179,18 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
                 out[(db.id, key)] = (v.length, v.last_id, v.first_id, v.entries_added, [
                     (n.master, n.last, n.live, n.deleted, n.listpack(), None if n.d is None else
                      (n.d.fields, n.d.ids, n.d.fvs, n.d.flags, n.d.offs, n.d.count))
-                    for n in v.nodes])
+                    for n in v.nodes], {name: _group(g) for name, g in v.groups.items()})
     return out
+
+
+def _group(g: Group) -> object:
+    """A consumer group's state: its last ID and count, its PEL (each entry's delivery and
+    consumer) and its consumers (each one's PEL in order)."""
+    def nacks(pel: Pel) -> list[object]:
+        return [(eid, n.delivery_time, n.delivery_count, n.consumer and n.consumer.name)
+                for eid, n in pel.items()]
+    return (g.last_id, g.entries_read, g.pel.ids, nacks(g.pel),
+            {name: (c.seen_time, c.pel.ids, nacks(c.pel)) for name, c in g.consumers.items()})
 
 
 @pytest.mark.parametrize("backlog,events", [(False, False), (True, False), (True, True)])
@@ -217,6 +245,17 @@ def _streams(core: ServerCore) -> dict[tuple[int, bytes], object]:
                  ["ZRANGEBYSCORE", "z", "(1", "(3", "WITHSCORES"], ["HELLO", "3"],
                  ["ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"], ["HELLO", "2"]],
                 [["ZRANGEBYSCORE", "z", "inf", "(inf"], ["ZRANGEBYSCORE", "z", "(-inf", "1"]]])
+@example(reads=[[["XADD", "s", "*", "f", "1"], ["XADD", "s", "*", "f", "2"]],
+                [["XGROUP", "CREATE", "s", "g", "0"], ["XADD", "s", "*", "g", "3"]],
+                [["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">"]],
+                [["XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "s", "0"]],
+                [["XDEL", "s", "1700000000100-1"],
+                 ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "0"]],
+                [["HELLO", "3"], ["XREADGROUP", "group", "g", "c1", "count", "1", "streams", "s",
+                                  "1700000000100-0"]],
+                [["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "s", "0"], ["HELLO", "2"],
+                 ["XREADGROUP", "GROUP", "h", "c1", "STREAMS", "s", "0"],
+                 ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "k", "0"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
     a = warm_server(backlog, events)
@@ -633,3 +672,37 @@ def test_setbit_grows_and_creates_in_c() -> None:
         assert c.db.data[key] == ref_c.db.data[key]
     assert c.db.data[b"new2"] == bytes(13) and c.db.data[b"s"] == b"ab\0\0\0\x80"
     assert core.dirty - dirty == ref_core.dirty - ref_dirty == 4
+
+
+def test_xreadgroup_reads_a_history_in_c() -> None:
+    """A consumer's history (an ID, with or without COUNT) runs in C (the Python handler made
+    to fail): each entry still held delivered once more, at the core's time, the consumer
+    seen then, two keyspace hits; '>', a new consumer, a missing group or key, another type,
+    BLOCK and a malformed ID reach the Python."""
+    core, c = warm_server(False)
+    c.receive_data(cmd("XADD", "s", "1-1", "f", "a") + cmd("XADD", "s", "1-2", "f", "b") +
+                   cmd("XADD", "s", "2-0", "g", "c") + cmd("XGROUP", "CREATE", "s", "g", "0") +
+                   cmd("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">") +
+                   cmd("XDEL", "s", "1-2") + cmd("SET", "str", "v"))
+    c.data_to_send()
+    core.now_ms += 5
+    hits = core.stats.keyspace_hits
+    with _python_handlers_fail():
+        got = _hot.xreadgroup(c, [b"XREADGROUP", b"GROUP", b"g", b"c1", b"COUNT", b"2",
+                                  b"STREAMS", b"s", b"0"])
+        assert got == [[b"s", [[b"1-1", [b"f", b"a"]], [b"1-2", NULL_ARRAY]]]]
+        got = _hot.xreadgroup(c, [b"XREADGROUP", b"group", b"g", b"c1", b"streams", b"s",
+                                  b"1-1"])
+        assert got == [[b"s", [[b"1-2", NULL_ARRAY], [b"2-0", [b"g", b"c"]]]]]
+        for r in (["STREAMS", "s", ">"], ["STREAMS", "s", "$"], ["STREAMS", "s", "1-x"],
+                  ["COUNT", "-1", "STREAMS", "s", "0"], ["BLOCK", "0", "STREAMS", "s", "0"],
+                  ["STREAMS", "nokey", "0"], ["STREAMS", "str", "0"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.xreadgroup(c, [b"XREADGROUP", b"GROUP", b"g", b"c1", *map(str.encode, r)])
+        with pytest.raises(AssertionError, match="the Python handler ran"):   # (a new one)
+            _hot.xreadgroup(c, [b"XREADGROUP", b"GROUP", b"g", b"c9", b"STREAMS", b"s", b"0"])
+    assert core.stats.keyspace_hits - hits == 4
+    g = c.db.data[b"s"].groups[b"g"]
+    assert [(n.delivery_count, n.delivery_time == core.now_ms) for n in g.pel.values()] == [
+        (2, True), (1, False), (2, True)]   # (1-2 is deleted: not delivered again)
+    assert g.consumers[b"c1"].seen_time == core.now_ms
