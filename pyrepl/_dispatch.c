@@ -110,7 +110,8 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset, *str_master, *str_timed_call, *str_counts, *str_call;
+                *str_master_repl_offset, *str_master, *str_timed_call, *str_counts, *str_call,
+                *str_propagate_call;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -204,7 +205,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
             intern(&str_master, "master") || intern(&str_timed_call, "timed_call") ||
-            intern(&str_counts, "counts") || intern(&str_call, "call"))
+            intern(&str_counts, "counts") || intern(&str_call, "call") ||
+            intern(&str_propagate_call, "propagate_call"))
         return NULL;
     if (perf_counter_ns == NULL) {
         PyObject *time = PyImport_ImportModule("time");
@@ -306,6 +308,20 @@ set_woff(PyObject *c, PyObject *repl)
                     ? Py_NewRef(SLOT_AT(repl, repl_offset_off))
                     : PyObject_GetAttr(repl, str_master_repl_offset);
     return slot_set(c, client_off[C_WOFF], off);
+}
+
+/* The id of c's database (a new reference), NULL with an error set. */
+static PyObject *
+db_id_of(PyObject *c)
+{
+    PyObject *db = C(c, C_DB), *id;
+    if (db != NULL && Py_TYPE(db) == db_type && (id = SLOT_AT(db, db_off[D_ID])) != NULL)
+        return Py_NewRef(id);
+    if (db == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "db");
+        return NULL;
+    }
+    return PyObject_GetAttrString(db, "id");
 }
 
 /* A top-level write that changed the dataset as it arrived, when execute's tail would feed
@@ -476,14 +492,9 @@ call_propagating(PyObject *core, PyObject *c, PyObject *cmd, PyObject *handler, 
         if (some < 0)
             goto fail;
         if (some) {
-            PyObject *db = C(c, C_DB), *id;
-            if (db == NULL || Py_TYPE(db) != db_type || (id = SLOT_AT(db, db_off[D_ID])) == NULL) {
-                id = db == NULL ? NULL : PyObject_GetAttrString(db, "id");
-                if (id == NULL)
-                    goto fail;
-            } else {
-                Py_INCREF(id);
-            }
+            PyObject *id = db_id_of(c);
+            if (id == NULL)
+                goto fail;
             /* the request itself fed at once, or (db, what to feed) left for execute's tail
                (a call of call() below: always left, as the Python's) */
             int rc = pa == Py_None && top ? feed_now(core, c, id, argv) : 0;
@@ -782,6 +793,44 @@ general:
     return PyObject_CallMethodObjArgs(core, str_call, c, cmd, argv, NULL);
 }
 
+/* propagate_call(core, c, argv, changed): core.propagate_call(c, argv, changed)
+   (propagation.propagate_call), in C when a rewritten form (c.propagate_argv, a non-empty
+   list: XADD's ID, SPOP's SREM ...) is all there is to propagate and the feed is the
+   replication layer's: fed by feed_argv, then ``propagate_argv`` None and ``woff`` as
+   propagate_now leaves them. A run's loop calls it (pyrepl/_plainrun.c). */
+static PyObject *
+propagate_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 4, "propagate_call(core, c, argv, changed)");
+    PyObject *core = args[0], *c = args[1], *pa, *pending, *id;
+    if (feed_argv == NULL || Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
+            Py_TYPE(c) != client_type || !slots_all_set(c, client_off, C_N) ||
+            !PyList_CheckExact(pa = C(c, C_PROPAGATE_ARGV)) || PyList_GET_SIZE(pa) == 0 ||
+            !PyList_CheckExact(pending = K(core, K_PENDING)) || PyList_GET_SIZE(pending) != 0 ||
+            !feeds_replication(core))
+        goto general;
+    if ((id = db_id_of(c)) == NULL)
+        return NULL;
+    Py_INCREF(pa);
+    PyObject *fargs[4] = {NULL, K(core, K_REPLICATION), id, pa};
+    PyObject *r = PyObject_Vectorcall(feed_argv, fargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      NULL);
+    Py_DECREF(id);
+    Py_DECREF(pa);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    if (r != Py_True)   /* (not feed_argv's case: nothing moved) */
+        goto general;
+    slot_put(c, client_off[C_PROPAGATE_ARGV], Py_None);
+    if (set_woff(c, K(core, K_REPLICATION)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+general:
+    return PyObject_VectorcallMethod(str_propagate_call, (PyObject *[]){core, c, args[2], args[3]},
+                                     4, NULL);
+}
+
 SLOTS_MODULE(_dispatch, "ServerCore.execute for one request, in C when it is the common one.",
     FASTCALL("bind", bind, BIND_USAGE ": what execute() reads."),
     FASTCALL("bind_feed", bind_feed,
@@ -789,5 +838,8 @@ SLOTS_MODULE(_dispatch, "ServerCore.execute for one request, in C when it is the
              "feed."),
     FASTCALL("execute", execute,
              "execute(core, c, argv): ServerCore.execute(c, argv), its common case in C."),
+    FASTCALL("propagate_call", propagate_call,
+             "propagate_call(core, c, argv, changed): core.propagate_call, a rewritten form "
+             "fed in C."),
     FASTCALL("call", call,
              "call(core, c, cmd, argv): ServerCore.call(c, cmd, argv), its common case in C."))

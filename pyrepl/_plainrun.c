@@ -339,25 +339,27 @@ static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off
                   ad_off[AD_N];
 static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type, *ad_type;
 static PyObject *name_cache, *py_account, *py_start, *py_propagating, *reply_error;
-static PyObject *str_end_span, *str_propagate_call, *str_propagate_now, *str_failed_call;
+static PyObject *propagate_call;   /* (core, c, argv, changed): _dispatch's, or the Python */
+static PyObject *str_end_span, *str_propagate_now, *str_failed_call;
 static int bound;   /* bind() ran to its end */
 
-/* (account and start: plainrun's; propagating_loop: dispatch's) */
+/* (account and start: plainrun's; propagating_loop: dispatch's; propagate_call: _dispatch's,
+   or propagation's without it) */
 #define BIND_USAGE "bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, " \
-                   "NAME_CACHE, account, start, Database, ReplyError, propagating_loop)"
+                   "NAME_CACHE, account, start, Database, ReplyError, propagating_loop, " \
+                   "propagate_call)"
 
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[11] = {
+    const slots_spec specs[12] = {
         SLOTS_OF(ak), SLOTS_OF(ac), SLOTS_OF(am), SLOTS_OF(as), SLOTS_OF(al),
         KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start), SLOTS_OF(ad), KEPT(&reply_error),
-        KEPT(&py_propagating),
+        KEPT(&py_propagating), KEPT(&propagate_call),
     };
-    if (bind_args(nargs == 11 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 11) < 0)
+    if (bind_args(nargs == 12 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 12) < 0)
         return NULL;
     if (intern(&str_end_span, "end_span") < 0 ||
-            intern(&str_propagate_call, "propagate_call") < 0 ||
             intern(&str_propagate_now, "propagate_now") < 0 ||
             intern(&str_failed_call, "failed_call") < 0)
         return NULL;
@@ -670,7 +672,7 @@ propagating(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         if (!verbatim && (changed || pa != Py_None || pending)) {   /* (else it does nothing) */
             PyObject *pargs[4] = {core, c, argv, changed ? Py_True : Py_False};
-            r = PyObject_VectorcallMethod(str_propagate_call, pargs, 4, NULL);
+            r = PyObject_Vectorcall(propagate_call, pargs, 4, NULL);
             Py_XDECREF(r);
             failed = r == NULL;
         } else if (verbatim && span < 0) {

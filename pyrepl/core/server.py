@@ -576,6 +576,7 @@ if _dispatch is not None:
 if _plainrun is not None:
     _plainrun.bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
                    plainrun.account, plainrun.start, Database, ReplyError,
-                   dispatch.propagating_loop)
+                   dispatch.propagating_loop,
+                   propagation.propagate_call if _dispatch is None else _dispatch.propagate_call)
 _bind_hot(ServerCore, Stats)
 _install_hot()
