@@ -76,6 +76,7 @@ CASES = {
     "LPOP": lambda i: _enc(b"LPOP", b"poplist"),      # (a list of 200,000: it never empties)
     "SADD": lambda i: _enc(b"SADD", b"myset", b"element:%d" % (i * 7919 % 100000)),
     "ZPOPMIN": lambda i: _enc(b"ZPOPMIN", b"myzset"),
+    "SPOP": lambda i: _enc(b"SPOP", b"popset"),   # (a set of 160,000: it never empties)
     "HINCRBY": lambda i: _enc(b"HINCRBY", b"counters", b"field:%d" % (i * 7919 % 100000), b"1"),
     "EXPIRE": lambda i: _enc(b"EXPIRE", b"key:%d" % (i % 10000), b"100000"),
     "SETBIT": lambda i: _enc(b"SETBIT", b"bm:%d" % (i * 7919 % 100000), b"1000", b"1"),
@@ -250,6 +251,8 @@ PREFILL["LINDEX"] = PREFILL["LRANGE10"] = _enc(b"RPUSH", b"smalllist", *(b"e%d" 
 # as bench_commands.py's setup (redis-benchmark's LRANGE list: 600 elements of "xxx")
 PREFILL["LRANGE100"] = PREFILL["LRANGE600"] = _enc(b"RPUSH", b"biglist", *[b"xxx"] * 600)
 PREFILL["LPOP"] = _enc(b"RPUSH", b"poplist", *[b"xxx"] * 200000)
+PREFILL["SPOP"] = b"".join(_enc(b"SADD", b"popset", *(b"element:%d" % (k * 1000 + i)
+                                                     for i in range(1000))) for k in range(160))
 PREFILL["XRANGE"] = PREFILL["XREADGROUP"] = b"".join(
     _enc(b"XADD", b"stream", b"*", b"field", b"%d" % i) for i in range(1000)) + _enc(
     b"XGROUP", b"CREATE", b"stream", b"g", b"0") + _enc(

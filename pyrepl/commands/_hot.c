@@ -2,10 +2,11 @@
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
    geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec,
-   zrangebyscore, sinter, pfadd, zincrby and xreadgroup are the handlers of SET, GET, INCR,
-   LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT,
-   SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER,
-   PFADD, ZINCRBY and XREADGROUP (pyrepl/commands/hot.py puts them in the command table). Each
+   zrangebyscore, sinter, pfadd, zincrby, xreadgroup and spop are the handlers of SET, GET,
+   INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL,
+   BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC,
+   ZRANGEBYSCORE, SINTER, PFADD, ZINCRBY, XREADGROUP and SPOP (pyrepl/commands/hot.py puts them
+   in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
    the same slots (pyrepl/_slots.h), for the
@@ -18,7 +19,8 @@
    key <ms> (what EXPIRE propagates as), MULTI and EXEC (a transaction without WATCH),
    ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds), SINTER of 2 to 16
    keys, PFADD key element ... (a dense HyperLogLog), ZINCRBY key <integer> member,
-   XREADGROUP GROUP g c [COUNT n] STREAMS key <ID> (a consumer's history). In every other
+   XREADGROUP GROUP g c [COUNT n] STREAMS key <ID> (a consumer's history), SPOP key (a set
+   that keeps a member). In every other
    case, and whenever the Python handler would do more than the store (a key with a TTL, for
    GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events on, a new list,
    hash or sorted set, a value of another type or form), it calls the Python handler before
@@ -48,12 +50,12 @@
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
        H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
-       H_PFADD, H_ZINCRBY, H_XREADGROUP, H_N };
+       H_PFADD, H_ZINCRBY, H_XREADGROUP, H_SPOP, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
     "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter", "pfadd",
-    "zincrby", "xreadgroup",
+    "zincrby", "xreadgroup", "spop",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -95,6 +97,7 @@ static PyObject *str_max_bulk;   /* core.config.proto_max_bulk_len */
 static PyObject *str_node_max_bytes, *str_node_max_entries;   /* stream-node-max-bytes/entries */
 static PyObject *str_at, *str_remove;   /* ZSet's _at and remove */
 static PyObject *str_score;   /* a sorted set's score (either encoding's) */
+static PyObject *srem_name;   /* b"SREM": what SPOP propagates as */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -141,7 +144,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_node_max_bytes, "stream_node_max_bytes") < 0 ||
             intern(&str_node_max_entries, "stream_node_max_entries") < 0 ||
             intern(&str_at, "_at") < 0 || intern(&str_remove, "remove") < 0 ||
-            intern(&str_score, "score") < 0)
+            intern(&str_score, "score") < 0 ||
+            (srem_name == NULL && (srem_name = PyBytes_FromString("SREM")) == NULL))
         return NULL;
     if (kt == NULL && (kt = PyCapsule_Import(KTABLE_CAPSULE, 0)) == NULL)
         return NULL;
@@ -535,6 +539,36 @@ hot_sadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (r < 0)
         return NULL;
     return r ? dirtied(&h, PyLong_FromLong(1)) : PyLong_FromLong(0);
+}
+
+/* SPOP key of a set in its hash-table form (a StrSet) that keeps a member after it: a member
+   at random (the set's generator, as random_member), removed; SREM key member propagates
+   instead. An intset (Python's random), the last member (its key goes), no key, another
+   type: the reference. */
+static PyObject *
+hot_spop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    HOT_CASE(H_SPOP, 2);
+    PyObject *s = kt->get(h.data, h.key);   /* (a new reference) */
+    if (s == NULL || Py_TYPE(s) != st->set_type || PyObject_Size(s) < 2) {
+        Py_XDECREF(s);
+        return PyErr_Occurred() ? NULL : reference(H_SPOP, args, nargs);
+    }
+    PyObject *m = st->set_pop_random(s);
+    Py_DECREF(s);
+    PyObject *pa = m == NULL ? NULL : PyList_New(3);
+    if (pa == NULL) {
+        Py_XDECREF(m);
+        return NULL;
+    }
+    PyList_SET_ITEM(pa, 0, Py_NewRef(srem_name));
+    PyList_SET_ITEM(pa, 1, Py_NewRef(h.key));
+    PyList_SET_ITEM(pa, 2, Py_NewRef(m));
+    if (slot_set(h.c, client_off[C_PROPAGATE_ARGV], pa) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return dirtied(&h, m);
 }
 
 /* p[0:n] is a decimal integer as Redis writes one, of 1 to 18 digits (no sign but '-', no
@@ -1932,6 +1966,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("exists", hot_exists, "EXISTS's handler."),
     FASTCALL("lpop", hot_lpop, "LPOP's handler."), FASTCALL("rpop", hot_rpop, "RPOP's handler."),
     FASTCALL("sadd", hot_sadd, "SADD's handler."),
+    FASTCALL("spop", hot_spop, "SPOP's handler."),
     FASTCALL("hincrby", hot_hincrby, "HINCRBY's handler."),
     FASTCALL("expire", hot_expire, "EXPIRE's handler."),
     FASTCALL("pexpireat", hot_pexpireat, "PEXPIREAT's handler."),

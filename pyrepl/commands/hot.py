@@ -1,7 +1,7 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
 RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT,
 PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER, PFADD,
-ZINCRBY and XREADGROUP get a C handler that does what the Python handler's fast path does, and
+ZINCRBY, XREADGROUP and SPOP get a C handler that does what the Python handler's fast path does, and
 calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
 handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
 Python (pyrepl/native.py)."""
@@ -18,7 +18,7 @@ from pyrepl.commands.hashes import hincrby, hset
 from pyrepl.commands.hyperloglog import pfadd, pfcount
 from pyrepl.commands.keys import del_, exists, expire, pexpireat
 from pyrepl.commands.lists import lpush, rpush
-from pyrepl.commands.sets import sadd, sinter
+from pyrepl.commands.sets import sadd, sinter, spop
 from pyrepl.commands.streams import xadd, xreadgroup
 from pyrepl.commands.strings import get, incr, mset, set_
 from pyrepl.commands.table import COMMANDS
@@ -42,7 +42,7 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "multi": multi, "exec": exec_,
              "zrangebyscore": COMMANDS[b"zrangebyscore"].handler, "sinter": sinter,
              "pfadd": pfadd, "zincrby": COMMANDS[b"zincrby"].handler,
-             "xreadgroup": xreadgroup}
+             "xreadgroup": xreadgroup, "spop": spop}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

@@ -1689,8 +1689,22 @@ static int capi_set_add(PyObject *s, PyObject *member)
     return set_add((Table *)s, member);
 }
 
+static PyObject *capi_set_pop_random(PyObject *s)
+{
+    Table *t = (Table *)s;
+    if (t->used == 0) {
+        PyErr_SetString(PyExc_KeyError, "pop from an empty StrSet");
+        return NULL;
+    }
+    Py_ssize_t ix = random_pos(t);
+    PyObject *m = blob_bytes(ENTRY(t, ix)->blob);
+    if (m != NULL)
+        remove_at(t, ix, slot_of(t, ix));
+    return m;
+}
+
 static StrTab_CAPI capi = {STRTAB_CAPI_VERSION, &StrSetType, &StrDictType, capi_dict_set,
-                           capi_dict_get, capi_set_add};
+                           capi_dict_get, capi_set_add, capi_set_pop_random};
 
 static PyObject *mod_seed(PyObject *Py_UNUSED(m), PyObject *arg)
 {

@@ -12,6 +12,7 @@ not short integers, hashes with field TTLs, keyspace events on, pipelined runs.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +27,7 @@ from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.stream import Group, Pel, Stream
+from pyrepl.keyspace.strtab import _native as _strtab
 from pyrepl.resp.types import NULL_ARRAY
 from tests.support.cores import NOW, cmd
 from tests.support.execpaths import server_state, warm_server
@@ -143,6 +145,8 @@ def requests(draw: st.DrawFn) -> list[str]:
                                 ["COUNT", "-1"], ["COUNT", "x"], ["COUNT", "1" * 19]])),
          draw(st.sampled_from(["STREAMS", "streams"])), key, draw(st.sampled_from(HISTORY_IDS))],
         ["XACK", key, "g", draw(st.sampled_from(HISTORY_IDS[:6]))],
+        ["SPOP", key], ["SPOP", key], ["SPOP", key, draw(st.sampled_from(["1", "2"]))],
+        ["SADD", key, "a", "b", "c", "d", "1"],
         ["XGROUP", "DELCONSUMER", key, "g", draw(st.sampled_from(CONSUMERS))],
         ["CONFIG", "SET", draw(st.sampled_from(["stream-node-max-entries",
                                                 "stream-node-max-bytes"])),
@@ -151,6 +155,9 @@ def requests(draw: st.DrawFn) -> list[str]:
 
 
 def _apply(core: ServerCore, c, reqs: list[list[str]], c_handlers: bool) -> bytes:
+    if _strtab is not None:   # (SPOP's pick: the same on both servers)
+        _strtab.seed(7)
+    random.seed(7)
     hot.install(c_handlers)
     try:
         c.receive_data(b"".join(cmd(*r) for r in reqs))
@@ -256,6 +263,9 @@ def _group(g: Group) -> object:
                 [["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "s", "0"], ["HELLO", "2"],
                  ["XREADGROUP", "GROUP", "h", "c1", "STREAMS", "s", "0"],
                  ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "k", "0"]]])
+@example(reads=[[["SADD", "s", "a", "b", "c", "d", "e", "f"]], [["SPOP", "s"], ["SPOP", "s"]],
+                [["SPOP", "s", "2"], ["SPOP", "s"], ["SPOP", "s"], ["SPOP", "s"]],
+                [["SADD", "i", "1", "2", "3"], ["SPOP", "i"], ["SPOP", "k"], ["SPOP", "nokey"]]])
 def test_the_c_handlers_are_the_python_handlers(backlog: bool, events: bool,
                                                 reads: list[list[list[str]]]) -> None:
     a = warm_server(backlog, events)
