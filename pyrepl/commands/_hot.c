@@ -389,11 +389,14 @@ config_int(PyObject *core, PyObject *name, int *err)
 }
 
 /* DEL key, without lazyfree-lazy-user-del: 1 when the key was there (its value freed now, its
-   TTL, one still to come, gone with it), 0 when not */
+   TTL, one still to come, gone with it), 0 when not (the directive not read: nothing to free) */
 static PyObject *
 hot_del(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     HOT_CASE_TTL(H_DEL, 2, TTL_LIVE);
+    int there = kt->contains(h.data, h.key);
+    if (there <= 0)
+        return there < 0 ? NULL : PyLong_FromLong(0);
     PyObject *lazy = config_value(h.core, str_lazy_user_del);
     if (lazy == NULL)
         return NULL;
