@@ -150,9 +150,11 @@ push_err_table(lua_State *L, PyObject *text, int ignore)
 }
 
 /* A table of items' values at 1..n, nils stored too (a nil hole made as Redis's lua_settable
-   makes it, as the reference's ``fill`` does); -1 with a Python error set. */
+   makes it, as the reference's ``fill`` does); with ``pairs`` (a RESP2 map) each item a
+   (key, value) pair, flattened: key, value, key, value ... at 1..2n. -1 with a Python error
+   set. */
 static int
-push_array(lua_State *L, PyObject *items, int resp, int depth)
+push_items(lua_State *L, PyObject *items, int resp, int depth, int pairs)
 {
     PyObject *seq = PySequence_Fast(items, "a reply's items");
     if (seq == NULL)
@@ -161,14 +163,27 @@ push_array(lua_State *L, PyObject *items, int resp, int depth)
     PyObject **it = PySequence_Fast_ITEMS(seq);
     lua_newtable(L);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (push_reply(L, it[i], resp, depth + 1) < 0) {
+        if (pairs && (!PyTuple_Check(it[i]) || PyTuple_GET_SIZE(it[i]) != 2)) {
+            PyErr_SetString(PyExc_TypeError, "a Map's items are (key, value) pairs");
             Py_DECREF(seq);
             return -1;
         }
-        lua_rawseti(L, -2, (int)(i + 1));
+        for (int j = 0; j <= pairs; j++) {
+            if (push_reply(L, pairs ? PyTuple_GET_ITEM(it[i], j) : it[i], resp, depth + 1) < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            lua_rawseti(L, -2, (int)(pairs ? 2 * i + j + 1 : i + 1));
+        }
     }
     Py_DECREF(seq);
     return 0;
+}
+
+static int
+push_array(lua_State *L, PyObject *items, int resp, int depth)
+{
+    return push_items(L, items, resp, depth, 0);
 }
 
 /* {<name> = {k = v ...}} of a map's pairs (set: {k = true}); a key that is nil skipped. */
@@ -211,34 +226,6 @@ push_keyed(lua_State *L, const char *name, PyObject *items, int is_set, int dept
     }
     Py_DECREF(seq);
     lua_setfield(L, -2, name);
-    return 0;
-}
-
-/* A RESP2 map: a table of its pairs flattened, key, value, key, value ... at 1..2n. */
-static int
-push_pairs_flat(lua_State *L, PyObject *items, int depth)
-{
-    PyObject *seq = PySequence_Fast(items, "a Map's items");
-    if (seq == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **it = PySequence_Fast_ITEMS(seq);
-    lua_newtable(L);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyTuple_Check(it[i]) || PyTuple_GET_SIZE(it[i]) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a Map's items are (key, value) pairs");
-            Py_DECREF(seq);
-            return -1;
-        }
-        for (int j = 0; j < 2; j++) {
-            if (push_reply(L, PyTuple_GET_ITEM(it[i], j), 2, depth + 1) < 0) {
-                Py_DECREF(seq);
-                return -1;
-            }
-            lua_rawseti(L, -2, (int)(2 * i + j + 1));
-        }
-    }
-    Py_DECREF(seq);
     return 0;
 }
 
@@ -374,7 +361,7 @@ push_reply(lua_State *L, PyObject *v, int resp, int depth)
         } else if (is_set) {
             rc = push_array(L, items, 2, depth);
         } else {                                /* RESP2: the pairs flattened */
-            rc = push_pairs_flat(L, items, depth);
+            rc = push_items(L, items, 2, depth, 1);
         }
         Py_DECREF(items);
         return rc;
