@@ -268,6 +268,21 @@ feed_as_arrived(PyObject *core, PyObject *c, PyObject *db_id, PyObject *argv)
     return r == Py_True;
 }
 
+/* feed_argv(repl, db_id, argv): argv encoded into the replication stream. 1: fed; 0: not
+   its case, nothing moved; -1: an exception. */
+static int
+feed_encoded(PyObject *core, PyObject *db_id, PyObject *argv)
+{
+    if (feed_argv == NULL)
+        return 0;
+    PyObject *fargs[4] = {NULL, K(core, K_REPLICATION), db_id, argv};
+    PyObject *r = PyObject_Vectorcall(feed_argv, fargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      NULL);
+    int fed = r == NULL ? -1 : r == Py_True;
+    Py_XDECREF(r);
+    return fed;
+}
+
 /* ``flush_propagation(c, argv)`` when the one thing pending is one write and the feed is the
    replication layer's: the request itself as it arrived (feed_request), or other words
    encoded (feed_argv: XADD's ID, EXPIRE's PEXPIREAT), then ``_pending = []``. 1: done; 0:
@@ -285,13 +300,7 @@ flush_request(PyObject *core, PyObject *c, PyObject *argv)
     if (PyTuple_GET_ITEM(item, 1) == argv) {
         fed = feed_as_arrived(core, c, PyTuple_GET_ITEM(item, 0), argv);
     } else {
-        PyObject *fargs[4] = {NULL, K(core, K_REPLICATION), PyTuple_GET_ITEM(item, 0),
-                              PyTuple_GET_ITEM(item, 1)};
-        PyObject *r = feed_argv == NULL ? Py_NewRef(Py_False)
-                      : PyObject_Vectorcall(feed_argv, fargs + 1,
-                                            3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        fed = r == NULL ? -1 : r == Py_True;
-        Py_XDECREF(r);
+        fed = feed_encoded(core, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
     }
     Py_DECREF(item);
     if (fed <= 0)
@@ -406,27 +415,6 @@ append_reply(PyObject *c, PyObject *reply)
     return rc;
 }
 
-#if PY_VERSION_HEX < 0x030C0000
-/* The exception being raised, taken (new ref), and put back (stolen): 3.12's API. */
-static PyObject *
-PyErr_GetRaisedException(void)
-{
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    PyErr_NormalizeException(&t, &v, &tb);
-    if (tb != NULL && v != NULL)
-        PyException_SetTraceback(v, tb);
-    Py_XDECREF(t);
-    Py_XDECREF(tb);
-    return v;
-}
-
-static void
-PyErr_SetRaisedException(PyObject *v)
-{
-    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(v)), v, PyException_GetTraceback(v));
-}
-#endif
 
 /* ``handler(c, argv)``, a ReplyError answered as ``call`` does (``failed_call``): the reply
    (new ref) or NULL. */
@@ -803,7 +791,7 @@ propagate_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     BOUND_ENTRY(bound, nargs, 4, "propagate_call(core, c, argv, changed)");
     PyObject *core = args[0], *c = args[1], *pa, *pending, *id;
-    if (feed_argv == NULL || Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
+    if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
             Py_TYPE(c) != client_type || !slots_all_set(c, client_off, C_N) ||
             !PyList_CheckExact(pa = C(c, C_PROPAGATE_ARGV)) || PyList_GET_SIZE(pa) == 0 ||
             !PyList_CheckExact(pending = K(core, K_PENDING)) || PyList_GET_SIZE(pending) != 0 ||
@@ -812,15 +800,12 @@ propagate_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if ((id = db_id_of(c)) == NULL)
         return NULL;
     Py_INCREF(pa);
-    PyObject *fargs[4] = {NULL, K(core, K_REPLICATION), id, pa};
-    PyObject *r = PyObject_Vectorcall(feed_argv, fargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                      NULL);
+    int fed = feed_encoded(core, id, pa);
     Py_DECREF(id);
     Py_DECREF(pa);
-    if (r == NULL)
+    if (fed < 0)
         return NULL;
-    Py_DECREF(r);
-    if (r != Py_True)   /* (not feed_argv's case: nothing moved) */
+    if (fed == 0)   /* (not feed_argv's case: nothing moved) */
         goto general;
     slot_put(c, client_off[C_PROPAGATE_ARGV], Py_None);
     if (set_woff(c, K(core, K_REPLICATION)) < 0)

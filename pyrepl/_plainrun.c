@@ -553,16 +553,10 @@ handled(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv)
     PyObject *r = PyObject_Vectorcall(SLOT_AT(cmd, am_off[AM_HANDLER]), hargs, 2, NULL);
     if (r != NULL || !PyErr_ExceptionMatches(reply_error))
         return r;
-    PyObject *type, *e, *tb;
-    PyErr_Fetch(&type, &e, &tb);
-    PyErr_NormalizeException(&type, &e, &tb);
-    if (tb != NULL)
-        PyException_SetTraceback(e, tb);
+    PyObject *e = PyErr_GetRaisedException();
     PyObject *fargs[4] = {core, c, cmd, e};
     r = PyObject_VectorcallMethod(str_failed_call, fargs, 4, NULL);
-    Py_XDECREF(type);
-    Py_XDECREF(e);
-    Py_XDECREF(tb);
+    Py_DECREF(e);
     return r;
 }
 
@@ -682,13 +676,12 @@ propagating(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     slot_put(core, ak_off[AK_CALL_DEPTH], depth);
     if (span >= 0) {   /* (on an exception: the writes before the failing one) */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
+        PyObject *exc = PyErr_Occurred() ? PyErr_GetRaisedException() : NULL;
         int rc = end_span(core, c, reqs, span, PyList_GET_SIZE(replies), span_db);
-        if (type != NULL) {
+        if (exc != NULL) {
             if (rc < 0)
                 PyErr_Clear();
-            PyErr_Restore(type, value, tb);
+            PyErr_SetRaisedException(exc);
         } else {
             failed = failed || rc < 0;
         }

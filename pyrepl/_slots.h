@@ -78,6 +78,28 @@ slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)
 #define SLOT_INT_LIMIT (1LL << 60)
 #endif
 
+#if PY_VERSION_HEX < 0x030C0000
+/* The exception being raised, taken (new ref), and put back (stolen): 3.12's API. */
+static inline PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL && v != NULL)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+
+static inline void
+PyErr_SetRaisedException(PyObject *v)
+{
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(v)), v, PyException_GetTraceback(v));
+}
+#endif
+
 /* An int slot's value as a long long; -1 (no error set) when it is not a plain int in range
    or is negative. */
 static inline long long

@@ -1477,10 +1477,11 @@ static const u128 MAX_ID = ~(u128)0;
 
 
 /* An ID written as Redis writes one, "<ms>-<seq>", each part a uint64 in canonical decimal
-   (no sign, no leading zero but "0" itself): 1 with *out set, else 0 (any other form is the
-   reference's to parse, and reads as the same ID where it parses). */
+   (no sign, no leading zero but "0" itself), or with ``bare_ms`` "<ms>" alone (seq 0, as
+   XREADGROUP reads it): 1 with *out set, else 0 (any other form is the reference's to parse,
+   and reads as the same ID where it parses). */
 static int
-canonical_id(PyObject *b, u128 *out)
+canonical_id(PyObject *b, u128 *out, int bare_ms)
 {
     if (!PyBytes_CheckExact(b))
         return 0;
@@ -1500,6 +1501,10 @@ canonical_id(PyObject *b, u128 *out)
             return 0;
         part[k] = v;
         if (k == 0) {
+            if (p == end && bare_ms) {
+                part[1] = 0;
+                break;
+            }
             if (p == end || *p != '-')
                 return 0;
             p++;
@@ -1678,7 +1683,7 @@ hot_xadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     u128 given;
     int star = PyBytes_CheckExact(idarg) && PyBytes_GET_SIZE(idarg) == 1 &&
                PyBytes_AS_STRING(idarg)[0] == '*';
-    if ((!star && !canonical_id(idarg, &given)) ||
+    if ((!star && !canonical_id(idarg, &given, 0)) ||
             SLOT_AT(h.core, core_off[K_KEYS_WAITED]) != Py_False)
         return reference(H_XADD, args, nargs);
     PyObject *s = kt->get(h.data, h.key);     /* (a new reference) */
@@ -1781,27 +1786,8 @@ word_is(PyObject *w, const char *lower, Py_ssize_t n)
            PyOS_strnicmp(PyBytes_AS_STRING(w), lower, (size_t)n) == 0;
 }
 
-/* s[0:n] is 1 to 20 decimal digits of a value that fits 64 bits: 1 with *out that value (as
-   _string2ull reads them), else 0 */
-static int
-u64_digits(const char *s, Py_ssize_t n, u128 *out)
-{
-    if (n < 1 || n > 20)
-        return 0;
-    u128 v = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        v = v * 10 + (u128)(s[i] - '0');
-    }
-    if (v > (u128)UINT64_MAX)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 /* XREADGROUP GROUP group consumer [COUNT n] STREAMS key id, the id a history's (ms or ms-seq,
-   not '>'), n 0 to 18 digits, on a stream whose group and consumer exist:
+   not '>', canonical_id's), n 0 to 18 digits (small_int's), on a stream whose group and consumer exist:
    streamReplyWithRangeFromConsumerPEL as streams._history does it (the consumer's PEL from
    id + 1, the first n IDs; each entry the stream still holds delivered once more, now), the
    consumer seen now, and the stream looked up twice, as _xread's two loops count their hits.
@@ -1813,27 +1799,14 @@ hot_xreadgroup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *argv = nargs == 2 && PyList_CheckExact(args[1]) ? args[1] : NULL;
     Py_ssize_t n = argv == NULL || !streams_bound ? 0 : PyList_GET_SIZE(argv);
-    u128 count = 0, ms = 0, seq = 0;
+    long long count = 0;
+    u128 id = 0;   /* (ms or ms-seq; '-', '+', '>', '$', a NUL ...: the reference) */
     if ((n != 7 && n != 9) || !word_is(PyList_GET_ITEM(argv, 1), "group", 5) ||
-            !word_is(PyList_GET_ITEM(argv, n - 3), "streams", 7))
+            !word_is(PyList_GET_ITEM(argv, n - 3), "streams", 7) ||
+            (n == 9 && (!word_is(PyList_GET_ITEM(argv, 4), "count", 5) ||
+                        !small_int(PyList_GET_ITEM(argv, 5), &count) || count < 0)) ||
+            !canonical_id(PyList_GET_ITEM(argv, n - 1), &id, 1))
         n = 0;
-    if (n == 9) {
-        PyObject *w = PyList_GET_ITEM(argv, 5);
-        if (!word_is(PyList_GET_ITEM(argv, 4), "count", 5) || !PyBytes_CheckExact(w) ||
-                PyBytes_GET_SIZE(w) > 18 ||
-                !u64_digits(PyBytes_AS_STRING(w), PyBytes_GET_SIZE(w), &count))
-            n = 0;
-    }
-    if (n != 0) {   /* the ID: ms or ms-seq (a NUL, '-', '+', '>', '$' ...: the reference) */
-        PyObject *w = PyList_GET_ITEM(argv, n - 1);
-        const char *d = PyBytes_CheckExact(w) ? PyBytes_AS_STRING(w) : NULL;
-        Py_ssize_t len = d == NULL ? 0 : PyBytes_GET_SIZE(w);
-        const char *dash = d == NULL ? NULL : memchr(d, '-', (size_t)len);
-        if (d == NULL || (dash == NULL ? !u64_digits(d, len, &ms)
-                          : !u64_digits(d, dash - d, &ms) ||
-                            !u64_digits(dash + 1, len - (dash - d) - 1, &seq)))
-            n = 0;
-    }
     Hot h;
     if (!bound)
         return unbound_error(MODULE_NAME, handler_names[H_XREADGROUP]);
@@ -1867,7 +1840,7 @@ hot_xreadgroup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Occurred() ? NULL : reference(H_XREADGROUP, args, nargs);
     }
     /* pel.from_id(id + 1, count): its first ID from there (a bisection), count of them */
-    u128 start = ((ms << 64) | seq) + 1;   /* (MAX_ID + 1 wraps to 0, as & MAX_ID does) */
+    u128 start = id + 1;   /* (MAX_ID + 1 wraps to 0, as & MAX_ID does) */
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(ids);
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
@@ -1882,7 +1855,7 @@ hot_xreadgroup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             hi = mid;
     }
     Py_ssize_t end = PyList_GET_SIZE(ids);
-    if (count > 0 && (u128)(end - lo) > count)
+    if (count > 0 && end - lo > count)
         end = lo + (Py_ssize_t)count;
     PyObject *want = PyList_GetSlice(ids, lo, end), *r = NULL;
     if (want != NULL) {

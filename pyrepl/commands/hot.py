@@ -1,8 +1,8 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
 RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT,
 PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER, PFADD,
-ZINCRBY, XREADGROUP and SPOP get a C handler that does what the Python handler's fast path does, and
-calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
+ZINCRBY, XREADGROUP and SPOP get a C handler that does what the Python handler's fast path
+does, and calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
 handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
 Python (pyrepl/native.py)."""
 
