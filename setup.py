@@ -6,7 +6,8 @@ per key in the size of a dict's entry (pyrepl/keyspace/_ktable.c, "KeyTable: the
 (issue 37)") and the per-request loops of a run of plain
 commands (pyrepl/_plainrun.c, "Runs counted in C"), and a client read's bookkeeping
 (pyrepl/net/_serve.c, with pyrepl/_slots.h shared with _scan.c: "A lone request's bookkeeping
-in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
+in C"; the master link's read on a replica too, and the replica's apply of its
+master's stream, pyrepl/replication/replica/_streamread.c: "A replica's read in C"), the memory accounting that sizes used_memory (pyrepl/_memacct.c, which reads
 pymalloc's pools: "Memory accounting (issue 37 part 1)"), a sealed stream node's decoding
 (pyrepl/keyspace/_streamlp.c: "Streams kept as listpacks (issue 37 part 4)"), a small hash, a set of
 integers, a small list and a small sorted set in Redis's own encodings
@@ -29,7 +30,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same twenty: tests/unit/test_native.py checks it)."""
+lists the same twenty-one: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -59,6 +60,9 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.replication._feed", ["pyrepl/replication/_feed.c"],
               depends=["pyrepl/_slots.h"], extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.replication.replica._streamread",
+              ["pyrepl/replication/replica/_streamread.c"], depends=["pyrepl/_slots.h"],
+              extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.net._serve", ["pyrepl/net/_serve.c"], depends=["pyrepl/_slots.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.commands._hot", ["pyrepl/commands/_hot.c"],

@@ -29,6 +29,7 @@ EXTENSIONS = (
     "pyrepl._plainrun",
     "pyrepl._dispatch",
     "pyrepl.replication._feed",
+    "pyrepl.replication.replica._streamread",
     "pyrepl.net._serve",
     "pyrepl.commands._hot",
     "pyrepl.keyspace._zbtree",

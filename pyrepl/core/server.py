@@ -49,6 +49,7 @@ from pyrepl.core.stats import CommandStat, Counter, CowSample, LatencyHistogram,
 from pyrepl.core.tracking import Tracking
 from pyrepl.keyspace import intset, ktable, lphash, lplist, zset
 from pyrepl.keyspace.db import Database
+from pyrepl.replication.replica.side import bind_streamread
 from pyrepl.resp.types import BLOCKED, Raw, ReplyError  # (handlers return BLOCKED)
 from pyrepl.resp.writer import encode
 
@@ -580,3 +581,4 @@ if _plainrun is not None:
                    propagation.propagate_call if _dispatch is None else _dispatch.propagate_call)
 _bind_hot(ServerCore, Stats)
 _install_hot()
+bind_streamread(Client, ServerCore, Stats)   # (a replica's read of its master's stream)

@@ -61,6 +61,23 @@ enum { K_STATS, K_NOW_MS, K_PENDING_FLUSH, K_SHUTDOWN_ASAP, K_AOF_ON, K_MAXMEMOR
 static const char *const core_names[K_N] = {"stats", "now_ms", "pending_flush", "shutdown_asap",
                                             "aof_on", "maxmemory_clients", "obuf_normal"};
 
+/* bind_master_link()'s: the master link's protocol (net/replica_io.py) and its ReplicaIO */
+#define LINK_USAGE "bind_master_link(_MasterLinkProtocol, ReplicaIO, ServerCore)"
+enum { L_IO, L_TOKEN, L_RDB, L_N };
+static const char *const link_names[L_N] = {"io", "token", "rdb"};
+enum { I_SERVER, I_N };
+static const char *const io_names[I_N] = {"server"};
+/* the core's slots it moves (its own binding: the link's module binds them) */
+enum { LK_NOW_MS, LK_PENDING_FLUSH, LK_SHUTDOWN_ASAP, LK_REPLICATION, LK_N };
+static const char *const lcore_names[LK_N] = {"now_ms", "pending_flush", "shutdown_asap",
+                                              "replication"};
+static Py_ssize_t link_off[L_N], io_off[I_N], lcore_off[LK_N];
+static PyTypeObject *link_type, *io_type, *lcore_type;
+static PyObject *py_link_received;   /* _MasterLinkProtocol.data_received: the reference */
+static int link_bound;   /* bind_master_link() ran to its end */
+static PyObject *str_core, *str_stop_event, *str_is_set, *str_replica, *str_on_data,
+                *str_failed;
+
 enum { M_PLAIN, M_N };
 static const char *const command_names[M_N] = {"plain"};
 
@@ -290,6 +307,36 @@ python: {
     }
 }
 
+/* The core's flags after a callback (ReplicaIO._dispatch's tail, ClientProtocol.data_received's):
+   a flush asked for and not yet scheduled, a SHUTDOWN to act on; offs are the offsets of
+   ``pending_flush`` and ``shutdown_asap``. -1 on an exception. */
+static int
+after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
+{
+    static const char *const names[2] = {"pending_flush", "shutdown_asap"};
+    PyObject *calls[2] = {str_schedule_flush, str_shutdown_from_command};
+    for (int i = 0; i < 2; i++) {
+        PyObject *v = SLOT_AT(core, offs[i]);
+        if (v == NULL)   /* (as Python's read of an unset slot) */
+            PyErr_Format(PyExc_AttributeError, "'ServerCore' object has no attribute '%s'",
+                         names[i]);
+        int on = v == NULL ? -1 : PyObject_IsTrue(v);
+        if (on > 0 && i == 0) {   /* (schedule_flush does nothing once it is scheduled) */
+            v = PyObject_GetAttr(server, str_flush_scheduled);
+            if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();   /* (a server without the flag: ask it) */
+                v = Py_NewRef(Py_False);
+            }
+            int scheduled = v == NULL ? -1 : PyObject_IsTrue(v);
+            Py_XDECREF(v);
+            on = scheduled < 0 ? -1 : !scheduled;
+        }
+        if (on < 0 || (on && call_method0(server, calls[i]) < 0))
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -421,28 +468,9 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         Py_DECREF(r);
     }
-    PyObject *server = P(proto, P_SERVER);
-    const int flags[2] = {K_PENDING_FLUSH, K_SHUTDOWN_ASAP};
-    PyObject *calls[2] = {str_schedule_flush, str_shutdown_from_command};
-    for (int i = 0; i < 2; i++) {
-        PyObject *v = SLOT_AT(core, core_off[flags[i]]);
-        if (v == NULL)   /* (as Python's read of an unset slot) */
-            PyErr_Format(PyExc_AttributeError, "'ServerCore' object has no attribute '%s'",
-                         core_names[flags[i]]);
-        int on = v == NULL ? -1 : PyObject_IsTrue(v);
-        if (on > 0 && i == 0) {   /* (schedule_flush does nothing once it is scheduled) */
-            v = PyObject_GetAttr(server, str_flush_scheduled);
-            if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                PyErr_Clear();   /* (a server without the flag: ask it) */
-                v = Py_NewRef(Py_False);
-            }
-            int scheduled = v == NULL ? -1 : PyObject_IsTrue(v);
-            Py_XDECREF(v);
-            on = scheduled < 0 ? -1 : !scheduled;
-        }
-        if (on < 0 || (on && call_method0(server, calls[i]) < 0))
-            goto done;
-    }
+    const Py_ssize_t flag_offs[2] = {core_off[K_PENDING_FLUSH], core_off[K_SHUTDOWN_ASAP]};
+    if (after_callback(P(proto, P_SERVER), core, flag_offs) < 0)
+        goto done;
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(now);
@@ -458,9 +486,136 @@ general: {
     }
 }
 
+static PyObject *
+bind_master_link(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const slots_spec specs[3] = {SLOTS_OF(link), SLOTS_OF(io), SLOTS_OF(lcore)};
+    if (bind_args(nargs == 3, LINK_USAGE, args, specs, 3) < 0 ||
+            keep_attr(&py_link_received, args[0], "data_received") ||
+            intern(&str_core, "core") || intern(&str_stop_event, "_stop_event") ||
+            intern(&str_is_set, "is_set") || intern(&str_replica, "replica") ||
+            intern(&str_on_data, "on_data") || intern(&str_failed, "_failed") ||
+            intern(&str_schedule_flush, "schedule_flush") ||
+            intern(&str_shutdown_from_command, "shutdown_from_command") ||
+            intern(&str_flush_scheduled, "_flush_scheduled"))
+        return NULL;
+    link_bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* link_received(protocol, data) is ``_MasterLinkProtocol.data_received(data)``
+   (net/replica_io.py), a read of the master link's main channel, with ``ReplicaIO._dispatch``
+   inside it: the replica side (``core.replication.replica``), nothing if the server is
+   stopping, the clock, the side's ``on_data`` (its common case in C: the replica's
+   _streamread.c), an exception (not a BaseException) to ``ReplicaIO._failed``, then the
+   core's flags. The common case: protocol, ReplicaIO and core exactly those classes, the
+   main channel (not the rdb channel), bytes; anything else calls
+   the method, the reference (tests/unit/test_replica_io.py compares both). */
+static PyObject *
+link_received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(link_bound, nargs, 2, "link_received(protocol, data)");
+    PyObject *proto = args[0], *data = args[1];
+    if (Py_TYPE(proto) != link_type || !PyBytes_CheckExact(data) ||
+            !slots_all_set(proto, link_off, L_N) || SLOT_AT(proto, link_off[L_RDB]) != Py_False)
+        goto general;
+    PyObject *io = SLOT_AT(proto, link_off[L_IO]);
+    if (Py_TYPE(io) != io_type || !slots_all_set(io, io_off, I_N))
+        goto general;
+    PyObject *server = Py_NewRef(SLOT_AT(io, io_off[I_SERVER]));
+    PyObject *core = PyObject_GetAttr(server, str_core), *side = NULL, *result = NULL;
+    PyObject *token = Py_NewRef(SLOT_AT(proto, link_off[L_TOKEN]));
+    if (core == NULL)
+        goto done;
+    if (Py_TYPE(core) != lcore_type || !slots_all_set(core, lcore_off, LK_N)) {
+        Py_DECREF(core);
+        Py_DECREF(server);
+        Py_DECREF(token);
+        goto general;
+    }
+    /* -- ReplicaIO._dispatch: the side, unless the server stops -- */
+    PyObject *repl = SLOT_AT(core, lcore_off[LK_REPLICATION]);
+    if (repl == Py_None) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((side = PyObject_GetAttr(repl, str_replica)) == NULL)
+        goto done;
+    if (side == Py_None) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *ev = PyObject_GetAttr(server, str_stop_event);
+    if (ev == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            goto done;
+        PyErr_Clear();
+        ev = Py_NewRef(Py_None);
+    }
+    int stopping = 0;
+    if (ev != Py_None) {
+        PyObject *r = PyObject_CallMethodNoArgs(ev, str_is_set);
+        stopping = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+    }
+    Py_DECREF(ev);
+    if (stopping < 0)
+        goto done;
+    if (stopping) {   /* shutting down: the links are being closed, nothing reconnects */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);   /* int(time.time() * 1000) */
+    PyObject *now = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    if (now == NULL)
+        goto done;
+    slot_set(core, lcore_off[LK_NOW_MS], now);
+    PyObject *callback = PyObject_GetAttr(side, str_on_data);
+    if (callback == NULL)
+        goto done;
+    PyObject *cargs[3] = {NULL, token, data};
+    PyObject *r = call_n(callback, cargs, 2);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            Py_DECREF(callback);
+            goto done;
+        }
+        /* a bug must not kill the loop: log, drop, retry (the Python's) */
+        PyObject *e = PyErr_GetRaisedException();
+        PyObject *fargs[5] = {io, callback, Py_False, token, e};
+        r = PyObject_VectorcallMethod(str_failed, fargs, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      NULL);
+        Py_DECREF(e);
+    }
+    Py_DECREF(callback);
+    if (r == NULL)
+        goto done;
+    Py_DECREF(r);
+    const Py_ssize_t flag_offs[2] = {lcore_off[LK_PENDING_FLUSH], lcore_off[LK_SHUTDOWN_ASAP]};
+    if (after_callback(server, core, flag_offs) < 0)
+        goto done;
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(side);
+    Py_XDECREF(core);
+    Py_DECREF(server);
+    Py_DECREF(token);
+    return result;
+general: {
+        PyObject *gargs[3] = {NULL, proto, data};
+        return call_n(py_link_received, gargs, 2);
+    }
+}
+
 SLOTS_MODULE(_serve, "A client connection's read, in C when it is the common one.",
     FASTCALL("bind", bind,
              BIND_USAGE ": the classes whose slots received() moves, and what it calls."),
     FASTCALL("received", received,
              "received(protocol, data): ClientProtocol.data_received(data), its common case in "
-             "C."))
+             "C."),
+    FASTCALL("bind_master_link", bind_master_link,
+             LINK_USAGE ": the classes whose slots link_received() reads."),
+    FASTCALL("link_received", link_received,
+             "link_received(protocol, data): _MasterLinkProtocol.data_received(data), its "
+             "common case in C."))

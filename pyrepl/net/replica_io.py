@@ -25,7 +25,10 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
+from types import MethodType
 from typing import TYPE_CHECKING, Any
+
+from pyrepl import native
 
 if TYPE_CHECKING:
     from pyrepl.net.server import Server
@@ -73,11 +76,17 @@ def _drain_step(side: ReplicaLinkEvents, rdb: bool) -> Callable[..., None]:
 
 
 class _MasterLinkProtocol(asyncio.Protocol):
+    # read at their offsets by the main channel's read in C (_serve.link_received); a
+    # __dict__ for the instance's own ``data_received``
+    __slots__ = ("io", "token", "rdb", "transport", "__dict__")
+
     def __init__(self, io: ReplicaIO, token: int, rdb: bool = False) -> None:
         self.io = io
         self.token = token
         self.rdb = rdb  # the rdb channel (Redis 8), else the main channel
         self.transport: asyncio.Transport | None = None
+        if _serve is not None and not rdb:   # (the read below, its common case in C)
+            self.data_received = MethodType(_serve.link_received, self)  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -89,6 +98,7 @@ class _MasterLinkProtocol(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
+        """A read (the reference of _serve.link_received, which runs the main channel's)."""
         self.io._dispatch(_on_data, self.rdb, self.token, data)
 
     def eof_received(self) -> bool:
@@ -100,6 +110,8 @@ class _MasterLinkProtocol(asyncio.Protocol):
 
 class ReplicaIO:
     """Outgoing master connections for ``server.core.replication.replica``."""
+
+    __slots__ = ("server", "__dict__")   # (server: read at its offset by _serve.c)
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -264,18 +276,32 @@ class ReplicaIO:
         try:
             callback(*args)
         except Exception as e:  # noqa: BLE001 - a bug must not kill the loop: log, drop, retry
-            server.logger.warning(f"Replica link error in {callback.__name__}: {e!r}")
-            token = args[0] if args else None
-            if token is not None and token == (self._rdb_token if rdb else self._token):
-                if rdb:
-                    self._drop_rdb()
-                else:
-                    self._drop()
-            try:
-                _on_closed(side, rdb)(token, f"internal error: {e!r}")
-            except Exception:  # noqa: BLE001
-                pass
+            self._failed(callback, rdb, args[0] if args else None, e)
         if core.pending_flush:
             server.schedule_flush()
         if core.shutdown_asap:
             server.shutdown_from_command()
+
+    def _failed(self, callback: Callable[..., None], rdb: bool, token: int | None,
+                e: Exception) -> None:
+        """A callback raised: logged, its connection dropped, the side told it closed."""
+        self.server.logger.warning(f"Replica link error in {callback.__name__}: {e!r}")
+        if token is not None and token == (self._rdb_token if rdb else self._token):
+            if rdb:
+                self._drop_rdb()
+            else:
+                self._drop()
+        side = self._side()
+        if side is None:
+            return
+        try:
+            _on_closed(side, rdb)(token, f"internal error: {e!r}")
+        except Exception:  # noqa: BLE001
+            pass
+
+
+_serve = native.load("pyrepl.net._serve")   # (the main channel's read, its common case in C)
+if _serve is not None:
+    from pyrepl.core.server import ServerCore
+
+    _serve.bind_master_link(_MasterLinkProtocol, ReplicaIO, ServerCore)

@@ -6,15 +6,26 @@ draws plain requests over a few keys (hypothesis)."""
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from pyrepl.config import Config
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
+from pyrepl.keyspace.strtab import _native as _strtab
 from pyrepl.replication.manager import Replication
 from tests.support.cores import NOW, cmd
 
 KEYS = ["s", "n", "l", "h", "z", "x:1"]
+
+
+def seed_picks(seed: int = 7) -> None:
+    """The random picks (SPOP's, SRANDMEMBER's: the C table's generator and Python's) start
+    from ``seed``: two servers that run the same commands after it pick the same members."""
+    if _strtab is not None:
+        _strtab.seed(seed)
+    random.seed(seed)
 
 
 @st.composite

@@ -149,3 +149,28 @@ def synced_node(diskless: bool = False, *overrides: tuple[str, list[str]]) -> No
     assert n.side.state is ReplState.CONNECTED
     n.io.take()
     return n
+
+
+class _DrainedIO:
+    """The master side's I/O port for a sub-replica whose socket takes everything."""
+
+    def buffered(self, c: object) -> int:
+        return 0
+
+    def stream_started(self, c: object) -> None:
+        pass
+
+
+def with_sub_replica(n: Node) -> object:
+    """An online sub-replica streaming from ``n`` (its link as the master side makes it)."""
+    from pyrepl.replication.master import LinkInput
+
+    n.host.master_io = _DrainedIO()   # type: ignore[attr-defined]
+    r = n.core.connection_made("127.0.0.1:50000", "127.0.0.1:6381")
+    m = n.repl.master
+    link = m.link_for(r)
+    link.listening_port = 7000
+    m.add_replica(link)
+    link.go(LinkInput.PARTIAL)
+    m.feeding.start_stream(link)
+    return r

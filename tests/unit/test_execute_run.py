@@ -18,7 +18,7 @@ from pyrepl.commands.table import COMMANDS
 from pyrepl.config import Config
 from pyrepl.core.server import ServerCore
 from tests.support.cores import NOW, cmd
-from tests.support.execpaths import KEYS, requests, server_state, warm_server
+from tests.support.execpaths import KEYS, requests, seed_picks, server_state, warm_server
 
 # A run of one command: one request repeated, or SETs / GETs / EXISTS of keys of every kind
 # (the whole-run forms, Command.whole, and their way back to one by one: a TTL, WRONGTYPE).
@@ -74,10 +74,12 @@ def test_the_c_loop_of_a_run_is_the_python_loop(events: bool, reqs: list[list[st
     reqs = reqs[:at] + run + reqs[at:]
     pipeline = b"".join(cmd(*r) for r in reqs)
     c_core, c_client = warm_server(True, events)
+    seed_picks()   # (SPOP's pick: the same on both servers)
     c_client.receive_data(pipeline)
     c_loop, fastpath.propagating = fastpath.propagating, None
     try:
         py_core, py_client = warm_server(True, events)
+        seed_picks()
         py_client.receive_data(pipeline)
     finally:
         fastpath.propagating = c_loop

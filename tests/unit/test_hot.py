@@ -12,7 +12,6 @@ not short integers, hashes with field TTLs, keyspace events on, pipelined runs.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,10 +26,9 @@ from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.keyspace.stream import Group, Pel, Stream
-from pyrepl.keyspace.strtab import _native as _strtab
 from pyrepl.resp.types import NULL_ARRAY
 from tests.support.cores import NOW, cmd
-from tests.support.execpaths import server_state, warm_server
+from tests.support.execpaths import seed_picks, server_state, warm_server
 from tests.support.replica_side import synced_node
 
 _native = native.load("pyrepl.commands._hot")
@@ -155,9 +153,7 @@ def requests(draw: st.DrawFn) -> list[str]:
 
 
 def _apply(core: ServerCore, c, reqs: list[list[str]], c_handlers: bool) -> bytes:
-    if _strtab is not None:   # (SPOP's pick: the same on both servers)
-        _strtab.seed(7)
-    random.seed(7)
+    seed_picks()   # (SPOP's pick: the same on both servers)
     hot.install(c_handlers)
     try:
         c.receive_data(b"".join(cmd(*r) for r in reqs))

@@ -21,10 +21,10 @@ from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.ids import NULL_REPLID
 from pyrepl.replication.manager import Replication
-from pyrepl.replication.master import LinkInput
 from pyrepl.replication.replica import (
     TRANSITIONS,
     Input,
+    ReplicaSide,
     ReplProtocolError,
     ReplState,
     states,
@@ -42,6 +42,7 @@ from tests.support.replica_side import (
     full_sync_bytes,
     source_dataset,
     synced_node,
+    with_sub_replica,
 )
 
 S = ReplState
@@ -1058,27 +1059,6 @@ def test_pair_promotion_repoints_the_old_master_partially(tmp_path) -> None:
 
 # -- the stream passed on in C (pyrepl/replication/_feed.c: feed_raw) ---------------------------
 
-class _DrainedIO:
-    def buffered(self, c: object) -> int:
-        return 0
-
-    def stream_started(self, c: object) -> None:
-        pass
-
-
-def _with_sub_replica(n: Node) -> object:
-    """An online sub-replica streaming from ``n`` (its link as the master side makes it)."""
-    n.host.master_io = _DrainedIO()   # type: ignore[attr-defined]
-    r = n.core.connection_made("127.0.0.1:50000", "127.0.0.1:6381")
-    m = n.repl.master
-    link = m.link_for(r)
-    link.listening_port = 7000
-    m.add_replica(link)
-    link.go(LinkInput.PARTIAL)
-    m.feeding.start_stream(link)
-    return r
-
-
 _WRITES = st.sampled_from([
     cmd("SET", "k", "v"), cmd("INCR", "n"), cmd("SELECT", "1"), cmd("SELECT", "0"),
     cmd("MULTI") + cmd("INCR", "n") + cmd("LPUSH", "l", "a"), cmd("EXEC"),
@@ -1093,13 +1073,14 @@ _WRITES = st.sampled_from([
 def test_feed_raw_in_c_passes_on_what_the_python_does(writes: list[bytes], cuts: list[int],
                                                       sub: bool) -> None:
     """Two replicas get the same stream in the same reads; one passes what it applied on
-    through ``feed_raw`` (C), the other through ``Replication.feed_raw`` alone. Both hold the
+    through ``feed_raw`` (C), the other through ``Replication.feed_raw`` alone (its reads
+    through ``ReplicaSide.on_data``, the Python: the C read calls the C feed). Both hold the
     same backlog (bytes, offsets, blocks), offsets and dataset after every read, and schedule
     the same sub-replica writes."""
     import pyrepl.replication.replica.stream as stream_mod
 
     nodes = [synced_node(), synced_node()]
-    subs = [_with_sub_replica(x) if sub else None for x in nodes]
+    subs = [with_sub_replica(x) if sub else None for x in nodes]
     data = b"".join(writes)
     bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
     c_feed = stream_mod._feed
@@ -1110,7 +1091,10 @@ def test_feed_raw_in_c_passes_on_what_the_python_does(writes: list[bytes], cuts:
         for i, x in enumerate(nodes):
             stream_mod._feed = c_feed if i == 0 else None
             try:
-                x.feed(data[a:b])
+                if i == 0:
+                    x.feed(data[a:b])
+                else:
+                    ReplicaSide.on_data(x.side, x.io.token, data[a:b])
             finally:
                 stream_mod._feed = c_feed
             bl = x.repl.backlog

@@ -1,4 +1,4 @@
-"""The replica's batch apply (``Stream._apply_batch``): a run of plain commands from the master's
+"""The replica's batch apply (``Stream.apply_batch``): a run of plain commands from the master's
 stream, applied in one pass, leaves exactly the state the one-by-one loop leaves: the same
 dataset, offsets, bytes passed on, INFO commandstats / errorstats and error replies counted.
 
@@ -99,13 +99,13 @@ def test_a_run_is_applied_in_one_batch_with_exact_stats(monkeypatch) -> None:
     n = synced_node()
     _warm(n)
     batches: list[bool] = []
-    real = Stream._apply_batch
+    real = Stream.apply_batch
 
     def spy(self, *args):
         batches.append(real(self, *args))
         return batches[-1]
 
-    monkeypatch.setattr(Stream, "_apply_batch", spy)
+    monkeypatch.setattr(Stream, "apply_batch", spy)
     calls = n.core.cmdstats[COMMANDS[b"set"]].calls
     before = n.side.stream.master.reploff
     run = cmd("SELECT", "0") + cmd("SET", "k", "v") * 50 + cmd("INCR", "s:1")

@@ -56,6 +56,9 @@ class Channel:
     and drains. Its collaborators: the side (the link and the table), the load (which parses
     what the rdb channel delivers) and the stream (which applies what the buffer held)."""
 
+    # fsbuf is read at its offset by a read's common case in C (replica/_streamread.c)
+    __slots__ = ("fsbuf", "__dict__")
+
     def __init__(self, side: ReplicaSide, load: Load, stream: Stream) -> None:
         self.side = side
         self.core = side.core

@@ -46,8 +46,10 @@ and disconnects sub-replicas. A restarted replica gets the same cached master fr
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
+from pyrepl import native
 from pyrepl.config import ConfigError
 from pyrepl.replication.fsm import step
 from pyrepl.replication.replica import states
@@ -85,8 +87,10 @@ Reader = Callable[[bytes, int], int]
 class ReplicaSide:
     """The replica half of replication (see the module docstring)."""
 
-    # master_host is read at its offset by a write's feed in C (pyrepl/replication/_feed.c)
-    __slots__ = ("master_host", "__dict__")
+    # master_host is read at its offset by a write's feed in C (pyrepl/replication/_feed.c),
+    # the rest by a read's common case in C (replica/_streamread.c)
+    __slots__ = ("master_host", "core", "state", "token", "_inbuf", "_await_caught_up",
+                 "stream", "channel", "__dict__")
 
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
@@ -112,6 +116,8 @@ class ReplicaSide:
         self.load = Load(self, self.stream)
         self.channel = Channel(self, self.load, self.stream)
         self.handshake = Handshake(self, self.load, self.channel, self.stream)
+        if _streamread is not None and _streamread_bound:   # (a read's common case in C)
+            self.on_data = MethodType(_streamread.on_data, self)  # type: ignore[method-assign]
         # what the state makes of bytes read, a lost connection, a timeout, a protocol error
         self._readers: dict[ReplState, Reader] = {
             **dict.fromkeys(LINE_STATES, self._read_reply),
@@ -339,14 +345,20 @@ class ReplicaSide:
         self.master_lost("connection-lost", cache=True)
 
     def on_data(self, token: int, data: bytes) -> None:
+        """Bytes read on the main channel. (Its common case, a read of the stream while
+        CONNECTED, runs in C: ``_streamread.on_data``, installed as the instance's own.)"""
         if token != self.token or not data:
             return
         try:
             self.receive_data(data, from_read=True)
         except ReplProtocolError as e:
-            self.core.log.warning(str(e))
-            failure = self._protocol_failures.get(self.state, self._close_on_error)
-            failure(str(e))
+            self.protocol_failed(e)
+
+    def protocol_failed(self, e: ReplProtocolError) -> None:
+        """The master broke the protocol: what the state does of it (``_protocol_failures``)."""
+        self.core.log.warning(str(e))
+        failure = self._protocol_failures.get(self.state, self._close_on_error)
+        failure(str(e))
 
     def _drop_master_on_error(self, error: str) -> None:
         self.master_lost("protocol-error", cache=False)
@@ -379,9 +391,13 @@ class ReplicaSide:
         """Consume bytes from the master in any state that reads (raises ReplProtocolError
         when the current state reads nothing). ``from_read``: ``data`` is one socket read."""
         self._receive(data)
-        if from_read and self._await_caught_up and states.link_up(self.state) \
-                and not self.channel.buffering:
-            self._check_caught_up(len(data))
+        if from_read:
+            self.after_read(len(data))
+
+    def after_read(self, read_len: int) -> None:
+        """A socket read was consumed: the caught_up event, when due."""
+        if self._await_caught_up and states.link_up(self.state) and not self.channel.buffering:
+            self._check_caught_up(read_len)
 
     def _check_caught_up(self, read_len: int) -> None:
         """caught_up: the first read after link up that did not fill a 64 KiB buffer (the
@@ -626,3 +642,26 @@ class ReplicaSide:
         ms = self.stream.master
         return [b"slave", (self.master_host or "").encode(), self.master_port,
                 states.role_state(self.state).encode(), ms.reploff if ms is not None else -1]
+
+
+_streamread = native.load("pyrepl.replication.replica._streamread")
+_streamread_bound = False
+
+
+def bind_streamread(client_cls: type, core_cls: type, stats_cls: type) -> None:
+    """Bind the C of a stream read to the classes whose slots it reads: the core's, which
+    this layer does not import (the core binds it), and ours. A side made before runs the
+    Python."""
+    global _streamread_bound
+    if _streamread is None:
+        return
+    from pyrepl.fastpath import execute
+    from pyrepl.replication.replica.stream import MasterState, _feed
+    from pyrepl.resp.fastreader import FastRespReader, first, release
+    from pyrepl.resp.reader import ProtocolError, RespReader
+
+    _streamread.bind(ReplicaSide, Stream, Channel, MasterState, client_cls, core_cls,
+                     stats_cls, FastRespReader, RespReader, S.CONNECTED, I.DATA, I.STREAM,
+                     TRANSITIONS, ReplProtocolError, ProtocolError, execute, first, release,
+                     None if _feed is None else _feed.feed_raw)
+    _streamread_bound = True

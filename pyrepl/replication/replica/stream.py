@@ -53,13 +53,16 @@ class MasterState:
         self.unapplied = bytearray()  # bytes read, not yet passed on (the query buffer)
         # A read being applied while ``unapplied`` was empty: kept out of it, so that when
         # the read is applied whole (the common case) it is passed on as it is, uncopied;
-        # _feed_applied buffers what is left of it. None otherwise.
+        # feed_applied buffers what is left of it. None otherwise.
         self.read: bytes | None = None
 
 
 class Stream:
     """The master client: applying the stream, passing it on, ACKs (replica side). Owns
     ``master`` (Redis's ``server.master``) and ``cached`` (``server.cached_master``)."""
+
+    # read at their offsets by a read's common case in C (replica/_streamread.c)
+    __slots__ = ("core", "manager", "master", "__dict__")
 
     def __init__(self, side: ReplicaSide) -> None:
         self.side = side
@@ -205,11 +208,11 @@ class Stream:
         core.applying_master_stream = True
         try:
             # feed, then the first request (first: its common case in C)
-            self._apply_commands(ms, c, reader, core, core.log, first(reader, data))
+            self.apply_commands(ms, c, reader, core, first(reader, data))
         finally:
             core.applying_master_stream = False
             # even if a command raised: what was applied is passed on, offsets stay coherent
-            self._feed_applied(ms)
+            self.feed_applied(ms)
             if core.aof_on and core.aof.writer.buf:
                 core.aof.before_reply()   # (Redis writes its AOF every event-loop pass)
 
@@ -221,16 +224,18 @@ class Stream:
         core = self.core
         core.applying_master_stream = True
         try:
-            self._apply_commands(ms, c, c.reader, core, core.log, argv)
+            self.apply_commands(ms, c, c.reader, core, argv)
         finally:   # (stream()'s tail)
             core.applying_master_stream = False
-            self._feed_applied(ms)
+            self.feed_applied(ms)
             if core.aof_on and core.aof.writer.buf:
                 core.aof.before_reply()
 
-    def _apply_commands(self, ms: MasterState, c: ReplClient, reader: Any, core: Any,
-                        log: Any, argv: list[bytes] | None) -> None:
-        """Run the requests the reader holds, ``argv`` (the read's first, or None) first."""
+    def apply_commands(self, ms: MasterState, c: ReplClient, reader: Any, core: Any,
+                       argv: list[bytes] | None) -> None:
+        """Run the requests the reader holds, ``argv`` (the read's first, or None) first.
+        (Its C: ``_streamread``'s apply(), which calls reader_failed and apply_batch as this
+        does.)"""
         while True:
             try:
                 if argv is None:
@@ -239,20 +244,12 @@ class Stream:
                         return  # the read all run
                     argv = reader.gets()
             except ProtocolError as e:
-                self._feed_applied(ms)
-                log.warning(f"Protocol error ({e.reason}) from client: {c.describe()}. "
-                            f"Query buffer during protocol error: "
-                            f"'{_printable(bytes(ms.unapplied[:128]))}'")
-                if "inline" in str(e):
-                    log.warning("WARNING: Receiving inline protocol from master, master stream "
-                                "corruption? Closing the master connection and discarding the "
-                                "cached master.")
-                self.side.master_lost("protocol-error", cache=False)
+                self.reader_failed(ms, c, e)
                 return
             if argv is None:
                 return
             rest = reader.queue
-            if rest and self._apply_batch(ms, c, reader, argv, rest):
+            if rest and self.apply_batch(ms, c, reader, argv, rest):
                 if self.master is not ms:
                     return
                 argv = None
@@ -270,7 +267,21 @@ class Stream:
             if self.master is not ms:
                 return  # the command dropped the link
 
-    def _apply_batch(self, ms: MasterState, c: ReplClient, reader: Any, first: list[bytes],
+    def reader_failed(self, ms: MasterState, c: ReplClient, e: ProtocolError) -> None:
+        """The master sent what is not a request: logged as Redis logs it, the master dropped
+        uncached (a full sync next). What was applied before it is passed on first."""
+        self.feed_applied(ms)
+        log = self.core.log
+        log.warning(f"Protocol error ({e.reason}) from client: {c.describe()}. "
+                    f"Query buffer during protocol error: "
+                    f"'{_printable(bytes(ms.unapplied[:128]))}'")
+        if "inline" in str(e):
+            log.warning("WARNING: Receiving inline protocol from master, master stream "
+                        "corruption? Closing the master connection and discarding the "
+                        "cached master.")
+        self.side.master_lost("protocol-error", cache=False)
+
+    def apply_batch(self, ms: MasterState, c: ReplClient, reader: Any, first: list[bytes],
                      rest: list[list[bytes]]) -> bool:
         """Apply ``first`` and the plain commands queued right behind it in one pass
         (``plainrun.start``, ``core.run_plain``, or ``core.run_propagating`` while our AOF
@@ -330,7 +341,7 @@ class Stream:
             core.host.panic(f"This replica panicked sending an error to its master after "
                             f"processing the command '{command}'")
 
-    def _feed_applied(self, ms: MasterState) -> None:
+    def feed_applied(self, ms: MasterState) -> None:
         """Pass the bytes applied since the last call, ``(fed, reploff]``, to the backlog and
         the sub-replicas (manager.feed_raw: same bytes, same offsets)."""
         applied = ms.reploff - ms.fed
