@@ -481,8 +481,7 @@ done:
     return result;
 general: {
         PyObject *gargs[3] = {NULL, proto, data};
-        return PyObject_Vectorcall(py_data_received, gargs + 1,
-                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        return call_n(py_data_received, gargs, 2);
     }
 }
 

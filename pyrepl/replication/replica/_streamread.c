@@ -36,7 +36,7 @@
 
 #define BIND_USAGE "bind(ReplicaSide, Stream, Channel, MasterState, Client, ServerCore, " \
                    "Stats, FastRespReader, RespReader, CONNECTED, DATA, STREAM, TRANSITIONS, " \
-                   "ReplProtocolError, ProtocolError, execute, first, release, feed_raw)"
+                   "ReplProtocolError, ProtocolError, execute, first, release, feed_raw, write_aof)"
 
 enum { S_CORE, S_STATE, S_TOKEN, S_INBUF, S_AWAIT, S_STREAM, S_CHANNEL, S_N };
 static const char *const side_names[S_N] = {
@@ -80,12 +80,11 @@ static PyTypeObject *side_type, *stream_type, *channel_type, *ms_type, *client_t
                     *core_type, *stats_type, *reader_type, *base_type;
 static PyObject *connected, *in_data, *in_stream, *transitions;
 static PyObject *repl_protocol_error, *protocol_error;
-static PyObject *py_execute, *py_first, *py_release, *py_feed_raw;
+static PyObject *py_execute, *py_first, *py_release, *py_feed_raw, *py_write_aof;
 static PyObject *py_on_data;   /* ReplicaSide.on_data: the reference */
 static PyObject *key_data, *key_stream;   /* (CONNECTED, DATA), (CONNECTED, STREAM) */
 static PyObject *str_apply_batch, *str_reader_failed, *str_protocol_failed, *str_after_read,
-                *str_feed_applied, *str_feed_raw, *str_consumed_now, *str_gets, *str_clear,
-                *str_aof, *str_writer, *str_buf, *str_before_reply;
+                *str_feed_applied, *str_feed_raw, *str_consumed_now, *str_gets, *str_clear;
 static int bound;
 
 #define SIDE(i) SLOT_AT(side, side_off[i])
@@ -96,23 +95,21 @@ static int bound;
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[19] = {
+    const slots_spec specs[20] = {
         SLOTS_OF(side), SLOTS_OF(stream), SLOTS_OF(channel), SLOTS_OF(ms), SLOTS_OF(client),
         SLOTS_OF(core), SLOTS_OF(stats), SLOTS_OF(reader), SLOTS_OF(base), KEPT(&connected),
         KEPT(&in_data), KEPT(&in_stream), KEPT(&transitions), KEPT(&repl_protocol_error),
         KEPT(&protocol_error), KEPT(&py_execute), KEPT(&py_first), KEPT(&py_release),
-        KEPT(&py_feed_raw),
+        KEPT(&py_feed_raw), KEPT(&py_write_aof),
     };
-    if (bind_args(nargs == 19 && PyDict_Check(args[12]), BIND_USAGE, args, specs, 19) < 0 ||
+    if (bind_args(nargs == 20 && PyDict_Check(args[12]), BIND_USAGE, args, specs, 20) < 0 ||
             keep_attr(&py_on_data, args[0], "on_data") ||
             intern(&str_apply_batch, "apply_batch") ||
             intern(&str_reader_failed, "reader_failed") ||
             intern(&str_protocol_failed, "protocol_failed") ||
             intern(&str_after_read, "after_read") || intern(&str_feed_applied, "feed_applied") ||
             intern(&str_feed_raw, "feed_raw") || intern(&str_consumed_now, "consumed_now") ||
-            intern(&str_gets, "gets") || intern(&str_clear, "clear") ||
-            intern(&str_aof, "aof") || intern(&str_writer, "writer") || intern(&str_buf, "buf") ||
-            intern(&str_before_reply, "before_reply"))
+            intern(&str_gets, "gets") || intern(&str_clear, "clear"))
         return NULL;
     PyObject *kd = PyTuple_Pack(2, connected, in_data), *ks = PyTuple_Pack(2, connected,
                                                                             in_stream);
@@ -389,32 +386,14 @@ feed_applied(PyObject *stream, PyObject *ms)
     return fed_c < 0 ? -1 : 0;
 }
 
-/* ``if core.aof_on and core.aof.writer.buf: core.aof.before_reply()``; -1 on an exception. */
+/* stream.py's write_aof(core) (the AOF's pass), unless AOF is off; -1 on an exception. */
 static int
 aof_tail(PyObject *core)
 {
-    PyObject *on = SLOT_AT(core, core_off[K_AOF_ON]);
-    if (on == Py_False)
+    if (SLOT_AT(core, core_off[K_AOF_ON]) == Py_False)
         return 0;
-    int is_on = on == NULL ? -1 : PyObject_IsTrue(on);
-    if (is_on <= 0) {
-        if (on == NULL)
-            PyErr_SetString(PyExc_AttributeError, "aof_on");
-        return is_on;
-    }
-    PyObject *aof = PyObject_GetAttr(core, str_aof);
-    PyObject *writer = aof == NULL ? NULL : PyObject_GetAttr(aof, str_writer);
-    PyObject *buf = writer == NULL ? NULL : PyObject_GetAttr(writer, str_buf);
-    int full = buf == NULL ? -1 : PyObject_IsTrue(buf);
-    int rc = full;
-    if (full > 0) {
-        PyObject *args[1] = {aof};
-        rc = done(call_method(str_before_reply, args, 1));
-    }
-    Py_XDECREF(buf);
-    Py_XDECREF(writer);
-    Py_XDECREF(aof);
-    return rc < 0 ? -1 : 0;
+    PyObject *args[2] = {NULL, core};
+    return done(call_n(py_write_aof, args, 1));
 }
 
 /* Stream.stream(data) from its first move on, for the checked common case; -1 on an

@@ -656,12 +656,12 @@ def bind_streamread(client_cls: type, core_cls: type, stats_cls: type) -> None:
     if _streamread is None:
         return
     from pyrepl.fastpath import execute
-    from pyrepl.replication.replica.stream import MasterState, _feed
+    from pyrepl.replication.replica.stream import MasterState, _feed, write_aof
     from pyrepl.resp.fastreader import FastRespReader, first, release
     from pyrepl.resp.reader import ProtocolError, RespReader
 
     _streamread.bind(ReplicaSide, Stream, Channel, MasterState, client_cls, core_cls,
                      stats_cls, FastRespReader, RespReader, S.CONNECTED, I.DATA, I.STREAM,
                      TRANSITIONS, ReplProtocolError, ProtocolError, execute, first, release,
-                     None if _feed is None else _feed.feed_raw)
+                     None if _feed is None else _feed.feed_raw, write_aof)
     _streamread_bound = True

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 _feed = native.load("pyrepl.replication._feed")   # (feed_raw's common case in C)
 
 
+def write_aof(core: Any) -> None:
+    """What our AOF holds in its buffer, written now (its writer's pass)."""
+    if core.aof_on and core.aof.writer.buf:
+        core.aof.before_reply()
+
+
 class MasterState:
     """Redis's ``server.master`` / ``server.cached_master``: the master client and its offsets."""
 
@@ -213,8 +219,7 @@ class Stream:
             core.applying_master_stream = False
             # even if a command raised: what was applied is passed on, offsets stay coherent
             self.feed_applied(ms)
-            if core.aof_on and core.aof.writer.buf:
-                core.aof.before_reply()   # (Redis writes its AOF every event-loop pass)
+            write_aof(core)   # (Redis writes its AOF every event-loop pass)
 
     def resume_postponed(self, c: ReplClient, argv: list[bytes]) -> None:
         """The pause that postponed ``argv`` ended: apply it and what was read behind it."""
@@ -228,8 +233,7 @@ class Stream:
         finally:   # (stream()'s tail)
             core.applying_master_stream = False
             self.feed_applied(ms)
-            if core.aof_on and core.aof.writer.buf:
-                core.aof.before_reply()
+            write_aof(core)
 
     def apply_commands(self, ms: MasterState, c: ReplClient, reader: Any, core: Any,
                        argv: list[bytes] | None) -> None:
@@ -368,8 +372,7 @@ class Stream:
         if ms is None:
             return
         core = self.core
-        if core.aof_on and core.aof.writer.buf:
-            core.aof.before_reply()   # (what we acknowledge is in our AOF first, as Redis)
+        write_aof(core)   # (what we acknowledge is in our AOF first, as Redis)
         data = encode_command([b"REPLCONF", b"ACK", b"%d" % ms.reploff])
         ms.client.net_out += len(data)
         core.stats.net_output_bytes += len(data)
