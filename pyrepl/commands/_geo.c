@@ -18,6 +18,7 @@
 #define MODULE_NAME "pyrepl.commands._geo"
 #include "../_slots.h"
 #include "_geohash.h"
+#include "../keyspace/_zbtree.h"
 
 #define EARTH_RADIUS_IN_METERS 6372797.560856
 #define TWO63 9223372036854775808.0
@@ -459,14 +460,55 @@ static PyObject *s_bisect, *s_range;
 
 #define SCAN_CHUNK 1024
 
+/* A circle's test of one candidate (scan_box's, over either kind of set) */
+typedef struct {
+    double clon, clat, cos1, radius;
+    Py_ssize_t limit;
+    points *ps;
+} circle;
+
+/* 0: go on; 1: a score only the Python decodes (below 0, from 2^63 on: its cast), the
+   search is the Python's; 2: limit reached; -1: an error. The member is borrowed. */
+static int
+visit_circle(void *ctx, double score, PyObject *member)
+{
+    circle *c = ctx;
+    if (!(score >= 0.0 && score < TWO63))
+        return 1;
+    double lon, lat;
+    decode_score(score, &lon, &lat);
+    double d = distance(c->clon, c->clat, c->cos1, lon, lat);
+    if (d > c->radius)
+        return 0;
+    if (points_add(c->ps, lon, lat, d, score, member) < 0)
+        return -1;
+    Py_INCREF(member);
+    return c->limit > 0 && c->ps->n >= c->limit ? 2 : 0;
+}
+
+static ZBTree_CAPI *zb;
+
 /* membersOfGeoHashBox for a circle: the members of z with lo <= score < hi within radius
    of (clon, clat) added to ps, up to limit (> 0). 0: done; 1: a score only the Python
-   decodes (below 0, from 2^63 on: its cast), the search is the Python's; -1: an error. */
+   decodes, the search is the Python's; -1: an error. A B+tree (_zbtree's ZIndex) is walked
+   in place (its C API); another set (a listpack's) through its _bisect and _range. */
 static int
 scan_box(PyObject *z, double lo, double hi, double clon, double clat, double radius,
          Py_ssize_t limit, points *ps)
 {
     double cos1 = cos(clat * D_R);
+    if (zb == NULL && (zb = PyCapsule_Import(ZBTREE_CAPSULE, 0)) == NULL)
+        return -1;
+    if (zb->version != ZBTREE_CAPI_VERSION) {
+        zb = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._zbtree: another C API version");
+        return -1;
+    }
+    circle c = {clon, clat, cos1, radius, limit, ps};
+    if (PyObject_TypeCheck(z, zb->type)) {
+        int r = zb->scan(z, lo, hi, visit_circle, &c);
+        return r == 2 ? 0 : r;
+    }
     Py_ssize_t start = call_index(z, s_bisect, lo), stop;
     if (start < 0 || (stop = call_index(z, s_bisect, hi)) < 0)
         return -1;
@@ -498,24 +540,10 @@ scan_box(PyObject *z, double lo, double hi, double clon, double clat, double rad
             double score = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(it, 0));
             if (!(score < hi))
                 break;
-            if (!(score >= 0.0 && score < TWO63)) {
+            int r = visit_circle(&c, score, PyTuple_GET_ITEM(it, 1));
+            if (r) {
                 Py_DECREF(chunk);
-                return 1;
-            }
-            double lon, lat;
-            decode_score(score, &lon, &lat);
-            double d = distance(clon, clat, cos1, lon, lat);
-            if (!(d > radius)) {
-                PyObject *member = PyTuple_GET_ITEM(it, 1);
-                if (points_add(ps, lon, lat, d, score, member) < 0) {
-                    Py_DECREF(chunk);
-                    return -1;
-                }
-                Py_INCREF(member);
-                if (limit > 0 && ps->n >= limit) {
-                    Py_DECREF(chunk);
-                    return 0;
-                }
+                return r == 2 ? 0 : r;
             }
         }
         Py_DECREF(chunk);

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_zbtree.h"
+
 #define FANOUT 64       /* entries per node (leaf items, inner children) */
 #define MIN_FANOUT 4    /* the smallest a test may build (ZIndex(_fanout=4)) */
 #define ROOT_LEAF_START 4
@@ -1111,6 +1113,36 @@ static PyTypeObject ZIndexType = {
     .tp_new = zindex_new,
 };
 
+/* -- the C API (_zbtree.h) -------------------------------------------------------------------- */
+
+static int capi_scan(PyObject *zo, double lo, double hi, zbtree_visit visit, void *ctx)
+{
+    ZIndex *z = (ZIndex *)zo;
+    if (z->root == NULL)
+        return 0;
+    path p;
+    descend(z, lo, NULL, &p);       /* (the first item >= (lo,): what _bisect(lo) finds) */
+    bnode *b = p.leaf;
+    int i = p.pos;
+    while (b != NULL) {
+        if (i >= b->n) {
+            b = b->next;
+            i = 0;
+            continue;
+        }
+        double s = b->score[i];
+        if (!(s < hi))
+            return 0;
+        int r = visit(ctx, s, b->ele[i]);
+        if (r)
+            return r;
+        i++;
+    }
+    return 0;
+}
+
+static ZBTree_CAPI capi = {ZBTREE_CAPI_VERSION, &ZIndexType, capi_scan};
+
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_zbtree",
     "The sorted set's ordered index (see the file's comment).", -1, NULL,
@@ -1126,6 +1158,12 @@ PyMODINIT_FUNC PyInit__zbtree(void)
     Py_INCREF(&ZIndexType);
     if (PyModule_AddObject(m, "ZIndex", (PyObject *)&ZIndexType) < 0) {
         Py_DECREF(&ZIndexType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(&capi, ZBTREE_CAPSULE, NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_C_API", cap) < 0) {
+        Py_XDECREF(cap);
         Py_DECREF(m);
         return NULL;
     }
