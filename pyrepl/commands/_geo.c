@@ -53,11 +53,21 @@ decode_cell(cell h)
 
 /* geohash._decode_score for 0 <= score < 2^63 (the cast the Python spells out for others):
    the centre of the step-26 cell, clamped to the ranges (decode_to_lonlat) */
-static void
+static inline void
 decode_score(double score, double *lon_out, double *lat_out)
 {
-    cell h = {(uint64_t)score, 26};
-    area a = decode_cell(h);
+    /* decode_cell's arithmetic with its step fixed at 26: i / 2^26 is i * 2^-26 exactly, the
+       same doubles without a division (four a candidate, ~15 cycles each) */
+    static const double inv = 1.0 / (double)(1ULL << 26);
+    uint64_t sep = deinterleave64((uint64_t)score);
+    uint32_t ilato = (uint32_t)sep, ilono = (uint32_t)(sep >> 32);
+    double lat_scale = GEO_LAT_MAX - GEO_LAT_MIN, long_scale = GEO_LONG_MAX - GEO_LONG_MIN;
+    area a = {
+        GEO_LONG_MIN + (ilono * inv) * long_scale,
+        GEO_LONG_MIN + ((uint32_t)(ilono + 1) * inv) * long_scale,
+        GEO_LAT_MIN + (ilato * inv) * lat_scale,
+        GEO_LAT_MIN + ((uint32_t)(ilato + 1) * inv) * lat_scale,
+    };
     double lon = (a.lon_min + a.lon_max) / 2, lat = (a.lat_min + a.lat_max) / 2;
     *lon_out = lon > GEO_LONG_MAX ? GEO_LONG_MAX : lon < GEO_LONG_MIN ? GEO_LONG_MIN : lon;
     *lat_out = lat > GEO_LAT_MAX ? GEO_LAT_MAX : lat < GEO_LAT_MIN ? GEO_LAT_MIN : lat;
