@@ -65,6 +65,23 @@ def test_search_circle_is_the_python_search(places, lon, lat, radius, limit, sor
     assert got is not None and got[0] == found and _same(got[1], points)
 
 
+def test_search_circle_crosses_the_b_trees_leaves() -> None:
+    """A set of 2,000 places (a B+tree of many leaves, boxes that span several): the C walk
+    of the tree in place finds what the Python's _bisect and _range find, for every limit,
+    order and count."""
+    pairs = sorted(((b"p%d" % i, float(gh.encode_score(12.5 + (i % 50) * 0.06,
+                                                       36.6 + (i // 50) * 0.04)))
+                    for i in range(2000)), key=lambda p: (p[1], p[0]))
+    z = zset.ZSet.from_items(pairs)
+    assert z._depth() >= 1
+    for radius, limit, sort, count in ((200.0, 0, 1, 10), (200.0, 0, 0, 0), (80.0, 0, 2, 0),
+                                       (200.0, 300, 0, 300), (5.0, 0, 1, 3)):
+        shape = gh.Shape(gh.CIRCULAR, 14.0, 37.4, 1000.0, radius, 0.0, 0.0)
+        got = _native.search_circle(z, 14.0, 37.4, 1000.0, radius, limit, sort, count)
+        found, points = _python_search(z, shape, limit, sort, count)
+        assert found > 0 and got is not None and got[0] == found and _same(got[1], points)
+
+
 def test_scores_outside_every_box_are_not_found() -> None:
     """A member whose score no geohash cell holds (below 0, from 2^52 on: a sorted set that
     is not GEOADD's) is in no box, in the C as in the Python."""
