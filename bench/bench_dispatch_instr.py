@@ -95,6 +95,9 @@ CASES = {
                              b"m:%d" % (i % 10000)),
     "GEOSEARCH": lambda i: _enc(b"GEOSEARCH", b"geo", b"FROMLONLAT", b"15", b"37", b"BYRADIUS",
                                 b"200", b"km", b"ASC", b"COUNT", b"10"),
+    # the same search over 100 places: a sorted set small enough to be a listpack
+    "GEOSEARCH100": lambda i: _enc(b"GEOSEARCH", b"geo100", b"FROMLONLAT", b"15", b"37",
+                                   b"BYRADIUS", b"200", b"km", b"ASC", b"COUNT", b"10"),
     "HGETALL50": lambda i: _enc(b"HGETALL", b"hash50"),
     "ZRANGEBYSCORE": lambda i: _enc(b"ZRANGEBYSCORE", b"zs", b"(100", b"110", b"WITHSCORES"),
     "SINTER": lambda i: _enc(b"SINTER", b"set100", b"set100b"),
@@ -261,6 +264,9 @@ PREFILL["PFCOUNT"] = b"".join(CASES["PFADD"](i) for i in range(5000))
 PREFILL["GEOSEARCH"] = b"".join(_enc(b"GEOADD", b"geo", b"%.2f" % (12.5 + (i % 20) * 0.15),
                                      b"%.2f" % (36.6 + (i // 20) * 0.15), b"p%d" % i)
                                 for i in range(200))
+PREFILL["GEOSEARCH100"] = b"".join(_enc(b"GEOADD", b"geo100", b"%.2f" % (12.5 + (i % 20) * 0.15),
+                                        b"%.2f" % (36.6 + (i // 20) * 0.15), b"p%d" % i)
+                                   for i in range(100))
 PREFILL["HGETALL50"] = _enc(b"HSET", b"hash50", *(x for i in range(50) for x in (
     b"field:%d" % i, b"value:%04d" % i)))
 PREFILL["ZRANGEBYSCORE"] = _enc(b"ZADD", b"zs", *(x for i in range(1000) for x in (

@@ -18,6 +18,7 @@
 #define MODULE_NAME "pyrepl.commands._geo"
 #include "../_slots.h"
 #include "_geohash.h"
+#include "../keyspace/_lpzset.h"
 #include "../keyspace/_zbtree.h"
 
 #define EARTH_RADIUS_IN_METERS 6372797.560856
@@ -497,16 +498,12 @@ visit_circle(void *ctx, double score, PyObject *member)
 }
 
 static ZBTree_CAPI *zb;
+static LPZSet_CAPI *lz;
 
-/* membersOfGeoHashBox for a circle: the members of z with lo <= score < hi within radius
-   of (clon, clat) added to ps, up to limit (> 0). 0: done; 1: a score only the Python
-   decodes, the search is the Python's; -1: an error. A B+tree (_zbtree's ZIndex) is walked
-   in place (its C API); another set (a listpack's) through its _bisect and _range. */
+/* The two sorted sets' C APIs (0), or -1 with ImportError */
 static int
-scan_box(PyObject *z, double lo, double hi, double clon, double clat, double radius,
-         Py_ssize_t limit, points *ps)
+import_zsets(void)
 {
-    double cos1 = cos(clat * D_R);
     if (zb == NULL && (zb = PyCapsule_Import(ZBTREE_CAPSULE, 0)) == NULL)
         return -1;
     if (zb->version != ZBTREE_CAPI_VERSION) {
@@ -514,9 +511,35 @@ scan_box(PyObject *z, double lo, double hi, double clon, double clat, double rad
         PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._zbtree: another C API version");
         return -1;
     }
+    if (lz == NULL && (lz = PyCapsule_Import(LPZSET_CAPSULE, 0)) == NULL)
+        return -1;
+    if (lz->version != LPZSET_CAPI_VERSION) {
+        lz = NULL;
+        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lpzset: another C API version");
+        return -1;
+    }
+    return 0;
+}
+
+/* membersOfGeoHashBox for a circle: the members of z with lo <= score < hi within radius
+   of (clon, clat) added to ps, up to limit (> 0). 0: done; 1: a score only the Python
+   decodes, the search is the Python's; -1: an error. A B+tree (_zbtree's ZIndex) and a
+   listpack (_lpzset's ListpackZIndex) are walked in place (their C APIs); another set
+   through its _bisect and _range. */
+static int
+scan_box(PyObject *z, double lo, double hi, double clon, double clat, double radius,
+         Py_ssize_t limit, points *ps)
+{
+    double cos1 = cos(clat * D_R);
+    if (import_zsets() < 0)
+        return -1;
     circle c = {clon, clat, cos1, radius, limit, ps};
     if (PyObject_TypeCheck(z, zb->type)) {
         int r = zb->scan(z, lo, hi, visit_circle, &c);
+        return r == 2 ? 0 : r;
+    }
+    if (PyObject_TypeCheck(z, lz->type)) {
+        int r = lz->scan(z, lo, hi, visit_circle, &c);
         return r == 2 ? 0 : r;
     }
     Py_ssize_t start = call_index(z, s_bisect, lo), stop;

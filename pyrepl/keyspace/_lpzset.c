@@ -495,7 +495,29 @@ static int capi_set_score_fit(PyObject *z, PyObject *member, double score)
     return set_score_as((LPZ *)z, member, score == 0.0 ? 0.0 : score, 1);
 }
 
-static LPZSet_CAPI capi = {LPZSET_CAPI_VERSION, &LPZ_Type, capi_set_score_fit};
+static int capi_scan(PyObject *zo, double lo, double hi, lpzset_visit visit, void *ctx)
+{
+    LPZ *z = (LPZ *)zo;
+    Py_ssize_t p = LP_HDR, last = lp_total(z->lp) - 1;
+    pair_t pr;
+    while (p < last && next_pair(z->lp, &p, last, &pr) == 0) {
+        double s = item_score(&pr.s);
+        if (s < lo)             /* (before bisect(lo)'s pair) */
+            continue;
+        if (!(s < hi))
+            return 0;
+        PyObject *m = item_bytes(&pr.m);
+        if (m == NULL)
+            return -1;
+        int r = visit(ctx, s, m);
+        Py_DECREF(m);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+static LPZSet_CAPI capi = {LPZSET_CAPI_VERSION, &LPZ_Type, capi_set_score_fit, capi_scan};
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
