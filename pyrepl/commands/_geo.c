@@ -500,24 +500,28 @@ visit_circle(void *ctx, double score, PyObject *member)
 static ZBTree_CAPI *zb;
 static LPZSet_CAPI *lz;
 
+/* A capsule's C API, whose first field is its version, or NULL with ImportError */
+static void *
+import_capi(const char *capsule, int version, const char *module)
+{
+    int *api = PyCapsule_Import(capsule, 0);
+    if (api != NULL && *api != version) {
+        PyErr_Format(PyExc_ImportError, "%s: another C API version", module);
+        return NULL;
+    }
+    return api;
+}
+
 /* The two sorted sets' C APIs (0), or -1 with ImportError */
 static int
 import_zsets(void)
 {
-    if (zb == NULL && (zb = PyCapsule_Import(ZBTREE_CAPSULE, 0)) == NULL)
+    if (zb == NULL && (zb = import_capi(ZBTREE_CAPSULE, ZBTREE_CAPI_VERSION,
+                                        "pyrepl.keyspace._zbtree")) == NULL)
         return -1;
-    if (zb->version != ZBTREE_CAPI_VERSION) {
-        zb = NULL;
-        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._zbtree: another C API version");
+    if (lz == NULL && (lz = import_capi(LPZSET_CAPSULE, LPZSET_CAPI_VERSION,
+                                        "pyrepl.keyspace._lpzset")) == NULL)
         return -1;
-    }
-    if (lz == NULL && (lz = PyCapsule_Import(LPZSET_CAPSULE, 0)) == NULL)
-        return -1;
-    if (lz->version != LPZSET_CAPI_VERSION) {
-        lz = NULL;
-        PyErr_SetString(PyExc_ImportError, "pyrepl.keyspace._lpzset: another C API version");
-        return -1;
-    }
     return 0;
 }
 
