@@ -14,14 +14,17 @@
  * an integer kept in its entry (every canonical integer of 63 bits is), KT_ABSENT, KT_OTHER
  * (any other value), or -1 with an exception. set_int: set of the integer's text, without
  * making it: 0 or -1. del: the key and its value removed, 1; 0 when absent; -1 with an
- * exception. */
+ * exception.
+ * prefetch (version 4): the first loads of up to 64 keys' lookups issued at once, so that their
+ * waits for memory overlap (a pipelined run's keys, before the run looks them up); no other
+ * effect: no age, no error, a key that is not bytes skipped. */
 #ifndef PYREPL_KTABLE_H
 #define PYREPL_KTABLE_H
 
 #include <Python.h>
 
 #define KTABLE_CAPSULE "pyrepl.keyspace._ktable._C_API"
-#define KTABLE_CAPI_VERSION 3
+#define KTABLE_CAPI_VERSION 4
 
 enum { KT_ABSENT = 0, KT_INT = 1, KT_OTHER = 2 };
 
@@ -36,6 +39,40 @@ typedef struct {
     int (*peek_int)(PyObject *table, PyObject *key, long long *out);
     int (*set_int)(PyObject *table, PyObject *key, long long v);
     int (*del)(PyObject *table, PyObject *key);
+    void (*prefetch)(PyObject *table, PyObject *const *keys, Py_ssize_t n);
 } KTable_CAPI;
+
+/* Prefetch of a pipelined read's keys (pyrepl/net/_serve.c): ``keys[*m]`` takes request r's
+   argv[1] (r a list of two or more arguments; the argument bytes of at most 1 KB, so that its
+   hash, which the lookup will want anyway, costs little when it is no key), and at 64 keys
+   they go to prefetch in the database's data and, when it holds any, its TTLs. */
+#define KTABLE_PREFETCH_BATCH 64
+#define KTABLE_PREFETCH_KEY_MAX 1024
+
+static inline void
+ktable_prefetch_flush(const KTable_CAPI *kt, PyObject *data, PyObject *expires,
+                      PyObject **keys, int *m)
+{
+    if (*m == 0)
+        return;
+    kt->prefetch(data, keys, *m);
+    if (kt->len(expires) != 0)
+        kt->prefetch(expires, keys, *m);
+    *m = 0;
+}
+
+static inline void
+ktable_prefetch_request(const KTable_CAPI *kt, PyObject *data, PyObject *expires,
+                        PyObject *r, PyObject **keys, int *m)
+{
+    if (!PyList_CheckExact(r) || PyList_GET_SIZE(r) < 2)
+        return;
+    PyObject *k = PyList_GET_ITEM(r, 1);
+    if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) > KTABLE_PREFETCH_KEY_MAX)
+        return;
+    keys[(*m)++] = k;
+    if (*m == KTABLE_PREFETCH_BATCH)
+        ktable_prefetch_flush(kt, data, expires, keys, m);
+}
 
 #endif

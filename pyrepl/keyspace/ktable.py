@@ -204,6 +204,13 @@ class KeyTableReference:
         i = self._pos.get(key)
         return default if i is None else self._vals[i]
 
+    def prefetch(self, keys: list[Any]) -> None:
+        """Nothing: the C table starts the memory loads of up to 64 keys' lookups at once, so
+        that a pipelined run's waits overlap (_ktable.c, "prefetch"); no other effect, which
+        is what this reference does."""
+        if not isinstance(keys, list):
+            raise TypeError("prefetch(keys: list)")
+
     def __setitem__(self, key: Any, value: Any) -> None:
         i = self._pos.get(key)
         if i is not None:

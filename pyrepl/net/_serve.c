@@ -26,6 +26,7 @@
 
 #define MODULE_NAME "pyrepl.net._serve"
 #include "../_slots.h"
+#include "../keyspace/_ktable.h"
 
 #if PY_VERSION_HEX < 0x030E0000
 #define PyBytes_Join _PyBytes_Join   /* (public from 3.14 on) */
@@ -34,18 +35,18 @@
 /* bind()'s arguments: the classes whose slots received() moves (their slots below, in this
    order), and what it calls. */
 #define BIND_USAGE "bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, " \
-                   "NAME_CACHE, execute, execute_run, first, release)"
+                   "NAME_CACHE, execute, execute_run, first, release, Database)"
 
 enum { P_SERVER, P_CORE, P_CLIENT, P_TRANSPORT, P_N };
 static const char *const proto_names[P_N] = {"server", "core", "client", "transport"};
 
 enum {
     C_CLOSED, C_CLOSE_AFTER_REPLY, C_BLOCKED, C_STREAM, C_NET_IN, C_LAST_INTERACTION,
-    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_IN_MULTI, C_N
+    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_IN_MULTI, C_DB, C_N
 };
 static const char *const client_names[C_N] = {
     "closed", "close_after_reply", "blocked", "stream", "net_in", "last_interaction_ms",
-    "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused", "in_multi",
+    "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused", "in_multi", "db",
 };
 
 enum { T_NET_IN, T_READS, T_NET_OUT, T_WRITES, T_N };
@@ -81,6 +82,12 @@ static PyObject *str_core, *str_stop_event, *str_is_set, *str_replica, *str_on_d
 enum { M_PLAIN, M_N };
 static const char *const command_names[M_N] = {"plain"};
 
+enum { D_DATA, D_EXPIRES, D_N };
+static const char *const database_names[D_N] = {"data", "expires"};
+static Py_ssize_t database_off[D_N];
+static PyTypeObject *database_type;
+static KTable_CAPI *kt;   /* the keyspace's table's C API (NULL: no prefetch) */
+
 static Py_ssize_t proto_off[P_N], client_off[C_N], stats_off[T_N], reader_off[R_N],
                   core_off[K_N], command_off[M_N];
 static PyTypeObject *proto_type, *client_type, *stats_type, *reader_type, *core_type,
@@ -104,13 +111,13 @@ static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[11] = {
+    const slots_spec specs[12] = {
         SLOTS_OF(proto), SLOTS_OF(client), SLOTS_OF(stats), SLOTS_OF(reader), SLOTS_OF(core),
         SLOTS_OF(command), KEPT(&name_cache), KEPT(&py_execute), KEPT(&py_execute_run),
-        KEPT(&py_first), KEPT(&py_release),
+        KEPT(&py_first), KEPT(&py_release), SLOTS_OF(database),
     };
-    if (bind_args(nargs == 11 && PyDict_CheckExact(args[6]), BIND_USAGE, args, specs,
-                  11) < 0 ||
+    if (bind_args(nargs == 12 && PyDict_CheckExact(args[6]), BIND_USAGE, args, specs,
+                  12) < 0 ||
             keep_attr(&py_data_received, args[0], "data_received") ||
             keep_attr(&py_process, args[1], "process") || intern(&str_write, "write") ||
             intern(&str_close, "close") ||
@@ -121,6 +128,11 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
+    kt = PyCapsule_Import(KTABLE_CAPSULE, 0);   /* (without it, or another version: no prefetch) */
+    if (kt == NULL || kt->version != KTABLE_CAPI_VERSION) {
+        PyErr_Clear();
+        kt = NULL;
+    }
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -337,6 +349,31 @@ after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
     return 0;
 }
 
+/* A pipelined read's keys started towards the cache before its first request runs: each
+   request's argv[1] (keyspace/_ktable.h's ktable_prefetch_request), first the one in hand,
+   then the reader's queue from its end (the order they run in), so that a read of commands
+   on random keys waits for memory about once rather than once a request (redis-benchmark
+   -P16 on 100,000 keys: bench/RESULTS.md). Only a hint: a key that is none, a database
+   that a SELECT in the read leaves, cost a few loads; nothing changes, so the Python
+   (ClientProtocol.data_received) has no counterpart. */
+static void
+prefetch_read(PyObject *c, PyObject *argv)
+{
+    PyObject *db = C(c, C_DB), *keys[KTABLE_PREFETCH_BATCH];
+    if (kt == NULL || Py_TYPE(db) != database_type || !slots_all_set(db, database_off, D_N))
+        return;
+    PyObject *data = SLOT_AT(db, database_off[D_DATA]),
+             *expires = SLOT_AT(db, database_off[D_EXPIRES]),
+             *q = SLOT_AT(C(c, C_READER), reader_off[R_QUEUE]);
+    if (Py_TYPE(data) != kt->type || Py_TYPE(expires) != kt->type || !PyList_CheckExact(q))
+        return;
+    int m = 0;
+    ktable_prefetch_request(kt, data, expires, argv, keys, &m);
+    for (Py_ssize_t i = PyList_GET_SIZE(q) - 1; i >= 0; i--)
+        ktable_prefetch_request(kt, data, expires, PyList_GET_ITEM(q, i), keys, &m);
+    ktable_prefetch_flush(kt, data, expires, keys, &m);
+}
+
 static PyObject *
 received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -413,6 +450,7 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     } else {
+        prefetch_read(c, argv);
         r = process(core, c, argv);
     }
     if (r == NULL)

@@ -37,6 +37,7 @@ from pyrepl.core.persistence import AofLoadError
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.fastpath import execute
+from pyrepl.keyspace.db import Database
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFree, BackgroundFsync
 from pyrepl.net.ldb_io import SocketChannel
@@ -237,7 +238,7 @@ OOM_SCORE = process.OomScore()
 _serve = native.load("pyrepl.net._serve")   # (a read's common case in C)
 if _serve is not None:
     _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command,
-                dispatch.NAME_CACHE, execute, dispatch.execute_run, first, release)
+                dispatch.NAME_CACHE, execute, dispatch.execute_run, first, release, Database)
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -129,7 +129,11 @@ def _random_ops(tables: list[Any], ref: dict[Any, Any], rng: random.Random, n_op
         elif op < 0.82:
             for t in tables:
                 t.shrink()
-        elif op < 0.83 and rng.random() < 0.05:
+        elif op < 0.83:   # (no effect but speed: the ages, checked by the callers, included)
+            keys = [_key(rng, spread) for _ in range(rng.randrange(80))]
+            for t in tables:
+                t.prefetch(keys)
+        elif op < 0.84 and rng.random() < 0.05:
             ref.clear()
             for t in tables:
                 t.clear()
@@ -545,3 +549,44 @@ def test_entry_at_says_where_the_value_is_held(impl: Any) -> None:
         assert t.entry_at(b"n") == at
     with pytest.raises(KeyError):
         t.entry_at(b"missing")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_prefetch_changes_nothing(impl: Any) -> None:
+    """prefetch (a run's lookups started early) stamps no age and draws nothing from the LFU
+    generator, moves no entry, does not disturb an iteration, skips what is not bytes or not
+    there, takes more than its 64 keys (the rest ignored), and wants a list."""
+    ktable.configure(True, 10, 1)    # (LFU: a touch draws from the generator)
+    keys = [b"key:%d" % i for i in range(0, 600, 3)] + [7, Collider(4), "text", None, b""]
+
+    def made() -> Any:
+        t = impl()
+        for i in range(300):
+            t[b"key:%d" % i] = b"v%d" % i if i % 3 else b"%d" % i
+        t[7] = b"seven"
+        t[Collider(4)] = b"c"
+        return t
+
+    def ages_after_reads(t: Any, prefetch: bool) -> list[Any]:
+        ktable.seed(5)
+        if prefetch:
+            t.prefetch(keys)
+        for _ in range(4):
+            for k in list(t):
+                t.get(k)
+        return [(k, t.peek(k), t.age(k)) for k in t]
+
+    t = made()
+    before = [(k, t.peek(k), t.age(k)) for k in t]
+    it = iter(t)
+    next(it)
+    t.prefetch(keys)
+    t.prefetch([])
+    next(it)                                   # (an iterator sees no change)
+    assert [(k, t.peek(k), t.age(k)) for k in t] == before
+    assert ages_after_reads(made(), True) == ages_after_reads(made(), False)
+    empty = impl(ageing=False)
+    empty.prefetch(keys)
+    assert len(empty) == 0
+    with pytest.raises(TypeError):
+        t.prefetch(tuple(keys))

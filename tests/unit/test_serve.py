@@ -214,18 +214,22 @@ def test_the_slots_it_moves_exist():
 
     from pyrepl.commands.table import Command
     from pyrepl.core.dispatch import NAME_CACHE, execute_run
+    from pyrepl.keyspace.db import Database
     from pyrepl.resp.fastreader import release
 
     with pytest.raises((TypeError, AttributeError)):
         bind(NoSlots, Client, Stats, FastRespReader, ServerCore, Command, NAME_CACHE, execute,
-             execute_run, first, release)
+             execute_run, first, release, Database)
+    with pytest.raises((TypeError, AttributeError)):   # (the database's tables: slots)
+        bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, NAME_CACHE,
+             execute, execute_run, first, release, NoSlots)
     with pytest.raises(TypeError):   # (the name cache is a dict)
         bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, [], execute,
-             execute_run, first, release)
+             execute_run, first, release, Database)
     # (bind again as the server module did, so later tests see the real classes and the real
     # dispatch: a stale argument here once bound ServerCore in the dispatch's place)
     bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command, NAME_CACHE, execute,
-         execute_run, first, release)
+         execute_run, first, release, Database)
 
 
 def test_counters_are_exact_across_digits_and_never_change_a_value_someone_holds():
