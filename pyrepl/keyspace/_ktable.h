@@ -75,4 +75,23 @@ ktable_prefetch_request(const KTable_CAPI *kt, PyObject *data, PyObject *expires
         ktable_prefetch_flush(kt, data, expires, keys, m);
 }
 
+/* A pipelined read's keys prefetched (net/_serve.c for a client's, replication/replica/
+   _streamread.c for the master's stream): ``argv`` the request in hand, then ``queue`` (the
+   reader's, last first) from its end, the order they run in. data and expires: a database's
+   two KeyTables (anything else: nothing done). */
+static inline void
+ktable_prefetch_read(const KTable_CAPI *kt, PyObject *data, PyObject *expires, PyObject *argv,
+                     PyObject *queue)
+{
+    PyObject *keys[KTABLE_PREFETCH_BATCH];
+    int m = 0;
+    if (kt == NULL || Py_TYPE(data) != kt->type || Py_TYPE(expires) != kt->type ||
+            !PyList_CheckExact(queue))
+        return;
+    ktable_prefetch_request(kt, data, expires, argv, keys, &m);
+    for (Py_ssize_t i = PyList_GET_SIZE(queue) - 1; i >= 0; i--)
+        ktable_prefetch_request(kt, data, expires, PyList_GET_ITEM(queue, i), keys, &m);
+    ktable_prefetch_flush(kt, data, expires, keys, &m);
+}
+
 #endif

@@ -359,19 +359,11 @@ after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
 static void
 prefetch_read(PyObject *c, PyObject *argv)
 {
-    PyObject *db = C(c, C_DB), *keys[KTABLE_PREFETCH_BATCH];
-    if (kt == NULL || Py_TYPE(db) != database_type || !slots_all_set(db, database_off, D_N))
-        return;
-    PyObject *data = SLOT_AT(db, database_off[D_DATA]),
-             *expires = SLOT_AT(db, database_off[D_EXPIRES]),
-             *q = SLOT_AT(C(c, C_READER), reader_off[R_QUEUE]);
-    if (Py_TYPE(data) != kt->type || Py_TYPE(expires) != kt->type || !PyList_CheckExact(q))
-        return;
-    int m = 0;
-    ktable_prefetch_request(kt, data, expires, argv, keys, &m);
-    for (Py_ssize_t i = PyList_GET_SIZE(q) - 1; i >= 0; i--)
-        ktable_prefetch_request(kt, data, expires, PyList_GET_ITEM(q, i), keys, &m);
-    ktable_prefetch_flush(kt, data, expires, keys, &m);
+    PyObject *db = C(c, C_DB);
+    if (kt != NULL && Py_TYPE(db) == database_type && slots_all_set(db, database_off, D_N))
+        ktable_prefetch_read(kt, SLOT_AT(db, database_off[D_DATA]),
+                             SLOT_AT(db, database_off[D_EXPIRES]), argv,
+                             SLOT_AT(C(c, C_READER), reader_off[R_QUEUE]));
 }
 
 static PyObject *

@@ -33,10 +33,12 @@
 
 #define MODULE_NAME "pyrepl.replication.replica._streamread"
 #include "../../_slots.h"
+#include "../../keyspace/_ktable.h"
 
 #define BIND_USAGE "bind(ReplicaSide, Stream, Channel, MasterState, Client, ServerCore, " \
                    "Stats, FastRespReader, RespReader, CONNECTED, DATA, STREAM, TRANSITIONS, " \
-                   "ReplProtocolError, ProtocolError, execute, first, release, feed_raw, write_aof)"
+                   "ReplProtocolError, ProtocolError, execute, first, release, feed_raw, write_aof, " \
+                   "Database)"
 
 enum { S_CORE, S_STATE, S_TOKEN, S_INBUF, S_AWAIT, S_STREAM, S_CHANNEL, S_N };
 static const char *const side_names[S_N] = {
@@ -54,9 +56,9 @@ static const char *const ms_names[M_N] = {
     "client", "reploff", "read_reploff", "reader_base", "fed", "unapplied", "read",
 };
 
-enum { C_NET_IN, C_LAST_INTERACTION, C_READER, C_BLOCKED, C_OUT, C_IN_MULTI, C_N };
+enum { C_NET_IN, C_LAST_INTERACTION, C_READER, C_BLOCKED, C_OUT, C_IN_MULTI, C_DB, C_N };
 static const char *const client_names[C_N] = {
-    "net_in", "last_interaction_ms", "reader", "blocked", "out", "in_multi",
+    "net_in", "last_interaction_ms", "reader", "blocked", "out", "in_multi", "db",
 };
 
 enum { K_STATS, K_NOW_MS, K_APPLYING, K_AOF_ON, K_N };
@@ -72,6 +74,13 @@ static const char *const reader_names[R_N] = {"queue", "_batch", "spent"};
 /* the base class's slot (FastRespReader makes ``consumed`` a property over it) */
 enum { B_CONSUMED, B_N };
 static const char *const base_names[B_N] = {"consumed"};
+
+/* a database's tables, for the prefetch of a read's keys (keyspace/_ktable.h) */
+enum { D_DATA, D_EXPIRES, D_N };
+static const char *const database_names[D_N] = {"data", "expires"};
+static Py_ssize_t database_off[D_N];
+static PyTypeObject *database_type;
+static KTable_CAPI *kt;   /* NULL: no prefetch */
 
 static Py_ssize_t side_off[S_N], stream_off[T_N], channel_off[H_N], ms_off[M_N],
                   client_off[C_N], core_off[K_N], stats_off[X_N], reader_off[R_N],
@@ -95,14 +104,14 @@ static int bound;
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[20] = {
+    const slots_spec specs[21] = {
         SLOTS_OF(side), SLOTS_OF(stream), SLOTS_OF(channel), SLOTS_OF(ms), SLOTS_OF(client),
         SLOTS_OF(core), SLOTS_OF(stats), SLOTS_OF(reader), SLOTS_OF(base), KEPT(&connected),
         KEPT(&in_data), KEPT(&in_stream), KEPT(&transitions), KEPT(&repl_protocol_error),
         KEPT(&protocol_error), KEPT(&py_execute), KEPT(&py_first), KEPT(&py_release),
-        KEPT(&py_feed_raw), KEPT(&py_write_aof),
+        KEPT(&py_feed_raw), KEPT(&py_write_aof), SLOTS_OF(database),
     };
-    if (bind_args(nargs == 20 && PyDict_Check(args[12]), BIND_USAGE, args, specs, 20) < 0 ||
+    if (bind_args(nargs == 21 && PyDict_Check(args[12]), BIND_USAGE, args, specs, 21) < 0 ||
             keep_attr(&py_on_data, args[0], "on_data") ||
             intern(&str_apply_batch, "apply_batch") ||
             intern(&str_reader_failed, "reader_failed") ||
@@ -120,6 +129,11 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XSETREF(key_data, kd);
     Py_XSETREF(key_stream, ks);
+    kt = PyCapsule_Import(KTABLE_CAPSULE, 0);   /* (without it, or another version: no prefetch) */
+    if (kt == NULL || kt->version != KTABLE_CAPI_VERSION) {
+        PyErr_Clear();
+        kt = NULL;
+    }
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -414,6 +428,14 @@ stream_read(PyObject *stream, PyObject *ms, PyObject *c, PyObject *core, PyObjec
     slot_put(core, core_off[K_APPLYING], Py_True);
     PyObject *fargs[3] = {NULL, reader, data};   /* feed, then the first request */
     PyObject *argv = call_n(py_first, fargs, 2);
+    if (argv != NULL && argv != Py_None) {   /* a read of several: its keys prefetched */
+        PyObject *db = CL(C_DB), *q = RD(R_QUEUE);
+        if (kt != NULL && q != NULL && PyList_CheckExact(q) && PyList_GET_SIZE(q) &&
+                db != NULL && Py_TYPE(db) == database_type &&
+                slots_all_set(db, database_off, D_N))
+            ktable_prefetch_read(kt, SLOT_AT(db, database_off[D_DATA]),
+                                 SLOT_AT(db, database_off[D_EXPIRES]), argv, q);
+    }
     int rc = argv == NULL ? -1 : apply(stream, ms, c, reader, core, argv);
     /* finally: even if a command raised, what was applied is passed on */
     PyObject *exc = rc < 0 ? PyErr_GetRaisedException() : NULL;

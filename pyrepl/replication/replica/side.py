@@ -656,6 +656,7 @@ def bind_streamread(client_cls: type, core_cls: type, stats_cls: type) -> None:
     if _streamread is None:
         return
     from pyrepl.fastpath import execute
+    from pyrepl.keyspace.db import Database
     from pyrepl.replication.replica.stream import MasterState, _feed, write_aof
     from pyrepl.resp.fastreader import FastRespReader, first, release
     from pyrepl.resp.reader import ProtocolError, RespReader
@@ -663,5 +664,5 @@ def bind_streamread(client_cls: type, core_cls: type, stats_cls: type) -> None:
     _streamread.bind(ReplicaSide, Stream, Channel, MasterState, client_cls, core_cls,
                      stats_cls, FastRespReader, RespReader, S.CONNECTED, I.DATA, I.STREAM,
                      TRANSITIONS, ReplProtocolError, ProtocolError, execute, first, release,
-                     None if _feed is None else _feed.feed_raw, write_aof)
+                     None if _feed is None else _feed.feed_raw, write_aof, Database)
     _streamread_bound = True
