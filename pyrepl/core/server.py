@@ -95,6 +95,7 @@ class ServerCore:
                  "min_replicas_to_write", "serve_after_flush", "notify_mask", "aof_on", "maxmemory",
                  "run_maxmemory", "maxmemory_clients", "obuf_normal", "output_limits",
                  "clock_ns", "quick_below_ns", "latency_tracking", "applying_master_stream",
+                 "monitors", "scripts",   # (read by EVALSHA in C: scripting/_luacall.c)
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)

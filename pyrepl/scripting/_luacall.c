@@ -83,8 +83,13 @@ enum { C_RESTRICTED, C_CORE, C_LDB_MODE, C_DB, C_USER, C_IN_MULTI, C_PROTO, C_PR
 static const char *const client_names[C_N] = {"restricted", "core", "ldb_mode", "db", "user",
                                               "in_multi", "proto", "propagate_argv", "out"};
 /* and what evalsha reads: the core's, a script's, a Lua state's (LuaVM) */
-enum { K_EXPIRY_DELETES, K_MAXMEMORY, K_CLOCK_NS, K_CONFIG, K_N };
-static const char *const core_names[K_N] = {"expiry_deletes", "maxmemory", "clock_ns", "config"};
+enum { K_EXPIRY_DELETES, K_MAXMEMORY, K_CLOCK_NS, K_CONFIG, K_MONITORS, K_N };
+static const char *const core_names[K_N] = {"expiry_deletes", "maxmemory", "clock_ns", "config",
+                                            "monitors"};
+/* core.scripts: the engine, a slot unset until the first script (so not in core_names, whose
+   slots must all be set) */
+static const char *const core_engine_names[1] = {"scripts"};
+static Py_ssize_t core_engine_off[1];
 enum { S_FLAGS, S_REF, S_SHA, S_N };
 static const char *const script_names[S_N] = {"flags", "ref", "sha"};
 enum { V_ACCEL_ID, V_HOOK_ON, V_LUA, V_N };
@@ -98,12 +103,11 @@ static Py_ssize_t core_off[K_N], script_off[S_N], vm_off[V_N], engine_off[E_N], 
 static PyTypeObject *core_type, *script_type, *vm_type, *engine_type, *cache_type;
 /* EVALSHA's and EVALSHA_RO's Python handlers (bind_handlers): where evalsha declines */
 static PyObject *py_evalsha, *py_evalsha_ro;
-static PyObject *str_scripts;
 #define E(o, i) SLOT_AT(o, engine_off[i])
 #define CL(o, i) SLOT_AT(o, client_off[i])
 #define K(o, i) SLOT_AT(o, core_off[i])
 static long long compat_flags;
-static PyObject *str_vm, *str_lua, *str_cache, *str_by_sha, *str_monitors,
+static PyObject *str_vm, *str_lua, *str_cache, *str_by_sha,
                 *str_busy_reply_threshold, *str_set_busy, *str_answer, *proto2;
 enum { M_SCRIPT_PLAIN, M_SUBCOMMANDS, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_N };
 static const char *const command_names[M_N] = {"script_plain", "subcommands", "min_args",
@@ -1095,8 +1099,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     lua = Py_NewRef(E(eng, E_LUA));
     cache = Py_NewRef(E(eng, E_CACHE));
     by_sha = Py_NewRef(SLOT_AT(cache, cache_off[H_BY_SHA]));
-    if ((monitors = PyObject_GetAttr(core, str_monitors)) == NULL)
-        goto failed;
+    monitors = Py_NewRef(K(core, K_MONITORS));
     PyObject *script = PyDict_CheckExact(by_sha)
                            ? PyDict_GetItemWithError(by_sha, PyList_GET_ITEM(argv, 1)) : NULL;
     if (PyErr_Occurred())
@@ -1104,7 +1107,8 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (script == NULL || Py_TYPE(script) != script_type ||
             !slots_all_set(script, script_off, S_N) || Py_TYPE(client) != client_type ||
             Py_TYPE(vm) != vm_type || !slots_all_set(vm, vm_off, V_N) ||
-            SLOT_AT(vm, vm_off[V_LUA]) != lua || PyObject_IsTrue(monitors) != 0)
+            SLOT_AT(vm, vm_off[V_LUA]) != lua || !PyDict_CheckExact(monitors) ||
+            PyDict_GET_SIZE(monitors) != 0)
         goto done;
     long long flags = slot_int(SLOT_AT(script, script_off[S_FLAGS]));
     long long ref = slot_int(SLOT_AT(script, script_off[S_REF]));
@@ -1142,17 +1146,15 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_put(client, client_off[C_PROTO], proto2);
     slot_put(client, client_off[C_USER], CL(c, C_USER));
     slot_put(client, client_off[C_IN_MULTI], Py_False);
-    if (PyObject_SetAttr(eng, str_ctx, ctx) < 0) {
-        Py_DECREF(ctx);
-        goto failed;
-    }
+    slot_put(eng, engine_off[E_CTX], ctx);
     long proto = PyLong_AsLong(CL(c, C_PROTO));
     PyObject *res = proto == -1 && PyErr_Occurred()
                         ? NULL : run_state(states[id], (long)ref, proto, numkeys, argv);
     /* (the finally: no context, the busy state ended) */
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    int ok = PyObject_SetAttr(eng, str_ctx, Py_None) == 0;
+    slot_put(eng, engine_off[E_CTX], Py_None);
+    int ok = 1;
     if (ok && SLOT_AT(ctx, ctx_off[X_TIMEDOUT]) == Py_True) {
         PyObject *r = PyObject_CallMethodOneArg(core, str_set_busy, Py_None);
         ok = r != NULL;
@@ -1210,12 +1212,10 @@ evalsha_command(PyObject *const *args, Py_ssize_t nargs, PyObject *ro, PyObject 
         return usage_error("a command handler's (c, argv)");
     PyObject *c = args[0];
     if (call_bound && Py_TYPE(c) == client_type && CL(c, C_CORE) != NULL) {
-        PyObject *eng = PyObject_GetAttr(CL(c, C_CORE), str_scripts);
-        if (eng == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-                return NULL;
-            PyErr_Clear();
-        } else {
+        PyObject *core = CL(c, C_CORE),
+                 *eng = Py_TYPE(core) == core_type ? SLOT_AT(core, core_engine_off[0]) : NULL;
+        if (eng != NULL) {   /* (none yet: the Python handler makes it) */
+            Py_INCREF(eng);
             PyObject *call_args[4] = {eng, c, args[1], ro};
             PyObject *reply = evalsha(NULL, call_args, 4);
             Py_DECREF(eng);
@@ -1274,7 +1274,8 @@ bind_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     };
     if (bind_args(nargs == 13 && PyDict_CheckExact(args[3]) && PyDict_CheckExact(args[4]) &&
                       PyLong_CheckExact(args[6]) && PyLong_CheckExact(args[10]),
-                  BIND_CALL_USAGE, args, specs, 13) < 0)
+                  BIND_CALL_USAGE, args, specs, 13) < 0 ||
+            slots_bind(args[7], core_engine_names, 1, core_engine_off) < 0)
         return NULL;
     PyObject *fields = PyObject_GetAttrString(args[0], "__slots__");
     Py_ssize_t nfields = fields == NULL ? -1 : PyObject_Length(fields);
@@ -1292,9 +1293,9 @@ bind_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (intern(&str_vm, "vm") < 0 || intern(&str_lua, "lua") < 0 ||
             intern(&str_cache, "cache") < 0 || intern(&str_by_sha, "by_sha") < 0 ||
-            intern(&str_monitors, "monitors") < 0 || intern(&str_set_busy, "set_busy") < 0 ||
+            intern(&str_set_busy, "set_busy") < 0 ||
             intern(&str_busy_reply_threshold, "busy_reply_threshold") < 0 ||
-            intern(&str_answer, "_answer") < 0 || intern(&str_scripts, "scripts") < 0 ||
+            intern(&str_answer, "_answer") < 0 ||
             (proto2 == NULL &&
                                                    (proto2 = PyLong_FromLong(2)) == NULL))
         return NULL;

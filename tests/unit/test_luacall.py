@@ -202,6 +202,31 @@ def test_evalsha_as_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     assert got == want
 
 
+def test_evalsha_with_a_monitor_is_the_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a MONITOR client attached, EVALSHA takes the Python path (the C declines), so the
+    monitor sees the script's call and the commands it makes, as the reference shows them;
+    once it leaves, the C path again."""
+    import re
+
+    def scripts(core: Any) -> list[object]:
+        c, m = core.connection_made(), core.connection_made()
+        sha = run(c, "SCRIPT", "LOAD", "return redis.call('set', KEYS[1], ARGV[1])")
+        sha = sha.split(b"\r\n")[1].decode()
+        out: list[object] = [run(c, "EVALSHA", sha, "1", "k", "v0"), run(m, "MONITOR")]
+        out.append(run(c, "EVALSHA", sha, "1", "k", "v1"))
+        # (each line without its time and client address)
+        out.append(re.sub(rb"\+[0-9.]+ \[0 [^\]]*\]", b"+T", m.data_to_send()))
+        run(m, "QUIT")
+        core.client_closed(m)
+        out.append(run(c, "EVALSHA", sha, "1", "k", "v2"))
+        out.append(run(c, "GET", "k"))
+        return out
+
+    got, want = both(monkeypatch, scripts)
+    assert got == want
+    assert b'"EVALSHA"' in got[3] and b'"set" "k" "v1"' in got[3] and b"v0" not in got[3]
+
+
 def test_a_first_write_is_checked_as_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """A script's first write gets scriptCall's checks (here MISCONF); later ones do not."""
     from pyrepl.core.server import MISCONF_ERR
