@@ -38,11 +38,12 @@
 #define MODULE_NAME "pyrepl._dispatch"
 #include "_slots.h"
 #include "_memacct.h"
+#include "_latency.h"
 
 /* bind()'s arguments: the classes whose slots execute() reads (their slots below, in this
    order), and what it calls or compares with. */
 #define BIND_USAGE "bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, " \
-                   "ReplyError, encode, NAME_CACHE)"
+                   "ReplyError, encode, NAME_CACHE, LatencyHistogram)"
 
 enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
@@ -84,9 +85,13 @@ static const char *const db_names[D_N] = {"id"};
 enum { W_DATA, W_N };
 static const char *const raw_names[W_N] = {"data"};
 
+enum { L_BUCKETS, L_N };
+static const char *const latency_names[L_N] = {"buckets"};
+
 static Py_ssize_t core_off[K_N], client_off[C_N], command_off[M_N], stat_off[S_N], db_off[D_N],
-                  raw_off[W_N];
-static PyTypeObject *core_type, *client_type, *command_type, *stat_type, *db_type, *raw_type;
+                  raw_off[W_N], latency_off[L_N];
+static PyTypeObject *core_type, *client_type, *command_type, *stat_type, *db_type, *raw_type,
+                    *latency_type;
 static PyObject *blocked;          /* pyrepl.resp.types.BLOCKED */
 static PyObject *queued_reply;     /* pyrepl.resp.types.QUEUED's bytes */
 static PyObject *reply_error;      /* pyrepl.resp.types.ReplyError */
@@ -110,35 +115,12 @@ is_zero(PyObject *v)
     return v == zero;
 }
 static PyObject *str_failed_call, *str_after_write, *str_flush_propagation,
-                *str_master_repl_offset, *str_master, *str_timed_call, *str_counts, *str_call,
+                *str_master_repl_offset, *str_master, *str_timed_call, *str_call,
                 *str_propagate_call;
 
 #define K(o, i) SLOT_AT(o, core_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
 #define M(o, i) SLOT_AT(o, command_off[i])
-
-/* counts[low] = counts.get(low, 0) + 1 (LatencyHistogram.counts, a dict): 1, or -1 with an
-   error set. */
-static int
-count_bucket(PyObject *counts, unsigned long long low)
-{
-    if (!PyDict_CheckExact(counts)) {
-        PyErr_SetString(PyExc_TypeError, "LatencyHistogram.counts: a dict was expected");
-        return -1;
-    }
-    PyObject *key = PyLong_FromUnsignedLongLong(low), *now = NULL;
-    if (key == NULL)
-        return -1;
-    PyObject *was = PyDict_GetItemWithError(counts, key);
-    if (was != NULL)
-        now = PyNumber_Add(was, one);
-    else if (!PyErr_Occurred())
-        now = Py_NewRef(one);
-    int rc = now != NULL && PyDict_SetItem(counts, key, now) == 0 ? 1 : -1;
-    Py_XDECREF(now);
-    Py_DECREF(key);
-    return rc;
-}
 
 /* ServerCore.timed_call(c, cmd, argv, st, ns) when all it does is the commandstats and
    latencystats record (CommandStat.record): 1 when done here, 0 when the Python method must
@@ -158,15 +140,11 @@ timed_quick(PyObject *core, PyObject *c, PyObject *st, long long ns)
     if (tracking == Py_False)
         return 1;
     /* Redis records whole microseconds, in ns, at least 1 */
-    unsigned long long v = (unsigned long long)(ns / 1000 * 1000);
-    if (v == 0)
-        v = 1;
-    int bits = 64 - __builtin_clzll(v | 255);
-    unsigned long long low = v >> (bits - 8) << (bits - 8);
-    PyObject *counts = PyObject_GetAttr(SLOT_AT(st, stat_off[S_LATENCY]), str_counts);
-    int rc = counts == NULL ? -1 : count_bucket(counts, low);
-    Py_XDECREF(counts);
-    return rc;
+    long long v = ns / 1000 * 1000;
+    PyObject *hist = SLOT_AT(st, stat_off[S_LATENCY]);
+    if (Py_TYPE(hist) != latency_type || !slots_all_set(hist, latency_off, L_N))
+        return 0;
+    return latency_add(hist, SLOT_AT(hist, latency_off[L_BUCKETS]), v == 0 ? 1 : v) < 0 ? -1 : 1;
 }
 
 /* The core's clock (``core.clock_ns()``) in *ns: clock_gettime itself when it is the shell's
@@ -194,18 +172,19 @@ clock_read(PyObject *core, long long *ns)
 static PyObject *
 bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    const slots_spec specs[10] = {
+    const slots_spec specs[11] = {
         SLOTS_OF(core), SLOTS_OF(client), SLOTS_OF(command),
         SLOTS_OF(stat), SLOTS_OF(db), SLOTS_OF(raw),
         KEPT(&blocked), KEPT(&reply_error), KEPT(&py_encode), KEPT(&name_cache),
+        SLOTS_OF(latency),
     };
-    if (bind_args(nargs == 10 && PyDict_CheckExact(args[9]), BIND_USAGE, args, specs, 10) < 0 ||
+    if (bind_args(nargs == 11 && PyDict_CheckExact(args[9]), BIND_USAGE, args, specs, 11) < 0 ||
             keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
             intern(&str_master_repl_offset, "master_repl_offset") ||
             intern(&str_master, "master") || intern(&str_timed_call, "timed_call") ||
-            intern(&str_counts, "counts") || intern(&str_call, "call") ||
+            intern(&str_call, "call") ||
             intern(&str_propagate_call, "propagate_call"))
         return NULL;
     if (perf_counter_ns == NULL) {

@@ -20,6 +20,7 @@
 #define MODULE_NAME "pyrepl._plainrun"
 #include "_slots.h"
 #include "_memacct.h"
+#include "_latency.h"
 #include "keyspace/_ktable.h"
 
 static KTable_CAPI *kt;     /* the keyspace's table (keyspace/_ktable.h), on first use */
@@ -331,8 +332,8 @@ static const char *const am_names[AM_N] = {"plain", "min_args", "max_args", "pro
                                            "handler"};
 enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_TIMING, AS_N };
 static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency", "timing"};
-enum { AL_COUNTS, AL_N };
-static const char *const al_names[AL_N] = {"counts"};
+enum { AL_BUCKETS, AL_N };
+static const char *const al_names[AL_N] = {"buckets"};
 enum { AD_ID, AD_N };
 static const char *const ad_names[AD_N] = {"id"};
 static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off[AL_N],
@@ -471,8 +472,7 @@ account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *hist;
     if (Py_TYPE(st) != as_type || !slots_all_set(st, as_off, AS_N) ||
             Py_TYPE(hist = SLOT_AT(st, as_off[AS_LATENCY])) != al_type ||
-            !slots_all_set(hist, al_off, AL_N) ||
-            !PyDict_CheckExact(SLOT_AT(hist, al_off[AL_COUNTS])))
+            !slots_all_set(hist, al_off, AL_N))
         goto general;
     /* core.latency_tracking: the directive's value (dispatch.refresh_timing) */
     PyObject *flag = SLOT_AT(core, ak_off[AK_LATENCY_TRACKING]);
@@ -491,27 +491,7 @@ account(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     if (tracking) {   /* CommandStat.record: the bucket of Redis's latency histogram */
         long long v = per_call / 1000 * 1000;
-        if (v == 0)
-            v = 1;
-        int shift = (64 - __builtin_clzll((unsigned long long)(v | 255))) - 8;
-        PyObject *low = PyLong_FromLongLong(v >> shift << shift);
-        if (low == NULL)
-            goto done;
-        PyObject *counts = SLOT_AT(SLOT_AT(st, as_off[AS_LATENCY]), al_off[AL_COUNTS]);
-        PyObject *old = PyDict_GetItemWithError(counts, low);
-        long long was = old == NULL ? 0 : slot_int(old);
-        PyObject *now = NULL;
-        if (!PyErr_Occurred() && was >= 0)
-            now = PyLong_FromLongLong(was + 1);
-        else if (!PyErr_Occurred()) {   /* (not a plain count: Python's + 1) */
-            PyObject *one = PyLong_FromLong(1);
-            now = one == NULL ? NULL : PyNumber_Add(old, one);
-            Py_XDECREF(one);
-        }
-        int rc = now == NULL ? -1 : PyDict_SetItem(counts, low, now);
-        Py_XDECREF(now);
-        Py_DECREF(low);
-        if (rc < 0)
+        if (latency_add(hist, SLOT_AT(hist, al_off[AL_BUCKETS]), v == 0 ? 1 : v) < 0)
             goto done;
     }
     result = Py_NewRef(Py_None);

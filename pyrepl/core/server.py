@@ -574,7 +574,7 @@ _dispatch = native.load("pyrepl._dispatch")
 _plainrun = native.load("pyrepl._plainrun")
 if _dispatch is not None:
     _dispatch.bind(ServerCore, Client, Command, CommandStat, Database, Raw, BLOCKED, ReplyError,
-                   encode, NAME_CACHE)
+                   encode, NAME_CACHE, LatencyHistogram)
 if _plainrun is not None:
     _plainrun.bind(ServerCore, Client, Command, CommandStat, LatencyHistogram, NAME_CACHE,
                    plainrun.account, plainrun.start, Database, ReplyError,

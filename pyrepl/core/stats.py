@@ -85,36 +85,74 @@ class CowSample(NamedTuple):
 class LatencyHistogram:
     """Redis's per-command latency histogram (an HdrHistogram of 2 significant digits over 1 ns
     .. 1 s): values share a bucket when they agree in their 8 leading bits; a percentile is
-    reported as the highest value of its bucket, as hdr_value_at_percentile does."""
+    reported as the highest value of its bucket, as hdr_value_at_percentile does.
 
-    __slots__ = ("counts",)
+    Kept as Redis keeps it, an array of counts (``buckets``: ``N`` unsigned 64-bit counts in a
+    bytearray, made on the first record as Redis allocates a command's histogram then): bucket
+    ``index(v)`` counts the values whose lowest equivalent is ``lowest(index(v))``, in their
+    order. A record is one increment (the C dispatch's too: pyrepl/_latency.h), where a dict
+    of buckets cost ~1,000 instructions a call (an int made, looked up, added, stored)."""
+
+    __slots__ = ("buckets", "_view")
 
     MIN_NS, MAX_NS = 1, 1_000_000_000
+    N = 256 + 22 * 128   # (values under 256 each their own; then 128 a power of two to 2^30)
 
     def __init__(self) -> None:
-        self.counts: dict[int, int] = {}   # lowest value of a bucket -> count
+        self.buckets: bytearray | None = None
+        self._view: memoryview | None = None
+
+    @staticmethod
+    def index(value: int) -> int:
+        """The bucket of ``value`` (clamped to 1 ns .. 1 s, as Redis records it)."""
+        v = min(max(value, LatencyHistogram.MIN_NS), LatencyHistogram.MAX_NS)
+        if v < 256:
+            return v
+        bits = v.bit_length()
+        return 256 + (bits - 9) * 128 + (v >> (bits - 8)) - 128
+
+    @staticmethod
+    def lowest(i: int) -> int:
+        """The lowest value bucket ``i`` holds."""
+        if i < 256:
+            return i
+        level, top = divmod(i - 256, 128)
+        return (top + 128) << (level + 1)
+
+    def add(self, value: int) -> None:
+        """One value recorded (clamped to 1 ns .. 1 s)."""
+        if self._view is None:
+            self.buckets = bytearray(8 * self.N)
+            self._view = memoryview(self.buckets).cast("Q")
+        self._view[self.index(value)] += 1
+
+    record = add
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """Each non-empty bucket's lowest value -> its count, in order."""
+        if self._view is None:
+            return {}
+        lowest = self.lowest
+        return {lowest(i): n for i, n in enumerate(self._view) if n}
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return 0 if self._view is None else sum(self._view)
 
     @staticmethod
     def _lowest_equivalent(value: int) -> int:
         shift = max(0, (value | 255).bit_length() - 8)
         return value >> shift << shift
 
-    def record(self, ns: int) -> None:
-        value = min(max(ns, self.MIN_NS), self.MAX_NS)
-        low = self._lowest_equivalent(value)
-        self.counts[low] = self.counts.get(low, 0) + 1
-
     def value_at(self, percentile: float) -> int:
         """hdr_value_at_percentile: the highest equivalent value of the bucket holding it
         (values past 1 s count as 1 s, as Redis clamps them)."""
-        wanted = max(1, int(min(percentile, 100.0) / 100 * self.total + 0.5))
+        counts = self.counts
+        wanted = max(1, int(min(percentile, 100.0) / 100 * sum(counts.values()) + 0.5))
         seen = 0
-        for low in sorted(self.counts):
-            seen += self.counts[low]
+        for low, n in counts.items():   # (in order)
+            seen += n
             if seen >= wanted:
                 low = self._lowest_equivalent(min(low, self.MAX_NS))
                 shift = max(0, (low | 255).bit_length() - 8)
@@ -162,11 +200,7 @@ class CommandStat:
         self.timed_ns += ns
         self.timed += 1
         if tracking:   # Redis records whole microseconds, in ns, at least 1
-            v = ns // 1000 * 1000 or 1
-            shift = (v | 255).bit_length() - 8
-            low = v >> shift << shift
-            counts = self.latency.counts
-            counts[low] = counts.get(low, 0) + 1
+            self.latency.add(ns // 1000 * 1000 or 1)
 
     def latency_counts(self, tracking: bool = True) -> dict[int, int]:
         """The latency histogram's counts with every call counted: a fast command's calls are
