@@ -2,7 +2,7 @@
  * ``buckets``, a bytearray of LATENCY_BUCKETS unsigned 64-bit counts, bucket latency_index(v)
  * counting the values whose lowest equivalent (their 8 leading bits) is that bucket's, as
  * Redis's hdr_histogram of 2 significant digits over 1 ns .. 1 s counts them. The Python
- * reference is LatencyHistogram.index and add; tests/unit/test_stats.py holds them equal. */
+ * reference is LatencyHistogram.index and add; tests/unit/test_latency_histogram.py holds them equal. */
 #ifndef PYREPL_LATENCY_H
 #define PYREPL_LATENCY_H
 

@@ -126,8 +126,6 @@ class LatencyHistogram:
             self._view = memoryview(self.buckets).cast("Q")
         self._view[self.index(value)] += 1
 
-    record = add
-
     @property
     def counts(self) -> dict[int, int]:
         """Each non-empty bucket's lowest value -> its count, in order."""
@@ -140,23 +138,15 @@ class LatencyHistogram:
     def total(self) -> int:
         return 0 if self._view is None else sum(self._view)
 
-    @staticmethod
-    def _lowest_equivalent(value: int) -> int:
-        shift = max(0, (value | 255).bit_length() - 8)
-        return value >> shift << shift
-
     def value_at(self, percentile: float) -> int:
-        """hdr_value_at_percentile: the highest equivalent value of the bucket holding it
-        (values past 1 s count as 1 s, as Redis clamps them)."""
-        counts = self.counts
-        wanted = max(1, int(min(percentile, 100.0) / 100 * sum(counts.values()) + 0.5))
+        """hdr_value_at_percentile: the highest value of the bucket holding it (values past 1 s
+        were recorded as 1 s, as Redis clamps them)."""
+        wanted = max(1, int(min(percentile, 100.0) / 100 * self.total + 0.5))
         seen = 0
-        for low, n in counts.items():   # (in order)
+        for i, n in enumerate(self._view or ()):
             seen += n
             if seen >= wanted:
-                low = self._lowest_equivalent(min(low, self.MAX_NS))
-                shift = max(0, (low | 255).bit_length() - 8)
-                return low + (1 << shift) - 1
+                return self.lowest(i + 1) - 1
         return 0
 
 

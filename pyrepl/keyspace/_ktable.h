@@ -42,7 +42,20 @@ typedef struct {
     void (*prefetch)(PyObject *table, PyObject *const *keys, Py_ssize_t n);
 } KTable_CAPI;
 
-/* Prefetch of a pipelined read's keys (pyrepl/net/_serve.c): ``keys[*m]`` takes request r's
+/* The C API for a module that can do without it (the prefetch): NULL, no error set, when it
+   cannot be imported or is another version. */
+static inline KTable_CAPI *
+ktable_capi_or_null(void)
+{
+    KTable_CAPI *api = PyCapsule_Import(KTABLE_CAPSULE, 0);
+    if (api == NULL || api->version != KTABLE_CAPI_VERSION) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return api;
+}
+
+/* Prefetch of a pipelined read's keys (pyrepl/net/_serve.c, replication/replica/_streamread.c): ``keys[*m]`` takes request r's
    argv[1] (r a list of two or more arguments; the argument bytes of at most 1 KB, so that its
    hash, which the lookup will want anyway, costs little when it is no key), and at 64 keys
    they go to prefetch in the database's data and, when it holds any, its TTLs. */

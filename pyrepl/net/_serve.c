@@ -128,11 +128,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    kt = PyCapsule_Import(KTABLE_CAPSULE, 0);   /* (without it, or another version: no prefetch) */
-    if (kt == NULL || kt->version != KTABLE_CAPI_VERSION) {
-        PyErr_Clear();
-        kt = NULL;
-    }
+    kt = ktable_capi_or_null();   /* (without it: no prefetch) */
     bound = 1;
     Py_RETURN_NONE;
 }

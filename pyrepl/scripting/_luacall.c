@@ -1076,7 +1076,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     BOUND_ENTRY(call_bound, nargs, 4, "evalsha(engine, c, argv, ro)");
     PyObject *eng = args[0], *c = args[1], *argv = args[2], *ro = args[3];
     PyObject *client = NULL, *vm = NULL, *lua = NULL, *cache = NULL, *by_sha = NULL,
-             *monitors = NULL, *threshold = NULL;
+             *threshold = NULL;
     PyObject *result = Py_NewRef(Py_NotImplemented);
     if (Py_TYPE(c) != client_type || !PyList_CheckExact(argv) || PyList_GET_SIZE(argv) < 3 ||
             !slots_all_set(c, client_off, C_N) || CL(c, C_LDB_MODE) != Py_None)
@@ -1099,7 +1099,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     lua = Py_NewRef(E(eng, E_LUA));
     cache = Py_NewRef(E(eng, E_CACHE));
     by_sha = Py_NewRef(SLOT_AT(cache, cache_off[H_BY_SHA]));
-    monitors = Py_NewRef(K(core, K_MONITORS));
+    PyObject *monitors = K(core, K_MONITORS);   /* (borrowed: nobody runs meanwhile) */
     PyObject *script = PyDict_CheckExact(by_sha)
                            ? PyDict_GetItemWithError(by_sha, PyList_GET_ITEM(argv, 1)) : NULL;
     if (PyErr_Occurred())
@@ -1155,7 +1155,7 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     slot_put(eng, engine_off[E_CTX], Py_None);
     int ok = 1;
-    if (ok && SLOT_AT(ctx, ctx_off[X_TIMEDOUT]) == Py_True) {
+    if (SLOT_AT(ctx, ctx_off[X_TIMEDOUT]) == Py_True) {
         PyObject *r = PyObject_CallMethodOneArg(core, str_set_busy, Py_None);
         ok = r != NULL;
         Py_XDECREF(r);
@@ -1196,7 +1196,6 @@ done:
     Py_XDECREF(lua);
     Py_XDECREF(cache);
     Py_XDECREF(by_sha);
-    Py_XDECREF(monitors);
     Py_XDECREF(threshold);
     return result;
 }

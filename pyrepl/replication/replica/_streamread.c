@@ -129,11 +129,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XSETREF(key_data, kd);
     Py_XSETREF(key_stream, ks);
-    kt = PyCapsule_Import(KTABLE_CAPSULE, 0);   /* (without it, or another version: no prefetch) */
-    if (kt == NULL || kt->version != KTABLE_CAPI_VERSION) {
-        PyErr_Clear();
-        kt = NULL;
-    }
+    kt = ktable_capi_or_null();   /* (without it: no prefetch) */
     bound = 1;
     Py_RETURN_NONE;
 }
@@ -430,9 +426,8 @@ stream_read(PyObject *stream, PyObject *ms, PyObject *c, PyObject *core, PyObjec
     PyObject *argv = call_n(py_first, fargs, 2);
     if (argv != NULL && argv != Py_None) {   /* a read of several: its keys prefetched */
         PyObject *db = CL(C_DB), *q = RD(R_QUEUE);
-        if (kt != NULL && q != NULL && PyList_CheckExact(q) && PyList_GET_SIZE(q) &&
-                db != NULL && Py_TYPE(db) == database_type &&
-                slots_all_set(db, database_off, D_N))
+        if (q != NULL && PyList_Check(q) && PyList_GET_SIZE(q) && db != NULL &&
+                Py_TYPE(db) == database_type && slots_all_set(db, database_off, D_N))
             ktable_prefetch_read(kt, SLOT_AT(db, database_off[D_DATA]),
                                  SLOT_AT(db, database_off[D_EXPIRES]), argv, q);
     }
