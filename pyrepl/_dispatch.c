@@ -581,7 +581,8 @@ is_multi_own(PyObject *name, const char *const *words, int n)
     Py_ssize_t len = PyUnicode_GET_LENGTH(name);
     const char *data = (const char *)PyUnicode_1BYTE_DATA(name);
     for (int i = 0; i < n; i++)
-        if (strlen(words[i]) == (size_t)len && memcmp(data, words[i], (size_t)len) == 0)
+        if (len > 0 && data[0] == words[i][0] && strlen(words[i]) == (size_t)len &&
+                memcmp(data, words[i], (size_t)len) == 0)
             return 1;
     return 0;
 }

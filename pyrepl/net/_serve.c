@@ -142,6 +142,38 @@ call_method0(PyObject *o, PyObject *name)
     return r == NULL ? -1 : 0;
 }
 
+/* b"".join(out): a list of exact bytes copied straight (no buffer protocol a piece); the
+   general join for anything else. New reference. */
+static PyObject *
+join_bytes(PyObject *out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(out), total = 0, i;
+    for (i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(out, i);
+        if (!PyBytes_CheckExact(b) || PyBytes_GET_SIZE(b) > PY_SSIZE_T_MAX - total)
+            break;
+        total += PyBytes_GET_SIZE(b);
+    }
+    if (i < n) {
+        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+        if (empty == NULL)
+            return NULL;
+        PyObject *data = PyBytes_Join(empty, out);
+        Py_DECREF(empty);
+        return data;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
+    if (data == NULL)
+        return NULL;
+    char *p = PyBytes_AS_STRING(data);
+    for (i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(out, i);
+        memcpy(p, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        p += PyBytes_GET_SIZE(b);
+    }
+    return data;
+}
+
 /* Client.data_to_send, for a client whose ``out`` holds something: the bytes (new ref). */
 static PyObject *
 data_to_send(PyObject *c, PyObject *stats)
@@ -150,14 +182,8 @@ data_to_send(PyObject *c, PyObject *stats)
     if (PyList_GET_SIZE(out) == 1) {
         data = PyList_GET_ITEM(out, 0);
         Py_INCREF(data);
-    } else {
-        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-        if (empty == NULL)
-            return NULL;
-        data = PyBytes_Join(empty, out);
-        Py_DECREF(empty);
-        if (data == NULL)
-            return NULL;
+    } else if ((data = join_bytes(out)) == NULL) {
+        return NULL;
     }
     Py_ssize_t n = PyObject_Size(data);
     PyObject *fresh = PyList_New(0), *zero = PyLong_FromLong(0);
@@ -241,12 +267,10 @@ process(PyObject *core, PyObject *c, PyObject *argv)
             Py_ssize_t n = PyList_GET_SIZE(q);
             if (n == 0)
                 goto hand_over;
-            PyObject *next = Py_NewRef(PyList_GET_ITEM(q, n - 1));
-            if (PyList_SetSlice(q, n - 1, n, NULL) < 0) {
-                Py_DECREF(next);
-                r = NULL;
-                break;
-            }
+            /* (q.pop(): the list's reference to its last item becomes ours; its allocation
+               is kept, as the reader empties and refills that list) */
+            PyObject *next = PyList_GET_ITEM(q, n - 1);
+            Py_SET_SIZE(q, n - 1);
             Py_SETREF(argv, next);
         }
         int ran = 0;

@@ -125,10 +125,10 @@ def test_limits_stop_the_scan(scan):
 
 @pytest.mark.skipif(_C is None, reason=f"the C scan's name cache ({native.WHY_PURE})")
 def test_a_repeated_command_name_is_one_object():
-    scan = _C.scan
-    """A first argument equal to the last one scanned is that object again (no allocation,
+    """A first argument equal to one scanned before is that object again (no allocation,
     identity compares, its hash cached), in one scan and across scans; names over 32 bytes
     and other arguments are not shared."""
+    scan = _C.scan
     reqs, _ = scan(enc(b"SET", b"k", b"SET") + enc(b"SET", b"k2", b"v"), 0, 1 << 16,
                    INT_MAX, BIG, 0, False)
     assert reqs[0][0] is reqs[1][0] and reqs[0][0] == b"SET"
@@ -141,6 +141,25 @@ def test_a_repeated_command_name_is_one_object():
     long = b"N" * 33
     big, _ = scan(enc(long) * 2, 0, 1 << 16, INT_MAX, BIG, 0, False)
     assert big[0][0] == big[1][0] == long and big[0][0] is not big[1][0]
+
+
+@pytest.mark.skipif(_C is None, reason=f"the C scan's name cache ({native.WHY_PURE})")
+def test_a_transactions_names_are_kept_apart():
+    """The names of a transaction (MULTI, its commands, EXEC) are each one object across
+    requests and reads, not only the last one; names that share a place in the table (a
+    thousand of them cannot all have their own) still come back equal to what was sent."""
+    scan = _C.scan
+    tx = [(b"MULTI",), (b"SET", b"k", b"v"), (b"EXPIRE", b"k", b"9"), (b"GET", b"k"), (b"EXEC",)]
+    data = b"".join(enc(*c) for c in tx)
+    first, _ = scan(data, 0, 1 << 16, INT_MAX, BIG, 0, False)
+    second, _ = scan(data, 0, 1 << 16, INT_MAX, BIG, 0, False)
+    assert [r[0] for r in first] == [c[0] for c in tx]
+    assert all(a[0] is b[0] for a, b in zip(first, second, strict=True))
+    names = [b"c%d" % i for i in range(1000)]
+    many, _ = scan(b"".join(enc(n) for n in names), 0, 1 << 20, INT_MAX, BIG, 0, False)
+    assert [r[0] for r in many] == names
+    later, _ = scan(data, 0, 1 << 16, INT_MAX, BIG, 0, False)
+    assert [r[0] for r in later] == [c[0] for c in tx]
 
 
 
