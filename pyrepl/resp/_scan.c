@@ -26,8 +26,7 @@
    Command names: a request's first argument equal to one scanned before (a pipeline of one
    command, a client repeating it, a transaction's MULTI, commands and EXEC) is that same
    bytes object, not a new one: it costs no allocation, compares by identity in the run
-   selection, and keeps its cached hash for the command lookup. SCAN_NAMES names of up to
-   SCAN_NAME_MAX bytes are remembered, in a table indexed by a few of their bytes.
+   selection, and keeps its cached hash for the command lookup (pyrepl/resp/_names.h).
 
    Memory: nothing is allocated for a request before the bytes that would hold its N
    arguments (6 bytes each at least, "$0\r\n\r\n") have arrived, so a header such as
@@ -86,40 +85,7 @@ read_number(const char *p, const char *end, const char **next)
     return v;
 }
 
-#define SCAN_NAME_MAX 32
-#define SCAN_NAMES 64            /* the names remembered: a power of two */
-static PyObject *names[SCAN_NAMES];   /* first arguments scanned (bytes), by name_slot */
-
-/* A name's place in names: its length and first, middle and last bytes mixed (command names
-   differ in these; two that share a place replace each other, which costs only the new
-   bytes object the cache would have saved). */
-static inline unsigned
-name_slot(const char *d, Py_ssize_t len)
-{
-    unsigned h = (unsigned)len * 0x9E3779B1u;
-    if (len > 0)
-        h ^= ((unsigned char)d[0] | 0x20u) * 0x85EBCA77u ^
-             ((unsigned char)d[len / 2] | 0x20u) * 0xC2B2AE3Du ^
-             ((unsigned char)d[len - 1] | 0x20u) * 0x27D4EB2Fu;
-    return (h ^ (h >> 15)) & (SCAN_NAMES - 1);
-}
-
-/* The first argument of a request: the bytes object remembered for an equal name, else a
-   new one, then remembered. New reference. */
-static PyObject *
-name_object(const char *d, Py_ssize_t len)
-{
-    if (len > SCAN_NAME_MAX)
-        return PyBytes_FromStringAndSize(d, len);
-    PyObject **slot = &names[name_slot(d, len)], *name = *slot;
-    if (name != NULL && PyBytes_GET_SIZE(name) == len &&
-            memcmp(PyBytes_AS_STRING(name), d, (size_t)len) == 0)
-        return Py_NewRef(name);
-    name = PyBytes_FromStringAndSize(d, len);
-    if (name != NULL)
-        Py_XSETREF(*slot, Py_NewRef(name));
-    return name;
-}
+#include "_names.h"
 
 /* list.append(v) stealing v (-1 on failure, v released): in place while the list has room,
    as a reused list does (list_empty). */

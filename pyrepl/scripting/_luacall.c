@@ -41,6 +41,7 @@
 #define MODULE_NAME "pyrepl.scripting._luacall"
 #include "../_slots.h"
 #include "_luaapi.h"
+#include "../resp/_names.h"
 
 #define BIND_USAGE "bind(lupa_file, CallError, Status, Raw, NULL_ARRAY, Map, SetReply, " \
                    "Verbatim, ReplyError, BigNumber, parse_resp, format_double, error_text, " \
@@ -450,7 +451,9 @@ argv_entry(lua_State *L, int i)
     if (type == LUA_TSTRING) {
         size_t n;
         const char *s = lua_tolstring(L, i, &n);
-        return PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
+        /* (the first: the command's name, kept as the request reader keeps it) */
+        return i == 1 ? name_object(s, (Py_ssize_t)n)
+                      : PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
     }
     if (type == LUA_TNUMBER) {
         char buf[64];

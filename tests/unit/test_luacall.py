@@ -134,6 +134,15 @@ def test_arguments_and_refusals_as_the_reference(monkeypatch: pytest.MonkeyPatch
         "local r = redis.pcall('incr', 'l') return r",
         "return {pcall(redis.call, 'incr', 'l')}",
         "redis.set_repl(redis.REPL_NONE) return redis.call('set', 'r', 'v')",
+        # command names in every case, after each of 1,296 unknown names of their length
+        # that take every place of the C table's (pyrepl/resp/_names.h) in turn: each call
+        # is its own command's
+        "local r, cs = {}, 'abcdefghijklmnopqrstuvwxyz0123456789'"
+        " for i = 1, #cs do for j = 1, #cs do"
+        " r[#r + 1] = redis.pcall('x' .. cs:sub(i, i) .. cs:sub(j, j))['err'] ~= nil"
+        " r[#r + 1] = redis.call(({'set', 'SET', 'Set'})[j % 3 + 1], 'n', i * 100 + j)"
+        " r[#r + 1] = redis.call(({'get', 'GET', 'del', 'DEL'})[(i + j) % 4 + 1], 'n')"
+        " end end return r",
     ]
 
     def scripts(core: Any) -> list[object]:
