@@ -21,8 +21,9 @@ a reply value's wire bytes (pyrepl/resp/_encode.c), HyperLogLog's hash and dense
 (pyrepl/commands/_geo.c), all three in "Every command at Redis's speed (issue 39)", a script's
 redis.call, EVAL's runner and EVALSHA on lupa's own Lua state (pyrepl/scripting/_luacall.c,
 with the part of Lua's C API it resolves from lupa's module in pyrepl/scripting/_luaapi.h:
-"EVALSHA's calls in C (issue 39)"), and LZF
-for the RDB's strings (pyrepl/rdb/_codec.c: "Full sync, SAVE and load of big values (issue 39)"). The packages are every
+"EVALSHA's calls in C (issue 39)"), LZF
+for the RDB's strings (pyrepl/rdb/_codec.c: "Full sync, SAVE and load of big values (issue 39)")
+and DEBUG DIGEST's SHA1s (pyrepl/keyspace/_digest.c: "DEBUG DIGEST in C (issue 39)"). The packages are every
 package under pyrepl/ (found, so that a new one cannot be left out of the wheel) and cli/ as
 pyrepl.cli, with the data files the analytics job reads at run time (its log4j2 configuration,
 its JIT directive) and the commands' key specs (pyrepl/commands/keyspecs.json, generated data).
@@ -30,7 +31,7 @@ Everything else is in setup.cfg.
 
 Every extension is optional: where one does not build (no C compiler), the install goes on and
 pyrepl runs as plain Python on the extensions' Python references (pyrepl/native.py, which
-lists the same twenty-one: tests/unit/test_native.py checks it)."""
+lists the same twenty-two: tests/unit/test_native.py checks it)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -85,6 +86,9 @@ setup(packages=[*find_packages(include=["pyrepl", "pyrepl.*"]), "pyrepl.cli"],
               depends=["pyrepl/keyspace/_zbtree.h"], extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._streamlp", ["pyrepl/keyspace/_streamlp.c"],
               depends=["pyrepl/keyspace/_listpack.h", "pyrepl/keyspace/_streamid.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("pyrepl.keyspace._digest", ["pyrepl/keyspace/_digest.c"],
+              depends=["pyrepl/_slots.h", "pyrepl/keyspace/_streamid.h"],
               extra_compile_args=["-O2"], optional=True),
     Extension("pyrepl.keyspace._lphash", ["pyrepl/keyspace/_lphash.c"],
               depends=["pyrepl/keyspace/_listpack.h", "pyrepl/keyspace/_lphash.h"],

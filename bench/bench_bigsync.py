@@ -21,7 +21,8 @@ is up and its offset is the master's, in each sync mode: ``disk`` (``repl-diskle
 ``diskless`` (``yes``, delay 0) and ``rdbchannel`` (``repl-rdb-channel yes`` on both, Redis
 8's); its ``DEBUG DIGEST`` must equal the master's. Last the master loads its dump again, three
 times: ``DEBUG RELOAD NOSAVE`` (the dataset emptied, the dump loaded back), timed from the
-client (their median). Goals: every figure <= 1.5x Redis's. With ``--base DIR`` an earlier
+client (their median). The master's first ``DEBUG DIGEST`` is timed too (what the replicas'
+copies are checked against). Goals: every figure <= 1.5x Redis's. With ``--base DIR`` an earlier
 checkout (a ``git worktree``, its C built in place) runs beside as a third kind, and each cell
 reads before -> after.
 """
@@ -190,7 +191,9 @@ def one(kind: str, dataset: str, mb: int, modes: list[str]) -> dict[str, float]:
         t0 = time.perf_counter()
         FILL[dataset](m, mb)
         out["fill_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         digest = m.execute_command("DEBUG", "DIGEST")
+        out["digest_s"] = time.perf_counter() - t0
         if kind != "redis8":
             took = []
             for _ in range(SAVES):
@@ -236,7 +239,7 @@ def main() -> int:
     print(f"\n~{args.mb} MB a dataset; medians of {args.rounds}; ratio = pyrepl / Redis "
           "(the RDB channel's against Redis 8)" + ("; before (--base) -> after" if args.base
                                                    else ""))
-    figs = ["save_s", "load_s", "rdb_mb"] + [f"{m}_s" for m in modes]
+    figs = ["save_s", "load_s", "rdb_mb"] + [f"{m}_s" for m in modes] + ["digest_s"]
     print("| dataset | " + " | ".join(f"{f} pyrepl / redis (ratio)" for f in figs) + " |")
     print("|---|" + "---:|" * len(figs))
     table: dict[str, dict[str, list[float]]] = {}

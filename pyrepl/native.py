@@ -42,6 +42,7 @@ EXTENSIONS = (
     "pyrepl.keyspace._lpzset",
     "pyrepl.keyspace._strtab",
     "pyrepl.keyspace._hll",
+    "pyrepl.keyspace._digest",
     "pyrepl.commands._geo",
     "pyrepl.rdb._codec",
     "pyrepl.scripting._luacall",
