@@ -18,7 +18,11 @@ commit, C files built in place) and prints pyrepl / base: a before/after in the 
 
 Prints each test's medians and the ratio pyrepl / Redis, then per mode and pipeline the median
 ratio and the tests under the issue's goals (every test >= 0.8x at -P1 and >= 0.5x at -P16;
-medians >= 0.9x and 0.7x).
+medians >= 0.9x and 0.7x). Beside each ratio, the measured server's CPU time a request (user
+and kernel, every thread: /proc/<pid>/task/*/schedstat, in ns) and Redis's over pyrepl's: a
+figure the share of the 2 cores that redis-benchmark's 50 clients leave the server moves less
+than the rate does, where -P1 rates swing by tens of percent from round to round. (An LRANGE
+test's includes the LPUSHes redis-benchmark sends before it, on both servers.)
 """
 
 from __future__ import annotations
@@ -139,6 +143,18 @@ def _write(work: str, name: str, data: bytes) -> str:
     return path
 
 
+def cpu_ns(pid: int) -> int:
+    """Nanoseconds the process ``pid`` has run on a CPU so far, every live thread's."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:     # (a thread that ended meanwhile)
+            pass
+    return total
+
+
 def build_txload(work: str) -> str:
     exe = os.path.join(work, "txload")
     subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "txload.c")], check=True)
@@ -203,6 +219,8 @@ def run_mode(args, mode: str, default: str, commands: dict[str, list[str]], with
                     k = rnd % len(order)
                     for name in order[k:] + order[:k]:
                         port = servers[name].port
+                        pid = servers[name].proc.pid
+                        before = cpu_ns(pid)
                         n = max(1000, int(requests_for(args.requests, pipeline)
                                           * SCALE.get(test if test in commands else
                                                       test.lower(), 1.0)))
@@ -222,11 +240,18 @@ def run_mode(args, mode: str, default: str, commands: dict[str, list[str]], with
                                                   pipeline, ["-r", "100000"])
                             # ("LRANGE_100 (first 100 elements)", "MSET (10 keys)")
                             rps = next(v for t, v in got.items() if t.split(" ")[0] == test)
-                        results.setdefault(f"{mode} P{pipeline}", {}).setdefault(test, {}) \
-                            .setdefault(name, []).append(rps)
+                        by_name = results.setdefault(f"{mode} P{pipeline}", {}) \
+                            .setdefault(test, {})
+                        by_name.setdefault(name, []).append(rps)
+                        by_name.setdefault(f"{name} cpu", []).append(
+                            (cpu_ns(pid) - before) / n / 1000)
                     by = results[f"{mode} P{pipeline}"][test]
                     print(f"round {rnd + 1} {mode} -P{pipeline} {test:14} "
-                          + "  ".join(f"{who} {v[-1]:,.0f}" for who, v in by.items()),
+                          + "  ".join(f"{who} {v[-1]:,.0f}" for who, v in by.items()
+                                      if not who.endswith(" cpu"))
+                          + "  (CPU us a request: "
+                          + " ".join(f"{who[:-4]} {v[-1]:.1f}" for who, v in by.items()
+                                     if who.endswith(" cpu")) + ")",
                           flush=True)
     finally:
         for srv in [*servers.values(), *extra]:
@@ -243,17 +268,19 @@ def summarize(results: dict[str, dict[str, dict[str, list[float]]]], base: bool,
         mode, p = key.split(" ")
         each, least = GOALS[int(p[1:])]
         print(f"\n{key}: {'test':14} {'pyrepl rps':>12} {'redis rps':>12} {'ratio':>6}"
-              + ("  before  ÷base" if base else ""))
+              + "  CPU us/req pyrepl  redis  redis/pyrepl" + ("  before  ÷base" if base else ""))
         ratios = []
         for test, by in tests.items():
             a, b = median(by["pyrepl"]), median(by["redis"])
             ratio = a / b
             ratios.append(ratio)
-            row = {"pyrepl": a, "redis": b, "ratio": ratio}
-            extra = ""
+            ca, cb = median(by["pyrepl cpu"]), median(by["redis cpu"])
+            row = {"pyrepl": a, "redis": b, "ratio": ratio, "pyrepl_cpu_us": ca,
+                   "redis_cpu_us": cb, "cpu_ratio": cb / ca}
+            extra = f"  {ca:17.1f}  {cb:5.1f}  {cb / ca:12.2f}"
             if base:   # (the base's ratio to Redis: the "before" of a before/after)
                 row["base"] = median(by["base"])
-                extra = f"  {row['base'] / b:6.2f}  {a / row['base']:5.2f}"
+                extra += f"  {row['base'] / b:6.2f}  {a / row['base']:5.2f}"
             summary.setdefault(key, {})[test] = row
             flag = "" if ratio >= each else "  < goal"
             print(f"{'':{len(key) + 2}}{test:14} {a:12,.0f} {b:12,.0f} {ratio:6.2f}{extra}{flag}")

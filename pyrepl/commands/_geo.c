@@ -577,22 +577,28 @@ scan_box(PyObject *z, double lo, double hi, double clon, double clat, double rad
     return 0;
 }
 
-/* search_circle(z, lon, lat, conversion, radius, limit, sort, count) -> (found, points) or
-   None
+/* search_circle(z, lon, lat, conversion, radius, limit, sort, count[, members]) -> (found,
+   points) or None
 
    A circle search over the sorted set z (its _bisect and _range): geo._points_in_shape's
    candidates, box after box (a box equal to the one processed just before skipped, as Redis
    does; stopping at limit when limit > 0), then geo._sorted_points's order (sort 0 none,
    1 ascending, 2 descending; count 0 for all): ``found`` is how many matched and
    ``points`` the ones returned, in order, as [lon, lat, distance, score, member] lists. The
-   candidates are C structs, not lists: a search of 200 matches returning 10 makes 10.
+   candidates are C structs, not lists: a search of 200 matches returning 10 makes 10. With
+   ``members`` true, ``points`` holds only each point's member (GEOSEARCH's reply without
+   WITH* options: pyrepl/commands/_hot.c's).
    None where the search is the Python's (a cell its encode refuses, a score only it
    decodes). */
 static PyObject *
 search_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8)
-        return usage_error("search_circle(z, lon, lat, conversion, radius, limit, sort, count)");
+    if (nargs != 8 && nargs != 9)
+        return usage_error("search_circle(z, lon, lat, conversion, radius, limit, sort, count"
+                           "[, members])");
+    int members = nargs == 9 ? PyObject_IsTrue(args[8]) : 0;
+    if (members < 0)
+        return NULL;
     PyObject *z = args[0];
     double lon = PyFloat_AsDouble(args[1]), lat = PyFloat_AsDouble(args[2]),
            conversion = PyFloat_AsDouble(args[3]), radius = PyFloat_AsDouble(args[4]);
@@ -646,7 +652,7 @@ search_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *out = PyList_New(returned);
     for (Py_ssize_t i = 0; out != NULL && i < returned; i++) {
-        PyObject *p = point_list(&ps.a[i]);
+        PyObject *p = members ? Py_NewRef(ps.a[i].obj) : point_list(&ps.a[i]);
         if (p == NULL)
             Py_CLEAR(out);
         else
@@ -661,8 +667,9 @@ search_circle(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 SLOTS_MODULE(_geo, "A geo search's per-candidate work (pyrepl/commands/geo.py), in C.",
     FASTCALL("search_circle", search_circle,
-             "search_circle(z, lon, lat, conversion, radius, limit, sort, count) -> "
-             "(found, points) or None: geo._points_in_shape and _sorted_points for a circle."),
+             "search_circle(z, lon, lat, conversion, radius, limit, sort, count[, members]) "
+             "-> (found, points) or None: geo._points_in_shape and _sorted_points for a "
+             "circle (the members alone with members true)."),
     FASTCALL("pqsort", pqsort,
              "pqsort(points, desc, lrange, rrange): geo.pqsort on the points' distances, in place."),
     FASTCALL("search_areas", search_areas,

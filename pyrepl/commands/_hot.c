@@ -2,10 +2,10 @@
 
    set(c, argv), get, incr, lpush, rpush, hset, zadd, exists, lpop, rpop, sadd, hincrby, expire,
    geoadd, del, bitcount, setbit, pfcount, mset, xadd, zpopmin, zpopmax, pexpireat, multi, exec,
-   zrangebyscore, sinter, pfadd, zincrby, xreadgroup and spop are the handlers of SET, GET,
+   zrangebyscore, sinter, pfadd, zincrby, xreadgroup, spop and geosearch are the handlers of SET, GET,
    INCR, LPUSH, RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL,
    BITCOUNT, SETBIT, PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC,
-   ZRANGEBYSCORE, SINTER, PFADD, ZINCRBY, XREADGROUP and SPOP (pyrepl/commands/hot.py puts them
+   ZRANGEBYSCORE, SINTER, PFADD, ZINCRBY, XREADGROUP, SPOP and GEOSEARCH (pyrepl/commands/hot.py puts them
    in the command table). Each
    does what the Python handler's fast path does (pyrepl/commands/strings.py, lists.py,
    hashes.py, zsets.py, keys.py, sets.py, geo.py, bitmaps.py, hyperloglog.py, streams.py), on
@@ -20,7 +20,8 @@
    ZRANGEBYSCORE key min max [WITHSCORES] (integer or infinite bounds), SINTER of 2 to 16
    keys, PFADD key element ... (a dense HyperLogLog), ZINCRBY key <integer> member,
    XREADGROUP GROUP g c [COUNT n] STREAMS key <ID> (a consumer's history), SPOP key (a set
-   that keeps a member). In every other
+   that keeps a member), GEOSEARCH key FROMLONLAT lon lat BYRADIUS radius unit [ASC|DESC]
+   [COUNT n] (the members alone). In every other
    case, and whenever the Python handler would do more than the store (a key with a TTL, for
    GET, EXISTS and DEL one that is past; a WATCHed database, keyspace events on, a new list,
    hash or sorted set, a value of another type or form), it calls the Python handler before
@@ -50,12 +51,12 @@
 enum { H_SET, H_GET, H_INCR, H_LPUSH, H_RPUSH, H_HSET, H_ZADD, H_EXISTS, H_LPOP, H_RPOP,
        H_SADD, H_HINCRBY, H_EXPIRE, H_GEOADD, H_DEL, H_BITCOUNT, H_SETBIT, H_PFCOUNT, H_MSET,
        H_XADD, H_ZPOPMIN, H_ZPOPMAX, H_PEXPIREAT, H_MULTI, H_EXEC, H_ZRANGEBYSCORE, H_SINTER,
-       H_PFADD, H_ZINCRBY, H_XREADGROUP, H_SPOP, H_N };
+       H_PFADD, H_ZINCRBY, H_XREADGROUP, H_SPOP, H_GEOSEARCH, H_N };
 static const char *const handler_names[H_N] = {
     "set", "get", "incr", "lpush", "rpush", "hset", "zadd", "exists", "lpop", "rpop", "sadd",
     "hincrby", "expire", "geoadd", "del", "bitcount", "setbit", "pfcount", "mset", "xadd",
     "zpopmin", "zpopmax", "pexpireat", "multi", "exec", "zrangebyscore", "sinter", "pfadd",
-    "zincrby", "xreadgroup", "spop",
+    "zincrby", "xreadgroup", "spop", "geosearch",
 };
 static PyObject *ref[H_N];   /* the Python handlers: the reference, and every other case */
 
@@ -1469,6 +1470,114 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dirtied(&h, PyLong_FromLong(r == 1));
 }
 
+/* -- GEOSEARCH key FROMLONLAT lon lat BYRADIUS radius unit [ASC|DESC] [COUNT n] ---------- */
+
+static PyObject *search_circle;   /* pyrepl.commands._geo.search_circle */
+
+/* w (bytes) is the ASCII word ``lower`` in any case */
+static int
+word_is(PyObject *w, const char *lower, Py_ssize_t n)
+{
+    return PyBytes_CheckExact(w) && PyBytes_GET_SIZE(w) == n &&
+           PyOS_strnicmp(PyBytes_AS_STRING(w), lower, (size_t)n) == 0;
+}
+#define WORD_IS(w, lit) word_is((w), (lit), (Py_ssize_t)sizeof(lit) - 1)
+
+/* metres per unit (geo._UNITS), 0 for another word */
+static double
+unit_of(PyObject *b)
+{
+    return WORD_IS(b, "m") ? 1.0 : WORD_IS(b, "km") ? 1000.0 : WORD_IS(b, "ft") ? 0.3048 :
+           WORD_IS(b, "mi") ? 1609.34 : 0.0;
+}
+
+/* GEOSEARCH of a circle around a point, in this form: FROMLONLAT then BYRADIUS, the numbers
+   plain decimals (plain_double) in range, then ASC or DESC and COUNT n (n a positive
+   small_int_text) at most once each, in either order; the key a sorted set (either
+   encoding) or missing, with no TTL past. The reply is geo._georadius_generic's without
+   WITH* options: the members found, sorted by distance when asked (and, with COUNT, ascending
+   when not), the first n; a hit counted, or a miss and an empty reply. Every other form
+   (ANY, WITH*, FROMMEMBER, BYBOX, an error to answer) and a search search_circle leaves to
+   the Python is the reference's. */
+static PyObject *
+hot_geosearch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t argc = nargs == 2 && PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : 0;
+    HOT_CASE_TTL(H_GEOSEARCH, argc >= 8 && argc <= 11 ? argc : 8, TTL_LIVE);
+    PyObject *argv = args[1], *stats = SLOT_AT(h.core, core_off[K_STATS]);
+    double lon, lat, radius, conversion;
+    long long count = 0;
+    long sort = 0;     /* geo._SORT_NONE, 1 _SORT_ASC, 2 _SORT_DESC */
+    if (!WORD_IS(PyList_GET_ITEM(argv, 2), "fromlonlat") ||
+            !plain_double(PyList_GET_ITEM(argv, 3), &lon) ||
+            !plain_double(PyList_GET_ITEM(argv, 4), &lat) ||
+            lon < GEO_LONG_MIN || lon > GEO_LONG_MAX || lat < GEO_LAT_MIN || lat > GEO_LAT_MAX ||
+            !WORD_IS(PyList_GET_ITEM(argv, 5), "byradius") ||
+            !plain_double(PyList_GET_ITEM(argv, 6), &radius) || !(radius >= 0.0) ||
+            (conversion = unit_of(PyList_GET_ITEM(argv, 7))) == 0.0 ||
+            Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
+        return reference(H_GEOSEARCH, args, nargs);
+    for (Py_ssize_t i = 8; i < argc; i++) {
+        PyObject *o = PyList_GET_ITEM(argv, i);
+        if (sort == 0 && (WORD_IS(o, "asc") || WORD_IS(o, "desc"))) {
+            sort = WORD_IS(o, "asc") ? 1 : 2;
+        } else if (count == 0 && WORD_IS(o, "count") && i + 1 < argc) {
+            PyObject *n = PyList_GET_ITEM(argv, ++i);
+            if (!PyBytes_CheckExact(n) ||
+                    !small_int_text(PyBytes_AS_STRING(n), PyBytes_GET_SIZE(n), &count) ||
+                    count <= 0)
+                return reference(H_GEOSEARCH, args, nargs);
+        } else {
+            return reference(H_GEOSEARCH, args, nargs);
+        }
+    }
+    if (count && sort == 0)
+        sort = 1;
+    if (keep_import(&listpack_zset, "pyrepl.keyspace.zset", "ListpackZSet") < 0 ||
+            keep_import(&search_circle, "pyrepl.commands._geo", "search_circle") < 0)
+        return NULL;
+    PyObject *z = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
+    if (z == NULL) {
+        if (PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0)
+            return NULL;
+        return PyList_New(0);
+    }
+    if (Py_TYPE(z) != zset_type && (PyObject *)Py_TYPE(z) != listpack_zset) {
+        Py_DECREF(z);
+        return reference(H_GEOSEARCH, args, nargs);   /* (WRONGTYPE) */
+    }
+    PyObject *found = NULL, *out = NULL;
+    if (slot_add(stats, stats_off[T_HITS], 1) < 0)
+        goto done;
+    PyObject *sargs[9] = {z, PyFloat_FromDouble(lon), PyFloat_FromDouble(lat),
+                          PyFloat_FromDouble(conversion), PyFloat_FromDouble(radius),
+                          Py_NewRef(zero), PyLong_FromLong(sort), PyLong_FromLongLong(count),
+                          Py_True};
+    int made = 1;
+    for (int i = 1; i < 8; i++)
+        made &= sargs[i] != NULL;
+    if (made)
+        found = PyObject_Vectorcall(search_circle, sargs, 9, NULL);
+    for (int i = 1; i < 8; i++)
+        Py_XDECREF(sargs[i]);
+    if (found == Py_None) {     /* (a search the Python makes: its reply) */
+        Py_DECREF(z);
+        Py_DECREF(found);
+        return reference(H_GEOSEARCH, args, nargs);
+    }
+    if (found != NULL && (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2 ||
+                          !PyList_CheckExact(PyTuple_GET_ITEM(found, 1)))) {
+        PyErr_SetString(PyExc_TypeError, "GEOSEARCH: search_circle gave no (found, members)");
+        goto done;
+    }
+    if (found != NULL)
+        out = Py_NewRef(PyTuple_GET_ITEM(found, 1));
+done:
+    Py_XDECREF(found);
+    Py_DECREF(z);
+    return out;
+}
+
 /* -- XADD -------------------------------------------------------------------------------------- */
 
 #define STREAM_LISTPACK_MAX_SIZE (1LL << 30)
@@ -1778,14 +1887,6 @@ bind_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* w (bytes) is the ASCII word ``lower`` in any case */
-static int
-word_is(PyObject *w, const char *lower, Py_ssize_t n)
-{
-    return PyBytes_CheckExact(w) && PyBytes_GET_SIZE(w) == n &&
-           PyOS_strnicmp(PyBytes_AS_STRING(w), lower, (size_t)n) == 0;
-}
-
 /* XREADGROUP GROUP group consumer [COUNT n] STREAMS key id, the id a history's (ms or ms-seq,
    not '>', canonical_id's), n 0 to 18 digits (small_int's), on a stream whose group and consumer exist:
    streamReplyWithRangeFromConsumerPEL as streams._history does it (the consumer's PEL from
@@ -1951,6 +2052,7 @@ SLOTS_MODULE(_hot,
     FASTCALL("zrangebyscore", hot_zrangebyscore, "ZRANGEBYSCORE's handler."),
     FASTCALL("sinter", hot_sinter, "SINTER's handler."),
     FASTCALL("geoadd", hot_geoadd, "GEOADD's handler."),
+    FASTCALL("geosearch", hot_geosearch, "GEOSEARCH's handler."),
     FASTCALL("del", hot_del, "DEL's handler."),
     FASTCALL("bitcount", hot_bitcount, "BITCOUNT's handler."),
     FASTCALL("setbit", hot_setbit, "SETBIT's handler."),

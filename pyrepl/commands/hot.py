@@ -1,7 +1,7 @@
 """The hottest commands' common forms in C (pyrepl/commands/_hot.c): SET, GET, INCR, LPUSH,
 RPUSH, HSET, ZADD, EXISTS, LPOP, RPOP, SADD, HINCRBY, EXPIRE, GEOADD, DEL, BITCOUNT, SETBIT,
 PFCOUNT, MSET, XADD, ZPOPMIN, ZPOPMAX, PEXPIREAT, MULTI, EXEC, ZRANGEBYSCORE, SINTER, PFADD,
-ZINCRBY, XREADGROUP and SPOP get a C handler that does what the Python handler's fast path
+ZINCRBY, XREADGROUP, SPOP and GEOSEARCH get a C handler that does what the Python handler's fast path
 does, and calls the Python handler, the reference, for everything else. ``REFERENCE`` keeps the Python
 handlers (tests/unit/test_hot.py runs both); they are the handlers when pyrepl runs as plain
 Python (pyrepl/native.py)."""
@@ -42,7 +42,8 @@ REFERENCE = {"set": set_, "get": get, "incr": incr, "lpush": lpush, "rpush": rpu
              "multi": multi, "exec": exec_,
              "zrangebyscore": COMMANDS[b"zrangebyscore"].handler, "sinter": sinter,
              "pfadd": pfadd, "zincrby": COMMANDS[b"zincrby"].handler,
-             "xreadgroup": xreadgroup, "spop": spop}
+             "xreadgroup": xreadgroup, "spop": spop,
+             "geosearch": COMMANDS[b"geosearch"].handler}
 
 
 def bind(core_cls: type, stats_cls: type, handlers: dict[str, Any] = REFERENCE) -> None:

@@ -63,6 +63,9 @@ def test_search_circle_is_the_python_search(places, lon, lat, radius, limit, sor
     got = _native.search_circle(z, lon, lat, 1000.0, radius, limit, sort, count)
     found, points = _python_search(z, shape, limit, sort, count)
     assert got is not None and got[0] == found and _same(got[1], points)
+    # (the members alone: GEOSEARCH's reply in pyrepl/commands/_hot.c)
+    assert _native.search_circle(z, lon, lat, 1000.0, radius, limit, sort, count, True) == \
+        (found, [p[4] for p in points])
 
 
 def test_search_circle_crosses_the_b_trees_leaves() -> None:

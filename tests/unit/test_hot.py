@@ -58,6 +58,12 @@ CONSUMERS = ["c1", "c2"]
 HISTORY_IDS = ["0", "1700000000100-0", "1700000000101", "1700000000100-1", "0-0",
                "18446744073709551615-18446744073709551615", ">", "$", "-", "+", "0-x", "01",
                "18446744073709551616", "1-18446744073709551616", " 1", "1-"]
+GEO_RADII = ["0", "100", "5000", "20000", "-1", "x", "1e3", "2.5", "-0"]
+GEO_UNITS = ["m", "km", "KM", "ft", "mi", "yd"]
+GEO_OPTIONS = [[], ["ASC"], ["desc"], ["COUNT", "1"], ["COUNT", "2", "DESC"], ["asc", "count", "3"],
+               ["ASC", "COUNT", "0"], ["COUNT", "1", "ANY"], ["WITHDIST"], ["ASC", "ASC"],
+               ["COUNT"], ["count", "x"], ["COUNT", "-1"], ["COUNT", "1", "COUNT", "2"],
+               ["DESC", "ASC"], ["WITHCOORD", "COUNT", "1"], ["STORE", "k"]]
 SCORES = ["12", "007", "0", "123456789012345", "1234567890123456", "1.5", "-3", "+4", "1e3",
           "inf", "nan", "x"]
 
@@ -112,6 +118,12 @@ def requests(draw: st.DrawFn) -> list[str]:
                                      min_size=1, max_size=4))],
         ["GEOADD", key, draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
          draw(st.sampled_from(["m", "n", "x" * 70]))], ["GEOADD", key, "NX", "1", "2", "m"],
+        ["GEOSEARCH", key, draw(st.sampled_from(["FROMLONLAT", "fromlonlat"])),
+         draw(st.sampled_from(COORDS)), draw(st.sampled_from(COORDS)),
+         draw(st.sampled_from(["BYRADIUS", "byradius", "BYBOX"])), draw(st.sampled_from(GEO_RADII)),
+         draw(st.sampled_from(GEO_UNITS)), *draw(st.sampled_from(GEO_OPTIONS))],
+        ["GEOSEARCH", key, "BYRADIUS", "5000", "km", "FROMLONLAT", "15", "37"],
+        ["GEOSEARCH", key, "FROMMEMBER", "m", "BYRADIUS", "5000", "km", "ASC"],
         ["BITCOUNT", key], ["BITCOUNT", key, *draw(st.sampled_from(RANGES))],
         ["BITCOUNT", key, "0", "-1", "BIT"], ["BITCOUNT", key, "1"],
         ["PFADD", key, draw(st.sampled_from(["a", "b"]))], ["PFCOUNT", key], ["PFCOUNT", key, "k"],
@@ -224,6 +236,20 @@ def _group(g: Group) -> object:
                 [["GEOADD", "z", "180", "85.05112878", "m"], ["GEOADD", "z", "180", "85.05112878", "m"]],
                 [["ZSCORE", "z", "m"], ["GEOADD", "z", "1", "2", "x" * 70], ["ZCARD", "z"]],
                 [["GEOADD", "z", "1.5", "-2.25", "o"], ["GEOPOS", "z", "o"]]])
+@example(reads=[[["GEOADD", "z", "13.361389", "38.115556", "m"],
+                 ["GEOADD", "z", "15.087269", "37.502669", "n"], ["GEOADD", "z", "15", "37", "o"]],
+                [["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"],
+                 ["GEOSEARCH", "z", "fromlonlat", "15", "37", "byradius", "200", "KM", "DESC",
+                  "COUNT", "2"],
+                 ["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "COUNT",
+                  "1"]],
+                [["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "100", "mi"],
+                 ["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "0", "m"],
+                 ["GEOSEARCH", "nokey", "FROMLONLAT", "15", "37", "BYRADIUS", "1", "m"],
+                 ["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "1", "parsec"]],
+                [["ZADD", "z", "-5", "bad"],
+                 ["GEOSEARCH", "z", "FROMLONLAT", "15", "37", "BYRADIUS", "20000", "km"],
+                 ["SET", "k", "v"], ["GEOSEARCH", "k", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m"]]])
 @example(reads=[[["XADD", "s", "*", "f", "1"]], [["XADD", "s", "*", "f", "2"], ["XADD", "s", "*", "f", "3"]],
                 [["XADD", "s", "*", "g", "x", "h", "12345678901"], ["XADD", "s", "*", "f", "-5"]],
                 [["CONFIG", "SET", "stream-node-max-entries", "3"], ["XADD", "s", "*", "f", "1"]],
@@ -575,6 +601,50 @@ def test_zrangebyscore_takes_its_form_in_c() -> None:
                   ["ZRANGEBYSCORE", "s", "0", "1"], ["ZRANGEBYSCORE", "z", "0", "x"]):
             with pytest.raises(AssertionError, match="the Python handler ran"):
                 _hot.zrangebyscore(c, [a.encode() for a in r])
+
+
+def test_geosearch_takes_its_form_in_c() -> None:
+    """GEOSEARCH key FROMLONLAT lon lat BYRADIUS radius unit [ASC|DESC] [COUNT n], over either
+    encoding, runs in C (the Python handler made to fail): the members in the reference's
+    order, a hit or a miss counted; ANY, WITH*, the options in another order, bad numbers and
+    another type reach the Python handler."""
+    core, c = warm_server(False)
+    places = [(12.5 + (i % 20) * 0.15, 36.6 + (i // 20) * 0.15, f"p{i}") for i in range(200)]
+    c.receive_data(b"".join(cmd("GEOADD", key, str(lon), str(lat), m)
+                            for key, n in (("small", 100), ("big", 200))
+                            for lon, lat, m in places[:n]) + cmd("SET", "s", "v"))
+    c.data_to_send()
+    hits, misses = core.stats.keyspace_hits, core.stats.keyspace_misses
+    forms = [["ASC", "COUNT", "10"], ["DESC"], ["COUNT", "3"], [], ["count", "5", "desc"]]
+    expected = {}
+    for key in ("small", "big"):
+        for opts in forms:
+            argv = [b"GEOSEARCH", key.encode(), b"FROMLONLAT", b"15", b"37", b"BYRADIUS",
+                    b"200", b"km", *(o.encode() for o in opts)]
+            expected[key, tuple(opts)] = hot.REFERENCE["geosearch"](c, argv)
+    assert core.stats.keyspace_hits == hits + 2 * len(forms)
+    with _python_handlers_fail():
+        for (key, opts), want in expected.items():
+            got = _hot.geosearch(c, [b"GEOSEARCH", key.encode(), b"FROMLONLAT", b"15", b"37",
+                                     b"BYRADIUS", b"200", b"km", *(o.encode() for o in opts)])
+            n = next((int(opts[i + 1]) for i, o in enumerate(opts) if o.lower() == "count"), 0)
+            assert got == want and (len(got) == n if n else len(got) > 10)
+        assert _hot.geosearch(c, [b"GEOSEARCH", b"nokey", b"FROMLONLAT", b"15", b"37",
+                                  b"BYRADIUS", b"200", b"km"]) == []
+        for r in (["GEOSEARCH", "big", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ANY"],
+                  ["GEOSEARCH", "big", "FROMLONLAT", "15", "37", "BYRADIUS", "2", "km",
+                   "WITHDIST"],
+                  ["GEOSEARCH", "big", "BYRADIUS", "200", "km", "FROMLONLAT", "15", "37"],
+                  ["GEOSEARCH", "big", "FROMLONLAT", "1e1", "37", "BYRADIUS", "200", "km"],
+                  ["GEOSEARCH", "big", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "yd"],
+                  ["GEOSEARCH", "big", "FROMLONLAT", "15", "37", "BYRADIUS", "-1", "km"],
+                  ["GEOSEARCH", "big", "FROMLONLAT", "15", "37", "BYRADIUS", "1", "km", "COUNT",
+                   "0"],
+                  ["GEOSEARCH", "s", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km"]):
+            with pytest.raises(AssertionError, match="the Python handler ran"):
+                _hot.geosearch(c, [a.encode() for a in r])
+    assert core.stats.keyspace_hits == hits + 4 * len(forms)
+    assert core.stats.keyspace_misses == misses + 1
 
 
 def test_sinter_takes_its_form_in_c() -> None:
