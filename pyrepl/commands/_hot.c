@@ -910,6 +910,29 @@ zbisect(PyObject *z, double score, int next_up)
     return call_index(z, str_bisect, score);
 }
 
+/* A read of h's key as a sorted set (either encoding), as lookup_read and its type check:
+   1 with *z (a new reference; the age touched) and a hit counted; 0 for no key, a miss
+   counted; 2 for a value of another type (the reference answers WRONGTYPE); -1 on an
+   exception. */
+static int
+zset_read(Hot *h, PyObject *stats, PyObject **z)
+{
+    if (keep_import(&listpack_zset, "pyrepl.keyspace.zset", "ListpackZSet") < 0)
+        return -1;
+    *z = kt->get(h->data, h->key);
+    if (*z == NULL)
+        return PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0 ? -1 : 0;
+    if (Py_TYPE(*z) != zset_type && (PyObject *)Py_TYPE(*z) != listpack_zset) {
+        Py_DECREF(*z);
+        return 2;
+    }
+    if (slot_add(stats, stats_off[T_HITS], 1) < 0) {
+        Py_DECREF(*z);
+        return -1;
+    }
+    return 1;
+}
+
 /* ZRANGEBYSCORE key min max [WITHSCORES] of a sorted set (either encoding), the bounds in
    score_bound's forms: zrange_generic's reply (the members, with their scores as a flat
    array in RESP2 and as pairs in RESP3), a hit counted; an empty array and a miss for no
@@ -933,22 +956,14 @@ hot_zrangebyscore(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             !score_bound(PyList_GET_ITEM(argv, 3), &hi, &hiex) ||
             Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
         return reference(H_ZRANGEBYSCORE, args, nargs);
-    if (keep_import(&listpack_zset, "pyrepl.keyspace.zset", "ListpackZSet") < 0 ||
-            intern(&str_bisect, "_bisect") < 0 || intern(&str_range, "_range") < 0)
+    if (intern(&str_bisect, "_bisect") < 0 || intern(&str_range, "_range") < 0)
         return NULL;
-    PyObject *z = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
-    if (z == NULL) {
-        if (PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0)
-            return NULL;
-        return PyList_New(0);
-    }
-    if (Py_TYPE(z) != zset_type && (PyObject *)Py_TYPE(z) != listpack_zset) {
-        Py_DECREF(z);
-        return reference(H_ZRANGEBYSCORE, args, nargs);   /* (WRONGTYPE) */
-    }
+    PyObject *z;
+    int found = zset_read(&h, stats, &z);
+    if (found != 1)
+        return found == 0 ? PyList_New(0) :
+               found == 2 ? reference(H_ZRANGEBYSCORE, args, nargs) : NULL;
     PyObject *out = NULL, *items = NULL;
-    if (slot_add(stats, stats_off[T_HITS], 1) < 0)
-        goto done;
     Py_ssize_t start = zbisect(z, lo, loex), stop;
     if (start < 0 || (stop = zbisect(z, hi, !hiex)) < 0)
         goto done;
@@ -1533,22 +1548,13 @@ hot_geosearch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (count && sort == 0)
         sort = 1;
-    if (keep_import(&listpack_zset, "pyrepl.keyspace.zset", "ListpackZSet") < 0 ||
-            keep_import(&search_circle, "pyrepl.commands._geo", "search_circle") < 0)
+    if (keep_import(&search_circle, "pyrepl.commands._geo", "search_circle") < 0)
         return NULL;
-    PyObject *z = kt->get(h.data, h.key);   /* (a new reference; the age touched) */
-    if (z == NULL) {
-        if (PyErr_Occurred() || slot_add(stats, stats_off[T_MISSES], 1) < 0)
-            return NULL;
-        return PyList_New(0);
-    }
-    if (Py_TYPE(z) != zset_type && (PyObject *)Py_TYPE(z) != listpack_zset) {
-        Py_DECREF(z);
-        return reference(H_GEOSEARCH, args, nargs);   /* (WRONGTYPE) */
-    }
+    PyObject *z;
+    int got = zset_read(&h, stats, &z);
+    if (got != 1)
+        return got == 0 ? PyList_New(0) : got == 2 ? reference(H_GEOSEARCH, args, nargs) : NULL;
     PyObject *found = NULL, *out = NULL;
-    if (slot_add(stats, stats_off[T_HITS], 1) < 0)
-        goto done;
     PyObject *sargs[9] = {z, PyFloat_FromDouble(lon), PyFloat_FromDouble(lat),
                           PyFloat_FromDouble(conversion), PyFloat_FromDouble(radius),
                           Py_NewRef(zero), PyLong_FromLong(sort), PyLong_FromLongLong(count),
