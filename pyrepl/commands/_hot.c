@@ -1534,8 +1534,9 @@ hot_geosearch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return reference(H_GEOSEARCH, args, nargs);
     for (Py_ssize_t i = 8; i < argc; i++) {
         PyObject *o = PyList_GET_ITEM(argv, i);
-        if (sort == 0 && (WORD_IS(o, "asc") || WORD_IS(o, "desc"))) {
-            sort = WORD_IS(o, "asc") ? 1 : 2;
+        long s = WORD_IS(o, "asc") ? 1 : WORD_IS(o, "desc") ? 2 : 0;
+        if (sort == 0 && s != 0) {
+            sort = s;
         } else if (count == 0 && WORD_IS(o, "count") && i + 1 < argc) {
             PyObject *n = PyList_GET_ITEM(argv, ++i);
             if (!PyBytes_CheckExact(n) ||
@@ -1566,9 +1567,11 @@ hot_geosearch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         found = PyObject_Vectorcall(search_circle, sargs, 9, NULL);
     for (int i = 1; i < 8; i++)
         Py_XDECREF(sargs[i]);
-    if (found == Py_None) {     /* (a search the Python makes: its reply) */
+    if (found == Py_None) {     /* (a search the Python makes: its reply, its hit) */
         Py_DECREF(z);
         Py_DECREF(found);
+        if (slot_add(stats, stats_off[T_HITS], -1) < 0)
+            return NULL;
         return reference(H_GEOSEARCH, args, nargs);
     }
     if (found != NULL && (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2 ||
