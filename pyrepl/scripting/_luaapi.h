@@ -34,6 +34,7 @@ typedef int (*lua_CFunction)(lua_State *L);
 #define LUA_TFUNCTION 6
 #define LUA_TUSERDATA 7
 #define LUA_TTHREAD 8
+#define LUA_MASKLINE (1 << 2)
 
 /* X(return type, name, parameters) for every function used. */
 #define LUAAPI_FUNCTIONS(X)                                                        \
@@ -60,6 +61,8 @@ typedef int (*lua_CFunction)(lua_State *L);
     X(int, lua_setmetatable, (lua_State *L, int objindex))                         \
     X(int, lua_pcall, (lua_State *L, int nargs, int nresults, int errfunc))        \
     X(int, lua_error, (lua_State *L))                                              \
+    X(int, lua_gc, (lua_State *L, int what, int data))                             \
+    X(int, lua_gethookmask, (lua_State *L))                                        \
     X(int, luaL_ref, (lua_State *L, int t))                                        \
     X(void, luaL_unref, (lua_State *L, int t, int ref))
 
@@ -90,6 +93,8 @@ LUAAPI_FUNCTIONS(LUAAPI_POINTER)
 #define lua_setmetatable p_lua_setmetatable
 #define lua_pcall p_lua_pcall
 #define lua_error p_lua_error
+#define lua_gc p_lua_gc
+#define lua_gethookmask p_lua_gethookmask
 #define luaL_ref p_luaL_ref
 #define luaL_unref p_luaL_unref
 

@@ -13,8 +13,10 @@
    ``package.loadlib(<this file>, "pyrepl_luacall_open")`` hands the opener its lua_State, and
    the opener answers a table: ``call`` and ``pcall`` (the sandbox makes them redis.call and
    redis.pcall), ``keep`` (a compiled script kept in the registry: its reference),
-   ``set_runner`` (the bootstrap's runner of a script whose KEYS and ARGV are made here) and
-   ``id`` (the state's number for run()). The Lua API is lupa's (pyrepl/scripting/_luaapi.h).
+   ``set_runner`` (what run() needs of the bootstrap: the real globals, the error handler and
+   the runner's end, ``conclude``), ``tick`` (the garbage collector's pacing, one count for
+   run()'s runs and the bootstrap's) and ``id`` (the state's number for run()). The Lua API is
+   lupa's (pyrepl/scripting/_luaapi.h).
 
    redis.call: the arguments become an argv here (strings as they are, numbers as "%.17g", as
    Redis's luaArgsToRedisArgv); scriptCall's common case (call_common: a master, an
@@ -26,9 +28,11 @@
    {err=..., ignore_error_stats_update=true} for redis.call and that table as the result for
    redis.pcall, as the reference's ``_unwrap`` and ``_pcall`` make it.
 
-   run(id, ref, proto, numkeys, argv): the reference's ``vm.run`` for argv[3:], KEYS and ARGV
-   built here, its results converted as lupa converts them (a Lua number that is an integer
-   as an int). evalsha / EVALSHA's and EVALSHA_RO's handlers: ``ScriptEngine.eval``'s moves for
+   run(id, ref, proto, numkeys, argv): the reference's ``vm.run`` for argv[3:] as Redis's
+   luaCallFunction makes it, without the bootstrap's runner in between: KEYS and ARGV set
+   in the globals here, the script called under the error handler, a result that is not a
+   table answered here ("v" and the value), anything else by ``conclude``; the results
+   converted as lupa converts them (a Lua number that is an integer as an int). evalsha / EVALSHA's and EVALSHA_RO's handlers: ``ScriptEngine.eval``'s moves for
    a cached script without a shebang on a master (see evalsha), NotImplemented otherwise, the
    Python handler then. tests/unit/test_luacall.py runs scripts both ways and compares.
 
@@ -52,7 +56,10 @@ typedef struct {
     lua_State *L;
     int id;
     int self_ref;      /* this userdata's registry reference (it lives until lua_close) */
-    int runner;        /* the bootstrap's runner (set_runner); LUA_NOREF before */
+    int globals;       /* set_runner's: the real globals table, the error handler and the */
+    int handler;       /* runner's end (conclude), registry references; LUA_NOREF before */
+    int conclude;
+    int runs;          /* runs since the last garbage collector step (tick) */
     PyObject *engine;  /* the ScriptEngine (attach); NULL before */
 } state;
 
@@ -67,6 +74,7 @@ static PyObject *call_error, *status_type, *raw_type, *null_array, *map_type, *s
                 *error_text;
 /* The texts of redis.call's own refusals: outside a script, no argument, a bad argument. */
 static PyObject *text_outside, *text_noargs, *text_args;
+static PyObject *kind_value;   /* b"v": conclude's kind of a value that is not a table */
 static PyObject *str_ctx, *str_client, *str_proto, *str_run_call, *str_text, *str_ignore,
                 *str_items, *str_data, *str_fmt, *str_message, *str_digits, *str_ldb,
                 *str_core, *str_expiry_deletes, *str_out, *str_lower;
@@ -757,15 +765,44 @@ lua_keep(lua_State *L)
     return 1;
 }
 
-/* set_runner(run): the bootstrap's runner of a script whose KEYS and ARGV run() makes. */
+/* set_runner(G, err_handler, conclude): what run() needs of the bootstrap -- the real
+   globals table (KEYS and ARGV go there), the error handler a script runs under, and the
+   runner's end for what run() does not answer itself. */
 static int
 lua_set_runner(lua_State *L)
 {
     state *st = (state *)lua_touserdata(L, lua_upvalueindex(1));
-    lua_settop(L, 1);
-    if (st->runner != LUA_NOREF)
-        luaL_unref(L, LUA_REGISTRYINDEX, st->runner);
-    st->runner = luaL_ref(L, LUA_REGISTRYINDEX);
+    int *refs[3] = {&st->globals, &st->handler, &st->conclude};
+    lua_settop(L, 3);
+    for (int i = 2; i >= 0; i--) {     /* (luaL_ref pops the top) */
+        if (*refs[i] != LUA_NOREF)
+            luaL_unref(L, LUA_REGISTRYINDEX, *refs[i]);
+        *refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    return 0;
+}
+
+/* luaCallFunction's garbage collector pacing: a step of LUA_GC_CYCLE_PERIOD every
+   LUA_GC_CYCLE_PERIOD runs, counted here for run()'s and the bootstrap's (tick()) alike. */
+#define GC_CYCLE_PERIOD 50
+#define LUA_GCSTEP 5
+
+static int
+lua_gc_step(lua_State *L)
+{
+    lua_gc(L, LUA_GCSTEP, GC_CYCLE_PERIOD);
+    return 0;
+}
+
+/* tick(): a run counted (the bootstrap's runs, inside their pcall). */
+static int
+lua_tick(lua_State *L)
+{
+    state *st = (state *)lua_touserdata(L, lua_upvalueindex(1));
+    if (++st->runs >= GC_CYCLE_PERIOD) {
+        st->runs = 0;
+        lua_gc(L, LUA_GCSTEP, GC_CYCLE_PERIOD);
+    }
     return 0;
 }
 
@@ -795,8 +832,8 @@ push_closure(lua_State *L, state *st, lua_CFunction fn, const char *name)
     lua_setfield(L, -2, name);
 }
 
-/* The opener package.loadlib finds: {id=, call=, pcall=, keep=, set_runner=}, or nil and a
-   message. */
+/* The opener package.loadlib finds: {id=, call=, pcall=, keep=, set_runner=, tick=}, or nil
+   and a message. */
 int
 pyrepl_luacall_open(lua_State *L)
 {
@@ -824,7 +861,8 @@ pyrepl_luacall_open(lua_State *L)
     state *st = (state *)lua_newuserdata(L, sizeof(state));
     st->L = L;
     st->id = id;
-    st->runner = LUA_NOREF;
+    st->globals = st->handler = st->conclude = LUA_NOREF;
+    st->runs = 0;
     st->engine = NULL;
     lua_createtable(L, 0, 1);
     lua_pushcclosure(L, lua_state_gc, 0);
@@ -832,13 +870,14 @@ pyrepl_luacall_open(lua_State *L)
     lua_setmetatable(L, -2);
     st->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     states[id] = st;
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     lua_pushnumber(L, id);
     lua_setfield(L, -2, "id");
     push_closure(L, st, lua_redis_call, "call");
     push_closure(L, st, lua_redis_pcall, "pcall");
     push_closure(L, st, lua_keep, "keep");
     push_closure(L, st, lua_set_runner, "set_runner");
+    push_closure(L, st, lua_tick, "tick");
     return 1;
 }
 
@@ -906,12 +945,33 @@ push_strings(lua_State *L, PyObject *argv, Py_ssize_t from, Py_ssize_t n)
     return 0;
 }
 
-/* The state's runner on the script of registry reference ref, KEYS argv[3:3 + numkeys] and
-   ARGV the rest: its results as a tuple (a new reference; NULL with an error set). */
+/* Lua's values from index from to the top as a tuple (a new reference; NULL with an error
+   set). */
+static PyObject *
+values_from(lua_State *L, int from)
+{
+    int top = lua_gettop(L);
+    PyObject *out = PyTuple_New(top < from ? 0 : top - from + 1);
+    for (int i = from; out != NULL && i <= top; i++) {
+        PyObject *x = lua_to_py(L, i);
+        if (x == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i - from, x);
+    }
+    return out;
+}
+
+/* A run of the script of registry reference ref, KEYS argv[3:3 + numkeys] and ARGV the
+   rest, as luaCallFunction makes it: KEYS and ARGV set in the real globals, the script
+   called under the error handler with one result, the garbage collector paced. What it
+   answers is conclude's answer: ("v", value) for a value that is not a table, made here
+   (the hook as the script found it: not left in line mode by SCRIPT KILL); anything else
+   by conclude itself (its results as a tuple). A new reference; NULL with an error set. */
 static PyObject *
 run_state(state *st, long ref, long proto, Py_ssize_t numkeys, PyObject *argv)
 {
-    if (st->runner == LUA_NOREF) {
+    if (st->conclude == LUA_NOREF) {
         PyErr_SetString(PyExc_RuntimeError, "run: the state has no runner");
         return NULL;
     }
@@ -920,17 +980,39 @@ run_state(state *st, long ref, long proto, Py_ssize_t numkeys, PyObject *argv)
     if (!lua_checkstack(L, 8))
         return PyErr_NoMemory();
     int base = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, st->runner);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->handler);        /* base + 1 */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->globals);        /* base + 2 */
+    lua_pushlstring(L, "KEYS", 4);
+    if (push_strings(L, argv, 3, numkeys) < 0)
+        goto fail;
+    lua_rawset(L, base + 2);
+    lua_pushlstring(L, "ARGV", 4);
+    if (push_strings(L, argv, 3 + numkeys, nargv) < 0)
+        goto fail;
+    lua_rawset(L, base + 2);
+    lua_settop(L, base + 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, (int)ref);
-    lua_pushnumber(L, (lua_Number)proto);
-    if (push_strings(L, argv, 3, numkeys) < 0 || push_strings(L, argv, 3 + numkeys, nargv) < 0) {
-        lua_settop(L, base);
-        return NULL;
+    int ok = lua_pcall(L, 0, 1, base + 1) == 0;           /* its result (or error): base + 2 */
+    if (++st->runs >= GC_CYCLE_PERIOD) {
+        st->runs = 0;
+        lua_pushcclosure(L, lua_gc_step, 0);
+        if (lua_pcall(L, 0, 0, 0) != 0)   /* (a finalizer's error: the step's, not the run's) */
+            lua_settop(L, base + 2);
     }
-    int rc = lua_pcall(L, 4, LUA_MULTRET, 0);
-    int top = lua_gettop(L);
-    if (rc != 0) {
-        PyObject *msg = lua_to_py(L, top);
+    PyObject *out;
+    if (ok && lua_type(L, base + 2) != LUA_TTABLE && !(lua_gethookmask(L) & LUA_MASKLINE)) {
+        PyObject *v = lua_to_py(L, base + 2);
+        out = v == NULL ? NULL : PyTuple_Pack(2, kind_value, v);
+        Py_XDECREF(v);
+        lua_settop(L, base);
+        return out;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->conclude);
+    lua_pushboolean(L, ok);
+    lua_pushvalue(L, base + 2);
+    lua_pushnumber(L, (lua_Number)proto);
+    if (lua_pcall(L, 3, LUA_MULTRET, 0) != 0) {
+        PyObject *msg = lua_to_py(L, lua_gettop(L));
         lua_settop(L, base);
         if (msg != NULL) {
             PyErr_Format(PyExc_RuntimeError, "the script runner failed: %S", msg);
@@ -938,16 +1020,12 @@ run_state(state *st, long ref, long proto, Py_ssize_t numkeys, PyObject *argv)
         }
         return NULL;
     }
-    PyObject *out = PyTuple_New(top - base);
-    for (int i = base + 1; out != NULL && i <= top; i++) {
-        PyObject *x = lua_to_py(L, i);
-        if (x == NULL)
-            Py_CLEAR(out);
-        else
-            PyTuple_SET_ITEM(out, i - base - 1, x);
-    }
+    out = values_from(L, base + 3);
     lua_settop(L, base);
     return out;
+fail:
+    lua_settop(L, base);
+    return NULL;
 }
 
 static PyObject *
@@ -1002,6 +1080,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     keep(&text_outside, PyTuple_GET_ITEM(args[13], 0));
     keep(&text_noargs, PyTuple_GET_ITEM(args[13], 1));
     keep(&text_args, PyTuple_GET_ITEM(args[13], 2));
+    if (kind_value == NULL && (kind_value = PyBytes_FromStringAndSize("v", 1)) == NULL)
+        return NULL;
     if (intern(&str_ctx, "ctx") < 0 || intern(&str_client, "client") < 0 ||
             intern(&str_proto, "proto") < 0 || intern(&str_run_call, "run_call") < 0 ||
             intern(&str_text, "text") < 0 || intern(&str_ignore, "ignore") < 0 ||
@@ -1180,8 +1260,13 @@ evalsha(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (SLOT_AT(ctx, ctx_off[X_KILLED]) != Py_False || kind == NULL || !PyBytes_Check(kind) ||
             PyBytes_GET_SIZE(kind) != 1) {
         result = PyObject_CallMethodObjArgs(eng, str_answer, c, ctx, res, NULL);
-    } else if (PyBytes_AS_STRING(kind)[0] == 'v' && PyBytes_CheckExact(value)) {
-        result = Py_NewRef(value);
+    } else if (PyBytes_AS_STRING(kind)[0] == 'v' && (PyBytes_CheckExact(value) ||
+                                                      PyLong_CheckExact(value))) {
+        result = Py_NewRef(value);   /* (an int here is one a long long holds: lua_to_py) */
+    } else if (PyBytes_AS_STRING(kind)[0] == 'v' && (value == Py_None || (
+            PyBool_Check(value) && SLOT_AT(ctx, ctx_off[X_RESP]) == proto2))) {
+        /* nil, and a boolean of a script in RESP2 (_reply: 1 or a null) */
+        result = value == Py_True ? PyLong_FromLong(1) : Py_NewRef(Py_None);
     } else if (PyBytes_AS_STRING(kind)[0] == 'r' && PyBytes_CheckExact(value)) {
         result = PyObject_CallOneArg(raw_type, value);
     } else {

@@ -251,7 +251,7 @@ class ScriptEngine:
 
     @staticmethod
     def _open_luacall(lua: Any) -> Any:
-        """_luacall's table in this state ({id, call, pcall, keep, set_runner}: the state
+        """_luacall's table in this state ({id, call, pcall, keep, set_runner, tick}: the state
         loads the C library itself, package.loadlib handing it the lua_State), or None."""
         if _luacall is None:
             return None

@@ -469,16 +469,6 @@ local function run(f, cp, nk, ...)
   local ok, res = xpcall(f, err_handler)
   return finish(ok, res, cp)
 end
--- _luacall's runner: the same, KEYS and ARGV made in C
-if ACCEL then
-  ACCEL.set_runner(function(f, cp, keys, argv)
-    G.KEYS = keys
-    G.ARGV = argv
-    SRESP = 2
-    local ok, res = xpcall(f, err_handler)
-    return finish(ok, res, cp)
-  end)
-end
 -- a function (FCALL): the callback gets the keys and the arguments as its two parameters
 local function frun(f, cp, nk, ...)
   local keys, argv = split_args(nk, ...)
@@ -486,12 +476,16 @@ local function frun(f, cp, nk, ...)
   local ok, res = xpcall(function() return f(keys, argv) end, err_handler)
   return finish(ok, res, cp)
 end
--- luaCallFunction's garbage collector pacing: a step of 50 every 50 runs (LUA_GC_CYCLE_PERIOD)
+-- luaCallFunction's garbage collector pacing: a step of 50 every 50 runs (LUA_GC_CYCLE_PERIOD),
+-- counted in C when _luacall is there (its runs and these in one count)
 local runs = 0
-finish = function(ok, res, cp)
-  if line_mode then set_hook(true) end
+local tick = ACCEL and ACCEL.tick or function()
   runs = runs + 1
   if runs == 50 then collectgarbage('step', 50); runs = 0 end
+end
+-- what a run answers once the script ended: ok, and its result or its error
+local function conclude(ok, res, cp)
+  if line_mode then set_hook(true) end
   if not ok then
     if type(res) ~= 'table' then return 'x', tostring(res) end
     local m = res.err
@@ -508,6 +502,14 @@ finish = function(ok, res, cp)
   conv(res, out, cp, 0)
   return 'r', concat(out)
 end
+finish = function(ok, res, cp)
+  tick()
+  return conclude(ok, res, cp)
+end
+-- _luacall's runs (luaCallFunction's moves in C): KEYS and ARGV set in G, the script called
+-- under err_handler, its result answered in C unless conclude must (an error, a table, the
+-- hook left in line mode)
+if ACCEL then ACCEL.set_runner(G, err_handler, conclude) end
 
 local function compile(body, name)
   local f, e = loadstring(body, name or '@user_script')

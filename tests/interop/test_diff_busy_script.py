@@ -55,6 +55,28 @@ def test_busy_replies_and_script_kill(servers) -> None:
     assert seen[0][4] == b"+OK\r\n" and seen[0][6] == b"+PONG\r\n"
 
 
+def test_a_kill_caught_by_pcall_leaves_the_next_scripts_alone(servers) -> None:
+    """A killed script that catches the kill in a pcall and returns on the same line (the
+    hook, in line mode after SCRIPT KILL, gets no new line to stop it at) ends normally, and
+    the scripts after it, EVAL's and EVALSHA's, run with the busy hook as it was."""
+    seen = []
+    caught = "return pcall(function() local i = 0 while true do i = i + 1 end end)"
+    for srv in servers:
+        with RawClient(srv.port) as runner, RawClient(srv.port) as other:
+            assert other.call("PING") == b"+PONG\r\n"
+            sha = other.call("SCRIPT", "LOAD", "return 'after'").split(b"\r\n")[1]
+            runner.send("EVAL", caught, "0")
+            wait_busy(other)
+            got = [other.call("SCRIPT", "KILL"), runner.read_reply(),
+                   runner.call("EVAL", "local x = 1\nlocal y = 2\nreturn x + y", "0"),
+                   runner.call("EVALSHA", sha, "0"), runner.call("EVALSHA", sha, "0"),
+                   other.call("PING")]
+            seen.append(got)
+    assert seen[0] == seen[1]
+    assert seen[0][2:] == [b":3\r\n", b"$5\r\nafter\r\n", b"$5\r\nafter\r\n",
+                           b"+PONG\r\n"]
+
+
 def test_a_script_that_wrote_is_unkillable_and_shutdown_nosave_stops(servers) -> None:
     seen = []
     for srv in servers:
