@@ -99,6 +99,7 @@ static PyObject *str_node_max_bytes, *str_node_max_entries;   /* stream-node-max
 static PyObject *str_at, *str_remove;   /* ZSet's _at and remove */
 static PyObject *str_score;   /* a sorted set's score (either encoding's) */
 static PyObject *srem_name;   /* b"SREM": what SPOP propagates as */
+static PyObject *name_pexpireat, *name_zadd;   /* what EXPIRE and GEOADD propagate as */
 static int bound;   /* bind() ran to its end */
 static long long added;         /* zset.ADDED, a result of set_score */
 static KTable_CAPI *kt;         /* the keyspace's table (pyrepl/keyspace/_ktable.h) */
@@ -619,14 +620,16 @@ int_text(long long v)
 }
 
 /* c.propagate_argv = [name, key, <v's text>(, last)]: what the reference writes for a command
-   it propagates rewritten; -1 on an exception. */
+   it propagates rewritten (*name made once); -1 on an exception. */
 static int
-propagate_as(Hot *h, const char *name, long long v, PyObject *last)
+propagate_as(Hot *h, PyObject **name, const char *text, long long v, PyObject *last)
 {
+    if (*name == NULL && (*name = PyBytes_FromString(text)) == NULL)
+        return -1;
     PyObject *pa = PyList_New(last == NULL ? 3 : 4);
     if (pa == NULL)
         return -1;
-    PyList_SET_ITEM(pa, 0, PyBytes_FromString(name));
+    PyList_SET_ITEM(pa, 0, Py_NewRef(*name));
     PyList_SET_ITEM(pa, 1, Py_NewRef(h->key));
     PyList_SET_ITEM(pa, 2, int_text(v));
     if (last != NULL)
@@ -692,7 +695,7 @@ hot_expire(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *w = PyLong_FromLongLong(when);
     int rc = w == NULL ? -1 : kt->set(h.expires, h.key, w);
     Py_XDECREF(w);
-    if (rc < 0 || propagate_as(&h, "PEXPIREAT", when, NULL) < 0)
+    if (rc < 0 || propagate_as(&h, &name_pexpireat, "PEXPIREAT", when, NULL) < 0)
         return NULL;
     return dirtied(&h, PyLong_FromLong(1));
 }
@@ -751,6 +754,79 @@ tx_client(PyObject *const *args, Py_ssize_t nargs)
     return args[0];
 }
 
+/* EXEC's replies, written one after the other into one buffer (what writer.encode makes of
+   each: bulk strings, integers and +OK here, the rest by encode itself), handed to
+   the client's output as one bytes object. */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} replies_buf;
+
+static int
+buf_put(replies_buf *b, const char *s, Py_ssize_t n)
+{
+    if (b->n + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n)
+            cap *= 2;
+        char *p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+/* reply's wire bytes written to b; -1 on an exception. */
+static int
+buf_reply(replies_buf *b, PyObject *reply, PyObject *proto)
+{
+    char head[32];
+    if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
+        Py_ssize_t n = PyBytes_GET_SIZE(reply);
+        return buf_put(b, head, resp_header(head, '$', n)) < 0 ||
+               buf_put(b, PyBytes_AS_STRING(reply), n) < 0 ? -1 : buf_put(b, "\r\n", 2);
+    }
+    if (PyLong_CheckExact(reply)) {             /* b":%d\r\n" */
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(reply, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow)
+            return buf_put(b, head, resp_header(head, ':', v));
+    } else if (reply == ok) {
+        return buf_put(b, "+OK\r\n", 5);
+    }
+    PyObject *eargs[2] = {reply, proto};
+    PyObject *wire = PyObject_Vectorcall(encode_fn, eargs, 2, NULL);
+    if (wire == NULL)
+        return -1;
+    int rc = PyBytes_Check(wire) ? buf_put(b, PyBytes_AS_STRING(wire), PyBytes_GET_SIZE(wire))
+                                 : (PyErr_SetString(PyExc_TypeError, "encode: bytes"), -1);
+    Py_DECREF(wire);
+    return rc;
+}
+
+/* What b holds, inserted into out at index at (appended: at == its length); b emptied. */
+static int
+buf_flush(replies_buf *b, PyObject *out, Py_ssize_t at)
+{
+    if (b->n == 0)
+        return 0;
+    PyObject *data = PyBytes_FromStringAndSize(b->p, b->n);
+    if (data == NULL)
+        return -1;
+    b->n = 0;
+    int rc = PyList_Insert(out, at, data);
+    Py_DECREF(data);
+    return rc;
+}
+
 /* MULTI outside a transaction: in MULTI, with a new queue and no error; +OK */
 static PyObject *
 hot_multi(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -768,9 +844,10 @@ hot_multi(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* EXEC of a transaction with no error at queueing, no WATCH, by an unrestricted client: out
-   of MULTI, "*<n>" and each queued command's reply (fastpath.call, then writer.encode in the
-   client's protocol) appended to its output, one call level deeper (the transaction
-   propagates as one unit, after it ran); NO_REPLY. A client restricted by a command of the
+   of MULTI, "*<n>" and each queued command's reply (fastpath.call, then its bytes as
+   writer.encode makes them in the client's protocol: buf_reply) appended to its output as
+   one bytes object (cut where a command wrote to it itself), one call level deeper (the
+   transaction propagates as one unit, after it ran); NO_REPLY. A client restricted by a command of the
    transaction (AUTH) has the rest run by transactions.run_queue. */
 static PyObject *
 hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -809,19 +886,19 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_put(c, client_off[C_DIRTY_CAS], Py_False);
     char head[24];
     Py_ssize_t n = PyList_GET_SIZE(queue);
-    PyObject *h = PyBytes_FromStringAndSize(head, resp_header(head, '*', n));
-    int rc = h == NULL ? -1 : PyList_Append(out, h);
-    Py_XDECREF(h);
-    if (rc < 0 || slot_add(core, core_off[K_CALL_DEPTH], 1) < 0)
+    replies_buf buf = {NULL, 0, 0};
+    int rc = buf_put(&buf, head, resp_header(head, '*', n));
+    if (rc < 0 || slot_add(core, core_off[K_CALL_DEPTH], 1) < 0) {
+        PyMem_Free(buf.p);
         goto done;
-    rc = 0;
+    }
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *item = PyList_GET_ITEM(queue, i);
         if (SLOT_AT(c, client_off[C_RESTRICTED]) != Py_False) {   /* (AUTH inside) */
             PyObject *start = PyLong_FromSsize_t(i);
             PyObject *rargs[5] = {c, core, queue, start, exec_cmd};
-            PyObject *r = start == NULL ? NULL : PyObject_Vectorcall(run_queue_fn, rargs, 5,
-                                                                     NULL);
+            PyObject *r = start == NULL || buf_flush(&buf, out, PyList_GET_SIZE(out)) < 0
+                              ? NULL : PyObject_Vectorcall(run_queue_fn, rargs, 5, NULL);
             Py_XDECREF(start);
             rc = r == NULL ? -1 : 1;
             Py_XDECREF(r);
@@ -833,20 +910,33 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         PyObject *cargs[4] = {core, c, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)};
+        Py_ssize_t before = PyList_GET_SIZE(out);
         PyObject *reply = PyObject_Vectorcall(call_fn, cargs, 4, NULL);
         if (reply == NULL) {
             rc = -1;
             break;
         }
-        PyObject *eargs[2] = {reply, SLOT_AT(c, client_off[C_PROTO])};
-        PyObject *wire = eargs[1] == NULL ? NULL : PyObject_Vectorcall(encode_fn, eargs, 2,
-                                                                       NULL);
-        Py_DECREF(reply);
-        if (wire == NULL && eargs[1] == NULL)
+        /* what the command wrote itself (SUBSCRIBE's frames) comes after the replies before
+           it, as it would have had each been appended at once */
+        PyObject *proto = SLOT_AT(c, client_off[C_PROTO]);
+        if (proto == NULL)
             PyErr_SetString(PyExc_AttributeError, "proto");
-        rc = wire == NULL ? -1 : PyList_Append(out, wire);
-        Py_XDECREF(wire);
+        rc = proto == NULL || (PyList_GET_SIZE(out) != before &&
+                               buf_flush(&buf, out, before) < 0) ? -1
+                 : buf_reply(&buf, reply, proto);
+        Py_DECREF(reply);
     }
+    /* the replies so far go out, an exception or not (kept: the flush's own lost) */
+    PyObject *ft, *fv, *ftb;
+    PyErr_Fetch(&ft, &fv, &ftb);
+    if (buf_flush(&buf, out, PyList_GET_SIZE(out)) < 0) {
+        rc = -1;
+        if (ft != NULL)
+            PyErr_Clear();
+    }
+    if (ft != NULL)
+        PyErr_Restore(ft, fv, ftb);
+    PyMem_Free(buf.p);
     /* (finally: core._call_depth -= 1, an exception kept) */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -1480,7 +1570,7 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return reference(H_GEOADD, args, nargs);
     if (r <= 0)
         return r < 0 ? NULL : PyLong_FromLong(0);
-    if (propagate_as(&h, "zadd", (long long)bits, member) < 0)   /* (52 bits: a long long) */
+    if (propagate_as(&h, &name_zadd, "zadd", (long long)bits, member) < 0)   /* (52 bits: a long long) */
         return NULL;
     return dirtied(&h, PyLong_FromLong(r == 1));
 }

@@ -551,6 +551,25 @@ def test_transactions_take_their_form_in_c() -> None:
         _hot.exec(c, [b"EXEC"])
 
 
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_what_a_queued_command_writes_itself_keeps_its_place_in_exec(proto: str) -> None:
+    """EXEC's replies go out in one piece, cut where a queued command writes to the client
+    itself (SUBSCRIBE's and UNSUBSCRIBE's frames): the bytes are the Python EXEC's, which
+    appends each reply as it comes."""
+    reqs = [["HELLO", proto], ["SET", "n", "5"], ["MULTI"], ["SET", "k", "v"],
+            ["SUBSCRIBE", "ch", "dh"], ["GET", "k"], ["INCR", "n"], ["UNSUBSCRIBE", "ch"],
+            ["GET", "nokey"], ["EXEC"]]
+    a, b = warm_server(False), warm_server(False)
+    got, want = _apply(*a, reqs, True), _apply(*b, reqs, False)
+    assert got == want
+    head = b"*3\r\n" if proto == "2" else b">3\r\n"
+    sub = head + b"$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    null = b"$-1\r\n" if proto == "2" else b"_\r\n"
+    assert got.endswith(b"*6\r\n+OK\r\n" + sub + head + b"$9\r\nsubscribe\r\n$2\r\ndh\r\n"
+                        b":2\r\n$1\r\nv\r\n:6\r\n" + head + b"$11\r\nunsubscribe\r\n"
+                        b"$2\r\nch\r\n:1\r\n" + null)
+
+
 @pytest.mark.parametrize("c_handlers", [True, False])
 def test_a_transaction_that_authenticates_runs_its_rest_under_acl(c_handlers: bool) -> None:
     """An AUTH inside a transaction restricts the client for the commands after it: the C
