@@ -39,6 +39,7 @@
 
 #define MODULE_NAME "pyrepl.commands._hot"
 #include "../_slots.h"
+#include "../_wbuf.h"
 #include "_geohash.h"
 #include "../keyspace/_ktable.h"
 #include "../keyspace/_strtab.h"
@@ -754,43 +755,19 @@ tx_client(PyObject *const *args, Py_ssize_t nargs)
     return args[0];
 }
 
-/* EXEC's replies, written one after the other into one buffer (what writer.encode makes of
-   each: bulk strings, integers and +OK here, the rest by encode itself), handed to
-   the client's output as one bytes object. */
-typedef struct {
-    char *p;
-    Py_ssize_t n, cap;
-} replies_buf;
-
-static int
-buf_put(replies_buf *b, const char *s, Py_ssize_t n)
-{
-    if (b->n + n > b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n)
-            cap *= 2;
-        char *p = PyMem_Realloc(b->p, (size_t)cap);
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, (size_t)n);
-    b->n += n;
-    return 0;
-}
+/* EXEC's replies are written one after the other into one buffer (what writer.encode makes
+   of each: bulk strings, integers and +OK here, the rest by encode itself), handed to the
+   client's output as one bytes object. */
 
 /* reply's wire bytes written to b; -1 on an exception. */
 static int
-buf_reply(replies_buf *b, PyObject *reply, PyObject *proto)
+buf_reply(wbuf *b, PyObject *reply, PyObject *proto)
 {
     char head[32];
     if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
         Py_ssize_t n = PyBytes_GET_SIZE(reply);
-        return buf_put(b, head, resp_header(head, '$', n)) < 0 ||
-               buf_put(b, PyBytes_AS_STRING(reply), n) < 0 ? -1 : buf_put(b, "\r\n", 2);
+        return wbuf_put(b, head, resp_header(head, '$', n)) < 0 ||
+               wbuf_put(b, PyBytes_AS_STRING(reply), n) < 0 ? -1 : wbuf_put(b, "\r\n", 2);
     }
     if (PyLong_CheckExact(reply)) {             /* b":%d\r\n" */
         int overflow;
@@ -798,15 +775,15 @@ buf_reply(replies_buf *b, PyObject *reply, PyObject *proto)
         if (v == -1 && PyErr_Occurred())
             return -1;
         if (!overflow)
-            return buf_put(b, head, resp_header(head, ':', v));
+            return wbuf_put(b, head, resp_header(head, ':', v));
     } else if (reply == ok) {
-        return buf_put(b, "+OK\r\n", 5);
+        return wbuf_put(b, "+OK\r\n", 5);
     }
     PyObject *eargs[2] = {reply, proto};
     PyObject *wire = PyObject_Vectorcall(encode_fn, eargs, 2, NULL);
     if (wire == NULL)
         return -1;
-    int rc = PyBytes_Check(wire) ? buf_put(b, PyBytes_AS_STRING(wire), PyBytes_GET_SIZE(wire))
+    int rc = PyBytes_Check(wire) ? wbuf_put(b, PyBytes_AS_STRING(wire), PyBytes_GET_SIZE(wire))
                                  : (PyErr_SetString(PyExc_TypeError, "encode: bytes"), -1);
     Py_DECREF(wire);
     return rc;
@@ -814,14 +791,14 @@ buf_reply(replies_buf *b, PyObject *reply, PyObject *proto)
 
 /* What b holds, inserted into out at index at (appended: at == its length); b emptied. */
 static int
-buf_flush(replies_buf *b, PyObject *out, Py_ssize_t at)
+buf_flush(wbuf *b, PyObject *out, Py_ssize_t at)
 {
-    if (b->n == 0)
+    if (b->len == 0)
         return 0;
-    PyObject *data = PyBytes_FromStringAndSize(b->p, b->n);
+    PyObject *data = PyBytes_FromStringAndSize((const char *)b->b, b->len);
     if (data == NULL)
         return -1;
-    b->n = 0;
+    b->len = 0;
     int rc = PyList_Insert(out, at, data);
     Py_DECREF(data);
     return rc;
@@ -886,10 +863,10 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_put(c, client_off[C_DIRTY_CAS], Py_False);
     char head[24];
     Py_ssize_t n = PyList_GET_SIZE(queue);
-    replies_buf buf = {NULL, 0, 0};
-    int rc = buf_put(&buf, head, resp_header(head, '*', n));
+    wbuf buf;
+    int rc = wbuf_init(&buf, 256) < 0 ? -1 : wbuf_put(&buf, head, resp_header(head, '*', n));
     if (rc < 0 || slot_add(core, core_off[K_CALL_DEPTH], 1) < 0) {
-        PyMem_Free(buf.p);
+        PyMem_Free(buf.b);
         goto done;
     }
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
@@ -936,7 +913,7 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (ft != NULL)
         PyErr_Restore(ft, fv, ftb);
-    PyMem_Free(buf.p);
+    PyMem_Free(buf.b);
     /* (finally: core._call_depth -= 1, an exception kept) */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);

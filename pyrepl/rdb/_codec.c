@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_wbuf.h"
+
 #define HLOG 14
 #define HSIZE (1u << HLOG)
 #define MAX_LIT 32
@@ -425,28 +427,6 @@ static PyObject *read_run(PyObject *self, PyObject *args)
 }
 
 /* ---------------------------------------------------------------- writing runs */
-
-typedef struct {
-    uint8_t *b;
-    Py_ssize_t len, cap;
-} wbuf;
-
-static int reserve(wbuf *w, Py_ssize_t more)
-{
-    if (w->len + more <= w->cap)
-        return 0;
-    Py_ssize_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + more)
-        cap *= 2;
-    uint8_t *nb = PyMem_Realloc(w->b, (size_t)cap);
-    if (nb == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    w->b = nb;
-    w->cap = cap;
-    return 0;
-}
 
 /* rdbTryIntegerEncoding: a canonical decimal of at most 11 bytes in the int32 range. */
 static int int_encoding(const uint8_t *s, Py_ssize_t n, uint8_t *out)
