@@ -1482,9 +1482,10 @@ hot_pfcount(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* PFADD key element [element ...] into a dense HyperLogLog (hll.is_hll's checks, a key with
-   no TTL or one still to come): hll.dense_add (C, pyrepl/keyspace/_hll.c) over the elements;
-   the grown HLL stored under the key (its TTL kept, as the reference's _store), core.dirty
-   += the registers that grew; 1 when one did, else 0 */
+   no TTL or one still to come): hll.dense_add (C, pyrepl/keyspace/_hll.c) over the elements,
+   in place when the table and this call are all that hold the string, else on a copy stored
+   under the key (its TTL kept, as the reference's _store); core.dirty += the registers that
+   grew; 1 when one did, else 0 */
 static PyObject *dense_add_fn;   /* pyrepl.keyspace.hll.dense_add */
 
 static PyObject *
@@ -1504,9 +1505,11 @@ hot_pfadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(v);
         return PyErr_Occurred() ? NULL : reference(H_PFADD, args, nargs);
     }
+    /* in place when only the table and this call hold the string (nobody sees it change:
+       no reply, no other key, no watcher) */
     PyObject *start = PyLong_FromLong(2);
-    PyObject *call_args[3] = {v, args[1], start};
-    PyObject *got = start == NULL ? NULL : PyObject_Vectorcall(dense_add_fn, call_args, 3, NULL);
+    PyObject *call_args[4] = {v, args[1], start, Py_REFCNT(v) == 2 ? Py_True : Py_False};
+    PyObject *got = start == NULL ? NULL : PyObject_Vectorcall(dense_add_fn, call_args, 4, NULL);
     Py_XDECREF(start);
     Py_DECREF(v);
     if (got == NULL)
@@ -1518,7 +1521,7 @@ hot_pfadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (rc < 0)
         PyErr_SetString(PyExc_TypeError, "dense_add: (updated, hll or None) was expected");
     else if (dense != NULL && (!PyBytes_CheckExact(dense) ||
-                               kt->set(h.data, h.key, dense) < 0 ||
+                               (dense != v && kt->set(h.data, h.key, dense) < 0) ||
                                slot_add(h.core, core_off[K_DIRTY], updated) < 0))
         rc = -1;
     Py_DECREF(got);

@@ -5,7 +5,8 @@
    (to a bytearray and back to bytes): PFADD ran at 0.15x Redis at -P16 (bench/RESULTS.md,
    issue 39). ``pat_len`` is hll.pat_len; ``dense_add`` is hll.add over a dense HLL for
    every element, with one copy of the string, made at the first register that grows (none
-   when nothing changes). tests/unit/test_hll_native.py checks both against hll.py. */
+   when nothing changes, nor when its caller vouches that nobody else holds the string: then
+   it grows in place, as Redis's). tests/unit/test_hll_native.py checks both against hll.py. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -109,18 +110,41 @@ pat_len(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(li)", index, count);
 }
 
-/* dense_add(hll: bytes, elements: list, start: int) -> (updated, new bytes or None)
+/* Can a bytes object be changed in place here? Where its cached hash is known (CPython
+   3.11's PyBytesObject): it is reset after the change. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define IN_PLACE 1
+static void
+forget_hash(PyObject *b)
+{
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ((PyBytesObject *)b)->ob_shash = -1;
+#pragma GCC diagnostic pop
+}
+#else
+#define IN_PLACE 0
+#endif
+
+/* dense_add(hll: bytes, elements: list, start: int[, in_place]) -> (updated, bytes or None)
 
    hll.add of elements[start:] in turn over a dense HLL (its size and encoding byte checked
    here; the magic by the caller): how many registers grew, and the HLL with them grown and
-   its cached cardinality marked stale, a new bytes object (None when none grew). */
+   its cached cardinality marked stale, a new bytes object (None when none grew). With
+   in_place true, the caller's word that nobody else holds hll (the keyspace's PFADD: its
+   reference and the table's, pyrepl/commands/_hot.c), hll itself grows and is answered, as
+   Redis's PFADD changes its string: no copy of the 12 KB. */
 static PyObject *
 dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "dense_add(hll: bytes, elements: list, start: int)");
+    if (nargs < 3 || nargs > 4 || !PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "dense_add(hll: bytes, elements: list, start: int[, in_place])");
         return NULL;
     }
+    int in_place = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (in_place < 0)
+        return NULL;
     PyObject *hll = args[0], *elements = args[1];
     Py_ssize_t start = PyLong_AsSsize_t(args[2]);
     if (start == -1 && PyErr_Occurred())
@@ -129,7 +153,7 @@ dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "dense_add: not a dense HyperLogLog");
         return NULL;
     }
-    PyObject *out = NULL;   /* the copy, made at the first register that grows */
+    PyObject *out = NULL;   /* the copy, made at the first register that grows (or hll) */
     const unsigned char *regs = (const unsigned char *)PyBytes_AS_STRING(hll) + HLL_HDR_SIZE;
     long updated = 0;
     for (Py_ssize_t i = start; i < PyList_GET_SIZE(elements); i++) {
@@ -146,7 +170,9 @@ dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (count <= dense_get(regs, index))
             continue;
         if (out == NULL) {
-            out = PyBytes_FromStringAndSize(PyBytes_AS_STRING(hll), HLL_DENSE_SIZE);
+            out = IN_PLACE && in_place ? Py_NewRef(hll)
+                                       : PyBytes_FromStringAndSize(PyBytes_AS_STRING(hll),
+                                                                   HLL_DENSE_SIZE);
             if (out == NULL)
                 return NULL;
             regs = (const unsigned char *)PyBytes_AS_STRING(out) + HLL_HDR_SIZE;
@@ -157,6 +183,10 @@ dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL)
         return Py_BuildValue("(lO)", updated, Py_None);
     PyBytes_AS_STRING(out)[15] |= (char)0x80;   /* HLL_INVALIDATE_CACHE */
+#if IN_PLACE
+    if (out == hll)
+        forget_hash(out);
+#endif
     return Py_BuildValue("(lN)", updated, out);
 }
 
@@ -164,5 +194,5 @@ SLOTS_MODULE(_hll, "HyperLogLog's per-element work (pyrepl/keyspace/hll.py), in 
     FASTCALL("pat_len", pat_len,
              "pat_len(element) -> (index, count): hll.pat_len (hllPatLen)."),
     FASTCALL("dense_add", dense_add,
-             "dense_add(hll, elements, start) -> (updated, new or None): hll.add of each "
-             "element over a dense HLL, with one copy."))
+             "dense_add(hll, elements, start[, in_place]) -> (updated, new or None): hll.add "
+             "of each element over a dense HLL, with one copy (none in place)."))

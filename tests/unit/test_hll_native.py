@@ -42,6 +42,26 @@ def test_dense_add_is_the_references(before: list[bytes], added: list[bytes], st
         assert got[1] != value and value == _dense(before)
 
 
+@settings(max_examples=200, deadline=None)
+@given(before=st.lists(st.binary(max_size=12), max_size=300),
+       added=st.lists(st.binary(max_size=12), max_size=40))
+def test_dense_add_in_place_grows_the_value_itself(before: list[bytes],
+                                                   added: list[bytes]) -> None:
+    """With in_place, the registers grow in the string given (its cached hash forgotten), to
+    the reference's bytes; nothing grown, it is left as it was."""
+    value = _dense(before)
+    hash(value)                        # (a hash cached before the change)
+    argv = [b"PFADD", b"key", *added]
+    want = hll.dense_add_reference(value, argv, 2)
+    got = _native.dense_add(value, argv, 2, True)
+    assert got[0] == want[0]
+    if want[1] is None:
+        assert got[1] is None and value == _dense(before)
+    else:
+        assert got[1] is value and value == want[1]
+        assert hash(value) == hash(bytes(bytearray(value)))
+
+
 def test_dense_add_sets_every_register_as_the_reference() -> None:
     value = _dense([])
     elements = [b"element:%d" % i for i in range(200_000)]   # (every register reached)

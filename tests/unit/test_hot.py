@@ -717,6 +717,31 @@ def test_pfadd_takes_its_form_in_c() -> None:
     assert c.db.expires[b"h"] == ref_c.db.expires[b"h"]
 
 
+def test_pfadd_grows_in_place_only_a_string_nobody_else_holds() -> None:
+    """PFADD's C handler grows the dense HyperLogLog's string itself when only the keyspace
+    holds it (no 12 KB copy, as Redis changes its string), and a copy when anything else does:
+    what that holder sees never changes, and the key gets the reference's bytes either way."""
+    servers = [warm_server(False), warm_server(False)]
+    setup = b"".join(cmd("PFADD", "h", *(f"e{i}" for i in range(j, j + 500)))
+                     for j in range(0, 3000, 500)) + cmd("SET", "s", "v")
+    for _, c in servers:
+        c.receive_data(setup)
+        c.data_to_send()
+    (core, c), (ref_core, ref_c) = servers
+    before = id(c.db.data[b"h"])
+    assert _hot.pfadd(c, [b"PFADD", b"h", b"grows1", b"grows2", b"grows3"]) == 1
+    assert id(c.db.data[b"h"]) == before                 # the string itself grew
+    held = c.db.data[b"h"]                               # now another holder
+    kept = bytes(bytearray(held))
+    assert _hot.pfadd(c, [b"PFADD", b"h", b"grows4", b"grows5", b"grows6"]) == 1
+    assert held == kept and c.db.data[b"h"] is not held  # a copy grew
+    for r in ([b"PFADD", b"h", b"grows1", b"grows2", b"grows3"],
+              [b"PFADD", b"h", b"grows4", b"grows5", b"grows6"]):
+        assert hot.REFERENCE["pfadd"](ref_c, r) == 1
+    assert c.db.data[b"h"] == ref_c.db.data[b"h"]
+    assert core.dirty == ref_core.dirty
+
+
 def test_zincrby_takes_its_form_in_c() -> None:
     """ZINCRBY by an integer on a sorted set of either encoding runs in C (the Python handler
     made to fail): the new score, the dirty counter up when it changed; a new key, another
