@@ -824,8 +824,8 @@ hot_multi(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
    of MULTI, "*<n>" and each queued command's reply (fastpath.call, then its bytes as
    writer.encode makes them in the client's protocol: buf_reply) appended to its output as
    one bytes object (cut where a command wrote to it itself), one call level deeper (the
-   transaction propagates as one unit, after it ran); NO_REPLY. A client restricted by a command of the
-   transaction (AUTH) has the rest run by transactions.run_queue. */
+   transaction propagates as one unit, after it ran); NO_REPLY. A client restricted by a
+   command of the transaction (AUTH) has the rest run by transactions.run_queue. */
 static PyObject *
 hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1550,7 +1550,8 @@ hot_geoadd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return reference(H_GEOADD, args, nargs);
     if (r <= 0)
         return r < 0 ? NULL : PyLong_FromLong(0);
-    if (propagate_as(&h, &name_zadd, "zadd", (long long)bits, member) < 0)   /* (52 bits: a long long) */
+    /* (52 bits: a long long) */
+    if (propagate_as(&h, &name_zadd, "zadd", (long long)bits, member) < 0)
         return NULL;
     return dirtied(&h, PyLong_FromLong(r == 1));
 }

@@ -32,9 +32,10 @@
    luaCallFunction makes it, without the bootstrap's runner in between: KEYS and ARGV set
    in the globals here, the script called under the error handler, a result that is not a
    table answered here ("v" and the value), anything else by ``conclude``; the results
-   converted as lupa converts them (a Lua number that is an integer as an int). evalsha / EVALSHA's and EVALSHA_RO's handlers: ``ScriptEngine.eval``'s moves for
-   a cached script without a shebang on a master (see evalsha), NotImplemented otherwise, the
-   Python handler then. tests/unit/test_luacall.py runs scripts both ways and compares.
+   converted as lupa converts them (a Lua number that is an integer as an int). evalsha /
+   EVALSHA's and EVALSHA_RO's handlers: ``ScriptEngine.eval``'s moves for a cached script
+   without a shebang on a master (see evalsha), NotImplemented otherwise, the Python handler
+   then. tests/unit/test_luacall.py runs scripts both ways and compares.
 
    The C functions run under lupa's calls too (FCALL, a debugging session), where lupa has
    released the GIL: each takes it (PyGILState_Ensure) and gives it back before a Lua error. */
