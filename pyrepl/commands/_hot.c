@@ -903,21 +903,14 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                  : buf_reply(&buf, reply, proto);
         Py_DECREF(reply);
     }
-    /* the replies so far go out, an exception or not (kept: the flush's own lost) */
-    PyObject *ft, *fv, *ftb;
-    PyErr_Fetch(&ft, &fv, &ftb);
-    if (buf_flush(&buf, out, PyList_GET_SIZE(out)) < 0) {
-        rc = -1;
-        if (ft != NULL)
-            PyErr_Clear();
-    }
-    if (ft != NULL)
-        PyErr_Restore(ft, fv, ftb);
-    PyMem_Free(buf.b);
-    /* (finally: core._call_depth -= 1, an exception kept) */
+    /* (finally: the replies so far go out and core._call_depth -= 1, an exception kept; an
+       error of either when there was none) */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    int back = slot_add(core, core_off[K_CALL_DEPTH], -1);
+    int back = buf_flush(&buf, out, PyList_GET_SIZE(out)) < 0 ? -1 : 0;
+    PyMem_Free(buf.b);
+    if (slot_add(core, core_off[K_CALL_DEPTH], -1) < 0 && back == 0)
+        back = -1;
     if (et != NULL) {
         if (back < 0)
             PyErr_Clear();
