@@ -338,16 +338,9 @@ append_reply(PyObject *c, PyObject *reply)
 {
     PyObject *data;
     if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
-        Py_ssize_t n = PyBytes_GET_SIZE(reply);
-        char head[32];
-        int h = resp_header(head, '$', n);
-        data = PyBytes_FromStringAndSize(NULL, h + n + 2);
+        data = resp_bulk_bytes(PyBytes_AS_STRING(reply), PyBytes_GET_SIZE(reply));
         if (data == NULL)
             return -1;
-        char *p = PyBytes_AS_STRING(data);
-        memcpy(p, head, h);
-        memcpy(p + h, PyBytes_AS_STRING(reply), n);
-        memcpy(p + h + n, "\r\n", 2);
     } else if (PyLong_CheckExact(reply)) {      /* b":%d\r\n" */
         int overflow;
         long long v = PyLong_AsLongLongAndOverflow(reply, &overflow);

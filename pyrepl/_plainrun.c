@@ -293,7 +293,8 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (r == Py_None) {
             memcpy(w, PyBytes_AS_STRING(nil), (size_t)nil_len);
             w += nil_len;
-        } else {
+        } else {   /* (not resp_bulk_at: the digits' count is known here, ~27 instructions
+                      a reply less) */
             Py_ssize_t len = PyBytes_GET_SIZE(r);
             int k = ndigits(len);
             Py_ssize_t v = len;

@@ -10,8 +10,8 @@
    as "not the common case".
 
    The glue (at the end): an entry point's checks (BOUND_ENTRY, usage_error), bind()'s
-   classes and objects (bind_args), a RESP header's digits (resp_header), the method table
-   and the module (SLOTS_MODULE). A file
+   classes and objects (bind_args), a RESP header's digits and a bulk string (resp_header,
+   resp_bulk_at, resp_bulk_bytes), the method table and the module (SLOTS_MODULE). A file
    that uses BOUND_ENTRY or SLOTS_MODULE defines MODULE_NAME, its module's dotted name. */
 
 #ifndef PYREPL_SLOTS_H
@@ -335,6 +335,36 @@ resp_header(char *w, char mark, long long n)
     w[at++] = '\r';
     w[at++] = '\n';
     return at;
+}
+
+/* A RESP bulk string of the n bytes at s written at w: "$<n>\r\n", the bytes, CRLF; its
+   length, the bytes written (1 + n's digits + 2 + n + 2: at most n + 26). */
+static inline Py_ssize_t
+resp_bulk_at(char *w, const void *s, Py_ssize_t n)
+{
+    int k = resp_header(w, '$', (long long)n);
+    memcpy(w + k, s, (size_t)n);
+    w[k + n] = '\r';
+    w[k + n + 1] = '\n';
+    return k + n + 2;
+}
+
+/* A RESP bulk string of the n bytes at s, as a new bytes object of its exact size (one copy
+   of the bytes); NULL with MemoryError. */
+static inline PyObject *
+resp_bulk_bytes(const char *s, Py_ssize_t n)
+{
+    char head[24];
+    int k = resp_header(head, '$', (long long)n);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, k + n + 2);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    memcpy(w, head, (size_t)k);
+    memcpy(w + k, s, (size_t)n);
+    w[k + n] = '\r';
+    w[k + n + 1] = '\n';
+    return out;
 }
 
 #define FASTCALL(name, fn, doc) {(name), (PyCFunction)(void (*)(void))(fn), METH_FASTCALL, (doc)}

@@ -763,19 +763,15 @@ tx_client(PyObject *const *args, Py_ssize_t nargs)
 static int
 buf_reply(wbuf *b, PyObject *reply, PyObject *proto)
 {
-    char head[32];
-    if (PyBytes_CheckExact(reply)) {            /* b"$%d\r\n%s\r\n" */
-        Py_ssize_t n = PyBytes_GET_SIZE(reply);
-        return wbuf_put(b, head, resp_header(head, '$', n)) < 0 ||
-               wbuf_put(b, PyBytes_AS_STRING(reply), n) < 0 ? -1 : wbuf_put(b, "\r\n", 2);
-    }
-    if (PyLong_CheckExact(reply)) {             /* b":%d\r\n" */
+    if (PyBytes_CheckExact(reply))
+        return wbuf_bulk(b, PyBytes_AS_STRING(reply), PyBytes_GET_SIZE(reply));
+    if (PyLong_CheckExact(reply)) {
         int overflow;
         long long v = PyLong_AsLongLongAndOverflow(reply, &overflow);
         if (v == -1 && PyErr_Occurred())
             return -1;
         if (!overflow)
-            return wbuf_put(b, head, resp_header(head, ':', v));
+            return wbuf_header(b, ':', v);
     } else if (reply == ok) {
         return wbuf_put(b, "+OK\r\n", 5);
     }
@@ -861,12 +857,13 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     slot_set(c, client_off[C_MULTI_QUEUE], fresh);
     slot_set(c, client_off[C_WATCHED], fresh_watched);
     slot_put(c, client_off[C_DIRTY_CAS], Py_False);
-    char head[24];
     Py_ssize_t n = PyList_GET_SIZE(queue);
+    uint8_t local[512];   /* (the heap only past it) */
     wbuf buf;
-    int rc = wbuf_init(&buf, 256) < 0 ? -1 : wbuf_put(&buf, head, resp_header(head, '*', n));
+    wbuf_local(&buf, local, sizeof local);
+    int rc = wbuf_header(&buf, '*', n);
     if (rc < 0 || slot_add(core, core_off[K_CALL_DEPTH], 1) < 0) {
-        PyMem_Free(buf.b);
+        wbuf_free(&buf);
         goto done;
     }
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
@@ -908,7 +905,7 @@ hot_exec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     int back = buf_flush(&buf, out, PyList_GET_SIZE(out)) < 0 ? -1 : 0;
-    PyMem_Free(buf.b);
+    wbuf_free(&buf);
     if (slot_add(core, core_off[K_CALL_DEPTH], -1) < 0 && back == 0)
         back = -1;
     if (et != NULL) {

@@ -33,6 +33,7 @@
 
 #include "_listpack.h"
 #include "_streamid.h"
+#include "../_wbuf.h"
 
 static PyObject *make_id(uint64_t ms, uint64_t seq)
 {
@@ -189,26 +190,9 @@ static PyObject *check(PyObject *self, PyObject *args)
 
 /* ---------------------------------------------------------------- one entry, as lpAppend writes it */
 
-typedef struct {
-    uint8_t *b;
-    Py_ssize_t len, cap;
-} wbuf;
-
-static int wreserve(wbuf *w, Py_ssize_t more)
-{
-    if (w->len + more <= w->cap) return 0;
-    Py_ssize_t cap = w->cap * 2;
-    if (cap < w->len + more) cap = w->len + more;
-    uint8_t *nb = PyMem_Realloc(w->b, cap);
-    if (nb == NULL) { PyErr_NoMemory(); return -1; }
-    w->b = nb;
-    w->cap = cap;
-    return 0;
-}
-
 static int put_int(wbuf *w, int64_t v)
 {
-    if (wreserve(w, 14) < 0) return -1;
+    if (wbuf_reserve(w, 14) < 0) return -1;
     w->len += lp_encode_int(w->b + w->len, v);
     return 0;
 }
@@ -216,7 +200,7 @@ static int put_int(wbuf *w, int64_t v)
 static int put_str(wbuf *w, PyObject *obj)
 {
     Py_ssize_t n = PyBytes_GET_SIZE(obj);
-    if (wreserve(w, LP_ENTRY_MAX(n)) < 0) return -1;
+    if (wbuf_reserve(w, LP_ENTRY_MAX(n)) < 0) return -1;
     w->len += lp_encode_str(w->b + w->len, (const uint8_t *)PyBytes_AS_STRING(obj), n);
     return 0;
 }
@@ -234,10 +218,10 @@ static PyObject *entry(PyObject *self, PyObject *args)
         if (!PyBytes_CheckExact(PyList_GET_ITEM(fv, i)))
             Py_RETURN_NONE;
     }
-    wbuf w = {PyMem_Malloc(256), 0, 256};
+    uint8_t local[256];   /* (the heap only past it) */
+    wbuf w;
+    wbuf_local(&w, local, sizeof local);
     PyObject *out = NULL;
-    if (w.b == NULL)
-        return PyErr_NoMemory();
 #define PUT(call) do { if ((call) < 0) goto done; } while (0)
     PUT(put_int(&w, flags));
     PUT(put_int(&w, msd));
@@ -255,7 +239,7 @@ static PyObject *entry(PyObject *self, PyObject *args)
 #undef PUT
     out = PyBytes_FromStringAndSize((const char *)w.b, w.len);
 done:
-    PyMem_Free(w.b);
+    wbuf_free(&w);
     return out;
 }
 

@@ -476,7 +476,7 @@ static int put_str(wbuf *w, PyObject *o, int z)
     }
     const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(o);
     Py_ssize_t n = PyBytes_GET_SIZE(o);
-    if (reserve(w, n + 19) < 0)
+    if (wbuf_reserve(w, n + 19) < 0)
         return -1;
     uint8_t *o8 = w->b + w->len;
     if (n <= 11) {
@@ -527,7 +527,7 @@ static PyObject *put_run(PyObject *self, PyObject *args)
             double d = r == 0 ? PyFloat_AsDouble(PyTuple_GET_ITEM(e, 1)) : 0;
             if (r == 0 && d == -1.0 && PyErr_Occurred())
                 r = -1;
-            if (r == 0 && reserve(&w, 8) == 0) {
+            if (r == 0 && wbuf_reserve(&w, 8) == 0) {
                 uint64_t x;
                 memcpy(&x, &d, sizeof x);
                 for (int k = 0; k < 8; k++)
@@ -544,7 +544,7 @@ static PyObject *put_run(PyObject *self, PyObject *args)
     PyObject *res = NULL;
     if (!PyErr_Occurred())
         res = PyBytes_FromStringAndSize((const char *)w.b, w.len);
-    PyMem_Free(w.b);
+    wbuf_free(&w);
     return res;
 }
 
@@ -570,7 +570,7 @@ static int put_id(wbuf *w, PyObject *id)
         PyErr_SetString(PyExc_TypeError, "a stream ID is an int");
         return -1;
     }
-    if (reserve(w, 16) < 0)
+    if (wbuf_reserve(w, 16) < 0)
         return -1;
     if (_PyLong_AsByteArray((PyLongObject *)id, w->b + w->len, 16, 0, 0) < 0)
         return -1;
@@ -617,7 +617,7 @@ static PyObject *put_pel(PyObject *self, PyObject *args)
         unsigned long long cv = (c && !PyErr_Occurred()) ? PyLong_AsUnsignedLongLong(c) : 0;
         Py_XDECREF(t);
         Py_XDECREF(c);
-        if (c == NULL || PyErr_Occurred() || reserve(&w, 17) < 0) {
+        if (c == NULL || PyErr_Occurred() || wbuf_reserve(&w, 17) < 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_KeyError, "a PEL entry without its NACK");
             err = 1;
@@ -629,7 +629,7 @@ static PyObject *put_pel(PyObject *self, PyObject *args)
     }
     Py_DECREF(keys);
     PyObject *res = err ? NULL : PyBytes_FromStringAndSize((const char *)w.b, w.len);
-    PyMem_Free(w.b);
+    wbuf_free(&w);
     return res;
 }
 

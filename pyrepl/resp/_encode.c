@@ -15,6 +15,7 @@
 
 #define MODULE_NAME "pyrepl.resp._encode"
 #include "../_slots.h"
+#include "../_wbuf.h"
 
 static const char *Raw_names[] = {"data"};
 static Py_ssize_t Raw_off[1];
@@ -29,74 +30,9 @@ static PyObject *reference;   /* writer.encode_reference(value, proto) */
 static PyObject *two;         /* the default proto, 2 */
 static int bound;
 
-/* The bytes being written: a stack buffer first, the heap past it. */
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-    char local[4096];
-} buf_t;
-
-static int
-grow(buf_t *b, Py_ssize_t need)
-{
-    Py_ssize_t cap = b->cap;
-    while (cap - b->len < need)
-        cap *= 2;
-    char *p;
-    if (b->p == b->local) {
-        p = PyMem_Malloc(cap);
-        if (p != NULL)
-            memcpy(p, b->local, b->len);
-    } else {
-        p = PyMem_Realloc(b->p, cap);
-    }
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int
-put(buf_t *b, const char *s, Py_ssize_t n)
-{
-    if (b->cap - b->len < n && grow(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-
-
-/* A header: c, then n in decimal, then CRLF (as "%c%lld\r\n"). */
-static inline int
-header(buf_t *b, char c, long long n)
-{
-    if (b->cap - b->len < 24 && grow(b, 24) < 0)
-        return -1;
-    b->len += resp_header(b->p + b->len, c, n);
-    return 0;
-}
-
-static inline int
-bulk(buf_t *b, const char *s, Py_ssize_t n)
-{
-    if (b->cap - b->len < n + 32 && grow(b, n + 32) < 0)
-        return -1;
-    char *w = b->p + b->len;
-    int k = resp_header(w, '$', (long long)n);
-    memcpy(w + k, s, n);
-    w[k + n] = '\r';
-    w[k + n + 1] = '\n';
-    b->len += k + n + 2;
-    return 0;
-}
-
 /* The Python reference's bytes of v, appended. */
 static int
-by_reference(buf_t *b, PyObject *v, PyObject *proto)
+by_reference(wbuf *b, PyObject *v, PyObject *proto)
 {
     PyObject *args[2] = {v, proto};
     PyObject *r = PyObject_Vectorcall(reference, args, 2, NULL);
@@ -107,15 +43,15 @@ by_reference(buf_t *b, PyObject *v, PyObject *proto)
         PyErr_SetString(PyExc_TypeError, "encode_reference answered other than bytes");
         return -1;
     }
-    int rc = put(b, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
+    int rc = wbuf_put(b, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
     Py_DECREF(r);
     return rc;
 }
 
-static int write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto);
+static int write_value(wbuf *b, PyObject *v, int resp3, PyObject *proto);
 
 static int
-write_items(buf_t *b, PyObject *seq, int resp3, PyObject *proto)
+write_items(wbuf *b, PyObject *seq, int resp3, PyObject *proto)
 {
     /* (no Python code runs between two items but the reference on a leaf, which does not
        touch the containers it is not given) */
@@ -143,15 +79,15 @@ pairs_ok(PyObject *items)
 }
 
 static int
-write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto)
+write_value(wbuf *b, PyObject *v, int resp3, PyObject *proto)
 {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyBytes_Type)
-        return bulk(b, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        return wbuf_bulk(b, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
     if (t == Raw_type) {
         PyObject *data = SLOT_AT(v, Raw_off[0]);
         if (data != NULL && PyBytes_CheckExact(data))
-            return put(b, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+            return wbuf_put(b, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
         return by_reference(b, v, proto);
     }
     if (t == &PyLong_Type) {
@@ -159,13 +95,13 @@ write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto)
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (overflow)
             return by_reference(b, v, proto);
-        return header(b, ':', x);
+        return wbuf_header(b, ':', x);
     }
     if (v == Py_None)
-        return resp3 ? put(b, "_\r\n", 3) : put(b, "$-1\r\n", 5);
+        return resp3 ? wbuf_put(b, "_\r\n", 3) : wbuf_put(b, "$-1\r\n", 5);
     if (t == &PyList_Type || t == &PyTuple_Type) {
         int rc;
-        if (header(b, '*', (long long)Py_SIZE(v)) < 0 ||
+        if (wbuf_header(b, '*', (long long)Py_SIZE(v)) < 0 ||
                 Py_EnterRecursiveCall(" while encoding a reply"))
             return -1;
         rc = write_items(b, v, resp3, proto);
@@ -177,7 +113,7 @@ write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto)
         if (items == NULL || !PyList_CheckExact(items) || !pairs_ok(items))
             return by_reference(b, v, proto);
         Py_ssize_t n = PyList_GET_SIZE(items);
-        if ((resp3 ? header(b, '%', n) : header(b, '*', 2 * (long long)n)) < 0 ||
+        if ((resp3 ? wbuf_header(b, '%', n) : wbuf_header(b, '*', 2 * (long long)n)) < 0 ||
                 Py_EnterRecursiveCall(" while encoding a reply"))
             return -1;
         int rc = 0;
@@ -202,7 +138,7 @@ write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto)
         if (items == NULL || !PyList_CheckExact(items))
             return by_reference(b, v, proto);
         int rc;
-        if (header(b, resp3 ? '~' : '*', PyList_GET_SIZE(items)) < 0 ||
+        if (wbuf_header(b, resp3 ? '~' : '*', PyList_GET_SIZE(items)) < 0 ||
                 Py_EnterRecursiveCall(" while encoding a reply"))
             return -1;
         rc = write_items(b, items, resp3, proto);
@@ -219,16 +155,16 @@ write_value(buf_t *b, PyObject *v, int resp3, PyObject *proto)
         Py_ssize_t n = (Py_ssize_t)strlen(s);
         int rc;
         if (resp3)
-            rc = put(b, ",", 1) < 0 || put(b, s, n) < 0 ? -1 : put(b, "\r\n", 2);
+            rc = wbuf_put(b, ",", 1) < 0 || wbuf_put(b, s, n) < 0 ? -1 : wbuf_put(b, "\r\n", 2);
         else
-            rc = bulk(b, s, n);
+            rc = wbuf_bulk(b, s, n);
         PyMem_Free(s);
         return rc;
     }
     if (v == Py_True)
-        return resp3 ? put(b, "#t\r\n", 4) : put(b, ":1\r\n", 4);
+        return resp3 ? wbuf_put(b, "#t\r\n", 4) : wbuf_put(b, ":1\r\n", 4);
     if (v == Py_False)
-        return resp3 ? put(b, "#f\r\n", 4) : put(b, ":0\r\n", 4);
+        return resp3 ? wbuf_put(b, "#f\r\n", 4) : wbuf_put(b, ":0\r\n", 4);
     return by_reference(b, v, proto);
 }
 
@@ -251,29 +187,15 @@ encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         proto = two;
     }
-    if (PyBytes_CheckExact(v) && PyBytes_GET_SIZE(v) > 4000) {   /* (one copy, not two) */
-        Py_ssize_t n = PyBytes_GET_SIZE(v);
-        char head[24];
-        int k = resp_header(head, '$', (long long)n);
-        PyObject *out = PyBytes_FromStringAndSize(NULL, k + n + 2);
-        if (out == NULL)
-            return NULL;
-        char *w = PyBytes_AS_STRING(out);
-        memcpy(w, head, k);
-        memcpy(w + k, PyBytes_AS_STRING(v), n);
-        w[k + n] = '\r';
-        w[k + n + 1] = '\n';
-        return out;
-    }
-    buf_t b;
-    b.p = b.local;
-    b.len = 0;
-    b.cap = sizeof b.local;
+    if (PyBytes_CheckExact(v) && PyBytes_GET_SIZE(v) > 4000)   /* (one copy, not two) */
+        return resp_bulk_bytes(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    uint8_t local[4096];   /* (the heap only past it) */
+    wbuf b;
+    wbuf_local(&b, local, sizeof local);
     PyObject *out = NULL;
     if (write_value(&b, v, resp3, proto) == 0)
-        out = PyBytes_FromStringAndSize(b.p, b.len);
-    if (b.p != b.local)
-        PyMem_Free(b.p);
+        out = PyBytes_FromStringAndSize((const char *)b.b, b.len);
+    wbuf_free(&b);
     return out;
 }
 

@@ -570,6 +570,22 @@ def test_what_a_queued_command_writes_itself_keeps_its_place_in_exec(proto: str)
                         b"$2\r\nch\r\n:1\r\n" + null)
 
 
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_exec_replies_past_its_stack_area_are_the_python_exec_s(proto: str) -> None:
+    """EXEC writes its replies on a 512-byte area of its stack, then on the heap: a run whose
+    replies cross it (a 700-byte value, 200 integers, values either side of the cut) and one
+    cut by SUBSCRIBE's frames past it are the Python EXEC's bytes."""
+    big = "x" * 700
+    reqs = [["HELLO", proto], ["SET", "big", big], ["MULTI"], ["GET", "big"]]
+    reqs += [["INCR", "n"] if i % 3 else ["GET", f"k{i}"] for i in range(200)]
+    reqs += [["SUBSCRIBE", "ch"], ["GET", "big"], ["SET", "k1", "y" * 300], ["EXEC"]]
+    a, b = warm_server(False), warm_server(False)
+    got, want = _apply(*a, reqs, True), _apply(*b, reqs, False)
+    assert got == want
+    assert got.count(("$700\r\n" + big + "\r\n").encode()) == 2   # (the GETs; SET: +OK)
+    assert b":133\r\n" in got   # (the last INCR)
+
+
 @pytest.mark.parametrize("c_handlers", [True, False])
 def test_a_transaction_that_authenticates_runs_its_rest_under_acl(c_handlers: bool) -> None:
     """An AUTH inside a transaction restricts the client for the commands after it: the C
