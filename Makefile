@@ -34,7 +34,7 @@ redis-src:
 # with pyrepl standing in for redis-server, beside the same run on real redis-server 7.0.15:
 # tests/redis-suite/RESULTS.md (scripts/redis_suite.py; FILES=unit/type/incr,... for a subset).
 redis-suite: venv system-deps
-	@REDIS8_BUILD=no bash scripts/redis-src.sh
+	@REDIS8_BUILD=no VALKEY_BUILD=no bash scripts/redis-src.sh
 	$(PY) scripts/redis_suite.py $(if $(FILES),--files $(FILES))
 
 # A Java runtime for PySpark (the sync analytics job and its tests), only when java is missing;

@@ -8,8 +8,12 @@
 #   .cache/redis-src/redis-8/             Debian experimental's `apt-get source redis` (8.x),
 #                                         upstream redis.conf kept as redis.conf.orig
 #   .cache/redis-src/redis-8/src/redis-server   built with `make BUILD_TLS=no` (skip: REDIS8_BUILD=no)
-# A deb-src line for bookworm and experimental is added to apt's sources when apt-get cannot
-# find the source package. Runs only what is missing; idempotent.
+#   .cache/redis-src/valkey-8/            Debian trixie's `apt-get source valkey` (8.1), its
+#                                         upstream tarball alone (Debian's patches unbundle deps)
+#   .cache/redis-src/valkey-8/src/valkey-server built with `make BUILD_TLS=no` (skip: VALKEY_BUILD=no),
+#                                         for the interop tests of Valkey's dual-channel replication
+# A deb-src line for bookworm, trixie and experimental is added to apt's sources when apt-get
+# cannot find a source package. Runs only what is missing; idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=.cache/redis-src
@@ -27,15 +31,18 @@ command -v gcc >/dev/null 2>&1 || need_tools+=(gcc)
 command -v xz >/dev/null 2>&1 || need_tools+=(xz-utils)
 
 srcs_added=""
+# (grep reads all of apt-cache's output: with -q it would stop early, and pipefail would
+# count apt-cache's SIGPIPE as the package missing)
 ensure_deb_src() {
   [ -n "$srcs_added" ] && return 0
   srcs_added=yes
-  if ! apt-cache showsrc redis 2>/dev/null | grep -q '^Version: 5:8\.'; then
-    echo "adding a deb-src line (bookworm, experimental) for redis's source package" >&2
+  if ! apt-cache showsrc redis 2>/dev/null | grep '^Version: 5:8\.' >/dev/null \
+      || ! apt-cache showsrc valkey 2>/dev/null | grep '^Version: 8\.1' >/dev/null; then
+    echo "adding a deb-src line (bookworm, trixie, experimental) for redis's and valkey's source packages" >&2
     $SUDO tee /etc/apt/sources.list.d/pyrepl-redis-src.sources >/dev/null <<'SRC'
 Types: deb-src
 URIs: http://deb.debian.org/debian
-Suites: bookworm experimental
+Suites: bookworm trixie experimental
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
@@ -78,6 +85,29 @@ if [ "${REDIS8_BUILD:-yes}" != "no" ] && [ -d "$CACHE/redis-8" ] && [ ! -x "$CAC
   echo "building $(cat "$CACHE/redis-8/.debian-source-dir") (make BUILD_TLS=no, a few minutes)" >&2
   if ! make -C "$CACHE/redis-8" -j"$(nproc)" BUILD_TLS=no USE_SYSTEMD=no > "$CACHE/redis-8-build.log" 2>&1; then
     echo "Redis 8 build failed (see $CACHE/redis-8-build.log); the Redis 8 tests will skip" >&2
+  fi
+fi
+fetch_valkey() {  # upstream's tarball only: Debian's patches build against system libraries
+  local want="valkey-8" tmp dir
+  [ -d "$CACHE/$want" ] && return 0
+  ensure_deb_src
+  tmp="$(mktemp -d "$CACHE/tmp.XXXXXX")"
+  echo "fetching valkey's source package from trixie" >&2
+  (cd "$tmp" && apt-get source -qq --tar-only "valkey/trixie" >/dev/null 2>&1) || {
+    echo "apt-get source valkey/trixie failed" >&2; rm -rf "$tmp"; return 1; }
+  tar -xJf "$tmp"/valkey_*.orig.tar.xz -C "$tmp"
+  dir="$(find "$tmp" -mindepth 1 -maxdepth 1 -type d -name 'valkey-*' | head -n 1)"
+  mv "$dir" "$CACHE/$want"
+  basename "$dir" > "$CACHE/$want/.debian-source-dir"
+  rm -rf "$tmp"
+}
+
+fetch_valkey || echo "no Valkey source: the Valkey tests will skip" >&2
+
+if [ "${VALKEY_BUILD:-yes}" != "no" ] && [ -d "$CACHE/valkey-8" ] && [ ! -x "$CACHE/valkey-8/src/valkey-server" ]; then
+  echo "building $(cat "$CACHE/valkey-8/.debian-source-dir") (make BUILD_TLS=no, a few minutes)" >&2
+  if ! make -C "$CACHE/valkey-8" -j"$(nproc)" BUILD_TLS=no USE_SYSTEMD=no > "$CACHE/valkey-8-build.log" 2>&1; then
+    echo "Valkey build failed (see $CACHE/valkey-8-build.log); the Valkey tests will skip" >&2
   fi
 fi
 exit 0

@@ -14,6 +14,8 @@ DATA_DIR = os.path.join(ROOT, "tests", "data")
 REDIS_SRC = os.path.join(ROOT, ".cache", "redis-src")
 REDIS7_SRC = os.path.join(REDIS_SRC, "redis-7.0.15")
 REDIS8_SRC = os.path.join(REDIS_SRC, "redis-8")
+#: Valkey 8.1's sources (Debian trixie's source package), built by the same script.
+VALKEY_SRC = os.path.join(REDIS_SRC, "valkey-8")
 
 
 def redis_source_file(*parts: str, version: int = 7) -> str:

@@ -1,7 +1,8 @@
 """Server processes on 127.0.0.1: a free port, ``ServerProcess`` (one process with its own
-temporary directory and log, stopped by its PID), pyrepl's command line, starting pyrepl and
-redis-server (Debian's 7.0.15, or the Redis 8 build of ``make redis-src``), both side by
-side, a master with replicas and their clients, and the sync events a pyrepl logged."""
+temporary directory and log, stopped by its PID), pyrepl's command line, starting pyrepl,
+redis-server (Debian's 7.0.15, or the Redis 8 build of ``make redis-src``) and valkey-server
+(that script's Valkey 8.1 build), pyrepl and Redis side by side, a master with replicas and
+their clients, and the sync events a pyrepl logged."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
-from tests.support.paths import REDIS8_SRC
+from tests.support.paths import REDIS8_SRC, VALKEY_SRC
 from tests.support.resp import RawClient
 from tests.support.waits import wait_for
 
@@ -138,6 +139,25 @@ def redis8_server_path() -> str | None:
     return exe if os.access(exe, os.X_OK) else None
 
 
+def valkey_server_path() -> str | None:
+    """The Valkey 8.1 valkey-server that ``make redis-src`` builds, or None when absent."""
+    exe = os.path.join(VALKEY_SRC, "src", "valkey-server")
+    return exe if os.access(exe, os.X_OK) else None
+
+
+def start_valkey(*extra: str, tmpdir: str | None = None, port: int | None = None
+                 ) -> ServerProcess:
+    """The Valkey 8.1 build of ``make redis-src`` (the test is skipped without it), started
+    as ``start_redis`` starts Redis."""
+    exe = valkey_server_path()
+    if exe is None:
+        import pytest
+
+        pytest.skip("the Valkey 8.1 build (make redis-src) is missing: "
+                    ".cache/redis-src/valkey-8/src/valkey-server")
+    return _start_server(exe, "valkey", extra, tmpdir, port)
+
+
 def start_redis(*extra: str, tmpdir: str | None = None, port: int | None = None,
                 version: int = 7) -> ServerProcess:
     """Debian's redis-server 7.0.15, or with ``version=8`` the Redis 8 build of ``make
@@ -153,14 +173,19 @@ def start_redis(*extra: str, tmpdir: str | None = None, port: int | None = None,
         exe = redis_server_path()
     if exe is None:
         raise RuntimeError("redis-server is not installed (the test command installs it)")
-    tmpdir = tmpdir or tempfile.mkdtemp(prefix="redis-test-")
+    return _start_server(exe, "redis", extra, tmpdir, port)
+
+
+def _start_server(exe: str, name: str, extra: tuple[str, ...], tmpdir: str | None,
+                  port: int | None) -> ServerProcess:
+    tmpdir = tmpdir or tempfile.mkdtemp(prefix=f"{name}-test-")
     port = port or free_port()
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmpdir,
             "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no"]
     if "--save" not in extra:
         argv += ["--save", ""]
     argv += list(extra)
-    return ServerProcess(argv, port, tmpdir, f"redis-{port}").start()
+    return ServerProcess(argv, port, tmpdir, f"{name}-{port}").start()
 
 
 @contextmanager
