@@ -38,6 +38,8 @@ from pyrepl.analytics.schema import (
     OUTPUT_BUFFER_LIMIT,
     PHASES,
     QUANTILES,
+    REPLICA_BUFFERED,
+    RESULT_MODE,
 )
 from pyrepl.analytics.stats import _num, _ratio, py_stat
 
@@ -265,8 +267,7 @@ def _sync_row(a: Row, b: Row, bucket_s: float) -> Row:
     result = _coalesce(g("m_result"), h("reply_result"))
     kind = "partial" if result == "continue" else "full" if result in _FULL else "none"
     full, part = kind == "full", kind == "partial"
-    mode = _coalesce(h("r_mode"), g("m_mode"), "rdb-channel" if result == "rdbchannel"
-                     else None) if full else None
+    mode = _coalesce(h("r_mode"), g("m_mode"), RESULT_MODE.get(result or "")) if full else None
     if h("t_failed") is not None:
         status = "failed"
     elif h("t_link_up") is not None or g("t_online") is not None:
@@ -276,7 +277,7 @@ def _sync_row(a: Row, b: Row, bucket_s: float) -> Row:
     else:
         status = "incomplete"
     ts = _coalesce(h("t_psync"), g("t_decision"))
-    rdbch = mode == "rdb-channel"
+    rdbch = mode in REPLICA_BUFFERED
     t_psync = h("t_psync")
     transfer = _ms(h("t_rdb_received"), h("t_first_byte")) if full else None
     rdb_bytes = _coalesce(h("r_rdb_bytes"), g("m_rdb_bytes")) if full else None

@@ -28,9 +28,13 @@ COUNTED_ONLY = ("info_sample",)
 # psync_decision / psync_reply results. "sync" is a replica's fallback to the old SYNC command
 # (always a full sync); "try-later" (-NOMASTERLINK / -LOADING) is no sync at all.
 PARTIAL_RESULTS = ("continue",)
-FULL_RESULTS = ("full", "rdbchannel", "sync")
+FULL_RESULTS = ("full", "rdbchannel", "dualchannel", "sync")
 
-MODES = ("rdb-channel", "diskless", "disk")
+MODES = ("rdb-channel", "dual-channel", "diskless", "disk")
+# a full sync's mode from its decision's result when no event named it
+RESULT_MODE = {"rdbchannel": "rdb-channel", "dualchannel": "dual-channel"}
+# modes where the replica buffers the stream during the transfer (the master does otherwise)
+REPLICA_BUFFERED = ("rdb-channel", "dual-channel")
 PHASES = ("snapshot", "transfer", "load", "drain", "total")
 OFFSET_BEFORE_BACKLOG = "offset-before-backlog"
 OUTPUT_BUFFER_LIMIT = "output-buffer-limit"

@@ -24,6 +24,7 @@ from pyrepl.analytics.schema import (
     NEAR_LIMIT,
     OFFSET_BEFORE_BACKLOG,
     OUTPUT_BUFFER_LIMIT,
+    REPLICA_BUFFERED,
 )
 from pyrepl.analytics.sql import _F
 
@@ -159,7 +160,8 @@ def build_syncs(m: Any, r: Any, bucket_s: float, window_s: float = MATCH_WINDOW_
     full = kind == "full"
     part = kind == "partial"
     mode = F.when(full, F.coalesce(c("r_mode"), c("m_mode"),
-                                   F.when(result == "rdbchannel", F.lit("rdb-channel"))))
+                                   F.when(result == "rdbchannel", F.lit("rdb-channel"))
+                                   .when(result == "dualchannel", F.lit("dual-channel"))))
     status = (F.when(c("t_failed").isNotNull(), "failed")
               .when(c("t_link_up").isNotNull() | c("t_online").isNotNull(), "ok")
               .when(c("t_lost").isNotNull(), "failed").otherwise("incomplete"))
@@ -170,7 +172,7 @@ def build_syncs(m: Any, r: Any, bucket_s: float, window_s: float = MATCH_WINDOW_
 
     transfer = ms(c("t_rdb_received"), c("t_first_byte"))
     rdb_bytes = F.when(full, F.coalesce(c("r_rdb_bytes"), c("m_rdb_bytes")))
-    rdbch = mode == "rdb-channel"
+    rdbch = mode.isin(*REPLICA_BUFFERED)
     peak = F.when(full, F.when(rdbch, c("r_buffer_peak")).otherwise(
         F.coalesce(c("m_online_peak"), c("m_lost_peak"))))
     limit = F.when(full, F.when(rdbch, c("r_buffer_limit")).otherwise(c("m_buffer_limit")))

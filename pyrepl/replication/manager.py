@@ -118,6 +118,7 @@ class Replication:
     def free_backlog(self) -> None:
         """freeReplicationBacklog: only without replicas (they reference its blocks)."""
         assert not self.master.links, "the backlog is freed only without replicas"
+        self.master.dual.drop_all()     # (a dual-channel hold references its blocks)
         self.backlog = None
         self.refresh_stream_live()
 
@@ -339,6 +340,7 @@ class Replication:
         if cfg.min_replicas_to_write and cfg.min_replicas_max_lag:
             fields.append(("min_slaves_good_slaves", self.master.good_replicas_count()))
         fields.extend(self.master.info_replica_lines())
+        fields.extend(self.master.dual.info_fields())   # (Valkey's field, after the slaveN)
         b = self.backlog
         fields.extend([
             ("master_failover_state", self.failover.state),

@@ -1,10 +1,11 @@
 """Replication messages as they are on the wire, and the constants both sides share.
 
-Theory of operation: one frozen dataclass per message whose text both sides handle, with
-``parse`` (the replica reading the master's line, as Redis's replica reads it: a malformed
-message is ``None``, the caller decides what Redis does then) and ``format`` (the master
-writing it). Numbers are read as C's ``strtoll`` reads them (:func:`strtoll`), because that is
-what a Redis replica does with the master's offsets and sizes.
+Theory of operation: one frozen dataclass per message whose text both sides handle (Redis's,
+and Valkey's dual-channel ``$ENDOFF:``), with ``parse`` (the replica reading the master's line,
+as Redis's replica reads it: a malformed message is ``None``, the caller decides what Redis
+does then) and ``format`` (the master writing it). Numbers are read as C's ``strtoll`` reads
+them (:func:`strtoll`), because that is what a Redis replica does with the master's offsets
+and sizes.
 """
 
 from __future__ import annotations
@@ -78,3 +79,34 @@ class BulkHeader:
 
     def format(self) -> bytes:
         return (b"$EOF:" + self.mark + b"\r\n") if self.usemark else b"$%d\r\n" % self.size
+
+
+@dataclass(frozen=True, slots=True)
+class EndOffset:
+    """Valkey's dual channel: ``$ENDOFF:<offset> <replid> <dbid> <client id>``, the first line
+    of the rdb channel (the snapshot's offset and id, the db selected there, and the id of the
+    rdb channel's client, which the main channel names in ``REPLCONF set-rdb-client-id``)."""
+
+    offset: int
+    replid: str
+    dbid: int
+    client_id: int
+
+    @classmethod
+    def parse(cls, line: bytes) -> EndOffset | None:
+        """A line that starts with ``$ENDOFF:``; None unless its four fields parse (Valkey's
+        ``sscanf("$ENDOFF:%lld %40s %d %llu")`` matching all four)."""
+        parts = line[8:].decode("utf-8", "replace").split()
+        if len(parts) != 4 or not line.startswith(b"$ENDOFF:"):
+            return None
+        try:
+            offset, dbid, cid = int(parts[0]), int(parts[2]), int(parts[3])
+        except ValueError:
+            return None
+        if cid < 0 or len(parts[1]) > EOF_MARK_LEN:
+            return None
+        return cls(offset, parts[1], dbid, cid)
+
+    def format(self) -> bytes:
+        return b"$ENDOFF:%d %s %d %d\r\n" % (self.offset, self.replid.encode(), self.dbid,
+                                             self.client_id)

@@ -375,7 +375,8 @@ def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: floa
             else "none"
         full = kind == "full"
         mode = coalesce(s["r_mode"], s["m_mode"],
-                        "rdb-channel" if result == "rdbchannel" else None) if full else None
+                        {"rdbchannel": "rdb-channel", "dualchannel": "dual-channel"}.get(
+                            result or "")) if full else None
         if s["t_failed"] is not None:
             status = "failed"
         elif s["t_link_up"] is not None or s["t_online"] is not None:
@@ -398,7 +399,7 @@ def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: floa
         bsize = s["backlog_size"]
         frac = pbytes / bsize if part and bsize is not None and bsize > 0 \
             and pbytes is not None else None
-        rdbch = mode == "rdb-channel"
+        rdbch = mode in ("rdb-channel", "dual-channel")
         if full:
             bkind = "replica" if rdbch else "master-output"
             peak = s["r_buffer_peak"] if rdbch else coalesce(s["m_online_peak"],

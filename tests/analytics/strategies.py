@@ -25,7 +25,7 @@ STEPS = ("partial", "full", "full", "full-obl", "full-broken", "down", "down", "
          "connect-fail", "try-later", "lag", "lag", "psync-only")
 REASONS = ("no-history", "replica-requested", "replid-mismatch", "backlog-inactive",
            "offset-before-backlog", "offset-before-backlog", "offset-ahead")
-MODES = ("rdb-channel", "diskless", "disk")
+MODES = ("rdb-channel", "dual-channel", "diskless", "disk")
 
 
 class _Log:
@@ -130,12 +130,12 @@ def _run_link(log: _Log, master: str, replica: str, steps: list[str], start: int
         reason = rng.choice(REASONS) if req_id != "?" else "no-history"
         gap = rng.randint(1, 4 * backlog) if reason == "offset-before-backlog" else None
         mode = rng.choice(MODES)
-        result = "rdbchannel" if mode == "rdb-channel" else "full"
+        result = {"rdb-channel": "rdbchannel", "dual-channel": "dualchannel"}.get(mode, "full")
         log.emit(td, "psync_decision", master, "master", result=result, reason=reason, gap=gap,
                  **common)
         t = td + _gap(rng)
         log.emit(t, "psync_reply", replica, "replica", peer=master, sync_id=rs, result=result,
-                 mode=mode if mode == "rdb-channel" else None)
+                 mode=mode if mode in ("rdb-channel", "dual-channel") else None)
         t += _gap(rng)
         log.emit(t, "fullsync_fork", master, "master", peer=replica, sync_id=ms, mode=mode,
                  offset=off, keys=rng.randint(0, 100))
@@ -198,7 +198,8 @@ def _random_event(rng: random.Random, nodes: list[str]) -> dict[str, Any]:
             elif name == "sync_id":
                 ev[name] = rng.choice(("x-1", "x-2"))
             elif name == "result":
-                ev[name] = rng.choice(("continue", "full", "rdbchannel", "sync", "try-later"))
+                ev[name] = rng.choice(("continue", "full", "rdbchannel", "dualchannel",
+                                           "sync", "try-later"))
             elif name == "reason":
                 ev[name] = rng.choice(REASONS + ("continue", "output-buffer-limit", "closed",
                                                  "rdb-only-done", "promoted"))

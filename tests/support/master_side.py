@@ -376,6 +376,37 @@ def parse_full_sync(data: bytes, expect_fullresync: bool = True) -> Received:
     return Received(replid, offset, data[pos:pos + n], data[pos + n:], "len", keep)
 
 
+class TwoConnections:
+    """A logical replica of a two-channel sync: its main connection and, once opened, its
+    rdb channel, with their links on the master ``m``."""
+
+    m: Master
+    main: Client
+    rdb: Client | None
+
+    @property
+    def mlink(self) -> ReplicaLink:
+        return self.m.link(self.main)
+
+    @property
+    def rlink(self) -> ReplicaLink:
+        assert self.rdb is not None
+        return self.m.link(self.rdb)
+
+
+def eof_payload(data: bytes, pos: int) -> tuple[bytes, bytes]:
+    """An rdb channel's ``$EOF:<mark>\r\n<RDB><mark>`` from ``pos``, and nothing after it:
+    (the mark, the RDB)."""
+    eol = data.index(b"\r\n", pos)
+    head = data[pos:eol]
+    assert head.startswith(b"$EOF:") and len(head) == 45, head
+    mark = head[5:]
+    assert all(ch in b"0123456789abcdef" for ch in mark)
+    end = data.index(mark, eol + 2)
+    assert data[end + 40:] == b""
+    return mark, data[eol + 2:end]
+
+
 def online_replica(m: Master, *capa: str) -> tuple[Client, Received]:
     """A replica taken through a diskless full sync up to streaming."""
     r = m.replica(*(capa or ("eof", "psync2")))

@@ -23,12 +23,17 @@ import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl.core.client import Client
 from pyrepl.replication.master import (
     LinkInput,
-    ReplicaLink,
     SlaveState,
 )
 from tests.support.cores import NOW, cmd
 from tests.support.master_side import Master as BaseMaster
-from tests.support.master_side import ReplicaCore, apply_writes, fill
+from tests.support.master_side import (
+    ReplicaCore,
+    TwoConnections,
+    apply_writes,
+    eof_payload,
+    fill,
+)
 
 S = SlaveState
 L = LinkInput
@@ -85,7 +90,7 @@ class Master(BaseMaster):
 
 # -- an rdb-channel replica, as a Redis 8 replica talks --------------------------------------
 
-class Rdbch:
+class Rdbch(TwoConnections):
     """A logical replica: the main channel and, once opened, the rdb channel."""
 
     def __init__(self, m: Master, port: int | None = None, capa: tuple[str, ...] = (
@@ -121,15 +126,6 @@ class Rdbch:
             m.feed(self.rdb, cmd("PSYNC", "?", "-1"))
         return reply
 
-    @property
-    def mlink(self) -> ReplicaLink:
-        return self.m.link(self.main)
-
-    @property
-    def rlink(self) -> ReplicaLink:
-        assert self.rdb is not None
-        return self.m.link(self.rdb)
-
 
 def start_sync(m: Master, port: int | None = None) -> Rdbch:
     r = Rdbch(m, port)
@@ -151,14 +147,7 @@ class Got:
         assert parts[0] == b"+FULLRESYNC", data[pos:eol]
         self.replid, self.offset = parts[1].decode(), int(parts[2])
         pos = eol + 2
-        eol = data.index(b"\r\n", pos)
-        head = data[pos:eol]
-        assert head.startswith(b"$EOF:") and len(head) == 45, head
-        self.mark = head[5:]
-        assert all(ch in b"0123456789abcdef" for ch in self.mark)
-        end = data.index(self.mark, eol + 2)
-        self.rdb = data[eol + 2:end]
-        assert data[end + 40:] == b""
+        self.mark, self.rdb = eof_payload(data, pos)
 
 
 def client_list(m: Master) -> list[str]:

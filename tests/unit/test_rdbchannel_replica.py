@@ -10,7 +10,6 @@ that "stop reading" really holds bytes back. Real cores, real bytes, no mocks of
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 
 import pytest
@@ -18,21 +17,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrepl.commands  # noqa: F401
-from pyrepl.config import Config
-from pyrepl.core.server import ServerCore
-from pyrepl.keyspace.digest import dataset_digest
-from pyrepl.rdb.encoder import encode_rdb_bytes
 from pyrepl.replication.replica import ReplState
 from pyrepl.replication.replica import rdbchannel as rc
 from pyrepl.replication.replica.rdbchannel import BulkHeader, Failed, FullResync, Keepalive, Payload
 from tests.support.checks import check_every_move
-from tests.support.cores import NOW, cmd
-from tests.support.replica_side import ReplicaNode
+from tests.support.cores import cmd
+from tests.support.rdbchannel_replica import (
+    MARK,
+    MASTER_ID,
+    Node,
+    Pipe,
+    big_stream,
+    expected_digest,
+    snapshot,
+)
 
 S = ReplState
 C = rc.RdbChState
-MASTER_ID = "e0b8062d0b155a1e43fa2d39d13c0623805c27e1"  # the transcript master's replid
-MARK = b"79b150900a78ca68cdb80090425f0092523acc81"
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -88,128 +89,21 @@ TRANSCRIPT: list[tuple[int, str, str, bytes]] = [
     (41, "main", "R>M", b'*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$3\r\n169\r\n'),
 ]
 REPLICA_OWN_ID = b"3b5dc16eeb8ff5bca1eb6f57b001d761aeb11511"  # the replica's id in record 9
+# pyrepl's one deliberate difference from a Redis 8 replica's bytes: its capa line offers
+# Valkey's dual channel too (each master ignores the capability it does not know)
+REDIS8_CAPA = b"$4\r\ncapa\r\n$16\r\nrdb-channel-repl\r\n"
+DUAL_CAPA = b"$4\r\ncapa\r\n$12\r\ndual-channel\r\n"
+
+
+def with_dual_capa(data: bytes) -> bytes:
+    """A Redis 8 replica's record, with the capa line pyrepl sends instead."""
+    if not data.endswith(REDIS8_CAPA):
+        return data
+    head, sep, rest = data.rpartition(b"*7\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n")
+    assert sep, data
+    return head + b"*9\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n" + rest + DUAL_CAPA
 TRANSCRIPT_RDB = TRANSCRIPT[[r[0] for r in TRANSCRIPT].index(23)][3]
 DURING = b"".join(d for seq, _, _, d in TRANSCRIPT if seq in (20, 21, 22))  # 122 bytes
-
-
-class ChanIO:
-    """The replica side's I/O port, recorded: both connections, reads paused, drain steps."""
-
-    def __init__(self) -> None:
-        self.connects: list[tuple[int, str, int]] = []
-        self.rdb_connects: list[tuple[int, str, int]] = []
-        self.sent: dict[int, list[bytes]] = defaultdict(list)
-        self.closed: list[int] = []
-        self.paused: set[int] = set()
-        self.log: list[tuple[str, int]] = []  # ("pause" | "resume" | "drain", token)
-        self.drains: list[int] = []
-
-    @property
-    def token(self) -> int:
-        return self.connects[-1][0]
-
-    @property
-    def rdb_token(self) -> int:
-        return self.rdb_connects[-1][0]
-
-    def connect(self, token: int, host: str, port: int) -> None:
-        self.connects.append((token, host, port))
-
-    def connect_rdb(self, token: int, host: str, port: int) -> None:
-        self.rdb_connects.append((token, host, port))
-
-    def send(self, token: int, data: bytes) -> None:
-        self.sent[token].append(data)
-
-    def close(self, token: int) -> None:
-        self.closed.append(token)
-
-    def pause_reading(self, token: int) -> None:
-        self.paused.add(token)
-        self.log.append(("pause", token))
-
-    def resume_reading(self, token: int) -> None:
-        self.paused.discard(token)
-        self.log.append(("resume", token))
-
-    def request_drain(self, token: int) -> None:
-        self.drains.append(token)
-        self.log.append(("drain", token))
-
-    def link_info(self, token: int) -> None:
-        return None
-
-    def take(self, token: int) -> bytes:
-        out = b"".join(self.sent[token])
-        self.sent[token].clear()
-        return out
-
-
-class Node(ReplicaNode):
-    io: ChanIO
-
-    def __init__(self, *overrides: tuple[str, list[str]], replicaof: bool = True) -> None:
-        super().__init__(ChanIO(), overrides, replicaof)
-
-    def main(self, data: bytes) -> None:
-        self.side.on_data(self.io.token, data)
-
-    def rdb(self, data: bytes) -> None:
-        self.side.on_rdb_data(self.io.rdb_token, data)
-
-    def drain(self, limit: int = 10_000) -> int:
-        """Run the drain steps the side asked for; returns how many ran."""
-        steps = 0
-        while self.io.drains and steps < limit:
-            self.side.drain_step(self.io.drains.pop(0))
-            steps += 1
-        return steps
-
-    def tick(self, ms: int = 1000) -> None:
-        self.core.now_ms += ms
-        self.core.tick(self.core.now_ms)
-
-    def digest(self) -> str:
-        return dataset_digest(self.core.dbs, self.core.now_ms)
-
-    def info(self) -> dict[str, object]:
-        return dict(self.repl.info_fields())
-
-    def events(self) -> list[dict]:
-        return [e for e in self.repl.events.recent if e["role"] == "replica"]
-
-    def logs(self) -> list[str]:
-        return [m for _, m in self.core.log.lines]
-
-
-def source_core() -> ServerCore:
-    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=NOW)
-    c = core.connection_made()
-    for args in (("SET", "s:1", "hello"), ("RPUSH", "l", "a", "b", "1"),
-                 ("HSET", "h", "f1", "v1"), ("ZADD", "z", "1.5", "a"), ("SADD", "set", "m"),
-                 ("SET", "ttl", "v", "PX", "100000"), ("SELECT", "2"), ("SET", "db2", "x")):
-        c.receive_data(cmd(*args))
-    return core
-
-
-def snapshot(offset: int, replid: str = MASTER_ID) -> bytes:
-    return encode_rdb_bytes(source_core().dbs, aux={"repl-stream-db": 0, "repl-id": replid,
-                                                    "repl-offset": offset}, now_ms=NOW)
-
-
-def expected_digest(stream: bytes) -> str:
-    core = source_core()
-    core.connection_made().receive_data(stream)
-    return dataset_digest(core.dbs, NOW)
-
-
-def big_stream(n: int, value_size: int = 1000, tag: str = "k") -> bytes:
-    parts = [cmd("SELECT", "0")]
-    for i in range(n):
-        parts.append(cmd("SET", f"{tag}:{i % 997}", f"{i:08d}" * (value_size // 8)))
-        if i % 10 == 0:
-            parts.append(cmd("INCR", f"{tag}:ctr"))
-    return b"".join(parts)
 
 
 def to_rdbchannel(n: Node, auth: bool = False, cid: bytes = b"10") -> None:
@@ -251,7 +145,8 @@ def _replay(n: Node, order: list[tuple[int, str, str, bytes]]) -> dict[str, byte
             acks += 1
             if acks > 1:
                 n.tick(1000)  # later ACKs come from the once-a-second cron
-        expected[conn] += data.replace(REPLICA_OWN_ID, n.own_id) if seq == 9 else data
+        expected[conn] += data.replace(REPLICA_OWN_ID, n.own_id) if seq == 9 else \
+            with_dual_capa(data)
         token = n.io.token if conn == "main" else n.io.rdb_connects[-1][0]
         got[conn] += n.io.take(token)
         assert expected[conn].startswith(got[conn]) or got[conn].startswith(expected[conn]), \
@@ -270,7 +165,8 @@ def transcript_node() -> Node:
 
 def check_transcript_end(n: Node, got: dict[str, bytes]) -> None:
     for conn in ("main", "rdb"):
-        want = b"".join(d for seq, c, di, d in TRANSCRIPT if c == conn and di == "R>M")
+        want = b"".join(with_dual_capa(d) for seq, c, di, d in TRANSCRIPT
+                        if c == conn and di == "R>M")
         if conn == "main":
             want = want.replace(REPLICA_OWN_ID, n.own_id)
         assert got[conn] == want
@@ -378,7 +274,8 @@ def test_handshake_without_auth_and_with_masteruser() -> None:
     assert n.io.take(n.io.token) == cmd("PING")
     n.main(b"+PONG\r\n")
     assert n.io.take(n.io.token) == cmd("REPLCONF", "listening-port", "6381") + cmd(
-        "REPLCONF", "capa", "eof", "capa", "psync2", "capa", "rdb-channel-repl")
+        "REPLCONF", "capa", "eof", "capa", "psync2", "capa", "rdb-channel-repl", "capa",
+        "dual-channel")
     n.main(b"+OK\r\n+OK\r\n")
     assert n.io.take(n.io.token) == cmd("PSYNC", "?", "-1")
     n.main(b"+RDBCHANNELSYNC 7\r\n")
@@ -468,34 +365,6 @@ def test_limit_zero_inherits_the_replica_hard_limit() -> None:
     assert n.side.channel.full_sync_buffer_limit() == 0  # no limit at all
     n = Node(("replica-full-sync-buffer-limit", ["8mb"]))
     assert n.side.channel.full_sync_buffer_limit() == 8 * 1024 * 1024
-
-
-class Pipe:
-    """The master's side of the main socket: bytes wait here while the replica does not read
-    (the kernel buffers and the master's output buffer, i.e. TCP backpressure)."""
-
-    def __init__(self, n: Node, chunk: int = 65536) -> None:
-        self.n = n
-        self.pending = bytearray()
-        self.chunk = chunk
-        self.delivered = 0
-        self.reads = 0
-
-    def write(self, data: bytes) -> None:
-        self.pending += data
-
-    def pump(self, max_reads: int = 1_000_000) -> int:
-        """Deliver reads while the replica reads the main socket; returns how many."""
-        n = self.n
-        reads = 0
-        while self.pending and n.io.token not in n.io.paused and reads < max_reads:
-            data = bytes(self.pending[:self.chunk])
-            del self.pending[:self.chunk]
-            self.delivered += len(data)
-            n.main(data)
-            reads += 1
-        self.reads += reads
-        return reads
 
 
 def stream_during_the_sync(n: Node, commands: int, offset: int = 0, chunk: int = 65536,

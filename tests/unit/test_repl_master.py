@@ -51,7 +51,8 @@ GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
 
 def test_transition_table_is_total_and_typed() -> None:
     """The table, with the rdb channel's states (was also test_rdbchannel_master's
-    test_transition_table_with_the_rdb_channel_states): state, input -> next state."""
+    test_transition_table_with_the_rdb_channel_states) and Valkey's dual channel's main
+    connection: state, input -> next state."""
     rows = """
         NONE                  PARTIAL           ONLINE
         NONE                  FULL              WAIT_BGSAVE_START
@@ -66,6 +67,7 @@ def test_transition_table_is_total_and_typed() -> None:
         WAIT_RDB_CHANNEL      SNAPSHOT_STARTED  SEND_BULK_AND_STREAM
         SEND_BULK_AND_STREAM  RDB_STREAMED      ONLINE
         SEND_BULK_AND_STREAM  FIRST_ACK         ONLINE
+        NONE                  DUAL_CHANNEL_PSYNC  SEND_BULK_AND_STREAM
     """
     expected = {(S[a], LinkInput[b]): S[c] for a, b, c in map(str.split, rows.strip().splitlines())}
     expected |= {(s, LinkInput.CLOSED): S.CLOSED for s in S if s is not S.CLOSED}

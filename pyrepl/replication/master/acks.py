@@ -38,6 +38,14 @@ if TYPE_CHECKING:
     from pyrepl.replication.ports import ReplClient, ReplicationHost
 
 
+def version_ok(text: str) -> bool:
+    """Valkey's version2num accepts it: three dot-separated parts of digits, each at most
+    255 (an empty part counts as 0)."""
+    parts = text.split(".")
+    return len(parts) == 3 and all(
+        p == "" or (p.isascii() and p.isdigit() and int(p) <= 255) for p in parts)
+
+
 class Acks:
     """REPLCONF, ACKs, WAIT and min-replicas (see the module docstring)."""
 
@@ -86,6 +94,10 @@ class Acks:
                     cfg = self.core.config
                     if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
                         self.side.link_for(c).capa_rdb_channel = True
+                elif capa == b"dual-channel":     # Valkey's
+                    cfg = self.core.config
+                    if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
+                        self.side.link_for(c).capa_dual_channel = True
                 # capabilities this master does not know are ignored
             elif opt == b"ack":
                 link = c.repl
@@ -113,6 +125,13 @@ class Acks:
                 link.set_flags()
             elif opt == b"main-ch-client-id":
                 self._bind_rdb_channel(self.side.link_for(c), parse_int(val))
+            elif opt == b"set-rdb-client-id":     # Valkey's dual channel
+                self.side.dual.set_rdb_client_id(self.side.link_for(c), parse_int(val))
+            elif opt == b"version":     # Valkey's replicas announce theirs
+                text = val.decode("utf-8", "replace")
+                if not version_ok(text):
+                    raise ReplyError(f"ERR Unrecognized version format: {text}")
+                self.side.link_for(c).version = text
             elif opt == b"rdb-filter-only":
                 filters = val.split()
                 link = self.side.link_for(c)

@@ -18,6 +18,8 @@ the links, and the phases before it), each the one owner of its state:
 ``snapshots``  (:class:`~.snapshot.Snapshots`) the snapshot child serving full syncs, the links
                waiting for it, its outcome per replica, the disk file's transfer
 ``acks``       (:class:`~.acks.Acks`) REPLCONF, ACKs, WAIT and min-replicas
+``dual``       (:class:`~.dualchannel.DualChannel`) Valkey's dual channel: the offer, the
+               rdb channel's ``$ENDOFF:``, the stream held for its main connection
 ``sync``       (:class:`~.sync.Sync`) PSYNC and SYNC: the decision, a partial resync, a full
                sync handed to ``snapshots``, an rdb channel's main connection
 
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrepl.replication.backlog import TRIM_BLOCKS_PER_CALL
 from pyrepl.replication.master.acks import Acks
+from pyrepl.replication.master.dualchannel import DualChannel
 from pyrepl.replication.master.feeding import Feeding
 from pyrepl.replication.master.snapshot import Snapshots
 from pyrepl.replication.master.states import (
@@ -63,7 +66,7 @@ class MasterSide:
 
     # ``feeding`` is read at its offset by a write's feed in C (pyrepl/replication/_feed.c)
     __slots__ = ("manager", "core", "links", "cron_loops", "_last_cron_ms", "_timeouts",
-                 "feeding", "snapshots", "acks", "sync")
+                 "feeding", "dual", "snapshots", "acks", "sync")
 
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
@@ -77,6 +80,7 @@ class MasterSide:
             S.WAIT_RDB_CHANNEL: self._rdb_channel_timed_out,
         }
         self.feeding = Feeding(self)
+        self.dual = DualChannel(self, self.feeding)
         self.snapshots = Snapshots(self, self.feeding)
         self.acks = Acks(self, self.feeding, self.snapshots)
         self.sync = Sync(self, self.feeding, self.snapshots, self.acks)
@@ -197,10 +201,16 @@ class MasterSide:
         peak = max(link.buffer_peak, self.feeding.unfeed(link))
         main = link.main
         if log_lost:
-            kind = "replica (rdbchannel)" if main is not None else "replica"
+            kind = "replica (rdbchannel)" if link.is_rdb_channel else "replica"
             core.log.warning(f"Connection with {kind} {link.name()} lost.")
         was_online = prev is S.ONLINE
-        if main is None:  # an rdb channel is not a replica of its own: its main reports
+        delivered = self.snapshots.rdb_delivered(link, prev)
+        if link.is_rdb_channel and main is None:   # Valkey's, its main connection not back
+            self.dual.rdb_channel_closed(link, delivered or prev is S.RDB_TRANSMITTED)
+        # an rdb channel is not a replica of its own: its main reports (a Valkey rdb channel
+        # whose main connection is not back reports a failed transfer)
+        if main is None and not (link.is_rdb_channel and (delivered
+                                                          or prev is S.RDB_TRANSMITTED)):
             self.emit("replica_lost", peer=link.name(), sync_id=link.sync_id, reason=reason,
                       offset=link.ack_off,
                       lag_bytes=self.manager.master_repl_offset - link.ack_off
@@ -210,9 +220,8 @@ class MasterSide:
         if not self.links:
             self.manager.no_replicas_since_ms = core.now_ms
         self.acks.refresh_good_replicas()
-        delivered = self.snapshots.rdb_delivered(link, prev)
         if main is not None and main.state in NEEDS_RDB_CHANNEL:
-            if delivered and main.streams_during_rdb:
+            if (delivered or main.rdb_done) and main.streams_during_rdb:
                 main.rdb_done = True
             else:
                 self.close_link(main, "rdb-channel-lost" if reason == "closed" else reason)
@@ -245,6 +254,7 @@ class MasterSide:
         """disconnectSlaves: REPLICAOF / promotion changes the history."""
         for link in list(self.links):
             self.close_link(link, "replicaof")
+        self.dual.drop_all()
 
     # -- the cron ------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
@@ -290,6 +300,8 @@ class MasterSide:
                 self.close_link(link, "timeout")
         # clientsCron: every replica's limits, once a second (feeds check only on a new block)
         self.feeding.enforce_limits(self.links)
+        if self.dual.holds:
+            self.dual.cron()
         self.acks.refresh_good_replicas()
         self.cron_loops += 1
 

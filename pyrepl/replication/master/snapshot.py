@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.replication.master.dualchannel import MODE as DUAL_MODE
 from pyrepl.replication.master.states import (
     REQ_EXCLUDE_DATA,
     REQ_RDB_CHANNEL,
@@ -85,7 +86,7 @@ class Snapshots:
         snap = self.current
         if core.rdb_child_pid != -1:
             if (snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk"
-                    and link.main is None):
+                    and not link.is_rdb_channel):
                 donor = next((d for d in self.side.links
                               if d.waits_for(snap) and (not d.rdb_only or link.rdb_only)), None)
                 if donor is not None and (link.capa_eof or not donor.capa_eof) \
@@ -120,8 +121,9 @@ class Snapshots:
         link.snapshot = snap
         link.psync_offset = snap.offset
         link.joined_ms = self.core.now_ms
-        link.mode = ("rdb-channel" if link.main is not None
-                     else "diskless" if snap.target == "socket" else "disk")
+        if link.mode != DUAL_MODE:   # (Valkey's rdb channel has its mode already)
+            link.mode = ("rdb-channel" if link.main is not None
+                         else "diskless" if snap.target == "socket" else "disk")
         link.go(inp)
         manager.stream_db = -1
         if not link.rdb_only:
@@ -196,7 +198,9 @@ class Snapshots:
         mark = os.urandom(EOF_MARK_LEN // 2).hex().encode()
         head = FullResync(self.manager.ids.replid, offset).format()
         eof = BulkHeader(True, mark, 0).format()
-        targets = [(lk.client, (b"" if lk.pre_psync else head) + eof)
+        dual = self.side.dual
+        targets = [(lk.client, (dual.header(lk, offset) if lk.mode == DUAL_MODE
+                                else b"" if lk.pre_psync else head) + eof)
                    for lk in ready]
         dbs = [] if req & REQ_EXCLUDE_DATA else core.dbs
         aux = core.persistence.rdb_aux()
@@ -231,6 +235,8 @@ class Snapshots:
             if link.main is not None:
                 # the same instant: nothing was written since ``offset`` was taken
                 self._attach_main(link.main, snap)
+            elif link.mode == DUAL_MODE:
+                dual.forked(link, offset)   # (its main connection comes back for the stream)
         return pid
 
     def _bgsave_failed(self) -> None:
@@ -323,6 +329,9 @@ class Snapshots:
         rc = main.rdb_channel
         result = results.get(rc.id) if rc is not None else None
         if main.rdb_done or (result is not None and result[0]):
+            if main.mode == DUAL_MODE:   # Valkey's: online at its ACK, once the RDB loaded
+                main.rdb_done = True
+                return
             self.side.put_online(main, L.RDB_STREAMED)
         else:
             self.core.log.warning(f"Rdb channel transfer to replica {main.name()} failed, "
@@ -405,7 +414,7 @@ class Snapshots:
         closes it after the mark): the normal end, nothing to abort."""
         snap = link.snapshot
         io = self.io
-        return (prev is S.WAIT_BGSAVE_END and link.main is not None and snap is not None
+        return (prev is S.WAIT_BGSAVE_END and link.is_rdb_channel and snap is not None
                 and snap is self.current and snap.target == "socket" and io is not None
                 and io.socket_target_done(snap.pid, link.client.id))
 

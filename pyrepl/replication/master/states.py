@@ -14,6 +14,8 @@ entry for the current state raises :class:`LinkStateError`::
     WAIT_BGSAVE_END / SEND_BULK --RDB_ONLY_DONE--> RDB_TRANSMITTED   (REPLCONF rdb-only 1)
     NONE --RDB_CHANNEL--> WAIT_RDB_CHANNEL     (main channel: +RDBCHANNELSYNC <client id>)
     WAIT_RDB_CHANNEL --SNAPSHOT_STARTED--> SEND_BULK_AND_STREAM   (streams from the fork on)
+    NONE --DUAL_CHANNEL_PSYNC--> SEND_BULK_AND_STREAM   (Valkey's main channel: its PSYNC from
+                                                         the offset its rdb channel was given)
     SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
     any --CLOSED--> CLOSED
 
@@ -80,6 +82,7 @@ class LinkInput(Machine):
     RDB_ONLY_DONE = "rdb-only-done"  # rdb-only replica got its RDB
     RDB_CHANNEL = "rdb-channel"  # PSYNC refused, the replica can use an rdb channel
     FIRST_ACK = "first-ack"  # main channel: the replica loaded the RDB and acked
+    DUAL_CHANNEL_PSYNC = "dual-channel-psync"  # Valkey's main channel: after its rdb channel
     CLOSED = "closed"  # the connection is gone (or is being closed)
 
 
@@ -103,6 +106,7 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
         (S.WAIT_RDB_CHANNEL, L.SNAPSHOT_STARTED): S.SEND_BULK_AND_STREAM,
         (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
         (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
+        (S.NONE, L.DUAL_CHANNEL_PSYNC): S.SEND_BULK_AND_STREAM,
     }
     t.update(from_every(S, (L.CLOSED,), S.CLOSED, but=S.CLOSED))
     return t
@@ -157,6 +161,7 @@ class ReplicaLink:
         "ref", "streaming", "stream_on_ack",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
+        "capa_dual_channel", "dual_hold_id", "version",
     )
 
     def __init__(self, client: ReplClient) -> None:
@@ -191,6 +196,11 @@ class ReplicaLink:
         self.main: ReplicaLink | None = None  # rdb channel: its main channel's link
         self.rdb_channel: ReplClient | None = None  # main channel: its rdb channel's connection
         self.rdb_done = False  # main channel: the child reported the whole RDB written
+        # Valkey's dual channel (pyrepl.replication.master.dualchannel): capa dual-channel
+        # accepted; the rdb channel a main connection named (REPLCONF set-rdb-client-id)
+        self.capa_dual_channel = False
+        self.dual_hold_id = 0
+        self.version = ""   # REPLCONF version (Valkey's replicas send theirs)
 
     def go(self, inp: LinkInput) -> SlaveState:
         """The one way a link changes state: the table's move for ``inp`` (LinkStateError when

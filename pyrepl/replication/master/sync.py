@@ -31,6 +31,12 @@ is stopped when no other target needs it — except an rdb channel that the repl
 the child reported its transfer complete (``socket_target_done``): that is the normal end. INFO
 and ``connected_slaves`` show each logical replica once (the main link); CLIENT LIST flags are
 ``S`` (main) and ``SC`` (rdb channel).
+
+Valkey's dual channel (``capa dual-channel``: ``+DUALCHANNELSYNC``, then an rdb channel that
+names no main connection and a main connection that comes back with ``REPLCONF
+set-rdb-client-id`` and a PSYNC from the snapshot offset) is
+:class:`~pyrepl.replication.master.dualchannel.DualChannel`'s, which this class asks at the
+three points where the dialects part.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from pyrepl.resp.types import NO_REPLY, ReplyError
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.acks import Acks
+    from pyrepl.replication.master.dualchannel import DualChannel
     from pyrepl.replication.master.feeding import Feeding
     from pyrepl.replication.master.side import MasterSide
     from pyrepl.replication.master.snapshot import Snapshots
@@ -60,7 +67,7 @@ if TYPE_CHECKING:
 class Sync:
     """PSYNC and SYNC (see the module docstring)."""
 
-    __slots__ = ("core", "manager", "side", "feeding", "snapshots", "acks")
+    __slots__ = ("core", "manager", "side", "feeding", "snapshots", "acks", "dual")
 
     def __init__(self, side: MasterSide, feeding: Feeding, snapshots: Snapshots,
                  acks: Acks) -> None:
@@ -70,6 +77,7 @@ class Sync:
         self.acks = acks
         self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
+        self.dual: DualChannel = side.dual
 
     def command(self, c: ReplClient, argv: list[bytes]) -> object:
         """syncCommand: PSYNC <replid> <offset> [FAILOVER] and the old SYNC."""
@@ -98,6 +106,8 @@ class Sync:
         if main is not None:
             link.req |= REQ_RDB_CHANNEL
             link.rdb_only = True
+        elif link.is_rdb_channel:     # Valkey's rdb channel: names no main connection
+            link.req |= REQ_RDB_CHANNEL
         if link.req & (REQ_RDB_MASK | REQ_RDB_CHANNEL) and not link.capa_eof:
             raise ReplyError("ERR Filtered replica requires EOF capability")
         if main is not None and not main.waits_for_rdb_channel:
@@ -106,6 +116,15 @@ class Sync:
         log.notice(f"Replica {link.name()} asks for synchronization")
         link.sync_start_ms = now
         stats = core.stats
+        if link.is_rdb_channel and main is None:
+            # Valkey's rdb channel: always a full sync, the one its main connection was
+            # refused (the decision was made, and logged, there)
+            link.pre_psync = not is_psync
+            self.dual.rdb_channel_sync(link)
+            log.notice(f"Full resync requested by replica {link.name()} (dual-channel)")
+            stats.sync_full += 1
+            self._full(link)
+            return NO_REPLY
         if main is not None:
             # The rdb channel of a main channel that got +RDBCHANNELSYNC: always a full sync
             # (the PSYNC decision was made, and logged, on the main channel).
@@ -141,6 +160,10 @@ class Sync:
                     and not link.rdb_only and not link.req):
                 self._emit_decision(link, req_id, offset, "rdbchannel", reason, gap)
                 self._rdb_channel_sync(link)
+                return NO_REPLY
+            if self.dual.offered(link):
+                self._emit_decision(link, req_id, offset, "dualchannel", reason, gap)
+                self.dual.refuse(link)
                 return NO_REPLY
         else:
             link.pre_psync = True
@@ -185,25 +208,35 @@ class Sync:
                             f"is greater than the master replication offset.")
 
     def _partial(self, link: ReplicaLink, req_id: str, offset: int) -> None:
-        """+CONTINUE and the backlog from ``offset``; the link streams at once."""
+        """+CONTINUE and the backlog from ``offset``; the link streams at once (the main
+        connection of a dual-channel sync too, online at its first ACK)."""
         manager = self.manager
         core = self.core
-        self._emit_decision(link, req_id, offset, "continue", psync_mod.CONTINUE, None)
-        link.go(L.PARTIAL)
+        backlog = manager.backlog
+        assert backlog is not None
+        # addReplyReplicationBacklog: the replica references the backlog from its offset on
+        # (taken before a dual-channel hold lets go of those bytes)
+        ref = backlog.cursor_at(offset)
+        dual = self.dual.attach(link)
+        if dual is None:
+            self._emit_decision(link, req_id, offset, "continue", psync_mod.CONTINUE, None)
+            link.go(L.PARTIAL)
+            link.mode = "partial"
+        else:
+            link.go(L.DUAL_CHANNEL_PSYNC)
+            link.joined_ms = core.now_ms
         link.ack_ms = core.now_ms
-        link.mode = "partial"
         self.side.add_replica(link)
         replid = manager.ids.replid
         head = Continue(replid if link.capa_psync2 else "").format()
         self.side.write(link, head)
-        # addReplyReplicationBacklog: the replica references the backlog from its offset on
-        backlog = manager.backlog
-        assert backlog is not None
         sent = manager.master_repl_offset + 1 - offset
-        self.feeding.feed(link, backlog.cursor_at(offset))
+        self.feeding.feed(link, ref)
         self.feeding.start_stream(link)
         core.log.notice(f"Partial resynchronization request from {link.name()} accepted. "
                         f"Sending {sent} bytes of backlog starting from offset {offset}.")
+        if dual is not None:
+            return      # (its RDB is loading: online at its first ACK)
         self.side.emit("partial_sent", peer=link.name(), sync_id=link.sync_id, replid=replid,
                        offset=offset, bytes=sent, master_repl_offset=manager.master_repl_offset)
         self.side.emit("replica_online", peer=link.name(), sync_id=link.sync_id, replid=replid,

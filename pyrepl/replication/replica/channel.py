@@ -20,10 +20,20 @@ the buffer and the fresh dicts and retries: nothing is half-applied. Link loss w
 is an ordinary loss of an established link (the unapplied buffer is dropped; the master resends
 it after ``+CONTINUE``). INFO: ``replica_full_sync_buffer_size`` (whole blocks held) and
 ``replica_full_sync_buffer_peak`` (never reset).
+
+Valkey's dual channel (``+DUALCHANNELSYNC``) is the same sync in another dialect: the rdb channel
+names no main channel, sends ``SYNC`` and learns the snapshot from ``$ENDOFF:<offset> <replid>
+<dbid> <client id>``; on that line the main connection (still in TRANSFER) sends ``REPLCONF
+set-rdb-client-id <client id>``, on its ``+OK`` ``PSYNC <replid> <offset + 1>``, and on
+``+CONTINUE`` the bytes that follow are the stream from ``<offset> + 1``, buffered as above.
+Those two replies are the main connection's *preamble* (``_preamble``: the replies still
+awaited); anything else there (an error, ``+FULLRESYNC``, bytes before the ``$ENDOFF:``) fails
+the sync, which is retried as any other failure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl.replication.replica.rdbchannel import (
@@ -40,7 +50,8 @@ from pyrepl.replication.replica.states import (
     link_up,
     transferring,
 )
-from pyrepl.replication.wire import BulkHeader, FullResync
+from pyrepl.replication.wire import MAX_LINE, BulkHeader, EndOffset, FullResync
+from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
     from pyrepl.replication.replica.load import Load
@@ -71,6 +82,12 @@ class Channel:
         self._main_paused = False
         self._drain_requested = False
         self._limit_logged = False
+        # Valkey's dual channel: the main connection's replies still awaited before its
+        # stream ("setid": REPLCONF set-rdb-client-id's, "psync": PSYNC's), and a partial line
+        self._preamble: list[str] = []
+        self._preamble_buf = b""
+        self._end_offset: EndOffset | None = None
+        self._after_preamble: Callable[[], None] | None = None
 
     @property
     def buffering(self) -> bool:
@@ -91,18 +108,23 @@ class Channel:
         b = self.fsbuf
         return b.size if b is not None else 0
 
-    def open(self, client_id: str) -> None:
-        """+RDBCHANNELSYNC <client-id>: open the rdb channel, buffer the main channel."""
+    def open(self, client_id: str | None) -> None:
+        """+RDBCHANNELSYNC <client-id>: open the rdb channel, buffer the main channel
+        (``None``: Valkey's +DUALCHANNELSYNC, whose main connection waits for $ENDOFF)."""
         side = self.side
         self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit())
         self._limit_logged = False
+        self._preamble = ["endoff"] if client_id is None else []
+        self._preamble_buf = b""
+        self._end_offset = None
+        self._after_preamble = None
         cfg = self.core.config
         auth = None
         if cfg.masterauth:
             auth = [cfg.masteruser.encode()] if cfg.masteruser else []
             auth.append(cfg.masterauth.encode())
         port = cfg.replica_announce_port or self.core.port or cfg.port
-        ch = RdbChannel(client_id.encode(), port, auth)
+        ch = RdbChannel(client_id.encode() if client_id is not None else None, port, auth)
         ch.start()
         self.rdbch = ch
         self.rdbch_token = side.next_token()
@@ -131,6 +153,9 @@ class Channel:
         self.close()
         self.fsbuf = None
         self._drain_requested = False
+        self._preamble = []
+        self._preamble_buf = b""
+        self._after_preamble = None
 
     def drop_buffer(self) -> None:
         """The master was lost while the buffer drained: what is left of it is not applied
@@ -208,6 +233,10 @@ class Channel:
                 load.set_target(ev.replid, ev.offset)
                 load.touch()
                 log.notice("Starting to receive RDB and replication stream in parallel.")
+            elif isinstance(ev, EndOffset):
+                load.set_target(ev.replid, ev.offset)
+                load.touch()
+                self._set_rdb_client_id(ev)
             elif isinstance(ev, BulkHeader):
                 load.begin_payload(ev.usemark, ev.mark, ev.size)
             else:
@@ -216,9 +245,98 @@ class Channel:
                 self._rdb_failed(I.LINK_LOST if lost else I.TRANSFER_ERROR, ev.reason, ev.error)
                 return
 
+    # -- Valkey's dual channel: the main connection's preamble -----------------------------
+    def _set_rdb_client_id(self, eo: EndOffset) -> None:
+        """$ENDOFF: the main connection names the rdb channel's client, then asks for the
+        stream from the snapshot on (dualChannelReplMainConnSendHandshake)."""
+        if self._preamble != ["endoff"]:
+            self._rdb_failed(I.TRANSFER_ERROR, "bad-protocol", "$ENDOFF out of turn")
+            return
+        self.core.log.notice(f"Dual channel replication: received the snapshot end offset "
+                             f"{eo.offset} of {eo.replid}, rdb client id {eo.client_id}")
+        self._end_offset = eo
+        self._preamble = ["setid", "psync"]
+        self.side.send(encode_command([b"REPLCONF", b"set-rdb-client-id",
+                                       b"%d" % eo.client_id]))
+
+    def _preamble_lines(self, data: bytes) -> bytes:
+        """The main connection's replies before its stream; what follows them (b"" while
+        they are awaited). A failure cancels the sync (the side's state leaves TRANSFER)."""
+        self.load.touch()   # (any byte, a keepalive too, is the master's sign of life)
+        if self._preamble[0] == "endoff":   # nothing is due on this connection yet
+            self._main_failed(f"unexpected bytes before $ENDOFF: {data[:64]!r}")
+            return b""
+        data = self._preamble_buf + data if self._preamble_buf else data
+        self._preamble_buf = b""
+        pos = 0
+        while self._preamble:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                if len(data) - pos > MAX_LINE:
+                    self._main_failed("reply line too long")
+                    return b""
+                self._preamble_buf = data[pos:]
+                return b""
+            line = data[pos:nl].rstrip(b"\r")
+            text = line.decode("utf-8", "replace")
+            pos = nl + 1
+            if self._preamble[0] == "setid":
+                if line[:1] == b"-":
+                    self.core.log.notice(f"Dual channel replication: Primary does not "
+                                         f"understand REPLCONF identify: {text}")
+                    self._main_failed(text)
+                    return b""
+                eo = self._end_offset
+                assert eo is not None
+                self.core.log.notice(f"Dual channel replication: Trying a partial "
+                                     f"resynchronization using main channel (request "
+                                     f"{eo.replid}:{eo.offset + 1}).")
+                self.side.send(encode_command([b"PSYNC", eo.replid.encode(),
+                                               b"%d" % (eo.offset + 1)]))
+            elif not line:
+                continue     # (a keepalive before the PSYNC reply)
+            elif line.startswith(b"+CONTINUE"):
+                self.core.log.notice("Dual channel replication: MASTER <-> REPLICA sync: "
+                                     "Master accepted a Partial Resynchronization, RDB load in "
+                                     "background.")
+            else:
+                self._main_failed(f"PSYNC on the main channel: {text}")
+                return b""
+            self._preamble.pop(0)
+        return data[pos:]
+
+    def _main_failed(self, error: str) -> None:
+        self.core.log.warning(f"Aborting dual channel sync. Main channel psync result: {error}")
+        self._preamble = []
+        self.side.cancel_handshake(True, I.TRANSFER_ERROR, "psync-error", error)
+
+    @property
+    def awaits_main(self) -> bool:
+        """Valkey's dual channel: the main connection has not been given its stream yet."""
+        return bool(self._preamble)
+
+    def when_main_continues(self, done: Callable[[], None]) -> None:
+        """The RDB loaded before the main connection's +CONTINUE (a small snapshot): the
+        swap waits for it, so the stream that follows is buffered first."""
+        self._after_preamble = done
+
     def buffer_main(self, data: bytes) -> None:
         """Main-channel bytes while the rdb channel loads (or while the buffer drains): kept,
         never dropped; reading stops at the limit (TCP backpressure holds the rest)."""
+        if self._preamble:
+            data = self._preamble_lines(data)
+            if not self.buffering:
+                return
+            if data:
+                self._buffer(data)
+            done = self._after_preamble
+            if not self._preamble and done is not None:
+                self._after_preamble = None
+                done()
+            return
+        self._buffer(data)
+
+    def _buffer(self, data: bytes) -> None:
         self.side.go(I.BUFFER)
         buf = self.fsbuf
         assert buf is not None

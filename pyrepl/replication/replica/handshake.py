@@ -8,8 +8,10 @@ cached master. Replies are read as lines (``\\r`` stripped) and judged as Redis 
 PING accepts ``+...``, ``-NOAUTH``, ``-NOPERM`` and ``-ERR operation not permitted``; AUTH fails
 on ``-``; REPLCONF errors are "non critical"; PSYNC answers ``+FULLRESYNC <id> <off>``,
 ``+CONTINUE [<id>]``, ``-NOMASTERLINK`` / ``-LOADING`` (try later) or anything else (Redis falls
-back to the old ``SYNC``). With ``repl-rdb-channel yes`` (Redis 8) the capa line is ``REPLCONF
-capa eof capa psync2 capa rdb-channel-repl`` and a master may answer ``+RDBCHANNELSYNC <id>``.
+back to the old ``SYNC``). With ``repl-rdb-channel yes`` the capa line is ``REPLCONF capa eof
+capa psync2 capa rdb-channel-repl capa dual-channel`` (Redis 8's capability, then Valkey 8's;
+each master ignores the one it does not know), and the master's answer chooses the dialect: a
+Redis 8 master may answer ``+RDBCHANNELSYNC <id>``, a Valkey one ``+DUALCHANNELSYNC``.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl.replication.replica.states import (
+    DUAL_CHANNEL,
     LINE_STATES,
     RDB_CHANNEL,
     I,
+    Input,
     ReplState,
     S,
 )
@@ -118,7 +122,7 @@ class Handshake:
                                        cfg.replica_announce_ip.encode()]))
         capa = [b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]
         if cfg.repl_rdb_channel:
-            capa += [b"capa", b"rdb-channel-repl"]
+            capa += [b"capa", b"rdb-channel-repl", b"capa", b"dual-channel"]
         out.append(encode_command(capa))
         side = self.side
         side.send(b"".join(out))
@@ -175,6 +179,9 @@ class Handshake:
         if line.startswith(b"+RDBCHANNELSYNC"):
             self._rdbchannel_sync(text)
             return
+        if line.startswith(b"+DUALCHANNELSYNC"):
+            self._dualchannel_sync()
+            return
         if line.startswith(b"+CONTINUE"):
             if self.stream.cached is None:
                 log.warning(f"Unexpected reply to PSYNC from master: {text}")
@@ -213,10 +220,23 @@ class Handshake:
             side.handshake_failed(I.REPLY_ERR, "psync-error", text)
             return
         log.notice("PSYNC is not possible, initialize RDB channel.")
-        side.emit("psync_reply", result="rdbchannel", mode=RDB_CHANNEL,
+        self._open_rdb_channel(I.RDBCHANNELSYNC, "rdbchannel", RDB_CHANNEL, cid)
+
+    def _dualchannel_sync(self) -> None:
+        """+DUALCHANNELSYNC (Valkey): the snapshot comes on an rdb channel that learns its
+        offset ($ENDOFF:), then this connection asks for the stream from there."""
+        self.core.log.notice("Dual channel replication: PSYNC is not possible, initialize RDB "
+                             "channel.")
+        self._open_rdb_channel(I.DUALCHANNELSYNC, "dualchannel", DUAL_CHANNEL, None)
+
+    def _open_rdb_channel(self, inp: Input, result: str, mode: str, cid: str | None) -> None:
+        """The snapshot comes on a second connection (its offset unknown until that one
+        says it); the main connection's bytes are buffered meanwhile."""
+        side = self.side
+        side.emit("psync_reply", result=result, mode=mode,
                   duration_ms=side.now - self.psync_sent_ms)
-        side.go(I.RDBCHANNELSYNC)
-        self.load.start(self.psync_sent_ms, RDB_CHANNEL)
+        side.go(inp)
+        self.load.start(self.psync_sent_ms, mode)
         self.load.set_target("", -1)
         self.channel.open(cid)
 

@@ -19,7 +19,7 @@ from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
-    RDB_CHANNEL,
+    TWO_CHANNELS,
     I,
 )
 from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
@@ -66,7 +66,7 @@ class Load:
         self.transfer_size = -1  # -1 before the header, 0 for $EOF:, <len> for $<len>
         self.transfer_read = 0
         self.transfer_lastio_ms = 0  # also the connect's and the handshake's (repl-timeout)
-        self.mode = ""  # disk, diskless or rdb-channel (sync events)
+        self.mode = ""  # disk, diskless, rdb-channel or dual-channel (sync events, INFO)
         self.master_replid = ""  # from +FULLRESYNC
         self.master_initial_offset = -1
         self.requested_ms = 0  # when the PSYNC that led to this transfer went out
@@ -92,8 +92,9 @@ class Load:
         self.master_initial_offset = offset
 
     def start(self, requested_ms: int, mode: str = "") -> None:
-        """A full sync was granted: the payload's header comes next (``mode`` "rdb-channel":
-        on the rdb channel; otherwise the header tells disk or diskless)."""
+        """A full sync was granted: the payload's header comes next (``mode`` "rdb-channel"
+        or "dual-channel": on the rdb channel; otherwise the header tells disk or
+        diskless)."""
         self.requested_ms = requested_ms
         self.mode = mode
         self.transfer_size = -1
@@ -168,7 +169,7 @@ class Load:
         n = len(data) - pos
         if self.transfer_read == 0 and n:
             ld.first_ms = now
-            rdbch = self.mode == RDB_CHANNEL
+            rdbch = self.mode in TWO_CHANNELS
             side.emit("rdb_first_byte", duration_ms=now - self.requested_ms, mode=self.mode,
                        offset=self.master_initial_offset if rdbch else None,
                        replid=self.master_replid or None if rdbch else None)
@@ -300,9 +301,12 @@ class Load:
         stream = self.stream
         log = core.log
         now = side.now
-        rdbch = self.mode == RDB_CHANNEL
+        rdbch = self.mode in TWO_CHANNELS
         if rdbch:  # the mark was read: the rdb channel is done (Redis closes it right away)
             side.channel.close(loaded=True)
+            if side.channel.awaits_main:   # (Valkey's main connection: not given its stream)
+                side.channel.when_main_continues(self._loaded)
+                return
         side.emit("rdb_received", bytes=self.transfer_read, duration_ms=now - ld.first_ms,
                    mode=self.mode)
         keys = sum(len(d) for d in ld.data)

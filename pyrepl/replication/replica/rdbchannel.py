@@ -1,5 +1,6 @@
-"""The RDB channel, replica side: the second connection of a Redis 8 rdb-channel full sync, and
-the local buffer of the main channel while the snapshot loads (replica side).
+"""The RDB channel, replica side: the second connection of a Redis 8 rdb-channel full sync (or
+of Valkey 8's dual-channel one), and the local buffer of the main channel while the snapshot
+loads (replica side).
 
 Theory of operation
 -------------------
@@ -17,8 +18,8 @@ clock. Its states are Redis 8's ``REPL_RDB_CH_*`` minus the prefix, with one tra
                                                       | REPLY_OK, or SKIP (no masterauth)
                                                       v
                        RECEIVE_FULLRESYNC <--REPLY_OK-- RECEIVE_REPLCONF_REPLY
-                         | KEEPALIVE stays             (PSYNC ? -1 is written on that +OK)
-                         | FULLRESYNC
+                         | KEEPALIVE stays             (PSYNC ? -1 is written on that +OK;
+                         | FULLRESYNC, or ENDOFF        Valkey's: SYNC)
                          v
                        RDB_LOADING (KEEPALIVE, BULK_HEADER, PAYLOAD stay) --LOADED--> NONE
     any state but NONE --REPLY_ERR / ERROR / LINK_LOST / ABORT--> NONE
@@ -33,6 +34,14 @@ channel's first byte is ``<offset> + 1``), and ``$EOF:<40-char mark>\\r\\n<RDB><
 :class:`Payload`; the replica's load (``load.Load``) finds the end of the RDB and the mark, and
 its channel (``channel.Channel``) then calls :meth:`RdbChannel.loaded`. Any error reply, a malformed line or EOF before ``loaded`` ends the
 channel with one :class:`Failed` event (reason code, error text, Redis-style log line).
+
+Valkey's dialect (``main_client_id`` None: the master answered ``+DUALCHANNELSYNC``, which names
+no client) differs in three lines: the REPLCONF names no main channel (``REPLCONF capa eof
+rdb-only 1 rdb-channel 1 listening-port <port>``), its ``+OK`` is followed by an inline
+``SYNC``, and the snapshot offset comes as ``$ENDOFF:<offset> <replid> <dbid> <client id>``
+(an :class:`~pyrepl.replication.wire.EndOffset` event, input ``ENDOFF``) instead of
+``+FULLRESYNC``; the client id is the one the main connection names in ``REPLCONF
+set-rdb-client-id`` before its PSYNC from ``<offset> + 1`` (the side's channel does that).
 
 :class:`FullSyncBuffer` holds the main channel's bytes while the RDB loads, in blocks of
 ``BLOCK_SIZE`` bytes (Redis's 1 MB blocks, 1048560 usable), so ``size`` (INFO
@@ -54,7 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyrepl.replication.fsm import Machine, from_every, step
-from pyrepl.replication.wire import MAX_LINE, BulkHeader, FullResync
+from pyrepl.replication.wire import MAX_LINE, BulkHeader, EndOffset, FullResync
 from pyrepl.resp.writer import encode_command
 
 # Redis allocates 1 MB blocks (zmalloc usable size) with a 16-byte header: 1048560 usable.
@@ -80,6 +89,7 @@ class RdbChInput(Machine):
     REPLY_ERR = "reply-err"  # a -... handshake / PSYNC reply
     KEEPALIVE = "keepalive"  # an empty line
     FULLRESYNC = "fullresync"  # +FULLRESYNC <replid> <offset>
+    ENDOFF = "endoff"  # Valkey's $ENDOFF:<offset> <replid> <dbid> <client id>
     BULK_HEADER = "bulk-header"  # $EOF:<mark> or $<len>
     PAYLOAD = "payload"  # RDB payload bytes
     LOADED = "loaded"  # the side verified the RDB and the mark: the channel is done
@@ -101,6 +111,7 @@ def _table() -> dict[tuple[RdbChState, RdbChInput], RdbChState]:
         (C.RECEIVE_REPLCONF_REPLY, R.REPLY_OK): C.RECEIVE_FULLRESYNC,
         (C.RECEIVE_FULLRESYNC, R.KEEPALIVE): C.RECEIVE_FULLRESYNC,
         (C.RECEIVE_FULLRESYNC, R.FULLRESYNC): C.RDB_LOADING,
+        (C.RECEIVE_FULLRESYNC, R.ENDOFF): C.RDB_LOADING,
         (C.RDB_LOADING, R.KEEPALIVE): C.RDB_LOADING,
         (C.RDB_LOADING, R.BULK_HEADER): C.RDB_LOADING,
         (C.RDB_LOADING, R.PAYLOAD): C.RDB_LOADING,
@@ -146,15 +157,15 @@ class Failed:
     message: str
 
 
-Event = Keepalive | FullResync | BulkHeader | Payload | Failed
+Event = Keepalive | FullResync | EndOffset | BulkHeader | Payload | Failed
 
 
 class RdbChannel:
     """The replica's rdb channel protocol (see the module docstring)."""
 
-    def __init__(self, main_client_id: bytes, listening_port: int,
+    def __init__(self, main_client_id: bytes | None, listening_port: int,
                  auth: list[bytes] | None = None) -> None:
-        self.main_client_id = main_client_id
+        self.main_client_id = main_client_id   # None: Valkey's dual channel
         self.listening_port = listening_port
         self.auth = auth  # AUTH's arguments (masteruser, masterauth) or None
         self.state = C.NONE
@@ -190,9 +201,10 @@ class RdbChannel:
         out = []
         if self.auth:
             out.append(encode_command([b"AUTH", *self.auth]))
+        main = [] if self.main_client_id is None else [b"main-ch-client-id",
+                                                         self.main_client_id]
         out.append(encode_command([
-            b"REPLCONF", b"capa", b"eof", b"rdb-only", b"1", b"rdb-channel", b"1",
-            b"main-ch-client-id", self.main_client_id,
+            b"REPLCONF", b"capa", b"eof", b"rdb-only", b"1", b"rdb-channel", b"1", *main,
             b"listening-port", b"%d" % self.listening_port]))
         self._out.append(b"".join(out))
         self._go(R.SENT)
@@ -293,13 +305,17 @@ class RdbChannel:
             self._fail(R.REPLY_ERR, "rdb-channel-replconf-error", text,
                        f"Master rejected the rdb channel handshake: {text}")
         else:
-            self._out.append(encode_command([b"PSYNC", b"?", b"-1"]))
+            self._out.append(b"SYNC\r\n" if self.main_client_id is None
+                             else encode_command([b"PSYNC", b"?", b"-1"]))
             self._go(R.REPLY_OK)
 
     def _psync_reply(self, line: bytes, text: str) -> None:
         if not line:
             self._go(R.KEEPALIVE)
             self._events.append(Keepalive())
+            return
+        if self.main_client_id is None:
+            self._end_offset(line, text)
             return
         fr = FullResync.parse(text) if line.startswith(b"+FULLRESYNC") else None
         if fr is not None:
@@ -314,6 +330,18 @@ class RdbChannel:
         else:
             self._fail(R.ERROR, "psync-error", text,
                        f"Unexpected reply to PSYNC on the rdb channel: {text}")
+
+    def _end_offset(self, line: bytes, text: str) -> None:
+        """Valkey's dual channel: ``$ENDOFF:`` (dualChannelReplHandleEndOffsetResponse)."""
+        eo = EndOffset.parse(line)
+        if eo is None:
+            self._fail(R.ERROR, "psync-error", text,
+                       f"Received unexpected $ENDOFF response: {text}")
+            return
+        self.replid = eo.replid
+        self.offset = eo.offset
+        self._go(R.ENDOFF)
+        self._events.append(eo)
 
     def _header_line(self, line: bytes, text: str) -> None:
         """RDB_LOADING, before the payload header."""

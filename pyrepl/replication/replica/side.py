@@ -634,6 +634,9 @@ class ReplicaSide:
             ("slave_priority", cfg.replica_priority),
             ("slave_read_only", int(cfg.replica_read_only)),
             ("replica_announced", int(cfg.replica_announced)),
+            # pyrepl's: the running or last full sync's mode, the dialect it spoke (disk,
+            # diskless, rdb-channel for Redis 8's, dual-channel for Valkey's; "" before any)
+            ("master_sync_mode", self.load.mode),
         ])
         return fields
 

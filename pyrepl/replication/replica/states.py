@@ -20,7 +20,7 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                            |     | KEEPALIVE ("\\n") stays
                            |     |-- CONTINUE ------------------------------> CONNECTED
                            |     |-- FULLRESYNC / NOT_SUPPORTED (SYNC) --> TRANSFER
-                           |     |-- RDBCHANNELSYNC -----------------------> TRANSFER
+                           |     |-- RDBCHANNELSYNC / DUALCHANNELSYNC -----> TRANSFER
                            |                                                  | KEEPALIVE,
                            |                                                  | BULK_HEADER,
                            +------------------------------------------------- | PAYLOAD,
@@ -46,8 +46,11 @@ LOAD_BACKOFF_MAX_MS = 60_000
 # A read shorter than this drained the socket: the replica has everything the master sent.
 CAUGHT_UP_READ = 64 * 1024
 ROLE = "replica"
-# The sync mode (sync events) of a snapshot that comes on the rdb channel.
+# The sync mode (sync events) of a snapshot that comes on the rdb channel (Redis 8's), or on
+# Valkey's dual channel.
 RDB_CHANNEL = "rdb-channel"
+DUAL_CHANNEL = "dual-channel"
+TWO_CHANNELS = (RDB_CHANNEL, DUAL_CHANNEL)
 # rdb channel: a drain step applies this many buffered blocks; the main channel may deliver at
 # most one new read (<= one block) per step, so the buffer always shrinks.
 DRAIN_BLOCKS = 2
@@ -87,6 +90,7 @@ class Input(Machine):
     KEEPALIVE = "keepalive"  # an empty line before the PSYNC reply or the payload header
     FULLRESYNC = "fullresync"  # +FULLRESYNC <replid> <offset>
     RDBCHANNELSYNC = "rdbchannelsync"  # +RDBCHANNELSYNC <client-id>: snapshot on a 2nd link
+    DUALCHANNELSYNC = "dualchannelsync"  # +DUALCHANNELSYNC (Valkey): the same, its dialect
     CONTINUE = "continue"  # +CONTINUE [<replid>]
     TRY_LATER = "try-later"  # -NOMASTERLINK / -LOADING
     NOT_SUPPORTED = "not-supported"  # any other PSYNC reply: SYNC was sent instead
@@ -147,6 +151,7 @@ def _table() -> dict[tuple[ReplState, Input], ReplState]:
         (S.RECEIVE_PSYNC_REPLY, I.KEEPALIVE): S.RECEIVE_PSYNC_REPLY,
         (S.RECEIVE_PSYNC_REPLY, I.FULLRESYNC): S.TRANSFER,
         (S.RECEIVE_PSYNC_REPLY, I.RDBCHANNELSYNC): S.TRANSFER,
+        (S.RECEIVE_PSYNC_REPLY, I.DUALCHANNELSYNC): S.TRANSFER,
         (S.RECEIVE_PSYNC_REPLY, I.CONTINUE): S.CONNECTED,
         (S.RECEIVE_PSYNC_REPLY, I.TRY_LATER): S.CONNECT,
         (S.RECEIVE_PSYNC_REPLY, I.NOT_SUPPORTED): S.TRANSFER,
