@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.analytics.logline import _LOGO, _SIGNAL, REDIS, VALKEY, split_line
+from pyrepl.analytics.schema import RESULT_MODE
+
+RDB_CHANNEL, DUAL_CHANNEL = RESULT_MODE["rdbchannel"], RESULT_MODE["dualchannel"]
+TWO_CHANNELS = (RDB_CHANNEL, DUAL_CHANNEL)
 
 _HINT = re.compile(r"MASTER|PRIMARY|[Rr]eplica|[Mm]aster\b|[Pp]rimary\b|\bP?SYNC\b|\bsync\b|"
                    r"[Rr]eplication|backlog|rdb.channel|[Dd]ual channel")
@@ -65,7 +69,8 @@ RULES: list[tuple[str, str]] = [
      r"\[(?P<first>-?\d+), (?P<last>-?\d+)\])?\)", "lack_of_backlog"),
     (r"Warning: replica (?P<peer>\S+) tried to PSYNC with an offset that is greater than the "
      r"(?:master|primary) replication offset", "offset_ahead"),
-    (r"Replica (?P<peer>\S+) is capable of (?:rdb|dual) channel synchronization", "rdb_channel"),
+    (r"Replica (?P<peer>\S+) is capable of (?P<kind>rdb|dual) channel synchronization",
+     "rdb_channel"),
     (r"Partial resynchronization request from (?P<peer>\S+) accepted\. Sending (?P<n>\d+) bytes "
      r"of backlog starting from offset (?P<off>-?\d+)", "partial_accepted"),
     # -- master side: the snapshot and the link ------------------------------------------------
@@ -356,7 +361,10 @@ class LogParser:
         s = self.m.get(g["peer"])
         if s is not None and s.decision is not None:
             s.channel = True
-            s.decision.update(result="rdbchannel", mode="rdb-channel")
+            if g["kind"] == "dual":   # Valkey's dual channel
+                s.decision.update(result="dualchannel", mode=DUAL_CHANNEL)
+            else:
+                s.decision.update(result="rdbchannel", mode=RDB_CHANNEL)
 
     def _partial_accepted(self, g: dict[str, str]) -> None:
         peer, n, off = g["peer"], int(g["n"]), int(g["off"])
@@ -379,10 +387,10 @@ class LogParser:
 
     def _bgsave_started(self, g: dict[str, str]) -> None:
         rest = g["rest"]
-        mode = ("rdb-channel" if "rdb-channel" in rest or "dual-channel" in rest
+        mode = (DUAL_CHANNEL if "dual-channel" in rest else RDB_CHANNEL if "rdb-channel" in rest
                 else "disk" if g["target"] == "disk" else "diskless")
         for peer, s in self._waiting():
-            if mode != "rdb-channel" and s.channel:
+            if mode not in TWO_CHANNELS and s.channel:
                 continue
             s.fork = self._emit("fullsync_fork", "master", peer, s.sid, mode=mode)
 
@@ -478,22 +486,24 @@ class LogParser:
             r.psync_ts if r else None), **f)
 
     def _full_resync(self, g: dict[str, str]) -> None:
-        if self.r is not None and self.r.mode == "rdb-channel":
+        if self.r is not None and self.r.mode in TWO_CHANNELS:
             return
         self._reply("full", replid=g["rid"], offset=int(g["off"]))
 
     def _rdbchannel_reply(self, g: dict[str, str]) -> None:
+        dual = self.flavours.get(self.pid) == VALKEY   # (Valkey's is its dual channel)
+        mode = DUAL_CHANNEL if dual else RDB_CHANNEL
         if self.r is not None:
-            self.r.mode = "rdb-channel"
-        self._reply("rdbchannel", mode="rdb-channel")
+            self.r.mode = mode
+        self._reply("dualchannel" if dual else "rdbchannel", mode=mode)
 
     def _continue_reply(self, g: dict[str, str]) -> None:
-        if self.r is not None and self.r.mode != "rdb-channel":
+        if self.r is not None and self.r.mode not in TWO_CHANNELS:
             self._reply("continue")
 
     def _partial_up(self, g: dict[str, str]) -> None:
         r = self.r
-        if r is None or r.mode == "rdb-channel" or g["bg"]:
+        if r is None or r.mode in TWO_CHANNELS or g["bg"]:
             return
         r.up = True
         self._remit("link_up", result="continue")
@@ -549,7 +559,7 @@ class LogParser:
             r.drained["ts"] = self.ts
 
     def _drained(self, g: dict[str, str]) -> None:
-        if self.r is not None and self.r.mode == "rdb-channel":
+        if self.r is not None and self.r.mode in TWO_CHANNELS:
             n = g.get("n")
             self.r.drained = self._remit("buffer_drained", bytes=int(n) if n else None)
 

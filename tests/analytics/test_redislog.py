@@ -29,7 +29,8 @@ from pyrepl.events import EVENTS, FIELD_TYPES
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                     "redislog")
 FLAVOURS = {"redis7": redislog.REDIS, "redis8": redislog.REDIS, "valkey9": redislog.VALKEY}
-MODE = {"redis7": "diskless", "redis8": "rdb-channel", "valkey9": "rdb-channel"}
+MODE = {"redis7": "diskless", "redis8": "rdb-channel", "valkey9": "dual-channel"}
+FULL = {"redis7": "full", "redis8": "rdbchannel", "valkey9": "dualchannel"}
 
 
 def sample(name: str) -> dict[str, bytes]:
@@ -60,7 +61,7 @@ def test_the_scenario_as_events(name: str) -> None:
         assert e["event"] in EVENTS and set(e) <= set(FIELD_TYPES), e
     dec = [e for e in events if e["event"] == "psync_decision"]
     got = Counter((e["node"], e["peer"], e["result"], e["reason"]) for e in dec)
-    full = "full" if name == "redis7" else "rdbchannel"
+    full = FULL[name]
     assert got == Counter({
         (m, r1, full, "no-history"): 1, (m, r2, full, "no-history"): 1,
         (m, r1, "continue", "continue"): 2, (m, r2, "continue", "continue"): 1,
@@ -87,7 +88,7 @@ def test_the_scenario_as_events(name: str) -> None:
     for v in fulls:
         assert v[:2] == ["psync_sent", "psync_reply"] and "rdb_first_byte" in v \
             and "rdb_received" in v and "link_up" in v
-        assert ("buffer_drained" in v) == (MODE[name] == "rdb-channel")
+        assert ("buffer_drained" in v) == (MODE[name] != "diskless")
     modes = {e["mode"] for e in events if e["event"] == "link_up" and e["result"] == "full"}
     assert modes == {MODE[name]}
     keys = sorted(e["keys"] for e in events if e["event"] == "load_done")

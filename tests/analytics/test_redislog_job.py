@@ -65,7 +65,7 @@ def test_logs_in_spark_agree_with_the_pure_python_path(spark, tmp_path) -> None:
     s = got["summary"]
     assert s["psync"]["partial"] == 15 and s["psync"]["full"] == 9
     assert s["full_syncs"]["by_reason"] == {"no-history": 6, "offset-before-backlog": 3}
-    assert s["full_syncs"]["by_mode"] == {"rdb-channel": 6, "diskless": 3}
+    assert s["full_syncs"]["by_mode"] == {"rdb-channel": 3, "dual-channel": 3, "diskless": 3}
     assert s["fleet"] == {"nodes": 9, "masters": 6, "replicas": 9, "links": 12}
     logs = s["input"]["logs"]
     assert logs["files"] == {"redis-log": 7, "valkey-log": 3} and logs["sets"] == 9
