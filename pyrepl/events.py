@@ -42,6 +42,7 @@ FIELDS: list[tuple[str, str, str]] = [
     ("buffer_peak", "long", "peak bytes buffered during the sync (replica buffer or master "
                             "output buffer for this replica)"),
     ("buffer_limit", "long", "the limit that buffer had"),
+    ("spilled", "long", "bytes of that buffer that went to disk (repl-full-sync-spill-threshold)"),
     ("lag_bytes", "long", "master_repl_offset - replica ack offset"),
     ("lag_ms", "double", "ms since the replica's last ack"),
     ("error", "string", "error text for failures"),

@@ -79,6 +79,7 @@ class Channel:
         self.rdbch_token = 0
         self.fsbuf: FullSyncBuffer | None = None  # from +RDBCHANNELSYNC until drained
         self.fsbuf_peak = 0  # INFO replica_full_sync_buffer_peak (never reset)
+        self.fsbuf_spilled = 0  # the last finished sync's bytes spilled to disk
         self._main_paused = False
         self._drain_requested = False
         self._limit_logged = False
@@ -103,6 +104,13 @@ class Channel:
             limit = cfg.client_output_buffer_limit.get("replica", (0, 0, 0))[0]
         return limit
 
+    def spill_fields(self) -> list[tuple[str, object]]:
+        """INFO: the bytes the running (else the last) sync spilled, and those on disk now."""
+        b = self.fsbuf
+        return [("replica_full_sync_buffer_spilled", b.spilled if b is not None
+                 else self.fsbuf_spilled),
+                ("replica_full_sync_buffer_on_disk", b.on_disk if b is not None else 0)]
+
     def full_sync_buffer_bytes(self) -> int:
         """INFO replica_full_sync_buffer_size / mem_replica_full_sync_buffer: whole blocks."""
         b = self.fsbuf
@@ -112,7 +120,9 @@ class Channel:
         """+RDBCHANNELSYNC <client-id>: open the rdb channel, buffer the main channel
         (``None``: Valkey's +DUALCHANNELSYNC, whose main connection waits for $ENDOFF)."""
         side = self.side
-        self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit())
+        cfg = self.core.config
+        self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit(),
+                                    cfg.repl_full_sync_spill_threshold, cfg.dir)
         self._limit_logged = False
         self._preamble = ["endoff"] if client_id is None else []
         self._preamble_buf = b""
@@ -151,7 +161,7 @@ class Channel:
         """The sync failed before the swap: the rdb channel and the buffer go (nothing of them
         was applied)."""
         self.close()
-        self.fsbuf = None
+        self._release_buffer()
         self._drain_requested = False
         self._preamble = []
         self._preamble_buf = b""
@@ -160,9 +170,16 @@ class Channel:
     def drop_buffer(self) -> None:
         """The master was lost while the buffer drained: what is left of it is not applied
         (the master resends it after +CONTINUE)."""
-        self.fsbuf = None
+        self._release_buffer()
         self._drain_requested = False
         self._main_paused = False
+
+    def _release_buffer(self) -> None:
+        buf = self.fsbuf
+        if buf is not None:
+            self.fsbuf = None
+            self.fsbuf_spilled = buf.spilled
+            buf.close()
 
     def new_connection(self) -> None:
         """A new main channel: it reads, and no drain step is pending."""
@@ -340,7 +357,16 @@ class Channel:
         self.side.go(I.BUFFER)
         buf = self.fsbuf
         assert buf is not None
-        full = buf.append(data)
+        spilled = buf.spilled
+        try:
+            full = buf.append(data)
+        except OSError as e:
+            self._spill_failed(e)
+            return
+        if buf.spilled and not spilled:
+            self.core.log.notice(f"Replication buffer reached the spill threshold "
+                                 f"({buf.spill_at} bytes): the rest of the stream goes to "
+                                 f"disk until it is applied.")
         if buf.peak > self.fsbuf_peak:
             self.fsbuf_peak = buf.peak
         if transferring(self.side.state):
@@ -355,6 +381,16 @@ class Channel:
                 self._pause_main()
         else:
             self._pause_main()  # draining: at most one new read per drain step
+
+    def _spill_failed(self, e: OSError) -> None:
+        """The spill file could not take (or give back) bytes: the sync fails (during the
+        transfer) or the link drops (while draining); nothing is half-applied."""
+        error = f"spill file: {e.strerror or e}"
+        self.core.log.warning(f"Replication buffer {error}")
+        if transferring(self.side.state):
+            self.side.cancel_handshake(True, I.TRANSFER_ERROR, "spill-error", error)
+        else:
+            self.side.master_lost("spill-error", cache=True)
 
     def _pause_main(self) -> None:
         if not self._main_paused:
@@ -400,7 +436,11 @@ class Channel:
         if buf is None or ms is None or not link_up(self.side.state):
             return
         for _ in range(DRAIN_BLOCKS):
-            block = buf.pop_block()
+            try:
+                block = buf.pop_block()
+            except OSError as e:
+                self._spill_failed(e)
+                return
             if block is None:
                 break
             stream.stream(block)
@@ -415,12 +455,12 @@ class Channel:
     def _drain_done(self) -> None:
         buf = self.fsbuf
         assert buf is not None
-        self.fsbuf = None
+        self._release_buffer()
         ms = self.stream.master
         side = self.side
         self.core.log.notice(f"MASTER <-> REPLICA sync: Successfully streamed replication buffer "
                              f"into the db ({buf.total} bytes in total)")
         side.emit("buffer_drained", bytes=buf.total, buffer_peak=buf.peak,
                   buffer_limit=buf.limit, duration_ms=side.now - side.link_up_ms,
-                  offset=ms.reploff if ms is not None else None)
+                  offset=ms.reploff if ms is not None else None, spilled=buf.spilled)
         self._resume_main()

@@ -63,6 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyrepl.replication.fsm import Machine, from_every, step
+from pyrepl.replication.spill import SpillFile
 from pyrepl.replication.wire import MAX_LINE, BulkHeader, EndOffset, FullResync
 from pyrepl.resp.writer import encode_command
 
@@ -366,19 +367,34 @@ class RdbChannel:
 class FullSyncBuffer:
     """The main channel's bytes held while the snapshot loads (see the module docstring)."""
 
-    __slots__ = ("blocks", "size", "used", "peak", "limit", "total")
+    __slots__ = ("blocks", "size", "used", "peak", "limit", "total", "spill_at", "spill_dir",
+                 "disk", "spilled")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, spill_at: int = 0, spill_dir: str = "") -> None:
         self.blocks: deque[bytearray] = deque()
         self.size = 0  # BLOCK_SIZE per block held (INFO replica_full_sync_buffer_size)
-        self.used = 0  # bytes held
+        self.used = 0  # bytes held, in memory and on disk
         self.peak = 0  # high-water mark of size
         self.limit = limit  # 0: no limit
         self.total = 0  # bytes ever appended
+        # repl-full-sync-spill-threshold: memory holds at most this many bytes, the rest
+        # goes to a file (and reading never stops); 0: off. Never above the limit.
+        self.spill_at = min(spill_at, limit) if spill_at and limit else spill_at
+        self.spill_dir = spill_dir
+        self.disk: SpillFile | None = None
+        self.spilled = 0  # bytes ever written to the file
 
     def append(self, data: bytes) -> bool:
         """Store ``data`` (all of it); True when the reader should stop reading now."""
         n = len(data)
+        if self.spill_at:
+            on_disk = self.on_disk
+            if on_disk or self.used - on_disk + n > self.spill_at:
+                # (once bytes are on disk, the newer ones follow them there: order is kept)
+                self._spill(data)
+                self.total += n
+                self.used += n
+                return False
         self.total += n
         self.used += n
         blocks = self.blocks
@@ -399,20 +415,43 @@ class FullSyncBuffer:
             self.peak = self.size
         return self.full()
 
+    def _spill(self, data: bytes) -> None:
+        disk = self.disk
+        if disk is None:
+            disk = self.disk = SpillFile(self.spill_dir, "replica-buffer")
+        disk.append(data)
+        self.spilled += len(data)
+
     def full(self) -> bool:
         """Over the limit: reading stops. ``size`` counts whole blocks and a block is only
         allocated while ``size <= limit`` would have allowed it, so the peak is the one block
-        past the limit that Redis reports too."""
-        return bool(self.limit) and self.size > self.limit
+        past the limit that Redis reports too. Spilling, reading never stops."""
+        return bool(self.limit) and self.size > self.limit and not self.spill_at
 
     def pop_block(self) -> bytes | None:
-        """The oldest block's bytes (the block is freed), or None when empty."""
+        """The oldest block's bytes (the block is freed; from the file once memory holds none
+        of what is left), or None when empty."""
         if not self.blocks:
-            return None
+            disk = self.disk
+            if disk is None or not disk.pending:
+                return None
+            out = disk.read(BLOCK_SIZE)
+            self.used -= len(out)
+            return out
         b = self.blocks.popleft()
         self.size -= BLOCK_SIZE
         self.used -= len(b)
         return bytes(b)
+
+    @property
+    def on_disk(self) -> int:
+        return self.disk.pending if self.disk is not None else 0
+
+    def close(self) -> None:
+        """The buffer is done with (drained or dropped): its file goes."""
+        if self.disk is not None:
+            self.disk.close()
+            self.disk = None
 
     def __len__(self) -> int:
         return self.used

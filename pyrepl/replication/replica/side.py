@@ -637,6 +637,7 @@ class ReplicaSide:
             # pyrepl's: the running or last full sync's mode, the dialect it spoke (disk,
             # diskless, rdb-channel for Redis 8's, dual-channel for Valkey's; "" before any)
             ("master_sync_mode", self.load.mode),
+            *self.channel.spill_fields(),
         ])
         return fields
 
