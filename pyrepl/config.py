@@ -834,11 +834,13 @@ DIRECTIVES: tuple[Directive, ...] = (
               help="replica-side cap on the buffered main-channel stream during an "
                    "RDB-channel sync; 0 = the replica class hard limit (Redis 8)"),
     # pyrepl's (issue 40): a full sync's pending stream past this many bytes goes to a file in
-    # dir instead of memory (the replica's rdb-channel buffer); 0 = off (Redis's behaviour).
+    # dir instead of memory (on a master, per replica in full sync; on a replica, its
+    # rdb-channel buffer), so no buffer limit ends the sync; 0 = off (Redis's behaviour).
     Directive("repl-full-sync-spill-threshold", "memory", "0", lo=0, hi=LLONG_MAX,
               unsigned=True,
               help="bytes of a full sync's pending stream held in memory before the rest "
-                   "spills to a file in dir (the replica's rdb-channel buffer); 0 = off"),
+                   "spills to a file in dir (master: per replica in full sync; replica: its "
+                   "rdb-channel buffer); 0 = off"),
     # Unix socket, protected actions, shutdown (Redis 7.0, with their behaviour)
     _str("unixsocket", "", mutable=False),
     Directive("unixsocketperm", "special", "0", mutable=False, lo=0, hi=0o777, unsigned=True,

@@ -269,6 +269,8 @@ def section_stats(core: ServerCore) -> Fields:
         ("reply_buffer_expands", 0),
         ("client_query_buffer_limit_disconnections", s.client_qbuf_limit_disconnections),
         ("client_output_buffer_limit_disconnections", s.client_outbuf_limit_disconnections),
+        # pyrepl's: the replicas' full-sync streams spilled to disk (master side)
+        ("total_repl_spilled_bytes", s.repl_spilled_bytes),
     ]
 
 

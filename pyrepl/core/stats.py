@@ -34,6 +34,7 @@ class Stats:
     expire_cycle_cpu_ns: int
     unexpected_error_replies: int
     evicted_clients: int
+    repl_spilled_bytes: int    # pyrepl's: full syncs' pending stream spilled to disk
     COUNTERS = tuple(__annotations__)
     __slots__ = (*COUNTERS, "ops_samples", "last_ops_sample", "instantaneous_ops", "instant")
 

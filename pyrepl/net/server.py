@@ -118,7 +118,8 @@ def write_client(c: Client) -> None:
             if not views:
                 break
             t.writelines(views)
-            if link.ref is None or link.ref.sent == repl.master_repl_offset:
+            if (link.ref is None or link.ref.sent == repl.master_repl_offset) \
+                    and link.spill is None:
                 break   # all of the stream taken: no call to learn that nothing is left
     if c.close_after_reply:
         t.close()

@@ -145,6 +145,7 @@ class ReplStats(Protocol):
     sync_partial_err: int
     client_outbuf_limit_disconnections: int
     unexpected_error_replies: int
+    repl_spilled_bytes: int
 
 
 class ReplCommand(Protocol):

@@ -125,7 +125,9 @@ def test_info_sections_and_field_names(pair) -> None:
     assert ours_only <= {"pyrepl_version", "python_version", "mem_replica_full_sync_buffer",
                          "client_query_buffer_limit_disconnections",
                          "client_output_buffer_limit_disconnections",
-                         "used_memory_interpreter", "used_memory_interpreter_human"}, ours_only
+                         "used_memory_interpreter", "used_memory_interpreter_human",
+                         "replicas_waiting_psync",     # Valkey's (dual channel)
+                         "total_repl_spilled_bytes"}, ours_only
     for must in ("redis_version", "tcp_port", "connected_clients", "used_memory",
                  "rdb_changes_since_last_save", "total_commands_processed", "role",
                  "master_replid", "master_repl_offset", "repl_backlog_size", "cluster_enabled"):

@@ -1,7 +1,9 @@
 """The spill of a full sync's pending stream to disk (``repl-full-sync-spill-threshold``):
 the on-disk queue (pyrepl/replication/spill.py), the replica's full-sync buffer that uses it
 (a model of bytes in, bytes out: every byte once, in order, with the counters the INFO fields
-and events report), and a whole rdb-channel sync whose buffer spilled, on real cores."""
+and events report), a whole rdb-channel sync whose buffer spilled, and the master's side: a
+classic full sync (diskless and disk) whose writes pass the replica output limit, dropped
+without the spill (Redis's loop) and completed with it, the replica equal to the master."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyrepl.core.info import section_stats as info_stats
 from pyrepl.replication.replica.rdbchannel import BLOCK_SIZE, FullSyncBuffer
 from pyrepl.replication.spill import SpillFile
 from tests.support.rdbchannel_replica import MARK, Node, big_stream, expected_digest, snapshot
@@ -234,3 +237,70 @@ def test_a_spill_file_that_fails_fails_the_sync_and_nothing_is_applied(tmp_path,
 
 def _enospc(self, *args: object) -> None:
     raise OSError(28, "No space left on device")
+
+
+# -- the master: a replica's pending stream during its full sync -------------------------------
+
+def _writes(m, n: int, tag: str, size: int = 400) -> None:  # noqa: ANN001
+    for i in range(n):
+        m.run("SET", f"{tag}:{i % 1500}", f"{i:08d}" * (size // 8))
+
+
+def _master(tmp_path, threshold: str, *extra: tuple[str, list[str]]):  # noqa: ANN001, ANN202
+    from tests.support.master_side import Master
+
+    return Master(tmp_path, ("repl-backlog-size", ["16kb"]),
+                  ("client-output-buffer-limit", ["replica", "256kb", "0", "0"]),
+                  ("repl-full-sync-spill-threshold", [threshold]), *extra)
+
+
+@pytest.mark.parametrize("diskless", ["yes", "no"])
+def test_a_full_sync_past_the_limits_spills_and_the_replica_gets_every_byte(
+        tmp_path, diskless) -> None:
+    """Without spill the limits drop the replica (Redis's loop); with it the sync ends with
+    the replica equal to the master, the master's buffer bounded, the bytes counted."""
+    from tests.support.master_side import ReplicaCore, parse_full_sync
+
+    for threshold in ("0", "64kb"):
+        (tmp_path / threshold).mkdir()
+        m = _master(tmp_path / threshold, threshold, ("repl-diskless-sync", [diskless]))
+        _writes(m, 200, "before")
+        r = m.replica("eof", "psync2")
+        m.send(r, "PSYNC", "?", "-1")
+        link = m.link(r)
+        snap = link.snapshot
+        assert snap is not None
+        peak = 0
+        for k in range(6):   # 6 x 400 KB written while the snapshot is made
+            _writes(m, 1000, f"during{k}")
+            m.tick(100)
+            peak = max(peak, int(m.mem()["mem_total_replication_buffers"]))
+        stats = m.core.stats
+        if threshold == "0":
+            assert link.closed and stats.client_outbuf_limit_disconnections == 1
+            assert [e["reason"] for e in m.events("replica_lost")] == ["output-buffer-limit"]
+            continue
+        assert not link.closed and stats.client_outbuf_limit_disconnections == 0
+        assert link.spill is not None and stats.repl_spilled_bytes == link.spill.written > 2**20
+        assert peak < 64 * 1024 + 256 * 1024           # the threshold and a few blocks
+        if diskless == "yes":
+            m.io.run_child(snap.pid)
+        m.child_exits(snap.pid)
+        if diskless == "no":
+            _writes(m, 500, "sending")                  # while the file goes out: spilled too
+            m.io.complete_bulk(m.core, r)
+        _writes(m, 300, "after")
+        m.send(r, "REPLCONF", "ACK", "0")
+        m.flush()
+        got = parse_full_sync(m.wire(r))
+        rep = ReplicaCore(tmp_path, got.rdb)
+        rep.apply(got.stream)
+        assert rep.digest() == m.digest()
+        assert snap.offset + len(got.stream) == m.repl.master_repl_offset
+        assert link.spill is None                      # drained: an ordinary link again
+        online = m.events("replica_online")
+        assert online and online[-1]["sync_id"] == link.sync_id
+        # (spilled by the time it went online: it goes on spilling until its file drains)
+        assert 0 < online[-1]["spilled"] <= stats.repl_spilled_bytes
+        assert dict(info_stats(m.core))["total_repl_spilled_bytes"] == stats.repl_spilled_bytes
+        assert os.listdir(tmp_path / threshold) == [] or diskless == "no"   # (only dump.rdb)

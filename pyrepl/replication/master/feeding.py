@@ -20,6 +20,19 @@ every 16 KiB of stream, not per write) and once a second in the cron. A replica 
 limit, or over the soft limit for longer than its seconds, is disconnected, logged, counted in
 ``client_output_buffer_limit_disconnections`` and reported as ``replica_lost`` with reason
 ``output-buffer-limit``.
+
+Spill (pyrepl's ``repl-full-sync-spill-threshold``): a replica in a full sync (waiting for its
+snapshot's end, its file being sent, its first ACK, or streaming while its rdb channel loads)
+whose part of the buffer passes the threshold has that part moved to its own file in ``dir``
+(:class:`~pyrepl.replication.spill.SpillFile`, ``link.spill``) and its cursor moved to the
+buffer's end, so the buffer can trim behind it and its usage, which the limits judge, starts
+again from zero: the limits never end a full sync, and the master's memory stays near the
+backlog plus the threshold per replica. Its socket then gets the file first, then the cursor's
+bytes (:meth:`Feeding.take`): the same bytes, in order, at the same offsets. While the file is
+not drained the link keeps spilling (the newer bytes go after the older ones); once drained,
+the file is closed and the link is an ordinary one. The checks are the limits': when a block
+is added and once a second. A file that fails (a full disk) drops the replica (reason
+``spill-error``).
 """
 
 from __future__ import annotations
@@ -29,12 +42,18 @@ from typing import TYPE_CHECKING
 
 from pyrepl.replication import psync as psync_mod
 from pyrepl.replication.backlog import Backlog, Cursor
-from pyrepl.replication.master.states import ReplicaLink
+from pyrepl.replication.master.states import ReplicaLink, S
+from pyrepl.replication.spill import SpillFile
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
     from pyrepl.replication.master.side import MasterSide
     from pyrepl.replication.ports import ReplClient, ReplicationHost
+
+
+# A link in a full sync: its pending stream may spill (an online link waiting for its first
+# ACK, and one whose file is not drained yet, too: Feeding.spill_over).
+SPILL_STATES = frozenset({S.WAIT_BGSAVE_END, S.SEND_BULK, S.SEND_BULK_AND_STREAM})
 
 
 class Feeding:
@@ -76,11 +95,19 @@ class Feeding:
             if link.ref.sent == before:  # type: ignore[union-attr]
                 self.core.pending_flush.append(link.client)
         if new_block and self.fed:
+            if self.core.config.repl_full_sync_spill_threshold:
+                self.spill_over(self.fed)
             self.enforce_limits(self.fed)
 
     def take(self, link: ReplicaLink, limit: int = 1 << 16) -> list[memoryview]:
         """Up to ``limit`` bytes of the stream for a streaming link's socket (the I/O shell
         writes them; views of the shared buffer, nothing copied)."""
+        spill = link.spill
+        if spill is not None:
+            if spill.pending:   # (the spilled bytes are older than the cursor's)
+                return self._take_spilled(link, spill, limit)
+            if link.state is S.ONLINE and not link.stream_on_ack:
+                self._close_spill(link)   # drained, the sync is over: an ordinary link again
         ref = link.ref
         backlog = self.manager.backlog
         if ref is None or backlog is None:
@@ -92,6 +119,60 @@ class Feeding:
             self.core.stats.net_repl_output_bytes += n
             link.client.net_out += n
         return views
+
+    # -- spill -----------------------------------------------------------------------------
+    def spill_over(self, links: Iterable[ReplicaLink]) -> None:
+        """Each link in a full sync whose part of the buffer passed the threshold: that part
+        to its file, its cursor to the end (see the module docstring)."""
+        threshold = self.core.config.repl_full_sync_spill_threshold
+        backlog = self.manager.backlog
+        if not threshold or backlog is None:
+            return
+        for link in list(links):
+            ref = link.ref
+            if ref is None or not (link.spill is not None or link.state in SPILL_STATES
+                                   or link.stream_on_ack):
+                continue
+            if backlog.usage(ref) <= threshold:
+                continue
+            spill = link.spill
+            try:
+                if spill is None:
+                    spill = link.spill = SpillFile(self.core.config.dir, "replica")
+                    self.core.log.notice(f"Replica {link.name()}'s pending stream passed "
+                                         f"repl-full-sync-spill-threshold ({threshold} bytes): "
+                                         f"spilling it to disk")
+                pending = backlog.pending(ref)
+                for view in backlog.take(ref, pending):
+                    spill.append(view)
+            except OSError as e:
+                self.core.log.warning(f"Replica {link.name()}: spill file: {e.strerror or e}")
+                self.side.close_link(link, "spill-error")
+                continue
+            self.core.stats.repl_spilled_bytes += pending
+            backlog.trim()
+
+    def _take_spilled(self, link: ReplicaLink, spill: SpillFile, limit: int) -> list[memoryview]:
+        try:
+            data = spill.read(limit)
+        except OSError as e:
+            self.core.log.warning(f"Replica {link.name()}: spill file: {e.strerror or e}")
+            self.side.close_link(link, "spill-error")
+            return []
+        self.core.stats.net_repl_output_bytes += len(data)
+        link.client.net_out += len(data)
+        return [memoryview(data)]
+
+    def _close_spill(self, link: ReplicaLink) -> None:
+        spill = link.spill
+        if spill is not None:
+            link.spill = None
+            spill.close()
+
+    def spill_pending(self, link: ReplicaLink) -> bool:
+        """Spilled bytes still to hand to the socket (the shell keeps taking)."""
+        spill = link.spill
+        return spill is not None and spill.pending > 0
 
     def feed(self, link: ReplicaLink, ref: Cursor | None = None) -> None:
         """The link gets a place in the buffer: ``ref``, or the next byte appended (its
@@ -131,6 +212,7 @@ class Feeding:
                 self.closing = [c for c in self.closing if buffered(c)] + [link.client]
         if link in self.fed:
             self.fed.remove(link)
+        self._close_spill(link)
         backlog = self.manager.backlog
         if link.ref is not None and backlog is not None:
             used = backlog.usage(link.ref)

@@ -166,7 +166,8 @@ class MasterSide:
         self.emit("replica_online", peer=link.name(), sync_id=link.sync_id,
                   replid=self.manager.ids.replid, mode=link.mode, offset=link.psync_offset,
                   duration_ms=core.now_ms - link.sync_start_ms,
-                  buffer_peak=max(link.buffer_peak, self.feeding.pending_bytes(link)))
+                  buffer_peak=max(link.buffer_peak, self.feeding.pending_bytes(link)),
+                  spilled=link.spill.written if link.spill is not None else None)
         return True
 
     def close_link(self, link: ReplicaLink, reason: str) -> None:
@@ -298,7 +299,10 @@ class MasterSide:
             if why:
                 self.core.log.warning(f"Disconnecting timedout replica ({why}): {link.name()}")
                 self.close_link(link, "timeout")
-        # clientsCron: every replica's limits, once a second (feeds check only on a new block)
+        # clientsCron: every replica's limits, once a second (feeds check only on a new block),
+        # after what a full sync spills (repl-full-sync-spill-threshold)
+        if cfg.repl_full_sync_spill_threshold:
+            self.feeding.spill_over(self.links)
         self.feeding.enforce_limits(self.links)
         if self.dual.holds:
             self.dual.cron()

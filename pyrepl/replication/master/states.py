@@ -41,6 +41,7 @@ from pyrepl.replication.fsm import Machine, from_every, step
 
 if TYPE_CHECKING:
     from pyrepl.replication.ports import ReplClient
+    from pyrepl.replication.spill import SpillFile
 
 
 ROLE = "master"
@@ -161,7 +162,7 @@ class ReplicaLink:
         "ref", "streaming", "stream_on_ack",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
-        "capa_dual_channel", "dual_hold_id", "version",
+        "capa_dual_channel", "dual_hold_id", "version", "spill",
     )
 
     def __init__(self, client: ReplClient) -> None:
@@ -201,6 +202,9 @@ class ReplicaLink:
         self.capa_dual_channel = False
         self.dual_hold_id = 0
         self.version = ""   # REPLCONF version (Valkey's replicas send theirs)
+        # repl-full-sync-spill-threshold: the part of its pending stream on disk, before what
+        # its cursor holds (pyrepl.replication.master.feeding)
+        self.spill: SpillFile | None = None
 
     def go(self, inp: LinkInput) -> SlaveState:
         """The one way a link changes state: the table's move for ``inp`` (LinkStateError when
