@@ -304,3 +304,60 @@ def test_a_full_sync_past_the_limits_spills_and_the_replica_gets_every_byte(
         assert 0 < online[-1]["spilled"] <= stats.repl_spilled_bytes
         assert dict(info_stats(m.core))["total_repl_spilled_bytes"] == stats.repl_spilled_bytes
         assert os.listdir(tmp_path / threshold) == [] or diskless == "no"   # (only dump.rdb)
+
+
+@given(plan=st.lists(st.tuples(st.integers(min_value=1, max_value=60),
+                               st.integers(min_value=10, max_value=3000)),
+                     min_size=4, max_size=10),
+       threshold_kb=st.sampled_from([16, 40, 128]),
+       exit_at=st.integers(min_value=0, max_value=9),
+       ack_at=st.integers(min_value=0, max_value=9))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_the_spill_model_offsets_and_bytes_line_up(tmp_path_factory, plan, threshold_kb,
+                                                    exit_at, ack_at) -> None:
+    """Bursts of writes of any size at any point of a diskless full sync (before the child's
+    exit, between it and the first ACK, after), any threshold: the replica rebuilt from the
+    RDB and the stream equals the master, the stream is exactly (snapshot offset, master
+    offset], what was spilled all came back, nothing was dropped, and the shared buffer never
+    held much more than the threshold for the replica."""
+    from tests.support.master_side import ReplicaCore, parse_full_sync
+
+    tmp = tmp_path_factory.mktemp("spill")
+    m = _master(tmp, f"{threshold_kb}kb")
+    _writes(m, 50, "before")
+    r = m.replica("eof", "psync2")
+    m.send(r, "PSYNC", "?", "-1")
+    link = m.link(r)
+    snap = link.snapshot
+    assert snap is not None
+    exited = acked = False
+    backlog_size = 16 * 1024
+    for i, (count, size) in enumerate(plan):
+        if i == exit_at and not exited:
+            m.io.run_child(snap.pid)
+            m.child_exits(snap.pid)
+            exited = True
+        if i == ack_at and exited and not acked:
+            m.send(r, "REPLCONF", "ACK", "0")
+            acked = True
+        _writes(m, count, f"p{i}", size)
+        m.tick(100)
+        assert not link.closed
+        buf = int(m.mem()["mem_total_replication_buffers"])
+        # the backlog's share, the replica's (up to the threshold and the block being filled)
+        assert buf <= backlog_size + threshold_kb * 1024 + 3 * 64 * 1024 + 4 * size
+    if not exited:
+        m.io.run_child(snap.pid)
+        m.child_exits(snap.pid)
+    if not acked:
+        m.send(r, "REPLCONF", "ACK", "0")
+    m.flush()
+    got = parse_full_sync(m.wire(r))
+    rep = ReplicaCore(tmp, got.rdb)
+    rep.apply(got.stream)
+    assert rep.digest() == m.digest()
+    assert snap.offset + len(got.stream) == m.repl.master_repl_offset
+    assert m.core.stats.client_outbuf_limit_disconnections == 0
+    spilled = m.core.stats.repl_spilled_bytes
+    assert (link.spill is None) and (spilled == 0 or spilled <= len(got.stream))
