@@ -120,12 +120,14 @@ _M_HI = {"psync_decision": (("m_result", "result"), ("reason", "reason"), ("gap"
          "fullsync_fork": (("m_mode", "mode"),),
          "fullsync_rdb_sent": (("m_mode", "mode"), ("m_rdb_bytes", "bytes")),
          "partial_sent": (("partial_bytes", "bytes"),),
-         "replica_online": (("m_mode", "mode"), ("m_online_peak", "buffer_peak"))}
+         "replica_online": (("m_mode", "mode"), ("m_online_peak", "buffer_peak"),
+                            ("m_spilled", "spilled"))}
 _M_LO = {"psync_decision": "t_decision", "replica_online": "t_online"}
 _R_MODE = ("psync_reply", "rdb_first_byte", "rdb_received", "load_done", "link_up")
 _R_HI = {"psync_sent": (("r_req_replid", "req_replid"), ("r_req_offset", "req_offset")),
          "rdb_received": (("r_rdb_bytes", "bytes"),), "load_done": (("keys", "keys"),),
-         "buffer_drained": (("r_buffer_peak", "buffer_peak"), ("r_buffer_limit", "buffer_limit")),
+         "buffer_drained": (("r_buffer_peak", "buffer_peak"), ("r_buffer_limit", "buffer_limit"),
+                            ("r_spilled", "spilled")),
          "link_up": (("up_result", "result"),)}
 _R_LO = {"psync_sent": "t_psync", "rdb_first_byte": "t_first_byte",
          "rdb_received": "t_rdb_received", "load_done": "t_load_done",
@@ -322,6 +324,8 @@ def _sync_row(a: Row, b: Row, bucket_s: float) -> Row:
         "near_limit": peak >= NEAR_LIMIT * limit
         if peak is not None and limit is not None and limit > 0 else None,
         "lost_reason": g("lost_reason"),
+        "spilled": (_coalesce(h("r_spilled"), g("m_spilled")) if rdbch
+                    else _coalesce(g("m_spilled"), h("r_spilled"))) if full else None,
     }
 
 
@@ -714,7 +718,9 @@ def summarize(syncs: Sequence[Row], recs: Sequence[Row], streaks: Sequence[Row],
         wl = sum(1 for s in xs if s["near_limit"] is not None)
         buffers[kind] = {"syncs": len(xs), "peak_bytes": _stat(s["buffer_peak"] for s in xs),
                          "with_limit": wl, "over_80pct": near,
-                         "over_80pct_share": _ratio(near, wl)}
+                         "over_80pct_share": _ratio(near, wl),
+                         "spilled_syncs": sum(1 for s in xs if (s["spilled"] or 0) > 0),
+                         "spilled_bytes": sum(s["spilled"] or 0 for s in xs)}
     obb = [s for s in syncs if s["backlog_need"] is not None]
     fixable = [s["backlog_need"] for s in obb if s["backlog_fixable"]]
     advice = {"obb": len(obb), "unfixable": sum(1 for s in obb if not s["backlog_fixable"]),

@@ -63,8 +63,10 @@ SUMMARY_KEYS: dict[str, str] = {
     "failures": "failed_syncs, by_reason, attempts_per_recovery, full_sync_loops "
                 "(stretches of a replica without a working link, from a link loss or from "
                 "its first sync, with 2+ failed full syncs), connect_failures",
-    "buffers": "per buffer kind (master-output for classic syncs, replica for rdb-channel): "
-               "syncs, peak_bytes, with_limit, over_80pct, over_80pct_share",
+    "buffers": "per buffer kind (master-output for classic syncs, replica for rdb-channel "
+               "and dual-channel): syncs, peak_bytes, with_limit, over_80pct, "
+               "over_80pct_share, spilled_syncs and spilled_bytes (to disk: "
+               "repl-full-sync-spill-threshold)",
     "links": "link_downs, link_downs_by_reason (replica side), replica_lost_by_reason "
              "(master side), downtime_ms (link down -> link up)",
     "recovery": "count (link downs but promoted/replicaof), not_recovered, not_caught_up, "
@@ -334,10 +336,12 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
         _stat_row("partial bytes / backlog", s["partial_syncs"]["backlog_fraction"], pct)]))
     parts.append(f"<img src='{imgs['phase_breakdown']}' alt='phase breakdown'>")
     bufrows = [[k, v["syncs"], human_bytes(v["peak_bytes"]["p99"]),
-                human_bytes(v["peak_bytes"]["max"]), v["over_80pct"], pct(v["over_80pct_share"])]
+                human_bytes(v["peak_bytes"]["max"]), v["over_80pct"], pct(v["over_80pct_share"]),
+                v["spilled_syncs"], human_bytes(v["spilled_bytes"])]
                for k, v in s["buffers"].items()]
     parts.append("<h3>Buffers during full syncs</h3>" + html_table(
-        ["buffer", "syncs", "peak p99", "peak max", "over 80% of limit", "share"], bufrows))
+        ["buffer", "syncs", "peak p99", "peak max", "over 80% of limit", "share",
+         "spilled syncs", "spilled to disk"], bufrows))
     f = s["failures"]
     parts.append("<h2>Failures and recovery</h2>")
     parts.append(f"<p>{f['failed_syncs']:,} failed syncs; {f['full_sync_loops']:,} full-sync "

@@ -85,7 +85,8 @@ TABLE_COLUMNS: dict[str, str] = {
              "snapshot_ms double, transfer_ms double, load_ms double, drain_ms double, "
              "total_ms double, rdb_bytes bigint, throughput_bps double, keys bigint, "
              "partial_bytes bigint, backlog_fraction double, buffer_kind string, "
-             "buffer_peak bigint, buffer_limit bigint, near_limit boolean, lost_reason string",
+             "buffer_peak bigint, buffer_limit bigint, near_limit boolean, lost_reason string, "
+             "spilled bigint",
     "recoveries": "replica string, master string, rec bigint, t_down double, "
                   "down_reason string, intentional boolean, t_up double, up_sync_id string, "
                   "up_master string, kind string, t_caught_up double, downtime_ms double, "

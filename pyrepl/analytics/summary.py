@@ -82,7 +82,9 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
     aggs += stat_aggs("backlog_fraction", F.when(is_all & part, c("backlog_fraction")))
     aggs += stat_aggs("peak", F.when(is_buf, c("buffer_peak")))
     aggs += [F.count(F.when(is_buf, c("near_limit"))).alias("with_limit"),
-             F.sum(F.when(is_buf & c("near_limit"), 1).otherwise(0)).alias("near")]
+             F.sum(F.when(is_buf & c("near_limit"), 1).otherwise(0)).alias("near"),
+             F.sum(F.when(is_buf & (c("spilled") > 0), 1).otherwise(0)).alias("spilled_n"),
+             F.sum(F.when(is_buf, F.coalesce(c("spilled"), F.lit(0)))).alias("spilled_b")]
     grouped = [x.asDict() for x in v.groupBy("view", "key").agg(*aggs).collect()]
     row = next((x for x in grouped if x["view"] == "all"), None)
     if row is None:  # no syncs at all
@@ -109,7 +111,9 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
             near, wl = int(d["near"] or 0), int(d["with_limit"])
             buf[d["key"]] = {"syncs": int(d["n"]), "peak_bytes": stat_from_row(d, "peak"),
                              "with_limit": wl, "over_80pct": near,
-                             "over_80pct_share": _ratio(near, wl)}
+                             "over_80pct_share": _ratio(near, wl),
+                             "spilled_syncs": int(d["spilled_n"] or 0),
+                             "spilled_bytes": int(d["spilled_b"] or 0)}
 
     rec = recs.filter(~c("intentional"))
     rrow = rec.agg(

@@ -81,6 +81,7 @@ def master_syncs(sev: Any) -> Any:
         _pick(F, e == "partial_sent", "bytes").alias("partial_bytes"),
         _tmin(F, e == "replica_online").alias("t_online"),
         _pick(F, e == "replica_online", "buffer_peak").alias("m_online_peak"),
+        _pick(F, e == "replica_online", "spilled").alias("m_spilled"),
         _tmin(F, lost).alias("t_lost"),
         _first(F, lost, "reason").alias("lost_reason"),
         _pick(F, lost, "buffer_peak").alias("m_lost_peak"),
@@ -110,6 +111,7 @@ def replica_attempts(sev: Any) -> Any:
         _tmin(F, e == "buffer_drained").alias("t_drained"),
         _pick(F, e == "buffer_drained", "buffer_peak").alias("r_buffer_peak"),
         _pick(F, e == "buffer_drained", "buffer_limit").alias("r_buffer_limit"),
+        _pick(F, e == "buffer_drained", "spilled").alias("r_spilled"),
         _tmin(F, e == "link_up").alias("t_link_up"),
         _pick(F, e == "link_up", "result").alias("up_result"),
         _tmin(F, e == "caught_up").alias("t_caught_up"),
@@ -210,4 +212,8 @@ def build_syncs(m: Any, r: Any, bucket_s: float, window_s: float = MATCH_WINDOW_
         peak.alias("buffer_peak"), limit.alias("buffer_limit"),
         F.when(peak.isNotNull() & (limit > 0), peak >= F.lit(NEAR_LIMIT) * limit)
         .alias("near_limit"),
-        "lost_reason")
+        "lost_reason",
+        # bytes of the sync's buffer that went to disk (repl-full-sync-spill-threshold): the
+        # buffer its kind names first, else the other side's
+        F.when(full, F.when(rdbch, F.coalesce(c("r_spilled"), c("m_spilled")))
+               .otherwise(F.coalesce(c("m_spilled"), c("r_spilled")))).alias("spilled"))

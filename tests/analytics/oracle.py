@@ -253,6 +253,7 @@ def master_syncs(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "partial_bytes": pick([e for e in evs if e["event"] == "partial_sent"], "bytes"),
             "t_online": smin(e["ts"] for e in online),
             "m_online_peak": pick(online, "buffer_peak"),
+            "m_spilled": pick(online, "spilled"),
             "t_lost": smin(e["ts"] for e in lost),
             "lost_reason": first_by_ts(lost, "reason"),
             "m_lost_peak": pick(lost, "buffer_peak"),
@@ -291,6 +292,7 @@ def replica_attempts(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "t_drained": tmin("buffer_drained"),
             "r_buffer_peak": pick("buffer_peak", "buffer_drained"),
             "r_buffer_limit": pick("buffer_limit", "buffer_drained"),
+            "r_spilled": pick("spilled", "buffer_drained"),
             "t_link_up": tmin("link_up"),
             "up_result": pick("result", "link_up"),
             "t_caught_up": tmin("caught_up"),
@@ -334,11 +336,12 @@ def match_halves(m: list[dict[str, Any]], r: list[dict[str, Any]],
 
 M_COLS = ("t_decision", "m_result", "reason", "gap", "req_replid", "req_offset", "backlog_size",
           "backlog_histlen", "master_repl_offset", "m_mode", "m_rdb_bytes", "partial_bytes",
-          "t_online", "m_online_peak", "t_lost", "lost_reason", "m_lost_peak", "m_buffer_limit")
+          "t_online", "m_online_peak", "t_lost", "lost_reason", "m_lost_peak", "m_buffer_limit",
+          "m_spilled")
 R_COLS = ("t_first_event", "t_psync", "r_req_replid", "r_req_offset", "reply_result",
           "t_first_byte", "t_rdb_received", "r_rdb_bytes", "t_load_done", "keys", "t_drained",
           "r_buffer_peak", "r_buffer_limit", "t_link_up", "up_result", "t_caught_up", "r_mode",
-          "t_failed", "fail_reason")
+          "t_failed", "fail_reason", "r_spilled")
 
 
 def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: float,
@@ -435,6 +438,8 @@ def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: floa
             "partial_bytes": pbytes, "backlog_fraction": frac, "buffer_kind": bkind,
             "buffer_peak": peak, "buffer_limit": limit, "near_limit": near,
             "lost_reason": s["lost_reason"],
+            "spilled": (coalesce(s["r_spilled"], s["m_spilled"]) if rdbch
+                        else coalesce(s["m_spilled"], s["r_spilled"])) if full else None,
         })
     for _, rows in group(out, lambda x: (x["master"], x["replica"])).items():
         rows.sort(key=lambda x: (x["ts"], x["sync_key"]))
@@ -705,7 +710,9 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
         near = sum(1 for s in rows if s["near_limit"])
         buffers[bk] = {"syncs": len(rows), "peak_bytes": stat(s["buffer_peak"] for s in rows),
                        "with_limit": with_limit, "over_80pct": near,
-                       "over_80pct_share": near / with_limit if with_limit else None}
+                       "over_80pct_share": near / with_limit if with_limit else None,
+                       "spilled_syncs": sum(1 for s in rows if (s["spilled"] or 0) > 0),
+                       "spilled_bytes": sum(s["spilled"] or 0 for s in rows)}
     rec = [x for x in recs if not x["intentional"]]
     downs = [e for e in sev if e["event"] == "link_down"]
     lost = [e for e in sev if e["event"] == "replica_lost" and not_benign(e)]

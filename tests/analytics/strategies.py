@@ -167,15 +167,18 @@ def _run_link(log: _Log, master: str, replica: str, steps: list[str], start: int
         log.emit(t, "load_done", replica, "replica", peer=master, sync_id=rs, mode=mode,
                  keys=rng.randint(0, 100))
         peak = rng.randint(0, limit)
+        # repl-full-sync-spill-threshold: sometimes the master's share went to disk too
+        spilled = rng.choice((None, 0, rng.randint(1, 4 * limit)))
         log.emit(t, "replica_online", master, "master", peer=replica, sync_id=ms, mode=mode,
-                 buffer_peak=peak)
+                 buffer_peak=peak, spilled=spilled)
         t += _gap(rng)
         log.emit(t, "link_up", replica, "replica", peer=master, sync_id=rs, mode=mode,
                  result="full")
         t += _gap(rng)
-        if mode == "rdb-channel":
+        if mode in ("rdb-channel", "dual-channel"):
             log.emit(t, "buffer_drained", replica, "replica", peer=master, sync_id=rs,
-                     bytes=peak, buffer_peak=peak, buffer_limit=limit)
+                     bytes=peak, buffer_peak=peak, buffer_limit=limit,
+                     spilled=rng.choice((None, 0, rng.randint(1, 4 * limit))))
             t += _gap(rng)
         if rng.random() < 0.9:
             log.emit(t, "caught_up", replica, "replica", peer=master, sync_id=rs,
