@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import threading
 import time
 from typing import Any
 
-from bench_replication import HOST, Conn, stable_offset, stop_server, wait_until
+from bench_replication import HOST, Conn, Sampler, stable_offset, stop_server, wait_until
 from common import median, start_pyrepl, stop_popen, tmpdir, write_json
 
 from tests.support.procs import ServerProcess, start_valkey, valkey_server_path
@@ -49,41 +48,16 @@ def start(kind: str, *extra: str) -> ServerProcess:
     return start_valkey(*VALKEY_ARGS, *extra, tmpdir=d)
 
 
-class Peaks(threading.Thread):
-    """The master's peak replication buffer and the replica's peak local buffer."""
+class Peaks(Sampler):
+    """The master's peak replication buffer and the replica's peak local buffer (pyrepl's
+    in INFO memory, Valkey's in INFO replication)."""
 
-    def __init__(self, master: int, replica: int, period: float = 0.05) -> None:
-        super().__init__(daemon=True)
-        self.ports = (master, replica)
-        self.period = period
-        self.stop_ev = threading.Event()
-        self.master_peak = 0
-        self.replica_peak = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        m, r = Conn(self.ports[0]), Conn(self.ports[1])
-        try:
-            while not self.stop_ev.is_set():
-                self.master_peak = max(self.master_peak, int(m.info("memory").get(
-                    "mem_total_replication_buffers", 0)))
-                ri = r.info("memory")
-                ri.update(r.info("replication"))
-                own = int(ri.get("mem_replica_full_sync_buffer",
-                                 ri.get("replicas_repl_buffer_peak", 0)))
-                self.replica_peak = max(self.replica_peak, own)
-                self.stop_ev.wait(self.period)
-        except BaseException as e:  # noqa: BLE001 - reported by the caller
-            self.error = e
-        finally:
-            m.close()
-            r.close()
-
-    def finish(self) -> None:
-        self.stop_ev.set()
-        self.join(30)
-        if self.error is not None:
-            raise RuntimeError(f"sampler failed: {self.error!r}")
+    def replica_buffer(self, r: Conn) -> int | None:
+        own = super().replica_buffer(r)
+        if own is not None:
+            return own
+        v = r.info("replication").get("replicas_repl_buffer_size")
+        return None if v is None else int(v)
 
 
 def sync_once(pair: str, master: ServerProcess, load: list[str] | None,
@@ -118,8 +92,10 @@ def sync_once(pair: str, master: ServerProcess, load: list[str] | None,
             out["caught_up_s"] = t_caught - t0
             out["drained_s"] = t_drained - t0
         peaks.finish()
+        if peaks.error is not None:
+            raise RuntimeError(f"sampler failed: {peaks.error!r}")
         out["master_buf_mb"] = peaks.master_peak / 2**20
-        out["replica_buf_mb"] = peaks.replica_peak / 2**20
+        out["replica_buf_mb"] = (peaks.replica_peak or 0) / 2**20
         mk, rk = m.cmd("DBSIZE"), r.cmd("DBSIZE")
         if mk != rk:
             raise AssertionError(f"{pair}: master has {mk} keys, replica {rk}")

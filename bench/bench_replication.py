@@ -305,10 +305,9 @@ class Sampler(threading.Thread):
                 mi = m.info("memory")
                 self.master_peak = max(self.master_peak,
                                        int(mi.get("mem_total_replication_buffers", 0)))
-                ri = r.info("memory")
-                if "mem_replica_full_sync_buffer" in ri:
-                    self.replica_peak = max(self.replica_peak or 0,
-                                            int(ri["mem_replica_full_sync_buffer"]))
+                own = self.replica_buffer(r)
+                if own is not None:
+                    self.replica_peak = max(self.replica_peak or 0, own)
                 self.samples += 1
                 self.stop_ev.wait(self.period)
         except BaseException as e:  # noqa: BLE001 - reported by the caller
@@ -316,6 +315,12 @@ class Sampler(threading.Thread):
         finally:
             m.close()
             r.close()
+
+    def replica_buffer(self, r: Conn) -> int | None:
+        """The replica's own full-sync buffer, where it reports one (pyrepl; not 7.0.15)."""
+        ri = r.info("memory")
+        v = ri.get("mem_replica_full_sync_buffer")
+        return None if v is None else int(v)
 
     def finish(self) -> None:
         self.stop_ev.set()

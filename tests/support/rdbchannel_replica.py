@@ -12,6 +12,8 @@ from pyrepl.config import Config
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
+from pyrepl.replication.replica import ReplState
+from pyrepl.replication.replica.rdbchannel import RdbChState
 from tests.support.cores import NOW, cmd
 from tests.support.replica_side import ReplicaNode
 
@@ -165,3 +167,19 @@ class Pipe:
             reads += 1
         self.reads += reads
         return reads
+
+
+def to_rdbchannel(n: Node, auth: bool = False, cid: bytes = b"10") -> None:
+    """Handshake on the main channel up to +RDBCHANNELSYNC, the rdb channel connected and its
+    handshake answered: the rdb channel waits for +FULLRESYNC."""
+    if n.side.state is ReplState.CONNECT:
+        n.side.start()
+    n.side.on_connected(n.io.token)
+    n.main(b"+PONG\r\n" + (b"+OK\r\n" if auth else b"") + b"+OK\r\n+OK\r\n")
+    n.main(b"+RDBCHANNELSYNC " + cid + b"\r\n")
+    assert n.side.state is ReplState.TRANSFER and n.side.channel.rdbch is not None
+    n.side.on_rdb_connected(n.io.rdb_token)
+    n.rdb((b"+OK\r\n" if auth else b"") + b"+OK\r\n")
+    assert n.side.channel.rdbch.state is RdbChState.RECEIVE_FULLRESYNC
+    n.io.take(n.io.token)
+    n.io.take(n.io.rdb_token)

@@ -30,6 +30,7 @@ from tests.support.rdbchannel_replica import (
     big_stream,
     expected_digest,
     snapshot,
+    to_rdbchannel,
 )
 
 S = ReplState
@@ -104,22 +105,6 @@ def with_dual_capa(data: bytes) -> bytes:
     return head + b"*9\r\n$8\r\nREPLCONF\r\n$4\r\ncapa\r\n" + rest + DUAL_CAPA
 TRANSCRIPT_RDB = TRANSCRIPT[[r[0] for r in TRANSCRIPT].index(23)][3]
 DURING = b"".join(d for seq, _, _, d in TRANSCRIPT if seq in (20, 21, 22))  # 122 bytes
-
-
-def to_rdbchannel(n: Node, auth: bool = False, cid: bytes = b"10") -> None:
-    """Handshake on the main channel up to +RDBCHANNELSYNC, the rdb channel connected and its
-    handshake answered: the rdb channel waits for +FULLRESYNC."""
-    if n.side.state is S.CONNECT:
-        n.side.start()
-    n.side.on_connected(n.io.token)
-    n.main(b"+PONG\r\n" + (b"+OK\r\n" if auth else b"") + b"+OK\r\n+OK\r\n")
-    n.main(b"+RDBCHANNELSYNC " + cid + b"\r\n")
-    assert n.side.state is S.TRANSFER and n.side.channel.rdbch is not None
-    n.side.on_rdb_connected(n.io.rdb_token)
-    n.rdb((b"+OK\r\n" if auth else b"") + b"+OK\r\n")
-    assert n.side.channel.rdbch.state is C.RECEIVE_FULLRESYNC
-    n.io.take(n.io.token)
-    n.io.take(n.io.rdb_token)
 
 
 # -- the transcript, byte for byte --------------------------------------------------------------

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from pyrepl.core.info import section_stats as info_stats
 from pyrepl.replication.replica.rdbchannel import BLOCK_SIZE, FullSyncBuffer
 from pyrepl.replication.spill import SpillFile
-from tests.support.rdbchannel_replica import MARK, Node, big_stream, expected_digest, snapshot
+from tests.support.rdbchannel_replica import (
+    MARK,
+    Node,
+    big_stream,
+    expected_digest,
+    snapshot,
+    to_rdbchannel,
+)
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -150,13 +157,7 @@ def test_an_rdb_channel_sync_whose_buffer_spilled_applies_every_byte(tmp_path) -
     n = Node(("replica-full-sync-buffer-limit", ["4mb"]),
              ("repl-full-sync-spill-threshold", ["1mb"]), ("dir", [str(tmp_path)]))
     fds = open_fds()
-    n.side.start()
-    n.side.on_connected(n.io.token)
-    n.main(b"+PONG\r\n")
-    n.main(b"+OK\r\n+OK\r\n")
-    n.main(b"+RDBCHANNELSYNC 7\r\n")
-    n.side.on_rdb_connected(n.io.rdb_token)
-    n.rdb(b"+OK\r\n")
+    to_rdbchannel(n)
     n.rdb(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n")
     stream = big_stream(12_000)                     # ~12 MB: three times the limit
     for i in range(0, len(stream), 65536):
@@ -187,13 +188,7 @@ def test_an_rdb_channel_sync_whose_buffer_spilled_applies_every_byte(tmp_path) -
 
 def test_without_the_threshold_the_sync_stops_reading_at_the_limit(tmp_path) -> None:
     n = Node(("replica-full-sync-buffer-limit", ["1mb"]), ("dir", [str(tmp_path)]))
-    n.side.start()
-    n.side.on_connected(n.io.token)
-    n.main(b"+PONG\r\n")
-    n.main(b"+OK\r\n+OK\r\n")
-    n.main(b"+RDBCHANNELSYNC 7\r\n")
-    n.side.on_rdb_connected(n.io.rdb_token)
-    n.rdb(b"+OK\r\n")
+    to_rdbchannel(n)
     n.rdb(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n")
     n.main(big_stream(3000))
     assert n.io.token in n.io.paused
@@ -204,13 +199,7 @@ def test_without_the_threshold_the_sync_stops_reading_at_the_limit(tmp_path) -> 
 def test_a_spill_file_that_fails_fails_the_sync_and_nothing_is_applied(tmp_path, when,
                                                                          monkeypatch) -> None:
     n = Node(("repl-full-sync-spill-threshold", ["1mb"]), ("dir", [str(tmp_path)]))
-    n.side.start()
-    n.side.on_connected(n.io.token)
-    n.main(b"+PONG\r\n")
-    n.main(b"+OK\r\n+OK\r\n")
-    n.main(b"+RDBCHANNELSYNC 7\r\n")
-    n.side.on_rdb_connected(n.io.rdb_token)
-    n.rdb(b"+OK\r\n")
+    to_rdbchannel(n)
     n.rdb(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n")
     before = n.digest()
     stream = big_stream(3000)
