@@ -102,13 +102,16 @@ def write_every_type(port: int, rounds: int = 3) -> None:
     r1.close()
 
 
-# Redis 8 fields pyrepl reports (the rdb channel's replica buffer) that 7.0.15 has not
-REDIS_8_FIELDS = {"replica_full_sync_buffer_size", "replica_full_sync_buffer_peak"}
+# Redis 8 fields pyrepl reports (the rdb channel's replica buffer), its own (the last full
+# sync's mode, its buffer's spill) and Valkey's (replicas_waiting_psync) that 7.0.15 has not
+REDIS_8_FIELDS = {"replica_full_sync_buffer_size", "replica_full_sync_buffer_peak",
+                  "master_sync_mode", "replica_full_sync_buffer_spilled",
+                  "replica_full_sync_buffer_on_disk", "replicas_waiting_psync"}
 
 
 def info_keys(port: int) -> list[str]:
-    """The field names of INFO replication, in order, from the raw reply (Redis 8's additions
-    left out: the other side is a 7.0.15 replica)."""
+    """The field names of INFO replication, in order, from the raw reply (Redis 8's, Valkey's
+    and pyrepl's additions left out: the other side is a 7.0.15 replica)."""
     with RawClient(port) as c:
         text = parse_reply(c.call("INFO", "replication")).decode()
     keys = [line.split(":")[0] for line in text.split("\r\n") if ":" in line]
