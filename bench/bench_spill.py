@@ -110,7 +110,10 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, object]:
         watch.join(5)
         out = {
             "full syncs": int(st["sync_full"]),
-            "dropped at the limit": int(st["client_output_buffer_limit_disconnections"]),
+            # (7.0.15 has no such counter: its log says each one)
+            "dropped at the limit": int(st["client_output_buffer_limit_disconnections"])
+            if "client_output_buffer_limit_disconnections" in st
+            else master.log().count("for overcoming of output buffer limits"),
             "first link up s": round(watch.first_up, 1) if watch.first_up else None,
             "caught up": caught,
             "master RSS peak MB": round(watch.rss_peak, 1),
