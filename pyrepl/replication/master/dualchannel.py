@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from pyrepl.replication import psync as psync_mod
 from pyrepl.replication.backlog import Cursor
 from pyrepl.replication.master.states import ReplicaLink
-from pyrepl.replication.wire import EndOffset
+from pyrepl.replication.wire import EndOffset, FullResync
 from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class DualChannel:
         then replicationSetupReplicaForFullResync's +FULLRESYNC unless it came with SYNC)."""
         head = EndOffset(offset, self.manager.ids.replid, ENDOFF_DBID, link.client.id).format()
         if not link.pre_psync:
-            head += b"+FULLRESYNC %s %d\r\n" % (self.manager.ids.replid.encode(), offset)
+            head += FullResync(self.manager.ids.replid, offset).format()
         return head
 
     def forked(self, link: ReplicaLink, offset: int) -> None:
@@ -183,7 +183,7 @@ class DualChannel:
                                       f"the grace period ({(now - hold.gone_ms) // 1000} "
                                       f"seconds). Freeing RDB client {hold.rdb.client.id}.")
                 self._drop(hold)
-            elif self._over_limits(hold, now):
+            elif self._over_limits(hold):
                 self.core.log.warning(f"Client {hold.rdb.client.info_line()} scheduled to be "
                                       f"closed ASAP for overcoming of output buffer limits.")
                 self.core.stats.client_outbuf_limit_disconnections += 1
@@ -191,20 +191,13 @@ class DualChannel:
                 if not hold.rdb.closed:
                     self.side.close_link(hold.rdb, psync_mod.OUTPUT_BUFFER_LIMIT)
 
-    def _over_limits(self, hold: Hold, now: int) -> bool:
+    def _over_limits(self, hold: Hold) -> bool:
         backlog = self.manager.backlog
         if backlog is None:
             return False
-        used = backlog.usage(hold.cursor)
-        feeding = self.feeding
-        if feeding.hard_limit and used >= feeding.hard_limit:
-            return True
-        if feeding.soft_limit and used >= feeding.soft_limit:
-            if hold.soft_since_ms < 0:
-                hold.soft_since_ms = now
-            return now // 1000 - hold.soft_since_ms // 1000 > feeding.soft_seconds
-        hold.soft_since_ms = -1
-        return False
+        over, hold.soft_since_ms = self.feeding.limits_reached(backlog.usage(hold.cursor),
+                                                               hold.soft_since_ms)
+        return over
 
     def _drop(self, hold: Hold) -> None:
         if self.holds.pop(hold.rdb.client.id, None) is None:

@@ -169,11 +169,6 @@ class Feeding:
             link.spill = None
             spill.close()
 
-    def spill_pending(self, link: ReplicaLink) -> bool:
-        """Spilled bytes still to hand to the socket (the shell keeps taking)."""
-        spill = link.spill
-        return spill is not None and spill.pending > 0
-
     def feed(self, link: ReplicaLink, ref: Cursor | None = None) -> None:
         """The link gets a place in the buffer: ``ref``, or the next byte appended (its
         snapshot starts now). It is not written to its socket until :meth:`start_stream`."""
@@ -268,17 +263,21 @@ class Feeding:
         used = self.pending_bytes(link)
         if used > link.buffer_peak:
             link.buffer_peak = used
+        over, link.soft_since_ms = self.limits_reached(used, link.soft_since_ms)
+        return over
+
+    def limits_reached(self, used: int, soft_since_ms: int) -> tuple[bool, int]:
+        """The replica class's limits for ``used`` bytes: (over them, when the soft limit
+        was first passed, -1 while under it) (also a dual-channel hold's, which keeps the
+        stream for a replica: DualChannel)."""
         if self.hard_limit and used >= self.hard_limit:
-            return True
+            return True, soft_since_ms
         if self.soft_limit and used >= self.soft_limit:
             now = self.core.now_ms
-            if link.soft_since_ms < 0:
-                link.soft_since_ms = now
-            elif now // 1000 - link.soft_since_ms // 1000 > self.soft_seconds:
-                return True
-        else:
-            link.soft_since_ms = -1
-        return False
+            if soft_since_ms < 0:
+                return False, now
+            return now // 1000 - soft_since_ms // 1000 > self.soft_seconds, soft_since_ms
+        return False, -1
 
     def enforce_limits(self, links: Iterable[ReplicaLink]) -> None:
         """Every link of ``links`` over its limits is disconnected (all judged first)."""

@@ -206,12 +206,12 @@ class MasterSide:
             core.log.warning(f"Connection with {kind} {link.name()} lost.")
         was_online = prev is S.ONLINE
         delivered = self.snapshots.rdb_delivered(link, prev)
+        rdb_over = link.is_rdb_channel and (delivered or prev is S.RDB_TRANSMITTED)
         if link.is_rdb_channel and main is None:   # Valkey's, its main connection not back
-            self.dual.rdb_channel_closed(link, delivered or prev is S.RDB_TRANSMITTED)
+            self.dual.rdb_channel_closed(link, rdb_over)
         # an rdb channel is not a replica of its own: its main reports (a Valkey rdb channel
         # whose main connection is not back reports a failed transfer)
-        if main is None and not (link.is_rdb_channel and (delivered
-                                                          or prev is S.RDB_TRANSMITTED)):
+        if main is None and not rdb_over:
             self.emit("replica_lost", peer=link.name(), sync_id=link.sync_id, reason=reason,
                       offset=link.ack_off,
                       lag_bytes=self.manager.master_repl_offset - link.ack_off

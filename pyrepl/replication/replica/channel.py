@@ -124,10 +124,7 @@ class Channel:
         self.fsbuf = FullSyncBuffer(self.full_sync_buffer_limit(),
                                     cfg.repl_full_sync_spill_threshold, cfg.dir)
         self._limit_logged = False
-        self._preamble = ["endoff"] if client_id is None else []
-        self._preamble_buf = b""
-        self._end_offset = None
-        self._after_preamble = None
+        self._reset_preamble(["endoff"] if client_id is None else [])
         cfg = self.core.config
         auth = None
         if cfg.masterauth:
@@ -163,9 +160,7 @@ class Channel:
         self.close()
         self._release_buffer()
         self._drain_requested = False
-        self._preamble = []
-        self._preamble_buf = b""
-        self._after_preamble = None
+        self._reset_preamble([])
 
     def drop_buffer(self) -> None:
         """The master was lost while the buffer drained: what is left of it is not applied
@@ -173,6 +168,12 @@ class Channel:
         self._release_buffer()
         self._drain_requested = False
         self._main_paused = False
+
+    def _reset_preamble(self, awaited: list[str]) -> None:
+        self._preamble = awaited
+        self._preamble_buf = b""
+        self._end_offset = None
+        self._after_preamble = None
 
     def _release_buffer(self) -> None:
         buf = self.fsbuf
