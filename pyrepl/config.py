@@ -705,6 +705,7 @@ class Directive:
     noop: bool = False              # accepted and reported, no effect in pyrepl (README says so)
     parse: ParseFn | None = None    # for kind "special" (others use the kind's parser)
     fmt: FormatFn | None = None     # for kind "special"
+    origin: str = "redis-7"         # who named it: redis-7 | redis-8 | pyrepl
     check: Callable[[Any], None] | None = None           # extra validation of the typed value
     adjust: Callable[[Any, bool], Any] | None = None     # value fix-up (hz clamp, backlog floor)
     help: str = ""
@@ -827,17 +828,17 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("min-replicas-to-write", "0", 0, INT_MAX, aliases=("min-slaves-to-write",)),
     _int("min-replicas-max-lag", "10", 0, INT_MAX, aliases=("min-slaves-max-lag",)),
     # Redis 8 names (absent from 7.0): the RDB-channel full sync.
-    _bool("repl-rdb-channel", "yes", hidden=True,
+    _bool("repl-rdb-channel", "yes", hidden=True, origin="redis-8",
           help="offer/accept the RDB-channel full sync (Redis 8)"),
     Directive("replica-full-sync-buffer-limit", "memory", "0", lo=0, hi=LLONG_MAX,
-              unsigned=True,
+              unsigned=True, origin="redis-8",
               help="replica-side cap on the buffered main-channel stream during an "
                    "RDB-channel sync; 0 = the replica class hard limit (Redis 8)"),
     # pyrepl's (issue 40): a full sync's pending stream past this many bytes goes to a file in
     # dir instead of memory (on a master, per replica in full sync; on a replica, its
     # rdb-channel buffer), so no buffer limit ends the sync; 0 = off (Redis's behaviour).
     Directive("repl-full-sync-spill-threshold", "memory", "0", lo=0, hi=LLONG_MAX,
-              unsigned=True,
+              unsigned=True, origin="pyrepl",
               help="bytes of a full sync's pending stream held in memory before the rest "
                    "spills to a file in dir (master: per replica in full sync; replica: its "
                    "rdb-channel buffer); 0 = off"),
@@ -1008,36 +1009,37 @@ DIRECTIVES: tuple[Directive, ...] = (
     _str("tls-ciphers", ""),
     _str("tls-ciphersuites", ""),
     # Redis 8 additions that its redis.conf names (absent from 7.0: hidden from CONFIG GET *)
-    _str("locale-collate", "", check=_check_locale, hidden=True, noop=True),
+    _str("locale-collate", "", check=_check_locale, hidden=True, origin="redis-8", noop=True),
     Directive("set-max-listpack-entries", "int", "128", lo=0, hi=LLONG_MAX, unsigned=True,
-              hidden=True, noop=True),
+              hidden=True, origin="redis-8", noop=True),
     Directive("set-max-listpack-value", "int", "64", lo=0, hi=LLONG_MAX, unsigned=True,
-              hidden=True, noop=True),
-    _int("aof-load-corrupt-tail-max-size", "0", 0, LLONG_MAX, hidden=True),
-    _bool("hide-user-data-from-log", "no", hidden=True, noop=True),
-    _bool("key-memory-histograms", "no", hidden=True, noop=True),
-    _int("lookahead", "16", 1, INT_MAX, hidden=True, noop=True),
+              hidden=True, origin="redis-8", noop=True),
+    _int("aof-load-corrupt-tail-max-size", "0", 0, LLONG_MAX, hidden=True, origin="redis-8"),
+    _bool("hide-user-data-from-log", "no", hidden=True, origin="redis-8", noop=True),
+    _bool("key-memory-histograms", "no", hidden=True, origin="redis-8", noop=True),
+    _int("lookahead", "16", 1, INT_MAX, hidden=True, origin="redis-8", noop=True),
     Directive("max-new-connections-per-cycle", "int", "10", lo=1, hi=1000, unsigned=True,
-              hidden=True, noop=True),
+              hidden=True, origin="redis-8", noop=True),
     Directive("max-new-tls-connections-per-cycle", "int", "1", lo=1, hi=1000, unsigned=True,
-              hidden=True, noop=True),
-    _int("stream-idmp-duration", "100", 1, 86400, hidden=True, noop=True),
-    _int("stream-idmp-maxsize", "100", 1, 10000, hidden=True, noop=True),
-    _str("cluster-announce-human-nodename", "", check=_check_nodename, hidden=True, noop=True),
-    _int("cluster-compatibility-sample-ratio", "0", 0, 100, hidden=True, noop=True),
-    _mem("cluster-slot-migration-handoff-max-lag-bytes", "1mb", 0, LLONG_MAX, hidden=True,
+              hidden=True, origin="redis-8", noop=True),
+    _int("stream-idmp-duration", "100", 1, 86400, hidden=True, origin="redis-8", noop=True),
+    _int("stream-idmp-maxsize", "100", 1, 10000, hidden=True, origin="redis-8", noop=True),
+    _str("cluster-announce-human-nodename", "", check=_check_nodename, hidden=True, origin="redis-8", noop=True),
+    _int("cluster-compatibility-sample-ratio", "0", 0, 100, hidden=True, origin="redis-8", noop=True),
+    _mem("cluster-slot-migration-handoff-max-lag-bytes", "1mb", 0, LLONG_MAX, hidden=True, origin="redis-8",
          noop=True),
-    _int("cluster-slot-migration-write-pause-timeout", "10000", 0, LLONG_MAX, hidden=True,
+    _int("cluster-slot-migration-write-pause-timeout", "10000", 0, LLONG_MAX, hidden=True, origin="redis-8",
          noop=True),
     _special("cluster-slot-stats-enabled", "no", _flag_parser(_SLOT_STATS_FLAGS),
              _flag_formatter(_SLOT_STATS_FLAGS), multi_arg=True,
-             choices=_names(_SLOT_STATS_FLAGS), hidden=True, noop=True),
-    _enum("tls-auth-clients-user", "off", ("CN", "off"), hidden=True, noop=True),
+             choices=_names(_SLOT_STATS_FLAGS), hidden=True, origin="redis-8", noop=True),
+    _enum("tls-auth-clients-user", "off", ("CN", "off"), hidden=True, origin="redis-8", noop=True),
     # pyrepl's own: the NDJSON sync event log read by the analytics job.
-    _str("sync-log-file", "", help="NDJSON sync event log; empty = off"),
-    _mem("sync-log-max-size", "64mb", 0, LLONG_MAX,
+    _str("sync-log-file", "", origin="pyrepl", help="NDJSON sync event log; empty = off"),
+    _mem("sync-log-max-size", "64mb", 0, LLONG_MAX, origin="pyrepl",
          help="rotate the sync log past this size; 0 = never rotate"),
-    _int("sync-log-max-files", "8", 1, INT_MAX, help="rotated sync logs kept"),
+    _int("sync-log-max-files", "8", 1, INT_MAX, origin="pyrepl",
+         help="rotated sync logs kept"),
 )
 
 _BY_NAME: dict[str, Directive] = {}
@@ -1046,6 +1048,10 @@ for _d in DIRECTIVES:
         assert _key not in _BY_NAME, _key
         _BY_NAME[_key] = _d
 del _d, _key
+
+#: Directives Redis 7.0 does not have (Redis 8's and pyrepl's own): what CONFIG GET * shows
+#: beyond a 7.0 server's answer.
+BEYOND_REDIS_7 = frozenset(d.name for d in DIRECTIVES if d.origin != "redis-7")
 
 # CONFIG GET glob candidates: every name and alias, as Redis's config dict holds them.
 #: Redis 8's dashed names of the 7.0 cpulist directives: found by name, not by CONFIG GET globs.

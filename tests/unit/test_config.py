@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrepl.config import (
+    BEYOND_REDIS_7,
     DIRECTIVES,
     INT_MAX,
     LLONG_MAX,
@@ -1064,6 +1065,12 @@ REDIS_SERVER = shutil.which("redis-server")
 # Redis 8 names and pyrepl's own directives: a 7.0.15 server does not know them.
 NOT_IN_REDIS_7 = set(REDIS8_DEFAULTS) | {"sync-log-file", "sync-log-max-size",
                                          "sync-log-max-files", "repl-full-sync-spill-threshold"}
+
+
+def test_directives_beyond_redis_7_are_the_ones_its_server_lacks() -> None:
+    # the table's origins (used by the interop tests) agree with this file's list, which the
+    # tests below check against a real 7.0.15
+    assert BEYOND_REDIS_7 == NOT_IN_REDIS_7
 Test = TypeVar("Test", bound=Callable[..., None])
 
 
