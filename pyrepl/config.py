@@ -842,6 +842,15 @@ DIRECTIVES: tuple[Directive, ...] = (
               help="bytes of a full sync's pending stream held in memory before the rest "
                    "spills to a file in dir (master: per replica in full sync; replica: its "
                    "rdb-channel buffer); 0 = off"),
+    # pyrepl's (issue 40): full syncs that respect the network. The snapshot transfer to each
+    # replica is paced (the live stream never is); full syncs past the cap wait their turn.
+    Directive("repl-sync-max-bandwidth", "memory", "0", lo=0, hi=LLONG_MAX, unsigned=True,
+              origin="pyrepl",
+              help="bytes/s at most for each replica's snapshot transfer (disk and diskless; "
+                   "CONFIG SET applies to transfers under way); 0 = unpaced"),
+    _int("repl-full-sync-max-concurrent", "0", 0, INT_MAX, origin="pyrepl",
+         help="replicas receiving a snapshot at once; the others wait for a free turn "
+              "(wait_bgsave); 0 = no cap"),
     # Unix socket, protected actions, shutdown (Redis 7.0, with their behaviour)
     _str("unixsocket", "", mutable=False),
     Directive("unixsocketperm", "special", "0", mutable=False, lo=0, hi=0o777, unsigned=True,

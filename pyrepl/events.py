@@ -43,6 +43,10 @@ FIELDS: list[tuple[str, str, str]] = [
                             "output buffer for this replica)"),
     ("buffer_limit", "long", "the limit that buffer had"),
     ("spilled", "long", "bytes of that buffer that went to disk (repl-full-sync-spill-threshold)"),
+    ("queued_ms", "double", "fullsync_fork: how long the replica waited for a full-sync turn "
+                            "(repl-full-sync-max-concurrent)"),
+    ("max_bandwidth", "long", "fullsync_fork / fullsync_rdb_sent: repl-sync-max-bandwidth "
+                              "in effect, bytes/s (0: unpaced)"),
     ("lag_bytes", "long", "master_repl_offset - replica ack offset"),
     ("lag_ms", "double", "ms since the replica's last ack"),
     ("error", "string", "error text for failures"),

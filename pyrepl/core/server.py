@@ -278,6 +278,8 @@ class ServerCore:
             self.client_eviction.refresh()   # (the clients over it go after this read)
         elif name == "client-output-buffer-limit":
             self.output_limits.refresh()
+        elif name == "repl-sync-max-bandwidth" and self.replication is not None:
+            self.replication.master.sync_bandwidth_changed()
         elif name == "proc-title-template":
             self.refresh_proc_title()
         elif name in ("oom-score-adj", "oom-score-adj-values"):

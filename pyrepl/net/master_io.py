@@ -53,14 +53,17 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import itertools
+import mmap
 import os
 import select
 import socket
+import struct
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.net.tls import is_tls
+from pyrepl.replication.throttle import Pacer
 
 if TYPE_CHECKING:
     from pyrepl.core.client import Client
@@ -79,6 +82,7 @@ PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
 # read the whole RDB; the whole wait, once, when it left early (a failed transfer anyway)
 RESULT_WAIT_S = 0.1
 _F_SETPIPE_SZ = 1031
+_RATE = struct.Struct("=q")   # the shared repl-sync-max-bandwidth cell
 
 
 class _Relay:
@@ -207,9 +211,11 @@ class _SocketJob:
 
 
 class _Bulk:
-    __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle")
+    __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle",
+                 "pacer")
 
     def __init__(self, client: ReplClient, fd: int, size: int) -> None:
+        self.pacer = Pacer(time.monotonic())
         self.client = client
         self.fd = fd
         self.size = size
@@ -226,6 +232,18 @@ class MasterIO:
         self.server = server
         self._jobs: dict[int, _SocketJob] = {}
         self._bulks: dict[int, _Bulk] = {}
+        # repl-sync-max-bandwidth, in a page shared with the snapshot children (a fork keeps
+        # the mapping shared), so CONFIG SET paces a transfer under way in a child too
+        self._rate = mmap.mmap(-1, _RATE.size)
+
+    # -- pace ------------------------------------------------------------------------------------
+    def set_sync_bandwidth(self, bps: int) -> None:
+        """repl-sync-max-bandwidth: every snapshot transfer, now and later, at most ``bps``
+        bytes/s per replica (0: unpaced)."""
+        _RATE.pack_into(self._rate, 0, max(0, bps))
+
+    def sync_bandwidth(self) -> int:
+        return int(_RATE.unpack_from(self._rate, 0)[0])
 
     # -- transports -------------------------------------------------------------------------
     def buffered(self, c: ReplClient) -> int:
@@ -292,7 +310,8 @@ class MasterIO:
             os.close(result_r)
             for pr, _ in pipes.values():
                 os.close(pr)    # so a relay the parent stops makes the child's writes fail
-            return stream_to_sockets(plan, payload, trailer, timeout_ms, result_w)
+            return stream_to_sockets(plan, payload, trailer, timeout_ms, result_w,
+                                     self.sync_bandwidth)
 
         try:
             pid = self.server.host.fork_child(job, "rdb-to-replicas")
@@ -414,8 +433,19 @@ class MasterIO:
             data = c.data_to_send()  # replies produced before the bulk starts go first
             if data:
                 t.write(data)
+        bps = self.sync_bandwidth()
+        now = time.monotonic()
+        budget = min(PUMP_BUDGET, b.pacer.allowance(bps, now))
+        if budget < min(b.pacer.quantum(bps), len(b.pre) + b.size - b.offset):
+            # repl-sync-max-bandwidth: back when a quantum is allowed
+            loop = self.server.loop
+            if loop is not None:
+                b.handle = loop.call_later(b.pacer.wait(bps, now), self._pump, b)
+            return
         try:
-            progress = self._pump_tls(b, t) if is_tls(c) else self._pump_socket(b, t)
+            pump = self._pump_tls if is_tls(c) else self._pump_socket
+            progress = pump(b, t, budget)
+            b.pacer.took(progress)
         except OSError as e:
             self._finish(b, False, e.strerror or str(e))
             return
@@ -424,19 +454,21 @@ class MasterIO:
         else:
             self._again(b, progress > 0)
 
-    def _pump_socket(self, b: _Bulk, t: asyncio.Transport) -> int:
-        """sendfile straight on the socket while the transport holds nothing; bytes sent."""
+    def _pump_socket(self, b: _Bulk, t: asyncio.Transport, budget: int) -> int:
+        """sendfile straight on the socket while the transport holds nothing, at most
+        ``budget`` bytes; bytes sent."""
         progress = 0
         if t.get_write_buffer_size():
             return 0
         fd = self._sock_fd(b.client)
         try:
-            while progress < PUMP_BUDGET:
+            while progress < budget:
                 if b.pre:
-                    n = os.write(fd, b.pre)
+                    n = os.write(fd, b.pre[:budget - progress])
                     b.pre = b.pre[n:]
                 elif b.offset < b.size:
-                    n = os.sendfile(fd, b.fd, b.offset, min(b.size - b.offset, SENDFILE_CHUNK))
+                    n = os.sendfile(fd, b.fd, b.offset,
+                                    min(b.size - b.offset, SENDFILE_CHUNK, budget - progress))
                     if n == 0:
                         raise OSError("premature EOF")
                     b.offset += n
@@ -448,14 +480,16 @@ class MasterIO:
             pass
         return progress
 
-    def _pump_tls(self, b: _Bulk, t: asyncio.Transport) -> int:
-        """The file through the TLS transport while it holds less than RELAY_HIGH bytes."""
+    def _pump_tls(self, b: _Bulk, t: asyncio.Transport, budget: int) -> int:
+        """The file through the TLS transport while it holds less than RELAY_HIGH bytes, at
+        most ``budget`` bytes."""
         progress = 0
-        while progress < PUMP_BUDGET and t.get_write_buffer_size() < RELAY_HIGH:
+        while progress < budget and t.get_write_buffer_size() < RELAY_HIGH:
             if b.pre:
-                data, b.pre = b.pre, b""
+                data, b.pre = b.pre[:budget - progress], b.pre[budget - progress:]
             elif b.offset < b.size:
-                data = os.pread(b.fd, min(b.size - b.offset, SENDFILE_CHUNK), b.offset)
+                data = os.pread(b.fd, min(b.size - b.offset, SENDFILE_CHUNK, budget - progress),
+                                b.offset)
                 if not data:
                     raise OSError("premature EOF")
                 b.offset += len(data)
@@ -513,7 +547,7 @@ def _close_all(dups: dict[int, socket.socket], fds: list[int]) -> None:
 
 
 class _Target:
-    __slots__ = ("cid", "fd", "pre", "view", "sent", "error", "last")
+    __slots__ = ("cid", "fd", "pre", "view", "sent", "error", "last", "pacer")
 
     def __init__(self, cid: int, fd: int, pre: bytes, now: float) -> None:
         self.cid = cid
@@ -523,12 +557,19 @@ class _Target:
         self.sent = 0
         self.error = ""
         self.last = now
+        self.pacer = Pacer(now)
+
+
+def _unpaced() -> int:
+    return 0
 
 
 def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], Iterable[bytes]],
-                      trailer: bytes, timeout_ms: int, result_fd: int) -> int:
+                      trailer: bytes, timeout_ms: int, result_fd: int,
+                      rate: Callable[[], int] = _unpaced) -> int:
     """The diskless snapshot child: write each preamble, the payload and the trailer to every
-    socket of ``plan`` ((client id, fd, preamble)); report per target to ``result_fd``.
+    socket of ``plan`` ((client id, fd, preamble)), each at most ``rate()`` bytes/s (0: as fast
+    as it takes them); report per target to ``result_fd``.
     Returns the exit code: 0 when the whole payload reached at least one replica."""
     now = time.monotonic()
     targets = [_Target(cid, fd, pre, now) for cid, fd, pre in plan]
@@ -550,10 +591,10 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
     try:
         # the preambles at once (b"": just the preamble), then the payload and the mark
         for chunk in itertools.chain((b"",), payload()):
-            if not _write_chunk(targets, chunk, timeout):
+            if not _write_chunk(targets, chunk, timeout, rate):
                 break
         else:
-            _write_chunk(targets, trailer, timeout, report)
+            _write_chunk(targets, trailer, timeout, rate, report)
     except Exception as e:  # noqa: BLE001 - the RDB could not be produced: every target fails
         code = 1
         for t in targets:
@@ -572,9 +613,10 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
 
 
 def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float,
+                 rate: Callable[[], int] = _unpaced,
                  done: Callable[[_Target], None] | None = None) -> bool:
-    """Write ``chunk`` to every live target; False when none is left. ``done`` is called for
-    each target as soon as it has taken the whole chunk."""
+    """Write ``chunk`` to every live target, each at most ``rate()`` bytes/s; False when none
+    is left. ``done`` is called for each target as soon as it has taken the whole chunk."""
     pending = []
     for t in targets:
         if t.error:
@@ -588,16 +630,27 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float,
             pending.append(t)
     while pending:
         still = []
+        paced = []      # out of allowance: they wait for time, not for the socket
         now = time.monotonic()
+        bps = rate()
         for t in pending:
+            view = t.view
+            allow = t.pacer.allowance(bps, now)
+            if allow < len(view):
+                if allow < t.pacer.quantum(bps):
+                    t.last = now    # (waiting for the pace is not a stalled replica)
+                    paced.append(t)
+                    continue
+                view = view[:allow]
             try:
-                n = os.write(t.fd, t.view)
+                n = os.write(t.fd, view)
             except BlockingIOError:
                 n = 0
             except OSError as e:
                 t.error = (e.strerror or str(e) or "write error").replace("\n", " ")
                 continue
             if n:
+                t.pacer.took(n)
                 t.sent += n
                 t.view = t.view[n:]
                 t.last = now
@@ -611,11 +664,13 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float,
                 t.error = "timeout"  # the parent logs it and closes the connection
             else:
                 pending.append(t)
-        if not pending:
+        if not pending and not paced:
             break
         poller = select.poll()
+        waits = [t.pacer.wait(bps, now) for t in paced]
         for t in pending:
             poller.register(t.fd, select.POLLOUT)
-        wait = min(timeout - (now - t.last) for t in pending)
-        poller.poll(max(1, min(1000, int(wait * 1000) + 1)))
+            waits.append(timeout - (now - t.last))
+        poller.poll(max(1, min(1000, int(min(waits) * 1000) + 1)))
+        pending += paced
     return any(not t.error for t in targets)

@@ -47,6 +47,10 @@ class MasterIOPort(Protocol):
         the shared buffer (counted there, as Redis's replica output) and not as views in the
         transport, each of which keeps its block alive after the backlog let it go."""
 
+    def set_sync_bandwidth(self, bps: int) -> None:
+        """repl-sync-max-bandwidth: each replica's snapshot transfer (a child's and a file's,
+        those under way too) at most ``bps`` bytes/s from now on; 0: unpaced."""
+
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
                               timeout_ms: int) -> int:

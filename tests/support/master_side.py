@@ -75,6 +75,7 @@ class WireIO:
         self.wire: dict[int, bytearray] = {}
         self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
         self.streams_started: list[int] = []  # clients whose stream started (stream_started)
+        self.sync_bandwidth = 0  # the last set_sync_bandwidth
         self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
         self.busy: set[int] = set()  # transports that are not drained
         self.children: dict[int, tuple] = {}
@@ -107,6 +108,9 @@ class WireIO:
     def prepare_handover(self, c: Client) -> bool:
         self.shell_write(c)
         return c.id not in self.busy
+
+    def set_sync_bandwidth(self, bps: int) -> None:
+        self.sync_bandwidth = bps
 
     def start_socket_snapshot(self, targets, payload, trailer, timeout_ms):  # noqa: ANN001
         if self.fail_fork:

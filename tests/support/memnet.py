@@ -119,6 +119,7 @@ class MemMasterIO:
     def __init__(self, net: MemNet, node: MemNode) -> None:
         self.net = net
         self.node = node
+        self.sync_bandwidth = 0  # the last set_sync_bandwidth
 
     def buffered(self, c: object) -> int:
         return 0
@@ -133,6 +134,9 @@ class MemMasterIO:
         if c.out:  # type: ignore[attr-defined]
             t.to_replica += c.data_to_send()  # type: ignore[attr-defined]
         return True
+
+    def set_sync_bandwidth(self, bps: int) -> None:
+        self.sync_bandwidth = bps
 
     def start_socket_snapshot(self, targets: list, payload: Callable[[], object],
                               trailer: bytes, timeout_ms: int) -> int:

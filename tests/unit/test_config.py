@@ -277,7 +277,8 @@ REDIS_DEFAULTS = {
     "watchdog-period": "0", "lua-enable-deprecated-api": "no",
     **REDIS8_DEFAULTS,
     "sync-log-file": "", "sync-log-max-size": str(64 * 1024 * 1024), "sync-log-max-files": "8",
-    "repl-full-sync-spill-threshold": "0",
+    "repl-full-sync-spill-threshold": "0", "repl-sync-max-bandwidth": "0",
+    "repl-full-sync-max-concurrent": "0",
 }
 # Redis 7.0's config.c flags (IMMUTABLE_CONFIG, PROTECTED_CONFIG, HIDDEN_CONFIG), plus the
 # Redis 8 names, hidden because Redis 7.0 has no such config.
@@ -1064,7 +1065,9 @@ def test_int_max_constants() -> None:
 REDIS_SERVER = shutil.which("redis-server")
 # Redis 8 names and pyrepl's own directives: a 7.0.15 server does not know them.
 NOT_IN_REDIS_7 = set(REDIS8_DEFAULTS) | {"sync-log-file", "sync-log-max-size",
-                                         "sync-log-max-files", "repl-full-sync-spill-threshold"}
+                                         "sync-log-max-files", "repl-full-sync-spill-threshold",
+                                         "repl-sync-max-bandwidth",
+                                         "repl-full-sync-max-concurrent"}
 
 
 def test_directives_beyond_redis_7_are_the_ones_its_server_lacks() -> None:

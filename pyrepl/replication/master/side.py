@@ -257,6 +257,12 @@ class MasterSide:
             self.close_link(link, "replicaof")
         self.dual.drop_all()
 
+    def sync_bandwidth_changed(self) -> None:
+        """CONFIG SET repl-sync-max-bandwidth: the transfers under way follow it too."""
+        io = self.io
+        if io is not None:
+            io.set_sync_bandwidth(self.core.config.repl_sync_max_bandwidth)
+
     # -- the cron ------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
         feeding = self.feeding

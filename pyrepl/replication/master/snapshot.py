@@ -86,7 +86,7 @@ class Snapshots:
         snap = self.current
         if core.rdb_child_pid != -1:
             if (snap is not None and snap.pid == core.rdb_child_pid and snap.target == "disk"
-                    and not link.is_rdb_channel):
+                    and not link.is_rdb_channel and self.take_turns([link])):
                 donor = next((d for d in self.side.links
                               if d.waits_for(snap) and (not d.rdb_only or link.rdb_only)), None)
                 if donor is not None and (link.capa_eof or not donor.capa_eof) \
@@ -112,6 +112,23 @@ class Snapshots:
         else:
             self.start_for_replication(link.capa_eof, link.req)
 
+    def take_turns(self, links: list[ReplicaLink]) -> list[ReplicaLink]:
+        """repl-full-sync-max-concurrent: the first of ``links`` that may start a snapshot
+        transfer now; the others wait in ``WAIT_BGSAVE_START`` for a turn (each logged
+        once), as many turns as transfers end (0: no cap)."""
+        cap = self.core.config.repl_full_sync_max_concurrent
+        if cap <= 0:
+            return links
+        busy = sum(1 for lk in self.side.links if lk.in_transfer)
+        free = max(0, cap - busy)
+        now = self.core.now_ms
+        for lk in links[free:]:
+            if not lk.queued_ms:
+                lk.queued_ms = now
+                self.core.log.notice(f"Replica {lk.name()} waits for a full sync turn "
+                                     f"(repl-full-sync-max-concurrent {cap})")
+        return links[:free]
+
     def setup_full_resync(self, link: ReplicaLink, snap: Snapshot, inp: LinkInput,
                           reply: bool, donor: ReplicaLink | None = None) -> None:
         """replicationSetupSlaveForFullResync: the link waits for ``snap``; SELECT again. It is
@@ -136,7 +153,9 @@ class Snapshots:
             self.side.write(link, FullResync(manager.ids.replid, snap.offset).format())
         self.side.emit("fullsync_fork", peer=link.name(), sync_id=link.sync_id,
                        replid=manager.ids.replid, mode=link.mode, offset=snap.offset,
-                       keys=snap.keys, reason="attached" if inp is L.ATTACHED else None)
+                       keys=snap.keys, reason="attached" if inp is L.ATTACHED else None,
+                       queued_ms=self.core.now_ms - link.queued_ms if link.queued_ms else None,
+                       max_bandwidth=self.core.config.repl_sync_max_bandwidth or None)
 
     def _attach_main(self, main: ReplicaLink, snap: Snapshot) -> None:
         """At fork time: the main channel streams from the snapshot offset on (SELECT first)."""
@@ -159,6 +178,8 @@ class Snapshots:
                         f"{' (rdb-channel)' if req & REQ_RDB_CHANNEL else ''}")
         offset = self.manager.master_repl_offset
         keys = 0 if req & REQ_EXCLUDE_DATA else sum(len(db.data) for db in core.dbs)
+        if self.io is not None:   # (the pace of this snapshot's transfers)
+            self.io.set_sync_bandwidth(cfg.repl_sync_max_bandwidth)
         if socket_target:
             pid = self._fork_socket_snapshot(req, offset, keys)
             if pid is None:
@@ -167,13 +188,16 @@ class Snapshots:
                 self._bgsave_failed()
                 return False
             return True
+        ready = self.take_turns(self.waiting_start(req))
+        if not ready:
+            return False
         err = core.persistence.bgsave()
         if err is not None:
             self._bgsave_failed()
             return False
         snap = Snapshot(core.rdb_child_pid, "disk", offset, core.now_ms, req, keys)
         self.current = snap
-        for link in self.waiting_start(req):
+        for link in ready:
             self.setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=True)
         return True
 
@@ -186,7 +210,7 @@ class Snapshots:
         if io is None:
             core.log.warning("Can't save in background: fork: no I/O adapter")
             return -1
-        ready = [lk for lk in self.waiting_start(req)
+        ready = [lk for lk in self.take_turns(self.waiting_start(req))
                  if (lk.main is None or lk.main.waits_for_rdb_channel)
                  and io.prepare_handover(lk.client)]
         if not ready:
@@ -368,7 +392,8 @@ class Snapshots:
         link.client.net_out += nbytes
         self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
                        mode=link.mode, offset=link.psync_offset, bytes=nbytes,
-                       duration_ms=core.now_ms - link.joined_ms)
+                       duration_ms=core.now_ms - link.joined_ms,
+                       max_bandwidth=core.config.repl_sync_max_bandwidth or None)
         who = "replica" if link.main is not None else "slave"  # Redis 8's text / 7.0's
         core.log.notice(f"Streamed RDB transfer with replica {link.name()} succeeded (socket). "
                         f"Waiting for REPLCONF ACK from {who} to enable streaming")
@@ -382,6 +407,7 @@ class Snapshots:
         try:
             if io is None:
                 raise OSError("no I/O adapter")
+            io.set_sync_bandwidth(core.config.repl_sync_max_bandwidth)
             io.send_bulk(link.client, core.persistence.rdb_path())
         except OSError as e:
             core.log.warning(f"SYNC failed. Can't open/stat DB after BGSAVE: {e}")
@@ -404,7 +430,8 @@ class Snapshots:
             return
         self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
                        mode=link.mode, offset=link.psync_offset, bytes=nbytes,
-                       duration_ms=core.now_ms - link.joined_ms)
+                       duration_ms=core.now_ms - link.joined_ms,
+                       max_bandwidth=core.config.repl_sync_max_bandwidth or None)
         if self.side.put_online(link, L.BULK_SENT):
             self.feeding.start_stream(link)
 

@@ -162,7 +162,7 @@ class ReplicaLink:
         "ref", "streaming", "stream_on_ack",
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
-        "capa_dual_channel", "dual_hold_id", "version", "spill",
+        "capa_dual_channel", "dual_hold_id", "version", "spill", "queued_ms",
     )
 
     def __init__(self, client: ReplClient) -> None:
@@ -205,6 +205,8 @@ class ReplicaLink:
         # repl-full-sync-spill-threshold: the part of its pending stream on disk, before what
         # its cursor holds (pyrepl.replication.master.feeding)
         self.spill: SpillFile | None = None
+        # repl-full-sync-max-concurrent: when it first waited for a full-sync turn (0: never)
+        self.queued_ms = 0
 
     def go(self, inp: LinkInput) -> SlaveState:
         """The one way a link changes state: the table's move for ``inp`` (LinkStateError when
@@ -247,6 +249,12 @@ class ReplicaLink:
     def sending_bulk(self) -> bool:
         """The disk snapshot's file is being sent to it."""
         return self.state is S.SEND_BULK
+
+    @property
+    def in_transfer(self) -> bool:
+        """Receives a snapshot: written by its child, or its file (a full-sync turn taken, as
+        repl-full-sync-max-concurrent counts)."""
+        return self.state is S.WAIT_BGSAVE_END or self.state is S.SEND_BULK
 
     def waits_for(self, snap: Snapshot) -> bool:
         """Waits for ``snap`` to end (its transfer, or its file to send)."""
