@@ -117,8 +117,10 @@ _M_HI = {"psync_decision": (("m_result", "result"), ("reason", "reason"), ("gap"
                             ("backlog_size", "backlog_size"),
                             ("backlog_histlen", "backlog_histlen"),
                             ("master_repl_offset", "master_repl_offset")),
-         "fullsync_fork": (("m_mode", "mode"),),
-         "fullsync_rdb_sent": (("m_mode", "mode"), ("m_rdb_bytes", "bytes")),
+         "fullsync_fork": (("m_mode", "mode"), ("m_queued_ms", "queued_ms"),
+                           ("m_max_bandwidth", "max_bandwidth")),
+         "fullsync_rdb_sent": (("m_mode", "mode"), ("m_rdb_bytes", "bytes"),
+                               ("m_max_bandwidth", "max_bandwidth")),
          "partial_sent": (("partial_bytes", "bytes"),),
          "replica_online": (("m_mode", "mode"), ("m_online_peak", "buffer_peak"),
                             ("m_spilled", "spilled"))}
@@ -326,6 +328,8 @@ def _sync_row(a: Row, b: Row, bucket_s: float) -> Row:
         "lost_reason": g("lost_reason"),
         "spilled": (_coalesce(h("r_spilled"), g("m_spilled")) if rdbch
                     else _coalesce(g("m_spilled"), h("r_spilled"))) if full else None,
+        "queued_ms": g("m_queued_ms") if full else None,
+        "max_bandwidth": g("m_max_bandwidth") if full else None,
     }
 
 
@@ -706,6 +710,8 @@ def summarize(syncs: Sequence[Row], recs: Sequence[Row], streaks: Sequence[Row],
     part = [s for s in syncs if s["kind"] == "partial"]
     failed = [s for s in syncs if s["status"] == "failed"]
     ok_full = [s for s in full if s["status"] == "ok"]
+    queued = [s for s in full if (s["queued_ms"] or 0) > 0]
+    paced = [s for s in full if (s["max_bandwidth"] or 0) > 0]
     by_mode: dict[str, Any] = {}
     for mode, xs in sorted(_split(full, "mode").items()):
         ok = [s for s in xs if s["status"] == "ok"]
@@ -741,7 +747,10 @@ def summarize(syncs: Sequence[Row], recs: Sequence[Row], streaks: Sequence[Row],
             "by_mode_durations": by_mode,
             "rdb_bytes": _stat(s["rdb_bytes"] for s in full),
             "rdb_bytes_total": sum(s["rdb_bytes"] for s in full if s["rdb_bytes"] is not None),
-            "throughput_bytes_per_s": _stat(s["throughput_bps"] for s in full)},
+            "throughput_bytes_per_s": _stat(s["throughput_bps"] for s in full),
+            "queued": len(queued), "queued_ms": _stat(s["queued_ms"] for s in queued),
+            "paced": len(paced),
+            "paced_throughput_bytes_per_s": _stat(s["throughput_bps"] for s in paced)},
         "partial_syncs": {"count": n_part, "bytes": _stat(s["partial_bytes"] for s in part),
                           "backlog_fraction": _stat(s["backlog_fraction"] for s in part)},
         "failures": {

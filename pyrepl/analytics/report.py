@@ -58,7 +58,9 @@ SUMMARY_KEYS: dict[str, str] = {
     "full_syncs": "count, by_reason (PSYNC reason code), by_cause (reason, or "
                   "output-buffer-limit when the previous sync was dropped for it), by_mode, "
                   "failed, durations_ms per phase (snapshot, transfer, load, drain, total), "
-                  "by_mode_durations, rdb_bytes, rdb_bytes_total, throughput_bytes_per_s",
+                  "by_mode_durations, rdb_bytes, rdb_bytes_total, throughput_bytes_per_s, "
+                  "queued and queued_ms (waited for a turn: repl-full-sync-max-concurrent), "
+                  "paced and paced_throughput_bytes_per_s (repl-sync-max-bandwidth)",
     "partial_syncs": "count, bytes (backlog sent), backlog_fraction (bytes / backlog size)",
     "failures": "failed_syncs, by_reason, attempts_per_recovery, full_sync_loops "
                 "(stretches of a replica without a working link, from a link loss or from "
@@ -332,6 +334,8 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
     parts.append(html_table(["per sync", "count", "p50", "p90", "p99", "max"], [
         _stat_row("RDB bytes", fs["rdb_bytes"], human_bytes),
         _stat_row("throughput /s", fs["throughput_bytes_per_s"], human_bytes),
+        _stat_row("waited for a turn", fs["queued_ms"], human_ms),
+        _stat_row("paced throughput /s", fs["paced_throughput_bytes_per_s"], human_bytes),
         _stat_row("partial-sync bytes", s["partial_syncs"]["bytes"], human_bytes),
         _stat_row("partial bytes / backlog", s["partial_syncs"]["backlog_fraction"], pct)]))
     parts.append(f"<img src='{imgs['phase_breakdown']}' alt='phase breakdown'>")

@@ -78,6 +78,12 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
         aggs += stat_aggs(f"mode_{ph}", F.when(is_mode & (c("status") == "ok"), c(f"{ph}_ms")))
     aggs += stat_aggs("rdb_bytes", F.when(is_all & full, c("rdb_bytes")))
     aggs += stat_aggs("throughput", F.when(is_all & full, c("throughput_bps")))
+    queued = is_all & full & (c("queued_ms") > 0)
+    paced = is_all & full & (c("max_bandwidth") > 0)
+    aggs += stat_aggs("queued", F.when(queued, c("queued_ms")))
+    aggs += stat_aggs("paced_throughput", F.when(paced, c("throughput_bps")))
+    aggs += [F.sum(F.when(queued, 1).otherwise(0)).alias("queued_n"),
+             F.sum(F.when(paced, 1).otherwise(0)).alias("paced_n")]
     aggs += stat_aggs("partial_bytes", F.when(is_all & part, c("partial_bytes")))
     aggs += stat_aggs("backlog_fraction", F.when(is_all & part, c("backlog_fraction")))
     aggs += stat_aggs("peak", F.when(is_buf, c("buffer_peak")))
@@ -91,8 +97,10 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
         row = {"n": 0, "partial": 0, "full": 0, "failed": 0, "failed_full": 0, "obb": 0,
                "unfixable": 0, "rdb_bytes_total": None, "need_q": None, "max_need": None,
                **{f"le{k}": 0 for k in CURVE_POWERS}}
+        row.update({"queued_n": 0, "paced_n": 0})
         for name in ("snapshot", "transfer", "load", "drain", "total", "rdb_bytes",
-                     "throughput", "partial_bytes", "backlog_fraction"):
+                     "throughput", "partial_bytes", "backlog_fraction", "queued",
+                     "paced_throughput"):
             row.update({f"{name}__n": 0, f"{name}__q": None, f"{name}__max": None})
     row["syncs"] = row["n"]
     n_part, n_full = int(row["partial"] or 0), int(row["full"] or 0)
@@ -149,6 +157,10 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
             "rdb_bytes": stat_from_row(row, "rdb_bytes"),
             "rdb_bytes_total": int(row["rdb_bytes_total"] or 0),
             "throughput_bytes_per_s": stat_from_row(row, "throughput"),
+            "queued": int(row["queued_n"] or 0),
+            "queued_ms": stat_from_row(row, "queued"),
+            "paced": int(row["paced_n"] or 0),
+            "paced_throughput_bytes_per_s": stat_from_row(row, "paced_throughput"),
         },
         "partial_syncs": {
             "count": n_part,

@@ -82,6 +82,9 @@ def master_syncs(sev: Any) -> Any:
         _tmin(F, e == "replica_online").alias("t_online"),
         _pick(F, e == "replica_online", "buffer_peak").alias("m_online_peak"),
         _pick(F, e == "replica_online", "spilled").alias("m_spilled"),
+        _pick(F, e == "fullsync_fork", "queued_ms").alias("m_queued_ms"),
+        _pick(F, e.isin("fullsync_fork", "fullsync_rdb_sent"), "max_bandwidth")
+        .alias("m_max_bandwidth"),
         _tmin(F, lost).alias("t_lost"),
         _first(F, lost, "reason").alias("lost_reason"),
         _pick(F, lost, "buffer_peak").alias("m_lost_peak"),
@@ -216,4 +219,7 @@ def build_syncs(m: Any, r: Any, bucket_s: float, window_s: float = MATCH_WINDOW_
         # bytes of the sync's buffer that went to disk (repl-full-sync-spill-threshold): the
         # buffer its kind names first, else the other side's
         F.when(full, F.when(rdbch, F.coalesce(c("r_spilled"), c("m_spilled")))
-               .otherwise(F.coalesce(c("m_spilled"), c("r_spilled")))).alias("spilled"))
+               .otherwise(F.coalesce(c("m_spilled"), c("r_spilled")))).alias("spilled"),
+        # repl-full-sync-max-concurrent's wait for a turn; repl-sync-max-bandwidth's pace
+        F.when(full, c("m_queued_ms")).alias("queued_ms"),
+        F.when(full, c("m_max_bandwidth")).alias("max_bandwidth"))

@@ -254,6 +254,9 @@ def master_syncs(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "t_online": smin(e["ts"] for e in online),
             "m_online_peak": pick(online, "buffer_peak"),
             "m_spilled": pick(online, "spilled"),
+            "m_queued_ms": pick([e for e in evs if e["event"] == "fullsync_fork"], "queued_ms"),
+            "m_max_bandwidth": pick([e for e in evs if e["event"] in (
+                "fullsync_fork", "fullsync_rdb_sent")], "max_bandwidth"),
             "t_lost": smin(e["ts"] for e in lost),
             "lost_reason": first_by_ts(lost, "reason"),
             "m_lost_peak": pick(lost, "buffer_peak"),
@@ -337,7 +340,7 @@ def match_halves(m: list[dict[str, Any]], r: list[dict[str, Any]],
 M_COLS = ("t_decision", "m_result", "reason", "gap", "req_replid", "req_offset", "backlog_size",
           "backlog_histlen", "master_repl_offset", "m_mode", "m_rdb_bytes", "partial_bytes",
           "t_online", "m_online_peak", "t_lost", "lost_reason", "m_lost_peak", "m_buffer_limit",
-          "m_spilled")
+          "m_spilled", "m_queued_ms", "m_max_bandwidth")
 R_COLS = ("t_first_event", "t_psync", "r_req_replid", "r_req_offset", "reply_result",
           "t_first_byte", "t_rdb_received", "r_rdb_bytes", "t_load_done", "keys", "t_drained",
           "r_buffer_peak", "r_buffer_limit", "t_link_up", "up_result", "t_caught_up", "r_mode",
@@ -440,6 +443,8 @@ def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: floa
             "lost_reason": s["lost_reason"],
             "spilled": (coalesce(s["r_spilled"], s["m_spilled"]) if rdbch
                         else coalesce(s["m_spilled"], s["r_spilled"])) if full else None,
+            "queued_ms": s["m_queued_ms"] if full else None,
+            "max_bandwidth": s["m_max_bandwidth"] if full else None,
         })
     for _, rows in group(out, lambda x: (x["master"], x["replica"])).items():
         rows.sort(key=lambda x: (x["ts"], x["sync_key"]))
@@ -696,6 +701,8 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     full = [s for s in syncs if s["kind"] == "full"]
     part = [s for s in syncs if s["kind"] == "partial"]
     ok_full = [s for s in full if s["status"] == "ok"]
+    queued = [s for s in full if (s["queued_ms"] or 0) > 0]
+    paced = [s for s in full if (s["max_bandwidth"] or 0) > 0]
     n_part, n_full = len(part), len(full)
     by_mode = {}
     for mode, rows in group(full, lambda s: s["mode"]).items():
@@ -755,6 +762,9 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
             "rdb_bytes": stat(s["rdb_bytes"] for s in full),
             "rdb_bytes_total": sum(s["rdb_bytes"] for s in full if s["rdb_bytes"] is not None),
             "throughput_bytes_per_s": stat(s["throughput_bps"] for s in full),
+            "queued": len(queued), "queued_ms": stat(s["queued_ms"] for s in queued),
+            "paced": len(paced),
+            "paced_throughput_bytes_per_s": stat(s["throughput_bps"] for s in paced),
         },
         "partial_syncs": {"count": n_part, "bytes": stat(s["partial_bytes"] for s in part),
                           "backlog_fraction": stat(s["backlog_fraction"] for s in part)},

@@ -137,8 +137,13 @@ def _run_link(log: _Log, master: str, replica: str, steps: list[str], start: int
         log.emit(t, "psync_reply", replica, "replica", peer=master, sync_id=rs, result=result,
                  mode=mode if mode in ("rdb-channel", "dual-channel") else None)
         t += _gap(rng)
+        # repl-full-sync-max-concurrent / repl-sync-max-bandwidth: sometimes it waited for a
+        # turn, sometimes its transfer was paced
+        bandwidth = rng.choice((None, None, 1 << 20, 8 << 20))
         log.emit(t, "fullsync_fork", master, "master", peer=replica, sync_id=ms, mode=mode,
-                 offset=off, keys=rng.randint(0, 100))
+                 offset=off, keys=rng.randint(0, 100),
+                 queued_ms=rng.choice((None, None, float(rng.randint(1, 5000)))),
+                 max_bandwidth=bandwidth)
         t += _gap(rng)
         log.emit(t, "rdb_first_byte", replica, "replica", peer=master, sync_id=rs, mode=mode,
                  duration_ms=5.0)
@@ -153,7 +158,7 @@ def _run_link(log: _Log, master: str, replica: str, steps: list[str], start: int
         rdb = rng.randint(0, 10 ** 7)
         t += _gap(rng)
         log.emit(t, "fullsync_rdb_sent", master, "master", peer=replica, sync_id=ms, mode=mode,
-                 bytes=rdb, duration_ms=3.0)
+                 bytes=rdb, duration_ms=3.0, max_bandwidth=bandwidth)
         log.emit(t, "rdb_received", replica, "replica", peer=master, sync_id=rs, bytes=rdb,
                  mode=mode, duration_ms=3.0)
         if step == "full-broken":
