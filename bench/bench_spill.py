@@ -29,7 +29,7 @@ import threading
 import time
 
 from bench_replication import HOST, Conn, stable_offset, stop_server, wait_until
-from common import start_pyrepl, start_redis, stop_popen, tmpdir, write_json
+from common import run_kinds, start_pyrepl, start_redis, stop_popen, tmpdir
 
 SCENARIO = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
             "--repl-backlog-size", "1mb", "--client-output-buffer-limit",
@@ -140,19 +140,9 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=120)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    results = {}
-    for kind in ("redis", "pyrepl-no-spill", "pyrepl-spill"):
-        results[kind] = run(kind, args)
-        print(kind, results[kind], flush=True)
-    keys = list(results["redis"])
-    print(f"\n| {args.keys} keys, snapshot {args.keys * args.delay_us / 1e6:.0f} s, window "
-          f"{args.window:.0f} s | " + " | ".join(results) + " |")
-    print("|---|" + "---|" * len(results))
-    for k in keys:
-        print(f"| {k} | " + " | ".join(str(results[kind][k]) for kind in results) + " |")
-    if args.json:
-        write_json(args.json, {"args": vars(args), "results": results})
-    return 0
+    return run_kinds(["redis", "pyrepl-no-spill", "pyrepl-spill"], run, args,
+                     f"{args.keys} keys, snapshot {args.keys * args.delay_us / 1e6:.0f} s, "
+                     f"window {args.window:.0f} s")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import threading
 import time
 
 from bench_replication import HOST, Conn, stop_server, wait_until
-from common import percentile, start_pyrepl, start_redis, tmpdir, write_json
+from common import percentile, run_kinds, start_pyrepl, start_redis, tmpdir
 
 KINDS = ("redis", "pyrepl", "pyrepl-bandwidth", "pyrepl-bandwidth-turns")
 # the four replicas share one snapshot (when no cap keeps them apart), forked as soon as all
@@ -141,19 +141,9 @@ def main() -> int:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    results = {}
-    for kind in args.kinds.split(","):
-        results[kind] = run(kind, args)
-        print(kind, results[kind], flush=True)
-    first = next(iter(results.values()))
-    print(f"\n| {args.keys} keys x {args.value} B, 4 replicas, bandwidth {args.bandwidth}, "
-          f"turns {args.concurrent} | " + " | ".join(results) + " |")
-    print("|---|" + "---|" * len(results))
-    for k in first:
-        print(f"| {k} | " + " | ".join(str(results[kind][k]) for kind in results) + " |")
-    if args.json:
-        write_json(args.json, {"args": vars(args), "results": results})
-    return 0
+    return run_kinds(args.kinds.split(","), run, args,
+                     f"{args.keys} keys x {args.value} B, 4 replicas, bandwidth "
+                     f"{args.bandwidth}, turns {args.concurrent}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -128,6 +129,23 @@ def write_json(path: str | None, obj: object) -> None:
 
         with open(path, "w") as f:
             json.dump(obj, f, indent=2)
+
+
+def run_kinds(kinds: list[str], run: Callable[[str, argparse.Namespace], dict[str, object]],
+              args: argparse.Namespace, title: str) -> int:
+    """A scenario's kinds one after the other (``run(kind, args)``: its figures), each printed
+    as it ends, then a markdown table (a row per figure, a column per kind) headed ``title``,
+    and the JSON (``args.json``)."""
+    results = {}
+    for kind in kinds:
+        results[kind] = run(kind, args)
+        print(kind, results[kind], flush=True)
+    print(f"\n| {title} | " + " | ".join(results) + " |")
+    print("|---|" + "---|" * len(results))
+    for k in next(iter(results.values())):
+        print(f"| {k} | " + " | ".join(str(results[kind][k]) for kind in results) + " |")
+    write_json(args.json, {"args": vars(args), "results": results})
+    return 0
 
 
 def median(xs: list[float]) -> float:

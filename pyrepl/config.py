@@ -851,6 +851,12 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("repl-full-sync-max-concurrent", "0", 0, INT_MAX, origin="pyrepl",
          help="replicas receiving a snapshot at once; the others wait for a free turn "
               "(wait_bgsave); 0 = no cap"),
+    # pyrepl's (issue 40): a classic full sync between pyrepl nodes cut in the middle resumes
+    # where it stopped: the master keeps the snapshot and its stream, the replica what it loaded.
+    _int("repl-full-sync-resume-window", "60", 0, INT_MAX, origin="pyrepl",
+         help="seconds a cut full sync may resume in (pyrepl replicas of a pyrepl master; the "
+              "master keeps the snapshot's copy in dir and its stream, the replica what it "
+              "loaded); 0 = off"),
     # Unix socket, protected actions, shutdown (Redis 7.0, with their behaviour)
     _str("unixsocket", "", mutable=False),
     Directive("unixsocketperm", "special", "0", mutable=False, lo=0, hi=0o777, unsigned=True,

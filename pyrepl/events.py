@@ -28,7 +28,8 @@ FIELDS: list[tuple[str, str, str]] = [
     ("replid", "string", "replication id in effect (for a decision: the master's replid)"),
     ("req_replid", "string", "PSYNC: the id the replica asked for ('?' = none)"),
     ("req_offset", "long", "PSYNC: the offset the replica asked for"),
-    ("result", "string", "psync decision: continue | full | rdbchannel | dualchannel"),
+    ("result", "string", "psync decision: continue | full | rdbchannel | dualchannel | "
+                         "resume (a cut full sync going on: repl-full-sync-resume-window)"),
     ("reason", "string", "why: a psync reason code, or a failure / disconnect reason"),
     ("mode", "string", "full sync mode: rdb-channel | dual-channel | diskless | disk"),
     ("offset", "long", "replication offset the event refers to"),

@@ -60,7 +60,8 @@ SUMMARY_KEYS: dict[str, str] = {
                   "failed, durations_ms per phase (snapshot, transfer, load, drain, total), "
                   "by_mode_durations, rdb_bytes, rdb_bytes_total, throughput_bytes_per_s, "
                   "queued and queued_ms (waited for a turn: repl-full-sync-max-concurrent), "
-                  "paced and paced_throughput_bytes_per_s (repl-sync-max-bandwidth)",
+                  "paced and paced_throughput_bytes_per_s (repl-sync-max-bandwidth), resumed "
+                  "(cut full syncs that went on: result resume)",
     "partial_syncs": "count, bytes (backlog sent), backlog_fraction (bytes / backlog size)",
     "failures": "failed_syncs, by_reason, attempts_per_recovery, full_sync_loops "
                 "(stretches of a replica without a working link, from a link loss or from "
@@ -329,6 +330,10 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
         causes.setdefault(k, [0, 0])[1] = v
     parts.append(html_table(["reason", "by PSYNC reason", "by cause"],
                         [[k, a, b] for k, (a, b) in causes.items()]))
+    parts.append(f"<p>{fs['resumed']:,} cut full syncs resumed where they stopped "
+                 f"(repl-full-sync-resume-window); {fs['queued']:,} waited for a turn "
+                 f"(repl-full-sync-max-concurrent); {fs['paced']:,} transfers paced "
+                 f"(repl-sync-max-bandwidth).</p>")
     parts.append(html_table(["phase", "count", "p50", "p90", "p99", "max"],
                         [_stat_row(p, fs["durations_ms"][p], human_ms) for p in PHASES]))
     parts.append(html_table(["per sync", "count", "p50", "p90", "p99", "max"], [

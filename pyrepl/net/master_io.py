@@ -83,6 +83,7 @@ PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
 RESULT_WAIT_S = 0.1
 _F_SETPIPE_SZ = 1031
 _RATE = struct.Struct("=q")   # the shared repl-sync-max-bandwidth cell
+KEPT_CID = 0   # the child's target for a kept copy (client ids start at 1)
 
 
 class _Relay:
@@ -210,17 +211,29 @@ class _SocketJob:
                 return
 
 
+class _Kept:
+    """A snapshot's payload kept for resumed syncs: its fd, its size once whole."""
+
+    __slots__ = ("fd", "size", "pid")
+
+    def __init__(self, fd: int, size: int, pid: int) -> None:
+        self.fd = fd
+        self.size = size      # -1 while a child writes it
+        self.pid = pid        # that child (0: a file kept whole)
+
+
 class _Bulk:
     __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle",
                  "pacer")
 
-    def __init__(self, client: ReplClient, fd: int, size: int) -> None:
+    def __init__(self, client: ReplClient, fd: int, size: int, offset: int = 0,
+                 pre: bytes | None = None) -> None:
         self.pacer = Pacer(time.monotonic())
         self.client = client
         self.fd = fd
         self.size = size
-        self.offset = 0
-        self.pre = b"$%d\r\n" % size
+        self.offset = offset
+        self.pre = b"$%d\r\n" % size if pre is None else pre
         self.sent = 0
         self.done = False
         self.backoff = BACKOFF_MIN
@@ -232,6 +245,7 @@ class MasterIO:
         self.server = server
         self._jobs: dict[int, _SocketJob] = {}
         self._bulks: dict[int, _Bulk] = {}
+        self._kept: dict[str, _Kept] = {}    # payloads kept for resumed syncs, by id
         # repl-sync-max-bandwidth, in a page shared with the snapshot children (a fork keeps
         # the mapping shared), so CONFIG SET paces a transfer under way in a child too
         self._rate = mmap.mmap(-1, _RATE.size)
@@ -285,9 +299,32 @@ class MasterIO:
     # -- diskless: the child writes to the sockets --------------------------------------------
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
-                              timeout_ms: int) -> int:
+                              timeout_ms: int, keep: tuple[str, str] | None = None) -> int:
         """Fork a child that writes each target's preamble, the payload and the trailer to the
-        target's socket. Returns the child's pid (raises OSError when it cannot start)."""
+        target's socket (and to a kept copy: ``keep``, see the port). Returns the child's pid
+        (raises OSError when it cannot start)."""
+        kept_fd = self._open_copy(keep[1], keep[0]) if keep is not None else -1
+        try:
+            pid = self._start_socket_snapshot(targets, payload, trailer, timeout_ms, kept_fd)
+        except OSError:
+            if kept_fd >= 0:
+                os.close(kept_fd)
+            raise
+        if keep is not None:
+            self._kept[keep[0]] = _Kept(kept_fd, -1, pid)
+        return pid
+
+    @staticmethod
+    def _open_copy(directory: str, rid: str) -> int:
+        """An unlinked file in ``directory`` for a kept copy (gone with its fd)."""
+        path = os.path.join(directory, f"temp-resume-{rid}.rdb")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        os.unlink(path)
+        return fd
+
+    def _start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
+                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
+                               timeout_ms: int, kept_fd: int) -> int:
         dups: dict[int, socket.socket] = {}
         pipes: dict[int, tuple[int, int]] = {}     # TLS targets: (read end, write end)
         opened: list[int] = []
@@ -304,6 +341,8 @@ class MasterIO:
             raise
         plan = [(c.id, pipes[c.id][1] if c.id in pipes else dups[c.id].fileno(), pre)
                 for c, pre in targets]
+        if kept_fd >= 0:
+            plan.append((KEPT_CID, kept_fd, b""))
         result_r, result_w = r, w
 
         def job() -> int:
@@ -357,7 +396,46 @@ class MasterIO:
             os.close(job.result_fd)
             for s in job.dups.values():
                 s.close()
+        kept = job.results.pop(KEPT_CID, None)
+        for rid, k in list(self._kept.items()):
+            if k.pid == pid:
+                if kept is not None and kept[0]:
+                    k.size, k.pid = kept[1], 0
+                else:
+                    self.drop_kept(rid)
         return job.results
+
+    # -- copies kept for resumed syncs ------------------------------------------------------------
+    def keep_file(self, rid: str, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
+        self.drop_kept(rid)
+        self._kept[rid] = _Kept(fd, size, 0)
+
+    def kept_size(self, rid: str) -> int:
+        k = self._kept.get(rid)
+        return k.size if k is not None else -1
+
+    def kept_ids(self) -> list[str]:
+        return list(self._kept)
+
+    def drop_kept(self, rid: str) -> None:
+        k = self._kept.pop(rid, None)
+        if k is not None:
+            try:
+                os.close(k.fd)
+            except OSError:
+                pass
+
+    def send_kept(self, c: ReplClient, rid: str, offset: int, header: bytes) -> None:
+        k = self._kept.get(rid)
+        if k is None or k.size < 0:
+            raise OSError(f"no whole copy kept as {rid}")
+        self._start_bulk(_Bulk(c, os.dup(k.fd), k.size, min(offset, k.size), header))
 
     def socket_target_done(self, pid: int, cid: int) -> bool:
         """True when the child of ``pid`` reported the whole payload and trailer written to
@@ -395,15 +473,16 @@ class MasterIO:
         except OSError:
             os.close(fd)
             raise
-        b = _Bulk(c, fd, size)
-        self._bulks[c.id] = b
+        self._start_bulk(_Bulk(c, fd, size))
+        return size
+
+    def _start_bulk(self, b: _Bulk) -> None:
         loop = self.server.loop
         if loop is None:
-            os.close(fd)
-            del self._bulks[c.id]
+            os.close(b.fd)
             raise OSError("no event loop")
+        self._bulks[b.client.id] = b
         b.handle = loop.call_soon(self._pump, b)
-        return size
 
     def cancel_bulk(self, c: ReplClient) -> None:
         b = self._bulks.pop(c.id, None)
@@ -635,9 +714,10 @@ def _write_chunk(targets: list[_Target], chunk: bytes, timeout: float,
         bps = rate()
         for t in pending:
             view = t.view
-            allow = t.pacer.allowance(bps, now)
+            tb = 0 if t.cid == KEPT_CID else bps    # (a kept copy is never paced)
+            allow = t.pacer.allowance(tb, now)
             if allow < len(view):
-                if allow < t.pacer.quantum(bps):
+                if allow < t.pacer.quantum(tb):
                     t.last = now    # (waiting for the pace is not a stalled replica)
                     paced.append(t)
                     continue

@@ -53,9 +53,11 @@ class MasterIOPort(Protocol):
 
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
-                              timeout_ms: int) -> int:
+                              timeout_ms: int, keep: tuple[str, str] | None = None) -> int:
         """Fork a child writing each target's preamble, the payload and the trailer to the
-        target's connection; its pid (OSError when it cannot start)."""
+        target's connection; its pid (OSError when it cannot start). ``keep`` (id,
+        directory): the child writes the payload and the trailer to a copy kept under that id
+        too (an unlinked file in the directory), whole once the child succeeded."""
 
     def drop_socket_target(self, c: ReplClient) -> None:
         """End a replica's connection that a snapshot child is writing to."""
@@ -75,6 +77,24 @@ class MasterIOPort(Protocol):
 
     def cancel_bulk(self, c: ReplClient) -> None:
         """Stop sending a file to ``c``."""
+
+    def keep_file(self, rid: str, path: str) -> None:
+        """Keep the file at ``path`` as it is now (opened: a file renamed over it later changes
+        nothing) under the id ``rid``."""
+
+    def kept_size(self, rid: str) -> int:
+        """The bytes of the copy kept as ``rid``; -1 when there is none, or it is not whole
+        yet."""
+
+    def kept_ids(self) -> list[str]:
+        """The ids of the copies kept (whole or being written)."""
+
+    def drop_kept(self, rid: str) -> None:
+        """Free the copy kept as ``rid``."""
+
+    def send_kept(self, c: ReplClient, rid: str, offset: int, header: bytes) -> None:
+        """Start sending ``header`` and the copy kept as ``rid`` from byte ``offset`` to its
+        end; the end is reported with ``MasterSide.bulk_sent`` (OSError: no such copy)."""
 
 
 class ReplicaIOPort(Protocol):

@@ -27,12 +27,19 @@ def strtoll(text: str) -> int:
     return int(s[:j]) if j > i else 0
 
 
+CAPA_RESUME = b"pyrepl-resume"   # REPLCONF capa of a replica that resumes a cut full sync
+
+
 @dataclass(frozen=True, slots=True)
 class FullResync:
-    """``+FULLRESYNC <replid> <offset>``: the snapshot was forked at ``offset``."""
+    """``+FULLRESYNC <replid> <offset>``: the snapshot was forked at ``offset``. To a replica
+    that said ``capa pyrepl-resume``, a pyrepl master names the snapshot too (``snapshot``, the
+    id a cut sync resumes with: pyrepl.replication.master.resume); a Redis replica reads the
+    first two fields only, as it does with any line."""
 
     replid: str
     offset: int
+    snapshot: str = ""
 
     @classmethod
     def parse(cls, text: str) -> FullResync | None:
@@ -40,10 +47,32 @@ class FullResync:
         parts = text.split(" ")
         if len(parts) < 3 or len(parts[1]) != EOF_MARK_LEN:
             return None
-        return cls(parts[1], strtoll(parts[2]))
+        snap = parts[3] if len(parts) > 3 and len(parts[3]) == EOF_MARK_LEN else ""
+        return cls(parts[1], strtoll(parts[2]), snap)
 
     def format(self) -> bytes:
+        if self.snapshot:
+            return b"+FULLRESYNC %s %d %s\r\n" % (self.replid.encode(), self.offset,
+                                                   self.snapshot.encode())
         return b"+FULLRESYNC %s %d\r\n" % (self.replid.encode(), self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeHeader:
+    """``$RESUME:<offset>``: a resumed sync's payload goes on from byte ``offset`` (pyrepl's)."""
+
+    offset: int
+
+    @classmethod
+    def parse(cls, line: bytes) -> ResumeHeader | None:
+        """A line that starts with ``$RESUME:``; None unless a number follows."""
+        rest = line[8:].decode("ascii", "replace")
+        if not line.startswith(b"$RESUME:") or not rest.isdigit():
+            return None
+        return cls(int(rest))
+
+    def format(self) -> bytes:
+        return b"$RESUME:%d\r\n" % self.offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -765,6 +765,7 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
             "queued": len(queued), "queued_ms": stat(s["queued_ms"] for s in queued),
             "paced": len(paced),
             "paced_throughput_bytes_per_s": stat(s["throughput_bps"] for s in paced),
+            "resumed": sum(1 for s in syncs if s["result"] == "resume"),
         },
         "partial_syncs": {"count": n_part, "bytes": stat(s["partial_bytes"] for s in part),
                           "backlog_fraction": stat(s["backlog_fraction"] for s in part)},

@@ -22,7 +22,7 @@ from pyrepl.events import EVENTS, FIELDS, RUN_ID_PREFIX, to_json_line
 
 T0 = 1_735_689_600_000
 STEPS = ("partial", "full", "full", "full-obl", "full-broken", "down", "down", "intentional",
-         "connect-fail", "try-later", "lag", "lag", "psync-only")
+         "connect-fail", "try-later", "lag", "lag", "psync-only", "resume")
 REASONS = ("no-history", "replica-requested", "replid-mismatch", "backlog-inactive",
            "offset-before-backlog", "offset-before-backlog", "offset-ahead")
 MODES = ("rdb-channel", "dual-channel", "diskless", "disk")
@@ -109,6 +109,23 @@ def _run_link(log: _Log, master: str, replica: str, steps: list[str], start: int
         common = dict(peer=replica, sync_id=ms, replid=replid, req_replid=req_id,
                       req_offset=req_off, master_repl_offset=off, backlog_size=backlog,
                       backlog_histlen=hist)
+        if step == "resume":    # a cut full sync going on (pyrepl's, classic mode)
+            log.emit(td, "psync_decision", master, "master", result="resume", reason="resume",
+                     offset=rng.randint(0, 10 ** 6), **common)
+            rest = rng.randint(0, 10 ** 6)
+            log.emit(td, "fullsync_rdb_sent", master, "master", peer=replica, sync_id=ms,
+                     mode="disk", bytes=rest, duration_ms=2.0)
+            log.emit(td, "replica_online", master, "master", peer=replica, sync_id=ms,
+                     mode="disk")
+            t = td + _gap(rng)
+            log.emit(t, "psync_reply", replica, "replica", peer=master, sync_id=rs,
+                     result="resume")
+            log.emit(t, "rdb_received", replica, "replica", peer=master, sync_id=rs,
+                     bytes=rest + rng.randint(0, 10 ** 6), mode="disk", duration_ms=2.0)
+            log.emit(t, "link_up", replica, "replica", peer=master, sync_id=rs, mode="disk",
+                     result="full")
+            m_sess = ms
+            continue
         if step == "partial":
             log.emit(td, "psync_decision", master, "master", result="continue",
                      reason="continue", **common)

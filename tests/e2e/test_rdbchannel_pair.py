@@ -126,9 +126,11 @@ class FakeMaster:
         assert main.command() == [b"PING"]
         main.send(b"+PONG\r\n")
         assert main.command() == [b"REPLCONF", b"listening-port", str(replica_port).encode()]
-        # (Redis 8's capa line, plus Valkey's dual channel, which a Redis 8 master ignores)
+        # (Redis 8's capa line, plus Valkey's dual channel and pyrepl's resume, which a Redis 8
+        # master ignores)
         assert main.command() == [b"REPLCONF", b"capa", b"eof", b"capa", b"psync2", b"capa",
-                                  b"rdb-channel-repl", b"capa", b"dual-channel"]
+                                  b"rdb-channel-repl", b"capa", b"dual-channel", b"capa",
+                                  b"pyrepl-resume"]
         main.send(b"+OK\r\n+OK\r\n")
         psync = main.command()
         assert psync[0] == b"PSYNC"

@@ -76,6 +76,8 @@ class WireIO:
         self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
         self.streams_started: list[int] = []  # clients whose stream started (stream_started)
         self.sync_bandwidth = 0  # the last set_sync_bandwidth
+        # copies kept for resumed syncs: id -> (the child writing it or 0, its bytes or None)
+        self.kept: dict[str, tuple[int, bytes | None]] = {}
         self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
         self.busy: set[int] = set()  # transports that are not drained
         self.children: dict[int, tuple] = {}
@@ -112,10 +114,12 @@ class WireIO:
     def set_sync_bandwidth(self, bps: int) -> None:
         self.sync_bandwidth = bps
 
-    def start_socket_snapshot(self, targets, payload, trailer, timeout_ms):  # noqa: ANN001
+    def start_socket_snapshot(self, targets, payload, trailer, timeout_ms, keep=None):  # noqa: ANN001
         if self.fail_fork:
             raise OSError("Cannot allocate memory")
         self.next_pid += 1
+        if keep is not None:    # the child's copy: whole when it has run (run_child)
+            self.kept[keep[0]] = (self.next_pid, None)
         for c, pre in targets:  # the real child writes the preambles first, at once
             self.out(c).extend(pre)
         # a forked child sees the dataset as it was at fork time: encode it now
@@ -135,6 +139,9 @@ class WireIO:
                 continue
             self.out(c).extend(rdb + trailer)
             res[c.id] = (True, len(pre) + len(rdb) + len(trailer), "")
+        for rid, (kpid, _) in list(self.kept.items()):
+            if kpid == pid and only is None:
+                self.kept[rid] = (pid, rdb + trailer)
 
     def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
         return self.results.pop(pid, {})
@@ -162,6 +169,26 @@ class WireIO:
 
     def cancel_bulk(self, c: Client) -> None:
         self.cancelled.append(c.id)
+
+    def keep_file(self, rid: str, path: str) -> None:
+        with open(path, "rb") as f:
+            self.kept[rid] = (0, f.read())
+
+    def kept_size(self, rid: str) -> int:
+        k = self.kept.get(rid)
+        return len(k[1]) if k is not None and k[1] is not None else -1
+
+    def kept_ids(self) -> list[str]:
+        return list(self.kept)
+
+    def drop_kept(self, rid: str) -> None:
+        self.kept.pop(rid, None)
+
+    def send_kept(self, c: Client, rid: str, offset: int, header: bytes) -> None:
+        k = self.kept.get(rid)
+        if k is None or k[1] is None:
+            raise OSError(f"no whole copy kept as {rid}")
+        self.bulks[c.id] = (c, header + k[1][offset:])
 
 
 class Master:

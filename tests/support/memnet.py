@@ -139,7 +139,8 @@ class MemMasterIO:
         self.sync_bandwidth = bps
 
     def start_socket_snapshot(self, targets: list, payload: Callable[[], object],
-                              trailer: bytes, timeout_ms: int) -> int:
+                              trailer: bytes, timeout_ms: int,
+                              keep: tuple[str, str] | None = None) -> int:
         pid = self.net.new_pid()
         rdb = b"".join(payload())  # type: ignore[call-overload]
         ch = MemChild(pid, "socket", targets=list(targets), rdb=rdb, trailer=trailer)
@@ -177,6 +178,22 @@ class MemMasterIO:
 
     def cancel_bulk(self, c: object) -> None:
         self.node.bulks.pop(c.id, None)  # type: ignore[attr-defined]
+
+    # (no copies are kept in memory: a cut sync here starts over)
+    def keep_file(self, rid: str, path: str) -> None:
+        pass
+
+    def kept_size(self, rid: str) -> int:
+        return -1
+
+    def kept_ids(self) -> list[str]:
+        return []
+
+    def drop_kept(self, rid: str) -> None:
+        pass
+
+    def send_kept(self, c: object, rid: str, offset: int, header: bytes) -> None:
+        raise OSError(f"no whole copy kept as {rid}")
 
 
 class MemReplicaIO:

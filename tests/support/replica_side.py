@@ -27,7 +27,8 @@ class ReplicaNode:
 
     def __init__(self, io: Any, overrides: Sequence[tuple[str, list[str]]],
                  replicaof: bool = True) -> None:
-        ov = [("save", [""]), ("port", ["6381"])]
+        # (no capa pyrepl-resume unless a test asks: the handshake is Redis's / Valkey's bytes)
+        ov = [("save", [""]), ("port", ["6381"]), ("repl-full-sync-resume-window", ["0"])]
         if replicaof:
             ov.append(("replicaof", ["127.0.0.1", "6380"]))
         self.host = Host()

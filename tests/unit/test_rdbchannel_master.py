@@ -478,10 +478,20 @@ def test_replica_closing_the_rdb_channel_after_the_mark_is_the_normal_end(tmp_pa
     assert r.main.closed is False and r.mlink.state is S.SEND_BULK_AND_STREAM
     assert m.io.dropped == [] and m.host.killed == []  # the child is not disturbed
     assert "Connection with replica (rdbchannel) 127.0.0.1:6381 lost." in m.log()
+    closed_ms = m.core.now_ms
+    m.tick(700)
     m.run("SET", "during", "2")
+    out0 = m.core.stats.net_repl_output_bytes
+    ok, nbytes, _ = m.io.results[pid][r.rdb.id]     # what the child reported for it
+    assert ok
     m.child_exits(pid)
     assert r.mlink.state is S.ONLINE and m.side.snapshots.current is None
     assert m.events("replica_lost") == []
+    # its transfer is counted and reported at the child's end, timed to the close
+    (sent,) = m.events("fullsync_rdb_sent")
+    assert sent["bytes"] == nbytes > 0 and sent["mode"] == "rdb-channel"
+    assert sent["duration_ms"] == closed_ms - r.mlink.joined_ms
+    assert m.core.stats.net_repl_output_bytes - out0 >= nbytes
     assert_replica_equal(tmp_path, m, r, take=False)
 
 

@@ -68,6 +68,7 @@ def test_transition_table_is_total_and_typed() -> None:
         SEND_BULK_AND_STREAM  RDB_STREAMED      ONLINE
         SEND_BULK_AND_STREAM  FIRST_ACK         ONLINE
         NONE                  DUAL_CHANNEL_PSYNC  SEND_BULK_AND_STREAM
+        NONE                  RESUME            WAIT_BGSAVE_END
     """
     expected = {(S[a], LinkInput[b]): S[c] for a, b, c in map(str.split, rows.strip().splitlines())}
     expected |= {(s, LinkInput.CLOSED): S.CLOSED for s in S if s is not S.CLOSED}
@@ -94,7 +95,7 @@ def test_the_side_is_composed_of_phases_that_declare_their_state(tmp_path) -> No
 
     side = Master(tmp_path).side
     phases = {"feeding": side.feeding, "snapshots": side.snapshots, "acks": side.acks,
-              "sync": side.sync}
+              "sync": side.sync, "resume": side.resume}
     for obj in (side, *phases.values()):
         assert not hasattr(obj, "__dict__"), type(obj).__name__
         for name in type(obj).__slots__:

@@ -87,7 +87,7 @@ def test_the_handler_tables_cover_the_states_the_table_names() -> None:
         assert set(table) == states.LINKED
     assert set(side.handshake._replies) == states.LINE_STATES
     assert states.HANDSHAKE == {s for s in S if S.RECEIVE_PING_REPLY.value <= s.value
-                                <= S.RECEIVE_PSYNC_REPLY.value}
+                                <= S.RECEIVE_PSYNC_REPLY.value} | {S.RECEIVE_RESUME_REPLY}
     assert states.LINKED == set(S) - {S.NONE, S.CONNECT}
 
 

@@ -28,6 +28,7 @@ from pyrepl.replication.master.states import (
     S,
     SlaveState,
 )
+from pyrepl.replication.wire import CAPA_RESUME
 from pyrepl.resp.types import BLOCKED, NO_REPLY, OK, ReplyError
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class Acks:
             return NO_REPLY if r is None else r
         if len(argv) % 2 == 0:
             raise ReplyError(SYNTAX)
+        resume_id, resume_off = "", -1
         for j in range(1, len(argv), 2):
             opt = argv[j].lower()
             val = argv[j + 1]
@@ -94,6 +96,8 @@ class Acks:
                     cfg = self.core.config
                     if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
                         self.side.link_for(c).capa_rdb_channel = True
+                elif capa == CAPA_RESUME:        # pyrepl's (master.resume)
+                    self.side.link_for(c).capa_resume = True
                 elif capa == b"dual-channel":     # Valkey's
                     cfg = self.core.config
                     if cfg.repl_rdb_channel and cfg.repl_diskless_sync:
@@ -132,6 +136,10 @@ class Acks:
                 if not version_ok(text):
                     raise ReplyError(f"ERR Unrecognized version format: {text}")
                 self.side.link_for(c).version = text
+            elif opt == b"resume":     # pyrepl's: resume <snapshot id> resume-offset <n>
+                resume_id = val.decode("utf-8", "replace")
+            elif opt == b"resume-offset":
+                resume_off = parse_int(val)
             elif opt == b"rdb-filter-only":
                 filters = val.split()
                 link = self.side.link_for(c)
@@ -145,6 +153,8 @@ class Acks:
             else:
                 raise ReplyError(f"ERR Unrecognized REPLCONF option: "
                                  f"{argv[j].decode('utf-8', 'replace')}")
+        if resume_id:
+            self.side.resume.request(self.side.link_for(c), resume_id, resume_off)
         return OK
 
     def _bind_rdb_channel(self, link: ReplicaLink, main_id: int) -> None:

@@ -20,6 +20,8 @@ the links, and the phases before it), each the one owner of its state:
 ``acks``       (:class:`~.acks.Acks`) REPLCONF, ACKs, WAIT and min-replicas
 ``dual``       (:class:`~.dualchannel.DualChannel`) Valkey's dual channel: the offer, the
                rdb channel's ``$ENDOFF:``, the stream held for its main connection
+``resume``     (:class:`~.resume.Resumes`) cut full syncs of pyrepl replicas that may resume:
+               the snapshot's copy and the stream kept, REPLCONF resume, the resumed transfer
 ``sync``       (:class:`~.sync.Sync`) PSYNC and SYNC: the decision, a partial resync, a full
                sync handed to ``snapshots``, an rdb channel's main connection
 
@@ -40,6 +42,7 @@ from pyrepl.replication.backlog import TRIM_BLOCKS_PER_CALL
 from pyrepl.replication.master.acks import Acks
 from pyrepl.replication.master.dualchannel import DualChannel
 from pyrepl.replication.master.feeding import Feeding
+from pyrepl.replication.master.resume import Resumes
 from pyrepl.replication.master.snapshot import Snapshots
 from pyrepl.replication.master.states import (
     INFO_STATE,
@@ -66,7 +69,7 @@ class MasterSide:
 
     # ``feeding`` is read at its offset by a write's feed in C (pyrepl/replication/_feed.c)
     __slots__ = ("manager", "core", "links", "cron_loops", "_last_cron_ms", "_timeouts",
-                 "feeding", "dual", "snapshots", "acks", "sync")
+                 "feeding", "dual", "snapshots", "acks", "sync", "resume")
 
     def __init__(self, manager: Replication) -> None:
         self.manager = manager
@@ -81,6 +84,7 @@ class MasterSide:
         }
         self.feeding = Feeding(self)
         self.dual = DualChannel(self, self.feeding)
+        self.resume = Resumes(self, self.feeding)
         self.snapshots = Snapshots(self, self.feeding)
         self.acks = Acks(self, self.feeding, self.snapshots)
         self.sync = Sync(self, self.feeding, self.snapshots, self.acks)
@@ -199,6 +203,7 @@ class MasterSide:
         link.go(L.CLOSED)
         if link in self.links:
             self.links.remove(link)
+        self.resume.cut(link, prev, reason)   # (a cut sync that may resume keeps its place)
         peak = max(link.buffer_peak, self.feeding.unfeed(link))
         main = link.main
         if log_lost:
@@ -256,6 +261,7 @@ class MasterSide:
         for link in list(self.links):
             self.close_link(link, "replicaof")
         self.dual.drop_all()
+        self.resume.drop_all()
 
     def sync_bandwidth_changed(self) -> None:
         """CONFIG SET repl-sync-max-bandwidth: the transfers under way follow it too."""
@@ -312,6 +318,7 @@ class MasterSide:
         self.feeding.enforce_limits(self.links)
         if self.dual.holds:
             self.dual.cron()
+        self.resume.cron()
         self.acks.refresh_good_replicas()
         self.cron_loops += 1
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.replication.master.dualchannel import MODE as DUAL_MODE
+from pyrepl.replication.master.resume import new_id
 from pyrepl.replication.master.states import (
     REQ_EXCLUDE_DATA,
     REQ_RDB_CHANNEL,
@@ -32,7 +33,7 @@ from pyrepl.replication.master.states import (
     SlaveState,
     Snapshot,
 )
-from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader, FullResync
+from pyrepl.replication.wire import EOF_MARK_LEN, BulkHeader
 
 if TYPE_CHECKING:
     from pyrepl.replication.manager import Replication
@@ -150,7 +151,7 @@ class Snapshots:
             else:
                 self.feeding.feed(link)
         if reply and not link.pre_psync:
-            self.side.write(link, FullResync(manager.ids.replid, snap.offset).format())
+            self.side.write(link, self.side.resume.fullresync(link, snap))
         self.side.emit("fullsync_fork", peer=link.name(), sync_id=link.sync_id,
                        replid=manager.ids.replid, mode=link.mode, offset=snap.offset,
                        keys=snap.keys, reason="attached" if inp is L.ATTACHED else None,
@@ -195,7 +196,9 @@ class Snapshots:
         if err is not None:
             self._bgsave_failed()
             return False
-        snap = Snapshot(core.rdb_child_pid, "disk", offset, core.now_ms, req, keys)
+        resumable = self.side.resume.resumable
+        snap = Snapshot(core.rdb_child_pid, "disk", offset, core.now_ms, req, keys,
+                        new_id() if any(resumable(lk) for lk in ready) else "")
         self.current = snap
         for link in ready:
             self.setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=True)
@@ -220,11 +223,14 @@ class Snapshots:
                 core.log.notice(f"Starting to deliver RDB and replication stream to replica: "
                                 f"{lk.name()}")
         mark = os.urandom(EOF_MARK_LEN // 2).hex().encode()
-        head = FullResync(self.manager.ids.replid, offset).format()
+        resume = self.side.resume
+        rid = new_id() if any(resume.resumable(lk) for lk in ready) else ""
+        snap = Snapshot(-1, "socket", offset, core.now_ms, req, keys, rid)
         eof = BulkHeader(True, mark, 0).format()
         dual = self.side.dual
         targets = [(lk.client, (dual.header(lk, offset) if lk.mode == DUAL_MODE
-                                else b"" if lk.pre_psync else head) + eof)
+                                else b"" if lk.pre_psync else resume.fullresync(lk, snap))
+                    + eof)
                    for lk in ready]
         dbs = [] if req & REQ_EXCLUDE_DATA else core.dbs
         aux = core.persistence.rdb_aux()
@@ -241,7 +247,8 @@ class Snapshots:
 
         try:
             pid = io.start_socket_snapshot(targets, payload, mark,
-                                           core.config.repl_timeout * 1000)
+                                           core.config.repl_timeout * 1000,
+                                           (rid, core.config.dir) if rid else None)
         except OSError as e:
             core.log.warning(f"Can't save in background: fork: {e}")
             return -1
@@ -252,7 +259,7 @@ class Snapshots:
         core.persistence.last_try_ms = now
         core.log.notice(f"Background RDB transfer started by pid {pid}"
                         f"{' to replica socket' if req & REQ_RDB_CHANNEL else ''}")
-        snap = Snapshot(pid, "socket", offset, now, req, keys)
+        snap.pid = pid
         self.current = snap
         for link in ready:
             self.setup_full_resync(link, snap, L.SNAPSHOT_STARTED, reply=False)
@@ -341,6 +348,11 @@ class Snapshots:
             else:
                 log.warning(f"Background transfer terminated by signal {-exitcode}")
         ok = exitcode == 0
+        for link, at in snap.delivered:   # rdb channels closed after their whole RDB
+            result = results.get(link.client.id)
+            if result is not None and result[0]:
+                self._rdb_sent(link, result[1], at)
+        self.side.resume.snapshot_done(snap, ok)
         for state, done in self._on_done:
             for link in [lk for lk in self.side.links
                          if lk.snapshot is snap and lk.state is state]:
@@ -364,6 +376,9 @@ class Snapshots:
 
     def _target_done(self, link: ReplicaLink, snap: Snapshot, ok: bool,
                      results: dict[int, Result]) -> None:
+        if link.resume_from >= 0:   # a resumed sync waited for the snapshot's copy
+            self.side.resume.copy_ready(link, ok)
+            return
         result = results.get(link.client.id)
         if snap.target == "socket" and (ok or result is not None):
             # the child wrote to the sockets itself: its per-replica outcome decides
@@ -386,14 +401,7 @@ class Snapshots:
                                  f"{err}")
                 self.side.close_link(link, "rdb-transfer-error")
             return
-        nbytes = result[1]
-        core.stats.net_repl_output_bytes += nbytes
-        core.stats.net_output_bytes += nbytes
-        link.client.net_out += nbytes
-        self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
-                       mode=link.mode, offset=link.psync_offset, bytes=nbytes,
-                       duration_ms=core.now_ms - link.joined_ms,
-                       max_bandwidth=core.config.repl_sync_max_bandwidth or None)
+        self._rdb_sent(link, result[1], core.now_ms)
         who = "replica" if link.main is not None else "slave"  # Redis 8's text / 7.0's
         core.log.notice(f"Streamed RDB transfer with replica {link.name()} succeeded (socket). "
                         f"Waiting for REPLCONF ACK from {who} to enable streaming")
@@ -435,15 +443,31 @@ class Snapshots:
         if self.side.put_online(link, L.BULK_SENT):
             self.feeding.start_stream(link)
 
+    def _rdb_sent(self, link: ReplicaLink, nbytes: int, done_ms: int) -> None:
+        """The child wrote the whole payload to ``link`` (by ``done_ms``): counted, and its
+        fullsync_rdb_sent event."""
+        core = self.core
+        core.stats.net_repl_output_bytes += nbytes
+        core.stats.net_output_bytes += nbytes
+        link.client.net_out += nbytes
+        self.side.emit("fullsync_rdb_sent", peer=link.name(), sync_id=link.sync_id,
+                       mode=link.mode, offset=link.psync_offset, bytes=nbytes,
+                       duration_ms=done_ms - link.joined_ms,
+                       max_bandwidth=core.config.repl_sync_max_bandwidth or None)
+
     # -- a link lost -----------------------------------------------------------------------
     def rdb_delivered(self, link: ReplicaLink, prev: SlaveState) -> bool:
         """An rdb channel lost (in ``prev``) after the child wrote its whole RDB (the replica
-        closes it after the mark): the normal end, nothing to abort."""
+        closes it after the mark): the normal end, nothing to abort. Its bytes and event come
+        with the child's end (``delivered``)."""
         snap = link.snapshot
         io = self.io
-        return (prev is S.WAIT_BGSAVE_END and link.is_rdb_channel and snap is not None
-                and snap is self.current and snap.target == "socket" and io is not None
-                and io.socket_target_done(snap.pid, link.client.id))
+        ok = (prev is S.WAIT_BGSAVE_END and link.is_rdb_channel and snap is not None
+              and snap is self.current and snap.target == "socket" and io is not None
+              and io.socket_target_done(snap.pid, link.client.id))
+        if ok and snap is not None:
+            snap.delivered.append((link, self.core.now_ms))
+        return ok
 
     def link_lost(self, link: ReplicaLink, prev: SlaveState) -> None:
         """A link was freed in state ``prev`` (not an rdb channel whose RDB was delivered):
@@ -463,11 +487,11 @@ class Snapshots:
             io = self.io
             if io is not None:
                 io.drop_socket_target(link.client)
-            if not others:
+            if not others and not self.side.resume.keeps(snap):
                 self.core.log.warning("Diskless rdb transfer, last replica dropped, killing "
                                       "fork child.")
                 self.kill(snap)
-        elif not others and not self.core.config.save:
+        elif not others and not self.core.config.save and not self.side.resume.keeps(snap):
             self.kill(snap)
 
     def _bulk_lost(self, link: ReplicaLink) -> None:

@@ -17,6 +17,7 @@ entry for the current state raises :class:`LinkStateError`::
     NONE --DUAL_CHANNEL_PSYNC--> SEND_BULK_AND_STREAM   (Valkey's main channel: its PSYNC from
                                                          the offset its rdb channel was given)
     SEND_BULK_AND_STREAM --RDB_STREAMED / FIRST_ACK--> ONLINE
+    NONE --RESUME--> WAIT_BGSAVE_END   (pyrepl's: a cut sync goes on; then RDB_SAVED as a disk one)
     any --CLOSED--> CLOSED
 
 A link changes state only by :meth:`ReplicaLink.go` (the table's move). What a state allows is
@@ -33,7 +34,7 @@ last ``REPLCONF ACK``; INFO's ``lag`` is seconds since that ack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyrepl.replication.backlog import Cursor
@@ -84,6 +85,7 @@ class LinkInput(Machine):
     RDB_CHANNEL = "rdb-channel"  # PSYNC refused, the replica can use an rdb channel
     FIRST_ACK = "first-ack"  # main channel: the replica loaded the RDB and acked
     DUAL_CHANNEL_PSYNC = "dual-channel-psync"  # Valkey's main channel: after its rdb channel
+    RESUME = "resume"  # a cut full sync goes on from its kept snapshot (pyrepl's)
     CLOSED = "closed"  # the connection is gone (or is being closed)
 
 
@@ -108,6 +110,7 @@ def _table() -> dict[tuple[SlaveState, LinkInput], SlaveState]:
         (S.SEND_BULK_AND_STREAM, L.RDB_STREAMED): S.ONLINE,
         (S.SEND_BULK_AND_STREAM, L.FIRST_ACK): S.ONLINE,
         (S.NONE, L.DUAL_CHANNEL_PSYNC): S.SEND_BULK_AND_STREAM,
+        (S.NONE, L.RESUME): S.WAIT_BGSAVE_END,
     }
     t.update(from_every(S, (L.CLOSED,), S.CLOSED, but=S.CLOSED))
     return t
@@ -151,6 +154,10 @@ class Snapshot:
     started_ms: int
     req: int
     keys: int
+    resume_id: str = ""   # named to resumable replicas (pyrepl.replication.master.resume)
+    # rdb channels that closed once their whole RDB was written, and when (their event comes
+    # with the child's results)
+    delivered: list[tuple[ReplicaLink, int]] = field(default_factory=list)
 
 
 class ReplicaLink:
@@ -163,6 +170,7 @@ class ReplicaLink:
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
         "capa_dual_channel", "dual_hold_id", "version", "spill", "queued_ms",
+        "capa_resume", "resume_id", "resume", "resume_from",
     )
 
     def __init__(self, client: ReplClient) -> None:
@@ -207,6 +215,13 @@ class ReplicaLink:
         self.spill: SpillFile | None = None
         # repl-full-sync-max-concurrent: when it first waited for a full-sync turn (0: never)
         self.queued_ms = 0
+        # a cut full sync that resumes (pyrepl.replication.master.resume): capa pyrepl-resume
+        # said; the snapshot id it was told; the one it asked to resume (REPLCONF resume) and
+        # from which payload byte (-1: not a resumed sync)
+        self.capa_resume = False
+        self.resume_id = ""
+        self.resume = ""
+        self.resume_from = -1
 
     def go(self, inp: LinkInput) -> SlaveState:
         """The one way a link changes state: the table's move for ``inp`` (LinkStateError when
@@ -266,7 +281,8 @@ class ReplicaLink:
         st = self.state
         snap = self.snapshot
         return st is S.WAIT_BGSAVE_START or (st is S.WAIT_BGSAVE_END and snap is not None
-                                              and snap.target != "socket")
+                                              and (snap.target != "socket"
+                                                   or self.resume_from >= 0))
 
     def set_flags(self) -> None:
         """CLIENT LIST flags: S for a replica connection, C for an rdb channel (S first)."""

@@ -134,6 +134,8 @@ class Sync:
             stats.sync_full += 1
             self._full(link)
             return NO_REPLY
+        if link.resume and is_psync and self.side.resume.serve(link):
+            return NO_REPLY     # a cut full sync goes on (REPLCONF resume was accepted)
         link.sync_id = manager.events.new_sync_id(now)
         if is_psync:
             try:

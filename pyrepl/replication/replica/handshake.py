@@ -11,7 +11,10 @@ on ``-``; REPLCONF errors are "non critical"; PSYNC answers ``+FULLRESYNC <id> <
 back to the old ``SYNC``). With ``repl-rdb-channel yes`` the capa line is ``REPLCONF capa eof
 capa psync2 capa rdb-channel-repl capa dual-channel`` (Redis 8's capability, then Valkey 8's;
 each master ignores the one it does not know), and the master's answer chooses the dialect: a
-Redis 8 master may answer ``+RDBCHANNELSYNC <id>``, a Valkey one ``+DUALCHANNELSYNC``.
+Redis 8 master may answer ``+RDBCHANNELSYNC <id>``, a Valkey one ``+DUALCHANNELSYNC``. With
+``repl-full-sync-resume-window`` (not 0) the line ends with pyrepl's ``capa pyrepl-resume``, and
+when a cut sync of this master was kept, ``REPLCONF resume <id> resume-offset <n>`` goes out and
+is answered before the PSYNC (a master refuses a PSYNC while a reply is pending).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pyrepl.replication.replica.states import (
     ReplState,
     S,
 )
-from pyrepl.replication.wire import Continue, FullResync
+from pyrepl.replication.wire import CAPA_RESUME, Continue, FullResync
 from pyrepl.resp.writer import encode_command
 
 if TYPE_CHECKING:
@@ -61,6 +64,7 @@ class Handshake:
             S.RECEIVE_IP_REPLY: self._ip_reply,
             S.RECEIVE_CAPA_REPLY: self._capa_reply,
             S.RECEIVE_PSYNC_REPLY: self._psync_reply,
+            S.RECEIVE_RESUME_REPLY: self._resume_reply,
         }
         assert self._replies.keys() == LINE_STATES
 
@@ -95,7 +99,7 @@ class Handshake:
 
     def _capa_reply(self, line: bytes, text: str) -> None:
         self._optional_reply(line, "capa", text)
-        self._send_psync()
+        self._ask_resume()
 
     def _optional_reply(self, line: bytes, option: str, text: str) -> None:
         """A REPLCONF the master may not understand: an error is logged and moves on too."""
@@ -123,12 +127,28 @@ class Handshake:
         capa = [b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]
         if cfg.repl_rdb_channel:
             capa += [b"capa", b"rdb-channel-repl", b"capa", b"dual-channel"]
+        if cfg.repl_full_sync_resume_window:
+            capa += [b"capa", CAPA_RESUME]
         out.append(encode_command(capa))
         side = self.side
         side.send(b"".join(out))
         side.go(I.SENT)
         if not cfg.masterauth:
             side.go(I.SKIP)
+
+    def _ask_resume(self) -> None:
+        """A cut full sync of this master was kept: ask to resume it (its reply comes before
+        the PSYNC goes: a master refuses a PSYNC while a reply is pending), else PSYNC."""
+        load = self.load
+        parked = load.parked_for(self.side.peer)
+        if parked is None or load.resuming:
+            self._send_psync()
+            return
+        self.core.log.notice(f"Asking the master to resume snapshot {parked.rid} from byte "
+                             f"{parked.read}")
+        self.side.send(encode_command([b"REPLCONF", b"resume", parked.rid.encode(),
+                                       b"resume-offset", b"%d" % parked.read]))
+        self.side.go(I.SENT_RESUME)
 
     def _send_psync(self) -> None:
         """slaveTryPartialResynchronization, writing half."""
@@ -152,6 +172,19 @@ class Handshake:
                    replid=self.manager.ids.replid,
                    master_repl_offset=self.manager.master_repl_offset)
 
+    def _resume_reply(self, line: bytes, text: str) -> None:
+        """REPLCONF resume's reply: +OK, the PSYNC's answer resumes the cut sync; an error,
+        it is answered as usual (what was kept goes)."""
+        load = self.load
+        if line[:1] == b"-":
+            self.core.log.notice(f"The master cannot resume the cut sync: {text}")
+            load.discard_parked()
+            self.side.go(I.REPLY_ERR)
+        else:
+            load.resuming = True
+            self.side.go(I.REPLY_OK)
+        self._send_psync()
+
     def _psync_reply(self, line: bytes, text: str) -> None:
         """slaveTryPartialResynchronization, reading half."""
         log = self.core.log
@@ -169,12 +202,14 @@ class Handshake:
             else:
                 load.set_target(fr.replid, fr.offset)
                 log.notice(f"Full resync from master: {fr.replid}:{fr.offset}")
-            side.emit("psync_reply", result="full", replid=load.master_replid or None,
-                      offset=load.master_initial_offset,
+            resumed = load.resumes(fr)
+            side.emit("psync_reply", result="resume" if resumed else "full",
+                      replid=load.master_replid or None, offset=load.master_initial_offset,
                       duration_ms=side.now - self.psync_sent_ms)
             side.go(I.FULLRESYNC)
             failover.psync_answered(True)
             load.start(self.psync_sent_ms)
+            load.resume_id = fr.snapshot if fr is not None else ""
             return
         if line.startswith(b"+RDBCHANNELSYNC"):
             self._rdbchannel_sync(text)

@@ -9,10 +9,18 @@ a truncated payload or a timeout discard the new tables: nothing is half-applied
 master is kept, and the side reconnects. Progress (``master_sync_*`` in INFO) is Redis's:
 ``total`` is -1 before the header, 0 for ``$EOF:``, ``len`` for ``$<len>``; ``read`` counts
 payload bytes (the mark included); ``left = total - read``; ``perc = read / total * 100``.
+
+A cut classic sync of a pyrepl master that named its snapshot (``+FULLRESYNC <replid> <offset>
+<id>``, see pyrepl.replication.master.resume) is not discarded: the payload parsed so far (the
+decoder mid-stream, the fresh tables) is kept as :class:`Parked` for
+``repl-full-sync-resume-window`` seconds; the handshake then asks ``REPLCONF resume <id>
+resume-offset <read>`` and, on ``+OK``, the same ``+FULLRESYNC`` and ``$RESUME:<read>``, the
+bytes go on into the kept decoder, whose CRC64 covers the whole payload.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.keyspace.ktable import KeyTable
@@ -22,7 +30,14 @@ from pyrepl.replication.replica.states import (
     TWO_CHANNELS,
     I,
 )
-from pyrepl.replication.wire import CRON_MS, EOF_MARK_LEN, BulkHeader, strtoll
+from pyrepl.replication.wire import (
+    CRON_MS,
+    EOF_MARK_LEN,
+    BulkHeader,
+    FullResync,
+    ResumeHeader,
+    strtoll,
+)
 
 if TYPE_CHECKING:
     from pyrepl.replication.replica.side import ReplicaSide
@@ -49,6 +64,22 @@ class _Load:
         self.libraries: Any = None          # ... loaded (core.prepare_functions) once the RDB ended
 
 
+@dataclass(slots=True, eq=False)
+class Parked:
+    """A classic full sync cut in the middle, kept to resume (pyrepl.replication.master.resume):
+    the payload parsed so far (its decoder and fresh tables, as they stood) and where it was."""
+
+    load: _Load
+    size: int       # transfer_size (0: an $EOF: payload)
+    read: int       # the payload bytes it has
+    mode: str
+    replid: str     # the snapshot's (+FULLRESYNC)
+    offset: int
+    rid: str        # the snapshot id
+    master: str     # host:port it came from
+    at_ms: int      # when it was cut
+
+
 class Load:
     """The full sync's payload: header, streaming RDB load into fresh tables, swap (replica side).
 
@@ -71,6 +102,12 @@ class Load:
         self.master_initial_offset = -1
         self.requested_ms = 0  # when the PSYNC that led to this transfer went out
         self._load: _Load | None = None
+        # A cut classic sync that may resume (pyrepl masters, repl-full-sync-resume-window):
+        # the snapshot id +FULLRESYNC named, what was kept of a cut one, and whether the
+        # master accepted to resume it (REPLCONF resume: +OK)
+        self.resume_id = ""
+        self.parked: Parked | None = None
+        self.resuming = False
         # A dataset we cannot load: consecutive failures and when to try again (backoff).
         self._failures = 0
         self.retry_at_ms = 0
@@ -101,6 +138,79 @@ class Load:
         self.transfer_read = 0
         self.transfer_lastio_ms = self.side.now
         self._load = None
+        self.resume_id = ""
+
+    # -- a cut sync that resumes ----------------------------------------------------------------
+    def park(self, master: str) -> bool:
+        """The link was cut in the middle of a classic payload the master can resume: keep
+        what was loaded (the decoder and the fresh tables as they stand) for the window."""
+        ld = self._load
+        window = self.core.config.repl_full_sync_resume_window
+        if (ld is None or not self.resume_id or not window
+                or self.mode not in ("disk", "diskless")):
+            return False
+        self.parked = Parked(ld, self.transfer_size, self.transfer_read, self.mode,
+                             self.master_replid, self.master_initial_offset, self.resume_id,
+                             master, self.side.now)
+        self._load = None
+        self.core.log.notice(f"MASTER <-> REPLICA sync: keeping the {self.transfer_read} bytes "
+                             f"received of snapshot {self.resume_id}, to resume the sync")
+        return True
+
+    def parked_for(self, master: str) -> Parked | None:
+        """What was kept of a cut sync of ``master``, still within the window (else it
+        goes)."""
+        p = self.parked
+        if p is None:
+            return None
+        window_ms = self.core.config.repl_full_sync_resume_window * 1000
+        if p.master != master or self.side.now - p.at_ms > window_ms:
+            self.discard_parked()
+            return None
+        return p
+
+    def discard_parked(self) -> None:
+        if self.parked is not None:
+            self.core.log.notice(f"MASTER <-> REPLICA sync: discarding what was kept of "
+                                 f"snapshot {self.parked.rid}")
+        self.parked = None
+        self.resuming = False
+
+    def resumes(self, fr: FullResync | None) -> bool:
+        """+FULLRESYNC after REPLCONF resume's +OK: the same snapshot (id, replid, offset)
+        goes on; anything else is a new full sync (what was kept goes)."""
+        p = self.parked
+        if (self.resuming and p is not None and fr is not None and fr.snapshot == p.rid
+                and fr.replid == p.replid and fr.offset == p.offset):
+            return True
+        self.discard_parked()
+        return False
+
+    def resume_header(self, line: bytes) -> None:
+        """``$RESUME:<offset>``: the payload goes on from there, into the load that was kept."""
+        p = self.parked
+        head = ResumeHeader.parse(line)
+        if not self.resuming or p is None or head is None or head.offset != p.read:
+            self.core.log.warning(f"MASTER <-> REPLICA sync: the resumed payload does not go "
+                                  f"on where it stopped ({line.decode('utf-8', 'replace')})")
+            self.discard_parked()
+            self.side.cancel_handshake(True, I.TRANSFER_ERROR, "resume-mismatch",
+                                       line.decode("utf-8", "replace"))
+            return
+        self.side.go(I.BULK_HEADER)
+        self._load = p.load
+        self.transfer_size, self.transfer_read, self.mode = p.size, p.read, p.mode
+        self.parked = None
+        self.resuming = False
+        self.transfer_lastio_ms = self.side.now
+        self.core.log.notice(f"MASTER <-> REPLICA sync: resuming snapshot {p.rid} from byte "
+                             f"{p.read}")
+
+    def expire_parked(self) -> None:
+        """The cron: what was kept past the window goes (its tables hold memory)."""
+        p = self.parked
+        if p is not None and not self.resuming:
+            self.parked_for(p.master)
 
     def abort(self) -> None:
         """Drop a payload being loaded: the fresh tables go, the old dataset stays."""
@@ -128,6 +238,9 @@ class Load:
         if line[:1] == b"-":
             log.warning(f"MASTER aborted replication with an error: {text[1:]}")
             self.side.cancel_handshake(True, I.TRANSFER_ERROR, "master-error", text)
+            return
+        if line.startswith(b"$RESUME:"):
+            self.resume_header(line)
             return
         if line[:1] != b"$":
             log.warning(f"Bad protocol from MASTER, the first byte is not '$' (we received "

@@ -339,6 +339,7 @@ class ReplicaSide:
                         f"{error or 'connection lost'}")
         else:
             log.warning(f"I/O error trying to sync with MASTER: {error or 'connection lost'}")
+        self.load.park(self.peer)      # (a pyrepl master may let it resume)
         self.cancel_handshake(True, I.LINK_LOST, "connection-lost", error)
 
     def _closed_connected(self, error: str) -> None:
@@ -560,6 +561,8 @@ class ReplicaSide:
         if now_ms - self._cron_ms < CRON_MS:
             return
         self._cron_ms = now_ms
+        if self.load.parked is not None:
+            self.load.expire_parked()
         if self.master_host is None:
             return
         timeout = self._timeouts.get(self.state)

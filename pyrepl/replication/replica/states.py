@@ -17,6 +17,8 @@ States (``ReplState``, Redis's ``REPL_STATE_*`` minus the prefix) and the one tr
                            |                                                  | REPLY_OK, REPLY_ERR
                            |                                                  v
                            |   RECEIVE_PSYNC_REPLY <--SENT-- SEND_PSYNC <-----+
+                           |        (pyrepl's resume, first: SEND_PSYNC --SENT_RESUME-->
+                           |         RECEIVE_RESUME_REPLY --REPLY_OK / REPLY_ERR--> SEND_PSYNC)
                            |     | KEEPALIVE ("\\n") stays
                            |     |-- CONTINUE ------------------------------> CONNECTED
                            |     |-- FULLRESYNC / NOT_SUPPORTED (SYNC) --> TRANSFER
@@ -72,6 +74,7 @@ class ReplState(Machine):
     RECEIVE_PSYNC_REPLY = 10
     TRANSFER = 11
     CONNECTED = 12
+    RECEIVE_RESUME_REPLY = 13  # pyrepl's: the reply to REPLCONF resume, before PSYNC's
 
 
 class Input(Machine):
@@ -86,6 +89,7 @@ class Input(Machine):
     REPLY_OK = "reply-ok"  # a handshake reply accepted as success
     REPLY_ERR = "reply-err"  # a handshake reply that is an error
     SENT = "sent"  # the handshake batch / PSYNC was written
+    SENT_RESUME = "sent-resume"  # REPLCONF resume and PSYNC were written (a cut sync resumes)
     SKIP = "skip"  # a reply we do not wait for (no AUTH sent, no ip-address sent)
     KEEPALIVE = "keepalive"  # an empty line before the PSYNC reply or the payload header
     FULLRESYNC = "fullresync"  # +FULLRESYNC <replid> <offset>
@@ -112,12 +116,13 @@ INITIAL = S.NONE
 #: From the PING reply to the PSYNC reply (ROLE's "handshake").
 HANDSHAKE = frozenset((S.RECEIVE_PING_REPLY, S.SEND_HANDSHAKE, S.RECEIVE_AUTH_REPLY,
                        S.RECEIVE_PORT_REPLY, S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY,
-                       S.SEND_PSYNC, S.RECEIVE_PSYNC_REPLY))
+                       S.SEND_PSYNC, S.RECEIVE_PSYNC_REPLY, S.RECEIVE_RESUME_REPLY))
 #: A connection to the master exists (or is being made).
 LINKED = frozenset((S.CONNECTING, *HANDSHAKE, S.TRANSFER, S.CONNECTED))
 #: The states that read the master's reply as a line (the handshake's replies).
 LINE_STATES = frozenset((S.RECEIVE_PING_REPLY, S.RECEIVE_AUTH_REPLY, S.RECEIVE_PORT_REPLY,
-                         S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY, S.RECEIVE_PSYNC_REPLY))
+                         S.RECEIVE_IP_REPLY, S.RECEIVE_CAPA_REPLY, S.RECEIVE_PSYNC_REPLY,
+                         S.RECEIVE_RESUME_REPLY))
 #: The states whose repl-timeout counts from the connect (no data read moves it).
 CONNECT_TIMED = frozenset((S.CONNECTING, *HANDSHAKE))
 #: The states cancelReplicationHandshake aborts: a connect, a handshake or a transfer.
@@ -148,6 +153,9 @@ def _table() -> dict[tuple[ReplState, Input], ReplState]:
         (S.RECEIVE_CAPA_REPLY, I.REPLY_OK): S.SEND_PSYNC,
         (S.RECEIVE_CAPA_REPLY, I.REPLY_ERR): S.SEND_PSYNC,
         (S.SEND_PSYNC, I.SENT): S.RECEIVE_PSYNC_REPLY,
+        (S.SEND_PSYNC, I.SENT_RESUME): S.RECEIVE_RESUME_REPLY,
+        (S.RECEIVE_RESUME_REPLY, I.REPLY_OK): S.SEND_PSYNC,
+        (S.RECEIVE_RESUME_REPLY, I.REPLY_ERR): S.SEND_PSYNC,
         (S.RECEIVE_PSYNC_REPLY, I.KEEPALIVE): S.RECEIVE_PSYNC_REPLY,
         (S.RECEIVE_PSYNC_REPLY, I.FULLRESYNC): S.TRANSFER,
         (S.RECEIVE_PSYNC_REPLY, I.RDBCHANNELSYNC): S.TRANSFER,

@@ -1,0 +1,275 @@
+"""A cut full sync that resumes, master side (a pyrepl-to-pyrepl extension, issue 40).
+
+Negotiation. A pyrepl replica says ``REPLCONF capa pyrepl-resume`` (Redis and Valkey masters
+ignore capabilities they do not know). To such a replica only, and only while
+``repl-full-sync-resume-window`` is not 0, this master names its snapshot in the +FULLRESYNC
+line: ``+FULLRESYNC <replid> <offset> <snapshot id>`` (40 hex digits, random per snapshot).
+A Redis or Valkey replica never says the capability, so it never sees the id and every byte it
+gets is the standard protocol.
+
+What is kept (:class:`Kept`, one per snapshot that had a cut sync):
+
+- the payload's bytes as they were sent, in a copy the I/O adapter keeps: a disk snapshot's
+  file, opened when its BGSAVE ends (a later BGSAVE renaming a new file over it changes
+  nothing); a diskless snapshot's RDB and mark, which its child also writes to an unlinked file
+  in ``dir`` as it writes to the sockets (so the child is not killed when its last replica
+  goes while a cut sync of it may resume);
+- the stream from the snapshot offset on: the cut link's place in the shared buffer becomes the
+  snapshot's hold (every replica of one snapshot needs the same bytes), limited like a
+  replica's output (``client-output-buffer-limit replica``).
+
+Both are kept ``repl-full-sync-resume-window`` seconds after the last cut, then freed.
+
+Resuming. The replica kept what it had loaded. On its new connection it sends ``REPLCONF
+resume <snapshot id> <payload offset>`` (the payload bytes it has) and gets ``+OK`` when this
+master still keeps that snapshot and its stream (else ``-ERR ...``, and it asks for a full sync
+as usual). Its ``PSYNC`` is then answered ``+FULLRESYNC <replid> <offset> <id>`` again,
+keepalives while a diskless copy is still being written, ``$RESUME:<payload offset>\\r\\n`` and
+the payload from there on, then the stream from the snapshot offset: the link is online, as
+after a disk transfer. The sync events say ``result`` ``resume`` (psync_decision) and the bytes
+sent (fullsync_rdb_sent).
+
+Safe against a snapshot that changed: the id is random per snapshot and the copy is the bytes
+that were sent, never made again; an offset past the copy's end is refused; the replica's loader
+checks the RDB's CRC64 over the whole payload, what it kept and what it gets.
+
+Only a classic sync (one connection) resumes here; an rdb-channel or dual-channel sync cut in
+the middle starts over, as before.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyrepl.replication.backlog import Cursor
+from pyrepl.replication.master.states import L, ReplicaLink, S, Snapshot
+from pyrepl.replication.psync import OUTPUT_BUFFER_LIMIT
+from pyrepl.replication.wire import FullResync, ResumeHeader
+from pyrepl.resp.types import ReplyError
+
+if TYPE_CHECKING:
+    from pyrepl.replication.manager import Replication
+    from pyrepl.replication.master.feeding import Feeding
+    from pyrepl.replication.master.side import MasterSide
+    from pyrepl.replication.ports import ReplicationHost
+
+RESULT = "resume"      # psync_decision's result for a resumed full sync
+CUT = (S.WAIT_BGSAVE_END, S.SEND_BULK)   # the states a transfer is cut in
+
+
+def new_id() -> str:
+    return os.urandom(20).hex()
+
+
+@dataclass(slots=True, eq=False)
+class Kept:
+    """A snapshot whose cut sync may resume: its copy (in the I/O adapter, by ``id``) and the
+    stream from its offset on."""
+
+    id: str
+    replid: str
+    offset: int                  # the snapshot offset (+FULLRESYNC's)
+    mode: str                    # disk | diskless
+    snapshot: Snapshot | None    # the child still writing the copy (None: the copy is whole)
+    hold: Cursor | None = None   # the stream from offset + 1 on
+    cut_ms: int = 0              # the last cut
+    soft_since_ms: int = -1
+
+
+class Resumes:
+    """Cut full syncs that may resume (see the module docstring)."""
+
+    __slots__ = ("core", "manager", "side", "feeding", "kept")
+
+    def __init__(self, side: MasterSide, feeding: Feeding) -> None:
+        self.side = side
+        self.feeding = feeding
+        self.core: ReplicationHost = side.core
+        self.manager: Replication = side.manager
+        self.kept: dict[str, Kept] = {}
+
+    @property
+    def window_ms(self) -> int:
+        return int(self.core.config.repl_full_sync_resume_window) * 1000
+
+    # -- at fork time ---------------------------------------------------------------------------
+    def resumable(self, link: ReplicaLink) -> bool:
+        """A classic full sync of a pyrepl replica that can resume it."""
+        return (link.capa_resume and self.window_ms > 0 and link.main is None
+                and not link.is_rdb_channel and not link.rdb_only and not link.req)
+
+    def fullresync(self, link: ReplicaLink, snap: Snapshot) -> bytes:
+        """The +FULLRESYNC line for ``link``: the snapshot's id for a replica that can resume."""
+        rid = snap.resume_id if self.resumable(link) else ""
+        link.resume_id = rid
+        return FullResync(self.manager.ids.replid, snap.offset, rid).format()
+
+    # -- a sync cut ----------------------------------------------------------------------------
+    def keeps(self, snap: Snapshot) -> bool:
+        """A cut sync may resume from ``snap``: its child must finish the copy."""
+        return any(k.snapshot is snap for k in self.kept.values())
+
+    def cut(self, link: ReplicaLink, prev: S, reason: str) -> None:
+        """``link`` is being freed in ``prev`` for ``reason``: a cut transfer of a resumable
+        sync keeps its snapshot and takes its place in the buffer (before the link lets go of
+        it). Not one dropped at the output limits: its stream cannot be held within them."""
+        rid = link.resume_id
+        if (not rid or prev not in CUT or link.ref is None or link.spill is not None
+                or reason == OUTPUT_BUFFER_LIMIT):
+            return
+        backlog = self.manager.backlog
+        if backlog is None:
+            return
+        k = self.kept.get(rid)
+        if k is None:
+            snap = link.snapshot
+            running = snap if snap is not None and snap is self.side.snapshots.current else None
+            if running is None and not self._copy_whole(rid):
+                return      # (a disk file whose copy was not taken: nothing to resume from)
+            k = self.kept[rid] = Kept(rid, self.manager.ids.replid, link.psync_offset,
+                                      link.mode, running)
+        if k.hold is None:
+            k.hold, link.ref = link.ref, None     # (the link's release leaves it alone)
+        k.cut_ms = self.core.now_ms
+        self.core.log.notice(f"Full sync of replica {link.name()} cut: snapshot {rid} and the "
+                             f"stream from offset {k.offset} kept "
+                             f"{self.window_ms // 1000} seconds for it to resume")
+
+    def _copy_whole(self, rid: str) -> bool:
+        io = self.side.io
+        return io is not None and io.kept_size(rid) >= 0
+
+    # -- the snapshot's end ---------------------------------------------------------------------
+    def snapshot_done(self, snap: Snapshot, ok: bool) -> None:
+        """The child ended: a disk snapshot's file becomes its copy (when a resumable link got
+        its id); a kept copy is whole, or the snapshot failed and nothing resumes from it."""
+        io = self.side.io
+        if ok and snap.resume_id and snap.target == "disk" and io is not None:
+            try:
+                io.keep_file(snap.resume_id, self.core.persistence.rdb_path())
+            except OSError as e:
+                self.core.log.warning(f"Can't keep the snapshot for resumed syncs: {e}")
+        for k in list(self.kept.values()):
+            if k.snapshot is snap:
+                k.snapshot = None
+                if not ok or not self._copy_whole(k.id):
+                    self._drop(k)
+
+    def copy_ready(self, link: ReplicaLink, ok: bool) -> None:
+        """A resumed link waited for its snapshot's copy: now send it, or give up."""
+        k = self.kept.get(link.resume_id)
+        if not ok or k is None:
+            self.side.close_link(link, "snapshot-failed")
+            return
+        self._send(link)
+
+    # -- the replica comes back -------------------------------------------------------------------
+    def request(self, link: ReplicaLink, rid: str, offset: int) -> None:
+        """REPLCONF resume <id> <offset>: this connection's PSYNC resumes that snapshot."""
+        k = self.kept.get(rid.lower())
+        if k is None or k.hold is None:
+            raise ReplyError(f"ERR no snapshot {rid} to resume")
+        io = self.side.io
+        size = io.kept_size(k.id) if io is not None and k.snapshot is None else -1
+        if offset < 0 or (size >= 0 and offset > size):
+            raise ReplyError(f"ERR resume offset {offset} is out of the snapshot")
+        link.resume = k.id
+        link.resume_from = offset
+
+    def serve(self, link: ReplicaLink) -> bool:
+        """The PSYNC of a connection that asked to resume: +FULLRESYNC with the snapshot's id,
+        then its copy from the offset and the stream. False: nothing to resume any more (the
+        PSYNC is decided as usual)."""
+        k = self.kept.get(link.resume)
+        link.resume = ""
+        backlog = self.manager.backlog
+        if k is None or k.hold is None or backlog is None or k.replid != self.manager.ids.replid:
+            link.resume_from = -1
+            return False
+        core = self.core
+        link.sync_id = self.manager.events.new_sync_id(core.now_ms)
+        link.resume_id = k.id
+        link.mode = k.mode
+        link.psync_offset = k.offset
+        link.snapshot = k.snapshot
+        link.joined_ms = core.now_ms
+        link.go(L.RESUME)
+        self.side.add_replica(link)
+        self.feeding.feed(link, backlog.copy(k.hold))
+        self.manager.stream_db = -1
+        self.side.write(link, FullResync(k.replid, k.offset, k.id).format())
+        core.log.notice(f"Full sync of replica {link.name()} resumed: snapshot {k.id} from "
+                        f"byte {link.resume_from}")
+        self.side.emit("psync_decision", peer=link.name(), sync_id=link.sync_id,
+                       replid=k.replid, req_replid="?", req_offset=-1, result=RESULT,
+                       reason=RESULT, master_repl_offset=self.manager.master_repl_offset,
+                       backlog_size=core.config.repl_backlog_size,
+                       backlog_histlen=backlog.histlen, offset=link.resume_from)
+        if k.snapshot is None:
+            self._send(link)
+        return True
+
+    def _send(self, link: ReplicaLink) -> None:
+        io = self.side.io
+        try:
+            if io is None:
+                raise OSError("no I/O adapter")
+            io.set_sync_bandwidth(self.core.config.repl_sync_max_bandwidth)
+            io.send_kept(link.client, link.resume_id, link.resume_from,
+                         ResumeHeader(link.resume_from).format())
+        except OSError as e:
+            self.core.log.warning(f"Resumed sync failed: can't read the kept snapshot: {e}")
+            self.side.close_link(link, "rdb-open-failed")
+            return
+        link.go(L.RDB_SAVED)
+
+    # -- the cron -------------------------------------------------------------------------------
+    def cron(self) -> None:
+        """Snapshots past the window since their last cut, or whose stream is over the replica
+        output limits, are freed; so are copies nothing may resume from."""
+        now = self.core.now_ms
+        backlog = self.manager.backlog
+        for k in list(self.kept.values()):
+            if now - k.cut_ms > self.window_ms and not self._in_use(k.id):
+                self.core.log.notice(f"Snapshot {k.id} kept for a resumed sync freed (no "
+                                     f"replica came back in time)")
+                self._drop(k)
+            elif backlog is not None and k.hold is not None:
+                over, k.soft_since_ms = self.feeding.limits_reached(backlog.usage(k.hold),
+                                                                    k.soft_since_ms)
+                if over:
+                    self.core.log.warning(f"Snapshot {k.id} kept for a resumed sync freed: "
+                                          f"its stream is over the replica output limits")
+                    self.core.stats.client_outbuf_limit_disconnections += 1
+                    self._drop(k)
+        io = self.side.io
+        if io is not None:
+            for rid in io.kept_ids():
+                if rid not in self.kept and not self._in_use(rid) and not self._running(rid):
+                    io.drop_kept(rid)
+
+    def _in_use(self, rid: str) -> bool:
+        return any(lk.resume_id == rid and lk.state in CUT for lk in self.side.links)
+
+    def _running(self, rid: str) -> bool:
+        snap = self.side.snapshots.current
+        return snap is not None and snap.resume_id == rid
+
+    def _drop(self, k: Kept) -> None:
+        if self.kept.pop(k.id, None) is None:
+            return
+        backlog = self.manager.backlog
+        if k.hold is not None and backlog is not None:
+            backlog.release(k.hold)
+        k.hold = None
+        io = self.side.io
+        if io is not None and not self._in_use(k.id) and not self._running(k.id):
+            io.drop_kept(k.id)
+
+    def drop_all(self) -> None:
+        """The history changed (REPLICAOF, a new backlog): nothing can be resumed."""
+        for k in list(self.kept.values()):
+            self._drop(k)
+
