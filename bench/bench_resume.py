@@ -1,14 +1,15 @@
 """A full sync cut halfway: what the rest costs, Redis 7.0.15 against pyrepl with and without
 the resume.
 
-    .venv/bin/python bench/bench_resume.py [--gb 2] [--value-kb 100] [--cut 0.5] [--json FILE]
+    .venv/bin/python bench/bench_resume.py [--gb 2] [--value-kb 100] [--cut 0.5]
+                                           [--diskless yes|no] [--json FILE]
 
 Theory of operation: three pairs in the same run, one after the other: Redis 7.0.15 master and
 replica; pyrepl master and replica with ``repl-full-sync-resume-window 0`` (a cut sync starts
 over, as Redis's); pyrepl with the default window (it resumes). Each master holds ``--gb`` GB of
 ``--value-kb`` KB strings (``DEBUG POPULATE``) saved without compression (``rdbcompression
-no``), so the payload is that big; the default diskless sync (a pyrepl replica uses the classic
-one connection: ``repl-rdb-channel no``). For each pair: first an uncut sync (REPLICAOF until
+no``), so the payload is that big; the diskless sync (``--diskless yes``, the default) or the
+disk one (``no``); a pyrepl replica uses the classic one connection (``repl-rdb-channel no``). For each pair: first an uncut sync (REPLICAOF until
 the replica's offset is the master's), timed, with the payload's bytes (the master's
 ``total_net_repl_output_bytes``); then a fresh replica, cut when it has read ``--cut`` of that
 payload (``master_sync_read_bytes``; ``CLIENT KILL TYPE replica`` on the master), and timed
@@ -34,14 +35,14 @@ def _out_bytes(m: Conn) -> int:
     return int(m.info("stats")["total_net_repl_output_bytes"])
 
 
-def _start(kind: str, role: str, master: int | None = None):  # noqa: ANN202
+def _start(kind: str, role: str, diskless: str):  # noqa: ANN202
     d = tmpdir(f"bench-resume-{kind}-{role}-")
     if kind == "redis":
         extra = ["--enable-debug-command", "yes", "--rdbcompression", "no",
-                 "--repl-diskless-sync-delay", "0"]
+                 "--repl-diskless-sync-delay", "0", "--repl-diskless-sync", diskless]
         return start_redis(*extra, tmpdir=d)
     extra = ["--rdbcompression", "no", "--repl-diskless-sync-delay", "0",
-             "--repl-rdb-channel", "no"]
+             "--repl-rdb-channel", "no", "--repl-diskless-sync", diskless]
     if kind == "pyrepl-restart":
         extra += ["--repl-full-sync-resume-window", "0"]
     return start_pyrepl(*extra, tmpdir=d)
@@ -68,11 +69,15 @@ def _sync(m: Conn, master_port: int, rep: Conn, cut: int | None, timeout: float
 
     wait_until(synced, timeout, 0.01, "in sync")
     took = time.perf_counter() - t0
-    return took, _out_bytes(m) - (out_cut if cut is not None else out0), at_cut
+    # (a pyrepl master counts a diskless transfer's bytes when it reaps the child, which may
+    # come a moment after the replica is in sync)
+    base = out_cut if cut is not None else out0
+    wait_until(lambda: _out_bytes(m) > base, 30, 0.01, "the transfer counted")
+    return took, _out_bytes(m) - base, at_cut
 
 
 def run(kind: str, args: argparse.Namespace) -> dict[str, object]:
-    master = _start(kind, "master")
+    master = _start(kind, "master", args.diskless)
     replicas = []
     try:
         m = Conn(master.port, timeout=600)
@@ -81,7 +86,7 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, object]:
         m.cmd("DEBUG", "POPULATE", keys, "key", value)
         out: dict[str, object] = {}
         # uncut
-        replicas.append(_start(kind, "replica"))
+        replicas.append(_start(kind, "replica", args.diskless))
         r = Conn(replicas[-1].port, timeout=600)
         took, sent, _ = _sync(m, master.port, r, None, args.timeout)
         out["uncut s"] = round(took, 1)
@@ -89,7 +94,7 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, object]:
         r.close()
         stop_server(replicas.pop())
         # cut at args.cut of the payload
-        replicas.append(_start(kind, "replica"))
+        replicas.append(_start(kind, "replica", args.diskless))
         r = Conn(replicas[-1].port, timeout=600)
         took2, after, at_cut = _sync(m, master.port, r, int(sent * args.cut), args.timeout)
         out["cut: total s"] = round(took2, 1)
@@ -112,12 +117,14 @@ def main() -> int:
     ap.add_argument("--gb", type=float, default=2.0)
     ap.add_argument("--value-kb", type=int, default=100)
     ap.add_argument("--cut", type=float, default=0.5)
+    ap.add_argument("--diskless", default="yes", help="the masters' repl-diskless-sync")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     return run_kinds(args.kinds.split(","), run, args,
-                     f"{args.gb} GB of {args.value_kb} KB strings, cut at {args.cut:.0%}")
+                     f"{args.gb} GB of {args.value_kb} KB strings, cut at {args.cut:.0%}, "
+                     f"repl-diskless-sync {args.diskless}")
 
 
 if __name__ == "__main__":
