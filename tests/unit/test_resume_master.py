@@ -69,10 +69,14 @@ def test_a_diskless_sync_cut_resumes_from_the_byte_it_stopped_at(tmp_path, cut_a
     b = _resume(m, rid, have)
     link = m.link(b)
     assert link.state is S.SEND_BULK and link.resume_from == have
+    # its only cut sync came back: the held stream is the link's now, the copy stays while sent
+    assert m.side.resume.kept == {} and m.io.kept_size(rid) > 0
     m.run("SET", "after-resume", "2")
     m.io.complete_bulk(m.core, b)
     m.flush()
     assert link.state is S.ONLINE
+    m.tick(1000)
+    assert m.io.kept_ids() == []       # sent: the copy goes at the cron
     r2, off2, rid2, rest = _split_preamble(m.wire(b))
     assert (r2, off2, rid2) == (replid, offset, rid)
     head = b"$RESUME:%d\r\n" % have
@@ -182,3 +186,32 @@ def test_a_sync_dropped_at_the_output_limits_is_not_kept(tmp_path) -> None:
     assert m.link(r).state is S.CLOSED
     assert m.events("replica_lost")[-1]["reason"] == "output-buffer-limit"
     assert m.side.resume.kept == {} and m.host.killed == [pid]
+
+
+def test_a_resume_that_waits_for_the_copy_gets_it_when_the_child_ends(tmp_path) -> None:
+    m = Master(tmp_path)
+    fill(m)
+    a = m.replica("eof", "psync2", RESUME)
+    m.send(a, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    targets, rdb, trailer = m.io.children[pid]
+    _, _, rid, _ = _split_preamble(dict(targets)[a])
+    have = len(rdb) // 2
+    m.core.client_closed(a)
+    b = _resume(m, rid, have)              # the child is still writing the copy
+    assert m.link(b).state is S.WAIT_BGSAVE_END and m.side.resume.kept == {}
+    m.tick(1000)
+    assert m.wire(b).endswith(b"\r\n\n")    # kept alive meanwhile
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    assert m.link(b).state is S.SEND_BULK
+    m.io.complete_bulk(m.core, b)
+    m.flush()
+    _, _, _, rest = _split_preamble(m.wire(b))
+    rest = rest.lstrip(b"\n")
+    head = b"$RESUME:%d\r\n" % have
+    assert rest.startswith(head)
+    payload = rdb + trailer
+    got = rest[len(head):]
+    _load(tmp_path, m, payload[:have] + got[:len(payload) - have], got[len(payload) - have:],
+          trailer)

@@ -18,7 +18,8 @@ What is kept (:class:`Kept`, one per snapshot that had a cut sync):
   snapshot's hold (every replica of one snapshot needs the same bytes), limited like a
   replica's output (``client-output-buffer-limit replica``).
 
-Both are kept ``repl-full-sync-resume-window`` seconds after the last cut, then freed.
+Both are kept ``repl-full-sync-resume-window`` seconds after the last cut, or until every sync
+cut from that snapshot has resumed, then freed.
 
 Resuming. The replica kept what it had loaded. On its new connection it sends ``REPLCONF
 resume <snapshot id> <payload offset>`` (the payload bytes it has) and gets ``+OK`` when this
@@ -75,6 +76,7 @@ class Kept:
     snapshot: Snapshot | None    # the child still writing the copy (None: the copy is whole)
     hold: Cursor | None = None   # the stream from offset + 1 on
     cut_ms: int = 0              # the last cut
+    waiting: int = 0             # cut syncs of it not resumed yet
     soft_since_ms: int = -1
 
 
@@ -133,6 +135,7 @@ class Resumes:
         if k.hold is None:
             k.hold, link.ref = link.ref, None     # (the link's release leaves it alone)
         k.cut_ms = self.core.now_ms
+        k.waiting += 1
         self.core.log.notice(f"Full sync of replica {link.name()} cut: snapshot {rid} and the "
                              f"stream from offset {k.offset} kept "
                              f"{self.window_ms // 1000} seconds for it to resume")
@@ -159,8 +162,8 @@ class Resumes:
 
     def copy_ready(self, link: ReplicaLink, ok: bool) -> None:
         """A resumed link waited for its snapshot's copy: now send it, or give up."""
-        k = self.kept.get(link.resume_id)
-        if not ok or k is None:
+        io = self.side.io
+        if not ok or io is None or io.kept_size(link.resume_id) < 0:
             self.side.close_link(link, "snapshot-failed")
             return
         self._send(link)
@@ -198,6 +201,11 @@ class Resumes:
         link.go(L.RESUME)
         self.side.add_replica(link)
         self.feeding.feed(link, backlog.copy(k.hold))
+        k.waiting -= 1
+        if k.waiting <= 0:
+            # every cut sync of it came back: the stream it held is the link's now (the copy
+            # stays while it is sent; a cut again keeps it anew)
+            self._drop(k)
         self.manager.stream_db = -1
         self.side.write(link, FullResync(k.replid, k.offset, k.id).format())
         core.log.notice(f"Full sync of replica {link.name()} resumed: snapshot {k.id} from "
