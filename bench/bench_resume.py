@@ -4,12 +4,14 @@ the resume.
     .venv/bin/python bench/bench_resume.py [--gb 2] [--value-kb 100] [--cut 0.5]
                                            [--diskless yes|no] [--json FILE]
 
-Theory of operation: three pairs in the same run, one after the other: Redis 7.0.15 master and
-replica; pyrepl master and replica with ``repl-full-sync-resume-window 0`` (a cut sync starts
-over, as Redis's); pyrepl with the default window (it resumes). Each master holds ``--gb`` GB of
-``--value-kb`` KB strings (``DEBUG POPULATE``) saved without compression (``rdbcompression
-no``), so the payload is that big; the diskless sync (``--diskless yes``, the default) or the
-disk one (``no``); a pyrepl replica uses the classic one connection (``repl-rdb-channel no``). For each pair: first an uncut sync (REPLICAOF until
+Theory of operation: the pairs run in the same run, one after the other: Redis 7.0.15 master
+and replica; pyrepl master and replica with ``repl-full-sync-resume-window 0`` (a cut sync
+starts over, as Redis's); pyrepl with the default window (it resumes); and, diskless only,
+pyrepl with the default window over the rdb channel (``pyrepl-rdbch-resume``: the default
+between pyrepl nodes; the others use the classic one connection, ``repl-rdb-channel no``).
+Each master holds ``--gb`` GB of ``--value-kb`` KB strings (``DEBUG POPULATE``) saved without
+compression (``rdbcompression no``), so the payload is that big; the diskless sync
+(``--diskless yes``, the default) or the disk one (``no``). For each pair: first an uncut sync (REPLICAOF until
 the replica's offset is the master's), timed, with the payload's bytes (the master's
 ``total_net_repl_output_bytes``); then a fresh replica, cut when it has read ``--cut`` of that
 payload (``master_sync_read_bytes``; ``CLIENT KILL TYPE replica`` on the master), and timed
@@ -28,7 +30,7 @@ import time
 from bench_replication import HOST, Conn, stop_server, wait_until
 from common import run_kinds, start_pyrepl, start_redis, tmpdir
 
-KINDS = ("redis", "pyrepl-restart", "pyrepl-resume")
+KINDS = ("redis", "pyrepl-restart", "pyrepl-resume", "pyrepl-rdbch-resume")
 
 
 def _out_bytes(m: Conn) -> int:
@@ -42,7 +44,9 @@ def _start(kind: str, role: str, diskless: str):  # noqa: ANN202
                  "--repl-diskless-sync-delay", "0", "--repl-diskless-sync", diskless]
         return start_redis(*extra, tmpdir=d)
     extra = ["--rdbcompression", "no", "--repl-diskless-sync-delay", "0",
-             "--repl-rdb-channel", "no", "--repl-diskless-sync", diskless]
+             "--repl-diskless-sync", diskless]
+    if kind != "pyrepl-rdbch-resume":
+        extra += ["--repl-rdb-channel", "no"]
     if kind == "pyrepl-restart":
         extra += ["--repl-full-sync-resume-window", "0"]
     return start_pyrepl(*extra, tmpdir=d)
@@ -122,7 +126,9 @@ def main() -> int:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    return run_kinds(args.kinds.split(","), run, args,
+    kinds = [k for k in args.kinds.split(",")
+             if args.diskless == "yes" or k != "pyrepl-rdbch-resume"]   # (a diskless dialect)
+    return run_kinds(kinds, run, args,
                      f"{args.gb} GB of {args.value_kb} KB strings, cut at {args.cut:.0%}, "
                      f"repl-diskless-sync {args.diskless}")
 

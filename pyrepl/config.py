@@ -851,8 +851,9 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("repl-full-sync-max-concurrent", "0", 0, INT_MAX, origin="pyrepl",
          help="replicas receiving a snapshot at once; the others wait for a free turn "
               "(wait_bgsave); 0 = no cap"),
-    # pyrepl's (issue 40): a classic full sync between pyrepl nodes cut in the middle resumes
-    # where it stopped: the master keeps the snapshot and its stream, the replica what it loaded.
+    # pyrepl's (issue 40): a full sync between pyrepl nodes (classic or rdb-channel) cut in the
+    # middle resumes where it stopped: the master keeps the snapshot and its stream, the replica
+    # what it loaded and the stream it had buffered.
     _int("repl-full-sync-resume-window", "60", 0, INT_MAX, origin="pyrepl",
          help="seconds a cut full sync may resume in (pyrepl replicas of a pyrepl master; the "
               "master keeps the snapshot's copy in dir and its stream, the replica what it "

@@ -271,6 +271,9 @@ def section_stats(core: ServerCore) -> Fields:
         ("client_output_buffer_limit_disconnections", s.client_outbuf_limit_disconnections),
         # pyrepl's: the replicas' full-sync streams spilled to disk (master side)
         ("total_repl_spilled_bytes", s.repl_spilled_bytes),
+        # pyrepl's: cut full syncs resumed (master side) and the payload not sent again
+        ("sync_full_resumed", s.repl_resumed_syncs),
+        ("total_repl_resumed_bytes", s.repl_resumed_bytes),
     ]
 
 

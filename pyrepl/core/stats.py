@@ -35,6 +35,8 @@ class Stats:
     unexpected_error_replies: int
     evicted_clients: int
     repl_spilled_bytes: int    # pyrepl's: full syncs' pending stream spilled to disk
+    repl_resumed_syncs: int    # pyrepl's: cut full syncs served from where they stopped
+    repl_resumed_bytes: int    # ... and the payload bytes they did not send again
     COUNTERS = tuple(__annotations__)
     __slots__ = (*COUNTERS, "ops_samples", "last_ops_sample", "instantaneous_ops", "instant")
 

@@ -341,6 +341,7 @@ class Replication:
             fields.append(("min_slaves_good_slaves", self.master.good_replicas_count()))
         fields.extend(self.master.info_replica_lines())
         fields.extend(self.master.dual.info_fields())   # (Valkey's field, after the slaveN)
+        fields.extend(self.master.resume.info_fields())   # (pyrepl's)
         b = self.backlog
         fields.extend([
             ("master_failover_state", self.failover.state),

@@ -170,6 +170,8 @@ class ReplStats(Protocol):
     client_outbuf_limit_disconnections: int
     unexpected_error_replies: int
     repl_spilled_bytes: int
+    repl_resumed_syncs: int
+    repl_resumed_bytes: int
 
 
 class ReplCommand(Protocol):

@@ -65,6 +65,45 @@ def test_a_full_sync_cut_halfway_resumes_from_where_it_stopped(tmp_path, diskles
         assert sent["bytes"] == len(b"$RESUME:%d\r\n" % have) + got["bytes"] - have
 
 
+def test_a_cut_rdb_channel_sync_resumes_with_the_stream_it_buffered(tmp_path) -> None:
+    """The default between pyrepl nodes (diskless, rdb channel): both connections are killed
+    halfway; the replica kept the payload and its main channel's buffer, and the resumed sync
+    sends the payload's rest and the stream from where that buffer ended."""
+    dm, dr = tmp_path / "m", tmp_path / "r"
+    dm.mkdir()
+    dr.mkdir()
+    with start_pyrepl("--repl-diskless-sync-delay", "0", "--repl-sync-max-bandwidth", "256kb",
+                      "--repl-backlog-size", "1mb", "--sync-log-file", "sync.ndjson",
+                      tmpdir=str(dm)) as m, ExitStack() as stack:
+        with r(m.port) as c:
+            c.execute_command("DEBUG", "POPULATE", str(KEYS), "key", "100")
+        writer = stack.enter_context(LoadWriter(m.port, max_ops=200_000, max_seconds=60))
+        writer.start()
+        rep = stack.enter_context(start_pyrepl("--master", f"127.0.0.1:{m.port}",
+                                               "--sync-log-file", "sync.ndjson",
+                                               role="replica", tmpdir=str(dr)))
+        wait_for(lambda: int(repl(rep.port).get("master_sync_read_bytes", 0)) > 300_000, 30,
+                 what="a third of the transfer")
+        with r(m.port) as c:
+            assert c.execute_command("CLIENT", "KILL", "TYPE", "replica") >= 1
+        wait_for(lambda: "resumed: snapshot" in m.log(), 30, what="the resume")
+        writer.finish()
+        wait_synced(m.port, rep.port, timeout=60)
+        assert _stats(m.port)["sync_full"] == 1           # one full sync, resumed once
+        kept = re.search(r"keeping the (\d+) bytes received of snapshot (\w+) and (\d+) bytes "
+                         r"of its stream", rep.log())
+        assert kept is not None and int(kept.group(1)) > 300_000 and int(kept.group(3)) > 0
+        resumed = re.search(r"resumed: snapshot (\w+) from byte (\d+), the stream from offset "
+                            r"(\d+)", m.log())
+        assert resumed.group(1) == kept.group(2) and resumed.group(2) == kept.group(1)
+        st = _stats(m.port)
+        assert (st["sync_full_resumed"], st["total_repl_resumed_bytes"]) == (
+            1, int(kept.group(1)))
+        (first,) = [e for e in sync_events(m) if e["event"] == "fullsync_fork"]
+        assert int(resumed.group(3)) == first["offset"] + 1 + int(kept.group(3))
+        assert first["mode"] == "rdb-channel"
+
+
 def test_without_the_window_the_cut_sync_starts_over(tmp_path) -> None:
     dm, dr = tmp_path / "m", tmp_path / "r"
     dm.mkdir()

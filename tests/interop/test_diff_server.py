@@ -127,7 +127,8 @@ def test_info_sections_and_field_names(pair) -> None:
                          "client_output_buffer_limit_disconnections",
                          "used_memory_interpreter", "used_memory_interpreter_human",
                          "replicas_waiting_psync",     # Valkey's (dual channel)
-                         "total_repl_spilled_bytes"}, ours_only
+                         "total_repl_spilled_bytes", "sync_full_resumed",
+                         "total_repl_resumed_bytes", "resume_kept_snapshots"}, ours_only
     for must in ("redis_version", "tcp_port", "connected_clients", "used_memory",
                  "rdb_changes_since_last_save", "total_commands_processed", "role",
                  "master_replid", "master_repl_offset", "repl_backlog_size", "cluster_enabled"):

@@ -215,3 +215,96 @@ def test_a_resume_that_waits_for_the_copy_gets_it_when_the_child_ends(tmp_path) 
     got = rest[len(head):]
     _load(tmp_path, m, payload[:have] + got[:len(payload) - have], got[len(payload) - have:],
           trailer)
+
+
+def _rdb_channel_sync(m: Master) -> tuple[object, object]:
+    """A pyrepl replica's rdb-channel sync (Redis 8's dialect, capa pyrepl-resume on the main
+    connection): (main, rdb channel), forked."""
+    main = m.replica("eof", "psync2", "rdb-channel-repl", RESUME)
+    m.send(main, "PSYNC", "?", "-1")
+    line = m.take(main)
+    assert line.startswith(b"+RDBCHANNELSYNC ")
+    rdb = m.connect()
+    m.feed(rdb, cmd("REPLCONF", "capa", "eof", "rdb-only", "1", "rdb-channel", "1",
+                    "main-ch-client-id", int(line.split()[1]), "listening-port", 6381))
+    assert m.take(rdb) == b"+OK\r\n"
+    m.feed(rdb, cmd("PSYNC", "?", "-1"))
+    m.tick(6000)          # (repl-diskless-sync-delay)
+    return main, rdb
+
+
+@pytest.mark.parametrize("lost", ["rdb", "main"])
+@pytest.mark.parametrize("kept", [0.0, 0.4, 1.0])
+def test_a_cut_rdb_channel_sync_resumes_with_the_stream_the_replica_kept(
+        tmp_path, lost: str, kept: float) -> None:  # noqa: ANN001
+    m = Master(tmp_path)
+    fill(m)
+    main, rdb = _rdb_channel_sync(m)
+    (pid,) = m.io.children
+    targets, rdb_bytes, trailer = m.io.children[pid]
+    replid, offset, rid, rest = _split_preamble(dict(targets)[rdb])
+    assert rest.startswith(b"$EOF:")
+    payload = rdb_bytes + trailer
+    m.run("SET", "during", "1")
+    m.run("INCR", "during-ctr")
+    streamed = m.take(main)                 # the main channel streams while the RDB goes
+    assert streamed
+    j = int(len(streamed) * kept)           # what the replica's buffer got of it
+    have = len(payload) // 2
+    m.core.client_closed(rdb if lost == "rdb" else main)
+    assert main.closed and rdb.closed and m.host.killed == []
+    assert m.info()["resume_kept_snapshots"] == 1
+    m.run("SET", "during-cut", "2")
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    c = m.replica("eof", "psync2", RESUME)
+    c.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", str(have),
+                       "stream-offset", str(offset + 1 + j)))
+    assert c.data_to_send() == b"+OK\r\n"
+    m.send(c, "PSYNC", "?", "-1")
+    link = m.link(c)
+    assert link.state is S.SEND_BULK and link.mode == "rdb-channel"
+    assert m.info()["resume_kept_snapshots"] == 0      # (its only cut sync came back)
+    stats = m.core.stats
+    assert (stats.repl_resumed_syncs, stats.repl_resumed_bytes, stats.sync_full) == (1, have, 1)
+    m.io.complete_bulk(m.core, c)
+    m.flush()
+    assert link.state is S.ONLINE
+    r2, off2, rid2, rest = _split_preamble(m.wire(c))
+    assert (r2, off2, rid2) == (replid, offset, rid)
+    head = b"$RESUME:%d\r\n" % have
+    assert rest.startswith(head)
+    got = rest[len(head):]
+    tail = payload[have:]
+    assert got[:len(tail)] == tail
+    _load(tmp_path, m, payload, streamed[:j] + got[len(tail):], trailer)
+    assert any(f"stream from offset {offset + 1 + j}" in ln for ln in m.log())
+
+
+def test_a_stream_offset_not_kept_is_refused(tmp_path) -> None:  # noqa: ANN001
+    m = Master(tmp_path)
+    fill(m)
+    main, rdb = _rdb_channel_sync(m)
+    (pid,) = m.io.children
+    targets, _, _ = m.io.children[pid]
+    _, offset, rid, _ = _split_preamble(dict(targets)[rdb])
+    m.core.client_closed(rdb)
+    c = m.replica("eof", "psync2", RESUME)
+    for bad in (offset, m.repl.master_repl_offset + 2):
+        c.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", "10",
+                           "stream-offset", str(bad)))
+        assert c.data_to_send().startswith(b"-ERR stream offset %d is not kept" % bad)
+
+
+def test_an_rdb_channel_closed_after_its_whole_rdb_is_not_a_cut(tmp_path) -> None:  # noqa: ANN001
+    m = Master(tmp_path)
+    fill(m)
+    main, rdb = _rdb_channel_sync(m)
+    (pid,) = m.io.children
+    m.io.run_child(pid)
+    m.core.client_closed(rdb)               # the replica closes it after the mark: done
+    m.child_exits(pid)
+    assert m.link(main).state is S.ONLINE
+    assert m.side.resume.kept == {} and not any(" cut: snapshot" in ln for ln in m.log())
+    m.tick(1000)
+    assert m.io.kept_ids() == []            # the child's copy goes too

@@ -75,7 +75,7 @@ class Acks:
             return NO_REPLY if r is None else r
         if len(argv) % 2 == 0:
             raise ReplyError(SYNTAX)
-        resume_id, resume_off = "", -1
+        resume_id, resume_off, resume_stream = "", -1, -1
         for j in range(1, len(argv), 2):
             opt = argv[j].lower()
             val = argv[j + 1]
@@ -137,9 +137,11 @@ class Acks:
                     raise ReplyError(f"ERR Unrecognized version format: {text}")
                 self.side.link_for(c).version = text
             elif opt == b"resume":     # pyrepl's: resume <snapshot id> resume-offset <n>
-                resume_id = val.decode("utf-8", "replace")
+                resume_id = val.decode("utf-8", "replace")    # [stream-offset <m>]
             elif opt == b"resume-offset":
                 resume_off = parse_int(val)
+            elif opt == b"stream-offset":
+                resume_stream = parse_int(val)
             elif opt == b"rdb-filter-only":
                 filters = val.split()
                 link = self.side.link_for(c)
@@ -154,7 +156,8 @@ class Acks:
                 raise ReplyError(f"ERR Unrecognized REPLCONF option: "
                                  f"{argv[j].decode('utf-8', 'replace')}")
         if resume_id:
-            self.side.resume.request(self.side.link_for(c), resume_id, resume_off)
+            self.side.resume.request(self.side.link_for(c), resume_id, resume_off,
+                                     resume_stream)
         return OK
 
     def _bind_rdb_channel(self, link: ReplicaLink, main_id: int) -> None:

@@ -192,11 +192,7 @@ class DualChannel:
                     self.side.close_link(hold.rdb, psync_mod.OUTPUT_BUFFER_LIMIT)
 
     def _over_limits(self, hold: Hold) -> bool:
-        backlog = self.manager.backlog
-        if backlog is None:
-            return False
-        over, hold.soft_since_ms = self.feeding.limits_reached(backlog.usage(hold.cursor),
-                                                               hold.soft_since_ms)
+        over, hold.soft_since_ms = self.feeding.hold_over_limits(hold.cursor, hold.soft_since_ms)
         return over
 
     def _drop(self, hold: Hold) -> None:

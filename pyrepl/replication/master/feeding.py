@@ -279,6 +279,14 @@ class Feeding:
             return now // 1000 - soft_since_ms // 1000 > self.soft_seconds, soft_since_ms
         return False, -1
 
+    def hold_over_limits(self, hold: Cursor, soft_since_ms: int) -> tuple[bool, int]:
+        """limits_reached for the stream a ``hold`` keeps for a replica that is not linked
+        (a dual-channel main connection not back yet, a cut sync that may resume)."""
+        backlog = self.manager.backlog
+        if backlog is None:
+            return False, soft_since_ms
+        return self.limits_reached(backlog.usage(hold), soft_since_ms)
+
     def enforce_limits(self, links: Iterable[ReplicaLink]) -> None:
         """Every link of ``links`` over its limits is disconnected (all judged first)."""
         over = [lk for lk in links if self.over_limits(lk)]

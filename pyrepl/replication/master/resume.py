@@ -34,8 +34,15 @@ Safe against a snapshot that changed: the id is random per snapshot and the copy
 that were sent, never made again; an offset past the copy's end is refused; the replica's loader
 checks the RDB's CRC64 over the whole payload, what it kept and what it gets.
 
-Only a classic sync (one connection) resumes here; an rdb-channel or dual-channel sync cut in
-the middle starts over, as before.
+A cut rdb-channel sync (Redis 8's dialect between pyrepl nodes; the rdb channel is named the
+snapshot when its main connection said the capability) resumes on one connection. The
+replica kept, besides the payload it parsed, the stream its main channel had buffered (from
+the snapshot offset + 1 up to some offset ``m - 1``); this master kept its snapshot's copy and
+a place in the buffer from the snapshot offset + 1 (or the backlog's first byte, if the main
+channel's bytes were trimmed by then). The replica adds ``stream-offset <m>`` to its REPLCONF
+resume (refused unless the buffer still holds ``m``); after the payload's rest the stream
+goes on from ``m``, and the replica applies what it kept, then that. A Valkey dual-channel
+sync never resumes (Valkey replicas do not say the capability).
 """
 
 from __future__ import annotations
@@ -79,6 +86,11 @@ class Kept:
     waiting: int = 0             # cut syncs of it not resumed yet
     soft_since_ms: int = -1
 
+    @property
+    def hold_from(self) -> int:
+        """The first stream byte the hold keeps (-1: none)."""
+        return self.hold.sent + 1 if self.hold is not None else -1
+
 
 class Resumes:
     """Cut full syncs that may resume (see the module docstring)."""
@@ -98,9 +110,15 @@ class Resumes:
 
     # -- at fork time ---------------------------------------------------------------------------
     def resumable(self, link: ReplicaLink) -> bool:
-        """A classic full sync of a pyrepl replica that can resume it."""
-        return (link.capa_resume and self.window_ms > 0 and link.main is None
-                and not link.is_rdb_channel and not link.rdb_only and not link.req)
+        """A full sync of a pyrepl replica that can resume it: a classic one, or the rdb
+        channel of a main connection that said the capability (Redis 8's dialect)."""
+        if self.window_ms <= 0:
+            return False
+        main = link.main
+        if main is not None:
+            return main.capa_resume and not main.req
+        return (link.capa_resume and not link.is_rdb_channel and not link.rdb_only
+                and not link.req)
 
     def fullresync(self, link: ReplicaLink, snap: Snapshot) -> bytes:
         """The +FULLRESYNC line for ``link``: the snapshot's id for a replica that can resume."""
@@ -115,30 +133,51 @@ class Resumes:
 
     def cut(self, link: ReplicaLink, prev: S, reason: str) -> None:
         """``link`` is being freed in ``prev`` for ``reason``: a cut transfer of a resumable
-        sync keeps its snapshot and takes its place in the buffer (before the link lets go of
-        it). Not one dropped at the output limits: its stream cannot be held within them."""
+        sync keeps its snapshot and a place in the buffer (a classic link's own, taken before
+        the link lets go of it; an rdb channel's from the snapshot offset, or the backlog's
+        first byte). Not one dropped at the output limits: its stream cannot be held within
+        them. (An rdb channel whose whole RDB was delivered is not cut: free_link does not
+        ask.)"""
         rid = link.resume_id
-        if (not rid or prev not in CUT or link.ref is None or link.spill is not None
+        if (not rid or prev not in CUT or link.spill is not None
                 or reason == OUTPUT_BUFFER_LIMIT):
             return
         backlog = self.manager.backlog
         if backlog is None:
+            return
+        hold = link.ref if link.main is None else self._hold_from(link.psync_offset + 1)
+        if hold is None:
             return
         k = self.kept.get(rid)
         if k is None:
             snap = link.snapshot
             running = snap if snap is not None and snap is self.side.snapshots.current else None
             if running is None and not self._copy_whole(rid):
+                if link.main is not None:
+                    backlog.release(hold)
                 return      # (a disk file whose copy was not taken: nothing to resume from)
             k = self.kept[rid] = Kept(rid, self.manager.ids.replid, link.psync_offset,
                                       link.mode, running)
-        if k.hold is None:
-            k.hold, link.ref = link.ref, None     # (the link's release leaves it alone)
+        if k.hold is None or hold.sent < k.hold.sent:
+            if k.hold is not None:
+                backlog.release(k.hold)
+            k.hold = hold
+            if hold is link.ref:
+                link.ref = None      # (the link's release leaves it alone)
+        elif link.main is not None:
+            backlog.release(hold)
         k.cut_ms = self.core.now_ms
         k.waiting += 1
         self.core.log.notice(f"Full sync of replica {link.name()} cut: snapshot {rid} and the "
-                             f"stream from offset {k.offset} kept "
+                             f"stream from offset {k.hold_from} kept "
                              f"{self.window_ms // 1000} seconds for it to resume")
+
+    def _hold_from(self, offset: int) -> Cursor | None:
+        """A place in the buffer from ``offset`` on, or from its first byte if that went."""
+        backlog = self.manager.backlog
+        assert backlog is not None
+        offset = max(offset, backlog.first_byte_offset)
+        return backlog.cursor_at(offset) if backlog.can_serve(offset) else None
 
     def _copy_whole(self, rid: str) -> bool:
         io = self.side.io
@@ -169,8 +208,10 @@ class Resumes:
         self._send(link)
 
     # -- the replica comes back -------------------------------------------------------------------
-    def request(self, link: ReplicaLink, rid: str, offset: int) -> None:
-        """REPLCONF resume <id> <offset>: this connection's PSYNC resumes that snapshot."""
+    def request(self, link: ReplicaLink, rid: str, offset: int, stream: int = -1) -> None:
+        """REPLCONF resume <id> resume-offset <offset> [stream-offset <stream>]: this
+        connection's PSYNC resumes that snapshot, the stream going on from ``stream`` (a cut
+        rdb-channel sync's replica kept the bytes before it) or from the snapshot offset."""
         k = self.kept.get(rid.lower())
         if k is None or k.hold is None:
             raise ReplyError(f"ERR no snapshot {rid} to resume")
@@ -178,8 +219,12 @@ class Resumes:
         size = io.kept_size(k.id) if io is not None and k.snapshot is None else -1
         if offset < 0 or (size >= 0 and offset > size):
             raise ReplyError(f"ERR resume offset {offset} is out of the snapshot")
+        wanted = stream if stream >= 0 else k.offset + 1
+        if not k.hold_from <= wanted <= self.manager.master_repl_offset + 1:
+            raise ReplyError(f"ERR stream offset {wanted} is not kept (from {k.hold_from})")
         link.resume = k.id
         link.resume_from = offset
+        link.resume_stream = stream
 
     def serve(self, link: ReplicaLink) -> bool:
         """The PSYNC of a connection that asked to resume: +FULLRESYNC with the snapshot's id,
@@ -199,8 +244,13 @@ class Resumes:
         link.snapshot = k.snapshot
         link.joined_ms = core.now_ms
         link.go(L.RESUME)
+        core.stats.repl_resumed_syncs += 1
+        core.stats.repl_resumed_bytes += link.resume_from
         self.side.add_replica(link)
-        self.feeding.feed(link, backlog.copy(k.hold))
+        stream, link.resume_stream = link.resume_stream, -1
+        # (the hold keeps every byte from hold_from on: REPLCONF resume checked stream)
+        self.feeding.feed(link, backlog.cursor_at(stream) if stream >= 0
+                          else backlog.copy(k.hold))
         k.waiting -= 1
         if k.waiting <= 0:
             # every cut sync of it came back: the stream it held is the link's now (the copy
@@ -209,7 +259,8 @@ class Resumes:
         self.manager.stream_db = -1
         self.side.write(link, FullResync(k.replid, k.offset, k.id).format())
         core.log.notice(f"Full sync of replica {link.name()} resumed: snapshot {k.id} from "
-                        f"byte {link.resume_from}")
+                        f"byte {link.resume_from}, the stream from offset "
+                        f"{stream if stream >= 0 else k.offset + 1}")
         self.side.emit("psync_decision", peer=link.name(), sync_id=link.sync_id,
                        replid=k.replid, req_replid="?", req_offset=-1, result=RESULT,
                        reason=RESULT, master_repl_offset=self.manager.master_repl_offset,
@@ -238,15 +289,13 @@ class Resumes:
         """Snapshots past the window since their last cut, or whose stream is over the replica
         output limits, are freed; so are copies nothing may resume from."""
         now = self.core.now_ms
-        backlog = self.manager.backlog
         for k in list(self.kept.values()):
             if now - k.cut_ms > self.window_ms and not self._in_use(k.id):
                 self.core.log.notice(f"Snapshot {k.id} kept for a resumed sync freed (no "
                                      f"replica came back in time)")
                 self._drop(k)
-            elif backlog is not None and k.hold is not None:
-                over, k.soft_since_ms = self.feeding.limits_reached(backlog.usage(k.hold),
-                                                                    k.soft_since_ms)
+            elif k.hold is not None:
+                over, k.soft_since_ms = self.feeding.hold_over_limits(k.hold, k.soft_since_ms)
                 if over:
                     self.core.log.warning(f"Snapshot {k.id} kept for a resumed sync freed: "
                                           f"its stream is over the replica output limits")
@@ -275,6 +324,10 @@ class Resumes:
         io = self.side.io
         if io is not None and not self._in_use(k.id) and not self._running(k.id):
             io.drop_kept(k.id)
+
+    def info_fields(self) -> list[tuple[str, object]]:
+        """INFO replication (pyrepl's): snapshots kept for a cut sync to resume."""
+        return [("resume_kept_snapshots", len(self.kept))]
 
     def drop_all(self) -> None:
         """The history changed (REPLICAOF, a new backlog): nothing can be resumed."""

@@ -203,14 +203,15 @@ class MasterSide:
         link.go(L.CLOSED)
         if link in self.links:
             self.links.remove(link)
-        self.resume.cut(link, prev, reason)   # (a cut sync that may resume keeps its place)
+        delivered = self.snapshots.rdb_delivered(link, prev)
+        if not delivered:   # (a cut sync that may resume keeps its place)
+            self.resume.cut(link, prev, reason)
         peak = max(link.buffer_peak, self.feeding.unfeed(link))
         main = link.main
         if log_lost:
             kind = "replica (rdbchannel)" if link.is_rdb_channel else "replica"
             core.log.warning(f"Connection with {kind} {link.name()} lost.")
         was_online = prev is S.ONLINE
-        delivered = self.snapshots.rdb_delivered(link, prev)
         rdb_over = link.is_rdb_channel and (delivered or prev is S.RDB_TRANSMITTED)
         if link.is_rdb_channel and main is None:   # Valkey's, its main connection not back
             self.dual.rdb_channel_closed(link, rdb_over)

@@ -170,7 +170,7 @@ class ReplicaLink:
         "soft_since_ms", "buffer_peak", "sync_id", "sync_start_ms", "joined_ms", "mode",
         "close_reason", "capa_rdb_channel", "is_rdb_channel", "main", "rdb_channel", "rdb_done",
         "capa_dual_channel", "dual_hold_id", "version", "spill", "queued_ms",
-        "capa_resume", "resume_id", "resume", "resume_from",
+        "capa_resume", "resume_id", "resume", "resume_from", "resume_stream",
     )
 
     def __init__(self, client: ReplClient) -> None:
@@ -217,11 +217,13 @@ class ReplicaLink:
         self.queued_ms = 0
         # a cut full sync that resumes (pyrepl.replication.master.resume): capa pyrepl-resume
         # said; the snapshot id it was told; the one it asked to resume (REPLCONF resume) and
-        # from which payload byte (-1: not a resumed sync)
+        # from which payload byte (-1: not a resumed sync); a cut rdb-channel sync's replica
+        # kept the stream it had: the offset it goes on from (-1: the snapshot's)
         self.capa_resume = False
         self.resume_id = ""
         self.resume = ""
         self.resume_from = -1
+        self.resume_stream = -1
 
     def go(self, inp: LinkInput) -> SlaveState:
         """The one way a link changes state: the table's move for ``inp`` (LinkStateError when

@@ -169,6 +169,18 @@ class Channel:
         self._drain_requested = False
         self._main_paused = False
 
+    def park(self) -> None:
+        """The sync is cut: when the master can resume it, the load keeps the payload and
+        this buffer (the stream the main channel had) for the window."""
+        buf = self.fsbuf
+        if buf is not None and self.load.park(self.side.peer, buf):
+            self.fsbuf = None
+
+    def adopt(self, buf: FullSyncBuffer) -> None:
+        """A resumed rdb-channel sync was loaded: the buffer it had kept drains first."""
+        self.fsbuf = buf
+        self._limit_logged = False
+
     def _reset_preamble(self, awaited: list[str]) -> None:
         self._preamble = awaited
         self._preamble_buf = b""
@@ -188,8 +200,11 @@ class Channel:
         self._drain_requested = False
 
     def _rdb_failed(self, inp: Input, reason: str, error: str) -> None:
-        """The rdb channel failed: the whole sync is cancelled and retried."""
+        """The rdb channel failed: the whole sync is cancelled and retried (a lost one may
+        resume)."""
         if transferring(self.side.state):
+            if inp is I.LINK_LOST:
+                self.park()
             self.side.cancel_handshake(True, inp, reason, error)
         else:
             self.close()
@@ -249,6 +264,7 @@ class Channel:
                 load.touch()
             elif isinstance(ev, FullResync):
                 load.set_target(ev.replid, ev.offset)
+                load.resume_id = ev.snapshot     # (a pyrepl master's, to resume a cut sync)
                 load.touch()
                 log.notice("Starting to receive RDB and replication stream in parallel.")
             elif isinstance(ev, EndOffset):

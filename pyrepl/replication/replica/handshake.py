@@ -144,10 +144,14 @@ class Handshake:
         if parked is None or load.resuming:
             self._send_psync()
             return
+        ask = [b"REPLCONF", b"resume", parked.rid.encode(), b"resume-offset", b"%d" % parked.read]
+        more = ""
+        if parked.stream is not None:   # an rdb-channel sync: the stream it has, too
+            ask += [b"stream-offset", b"%d" % parked.stream_next]
+            more = f", the stream from offset {parked.stream_next}"
         self.core.log.notice(f"Asking the master to resume snapshot {parked.rid} from byte "
-                             f"{parked.read}")
-        self.side.send(encode_command([b"REPLCONF", b"resume", parked.rid.encode(),
-                                       b"resume-offset", b"%d" % parked.read]))
+                             f"{parked.read}{more}")
+        self.side.send(encode_command(ask))
         self.side.go(I.SENT_RESUME)
 
     def _send_psync(self) -> None:
@@ -193,6 +197,8 @@ class Handshake:
         if not line:
             side.go(I.KEEPALIVE)  # newlines before the reply keep the link alive
             return
+        if self.load.resuming and not line.startswith(b"+FULLRESYNC"):
+            self.load.discard_parked()    # (the master did not resume it after all)
         if line.startswith(b"+FULLRESYNC"):
             load = self.load
             fr = FullResync.parse(text)

@@ -15,7 +15,12 @@ A cut classic sync of a pyrepl master that named its snapshot (``+FULLRESYNC <re
 decoder mid-stream, the fresh tables) is kept as :class:`Parked` for
 ``repl-full-sync-resume-window`` seconds; the handshake then asks ``REPLCONF resume <id>
 resume-offset <read>`` and, on ``+OK``, the same ``+FULLRESYNC`` and ``$RESUME:<read>``, the
-bytes go on into the kept decoder, whose CRC64 covers the whole payload.
+bytes go on into the kept decoder, whose CRC64 covers the whole payload. A cut rdb-channel
+sync keeps the main channel's buffer too (the stream from the snapshot offset + 1 up to
+``stream_next - 1``, see :class:`Parked`): it is resumed on one connection with
+``stream-offset <stream_next>`` added, the buffer waits beside the load (``resumed_stream``)
+and, once the payload is loaded, becomes the channel's full-sync buffer again, which drains
+before the stream that follows on the connection, as after an rdb-channel sync.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pyrepl.keyspace.ktable import KeyTable
 from pyrepl.rdb.decoder import Aux, End, FunctionSkipped, RdbDecoder, RdbError
 from pyrepl.replication.replica.states import (
     LOAD_BACKOFF_MAX_MS,
+    RDB_CHANNEL,
     TWO_CHANNELS,
     I,
 )
@@ -40,6 +46,7 @@ from pyrepl.replication.wire import (
 )
 
 if TYPE_CHECKING:
+    from pyrepl.replication.replica.rdbchannel import FullSyncBuffer
     from pyrepl.replication.replica.side import ReplicaSide
     from pyrepl.replication.replica.stream import Stream
 
@@ -78,6 +85,9 @@ class Parked:
     rid: str        # the snapshot id
     master: str     # host:port it came from
     at_ms: int      # when it was cut
+    # an rdb-channel sync's: the main channel's buffer, and the stream offset after it
+    stream: FullSyncBuffer | None = None
+    stream_next: int = -1
 
 
 class Load:
@@ -108,6 +118,7 @@ class Load:
         self.resume_id = ""
         self.parked: Parked | None = None
         self.resuming = False
+        self.resumed_stream: FullSyncBuffer | None = None   # (a resumed rdb-channel sync's)
         # A dataset we cannot load: consecutive failures and when to try again (backoff).
         self._failures = 0
         self.retry_at_ms = 0
@@ -141,20 +152,32 @@ class Load:
         self.resume_id = ""
 
     # -- a cut sync that resumes ----------------------------------------------------------------
-    def park(self, master: str) -> bool:
-        """The link was cut in the middle of a classic payload the master can resume: keep
-        what was loaded (the decoder and the fresh tables as they stand) for the window."""
+    def park(self, master: str, stream: FullSyncBuffer | None = None) -> bool:
+        """The link was cut in the middle of a payload the master can resume: keep what was
+        loaded (the decoder and the fresh tables as they stand) for the window; an
+        rdb-channel sync's main-channel buffer too (``stream``, the channel's; else the one a
+        resumed sync brought back). False: nothing kept (the caller's buffer stays its)."""
         ld = self._load
         window = self.core.config.repl_full_sync_resume_window
+        own = stream is None
+        if own:
+            stream = self.resumed_stream
+        two = self.mode == RDB_CHANNEL
         if (ld is None or not self.resume_id or not window
-                or self.mode not in ("disk", "diskless")):
+                or self.mode not in ("disk", "diskless", RDB_CHANNEL)
+                or two != (stream is not None)):
             return False
+        if own:
+            self.resumed_stream = None
         self.parked = Parked(ld, self.transfer_size, self.transfer_read, self.mode,
                              self.master_replid, self.master_initial_offset, self.resume_id,
-                             master, self.side.now)
+                             master, self.side.now, stream,
+                             self.master_initial_offset + 1 + stream.total
+                             if stream is not None else -1)
         self._load = None
+        kept = f" and {stream.total} bytes of its stream" if stream is not None else ""
         self.core.log.notice(f"MASTER <-> REPLICA sync: keeping the {self.transfer_read} bytes "
-                             f"received of snapshot {self.resume_id}, to resume the sync")
+                             f"received of snapshot {self.resume_id}{kept}, to resume the sync")
         return True
 
     def parked_for(self, master: str) -> Parked | None:
@@ -170,9 +193,12 @@ class Load:
         return p
 
     def discard_parked(self) -> None:
-        if self.parked is not None:
+        p = self.parked
+        if p is not None:
             self.core.log.notice(f"MASTER <-> REPLICA sync: discarding what was kept of "
-                                 f"snapshot {self.parked.rid}")
+                                 f"snapshot {p.rid}")
+            if p.stream is not None:
+                p.stream.close()
         self.parked = None
         self.resuming = False
 
@@ -200,6 +226,7 @@ class Load:
         self.side.go(I.BULK_HEADER)
         self._load = p.load
         self.transfer_size, self.transfer_read, self.mode = p.size, p.read, p.mode
+        self.resumed_stream = p.stream
         self.parked = None
         self.resuming = False
         self.transfer_lastio_ms = self.side.now
@@ -217,6 +244,9 @@ class Load:
         if self._load is not None:
             self._load = None
             self.core.log.notice("MASTER <-> REPLICA sync: Discarding temporary DB in background")
+        if self.resumed_stream is not None:
+            self.resumed_stream.close()
+            self.resumed_stream = None
         self.transfer_size = -1
         self.transfer_read = 0
 
@@ -462,6 +492,9 @@ class Load:
                   bytes=self.transfer_read, mode=self.mode)
         self.transfer_size = -1
         self.transfer_read = 0
+        kept, self.resumed_stream = self.resumed_stream, None
+        if kept is not None:   # a resumed rdb-channel sync: what its main channel had buffered
+            side.channel.adopt(kept)
         if ld.usemark or rdbch:
             stream.send_ack()  # rdb channel: REPLCONF ACK <snapshot offset>
         # a diskless payload's last read is not the stream's (see ReplicaSide.link_is_up)

@@ -332,6 +332,7 @@ class ReplicaSide:
         if self.channel.buffering:
             log.warning(f"I/O error on the main channel while the rdb channel loads: "
                         f"{error or 'connection lost'}")
+            self.channel.park()      # (a pyrepl master may let it resume)
             self.cancel_handshake(True, I.LINK_LOST, "main-channel-lost", error)
             return
         if self.load.transfer_size == -1:
@@ -641,6 +642,9 @@ class ReplicaSide:
             # diskless, rdb-channel for Redis 8's, dual-channel for Valkey's; "" before any)
             ("master_sync_mode", self.load.mode),
             *self.channel.spill_fields(),
+            # pyrepl's: the payload bytes kept of a cut sync that may resume (0: none)
+            ("master_sync_resume_kept_bytes",
+             self.load.parked.read if self.load.parked is not None else 0),
         ])
         return fields
 
