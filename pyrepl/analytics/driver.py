@@ -116,7 +116,8 @@ _M_HI = {"psync_decision": (("m_result", "result"), ("reason", "reason"), ("gap"
                             ("req_replid", "req_replid"), ("req_offset", "req_offset"),
                             ("backlog_size", "backlog_size"),
                             ("backlog_histlen", "backlog_histlen"),
-                            ("master_repl_offset", "master_repl_offset")),
+                            ("master_repl_offset", "master_repl_offset"),
+                            ("m_resume_from", "offset")),
          "fullsync_fork": (("m_mode", "mode"), ("m_queued_ms", "queued_ms"),
                            ("m_max_bandwidth", "max_bandwidth")),
          "fullsync_rdb_sent": (("m_mode", "mode"), ("m_rdb_bytes", "bytes"),
@@ -330,6 +331,7 @@ def _sync_row(a: Row, b: Row, bucket_s: float) -> Row:
                     else _coalesce(g("m_spilled"), h("r_spilled"))) if full else None,
         "queued_ms": g("m_queued_ms") if full else None,
         "max_bandwidth": g("m_max_bandwidth") if full else None,
+        "resumed_from": g("m_resume_from") if result == "resume" else None,
     }
 
 
@@ -751,7 +753,9 @@ def summarize(syncs: Sequence[Row], recs: Sequence[Row], streaks: Sequence[Row],
             "queued": len(queued), "queued_ms": _stat(s["queued_ms"] for s in queued),
             "paced": len(paced),
             "paced_throughput_bytes_per_s": _stat(s["throughput_bps"] for s in paced),
-            "resumed": sum(1 for s in syncs if s["result"] == "resume")},
+            "resumed": sum(1 for s in syncs if s["result"] == "resume"),
+            "resumed_bytes": sum(s["resumed_from"] or 0 for s in syncs
+                                 if s["result"] == "resume")},
         "partial_syncs": {"count": n_part, "bytes": _stat(s["partial_bytes"] for s in part),
                           "backlog_fraction": _stat(s["backlog_fraction"] for s in part)},
         "failures": {

@@ -61,7 +61,8 @@ SUMMARY_KEYS: dict[str, str] = {
                   "by_mode_durations, rdb_bytes, rdb_bytes_total, throughput_bytes_per_s, "
                   "queued and queued_ms (waited for a turn: repl-full-sync-max-concurrent), "
                   "paced and paced_throughput_bytes_per_s (repl-sync-max-bandwidth), resumed "
-                  "(cut full syncs that went on: result resume)",
+                  "(cut full syncs that went on: result resume) and resumed_bytes (the "
+                  "payload bytes they did not send again)",
     "partial_syncs": "count, bytes (backlog sent), backlog_fraction (bytes / backlog size)",
     "failures": "failed_syncs, by_reason, attempts_per_recovery, full_sync_loops "
                 "(stretches of a replica without a working link, from a link loss or from "
@@ -331,7 +332,8 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
     parts.append(html_table(["reason", "by PSYNC reason", "by cause"],
                         [[k, a, b] for k, (a, b) in causes.items()]))
     parts.append(f"<p>{fs['resumed']:,} cut full syncs resumed where they stopped "
-                 f"(repl-full-sync-resume-window); {fs['queued']:,} waited for a turn "
+                 f"(repl-full-sync-resume-window), {human_bytes(fs['resumed_bytes'])} of "
+                 f"payload not sent again; {fs['queued']:,} waited for a turn "
                  f"(repl-full-sync-max-concurrent); {fs['paced']:,} transfers paced "
                  f"(repl-sync-max-bandwidth).</p>")
     parts.append(html_table(["phase", "count", "p50", "p90", "p99", "max"],

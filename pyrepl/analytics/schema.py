@@ -86,7 +86,7 @@ TABLE_COLUMNS: dict[str, str] = {
              "total_ms double, rdb_bytes bigint, throughput_bps double, keys bigint, "
              "partial_bytes bigint, backlog_fraction double, buffer_kind string, "
              "buffer_peak bigint, buffer_limit bigint, near_limit boolean, lost_reason string, "
-             "spilled bigint, queued_ms double, max_bandwidth bigint",
+             "spilled bigint, queued_ms double, max_bandwidth bigint, resumed_from bigint",
     "recoveries": "replica string, master string, rec bigint, t_down double, "
                   "down_reason string, intentional boolean, t_up double, up_sync_id string, "
                   "up_master string, kind string, t_caught_up double, downtime_ms double, "

@@ -85,7 +85,9 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
     aggs += [F.sum(F.when(queued, 1).otherwise(0)).alias("queued_n"),
              F.sum(F.when(paced, 1).otherwise(0)).alias("paced_n"),
              F.sum(F.when(is_all & (c("result") == "resume"), 1).otherwise(0))
-             .alias("resumed_n")]
+             .alias("resumed_n"),
+             F.sum(F.when(is_all & (c("result") == "resume"), c("resumed_from")))
+             .alias("resumed_b")]
     aggs += stat_aggs("partial_bytes", F.when(is_all & part, c("partial_bytes")))
     aggs += stat_aggs("backlog_fraction", F.when(is_all & part, c("backlog_fraction")))
     aggs += stat_aggs("peak", F.when(is_buf, c("buffer_peak")))
@@ -99,7 +101,7 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
         row = {"n": 0, "partial": 0, "full": 0, "failed": 0, "failed_full": 0, "obb": 0,
                "unfixable": 0, "rdb_bytes_total": None, "need_q": None, "max_need": None,
                **{f"le{k}": 0 for k in CURVE_POWERS}}
-        row.update({"queued_n": 0, "paced_n": 0, "resumed_n": 0})
+        row.update({"queued_n": 0, "paced_n": 0, "resumed_n": 0, "resumed_b": 0})
         for name in ("snapshot", "transfer", "load", "drain", "total", "rdb_bytes",
                      "throughput", "partial_bytes", "backlog_fraction", "queued",
                      "paced_throughput"):
@@ -164,6 +166,7 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
             "paced": int(row["paced_n"] or 0),
             "paced_throughput_bytes_per_s": stat_from_row(row, "paced_throughput"),
             "resumed": int(row["resumed_n"] or 0),
+            "resumed_bytes": int(row["resumed_b"] or 0),
         },
         "partial_syncs": {
             "count": n_part,

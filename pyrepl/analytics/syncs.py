@@ -75,6 +75,7 @@ def master_syncs(sev: Any) -> Any:
         _pick(F, dec, "backlog_size").alias("backlog_size"),
         _pick(F, dec, "backlog_histlen").alias("backlog_histlen"),
         _pick(F, dec, "master_repl_offset").alias("master_repl_offset"),
+        _pick(F, dec, "offset").alias("m_resume_from"),
         _pick(F, e.isin("fullsync_fork", "fullsync_rdb_sent", "replica_online"), "mode")
         .alias("m_mode"),
         _pick(F, e == "fullsync_rdb_sent", "bytes").alias("m_rdb_bytes"),
@@ -222,4 +223,6 @@ def build_syncs(m: Any, r: Any, bucket_s: float, window_s: float = MATCH_WINDOW_
                .otherwise(F.coalesce(c("m_spilled"), c("r_spilled")))).alias("spilled"),
         # repl-full-sync-max-concurrent's wait for a turn; repl-sync-max-bandwidth's pace
         F.when(full, c("m_queued_ms")).alias("queued_ms"),
-        F.when(full, c("m_max_bandwidth")).alias("max_bandwidth"))
+        F.when(full, c("m_max_bandwidth")).alias("max_bandwidth"),
+        # a resumed full sync: the payload byte it went on from (the bytes not sent again)
+        F.when(result == "resume", c("m_resume_from")).alias("resumed_from"))

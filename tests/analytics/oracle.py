@@ -247,6 +247,7 @@ def master_syncs(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "req_offset": pick(dec, "req_offset"), "backlog_size": pick(dec, "backlog_size"),
             "backlog_histlen": pick(dec, "backlog_histlen"),
             "master_repl_offset": pick(dec, "master_repl_offset"),
+            "m_resume_from": pick(dec, "offset"),
             "m_mode": pick([e for e in evs if e["event"] in (
                 "fullsync_fork", "fullsync_rdb_sent", "replica_online")], "mode"),
             "m_rdb_bytes": pick([e for e in evs if e["event"] == "fullsync_rdb_sent"], "bytes"),
@@ -340,7 +341,7 @@ def match_halves(m: list[dict[str, Any]], r: list[dict[str, Any]],
 M_COLS = ("t_decision", "m_result", "reason", "gap", "req_replid", "req_offset", "backlog_size",
           "backlog_histlen", "master_repl_offset", "m_mode", "m_rdb_bytes", "partial_bytes",
           "t_online", "m_online_peak", "t_lost", "lost_reason", "m_lost_peak", "m_buffer_limit",
-          "m_spilled", "m_queued_ms", "m_max_bandwidth")
+          "m_spilled", "m_queued_ms", "m_max_bandwidth", "m_resume_from")
 R_COLS = ("t_first_event", "t_psync", "r_req_replid", "r_req_offset", "reply_result",
           "t_first_byte", "t_rdb_received", "r_rdb_bytes", "t_load_done", "keys", "t_drained",
           "r_buffer_peak", "r_buffer_limit", "t_link_up", "up_result", "t_caught_up", "r_mode",
@@ -445,6 +446,7 @@ def build_syncs(m: list[dict[str, Any]], r: list[dict[str, Any]], bucket_s: floa
                         else coalesce(s["m_spilled"], s["r_spilled"])) if full else None,
             "queued_ms": s["m_queued_ms"] if full else None,
             "max_bandwidth": s["m_max_bandwidth"] if full else None,
+            "resumed_from": s["m_resume_from"] if result == "resume" else None,
         })
     for _, rows in group(out, lambda x: (x["master"], x["replica"])).items():
         rows.sort(key=lambda x: (x["ts"], x["sync_key"]))
@@ -766,6 +768,8 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
             "paced": len(paced),
             "paced_throughput_bytes_per_s": stat(s["throughput_bps"] for s in paced),
             "resumed": sum(1 for s in syncs if s["result"] == "resume"),
+            "resumed_bytes": sum(s["resumed_from"] or 0 for s in syncs
+                                 if s["result"] == "resume"),
         },
         "partial_syncs": {"count": n_part, "bytes": stat(s["partial_bytes"] for s in part),
                           "backlog_fraction": stat(s["backlog_fraction"] for s in part)},
