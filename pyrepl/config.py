@@ -858,6 +858,11 @@ DIRECTIVES: tuple[Directive, ...] = (
          help="seconds a cut full sync may resume in (pyrepl replicas of a pyrepl master; the "
               "master keeps the snapshot's copy in dir and its stream, the replica what it "
               "loaded); 0 = off"),
+    Directive("repl-full-sync-resume-tail", "memory", "32mb", lo=0, hi=LLONG_MAX,
+              unsigned=True, origin="pyrepl",
+              help="bytes of a diskless snapshot its child holds in memory for a cut sync to "
+                   "resume from: the copy in dir starts that far back from the cut (a replica "
+                   "that had parsed less resyncs in full); 0 = copy the whole payload"),
     # Unix socket, protected actions, shutdown (Redis 7.0, with their behaviour)
     _str("unixsocket", "", mutable=False),
     Directive("unixsocketperm", "special", "0", mutable=False, lo=0, hi=0o777, unsigned=True,

@@ -46,11 +46,24 @@ is kept), a few MB per event-loop turn; when the socket is full the pump retries
 backoff. Over TLS the file is read in chunks and written to the transport while it holds less
 than ``RELAY_HIGH`` bytes. The end is reported with ``MasterSide.bulk_sent`` and the output it produces (the held
 stream) is flushed at once.
+
+Copies kept for resumed syncs (``keep``, pyrepl.replication.master.resume): a disk snapshot's
+file is kept opened (``keep_file``). A diskless child keeps the last ``tail`` payload bytes it
+wrote in memory (whole chunks, at least ``tail`` bytes); when a target's write fails (a cut
+replica) it writes them to an unlinked file in ``dir``, after an 8-byte header naming the first
+payload byte they are (the copy's base), and from then on every chunk it makes, even when no
+socket is left; a child no target failed in writes its tail at the end (a replica cut after
+the child wrote its last byte may still resume). A replica resumes from byte ``n`` when ``base
+<= n``: what it had not parsed when the link was cut was at most in the sockets' buffers, which
+``tail`` (``repl-full-sync-resume-tail``, 32 MB) covers. ``tail`` 0 copies the whole payload
+from the start. The copy is never paced; its result line's id is ``KEPT_CID`` and its byte
+count the payload's end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import fcntl
 import itertools
 import mmap
@@ -83,7 +96,8 @@ PIPE_SIZE = 1 << 20     # F_SETPIPE_SZ for the relay pipes (best effort)
 RESULT_WAIT_S = 0.1
 _F_SETPIPE_SZ = 1031
 _RATE = struct.Struct("=q")   # the shared repl-sync-max-bandwidth cell
-KEPT_CID = 0   # the child's target for a kept copy (client ids start at 1)
+KEPT_CID = 0   # the child's result line for a kept copy (client ids start at 1)
+COPY_HEAD = struct.Struct("<q")   # a child's copy starts with its base (its first payload byte)
 
 
 class _Relay:
@@ -212,22 +226,27 @@ class _SocketJob:
 
 
 class _Kept:
-    """A snapshot's payload kept for resumed syncs: its fd, its size once whole."""
+    """A snapshot's payload kept for resumed syncs: its fd, its end once whole, the first
+    payload byte it holds and where that is in the file."""
 
-    __slots__ = ("fd", "size", "pid")
+    __slots__ = ("fd", "size", "pid", "base", "skip", "dropped")
 
-    def __init__(self, fd: int, size: int, pid: int) -> None:
+    def __init__(self, fd: int, size: int, pid: int, base: int = 0, skip: int = 0) -> None:
         self.fd = fd
-        self.size = size      # -1 while a child writes it
+        self.size = size      # the payload's end; -1 while a child writes it
         self.pid = pid        # that child (0: a file kept whole)
+        self.base = base      # the first payload byte the file holds (-1: not known yet)
+        self.skip = skip      # the file bytes before it (a child's copy: its header)
+        self.dropped = False  # freed (a bulk following it as it grows fails)
 
 
 class _Bulk:
     __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle",
-                 "pacer")
+                 "pacer", "kept")
 
     def __init__(self, client: ReplClient, fd: int, size: int, offset: int = 0,
-                 pre: bytes | None = None) -> None:
+                 pre: bytes | None = None, kept: _Kept | None = None) -> None:
+        self.kept = kept      # a copy a child still writes: sent as it grows
         self.pacer = Pacer(time.monotonic())
         self.client = client
         self.fd = fd
@@ -299,19 +318,21 @@ class MasterIO:
     # -- diskless: the child writes to the sockets --------------------------------------------
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
-                              timeout_ms: int, keep: tuple[str, str] | None = None) -> int:
+                              timeout_ms: int, keep: tuple[str, str, int] | None = None) -> int:
         """Fork a child that writes each target's preamble, the payload and the trailer to the
         target's socket (and to a kept copy: ``keep``, see the port). Returns the child's pid
         (raises OSError when it cannot start)."""
         kept_fd = self._open_copy(keep[1], keep[0]) if keep is not None else -1
+        tail = keep[2] if keep is not None else 0
         try:
-            pid = self._start_socket_snapshot(targets, payload, trailer, timeout_ms, kept_fd)
+            pid = self._start_socket_snapshot(targets, payload, trailer, timeout_ms, kept_fd,
+                                              tail)
         except OSError:
             if kept_fd >= 0:
                 os.close(kept_fd)
             raise
         if keep is not None:
-            self._kept[keep[0]] = _Kept(kept_fd, -1, pid)
+            self._kept[keep[0]] = _Kept(kept_fd, -1, pid, -1, COPY_HEAD.size)
         return pid
 
     @staticmethod
@@ -324,7 +345,7 @@ class MasterIO:
 
     def _start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                                payload: Callable[[], Iterable[bytes]], trailer: bytes,
-                               timeout_ms: int, kept_fd: int) -> int:
+                               timeout_ms: int, kept_fd: int, tail: int) -> int:
         dups: dict[int, socket.socket] = {}
         pipes: dict[int, tuple[int, int]] = {}     # TLS targets: (read end, write end)
         opened: list[int] = []
@@ -341,8 +362,6 @@ class MasterIO:
             raise
         plan = [(c.id, pipes[c.id][1] if c.id in pipes else dups[c.id].fileno(), pre)
                 for c, pre in targets]
-        if kept_fd >= 0:
-            plan.append((KEPT_CID, kept_fd, b""))
         result_r, result_w = r, w
 
         def job() -> int:
@@ -350,7 +369,8 @@ class MasterIO:
             for pr, _ in pipes.values():
                 os.close(pr)    # so a relay the parent stops makes the child's writes fail
             return stream_to_sockets(plan, payload, trailer, timeout_ms, result_w,
-                                     self.sync_bandwidth)
+                                     self.sync_bandwidth,
+                                     (kept_fd, tail) if kept_fd >= 0 else None)
 
         try:
             pid = self.server.host.fork_child(job, "rdb-to-replicas")
@@ -399,11 +419,23 @@ class MasterIO:
         kept = job.results.pop(KEPT_CID, None)
         for rid, k in list(self._kept.items()):
             if k.pid == pid:
-                if kept is not None and kept[0]:
+                if kept is not None and kept[0] and self._read_base(k):
                     k.size, k.pid = kept[1], 0
                 else:
                     self.drop_kept(rid)
         return job.results
+
+    @staticmethod
+    def _read_base(k: _Kept) -> bool:
+        """A child's copy: its base, once the child has written its header."""
+        if k.base < 0:
+            try:
+                head = os.pread(k.fd, COPY_HEAD.size, 0)
+            except OSError:
+                return False
+            if len(head) == COPY_HEAD.size:
+                k.base = COPY_HEAD.unpack(head)[0]
+        return k.base >= 0
 
     # -- copies kept for resumed syncs ------------------------------------------------------------
     def keep_file(self, rid: str, path: str) -> None:
@@ -420,12 +452,19 @@ class MasterIO:
         k = self._kept.get(rid)
         return k.size if k is not None else -1
 
+    def kept_base(self, rid: str) -> int:
+        k = self._kept.get(rid)
+        if k is None or not self._read_base(k):
+            return -1
+        return k.base
+
     def kept_ids(self) -> list[str]:
         return list(self._kept)
 
     def drop_kept(self, rid: str) -> None:
         k = self._kept.pop(rid, None)
         if k is not None:
+            k.dropped = True
             try:
                 os.close(k.fd)
             except OSError:
@@ -433,9 +472,14 @@ class MasterIO:
 
     def send_kept(self, c: ReplClient, rid: str, offset: int, header: bytes) -> None:
         k = self._kept.get(rid)
-        if k is None or k.size < 0:
-            raise OSError(f"no whole copy kept as {rid}")
-        self._start_bulk(_Bulk(c, os.dup(k.fd), k.size, min(offset, k.size), header))
+        if k is None or not self._read_base(k) or offset < k.base:
+            raise OSError(f"no copy kept as {rid} from byte {offset}")
+        if k.size >= 0:     # whole (file positions)
+            end = k.skip + k.size - k.base
+            self._start_bulk(_Bulk(c, os.dup(k.fd), end, min(k.skip + offset - k.base, end),
+                                   header))
+        else:               # the child still writes it: sent as it grows
+            self._start_bulk(_Bulk(c, os.dup(k.fd), 0, k.skip + offset - k.base, header, k))
 
     def socket_target_done(self, pid: int, cid: int) -> bool:
         """True when the child of ``pid`` reported the whole payload and trailer written to
@@ -512,6 +556,19 @@ class MasterIO:
             data = c.data_to_send()  # replies produced before the bulk starts go first
             if data:
                 t.write(data)
+        k = b.kept
+        if k is not None:   # a copy a child still writes: up to what it wrote so far
+            if k.dropped:
+                self._finish(b, False, "the snapshot's copy failed")
+                return
+            if k.size >= 0:
+                b.size, b.kept = k.skip + k.size - k.base, None   # whole now
+            else:
+                try:
+                    b.size = os.fstat(b.fd).st_size
+                except OSError as e:
+                    self._finish(b, False, e.strerror or str(e))
+                    return
         bps = self.sync_bandwidth()
         now = time.monotonic()
         budget = min(PUMP_BUDGET, b.pacer.allowance(bps, now))
@@ -528,7 +585,7 @@ class MasterIO:
         except OSError as e:
             self._finish(b, False, e.strerror or str(e))
             return
-        if not b.pre and b.offset >= b.size:
+        if not b.pre and b.offset >= b.size and b.kept is None:
             self._finish(b, True, "")
         else:
             self._again(b, progress > 0)
@@ -643,13 +700,68 @@ def _unpaced() -> int:
     return 0
 
 
+class _Copy:
+    """A diskless child's copy of the payload for resumed syncs (see the module docstring):
+    the last ``tail`` bytes in memory until ``start``, then everything into the file."""
+
+    __slots__ = ("fd", "tail", "ring", "held", "pos", "started", "error")
+
+    def __init__(self, fd: int, tail: int) -> None:
+        self.fd = fd
+        self.tail = tail
+        self.ring: collections.deque[bytes] = collections.deque()
+        self.held = 0          # bytes in the ring
+        self.pos = 0           # payload bytes made so far
+        self.started = False
+        self.error = ""
+        if not tail:
+            self.start()       # (0: the whole payload)
+
+    def add(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self.pos += len(chunk)
+        if self.started:
+            self._write(chunk)
+            return
+        ring = self.ring
+        ring.append(chunk)
+        self.held += len(chunk)
+        while self.held - len(ring[0]) >= self.tail:
+            self.held -= len(ring.popleft())
+
+    def start(self) -> None:
+        """From here on the copy is written: its header, then what the ring holds."""
+        if self.started:
+            return
+        self.started = True
+        self._write(COPY_HEAD.pack(self.pos - self.held))
+        for chunk in self.ring:
+            self._write(chunk)
+        self.ring.clear()
+        self.held = 0
+
+    def _write(self, data: bytes) -> None:
+        if self.error:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError as e:
+            self.error = (e.strerror or str(e) or "write error").replace("\n", " ")
+
+
 def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], Iterable[bytes]],
                       trailer: bytes, timeout_ms: int, result_fd: int,
-                      rate: Callable[[], int] = _unpaced) -> int:
+                      rate: Callable[[], int] = _unpaced,
+                      kept: tuple[int, int] | None = None) -> int:
     """The diskless snapshot child: write each preamble, the payload and the trailer to every
     socket of ``plan`` ((client id, fd, preamble)), each at most ``rate()`` bytes/s (0: as fast
-    as it takes them); report per target to ``result_fd``.
-    Returns the exit code: 0 when the whole payload reached at least one replica."""
+    as it takes them); report per target to ``result_fd``. ``kept`` (fd, tail): a copy of the
+    payload for resumed syncs (``_Copy``), reported as ``KEPT_CID`` with the payload's end.
+    Returns the exit code: 0 when the whole payload reached at least one replica (or the
+    copy)."""
     now = time.monotonic()
     targets = [_Target(cid, fd, pre, now) for cid, fd, pre in plan]
     timeout = max(0.001, timeout_ms / 1000.0)
@@ -667,23 +779,45 @@ def stream_to_sockets(plan: list[tuple[int, int, bytes]], payload: Callable[[], 
         except OSError:
             pass
 
+    copy = _Copy(*kept) if kept is not None else None
+
+    def step(chunk: bytes, done: Callable[[_Target], None] | None = None) -> bool:
+        """``chunk`` to the copy and every live target; False when neither is left."""
+        if copy is not None:
+            copy.add(chunk)
+        live = _write_chunk(targets, chunk, timeout, rate, done)
+        if copy is None:
+            return live
+        if not copy.started and any(t.error for t in targets):
+            copy.start()     # a target failed: it may resume from what the ring holds
+        return live or not copy.error
+
     try:
         # the preambles at once (b"": just the preamble), then the payload and the mark
         for chunk in itertools.chain((b"",), payload()):
-            if not _write_chunk(targets, chunk, timeout, rate):
+            if not step(chunk):
                 break
         else:
-            _write_chunk(targets, trailer, timeout, rate, report)
+            step(trailer, report)
+            if copy is not None:
+                copy.start()     # (no target failed: the tail, for one cut at the very end)
     except Exception as e:  # noqa: BLE001 - the RDB could not be produced: every target fails
         code = 1
         for t in targets:
             if not t.error and t.cid not in reported:
                 t.error = f"snapshot error: {e!r}".replace("\n", " ")
+        if copy is not None:
+            copy.error = "snapshot error"
     ok_any = False
     for t in targets:
         ok_any = ok_any or not t.error
         if t.cid not in reported:
             report(t)
+    if copy is not None:
+        ok_any = ok_any or not copy.error
+        kt = _Target(KEPT_CID, copy.fd, b"", 0.0)
+        kt.sent, kt.error = copy.pos, copy.error or ("" if copy.started else "not kept")
+        report(kt)
     try:
         os.close(result_fd)
     except OSError:

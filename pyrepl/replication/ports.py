@@ -53,11 +53,13 @@ class MasterIOPort(Protocol):
 
     def start_socket_snapshot(self, targets: list[tuple[ReplClient, bytes]],
                               payload: Callable[[], Iterable[bytes]], trailer: bytes,
-                              timeout_ms: int, keep: tuple[str, str] | None = None) -> int:
+                              timeout_ms: int, keep: tuple[str, str, int] | None = None) -> int:
         """Fork a child writing each target's preamble, the payload and the trailer to the
         target's connection; its pid (OSError when it cannot start). ``keep`` (id,
-        directory): the child writes the payload and the trailer to a copy kept under that id
-        too (an unlinked file in the directory), whole once the child succeeded."""
+        directory, tail): the child keeps a copy of the payload and the trailer under that id
+        (an unlinked file in the directory), whole once the child ended: the last ``tail``
+        bytes it wrote are held in memory, and the copy starts that far back from where the
+        child was when a target failed (or at the end); 0: it is the whole payload."""
 
     def drop_socket_target(self, c: ReplClient) -> None:
         """End a replica's connection that a snapshot child is writing to."""
@@ -86,6 +88,10 @@ class MasterIOPort(Protocol):
         """The bytes of the copy kept as ``rid``; -1 when there is none, or it is not whole
         yet."""
 
+    def kept_base(self, rid: str) -> int:
+        """The first payload byte the copy kept as ``rid`` holds; -1 when there is no copy,
+        or the child has not started it yet."""
+
     def kept_ids(self) -> list[str]:
         """The ids of the copies kept (whole or being written)."""
 
@@ -93,8 +99,10 @@ class MasterIOPort(Protocol):
         """Free the copy kept as ``rid``."""
 
     def send_kept(self, c: ReplClient, rid: str, offset: int, header: bytes) -> None:
-        """Start sending ``header`` and the copy kept as ``rid`` from byte ``offset`` to its
-        end; the end is reported with ``MasterSide.bulk_sent`` (OSError: no such copy)."""
+        """Start sending ``header`` and the copy kept as ``rid`` from payload byte ``offset``
+        (not before its base) to its end, a copy its child still writes as it grows; the end
+        is reported with ``MasterSide.bulk_sent`` (OSError: no such copy, or none holding
+        that byte)."""
 
 
 class ReplicaIOPort(Protocol):

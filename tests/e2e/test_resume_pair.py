@@ -31,12 +31,16 @@ def _stats(port: int) -> dict:
         return c.info("stats")
 
 
-@pytest.mark.parametrize("diskless", ["yes", "no"])
+@pytest.mark.parametrize("diskless", ["yes", "no", "follow"])
 def test_a_full_sync_cut_halfway_resumes_from_where_it_stopped(tmp_path, diskless: str) -> None:
+    """``follow``: diskless, the child slowed down (``rdb-key-save-delay``) so that it still
+    writes the copy when the replica comes back: the copy is sent as it grows."""
     dm, dr = tmp_path / "m", tmp_path / "r"
     dm.mkdir()
     dr.mkdir()
-    with start_pyrepl("--repl-diskless-sync", diskless, "--repl-diskless-sync-delay", "0",
+    slow = ["--rdb-key-save-delay", "150"] if diskless == "follow" else []
+    with start_pyrepl("--repl-diskless-sync", "no" if diskless == "no" else "yes",
+                      "--repl-diskless-sync-delay", "0", *slow,
                       "--repl-sync-max-bandwidth", "256kb", "--repl-backlog-size", "1mb",
                       "--sync-log-file", "sync.ndjson", tmpdir=str(dm)) as m, \
             ExitStack() as stack:
@@ -58,6 +62,8 @@ def test_a_full_sync_cut_halfway_resumes_from_where_it_stopped(tmp_path, diskles
         have = int(re.search(r"resumed: snapshot \w+ from byte (\d+)", m.log()).group(1))
         assert have > 300_000
         assert "resuming snapshot" in rep.log()
+        if diskless != "yes":   # (an unslowed child may or may not have ended by then)
+            assert ("as its child writes the copy" in m.log()) == (diskless == "follow")
         # the resumed transfer sent the rest only: its header and the payload from ``have``
         # (the replica counts the whole payload, what it kept and what it got)
         (sent,) = [e for e in sync_events(m) if e["event"] == "fullsync_rdb_sent"]

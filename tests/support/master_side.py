@@ -76,8 +76,12 @@ class WireIO:
         self.tbuf: dict[int, int] = {}  # simulated transport buffer sizes
         self.streams_started: list[int] = []  # clients whose stream started (stream_started)
         self.sync_bandwidth = 0  # the last set_sync_bandwidth
-        # copies kept for resumed syncs: id -> (the child writing it or 0, its bytes or None)
+        # copies kept for resumed syncs: id -> (the child writing it or 0, its bytes or None);
+        # a child's copy holds the payload from byte ``copy_base`` on (the real child's tail
+        # ring: a test sets where a cut found the child)
         self.kept: dict[str, tuple[int, bytes | None]] = {}
+        self.kept_bases: dict[str, int] = {}
+        self.copy_base = 0
         self.stuck: set[int] = set()  # peers that read nothing: writes pile up in the transport
         self.busy: set[int] = set()  # transports that are not drained
         self.children: dict[int, tuple] = {}
@@ -141,7 +145,8 @@ class WireIO:
             res[c.id] = (True, len(pre) + len(rdb) + len(trailer), "")
         for rid, (kpid, _) in list(self.kept.items()):
             if kpid == pid and only is None:
-                self.kept[rid] = (pid, rdb + trailer)
+                self.kept[rid] = (pid, (rdb + trailer)[self.copy_base:])
+                self.kept_bases[rid] = self.copy_base
 
     def finish_socket_snapshot(self, pid: int) -> dict[int, tuple[bool, int, str]]:
         return self.results.pop(pid, {})
@@ -176,19 +181,27 @@ class WireIO:
 
     def kept_size(self, rid: str) -> int:
         k = self.kept.get(rid)
-        return len(k[1]) if k is not None and k[1] is not None else -1
+        return self.kept_base(rid) + len(k[1]) if k is not None and k[1] is not None else -1
+
+    def kept_base(self, rid: str) -> int:
+        k = self.kept.get(rid)
+        if k is None:
+            return -1
+        return self.kept_bases.get(rid, 0 if k[1] is not None else -1)
 
     def kept_ids(self) -> list[str]:
         return list(self.kept)
 
     def drop_kept(self, rid: str) -> None:
         self.kept.pop(rid, None)
+        self.kept_bases.pop(rid, None)
 
     def send_kept(self, c: Client, rid: str, offset: int, header: bytes) -> None:
         k = self.kept.get(rid)
-        if k is None or k[1] is None:
-            raise OSError(f"no whole copy kept as {rid}")
-        self.bulks[c.id] = (c, header + k[1][offset:])
+        base = self.kept_base(rid)
+        if k is None or k[1] is None or offset < base:
+            raise OSError(f"no whole copy kept as {rid} from byte {offset}")
+        self.bulks[c.id] = (c, header + k[1][offset - base:])
 
 
 class Master:

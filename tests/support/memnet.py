@@ -186,6 +186,9 @@ class MemMasterIO:
     def kept_size(self, rid: str) -> int:
         return -1
 
+    def kept_base(self, rid: str) -> int:
+        return -1
+
     def kept_ids(self) -> list[str]:
         return []
 

@@ -279,6 +279,7 @@ REDIS_DEFAULTS = {
     "sync-log-file": "", "sync-log-max-size": str(64 * 1024 * 1024), "sync-log-max-files": "8",
     "repl-full-sync-spill-threshold": "0", "repl-sync-max-bandwidth": "0",
     "repl-full-sync-max-concurrent": "0", "repl-full-sync-resume-window": "60",
+    "repl-full-sync-resume-tail": str(32 * 1024 * 1024),
 }
 # Redis 7.0's config.c flags (IMMUTABLE_CONFIG, PROTECTED_CONFIG, HIDDEN_CONFIG), plus the
 # Redis 8 names, hidden because Redis 7.0 has no such config.
@@ -1068,7 +1069,8 @@ NOT_IN_REDIS_7 = set(REDIS8_DEFAULTS) | {"sync-log-file", "sync-log-max-size",
                                          "sync-log-max-files", "repl-full-sync-spill-threshold",
                                          "repl-sync-max-bandwidth",
                                          "repl-full-sync-max-concurrent",
-                                         "repl-full-sync-resume-window"}
+                                         "repl-full-sync-resume-window",
+                                         "repl-full-sync-resume-tail"}
 
 
 def test_directives_beyond_redis_7_are_the_ones_its_server_lacks() -> None:

@@ -140,7 +140,8 @@ def test_resume_is_only_for_replicas_that_asked_and_within_what_is_kept(tmp_path
     size = m.io.kept_size(rid)
     assert size > 0
     c.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", str(size + 1)))
-    assert c.data_to_send() == b"-ERR resume offset %d is out of the snapshot\r\n" % (size + 1)
+    assert c.data_to_send() == (b"-ERR resume offset %d is out of the snapshot's copy\r\n"
+                                % (size + 1))
     m.run("REPLICAOF", "NO", "ONE")           # (a no-op on a master: the history is the same)
     assert rid in m.side.resume.kept
     m.side.disconnect_replicas()              # what REPLICAOF does to the history
@@ -308,3 +309,42 @@ def test_an_rdb_channel_closed_after_its_whole_rdb_is_not_a_cut(tmp_path) -> Non
     assert m.side.resume.kept == {} and not any(" cut: snapshot" in ln for ln in m.log())
     m.tick(1000)
     assert m.io.kept_ids() == []            # the child's copy goes too
+
+
+def test_a_diskless_copy_that_starts_after_the_replica_s_byte_is_refused(tmp_path) -> None:  # noqa: ANN001
+    """The child holds only its last repl-full-sync-resume-tail bytes in memory: its copy
+    starts that far back from the cut (``copy_base`` here). A replica that had less resyncs in
+    full; one within the copy gets the rest from its byte."""
+    m = Master(tmp_path)
+    fill(m)
+    m.io.copy_base = base = 100
+    a = m.replica("eof", "psync2", RESUME)
+    m.send(a, "PSYNC", "?", "-1")
+    (pid,) = m.io.children
+    targets, rdb, trailer = m.io.children[pid]
+    _, _, rid, _ = _split_preamble(dict(targets)[a])
+    m.core.client_closed(a)
+    # back before the child ended: the copy's base is not known, so a later byte is taken on
+    # trust and judged when the copy is whole
+    early = m.replica("eof", "psync2", RESUME)
+    early.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", str(base - 1)))
+    assert early.data_to_send() == b"+OK\r\n"
+    m.send(early, "PSYNC", "?", "-1")
+    assert m.link(early).state is S.WAIT_BGSAVE_END
+    m.io.run_child(pid)
+    m.child_exits(pid)
+    assert early.closed            # its byte was not in the copy: it will resync in full
+    assert any("does not hold byte 99" in ln for ln in m.log())
+    # the copy is whole now: judged at once
+    c = m.replica("eof", "psync2", RESUME)
+    c.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", str(base - 1)))
+    assert c.data_to_send().startswith(b"-ERR resume offset 99 is out of the snapshot's copy")
+    d = m.replica("eof", "psync2", RESUME)
+    d.receive_data(cmd("REPLCONF", "resume", rid, "resume-offset", str(base + 50)))
+    assert d.data_to_send() == b"+OK\r\n"
+    m.send(d, "PSYNC", "?", "-1")
+    m.io.complete_bulk(m.core, d)
+    m.flush()
+    _, _, _, rest = _split_preamble(m.wire(d))
+    head = b"$RESUME:%d\r\n" % (base + 50)
+    assert rest.startswith(head + (rdb + trailer)[base + 50:])

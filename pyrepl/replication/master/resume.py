@@ -11,9 +11,11 @@ What is kept (:class:`Kept`, one per snapshot that had a cut sync):
 
 - the payload's bytes as they were sent, in a copy the I/O adapter keeps: a disk snapshot's
   file, opened when its BGSAVE ends (a later BGSAVE renaming a new file over it changes
-  nothing); a diskless snapshot's RDB and mark, which its child also writes to an unlinked file
-  in ``dir`` as it writes to the sockets (so the child is not killed when its last replica
-  goes while a cut sync of it may resume);
+  nothing); a diskless snapshot's RDB and mark, which its child writes to an unlinked file in
+  ``dir`` from ``repl-full-sync-resume-tail`` bytes before where it was when a replica was cut
+  (it holds them in memory until then: pyrepl.net.master_io's ``_Copy``), on to the end (so
+  the child is not killed when its last replica goes while a cut sync of it may resume); a
+  replica asking for a byte before the copy's start (``kept_base``) syncs in full;
 - the stream from the snapshot offset on: the cut link's place in the shared buffer becomes the
   snapshot's hold (every replica of one snapshot needs the same bytes), limited like a
   replica's output (``client-output-buffer-limit replica``).
@@ -200,12 +202,30 @@ class Resumes:
                     self._drop(k)
 
     def copy_ready(self, link: ReplicaLink, ok: bool) -> None:
-        """A resumed link waited for its snapshot's copy: now send it, or give up."""
-        io = self.side.io
-        if not ok or io is None or io.kept_size(link.resume_id) < 0:
+        """A resumed link's copy is whole, or its child started writing it: send it (as it
+        grows), or give up (the copy may start after the byte it asked for: then its replica
+        resyncs in full)."""
+        if not ok or not self._copy_holds(link.resume_id, link.resume_from, whole=False,
+                                          started=True):
+            self.core.log.warning(f"Resumed sync of replica {link.name()} failed: the copy of "
+                                  f"snapshot {link.resume_id} does not hold byte "
+                                  f"{link.resume_from}")
             self.side.close_link(link, "snapshot-failed")
             return
         self._send(link)
+
+    def _copy_holds(self, rid: str, offset: int, whole: bool, started: bool = False) -> bool:
+        """The copy kept as ``rid`` holds payload byte ``offset`` on (``whole``: it must be
+        whole; ``started``: its child must have started writing it; a copy still being
+        written is judged by its base only, once it has one)."""
+        io = self.side.io
+        if io is None or offset < 0:
+            return False
+        base = io.kept_base(rid)
+        size = io.kept_size(rid)
+        if (whole and size < 0) or (started and base < 0):
+            return False
+        return (base < 0 or base <= offset) and (size < 0 or offset <= size)
 
     # -- the replica comes back -------------------------------------------------------------------
     def request(self, link: ReplicaLink, rid: str, offset: int, stream: int = -1) -> None:
@@ -215,10 +235,8 @@ class Resumes:
         k = self.kept.get(rid.lower())
         if k is None or k.hold is None:
             raise ReplyError(f"ERR no snapshot {rid} to resume")
-        io = self.side.io
-        size = io.kept_size(k.id) if io is not None and k.snapshot is None else -1
-        if offset < 0 or (size >= 0 and offset > size):
-            raise ReplyError(f"ERR resume offset {offset} is out of the snapshot")
+        if not self._copy_holds(k.id, offset, whole=k.snapshot is None):
+            raise ReplyError(f"ERR resume offset {offset} is out of the snapshot's copy")
         wanted = stream if stream >= 0 else k.offset + 1
         if not k.hold_from <= wanted <= self.manager.master_repl_offset + 1:
             raise ReplyError(f"ERR stream offset {wanted} is not kept (from {k.hold_from})")
@@ -266,8 +284,9 @@ class Resumes:
                        reason=RESULT, master_repl_offset=self.manager.master_repl_offset,
                        backlog_size=core.config.repl_backlog_size,
                        backlog_histlen=backlog.histlen, offset=link.resume_from)
-        if k.snapshot is None:
-            self._send(link)
+        io = self.side.io
+        if k.snapshot is None or (io is not None and io.kept_base(k.id) >= 0):
+            self.copy_ready(link, True)   # (a copy its child still writes is sent as it grows)
         return True
 
     def _send(self, link: ReplicaLink) -> None:
@@ -282,12 +301,16 @@ class Resumes:
             self.core.log.warning(f"Resumed sync failed: can't read the kept snapshot: {e}")
             self.side.close_link(link, "rdb-open-failed")
             return
+        if io.kept_size(link.resume_id) < 0:
+            self.core.log.notice(f"Sending snapshot {link.resume_id} to replica {link.name()} "
+                                 f"as its child writes the copy")
         link.go(L.RDB_SAVED)
 
     # -- the cron -------------------------------------------------------------------------------
     def cron(self) -> None:
         """Snapshots past the window since their last cut, or whose stream is over the replica
-        output limits, are freed; so are copies nothing may resume from."""
+        output limits, are freed; so are copies nothing may resume from. A resumed link that
+        waits for a copy gets it as soon as its child has started writing it."""
         now = self.core.now_ms
         for k in list(self.kept.values()):
             if now - k.cut_ms > self.window_ms and not self._in_use(k.id):
@@ -303,6 +326,11 @@ class Resumes:
                     self._drop(k)
         io = self.side.io
         if io is not None:
+            # resumed links waiting for a copy its child had not started when they came back
+            for link in [lk for lk in self.side.links if lk.state is S.WAIT_BGSAVE_END
+                         and lk.resume_from >= 0 and lk.snapshot is not None]:
+                if io.kept_base(link.resume_id) >= 0:
+                    self.copy_ready(link, True)
             for rid in io.kept_ids():
                 if rid not in self.kept and not self._in_use(rid) and not self._running(rid):
                     io.drop_kept(rid)

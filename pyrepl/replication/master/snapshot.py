@@ -248,7 +248,9 @@ class Snapshots:
         try:
             pid = io.start_socket_snapshot(targets, payload, mark,
                                            core.config.repl_timeout * 1000,
-                                           (rid, core.config.dir) if rid else None)
+                                           (rid, core.config.dir,
+                                            int(core.config.repl_full_sync_resume_tail))
+                                           if rid else None)
         except OSError as e:
             core.log.warning(f"Can't save in background: fork: {e}")
             return -1
