@@ -74,8 +74,10 @@ def _sync(m: Conn, master_port: int, rep: Conn, cut: int | None, timeout: float
     wait_until(synced, timeout, 0.01, "in sync")
     took = time.perf_counter() - t0
     # (a pyrepl master counts a diskless transfer's bytes when it reaps the child, which may
-    # come a moment after the replica is in sync)
+    # come a moment after the replica is in sync: an rdb channel's after the replica closed it)
     base = out_cut if cut is not None else out0
+    wait_until(lambda: int(m.info("persistence")["rdb_bgsave_in_progress"]) == 0, 60, 0.01,
+               "the snapshot child's end")
     wait_until(lambda: _out_bytes(m) > base, 30, 0.01, "the transfer counted")
     return took, _out_bytes(m) - base, at_cut
 

@@ -97,7 +97,7 @@ class Kept:
 class Resumes:
     """Cut full syncs that may resume (see the module docstring)."""
 
-    __slots__ = ("core", "manager", "side", "feeding", "kept")
+    __slots__ = ("core", "manager", "side", "feeding", "kept", "awaiting")
 
     def __init__(self, side: MasterSide, feeding: Feeding) -> None:
         self.side = side
@@ -105,6 +105,8 @@ class Resumes:
         self.core: ReplicationHost = side.core
         self.manager: Replication = side.manager
         self.kept: dict[str, Kept] = {}
+        # resumed links waiting for a copy its child had not started when they came back
+        self.awaiting: set[ReplicaLink] = set()
 
     @property
     def window_ms(self) -> int:
@@ -205,6 +207,7 @@ class Resumes:
         """A resumed link's copy is whole, or its child started writing it: send it (as it
         grows), or give up (the copy may start after the byte it asked for: then its replica
         resyncs in full)."""
+        self.awaiting.discard(link)
         if not ok or not self._copy_holds(link.resume_id, link.resume_from, whole=False,
                                           started=True):
             self.core.log.warning(f"Resumed sync of replica {link.name()} failed: the copy of "
@@ -287,6 +290,8 @@ class Resumes:
         io = self.side.io
         if k.snapshot is None or (io is not None and io.kept_base(k.id) >= 0):
             self.copy_ready(link, True)   # (a copy its child still writes is sent as it grows)
+        else:
+            self.awaiting.add(link)       # (follow: as soon as the child starts the copy)
         return True
 
     def _send(self, link: ReplicaLink) -> None:
@@ -309,8 +314,7 @@ class Resumes:
     # -- the cron -------------------------------------------------------------------------------
     def cron(self) -> None:
         """Snapshots past the window since their last cut, or whose stream is over the replica
-        output limits, are freed; so are copies nothing may resume from. A resumed link that
-        waits for a copy gets it as soon as its child has started writing it."""
+        output limits, are freed; so are copies nothing may resume from."""
         now = self.core.now_ms
         for k in list(self.kept.values()):
             if now - k.cut_ms > self.window_ms and not self._in_use(k.id):
@@ -326,14 +330,19 @@ class Resumes:
                     self._drop(k)
         io = self.side.io
         if io is not None:
-            # resumed links waiting for a copy its child had not started when they came back
-            for link in [lk for lk in self.side.links if lk.state is S.WAIT_BGSAVE_END
-                         and lk.resume_from >= 0 and lk.snapshot is not None]:
-                if io.kept_base(link.resume_id) >= 0:
-                    self.copy_ready(link, True)
             for rid in io.kept_ids():
                 if rid not in self.kept and not self._in_use(rid) and not self._running(rid):
                     io.drop_kept(rid)
+
+    def follow(self) -> None:
+        """Every tick while some wait: a resumed link gets its copy as soon as the child has
+        started writing it (it is then sent as it grows)."""
+        io = self.side.io
+        for link in list(self.awaiting):
+            if link.closed or link.state is not S.WAIT_BGSAVE_END or link.snapshot is None:
+                self.awaiting.discard(link)     # (gone, or its child ended: copy_ready)
+            elif io is not None and io.kept_base(link.resume_id) >= 0:
+                self.copy_ready(link, True)
 
     def _in_use(self, rid: str) -> bool:
         return any(lk.resume_id == rid and lk.state in CUT for lk in self.side.links)

@@ -279,6 +279,8 @@ class MasterSide:
         if backlog is not None:   # beforeSleep: free what nobody references, faster than feeds
             backlog.trim(10 * TRIM_BLOCKS_PER_CALL)
         self.snapshots.check_child()
+        if self.resume.awaiting:
+            self.resume.follow()
         if self._last_cron_ms is None or now_ms - self._last_cron_ms >= CRON_MS:
             self._last_cron_ms = now_ms
             self._cron(now_ms)
