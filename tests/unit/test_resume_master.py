@@ -37,6 +37,17 @@ def _resume(m: Master, rid: str, have: int):  # noqa: ANN202
     return c
 
 
+def _resumed_stream(m: Master, c, snap: tuple[str, int, str], have: int,  # noqa: ANN001
+                    payload: bytes) -> bytes:
+    """What a resumed connection got: the same +FULLRESYNC, $RESUME:<have> and the payload
+    from ``have``; returns the stream that followed."""
+    r2, off2, rid2, rest = _split_preamble(m.wire(c))
+    assert (r2, off2, rid2) == snap
+    head = b"$RESUME:%d\r\n" % have
+    assert rest.startswith(head + payload[have:])
+    return rest[len(head) + len(payload) - have:]
+
+
 def _load(tmp_path, m: Master, payload: bytes, stream: bytes, mark: bytes | None) -> None:  # noqa: ANN001
     rdb = payload[:-40] if mark is not None else payload
     if mark is not None:
@@ -77,14 +88,8 @@ def test_a_diskless_sync_cut_resumes_from_the_byte_it_stopped_at(tmp_path, cut_a
     assert link.state is S.ONLINE
     m.tick(1000)
     assert m.io.kept_ids() == []       # sent: the copy goes at the cron
-    r2, off2, rid2, rest = _split_preamble(m.wire(b))
-    assert (r2, off2, rid2) == (replid, offset, rid)
-    head = b"$RESUME:%d\r\n" % have
-    assert rest.startswith(head)
-    got = rest[len(head):]
-    tail = payload[have:]
-    assert got[:len(tail)] == tail
-    _load(tmp_path, m, payload[:have] + tail, got[len(tail):], trailer)
+    stream = _resumed_stream(m, b, (replid, offset, rid), have, payload)
+    _load(tmp_path, m, payload, stream, trailer)
     dec = m.events("psync_decision")[-1]
     assert dec["result"] == "resume" and dec["offset"] == have
 
@@ -218,9 +223,10 @@ def test_a_resume_that_waits_for_the_copy_gets_it_when_the_child_ends(tmp_path) 
           trailer)
 
 
-def _rdb_channel_sync(m: Master) -> tuple[object, object]:
+def _rdb_channel_sync(m: Master):  # noqa: ANN202
     """A pyrepl replica's rdb-channel sync (Redis 8's dialect, capa pyrepl-resume on the main
-    connection): (main, rdb channel), forked."""
+    connection), forked: (main, rdb channel, child pid, (replid, offset, snapshot id) of its
+    +FULLRESYNC, the payload's RDB, its trailer)."""
     main = m.replica("eof", "psync2", "rdb-channel-repl", RESUME)
     m.send(main, "PSYNC", "?", "-1")
     line = m.take(main)
@@ -231,7 +237,11 @@ def _rdb_channel_sync(m: Master) -> tuple[object, object]:
     assert m.take(rdb) == b"+OK\r\n"
     m.feed(rdb, cmd("PSYNC", "?", "-1"))
     m.tick(6000)          # (repl-diskless-sync-delay)
-    return main, rdb
+    (pid,) = m.io.children
+    targets, rdb_bytes, trailer = m.io.children[pid]
+    replid, offset, rid, rest = _split_preamble(dict(targets)[rdb])
+    assert rest.startswith(b"$EOF:")
+    return main, rdb, pid, (replid, offset, rid), rdb_bytes, trailer
 
 
 @pytest.mark.parametrize("lost", ["rdb", "main"])
@@ -240,11 +250,8 @@ def test_a_cut_rdb_channel_sync_resumes_with_the_stream_the_replica_kept(
         tmp_path, lost: str, kept: float) -> None:  # noqa: ANN001
     m = Master(tmp_path)
     fill(m)
-    main, rdb = _rdb_channel_sync(m)
-    (pid,) = m.io.children
-    targets, rdb_bytes, trailer = m.io.children[pid]
-    replid, offset, rid, rest = _split_preamble(dict(targets)[rdb])
-    assert rest.startswith(b"$EOF:")
+    main, rdb, pid, snap, rdb_bytes, trailer = _rdb_channel_sync(m)
+    _, offset, rid = snap
     payload = rdb_bytes + trailer
     m.run("SET", "during", "1")
     m.run("INCR", "during-ctr")
@@ -271,24 +278,15 @@ def test_a_cut_rdb_channel_sync_resumes_with_the_stream_the_replica_kept(
     m.io.complete_bulk(m.core, c)
     m.flush()
     assert link.state is S.ONLINE
-    r2, off2, rid2, rest = _split_preamble(m.wire(c))
-    assert (r2, off2, rid2) == (replid, offset, rid)
-    head = b"$RESUME:%d\r\n" % have
-    assert rest.startswith(head)
-    got = rest[len(head):]
-    tail = payload[have:]
-    assert got[:len(tail)] == tail
-    _load(tmp_path, m, payload, streamed[:j] + got[len(tail):], trailer)
+    stream = _resumed_stream(m, c, snap, have, payload)
+    _load(tmp_path, m, payload, streamed[:j] + stream, trailer)
     assert any(f"stream from offset {offset + 1 + j}" in ln for ln in m.log())
 
 
 def test_a_stream_offset_not_kept_is_refused(tmp_path) -> None:  # noqa: ANN001
     m = Master(tmp_path)
     fill(m)
-    main, rdb = _rdb_channel_sync(m)
-    (pid,) = m.io.children
-    targets, _, _ = m.io.children[pid]
-    _, offset, rid, _ = _split_preamble(dict(targets)[rdb])
+    _, rdb, _, (_, offset, rid), _, _ = _rdb_channel_sync(m)
     m.core.client_closed(rdb)
     c = m.replica("eof", "psync2", RESUME)
     for bad in (offset, m.repl.master_repl_offset + 2):
@@ -300,8 +298,7 @@ def test_a_stream_offset_not_kept_is_refused(tmp_path) -> None:  # noqa: ANN001
 def test_an_rdb_channel_closed_after_its_whole_rdb_is_not_a_cut(tmp_path) -> None:  # noqa: ANN001
     m = Master(tmp_path)
     fill(m)
-    main, rdb = _rdb_channel_sync(m)
-    (pid,) = m.io.children
+    main, rdb, pid, _, _, _ = _rdb_channel_sync(m)
     m.io.run_child(pid)
     m.core.client_closed(rdb)               # the replica closes it after the mark: done
     m.child_exits(pid)
