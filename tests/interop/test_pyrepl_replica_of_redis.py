@@ -106,7 +106,8 @@ def write_every_type(port: int, rounds: int = 3) -> None:
 # sync's mode, its buffer's spill) and Valkey's (replicas_waiting_psync) that 7.0.15 has not
 REDIS_8_FIELDS = {"replica_full_sync_buffer_size", "replica_full_sync_buffer_peak",
                   "master_sync_mode", "replica_full_sync_buffer_spilled",
-                  "replica_full_sync_buffer_on_disk", "replicas_waiting_psync"}
+                  "replica_full_sync_buffer_on_disk", "replicas_waiting_psync",
+                  "master_sync_resume_kept_bytes", "resume_kept_snapshots"}
 
 
 def info_keys(port: int) -> list[str]:
