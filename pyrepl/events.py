@@ -58,6 +58,8 @@ FIELDS: list[tuple[str, str, str]] = [
                          "valkey-log | collector"),
     ("inferred", "long", "1 when the event was inferred from the difference between two INFO "
                          "samples (pyrepl collect), not logged when it happened"),
+    ("since", "double", "an inferred event: the previous sample's time (it happened in "
+                        "(since, ts])"),
     # `pyrepl collect`'s info_sample: a node's own state, from INFO (names as INFO's)
     ("server", "string", "info_sample: the software and version (redis 7.0.15, valkey 8.1.1, "
                          "pyrepl 0.1.0)"),

@@ -42,6 +42,9 @@ from pyrepl.analytics.schema import field_names
 HEAD_BYTES = 16 * 1024
 HEAD_LINES = 40
 MATCH_S = 2.0          # a master's decision and the replica's PSYNC, at most this far apart
+# the clocks of a log and of the collector that sampled the same node may differ by this much
+# (an inferred event is matched with logged ones in its window widened by it: prefer_sources)
+MATCH_CLOCK_S = 0.1
 _ROTATION = re.compile(r"(?:\.gz|\.\d+|[-_.]\d{8}(?:\d{2,6})?|[-_.]\d{4}-\d\d-\d\d(?:[T_-][\d:]+)?)$")
 LOG_BAD = ("log-unparseable", "log-unknown")
 
@@ -379,16 +382,55 @@ def source_rank(F: Any, source: Any = None, inferred: Any = None) -> Any:
             .when(F.coalesce(inf, F.lit(0)) == 1, 3).otherwise(2))
 
 
+def match_key(F: Any) -> Any:
+    """What a change is, to match an inferred event with a logged one: the event, and for a
+    PSYNC decision whether it was partial."""
+    c = F.col
+    return (F.when(c("event") == "psync_decision",
+                   F.concat(F.lit("psync_decision:"),
+                            F.when(F.coalesce(c("result"), F.lit("")) == "continue",
+                                   F.lit("partial")).otherwise(F.lit("full"))))
+            .otherwise(c("event")))
+
+
 def prefer_sources(sev: Any) -> Any:
     """Drop each event of a node that a richer source covers (its events of that node span
-    the event's time): the same sync is not counted twice. A no-op with one source."""
+    the event's time; an inferred event's whole window, (``since``, ``ts``]): the same sync
+    is not counted twice. A no-op with one source.
+
+    The collector's inferred events not covered so (a log read while its node still ran,
+    before the collector's last samples; a log that starts after the collector's first) are
+    matched one by one: an inferred change happened in (``since``, ``ts``]; of the inferred
+    events of one node, change (``match_key``), time and window, as many are dropped as the
+    richer sources logged that change of that node in the window (widened by
+    ``MATCH_CLOCK_S`` each side), the first by (sync_id, peer)."""
+    from pyspark.sql import Window
+
     F = _F()
     c = F.col
     ranked = sev.withColumn("_rank", source_rank(F))
     cover = ranked.groupBy(c("node").alias("_node"), c("_rank").alias("_crank")).agg(
         F.min("ts").alias("_t0"), F.max("ts").alias("_t1"))
-    return ranked.join(F.broadcast(cover), (c("node") == c("_node")) & (c("_crank") < c("_rank"))
-                       & c("ts").between(c("_t0"), c("_t1")), "left_anti").drop("_rank")
+    matchable = (c("_rank") == 3) & c("since").isNotNull()
+    start = F.when(matchable, c("since")).otherwise(c("ts"))
+    kept = ranked.join(F.broadcast(cover), (c("node") == c("_node"))
+                       & (c("_crank") < c("_rank")) & (start >= c("_t0"))
+                       & (c("ts") <= c("_t1")), "left_anti")
+    inferred = kept.filter(matchable).withColumn("_key", match_key(F))
+    rich = ranked.filter(c("_rank") < 3).select(
+        c("node").alias("_rn"), match_key(F).alias("_rk"), c("ts").alias("_rt"))
+    wins = inferred.select("node", "_key", "ts", "since").distinct()
+    hits = wins.join(rich, (c("node") == c("_rn")) & (c("_key") == c("_rk"))
+                     & (c("_rt") > c("since") - F.lit(MATCH_CLOCK_S))
+                     & (c("_rt") <= c("ts") + F.lit(MATCH_CLOCK_S))) \
+        .groupBy("node", "_key", "ts", "since").agg(F.count(F.lit(1)).alias("_hits"))
+    order = Window.partitionBy("node", "_key", "ts", "since").orderBy(
+        c("sync_id").asc_nulls_first(), c("peer").asc_nulls_first())
+    left = inferred.withColumn("_nth", F.row_number().over(order)) \
+        .join(hits, ["node", "_key", "ts", "since"], "left") \
+        .filter(c("_nth") > F.coalesce(c("_hits"), F.lit(0))) \
+        .drop("_key", "_nth", "_hits")
+    return kept.filter(~matchable).unionByName(left).drop("_rank")
 
 
 def _F() -> Any:

@@ -206,7 +206,8 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
 
     def ev(event: str, role: str, ts: float = s.ts, run_id: str = s.run_id,
            **fields: Any) -> None:
-        out.append(make_event(ts, event, s.node, run_id, role, inferred=True, **fields))
+        out.append(make_event(ts, event, s.node, run_id, role, inferred=True,
+                              since=round(p.ts, 3), **fields))
 
     # -- the node ----------------------------------------------------------------------------
     if restarted:

@@ -172,12 +172,13 @@ class Links:
             return
         i = out.index(dec)
         lost = make_event(dec["ts"], "replica_lost", m.node, m.run_id, "master", inferred=True,
-                          peer=replica)
+                          since=dec.get("since"), peer=replica)
         out.insert(i, lost)
         if entry.online:
             out.insert(i + 2, make_event(dec["ts"], "replica_online", m.node, m.run_id,
-                                         "master", inferred=True, peer=replica,
-                                         sync_id=dec["sync_id"], offset=entry.offset))
+                                         "master", inferred=True, since=dec.get("since"),
+                                         peer=replica, sync_id=dec["sync_id"],
+                                         offset=entry.offset))
         self.adopted.append((m.node, replica, dec["sync_id"], entry.online))
 
     def _quick_reconnects(self, samples: Mapping[str, Sample], linked: set[str],
@@ -193,10 +194,10 @@ class Links:
             del self._decisions[(master, replica)]
             ts = d.ts
             out.append(make_event(ts, "link_down", replica, s.run_id, "replica", inferred=True,
-                                  peer=master, offset=s.replica_offset))
+                                  since=d.since, peer=master, offset=s.replica_offset))
             out.append(make_event(ts, "link_up", replica, s.run_id, "replica", inferred=True,
-                                  peer=master, sync_id=d.sync_id, result=d.result,
-                                  offset=s.replica_offset, replid=s.replid))
+                                  since=d.since, peer=master, sync_id=d.sync_id,
+                                  result=d.result, offset=s.replica_offset, replid=s.replid))
             self._start_catchup(samples, replica, master, d.sync_id, ts, out)
 
     def _prune(self, samples: Mapping[str, Sample]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyrepl.analytics.logline import REDIS, VALKEY
+from pyrepl.analytics.logread import MATCH_CLOCK_S
 from pyrepl.analytics.schema import (
     ADVICE_QUANTILES,
     BENIGN_LOST,
@@ -121,17 +122,49 @@ def source_rank(ev: dict[str, Any]) -> int:
     return 3 if ev.get("inferred") == 1 else 2
 
 
+def match_key(e: dict[str, Any]) -> str:
+    """What a change is, to match an inferred event with a logged one: the event, and for a
+    PSYNC decision whether it was partial."""
+    if e["event"] == "psync_decision":
+        return "psync_decision:" + ("partial" if e.get("result") == "continue" else "full")
+    return e["event"]
+
+
 def prefer_sources(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events no richer source of their node covers: a source covers the time from its
-    first to its last event of that node."""
+    first to its last event of that node (an inferred event with ``since``: its whole window
+    (``since``, ``ts``]). Of the collector's inferred events not covered so (a log read
+    before the collector's last samples, or that starts after the collector's first), those
+    a richer source logged too: per node, change (match_key), time and window, as many as the
+    richer sources' events of that change in the window (widened by MATCH_CLOCK_S), the first
+    by (sync_id, peer)."""
     span: dict[tuple[str, int], tuple[float, float]] = {}
+    rich: dict[tuple[str, str], list[float]] = defaultdict(list)
     for e in sev:
-        key = (e["node"], source_rank(e))
+        rank = source_rank(e)
+        key = (e["node"], rank)
         t0, t1 = span.get(key, (e["ts"], e["ts"]))
         span[key] = (min(t0, e["ts"]), max(t1, e["ts"]))
-    return [e for e in sev if not any(
-        span[(e["node"], r)][0] <= e["ts"] <= span[(e["node"], r)][1]
+        if rank < 3:
+            rich[(e["node"], match_key(e))].append(e["ts"])
+    def start(e: dict[str, Any]) -> float:
+        since = e.get("since")
+        return since if since is not None and source_rank(e) == 3 else e["ts"]
+
+    kept = [e for e in sev if not any(
+        span[(e["node"], r)][0] <= start(e) and e["ts"] <= span[(e["node"], r)][1]
         for r in range(source_rank(e)) if (e["node"], r) in span)]
+    windows: dict[tuple[str, str, float, float], list[dict[str, Any]]] = defaultdict(list)
+    for e in kept:
+        if source_rank(e) == 3 and e.get("since") is not None:
+            windows[(e["node"], match_key(e), e["ts"], e["since"])].append(e)
+    dropped: set[int] = set()
+    for (node, key, ts, since), es in windows.items():
+        hits = sum(1 for t in rich.get((node, key), ())
+                   if since - MATCH_CLOCK_S < t <= ts + MATCH_CLOCK_S)
+        es.sort(key=lambda x: (_nkey(x.get("sync_id")), _nkey(x.get("peer"))))
+        dropped.update(id(x) for x in es[:hits])
+    return [e for e in kept if id(e) not in dropped]
 
 
 # -- helpers mirroring SQL aggregate semantics ---------------------------------------------------

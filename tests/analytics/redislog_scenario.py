@@ -18,13 +18,20 @@ captured).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.support.load import write_keys
-from tests.support.procs import ServerProcess, free_port, redis8_server_path, redis_server_path
+from tests.support.procs import (
+    ServerProcess,
+    free_port,
+    redis8_server_path,
+    redis_server_path,
+    valkey_server_path,
+)
 from tests.support.redispy import in_sync, kill_replica_links, r, repl
 from tests.support.waits import wait_for, wait_offsets
 
@@ -53,6 +60,11 @@ SERVERS = {
                      ".cache/redis-src/redis-8/src/redis-server",
                      ("--repl-diskless-sync", "yes", "--repl-rdb-channel", "yes"),
                      "rdbchannel", "rdb-channel", optional=True),
+    # Valkey 8.1's dual channel (PRIMARY/REPLICA wording, its own lines for the two channels)
+    "valkey8": Server(valkey_server_path, "the Valkey 8.1 build (make redis-src) is missing: "
+                      ".cache/redis-src/valkey-8/src/valkey-server",
+                      ("--repl-diskless-sync", "yes", "--dual-channel-replication-enabled",
+                       "yes"), "dualchannel", "dual-channel", optional=True),
 }
 
 
@@ -60,6 +72,12 @@ SERVERS = {
 class Scenario:
     logs: dict[str, str] = field(default_factory=dict)  # name -> log file
     ports: dict[str, int] = field(default_factory=dict)
+    collected: str = ""     # ``pyrepl collect``'s output directory (collect=True)
+    # the logs as they were while the nodes still ran, after the last step (collect=True):
+    # what a user reads mid-flight, the collector's last samples coming after their last line
+    live_logs: dict[str, str] = field(default_factory=dict)
+    # the nodes' own counters at the end (INFO stats): name -> (sync_full, sync_partial_ok)
+    counters: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _start(exe: str, d: str, name: str, *extra: str) -> ServerProcess:
@@ -81,11 +99,30 @@ def _replicaof(port: int, master: int | None) -> None:
             c.execute_command("REPLICAOF", "127.0.0.1", str(master))
 
 
-def run(exe: str, out: str, *extra: str) -> Scenario:
-    """Run the scenario with the server binary ``exe``; the three logs are left in ``out``."""
+def _counters(port: int) -> tuple[int, int]:
+    with r(port) as c:
+        st = c.info("stats")
+    return int(st["sync_full"]), int(st["sync_partial_ok"])
+
+
+def run(exe: str, out: str, *extra: str, collect: bool = False) -> Scenario:
+    """Run the scenario with the server binary ``exe``; the three logs are left in ``out``
+    (``collect``: and what ``pyrepl collect``, polling the three from the second replica's
+    start to the end, wrote in ``out/collected``)."""
+    from tests.support.collect_scenario import collector, observed
+
     sc = Scenario()
     procs: list[ServerProcess] = []
     frozen: ServerProcess | None = None
+    col = None
+    nodes: list[str] = []
+
+    def seen() -> None:
+        """With the collector: each step is sampled before the next one starts (it polls
+        every 0.2 s; a step takes a few ms)."""
+        if col is not None:
+            observed(sc.collected, nodes)
+
     try:
         m = _start(exe, os.path.join(out, "m"), "m", *extra)
         procs.append(m)
@@ -97,13 +134,19 @@ def run(exe: str, out: str, *extra: str) -> Scenario:
         wait_offsets(m.port, r1.port)
         r2 = _start(exe, os.path.join(out, "r2"), "r2", *follow, *extra)
         procs.append(r2)
+        if collect:
+            sc.collected = os.path.join(out, "collected")
+            nodes = [f"127.0.0.1:{p}" for p in (m.port, r1.port, r2.port)]
+            col = collector(sc.collected, *nodes)
         wait_offsets(m.port, r1.port, r2.port)                       # no-history x2
+        seen()
 
         assert kill_replica_links(m.port) == 2                         # partial x2
         wait_for(lambda: repl(m.port)["connected_slaves"] == 2, 30, what="relinked")
         wait_offsets(m.port, r1.port, r2.port)
         write_keys(m.port, "k", 20)
         wait_offsets(m.port, r1.port, r2.port)
+        seen()
 
         frozen = r2                                             # offset-before-backlog
         r2.proc.send_signal(signal.SIGSTOP)
@@ -115,17 +158,31 @@ def run(exe: str, out: str, *extra: str) -> Scenario:
         r2.proc.send_signal(signal.SIGCONT)
         frozen = None
         wait_offsets(m.port, r1.port, r2.port)
+        seen()
 
         _replicaof(r1.port, None)                               # promotion of R1
         wait_for(lambda: repl(r1.port)["role"] == "master", 30, what="R1 promoted")
+        seen()
         _replicaof(r2.port, r1.port)                            # partial no. 4 (replid2)
         wait_offsets(r1.port, r2.port)
+        seen()
         _replicaof(m.port, r1.port)                             # partial no. 5 (replid2)
         wait_offsets(r1.port, m.port, r2.port)
+        seen()
         write_keys(r1.port, "end", 10)
         wait_offsets(r1.port, m.port, r2.port)
         sc.ports = {"m": m.port, "r1": r1.port, "r2": r2.port}
+        sc.counters = {n: _counters(p) for n, p in sc.ports.items()}
+        if col is not None:
+            for n in sc.ports:
+                os.makedirs(os.path.join(out, "live", n), exist_ok=True)
+                sc.live_logs[n] = shutil.copy(os.path.join(out, n, f"{n}.log"),
+                                              os.path.join(out, "live", n, f"{n}.log"))
+        seen()
     finally:
+        if col is not None:
+            col.terminate()
+            col.wait(30)
         if frozen is not None and frozen.alive():
             frozen.proc.send_signal(signal.SIGCONT)
         for p in reversed(procs):
