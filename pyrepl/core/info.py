@@ -24,6 +24,22 @@ if TYPE_CHECKING:
 
 Fields = list[tuple[str, object]]
 
+# The fields a Redis 7.0.15 server does not show (tests that compare INFO with one leave them
+# out): Redis 7.2/8's and Valkey's names that pyrepl shows, and pyrepl's own.
+BEYOND_REDIS_7: frozenset[str] = frozenset({
+    # Redis 7.2 / 8
+    "client_query_buffer_limit_disconnections", "client_output_buffer_limit_disconnections",
+    "replica_full_sync_buffer_size", "replica_full_sync_buffer_peak",
+    "mem_replica_full_sync_buffer",
+    # Valkey's (its dual channel)
+    "replicas_waiting_psync",
+    # pyrepl's
+    "pyrepl_version", "python_version", "used_memory_interpreter",
+    "used_memory_interpreter_human", "master_sync_mode", "replica_full_sync_buffer_spilled",
+    "replica_full_sync_buffer_on_disk", "total_repl_spilled_bytes", "sync_full_resumed",
+    "total_repl_resumed_bytes", "resume_kept_snapshots", "master_sync_resume_kept_bytes",
+})
+
 DEFAULT_SECTIONS = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu",
                     "modules", "errorstats", "cluster", "keyspace"]
 # Redis's order for INFO all / everything.

@@ -16,6 +16,7 @@ import random
 import pytest
 import redis
 
+from pyrepl.core.info import BEYOND_REDIS_7
 from tests.support.procs import start_pyrepl, start_redis
 from tests.support.redispy import digest, in_sync
 from tests.support.resp import RawClient, parse_reply
@@ -104,10 +105,6 @@ def write_every_type(port: int, rounds: int = 3) -> None:
 
 # Redis 8 fields pyrepl reports (the rdb channel's replica buffer), its own (the last full
 # sync's mode, its buffer's spill) and Valkey's (replicas_waiting_psync) that 7.0.15 has not
-REDIS_8_FIELDS = {"replica_full_sync_buffer_size", "replica_full_sync_buffer_peak",
-                  "master_sync_mode", "replica_full_sync_buffer_spilled",
-                  "replica_full_sync_buffer_on_disk", "replicas_waiting_psync",
-                  "master_sync_resume_kept_bytes", "resume_kept_snapshots"}
 
 
 def info_keys(port: int) -> list[str]:
@@ -116,7 +113,7 @@ def info_keys(port: int) -> list[str]:
     with RawClient(port) as c:
         text = parse_reply(c.call("INFO", "replication")).decode()
     keys = [line.split(":")[0] for line in text.split("\r\n") if ":" in line]
-    return [k for k in keys if k not in REDIS_8_FIELDS]
+    return [k for k in keys if k not in BEYOND_REDIS_7]
 
 
 def stats(port: int) -> dict:
