@@ -346,3 +346,19 @@ def test_protected_configs_follow_enable_protected_configs(tmp_path: object, set
     assert run(c, "CONFIG", "SET", "daemonize", "yes") == (
         b"-ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set "
         b"immutable config\r\n")
+
+
+def test_fields_beyond_redis_7_are_fields_pyrepl_shows(core: ServerCore) -> None:
+    """The names the interop tests leave out of their comparisons with 7.0.15 (BEYOND_REDIS_7)
+    are all INFO fields of a master or a replica: the list cannot hide a typo or a field that
+    went."""
+    from pyrepl.core.info import BEYOND_REDIS_7
+    from tests.support.replica_side import synced_node
+
+    def names(text: str) -> set[str]:
+        return {ln.split(":")[0] for ln in text.split("\r\n") if ":" in ln}
+
+    shown = names(run(core.connection_made(), "INFO", "everything").decode())
+    replica = synced_node()
+    shown |= names(run(replica.core.connection_made(), "INFO", "everything").decode())
+    assert BEYOND_REDIS_7 <= shown, BEYOND_REDIS_7 - shown
