@@ -45,6 +45,19 @@ def test_metrics_report_the_collected_syncs(spark, collected, tmp_path) -> None:
     assert ps["syncs"] == len(decs) and ps["by_result"] == dict(results)
     assert ps["partial"] == results["continue"] >= 3  # two links killed, one dropped
     assert ps["full"] == results["full"] == 2  # R2's restart, R1's move to X
+    # Redis's own counters are the check: what the nodes counted while the collector watched
+    # (their INFO stats in its samples; a restart starts a node's counters again)
+    counted = {"sync_full": 0, "sync_partial_ok": 0}
+    last: dict[str, dict] = {}
+    for e in evs:
+        if e["event"] != "info_sample" or e.get("sync_full") is None:
+            continue
+        prev = last.get(e["node"])
+        if prev is not None:
+            for k in counted:
+                counted[k] += e[k] - prev[k] if e[k] >= prev[k] else e[k]
+        last[e["node"]] = e
+    assert (ps["full"], ps["partial"]) == (counted["sync_full"], counted["sync_partial_ok"])
     # R2 asked for it; X refused R1's partial for a reason INFO does not give
     assert s["full_syncs"]["by_reason"] == {"no-history": 1, "unknown": 1}
     assert s["lag"]["samples"] == kinds["replica_lag"] > 0
