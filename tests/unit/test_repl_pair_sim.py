@@ -280,6 +280,9 @@ def check_agree(m: MemNode, r: MemNode) -> None:
     assert all(e.get("reason") in FULL_REASONS for e in full), full
     stats = m.core.stats
     assert full and full[0]["reason"] == "no-history"  # the first sync is always full
+    # (a cut full sync that resumed is neither: the fake I/O keeps no copies, so none does)
+    resumed = [e for e in decisions if e["result"] == "resume"]
+    assert len(resumed) == stats.repl_resumed_syncs == 0
     assert len(decisions) - len(full) == stats.sync_partial_ok
     assert all(e["reason"] == "continue" for e in decisions if e["result"] == "continue")
     # sync_full counts a classic decision at once, an rdb-channel one when its rdb channel

@@ -222,7 +222,7 @@ class Resumes:
         whole; ``started``: its child must have started writing it; a copy still being
         written is judged by its base only, once it has one)."""
         io = self.side.io
-        if io is None or offset < 0:
+        if io is None or offset < 0 or rid not in io.kept_ids():
             return False
         base = io.kept_base(rid)
         size = io.kept_size(rid)
