@@ -80,14 +80,13 @@ def summarize(syncs: Any, recs: Any, streaks: Any, sev: Any, rates: Any,
     aggs += stat_aggs("throughput", F.when(is_all & full, c("throughput_bps")))
     queued = is_all & full & (c("queued_ms") > 0)
     paced = is_all & full & (c("max_bandwidth") > 0)
+    resumed = is_all & (c("result") == "resume")
     aggs += stat_aggs("queued", F.when(queued, c("queued_ms")))
     aggs += stat_aggs("paced_throughput", F.when(paced, c("throughput_bps")))
     aggs += [F.sum(F.when(queued, 1).otherwise(0)).alias("queued_n"),
              F.sum(F.when(paced, 1).otherwise(0)).alias("paced_n"),
-             F.sum(F.when(is_all & (c("result") == "resume"), 1).otherwise(0))
-             .alias("resumed_n"),
-             F.sum(F.when(is_all & (c("result") == "resume"), c("resumed_from")))
-             .alias("resumed_b")]
+             F.sum(F.when(resumed, 1).otherwise(0)).alias("resumed_n"),
+             F.sum(F.when(resumed, c("resumed_from"))).alias("resumed_b")]
     aggs += stat_aggs("partial_bytes", F.when(is_all & part, c("partial_bytes")))
     aggs += stat_aggs("backlog_fraction", F.when(is_all & part, c("backlog_fraction")))
     aggs += stat_aggs("peak", F.when(is_buf, c("buffer_peak")))

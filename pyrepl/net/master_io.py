@@ -239,6 +239,10 @@ class _Kept:
         self.skip = skip      # the file bytes before it (a child's copy: its header)
         self.dropped = False  # freed (a bulk following it as it grows fails)
 
+    def at(self, offset: int) -> int:
+        """The file position of payload byte ``offset`` (the payload's end: ``at(size)``)."""
+        return self.skip + offset - self.base
+
 
 class _Bulk:
     __slots__ = ("client", "fd", "size", "offset", "pre", "sent", "done", "backoff", "handle",
@@ -474,12 +478,11 @@ class MasterIO:
         k = self._kept.get(rid)
         if k is None or not self._read_base(k) or offset < k.base:
             raise OSError(f"no copy kept as {rid} from byte {offset}")
-        if k.size >= 0:     # whole (file positions)
-            end = k.skip + k.size - k.base
-            self._start_bulk(_Bulk(c, os.dup(k.fd), end, min(k.skip + offset - k.base, end),
-                                   header))
+        if k.size >= 0:     # whole
+            end = k.at(k.size)
+            self._start_bulk(_Bulk(c, os.dup(k.fd), end, min(k.at(offset), end), header))
         else:               # the child still writes it: sent as it grows
-            self._start_bulk(_Bulk(c, os.dup(k.fd), 0, k.skip + offset - k.base, header, k))
+            self._start_bulk(_Bulk(c, os.dup(k.fd), 0, k.at(offset), header, k))
 
     def socket_target_done(self, pid: int, cid: int) -> bool:
         """True when the child of ``pid`` reported the whole payload and trailer written to
@@ -562,7 +565,7 @@ class MasterIO:
                 self._finish(b, False, "the snapshot's copy failed")
                 return
             if k.size >= 0:
-                b.size, b.kept = k.skip + k.size - k.base, None   # whole now
+                b.size, b.kept = k.at(k.size), None   # whole now
             else:
                 try:
                     b.size = os.fstat(b.fd).st_size

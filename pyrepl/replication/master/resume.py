@@ -149,27 +149,23 @@ class Resumes:
         backlog = self.manager.backlog
         if backlog is None:
             return
+        k = self.kept.get(rid)
+        snap = link.snapshot
+        running = snap if snap is not None and snap is self.side.snapshots.current else None
+        if k is None and running is None and not self._copy_whole(rid):
+            return      # (a disk file whose copy was not taken: nothing to resume from)
         hold = link.ref if link.main is None else self._hold_from(link.psync_offset + 1)
         if hold is None:
             return
-        k = self.kept.get(rid)
         if k is None:
-            snap = link.snapshot
-            running = snap if snap is not None and snap is self.side.snapshots.current else None
-            if running is None and not self._copy_whole(rid):
-                if link.main is not None:
-                    backlog.release(hold)
-                return      # (a disk file whose copy was not taken: nothing to resume from)
             k = self.kept[rid] = Kept(rid, self.manager.ids.replid, link.psync_offset,
                                       link.mode, running)
-        if k.hold is None or hold.sent < k.hold.sent:
-            if k.hold is not None:
-                backlog.release(k.hold)
-            k.hold = hold
-            if hold is link.ref:
+        if k.hold is None or hold.sent < k.hold.sent:     # (the earliest place is kept)
+            hold, k.hold = k.hold, hold
+            if k.hold is link.ref:
                 link.ref = None      # (the link's release leaves it alone)
-        elif link.main is not None:
-            backlog.release(hold)
+        if hold is not None and hold is not link.ref:
+            backlog.release(hold)    # (a place not kept; a link's own goes with the link)
         k.cut_ms = self.core.now_ms
         k.waiting += 1
         self.core.log.notice(f"Full sync of replica {link.name()} cut: snapshot {rid} and the "
