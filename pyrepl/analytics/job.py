@@ -32,7 +32,7 @@ from pyrepl.analytics.lag import (
     master_backlogs,
     series_groups,
 )
-from pyrepl.analytics.logread import LOG_BAD, prefer_sources, source_rank
+from pyrepl.analytics.logread import LOG_BAD, name_unknown, prefer_sources, source_rank
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
     SAMPLE_TARGET,
@@ -256,6 +256,7 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
         "bucket_s": bucket_s, "lag_sample_every": every, "duplicates_dropped": 0,
         "logs": logs,
     }}
+    unknown_hosts = bool(logs and logs.get("unknown_hosts"))   # logread.name_unknown
     if 0 < cfg.driver_max_rows and n_other + series_rows <= cfg.driver_max_rows:
         if cfg.c1_after_pass:
             from pyrepl.analytics.session import c1_from_now
@@ -263,10 +264,11 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
             c1_from_now(spark)
         progress(f"collecting {n_other:,} sync events and ~{series_rows:,} lag rows; "
                  f"finishing on the driver")
-        result = _finish_on_driver(spark, agg, summary, bucket_s, cfg, len(ranks) > 1)
+        result = _finish_on_driver(spark, agg, summary, bucket_s, cfg, len(ranks) > 1,
+                                   unknown_hosts)
     else:
         progress(f"{n_other:,} sync events and ~{series_rows:,} lag rows: finishing in Spark")
-        result = _finish_in_spark(agg, summary, bucket_s, cfg, progress)
+        result = _finish_in_spark(agg, summary, bucket_s, cfg, progress, unknown_hosts)
     summary["input"]["duplicates_dropped"] = n_other - result.charts.pop("n_sev")
     # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
     # this run's intermediate query plans until Python's next full collection: ~250 MB of
@@ -312,8 +314,21 @@ def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
             "replicas": len(replicas), "links": len(link_rows)}
 
 
+def known_names(agg: Any) -> Any:
+    """The node names of the pass's lag groups (masters, replicas) and of the collector's
+    samples (``cnode``, and ``cpeer``: the master a replica's sample names), as one column
+    ``_n`` (``logread.name_unknown``)."""
+    c = _F().col
+    lag = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+    return lag.select(c("master").alias("_n")) \
+        .unionByName(lag.select(c("replica").alias("_n"))) \
+        .unionByName(agg.filter(c("cnode").isNotNull()).select(c("cnode").alias("_n"))) \
+        .unionByName(agg.filter(c("cpeer").isNotNull()).select(c("cpeer").alias("_n")))
+
+
 def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: float,
-                      cfg: JobConfig, several_sources: bool) -> JobResult:
+                      cfg: JobConfig, several_sources: bool, unknown_hosts: bool
+                      ) -> JobResult:
     """One query collects the sync events, the lag series and the lag sample; ``driver``
     does the rest; the tables become DataFrames (from the driver's rows) for writing.
 
@@ -324,6 +339,8 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
     F = _F()
     c = F.col
     sev = agg.filter(c("row").isNotNull()).select("row.*")
+    if unknown_hosts:  # a log's node whose host only the other sources give: their name
+        sev = name_unknown(sev, known_names(agg))
     if several_sources:  # a node described by several sources: the richest
         sev = prefer_sources(sev)
     lag = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
@@ -403,7 +420,7 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
 
 
 def _finish_in_spark(agg: Any, summary: dict[str, Any], bucket_s: float, cfg: JobConfig,
-                     progress: Callable[[str], None]) -> JobResult:
+                     progress: Callable[[str], None], unknown_hosts: bool) -> JobResult:
     """Every table by the Spark steps, from the cached aggregate (any size)."""
     from pyspark import StorageLevel
 
@@ -425,11 +442,14 @@ def _finish_in_spark(agg: Any, summary: dict[str, Any], bucket_s: float, cfg: Jo
             return df.localCheckpoint(eager=True, storageLevel=keep)
     # the two small halves get caches of their own (lag groups without the wide ``row``);
     # counted now so the big aggregate can go
-    # a node described by several sources (pyrepl, a Redis log, the collector): the richest
-    sev = with_link(prefer_sources(agg.filter(c("row").isNotNull()).select("row.*"))) \
-        .transform(cut)
+    # a node described by several sources (pyrepl, a Redis log, the collector): one name (a
+    # log's node whose host only the others give), the richest source
+    sev = agg.filter(c("row").isNotNull()).select("row.*")
+    if unknown_hosts:
+        sev = name_unknown(sev, known_names(agg))
+    sev = with_link(prefer_sources(sev)).transform(cut)
     lag_agg = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull()) \
-        .drop("bad", "row", "counted") \
+        .drop("bad", "row", "counted", "cnode", "cpeer") \
         .transform(cut)
     n_sev = sev.count()
     lag_agg.count()

@@ -312,6 +312,8 @@ def log_summary(infos: Sequence[SetInfo], names: dict[str, str | None]) -> dict[
             "lines": c["lines"], "replication_lines": c["replication"], "other_lines": c["other"],
             "unparseable": c["log-unparseable"], "unknown": c["log-unknown"],
             "unnamed_events": unnamed,
+            "unknown_hosts": sum(1 for n in set(names.values())
+                                 if n is not None and n.startswith("unknown:")),
             "unknown_examples": [u for i in infos for u in i.unknown][:10]}
 
 
@@ -393,6 +395,86 @@ def match_key(F: Any) -> Any:
             .otherwise(c("event")))
 
 
+def name_unknown(sev: Any, known: Any = None) -> Any:
+    """Name each ``unknown:PORT`` node (a log whose host no other log gave:
+    :func:`resolve_nodes`) as the other sources (pyrepl's events, the collector's) name it, so
+    that one sync seen by a log and by another source is one: an unknown master by the
+    replicas' PSYNCs to a host with its port that match its decisions (the replica it named,
+    within ``MATCH_S``), an unknown replica by the masters' decisions for a host with its port
+    that match its PSYNCs; failing that, the one name with that port among all the events'
+    nodes and peers (and the names in ``known``: a column ``_n``, of the lag samples and the
+    collector's samples). Several candidates: the most votes (then the least name); none:
+    left."""
+    F = _F()
+    c = F.col
+
+    def port(col: Any) -> Any:
+        return F.substring_index(col, ":", -1)
+
+    def unknown(col: Any) -> Any:
+        return col.startswith("unknown:")
+
+    def side(event: str, tag: str) -> Any:
+        return sev.filter(c("event") == event).select(
+            c("node").alias(f"{tag}a"), c("peer").alias(f"{tag}b"), c("ts").alias(f"{tag}t"))
+
+    dec, sent = side("psync_decision", "_d"), side("psync_sent", "_s")
+    near = F.abs(c("_dt") - c("_st")) <= F.lit(MATCH_S)
+    votes = dec.filter(unknown(c("_da"))).join(
+        sent, (c("_db") == c("_sa")) & (port(c("_sb")) == port(c("_da"))) & near
+        & ~unknown(c("_sb"))).select(c("_da").alias("_u"), c("_sb").alias("_n")).unionByName(
+        sent.filter(unknown(c("_sa"))).join(
+            dec, (c("_sb") == c("_da")) & (port(c("_db")) == port(c("_sa"))) & near
+            & ~unknown(c("_db"))).select(c("_sa").alias("_u"), c("_db").alias("_n")))
+    best = votes.groupBy("_u", "_n").agg(F.count(F.lit(1)).alias("_v")) \
+        .groupBy("_u").agg(F.min(F.struct((-c("_v")).alias("v"), c("_n").alias("n")))
+                           .getField("n").alias("_voted"))
+    names = sev.select(c("node").alias("_n")).unionByName(sev.select(c("peer").alias("_n")))
+    if known is not None:
+        names = names.unionByName(known.select("_n"))
+    names = names.filter(c("_n").isNotNull() & ~unknown(c("_n"))).distinct()
+    only = names.groupBy(port(c("_n")).alias("_p")).agg(
+        F.count(F.lit(1)).alias("_k"), F.min("_n").alias("_only")).filter(c("_k") == 1)
+    mapping = sev.filter(unknown(c("node"))).select(c("node").alias("_u")).distinct() \
+        .withColumn("_p", port(c("_u"))) \
+        .join(best, "_u", "left").join(only, "_p", "left") \
+        .select("_u", F.coalesce(c("_voted"), c("_only")).alias("_name")) \
+        .filter(c("_name").isNotNull())
+    return sev.join(F.broadcast(mapping), c("node") == c("_u"), "left") \
+        .withColumn("node", F.coalesce(c("_name"), c("node"))).drop("_u", "_name")
+
+
+PARTIAL_KEY, FULL_KEY = "psync_decision:partial", "psync_decision:full"
+REPLIES = ("continue", "full", "rdbchannel", "dualchannel", "sync")
+
+
+def richer_changes(rich: Any) -> Any:
+    """What the richer sources' events (``rich``) tell of each node's changes, as (``_rn``
+    node, ``_rk`` match_key, ``_rt`` time, ``_rp`` the other end): each event of its own node; and a master's PSYNC
+    decisions seen from the other end too, each replica's PSYNC reply from that master that
+    no richer decision of the master pairs with (within ``MATCH_S``). A dual-channel sync is
+    also a partial one in the master's counters (its main channel's PSYNC): it tells both."""
+    F = _F()
+    c = F.col
+    own = rich.select(c("node").alias("_rn"), match_key(F).alias("_rk"), c("ts").alias("_rt"),
+                      c("peer").alias("_rp"))
+    decs = rich.filter(c("event") == "psync_decision").select(
+        c("node").alias("_dn"), c("peer").alias("_dp"), c("ts").alias("_dt"))
+    replies = rich.filter((c("event") == "psync_reply") & c("peer").isNotNull()
+                          & c("result").isin(*REPLIES)) \
+        .join(decs, (c("_dn") == c("peer")) & (c("_dp") == c("node"))
+              & (F.abs(c("_dt") - c("ts")) <= F.lit(MATCH_S)), "left_anti")
+    seen = replies.select(c("peer").alias("_rn"), F.when(
+        c("result") == "continue", F.lit(PARTIAL_KEY)).otherwise(F.lit(FULL_KEY)).alias("_rk"),
+        c("ts").alias("_rt"), c("node").alias("_rp"))
+    dual = rich.filter((c("event") == "psync_decision") & (c("result") == "dualchannel")) \
+        .select(c("node").alias("_rn"), c("ts").alias("_rt"), c("peer").alias("_rp")) \
+        .unionByName(replies.filter(c("result") == "dualchannel").select(
+            c("peer").alias("_rn"), c("ts").alias("_rt"), c("node").alias("_rp"))) \
+        .withColumn("_rk", F.lit(PARTIAL_KEY))
+    return own.unionByName(seen).unionByName(dual)
+
+
 def prefer_sources(sev: Any) -> Any:
     """Drop each event of a node that a richer source covers (its events of that node span
     the event's time; an inferred event's whole window, (``since``, ``ts``]): the same sync
@@ -403,7 +485,9 @@ def prefer_sources(sev: Any) -> Any:
     matched one by one: an inferred change happened in (``since``, ``ts``]; of the inferred
     events of one node, change (``match_key``), time and window, as many are dropped as the
     richer sources logged that change of that node in the window (widened by
-    ``MATCH_CLOCK_S`` each side), the first by (sync_id, peer)."""
+    ``MATCH_CLOCK_S`` each side: :func:`richer_changes`, which counts a master's PSYNC
+    decisions seen from the replica's end too), those naming a peer the richer sources name
+    there first, then those naming none, each by (sync_id, peer)."""
     from pyspark.sql import Window
 
     F = _F()
@@ -417,19 +501,22 @@ def prefer_sources(sev: Any) -> Any:
                        & (c("_crank") < c("_rank")) & (start >= c("_t0"))
                        & (c("ts") <= c("_t1")), "left_anti")
     inferred = kept.filter(matchable).withColumn("_key", match_key(F))
-    rich = ranked.filter(c("_rank") < 3).select(
-        c("node").alias("_rn"), match_key(F).alias("_rk"), c("ts").alias("_rt"))
+    rich = richer_changes(ranked.filter(c("_rank") < 3))
     wins = inferred.select("node", "_key", "ts", "since").distinct()
     hits = wins.join(rich, (c("node") == c("_rn")) & (c("_key") == c("_rk"))
                      & (c("_rt") > c("since") - F.lit(MATCH_CLOCK_S))
                      & (c("_rt") <= c("ts") + F.lit(MATCH_CLOCK_S))) \
-        .groupBy("node", "_key", "ts", "since").agg(F.count(F.lit(1)).alias("_hits"))
+        .groupBy("node", "_key", "ts", "since").agg(F.count(F.lit(1)).alias("_hits"),
+                                                     F.collect_set("_rp").alias("_peers"))
+    # the ones those sources name first, then the unnamed, then the others (syncs of other
+    # replicas that only the collector saw)
     order = Window.partitionBy("node", "_key", "ts", "since").orderBy(
-        c("sync_id").asc_nulls_first(), c("peer").asc_nulls_first())
-    left = inferred.withColumn("_nth", F.row_number().over(order)) \
-        .join(hits, ["node", "_key", "ts", "since"], "left") \
+        F.when(F.array_contains(c("_peers"), c("peer")), 0).when(c("peer").isNull(), 1)
+        .otherwise(2), c("sync_id").asc_nulls_first(), c("peer").asc_nulls_first())
+    left = inferred.join(hits, ["node", "_key", "ts", "since"], "left") \
+        .withColumn("_nth", F.row_number().over(order)) \
         .filter(c("_nth") > F.coalesce(c("_hits"), F.lit(0))) \
-        .drop("_key", "_nth", "_hits")
+        .drop("_key", "_nth", "_hits", "_peers")
     return kept.filter(~matchable).unionByName(left).drop("_rank")
 
 

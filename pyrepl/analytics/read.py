@@ -6,8 +6,8 @@ Theory of operation: the logs are read once, with the schema built from
 ``ts``/``event``/``node``, unknown event). ``aggregate_all`` is the one pass over the input: the
 periodic ``replica_lag`` samples (the bulk of any log) are summed per link and 10 s bucket
 (or per the run's bucket when it is known before the pass: ``job.footer_bucket``), exactly,
-``pyrepl collect``'s ``info_sample`` lines are only counted, every other good event stays a row
-of its own, and bad lines are counted per kind.
+``pyrepl collect``'s ``info_sample`` lines are only counted (per node), every other good event
+stays a row of its own, and bad lines are counted per kind.
 
 Redis and Valkey log files among the inputs are found by their first lines and parsed into the
 same rows by ``logread`` (Python, one rotated set per task); the NDJSON files keep the JVM
@@ -616,6 +616,8 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
         F.when(lag, c("run_id")).alias("run_id"),
         F.when(lag, F.floor(c("ts") / F.lit(fine_s)) * F.lit(fine_s)).alias("fb"),
         F.when(counted, c("event")).alias("counted"),
+        # the nodes they name (logread.name_unknown): the sampled one, its master
+        F.when(counted, c("node")).alias("cnode"), F.when(counted, c("peer")).alias("cpeer"),
         F.when(sampled | other, F.monotonically_increasing_id()).alias("sid"),
         # the whole event as a grouping key, not an aggregate: only fixed-width aggregation
         # buffers keep this a hash aggregation (a string buffer would make Spark sort it all)

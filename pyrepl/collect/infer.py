@@ -4,8 +4,9 @@ Theory of operation: ``infer(prev, sample)`` -> ``(events, state)``. ``state`` i
 history kept per node: the last sample, the replica sessions the node serves (replica address ->
 the ``sync_id`` the collector gave the sync that started it, and whether it was seen online) and
 the last acknowledged offsets of a bounded number of replicas that left. Every event carries
-``"source": "collector"``; the inferred ones (not samples) carry ``"inferred": 1`` and the time
-of the sample that saw the change (the change happened within the last poll interval).
+``"source": "collector"``; the inferred ones (not samples) carry ``"inferred": 1``, the time
+of the sample that saw the change and ``since``: the change happened in (since, ts], the last
+poll interval (a restarted master's decisions: since its process started).
 
 * Samples: one ``info_sample`` per node and poll, and for each online replica in the node's
   ``slaveN`` lines a ``replica_lag`` exactly as pyrepl logs it (node = the master, peer = the
@@ -205,9 +206,9 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
         start_ts = _clamp(s.ts - s.uptime_s, p.ts, s.ts)
 
     def ev(event: str, role: str, ts: float = s.ts, run_id: str = s.run_id,
-           **fields: Any) -> None:
+           since: float = p.ts, **fields: Any) -> None:
         out.append(make_event(ts, event, s.node, run_id, role, inferred=True,
-                              since=round(p.ts, 3), **fields))
+                              since=round(since, 3), **fields))
 
     # -- the node ----------------------------------------------------------------------------
     if restarted:
@@ -280,20 +281,13 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
                             [e.addr for e in common])) - strong
     n = d_full + d_ok
     # each of these certainly started a new session (``moved_to_end`` only names replicas
-    # that did move); the only replica, when nothing else could have synced, did too
+    # that did move); no replica is named on a guess: the one replica listed at both samples
+    # may have synced several times, or others may have come and gone between them
     new_addrs = strong | weak
-    only = len(cur) == 1 and all(a == cur[0].addr for a in prev_by)
-    if n and only and not new_addrs:
-        new_addrs = {cur[0].addr}
     cands = [e for e in cur if e.addr in new_addrs]
     named: list[tuple[ReplicaEntry, str]] = []
     un_full, un_ok = d_full, d_ok
-    if n > 1 and only and cands:
-        # every sync was the one replica's; a full one last (if it is still syncing, its
-        # current session is a full sync)
-        named = [(cands[0], k) for k in ["continue"] * d_ok + ["full"] * d_full]
-        un_full = un_ok = 0
-    elif n and 0 < len(cands) <= n:
+    if n and 0 < len(cands) <= n:
         named, un_full, un_ok = _assign(cands, d_full, d_ok)
 
     # replicas that left, or whose session was replaced
@@ -325,11 +319,16 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
             x.update(req_replid="?", reason="no-history")
     new_sessions: dict[str, str] = {}
     last_ids: dict[str, str] = {}
+    # after a restart the counters count the new process's syncs only: they happened since it
+    # started (uptime is whole seconds: up to a second before)
+    counted_since = max(p.ts, s.ts - s.uptime_s - 1) if restarted and s.uptime_s is not None \
+        else p.ts
     for entry, result, extra in decisions:
         sid = ids.new()
         if entry is not None:
             last_ids[entry.addr] = sid
-        ev("psync_decision", "master", peer=entry.addr if entry is not None else None,
+        ev("psync_decision", "master", since=counted_since,
+           peer=entry.addr if entry is not None else None,
            sync_id=sid, result=result, replid=s.replid, master_repl_offset=s.master_repl_offset,
            backlog_size=s.backlog_size, backlog_histlen=s.backlog_histlen, **extra)
     for e in cands:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyrepl.analytics.logline import REDIS, VALKEY
-from pyrepl.analytics.logread import MATCH_CLOCK_S
+from pyrepl.analytics.logread import MATCH_CLOCK_S, MATCH_S
 from pyrepl.analytics.schema import (
     ADVICE_QUANTILES,
     BENIGN_LOST,
@@ -130,6 +130,55 @@ def match_key(e: dict[str, Any]) -> str:
     return e["event"]
 
 
+def name_unknown(sev: list[dict[str, Any]], others: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """``unknown:PORT`` nodes (a log's whose host no other log gave) named as the others name
+    them: by the PSYNCs matching an unknown master's decisions (the replica it named, at most
+    MATCH_S apart) or the decisions matching an unknown replica's PSYNCs, for a host with that
+    port (most votes, then the least name); else the only name with that port in the events
+    (``others``: the lag and INFO samples, theirs too)."""
+    def port(n: str) -> str:
+        return n.rsplit(":", 1)[-1]
+
+    def unknown(n: Any) -> bool:
+        return isinstance(n, str) and n.startswith("unknown:")
+
+    dec = [e for e in sev if e["event"] == "psync_decision"]
+    sent = [e for e in sev if e["event"] == "psync_sent"]
+    votes: dict[str, Counter] = defaultdict(Counter)
+    for a_side, b_side in ((dec, sent), (sent, dec)):
+        for a in a_side:
+            if not unknown(a["node"]):
+                continue
+            for b in b_side:
+                bp = b.get("peer")
+                if b["node"] == a.get("peer") and bp is not None and not unknown(bp) \
+                        and port(bp) == port(a["node"]) and abs(a["ts"] - b["ts"]) <= MATCH_S:
+                    votes[a["node"]][bp] += 1
+    by_port: dict[str, set[str]] = defaultdict(set)
+    for e in sev + others:
+        for n in (e["node"], e.get("peer")):
+            if n is not None and not unknown(n):
+                by_port[port(n)].add(n)
+    names: dict[str, str] = {}
+    for e in sev:
+        u = e["node"]
+        if not unknown(u) or u in names:
+            continue
+        if votes[u]:
+            names[u] = min(votes[u].items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        elif len(by_port[port(u)]) == 1:
+            names[u] = next(iter(by_port[port(u)]))
+    out = []
+    for e in sev:
+        if e["node"] in names:
+            e = {**e, "node": names[e["node"]]}
+            side = "master" if e["event"] in MASTER_EVENTS else "replica"
+            e[side] = e["node"]
+        out.append(e)
+    return out
+
+
 def prefer_sources(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events no richer source of their node covers: a source covers the time from its
     first to its last event of that node (an inferred event with ``since``: its whole window
@@ -137,16 +186,36 @@ def prefer_sources(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
     before the collector's last samples, or that starts after the collector's first), those
     a richer source logged too: per node, change (match_key), time and window, as many as the
     richer sources' events of that change in the window (widened by MATCH_CLOCK_S), the first
-    by (sync_id, peer)."""
+    by (sync_id, peer), those naming a peer the richer sources name there first, then those
+    naming none; a master's decisions count as seen by the richer sources from the replica's
+    end too (a PSYNC reply no richer decision pairs with within MATCH_S; a dual-channel one
+    is a partial sync in the counters too)."""
     span: dict[tuple[str, int], tuple[float, float]] = {}
-    rich: dict[tuple[str, str], list[float]] = defaultdict(list)
+    rich: dict[tuple[str, str], list[tuple[float, Any]]] = defaultdict(list)
     for e in sev:
         rank = source_rank(e)
         key = (e["node"], rank)
         t0, t1 = span.get(key, (e["ts"], e["ts"]))
         span[key] = (min(t0, e["ts"]), max(t1, e["ts"]))
-        if rank < 3:
-            rich[(e["node"], match_key(e))].append(e["ts"])
+    richer = [e for e in sev if source_rank(e) < 3]
+    for e in richer:
+        rich[(e["node"], match_key(e))].append((e["ts"], e.get("peer")))
+        if e["event"] == "psync_decision" and e.get("result") == "dualchannel":
+            rich[(e["node"], "psync_decision:partial")].append((e["ts"], e.get("peer")))
+    # a master's decisions seen from the replica's end: its replies no richer decision of
+    # that master pairs with (a dual-channel sync: a partial one too, in the counters)
+    decs = [e for e in richer if e["event"] == "psync_decision"]
+    for e in richer:
+        if e["event"] != "psync_reply" or e.get("peer") is None or e.get("result") not in (
+                "continue", "full", "rdbchannel", "dualchannel", "sync"):
+            continue
+        if any(d["node"] == e["peer"] and d.get("peer") == e["node"]
+               and abs(d["ts"] - e["ts"]) <= MATCH_S for d in decs):
+            continue
+        kind = "partial" if e["result"] == "continue" else "full"
+        rich[(e["peer"], "psync_decision:" + kind)].append((e["ts"], e["node"]))
+        if e["result"] == "dualchannel":
+            rich[(e["peer"], "psync_decision:partial")].append((e["ts"], e["node"]))
     def start(e: dict[str, Any]) -> float:
         since = e.get("since")
         return since if since is not None and source_rank(e) == 3 else e["ts"]
@@ -160,9 +229,12 @@ def prefer_sources(sev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             windows[(e["node"], match_key(e), e["ts"], e["since"])].append(e)
     dropped: set[int] = set()
     for (node, key, ts, since), es in windows.items():
-        hits = sum(1 for t in rich.get((node, key), ())
-                   if since - MATCH_CLOCK_S < t <= ts + MATCH_CLOCK_S)
-        es.sort(key=lambda x: (_nkey(x.get("sync_id")), _nkey(x.get("peer"))))
+        near = [p for t, p in rich.get((node, key), ())
+                if since - MATCH_CLOCK_S < t <= ts + MATCH_CLOCK_S]
+        hits, named = len(near), {p for p in near if p is not None}
+        # those the richer sources name first, then the unnamed, then the others
+        es.sort(key=lambda x: (0 if x.get("peer") in named else 1 if x.get("peer") is None
+                               else 2, _nkey(x.get("sync_id")), _nkey(x.get("peer"))))
         dropped.update(id(x) for x in es[:hits])
     return [e for e in kept if id(e) not in dropped]
 
@@ -721,7 +793,8 @@ def compute(lines: Iterable[str], since: float | None = None, until: float | Non
     bucket_s = bucket_s or choose_bucket(t0, t1)
     every_sev = [e for e in events
                  if e["event"] != "replica_lag" and e["event"] not in COUNTED_ONLY]
-    sev = prefer_sources(every_sev)
+    sev = prefer_sources(name_unknown(every_sev, [e for e in events if e["event"] == "replica_lag"
+                                                  or e["event"] in COUNTED_ONLY]))
     lag = [e for e in events if e["event"] == "replica_lag"]
     m = master_syncs(sev)
     r = replica_attempts(sev)

@@ -206,9 +206,17 @@ def test_a_pyrepl_pair_and_an_unreachable_node(tmp_path) -> None:
     assert sq["role"] == "replica" and sq["peer"] == pn and sq["link_status"] == "up"
     assert has(evs, event="replica_lag", node=pn, peer=qn)
     (dec,) = has(evs, event="psync_decision", node=pn)
-    assert dec["peer"] == qn and dec["result"] == "continue"
-    (up,) = has(evs, event="link_up", node=qn)
-    assert up["result"] == "continue" and up["sync_id"] == dec["sync_id"]
+    assert dec["result"] == "continue"
+    # the replica list names the sync's replica only when it shows the new session (a sample
+    # before its first ACK: offset 0); else the sync stays unnamed (it may have been another
+    # replica's that came and went: a SYNC client, say) and the replica's link stays up
+    ups = has(evs, event="link_up", node=qn)
+    if dec.get("peer") is not None:
+        assert dec["peer"] == qn
+        (up,) = ups
+        assert up["result"] == "continue" and up["sync_id"] == dec["sync_id"]
+    else:
+        assert ups == []
     # one clear line for the dead node, however many rounds it missed
     lines = [x for x in err.splitlines() if dead in x]
     assert len(lines) == 1, err

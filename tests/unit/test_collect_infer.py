@@ -189,13 +189,17 @@ def test_more_syncs_than_replicas_shown_names_those_shown() -> None:
     assert all(d["result"] == "continue" for d in decs)
 
 
-def test_the_only_replica_resynced_twice() -> None:
+def test_two_syncs_and_the_only_replica_shown_names_one() -> None:
+    """A reconnected (its offset went back): one of the two syncs is certainly its; the other
+    may be A's again or a replica's that came and went between the samples: unnamed."""
     a = master(1.0, entry(A, offset=900))
     b = master(2.0, entry(A, offset=0), ok=2)
     (_, e2), state = run(a, b)
     decs = inferred(e2, "psync_decision")
-    assert [(d["peer"], d["result"]) for d in decs] == [(A, "continue")] * 2
-    assert state.sessions[A].sync_id == decs[-1]["sync_id"]
+    assert sorted((d.get("peer", "-"), d["result"]) for d in decs) \
+        == [("-", "continue"), (A, "continue")]
+    named = next(d for d in decs if d.get("peer") == A)
+    assert state.sessions[A].sync_id == named["sync_id"]
 
 
 def test_counters_reset_without_restart_set_a_new_base() -> None:
