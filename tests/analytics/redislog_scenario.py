@@ -80,9 +80,10 @@ class Scenario:
     counters: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def _start(exe: str, d: str, name: str, *extra: str) -> ServerProcess:
+def _start(exe: str, d: str, name: str, *extra: str, port: int | None = None
+           ) -> ServerProcess:
     os.makedirs(d, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
             "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
             "--logfile", os.path.join(d, f"{name}.log"), "--repl-backlog-size", "16kb",
