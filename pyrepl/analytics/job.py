@@ -314,12 +314,18 @@ def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
             "replicas": len(replicas), "links": len(link_rows)}
 
 
+def lag_groups(agg: Any) -> Any:
+    """The pass's lag groups: its rows that are neither bad, nor an event, nor counted."""
+    c = _F().col
+    return agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+
+
 def known_names(agg: Any) -> Any:
     """The node names of the pass's lag groups (masters, replicas) and of the collector's
     samples (``cnode``, and ``cpeer``: the master a replica's sample names), as one column
     ``_n`` (``logread.name_unknown``)."""
     c = _F().col
-    lag = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+    lag = lag_groups(agg)
     return lag.select(c("master").alias("_n")) \
         .unionByName(lag.select(c("replica").alias("_n"))) \
         .unionByName(agg.filter(c("cnode").isNotNull()).select(c("cnode").alias("_n"))) \
@@ -343,7 +349,7 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
         sev = name_unknown(sev, known_names(agg))
     if several_sources:  # a node described by several sources: the richest
         sev = prefer_sources(sev)
-    lag = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+    lag = lag_groups(agg)
     sample = lag.filter(c("sid").isNotNull()).groupBy("master", "replica").agg(
         F.collect_list("lb_max").alias("_lbs"), F.collect_list("lm_max").alias("_lms"))
     parts = with_link(sev).withColumn("_part", F.lit(0)) \
@@ -440,16 +446,15 @@ def _finish_in_spark(agg: Any, summary: dict[str, Any], bucket_s: float, cfg: Jo
     else:
         def cut(df: Any) -> Any:
             return df.localCheckpoint(eager=True, storageLevel=keep)
-    # the two small halves get caches of their own (lag groups without the wide ``row``);
-    # counted now so the big aggregate can go
+    # the two small halves get checkpoints of their own (lag groups without the wide
+    # ``row``), counted now so the big aggregate can go;
     # a node described by several sources (pyrepl, a Redis log, the collector): one name (a
     # log's node whose host only the others give), the richest source
     sev = agg.filter(c("row").isNotNull()).select("row.*")
     if unknown_hosts:
         sev = name_unknown(sev, known_names(agg))
     sev = with_link(prefer_sources(sev)).transform(cut)
-    lag_agg = agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull()) \
-        .drop("bad", "row", "counted", "cnode", "cpeer") \
+    lag_agg = lag_groups(agg).drop("bad", "row", "counted", "cnode", "cpeer") \
         .transform(cut)
     n_sev = sev.count()
     lag_agg.count()

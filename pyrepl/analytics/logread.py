@@ -450,8 +450,8 @@ REPLIES = ("continue", "full", "rdbchannel", "dualchannel", "sync")
 
 def richer_changes(rich: Any) -> Any:
     """What the richer sources' events (``rich``) tell of each node's changes, as (``_rn``
-    node, ``_rk`` match_key, ``_rt`` time, ``_rp`` the other end): each event of its own node; and a master's PSYNC
-    decisions seen from the other end too, each replica's PSYNC reply from that master that
+    node, ``_rk`` match_key, ``_rt`` time, ``_rp`` the other end): each event of its own
+    node; and a master's PSYNC decisions seen from the other end too, each replica's PSYNC reply from that master that
     no richer decision of the master pairs with (within ``MATCH_S``). A dual-channel sync is
     also a partial one in the master's counters (its main channel's PSYNC): it tells both."""
     F = _F()

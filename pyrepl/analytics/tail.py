@@ -14,8 +14,9 @@ starts again at 0. ``partitions`` cuts each file's new bytes into ranges of at m
 skips it (the range before it reads it whole) and the last line of a range is read to its
 newline. Gzipped files (rotated and compressed: they no longer grow) are read whole, once, by
 one range, when they are there at the first trigger; one that appears later is a rotated file
-compressed, whose lines were read from the file it was, and is skipped. Spark's checkpoint keeps the offsets: a restarted query starts where the last
-committed batch ended, so each line lands in exactly one batch.
+compressed, whose lines were read from the file it was, and is skipped. Spark's checkpoint
+keeps the offsets: a restarted query starts where the last committed batch ended, so each line
+lands in exactly one batch.
 
 ``maxBytesPerTrigger`` bounds a batch (admission control: the files' new bytes are taken
 oldest file first, each file up to a line end); a trigger that asks for everything
@@ -132,8 +133,8 @@ def begin_of(prev: dict[str, list[Any]], k: str, entry: list[Any]) -> int:
 def scan(paths: Sequence[str], start: dict[str, Any]) -> dict[str, list[Any]]:
     """Every file's [path, end of its last whole line, base, fingerprint, generation] by
     identity; ends never go back (a file that shrank, or whose first bytes changed, is another
-    file under that inode: its next generation, read from its start). A gzipped file is complete: read
-    whole, when it is there from the start; one that appears later is a rotated file
+    file under that inode: its next generation, read from its start). A gzipped file is
+    complete: read whole, when it is there from the start; one that appears later is a rotated file
     compressed, whose lines were read from the file it was: skipped (base = its size)."""
     prev: dict[str, list[Any]] = start.get("files", {})
     started = bool(start.get("started"))
@@ -221,9 +222,6 @@ class TailReader(DataSourceStreamReader):
         assert isinstance(partition, Range)
         return read_range(partition)
 
-    def commit(self, end: dict) -> None:
-        pass
-
 
 def _open_same(path: str, ino: str) -> Any:
     """``path`` opened, or (renamed since the offset was taken) the file with inode ``ino``
@@ -247,8 +245,7 @@ def read_range(r: Range) -> Iterator[tuple[str, str]]:
         return
     with f:
         if r.whole:
-            data = gzip.decompress(f.read()) if r.path.endswith(".gz") else f.read()
-            for line in data.decode("utf-8", "replace").splitlines():
+            for line in gzip.decompress(f.read()).decode("utf-8", "replace").splitlines():
                 yield r.path, line
             return
         pos = r.start

@@ -320,9 +320,8 @@ def infer(prev: NodeState | None, s: Sample) -> tuple[list[dict[str, Any]], Node
     new_sessions: dict[str, str] = {}
     last_ids: dict[str, str] = {}
     # after a restart the counters count the new process's syncs only: they happened since it
-    # started (uptime is whole seconds: up to a second before)
-    counted_since = max(p.ts, s.ts - s.uptime_s - 1) if restarted and s.uptime_s is not None \
-        else p.ts
+    # started (``start_ts``; uptime is whole seconds: up to a second before)
+    counted_since = max(p.ts, start_ts - 1) if restarted and s.uptime_s is not None else p.ts
     for entry, result, extra in decisions:
         sid = ids.new()
         if entry is not None:
