@@ -124,10 +124,12 @@ def run(out: str) -> Failover:
         observed(fo.collected, live)
 
         # M comes back empty (a new history); Sentinel makes it R1's replica: a full sync
+        # (Sentinel converts an old master it sees back after its 10 s INFO period and 8 s
+        # more; under load it took over 60 s)
         assert not os.path.exists(os.path.join(m.dir, "dump.rdb"))   # (save "")
         m.start()
         wait_for(lambda: repl(m.port)["role"] == "slave"
-                 and repl(m.port).get("master_link_status") == "up", 60,
+                 and repl(m.port).get("master_link_status") == "up", 150,
                  what="Sentinel turned M into R1's replica")
         wait_offsets(r1.port, m.port, r2.port)
         observed(fo.collected, list(nodes.values()))
