@@ -106,7 +106,9 @@ def test_a_dropped_link_is_named_from_the_masters_list(fleet) -> None:
     assert dec["peer"] == first and dec["result"] == "continue" and dec["inferred"] == 1
     assert has(evs, event="replica_lost", node=m, peer=first)
     assert has(evs, event="replica_online", node=m, peer=first, sync_id=dec["sync_id"])
-    (down,) = has(evs, event="link_down", node=first)
+    # (when the first replica is R2, its restart's link down can fall in this window too:
+    # that start is estimated from the uptime in whole seconds, up to ~1 s before the step)
+    (down,) = [e for e in has(evs, event="link_down", node=first) if e.get("reason") is None]
     (up,) = has(evs, event="link_up", node=first)
     assert down["peer"] == up["peer"] == m and down["ts"] <= up["ts"]
     assert up["result"] == "continue" and up["sync_id"] == dec["sync_id"]
