@@ -14,8 +14,13 @@ which imports pyspark and matplotlib (the ``spark`` extra) when the command runs
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -80,14 +85,48 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
               help="A Spark setting, e.g. --conf spark.driver.memory=2g (repeatable).")
 @click.option("--progress/--quiet", "progress", default=None,
               help="Progress on stderr (default: only on a terminal, never when CI is set).")
+@click.option("--follow", is_flag=True,
+              help="Keep running over the growing files under LOGS (local directories or "
+                   "files): the outputs are updated every --trigger seconds (Spark Structured "
+                   "Streaming; needs --out and --checkpoint).")
+@click.option("--trigger", "trigger_s", type=click.FloatRange(min=0.1), default=10.0,
+              show_default=True, metavar="SECONDS", help="With --follow: seconds between "
+                                                         "micro-batches.")
+@click.option("--checkpoint", type=click.Path(file_okay=False), metavar="DIR",
+              help="With --follow: the stream's state (offsets and stored aggregates); a "
+                   "restart with the same DIR goes on where it stopped, counting each line "
+                   "once.")
+@click.option("--prometheus-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="With --follow: serve the headline figures at http://BIND:PORT/metrics "
+                   "in Prometheus's text format.")
+@click.option("--prometheus-bind", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="The address the Prometheus endpoint listens on (0.0.0.0: every "
+                   "interface).")
+@click.option("--max-bytes-per-trigger", type=click.IntRange(min=0), default=0, metavar="BYTES",
+              help="With --follow: at most this many new bytes a micro-batch (0: all).")
 def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None,
             since: str | None, until: str | None, bucket_s: float | None, fmt: str,
             convert_to: tuple[str, str] | None, tables_out: str | None, log_tz: str,
             driver_rows: int | None, small_mb: float, confs: tuple[str, ...],
-            progress: bool | None) -> None:
+            progress: bool | None, follow: bool, trigger_s: float, checkpoint: str | None,
+            prometheus_port: int | None, prometheus_bind: str,
+            max_bytes_per_trigger: int) -> None:
     """Turn sync-event logs into sync metrics, backlog advice, charts and report.html."""
     if out_dir is None and convert_to is None:
         raise click.UsageError("give --out DIR (and/or --convert-to parquet DIR)")
+    if follow:
+        if checkpoint is None or out_dir is None:
+            raise click.UsageError("--follow needs --out DIR and --checkpoint DIR")
+        if convert_to is not None or tables_out is not None or fmt == "parquet":
+            raise click.UsageError("--follow reads NDJSON and Redis/Valkey logs and writes "
+                                   "its tables under --out (no --convert-to, --tables-out "
+                                   "or --format parquet)")
+        missing = [p for p in logs if not os.path.exists(p)]
+        if missing:
+            raise click.BadParameter(f"{missing[0]}: no such file or directory",
+                                     param_hint="LOGS")
+    elif checkpoint is not None or prometheus_port is not None:
+        raise click.UsageError("--checkpoint and --prometheus-port go with --follow")
     t_since, t_until = parse_time(since), parse_time(until)
     try:
         from pyrepl.analytics.logread import timezone
@@ -115,7 +154,8 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
         threading.Thread(target=present.pyplot, daemon=True).start()
     owned = session.active_session() is None and not session.under_spark_submit()
     limit = int(small_mb * 1024 * 1024)
-    size = session.local_input_bytes(list(logs), limit) if owned and limit else None
+    size = session.local_input_bytes(list(logs), limit) if owned and limit and not follow \
+        else None
     light = size is not None and size <= limit
     # the class-data-sharing archive of our own JVM (recorded by the first run)
     archive = session.cds_archive() if owned and "spark.driver.extraJavaOptions" not in conf \
@@ -130,6 +170,14 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
 
     paths = list(logs)
     try:
+        if follow:
+            cfg = job.JobConfig(since=t_since, until=t_until, bucket_s=bucket_s, log_tz=log_tz)
+            if driver_rows is not None:
+                cfg.driver_max_rows = driver_rows
+            assert out_dir is not None and checkpoint is not None
+            run_follow(spark, paths, out_dir, checkpoint, cfg, trigger_s, prometheus_port,
+                       prometheus_bind, max_bytes_per_trigger, say)
+            return
         if convert_to is not None:
             dest = convert_to[1]
             say(f"converting to Parquet at {dest}")
@@ -157,6 +205,59 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
             session.stop(spark, end_jvm=True)
             if session.finish_archive(archive, jvm):
                 say(f"class archive written: {archive.path}")
+
+
+def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg: Any,
+               trigger_s: float, prometheus_port: int | None, prometheus_bind: str,
+               max_bytes: int, say: Callable[[str], None]) -> None:
+    """``--follow``: the streaming query until SIGTERM / SIGINT (then it stops between two
+    steps; what the last trigger did not commit runs again at the next start)."""
+    from pyrepl.analytics import follow, prom
+
+    exporter = None
+    if prometheus_port is not None:
+        try:
+            exporter = prom.Exporter(prometheus_bind, prometheus_port)
+        except OSError as e:
+            raise click.ClickException(f"--prometheus-port {prometheus_port}: {e}") from e
+        say(f"Prometheus endpoint at http://{prometheus_bind}:{exporter.port}/metrics")
+
+    def published(t: Any) -> None:
+        if exporter is not None:
+            exporter.update(prom.exposition(t.summary, t.batch, t.seconds, time.time()))
+        click.echo(f"trigger {t.batch}: {t.summary['input']['events']:,} events, "
+                   f"{t.summary['psync']['full']} full / {t.summary['psync']['partial']} "
+                   f"partial syncs ({t.seconds:.1f} s)")
+
+    fc = follow.FollowConfig(paths, out_dir, checkpoint, trigger_s, cfg,
+                             max_bytes_per_trigger=max_bytes)
+    try:
+        follower = follow.Follower(spark, fc, say, published)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    query = follower.start()
+    say(f"following {len(paths)} path(s), a trigger every {trigger_s:g} s")
+    try:
+        while not stop.is_set():
+            if query.awaitTermination(0.5):
+                break
+        exc = query.exception()
+        if exc is not None:
+            raise click.ClickException(f"the stream stopped: {str(exc).splitlines()[0]}")
+    finally:
+        if query.isActive:
+            query.stop()
+        for s, h in old.items():
+            signal.signal(s, h)
+        if exporter is not None:
+            exporter.close()
+    say("stopped")
 
 
 def main() -> None:

@@ -178,8 +178,6 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
     rest works from those, on the driver when they are small."""
     from pyspark import StorageLevel
 
-    F = _F()
-    c = F.col
     cfg = cfg or JobConfig()
     fmt = cfg.fmt if cfg.fmt != "auto" else detect_format(paths)
     every = cfg.lag_sample_every or max(1, math.ceil(
@@ -199,16 +197,7 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
 
     def counted_pass(fine: float) -> tuple[Any, list[Any]]:
         agg = aggregate_all(ev, fine, every).persist(StorageLevel.MEMORY_AND_DISK)
-        lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
-        return agg, agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
-                                                  F.lit("replica_lag")).alias("event")) \
-            .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"),
-                 F.max("ts_max").alias("t1"),
-                 F.approx_count_distinct(F.when(lagrow, F.concat_ws(
-                     "\n", "master", "replica", "run_id"))).alias("runs"),
-                 F.collect_set(F.when(c("row").isNotNull(), source_rank(
-                     F, c("row.source"), c("row.inferred")))).alias("ranks")) \
-            .collect()
+        return agg, pass_counts(agg)
 
     agg, counts = counted_pass(fine)
     if fine != (cfg.bucket_s or FINE_BUCKET_S):
@@ -220,6 +209,32 @@ def run(spark: Any, paths: Sequence[str], cfg: JobConfig | None = None,
             agg.unpersist()
             fine = FINE_BUCKET_S
             agg, counts = counted_pass(fine)
+    return finish(spark, agg, counts, paths, fmt, every, logs, cfg, progress)
+
+
+def pass_counts(agg: Any) -> list[Any]:
+    """The pass's figures per (bad, event): lines, time span, the lag samples' link runs
+    (HyperLogLog) and the sources' ranks (collected: a few dozen rows)."""
+    F = _F()
+    c = F.col
+    lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
+    return agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
+                                         F.lit("replica_lag")).alias("event")) \
+        .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"),
+             F.max("ts_max").alias("t1"),
+             F.approx_count_distinct(F.when(lagrow, F.concat_ws(
+                 "\n", "master", "replica", "run_id"))).alias("runs"),
+             F.collect_set(F.when(c("row").isNotNull(), source_rank(
+                 F, c("row.source"), c("row.inferred")))).alias("ranks")) \
+        .collect()
+
+
+def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: str,
+           every: int, logs: dict[str, Any] | None, cfg: JobConfig,
+           progress: Callable[[str], None] = _noop) -> JobResult:
+    """Everything after the input pass, from its aggregate ``agg`` (cached or not) and
+    ``pass_counts(agg)``: the summary's input figures, then the finish on the driver or in
+    Spark (the batch job's, and each trigger's of ``follow``)."""
     events_by_type: dict[str, int] = {}
     malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
                                  **{k: 0 for k in (LOG_BAD if logs else ())}}

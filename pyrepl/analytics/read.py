@@ -86,7 +86,6 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
     start with ``{`` go that way), so the rows are the same. (Other lines go behind WRAP,
     not inside a JSON object built by ``to_json``: that cost more CPU than the reader saves.)
     5M lines: the pass over them 22.8 -> 16.8 CPU-s warm."""
-    F = _F()
     if fmt == "auto":
         fmt = detect_format(paths)
     reader = spark.read.option("recursiveFileLookup", "true")
@@ -102,7 +101,13 @@ def parse_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
         return df.selectExpr(*[f"CAST({f'`{name}`' if name in have else 'NULL'} AS {sql[t]}) "
                                f"AS `{name}`" for name, t, _ in FIELDS],
                              f"CAST(NULL AS string) AS `{CORRUPT}`", "false AS lagline")
-    text = reader.text(list(paths))
+    return parse_text(spark, reader.text(list(paths)))
+
+
+def parse_text(spark: Any, text: Any) -> Any:
+    """``parse_lines`` of a DataFrame of lines (one string column ``value``): every record as
+    FIELDS plus ``_corrupt_record`` and ``lagline`` (``follow`` gives it a stream batch's)."""
+    F = _F()
     v = F.col("value")
     # a substring test, as the oracle's ``in``: ``contains`` tries a byte offset only where the
     # mark's first byte is; ``instr`` (here before, twice a line: in the blank-line filter and
@@ -633,6 +638,37 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
         F.sum(F.when(~finite, lm)).alias("lm_odd"), F.max("lag_ms").alias("lm_max"),
         F.min(mro).alias("mro_min"), F.max(mro).alias("mro_max"),
         F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max"))
+
+
+# aggregate_all's grouping columns, and how each of its figures merges
+AGG_KEYS = ("bad", "master", "replica", "run_id", "fb", "counted", "cnode", "cpeer", "sid", "row")
+AGG_MERGE = (("n", "sum"), ("nb", "sum"), ("nm", "sum"), ("lb_sum", "sum"), ("lb_max", "max"),
+             ("lm_int", "sum"), ("lm_frac", "sum"), ("lm_odd", "sum"), ("lm_max", "max"),
+             ("mro_min", "min"), ("mro_max", "max"), ("ts_min", "min"), ("ts_max", "max"))
+
+
+def merge_aggregates(aggs: Any, every: int) -> Any:
+    """Several ``aggregate_all`` results over disjoint inputs (a stream's batches, each with
+    its own sampling ``every``, a power of two dividing ``every``) -> the one
+    ``aggregate_all`` of their union with ``every`` would give, up to ``sid`` values.
+
+    Rows with a ``sid`` are records of their own: an event (kept as it is) or a sampled lag
+    sample (kept when sampled at ``every`` too: the same hash of node, peer and ts, here the
+    lag group's master, replica and ts; else it joins its link's, run's and bucket's group, as
+    a sample not drawn). Every other group is keyed by its columns without ``sid`` and merges
+    exactly (counts and integer sums add, minima and maxima: ``aggregate_all``). A batch's
+    ``sid`` values may equal another's: only the records of one batch are told apart by them,
+    and here nothing groups by them."""
+    F = _F()
+    c = F.col
+    lag = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
+    drawn = lag & c("sid").isNotNull() & (F.pmod(F.xxhash64(c("master"), c("replica"),
+                                                            c("ts_min")), F.lit(every)) == 0)
+    own = c("row").isNotNull() | drawn
+    groups = aggs.filter(~own).withColumn("sid", F.lit(None).cast("bigint")) \
+        .groupBy(*AGG_KEYS).agg(*[getattr(F, how)(n).alias(n) for n, how in AGG_MERGE])
+    return aggs.filter(own).select(*AGG_KEYS, *[n for n, _ in AGG_MERGE]) \
+        .unionByName(groups)
 
 
 def convert(spark: Any, paths: Sequence[str], dest: str, fmt: str = "auto",

@@ -288,6 +288,10 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             # glibc's per-thread malloc arenas can add hundreds of MB to a JVM's RSS
             os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+            # Python workers (the Redis logs' parsing, --follow's streaming source) run the
+            # driver's interpreter, which has pyspark's dependencies (pyarrow), unless the
+            # environment names another (the SparkContext reads it: ``sc.pythonExec``)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             defaults["spark.driver.host"] = "127.0.0.1"
             defaults["spark.driver.bindAddress"] = "127.0.0.1"
             # list local directories in the driver, not with a Spark job per 32+ of them

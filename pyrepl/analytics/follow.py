@@ -1,0 +1,335 @@
+"""``pyrepl metrics --follow``: the sync analytics of growing logs, kept up to date by Spark
+Structured Streaming, with exactly-once counts across restarts.
+
+Theory of operation: the NDJSON files under the followed directories (pyrepl's sync logs,
+``pyrepl collect``'s output; appended, rotated, new) are a stream of lines (``tail``'s
+``pyrepl_tail`` source, whose offsets Spark's checkpoint keeps). Each micro-batch runs the batch
+job's one input pass (``read.parse_text``, ``classify``, ``aggregate_all``) over its own lines
+and stores the small aggregate under the checkpoint directory, named for the batch: a batch
+that runs again after a crash (Spark replays a batch it planned but did not commit, with the
+same offsets) writes the same name again, so each line is counted once. The aggregates merge
+exactly (``read.merge_aggregates``: counts and integer sums add, extremes are order-free, the
+lag sample is drawn by a hash whose modulus only grows, a power of two), so the union of the
+stored ones is the aggregate a batch run over all the lines would have made; every
+``compact_every`` batches they are merged into one (written, then the old ones removed: a
+crash in between leaves a compaction that covers them, which wins).
+
+Each trigger then finishes as the batch job does (``job.pass_counts`` and ``job.finish``,
+the same step definitions) on that merged aggregate plus the Redis/Valkey logs among the
+files, which are parsed whole again when one changed (a log's lines only make sense with its
+earlier lines: a node's name, its role), and publishes: tables, charts and report.html into a
+directory of the trigger, then ``OUT/tables`` (a symbolic link, swapped by rename) and the
+files moved into place one by one (renames), ``summary.json`` last; the Prometheus endpoint's
+figures (``prom``) follow the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyrepl.analytics.job import JobConfig, JobResult, finish, pass_counts
+from pyrepl.analytics.logread import kind_of, read_logs
+from pyrepl.analytics.read import (
+    FINE_BUCKET_S,
+    SAMPLE_TARGET,
+    aggregate_all,
+    classify,
+    merge_aggregates,
+    parse_text,
+)
+from pyrepl.analytics.sql import _F
+from pyrepl.analytics.tail import NAME, TailSource, list_files
+
+COMPACT_EVERY = 10          # stored batch aggregates merged into one every this many
+LINE_BYTES = 150            # a short line's length, to guess the line count from bytes
+_ENTRY = re.compile(r"^(batch|compact)-(\d{12})-e(\d+)$")
+
+
+def _noop(msg: str) -> None:
+    pass
+
+
+def pow2_at_least(n: float) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 if n <= 1 else 1 << math.ceil(math.log2(n))
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str     # "batch" | "compact"
+    batch: int    # the batch id (a compaction: the last batch it holds)
+    every: int    # the lag sampling modulus it was drawn with
+    path: str
+
+
+class AggStore:
+    """The stored batch aggregates under ``ROOT/aggs`` (a local directory): ``batch-ID-eN``
+    for one micro-batch, ``compact-ID-eN`` for every batch up to ID; written under a ``_tmp``
+    name and renamed into place, so a name that exists is whole."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.join(root, "aggs")
+        os.makedirs(self.root, exist_ok=True)
+
+    def entries(self) -> list[Entry]:
+        out = []
+        for name in sorted(os.listdir(self.root)):
+            m = _ENTRY.match(name)
+            if m:
+                out.append(Entry(m[1], int(m[2]), int(m[3]), os.path.join(self.root, name)))
+        return out
+
+    def live(self) -> list[Entry]:
+        """The newest compaction and the batches after it."""
+        es = self.entries()
+        upto = self.covered(es)
+        base = [e for e in es if e.kind == "compact" and e.batch == upto]
+        return base[-1:] + [e for e in es if e.kind == "batch" and e.batch > upto]
+
+    def covered(self, es: list[Entry] | None = None) -> int:
+        """The last batch the newest compaction holds (-1: none)."""
+        es = self.entries() if es is None else es
+        return max((e.batch for e in es if e.kind == "compact"), default=-1)
+
+    def every(self) -> int:
+        return max((e.every for e in self.live()), default=1)
+
+    def _put(self, df: Any, kind: str, batch: int, every: int) -> None:
+        tmp = os.path.join(self.root, f"_tmp-{kind}-{batch:012d}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        df.write.mode("overwrite").parquet(tmp)
+        for e in self.entries():   # the same batch stored before (a replay): replaced
+            if e.kind == kind and e.batch == batch:
+                shutil.rmtree(e.path, ignore_errors=True)
+        os.rename(tmp, os.path.join(self.root, f"{kind}-{batch:012d}-e{every}"))
+
+    def put_batch(self, df: Any, batch: int, every: int) -> bool:
+        """Store batch ``batch``'s aggregate; False when a compaction already holds it."""
+        if batch <= self.covered():
+            return False
+        self._put(df, "batch", batch, every)
+        return True
+
+    def compact(self, df: Any, batch: int, every: int) -> None:
+        """Store ``df`` (the merge of every live entry up to ``batch``) as one, then remove
+        what it replaces."""
+        self._put(df, "compact", batch, every)
+        for e in self.entries():
+            if e.batch < batch or (e.kind == "batch" and e.batch == batch):
+                shutil.rmtree(e.path, ignore_errors=True)
+
+
+@dataclass
+class FollowConfig:
+    paths: list[str]
+    out_dir: str
+    checkpoint: str
+    trigger_s: float = 10.0
+    job: JobConfig = field(default_factory=JobConfig)
+    max_bytes_per_trigger: int = 0     # 0: everything new at each trigger
+    compact_every: int = COMPACT_EVERY
+
+
+def check_dirs(cfg: FollowConfig) -> None:
+    """The outputs and the checkpoint must not be among the followed files (the job would
+    read what it writes)."""
+    followed = [os.path.realpath(p) for p in cfg.paths]
+    for what, d in (("--out", cfg.out_dir), ("--checkpoint", cfg.checkpoint)):
+        real = os.path.realpath(d)
+        for p in followed:
+            if real == p or real.startswith(p.rstrip("/") + "/"):
+                raise ValueError(f"{what} {d} is inside the followed path {p}")
+
+
+@dataclass
+class Trigger:
+    batch: int
+    seconds: float
+    summary: dict[str, Any]
+
+
+class Follower:
+    """One streaming query over ``cfg.paths``; ``on_trigger`` hears of each published
+    trigger."""
+
+    def __init__(self, spark: Any, cfg: FollowConfig,
+                 progress: Callable[[str], None] = _noop,
+                 on_trigger: Callable[[Trigger], None] | None = None) -> None:
+        check_dirs(cfg)
+        self.spark = spark
+        self.cfg = cfg
+        self.progress = progress
+        self.on_trigger = on_trigger
+        self.store = AggStore(cfg.checkpoint)
+        self._logs_key: Any = None
+        self._logs: tuple[Any, dict[str, Any] | None] | None = None
+        empty = spark.createDataFrame([], "value string")
+        self.agg_schema = aggregate_all(classify(parse_text(spark, empty)), FINE_BUCKET_S,
+                                        1).schema
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def start(self) -> Any:
+        self.spark.dataSource.register(TailSource)
+        reader = self.spark.readStream.format(NAME).option("paths", "\n".join(self.cfg.paths))
+        if self.cfg.max_bytes_per_trigger:
+            reader = reader.option("maxBytesPerTrigger", str(self.cfg.max_bytes_per_trigger))
+        return reader.load().writeStream.foreachBatch(self.on_batch) \
+            .option("checkpointLocation", os.path.join(self.cfg.checkpoint, "stream")) \
+            .trigger(processingTime=f"{self.cfg.trigger_s:g} seconds") \
+            .queryName("pyrepl-follow").start()
+
+    def on_batch(self, df: Any, batch_id: int) -> None:
+        t0 = time.monotonic()
+        F = _F()
+        files = list_files(self.cfg.paths)
+        logs = log_files(files)
+        every = max(self.store.every(), pow2_at_least(
+            ndjson_bytes(files, logs) / LINE_BYTES / SAMPLE_TARGET))
+        lines = df.filter(~F.col("path").isin(list(logs))) if logs else df
+        ev = classify(parse_text(self.spark, lines.select(F.col("line").alias("value"))),
+                      self.cfg.job.since, self.cfg.job.until)
+        if self.store.put_batch(aggregate_all(ev, FINE_BUCKET_S, every), batch_id, every):
+            self.progress(f"batch {batch_id} stored")
+        result = self.refresh(batch_id, logs)
+        seconds = time.monotonic() - t0
+        self.progress(f"batch {batch_id}: {result.summary['input']['events']:,} events, "
+                      f"published in {seconds:.1f} s")
+        if self.on_trigger is not None:
+            self.on_trigger(Trigger(batch_id, seconds, result.summary))
+
+    # -- each trigger's finish ---------------------------------------------------------------
+
+    def stored(self, batch_id: int) -> tuple[Any, int]:
+        """The merge of the stored aggregates (compacted every ``compact_every`` batches)
+        and the sampling modulus it is drawn with."""
+        live = self.store.live()
+        every = max(e.every for e in live)
+        agg = merge_aggregates(self.spark.read.schema(self.agg_schema)
+                               .parquet(*[e.path for e in live]), every)
+        if len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every:
+            self.store.compact(agg, batch_id, every)
+            live = self.store.live()
+            agg = self.spark.read.schema(self.agg_schema).parquet(live[0].path)
+        return agg, every
+
+    def logs_part(self, logs: dict[str, str]) -> tuple[Any, dict[str, Any] | None]:
+        """The Redis/Valkey logs' aggregate and summary: parsed whole, again only when one
+        of them changed."""
+        key = []
+        for p in sorted(logs):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            key.append((p, st.st_size, st.st_mtime_ns, st.st_ino))
+        if self._logs is None or key != self._logs_key:
+            if not logs:
+                self._logs = (None, None)
+            else:
+                ldf, summary = read_logs(self.spark, logs, self.cfg.job.log_tz)
+                lagg = aggregate_all(classify(ldf, self.cfg.job.since, self.cfg.job.until),
+                                     FINE_BUCKET_S, 1).localCheckpoint(eager=True)
+                self._logs = (lagg, summary)
+            self._logs_key = key
+        return self._logs
+
+    def refresh(self, batch_id: int, logs: dict[str, str]) -> JobResult:
+        from pyspark import StorageLevel
+
+        agg, every = self.stored(batch_id)
+        lagg, logsum = self.logs_part(logs)
+        if lagg is not None:
+            agg = agg.unionByName(lagg.select(*agg.columns))
+        agg = agg.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            result = finish(self.spark, agg, pass_counts(agg), self.cfg.paths, "json", every,
+                            logsum, self.cfg.job)
+            publish(result, self.cfg.out_dir, batch_id)
+        finally:
+            agg.unpersist()
+        return result
+
+
+def log_files(files: Sequence[str]) -> dict[str, str]:
+    """{file: kind} of the Redis/Valkey logs among ``files`` (by their first lines; a file
+    with no whole line yet is not one: the stream skips nothing of it)."""
+    out = {}
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(4096)
+        except OSError:
+            continue
+        if f.endswith(".gz") or b"\n" not in head:
+            continue
+        k = kind_of(head)
+        if k is not None:
+            out[f] = k
+    return out
+
+
+def ndjson_bytes(files: Sequence[str], logs: dict[str, str]) -> int:
+    total = 0
+    for f in files:
+        if f in logs:
+            continue
+        try:
+            n = os.stat(f).st_size
+        except OSError:
+            continue
+        total += n * 8 if f.endswith(".gz") else n
+    return total
+
+
+# -- publishing ----------------------------------------------------------------------------------
+
+def publish(result: JobResult, out_dir: str, batch_id: int) -> dict[str, Any]:
+    """Write the trigger's tables, charts, report.html and summary.json so that a reader
+    never sees a half-written set: everything into ``OUT/.trigger-ID``, the tables' link
+    ``OUT/tables`` swapped (a rename), the charts and report.html renamed into ``OUT``, then
+    summary.json, naming the files where they now are; older triggers' files go."""
+    from pyrepl.analytics.report import _json_default, write_report
+
+    os.makedirs(out_dir, exist_ok=True)
+    name = f".trigger-{batch_id:012d}"
+    stage = os.path.join(out_dir, name)
+    shutil.rmtree(stage, ignore_errors=True)
+    summary = write_report(result, stage)
+    tables = os.path.join(out_dir, "tables")
+    link = os.path.join(out_dir, ".tables-link")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.join(name, "tables"), link)
+    if os.path.isdir(tables) and not os.path.islink(tables):
+        shutil.rmtree(tables)    # a batch run's tables, before the first trigger
+    os.replace(link, tables)
+    outs = summary["outputs"]
+    charts = {}
+    for chart, path in outs["charts"].items():
+        dest = os.path.join(out_dir, os.path.basename(path))
+        os.replace(path, dest)
+        charts[chart] = dest
+    report = os.path.join(out_dir, "report.html")
+    os.replace(outs["report"], report)
+    summary["outputs"] = {
+        "summary": os.path.join(out_dir, "summary.json"), "report": report, "charts": charts,
+        "tables": {k: os.path.join(tables, os.path.basename(v))
+                   for k, v in outs["tables"].items()}}
+    tmp = os.path.join(stage, "summary.json")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, default=_json_default)
+        f.write("\n")
+    os.replace(tmp, os.path.join(out_dir, "summary.json"))
+    for old in os.listdir(out_dir):
+        if old.startswith(".trigger-") and old != name:
+            shutil.rmtree(os.path.join(out_dir, old), ignore_errors=True)
+    return summary
