@@ -253,6 +253,7 @@ def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg:
     finally:
         if query.isActive:
             query.stop()
+        follower.close()
         for s, h in old.items():
             signal.signal(s, h)
         if exporter is not None:

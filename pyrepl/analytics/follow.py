@@ -25,6 +25,7 @@ figures (``prom``) follow the summary.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -32,10 +33,18 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyrepl.analytics.job import JobConfig, JobResult, finish, pass_counts
+from pyrepl.analytics.job import (
+    NICE_BUCKETS,
+    JobConfig,
+    JobResult,
+    choose_bucket,
+    finish,
+    pass_counts,
+)
 from pyrepl.analytics.logread import kind_of, read_logs
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
@@ -55,6 +64,15 @@ _ENTRY = re.compile(r"^(batch|compact)-(\d{12})-e(\d+)$")
 
 def _noop(msg: str) -> None:
     pass
+
+
+def stored_bucket(bucket: float) -> float:
+    """The coarsest time bucket the stored lag groups can be summed per, now that the run's
+    bucket is ``bucket``: the greatest common divisor of it and every bigger bucket the run
+    may choose as its span grows (``job.NICE_BUCKETS``), so that whichever it chooses is a
+    multiple of it (600 s: 300 s, since 900 s may come next)."""
+    later = [int(b) for b in NICE_BUCKETS if b >= bucket] or [int(bucket)]
+    return float(functools.reduce(math.gcd, later))
 
 
 def pow2_at_least(n: float) -> int:
@@ -158,7 +176,9 @@ class Trigger:
 
 class Follower:
     """One streaming query over ``cfg.paths``; ``on_trigger`` hears of each published
-    trigger."""
+    trigger. A trigger's outputs are written (``publish``) by a thread of their own while
+    the stream goes on with the next micro-batch (one at a time: a batch waits for the
+    previous trigger's outputs before it hands over its own)."""
 
     def __init__(self, spark: Any, cfg: FollowConfig,
                  progress: Callable[[str], None] = _noop,
@@ -170,6 +190,9 @@ class Follower:
         self.on_trigger = on_trigger
         self.store = AggStore(cfg.checkpoint)
         self._logs_key: Any = None
+        # a trigger's outputs are written by this thread while the next batch is read
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pyrepl-publish")
+        self._publishing: Future[None] | None = None
         self._logs: tuple[Any, dict[str, Any] | None] | None = None
         empty = spark.createDataFrame([], "value string")
         self.agg_schema = aggregate_all(classify(parse_text(spark, empty)), FINE_BUCKET_S,
@@ -198,13 +221,34 @@ class Follower:
         ev = classify(parse_text(self.spark, lines.select(F.col("line").alias("value"))),
                       self.cfg.job.since, self.cfg.job.until)
         if self.store.put_batch(aggregate_all(ev, FINE_BUCKET_S, every), batch_id, every):
-            self.progress(f"batch {batch_id} stored")
+            self.progress(f"batch {batch_id}: its lines' pass stored "
+                          f"({time.monotonic() - t0:.1f} s)")
         result = self.refresh(batch_id, logs)
+        self.wait_published()
+        self._publishing = self._pool.submit(self._publish, result, batch_id, t0)
+
+    def _publish(self, result: JobResult, batch_id: int, t0: float) -> None:
+        t = time.monotonic()
+        publish(result, self.cfg.out_dir, batch_id)
         seconds = time.monotonic() - t0
         self.progress(f"batch {batch_id}: {result.summary['input']['events']:,} events, "
-                      f"published in {seconds:.1f} s")
+                      f"written in {time.monotonic() - t:.1f} s; published {seconds:.1f} s "
+                      f"after the batch began")
         if self.on_trigger is not None:
             self.on_trigger(Trigger(batch_id, seconds, result.summary))
+
+    def wait_published(self) -> None:
+        """Until the last trigger's outputs are written (raises what stopped them)."""
+        if self._publishing is not None:
+            pending, self._publishing = self._publishing, None
+            pending.result()
+
+    def close(self) -> None:
+        """The last outputs written, the writer thread ended."""
+        try:
+            self.wait_published()
+        finally:
+            self._pool.shutdown()
 
     # -- each trigger's finish ---------------------------------------------------------------
 
@@ -213,10 +257,20 @@ class Follower:
         and the sampling modulus it is drawn with."""
         live = self.store.live()
         every = max(e.every for e in live)
-        agg = merge_aggregates(self.spark.read.schema(self.agg_schema)
-                               .parquet(*[e.path for e in live]), every)
+        stored = self.spark.read.schema(self.agg_schema).parquet(*[e.path for e in live])
+        agg = merge_aggregates(stored, every)
         if len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every:
-            self.store.compact(agg, batch_id, every)
+            # the lag groups summed per the coarsest bucket the run can still choose: what
+            # is stored grows with the links and the span's buckets (~300), not with time.
+            # (The span of what is stored: it only grows, and the run's, with the logs', is
+            # never shorter; so the run's bucket is a multiple of this one's, ever after)
+            F = _F()
+            span = stored.filter(F.col("bad").isNull()).agg(
+                F.min("ts_min"), F.max("ts_max")).first()
+            bucket = self.cfg.job.bucket_s or (
+                stored_bucket(choose_bucket(span[0], span[1])) if span[0] is not None
+                else None)
+            self.store.compact(merge_aggregates(stored, every, bucket), batch_id, every)
             live = self.store.live()
             agg = self.spark.read.schema(self.agg_schema).parquet(live[0].path)
         return agg, every
@@ -251,9 +305,13 @@ class Follower:
             agg = agg.unionByName(lagg.select(*agg.columns))
         agg = agg.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            result = finish(self.spark, agg, pass_counts(agg), self.cfg.paths, "json", every,
-                            logsum, self.cfg.job)
-            publish(result, self.cfg.out_dir, batch_id)
+            t0 = time.monotonic()
+            counts = pass_counts(agg)
+            t1 = time.monotonic()
+            result = finish(self.spark, agg, counts, self.cfg.paths, "json", every, logsum,
+                            self.cfg.job)
+            self.progress(f"batch {batch_id}: merged {t1 - t0:.1f} s, finished "
+                          f"{time.monotonic() - t1:.1f} s")
         finally:
             agg.unpersist()
         return result

@@ -647,7 +647,7 @@ AGG_MERGE = (("n", "sum"), ("nb", "sum"), ("nm", "sum"), ("lb_sum", "sum"), ("lb
              ("mro_min", "min"), ("mro_max", "max"), ("ts_min", "min"), ("ts_max", "max"))
 
 
-def merge_aggregates(aggs: Any, every: int) -> Any:
+def merge_aggregates(aggs: Any, every: int, bucket: float | None = None) -> Any:
     """Several ``aggregate_all`` results over disjoint inputs (a stream's batches, each with
     its own sampling ``every``, a power of two dividing ``every``) -> the one
     ``aggregate_all`` of their union with ``every`` would give, up to ``sid`` values.
@@ -658,9 +658,14 @@ def merge_aggregates(aggs: Any, every: int) -> Any:
     a sample not drawn). Every other group is keyed by its columns without ``sid`` and merges
     exactly (counts and integer sums add, minima and maxima: ``aggregate_all``). A batch's
     ``sid`` values may equal another's: only the records of one batch are told apart by them,
-    and here nothing groups by them."""
+    and here nothing groups by them. With ``bucket`` (a multiple of FINE_BUCKET_S), the lag
+    groups are summed per that bucket (``fb``), as a pass grouping by it would have: the
+    finish's bucket must then be a multiple of it (``follow.stored_bucket``)."""
     F = _F()
     c = F.col
+    if bucket is not None:
+        aggs = aggs.withColumn("fb", F.floor(c("fb") / F.lit(float(bucket))) * F.lit(
+            float(bucket)))
     lag = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
     drawn = lag & c("sid").isNotNull() & (F.pmod(F.xxhash64(c("master"), c("replica"),
                                                             c("ts_min")), F.lit(every)) == 0)

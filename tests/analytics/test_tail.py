@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
-from pyrepl.analytics.tail import TailReader
+from pyrepl.analytics.tail import Range, TailReader, read_batches, read_range
 
 ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("lines"), st.integers(1, 5), st.integers(0, 300)),
@@ -117,7 +118,17 @@ def _batches(reader: TailReader, actions, w: Writer, limit) -> list[str]:  # noq
         nonlocal offset
         end = json.loads(json.dumps(reader.latestOffset(offset, limit)))  # as checkpointed
         for part in reader.partitions(offset, end):
-            got.extend(line for _, line in reader.read(part))
+            assert sum(r.end - r.start for r in part.ranges) <= reader.chunk \
+                or len(part.ranges) == 1
+            # the reference: a line at a time
+            want = [x for r in part.ranges for x in read_range(r)]
+            for batches in (reader.read(part),
+                            (b for r in part.ranges for b in read_batches(r, block=5))):
+                rows = [(p, x) for b in batches
+                        for p, x in zip(b.column(0).to_pylist(), b.column(1).to_pylist(),
+                                        strict=True)]
+                assert rows == want
+            got.extend(line for _, line in want)
         reader.commit(end)
         offset = end
 
@@ -169,3 +180,23 @@ def test_each_whole_line_once_in_order(tmp_path_factory, actions, chunk: int,
     for x in map(json.loads, got):
         by_file.setdefault(x["f"], []).append(x["n"])
     assert all(ns == sorted(ns) for ns in by_file.values()), by_file
+
+
+@pytest.mark.parametrize("block", [1, 4, 1 << 20])
+def test_batches_decode_as_lines_do(tmp_path, block: int) -> None:
+    """Invalid UTF-8 (cut sequences, stray continuation bytes, one before a newline), blank
+    lines, a range starting inside a line and one ending inside a line: the record batches
+    hold what the line-at-a-time reference gives."""
+    data = (b'{"a":"\xc3"}\n\n\xe2\x82\n{"b":"\x80\x80 \xf0\x9f\x98\x80"}\n'
+            b'plain\r\n\xff\xfe\n' + "é€😀\n".encode() + b"no newline")
+    path = tmp_path / "bad.ndjson"
+    path.write_bytes(data)
+    ino = f"{os.stat(path).st_dev}:{os.stat(path).st_ino}"
+    end = data.rfind(b"\n") + 1
+    for a in range(end):
+        for b in (a + 1, end):
+            r = Range(str(path), ino, a, b)
+            got = [(p, x) for bt in read_batches(r, block=block)
+                   for p, x in zip(bt.column(0).to_pylist(), bt.column(1).to_pylist(),
+                                   strict=True)]
+            assert got == list(read_range(r)), (a, b)
