@@ -259,6 +259,17 @@ def _open_same(path: str, ino: str) -> Any:
     return None
 
 
+def first_line(f: Any, start: int) -> int:
+    """Seek ``f`` to the first line that starts at or after ``start`` (a line that starts
+    before it is the range before's to read); its offset."""
+    f.seek(start)
+    if start > 0:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            return start + len(f.readline())
+    return start
+
+
 def read_range(r: Range) -> Iterator[tuple[str, str]]:
     """The lines of range ``r``: those that start in [start, end), each whole."""
     f = _open_same(r.path, r.ino)
@@ -269,13 +280,7 @@ def read_range(r: Range) -> Iterator[tuple[str, str]]:
             for line in gzip.decompress(f.read()).decode("utf-8", "replace").splitlines():
                 yield r.path, line
             return
-        pos = r.start
-        f.seek(pos)
-        if pos > 0:
-            f.seek(pos - 1)
-            if f.read(1) != b"\n":
-                skipped = f.readline()   # the range before reads this line
-                pos += len(skipped)
+        pos = first_line(f, r.start)
         while pos < r.end:
             line = f.readline()
             if not line:
@@ -309,12 +314,7 @@ def read_batches(r: Range, block: int = BLOCK_BYTES) -> Iterator[Any]:
             for i in range(0, len(lines), 1 << 16):
                 yield batch(lines[i:i + (1 << 16)])
             return
-        pos = r.start
-        f.seek(pos)
-        if pos > 0:
-            f.seek(pos - 1)
-            if f.read(1) != b"\n":
-                pos += len(f.readline())   # the range before reads this line
+        pos = first_line(f, r.start)
         while pos < r.end:
             data = f.read(min(block, r.end - pos))
             if not data:
