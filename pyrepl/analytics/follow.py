@@ -45,9 +45,10 @@ from pyrepl.analytics.job import (
     finish,
     pass_counts,
 )
-from pyrepl.analytics.logread import kind_of, read_logs
+from pyrepl.analytics.logread import head, kind_of, read_logs
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
+    LINE_BYTES,
     SAMPLE_TARGET,
     aggregate_all,
     classify,
@@ -58,7 +59,6 @@ from pyrepl.analytics.sql import _F
 from pyrepl.analytics.tail import NAME, TailSource, list_files
 
 COMPACT_EVERY = 10          # stored batch aggregates merged into one every this many
-LINE_BYTES = 150            # a short line's length, to guess the line count from bytes
 _ENTRY = re.compile(r"^(batch|compact)-(\d{12})-e(\d+)$")
 
 
@@ -214,7 +214,7 @@ class Follower:
         t0 = time.monotonic()
         F = _F()
         files = list_files(self.cfg.paths)
-        logs = log_files(files)
+        logs = log_files(self.spark, files)
         every = max(self.store.every(), pow2_at_least(
             ndjson_bytes(files, logs) / LINE_BYTES / SAMPLE_TARGET))
         lines = df.filter(~F.col("path").isin(list(logs))) if logs else df
@@ -317,19 +317,19 @@ class Follower:
         return result
 
 
-def log_files(files: Sequence[str]) -> dict[str, str]:
-    """{file: kind} of the Redis/Valkey logs among ``files`` (by their first lines; a file
-    with no whole line yet is not one: the stream skips nothing of it)."""
+def log_files(spark: Any, files: Sequence[str]) -> dict[str, str]:
+    """{file: kind} of the Redis/Valkey logs among ``files``, by their first lines as the
+    batch job tells them (``logread.head``, ``kind_of``; a rotated ``.gz`` too). A plain file
+    with no whole line yet is not one: the stream skips nothing of it."""
     out = {}
     for f in files:
         try:
-            with open(f, "rb") as fh:
-                head = fh.read(4096)
+            first = head(spark, f)
         except OSError:
             continue
-        if f.endswith(".gz") or b"\n" not in head:
+        if not f.endswith(".gz") and b"\n" not in first:
             continue
-        k = kind_of(head)
+        k = kind_of(first)
         if k is not None:
             out[f] = k
     return out

@@ -41,6 +41,7 @@ from pyrepl.analytics.read import (
     detect_format,
     estimate_lines,
     footer_span,
+    is_lag_group,
     parse_inputs,
 )
 from pyrepl.analytics.recoveries import build_recoveries, build_streaks
@@ -217,12 +218,11 @@ def pass_counts(agg: Any) -> list[Any]:
     (HyperLogLog) and the sources' ranks (collected: a few dozen rows)."""
     F = _F()
     c = F.col
-    lagrow = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
     return agg.groupBy("bad", F.coalesce(c("row.event"), c("counted"),
                                          F.lit("replica_lag")).alias("event")) \
         .agg(F.sum("n").alias("n"), F.min("ts_min").alias("t0"),
              F.max("ts_max").alias("t1"),
-             F.approx_count_distinct(F.when(lagrow, F.concat_ws(
+             F.approx_count_distinct(F.when(is_lag_group(), F.concat_ws(
                  "\n", "master", "replica", "run_id"))).alias("runs"),
              F.collect_set(F.when(c("row").isNotNull(), source_rank(
                  F, c("row.source"), c("row.inferred")))).alias("ranks")) \
@@ -331,8 +331,7 @@ def _fleet(link_rows: list[dict[str, Any]]) -> dict[str, int]:
 
 def lag_groups(agg: Any) -> Any:
     """The pass's lag groups: its rows that are neither bad, nor an event, nor counted."""
-    c = _F().col
-    return agg.filter(c("bad").isNull() & c("row").isNull() & c("counted").isNull())
+    return agg.filter(is_lag_group())
 
 
 def known_names(agg: Any) -> Any:

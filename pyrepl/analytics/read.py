@@ -34,6 +34,7 @@ from pyrepl.events import EVENTS, FIELDS
 # The writer's exact bytes for a lag sample: lines holding them are parsed for LAG_FIELDS only.
 LAG_MARK = '"event":"replica_lag"'
 LAG_FIELDS = ("ts", "event", "node", "run_id", "peer", "offset", "lag_bytes", "lag_ms")
+LINE_BYTES = 150  # a short line's length: a file's bytes over it guess its lines
 FINE_BUCKET_S = 10.0  # lag samples are first summed per 10 s, then per chosen bucket
 SAMPLE_TARGET = 200_000  # lag percentiles come from about this many samples at most
 # lag_ms's fractions are summed as integers in units of 1 / LAG_MS_FRAC ms (``aggregate_all``):
@@ -210,7 +211,7 @@ def estimate_lines(spark: Any, paths: Sequence[str], fmt: str = "auto") -> int:
     for f in file_statuses(spark, paths):
         n = int(f.getLen())
         total += n * 8 if f.getPath().getName().endswith(".gz") else n
-    return total // 150
+    return total // LINE_BYTES
 
 
 def parquet_rows(spark: Any, paths: Sequence[str]) -> int | None:
@@ -640,6 +641,12 @@ def aggregate_all(ev: Any, fine_s: float, every: int) -> Any:
         F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max"))
 
 
+def is_lag_group() -> Any:
+    """Of ``aggregate_all``'s rows, the lag groups: neither bad, nor an event, nor counted."""
+    c = _F().col
+    return c("bad").isNull() & c("row").isNull() & c("counted").isNull()
+
+
 # aggregate_all's grouping columns, and how each of its figures merges
 AGG_KEYS = ("bad", "master", "replica", "run_id", "fb", "counted", "cnode", "cpeer", "sid", "row")
 AGG_MERGE = (("n", "sum"), ("nb", "sum"), ("nm", "sum"), ("lb_sum", "sum"), ("lb_max", "max"),
@@ -666,8 +673,7 @@ def merge_aggregates(aggs: Any, every: int, bucket: float | None = None) -> Any:
     if bucket is not None:
         aggs = aggs.withColumn("fb", F.floor(c("fb") / F.lit(float(bucket))) * F.lit(
             float(bucket)))
-    lag = c("bad").isNull() & c("row").isNull() & c("counted").isNull()
-    drawn = lag & c("sid").isNotNull() & (F.pmod(F.xxhash64(c("master"), c("replica"),
+    drawn = is_lag_group() & c("sid").isNotNull() & (F.pmod(F.xxhash64(c("master"), c("replica"),
                                                             c("ts_min")), F.lit(every)) == 0)
     own = c("row").isNotNull() | drawn
     groups = aggs.filter(~own).withColumn("sid", F.lit(None).cast("bigint")) \
