@@ -104,13 +104,16 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
                    "interface).")
 @click.option("--max-bytes-per-trigger", type=click.IntRange(min=0), default=0, metavar="BYTES",
               help="With --follow: at most this many new bytes a micro-batch (0: all).")
+@click.option("--compact-every", type=click.IntRange(min=1), default=10, show_default=True,
+              metavar="N", help="With --follow: the micro-batches' stored aggregates are "
+                                "merged into one every N batches.")
 def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None,
             since: str | None, until: str | None, bucket_s: float | None, fmt: str,
             convert_to: tuple[str, str] | None, tables_out: str | None, log_tz: str,
             driver_rows: int | None, small_mb: float, confs: tuple[str, ...],
             progress: bool | None, follow: bool, trigger_s: float, checkpoint: str | None,
             prometheus_port: int | None, prometheus_bind: str,
-            max_bytes_per_trigger: int) -> None:
+            max_bytes_per_trigger: int, compact_every: int) -> None:
     """Turn sync-event logs into sync metrics, backlog advice, charts and report.html."""
     if out_dir is None and convert_to is None:
         raise click.UsageError("give --out DIR (and/or --convert-to parquet DIR)")
@@ -176,7 +179,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
                 cfg.driver_max_rows = driver_rows
             assert out_dir is not None and checkpoint is not None
             run_follow(spark, paths, out_dir, checkpoint, cfg, trigger_s, prometheus_port,
-                       prometheus_bind, max_bytes_per_trigger, say)
+                       prometheus_bind, max_bytes_per_trigger, compact_every, say)
             return
         if convert_to is not None:
             dest = convert_to[1]
@@ -209,7 +212,7 @@ def metrics(logs: tuple[str, ...], out_dir: str | None, spark_master: str | None
 
 def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg: Any,
                trigger_s: float, prometheus_port: int | None, prometheus_bind: str,
-               max_bytes: int, say: Callable[[str], None]) -> None:
+               max_bytes: int, compact_every: int, say: Callable[[str], None]) -> None:
     """``--follow``: the streaming query until SIGTERM / SIGINT (then it stops between two
     steps; what the last trigger did not commit runs again at the next start)."""
     from pyrepl.analytics import follow, prom
@@ -230,7 +233,7 @@ def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg:
                    f"partial syncs ({t.seconds:.1f} s)")
 
     fc = follow.FollowConfig(paths, out_dir, checkpoint, trigger_s, cfg,
-                             max_bytes_per_trigger=max_bytes)
+                             max_bytes_per_trigger=max_bytes, compact_every=compact_every)
     try:
         follower = follow.Follower(spark, fc, say, published)
     except ValueError as e:

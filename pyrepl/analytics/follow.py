@@ -271,6 +271,8 @@ class Follower:
                 stored_bucket(choose_bucket(span[0], span[1])) if span[0] is not None
                 else None)
             self.store.compact(merge_aggregates(stored, every, bucket), batch_id, every)
+            self.progress(f"batch {batch_id}: {len(live)} stored aggregates compacted into "
+                          f"one (lag groups per {bucket or FINE_BUCKET_S:g} s)")
             live = self.store.live()
             agg = self.spark.read.schema(self.agg_schema).parquet(live[0].path)
         return agg, every

@@ -1,7 +1,8 @@
 """``pyrepl metrics --follow`` end to end, as a process of its own: a fleet's sync logs are
 appended while it runs (files growing, new files, a rotation, Redis logs dropped in); after
 each step its summary.json equals the batch job's over the same files; killed with SIGKILL in
-the middle and started again on its checkpoint, it counts every line once; its Prometheus
+the middle and started again on its checkpoint, it counts every line once, its stored
+aggregates compacted every 2 batches before and after the kill; its Prometheus
 endpoint says what the summary says; SIGTERM ends it cleanly."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from pyrepl.analytics.follow import AggStore
 from pyrepl.analytics.job import JobConfig, run
 from tests.analytics.synth import FleetSpec, write_fleet
 from tests.support.procs import free_port
@@ -33,7 +35,7 @@ REDISLOGS = os.path.join(ROOT, "tests", "data", "redislog", "redis7")
 def follower(follow: str, out: str, ckpt: str, port: int) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pyrepl.cli.main", "metrics", "--follow", follow,
             "--out", out, "--checkpoint", ckpt, "--trigger", "1",
-            "--prometheus-port", str(port), "--progress"]
+            "--compact-every", "2", "--prometheus-port", str(port), "--progress"]
     # its output in a file (a pipe nobody reads could fill and stop it)
     with open(os.path.join(os.path.dirname(out), "follower.log"), "a") as log:
         return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -151,6 +153,14 @@ def test_follow_appended_rotated_killed_restarted(spark, tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+    # the stored aggregates were compacted, before the kill and after it (every 2 batches):
+    # the summaries above were each the batch job's all the same
+    with open(os.path.join(tmp_path, "follower.log"), encoding="utf-8") as f:
+        runs = f.read().split("following 1 path(s)")
+    assert len(runs) == 3 and all("compacted into one" in r for r in runs[1:]), runs
+    store = AggStore(ckpt)
+    assert [e.kind for e in store.live()][:1] == ["compact"] and \
+        len([e for e in store.entries() if e.kind == "batch"]) < 2
     # the tables of the last trigger, where summary.json says
     final = summary_of(out)
     assert final is not None and final == s4 | {"outputs": final["outputs"],
