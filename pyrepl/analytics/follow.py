@@ -37,15 +37,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrepl.analytics import fstate
+from pyrepl.analytics.fstate import FollowState
 from pyrepl.analytics.job import (
     NICE_BUCKETS,
+    DriverInputs,
     JobConfig,
     JobResult,
     choose_bucket,
+    event_dict,
     finish,
-    pass_counts,
+    json_relation,
 )
-from pyrepl.analytics.logread import head, kind_of, read_logs
+from pyrepl.analytics.logread import head, kind_of, name_unknown, prefer_sources, read_logs
 from pyrepl.analytics.read import (
     FINE_BUCKET_S,
     LINE_BYTES,
@@ -55,7 +59,9 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
+from pyrepl.analytics.schema import table_columns
 from pyrepl.analytics.sql import _F
+from pyrepl.analytics.syncs import with_link
 from pyrepl.analytics.tail import NAME, TailSource, list_files
 
 COMPACT_EVERY = 10          # stored batch aggregates merged into one every this many
@@ -194,9 +200,13 @@ class Follower:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pyrepl-publish")
         self._publishing: Future[None] | None = None
         self._logs: tuple[Any, dict[str, Any] | None] | None = None
+        self._logs_state: FollowState | None = None
+        self._state: FollowState | None = None     # the stored aggregates' merge
         empty = spark.createDataFrame([], "value string")
         self.agg_schema = aggregate_all(classify(parse_text(spark, empty)), FINE_BUCKET_S,
                                         1).schema
+        self.row_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}"
+                                 for f in self.agg_schema["row"].dataType.fields)
 
     # -- the stream ------------------------------------------------------------------------
 
@@ -211,6 +221,8 @@ class Follower:
             .queryName("pyrepl-follow").start()
 
     def on_batch(self, df: Any, batch_id: int) -> None:
+        from pyspark import StorageLevel
+
         t0 = time.monotonic()
         F = _F()
         files = list_files(self.cfg.paths)
@@ -220,9 +232,20 @@ class Follower:
         lines = df.filter(~F.col("path").isin(list(logs))) if logs else df
         ev = classify(parse_text(self.spark, lines.select(F.col("line").alias("value"))),
                       self.cfg.job.since, self.cfg.job.until)
-        if self.store.put_batch(aggregate_all(ev, FINE_BUCKET_S, every), batch_id, every):
-            self.progress(f"batch {batch_id}: its lines' pass stored "
-                          f"({time.monotonic() - t0:.1f} s)")
+        agg = aggregate_all(ev, FINE_BUCKET_S, every).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if self.store.put_batch(agg, batch_id, every):
+                t1 = time.monotonic()
+                if self._state is not None:
+                    rows = fstate.collect(agg)
+                    t2 = time.monotonic()
+                    self._state.add(rows, every)
+                    self.progress(f"batch {batch_id}: {len(rows):,} rows collected "
+                                  f"{t2 - t1:.1f} s, merged {time.monotonic() - t2:.1f} s")
+                self.progress(f"batch {batch_id}: its lines' pass stored "
+                              f"({t1 - t0:.1f} s)")
+        finally:
+            agg.unpersist()
         result = self.refresh(batch_id, logs)
         self.wait_published()
         self._publishing = self._pool.submit(self._publish, result, batch_id, t0)
@@ -253,29 +276,43 @@ class Follower:
     # -- each trigger's finish ---------------------------------------------------------------
 
     def stored(self, batch_id: int) -> tuple[Any, int]:
-        """The merge of the stored aggregates (compacted every ``compact_every`` batches)
-        and the sampling modulus it is drawn with."""
+        """The merge of the stored aggregates (compacted every ``compact_every`` batches),
+        a plan (run only by a finish in Spark), and the sampling modulus it is drawn with;
+        ``_state``, the same merge on the driver, is read from the store when there is none
+        (a start) and coarsened as the store is at a compaction."""
+        from pyspark import StorageLevel
+
+        F = _F()
         live = self.store.live()
         every = max(e.every for e in live)
-        stored = self.spark.read.schema(self.agg_schema).parquet(*[e.path for e in live])
-        agg = merge_aggregates(stored, every)
+        stored = self._read(live)
+        if self._state is None:
+            state = FollowState()
+            state.add(fstate.collect(merge_aggregates(stored, every)), every)
+            self._state = state
         if len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every:
             # the lag groups summed per the coarsest bucket the run can still choose: what
             # is stored grows with the links and the span's buckets (~300), not with time.
             # (The span of what is stored: it only grows, and the run's, with the logs', is
             # never shorter; so the run's bucket is a multiple of this one's, ever after)
-            F = _F()
+            stored = stored.persist(StorageLevel.MEMORY_AND_DISK)
             span = stored.filter(F.col("bad").isNull()).agg(
                 F.min("ts_min"), F.max("ts_max")).first()
             bucket = self.cfg.job.bucket_s or (
                 stored_bucket(choose_bucket(span[0], span[1])) if span[0] is not None
                 else None)
             self.store.compact(merge_aggregates(stored, every, bucket), batch_id, every)
+            stored.unpersist()
+            if bucket is not None:
+                self._state.rebucket(bucket)
             self.progress(f"batch {batch_id}: {len(live)} stored aggregates compacted into "
                           f"one (lag groups per {bucket or FINE_BUCKET_S:g} s)")
             live = self.store.live()
-            agg = self.spark.read.schema(self.agg_schema).parquet(live[0].path)
-        return agg, every
+            stored = self._read(live)
+        return merge_aggregates(stored, every), every
+
+    def _read(self, entries: list[Entry]) -> Any:
+        return self.spark.read.schema(self.agg_schema).parquet(*[e.path for e in entries])
 
     def logs_part(self, logs: dict[str, str]) -> tuple[Any, dict[str, Any] | None]:
         """The Redis/Valkey logs' aggregate and summary: parsed whole, again only when one
@@ -290,33 +327,55 @@ class Follower:
         if self._logs is None or key != self._logs_key:
             if not logs:
                 self._logs = (None, None)
+                self._logs_state = None
             else:
                 ldf, summary = read_logs(self.spark, logs, self.cfg.job.log_tz)
                 lagg = aggregate_all(classify(ldf, self.cfg.job.since, self.cfg.job.until),
                                      FINE_BUCKET_S, 1).localCheckpoint(eager=True)
                 self._logs = (lagg, summary)
+                self._logs_state = FollowState()
+                self._logs_state.add(fstate.collect(lagg), 1)
             self._logs_key = key
         return self._logs
 
     def refresh(self, batch_id: int, logs: dict[str, str]) -> JobResult:
-        from pyspark import StorageLevel
-
+        t0 = time.monotonic()
         agg, every = self.stored(batch_id)
         lagg, logsum = self.logs_part(logs)
         if lagg is not None:
             agg = agg.unionByName(lagg.select(*agg.columns))
-        agg = agg.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            t0 = time.monotonic()
-            counts = pass_counts(agg)
-            t1 = time.monotonic()
-            result = finish(self.spark, agg, counts, self.cfg.paths, "json", every, logsum,
-                            self.cfg.job)
-            self.progress(f"batch {batch_id}: merged {t1 - t0:.1f} s, finished "
-                          f"{time.monotonic() - t1:.1f} s")
-        finally:
-            agg.unpersist()
+        assert self._state is not None
+        states = [self._state] + ([self._logs_state] if self._logs_state is not None else [])
+        counts = fstate.pass_counts(states)
+        t1 = time.monotonic()
+        result = finish(self.spark, agg, counts, self.cfg.paths, "json", every, logsum,
+                        self.cfg.job, inputs=functools.partial(self.inputs, states))
+        self.progress(f"batch {batch_id}: merged {t1 - t0:.1f} s, finished "
+                      f"{time.monotonic() - t1:.1f} s")
         return result
+
+    def inputs(self, states: list[FollowState], bucket_s: float, several_sources: bool,
+               unknown_hosts: bool) -> DriverInputs:
+        """The driver finish's input from the states (``job.collect_inputs``'s from an
+        aggregate): the events through the same Spark steps (one small query), the lag
+        series and sample here."""
+        sev = json_relation(self.spark, self.row_ddl,
+                            [row for s in states for row, _ in s.events])
+        if unknown_hosts:
+            sev = name_unknown(sev, json_relation(
+                self.spark, "`_n` string",
+                [{"_n": n} for n in sorted(fstate.known_names(states))]))
+        if several_sources:
+            sev = prefer_sources(sev)
+        ev = with_link(sev)
+        names = ev.columns
+        fields = list(enumerate(names))
+        events = [event_dict(r, fields) for r in ev.collect()]
+        rows = fstate.series_rows(states, bucket_s)
+        cols = [n for n, _ in table_columns("lag_series")
+                if n in names or (rows and n in rows[0])]
+        series = [{n: s.get(n) for n in cols} for s in rows]
+        return events, series, fstate.samples_by_link(states)
 
 
 def log_files(spark: Any, files: Sequence[str]) -> dict[str, str]:

@@ -76,15 +76,7 @@ JSON_FRAME_ROWS = 100_000
 
 
 def json_frame(spark: Any, name: str, rows: list[dict[str, Any]]) -> Any:
-    """The rows of output table ``name`` as a DataFrame, sent to the JVM as one JSON text (a
-    py4j call) and parsed there with the table's schema: a local relation, any master. Unlike
-    ``createDataFrame`` of Python rows (whose first use starts Spark's Python workers: 2-3 s)
-    no Python process is involved. Floats are written in Python's shortest round-trip form,
-    which Jackson reads back to the same double."""
-    import json
-
-    from pyspark.sql import DataFrame
-
+    """The rows of output table ``name`` as a DataFrame (``json_relation``)."""
     cols = table_columns(name)
     lines = []
     for x in rows:
@@ -93,13 +85,26 @@ def json_frame(spark: Any, name: str, rows: list[dict[str, Any]]) -> Any:
             v = x[n]
             if v is not None:
                 e[n] = float(v) if t == "double" else v
-        lines.append(json.dumps(e, separators=(",", ":")))
+        lines.append(e)
+    return json_relation(spark, ", ".join(f"`{n}` {t}" for n, t in cols), lines)
+
+
+def json_relation(spark: Any, ddl: str, rows: list[dict[str, Any]]) -> Any:
+    """Rows (dicts of JSON values) as a DataFrame of schema ``ddl``, sent to the JVM as one
+    JSON text (a py4j call) and parsed there: a local relation, any master. Unlike
+    ``createDataFrame`` of Python rows (whose first use starts Spark's Python workers: 2-3 s)
+    no Python process is involved. Floats are written in Python's shortest round-trip form,
+    which Jackson reads back to the same double (NaN and infinities as Jackson's words)."""
+    import json
+
+    from pyspark.sql import DataFrame
+
     jvm = spark.sparkContext._jvm
     js = spark._jsparkSession
-    text = jvm.java.util.ArrayList() if not lines else jvm.java.util.regex.Pattern.compile(
-        "\n").splitAsStream("\n".join(lines)).toList()
+    text = jvm.java.util.ArrayList() if not rows else jvm.java.util.regex.Pattern.compile(
+        "\n").splitAsStream("\n".join(json.dumps(r, separators=(",", ":")) for r in rows)) \
+        .toList()
     ds = js.createDataset(text, jvm.org.apache.spark.sql.Encoders.STRING())
-    ddl = ", ".join(f"`{n}` {t}" for n, t in cols)
     return DataFrame(js.read().schema(ddl).json(ds), spark)
 
 
@@ -231,10 +236,13 @@ def pass_counts(agg: Any) -> list[Any]:
 
 def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: str,
            every: int, logs: dict[str, Any] | None, cfg: JobConfig,
-           progress: Callable[[str], None] = _noop) -> JobResult:
+           progress: Callable[[str], None] = _noop,
+           inputs: Callable[[float, bool, bool], DriverInputs] | None = None) -> JobResult:
     """Everything after the input pass, from its aggregate ``agg`` (cached or not) and
     ``pass_counts(agg)``: the summary's input figures, then the finish on the driver or in
-    Spark (the batch job's, and each trigger's of ``follow``)."""
+    Spark (the batch job's, and each trigger's of ``follow``). ``inputs``: the driver
+    finish's input without a query (``follow``'s state on the driver; ``agg``, a plan, is then
+    run only by a finish in Spark)."""
     events_by_type: dict[str, int] = {}
     malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
                                  **{k: 0 for k in (LOG_BAD if logs else ())}}
@@ -280,7 +288,7 @@ def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: s
         progress(f"collecting {n_other:,} sync events and ~{series_rows:,} lag rows; "
                  f"finishing on the driver")
         result = _finish_on_driver(spark, agg, summary, bucket_s, cfg, len(ranks) > 1,
-                                   unknown_hosts)
+                                   unknown_hosts, inputs)
     else:
         progress(f"{n_other:,} sync events and ~{series_rows:,} lag rows: finishing in Spark")
         result = _finish_in_spark(agg, summary, bucket_s, cfg, progress, unknown_hosts)
@@ -346,16 +354,16 @@ def known_names(agg: Any) -> Any:
         .unionByName(agg.filter(c("cpeer").isNotNull()).select(c("cpeer").alias("_n")))
 
 
-def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: float,
-                      cfg: JobConfig, several_sources: bool, unknown_hosts: bool
-                      ) -> JobResult:
-    """One query collects the sync events, the lag series and the lag sample; ``driver``
-    does the rest; the tables become DataFrames (from the driver's rows) for writing.
+# the driver finish's input: the sync events (each with its link), the lag series rows of the
+# run's bucket, and the lag sample's values per link
+DriverInputs = tuple[list[dict[str, Any]], list[dict[str, Any]],
+                     dict[tuple[Any, Any], tuple[list[Any], list[Any]]]]
 
-    The collected rows come in the order of the pass's groups, which hang on how the pass
-    grouped the lag samples (per 10 s or per the bucket: ``run``); so the events and series
-    rows are put in the order of their values first (the steps' float sums, over syncs or
-    series rows, then add in one order), and each table's rows in the order of its keys."""
+
+def collect_inputs(agg: Any, bucket_s: float, several_sources: bool, unknown_hosts: bool
+                   ) -> DriverInputs:
+    """The driver finish's input from the pass's aggregate: one query (``follow`` keeps its
+    own on the driver: ``fstate``)."""
     F = _F()
     c = F.col
     sev = agg.filter(c("row").isNotNull()).select("row.*")
@@ -380,15 +388,41 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
                    if n in names]
     for row in parts.collect():
         if row[part] == 0:
-            e = {n: row[i] for i, n in fields if row[i] is not None}
-            e.setdefault("master", None)
-            e.setdefault("replica", None)
-            events.append(e)
+            events.append(event_dict(row, fields))
         elif row[part] == 1:
             series.append({n: row[i] for i, n in series_cols})
         else:
             samples[(row["master"], row["replica"])] = (row["_lbs"], row["_lms"])
-    agg.unpersist()
+    return events, series, samples
+
+
+def event_dict(row: Any, fields: list[tuple[int, str]]) -> dict[str, Any]:
+    """A collected event (``with_link``'s columns) as the driver's steps take it: its
+    non-null fields, and its link."""
+    e = {n: row[i] for i, n in fields if row[i] is not None}
+    e.setdefault("master", None)
+    e.setdefault("replica", None)
+    return e
+
+
+def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: float,
+                      cfg: JobConfig, several_sources: bool, unknown_hosts: bool,
+                      inputs: Callable[[float, bool, bool], DriverInputs] | None = None
+                      ) -> JobResult:
+    """One query collects the sync events, the lag series and the lag sample (or
+    ``inputs`` gives them); ``driver`` does the rest; the tables become DataFrames (from the
+    driver's rows) for writing.
+
+    The collected rows come in the order of the pass's groups, which hang on how the pass
+    grouped the lag samples (per 10 s or per the bucket: ``run``); so the events and series
+    rows are put in the order of their values first (the steps' float sums, over syncs or
+    series rows, then add in one order), and each table's rows in the order of its keys."""
+    if inputs is None:
+        events, series, samples = collect_inputs(agg, bucket_s, several_sources,
+                                                 unknown_hosts)
+        agg.unpersist()
+    else:
+        events, series, samples = inputs(bucket_s, several_sources, unknown_hosts)
     events = _in_order(events)
     series.sort(key=lambda s: (_nf(s["master"]), _nf(s["replica"]), _nf(s["run_id"]),
                                _nf(s["bucket"])))

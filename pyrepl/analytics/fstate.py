@@ -1,0 +1,310 @@
+"""``metrics --follow``'s merged aggregate, kept on the driver: each micro-batch's small
+aggregate (``read.aggregate_all`` over its lines) is collected once and merged here, in
+Python, exactly as ``read.merge_aggregates`` merges them in Spark; each trigger's finish then
+takes its input from here (``job.finish``'s ``inputs``), instead of a Spark query that merged
+every stored aggregate again and counted and collected the result (three jobs a trigger,
+growing with the history).
+
+The rules are ``merge_aggregates``'s, and the tests hold the two to the same rows:
+
+- a group (the pass's grouping keys but ``sid`` and ``row``) adds its counts and integer sums
+  (``n``, ``nb``, ``nm``, ``lb_sum``, ``lm_int``, ``lm_frac``; the double ``lm_odd``, only
+  ever NaN or infinite, adds in any order) and keeps its minima and maxima, with Spark's
+  order of doubles (NaN above every number); a null is no value;
+- an event (``row`` set) is a record of its own;
+- a sampled lag sample (a lag group with ``sid``) stays one while the hash Spark gave it
+  (``xxhash64(master, replica, ts_min)``, collected with it) is a multiple of the modulus,
+  else it joins its group; the modulus only grows, in powers of two;
+- the lag groups' time bucket ``fb`` can be coarsened (``rebucket``), as Spark's
+  ``floor(fb / B) * B`` does it (a double's floor is a long: NaN 0, infinities the extremes).
+
+The group keys' doubles (``fb``) are normalized as Spark's grouping does: -0.0 is 0.0 and
+every NaN one key."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pyrepl.analytics import redislog
+from pyrepl.analytics.read import AGG_KEYS, AGG_MERGE, LAG_MS_FRAC
+
+KEYS = tuple(k for k in AGG_KEYS if k not in ("sid", "row"))   # a group's keys
+VALS = tuple(n for n, _ in AGG_MERGE)
+HOW = tuple(h for _, h in AGG_MERGE)
+FB = KEYS.index("fb")
+_NAN = float("nan")
+_I64 = 1 << 63
+
+
+def collect_columns(F: Any) -> list[Any]:
+    """What to collect of an aggregate for ``FollowState.add``: the group keys, ``sid``,
+    ``row``, the figures, and the sampling hash."""
+    c = F.col
+    return [*[c(k) for k in KEYS], c("sid"), c("row"), *[c(v) for v in VALS],
+            F.xxhash64(c("master"), c("replica"), c("ts_min")).alias("_h")]
+
+
+def collect(df: Any) -> list[tuple[Any, ...]]:
+    """An aggregate's ``collect_columns`` on the driver, as tuples: through Arrow (a
+    column at a time), not Spark's pickled rows (several times slower)."""
+    from pyrepl.analytics.sql import _F
+
+    t = df.select(*collect_columns(_F())).toArrow()
+    return list(zip(*[t.column(i).to_pylist() for i in range(t.num_columns)], strict=True))
+
+
+def _norm(x: Any) -> Any:
+    if isinstance(x, float):
+        return _NAN if x != x else x + 0.0
+    return x
+
+
+def spark_floor(x: float) -> int:
+    """Spark's floor of a double (a long)."""
+    if x != x:
+        return 0
+    if x == math.inf:
+        return _I64 - 1
+    if x == -math.inf:
+        return -_I64
+    return max(-_I64, min(_I64 - 1, math.floor(x)))
+
+
+def _max(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, float) and a != a:
+        return a
+    if isinstance(b, float) and b != b:
+        return b
+    return a if a >= b else b
+
+
+def _min(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, float) and a != a:
+        return b
+    if isinstance(b, float) and b != b:
+        return a
+    return a if a <= b else b
+
+
+def _sum(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+_OPS = {"sum": _sum, "max": _max, "min": _min}
+_FUNCS = tuple(_OPS[h] for h in HOW)
+
+
+def merge_into(acc: list[Any], vals: Sequence[Any]) -> None:
+    for i, f in enumerate(_FUNCS):
+        acc[i] = f(acc[i], vals[i])
+
+
+def is_lag_key(key: tuple[Any, ...]) -> bool:
+    """A lag group's key: neither bad nor counted (``read.is_lag_group``; ``row`` is null in
+    every group)."""
+    return key[0] is None and key[5] is None
+
+
+class FollowState:
+    """The merge of every aggregate added, drawn at modulus ``every``."""
+
+    def __init__(self) -> None:
+        self.every = 1
+        self.groups: dict[tuple[Any, ...], list[Any]] = {}
+        self.samples: list[tuple[tuple[Any, ...], tuple[Any, ...], int]] = []  # key, vals, h
+        self.events: list[tuple[dict[str, Any], tuple[Any, ...]]] = []          # row, vals
+
+    def add(self, rows: Iterable[Sequence[Any]], every: int) -> None:
+        """Merge collected rows (``collect_columns``) of an aggregate drawn at a modulus
+        dividing ``every``; the state is drawn at ``max(self.every, every)`` after."""
+        self.redraw(max(self.every, every))
+        nk = len(KEYS)
+        sid_i, row_i = nk, nk + 1
+        v0 = nk + 2
+        for r in rows:
+            key = tuple(_norm(x) for x in r[:nk])
+            vals = tuple(r[v0:v0 + len(VALS)])
+            if r[row_i] is not None:
+                row = r[row_i]
+                self.events.append((row.asDict() if hasattr(row, "asDict") else dict(row),
+                                    vals))
+            elif r[sid_i] is not None and is_lag_key(key):
+                h = r[-1]
+                if h % self.every == 0:
+                    self.samples.append((key, vals, h))
+                else:
+                    self._group(key, vals)
+            else:
+                self._group(key, vals)
+
+    def _group(self, key: tuple[Any, ...], vals: Sequence[Any]) -> None:
+        acc = self.groups.get(key)
+        if acc is None:
+            self.groups[key] = list(vals)
+        else:
+            merge_into(acc, vals)
+
+    def redraw(self, every: int) -> None:
+        """The samples not drawn at ``every`` (a multiple of the state's) join their
+        groups."""
+        if every == self.every:
+            return
+        keep = []
+        for key, vals, h in self.samples:
+            if h % every == 0:
+                keep.append((key, vals, h))
+            else:
+                self._group(key, vals)
+        self.samples = keep
+        self.every = every
+
+    def rebucket(self, bucket: float) -> None:
+        """Every group's and sample's ``fb`` as per ``bucket`` (``merge_aggregates``'s
+        ``bucket``): the groups that meet merge."""
+        b = float(bucket)
+
+        def fb(key: tuple[Any, ...]) -> tuple[Any, ...]:
+            if key[FB] is None:
+                return key
+            return (*key[:FB], _norm(spark_floor(key[FB] / b) * b), *key[FB + 1:])
+
+        old, self.groups = self.groups, {}
+        for key, vals in old.items():
+            self._group(fb(key), vals)
+        self.samples = [(fb(k), v, h) for k, v, h in self.samples]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The merged aggregate's rows: (group keys, row, figures) — groups, samples (their
+        ``sid`` is not kept), events — for the tests' comparison with Spark's."""
+        out = [(*k, None, *v) for k, v in self.groups.items()]
+        out += [(*k, None, *v) for k, v, _ in self.samples]
+        nulls = (None,) * len(KEYS)
+        out += [(*nulls, row, *v) for row, v in self.events]
+        return out
+
+
+# -- a trigger's finish from the states (the follower's, and its Redis logs') ------------------
+
+def source_rank(row: dict[str, Any]) -> int:
+    """``logread.source_rank`` of an event."""
+    src = row.get("source")
+    if src is None or src == "pyrepl":
+        return 0
+    if src in (redislog.REDIS, redislog.VALKEY):
+        return 1
+    return 3 if (row.get("inferred") or 0) == 1 else 2
+
+
+def pass_counts(states: Sequence[FollowState]) -> list[dict[str, Any]]:
+    """``job.pass_counts`` of the states' union (``runs`` exact, not HyperLogLog's
+    estimate: it only sizes the finish)."""
+    acc: dict[tuple[Any, str], dict[str, Any]] = {}
+    runs: dict[tuple[Any, str], set[str]] = {}
+    n_i, t0_i, t1_i = VALS.index("n"), VALS.index("ts_min"), VALS.index("ts_max")
+
+    def add(bad: Any, event: str, vals: Sequence[Any], run: str | None,
+            rank: int | None) -> None:
+        k = (bad, event)
+        a = acc.get(k)
+        if a is None:
+            a = acc[k] = {"bad": bad, "event": event, "n": 0, "t0": None, "t1": None,
+                          "runs": 0, "ranks": set()}
+        a["n"] += vals[n_i]
+        a["t0"] = _min(a["t0"], vals[t0_i])
+        a["t1"] = _max(a["t1"], vals[t1_i])
+        if run is not None:
+            runs.setdefault(k, set()).add(run)
+        if rank is not None:
+            a["ranks"].add(rank)
+
+    def run_of(key: tuple[Any, ...]) -> str:
+        return "\n".join(x for x in key[1:4] if x is not None)
+
+    for s in states:
+        for key, vals in s.groups.items():
+            lag = is_lag_key(key)
+            add(key[0], key[5] or "replica_lag", vals, run_of(key) if lag else None, None)
+        for key, svals, _ in s.samples:
+            add(None, "replica_lag", svals, run_of(key), None)
+        for row, evals in s.events:
+            add(None, row["event"], evals, None, source_rank(row))
+    out = []
+    for k, a in acc.items():
+        a["runs"] = len(runs.get(k, ()))
+        a["ranks"] = sorted(a["ranks"])
+        out.append(a)
+    return out
+
+
+def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str, Any]]:
+    """``lag.series_groups`` of the states' lag groups and samples, per ``bucket_s``."""
+    b = float(bucket_s)
+    acc: dict[tuple[Any, ...], list[Any]] = {}
+    for s in states:
+        items: list[tuple[tuple[Any, ...], Sequence[Any]]] = [
+            (k, v) for k, v in s.groups.items() if is_lag_key(k)]
+        items += [(k, v) for k, v, _ in s.samples]
+        for key, vals in items:
+            fb = key[FB]
+            bucket = None if fb is None else _norm(spark_floor(fb / b) * b)
+            k2 = (key[1], key[2], key[3], bucket)
+            a = acc.get(k2)
+            if a is None:
+                acc[k2] = list(vals)
+            else:
+                merge_into(a, vals)
+    ix = {n: i for i, n in enumerate(VALS)}
+    out = []
+    for (master, replica, run_id, bucket), a in acc.items():
+        exact = None if a[ix["lm_int"]] is None or a[ix["lm_frac"]] is None else \
+            float(a[ix["lm_int"]]) + float(a[ix["lm_frac"]]) * (1.0 / LAG_MS_FRAC)
+        odd = a[ix["lm_odd"]]
+        out.append({"master": master, "replica": replica, "run_id": run_id, "bucket": bucket,
+                    "samples": a[ix["n"]], "nb": a[ix["nb"]], "nm": a[ix["nm"]],
+                    "lag_bytes_sum": a[ix["lb_sum"]], "lag_bytes_max": a[ix["lb_max"]],
+                    "lag_ms_sum": odd if odd is not None else exact,
+                    "lag_ms_max": a[ix["lm_max"]], "mro_min": a[ix["mro_min"]],
+                    "mro_max": a[ix["mro_max"]], "ts_min": a[ix["ts_min"]],
+                    "ts_max": a[ix["ts_max"]]})
+    return out
+
+
+def samples_by_link(states: Sequence[FollowState]
+                    ) -> dict[tuple[Any, Any], tuple[list[Any], list[Any]]]:
+    """The sampled lag samples' ``lb_max`` and ``lm_max`` per link."""
+    lb, lm = VALS.index("lb_max"), VALS.index("lm_max")
+    out: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] = {}
+    for s in states:
+        for key, vals, _ in s.samples:
+            lists = out.setdefault((key[1], key[2]), ([], []))
+            lists[0].append(vals[lb])
+            lists[1].append(vals[lm])
+    return out
+
+
+def known_names(states: Sequence[FollowState]) -> set[str]:
+    """``job.known_names``: the lag groups' masters and replicas, the collector's samples'
+    nodes and their masters."""
+    out: set[str] = set()
+    ci, pi = KEYS.index("cnode"), KEYS.index("cpeer")
+    for s in states:
+        keys = list(s.groups) + [k for k, _, _ in s.samples]
+        for k in keys:
+            if is_lag_key(k):
+                out.update(x for x in (k[1], k[2]) if x is not None)
+            out.update(x for x in (k[ci], k[pi]) if x is not None)
+    return out
