@@ -14,10 +14,15 @@ stored ones is the aggregate a batch run over all the lines would have made; eve
 ``compact_every`` batches they are merged into one (written, then the old ones removed: a
 crash in between leaves a compaction that covers them, which wins).
 
-Each trigger then finishes as the batch job does (``job.pass_counts`` and ``job.finish``,
-the same step definitions) on that merged aggregate plus the Redis/Valkey logs among the
-files, which are parsed whole again when one changed (a log's lines only make sense with its
-earlier lines: a node's name, its role), and publishes: tables, charts and report.html into a
+The same merge is kept on the driver (``fstate.FollowState``: each batch's aggregate is
+collected once, through Arrow, and merged there by the same rules; at a start it is read from
+the store, at a compaction coarsened as the store is), so a trigger does not query every
+stored aggregate again. Each trigger then finishes as the batch job does (``job.finish``, the
+same step definitions: its counts and its driver finish's input from the state, the events
+through the same Spark steps; a finish too big for the driver runs the Spark steps on the
+stored aggregates) on that merge plus the Redis/Valkey logs among the files, which are parsed
+whole again when one changed (a log's lines only make sense with its earlier lines: a node's
+name, its role), and publishes: tables, charts and report.html into a
 directory of the trigger, then ``OUT/tables`` (a symbolic link, swapped by rename) and the
 files moved into place one by one (renames), ``summary.json`` last; the Prometheus endpoint's
 figures (``prom``) follow the summary.
