@@ -72,26 +72,29 @@ def spark_floor(x: float) -> int:
     return max(-_I64, min(_I64 - 1, math.floor(x)))
 
 
+def in_bucket(t: float | None, bucket: float) -> float | None:
+    """``floor(t / bucket) * bucket`` as Spark computes it (null stays null), normalized."""
+    return None if t is None else _norm(spark_floor(t / bucket) * bucket)
+
+
+def _nan(x: Any) -> bool:
+    return isinstance(x, float) and x != x
+
+
 def _max(a: Any, b: Any) -> Any:
-    if a is None:
+    """Spark's max of two values (NaN above every number; a null is no value)."""
+    if a is None or _nan(b):
         return b
-    if b is None:
+    if b is None or _nan(a):
         return a
-    if isinstance(a, float) and a != a:
-        return a
-    if isinstance(b, float) and b != b:
-        return b
     return a if a >= b else b
 
 
 def _min(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if isinstance(a, float) and a != a:
-        return b
-    if isinstance(b, float) and b != b:
+    """Spark's min of two values (NaN above every number; a null is no value)."""
+    if a is None or _nan(a):
+        return b if b is not None else a
+    if b is None or _nan(b):
         return a
     return a if a <= b else b
 
@@ -178,9 +181,7 @@ class FollowState:
         b = float(bucket)
 
         def fb(key: tuple[Any, ...]) -> tuple[Any, ...]:
-            if key[FB] is None:
-                return key
-            return (*key[:FB], _norm(spark_floor(key[FB] / b) * b), *key[FB + 1:])
+            return (*key[:FB], in_bucket(key[FB], b), *key[FB + 1:])
 
         old, self.groups = self.groups, {}
         for key, vals in old.items():
@@ -259,9 +260,7 @@ def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str
             (k, v) for k, v in s.groups.items() if is_lag_key(k)]
         items += [(k, v) for k, v, _ in s.samples]
         for key, vals in items:
-            fb = key[FB]
-            bucket = None if fb is None else _norm(spark_floor(fb / b) * b)
-            k2 = (key[1], key[2], key[3], bucket)
+            k2 = (key[1], key[2], key[3], in_bucket(key[FB], b))
             a = acc.get(k2)
             if a is None:
                 acc[k2] = list(vals)
