@@ -41,7 +41,7 @@ from pyrepl.analytics.schema import (
     REPLICA_BUFFERED,
     RESULT_MODE,
 )
-from pyrepl.analytics.stats import _num, _ratio, py_stat
+from pyrepl.analytics.stats import _num, _ratio, nearest_rank, py_stat
 
 Row = dict[str, Any]
 _MASTER = frozenset(MASTER_EVENTS)
@@ -72,14 +72,6 @@ def _coalesce(*xs: Any) -> Any:
 
 def _bucket(ts: float, size: float) -> float:
     return math.floor(ts / size) * size
-
-
-def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None:
-    """Exact nearest-rank percentiles of the non-null values (None when there are none)."""
-    vs = sorted(v for v in values if v is not None)
-    if not vs:
-        return None
-    return [vs[max(1, math.ceil(q * len(vs))) - 1] for q in qs]
 
 
 def _first_of(qs: list[Any] | None) -> Any:

@@ -31,14 +31,29 @@ def stat_from_row(row: dict[str, Any], name: str,
     return out
 
 
+def _nan_last(v: Any) -> tuple[bool, Any]:
+    """Sort key: Spark's ascending order of doubles, NaN after +inf."""
+    return (v != v, v)
+
+
+def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None:
+    """Exact nearest-rank percentiles of the non-null values (None when there are none), in
+    Spark's order of doubles: NaN above every number (Python's ``sorted`` leaves a NaN where
+    the input had it, and the numbers around it unordered)."""
+    vs = sorted((v for v in values if v is not None), key=_nan_last)
+    if not vs:
+        return None
+    return [vs[max(1, math.ceil(q * len(vs))) - 1] for q in qs]
+
+
 def py_stat(values: Sequence[Any], qs: Sequence[float] = QUANTILES) -> dict[str, Any]:
     """The same shape as stat_from_row, exact (nearest rank), for small collected columns."""
-    vs = sorted(v for v in values if v is not None)
+    vs = [v for v in values if v is not None]
     out: dict[str, Any] = {"count": len(vs)}
-    for p in qs:
-        out[f"p{round(p * 100):d}"] = _num(vs[max(1, math.ceil(p * len(vs))) - 1]) if vs \
-            else None
-    out["max"] = _num(vs[-1]) if vs else None
+    ranks = nearest_rank(vs, (*qs, 1.0)) or [None] * (len(qs) + 1)
+    for p, v in zip(qs, ranks, strict=False):
+        out[f"p{round(p * 100):d}"] = _num(v)
+    out["max"] = _num(ranks[-1])
     return out
 
 

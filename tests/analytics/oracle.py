@@ -298,7 +298,7 @@ def nearest_rank(sorted_vals: list[Any], q: float) -> Any:
 
 
 def stat(vals: Iterable[Any], qs: tuple[float, ...] = QUANTILES) -> dict[str, Any]:
-    vs = sorted(v for v in vals if v is not None)
+    vs = sorted((v for v in vals if v is not None), key=lambda v: (v != v, v))  # NaN last
     out: dict[str, Any] = {"count": len(vs)}
     for q in qs:
         out[f"p{round(q * 100):d}"] = nearest_rank(vs, q)
