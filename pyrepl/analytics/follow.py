@@ -66,7 +66,7 @@ from pyrepl.analytics.read import (
 )
 from pyrepl.analytics.schema import table_columns
 from pyrepl.analytics.sql import _F
-from pyrepl.analytics.syncs import with_link
+from pyrepl.analytics.syncs import linked, with_link
 from pyrepl.analytics.tail import NAME, TailSource, list_files
 
 COMPACT_EVERY = 10          # stored batch aggregates merged into one every this many
@@ -362,20 +362,26 @@ class Follower:
     def inputs(self, states: list[FollowState], bucket_s: float, several_sources: bool,
                unknown_hosts: bool) -> DriverInputs:
         """The driver finish's input from the states (``job.collect_inputs``'s from an
-        aggregate): the events through the same Spark steps (one small query), the lag
-        series and sample here."""
-        sev = json_relation(self.spark, self.row_ddl,
-                            [row for s in states for row, _ in s.events])
-        if unknown_hosts:
-            sev = name_unknown(sev, json_relation(
-                self.spark, "`_n` string",
-                [{"_n": n} for n in sorted(fstate.known_names(states))]))
-        if several_sources:
-            sev = prefer_sources(sev)
-        ev = with_link(sev)
-        names = ev.columns
-        fields = list(enumerate(names))
-        events = [event_dict(r, fields) for r in ev.collect()]
+        aggregate): the events through the same Spark steps (one small query) where they
+        look across events (a log's unknown hosts named, the preferred source of a sync
+        kept), else each linked here (``with_link``'s twin); the lag series and sample
+        here."""
+        evrows = [row for s in states for row, _ in s.events]
+        if unknown_hosts or several_sources:
+            sev = json_relation(self.spark, self.row_ddl, evrows)
+            if unknown_hosts:
+                sev = name_unknown(sev, json_relation(
+                    self.spark, "`_n` string",
+                    [{"_n": n} for n in sorted(fstate.known_names(states))]))
+            if several_sources:
+                sev = prefer_sources(sev)
+            ev = with_link(sev)
+            names = ev.columns
+            fields = list(enumerate(names))
+            events = [event_dict(r, fields) for r in ev.collect()]
+        else:
+            names = [*self.agg_schema["row"].dataType.names, "master", "replica"]
+            events = [linked(row) for row in evrows]
         rows = fstate.series_rows(states, bucket_s)
         cols = [n for n, _ in table_columns("lag_series")
                 if n in names or (rows and n in rows[0])]

@@ -37,6 +37,16 @@ def with_link(ev: Any) -> Any:
                            "replica": F.when(is_m, F.col("peer")).otherwise(F.col("node"))})
 
 
+def linked(row: dict[str, Any]) -> dict[str, Any]:
+    """``with_link`` of one event on the driver (``follow``'s state): its non-null fields
+    and its link, as ``job.event_dict`` gives a collected row of ``with_link``'s."""
+    e = {k: v for k, v in row.items() if v is not None}
+    node, peer = e.get("node"), e.get("peer")
+    is_m = e.get("event") in MASTER_EVENTS
+    e["master"], e["replica"] = (node, peer) if is_m else (peer, node)
+    return e
+
+
 # -- syncs ---------------------------------------------------------------------------------------
 
 def not_benign(F: Any) -> Any:

@@ -18,9 +18,10 @@ import pytest
 from pyrepl.analytics import fstate
 from pyrepl.analytics.follow import FollowConfig, Follower, stored_bucket
 from pyrepl.analytics.fstate import FollowState, collect_columns
-from pyrepl.analytics.job import JobConfig, finish, pass_counts, run
+from pyrepl.analytics.job import JobConfig, event_dict, finish, json_relation, pass_counts, run
 from pyrepl.analytics.read import AGG_KEYS, AGG_MERGE, merge_aggregates
 from pyrepl.analytics.sql import _F
+from pyrepl.analytics.syncs import linked, with_link
 from tests.analytics.jobcheck import results
 from tests.analytics.test_follow import batch_agg, fleet_lines
 
@@ -162,5 +163,29 @@ def test_a_trigger_finished_from_the_state_is_the_batch_job(spark, batches) -> N
                                None, cfg, inputs=functools.partial(fo.inputs, [state])))
         assert canon(again) == canon(want)
         assert got["summary"]["input"]["malformed_lines"] > 0
+    finally:
+        fo.close()
+
+
+def test_events_linked_on_the_driver_are_sparks(spark, batches) -> None:
+    """``syncs.linked`` (a trigger's events with one source and no unknown host) is
+    ``with_link`` through Spark, as ``job.event_dict`` takes its rows: every event of the
+    fleet, and events with a field missing."""
+    state = merged_state(batches["aggs"], batches["everys"])
+    tmp = batches["tmp"]
+    os.makedirs(os.path.join(tmp, "followed"), exist_ok=True)
+    fo = Follower(spark, FollowConfig([os.path.join(tmp, "followed")],
+                                      os.path.join(tmp, "out2"), os.path.join(tmp, "ck2")))
+    try:
+        rows = [row for row, _ in state.events]
+        kinds = {r["event"] for r in rows}
+        assert {"psync_decision", "link_up"} <= kinds, kinds  # both sides
+        odd = [{**rows[0], "peer": None}, {**rows[-1], "node": None, "peer": None}]
+        rows += odd
+        ev = with_link(json_relation(spark, fo.row_ddl, rows))
+        fields = list(enumerate(ev.columns))
+        want = [event_dict(r, fields) for r in ev.collect()]
+        assert [linked(r) for r in rows] == want
+        assert sum(e["master"] is None for e in want) >= 1
     finally:
         fo.close()
