@@ -15,12 +15,13 @@ stored ones is the aggregate a batch run over all the lines would have made; eve
 crash in between leaves a compaction that covers them, which wins).
 
 The same merge is kept on the driver (``fstate.FollowState``: each batch's aggregate is
-collected once, through Arrow, and merged there by the same rules; at a start it is read from
-the store, at a compaction coarsened as the store is), so a trigger does not query every
+collected once, through Arrow, and merged there by the same rules; at a restart it is read
+from the store, at a compaction coarsened as the store is), so a trigger does not query every
 stored aggregate again. Each trigger then finishes as the batch job does (``job.finish``, the
 same step definitions: its counts and its driver finish's input from the state, the events
-through the same Spark steps; a finish too big for the driver runs the Spark steps on the
-stored aggregates) on that merge plus the Redis/Valkey logs among the files, which are parsed
+through the same Spark steps where these look across events, else linked on the driver; a
+finish too big for the driver runs the Spark steps on the stored aggregates; the driver
+finish's tables are written by pyarrow) on that merge plus the Redis/Valkey logs among the files, which are parsed
 whole again when one changed (a log's lines only make sense with its earlier lines: a node's
 name, its role), and publishes: tables, charts and report.html into a
 directory of the trigger, then ``OUT/tables`` (a symbolic link, swapped by rename) and the
@@ -52,7 +53,6 @@ from pyrepl.analytics.job import (
     choose_bucket,
     event_dict,
     finish,
-    json_relation,
 )
 from pyrepl.analytics.logread import head, kind_of, name_unknown, prefer_sources, read_logs
 from pyrepl.analytics.read import (
@@ -64,6 +64,7 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
+from pyrepl.analytics.rowtable import json_relation
 from pyrepl.analytics.schema import table_columns
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.syncs import linked, with_link
@@ -238,6 +239,8 @@ class Follower:
         ev = classify(parse_text(self.spark, lines.select(F.col("line").alias("value"))),
                       self.cfg.job.since, self.cfg.job.until)
         agg = aggregate_all(ev, FINE_BUCKET_S, every).persist(StorageLevel.MEMORY_AND_DISK)
+        if self._state is None and not self.store.live():
+            self._state = FollowState()     # a first start: nothing stored to read back
         try:
             if self.store.put_batch(agg, batch_id, every):
                 t1 = time.monotonic()

@@ -45,12 +45,12 @@ from pyrepl.analytics.read import (
     parse_inputs,
 )
 from pyrepl.analytics.recoveries import build_recoveries, build_streaks
+from pyrepl.analytics.rowtable import RowTable
 from pyrepl.analytics.schema import (
     COUNTED_ONLY,
     MATCH_WINDOW_S,
     QUANTILES,
     table_columns,
-    table_struct,
 )
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.summary import summarize
@@ -71,43 +71,6 @@ TABLE_KEYS = {"syncs": ("master", "replica", "m_sync_id", "r_sync_id"),
               "links": ("master", "replica"), "nodes": ("node", "role"), "buckets": ("bucket",),
               "write_rates": ("master",)}
 
-# Driver-built tables up to this many rows reach Spark as JSON text (see ``json_frame``)
-JSON_FRAME_ROWS = 100_000
-
-
-def json_frame(spark: Any, name: str, rows: list[dict[str, Any]]) -> Any:
-    """The rows of output table ``name`` as a DataFrame (``json_relation``)."""
-    cols = table_columns(name)
-    lines = []
-    for x in rows:
-        e = {}
-        for n, t in cols:
-            v = x[n]
-            if v is not None:
-                e[n] = float(v) if t == "double" else v
-        lines.append(e)
-    return json_relation(spark, ", ".join(f"`{n}` {t}" for n, t in cols), lines)
-
-
-def json_relation(spark: Any, ddl: str, rows: list[dict[str, Any]]) -> Any:
-    """Rows (dicts of JSON values) as a DataFrame of schema ``ddl``, sent to the JVM as one
-    JSON text (a py4j call) and parsed there: a local relation, any master. Unlike
-    ``createDataFrame`` of Python rows (whose first use starts Spark's Python workers: 2-3 s)
-    no Python process is involved. Floats are written in Python's shortest round-trip form,
-    which Jackson reads back to the same double (NaN and infinities as Jackson's words)."""
-    import json
-
-    from pyspark.sql import DataFrame
-
-    jvm = spark.sparkContext._jvm
-    js = spark._jsparkSession
-    text = jvm.java.util.ArrayList() if not rows else jvm.java.util.regex.Pattern.compile(
-        "\n").splitAsStream("\n".join(json.dumps(r, separators=(",", ":")) for r in rows)) \
-        .toList()
-    ds = js.createDataset(text, jvm.org.apache.spark.sql.Encoders.STRING())
-    return DataFrame(js.read().schema(ddl).json(ds), spark)
-
-
 @dataclass
 class JobConfig:
     since: float | None = None
@@ -125,6 +88,8 @@ class JobConfig:
 
 @dataclass
 class Tables:
+    """The output tables: DataFrames (the Spark finish) or ``RowTable``s (the driver's;
+    ``rowtable.as_frame`` makes either a DataFrame)."""
     syncs: Any
     recoveries: Any
     lag_series: Any
@@ -451,15 +416,9 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
     loops = sorted((x for x in streaks if x["loop"]),
                    key=lambda x: (x["t_first_failed"], x["replica"]))[:LOOPS_MAX]
 
-    def frame(name: str, rows: list[dict[str, Any]]) -> Any:
+    def frame(name: str, rows: list[dict[str, Any]]) -> RowTable:
         keys = TABLE_KEYS[name]
-        rows = sorted(rows, key=lambda x: tuple(_nf(x[k]) for k in keys))
-        if len(rows) <= JSON_FRAME_ROWS:
-            return json_frame(spark, name, rows)
-        cols = table_columns(name)
-        data = [tuple(float(x[n]) if t == "double" and x[n] is not None else x[n]
-                      for n, t in cols) for x in rows]
-        return spark.createDataFrame(data, table_struct(name))
+        return RowTable(spark, name, sorted(rows, key=lambda x: tuple(_nf(x[k]) for k in keys)))
 
     tables = Tables(frame("syncs", syncs), frame("recoveries", recs),
                     frame("lag_series", series), frame("links", links),

@@ -29,6 +29,7 @@ from pyrepl.analytics.present import (
     save_chart,
     when,
 )
+from pyrepl.analytics.rowtable import RowTable
 from pyrepl.analytics.schema import PHASES
 from pyrepl.analytics.timeline import (
     LinkStory,
@@ -89,7 +90,8 @@ SUMMARY_KEYS: dict[str, str] = {
 # -- tables -------------------------------------------------------------------------------------
 
 def write_tables(tables: Any, dest: str) -> dict[str, str]:
-    """Each table as Parquet under ``dest`` (any Spark path); small ones as one file."""
+    """Each table as Parquet under ``dest`` (any Spark path); small ones as one file, the
+    driver finish's by pyarrow (``RowTable.write``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     frames = {"syncs": tables.syncs, "recoveries": tables.recoveries, "lag": tables.lag_series,
@@ -101,6 +103,9 @@ def write_tables(tables: Any, dest: str) -> dict[str, str]:
 
     def write(name: str) -> None:
         df = frames[name]
+        if isinstance(df, RowTable):
+            df.write(out[name])
+            return
         df = df.repartition(4) if name in spread else df.coalesce(1)
         df.write.mode("overwrite").parquet(out[name])
 

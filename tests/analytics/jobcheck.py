@@ -8,12 +8,14 @@ import os
 import tempfile
 
 from pyrepl.analytics.job import JobConfig, run
+from pyrepl.analytics.rowtable import as_frame
 from tests.analytics.compare import assert_summary_matches, assert_tables_equal, rank_ok
 from tests.analytics.oracle import compute
 
 
-def rows(df) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.collect()]
+def rows(table) -> list[dict]:
+    """An output table's rows (a DataFrame, or the driver finish's ``RowTable`` made one)."""
+    return [r.asDict(recursive=True) for r in as_frame(table).collect()]
 
 
 TABLES = ("syncs", "recoveries", "lag_series", "write_rates", "links", "nodes", "buckets")
@@ -26,7 +28,7 @@ def results(res) -> dict:
     """A job result's summary and tables, as rows."""
     return {"summary": res.summary, **{name: rows(getattr(res.tables, name)) for name in TABLES},
             "_schemas": {name: [(f.name, f.dataType.simpleString())
-                                for f in getattr(res.tables, name).schema.fields]
+                                for f in as_frame(getattr(res.tables, name)).schema.fields]
                          for name in TABLES}}
 
 

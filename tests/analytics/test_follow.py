@@ -22,6 +22,7 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
+from pyrepl.analytics.rowtable import as_frame
 from tests.analytics.jobcheck import results
 from tests.analytics.synth import FleetSpec, write_fleet
 
@@ -176,7 +177,7 @@ def test_publish_swaps_a_whole_set(spark, tmp_path) -> None:
     first = publish(run(spark, [path]), out, 0)
     assert os.path.islink(os.path.join(out, "tables"))
     res = run(spark, [path])
-    n_syncs, n_links = res.tables.syncs.count(), res.tables.links.count()
+    n_syncs, n_links = as_frame(res.tables.syncs).count(), as_frame(res.tables.links).count()
     second = publish(res, out, 1)
     assert sorted(os.listdir(out)) == sorted(
         [".trigger-000000000001", "tables", "summary.json", "report.html",

@@ -18,8 +18,9 @@ import pytest
 from pyrepl.analytics import fstate
 from pyrepl.analytics.follow import FollowConfig, Follower, stored_bucket
 from pyrepl.analytics.fstate import FollowState, collect_columns
-from pyrepl.analytics.job import JobConfig, event_dict, finish, json_relation, pass_counts, run
+from pyrepl.analytics.job import JobConfig, event_dict, finish, pass_counts, run
 from pyrepl.analytics.read import AGG_KEYS, AGG_MERGE, merge_aggregates
+from pyrepl.analytics.rowtable import json_relation
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.syncs import linked, with_link
 from tests.analytics.jobcheck import results

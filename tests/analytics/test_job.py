@@ -16,6 +16,7 @@ from pyrepl.cli.metrics import metrics
 from pyrepl.analytics.job import JobConfig, run
 from pyrepl.analytics.read import convert
 from pyrepl.analytics.report import CHARTS, SUMMARY_KEYS, TABLES, write_report
+from pyrepl.analytics.rowtable import as_frame
 from tests.analytics.compare import assert_summary_matches, assert_tables_equal
 from tests.analytics.handworked import scenario
 from tests.analytics.jobcheck import KEYS, check, results, rows, run_both, same_finish
@@ -171,10 +172,13 @@ def test_report_files(spark, fleet, tmp_path) -> None:
     assert not re.search(r"(src|href)=['\"]?(https?:|//)", page)
     for name in TABLES:
         df = spark.read.parquet(os.path.join(out, "tables", f"{name}.parquet"))
-        assert df.count() == {"syncs": res.tables.syncs, "recoveries": res.tables.recoveries,
-                              "lag": res.tables.lag_series, "links": res.tables.links,
-                              "nodes": res.tables.nodes, "buckets": res.tables.buckets,
-                              "write_rates": res.tables.write_rates}[name].count()
+        t = res.tables
+        made = as_frame({"syncs": t.syncs, "recoveries": t.recoveries, "lag": t.lag_series,
+                         "links": t.links, "nodes": t.nodes, "buckets": t.buckets,
+                         "write_rates": t.write_rates}[name])
+        # written as made (the driver finish's by pyarrow): rows, column names and types
+        assert df.schema == made.schema, name
+        assert sorted(map(repr, df.collect())) == sorted(map(repr, made.collect())), name
     spark.catalog.clearCache()
 
 
