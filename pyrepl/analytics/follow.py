@@ -133,9 +133,17 @@ class AggStore:
         return max((e.every for e in self.live()), default=1)
 
     def _put(self, df: Any, kind: str, batch: int, every: int) -> None:
+        """``df``: a DataFrame, or a pyarrow Table (written as one file, as Spark would)."""
         tmp = os.path.join(self.root, f"_tmp-{kind}-{batch:012d}")
         shutil.rmtree(tmp, ignore_errors=True)
-        df.write.mode("overwrite").parquet(tmp)
+        if hasattr(df, "write"):
+            df.write.mode("overwrite").parquet(tmp)
+        else:
+            import pyarrow.parquet as pq
+
+            os.makedirs(tmp)
+            pq.write_table(df, os.path.join(tmp, "part-00000.zstd.parquet"),
+                           compression="zstd")
         for e in self.entries():   # the same batch stored before (a replay): replaced
             if e.kind == kind and e.batch == batch:
                 shutil.rmtree(e.path, ignore_errors=True)
@@ -149,8 +157,8 @@ class AggStore:
         return True
 
     def compact(self, df: Any, batch: int, every: int) -> None:
-        """Store ``df`` (the merge of every live entry up to ``batch``) as one, then remove
-        what it replaces."""
+        """Store ``df`` (the merge of every live entry up to ``batch``: a DataFrame or a
+        pyarrow Table) as one, then remove what it replaces."""
         self._put(df, "compact", batch, every)
         for e in self.entries():
             if e.batch < batch or (e.kind == "batch" and e.batch == batch):
@@ -288,9 +296,6 @@ class Follower:
         a plan (run only by a finish in Spark), and the sampling modulus it is drawn with;
         ``_state``, the same merge on the driver, is read from the store when there is none
         (a start) and coarsened as the store is at a compaction."""
-        from pyspark import StorageLevel
-
-        F = _F()
         live = self.store.live()
         every = max(e.every for e in live)
         stored = self._read(live)
@@ -302,17 +307,16 @@ class Follower:
             # the lag groups summed per the coarsest bucket the run can still choose: what
             # is stored grows with the links and the span's buckets (~300), not with time.
             # (The span of what is stored: it only grows, and the run's, with the logs', is
-            # never shorter; so the run's bucket is a multiple of this one's, ever after)
-            stored = stored.persist(StorageLevel.MEMORY_AND_DISK)
-            span = stored.filter(F.col("bad").isNull()).agg(
-                F.min("ts_min"), F.max("ts_max")).first()
+            # never shorter; so the run's bucket is a multiple of this one's, ever after.)
+            # Written from the state, which is the merge of every live entry (the tests hold
+            # it to Spark's merge_aggregates of them), with no Spark job
+            t0, t1 = self._state.span()
             bucket = self.cfg.job.bucket_s or (
-                stored_bucket(choose_bucket(span[0], span[1])) if span[0] is not None
-                else None)
-            self.store.compact(merge_aggregates(stored, every, bucket), batch_id, every)
-            stored.unpersist()
+                stored_bucket(choose_bucket(t0, t1)) if t0 is not None else None)
             if bucket is not None:
                 self._state.rebucket(bucket)
+            self._state.redraw(every)
+            self.store.compact(self._state.table(self.agg_schema), batch_id, every)
             self.progress(f"batch {batch_id}: {len(live)} stored aggregates compacted into "
                           f"one (lag groups per {bucket or FINE_BUCKET_S:g} s)")
             live = self.store.live()

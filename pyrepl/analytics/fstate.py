@@ -188,6 +188,35 @@ class FollowState:
             self._group(fb(key), vals)
         self.samples = [(fb(k), v, h) for k, v, h in self.samples]
 
+    def table(self, schema: Any) -> Any:
+        """The merged aggregate as a pyarrow Table of ``aggregate_all``'s Spark ``schema``
+        (a compaction of the store, written without Spark): the groups (``sid`` null), the
+        samples and the events (``sid`` set: a record of its own; no merge groups by its
+        value)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        nk = len(KEYS)
+        rows = self.rows()
+        sids = [None] * len(self.groups) + [1] * (len(rows) - len(self.groups))
+        cols: dict[str, list[Any]] = {k: [r[i] for r in rows] for i, k in enumerate(KEYS)}
+        cols["sid"] = sids
+        cols["row"] = [r[nk] for r in rows]
+        for i, v in enumerate(VALS):
+            cols[v] = [r[nk + 1 + i] for r in rows]
+        arrow = to_arrow_schema(schema)
+        return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in arrow],
+                                    schema=arrow)
+
+    def span(self) -> tuple[Any, Any]:
+        """The first and last time of the good records (Spark's min of ``ts_min``, max of
+        ``ts_max``)."""
+        t0 = t1 = None
+        for c in pass_counts([self]):
+            if c["bad"] is None:
+                t0, t1 = _min(t0, c["t0"]), _max(t1, c["t1"])
+        return t0, t1
+
     def rows(self) -> list[tuple[Any, ...]]:
         """The merged aggregate's rows: (group keys, row, figures) — groups, samples (their
         ``sid`` is not kept), events — for the tests' comparison with Spark's."""

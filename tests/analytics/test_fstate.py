@@ -190,3 +190,37 @@ def test_events_linked_on_the_driver_are_sparks(spark, batches) -> None:
         assert sum(e["master"] is None for e in want) >= 1
     finally:
         fo.close()
+
+
+def test_a_compaction_written_from_the_state_reads_back_as_it(spark, batches) -> None:
+    """``FollowState.table`` (the store's compaction, written by pyarrow): Spark reads it
+    in the pass's schema, and merging it (alone, or with a later batch) gives the state's
+    rows; its span is Spark's min and max over the good records."""
+    import pyarrow.parquet as pq
+
+    F = _F()
+    aggs, everys = batches["aggs"], batches["everys"]
+    tmp = batches["tmp"]
+    state = merged_state(aggs[:4], everys[:4])
+    span = merge_aggregates(functools.reduce(lambda a, b: a.unionByName(b), aggs[:4]), 4) \
+        .filter(F.col("bad").isNull()).agg(F.min("ts_min"), F.max("ts_max")).first()
+    assert state.span() == (span[0], span[1])
+    state.rebucket(30.0)
+    path = os.path.join(tmp, "compact-table")
+    os.makedirs(path, exist_ok=True)
+    pq.write_table(state.table(aggs[0].schema), os.path.join(path, "part-0.parquet"))
+    # the file's own types are the pass's (the follower reads it with the pass's schema)
+    assert spark.read.parquet(path).schema.simpleString() == aggs[0].schema.simpleString()
+    stored = spark.read.schema(aggs[0].schema).parquet(path)
+    assert spark_rows(merge_aggregates(stored, 4)) == state_rows(state)
+    # a later batch merged with the compaction: as with the state
+    both = merge_aggregates(stored.unionByName(aggs[4]), 8, 30.0)
+    state.add(fstate.collect(aggs[4]), 8)
+    state.rebucket(30.0)
+    assert spark_rows(both) == state_rows(state)
+    # read back into a new state (a restart)
+    again = FollowState()
+    again.add(fstate.collect(merge_aggregates(stored, 4)), 4)
+    again.add(fstate.collect(aggs[4]), 8)
+    again.rebucket(30.0)
+    assert state_rows(again) == state_rows(state)
