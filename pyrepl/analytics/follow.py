@@ -291,17 +291,16 @@ class Follower:
 
     # -- each trigger's finish ---------------------------------------------------------------
 
-    def stored(self, batch_id: int) -> tuple[Any, int]:
-        """The merge of the stored aggregates (compacted every ``compact_every`` batches),
-        a plan (run only by a finish in Spark), and the sampling modulus it is drawn with;
-        ``_state``, the same merge on the driver, is read from the store when there is none
-        (a start) and coarsened as the store is at a compaction."""
+    def stored(self, batch_id: int) -> int:
+        """The sampling modulus of the stored aggregates (compacted here every
+        ``compact_every`` batches); ``_state``, their merge on the driver, is read from the
+        store when there is none (a restart) and coarsened as the store is at a
+        compaction."""
         live = self.store.live()
         every = max(e.every for e in live)
-        stored = self._read(live)
         if self._state is None:
             state = FollowState()
-            state.add(fstate.collect(merge_aggregates(stored, every)), every)
+            state.add(fstate.collect(merge_aggregates(self._read(live), every)), every)
             self._state = state
         if len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every:
             # the lag groups summed per the coarsest bucket the run can still choose: what
@@ -319,9 +318,7 @@ class Follower:
             self.store.compact(self._state.table(self.agg_schema), batch_id, every)
             self.progress(f"batch {batch_id}: {len(live)} stored aggregates compacted into "
                           f"one (lag groups per {bucket or FINE_BUCKET_S:g} s)")
-            live = self.store.live()
-            stored = self._read(live)
-        return merge_aggregates(stored, every), every
+        return every
 
     def _read(self, entries: list[Entry]) -> Any:
         return self.spark.read.schema(self.agg_schema).parquet(*[e.path for e in entries])
@@ -352,16 +349,21 @@ class Follower:
 
     def refresh(self, batch_id: int, logs: dict[str, str]) -> JobResult:
         t0 = time.monotonic()
-        agg, every = self.stored(batch_id)
+        every = self.stored(batch_id)
         lagg, logsum = self.logs_part(logs)
-        if lagg is not None:
-            agg = agg.unionByName(lagg.select(*agg.columns))
+
+        def agg() -> Any:
+            """The stored aggregates' merge (and the logs'): only a finish in Spark runs it."""
+            plan = merge_aggregates(self._read(self.store.live()), every)
+            return plan if lagg is None else plan.unionByName(lagg.select(*plan.columns))
+
         assert self._state is not None
         states = [self._state] + ([self._logs_state] if self._logs_state is not None else [])
         counts = fstate.pass_counts(states)
         t1 = time.monotonic()
         result = finish(self.spark, agg, counts, self.cfg.paths, "json", every, logsum,
-                        self.cfg.job, inputs=functools.partial(self.inputs, states))
+                        self.cfg.job, lambda m: self.progress(f"batch {batch_id}: {m}"),
+                        inputs=functools.partial(self.inputs, states))
         self.progress(f"batch {batch_id}: merged {t1 - t0:.1f} s, finished "
                       f"{time.monotonic() - t1:.1f} s")
         return result

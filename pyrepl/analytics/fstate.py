@@ -122,10 +122,40 @@ def is_lag_key(key: tuple[Any, ...]) -> bool:
     return key[0] is None and key[5] is None
 
 
+_N, _T0, _T1 = VALS.index("n"), VALS.index("ts_min"), VALS.index("ts_max")
+
+
+class Counts:
+    """``job.pass_counts``' figures per (bad, event), added to as rows are: a row counts
+    once whatever group it joins later (a redraw, a coarser bucket move no count)."""
+
+    def __init__(self) -> None:
+        self.acc: dict[tuple[Any, str], list[Any]] = {}    # n, t0, t1, runs, ranks
+
+    def add(self, bad: Any, event: str, vals: Sequence[Any], run: str | None,
+            rank: int | None) -> None:
+        a = self.acc.get((bad, event))
+        if a is None:
+            a = self.acc[(bad, event)] = [0, None, None, set(), set()]
+        a[0] += vals[_N]
+        a[1] = _min(a[1], vals[_T0])
+        a[2] = _max(a[2], vals[_T1])
+        if run is not None:
+            a[3].add(run)
+        if rank is not None:
+            a[4].add(rank)
+
+
+def run_of(key: tuple[Any, ...]) -> str:
+    """A lag group's run, as ``job.pass_counts`` joins it (master, replica, run_id)."""
+    return "\n".join(x for x in key[1:4] if x is not None)
+
+
 class FollowState:
     """The merge of every aggregate added, drawn at modulus ``every``."""
 
     def __init__(self) -> None:
+        self.counts = Counts()
         self.every = 1
         self.groups: dict[tuple[Any, ...], list[Any]] = {}
         self.samples: list[tuple[tuple[Any, ...], tuple[Any, ...], int]] = []  # key, vals, h
@@ -138,14 +168,19 @@ class FollowState:
         nk = len(KEYS)
         sid_i, row_i = nk, nk + 1
         v0 = nk + 2
+        count = self.counts.add
         for r in rows:
             key = tuple(_norm(x) for x in r[:nk])
             vals = tuple(r[v0:v0 + len(VALS)])
             if r[row_i] is not None:
                 row = r[row_i]
-                self.events.append((row.asDict() if hasattr(row, "asDict") else dict(row),
-                                    vals))
-            elif r[sid_i] is not None and is_lag_key(key):
+                row = row.asDict() if hasattr(row, "asDict") else dict(row)
+                self.events.append((row, vals))
+                count(None, row["event"], vals, None, source_rank(row))
+                continue
+            lag = is_lag_key(key)
+            count(key[0], key[5] or "replica_lag", vals, run_of(key) if lag else None, None)
+            if r[sid_i] is not None and lag:
                 h = r[-1]
                 if h % self.every == 0:
                     self.samples.append((key, vals, h))
@@ -241,43 +276,20 @@ def source_rank(row: dict[str, Any]) -> int:
 
 def pass_counts(states: Sequence[FollowState]) -> list[dict[str, Any]]:
     """``job.pass_counts`` of the states' union (``runs`` exact, not HyperLogLog's
-    estimate: it only sizes the finish)."""
-    acc: dict[tuple[Any, str], dict[str, Any]] = {}
-    runs: dict[tuple[Any, str], set[str]] = {}
-    n_i, t0_i, t1_i = VALS.index("n"), VALS.index("ts_min"), VALS.index("ts_max")
-
-    def add(bad: Any, event: str, vals: Sequence[Any], run: str | None,
-            rank: int | None) -> None:
-        k = (bad, event)
-        a = acc.get(k)
-        if a is None:
-            a = acc[k] = {"bad": bad, "event": event, "n": 0, "t0": None, "t1": None,
-                          "runs": 0, "ranks": set()}
-        a["n"] += vals[n_i]
-        a["t0"] = _min(a["t0"], vals[t0_i])
-        a["t1"] = _max(a["t1"], vals[t1_i])
-        if run is not None:
-            runs.setdefault(k, set()).add(run)
-        if rank is not None:
-            a["ranks"].add(rank)
-
-    def run_of(key: tuple[Any, ...]) -> str:
-        return "\n".join(x for x in key[1:4] if x is not None)
-
+    estimate: it only sizes the finish), from the counts each state keeps as it adds rows."""
+    acc: dict[tuple[Any, str], list[Any]] = {}
     for s in states:
-        for key, vals in s.groups.items():
-            lag = is_lag_key(key)
-            add(key[0], key[5] or "replica_lag", vals, run_of(key) if lag else None, None)
-        for key, svals, _ in s.samples:
-            add(None, "replica_lag", svals, run_of(key), None)
-        for row, evals in s.events:
-            add(None, row["event"], evals, None, source_rank(row))
-    out = []
-    for k, a in acc.items():
-        a["runs"] = len(runs.get(k, ()))
-        a["ranks"] = sorted(a["ranks"])
-        out.append(a)
-    return out
+        for k, (n, t0, t1, runs, ranks) in s.counts.acc.items():
+            a = acc.get(k)
+            if a is None:
+                acc[k] = [n, t0, t1, set(runs), set(ranks)]
+            else:
+                a[0] += n
+                a[1], a[2] = _min(a[1], t0), _max(a[2], t1)
+                a[3] |= runs
+                a[4] |= ranks
+    return [{"bad": bad, "event": event, "n": n, "t0": t0, "t1": t1, "runs": len(runs),
+             "ranks": sorted(ranks)} for (bad, event), (n, t0, t1, runs, ranks) in acc.items()]
 
 
 def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str, Any]]:

@@ -206,8 +206,8 @@ def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: s
     """Everything after the input pass, from its aggregate ``agg`` (cached or not) and
     ``pass_counts(agg)``: the summary's input figures, then the finish on the driver or in
     Spark (the batch job's, and each trigger's of ``follow``). ``inputs``: the driver
-    finish's input without a query (``follow``'s state on the driver; ``agg``, a plan, is then
-    run only by a finish in Spark)."""
+    finish's input without a query (``follow``'s state on the driver; ``agg``, a plan or
+    what makes one when called, is then made and run only by a finish in Spark)."""
     events_by_type: dict[str, int] = {}
     malformed: dict[str, int] = {"unparseable": 0, "missing-required": 0, "unknown-event": 0,
                                  **{k: 0 for k in (LOG_BAD if logs else ())}}
@@ -256,7 +256,8 @@ def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: s
                                    unknown_hosts, inputs)
     else:
         progress(f"{n_other:,} sync events and ~{series_rows:,} lag rows: finishing in Spark")
-        result = _finish_in_spark(agg, summary, bucket_s, cfg, progress, unknown_hosts)
+        result = _finish_in_spark(agg() if callable(agg) else agg, summary, bucket_s, cfg,
+                                  progress, unknown_hosts)
     summary["input"]["duplicates_dropped"] = n_other - result.charts.pop("n_sev")
     # py4j's proxies sit in reference cycles (each caches its method objects), so the JVM keeps
     # this run's intermediate query plans until Python's next full collection: ~250 MB of

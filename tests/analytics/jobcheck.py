@@ -4,6 +4,7 @@ Spark steps) and compared with the oracle (``run_both``, ``check``, ``same_finis
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -81,3 +82,18 @@ def check(got, want) -> None:
                            ("lag_ms_p99", "_lag_ms", 0.99), ("recovery_ms_p50", "_recovery_ms", 0.5)):
             assert rank_ok(g[col], x[st]["_values"], q), (col, g[col], x[st])
     assert_summary_matches(got["summary"], want["summary"])
+
+
+def summary_of(out: str) -> dict | None:
+    """The summary.json under ``out`` (None: not there, or not whole)."""
+    try:
+        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def comparable(s: dict) -> dict:
+    """A summary without what names its files, as JSON gives it back."""
+    s = {k: v for k, v in s.items() if k not in ("outputs", "schema_version")}
+    return json.loads(json.dumps(s, default=str))

@@ -7,7 +7,6 @@ endpoint says what the summary says; SIGTERM ends it cleanly."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -22,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pyrepl.analytics.follow import AggStore
 from pyrepl.analytics.job import JobConfig, run
+from tests.analytics.jobcheck import comparable, summary_of
 from tests.analytics.synth import FleetSpec, write_fleet
 from tests.support.procs import free_port
 from tests.support.waits import wait_for
@@ -40,19 +40,6 @@ def follower(follow: str, out: str, ckpt: str, port: int) -> subprocess.Popen:
     with open(os.path.join(os.path.dirname(out), "follower.log"), "a") as log:
         return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                 text=True, env={**os.environ, "CI": "1"})
-
-
-def summary_of(out: str) -> dict | None:
-    try:
-        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def comparable(s: dict) -> dict:
-    s = {k: v for k, v in s.items() if k not in ("outputs", "schema_version")}
-    return json.loads(json.dumps(s, default=str))
 
 
 def caught_up(spark, follow: str, out: str, proc: subprocess.Popen, timeout: float = 120

@@ -12,7 +12,15 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyrepl.analytics.follow import AggStore, Entry, pow2_at_least, publish, stored_bucket
+from pyrepl.analytics.follow import (
+    AggStore,
+    Entry,
+    FollowConfig,
+    Follower,
+    pow2_at_least,
+    publish,
+    stored_bucket,
+)
 from pyrepl.analytics.job import NICE_BUCKETS, JobConfig, finish, pass_counts, run
 from pyrepl.analytics.prom import exposition
 from pyrepl.analytics.read import (
@@ -23,7 +31,8 @@ from pyrepl.analytics.read import (
     parse_text,
 )
 from pyrepl.analytics.rowtable import as_frame
-from tests.analytics.jobcheck import results
+from pyrepl.analytics.sql import _F
+from tests.analytics.jobcheck import comparable, results, summary_of
 from tests.analytics.synth import FleetSpec, write_fleet
 
 pytestmark = pytest.mark.slow
@@ -191,3 +200,66 @@ def test_publish_swaps_a_whole_set(spark, tmp_path) -> None:
     assert second["outputs"]["summary"] == os.path.join(out, "summary.json")
     with open(second["outputs"]["summary"], encoding="utf-8") as f:
         assert json.load(f) == json.loads(json.dumps(second, default=str))
+
+
+def lag_ranks_close(got: dict, want: dict) -> None:
+    """The lag percentiles of two summaries within 1 % of each other; then taken out of both
+    (the rest must be equal)."""
+    for s in (got, want):
+        s["lag"] = {k: dict(v) if isinstance(v, dict) else v for k, v in s["lag"].items()}
+    for k, st in want["lag"].items():
+        if not isinstance(st, dict):
+            continue
+        for q in ("p50", "p90", "p99"):
+            a, b = got["lag"][k].pop(q, None), st.pop(q, None)
+            assert (a is None) == (b is None), (k, q, a, b)
+            if a is not None:
+                assert abs(a - b) <= 0.01 * max(abs(b), 1e-9), (k, q, a, b)
+
+
+@pytest.mark.parametrize("driver_rows", [None, 0], ids=["driver-finish", "spark-finish"])
+def test_the_followers_triggers_are_the_batch_job(spark, tmp_path, driver_rows) -> None:
+    """The follower's own triggers, in this process (``on_batch`` fed micro-batches of a
+    fleet's lines, compacting every 2): each published summary and table is the batch job's
+    over the lines so far, with the finish on the driver (from the state) and in Spark (the
+    stored aggregates' merge; ``--driver-rows 0``), across compactions."""
+    F = _F()
+    rng = random.Random(5)
+    lines = fleet_lines(str(tmp_path), 3)
+    rng.shuffle(lines)
+    # 5 micro-batches (3 in Spark's slower finish): compactions after the second and fourth
+    cuts = sorted(rng.sample(range(1, len(lines)), 4 if driver_rows is None else 2))
+    parts = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    follow = os.path.join(tmp_path, "followed")
+    os.makedirs(follow)
+    job = JobConfig() if driver_rows is None else JobConfig(driver_max_rows=driver_rows)
+    cfg = FollowConfig([follow], os.path.join(tmp_path, "out"),
+                       os.path.join(tmp_path, "ck"), job=job, compact_every=2)
+    fo = Follower(spark, cfg)
+    log: list[str] = []
+    fo.progress = log.append
+    try:
+        for i, part in enumerate(parts):
+            path = os.path.join(follow, f"part{i}.ndjson")
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(part)
+            fo.on_batch(spark.read.text(path).select(F.lit(path).alias("path"),
+                                                     F.col("value").alias("line")), i)
+            fo.wait_published()
+            want = run(spark, [follow], job)
+            got = summary_of(cfg.out_dir)
+            if driver_rows == 0:
+                # Spark's percentile_approx: its ranks hang on how the input was partitioned
+                # (the stored aggregates, the batch job's pass), within its accuracy
+                lag_ranks_close(got, want.summary)
+            assert comparable(got) == comparable(want.summary), i
+            for name, table in (("syncs", want.tables.syncs), ("links", want.tables.links)):
+                on_disk = spark.read.parquet(got["outputs"]["tables"][name])
+                assert sorted(map(repr, on_disk.collect())) == \
+                    sorted(map(repr, as_frame(table).collect())), (i, name)
+            spark.catalog.clearCache()
+    finally:
+        fo.close()
+    assert sum("compacted into one" in m for m in log) == (len(parts) - 1) // 2, log
+    finishing = [m for m in log if "finishing" in m or "finishing in Spark" in m]
+    assert all(("in Spark" in m) == (driver_rows == 0) for m in finishing) and finishing, log
