@@ -31,16 +31,18 @@ def stat_from_row(row: dict[str, Any], name: str,
     return out
 
 
-def _nan_last(v: Any) -> tuple[bool, Any]:
-    """Sort key: Spark's ascending order of doubles, NaN after +inf."""
-    return (v != v, v)
-
-
 def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None:
     """Exact nearest-rank percentiles of the non-null values (None when there are none), in
-    Spark's order of doubles: NaN above every number (Python's ``sorted`` leaves a NaN where
-    the input had it, and the numbers around it unordered)."""
-    vs = sorted((v for v in values if v is not None), key=_nan_last)
+    Spark's order of doubles: NaN above every number. (Python's ``sorted`` leaves a NaN
+    where the input had it, and the numbers around it unordered: the NaNs are taken out,
+    the numbers sorted as they are, a key function being several times slower, and the NaNs
+    put last.)"""
+    vs = [v for v in values if v is not None]
+    nans = [v for v in vs if v != v]
+    if nans:
+        vs = [v for v in vs if v == v]
+    vs.sort()
+    vs += nans
     if not vs:
         return None
     return [vs[max(1, math.ceil(q * len(vs))) - 1] for q in qs]
