@@ -221,8 +221,9 @@ def lag_ranks_close(got: dict, want: dict) -> None:
 def test_the_followers_triggers_are_the_batch_job(spark, tmp_path, driver_rows) -> None:
     """The follower's own triggers, in this process (``on_batch`` fed micro-batches of a
     fleet's lines, compacting every 2): each published summary and table is the batch job's
-    over the lines so far, with the finish on the driver (from the state) and in Spark (the
-    stored aggregates' merge; ``--driver-rows 0``), across compactions."""
+    over the lines so far, with the finish on the driver (from the state), and the last with
+    the finish in Spark (the stored aggregates' merge; ``--driver-rows 0``), across
+    compactions."""
     F = _F()
     rng = random.Random(5)
     lines = fleet_lines(str(tmp_path), 3)
@@ -246,6 +247,8 @@ def test_the_followers_triggers_are_the_batch_job(spark, tmp_path, driver_rows) 
             fo.on_batch(spark.read.text(path).select(F.lit(path).alias("path"),
                                                      F.col("value").alias("line")), i)
             fo.wait_published()
+            if driver_rows == 0 and i < len(parts) - 1:
+                continue    # (Spark's finish is slow: the batch job's only at the last)
             want = run(spark, [follow], job)
             got = summary_of(cfg.out_dir)
             if driver_rows == 0:
