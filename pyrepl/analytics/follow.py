@@ -21,9 +21,9 @@ stored aggregate again. Each trigger then finishes as the batch job does (``job.
 same step definitions: its counts and its driver finish's input from the state, the events
 through the same Spark steps where these look across events, else linked on the driver; a
 finish too big for the driver runs the Spark steps on the stored aggregates; the driver
-finish's tables are written by pyarrow) on that merge plus the Redis/Valkey logs among the files, which are parsed
-whole again when one changed (a log's lines only make sense with its earlier lines: a node's
-name, its role), and publishes: tables, charts and report.html into a
+finish's tables are written by pyarrow) on that merge plus the Redis/Valkey logs among the
+files, which are parsed whole again when one changed (a log's lines only make sense with its
+earlier lines: a node's name, its role), and publishes: tables, charts and report.html into a
 directory of the trigger, then ``OUT/tables`` (a symbolic link, swapped by rename) and the
 files moved into place one by one (renames), ``summary.json`` last; the Prometheus endpoint's
 figures (``prom``) follow the summary.
@@ -64,7 +64,7 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
-from pyrepl.analytics.rowtable import json_relation
+from pyrepl.analytics.rowtable import json_relation, write_parquet
 from pyrepl.analytics.schema import table_columns
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.syncs import linked, with_link
@@ -135,15 +135,11 @@ class AggStore:
     def _put(self, df: Any, kind: str, batch: int, every: int) -> None:
         """``df``: a DataFrame, or a pyarrow Table (written as one file, as Spark would)."""
         tmp = os.path.join(self.root, f"_tmp-{kind}-{batch:012d}")
-        shutil.rmtree(tmp, ignore_errors=True)
         if hasattr(df, "write"):
+            shutil.rmtree(tmp, ignore_errors=True)
             df.write.mode("overwrite").parquet(tmp)
         else:
-            import pyarrow.parquet as pq
-
-            os.makedirs(tmp)
-            pq.write_table(df, os.path.join(tmp, "part-00000.zstd.parquet"),
-                           compression="zstd")
+            write_parquet(df, tmp)
         for e in self.entries():   # the same batch stored before (a replay): replaced
             if e.kind == kind and e.batch == batch:
                 shutil.rmtree(e.path, ignore_errors=True)

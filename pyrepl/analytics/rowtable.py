@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pyrepl.analytics.schema import table_columns, table_struct
+from pyrepl.analytics.schema import table_columns
 
 # Driver-built tables up to this many rows reach Spark as JSON text (see ``json_frame``)
 JSON_FRAME_ROWS = 100_000
@@ -75,6 +75,17 @@ def arrow_table(name: str, rows: list[dict[str, Any]]) -> Any:
         [pa.field(n, getattr(pa, ARROW_TYPES[t])(), True) for n, t in cols]))
 
 
+def write_parquet(table: Any, directory: str) -> None:
+    """A pyarrow Table as Parquet in a new ``directory``: one zstd file and ``_SUCCESS``,
+    the layout of a Spark write of one partition."""
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    pq.write_table(table, os.path.join(directory, PART), compression="zstd")
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+
+
 def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
@@ -92,29 +103,19 @@ class RowTable:
 
     @cached_property
     def frame(self) -> Any:
-        """As a DataFrame: a local relation (JSON text; ``createDataFrame`` above
-        ``JSON_FRAME_ROWS``)."""
+        """As a DataFrame: a local relation (JSON text; above ``JSON_FRAME_ROWS``, the
+        Arrow table)."""
         if len(self.rows) <= JSON_FRAME_ROWS:
             return json_frame(self.spark, self.name, self.rows)
-        cols = table_columns(self.name)
-        data = [tuple(float(x[n]) if t == "double" and x[n] is not None else x[n]
-                      for n, t in cols) for x in self.rows]
-        return self.spark.createDataFrame(data, table_struct(self.name))
+        return self.spark.createDataFrame(arrow_table(self.name, self.rows))
 
     def write(self, dest: str) -> None:
-        """As Parquet at ``dest``: by pyarrow where it is local (a directory of one file
-        and ``_SUCCESS``, as Spark writes one partition), else by Spark."""
-        if not is_local(dest):
+        """As Parquet at ``dest``: by pyarrow where it is local (``write_parquet``), else by
+        Spark."""
+        if is_local(dest):
+            write_parquet(arrow_table(self.name, self.rows), local_path(dest))
+        else:
             self.frame.coalesce(1).write.mode("overwrite").parquet(dest)
-            return
-        import pyarrow.parquet as pq
-
-        d = local_path(dest)
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
-        pq.write_table(arrow_table(self.name, self.rows), os.path.join(d, PART),
-                       compression="zstd")
-        open(os.path.join(d, "_SUCCESS"), "wb").close()
 
 
 def as_frame(table: Any) -> Any:

@@ -17,9 +17,9 @@ import threading
 
 import pytest
 
-from pyrepl.analytics import session
+from pyrepl.analytics import rowtable, session
 from pyrepl.analytics.read import footer_rows, parquet_rows
-from pyrepl.analytics.rowtable import as_frame, json_frame
+from pyrepl.analytics.rowtable import RowTable, as_frame, json_frame
 from pyrepl.analytics.schema import table_columns
 
 
@@ -44,7 +44,11 @@ def test_parquet_rows_from_footers_match_a_spark_count(spark, tmp_path) -> None:
     assert parquet_rows(spark, [str(text)]) is None
 
 
-def test_json_frame_gives_back_the_driver_rows(spark) -> None:
+@pytest.mark.parametrize("how", ["json_frame", "rowtable-json", "rowtable-arrow",
+                                 "rowtable-written"])
+def test_json_frame_gives_back_the_driver_rows(spark, tmp_path, monkeypatch, how) -> None:
+    """The driver's rows as Spark reads them back: ``json_frame``, a ``RowTable``'s frame
+    (JSON text, or its Arrow table above ``JSON_FRAME_ROWS``) and its pyarrow Parquet."""
     cols = table_columns("syncs")  # strings, longs, doubles and booleans
     kinds = dict(cols)
     tricky = [0.1, 1 / 3, 1e300, -2.5e-308, 5e-324, float("nan"), float("inf"), -0.0, 7]
@@ -62,7 +66,16 @@ def test_json_frame_gives_back_the_driver_rows(spark) -> None:
                 r[n] = i % 2 == 0
         rows.append(r)
     rows.append({n: None for n, _ in cols})
-    got = [x.asDict() for x in json_frame(spark, "syncs", rows).collect()]
+    if how == "json_frame":
+        df = json_frame(spark, "syncs", rows)
+    elif how == "rowtable-written":
+        RowTable(spark, "syncs", rows).write(str(tmp_path / "syncs.parquet"))
+        df = spark.read.parquet(str(tmp_path / "syncs.parquet"))
+    else:
+        monkeypatch.setattr(rowtable, "JSON_FRAME_ROWS", 1 << 30 if how == "rowtable-json" else 0)
+        df = RowTable(spark, "syncs", rows).frame
+    assert df.schema == json_frame(spark, "syncs", []).schema
+    got = [x.asDict() for x in df.collect()]
     assert len(got) == len(rows)
     for want, have in zip(rows, got, strict=True):
         assert list(have) == [n for n, _ in cols]
