@@ -51,8 +51,24 @@ def collect(df: Any) -> list[tuple[Any, ...]]:
     column at a time), not Spark's pickled rows (several times slower)."""
     from pyrepl.analytics.sql import _F
 
-    t = df.select(*collect_columns(_F())).toArrow()
-    return list(zip(*[t.column(i).to_pylist() for i in range(t.num_columns)], strict=True))
+    return rows_of(df.select(*collect_columns(_F())).toArrow())
+
+
+def collect_arrow(df: Any) -> Any:
+    """An aggregate whole, and its sampling hash ``_h``, as one pyarrow Table (one Spark
+    job): what the store keeps of a batch (its own columns) and what the state adds
+    (``rows_of``)."""
+    from pyrepl.analytics.sql import _F
+
+    F = _F()
+    h = collect_columns(F)[-1]
+    return df.select("*", h).toArrow()
+
+
+def rows_of(table: Any) -> list[tuple[Any, ...]]:
+    """A pyarrow Table holding ``collect_columns``' columns as ``add`` takes its rows."""
+    names = [*KEYS, "sid", "row", *VALS, "_h"]
+    return list(zip(*[table.column(n).to_pylist() for n in names], strict=True))
 
 
 def _norm(x: Any) -> Any:
@@ -151,8 +167,38 @@ def run_of(key: tuple[Any, ...]) -> str:
     return "\n".join(x for x in key[1:4] if x is not None)
 
 
+_LB, _LM = VALS.index("lb_max"), VALS.index("lm_max")
+
+
+def _to_series(acc: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...],
+               vals: Sequence[Any], b: float) -> None:
+    """A lag row's figures added to its series per bucket ``b`` (``lag.series_groups``)."""
+    k2 = (key[1], key[2], key[3], in_bucket(key[FB], b))
+    a = acc.get(k2)
+    if a is None:
+        acc[k2] = list(vals)
+    else:
+        merge_into(a, vals)
+
+
+def _to_link(out: dict[tuple[Any, Any], tuple[list[Any], list[Any]]], key: tuple[Any, ...],
+             vals: Sequence[Any]) -> None:
+    lists = out.get((key[1], key[2]))
+    if lists is None:
+        lists = out[(key[1], key[2])] = ([], [])
+    lists[0].append(vals[_LB])
+    lists[1].append(vals[_LM])
+
+
 class FollowState:
-    """The merge of every aggregate added, drawn at modulus ``every``."""
+    """The merge of every aggregate added, drawn at modulus ``every``.
+
+    What a trigger's finish reads of it is kept up to date as rows are added, not gone over
+    whole each trigger (that grew with the history): the lag series per the last bucket asked
+    for (``series``: a lag row adds to its series whichever group or sample it joins, the
+    merges being order-free) and the samples' values per link (``link_samples``). A coarser
+    bucket (``rebucket``) drops the series, a new bucket asked for or a redraw (samples
+    joining groups) what they change; the next read builds it again from the state."""
 
     def __init__(self) -> None:
         self.counts = Counts()
@@ -160,6 +206,8 @@ class FollowState:
         self.groups: dict[tuple[Any, ...], list[Any]] = {}
         self.samples: list[tuple[tuple[Any, ...], tuple[Any, ...], int]] = []  # key, vals, h
         self.events: list[tuple[dict[str, Any], tuple[Any, ...]]] = []          # row, vals
+        self._series: tuple[float, dict[tuple[Any, ...], list[Any]]] | None = None
+        self._by_link: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] | None = None
 
     def add(self, rows: Iterable[Sequence[Any]], every: int) -> None:
         """Merge collected rows (``collect_columns``) of an aggregate drawn at a modulus
@@ -180,10 +228,14 @@ class FollowState:
                 continue
             lag = is_lag_key(key)
             count(key[0], key[5] or "replica_lag", vals, run_of(key) if lag else None, None)
+            if lag and self._series is not None:
+                _to_series(self._series[1], key, vals, self._series[0])
             if r[sid_i] is not None and lag:
                 h = r[-1]
                 if h % self.every == 0:
                     self.samples.append((key, vals, h))
+                    if self._by_link is not None:
+                        _to_link(self._by_link, key, vals)
                 else:
                     self._group(key, vals)
             else:
@@ -201,6 +253,7 @@ class FollowState:
         groups."""
         if every == self.every:
             return
+        self._by_link = None
         keep = []
         for key, vals, h in self.samples:
             if h % every == 0:
@@ -222,6 +275,31 @@ class FollowState:
         for key, vals in old.items():
             self._group(fb(key), vals)
         self.samples = [(fb(k), v, h) for k, v, h in self.samples]
+        self._series = None
+
+    def series(self, bucket_s: float) -> dict[tuple[Any, ...], list[Any]]:
+        """The lag groups' and samples' figures per (master, replica, run_id, bucket) of
+        ``bucket_s``: the caller reads, never changes them."""
+        b = float(bucket_s)
+        if self._series is None or self._series[0] != b:
+            acc: dict[tuple[Any, ...], list[Any]] = {}
+            for k, v in self.groups.items():
+                if is_lag_key(k):
+                    _to_series(acc, k, v, b)
+            for key, vals, _ in self.samples:
+                _to_series(acc, key, vals, b)
+            self._series = (b, acc)
+        return self._series[1]
+
+    def link_samples(self) -> dict[tuple[Any, Any], tuple[list[Any], list[Any]]]:
+        """The samples' ``lb_max`` and ``lm_max`` per link: the caller reads, never changes
+        them."""
+        if self._by_link is None:
+            out: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] = {}
+            for k, v, _ in self.samples:
+                _to_link(out, k, v)
+            self._by_link = out
+        return self._by_link
 
     def table(self, schema: Any) -> Any:
         """The merged aggregate as a pyarrow Table of ``aggregate_all``'s Spark ``schema``
@@ -294,19 +372,17 @@ def pass_counts(states: Sequence[FollowState]) -> list[dict[str, Any]]:
 
 def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str, Any]]:
     """``lag.series_groups`` of the states' lag groups and samples, per ``bucket_s``."""
-    b = float(bucket_s)
-    acc: dict[tuple[Any, ...], list[Any]] = {}
-    for s in states:
-        items: list[tuple[tuple[Any, ...], Sequence[Any]]] = [
-            (k, v) for k, v in s.groups.items() if is_lag_key(k)]
-        items += [(k, v) for k, v, _ in s.samples]
-        for key, vals in items:
-            k2 = (key[1], key[2], key[3], in_bucket(key[FB], b))
-            a = acc.get(k2)
-            if a is None:
-                acc[k2] = list(vals)
-            else:
-                merge_into(a, vals)
+    if len(states) == 1:
+        acc = states[0].series(bucket_s)
+    else:
+        acc = {}
+        for s in states:
+            for k2, vals in s.series(bucket_s).items():
+                a = acc.get(k2)
+                if a is None:
+                    acc[k2] = list(vals)
+                else:
+                    merge_into(a, vals)
     ix = {n: i for i, n in enumerate(VALS)}
     out = []
     for (master, replica, run_id, bucket), a in acc.items():
@@ -325,14 +401,15 @@ def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str
 
 def samples_by_link(states: Sequence[FollowState]
                     ) -> dict[tuple[Any, Any], tuple[list[Any], list[Any]]]:
-    """The sampled lag samples' ``lb_max`` and ``lm_max`` per link."""
-    lb, lm = VALS.index("lb_max"), VALS.index("lm_max")
+    """The sampled lag samples' ``lb_max`` and ``lm_max`` per link (read, never changed)."""
+    if len(states) == 1:
+        return states[0].link_samples()
     out: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] = {}
     for s in states:
-        for key, vals, _ in s.samples:
-            lists = out.setdefault((key[1], key[2]), ([], []))
-            lists[0].append(vals[lb])
-            lists[1].append(vals[lm])
+        for link, (lb, lm) in s.link_samples().items():
+            lists = out.setdefault(link, ([], []))
+            lists[0].extend(lb)
+            lists[1].extend(lm)
     return out
 
 

@@ -224,3 +224,48 @@ def test_a_compaction_written_from_the_state_reads_back_as_it(spark, batches) ->
     again.add(fstate.collect(aggs[4]), 8)
     again.rebucket(30.0)
     assert state_rows(again) == state_rows(state)
+
+
+def test_what_a_finish_reads_is_kept_as_rows_are_added(batches) -> None:
+    """The lag series and the samples per link, read after every step (rows added, a
+    redraw, a coarser bucket, another bucket asked for: kept up to date), are what a state
+    that went through the same steps unread builds afresh; and the union of two states' is
+    the state holding both's."""
+    rows = [fstate.collect(a) for a in batches["aggs"]]
+    everys = batches["everys"]
+
+    def series(states, b):
+        return sorted((canon(r) for r in fstate.series_rows(states, b)), key=repr)
+
+    def link_samples(states):
+        return {k: (sorted(map(canon, lb), key=repr), sorted(map(canon, lm), key=repr))
+                for k, (lb, lm) in fstate.samples_by_link(states).items()}
+
+    def afresh(steps):
+        s = FollowState()
+        for step in steps:
+            step(s)
+        return s
+
+    read, steps = FollowState(), []
+
+    def step(f, buckets=(10.0, 60.0)):
+        f(read)
+        steps.append(f)
+        for b in buckets:   # the second bucket asked for makes the first's series go
+            fresh = afresh(steps)
+            assert series([read], b) == series([fresh], b)
+            assert link_samples([read]) == link_samples([fresh])
+
+    for i in range(3):
+        step(lambda s, i=i: s.add(rows[i], everys[i]))
+    assert read.samples and any(fstate.is_lag_key(k) for k in read.groups)
+    step(lambda s: s.redraw(4), buckets=(60.0,))
+    step(lambda s: s.add(rows[3], everys[3]), buckets=(60.0, 10.0))
+    step(lambda s: s.rebucket(30.0), buckets=(10.0, 60.0))   # 10 s series: now per 30 s
+    step(lambda s: s.add(rows[4], everys[4]), buckets=(60.0, 600.0))
+    # two states (the follower's, its Redis logs'), drawn alike: their union's
+    other = afresh([lambda s: s.add(rows[0], 8)])
+    both = afresh(steps + [lambda s: s.add(rows[0], 8)])
+    assert series([read, other], 600.0) == series([both], 600.0)
+    assert link_samples([read, other]) == link_samples([both])
