@@ -64,6 +64,7 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
+from pyrepl.analytics.report import DrawnCharts
 from pyrepl.analytics.rowtable import json_relation, write_parquet
 from pyrepl.analytics.schema import table_columns
 from pyrepl.analytics.sql import _F
@@ -209,6 +210,7 @@ class Follower:
         # a trigger's outputs are written by this thread while the next batch is read
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pyrepl-publish")
         self._publishing: Future[None] | None = None
+        self._drawn = DrawnCharts()      # the last trigger's charts (that thread's alone)
         self._logs: tuple[Any, dict[str, Any] | None] | None = None
         self._logs_state: FollowState | None = None
         self._state: FollowState | None = None     # the stored aggregates' merge
@@ -231,8 +233,6 @@ class Follower:
             .queryName("pyrepl-follow").start()
 
     def on_batch(self, df: Any, batch_id: int) -> None:
-        from pyspark import StorageLevel
-
         t0 = time.monotonic()
         F = _F()
         files = list_files(self.cfg.paths)
@@ -242,29 +242,27 @@ class Follower:
         lines = df.filter(~F.col("path").isin(list(logs))) if logs else df
         ev = classify(parse_text(self.spark, lines.select(F.col("line").alias("value"))),
                       self.cfg.job.since, self.cfg.job.until)
-        agg = aggregate_all(ev, FINE_BUCKET_S, every).persist(StorageLevel.MEMORY_AND_DISK)
+        agg = aggregate_all(ev, FINE_BUCKET_S, every)
         if self._state is None and not self.store.live():
             self._state = FollowState()     # a first start: nothing stored to read back
-        try:
-            if self.store.put_batch(agg, batch_id, every):
-                t1 = time.monotonic()
-                if self._state is not None:
-                    rows = fstate.collect(agg)
-                    t2 = time.monotonic()
-                    self._state.add(rows, every)
-                    self.progress(f"batch {batch_id}: {len(rows):,} rows collected "
-                                  f"{t2 - t1:.1f} s, merged {time.monotonic() - t2:.1f} s")
-                self.progress(f"batch {batch_id}: its lines' pass stored "
-                              f"({t1 - t0:.1f} s)")
-        finally:
-            agg.unpersist()
+        if batch_id > self.store.covered():  # (else a replay of what a compaction holds)
+            # the pass, collected through Arrow (one job): stored by pyarrow, merged here
+            table = fstate.collect_arrow(agg)
+            t1 = time.monotonic()
+            self.store.put_batch(table.select(self.agg_schema.names), batch_id, every)
+            t2 = time.monotonic()
+            if self._state is not None:
+                self._state.add(fstate.rows_of(table), every)
+            self.progress(f"batch {batch_id}: its lines' pass collected ({t1 - t0:.1f} s; "
+                          f"{table.num_rows:,} rows), stored {t2 - t1:.1f} s, merged "
+                          f"{time.monotonic() - t2:.1f} s")
         result = self.refresh(batch_id, logs)
         self.wait_published()
         self._publishing = self._pool.submit(self._publish, result, batch_id, t0)
 
     def _publish(self, result: JobResult, batch_id: int, t0: float) -> None:
         t = time.monotonic()
-        publish(result, self.cfg.out_dir, batch_id)
+        publish(result, self.cfg.out_dir, batch_id, self._drawn)
         seconds = time.monotonic() - t0
         self.progress(f"batch {batch_id}: {result.summary['input']['events']:,} events, "
                       f"written in {time.monotonic() - t:.1f} s; published {seconds:.1f} s "
@@ -427,18 +425,20 @@ def ndjson_bytes(files: Sequence[str], logs: dict[str, str]) -> int:
 
 # -- publishing ----------------------------------------------------------------------------------
 
-def publish(result: JobResult, out_dir: str, batch_id: int) -> dict[str, Any]:
+def publish(result: JobResult, out_dir: str, batch_id: int,
+            drawn: DrawnCharts | None = None) -> dict[str, Any]:
     """Write the trigger's tables, charts, report.html and summary.json so that a reader
     never sees a half-written set: everything into ``OUT/.trigger-ID``, the tables' link
     ``OUT/tables`` swapped (a rename), the charts and report.html renamed into ``OUT``, then
-    summary.json, naming the files where they now are; older triggers' files go."""
+    summary.json, naming the files where they now are; older triggers' files go. ``drawn``:
+    the charts the last trigger published (one drawn from the same is copied, not drawn)."""
     from pyrepl.analytics.report import _json_default, write_report
 
     os.makedirs(out_dir, exist_ok=True)
     name = f".trigger-{batch_id:012d}"
     stage = os.path.join(out_dir, name)
     shutil.rmtree(stage, ignore_errors=True)
-    summary = write_report(result, stage)
+    summary = write_report(result, stage, drawn=drawn)
     tables = os.path.join(out_dir, "tables")
     link = os.path.join(out_dir, ".tables-link")
     if os.path.lexists(link):
@@ -453,6 +453,8 @@ def publish(result: JobResult, out_dir: str, batch_id: int) -> dict[str, Any]:
         dest = os.path.join(out_dir, os.path.basename(path))
         os.replace(path, dest)
         charts[chart] = dest
+    if drawn is not None:
+        drawn.published(charts)
     report = os.path.join(out_dir, "report.html")
     os.replace(outs["report"], report)
     summary["outputs"] = {

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import hashlib
 import html
 import json
 import os
+import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.analytics.present import (
@@ -413,9 +416,41 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
 
 # -- all of it ----------------------------------------------------------------------------------
 
-def write_report(result: Any, out_dir: str, tables_dest: str | None = None) -> dict[str, Any]:
+@dataclass
+class DrawnCharts:
+    """The charts a follower's last trigger published: per chart, a digest of what it was
+    drawn from and its file. A chart drawn from the same is copied from there, not drawn
+    again (a quiet fleet's triggers change the lag chart alone)."""
+    charts: dict[str, tuple[str, str]] = field(default_factory=dict)  # name: (digest, file)
+    pending: dict[str, str] = field(default_factory=dict)             # name: digest
+
+    @staticmethod
+    def digest(data: Any) -> str:
+        return hashlib.blake2b(repr(data).encode(), digest_size=16).hexdigest()
+
+    def reuse(self, name: str, digest: str, path: str) -> bool:
+        """Copy chart ``name`` to ``path`` if it was drawn from the same."""
+        self.pending[name] = digest
+        last = self.charts.get(name)
+        if last is None or last[0] != digest:
+            return False
+        try:
+            shutil.copyfile(last[1], path)
+        except OSError:
+            return False
+        return True
+
+    def published(self, files: dict[str, str]) -> None:
+        """The charts are now at ``files`` (name: path)."""
+        self.charts = {n: (self.pending[n], f) for n, f in files.items() if n in self.pending}
+        self.pending = {}
+
+
+def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
+                 drawn: DrawnCharts | None = None) -> dict[str, Any]:
     """Write tables, charts, report.html and summary.json; returns the summary written. The
-    tables are written by Spark while the charts are drawn."""
+    tables are written by Spark while the charts are drawn. With ``drawn``, a chart drawn
+    from the same as there is copied from there."""
     from concurrent.futures import ThreadPoolExecutor
 
     os.makedirs(out_dir, exist_ok=True)
@@ -446,15 +481,16 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None) -> d
             stories = collect_stories(t, links, loops)
         s = result.summary
         charts = {}
-        for name, fn in (("partial_ratio_per_node", lambda p: chart_partial_ratio(nodes, p)),
-                         ("phase_breakdown", lambda p: chart_phases(s, p)),
-                         ("lag_over_time", lambda p: chart_lag(buckets, p)),
-                         ("recovery_cdf", lambda p: chart_recovery(recs, p)),
-                         ("backlog_advice", lambda p: chart_advice(s, p)),
-                         ("link_timeline",
-                          lambda p: chart_timelines(stories, p))):
+        for name, data, fn in (
+                ("partial_ratio_per_node", nodes, lambda p: chart_partial_ratio(nodes, p)),
+                ("phase_breakdown", s["full_syncs"], lambda p: chart_phases(s, p)),
+                ("lag_over_time", buckets, lambda p: chart_lag(buckets, p)),
+                ("recovery_cdf", recs, lambda p: chart_recovery(recs, p)),
+                ("backlog_advice", s["backlog"], lambda p: chart_advice(s, p)),
+                ("link_timeline", stories, lambda p: chart_timelines(stories, p))):
             path = os.path.join(out_dir, f"{name}.png")
-            fn(path)
+            if drawn is None or not drawn.reuse(name, drawn.digest(data), path):
+                fn(path)
             charts[name] = path
         report = os.path.join(out_dir, "report.html")
         with open(report, "w", encoding="utf-8") as f:

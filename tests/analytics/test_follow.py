@@ -12,6 +12,7 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from pyrepl.analytics import report
 from pyrepl.analytics.follow import (
     AggStore,
     Entry,
@@ -30,6 +31,7 @@ from pyrepl.analytics.read import (
     merge_aggregates,
     parse_text,
 )
+from pyrepl.analytics.report import DrawnCharts
 from pyrepl.analytics.rowtable import as_frame
 from pyrepl.analytics.sql import _F
 from tests.analytics.jobcheck import comparable, results, summary_of
@@ -200,6 +202,50 @@ def test_publish_swaps_a_whole_set(spark, tmp_path) -> None:
     assert second["outputs"]["summary"] == os.path.join(out, "summary.json")
     with open(second["outputs"]["summary"], encoding="utf-8") as f:
         assert json.load(f) == json.loads(json.dumps(second, default=str))
+
+
+def test_a_chart_drawn_from_the_same_is_copied(spark, tmp_path, monkeypatch) -> None:
+    """A trigger's chart whose input is the last trigger's is the same file, copied, not
+    drawn again; a chart whose input changed is drawn."""
+    lines = fleet_lines(str(tmp_path), 4)
+    path = os.path.join(tmp_path, "all.ndjson")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    out = os.path.join(tmp_path, "out")
+    names = {"partial_ratio_per_node": "chart_partial_ratio", "phase_breakdown": "chart_phases",
+             "lag_over_time": "chart_lag", "recovery_cdf": "chart_recovery",
+             "backlog_advice": "chart_advice", "link_timeline": "chart_timelines"}
+    calls: list[str] = []
+    for chart, fn in names.items():
+        real = getattr(report, fn)
+        monkeypatch.setattr(report, fn, lambda *a, _r=real, _c=chart: (calls.append(_c),
+                                                                        _r(*a))[1])
+
+    def files(summary):
+        out = {}
+        for chart, p in summary["outputs"]["charts"].items():
+            with open(p, "rb") as f:
+                out[chart] = f.read()
+        return out
+
+    res = run(spark, [path])
+    drawn = DrawnCharts()
+    first = files(publish(res, out, 0, drawn))
+    assert sorted(calls) == sorted(names) and all(b.startswith(b"\x89PNG") for b in
+                                                  first.values())
+    calls.clear()
+    assert files(publish(res, out, 1, drawn)) == first and calls == []
+    assert len(res.charts["buckets"]) >= 2
+    res.charts["buckets"] = res.charts["buckets"][:-1]
+    third = files(publish(res, out, 2, drawn))
+    assert calls == ["lag_over_time"]
+    assert third["lag_over_time"] != first["lag_over_time"]
+    assert {k: v for k, v in third.items() if k != "lag_over_time"} == \
+        {k: v for k, v in first.items() if k != "lag_over_time"}
+    # without a memory of the last trigger (the batch job), every chart is drawn
+    calls.clear()
+    publish(res, out, 3)
+    assert sorted(calls) == sorted(names)
 
 
 def lag_ranks_close(got: dict, want: dict) -> None:
