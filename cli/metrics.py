@@ -24,6 +24,8 @@ from typing import Any
 
 import click
 
+SWITCH_S = 0.0005   # --follow's GIL switch interval (see run_follow)
+
 
 def parse_time(value: str | None) -> float | None:
     """Unix seconds, or an ISO 8601 date/time (UTC unless it has an offset)."""
@@ -244,6 +246,11 @@ def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg:
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # a micro-batch builds its plan in ~1,000 py4j round trips while the last trigger's
+    # charts are drawn in another thread: each trip waits for the GIL, up to the switch
+    # interval (5 ms by default: seconds a trigger)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_S)
     query = follower.start()
     say(f"following {len(paths)} path(s), a trigger every {trigger_s:g} s")
     try:
@@ -259,6 +266,7 @@ def run_follow(spark: Any, paths: list[str], out_dir: str, checkpoint: str, cfg:
         follower.close()
         for s, h in old.items():
             signal.signal(s, h)
+        sys.setswitchinterval(switch)
         if exporter is not None:
             exporter.close()
     say("stopped")

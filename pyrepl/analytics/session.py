@@ -268,6 +268,11 @@ def build_session(master: str | None = None, app_name: str = "pyrepl-metrics",
         "spark.sql.shuffle.partitions": str(max(2, 2 * (os.cpu_count() or 2))),
         "spark.sql.files.maxPartitionBytes": str(64 * 1024 * 1024),
         "spark.sql.parquet.compression.codec": "zstd",
+        # pyspark 4 records each Column call's Python call site in the JVM for error
+        # messages: 6 py4j round trips a call, and the pass's plan is ~300 calls (a stream's
+        # micro-batch builds it again each trigger: 2,400 round trips, 1 s alone, 15 s
+        # and more while another driver thread holds the GIL; without it 1,000)
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if light:
         defaults.update(LIGHT_CONF)
