@@ -3,15 +3,21 @@
 
 Theory of operation: ``tests/analytics/synth.py`` writes a fleet's sync logs once (750
 nodes over the run's seconds: its events' times advance as the writer's clock does, so each
-micro-batch holds a few seconds of the fleet, as it would live); a writer thread then appends them to the followed directory as a fleet
-would, ``--rate`` lines a second in ticks of 0.1 s, every file its share of whole lines, for
-``--seconds``, recording how many lines were written when. The follower runs as the command
-does (its own process and JVM, ``local[2]``, ``--trigger``); the bench polls its summary.json
-and, for each trigger published, takes its age: the time since the writer had written as many
-lines as the summary counts (the newest line it holds). Each trigger's processing time comes
-from the follower's own lines. When the writer stops, the follower must catch up within two
-triggers. For scale, the batch job (``pyrepl metrics``, a process of its own) then reads the
-same files once, in the same run: its events a second against the rate followed.
+micro-batch holds a few seconds of the fleet, as it would live); a writer thread then appends
+them to the followed directory as a fleet would, ``--rate`` lines a second in ticks of 0.1 s,
+every file its share of whole lines, for ``--seconds``, recording how many lines were written
+when. The follower runs as the command does (its own process and JVM, ``local[2]``,
+``--trigger``); the bench polls its summary.json and, for each trigger published, takes its
+age: the time since the writer had written as many lines as the summary counts (the newest
+line it holds). Each trigger's processing time comes from the follower's own lines. When the
+writer stops, the follower must catch up within two triggers. For scale, the batch job
+(``pyrepl metrics``, a process of its own) then reads the same files once, in the same run:
+its events a second against the rate followed.
+
+Times on a shared machine drift (the same commit's run has varied two-fold from one hour to
+the next here), so the run also reports what drifts less: the follower's own CPU seconds (its
+process tree's, from the writer's start to caught up) a million lines, and the share of the
+machine's CPU time its hypervisor stole meanwhile.
 
     .venv/bin/python bench/bench_follow.py [--rate 50000] [--seconds 120] [--trigger 10]
         [--masters 250] [--incidents 30] [--json FILE]
@@ -101,6 +107,35 @@ class Writer(threading.Thread):
         return None
 
 
+def machine_cpu() -> list[int]:
+    """/proc/stat's first line: the machine's CPU time by state, in ticks."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of process ``root`` and every process under it, with
+    what their ended children had used."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))  # ppid, times
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+            todo += [p for p, (pp, _) in stats.items() if pp == pid]
+    return total / tick
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q * len(xs) + 0.5) - 1))]
@@ -150,6 +185,7 @@ def main() -> None:
             time.sleep(0.2)
         print(f"writing {writer.total:,} lines at {args.rate:,.0f}/s for {args.seconds:g} s",
               flush=True)
+        cpu0, m0 = tree_cpu_s(proc.pid), machine_cpu()
         writer.start()
         last_mtime = 0.0
         summary_path = os.path.join(out, "summary.json")
@@ -173,6 +209,8 @@ def main() -> None:
                     raise SystemExit("the follower did not catch up")
             time.sleep(0.1)
         caught_up_s = time.monotonic() - stop_at
+        follower_cpu = tree_cpu_s(proc.pid) - cpu0
+        dm = [b - a for a, b in zip(m0, machine_cpu(), strict=True)]
     finally:
         proc.terminate()
         proc.wait(60)
@@ -199,6 +237,11 @@ def main() -> None:
         "age_s": {"p50": statistics.median(ages), "p90": pct(ages, 0.9), "max": max(ages)},
         "caught_up_after_stop_s": caught_up_s,
         "batch_job_s": batch_s, "batch_events_per_s": writer.written / batch_s,
+        # the follower's own CPU (driver, JVM, Python workers) from the writer's start to
+        # caught up; the machine's CPU stolen by its hypervisor meanwhile (a shared machine)
+        "follower_cpu_s": follower_cpu,
+        "follower_cpu_s_per_m_lines": follower_cpu / (writer.written / 1e6),
+        "steal_share": dm[7] / sum(dm) if sum(dm) else 0.0,
     }
     print(json.dumps(res, indent=2))
     print(f"\nfollowed {achieved:,.0f} events/s ({writer.written:,} lines); "
@@ -206,8 +249,10 @@ def main() -> None:
           f"{res['processing_s']['p50']:.1f} s, max {res['processing_s']['max']:.1f} s "
           f"(first {trig[0]:.1f} s); published data's age p50 {res['age_s']['p50']:.1f} s, "
           f"p90 {res['age_s']['p90']:.1f} s, max {res['age_s']['max']:.1f} s; caught up "
-          f"{caught_up_s:.1f} s after the writer stopped. Batch job over the same files: "
-          f"{batch_s:.1f} s ({res['batch_events_per_s']:,.0f} events/s).")
+          f"{caught_up_s:.1f} s after the writer stopped; the follower's CPU "
+          f"{follower_cpu:.0f} s ({res['follower_cpu_s_per_m_lines']:.1f} s a million "
+          f"lines), the machine's steal {100 * res['steal_share']:.1f} %. Batch job over "
+          f"the same files: {batch_s:.1f} s ({res['batch_events_per_s']:,.0f} events/s).")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=2)
