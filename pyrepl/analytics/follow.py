@@ -265,8 +265,9 @@ class Follower:
         publish(result, self.cfg.out_dir, batch_id, self._drawn)
         seconds = time.monotonic() - t0
         self.progress(f"batch {batch_id}: {result.summary['input']['events']:,} events, "
-                      f"written in {time.monotonic() - t:.1f} s; published {seconds:.1f} s "
-                      f"after the batch began")
+                      f"written in {time.monotonic() - t:.1f} s ({len(self._drawn.copied)} "
+                      f"unchanged charts copied); published {seconds:.1f} s after the batch "
+                      f"began")
         if self.on_trigger is not None:
             self.on_trigger(Trigger(batch_id, seconds, result.summary))
 

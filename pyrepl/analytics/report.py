@@ -423,6 +423,8 @@ class DrawnCharts:
     again (a quiet fleet's triggers change the lag chart alone)."""
     charts: dict[str, tuple[str, str]] = field(default_factory=dict)  # name: (digest, file)
     pending: dict[str, str] = field(default_factory=dict)             # name: digest
+    copying: list[str] = field(default_factory=list)   # the charts being copied
+    copied: list[str] = field(default_factory=list)    # those the last publish copied
 
     @staticmethod
     def digest(data: Any) -> str:
@@ -438,12 +440,14 @@ class DrawnCharts:
             shutil.copyfile(last[1], path)
         except OSError:
             return False
+        self.copying.append(name)
         return True
 
     def published(self, files: dict[str, str]) -> None:
         """The charts are now at ``files`` (name: path)."""
         self.charts = {n: (self.pending[n], f) for n, f in files.items() if n in self.pending}
         self.pending = {}
+        self.copied, self.copying = self.copying, []
 
 
 def write_report(result: Any, out_dir: str, tables_dest: str | None = None,

@@ -234,11 +234,13 @@ def test_a_chart_drawn_from_the_same_is_copied(spark, tmp_path, monkeypatch) -> 
     assert sorted(calls) == sorted(names) and all(b.startswith(b"\x89PNG") for b in
                                                   first.values())
     calls.clear()
+    assert drawn.copied == []
     assert files(publish(res, out, 1, drawn)) == first and calls == []
+    assert sorted(drawn.copied) == sorted(names)
     assert len(res.charts["buckets"]) >= 2
     res.charts["buckets"] = res.charts["buckets"][:-1]
     third = files(publish(res, out, 2, drawn))
-    assert calls == ["lag_over_time"]
+    assert calls == ["lag_over_time"] and len(drawn.copied) == len(names) - 1
     assert third["lag_over_time"] != first["lag_over_time"]
     assert {k: v for k, v in third.items() if k != "lag_over_time"} == \
         {k: v for k, v in first.items() if k != "lag_over_time"}
