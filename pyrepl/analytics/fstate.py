@@ -42,8 +42,14 @@ def collect_columns(F: Any) -> list[Any]:
     """What to collect of an aggregate for ``FollowState.add``: the group keys, ``sid``,
     ``row``, the figures, and the sampling hash."""
     c = F.col
-    return [*[c(k) for k in KEYS], c("sid"), c("row"), *[c(v) for v in VALS],
-            F.xxhash64(c("master"), c("replica"), c("ts_min")).alias("_h")]
+    return [*[c(k) for k in KEYS], c("sid"), c("row"), *[c(v) for v in VALS], sample_hash(F)]
+
+
+def sample_hash(F: Any) -> Any:
+    """``_h``: the hash that draws a lag sample (``read.aggregate_all``'s draw, over the
+    group's columns)."""
+    c = F.col
+    return F.xxhash64(c("master"), c("replica"), c("ts_min")).alias("_h")
 
 
 def collect(df: Any) -> list[tuple[Any, ...]]:
@@ -60,9 +66,7 @@ def collect_arrow(df: Any) -> Any:
     (``rows_of``)."""
     from pyrepl.analytics.sql import _F
 
-    F = _F()
-    h = collect_columns(F)[-1]
-    return df.select("*", h).toArrow()
+    return df.select("*", sample_hash(_F())).toArrow()
 
 
 def rows_of(table: Any) -> list[tuple[Any, ...]]:
@@ -170,15 +174,20 @@ def run_of(key: tuple[Any, ...]) -> str:
 _LB, _LM = VALS.index("lb_max"), VALS.index("lm_max")
 
 
+def _merge(acc: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...],
+           vals: Sequence[Any]) -> None:
+    """``vals`` merged into ``acc[key]`` (a copy of them where there is none)."""
+    a = acc.get(key)
+    if a is None:
+        acc[key] = list(vals)
+    else:
+        merge_into(a, vals)
+
+
 def _to_series(acc: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...],
                vals: Sequence[Any], b: float) -> None:
     """A lag row's figures added to its series per bucket ``b`` (``lag.series_groups``)."""
-    k2 = (key[1], key[2], key[3], in_bucket(key[FB], b))
-    a = acc.get(k2)
-    if a is None:
-        acc[k2] = list(vals)
-    else:
-        merge_into(a, vals)
+    _merge(acc, (key[1], key[2], key[3], in_bucket(key[FB], b)), vals)
 
 
 def _to_link(out: dict[tuple[Any, Any], tuple[list[Any], list[Any]]], key: tuple[Any, ...],
@@ -242,11 +251,7 @@ class FollowState:
                 self._group(key, vals)
 
     def _group(self, key: tuple[Any, ...], vals: Sequence[Any]) -> None:
-        acc = self.groups.get(key)
-        if acc is None:
-            self.groups[key] = list(vals)
-        else:
-            merge_into(acc, vals)
+        _merge(self.groups, key, vals)
 
     def redraw(self, every: int) -> None:
         """The samples not drawn at ``every`` (a multiple of the state's) join their
@@ -378,11 +383,7 @@ def series_rows(states: Sequence[FollowState], bucket_s: float) -> list[dict[str
         acc = {}
         for s in states:
             for k2, vals in s.series(bucket_s).items():
-                a = acc.get(k2)
-                if a is None:
-                    acc[k2] = list(vals)
-                else:
-                    merge_into(a, vals)
+                _merge(acc, k2, vals)
     ix = {n: i for i, n in enumerate(VALS)}
     out = []
     for (master, replica, run_id, bucket), a in acc.items():

@@ -141,10 +141,11 @@ def chart_partial_ratio(nodes: list[dict[str, Any]], path: str) -> None:
     save_chart(fig, path)
 
 
-def chart_phases(summary: dict[str, Any], path: str) -> None:
+def chart_phases(full_syncs: dict[str, Any], path: str) -> None:
+    """The summary's ``full_syncs`` phases by mode."""
     plt = pyplot()
-    modes = summary["full_syncs"]["by_mode_durations"]
-    rows = [("all", summary["full_syncs"]["durations_ms"])]
+    modes = full_syncs["by_mode_durations"]
+    rows = [("all", full_syncs["durations_ms"])]
     rows += [(m, d["durations_ms"]) for m, d in modes.items()]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     phases = [p for p in PHASES if p != "total"]
@@ -224,9 +225,9 @@ def chart_recovery(recs: dict[str, list[float]], path: str) -> None:
     save_chart(fig, path)
 
 
-def chart_advice(summary: dict[str, Any], path: str) -> None:
+def chart_advice(b: dict[str, Any], path: str) -> None:
+    """The summary's ``backlog`` advice curve."""
     plt = pyplot()
-    b = summary["backlog"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     curve = [p for p in b["curve"] if p["partial_ratio"] is not None]
     if not curve:
@@ -422,8 +423,7 @@ class DrawnCharts:
     drawn from and its file. A chart drawn from the same is copied from there, not drawn
     again (a quiet fleet's triggers change the lag chart alone)."""
     charts: dict[str, tuple[str, str]] = field(default_factory=dict)  # name: (digest, file)
-    pending: dict[str, str] = field(default_factory=dict)             # name: digest
-    copying: list[str] = field(default_factory=list)   # the charts being copied
+    pending: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name: (digest, copied)
     copied: list[str] = field(default_factory=list)    # those the last publish copied
 
     @staticmethod
@@ -432,22 +432,23 @@ class DrawnCharts:
 
     def reuse(self, name: str, digest: str, path: str) -> bool:
         """Copy chart ``name`` to ``path`` if it was drawn from the same."""
-        self.pending[name] = digest
         last = self.charts.get(name)
-        if last is None or last[0] != digest:
-            return False
-        try:
-            shutil.copyfile(last[1], path)
-        except OSError:
-            return False
-        self.copying.append(name)
-        return True
+        copied = False
+        if last is not None and last[0] == digest:
+            try:
+                shutil.copyfile(last[1], path)
+                copied = True
+            except OSError:
+                pass
+        self.pending[name] = (digest, copied)
+        return copied
 
     def published(self, files: dict[str, str]) -> None:
         """The charts are now at ``files`` (name: path)."""
-        self.charts = {n: (self.pending[n], f) for n, f in files.items() if n in self.pending}
+        self.charts = {n: (self.pending[n][0], f) for n, f in files.items()
+                       if n in self.pending}
+        self.copied = [n for n, (_, c) in self.pending.items() if c]
         self.pending = {}
-        self.copied, self.copying = self.copying, []
 
 
 def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
@@ -487,10 +488,10 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
         charts = {}
         for name, data, fn in (
                 ("partial_ratio_per_node", nodes, lambda p: chart_partial_ratio(nodes, p)),
-                ("phase_breakdown", s["full_syncs"], lambda p: chart_phases(s, p)),
+                ("phase_breakdown", s["full_syncs"], lambda p: chart_phases(s["full_syncs"], p)),
                 ("lag_over_time", buckets, lambda p: chart_lag(buckets, p)),
                 ("recovery_cdf", recs, lambda p: chart_recovery(recs, p)),
-                ("backlog_advice", s["backlog"], lambda p: chart_advice(s, p)),
+                ("backlog_advice", s["backlog"], lambda p: chart_advice(s["backlog"], p)),
                 ("link_timeline", stories, lambda p: chart_timelines(stories, p))):
             path = os.path.join(out_dir, f"{name}.png")
             if drawn is None or not drawn.reuse(name, drawn.digest(data), path):
