@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrepl.analytics import fstate
+from pyrepl.analytics.chartpool import ChartPool
 from pyrepl.analytics.fstate import FollowState
 from pyrepl.analytics.job import (
     NICE_BUCKETS,
@@ -211,6 +212,7 @@ class Follower:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pyrepl-publish")
         self._publishing: Future[None] | None = None
         self._drawn = DrawnCharts()      # the last trigger's charts (that thread's alone)
+        self._charts = ChartPool()       # and the processes that draw them
         self._logs: tuple[Any, dict[str, Any] | None] | None = None
         self._logs_state: FollowState | None = None
         self._state: FollowState | None = None     # the stored aggregates' merge
@@ -223,6 +225,7 @@ class Follower:
     # -- the stream ------------------------------------------------------------------------
 
     def start(self) -> Any:
+        self._charts.start()     # (they warm up while the stream starts)
         self.spark.dataSource.register(TailSource)
         reader = self.spark.readStream.format(NAME).option("paths", "\n".join(self.cfg.paths))
         if self.cfg.max_bytes_per_trigger:
@@ -262,7 +265,7 @@ class Follower:
 
     def _publish(self, result: JobResult, batch_id: int, t0: float) -> None:
         t = time.monotonic()
-        publish(result, self.cfg.out_dir, batch_id, self._drawn)
+        publish(result, self.cfg.out_dir, batch_id, self._drawn, self._charts)
         seconds = time.monotonic() - t0
         self.progress(f"batch {batch_id}: {result.summary['input']['events']:,} events, "
                       f"written in {time.monotonic() - t:.1f} s ({len(self._drawn.copied)} "
@@ -283,6 +286,7 @@ class Follower:
             self.wait_published()
         finally:
             self._pool.shutdown()
+            self._charts.close()
 
     # -- each trigger's finish ---------------------------------------------------------------
 
@@ -427,19 +431,21 @@ def ndjson_bytes(files: Sequence[str], logs: dict[str, str]) -> int:
 # -- publishing ----------------------------------------------------------------------------------
 
 def publish(result: JobResult, out_dir: str, batch_id: int,
-            drawn: DrawnCharts | None = None) -> dict[str, Any]:
+            drawn: DrawnCharts | None = None, pool: ChartPool | None = None
+            ) -> dict[str, Any]:
     """Write the trigger's tables, charts, report.html and summary.json so that a reader
     never sees a half-written set: everything into ``OUT/.trigger-ID``, the tables' link
     ``OUT/tables`` swapped (a rename), the charts and report.html renamed into ``OUT``, then
     summary.json, naming the files where they now are; older triggers' files go. ``drawn``:
-    the charts the last trigger published (one drawn from the same is copied, not drawn)."""
+    the charts the last trigger published (one drawn from the same is copied, not drawn);
+    ``pool``: the processes that draw the others (else this one)."""
     from pyrepl.analytics.report import _json_default, write_report
 
     os.makedirs(out_dir, exist_ok=True)
     name = f".trigger-{batch_id:012d}"
     stage = os.path.join(out_dir, name)
     shutil.rmtree(stage, ignore_errors=True)
-    summary = write_report(result, stage, drawn=drawn)
+    summary = write_report(result, stage, drawn=drawn, pool=pool)
     tables = os.path.join(out_dir, "tables")
     link = os.path.join(out_dir, ".tables-link")
     if os.path.lexists(link):

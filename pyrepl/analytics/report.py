@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrepl.analytics.chartpool import Chart, ChartPool, draw_here
 from pyrepl.analytics.present import (
     empty_chart,
     html_table,
@@ -452,17 +453,18 @@ class DrawnCharts:
 
 
 def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
-                 drawn: DrawnCharts | None = None) -> dict[str, Any]:
+                 drawn: DrawnCharts | None = None,
+                 pool: ChartPool | None = None) -> dict[str, Any]:
     """Write tables, charts, report.html and summary.json; returns the summary written. The
-    tables are written by Spark while the charts are drawn. With ``drawn``, a chart drawn
-    from the same as there is copied from there."""
+    tables are written by Spark while the charts are drawn (by ``pool``'s processes, else
+    here). With ``drawn``, a chart drawn from the same as there is copied from there."""
     from concurrent.futures import ThreadPoolExecutor
 
     os.makedirs(out_dir, exist_ok=True)
     t = result.tables
     data = result.charts
-    with ThreadPoolExecutor(1) as pool:
-        writing = pool.submit(write_tables, t, tables_dest or os.path.join(out_dir, "tables"))
+    with ThreadPoolExecutor(1) as writer:
+        writing = writer.submit(write_tables, t, tables_dest or os.path.join(out_dir, "tables"))
         nodes = data.get("nodes")
         if nodes is None:
             nodes = [r.asDict() for r in t.nodes.collect()]
@@ -486,17 +488,23 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
             stories = collect_stories(t, links, loops)
         s = result.summary
         charts = {}
-        for name, data, fn in (
-                ("partial_ratio_per_node", nodes, lambda p: chart_partial_ratio(nodes, p)),
-                ("phase_breakdown", s["full_syncs"], lambda p: chart_phases(s["full_syncs"], p)),
-                ("lag_over_time", buckets, lambda p: chart_lag(buckets, p)),
-                ("recovery_cdf", recs, lambda p: chart_recovery(recs, p)),
-                ("backlog_advice", s["backlog"], lambda p: chart_advice(s["backlog"], p)),
-                ("link_timeline", stories, lambda p: chart_timelines(stories, p))):
+        todo: list[Chart] = []
+        # (the costliest first: a pool's workers take them in this order)
+        for name, fn, data in (
+                ("partial_ratio_per_node", chart_partial_ratio, nodes),
+                ("link_timeline", chart_timelines, stories),
+                ("lag_over_time", chart_lag, buckets),
+                ("recovery_cdf", chart_recovery, recs),
+                ("phase_breakdown", chart_phases, s["full_syncs"]),
+                ("backlog_advice", chart_advice, s["backlog"])):
             path = os.path.join(out_dir, f"{name}.png")
             if drawn is None or not drawn.reuse(name, drawn.digest(data), path):
-                fn(path)
+                todo.append((fn, data, path))
             charts[name] = path
+        if pool is None:
+            draw_here(todo)
+        else:
+            pool.draw(todo)
         report = os.path.join(out_dir, "report.html")
         with open(report, "w", encoding="utf-8") as f:
             f.write(render_html(s, charts, links, stories, loops))

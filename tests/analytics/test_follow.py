@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pyrepl.analytics import report
+from pyrepl.analytics.chartpool import ChartPool
 from pyrepl.analytics.follow import (
     AggStore,
     Entry,
@@ -248,6 +250,40 @@ def test_a_chart_drawn_from_the_same_is_copied(spark, tmp_path, monkeypatch) -> 
     calls.clear()
     publish(res, out, 3)
     assert sorted(calls) == sorted(names)
+
+
+def test_charts_drawn_by_the_pool_are_those_drawn_here(spark, tmp_path) -> None:
+    """A follower's charts drawn by its worker processes (``ChartPool``) are byte for byte
+    those drawn in the process; a worker killed (a dead pool) costs the trigger its charts
+    drawn in the process, and the next trigger gets a new pool."""
+    lines = fleet_lines(str(tmp_path), 6)
+    path = os.path.join(tmp_path, "all.ndjson")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    res = run(spark, [path])
+
+    def files(summary):
+        out = {}
+        for chart, p in summary["outputs"]["charts"].items():
+            with open(p, "rb") as f:
+                out[chart] = f.read()
+        return out
+
+    here = files(publish(res, os.path.join(tmp_path, "here"), 0))
+    assert len(here) == 6 and all(b.startswith(b"\x89PNG") for b in here.values())
+    pool = ChartPool()
+    try:
+        assert files(publish(res, os.path.join(tmp_path, "pool"), 0, pool=pool)) == here
+        pids = pool.pids()
+        assert len(pids) == 2 and os.getpid() not in pids and pool.broken == 0
+        os.kill(pids[0], signal.SIGKILL)
+        assert files(publish(res, os.path.join(tmp_path, "pool"), 1, pool=pool)) == here
+        assert pool.broken == 1 and pool.pids() == []
+        assert files(publish(res, os.path.join(tmp_path, "pool"), 2, pool=pool)) == here
+        assert pool.broken == 1 and len(pool.pids()) == 2 and not set(pool.pids()) & set(pids)
+    finally:
+        pool.close()
+    assert pool.pids() == []
 
 
 def lag_ranks_close(got: dict, want: dict) -> None:
