@@ -10,7 +10,8 @@ interpreter: never a fork of a process with a JVM gateway's threads), import mat
 draw a first chart before they are needed; each chart is a call of the report's own chart
 function with the same input, so its pixels are those drawn in the process (tested). A
 worker that dies (killed, out of memory) breaks the pool: that trigger's charts are drawn in
-the process and the next trigger starts a new pool.
+the process and the next trigger starts a new pool. A worker whose parent is gone (a follower
+killed) exits.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -34,8 +36,14 @@ def draw_here(charts: Sequence[Chart]) -> None:
 
 
 def _warm() -> None:
-    """A worker's start: matplotlib imported and its fonts loaded, by drawing a chart."""
+    """A worker's start: it ends when its parent does, whatever ends that (a SIGKILL leaves
+    no orphans); matplotlib imported and its fonts loaded, by drawing a chart."""
     from pyrepl.analytics.present import empty_chart, pyplot, save_chart
+
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), daemon=True,
+                         name="pyrepl-chart-parent").start()
 
     fig, ax = pyplot().subplots(figsize=(2, 1))
     empty_chart(ax, "warm")
@@ -45,6 +53,11 @@ def _warm() -> None:
         save_chart(fig, path)
     finally:
         os.unlink(path)
+
+
+def _end_with(parent: Any) -> None:
+    parent.join()       # (its sentinel: readable once the parent has exited)
+    os._exit(0)
 
 
 class ChartPool:
