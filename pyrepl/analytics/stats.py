@@ -31,21 +31,55 @@ def stat_from_row(row: dict[str, Any], name: str,
     return out
 
 
+NUMPY_FROM = 512   # values from which nearest_rank partitions them with numpy
+
+
 def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None:
     """Exact nearest-rank percentiles of the non-null values (None when there are none), in
-    Spark's order of doubles: NaN above every number. (Python's ``sorted`` leaves a NaN
-    where the input had it, and the numbers around it unordered: the NaNs are taken out,
-    the numbers sorted as they are, a key function being several times slower, and the NaNs
-    put last.)"""
+    Spark's order of doubles: NaN above every number. Many floats alone or ints alone (a
+    run's lag samples: ~200k) are partitioned by numpy, in linear time (~6x less than a
+    sort); others are sorted (``by_sort``, the reference the tests hold it to)."""
     vs = [v for v in values if v is not None]
-    nans = [v for v in vs if v != v]
-    if nans:
-        vs = [v for v in vs if v == v]
-    vs.sort()
-    vs += nans
     if not vs:
         return None
-    return [vs[max(1, math.ceil(q * len(vs))) - 1] for q in qs]
+    ks = [max(1, math.ceil(q * len(vs))) - 1 for q in qs]
+    if len(vs) >= NUMPY_FROM:
+        got = _partitioned(vs, ks)
+        if got is not None:
+            return got
+    return by_sort(vs, ks)
+
+
+def by_sort(vs: list[Any], ks: Sequence[int]) -> list[Any]:
+    """The values (none null) at sorted positions ``ks``, NaNs last. (Python's ``sort``
+    leaves a NaN where the input had it, and the numbers around it unordered: the NaNs are
+    taken out, the numbers sorted as they are, a key function being several times slower,
+    and the NaNs put last.)"""
+    nans = [v for v in vs if v != v]
+    vs = [v for v in vs if v == v] if nans else list(vs)
+    vs.sort()
+    vs += nans
+    return [vs[k] for k in ks]
+
+
+def _partitioned(vs: list[Any], ks: Sequence[int]) -> list[Any] | None:
+    """``by_sort`` by numpy's partition (NaN last too), for floats alone or ints alone that
+    fit 64 bits (exactly: no value converted); else None."""
+    import numpy as np
+
+    kinds = set(map(type, vs))
+    cast: Any
+    if kinds == {float}:
+        arr, cast = np.array(vs, dtype=np.float64), float
+    elif kinds == {int}:
+        try:
+            arr, cast = np.array(vs, dtype=np.int64), int
+        except OverflowError:
+            return None
+    else:
+        return None
+    part = np.partition(arr, sorted(set(ks)))
+    return [cast(part[k]) for k in ks]
 
 
 def py_stat(values: Sequence[Any], qs: Sequence[float] = QUANTILES) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyrepl.analytics.stats import nearest_rank, py_stat
+from pyrepl.analytics.stats import NUMPY_FROM, by_sort, nearest_rank, py_stat
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 doubles = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none())
@@ -31,6 +31,34 @@ def test_order_of_the_input_does_not_matter(values, rng) -> None:
     if a is not None and b is not None:
         assert all(same(x, y) for x, y in zip(a, b, strict=True)), (values, a, b)
     assert py_stat(values) == py_stat(shuffled)
+
+
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 5e-324, 1.0, 2.0**53 + 2]
+KINDS = st.one_of(
+    st.lists(st.one_of(st.floats(), st.sampled_from(SPECIAL)), min_size=1, max_size=60),
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=60),
+    st.lists(st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([2**63, -(2**64)])),
+             min_size=1, max_size=60),
+    st.lists(st.one_of(st.integers(-5, 5), st.floats(-5, 5), st.none(), st.booleans()),
+             min_size=1, max_size=60))
+
+
+@settings(max_examples=200, deadline=None)
+@given(KINDS, st.integers(0, 40), st.randoms(use_true_random=False))
+def test_many_values_are_partitioned_as_sorted(core, extra, rng) -> None:
+    """From NUMPY_FROM values, numpy's partition gives what the sort gives: floats with
+    NaNs, infinities and signed zeros, 64-bit ints, ints beyond (sorted), mixed kinds
+    (sorted), nulls left out. (Each case: a drawn core of values, repeated in a shuffled
+    order to NUMPY_FROM and some.)"""
+    values = [rng.choice(core) for _ in range(NUMPY_FROM + extra)]
+    vs = [v for v in values if v is not None]
+    if not vs:
+        return
+    ks = [max(1, math.ceil(q * len(vs))) - 1 for q in QS]
+    got, want = nearest_rank(values, QS), by_sort(vs, ks)
+    assert got is not None
+    assert all(same(a, b) and type(a) is type(b) for a, b in zip(got, want, strict=True)), \
+        (got, want)
 
 
 def test_nan_ranks_above_infinity() -> None:
