@@ -206,6 +206,15 @@ def test_publish_swaps_a_whole_set(spark, tmp_path) -> None:
         assert json.load(f) == json.loads(json.dumps(second, default=str))
 
 
+def chart_files(summary) -> dict[str, bytes]:
+    """A published summary's charts: name -> the file's bytes."""
+    out = {}
+    for chart, p in summary["outputs"]["charts"].items():
+        with open(p, "rb") as f:
+            out[chart] = f.read()
+    return out
+
+
 def test_a_chart_drawn_from_the_same_is_copied(spark, tmp_path, monkeypatch) -> None:
     """A trigger's chart whose input is the last trigger's is the same file, copied, not
     drawn again; a chart whose input changed is drawn."""
@@ -223,25 +232,18 @@ def test_a_chart_drawn_from_the_same_is_copied(spark, tmp_path, monkeypatch) -> 
         monkeypatch.setattr(report, fn, lambda *a, _r=real, _c=chart: (calls.append(_c),
                                                                         _r(*a))[1])
 
-    def files(summary):
-        out = {}
-        for chart, p in summary["outputs"]["charts"].items():
-            with open(p, "rb") as f:
-                out[chart] = f.read()
-        return out
-
     res = run(spark, [path])
     drawn = DrawnCharts()
-    first = files(publish(res, out, 0, drawn))
+    first = chart_files(publish(res, out, 0, drawn))
     assert sorted(calls) == sorted(names) and all(b.startswith(b"\x89PNG") for b in
                                                   first.values())
     calls.clear()
     assert drawn.copied == []
-    assert files(publish(res, out, 1, drawn)) == first and calls == []
+    assert chart_files(publish(res, out, 1, drawn)) == first and calls == []
     assert sorted(drawn.copied) == sorted(names)
     assert len(res.charts["buckets"]) >= 2
     res.charts["buckets"] = res.charts["buckets"][:-1]
-    third = files(publish(res, out, 2, drawn))
+    third = chart_files(publish(res, out, 2, drawn))
     assert calls == ["lag_over_time"] and len(drawn.copied) == len(names) - 1
     assert third["lag_over_time"] != first["lag_over_time"]
     assert {k: v for k, v in third.items() if k != "lag_over_time"} == \
@@ -262,24 +264,17 @@ def test_charts_drawn_by_the_pool_are_those_drawn_here(spark, tmp_path) -> None:
         f.writelines(lines)
     res = run(spark, [path])
 
-    def files(summary):
-        out = {}
-        for chart, p in summary["outputs"]["charts"].items():
-            with open(p, "rb") as f:
-                out[chart] = f.read()
-        return out
-
-    here = files(publish(res, os.path.join(tmp_path, "here"), 0))
+    here = chart_files(publish(res, os.path.join(tmp_path, "here"), 0))
     assert len(here) == 6 and all(b.startswith(b"\x89PNG") for b in here.values())
     pool = ChartPool()
     try:
-        assert files(publish(res, os.path.join(tmp_path, "pool"), 0, pool=pool)) == here
+        assert chart_files(publish(res, os.path.join(tmp_path, "pool"), 0, pool=pool)) == here
         pids = pool.pids()
         assert len(pids) == 2 and os.getpid() not in pids and pool.broken == 0
         os.kill(pids[0], signal.SIGKILL)
-        assert files(publish(res, os.path.join(tmp_path, "pool"), 1, pool=pool)) == here
+        assert chart_files(publish(res, os.path.join(tmp_path, "pool"), 1, pool=pool)) == here
         assert pool.broken == 1 and pool.pids() == []
-        assert files(publish(res, os.path.join(tmp_path, "pool"), 2, pool=pool)) == here
+        assert chart_files(publish(res, os.path.join(tmp_path, "pool"), 2, pool=pool)) == here
         assert pool.broken == 1 and len(pool.pids()) == 2 and not set(pool.pids()) & set(pids)
     finally:
         pool.close()
