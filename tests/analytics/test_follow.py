@@ -302,7 +302,7 @@ def test_the_followers_triggers_are_the_batch_job(spark, tmp_path, driver_rows) 
     fleet's lines, compacting every 2): each published summary and table is the batch job's
     over the lines so far, with the finish on the driver (from the state), and the last with
     the finish in Spark (the stored aggregates' merge; ``--driver-rows 0``), across
-    compactions."""
+    compactions, after the start's warm-up pass."""
     F = _F()
     rng = random.Random(5)
     lines = fleet_lines(str(tmp_path), 3)
@@ -319,6 +319,7 @@ def test_the_followers_triggers_are_the_batch_job(spark, tmp_path, driver_rows) 
     log: list[str] = []
     fo.progress = log.append
     try:
+        fo.warm_up(20_000)     # (as ``start`` does: it must count nothing)
         for i, part in enumerate(parts):
             path = os.path.join(follow, f"part{i}.ndjson")
             with open(path, "w", encoding="utf-8") as f:
