@@ -42,7 +42,7 @@ def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None
     vs = [v for v in values if v is not None]
     if not vs:
         return None
-    ks = [max(1, math.ceil(q * len(vs))) - 1 for q in qs]
+    ks = rank_positions(len(vs), qs)
     if len(vs) >= NUMPY_FROM:
         got = _partitioned(vs, ks)
         if got is not None:
@@ -50,13 +50,20 @@ def nearest_rank(values: Sequence[Any], qs: Sequence[float]) -> list[Any] | None
     return by_sort(vs, ks)
 
 
+def rank_positions(n: int, qs: Sequence[float]) -> list[int]:
+    """The nearest-rank positions (0-based) of quantiles ``qs`` among ``n`` sorted values."""
+    return [max(1, math.ceil(q * n)) - 1 for q in qs]
+
+
 def by_sort(vs: list[Any], ks: Sequence[int]) -> list[Any]:
-    """The values (none null) at sorted positions ``ks``, NaNs last. (Python's ``sort``
+    """The values of ``vs`` (none null; sorted in place) at sorted positions ``ks``, NaNs
+    last. (Python's ``sort``
     leaves a NaN where the input had it, and the numbers around it unordered: the NaNs are
     taken out, the numbers sorted as they are, a key function being several times slower,
     and the NaNs put last.)"""
     nans = [v for v in vs if v != v]
-    vs = [v for v in vs if v == v] if nans else list(vs)
+    if nans:
+        vs = [v for v in vs if v == v]
     vs.sort()
     vs += nans
     return [vs[k] for k in ks]

@@ -9,7 +9,13 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyrepl.analytics.stats import NUMPY_FROM, by_sort, nearest_rank, py_stat
+from pyrepl.analytics.stats import (
+    NUMPY_FROM,
+    by_sort,
+    nearest_rank,
+    py_stat,
+    rank_positions,
+)
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 doubles = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none())
@@ -54,7 +60,7 @@ def test_many_values_are_partitioned_as_sorted(core, extra, rng) -> None:
     vs = [v for v in values if v is not None]
     if not vs:
         return
-    ks = [max(1, math.ceil(q * len(vs))) - 1 for q in QS]
+    ks = rank_positions(len(vs), QS)
     got, want = nearest_rank(values, QS), by_sort(vs, ks)
     assert got is not None
     assert all(same(a, b) and type(a) is type(b) for a, b in zip(got, want, strict=True)), \
