@@ -273,6 +273,9 @@ class Follower:
         if batch_id > self.store.covered():  # (else a replay of what a compaction holds)
             # the pass, collected through Arrow (one job): stored by pyarrow, merged here
             table = fstate.collect_arrow(agg)
+            # (the last trigger's outputs and compaction, made meanwhile, done before the
+            # store and the state change)
+            self.wait_published()
             t1 = time.monotonic()
             self.store.put_batch(table.select(self.agg_schema.names), batch_id, every)
             t2 = time.monotonic()
@@ -281,11 +284,17 @@ class Follower:
             self.progress(f"batch {batch_id}: its lines' pass collected ({t1 - t0:.1f} s; "
                           f"{table.num_rows:,} rows), stored {t2 - t1:.1f} s, merged "
                           f"{time.monotonic() - t2:.1f} s")
-        result = self.refresh(batch_id, logs)
-        self.wait_published()
-        self._publishing = self._pool.submit(self._publish, result, batch_id, t0)
+        else:
+            self.wait_published()
+        every, due = self.stored()
+        result = self.refresh(batch_id, logs, every)
+        self._publishing = self._pool.submit(self._publish, result, batch_id, t0,
+                                             every if due else 0)
 
-    def _publish(self, result: JobResult, batch_id: int, t0: float) -> None:
+    def _publish(self, result: JobResult, batch_id: int, t0: float, compact: int) -> None:
+        """The trigger's outputs written, then (``compact``: the store's modulus) the store
+        compacted, both off the stream's thread: the next batch's pass goes on meanwhile, and
+        waits for them before it changes the store or the state."""
         t = time.monotonic()
         publish(result, self.cfg.out_dir, batch_id, self._drawn, self._charts)
         seconds = time.monotonic() - t0
@@ -295,6 +304,8 @@ class Follower:
                       f"began")
         if self.on_trigger is not None:
             self.on_trigger(Trigger(batch_id, seconds, result.summary))
+        if compact:
+            self.compact(batch_id, compact)
 
     def wait_published(self) -> None:
         """Until the last trigger's outputs are written (raises what stopped them)."""
@@ -312,34 +323,40 @@ class Follower:
 
     # -- each trigger's finish ---------------------------------------------------------------
 
-    def stored(self, batch_id: int) -> int:
-        """The sampling modulus of the stored aggregates (compacted here every
-        ``compact_every`` batches); ``_state``, their merge on the driver, is read from the
-        store when there is none (a restart) and coarsened as the store is at a
-        compaction."""
+    def stored(self) -> tuple[int, bool]:
+        """The sampling modulus of the stored aggregates, and whether they are due for a
+        compaction (``compact_every`` batches since the last: done after the trigger's
+        outputs, by ``compact``); ``_state``, their merge on the driver, is read from the
+        store when there is none (a restart)."""
         live = self.store.live()
         every = max(e.every for e in live)
         if self._state is None:
             state = FollowState()
             state.add(fstate.collect(merge_aggregates(self._read(live), every)), every)
             self._state = state
-        if len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every:
-            # the lag groups summed per the coarsest bucket the run can still choose: what
-            # is stored grows with the links and the span's buckets (~300), not with time.
-            # (The span of what is stored: it only grows, and the run's, with the logs', is
-            # never shorter; so the run's bucket is a multiple of this one's, ever after.)
-            # Written from the state, which is the merge of every live entry (the tests hold
-            # it to Spark's merge_aggregates of them), with no Spark job
-            t0, t1 = self._state.span()
-            bucket = self.cfg.job.bucket_s or (
-                stored_bucket(choose_bucket(t0, t1)) if t0 is not None else None)
-            if bucket is not None:
-                self._state.rebucket(bucket)
-            self._state.redraw(every)
-            self.store.compact(self._state.table(self.agg_schema), batch_id, every)
-            self.progress(f"batch {batch_id}: {len(live)} stored aggregates compacted into "
-                          f"one (lag groups per {bucket or FINE_BUCKET_S:g} s)")
-        return every
+        return every, len([e for e in live if e.kind == "batch"]) >= self.cfg.compact_every
+
+    def compact(self, batch_id: int, every: int) -> None:
+        """The stored aggregates up to ``batch_id`` written as one, from the state (the merge
+        of every live entry: the tests hold it to Spark's merge_aggregates of them), with no
+        Spark job; the state coarsened as the store is. The lag groups are summed per the
+        coarsest bucket the run can still choose: what is stored grows with the links and the
+        span's buckets (~300), not with time. (The span of what is stored only grows, and
+        the run's, with the logs', is never shorter; so the run's bucket is a multiple of
+        this one's, ever after.)"""
+        assert self._state is not None
+        t0 = time.monotonic()
+        n = len(self.store.live())
+        s0, s1 = self._state.span()
+        bucket = self.cfg.job.bucket_s or (
+            stored_bucket(choose_bucket(s0, s1)) if s0 is not None else None)
+        if bucket is not None:
+            self._state.rebucket(bucket)
+        self._state.redraw(every)
+        self.store.compact(self._state.table(self.agg_schema), batch_id, every)
+        self.progress(f"batch {batch_id}: {n} stored aggregates compacted into one (lag "
+                      f"groups per {bucket or FINE_BUCKET_S:g} s) in "
+                      f"{time.monotonic() - t0:.1f} s")
 
     def _read(self, entries: list[Entry]) -> Any:
         return self.spark.read.schema(self.agg_schema).parquet(*[e.path for e in entries])
@@ -368,9 +385,8 @@ class Follower:
             self._logs_key = key
         return self._logs
 
-    def refresh(self, batch_id: int, logs: dict[str, str]) -> JobResult:
+    def refresh(self, batch_id: int, logs: dict[str, str], every: int) -> JobResult:
         t0 = time.monotonic()
-        every = self.stored(batch_id)
         lagg, logsum = self.logs_part(logs)
 
         def agg() -> Any:

@@ -97,6 +97,12 @@ def in_bucket(t: float | None, bucket: float) -> float | None:
     return None if t is None else _norm(spark_floor(t / bucket) * bucket)
 
 
+def _multiple(outer: float, inner: float) -> bool:
+    """Whether buckets of ``outer`` are whole ones of ``inner`` (both whole seconds), so
+    that ``in_bucket(in_bucket(t, inner), outer) == in_bucket(t, outer)`` for every t."""
+    return outer.is_integer() and inner.is_integer() and inner > 0 and outer % inner == 0
+
+
 def _nan(x: Any) -> bool:
     return isinstance(x, float) and x != x
 
@@ -206,7 +212,8 @@ class FollowState:
     whole each trigger (that grew with the history): the lag series per the last bucket asked
     for (``series``: a lag row adds to its series whichever group or sample it joins, the
     merges being order-free) and the samples' values per link (``link_samples``). A coarser
-    bucket (``rebucket``) drops the series, a new bucket asked for or a redraw (samples
+    bucket (``rebucket``) drops the series unless the series' bucket is a multiple of the
+    new one (the series is then the same), a new bucket asked for or a redraw (samples
     joining groups) what they change; the next read builds it again from the state."""
 
     def __init__(self) -> None:
@@ -280,7 +287,8 @@ class FollowState:
         for key, vals in old.items():
             self._group(fb(key), vals)
         self.samples = [(fb(k), v, h) for k, v, h in self.samples]
-        self._series = None
+        if self._series is not None and not _multiple(self._series[0], b):
+            self._series = None   # (kept when its bucket is whole multiples of the new one)
 
     def series(self, bucket_s: float) -> dict[tuple[Any, ...], list[Any]]:
         """The lag groups' and samples' figures per (master, replica, run_id, bucket) of

@@ -263,6 +263,13 @@ def test_what_a_finish_reads_is_kept_as_rows_are_added(batches) -> None:
     step(lambda s: s.redraw(4), buckets=(60.0,))
     step(lambda s: s.add(rows[3], everys[3]), buckets=(60.0, 10.0))
     step(lambda s: s.rebucket(30.0), buckets=(10.0, 60.0))   # 10 s series: now per 30 s
+
+    def rebucket_60(s):
+        before = s._series
+        s.rebucket(60.0)
+        if s is read:   # the 60 s series read last is whole 60 s buckets: kept, not rebuilt
+            assert before is not None and s._series is before
+    step(rebucket_60, buckets=(60.0, 600.0))
     step(lambda s: s.add(rows[4], everys[4]), buckets=(60.0, 600.0))
     # two states (the follower's, its Redis logs'), drawn alike: their union's
     other = afresh([lambda s: s.add(rows[0], 8)])
