@@ -1,0 +1,287 @@
+"""The cluster state machine (pyrepl/cluster/state.py, failover.py, nodes_conf.py) driven by
+the bus in memory on a fake clock: handshakes and gossip, slot ownership, failure detection,
+elections, partitions, nodes.conf, and bad bytes on a link."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyrepl.cluster import wire
+from pyrepl.cluster.node import FAIL, HANDSHAKE, MASTER, MYSELF, PFAIL, SLAVE
+from pyrepl.cluster.nodes_conf import CORRUPTED, NodesConfError, load, render
+from pyrepl.cluster.ports import ClusterSettings
+from pyrepl.cluster.state import FAIL_STATE, OK, ClusterState
+from tests.support.clusternet import ClusterNet, FakeClusterHost
+
+SLOTS = wire.CLUSTER_SLOTS
+
+
+def knows_all(net: ClusterNet) -> bool:
+    n = len(net.states)
+    live = [s for i, s in enumerate(net.states) if i not in net.down]
+    return all(len(s.nodes) == n and all(not x.flags & HANDSHAKE and
+                                         (x.link is not None or x.flags & MYSELF)
+                                         for x in s.nodes.values()) for s in live)
+
+
+def joined(n: int, masters: int | None = None, node_timeout: int = 2000) -> ClusterNet:
+    """n nodes met through node 0; the first ``masters`` get the slots in even ranges with
+    distinct config epochs (as redis-cli --cluster create does), the others replicate
+    them in turn."""
+    net = ClusterNet(n, node_timeout=node_timeout)
+    for i in range(1, n):
+        net.meet(0, i)
+    net.run_until(lambda: knows_all(net))
+    masters = n if masters is None else masters
+    per = SLOTS // masters
+    for m in range(masters):
+        st_ = net.states[m]
+        st_.myself.config_epoch = m + 1
+        st_.current_epoch = max(st_.current_epoch, m + 1)
+        end = SLOTS if m == masters - 1 else (m + 1) * per
+        for j in range(m * per, end):
+            st_.add_slot(st_.myself, j)
+    for r in range(masters, n):
+        target = net.states[(r - masters) % masters].myself.name
+        rs = net.states[r]
+        rs.set_master(rs.nodes[target])
+    net.run_until(lambda: all(s.state == OK for s in net.states) and all(
+        all(s.slots[j] is not None and s.slots[j].name == net.states[min(j // per,
+                                                                          masters - 1)].myself.name
+            for j in (0, SLOTS // 2, SLOTS - 1)) for s in net.states))
+    return net
+
+
+def owner_names(st_: ClusterState) -> list[str | None]:
+    return [n.name if n is not None else None for n in st_.slots]
+
+
+def test_nodes_meet_learn_each_other_through_gossip_and_finish_the_handshake() -> None:
+    net = ClusterNet(4)
+    for i in (1, 2, 3):
+        net.meet(0, i)
+    took = net.run_until(lambda: knows_all(net), 30_000)
+    names = {s.myself.name for s in net.states}
+    for s in net.states:
+        assert set(s.nodes) == names                      # the same names everywhere
+        assert s.myself.ip == net.ip(net.states.index(s))  # learnt from the MEET
+        for n in s.nodes.values():
+            assert n.flags & MASTER and not n.flags & (HANDSHAKE | PFAIL | FAIL)
+    assert took < 15_000
+
+
+def test_equal_config_epochs_collide_until_every_master_has_its_own() -> None:
+    net = ClusterNet(4)
+    for i in (1, 2, 3):
+        net.meet(0, i)
+
+    def agreed() -> bool:   # everyone's epoch distinct, and everyone agrees on them
+        mine = {t.myself.name: t.myself.config_epoch for t in net.states}
+        return knows_all(net) and len(set(mine.values())) == 4 and all(
+            {n.name: n.config_epoch for n in s.nodes.values()} == mine for s in net.states)
+    net.run_until(agreed, 60_000)
+
+
+def test_slot_ownership_spreads_and_the_cluster_turns_ok() -> None:
+    net = joined(3)
+    ref = owner_names(net.states[0])
+    assert all(o is not None for o in ref)
+    for s in net.states:
+        assert owner_names(s) == ref
+        assert s.size == 3
+    text = net.states[1].cfg  # (settings untouched by the run)
+    assert text.node_timeout == 2000
+
+
+def test_a_killed_master_is_failed_over_by_its_replica_and_comes_back_as_its_replica() -> None:
+    net = joined(6, masters=3)
+    old = net.states[0].myself.name
+    replica = net.states[3]
+    assert replica.myself.master is not None and replica.myself.master.name == old
+    replica.host.offset = 100          # (its processed offset: it may fail over)
+    old_slots = [j for j in range(SLOTS) if net.states[1].slots[j].name == old]
+    net.kill(0)
+    took = net.run_until(lambda: all(
+        net.states[i].slots[old_slots[0]] is not None and
+        net.states[i].slots[old_slots[0]].name == replica.myself.name
+        for i in range(1, 6)), 60_000)
+    # FAIL needs node_timeout without an answer, then the election's 0.5-1 s delay
+    assert 2000 < took < 2000 + 6000
+    assert replica.myself.is_master and replica.host.master is None
+    assert replica.host.logged("Failover election won: I'm the new master.")
+    for i in range(1, 6):
+        s = net.states[i]
+        assert all(s.slots[j] is s.nodes[replica.myself.name] for j in old_slots)
+        assert s.nodes[old].flags & FAIL
+        assert s.state == OK
+    assert replica.myself.config_epoch > 3       # a new epoch, won by election
+    # the old master returns: the newer configuration makes it a replica of the winner
+    net.revive(0)
+    net.run_until(lambda: net.states[0].myself.is_replica, 30_000)
+    back = net.states[0]
+    assert back.myself.master is not None and back.myself.master.name == replica.myself.name
+    assert back.myself.numslots == 0
+    assert back.host.master == (net.ip(3), 7003)
+    net.run_until(lambda: all(not s.nodes[old].flags & FAIL and s.nodes[old].is_replica
+                              for s in net.states[1:]), 30_000)
+
+
+def test_a_master_partitioned_into_the_minority_reports_fail_and_the_majority_fails_it_over(
+        ) -> None:
+    net = joined(6, masters=3)
+    net.states[3].host.offset = 100
+    net.partition({0}, {1, 2, 3, 4, 5})
+    net.run_until(lambda: net.states[0].state == FAIL_STATE, 10_000)
+    net.run_until(lambda: net.states[3].myself.is_master, 20_000)
+    assert net.states[0].myself.is_master     # it cannot know yet
+    net.heal()
+    net.run_until(lambda: net.states[0].myself.is_replica and net.states[0].state == OK,
+                  30_000)
+
+
+def test_a_replica_with_stale_data_does_not_fail_over() -> None:
+    net = joined(4, masters=3)     # one replica, of node 0
+    rs = net.states[3]
+    rs.host.data_age_ms = 10_000_000
+    net.kill(0)
+    net.run_until(lambda: all(net.states[i].nodes[net.states[0].myself.name].flags & FAIL
+                              for i in (1, 2, 3)), 20_000)
+    net.step(10_000)
+    assert rs.myself.is_replica
+    assert all(s.state == FAIL_STATE for s in net.states[1:])   # slots uncovered
+
+
+def test_manual_failover_waits_for_the_paused_masters_offset() -> None:
+    net = joined(4, masters=3)
+    master, rs = net.states[0], net.states[3]
+    master.host.offset = 500
+    rs.host.offset = 400
+    from pyrepl.cluster import failover
+    failover.start_manual(rs, force=False, takeover=False)
+    net.step(1000)
+    assert master.host.paused_until > 0 and rs.myself.is_replica     # not caught up
+    assert rs.mf_master_offset == 500
+    rs.host.offset = 500
+    net.run_until(lambda: rs.myself.is_master, 6000)
+    net.run_until(lambda: master.myself.is_replica, 6000)
+    assert master.host.paused_until == 0
+
+
+def test_takeover_needs_no_votes() -> None:
+    net = joined(4, masters=3)
+    rs = net.states[3]
+    net.partition({3}, {0, 1, 2})
+    from pyrepl.cluster import failover
+    failover.start_manual(rs, force=True, takeover=True)
+    assert rs.myself.is_master and rs.myself.numslots > 0
+    net.heal()
+    net.run_until(lambda: net.states[0].myself.is_replica, 20_000)
+
+
+def test_nodes_conf_round_trip() -> None:
+    net = joined(4, masters=3)
+    s = net.states[0]
+    s.migrating[5] = s.nodes[net.states[1].myself.name]
+    s.importing[9000] = s.nodes[net.states[2].myself.name]
+    text = render(s)
+    assert text.endswith(f"vars currentEpoch {s.current_epoch} lastVoteEpoch "
+                         f"{s.last_vote_epoch}\n")
+    fresh = ClusterState(FakeClusterHost(), ClusterSettings(), 5, random.Random(9))
+    assert load(text, fresh, 5)
+    again = render(fresh)
+    strip = [" ".join(w for i, w in enumerate(line.split()) if i not in (4, 5, 7))
+             for line in text.splitlines()]
+    assert sorted(strip) == sorted(" ".join(w for i, w in enumerate(line.split())
+                                            if i not in (4, 5, 7))
+                                   for line in again.splitlines())
+    assert fresh.myself.name == s.myself.name and fresh.migrating.keys() == {5}
+    assert owner_names(fresh) == owner_names(s)
+
+
+@pytest.mark.parametrize("text", [
+    "abc 127.0.0.1:7000@17000 myself,master - 0 0 1 connected\n",          # bad name
+    "a" * 40 + " 127.0.0.1:7000@17000 master - 0 0 1 connected\n",         # no myself
+    "a" * 40 + " 127.0.0.1:7000@17000 myself,master - 0 0\n",              # short line
+    "a" * 40 + " 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 16384\n",
+    "a" * 40 + " 127.0.0.1 myself,master - 0 0 1 connected\n",              # no port
+    "vars currentEpoch\n" + "a" * 40 + " 1.2.3.4:1@2 myself,master - 0 0 1 connected\n",
+])
+def test_a_corrupt_nodes_conf_is_refused_with_redis_words(text: str) -> None:
+    fresh = ClusterState(FakeClusterHost(), ClusterSettings(), 5)
+    with pytest.raises(NodesConfError, match=CORRUPTED.replace(".", r"\.")):
+        load(text, fresh, 5)
+
+
+def test_an_unknown_flag_in_nodes_conf_is_refused() -> None:
+    fresh = ClusterState(FakeClusterHost(), ClusterSettings(), 5)
+    with pytest.raises(NodesConfError, match="Unknown flag"):
+        load("a" * 40 + " 1.2.3.4:1@2 myself,boss - 0 0 1 connected\n", fresh, 5)
+
+
+def test_forget_keeps_a_node_out_for_a_minute() -> None:
+    net = joined(3)
+    gone = net.states[2].myself.name
+    for s in net.states[:2]:
+        node = s.nodes[gone]
+        s.blacklist_add(node)
+        s.del_node(node)
+    net.kill(2)
+    net.step(5000)
+    assert all(gone not in s.nodes for s in net.states[:2])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=0, max_size=3000), st.integers(0, 2))
+def test_garbage_on_a_link_is_dropped_and_the_state_survives(junk: bytes, where: int) -> None:
+    net = ClusterNet(2)
+    net.meet(0, 1)
+    net.run_until(lambda: knows_all(net))
+    s = net.states[where % 2]
+    link = s.accept("127.0.0.9", "127.0.0.1")
+    before = owner_names(s), set(s.nodes)
+    s.receive(link, junk)
+    s.before_sleep(net.now)
+    assert (owner_names(s), set(s.nodes)) == before
+    net.step(1000)
+    assert knows_all(net)
+
+
+def test_a_bad_signature_closes_the_link_with_redis_words() -> None:
+    s = ClusterState(FakeClusterHost(), ClusterSettings(), 5)
+    link = s.accept("127.0.0.9", "127.0.0.1")
+    s.receive(link, b"XXXX\x00\x00\x10\x00")
+    assert link.closed and link not in s.links
+    assert s.host.logged("Bad message length or signature received from Cluster bus.")
+
+
+def test_a_ping_from_an_unknown_node_is_answered_but_adds_nothing() -> None:
+    s = ClusterState(FakeClusterHost(), ClusterSettings(), 5)
+    link = s.accept("127.0.0.9", "127.0.0.1")
+    m = wire.Message(type=wire.PING, sender=b"f" * 40, port=1, cport=2, flags=MASTER)
+    s.receive(link, wire.encode(m))
+    out = link.data_to_send()
+    assert wire.decode(out).type == wire.PONG
+    assert set(s.nodes) == {s.myself.name}
+
+
+def test_a_meet_adds_the_sender_in_handshake() -> None:
+    s = ClusterState(FakeClusterHost(), ClusterSettings(), 5)
+    link = s.accept("127.0.0.9", "127.0.0.1")
+    m = wire.Message(type=wire.MEET, sender=b"f" * 40, port=7001, cport=17001, flags=MASTER)
+    s.receive(link, wire.encode(m))
+    others = [n for n in s.nodes.values() if n is not s.myself]
+    assert len(others) == 1 and others[0].flags == HANDSHAKE
+    assert (others[0].ip, others[0].port, others[0].cport) == ("127.0.0.9", 7001, 17001)
+    assert s.myself.ip == "127.0.0.1"
+
+
+def test_replica_flags_in_pongs_move_a_node_under_its_master() -> None:
+    net = joined(4, masters=3)
+    for s in net.states:
+        r = s.nodes[net.states[3].myself.name]
+        assert r.flags & SLAVE and r.master is s.nodes[net.states[0].myself.name]
+        assert r in r.master.replicas
