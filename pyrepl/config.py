@@ -651,13 +651,6 @@ def _fmt_replicaof(value: tuple[str, int] | None) -> str:
     return "" if value is None else f"{value[0]} {value[1]}"
 
 
-def _check_no_only(reason: str) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        if value:
-            raise _Invalid(reason)
-    return check
-
-
 def _check_basename(value: str) -> None:
     if "/" in value or "\\" in value:
         raise _Invalid("dbfilename can't be a path, just a filename")
@@ -984,30 +977,26 @@ DIRECTIVES: tuple[Directive, ...] = (
     Directive("hll-sparse-max-bytes", "memory", "3000", lo=0, hi=LLONG_MAX, unsigned=True),
     Directive("stream-node-max-bytes", "memory", "4096", lo=0, hi=LLONG_MAX, unsigned=True),
     _int("stream-node-max-entries", "100", 0, LLONG_MAX),
-    # cluster (pyrepl is not a cluster node: cluster-enabled yes is refused)
-    _bool("cluster-enabled", "no", mutable=False, noop=True,
-          check=_check_no_only("cluster mode is not supported by pyrepl")),
-    _str("cluster-config-file", "nodes.conf", mutable=False, noop=True),
-    _int("cluster-node-timeout", "15000", 0, LLONG_MAX, noop=True),
-    _int("cluster-port", "0", 0, 65535, mutable=False, noop=True),
-    _int("cluster-announce-port", "0", 0, 65535, noop=True),
-    _int("cluster-announce-bus-port", "0", 0, 65535, noop=True),
-    _int("cluster-announce-tls-port", "0", 0, 65535, noop=True),
-    _str("cluster-announce-ip", "", noop=True),
-    _str("cluster-announce-hostname", "", check=_check_hostname, noop=True),
-    _enum("cluster-preferred-endpoint-type", "ip", ("ip", "hostname", "unknown-endpoint"),
-          noop=True),
+    # cluster mode (pyrepl.cluster, pyrepl.core.cluster, pyrepl.net.cluster_io)
+    _bool("cluster-enabled", "no", mutable=False),
+    _str("cluster-config-file", "nodes.conf", mutable=False),
+    _int("cluster-node-timeout", "15000", 0, LLONG_MAX),
+    _int("cluster-port", "0", 0, 65535, mutable=False),
+    _int("cluster-announce-port", "0", 0, 65535),
+    _int("cluster-announce-bus-port", "0", 0, 65535),
+    _int("cluster-announce-tls-port", "0", 0, 65535),
+    _str("cluster-announce-ip", ""),
+    _str("cluster-announce-hostname", "", check=_check_hostname),
+    _enum("cluster-preferred-endpoint-type", "ip", ("ip", "hostname", "unknown-endpoint")),
     _int("cluster-replica-validity-factor", "10", 0, INT_MAX,
-         aliases=("cluster-slave-validity-factor",), noop=True),
-    _int("cluster-migration-barrier", "1", 0, INT_MAX, noop=True),
-    _bool("cluster-require-full-coverage", "yes", noop=True),
-    _bool("cluster-replica-no-failover", "no", aliases=("cluster-slave-no-failover",),
-          noop=True),
-    _bool("cluster-allow-reads-when-down", "no", noop=True),
-    _bool("cluster-allow-pubsubshard-when-down", "yes", noop=True),
-    _bool("cluster-allow-replica-migration", "yes", noop=True),
-    Directive("cluster-link-sendbuf-limit", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True,
-              noop=True),
+         aliases=("cluster-slave-validity-factor",)),
+    _int("cluster-migration-barrier", "1", 0, INT_MAX),
+    _bool("cluster-require-full-coverage", "yes"),
+    _bool("cluster-replica-no-failover", "no", aliases=("cluster-slave-no-failover",)),
+    _bool("cluster-allow-reads-when-down", "no"),
+    _bool("cluster-allow-pubsubshard-when-down", "yes"),
+    _bool("cluster-allow-replica-migration", "yes"),
+    Directive("cluster-link-sendbuf-limit", "memory", "0", lo=0, hi=ULLONG_MAX, unsigned=True),
     # TLS (pyrepl.net.tls): contexts rebuilt on every change, for new connections
     _int("tls-port", "0", 0, 65535),
     _int("tls-session-cache-size", "20480", 0, INT_MAX),
@@ -1234,6 +1223,8 @@ class Config:
             argv = [name, *args]
             where = "command line: --" + " ".join([name, *map(_quote, args)])
             loader.apply(argv, where=where, path=None, lineno=None, line=where)
+        if cfg.cluster_enabled and cfg.replicaof is not None:     # (loadServerConfig's check)
+            raise ConfigError("replicaof directive not allowed in cluster mode")
         return cfg
 
     @classmethod

@@ -244,6 +244,12 @@ def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None =
     except FileNotFoundError:
         old = None                        # as Redis: a missing file is an empty one
     content = rewrite_text(old, cfg, users, force_all).encode("utf-8", "surrogateescape")
+    write_atomically(path, content)
+
+
+def write_atomically(path: str, content: bytes) -> None:
+    """``content`` in place of ``path``, all or nothing (a temporary file beside it, fsync,
+    mode 0644 minus the umask, rename, fsync of the directory); OSError on failure."""
     directory = os.path.dirname(os.path.abspath(path))
     # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)

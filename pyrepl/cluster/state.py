@@ -32,6 +32,7 @@ among its ``replicas``; ``myself`` is always in ``nodes``; a node's ``link`` is 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyrepl.cluster import wire
@@ -124,6 +125,9 @@ class ClusterState:
         self.mf_replica: ClusterNode | None = None
         self.mf_master_offset = -1
         self.mf_can_start = False
+        # the shell's hook: called when output or a before-sleep job is due outside the bus's
+        # own events (a command sent a PUBLISH, ADDSLOTS made a save due)
+        self.wake: Callable[[], None] | None = None
         self.sync_ports()
 
     # -- logging ---------------------------------------------------------------------------
@@ -149,6 +153,8 @@ class ClusterState:
 
     def do_before_sleep(self, flags: int) -> None:
         self.todo |= flags
+        if self.wake is not None:
+            self.wake()
 
     # -- the node table --------------------------------------------------------------------
 
@@ -378,6 +384,8 @@ class ClusterState:
         link.send(frame)
         if mtype < wire.TYPE_COUNT:
             self.stats_sent[mtype] += 1
+        if self.wake is not None:
+            self.wake()
 
     def broadcast(self, frame: bytes, mtype: int) -> None:
         """clusterBroadcastMessage: every node's link but ours and those in handshake."""

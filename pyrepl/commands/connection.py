@@ -135,6 +135,8 @@ def select(c: Any, argv: list[bytes]) -> object:
     if not -2147483648 <= index <= 2147483647:
         raise ReplyError("ERR value is out of range, value must between -2147483648 and "
                          "2147483647")
+    if c.core.cluster is not None and index != 0:
+        raise ReplyError("ERR SELECT is not allowed in cluster mode")
     if index < 0 or index >= len(c.core.dbs):
         raise ReplyError(DB_INDEX_OUT_OF_RANGE)
     c.core.select_db(c, index)
@@ -144,6 +146,8 @@ def select(c: Any, argv: list[bytes]) -> object:
 @command("swapdb", 3, "write fast", group="server", acl="keyspace dangerous",
          summary="Swaps two Redis databases.")
 def swapdb(c: Any, argv: list[bytes]) -> object:
+    if c.core.cluster is not None:      # (db 0 alone in cluster mode)
+        raise ReplyError("ERR SWAPDB is not allowed in cluster mode")
     a = parse_int(argv[1], "ERR invalid first DB index")
     b = parse_int(argv[2], "ERR invalid second DB index")
     dbs = c.core.dbs
@@ -176,6 +180,7 @@ def reset(c: Any, argv: list[bytes]) -> object:
     c.core.select_db(c, 0)
     c.proto = 2
     c.name = b""
+    c.cluster_flags = 0     # (ASKING, READONLY)
     acl = c.core.__dict__.get("acl")
     if acl is not None:     # clearClientConnectionState: back to the default user
         acl.attach(c)

@@ -97,3 +97,10 @@ def restore(c: Any, argv: list[bytes]) -> object:
     notify(c, NOTIFY_GENERIC, b"restore", key)
     core.dirty += 1
     return OK
+
+
+# The RESTORE MIGRATE sends in cluster mode: flagged ``asking``, so the importing node takes it
+# for a slot it does not own yet (getNodeByQuery's CMD_ASKING).
+command("restore-asking", -4, "write denyoom asking", keys=(1, 1, 1), group="server",
+        summary="An internal command for migrating keys in a cluster", since="3.0.0",
+        acl="keyspace dangerous")(restore)

@@ -341,6 +341,8 @@ def _target_db(c: Any, arg: bytes) -> Any:
 @command("move", 3, "write fast", keys=(1, 1, 1), group="generic",
          summary="Move a key to another database", since="1.0.0", acl="keyspace")
 def move(c: Any, argv: list[bytes]) -> object:
+    if c.core.cluster is not None:
+        raise ReplyError("ERR MOVE is not allowed in cluster mode")
     src = c.db
     dst = _target_db(c, argv[2])
     if dst is src:
@@ -400,6 +402,8 @@ def copy(c: Any, argv: list[bytes]) -> object:
         else:
             raise ReplyError(SYNTAX)
         j += 1
+    if c.core.cluster is not None and (src.id != 0 or dst.id != 0):
+        raise ReplyError("ERR Copying to another database is not allowed in cluster mode")
     key, newkey = argv[1], argv[2]
     if src is dst and key == newkey:
         raise ReplyError(_SAME_OBJECT)

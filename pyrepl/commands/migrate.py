@@ -124,7 +124,8 @@ def migrate(c: Any, argv: list[bytes]) -> object:
                     continue        # expired since the lookup
                 ttl = max(ttl, 1)
             keys.append(key)
-            restore = [b"RESTORE", key, b"%d" % ttl, dump_payload(value)]
+            restore = [b"RESTORE-ASKING" if c.core.cluster is not None else b"RESTORE", key,
+                       b"%d" % ttl, dump_payload(value)]
             if replace:
                 restore.append(b"REPLACE")
             out.append(encode_command(restore))

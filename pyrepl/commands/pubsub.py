@@ -49,14 +49,22 @@ def sunsubscribe(c: Any, argv: list[bytes]) -> object:
 @command("publish", 3, "pubsub loading stale fast may-replicate sentinel", group="pubsub",
          summary="Post a message to a channel")
 def publish(c: Any, argv: list[bytes]) -> object:
-    c.propagate_argv = argv
+    st = c.core.cluster
+    if st is not None:      # (cluster mode: to every node over the bus, not the stream)
+        st.propagate_publish(argv[1], argv[2], False)
+    else:
+        c.propagate_argv = argv
     return c.core.pubsub.publish(argv[1], argv[2])
 
 
 @command("spublish", 3, "pubsub loading stale fast may-replicate", keys=(1, 1, 1),
          group="pubsub", since="7.0.0", summary="Post a message to a shard channel")
 def spublish(c: Any, argv: list[bytes]) -> object:
-    c.propagate_argv = argv
+    st = c.core.cluster
+    if st is not None:      # (cluster mode: to the nodes of this shard, over the bus)
+        st.propagate_publish(argv[1], argv[2], True)
+    else:
+        c.propagate_argv = argv
     return c.core.pubsub.publish(argv[1], argv[2], shard=True)
 
 

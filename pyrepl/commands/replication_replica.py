@@ -23,6 +23,8 @@ def _client_info(c: Any) -> str:
 
 def _replicaof(c: Any, argv: list[bytes]) -> object:
     core = c.core
+    if core.cluster is not None:
+        raise ReplyError("ERR REPLICAOF not allowed in cluster mode.")
     repl = core.replication
     if repl is None:
         raise ReplyError("ERR replication is not available")

@@ -38,7 +38,7 @@ class Client:
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
         "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
-        "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode",
+        "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode", "cluster_flags",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -81,6 +81,7 @@ class Client:
         self.watched: list[list[Any]] = []
         self.dirty_cas = False
         self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
+        self.cluster_flags = 0   # ASKING, READONLY (pyrepl.core.cluster)
         self.net_in = 0
         self.net_out = 0
         self.commands = 0
@@ -260,6 +261,8 @@ class Client:
             flags += "t" + ("R" if self.tracking & 64 else "") + ("B" if self.tracking & 2 else "")
         if self.unix_socket:
             flags += "U"
+        if self.cluster_flags & 2:     # READONLY (pyrepl.core.cluster)
+            flags += "r"
         if self.no_evict:
             flags += "e"
         if not flags:

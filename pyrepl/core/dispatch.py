@@ -21,6 +21,7 @@ from pyrepl import fastpath
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.core import monitor
 from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
+from pyrepl.core.cluster import redirect as cluster_redirect
 from pyrepl.core.pubsub import Push
 from pyrepl.core.stats import CommandStat
 from pyrepl.errors import OOM
@@ -341,7 +342,8 @@ def refresh_gate(core: ServerCore) -> None:
     maxmemory-clients or the dataset is loading (the one test ``execute`` makes for all five
     while none is)."""
     core.gated = core.busy is not None or core.disk_error is not None or \
-        core.pause.kind != 0 or core.client_eviction.over or core.loading
+        core.pause.kind != 0 or core.client_eviction.over or core.loading or \
+        core.cluster is not None
 
 
 def set_busy(core: ServerCore, error: str | None) -> None:
@@ -353,9 +355,23 @@ def set_busy(core: ServerCore, error: str | None) -> None:
 
 
 def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
-    """True when client eviction freed the client (processCommand's evictClients, before
-    the maxmemory step: pyrepl.core.clientevict), a busy script, MISCONF refused the command or
-    CLIENT PAUSE postponed it."""
+    """True when cluster mode redirected the command (pyrepl.core.cluster, after the
+    authentication and ACL checks, as processCommand's order), client eviction freed the
+    client (processCommand's evictClients, before the maxmemory step:
+    pyrepl.core.clientevict), a busy script, MISCONF refused the command or CLIENT PAUSE
+    postponed it."""
+    if core.cluster is not None and (c.authenticated or cmd.noauth):
+        if c.restricted and not (c.in_multi and cmd.nomulti) and \
+                core.acl.denied(c, cmd, argv):
+            return True
+        err = cluster_redirect(core, c, cmd, argv)
+        if err is not None:
+            if cmd.name == "exec":    # (the transaction is discarded: the error as it is)
+                core.error_reply(c, err, cmd, rejected=True)
+                c.write(error_bytes(err))
+            else:
+                core.reject(c, err, cmd)
+            return True
     if core.client_eviction.over and core.client_eviction.evict(c):
         return True
     if core.loading and "loading" not in cmd.flags and not c.must_obey():

@@ -120,7 +120,7 @@ def section_clients(core: ServerCore) -> Fields:
     normal = sum(1 for c in core.clients.values() if c.kind != "replica")
     return [
         ("connected_clients", normal),
-        ("cluster_connections", 0),
+        ("cluster_connections", 2 * (len(core.cluster.nodes) - 1) if core.cluster else 0),
         ("maxclients", core.config.maxclients),
         ("client_recent_max_input_buffer", 0),
         ("client_recent_max_output_buffer", 0),
@@ -174,7 +174,8 @@ def section_memory(core: ServerCore) -> Fields:
         ("mem_not_counted_for_evict", parts.not_counted),
         *repl_fields,
         ("mem_clients_normal", parts.clients_normal),
-        ("mem_cluster_links", 0),
+        ("mem_cluster_links", sum(lk.out_bytes + lk.reader.buffered()
+                                  for lk in core.cluster.links) if core.cluster else 0),
         ("mem_aof_buffer", parts.aof_buffer),
         ("mem_allocator", ALLOCATOR_NAME.get(meter.kind, meter.kind)),
         ("used_memory_interpreter", core.used_memory_interpreter),   # (pyrepl's: not counted)
@@ -329,7 +330,7 @@ def section_cpu(core: ServerCore) -> Fields:
 
 
 def section_cluster(core: ServerCore) -> Fields:
-    return [("cluster_enabled", 0)]
+    return [("cluster_enabled", int(core.cluster is not None))]
 
 
 def section_keyspace(core: ServerCore) -> Fields:

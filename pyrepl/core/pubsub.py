@@ -127,6 +127,16 @@ class PubSub:
                           b"sunsubscribe" if shard else b"unsubscribe", "shard" if shard
                           else "channels", notify)
 
+    def remove_shard_channels_in_slot(self, slot: int) -> None:
+        """removeChannelsInSlot: the slot left this shard, so every client subscribed to one
+        of its shard channels is unsubscribed from it (and told so)."""
+        from pyrepl.keyspace.hashslot import key_hash_slot
+        for ch in [ch for ch in self.shard_channels if key_hash_slot(ch) == slot]:
+            for c in list(self.shard_channels.get(ch, ())):
+                self.unsubscribe(c, [ch], shard=True)
+                if not c.out or len(c.out) == 1:
+                    self.core.pending_flush.append(c)
+
     def punsubscribe(self, c: Client, patterns: list[bytes], notify: bool = True) -> int:
         return self._drop(c, patterns, self.patterns, b"punsubscribe", "patterns", notify)
 

@@ -54,6 +54,7 @@ from pyrepl.resp.types import BLOCKED, Raw, ReplyError  # (handlers return BLOCK
 from pyrepl.resp.writer import encode
 
 if TYPE_CHECKING:
+    from pyrepl.cluster.state import ClusterState
     from pyrepl.core.acl import Acl
     from pyrepl.core.ports import Meter
     from pyrepl.replication.manager import Replication
@@ -220,6 +221,8 @@ class ServerCore:
         self.monitors: dict[Client, None] = {}              # MONITOR clients (pyrepl.core.monitor)
         self.refresh_timing()   # (quick_below_ns, latency_tracking: what a timed call records)
         self.replication: Replication | None = None
+        # cluster mode (pyrepl.core.cluster): the node's cluster state, None when disabled
+        self.cluster: ClusterState | None = None
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         # -- client-side caching (pyrepl.core.tracking): call() tests tracking_on, Database.touch
         # tracking_writes; both False while no client tracks.

@@ -27,6 +27,22 @@
  *
  * `mods` counts the changes an iterator must notice (a key added or removed, a rebuild): an
  * iterator that sees it move raises RuntimeError, as a dict's does.
+ *
+ * The per-slot index (Redis Cluster's slot_to_keys, cluster.c slotToKeyAddEntry/DelEntry; off
+ * until track_slots()): `slots`, CLUSTER_SLOTS {head, count} (128 KB), and `links`, parallel to
+ * `entries`, {next, slot} (8 B an entry, where Redis's dictEntry metadata is two pointers, 16 B):
+ * a list per slot, newest first. A new key goes to its slot's head (its slot hashed once, CRC16:
+ * _hashslot.h), an overwrite keeps its place. A removal moves only the slot's count: the entry,
+ * a hole now (key NULL), stays in its slot's list, as holes stay in `entries`, until slot_keys()
+ * walks past it (and unlinks it: it knows its predecessor there), a rebuild, or a key entering
+ * the slot when it has none. So a removal touches no other entry's link (a doubly linked list's
+ * unlink writes two, at random places: cache misses in a big table), and a GETKEYSINSLOT pays,
+ * once, for the holes of the keys deleted since the last walk (a reshard's MIGRATE deletes the
+ * keys the last GETKEYSINSLOT gave: the next one passes those). rebuild() (compaction, growth,
+ * shrink) makes each list again from the entries it keeps, in their order (newest first: a list
+ * is in the entries' order), from the slots kept in the links (no key touched). Off, the index
+ * costs a NULL test on an insert, a removal and a rebuild, and 24 B in the header
+ * (bench/bench_ktable_slots.py has the figures).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_hashslot.h"
 #include "_ktable.h"
 #include "_listpack.h"     /* canonical_int */
 #include "_pairs.h"
@@ -175,6 +192,16 @@ static inline PyObject *val_take(PyObject *v)
 }
 
 typedef struct {
+    int32_t next;   /* the next older entry in the slot's list (maybe a hole), -1: none */
+    uint32_t slot;  /* the key's hash slot */
+} link_t;
+
+typedef struct {
+    int32_t head;   /* the newest entry in the slot's list (maybe a hole), -1: none */
+    int32_t count;  /* the slot's keys (holes not counted) */
+} slothead_t;
+
+typedef struct {
     PyObject_HEAD
     Py_ssize_t used;        /* live entries */
     Py_ssize_t nentries;    /* entries[0, nentries) in use, holes included */
@@ -184,6 +211,9 @@ typedef struct {
     entry_t *entries;
     uint64_t mods;
     int ageing;
+    slothead_t *slots;      /* NULL: no per-slot index */
+    link_t *links;          /* with slots: lcap >= ecap of them, parallel to entries */
+    Py_ssize_t lcap;
 } KTObject;
 
 static PyTypeObject KTType, KTIterType, KTViewType;
@@ -209,6 +239,58 @@ static Py_ssize_t isize_for(Py_ssize_t n)
     while (USABLE(s) < n)
         s <<= 1;
     return s;
+}
+
+/* -- the per-slot index ----------------------------------------------------------------- */
+
+/* Whether the index is on: unlikely, so that the compiler keeps the table's paths as they were
+   without it (its work in functions of their own, out of line). */
+#define SLOTS_ON(t) __builtin_expect((t)->slots != NULL, 0)
+
+static inline unsigned int bytes_slot(PyObject *key)
+{
+    return key_hash_slot(PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+}
+
+/* Room for n links (only grows; a failure leaves the table as it was). */
+static int grow_links(KTObject *t, Py_ssize_t n)
+{
+    if (n <= t->lcap)
+        return 0;
+    link_t *l = PyMem_Realloc(t->links, (size_t)n * sizeof(link_t));
+    if (l == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->links = l;
+    t->lcap = n;
+    return 0;
+}
+
+/* The entry at ix put at the head of `slot`'s list (slotToKeyAddEntry). */
+static inline void slot_link(KTObject *t, Py_ssize_t ix, unsigned int slot)
+{
+    slothead_t *s = &t->slots[slot];
+    link_t *l = &t->links[ix];
+    l->next = s->count ? s->head : -1;      /* (no keys: only holes there, dropped) */
+    l->slot = slot;
+    s->head = (int32_t)ix;
+    s->count++;
+}
+
+static void slots_reset(KTObject *t)
+{
+    for (Py_ssize_t s = 0; s < CLUSTER_SLOTS; s++) {
+        t->slots[s].head = -1;
+        t->slots[s].count = 0;
+    }
+}
+
+/* The entry at ix, whose key is going, out of its slot's count (slotToKeyDelEntry); its link
+   stays in the list, a hole, until slot_keys() or a rebuild drops it. */
+static __attribute__((noinline, cold)) void slot_forget(KTObject *t, Py_ssize_t ix)
+{
+    t->slots[t->links[ix].slot].count--;
 }
 
 /* The position in entries of `key`, -1 when absent, -2 on an error; *slotp its index slot. */
@@ -269,6 +351,43 @@ static inline Py_ssize_t empty_slot(int32_t *index, Py_ssize_t isize, uint32_t h
     return (Py_ssize_t)i;
 }
 
+/* rebuild()'s loop for a table that tracks slots: the entries compacted into `index` (of
+   isize slots) and each slot's list made again from them, in their order (the counts stay);
+   answers how many entries there are. */
+static __attribute__((noinline)) Py_ssize_t
+compact_linked(KTObject *t, int32_t *index, Py_ssize_t isize)
+{
+    entry_t *entries = t->entries;
+    link_t *links = t->links;
+    slothead_t *slots = t->slots;
+    Py_ssize_t j = 0;
+    /* every list with keys starts again empty (a list without keys may keep its head: the next
+       key into it starts it anew, slot_link); the slots of the keys, or all of them when that
+       is fewer */
+    if (t->used < CLUSTER_SLOTS) {
+        for (Py_ssize_t i = 0; i < t->nentries; i++)
+            if (entries[i].key != NULL)
+                slots[links[i].slot].head = -1;
+    }
+    else {
+        for (Py_ssize_t s = 0; s < CLUSTER_SLOTS; s++)
+            slots[s].head = -1;
+    }
+    for (Py_ssize_t i = 0; i < t->nentries; i++) {
+        if (entries[i].key == NULL)
+            continue;
+        uint32_t slot = links[i].slot;      /* (j <= i: links[j] is free to write) */
+        if (i != j)
+            entries[j] = entries[i];
+        links[j].slot = slot;
+        links[j].next = slots[slot].head;
+        slots[slot].head = (int32_t)j;
+        index[empty_slot(index, isize, entries[j].hash)] = (int32_t)j;
+        j++;
+    }
+    return j;
+}
+
 /* Compact the entries (holes out, order kept) into room for new_ecap and rebuild an index of
    new_isize slots. On MemoryError nothing has changed. */
 static int rebuild(KTObject *t, Py_ssize_t new_isize, Py_ssize_t new_ecap)
@@ -278,6 +397,10 @@ static int rebuild(KTObject *t, Py_ssize_t new_isize, Py_ssize_t new_ecap)
         return -1;
     entry_t *entries = t->entries;
     if (new_ecap > t->ecap) {
+        if (t->slots != NULL && grow_links(t, new_ecap) < 0) {  /* (more links than entries: */
+            PyMem_Free(index);                                   /*  harmless) */
+            return -1;
+        }
         entries = PyMem_Realloc(entries, (size_t)new_ecap * sizeof(entry_t));
         if (entries == NULL) {
             PyMem_Free(index);
@@ -288,13 +411,18 @@ static int rebuild(KTObject *t, Py_ssize_t new_isize, Py_ssize_t new_ecap)
         t->ecap = new_ecap;
     }
     Py_ssize_t j = 0;
-    for (Py_ssize_t i = 0; i < t->nentries; i++) {
-        if (entries[i].key == NULL)
-            continue;
-        if (i != j)
-            entries[j] = entries[i];
-        index[empty_slot(index, new_isize, entries[j].hash)] = (int32_t)j;
-        j++;
+    if (SLOTS_ON(t)) {
+        j = compact_linked(t, index, new_isize);
+    }
+    else {
+        for (Py_ssize_t i = 0; i < t->nentries; i++) {
+            if (entries[i].key == NULL)
+                continue;
+            if (i != j)
+                entries[j] = entries[i];
+            index[empty_slot(index, new_isize, entries[j].hash)] = (int32_t)j;
+            j++;
+        }
     }
     t->nentries = j;
     PyMem_Free(t->index);
@@ -306,6 +434,14 @@ static int rebuild(KTObject *t, Py_ssize_t new_isize, Py_ssize_t new_ecap)
         if (smaller != NULL || new_ecap == 0) {     /* (a failed shrink keeps the old block) */
             t->entries = smaller;
             t->ecap = new_ecap;
+            if (t->slots != NULL && new_ecap < t->lcap) {
+                link_t *l = new_ecap ? PyMem_Realloc(t->links, (size_t)new_ecap * sizeof(link_t))
+                                     : (PyMem_Free(t->links), NULL);
+                if (l != NULL || new_ecap == 0) {
+                    t->links = l;
+                    t->lcap = new_ecap;
+                }
+            }
         }
     }
     t->mods++;
@@ -322,6 +458,8 @@ static int make_room(KTObject *t)
         Py_ssize_t ecap = t->ecap + (t->ecap >> 1) + 4;
         if (ecap > usable)
             ecap = usable;
+        if (t->slots != NULL && grow_links(t, ecap) < 0)
+            return -1;
         entry_t *e = PyMem_Realloc(t->entries, (size_t)ecap * sizeof(entry_t));
         if (e == NULL) {
             PyErr_NoMemory();
@@ -358,8 +496,10 @@ static inline void maybe_track(KTObject *t, PyObject *key, PyObject *value)
         PyObject_GC_Track((PyObject *)t);
 }
 
-/* Add a key known to be absent, with `value` as an entry keeps it (as_stored); new refs taken. */
-static int insert_new(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age)
+/* insert_new's body: `key_slot` < 0 for a table without the index (a constant there, so the
+   compiler leaves the index's work out of that copy), else the key's slot. */
+static inline __attribute__((always_inline)) int
+insert_at(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age, int key_slot)
 {
     if (t->nentries >= t->ecap && make_room(t) < 0)
         return -1;
@@ -375,8 +515,39 @@ static int insert_new(KTObject *t, PyObject *key, PyObject *value, uint32_t h, u
     t->index[slot] = (int32_t)ix;
     t->used++;
     t->mods++;
+    if (key_slot >= 0)
+        slot_link(t, ix, (unsigned int)key_slot);
     maybe_track(t, key, value);
     return 0;
+}
+
+/* insert_new into a table that tracks slots: TypeError, nothing changed, unless key is bytes. */
+static __attribute__((noinline)) int
+insert_indexed(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age)
+{
+    if (!PyBytes_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "a KeyTable that tracks slots takes bytes keys, not %.200s",
+                     Py_TYPE(key)->tp_name);
+        return -1;
+    }
+    return insert_at(t, key, value, h, age, (int)bytes_slot(key));
+}
+
+/* insert_new into a table without the index. */
+static int insert_plain(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age)
+{
+    return insert_at(t, key, value, h, age, -1);
+}
+
+/* Add a key known to be absent, with `value` as an entry keeps it (as_stored); new refs taken.
+   (Inlined: the test in the caller, whose registers are saved already, where in a function of
+   its own the plain path's prologue came first: 22 instructions a key more with the index.) */
+static inline __attribute__((always_inline)) int
+insert_new(KTObject *t, PyObject *key, PyObject *value, uint32_t h, uint32_t age)
+{
+    if (SLOTS_ON(t))
+        return insert_indexed(t, key, value, h, age);
+    return insert_plain(t, key, value, h, age);
 }
 
 static int kt_hash(PyObject *key, uint32_t *h)
@@ -480,10 +651,13 @@ static inline int kt_set(KTObject *t, PyObject *key, PyObject *value)
 
 /* Remove the entry at ix (index slot `slot`); answers the value as the entry kept it (its
    reference moves to the caller: val_take or val_release it). */
-static PyObject *kt_remove_at(KTObject *t, Py_ssize_t ix, Py_ssize_t slot)
+static inline __attribute__((always_inline)) PyObject *
+kt_remove_at(KTObject *t, Py_ssize_t ix, Py_ssize_t slot)
 {
     entry_t *e = &t->entries[ix];
     PyObject *key = e->key, *value = e->value;
+    if (SLOTS_ON(t))
+        slot_forget(t, ix);
     t->index[slot] = IX_DUMMY;
     e->key = NULL;
     e->value = NULL;
@@ -531,6 +705,12 @@ static int kt_clear_all(KTObject *t)
     t->entries = NULL;
     t->ecap = t->nentries = t->used = 0;
     t->mods++;
+    if (t->slots != NULL) {
+        slots_reset(t);
+        PyMem_Free(t->links);
+        t->links = NULL;
+        t->lcap = 0;
+    }
     kt_release(entries, n);     /* (after the table is consistent: a __del__ may look at it) */
     return 0;
 }
@@ -582,6 +762,8 @@ static int kt_tp_clear(KTObject *t)
     if (t->index != NULL)
         memset(t->index, 0xff, (size_t)t->isize * sizeof(int32_t));
     t->mods++;
+    if (t->slots != NULL)
+        slots_reset(t);     /* (links kept: lcap >= ecap = 0 holds) */
     kt_release(entries, n);
     return 0;
 }
@@ -592,6 +774,8 @@ static void kt_dealloc(KTObject *t)
     Py_TRASHCAN_BEGIN(t, kt_dealloc)
     kt_tp_clear(t);
     PyMem_Free(t->index);
+    PyMem_Free(t->slots);
+    PyMem_Free(t->links);
     Py_TYPE(t)->tp_free((PyObject *)t);
     Py_TRASHCAN_END
 }
@@ -790,12 +974,48 @@ static PyObject *new_table(int ageing, Py_ssize_t room)
     return (PyObject *)t;
 }
 
-/* A compact copy, ages and all. */
+/* The per-slot index turned on, the keys present indexed in their order (so each slot's list
+   is newest first); nothing when it is on already. TypeError, nothing changed, when a key is
+   not bytes. */
+static int track_slots(KTObject *t)
+{
+    if (t->slots != NULL)
+        return 0;
+    for (Py_ssize_t i = 0; i < t->nentries; i++) {
+        PyObject *k = t->entries[i].key;
+        if (k != NULL && !PyBytes_Check(k)) {
+            PyErr_Format(PyExc_TypeError, "track_slots: a key is not bytes but %.200s",
+                         Py_TYPE(k)->tp_name);
+            return -1;
+        }
+    }
+    slothead_t *slots = PyMem_Malloc(CLUSTER_SLOTS * sizeof(slothead_t));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (grow_links(t, t->ecap) < 0) {
+        PyMem_Free(slots);
+        return -1;
+    }
+    t->slots = slots;
+    slots_reset(t);
+    for (Py_ssize_t i = 0; i < t->nentries; i++)
+        if (t->entries[i].key != NULL)
+            slot_link(t, i, bytes_slot(t->entries[i].key));
+    return 0;
+}
+
+/* A compact copy, ages and all (and the per-slot index, when this one has it). */
 static PyObject *kt_copy(KTObject *t, PyObject *Py_UNUSED(ignored))
 {
     KTObject *c = (KTObject *)new_table(t->ageing, t->used);
     if (c == NULL)
         return NULL;
+    if (t->slots != NULL && track_slots(c) < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < t->nentries; i++) {
         entry_t *e = &t->entries[i];
         if (e->key == NULL)
@@ -1020,6 +1240,106 @@ static PyObject *kt_sample(KTObject *t, PyObject *arg)
     return out;
 }
 
+static PyObject *kt_track_slots(KTObject *t, PyObject *Py_UNUSED(ignored))
+{
+    if (track_slots(t) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The slot argument, 0 <= slot < CLUSTER_SLOTS, of a table that tracks slots; -1 with an
+   exception. */
+static Py_ssize_t slot_arg(KTObject *t, PyObject *arg)
+{
+    if (t->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the KeyTable does not track slots (track_slots())");
+        return -1;
+    }
+    Py_ssize_t slot = PyNumber_AsSsize_t(arg, NULL);     /* (clipped: out of range) */
+    if (slot == -1 && PyErr_Occurred())
+        return -1;
+    if (slot < 0 || slot >= CLUSTER_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "slot out of range: 0 <= slot < 16384");
+        return -1;
+    }
+    return slot;
+}
+
+static PyObject *kt_slot_count(KTObject *t, PyObject *arg)
+{
+    Py_ssize_t slot = slot_arg(t, arg);
+    if (slot < 0)
+        return NULL;
+    return PyLong_FromLong(t->slots[slot].count);
+}
+
+/* Up to count keys of the slot, newest first (CLUSTER GETKEYSINSLOT); the holes of deleted keys
+   met on the way are unlinked (each once: O(count) amortized). */
+static PyObject *kt_slot_keys(KTObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!_PyArg_CheckPositional("slot_keys", nargs, 2, 2))
+        return NULL;
+    Py_ssize_t slot = slot_arg(t, args[0]);
+    if (slot < 0)
+        return NULL;
+    Py_ssize_t count = PyNumber_AsSsize_t(args[1], NULL);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count is >= 0");
+        return NULL;
+    }
+    if (count > t->slots[slot].count)
+        count = t->slots[slot].count;
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    slothead_t *sh = &t->slots[slot];
+    link_t *links = t->links;
+    int32_t ix = sh->head, prev = -1;
+    for (Py_ssize_t j = 0; j < count; ix = links[ix].next) {
+        if (ix < 0) {       /* (the list holds each of the slot's keys: never) */
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_SystemError, "KeyTable: a slot's list lost keys");
+            return NULL;
+        }
+        PyObject *k = t->entries[ix].key;
+        if (k == NULL) {            /* a deleted key's hole: out of the list */
+            if (prev < 0)
+                sh->head = links[ix].next;
+            else
+                links[prev].next = links[ix].next;
+            continue;
+        }
+        PyList_SET_ITEM(out, j++, Py_NewRef(k));
+        prev = ix;
+    }
+    return out;
+}
+
+/* How many holes the slot's list holds (tests: slot_keys unlinks those it passes, a rebuild
+   drops them all); -1 when the list does not end as it should: after each of the slot's keys and
+   at most every hole, with -1 (a slot without keys: whatever, see slot_link). */
+static PyObject *kt_slot_holes(KTObject *t, PyObject *arg)
+{
+    Py_ssize_t slot = slot_arg(t, arg);
+    if (slot < 0)
+        return NULL;
+    Py_ssize_t holes = 0, seen = 0;
+    if (t->slots[slot].count == 0)
+        return PyLong_FromLong(0);
+    for (int32_t ix = t->slots[slot].head; ix != -1; ix = t->links[ix].next) {
+        if (ix < 0 || ix >= t->nentries || holes + seen >= t->nentries ||
+                t->links[ix].slot != (uint32_t)slot)
+            return PyLong_FromLong(-1);
+        if (t->entries[ix].key == NULL)
+            holes++;
+        else
+            seen++;
+    }
+    return PyLong_FromSsize_t(seen == t->slots[slot].count ? holes : -1);
+}
+
 /* Rebuild at the minimal size when under 10 % full (tryResizeHashTables); whether it did. */
 static PyObject *kt_shrink(KTObject *t, PyObject *Py_UNUSED(ignored))
 {
@@ -1038,7 +1358,9 @@ static PyObject *kt_sizeof(KTObject *t, PyObject *Py_UNUSED(ignored))
 {
     return PyLong_FromSsize_t((Py_ssize_t)Py_TYPE(t)->tp_basicsize +
                               t->isize * (Py_ssize_t)sizeof(int32_t) +
-                              t->ecap * (Py_ssize_t)sizeof(entry_t));
+                              t->ecap * (Py_ssize_t)sizeof(entry_t) +
+                              (t->slots == NULL ? 0 : CLUSTER_SLOTS * (Py_ssize_t)sizeof(slothead_t)
+                                                      + t->lcap * (Py_ssize_t)sizeof(link_t)));
 }
 
 static PyObject *kt_stats(KTObject *t, PyObject *Py_UNUSED(ignored))
@@ -1050,6 +1372,11 @@ static PyObject *kt_stats(KTObject *t, PyObject *Py_UNUSED(ignored))
 static PyObject *kt_ageing_get(KTObject *t, void *Py_UNUSED(closure))
 {
     return PyBool_FromLong(t->ageing);
+}
+
+static PyObject *kt_tracks_slots_get(KTObject *t, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(t->slots != NULL);
 }
 
 /* -- views and iterators ------------------------------------------------------------------- */
@@ -1289,6 +1616,16 @@ static PyMethodDef kt_methods[] = {
      "set_age(key, age): KeyError if absent, ValueError unless 0 <= age < 2**24"},
     {"sample", (PyCFunction)kt_sample, METH_O,
      "sample(n): up to n distinct keys at random, O(n)"},
+    {"track_slots", (PyCFunction)kt_track_slots, METH_NOARGS,
+     "track_slots(): keep each hash slot's keys and count from now on (the keys present "
+     "indexed); bytes keys only"},
+    {"slot_count", (PyCFunction)kt_slot_count, METH_O,
+     "slot_count(slot): how many keys hash to the slot (CLUSTER COUNTKEYSINSLOT)"},
+    {"slot_keys", (PyCFunction)(void (*)(void))kt_slot_keys, METH_FASTCALL,
+     "slot_keys(slot, count): up to count keys of the slot, newest first (GETKEYSINSLOT)"},
+    {"_slot_holes", (PyCFunction)kt_slot_holes, METH_O,
+     "_slot_holes(slot): the holes of deleted keys in the slot's list, -1 if it is broken "
+     "(tests)"},
     {"shrink", (PyCFunction)kt_shrink, METH_NOARGS,
      "shrink(): rebuild smaller when under 10 % full; whether it did"},
     {"_stats", (PyCFunction)kt_stats, METH_NOARGS, "the layout's sizes (tests, benchmarks)"},
@@ -1298,6 +1635,8 @@ static PyMethodDef kt_methods[] = {
 
 static PyGetSetDef kt_getset[] = {
     {"ageing", (getter)kt_ageing_get, NULL, "whether reads and writes stamp ages", NULL},
+    {"tracks_slots", (getter)kt_tracks_slots_get, NULL,
+     "whether the table keeps its per-slot index (track_slots())", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1380,7 +1719,27 @@ static PyObject *mod_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
                          "minutes", g.minutes);
 }
 
+/* crc16 and key_hash_slot of bytes (hashslot.py's references take bytes only, as these do). */
+static PyObject *mod_crc16(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    if (!PyBytes_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "crc16() takes bytes, not %.200s",
+                            Py_TYPE(arg)->tp_name);
+    return PyLong_FromLong(crc16(PyBytes_AS_STRING(arg), (size_t)PyBytes_GET_SIZE(arg)));
+}
+
+static PyObject *mod_key_hash_slot(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    if (!PyBytes_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "key_hash_slot() takes bytes, not %.200s",
+                            Py_TYPE(arg)->tp_name);
+    return PyLong_FromLong((long)bytes_slot(arg));
+}
+
 static PyMethodDef mod_methods[] = {
+    {"crc16", mod_crc16, METH_O, "crc16(data): Redis's CRC16 (CCITT, XMODEM) of bytes"},
+    {"key_hash_slot", mod_key_hash_slot, METH_O,
+     "key_hash_slot(key): the key's Redis Cluster hash slot, hash tags included"},
     {"configure", mod_configure, METH_VARARGS,
      "configure(policy_lfu, lfu_log_factor, lfu_decay_time)"},
     {"set_clock", mod_set_clock, METH_O, "set_clock(now_ms): the LRU clock and LFU minutes"},

@@ -22,6 +22,12 @@ cycle, a writable replica's own keys included), ``keymiss`` when a read lookup
 (:meth:`lookup_read`, Redis's lookupKeyRead) finds nothing, and ``new`` when a key is created
 (:meth:`add`, and :meth:`set` of a key that did not exist: Redis's dbAdd). Commands publish
 their own events (``pyrepl.notify``).
+
+A cluster node's database (db 0, the only one in cluster mode) indexes its keys by hash slot
+once :meth:`track_slots` is called: :meth:`count_keys_in_slot` and :meth:`keys_in_slot` answer
+CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT from the table's index (KeyTable.track_slots: kept by
+every insertion and deletion, O(1) each; the TTLs are not indexed, as in Redis), and the tables
+that :meth:`flush` and :meth:`replace` put in place (FLUSHALL, a loaded RDB) index theirs too.
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ def of_kind(value: object, kind: type | frozenset[type]) -> bool:
 
 
 class Database:
-    __slots__ = ("id", "core", "data", "expires", "watched", "_expire_keys", "_expire_pos")
+    __slots__ = ("id", "core", "data", "expires", "watched", "_expire_keys", "_expire_pos",
+                 "_slots")
 
     def __init__(self, core: KeyspaceHost, db_id: int) -> None:
         self.id = db_id
@@ -78,6 +85,7 @@ class Database:
         self.watched: dict[bytes, set[Any]] = {}
         self._expire_keys: list[bytes] = []
         self._expire_pos = 0
+        self._slots = False     # track_slots(): the data table indexes its keys by hash slot
 
     def __len__(self) -> int:
         return len(self.data)
@@ -304,6 +312,8 @@ class Database:
         if lazy and n:
             core.lazyfree.free_tables([self.data, self.expires], n)
         self.data = KeyTable()
+        if self._slots:
+            self.data.track_slots()
         self.expires = KeyTable(ageing=False)
         return n
 
@@ -343,6 +353,8 @@ class Database:
             data = KeyTable.from_dict(data)
         if type(expires) is not KeyTable:
             expires = KeyTable.from_dict(expires, ageing=False)
+        if self._slots:
+            data.track_slots()      # (the loaded keys indexed: one pass, as Redis's load adds each)
         if self.core.tracking_writes:
             self.core.tracking.flushed()
         old, old_expires = self.data, self.expires
@@ -354,6 +366,27 @@ class Database:
                     self.touch(key)
         if lazy and len(old):
             self.core.lazyfree.free_tables([old, old_expires], len(old))
+
+    # -- cluster: the keys by hash slot ----------------------------------------------------
+    def track_slots(self) -> None:
+        """Index the keys by hash slot from now on (the keys present included), this table and
+        every one :meth:`flush` and :meth:`replace` put in place (Redis's slotToKeyInit: a
+        cluster node's db 0)."""
+        self.data.track_slots()
+        self._slots = True
+
+    @property
+    def tracks_slots(self) -> bool:
+        return self._slots
+
+    def count_keys_in_slot(self, slot: int) -> int:
+        """How many keys hash to ``slot`` (countKeysInSlot), O(1); expired keys not yet deleted
+        count, as in Redis. RuntimeError unless :meth:`track_slots` was called."""
+        return self.data.slot_count(slot)
+
+    def keys_in_slot(self, slot: int, count: int) -> list[bytes]:
+        """Up to ``count`` keys of ``slot``, newest first (CLUSTER GETKEYSINSLOT), O(count)."""
+        return self.data.slot_keys(slot, count)
 
     def random_key(self) -> bytes | None:
         """A random non-expired key (bounded number of tries when most keys are expired), as

@@ -30,17 +30,30 @@ The reference keeps ``_pos`` (key -> position) and parallel lists of keys, value
 insertion order; a deletion leaves a hole, and the lists are compacted when holes make up half
 of them, so ``sample`` (random positions walked forward to a live key, as the C table does)
 stays O(1) a key.
+
+A cluster node's table also keeps, once ``track_slots()`` is called (off by default: a table
+that does not track pays nothing), each hash slot's keys and their count (Redis 7.0's
+slot_to_keys, cluster.c slotToKeyAddEntry/DelEntry), kept right by every way a key enters or
+leaves (set of a new key, ``setdefault``, ``pop``, ``del``, ``clear``, and the C table's C API
+that the other extensions write through), O(1) each: ``slot_count(slot)`` (CLUSTER
+COUNTKEYSINSLOT) and ``slot_keys(slot, count)`` (GETKEYSINSLOT: up to ``count`` keys, newest
+first; an overwrite keeps a key's place). A tracking table takes bytes keys only (TypeError
+otherwise, nothing changed). The C table links its entries (8 B a key: _ktable.c, "per-slot
+index"); this reference keeps a dict per slot in insertion order and reads it backwards.
 """
 
 from __future__ import annotations
 
+import operator
 import random as _random
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any
 
 from pyrepl import native
 from pyrepl.keyspace import ageing
+from pyrepl.keyspace.hashslot import CLUSTER_SLOTS, key_hash_slot_reference
 from pyrepl.keyspace.listpack import canonical_int
 
 _M64 = (1 << 64) - 1
@@ -152,7 +165,7 @@ class KeyTableReference:
     """``KeyTable(ageing=True)``: a mapping in insertion order with a 24-bit age per key."""
 
     __slots__ = ("_pos", "_keys", "_vals", "_ages", "_holes", "_peak", "_mods", "_ageing",
-                 "__weakref__")
+                 "_slots", "__weakref__")
     __hash__ = None     # type: ignore[assignment]
 
     def __init__(self, ageing: bool = True) -> None:
@@ -164,6 +177,8 @@ class KeyTableReference:
         self._peak = 0          # the most keys since the last shrink (its "capacity")
         self._mods = 0
         self._ageing = bool(ageing)
+        # slot -> {key: None} in insertion order (a slot without keys has no entry); None: off
+        self._slots: dict[int, dict[bytes, None]] | None = None
 
     @classmethod
     def from_dict(cls, mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
@@ -221,6 +236,11 @@ class KeyTableReference:
         self._add(key, value, _state.initial() if self._ageing else 0)
 
     def _add(self, key: Any, value: Any, age: int) -> None:
+        if self._slots is not None:
+            if not isinstance(key, bytes):
+                raise TypeError("a KeyTable that tracks slots takes bytes keys, not "
+                                f"{type(key).__name__}")
+            self._slots.setdefault(key_hash_slot_reference(key), {})[key] = None
         self._pos[key] = len(self._keys)
         self._keys.append(key)
         self._vals.append(value)
@@ -234,6 +254,13 @@ class KeyTableReference:
 
     def _remove(self, i: int) -> Any:
         value = self._vals[i]
+        if self._slots is not None:
+            key = self._keys[i]
+            slot = key_hash_slot_reference(key)
+            keys = self._slots[slot]
+            del keys[key]
+            if not keys:
+                del self._slots[slot]
         self._keys[i] = _HOLE
         self._vals[i] = None
         self._holes += 1
@@ -285,10 +312,14 @@ class KeyTableReference:
         self._keys, self._vals, self._ages = [], [], []
         self._holes = self._peak = 0
         self._mods += 1
+        if self._slots is not None:
+            self._slots = {}
 
     def copy(self) -> KeyTableReference:
-        """A copy, ages included."""
+        """A copy, ages included (and the per-slot index, when this one has it)."""
         c = type(self)(self._ageing)
+        if self._slots is not None:
+            c._slots = {}
         for k, i in self._pos.items():
             c._add(k, self._vals[i], self._ages[i])
         return c
@@ -396,6 +427,46 @@ class KeyTableReference:
         self._compact()
         self._peak = len(self._pos)
         return True
+
+    # -- the per-slot index (cluster) ---------------------------------------------------------
+    def track_slots(self) -> None:
+        """Keep each hash slot's keys and count from now on, the keys present indexed (in their
+        order: newest last in, first out); nothing if it does already. Bytes keys only:
+        TypeError, nothing changed, when one is not."""
+        if self._slots is not None:
+            return
+        for k in self._pos:
+            if not isinstance(k, bytes):
+                raise TypeError(f"track_slots: a key is not bytes but {type(k).__name__}")
+        slots: dict[int, dict[bytes, None]] = {}
+        for k in self._pos:
+            slots.setdefault(key_hash_slot_reference(k), {})[k] = None
+        self._slots = slots
+
+    @property
+    def tracks_slots(self) -> bool:
+        """Whether the table keeps its per-slot index (:meth:`track_slots`)."""
+        return self._slots is not None
+
+    def _slot_arg(self, slot: int) -> dict[bytes, None]:
+        if self._slots is None:
+            raise RuntimeError("the KeyTable does not track slots (track_slots())")
+        slot = operator.index(slot)
+        if not 0 <= slot < CLUSTER_SLOTS:
+            raise ValueError("slot out of range: 0 <= slot < 16384")
+        return self._slots.get(slot, {})
+
+    def slot_count(self, slot: int) -> int:
+        """How many keys hash to ``slot`` (CLUSTER COUNTKEYSINSLOT), O(1)."""
+        return len(self._slot_arg(slot))
+
+    def slot_keys(self, slot: int, count: int) -> list[bytes]:
+        """Up to ``count`` keys of ``slot``, newest first (CLUSTER GETKEYSINSLOT), O(count)."""
+        keys = self._slot_arg(slot)
+        count = operator.index(count)
+        if count < 0:
+            raise ValueError("count is >= 0")
+        return list(islice(reversed(keys), min(count, len(keys))))
 
     def _stats(self) -> dict[str, int]:
         return {"used": len(self._pos), "entries": len(self._keys),

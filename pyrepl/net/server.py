@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyrepl.commands  # noqa: F401  (fills the command table)
 from pyrepl import memacct, native
+from pyrepl.cluster.nodes_conf import NodesConfError
 from pyrepl.commands.table import Command
 from pyrepl.config import Config
-from pyrepl.core import dispatch
+from pyrepl.core import cluster, dispatch
 from pyrepl.core.acl_file import AclStartupError
 from pyrepl.core.acl_file import load_at_startup as load_acl_users
 from pyrepl.core.client import Client
@@ -40,6 +41,7 @@ from pyrepl.fastpath import execute
 from pyrepl.keyspace.db import Database
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFree, BackgroundFsync
+from pyrepl.net.cluster_io import ClusterBus
 from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
 from pyrepl.net.log import Logger
@@ -90,7 +92,7 @@ DEFAULT_HIGH_WATER = 64 * 1024
 # The startup banner (redisAsciiArt's logo): what it says, in the same words and places.
 BANNER = """
     pyrepl {version} (Redis {redis} compatible; {native}) {bits} bit
-    Running in standalone mode
+    Running in {mode} mode
     Port: {port}
     PID: {pid}
 
@@ -534,6 +536,7 @@ class Server:
         self.supervised = "no"
         self.pidfile = ""
         self._stop_event: asyncio.Event | None = None
+        self.bus: ClusterBus | None = None      # the cluster bus (cluster-enabled yes)
         config.on_change(self._config_changed)
 
     def _config_changed(self, name: str, value: object) -> None:
@@ -630,6 +633,9 @@ class Server:
             self.exit_code = 1
             return
         bound = self.bind_all()
+        if cfg.cluster_enabled and not self._cluster_init():
+            self.exit_code = 1
+            return
         self.banner()
         try:        # the config's `user` lines or the aclfile (ACLLoadUsersAtStartup)
             load_acl_users(core)
@@ -678,6 +684,9 @@ class Server:
             process.write_pidfile(self.pidfile, log)
         if core.replication is not None:
             core.replication.start()
+        if self.bus is not None:
+            cluster.verify_config_with_data(core)
+            await self.bus.start()
         core.refresh_oom_score()
         core.title = process.invoked_as()
         core.refresh_proc_title()
@@ -699,6 +708,37 @@ class Server:
         finally:
             cron.cancel()
             self._close_down()
+
+    def _cluster_init(self) -> bool:
+        """clusterInit: the node's cluster state from nodes.conf (or a new node), the bus
+        port bound; False (logged in Redis's words) when the server must not start."""
+        cfg = self.config
+        log = self.logger
+        port = cfg.tls_port if cfg.tls_cluster else cfg.port
+        if not cfg.cluster_port and port > 65535 - cluster.PORT_INCR:
+            log.warning("Redis port number too high. Cluster communication port is 10,000 "
+                        "port numbers higher than your Redis port. Your Redis port number "
+                        "must be 55535 or less.")
+            return False
+        if not cfg.bind:
+            log.warning("No bind address is configured, but it is required for the Cluster "
+                        "bus.")
+            return False
+        try:
+            st = cluster.start(self.core)
+        except NodesConfError as e:
+            log.warning(str(e))
+            return False
+        cport = cluster.bus_port(cfg)
+        bus = ClusterBus(self.core, st, log, cfg.bind, cport, cfg.tcp_backlog, self.flush_pending)
+        try:
+            bus.listen()
+        except OSError as e:
+            log.warning(f"Warning: {e.strerror or e}")
+            log.warning(f"Failed listening on port {cport} (cluster), aborting.")
+            return False
+        self.bus = bus
+        return True
 
     async def _load_data(self) -> bool:
         """loadDataFromDisk, a step at a time (pyrepl.core.persistence.load_steps): between
@@ -729,6 +769,8 @@ class Server:
         (``quiet``: without a word, after a fatal error that must stay the last line)."""
         log = self.logger
         self.listeners.close()
+        if self.bus is not None:
+            self.bus.close()
         for c in list(self.core.clients.values()):
             if c.transport is not None:
                 c.transport.abort()
@@ -751,12 +793,13 @@ class Server:
         port = cfg.port or cfg.tls_port
         show = cfg.always_show_logo or (not cfg.logfile and not cfg.syslog_enabled and
                                         sys.stdout.isatty())
+        mode = "cluster" if cfg.cluster_enabled else "standalone"
         if not show:
-            self.logger.notice(f"Running mode=standalone, port={port}.")
+            self.logger.notice(f"Running mode={mode}, port={port}.")
             return
         core = self.core
         self.logger.raw("notice", BANNER.format(
-            version=core.version, redis=core.redis_version, native=native.mode(),
+            version=core.version, redis=core.redis_version, native=native.mode(), mode=mode,
             bits=struct.calcsize("P") * 8, port=port, pid=os.getpid()))
 
     def bind_all(self) -> list[tuple[str, Any]]:

@@ -632,8 +632,9 @@ def test_daemonize_and_appendonly_accepted(tmp_path: Path) -> None:
     cfg = load_text(tmp_path, "daemonize yes\nappendonly yes\n")
     assert cfg.daemonize is True and cfg.appendonly is True
     assert not lookup("appendonly").noop and not lookup("daemonize").noop   # (AOF: pyrepl.aof)
-    err = load_error(tmp_path, "cluster-enabled yes\n")
-    assert "not supported" in err.reason and str(err).startswith(f"{tmp_path / 'test.conf'}:1: ")
+    assert load_text(tmp_path, "cluster-enabled yes\n").cluster_enabled is True  # (pyrepl.cluster)
+    err = load_error(tmp_path, "cluster-enabled yes\nreplicaof 127.0.0.1 6379\n")
+    assert str(err) == "replicaof directive not allowed in cluster mode"   # (as Redis refuses it)
     assert load_text(tmp_path, "tls-port 6380\n").tls_port == 6380   # (TLS: pyrepl.net.tls)
 
 

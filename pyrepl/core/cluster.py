@@ -1,0 +1,270 @@
+"""The server in cluster mode: its cluster state, what that state asks of the server, and the
+redirect step of the dispatch — the core's side of pyrepl/cluster.
+
+Theory of operation: with ``cluster-enabled yes`` the core owns a
+:class:`~pyrepl.cluster.state.ClusterState` (``core.cluster``), loaded from (or created with)
+``cluster-config-file`` at start; the I/O shell (pyrepl/net/cluster_io.py) runs its bus, its
+cron and its before-sleep. :class:`CoreClusterHost` is the state's port onto the server: the
+replication offset, the replica link's age, db 0's keys per slot, REPLICAOF's two moves,
+pub/sub, the manual failover's write pause and the file. :func:`redirect` is processCommand's
+cluster step: a command with keys (or an EXEC with queued ones) from a client that is not our
+master either runs here or gets Redis's redirect error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyrepl.cluster import redirect as routing
+from pyrepl.cluster.nodes_conf import NodesConfError, load
+from pyrepl.cluster.ports import ClusterSettings
+from pyrepl.cluster.state import ClusterState
+from pyrepl.config_rewrite import write_atomically
+
+if TYPE_CHECKING:
+    from pyrepl.commands.table import Command
+    from pyrepl.core.client import Client
+    from pyrepl.core.server import ServerCore
+
+# Client.cluster_flags
+ASKING = 1
+READONLY = 2
+
+_PUBSUBSHARD = frozenset(("ssubscribe", "sunsubscribe", "spublish"))
+PORT_INCR = 10000
+
+
+def settings(cfg: Any) -> ClusterSettings:
+    """The cluster-* directives (and what the node announces) as the state reads them
+    (deriveAnnouncedPorts: cluster-announce-*-port over the listening ports)."""
+    tls = bool(cfg.tls_cluster)
+    port = cfg.tls_port if tls else cfg.port
+    pport = cfg.port if tls else 0
+    if tls and cfg.cluster_announce_tls_port:
+        port = cfg.cluster_announce_tls_port
+    elif not tls and cfg.cluster_announce_port:
+        port = cfg.cluster_announce_port
+    if tls and cfg.cluster_announce_port:
+        pport = cfg.cluster_announce_port
+    cport = cfg.cluster_port or (cfg.tls_port if tls else cfg.port) + PORT_INCR
+    if cfg.cluster_announce_bus_port:
+        cport = cfg.cluster_announce_bus_port
+    return ClusterSettings(
+        node_timeout=cfg.cluster_node_timeout,
+        require_full_coverage=bool(cfg.cluster_require_full_coverage),
+        replica_validity_factor=cfg.cluster_replica_validity_factor,
+        migration_barrier=cfg.cluster_migration_barrier,
+        allow_replica_migration=bool(cfg.cluster_allow_replica_migration),
+        replica_no_failover=bool(cfg.cluster_replica_no_failover),
+        allow_reads_when_down=bool(cfg.cluster_allow_reads_when_down),
+        allow_pubsubshard_when_down=bool(cfg.cluster_allow_pubsubshard_when_down),
+        link_sendbuf_limit=cfg.cluster_link_sendbuf_limit,
+        announce_ip=cfg.cluster_announce_ip,
+        announce_hostname=cfg.cluster_announce_hostname,
+        preferred_endpoint_type=cfg.cluster_preferred_endpoint_type,
+        port=port, pport=pport, cport=cport, replica_priority=cfg.replica_priority,
+        repl_ping_replica_period=cfg.repl_ping_replica_period)
+
+
+def bus_port(cfg: Any) -> int:
+    """The port the bus listens on (cluster-port, else the client port + 10000)."""
+    return cfg.cluster_port or (cfg.tls_port if cfg.tls_cluster else cfg.port) + PORT_INCR
+
+
+class CoreClusterHost:
+    """The ``ClusterHost`` port, served by the core."""
+
+    def __init__(self, core: ServerCore) -> None:
+        self.core = core
+
+    def log(self, level: str, message: str) -> None:
+        getattr(self.core.log, level)(message)
+
+    def repl_offset(self) -> int:
+        """master_repl_offset on a master, replicationGetSlaveOffset on a replica."""
+        repl = self.core.replication
+        if repl is None:
+            return 0
+        side = repl.replica
+        if side.master_host is None:
+            return repl.master_repl_offset
+        ref = side.stream.master or side.stream.cached
+        return max(0, ref.reploff) if ref is not None else 0
+
+    def replica_data_age_ms(self) -> int:
+        repl = self.core.replication
+        now = self.core.now_ms
+        if repl is None:
+            return 0
+        side = repl.replica
+        ms = side.stream.master
+        if side.link_up() and ms is not None:
+            return (now // 1000 - ms.client.last_interaction_ms // 1000) * 1000
+        return (now // 1000 - side.down_since_ms // 1000) * 1000
+
+    def following(self) -> bool:
+        repl = self.core.replication
+        return repl is not None and repl.replica.master_host is not None
+
+    def count_keys_in_slot(self, slot: int) -> int:
+        return self.core.dbs[0].count_keys_in_slot(slot)
+
+    def del_keys_in_slot(self, slot: int) -> int:
+        """delKeysInSlot, each deletion propagated (as Redis 7.2 does: a replica of this
+        master must not keep keys of a slot its master lost)."""
+        core = self.core
+        db = core.dbs[0]
+        keys = db.keys_in_slot(slot, db.count_keys_in_slot(slot))
+        for key in keys:
+            if db.delete(key):
+                core.propagate_internal(0, [b"DEL", key])
+        return len(keys)
+
+    def set_master(self, ip: str, port: int) -> None:
+        repl = self.core.replication
+        if repl is not None:
+            repl.replica.set_master(ip, port)
+
+    def unset_master(self) -> None:
+        repl = self.core.replication
+        if repl is not None and repl.replica.master_host is not None:
+            repl.replica.unset_master()
+
+    def empty_data(self) -> None:
+        for db in self.core.dbs:
+            db.flush()
+
+    def pause_writes(self, until_ms: int) -> None:
+        from pyrepl.core.pause import WRITE
+        self.core.pause.start(WRITE, until_ms, "failover")
+        self.core.refresh_gate()
+
+    def unpause_writes(self) -> None:
+        self.core.pause.stop("failover")
+        self.core.refresh_gate()
+
+    def publish(self, channel: bytes, message: bytes, sharded: bool) -> None:
+        self.core.pubsub.publish(channel, message, sharded)
+
+    def subscriptions(self, sharded: bool) -> int:
+        ps = self.core.pubsub
+        if sharded:
+            return len(ps.shard_channels)
+        return len(ps.channels) + len(ps.patterns)
+
+    def remove_channels_in_slot(self, slot: int) -> None:
+        self.core.pubsub.remove_shard_channels_in_slot(slot)
+
+    def save_config(self, text: str, fsync: bool) -> bool:
+        """clusterSaveConfigOrDie: a node that cannot keep its nodes.conf stops."""
+        err = save_nodes_conf(self.core, text)
+        if err:
+            self.core.log.warning("Fatal: can't update cluster config file.")
+            self.core.host.exit_now(1)
+            return False
+        return True
+
+
+def config_path(core: ServerCore) -> str:
+    return core.config.in_dir(core.config.cluster_config_file)
+
+
+def save_nodes_conf(core: ServerCore, text: str) -> str:
+    """nodes.conf written atomically (a temporary file, fsync, rename); "" or the error."""
+    try:
+        write_atomically(config_path(core), text.encode())
+    except OSError as e:
+        return e.strerror or str(e)
+    return ""
+
+
+def start(core: ServerCore) -> ClusterState:
+    """clusterInit: the state, from nodes.conf when there is one (a corrupt one stops the
+    start: NodesConfError with Redis's words), else a new node saved at once."""
+    core.dbs[0].track_slots()     # (db 0's keys indexed by slot: slotToKeyInit)
+    st = ClusterState(CoreClusterHost(core), settings(core.config), core.now_ms)
+    path = config_path(core)
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        text = ""
+    if load(text, st, core.now_ms):
+        st.sync_ports()
+    else:
+        core.log.notice(f"No cluster configuration found, I'm {st.myself.name}")
+        st.save_config(True)
+    core.cluster = st
+    core.refresh_gate()
+    return st
+
+
+def verify_config_with_data(core: ServerCore) -> None:
+    """verifyClusterConfigWithData: a master's keys in a slot that is not its own make the
+    slot its own (unassigned) or an importing one (someone else's)."""
+    st = core.cluster
+    assert st is not None
+    if st.myself.is_replica:
+        return
+    db = core.dbs[0]
+    update = False
+    for j in range(len(st.slots)):
+        if not db.count_keys_in_slot(j):
+            continue
+        if st.slots[j] is st.myself or j in st.importing:
+            continue
+        update = True
+        owner = st.slots[j]
+        if owner is None:
+            core.log.warning(f"I have keys for unassigned slot {j}. Taking responsibility "
+                             "for it.")
+            st.add_slot(st.myself, j)
+        else:
+            core.log.warning(f"I have keys for slot {j}, but the slot is assigned to "
+                             "another node. Setting it to importing state.")
+            st.importing[j] = owner
+    if update:
+        st.save_config(True)
+
+
+__all__ = ["ASKING", "READONLY", "NodesConfError", "bus_port", "redirect", "settings", "start",
+           "verify_config_with_data"]
+
+
+def _keys(cmd: Command, argv: list[bytes]) -> list[bytes]:
+    return [argv[i] for i in cmd.key_positions(argv) if i < len(argv)]
+
+
+def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
+    """processCommand's cluster step: None when the command runs here, else the error to
+    answer with (the caller rejects the command; a refused EXEC discards the transaction)."""
+    st = core.cluster
+    assert st is not None
+    asking = bool(c.cluster_flags & ASKING)
+    if not c.in_multi and cmd.name != "asking":
+        c.cluster_flags &= ~ASKING       # (resetClient: ASKING lasts one command)
+    if c.kind == "master" or c.must_obey():
+        return None
+    is_exec = cmd.name == "exec"
+    if is_exec:
+        if not c.in_multi:
+            return None
+        queued = c.multi_queue
+        keys = [k for q, a in queued for k in _keys(q, a)]
+        write = any(q.write for q, _ in queued)
+    else:
+        if cmd.first_key == 0 and cmd.keys_fn is None:
+            return None
+        keys = _keys(cmd, argv)
+        write = cmd.write
+    db0 = core.dbs[0]
+    code, node, slot = routing.route(
+        st, keys, write=write, asking=asking or "asking" in cmd.flags,
+        readonly=bool(c.cluster_flags & READONLY), pubsubshard=cmd.name in _PUBSUBSHARD,
+        migrate=cmd.name == "migrate",
+        exists=lambda k: k in db0.data and not db0.is_expired(k))
+    if code == routing.NONE:
+        return None
+    if is_exec:
+        c.discard_transaction()
+    return routing.error_text(st, code, node, slot)
