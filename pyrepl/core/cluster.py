@@ -20,6 +20,7 @@ from pyrepl.cluster.nodes_conf import NodesConfError, load
 from pyrepl.cluster.ports import ClusterSettings
 from pyrepl.cluster.state import ClusterState
 from pyrepl.config_rewrite import write_atomically
+from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
     from pyrepl.commands.table import Command
@@ -227,8 +228,39 @@ def verify_config_with_data(core: ServerCore) -> None:
         st.save_config(True)
 
 
-__all__ = ["ASKING", "READONLY", "NodesConfError", "bus_port", "redirect", "settings", "start",
-           "verify_config_with_data"]
+def redirect_blocked(core: ServerCore) -> None:
+    """clusterRedirectBlockedClientIfNeeded, for every client blocked on keys (a list, a
+    sorted set, a stream): the cluster down, or the key's slot served elsewhere (and not
+    being imported here), unblocks it with the redirect it would get now."""
+    from pyrepl.core.blocking import KeyWait
+    from pyrepl.keyspace.hashslot import key_hash_slot
+
+    st = core.cluster
+    assert st is not None
+    me = st.myself
+    for c in list(core.blocking.clients):
+        record = c.blocked
+        if not isinstance(record, KeyWait) or not record.keys:
+            continue
+        if st.state != 0:
+            err = routing.error_text(st, routing.DOWN_STATE, None, 0)
+        else:
+            slot = key_hash_slot(record.keys[0])
+            node = st.slots[slot]
+            cmd = c.last_cmd
+            if c.cluster_flags & READONLY and cmd is not None and not cmd.write and \
+                    me.is_replica and me.master is node:
+                node = me
+            if node is me or slot in st.importing:
+                continue
+            err = routing.error_text(st, routing.DOWN_UNBOUND, None, slot) if node is None \
+                else routing.error_text(st, routing.MOVED, node, slot)
+        core.error_reply(c, err, None, rejected=False)
+        core.unblock(c, ReplyError(err))
+
+
+__all__ = ["ASKING", "READONLY", "NodesConfError", "bus_port", "redirect", "redirect_blocked",
+           "settings", "start", "verify_config_with_data"]
 
 
 def _keys(cmd: Command, argv: list[bytes]) -> list[bytes]:

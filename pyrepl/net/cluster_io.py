@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyrepl.core.cluster import redirect_blocked
 from pyrepl.net.listen import Listeners
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ class ClusterBus:
             st = self.state
             try:
                 st.cron(self.clock())
+                if self.core.blocking.clients:   # (Redis: in clientsCron, per client)
+                    redirect_blocked(self.core)
             except Exception as e:  # noqa: BLE001 - the bus must outlive a bug in one pass
                 self.log.warning(f"cluster cron failed: {e!r}")
             self.pump()

@@ -236,3 +236,33 @@ def test_garbage_and_mutated_frames_on_the_bus_port_never_take_a_node_down() -> 
         assert view() == before
         assert "Traceback" not in a.proc.log()
         wait_for(lambda: agreed(nodes), 30, what="the pair to still agree")
+
+
+def test_a_client_blocked_on_a_slot_that_moves_away_is_redirected() -> None:
+    """clusterRedirectBlockedClientIfNeeded: BLPOP on a key whose slot its node then hands to
+    another master gets -MOVED to the new owner (and the cluster being down, -CLUSTERDOWN)."""
+    with cluster(["pyrepl", "pyrepl", "pyrepl"], node_timeout=NODE_TIMEOUT) as nodes:
+        build(nodes)
+        wait_for(lambda: agreed(nodes), 60, what="the cluster to agree")
+        a, b, _ = nodes
+        key = next(f"q{i}" for i in range(10_000)
+                   if int(a.cmd("CLUSTER", "KEYSLOT", f"q{i}")) < 16384 // 3)
+        slot = int(a.cmd("CLUSTER", "KEYSLOT", key))
+        replies: list[object] = []
+
+        def blocked() -> None:
+            with a.client(timeout=30) as c:
+                try:
+                    replies.append(c.blpop([key], timeout=20))
+                except redis.RedisError as e:
+                    replies.append(e)
+        t = threading.Thread(target=blocked)
+        t.start()
+        wait_for(lambda: int(a.cmd("INFO", "clients")["blocked_clients"]) == 1, 10)
+        t0 = time.monotonic()
+        assert a.cmd("CLUSTER", "SETSLOT", slot, "NODE", b.myid()) == "OK"
+        t.join(15)
+        assert not t.is_alive()
+        assert isinstance(replies[0], redis.exceptions.MovedError), replies
+        assert (replies[0].slot_id, replies[0].port) == (slot, b.port)
+        assert time.monotonic() - t0 < 2
