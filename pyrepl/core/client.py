@@ -38,7 +38,7 @@ class Client:
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
         "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
-        "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode", "cluster_flags",
+        "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode", "cluster_flags", "cluster_slot",
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -82,6 +82,7 @@ class Client:
         self.dirty_cas = False
         self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
         self.cluster_flags = 0   # ASKING, READONLY (pyrepl.core.cluster)
+        self.cluster_slot = -1   # the slot of the running command's keys (c->slot), or -1
         self.net_in = 0
         self.net_out = 0
         self.commands = 0

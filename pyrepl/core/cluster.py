@@ -200,6 +200,34 @@ def start(core: ServerCore) -> ClusterState:
     return st
 
 
+def route_script_call(core: ServerCore, caller: Client, cmd: Command, argv: list[bytes],
+                      allow_cross_slot: bool) -> str | None:
+    """scriptVerifyClusterState's checks for a script's command (the error text, or None);
+    the first key touched sets the caller's slot when its own command declared none."""
+    st = core.cluster
+    assert st is not None
+    keys = _keys(cmd, argv) if cmd.first_key or cmd.keys_fn is not None else []
+    db0 = core.dbs[0]
+    code, node, slot = routing.route(
+        st, keys, write=cmd.write, asking=bool(caller.cluster_flags & ASKING),
+        readonly=bool(caller.cluster_flags & READONLY), pubsubshard=cmd.name in _PUBSUBSHARD,
+        migrate=cmd.name == "migrate",
+        exists=lambda k: k in db0.data and not db0.is_expired(k))
+    if code != routing.NONE or node is not st.myself:
+        if code == routing.DOWN_RO_STATE:
+            return "Script attempted to execute a write command while the cluster is down " \
+                "and readonly"
+        if code == routing.DOWN_STATE:
+            return "Script attempted to execute a command while the cluster is down"
+        return "Script attempted to access a non local key in a cluster node"
+    if keys and not allow_cross_slot:
+        if caller.cluster_slot == -1:
+            caller.cluster_slot = slot
+        elif caller.cluster_slot != slot:
+            return "Script attempted to access keys that do not hash to the same slot"
+    return None
+
+
 def verify_config_with_data(core: ServerCore) -> None:
     """verifyClusterConfigWithData: a master's keys in a slot that is not its own make the
     slot its own (unassigned) or an importing one (someone else's)."""
@@ -260,7 +288,7 @@ def redirect_blocked(core: ServerCore) -> None:
 
 
 __all__ = ["ASKING", "READONLY", "NodesConfError", "bus_port", "redirect", "redirect_blocked",
-           "settings", "start", "verify_config_with_data"]
+           "route_script_call", "settings", "start", "verify_config_with_data"]
 
 
 def _keys(cmd: Command, argv: list[bytes]) -> list[bytes]:
@@ -275,6 +303,7 @@ def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> st
     asking = bool(c.cluster_flags & ASKING)
     if not c.in_multi and cmd.name != "asking":
         c.cluster_flags &= ~ASKING       # (resetClient: ASKING lasts one command)
+    c.cluster_slot = -1                  # (c->slot: the slot of the command's keys, if any)
     if c.kind == "master" or c.must_obey():
         return None
     is_exec = cmd.name == "exec"
@@ -296,6 +325,8 @@ def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> st
         migrate=cmd.name == "migrate",
         exists=lambda k: k in db0.data and not db0.is_expired(k))
     if code == routing.NONE:
+        if keys:
+            c.cluster_slot = slot
         return None
     if is_exec:
         c.discard_transaction()

@@ -83,19 +83,21 @@ static PyObject *str_ctx, *str_client, *str_proto, *str_run_call, *str_text, *st
 /* bind_call()'s: what run_call's common case reads, for call_common. */
 /* RunContext's fields, every one (evalsha makes it: new_ctx) */
 enum { X_CALLER, X_SHA, X_READ_ONLY, X_ALLOW_OOM, X_OOM, X_START_NS, X_WRITE_DIRTY,
-       X_REPL_FLAGS, X_RESP, X_TIMEDOUT, X_KILLED, X_EVAL_MODE, X_ARGV, X_N };
+       X_REPL_FLAGS, X_RESP, X_TIMEDOUT, X_KILLED, X_EVAL_MODE, X_ARGV, X_ALLOW_CROSS_SLOT,
+       X_N };
 static const char *const ctx_names[X_N] = {"caller", "sha", "read_only", "allow_oom", "oom",
                                            "start_ns", "write_dirty", "repl_flags", "resp",
-                                           "timedout", "killed", "eval_mode", "argv"};
+                                           "timedout", "killed", "eval_mode", "argv",
+                                           "allow_cross_slot"};
 static PyObject *propagate_all_obj;
 enum { C_RESTRICTED, C_CORE, C_LDB_MODE, C_DB, C_USER, C_IN_MULTI, C_PROTO, C_PROPAGATE_ARGV,
        C_OUT, C_N };
 static const char *const client_names[C_N] = {"restricted", "core", "ldb_mode", "db", "user",
                                               "in_multi", "proto", "propagate_argv", "out"};
 /* and what evalsha reads: the core's, a script's, a Lua state's (LuaVM) */
-enum { K_EXPIRY_DELETES, K_MAXMEMORY, K_CLOCK_NS, K_CONFIG, K_MONITORS, K_N };
+enum { K_EXPIRY_DELETES, K_MAXMEMORY, K_CLOCK_NS, K_CONFIG, K_MONITORS, K_GATED, K_N };
 static const char *const core_names[K_N] = {"expiry_deletes", "maxmemory", "clock_ns", "config",
-                                            "monitors"};
+                                            "monitors", "gated"};
 /* core.scripts: the engine, a slot unset until the first script (so not in core_names, whose
    slots must all be set) */
 static const char *const core_engine_names[1] = {"scripts"};
@@ -583,7 +585,9 @@ call_common(state *st, PyObject *ctx, PyObject *argv)
     PyObject *core = engine_attr(st->engine, E_CORE, str_core);
     if (core == NULL)
         return NULL;
-    PyObject *master = Py_TYPE(core) == core_type ? K(core, K_EXPIRY_DELETES) : NULL;
+    /* a master, not gated (cluster mode keeps the gate up: its checks are run_call's) */
+    PyObject *master = Py_TYPE(core) == core_type && K(core, K_GATED) == Py_False
+        ? K(core, K_EXPIRY_DELETES) : NULL;
     PyObject *client = master != Py_True ? NULL
                                          : engine_attr(st->engine, E_CLIENT, str_client);
     if (client != NULL && (Py_TYPE(client) != client_type ||
@@ -1139,7 +1143,7 @@ new_ctx(PyObject *c, PyObject *sha, PyObject *ro, PyObject *start)
         return NULL;
     }
     PyObject *values[X_N] = {c, sha, ro, Py_False, Py_False, start, Py_False, propagate_all_obj,
-                             proto2, Py_False, Py_False, Py_True, Py_None};
+                             proto2, Py_False, Py_False, Py_True, Py_None, Py_True};
     for (int i = 0; i < X_N; i++)
         slot_put(ctx, ctx_off[i], values[i]);
     Py_DECREF(start);

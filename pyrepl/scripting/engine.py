@@ -129,6 +129,9 @@ class RunContext:
     killed: bool = False
     eval_mode: bool = True           # SCRIPT_EVAL_MODE: EVAL*, not FCALL*
     argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
+    # SCRIPT_ALLOW_CROSS_SLOT: a script without a shebang, or flagged allow-cross-slot-keys,
+    # may touch keys of several (local) slots in cluster mode
+    allow_cross_slot: bool = True
 
 
 @dataclass(slots=True)
@@ -432,6 +435,8 @@ class ScriptEngine:
             return RunContext(c, name, ro, False, self._oom(), core.clock_ns())
         cfg = core.config
         obey = c.must_obey()
+        if flags & sc.NO_CLUSTER and core.cluster is not None:
+            raise ReplyError("ERR Can not run script on cluster, 'no-cluster' flag is set.")
         replica = self._replica_state()[0]
         if not flags & sc.ALLOW_STALE and self._stale_replica():
             raise ReplyError("MASTERDOWN Link with MASTER is down, replica-serve-stale-data "
@@ -456,7 +461,8 @@ class ScriptEngine:
             raise ReplyError("OOM allow-oom flag is not set on the script, can not run it "
                              "when used memory > 'maxmemory'")
         return RunContext(c, name, ro or bool(flags & sc.NO_WRITES), bool(flags & sc.ALLOW_OOM),
-                          oom, core.clock_ns())
+                          oom, core.clock_ns(),
+                          allow_cross_slot=bool(flags & sc.ALLOW_CROSS_SLOT))
 
     def eval(self, c: Any, argv: list[bytes], evalsha: bool, ro: bool) -> object:
         """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (evalGenericCommand); a client that asked
@@ -731,7 +737,7 @@ class ScriptEngine:
         if ctx.read_only and (write or "may-replicate" in flags):
             return "Write commands are not allowed from read-only scripts."
         if not write:
-            return None
+            return self._cluster_check(ctx, cmd, argv)
         obey = ctx.caller.must_obey()
         if not ctx.write_dirty:
             repl = core.replication
@@ -745,7 +751,19 @@ class ScriptEngine:
             if (not ctx.allow_oom and ctx.oom and not obey and "denyoom" in flags):
                 return "-" + OOM_ERR
         ctx.write_dirty = True
-        return None
+        return self._cluster_check(ctx, cmd, argv)
+
+    def _cluster_check(self, ctx: RunContext, cmd: Any, argv: list[bytes]) -> str | None:
+        """scriptVerifyClusterState: in cluster mode a script's command must be one this node
+        serves (the caller's ASKING / READONLY apply), and, unless the script may cross
+        slots, every key it touches in the slot of the first (or of the keys the caller
+        declared)."""
+        core = self.core
+        caller = ctx.caller
+        if core.cluster is None or caller.must_obey():
+            return None
+        from pyrepl.core.cluster import route_script_call
+        return route_script_call(core, caller, cmd, argv, ctx.allow_cross_slot)
 
     def _pcall(self, *args: Any) -> Any:
         """redis.pcall: the reply, or the error as a table {err=...}."""

@@ -266,3 +266,63 @@ def test_a_client_blocked_on_a_slot_that_moves_away_is_redirected() -> None:
         assert isinstance(replies[0], redis.exceptions.MovedError), replies
         assert (replies[0].slot_id, replies[0].port) == (slot, b.port)
         assert time.monotonic() - t0 < 2
+
+
+def test_scripts_in_cluster_mode_answer_as_redis_nodes_do() -> None:
+    """scriptVerifyClusterState and the no-cluster flag, on a pyrepl and a redis-server node
+    of one cluster, each running the same scripts on keys of its own slots and of the
+    other's: the same replies and the same error texts."""
+    with cluster(["pyrepl", "redis"], node_timeout=NODE_TIMEOUT) as nodes:
+        build(nodes)
+        wait_for(lambda: agreed(nodes), 60, what="the pair to agree")
+
+        def keys_of(n: Node, count: int, tag: bool) -> list[str]:
+            """``count`` keys served by ``n``: of one slot ({tag}), or of several."""
+            out: list[str] = []
+            i = 0
+            while len(out) < count:
+                k = f"{{t{i}}}" if tag else f"k{i}"
+                i += 1
+                owned = n.cmd("CLUSTER", "KEYSLOT", k)
+                mine = n.owners()[n.myid()]
+                if any(a <= int(owned) <= b for a, b in mine):
+                    out.append(k if not tag else k + "a")
+                    if tag:
+                        out.append(k + "b")
+            return out[:count]
+
+        def run(n: Node, script: str, keys: list[str]) -> object:
+            with n.client() as c:
+                try:
+                    return c.eval(script, len(keys), *keys)
+                except redis.ResponseError as e:     # (without the script's sha and line)
+                    return f"ERR: {e}".split(" script: ")[0]
+
+        answers = []
+        for n in nodes:
+            other = nodes[1] if n is nodes[0] else nodes[0]
+            local = keys_of(n, 2, tag=False)           # two keys of two of n's slots
+            remote = keys_of(other, 1, tag=False)
+            n.cmd("SET", local[0], "v0")
+            n.cmd("SET", local[1], "v1")
+            answers.append([
+                # no shebang: local keys of any slots
+                run(n, "return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}",
+                    local),                 # (declared keys of two slots: CROSSSLOT)
+                run(n, f"return redis.call('get', '{local[0]}')", []),
+                run(n, f"return redis.call('get', '{remote[0]}')", []),
+                # a shebang: one slot only, unless allowed
+                run(n, f"#!lua\nreturn {{redis.call('get', '{local[0]}'), "
+                       f"redis.call('get', '{local[1]}')}}", []),
+                run(n, f"#!lua flags=allow-cross-slot-keys\nreturn {{redis.call('get', "
+                       f"'{local[0]}'), redis.call('get', '{local[1]}')}}", []),
+                run(n, "#!lua flags=no-cluster\nreturn 1", []),
+            ])
+        py, rd = answers
+        assert py == rd, (py, rd)
+        assert py[0] == "ERR: Keys in request don't hash to the same slot"
+        assert py[1] == "v0"
+        assert py[2] == "ERR: Script attempted to access a non local key in a cluster node"
+        assert py[3] == "ERR: Script attempted to access keys that do not hash to the same slot"
+        assert py[4] == ["v0", "v1"]
+        assert py[5] == "ERR: Can not run script on cluster, 'no-cluster' flag is set."
