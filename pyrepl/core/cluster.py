@@ -207,12 +207,8 @@ def route_script_call(core: ServerCore, caller: Client, cmd: Command, argv: list
     st = core.cluster
     assert st is not None
     keys = _keys(cmd, argv) if cmd.first_key or cmd.keys_fn is not None else []
-    db0 = core.dbs[0]
-    code, node, slot = routing.route(
-        st, keys, write=cmd.write, asking=bool(caller.cluster_flags & ASKING),
-        readonly=bool(caller.cluster_flags & READONLY), pubsubshard=cmd.name in _PUBSUBSHARD,
-        migrate=cmd.name == "migrate",
-        exists=lambda k: k in db0.data and not db0.is_expired(k))
+    code, node, slot = _route(core, caller, cmd, keys, cmd.write,
+                              bool(caller.cluster_flags & ASKING))
     if code != routing.NONE or node is not st.myself:
         if code == routing.DOWN_RO_STATE:
             return "Script attempted to execute a write command while the cluster is down " \
@@ -295,6 +291,19 @@ def _keys(cmd: Command, argv: list[bytes]) -> list[bytes]:
     return [argv[i] for i in cmd.key_positions(argv) if i < len(argv)]
 
 
+def _route(core: ServerCore, c: Client, cmd: Command, keys: list[bytes], write: bool,
+           asking: bool) -> tuple[int, Any, int]:
+    """getNodeByQuery for ``keys`` on behalf of client ``c`` (its READONLY flag; db 0's
+    keys, an expired one missing, as lookupKeyReadWithFlags(NOEXPIRE) sees them)."""
+    st = core.cluster
+    assert st is not None
+    db0 = core.dbs[0]
+    return routing.route(
+        st, keys, write=write, asking=asking, readonly=bool(c.cluster_flags & READONLY),
+        pubsubshard=cmd.name in _PUBSUBSHARD, migrate=cmd.name == "migrate",
+        exists=lambda k: k in db0.data and not db0.is_expired(k))
+
+
 def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
     """processCommand's cluster step: None when the command runs here, else the error to
     answer with (the caller rejects the command; a refused EXEC discards the transaction)."""
@@ -318,12 +327,7 @@ def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> st
             return None
         keys = _keys(cmd, argv)
         write = cmd.write
-    db0 = core.dbs[0]
-    code, node, slot = routing.route(
-        st, keys, write=write, asking=asking or "asking" in cmd.flags,
-        readonly=bool(c.cluster_flags & READONLY), pubsubshard=cmd.name in _PUBSUBSHARD,
-        migrate=cmd.name == "migrate",
-        exists=lambda k: k in db0.data and not db0.is_expired(k))
+    code, node, slot = _route(core, c, cmd, keys, write, asking or "asking" in cmd.flags)
     if code == routing.NONE:
         if keys:
             c.cluster_slot = slot
