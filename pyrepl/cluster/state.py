@@ -571,7 +571,6 @@ class ClusterState:
                     self.host.publish(msg.channel, msg.message, sharded)
         elif t == wire.FAILOVER_AUTH_REQUEST:
             if sender is not None:
-                from pyrepl.cluster import failover
                 failover.vote_if_needed(self, sender, msg)
         elif t == wire.FAILOVER_AUTH_ACK:
             if sender is not None and sender.is_master and sender.numslots > 0 and \
@@ -580,7 +579,6 @@ class ClusterState:
                 self.do_before_sleep(TODO_HANDLE_FAILOVER)
         elif t == wire.MFSTART:
             if sender is not None and sender.master is self.myself:
-                from pyrepl.cluster import failover
                 failover.master_start_manual(self, sender)
                 self.send_ping(link, wire.PING)
         elif t == wire.UPDATE:
@@ -888,7 +886,6 @@ class ClusterState:
         me.master = n
         n.add_replica(me)
         self.host.set_master(n.ip, n.port)
-        from pyrepl.cluster import failover
         failover.reset_manual(self)
 
     # -- failure detection -----------------------------------------------------------------
@@ -1015,7 +1012,6 @@ class ClusterState:
                 self.log("debug", f"*** NODE {node.name} possibly failing")
                 node.flags |= PFAIL
                 update_state = True
-        from pyrepl.cluster import failover
         if me.is_replica and me.master is not None and me.master.has_addr and \
                 not self.host.following():
             self.host.set_master(me.master.ip, me.master.port)
@@ -1044,7 +1040,6 @@ class ClusterState:
         """clusterBeforeSleep: what the events since the last call made due."""
         self.now = now
         flags, self.todo = self.todo, 0
-        from pyrepl.cluster import failover
         if flags & TODO_HANDLE_MANUALFAILOVER:
             if self.myself.is_replica:
                 failover.handle_manual(self)
@@ -1115,7 +1110,6 @@ class ClusterState:
             self.host.unset_master()
             self.host.empty_data()
         self.close_all_slots()
-        from pyrepl.cluster import failover
         failover.reset_manual(self)
         for j in range(CLUSTER_SLOTS):
             self.del_slot(j)
@@ -1147,3 +1141,7 @@ def bitmap_slots(bitmap: bytes) -> list[int]:
         else:
             out.extend(base + j for j in range(8) if b & (1 << j))
     return out
+
+
+# (the failover half reads this module's names: imported once they exist)
+from pyrepl.cluster import failover  # noqa: E402

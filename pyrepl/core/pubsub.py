@@ -134,7 +134,7 @@ class PubSub:
         for ch in [ch for ch in self.shard_channels if key_hash_slot(ch) == slot]:
             for c in list(self.shard_channels.get(ch, ())):
                 self.unsubscribe(c, [ch], shard=True)
-                if not c.out or len(c.out) == 1:
+                if len(c.out) == 1:     # (its first output since the last flush)
                     self.core.pending_flush.append(c)
 
     def punsubscribe(self, c: Client, patterns: list[bytes], notify: bool = True) -> int:
