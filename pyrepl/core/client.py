@@ -29,6 +29,11 @@ REPLY_SET = 4
 REPLY_RUNNING = 8     # (ServerCore.execute_quietly is running the client's command)
 
 
+# Client.cluster_flags (Redis's CLIENT_ASKING, CLIENT_READONLY: pyrepl.core.cluster)
+CLUSTER_ASKING = 1
+CLUSTER_READONLY = 2
+
+
 class Client:
     __slots__ = (
         "id", "core", "db", "proto", "name", "lib_name", "lib_ver", "authenticated", "user",
@@ -81,7 +86,7 @@ class Client:
         self.watched: list[list[Any]] = []
         self.dirty_cas = False
         self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
-        self.cluster_flags = 0   # ASKING, READONLY (pyrepl.core.cluster)
+        self.cluster_flags = 0   # CLUSTER_ASKING | CLUSTER_READONLY (pyrepl.core.cluster)
         self.cluster_slot = -1   # the slot of the running command's keys (c->slot), or -1
         self.net_in = 0
         self.net_out = 0
@@ -262,7 +267,7 @@ class Client:
             flags += "t" + ("R" if self.tracking & 64 else "") + ("B" if self.tracking & 2 else "")
         if self.unix_socket:
             flags += "U"
-        if self.cluster_flags & 2:     # READONLY (pyrepl.core.cluster)
+        if self.cluster_flags & CLUSTER_READONLY:
             flags += "r"
         if self.no_evict:
             flags += "e"

@@ -20,6 +20,8 @@ from pyrepl.cluster.nodes_conf import NodesConfError, load
 from pyrepl.cluster.ports import ClusterSettings
 from pyrepl.cluster.state import ClusterState
 from pyrepl.config_rewrite import write_atomically
+from pyrepl.core.client import CLUSTER_ASKING as ASKING
+from pyrepl.core.client import CLUSTER_READONLY as READONLY
 from pyrepl.resp.types import ReplyError
 
 if TYPE_CHECKING:
@@ -27,9 +29,6 @@ if TYPE_CHECKING:
     from pyrepl.core.client import Client
     from pyrepl.core.server import ServerCore
 
-# Client.cluster_flags
-ASKING = 1
-READONLY = 2
 
 _PUBSUBSHARD = frozenset(("ssubscribe", "sunsubscribe", "spublish"))
 PORT_INCR = 10000
