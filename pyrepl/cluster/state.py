@@ -107,6 +107,9 @@ class ClusterState:
         self.stats_sent = [0] * wire.TYPE_COUNT
         self.stats_received = [0] * wire.TYPE_COUNT
         self.stats_pfail_nodes = 0
+        # DEBUG DROP-CLUSTER-PACKET-FILTER: messages of this type are dropped on receipt (-1:
+        # none; server.cluster_drop_packet_filter)
+        self.drop_packet_filter = -1
         self.links_buffer_limit_exceeded = 0
         self.pings_sent = 0
         self.iteration = 0
@@ -361,6 +364,15 @@ class ClusterState:
             elif node.inbound_link is link:
                 node.inbound_link = None
 
+    def kill_links(self, node: ClusterNode, direction: str) -> None:
+        """DEBUG CLUSTERLINK KILL: the node's outbound link (``to``), inbound link
+        (``from``) or both (``all``) freed; the cron reconnects."""
+        for link in ((node.link,) if direction == "to" else (node.inbound_link,)
+                     if direction == "from" else (node.link, node.inbound_link)):
+            if link is not None:
+                self.free_link(link)
+        self.do_before_sleep(0)      # (the shell closes the sockets at its next pump)
+
     def _new_outbound(self, node: ClusterNode) -> Link:
         link = Link(node, self.now)
         node.link = link
@@ -529,6 +541,9 @@ class ClusterState:
             mtype = int.from_bytes(frame[12:14], "big")
             if mtype < wire.TYPE_COUNT:
                 self.stats_received[mtype] += 1
+            if mtype == self.drop_packet_filter:
+                self.log("warning", "Dropping packet that matches debug drop filter")
+                return True
         try:
             msg = wire.decode(frame)
         except BusError as e:

@@ -767,14 +767,23 @@ def debug(c: Any, argv: list[bytes]) -> object:
     if sub == b"set-disable-deny-scripts" and len(argv) == 3:
         core.script_disable_deny_script = _atoi(argv[2]) != 0
         return OK
+    if sub == b"drop-cluster-packet-filter" and len(argv) == 3:
+        packet_type = parse_int(argv[2])
+        if core.cluster is not None:
+            core.cluster.drop_packet_filter = packet_type
+        return OK
+    if sub == b"clusterlink" and len(argv) == 5 and argv[2].lower() == b"kill":
+        return _debug_clusterlink_kill(core, argv[3], argv[4])
     if sub == b"help":
         return [Status(s) for s in (
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "AOF-FLUSH-SLEEP <microsec>", "    Server will sleep before flushing the AOF, this is used for testing.",
+            "CLUSTERLINK KILL <to|from|all> <node-id>", "    Kills the link based on the direction to/from (both) with the provided node.",
             "CONFIG-REWRITE-FORCE-ALL", "    Like CONFIG REWRITE but writes all configuration options, including",
             "    keywords not listed in original configuration file or default values.",
             "DIGEST", "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]", "    Output a hex signature of the values of all the specified keys.",
+            "DROP-CLUSTER-PACKET-FILTER <packet-type>", "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
             "ERROR <string>", "    Return a Redis protocol error with <string> as message. Useful for clients",
             "    unit tests to simulate Redis errors.",
             "LOADAOF", "    Flush the AOF buffers on disk and reload the AOF in memory.",
@@ -799,6 +808,22 @@ def debug(c: Any, argv: list[bytes]) -> object:
             "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
         )]
     raise subcommand_error(argv)
+
+
+def _debug_clusterlink_kill(core: Any, direction: bytes, name: bytes) -> object:
+    """DEBUG CLUSTERLINK KILL <to|from|all> <node-id>: a bus link to / from a node dropped
+    (freeClusterLink), as Redis's tests do to break a link for a moment."""
+    st = core.cluster
+    if st is None:
+        raise ReplyError("ERR Debug option only available for cluster mode enabled setup!")
+    node = st.lookup(name)
+    if node is None:
+        raise ReplyError(f"ERR Unknown node {name.decode('utf-8', 'replace')}")
+    way = direction.lower()
+    if way not in (b"to", b"from", b"all"):
+        raise ReplyError(f"ERR Unknown direction {direction.decode('utf-8', 'replace')}")
+    st.kill_links(node, way.decode())
+    return OK
 
 
 def _debug_reload(core: Any, argv: list[bytes]) -> object:

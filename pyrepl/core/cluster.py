@@ -66,6 +66,22 @@ def settings(cfg: Any) -> ClusterSettings:
         repl_ping_replica_period=cfg.repl_ping_replica_period)
 
 
+# the directives besides cluster-* that settings() reads
+_SETTINGS_DIRECTIVES = frozenset(("port", "tls-port", "tls-cluster", "replica-priority",
+                                  "repl-ping-replica-period"))
+
+
+def config_changed(core: ServerCore, name: str) -> None:
+    """A CONFIG SET of a directive the cluster state reads: the state gets new settings,
+    and myself's announced ports, hostname and flags follow at once, as Redis's apply
+    functions do (updateClusterAnnouncedPort, clusterUpdateMyselfHostname, ...)."""
+    st = core.cluster
+    if st is None or not (name.startswith("cluster-") or name in _SETTINGS_DIRECTIVES):
+        return
+    st.cfg = settings(core.config)
+    st.sync_ports()
+
+
 def bus_port(cfg: Any) -> int:
     """The port the bus listens on (cluster-port, else the client port + 10000)."""
     return cfg.cluster_port or (cfg.tls_port if cfg.tls_cluster else cfg.port) + PORT_INCR
@@ -195,6 +211,7 @@ def start(core: ServerCore) -> ClusterState:
         core.log.notice(f"No cluster configuration found, I'm {st.myself.name}")
         st.save_config(True)
     core.cluster = st
+    core.config.on_change(lambda name, _value: config_changed(core, name))
     core.refresh_gate()
     return st
 

@@ -285,3 +285,43 @@ def test_replica_flags_in_pongs_move_a_node_under_its_master() -> None:
         r = s.nodes[net.states[3].myself.name]
         assert r.flags & SLAVE and r.master is s.nodes[net.states[0].myself.name]
         assert r in r.master.replicas
+
+
+def test_debug_drop_packet_filter_counts_the_type_and_ignores_it() -> None:
+    """DEBUG DROP-CLUSTER-PACKET-FILTER (Redis's cluster tests set it on every node, to -1 or
+    to a type): a node dropping MEETs never learns the node that meets it; -1 lets all in."""
+    net = ClusterNet(2)
+    deaf = net.states[1]
+    assert deaf.drop_packet_filter == -1
+    deaf.drop_packet_filter = wire.MEET
+    net.meet(0, 1)
+    for _ in range(30):
+        net.step()
+    assert deaf.stats_received[wire.MEET] > 0             # counted, then dropped
+    assert list(deaf.nodes) == [deaf.myself.name]
+    assert net.hosts[1].logged("Dropping packet that matches debug drop filter")
+    deaf.drop_packet_filter = -1
+    net.meet(0, 1)
+    net.run_until(lambda: knows_all(net), 10_000)
+
+
+@pytest.mark.parametrize("direction", ["to", "from", "all"])
+def test_debug_clusterlink_kill_frees_the_links_and_the_cron_makes_new_ones(
+        direction: str) -> None:
+    """DEBUG CLUSTERLINK KILL <to|from|all> (unit/cluster/links): the link goes at once, so
+    a message sent next is lost, and the cron reconnects."""
+    net = joined(2)
+    a, b = net.states
+    peer = a.nodes[b.myself.name]
+    out, inbound = peer.link, peer.inbound_link
+    assert out is not None and inbound is not None
+    a.kill_links(peer, direction)
+    gone = {"to": [out], "from": [inbound], "all": [out, inbound]}[direction]
+    for link in gone:
+        assert link.closed and link not in a.links
+    assert (peer.link is None) == (out in gone)
+    assert (peer.inbound_link is None) == (inbound in gone)
+    net.run_until(lambda: peer.link is not None and peer.inbound_link is not None and
+                  peer.link.connected, 5_000)
+    assert peer.link is not out or out not in gone
+    assert len(a.links) == 2
