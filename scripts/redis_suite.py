@@ -21,8 +21,16 @@ for ``[ok]``, ``[err]``, ``[exception]``, ``[skip]`` / ``[ignore]`` and a killed
 and not on pyrepl) is written to ``--out`` (the repository keeps the latest in
 ``tests/redis-suite/RESULTS.md``), and the raw results as JSON beside each tree.
 
-Usage: ``.venv/bin/python scripts/redis_suite.py [--kinds pyrepl,redis] [--files unit/type/incr,...]
-[--limit 900] [--out FILE]``; the default files are the issue's set (:data:`DEFAULT_FILES`).
+The cluster harness (``./runtest-cluster``, tests/cluster/tests/NN-*.tcl) runs the same way,
+one file at a time (``--single <NN-name>.tcl``, named here ``cluster/<NN-name>``), against the
+20 instances of src/redis-server that tests/instances.tcl starts per run; its lines
+(``HH:MM:SS> <test>: OK`` / ``FAILED: ...``) are parsed into the same counts, and its files
+get a table of their own.
+
+Usage: ``.venv/bin/python scripts/redis_suite.py [--kinds pyrepl,redis] [--files unit/type/incr,
+cluster/00-base,...] [--limit 900] [--cluster-limit 600] [--out FILE]``; the default files are
+tests/unit (with unit/type and unit/cluster), the non-replication integration files and the
+cluster harness's files (:func:`default_files`).
 """
 
 from __future__ import annotations
@@ -64,11 +72,30 @@ INTEGRATION = ("integration/aof", "integration/aof-multi-part", "integration/rdb
 def unit_files() -> list[str]:
     out = []
     base = os.path.join(SOURCE, "tests")
-    for sub in ("unit", os.path.join("unit", "type")):
+    for sub in ("unit", os.path.join("unit", "type"), os.path.join("unit", "cluster")):
         for name in sorted(os.listdir(os.path.join(base, sub))):
             if name.endswith(".tcl"):
                 out.append(os.path.join(sub, name[:-4]))
     return out
+
+
+# The cluster harness (``./runtest-cluster``, tests/cluster/run.tcl): each of its files is
+# named here ``cluster/<NN-name>`` (tests/cluster/tests/<NN-name>.tcl), and runs alone
+# (``--single <NN-name>.tcl``) against the harness's 20 instances of src/redis-server, all
+# started afresh per file. The harness has no port option: each kind's copy of
+# tests/instances.tcl gets its own ``::redis_base_port`` (bus ports: +10000), clear of the
+# ranges ./runtest uses above.
+CLUSTER_PREFIX = "cluster/"
+CLUSTER_BASEPORT = {"pyrepl": 50000, "redis": 52000}
+
+
+def cluster_files() -> list[str]:
+    base = os.path.join(SOURCE, "tests", "cluster", "tests")
+    return [CLUSTER_PREFIX + n[:-4] for n in sorted(os.listdir(base)) if n.endswith(".tcl")]
+
+
+def default_files() -> list[str]:
+    return unit_files() + list(INTEGRATION) + cluster_files()
 
 
 WRAPPER = """#!/bin/sh
@@ -76,6 +103,7 @@ WRAPPER = """#!/bin/sh
 # redis-server's arguments, a config file then --directive value..., go to pyrepl unchanged,
 # and the command is named as this stand-in was (its process title's {{title}}, as Redis's).
 run='import sys; from pyrepl.cli.main import main; del sys.argv[0]; sys.exit(main())'
+export PYTHONPATH={src}
 if [ $# -ge 1 ] && [ "${{1#--}}" = "$1" ]; then
     conf="$1"
     shift
@@ -85,7 +113,7 @@ exec {python} -c "$run" "$0" master "$@"
 """
 
 
-def make_tree(kind: str, work: str) -> str:
+def make_tree(kind: str, work: str, src: str = ROOT) -> str:
     """``<work>/<kind>``: runtest, a fresh copy of the tests, src/ as above. The tree is
     locked for the run (a second run on the same ``--work`` stops at once rather than pull
     the tree from under the first)."""
@@ -110,7 +138,10 @@ def make_tree(kind: str, work: str) -> str:
     shutil.copytree(os.path.join(SOURCE, "tests"), os.path.join(tree, "tests"),
                     ignore=shutil.ignore_patterns("tmp"))
     os.makedirs(os.path.join(tree, "tests", "tmp"))
+    os.makedirs(os.path.join(tree, "tests", "cluster", "tmp"))
     shutil.copy2(os.path.join(SOURCE, "runtest"), tree)
+    shutil.copy2(os.path.join(SOURCE, "runtest-cluster"), tree)
+    set_cluster_baseport(os.path.join(tree, "tests", "instances.tcl"), CLUSTER_BASEPORT[kind])
     # the harness reads a few files beside src/ (e.g. src/valgrind.sup only under --valgrind)
     for tool in TOOLS:
         found = shutil.which(tool)
@@ -128,9 +159,20 @@ def make_tree(kind: str, work: str) -> str:
         if not os.path.exists(os.path.join(ROOT, ".venv", "bin", "pyrepl")):
             raise SystemExit(f"{ROOT}/.venv/bin/pyrepl is missing: make venv first")
         with open(server, "w") as f:
-            f.write(WRAPPER.format(python=python))
+            f.write(WRAPPER.format(python=python, src=src))
         os.chmod(server, os.stat(server).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return tree
+
+
+def set_cluster_baseport(path: str, port: int) -> None:
+    """The one edit to Redis's harness: the cluster instances' first port (see above)."""
+    with open(path) as f:
+        text = f.read()
+    old = "set ::redis_base_port 30000"
+    if old not in text:
+        raise SystemExit(f"{path}: no '{old}' to move")
+    with open(path, "w") as f:
+        f.write(text.replace(old, f"set ::redis_base_port {port}"))
 
 
 @dataclass
@@ -166,13 +208,65 @@ def parse(out: str, res: FileResult) -> None:
             res.skipped += 1
 
 
+# the cluster harness: "HH:MM:SS> <test>: " then OK, or "FAILED: ..." (an assertion: the rest
+# of the file is skipped), or an error caught by run_tests ("FAILED: caught an error in the
+# test ..."); progress dots may come between
+_CTEST = re.compile(r"^\d\d:\d\d:\d\d> (.*?): (.*)$")
+_CDONE = re.compile(r"^(GOOD! No errors\.|WARNING \d+ test\(s\) failed\.)")
+
+
+def parse_cluster(out: str, res: FileResult) -> None:
+    pending: str | None = None
+    for line in _COLOUR.sub("", out).splitlines():
+        line = line.rstrip()
+        if m := _CTEST.match(line):
+            if pending is not None:        # a test whose end never came
+                res.err.append(pending)
+            pending, rest = m.group(1), m.group(2)
+        else:
+            rest = line
+        if pending is None:
+            continue
+        if rest.startswith("FAILED: caught an error"):
+            res.exception.append(pending)
+            pending = None
+        elif "FAILED:" in rest:
+            res.err.append(pending)
+            pending = None
+        elif rest.endswith("OK"):
+            res.ok.append(pending)
+            pending = None
+    if pending is not None:
+        res.err.append(pending)
+
+
+def is_cluster(name: str) -> bool:
+    return name.startswith(CLUSTER_PREFIX)
+
+
+def finished(name: str, log_text: str) -> bool:
+    text = _COLOUR.sub("", log_text)
+    if is_cluster(name):
+        return any(_CDONE.match(line) for line in text.splitlines())
+    return "done]: " + name in text
+
+
+def command(kind: str, name: str, limit: float, offset: int) -> list[str]:
+    if is_cluster(name):
+        # --dont-clean: the instances' logs stay in tests/cluster/tmp/redis_<n>/ (until the
+        # next file's run makes them afresh)
+        return ["./runtest-cluster", "--single", name[len(CLUSTER_PREFIX):] + ".tcl",
+                "--dont-clean"]
+    return ["./runtest", "--single", name, "--durable", "--clients", "1", "--timeout",
+            str(int(limit)), "--baseport", str(BASEPORT[kind] + offset), "--portcount", "8000"]
+
+
 def run_file(tree: str, kind: str, name: str, limit: float, offset: int = 0) -> FileResult:
     res = FileResult(name, kind)
     logdir = os.path.join(tree, "logs")
     os.makedirs(logdir, exist_ok=True)
     log = os.path.join(logdir, name.replace("/", "_") + ".log")
-    cmd = ["./runtest", "--single", name, "--durable", "--clients", "1", "--timeout",
-           str(int(limit)), "--baseport", str(BASEPORT[kind] + offset), "--portcount", "8000"]
+    cmd = command(kind, name, limit, offset)
     start = time.monotonic()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, cwd=tree, stdout=f, stderr=subprocess.STDOUT,
@@ -186,7 +280,7 @@ def run_file(tree: str, kind: str, name: str, limit: float, offset: int = 0) -> 
             res.exit_code = -9
     res.seconds = round(time.monotonic() - start, 1)
     with open(log, errors="replace") as f:
-        parse(f.read(), res)
+        (parse_cluster if is_cluster(name) else parse)(f.read(), res)
     with open(log[:-4] + ".rev", "w") as f:    # (what --from-logs says the log is of)
         f.write(git_rev() + "\n")
     return res
@@ -282,14 +376,14 @@ def from_log(work: str, kind: str, name: str) -> FileResult | None:
     res = FileResult(name, kind)
     with open(log, errors="replace") as f:
         text = f.read()
-    parse(text, res)
-    res.timeout = "done]: " + name not in _COLOUR.sub("", text)
+    (parse_cluster if is_cluster(name) else parse)(text, res)
+    res.timeout = not finished(name, text)
     return res
 
 
 def write_from_logs(args: argparse.Namespace) -> int:
     kinds = [k for k in args.kinds.split(",") if k]
-    files = [f for f in args.files.split(",") if f] or unit_files() + list(INTEGRATION)
+    files = [f for f in args.files.split(",") if f] or default_files()
     results: dict[str, dict[str, FileResult]] = {}
     for name in files:
         for k in kinds:
@@ -317,15 +411,25 @@ def write_table(args: argparse.Namespace, results: dict[str, dict[str, FileResul
     version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
                              capture_output=True, text=True).stdout.strip()
     rev = rev or git_rev()
+    suite = {n: by for n, by in results.items() if not is_cluster(n)}
+    harness = {n: by for n, by in results.items() if is_cluster(n)}
     text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
             f"`.venv/bin/python scripts/redis_suite.py` ({when}, pyrepl at {rev}: {version}; "
             f"the reference: redis-server 7.0.15, the same harness and files). Each file runs "
             f"alone (`./runtest --single <file> --durable`, at most {args.limit:.0f} s); "
             f"\"failed\" counts `[err]` and `[exception]` lines; a file whose run hit the time "
-            f"limit says so, and counts only what ran before.\n\n"
-            f"{summary(results)}{table(results, kinds)}\n\n"
-            f"## What Redis passes and pyrepl does not\n\n"
-            f"{differences(results)}\n")
+            f"limit says so, and counts only what ran before.\n\n")
+    if suite:
+        text += f"{summary(suite)}{table(suite, kinds)}\n\n"
+    if harness:
+        text += (f"## The cluster harness (`./runtest-cluster`)\n\n"
+                 f"Each file of tests/cluster/tests runs alone (`./runtest-cluster --single "
+                 f"<NN-name>.tcl`, at most {args.cluster_limit:.0f} s) against the harness's 20 "
+                 f"instances (`cluster-enabled yes`, `appendonly yes`), started afresh per file. "
+                 f"A test fails with a `FAILED` line; after a failed assertion the harness skips "
+                 f"the rest of the file, so what follows it is not counted.\n\n"
+                 f"{summary(harness)}{table(harness, kinds)}\n\n")
+    text += f"## What Redis passes and pyrepl does not\n\n{differences(results)}\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
@@ -336,11 +440,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--kinds", default="pyrepl,redis")
     ap.add_argument("--files", default="", help="comma separated; default: tests/unit, "
-                    "unit/type and the non-replication integration files")
+                    "unit/type, unit/cluster, the non-replication integration files and the "
+                    "cluster harness's files (cluster/00-base, ...)")
     ap.add_argument("--limit", type=float, default=900, help="seconds a file may run")
+    ap.add_argument("--cluster-limit", type=float, default=600,
+                    help="seconds a file of the cluster harness (cluster/NN-name) may run")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (one per kind at most)")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "redis-suite", "RESULTS.md"))
     ap.add_argument("--work", default=WORK, help="where the trees are made (default %(default)s)")
+    ap.add_argument("--pyrepl-src", default=ROOT,
+                    help="the pyrepl source tree the stand-in imports (PYTHONPATH; default: "
+                         "this one); e.g. a `git worktree` of a commit, its extensions built "
+                         "in place (setup.py build_ext --inplace), to test a commit while the "
+                         "tree is being edited")
     ap.add_argument("--port-offset", type=int, default=0,
                     help="added to the base ports (a second run beside another: e.g. 2000)")
     ap.add_argument("--from-logs", action="store_true",
@@ -357,14 +469,15 @@ def main() -> int:
     kinds = [k for k in args.kinds.split(",") if k]
     if any(k not in KINDS for k in kinds):
         raise SystemExit(f"--kinds: {', '.join(KINDS)}")
-    files = [f for f in args.files.split(",") if f] or unit_files() + list(INTEGRATION)
-    trees = {k: make_tree(k, args.work) for k in kinds}
+    files = [f for f in args.files.split(",") if f] or default_files()
+    trees = {k: make_tree(k, args.work, os.path.abspath(args.pyrepl_src)) for k in kinds}
     results: dict[str, dict[str, FileResult]] = {f: {} for f in files}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     # one queue per kind: a kind's files run one after the other (its port range)
     def run_kind(kind: str) -> None:
         for name in files:
-            r = run_file(trees[kind], kind, name, args.limit, args.port_offset)
+            limit = args.cluster_limit if is_cluster(name) else args.limit
+            r = run_file(trees[kind], kind, name, limit, args.port_offset)
             results[name][kind] = r
             print(f"{kind:6} {name:45} ok {len(r.ok):4}  failed {len(r.err):3}  "
                   f"exceptions {len(r.exception)}  {'TIMEOUT ' if r.timeout else ''}"
