@@ -17,7 +17,10 @@
    Client, Command and CommandStat; the client is not in CLIENT REPLY OFF/SKIP or subscribe
    mode, is authenticated and unrestricted (in MULTI, a command other than MULTI's own is queued
    here when the replication layer refuses nothing: queue_in_multi); the command is in the name
-   cache with a valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up;
+   cache with a valid argument count; no gate (pause, busy script, loading, MISCONF ...) is up,
+   or cluster mode's alone, and the redirect would run the command here with no other move
+   than c.cluster_slot (cluster_step: its keys in one slot of core.served_slots, the slots
+   served with no check, pyrepl/cluster/served.py; a client without ASKING or READONLY);
    the replication layer has nothing to check (a master without min-replicas-to-write for a
    write, or a replica's master client: the stream it applies); and this call is not one
    ``call`` takes its slow path for while a client tracks keys. A timed call (one in 16 of a
@@ -39,6 +42,7 @@
 #include "_slots.h"
 #include "_memacct.h"
 #include "_latency.h"
+#include "_served.h"
 
 /* bind()'s arguments: the classes whose slots execute() reads (their slots below, in this
    order), and what it calls or compares with. */
@@ -49,29 +53,31 @@ enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
     K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
     K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_MAXMEMORY, K_CLOCK_NS, K_QUICK_BELOW_NS,
-    K_LATENCY_TRACKING, K_N
+    K_LATENCY_TRACKING, K_SERVED_SLOTS, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
     "serve_after_flush", "tracking_on", "maxmemory", "clock_ns", "quick_below_ns",
-    "latency_tracking",
+    "latency_tracking", "served_slots",
 };
 
 enum {
     C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
     C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_BLOCKED, C_MULTI_QUEUE,
-    C_MULTI_MEM, C_MEM_QUIET, C_N
+    C_MULTI_MEM, C_MEM_QUIET, C_CLUSTER_FLAGS, C_CLUSTER_SLOT, C_N
 };
 static const char *const client_names[C_N] = {
     "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
     "propagate_argv", "db", "out", "proto", "woff", "reader", "kind", "blocked", "multi_queue",
-    "multi_mem", "mem_quiet",
+    "multi_mem", "mem_quiet", "cluster_flags", "cluster_slot",
 };
 
-enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME, M_N };
+enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME,
+       M_FIRST_KEY, M_LAST_KEY, M_STEP, M_KEYS_FN, M_N };
 static const char *const command_names[M_N] = {
     "handler", "min_args", "max_args", "write", "propagates", "nomulti", "name",
+    "first_key", "last_key", "step", "keys_fn",
 };
 
 enum { S_CALLS, S_SAMPLE, S_TIMING, S_TIMED, S_TIMED_NS, S_LATENCY, S_N };
@@ -628,6 +634,25 @@ is_master_client(PyObject *c)
            (PyUnicode_CheckExact(kind) && PyUnicode_Compare(kind, str_master) == 0);
 }
 
+/* The gate's test found it up: cluster mode alone (core.served_slots, set by refresh_gate
+   only while no other gate is) lets a command run here when dispatch._gate's redirect
+   (pyrepl/core/cluster.py) would, with no other move than c.cluster_slot: a client without
+   ASKING or READONLY, our master (never redirected), or one not in MULTI whose command's
+   keys are in one slot served here (or has none). That slot (-1: none), or SERVED_NOT. */
+static int
+cluster_step(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv)
+{
+    const char *table = served_table(K(core, K_SERVED_SLOTS));
+    if (table == NULL || !is_zero(C(c, C_CLUSTER_FLAGS)))
+        return SERVED_NOT;
+    if (is_master_client(c))
+        return -1;
+    if (C(c, C_IN_MULTI) != Py_False)   /* (queued commands are routed; so is EXEC) */
+        return SERVED_NOT;
+    return served_slot(table, argv, M(cmd, M_FIRST_KEY), M(cmd, M_LAST_KEY), M(cmd, M_STEP),
+                       M(cmd, M_KEYS_FN));
+}
+
 static PyObject *
 execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -657,9 +682,18 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *maxmemory = K(core, K_MAXMEMORY);
     if (!is_zero(maxmemory) && !pyrepl_memacct_within(slot_int(maxmemory)))
         goto general;
-    if (K(core, K_GATED) != Py_False || C(c, C_AUTHENTICATED) != Py_True ||
-            C(c, C_SUBS) != Py_None || C(c, C_RESTRICTED) != Py_False)
+    if (C(c, C_AUTHENTICATED) != Py_True || C(c, C_SUBS) != Py_None ||
+            C(c, C_RESTRICTED) != Py_False)
         goto general;
+    if (K(core, K_GATED) != Py_False) {
+        /* the redirect's one move, c.cluster_slot, made now: whatever sends the request to
+           the Python below makes it again (_gate's redirect runs first for this client) */
+        int slot = cluster_step(core, c, cmd, argv);
+        if (slot == SERVED_NOT)
+            goto general;
+        if (slot_set_int(c, client_off[C_CLUSTER_SLOT], slot) < 0)
+            return NULL;
+    }
     PyObject *guard = K(core, K_REPLICATION);
     if (C(c, C_IN_MULTI) != Py_False) {   /* MULTI: queued, when nothing refuses it */
         int queued = 0;

@@ -22,6 +22,7 @@
 #include "_memacct.h"
 #include "_latency.h"
 #include "keyspace/_ktable.h"
+#include "_served.h"
 
 static KTable_CAPI *kt;     /* the keyspace's table (keyspace/_ktable.h), on first use */
 
@@ -319,18 +320,22 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 enum {
     AK_CMDSTATS, AK_LATENCY_TRACKING, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
-    AK_RUN_MAXMEMORY, AK_DIRTY, AK_CALL_DEPTH, AK_PENDING, AK_N
+    AK_RUN_MAXMEMORY, AK_DIRTY, AK_CALL_DEPTH, AK_PENDING, AK_SERVED_SLOTS, AK_N
 };
 static const char *const ak_names[AK_N] = {
     "cmdstats", "latency_tracking", "gated", "keys_waited", "tracking_on", "maxmemory",
-    "run_maxmemory", "dirty", "_call_depth", "_pending",
+    "run_maxmemory", "dirty", "_call_depth", "_pending", "served_slots",
 };
-enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_PROPAGATE_ARGV, AC_DB, AC_N };
+enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_PROPAGATE_ARGV, AC_DB,
+       AC_CLUSTER_FLAGS, AC_CLUSTER_SLOT, AC_KIND, AC_N };
 static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode",
-                                           "propagate_argv", "db"};
-enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_PROPAGATES, AM_HANDLER, AM_N };
+                                           "propagate_argv", "db", "cluster_flags",
+                                           "cluster_slot", "kind"};
+enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_PROPAGATES, AM_HANDLER, AM_FIRST_KEY, AM_LAST_KEY,
+       AM_STEP, AM_KEYS_FN, AM_N };
 static const char *const am_names[AM_N] = {"plain", "min_args", "max_args", "propagates",
-                                           "handler"};
+                                           "handler", "first_key", "last_key", "step",
+                                           "keys_fn"};
 enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_TIMING, AS_N };
 static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency", "timing"};
 enum { AL_BUCKETS, AL_N };
@@ -342,7 +347,7 @@ static Py_ssize_t ak_off[AK_N], ac_off[AC_N], am_off[AM_N], as_off[AS_N], al_off
 static PyTypeObject *ak_type, *ac_type, *am_type, *as_type, *al_type, *ad_type;
 static PyObject *name_cache, *py_account, *py_start, *py_propagating, *reply_error;
 static PyObject *propagate_call;   /* (core, c, argv, changed): _dispatch's, or the Python */
-static PyObject *str_end_span, *str_propagate_now, *str_failed_call;
+static PyObject *str_end_span, *str_propagate_now, *str_failed_call, *str_master;
 static int bound;   /* bind() ran to its end */
 
 /* (account and start: plainrun's; propagating_loop: dispatch's; propagate_call: _dispatch's,
@@ -363,10 +368,44 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (intern(&str_end_span, "end_span") < 0 ||
             intern(&str_propagate_now, "propagate_now") < 0 ||
-            intern(&str_failed_call, "failed_call") < 0)
+            intern(&str_failed_call, "failed_call") < 0 || intern(&str_master, "master") < 0)
         return NULL;
     bound = 1;
     Py_RETURN_NONE;
+}
+
+/* plainrun.served_run for a run of one command (first, then rest's last k, last first):
+   how many of rest's it keeps (the run cut before its first request whose keys the cluster
+   redirect would not let run here with no check: _served.h), -1 when not even first's (no
+   run), -2 when the Python must say (a flag or kind of another type); c.cluster_slot set
+   to the run's last slot, as the redirect would leave it. */
+static Py_ssize_t
+served_run(const char *table, PyObject *c, PyObject *cmd0, PyObject *first, PyObject *rest,
+           Py_ssize_t k)
+{
+    PyObject *flags = SLOT_AT(c, ac_off[AC_CLUSTER_FLAGS]), *kind = SLOT_AT(c, ac_off[AC_KIND]);
+    if (!PyLong_CheckExact(flags) || !PyUnicode_CheckExact(kind))
+        return -2;
+    if (Py_SIZE(flags) != 0)   /* (ASKING, READONLY: one by one through the Python) */
+        return -1;
+    int slot = -1;
+    if (kind != str_master && PyUnicode_Compare(kind, str_master) != 0) {
+        PyObject *fk = SLOT_AT(cmd0, am_off[AM_FIRST_KEY]), *lk = SLOT_AT(cmd0, am_off[AM_LAST_KEY]),
+                 *step = SLOT_AT(cmd0, am_off[AM_STEP]), *fn = SLOT_AT(cmd0, am_off[AM_KEYS_FN]);
+        Py_ssize_t n = PyList_GET_SIZE(rest);
+        for (Py_ssize_t i = 0; i <= k; i++) {
+            PyObject *r = i == 0 ? first : PyList_GET_ITEM(rest, n - i);
+            int s = served_slot(table, r, fk, lk, step, fn);
+            if (s == SERVED_NOT) {
+                k = i - 1;
+                break;
+            }
+            slot = s;
+        }
+        if (k < 0)
+            return -1;
+    }
+    return slot_set_int(c, ac_off[AC_CLUSTER_SLOT], slot) < 0 ? -3 : k;
 }
 
 /* start(core, c, first, rest): plainrun.start, in C when the run is ``first``'s command
@@ -394,14 +433,18 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto general;
     /* the Python's first test, when one of its terms answers it: no run (a MULTI, an EXEC,
        a command queued inside them, a replica's master stream of those) */
-    if (SLOT_AT(cmd0, am_off[AM_PLAIN]) == Py_False || SLOT_AT(core, ak_off[AK_GATED]) == Py_True ||
+    PyObject *gated = SLOT_AT(core, ak_off[AK_GATED]);
+    const char *table = NULL;   /* (the gate up for cluster mode alone: plainrun.served_run) */
+    if (SLOT_AT(cmd0, am_off[AM_PLAIN]) == Py_False ||
+            (gated == Py_True && SLOT_AT(core, ak_off[AK_SERVED_SLOTS]) == Py_None) ||
             SLOT_AT(core, ak_off[AK_KEYS_WAITED]) == Py_True ||
             SLOT_AT(core, ak_off[AK_TRACKING_ON]) == Py_True ||
             SLOT_AT(c, ac_off[AC_IN_MULTI]) == Py_True ||
             slot_int(SLOT_AT(c, ac_off[AC_REPLY_MODE])) > 0)
         Py_RETURN_NONE;
     if (SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
-            SLOT_AT(core, ak_off[AK_GATED]) != Py_False ||
+            (gated != Py_False && (gated != Py_True ||
+                (table = served_table(SLOT_AT(core, ak_off[AK_SERVED_SLOTS]))) == NULL)) ||
             (slot_int(SLOT_AT(core, ak_off[AK_MAXMEMORY])) != 0 &&      /* (evict.room_for_run) */
              !pyrepl_memacct_within(slot_int(SLOT_AT(core, ak_off[AK_RUN_MAXMEMORY])))) ||
             SLOT_AT(core, ak_off[AK_KEYS_WAITED]) != Py_False ||
@@ -427,8 +470,17 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                              hi > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)hi);
     if (k == 0)
         goto general;
-    /* reqs = rest[-k:] + [first], reversed; cmds = [cmd0] * (k + 1) */
     Py_ssize_t n = PyList_GET_SIZE(rest);
+    if (table != NULL) {
+        k = served_run(table, c, cmd0, first, rest, k);
+        if (k == -3)
+            return NULL;
+        if (k == -2)
+            goto general;
+        if (k == -1)
+            Py_RETURN_NONE;
+    }
+    /* reqs = rest[-k:] + [first], reversed; cmds = [cmd0] * (k + 1) */
     PyObject *reqs = PyList_New(k + 1), *cmds = PyList_New(k + 1);
     if (reqs == NULL || cmds == NULL) {
         Py_XDECREF(reqs);

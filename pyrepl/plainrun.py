@@ -23,6 +23,7 @@ from sys import maxsize
 from typing import Any
 
 from pyrepl import native
+from pyrepl.keyspace.hashslot import key_hash_slot
 
 _name = itemgetter(0)
 _plain = attrgetter("plain")
@@ -68,8 +69,8 @@ def start(core: Any, c: Any, first: list[bytes], rest: list[list[bytes]]
     (MONITOR, slowlog-log-slower-than 0, the latency monitor; a command's first call, which
     makes its stats, takes the full path too)."""
     cmd0 = core.name_cache.get(first[0])
-    if cmd0 is None or not cmd0.plain or core.gated or core.keys_waited or \
-            core.tracking_on or c.in_multi or c.reply_mode:
+    if cmd0 is None or not cmd0.plain or (core.gated and core.served_slots is None) or \
+            core.keys_waited or core.tracking_on or c.in_multi or c.reply_mode:
         return None
     if core.maxmemory and not core.evictor.room_for_run():
         return None      # (near the limit: each command is checked, and may evict, alone)
@@ -77,7 +78,62 @@ def start(core: Any, c: Any, first: list[bytes], rest: list[list[bytes]]
     if st0 is None or not st0.timing:
         return None
     run = select(core.name_cache, cmd0, first, rest)
-    return run if run[1] else None
+    if not run[1]:
+        return None
+    return served_run(core.served_slots, c, run) if core.gated else run
+
+
+NOT_SERVED = -2
+
+
+def served_slot(table: bytearray, cmd: Any, argv: list[bytes]) -> int:
+    """Cluster mode: the slot of ``argv``'s keys when the cluster redirect
+    (pyrepl/core/cluster.py) runs the command here with no other move than setting the
+    client's ``cluster_slot``: every key in one slot whose byte in ``table`` (the slots
+    served with no check: pyrepl/cluster/served.py) is 1; -1 for a command without keys
+    (run anywhere); ``NOT_SERVED`` otherwise (keys found by a function, or of another slot:
+    the redirect says what). ``served_slot`` in pyrepl/_served.h is its C."""
+    if cmd.keys_fn is not None or cmd.first_key < 0 or cmd.step < 0:
+        return NOT_SERVED
+    if cmd.first_key == 0:
+        return -1
+    slot = -1
+    for i in cmd.key_positions(argv):
+        key = argv[i]
+        if type(key) is not bytes:
+            return NOT_SERVED
+        s = key_hash_slot(key)
+        if slot < 0:
+            if not table[s]:
+                return NOT_SERVED
+            slot = s
+        elif s != slot:
+            return NOT_SERVED
+    return slot
+
+
+def served_run(table: bytearray, c: Any, run: tuple[list[Any], list[list[bytes]], bool]
+               ) -> tuple[list[Any], list[list[bytes]], bool] | None:
+    """Cluster mode with no other gate up (``core.served_slots``, dispatch.refresh_gate):
+    ``run`` cut before its first request that ``served_slot`` leaves to the redirect, None
+    when that is the first, or when the client sent ASKING or READONLY (each of its commands
+    goes through the redirect); our master's are never redirected. ``c.cluster_slot`` is left
+    as the redirect of the run's last command leaves it."""
+    if c.cluster_flags:
+        return None
+    cmds, reqs, one = run
+    slot = -1
+    if c.kind != "master":
+        for i, (cmd, argv) in enumerate(zip(cmds, reqs, strict=True)):
+            s = served_slot(table, cmd, argv)
+            if s == NOT_SERVED:
+                if i == 0:
+                    return None
+                del cmds[i:], reqs[i:]
+                break
+            slot = s
+    c.cluster_slot = slot
+    return cmds, reqs, one
 
 
 def select(name_cache: dict[bytes, Any], cmd0: Any, first: list[bytes],

@@ -52,6 +52,7 @@ from pyrepl.cluster.node import (
     random_name,
     valid_name,
 )
+from pyrepl.cluster.served import ServedSlots, SlotList, SlotMap
 from pyrepl.cluster.wire import BusError, Message
 
 if TYPE_CHECKING:
@@ -94,11 +95,14 @@ class ClusterState:
         self.nodes[self.myself.name] = self.myself
         self.current_epoch = 0
         self.last_vote_epoch = 0
+        # the slots served with no look at the keys: kept by these four (pyrepl.cluster.served)
+        self.served = ServedSlots(self)
         self.state = FAIL_STATE
         self.size = 1
-        self.slots: list[ClusterNode | None] = [None] * CLUSTER_SLOTS
-        self.migrating: dict[int, ClusterNode] = {}
-        self.importing: dict[int, ClusterNode] = {}
+        self.slots: list[ClusterNode | None] = SlotList([None] * CLUSTER_SLOTS,
+                                                        self.served.slot_changed)
+        self.migrating: dict[int, ClusterNode] = SlotMap(self.served.slot_changed)
+        self.importing: dict[int, ClusterNode] = SlotMap(self.served.slot_changed)
         self.owner_not_claiming = bytearray(CLUSTER_SLOTS // 8)
         self.blacklist: dict[str, int] = {}      # name -> when it may be added again (ms)
         self.todo = 0
@@ -132,6 +136,16 @@ class ClusterState:
         # own events (a command sent a PUBLISH, ADDSLOTS made a save due)
         self.wake: Callable[[], None] | None = None
         self.sync_ports()
+
+    @property
+    def state(self) -> int:
+        """OK or FAIL_STATE; a change copies or clears ``served``'s table."""
+        return self._state
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self._state = value
+        self.served.state_changed(value)
 
     # -- logging ---------------------------------------------------------------------------
 

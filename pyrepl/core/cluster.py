@@ -207,6 +207,7 @@ def start(core: ServerCore) -> ClusterState:
         text = ""
     if load(text, st, core.now_ms):
         st.sync_ports()
+        st.served.rebuild()      # (myself is the loaded node now)
     else:
         core.log.notice(f"No cluster configuration found, I'm {st.myself.name}")
         st.save_config(True)

@@ -339,11 +339,17 @@ LOADING_ERR = "LOADING Redis is loading the dataset in memory"
 
 def refresh_gate(core: ServerCore) -> None:
     """``gated``: a busy script, a MISCONF state, a CLIENT PAUSE is on, clients are over
-    maxmemory-clients or the dataset is loading (the one test ``execute`` makes for all five
-    while none is)."""
-    core.gated = core.busy is not None or core.disk_error is not None or \
-        core.pause.kind != 0 or core.client_eviction.over or core.loading or \
-        core.cluster is not None
+    maxmemory-clients, the dataset is loading or cluster mode is on (the one test
+    ``execute`` makes for all six while none is). In cluster mode with none of the other
+    five, ``served_slots`` is the cluster state's table of the slots served here with no
+    check (pyrepl.cluster.served): the fast paths (the C dispatch, a run's start) look at
+    it, behind the gate's test, and run a command whose keys are all in one slot of it,
+    as ``_gate`` would let it run; else None."""
+    st = core.cluster
+    other = core.busy is not None or core.disk_error is not None or \
+        core.pause.kind != 0 or core.client_eviction.over or core.loading
+    core.gated = other or st is not None
+    core.served_slots = None if other or st is None else st.served.table
 
 
 def set_busy(core: ServerCore, error: str | None) -> None:

@@ -97,6 +97,7 @@ class ServerCore:
                  "run_maxmemory", "maxmemory_clients", "obuf_normal", "output_limits",
                  "clock_ns", "quick_below_ns", "latency_tracking", "applying_master_stream",
                  "monitors", "scripts",   # (read by EVALSHA in C: scripting/_luacall.c)
+                 "served_slots",
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
@@ -200,6 +201,10 @@ class ServerCore:
         self.pause = Pause(self)
         self.busy: str | None = None        # -BUSY while a script runs too long (set_busy)
         self.gated = False
+        # -- cluster mode with no other gate up: the slots whose keys run here with no
+        # redirect check (pyrepl.cluster.served's table, which the C fast paths read when
+        # ``gated``), else None (dispatch.refresh_gate)
+        self.served_slots: bytearray | None = None
         # -- maxmemory-clients (pyrepl.core.clientevict): its limit in bytes (0: off), the one
         # test a read makes; an eviction due raises the gate.
         self.maxmemory_clients = 0
