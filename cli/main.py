@@ -47,8 +47,9 @@ def _build_config(config_file: str | None, args: list[str],
         sys.exit(1)
     if cfg.logfile:
         # As Redis at load time: a log file that cannot be opened stops the start, clearly.
+        from pyrepl.net.log import log_path
         try:
-            open(cfg.logfile, "a").close()  # noqa: SIM115
+            open(log_path(cfg.logfile, cfg.dir), "a").close()  # noqa: SIM115
         except OSError as e:
             click.echo(f"*** FATAL CONFIG FILE ERROR ***\nCan't open the log file: {e.strerror}",
                        err=True)

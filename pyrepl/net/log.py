@@ -17,6 +17,14 @@ LEVELS = {"debug": 0, "verbose": 1, "notice": 2, "warning": 3, "nothing": 4}
 MARKS = {"debug": ".", "verbose": "-", "notice": "*", "warning": "#"}
 
 
+def log_path(logfile: str, directory: str) -> str:
+    """Where ``logfile`` is: Redis opens it relative to its working directory, which is
+    ``dir`` once the config is read (it chdir()s; pyrepl never does, so it joins)."""
+    if not logfile or os.path.isabs(logfile):
+        return logfile
+    return os.path.join(directory, logfile)
+
+
 class Logger:
     def __init__(self, loglevel: str = "notice", logfile: str = "") -> None:
         self.min_level = LEVELS.get(loglevel, 2)

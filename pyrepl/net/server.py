@@ -44,7 +44,7 @@ from pyrepl.net.bio import BackgroundFree, BackgroundFsync
 from pyrepl.net.cluster_io import ClusterBus
 from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
-from pyrepl.net.log import Logger
+from pyrepl.net.log import Logger, log_path
 from pyrepl.net.loop import new_event_loop
 from pyrepl.net.migrate_links import MigrateLink, MigrateLinks
 from pyrepl.net.synclog import RotatingNdjsonWriter
@@ -510,7 +510,7 @@ class Server:
     def __init__(self, config: Config, use_uvloop: bool = True) -> None:
         self.config = config
         self.use_uvloop = use_uvloop
-        self.logger = Logger(config.loglevel, config.logfile)
+        self.logger = Logger(config.loglevel, log_path(config.logfile, config.dir))
         self.children: dict[int, str] = {}
         self.host = NetHost(self)
         # used_memory counts from here: the interpreter's own memory (code, modules) left out

@@ -113,6 +113,26 @@ def test_logfile_that_cannot_be_opened_stops_the_start(tmp_path: Any) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_relative_logfile_is_in_dir_as_redis_has_it(tmp_path: Any) -> None:
+    """Redis chdir()s to ``dir`` and opens ``logfile`` from there: Redis's cluster harness
+    gives each of its 20 instances ``dir ./redis_<n>`` and ``logfile log.txt``, and reads
+    redis_<n>/log.txt (all 20 wrote one file in the harness's directory before)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    proc = subprocess.Popen(pyrepl_cmd(port, str(data), "--logfile", "log.txt"),
+                            cwd=str(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (data / "log.txt").exists() and
+                 "Ready to accept connections" in (data / "log.txt").read_text(),
+                 timeout=30, what="the log in dir")
+        assert not (tmp_path / "log.txt").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 @pytest.mark.parametrize("kind", ["redis", "pyrepl"])
 def test_supervised_systemd_notifies_as_redis(tmp_path: Any, kind: str) -> None:
     if kind == "redis" and redis_server_path() is None:
