@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 class Link:
-    __slots__ = ("id", "ctime", "node", "inbound", "reader", "_out", "out_bytes", "closed",
-                 "connected", "peer_ip", "local_ip", "error")
+    __slots__ = ("id", "ctime", "node", "inbound", "reader", "_out", "out_bytes", "unsent",
+                 "closed", "connected", "peer_ip", "local_ip", "error")
 
     _next_id = 0
 
@@ -34,6 +34,9 @@ class Link:
         self.reader = FrameReader()
         self._out: list[bytes] = []
         self.out_bytes = 0
+        # what the shell took (data_to_send) and could not write yet: its socket's buffer
+        # (the peer reads too slowly, or not at all); it says so after each write
+        self.unsent = 0
         self.closed = False
         self.connected = self.inbound       # an outbound link: once the shell says so
         self.peer_ip = ""                   # the other end's address (the shell sets it)
@@ -62,6 +65,12 @@ class Link:
         if not self.closed:
             self._out.append(frame)
             self.out_bytes += len(frame)
+
+    @property
+    def pending_bytes(self) -> int:
+        """The link's send buffer as Redis counts it (send_msg_queue_mem): messages queued
+        and not written to the peer, here or in the shell's buffer."""
+        return self.out_bytes + self.unsent
 
     def data_to_send(self) -> bytes:
         out = b"".join(self._out)

@@ -1056,12 +1056,12 @@ class ClusterState:
 
     def _free_link_over_limit(self, link: Link | None) -> None:
         limit = self.cfg.link_sendbuf_limit
-        if link is None or limit == 0 or link.out_bytes <= limit:
+        if link is None or limit == 0 or link.pending_bytes <= limit:
             return
         who = link.node.name if link.node is not None else ""
         self.log("warning", f"Freeing cluster link({'from' if link.inbound else 'to'} node "
-                 f"{who}, used memory: {link.out_bytes}) due to exceeding send buffer memory "
-                 "limit.")
+                 f"{who}, used memory: {link.pending_bytes}) due to exceeding send buffer "
+                 "memory limit.")
         self.free_link(link)
         self.links_buffer_limit_exceeded += 1
 

@@ -538,12 +538,13 @@ def c_links(c: Any, argv: list[bytes]) -> object:
         for link in (n.link, n.inbound_link):
             if link is None:
                 continue
-            events = "r" + ("w" if link.out_bytes else "")
+            used = link.pending_bytes
+            events = "r" + ("w" if used else "")
             out.append(Map([(b"direction", b"from" if link.inbound else b"to"),
                             (b"node", n.name.encode()), (b"create-time", link.ctime),
                             (b"events", events.encode()),
-                            (b"send-buffer-allocated", link.out_bytes),
-                            (b"send-buffer-used", link.out_bytes)]))
+                            (b"send-buffer-allocated", used),
+                            (b"send-buffer-used", used)]))
     return out
 
 

@@ -159,6 +159,9 @@ class ClusterBus:
             data = link.data_to_send()
             if data:
                 proto.transport.write(data)
+            # (what the socket did not take stays in the transport: the link's send buffer,
+            # held to cluster-link-sendbuf-limit by the cron)
+            link.unsent = proto.transport.get_write_buffer_size()
         for link, proto in list(self.transports.items()):
             if link not in st.links and proto.transport is not None:
                 self.transports.pop(link, None)

@@ -325,3 +325,24 @@ def test_debug_clusterlink_kill_frees_the_links_and_the_cron_makes_new_ones(
                   peer.link.connected, 5_000)
     assert peer.link is not out or out not in gone
     assert len(a.links) == 2
+
+
+def test_bytes_the_shell_could_not_write_count_toward_the_link_send_buffer_limit() -> None:
+    """cluster/24-links: with the peer stopped (SIGSTOP), what the node publishes piles up
+    in the shell's socket buffer, not in the link's queue (the shell takes it at once); the
+    cron frees the link once that passes cluster-link-sendbuf-limit, as Redis counts its
+    send_msg_queue_mem, and a new link is made."""
+    net = joined(2)
+    a, b = net.states
+    a.cfg.link_sendbuf_limit = 256 * 1024
+    peer = a.nodes[b.myself.name]
+    link = peer.link
+    assert link is not None
+    link.unsent = 200 * 1024           # (the shell's report after its last write)
+    net.step()
+    assert peer.link is link and a.links_buffer_limit_exceeded == 0
+    link.unsent = 300 * 1024
+    net.step()
+    assert link not in a.links and a.links_buffer_limit_exceeded == 1
+    assert net.hosts[0].logged("due to exceeding send buffer memory limit.")
+    net.run_until(lambda: peer.link is not None and peer.link.connected, 5_000)
