@@ -247,9 +247,11 @@ def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None =
     write_atomically(path, content)
 
 
-def write_atomically(path: str, content: bytes) -> None:
+def write_atomically(path: str, content: bytes, fsync: bool = True) -> None:
     """``content`` in place of ``path``, all or nothing (a temporary file beside it, fsync,
-    mode 0644 minus the umask, rename, fsync of the directory); OSError on failure."""
+    mode 0644 minus the umask, rename, fsync of the directory); OSError on failure.
+    ``fsync=False``: no fsync (the rename still makes the change all or nothing, not
+    durable), as Redis saves nodes.conf when no epoch or vote changed."""
     directory = os.path.dirname(os.path.abspath(path))
     # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)
@@ -257,11 +259,14 @@ def write_atomically(path: str, content: bytes) -> None:
         view = memoryview(content)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
         os.fchmod(fd, 0o644 & ~_umask())
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
+        if not fsync:
+            return
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)

@@ -173,7 +173,7 @@ class CoreClusterHost:
 
     def save_config(self, text: str, fsync: bool) -> bool:
         """clusterSaveConfigOrDie: a node that cannot keep its nodes.conf stops."""
-        err = save_nodes_conf(self.core, text)
+        err = save_nodes_conf(self.core, text, fsync)
         if err:
             self.core.log.warning("Fatal: can't update cluster config file.")
             self.core.host.exit_now(1)
@@ -185,10 +185,15 @@ def config_path(core: ServerCore) -> str:
     return core.config.in_dir(core.config.cluster_config_file)
 
 
-def save_nodes_conf(core: ServerCore, text: str) -> str:
-    """nodes.conf written atomically (a temporary file, fsync, rename); "" or the error."""
+def save_nodes_conf(core: ServerCore, text: str, fsync: bool = True) -> str:
+    """nodes.conf written atomically (a temporary file, then a rename), and made durable
+    (fsync of the file and of its directory) only when ``fsync``: as Redis (7.2's
+    clusterSaveConfig), which asks for it when an epoch, a vote, a role or a slot's owner
+    changed, and not for a node's FAIL flag or a node learnt by gossip (a node of a 20-node
+    cluster saves a few times a second then, and an fsync on a busy disk held the loop for
+    seconds: the cluster flapped). "" or the error."""
     try:
-        write_atomically(config_path(core), text.encode())
+        write_atomically(config_path(core), text.encode(), fsync)
     except OSError as e:
         return e.strerror or str(e)
     return ""

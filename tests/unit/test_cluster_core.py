@@ -3,7 +3,10 @@ cluster-* directive does to it, as Redis's apply functions do."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from pyrepl.core import cluster
 from tests.support.cores import make_core, run
@@ -35,3 +38,25 @@ def test_config_set_of_cluster_directives_reaches_the_state_at_once(tmp_path: Pa
     assert st.cfg.node_timeout == 3000
     run(c, "CONFIG", "SET", "cluster-replica-validity-factor", "0")
     assert st.cfg.replica_validity_factor == 0
+
+
+def test_nodes_conf_is_fsynced_only_when_the_state_asks(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """clusterSaveConfig(do_fsync): a save for a FAIL flag or a node learnt is written (a
+    temporary file and a rename) with no fsync; an epoch's, a vote's or CLUSTER SAVECONFIG's
+    is fsynced. (Every save fsynced the file and its directory: under a busy disk a 20-node
+    cluster's nodes held their loops for seconds and failed each other.)"""
+    core = make_core(("cluster-enabled", ["yes"]), ("dir", [str(tmp_path)]))
+    st = cluster.start(core)
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    st.myself.config_epoch = 7
+    st.save_config(False)
+    assert synced == []
+    assert "myself,master - 0 0 7 connected" in (tmp_path / "nodes.conf").read_text()
+    st.save_config(True)
+    assert len(synced) == 2                  # the file, then its directory
+    c = core.connection_made()
+    assert run(c, "CLUSTER", "SAVECONFIG") == b"+OK\r\n"
+    assert len(synced) == 4
