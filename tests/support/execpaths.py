@@ -48,8 +48,9 @@ def requests(draw: st.DrawFn) -> list[str]:
     ]))
 
 
-def warm_server(backlog: bool, events: bool = False) -> tuple[ServerCore, object]:
-    core = ServerCore(Config.load(None, [("save", [""])]), now_ms=NOW)
+def warm_server(backlog: bool, events: bool = False,
+                config: list[tuple[str, list[str]]] | None = None) -> tuple[ServerCore, object]:
+    core = ServerCore(Config.load(None, [("save", [""]), *(config or [])]), now_ms=NOW)
     if backlog:
         Replication(core).create_backlog()
         assert core.stream_live
