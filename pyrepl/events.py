@@ -78,6 +78,14 @@ FIELDS: list[tuple[str, str, str]] = [
                                  "buffers, shared since Redis 7), else mem_replication_backlog + "
                                  "mem_clients_slaves"),
     ("backlog_mem", "long", "mem_replication_backlog: memory of the backlog"),
+    # cluster mode (issue 42): the cluster_* events
+    ("node_id", "string", "cluster_*: the logging node's cluster node id (40 hex digits)"),
+    ("peer_id", "string", "cluster_*: the other node's id: the old master, the candidate, "
+                          "the failing node, the slots' other owner"),
+    ("shard_id", "string", "cluster_*: the logging node's shard id"),
+    ("slots", "string", "cluster_slots: the slots, as ranges (0-5460,5462)"),
+    ("config_epoch", "long", "cluster_*: the config epoch the event set or asked for"),
+    ("rank", "long", "cluster_election: the candidate's rank among its master's replicas"),
 ]
 FIELD_TYPES = {name: t for name, t, _ in FIELDS}
 
@@ -114,6 +122,19 @@ EVENTS: dict[str, str] = {
     "replid_change": "the node's master_replid changed (replid, replid2, second_repl_offset; "
                      "reason promoted, shifted, full-sync, backlog-created or restart)",
     "restart": "the node restarted: a new run_id (ts = estimated start from its uptime)",
+    # cluster mode (issue 42), logged by a node of a Redis Cluster for what it decided
+    "cluster_failover": "this node became its shard's master (result auto | manual | force | "
+                        "takeover; peer_id, peer = the old master; config_epoch)",
+    "cluster_election": "a replica started an election (result started; rank, offset, "
+                        "config_epoch = the election's epoch), or a master voted in one "
+                        "(result granted | denied; reason; peer_id = the candidate)",
+    "cluster_node_fail": "this node marked another FAIL (result fail, reason quorum) or "
+                         "cleared its FAIL (result cleared; reason reachable | no-slots | "
+                         "timeout); peer_id, peer = that node",
+    "cluster_slots": "slots changed in this node's view of itself (result gained | lost | "
+                     "migrating | importing | stable; slots; peer_id = the other owner), "
+                     "or the slots it starts with (result owned)",
+    "cluster_state": "this node's view of the cluster changed (result ok | fail)",
 }
 
 

@@ -52,6 +52,7 @@ from pyrepl.analytics.schema import (
     QUANTILES,
     table_columns,
 )
+from pyrepl.analytics.shards import CLUSTER_PREFIX, build_cluster, is_cluster_event, link_spans
 from pyrepl.analytics.sql import _F
 from pyrepl.analytics.summary import summarize
 from pyrepl.analytics.syncs import build_syncs, master_syncs, replica_attempts, with_link
@@ -69,7 +70,8 @@ TABLE_KEYS = {"syncs": ("master", "replica", "m_sync_id", "r_sync_id"),
               "recoveries": ("replica", "rec"),
               "lag_series": ("master", "replica", "run_id", "bucket"),
               "links": ("master", "replica"), "nodes": ("node", "role"), "buckets": ("bucket",),
-              "write_rates": ("master",)}
+              "write_rates": ("master",), "shards": ("shard",),
+              "failovers": ("ts", "node")}
 
 @dataclass
 class JobConfig:
@@ -98,6 +100,9 @@ class Tables:
     buckets: Any
     write_rates: Any
     spread: tuple[str, ...] = ("syncs", "lag")  # written as several files (the big ones)
+    # a Redis Cluster's (``shards``; RowTables, empty without cluster events)
+    shards: Any = None
+    failovers: Any = None
 
 
 @dataclass
@@ -266,6 +271,12 @@ def finish(spark: Any, agg: Any, counts: list[Any], paths: Sequence[str], fmt: s
     return result
 
 
+def cluster_table(spark: Any, name: str, rows: list[dict[str, Any]]) -> RowTable:
+    """A cluster table (``shards``: built on the driver by both finishes)."""
+    keys = TABLE_KEYS[name]
+    return RowTable(spark, name, sorted(rows, key=lambda x: tuple(_nf(x[k]) for k in keys)))
+
+
 def _nf(x: Any) -> tuple[int, Any]:
     """Sort key of a nullable value: nulls first, NaN after every number."""
     if x is None:
@@ -414,6 +425,10 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
     order = ("input", "fleet", "psync", "full_syncs", "partial_syncs", "failures", "buffers",
              "links", "recovery", "lag", "backlog")
     summary = {k: summary[k] for k in order}
+    cluster, shard_rows, failover_rows = build_cluster(
+        [e for e in events if is_cluster_event(e)], link_spans(syncs))
+    if cluster is not None:
+        summary["cluster"] = cluster
     loops = sorted((x for x in streaks if x["loop"]),
                    key=lambda x: (x["t_first_failed"], x["replica"]))[:LOOPS_MAX]
 
@@ -424,7 +439,9 @@ def _finish_on_driver(spark: Any, agg: Any, summary: dict[str, Any], bucket_s: f
     tables = Tables(frame("syncs", syncs), frame("recoveries", recs),
                     frame("lag_series", series), frame("links", links),
                     frame("nodes", nodes), frame("buckets", buckets),
-                    frame("write_rates", rates), spread=())
+                    frame("write_rates", rates), spread=(),
+                    shards=cluster_table(spark, "shards", shard_rows),
+                    failovers=cluster_table(spark, "failovers", failover_rows))
     recovery = [(x["kind"], x["recovery_ms"]) for x in recs
                 if x["recovery_ms"] is not None and not x["intentional"]]
     return JobResult(summary, tables, {
@@ -499,7 +516,18 @@ def _finish_in_spark(agg: Any, summary: dict[str, Any], bucket_s: float, cfg: Jo
     link_rows = [x.asDict() for x in links.collect()]  # one row per link: small
     summary["fleet"] = _fleet(link_rows)
     summary.update(summarize(syncs, recs, streaks, sev, rates, lag_row, backlogs))
-    tables = Tables(syncs, recs, series, links, nodes, buckets, rates)
+    cluster, shard_rows, failover_rows = build_cluster(
+        [x.asDict() for x in sev.filter(c("event").startswith(CLUSTER_PREFIX)).collect()],
+        [(x["replica"], x["master"], x["t0"], x["t1"]) for x in syncs.filter(
+            c("replica").isNotNull() & c("master").isNotNull() & c("ts").isNotNull())
+         .groupBy("replica", "master").agg(F.min("ts").alias("t0"), F.max("ts").alias("t1"))
+         .orderBy("replica", "master").collect()])
+    if cluster is not None:
+        summary["cluster"] = cluster
+    spark = sev.sparkSession
+    tables = Tables(syncs, recs, series, links, nodes, buckets, rates,
+                    shards=cluster_table(spark, "shards", shard_rows),
+                    failovers=cluster_table(spark, "failovers", failover_rows))
     loops = [x.asDict() for x in streaks.filter(c("loop")).orderBy("t_first_failed", "replica")
              .limit(LOOPS_MAX).collect()]
     return JobResult(summary, tables, {"links": link_rows, "loops": loops, "n_sev": n_sev})

@@ -80,6 +80,17 @@ def exposition(summary: dict[str, Any], batch: int | None = None,
             [({"stat": k}, v) for k, v in sorted(cur.items())])
     t.gauge("pyrepl_offset_before_backlog_syncs", "Full syncs a bigger backlog would avoid.",
             [({}, backlog.get("offset_before_backlog_syncs"))])
+    cl = summary.get("cluster")
+    if cl is not None:       # (a Redis Cluster's cluster_* events)
+        t.gauge("pyrepl_cluster_failovers", "Cluster failovers, by kind (auto, manual, force, "
+                "takeover).", [({"kind": k}, v) for k, v in cl["failovers_by_kind"].items()])
+        t.gauge("pyrepl_cluster_shards", "The cluster's shards seen.", [({}, cl["shards"])])
+        t.gauge("pyrepl_cluster_node_fail_incidents", "Nodes marked FAIL (incidents).",
+                [({}, cl["node_fail_incidents"])])
+        t.gauge("pyrepl_cluster_fail_to_failover_ms", "From the old master's first FAIL mark "
+                "to the new master's win: p50, p99, max (quantile 1).",
+                [({"quantile": q}, cl["fail_to_failover_ms"].get(k)) for q, k in
+                 (("0.5", "p50"), ("0.99", "p99"), ("1", "max"))])
     t.gauge("pyrepl_follow_batch", "The micro-batch of the latest trigger.", [({}, batch)])
     t.gauge("pyrepl_follow_trigger_seconds", "How long the latest trigger took.",
             [({}, trigger_s)])

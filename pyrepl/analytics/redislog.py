@@ -136,6 +136,31 @@ RULES: list[tuple[str, str]] = [
     (r"(?:rdb channel sync failed with error: |Dual channel sync failed with error )(?P<err>.*)",
      "fail:rdb-channel-error"),
     (r"Aborting (?:rdb|dual) channel sync(?P<err>.*)", "fail:rdb-channel-error"),
+    # -- cluster mode (Redis 7.0 / 8, Valkey 8: 8 adds the node's " (name)" after its id) ---------
+    (r"(?:Node configuration loaded, |No cluster configuration found, |Node hard reset, now )"
+     r"I'm (?P<id>[0-9a-f]{40})", "own_id"),
+    (r"Marking node (?P<id>[0-9a-f]{40})(?: \([^)]*\))? as failing \(quorum reached\)",
+     "node_failing"),
+    (r"Clear FAIL state for node (?P<id>[0-9a-f]{40})(?: \([^)]*\))?: ?(?P<what>.*?) ?is "
+     r"reachable again", "node_cleared"),
+    (r"Start of election delayed for -?\d+ milliseconds \(rank #(?P<rank>\d+), offset "
+     r"(?P<off>-?\d+)\)", "election_delayed"),
+    (r"Replica rank updated to #(?P<rank>\d+)", "election_delayed"),
+    (r"Starting a failover election for epoch (?P<epoch>\d+)", "election_started"),
+    (rf"Failover election won: I'm the new {P_}", "election_won"),
+    (r"configEpoch set to (?P<epoch>\d+) after successful failover", "failover_epoch"),
+    (rf"Taking over the {P_} \(user request", "takeover"),
+    (r"(?P<kind>Forced|Manual) failover user request accepted", "manual_failover"),
+    (r"Failover auth granted to (?P<id>[0-9a-f]{40})(?: \([^)]*\))? for epoch "
+     r"(?P<epoch>\d+)", "vote_granted"),
+    (r"Failover auth denied to (?P<id>[0-9a-f]{40})(?: \([^)]*\))?: (?P<why>.*)",
+     "vote_denied"),
+    (r"Cluster state changed: (?P<state>ok|fail)", "cluster_state"),
+    (rf"Manual failover requested by replica|Received replication offset for paused {P_}|"
+     rf"All {P_} replication stream processed|Currently unable to failover|"
+     rf"Configuration change detected|I'm a sub-replica|Migrating to orphaned {P_}|"
+     r"Manual failover timed out|FAIL message received from|configEpoch collision|"
+     r"New configEpoch set|Manual failover (?:aborted|timed out)", "known"),
     # -- replication lines that carry no event ---------------------------------------------------
     (r"Non blocking connect for SYNC fired|replied to PING, replication can continue|"
      r"Caching the disconnected|Discarding previously cached|Before turning into a replica|"
@@ -152,6 +177,12 @@ RULES: list[tuple[str, str]] = [
      "known"),
 ]
 _COMPILED = [(re.compile(rx), meth) for rx, meth in RULES]
+
+# "Failover auth denied to <id>: <why>" -> the reason code (as pyrepl's own events say)
+_DENIED = (("reqEpoch", "old-epoch"), ("already voted", "already-voted"),
+           ("it is a master", "not-a-replica"), ("it is a primary", "not-a-replica"),
+           ("I don't know its", "unknown-master"), ("is up", "master-up"),
+           ("can't vote", "voted-recently"), ("slot ", "stale-slots"))
 
 
 @dataclass
@@ -198,6 +229,7 @@ class LogParser:
     def __post_init__(self) -> None:
         self._seq = 0
         self.pid = "0"
+        self.letter = "M"          # the line's role mark: M master, S replica, C child
         self.ts = 0.0
         self.m: dict[str, _MSync] = {}
         self.asking: _MSync | None = None   # the sync whose request is being decided
@@ -209,6 +241,11 @@ class LogParser:
         self.limit_ips: dict[str, float] = {}
         self.backlog: bool | None = None
         self.ids: tuple[str, str, int] | None = None   # replid, replid2, second offset
+        self.node_ids: dict[str, str] = {}              # pid -> its cluster node id
+        self.election: dict[str, int] | None = None     # the delayed election's rank, offset
+        self.failover_kind: str | None = None           # the last CLUSTER FAILOVER's kind
+        self.failover_kind_ts = 0.0
+        self.failover: dict[str, Any] | None = None     # the last failover (its epoch follows)
 
     # -- driving -------------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str]) -> LogParser:
@@ -236,7 +273,7 @@ class LogParser:
             else:
                 self.counts["log-unparseable"] += 1
             return
-        self.pid, _role, self.ts, msg = parts
+        self.pid, self.letter, self.ts, msg = parts
         msg = _PREFIX.sub("", msg, count=1)
         for rx, meth in _COMPILED:
             mt = rx.search(msg) if meth == "known" else rx.match(msg)
@@ -588,6 +625,67 @@ class LogParser:
         if d is not None and d["peer"] != g["peer"]:
             self._amend_down("replicaof")
         self.down = None
+
+    # -- cluster mode ------------------------------------------------------------------------------
+    def _cevent(self, event: str, role: str | None, result: str, peer_id: str | None = None,
+                **f: Any) -> dict[str, Any]:
+        """A cluster_* event (``role`` None: the line's own role mark's)."""
+        role = role or ("replica" if self.letter == "S" else "master")
+        return self._emit(event, role, None, None, result=result, peer_id=peer_id,
+                          node_id=self.node_ids.get(self.pid), **f)
+
+    def _own_id(self, g: dict[str, str]) -> None:
+        self.node_ids[self.pid] = g["id"]
+
+    def _node_failing(self, g: dict[str, str]) -> None:
+        self._cevent("cluster_node_fail", None, "fail", g["id"], reason="quorum")
+
+    def _node_cleared(self, g: dict[str, str]) -> None:
+        what = g["what"]
+        reason = "reachable" if what.startswith("replica") else "no-slots" if what else "timeout"
+        self._cevent("cluster_node_fail", None, "cleared", g["id"], reason=reason)
+
+    def _election_delayed(self, g: dict[str, str]) -> None:
+        self.election = {"rank": int(g["rank"])}
+        if g.get("off") is not None:
+            self.election["offset"] = int(g["off"])
+
+    def _election_started(self, g: dict[str, str]) -> None:
+        el = self.election or {}
+        self._cevent("cluster_election", "replica", "started", None,
+                     config_epoch=int(g["epoch"]), **el)
+        self.election = None
+
+    def _manual_failover(self, g: dict[str, str]) -> None:
+        self.failover_kind = "force" if g["kind"] == "Forced" else "manual"
+        self.failover_kind_ts = self.ts
+
+    def _election_won(self, g: dict[str, str]) -> None:
+        # a manual failover's election ends within its timeout (5 s, CLUSTER_MF_TIMEOUT)
+        kind = self.failover_kind if self.failover_kind and \
+            self.ts - self.failover_kind_ts <= 10.0 else "auto"
+        self.failover = self._cevent("cluster_failover", "master", kind)
+        self.failover_kind = None
+
+    def _failover_epoch(self, g: dict[str, str]) -> None:
+        if self.failover is not None:
+            self.failover["config_epoch"] = int(g["epoch"])
+        self.failover = None
+
+    def _takeover(self, g: dict[str, str]) -> None:
+        self._cevent("cluster_failover", "master", "takeover")
+
+    def _vote_granted(self, g: dict[str, str]) -> None:
+        self._cevent("cluster_election", "master", "granted", g["id"],
+                     config_epoch=int(g["epoch"]))
+
+    def _vote_denied(self, g: dict[str, str]) -> None:
+        why = g["why"]
+        reason = next((r for key, r in _DENIED if key in why), "other")
+        self._cevent("cluster_election", "master", "denied", g["id"], reason=reason)
+
+    def _cluster_state(self, g: dict[str, str]) -> None:
+        self._cevent("cluster_state", None, g["state"])
 
     def _fail(self, reason: str, err: str | None) -> None:
         r = self.r

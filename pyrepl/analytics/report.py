@@ -43,7 +43,8 @@ from pyrepl.analytics.timeline import (
 )
 
 SCHEMA_VERSION = 1
-TABLES = ("syncs", "recoveries", "lag", "links", "nodes", "buckets", "write_rates")
+TABLES = ("syncs", "recoveries", "lag", "links", "nodes", "buckets", "write_rates", "shards",
+          "failovers")
 CHARTS = ("partial_ratio_per_node", "phase_breakdown", "lag_over_time", "recovery_cdf",
           "backlog_advice", "link_timeline")
 
@@ -86,6 +87,10 @@ SUMMARY_KEYS: dict[str, str] = {
                "into partial syncs), current_backlog_bytes, curve (partial_ratio per backlog "
                "size), coverage_s and coverage_at_peak_s (backlog / write rate), "
                "write_rate_bytes_per_s, peak_write_rate_bytes_per_s",
+    "cluster": "only with a Redis Cluster's cluster_* events: shards, failovers, "
+               "failovers_by_kind (auto, manual, force, takeover), election_ms and "
+               "fail_to_failover_ms (stats), node_fail_incidents, slots_moved (between "
+               "masters, failovers aside), state_fail_events",
     "outputs": "the files written: summary, report, charts, tables",
 }
 # Every "stat" value is {"count", "p50", "p90", "p99", "max"} (null when count is 0).
@@ -101,6 +106,10 @@ def write_tables(tables: Any, dest: str) -> dict[str, str]:
     frames = {"syncs": tables.syncs, "recoveries": tables.recoveries, "lag": tables.lag_series,
               "links": tables.links, "nodes": tables.nodes, "buckets": tables.buckets,
               "write_rates": tables.write_rates}
+    for name in ("shards", "failovers"):     # (a Redis Cluster's; rows only with its events)
+        t = getattr(tables, name, None)
+        if t is not None:
+            frames[name] = t
     out = {name: dest.rstrip("/") + f"/{name}.parquet" for name in frames}
 
     spread = getattr(tables, "spread", ("syncs", "lag"))
@@ -296,6 +305,11 @@ def text_summary(s: dict[str, Any], report_path: str | None = None) -> str:
         lines.append(f"  backlog advice: {b['offset_before_backlog_syncs']:,} full syncs for "
                      f"offset-before-backlog; a backlog of {human_bytes(a['p90'])} would have "
                      f"avoided 90% ({human_bytes(a['p99'])}: 99%)")
+    c = s.get("cluster")
+    if c is not None:
+        kinds = ", ".join(f"{k} {v}" for k, v in c["failovers_by_kind"].items()) or "none"
+        lines.append(f"  cluster: {c['shards']} shards, {c['failovers']} failovers ({kinds}), "
+                     f"FAIL to failover p50 {human_ms(c['fail_to_failover_ms']['p50'])}")
     if report_path:
         lines.append(f"  report: {report_path}")
     return "\n".join(lines)
@@ -315,8 +329,40 @@ def _stat_row(name: str, st: dict[str, Any], fmt: Any) -> list[Any]:
     return [name, st["count"], fmt(st["p50"]), fmt(st["p90"]), fmt(st["p99"]), fmt(st["max"])]
 
 
+def render_cluster(c: dict[str, Any], shards: Sequence[dict[str, Any]],
+                   failovers: Sequence[dict[str, Any]]) -> str:
+    """The report's Redis Cluster section: its shards, and who failed over when and why."""
+    kinds = ", ".join(f"{k} {v}" for k, v in c["failovers_by_kind"].items()) or "none"
+    parts = ["<h2>Cluster shards and failovers</h2>",
+             f"<p>{c['shards']} shards; {c['failovers']} failovers ({kinds}); "
+             f"{c['node_fail_incidents']} nodes marked failing; {c['slots_moved']:,} slots "
+             f"moved between masters.</p>",
+             html_table(["shard", "master", "replicas", "slots", "failovers", "last failover",
+                         "nodes failed"],
+                        [[x["shard"], x["master"], (x["replicas"] or "-").replace(",", ", "),
+                          x["slots"] or "-", x["failovers"],
+                          f"{when(x['last_failover_ts'])} ({x['last_failover_kind']})"
+                          if x["last_failover_ts"] is not None else "-",
+                          x["node_fail_incidents"]] for x in shards])]
+    if failovers:
+        rows = sorted(failovers, key=lambda x: x["ts"])[-50:]
+        parts.append(html_table(
+            ["when (UTC)", "shard", "new master", "old master", "kind", "epoch", "votes seen",
+             "election", "FAIL to failover"],
+            [[when(x["ts"]), x["shard"] or "-", x["node"], x["old_master"] or "-", x["kind"],
+              x["config_epoch"] if x["config_epoch"] is not None else "-", x["votes"],
+              human_ms(x["election_ms"]), human_ms(x["fail_to_failover_ms"])] for x in rows]))
+        parts.append("<p class='note'>kind: auto (the master failed; an election), manual "
+                     "(CLUSTER FAILOVER), force (FORCE: no handshake with the master), takeover "
+                     "(TAKEOVER: no election). Votes seen: the masters' grants for the epoch in "
+                     "the logs given.</p>")
+    return "\n".join(parts)
+
+
 def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str, Any]],
-                stories: Sequence[LinkStory] = (), loops: Sequence[dict[str, Any]] = ()) -> str:
+                stories: Sequence[LinkStory] = (), loops: Sequence[dict[str, Any]] = (),
+                shards: Sequence[dict[str, Any]] = (),
+                failovers: Sequence[dict[str, Any]] = ()) -> str:
     inp, ps, fs = s["input"], s["psync"], s["full_syncs"]
     imgs = {}
     for name, path in charts.items():
@@ -410,6 +456,8 @@ def render_html(s: dict[str, Any], charts: dict[str, str], links: list[dict[str,
                           pct(x.get("partial_ratio")), x["failed"], x["link_downs"],
                           human_bytes(x.get("lag_bytes_p99"))] for x in worst]))
     parts.append(render_stories(stories, loops, imgs.get("link_timeline")))
+    if "cluster" in s:
+        parts.append(render_cluster(s["cluster"], shards, failovers))
     parts.append("<h2>summary.json keys</h2>")
     parts.append(html_table(["key", "holds"], [[k, v] for k, v in SUMMARY_KEYS.items()]))
     parts.append("<p class='note'>Generated by <code>pyrepl metrics</code>.</p></body></html>")
@@ -507,7 +555,8 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
             pool.draw(todo)
         report = os.path.join(out_dir, "report.html")
         with open(report, "w", encoding="utf-8") as f:
-            f.write(render_html(s, charts, links, stories, loops))
+            f.write(render_html(s, charts, links, stories, loops, _rows(t.shards),
+                                _rows(t.failovers)))
         tables = writing.result()
     summary = {"schema_version": SCHEMA_VERSION, **s,
                "outputs": {"summary": os.path.join(out_dir, "summary.json"), "report": report,
@@ -516,6 +565,15 @@ def write_report(result: Any, out_dir: str, tables_dest: str | None = None,
         json.dump(summary, f, indent=2, sort_keys=False, default=_json_default)
         f.write("\n")
     return summary
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    """A small output table's rows (the cluster's: RowTables, or absent)."""
+    if table is None:
+        return []
+    if isinstance(table, RowTable):
+        return table.rows
+    return [r.asDict() for r in table.collect()]
 
 
 def _json_default(v: Any) -> Any:

@@ -116,6 +116,13 @@ TABLE_COLUMNS: dict[str, str] = {
                "partial_ratio double",
     "write_rates": "master string, backlog_size bigint, write_rate_avg double, "
                    "write_rate_peak double, coverage_s double, coverage_peak_s double",
+    # a Redis Cluster's (pyrepl.analytics.shards)
+    "shards": "shard string, shard_id string, master string, replicas string, nodes bigint, "
+              "slots string, slot_count bigint, failovers bigint, last_failover_ts double, "
+              "last_failover_kind string, node_fail_incidents bigint",
+    "failovers": "ts double, shard string, node string, node_id string, old_master string, "
+                 "old_master_id string, kind string, config_epoch bigint, votes bigint, "
+                 "election_ms double, fail_to_failover_ms double",
 }
 
 

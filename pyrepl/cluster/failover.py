@@ -63,10 +63,12 @@ def vote_if_needed(st: ClusterState, node: ClusterNode, request: Message) -> Non
     if request.current_epoch < st.current_epoch:
         st.log("warning", f"Failover auth denied to {node.name}: reqEpoch "
                f"({request.current_epoch}) < curEpoch({st.current_epoch})")
+        _vote(st, node, "denied", "old-epoch", request)
         return
     if st.last_vote_epoch == st.current_epoch:
         st.log("warning", f"Failover auth denied to {node.name}: already voted for epoch "
                f"{st.current_epoch}")
+        _vote(st, node, "denied", "already-voted", request)
         return
     if node.is_master or master is None or (not master.failed and not force_ack):
         if node.is_master:
@@ -76,11 +78,14 @@ def vote_if_needed(st: ClusterState, node: ClusterNode, request: Message) -> Non
         else:
             why = "its master is up"
         st.log("warning", f"Failover auth denied to {node.name}: {why}")
+        _vote(st, node, "denied", "not-a-replica" if node.is_master else "unknown-master"
+              if master is None else "master-up", request)
         return
     timeout2 = st.cfg.node_timeout * 2
     if st.now - master.voted_time < timeout2:
         st.log("warning", f"Failover auth denied to {node.name}: can't vote about this master "
                f"before {timeout2 - (st.now - master.voted_time)} milliseconds")
+        _vote(st, node, "denied", "voted-recently", request)
         return
     for j in bitmap_slots(request.myslots):
         owner = st.slots[j]
@@ -88,6 +93,7 @@ def vote_if_needed(st: ClusterState, node: ClusterNode, request: Message) -> Non
             continue
         st.log("warning", f"Failover auth denied to {node.name}: slot {j} epoch "
                f"({owner.config_epoch}) > reqEpoch ({request.config_epoch})")
+        _vote(st, node, "denied", "stale-slots", request)
         return
     st.last_vote_epoch = st.current_epoch
     master.voted_time = st.now
@@ -96,6 +102,13 @@ def vote_if_needed(st: ClusterState, node: ClusterNode, request: Message) -> Non
         m = st.header(wire.FAILOVER_AUTH_ACK)
         st.send(node.link, wire.encode(m), wire.FAILOVER_AUTH_ACK)
     st.log("warning", f"Failover auth granted to {node.name} for epoch {st.current_epoch}")
+    _vote(st, node, "granted", None, request)
+
+
+def _vote(st: ClusterState, node: ClusterNode, result: str, reason: str | None,
+          request: Message) -> None:
+    st.event("cluster_election", result, node, role="master", reason=reason,
+             config_epoch=request.current_epoch)
 
 
 def master_start_manual(st: ClusterState, replica: ClusterNode) -> None:
@@ -146,6 +159,7 @@ def start_manual(st: ClusterState, force: bool, takeover: bool) -> None:
     reset_manual(st)
     st.mf_end = st.now + MF_TIMEOUT
     me = st.myself
+    st.mf_kind = "takeover" if takeover else "force" if force else "manual"
     if takeover:
         st.log("warning", "Taking over the master (user request).")
         st.bump_epoch_without_consensus()
@@ -198,6 +212,8 @@ def replace_master(st: ClusterState) -> None:
     for j in list(old.slot_list()):
         st.del_slot(j)
         st.add_slot(me, j)
+    st.event("cluster_failover", st.mf_kind if st.mf_end else "auto", old,
+             config_epoch=me.config_epoch)
     st.update_state()
     st.save_config(True)
     st.broadcast_pong(BROADCAST_ALL)
@@ -261,6 +277,9 @@ def handle_replica_failover(st: ClusterState) -> None:
         st.current_epoch += 1
         st.failover_auth_epoch = st.current_epoch
         st.log("warning", f"Starting a failover election for epoch {st.current_epoch}.")
+        st.event("cluster_election", "started", me.master, role="replica",
+                 rank=st.failover_auth_rank, offset=st.host.repl_offset(),
+                 config_epoch=st.current_epoch)
         m = st.header(wire.FAILOVER_AUTH_REQUEST)
         if st.mf_end:
             m.mflags = bytes([m.mflags[0] | wire.FLAG0_FORCEACK]) + m.mflags[1:]

@@ -9,7 +9,7 @@ through :class:`ClusterHost`, which the server core implements and the tests fak
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -41,6 +41,9 @@ class ClusterHost(Protocol):
 
     def log(self, level: str, message: str) -> None:
         """``level``: debug, verbose, notice or warning (Redis's)."""
+
+    def event(self, name: str, **fields: Any) -> None:
+        """A ``cluster_*`` sync event (pyrepl.events) of this node's."""
 
     def repl_offset(self) -> int:
         """A master's master_repl_offset, a replica's processed offset."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyrepl.cluster import wire
 from pyrepl.cluster.link import Link
@@ -53,6 +53,7 @@ from pyrepl.cluster.node import (
     valid_name,
 )
 from pyrepl.cluster.served import ServedSlots, SlotList, SlotMap
+from pyrepl.cluster.watch import SlotWatch
 from pyrepl.cluster.wire import BusError, Message
 
 if TYPE_CHECKING:
@@ -132,9 +133,11 @@ class ClusterState:
         self.mf_replica: ClusterNode | None = None
         self.mf_master_offset = -1
         self.mf_can_start = False
+        self.mf_kind = "manual"       # the last CLUSTER FAILOVER's: manual | force | takeover
         # the shell's hook: called when output or a before-sleep job is due outside the bus's
         # own events (a command sent a PUBLISH, ADDSLOTS made a save due)
         self.wake: Callable[[], None] | None = None
+        self.slot_watch = SlotWatch()     # cluster_slots events (pyrepl.cluster.watch)
         self.sync_ports()
 
     @property
@@ -151,6 +154,19 @@ class ClusterState:
 
     def log(self, level: str, msg: str) -> None:
         self.host.log(level, msg)
+
+    def event(self, name: str, result: str, about: ClusterNode | None = None,
+              **fields: Any) -> None:
+        """A ``cluster_*`` sync event of this node's (``about``: the other node, as peer_id
+        and, when it has an address, peer)."""
+        me = self.myself
+        fields.setdefault("role", "replica" if me.is_replica else "master")
+        if about is not None:
+            fields["peer_id"] = about.name
+            if about.ip:
+                fields["peer"] = f"{about.ip}:{about.port}"
+        self.host.event(name, result=result, node_id=me.name, shard_id=me.shard_id or None,
+                        **fields)
 
     # -- myself ----------------------------------------------------------------------------
 
@@ -930,6 +946,7 @@ class ClusterState:
         if failures < needed:
             return
         self.log("notice", f"Marking node {node.name} as failing (quorum reached).")
+        self.event("cluster_node_fail", "fail", node, reason="quorum")
         node.flags &= ~PFAIL
         node.flags |= FAIL
         node.fail_time = self.now
@@ -943,12 +960,15 @@ class ClusterState:
             what = "replica" if node.is_replica else "master without slots"
             self.log("notice", f"Clear FAIL state for node {node.name}: {what} is reachable "
                      "again.")
+            self.event("cluster_node_fail", "cleared", node,
+                       reason="reachable" if node.is_replica else "no-slots")
             node.flags &= ~FAIL
             self.do_before_sleep(TODO_UPDATE_STATE | TODO_SAVE_CONFIG)
         if node.is_master and node.numslots > 0 and \
                 self.now - node.fail_time > self.cfg.node_timeout * FAIL_UNDO_TIME_MULT:
             self.log("notice", f"Clear FAIL state for node {node.name}: is reachable again "
                      "and nobody is serving its slots after some time.")
+            self.event("cluster_node_fail", "cleared", node, reason="timeout")
             node.flags &= ~FAIL
             self.do_before_sleep(TODO_UPDATE_STATE | TODO_SAVE_CONFIG)
 
@@ -1115,6 +1135,7 @@ class ClusterState:
             if new_state == OK and me.is_master and now - self.among_minority_time < rejoin:
                 return
             self.log("warning", f"Cluster state changed: {'ok' if new_state == OK else 'fail'}")
+            self.event("cluster_state", "ok" if new_state == OK else "fail")
             self.state = new_state
 
     # -- persistence -----------------------------------------------------------------------
@@ -1127,6 +1148,10 @@ class ClusterState:
         if fsync:
             self.todo &= ~TODO_FSYNC_CONFIG
         self.host.save_config(nodes_conf.render(self), fsync)
+        for result, slots, other in self.slot_watch.look(self.myself, self.slots,
+                                                         self.migrating, self.importing):
+            self.event("cluster_slots", result, other, slots=slots,
+                       config_epoch=self.myself.config_epoch)
 
     # -- reset -----------------------------------------------------------------------------
 

@@ -96,6 +96,11 @@ class CoreClusterHost:
     def log(self, level: str, message: str) -> None:
         getattr(self.core.log, level)(message)
 
+    def event(self, name: str, **fields: Any) -> None:
+        repl = self.core.replication
+        if repl is not None:
+            repl.events.emit(self.core.now_ms, name, fields.pop("role"), **fields)
+
     def repl_offset(self) -> int:
         """master_repl_offset on a master, replicationGetSlaveOffset on a replica."""
         repl = self.core.replication

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyrepl.cluster.link import Link
 from pyrepl.cluster.ports import ClusterSettings
 from pyrepl.cluster.state import ClusterState
+from pyrepl.events import SyncEventLog
 
 
 @dataclass
@@ -32,8 +34,18 @@ class FakeClusterHost:
     saved: list[str] = field(default_factory=list)
     emptied: int = 0
 
+    events: SyncEventLog = field(default_factory=SyncEventLog)
+    now_ms: int = 0
+
     def log(self, level: str, message: str) -> None:
         self.logs.append((level, message))
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Checked against the schema as the server's event log checks it."""
+        self.events.emit(self.now_ms, name, fields.pop("role"), **fields)
+
+    def emitted(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.events.recent if e["event"] == name]
 
     def repl_offset(self) -> int:
         return self.offset
@@ -178,6 +190,8 @@ class ClusterNet:
         """``ms`` of time: each state's cron every 100 ms, the bytes delivered."""
         for _ in range(max(1, ms // 100)):
             self.now += 100
+            for h in self.hosts:
+                h.now_ms = self.now
             for i, st in enumerate(self.states):
                 if i not in self.down:
                     st.cron(self.now)
