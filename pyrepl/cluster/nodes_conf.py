@@ -12,6 +12,7 @@ words (:class:`NodesConfError`); writing the file atomically is the shell's (the
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from pyrepl.cluster.node import FLAGS_BY_NAME, HANDSHAKE, MYSELF, ClusterNode, describe, valid_name
@@ -29,18 +30,55 @@ class NodesConfError(Exception):
     """A nodes.conf the server must not start with (Redis logs it and exits)."""
 
 
-def slot_runs(st: ClusterState) -> dict[str, list[tuple[int, int]]]:
-    """Every node's slot runs from the slot table in one pass (clusterGenNodesSlotsInfo)."""
-    runs: dict[str, list[tuple[int, int]]] = {}
+class _Runs:
+    """The slot table's runs per node, as of one table (``key``: its owners' ids; ``table``
+    holds the owners, so that no id is reused while the entry lives) and their text."""
+
+    __slots__ = ("key", "table", "runs", "texts")
+
+    def __init__(self, key: list[int], table: tuple[ClusterNode | None, ...]) -> None:
+        self.key = key
+        self.table = table
+        self.runs: dict[ClusterNode, list[tuple[int, int]]] = {}
+        self.texts: dict[ClusterNode, str] = {}
+
+    def text(self, node: ClusterNode) -> str:
+        """The node's runs as CLUSTER NODES writes them (``0-5 7 ...``)."""
+        t = self.texts.get(node)
+        if t is None:
+            t = self.texts[node] = " ".join(str(a) if a == b else f"{a}-{b}"
+                                            for a, b in self.runs.get(node, ()))
+        return t
+
+
+_CACHE: weakref.WeakKeyDictionary[ClusterState, _Runs] = weakref.WeakKeyDictionary()
+
+
+def _runs(st: ClusterState) -> _Runs:
+    """Every node's slot runs from the slot table in one pass (clusterGenNodesSlotsInfo),
+    kept until the table changes: a 20-node cluster asks for nodes.conf and CLUSTER NODES
+    many times a second, and a table of single-slot runs (Redis's cluster tests allocate
+    slots at random) takes milliseconds to walk and write in Python."""
+    key = list(map(id, st.slots))
+    hit = _CACHE.get(st)
+    if hit is not None and hit.key == key:
+        return hit
+    out = _CACHE[st] = _Runs(key, tuple(st.slots))
+    runs = out.runs
     start = 0
     owner = st.slots[0]
     for j in range(1, CLUSTER_SLOTS + 1):
         n = st.slots[j] if j < CLUSTER_SLOTS else None
         if j == CLUSTER_SLOTS or n is not owner:
             if owner is not None:
-                runs.setdefault(owner.name, []).append((start, j - 1))
+                runs.setdefault(owner, []).append((start, j - 1))
             owner, start = n, j
-    return runs
+    return out
+
+
+def slot_runs(st: ClusterState) -> dict[str, list[tuple[int, int]]]:
+    """Every node's slot runs, by name."""
+    return {node.name: list(rs) for node, rs in _runs(st).runs.items()}
 
 
 def open_slots(st: ClusterState) -> str:
@@ -56,13 +94,15 @@ def open_slots(st: ClusterState) -> str:
 def describe_all(st: ClusterState, filter_flags: int = 0, use_pport: bool = False) -> str:
     """clusterGenNodesDescription: the lines of every node without any of ``filter_flags``,
     each ending with a newline."""
-    runs = slot_runs(st)
+    runs = _runs(st)
     lines = []
     for node in st.nodes.values():
         if node.flags & filter_flags:
             continue
         extra = open_slots(st) if node.flags & MYSELF else ""
-        lines.append(describe(node, runs.get(node.name, []), use_pport, extra) + "\n")
+        slots = runs.text(node)
+        lines.append(describe(node, [], use_pport) + (" " + slots if slots else "") +
+                     extra + "\n")
     return "".join(lines)
 
 

@@ -67,7 +67,10 @@ class BusProtocol(asyncio.Protocol):
         st = self.bus.state
         st.now = self.bus.clock()
         st.receive(link, data)
-        self.bus.pump()
+        # one pump a loop pass, after every link's bytes of that pass (Redis's beforeSleep
+        # runs once per event loop iteration): a pass that reads twenty links' PINGs saves
+        # nodes.conf once, not twenty times
+        self.bus._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         link = self.link
@@ -155,6 +158,8 @@ class ClusterBus:
                 continue
             if link.closed:
                 proto.transport.close()
+                continue
+            if proto.transport.is_closing():     # (its connection_lost is on its way)
                 continue
             data = link.data_to_send()
             if data:

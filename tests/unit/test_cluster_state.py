@@ -346,3 +346,33 @@ def test_bytes_the_shell_could_not_write_count_toward_the_link_send_buffer_limit
     assert link not in a.links and a.links_buffer_limit_exceeded == 1
     assert net.hosts[0].logged("due to exceeding send buffer memory limit.")
     net.run_until(lambda: peer.link is not None and peer.link.connected, 5_000)
+
+
+def test_the_slot_runs_are_walked_once_per_slot_table() -> None:
+    """nodes.conf and CLUSTER NODES read each node's slot runs from a cache kept until the
+    slot table changes (Redis's cluster tests allocate slots at random, ~3,000 runs a node:
+    walking and writing them at every save and every CLUSTER NODES cost a 20-node cluster of
+    pyrepl nodes most of their CPU); a change of owner or of name shows at once."""
+    from pyrepl.cluster import nodes_conf
+
+    net = joined(3)
+    st_ = net.states[0]
+    rng = random.Random(5)
+    owners = [s.myself.name for s in net.states]
+    for j in range(SLOTS):
+        st_.del_slot(j)
+        st_.add_slot(st_.nodes[rng.choice(owners)], j)
+    first = nodes_conf._runs(st_)
+    text = nodes_conf.render(st_)
+    assert nodes_conf._runs(st_) is first                       # (not walked again)
+    assert nodes_conf.render(st_) == text
+    other = st_.nodes[owners[1]]
+    st_.del_slot(0)
+    st_.add_slot(other, 0)
+    assert nodes_conf._runs(st_) is not first
+    line = next(x for x in nodes_conf.render(st_).splitlines() if x.startswith(other.name))
+    assert " 0 " in line or " 0-" in line
+    assert nodes_conf.slot_runs(st_)[other.name][0][0] == 0
+    loaded = ClusterState(FakeClusterHost(), ClusterSettings(), 1)
+    assert load(nodes_conf.render(st_), loaded, 1)
+    assert owner_names(loaded) == owner_names(st_)
