@@ -26,6 +26,7 @@ dropped: the users live in the ACL file).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections.abc import Callable
@@ -247,11 +248,13 @@ def rewrite_file(cfg: Config, path: str | None = None, users: list[str] | None =
     write_atomically(path, content)
 
 
-def write_atomically(path: str, content: bytes, fsync: bool = True) -> None:
+def write_atomically(path: str, content: bytes, fsync: bool = True, hold: bool = False) -> int:
     """``content`` in place of ``path``, all or nothing (a temporary file beside it, fsync,
     mode 0644 minus the umask, rename, fsync of the directory); OSError on failure.
     ``fsync=False``: no fsync (the rename still makes the change all or nothing, not
-    durable), as Redis saves nodes.conf when no epoch or vote changed."""
+    durable), as Redis saves nodes.conf when no epoch or vote changed. ``hold``: the new
+    file is flocked before it takes the name, and its descriptor returned, open (-1
+    otherwise): the file at ``path`` stays locked by this process across the rename."""
     directory = os.path.dirname(os.path.abspath(path))
     # mkostemp(path + ".XXXXXX", O_CLOEXEC): mode 0600 until the content is safe on disk
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)
@@ -262,16 +265,25 @@ def write_atomically(path: str, content: bytes, fsync: bool = True) -> None:
         if fsync:
             os.fsync(fd)
         os.fchmod(fd, 0o644 & ~_umask())
-        os.close(fd)
+        held = -1
+        if hold:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # (a new file: nobody else has it)
+            held = fd
+        else:
+            os.close(fd)
         fd = -1
-        os.replace(tmp, path)
-        if not fsync:
-            return
-        dfd = os.open(directory, os.O_RDONLY)
         try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+            os.replace(tmp, path)
+        except BaseException:
+            fd = held
+            raise
+        if fsync:
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return held
     except BaseException:
         discard_temp(fd, tmp)
         raise

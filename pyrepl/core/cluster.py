@@ -13,6 +13,9 @@ master either runs here or gets Redis's redirect error.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 from typing import TYPE_CHECKING, Any
 
 from pyrepl.cluster import redirect as routing
@@ -198,15 +201,53 @@ def save_nodes_conf(core: ServerCore, text: str, fsync: bool = True) -> str:
     cluster saves a few times a second then, and an fsync on a busy disk held the loop for
     seconds: the cluster flapped). "" or the error."""
     try:
-        write_atomically(config_path(core), text.encode(), fsync)
+        fd = write_atomically(config_path(core), text.encode(), fsync,
+                              hold=core.cluster_conf_fd != -1)
     except OSError as e:
         return e.strerror or str(e)
+    if fd != -1:      # the new file, flocked before it took the name: the old one goes
+        os.close(core.cluster_conf_fd)
+        core.cluster_conf_fd = fd
     return ""
+
+
+def lock(core: ServerCore) -> None:
+    """clusterLockConfig: nodes.conf opened (created when missing) and flocked for the
+    process's life, so that a second node (pyrepl or Redis) started on the same file stops
+    (NodesConfError, Redis's words). Each save then locks the new file before the rename
+    (``save_nodes_conf``), so the name stays locked; a forked child closes its copy
+    (``close_lock_in_child``)."""
+    path = config_path(core)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise NodesConfError(f"Can't open {path} in order to acquire a lock: "
+                             f"{e.strerror}") from e
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise NodesConfError(
+                f"Sorry, the cluster configuration file {core.config.cluster_config_file} is "
+                "already used by a different Redis Cluster node. Please make sure that "
+                "different nodes use different cluster configuration files.") from e
+        raise NodesConfError(f"Impossible to lock {path}: {e.strerror}") from e
+    core.cluster_conf_fd = fd
+
+
+def close_lock_in_child(core: ServerCore) -> None:
+    """In a forked child: its copy of the lock's descriptor closed (a child that outlives a
+    killed server must not keep the next one from starting)."""
+    if core.cluster_conf_fd != -1:
+        os.close(core.cluster_conf_fd)
+        core.cluster_conf_fd = -1
 
 
 def start(core: ServerCore) -> ClusterState:
     """clusterInit: the state, from nodes.conf when there is one (a corrupt one stops the
     start: NodesConfError with Redis's words), else a new node saved at once."""
+    lock(core)
     core.dbs[0].track_slots()     # (db 0's keys indexed by slot: slotToKeyInit)
     st = ClusterState(CoreClusterHost(core), settings(core.config), core.now_ms)
     path = config_path(core)

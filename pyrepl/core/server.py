@@ -228,6 +228,7 @@ class ServerCore:
         self.replication: Replication | None = None
         # cluster mode (pyrepl.core.cluster): the node's cluster state, None when disabled
         self.cluster: ClusterState | None = None
+        self.cluster_conf_fd = -1     # nodes.conf, open and flocked (pyrepl.core.cluster.lock)
         self.aux_fields: Callable[[], dict[str, bytes | str | int]] | None = None
         # -- client-side caching (pyrepl.core.tracking): call() tests tracking_on, Database.touch
         # tracking_writes; both False while no client tracks.

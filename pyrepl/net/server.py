@@ -294,6 +294,7 @@ class NetHost(Host):
             code = 1
             try:
                 self.server.logger.role = "C"
+                cluster.close_lock_in_child(self.server.core)
                 # (a Lua debugging session's child ignores them, as Redis's)
                 keep = signal.SIG_IGN if purpose == "ldb" else signal.SIG_DFL
                 signal.signal(signal.SIGTERM, keep)
