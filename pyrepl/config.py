@@ -1001,7 +1001,7 @@ DIRECTIVES: tuple[Directive, ...] = (
     _int("tls-port", "0", 0, 65535),
     _int("tls-session-cache-size", "20480", 0, INT_MAX),
     _int("tls-session-cache-timeout", "300", 0, INT_MAX),
-    _bool("tls-cluster", "no", noop=True),
+    _bool("tls-cluster", "no"),
     _bool("tls-replication", "no"),
     _enum("tls-auth-clients", "yes", ("no", "yes", "optional")),
     _bool("tls-prefer-server-ciphers", "no"),

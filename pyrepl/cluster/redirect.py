@@ -92,8 +92,10 @@ def endpoint(st: ClusterState, n: ClusterNode) -> str:
     return ""
 
 
-def error_text(st: ClusterState, code: int, n: ClusterNode | None, slot: int) -> str:
-    """clusterRedirectClient's error (without the leading ``-``)."""
+def error_text(st: ClusterState, code: int, n: ClusterNode | None, slot: int,
+               use_pport: bool = False) -> str:
+    """clusterRedirectClient's error (without the leading ``-``); ``use_pport``: a plain
+    client of a tls-cluster node is sent to the node's plaintext port, when it has one."""
     if code == CROSS_SLOT:
         return "CROSSSLOT Keys in request don't hash to the same slot"
     if code == UNSTABLE:
@@ -105,4 +107,5 @@ def error_text(st: ClusterState, code: int, n: ClusterNode | None, slot: int) ->
     if code == DOWN_UNBOUND:
         return "CLUSTERDOWN Hash slot not served"
     assert n is not None and code in (MOVED, ASK)
-    return f"{'ASK' if code == ASK else 'MOVED'} {slot} {endpoint(st, n)}:{n.port}"
+    port = n.pport if use_pport and n.pport else n.port
+    return f"{'ASK' if code == ASK else 'MOVED'} {slot} {endpoint(st, n)}:{port}"

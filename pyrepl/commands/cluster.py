@@ -25,7 +25,7 @@ from pyrepl.cluster.state import (
 )
 from pyrepl.commands.table import command, container
 from pyrepl.commands.util import help_reply, subcommand_error
-from pyrepl.core.cluster import ASKING, READONLY
+from pyrepl.core.cluster import ASKING, READONLY, use_pport
 from pyrepl.errors import SYNTAX
 from pyrepl.intparse import parse_int
 from pyrepl.keyspace.hashslot import key_hash_slot
@@ -167,15 +167,16 @@ def c_meet(c: Any, argv: list[bytes]) -> object:
 
 
 def c_nodes(c: Any, argv: list[bytes]) -> object:
-    return Verbatim(describe_all(_state(c)).encode())
+    return Verbatim(describe_all(_state(c), use_pport=use_pport(c.core, c)).encode())
 
 
 def c_myid(c: Any, argv: list[bytes]) -> object:
     return _state(c).myself.name.encode()
 
 
-def _endpoint_reply(st: Any, node: Any) -> list[object]:
-    """addNodeToNodeReply."""
+def _endpoint_reply(st: Any, node: Any, pport: bool = False) -> list[object]:
+    """addNodeToNodeReply (``pport``: a plain client of a tls-cluster node, told the
+    plaintext ports)."""
     kind = st.cfg.preferred_endpoint_type
     if kind == "ip":
         first: object = node.ip.encode()
@@ -188,7 +189,8 @@ def _endpoint_reply(st: Any, node: Any) -> list[object]:
         extra.append((b"ip", node.ip.encode()))
     if kind != "hostname" and node.hostname:
         extra.append((b"hostname", node.hostname.encode()))
-    return [first, node.port, node.name.encode(), Map(extra)]
+    return [first, node.pport if pport and node.pport else node.port, node.name.encode(),
+            Map(extra)]
 
 
 def _replica_available(st: Any, node: Any) -> bool:
@@ -202,19 +204,25 @@ def c_slots(c: Any, argv: list[bytes]) -> object:
     st = _state(c)
     out: list[object] = []
     runs = sorted((a, b, name) for name, rs in slot_runs(st).items() for a, b in rs)
+    pport = use_pport(c.core, c)
     for a, b, name in runs:
         n = st.nodes[name]
-        entry: list[object] = [a, b, _endpoint_reply(st, n)]
-        entry.extend(_endpoint_reply(st, r) for r in n.replicas if _replica_available(st, r))
+        entry: list[object] = [a, b, _endpoint_reply(st, n, pport)]
+        entry.extend(_endpoint_reply(st, r, pport) for r in n.replicas
+                     if _replica_available(st, r))
         out.append(entry)
     return out
 
 
-def _shard_node(st: Any, node: Any) -> Map:
+def _shard_node(st: Any, node: Any, tls: bool) -> Map:
     """addNodeDetailsToShardReply."""
     items: list[tuple[object, object]] = [(b"id", node.name.encode())]
-    if node.port:
-        items.append((b"port", node.port))
+    # (tls-cluster: the port is the TLS one, pport the plaintext one)
+    plain, tls_port = (node.pport, node.port) if tls else (node.port, 0)
+    if plain:
+        items.append((b"port", plain))
+    if tls_port:
+        items.append((b"tls-port", tls_port))
     items.append((b"ip", node.ip.encode()))
     kind = st.cfg.preferred_endpoint_type
     endpoint = node.ip if kind == "ip" else (node.hostname or "?") if kind == "hostname" else ""
@@ -241,7 +249,7 @@ def c_shards(c: Any, argv: list[bytes]) -> object:
         if not n.is_master:
             continue
         flat: list[object] = [x for a, b in runs.get(n.name, []) for x in (a, b)]
-        nodes = [_shard_node(st, x) for x in [n, *n.replicas]]
+        nodes = [_shard_node(st, x, c.core.config.tls_cluster) for x in [n, *n.replicas]]
         out.append(Map([(b"slots", flat), (b"nodes", nodes)]))
     return out
 

@@ -189,6 +189,16 @@ class CoreClusterHost:
         return True
 
 
+def use_pport(core: ServerCore, c: Any) -> bool:
+    """Whether ``c`` is told the nodes' plaintext ports (``pport``): a client on the plain
+    port of a tls-cluster node (Redis 7.0: "Report non-TLS ports to non-TLS client in TLS
+    cluster if available")."""
+    if not core.config.tls_cluster:
+        return False
+    t = getattr(c, "transport", None)
+    return t is None or t.get_extra_info("ssl_object") is None
+
+
 def config_path(core: ServerCore) -> str:
     return core.config.in_dir(core.config.cluster_config_file)
 
@@ -216,7 +226,7 @@ def lock(core: ServerCore) -> None:
     process's life, so that a second node (pyrepl or Redis) started on the same file stops
     (NodesConfError, Redis's words). Each save then locks the new file before the rename
     (``save_nodes_conf``), so the name stays locked; a forked child closes its copy
-    (``close_lock_in_child``)."""
+    (``release_lock``)."""
     path = config_path(core)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -236,9 +246,9 @@ def lock(core: ServerCore) -> None:
     core.cluster_conf_fd = fd
 
 
-def close_lock_in_child(core: ServerCore) -> None:
-    """In a forked child: its copy of the lock's descriptor closed (a child that outlives a
-    killed server must not keep the next one from starting)."""
+def release_lock(core: ServerCore) -> None:
+    """The lock's descriptor closed: in a forked child, its copy (a child that outlives a
+    killed server must not keep the next one from starting); in the tests, a node's end."""
     if core.cluster_conf_fd != -1:
         os.close(core.cluster_conf_fd)
         core.cluster_conf_fd = -1
@@ -346,7 +356,7 @@ def redirect_blocked(core: ServerCore) -> None:
             if node is me or slot in st.importing:
                 continue
             err = routing.error_text(st, routing.DOWN_UNBOUND, None, slot) if node is None \
-                else routing.error_text(st, routing.MOVED, node, slot)
+                else routing.error_text(st, routing.MOVED, node, slot, use_pport(core, c))
         core.error_reply(c, err, None, rejected=False)
         core.unblock(c, ReplyError(err))
 
@@ -402,4 +412,4 @@ def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> st
         return None
     if is_exec:
         c.discard_transaction()
-    return routing.error_text(st, code, node, slot)
+    return routing.error_text(st, code, node, slot, use_pport(core, c))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyrepl.cluster.link import Link
     from pyrepl.cluster.state import ClusterState
     from pyrepl.core.server import ServerCore
+    from pyrepl.net.tls import Contexts
 
 
 def _now_ms() -> int:
@@ -89,8 +90,12 @@ class ClusterBus:
 
     def __init__(self, core: ServerCore, state: ClusterState, log: Any,
                  bind: list[str], port: int, backlog: int,
-                 flush: Callable[[], None]) -> None:
+                 flush: Callable[[], None],
+                 tls: Callable[[], Contexts | None] = lambda: None) -> None:
         self.core = core
+        # tls-cluster: the server's TLS contexts (rebuilt on CONFIG SET tls-*), read at each
+        # connect; the listener serves TLS while the directive is on (``tls_changed``)
+        self.tls = tls
         self.flush = flush      # the clients the state wrote to (pub/sub), flushed
         self.state = state
         self.log = log
@@ -128,7 +133,10 @@ class ClusterBus:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.state.wake = self._wake
-        await self.listeners.serve(self._socks, False)
+        ctx = self._contexts()
+        if ctx is not None:
+            self.listeners.tls_context = ctx.server
+        await self.listeners.serve(self._socks, ctx is not None)
         self._cron = self.loop.create_task(self._run_cron())
         self.pump()
 
@@ -176,17 +184,34 @@ class ClusterBus:
         if self.core.pending_flush:
             self.flush()
 
+    def _contexts(self) -> Contexts | None:
+        """The TLS contexts while tls-cluster is on (None: plain TCP)."""
+        return self.tls() if self.core.config.tls_cluster else None
+
+    def tls_changed(self) -> None:
+        """tls-cluster turned on or off, or the TLS contexts rebuilt: connections accepted
+        from now on are TLS or not, with the new context (those open keep theirs, as
+        Redis's accept handler decides at each accept)."""
+        if self.loop is None:
+            return
+        ctx = self._contexts()
+        self.listeners.reserve(ctx.server if ctx is not None else None, self.loop)
+
     def _open(self, link: Link) -> None:
         loop = self.loop
         node = link.node
         if loop is None or node is None:
             return
         timeout = max(self.state.cfg.node_timeout, 1000) / 1000
+        ctx = self._contexts()
+        # (tls-cluster: the node's certificate checked against the CA, not its host name)
+        tls_args: dict[str, Any] = {} if ctx is None else {"ssl": ctx.client,
+                                                           "server_hostname": ""}
 
         async def connect() -> None:
             try:
                 await asyncio.wait_for(loop.create_connection(
-                    lambda: BusProtocol(self, link), node.ip, node.cport), timeout)
+                    lambda: BusProtocol(self, link), node.ip, node.cport, **tls_args), timeout)
             except (TimeoutError, OSError) as e:
                 if link in self.state.links:
                     self.state.now = self.clock()

@@ -120,6 +120,19 @@ class Listeners:
             s.setblocking(False)
         loop.create_task(self.serve(socks, True))
 
+    def reserve(self, ctx: ssl.SSLContext | None, loop: asyncio.AbstractEventLoop) -> None:
+        """Every TCP listener (plain or TLS) served again from a duplicate of its socket: with
+        TLS and ``ctx``, or plain when None (the cluster bus's listener: tls-cluster)."""
+        socks = [socket.socket(fileno=os.dup(s.fileno())) for srv in (*self.tcp, *self.tls)
+                 for s in (srv.sockets or ())]
+        for srv in (*self.tcp, *self.tls):
+            srv.close()
+        self.tcp, self.tls = [], []
+        for s in socks:
+            s.setblocking(False)
+        self.tls_context = ctx
+        loop.create_task(self.serve(socks, ctx is not None))
+
     def close(self) -> None:
         for srv in (*self.tcp, *self.tls, *((self.unix,) if self.unix else ())):
             srv.close()

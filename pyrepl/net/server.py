@@ -294,7 +294,7 @@ class NetHost(Host):
             code = 1
             try:
                 self.server.logger.role = "C"
-                cluster.close_lock_in_child(self.server.core)
+                cluster.release_lock(self.server.core)
                 # (a Lua debugging session's child ignores them, as Redis's)
                 keep = signal.SIG_IGN if purpose == "ldb" else signal.SIG_DFL
                 signal.signal(signal.SIGTERM, keep)
@@ -585,6 +585,8 @@ class Server:
             self.rebind(cfg.bind, cfg.tls_port, tls_port=True)
         elif tls.enabled(cfg) and not self.configure_tls() and name != "tls-auth-clients":
             raise ConfigError("Unable to update TLS configuration. Check server logs.")
+        if name == "tls-cluster" and not cfg.tls_cluster and self.bus is not None:
+            self.bus.tls_changed()      # (plain again; on, configure_tls re-served it)
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> int:
@@ -731,7 +733,10 @@ class Server:
             log.warning(str(e))
             return False
         cport = cluster.bus_port(cfg)
-        bus = ClusterBus(self.core, st, log, cfg.bind, cport, cfg.tcp_backlog, self.flush_pending)
+        if cfg.tls_cluster and self.tls is None and not self.configure_tls():
+            return False
+        bus = ClusterBus(self.core, st, log, cfg.bind, cport, cfg.tcp_backlog, self.flush_pending,
+                         lambda: self.tls)
         try:
             bus.listen()
         except OSError as e:
@@ -851,6 +856,8 @@ class Server:
         self.tls = contexts
         if self.loop is not None and self.loop.is_running():
             self.listeners.use_tls_context(contexts.server, self.loop)
+            if self.bus is not None and self.config.tls_cluster:
+                self.bus.tls_changed()
         else:
             self.listeners.tls_context = contexts.server
         return True

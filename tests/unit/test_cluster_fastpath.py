@@ -210,6 +210,7 @@ def test_a_loaded_nodes_conf_rebuilds_the_table(dirs: tuple[str, str]) -> None:
     from the table at once."""
     core, c, st_ = cluster_world(dirs[0])
     st_.save_config(True)
+    core_cluster.release_lock(core)       # (the first node's process ends: its lock goes)
     core2, c2 = warm_server(False, config=[("dir", [dirs[0]])])
     st2 = core_cluster.start(core2)
     assert st2.myself.name == st_.myself.name and st2.myself is not st_.myself
