@@ -412,8 +412,17 @@ def client_kill(c: Any, argv: list[bytes]) -> object:
 def _kill(me: Any, cl: Any) -> None:
     if cl is me:
         me.close_after_reply = True
-    else:
-        me.core.host.close_client(cl)
+        return
+    repl = me.core.replication
+    side = repl.replica if repl is not None else None
+    if side is not None and side.stream.master is not None and side.stream.master.client is cl:
+        # freeClient(server.master) at once, as Redis: the link is down from now
+        # (repl_down_since), not from when the loop sees the socket close. A replica that
+        # kills its master link inside MULTI and then sleeps (cluster/06-slave-stop-cond:
+        # CLIENT KILL, DEBUG SLEEP 20) counts the sleep in its data age, and does not fail
+        # over with stale data.
+        side.master_lost("killed", cache=True)
+    me.core.host.close_client(cl)
 
 
 @command("client|unblock", -3, "admin noscript loading stale", group="connection",

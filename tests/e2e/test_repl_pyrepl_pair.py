@@ -189,3 +189,24 @@ def test_bind_source_addr_as_redis(tmp_path) -> None:
         finally:
             replica.stop()
             master.stop()
+
+
+def test_client_kill_of_the_master_link_marks_it_down_at_once(tmp_path) -> None:
+    """CLIENT KILL of the master client frees it at once (Redis's freeClient(server.master)):
+    the link is down from the kill, not from when the loop sees the socket close. Redis's
+    cluster/06-slave-stop-cond kills it inside MULTI and then sleeps 20 s (DEBUG SLEEP), so a
+    replica must count that sleep in its data age and not fail over; the down time started
+    after the sleep before."""
+    with start_master(tmp_path) as m, start_replica(tmp_path, "b", m.port) as rp:
+        wait_synced(m.port, rp.port)
+        with r(m.port) as mc:
+            mc.execute_command("CLIENT", "PAUSE", "10000")   # (no reconnection)
+        with r(rp.port) as c:
+            mine = next(cl for cl in c.client_list() if "M" in cl["flags"])
+            pipe = c.pipeline(transaction=True)
+            pipe.execute_command("CLIENT", "KILL", mine["addr"])
+            pipe.execute_command("DEBUG", "SLEEP", "2")
+            pipe.execute()
+            info = c.info("replication")
+            assert info["master_link_status"] == "down"
+            assert info["master_link_down_since_seconds"] >= 2
