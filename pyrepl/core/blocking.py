@@ -370,11 +370,14 @@ class Blocking:
 
     def disconnect_all(self) -> None:
         """disconnectAllBlockedClients: the server turned into a replica; every blocked client
-        gets -UNBLOCKED and is closed after it (SHUTDOWN's waiter stays)."""
+        gets -UNBLOCKED and is closed after it (SHUTDOWN's waiter stays). A client postponed
+        by a pause stays too (BLOCKED_POSTPONE): its command has not started, and runs (or
+        is redirected) when the pause ends, as a manual failover's clients of the old master
+        are (cluster/10-manual-failover)."""
         core = self.core
         for c in list(self.clients):
             record = c.blocked
-            if record is None or record.btype == "shutdown":
+            if record is None or record.btype in ("shutdown", "postpone"):
                 continue
             core.error_reply(c, UNBLOCKED_BY_ROLE, None, rejected=False)
             c.close_after_reply = True

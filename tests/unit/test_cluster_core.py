@@ -60,3 +60,20 @@ def test_nodes_conf_is_fsynced_only_when_the_state_asks(tmp_path: Path,
     c = core.connection_made()
     assert run(c, "CLUSTER", "SAVECONFIG") == b"+OK\r\n"
     assert len(synced) == 4
+
+
+def test_a_client_postponed_by_a_pause_is_not_unblocked_when_the_master_turns_replica() -> None:
+    """disconnectAllBlockedClients skips BLOCKED_POSTPONE: a write held by a manual
+    failover's pause on the old master runs (or is redirected) when the pause ends, it does
+    not get -UNBLOCKED (cluster/10-manual-failover wrote during CLUSTER FAILOVER and got
+    'UNBLOCKED force unblock from blocking operation')."""
+    core = make_core()
+    admin, writer, popper = (core.connection_made() for _ in range(3))
+    assert run(popper, "BLPOP", "list", "0") == b""               # blocked on a key
+    assert run(admin, "CLIENT", "PAUSE", "10000", "WRITE") == b"+OK\r\n"
+    assert run(writer, "SET", "k", "v") == b""                    # postponed
+    core.blocking.disconnect_all()
+    assert popper.data_to_send().startswith(b"-UNBLOCKED force unblock")
+    assert writer.data_to_send() == b"" and not writer.close_after_reply
+    assert run(admin, "CLIENT", "UNPAUSE") == b"+OK\r\n"
+    assert writer.data_to_send() == b"+OK\r\n"
