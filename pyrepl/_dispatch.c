@@ -53,32 +53,40 @@ enum {
     K_GATED, K_REPLICATION, K_EXPIRY_DELETES, K_CMDSTATS, K_DIRTY, K_CALL_DEPTH,
     K_STREAM_LIVE, K_PENDING, K_KEYS_WAITED, K_BLOCKING, K_REPL_FEED, K_MIN_REPLICAS,
     K_SERVE_AFTER_FLUSH, K_TRACKING_ON, K_MAXMEMORY, K_CLOCK_NS, K_QUICK_BELOW_NS,
-    K_LATENCY_TRACKING, K_SERVED_SLOTS, K_N
+    K_LATENCY_TRACKING, K_N
 };
 static const char *const core_names[K_N] = {
     "gated", "replication", "expiry_deletes", "cmdstats", "dirty", "_call_depth",
     "stream_live", "_pending", "keys_waited", "blocking", "repl_feed", "min_replicas_to_write",
     "serve_after_flush", "tracking_on", "maxmemory", "clock_ns", "quick_below_ns",
-    "latency_tracking", "served_slots",
+    "latency_tracking",
 };
 
 enum {
     C_REPLY_MODE, C_IN_MULTI, C_AUTHENTICATED, C_SUBS, C_RESTRICTED, C_COMMANDS, C_LAST_CMD,
     C_PROPAGATE_ARGV, C_DB, C_OUT, C_PROTO, C_WOFF, C_READER, C_KIND, C_BLOCKED, C_MULTI_QUEUE,
-    C_MULTI_MEM, C_MEM_QUIET, C_CLUSTER_FLAGS, C_CLUSTER_SLOT, C_N
+    C_MULTI_MEM, C_MEM_QUIET, C_N
 };
 static const char *const client_names[C_N] = {
     "reply_mode", "in_multi", "authenticated", "subs", "restricted", "commands", "last_cmd",
     "propagate_argv", "db", "out", "proto", "woff", "reader", "kind", "blocked", "multi_queue",
-    "multi_mem", "mem_quiet", "cluster_flags", "cluster_slot",
+    "multi_mem", "mem_quiet",
 };
 
-enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME,
-       M_FIRST_KEY, M_LAST_KEY, M_STEP, M_KEYS_FN, M_N };
+enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME, M_N };
 static const char *const command_names[M_N] = {
     "handler", "min_args", "max_args", "write", "propagates", "nomulti", "name",
-    "first_key", "last_key", "step", "keys_fn",
 };
+
+/* cluster_step's slots of the core, the client and the command: read behind the gate only,
+   so not among the slots every call checks above (a standalone request pays nothing) */
+enum { KC_SERVED_SLOTS, KC_N };
+static const char *const kcluster_names[KC_N] = {"served_slots"};
+enum { CC_CLUSTER_FLAGS, CC_CLUSTER_SLOT, CC_N };
+static const char *const ccluster_names[CC_N] = {"cluster_flags", "cluster_slot"};
+enum { MC_FIRST_KEY, MC_LAST_KEY, MC_STEP, MC_KEYS_FN, MC_N };
+static const char *const mcluster_names[MC_N] = {"first_key", "last_key", "step", "keys_fn"};
+static Py_ssize_t kcluster_off[KC_N], ccluster_off[CC_N], mcluster_off[MC_N];
 
 enum { S_CALLS, S_SAMPLE, S_TIMING, S_TIMED, S_TIMED_NS, S_LATENCY, S_N };
 static const char *const stat_names[S_N] = {
@@ -185,6 +193,9 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         SLOTS_OF(latency),
     };
     if (bind_args(nargs == 11 && PyDict_CheckExact(args[9]), BIND_USAGE, args, specs, 11) < 0 ||
+            slots_bind(args[0], kcluster_names, KC_N, kcluster_off) < 0 ||
+            slots_bind(args[1], ccluster_names, CC_N, ccluster_off) < 0 ||
+            slots_bind(args[2], mcluster_names, MC_N, mcluster_off) < 0 ||
             keep_attr(&py_execute, args[0], "execute") || intern(&str_failed_call, "failed_call") ||
             intern(&str_after_write, "after_write") ||
             intern(&str_flush_propagation, "flush_propagation") ||
@@ -642,15 +653,19 @@ is_master_client(PyObject *c)
 static int
 cluster_step(PyObject *core, PyObject *c, PyObject *cmd, PyObject *argv)
 {
-    const char *table = served_table(K(core, K_SERVED_SLOTS));
-    if (table == NULL || !is_zero(C(c, C_CLUSTER_FLAGS)))
+    if (!slots_all_set(core, kcluster_off, KC_N) || !slots_all_set(c, ccluster_off, CC_N) ||
+            !slots_all_set(cmd, mcluster_off, MC_N))
+        return SERVED_NOT;
+    const char *table = served_table(SLOT_AT(core, kcluster_off[KC_SERVED_SLOTS]));
+    if (table == NULL || !is_zero(SLOT_AT(c, ccluster_off[CC_CLUSTER_FLAGS])))
         return SERVED_NOT;
     if (is_master_client(c))
         return -1;
     if (C(c, C_IN_MULTI) != Py_False)   /* (queued commands are routed; so is EXEC) */
         return SERVED_NOT;
-    return served_slot(table, argv, M(cmd, M_FIRST_KEY), M(cmd, M_LAST_KEY), M(cmd, M_STEP),
-                       M(cmd, M_KEYS_FN));
+    return served_slot(table, argv, SLOT_AT(cmd, mcluster_off[MC_FIRST_KEY]),
+                       SLOT_AT(cmd, mcluster_off[MC_LAST_KEY]),
+                       SLOT_AT(cmd, mcluster_off[MC_STEP]), SLOT_AT(cmd, mcluster_off[MC_KEYS_FN]));
 }
 
 static PyObject *
@@ -691,7 +706,7 @@ execute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int slot = cluster_step(core, c, cmd, argv);
         if (slot == SERVED_NOT)
             goto general;
-        if (slot_set_int(c, client_off[C_CLUSTER_SLOT], slot) < 0)
+        if (slot_set_int(c, ccluster_off[CC_CLUSTER_SLOT], slot) < 0)
             return NULL;
     }
     PyObject *guard = K(core, K_REPLICATION);

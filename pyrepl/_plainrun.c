@@ -320,22 +320,26 @@ bulk_replies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 enum {
     AK_CMDSTATS, AK_LATENCY_TRACKING, AK_GATED, AK_KEYS_WAITED, AK_TRACKING_ON, AK_MAXMEMORY,
-    AK_RUN_MAXMEMORY, AK_DIRTY, AK_CALL_DEPTH, AK_PENDING, AK_SERVED_SLOTS, AK_N
+    AK_RUN_MAXMEMORY, AK_DIRTY, AK_CALL_DEPTH, AK_PENDING, AK_N
 };
 static const char *const ak_names[AK_N] = {
     "cmdstats", "latency_tracking", "gated", "keys_waited", "tracking_on", "maxmemory",
-    "run_maxmemory", "dirty", "_call_depth", "_pending", "served_slots",
+    "run_maxmemory", "dirty", "_call_depth", "_pending",
 };
-enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_PROPAGATE_ARGV, AC_DB,
-       AC_CLUSTER_FLAGS, AC_CLUSTER_SLOT, AC_KIND, AC_N };
+enum { AC_COMMANDS, AC_LAST_CMD, AC_IN_MULTI, AC_REPLY_MODE, AC_PROPAGATE_ARGV, AC_DB, AC_N };
 static const char *const ac_names[AC_N] = {"commands", "last_cmd", "in_multi", "reply_mode",
-                                           "propagate_argv", "db", "cluster_flags",
-                                           "cluster_slot", "kind"};
-enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_PROPAGATES, AM_HANDLER, AM_FIRST_KEY, AM_LAST_KEY,
-       AM_STEP, AM_KEYS_FN, AM_N };
+                                           "propagate_argv", "db"};
+enum { AM_PLAIN, AM_MIN_ARGS, AM_MAX_ARGS, AM_PROPAGATES, AM_HANDLER, AM_N };
 static const char *const am_names[AM_N] = {"plain", "min_args", "max_args", "propagates",
-                                           "handler", "first_key", "last_key", "step",
-                                           "keys_fn"};
+                                           "handler"};
+/* served_run's slots of the core, the client and the command: read behind the gate only
+   (not among the slots every run checks) */
+static const char *const akc_names[1] = {"served_slots"};
+enum { ACC_CLUSTER_FLAGS, ACC_CLUSTER_SLOT, ACC_KIND, ACC_N };
+static const char *const acc_names[ACC_N] = {"cluster_flags", "cluster_slot", "kind"};
+enum { AMC_FIRST_KEY, AMC_LAST_KEY, AMC_STEP, AMC_KEYS_FN, AMC_N };
+static const char *const amc_names[AMC_N] = {"first_key", "last_key", "step", "keys_fn"};
+static Py_ssize_t akc_off[1], acc_off[ACC_N], amc_off[AMC_N];
 enum { AS_CALLS, AS_TIMED_NS, AS_TIMED, AS_LATENCY, AS_TIMING, AS_N };
 static const char *const as_names[AS_N] = {"calls", "timed_ns", "timed", "latency", "timing"};
 enum { AL_BUCKETS, AL_N };
@@ -364,7 +368,10 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         KEPT(&name_cache), KEPT(&py_account), KEPT(&py_start), SLOTS_OF(ad), KEPT(&reply_error),
         KEPT(&py_propagating), KEPT(&propagate_call),
     };
-    if (bind_args(nargs == 12 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 12) < 0)
+    if (bind_args(nargs == 12 && PyDict_CheckExact(args[5]), BIND_USAGE, args, specs, 12) < 0 ||
+            slots_bind(args[0], akc_names, 1, akc_off) < 0 ||
+            slots_bind(args[1], acc_names, ACC_N, acc_off) < 0 ||
+            slots_bind(args[2], amc_names, AMC_N, amc_off) < 0)
         return NULL;
     if (intern(&str_end_span, "end_span") < 0 ||
             intern(&str_propagate_now, "propagate_now") < 0 ||
@@ -383,15 +390,19 @@ static Py_ssize_t
 served_run(const char *table, PyObject *c, PyObject *cmd0, PyObject *first, PyObject *rest,
            Py_ssize_t k)
 {
-    PyObject *flags = SLOT_AT(c, ac_off[AC_CLUSTER_FLAGS]), *kind = SLOT_AT(c, ac_off[AC_KIND]);
+    if (!slots_all_set(c, acc_off, ACC_N) || !slots_all_set(cmd0, amc_off, AMC_N))
+        return -2;
+    PyObject *flags = SLOT_AT(c, acc_off[ACC_CLUSTER_FLAGS]), *kind = SLOT_AT(c, acc_off[ACC_KIND]);
     if (!PyLong_CheckExact(flags) || !PyUnicode_CheckExact(kind))
         return -2;
     if (Py_SIZE(flags) != 0)   /* (ASKING, READONLY: one by one through the Python) */
         return -1;
     int slot = -1;
     if (kind != str_master && PyUnicode_Compare(kind, str_master) != 0) {
-        PyObject *fk = SLOT_AT(cmd0, am_off[AM_FIRST_KEY]), *lk = SLOT_AT(cmd0, am_off[AM_LAST_KEY]),
-                 *step = SLOT_AT(cmd0, am_off[AM_STEP]), *fn = SLOT_AT(cmd0, am_off[AM_KEYS_FN]);
+        PyObject *fk = SLOT_AT(cmd0, amc_off[AMC_FIRST_KEY]),
+                 *lk = SLOT_AT(cmd0, amc_off[AMC_LAST_KEY]),
+                 *step = SLOT_AT(cmd0, amc_off[AMC_STEP]),
+                 *fn = SLOT_AT(cmd0, amc_off[AMC_KEYS_FN]);
         Py_ssize_t n = PyList_GET_SIZE(rest);
         for (Py_ssize_t i = 0; i <= k; i++) {
             PyObject *r = i == 0 ? first : PyList_GET_ITEM(rest, n - i);
@@ -405,7 +416,7 @@ served_run(const char *table, PyObject *c, PyObject *cmd0, PyObject *first, PyOb
         if (k < 0)
             return -1;
     }
-    return slot_set_int(c, ac_off[AC_CLUSTER_SLOT], slot) < 0 ? -3 : k;
+    return slot_set_int(c, acc_off[ACC_CLUSTER_SLOT], slot) < 0 ? -3 : k;
 }
 
 /* start(core, c, first, rest): plainrun.start, in C when the run is ``first``'s command
@@ -436,7 +447,7 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *gated = SLOT_AT(core, ak_off[AK_GATED]);
     const char *table = NULL;   /* (the gate up for cluster mode alone: plainrun.served_run) */
     if (SLOT_AT(cmd0, am_off[AM_PLAIN]) == Py_False ||
-            (gated == Py_True && SLOT_AT(core, ak_off[AK_SERVED_SLOTS]) == Py_None) ||
+            (gated == Py_True && SLOT_AT(core, akc_off[0]) == Py_None) ||
             SLOT_AT(core, ak_off[AK_KEYS_WAITED]) == Py_True ||
             SLOT_AT(core, ak_off[AK_TRACKING_ON]) == Py_True ||
             SLOT_AT(c, ac_off[AC_IN_MULTI]) == Py_True ||
@@ -444,7 +455,7 @@ start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     if (SLOT_AT(cmd0, am_off[AM_PLAIN]) != Py_True ||
             (gated != Py_False && (gated != Py_True ||
-                (table = served_table(SLOT_AT(core, ak_off[AK_SERVED_SLOTS]))) == NULL)) ||
+                (table = served_table(SLOT_AT(core, akc_off[0]))) == NULL)) ||
             (slot_int(SLOT_AT(core, ak_off[AK_MAXMEMORY])) != 0 &&      /* (evict.room_for_run) */
              !pyrepl_memacct_within(slot_int(SLOT_AT(core, ak_off[AK_RUN_MAXMEMORY])))) ||
             SLOT_AT(core, ak_off[AK_KEYS_WAITED]) != Py_False ||

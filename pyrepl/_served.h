@@ -21,6 +21,13 @@ served_int(PyObject *v, int *bad)
         *bad = 1;
         return 0;
     }
+#ifdef SLOT_INT_DIGITS   /* (3.11's layout, _slots.h: a key spec's ints have one digit) */
+    Py_ssize_t size = Py_SIZE(v);
+    if (size >= -1 && size <= 1) {
+        long long d = size ? (long long)((PyLongObject *)v)->ob_digit[0] : 0;
+        return size < 0 ? -d : d;
+    }
+#endif
     int overflow;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
@@ -72,11 +79,12 @@ served_slot(const char *table, PyObject *argv, PyObject *first_key, PyObject *la
     return slot;
 }
 
-/* The table, when o is it (a bytearray of CLUSTER_SLOTS bytes), else NULL. */
+/* The table, when o is it (a bytearray of CLUSTER_SLOTS bytes), else NULL (o NULL too:
+   an unset slot). */
 static inline const char *
 served_table(PyObject *o)
 {
-    return PyByteArray_CheckExact(o) && PyByteArray_GET_SIZE(o) == CLUSTER_SLOTS
+    return o != NULL && PyByteArray_CheckExact(o) && PyByteArray_GET_SIZE(o) == CLUSTER_SLOTS
         ? PyByteArray_AS_STRING(o) : NULL;
 }
 

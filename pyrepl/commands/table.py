@@ -182,9 +182,10 @@ def whole_run(name: str) -> Callable[[Callable], Callable]:
 
 # O(1) in Redis's command documentation, yet without its "fast" flag.
 _O1_NOT_FAST = frozenset(("set", "setex", "psetex"))
-# O(1) commands that change a client's state or every client's: never applied in a batch.
+# O(1) commands that change a client's state or every client's: never applied in a batch
+# (ASKING, READONLY and READWRITE: the cluster redirect of the client's next commands).
 _NOT_PLAIN = frozenset(("swapdb", "multi", "discard", "watch", "unwatch", "quit", "auth",
-                        "hello", "reset"))
+                        "hello", "reset", "asking", "readonly", "readwrite"))
 
 
 def command(

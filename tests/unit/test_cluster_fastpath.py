@@ -320,11 +320,14 @@ PIPELINE = st.lists(st.one_of(
 @given(reads=st.lists(PIPELINE, min_size=1, max_size=4))
 @example(reads=[[["SET", k, "v"] for k in KEYS] * 2, [["GET", k] for k in KEYS] * 2,
                 [["MSET", a, "1", b, "2"] for a in KEYS[:5] for b in KEYS[:5]]])
+@example(reads=[[["GET", "{u}b"], ["SET", "k0", "v"], ["ASKING"], ["INCR", "{t}b"],
+                 ["SET", "k0", "v"], ["READONLY"], ["GET", "k5"], ["READWRITE"], ["GET", "k5"]]])
 def test_a_pipelined_read_answers_as_the_python_one_by_one(reads) -> None:
     """Each read's requests in one buffer on one node (runs of plain commands: their start
     and checks in C, or in Python as plain Python), one by one through the Python method on
     the other: the same replies (every MOVED, ASK, CROSSSLOT and TRYAGAIN where the redirect
-    puts it), dataset, counts and client slots."""
+    puts it), dataset, counts and client slots. (ASKING, READONLY and READWRITE end a run:
+    the commands after them are redirected otherwise.)"""
     with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
         a, b = cluster_world(da), cluster_world(db)
         for reqs in reads:
