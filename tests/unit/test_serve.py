@@ -166,8 +166,55 @@ def test_received_is_data_received_with_maxmemory_clients(reads):
     assert totals[0] == totals[1]
 
 
-def same_reads(reads, *more: tuple[str, list[str]]) -> tuple[int, int]:
-    a, b = world(*more), world(*more)
+_CLUSTER = st.sampled_from([
+    enc(b"SET", b"n", b"1"), enc(b"GET", b"l"), enc(b"INCR", b"b"), enc(b"MSET", b"k", b"1",
+                                                                         b"n", b"2"),
+    enc(b"ASKING"), enc(b"READONLY"), enc(b"READWRITE"), enc(b"GET", b"{k}x"),
+])
+
+
+@settings(max_examples=100, deadline=None)
+@given(reads=st.lists(st.tuples(st.integers(0, 1), st.lists(_COMMANDS | _CLUSTER, min_size=1,
+                                                            max_size=6),
+                                st.integers(0, 60), st.booleans()), min_size=1, max_size=14))
+@example(reads=[(0, [enc(b"SET", k, b"v") for k in (b"k", b"n", b"l", b"b")] * 4, 0, False),
+                (0, [enc(b"ASKING"), enc(b"GET", b"k"), enc(b"GET", b"n")], 7, False)])
+def test_received_is_data_received_in_cluster_mode(reads):
+    """The same on a cluster node that serves every other slot (another master the rest):
+    runs of served commands, MOVED, CROSSSLOT and ASKING between them alike."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
+        same_reads(reads, cluster_dirs=(da, db))
+
+
+def _clustered(server: Server) -> None:
+    """``server`` made a cluster node (nodes.conf in its dir): the even slots its own, the odd
+    ones another master's, the cluster OK."""
+    from pyrepl.cluster.node import MASTER, ClusterNode
+    from pyrepl.core import cluster
+
+    st_ = cluster.start(server.core)
+    st_.rename(st_.myself, "a" * 40)
+    other = ClusterNode("b" * 40, MASTER, 1)
+    other.ip, other.port = "127.0.0.2", 7001
+    st_.add_node(other)
+    for j in range(16384):
+        st_.add_slot(other if j % 2 else st_.myself, j)
+    st_.state = 0
+
+
+def same_reads(reads, *more: tuple[str, list[str]], cluster_dirs: tuple[str, str] | None = None
+               ) -> tuple[int, int]:
+    if cluster_dirs is not None:
+        more = (*more, ("dir", [cluster_dirs[0]]))
+    a = world(*more)
+    if cluster_dirs is not None:
+        more = (*more[:-1], ("dir", [cluster_dirs[1]]))
+    b = world(*more)
+    if cluster_dirs is not None:
+        for w in (a, b):
+            _clustered(w[0])
     for who, cmds, cut, paused in reads:
         for w in (a, b):
             w[1][who].client.write_paused = paused  # type: ignore[union-attr]
