@@ -179,6 +179,27 @@ def test_execute_in_cluster_mode_is_the_python_redirect(reqs: list[list[str]]) -
             assert _look(*a) == _look(*b)
 
 
+@c_only
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(requests(), min_size=1, max_size=30))
+def test_our_masters_stream_is_never_redirected(reqs: list[list[str]]) -> None:
+    """As the master client (kind ``master``: a replica's stream, which processCommand never
+    redirects) the C dispatch and the Python method run every request alike, whatever slot
+    its keys are in."""
+    with tempfile.TemporaryDirectory() as da, tempfile.TemporaryDirectory() as db:
+        a, b = cluster_world(da), cluster_world(db)
+        assert _dispatch is not None
+        for _, c, _ in (a, b):
+            c.kind = "master"
+        for r in reqs:
+            for (core, c, st_), run in ((a, _dispatch.execute), (b, ServerCore.execute)):
+                argv = _argv(c, st_, r)
+                if argv is not None:
+                    run(core, c, argv)
+            assert a[1].data_to_send() == b[1].data_to_send()
+            assert _look(*a) == _look(*b)
+
+
 def test_the_table_follows_every_change(dirs: tuple[str, str]) -> None:
     """Slots added, deleted, given away, marked migrating or importing (through the dicts'
     every mutator) and closed, the cluster failing and recovering, CLUSTER RESET: after each,
