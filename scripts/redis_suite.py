@@ -282,12 +282,16 @@ def run_file(tree: str, kind: str, name: str, limit: float, offset: int = 0) -> 
     with open(log, errors="replace") as f:
         (parse_cluster if is_cluster(name) else parse)(f.read(), res)
     with open(log[:-4] + ".rev", "w") as f:    # (what --from-logs says the log is of)
-        f.write(git_rev() + "\n")
+        f.write(git_rev(SRC[0]) + "\n")
     return res
 
 
-def git_rev() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+# the pyrepl tree the stand-in runs (--pyrepl-src): its commit is the one a log is of
+SRC = [ROOT]
+
+
+def git_rev(tree: str = ROOT) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
                           text=True).stdout.strip()
 
 
@@ -428,7 +432,7 @@ def write_table(args: argparse.Namespace, results: dict[str, dict[str, FileResul
     """The table; ``rev``: the commit(s) pyrepl's logs were made at (HEAD by default)."""
     version = subprocess.run([os.path.join(ROOT, ".venv", "bin", "pyrepl"), "--version"],
                              capture_output=True, text=True).stdout.strip()
-    rev = rev or git_rev()
+    rev = rev or git_rev(SRC[0])
     suite = {n: by for n, by in results.items() if not is_cluster(n)}
     harness = {n: by for n, by in results.items() if is_cluster(n)}
     text = (f"# Redis 7.0.15's test suite against pyrepl\n\n"
@@ -488,7 +492,8 @@ def main() -> int:
     if any(k not in KINDS for k in kinds):
         raise SystemExit(f"--kinds: {', '.join(KINDS)}")
     files = [f for f in args.files.split(",") if f] or default_files()
-    trees = {k: make_tree(k, args.work, os.path.abspath(args.pyrepl_src)) for k in kinds}
+    SRC[0] = os.path.abspath(args.pyrepl_src)
+    trees = {k: make_tree(k, args.work, SRC[0]) for k in kinds}
     results: dict[str, dict[str, FileResult]] = {f: {} for f in files}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     # one queue per kind: a kind's files run one after the other (its port range)
