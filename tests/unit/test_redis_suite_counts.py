@@ -44,6 +44,7 @@ def test_the_cluster_harness_lines_are_counted() -> None:
     assert res.exception == ["Cluster nodes hard reset"]
     assert not mod.finished("cluster/00-base", log)
     assert mod.finished("cluster/00-base", log + "WARNING 2 test(s) failed.\n")
+    assert mod.finished("cluster/00-base", log + "Cleaning up...\n")
 
 
 def test_a_randomized_file_compares_failures_not_names() -> None:
