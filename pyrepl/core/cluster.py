@@ -382,6 +382,24 @@ def _route(core: ServerCore, c: Client, cmd: Command, keys: list[bytes], write: 
         exists=lambda k: k in db0.data and not db0.is_expired(k))
 
 
+_SCRIPT_CALLS = frozenset(("eval", "evalsha", "fcall"))
+
+
+def _writes(core: ServerCore, cmd: Command, argv: list[bytes]) -> bool:
+    """getCommandFlags' CMD_WRITE: the command's, or a script's or function's that declared
+    its flags without no-writes (scriptFlagsToCmdFlags). Such a script sent to a replica by
+    a READONLY client is MOVED to the master, as Redis does (cluster/16-transactions-on-
+    replica), not run to fail on its first write."""
+    return cmd.write or (cmd.name in _SCRIPT_CALLS and core.script_writes(argv))
+
+
+def asking_ends(c: Client) -> None:
+    """resetClient's end of ASKING for a command refused before the redirect step (unknown,
+    wrong arity, NOAUTH): ASKING lasts one command, whatever became of it, but in MULTI."""
+    if not c.in_multi:
+        c.cluster_flags &= ~ASKING
+
+
 def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
     """processCommand's cluster step: None when the command runs here, else the error to
     answer with (the caller rejects the command; a refused EXEC discards the transaction)."""
@@ -399,12 +417,12 @@ def redirect(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> st
             return None
         queued = c.multi_queue
         keys = [k for q, a in queued for k in _keys(q, a)]
-        write = any(q.write for q, _ in queued)
+        write = any(_writes(core, q, a) for q, a in queued)
     else:
         if cmd.first_key == 0 and cmd.keys_fn is None:
             return None
         keys = _keys(cmd, argv)
-        write = cmd.write
+        write = _writes(core, cmd, argv)
     code, node, slot = _route(core, c, cmd, keys, write, asking or "asking" in cmd.flags)
     if code == routing.NONE:
         if keys:

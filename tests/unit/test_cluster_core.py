@@ -77,3 +77,34 @@ def test_a_client_postponed_by_a_pause_is_not_unblocked_when_the_master_turns_re
     assert writer.data_to_send() == b"" and not writer.close_after_reply
     assert run(admin, "CLIENT", "UNPAUSE") == b"+OK\r\n"
     assert writer.data_to_send() == b"+OK\r\n"
+
+
+def test_a_script_that_may_write_is_moved_from_a_replica_to_its_master(tmp_path: Path) -> None:
+    """getCommandFlags: an EVAL whose shebang has no no-writes flag is a write command
+    (scriptFlagsToCmdFlags), so a READONLY client of a replica is MOVED to the master, as
+    Redis does (cluster/16-transactions-on-replica); it ran on the replica and failed with
+    READONLY. A no-writes script, or one without a shebang, reads there as before."""
+    from pyrepl.cluster.node import MASTER, MYSELF, SLAVE, ClusterNode
+    from pyrepl.cluster.state import OK
+
+    core = make_core(("cluster-enabled", ["yes"]), ("dir", [str(tmp_path)]))
+    st = cluster.start(core)
+    master = ClusterNode("b" * 40, MASTER, 1)
+    master.ip, master.port = "127.0.0.2", 7001
+    st.add_node(master)
+    for j in range(16384):
+        st.add_slot(master, j)
+    me = st.myself
+    me.flags = MYSELF | SLAVE
+    me.master = master
+    master.add_replica(me)
+    st.state = OK
+    c = core.connection_made()
+    assert run(c, "READONLY") == b"+OK\r\n"
+    moved = b"-MOVED 15495 127.0.0.2:7001\r\n"                 # (the slot of "a")
+    assert run(c, "EVAL", "#!lua\nreturn redis.call('del','a')", "1", "a") == moved
+    assert run(c, "EVAL", "#!lua flags=no-writes\nreturn redis.call('get','a')", "1",
+               "a") == b"$-1\r\n"
+    assert run(c, "EVAL", "return redis.call('get','a')", "1", "a") == b"$-1\r\n"
+    assert run(c, "GET", "a") == b"$-1\r\n"
+    assert run(c, "DEL", "a") == moved
