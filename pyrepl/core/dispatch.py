@@ -21,6 +21,7 @@ from pyrepl import fastpath
 from pyrepl.commands.table import COMMANDS, Command
 from pyrepl.core import monitor
 from pyrepl.core.client import REPLY_OFF, REPLY_RUNNING, REPLY_SET, REPLY_SKIP, Client
+from pyrepl.core.cluster import asking_ends
 from pyrepl.core.cluster import redirect as cluster_redirect
 from pyrepl.core.pubsub import Push
 from pyrepl.core.stats import CommandStat
@@ -126,9 +127,13 @@ def execute(core: ServerCore, c: Client, argv: list[bytes]) -> None:
     if cmd is None:
         cmd = core.resolve_command(c, argv)
         if cmd is None:
+            if c.cluster_flags:
+                asking_ends(c)
             return
     if not cmd.min_args <= len(argv) <= cmd.max_args:
         core.reject(c, f"ERR wrong number of arguments for '{cmd.name}' command", cmd)
+        if c.cluster_flags:
+            asking_ends(c)
         return
     if core.gated and _gate(core, c, cmd, argv):
         return
@@ -366,9 +371,12 @@ def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
     client (processCommand's evictClients, before the maxmemory step:
     pyrepl.core.clientevict), a busy script, MISCONF refused the command or CLIENT PAUSE
     postponed it."""
-    if core.cluster is not None and (c.authenticated or cmd.noauth):
+    if core.cluster is not None and not (c.authenticated or cmd.noauth):
+        asking_ends(c)       # (refused below: NOAUTH)
+    elif core.cluster is not None:
         if c.restricted and not (c.in_multi and cmd.nomulti) and \
                 core.acl.denied(c, cmd, argv):
+            asking_ends(c)
             return True
         err = cluster_redirect(core, c, cmd, argv)
         if err is not None:
