@@ -112,6 +112,11 @@ class CoreClusterHost:
         side = repl.replica
         if side.master_host is None:
             return repl.master_repl_offset
+        if self.core.loading or side.state.name == "TRANSFER":
+            # a full sync under way: Redis drops the cached master at +FULLRESYNC and has no
+            # master client until the load is done, so its offset is 0 and its master hides
+            # it from CLUSTER SLOTS (isReplicaAvailable; cluster/22-replica-in-sync)
+            return 0
         ref = side.stream.master or side.stream.cached
         return max(0, ref.reploff) if ref is not None else 0
 

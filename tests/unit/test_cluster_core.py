@@ -108,3 +108,26 @@ def test_a_script_that_may_write_is_moved_from_a_replica_to_its_master(tmp_path:
     assert run(c, "EVAL", "return redis.call('get','a')", "1", "a") == b"$-1\r\n"
     assert run(c, "GET", "a") == b"$-1\r\n"
     assert run(c, "DEL", "a") == moved
+
+
+def test_a_replica_in_a_full_sync_reports_offset_0() -> None:
+    """replicationGetSlaveOffset during a full sync: Redis drops the cached master at
+    +FULLRESYNC and has no master client until the load is done, so the offset its PINGs
+    carry is 0 and its master hides it from CLUSTER SLOTS (cluster/22-replica-in-sync,
+    'Replica in loading state is hidden'); the cached master's offset was reported."""
+    from types import SimpleNamespace
+
+    from pyrepl.replication.replica.states import ReplState
+
+    core = make_core()
+    host = cluster.CoreClusterHost(core)
+    side = SimpleNamespace(master_host="127.0.0.1", state=ReplState.CONNECT,
+                           stream=SimpleNamespace(master=None,
+                                                  cached=SimpleNamespace(reploff=1234)))
+    core.replication = SimpleNamespace(replica=side, master_repl_offset=99)  # type: ignore[assignment]
+    assert host.repl_offset() == 1234              # (link down: the cached master's)
+    side.state = ReplState.TRANSFER
+    assert host.repl_offset() == 0
+    side.state = ReplState.CONNECTED
+    core.loading = True
+    assert host.repl_offset() == 0
