@@ -222,6 +222,10 @@ def rewrite_text(old_text: str | None, cfg: Config, users: list[str] | None = No
     for d in DIRECTIVES:
         value = getattr(cfg, d.attr)
         default = getattr(defaults, d.attr)
+        if d.name == "replicaof" and cfg.cluster_enabled:
+            # rewriteConfigReplicaOfOption: a cluster node's file has no replicaof (the
+            # cluster decides; a node started with one refuses to start)
+            value = None
         REWRITERS.get(d.name, _generic)(state, d, value, default)
     if users is not None:           # rewriteConfigUserOption
         if not cfg.aclfile:

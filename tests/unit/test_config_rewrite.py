@@ -299,3 +299,18 @@ def test_force_all_writes_every_directive_and_reads_back_the_same(tmp_path: Any)
     assert "\nhz 10\n" in text and "\nmaxmemory 10mb\n" in text
     again = Config.load(str(path))
     assert again.config_get(["*"]) == cfg.config_get(["*"])
+
+
+def test_a_cluster_replica_writes_no_replicaof() -> None:
+    """rewriteConfigReplicaOfOption: in cluster mode the file gets no replicaof (and loses an
+    old one): a node started with one refuses to start ('replicaof directive not allowed in
+    cluster mode'). Redis's cluster harness rewrites each node's config, then restarts
+    replicas from it (cluster/14-consistency-check, 17-diskless-load-swapdb)."""
+    cfg = Config.load(None, [("cluster-enabled", ["yes"])])
+    cfg.set("replicaof", "127.0.0.1 7000", force=True)        # (what the cluster sets)
+    text = rewrite_text("port 7001\nreplicaof 127.0.0.1 6999\n", cfg)
+    assert "replicaof" not in text
+    assert Config.load(None, [("cluster-enabled", ["yes"])]).replicaof is None
+    plain = Config.load(None, [])
+    plain.set("replicaof", "127.0.0.1 7000", force=True)
+    assert "replicaof 127.0.0.1 7000" in rewrite_text("port 7001\n", plain)
