@@ -269,8 +269,10 @@ class Persistence:
         if not os.path.exists(path):
             return
         # A master drops keys that expired while it was down; a replica keeps them until its
-        # master's DEL arrives (as Redis).
-        replica = core.config.replicaof is not None
+        # master's DEL arrives (as Redis: iAmMaster(), which in cluster mode is the role
+        # nodes.conf gave this node, read before the data)
+        replica = core.config.replicaof is not None or (
+            core.cluster is not None and core.cluster.myself.is_replica)
         was_loading = core.loading
         core.loading = True      # (startLoading: clients get -LOADING meanwhile)
         core.refresh_gate()

@@ -131,3 +131,30 @@ def test_a_replica_in_a_full_sync_reports_offset_0() -> None:
     side.state = ReplState.CONNECTED
     core.loading = True
     assert host.repl_offset() == 0
+
+
+def test_a_cluster_replica_keeps_expired_keys_when_it_loads(tmp_path: Path) -> None:
+    """iAmMaster() in cluster mode is myself's role from nodes.conf: a node that restarts as
+    a replica keeps keys that expired while it was down, until its master's DELs come
+    (cluster/14-consistency-check, 'Slave expired keys is loaded when restarted'); a master
+    drops them. pyrepl looked only at replicaof, which a cluster node never has."""
+    from pyrepl.cluster.node import MASTER, MYSELF, SLAVE, ClusterNode
+
+    t0 = 1_700_000_000_000
+    core = make_core(("dir", [str(tmp_path)]), now=t0)
+    c = core.connection_made()
+    assert run(c, "SET", "k", "v", "PX", "1000") == b"+OK\r\n"
+    assert core.persistence.save()
+    for role in ("replica", "master"):
+        later = make_core(("cluster-enabled", ["yes"]), ("dir", [str(tmp_path)]),
+                          now=t0 + 60_000)
+        st = cluster.start(later)
+        if role == "replica":
+            master = ClusterNode("b" * 40, MASTER, 1)
+            st.add_node(master)
+            st.myself.flags = MYSELF | SLAVE
+            st.myself.master = master
+        for _ in later.persistence.load_steps():
+            pass
+        assert later.dbs[0].count_keys_in_slot(7629) == (1 if role == "replica" else 0)
+        os.remove(tmp_path / "nodes.conf")
