@@ -94,6 +94,8 @@ SUMMARY_KEYS: dict[str, str] = {
     "outputs": "the files written: summary, report, charts, tables",
 }
 # Every "stat" value is {"count", "p50", "p90", "p99", "max"} (null when count is 0).
+# Keys only some runs have (``cluster``: only with a Redis Cluster's cluster_* events).
+OPTIONAL_SUMMARY_KEYS = ("cluster",)
 
 
 # -- tables -------------------------------------------------------------------------------------
