@@ -79,9 +79,8 @@ def _master_before(links: Sequence[Link], replica: str, ts: float) -> str | None
     return best[1] if best else None
 
 
-def build_failovers(cev: Sequence[dict[str, Any]], links: Sequence[Link]
+def build_failovers(cev: Sequence[dict[str, Any]], links: Sequence[Link], names: _Names
                     ) -> list[dict[str, Any]]:
-    names = _Names(cev)
     out = []
     evs = sorted(cev, key=lambda e: (e["ts"], e["event"], e.get("node") or ""))
     for fo in (e for e in evs if e["event"] == "cluster_failover"):
@@ -161,9 +160,9 @@ def _incidents(times: list[float]) -> int:
 
 
 def build_shards(cev: Sequence[dict[str, Any]], links: Sequence[Link],
-                 failovers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                 failovers: list[dict[str, Any]], fail_times: dict[str, list[float]]
+                 ) -> list[dict[str, Any]]:
     """The shards (and each failover's ``shard`` set)."""
-    names = _Names(cev)
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
@@ -203,7 +202,6 @@ def build_shards(cev: Sequence[dict[str, Any]], links: Sequence[Link],
     for e in sorted(cev, key=lambda e: e["ts"]):
         if e.get("node") and e.get("shard_id"):
             shard_ids[e["node"]] = e["shard_id"]
-    fail_times = _fail_times(cev, names)
     rows = []
     for members in groups.values():
         members.sort()
@@ -237,7 +235,8 @@ def build_shards(cev: Sequence[dict[str, Any]], links: Sequence[Link],
 
 
 def cluster_summary(cev: Sequence[dict[str, Any]], shards: list[dict[str, Any]],
-                    failovers: list[dict[str, Any]]) -> dict[str, Any]:
+                    failovers: list[dict[str, Any]], fail_times: dict[str, list[float]]
+                    ) -> dict[str, Any]:
     """summary.json's ``cluster``."""
     by_kind: dict[str, int] = {}
     for fo in failovers:
@@ -255,8 +254,7 @@ def cluster_summary(cev: Sequence[dict[str, Any]], shards: list[dict[str, Any]],
         "failovers_by_kind": dict(sorted(by_kind.items())),
         "election_ms": py_stat([fo["election_ms"] for fo in failovers]),
         "fail_to_failover_ms": py_stat([fo["fail_to_failover_ms"] for fo in failovers]),
-        "node_fail_incidents": sum(_incidents(t) for t in _fail_times(cev, _Names(cev))
-                                   .values()),
+        "node_fail_incidents": sum(_incidents(t) for t in fail_times.values()),
         "slots_moved": moved,
         "state_fail_events": len(states)}
 
@@ -266,6 +264,8 @@ def build_cluster(cev: Sequence[dict[str, Any]], links: Sequence[Link]
     """(summary's ``cluster`` or None without cluster events, shards, failovers)."""
     if not cev:
         return None, [], []
-    failovers = build_failovers(cev, links)
-    shards = build_shards(cev, links, failovers)
-    return cluster_summary(cev, shards, failovers), shards, failovers
+    names = _Names(cev)
+    failovers = build_failovers(cev, links, names)
+    fail_times = _fail_times(cev, names)
+    shards = build_shards(cev, links, failovers, fail_times)
+    return cluster_summary(cev, shards, failovers, fail_times), shards, failovers

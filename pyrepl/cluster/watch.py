@@ -53,9 +53,8 @@ class SlotWatch:
         nodes.conf), the slots it owns, if any, as ``owned``."""
         changes: list[Change] = []
         mine = bytes(me.slots)
-        if not self.primed and any(mine):
-            changes.append(("owned", ranges_text(_differing_bits(bytes(len(mine)), mine)),
-                            None))
+        if not self.primed and me.numslots:
+            changes.append(("owned", ranges_text(me.slot_list()), None))
         if self.primed:
             if mine != self.mine:
                 gained: dict[Any, list[int]] = {}
@@ -69,10 +68,8 @@ class SlotWatch:
                 changes += [("lost", ranges_text(s), n) for n, s in lost.items()]
             changes += _marks("migrating", self.migrating, migrating)
             changes += _marks("importing", self.importing, importing)
-            ended = {j: n for j, n in (*self.migrating.items(), *self.importing.items())
-                     if migrating.get(j) is not n and importing.get(j) is not n}
-            stable: dict[Any, list[int]] = {}
-            for j, n in ended.items():
+            stable: dict[Any, list[int]] = {}      # marks gone, neither kind left
+            for j, n in (*self.migrating.items(), *self.importing.items()):
                 if j not in migrating and j not in importing:
                     stable.setdefault(n, []).append(j)
             changes += [("stable", ranges_text(s), n) for n, s in stable.items()]
@@ -94,8 +91,6 @@ def _marks(result: str, before: dict[int, Any], now: dict[int, Any]) -> list[Cha
 
 def _differing_bits(a: bytes, b: bytes) -> Iterable[int]:
     """The slots whose bit differs (Redis's bitmap: slot j is bit j & 7 of byte j >> 3)."""
-    if len(a) != len(b):
-        a = a.ljust(len(b), b"\0")
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
         d = x ^ y
         while d:

@@ -111,27 +111,28 @@ class Listeners:
         """New TLS connections use ``ctx``: each TLS listener is served again from a duplicate
         of its socket (closing the old server closes only its own copy)."""
         self.tls_context = ctx
-        socks = [socket.socket(fileno=os.dup(s.fileno())) for srv in self.tls
-                 for s in (srv.sockets or ())]
-        for srv in self.tls:
-            srv.close()
-        self.tls = []
-        for s in socks:
-            s.setblocking(False)
-        loop.create_task(self.serve(socks, True))
+        servers, self.tls = self.tls, []
+        self._serve_again(servers, True, loop)
 
     def reserve(self, ctx: ssl.SSLContext | None, loop: asyncio.AbstractEventLoop) -> None:
         """Every TCP listener (plain or TLS) served again from a duplicate of its socket: with
         TLS and ``ctx``, or plain when None (the cluster bus's listener: tls-cluster)."""
-        socks = [socket.socket(fileno=os.dup(s.fileno())) for srv in (*self.tcp, *self.tls)
-                 for s in (srv.sockets or ())]
-        for srv in (*self.tcp, *self.tls):
-            srv.close()
+        servers = [*self.tcp, *self.tls]
         self.tcp, self.tls = [], []
+        self.tls_context = ctx
+        self._serve_again(servers, ctx is not None, loop)
+
+    def _serve_again(self, servers: list[asyncio.base_events.Server], tls: bool,
+                     loop: asyncio.AbstractEventLoop) -> None:
+        """``servers``' sockets served again (TLS or not) from duplicates: closing a server
+        closes only its own copy, so connections waiting in the accept queue are kept."""
+        socks = [socket.socket(fileno=os.dup(s.fileno())) for srv in servers
+                 for s in (srv.sockets or ())]
+        for srv in servers:
+            srv.close()
         for s in socks:
             s.setblocking(False)
-        self.tls_context = ctx
-        loop.create_task(self.serve(socks, ctx is not None))
+        loop.create_task(self.serve(socks, tls))
 
     def close(self) -> None:
         for srv in (*self.tcp, *self.tls, *((self.unix,) if self.unix else ())):
