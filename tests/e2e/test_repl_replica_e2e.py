@@ -51,14 +51,15 @@ def test_sync_events_cover_every_phase(tmp_path) -> None:
         assert evs[1]["result"] == "full"
         assert evs[3]["bytes"] > 1000 and evs[4]["keys"] == 1000
         assert evs[5]["mode"] == "diskless" and evs[5]["peer"] == f"127.0.0.1:{m.port}"
-        # a killed link: link_down, then a partial resync with its own sync_id
+        # a killed link: link_down (reason killed: the replica freed its master client, as
+        # Redis's CLIENT KILL TYPE master), then a partial resync with its own sync_id
         with r(s.port) as c:
             c.execute_command("CLIENT", "KILL", "TYPE", "master")
         wait_for(lambda: [e["event"] for e in sync_events(s)].count("link_up") == 2, 20,
                  what="second link_up")
         evs = sync_events(s)
         down = [e for e in evs if e["event"] == "link_down"]
-        assert len(down) == 1 and down[0]["reason"] == "connection-lost"
+        assert len(down) == 1 and down[0]["reason"] == "killed"
         replies = [e for e in evs if e["event"] == "psync_reply"]
         assert replies[-1]["result"] == "continue"
         assert [e for e in evs if e["event"] == "link_up"][-1]["result"] == "continue"
