@@ -158,6 +158,8 @@ class CoreClusterHost:
         repl = self.core.replication
         if repl is not None and repl.replica.master_host is not None:
             repl.replica.unset_master()
+        else:      # (a replica from nodes.conf that never followed: a master now)
+            self.core.expiry_deletes = True
 
     def empty_data(self) -> None:
         for db in self.core.dbs:
@@ -278,6 +280,11 @@ def start(core: ServerCore) -> ClusterState:
         core.log.notice(f"No cluster configuration found, I'm {st.myself.name}")
         st.save_config(True)
     core.cluster = st
+    if st.myself.is_replica:
+        # iAmMaster() is myself's role from nodes.conf: a replica does not expire keys
+        # (not even before its master's address is known and it follows it), its master's
+        # DELs do (cluster/14-consistency-check: a restarted replica's expired keys stay)
+        core.expiry_deletes = False
     core.config.on_change(lambda name, _value: config_changed(core, name))
     core.refresh_gate()
     return st

@@ -154,7 +154,40 @@ def test_a_cluster_replica_keeps_expired_keys_when_it_loads(tmp_path: Path) -> N
             st.add_node(master)
             st.myself.flags = MYSELF | SLAVE
             st.myself.master = master
+        later.expiry_deletes = not st.myself.is_replica     # (what start saw in nodes.conf)
         for _ in later.persistence.load_steps():
             pass
         assert later.dbs[0].count_keys_in_slot(7629) == (1 if role == "replica" else 0)
         os.remove(tmp_path / "nodes.conf")
+
+
+def test_a_replica_from_nodes_conf_does_not_expire_keys_until_it_is_a_master(
+        tmp_path: Path) -> None:
+    """iAmMaster() gates activeExpireCycle: a node that nodes.conf makes a replica keeps its
+    expired keys through the cron from its start, before it follows its master (whose DELs
+    remove them; cluster/14-consistency-check found the cron deleting them in the ~100 ms
+    before the first cluster cron set the master); made a master (a failover, CLUSTER
+    RESET), it expires them."""
+    t0 = 1_700_000_000_000
+    core = make_core(("dir", [str(tmp_path)]), now=t0)
+    c = core.connection_made()
+    assert run(c, "SET", "k", "v", "PX", "1000") == b"+OK\r\n"
+    node_id = "a" * 40
+    (tmp_path / "nodes.conf").write_text(
+        f"{node_id} 127.0.0.1:7001@17001 myself,slave {'b' * 40} 0 0 1 connected\n"
+        f"{'b' * 40} 127.0.0.1:7000@17000 master - 0 0 1 connected 0-16383\n"
+        "vars currentEpoch 1 lastVoteEpoch 0\n")
+    assert core.persistence.save()
+    later = make_core(("cluster-enabled", ["yes"]), ("dir", [str(tmp_path)]),
+                      now=t0 + 60_000)
+    st = cluster.start(later)
+    assert st.myself.name == node_id and st.myself.is_replica
+    for _ in later.persistence.load_steps():
+        pass
+    for _ in range(20):
+        later.cron.run(later.now_ms)
+    assert later.dbs[0].count_keys_in_slot(7629) == 1
+    cluster.CoreClusterHost(later).unset_master()      # (made a master)
+    for _ in range(20):
+        later.cron.run(later.now_ms)
+    assert later.dbs[0].count_keys_in_slot(7629) == 0
