@@ -306,7 +306,7 @@ class Persistence:
             rid = self.loaded_repl_id.decode("ascii", "replace")
             if (core.replication is not None and self.loaded_repl_offset is not None
                     and len(rid) == 40):
-                core.replication.restore_from_rdb(rid, self.loaded_repl_offset)
+                core.replication.restore_from_rdb(rid, self.loaded_repl_offset, replica)
         done = f"Done loading RDB, keys loaded: {loaded.keys_loaded}, " \
                f"keys expired: {loaded.keys_expired}"
         if loaded.empty_keys_skipped:       # (a warning then, as Redis's)

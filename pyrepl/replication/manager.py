@@ -315,12 +315,16 @@ class Replication:
             "repl-offset": self.master_repl_offset,
         }
 
-    def restore_from_rdb(self, replid: str, offset: int) -> None:
-        """After loading an RDB with replication info (Redis's loadDataFromDisk)."""
-        if self.is_replica():
+    def restore_from_rdb(self, replid: str, offset: int, replica: bool) -> None:
+        """After loading an RDB with replication info (Redis's loadDataFromDisk): ``replica``
+        is !iAmMaster(), which in cluster mode is myself's role from nodes.conf (such a node
+        follows its master only from the cluster's first cron: set_master then caches the
+        restored history, and a restarted cluster replica resyncs partially)."""
+        if replica:
             self.ids.replid = replid
             self.master_repl_offset = offset
-            self.replica.cache_master_using_myself()
+            if self.is_replica():
+                self.replica.cache_master_using_myself()
         else:
             # As Redis 7: keep the old history as replid2 so replicas of the previous run can
             # continue, rebase the offset, and rebuild the backlog from that offset.
