@@ -352,7 +352,8 @@ def refresh_gate(core: ServerCore) -> None:
     as ``_gate`` would let it run; else None."""
     st = core.cluster
     other = core.busy is not None or core.disk_error is not None or \
-        core.pause.kind != 0 or core.client_eviction.over or core.loading
+        core.pause.kind != 0 or core.client_eviction.over or core.loading or \
+        core.async_loading
     core.gated = other or st is not None
     core.served_slots = None if other or st is None else st.served.table
 
@@ -390,6 +391,10 @@ def _gate(core: ServerCore, c: Client, cmd: Command, argv: list[bytes]) -> bool:
         return True
     if core.loading and "loading" not in cmd.flags and not c.must_obey():
         # (served while loading: from a busy script's hook during an AOF load)
+        core.reject(c, LOADING_ERR, cmd)
+        return True
+    if core.async_loading and ("no-async-loading" in cmd.flags or (cmd.name == "exec" and any(
+            "no-async-loading" in q[0].flags for q in c.multi_queue))):
         core.reject(c, LOADING_ERR, cmd)
         return True
     if core.busy is not None and not cmd.allow_busy:

@@ -195,7 +195,7 @@ def section_persistence(core: ServerCore) -> Fields:
     total = core.save_keys_total if progress is not None and child else 0
     fields: Fields = [
         ("loading", int(core.loading)),
-        ("async_loading", 0),
+        ("async_loading", int(core.async_loading)),
         ("current_cow_peak", core.cow.peak),
         ("current_cow_size", core.cow.size),
         ("current_cow_size_age", (now - core.cow.at_ms) // 1000 if core.cow.at_ms else 0),

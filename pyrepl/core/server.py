@@ -133,6 +133,9 @@ class ServerCore:
         # Replication id of a server that has no replication layer attached (INFO).
         self.replid: str = os.urandom(20).hex()
         self.loading = False
+        # a replica's swapdb load of its own history's snapshot (Redis's async_loading: the
+        # old dataset serves meanwhile, commands flagged no-async-loading get -LOADING)
+        self.async_loading = False
         self.shutdown_asap = False
         self.supervised = "no"     # INFO process_supervised (the shell sets it)
         self.shutdown = Shutdown(self)   # SHUTDOWN, a signal's, and one waiting for replicas

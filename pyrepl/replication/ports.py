@@ -301,6 +301,7 @@ class ReplicationHost(Protocol):
     rdb_child_purpose: str
     total_forks: int
     expiry_deletes: bool
+    async_loading: bool
     applying_master_stream: bool
     stream_live: bool
     aof_on: bool
@@ -341,6 +342,8 @@ class ReplicationHost(Protocol):
     def internal_client(self, kind: str, client_id: int | None = None,
                         flags: str = "") -> Any: ...
     def execute(self, c: Any, argv: list[bytes]) -> None: ...
+    def refresh_gate(self) -> None:
+        """The dispatch's gate re-read (``async_loading`` changed)."""
     def run_plain(self, c: Any, cmds: list[Any], reqs: list[list[bytes]],
                   replies: list[object], one: bool) -> None: ...
     def run_propagating(self, c: Any, cmds: list[Any], reqs: list[list[bytes]],

@@ -16,6 +16,7 @@ import pyrepl.commands  # noqa: F401
 from pyrepl import native
 from pyrepl.config import Config
 from pyrepl.core.host import Host
+from pyrepl.core.info import section_persistence
 from pyrepl.core.server import ServerCore
 from pyrepl.keyspace.digest import dataset_digest
 from pyrepl.rdb.encoder import encode_rdb_bytes
@@ -30,7 +31,7 @@ from pyrepl.replication.replica import (
     states,
 )
 from tests.support.checks import check_every_move
-from tests.support.cores import NOW, cmd
+from tests.support.cores import NOW, cmd, run
 from tests.support.memnet import close_in_memory, shell_write
 from tests.support.replica_side import (
     MARK,
@@ -284,6 +285,38 @@ def test_old_dataset_serves_reads_until_the_swap() -> None:
     n.feed(data[cut:])
     assert n.run("GET", "old") == b"$-1\r\n"
     assert n.run("GET", "s:1") == b"$5\r\nhello\r\n"
+
+
+@pytest.mark.parametrize("load, own_history, expect", [
+    ("swapdb", True, 1), ("swapdb", False, 0), ("disabled", True, 0), ("on-empty-db", True, 0)])
+def test_a_swapdb_load_of_its_own_history_is_an_async_load(load: str, own_history: bool,
+                                                           expect: int) -> None:
+    """readSyncBulkPayload's asyncLoading: repl-diskless-load swapdb and a snapshot whose
+    replid is ours (a restarted replica's history, its master's backlog too short to go on):
+    INFO async_loading:1 while the payload loads, the old dataset answers, a no-async-loading
+    command gets -LOADING (cluster/17-diskless-load-swapdb watches for it); a cut payload ends
+    it and leaves the old dataset."""
+    n = Node(("repl-diskless-load", [load]), ("enable-module-command", ["yes"]))
+    if own_history:
+        n.repl.ids.replid = MASTER_ID
+    n.core.dbs[0].data[b"old"] = b"v"
+    c = n.core.connection_made()
+    for cut_link in (True, False):
+        n.connect()
+        data = full_sync_bytes(False)
+        cut = len(data) - 20
+        n.feed(data[:cut])
+        assert dict(section_persistence(n.core))["async_loading"] == expect
+        assert n.run("GET", "old") == b"$1\r\nv\r\n"
+        module = run(c, "MODULE", "LOAD", "/nonexistent.so")
+        assert module.startswith(b"-LOADING") == bool(expect), module
+        if cut_link:
+            n.side.on_closed(n.io.token, "connection lost")
+            n.tick(1)
+        else:
+            n.feed(data[cut:])
+        assert dict(section_persistence(n.core))["async_loading"] == 0
+        assert n.run("GET", "old") == (b"$1\r\nv\r\n" if cut_link else b"$-1\r\n")
 
 
 def test_transfer_progress_fields_for_each_form() -> None:
@@ -793,6 +826,34 @@ def test_restart_from_rdb_offers_the_saved_history(tmp_path) -> None:
     assert m.side.state is S.CONNECTED
     assert m.side.stream.master.reploff == len(w) + len(cmd("SET", "b", "2"))
     assert m.core.dbs[3].data[b"b"] == b"2"  # the stream continues in the db it had selected
+
+
+def test_a_cluster_replica_restarted_from_rdb_offers_the_saved_history(tmp_path) -> None:
+    """loadDataFromDisk's !iAmMaster(): a node that nodes.conf makes a replica takes the RDB's
+    repl-id and offset as its own history (pyrepl looked at replicaof, which a cluster node
+    never has, and kept them as a master's replid2: every restarted cluster replica synced
+    in full), so that when the cluster points it at its master it PSYNCs partially."""
+    from pyrepl.core import cluster
+
+    n = synced_node(False, ("dir", [str(tmp_path)]))
+    w = cmd("SET", "a", "1")
+    n.feed(w)
+    assert n.core.persistence.save()
+    me, master = "a" * 40, "b" * 40
+    (tmp_path / "nodes.conf").write_text(
+        f"{me} 127.0.0.1:6381@16381 myself,slave {master} 0 0 1 connected\n"
+        f"{master} 127.0.0.1:6380@16380 master - 0 0 1 connected 0-16383\n"
+        "vars currentEpoch 1 lastVoteEpoch 0\n")
+    m = Node(("dir", [str(tmp_path)]), ("cluster-enabled", ["yes"]), replicaof=False)
+    cluster.start(m.core)
+    m.core.persistence.load()
+    assert m.repl.ids.replid == MASTER_ID and m.repl.master_repl_offset == len(w)
+    cluster.CoreClusterHost(m.core).set_master("127.0.0.1", 6380)    # (the cluster's cron)
+    m.side.on_connected(m.io.token)
+    m.feed(REPLIES)
+    assert m.io.take().endswith(cmd("PSYNC", MASTER_ID, len(w) + 1))
+    m.feed(b"+CONTINUE %s\r\n" % MASTER_ID.encode())
+    assert m.side.state is S.CONNECTED
 
 
 # -- two (or three) real cores wired in memory: link tests -----------------------------------------

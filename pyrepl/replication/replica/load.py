@@ -55,7 +55,7 @@ class _Load:
     """The payload of one full sync being parsed into fresh KeyTables."""
 
     __slots__ = ("decoder", "data", "expires", "aux", "usemark", "mark", "tail", "first_ms",
-                 "ended", "functions", "libraries")
+                 "ended", "functions", "libraries", "async_")
 
     def __init__(self, ndbs: int, usemark: bool, mark: bytes, now_ms: int) -> None:
         self.decoder = RdbDecoder(databases=ndbs)
@@ -69,6 +69,7 @@ class _Load:
         self.ended = False
         self.functions: list[bytes] = []   # the function libraries' codes
         self.libraries: Any = None          # ... loaded (core.prepare_functions) once the RDB ended
+        self.async_ = False     # Redis's async loading (Load.begin_payload)
 
 
 @dataclass(slots=True, eq=False)
@@ -128,6 +129,16 @@ class Load:
         """A payload is being parsed (its header was read)."""
         return self._load is not None
 
+    def _use(self, ld: _Load | None) -> None:
+        """The payload being parsed (None: none); INFO's async_loading and the -LOADING of
+        no-async-loading commands follow its ``async_``."""
+        self._load = ld
+        on = ld is not None and ld.async_
+        core = self.core
+        if core.async_loading != on:
+            core.async_loading = on
+            core.refresh_gate()
+
     def touch(self) -> None:
         """I/O with the master during a connect, handshake or transfer (repl-timeout)."""
         self.transfer_lastio_ms = self.side.now
@@ -148,7 +159,7 @@ class Load:
         self.transfer_size = -1
         self.transfer_read = 0
         self.transfer_lastio_ms = self.side.now
-        self._load = None
+        self._use(None)
         self.resume_id = ""
 
     # -- a cut sync that resumes ----------------------------------------------------------------
@@ -174,7 +185,7 @@ class Load:
                              master, self.side.now, stream,
                              self.master_initial_offset + 1 + stream.total
                              if stream is not None else -1)
-        self._load = None
+        self._use(None)
         kept = f" and {stream.total} bytes of its stream" if stream is not None else ""
         self.core.log.notice(f"MASTER <-> REPLICA sync: keeping the {self.transfer_read} bytes "
                              f"received of snapshot {self.resume_id}{kept}, to resume the sync")
@@ -224,7 +235,7 @@ class Load:
                                        line.decode("utf-8", "replace"))
             return
         self.side.go(I.BULK_HEADER)
-        self._load = p.load
+        self._use(p.load)
         self.transfer_size, self.transfer_read, self.mode = p.size, p.read, p.mode
         self.resumed_stream = p.stream
         self.parked = None
@@ -242,7 +253,7 @@ class Load:
     def abort(self) -> None:
         """Drop a payload being loaded: the fresh tables go, the old dataset stays."""
         if self._load is not None:
-            self._load = None
+            self._use(None)
             self.core.log.notice("MASTER <-> REPLICA sync: Discarding temporary DB in background")
         if self.resumed_stream is not None:
             self.resumed_stream.close()
@@ -287,16 +298,22 @@ class Load:
         now = self.side.now
         self.side.go(I.BULK_HEADER)
         ndbs = len(self.core.dbs)
+        ld = _Load(ndbs, usemark, mark if usemark else b"", now)
+        # Redis's async loading (readSyncBulkPayload): a swapdb load of a snapshot of our own
+        # history (the master's replid is ours: the old dataset is an earlier point of the
+        # same one) serves the old dataset meanwhile, as pyrepl's load into fresh tables
+        # always does, and says so
+        ld.async_ = self.core.config.repl_diskless_load == "swapdb" and \
+            self.master_replid == self.manager.ids.replid
         if usemark:
             self.transfer_size = 0
-            ld = self._load = _Load(ndbs, True, mark, now)
             log.notice("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF "
                        "to parser")
         else:
             self.transfer_size = size
-            ld = self._load = _Load(ndbs, False, b"", now)
             log.notice(f"MASTER <-> REPLICA sync: receiving {self.transfer_size} bytes from "
                        f"master to parser")
+        self._use(ld)
         self.transfer_lastio_ms = now
         if not self.transfer_size and not ld.usemark:
             self.payload(b"", 0)  # "$0": the (empty) payload is complete already
@@ -478,7 +495,7 @@ class Load:
         log.notice("MASTER <-> REPLICA sync: Discarding old DB in background")
         core.dirty += 1
         stream_db = strtoll(ld.aux.get(b"repl-stream-db", b"-1").decode("ascii", "replace"))
-        self._load = None
+        self._use(None)
         ms = stream.attach_new(self.master_replid, self.master_initial_offset, stream_db)
         m.ids.replid = ms.replid if ms.replid else m.ids.replid
         m.master_repl_offset = max(ms.reploff, 0)
