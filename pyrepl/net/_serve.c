@@ -22,6 +22,8 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
+#include <stddef.h>
 #include <time.h>
 
 #define MODULE_NAME "pyrepl.net._serve"
@@ -42,11 +44,13 @@ static const char *const proto_names[P_N] = {"server", "core", "client", "transp
 
 enum {
     C_CLOSED, C_CLOSE_AFTER_REPLY, C_BLOCKED, C_STREAM, C_NET_IN, C_LAST_INTERACTION,
-    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_IN_MULTI, C_DB, C_N
+    C_READER, C_OUT, C_OBUF_HELD, C_NET_OUT, C_MEM_QUIET, C_WRITE_PAUSED, C_IN_MULTI, C_DB,
+    C_TRANSPORT, C_N
 };
 static const char *const client_names[C_N] = {
     "closed", "close_after_reply", "blocked", "stream", "net_in", "last_interaction_ms",
     "reader", "out", "obuf_held", "net_out", "mem_quiet", "write_paused", "in_multi", "db",
+    "transport",
 };
 
 enum { T_NET_IN, T_READS, T_NET_OUT, T_WRITES, T_N };
@@ -103,7 +107,9 @@ static int bound;   /* bind() ran to its end */
 /* The int 0 itself (CPython's cached small int): maxmemory-clients off, tested by identity. */
 static PyObject *zero;
 static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_command,
-                *str_flush_scheduled, *str_after_read;
+                *str_flush_scheduled, *str_after_read, *str_flush_pending, *str_flush_soon;
+static PyObject *py_write_client;   /* pyrepl.net.server.write_client: the reference of
+                                       write_one() below (imported at the first flush) */
 
 #define P(o, i) SLOT_AT(o, proto_off[i])
 #define C(o, i) SLOT_AT(o, client_off[i])
@@ -124,7 +130,8 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
             intern(&str_flush_scheduled, "_flush_scheduled") ||
-            intern(&str_after_read, "after_read"))
+            intern(&str_after_read, "after_read") || intern(&str_core, "core") ||
+            intern(&str_flush_pending, "flush_pending") || intern(&str_flush_soon, "_flush_soon"))
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
@@ -362,11 +369,272 @@ after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
             int scheduled = v == NULL ? -1 : PyObject_IsTrue(v);
             Py_XDECREF(v);
             on = scheduled < 0 ? -1 : !scheduled;
+            if (on > 0) {   /* schedule_flush's common case: the server's bound call_soon */
+                PyObject *soon = PyObject_GetAttr(server, str_flush_soon);
+                if (soon == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+                    PyErr_Clear();   /* (a server without it: ask it) */
+                else if (soon == NULL)
+                    return -1;
+                if (soon != NULL && soon != Py_None) {
+                    PyObject *r = PyObject_SetAttr(server, str_flush_scheduled, Py_True) < 0
+                                      ? NULL : PyObject_CallNoArgs(soon);
+                    Py_DECREF(soon);
+                    Py_XDECREF(r);
+                    if (r == NULL)
+                        return -1;
+                    continue;
+                }
+                Py_XDECREF(soon);
+            }
         }
         if (on < 0 || (on && call_method0(server, calls[i]) < 0))
             return -1;
     }
     return 0;
+}
+
+/* write_client(c) (pyrepl/net/server.py): a client's replies handed to its transport, then
+   the transport closed if the client asked for it (QUIT). The common case here: a Client
+   with its slots set, open, not a replica being streamed to, its transport not paused and
+   there; anything else calls write_client. -1 on an exception. */
+static int
+write_one(PyObject *c, PyObject *stats)
+{
+    PyObject *t, *out, *r;
+    if (Py_TYPE(c) != client_type || !slots_all_set(c, client_off, C_N) ||
+            C(c, C_CLOSED) != Py_False || C(c, C_STREAM) != Py_None ||
+            C(c, C_WRITE_PAUSED) != Py_False || !PyList_CheckExact(out = C(c, C_OUT)) ||
+            (t = C(c, C_TRANSPORT)) == Py_None) {
+        if (keep_import(&py_write_client, "pyrepl.net.server", "write_client") < 0)
+            return -1;
+        PyObject *wargs[2] = {NULL, c};
+        r = call_n(py_write_client, wargs, 1);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    Py_INCREF(t);
+    int rc = 0;
+    if (PyList_GET_SIZE(out)) {
+        PyObject *bytes = data_to_send(c, stats);
+        r = bytes == NULL ? NULL : PyObject_CallMethodOneArg(t, str_write, bytes);
+        Py_XDECREF(bytes);
+        Py_XDECREF(r);
+        rc = r == NULL ? -1 : 0;
+    }
+    int closing = rc < 0 ? -1 : PyObject_IsTrue(C(c, C_CLOSE_AFTER_REPLY));
+    if (closing < 0 || (closing && call_method0(t, str_close) < 0))
+        rc = -1;
+    Py_DECREF(t);
+    return rc;
+}
+
+/* ``Server.flush_pending()`` (pyrepl/net/server.py) for server and its core: the clients of
+   ``core.pending_flush`` written (write_one), the list swapped for a new one before the first
+   write, as the Python's (what a write queues waits for the next pass). With the AOF on (its
+   buffer written first) or a core that is not the common one, the Python method. A new
+   reference to None, or NULL on an exception. (Keeping the list and cutting the written
+   clients from its front instead, to spare the new list and its growth, measured no
+   different: 10,974 instructions a lone SET against 10,937.) */
+static PyObject *
+flush_core(PyObject *server, PyObject *core)
+{
+    PyObject *pending, *stats, *result = NULL;
+    if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
+            SLOT_AT(core, core_off[K_AOF_ON]) != Py_False ||
+            !PyList_CheckExact(pending = SLOT_AT(core, core_off[K_PENDING_FLUSH])) ||
+            Py_TYPE(stats = SLOT_AT(core, core_off[K_STATS])) != stats_type ||
+            !slots_all_set(stats, stats_off, T_N))
+        return PyObject_CallMethodNoArgs(server, str_flush_pending);
+    if (PyList_GET_SIZE(pending) == 0)
+        Py_RETURN_NONE;
+    Py_INCREF(pending);
+    Py_INCREF(stats);
+    if (slot_set(core, core_off[K_PENDING_FLUSH], PyList_New(0)) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pending); i++)
+        if (write_one(PyList_GET_ITEM(pending, i), stats) < 0)
+            goto done;
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(stats);
+    Py_DECREF(pending);
+    return result;
+}
+
+/* flush(server) is ``Server._flush_deferred()``, what the loop's call_soon runs once a
+   pass's reads are done: the flag cleared, then flush_pending (flush_core). */
+static PyObject *
+flush(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 1, "flush(server)");
+    PyObject *server = args[0];
+    if (PyObject_SetAttr(server, str_flush_scheduled, Py_False) < 0)
+        return NULL;
+    PyObject *core = PyObject_GetAttr(server, str_core);
+    if (core == NULL)
+        return NULL;
+    PyObject *r = flush_core(server, core);
+    Py_DECREF(core);
+    return r;
+}
+
+/* -- The pass's end on uvloop's own loop (Redis's beforeSleep) -------------------------------
+
+   With call_soon, the pass's flush costs ~5,000 instructions a pass (bench/RESULTS.md, "Replies
+   at the end of the pass"): the schedule (the flag, the call_soon's handle), then uvloop's idle
+   phase (its handler, the ready queue, the handle's call). A libuv check handle on the loop
+   (uvloop exports libuv's functions and the loop's uv_loop_t: uvloop.loop.libuv_get_loop_t_ptr)
+   runs after every poll phase, in the same pass as the reads, for the cost of taking the GIL:
+   hook_pass() starts one for a server, its callback flushes core.pending_flush when it holds
+   anything (flush_core), unhook_pass() closes it before the loop closes (uvloop's close walks
+   the loop's handles as its own: a check handle left open would be taken for one of them).
+   The libuv calls are found in uvloop's module by name (dlsym); a loop that is not uvloop's,
+   or a uvloop without them, keeps call_soon (Server.schedule_flush). */
+
+enum { UV_CHECK_TYPE = 2 };   /* uv.h's UV_CHECK (uv_handle_type: stable across libuv 1.x) */
+static int (*uv_check_init_f)(void *loop, void *check);
+static int (*uv_check_start_f)(void *check, void (*cb)(void *check));
+static int (*uv_check_stop_f)(void *check);
+static void (*uv_close_f)(void *handle, void (*cb)(void *handle));
+static void (*uv_unref_f)(void *handle);
+static size_t (*uv_handle_size_f)(int type);
+
+typedef struct {
+    PyObject *server, *core, *loop;   /* strong references, dropped by the close's callback */
+    _Alignas(max_align_t) unsigned char check[];   /* the uv_check_t (uv_handle_size) */
+} pass_hook;
+
+#define HOOK_OF(check) ((pass_hook *)((char *)(check) - offsetof(pass_hook, check)))
+#define HOOK_CAPSULE "pyrepl.net._serve.pass_hook"
+
+/* the libuv functions, from uvloop's module (path: its file); -1 with an error set */
+static int
+find_libuv(const char *path)
+{
+    if (uv_handle_size_f != NULL)
+        return 0;
+    void *so = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (so == NULL) {
+        PyErr_Format(PyExc_OSError, "uvloop's module is not loaded: %s", path);
+        return -1;
+    }
+    void *f[6];
+    static const char *const names[6] = {"uv_check_init", "uv_check_start", "uv_check_stop",
+                                          "uv_close", "uv_unref", "uv_handle_size"};
+    for (int i = 0; i < 6; i++)
+        if ((f[i] = dlsym(so, names[i])) == NULL) {
+            dlclose(so);   /* (RTLD_NOLOAD: only the count taken above) */
+            PyErr_Format(PyExc_OSError, "uvloop's module has no %s", names[i]);
+            return -1;
+        }
+    /* (the module stays loaded: uvloop's import holds it, and the count taken above too) */
+    *(void **)&uv_check_init_f = f[0];
+    *(void **)&uv_check_start_f = f[1];
+    *(void **)&uv_check_stop_f = f[2];
+    *(void **)&uv_close_f = f[3];
+    *(void **)&uv_unref_f = f[4];
+    *(void **)&uv_handle_size_f = f[5];
+    return 0;
+}
+
+/* The check's callback, after each poll phase (without the GIL: uvloop runs libuv with it
+   released): the pass's replies written when any wait. An exception goes to the loop's
+   exception handler, as call_soon's callback's would. */
+static void
+on_pass_end(void *check)
+{
+    pass_hook *k = HOOK_OF(check);
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *pending = SLOT_AT(k->core, core_off[K_PENDING_FLUSH]);
+    if (pending == NULL || !PyList_CheckExact(pending) || PyList_GET_SIZE(pending)) {
+        PyObject *r = flush_core(k->server, k->core);
+        if (r == NULL) {
+            PyObject *e = PyErr_GetRaisedException();
+            PyObject *ctx = Py_BuildValue("{s:s,s:O}", "message",
+                                          "pyrepl: the pass's writes failed", "exception", e);
+            r = ctx == NULL ? NULL
+                            : PyObject_CallMethod(k->loop, "call_exception_handler", "O", ctx);
+            Py_XDECREF(ctx);
+            Py_XDECREF(e);
+            if (r == NULL)
+                PyErr_WriteUnraisable(k->server);
+        }
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+}
+
+static void
+on_closed(void *check)
+{
+    pass_hook *k = HOOK_OF(check);
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(k->server);
+    Py_DECREF(k->core);
+    Py_DECREF(k->loop);
+    PyMem_RawFree(k);
+    PyGILState_Release(g);
+}
+
+/* hook_pass(loop, uv_loop_capsule, uvloop_path, server): a started check handle on the loop,
+   as a capsule for unhook_pass(). */
+static PyObject *
+hook_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 4, "hook_pass(loop, uv_loop_capsule, uvloop_path, server)");
+    PyObject *loop = args[0], *server = args[3];
+    const char *path = PyUnicode_Check(args[2]) ? PyUnicode_AsUTF8(args[2]) : NULL;
+    void *uvloop = PyCapsule_GetPointer(args[1], NULL);
+    if (path == NULL || uvloop == NULL || find_libuv(path) < 0)
+        return NULL;
+    PyObject *core = PyObject_GetAttr(server, str_core);
+    if (core == NULL)
+        return NULL;
+    if (Py_TYPE(core) != core_type) {
+        Py_DECREF(core);
+        PyErr_SetString(PyExc_TypeError, "hook_pass: the server's core is not a ServerCore");
+        return NULL;
+    }
+    pass_hook *k = PyMem_RawCalloc(1, sizeof(pass_hook) + uv_handle_size_f(UV_CHECK_TYPE));
+    if (k == NULL) {
+        Py_DECREF(core);
+        return PyErr_NoMemory();
+    }
+    k->server = Py_NewRef(server);
+    k->core = core;
+    k->loop = Py_NewRef(loop);
+    PyObject *capsule = PyCapsule_New(k, HOOK_CAPSULE, NULL);
+    if (capsule == NULL || uv_check_init_f(uvloop, k->check) != 0) {
+        Py_XDECREF(capsule);   /* (init failed: nothing of libuv's holds it) */
+        Py_DECREF(k->server);
+        Py_DECREF(k->core);
+        Py_DECREF(k->loop);
+        PyMem_RawFree(k);
+        return capsule == NULL ? NULL
+                               : PyErr_Format(PyExc_OSError, "uv_check_init failed");
+    }
+    uv_check_start_f(k->check, on_pass_end);
+    uv_unref_f(k->check);   /* (the loop's run does not wait for it) */
+    return capsule;
+}
+
+/* unhook_pass(capsule): the check stopped and closed (freed by its close callback, at the
+   loop's next run); a second call does nothing. */
+static PyObject *
+unhook_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    BOUND_ENTRY(bound, nargs, 1, "unhook_pass(capsule)");
+    pass_hook *k = PyCapsule_GetPointer(args[0], HOOK_CAPSULE);
+    if (k == NULL)
+        return NULL;
+    /* (the capsule's context marks it closed: k is freed once libuv has closed it) */
+    if (PyCapsule_GetContext(args[0]) == NULL) {
+        if (PyCapsule_SetContext(args[0], args[0]) < 0)
+            return NULL;
+        uv_check_stop_f(k->check);
+        uv_close_f(k->check, on_closed);
+    }
+    Py_RETURN_NONE;
 }
 
 /* A pipelined read's keys started towards the cache before its first request runs: each
@@ -405,7 +673,8 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
        normal clients, each reply is checked against it: the Python decides) */
     if (Py_TYPE(core) != core_type || !slots_all_set(core, core_off, K_N) ||
             SLOT_AT(core, core_off[K_AOF_ON]) != Py_False ||
-            SLOT_AT(core, core_off[K_OBUF_NORMAL]) != Py_False)
+            SLOT_AT(core, core_off[K_OBUF_NORMAL]) != Py_False ||
+            !PyList_CheckExact(SLOT_AT(core, core_off[K_PENDING_FLUSH])))
         goto general;
     PyObject *stats = SLOT_AT(core, core_off[K_STATS]);
     if (Py_TYPE(stats) != stats_type || !slots_all_set(stats, stats_off, T_N))
@@ -474,34 +743,23 @@ received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "Client.out is not a list");
         goto done;
     }
-    PyObject *transport = P(proto, P_TRANSPORT);
-    Py_INCREF(transport);
-    if (PyList_GET_SIZE(out)) {
-        PyObject *bytes = data_to_send(c, stats);
-        if (bytes == NULL) {
-            Py_DECREF(transport);
-            goto done;
-        }
-        r = PyObject_CallMethodOneArg(transport, str_write, bytes);
-        Py_DECREF(bytes);
-        if (r == NULL) {
-            Py_DECREF(transport);
-            goto done;
-        }
-        Py_DECREF(r);
-    }
-    int closing = PyObject_IsTrue(C(c, C_CLOSE_AFTER_REPLY));
-    if (closing < 0 || (closing && call_method0(transport, str_close) < 0)) {
-        Py_DECREF(transport);
-        goto done;
-    }
-    Py_DECREF(transport);
-    /* maxmemory-clients: the client's memory after its read (ServerCore.after_read), unless
-       it is quiet (nothing buffered before or after the read, its transport not paused) */
+    /* maxmemory-clients (0: off, the common case): the replies are written now, the client's
+       memory counted after them (ServerCore.after_read) unless it is quiet (nothing buffered
+       before or after the read, its transport not paused); otherwise they leave with the
+       pass's other replies (Server._flush_deferred: flush() below) */
     PyObject *mmc = SLOT_AT(core, core_off[K_MAXMEMORY_CLIENTS]);
-    int evicting = mmc == zero ? 0 : PyObject_IsTrue(mmc);   /* (0: off, the common case) */
-    if (evicting < 0)
+    int evicting = mmc == zero ? 0 : PyObject_IsTrue(mmc);
+    int closing = evicting < 0 ? -1 : PyObject_IsTrue(C(c, C_CLOSE_AFTER_REPLY));
+    if (closing < 0)
         goto done;
+    if (PyList_GET_SIZE(out) || closing) {
+        if (!evicting) {
+            if (PyList_Append(SLOT_AT(core, core_off[K_PENDING_FLUSH]), c) < 0)
+                goto done;
+        } else if (write_one(c, stats) < 0) {
+            goto done;
+        }
+    }
     if (evicting && C(c, C_MEM_QUIET) == Py_True && C(c, C_WRITE_PAUSED) == Py_False) {
         int spent = reader_flag(C(c, C_READER), R_SPENT);
         if (spent > 0) {
@@ -546,7 +804,8 @@ bind_master_link(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_on_data, "on_data") || intern(&str_failed, "_failed") ||
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
-            intern(&str_flush_scheduled, "_flush_scheduled"))
+            intern(&str_flush_scheduled, "_flush_scheduled") ||
+            intern(&str_flush_soon, "_flush_soon"))
         return NULL;
     link_bound = 1;
     Py_RETURN_NONE;
@@ -663,6 +922,14 @@ SLOTS_MODULE(_serve, "A client connection's read, in C when it is the common one
     FASTCALL("received", received,
              "received(protocol, data): ClientProtocol.data_received(data), its common case in "
              "C."),
+    FASTCALL("flush", flush,
+             "flush(server): Server._flush_deferred(), the loop pass's writes, its common case "
+             "in C."),
+    FASTCALL("hook_pass", hook_pass,
+             "hook_pass(loop, uv_loop_capsule, uvloop_path, server): the pass's writes at the "
+             "end of each pass of uvloop's loop (a libuv check handle)."),
+    FASTCALL("unhook_pass", unhook_pass,
+             "unhook_pass(hook): hook_pass's handle closed (before the loop closes)."),
     FASTCALL("bind_master_link", bind_master_link,
              LINK_USAGE ": the classes whose slots link_received() reads."),
     FASTCALL("link_received", link_received,

@@ -9,6 +9,7 @@ its core client and writes back whatever the core produced. The cron runs ``core
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import mmap
 import os
@@ -172,16 +173,15 @@ class ClientProtocol(asyncio.Protocol):
         self.core.now_ms = int(time.time() * 1000)
         c.receive_data(data)
         core = self.core
-        if core.aof_on and core.aof.writer.buf:
-            # A write waits for the AOF: no reply of this pass leaves before the AOF buffer
-            # is written (fsynced with always), as Redis's beforeSleep orders them.
-            if c.out or c.close_after_reply:
+        if c.out or c.close_after_reply:
+            if core.maxmemory_clients and not (core.aof_on and core.aof.writer.buf):
+                write_client(c)    # (its memory is counted below with its replies handed on)
+            else:
+                # The replies leave with every other client's, once the loop's pass has read
+                # them all (Redis's beforeSleep, handleClientsWithPendingWrites), after the
+                # AOF's write: a client at -P1 then gets its reply in a run of writes and
+                # sleeps less often (bench/RESULTS.md, "Replies at the end of the pass").
                 core.pending_flush.append(c)
-        else:
-            if c.out:
-                self.transport.write(c.data_to_send())  # type: ignore[union-attr]
-            if c.close_after_reply:
-                self.transport.close()  # type: ignore[union-attr]
         if core.maxmemory_clients and not (   # the client's memory after its read, unless quiet
                 c.mem_quiet and getattr(c.reader, "spent", False) and not c.reader.queue
                 and not c.write_paused):
@@ -532,7 +532,11 @@ class Server:
         self.listeners = Listeners(lambda: ClientProtocol(self), lambda: config.tcp_backlog)
         self.tls: tls.Contexts | None = None    # built when TLS is enabled (pyrepl.net.tls)
         self._stopping = False
+        # a flush of core.pending_flush will run at the end of this pass (always, once the
+        # pass's end is hooked: _hook_pass)
         self._flush_scheduled = False
+        # the loop's call_soon of the pass's flush, bound once (the C read calls it: _serve.c)
+        self._flush_soon: Callable[[], object] | None = None
         self.exit_code = 0
         self.supervised = "no"
         self.pidfile = ""
@@ -600,9 +604,12 @@ class Server:
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         loop = new_event_loop(self.use_uvloop)
         self.loop = loop
+        hook = _hook_pass(loop, self)
         try:
             loop.run_until_complete(self.serve())
         finally:
+            if hook is not None and _serve is not None:
+                _serve.unhook_pass(hook)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
         return self.exit_code
@@ -610,6 +617,7 @@ class Server:
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         self.loop = loop
+        self._flush_soon = functools.partial(loop.call_soon, _flush_deferred, self)
         self._stop_event = asyncio.Event()
         core = self.core
         log = self.logger
@@ -898,9 +906,15 @@ class Server:
     def schedule_flush(self) -> None:
         """Flush clients with outside output once per event-loop pass, after every read of
         this pass: replica links then get one write per pass, not one per client read."""
-        if not self._flush_scheduled and self.loop is not None:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush_deferred)
+        if self._flush_scheduled:
+            return
+        soon = self._flush_soon
+        if soon is None:
+            if self.loop is None:
+                return
+            soon = self._flush_soon = functools.partial(self.loop.call_soon, _flush_deferred, self)
+        self._flush_scheduled = True
+        soon()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """``fn`` at the next pass of the loop, in the core's clock, its output flushed."""
@@ -971,6 +985,32 @@ class Server:
             code = os.waitstatus_to_exitcode(status)
             self.core.child_exited(pid, code)
 
+
+
+#: the pass's flush (``Server._flush_deferred``), in C when the read is (``_serve.flush``)
+_flush_deferred: Callable[[Server], None] = (
+    Server._flush_deferred if _serve is None else _serve.flush)
+
+
+def _hook_pass(loop: asyncio.AbstractEventLoop, server: Server) -> object | None:
+    """The pass's writes run at the end of every pass of uvloop's loop, in C (a libuv check
+    handle: ``_serve.hook_pass``), instead of a call_soon per pass; closed with
+    ``_serve.unhook_pass`` before the loop closes. None where it cannot be (another loop, the
+    pure Python, a uvloop without libuv's functions): ``schedule_flush`` then calls soon."""
+    if _serve is None:
+        return None
+    try:
+        import uvloop.loop as uvl
+    except ImportError:
+        return None
+    if not isinstance(loop, uvl.Loop):
+        return None
+    try:
+        hook = _serve.hook_pass(loop, uvl.libuv_get_loop_t_ptr(loop), uvl.__file__, server)
+    except (OSError, AttributeError):
+        return None
+    server._flush_scheduled = True   # (every pass ends with the flush: none to schedule)
+    return hook
 
 
 def run(config: Config) -> int:

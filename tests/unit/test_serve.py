@@ -1,8 +1,9 @@
 """A client read in C (``pyrepl.net._serve.received``) against the Python it stands for
-(``ClientProtocol.data_received``, with ``Client.receive_data`` and ``data_to_send``).
+(``ClientProtocol.data_received``, with ``Client.receive_data`` and ``data_to_send``), and
+the loop pass's writes in C (``_serve.flush``) against ``Server._flush_deferred``.
 
-Two servers, each with two connections, get the same reads: one through ``received``, the
-other through the Python method. Random command streams (pipelined or lone, split anywhere,
+Two servers, each with two connections, get the same reads: one through ``received`` and
+``flush``, the other through the Python methods. Random command streams (pipelined or lone, split anywhere,
 inline and non-canonical requests, MULTI, pub/sub, CLIENT REPLY, a blocking command, QUIT)
 must give the same bytes written and the same closes, the same calls on the server (flushes
 of other clients' output), and after every read the same value in every slot of both clients
@@ -21,6 +22,7 @@ from pyrepl.core.client import Client
 from pyrepl.core.server import ServerCore
 from pyrepl.core.stats import Stats
 from pyrepl.net.server import ClientProtocol
+from pyrepl.net.server import Server as RealServer
 from pyrepl.resp.fastreader import FastRespReader
 
 _native = native.load("pyrepl.net._serve")
@@ -49,9 +51,13 @@ class Transport:
 
 
 class Server:
-    def __init__(self, *more: tuple[str, list[str]]) -> None:
+    """The server a ClientProtocol reads for, without a loop: its pass ends when the test
+    says (``end_pass``), by ``_serve.flush`` (``native``) or by the Python it stands for."""
+
+    def __init__(self, *more: tuple[str, list[str]], native: bool = False) -> None:
         self.core = ServerCore(Config.load(None, [("save", [""]), *more]), now_ms=1)
         self.log: list[str] = []
+        self.native = native
 
     _flush_scheduled = False
 
@@ -60,23 +66,18 @@ class Server:
             self._flush_scheduled = True
             self.log.append("schedule_flush")
 
-    def end_pass(self) -> None:   # (the loop's call_soon: Server._flush_deferred)
-        self._flush_scheduled = False
-        self.flush_pending()
+    def end_pass(self) -> None:   # (what the loop's call_soon runs)
+        (_native.flush if self.native else RealServer._flush_deferred)(self)  # type: ignore
 
-    def flush_pending(self) -> None:   # (as Server.flush_pending, at once)
-        core = self.core
-        pending, core.pending_flush = core.pending_flush, []
-        for c in pending:   # (a paused subscriber's messages wait, as in write_client)
-            if c.out and c.transport is not None and not (c.write_paused and c.subs):
-                c.transport.write(c.data_to_send())
+    flush_pending = RealServer.flush_pending
 
     def shutdown_from_command(self) -> None:
         self.log.append("shutdown")
 
 
-def world(*more: tuple[str, list[str]]) -> tuple[Server, list[ClientProtocol]]:
-    server = Server(*more)
+def world(*more: tuple[str, list[str]], native: bool = False
+          ) -> tuple[Server, list[ClientProtocol]]:
+    server = Server(*more, native=native)
     protos = []
     for _ in range(2):
         p = ClientProtocol(server)  # type: ignore[arg-type]
@@ -208,7 +209,7 @@ def same_reads(reads, *more: tuple[str, list[str]], cluster_dirs: tuple[str, str
                ) -> tuple[int, int]:
     if cluster_dirs is not None:
         more = (*more, ("dir", [cluster_dirs[0]]))
-    a = world(*more)
+    a = world(*more, native=True)
     if cluster_dirs is not None:
         more = (*more[:-1], ("dir", [cluster_dirs[1]]))
     b = world(*more)
@@ -236,11 +237,14 @@ def same_reads(reads, *more: tuple[str, list[str]], cluster_dirs: tuple[str, str
 def test_received_takes_the_general_path_for_anything_else():
     """A closed client, a bytearray, a protocol before its client: the Python method runs
     (and answers as it does)."""
-    server, (p, q) = world()
+    server, (p, q) = world(native=True)
     received(p, bytearray(enc(b"PING")))
+    assert p.transport.log == []  # type: ignore[union-attr]   (the reply waits for the pass's end)
+    server.end_pass()
     assert p.transport.log == [b"+PONG\r\n"]  # type: ignore[union-attr]
     q.client.closed = True  # type: ignore[union-attr]
     received(q, enc(b"PING"))
+    server.end_pass()
     assert q.transport.log == []  # type: ignore[union-attr]
     fresh = ClientProtocol(server)  # type: ignore[arg-type]
     assert received(fresh, enc(b"PING")) is None   # (no client yet: nothing to do)
@@ -298,3 +302,46 @@ def test_counters_are_exact_across_digits_and_never_change_a_value_someone_holds
             assert stats.net_input_bytes == start + k * len(req)
             assert stats.net_input_bytes + 0 == int(str(stats.net_input_bytes))
     assert p.client.net_in == 20 * len(req)  # type: ignore[union-attr]
+
+
+def test_the_pass_hook_writes_at_the_end_of_each_pass_of_uvloops_loop():
+    """hook_pass on a real uvloop loop: the replies that reads queued in core.pending_flush
+    leave at the end of the loop's next pass (libuv's check phase), without a call_soon (the
+    server here schedules nothing); a write that fails goes to the loop's exception handler;
+    unhook_pass closes the handle (twice: nothing more), and the loop closes cleanly."""
+    import asyncio
+
+    import uvloop
+    import uvloop.loop as uvl
+
+    server, (p, q) = world(native=True)
+    loop = uvloop.new_event_loop()
+    caught: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: caught.append(ctx))
+    hook = _native.hook_pass(loop, uvl.libuv_get_loop_t_ptr(loop), uvl.__file__, server)
+    try:
+        received(p, enc(b"SET", b"k", b"v"))
+        received(q, enc(b"GET", b"k"))
+        assert p.transport.log == [] and q.transport.log == []  # type: ignore[union-attr]
+        loop.run_until_complete(asyncio.sleep(0))
+        assert p.transport.log == [b"+OK\r\n"]  # type: ignore[union-attr]
+        assert q.transport.log == [b"$1\r\nv\r\n"]  # type: ignore[union-attr]
+        assert server.core.pending_flush == [] and caught == []
+
+        def refuse(data: bytes) -> None:
+            raise RuntimeError("the transport refuses")
+        p.transport.write = refuse  # type: ignore[union-attr]
+        received(p, enc(b"PING"))
+        loop.run_until_complete(asyncio.sleep(0))
+        assert [type(c.get("exception")) for c in caught] == [RuntimeError]
+        assert "pass's writes failed" in caught[0]["message"]
+
+        class NotAServer:
+            core = object()
+        with pytest.raises(TypeError):   # (its core is no ServerCore: nothing hooked)
+            _native.hook_pass(loop, uvl.libuv_get_loop_t_ptr(loop), uvl.__file__, NotAServer())
+    finally:
+        _native.unhook_pass(hook)
+        _native.unhook_pass(hook)
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
