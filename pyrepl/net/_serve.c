@@ -349,6 +349,10 @@ python: {
 /* The core's flags after a callback (ReplicaIO._dispatch's tail, ClientProtocol.data_received's):
    a flush asked for and not yet scheduled, a SHUTDOWN to act on; offs are the offsets of
    ``pending_flush`` and ``shutdown_asap``. -1 on an exception. */
+/* the core whose server's pass ends in a check handle (hook_pass; the last one hooked,
+   borrowed: the hook holds it, unhook_pass clears it): its flush needs no schedule */
+static PyObject *hooked_core;
+
 static int
 after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
 {
@@ -360,6 +364,8 @@ after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
             PyErr_Format(PyExc_AttributeError, "'ServerCore' object has no attribute '%s'",
                          names[i]);
         int on = v == NULL ? -1 : PyObject_IsTrue(v);
+        if (on > 0 && i == 0 && core == hooked_core)
+            continue;   /* (the pass's end flushes it: _flush_scheduled is always true) */
         if (on > 0 && i == 0) {   /* (schedule_flush does nothing once it is scheduled) */
             v = PyObject_GetAttr(server, str_flush_scheduled);
             if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -615,6 +621,7 @@ hook_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     uv_check_start_f(k->check, on_pass_end);
     uv_unref_f(k->check);   /* (the loop's run does not wait for it) */
+    hooked_core = core;
     return capsule;
 }
 
@@ -633,6 +640,8 @@ unhook_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         uv_check_stop_f(k->check);
         uv_close_f(k->check, on_closed);
+        if (hooked_core == k->core)
+            hooked_core = NULL;
     }
     Py_RETURN_NONE;
 }
