@@ -450,7 +450,12 @@ class NetHost(Host):
         """Redis's processEventsWhileBlocked, called from a long script's hook: one pass
         over the normal clients' sockets (not the script's caller), without the event loop:
         what is readable now is read and run (other commands get -BUSY; SCRIPT KILL and
-        SHUTDOWN NOSAVE work) and the answers are written."""
+        SHUTDOWN NOSAVE work) and the answers are written, with what waited for the pass's
+        end."""
+        self._read_while_blocked(protected)
+        self._flush_while_blocked(protected)
+
+    def _read_while_blocked(self, protected: Client | None) -> None:
         core = self.server.core
         conns = {c.fd: c for c in core.clients.values()
                  if c is not protected and c.fd >= 0
@@ -481,6 +486,23 @@ class NetHost(Host):
                 if t is not None:
                     t.abort()
             # (a normal client's EOF: the event loop sees it again once the script ends)
+
+    def _flush_while_blocked(self, protected: Client | None) -> None:
+        """The replies that wait for the pass's end (``core.pending_flush``: those of reads
+        before the script's in the same pass, pub/sub's, a replica's stream) written now, as
+        the beforeSleep that Redis's processEventsWhileBlocked runs writes them, but the
+        script's caller's (a protected client: Redis's handleClientsWithPendingWrites skips
+        it). With the AOF on they keep waiting: no reply leaves before the AOF holds what it
+        answers."""
+        core = self.server.core
+        if not core.pending_flush or core.aof_on:
+            return
+        pending, core.pending_flush = core.pending_flush, []
+        for c in pending:
+            if c is protected:
+                core.pending_flush.append(c)
+            else:
+                write_client(c)
 
     def output_buffered(self, client: Client) -> int:
         t = client.transport
