@@ -107,7 +107,7 @@ static int bound;   /* bind() ran to its end */
 /* The int 0 itself (CPython's cached small int): maxmemory-clients off, tested by identity. */
 static PyObject *zero;
 static PyObject *str_write, *str_close, *str_schedule_flush, *str_shutdown_from_command,
-                *str_flush_scheduled, *str_after_read, *str_flush_pending, *str_flush_soon;
+                *str_flush_scheduled, *str_after_read, *str_flush_pending;
 static PyObject *py_write_client;   /* pyrepl.net.server.write_client: the reference of
                                        write_one() below (imported at the first flush) */
 
@@ -131,7 +131,7 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
             intern(&str_flush_scheduled, "_flush_scheduled") ||
             intern(&str_after_read, "after_read") || intern(&str_core, "core") ||
-            intern(&str_flush_pending, "flush_pending") || intern(&str_flush_soon, "_flush_soon"))
+            intern(&str_flush_pending, "flush_pending"))
         return NULL;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
@@ -346,12 +346,13 @@ python: {
     }
 }
 
-/* The core's flags after a callback (ReplicaIO._dispatch's tail, ClientProtocol.data_received's):
-   a flush asked for and not yet scheduled, a SHUTDOWN to act on; offs are the offsets of
-   ``pending_flush`` and ``shutdown_asap``. -1 on an exception. */
 /* the core whose server's pass ends in a check handle (hook_pass; the last one hooked,
    borrowed: the hook holds it, unhook_pass clears it): its flush needs no schedule */
 static PyObject *hooked_core;
+
+/* The core's flags after a callback (ReplicaIO._dispatch's tail, ClientProtocol.data_received's):
+   a flush asked for and not yet scheduled, a SHUTDOWN to act on; offs are the offsets of
+   ``pending_flush`` and ``shutdown_asap``. -1 on an exception. */
 
 static int
 after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
@@ -375,23 +376,6 @@ after_callback(PyObject *server, PyObject *core, const Py_ssize_t offs[2])
             int scheduled = v == NULL ? -1 : PyObject_IsTrue(v);
             Py_XDECREF(v);
             on = scheduled < 0 ? -1 : !scheduled;
-            if (on > 0) {   /* schedule_flush's common case: the server's bound call_soon */
-                PyObject *soon = PyObject_GetAttr(server, str_flush_soon);
-                if (soon == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
-                    PyErr_Clear();   /* (a server without it: ask it) */
-                else if (soon == NULL)
-                    return -1;
-                if (soon != NULL && soon != Py_None) {
-                    PyObject *r = PyObject_SetAttr(server, str_flush_scheduled, Py_True) < 0
-                                      ? NULL : PyObject_CallNoArgs(soon);
-                    Py_DECREF(soon);
-                    Py_XDECREF(r);
-                    if (r == NULL)
-                        return -1;
-                    continue;
-                }
-                Py_XDECREF(soon);
-            }
         }
         if (on < 0 || (on && call_method0(server, calls[i]) < 0))
             return -1;
@@ -813,8 +797,7 @@ bind_master_link(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             intern(&str_on_data, "on_data") || intern(&str_failed, "_failed") ||
             intern(&str_schedule_flush, "schedule_flush") ||
             intern(&str_shutdown_from_command, "shutdown_from_command") ||
-            intern(&str_flush_scheduled, "_flush_scheduled") ||
-            intern(&str_flush_soon, "_flush_soon"))
+            intern(&str_flush_scheduled, "_flush_scheduled"))
         return NULL;
     link_bound = 1;
     Py_RETURN_NONE;

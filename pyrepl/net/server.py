@@ -9,7 +9,6 @@ its core client and writes back whatever the core produced. The cron runs ``core
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import mmap
 import os
@@ -495,14 +494,8 @@ class NetHost(Host):
         it). With the AOF on they keep waiting: no reply leaves before the AOF holds what it
         answers."""
         core = self.server.core
-        if not core.pending_flush or core.aof_on:
-            return
-        pending, core.pending_flush = core.pending_flush, []
-        for c in pending:
-            if c is protected:
-                core.pending_flush.append(c)
-            else:
-                write_client(c)
+        if core.pending_flush and not core.aof_on:
+            self.server.flush_pending(keep=protected)
 
     def output_buffered(self, client: Client) -> int:
         t = client.transport
@@ -557,8 +550,6 @@ class Server:
         # a flush of core.pending_flush will run at the end of this pass (always, once the
         # pass's end is hooked: _hook_pass)
         self._flush_scheduled = False
-        # the loop's call_soon of the pass's flush, bound once (the C read calls it: _serve.c)
-        self._flush_soon: Callable[[], object] | None = None
         self.exit_code = 0
         self.supervised = "no"
         self.pidfile = ""
@@ -639,7 +630,6 @@ class Server:
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         self.loop = loop
-        self._flush_soon = functools.partial(loop.call_soon, _flush_deferred, self)
         self._stop_event = asyncio.Event()
         core = self.core
         log = self.logger
@@ -928,15 +918,9 @@ class Server:
     def schedule_flush(self) -> None:
         """Flush clients with outside output once per event-loop pass, after every read of
         this pass: replica links then get one write per pass, not one per client read."""
-        if self._flush_scheduled:
-            return
-        soon = self._flush_soon
-        if soon is None:
-            if self.loop is None:
-                return
-            soon = self._flush_soon = functools.partial(self.loop.call_soon, _flush_deferred, self)
-        self._flush_scheduled = True
-        soon()
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(_flush_deferred, self)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """``fn`` at the next pass of the loop, in the core's clock, its output flushed."""
@@ -954,14 +938,18 @@ class Server:
         self._flush_scheduled = False
         self.flush_pending()
 
-    def flush_pending(self) -> None:
-        """Write out clients that got output outside their own read (see core.pending_flush)."""
+    def flush_pending(self, keep: Client | None = None) -> None:
+        """Write out clients that got output outside their own read (see core.pending_flush);
+        ``keep`` (a busy script's caller) stays queued."""
         core = self.core
         if core.aof_on:
             core.aof.before_reply()    # (the AOF written before any reply of the pass)
         pending, core.pending_flush = core.pending_flush, []
         for c in pending:
-            write_client(c)
+            if c is keep:
+                core.pending_flush.append(c)
+            else:
+                write_client(c)
 
     def shutdown_from_command(self) -> None:
         self.stop()
