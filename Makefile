@@ -51,8 +51,15 @@ demo: venv spark-deps
 docs: venv
 	$(VENV)/bin/mkdocs build --strict -d build/site
 
+# The whole suite on PYTEST_WORKERS processes (pytest-xdist). Most tests wait on servers and
+# sockets, not the CPU, so three workers keep two cores busy; worksteal: a worker that runs out
+# takes the rest of a busy one's queue, so the long end-to-end files do not end the run alone.
+# The tests marked serial hold live processes to wall-clock waits: they run after, alone.
+PYTEST_WORKERS ?= 3
+
 test: venv system-deps spark-deps redis-src docs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not serial"
+	$(PY) -m pytest -q -m serial
 	$(MAKE) --no-print-directory test-pure
 
 # The unit suite once more as plain Python: no compiled extension, their Python references

@@ -19,7 +19,7 @@ from pyrepl.analytics.job import JobConfig, run
 from tests.analytics import failover_scenario as scenario
 from tests.support.procs import redis_server_path
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def test_a_chain_a_restart_and_a_sentinel_failover_counted_as_the_servers_count(

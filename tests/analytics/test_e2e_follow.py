@@ -26,7 +26,7 @@ from tests.analytics.synth import FleetSpec, write_fleet
 from tests.support.procs import free_port
 from tests.support.waits import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REDISLOGS = os.path.join(ROOT, "tests", "data", "redislog", "redis7")

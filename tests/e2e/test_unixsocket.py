@@ -14,6 +14,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import pytest
@@ -56,7 +57,9 @@ def client_line(path: str) -> str:
 
 @pytest.mark.parametrize("kind", ["redis", "pyrepl"])
 def test_unix_socket_serves_clients_as_redis(tmp_path: Any, kind: str) -> None:
-    path = str(tmp_path / "s.sock")
+    # a short path: Redis writes a client's addr ("<path>:0") into 78 bytes, so a long
+    # tmp_path (pytest-xdist's worker directory) would cut the ":0" off its CLIENT LIST line
+    path = os.path.join(tempfile.mkdtemp(prefix="us-"), "s.sock")
     srv = start(kind, str(tmp_path), path, "--unixsocketperm", "700")
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o700

@@ -53,7 +53,7 @@ def test_a_second_node_on_the_same_nodes_conf_is_refused_pyrepl_or_redis() -> No
             c.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
             wait_for(lambda: b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO"), 10)
             c.set("k", "v")
-            c.config_set("rdb-key-save-delay", 3_000_000)
+            c.config_set("rdb-key-save-delay", 10_000_000)
             c.bgsave()
             wait_for(lambda: c.info("persistence")["rdb_bgsave_in_progress"] == 1, 10)
         first.proc.send_signal(signal.SIGKILL)
@@ -61,7 +61,7 @@ def test_a_second_node_on_the_same_nodes_conf_is_refused_pyrepl_or_redis() -> No
         t0 = time.monotonic()
         second = start_pyrepl(*flags(), tmpdir=d)
         try:
-            assert time.monotonic() - t0 < 2.5        # (not after the child's 3 s)
+            assert time.monotonic() - t0 < 8          # (not after the child's 10 s)
             with redis.Redis(port=second.port) as c:
                 assert c.ping()
         finally:
