@@ -52,13 +52,14 @@ docs: venv
 	$(VENV)/bin/mkdocs build --strict -d build/site
 
 # The whole suite on PYTEST_WORKERS processes (pytest-xdist). Most tests wait on servers and
-# sockets, not the CPU, so three workers keep two cores busy; worksteal: a worker that runs out
-# takes the rest of a busy one's queue, so the long end-to-end files do not end the run alone.
-# The tests marked serial hold live processes to wall-clock waits: they run after, alone.
+# sockets, not the CPU, so three workers keep two cores busy; loadgroup (tests/conftest.py's
+# scheduler): a worker takes the next test when it is done with its own, and the Spark tests
+# (tests/analytics) run on one worker, one JVM. The tests marked serial hold live processes
+# to wall-clock waits: they run after, alone.
 PYTEST_WORKERS ?= 3
 
 test: venv system-deps spark-deps redis-src docs
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not serial"
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial"
 	$(PY) -m pytest -q -m serial
 	$(MAKE) --no-print-directory test-pure
 

@@ -64,3 +64,21 @@ def raw(pyrepl_server):
     with RawClient(pyrepl_server.port) as c:
         c.call("FLUSHALL")
         yield c
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201
+    """Under ``make test``'s workers (pytest-xdist, ``--dist loadgroup``) the Spark tests
+    (tests/analytics) run on one worker, one after another, and every other test is given to
+    the next worker done with its own. One JVM beside the other workers' servers, not one a
+    worker: their contention on two cores drove a Spark job past the 300 s timeout, and a py4j
+    gateway cut mid-call fails every later Spark test of its worker. (xdist's own loadgroup
+    reads an xdist_group mark into the node id, which pytest 9.2's node ids no longer take.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler.loadscope import LoadScopeScheduling
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith("tests/analytics/") else nodeid
+
+    return SparkOnOneWorker(config, log)
