@@ -134,6 +134,12 @@ class Listeners:
             s.setblocking(False)
         loop.create_task(self.serve(socks, tls))
 
+    def plain_fds(self) -> list[int]:
+        """The plain TCP and the Unix listening sockets' descriptors (what a busy script's
+        passes accept from: pyrepl.net.blocked)."""
+        servers = (*self.tcp, *((self.unix,) if self.unix else ()))
+        return [s.fileno() for srv in servers for s in (srv.sockets or ())]
+
     def close(self) -> None:
         for srv in (*self.tcp, *self.tls, *((self.unix,) if self.unix else ())):
             srv.close()

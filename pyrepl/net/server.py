@@ -41,6 +41,7 @@ from pyrepl.fastpath import execute
 from pyrepl.keyspace.db import Database
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFree, BackgroundFsync
+from pyrepl.net.blocked import BlockedAccepts
 from pyrepl.net.cluster_io import ClusterBus
 from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
@@ -143,7 +144,14 @@ class ClientProtocol(asyncio.Protocol):
             self.data_received = MethodType(_serve.received, self)  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        prev = self.transport
         self.transport = transport  # type: ignore[assignment]
+        if prev is not None:    # accepted while a script blocked the loop: the loop's now
+            if self._unauth_limit:
+                transport.set_write_buffer_limits(high=UNAUTH_OUTPUT_LIMIT)  # type: ignore[attr-defined]
+            prev.hand_over(transport)   # type: ignore[attr-defined]  # (pyrepl.net.blocked)
+            self._flush()
+            return
         peer = transport.get_extra_info("peername")
         sockname = transport.get_extra_info("sockname")
         sock = transport.get_extra_info("socket")
@@ -455,21 +463,27 @@ class NetHost(Host):
         self._flush_while_blocked(protected)
 
     def _read_while_blocked(self, protected: Client | None) -> None:
-        core = self.server.core
+        server = self.server
+        core = server.core
         conns = {c.fd: c for c in core.clients.values()
                  if c is not protected and c.fd >= 0
                  and c.kind in ("normal", "pubsub", "replica")
                  and c.transport is not None and not c.closed
+                 and not c.transport.is_closing()
                  and not tls.is_tls(c)}     # (TLS: see README)
-        if not conns:
+        listening = server.listeners.plain_fds()    # (new connections: pyrepl.net.blocked)
+        if not conns and not listening:
             return
         try:
-            readable, _, _ = select.select(list(conns), [], [], 0)
+            readable, _, _ = select.select([*conns, *listening], [], [], 0)
         except (OSError, ValueError):
             return
         core.now_ms = now_ms()
         for fd in readable:
-            c = conns[fd]
+            c = conns.get(fd)
+            if c is None:
+                server.blocked.accept(fd)
+                continue
             try:
                 data = os.read(fd, 16384)
             except (BlockingIOError, InterruptedError):
@@ -496,6 +510,7 @@ class NetHost(Host):
         core = self.server.core
         if core.pending_flush and not core.aof_on:
             self.server.flush_pending(keep=protected)
+        self.server.blocked.flush()
 
     def output_buffered(self, client: Client) -> int:
         t = client.transport
@@ -545,6 +560,7 @@ class Server:
         self._open_sync_log()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners = Listeners(lambda: ClientProtocol(self), lambda: config.tcp_backlog)
+        self.blocked = BlockedAccepts(self.listeners.factory, lambda: self.loop)
         self.tls: tls.Contexts | None = None    # built when TLS is enabled (pyrepl.net.tls)
         self._stopping = False
         # a flush of core.pending_flush will run at the end of this pass (always, once the

@@ -2,9 +2,9 @@
 
 While it runs, other clients are served from the script's hook: their commands get -BUSY (but
 SCRIPT KILL and SHUTDOWN NOSAVE), SCRIPT KILL stops a read-only script (its caller gets Redis's
-error), a script that wrote is UNKILLABLE, and SHUTDOWN NOSAVE stops the server. Every reply is
-compared byte for byte (connections opened before the script: pyrepl accepts none while it
-runs).
+error), a script that wrote is UNKILLABLE, and SHUTDOWN NOSAVE stops the server. A connection
+opened while the script runs is accepted and served too (a redis-cli opened to send SCRIPT
+KILL), and once the script ends it goes on as any other. Every reply is compared byte for byte.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ WRITE_LOOP = "redis.call('SET', 'w', '1') local i = 0 while true do i = i + 1 en
 
 
 def wait_busy(probe: RawClient) -> None:
-    """Until PING on an open connection gets -BUSY (pyrepl accepts no new connection while a
-    script is busy: they wait for its end)."""
+    """Until PING on an open connection gets -BUSY."""
     wait_for(lambda: probe.call("PING").startswith(b"-BUSY"), timeout=10,
              what="the script busy")
 
@@ -53,6 +52,42 @@ def test_busy_replies_and_script_kill(servers) -> None:
     assert seen[0] == seen[1]
     assert seen[0][0].startswith(b"-BUSY Redis is busy running a script.")
     assert seen[0][4] == b"+OK\r\n" and seen[0][6] == b"+PONG\r\n"
+
+
+def test_a_connection_opened_while_the_script_runs_is_served(servers) -> None:
+    """processEventsWhileBlocked accepts: a client that connects during the script gets -BUSY
+    and its SCRIPT KILL ends the script; 5,000 replies it did not read meanwhile (more than a
+    socket takes at once) arrive whole and in order before the later ones; it is a client as
+    any other afterwards; one that sends QUIT meanwhile gets +OK and is closed."""
+    seen = []
+    for srv in servers:
+        with RawClient(srv.port, timeout=20) as runner, RawClient(srv.port) as other:
+            assert other.call("PING") == b"+PONG\r\n"
+            runner.send("EVAL", LOOP, "0")
+            wait_busy(other)
+            t0 = time.monotonic()
+            with RawClient(srv.port) as late, RawClient(srv.port) as quitter:
+                got = [late.call("PING"), quitter.call("QUIT")]
+                with pytest.raises((ConnectionError, OSError)):
+                    quitter.call("PING")
+                assert time.monotonic() - t0 < 10, "the new connections were not served"
+                late.send_raw(b"".join([b"GET k\r\n"] * 5000))
+                late.send("SCRIPT", "KILL")
+                busy = [late.read_reply() for _ in range(5000)]
+                got.append(late.read_reply())
+                got.append(runner.read_reply())
+                got.append(len(set(busy)))
+                got.append(busy[0])
+                got += [late.call("SET", "k", "v"), late.call("GET", "k"),
+                        late.call("CLIENT", "SETNAME", "late")]
+                got.append(b"name=late" in other.call("CLIENT", "LIST"))
+            seen.append(got)
+    assert seen[0] == seen[1]
+    assert seen[0][0].startswith(b"-BUSY Redis is busy running a script.")
+    assert seen[0][1] == b"+OK\r\n" and seen[0][2] == b"+OK\r\n"
+    assert seen[0][3].startswith(b"-ERR Script killed by user with SCRIPT KILL")
+    assert seen[0][4] == 1 and seen[0][5].startswith(b"-BUSY")
+    assert seen[0][6:] == [b"+OK\r\n", b"$1\r\nv\r\n", b"+OK\r\n", True]
 
 
 def test_a_kill_caught_by_pcall_leaves_the_next_scripts_alone(servers) -> None:

@@ -236,9 +236,10 @@ bitmaps = st.one_of(st.just(wire.EMPTY_SLOTS),
                     st.lists(st.integers(0, 16383), max_size=30).map(wire.bitmap_of),
                     st.binary(min_size=2048, max_size=2048))
 gossips = st.builds(Gossip, names, u32, u32, ips, u16, u16, u16, u16)
+ext_texts = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=30)
 exts = st.one_of(
-    st.text(st.characters(blacklist_characters="\0"), max_size=30).map(Ext.hostname),
-    st.text(st.characters(blacklist_characters="\0"), max_size=30).map(Ext.human_nodename),
+    ext_texts.map(Ext.hostname),
+    ext_texts.map(Ext.human_nodename),
     st.builds(Ext.forgotten_node, names, u64),
     names.map(Ext.shard_id),
     st.builds(Ext, u16, st.integers(0, 6).flatmap(
