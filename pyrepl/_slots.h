@@ -60,10 +60,79 @@ seq_append(PyObject *seq, PyObject *item)
     return r == NULL ? -1 : 0;
 }
 
-/* Every slot of o set (none NULL). */
+/* A whole object: one whose class has a ``_whole`` slot, and every other slot of its layout
+   set. The first check of such an object walks the layout once and leaves the answer in that
+   slot (True, or False: checked slot by slot from then on); later checks read it. It holds
+   because pyrepl never deletes a slot once set, and it cannot outlive the object: a new object
+   starts with the slot unset or None, wherever its memory was. The classes every request checks
+   (ServerCore, Client, Command) set all their slots in __init__ (tests/unit/test_slots.py). */
+#define WHOLE_TYPES 32
+static struct {
+    PyTypeObject *type;   /* (a reference: a freed type's address is never reused for it) */
+    Py_ssize_t off;       /* its _whole slot's offset, -1: none */
+} whole_types[WHOLE_TYPES];
+static int whole_count;
+
+static inline Py_ssize_t
+whole_offset_of(PyTypeObject *t)
+{
+    for (int i = 0; i < whole_count; i++)
+        if (whole_types[i].type == t)
+            return whole_types[i].off;
+    Py_ssize_t off = -1;
+    PyObject *mro = t->tp_mro;
+    for (Py_ssize_t i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro) && off < 0; i++) {
+        PyMemberDef *m = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_members;
+        for (; m != NULL && m->name != NULL; m++)
+            if (m->type == T_OBJECT_EX && !(m->flags & READONLY) &&
+                    strcmp(m->name, "_whole") == 0) {
+                off = m->offset;
+                break;
+            }
+    }
+    if (whole_count < WHOLE_TYPES) {   /* (past that, looked up again: slower, not wrong) */
+        Py_INCREF(t);
+        whole_types[whole_count].type = t;
+        whole_types[whole_count++].off = off;
+    }
+    return off;
+}
+
+/* Every slot of o's layout but _whole (at off) set: the answer, left in _whole. */
+static inline int
+whole_walk(PyObject *o, Py_ssize_t off)
+{
+    int whole = 1;
+    PyObject *mro = Py_TYPE(o)->tp_mro;
+    for (Py_ssize_t i = 0; whole && mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+        PyMemberDef *m = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_members;
+        for (; m != NULL && m->name != NULL; m++)
+            if (m->type == T_OBJECT_EX && m->offset != off && SLOT_AT(o, m->offset) == NULL) {
+                whole = 0;
+                break;
+            }
+    }
+    PyObject *old = SLOT_AT(o, off);   /* (NULL, or a bool: no code runs when it goes) */
+    SLOT_AT(o, off) = Py_NewRef(whole ? Py_True : Py_False);
+    Py_XDECREF(old);
+    return whole;
+}
+
+/* Every slot of o set (none NULL): the n at offsets, or, for a whole object, all of them. */
 static inline int
 slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)
 {
+    Py_ssize_t off = -1;
+    if (n >= 4) {   /* (fewer: checked as fast one by one) */
+        off = whole_offset_of(Py_TYPE(o));
+        if (off >= 0) {
+            PyObject *w = SLOT_AT(o, off);
+            if (w == Py_True)
+                return 1;
+            if (w != Py_False && whole_walk(o, off))   /* (unset, or None: not walked yet) */
+                return 1;
+        }
+    }
     for (int i = 0; i < n; i++)
         if (SLOT_AT(o, offsets[i]) == NULL)
             return 0;

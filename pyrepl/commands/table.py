@@ -108,6 +108,8 @@ class Command:
     # not may-replicate (which read-only scripts refuse), not XREAD/XREADGROUP (BLOCK is
     # refused there), not a container.
     script_plain: bool = False
+    # (the C's: every slot set, pyrepl/_slots.h)
+    _whole: bool | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.min_args = abs(self.arity)

@@ -44,6 +44,7 @@ class Client:
         "stream", "write_paused", "subs", "obuf_held", "obuf_soft_since", "reply_mode",
         "tracking", "tracking_redir", "tracking_prefixes", "acl_user", "restricted",
         "mem", "mem_quiet", "no_evict", "multi_mem", "ldb_mode", "cluster_flags", "cluster_slot",
+        "_whole",   # (the C's: every slot set, pyrepl/_slots.h)
     )
 
     def __init__(self, core: ServerCore, client_id: int, addr: str = "", laddr: str = "",
@@ -88,6 +89,7 @@ class Client:
         self.flags = ""  # CLIENT LIST letters added by replication: S (replica), M (master)
         self.cluster_flags = 0   # CLUSTER_ASKING | CLUSTER_READONLY (pyrepl.core.cluster)
         self.cluster_slot = -1   # the slot of the running command's keys (c->slot), or -1
+        self._whole: bool | None = None
         self.net_in = 0
         self.net_out = 0
         self.commands = 0

@@ -98,6 +98,7 @@ class ServerCore:
                  "clock_ns", "quick_below_ns", "latency_tracking", "applying_master_stream",
                  "monitors", "scripts",   # (read by EVALSHA in C: scripting/_luacall.c)
                  "served_slots",
+                 "_whole",   # (the C's: every slot set, pyrepl/_slots.h)
                  "__dict__",
                  "__weakref__")
     acl: Acl   # made on first use, in the instance dict (pyrepl.core.acl.acl_of)
@@ -208,6 +209,8 @@ class ServerCore:
         # redirect check (pyrepl.cluster.served's table, which the C fast paths read when
         # ``gated``), else None (dispatch.refresh_gate)
         self.served_slots: bytearray | None = None
+        self.scripts: Any = None     # the script engine, made on first use (engine_of)
+        self._whole: bool | None = None
         # -- maxmemory-clients (pyrepl.core.clientevict): its limit in bytes (0: off), the one
         # test a read makes; an eviction due raises the gate.
         self.maxmemory_clients = 0

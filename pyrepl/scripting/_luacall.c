@@ -1306,7 +1306,7 @@ evalsha_command(PyObject *const *args, Py_ssize_t nargs, PyObject *ro, PyObject 
     if (call_bound && Py_TYPE(c) == client_type && CL(c, C_CORE) != NULL) {
         PyObject *core = CL(c, C_CORE),
                  *eng = Py_TYPE(core) == core_type ? SLOT_AT(core, core_engine_off[0]) : NULL;
-        if (eng != NULL) {   /* (none yet: the Python handler makes it) */
+        if (eng != NULL && eng != Py_None) {   /* (none yet: the Python handler makes it) */
             Py_INCREF(eng);
             PyObject *call_args[4] = {eng, c, args[1], ro};
             PyObject *reply = evalsha(NULL, call_args, 4);

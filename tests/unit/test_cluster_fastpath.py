@@ -123,7 +123,8 @@ def _argv(c: Client, st_: ClusterState, r: list[str]) -> list[bytes] | None:
 
 
 _SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes", "id",
-         "name", "laddr", "addr", "created_ms", "last_interaction_ms"}
+         "name", "laddr", "addr", "created_ms", "last_interaction_ms",
+         "_whole"}
 
 
 def _client(c: Client) -> dict[str, object]:

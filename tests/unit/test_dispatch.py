@@ -37,7 +37,8 @@ if _native is None:
                 allow_module_level=True)
 execute = _native.execute
 
-_SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes"}
+_SKIP = {"core", "reader", "transport", "db", "repl", "subs", "tracking_prefixes",
+         "_whole"}   # (the C leaves True there: pyrepl/_slots.h)
 
 
 def _slots(c: Client) -> dict[str, object]:

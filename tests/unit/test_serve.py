@@ -87,7 +87,7 @@ def world(*more: tuple[str, list[str]], native: bool = False
 
 
 _TIMES = {"ctime_ms", "last_interaction_ms"}
-_SKIP = {"core", "reader", "transport", "db"} | _TIMES
+_SKIP = {"core", "reader", "transport", "db", "_whole"} | _TIMES
 
 
 def norm(v: object) -> object:
