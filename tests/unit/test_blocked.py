@@ -13,9 +13,6 @@ import pytest
 from pyrepl.net.blocked import BlockedTransport
 from pyrepl.net.loop import new_event_loop
 
-#: the server's loop (uvloop) and asyncio's own (the server's without uvloop)
-LOOPS = pytest.mark.parametrize("uv", [True, False], ids=["uvloop", "asyncio"])
-
 
 class Recorder(asyncio.Protocol):
     """A protocol that notes what the transport tells it (and takes a handed-over transport
@@ -49,76 +46,71 @@ def read_all(peer: socket.socket) -> bytes:
     return bytes(out)
 
 
-@LOOPS
-def test_unsent_bytes_wait_in_order_and_pause_then_resume_writing(uv: bool) -> None:
-    loop = new_event_loop(uv)
-    ours, peer = socket.socketpair()
-    try:
-        ours.setblocking(False)
-        proto = Recorder()
-        t = BlockedTransport(ours, proto, loop)
-        data = bytes(range(256)) * 8192          # 2 MB: more than the socket buffers hold
-        for i in range(0, len(data), 65536):
-            t.write(data[i:i + 65536])
-        assert t.get_write_buffer_size() > t.high
-        assert proto.events == ["pause"]
-        got = bytearray()
-        peer.settimeout(5)
-        while len(got) < len(data):
-            got += peer.recv(1 << 20)
-            t.flush()
-        assert bytes(got) == data
-        assert t.get_write_buffer_size() == 0 and proto.events == ["pause", "resume"]
-    finally:
-        ours.close()
-        peer.close()
-        loop.close()
+class Pair:
+    """A socket pair on a fresh loop: ours (non-blocking) under a BlockedTransport, the peer."""
+
+    def __init__(self, uv: bool) -> None:
+        self.loop = new_event_loop(uv)
+        self.ours, self.peer = socket.socketpair()
+        self.ours.setblocking(False)
+        self.proto = Recorder()
+        self.t = BlockedTransport(self.ours, self.proto, self.loop)
+
+    def close(self) -> None:
+        self.ours.close()
+        self.peer.close()
+        self.loop.close()
 
 
-@LOOPS
-def test_a_close_with_unsent_bytes_hands_them_to_the_loops_transport(uv: bool) -> None:
-    loop = new_event_loop(uv)
-    ours, peer = socket.socketpair()
-    try:
-        ours.setblocking(False)
-        proto = Recorder()
-        t = BlockedTransport(ours, proto, loop)
-        data = b"x" * (4 << 20)
-        t.write(data)
-        t.close()
-        assert t.is_closing() and not t.gone and t.get_write_buffer_size() > 0
-        t.write(b"after the close: dropped")
-        proto.prev = t
-
-        async def hand_over() -> bytes:
-            await loop.connect_accepted_socket(lambda: proto, ours)
-            return await loop.run_in_executor(None, read_all, peer)
-
-        assert loop.run_until_complete(hand_over()) == data
-        loop.run_until_complete(asyncio.sleep(0.05))
-        # (the pauses: the 4 MB over this transport's mark, then over the loop's)
-        assert [e for e in proto.events if e in ("made", "lost")] == ["made", "lost"]
-    finally:
-        ours.close()
-        peer.close()
-        loop.close()
+@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
+def pair(request: pytest.FixtureRequest):
+    """(the server's loop, uvloop, and asyncio's own: the server's without uvloop)"""
+    p = Pair(request.param)
+    yield p
+    p.close()
 
 
-@LOOPS
-def test_an_abort_drops_the_unsent_bytes_and_tells_the_protocol_later(uv: bool) -> None:
-    loop = new_event_loop(uv)
-    ours, peer = socket.socketpair()
-    try:
-        ours.setblocking(False)
-        proto = Recorder()
-        t = BlockedTransport(ours, proto, loop)
-        t.write(b"y" * (4 << 20))
-        t.abort()
-        assert t.gone and t.get_write_buffer_size() == 0
-        assert proto.events == ["pause"]        # (the protocol hears of it at the next pass)
-        loop.run_until_complete(asyncio.sleep(0))
-        assert proto.events == ["pause", "lost"]
-        assert len(read_all(peer)) < 4 << 20    # the peer got what the socket took, then EOF
-    finally:
-        peer.close()
-        loop.close()
+def test_unsent_bytes_wait_in_order_and_pause_then_resume_writing(pair: Pair) -> None:
+    t, proto = pair.t, pair.proto
+    data = bytes(range(256)) * 8192          # 2 MB: more than the socket buffers hold
+    for i in range(0, len(data), 65536):
+        t.write(data[i:i + 65536])
+    assert t.get_write_buffer_size() > t.high
+    assert proto.events == ["pause"]
+    got = bytearray()
+    pair.peer.settimeout(5)
+    while len(got) < len(data):
+        got += pair.peer.recv(1 << 20)
+        t.flush()
+    assert bytes(got) == data
+    assert t.get_write_buffer_size() == 0 and proto.events == ["pause", "resume"]
+
+
+def test_a_close_with_unsent_bytes_hands_them_to_the_loops_transport(pair: Pair) -> None:
+    t, proto, loop = pair.t, pair.proto, pair.loop
+    data = b"x" * (4 << 20)
+    t.write(data)
+    t.close()
+    assert t.is_closing() and not t.gone and t.get_write_buffer_size() > 0
+    t.write(b"after the close: dropped")
+    proto.prev = t
+
+    async def hand_over() -> bytes:
+        await loop.connect_accepted_socket(lambda: proto, pair.ours)
+        return await loop.run_in_executor(None, read_all, pair.peer)
+
+    assert loop.run_until_complete(hand_over()) == data
+    loop.run_until_complete(asyncio.sleep(0.05))
+    # (the pauses: the 4 MB over this transport's mark, then over the loop's)
+    assert [e for e in proto.events if e in ("made", "lost")] == ["made", "lost"]
+
+
+def test_an_abort_drops_the_unsent_bytes_and_tells_the_protocol_later(pair: Pair) -> None:
+    t, proto = pair.t, pair.proto
+    t.write(b"y" * (4 << 20))
+    t.abort()
+    assert t.gone and t.get_write_buffer_size() == 0
+    assert proto.events == ["pause"]        # (the protocol hears of it at the next pass)
+    pair.loop.run_until_complete(asyncio.sleep(0))
+    assert proto.events == ["pause", "lost"]
+    assert len(read_all(pair.peer)) < 4 << 20    # the peer got what the socket took, then EOF
