@@ -159,7 +159,7 @@ class ClientProtocol(asyncio.Protocol):
         core.now_ms = now_ms()
         fd = sock.fileno() if sock is not None else -1
         if sock is not None and sock.family == socket.AF_UNIX:
-            where = f"{self.server.listeners.unix_path}:0"     # as Redis shows a Unix-socket client
+            where = unix_addr(self.server.listeners.unix_path)
             c = core.connection_made(where, where, fd, unix_socket=True)
         else:
             c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname), fd)
@@ -249,6 +249,17 @@ _serve = native.load("pyrepl.net._serve")   # (a read's common case in C)
 if _serve is not None:
     _serve.bind(ClientProtocol, Client, Stats, FastRespReader, ServerCore, Command,
                 dispatch.NAME_CACHE, execute, dispatch.execute_run, first, release, Database)
+
+
+#: Redis's NET_ADDR_STR_LEN: a client's addr is written into that many bytes, its NUL included
+NET_ADDR_STR_LEN = 78
+
+
+def unix_addr(path: str) -> str:
+    """A Unix-socket client's addr and laddr as Redis shows them: ``<path>:0``, cut to the
+    77 bytes that connFormatAddr's buffer holds (a long path loses its ":0", or more)."""
+    raw = os.fsencode(path) + b":0"
+    return os.fsdecode(raw[:NET_ADDR_STR_LEN - 1])
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -92,6 +92,27 @@ def test_unix_socket_serves_clients_as_redis(tmp_path: Any, kind: str) -> None:
         srv.stop()
 
 
+def test_a_long_paths_client_addr_is_cut_as_redis_cuts_it() -> None:
+    """Redis writes "<path>:0" into NET_ADDR_STR_LEN (78) bytes: a path of 90 bytes shows
+    its first 77 in CLIENT LIST's addr and laddr, on both servers alike."""
+    base = tempfile.mkdtemp(prefix="us-")
+    sub = os.path.join(base, "d" * (90 - len(base) - len("/s.sock") - 1))
+    seen = []
+    for kind in ("redis", "pyrepl"):
+        d = os.path.join(sub, kind[0])
+        os.makedirs(d)
+        path = os.path.join(d, "s.sock")
+        assert len(path) == 92
+        srv = start(kind, d, path)
+        try:
+            fields = dict(f.split("=", 1) for f in client_line(path).split(" "))
+            seen.append((fields["addr"], fields["laddr"]))
+        finally:
+            srv.stop()
+    assert seen[0] == seen[1]
+    assert seen[0][0] == seen[0][1] and seen[0][0] == path[:77]
+
+
 def test_stale_socket_file_is_replaced_and_tcp_works_beside(tmp_path: Any) -> None:
     path = str(tmp_path / "stale.sock")
     with open(path, "w") as f:
