@@ -122,9 +122,8 @@ whole_walk(PyObject *o, Py_ssize_t off)
 static inline int
 slots_all_set(PyObject *o, const Py_ssize_t *offsets, int n)
 {
-    Py_ssize_t off = -1;
     if (n >= 4) {   /* (fewer: checked as fast one by one) */
-        off = whole_offset_of(Py_TYPE(o));
+        Py_ssize_t off = whole_offset_of(Py_TYPE(o));
         if (off >= 0) {
             PyObject *w = SLOT_AT(o, off);
             if (w == Py_True)

@@ -22,7 +22,7 @@ from typing import Any
 
 #: Redis's MAX_ACCEPTS_PER_CALL: at most this many connections a listener a pass
 MAX_ACCEPTS_PER_CALL = 1000
-#: the high-water mark of asyncio's and uvloop's transports
+#: asyncio's (and uvloop's) default high-water mark, what set_write_buffer_limits() restores
 DEFAULT_HIGH_WATER = 64 * 1024
 
 
@@ -85,12 +85,6 @@ class BlockedTransport:
 
     def is_closing(self) -> bool:
         return self.closing
-
-    def pause_reading(self) -> None:
-        pass    # (nothing is read but in the blocked passes, which skip a closing one)
-
-    def resume_reading(self) -> None:
-        pass
 
     def close(self) -> None:
         """What is unsent still goes (through the loop's transport, once handed over)."""
@@ -157,7 +151,6 @@ class BlockedAccepts:
         self.factory = factory          # the listeners' protocol factory
         self.loop_of = loop_of          # () -> the running loop
         self.waiting: list[BlockedTransport] = []
-        self.accepted = 0               # (for the tests' and INFO's eyes: connections so)
 
     def accept(self, listen_fd: int) -> None:
         """Up to MAX_ACCEPTS_PER_CALL connections from the listener ``listen_fd``, each with
@@ -171,9 +164,7 @@ class BlockedAccepts:
             for _ in range(MAX_ACCEPTS_PER_CALL):
                 try:
                     sock, _addr = lsock.accept()
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
+                except OSError:     # (none left: BlockingIOError)
                     break
                 sock.setblocking(False)
                 if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -183,7 +174,6 @@ class BlockedAccepts:
                 if not self.waiting:
                     loop.call_soon(self._hand_over_all)
                 self.waiting.append(t)
-                self.accepted += 1
                 protocol.connection_made(t)
         finally:
             lsock.close()
@@ -195,15 +185,14 @@ class BlockedAccepts:
                 t.flush()
 
     def _hand_over_all(self) -> None:
-        loop = self.loop_of()
         waiting, self.waiting = self.waiting, []
         for t in waiting:
-            if not t.gone and loop is not None:
-                loop.create_task(self._hand_over(loop, t))
+            if not t.gone:
+                t.loop.create_task(self._hand_over(t))
 
     @staticmethod
-    async def _hand_over(loop: asyncio.AbstractEventLoop, t: BlockedTransport) -> None:
+    async def _hand_over(t: BlockedTransport) -> None:
         try:
-            await loop.connect_accepted_socket(lambda: t.protocol, t.sock)
+            await t.loop.connect_accepted_socket(lambda: t.protocol, t.sock)
         except OSError:
             t.abort()

@@ -41,7 +41,7 @@ from pyrepl.fastpath import execute
 from pyrepl.keyspace.db import Database
 from pyrepl.net import process, tls
 from pyrepl.net.bio import BackgroundFree, BackgroundFsync
-from pyrepl.net.blocked import BlockedAccepts
+from pyrepl.net.blocked import DEFAULT_HIGH_WATER, BlockedAccepts
 from pyrepl.net.cluster_io import ClusterBus
 from pyrepl.net.ldb_io import SocketChannel
 from pyrepl.net.listen import Listeners
@@ -87,8 +87,6 @@ def now_ms() -> int:
 # collection runs only where containers really accumulate. (bench/RESULTS.md, "The cyclic GC")
 # What an unauthenticated client's unread replies may hold (checkClientOutputBufferLimits)
 UNAUTH_OUTPUT_LIMIT = 1024
-# asyncio's (and uvloop's) default high-water mark, what set_write_buffer_limits() restores
-DEFAULT_HIGH_WATER = 64 * 1024
 
 # The startup banner (redisAsciiArt's logo): what it says, in the same words and places.
 BANNER = """
