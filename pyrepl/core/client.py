@@ -37,7 +37,7 @@ CLUSTER_READONLY = 2
 class Client:
     __slots__ = (
         "id", "core", "db", "proto", "name", "lib_name", "lib_ver", "authenticated", "user",
-        "reader", "out", "close_after_reply", "closed", "addr", "laddr", "fd",
+        "reader", "out", "close_after_reply", "closed", "addr", "laddr", "fd", "out_fd",
         "ctime_ms", "last_interaction_ms", "last_cmd", "in_multi", "multi_queue", "multi_error",
         "watched", "dirty_cas", "flags", "net_in", "net_out", "commands", "kind",
         "propagate_argv", "repl", "transport", "blocked", "woff", "unix_socket",
@@ -76,6 +76,9 @@ class Client:
         self.addr = addr
         self.laddr = laddr
         self.fd = fd
+        # the socket its transport writes to, when the net side may write replies to it itself
+        # (pyrepl/net/_serve.c's send_reply checks the transport too); -1: never
+        self.out_fd = -1
         self.ctime_ms = core.now_ms
         self.last_interaction_ms = core.now_ms
         self.last_cmd: Any = None  # the Command last run (CLIENT LIST cmd=)

@@ -148,6 +148,8 @@ class ClientProtocol(asyncio.Protocol):
             if self._unauth_limit:
                 transport.set_write_buffer_limits(high=UNAUTH_OUTPUT_LIMIT)  # type: ignore[attr-defined]
             prev.hand_over(transport)   # type: ignore[attr-defined]  # (pyrepl.net.blocked)
+            if self.client is not None:
+                self.client.out_fd = _fd_of(transport)
             self._flush()
             return
         peer = transport.get_extra_info("peername")
@@ -162,6 +164,7 @@ class ClientProtocol(asyncio.Protocol):
         else:
             c = core.connection_made(_fmt_addr(peer), _fmt_addr(sockname), fd)
         c.transport = transport
+        c.out_fd = fd
         self.client = c
         if not c.authenticated:
             # Redis limits an unauthenticated client's unread replies to 1 KB
@@ -258,6 +261,12 @@ def unix_addr(path: str) -> str:
     77 bytes that connFormatAddr's buffer holds (a long path loses its ":0", or more)."""
     raw = os.fsencode(path) + b":0"
     return os.fsdecode(raw[:NET_ADDR_STR_LEN - 1])
+
+
+def _fd_of(transport: asyncio.BaseTransport) -> int:
+    """The socket fd under a transport, or -1."""
+    sock = transport.get_extra_info("socket")
+    return sock.fileno() if sock is not None else -1
 
 
 def _fmt_addr(addr: Any) -> str:

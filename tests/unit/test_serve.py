@@ -345,3 +345,148 @@ def test_the_pass_hook_writes_at_the_end_of_each_pass_of_uvloops_loop():
         _native.unhook_pass(hook)
         loop.run_until_complete(asyncio.sleep(0))
         loop.close()
+
+
+def _uv_pair(loop, family: str):
+    """A uvloop transport over one end of a connected pair (TCP on loopback or a Unix socket
+    pair), the other end a plain blocking socket to read from, with small buffers so that a
+    few KB fill them."""
+    import socket
+
+    if family == "tcp":
+        lsock = socket.create_server(("127.0.0.1", 0))
+        peer = socket.create_connection(lsock.getsockname())
+        ours, _ = lsock.accept()
+        lsock.close()
+    else:
+        ours, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+
+    class Proto:
+        lost: list[object] = []
+
+        def connection_made(self, t):
+            pass
+
+        def connection_lost(self, exc):
+            self.lost.append(exc)
+
+        def pause_writing(self):
+            pass
+
+        def resume_writing(self):
+            pass
+
+        def data_received(self, data):
+            pass
+
+        def eof_received(self):
+            return False
+    proto = Proto()
+    t, _ = loop.run_until_complete(loop.connect_accepted_socket(lambda: proto, ours))
+    return t, ours.fileno(), peer, proto
+
+
+def _drain(sock, want: int) -> bytes:
+    import select
+    got = bytearray()
+    while len(got) < want and select.select([sock], [], [], 0)[0]:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["tcp", "unix"]),
+       st.lists(st.tuples(st.integers(1, 60_000), st.sampled_from(["none", "read", "pass"])),
+                min_size=1, max_size=25))
+def test_send_reply_is_the_transports_write(family, steps):
+    """_serve.send_reply (write_one's write) against uvloop's transport.write, the reference:
+    replies of random sizes, the peer reading some or none between them and the loop running
+    or not, arrive whole and in order, as the transport's writes alone would deliver them. It
+    writes to the socket itself only when the transport holds nothing of its own and the
+    socket takes the whole reply; otherwise the transport has the reply (or its rest)."""
+    import asyncio
+
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    t, fd, peer, _proto = _uv_pair(loop, family)
+    try:
+        sent = bytearray()
+        got = bytearray()
+        for i, (size, then) in enumerate(steps):
+            data = bytes([65 + i % 26]) * size
+            held = t.get_write_buffer_size()
+            direct = _native.send_reply(t, fd, data)
+            if held or t.get_write_buffer_size():
+                assert direct is False
+            if i == 0 and size <= 1000:   # (an empty socket takes it)
+                assert direct is True
+            sent += data
+            if then == "read":
+                got += _drain(peer, len(sent) - len(got))
+            elif then == "pass":
+                loop.run_until_complete(asyncio.sleep(0))
+        for _ in range(100_000):
+            if len(got) == len(sent):
+                break
+            loop.run_until_complete(asyncio.sleep(0))
+            got += _drain(peer, len(sent) - len(got))
+        assert bytes(got) == bytes(sent)
+    finally:
+        t.close()
+        peer.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+
+
+def test_send_reply_leaves_anything_else_to_the_transport():
+    """No uvloop stream transport, no fd, a closing transport, a peer gone: the transport's
+    write has the bytes, and on a peer gone uvloop closes the transport as its own write
+    does (connection_lost), the server raising nothing."""
+    import asyncio
+
+    import uvloop
+
+    fake = Transport()
+    assert _native.send_reply(fake, 5, b"+OK\r\n") is False
+    assert fake.log == [b"+OK\r\n"]
+    loop = uvloop.new_event_loop()
+    try:
+        t, fd, peer, proto = _uv_pair(loop, "tcp")
+        assert _native.send_reply(t, -1, b"+A\r\n") is False   # (no fd: the transport's)
+        assert _native.send_reply(t, fd, b"+B\r\n") is True
+        assert _drain(peer, 8) == b"+A\r\n+B\r\n"
+        peer.close()
+        for _ in range(50):   # (the first write after the close may still succeed: an RST)
+            if t.is_closing():
+                break
+            _native.send_reply(t, fd, b"+C\r\n")
+            loop.run_until_complete(asyncio.sleep(0.01))
+        assert t.is_closing()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert len(proto.lost) == 1
+        for write in (t.write, lambda data: _native.send_reply(t, fd, data)):
+            with pytest.raises(RuntimeError, match="closed"):   # (closed: as its write)
+                write(b"+D\r\n")
+        # closing with bytes of its own still to write: they go first, then the transport's
+        t, fd, peer, proto = _uv_pair(loop, "unix")
+        t.write(b"x" * 200_000)
+        assert t.get_write_buffer_size() > 0
+        t.close()
+        assert _native.send_reply(t, fd, b"+E\r\n") is False
+        got = bytearray()
+        for _ in range(10_000):
+            loop.run_until_complete(asyncio.sleep(0))
+            got += _drain(peer, 1 << 20)
+            if proto.lost:
+                break
+        assert bytes(got) == b"x" * 200_000 + b"+E\r\n"   # (uvloop's write: after them)
+        peer.close()
+    finally:
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
