@@ -73,9 +73,11 @@ static const char *const client_names[C_N] = {
     "multi_mem", "mem_quiet",
 };
 
-enum { M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME, M_N };
+enum {
+    M_HANDLER, M_MIN_ARGS, M_MAX_ARGS, M_WRITE, M_PROPAGATES, M_NOMULTI, M_NAME, M_STAT_OF, M_N
+};
 static const char *const command_names[M_N] = {
-    "handler", "min_args", "max_args", "write", "propagates", "nomulti", "name",
+    "handler", "min_args", "max_args", "write", "propagates", "nomulti", "name", "stat_of",
 };
 
 /* cluster_step's slots of the core, the client and the command: read behind the gate only,
@@ -510,12 +512,22 @@ done:
 static int
 call_ready(PyObject *core, PyObject *cmd, PyObject **st)
 {
-    PyObject *cmdstats = K(core, K_CMDSTATS);
+    PyObject *cmdstats = K(core, K_CMDSTATS), *memo = M(cmd, M_STAT_OF);
     if (!PyDict_CheckExact(cmdstats))
         return 2;
-    *st = PyDict_GetItemWithError(cmdstats, cmd);
-    if (*st == NULL)
-        return PyErr_Occurred() ? -1 : 2;
+    /* the record remembered on the command for this core's dict (Command.stat_of: a dict
+       keeps the record it gave a command, ServerCore.cmdstats), else looked up and
+       remembered; borrowed either way (the dict holds it) */
+    if (PyTuple_CheckExact(memo) && PyTuple_GET_SIZE(memo) == 2 &&
+            PyTuple_GET_ITEM(memo, 0) == cmdstats) {
+        *st = PyTuple_GET_ITEM(memo, 1);
+    } else {
+        *st = PyDict_GetItemWithError(cmdstats, cmd);
+        if (*st == NULL)
+            return PyErr_Occurred() ? -1 : 2;
+        if (slot_set(cmd, command_off[M_STAT_OF], PyTuple_Pack(2, cmdstats, *st)) < 0)
+            return -1;
+    }
     if (Py_TYPE(*st) != stat_type || !slots_all_set(*st, stat_off, S_N))
         return 2;
     long long calls = slot_int(SLOT_AT(*st, stat_off[S_CALLS])),

@@ -108,6 +108,9 @@ class Command:
     # not may-replicate (which read-only scripts refuse), not XREAD/XREADGROUP (BLOCK is
     # refused there), not a container.
     script_plain: bool = False
+    # (cmdstats, its record of this command): the C's call remembers the record of the
+    # last core's dict it was looked up in (pyrepl/_dispatch.c's call_ready)
+    stat_of: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     # (the C's: every slot set, pyrepl/_slots.h)
     _whole: bool | None = field(default=None, init=False, repr=False)
 

@@ -154,7 +154,9 @@ class ServerCore:
         self.port = config.port
         # Replication hooks (the replication layer sets these).
         self.expiry_deletes = True  # False on a replica: keys expire only by the master's DEL
-        # INFO commandstats / errorstats (reset by CONFIG RESETSTAT)
+        # INFO commandstats / errorstats (reset by CONFIG RESETSTAT). A command's record, once
+        # made, stays its record (reset in place, never replaced or removed): the C's call
+        # remembers it on the command (Command.stat_of)
         self.cmdstats: dict[Command, CommandStat] = {}
         self.errorstats: dict[str, int] = {}
         self.clock_ns = self.host.clock_ns

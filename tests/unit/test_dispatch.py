@@ -342,6 +342,32 @@ def test_the_common_case_runs_no_python_dispatch() -> None:
             assert core._pending is not pending and core._pending == []
 
 
+def test_a_commands_record_is_remembered_per_core() -> None:
+    """The C call remembers a command's commandstats record on the command for the core's
+    dict it came from (Command.stat_of): two cores calling the same command in turn each
+    count their own calls, and CONFIG RESETSTAT (the records reset in place) leaves what is
+    remembered right."""
+    (a, ca, _), (b, cb, _) = _world(True, False), _world(True, False)
+    set_cmd = COMMANDS[b"set"]
+    start = {core: core.cmdstats[set_cmd].calls for core in (a, b)}   # (the warm-up's)
+    for i in range(7):
+        execute(a, ca, _read(ca, ["SET", "k", str(i)]))
+        if i % 2:
+            execute(b, cb, _read(cb, ["SET", "k", str(i)]))
+        assert set_cmd.stat_of is not None
+    assert a.cmdstats[set_cmd].calls == start[a] + 7
+    assert b.cmdstats[set_cmd].calls == start[b] + 3
+    assert set_cmd.stat_of == (a.cmdstats, a.cmdstats[set_cmd])
+    execute(a, ca, _read(ca, ["CONFIG", "RESETSTAT"]))
+    for i in range(4):
+        execute(a, ca, _read(ca, ["SET", "k", str(i)]))
+    execute(b, cb, _read(cb, ["SET", "k", "x"]))
+    assert a.cmdstats[set_cmd].calls == 4
+    assert b.cmdstats[set_cmd].calls == start[b] + 4
+    ca.data_to_send()
+    cb.data_to_send()
+
+
 def _replica_look(n) -> dict[str, object]:
     core, mc = n.core, n.side.stream.master.client
     return {"digest": dataset_digest(core.dbs, NOW),

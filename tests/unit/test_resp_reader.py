@@ -1054,6 +1054,35 @@ def test_fed_as_a_client_feeds_it_the_fast_reader_is_the_pure_one(pieces, cuts, 
         client_trace(RespReader(client_query_buffer_limit=limit))
 
 
+def test_the_ends_kept_for_the_next_reads_never_change_a_value_someone_holds():
+    """The C scan writes a read's request ends into the ints of an earlier read's ends that
+    nothing else holds (pyrepl/resp/_scan.c's end_int): each end read off the reader and kept
+    here (a reference of ours) must keep its value while later reads, alone and pipelined,
+    reuse the others; and every end is where its request ends."""
+    reader = FastRespReader()
+    held: list[int] = []
+    want: list[int] = []
+    at = 0
+    for i in range(400):
+        reqs = [enc(b"SET", b"k%d" % j, b"v" * (i % 7)) for j in range(1 + i % 4)]
+        for q in reqs:
+            at += len(q)
+            want.append(at)
+        argv = first(reader, b"".join(reqs))
+        while True:   # (as Client.process: no gets() once the read is all run)
+            if argv is None and (argv := reader.gets()) is None:
+                break
+            if i % 3:   # (a third of the ends not kept: theirs may be reused)
+                held.append(reader.consumed_now())
+            else:
+                held.append(int(str(reader.consumed_now())))   # (a copy: the int may go)
+            argv = None
+            if reader.spent and not reader.queue:
+                break
+        release(reader)   # (then its batch is kept for the next read, with its ends)
+    assert held == want
+
+
 _SLOTS = [(name, cls.__dict__[name]) for cls in (RespReader, FastRespReader)
           for name in cls.__slots__]
 

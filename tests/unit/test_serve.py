@@ -205,8 +205,23 @@ def _clustered(server: Server) -> None:
     st_.state = 0
 
 
+def _warm_name_cache() -> None:
+    """NAME_CACHE (one per process, each spelling added at its first lookup) as once every
+    command ran: the two servers share it, so a name the first server's read added would
+    change the second's run of the same read (plainrun.select ends a run at a name it does
+    not know yet)."""
+    from pyrepl.commands.table import COMMANDS
+    from pyrepl.core.dispatch import _PROTECTED_COMMANDS, NAME_CACHE
+
+    for name, cmd in COMMANDS.items():
+        if not cmd.subcommands and cmd.name not in _PROTECTED_COMMANDS:
+            for spelling in (name, name.upper()):
+                NAME_CACHE.setdefault(spelling, cmd)
+
+
 def same_reads(reads, *more: tuple[str, list[str]], cluster_dirs: tuple[str, str] | None = None
                ) -> tuple[int, int]:
+    _warm_name_cache()
     if cluster_dirs is not None:
         more = (*more, ("dir", [cluster_dirs[0]]))
     a = world(*more, native=True)
