@@ -434,16 +434,19 @@ send_reply(PyObject *t, long long fd, PyObject *bytes)
     int i = direct == 0 && fd >= 0 ? find_uvloop() : direct;
     i = i < 0 || fd < 0 ? -1 : Py_TYPE(t) == uv_types[0] ? 0 : Py_TYPE(t) == uv_types[1] ? 1 : -1;
     if (i >= 0 && PyBytes_CheckExact(bytes) && PyBytes_GET_SIZE(bytes) > 0) {
-        PyObject *closing = PyObject_Vectorcall(uv_is_closing[i], &t, 1, NULL);
-        if (closing == NULL)
+        PyObject *v = PyObject_Vectorcall(uv_is_closing[i], &t, 1, NULL);
+        if (v == NULL)
             return -1;
-        Py_DECREF(closing);
-        PyObject *held = closing == Py_False ? PyObject_Vectorcall(uv_buffered[i], &t, 1, NULL)
-                                             : NULL;
-        if (closing == Py_False && held == NULL)
-            return -1;
-        Py_XDECREF(held);
-        if (held != NULL && slot_int(held) == 0) {
+        int open = v == Py_False;
+        Py_DECREF(v);
+        long long held = -1;   /* (the bytes it holds, once known to be open) */
+        if (open) {
+            if ((v = PyObject_Vectorcall(uv_buffered[i], &t, 1, NULL)) == NULL)
+                return -1;
+            held = slot_int(v);
+            Py_DECREF(v);
+        }
+        if (held == 0) {
             const char *p = PyBytes_AS_STRING(bytes);
             Py_ssize_t n = PyBytes_GET_SIZE(bytes);
             ssize_t w;
