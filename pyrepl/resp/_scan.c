@@ -117,8 +117,8 @@ list_empty(PyObject *list)
 }
 
 /* The ints of an emptied spare batch's ``ends`` that only that list held, kept for the next
-   reads' ends (end_int): an offset written into one in place (3.11's digits, as _slots.h's
-   slot_set_int) spares making an int and releasing it, ~130 instructions a request. */
+   reads' ends (end_int): an offset written into one in place (_slots.h's int_write_in_place)
+   spares making an int and releasing it, ~130 instructions a request. */
 #ifdef SLOT_INT_DIGITS
 #define INTS_KEPT 16
 static PyObject *ints_kept[INTS_KEPT];
@@ -130,15 +130,10 @@ static PyObject *
 end_int(long long at)
 {
 #ifdef SLOT_INT_DIGITS
-    if (n_ints_kept > 0 && at > 256 && at < SLOT_INT_LIMIT) {
+    if (n_ints_kept > 0 && at > 256) {   /* (smaller: CPython's shared small ints) */
         PyObject *v = ints_kept[--n_ints_kept];
-        if (Py_SIZE(v) == (at < (1LL << PyLong_SHIFT) ? 1 : 2)) {
-            digit *d = ((PyLongObject *)v)->ob_digit;
-            d[0] = (digit)(at & PyLong_MASK);
-            if (Py_SIZE(v) == 2)
-                d[1] = (digit)(at >> PyLong_SHIFT);
+        if (int_write_in_place(v, at))
             return v;
-        }
         Py_DECREF(v);
     }
 #endif
