@@ -523,11 +523,15 @@ class NetHost(Host):
         before the script's in the same pass, pub/sub's, a replica's stream) written now, as
         the beforeSleep that Redis's processEventsWhileBlocked runs writes them, but the
         script's caller's (a protected client: Redis's handleClientsWithPendingWrites skips
-        it). With the AOF on they keep waiting: no reply leaves before the AOF holds what it
-        answers."""
+        it). With the AOF on, its buffer is written first, as that beforeSleep's
+        flushAppendOnlyFile(0): it holds what the commands before the script wrote (the
+        script's own writes propagate once it ends), so no reply leaves before the AOF holds
+        what it answers."""
         core = self.server.core
-        if core.pending_flush and not core.aof_on:
-            self.server.flush_pending(keep=protected)
+        if core.pending_flush:
+            self.server.flush_pending(keep=protected)     # (the AOF's write first)
+        elif core.aof_on:
+            core.aof.before_reply()
         self.server.blocked.flush()
 
     def output_buffered(self, client: Client) -> int:

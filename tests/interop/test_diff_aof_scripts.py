@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.procs import ServerProcess, start_pyrepl, start_redis
 from tests.support.resp import RawClient, encode_command
-from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -55,23 +55,41 @@ def test_writes_of_aof_scripts_on_a_read_only_replica() -> None:
     assert seen == [b"$3\r\n102\r\n"] * 2
 
 
-SLOW = b"redis.call('set',KEYS[1],'y'); for i=1,1500000 do redis.call('ping') end return 'ok'"
+# A script that runs for ARGV[1] microseconds of wall-clock time (TIME, called in a loop): the
+# load it is in lasts that long on both servers, however fast each runs scripts or however
+# starved the machine is, so the window in which others get -LOADING is certain, not a race.
+SLOW = (b"redis.call('set',KEYS[1],'y') "
+        b"local function us() local t = redis.call('time') return t[1] * 1000000 + t[2] end "
+        b"local stop = us() + tonumber(ARGV[1]) while us() < stop do end return 'ok'")
+LOAD_US = b"4000000"
+
+
+def _ping_until(c: RawClient, pong: bool, timeout: float, what: str) -> bytes:
+    """PING on ``c`` until its answer is (``pong``) or is not (not ``pong``) +PONG; every
+    PING's answer is read, or the call raises: a poll that gave up on one would leave its
+    answer to be read as the next command's."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = c.call("PING")
+        if (got == b"+PONG\r\n") == pong:
+            return got
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.01)
 
 
 def test_a_busy_script_during_debug_loadaof_answers_loading() -> None:
     seen = []
-    for srv in _both([[b"select", b"9"], [b"eval", SLOW, b"1", b"x"]], "--appendonly", "yes",
-                     "--lua-time-limit", "1", "--aof-use-rdb-preamble", "no"):
-        # (the loader waits for the load, whose script makes 1.5M calls: ~11 s on pyrepl)
-        with srv, RawClient(srv.port, timeout=90) as loader, RawClient(srv.port) as other:
+    for srv in _both([[b"select", b"9"], [b"eval", SLOW, b"1", b"x", LOAD_US]],
+                     "--appendonly", "yes", "--lua-time-limit", "1",
+                     "--aof-use-rdb-preamble", "no"):
+        with srv, RawClient(srv.port, timeout=90) as loader, \
+                RawClient(srv.port, timeout=90) as other:
             # (the start loads the same AOF: both answer -LOADING meanwhile, the script's
             # hook accepting the connections)
             first = other.call("PING")
-            wait_for(lambda: other.call("PING") == b"+PONG\r\n", timeout=30,
-                     what="the start's load done")
+            _ping_until(other, True, 90, "the start's load done")
             loader.send("DEBUG", "LOADAOF")
-            wait_for(lambda: other.call("PING") != b"+PONG\r\n", timeout=20,
-                     what="the load under way")
+            _ping_until(other, False, 20, "the load under way")
             got = [other.call("PING"), other.call("GET", "x"), first]
             got.append(loader.read_reply())
             other.call("SELECT", "9")

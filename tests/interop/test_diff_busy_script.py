@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.support.procs import side_by_side
+from tests.support.procs import ServerProcess, side_by_side
 from tests.support.resp import RawClient
 from tests.support.waits import wait_for
 
@@ -112,24 +112,30 @@ def test_a_kill_caught_by_pcall_leaves_the_next_scripts_alone(servers) -> None:
                            b"+PONG\r\n"]
 
 
-def test_what_waits_to_be_written_leaves_while_the_script_runs(servers) -> None:
+@pytest.mark.parametrize("appendonly", ["no", "yes"])
+def test_what_waits_to_be_written_leaves_while_the_script_runs(appendonly: str) -> None:
     """processEventsWhileBlocked runs beforeSleep's writes: a message the busy script itself
     published (its subscriber's output waits for the pass's end) reaches the subscriber while
     the script still runs, before SCRIPT KILL ends it (a subscriber that got nothing would
-    time out here)."""
-    seen = []
-    for srv in servers:
-        with RawClient(srv.port) as runner, RawClient(srv.port) as other, \
-                RawClient(srv.port, timeout=5) as sub:
-            assert other.call("PING") == b"+PONG\r\n"
-            assert sub.call("SUBSCRIBE", "ch").startswith(b"*3\r\n$9\r\nsubscribe\r\n")
-            runner.send("EVAL", "redis.call('PUBLISH', 'ch', 'm') " + LOOP, "0")
-            wait_busy(other)
-            got = [sub.read_reply(), other.call("SCRIPT", "KILL"), runner.read_reply()]
-            seen.append(got)
+    time out here). With the AOF on too: that beforeSleep writes the AOF's buffer first
+    (flushAppendOnlyFile), then the replies."""
+    with side_by_side("--busy-reply-threshold", "100", "--appendonly", appendonly) as servers:
+        seen = [_published_while_busy(srv) for srv in servers]
     assert seen[0] == seen[1]
     assert seen[0][0] == b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n"
     assert seen[0][1] == b"+OK\r\n"
+
+
+def _published_while_busy(srv: ServerProcess) -> list[bytes]:
+    """The subscriber's message, SCRIPT KILL's reply and the runner's, of a busy script that
+    published before it looped."""
+    with RawClient(srv.port) as runner, RawClient(srv.port) as other, \
+            RawClient(srv.port, timeout=5) as sub:
+        assert other.call("PING") == b"+PONG\r\n"
+        assert sub.call("SUBSCRIBE", "ch").startswith(b"*3\r\n$9\r\nsubscribe\r\n")
+        runner.send("EVAL", "redis.call('PUBLISH', 'ch', 'm') " + LOOP, "0")
+        wait_busy(other)
+        return [sub.read_reply(), other.call("SCRIPT", "KILL"), runner.read_reply()]
 
 
 def test_a_script_that_wrote_is_unkillable_and_shutdown_nosave_stops(servers) -> None:
