@@ -70,8 +70,10 @@ def total(path: str) -> int:
     raise RuntimeError(f"no totals in {path}")
 
 
-def measure(kind: str, case: str, clients: int, n: int, txload: str, tree: str | None) -> int:
-    """A request's instructions of server ``kind`` ("pyrepl" or "redis") on ``case``."""
+def measure(kind: str, case: str, clients: int, n: int, txload: str, tree: str | None,
+            keep: str | None = None) -> int:
+    """A request's instructions of server ``kind`` ("pyrepl" or "redis") on ``case``; with
+    ``keep``, its two callgrind dumps are copied there (for callgrind_annotate's --diff)."""
     work = tempfile.mkdtemp(prefix=f"instr-{kind}-")
     port = free_port()
     argv, env = server_argv(kind, port, work, tree)
@@ -108,6 +110,10 @@ def measure(kind: str, case: str, clients: int, n: int, txload: str, tree: str |
         dumps = sorted(glob.glob(f"{out}.{proc.pid}.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
         if len(dumps) < 2:
             raise RuntimeError(f"callgrind wrote {len(dumps)} dumps")
+        if keep is not None:
+            os.makedirs(keep, exist_ok=True)
+            for i, d in enumerate(dumps[:2]):
+                shutil.copy(d, os.path.join(keep, f"{kind}-{case}-{clients}.{i + 1}"))
         return (total(dumps[1]) - total(dumps[0])) // (2 * n)
     finally:
         proc.terminate()
@@ -171,6 +177,7 @@ def main() -> int:
     ap.add_argument("--clients", default="1,50")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--tree", default=None, help="another checkout's pyrepl")
+    ap.add_argument("--keep", default=None, help="a directory to copy the callgrind dumps to")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control", "redis-server", "gcc"):
         if shutil.which(tool) is None:
@@ -182,7 +189,8 @@ def main() -> int:
         print(f"{'case':12s} {'clients':>7s} {'redis':>8s} {'pyrepl':>8s}  pyrepl/redis")
         for case in args.cases.split(","):
             for clients in map(int, args.clients.split(",")):
-                got = {k: measure(k, case, clients, args.n, txload, args.tree)
+                got = {k: measure(k, case, clients, args.n, txload, args.tree,
+                                      args.keep)
                        for k in ("redis", "pyrepl")}
                 print(f"{case:12s} {clients:7d} {got['redis']:8,d} {got['pyrepl']:8,d}"
                       f"  {got['pyrepl'] / got['redis']:.2f}", flush=True)

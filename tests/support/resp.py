@@ -14,11 +14,17 @@ class RespError(Exception):
 
 
 class RawClient:
-    """Sends commands as RESP arrays and returns each reply's exact bytes (RESP2 or RESP3)."""
+    """Sends commands as RESP arrays and returns each reply's exact bytes (RESP2 or RESP3).
+
+    A ``call`` whose reply did not come (a timeout) leaves the connection out of step: the
+    next ``call`` raises instead of returning that late reply as its own (a poll that retries
+    on errors, ``wait_for``, would otherwise read every later answer one command behind),
+    until ``read_reply`` takes the late one."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
+        self.owed = False       # a call's reply not read
 
     def close(self) -> None:
         self.sock.close()
@@ -36,6 +42,10 @@ class RawClient:
         self.sock.sendall(data)
 
     def call(self, *args: bytes | str | int) -> bytes:
+        if self.owed:
+            raise RespError("the reply of an earlier call was never read: this connection's "
+                            "replies would be one command behind")
+        self.owed = True
         self.send(*args)
         return self.read_reply()
 
@@ -85,6 +95,7 @@ class RawClient:
     def read_reply(self) -> bytes:
         end = self._skip(0)
         reply, self.buf = self.buf[:end], self.buf[end:]
+        self.owed = False
         return reply
 
 
