@@ -1,7 +1,7 @@
 """Instructions a request of each whole server, pyrepl beside Redis 7.0.15, under callgrind.
 
     .venv/bin/python bench/bench_server_instr.py [--cases SET,MULTI_EXEC,EVALSHA]
-        [--clients 1,50] [--n 2000] [--tree DIR]
+        [--clients 1,50] [--n 2000] [--tree DIR] [--keep DIR]
 
 Each server runs whole under ``valgrind --tool=callgrind --instr-atstart=no``: the event
 loop, the kernel's interface, the parse, the commands and the writes, as it serves. Once it is
@@ -10,7 +10,8 @@ after N and again after 3N more of bench/txload.c's requests (one request a clie
 time, ``--clients`` connections); the second dump less the first over 2N is a request's cost,
 start-up and connections excluded. Instructions, not seconds: the same on a loaded machine
 (valgrind runs the server on one core, ~50x slower). ``--tree`` runs another checkout's
-pyrepl instead of this one (a ``git worktree`` of an earlier commit, C built in place).
+pyrepl instead of this one (a ``git worktree`` of an earlier commit, C built in place);
+``--keep`` copies each server's two dumps to DIR (``callgrind_annotate`` reads them).
 
 The cases (the data set first where a case needs it): SET of one key; MULTI_EXEC, the
 transaction of bench_commands.TX (MULTI, SET, EXPIRE, GET, EXEC); EVALSHA of
