@@ -1,13 +1,13 @@
 """Instructions a request of each whole server, pyrepl beside Redis 7.0.15, under callgrind.
 
     .venv/bin/python bench/bench_server_instr.py [--cases SET,MULTI_EXEC,EVALSHA]
-        [--clients 1,50] [--n 2000] [--tree DIR] [--keep DIR]
+        [--clients 1,50] [--n 2000] [--tree DIR] [--keep DIR] [--pipeline 1]
 
 Each server runs whole under ``valgrind --tool=callgrind --instr-atstart=no``: the event
 loop, the kernel's interface, the parse, the commands and the writes, as it serves. Once it is
 up and warm (500 requests), ``callgrind_control -i on`` starts the count, ``-d`` dumps it
-after N and again after 3N more of bench/txload.c's requests (one request a client at a
-time, ``--clients`` connections); the second dump less the first over 2N is a request's cost,
+after N and again after 3N more of bench/txload.c's requests (``--pipeline`` requests a
+client at a time, one by default; ``--clients`` connections); the second dump less the first over 2N is a request's cost,
 start-up and connections excluded. Instructions, not seconds: the same on a loaded machine
 (valgrind runs the server on one core, ~50x slower). ``--tree`` runs another checkout's
 pyrepl instead of this one (a ``git worktree`` of an earlier commit, C built in place);
@@ -72,7 +72,7 @@ def total(path: str) -> int:
 
 
 def measure(kind: str, case: str, clients: int, n: int, txload: str, tree: str | None,
-            keep: str | None = None) -> int:
+            keep: str | None = None, pipeline: int = 1) -> int:
     """A request's instructions of server ``kind`` ("pyrepl" or "redis") on ``case``; with
     ``keep``, its two callgrind dumps are copied there (for callgrind_annotate's --diff)."""
     work = tempfile.mkdtemp(prefix=f"instr-{kind}-")
@@ -95,7 +95,7 @@ def measure(kind: str, case: str, clients: int, n: int, txload: str, tree: str |
             f.write(reply_of(port, cmds))
 
         def load(count: int) -> None:
-            subprocess.run([txload, str(port), str(clients), "1", str(count), req, rep],
+            subprocess.run([txload, str(port), str(clients), str(pipeline), str(count), req, rep],
                            check=True, stdout=subprocess.DEVNULL, timeout=3600)
 
         def control(*flags: str) -> None:
@@ -179,6 +179,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--tree", default=None, help="another checkout's pyrepl")
     ap.add_argument("--keep", default=None, help="a directory to copy the callgrind dumps to")
+    ap.add_argument("--pipeline", type=int, default=1, help="requests a client sends at once")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control", "redis-server", "gcc"):
         if shutil.which(tool) is None:
@@ -191,7 +192,7 @@ def main() -> int:
         for case in args.cases.split(","):
             for clients in map(int, args.clients.split(",")):
                 got = {k: measure(k, case, clients, args.n, txload, args.tree,
-                                      args.keep)
+                                      args.keep, args.pipeline)
                        for k in ("redis", "pyrepl")}
                 print(f"{case:12s} {clients:7d} {got['redis']:8,d} {got['pyrepl']:8,d}"
                       f"  {got['pyrepl'] / got['redis']:.2f}", flush=True)
