@@ -201,6 +201,7 @@ dense_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define SP_KVAL 2
 #define SP_ZERO_MAX_LEN 64
 #define SP_VAL_MAX_LEN 4
+#define SP_VAL_MAX_VALUE 32
 #define SP_VAL(value, len) ((unsigned char)((((value) - 1) << 2 | ((len) - 1)) | 0x80))
 
 /* The opcode at p (hll._op): its kind, the registers it covers, its value and its length;
@@ -299,7 +300,7 @@ sparse_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "sparse_set: no such register or count");
         return NULL;
     }
-    if (count > 32)   /* HLL_SPARSE_VAL_MAX_VALUE */
+    if (count > SP_VAL_MAX_VALUE)
         return PyLong_FromLong(2);
     unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(ba);
     Py_ssize_t end = PyByteArray_GET_SIZE(ba), p = HLL_HDR_SIZE, prev = -1;
@@ -316,15 +317,9 @@ sparse_set(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (span == 0 || p >= end)
         goto corrupt;
-    if (kind == SP_KVAL) {
-        if (value >= count)
-            return PyLong_FromLong(0);
-        if (span == 1) {
-            h[p] = SP_VAL(count, 1);
-            return sp_merge_scan(ba, prev) < 0 ? NULL : PyLong_FromLong(1);
-        }
-    }
-    if (kind == SP_KZERO && span == 1) {
+    if (kind == SP_KVAL && value >= count)
+        return PyLong_FromLong(0);
+    if (kind != SP_KXZERO && span == 1) {   /* one register: the opcode becomes its VAL */
         h[p] = SP_VAL(count, 1);
         return sp_merge_scan(ba, prev) < 0 ? NULL : PyLong_FromLong(1);
     }

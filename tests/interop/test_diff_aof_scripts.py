@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.procs import ServerProcess, start_pyrepl, start_redis
 from tests.support.resp import RawClient, encode_command
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -64,19 +64,6 @@ SLOW = (b"redis.call('set',KEYS[1],'y') "
 LOAD_US = b"4000000"
 
 
-def _ping_until(c: RawClient, pong: bool, timeout: float, what: str) -> bytes:
-    """PING on ``c`` until its answer is (``pong``) or is not (not ``pong``) +PONG; every
-    PING's answer is read, or the call raises: a poll that gave up on one would leave its
-    answer to be read as the next command's."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = c.call("PING")
-        if (got == b"+PONG\r\n") == pong:
-            return got
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_a_busy_script_during_debug_loadaof_answers_loading() -> None:
     seen = []
     for srv in _both([[b"select", b"9"], [b"eval", SLOW, b"1", b"x", LOAD_US]],
@@ -87,9 +74,12 @@ def test_a_busy_script_during_debug_loadaof_answers_loading() -> None:
             # (the start loads the same AOF: both answer -LOADING meanwhile, the script's
             # hook accepting the connections)
             first = other.call("PING")
-            _ping_until(other, True, 90, "the start's load done")
+            # (a PING that timed out makes the next call raise, RawClient: none is misread)
+            wait_for(lambda: other.call("PING") == b"+PONG\r\n", timeout=90,
+                     what="the start's load done")
             loader.send("DEBUG", "LOADAOF")
-            _ping_until(other, False, 20, "the load under way")
+            wait_for(lambda: other.call("PING") != b"+PONG\r\n", timeout=20,
+                     what="the load under way")
             got = [other.call("PING"), other.call("GET", "x"), first]
             got.append(loader.read_reply())
             other.call("SELECT", "9")
